@@ -1,0 +1,117 @@
+//! A guest (qemu VM or lxc container) as the core sees it.
+
+use serde::Serialize;
+
+use super::NodeIdx;
+
+/// Index of a guest in `Cluster::guests`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct GuestIdx(pub u32);
+
+impl GuestIdx {
+    /// The index as a `usize`, for slices.
+    pub fn get(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// The kind of guest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GuestKind {
+    /// A QEMU virtual machine.
+    Qemu,
+    /// An LXC container.
+    Lxc,
+}
+
+impl GuestKind {
+    /// The `type` word of `/cluster/resources`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Qemu => "qemu",
+            Self::Lxc => "lxc",
+        }
+    }
+
+    /// The HA resource prefix (`vm` or `ct`).
+    pub fn ha_prefix(self) -> &'static str {
+        match self {
+            Self::Qemu => "vm",
+            Self::Lxc => "ct",
+        }
+    }
+}
+
+/// One guest.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Guest {
+    /// Proxmox VMID.
+    pub vmid: u32,
+    /// qemu or lxc.
+    pub kind: GuestKind,
+    /// Guest name (empty when unknown).
+    pub name: String,
+    /// The node it is on.
+    pub node: NodeIdx,
+    /// Status word (`running`, `stopped`, `paused`, ...).
+    pub status: String,
+    /// Whether it runs and so loads its node (anything but stopped/unknown, never a template).
+    pub running: bool,
+    /// Whether it is a template.
+    pub template: bool,
+    /// vCPUs.
+    pub maxcpu: f64,
+    /// CPU load as a fraction of `maxcpu`.
+    pub cpu: f64,
+    /// Configured memory in bytes.
+    pub maxmem: u64,
+    /// Used memory in bytes, as reported.
+    pub mem: u64,
+    /// Host memory paid for it (PVE 9 qemu), in bytes.
+    pub memhost: Option<u64>,
+    /// Boot disk size in bytes.
+    pub maxdisk: u64,
+    /// Tags, lowercased, in the order Proxmox lists them.
+    pub tags: Vec<String>,
+    /// Config lock, if any.
+    pub lock: Option<String>,
+    /// HA state, if HA manages it.
+    pub hastate: Option<String>,
+    /// Whether Proxmox HA manages it.
+    pub ha_managed: bool,
+    /// Pool membership.
+    pub pool: Option<String>,
+}
+
+impl Guest {
+    /// `qemu/101`-style id.
+    pub fn id(&self) -> String {
+        format!("{}/{}", self.kind.as_str(), self.vmid)
+    }
+
+    /// HA resource id (`vm:101`).
+    pub fn sid(&self) -> String {
+        format!("{}:{}", self.kind.ha_prefix(), self.vmid)
+    }
+
+    /// Memory the guest occupies on its host, in bytes: the larger of the guest's view and what
+    /// the host pays, since either may lag the other.
+    pub fn mem_footprint(&self) -> u64 {
+        self.mem.max(self.memhost.unwrap_or(0))
+    }
+
+    /// CPU cores it uses now (`cpu × maxcpu`).
+    pub fn cpu_cores(&self) -> f64 {
+        self.cpu * self.maxcpu
+    }
+
+    /// A label for messages: `101 (web1)` or `101`.
+    pub fn label(&self) -> String {
+        if self.name.is_empty() {
+            self.vmid.to_string()
+        } else {
+            format!("{} ({})", self.vmid, self.name)
+        }
+    }
+}

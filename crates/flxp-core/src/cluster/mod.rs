@@ -1,0 +1,567 @@
+//! The typed cluster model built once from a snapshot, with its indexes.
+//!
+//! `Cluster::from_snapshot` checks every entry, turns Proxmox's words into types, reads node notes
+//! and HA maintenance, and builds the indexes the decisions use (guests by node, by tag, by vmid,
+//! nodes by name, migrations in flight). It never fails on a strange but possible cluster (an
+//! offline node without stats, a guest on a node the dump does not list); those become warnings.
+
+mod crs;
+mod guest;
+mod node;
+mod tasks;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::Serialize;
+
+pub use crs::{Crs, CrsMode};
+pub use guest::{Guest, GuestIdx, GuestKind};
+pub use node::{MaintenanceSource, Node, NodeIdx, NodeStatus, Pressure};
+pub use tasks::TaskIndex;
+
+use crate::constraints::notes::{self, NodeTokens};
+use crate::snapshot::{Ha, Resource, Snapshot};
+use crate::warning::Warning;
+use crate::{Error, Result};
+
+/// A storage as seen from one node.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Storage {
+    /// Storage id.
+    pub storage: String,
+    /// Node that sees it.
+    pub node: NodeIdx,
+    /// Whether all nodes share it.
+    pub shared: bool,
+    /// Size in bytes.
+    pub maxdisk: u64,
+    /// Used bytes.
+    pub disk: u64,
+    /// Content types (`images,rootdir`).
+    pub content: String,
+}
+
+/// Caller-side overrides applied while building the model (from the config file or command line).
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// Node notes that replace what the snapshot says, by node name.
+    pub notes: BTreeMap<String, String>,
+    /// Nodes to treat as in maintenance.
+    pub maintenance: BTreeSet<String>,
+}
+
+/// The typed cluster: nodes, guests, storages, HA, options, tasks and indexes.
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    /// Nodes, sorted by name so that every iteration is deterministic.
+    pub nodes: Vec<Node>,
+    /// Guests, sorted by vmid.
+    pub guests: Vec<Guest>,
+    /// Storages, per node.
+    pub storages: Vec<Storage>,
+    /// HA rules, resources and status, as read.
+    pub ha: Ha,
+    /// Proxmox's own cluster resource scheduler settings (`crs` option).
+    pub crs: Crs,
+    /// Tasks in flight and recent migrations.
+    pub tasks: TaskIndex,
+    /// "Now" for the decisions: the snapshot's time, else the newest task time seen.
+    pub time: Option<i64>,
+    /// Problems found while reading that do not stop a decision.
+    pub warnings: Vec<Warning>,
+    node_by_name: HashMap<String, NodeIdx>,
+    guest_by_vmid: HashMap<u32, GuestIdx>,
+    guests_by_node: Vec<Vec<GuestIdx>>,
+    guests_by_tag: BTreeMap<String, Vec<GuestIdx>>,
+}
+
+impl Cluster {
+    /// Builds the model from a snapshot; `Err` only for entries that cannot be meant (a guest
+    /// without a vmid, two guests with one vmid, a negative size).
+    pub fn from_snapshot(snapshot: &Snapshot, overrides: &Overrides) -> Result<Self> {
+        let mut warnings = Vec::new();
+        let mut nodes = collect_nodes(&snapshot.resources)?;
+        let raw_guests = collect_guests(&snapshot.resources)?;
+
+        // Guests may name nodes the dump does not list (a `--type vm` dump): add them as unknown
+        // nodes so nothing is lost, and say so.
+        let mut known: BTreeSet<String> = nodes.iter().map(|n| n.name.clone()).collect();
+        for (node_name, _) in &raw_guests {
+            if known.insert(node_name.clone()) {
+                warnings.push(Warning::node(
+                    node_name,
+                    "has guests but no node entry in the snapshot; treated as unknown (no stats)",
+                ));
+                nodes.push(empty_node(node_name.clone()));
+            }
+        }
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        let node_by_name: HashMap<String, NodeIdx> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.clone(), NodeIdx(i as u32)))
+            .collect();
+
+        apply_node_extras(&mut nodes, snapshot, overrides, &mut warnings);
+        for name in &overrides.maintenance {
+            match node_by_name.get(name) {
+                Some(&idx) => nodes[idx.get()]
+                    .maintenance
+                    .push(MaintenanceSource::Requested),
+                None => warnings.push(Warning::node(
+                    name,
+                    "named for maintenance but not in the cluster",
+                )),
+            }
+        }
+        for node in &mut nodes {
+            node.maintenance.sort();
+            node.maintenance.dedup();
+        }
+
+        let ha_sids: BTreeSet<&str> = snapshot
+            .ha
+            .resources
+            .iter()
+            .filter_map(|r| r.sid.as_deref())
+            .collect();
+        let mut guests: Vec<Guest> = raw_guests
+            .into_iter()
+            .map(|(node_name, mut g)| {
+                g.node = node_by_name[&node_name];
+                g.ha_managed = g.hastate.is_some() || ha_sids.contains(g.sid().as_str());
+                g
+            })
+            .collect();
+        guests.sort_by_key(|g| g.vmid);
+
+        let mut guest_by_vmid = HashMap::with_capacity(guests.len());
+        let mut guests_by_node = vec![Vec::new(); nodes.len()];
+        let mut guests_by_tag: BTreeMap<String, Vec<GuestIdx>> = BTreeMap::new();
+        for (i, g) in guests.iter().enumerate() {
+            let idx = GuestIdx(i as u32);
+            if guest_by_vmid.insert(g.vmid, idx).is_some() {
+                return Err(Error::Resource {
+                    entry: g.id(),
+                    message: format!("vmid {} appears more than once", g.vmid),
+                });
+            }
+            guests_by_node[g.node.get()].push(idx);
+            for t in &g.tags {
+                guests_by_tag.entry(t.clone()).or_default().push(idx);
+            }
+        }
+
+        let storages = collect_storages(&snapshot.resources, &node_by_name);
+        let crs = Crs::from_options(&snapshot.options, &mut warnings);
+        let tasks = TaskIndex::new(&snapshot.tasks);
+        let time = snapshot.time.or(tasks.newest_time());
+
+        Ok(Self {
+            nodes,
+            guests,
+            storages,
+            ha: snapshot.ha.clone(),
+            crs,
+            tasks,
+            time,
+            warnings,
+            node_by_name,
+            guest_by_vmid,
+            guests_by_node,
+            guests_by_tag,
+        })
+    }
+
+    /// Parses a snapshot document and builds the model in one step.
+    pub fn from_json(text: &str, overrides: &Overrides) -> Result<Self> {
+        Self::from_snapshot(&Snapshot::from_json(text)?, overrides)
+    }
+
+    /// The node with this exact name.
+    pub fn node_idx(&self, name: &str) -> Option<NodeIdx> {
+        self.node_by_name.get(name).copied()
+    }
+
+    /// The node with this name compared case-insensitively (tags are lowercased by Proxmox).
+    pub fn node_idx_loose(&self, name: &str) -> Option<NodeIdx> {
+        self.node_idx(name).or_else(|| {
+            self.nodes
+                .iter()
+                .position(|n| n.name.eq_ignore_ascii_case(name))
+                .map(|i| NodeIdx(i as u32))
+        })
+    }
+
+    /// The node at an index.
+    pub fn node(&self, idx: NodeIdx) -> &Node {
+        &self.nodes[idx.get()]
+    }
+
+    /// The guest at an index.
+    pub fn guest(&self, idx: GuestIdx) -> &Guest {
+        &self.guests[idx.get()]
+    }
+
+    /// The guest with this vmid.
+    pub fn guest_idx(&self, vmid: u32) -> Option<GuestIdx> {
+        self.guest_by_vmid.get(&vmid).copied()
+    }
+
+    /// Guests on a node, running or not, by vmid.
+    pub fn guests_on(&self, node: NodeIdx) -> &[GuestIdx] {
+        &self.guests_by_node[node.get()]
+    }
+
+    /// Guests carrying a tag (lowercase), by vmid.
+    pub fn guests_tagged(&self, tag: &str) -> &[GuestIdx] {
+        self.guests_by_tag.get(tag).map_or(&[], Vec::as_slice)
+    }
+
+    /// Every tag in the cluster with its guests, in tag order.
+    pub fn tags(&self) -> impl Iterator<Item = (&str, &[GuestIdx])> {
+        self.guests_by_tag
+            .iter()
+            .map(|(t, g)| (t.as_str(), g.as_slice()))
+    }
+
+    /// Indexes of all nodes, in name order.
+    pub fn node_indexes(&self) -> impl Iterator<Item = NodeIdx> + '_ {
+        (0..self.nodes.len() as u32).map(NodeIdx)
+    }
+
+    /// Indexes of all guests, in vmid order.
+    pub fn guest_indexes(&self) -> impl Iterator<Item = GuestIdx> + '_ {
+        (0..self.guests.len() as u32).map(GuestIdx)
+    }
+}
+
+fn empty_node(name: String) -> Node {
+    Node {
+        name,
+        status: NodeStatus::Unknown,
+        maxcpu: 0.0,
+        cpu: 0.0,
+        maxmem: 0,
+        mem: None,
+        maxdisk: 0,
+        disk: 0,
+        ha_state: None,
+        labels: BTreeSet::new(),
+        taints: BTreeSet::new(),
+        prefer_no: BTreeSet::new(),
+        maintenance: Vec::new(),
+        pressure: Pressure::default(),
+        arcsize: None,
+    }
+}
+
+fn entry_name(r: &Resource, i: usize) -> String {
+    r.id.clone().unwrap_or_else(|| format!("resources[{i}]"))
+}
+
+fn collect_nodes(resources: &[Resource]) -> Result<Vec<Node>> {
+    let mut nodes: Vec<Node> = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (i, r) in resources.iter().enumerate() {
+        if r.kind.as_deref() != Some("node") {
+            continue;
+        }
+        let name = r
+            .node
+            .clone()
+            .or_else(|| {
+                r.id.as_deref()
+                    .and_then(|id| id.strip_prefix("node/"))
+                    .map(str::to_owned)
+            })
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| Error::Resource {
+                entry: entry_name(r, i),
+                message: "node entry without a node name".into(),
+            })?;
+        if !seen.insert(name.clone()) {
+            return Err(Error::Resource {
+                entry: entry_name(r, i),
+                message: format!("node {name} appears more than once"),
+            });
+        }
+        let cpu = r.cpu.unwrap_or(0.0);
+        if cpu < 0.0 {
+            return Err(Error::Resource {
+                entry: entry_name(r, i),
+                message: format!("negative cpu {cpu}"),
+            });
+        }
+        let mut node = empty_node(name);
+        node.status = NodeStatus::from_word(r.status.as_deref());
+        node.maxcpu = r.maxcpu.unwrap_or(0.0).max(0.0);
+        node.cpu = cpu;
+        node.maxmem = r.maxmem.unwrap_or(0);
+        node.mem = r.mem;
+        node.maxdisk = r.maxdisk.unwrap_or(0);
+        node.disk = r.disk.unwrap_or(0);
+        node.ha_state = r.hastate.clone();
+        if r.hastate.as_deref() == Some("maintenance") {
+            node.maintenance.push(MaintenanceSource::Ha);
+        }
+        nodes.push(node);
+    }
+    Ok(nodes)
+}
+
+fn collect_guests(resources: &[Resource]) -> Result<Vec<(String, Guest)>> {
+    let mut out = Vec::new();
+    for (i, r) in resources.iter().enumerate() {
+        let kind = match r.kind.as_deref() {
+            Some("qemu") => GuestKind::Qemu,
+            Some("lxc") => GuestKind::Lxc,
+            _ => continue,
+        };
+        let entry = || entry_name(r, i);
+        let vmid = r
+            .vmid
+            .or_else(|| {
+                r.id.as_deref()
+                    .and_then(|id| id.rsplit('/').next()?.parse().ok())
+            })
+            .ok_or_else(|| Error::Resource {
+                entry: entry(),
+                message: "guest entry without a vmid".into(),
+            })?;
+        let node = r
+            .node
+            .clone()
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| Error::Resource {
+                entry: entry(),
+                message: "guest entry without a node".into(),
+            })?;
+        let cpu = r.cpu.unwrap_or(0.0);
+        if cpu < 0.0 {
+            return Err(Error::Resource {
+                entry: entry(),
+                message: format!("negative cpu {cpu}"),
+            });
+        }
+        let status = r.status.clone().unwrap_or_else(|| "unknown".into());
+        let template = r.template.unwrap_or(false);
+        // Paused, suspended or migrating guests still hold their memory; only stopped ones and
+        // those without any report (offline node) do not load the node.
+        let running = !template && !matches!(status.as_str(), "stopped" | "unknown" | "");
+        out.push((
+            node.clone(),
+            Guest {
+                vmid,
+                kind,
+                name: r.name.clone().unwrap_or_default(),
+                node: NodeIdx(0),
+                status,
+                running,
+                template,
+                maxcpu: r.maxcpu.unwrap_or(0.0).max(0.0),
+                cpu,
+                maxmem: r.maxmem.unwrap_or(0),
+                mem: r.mem.unwrap_or(0),
+                memhost: r.memhost,
+                maxdisk: r.maxdisk.unwrap_or(0),
+                tags: split_tags(r.tags.as_deref().unwrap_or("")),
+                lock: r.lock.clone().filter(|l| !l.is_empty()),
+                hastate: r.hastate.clone().filter(|s| !s.is_empty()),
+                ha_managed: false,
+                pool: r.pool.clone(),
+            },
+        ));
+    }
+    Ok(out)
+}
+
+/// Splits a Proxmox tag list (`;`, `,` or white space) into lowercase tags, dropping empties and
+/// repeats.
+pub fn split_tags(tags: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for t in tags.split(|c: char| c == ';' || c == ',' || c.is_whitespace()) {
+        if t.is_empty() {
+            continue;
+        }
+        let t = t.to_ascii_lowercase();
+        if !out.contains(&t) {
+            out.push(t);
+        }
+    }
+    out
+}
+
+fn collect_storages(resources: &[Resource], nodes: &HashMap<String, NodeIdx>) -> Vec<Storage> {
+    resources
+        .iter()
+        .filter(|r| r.kind.as_deref() == Some("storage"))
+        .filter_map(|r| {
+            let node = *nodes.get(r.node.as_deref()?)?;
+            Some(Storage {
+                storage: r.storage.clone().unwrap_or_default(),
+                node,
+                shared: r.shared.unwrap_or(false),
+                maxdisk: r.maxdisk.unwrap_or(0),
+                disk: r.disk.unwrap_or(0),
+                content: r.content.clone().unwrap_or_default(),
+            })
+        })
+        .collect()
+}
+
+fn apply_node_extras(
+    nodes: &mut [Node],
+    snapshot: &Snapshot,
+    overrides: &Overrides,
+    warnings: &mut Vec<Warning>,
+) {
+    for name in snapshot.nodes.keys().chain(overrides.notes.keys()) {
+        if !nodes.iter().any(|n| &n.name == name) {
+            warnings.push(Warning::node(
+                name,
+                "has notes or RRD data but is not in the cluster",
+            ));
+        }
+    }
+    let ha_maintenance = ha_maintenance_nodes(&snapshot.ha);
+    for node in nodes.iter_mut() {
+        let extra = snapshot.nodes.get(&node.name);
+        let text = overrides
+            .notes
+            .get(&node.name)
+            .map(String::as_str)
+            .or_else(|| extra.and_then(|e| e.notes.as_deref()))
+            .unwrap_or("");
+        let NodeTokens {
+            labels,
+            taints,
+            prefer_no,
+            maintenance,
+            warnings: w,
+        } = notes::parse(&node.name, text);
+        node.labels = labels;
+        node.taints = taints;
+        node.prefer_no = prefer_no;
+        if maintenance {
+            node.maintenance.push(MaintenanceSource::Notes);
+        }
+        warnings.extend(w);
+        if ha_maintenance.contains(node.name.as_str()) {
+            node.maintenance.push(MaintenanceSource::Ha);
+        }
+        if let Some(row) = extra.and_then(|e| e.rrddata.as_ref()) {
+            node.pressure = Pressure {
+                cpu_some: row.get("pressurecpusome"),
+                memory_some: row.get("pressurememorysome"),
+                memory_full: row.get("pressurememoryfull"),
+                io_some: row.get("pressureiosome"),
+                io_full: row.get("pressureiofull"),
+            };
+            node.arcsize = row.get("arcsize").filter(|v| *v >= 0.0).map(|v| v as u64);
+            // A partial dump may lack node stats that the RRD row has.
+            if node.maxmem == 0 {
+                node.maxmem = row.get("memtotal").unwrap_or(0.0).max(0.0) as u64;
+            }
+            if node.mem.is_none() {
+                node.mem = row.get("memused").filter(|v| *v >= 0.0).map(|v| v as u64);
+            }
+            if node.maxcpu == 0.0 {
+                node.maxcpu = row.get("maxcpu").unwrap_or(0.0).max(0.0);
+            }
+        }
+    }
+}
+
+/// Nodes that HA's status reports in maintenance (an `lrm` entry in maintenance mode).
+fn ha_maintenance_nodes(ha: &Ha) -> BTreeSet<&str> {
+    ha.status
+        .iter()
+        .filter(|e| e.kind.as_deref() == Some("lrm"))
+        .filter(|e| {
+            e.mode.as_deref() == Some("maintenance")
+                || e.status
+                    .as_deref()
+                    .is_some_and(|s| s.contains("maintenance"))
+        })
+        .filter_map(|e| e.node.as_deref())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster(json: &str) -> Cluster {
+        Cluster::from_json(json, &Overrides::default()).unwrap()
+    }
+
+    #[test]
+    fn guests_are_indexed_by_node_tag_and_vmid() {
+        let c = cluster(
+            r#"[{"id":"node/b","type":"node","node":"b","status":"online","maxmem":100,"mem":10,"maxcpu":4,"cpu":0.5},
+                {"id":"node/a","type":"node","node":"a","status":"online","maxmem":100,"mem":10,"maxcpu":4,"cpu":0.5},
+                {"id":"qemu/101","type":"qemu","vmid":101,"node":"b","status":"running","tags":"Web;flxp.ignore"},
+                {"id":"lxc/100","type":"lxc","vmid":"100","node":"a","status":"stopped","tags":"web"},
+                {"id":"qemu/900","type":"qemu","vmid":900,"node":"a","status":"stopped","template":1}]"#,
+        );
+        assert_eq!(c.nodes[0].name, "a", "nodes are sorted by name");
+        let a = c.node_idx("a").unwrap();
+        assert_eq!(c.guests_on(a).len(), 2);
+        assert_eq!(c.guests_tagged("web").len(), 2, "tags are lowercased");
+        let g = c.guest(c.guest_idx(101).unwrap());
+        assert!(g.running);
+        assert!(!c.guest(c.guest_idx(100).unwrap()).running);
+        assert!(c.guest(c.guest_idx(900).unwrap()).template);
+    }
+
+    #[test]
+    fn guests_on_unlisted_nodes_add_an_unknown_node_and_a_warning() {
+        let c = cluster(
+            r#"[{"id":"qemu/101","type":"qemu","vmid":101,"node":"x","status":"running"}]"#,
+        );
+        assert_eq!(c.nodes[0].status, NodeStatus::Unknown);
+        assert!(c.warnings[0].to_string().contains("no node entry"));
+    }
+
+    #[test]
+    fn duplicate_vmids_and_missing_fields_are_errors_naming_the_entry() {
+        let dup = r#"[{"id":"qemu/101","type":"qemu","vmid":101,"node":"x"},{"id":"lxc/101","type":"lxc","vmid":101,"node":"x"}]"#;
+        let e = Cluster::from_json(dup, &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("vmid 101 appears more than once"), "{e}");
+        let no_node = r#"[{"id":"qemu/101","type":"qemu","vmid":101}]"#;
+        let e = Cluster::from_json(no_node, &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("qemu/101") && e.contains("without a node"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn maintenance_comes_from_notes_ha_and_the_caller() {
+        let json = r#"{"resources":[
+            {"id":"node/a","type":"node","node":"a","status":"online"},
+            {"id":"node/b","type":"node","node":"b","status":"online","hastate":"maintenance"},
+            {"id":"node/c","type":"node","node":"c","status":"online"},
+            {"id":"node/d","type":"node","node":"d","status":"online"}],
+            "nodes":{"a":{"notes":"rack 4, flxp.maintenance"}},
+            "ha":{"status":[{"type":"lrm","node":"c","status":"c (maintenance mode)"}]}}"#;
+        let mut o = Overrides::default();
+        o.maintenance.insert("d".into());
+        let c = Cluster::from_json(json, &o).unwrap();
+        let m: Vec<_> = c.nodes.iter().map(|n| n.maintenance.clone()).collect();
+        assert_eq!(
+            m,
+            vec![
+                vec![MaintenanceSource::Notes],
+                vec![MaintenanceSource::Ha],
+                vec![MaintenanceSource::Ha],
+                vec![MaintenanceSource::Requested]
+            ]
+        );
+    }
+}

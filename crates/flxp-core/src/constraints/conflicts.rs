@@ -1,0 +1,318 @@
+//! Rules that cannot all hold, found before any decision is made.
+//!
+//! Checked: a guest no node can host (node rules and selectors exclude every node); an affinity
+//! group (hard groups sharing members are merged, as Proxmox merges positive rules) whose members
+//! cannot meet on any one node; an anti-affinity group with more members than distinct nodes can
+//! host (by bipartite matching, so it is exact); a pair that must be both together and apart.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use serde::Serialize;
+
+use super::rules::{GroupKind, Rules};
+use crate::cluster::{Cluster, GuestIdx, NodeIdx};
+
+/// A set of rules that cannot all hold, with the rule names and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Conflict {
+    /// The rules involved, by name (`flxp.affinity.web`, `ha:keep-apart`, `flxp.node`).
+    pub rules: Vec<String>,
+    /// What cannot hold.
+    pub message: String,
+}
+
+impl fmt::Display for Conflict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "conflict ({}): {}", self.rules.join(", "), self.message)
+    }
+}
+
+/// Nodes a guest may ever be on by its node rules and selectors (taints only bar new arrivals).
+pub fn eligible_nodes(cluster: &Cluster, rules: &Rules, guest: GuestIdx) -> Vec<NodeIdx> {
+    let r = rules.guest(guest);
+    cluster
+        .node_indexes()
+        .filter(|&n| {
+            r.allows(n)
+                && r.selectors
+                    .iter()
+                    .all(|l| cluster.node(n).labels.contains(l))
+        })
+        .collect()
+}
+
+pub(super) fn find(cluster: &Cluster, rules: &Rules) -> Vec<Conflict> {
+    let mut out = Vec::new();
+    let relevant = |g: &GuestIdx| !cluster.guest(*g).template;
+    let eligible: Vec<Option<Vec<NodeIdx>>> = cluster
+        .guest_indexes()
+        .map(|g| {
+            let r = rules.guest(g);
+            (!r.node_rules.is_empty() || !r.selectors.is_empty())
+                .then(|| eligible_nodes(cluster, rules, g))
+        })
+        .collect();
+    let all_nodes: Vec<NodeIdx> = cluster.node_indexes().collect();
+    let nodes_of = |g: GuestIdx| eligible[g.get()].as_deref().unwrap_or(&all_nodes);
+
+    for g in cluster.guest_indexes().filter(relevant) {
+        if nodes_of(g).is_empty() {
+            let r = rules.guest(g);
+            let mut names: Vec<String> = r.node_rules.iter().map(|n| n.rule.clone()).collect();
+            names.extend(r.selectors.iter().map(|s| format!("flxp.select.{s}")));
+            out.push(Conflict {
+                rules: names,
+                message: format!(
+                    "guest {} can run on no node of the cluster",
+                    cluster.guest(g).label()
+                ),
+            });
+        }
+    }
+
+    for component in affinity_components(rules) {
+        let members: Vec<GuestIdx> = component
+            .iter()
+            .flat_map(|&id| rules.groups[id].members.iter().copied())
+            .filter(relevant)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let names: Vec<String> = component
+            .iter()
+            .map(|&id| rules.groups[id].name.clone())
+            .collect();
+        let common = members.iter().fold(all_nodes.clone(), |acc, &g| {
+            let mine = nodes_of(g);
+            acc.into_iter().filter(|n| mine.contains(n)).collect()
+        });
+        if common.is_empty() && members.len() > 1 {
+            let detail: Vec<String> = members
+                .iter()
+                .filter(|&&g| eligible[g.get()].is_some())
+                .map(|&g| {
+                    let nodes: Vec<&str> = nodes_of(g)
+                        .iter()
+                        .map(|&n| cluster.node(n).name.as_str())
+                        .collect();
+                    format!("{} → {{{}}}", cluster.guest(g).vmid, nodes.join(", "))
+                })
+                .collect();
+            let mut rule_names = names.clone();
+            for &g in &members {
+                for nr in &rules.guest(g).node_rules {
+                    if !rule_names.contains(&nr.rule) {
+                        rule_names.push(nr.rule.clone());
+                    }
+                }
+            }
+            out.push(Conflict {
+                rules: rule_names,
+                message: format!(
+                    "affinity group members are restricted to disjoint nodes ({}): they cannot share a node",
+                    detail.join("; ")
+                ),
+            });
+        }
+        for (id, group) in rules.groups.iter().enumerate() {
+            if group.kind != GroupKind::AntiAffinity || !group.hard {
+                continue;
+            }
+            let both: Vec<u32> = group
+                .members
+                .iter()
+                .filter(|g| members.contains(g))
+                .map(|&g| cluster.guest(g).vmid)
+                .collect();
+            if both.len() >= 2 {
+                let mut rule_names = names.clone();
+                rule_names.push(rules.groups[id].name.clone());
+                out.push(Conflict {
+                    rules: rule_names,
+                    message: format!(
+                        "guests {both:?} must be on one node and on different nodes at once"
+                    ),
+                });
+            }
+        }
+    }
+
+    for group in &rules.groups {
+        if group.kind != GroupKind::AntiAffinity || !group.hard {
+            continue;
+        }
+        let members: Vec<GuestIdx> = group.members.iter().copied().filter(relevant).collect();
+        let adjacency: Vec<&[NodeIdx]> = members.iter().map(|&g| nodes_of(g)).collect();
+        let matched = max_matching(&adjacency, cluster.nodes.len());
+        if matched < members.len() {
+            let hostable: BTreeSet<NodeIdx> =
+                adjacency.iter().flat_map(|a| a.iter().copied()).collect();
+            out.push(Conflict {
+                rules: vec![group.name.clone()],
+                message: format!(
+                    "{} members must be on different nodes, but the nodes allowed to them ({}) can host at most {} apart",
+                    members.len(),
+                    hostable.len(),
+                    matched
+                ),
+            });
+        }
+    }
+    out
+}
+
+/// Hard affinity groups, merged where they share a member (as indexes into `Rules::groups`).
+fn affinity_components(rules: &Rules) -> Vec<Vec<usize>> {
+    let hard: Vec<usize> = (0..rules.groups.len())
+        .filter(|&i| rules.groups[i].kind == GroupKind::Affinity && rules.groups[i].hard)
+        .collect();
+    let mut parent: Vec<usize> = (0..rules.groups.len()).collect();
+    fn root(p: &mut [usize], mut i: usize) -> usize {
+        while p[i] != i {
+            p[i] = p[p[i]];
+            i = p[i];
+        }
+        i
+    }
+    for (a_pos, &a) in hard.iter().enumerate() {
+        for &b in &hard[a_pos + 1..] {
+            let shares = rules.groups[a]
+                .members
+                .iter()
+                .any(|m| rules.groups[b].members.contains(m));
+            if shares {
+                let (ra, rb) = (root(&mut parent, a), root(&mut parent, b));
+                parent[ra.max(rb)] = ra.min(rb);
+            }
+        }
+    }
+    let mut comps: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
+    for &g in &hard {
+        let r = root(&mut parent, g);
+        comps.entry(r).or_default().push(g);
+    }
+    comps.into_values().collect()
+}
+
+/// Size of a maximum matching of members to distinct nodes (Kuhn's augmenting paths).
+fn max_matching(adjacency: &[&[NodeIdx]], nodes: usize) -> usize {
+    fn augment(
+        u: usize,
+        adj: &[&[NodeIdx]],
+        seen: &mut [bool],
+        owner: &mut [Option<usize>],
+    ) -> bool {
+        for &n in adj[u] {
+            let n = n.get();
+            if seen[n] {
+                continue;
+            }
+            seen[n] = true;
+            if owner[n].is_none_or(|v| augment(v, adj, seen, owner)) {
+                owner[n] = Some(u);
+                return true;
+            }
+        }
+        false
+    }
+    let mut owner = vec![None; nodes];
+    let mut count = 0;
+    for u in 0..adjacency.len() {
+        let mut seen = vec![false; nodes];
+        if augment(u, adjacency, &mut seen, &mut owner) {
+            count += 1;
+        }
+    }
+    count
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::constraints::Rules;
+    use crate::testutil::*;
+
+    fn conflicts(b: ClusterBuilder) -> Vec<String> {
+        let c = b.build();
+        Rules::compile(&c)
+            .conflicts
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn affinity_group_pinned_to_disjoint_nodes_is_a_conflict() {
+        let got = conflicts(
+            ClusterBuilder::new()
+                .nodes(&["pve1", "pve2", "pve3"])
+                .guest(vm(101, "pve1").tagged("flxp.affinity.app;flxp.node.pve1"))
+                .guest(vm(102, "pve2").tagged("flxp.affinity.app;flxp.node.pve2")),
+        );
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(got[0].contains("flxp.affinity.app"), "{got:?}");
+        assert!(got[0].contains("101 → {pve1}"), "{got:?}");
+    }
+
+    #[test]
+    fn anti_affinity_group_larger_than_its_nodes_is_a_conflict() {
+        let got = conflicts(
+            ClusterBuilder::new()
+                .nodes(&["pve1", "pve2", "pve3"])
+                .guest(
+                    vm(101, "pve1").tagged("flxp.anti-affinity.db;flxp.node.pve1;flxp.node.pve2"),
+                )
+                .guest(
+                    vm(102, "pve2").tagged("flxp.anti-affinity.db;flxp.node.pve1;flxp.node.pve2"),
+                )
+                .guest(
+                    vm(103, "pve1").tagged("flxp.anti-affinity.db;flxp.node.pve1;flxp.node.pve2"),
+                ),
+        );
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(
+            got[0].contains("3 members") && got[0].contains("at most 2"),
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn anti_affinity_that_fits_is_not_a_conflict() {
+        let got = conflicts(
+            ClusterBuilder::new()
+                .nodes(&["pve1", "pve2", "pve3"])
+                .guest(vm(101, "pve1").tagged("flxp.anti-affinity.db;flxp.node.pve1"))
+                .guest(
+                    vm(102, "pve2").tagged("flxp.anti-affinity.db;flxp.node.pve1;flxp.node.pve2"),
+                )
+                .guest(vm(103, "pve1").tagged("flxp.anti-affinity.db")),
+        );
+        assert!(got.is_empty(), "{got:?}");
+    }
+
+    #[test]
+    fn together_and_apart_at_once_is_a_conflict() {
+        let got = conflicts(
+            ClusterBuilder::new()
+                .nodes(&["pve1", "pve2"])
+                .guest(vm(101, "pve1").tagged("flxp.affinity.a;flxp.anti-affinity.b"))
+                .guest(vm(102, "pve1").tagged("flxp.affinity.a;flxp.anti-affinity.b")),
+        );
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(
+            got[0].contains("together") || got[0].contains("at once"),
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn selector_matching_no_node_is_a_conflict() {
+        let got = conflicts(
+            ClusterBuilder::new()
+                .node(node("pve1").notes("flxp.label.ssd"))
+                .guest(vm(101, "pve1").tagged("flxp.select.nvme")),
+        );
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(got[0].contains("flxp.select.nvme"), "{got:?}");
+    }
+}

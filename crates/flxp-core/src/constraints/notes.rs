@@ -1,0 +1,109 @@
+//! Node notes tokens (Contract 2): labels, taints, soft taints and maintenance.
+//!
+//! Notes are free text; only tokens starting with `flxp.` (any case) are read. Tokens are separated
+//! by white space or commas. A malformed or unknown `flxp.` token is a warning, never a rule.
+
+use std::collections::BTreeSet;
+
+use super::tags::is_valid_tag_text;
+use crate::warning::Warning;
+
+/// What a node's notes say.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeTokens {
+    /// `flxp.label.<label>`.
+    pub labels: BTreeSet<String>,
+    /// `flxp.taint.<taint>`.
+    pub taints: BTreeSet<String>,
+    /// `flxp.prefer-no.<taint>`.
+    pub prefer_no: BTreeSet<String>,
+    /// `flxp.maintenance`.
+    pub maintenance: bool,
+    /// Malformed or unknown `flxp.` tokens.
+    pub warnings: Vec<Warning>,
+}
+
+/// Reads the `flxp.` tokens of one node's notes.
+pub fn parse(node: &str, text: &str) -> NodeTokens {
+    let mut out = NodeTokens::default();
+    for raw in text.split(|c: char| c == ',' || c.is_whitespace()) {
+        // Notes are prose: let a token end a sentence or sit in parentheses.
+        let token =
+            raw.trim_matches(|c: char| matches!(c, '.' | ';' | ':' | '(' | ')' | '"' | '\''));
+        if token.len() < 5 || !token[..5].eq_ignore_ascii_case("flxp.") {
+            continue;
+        }
+        let token = token.to_ascii_lowercase();
+        let rest = &token[5..];
+        let (kind, arg) = match rest.split_once('.') {
+            Some((k, a)) => (k, Some(a)),
+            None => (rest, None),
+        };
+        let mut warn = |why: &str| {
+            out.warnings.push(Warning::node(
+                node,
+                format!("notes token `{token}` {why}; ignored"),
+            ))
+        };
+        match (kind, arg) {
+            ("maintenance", None) => out.maintenance = true,
+            ("label" | "taint" | "prefer-no", Some(a)) if !a.is_empty() && is_valid_tag_text(a) => {
+                let set = match kind {
+                    "label" => &mut out.labels,
+                    "taint" => &mut out.taints,
+                    _ => &mut out.prefer_no,
+                };
+                set.insert(a.to_owned());
+            }
+            ("label" | "taint" | "prefer-no", _) => warn("needs a name after the kind"),
+            ("maintenance", Some(_)) => warn("takes no argument"),
+            (
+                "affinity"
+                | "anti-affinity"
+                | "prefer-affinity"
+                | "prefer-anti-affinity"
+                | "node"
+                | "prefer-node"
+                | "select"
+                | "tolerate"
+                | "ignore",
+                _,
+            ) => warn("is a guest tag, not a node token"),
+            _ => warn("is not a known flxp node token (label, taint, prefer-no, maintenance)"),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_read_from_prose_separated_by_spaces_or_commas() {
+        let t = parse(
+            "pve1",
+            "Rack 4 (flxp.label.ssd), FLXP.Taint.GPU flxp.prefer-no.batch\nflxp.maintenance.",
+        );
+        assert_eq!(t.labels, BTreeSet::from(["ssd".to_owned()]));
+        assert_eq!(t.taints, BTreeSet::from(["gpu".to_owned()]));
+        assert_eq!(t.prefer_no, BTreeSet::from(["batch".to_owned()]));
+        assert!(t.maintenance);
+        assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+    }
+
+    #[test]
+    fn malformed_and_unknown_tokens_become_warnings() {
+        let t = parse(
+            "pve1",
+            "flxp.label flxp.taint. flxp.lable.ssd flxp.node.pve2 flxp.maintenance.now",
+        );
+        assert!(t.labels.is_empty() && t.taints.is_empty() && !t.maintenance);
+        let w: Vec<String> = t.warnings.iter().map(ToString::to_string).collect();
+        assert_eq!(w.len(), 5, "{w:?}");
+        assert!(w[0].contains("`flxp.label` needs a name"), "{w:?}");
+        assert!(w[2].contains("not a known flxp node token"), "{w:?}");
+        assert!(w[3].contains("guest tag"), "{w:?}");
+        assert!(w[4].contains("takes no argument"), "{w:?}");
+    }
+}

@@ -1,0 +1,397 @@
+//! The compiled rules: per guest, per group, with warnings and conflicts.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::tags::{GuestToken, TagParse, parse_guest_tag};
+use super::{Conflict, conflicts, ha};
+use crate::cluster::{Cluster, GuestIdx, NodeIdx};
+use crate::warning::Warning;
+
+/// Index of a group in `Rules::groups`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct GroupId(pub u32);
+
+/// Together or apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GroupKind {
+    /// All running members on one node.
+    Affinity,
+    /// No two running members on one node.
+    AntiAffinity,
+}
+
+/// A VM-VM rule: its members and whether it must or should hold.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Group {
+    /// The rule's name as the user wrote it: the tag (`flxp.anti-affinity.web`,
+    /// `plb_affinity_db`) or `ha:<rule-id>`.
+    pub name: String,
+    /// Together or apart.
+    pub kind: GroupKind,
+    /// Must (hard) or should (soft).
+    pub hard: bool,
+    /// Members, by vmid order, running or not.
+    pub members: Vec<GuestIdx>,
+}
+
+/// A hard restriction of a guest to some nodes, with the rule's name.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeRule {
+    /// `flxp.node`, `plb_pin` or `ha:<rule-id>`.
+    pub rule: String,
+    /// The allowed nodes, sorted.
+    pub nodes: Vec<NodeIdx>,
+}
+
+/// A soft preference among nodes: higher priority is better, unlisted nodes get `default`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Preference {
+    /// `flxp.prefer-node` or `ha:<rule-id>`.
+    pub rule: String,
+    /// Listed nodes and their priority.
+    pub priorities: Vec<(NodeIdx, i64)>,
+    /// Priority of every other node.
+    pub default: i64,
+}
+
+impl Preference {
+    /// The priority of a node under this preference.
+    pub fn priority(&self, node: NodeIdx) -> i64 {
+        self.priorities
+            .iter()
+            .find(|(n, _)| *n == node)
+            .map_or(self.default, |(_, p)| *p)
+    }
+}
+
+/// Everything that constrains one guest (or one placement request).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct GuestRules {
+    /// Hard node restrictions; a node must be in every one of them.
+    pub node_rules: Vec<NodeRule>,
+    /// Labels a node must carry (all of them).
+    pub selectors: Vec<String>,
+    /// Taints the guest tolerates.
+    pub tolerations: Vec<String>,
+    /// Soft node preferences.
+    pub preferences: Vec<Preference>,
+    /// Groups the guest belongs to.
+    pub groups: Vec<GroupId>,
+    /// Never moved by the rebalancer.
+    pub ignore: bool,
+}
+
+impl GuestRules {
+    /// Whether every hard node rule allows the node.
+    pub fn allows(&self, node: NodeIdx) -> bool {
+        self.node_rules
+            .iter()
+            .all(|r| r.nodes.binary_search(&node).is_ok())
+    }
+
+    /// The hard node rules that do not allow the node.
+    pub fn rules_refusing(&self, node: NodeIdx) -> impl Iterator<Item = &NodeRule> {
+        self.node_rules
+            .iter()
+            .filter(move |r| r.nodes.binary_search(&node).is_err())
+    }
+
+    /// Whether the guest tolerates a taint.
+    pub fn tolerates(&self, taint: &str) -> bool {
+        self.tolerations.iter().any(|t| t == taint)
+    }
+
+    /// Whether there is nothing at all to enforce or prefer.
+    pub fn is_empty(&self) -> bool {
+        self == &Self::default()
+    }
+}
+
+/// All compiled rules of a cluster.
+#[derive(Debug, Clone, Default)]
+pub struct Rules {
+    /// Per guest, indexed like `Cluster::guests`.
+    pub guests: Vec<GuestRules>,
+    /// VM-VM groups.
+    pub groups: Vec<Group>,
+    /// Malformed or unknown tokens, unknown nodes, ignored HA rules.
+    pub warnings: Vec<Warning>,
+    /// Rules that cannot all hold.
+    pub conflicts: Vec<Conflict>,
+    group_by_name: HashMap<String, GroupId>,
+}
+
+impl Rules {
+    /// Compiles every guest's tags and the HA rules of a cluster.
+    pub fn compile(cluster: &Cluster) -> Self {
+        let mut rules = Self {
+            guests: vec![GuestRules::default(); cluster.guests.len()],
+            ..Self::default()
+        };
+        for idx in cluster.guest_indexes() {
+            let g = cluster.guest(idx);
+            if g.tags
+                .iter()
+                .all(|t| !t.starts_with("flxp.") && !t.starts_with("plb_"))
+            {
+                continue;
+            }
+            let subject = format!("{} {}", g.kind.as_str(), g.label());
+            let compiled = rules.compile_tags(cluster, &g.tags, &subject, Some(idx));
+            rules.guests[idx.get()] = compiled;
+        }
+        ha::compile(cluster, &mut rules);
+        for r in &mut rules.guests {
+            r.groups.sort();
+            r.groups.dedup();
+        }
+        rules.conflicts = conflicts::find(cluster, &rules);
+        rules
+    }
+
+    /// Compiles the tags of a placement request against the existing groups; new group names
+    /// have no members yet and so constrain nothing.
+    pub fn compile_request(
+        &self,
+        cluster: &Cluster,
+        tags: &[String],
+    ) -> (GuestRules, Vec<Warning>) {
+        let mut scratch = Self {
+            group_by_name: self.group_by_name.clone(),
+            groups: self.groups.clone(),
+            ..Self::default()
+        };
+        let tags: Vec<String> = tags.iter().map(|t| t.to_ascii_lowercase()).collect();
+        let mut r = scratch.compile_tags(cluster, &tags, "request", None);
+        // Groups the request created exist only in the scratch copy: drop them.
+        r.groups.retain(|g| g.get() < self.groups.len());
+        r.groups.sort();
+        r.groups.dedup();
+        (r, scratch.warnings)
+    }
+
+    /// The group with this name.
+    pub fn group_id(&self, name: &str) -> Option<GroupId> {
+        self.group_by_name.get(name).copied()
+    }
+
+    /// The group at an index.
+    pub fn group(&self, id: GroupId) -> &Group {
+        &self.groups[id.get()]
+    }
+
+    /// The rules of a guest.
+    pub fn guest(&self, idx: GuestIdx) -> &GuestRules {
+        &self.guests[idx.get()]
+    }
+
+    pub(super) fn group_for(&mut self, name: &str, kind: GroupKind, hard: bool) -> GroupId {
+        if let Some(&id) = self.group_by_name.get(name) {
+            return id;
+        }
+        let id = GroupId(self.groups.len() as u32);
+        self.groups.push(Group {
+            name: name.to_owned(),
+            kind,
+            hard,
+            members: Vec::new(),
+        });
+        self.group_by_name.insert(name.to_owned(), id);
+        id
+    }
+
+    /// Adds a guest (if any) to a group, creating the group on first use.
+    pub(super) fn join(
+        &mut self,
+        guest: Option<GuestIdx>,
+        name: &str,
+        kind: GroupKind,
+        hard: bool,
+    ) -> GroupId {
+        let id = self.group_for(name, kind, hard);
+        if let Some(g) = guest {
+            let members = &mut self.groups[id.get()].members;
+            if !members.contains(&g) {
+                members.push(g);
+            }
+        }
+        id
+    }
+
+    fn compile_tags(
+        &mut self,
+        cluster: &Cluster,
+        tags: &[String],
+        subject: &str,
+        guest: Option<GuestIdx>,
+    ) -> GuestRules {
+        let mut out = GuestRules::default();
+        let mut node_names: Vec<String> = Vec::new();
+        let mut pin_names: Vec<String> = Vec::new();
+        let mut prefer_names: Vec<String> = Vec::new();
+        for tag in tags {
+            let token = match parse_guest_tag(tag) {
+                TagParse::NotOurs => continue,
+                TagParse::Malformed(why) => {
+                    self.warnings.push(Warning::about(
+                        subject,
+                        format!("tag `{tag}` {why}; ignored"),
+                    ));
+                    continue;
+                }
+                TagParse::Token(t) => t,
+            };
+            match token {
+                GuestToken::Affinity { group, hard } => {
+                    out.groups
+                        .push(self.join(guest, &group, GroupKind::Affinity, hard));
+                }
+                GuestToken::AntiAffinity { group, hard } => {
+                    out.groups
+                        .push(self.join(guest, &group, GroupKind::AntiAffinity, hard));
+                }
+                GuestToken::Node(n) => node_names.push(n),
+                GuestToken::Pin(n) => pin_names.push(n),
+                GuestToken::PreferNode(n) => prefer_names.push(n),
+                GuestToken::Select(l) => push_unique(&mut out.selectors, l),
+                GuestToken::Tolerate(t) => push_unique(&mut out.tolerations, t),
+                GuestToken::Ignore => out.ignore = true,
+            }
+        }
+        for (rule, names) in [("flxp.node", node_names), ("plb_pin", pin_names)] {
+            if names.is_empty() {
+                continue;
+            }
+            let nodes = self.resolve_nodes(cluster, subject, rule, &names);
+            out.node_rules.push(NodeRule {
+                rule: rule.to_owned(),
+                nodes,
+            });
+        }
+        if !prefer_names.is_empty() {
+            let nodes = self.resolve_nodes(cluster, subject, "flxp.prefer-node", &prefer_names);
+            if !nodes.is_empty() {
+                out.preferences.push(Preference {
+                    rule: "flxp.prefer-node".to_owned(),
+                    priorities: nodes.into_iter().map(|n| (n, 1)).collect(),
+                    default: 0,
+                });
+            }
+        }
+        out
+    }
+
+    /// Node names from tags to indexes; unknown names are warnings (the rule keeps the rest).
+    fn resolve_nodes(
+        &mut self,
+        cluster: &Cluster,
+        subject: &str,
+        rule: &str,
+        names: &[String],
+    ) -> Vec<NodeIdx> {
+        let mut nodes = Vec::new();
+        for name in names {
+            match cluster.node_idx_loose(name) {
+                Some(n) => nodes.push(n),
+                None => self.warnings.push(Warning::about(
+                    subject,
+                    format!("{rule} names node `{name}`, which is not in the cluster"),
+                )),
+            }
+        }
+        nodes.sort();
+        nodes.dedup();
+        nodes
+    }
+}
+
+impl GroupId {
+    /// The index as a `usize`.
+    pub fn get(self) -> usize {
+        self.0 as usize
+    }
+}
+
+fn push_unique(v: &mut Vec<String>, s: String) {
+    if !v.contains(&s) {
+        v.push(s);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::*;
+
+    #[test]
+    fn tags_compile_into_node_rules_groups_and_preferences() {
+        let c = ClusterBuilder::new()
+            .nodes(&["pve1", "pve2", "pve3"])
+            .guest(
+                vm(101, "pve1")
+                    .tagged("flxp.node.pve1;flxp.node.PVE2;flxp.select.ssd;flxp.tolerate.gpu"),
+            )
+            .guest(
+                vm(102, "pve2").tagged("flxp.anti-affinity.web;flxp.prefer-node.pve3;plb_pin_pve2"),
+            )
+            .guest(vm(103, "pve3").tagged("flxp.anti-affinity.web;flxp.ignore;flxp.node.nowhere"))
+            .build();
+        let r = Rules::compile(&c);
+        let g101 = r.guest(c.guest_idx(101).unwrap());
+        assert_eq!(g101.node_rules.len(), 1);
+        assert_eq!(g101.node_rules[0].nodes, vec![NodeIdx(0), NodeIdx(1)]);
+        assert_eq!(g101.selectors, vec!["ssd"]);
+        assert_eq!(g101.tolerations, vec!["gpu"]);
+        let g102 = r.guest(c.guest_idx(102).unwrap());
+        assert_eq!(g102.node_rules[0].rule, "plb_pin");
+        assert_eq!(g102.preferences[0].priority(NodeIdx(2)), 1);
+        let web = r.group_id("flxp.anti-affinity.web").unwrap();
+        assert_eq!(r.group(web).members.len(), 2);
+        assert_eq!(r.group(web).kind, GroupKind::AntiAffinity);
+        let g103 = r.guest(c.guest_idx(103).unwrap());
+        assert!(g103.ignore);
+        assert!(g103.node_rules[0].nodes.is_empty());
+        assert!(
+            r.warnings
+                .iter()
+                .any(|w| w.to_string().contains("`nowhere`"))
+        );
+        assert!(
+            r.conflicts
+                .iter()
+                .any(|c| c.rules.contains(&"flxp.node".to_owned())),
+            "{:?}",
+            r.conflicts
+        );
+    }
+
+    #[test]
+    fn a_request_joins_existing_groups_only() {
+        let c = ClusterBuilder::new()
+            .nodes(&["pve1", "pve2"])
+            .guest(vm(101, "pve1").tagged("flxp.anti-affinity.web"))
+            .build();
+        let r = Rules::compile(&c);
+        let (req, warnings) = r.compile_request(
+            &c,
+            &[
+                "flxp.anti-affinity.web".into(),
+                "flxp.affinity.new".into(),
+                "flxp.bogus".into(),
+            ],
+        );
+        assert_eq!(
+            req.groups,
+            vec![r.group_id("flxp.anti-affinity.web").unwrap()]
+        );
+        assert_eq!(warnings.len(), 1);
+        assert_eq!(
+            r.groups.len(),
+            1,
+            "the request does not change the compiled rules"
+        );
+    }
+}

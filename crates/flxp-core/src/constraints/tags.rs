@@ -1,0 +1,249 @@
+//! Guest tags (Contract 2): flxp's own `flxp.` tags and ProxLB's `plb_` tags, read one at a time.
+//!
+//! A tag is ours, someone else's (ignored), or ours but malformed (a warning). The shape is
+//! `flxp.<kind>[.<argument>]`; the argument is everything after the second dot.
+
+/// A rule read from one guest tag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GuestToken {
+    /// `flxp.affinity.<g>` / `flxp.prefer-affinity.<g>` / `plb_affinity_<x>`: keep the group together.
+    Affinity {
+        /// Group name: the tag itself, so that explanations name what the user wrote.
+        group: String,
+        /// Hard (must) or soft (prefer).
+        hard: bool,
+    },
+    /// `flxp.anti-affinity.<g>` / `flxp.prefer-anti-affinity.<g>` / `plb_anti_affinity_<x>`.
+    AntiAffinity {
+        /// Group name: the tag itself.
+        group: String,
+        /// Hard (must) or soft (prefer).
+        hard: bool,
+    },
+    /// `flxp.node.<node>`: only on the named nodes (several tags: any of them).
+    Node(String),
+    /// `plb_pin_<node>`: ProxLB's pin, a separate any-of set.
+    Pin(String),
+    /// `flxp.prefer-node.<node>`.
+    PreferNode(String),
+    /// `flxp.select.<label>`: only on nodes with the label (several: all of them).
+    Select(String),
+    /// `flxp.tolerate.<taint>`.
+    Tolerate(String),
+    /// `flxp.ignore` / `plb_ignore...`: never moved by the rebalancer.
+    Ignore,
+}
+
+/// The outcome of reading one tag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TagParse {
+    /// A rule.
+    Token(GuestToken),
+    /// Not a flxp or ProxLB tag.
+    NotOurs,
+    /// A `flxp.` tag that means nothing; the text says why.
+    Malformed(String),
+}
+
+/// Whether text is allowed in a Proxmox tag (`[a-z0-9_][a-z0-9_+.-]*`, case-insensitive).
+pub fn is_valid_tag_text(s: &str) -> bool {
+    let mut chars = s.chars();
+    match chars.next() {
+        Some(c) if c.is_ascii_alphanumeric() || c == '_' => {}
+        _ => return false,
+    }
+    chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '+' | '.' | '-'))
+}
+
+/// Reads one guest tag (already lowercased).
+pub fn parse_guest_tag(tag: &str) -> TagParse {
+    if let Some(rest) = tag.strip_prefix("flxp.") {
+        return parse_flxp(tag, rest);
+    }
+    if let Some(rest) = tag.strip_prefix("plb_") {
+        return parse_proxlb(tag, rest);
+    }
+    TagParse::NotOurs
+}
+
+fn parse_flxp(tag: &str, rest: &str) -> TagParse {
+    if !is_valid_tag_text(tag) {
+        return TagParse::Malformed("has characters Proxmox does not allow in tags".into());
+    }
+    let (kind, arg) = match rest.split_once('.') {
+        Some((k, a)) => (k, Some(a)),
+        None => (rest, None),
+    };
+    let need = |arg: Option<&str>, what: &str| -> Result<String, TagParse> {
+        match arg {
+            Some(a) if !a.is_empty() && !a.starts_with('.') && !a.ends_with('.') => {
+                Ok(a.to_owned())
+            }
+            _ => Err(TagParse::Malformed(format!(
+                "needs {what} after `flxp.{kind}.`"
+            ))),
+        }
+    };
+    let token = match kind {
+        "ignore" => match arg {
+            None => Ok(GuestToken::Ignore),
+            Some(_) => Err(TagParse::Malformed("takes no argument".into())),
+        },
+        "affinity" | "prefer-affinity" => need(arg, "a group name").map(|_| GuestToken::Affinity {
+            group: tag.to_owned(),
+            hard: kind == "affinity",
+        }),
+        "anti-affinity" | "prefer-anti-affinity" => {
+            need(arg, "a group name").map(|_| GuestToken::AntiAffinity {
+                group: tag.to_owned(),
+                hard: kind == "anti-affinity",
+            })
+        }
+        "node" => need(arg, "a node name").map(GuestToken::Node),
+        "prefer-node" => need(arg, "a node name").map(GuestToken::PreferNode),
+        "select" => need(arg, "a label").map(GuestToken::Select),
+        "tolerate" => need(arg, "a taint").map(GuestToken::Tolerate),
+        "label" | "taint" | "prefer-no" | "maintenance" => Err(TagParse::Malformed(
+            "is a node token; put it in the node's notes".into(),
+        )),
+        _ => Err(TagParse::Malformed(
+            "is not a known flxp tag (affinity, anti-affinity, prefer-affinity, prefer-anti-affinity, \
+             node, prefer-node, select, tolerate, ignore)"
+                .into(),
+        )),
+    };
+    match token {
+        Ok(t) => TagParse::Token(t),
+        Err(e) => e,
+    }
+}
+
+fn parse_proxlb(tag: &str, rest: &str) -> TagParse {
+    // ProxLB matches by prefix and uses the whole tag as the group name.
+    if rest.starts_with("ignore") {
+        TagParse::Token(GuestToken::Ignore)
+    } else if rest
+        .strip_prefix("anti_affinity_")
+        .is_some_and(|g| !g.is_empty())
+    {
+        TagParse::Token(GuestToken::AntiAffinity {
+            group: tag.to_owned(),
+            hard: true,
+        })
+    } else if rest
+        .strip_prefix("affinity_")
+        .is_some_and(|g| !g.is_empty())
+    {
+        TagParse::Token(GuestToken::Affinity {
+            group: tag.to_owned(),
+            hard: true,
+        })
+    } else if let Some(node) = rest.strip_prefix("pin_").filter(|n| !n.is_empty()) {
+        TagParse::Token(GuestToken::Pin(node.to_owned()))
+    } else {
+        TagParse::NotOurs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tok(t: &str) -> GuestToken {
+        match parse_guest_tag(t) {
+            TagParse::Token(t) => t,
+            other => panic!("{t}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_flxp_tag_kind_is_read() {
+        assert_eq!(
+            tok("flxp.affinity.web"),
+            GuestToken::Affinity {
+                group: "flxp.affinity.web".into(),
+                hard: true
+            }
+        );
+        assert_eq!(
+            tok("flxp.prefer-affinity.web"),
+            GuestToken::Affinity {
+                group: "flxp.prefer-affinity.web".into(),
+                hard: false
+            }
+        );
+        assert_eq!(
+            tok("flxp.anti-affinity.db"),
+            GuestToken::AntiAffinity {
+                group: "flxp.anti-affinity.db".into(),
+                hard: true
+            }
+        );
+        assert_eq!(
+            tok("flxp.prefer-anti-affinity.db"),
+            GuestToken::AntiAffinity {
+                group: "flxp.prefer-anti-affinity.db".into(),
+                hard: false
+            }
+        );
+        assert_eq!(tok("flxp.node.pve1"), GuestToken::Node("pve1".into()));
+        assert_eq!(
+            tok("flxp.prefer-node.pve2"),
+            GuestToken::PreferNode("pve2".into())
+        );
+        assert_eq!(tok("flxp.select.ssd"), GuestToken::Select("ssd".into()));
+        assert_eq!(
+            tok("flxp.select.zone.eu-1"),
+            GuestToken::Select("zone.eu-1".into())
+        );
+        assert_eq!(tok("flxp.tolerate.gpu"), GuestToken::Tolerate("gpu".into()));
+        assert_eq!(tok("flxp.ignore"), GuestToken::Ignore);
+    }
+
+    #[test]
+    fn proxlb_tags_are_read_with_the_whole_tag_as_group() {
+        assert_eq!(
+            tok("plb_affinity_web"),
+            GuestToken::Affinity {
+                group: "plb_affinity_web".into(),
+                hard: true
+            }
+        );
+        assert_eq!(
+            tok("plb_anti_affinity_db"),
+            GuestToken::AntiAffinity {
+                group: "plb_anti_affinity_db".into(),
+                hard: true
+            }
+        );
+        assert_eq!(tok("plb_ignore"), GuestToken::Ignore);
+        assert_eq!(tok("plb_ignore_vm"), GuestToken::Ignore);
+        assert_eq!(tok("plb_pin_pve3"), GuestToken::Pin("pve3".into()));
+        assert_eq!(parse_guest_tag("plb_other"), TagParse::NotOurs);
+    }
+
+    #[test]
+    fn foreign_tags_are_not_ours() {
+        for t in ["production", "flxp", "flxpx.node.a", "web"] {
+            assert_eq!(parse_guest_tag(t), TagParse::NotOurs, "{t}");
+        }
+    }
+
+    #[test]
+    fn malformed_flxp_tags_say_why() {
+        for (t, why) in [
+            ("flxp.node", "needs a node name"),
+            ("flxp.node.", "needs a node name"),
+            ("flxp.affinity", "needs a group name"),
+            ("flxp.ignore.me", "takes no argument"),
+            ("flxp.afinity.web", "not a known flxp tag"),
+            ("flxp.taint.gpu", "node token"),
+            ("flxp.node.a/b", "characters"),
+        ] {
+            match parse_guest_tag(t) {
+                TagParse::Malformed(m) => assert!(m.contains(why), "{t}: {m}"),
+                other => panic!("{t}: {other:?}"),
+            }
+        }
+    }
+}

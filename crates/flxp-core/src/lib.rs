@@ -1,0 +1,40 @@
+//! flxp's pure scheduling core.
+//!
+//! Everything here is a function of a cluster snapshot plus a request plus options: no I/O, no
+//! clock, no randomness. The main types:
+//!
+//! - [`Snapshot`]: Contract 1, read in every accepted form ([`Snapshot::from_json`]).
+//! - [`Cluster`]: the typed model with its indexes, built once per snapshot.
+//! - [`Rules`]: Contract 2's constraints compiled from tags, node notes, ProxLB tags and HA rules.
+//! - [`State`]: node usage and guest locations, the state decisions are made on.
+//!
+//! ```
+//! use flxp_core::{Cluster, Overrides, Rules};
+//! let cluster = Cluster::from_json(
+//!     r#"[{"id":"node/pve1","type":"node","node":"pve1","status":"online","maxmem":68719476736}]"#,
+//!     &Overrides::default(),
+//! ).unwrap();
+//! let rules = Rules::compile(&cluster);
+//! assert!(rules.conflicts.is_empty());
+//! ```
+
+pub mod builder;
+pub mod cluster;
+pub mod constraints;
+mod error;
+pub mod lenient;
+pub mod snapshot;
+pub mod state;
+mod warning;
+
+pub use cluster::{Cluster, Overrides};
+pub use constraints::Rules;
+pub use error::{Error, Result};
+pub use snapshot::Snapshot;
+pub use state::State;
+pub use warning::Warning;
+
+#[cfg(test)]
+mod testutil {
+    pub use crate::builder::*;
+}

@@ -1,0 +1,173 @@
+//! Reading the three accepted snapshot forms, with errors that name the JSON path.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::{Ha, NodeExtra, Resource, Snapshot, Task};
+use crate::{Error, Result};
+
+/// Every key the full form may carry; `data` is the `pvesh`/API envelope of a bare resources list.
+#[derive(Deserialize)]
+struct AnyForm {
+    #[serde(default)]
+    resources: Option<Vec<Resource>>,
+    #[serde(default)]
+    data: Option<Vec<Resource>>,
+    #[serde(default)]
+    nodes: Option<BTreeMap<String, NodeExtra>>,
+    #[serde(default)]
+    ha: Option<Ha>,
+    #[serde(default)]
+    options: Option<serde_json::Map<String, serde_json::Value>>,
+    #[serde(default)]
+    tasks: Option<Vec<Task>>,
+    #[serde(default, deserialize_with = "crate::lenient::i64")]
+    time: Option<i64>,
+}
+
+enum Form {
+    Bare(Vec<Resource>),
+    Doc(Box<AnyForm>),
+}
+
+pub(super) fn from_json(text: &str) -> Result<Snapshot> {
+    let trimmed = text.trim_start();
+    if trimmed.is_empty() {
+        return Err(Error::Snapshot {
+            path: String::new(),
+            message: "the document is empty".into(),
+        });
+    }
+    // Decide the form by the first byte so the large resources array is parsed once, and errors
+    // point into the right form instead of serde's "did not match any variant".
+    let form = if trimmed.starts_with('[') {
+        Form::Bare(read(&mut serde_json::Deserializer::from_str(text))?)
+    } else if trimmed.starts_with('{') {
+        Form::Doc(Box::new(read(&mut serde_json::Deserializer::from_str(
+            text,
+        ))?))
+    } else {
+        return Err(Error::Snapshot {
+            path: String::new(),
+            message: "expected a JSON object or array".into(),
+        });
+    };
+    finish(form)
+}
+
+pub(super) fn from_value(value: serde_json::Value) -> Result<Snapshot> {
+    let form = match value {
+        serde_json::Value::Array(_) => Form::Bare(read(value)?),
+        serde_json::Value::Object(_) => Form::Doc(Box::new(read(value)?)),
+        _ => {
+            return Err(Error::Snapshot {
+                path: String::new(),
+                message: "expected a JSON object or array".into(),
+            });
+        }
+    };
+    finish(form)
+}
+
+fn read<'de, T: Deserialize<'de>, D>(d: D) -> Result<T>
+where
+    D: serde::Deserializer<'de>,
+    D::Error: std::fmt::Display,
+{
+    serde_path_to_error::deserialize(d).map_err(|e| {
+        let path = e.path().to_string();
+        Error::Snapshot {
+            path: if path == "." { String::new() } else { path },
+            message: e.into_inner().to_string(),
+        }
+    })
+}
+
+fn finish(form: Form) -> Result<Snapshot> {
+    let doc = match form {
+        Form::Bare(resources) => {
+            return Ok(Snapshot {
+                resources,
+                ..Snapshot::default()
+            });
+        }
+        Form::Doc(doc) => *doc,
+    };
+    let resources = match (doc.resources, doc.data) {
+        (Some(r), _) => r,
+        (None, Some(d)) => d,
+        (None, None) => {
+            return Err(Error::Snapshot {
+                path: String::new(),
+                message: "no `resources` array (nor a `data` array from pvesh/the API)".into(),
+            });
+        }
+    };
+    Ok(Snapshot {
+        resources,
+        nodes: doc.nodes.unwrap_or_default(),
+        ha: doc.ha.unwrap_or_default(),
+        options: doc.options.unwrap_or_default(),
+        tasks: doc.tasks.unwrap_or_default(),
+        time: doc.time,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bare_array_and_data_envelope_give_the_same_resources() {
+        let bare =
+            r#"[{"id":"node/pve1","type":"node","node":"pve1","status":"online","maxmem":"1024"}]"#;
+        let wrapped = format!(r#"{{"data": {bare}}}"#);
+        let full = format!(r#"{{"resources": {bare}, "time": 5}}"#);
+        let a = from_json(bare).unwrap();
+        let b = from_json(&wrapped).unwrap();
+        let c = from_json(&full).unwrap();
+        assert_eq!(a.resources, b.resources);
+        assert_eq!(a.resources, c.resources);
+        assert_eq!(a.resources[0].maxmem, Some(1024));
+        assert_eq!(c.time, Some(5));
+    }
+
+    #[test]
+    fn errors_name_the_path() {
+        let e = from_json(
+            r#"{"resources":[{"id":"a","type":"node"},{"id":"b","type":"qemu","maxmem":"x"}]}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("resources[1].maxmem"), "{e}");
+        let e = from_json(r#"{"nodes":{}}"#).unwrap_err().to_string();
+        assert!(e.contains("no `resources`"), "{e}");
+        let e = from_json("42").unwrap_err().to_string();
+        assert!(e.contains("object or array"), "{e}");
+        let e = from_json(r#"[{"id": "a""#).unwrap_err().to_string();
+        assert!(e.contains("snapshot"), "{e}");
+    }
+
+    #[test]
+    fn round_trip_is_stable() {
+        let text = r#"{"resources":[{"id":"qemu/100","type":"qemu","vmid":"100","node":"pve1","maxcpu":4,"template":0,"tags":"a;b"}],
+            "nodes":{"pve1":{"notes":"flxp.label.ssd","rrddata":{"time":1,"pressurememoryfull":"0.5"}}},
+            "tasks":[{"upid":"UPID:x","type":"qmigrate","id":"100","starttime":10}],
+            "options":{"crs":"ha=static"},"time":20}"#;
+        let snap = from_json(text).unwrap();
+        let written = snap.to_json_pretty();
+        assert!(written.contains("\"maxcpu\": 4,"), "{written}");
+        assert!(written.contains("\"template\": 0"), "{written}");
+        let again = from_json(&written).unwrap();
+        assert_eq!(snap, again);
+        assert_eq!(
+            again.nodes["pve1"]
+                .rrddata
+                .as_ref()
+                .unwrap()
+                .get("pressurememoryfull"),
+            Some(0.5)
+        );
+    }
+}

@@ -1,0 +1,121 @@
+//! A cluster state the decisions work on: where each guest is and what each node carries.
+//!
+//! It starts as the snapshot says and changes only through `move_guest` and `add_guest`, so the
+//! planner can try moves on a copy and every filter sees the state the move would create.
+
+use serde::Serialize;
+
+use crate::cluster::{Cluster, GuestIdx, NodeIdx};
+
+/// What one node carries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Usage {
+    /// Used memory in bytes (reported node usage, adjusted by moves).
+    pub mem: u64,
+    /// CPU cores in use.
+    pub cpu: f64,
+    /// Sum of `maxmem` of running guests (committed memory).
+    pub committed_mem: u64,
+    /// Sum of vCPUs of running guests.
+    pub committed_cpus: f64,
+    /// Running guests.
+    pub guests: u32,
+}
+
+/// Node usage and guest locations.
+#[derive(Debug, Clone, PartialEq)]
+pub struct State {
+    usage: Vec<Usage>,
+    location: Vec<NodeIdx>,
+}
+
+impl State {
+    /// The state as the snapshot reports it.
+    ///
+    /// A node's memory is its reported `mem` (which includes the host's own use); a node without
+    /// a report counts the footprint of its running guests.
+    pub fn new(cluster: &Cluster) -> Self {
+        let mut usage: Vec<Usage> = cluster
+            .nodes
+            .iter()
+            .map(|n| Usage {
+                cpu: n.cpu * n.maxcpu,
+                ..Usage::default()
+            })
+            .collect();
+        let mut guest_mem = vec![0u64; cluster.nodes.len()];
+        let mut guest_cpu = vec![0f64; cluster.nodes.len()];
+        for g in &cluster.guests {
+            if !g.running {
+                continue;
+            }
+            let u = &mut usage[g.node.get()];
+            u.committed_mem += g.maxmem;
+            u.committed_cpus += g.maxcpu;
+            u.guests += 1;
+            guest_mem[g.node.get()] += g.mem_footprint();
+            guest_cpu[g.node.get()] += g.cpu_cores();
+        }
+        for (i, n) in cluster.nodes.iter().enumerate() {
+            usage[i].mem = n.mem.unwrap_or(guest_mem[i]);
+            if n.cpu == 0.0 && n.mem.is_none() {
+                usage[i].cpu = guest_cpu[i];
+            }
+        }
+        Self {
+            usage,
+            location: cluster.guests.iter().map(|g| g.node).collect(),
+        }
+    }
+
+    /// What a node carries.
+    pub fn usage(&self, node: NodeIdx) -> &Usage {
+        &self.usage[node.get()]
+    }
+
+    /// All nodes' usage, indexed like `Cluster::nodes`.
+    pub fn usages(&self) -> &[Usage] {
+        &self.usage
+    }
+
+    /// Where a guest is.
+    pub fn location(&self, guest: GuestIdx) -> NodeIdx {
+        self.location[guest.get()]
+    }
+
+    /// Moves a guest; a running guest takes its memory, CPU and commitments along.
+    pub fn move_guest(&mut self, cluster: &Cluster, guest: GuestIdx, to: NodeIdx) {
+        let from = self.location[guest.get()];
+        if from == to {
+            return;
+        }
+        self.location[guest.get()] = to;
+        let g = cluster.guest(guest);
+        if !g.running {
+            return;
+        }
+        let (mem, cpu) = (g.mem_footprint(), g.cpu_cores());
+        let src = &mut self.usage[from.get()];
+        src.mem = src.mem.saturating_sub(mem);
+        src.cpu = (src.cpu - cpu).max(0.0);
+        src.committed_mem = src.committed_mem.saturating_sub(g.maxmem);
+        src.committed_cpus = (src.committed_cpus - g.maxcpu).max(0.0);
+        src.guests = src.guests.saturating_sub(1);
+        let dst = &mut self.usage[to.get()];
+        dst.mem += mem;
+        dst.cpu += cpu;
+        dst.committed_mem += g.maxmem;
+        dst.committed_cpus += g.maxcpu;
+        dst.guests += 1;
+    }
+
+    /// Adds a new running guest's full size to a node (a placement decided but not yet visible).
+    pub fn add_guest(&mut self, node: NodeIdx, mem: u64, cores: f64) {
+        let u = &mut self.usage[node.get()];
+        u.mem += mem;
+        u.cpu += cores;
+        u.committed_mem += mem;
+        u.committed_cpus += cores;
+        u.guests += 1;
+    }
+}

@@ -1,0 +1,56 @@
+//! Warnings: problems in the input that do not stop a decision, returned as data.
+
+use std::fmt;
+
+use serde::{Serialize, Serializer};
+
+/// One warning about the input, rendered for people (`qemu/101: unknown flxp tag ...`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Warning {
+    /// What it is about (`node pve1`, `qemu/101 (web1)`), empty for the cluster as a whole.
+    pub subject: String,
+    /// What is wrong and what flxp does about it.
+    pub message: String,
+}
+
+impl Warning {
+    /// A warning about a node.
+    pub fn node(name: &str, message: impl Into<String>) -> Self {
+        Self {
+            subject: format!("node {name}"),
+            message: message.into(),
+        }
+    }
+
+    /// A warning about something named by the caller (`qemu/101 (web)`, `request`).
+    pub fn about(subject: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            subject: subject.into(),
+            message: message.into(),
+        }
+    }
+
+    /// A warning about the cluster as a whole.
+    pub fn general(message: impl Into<String>) -> Self {
+        Self {
+            subject: String::new(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.subject.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.subject, self.message)
+        }
+    }
+}
+
+impl Serialize for Warning {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}

@@ -1,0 +1,1 @@
+//! Public-API tests of flxp-core.

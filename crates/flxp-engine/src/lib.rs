@@ -1,0 +1,1 @@
+//! flxp-engine (work in progress).

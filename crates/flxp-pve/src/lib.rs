@@ -1,0 +1,1 @@
+//! flxp-pve (work in progress).

@@ -1,0 +1,1 @@
+//! flxp-sim (work in progress).
