@@ -23,6 +23,7 @@ pub mod cluster;
 pub mod constraints;
 mod error;
 pub mod lenient;
+pub mod pve_crs;
 pub mod snapshot;
 pub mod state;
 mod warning;

@@ -1,1 +1,4 @@
-//! flxp-pve (work in progress).
+//! The Proxmox VE API as flxp speaks it: one set of serde wire types (shared with the simulator)
+//! and an async client.
+
+pub mod types;

@@ -1,0 +1,70 @@
+//! The command line (Contract 3): one module per subcommand, each with its clap `Args` and `run`.
+
+mod balance;
+mod daemon;
+mod evacuate;
+mod place;
+mod serve;
+mod sim;
+mod snapshot;
+mod source;
+mod status;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+pub use source::SourceArgs;
+
+/// Command-line arguments of `flxp`.
+#[derive(Debug, Parser)]
+#[command(name = "flxp", version, about = "Dynamic resource scheduling for Proxmox VE", long_about = None)]
+pub struct Cli {
+    /// More log output on stderr (-v debug, -vv trace); RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Choose the best node for a new VM, and explain why.
+    Place(place::Args),
+    /// Plan (and carry out) live migrations that restore balance without breaking any rule.
+    Balance(balance::Args),
+    /// Empty a node for maintenance, rules honoured.
+    Evacuate(evacuate::Args),
+    /// Show each node's load, guests and rule violations.
+    Status(status::Args),
+    /// Write the cluster snapshot (Contract 1) of a zone to stdout.
+    Snapshot(snapshot::Args),
+    /// Rebalance and evacuate every configured zone at an interval.
+    Daemon(daemon::Args),
+    /// Serve the GraphQL API, dashboard and metrics, with the daemon loop.
+    Serve(serve::Args),
+    /// Run a simulated Proxmox VE API from a scenario file.
+    Sim(sim::Args),
+}
+
+/// An error in what the user typed, found after parsing (exit code 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// Exit code 3: nothing can satisfy the request (no node fits, no safe plan).
+pub const UNSATISFIABLE: u8 = 3;
+
+/// Runs the chosen subcommand and returns the exit code.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Place(a) => place::run(a),
+        Command::Status(a) => status::run(a),
+        Command::Balance(a) => balance::run(a),
+        Command::Evacuate(a) => evacuate::run(a),
+        Command::Snapshot(a) => snapshot::run(a),
+        Command::Daemon(a) => daemon::run(a),
+        Command::Serve(a) => serve::run(a),
+        Command::Sim(a) => sim::run(a),
+    }
+}

@@ -1,0 +1,1 @@
+//! Rendering of decisions: aligned tables for people, one JSON document for `--json`.

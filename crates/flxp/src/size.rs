@@ -1,0 +1,51 @@
+//! Memory and disk sizes as users type them: `4096M`, `4G`, `4GiB`, `4 GiB`, `1.5T`, plain bytes.
+//!
+//! Units are binary, as Proxmox's are: `G`, `GB` and `GiB` all mean 2^30 bytes.
+
+use std::sync::LazyLock;
+
+use parse_size::Config;
+
+static PARSER: LazyLock<Config> = LazyLock::new(|| Config::new().with_binary());
+
+/// Parses a size into bytes; the error names the text and the accepted forms.
+pub fn parse(text: &str) -> Result<u64, String> {
+    let bytes = PARSER.parse_size(text.trim()).map_err(|e| {
+        format!("invalid size {text:?} ({e}); use e.g. 4GiB, 4G, 4096M or a byte count")
+    })?;
+    if bytes == 0 {
+        return Err(format!("invalid size {text:?}: must be more than 0 bytes"));
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse;
+
+    #[test]
+    fn accepts_every_documented_form() {
+        let gib = 1u64 << 30;
+        for (text, want) in [
+            ("4GiB", 4 * gib),
+            ("4G", 4 * gib),
+            ("4GB", 4 * gib),
+            ("4 GiB", 4 * gib),
+            ("4096M", 4 * gib),
+            ("4096MiB", 4 * gib),
+            ("4294967296", 4 * gib),
+            ("1.5G", 3 * gib / 2),
+            ("2T", 2048 * gib),
+        ] {
+            assert_eq!(parse(text), Ok(want), "{text}");
+        }
+    }
+
+    #[test]
+    fn rejects_garbage_and_zero() {
+        for text in ["", "four", "4X", "-4G", "0", "0G"] {
+            assert!(parse(text).is_err(), "{text}");
+        }
+        assert!(parse("4X").unwrap_err().contains("4GiB"));
+    }
+}
