@@ -17,7 +17,7 @@ use serde::de::{self, Deserializer, Visitor};
 pub fn u64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     d.deserialize_any(NumVisitor).and_then(|n| match n {
         None => Ok(None),
-        Some(v) if v.is_finite() && v >= 0.0 && v < 1.9e19 => Ok(Some(v as u64)),
+        Some(v) if (0.0..1.9e19).contains(&v) => Ok(Some(v as u64)),
         Some(v) => Err(de::Error::custom(format!(
             "expected a non-negative integer, got {v}"
         ))),

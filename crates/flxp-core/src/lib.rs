@@ -23,9 +23,11 @@ pub mod cluster;
 pub mod constraints;
 mod error;
 pub mod lenient;
+pub mod placement;
 pub mod pve_crs;
 pub mod snapshot;
 pub mod state;
+pub mod units;
 mod warning;
 
 pub use cluster::{Cluster, Overrides};

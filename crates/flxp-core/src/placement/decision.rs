@@ -1,0 +1,35 @@
+//! The placement decision as `flxp place --json` prints it (Contract 3).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::Warning;
+
+/// Where a new VM goes, and why: `{"node", "candidates", "warnings"}` plus the policy used.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Placement {
+    /// The chosen node, `null` when no node fits (exit code 3).
+    pub node: Option<String>,
+    /// The policy that scored the nodes (`host` when the user named the node).
+    pub policy: String,
+    /// Every node considered: feasible ones best first, then the others by name.
+    pub candidates: Vec<Candidate>,
+    /// Malformed tags, unknown nodes, conflicts, rules an explicit host breaks.
+    pub warnings: Vec<Warning>,
+}
+
+/// One node's verdict.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Candidate {
+    /// Node name.
+    pub node: String,
+    /// Whether it passed every filter.
+    pub feasible: bool,
+    /// Every failed filter, as `filter: why` with the numbers.
+    pub reasons: Vec<String>,
+    /// Weighted score 0..=100 (Σ weight × score / Σ weight), `null` when infeasible or not scored.
+    pub score: Option<f64>,
+    /// Each applicable scorer's normalised score 0..=100.
+    pub scores: BTreeMap<String, f64>,
+}

@@ -1,0 +1,93 @@
+//! `affinity`: hard affinity groups (`flxp.affinity.<g>`, `plb_affinity_<x>`, positive HA
+//! resource-affinity). Running members decide the node: the one holding most of them (ties: first
+//! by name, as Proxmox picks). A group with no running member elsewhere constrains nothing.
+
+use crate::placement::{Ctx, Filter, FilterKind, NodeView, Reason};
+
+/// Registered name.
+pub const NAME: &str = "affinity";
+
+/// Rejects nodes other than the one each hard affinity group runs on.
+#[derive(Debug, Default)]
+pub struct Affinity;
+
+impl Filter for Affinity {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn kind(&self) -> FilterKind {
+        FilterKind::Rule
+    }
+    fn check(&self, ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
+        for p in &ctx.affinity {
+            if let Some(target) = p.majority() {
+                if target != node.idx {
+                    return Err(Reason::AffinityElsewhere {
+                        group: ctx.rules.group(p.group).name.clone(),
+                        node: ctx.cluster.node(target).name.clone(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::placement::PlacementOptions;
+    use crate::placement::filters::testing::*;
+    use crate::testutil::*;
+
+    #[test]
+    fn running_members_decide_the_node_and_stopped_ones_do_not() {
+        let c = ClusterBuilder::new()
+            .nodes(&["a", "b", "c"])
+            .guest(vm(101, "b").tagged("flxp.affinity.app"))
+            .guest(vm(102, "c").tagged("flxp.affinity.app").stopped())
+            .build();
+        let o = PlacementOptions::default();
+        let s = new_vm(&c, GIB, 1, &["flxp.affinity.app"]);
+        assert_eq!(verdict(&Affinity, &c, &s, &o, "b"), Ok(()));
+        assert_eq!(
+            verdict(&Affinity, &c, &s, &o, "c"),
+            Err(Reason::AffinityElsewhere {
+                group: "flxp.affinity.app".into(),
+                node: "b".into()
+            })
+        );
+    }
+
+    #[test]
+    fn a_split_group_follows_its_majority_and_ties_go_to_the_first_node() {
+        let c = ClusterBuilder::new()
+            .nodes(&["a", "b"])
+            .guest(vm(101, "b").tagged("flxp.affinity.app"))
+            .guest(vm(102, "a").tagged("flxp.affinity.app"))
+            .guest(vm(103, "b").tagged("flxp.affinity.app;flxp.affinity.other"))
+            .guest(vm(104, "a").tagged("flxp.affinity.other"))
+            .build();
+        let o = PlacementOptions::default();
+        assert_eq!(
+            verdict(
+                &Affinity,
+                &c,
+                &new_vm(&c, GIB, 1, &["flxp.affinity.app"]),
+                &o,
+                "b"
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            verdict(
+                &Affinity,
+                &c,
+                &new_vm(&c, GIB, 1, &["flxp.affinity.other"]),
+                &o,
+                "a"
+            ),
+            Ok(())
+        );
+    }
+}

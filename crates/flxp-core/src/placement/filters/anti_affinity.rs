@@ -1,0 +1,93 @@
+//! `anti-affinity`: hard anti-affinity groups (`flxp.anti-affinity.<g>`, `plb_anti_affinity_<x>`,
+//! negative HA resource-affinity). A node with a running member takes no other member.
+
+use crate::placement::{Ctx, Filter, FilterKind, NodeView, Reason};
+
+/// Registered name.
+pub const NAME: &str = "anti-affinity";
+
+/// Rejects nodes already running a member of one of the subject's hard anti-affinity groups.
+#[derive(Debug, Default)]
+pub struct AntiAffinity;
+
+impl Filter for AntiAffinity {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn kind(&self) -> FilterKind {
+        FilterKind::Rule
+    }
+    fn check(&self, ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
+        for p in &ctx.anti_affinity {
+            let here = p.on(node.idx);
+            if !here.is_empty() {
+                return Err(Reason::AntiAffinity {
+                    group: ctx.rules.group(p.group).name.clone(),
+                    vmids: here.to_vec(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::placement::PlacementOptions;
+    use crate::placement::filters::testing::*;
+    use crate::testutil::*;
+
+    #[test]
+    fn a_node_with_a_running_member_is_rejected() {
+        let c = ClusterBuilder::new()
+            .nodes(&["a", "b", "c"])
+            .guest(vm(101, "a").tagged("flxp.anti-affinity.web"))
+            .guest(vm(102, "b").tagged("flxp.anti-affinity.web").stopped())
+            .build();
+        let o = PlacementOptions::default();
+        let s = new_vm(&c, GIB, 1, &["flxp.anti-affinity.web"]);
+        assert_eq!(
+            verdict(&AntiAffinity, &c, &s, &o, "a"),
+            Err(Reason::AntiAffinity {
+                group: "flxp.anti-affinity.web".into(),
+                vmids: vec![101]
+            })
+        );
+        assert_eq!(
+            verdict(&AntiAffinity, &c, &s, &o, "b"),
+            Ok(()),
+            "stopped members do not count"
+        );
+        assert_eq!(verdict(&AntiAffinity, &c, &s, &o, "c"), Ok(()));
+    }
+
+    #[test]
+    fn negative_ha_resource_affinity_is_enforced() {
+        let c = ClusterBuilder::new()
+            .nodes(&["a", "b"])
+            .guest(vm(101, "a"))
+            .guest(vm(102, "b"))
+            .ha_resource_affinity("apart", "vm:101,vm:102", "negative")
+            .build();
+        let rules = crate::Rules::compile(&c);
+        let state = crate::State::new(&c);
+        let s = crate::placement::Subject::guest(
+            &c,
+            &rules,
+            c.guest_idx(102).unwrap(),
+            c.node_idx("b").unwrap(),
+        );
+        let opts = o();
+        let ctx = Ctx::new(&c, &rules, &state, &opts, &s);
+        assert!(
+            AntiAffinity
+                .check(&ctx, &ctx.view(c.node_idx("a").unwrap()))
+                .is_err()
+        );
+    }
+
+    fn o() -> PlacementOptions {
+        PlacementOptions::default()
+    }
+}

@@ -1,0 +1,104 @@
+//! `cpu`: the subject's vCPUs are not more than the node's CPUs, and (optionally) the vCPU
+//! overcommit cap holds.
+
+use crate::placement::{Ctx, Filter, FilterKind, NodeView, Reason};
+
+/// Registered name.
+pub const NAME: &str = "cpu";
+
+/// Rejects nodes with fewer CPUs than the subject's vCPUs, or over the overcommit cap.
+#[derive(Debug, Default)]
+pub struct CpuFits;
+
+impl Filter for CpuFits {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn kind(&self) -> FilterKind {
+        FilterKind::Resource
+    }
+    fn check(&self, ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
+        // An offline node has no stats to judge: `online` alone explains it.
+        if !node.node.is_online() {
+            return Ok(());
+        }
+        let have = node.node.maxcpu;
+        if ctx.subject.cores > have {
+            return Err(Reason::TooManyCores {
+                need: ctx.subject.cores,
+                have,
+            });
+        }
+        if let Some(ratio) = ctx.options.max_vcpu_ratio {
+            let cap = have * ratio;
+            let committed = node.usage.committed_cpus + ctx.subject.committed_cpus;
+            if committed > cap + 1e-9 {
+                return Err(Reason::VcpuCap {
+                    committed,
+                    cap,
+                    ratio,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::placement::PlacementOptions;
+    use crate::placement::filters::testing::*;
+    use crate::testutil::*;
+
+    #[test]
+    fn vcpus_above_node_cpus_are_rejected() {
+        let c = ClusterBuilder::new().node(node("a").cpus(4.0)).build();
+        let o = PlacementOptions::default();
+        assert_eq!(
+            verdict(&CpuFits, &c, &new_vm(&c, GIB, 4, &[]), &o, "a"),
+            Ok(())
+        );
+        assert_eq!(
+            verdict(&CpuFits, &c, &new_vm(&c, GIB, 5, &[]), &o, "a"),
+            Err(Reason::TooManyCores {
+                need: 5.0,
+                have: 4.0
+            })
+        );
+    }
+
+    #[test]
+    fn overcommit_cap_counts_vcpus_of_running_guests() {
+        let c = ClusterBuilder::new()
+            .node(node("a").cpus(4.0))
+            .guest(vm(101, "a").cores(4.0, 0.5))
+            .guest(vm(102, "a").cores(4.0, 0.5).stopped())
+            .build();
+        let o = PlacementOptions {
+            max_vcpu_ratio: Some(2.0),
+            ..PlacementOptions::default()
+        };
+        assert_eq!(
+            verdict(&CpuFits, &c, &new_vm(&c, GIB, 4, &[]), &o, "a"),
+            Ok(())
+        );
+        assert_eq!(
+            verdict(
+                &CpuFits,
+                &c,
+                &new_vm(&c, GIB, 4, &[]),
+                &PlacementOptions {
+                    max_vcpu_ratio: Some(1.5),
+                    ..o
+                },
+                "a"
+            ),
+            Err(Reason::VcpuCap {
+                committed: 8.0,
+                cap: 6.0,
+                ratio: 1.5
+            })
+        );
+    }
+}

@@ -1,0 +1,61 @@
+//! `maintenance`: a node being emptied takes nothing new.
+
+use crate::placement::{Ctx, Filter, FilterKind, NodeView, Reason};
+
+/// Registered name.
+pub const NAME: &str = "maintenance";
+
+/// Rejects nodes in maintenance (notes, Proxmox HA, or requested).
+#[derive(Debug, Default)]
+pub struct NotInMaintenance;
+
+impl Filter for NotInMaintenance {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn kind(&self) -> FilterKind {
+        FilterKind::Rule
+    }
+    fn check(&self, _ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
+        if node.node.in_maintenance() {
+            Err(Reason::Maintenance {
+                sources: node
+                    .node
+                    .maintenance
+                    .iter()
+                    .map(|m| m.describe().to_owned())
+                    .collect(),
+            })
+        } else {
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::placement::PlacementOptions;
+    use crate::placement::filters::testing::*;
+    use crate::testutil::*;
+
+    #[test]
+    fn node_in_maintenance_is_rejected_naming_the_source() {
+        let c = ClusterBuilder::new()
+            .node(node("a").notes("flxp.maintenance"))
+            .node(node("b").hastate("maintenance"))
+            .node(node("c"))
+            .build();
+        let s = new_vm(&c, GIB, 1, &[]);
+        let o = PlacementOptions::default();
+        let a = verdict(&NotInMaintenance, &c, &s, &o, "a")
+            .unwrap_err()
+            .to_string();
+        assert!(a.contains("flxp.maintenance in node notes"), "{a}");
+        let b = verdict(&NotInMaintenance, &c, &s, &o, "b")
+            .unwrap_err()
+            .to_string();
+        assert!(b.contains("Proxmox HA"), "{b}");
+        assert_eq!(verdict(&NotInMaintenance, &c, &s, &o, "c"), Ok(()));
+    }
+}

@@ -1,0 +1,135 @@
+//! `memory`: the subject's memory fits in the node's available memory, and (optionally) the
+//! committed-memory cap holds.
+//!
+//! Available memory is total − used − reserve, where used is what the node reports (Proxmox's
+//! `mem` = MemTotal − MemAvailable) adjusted by planned moves.
+
+use crate::placement::{Ctx, Filter, FilterKind, NodeView, Reason};
+
+/// Registered name.
+pub const NAME: &str = "memory";
+
+/// Rejects nodes without room for the subject's memory.
+#[derive(Debug, Default)]
+pub struct MemoryFits;
+
+/// Bytes a node can still give: total − used − reserve, never below zero.
+pub fn available(ctx: &Ctx, node: &NodeView) -> u64 {
+    node.node
+        .maxmem
+        .saturating_sub(node.usage.mem)
+        .saturating_sub(ctx.options.reserve_for(node.node))
+}
+
+impl Filter for MemoryFits {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn kind(&self) -> FilterKind {
+        FilterKind::Resource
+    }
+    fn check(&self, ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
+        // An offline node has no stats to judge: `online` alone explains it.
+        if !node.node.is_online() {
+            return Ok(());
+        }
+        let need = ctx.subject.memory;
+        let available = available(ctx, node);
+        if need > available {
+            return Err(Reason::InsufficientMemory {
+                need,
+                available,
+                total: node.node.maxmem,
+                used: node.usage.mem,
+                reserve: ctx.options.reserve_for(node.node),
+            });
+        }
+        if let Some(ratio) = ctx.options.max_memory_commit {
+            let cap = (node.node.maxmem as f64 * ratio) as u64;
+            let committed = node.usage.committed_mem + ctx.subject.committed_mem;
+            if committed > cap {
+                return Err(Reason::MemoryCommitCap {
+                    committed,
+                    cap,
+                    ratio,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::placement::PlacementOptions;
+    use crate::placement::filters::testing::*;
+    use crate::testutil::*;
+
+    fn cluster() -> crate::Cluster {
+        ClusterBuilder::new()
+            .node(node("a").memory(16 * GIB).used(10 * GIB))
+            .node(node("b").memory(16 * GIB))
+            .guest(vm(101, "b").mem(2 * GIB, 8 * GIB))
+            .build()
+    }
+
+    #[test]
+    fn fits_when_need_is_at_most_total_minus_used_minus_reserve() {
+        let c = cluster();
+        let o = PlacementOptions::default();
+        assert_eq!(
+            verdict(&MemoryFits, &c, &new_vm(&c, 6 * GIB, 1, &[]), &o, "a"),
+            Ok(())
+        );
+        let err = verdict(&MemoryFits, &c, &new_vm(&c, 6 * GIB + 1, 1, &[]), &o, "a").unwrap_err();
+        assert_eq!(
+            err,
+            Reason::InsufficientMemory {
+                need: 6 * GIB + 1,
+                available: 6 * GIB,
+                total: 16 * GIB,
+                used: 10 * GIB,
+                reserve: 0
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "needs 6.0 GiB but 6.0 GiB is available (16.0 GiB total − 10.0 GiB used − 0 B reserve)"
+        );
+    }
+
+    #[test]
+    fn reserve_is_kept_free_per_node() {
+        let c = cluster();
+        let mut o = PlacementOptions {
+            reserve_bytes: GIB,
+            ..PlacementOptions::default()
+        };
+        assert!(verdict(&MemoryFits, &c, &new_vm(&c, 6 * GIB, 1, &[]), &o, "a").is_err());
+        o.node_reserve_bytes.insert("a".into(), 0);
+        assert_eq!(
+            verdict(&MemoryFits, &c, &new_vm(&c, 6 * GIB, 1, &[]), &o, "a"),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn commit_cap_counts_configured_memory_of_running_guests() {
+        let c = cluster();
+        let o = PlacementOptions {
+            max_memory_commit: Some(1.0),
+            ..PlacementOptions::default()
+        };
+        // b: 8 GiB committed + 8 GiB = 16 GiB = cap: fits; one byte more does not.
+        assert_eq!(
+            verdict(&MemoryFits, &c, &new_vm(&c, 8 * GIB, 1, &[]), &o, "b"),
+            Ok(())
+        );
+        let err = verdict(&MemoryFits, &c, &new_vm(&c, 8 * GIB + 1, 1, &[]), &o, "b").unwrap_err();
+        assert!(
+            matches!(err, Reason::MemoryCommitCap { cap, .. } if cap == 16 * GIB),
+            "{err:?}"
+        );
+    }
+}

@@ -1,0 +1,49 @@
+//! Hard filters, one file each. Registered in `../registry.rs`.
+
+pub mod affinity;
+pub mod anti_affinity;
+pub mod cpu;
+pub mod maintenance;
+pub mod memory;
+pub mod node_rules;
+pub mod online;
+pub mod selector;
+pub mod taints;
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! Running one filter on one node of a built cluster.
+    use crate::cluster::Cluster;
+    use crate::constraints::Rules;
+    use crate::placement::{Ctx, Filter, PlacementOptions, PlacementRequest, Reason, Subject};
+    use crate::state::State;
+
+    /// A new VM's subject from memory, cores and tags.
+    pub fn new_vm(c: &Cluster, memory: u64, cores: u32, tags: &[&str]) -> Subject {
+        let rules = Rules::compile(c);
+        let req = PlacementRequest {
+            memory,
+            cores,
+            tags: tags.iter().map(|t| (*t).to_owned()).collect(),
+            ..PlacementRequest::default()
+        };
+        Subject::new_vm(c, &rules, &req)
+            .map(|(s, _)| s)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The filter's verdict on a node.
+    pub fn verdict(
+        f: &dyn Filter,
+        c: &Cluster,
+        s: &Subject,
+        opts: &PlacementOptions,
+        node: &str,
+    ) -> Result<(), Reason> {
+        let rules = Rules::compile(c);
+        let state = State::new(c);
+        let ctx = Ctx::new(c, &rules, &state, opts, s);
+        let idx = c.node_idx(node).unwrap_or_else(|| panic!("no node {node}"));
+        f.check(&ctx, &ctx.view(idx))
+    }
+}

@@ -1,0 +1,79 @@
+//! `node-rules`: `flxp.node.<node>` tags, ProxLB pins and strict HA node-affinity. A node must be
+//! allowed by every one of them.
+
+use crate::placement::{Ctx, Filter, FilterKind, NodeView, Reason};
+
+/// Registered name.
+pub const NAME: &str = "node-rules";
+
+/// Rejects nodes that a hard node rule does not allow.
+#[derive(Debug, Default)]
+pub struct NodeRules;
+
+impl Filter for NodeRules {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn kind(&self) -> FilterKind {
+        FilterKind::Rule
+    }
+    fn check(&self, ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
+        let refusing: Vec<(String, Vec<String>)> = ctx
+            .subject
+            .rules
+            .rules_refusing(node.idx)
+            .map(|r| {
+                let nodes = r
+                    .nodes
+                    .iter()
+                    .map(|&n| ctx.cluster.node(n).name.clone())
+                    .collect();
+                (r.rule.clone(), nodes)
+            })
+            .collect();
+        if refusing.is_empty() {
+            Ok(())
+        } else {
+            Err(Reason::NodeRules { rules: refusing })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::placement::PlacementOptions;
+    use crate::placement::filters::testing::*;
+    use crate::testutil::*;
+
+    #[test]
+    fn several_node_tags_mean_any_of_them_and_pins_must_also_agree() {
+        let c = ClusterBuilder::new().nodes(&["a", "b", "c"]).build();
+        let o = PlacementOptions::default();
+        let s = new_vm(&c, GIB, 1, &["flxp.node.a", "flxp.node.b", "plb_pin_b"]);
+        assert!(
+            verdict(&NodeRules, &c, &s, &o, "a").is_err(),
+            "the pin excludes a"
+        );
+        assert_eq!(verdict(&NodeRules, &c, &s, &o, "b"), Ok(()));
+        let err = verdict(&NodeRules, &c, &s, &o, "c")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(err, "flxp.node allows only {a, b}; plb_pin allows only {b}");
+    }
+
+    #[test]
+    fn strict_ha_node_affinity_is_a_hard_rule_and_non_strict_is_not() {
+        let c = ClusterBuilder::new()
+            .nodes(&["a", "b"])
+            .guest(vm(101, "a"))
+            .guest(vm(102, "a"))
+            .ha_node_affinity("pin-a", "vm:101", "a", true)
+            .ha_node_affinity("prefer-a", "vm:102", "a:2", false)
+            .build();
+        let rules = crate::Rules::compile(&c);
+        let b = c.node_idx("b").unwrap();
+        assert!(!rules.guest(c.guest_idx(101).unwrap()).allows(b));
+        assert!(rules.guest(c.guest_idx(102).unwrap()).allows(b));
+    }
+}

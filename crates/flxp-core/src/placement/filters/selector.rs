@@ -1,0 +1,59 @@
+//! `selector`: `flxp.select.<label>` tags; a node must carry every selected label.
+
+use crate::placement::{Ctx, Filter, FilterKind, NodeView, Reason};
+
+/// Registered name.
+pub const NAME: &str = "selector";
+
+/// Rejects nodes lacking a selected label.
+#[derive(Debug, Default)]
+pub struct Selector;
+
+impl Filter for Selector {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn kind(&self) -> FilterKind {
+        FilterKind::Rule
+    }
+    fn check(&self, ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
+        let missing: Vec<String> = ctx
+            .subject
+            .rules
+            .selectors
+            .iter()
+            .filter(|l| !node.node.labels.contains(*l))
+            .cloned()
+            .collect();
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(Reason::MissingLabels { labels: missing })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::placement::PlacementOptions;
+    use crate::placement::filters::testing::*;
+    use crate::testutil::*;
+
+    #[test]
+    fn every_selected_label_is_required() {
+        let c = ClusterBuilder::new()
+            .node(node("a").notes("flxp.label.ssd flxp.label.eu"))
+            .node(node("b").notes("flxp.label.ssd"))
+            .build();
+        let o = PlacementOptions::default();
+        let s = new_vm(&c, GIB, 1, &["flxp.select.ssd", "flxp.select.eu"]);
+        assert_eq!(verdict(&Selector, &c, &s, &o, "a"), Ok(()));
+        assert_eq!(
+            verdict(&Selector, &c, &s, &o, "b"),
+            Err(Reason::MissingLabels {
+                labels: vec!["eu".into()]
+            })
+        );
+    }
+}

@@ -1,0 +1,73 @@
+//! `taints`: a node tainted `flxp.taint.<t>` takes no new guest and no migration unless the guest
+//! tolerates `<t>`. Guests already there stay (that is not a violation).
+
+use crate::cluster::Node;
+use crate::constraints::GuestRules;
+use crate::placement::{Ctx, Filter, FilterKind, NodeView, Reason};
+
+/// Registered name.
+pub const NAME: &str = "taints";
+
+/// Rejects nodes with a taint the subject does not tolerate.
+#[derive(Debug, Default)]
+pub struct Taints;
+
+/// The node's hard taints that the rules do not tolerate.
+pub fn untolerated(rules: &GuestRules, node: &Node) -> Vec<String> {
+    node.taints
+        .iter()
+        .filter(|t| !rules.tolerates(t))
+        .cloned()
+        .collect()
+}
+
+impl Filter for Taints {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn kind(&self) -> FilterKind {
+        FilterKind::Rule
+    }
+    fn check(&self, ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
+        if node.node.taints.is_empty() {
+            return Ok(());
+        }
+        let taints = untolerated(&ctx.subject.rules, node.node);
+        if taints.is_empty() {
+            Ok(())
+        } else {
+            Err(Reason::Tainted { taints })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::placement::PlacementOptions;
+    use crate::placement::filters::testing::*;
+    use crate::testutil::*;
+
+    #[test]
+    fn untolerated_taint_rejects_node_and_toleration_admits_it() {
+        let c = ClusterBuilder::new()
+            .node(node("gpu").notes("flxp.taint.gpu"))
+            .node(node("plain").notes("flxp.prefer-no.batch"))
+            .build();
+        let o = PlacementOptions::default();
+        let plain_vm = new_vm(&c, GIB, 1, &[]);
+        assert_eq!(
+            verdict(&Taints, &c, &plain_vm, &o, "gpu"),
+            Err(Reason::Tainted {
+                taints: vec!["gpu".into()]
+            })
+        );
+        assert_eq!(
+            verdict(&Taints, &c, &plain_vm, &o, "plain"),
+            Ok(()),
+            "prefer-no is soft"
+        );
+        let tolerant = new_vm(&c, GIB, 1, &["flxp.tolerate.gpu"]);
+        assert_eq!(verdict(&Taints, &c, &tolerant, &o, "gpu"), Ok(()));
+    }
+}

@@ -1,0 +1,312 @@
+//! The pipeline: every filter on every node, the policy's scorers on the feasible ones, the pick.
+
+use std::collections::BTreeMap;
+
+use super::registry::{self, FILTERS};
+use super::{
+    Candidate, Ctx, Filter, FilterKind, NodeView, Placement, PlacementOptions, PlacementRequest,
+    Policy, Reason, Scorer, Subject,
+};
+use crate::cluster::{Cluster, NodeIdx};
+use crate::constraints::Rules;
+use crate::state::State;
+use crate::{Error, Result, Warning};
+
+/// Tolerance for the score contract: normalisation may overshoot 100 by rounding.
+const SCORE_SLACK: f64 = 1e-9;
+
+struct CompiledPolicy {
+    policy: Policy,
+    scorers: Vec<(Box<dyn Scorer>, f64)>,
+}
+
+/// A node with its weighted score, best first when sorted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ranked {
+    /// The node.
+    pub node: NodeIdx,
+    /// Σ weight × score / Σ weight over the scorers that apply, 0..=100.
+    pub score: f64,
+    /// Each applicable scorer's normalised score.
+    pub scores: Vec<(&'static str, f64)>,
+}
+
+/// The placement pipeline, built once from options and policies and reused for every decision.
+pub struct Placer {
+    options: PlacementOptions,
+    filters: Vec<Box<dyn Filter>>,
+    policies: BTreeMap<String, CompiledPolicy>,
+}
+
+impl std::fmt::Debug for Placer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Placer")
+            .field("options", &self.options)
+            .field("policies", &self.policies.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Placer {
+    /// Builds the pipeline: built-in policies plus configured ones (a configured policy may
+    /// replace a built-in of the same name). The default policy must exist.
+    pub fn new(options: PlacementOptions, custom: Vec<Policy>) -> Result<Self> {
+        options.validate()?;
+        let mut policies = BTreeMap::new();
+        let builtins = Policy::builtin_names()
+            .into_iter()
+            .filter_map(Policy::builtin);
+        for policy in builtins.chain(custom) {
+            let mut scorers = Vec::new();
+            for (name, &w) in &policy.weights {
+                if w == 0.0 {
+                    continue;
+                }
+                let entry = registry::scorer(name).ok_or_else(|| Error::Option {
+                    name: format!("policies.{}.{name}", policy.name),
+                    message: "unknown scorer".into(),
+                })?;
+                scorers.push(((entry.make)(), w));
+            }
+            policies.insert(policy.name.clone(), CompiledPolicy { policy, scorers });
+        }
+        let placer = Self {
+            filters: FILTERS.iter().map(|f| (f.make)()).collect(),
+            options,
+            policies,
+        };
+        placer.policy(&placer.options.policy)?;
+        Ok(placer)
+    }
+
+    /// The options it was built with.
+    pub fn options(&self) -> &PlacementOptions {
+        &self.options
+    }
+
+    /// Names of the policies it knows.
+    pub fn policy_names(&self) -> Vec<&str> {
+        self.policies.keys().map(String::as_str).collect()
+    }
+
+    /// A policy by name.
+    pub fn policy_def(&self, name: &str) -> Result<&Policy> {
+        self.policy(name).map(|p| &p.policy)
+    }
+
+    fn policy(&self, name: &str) -> Result<&CompiledPolicy> {
+        self.policies.get(name).ok_or_else(|| Error::Option {
+            name: "policy".into(),
+            message: format!(
+                "unknown policy {name:?}; known: {}",
+                self.policy_names().join(", ")
+            ),
+        })
+    }
+
+    /// Whether every filter passes; stops at the first failure (the planner's fast path).
+    pub fn feasible(&self, ctx: &Ctx, node: NodeIdx) -> bool {
+        let view = ctx.view(node);
+        self.filters.iter().all(|f| f.check(ctx, &view).is_ok())
+    }
+
+    /// Every failed filter on a node, in filter order.
+    pub fn failures(&self, ctx: &Ctx, node: NodeIdx) -> Vec<(&'static str, FilterKind, Reason)> {
+        let view = ctx.view(node);
+        self.filters
+            .iter()
+            .filter_map(|f| f.check(ctx, &view).err().map(|r| (f.name(), f.kind(), r)))
+            .collect()
+    }
+
+    /// Scores nodes (assumed feasible) under a policy, best first; ties go to the first node by name.
+    pub fn rank(
+        &self,
+        ctx: &Ctx,
+        policy: &str,
+        nodes: &[NodeIdx],
+        breakdown: bool,
+    ) -> Result<Vec<Ranked>> {
+        let policy = self.policy(policy)?;
+        let views: Vec<NodeView> = nodes.iter().map(|&n| ctx.view(n)).collect();
+        let mut totals = vec![0.0; views.len()];
+        let mut parts: Vec<Vec<(&'static str, f64)>> =
+            vec![Vec::new(); if breakdown { views.len() } else { 0 }];
+        let mut weight_sum = 0.0;
+        for (scorer, weight) in &policy.scorers {
+            if views.is_empty() || !scorer.applies(ctx) {
+                continue;
+            }
+            let mut raw = scorer.score_all(ctx, &views);
+            scorer.normalize(&mut raw);
+            for (i, s) in raw.iter().enumerate() {
+                if !(-SCORE_SLACK..=100.0 + SCORE_SLACK).contains(s) {
+                    return Err(Error::ScoreOutOfRange {
+                        scorer: scorer.name(),
+                        node: views[i].node.name.clone(),
+                        value: *s,
+                    });
+                }
+                totals[i] += weight * s;
+                if breakdown {
+                    parts[i].push((scorer.name(), *s));
+                }
+            }
+            weight_sum += weight;
+        }
+        let mut ranked: Vec<Ranked> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, &node)| Ranked {
+                node,
+                score: if weight_sum > 0.0 {
+                    totals[i] / weight_sum
+                } else {
+                    0.0
+                },
+                scores: if breakdown {
+                    std::mem::take(&mut parts[i])
+                } else {
+                    Vec::new()
+                },
+            })
+            .collect();
+        ranked.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.node.cmp(&b.node)));
+        Ok(ranked)
+    }
+
+    /// The best feasible node under a policy (the default when `None`), without explanations.
+    pub fn best(&self, ctx: &Ctx, policy: Option<&str>) -> Result<Option<NodeIdx>> {
+        let feasible: Vec<NodeIdx> = ctx
+            .cluster
+            .node_indexes()
+            .filter(|&n| self.feasible(ctx, n))
+            .collect();
+        let policy = policy.unwrap_or(&self.options.policy);
+        Ok(self
+            .rank(ctx, policy, &feasible, false)?
+            .first()
+            .map(|r| r.node))
+    }
+
+    /// Places a new VM: the whole decision with every node's verdict and scores.
+    pub fn place(
+        &self,
+        cluster: &Cluster,
+        rules: &Rules,
+        state: &State,
+        request: &PlacementRequest,
+    ) -> Result<Placement> {
+        let policy_name = request.policy.as_deref().unwrap_or(&self.options.policy);
+        self.policy(policy_name)?;
+        let (subject, mut warnings) = Subject::new_vm(cluster, rules, request)?;
+        let ctx = Ctx::new(cluster, rules, state, &self.options, &subject);
+
+        let placement = match &request.host {
+            Some(host) => self.place_on_host(&ctx, host, &mut warnings)?,
+            None => self.place_by_policy(&ctx, policy_name)?,
+        };
+        warnings.extend(cluster.warnings.iter().cloned());
+        warnings.extend(rules.warnings.iter().cloned());
+        warnings.extend(
+            rules
+                .conflicts
+                .iter()
+                .map(|c| Warning::general(c.to_string())),
+        );
+        Ok(Placement {
+            warnings,
+            ..placement
+        })
+    }
+
+    fn place_by_policy(&self, ctx: &Ctx, policy: &str) -> Result<Placement> {
+        let mut infeasible = Vec::new();
+        let mut feasible = Vec::new();
+        for n in ctx.cluster.node_indexes() {
+            let fails = self.failures(ctx, n);
+            if fails.is_empty() {
+                feasible.push(n);
+            } else {
+                infeasible.push(Candidate {
+                    node: ctx.cluster.node(n).name.clone(),
+                    feasible: false,
+                    reasons: fails.iter().map(|(f, _, r)| format!("{f}: {r}")).collect(),
+                    score: None,
+                    scores: BTreeMap::new(),
+                });
+            }
+        }
+        let ranked = self.rank(ctx, policy, &feasible, true)?;
+        let node = ranked
+            .first()
+            .map(|r| ctx.cluster.node(r.node).name.clone());
+        let mut candidates: Vec<Candidate> = ranked
+            .into_iter()
+            .map(|r| Candidate {
+                node: ctx.cluster.node(r.node).name.clone(),
+                feasible: true,
+                reasons: Vec::new(),
+                score: Some(round2(r.score)),
+                scores: r
+                    .scores
+                    .into_iter()
+                    .map(|(k, v)| (k.to_owned(), round2(v)))
+                    .collect(),
+            })
+            .collect();
+        candidates.extend(infeasible);
+        Ok(Placement {
+            node,
+            policy: policy.to_owned(),
+            candidates,
+            warnings: Vec::new(),
+        })
+    }
+
+    fn place_on_host(
+        &self,
+        ctx: &Ctx,
+        host: &str,
+        warnings: &mut Vec<Warning>,
+    ) -> Result<Placement> {
+        let idx = ctx.cluster.node_idx_loose(host).ok_or_else(|| {
+            let names: Vec<&str> = ctx.cluster.nodes.iter().map(|n| n.name.as_str()).collect();
+            Error::Request(format!(
+                "host {host:?} is not a node of the cluster (nodes: {})",
+                names.join(", ")
+            ))
+        })?;
+        let name = ctx.cluster.node(idx).name.clone();
+        let mut reasons = Vec::new();
+        for (filter, kind, reason) in self.failures(ctx, idx) {
+            if kind == FilterKind::Rule {
+                warnings.push(Warning::about(
+                    format!("host {name}"),
+                    format!(
+                        "breaks a rule ({filter}: {reason}); placed there because it was named"
+                    ),
+                ));
+            } else {
+                reasons.push(format!("{filter}: {reason}"));
+            }
+        }
+        let feasible = reasons.is_empty();
+        Ok(Placement {
+            node: feasible.then(|| name.clone()),
+            policy: "host".into(),
+            candidates: vec![Candidate {
+                node: name,
+                feasible,
+                reasons,
+                score: None,
+                scores: BTreeMap::new(),
+            }],
+            warnings: Vec::new(),
+        })
+    }
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}

@@ -1,0 +1,163 @@
+//! Why a node cannot take the subject, with the numbers, in user words.
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::units::{fmt_bytes, fmt_cores};
+
+/// One failed filter on one node.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Reason {
+    /// The node is not online.
+    NotOnline {
+        /// Its status word.
+        status: String,
+    },
+    /// The node is being emptied.
+    Maintenance {
+        /// Where the maintenance comes from.
+        sources: Vec<String>,
+    },
+    /// The subject is already on this node.
+    CurrentNode,
+    /// Not enough available memory.
+    InsufficientMemory {
+        /// Bytes needed.
+        need: u64,
+        /// Bytes available (total − used − reserve).
+        available: u64,
+        /// Node total.
+        total: u64,
+        /// Used now.
+        used: u64,
+        /// Kept in reserve.
+        reserve: u64,
+    },
+    /// The committed-memory cap would be exceeded.
+    MemoryCommitCap {
+        /// Committed after placement, in bytes.
+        committed: u64,
+        /// The cap in bytes.
+        cap: u64,
+        /// The configured ratio.
+        ratio: f64,
+    },
+    /// More vCPUs than the node has CPUs.
+    TooManyCores {
+        /// vCPUs wanted.
+        need: f64,
+        /// Node CPUs.
+        have: f64,
+    },
+    /// The vCPU overcommit cap would be exceeded.
+    VcpuCap {
+        /// Committed vCPUs after placement.
+        committed: f64,
+        /// The cap in vCPUs.
+        cap: f64,
+        /// The configured ratio.
+        ratio: f64,
+    },
+    /// Hard node rules do not allow the node.
+    NodeRules {
+        /// The refusing rules with the nodes they allow.
+        rules: Vec<(String, Vec<String>)>,
+    },
+    /// The node lacks required labels.
+    MissingLabels {
+        /// Labels the node lacks.
+        labels: Vec<String>,
+    },
+    /// The node carries taints the subject does not tolerate.
+    Tainted {
+        /// Untolerated taints.
+        taints: Vec<String>,
+    },
+    /// A hard affinity group's running members are on another node.
+    AffinityElsewhere {
+        /// Group name.
+        group: String,
+        /// The node the group is on.
+        node: String,
+    },
+    /// A hard anti-affinity group already has running members here.
+    AntiAffinity {
+        /// Group name.
+        group: String,
+        /// Members already on the node.
+        vmids: Vec<u32>,
+    },
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotOnline { status } => write!(f, "node is {status}"),
+            Self::Maintenance { sources } => {
+                write!(f, "node is in maintenance ({})", sources.join(", "))
+            }
+            Self::CurrentNode => f.write_str("already there"),
+            Self::InsufficientMemory {
+                need,
+                available,
+                total,
+                used,
+                reserve,
+            } => write!(
+                f,
+                "needs {} but {} is available ({} total − {} used − {} reserve)",
+                fmt_bytes(*need),
+                fmt_bytes(*available),
+                fmt_bytes(*total),
+                fmt_bytes(*used),
+                fmt_bytes(*reserve)
+            ),
+            Self::MemoryCommitCap {
+                committed,
+                cap,
+                ratio,
+            } => write!(
+                f,
+                "committed memory would be {}, above the cap of {} ({ratio}× total)",
+                fmt_bytes(*committed),
+                fmt_bytes(*cap)
+            ),
+            Self::TooManyCores { need, have } => {
+                write!(
+                    f,
+                    "needs {} vCPUs but the node has {} CPUs",
+                    fmt_cores(*need),
+                    fmt_cores(*have)
+                )
+            }
+            Self::VcpuCap {
+                committed,
+                cap,
+                ratio,
+            } => write!(
+                f,
+                "committed vCPUs would be {}, above the cap of {} ({ratio}× CPUs)",
+                fmt_cores(*committed),
+                fmt_cores(*cap)
+            ),
+            Self::NodeRules { rules } => {
+                let parts: Vec<String> = rules
+                    .iter()
+                    .map(|(r, nodes)| format!("{r} allows only {{{}}}", nodes.join(", ")))
+                    .collect();
+                f.write_str(&parts.join("; "))
+            }
+            Self::MissingLabels { labels } => write!(f, "node lacks label {}", labels.join(", ")),
+            Self::Tainted { taints } => {
+                write!(f, "node is tainted {} (not tolerated)", taints.join(", "))
+            }
+            Self::AffinityElsewhere { group, node } => write!(f, "{group} runs on {node}"),
+            Self::AntiAffinity { group, vmids } => {
+                let v: Vec<String> = vmids.iter().map(u32::to_string).collect();
+                write!(f, "{group} already has {} here", v.join(", "))
+            }
+        }
+    }
+}

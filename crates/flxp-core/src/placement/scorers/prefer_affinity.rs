@@ -1,0 +1,98 @@
+//! `prefer-affinity` and `prefer-anti-affinity`: soft VM-VM groups. Nodes with more running members
+//! of a soft affinity group score higher; nodes with members of a soft anti-affinity group lower.
+
+use crate::placement::{Ctx, GroupPresence, NodeView, Scorer, min_max};
+
+/// Registered name of the soft affinity scorer.
+pub const NAME: &str = "prefer-affinity";
+/// Registered name of the soft anti-affinity scorer.
+pub const ANTI_NAME: &str = "prefer-anti-affinity";
+
+/// Prefers nodes holding members of the subject's soft affinity groups.
+#[derive(Debug, Default)]
+pub struct PreferAffinity;
+
+/// Prefers nodes without members of the subject's soft anti-affinity groups.
+#[derive(Debug, Default)]
+pub struct PreferAntiAffinity;
+
+fn members_on(groups: &[GroupPresence], node: &NodeView) -> f64 {
+    groups.iter().map(|p| p.on(node.idx).len() as f64).sum()
+}
+
+impl Scorer for PreferAffinity {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn applies(&self, ctx: &Ctx) -> bool {
+        ctx.prefer_affinity.iter().any(|p| !p.nodes.is_empty())
+    }
+    fn score(&self, ctx: &Ctx, node: &NodeView) -> f64 {
+        members_on(&ctx.prefer_affinity, node)
+    }
+    fn normalize(&self, scores: &mut [f64]) {
+        min_max(scores);
+    }
+}
+
+impl Scorer for PreferAntiAffinity {
+    fn name(&self) -> &'static str {
+        ANTI_NAME
+    }
+    fn applies(&self, ctx: &Ctx) -> bool {
+        ctx.prefer_anti_affinity.iter().any(|p| !p.nodes.is_empty())
+    }
+    fn score(&self, ctx: &Ctx, node: &NodeView) -> f64 {
+        -members_on(&ctx.prefer_anti_affinity, node)
+    }
+    fn normalize(&self, scores: &mut [f64]) {
+        min_max(scores);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::placement::filters::testing::new_vm;
+    use crate::placement::scorers::testing::scores;
+    use crate::testutil::*;
+
+    fn cluster() -> crate::Cluster {
+        ClusterBuilder::new()
+            .nodes(&["a", "b", "c"])
+            .guest(vm(101, "a").tagged("flxp.prefer-affinity.cache;flxp.prefer-anti-affinity.web"))
+            .guest(vm(102, "a").tagged("flxp.prefer-affinity.cache"))
+            .guest(vm(103, "b").tagged("flxp.prefer-affinity.cache;flxp.prefer-anti-affinity.web"))
+            .build()
+    }
+
+    #[test]
+    fn soft_affinity_prefers_where_most_members_run() {
+        let c = cluster();
+        let got = scores(
+            &PreferAffinity,
+            &c,
+            &new_vm(&c, GIB, 1, &["flxp.prefer-affinity.cache"]),
+        )
+        .unwrap();
+        assert_eq!(
+            got,
+            vec![("a".into(), 100.0), ("b".into(), 50.0), ("c".into(), 0.0)]
+        );
+    }
+
+    #[test]
+    fn soft_anti_affinity_avoids_members() {
+        let c = cluster();
+        let got = scores(
+            &PreferAntiAffinity,
+            &c,
+            &new_vm(&c, GIB, 1, &["flxp.prefer-anti-affinity.web"]),
+        )
+        .unwrap();
+        assert_eq!(
+            got,
+            vec![("a".into(), 0.0), ("b".into(), 0.0), ("c".into(), 100.0)]
+        );
+    }
+}

@@ -1,0 +1,174 @@
+//! What is being placed: a new VM from a request, one existing guest, or a bundle of guests that
+//! must move together.
+
+use serde::Serialize;
+
+use crate::cluster::{Cluster, GuestIdx, NodeIdx};
+use crate::constraints::{GuestRules, NodeRule, Rules};
+use crate::{Error, Result, Warning};
+
+/// A request to place a new VM (`flxp place`, `createVM`, `placement` query).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PlacementRequest {
+    /// Memory in bytes.
+    pub memory: u64,
+    /// vCPUs.
+    pub cores: u32,
+    /// Tags the VM will carry (flxp rules among them).
+    pub tags: Vec<String>,
+    /// A host named by the user: skips scoring, not the online and resource checks.
+    pub host: Option<String>,
+    /// Policy name; the configured default when absent.
+    pub policy: Option<String>,
+}
+
+/// The thing to place, with everything the filters need to know about it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Subject {
+    /// For messages: `new VM`, `guest 101 (web1)`, `group flxp.affinity.app (101, 102)`.
+    pub label: String,
+    /// Memory it needs on the target, in bytes.
+    pub memory: u64,
+    /// vCPUs (the largest member's for a bundle, since each member needs them on one node).
+    pub cores: f64,
+    /// Sum of vCPUs, for the overcommit cap.
+    pub committed_cpus: f64,
+    /// CPU cores it is expected to use.
+    pub cpu: f64,
+    /// Configured memory (`maxmem`), for the commit cap.
+    pub committed_mem: u64,
+    /// Its rules (for a bundle: every member's node rules, selectors and groups; only the
+    /// tolerations all members share).
+    pub rules: GuestRules,
+    /// Existing guests being moved; empty for a new VM.
+    pub members: Vec<GuestIdx>,
+    /// Where the members are now, for a move.
+    pub from: Option<NodeIdx>,
+}
+
+impl Subject {
+    /// A new VM from a request; also returns the warnings about its tags.
+    pub fn new_vm(
+        cluster: &Cluster,
+        rules: &Rules,
+        request: &PlacementRequest,
+    ) -> Result<(Self, Vec<Warning>)> {
+        if request.memory == 0 {
+            return Err(Error::Request("memory must be more than 0 bytes".into()));
+        }
+        if request.cores == 0 {
+            return Err(Error::Request("cores must be at least 1".into()));
+        }
+        let mut warnings = Vec::new();
+        let mut tags = Vec::new();
+        for tag in &request.tags {
+            for t in crate::cluster::split_tags(tag) {
+                if crate::constraints::tags::is_valid_tag_text(&t) {
+                    tags.push(t);
+                } else {
+                    return Err(Error::Request(format!(
+                        "tag {t:?} is not a valid Proxmox tag (letters, digits, _ + . - only, not starting with + . -)"
+                    )));
+                }
+            }
+        }
+        let (guest_rules, w) = rules.compile_request(cluster, &tags);
+        warnings.extend(w);
+        let cores = f64::from(request.cores);
+        Ok((
+            Self {
+                label: "new VM".into(),
+                memory: request.memory,
+                cores,
+                committed_cpus: cores,
+                cpu: cores,
+                committed_mem: request.memory,
+                rules: guest_rules,
+                members: Vec::new(),
+                from: None,
+            },
+            warnings,
+        ))
+    }
+
+    /// One existing guest, to be moved from where the state has it.
+    pub fn guest(cluster: &Cluster, rules: &Rules, guest: GuestIdx, from: NodeIdx) -> Self {
+        let g = cluster.guest(guest);
+        Self {
+            label: format!("guest {}", g.label()),
+            memory: g.mem_footprint(),
+            cores: g.maxcpu,
+            committed_cpus: g.maxcpu,
+            cpu: g.cpu_cores(),
+            committed_mem: g.maxmem,
+            rules: rules.guest(guest).clone(),
+            members: vec![guest],
+            from: Some(from),
+        }
+    }
+
+    /// Guests that must land on one node together (an affinity group), moved from one node.
+    pub fn bundle(
+        cluster: &Cluster,
+        rules: &Rules,
+        label: String,
+        members: &[GuestIdx],
+        from: NodeIdx,
+    ) -> Self {
+        let mut r = GuestRules::default();
+        let mut tolerations: Option<Vec<String>> = None;
+        let (mut memory, mut cores, mut committed_cpus, mut cpu, mut committed_mem) =
+            (0u64, 0f64, 0f64, 0f64, 0u64);
+        for &m in members {
+            let g = cluster.guest(m);
+            let gr = rules.guest(m);
+            if g.running {
+                memory += g.mem_footprint();
+                committed_cpus += g.maxcpu;
+                cpu += g.cpu_cores();
+                committed_mem += g.maxmem;
+            }
+            cores = cores.max(g.maxcpu);
+            for nr in &gr.node_rules {
+                r.node_rules.push(NodeRule {
+                    rule: nr.rule.clone(),
+                    nodes: nr.nodes.clone(),
+                });
+            }
+            for s in &gr.selectors {
+                if !r.selectors.contains(s) {
+                    r.selectors.push(s.clone());
+                }
+            }
+            r.preferences.extend(gr.preferences.iter().cloned());
+            r.groups.extend(gr.groups.iter().copied());
+            r.ignore |= gr.ignore;
+            tolerations = Some(match tolerations {
+                None => gr.tolerations.clone(),
+                Some(t) => t
+                    .into_iter()
+                    .filter(|x| gr.tolerations.contains(x))
+                    .collect(),
+            });
+        }
+        r.tolerations = tolerations.unwrap_or_default();
+        r.groups.sort();
+        r.groups.dedup();
+        Self {
+            label,
+            memory,
+            cores,
+            committed_cpus,
+            cpu,
+            committed_mem,
+            rules: r,
+            members: members.to_vec(),
+            from: Some(from),
+        }
+    }
+
+    /// Whether a guest is part of what is being placed.
+    pub fn contains(&self, guest: GuestIdx) -> bool {
+        self.members.contains(&guest)
+    }
+}
