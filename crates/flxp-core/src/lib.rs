@@ -18,6 +18,7 @@
 //! assert!(rules.conflicts.is_empty());
 //! ```
 
+pub mod balance;
 pub mod builder;
 pub mod cluster;
 pub mod constraints;
@@ -27,6 +28,7 @@ pub mod placement;
 pub mod pve_crs;
 pub mod snapshot;
 pub mod state;
+pub mod status;
 pub mod units;
 mod warning;
 

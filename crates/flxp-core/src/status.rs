@@ -1,0 +1,160 @@
+//! The cluster at a glance (`flxp status`): per node load, guests and broken rules, and the spread.
+
+use serde::Serialize;
+
+use crate::Warning;
+use crate::balance::{Metric, spread};
+use crate::cluster::Cluster;
+use crate::constraints::{Conflict, Rules, Violation, violations};
+use crate::state::State;
+
+/// One node's line.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeStatus {
+    /// Node name.
+    pub node: String,
+    /// `online`, `offline`, `unknown`.
+    pub status: String,
+    /// Why it is in maintenance, empty if it is not.
+    pub maintenance: Vec<String>,
+    /// Used memory, bytes.
+    pub mem: u64,
+    /// Total memory, bytes.
+    pub maxmem: u64,
+    /// Used memory, percent.
+    pub mem_percent: f64,
+    /// CPU cores in use.
+    pub cpu: f64,
+    /// CPUs.
+    pub maxcpu: f64,
+    /// CPU in use, percent.
+    pub cpu_percent: f64,
+    /// Configured memory of running guests, bytes.
+    pub committed_mem: u64,
+    /// Running guests.
+    pub running: u32,
+    /// All guests (stopped and templates included).
+    pub guests: usize,
+    /// Labels from notes.
+    pub labels: Vec<String>,
+    /// Taints from notes.
+    pub taints: Vec<String>,
+    /// Hard rules broken on this node.
+    pub violations: usize,
+}
+
+/// The whole report: `flxp status --json`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StatusReport {
+    /// Nodes in name order.
+    pub nodes: Vec<NodeStatus>,
+    /// Memory spread: max − min used memory percent over online nodes outside maintenance.
+    pub memory_spread: f64,
+    /// CPU spread, the same for CPU.
+    pub cpu_spread: f64,
+    /// Guests in the cluster (running, all).
+    pub running: usize,
+    /// All guests.
+    pub guests: usize,
+    /// Broken hard rules.
+    pub violations: Vec<Violation>,
+    /// Rules that cannot all hold.
+    pub conflicts: Vec<Conflict>,
+    /// Problems in the input.
+    pub warnings: Vec<Warning>,
+}
+
+/// Builds the report for a state (the snapshot's, usually).
+pub fn status(cluster: &Cluster, rules: &Rules, state: &State) -> StatusReport {
+    let violations = violations(cluster, rules, state);
+    let nodes = cluster
+        .node_indexes()
+        .map(|i| {
+            let n = cluster.node(i);
+            let u = state.usage(i);
+            let pct = |used: f64, total: f64| {
+                if total > 0.0 {
+                    round1(100.0 * used / total)
+                } else {
+                    0.0
+                }
+            };
+            NodeStatus {
+                node: n.name.clone(),
+                status: n.status.as_str().to_owned(),
+                maintenance: n
+                    .maintenance
+                    .iter()
+                    .map(|m| m.describe().to_owned())
+                    .collect(),
+                mem: u.mem,
+                maxmem: n.maxmem,
+                mem_percent: pct(u.mem as f64, n.maxmem as f64),
+                cpu: (u.cpu * 100.0).round() / 100.0,
+                maxcpu: n.maxcpu,
+                cpu_percent: pct(u.cpu, n.maxcpu),
+                committed_mem: u.committed_mem,
+                running: u.guests,
+                guests: cluster.guests_on(i).len(),
+                labels: n.labels.iter().cloned().collect(),
+                taints: n.taints.iter().cloned().collect(),
+                violations: violations.iter().filter(|v| v.node == n.name).count(),
+            }
+        })
+        .collect();
+    let mut warnings = cluster.warnings.clone();
+    warnings.extend(rules.warnings.iter().cloned());
+    StatusReport {
+        nodes,
+        memory_spread: round1(spread(cluster, state, Metric::Memory)),
+        cpu_spread: round1(spread(cluster, state, Metric::Cpu)),
+        running: cluster.guests.iter().filter(|g| g.running).count(),
+        guests: cluster.guests.len(),
+        violations,
+        conflicts: rules.conflicts.clone(),
+        warnings,
+    }
+}
+
+fn round1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::*;
+
+    #[test]
+    fn report_counts_guests_load_and_violations_per_node() {
+        let c = ClusterBuilder::new()
+            .node(
+                node("a")
+                    .memory(100 * GIB)
+                    .used(50 * GIB)
+                    .cpus(8.0)
+                    .load(0.25),
+            )
+            .node(
+                node("b")
+                    .memory(100 * GIB)
+                    .used(20 * GIB)
+                    .cpus(8.0)
+                    .load(0.5),
+            )
+            .guest(vm(101, "a").tagged("flxp.anti-affinity.x"))
+            .guest(vm(102, "a").tagged("flxp.anti-affinity.x"))
+            .guest(vm(103, "b").stopped())
+            .build();
+        let r = Rules::compile(&c);
+        let s = status(&c, &r, &State::new(&c));
+        assert_eq!(s.memory_spread, 30.0);
+        assert_eq!(s.cpu_spread, 25.0);
+        assert_eq!((s.running, s.guests), (2, 3));
+        assert_eq!(s.nodes[0].mem_percent, 50.0);
+        assert_eq!(s.nodes[0].cpu, 2.0);
+        assert_eq!(s.nodes[0].violations, 1);
+        assert_eq!(s.nodes[1].running, 0);
+        assert_eq!(s.nodes[1].guests, 1);
+    }
+}
