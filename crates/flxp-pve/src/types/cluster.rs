@@ -1,0 +1,198 @@
+//! `/cluster/*` outside HA and tasks: resources (the query), status, options, nextid.
+//!
+//! `/cluster/resources` entries are `flxp_core`'s [`Resource`](super::Resource): Contract 1 holds
+//! them exactly as this endpoint returns them.
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use flxp_core::lenient;
+
+use super::quirks::{ser_bool01, u32_required};
+
+/// The `type` filter of `GET /cluster/resources` (`vm` returns qemu and lxc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResourceType {
+    /// qemu and lxc guests.
+    Vm,
+    /// Storages, one entry per node.
+    Storage,
+    /// Nodes.
+    Node,
+    /// SDN objects.
+    Sdn,
+}
+
+/// Query of `GET /cluster/resources`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourcesQuery {
+    /// Only entries of this type.
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<ResourceType>,
+}
+
+/// One entry of `GET /cluster/status`: the cluster itself or one node.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClusterStatusEntry {
+    /// `cluster` or `node/<name>`.
+    #[serde(default, deserialize_with = "lenient::string")]
+    pub id: Option<String>,
+    /// Cluster or node name.
+    #[serde(default, deserialize_with = "lenient::string")]
+    pub name: Option<String>,
+    /// `cluster` or `node`.
+    #[serde(rename = "type", default, deserialize_with = "lenient::string")]
+    pub kind: Option<String>,
+    /// \[node\] IP of the resolved node name.
+    #[serde(
+        default,
+        deserialize_with = "lenient::string",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub ip: Option<String>,
+    /// \[node\] Subscription level.
+    #[serde(
+        default,
+        deserialize_with = "lenient::string",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub level: Option<String>,
+    /// \[node\] Whether this is the answering node.
+    #[serde(
+        default,
+        deserialize_with = "lenient::bool",
+        serialize_with = "ser_bool01",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub local: Option<bool>,
+    /// \[node\] Corosync node id.
+    #[serde(
+        default,
+        deserialize_with = "lenient::u64",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub nodeid: Option<u64>,
+    /// \[node\] Whether the node is online.
+    #[serde(
+        default,
+        deserialize_with = "lenient::bool",
+        serialize_with = "ser_bool01",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub online: Option<bool>,
+    /// \[cluster\] Node count, offline nodes included.
+    #[serde(
+        default,
+        deserialize_with = "lenient::u64",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub nodes: Option<u64>,
+    /// \[cluster\] Whether the cluster has quorum.
+    #[serde(
+        default,
+        deserialize_with = "lenient::bool",
+        serialize_with = "ser_bool01",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub quorate: Option<bool>,
+    /// \[cluster\] Version of the corosync configuration.
+    #[serde(
+        default,
+        deserialize_with = "lenient::u64",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub version: Option<u64>,
+}
+
+/// `GET /cluster/options`: the datacenter configuration (`crs`, `tag-style`, `next-id`, ...), kept
+/// as Proxmox sends it because Contract 1 stores it verbatim.
+pub type ClusterOptions = serde_json::Map<String, serde_json::Value>;
+
+/// Query of `GET /cluster/nextid`: check one id instead of asking for the lowest free one.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NextIdQuery {
+    /// The VMID to check (answered with itself if free, else 400 "VM <id> already exists").
+    #[serde(
+        default,
+        deserialize_with = "lenient::u32",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub vmid: Option<u32>,
+}
+
+/// The answer of `GET /cluster/nextid`: read from a number or a string, written as a string as
+/// Proxmox does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NextId(pub u32);
+
+impl Serialize for NextId {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for NextId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        u32_required(d).map(NextId)
+    }
+}
+
+impl fmt::Display for NextId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    // Tests may panic on malformed fixtures: that is the failure report.
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::types::form::to_form;
+
+    #[test]
+    fn nextid_reads_string_or_number_and_writes_a_string() {
+        assert_eq!(
+            serde_json::from_str::<NextId>(r#""105""#).unwrap(),
+            NextId(105)
+        );
+        assert_eq!(serde_json::from_str::<NextId>("105").unwrap(), NextId(105));
+        assert_eq!(serde_json::to_string(&NextId(105)).unwrap(), r#""105""#);
+        assert!(serde_json::from_str::<NextId>(r#""abc""#).is_err());
+        assert!(serde_json::from_str::<NextId>("null").is_err());
+    }
+
+    #[test]
+    fn queries_are_form_encoded() {
+        let q = ResourcesQuery {
+            kind: Some(ResourceType::Vm),
+        };
+        assert_eq!(to_form(&q).unwrap(), "type=vm");
+        assert_eq!(to_form(&ResourcesQuery::default()).unwrap(), "");
+        assert_eq!(
+            to_form(&NextIdQuery { vmid: Some(2004) }).unwrap(),
+            "vmid=2004"
+        );
+    }
+
+    #[test]
+    fn cluster_status_reads_perl_booleans() {
+        let entries: Vec<ClusterStatusEntry> = serde_json::from_str(
+            r#"[{"id":"cluster","name":"lab","type":"cluster","nodes":3,"quorate":1,"version":7},
+                {"id":"node/pve1","name":"pve1","type":"node","ip":"10.0.0.1","level":"",
+                 "local":"1","nodeid":"1","online":1}]"#,
+        )
+        .unwrap();
+        assert_eq!(entries[0].quorate, Some(true));
+        assert_eq!(entries[1].local, Some(true));
+        assert_eq!(entries[1].nodeid, Some(1));
+        let back = serde_json::to_string(&entries[1]).unwrap();
+        assert_eq!(
+            back,
+            r#"{"id":"node/pve1","name":"pve1","type":"node","ip":"10.0.0.1","level":"","local":1,"nodeid":1,"online":1}"#
+        );
+    }
+}

@@ -1,0 +1,133 @@
+//! Serde readers and writers for Proxmox's wire quirks that `flxp_core::lenient` does not cover.
+//!
+//! Writers emit what Proxmox emits (`0`/`1` booleans, whole numbers without a fraction); readers
+//! accept what Perl's JSON may send (`null` or a missing key for an empty list, `[]` for an empty
+//! map, numbers where strings are documented). Use them with `#[serde(...)]` attributes only.
+
+use std::collections::BTreeMap;
+
+use serde::de::{self, DeserializeOwned, Deserializer};
+use serde::{Deserialize, Serializer};
+
+use flxp_core::lenient;
+
+/// Writes an optional boolean as Proxmox expects it: `1` or `0` (in JSON and in form bodies).
+pub fn ser_bool01<S: Serializer>(v: &Option<bool>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(b) => s.serialize_u8(u8::from(*b)),
+        None => s.serialize_none(),
+    }
+}
+
+/// Writes an optional float as an integer when it is whole (`16`, not `16.0`), as Perl does.
+pub fn ser_num<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(x) if x.fract() == 0.0 && x.abs() < 9.0e15 => s.serialize_i64(*x as i64),
+        Some(x) => s.serialize_f64(*x),
+        None => s.serialize_none(),
+    }
+}
+
+/// Reads a required unsigned 32-bit integer (a VMID) from a number or a numeric string.
+pub fn u32_required<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    lenient::u32(d)?.ok_or_else(|| de::Error::custom("expected an integer, got nothing"))
+}
+
+/// Reads a required string, accepting numbers rendered as text.
+pub fn string_required<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    lenient::string(d)?.ok_or_else(|| de::Error::custom("expected a string, got null"))
+}
+
+/// Reads a list that may be `null` (read as empty).
+pub fn vec_or_null<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: DeserializeOwned,
+{
+    Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
+}
+
+/// Reads a list of strings whose items may arrive as numbers (`loadavg`, node lists).
+pub fn string_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    struct Item(#[serde(deserialize_with = "lenient::string")] Option<String>);
+    let items: Option<Vec<Item>> = Option::deserialize(d)?;
+    Ok(items
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|Item(s)| s)
+        .collect())
+}
+
+/// Reads a map keyed by name that Perl may send as `{}`, `[]` (an empty hash turned list) or `null`.
+pub fn map_or_empty<'de, D, T>(d: D) -> Result<BTreeMap<String, T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: DeserializeOwned,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum MapOrList<T> {
+        Map(BTreeMap<String, T>),
+        List(Vec<serde_json::Value>),
+    }
+    match Option::<MapOrList<T>>::deserialize(d)? {
+        None => Ok(BTreeMap::new()),
+        Some(MapOrList::Map(m)) => Ok(m),
+        Some(MapOrList::List(l)) if l.is_empty() => Ok(BTreeMap::new()),
+        Some(MapOrList::List(_)) => Err(de::Error::custom(
+            "expected an object keyed by name, got a non-empty list",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    // Tests may panic on malformed fixtures: that is the failure report.
+    #![allow(clippy::unwrap_used)]
+
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Serialize, Deserialize, Debug, PartialEq)]
+    struct T {
+        #[serde(
+            default,
+            deserialize_with = "flxp_core::lenient::bool",
+            serialize_with = "super::ser_bool01",
+            skip_serializing_if = "Option::is_none"
+        )]
+        b: Option<bool>,
+        #[serde(default, deserialize_with = "super::string_list")]
+        l: Vec<String>,
+        #[serde(default, deserialize_with = "super::map_or_empty")]
+        m: BTreeMap<String, u32>,
+        #[serde(default, deserialize_with = "super::vec_or_null")]
+        v: Vec<u32>,
+    }
+
+    #[test]
+    fn booleans_are_written_as_zero_or_one() {
+        let t = T {
+            b: Some(true),
+            l: vec![],
+            m: BTreeMap::new(),
+            v: vec![],
+        };
+        assert_eq!(
+            serde_json::to_string(&t).unwrap(),
+            r#"{"b":1,"l":[],"m":{},"v":[]}"#
+        );
+    }
+
+    #[test]
+    fn perl_shapes_of_empty_collections_are_read_as_empty() {
+        let t: T = serde_json::from_str(r#"{"l":null,"m":[],"v":null}"#).unwrap();
+        assert!(t.l.is_empty() && t.m.is_empty() && t.v.is_empty());
+        let t: T = serde_json::from_str(r#"{"l":["0.52",0.58],"m":{"a":1}}"#).unwrap();
+        assert_eq!(t.l, ["0.52", "0.58"]);
+        assert_eq!(t.m["a"], 1);
+        assert!(serde_json::from_str::<T>(r#"{"m":[1]}"#).is_err());
+    }
+}
