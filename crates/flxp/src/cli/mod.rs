@@ -3,6 +3,7 @@
 mod balance;
 mod daemon;
 mod evacuate;
+mod load;
 mod place;
 mod serve;
 mod sim;

@@ -1,15 +1,60 @@
-//! `flxp place` (being built).
+//! `flxp place`: choose the best node for a new VM, and explain why.
 
 use std::process::ExitCode;
+
+use anyhow::Result;
+use flxp_core::placement::{PlacementOptions, PlacementRequest, Placer};
+
+use super::{SourceArgs, UNSATISFIABLE, load};
+use crate::{output, size};
 
 /// Arguments of `flxp place`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    source: super::SourceArgs,
+    source: SourceArgs,
+    /// Memory of the new VM: 4GiB, 4G, 4096M or bytes (binary units).
+    #[arg(long, value_name = "SIZE", value_parser = size::parse)]
+    memory: u64,
+    /// vCPUs of the new VM.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    cores: u32,
+    /// A tag the VM will carry (repeatable; flxp rules such as flxp.anti-affinity.web).
+    #[arg(long = "tag", value_name = "T")]
+    tags: Vec<String>,
+    /// Place on this node: skips scoring, not the online and resource checks.
+    #[arg(long, value_name = "NODE")]
+    host: Option<String>,
+    /// Placement policy: free-memory (default), free-cpu, spread, pack, pve-static, pve-dynamic.
+    #[arg(long, value_name = "P")]
+    policy: Option<String>,
+    /// Show every node's verdict: failed filters with the numbers, or its score per scorer.
+    #[arg(long)]
+    explain: bool,
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Runs `flxp place`.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("flxp place is not available in this build yet")
+pub fn run(args: Args) -> Result<ExitCode> {
+    let loaded = load::load(&args.source)?;
+    let placer = Placer::new(PlacementOptions::default(), Vec::new())?;
+    let request = PlacementRequest {
+        memory: args.memory,
+        cores: args.cores,
+        tags: args.tags,
+        host: args.host,
+        policy: args.policy,
+    };
+    let decision = placer.place(&loaded.cluster, &loaded.rules, &loaded.state, &request)?;
+    if args.json {
+        output::print_json(&decision)?;
+    } else {
+        output::print_placement(&decision, args.explain);
+    }
+    Ok(match decision.node {
+        Some(_) => ExitCode::SUCCESS,
+        None => ExitCode::from(UNSATISFIABLE),
+    })
 }

@@ -1,1 +1,43 @@
-//! End-to-end tests of the flxp binary.
+//! End-to-end tests of the flxp binary: run it as a user would and compare what it prints.
+#![allow(clippy::unwrap_used)] // tests panic on unexpected errors by design
+
+mod cli_place;
+mod cli_status;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The repository's `examples/` directory.
+pub fn example(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(name)
+}
+
+/// Runs the built `flxp` with arguments and no config file in reach.
+pub fn flxp(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_flxp"))
+        .args(args)
+        .env_remove("FLXP_CONFIG")
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap()
+}
+
+/// Exit code, stdout and stderr as text.
+pub fn run(args: &[&str]) -> (i32, String, String) {
+    let o = flxp(args);
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8(o.stdout).unwrap(),
+        String::from_utf8(o.stderr).unwrap(),
+    )
+}
+
+/// Writes a file into a fresh temp dir and returns both (the dir must outlive the test's use).
+pub fn temp_file(name: &str, content: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, content).unwrap();
+    (dir, path)
+}

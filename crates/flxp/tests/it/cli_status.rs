@@ -1,0 +1,61 @@
+//! `flxp status` as a user runs it.
+
+use super::{example, run, temp_file};
+
+#[test]
+fn table_shows_load_guests_and_spread() {
+    let (_d, f) = temp_file(
+        "s.json",
+        r#"{"resources":[
+            {"id":"node/a","type":"node","node":"a","status":"online","maxmem":17179869184,"mem":8589934592,"maxcpu":8,"cpu":0.25},
+            {"id":"node/b","type":"node","node":"b","status":"online","maxmem":17179869184,"mem":4294967296,"maxcpu":8,"cpu":0.5},
+            {"id":"qemu/101","type":"qemu","vmid":101,"node":"a","status":"running","maxmem":2147483648,"mem":1073741824,"maxcpu":2,"cpu":0.5,"tags":"flxp.node.b","name":"web"},
+            {"id":"qemu/102","type":"qemu","vmid":102,"node":"b","status":"stopped","maxmem":2147483648}],
+           "nodes":{"b":{"notes":"flxp.label.ssd flxp.taint.gpu"}}}"#,
+    );
+    let (code, out, _) = run(&["status", "--from-file", f.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    let want =
+        " NODE  STATUS              MEMORY  MEM%    CPU  CPU%  GUESTS  LABELS  TAINTS  VIOLATIONS 
+ a     online  8.0 GiB / 16.0 GiB  50.0  2 / 8  25.0   1 / 1                           1 
+ b     online  4.0 GiB / 16.0 GiB  25.0  4 / 8  50.0   0 / 1  ssd     gpu              0 
+
+2 nodes, 2 guests (1 running); memory spread 25.0 pp, CPU spread 25.0 pp
+
+1 rule violations:
+  flxp.node: guest 101 (web) runs on a, but flxp.node allows only {b}
+";
+    assert_eq!(out, want);
+}
+
+#[test]
+fn json_reports_violations_conflicts_and_warnings() {
+    let f = example("rules-hetero.json");
+    let (code, out, _) = run(&["status", "--from-file", f.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["nodes"].as_array().unwrap().len(), 6);
+    assert_eq!(v["memory_spread"], 43.0);
+    let rules: Vec<&str> = v["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["rule"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        rules,
+        ["flxp.anti-affinity.web", "flxp.node", "ha:api-apart"]
+    );
+    assert_eq!(v["conflicts"].as_array().unwrap().len(), 1);
+    assert!(v["warnings"].to_string().contains("flxp.labl.typo"));
+}
+
+#[test]
+fn bare_pvesh_dump_and_data_envelope_read_the_same() {
+    let f = example("pvesh-4node.json");
+    let text = std::fs::read_to_string(&f).unwrap();
+    let (_d, wrapped) = temp_file("w.json", &format!("{{\"data\": {text}}}"));
+    let a = run(&["status", "--from-file", f.to_str().unwrap(), "--json"]).1;
+    let b = run(&["status", "--from-file", wrapped.to_str().unwrap(), "--json"]).1;
+    assert_eq!(a, b);
+}
