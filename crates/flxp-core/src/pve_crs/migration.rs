@@ -1,0 +1,442 @@
+//! Proxmox's single-move balancing: rank candidate migrations by what they do to the cluster
+//! (pve-crs.md §2.4-2.5).
+//!
+//! A candidate moves a resource bundle's measured `cpu` and `mem` from its source node (clamped at
+//! 0) to its target node. Two methods rank them:
+//! - [`rank_bruteforce`]: by the imbalance after the move ([`Imbalance`]), compared at 15 decimals
+//!   so float noise cannot decide, then by (sid, source, target). The first is the exact best
+//!   single move for the imbalance metric.
+//! - [`rank_topsis`]: by TOPSIS over the four [`LoadCriteria`] of the state after each move;
+//!   equal scores keep candidate order. It favours even memory and low peaks, so its first choice
+//!   need not lower the imbalance most.
+//!
+//! Neither plans sequences: Proxmox makes one move per balancing round. Choosing whether to move at
+//! all (threshold, hold duration, margin) is the caller's business.
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::criteria::{LoadAccumulator, LoadCriteria, pve_criteria};
+use super::error::{CrsError, CrsResult};
+use super::imbalance::{Imbalance, of_checked_loads};
+use super::stats::{NodeStats, NodeUsage, ResourceStats, check_nodes};
+use super::topsis;
+
+/// A possible move of a resource bundle, named by its leader.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Migration {
+    /// The leading resource's id (`vm:101`).
+    pub sid: String,
+    /// The node it is on.
+    pub source: String,
+    /// The node it would go to.
+    pub target: String,
+}
+
+impl Migration {
+    /// A move of `sid` from `source` to `target`.
+    pub fn new(
+        sid: impl Into<String>,
+        source: impl Into<String>,
+        target: impl Into<String>,
+    ) -> Self {
+        Self {
+            sid: sid.into(),
+            source: source.into(),
+            target: target.into(),
+        }
+    }
+}
+
+/// A possible move with the measured usage that moves along (the bundle's summed stats).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MigrationCandidate {
+    /// The move.
+    pub migration: Migration,
+    /// What leaves the source and arrives at the target: `cpu` (cores) and `mem` (bytes).
+    pub stats: ResourceStats,
+}
+
+/// A move with the imbalance it leads to; ordered by that imbalance, then by the move.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScoredMigration {
+    /// The move.
+    pub migration: Migration,
+    /// Normalised imbalance after the move, truncated to 15 decimals.
+    pub imbalance: f64,
+}
+
+impl ScoredMigration {
+    /// Scores `migration` with `imbalance`, truncated to 15 decimals.
+    pub fn new(migration: Migration, imbalance: f64) -> Self {
+        // Two moves that balance equally can differ in the last bits of their sums; cutting at
+        // f64's 15 significant decimals lets the move's name, not that noise, decide.
+        let factor = 10f64.powi(f64::DIGITS as i32);
+        Self {
+            migration,
+            imbalance: (imbalance * factor).trunc() / factor,
+        }
+    }
+}
+
+impl Ord for ScoredMigration {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.imbalance
+            .total_cmp(&other.imbalance)
+            .then_with(|| self.migration.cmp(&other.migration))
+    }
+}
+
+impl PartialOrd for ScoredMigration {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for ScoredMigration {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for ScoredMigration {}
+
+/// A move ranked by TOPSIS: its imbalance, its score and the state it was judged on.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TopsisMigration {
+    /// The move and the imbalance after it.
+    pub scored: ScoredMigration,
+    /// TOPSIS score, 0..=1, higher is better.
+    pub score: f64,
+    /// The four criteria of the cluster after the move.
+    pub criteria: LoadCriteria,
+}
+
+/// Ranks `candidates` by the imbalance each leaves, lowest first (ties: sid, source, target).
+///
+/// Fails on unscorable nodes, or candidates with unknown or equal nodes or bad stats.
+pub fn rank_bruteforce(
+    nodes: &[NodeUsage],
+    candidates: &[MigrationCandidate],
+) -> CrsResult<Vec<ScoredMigration>> {
+    let moves = resolve(nodes, candidates)?;
+    let mut scratch = Vec::with_capacity(nodes.len());
+    let mut ranked: Vec<ScoredMigration> = moves
+        .iter()
+        .map(|m| {
+            ScoredMigration::new(
+                m.candidate.migration.clone(),
+                m.imbalance(nodes, &mut scratch),
+            )
+        })
+        .collect();
+    ranked.sort();
+    Ok(ranked)
+}
+
+/// Ranks `candidates` by TOPSIS over the state after each move, best first (ties: input order).
+///
+/// Fails like [`rank_bruteforce`], or when TOPSIS meets non-finite numbers.
+pub fn rank_topsis(
+    nodes: &[NodeUsage],
+    candidates: &[MigrationCandidate],
+) -> CrsResult<Vec<TopsisMigration>> {
+    let moves = resolve(nodes, candidates)?;
+    let mut scratch = Vec::with_capacity(nodes.len());
+    let alternatives: Vec<LoadCriteria> = moves
+        .iter()
+        .map(|m| {
+            m.stats_after(nodes, &mut scratch);
+            let mut acc = LoadAccumulator::default();
+            for stats in &scratch {
+                acc.push(stats.cpu_load(), stats.mem_load());
+            }
+            acc.finish()
+        })
+        .collect();
+    let matrix: Vec<[f64; 4]> = alternatives.iter().map(|c| c.to_row()).collect();
+    let scores = topsis::score(&matrix, &pve_criteria()?)?;
+    Ok(topsis::rank_scores(&scores)
+        .into_iter()
+        .map(|i| {
+            let m = &moves[i];
+            TopsisMigration {
+                scored: ScoredMigration::new(
+                    m.candidate.migration.clone(),
+                    m.imbalance(nodes, &mut scratch),
+                ),
+                score: scores[i],
+                criteria: alternatives[i],
+            }
+        })
+        .collect())
+}
+
+/// The normalised imbalance after one move, untruncated.
+///
+/// Fails like [`rank_bruteforce`].
+pub fn imbalance_after(
+    nodes: &[NodeUsage],
+    candidate: &MigrationCandidate,
+) -> CrsResult<Imbalance> {
+    let moves = resolve(nodes, std::slice::from_ref(candidate))?;
+    let mut scratch = Vec::with_capacity(nodes.len());
+    Ok(moves
+        .first()
+        .map(|m| {
+            m.stats_after(nodes, &mut scratch);
+            of_checked_loads(scratch.iter().map(NodeStats::load))
+        })
+        .unwrap_or(Imbalance {
+            normalized: 0.0,
+            raw: 0.0,
+        }))
+}
+
+/// A candidate with its nodes found.
+struct Move<'a> {
+    candidate: &'a MigrationCandidate,
+    source: usize,
+    target: usize,
+}
+
+impl Move<'_> {
+    /// Fills `out` with every node's stats after the move, in node order.
+    fn stats_after(&self, nodes: &[NodeUsage], out: &mut Vec<NodeStats>) {
+        out.clear();
+        out.extend(nodes.iter().map(|n| n.stats));
+        out[self.source].remove_running(&self.candidate.stats);
+        out[self.target].add_running(&self.candidate.stats);
+    }
+
+    fn imbalance(&self, nodes: &[NodeUsage], scratch: &mut Vec<NodeStats>) -> f64 {
+        self.stats_after(nodes, scratch);
+        of_checked_loads(scratch.iter().map(NodeStats::load)).normalized
+    }
+}
+
+/// Checks nodes and candidates and finds each candidate's nodes.
+fn resolve<'a>(
+    nodes: &[NodeUsage],
+    candidates: &'a [MigrationCandidate],
+) -> CrsResult<Vec<Move<'a>>> {
+    check_nodes(nodes)?;
+    let index: HashMap<&str, usize> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.name.as_str(), i))
+        .collect();
+    candidates
+        .iter()
+        .map(|candidate| {
+            let m = &candidate.migration;
+            let fail = |message: String| CrsError::Candidate {
+                sid: m.sid.clone(),
+                source_node: m.source.clone(),
+                target: m.target.clone(),
+                message,
+            };
+            let find = |node: &str| {
+                index
+                    .get(node)
+                    .copied()
+                    .ok_or_else(|| fail(format!("node {node} is not among the nodes given")))
+            };
+            let (source, target) = (find(&m.source)?, find(&m.target)?);
+            if source == target {
+                return Err(fail("source and target are the same node".to_owned()));
+            }
+            candidate.stats.check(&m.sid)?;
+            Ok(Move {
+                candidate,
+                source,
+                target,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    // Tests may panic: unwrapping is how they fail.
+    #![allow(clippy::unwrap_used)]
+
+    use super::super::testutil::*;
+    use super::*;
+
+    /// vm:101 (0.7 of 4 cores, 8 of 16 GiB) from node1 to node2 or node3: upstream's candidates.
+    fn vm101_candidates() -> Vec<MigrationCandidate> {
+        let stats = resource(0.7, 4.0, 8 * GIB, 16 * GIB);
+        ["node2", "node3"]
+            .map(|target| MigrationCandidate {
+                migration: Migration::new("vm:101", "node1", target),
+                stats,
+            })
+            .into()
+    }
+
+    fn targets(migrations: impl IntoIterator<Item = Migration>) -> Vec<String> {
+        migrations.into_iter().map(|m| m.target).collect()
+    }
+
+    /// `test_score_best_balancing_migration_candidates*` of `proxmox-resource-scheduling`
+    /// (pve-crs.md §5.7): bruteforce prefers node3, TOPSIS node2, on both clusters.
+    #[test]
+    fn migration_orderings_match_proxmox() {
+        for (cluster, nodes, before) in [
+            ("homogeneous", three_nodes_homogeneous(), 0.3460548572604576),
+            (
+                "heterogeneous",
+                three_nodes_heterogeneous(),
+                0.23352917788066363,
+            ),
+        ] {
+            assert_eq!(
+                Imbalance::of_nodes(&nodes).unwrap().normalized,
+                before,
+                "{cluster}"
+            );
+            let brute = rank_bruteforce(&nodes, &vm101_candidates()).unwrap();
+            assert_eq!(
+                targets(brute.iter().map(|s| s.migration.clone())),
+                ["node3", "node2"],
+                "{cluster} bruteforce"
+            );
+            let topsis = rank_topsis(&nodes, &vm101_candidates()).unwrap();
+            assert_eq!(
+                targets(topsis.iter().map(|t| t.scored.migration.clone())),
+                ["node2", "node3"],
+                "{cluster} topsis"
+            );
+            // Both report the same imbalance for the same move.
+            for t in &topsis {
+                let b = brute
+                    .iter()
+                    .find(|b| b.migration == t.scored.migration)
+                    .unwrap();
+                assert_eq!(b.imbalance, t.scored.imbalance, "{cluster}");
+            }
+        }
+    }
+
+    #[test]
+    fn homogeneous_imbalances_after_each_move() {
+        // pve-crs.md §5.7: 0.422 (to node3) and 0.512 (to node2), normalised; raw CV is √2 times.
+        let nodes = three_nodes_homogeneous();
+        let brute = rank_bruteforce(&nodes, &vm101_candidates()).unwrap();
+        let shown = |f: fn(f64) -> f64| -> Vec<String> {
+            brute
+                .iter()
+                .map(|s| format!("{:.3}", f(s.imbalance)))
+                .collect()
+        };
+        assert_eq!(shown(|x| x), ["0.422", "0.512"]);
+        assert_eq!(
+            shown(|x| Imbalance::raw_from_normalized(x, 3)),
+            ["0.597", "0.724"]
+        );
+        let exact = imbalance_after(&nodes, &vm101_candidates()[1]).unwrap();
+        assert_eq!(
+            ScoredMigration::new(Migration::new("", "", ""), exact.normalized).imbalance,
+            brute[0].imbalance
+        );
+    }
+
+    #[test]
+    fn no_candidates_rank_to_nothing() {
+        let nodes = three_nodes_homogeneous();
+        assert!(rank_bruteforce(&nodes, &[]).unwrap().is_empty());
+        assert!(rank_topsis(&nodes, &[]).unwrap().is_empty());
+    }
+
+    /// `scheduler.rs::test_scored_migration_order` upstream: imbalances equal to 15 decimals
+    /// compare equal, and the move's names decide.
+    #[test]
+    fn scored_migration_order() {
+        let m1 = ScoredMigration::new(
+            Migration::new("vm:102", "node1", "node2"),
+            0.7231749488916931,
+        );
+        let m2 = ScoredMigration::new(
+            Migration::new("vm:102", "node1", "node3"),
+            0.723174948891693,
+        );
+        let m3 = ScoredMigration::new(
+            Migration::new("vm:101", "node1", "node2"),
+            0.723174948891693 + 1e-15,
+        );
+        assert_eq!(m1.imbalance, m2.imbalance);
+        let mut sorted = vec![m2.clone(), m3.clone(), m1.clone()];
+        sorted.sort();
+        assert_eq!(sorted, [m1.clone(), m2.clone(), m3.clone()]);
+
+        let mut heap = std::collections::BinaryHeap::from(vec![
+            std::cmp::Reverse(m2.clone()),
+            std::cmp::Reverse(m3.clone()),
+            std::cmp::Reverse(m1.clone()),
+        ]);
+        for want in [m1, m2, m3] {
+            assert_eq!(heap.pop().map(|r| r.0.migration), Some(want.migration));
+        }
+    }
+
+    #[test]
+    fn source_is_clamped_and_ties_keep_candidate_order() {
+        // The source reports less than the bundle uses: its figures stop at 0.
+        let nodes = vec![
+            node("a", 1.0, 8.0, GIB, 32 * GIB),
+            node("b", 0.0, 8.0, 0, 32 * GIB),
+            node("c", 0.0, 8.0, 0, 32 * GIB),
+        ];
+        let stats = resource(4.0, 4.0, 8 * GIB, 8 * GIB);
+        let candidates: Vec<MigrationCandidate> = ["c", "b"]
+            .map(|t| MigrationCandidate {
+                migration: Migration::new("vm:100", "a", t),
+                stats,
+            })
+            .into();
+        let topsis = rank_topsis(&nodes, &candidates).unwrap();
+        // b and c are alike: TOPSIS keeps candidate order, bruteforce sorts by name.
+        assert_eq!(
+            targets(topsis.iter().map(|t| t.scored.migration.clone())),
+            ["c", "b"]
+        );
+        assert_eq!(topsis[0].score, topsis[1].score);
+        let brute = rank_bruteforce(&nodes, &candidates).unwrap();
+        assert_eq!(
+            targets(brute.iter().map(|s| s.migration.clone())),
+            ["b", "c"]
+        );
+        // After the move: a (0 of 8, 0 of 32 GiB), b (4 of 8, 8 of 32 GiB), c idle. Loads 0, 0.375, 0.
+        let want = Imbalance::of_loads(&[0.0, 0.375, 0.0]).unwrap().normalized;
+        assert_eq!(
+            brute[0].imbalance,
+            ScoredMigration::new(brute[0].migration.clone(), want).imbalance
+        );
+        assert_eq!(topsis[0].criteria.highest_cpu, 1.5);
+    }
+
+    #[test]
+    fn bad_candidates_are_named_errors() {
+        let nodes = three_nodes_homogeneous();
+        let mut c = vm101_candidates();
+        c[1].migration.target = "node9".to_owned();
+        assert_eq!(
+            rank_bruteforce(&nodes, &c).unwrap_err().to_string(),
+            "migration candidate vm:101 from node1 to node9: node node9 is not among the nodes given"
+        );
+        c[1].migration.target = "node1".to_owned();
+        assert_eq!(
+            rank_topsis(&nodes, &c).unwrap_err().to_string(),
+            "migration candidate vm:101 from node1 to node1: source and target are the same node"
+        );
+        let mut c = vm101_candidates();
+        c[0].stats.cpu = f64::INFINITY;
+        assert_eq!(
+            rank_bruteforce(&nodes, &c).unwrap_err().to_string(),
+            "resource vm:101: cpu is inf, expected cores (>= 0)"
+        );
+    }
+}
