@@ -56,12 +56,12 @@ fn max_cv(nodes: usize) -> f64 {
 }
 
 /// The imbalance of loads already known to be finite and not negative.
-pub(crate) fn of_checked_loads(loads: impl Iterator<Item = f64> + Clone) -> Imbalance {
+pub(crate) fn of_checked_loads(loads: impl ExactSizeIterator<Item = f64> + Clone) -> Imbalance {
     const BALANCED: Imbalance = Imbalance {
         normalized: 0.0,
         raw: 0.0,
     };
-    let n = loads.clone().count();
+    let n = loads.len();
     if n < 2 {
         return BALANCED;
     }

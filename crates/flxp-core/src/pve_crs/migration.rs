@@ -121,14 +121,13 @@ pub fn rank_bruteforce(
     nodes: &[NodeUsage],
     candidates: &[MigrationCandidate],
 ) -> CrsResult<Vec<ScoredMigration>> {
-    let moves = resolve(nodes, candidates)?;
-    let mut scratch = Vec::with_capacity(nodes.len());
+    let (base, moves) = resolve(nodes, candidates)?;
     let mut ranked: Vec<ScoredMigration> = moves
         .iter()
         .map(|m| {
             ScoredMigration::new(
                 m.candidate.migration.clone(),
-                m.imbalance(nodes, &mut scratch),
+                base.imbalance_after(m).normalized,
             )
         })
         .collect();
@@ -143,19 +142,8 @@ pub fn rank_topsis(
     nodes: &[NodeUsage],
     candidates: &[MigrationCandidate],
 ) -> CrsResult<Vec<TopsisMigration>> {
-    let moves = resolve(nodes, candidates)?;
-    let mut scratch = Vec::with_capacity(nodes.len());
-    let alternatives: Vec<LoadCriteria> = moves
-        .iter()
-        .map(|m| {
-            m.stats_after(nodes, &mut scratch);
-            let mut acc = LoadAccumulator::default();
-            for stats in &scratch {
-                acc.push(stats.cpu_load(), stats.mem_load());
-            }
-            acc.finish()
-        })
-        .collect();
+    let (base, moves) = resolve(nodes, candidates)?;
+    let alternatives: Vec<LoadCriteria> = moves.iter().map(|m| base.criteria_after(m)).collect();
     let matrix: Vec<[f64; 4]> = alternatives.iter().map(|c| c.to_row()).collect();
     let scores = topsis::score(&matrix, &pve_criteria()?)?;
     Ok(topsis::rank_scores(&scores)
@@ -165,7 +153,7 @@ pub fn rank_topsis(
             TopsisMigration {
                 scored: ScoredMigration::new(
                     m.candidate.migration.clone(),
-                    m.imbalance(nodes, &mut scratch),
+                    base.imbalance_after(m).normalized,
                 ),
                 score: scores[i],
                 criteria: alternatives[i],
@@ -174,61 +162,93 @@ pub fn rank_topsis(
         .collect())
 }
 
-/// The normalised imbalance after one move, untruncated.
+/// The imbalance after one move, untruncated.
 ///
 /// Fails like [`rank_bruteforce`].
 pub fn imbalance_after(
     nodes: &[NodeUsage],
     candidate: &MigrationCandidate,
 ) -> CrsResult<Imbalance> {
-    let moves = resolve(nodes, std::slice::from_ref(candidate))?;
-    let mut scratch = Vec::with_capacity(nodes.len());
-    Ok(moves
-        .first()
-        .map(|m| {
-            m.stats_after(nodes, &mut scratch);
-            of_checked_loads(scratch.iter().map(NodeStats::load))
-        })
-        .unwrap_or(Imbalance {
+    let (base, moves) = resolve(nodes, std::slice::from_ref(candidate))?;
+    Ok(moves.first().map_or(
+        Imbalance {
             normalized: 0.0,
             raw: 0.0,
-        }))
+        },
+        |m| base.imbalance_after(m),
+    ))
 }
 
-/// A candidate with its nodes found.
+/// A candidate with its two nodes found and their stats after the move.
 struct Move<'a> {
     candidate: &'a MigrationCandidate,
     source: usize,
     target: usize,
+    source_after: NodeStats,
+    target_after: NodeStats,
 }
 
-impl Move<'_> {
-    /// Fills `out` with every node's stats after the move, in node order.
-    fn stats_after(&self, nodes: &[NodeUsage], out: &mut Vec<NodeStats>) {
-        out.clear();
-        out.extend(nodes.iter().map(|n| n.stats));
-        out[self.source].remove_running(&self.candidate.stats);
-        out[self.target].add_running(&self.candidate.stats);
+/// Per-node loads before any move, computed once: a move changes only two nodes.
+struct Baseline {
+    cpu: Vec<f64>,
+    mem: Vec<f64>,
+    load: Vec<f64>,
+}
+
+impl Baseline {
+    fn new(nodes: &[NodeUsage]) -> Self {
+        Self {
+            cpu: nodes.iter().map(|n| n.stats.cpu_load()).collect(),
+            mem: nodes.iter().map(|n| n.stats.mem_load()).collect(),
+            load: nodes.iter().map(|n| n.stats.load()).collect(),
+        }
     }
 
-    fn imbalance(&self, nodes: &[NodeUsage], scratch: &mut Vec<NodeStats>) -> f64 {
-        self.stats_after(nodes, scratch);
-        of_checked_loads(scratch.iter().map(NodeStats::load)).normalized
+    /// `f` of each node's stats after the move, else `base[i]`, in node order. The unchanged
+    /// nodes' figures are the same numbers recomputing them would give, so sums stay bit-exact.
+    fn after<'a>(
+        m: &'a Move,
+        base: &'a [f64],
+        f: fn(&NodeStats) -> f64,
+    ) -> impl ExactSizeIterator<Item = f64> + Clone + 'a {
+        base.iter().enumerate().map(move |(i, &value)| {
+            if i == m.source {
+                f(&m.source_after)
+            } else if i == m.target {
+                f(&m.target_after)
+            } else {
+                value
+            }
+        })
+    }
+
+    fn imbalance_after(&self, m: &Move) -> Imbalance {
+        of_checked_loads(Self::after(m, &self.load, NodeStats::load))
+    }
+
+    fn criteria_after(&self, m: &Move) -> LoadCriteria {
+        let mut acc = LoadAccumulator::default();
+        let cpu = Self::after(m, &self.cpu, NodeStats::cpu_load);
+        let mem = Self::after(m, &self.mem, NodeStats::mem_load);
+        for (cpu, mem) in cpu.zip(mem) {
+            acc.push(cpu, mem);
+        }
+        acc.finish()
     }
 }
 
-/// Checks nodes and candidates and finds each candidate's nodes.
+/// Checks nodes and candidates, finds each candidate's nodes and prepares the baseline.
 fn resolve<'a>(
     nodes: &[NodeUsage],
     candidates: &'a [MigrationCandidate],
-) -> CrsResult<Vec<Move<'a>>> {
+) -> CrsResult<(Baseline, Vec<Move<'a>>)> {
     check_nodes(nodes)?;
     let index: HashMap<&str, usize> = nodes
         .iter()
         .enumerate()
         .map(|(i, n)| (n.name.as_str(), i))
         .collect();
-    candidates
+    let moves = candidates
         .iter()
         .map(|candidate| {
             let m = &candidate.migration;
@@ -249,19 +269,28 @@ fn resolve<'a>(
                 return Err(fail("source and target are the same node".to_owned()));
             }
             candidate.stats.check(&m.sid)?;
+            let mut source_after = nodes[source].stats;
+            source_after.remove_running(&candidate.stats);
+            let mut target_after = nodes[target].stats;
+            target_after.add_running(&candidate.stats);
             Ok(Move {
                 candidate,
                 source,
                 target,
+                source_after,
+                target_after,
             })
         })
-        .collect()
+        .collect::<CrsResult<_>>()?;
+    Ok((Baseline::new(nodes), moves))
 }
 
 #[cfg(test)]
 mod tests {
     // Tests may panic: unwrapping is how they fail.
     #![allow(clippy::unwrap_used)]
+
+    use proptest::prelude::*;
 
     use super::super::testutil::*;
     use super::*;
@@ -438,5 +467,84 @@ mod tests {
             rank_bruteforce(&nodes, &c).unwrap_err().to_string(),
             "resource vm:101: cpu is inf, expected cores (>= 0)"
         );
+    }
+
+    /// The cluster after a move, built the slow way: every node's stats copied and two changed.
+    fn moved(nodes: &[NodeUsage], c: &MigrationCandidate) -> Vec<NodeUsage> {
+        let mut after = nodes.to_vec();
+        for n in &mut after {
+            if n.name == c.migration.source {
+                n.stats.remove_running(&c.stats);
+            } else if n.name == c.migration.target {
+                n.stats.add_running(&c.stats);
+            }
+        }
+        after
+    }
+
+    fn cluster_and_candidates() -> impl Strategy<Value = (Vec<NodeUsage>, Vec<MigrationCandidate>)>
+    {
+        let nodes =
+            prop::collection::vec((1u32..=64, 0.0f64..1.5, 1u64..=512, 0.0f64..1.0), 2..=12);
+        let moves = prop::collection::vec((0usize..64, 1usize..64, 0.0f64..8.0, 0u64..=64), 0..=24);
+        (nodes, moves).prop_map(|(nodes, moves)| {
+            let nodes: Vec<NodeUsage> = nodes
+                .into_iter()
+                .enumerate()
+                .map(|(i, (cores, cpu, gib, mem))| {
+                    let (maxcpu, maxmem) = (f64::from(cores), gib * GIB);
+                    node(
+                        &format!("node{i}"),
+                        cpu * maxcpu,
+                        maxcpu,
+                        (mem * maxmem as f64) as u64,
+                        maxmem,
+                    )
+                })
+                .collect();
+            let n = nodes.len();
+            let candidates = moves
+                .into_iter()
+                .enumerate()
+                .map(|(i, (source, step, cpu, gib))| {
+                    let (source, target) = (source % n, (source + 1 + step % (n - 1)) % n);
+                    MigrationCandidate {
+                        migration: Migration::new(
+                            format!("vm:{}", 100 + i % 5),
+                            nodes[source].name.clone(),
+                            nodes[target].name.clone(),
+                        ),
+                        stats: resource(cpu, cpu.ceil(), gib * GIB, gib * GIB),
+                    }
+                })
+                .collect();
+            (nodes, candidates)
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// Each reported imbalance and criteria are exactly what the moved cluster gives, and the
+        /// bruteforce order is sorted with the lowest imbalance first.
+        #[test]
+        fn rankings_replay_exactly((nodes, candidates) in cluster_and_candidates()) {
+            let brute = rank_bruteforce(&nodes, &candidates).unwrap();
+            let topsis = rank_topsis(&nodes, &candidates).unwrap();
+            prop_assert_eq!(brute.len(), candidates.len());
+            prop_assert_eq!(topsis.len(), candidates.len());
+            prop_assert!(brute.windows(2).all(|w| w[0] <= w[1]));
+            for c in &candidates {
+                let after = moved(&nodes, c);
+                let exact = Imbalance::of_nodes(&after).unwrap();
+                prop_assert_eq!(imbalance_after(&nodes, c).unwrap(), exact);
+                let want = ScoredMigration::new(c.migration.clone(), exact.normalized).imbalance;
+                prop_assert!(brute.iter().any(|b| b.migration == c.migration && b.imbalance == want));
+                let criteria = LoadCriteria::of_nodes(after.iter().map(|n| n.stats));
+                prop_assert!(topsis.iter().any(|t| t.scored.migration == c.migration
+                    && t.criteria == criteria && t.scored.imbalance == want));
+            }
+            prop_assert!(topsis.windows(2).all(|w| w[0].score >= w[1].score));
+        }
     }
 }
