@@ -31,6 +31,7 @@ mod criteria;
 mod error;
 mod imbalance;
 mod migration;
+mod scored_migration;
 mod start;
 mod stats;
 pub mod topsis;
@@ -42,10 +43,8 @@ pub use aggregate::{GuestUsage, dynamic_node_stats, static_node_stats};
 pub use criteria::{LoadCriteria, PVE_CRITERIA, pve_criteria};
 pub use error::{CrsError, CrsResult};
 pub use imbalance::Imbalance;
-pub use migration::{
-    Migration, MigrationCandidate, ScoredMigration, TopsisMigration, imbalance_after,
-    rank_bruteforce, rank_topsis,
-};
+pub use migration::{imbalance_after, rank_bruteforce, rank_topsis};
+pub use scored_migration::{Migration, MigrationCandidate, ScoredMigration, TopsisMigration};
 pub use start::{
     FAST_START_MIN_NODES, NodeScore, rank_nodes_to_start, score_nodes_to_start,
     score_nodes_to_start_fast, score_nodes_to_start_reference, sort_best_first,
