@@ -43,6 +43,9 @@ pub enum Error {
         /// The offending score.
         value: f64,
     },
+    /// Proxmox's scheduler math refused its input (a node without capacity, a non-finite figure).
+    #[error("Proxmox scheduler math: {0}")]
+    Crs(#[from] crate::pve_crs::CrsError),
 }
 
 /// Result with the core's error.

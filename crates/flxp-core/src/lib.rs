@@ -23,6 +23,7 @@ pub mod builder;
 pub mod cluster;
 pub mod constraints;
 mod error;
+pub mod evacuate;
 pub mod lenient;
 pub mod placement;
 pub mod pve_crs;

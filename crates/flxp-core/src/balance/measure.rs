@@ -1,13 +1,14 @@
-//! Measuring balance: per-node load of one resource, and the spread between the most and least
-//! loaded nodes (ProxLB's "balanciness", in percentage points).
+//! Measuring balance: per-node load of one resource, the spread between the most and least loaded
+//! nodes (ProxLB's "balanciness", in percentage points), and Proxmox's coefficient of variation.
 //!
 //! Offline nodes and nodes in maintenance are left out: they are not part of the balance, and a
 //! near-empty maintenance node would otherwise keep the spread high forever.
 
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::{Cluster, NodeIdx};
-use crate::state::State;
+use crate::cluster::{Cluster, Node, NodeIdx};
+use crate::pve_crs::Imbalance;
+use crate::state::{State, Usage};
 
 /// What a node's load is measured in.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -43,6 +44,134 @@ impl Metric {
     }
 }
 
+/// How the imbalance of a cluster is summed up in one number.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Measure {
+    /// Most minus least loaded node of one [`Metric`], in percentage points (ProxLB's
+    /// "balanciness", flex.plane's default).
+    #[default]
+    Spread,
+    /// Proxmox's imbalance: the coefficient of variation of the nodes' mean of CPU and memory load,
+    /// divided by √(n−1) so that it lies in 0..=1 (proxmox-resource-scheduling ≥ 2.1).
+    Cv,
+    /// The same coefficient of variation without the √(n−1) (ha-manager 5.2.0 logs, thresholds).
+    CvRaw,
+}
+
+impl Measure {
+    /// The name used in options and output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Spread => "spread",
+            Self::Cv => "cv",
+            Self::CvRaw => "cv-raw",
+        }
+    }
+
+    /// Parses the name used in options.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "spread" => Some(Self::Spread),
+            "cv" => Some(Self::Cv),
+            "cv-raw" => Some(Self::CvRaw),
+            _ => None,
+        }
+    }
+
+    /// The trigger threshold used when none is configured: 10 pp of spread (ProxLB, flex.plane),
+    /// 0.3 of CV (Proxmox's `ha-auto-rebalance-threshold`: 30 % normalised, 0.3 raw in 5.2.0).
+    pub fn default_threshold(self) -> f64 {
+        match self {
+            Self::Spread => 10.0,
+            Self::Cv | Self::CvRaw => 0.3,
+        }
+    }
+
+    /// The resource the per-node loads are taken of: the metric for spread, CPU and memory
+    /// weighed equally for the CVs.
+    pub fn load_kind(self, metric: Metric) -> LoadKind {
+        match self {
+            Self::Spread => match metric {
+                Metric::Memory => LoadKind::Memory,
+                Metric::MemoryAssigned => LoadKind::MemoryAssigned,
+                Metric::Cpu => LoadKind::Cpu,
+            },
+            Self::Cv | Self::CvRaw => LoadKind::CpuMemory,
+        }
+    }
+
+    /// The imbalance of a list of per-node loads (percent) under this measure.
+    pub fn of_loads(self, loads: &[f64]) -> f64 {
+        match self {
+            Self::Spread => spread_of(loads),
+            Self::Cv => cv(loads).normalized,
+            Self::CvRaw => cv(loads).raw,
+        }
+    }
+
+    /// Unit of the value, for messages (`pp` for spread, nothing for a CV).
+    pub fn unit(self) -> &'static str {
+        match self {
+            Self::Spread => " pp",
+            Self::Cv | Self::CvRaw => "",
+        }
+    }
+
+    /// A value rendered for messages: one decimal for spread, three for a CV.
+    pub fn fmt(self, value: f64) -> String {
+        match self {
+            Self::Spread => format!("{value:.1} pp"),
+            Self::Cv | Self::CvRaw => format!("{value:.3}"),
+        }
+    }
+}
+
+/// The per-node quantity a measure looks at, in percent of the node's capacity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LoadKind {
+    /// Used memory.
+    Memory,
+    /// Configured memory of running guests.
+    MemoryAssigned,
+    /// CPU cores in use.
+    Cpu,
+    /// Mean of CPU and memory load (Proxmox's per-node load, pve-crs.md §2.3).
+    CpuMemory,
+}
+
+impl LoadKind {
+    /// The name used in output (`memory`, `cpu+memory`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Memory => "memory",
+            Self::MemoryAssigned => "memory-assigned",
+            Self::Cpu => "cpu",
+            Self::CpuMemory => "cpu+memory",
+        }
+    }
+
+    /// A node's load in percent given what it carries (0 for a resource the node lacks).
+    pub fn load(self, node: &Node, usage: &Usage) -> f64 {
+        let pct = |used: f64, total: f64| {
+            if total > 0.0 {
+                100.0 * used / total
+            } else {
+                0.0
+            }
+        };
+        let mem = || pct(usage.mem as f64, node.maxmem as f64);
+        let cpu = || pct(usage.cpu, node.maxcpu);
+        match self {
+            Self::Memory => mem(),
+            Self::MemoryAssigned => pct(usage.committed_mem as f64, node.maxmem as f64),
+            Self::Cpu => cpu(),
+            Self::CpuMemory => (cpu() + mem()) / 2.0,
+        }
+    }
+}
+
 /// Nodes that take part in the balance: online and not in maintenance.
 pub fn balanced_nodes(cluster: &Cluster) -> impl Iterator<Item = NodeIdx> + '_ {
     cluster
@@ -52,34 +181,138 @@ pub fn balanced_nodes(cluster: &Cluster) -> impl Iterator<Item = NodeIdx> + '_ {
 
 /// A node's load in percent of its capacity (0 for a node without capacity).
 pub fn node_load(cluster: &Cluster, state: &State, metric: Metric, node: NodeIdx) -> f64 {
-    let n = cluster.node(node);
-    let u = state.usage(node);
-    let (used, total) = match metric {
-        Metric::Memory => (u.mem as f64, n.maxmem as f64),
-        Metric::MemoryAssigned => (u.committed_mem as f64, n.maxmem as f64),
-        Metric::Cpu => (u.cpu, n.maxcpu),
-    };
-    if total > 0.0 {
-        100.0 * used / total
-    } else {
-        0.0
-    }
+    Measure::Spread
+        .load_kind(metric)
+        .load(cluster.node(node), state.usage(node))
 }
 
 /// Gap in percentage points between the most and least loaded balanced node; 0 with fewer than two.
 pub fn spread(cluster: &Cluster, state: &State, metric: Metric) -> f64 {
-    let (mut lo, mut hi, mut count) = (f64::INFINITY, f64::NEG_INFINITY, 0usize);
-    for n in balanced_nodes(cluster) {
-        let l = node_load(cluster, state, metric, n);
-        lo = lo.min(l);
-        hi = hi.max(l);
-        count += 1;
+    let loads: Vec<f64> = balanced_nodes(cluster)
+        .map(|n| node_load(cluster, state, metric, n))
+        .collect();
+    spread_of(&loads)
+}
+
+/// The loads (percent) of the balanced nodes, in node order.
+pub fn balanced_loads(cluster: &Cluster, state: &State, kind: LoadKind) -> Vec<f64> {
+    balanced_nodes(cluster)
+        .map(|n| kind.load(cluster.node(n), state.usage(n)))
+        .collect()
+}
+
+/// The imbalance of a state under a measure (the metric matters only for spread). CVs are taken
+/// of Proxmox's fractional loads, so they match its figures to the last bit.
+pub fn imbalance(cluster: &Cluster, state: &State, measure: Measure, metric: Metric) -> f64 {
+    match measure {
+        Measure::Spread => {
+            measure.of_loads(&balanced_loads(cluster, state, measure.load_kind(metric)))
+        }
+        Measure::Cv | Measure::CvRaw => measure.of_loads(&pve_loads(cluster, state)),
     }
-    if count < 2 { 0.0 } else { hi - lo }
+}
+
+/// Most minus least of a list of loads; 0 with fewer than two.
+pub fn spread_of(loads: &[f64]) -> f64 {
+    if loads.len() < 2 {
+        return 0.0;
+    }
+    let hi = loads.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let lo = loads.iter().copied().fold(f64::INFINITY, f64::min);
+    hi - lo
+}
+
+/// Proxmox's coefficient of variation of a list of loads (any unit), raw and normalised by √(n−1);
+/// 0 with fewer than two nodes or no load at all (pve-crs.md §2.3, computed by [`crate::pve_crs`]).
+pub fn cv(loads: &[f64]) -> Imbalance {
+    // Loads here are shares of non-negative usage over positive capacity, so always finite and
+    // ≥ 0; the error case cannot arise from a state, and reading it as balanced is the safe side.
+    Imbalance::of_loads(loads).unwrap_or(Imbalance {
+        normalized: 0.0,
+        raw: 0.0,
+    })
+}
+
+/// Proxmox's per-node loads, `(cpu/maxcpu + mem/maxmem) / 2` as fractions, of the balanced nodes:
+/// the exact figures its CV is taken of (a node lacking a capacity counts 0 for it).
+pub fn pve_loads(cluster: &Cluster, state: &State) -> Vec<f64> {
+    balanced_nodes(cluster)
+        .map(|i| {
+            let (n, u) = (cluster.node(i), state.usage(i));
+            let share = |used: f64, total: f64| if total > 0.0 { used / total } else { 0.0 };
+            (share(u.cpu, n.maxcpu) + share(u.mem as f64, n.maxmem as f64)) / 2.0
+        })
+        .collect()
+}
+
+/// One node's figures before or after a plan (`nodes_before` / `nodes_after` of Contract 3).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeLoad {
+    /// Node name.
+    pub node: String,
+    /// `online`, `offline`, `unknown`.
+    pub status: String,
+    /// Whether it is in maintenance.
+    pub maintenance: bool,
+    /// Whether it counts in the imbalance (online, not in maintenance).
+    pub balanced: bool,
+    /// The load the measure looks at, percent.
+    pub load: f64,
+    /// Used memory, bytes.
+    pub mem: u64,
+    /// Total memory, bytes.
+    pub maxmem: u64,
+    /// Used memory, percent.
+    pub mem_percent: f64,
+    /// CPU cores in use.
+    pub cpu: f64,
+    /// CPUs.
+    pub maxcpu: f64,
+    /// CPU in use, percent.
+    pub cpu_percent: f64,
+    /// Configured memory of running guests, bytes.
+    pub committed_mem: u64,
+    /// Running guests.
+    pub guests: u32,
+}
+
+/// Every node's figures in a state, in name order.
+pub fn node_loads(cluster: &Cluster, state: &State, kind: LoadKind) -> Vec<NodeLoad> {
+    cluster
+        .node_indexes()
+        .map(|i| {
+            let n = cluster.node(i);
+            let u = state.usage(i);
+            NodeLoad {
+                node: n.name.clone(),
+                status: n.status.as_str().to_owned(),
+                maintenance: n.in_maintenance(),
+                balanced: n.is_schedulable(),
+                load: round(kind.load(n, u), 2),
+                mem: u.mem,
+                maxmem: n.maxmem,
+                mem_percent: round(LoadKind::Memory.load(n, u), 2),
+                cpu: round(u.cpu, 2),
+                maxcpu: n.maxcpu,
+                cpu_percent: round(LoadKind::Cpu.load(n, u), 2),
+                committed_mem: u.committed_mem,
+                guests: u.guests,
+            }
+        })
+        .collect()
+}
+
+/// Rounds to a number of decimals, for output that people read.
+pub(crate) fn round(x: f64, decimals: i32) -> f64 {
+    let f = 10f64.powi(decimals);
+    (x * f).round() / f
 }
 
 #[cfg(test)]
 mod tests {
+    // Tests may panic: unwrapping is how they fail.
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
     use crate::testutil::*;
 
@@ -113,5 +346,94 @@ mod tests {
         assert_eq!(spread(&c, &s, Metric::Memory), 60.0);
         assert_eq!(spread(&c, &s, Metric::MemoryAssigned), 16.0);
         assert!((spread(&c, &s, Metric::Cpu) - 40.0).abs() < 1e-9);
+        assert_eq!(imbalance(&c, &s, Measure::Spread, Metric::Memory), 60.0);
+    }
+
+    /// The §5.7 fixtures of `proxmox-resource-scheduling`'s `tests/scheduler.rs` (pve-crs.md):
+    /// node stats (cpu cores, maxcpu, mem MiB, maxmem GiB), exact imbalance values.
+    fn pve_fixture(caps: [(f64, u64); 3]) -> Vec<f64> {
+        let usage = [(1.7, 12334u64), (15.184, 529), (5.2, 9381)];
+        usage
+            .iter()
+            .zip(caps)
+            .map(|(&(cpu, mem_mib), (maxcpu, maxmem_gib))| {
+                (cpu / maxcpu + (mem_mib * MIB) as f64 / (maxmem_gib * GIB) as f64) / 2.0
+            })
+            .collect()
+    }
+
+    #[test]
+    fn cv_reproduces_proxmox_imbalance_of_the_homogeneous_fixture() {
+        let c = cv(&pve_fixture([(16.0, 64), (16.0, 64), (16.0, 64)]));
+        assert_eq!(c.normalized, 0.3460548572604576);
+        assert_eq!(c.raw, 0.4893954724628247);
+    }
+
+    #[test]
+    fn cv_reproduces_proxmox_imbalance_of_the_heterogeneous_fixture() {
+        let c = cv(&pve_fixture([(16.0, 128), (32.0, 96), (24.0, 64)]));
+        assert_eq!(c.normalized, 0.23352917788066363);
+        assert_eq!(c.raw, 0.33026013056867354);
+    }
+
+    #[test]
+    fn cv_is_zero_for_empty_single_or_balanced_clusters_and_one_for_all_on_one_node() {
+        assert_eq!(cv(&[]).raw, 0.0);
+        assert_eq!(cv(&[0.5]).raw, 0.0);
+        assert_eq!(cv(&[0.25, 0.25, 0.25]).raw, 0.0);
+        assert_eq!(cv(&[0.0, 0.0]).raw, 0.0);
+        let one = cv(&[0.9, 0.0, 0.0]);
+        assert!((one.raw - 2f64.sqrt()).abs() < 1e-12, "{one:?}");
+        assert!((one.normalized - 1.0).abs() < 1e-12, "{one:?}");
+    }
+
+    #[test]
+    fn cv_of_a_cluster_uses_cpu_and_memory_equally() {
+        let c = ClusterBuilder::new()
+            .node(
+                node("a")
+                    .memory(100 * GIB)
+                    .used(50 * GIB)
+                    .cpus(10.0)
+                    .load(0.1),
+            )
+            .node(
+                node("b")
+                    .memory(100 * GIB)
+                    .used(10 * GIB)
+                    .cpus(10.0)
+                    .load(0.5),
+            )
+            .build();
+        let s = State::new(&c);
+        // Both nodes at (50 + 10) / 2 = 30 %: perfectly balanced although each resource is not.
+        assert_eq!(imbalance(&c, &s, Measure::Cv, Metric::Memory), 0.0);
+        assert_eq!(imbalance(&c, &s, Measure::Spread, Metric::Memory), 40.0);
+    }
+
+    #[test]
+    fn node_rows_show_every_node_with_its_measured_load() {
+        let c = ClusterBuilder::new()
+            .node(node("a").memory(100 * GIB).used(25 * GIB))
+            .node(node("b").offline())
+            .build();
+        let rows = node_loads(&c, &State::new(&c), LoadKind::Memory);
+        assert_eq!(rows.len(), 2);
+        assert_eq!((rows[0].load, rows[0].balanced), (25.0, true));
+        assert_eq!(
+            (rows[1].status.as_str(), rows[1].balanced),
+            ("offline", false)
+        );
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for m in [Measure::Spread, Measure::Cv, Measure::CvRaw] {
+            assert_eq!(Measure::from_name(m.as_str()), Some(m));
+        }
+        for m in [Metric::Memory, Metric::MemoryAssigned, Metric::Cpu] {
+            assert_eq!(Metric::from_name(m.as_str()), Some(m));
+        }
+        assert_eq!(Measure::from_name("variance"), None);
     }
 }

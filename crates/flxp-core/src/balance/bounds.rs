@@ -1,0 +1,150 @@
+//! Lower bounds on what any plan could reach (peers.md §6.3), so a plan can say how far from the
+//! best possible it is.
+//!
+//! All work on per-node loads in percent over the balanced nodes and hold for any plan of `k`
+//! migrations, whatever the guests' sizes: each migration has one source and one target, so at
+//! most `k` nodes shed load and at most `k` gain it, and at most `2k` change at all.
+
+use crate::cluster::{Cluster, NodeIdx};
+use crate::constraints::Rules;
+use crate::state::State;
+
+use super::measure::{LoadKind, balanced_nodes};
+use super::movable::{Intent, stays};
+use super::objective::Shift;
+
+/// Spread no plan of `k` migrations can go below: the `(k+1)`-th fullest node keeps at least its
+/// load (only `k` nodes can shed), the `(k+1)`-th emptiest at most its own (only `k` can gain).
+pub fn spread_floor(loads: &[f64], k: usize) -> f64 {
+    let m = loads.len();
+    if m < 2 || k + 1 > m || 2 * k >= m {
+        return 0.0;
+    }
+    let mut sorted = loads.to_vec();
+    sorted.sort_by(|a, b| b.total_cmp(a));
+    (sorted[k] - sorted[m - 1 - k]).max(0.0)
+}
+
+/// Population standard deviation (pp) no plan of `k` migrations can go below when the mean load
+/// cannot change (nodes of equal capacity, moves among them): at least `m − 2k` nodes keep their
+/// loads, so at least the `m − 2k` smallest squared deviations from the mean remain (peers.md §6.3,
+/// bound 6).
+pub fn sd_floor_fixed_mean(loads: &[f64], k: usize) -> f64 {
+    let m = loads.len();
+    if m < 2 || 2 * k >= m {
+        return 0.0;
+    }
+    let mean = loads.iter().sum::<f64>() / m as f64;
+    let mut dev: Vec<f64> = loads.iter().map(|l| (l - mean) * (l - mean)).collect();
+    dev.sort_by(f64::total_cmp);
+    (dev[..m - 2 * k].iter().sum::<f64>() / m as f64).sqrt()
+}
+
+/// Population standard deviation (pp) no plan of `k` migrations can go below, for any node sizes
+/// (the mean may move): at least `m − 2k` nodes keep their loads, and their spread around any
+/// common mean is at least that of the tightest run of `m − 2k` loads in sorted order.
+pub fn sd_floor(loads: &[f64], k: usize) -> f64 {
+    let m = loads.len();
+    if m < 2 || 2 * k >= m {
+        return 0.0;
+    }
+    let w = m - 2 * k;
+    let mut sorted = loads.to_vec();
+    sorted.sort_by(|a, b| a.total_cmp(b));
+    // Sum of squared deviations of each window, from running sums (windows are contiguous
+    // because the tightest subset of given size always is).
+    let mut best = f64::INFINITY;
+    let (mut s1, mut s2) = (0.0, 0.0);
+    for (i, &x) in sorted.iter().enumerate() {
+        s1 += x;
+        s2 += x * x;
+        if i >= w {
+            let y = sorted[i - w];
+            s1 -= y;
+            s2 -= y * y;
+        }
+        if i + 1 >= w {
+            let ssd = (s2 - s1 * s1 / w as f64).max(0.0);
+            best = best.min(ssd);
+        }
+    }
+    (best / m as f64).sqrt()
+}
+
+/// Spread no placement at all can go below, because of load that cannot move: guests balancing
+/// may not touch and what the host itself uses. The emptiest node is never above the
+/// capacity-weighted mean, the node with the most fixed load never below that load.
+pub fn pinned_spread_floor(cluster: &Cluster, rules: &Rules, state: &State, kind: LoadKind) -> f64 {
+    if kind == LoadKind::CpuMemory {
+        return 0.0;
+    }
+    let nodes: Vec<NodeIdx> = balanced_nodes(cluster).collect();
+    if nodes.len() < 2 {
+        return 0.0;
+    }
+    let (mut used, mut cap, mut fixed_max) = (0.0, 0.0, 0.0f64);
+    for &n in &nodes {
+        let node = cluster.node(n);
+        let u = state.usage(n);
+        let movable: Vec<&crate::cluster::Guest> = cluster
+            .guests_on(n)
+            .iter()
+            .filter(|&&g| state.location(g) == n)
+            .filter(|&&g| stays(cluster, rules, g, Intent::Balance, 0).is_none())
+            .map(|&g| cluster.guest(g))
+            .collect();
+        let fixed = Shift::of(movable).apply(u, false);
+        fixed_max = fixed_max.max(kind.load(node, &fixed));
+        let (u_amt, c_amt) = match kind {
+            LoadKind::Memory => (u.mem as f64, node.maxmem as f64),
+            LoadKind::MemoryAssigned => (u.committed_mem as f64, node.maxmem as f64),
+            LoadKind::Cpu => (u.cpu, node.maxcpu),
+            LoadKind::CpuMemory => (0.0, 0.0),
+        };
+        used += u_amt;
+        cap += c_amt;
+    }
+    if cap <= 0.0 {
+        return 0.0;
+    }
+    (fixed_max - 100.0 * used / cap).max(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    // Tests may panic: unwrapping is how they fail.
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::testutil::*;
+
+    #[test]
+    fn peers_example_90_70_40_20() {
+        // peers.md §6.3: k = 1 → peak ≥ 70 and σ ≥ √(450/4) ≈ 10.6; k = 2 → bounds fall to 0.
+        let loads = [90.0, 70.0, 40.0, 20.0];
+        assert_eq!(spread_floor(&loads, 0), 70.0);
+        assert_eq!(spread_floor(&loads, 1), 30.0, "70 stays up, 40 stays down");
+        assert_eq!(spread_floor(&loads, 2), 0.0);
+        assert!((sd_floor_fixed_mean(&loads, 1) - (450.0f64 / 4.0).sqrt()).abs() < 1e-9);
+        assert_eq!(sd_floor_fixed_mean(&loads, 2), 0.0);
+        // Without a fixed mean only the tightest pair that stays counts: 20 and 40 (or 70, 90).
+        assert!((sd_floor(&loads, 1) - (200.0f64 / 4.0).sqrt()).abs() < 1e-9);
+        assert_eq!(sd_floor(&loads, 2), 0.0);
+        let sd0 = sd_floor(&loads, 0);
+        assert!((sd0 - 26.925824035672520).abs() < 1e-9, "{sd0}");
+    }
+
+    #[test]
+    fn fixed_load_keeps_a_floor_under_the_spread() {
+        let c = ClusterBuilder::new()
+            .node(node("a").memory(100 * GIB))
+            .node(node("b").memory(100 * GIB))
+            .guest(vm(101, "a").mem(60 * GIB, 64 * GIB).tagged("flxp.ignore"))
+            .guest(vm(102, "b").mem(20 * GIB, 24 * GIB))
+            .build();
+        let r = Rules::compile(&c);
+        // 60 % stays on a; the emptiest node is at most at the mean of 40 %: spread ≥ 20.
+        let f = pinned_spread_floor(&c, &r, &State::new(&c), LoadKind::Memory);
+        assert!((f - 20.0).abs() < 1e-9, "{f}");
+    }
+}

@@ -1,0 +1,484 @@
+//! Hard rules first: guests where they may not be are moved before any balancing.
+//!
+//! Found on the current state of the plan, in this order: guests on nodes their node rules or
+//! selectors refuse (the most constrained, so they get room first), affinity groups split over
+//! nodes, anti-affinity groups crowded on a node, then guests on nodes in maintenance, largest
+//! first. Each goes to the node the placement pipeline ranks best among those its filters accept
+//! on that state, so a fix never creates a new violation. A guest that fits nowhere may get room
+//! made for it by moving up to `make_room` other guests off a node it could then take; a fix
+//! that still cannot be placed is reported with every node's reason, and nothing else moves
+//! because of it.
+
+use std::collections::BTreeMap;
+
+use crate::Result;
+use crate::Warning;
+use crate::cluster::{GuestIdx, NodeIdx};
+use crate::constraints::GroupKind;
+use crate::placement::{Ctx, Reason};
+use crate::units::fmt_bytes;
+
+use super::explain::{placement_list, target_phrase};
+use super::movable::Intent;
+use super::plan::Purpose;
+use super::sim::Sim;
+use super::units::UnitId;
+
+/// Which broken rules to fix.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Scope {
+    /// Only guests on these nodes (evacuation); `None` fixes everything.
+    pub only_nodes: Option<Vec<NodeIdx>>,
+    /// Move stopped guests off nodes in maintenance.
+    pub stopped_off_maintenance: bool,
+    /// Guests other guests may be moved for (0: none).
+    pub make_room: usize,
+}
+
+/// One thing to fix.
+#[derive(Debug, Clone)]
+struct Problem {
+    unit: UnitId,
+    /// Guests to move (a split group: all its running members).
+    members: Vec<GuestIdx>,
+    rule: String,
+    /// What is wrong, in words.
+    why: String,
+    purpose: Purpose,
+    split: bool,
+    /// Sort key: category, then larger first, then vmid.
+    order: (u8, std::cmp::Reverse<u64>, u32),
+}
+
+/// Fixes what can be fixed, in order, within the budget; records what cannot.
+pub(crate) fn fix_all(sim: &mut Sim, scope: &Scope) -> Result<()> {
+    // Unit → migrations planned when its fix last failed; it is retried only after progress.
+    let mut failed: BTreeMap<UnitId, (usize, u32, String)> = BTreeMap::new();
+    loop {
+        let problems = detect(sim, scope);
+        let next = problems.into_iter().find(|p| match failed.get(&p.unit) {
+            None => true,
+            Some((at, tries, _)) => *tries < 3 && sim.migrations.len() > *at,
+        });
+        let Some(problem) = next else { break };
+        if sim.budget_left() < problem.members.len() {
+            let left = detect(sim, scope).len();
+            sim.warnings.push(Warning::general(format!(
+                "migration budget of {} spent: {left} broken rule(s) left for the next plan",
+                sim.budget
+            )));
+            return Ok(());
+        }
+        match try_fix(sim, &problem, scope)? {
+            None => {
+                failed.remove(&problem.unit);
+            }
+            Some(reason) => {
+                let tries = failed.get(&problem.unit).map_or(0, |f| f.1) + 1;
+                failed.insert(problem.unit, (sim.migrations.len(), tries, reason));
+            }
+        }
+    }
+    let still: Vec<Problem> = detect(sim, scope);
+    for p in still {
+        if let Some((_, _, reason)) = failed.get(&p.unit) {
+            let reason = reason.clone();
+            sim.unplaced(&p.members, &p.rule, &reason);
+        }
+    }
+    Ok(())
+}
+
+/// Every broken rule on the current state, in the order they are fixed.
+fn detect(sim: &mut Sim, scope: &Scope) -> Vec<Problem> {
+    let (cluster, rules) = (sim.cluster, sim.rules);
+    let mut out: Vec<Problem> = Vec::new();
+    let in_scope = |n: NodeIdx| scope.only_nodes.as_ref().is_none_or(|v| v.contains(&n));
+    let mut seen: Vec<bool> = vec![false; sim.units.all.len()];
+    let mut stay_notes: Vec<(GuestIdx, String)> = Vec::new();
+
+    for (id, unit) in sim.units.all.iter().enumerate() {
+        if sim.unit_moved(id) {
+            continue;
+        }
+        let running: Vec<GuestIdx> = unit
+            .members
+            .iter()
+            .copied()
+            .filter(|&m| cluster.guest(m).running)
+            .collect();
+        if unit.is_bundle() && unit.node(&sim.state).is_none() {
+            let mut at: BTreeMap<NodeIdx, Vec<u32>> = BTreeMap::new();
+            for &m in &running {
+                at.entry(sim.state.location(m))
+                    .or_default()
+                    .push(cluster.guest(m).vmid);
+            }
+            if !at.keys().any(|&n| in_scope(n)) {
+                continue;
+            }
+            let group = unit.group.clone().unwrap_or_default();
+            out.push(Problem {
+                unit: id,
+                members: running.clone(),
+                why: format!("members are split over {}", placement_list(cluster, &at)),
+                rule: group,
+                purpose: Purpose::Fix,
+                split: true,
+                order: (1, std::cmp::Reverse(0), cluster.guest(running[0]).vmid),
+            });
+            seen[id] = true;
+            continue;
+        }
+        let Some(&first) = unit.members.first() else {
+            continue;
+        };
+        let at = sim.state.location(first);
+        if !in_scope(at) {
+            continue;
+        }
+        let node = cluster.node(at);
+        let mut found: Option<(u8, String, String, Purpose)> = None;
+        for &m in &unit.members {
+            let g = cluster.guest(m);
+            let r = rules.guest(m);
+            if let Some(nr) = r.rules_refusing(at).next() {
+                let allowed: Vec<&str> = nr
+                    .nodes
+                    .iter()
+                    .map(|&n| cluster.node(n).name.as_str())
+                    .collect();
+                found = Some((
+                    0,
+                    nr.rule.clone(),
+                    format!(
+                        "{} is on {}, {} allows only {{{}}}",
+                        g.vmid,
+                        node.name,
+                        nr.rule,
+                        allowed.join(", ")
+                    ),
+                    Purpose::Fix,
+                ));
+                break;
+            }
+            if let Some(l) = r.selectors.iter().find(|l| !node.labels.contains(*l)) {
+                found = Some((
+                    0,
+                    format!("flxp.select.{l}"),
+                    format!("{} is on {}, which lacks label {l}", g.vmid, node.name),
+                    Purpose::Fix,
+                ));
+                break;
+            }
+        }
+        let wants_off_maintenance = unit
+            .members
+            .iter()
+            .any(|&m| cluster.guest(m).running || scope.stopped_off_maintenance);
+        if found.is_none() && node.in_maintenance() && wants_off_maintenance {
+            let sources: Vec<&str> = node.maintenance.iter().map(|m| m.describe()).collect();
+            found = Some((
+                3,
+                "maintenance".into(),
+                format!("{} is in maintenance ({})", node.name, sources.join(", ")),
+                Purpose::Evacuate,
+            ));
+        }
+        if let Some((cat, rule, why, purpose)) = found {
+            if let Some((g, stay)) = sim.unit_stays(id, Intent::Fix) {
+                // Ignored guests on a node in maintenance are not a violation: they stay by design.
+                stay_notes.push((g, format!("{stay}; {why}")));
+                continue;
+            }
+            let bytes = sim.bytes(&unit.members);
+            out.push(Problem {
+                unit: id,
+                members: unit.members.clone(),
+                rule,
+                why,
+                purpose,
+                split: false,
+                order: (cat, std::cmp::Reverse(bytes), cluster.guest(first).vmid),
+            });
+            seen[id] = true;
+        }
+    }
+
+    let mut anti: Vec<&crate::constraints::Group> = rules
+        .groups
+        .iter()
+        .filter(|g| g.hard && g.kind == GroupKind::AntiAffinity)
+        .collect();
+    anti.sort_by(|a, b| a.name.cmp(&b.name));
+    for group in anti {
+        let mut at: BTreeMap<NodeIdx, Vec<GuestIdx>> = BTreeMap::new();
+        for &m in &group.members {
+            if cluster.guest(m).running {
+                at.entry(sim.state.location(m)).or_default().push(m);
+            }
+        }
+        for (node, mut members) in at.into_iter().filter(|(_, v)| v.len() > 1) {
+            if !in_scope(node) {
+                continue;
+            }
+            // Keep the member that cannot move, else the largest (fewest bytes to copy), else
+            // the lowest vmid; move the others.
+            members.sort_by_key(|&m| {
+                let unit = sim.units.of(m);
+                let fixed = sim.unit_moved(unit) || sim.unit_stays(unit, Intent::Fix).is_some();
+                (
+                    !fixed,
+                    std::cmp::Reverse(cluster.guest(m).mem_footprint()),
+                    cluster.guest(m).vmid,
+                )
+            });
+            let keeper = cluster.guest(members[0]).vmid;
+            for &m in &members[1..] {
+                let unit = sim.units.of(m);
+                let why = format!(
+                    "{} shares {} with {keeper}",
+                    cluster.guest(m).vmid,
+                    cluster.node(node).name
+                );
+                if seen[unit] || sim.unit_moved(unit) {
+                    continue;
+                }
+                if let Some((g, stay)) = sim.unit_stays(unit, Intent::Fix) {
+                    stay_notes.push((g, format!("{stay}; {why}")));
+                    continue;
+                }
+                seen[unit] = true;
+                let members = sim.units.get(unit).members.clone();
+                let bytes = sim.bytes(&members);
+                out.push(Problem {
+                    unit,
+                    members,
+                    rule: group.name.clone(),
+                    why,
+                    purpose: Purpose::Fix,
+                    split: false,
+                    order: (2, std::cmp::Reverse(bytes), cluster.guest(m).vmid),
+                });
+            }
+        }
+    }
+    for (g, note) in stay_notes {
+        sim.skip(g, note);
+    }
+    out.sort_by(|a, b| a.order.cmp(&b.order));
+    out
+}
+
+/// Fixes one problem; `Some(why not)` when nothing fits.
+fn try_fix(sim: &mut Sim, p: &Problem, scope: &Scope) -> Result<Option<String>> {
+    if p.split {
+        return join(sim, p);
+    }
+    let label = sim.units.get(p.unit).group.clone();
+    let subject = sim.subject(&p.members, label.as_deref());
+    let from = sim.state.location(p.members[0]);
+    let ranked = sim.ranked_targets(&subject, &[from])?;
+    let stopped = p.members.len() == 1 && !sim.cluster.guest(p.members[0]).running;
+    let prefix = if stopped {
+        "offline migration (guest is stopped): "
+    } else {
+        ""
+    };
+    let what = match (&label, p.purpose) {
+        (Some(g), _) => format!("group {g} moves together; "),
+        (None, _) => String::new(),
+    };
+    let verb = match p.purpose {
+        Purpose::Evacuate => format!("evacuate: {}", p.why),
+        _ => format!("fix {}: {}", p.rule, p.why),
+    };
+    if let Some(best) = ranked.first() {
+        let to = best.node;
+        let reason = format!(
+            "{prefix}{verb}; {what}{}",
+            target_phrase(sim.cluster, sim.placer, &ranked)
+        );
+        sim.apply(&p.members, to, p.purpose, &reason, label.as_deref());
+        return Ok(None);
+    }
+    if scope.make_room > 0 && make_room(sim, p, scope.make_room, &format!("{prefix}{verb}"))? {
+        return Ok(None);
+    }
+    Ok(Some(sim.why_nowhere(&subject, &[from])))
+}
+
+/// Brings a split affinity group together on the node that needs the fewest bytes moved.
+fn join(sim: &mut Sim, p: &Problem) -> Result<Option<String>> {
+    let label = sim.units.get(p.unit).group.clone();
+    let mut best: Option<(u64, usize, NodeIdx, Vec<GuestIdx>)> = None;
+    for t in sim.cluster.node_indexes() {
+        let mut moving: Vec<GuestIdx> = p
+            .members
+            .iter()
+            .copied()
+            .filter(|&m| sim.state.location(m) != t)
+            .collect();
+        if moving.is_empty()
+            || moving
+                .iter()
+                .any(|&m| sim.unit_stays(sim.units.of(m), Intent::Fix).is_some())
+        {
+            continue;
+        }
+        moving.sort_by_key(|&m| {
+            (
+                std::cmp::Reverse(sim.cluster.guest(m).mem_footprint()),
+                sim.cluster.guest(m).vmid,
+            )
+        });
+        let subject = sim.subject(&moving, label.as_deref());
+        if !sim.feasible(&subject, t) {
+            continue;
+        }
+        let key = (sim.bytes(&moving), moving.len(), t);
+        if best
+            .as_ref()
+            .is_none_or(|b| (key.0, key.1, key.2) < (b.0, b.1, b.2))
+        {
+            best = Some((key.0, key.1, key.2, moving));
+        }
+    }
+    match best {
+        Some((bytes, _, t, moving)) => {
+            let reason = format!(
+                "fix {}: {}; {} needs the fewest bytes moved ({})",
+                p.rule,
+                p.why,
+                sim.cluster.node(t).name,
+                fmt_bytes(bytes)
+            );
+            sim.apply(&moving, t, Purpose::Fix, &reason, label.as_deref());
+            Ok(None)
+        }
+        None => {
+            let subject = sim.subject(&p.members, label.as_deref());
+            Ok(Some(format!(
+                "no node can take the whole group: {}",
+                sim.why_nowhere(&subject, &[])
+            )))
+        }
+    }
+}
+
+/// Moves up to `limit` guests off a node that lacks only memory for the problem, then the
+/// problem there. Tried on a copy of the state first; nothing is applied unless the fix fits.
+fn make_room(sim: &mut Sim, p: &Problem, limit: usize, verb: &str) -> Result<bool> {
+    let label = sim.units.get(p.unit).group.clone();
+    let subject = sim.subject(&p.members, label.as_deref());
+    let from = sim.state.location(p.members[0]);
+    let ctx = Ctx::new(
+        sim.cluster,
+        sim.rules,
+        &sim.state,
+        sim.placer.options(),
+        &subject,
+    );
+    let mut short: Vec<(u64, NodeIdx)> = Vec::new();
+    for t in sim.cluster.node_indexes().filter(|&t| t != from) {
+        let fails = sim.placer.failures(&ctx, t);
+        if let [
+            (
+                _,
+                _,
+                Reason::InsufficientMemory {
+                    need, available, ..
+                },
+            ),
+        ] = fails.as_slice()
+        {
+            short.push((need - available, t));
+        }
+    }
+    short.sort();
+    for (deficit, t) in short.into_iter().take(4) {
+        let mut evictable: Vec<GuestIdx> = sim
+            .cluster
+            .guests_on(t)
+            .iter()
+            .copied()
+            .filter(|&g| sim.state.location(g) == t && sim.cluster.guest(g).running)
+            .filter(|&g| {
+                let u = sim.units.of(g);
+                !sim.units.get(u).is_bundle()
+                    && !p.members.contains(&g)
+                    && !sim.unit_moved(u)
+                    && sim.unit_stays(u, Intent::Balance).is_none()
+            })
+            .collect();
+        evictable.sort_by_key(|&g| {
+            (
+                sim.cluster.guest(g).mem_footprint(),
+                sim.cluster.guest(g).vmid,
+            )
+        });
+        evictable.dedup();
+        let size = |g: GuestIdx| sim.cluster.guest(g).mem_footprint();
+        let chosen: Vec<GuestIdx> = match evictable.iter().find(|&&g| size(g) >= deficit) {
+            Some(&g) => vec![g],
+            None => {
+                let mut acc = 0u64;
+                let mut v = Vec::new();
+                for &g in evictable.iter().rev().take(limit) {
+                    v.push(g);
+                    acc += size(g);
+                    if acc >= deficit {
+                        break;
+                    }
+                }
+                if acc < deficit {
+                    continue;
+                }
+                v
+            }
+        };
+        if chosen.len() > limit || chosen.len() + p.members.len() > sim.budget_left() {
+            continue;
+        }
+        // Try it on a copy.
+        let saved = sim.state.clone();
+        let mut moves: Vec<(GuestIdx, NodeIdx, String)> = Vec::new();
+        let mut ok = true;
+        for &g in &chosen {
+            let s = sim.subject(&[g], None);
+            let ranked = sim.ranked_targets(&s, &[t, from])?;
+            match ranked.first() {
+                Some(best) => {
+                    let phrase = target_phrase(sim.cluster, sim.placer, &ranked);
+                    moves.push((g, best.node, phrase));
+                    sim.state.move_guest(sim.cluster, g, best.node);
+                }
+                None => {
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        let fits = ok && sim.feasible(&subject, t);
+        sim.state = saved;
+        if !fits {
+            continue;
+        }
+        let target = sim.cluster.node(t).name.clone();
+        for (g, to, phrase) in moves {
+            let reason = format!(
+                "make room on {target} for {}: it lacks {}; {phrase}",
+                subject.label,
+                fmt_bytes(deficit)
+            );
+            sim.apply(&[g], to, Purpose::MakeRoom, &reason, None);
+        }
+        let reason = format!(
+            "{verb}; {target} has room once {} guest(s) moved off",
+            chosen.len()
+        );
+        sim.apply(&p.members, t, p.purpose, &reason, label.as_deref());
+        return Ok(true);
+    }
+    Ok(false)
+}

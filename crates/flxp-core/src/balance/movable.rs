@@ -1,0 +1,226 @@
+//! Which guests flxp may move, and why not the others.
+//!
+//! Everything here is read from the snapshot: tags, locks, the task history and HA settings. No
+//! memory of earlier rounds is kept; the cooldown is the time since the guest's last migration
+//! task, so a restarted flxp sees the same thing.
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::cluster::{Cluster, GuestIdx, MaintenanceSource};
+use crate::constraints::Rules;
+
+/// Why a guest stays where it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Stay {
+    /// `flxp.ignore` or `plb_ignore*`.
+    Ignored,
+    /// Templates are never moved.
+    Template,
+    /// A config lock (backup, migrate, snapshot, ...).
+    Locked {
+        /// The lock.
+        lock: String,
+    },
+    /// A migration task for it is still running.
+    Migrating,
+    /// It migrated less than the cooldown before the snapshot.
+    Cooldown {
+        /// Seconds since its last migration.
+        ago_secs: i64,
+        /// The cooldown.
+        cooldown_secs: i64,
+    },
+    /// Proxmox HA manages it and Proxmox's own auto-rebalance is on: it is Proxmox's to move.
+    HaAutoRebalance,
+    /// Its node is in Proxmox HA maintenance and HA manages it: HA moves it itself.
+    HaEvacuates,
+    /// Its node is not online: nothing can migrate it away.
+    NodeDown {
+        /// The node's status.
+        status: String,
+    },
+    /// It is stopped: moving it changes no load.
+    Stopped,
+}
+
+impl fmt::Display for Stay {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Ignored => f.write_str("tagged flxp.ignore / plb_ignore: never moved"),
+            Self::Template => f.write_str("a template: never moved"),
+            Self::Locked { lock } => write!(f, "locked ({lock})"),
+            Self::Migrating => f.write_str("a migration of it is running"),
+            Self::Cooldown {
+                ago_secs,
+                cooldown_secs,
+            } => write!(
+                f,
+                "migrated {ago_secs} s ago, within the {cooldown_secs} s cooldown"
+            ),
+            Self::HaAutoRebalance => {
+                f.write_str("HA-managed while Proxmox's HA auto-rebalance is on: left to Proxmox")
+            }
+            Self::HaEvacuates => {
+                f.write_str("HA-managed on a node in HA maintenance: Proxmox HA moves it")
+            }
+            Self::NodeDown { status } => write!(f, "its node is {status}"),
+            Self::Stopped => f.write_str("stopped: moving it changes no load"),
+        }
+    }
+}
+
+/// What a move is for; balancing is held to more rules than fixing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Intent {
+    /// Fixing a broken hard rule or emptying a node in maintenance.
+    Fix,
+    /// Making room for such a fix, or balancing: the cooldown applies, stopped guests stay.
+    Balance,
+}
+
+/// Why a guest may not move for this purpose, or `None` when it may.
+pub fn stays(
+    cluster: &Cluster,
+    rules: &Rules,
+    guest: GuestIdx,
+    intent: Intent,
+    cooldown_secs: i64,
+) -> Option<Stay> {
+    let g = cluster.guest(guest);
+    let node = cluster.node(g.node);
+    if g.template {
+        return Some(Stay::Template);
+    }
+    if rules.guest(guest).ignore {
+        return Some(Stay::Ignored);
+    }
+    if !node.is_online() {
+        return Some(Stay::NodeDown {
+            status: node.status.as_str().to_owned(),
+        });
+    }
+    if let Some(lock) = &g.lock {
+        return Some(Stay::Locked { lock: lock.clone() });
+    }
+    if cluster.tasks.is_migrating(g.vmid) {
+        return Some(Stay::Migrating);
+    }
+    if g.ha_managed && cluster.crs.auto_rebalance {
+        return Some(Stay::HaAutoRebalance);
+    }
+    if g.ha_managed && node.maintenance.contains(&MaintenanceSource::Ha) {
+        return Some(Stay::HaEvacuates);
+    }
+    if intent == Intent::Balance {
+        if !g.running {
+            return Some(Stay::Stopped);
+        }
+        if let (Some(now), Some(last)) = (cluster.time, cluster.tasks.last_migration(g.vmid)) {
+            let ago = now - last;
+            if ago < cooldown_secs {
+                return Some(Stay::Cooldown {
+                    ago_secs: ago.max(0),
+                    cooldown_secs,
+                });
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    // Tests may panic: unwrapping is how they fail.
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::snapshot::Task;
+    use crate::testutil::*;
+
+    fn migration(vmid: &str, start: i64, end: Option<i64>) -> Task {
+        Task {
+            kind: Some("qmigrate".into()),
+            id: Some(vmid.into()),
+            starttime: Some(start),
+            endtime: end,
+            status: end.map(|_| "OK".into()),
+            ..Task::default()
+        }
+    }
+
+    #[test]
+    fn each_reason_to_stay_is_found_and_fixes_skip_the_cooldown() {
+        let c = ClusterBuilder::new()
+            .node(node("a"))
+            .node(node("b").offline())
+            .node(node("c").hastate("maintenance"))
+            .guest(vm(100, "a"))
+            .guest(vm(101, "a").tagged("plb_ignore_vm"))
+            .guest(vm(102, "a").template())
+            .guest(vm(103, "a").locked("backup"))
+            .guest(vm(104, "a"))
+            .guest(vm(105, "a"))
+            .guest(vm(106, "b"))
+            .guest(vm(107, "c").hastate("started"))
+            .guest(vm(108, "a").stopped())
+            .task(migration("104", 900, None))
+            .task(migration("105", 900, Some(1000)))
+            .time(1600)
+            .build();
+        let r = Rules::compile(&c);
+        let why = |vmid: u32, p: Intent| stays(&c, &r, c.guest_idx(vmid).unwrap(), p, 1800);
+        assert_eq!(why(100, Intent::Balance), None);
+        assert_eq!(why(101, Intent::Fix), Some(Stay::Ignored));
+        assert_eq!(why(102, Intent::Fix), Some(Stay::Template));
+        assert_eq!(
+            why(103, Intent::Fix),
+            Some(Stay::Locked {
+                lock: "backup".into()
+            })
+        );
+        assert_eq!(why(104, Intent::Fix), Some(Stay::Migrating));
+        assert_eq!(
+            why(105, Intent::Balance),
+            Some(Stay::Cooldown {
+                ago_secs: 600,
+                cooldown_secs: 1800
+            })
+        );
+        assert_eq!(why(105, Intent::Fix), None, "fixes ignore the cooldown");
+        assert_eq!(
+            why(106, Intent::Fix),
+            Some(Stay::NodeDown {
+                status: "offline".into()
+            })
+        );
+        assert_eq!(why(107, Intent::Fix), Some(Stay::HaEvacuates));
+        assert_eq!(why(108, Intent::Balance), Some(Stay::Stopped));
+        assert_eq!(
+            why(108, Intent::Fix),
+            None,
+            "stopped guests move to fix rules"
+        );
+    }
+
+    #[test]
+    fn ha_guests_are_left_to_proxmox_when_its_auto_rebalance_is_on() {
+        let c = ClusterBuilder::new()
+            .nodes(&["a", "b"])
+            .guest(vm(101, "a").hastate("started"))
+            .guest(vm(102, "a"))
+            .option("crs", serde_json::json!("ha=dynamic,ha-auto-rebalance=1"))
+            .build();
+        let r = Rules::compile(&c);
+        assert_eq!(
+            stays(&c, &r, c.guest_idx(101).unwrap(), Intent::Fix, 0),
+            Some(Stay::HaAutoRebalance)
+        );
+        assert_eq!(
+            stays(&c, &r, c.guest_idx(102).unwrap(), Intent::Balance, 0),
+            None
+        );
+    }
+}

@@ -1,0 +1,168 @@
+//! Options of the planner and of evacuation.
+
+use serde::{Deserialize, Serialize};
+
+use super::measure::{Measure, Metric};
+use super::trigger::Trigger;
+use crate::{Error, Result};
+
+/// How the balancing moves are chosen.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Method {
+    /// flxp's planner: rule fixes, then a multi-move greedy search with bundles and swaps.
+    #[default]
+    Flxp,
+    /// Proxmox's `bruteforce` auto-rebalance selection: the single move with the lowest CV.
+    PveBruteforce,
+    /// Proxmox's `topsis` auto-rebalance selection: the single move TOPSIS ranks best.
+    PveTopsis,
+}
+
+impl Method {
+    /// The name used in options and output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Flxp => "flxp",
+            Self::PveBruteforce => "pve-bruteforce",
+            Self::PveTopsis => "pve-topsis",
+        }
+    }
+
+    /// Parses the name used in options (`--method`).
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "flxp" => Some(Self::Flxp),
+            "pve-bruteforce" => Some(Self::PveBruteforce),
+            "pve-topsis" => Some(Self::PveTopsis),
+            _ => None,
+        }
+    }
+}
+
+/// What the planner may do and how it judges balance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct BalanceOptions {
+    /// How moves are chosen.
+    pub method: Method,
+    /// How imbalance is summed up (spread by default).
+    pub measure: Measure,
+    /// The resource spread is taken of (memory by default).
+    pub metric: Metric,
+    /// Threshold, target, margin, minimum gain, hold count and pressure gate.
+    pub trigger: Trigger,
+    /// Most migrations in one plan, rule fixes included (`--max-migrations`).
+    pub max_migrations: usize,
+    /// A guest migrated less than this many seconds before the snapshot is not moved to balance
+    /// (read from the task history; rule fixes and evacuation ignore it).
+    pub cooldown_secs: i64,
+    /// Try swapping two guests when no single move helps.
+    pub swaps: bool,
+    /// Search width: the most loaded and least loaded nodes considered per step as sources and
+    /// targets (all nodes when the cluster has fewer).
+    pub candidate_nodes: usize,
+    /// For a guest that must move but fits nowhere, move up to this many other guests off a node
+    /// that could then take it (0 disables).
+    pub make_room: usize,
+}
+
+impl Default for BalanceOptions {
+    fn default() -> Self {
+        Self {
+            method: Method::Flxp,
+            measure: Measure::Spread,
+            metric: Metric::Memory,
+            trigger: Trigger::default(),
+            max_migrations: 20,
+            cooldown_secs: 1800,
+            swaps: true,
+            candidate_nodes: 16,
+            make_room: 2,
+        }
+    }
+}
+
+impl BalanceOptions {
+    /// Checks ranges; the error names the option.
+    pub fn validate(&self) -> Result<()> {
+        self.trigger.validate()?;
+        if self.cooldown_secs < 0 {
+            return Err(Error::Option {
+                name: "cooldown-secs".into(),
+                message: format!("must be ≥ 0 seconds, got {}", self.cooldown_secs),
+            });
+        }
+        if self.candidate_nodes < 2 {
+            return Err(Error::Option {
+                name: "candidate-nodes".into(),
+                message: format!(
+                    "must be at least 2 (one source, one target), got {}",
+                    self.candidate_nodes
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// What evacuation may do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct EvacuateOptions {
+    /// Most migrations into one node per wave; `0` puts everything in one wave.
+    pub max_inflow_per_node: u32,
+    /// Move stopped guests too (offline migration), so the node can be switched off.
+    pub include_stopped: bool,
+    /// How the imbalance before and after is reported.
+    pub measure: Measure,
+    /// The resource spread is taken of.
+    pub metric: Metric,
+}
+
+impl Default for EvacuateOptions {
+    fn default() -> Self {
+        Self {
+            max_inflow_per_node: 2,
+            include_stopped: true,
+            measure: Measure::Spread,
+            metric: Metric::Memory,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    // Tests may panic: unwrapping is how they fail.
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn options_read_from_kebab_case_and_refuse_unknown_keys() {
+        let o: BalanceOptions = serde_json::from_str(
+            r#"{"method":"pve-topsis","measure":"cv","max-migrations":3,"trigger":{"threshold":0.2}}"#,
+        )
+        .unwrap();
+        assert_eq!(o.method, Method::PveTopsis);
+        assert_eq!(o.trigger.threshold, Some(0.2));
+        assert_eq!(o.trigger.hold, 3);
+        assert!(serde_json::from_str::<BalanceOptions>(r#"{"max-moves":3}"#).is_err());
+        for m in [Method::Flxp, Method::PveBruteforce, Method::PveTopsis] {
+            assert_eq!(Method::from_name(m.as_str()), Some(m));
+        }
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let e = BalanceOptions {
+            candidate_nodes: 1,
+            ..BalanceOptions::default()
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("candidate-nodes"), "{e}");
+        assert!(BalanceOptions::default().validate().is_ok());
+    }
+}

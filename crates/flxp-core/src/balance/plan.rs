@@ -1,0 +1,159 @@
+//! The plan as `flxp balance --json` and `flxp evacuate --json` print it (Contract 3).
+//!
+//! `{"imbalance_before", "imbalance_after", "metric", "migrations": [{"vmid", "type", "name",
+//! "from", "to", "reason"}], "nodes_before", "nodes_after", "violations_before",
+//! "violations_after", "warnings"}`, plus what the engine and people need beyond that: per
+//! migration its purpose, bytes, bundle and wave; guests that could not be placed and guests that
+//! stay, with why. Migrations are in the order they are to run: each was checked against the state
+//! all earlier ones leave behind.
+
+use serde::Serialize;
+
+use super::measure::{Measure, NodeLoad};
+use crate::Warning;
+use crate::cluster::GuestKind;
+use crate::constraints::Violation;
+
+/// Why a migration is in the plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Purpose {
+    /// Fixes a broken hard rule (pin, selector, anti-affinity, split affinity group).
+    Fix,
+    /// Empties a node in maintenance.
+    Evacuate,
+    /// Frees memory on a node so that a fix can land there.
+    MakeRoom,
+    /// Lowers the imbalance.
+    Balance,
+    /// One half of a swap that lowers the imbalance when no single move can.
+    Swap,
+}
+
+/// One migration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Migration {
+    /// Guest id.
+    pub vmid: u32,
+    /// `qemu` or `lxc`.
+    #[serde(rename = "type")]
+    pub kind: GuestKind,
+    /// Guest name.
+    pub name: String,
+    /// Source node.
+    pub from: String,
+    /// Target node.
+    pub to: String,
+    /// Why this guest, why this target, what it changes.
+    pub reason: String,
+    /// What it is for.
+    pub purpose: Purpose,
+    /// Live migration of a running guest; `false` is an offline migration of a stopped one.
+    pub online: bool,
+    /// Memory to copy, bytes (0 for a stopped guest).
+    pub bytes: u64,
+    /// All guests of the bundle this migration belongs to (vmids), empty for a single guest; the
+    /// engine checks the bundle as a whole before its first member moves.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub bundle: Vec<u32>,
+    /// The affinity group(s) of the bundle.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// Wave: migrations of one wave may run in parallel within the inflow limit; waves run in order.
+    pub wave: u32,
+    /// The imbalance after this migration.
+    pub imbalance_after: f64,
+}
+
+/// A guest that had to move but could not.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Unplaced {
+    /// Guest id.
+    pub vmid: u32,
+    /// Guest name.
+    pub name: String,
+    /// Where it is.
+    pub node: String,
+    /// The rule that wants it elsewhere (`maintenance`, `flxp.node`, ...).
+    pub rule: String,
+    /// Why no node takes it: every node's failed filters, condensed.
+    pub reason: String,
+}
+
+/// A guest the plan does not move although it is on a node being emptied or breaks a rule, or that
+/// balancing may not touch.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Skipped {
+    /// Guest id.
+    pub vmid: u32,
+    /// Guest name.
+    pub name: String,
+    /// Where it is.
+    pub node: String,
+    /// Why it stays.
+    pub reason: String,
+}
+
+/// What the best possible plan could reach with the same number of migrations (peers.md §6.3).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Bounds {
+    /// The lowest imbalance any placement could have: 0 for a perfectly even cluster, more when
+    /// guests that stay already exceed the mean.
+    pub imbalance_floor: f64,
+    /// Spread that no plan with this many migrations can go below: only that many nodes can shed
+    /// load and that many gain it.
+    pub spread_floor: f64,
+}
+
+/// A plan of migrations with its before and after.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Plan {
+    /// `flxp`, `pve-bruteforce`, `pve-topsis` or `evacuate`.
+    pub method: String,
+    /// How imbalance is summed up: `spread`, `cv` or `cv-raw`.
+    pub measure: Measure,
+    /// What the per-node loads are of: `memory`, `memory-assigned`, `cpu`, `cpu+memory`.
+    pub metric: String,
+    /// Balancing starts above this.
+    pub threshold: f64,
+    /// Balancing stops at or below this.
+    pub target: f64,
+    /// Imbalance in the snapshot.
+    pub imbalance_before: f64,
+    /// Imbalance once every migration has run.
+    pub imbalance_after: f64,
+    /// Migrations in the order they are to run.
+    pub migrations: Vec<Migration>,
+    /// Memory copied by all migrations, bytes.
+    pub bytes: u64,
+    /// Nodes in the snapshot.
+    pub nodes_before: Vec<NodeLoad>,
+    /// Nodes once every migration has run.
+    pub nodes_after: Vec<NodeLoad>,
+    /// Hard rules broken in the snapshot.
+    pub violations_before: Vec<Violation>,
+    /// Hard rules still broken afterwards.
+    pub violations_after: Vec<Violation>,
+    /// Guests that had to move but fit nowhere, with every node's reason.
+    pub unplaced: Vec<Unplaced>,
+    /// Guests left in place that a rule or maintenance would move, or that balance may not touch.
+    pub skipped: Vec<Skipped>,
+    /// Lower bounds for the same number of migrations.
+    pub bounds: Bounds,
+    /// One sentence: what the plan does and why.
+    pub summary: String,
+    /// Problems in the input, conflicts, limits reached.
+    pub warnings: Vec<Warning>,
+}
+
+impl Plan {
+    /// Whether the plan moves nothing.
+    pub fn is_empty(&self) -> bool {
+        self.migrations.is_empty()
+    }
+
+    /// Whether something had to move and could not (exit code 3 for evacuation).
+    pub fn has_unplaced(&self) -> bool {
+        !self.unplaced.is_empty()
+    }
+}

@@ -1,0 +1,197 @@
+//! `plan`: the rebalancing plan of a cluster, rule fixes first, then balance.
+//!
+//! Pure and deterministic: nodes and guests are visited in name and vmid order, groups in name
+//! order, and ties break on bytes, vmid and node name, so the same snapshot gives the same plan
+//! however its JSON lists things.
+
+use crate::Result;
+use crate::Warning;
+use crate::cluster::Cluster;
+use crate::constraints::{Rules, violations};
+use crate::placement::Placer;
+use crate::state::State;
+use crate::units::fmt_bytes;
+
+use super::bounds::{pinned_spread_floor, spread_floor};
+use super::fix::{self, Scope};
+use super::measure::{Measure, Metric, balanced_loads, imbalance, node_loads};
+use super::options::{BalanceOptions, Method};
+use super::plan::{Bounds, Plan};
+use super::pve;
+use super::search::{self, Stop};
+use super::sim::Sim;
+
+/// Plans migrations that fix broken hard rules and then balance the cluster, every step safe on
+/// the state the earlier steps leave.
+///
+/// `Err` only for bad options or a scorer bug; "nothing can be done" is a plan with reasons.
+pub fn plan(
+    cluster: &Cluster,
+    rules: &Rules,
+    state: &State,
+    placer: &Placer,
+    options: &BalanceOptions,
+) -> Result<Plan> {
+    options.validate()?;
+    match options.method {
+        Method::Flxp => plan_flxp(cluster, rules, state, placer, options),
+        Method::PveBruteforce | Method::PveTopsis => {
+            pve::plan(cluster, rules, state, placer, options)
+        }
+    }
+}
+
+fn plan_flxp(
+    cluster: &Cluster,
+    rules: &Rules,
+    state: &State,
+    placer: &Placer,
+    options: &BalanceOptions,
+) -> Result<Plan> {
+    let measure = options.measure;
+    let kind = measure.load_kind(options.metric);
+    let mut sim = Sim::new(
+        cluster,
+        rules,
+        placer,
+        state,
+        kind,
+        measure,
+        options.cooldown_secs,
+        options.max_migrations,
+    );
+    let scope = Scope {
+        only_nodes: None,
+        stopped_off_maintenance: true,
+        make_room: options.make_room,
+    };
+    fix::fix_all(&mut sim, &scope)?;
+    let fixes = sim.migrations.len();
+    let outcome = search::balance(&mut sim, options)?;
+    let threshold = options.trigger.threshold_for(measure);
+    let target = options.trigger.target_for(measure);
+    let mut plan = finish(
+        sim,
+        state,
+        Method::Flxp.as_str(),
+        options.metric,
+        threshold,
+        target,
+    );
+    // Steps run one after the other: a later one may need the room an earlier one makes.
+    for (i, m) in plan.migrations.iter_mut().enumerate() {
+        m.wave = i as u32;
+    }
+    let m = measure;
+    let bal = plan.migrations.len() - fixes;
+    let mut parts: Vec<String> = Vec::new();
+    if fixes > 0 {
+        parts.push(format!(
+            "{fixes} migration(s) fix broken rules or empty nodes in maintenance"
+        ));
+    }
+    let balance_part = match outcome.stop {
+        Stop::Within => format!(
+            "{} {} is within the threshold {}: no balancing needed",
+            m.as_str(),
+            m.fmt(plan.imbalance_after),
+            m.fmt(threshold)
+        ),
+        Stop::Margin => "balancing would gain less than the margin".to_owned(),
+        _ if bal == 0 => format!(
+            "{} {} is above the threshold {}, but no safe move lowers it",
+            m.as_str(),
+            m.fmt(plan.imbalance_before),
+            m.fmt(threshold)
+        ),
+        stop => format!(
+            "{bal} balancing migration(s) bring {} to {}{}",
+            m.as_str(),
+            m.fmt(plan.imbalance_after),
+            match stop {
+                Stop::Target => format!(" (target {})", m.fmt(target)),
+                Stop::Budget => " (migration budget spent)".to_owned(),
+                _ => " (no further move gains enough)".to_owned(),
+            }
+        ),
+    };
+    parts.push(balance_part);
+    plan.summary = format!(
+        "{} {} → {} with {} migration(s), {} to copy: {}",
+        m.as_str(),
+        m.fmt(plan.imbalance_before),
+        m.fmt(plan.imbalance_after),
+        plan.migrations.len(),
+        fmt_bytes(plan.bytes),
+        parts.join("; ")
+    );
+    Ok(plan)
+}
+
+/// Turns a finished simulation into a plan: before and after, violations, bounds, warnings.
+pub(crate) fn finish(
+    sim: Sim,
+    start: &State,
+    method: &str,
+    metric: Metric,
+    threshold: f64,
+    target: f64,
+) -> Plan {
+    let Sim {
+        cluster,
+        rules,
+        measure,
+        state,
+        objective,
+        migrations,
+        unplaced,
+        mut skipped,
+        warnings: sim_warnings,
+        ..
+    } = sim;
+    let kind = objective.kind();
+    let imbalance_before = imbalance(cluster, start, measure, metric);
+    let imbalance_after = imbalance(cluster, &state, measure, metric);
+    let k = migrations.len();
+    let floor = match measure {
+        Measure::Spread => pinned_spread_floor(cluster, rules, &state, kind),
+        Measure::Cv | Measure::CvRaw => 0.0,
+    };
+    let bounds = Bounds {
+        imbalance_floor: floor,
+        spread_floor: spread_floor(&balanced_loads(cluster, start, kind), k),
+    };
+    let mut warnings: Vec<Warning> = cluster.warnings.clone();
+    warnings.extend(rules.warnings.iter().cloned());
+    warnings.extend(
+        rules
+            .conflicts
+            .iter()
+            .map(|c| Warning::general(c.to_string())),
+    );
+    warnings.extend(sim_warnings);
+    skipped.sort_by_key(|s| s.vmid);
+    let mut unplaced = unplaced;
+    unplaced.sort_by_key(|u| u.vmid);
+    let bytes = migrations.iter().map(|m| m.bytes).sum();
+    Plan {
+        method: method.to_owned(),
+        measure,
+        metric: kind.as_str().to_owned(),
+        threshold,
+        target,
+        imbalance_before,
+        imbalance_after,
+        bytes,
+        nodes_before: node_loads(cluster, start, kind),
+        nodes_after: node_loads(cluster, &state, kind),
+        violations_before: violations(cluster, rules, start),
+        violations_after: violations(cluster, rules, &state),
+        migrations,
+        unplaced,
+        skipped,
+        bounds,
+        summary: String::new(),
+        warnings,
+    }
+}

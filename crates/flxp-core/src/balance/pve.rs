@@ -1,0 +1,305 @@
+//! Proxmox's own auto-rebalance selection as plan methods: `pve-bruteforce` and `pve-topsis`
+//! (pve-crs.md §2.2-2.5), computed by [`crate::pve_crs`].
+//!
+//! One move per call, as Proxmox makes one per balancing round: if the normalised CV is above the
+//! threshold, rank every (bundle, target) move, take the first, and make it only if it lowers the
+//! imbalance by at least the margin. Bundles are the running members of hard affinity groups on
+//! one node, led by the alphabetically first sid. Unlike Proxmox, targets must pass flxp's
+//! placement filters (memory, rules, anti-affinity), because flxp never plans an unsafe step;
+//! Proxmox only checks node affinity and negative affinity. Rule fixes are not part of these
+//! methods. [`run_until_stable`] repeats the call, applying each move, for comparisons.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::Result;
+use crate::cluster::{Cluster, NodeIdx};
+use crate::constraints::Rules;
+use crate::placement::{Ctx, Placer};
+use crate::pve_crs::{
+    Imbalance, Migration as CrsMove, MigrationCandidate, NodeStats, NodeUsage, ResourceStats,
+    rank_bruteforce, rank_topsis,
+};
+use crate::state::State;
+
+use super::measure::{Measure, Metric, balanced_nodes};
+use super::movable::Intent;
+use super::options::{BalanceOptions, Method};
+use super::plan::{Migration, Plan, Purpose};
+use super::planner::finish;
+use super::sim::Sim;
+use super::units::UnitId;
+
+/// One ranked move of Proxmox's method.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PveMove {
+    /// The bundle's leading sid (`vm:101`).
+    pub sid: String,
+    /// Source node.
+    pub from: String,
+    /// Target node.
+    pub to: String,
+    /// Normalised imbalance after the move (15 decimals, as Proxmox compares it).
+    pub imbalance: f64,
+    /// TOPSIS score (0..=1) for `pve-topsis`; `None` for bruteforce.
+    pub score: Option<f64>,
+}
+
+struct Candidates {
+    nodes: Vec<NodeUsage>,
+    moves: Vec<MigrationCandidate>,
+    units: Vec<(UnitId, NodeIdx)>,
+}
+
+fn candidates(sim: &Sim) -> Candidates {
+    let (cluster, state) = (sim.cluster, &sim.state);
+    let scorable: Vec<NodeIdx> = balanced_nodes(cluster)
+        .filter(|&n| cluster.node(n).maxcpu > 0.0 && cluster.node(n).maxmem > 0)
+        .collect();
+    let nodes: Vec<NodeUsage> = scorable
+        .iter()
+        .map(|&n| {
+            let (node, u) = (cluster.node(n), state.usage(n));
+            NodeUsage::new(
+                node.name.clone(),
+                NodeStats {
+                    cpu: u.cpu,
+                    maxcpu: node.maxcpu,
+                    mem: u.mem,
+                    maxmem: node.maxmem,
+                },
+            )
+        })
+        .collect();
+    let mut moves = Vec::new();
+    let mut units = Vec::new();
+    for (id, unit) in sim.units.all.iter().enumerate() {
+        let Some(from) = unit.node(state) else {
+            continue;
+        };
+        if !scorable.contains(&from) || sim.unit_stays(id, Intent::Balance).is_some() {
+            continue;
+        }
+        let members: Vec<&crate::cluster::Guest> =
+            unit.members.iter().map(|&m| cluster.guest(m)).collect();
+        let Some(sid) = members.iter().map(|g| g.sid()).min() else {
+            continue;
+        };
+        let stats = members
+            .iter()
+            .map(|g| ResourceStats {
+                cpu: g.cpu_cores(),
+                maxcpu: g.maxcpu,
+                mem: g.mem_footprint(),
+                maxmem: g.maxmem,
+            })
+            .sum();
+        let subject = sim.subject(&unit.members, unit.group.as_deref());
+        let ctx = Ctx::new(cluster, sim.rules, state, sim.placer.options(), &subject);
+        for &to in scorable.iter().filter(|&&t| t != from) {
+            if sim.placer.feasible(&ctx, to) {
+                moves.push(MigrationCandidate {
+                    migration: CrsMove::new(
+                        sid.clone(),
+                        cluster.node(from).name.clone(),
+                        cluster.node(to).name.clone(),
+                    ),
+                    stats,
+                });
+                units.push((id, to));
+            }
+        }
+    }
+    Candidates {
+        nodes,
+        moves,
+        units,
+    }
+}
+
+/// Ranks `(candidate index, move)` by the method, best first.
+fn rank(c: &Candidates, method: Method) -> Result<Vec<(usize, PveMove)>> {
+    let positions: HashMap<&CrsMove, usize> = c
+        .moves
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (&m.migration, i))
+        .collect();
+    // Every ranked move is one of the candidates handed in.
+    let index = |m: &CrsMove| positions.get(m).copied().unwrap_or(usize::MAX);
+    let to_move = |m: &CrsMove, imbalance: f64, score: Option<f64>| PveMove {
+        sid: m.sid.clone(),
+        from: m.source.clone(),
+        to: m.target.clone(),
+        imbalance,
+        score,
+    };
+    Ok(match method {
+        Method::PveTopsis => rank_topsis(&c.nodes, &c.moves)?
+            .into_iter()
+            .map(|t| {
+                let m = &t.scored.migration;
+                (index(m), to_move(m, t.scored.imbalance, Some(t.score)))
+            })
+            .collect(),
+        _ => rank_bruteforce(&c.nodes, &c.moves)?
+            .into_iter()
+            .map(|s| {
+                (
+                    index(&s.migration),
+                    to_move(&s.migration, s.imbalance, None),
+                )
+            })
+            .collect(),
+    })
+}
+
+/// Every move Proxmox's method would consider on this state, ranked best first.
+pub fn rank_moves(
+    cluster: &Cluster,
+    rules: &Rules,
+    state: &State,
+    placer: &Placer,
+    options: &BalanceOptions,
+) -> Result<Vec<PveMove>> {
+    let sim = new_sim(cluster, rules, state, placer, options);
+    let c = candidates(&sim);
+    Ok(rank(&c, options.method)?
+        .into_iter()
+        .map(|(_, m)| m)
+        .collect())
+}
+
+fn new_sim<'a>(
+    cluster: &'a Cluster,
+    rules: &'a Rules,
+    state: &State,
+    placer: &'a Placer,
+    options: &BalanceOptions,
+) -> Sim<'a> {
+    let measure = pve_measure(options);
+    Sim::new(
+        cluster,
+        rules,
+        placer,
+        state,
+        measure.load_kind(Metric::Memory),
+        measure,
+        options.cooldown_secs,
+        options.max_migrations,
+    )
+}
+
+/// Proxmox judges by its CV; a spread setting means the normalised CV with its default threshold.
+fn pve_measure(options: &BalanceOptions) -> Measure {
+    match options.measure {
+        Measure::Spread => Measure::Cv,
+        m => m,
+    }
+}
+
+/// One round of Proxmox's balancing as a plan of at most one move (one bundle).
+pub(crate) fn plan(
+    cluster: &Cluster,
+    rules: &Rules,
+    state: &State,
+    placer: &Placer,
+    options: &BalanceOptions,
+) -> Result<Plan> {
+    let measure = pve_measure(options);
+    let threshold = match options.measure {
+        Measure::Spread => measure.default_threshold(),
+        m => options.trigger.threshold_for(m),
+    };
+    let mut sim = new_sim(cluster, rules, state, placer, options);
+    let c = candidates(&sim);
+    let n = c.nodes.len();
+    let now = Imbalance::of_nodes(&c.nodes)?;
+    let scale = |normalized: f64| match measure {
+        Measure::CvRaw => Imbalance::raw_from_normalized(normalized, n),
+        _ => normalized,
+    };
+    let value = scale(now.normalized);
+    let method = options.method.as_str();
+    let summary;
+    if value <= threshold {
+        summary = format!("cv {value:.3} is within the threshold {threshold}: no move");
+    } else {
+        let ranked = rank(&c, options.method)?;
+        match ranked.first() {
+            Some((i, best)) if *i < c.units.len() => {
+                let after = scale(best.imbalance);
+                let relative = (value - after) / value;
+                let (unit, to) = c.units[*i];
+                let members = sim.units.get(unit).members.clone();
+                if relative < options.trigger.margin {
+                    summary = format!(
+                        "the best move ({} to {}) would change cv {value:.3} → {after:.3} ({:.0} %), less than the {:.0} % margin: no move",
+                        best.sid,
+                        best.to,
+                        100.0 * relative,
+                        100.0 * options.trigger.margin
+                    );
+                } else if members.len() > sim.budget_left() {
+                    summary =
+                        "the best move needs more migrations than the budget allows".to_owned();
+                } else {
+                    let why = match options.method {
+                        Method::PveTopsis => format!(
+                            "{method}: TOPSIS ranks this move first of {} (score {:.3})",
+                            ranked.len(),
+                            best.score.unwrap_or(0.0)
+                        ),
+                        _ => format!(
+                            "{method}: the lowest imbalance after any of {} single moves",
+                            ranked.len()
+                        ),
+                    };
+                    let group = sim.units.get(unit).group.clone();
+                    sim.apply(&members, to, Purpose::Balance, &why, group.as_deref());
+                    summary = format!(
+                        "{method}: move {} from {} to {}: cv {value:.3} → {after:.3}",
+                        best.sid, best.from, best.to
+                    );
+                }
+            }
+            _ => {
+                summary = format!(
+                    "cv {value:.3} is above the threshold {threshold}, but no bundle can move"
+                )
+            }
+        }
+    }
+    let mut plan = finish(sim, state, method, Metric::Memory, threshold, threshold);
+    plan.summary = summary;
+    Ok(plan)
+}
+
+/// Repeats Proxmox's one-move round on the state each move leaves, until it makes no move or
+/// `max_rounds` rounds ran: the sequence Proxmox would carry out over that many balancing rounds.
+/// Guests may move more than once, as Proxmox keeps no memory between rounds.
+pub fn run_until_stable(
+    cluster: &Cluster,
+    rules: &Rules,
+    state: &State,
+    placer: &Placer,
+    options: &BalanceOptions,
+    max_rounds: usize,
+) -> Result<(State, Vec<Migration>)> {
+    let mut s = state.clone();
+    let mut all = Vec::new();
+    for _ in 0..max_rounds {
+        let p = plan(cluster, rules, &s, placer, options)?;
+        if p.migrations.is_empty() {
+            break;
+        }
+        for m in p.migrations {
+            if let (Some(g), Some(to)) = (cluster.guest_idx(m.vmid), cluster.node_idx(&m.to)) {
+                s.move_guest(cluster, g, to);
+            }
+            all.push(m);
+        }
+    }
+    Ok((s, all))
+}

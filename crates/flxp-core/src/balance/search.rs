@@ -1,0 +1,385 @@
+//! Balancing: a greedy search over single moves (guests and affinity bundles), and swaps where no
+//! single move helps, toward the lowest objective (see `objective.rs`).
+//!
+//! Each step takes the move with the largest gain per migration (for equal gain, fewer bytes to
+//! copy, then the lower vmid, then the target name) among moves off the most loaded nodes onto the
+//! least loaded ones, that the placement filters accept on the current state, that makes none of
+//! the guest's soft rules worse, and that does not raise the reported measure. It stops when the
+//! measure is at or under the target, when no move gains the minimum, or when the budget is spent.
+//! Moves after the last improvement of the reported measure are dropped (they would cost
+//! migrations without changing what the user sees), and if the whole balancing falls short of the
+//! relative margin, it is dropped too.
+//!
+//! Scaling: a step looks at the `candidate_nodes` fullest nodes as sources and the as many emptiest
+//! as targets, evaluates every (unit, target) pair in O(1), sorts, and runs the placement filters
+//! only on the best candidates until one passes, so no step runs filters for every guest and node.
+
+use std::cmp::Reverse;
+use std::collections::HashMap;
+
+use crate::Result;
+use crate::Warning;
+use crate::cluster::NodeIdx;
+use crate::placement::{Ctx, Subject};
+use crate::units::fmt_bytes;
+
+use super::movable::{Intent, Stay};
+use super::objective::{Effect, Shift};
+use super::options::BalanceOptions;
+use super::plan::Purpose;
+use super::sim::Sim;
+use super::softness::penalty;
+use super::units::UnitId;
+
+/// Most candidates run through the filters in one step before giving up on it.
+const MAX_CHECKS: usize = 4096;
+/// Node pairs of the fullest and emptiest nodes searched for swaps, per side.
+const SWAP_NODES: usize = 6;
+/// Slack for "does not raise the measure": float noise, not a real rise.
+const EPS: f64 = 1e-9;
+
+/// Why balancing stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// The imbalance was within the threshold: nothing done.
+    Within,
+    /// The target was reached.
+    Target,
+    /// The migration budget is spent.
+    Budget,
+    /// No move gains enough.
+    NoGain,
+    /// Moves were found, but together they fall short of the margin: dropped.
+    Margin,
+}
+
+/// What balancing did.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Outcome {
+    /// Why it stopped.
+    pub stop: Stop,
+}
+
+#[derive(Debug, Clone)]
+struct Move {
+    units: Vec<(UnitId, NodeIdx, NodeIdx)>,
+    effect: Effect,
+    per_migration: f64,
+    bytes: u64,
+    vmid: u32,
+}
+
+impl Move {
+    fn key(&self) -> (Reverse<i64>, u64, u32, NodeIdx) {
+        // Gains are compared to 1e-6 pp² so that float noise never outranks fewer bytes.
+        let q = (self.per_migration * 1e6).round() as i64;
+        (Reverse(q), self.bytes, self.vmid, self.units[0].2)
+    }
+}
+
+/// Balances the sim's state within its budget.
+pub(crate) fn balance(sim: &mut Sim, opts: &BalanceOptions) -> Result<Outcome> {
+    let measure = sim.measure;
+    let trigger = &opts.trigger;
+    let start_value = sim.objective.measure(measure);
+    if start_value <= trigger.threshold_for(measure) {
+        return Ok(Outcome { stop: Stop::Within });
+    }
+    let target = trigger.target_for(measure);
+    let n = sim.cluster.nodes.len();
+    let mut by_node: Vec<Vec<UnitId>> = vec![Vec::new(); n];
+    let mut shifts: HashMap<UnitId, Shift> = HashMap::new();
+    for id in 0..sim.units.all.len() {
+        if sim.unit_moved(id) {
+            continue;
+        }
+        let Some(node) = sim.units.get(id).node(&sim.state) else {
+            continue;
+        };
+        if !sim.objective.is_balanced(node) {
+            continue;
+        }
+        if let Some((g, stay)) = sim.unit_stays(id, Intent::Balance) {
+            if !matches!(stay, Stay::Stopped | Stay::Template) {
+                sim.skip(g, format!("not moved to balance: {stay}"));
+            }
+            continue;
+        }
+        shifts.insert(id, sim.shift(&sim.units.get(id).members));
+        by_node[node.get()].push(id);
+    }
+
+    let start_state = sim.state.clone();
+    let start_len = sim.migrations.len();
+    let mut history: Vec<(usize, f64)> = Vec::new();
+    let mut value = start_value;
+    let stop = loop {
+        if value <= target {
+            break Stop::Target;
+        }
+        if sim.budget_left() == 0 {
+            break Stop::Budget;
+        }
+        let found = match best_move(sim, opts, &by_node, &shifts, value)? {
+            Some(m) => Some(m),
+            None if opts.swaps => best_swap(sim, opts, &by_node, &shifts, value)?,
+            None => None,
+        };
+        let Some(m) = found else {
+            break Stop::NoGain;
+        };
+        apply(sim, &m);
+        for &(u, from, _) in &m.units {
+            by_node[from.get()].retain(|&x| x != u);
+        }
+        value = sim.objective.measure(measure);
+        history.push((sim.migrations.len() - start_len, value));
+    };
+
+    // Keep the moves up to the first time the lowest measure was reached.
+    let best = history
+        .iter()
+        .fold(None::<(usize, f64)>, |b, &(len, v)| match b {
+            Some((_, bv)) if bv <= v + EPS => b,
+            _ => Some((len, v)),
+        });
+    let kept = best.filter(|&(_, v)| v < start_value - EPS);
+    let keep = kept.map_or(0, |(len, _)| len);
+    if keep < sim.migrations.len() - start_len {
+        sim.rewind(&start_state, start_len, keep);
+    }
+    let end_value = kept.map_or(start_value, |(_, v)| v);
+    if keep > 0 && !trigger.worth(start_value, end_value) {
+        sim.warnings.push(Warning::general(format!(
+            "balancing would lower {} only from {} to {} ({:.0} %), less than the {:.0} % margin: no balancing moves",
+            measure.as_str(),
+            measure.fmt(start_value),
+            measure.fmt(end_value),
+            100.0 * (start_value - end_value) / start_value,
+            100.0 * trigger.margin
+        )));
+        sim.rewind(&start_state, start_len, 0);
+        return Ok(Outcome { stop: Stop::Margin });
+    }
+    if stop == Stop::Budget && end_value > target {
+        sim.warnings.push(Warning::general(format!(
+            "migration budget of {} spent before {} reached the target {}",
+            sim.budget,
+            measure.as_str(),
+            measure.fmt(target)
+        )));
+    }
+    Ok(Outcome { stop })
+}
+
+fn candidates_nodes(
+    sim: &Sim,
+    opts: &BalanceOptions,
+    by_node: &[Vec<UnitId>],
+    width: usize,
+) -> (Vec<NodeIdx>, Vec<NodeIdx>) {
+    let hot = sim.objective.hottest_first();
+    let sources: Vec<NodeIdx> = hot
+        .iter()
+        .copied()
+        .filter(|n| !by_node[n.get()].is_empty())
+        .take(width.min(opts.candidate_nodes))
+        .collect();
+    let targets: Vec<NodeIdx> = hot
+        .iter()
+        .rev()
+        .copied()
+        .take(width.min(opts.candidate_nodes))
+        .collect();
+    (sources, targets)
+}
+
+fn best_move(
+    sim: &Sim,
+    opts: &BalanceOptions,
+    by_node: &[Vec<UnitId>],
+    shifts: &HashMap<UnitId, Shift>,
+    value: f64,
+) -> Result<Option<Move>> {
+    let (sources, targets) = candidates_nodes(sim, opts, by_node, usize::MAX);
+    let mut cands: Vec<Move> = Vec::new();
+    for &s in &sources {
+        for &u in &by_node[s.get()] {
+            let Some(shift) = shifts.get(&u) else {
+                continue;
+            };
+            let members = &sim.units.get(u).members;
+            let count = members.len() as f64;
+            for &t in targets.iter().filter(|&&t| t != s) {
+                let effect = sim.objective.effect(sim.cluster, &sim.state, s, t, shift);
+                let per_migration = effect.gain / count;
+                if opts.trigger.gain_ok(per_migration) {
+                    cands.push(Move {
+                        units: vec![(u, s, t)],
+                        effect,
+                        per_migration,
+                        bytes: shift.mem,
+                        vmid: sim.cluster.guest(members[0]).vmid,
+                    });
+                }
+            }
+        }
+    }
+    cands.sort_by_key(Move::key);
+    let mut subjects: HashMap<UnitId, Subject> = HashMap::new();
+    for m in cands.into_iter().take(MAX_CHECKS) {
+        let (u, s, t) = m.units[0];
+        if sim
+            .objective
+            .measure_with(sim.measure, &[m.effect.from, m.effect.to])
+            > value + EPS
+        {
+            continue;
+        }
+        let subject = subjects.entry(u).or_insert_with(|| {
+            let unit = sim.units.get(u);
+            sim.subject(&unit.members, unit.group.as_deref())
+        });
+        if allowed(sim, subject, s, t) {
+            return Ok(Some(m));
+        }
+    }
+    Ok(None)
+}
+
+/// Whether a subject may go from `s` to `t` on the current state: every filter passes and no soft
+/// rule of the subject is worse off.
+fn allowed(sim: &Sim, subject: &Subject, s: NodeIdx, t: NodeIdx) -> bool {
+    let ctx = Ctx::new(
+        sim.cluster,
+        sim.rules,
+        &sim.state,
+        sim.placer.options(),
+        subject,
+    );
+    sim.placer.feasible(&ctx, t) && penalty(&ctx, t) <= penalty(&ctx, s)
+}
+
+fn best_swap(
+    sim: &mut Sim,
+    opts: &BalanceOptions,
+    by_node: &[Vec<UnitId>],
+    shifts: &HashMap<UnitId, Shift>,
+    value: f64,
+) -> Result<Option<Move>> {
+    let (sources, _) = candidates_nodes(sim, opts, by_node, SWAP_NODES);
+    let hot = sim.objective.hottest_first();
+    let targets: Vec<NodeIdx> = hot
+        .iter()
+        .rev()
+        .copied()
+        .filter(|n| !by_node[n.get()].is_empty())
+        .take(SWAP_NODES.min(opts.candidate_nodes))
+        .collect();
+    let mut cands: Vec<Move> = Vec::new();
+    for &s in &sources {
+        for &t in targets.iter().filter(|&&t| t != s) {
+            for &x in &by_node[s.get()] {
+                for &y in &by_node[t.get()] {
+                    let (Some(sx), Some(sy)) = (shifts.get(&x), shifts.get(&y)) else {
+                        continue;
+                    };
+                    let effect = sim
+                        .objective
+                        .swap_effect(sim.cluster, &sim.state, (s, t), sx, sy);
+                    let count =
+                        (sim.units.get(x).members.len() + sim.units.get(y).members.len()) as f64;
+                    let per_migration = effect.gain / count;
+                    if opts.trigger.gain_ok(per_migration) && count as usize <= sim.budget_left() {
+                        cands.push(Move {
+                            units: vec![(x, s, t), (y, t, s)],
+                            effect,
+                            per_migration,
+                            bytes: sx.mem + sy.mem,
+                            vmid: sim.cluster.guest(sim.units.get(x).members[0]).vmid,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    cands.sort_by_key(Move::key);
+    for mut m in cands.into_iter().take(64) {
+        if sim
+            .objective
+            .measure_with(sim.measure, &[m.effect.from, m.effect.to])
+            > value + EPS
+        {
+            continue;
+        }
+        // Either order may be the safe one: the first move needs room before the second frees it.
+        let orders = [m.units.clone(), vec![m.units[1], m.units[0]]];
+        for order in orders {
+            if swap_is_safe(sim, &order) {
+                m.units = order;
+                return Ok(Some(m));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Whether two unit moves pass the filters one after the other, each on the state the previous
+/// leaves, and leave no soft rule worse off.
+fn swap_is_safe(sim: &mut Sim, order: &[(UnitId, NodeIdx, NodeIdx)]) -> bool {
+    let saved = sim.state.clone();
+    let mut ok = true;
+    for &(u, s, t) in order {
+        let unit = sim.units.get(u);
+        let subject = sim.subject(&unit.members, unit.group.as_deref());
+        if !allowed(sim, &subject, s, t) {
+            ok = false;
+            break;
+        }
+        for &g in &sim.units.get(u).members {
+            sim.state.move_guest(sim.cluster, g, t);
+        }
+    }
+    sim.state = saved;
+    ok
+}
+
+fn apply(sim: &mut Sim, m: &Move) {
+    let kind = m.units.len();
+    for (i, &(u, s, t)) in m.units.iter().enumerate() {
+        let unit = sim.units.get(u).clone();
+        let (ls, lt) = (sim.objective.load(s), sim.objective.load(t));
+        let shift = sim.shift(&unit.members);
+        let e = sim.objective.effect(sim.cluster, &sim.state, s, t, &shift);
+        let (cs, ct) = (&sim.cluster.node(s).name, &sim.cluster.node(t).name);
+        let who = match &unit.group {
+            Some(g) => format!("group {g} moves together, "),
+            None => String::new(),
+        };
+        let why = if kind == 1 {
+            format!(
+                "the largest balance gain per migration among moves off the fullest nodes ({} to copy)",
+                fmt_bytes(shift.mem)
+            )
+        } else {
+            let other = m.units[1 - i].0;
+            let vmid = sim.cluster.guest(sim.units.get(other).members[0]).vmid;
+            format!(
+                "swapped with {vmid} because no single move helps ({} to copy)",
+                fmt_bytes(shift.mem)
+            )
+        };
+        let reason = format!(
+            "balance {}: {who}{cs} {ls:.1} % → {:.1} %, {ct} {lt:.1} % → {:.1} %; {why}",
+            sim.objective.kind().as_str(),
+            e.from.1,
+            e.to.1,
+        );
+        let purpose = if kind == 1 {
+            Purpose::Balance
+        } else {
+            Purpose::Swap
+        };
+        sim.apply(&unit.members, t, purpose, &reason, unit.group.as_deref());
+    }
+}

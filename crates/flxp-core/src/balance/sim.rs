@@ -1,0 +1,291 @@
+//! The plan under construction: a copy of the state that every chosen migration is applied to, so
+//! that each later choice is checked against the state all earlier ones leave behind.
+//!
+//! Fixes, balancing and evacuation share it. It owns the rules every step obeys: a guest moves at
+//! most once per plan (no ping-pong inside a plan), every target passes the placement filters on
+//! the current state, and the budget is never exceeded.
+
+use crate::Result;
+use crate::Warning;
+use crate::cluster::{Cluster, GuestIdx, NodeIdx};
+use crate::constraints::Rules;
+use crate::placement::{Ctx, Placer, Ranked, Subject};
+use crate::state::State;
+
+use super::explain;
+use super::measure::{LoadKind, Measure};
+use super::movable::{Intent, Stay, stays};
+use super::objective::{Objective, Shift};
+use super::plan::{Migration, Purpose, Skipped, Unplaced};
+use super::units::{UnitId, Units};
+
+/// The working state of one plan.
+pub(crate) struct Sim<'a> {
+    /// The cluster.
+    pub cluster: &'a Cluster,
+    /// Its rules.
+    pub rules: &'a Rules,
+    /// The placement pipeline every target is checked with.
+    pub placer: &'a Placer,
+    /// The reported measure.
+    pub measure: Measure,
+    /// The state after the migrations so far.
+    pub state: State,
+    /// The objective over `state`.
+    pub objective: Objective,
+    /// Guests grouped into what moves together.
+    pub units: Units,
+    /// Migrations so far, in run order.
+    pub migrations: Vec<Migration>,
+    /// Guests that had to move and could not.
+    pub unplaced: Vec<Unplaced>,
+    /// Guests left in place, with why.
+    pub skipped: Vec<Skipped>,
+    /// Limits reached and the like.
+    pub warnings: Vec<Warning>,
+    /// Balance cooldown, seconds.
+    pub cooldown_secs: i64,
+    /// Most migrations in the plan.
+    pub budget: usize,
+    moved: Vec<bool>,
+}
+
+impl<'a> Sim<'a> {
+    /// Starts from a state.
+    #[allow(clippy::too_many_arguments)] // one constructor for all entry points; a struct would only rename them
+    pub fn new(
+        cluster: &'a Cluster,
+        rules: &'a Rules,
+        placer: &'a Placer,
+        state: &State,
+        kind: LoadKind,
+        measure: Measure,
+        cooldown_secs: i64,
+        budget: usize,
+    ) -> Self {
+        Self {
+            cluster,
+            rules,
+            placer,
+            measure,
+            objective: Objective::new(cluster, state, kind),
+            state: state.clone(),
+            units: Units::new(cluster, rules),
+            migrations: Vec::new(),
+            unplaced: Vec::new(),
+            skipped: Vec::new(),
+            warnings: Vec::new(),
+            cooldown_secs,
+            budget,
+            moved: vec![false; cluster.guests.len()],
+        }
+    }
+
+    /// Migrations still allowed.
+    pub fn budget_left(&self) -> usize {
+        self.budget.saturating_sub(self.migrations.len())
+    }
+
+    /// Whether a guest has moved in this plan already.
+    pub fn has_moved(&self, guest: GuestIdx) -> bool {
+        self.moved[guest.get()]
+    }
+
+    /// Why a unit may not move for this intent: the first member's reason, or having moved already.
+    pub fn unit_stays(&self, unit: UnitId, intent: Intent) -> Option<(GuestIdx, Stay)> {
+        self.units.get(unit).members.iter().find_map(|&m| {
+            stays(self.cluster, self.rules, m, intent, self.cooldown_secs).map(|s| (m, s))
+        })
+    }
+
+    /// Whether any member of a unit has moved in this plan.
+    pub fn unit_moved(&self, unit: UnitId) -> bool {
+        self.units
+            .get(unit)
+            .members
+            .iter()
+            .any(|&m| self.has_moved(m))
+    }
+
+    /// The subject for moving some guests from where the state has the first of them.
+    pub fn subject(&self, members: &[GuestIdx], label: Option<&str>) -> Subject {
+        let from = members
+            .first()
+            .map_or(NodeIdx(0), |&m| self.state.location(m));
+        match (members, label) {
+            ([single], _) => Subject::guest(self.cluster, self.rules, *single, from),
+            (_, label) => {
+                let ids: Vec<String> = members
+                    .iter()
+                    .map(|&m| self.cluster.guest(m).vmid.to_string())
+                    .collect();
+                Subject::bundle(
+                    self.cluster,
+                    self.rules,
+                    format!("group {} ({})", label.unwrap_or("bundle"), ids.join(", ")),
+                    members,
+                    from,
+                )
+            }
+        }
+    }
+
+    /// What the guests carry.
+    pub fn shift(&self, members: &[GuestIdx]) -> Shift {
+        Shift::of(members.iter().map(|&m| self.cluster.guest(m)))
+    }
+
+    /// Memory to copy for some guests.
+    pub fn bytes(&self, members: &[GuestIdx]) -> u64 {
+        self.shift(members).mem
+    }
+
+    /// Feasible targets for a subject on the current state, except the given nodes, ranked best
+    /// first by the default policy.
+    pub fn ranked_targets(&self, subject: &Subject, except: &[NodeIdx]) -> Result<Vec<Ranked>> {
+        let opts = self.placer.options();
+        let ctx = Ctx::new(self.cluster, self.rules, &self.state, opts, subject);
+        let feasible: Vec<NodeIdx> = self
+            .cluster
+            .node_indexes()
+            .filter(|n| !except.contains(n) && self.placer.feasible(&ctx, *n))
+            .collect();
+        self.placer.rank(&ctx, &opts.policy, &feasible, false)
+    }
+
+    /// Why no node but the given ones takes a subject, condensed.
+    pub fn why_nowhere(&self, subject: &Subject, except: &[NodeIdx]) -> String {
+        let ctx = Ctx::new(
+            self.cluster,
+            self.rules,
+            &self.state,
+            self.placer.options(),
+            subject,
+        );
+        explain::condensed_failures(
+            &ctx,
+            self.placer,
+            self.cluster.node_indexes().filter(|n| !except.contains(n)),
+        )
+    }
+
+    /// Whether a subject may go to a node on the current state.
+    pub fn feasible(&self, subject: &Subject, node: NodeIdx) -> bool {
+        let ctx = Ctx::new(
+            self.cluster,
+            self.rules,
+            &self.state,
+            self.placer.options(),
+            subject,
+        );
+        self.placer.feasible(&ctx, node)
+    }
+
+    /// Applies the migrations of some guests to one node, in the given order; guests already there
+    /// are left alone. `reason` gets the measure's change appended.
+    pub fn apply(
+        &mut self,
+        members: &[GuestIdx],
+        to: NodeIdx,
+        purpose: Purpose,
+        reason: &str,
+        group: Option<&str>,
+    ) {
+        let before = self.objective.measure(self.measure);
+        let moving: Vec<GuestIdx> = members
+            .iter()
+            .copied()
+            .filter(|&m| self.state.location(m) != to)
+            .collect();
+        let bundle: Vec<u32> = if moving.len() > 1 || group.is_some() {
+            moving.iter().map(|&m| self.cluster.guest(m).vmid).collect()
+        } else {
+            Vec::new()
+        };
+        let first = self.migrations.len();
+        for &m in &moving {
+            let g = self.cluster.guest(m);
+            let from = self.state.location(m);
+            self.state.move_guest(self.cluster, m, to);
+            self.objective.refresh_all(self.cluster, &self.state);
+            self.moved[m.get()] = true;
+            self.migrations.push(Migration {
+                vmid: g.vmid,
+                kind: g.kind,
+                name: g.name.clone(),
+                from: self.cluster.node(from).name.clone(),
+                to: self.cluster.node(to).name.clone(),
+                reason: String::new(),
+                purpose,
+                online: g.running,
+                bytes: if g.running { g.mem_footprint() } else { 0 },
+                bundle: bundle.clone(),
+                group: group.map(str::to_owned),
+                wave: 0,
+                imbalance_after: self.objective.measure(self.measure),
+            });
+        }
+        let after = self.objective.measure(self.measure);
+        let text = format!(
+            "{reason}; {} {} → {}",
+            self.measure.as_str(),
+            self.measure.fmt(before),
+            self.measure.fmt(after)
+        );
+        for m in &mut self.migrations[first..] {
+            m.reason.clone_from(&text);
+        }
+    }
+
+    /// Drops the migrations after the first `keep` of those planned since `start_len`, when the
+    /// state was `start`: the state is rebuilt by replaying the kept ones.
+    pub fn rewind(&mut self, start: &State, start_len: usize, keep: usize) {
+        let cut = (start_len + keep).min(self.migrations.len());
+        for m in &self.migrations[cut..] {
+            if let Some(g) = self.cluster.guest_idx(m.vmid) {
+                self.moved[g.get()] = false;
+            }
+        }
+        self.migrations.truncate(cut);
+        self.state = start.clone();
+        for m in &self.migrations[start_len..] {
+            if let (Some(g), Some(to)) =
+                (self.cluster.guest_idx(m.vmid), self.cluster.node_idx(&m.to))
+            {
+                self.state.move_guest(self.cluster, g, to);
+            }
+        }
+        self.objective.refresh_all(self.cluster, &self.state);
+    }
+
+    /// Records a guest left in place (once per guest).
+    pub fn skip(&mut self, guest: GuestIdx, reason: String) {
+        let g = self.cluster.guest(guest);
+        if self.skipped.iter().any(|s| s.vmid == g.vmid) {
+            return;
+        }
+        self.skipped.push(Skipped {
+            vmid: g.vmid,
+            name: g.name.clone(),
+            node: self.cluster.node(self.state.location(guest)).name.clone(),
+            reason,
+        });
+    }
+
+    /// Records guests that had to move and could not (once per guest).
+    pub fn unplaced(&mut self, members: &[GuestIdx], rule: &str, reason: &str) {
+        for &m in members {
+            let g = self.cluster.guest(m);
+            if self.unplaced.iter().any(|u| u.vmid == g.vmid) {
+                continue;
+            }
+            self.unplaced.push(Unplaced {
+                vmid: g.vmid,
+                name: g.name.clone(),
+                node: self.cluster.node(self.state.location(m)).name.clone(),
+                rule: rule.to_owned(),
+                reason: reason.to_owned(),
+            });
+        }
+    }
+}

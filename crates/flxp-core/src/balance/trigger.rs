@@ -1,0 +1,388 @@
+//! When to rebalance: a threshold that must be exceeded for a number of consecutive checks, an
+//! optional pressure gate, and the gains a plan and each of its moves must bring.
+//!
+//! Pure: the caller (the daemon) keeps the hold counter between checks and hands it in; the
+//! function returns the new one. Semantics follow Proxmox's `load_balance` (pve-crs.md §2.2): the
+//! imbalance must be strictly above the threshold, `hold` consecutive times, and the counter
+//! restarts after each decision to act, so two decisions are at least `hold` checks apart.
+//!
+//! The pressure gate (pve-crs.md §3) is an AND in front of the imbalance trigger, never a trigger
+//! of its own: PSI says a node stalls, not that another node has room or that a move would help.
+//! CPU and memory are judged by separate thresholds because `memory full` > 0 is serious even when
+//! small while `cpu some` of a few percent is normal on a busy host. It is off by default.
+
+use serde::{Deserialize, Serialize};
+
+use super::measure::Measure;
+use crate::cluster::{Cluster, Node};
+use crate::{Error, Result};
+
+/// Pressure thresholds (PSI `avg10`, percent); a node is "under pressure" when any set threshold is
+/// reached. All unset (the default) switches the gate off.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct PressureGate {
+    /// `pressurecpusome` at or above this.
+    pub cpu_some: Option<f64>,
+    /// `pressurememorysome` at or above this.
+    pub memory_some: Option<f64>,
+    /// `pressurememoryfull` at or above this.
+    pub memory_full: Option<f64>,
+}
+
+impl PressureGate {
+    /// Whether any threshold is set.
+    pub fn is_enabled(&self) -> bool {
+        self.cpu_some.is_some() || self.memory_some.is_some() || self.memory_full.is_some()
+    }
+
+    /// The readings of a node that reach their threshold, as `memory full 3.2 ≥ 1`.
+    pub fn reached(&self, node: &Node) -> Vec<String> {
+        let p = &node.pressure;
+        [
+            ("cpu some", p.cpu_some, self.cpu_some),
+            ("memory some", p.memory_some, self.memory_some),
+            ("memory full", p.memory_full, self.memory_full),
+        ]
+        .into_iter()
+        .filter_map(|(name, value, limit)| match (value, limit) {
+            (Some(v), Some(l)) if v >= l => Some(format!("{name} {v:.1} ≥ {l}")),
+            _ => None,
+        })
+        .collect()
+    }
+}
+
+/// The trigger's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Trigger {
+    /// Act only when the imbalance is strictly above this; `None` takes the measure's default
+    /// (10 pp spread, 0.3 CV).
+    pub threshold: Option<f64>,
+    /// Balance down to this; `None` is half the threshold, so that a balanced cluster does not
+    /// trigger again at the next check (hysteresis).
+    pub target: Option<f64>,
+    /// Consecutive checks above the threshold before acting (Proxmox's hold duration, default 3).
+    pub hold: u32,
+    /// A plan's balancing moves are kept only if they lower the imbalance by at least this share
+    /// of it (Proxmox's margin, default 0.1).
+    pub margin: f64,
+    /// Each balancing migration must lower the objective Σ(load − mean)² over the balanced nodes by
+    /// at least this many squared percentage points (default 1: moving 1 % of a node's capacity
+    /// across a gap of 1.5 pp gains 1).
+    pub min_gain: f64,
+    /// The optional pressure gate.
+    pub pressure: PressureGate,
+}
+
+impl Default for Trigger {
+    fn default() -> Self {
+        Self {
+            threshold: None,
+            target: None,
+            hold: 3,
+            margin: 0.1,
+            min_gain: 1.0,
+            pressure: PressureGate::default(),
+        }
+    }
+}
+
+/// The outcome of one check.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Decision {
+    /// Whether to plan and carry out a rebalance now.
+    pub act: bool,
+    /// The hold counter to hand in at the next check.
+    pub held: u32,
+    /// Why, in words.
+    pub reason: String,
+}
+
+impl Trigger {
+    /// The threshold in effect for a measure.
+    pub fn threshold_for(&self, measure: Measure) -> f64 {
+        self.threshold
+            .unwrap_or_else(|| measure.default_threshold())
+    }
+
+    /// The target in effect for a measure (never above the threshold).
+    pub fn target_for(&self, measure: Measure) -> f64 {
+        let threshold = self.threshold_for(measure);
+        self.target.unwrap_or(threshold / 2.0).min(threshold)
+    }
+
+    /// Checks ranges; the error names the option.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |name: &str, message: String| {
+            Err(Error::Option {
+                name: name.into(),
+                message,
+            })
+        };
+        for (name, v) in [("threshold", self.threshold), ("target", self.target)] {
+            if let Some(v) = v {
+                if !v.is_finite() || v < 0.0 {
+                    return bad(name, format!("must be a number ≥ 0, got {v}"));
+                }
+            }
+        }
+        if !(0.0..1.0).contains(&self.margin) {
+            return bad(
+                "margin",
+                format!("must be a share in 0..1 (0.1 = 10 %), got {}", self.margin),
+            );
+        }
+        if !self.min_gain.is_finite() || self.min_gain < 0.0 {
+            return bad(
+                "min-gain",
+                format!("must be a number ≥ 0, got {}", self.min_gain),
+            );
+        }
+        for (name, v) in [
+            ("pressure.cpu-some", self.pressure.cpu_some),
+            ("pressure.memory-some", self.pressure.memory_some),
+            ("pressure.memory-full", self.pressure.memory_full),
+        ] {
+            if let Some(v) = v {
+                if !(0.0..=100.0).contains(&v) {
+                    return bad(
+                        name,
+                        format!("must be a PSI percentage in 0..=100, got {v}"),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One check: given the current imbalance and the counter from the previous check, whether to
+    /// act now and the counter for the next check.
+    pub fn check(
+        &self,
+        cluster: &Cluster,
+        measure: Measure,
+        imbalance: f64,
+        held: u32,
+    ) -> Decision {
+        let threshold = self.threshold_for(measure);
+        if imbalance <= threshold {
+            return Decision {
+                act: false,
+                held: 0,
+                reason: format!(
+                    "{} {} is within the threshold {}",
+                    measure.as_str(),
+                    measure.fmt(imbalance),
+                    measure.fmt(threshold)
+                ),
+            };
+        }
+        let held = held.saturating_add(1);
+        if held < self.hold {
+            return Decision {
+                act: false,
+                held,
+                reason: format!(
+                    "{} {} is above the threshold {} for {held} of {} checks",
+                    measure.as_str(),
+                    measure.fmt(imbalance),
+                    measure.fmt(threshold),
+                    self.hold
+                ),
+            };
+        }
+        if self.pressure.is_enabled() {
+            let pressed: Vec<String> = cluster
+                .nodes
+                .iter()
+                .filter(|n| n.is_schedulable())
+                .filter_map(|n| {
+                    let r = self.pressure.reached(n);
+                    (!r.is_empty()).then(|| format!("{} ({})", n.name, r.join(", ")))
+                })
+                .collect();
+            if pressed.is_empty() {
+                // The imbalance persists: keep counting, so that pressure arriving later acts at once.
+                return Decision {
+                    act: false,
+                    held,
+                    reason: format!(
+                        "{} {} is above the threshold {}, but no node is under pressure",
+                        measure.as_str(),
+                        measure.fmt(imbalance),
+                        measure.fmt(threshold)
+                    ),
+                };
+            }
+            return Decision {
+                act: true,
+                held: 0,
+                reason: format!(
+                    "{} {} above the threshold {} for {held} checks, and under pressure: {}",
+                    measure.as_str(),
+                    measure.fmt(imbalance),
+                    measure.fmt(threshold),
+                    pressed.join("; ")
+                ),
+            };
+        }
+        Decision {
+            act: true,
+            held: 0,
+            reason: format!(
+                "{} {} above the threshold {} for {held} checks",
+                measure.as_str(),
+                measure.fmt(imbalance),
+                measure.fmt(threshold)
+            ),
+        }
+    }
+
+    /// Whether lowering the imbalance from `before` to `after` is worth migrating for: the relative
+    /// change reaches the margin (Proxmox: `(imbalance − target) / imbalance ≥ margin`).
+    pub fn worth(&self, before: f64, after: f64) -> bool {
+        before > 0.0 && (before - after) / before >= self.margin
+    }
+
+    /// Whether one migration's gain of the objective (squared pp) is enough.
+    pub fn gain_ok(&self, gain: f64) -> bool {
+        gain >= self.min_gain && gain > 0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    // Tests may panic: unwrapping is how they fail.
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::testutil::*;
+
+    fn cluster() -> Cluster {
+        ClusterBuilder::new()
+            .node(
+                node("a")
+                    .rrd("pressurememoryfull", 2.5)
+                    .rrd("pressurecpusome", 30.0),
+            )
+            .node(node("b").rrd("pressurememoryfull", 0.0))
+            .node(
+                node("c")
+                    .notes("flxp.maintenance")
+                    .rrd("pressurememoryfull", 50.0),
+            )
+            .build()
+    }
+
+    #[test]
+    fn acts_after_hold_consecutive_checks_strictly_above_the_threshold_and_restarts() {
+        let c = cluster();
+        let t = Trigger::default();
+        let m = Measure::Spread;
+        let d = t.check(&c, m, 10.0, 0);
+        assert_eq!(
+            (d.act, d.held),
+            (false, 0),
+            "equal to the threshold is not above it"
+        );
+        let d1 = t.check(&c, m, 12.0, 0);
+        let d2 = t.check(&c, m, 11.0, d1.held);
+        let d3 = t.check(&c, m, 15.0, d2.held);
+        assert_eq!((d1.act, d1.held, d2.act, d2.held), (false, 1, false, 2));
+        assert_eq!((d3.act, d3.held), (true, 0), "{}", d3.reason);
+        assert_eq!(t.check(&c, m, 9.0, 2).held, 0, "dropping below resets");
+        let now = Trigger { hold: 0, ..t };
+        assert!(now.check(&c, m, 10.5, 0).act, "hold 0 acts at once");
+    }
+
+    #[test]
+    fn pressure_gate_is_an_and_over_balanced_nodes_with_separate_thresholds() {
+        let c = cluster();
+        let gated = Trigger {
+            hold: 1,
+            pressure: PressureGate {
+                memory_full: Some(5.0),
+                ..PressureGate::default()
+            },
+            ..Trigger::default()
+        };
+        let d = gated.check(&c, Measure::Spread, 20.0, 0);
+        assert!(
+            !d.act,
+            "c is under pressure but in maintenance: {}",
+            d.reason
+        );
+        assert_eq!(d.held, 1, "the imbalance still counts");
+        assert!(
+            !gated.check(&c, Measure::Spread, 5.0, 0).act,
+            "never the only trigger"
+        );
+        let cpu = Trigger {
+            pressure: PressureGate {
+                cpu_some: Some(25.0),
+                ..PressureGate::default()
+            },
+            ..gated
+        };
+        let d = cpu.check(&c, Measure::Spread, 20.0, 0);
+        assert!(d.act);
+        assert!(d.reason.contains("a (cpu some 30.0 ≥ 25)"), "{}", d.reason);
+    }
+
+    #[test]
+    fn margin_is_relative_and_gain_absolute() {
+        let t = Trigger::default();
+        assert!(t.worth(20.0, 18.0));
+        assert!(!t.worth(20.0, 18.5));
+        assert!(!t.worth(0.0, 0.0));
+        assert!(t.gain_ok(1.0) && !t.gain_ok(0.99));
+        assert!(
+            !Trigger { min_gain: 0.0, ..t }.gain_ok(0.0),
+            "a move must gain something"
+        );
+    }
+
+    #[test]
+    fn defaults_follow_the_measure_and_the_target_is_half_the_threshold() {
+        let t = Trigger::default();
+        assert_eq!(t.threshold_for(Measure::Spread), 10.0);
+        assert_eq!(t.target_for(Measure::Spread), 5.0);
+        assert_eq!(t.threshold_for(Measure::Cv), 0.3);
+        let t = Trigger {
+            threshold: Some(8.0),
+            target: Some(20.0),
+            ..t
+        };
+        assert_eq!(
+            t.target_for(Measure::Spread),
+            8.0,
+            "never above the threshold"
+        );
+    }
+
+    #[test]
+    fn bad_settings_are_named() {
+        let e = Trigger {
+            margin: 10.0,
+            ..Trigger::default()
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("margin") && e.contains("0.1 = 10 %"), "{e}");
+        let e = Trigger {
+            pressure: PressureGate {
+                memory_some: Some(200.0),
+                ..PressureGate::default()
+            },
+            ..Trigger::default()
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("pressure.memory-some"), "{e}");
+        assert!(Trigger::default().validate().is_ok());
+    }
+}

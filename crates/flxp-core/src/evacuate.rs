@@ -1,0 +1,106 @@
+//! Evacuation: empty nodes in maintenance, rule-abiding, spread over the rest of the cluster.
+//!
+//! Every movable guest of the nodes (running ones live, stopped ones offline) goes to the node the
+//! placement pipeline ranks best on the state all earlier choices leave, so guests spread out
+//! instead of piling onto the emptiest node. Affinity groups move as bundles; guests whose node
+//! rules or anti-affinity the node already breaks are fixed on the way, the most constrained first,
+//! then the rest largest first. Guests that fit nowhere are reported with every node's reason, and
+//! nothing else moves because of them. Migrations are grouped into waves with at most
+//! `max_inflow_per_node` arriving at any node per wave, so the engine can run a wave in parallel.
+
+use std::collections::BTreeMap;
+
+use crate::Result;
+use crate::balance::fix::{self, Scope};
+use crate::balance::planner::finish;
+use crate::balance::sim::Sim;
+use crate::balance::{EvacuateOptions, Plan};
+use crate::cluster::{Cluster, MaintenanceSource, NodeIdx};
+use crate::constraints::Rules;
+use crate::placement::Placer;
+use crate::state::State;
+use crate::units::fmt_bytes;
+
+/// Plans the evacuation of `nodes`, or of every node in maintenance when `nodes` is empty.
+///
+/// Nodes named here count as in maintenance for this plan even if the snapshot does not say so:
+/// nothing is moved onto them. `Err` only for a scorer bug; guests that cannot go anywhere are in
+/// `unplaced` with the reason.
+pub fn evacuate(
+    cluster: &Cluster,
+    rules: &Rules,
+    state: &State,
+    placer: &Placer,
+    nodes: &[NodeIdx],
+    options: &EvacuateOptions,
+) -> Result<Plan> {
+    let mut c = cluster.clone();
+    let mut targets: Vec<NodeIdx> = if nodes.is_empty() {
+        c.node_indexes()
+            .filter(|&n| c.node(n).in_maintenance())
+            .collect()
+    } else {
+        nodes.to_vec()
+    };
+    targets.sort();
+    targets.dedup();
+    for &n in &targets {
+        if let Some(node) = c.nodes.get_mut(n.get()) {
+            if !node.in_maintenance() {
+                node.maintenance.push(MaintenanceSource::Requested);
+            }
+        }
+    }
+    let measure = options.measure;
+    let kind = measure.load_kind(options.metric);
+    let mut sim = Sim::new(&c, rules, placer, state, kind, measure, 0, usize::MAX);
+    let scope = Scope {
+        only_nodes: Some(targets.clone()),
+        stopped_off_maintenance: options.include_stopped,
+        make_room: 0,
+    };
+    fix::fix_all(&mut sim, &scope)?;
+    let threshold = measure.default_threshold();
+    let mut plan = finish(
+        sim,
+        state,
+        "evacuate",
+        options.metric,
+        threshold,
+        threshold / 2.0,
+    );
+
+    // Waves: the i-th migration into a node (in plan order) runs in wave i / limit. Moves into one
+    // node keep their order, so each still finds the room it was planned with.
+    let mut inflow: BTreeMap<String, u32> = BTreeMap::new();
+    for m in &mut plan.migrations {
+        let count = inflow.entry(m.to.clone()).or_insert(0);
+        m.wave = (*count)
+            .checked_div(options.max_inflow_per_node)
+            .unwrap_or(0);
+        *count += 1;
+    }
+    plan.migrations.sort_by_key(|m| m.wave);
+    let names: Vec<&str> = targets.iter().map(|&n| c.node(n).name.as_str()).collect();
+    let waves = plan
+        .migrations
+        .iter()
+        .map(|m| m.wave + 1)
+        .max()
+        .unwrap_or(0);
+    plan.summary = format!(
+        "evacuate {}: {} migration(s) in {waves} wave(s), {} to copy{}",
+        if names.is_empty() {
+            "no node (none is in maintenance)".to_owned()
+        } else {
+            names.join(", ")
+        },
+        plan.migrations.len(),
+        fmt_bytes(plan.bytes),
+        match plan.unplaced.len() {
+            0 => String::new(),
+            n => format!("; {n} guest(s) fit nowhere"),
+        }
+    );
+    Ok(plan)
+}
