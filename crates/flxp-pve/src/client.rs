@@ -1,0 +1,514 @@
+//! The HTTP client: one call = pick a host, authenticate, send, read Proxmox's envelope.
+//!
+//! Failover and retries follow one rule: a request is repeated only when repeating cannot do a
+//! second write. Connection and TLS failures happen before anything is sent, so every method moves
+//! on to the next host (and, after a round over all hosts, retries with backoff). Reads (GET) are
+//! also retried on timeouts, broken connections and 5xx/59x answers. A write that may have reached
+//! Proxmox is never repeated: its timeout or error is returned as is.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use reqwest::Method;
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, COOKIE, HeaderValue};
+use serde::de::DeserializeOwned;
+use tokio::sync::Mutex;
+use tokio::time::{Duration, Instant};
+
+use crate::auth::{Credentials, TICKET_LIFETIME, Ticket};
+use crate::error::{ApiErrorKind, Error, Result, api_error};
+use crate::host::Host;
+use crate::tls::{TlsTrust, client_config};
+use crate::types::{TicketRequest, TicketResponse, form};
+
+/// The login endpoint; a 401 from it means wrong credentials, not an outdated ticket.
+const LOGIN_PATH: &str = "/access/ticket";
+
+/// Settings of a [`Client`]; start with [`ClientBuilder::new`].
+#[derive(Debug, Clone)]
+pub struct ClientBuilder {
+    hosts: Vec<Host>,
+    credentials: Credentials,
+    trust: TlsTrust,
+    connect_timeout: Duration,
+    timeout: Duration,
+    retries: u32,
+    backoff: Duration,
+    renew_after: Duration,
+}
+
+impl ClientBuilder {
+    /// A builder for these API hosts (tried in order) and credentials, with default settings:
+    /// web-root TLS trust, 5 s connect timeout, 30 s request timeout, 2 retry rounds with 250 ms
+    /// initial backoff, ticket renewal after 90 minutes.
+    pub fn new(hosts: Vec<Host>, credentials: Credentials) -> Self {
+        Self {
+            hosts,
+            credentials,
+            trust: TlsTrust::WebRoots,
+            connect_timeout: Duration::from_secs(5),
+            timeout: Duration::from_secs(30),
+            retries: 2,
+            backoff: Duration::from_millis(250),
+            // Proxmox tickets live 2 h; renewing at 90 min leaves room for clock skew and slow calls.
+            renew_after: TICKET_LIFETIME - Duration::from_secs(30 * 60),
+        }
+    }
+
+    /// How server certificates are trusted.
+    pub fn trust(mut self, trust: TlsTrust) -> Self {
+        self.trust = trust;
+        self
+    }
+
+    /// Time allowed to open a connection (TCP and TLS).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Time allowed for a whole request, answer included.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Extra rounds over all hosts after the first, for retryable failures.
+    pub fn retries(mut self, retries: u32) -> Self {
+        self.retries = retries;
+        self
+    }
+
+    /// Wait before the first retry round; doubled each further round (capped at 30 s).
+    pub fn backoff(mut self, backoff: Duration) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Age after which a login ticket is renewed before use (must be under its 2 hours).
+    pub fn ticket_renew_after(mut self, age: Duration) -> Self {
+        self.renew_after = age.min(TICKET_LIFETIME);
+        self
+    }
+
+    /// Builds the client. Fails on no hosts or an unusable TLS setup.
+    pub fn build(self) -> Result<Client> {
+        if self.hosts.is_empty() {
+            return Err(Error::Config {
+                key: "hosts".into(),
+                message: "at least one API host is needed".into(),
+            });
+        }
+        for host in self.hosts.iter().filter(|h| h.scheme == "http") {
+            tracing::warn!(%host, "plain HTTP to the API: credentials travel unencrypted (meant for the simulator only)");
+        }
+        let tls = client_config(&self.trust)?;
+        let http = reqwest::Client::builder()
+            .use_preconfigured_tls(tls)
+            .connect_timeout(self.connect_timeout)
+            .timeout(self.timeout)
+            .user_agent(concat!("flxp/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| Error::Config {
+                key: "tls".into(),
+                message: e.to_string(),
+            })?;
+        Ok(Client {
+            inner: Arc::new(Inner {
+                http,
+                hosts: self.hosts,
+                preferred: AtomicUsize::new(0),
+                credentials: self.credentials,
+                ticket: Mutex::new(None),
+                retries: self.retries,
+                backoff: self.backoff,
+                renew_after: self.renew_after,
+            }),
+        })
+    }
+}
+
+/// A Proxmox VE API client over HTTPS; cheap to clone (clones share connections and the ticket).
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    http: reqwest::Client,
+    hosts: Vec<Host>,
+    /// Index of the host that answered last: tried first next time.
+    preferred: AtomicUsize,
+    credentials: Credentials,
+    ticket: Mutex<Option<Ticket>>,
+    retries: u32,
+    backoff: Duration,
+    renew_after: Duration,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("hosts", &self.inner.hosts)
+            .field("credentials", &self.inner.credentials)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One failed attempt, and whether the request may have reached Proxmox.
+struct Failed {
+    error: Error,
+    sent: bool,
+}
+
+/// How a call authenticates.
+enum Auth {
+    /// No credentials (the login call itself).
+    None,
+    /// The client's credentials.
+    Client,
+}
+
+impl Client {
+    /// The configured API hosts, in failover order.
+    pub fn hosts(&self) -> &[Host] {
+        &self.inner.hosts
+    }
+
+    /// The host that answered last (tried first by the next call).
+    pub fn preferred_host(&self) -> &Host {
+        let i = self.inner.preferred.load(Ordering::Relaxed) % self.inner.hosts.len();
+        &self.inner.hosts[i]
+    }
+
+    /// Calls one endpoint and returns its `data`. `params` is form-encoded: a query string for
+    /// GET and DELETE, the body for POST and PUT.
+    pub(crate) async fn call<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        params: Option<String>,
+    ) -> Result<T> {
+        let body = match self
+            .execute(&method, path, params.as_deref(), Auth::Client)
+            .await
+        {
+            // A ticket may be revoked or outlived early (server restart, clock skew): log in
+            // again once. A 401 means Proxmox did nothing, so even a write may be repeated.
+            Err(Error::Api {
+                kind: ApiErrorKind::AuthFailed,
+                endpoint,
+                ..
+            }) if endpoint != LOGIN_PATH
+                && matches!(self.inner.credentials, Credentials::Password { .. }) =>
+            {
+                tracing::debug!(path, "401 with a ticket: logging in again");
+                *self.inner.ticket.lock().await = None;
+                self.execute(&method, path, params.as_deref(), Auth::Client)
+                    .await?
+            }
+            other => other?,
+        };
+        decode(path, &body)
+    }
+
+    /// Sends one request with failover and retries; returns the body of a 2xx answer.
+    async fn execute(
+        &self,
+        method: &Method,
+        path: &str,
+        params: Option<&str>,
+        auth: Auth,
+    ) -> Result<Vec<u8>> {
+        let hosts = self.inner.hosts.len();
+        let is_read = *method == Method::GET;
+        let mut round = 0;
+        loop {
+            let start = self.inner.preferred.load(Ordering::Relaxed);
+            let mut last = None;
+            let mut any_tls = false;
+            for step in 0..hosts {
+                let index = (start + step) % hosts;
+                match self.attempt(index, method, path, params, &auth).await {
+                    Ok(body) => {
+                        self.inner.preferred.store(index, Ordering::Relaxed);
+                        return Ok(body);
+                    }
+                    Err(Failed { error, sent }) => {
+                        if sent && !(is_read && is_retryable_read(&error)) {
+                            return Err(error);
+                        }
+                        any_tls |= matches!(error, Error::Tls { .. });
+                        tracing::warn!(
+                            host = %self.inner.hosts[index],
+                            %method,
+                            path,
+                            error = %error,
+                            "API call failed on this host"
+                        );
+                        last = Some(error);
+                    }
+                }
+            }
+            // A certificate that was refused will be refused again: retry rounds cannot help.
+            if round >= self.inner.retries || any_tls {
+                return Err(last.unwrap_or_else(|| Error::Config {
+                    key: "hosts".into(),
+                    message: "no API host configured".into(),
+                }));
+            }
+            let wait = self
+                .inner
+                .backoff
+                .saturating_mul(1 << round.min(16))
+                .min(Duration::from_secs(30));
+            round += 1;
+            tracing::debug!(path, round, ?wait, "retrying after backoff");
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// One request to one host.
+    async fn attempt(
+        &self,
+        index: usize,
+        method: &Method,
+        path: &str,
+        params: Option<&str>,
+        auth: &Auth,
+    ) -> std::result::Result<Vec<u8>, Failed> {
+        let host = &self.inner.hosts[index];
+        let mut url = format!("{}{}", host.base_url(), path);
+        let in_query = matches!(*method, Method::GET | Method::DELETE);
+        if let Some(p) = params.filter(|p| in_query && !p.is_empty()) {
+            url.push('?');
+            url.push_str(p);
+        }
+        let mut request = self.inner.http.request(method.clone(), url);
+        if let Auth::Client = auth {
+            // A failed login was already retried and failed over inside `ticket()`: marking it
+            // as sent makes `execute` hand it back instead of repeating it on every host.
+            for (name, value) in self
+                .auth_headers(method)
+                .await
+                .map_err(|error| Failed { error, sent: true })?
+            {
+                request = request.header(name, value);
+            }
+        }
+        if let Some(p) = params.filter(|_| !in_query) {
+            request = request
+                .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+                .body(p.to_owned());
+        }
+        tracing::trace!(%host, %method, path, "API request");
+        let response = request
+            .send()
+            .await
+            .map_err(|e| send_failure(e, method, path, host))?;
+        let status = response.status();
+        let reason = response
+            .extensions()
+            .get::<hyper::ext::ReasonPhrase>()
+            .map(|r| String::from_utf8_lossy(r.as_bytes()).into_owned())
+            .or_else(|| status.canonical_reason().map(str::to_owned))
+            .unwrap_or_default();
+        let body = response.bytes().await.map_err(|e| Failed {
+            error: transport_error(&e, method, path, host),
+            sent: true,
+        })?;
+        tracing::trace!(%host, %method, path, status = status.as_u16(), "API answer");
+        if status.is_success() {
+            Ok(body.to_vec())
+        } else {
+            Err(Failed {
+                error: api_error(method.as_str(), path, status.as_u16(), &reason, &body),
+                sent: true,
+            })
+        }
+    }
+
+    /// The auth headers of one request: the token, or the ticket cookie (plus CSRF on writes).
+    async fn auth_headers(
+        &self,
+        method: &Method,
+    ) -> Result<Vec<(reqwest::header::HeaderName, HeaderValue)>> {
+        let sensitive = |name: &str, v: &str| {
+            let mut value = HeaderValue::from_str(v).map_err(|_| Error::Config {
+                key: name.to_owned(),
+                message: "holds characters not allowed in an HTTP header".into(),
+            })?;
+            value.set_sensitive(true);
+            Ok::<_, Error>(value)
+        };
+        if let Some(token) = self.inner.credentials.token_header() {
+            return Ok(vec![(AUTHORIZATION, sensitive("token", token.expose())?)]);
+        }
+        let ticket = self.ticket().await?;
+        let mut headers = vec![(
+            COOKIE,
+            sensitive(
+                "ticket",
+                &format!("PVEAuthCookie={}", ticket.ticket.expose()),
+            )?,
+        )];
+        if *method != Method::GET {
+            headers.push((
+                reqwest::header::HeaderName::from_static("csrfpreventiontoken"),
+                sensitive("CSRFPreventionToken", ticket.csrf.expose())?,
+            ));
+        }
+        Ok(headers)
+    }
+
+    /// A valid ticket: the current one, or a new login when there is none or it is due.
+    async fn ticket(&self) -> Result<Ticket> {
+        let Credentials::Password { username, password } = &self.inner.credentials else {
+            return Err(Error::Config {
+                key: "user".into(),
+                message: "a ticket needs user and password credentials".into(),
+            });
+        };
+        // Holding the lock through the login makes concurrent calls wait for one login.
+        let mut slot = self.inner.ticket.lock().await;
+        if let Some(t) = slot.as_ref().filter(|t| !t.is_due(self.inner.renew_after)) {
+            return Ok(t.clone());
+        }
+        let request = TicketRequest {
+            username: username.clone(),
+            password: password.clone(),
+            realm: None,
+            otp: None,
+        };
+        let path = LOGIN_PATH;
+        let body = form::to_form(&request).map_err(|e| Error::Request {
+            endpoint: path.into(),
+            message: e.to_string(),
+        })?;
+        // Boxed: login runs through `execute`, which may call back here (for other requests).
+        let answer = Box::pin(self.execute(&Method::POST, path, Some(&body), Auth::None)).await?;
+        let response: TicketResponse = decode(path, &answer)?;
+        if response.need_tfa == Some(true) {
+            return Err(Error::Config {
+                key: "user".into(),
+                message:
+                    "the account needs a second factor, which flxp cannot give: use an API token"
+                        .into(),
+            });
+        }
+        let (Some(ticket), Some(csrf)) = (response.ticket, response.csrf_prevention_token) else {
+            return Err(Error::BadResponse {
+                endpoint: path.into(),
+                message: "the answer lacks ticket or CSRFPreventionToken".into(),
+            });
+        };
+        tracing::debug!(user = %username, "logged in for a ticket");
+        let fresh = Ticket {
+            ticket,
+            csrf,
+            obtained: Instant::now(),
+        };
+        *slot = Some(fresh.clone());
+        Ok(fresh)
+    }
+}
+
+/// Reads Proxmox's `{"data": ...}` envelope; errors name the endpoint and the JSON path.
+fn decode<T: DeserializeOwned>(path: &str, body: &[u8]) -> Result<T> {
+    #[derive(serde::Deserialize)]
+    struct Envelope<T> {
+        data: T,
+    }
+    let de = &mut serde_json::Deserializer::from_slice(body);
+    serde_path_to_error::deserialize::<_, Envelope<T>>(de)
+        .map(|e| e.data)
+        .map_err(|e| Error::BadResponse {
+            endpoint: path.to_owned(),
+            message: e.to_string(),
+        })
+}
+
+/// Whether a failed read is worth another try (on another host, or after backoff).
+fn is_retryable_read(error: &Error) -> bool {
+    match error {
+        Error::Timeout { .. } | Error::Transport { .. } => true,
+        Error::Api { kind, .. } => {
+            matches!(kind, ApiErrorKind::Server | ApiErrorKind::ProxyUnreachable)
+        }
+        _ => false,
+    }
+}
+
+/// Sorts a failed send into "nothing sent" (connect, TLS) and "maybe sent" (timeout, broken).
+fn send_failure(e: reqwest::Error, method: &Method, path: &str, host: &Host) -> Failed {
+    if e.is_connect() {
+        let error = match tls_cause(&e) {
+            Some(message) => Error::Tls {
+                host: host.to_string(),
+                message,
+            },
+            None => Error::Connect {
+                host: host.to_string(),
+                message: cause_chain(&e),
+            },
+        };
+        return Failed { error, sent: false };
+    }
+    Failed {
+        error: transport_error(&e, method, path, host),
+        sent: true,
+    }
+}
+
+fn transport_error(e: &reqwest::Error, method: &Method, path: &str, host: &Host) -> Error {
+    if e.is_timeout() {
+        Error::Timeout {
+            method: method.to_string(),
+            endpoint: path.to_owned(),
+            host: host.to_string(),
+        }
+    } else {
+        Error::Transport {
+            method: method.to_string(),
+            endpoint: path.to_owned(),
+            host: host.to_string(),
+            message: cause_chain(e),
+        }
+    }
+}
+
+/// The rustls error inside a connect failure, if the handshake is what failed.
+fn tls_cause(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut current = Some(e);
+    while let Some(err) = current {
+        if let Some(tls) = err.downcast_ref::<rustls::Error>() {
+            return Some(tls.to_string());
+        }
+        // io::Error's `source()` skips its payload (it returns the payload's source), and TLS
+        // layers wrap rustls errors in io::Errors, sometimes twice: step into the payload.
+        current = match err
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+            None => err.source(),
+        };
+    }
+    None
+}
+
+/// The causes of an error below reqwest's own line (which repeats the URL), joined with `: `.
+fn cause_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = Vec::new();
+    let mut current = e.source();
+    while let Some(err) = current {
+        parts.push(err.to_string());
+        current = err.source();
+    }
+    if parts.is_empty() {
+        e.to_string()
+    } else {
+        parts.join(": ")
+    }
+}

@@ -1,0 +1,138 @@
+//! API hosts of a cluster: `host`, `host:port`, `[v6]:port`, optionally `http://` or `https://`.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// Proxmox's API port.
+pub const DEFAULT_PORT: u16 = 8006;
+
+/// One API endpoint of a cluster (any node answers any call).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Host {
+    /// `https` (the default) or `http` (only for the simulator's `--http` mode).
+    pub scheme: &'static str,
+    /// Host name or IP address (IPv6 without brackets).
+    pub name: String,
+    /// TCP port.
+    pub port: u16,
+}
+
+impl Host {
+    /// The base URL of the JSON API on this host: `https://host:port/api2/json`.
+    pub fn base_url(&self) -> String {
+        if self.name.contains(':') {
+            format!("{}://[{}]:{}/api2/json", self.scheme, self.name, self.port)
+        } else {
+            format!("{}://{}:{}/api2/json", self.scheme, self.name, self.port)
+        }
+    }
+}
+
+impl fmt::Display for Host {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.name.contains(':') {
+            write!(f, "[{}]:{}", self.name, self.port)
+        } else {
+            write!(f, "{}:{}", self.name, self.port)
+        }
+    }
+}
+
+impl FromStr for Host {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        let (scheme, rest) = if let Some(r) = s.strip_prefix("https://") {
+            ("https", r)
+        } else if let Some(r) = s.strip_prefix("http://") {
+            ("http", r)
+        } else if s.contains("://") {
+            return Err(format!(
+                "{s:?}: only https:// (or http:// for the simulator) is supported"
+            ));
+        } else {
+            ("https", s)
+        };
+        let rest = rest.trim_end_matches('/');
+        if rest.is_empty() {
+            return Err("empty host".into());
+        }
+        if rest.contains('/') {
+            return Err(format!("{s:?}: give a host or host:port, not a path"));
+        }
+        let port = |p: &str| {
+            p.parse::<u16>()
+                .ok()
+                .filter(|p| *p != 0)
+                .ok_or_else(|| format!("{s:?}: port {p:?} is not a number from 1 to 65535"))
+        };
+        let (name, port) = if let Some(v6) = rest.strip_prefix('[') {
+            let (name, after) = v6
+                .split_once(']')
+                .ok_or_else(|| format!("{s:?}: missing ']' after the IPv6 address"))?;
+            match after {
+                "" => (name, DEFAULT_PORT),
+                p => (
+                    name,
+                    port(
+                        p.strip_prefix(':')
+                            .ok_or_else(|| format!("{s:?}: expected ':port' after ']'"))?,
+                    )?,
+                ),
+            }
+        } else if rest.matches(':').count() > 1 {
+            // A bare IPv6 address: no port can be told apart from it.
+            (rest, DEFAULT_PORT)
+        } else if let Some((name, p)) = rest.split_once(':') {
+            (name, port(p)?)
+        } else {
+            (rest, DEFAULT_PORT)
+        };
+        if name.is_empty() || name.contains(char::is_whitespace) {
+            return Err(format!("{s:?}: invalid host name"));
+        }
+        Ok(Self {
+            scheme,
+            name: name.to_owned(),
+            port,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    // Tests may panic on malformed fixtures: that is the failure report.
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn hosts_default_to_https_and_port_8006() {
+        let h: Host = "pve1.example.com".parse().unwrap();
+        assert_eq!(h.base_url(), "https://pve1.example.com:8006/api2/json");
+        let h: Host = "10.0.0.2:8443".parse().unwrap();
+        assert_eq!(h.base_url(), "https://10.0.0.2:8443/api2/json");
+        let h: Host = "[fd00::2]:8006".parse().unwrap();
+        assert_eq!(h.base_url(), "https://[fd00::2]:8006/api2/json");
+        let h: Host = "fd00::2".parse().unwrap();
+        assert_eq!(h.to_string(), "[fd00::2]:8006");
+        let h: Host = "http://127.0.0.1:18006/".parse().unwrap();
+        assert_eq!(h.base_url(), "http://127.0.0.1:18006/api2/json");
+    }
+
+    #[test]
+    fn bad_hosts_say_why() {
+        for (text, want) in [
+            ("", "empty"),
+            ("pve1:0", "port"),
+            ("pve1:x", "port"),
+            ("ftp://pve1", "only https"),
+            ("pve1/api2", "not a path"),
+            ("[fd00::1", "missing ']'"),
+        ] {
+            let e = text.parse::<Host>().unwrap_err();
+            assert!(e.contains(want), "{text}: {e}");
+        }
+    }
+}

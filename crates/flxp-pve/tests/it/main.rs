@@ -1,0 +1,40 @@
+//! Client tests against in-process HTTP(S) servers on `127.0.0.1:0`.
+// Tests may panic: a failed unwrap is the failure report.
+#![allow(clippy::unwrap_used)]
+
+mod auth;
+mod endpoints;
+mod errors;
+mod failover;
+mod server;
+mod tls;
+
+use std::time::Duration;
+
+use flxp_pve::{Client, ClientBuilder, Credentials, Host, Secret, TlsTrust};
+
+/// The token every test client uses.
+pub const TOKEN_ID: &str = "root@pam!flxp";
+/// Its secret.
+pub const TOKEN_SECRET: &str = "0f3b6c1e-1111-2222-3333-444455556666";
+
+/// A token client for these hosts with short timeouts and fast retries.
+pub fn builder(hosts: &[String], trust: TlsTrust) -> ClientBuilder {
+    let hosts: Vec<Host> = hosts.iter().map(|h| h.parse().unwrap()).collect();
+    ClientBuilder::new(
+        hosts,
+        Credentials::Token {
+            id: TOKEN_ID.into(),
+            secret: Secret::new(TOKEN_SECRET),
+        },
+    )
+    .trust(trust)
+    .connect_timeout(Duration::from_secs(2))
+    .timeout(Duration::from_secs(5))
+    .backoff(Duration::from_millis(10))
+}
+
+/// A plain-HTTP token client.
+pub fn client(hosts: &[String]) -> Client {
+    builder(hosts, TlsTrust::WebRoots).build().unwrap()
+}
