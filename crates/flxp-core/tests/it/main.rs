@@ -1,4 +1,5 @@
 //! Public-API tests of flxp-core: decisions on concrete clusters and properties on random ones.
 #![allow(clippy::unwrap_used)] // tests panic on unexpected errors by design
 
+mod balance;
 mod placement;
