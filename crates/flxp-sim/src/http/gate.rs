@@ -1,0 +1,64 @@
+//! The gate every request passes before its handler: latency (configured and injected),
+//! authentication (token, ticket, CSRF on writes), and injected error answers.
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::auth::AuthOutcome;
+use crate::{ApiError, Sim};
+
+/// The API prefix every Proxmox path lives under.
+pub const API_PREFIX: &str = "/api2/json";
+
+/// Paths that need no credentials.
+fn is_public(api_path: &str) -> bool {
+    api_path == "/access/ticket"
+}
+
+/// Latency, authentication and faults, in that order.
+pub async fn gate(State(sim): State<Sim>, mut req: Request, next: Next) -> Response {
+    let method = req.method().as_str().to_string();
+    let path = req.uri().path().to_string();
+    let api_path = path.strip_prefix(API_PREFIX).map(str::to_string);
+    let fault_path = api_path.clone().unwrap_or_else(|| path.clone());
+
+    let extra = sim.world().faults.latency_ms(&method, &fault_path);
+    let delay = sim.latency() + std::time::Duration::from_millis(extra);
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+
+    if !api_path.as_deref().is_some_and(is_public) {
+        match sim.auth().check(req.headers()) {
+            AuthOutcome::Ok(principal) => {
+                if principal.by_ticket && req.method() != axum::http::Method::GET {
+                    let csrf = req
+                        .headers()
+                        .get("CSRFPreventionToken")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default();
+                    if !sim.auth().verify_csrf(&principal.userid, csrf) {
+                        return ApiError::bad_csrf().into_response();
+                    }
+                }
+                req.extensions_mut().insert(principal);
+            }
+            AuthOutcome::Missing => {
+                tokio::time::sleep(sim.auth_delay()).await;
+                return ApiError::no_ticket().into_response();
+            }
+            AuthOutcome::Failed => {
+                tracing::debug!(%path, "authentication failed");
+                tokio::time::sleep(sim.auth_delay()).await;
+                return ApiError::auth_failed().into_response();
+            }
+        }
+    }
+
+    if let Some(err) = sim.world().faults.error_for(&method, &fault_path) {
+        tracing::debug!(%method, %path, status = err.status, "injected fault");
+        return err.into_response();
+    }
+    next.run(req).await
+}

@@ -1,0 +1,149 @@
+//! A scenario: a Contract 1 snapshot (the cluster as Proxmox reported it) plus an optional `sim`
+//! section. Loading checks everything the simulator will rely on and names the offending entry.
+
+mod demo;
+mod settings;
+
+use std::path::Path;
+
+use flxp_core::Snapshot;
+use serde_json::Value;
+
+pub use settings::{
+    ErrorFault, FailMigration, FaultSpec, GuestSpec, LatencyFault, NodeSpec, PoolSpec, SimSection,
+    StorageSpec, UserSpec,
+};
+
+use crate::auth::TokenSpec;
+use crate::{Error, Result};
+
+/// A loaded and checked scenario.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scenario {
+    /// The cluster as a Contract 1 snapshot.
+    pub snapshot: Snapshot,
+    /// The simulator's additions.
+    pub sim: SimSection,
+}
+
+impl Scenario {
+    /// Reads and checks a scenario file.
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::ReadScenario {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::from_json(&text)
+    }
+
+    /// Parses and checks a scenario document: the snapshot's fields plus `sim`, or any other form
+    /// Contract 1 accepts (a bare resources array, `{"data": [...]}`).
+    pub fn from_json(text: &str) -> Result<Self> {
+        let value: Value = serde_json::from_str(text).map_err(|e| {
+            Error::scenario(
+                format!("line {} column {}", e.line(), e.column()),
+                e.to_string(),
+            )
+        })?;
+        Self::from_value(value)
+    }
+
+    /// Like [`Scenario::from_json`], from a parsed value.
+    pub fn from_value(mut value: Value) -> Result<Self> {
+        let sim = match value.as_object_mut().and_then(|o| o.remove("sim")) {
+            None | Some(Value::Null) => SimSection::default(),
+            Some(sim) => serde_path_to_error::deserialize(sim).map_err(|e| {
+                let inner = e.path().to_string();
+                let path = if inner == "." {
+                    "sim".to_string()
+                } else {
+                    format!("sim.{inner}")
+                };
+                Error::scenario(path, e.into_inner().to_string())
+            })?,
+        };
+        let snapshot = Snapshot::from_value(value).map_err(|e| match e {
+            flxp_core::Error::Snapshot { path, message } => Error::scenario(path, message),
+            other => Error::scenario("", other.to_string()),
+        })?;
+        let scenario = Scenario { snapshot, sim };
+        scenario.validate()?;
+        Ok(scenario)
+    }
+
+    /// The built-in demo world: four heterogeneous nodes, about twenty guests with a few flxp
+    /// tags, one HA rule, shared `ceph` plus `local-lvm` per node, and the cloud-init template
+    /// 9000 `ubuntu-2404` on shared storage (clonable to any node with `target`).
+    pub fn demo() -> Self {
+        demo::scenario()
+    }
+
+    /// Adds an accepted API token (`USER@REALM!ID=SECRET`), e.g. from `--token`.
+    pub fn add_token(&mut self, token: &str) -> Result<()> {
+        TokenSpec::parse(token, false)?;
+        self.sim.tokens.push(Value::String(token.to_string()));
+        Ok(())
+    }
+
+    /// The accepted API tokens.
+    pub fn tokens(&self) -> Result<Vec<TokenSpec>> {
+        self.sim
+            .tokens
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                TokenSpec::from_value(v).map_err(|e| Error::scenario(format!("sim.tokens[{i}]"), e))
+            })
+            .collect()
+    }
+
+    /// Checks everything that the world construction relies on (by constructing it once).
+    pub fn validate(&self) -> Result<()> {
+        self.tokens()?;
+        for (i, u) in self.sim.users.iter().enumerate() {
+            crate::auth::check_userid(&u.userid)
+                .map_err(|e| Error::scenario(format!("sim.users[{i}].userid"), e))?;
+        }
+        if let Some(scale) = self.sim.time_scale {
+            if !(scale.is_finite() && scale > 0.0) {
+                return Err(Error::scenario(
+                    "sim.time_scale",
+                    format!("must be a positive number, got {scale}"),
+                ));
+            }
+        }
+        for (field, v) in [
+            ("sim.migration_bandwidth", self.sim.migration_bandwidth),
+            ("sim.clone_bandwidth", self.sim.clone_bandwidth),
+        ] {
+            if v == Some(0) {
+                return Err(Error::scenario(
+                    field,
+                    "must be more than 0 bytes per second",
+                ));
+            }
+        }
+        for (field, v) in [
+            ("sim.ha_delay_secs", self.sim.ha_delay_secs),
+            ("sim.ha_fence_delay_secs", self.sim.ha_fence_delay_secs),
+        ] {
+            if v.is_some_and(|v| !(v.is_finite() && v >= 0.0)) {
+                return Err(Error::scenario(
+                    field,
+                    "must be a non-negative number of seconds",
+                ));
+            }
+        }
+        crate::faults::check(&self.sim.faults, "sim.faults")?;
+        crate::world::World::build(self, 0.0).map(|_| ())
+    }
+
+    /// The simulated start time: `sim.start_time`, else the snapshot's `time`, else now.
+    pub fn start_time(&self) -> f64 {
+        self.sim
+            .start_time
+            .or(self.snapshot.time)
+            .map(|t| t as f64)
+            .unwrap_or_else(|| crate::clock::wall_epoch() as f64)
+    }
+}

@@ -1,0 +1,828 @@
+//! Building the world from a scenario: nodes, storages, guests with generated configs, pools, HA
+//! and task history, each checked with an error naming the scenario entry at fault.
+
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+
+use flxp_core::snapshot::raw::Resource;
+use serde_json::Value;
+
+use super::{
+    Config, Guest, GuestKind, GuestUsage, HaResourceConf, HaState, History, Node, Pool, Pressure,
+    ServiceStatus, Settings, Storage, World,
+};
+use crate::faults::Faults;
+use crate::scenario::{GuestSpec, Scenario};
+use crate::schema::{ApiSchema, Errors, Mode, family_schema, is_dns_label};
+use crate::tags::{self, TagStyle};
+use crate::tasks::TaskTable;
+use crate::{Error, Result};
+
+const GIB: u64 = 1 << 30;
+const MIB: u64 = 1 << 20;
+
+impl World {
+    /// Builds the world of a scenario at simulated time `start`.
+    pub fn build(scenario: &Scenario, start: f64) -> Result<World> {
+        let snap = &scenario.snapshot;
+        let sim = &scenario.sim;
+        let options = snap.options.clone();
+        let settings = Settings {
+            cluster_name: sim
+                .cluster_name
+                .clone()
+                .unwrap_or_else(|| "flxp-sim".into()),
+            version: sim.version.clone().unwrap_or_else(|| "9.2.11".into()),
+            migration_bandwidth: sim.migration_bandwidth.unwrap_or(GIB) as f64,
+            clone_bandwidth: sim
+                .clone_bandwidth
+                .or(sim.migration_bandwidth)
+                .unwrap_or(GIB) as f64,
+            ha_delay: sim.ha_delay_secs.unwrap_or(5.0),
+            fence_delay: sim.ha_fence_delay_secs.unwrap_or(60.0),
+            nextid_lower: next_id_bound(&options, "lower").unwrap_or(100),
+            nextid_upper: next_id_bound(&options, "upper").unwrap_or(1_000_000),
+            tag_style: tag_style(&options),
+        };
+        let mut world = World {
+            now: start,
+            settings,
+            nodes: BTreeMap::new(),
+            guests: BTreeMap::new(),
+            storages: BTreeMap::new(),
+            pools: BTreeMap::new(),
+            ha: HaState::default(),
+            options,
+            tasks: TaskTable::default(),
+            faults: Faults::new(sim.faults.clone(), sim.seed.unwrap_or(0)),
+            history: History::default(),
+            reservations: BTreeMap::new(),
+            events: BinaryHeap::new(),
+            seq: 0,
+            rng: sim.seed.unwrap_or(0) ^ 0x5EED_F1A9,
+            cancelled: Default::default(),
+        };
+        world.build_nodes(scenario)?;
+        world.build_storages(scenario)?;
+        world.build_guests(scenario)?;
+        world.derive_node_base(scenario);
+        world.build_pools(scenario);
+        world.build_ha(scenario)?;
+        for t in &snap.tasks {
+            if let Some(i) = world.tasks.import(t) {
+                if world.tasks.get(i).is_some_and(|t| t.is_running()) {
+                    // A task in flight in the recorded cluster: let it end quietly.
+                    world.schedule(
+                        start + 10.0,
+                        super::Action::EndTask {
+                            task: i,
+                            result: Ok(()),
+                        },
+                    );
+                }
+            }
+        }
+        world.record();
+        Ok(world)
+    }
+
+    fn build_nodes(&mut self, scenario: &Scenario) -> Result<()> {
+        let snap = &scenario.snapshot;
+        for (i, r) in snap.resources.iter().enumerate() {
+            if r.kind.as_deref() != Some("node") {
+                continue;
+            }
+            let at = format!("resources[{i}]");
+            let name = r
+                .node
+                .clone()
+                .or_else(|| {
+                    r.id.as_deref()
+                        .and_then(|id| id.strip_prefix("node/"))
+                        .map(str::to_string)
+                })
+                .ok_or_else(|| Error::scenario(&at, "node entry without `node` name"))?;
+            if !is_dns_label(&name) {
+                return Err(Error::scenario(
+                    format!("{at}.node"),
+                    format!("'{name}' is not a valid node name"),
+                ));
+            }
+            if self.nodes.contains_key(&name) {
+                return Err(Error::scenario(&at, format!("duplicate node '{name}'")));
+            }
+            let spec = scenario.sim.nodes.get(&name).cloned().unwrap_or_default();
+            let extra = snap.nodes.get(&name);
+            let online = r.status.as_deref().is_none_or(|s| s == "online");
+            let maxcpu = r
+                .maxcpu
+                .map(|c| c.round() as u32)
+                .or(spec.maxcpu)
+                .unwrap_or(8)
+                .max(1);
+            let maxmem = r.maxmem.or(spec.maxmem).unwrap_or(32 * GIB);
+            let rrd = extra.and_then(|e| e.rrddata.as_ref());
+            let pressure = spec.pressure.unwrap_or_else(|| Pressure {
+                cpu_some: rrd.and_then(|r| r.get("pressurecpusome")).unwrap_or(0.0),
+                cpu_full: 0.0,
+                io_some: rrd.and_then(|r| r.get("pressureiosome")).unwrap_or(0.0),
+                io_full: rrd.and_then(|r| r.get("pressureiofull")).unwrap_or(0.0),
+                memory_some: rrd.and_then(|r| r.get("pressurememorysome")).unwrap_or(0.0),
+                memory_full: rrd.and_then(|r| r.get("pressurememoryfull")).unwrap_or(0.0),
+            });
+            let nodeid = self.nodes.len() as u32 + 1;
+            let node = Node {
+                name: name.clone(),
+                online,
+                maxcpu,
+                maxmem,
+                maxdisk: r.maxdisk.unwrap_or(100 * GIB),
+                disk: r.disk.unwrap_or(8 * GIB),
+                base_cpu: spec.base_cpu.unwrap_or(0.0),
+                base_mem: spec.base_mem.unwrap_or(0),
+                notes: spec
+                    .notes
+                    .clone()
+                    .or_else(|| extra.and_then(|e| e.notes.clone()))
+                    .unwrap_or_default(),
+                level: r.level.clone().unwrap_or_default(),
+                cpu_model: spec
+                    .cpu_model
+                    .clone()
+                    .unwrap_or_else(|| "AMD EPYC 7543 32-Core Processor".into()),
+                sockets: spec.sockets.unwrap_or(1).max(1),
+                ip: spec
+                    .ip
+                    .clone()
+                    .unwrap_or_else(|| format!("10.10.10.{nodeid}")),
+                nodeid,
+                booted_at: start_minus(self.now, r.uptime.unwrap_or(86_400)),
+                ha_maintenance: spec
+                    .maintenance
+                    .unwrap_or(r.hastate.as_deref() == Some("maintenance")),
+                pressure,
+                swap_total: 8 * GIB,
+                swap_used: 0,
+                offline_since: (!online).then_some(self.now),
+            };
+            self.nodes.insert(name, node);
+        }
+        if self.nodes.is_empty() {
+            return Err(Error::scenario(
+                "resources",
+                "no node entries (type `node`)",
+            ));
+        }
+        for name in scenario.sim.nodes.keys() {
+            if !self.nodes.contains_key(name) {
+                return Err(Error::scenario(
+                    format!("sim.nodes.{name}"),
+                    "no such node in `resources`",
+                ));
+            }
+        }
+        for name in scenario.snapshot.nodes.keys() {
+            if !self.nodes.contains_key(name) {
+                return Err(Error::scenario(
+                    format!("nodes.{name}"),
+                    "no such node in `resources`",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn build_storages(&mut self, scenario: &Scenario) -> Result<()> {
+        let all_nodes: BTreeSet<String> = self.nodes.keys().cloned().collect();
+        let mut seen: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (i, r) in scenario.snapshot.resources.iter().enumerate() {
+            if r.kind.as_deref() != Some("storage") {
+                continue;
+            }
+            let at = format!("resources[{i}]");
+            let id = r
+                .storage
+                .clone()
+                .or_else(|| {
+                    r.id.as_deref()
+                        .and_then(|id| id.rsplit('/').next())
+                        .map(str::to_string)
+                })
+                .ok_or_else(|| Error::scenario(&at, "storage entry without `storage` id"))?;
+            let node = r
+                .node
+                .clone()
+                .ok_or_else(|| Error::scenario(&at, "storage entry without `node`"))?;
+            if !self.nodes.contains_key(&node) {
+                return Err(Error::scenario(
+                    format!("{at}.node"),
+                    format!("no such node '{node}'"),
+                ));
+            }
+            seen.entry(id.clone()).or_default().insert(node);
+            self.storages.entry(id.clone()).or_insert_with(|| Storage {
+                id,
+                kind: r.plugintype.clone().unwrap_or_else(|| "dir".into()),
+                shared: r.shared.unwrap_or(false),
+                content: r.content.clone().unwrap_or_else(|| "images,rootdir".into()),
+                nodes: BTreeSet::new(),
+                total: r.maxdisk.unwrap_or(4 << 40),
+                base_used: r.disk.unwrap_or(0),
+            });
+        }
+        for (id, nodes) in seen {
+            if let Some(s) = self.storages.get_mut(&id) {
+                if nodes != all_nodes {
+                    s.nodes = nodes;
+                }
+            }
+        }
+        for (i, spec) in scenario.sim.storages.iter().enumerate() {
+            let at = format!("sim.storages[{i}]");
+            if !crate::schema::is_storage_id(&spec.storage) {
+                return Err(Error::scenario(
+                    format!("{at}.storage"),
+                    format!("'{}' is not a valid storage id", spec.storage),
+                ));
+            }
+            let mut nodes = BTreeSet::new();
+            for n in spec.nodes.iter().flatten() {
+                if !self.nodes.contains_key(n) {
+                    return Err(Error::scenario(
+                        format!("{at}.nodes"),
+                        format!("no such node '{n}'"),
+                    ));
+                }
+                nodes.insert(n.clone());
+            }
+            self.storages.insert(
+                spec.storage.clone(),
+                Storage {
+                    id: spec.storage.clone(),
+                    kind: spec.kind.clone(),
+                    shared: spec.shared,
+                    content: spec
+                        .content
+                        .clone()
+                        .unwrap_or_else(|| "images,rootdir".into()),
+                    nodes,
+                    total: spec.total.unwrap_or(4 << 40),
+                    base_used: spec.used.unwrap_or(0),
+                },
+            );
+        }
+        if self.storages.is_empty() {
+            self.storages.insert(
+                "local".into(),
+                Storage {
+                    id: "local".into(),
+                    kind: "dir".into(),
+                    shared: false,
+                    content: "iso,vztmpl,backup".into(),
+                    nodes: BTreeSet::new(),
+                    total: 100 * GIB,
+                    base_used: 10 * GIB,
+                },
+            );
+            self.storages.insert(
+                "local-lvm".into(),
+                Storage {
+                    id: "local-lvm".into(),
+                    kind: "lvmthin".into(),
+                    shared: false,
+                    content: "images,rootdir".into(),
+                    nodes: BTreeSet::new(),
+                    total: 2 << 40,
+                    base_used: 0,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    fn build_guests(&mut self, scenario: &Scenario) -> Result<()> {
+        for (i, r) in scenario.snapshot.resources.iter().enumerate() {
+            let Some(kind) = r.kind.as_deref().and_then(GuestKind::parse) else {
+                continue;
+            };
+            let at = format!("resources[{i}]");
+            let vmid = r
+                .vmid
+                .or_else(|| {
+                    r.id.as_deref()
+                        .and_then(|id| id.split('/').nth(1))
+                        .and_then(|v| v.parse().ok())
+                })
+                .ok_or_else(|| Error::scenario(&at, "guest entry without `vmid`"))?;
+            if !crate::schema::is_vmid(&vmid.to_string()) {
+                return Err(Error::scenario(
+                    format!("{at}.vmid"),
+                    format!("{vmid} is not a valid VMID (100..999999999)"),
+                ));
+            }
+            if self.guests.contains_key(&vmid) {
+                return Err(Error::scenario(
+                    &at,
+                    format!("duplicate guest {vmid}: a guest is on one node only"),
+                ));
+            }
+            let node = r
+                .node
+                .clone()
+                .ok_or_else(|| Error::scenario(&at, format!("guest {vmid} has no `node`")))?;
+            if !self.nodes.contains_key(&node) {
+                return Err(Error::scenario(
+                    format!("{at}.node"),
+                    format!("guest {vmid} is on node '{node}', which has no node entry"),
+                ));
+            }
+            let spec = scenario
+                .sim
+                .guests
+                .get(&vmid.to_string())
+                .cloned()
+                .unwrap_or_default();
+            let guest = self.guest_from_resource(kind, vmid, &node, r, &spec, &at)?;
+            self.guests.insert(vmid, guest);
+        }
+        for key in scenario.sim.guests.keys() {
+            let known = key
+                .parse::<u32>()
+                .ok()
+                .is_some_and(|v| self.guests.contains_key(&v));
+            if !known {
+                return Err(Error::scenario(
+                    format!("sim.guests.{key}"),
+                    "no such guest in `resources`",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn guest_from_resource(
+        &mut self,
+        kind: GuestKind,
+        vmid: u32,
+        node: &str,
+        r: &Resource,
+        spec: &GuestSpec,
+        at: &str,
+    ) -> Result<Guest> {
+        let running = matches!(
+            r.status.as_deref(),
+            Some("running" | "paused" | "prelaunch" | "suspended" | "inmigrate" | "postmigrate")
+        );
+        let template = r.template.unwrap_or(false);
+        let mem_mib = r.maxmem.map(|m| m.div_ceil(MIB)).unwrap_or(2048).max(16);
+        let cores = r.maxcpu.map(|c| c.round() as u32).unwrap_or(1).max(1);
+        let disk_gib = r
+            .maxdisk
+            .filter(|d| *d > 0)
+            .map(|d| d.div_ceil(GIB))
+            .unwrap_or(match kind {
+                GuestKind::Qemu => 32,
+                GuestKind::Lxc => 8,
+            });
+        let storage = self.default_storage(node, kind);
+        let mac = self.new_mac();
+        let disk_prefix = if template { "base" } else { "vm" };
+        let mut values: BTreeMap<String, String> = BTreeMap::new();
+        let mut set = |k: &str, v: String| {
+            values.insert(k.to_string(), v);
+        };
+        match kind {
+            GuestKind::Qemu => {
+                set(
+                    "name",
+                    r.name.clone().unwrap_or_else(|| format!("vm{vmid}")),
+                );
+                set("memory", mem_mib.to_string());
+                set("cores", cores.to_string());
+                set("sockets", "1".into());
+                set("cpu", "x86-64-v2-AES".into());
+                set("ostype", "l26".into());
+                set("scsihw", "virtio-scsi-single".into());
+                set("boot", "order=scsi0;net0".into());
+                set("net0", format!("virtio={mac},bridge=vmbr0,firewall=1"));
+                set(
+                    "scsi0",
+                    format!("{storage}:{disk_prefix}-{vmid}-disk-0,iothread=1,size={disk_gib}G"),
+                );
+                set("smbios1", format!("uuid={}", self.new_uuid()));
+                set("vmgenid", self.new_uuid());
+            }
+            GuestKind::Lxc => {
+                set(
+                    "hostname",
+                    r.name.clone().unwrap_or_else(|| format!("ct{vmid}")),
+                );
+                set("memory", mem_mib.to_string());
+                set("swap", "512".into());
+                set("cores", cores.to_string());
+                set("ostype", "debian".into());
+                set("arch", "amd64".into());
+                set("unprivileged", "1".into());
+                set(
+                    "rootfs",
+                    format!("{storage}:{disk_prefix}-{vmid}-disk-0,size={disk_gib}G"),
+                );
+                set(
+                    "net0",
+                    format!("name=eth0,bridge=vmbr0,hwaddr={mac},ip=dhcp,type=veth"),
+                );
+            }
+        }
+        if template {
+            values.insert("template".into(), "1".into());
+        }
+        if let Some(lock) = r.lock.clone().filter(|l| !l.is_empty()) {
+            values.insert("lock".into(), lock);
+        }
+        if let Some(t) = r.tags.as_deref().filter(|t| !t.is_empty()) {
+            check_tags(t, &format!("{at}.tags"))?;
+            values.insert("tags".into(), tags::normalize(t, self.settings.tag_style));
+        }
+        for (k, v) in &spec.config {
+            let key_at = format!("sim.guests.{vmid}.config.{k}");
+            match v {
+                Value::Null => {
+                    values.remove(k);
+                }
+                Value::String(s) => {
+                    values.insert(k.clone(), s.clone());
+                }
+                Value::Number(n) => {
+                    values.insert(k.clone(), n.to_string());
+                }
+                Value::Bool(b) => {
+                    values.insert(k.clone(), if *b { "1" } else { "0" }.into());
+                }
+                other => {
+                    return Err(Error::scenario(
+                        key_at,
+                        format!("expected a string or number, got {other}"),
+                    ));
+                }
+            }
+            if k == "tags" {
+                let t = values.get("tags").cloned().unwrap_or_default();
+                check_tags(&t, &key_at)?;
+                values.insert("tags".into(), tags::normalize(&t, self.settings.tag_style));
+            }
+        }
+        check_config(kind, &values, &format!("sim.guests.{vmid}.config"))?;
+        let probe = Guest {
+            vmid,
+            kind,
+            node: node.to_string(),
+            running,
+            config: Config {
+                values: values.clone(),
+                ..Config::default()
+            },
+            usage: GuestUsage::default(),
+            started_at: 0.0,
+            created_at: f64::NEG_INFINITY,
+            pool: None,
+        };
+        for d in probe.disks() {
+            if let Some(s) = &d.storage {
+                match self.storages.get(s) {
+                    None => {
+                        return Err(Error::scenario(
+                            format!("sim.guests.{vmid}.config.{}", d.key),
+                            format!("no such storage '{s}'"),
+                        ));
+                    }
+                    Some(st) if !st.available_on(node) => {
+                        return Err(Error::scenario(
+                            format!("sim.guests.{vmid}.config.{}", d.key),
+                            format!("storage '{s}' is not available on node '{node}'"),
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let uptime = if running { r.uptime.unwrap_or(3600) } else { 0 };
+        let rate = |counter: Option<u64>| match (counter, uptime) {
+            (Some(c), u) if u > 0 => c as f64 / u as f64,
+            _ => 0.0,
+        };
+        let maxmem = mem_mib * MIB;
+        let usage = GuestUsage {
+            cpu: spec.cpu.or(r.cpu).unwrap_or(0.0).clamp(0.0, 1.0),
+            mem: spec
+                .mem
+                .or(r.mem)
+                .unwrap_or(if running { maxmem / 2 } else { 0 }),
+            memhost: spec.memhost.or(r.memhost),
+            disk: r.disk.unwrap_or(0),
+            netin_rate: spec.netin_rate.unwrap_or_else(|| rate(r.netin)),
+            netout_rate: spec.netout_rate.unwrap_or_else(|| rate(r.netout)),
+            diskread_rate: spec.diskread_rate.unwrap_or_else(|| rate(r.diskread)),
+            diskwrite_rate: spec.diskwrite_rate.unwrap_or_else(|| rate(r.diskwrite)),
+            pressure: spec.pressure.unwrap_or_default(),
+        };
+        Ok(Guest {
+            vmid,
+            kind,
+            node: node.to_string(),
+            running,
+            config: Config {
+                values,
+                ..Config::default()
+            },
+            usage,
+            started_at: self.now - uptime as f64,
+            created_at: f64::NEG_INFINITY,
+            pool: r.pool.clone().filter(|p| !p.is_empty()),
+        })
+    }
+
+    /// The storage a generated disk goes to: shared storage with the right content if any,
+    /// else the first local one.
+    pub(crate) fn default_storage(&self, node: &str, kind: GuestKind) -> String {
+        let content = match kind {
+            GuestKind::Qemu => "images",
+            GuestKind::Lxc => "rootdir",
+        };
+        let usable: Vec<&Storage> = self
+            .storages
+            .values()
+            .filter(|s| s.available_on(node) && s.has_content(content))
+            .collect();
+        usable
+            .iter()
+            .find(|s| s.shared)
+            .or_else(|| usable.first())
+            .map(|s| s.id.clone())
+            .unwrap_or_else(|| "local-lvm".into())
+    }
+
+    /// Base usage of each node: the snapshot's figures minus its running guests, unless given.
+    fn derive_node_base(&mut self, scenario: &Scenario) {
+        for r in &scenario.snapshot.resources {
+            if r.kind.as_deref() != Some("node") {
+                continue;
+            }
+            let Some(name) = r.node.clone() else { continue };
+            let spec = scenario.sim.nodes.get(&name).cloned().unwrap_or_default();
+            let Some(node) = self.nodes.get(&name) else {
+                continue;
+            };
+            let (mut cores, mut mem) = (0.0, 0u64);
+            for g in self.guests.values().filter(|g| g.node == name && g.running) {
+                cores += g.usage.cpu * g.maxcpu(node.maxcpu);
+                mem = mem.saturating_add(g.host_mem());
+            }
+            let total_cores = r.cpu.unwrap_or(0.0) * f64::from(node.maxcpu);
+            let base_cpu = spec.base_cpu.unwrap_or((total_cores - cores).max(0.0));
+            let base_mem = spec.base_mem.unwrap_or_else(|| {
+                r.mem
+                    .map(|m| m.saturating_sub(mem))
+                    .unwrap_or(node.maxmem / 32)
+            });
+            if let Some(node) = self.nodes.get_mut(&name) {
+                node.base_cpu = base_cpu;
+                node.base_mem = base_mem;
+            }
+        }
+    }
+
+    fn build_pools(&mut self, scenario: &Scenario) {
+        for r in &scenario.snapshot.resources {
+            if r.kind.as_deref() == Some("pool") {
+                if let Some(p) = r.pool.clone().or_else(|| {
+                    r.id.as_deref()
+                        .and_then(|i| i.strip_prefix("/pool/"))
+                        .map(str::to_string)
+                }) {
+                    self.pools.entry(p).or_default();
+                }
+            }
+        }
+        for g in self.guests.values() {
+            if let Some(p) = &g.pool {
+                self.pools.entry(p.clone()).or_default();
+            }
+        }
+        for (id, spec) in &scenario.sim.pools {
+            self.pools.insert(
+                id.clone(),
+                Pool {
+                    comment: spec.comment.clone(),
+                },
+            );
+        }
+    }
+
+    fn build_ha(&mut self, scenario: &Scenario) -> Result<()> {
+        let ha = &scenario.snapshot.ha;
+        for (i, r) in ha.resources.iter().enumerate() {
+            let at = format!("ha.resources[{i}]");
+            let sid = r
+                .sid
+                .clone()
+                .ok_or_else(|| Error::scenario(&at, "HA resource without `sid`"))?;
+            let (prefix, id) = match sid.split_once(':') {
+                Some((p, id)) => (Some(p), id),
+                None => (None, sid.as_str()),
+            };
+            let vmid: u32 = id.parse().map_err(|_| {
+                Error::scenario(
+                    format!("{at}.sid"),
+                    format!("'{sid}' is not vm:<vmid> or ct:<vmid>"),
+                )
+            })?;
+            let guest = self.guests.get(&vmid).ok_or_else(|| {
+                Error::scenario(
+                    format!("{at}.sid"),
+                    format!("no guest {vmid} for HA resource '{sid}'"),
+                )
+            })?;
+            if prefix.is_some_and(|p| p != guest.kind.ha_prefix()) {
+                return Err(Error::scenario(
+                    format!("{at}.sid"),
+                    format!(
+                        "'{sid}' names a {}, but guest {vmid} is {}",
+                        prefix.unwrap_or(""),
+                        guest.kind.as_str()
+                    ),
+                ));
+            }
+            let sid = guest.sid();
+            let state = r.state.clone().unwrap_or_else(|| "started".into());
+            if !matches!(
+                state.as_str(),
+                "started" | "stopped" | "enabled" | "disabled" | "ignored"
+            ) {
+                return Err(Error::scenario(
+                    format!("{at}.state"),
+                    format!("unknown HA state '{state}'"),
+                ));
+            }
+            let conf = HaResourceConf {
+                state,
+                max_restart: r.max_restart.unwrap_or(1),
+                max_relocate: r.max_relocate.unwrap_or(1),
+                failback: r.failback.unwrap_or(true),
+                group: r.group.clone(),
+                comment: r.comment.clone(),
+            };
+            let status = ServiceStatus::settled(guest, &conf);
+            self.ha.resources.insert(sid.clone(), conf);
+            self.ha.services.insert(sid, status);
+        }
+        for (i, rule) in ha.rules.iter().enumerate() {
+            let at = format!("ha.rules[{i}]");
+            let id = rule
+                .rule
+                .clone()
+                .ok_or_else(|| Error::scenario(&at, "HA rule without `rule` id"))?;
+            match rule.kind.as_deref() {
+                Some("node-affinity") => {
+                    if rule.nodes.as_deref().is_none_or(str::is_empty) {
+                        return Err(Error::scenario(
+                            format!("{at}.nodes"),
+                            "a node-affinity rule needs `nodes`",
+                        ));
+                    }
+                }
+                Some("resource-affinity") => {
+                    if !matches!(rule.affinity.as_deref(), Some("positive" | "negative")) {
+                        return Err(Error::scenario(
+                            format!("{at}.affinity"),
+                            "must be `positive` or `negative`",
+                        ));
+                    }
+                }
+                other => {
+                    return Err(Error::scenario(
+                        format!("{at}.type"),
+                        format!(
+                            "unknown HA rule type {other:?}, expected node-affinity or resource-affinity"
+                        ),
+                    ));
+                }
+            }
+            if self
+                .ha
+                .rules
+                .iter()
+                .any(|r| r.rule.as_deref() == Some(id.as_str()))
+            {
+                return Err(Error::scenario(&at, format!("duplicate HA rule '{id}'")));
+            }
+            let mut rule = rule.clone();
+            rule.order = Some(rule.order.unwrap_or(i as u64 + 1));
+            rule.errors = None;
+            rule.digest = None;
+            self.ha.rules.push(rule);
+        }
+        for e in &ha.status {
+            match e.kind.as_deref() {
+                Some("lrm") => {
+                    let maintenance = e.mode.as_deref() == Some("maintenance")
+                        || e.status
+                            .as_deref()
+                            .is_some_and(|s| s.contains("maintenance mode"));
+                    if let Some(node) = e.node.as_ref().and_then(|n| self.nodes.get_mut(n)) {
+                        node.ha_maintenance |= maintenance;
+                    }
+                }
+                Some("master") => {
+                    if let Some(n) = e.node.clone().filter(|n| self.nodes.contains_key(n)) {
+                        self.ha.master = Some(n);
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+fn start_minus(now: f64, secs: u64) -> f64 {
+    now - secs as f64
+}
+
+fn next_id_bound(options: &serde_json::Map<String, Value>, key: &str) -> Option<u32> {
+    match options.get("next-id")? {
+        Value::Object(o) => o.get(key).and_then(|v| match v {
+            Value::Number(n) => n.as_u64().and_then(|n| u32::try_from(n).ok()),
+            Value::String(s) => s.parse().ok(),
+            _ => None,
+        }),
+        Value::String(s) => s
+            .split(',')
+            .filter_map(|p| p.split_once('='))
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, v)| v.parse().ok()),
+        _ => None,
+    }
+}
+
+fn tag_style(options: &serde_json::Map<String, Value>) -> TagStyle {
+    match options.get("tag-style") {
+        Some(Value::String(s)) => TagStyle::parse(s),
+        Some(Value::Object(o)) => TagStyle {
+            case_sensitive: o
+                .get("case-sensitive")
+                .is_some_and(|v| v == 1 || v == true || v == "1"),
+            keep_order: o.get("ordering").is_some_and(|v| v == "config"),
+        },
+        _ => TagStyle::default(),
+    }
+}
+
+fn check_tags(text: &str, at: &str) -> Result<()> {
+    for t in tags::split_list(text) {
+        if !tags::is_valid_tag(t) {
+            return Err(Error::scenario(
+                at,
+                format!("invalid characters in tag '{t}'"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks each config key against the schema of `GET .../config` (property strings included).
+pub(crate) fn check_config(
+    kind: GuestKind,
+    values: &BTreeMap<String, String>,
+    at: &str,
+) -> Result<()> {
+    let schema = ApiSchema::embedded();
+    let key = match kind {
+        GuestKind::Qemu => "GET /nodes/{node}/qemu/{vmid}/config",
+        GuestKind::Lxc => "GET /nodes/{node}/lxc/{vmid}/config",
+    };
+    let Some(props) = schema
+        .endpoint(key)
+        .and_then(|e| e.get("returns"))
+        .and_then(|r| r.get("properties"))
+        .and_then(Value::as_object)
+    else {
+        return Ok(());
+    };
+    let validator = schema.validator(Mode::Perl);
+    for (k, v) in values {
+        let Some(prop) = props.get(k).or_else(|| family_schema(props, k)) else {
+            return Err(Error::scenario(
+                format!("{at}.{k}"),
+                format!("unknown {} config key '{k}'", kind.as_str()),
+            ));
+        };
+        let mut errors = Errors::new();
+        validator.check_prop(Some(&Value::String(v.clone())), prop, k, &mut errors);
+        if let Some((_, msg)) = errors.into_iter().next() {
+            return Err(Error::scenario(
+                format!("{at}.{k}"),
+                msg.trim_end().to_string(),
+            ));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,787 @@
+//! Guest lifecycle: config changes (digest, locks, pending values, tags), clone (full and linked,
+//! `target` only from shared storage), create, start/shutdown/stop (with HA requests for managed
+//! guests) and destroy, each as the task Proxmox runs for it.
+
+use std::collections::BTreeMap;
+
+use super::{Action, Config, Guest, GuestKind, GuestUsage, HaRequest, World, guest::is_disk_key};
+use crate::ApiError;
+use crate::tags;
+
+/// Keys applied at once even while a qemu guest runs ("fast-plug").
+fn is_fast_plug(key: &str) -> bool {
+    matches!(
+        key,
+        "name"
+            | "tags"
+            | "description"
+            | "onboot"
+            | "protection"
+            | "startup"
+            | "lock"
+            | "ciuser"
+            | "cipassword"
+            | "citype"
+            | "ciupgrade"
+            | "cicustom"
+            | "sshkeys"
+            | "nameserver"
+            | "searchdomain"
+            | "hookscript"
+    ) || key.starts_with("ipconfig")
+}
+
+/// What `PUT/POST .../config` asks for.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConfigChange {
+    /// Keys to set, as text.
+    pub set: BTreeMap<String, String>,
+    /// Keys to delete.
+    pub delete: Vec<String>,
+    /// Pending changes to revert.
+    pub revert: Vec<String>,
+    /// The digest the caller read, if any.
+    pub digest: Option<String>,
+    /// Ignore the lock (root only).
+    pub skiplock: bool,
+}
+
+/// A power operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PowerOp {
+    /// Start.
+    Start,
+    /// Stop hard.
+    Stop,
+    /// Shut down cleanly.
+    Shutdown,
+}
+
+impl PowerOp {
+    fn task_type(self, kind: GuestKind) -> &'static str {
+        match (kind, self) {
+            (GuestKind::Qemu, PowerOp::Start) => "qmstart",
+            (GuestKind::Qemu, PowerOp::Stop) => "qmstop",
+            (GuestKind::Qemu, PowerOp::Shutdown) => "qmshutdown",
+            (GuestKind::Lxc, PowerOp::Start) => "vzstart",
+            (GuestKind::Lxc, PowerOp::Stop) => "vzstop",
+            (GuestKind::Lxc, PowerOp::Shutdown) => "vzshutdown",
+        }
+    }
+
+    /// Simulated seconds it takes.
+    fn duration(self) -> f64 {
+        match self {
+            PowerOp::Start => 2.0,
+            PowerOp::Stop => 1.0,
+            PowerOp::Shutdown => 5.0,
+        }
+    }
+}
+
+/// What `POST /nodes/{node}/qemu/{vmid}/clone` asks for.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CloneRequest {
+    /// The node in the path.
+    pub node: String,
+    /// The source VM.
+    pub vmid: u32,
+    /// The new VMID.
+    pub newid: u32,
+    /// New name (default `Copy-of-VM-<name>`).
+    pub name: Option<String>,
+    /// New description.
+    pub description: Option<String>,
+    /// Target node.
+    pub target: Option<String>,
+    /// Full clone (default: linked for templates, full otherwise).
+    pub full: Option<bool>,
+    /// Target storage of a full clone.
+    pub storage: Option<String>,
+    /// Pool to add the clone to.
+    pub pool: Option<String>,
+    /// Who asks.
+    pub user: String,
+}
+
+/// Usage a guest gets when it starts without having reported any (a fresh clone).
+fn fresh_usage(g: &Guest) -> GuestUsage {
+    let half = g.maxmem() / 2;
+    GuestUsage {
+        cpu: if g.usage.cpu > 0.0 { g.usage.cpu } else { 0.05 },
+        mem: if g.usage.mem > 0 { g.usage.mem } else { half },
+        ..g.usage
+    }
+}
+
+impl World {
+    /// `PUT`/`POST .../config`: digest, lock, pending and tag rules, as Proxmox applies them.
+    pub fn update_config(
+        &mut self,
+        kind: GuestKind,
+        node: &str,
+        vmid: u32,
+        change: ConfigChange,
+    ) -> Result<(), ApiError> {
+        let g = self.guest_at(kind, node, vmid)?;
+        if change.set.is_empty() && change.delete.is_empty() && change.revert.is_empty() {
+            return Err(ApiError::die("no options specified"));
+        }
+        if let Some(d) = &change.digest {
+            if *d != g.config.digest() {
+                return Err(ApiError::die(
+                    "checksum mismatch (file change by other user?)",
+                ));
+            }
+        }
+        if let Some(lock) = g.lock() {
+            if !change.skiplock
+                && !change.set.contains_key("lock")
+                && !change.delete.iter().any(|k| k == "lock")
+            {
+                return Err(ApiError::locked(lock));
+            }
+        }
+        for k in change.set.keys().chain(change.delete.iter()) {
+            if change.set.contains_key(k) && change.delete.contains(k) {
+                return Err(ApiError::param(
+                    k,
+                    format!("cannot set and delete '{k}' at the same time"),
+                ));
+            }
+        }
+        let style = self.settings.tag_style;
+        let live = g.running && kind == GuestKind::Qemu;
+        let guest = self.guest_mut(vmid)?;
+        for k in &change.revert {
+            guest.config.pending.remove(k);
+            guest.config.pending_delete.remove(k);
+        }
+        for (k, v) in change.set {
+            let v = if k == "tags" {
+                tags::normalize(&v, style)
+            } else {
+                v
+            };
+            if live && !is_fast_plug(&k) {
+                guest.config.pending_delete.remove(&k);
+                guest.config.pending.insert(k, v);
+            } else {
+                guest.config.pending.remove(&k);
+                guest.config.values.insert(k, v);
+            }
+        }
+        for k in change.delete {
+            if live && !is_fast_plug(&k) {
+                guest.config.pending.remove(&k);
+                guest.config.pending_delete.insert(k);
+            } else {
+                guest.config.values.remove(&k);
+                guest.config.pending.remove(&k);
+            }
+        }
+        if !guest.running {
+            guest.config.apply_pending();
+        }
+        Ok(())
+    }
+
+    /// `POST .../clone`: the new VM appears at once, locked `clone`, and unlocks when its disks
+    /// are copied (full clone) or linked (linked clone).
+    pub fn clone_guest(&mut self, req: CloneRequest) -> Result<String, ApiError> {
+        let src = self.guest_at(GuestKind::Qemu, &req.node, req.vmid)?.clone();
+        if let Some(lock) = src.lock() {
+            return Err(ApiError::locked(lock));
+        }
+        let template = src.is_template();
+        let full = req.full.unwrap_or(!template);
+        if req.storage.is_some() && !full {
+            return Err(ApiError::die(
+                "parameter 'storage' not allowed for linked clones",
+            ));
+        }
+        let disks: Vec<_> = src
+            .disks()
+            .into_iter()
+            .filter(|d| !d.cdrom || d.cloudinit)
+            .collect();
+        if !full && !template {
+            if let Some(d) = disks.first() {
+                return Err(ApiError::die(format!(
+                    "Linked clone feature is not supported for drive '{}'",
+                    d.key
+                )));
+            }
+        }
+        let target = req.target.clone().filter(|t| *t != req.node);
+        if let Some(t) = &target {
+            self.node(t)?;
+            if let Some(s) = &req.storage {
+                if !self.is_shared(s) {
+                    return Err(ApiError::die(format!(
+                        "can't clone to non-shared storage '{s}'"
+                    )));
+                }
+            }
+            let all_shared = disks
+                .iter()
+                .all(|d| d.storage.as_deref().is_some_and(|s| self.is_shared(s)));
+            if !all_shared {
+                return Err(ApiError::die(format!(
+                    "can't clone VM to node '{t}' (VM uses local storage)"
+                )));
+            }
+        }
+        let dest_node = target.clone().unwrap_or_else(|| req.node.clone());
+        if let Some(s) = &req.storage {
+            match self.storages.get(s) {
+                None => return Err(ApiError::die(format!("storage '{s}' does not exist"))),
+                Some(st) if !st.available_on(&dest_node) => {
+                    return Err(ApiError::die(format!(
+                        "storage '{s}' is not available on node '{dest_node}'"
+                    )));
+                }
+                _ => {}
+            }
+        }
+        if self.guests.contains_key(&req.newid) {
+            return Err(ApiError::die(format!(
+                "unable to create VM {}: config file already exists",
+                req.newid
+            )));
+        }
+        if let Some(p) = &req.pool {
+            if !self.pools.contains_key(p) {
+                return Err(ApiError::die(format!("pool '{p}' does not exist")));
+            }
+        }
+
+        let now = self.now;
+        let task = self.start_task(&req.node, "qmclone", &req.vmid.to_string(), &req.user);
+        let mut values = BTreeMap::new();
+        let mut copied = 0u64;
+        let mut disk_index = 0;
+        for (k, v) in &src.config.values {
+            if matches!(
+                k.as_str(),
+                "lock" | "template" | "parent" | "vmstate" | "snaptime" | "digest"
+            ) || k.starts_with("unused")
+            {
+                continue;
+            }
+            let (prefix, _) = super::guest::split_indexed(k);
+            let new = if prefix == "net" {
+                let mac = self.new_mac();
+                replace_mac(v, &mac)
+            } else if k == "smbios1" {
+                format!("uuid={}", self.new_uuid())
+            } else if k == "vmgenid" {
+                self.new_uuid()
+            } else if is_disk_key(GuestKind::Qemu, k) {
+                let d = super::parse_disk(GuestKind::Qemu, k, v);
+                let opts: Vec<&str> = v.split(',').skip(1).collect();
+                let rest = if opts.is_empty() {
+                    String::new()
+                } else {
+                    format!(",{}", opts.join(","))
+                };
+                match &d.storage {
+                    Some(storage) if d.cloudinit => {
+                        let dest = req
+                            .storage
+                            .clone()
+                            .filter(|_| full)
+                            .unwrap_or_else(|| storage.clone());
+                        format!("{dest}:vm-{}-cloudinit{rest}", req.newid)
+                    }
+                    Some(_) if d.cdrom => v.clone(),
+                    Some(storage) => {
+                        let volname = d.volid.split_once(':').map(|(_, v)| v).unwrap_or_default();
+                        let vol = if full {
+                            copied += d.size;
+                            let dest = req.storage.clone().unwrap_or_else(|| storage.clone());
+                            format!("{dest}:vm-{}-disk-{disk_index}", req.newid)
+                        } else {
+                            format!("{storage}:{volname}/vm-{}-disk-{disk_index}", req.newid)
+                        };
+                        disk_index += 1;
+                        let kind = if full { "full" } else { "linked" };
+                        self.tasks.log(
+                            task,
+                            now,
+                            format!("create {kind} clone of drive {k} ({})", d.volid),
+                        );
+                        format!("{vol}{rest}")
+                    }
+                    None => v.clone(),
+                }
+            } else {
+                v.clone()
+            };
+            values.insert(k.clone(), new);
+        }
+        let name = req
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("Copy-of-VM-{}", src.name().unwrap_or("")));
+        values.insert("name".into(), name);
+        if let Some(d) = &req.description {
+            values.insert("description".into(), d.clone());
+        }
+        values.insert("lock".into(), "clone".into());
+        let guest = Guest {
+            vmid: req.newid,
+            kind: GuestKind::Qemu,
+            node: dest_node,
+            running: false,
+            config: Config {
+                values,
+                ..Config::default()
+            },
+            usage: GuestUsage {
+                pressure: Default::default(),
+                ..GuestUsage::default()
+            },
+            started_at: now,
+            created_at: now,
+            pool: req.pool.clone(),
+        };
+        self.guests.insert(req.newid, guest);
+        let duration = if full {
+            (copied as f64 / self.settings.clone_bandwidth).max(1.0)
+        } else {
+            1.0
+        };
+        if full && copied > 0 {
+            self.tasks.log(
+                task,
+                now + duration,
+                format!(
+                    "transferred {:.1} GiB of {:.1} GiB (100.00%)",
+                    copied as f64 / (1u64 << 30) as f64,
+                    copied as f64 / (1u64 << 30) as f64
+                ),
+            );
+        }
+        self.schedule(
+            now + duration,
+            Action::CloneEnd {
+                task,
+                newid: req.newid,
+            },
+        );
+        self.record();
+        Ok(self.upid(task))
+    }
+
+    pub(crate) fn on_clone_end(&mut self, task: usize, newid: u32) {
+        let now = self.now;
+        if let Some(g) = self.guests.get_mut(&newid) {
+            if g.lock() == Some("clone") {
+                g.config.values.remove("lock");
+            }
+            self.tasks.finish(task, now, Ok(()));
+        } else {
+            self.tasks
+                .finish(task, now, Err(format!("clone failed: VM {newid} vanished")));
+        }
+    }
+
+    /// `POST /nodes/{node}/qemu`: a new VM from config keys; `scsi0=<storage>:<GiB>` allocates.
+    #[allow(clippy::too_many_arguments)] // mirrors the API call's parameters
+    pub fn create_guest(
+        &mut self,
+        node: &str,
+        vmid: u32,
+        mut config: BTreeMap<String, String>,
+        start: bool,
+        pool: Option<String>,
+        ha_managed: bool,
+        user: &str,
+    ) -> Result<String, ApiError> {
+        self.node(node)?;
+        if self.guests.contains_key(&vmid) {
+            return Err(ApiError::die(format!(
+                "unable to create VM {vmid}: config file already exists"
+            )));
+        }
+        if let Some(p) = &pool {
+            if !self.pools.contains_key(p) {
+                return Err(ApiError::die(format!("pool '{p}' does not exist")));
+            }
+        }
+        let keys: Vec<String> = config.keys().cloned().collect();
+        let mut disk_index = 0;
+        for k in keys {
+            let Some(v) = config.get(&k).cloned() else {
+                continue;
+            };
+            let (prefix, _) = super::guest::split_indexed(&k);
+            if prefix == "net" && !v.contains(':') {
+                let mac = self.new_mac();
+                let model_end = v.find(',').unwrap_or(v.len());
+                let model = &v[..model_end];
+                let model = model.strip_prefix("model=").unwrap_or(model);
+                config.insert(k.clone(), format!("{model}={mac}{}", &v[model_end..]));
+                continue;
+            }
+            if !is_disk_key(GuestKind::Qemu, &k) {
+                continue;
+            }
+            let first = v.split(',').next().unwrap_or_default();
+            let rest: Vec<&str> = v.split(',').skip(1).collect();
+            let Some((storage, size)) = first.split_once(':') else {
+                continue;
+            };
+            let new_alloc = size.parse::<f64>().is_ok();
+            if !new_alloc || rest.iter().any(|o| *o == "media=cdrom") {
+                continue;
+            }
+            match self.storages.get(storage) {
+                None => return Err(ApiError::die(format!("storage '{storage}' does not exist"))),
+                Some(s) if !s.available_on(node) => {
+                    return Err(ApiError::die(format!(
+                        "storage '{storage}' is not available on node '{node}'"
+                    )));
+                }
+                _ => {}
+            }
+            let gib = size.parse::<f64>().unwrap_or(0.0);
+            let size = if gib > 0.0 {
+                format!("{gib}G")
+            } else {
+                "32G".into()
+            };
+            let opts: Vec<&str> = rest
+                .into_iter()
+                .filter(|o| !o.starts_with("import-from="))
+                .collect();
+            let opts = if opts.is_empty() {
+                String::new()
+            } else {
+                format!(",{}", opts.join(","))
+            };
+            config.insert(
+                k,
+                format!("{storage}:vm-{vmid}-disk-{disk_index}{opts},size={size}"),
+            );
+            disk_index += 1;
+        }
+        if let Some(t) = config.get("tags").cloned() {
+            config.insert("tags".into(), tags::normalize(&t, self.settings.tag_style));
+        }
+        let smbios = format!("uuid={}", self.new_uuid());
+        config.entry("smbios1".into()).or_insert(smbios);
+        let genid = self.new_uuid();
+        config.entry("vmgenid".into()).or_insert(genid);
+        config.insert("lock".into(), "create".into());
+        let now = self.now;
+        self.guests.insert(
+            vmid,
+            Guest {
+                vmid,
+                kind: GuestKind::Qemu,
+                node: node.to_string(),
+                running: false,
+                config: Config {
+                    values: config,
+                    ..Config::default()
+                },
+                usage: GuestUsage::default(),
+                started_at: now,
+                created_at: now,
+                pool: pool.clone(),
+            },
+        );
+        if let Some(p) = pool {
+            self.pools.entry(p).or_default();
+        }
+        if ha_managed {
+            let sid = format!("vm:{vmid}");
+            let conf = super::HaResourceConf {
+                state: "started".into(),
+                max_restart: 1,
+                max_relocate: 1,
+                failback: true,
+                group: None,
+                comment: None,
+            };
+            if let Some(g) = self.guests.get(&vmid) {
+                self.ha
+                    .services
+                    .insert(sid.clone(), super::ServiceStatus::settled(g, &conf));
+            }
+            self.ha.resources.insert(sid, conf);
+        }
+        let task = self.start_task(node, "qmcreate", &vmid.to_string(), user);
+        self.schedule(now + 1.0, Action::CreateEnd { task, vmid, start });
+        self.record();
+        Ok(self.upid(task))
+    }
+
+    pub(crate) fn on_create_end(&mut self, task: usize, vmid: u32, start: bool) {
+        let now = self.now;
+        let Some(g) = self.guests.get_mut(&vmid) else {
+            self.tasks
+                .finish(task, now, Err(format!("unable to create VM {vmid}")));
+            return;
+        };
+        g.config.values.remove("lock");
+        if start {
+            g.usage = fresh_usage(g);
+            g.running = true;
+            g.started_at = now;
+        }
+        self.tasks.finish(task, now, Ok(()));
+        if let Some(g) = self.guests.get(&vmid) {
+            let sid = g.sid();
+            let running = g.running;
+            if let Some(s) = self.ha.services.get_mut(&sid) {
+                s.state = if running { "started" } else { "stopped" }.into();
+            }
+        }
+    }
+
+    /// `POST .../status/{start,stop,shutdown}`: HA-managed guests get a request for the HA
+    /// manager instead (`hastart`/`hastop`).
+    pub fn power_request(
+        &mut self,
+        kind: GuestKind,
+        node: &str,
+        vmid: u32,
+        op: PowerOp,
+        user: &str,
+        skiplock: bool,
+    ) -> Result<String, ApiError> {
+        let g = self.guest_at(kind, node, vmid)?.clone();
+        if op == PowerOp::Start && g.is_template() {
+            return Err(ApiError::die("you can't start a vm if it's a template"));
+        }
+        if let Some(lock) = g.lock() {
+            if !skiplock {
+                return Err(ApiError::locked(lock));
+            }
+        }
+        if op == PowerOp::Shutdown && !g.running {
+            return Err(ApiError::die(format!("VM {vmid} not running")));
+        }
+        let sid = g.sid();
+        if self.is_ha_managed(&sid) {
+            let (task_type, request, verb) = match op {
+                PowerOp::Start => ("hastart", HaRequest::Start, "start"),
+                PowerOp::Stop | PowerOp::Shutdown => ("hastop", HaRequest::Stop, "stop"),
+            };
+            let task = self.start_task(node, task_type, &vmid.to_string(), user);
+            let now = self.now;
+            let what = if kind == GuestKind::Qemu { "VM" } else { "CT" };
+            self.tasks
+                .log(task, now, format!("Requesting HA {verb} for {what} {vmid}"));
+            self.schedule(
+                now + 1.0,
+                Action::EndTask {
+                    task,
+                    result: Ok(()),
+                },
+            );
+            if let Some(conf) = self.ha.resources.get_mut(&sid) {
+                conf.state = if op == PowerOp::Start {
+                    "started"
+                } else {
+                    "stopped"
+                }
+                .into();
+            }
+            self.ha_request(&sid, request);
+            return Ok(self.upid(task));
+        }
+        let task = self.power(vmid, op, user, true)?;
+        Ok(self.upid(task))
+    }
+
+    /// Runs a power task for `vmid` on its node.
+    pub(crate) fn power(
+        &mut self,
+        vmid: u32,
+        op: PowerOp,
+        user: &str,
+        _checked: bool,
+    ) -> Result<usize, ApiError> {
+        let g = self
+            .guests
+            .get(&vmid)
+            .cloned()
+            .ok_or_else(|| ApiError::die(format!("VM {vmid} does not exist")))?;
+        let task = self.start_task(&g.node, op.task_type(g.kind), &vmid.to_string(), user);
+        let now = self.now;
+        let what = if g.kind == GuestKind::Qemu {
+            "VM"
+        } else {
+            "CT"
+        };
+        if op == PowerOp::Start {
+            if g.running {
+                self.schedule(
+                    now + 0.5,
+                    Action::EndTask {
+                        task,
+                        result: Err(format!("{what} {vmid} already running")),
+                    },
+                );
+                return Ok(task);
+            }
+            let probe = Guest {
+                usage: fresh_usage(&g),
+                running: true,
+                ..g.clone()
+            };
+            let need = probe.host_mem();
+            if self.free_mem(&g.node) < need {
+                self.tasks.log(
+                    task,
+                    now + 0.5,
+                    "kvm: cannot set up guest memory 'pc.ram': Cannot allocate memory",
+                );
+                self.schedule(
+                    now + 1.0,
+                    Action::EndTask {
+                        task,
+                        result: Err("start failed: QEMU exited with code 1".into()),
+                    },
+                );
+                return Ok(task);
+            }
+        }
+        self.schedule(now + op.duration(), Action::PowerEnd { task, vmid, op });
+        Ok(task)
+    }
+
+    pub(crate) fn on_power_end(&mut self, task: usize, vmid: u32, op: PowerOp) {
+        let now = self.now;
+        let Some(g) = self.guests.get_mut(&vmid) else {
+            self.tasks
+                .finish(task, now, Err(format!("VM {vmid} does not exist")));
+            return;
+        };
+        match op {
+            PowerOp::Start => {
+                g.config.apply_pending();
+                g.usage = fresh_usage(g);
+                g.running = true;
+                g.started_at = now;
+            }
+            PowerOp::Stop | PowerOp::Shutdown => {
+                g.running = false;
+                g.config.apply_pending();
+            }
+        }
+        let sid = g.sid();
+        let running = g.running;
+        self.tasks.finish(task, now, Ok(()));
+        if let Some(s) = self.ha.services.get_mut(&sid) {
+            s.state = if running { "started" } else { "stopped" }.into();
+        }
+    }
+
+    /// `DELETE /nodes/{node}/{qemu|lxc}/{vmid}`.
+    pub fn destroy(
+        &mut self,
+        kind: GuestKind,
+        node: &str,
+        vmid: u32,
+        purge: bool,
+        user: &str,
+    ) -> Result<String, ApiError> {
+        let g = self.guest_at(kind, node, vmid)?.clone();
+        if let Some(lock) = g.lock() {
+            return Err(ApiError::locked(lock));
+        }
+        if g.running {
+            return Err(ApiError::die(format!(
+                "VM {vmid} is running - destroy failed"
+            )));
+        }
+        let sid = g.sid();
+        if self.ha.resources.contains_key(&sid) && !purge {
+            return Err(ApiError::die(format!(
+                "unable to remove VM {vmid} - used in HA resources and purge parameter not set."
+            )));
+        }
+        if g.is_template() {
+            for d in g.disks() {
+                let volname = d
+                    .volid
+                    .split_once(':')
+                    .map(|(_, v)| v.to_string())
+                    .unwrap_or_default();
+                let used = self.guests.values().any(|o| {
+                    o.vmid != vmid
+                        && o.disks()
+                            .iter()
+                            .any(|od| od.base.as_deref() == Some(volname.as_str()))
+                });
+                if used {
+                    return Err(ApiError::die(format!(
+                        "base volume '{}' is still in use by linked cloned",
+                        d.volid
+                    )));
+                }
+            }
+        }
+        let task_type = if kind == GuestKind::Qemu {
+            "qmdestroy"
+        } else {
+            "vzdestroy"
+        };
+        let task = self.start_task(node, task_type, &vmid.to_string(), user);
+        if let Ok(guest) = self.guest_mut(vmid) {
+            guest
+                .config
+                .values
+                .insert("lock".into(), "destroyed".into());
+        }
+        if purge {
+            self.ha.resources.remove(&sid);
+            self.ha.services.remove(&sid);
+        }
+        let now = self.now;
+        self.schedule(now + 1.0, Action::DestroyEnd { task, vmid });
+        Ok(self.upid(task))
+    }
+
+    pub(crate) fn on_destroy_end(&mut self, task: usize, vmid: u32) {
+        let now = self.now;
+        self.guests.remove(&vmid);
+        self.reservations.remove(&vmid);
+        self.history.forget_guest(vmid);
+        self.tasks.finish(task, now, Ok(()));
+    }
+}
+
+/// Replaces the MAC of a `net` value (`virtio=AA:..,bridge=vmbr0` or `macaddr=`/`hwaddr=`).
+fn replace_mac(value: &str, mac: &str) -> String {
+    value
+        .split(',')
+        .map(|part| match part.split_once('=') {
+            Some((k, v)) if is_mac(v) => format!("{k}={mac}"),
+            _ => part.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn is_mac(v: &str) -> bool {
+    v.len() == 17
+        && v.split(':').count() == 6
+        && v.split(':')
+            .all(|p| p.len() == 2 && p.chars().all(|c| c.is_ascii_hexdigit()))
+}
+
+impl World {
+    /// Runs a task that finishes at once with `OK` (e.g. `qmconfig`); returns its UPID.
+    pub fn instant_task(&mut self, node: &str, kind: &str, id: &str, user: &str) -> String {
+        let task = self.start_task(node, kind, id, user);
+        let now = self.now;
+        self.tasks.finish(task, now, Ok(()));
+        self.upid(task)
+    }
+}

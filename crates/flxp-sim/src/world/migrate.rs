@@ -1,0 +1,523 @@
+//! Migration: the precondition check (`GET .../migrate`), starting a migration (`POST`), and its
+//! end. A live migration takes (memory + local disks moved) / bandwidth simulated seconds; the
+//! guest holds `lock: migrate` meanwhile, the target reserves the guest's memory, and the guest's
+//! `node` changes only when it ends successfully. HA-managed guests get an `hamigrate` task that
+//! only queues the move for the HA manager.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use flxp_pve::types::migrate::{BlockingHaResource, LocalDisk, NotAllowedNode};
+use flxp_pve::types::{LxcMigratePrecondition, QemuMigratePrecondition};
+use serde_json::{Value, json};
+
+use super::{Action, GuestKind, HaRequest, World};
+use crate::ApiError;
+use crate::clock::hms;
+
+/// A migration request as the API receives it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MigrateRequest {
+    /// qemu or lxc (the path it came through).
+    pub kind: GuestKind,
+    /// The node in the path (must own the guest).
+    pub node: String,
+    /// The guest.
+    pub vmid: u32,
+    /// Target node.
+    pub target: String,
+    /// `online` (live migration).
+    pub online: bool,
+    /// `with-local-disks`.
+    pub with_local_disks: bool,
+    /// `restart` (lxc: stop, move, start).
+    pub restart: bool,
+    /// `bwlimit` in KiB/s.
+    pub bwlimit_kib: Option<f64>,
+    /// Who asks (`user@realm` or `user@realm!token`).
+    pub user: String,
+}
+
+/// How a started migration runs.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct MigrationPlan {
+    pub vmid: u32,
+    pub target: String,
+    pub online: bool,
+    pub with_local_disks: bool,
+    pub restart: bool,
+    pub bwlimit_kib: Option<f64>,
+    pub user: String,
+}
+
+impl World {
+    /// `GET /nodes/{node}/{qemu|lxc}/{vmid}/migrate`: running, allowed and blocked nodes, local
+    /// disks (qemu keys with underscores, lxc with hyphens).
+    pub fn migrate_precondition(
+        &self,
+        kind: GuestKind,
+        node: &str,
+        vmid: u32,
+    ) -> Result<Value, ApiError> {
+        let g = self.guest_at(kind, node, vmid)?;
+        if let Some(lock) = g.lock() {
+            return Err(ApiError::locked(lock));
+        }
+        let sid = g.sid();
+        let mut allowed = Vec::new();
+        let mut not_allowed = BTreeMap::new();
+        for name in self.nodes.keys().filter(|n| *n != node) {
+            let unavailable: BTreeSet<String> = g
+                .disks()
+                .iter()
+                .filter_map(|d| d.storage.clone())
+                .filter(|s| !self.storages.get(s).is_some_and(|st| st.available_on(name)))
+                .collect();
+            let blocking: Vec<BlockingHaResource> = self
+                .ha_blockers(&sid, name)
+                .into_iter()
+                .map(|(sid, cause)| BlockingHaResource {
+                    sid: Some(sid),
+                    cause: Some(cause.to_string()),
+                })
+                .collect();
+            if unavailable.is_empty() && blocking.is_empty() {
+                allowed.push(name.clone());
+            } else {
+                not_allowed.insert(
+                    name.clone(),
+                    NotAllowedNode {
+                        unavailable_storages: unavailable.into_iter().collect(),
+                        unavailable_resources: Vec::new(),
+                        blocking_ha_resources: blocking,
+                    },
+                );
+            }
+        }
+        let dependent = self.ha_positive_partners(&sid);
+        let value = match kind {
+            GuestKind::Qemu => {
+                let local_disks = g
+                    .disks()
+                    .iter()
+                    .filter(|d| d.storage.as_deref().is_some_and(|s| !self.is_shared(s)))
+                    .map(|d| LocalDisk {
+                        volid: Some(d.volid.clone()),
+                        size: Some(d.size),
+                        drivename: Some(d.key.clone()),
+                        cdrom: Some(d.cdrom),
+                        is_unused: Some(false),
+                        is_attached: Some(true),
+                        is_cloudinit: Some(d.cloudinit),
+                        is_vmstate: Some(false),
+                        is_tpmstate: Some(d.key == "tpmstate0"),
+                        replicate: Some(true),
+                        shared: Some(false),
+                        referenced_in_snapshot: None,
+                    })
+                    .collect();
+                let mut v = serde_json::to_value(QemuMigratePrecondition {
+                    running: Some(g.running),
+                    allowed_nodes: allowed,
+                    not_allowed_nodes: not_allowed,
+                    local_disks,
+                    local_resources: Vec::new(),
+                    mapped_resources: Vec::new(),
+                    mapped_resource_info: BTreeMap::new(),
+                    has_dbus_vmstate: Some(true),
+                    dependent_ha_resources: dependent,
+                })
+                .unwrap_or(Value::Null);
+                // Proxmox always sends these, empty or not (the schema requires them).
+                if let Some(o) = v.as_object_mut() {
+                    o.entry("mapped-resource-info").or_insert_with(|| json!({}));
+                    o.entry("mapped-resources").or_insert_with(|| json!([]));
+                    o.entry("local_resources").or_insert_with(|| json!([]));
+                    o.entry("local_disks").or_insert_with(|| json!([]));
+                }
+                v
+            }
+            GuestKind::Lxc => serde_json::to_value(LxcMigratePrecondition {
+                running: Some(g.running),
+                allowed_nodes: allowed,
+                not_allowed_nodes: not_allowed,
+                dependent_ha_resources: dependent,
+            })
+            .unwrap_or(Value::Null),
+        };
+        Ok(value)
+    }
+
+    /// `POST /nodes/{node}/{qemu|lxc}/{vmid}/migrate`: checks what Proxmox checks before forking
+    /// the worker, then starts the task; returns its UPID.
+    pub fn migrate(&mut self, req: MigrateRequest) -> Result<String, ApiError> {
+        let g = self.guest_at(req.kind, &req.node, req.vmid)?.clone();
+        if req.target == req.node {
+            return Err(ApiError::param("target", "target is local node."));
+        }
+        self.node(&req.target)?;
+        if let Some(lock) = g.lock() {
+            return Err(ApiError::locked(lock));
+        }
+        if req.kind == GuestKind::Lxc && g.running && !req.online && !req.restart {
+            return Err(ApiError::die(
+                "can't migrate running container without --online or --restart",
+            ));
+        }
+        for d in g.disks() {
+            if let Some(s) = &d.storage {
+                if !self
+                    .storages
+                    .get(s)
+                    .is_some_and(|st| st.available_on(&req.target))
+                {
+                    return Err(ApiError::die(format!(
+                        "storage '{s}' is not available on node '{}'",
+                        req.target
+                    )));
+                }
+            }
+        }
+        let sid = g.sid();
+        if self.is_ha_managed(&sid) {
+            let what = match req.kind {
+                GuestKind::Qemu => "VM",
+                GuestKind::Lxc => "CT",
+            };
+            let task = self.start_task(&req.node, "hamigrate", &req.vmid.to_string(), &req.user);
+            let now = self.now;
+            self.tasks.log(
+                task,
+                now,
+                format!(
+                    "Requesting HA migration for {what} {} to node {}",
+                    req.vmid, req.target
+                ),
+            );
+            self.schedule(
+                now + 1.0,
+                Action::EndTask {
+                    task,
+                    result: Ok(()),
+                },
+            );
+            let request = match req.kind {
+                GuestKind::Qemu => HaRequest::Migrate(req.target.clone()),
+                GuestKind::Lxc => HaRequest::Relocate(req.target.clone()),
+            };
+            self.ha_request(&sid, request);
+            return Ok(self.upid(task));
+        }
+        let task = self.begin_migration(MigrationPlan {
+            vmid: req.vmid,
+            target: req.target,
+            online: req.online,
+            with_local_disks: req.with_local_disks,
+            restart: req.restart,
+            bwlimit_kib: req.bwlimit_kib,
+            user: req.user,
+        });
+        Ok(self.upid(task))
+    }
+
+    /// The UPID of a task handle.
+    pub(crate) fn upid(&self, task: usize) -> String {
+        self.tasks
+            .get(task)
+            .map(|t| t.upid.clone())
+            .unwrap_or_default()
+    }
+
+    /// Starts a task on `node` now.
+    pub(crate) fn start_task(&mut self, node: &str, kind: &str, id: &str, user: &str) -> usize {
+        let booted = self.nodes.get(node).map(|n| n.booted_at).unwrap_or(0.0);
+        self.tasks.start(node, booted, kind, id, user, self.now)
+    }
+
+    /// Starts the migration worker (`qmigrate`/`vzmigrate`) on the guest's node. Failures the
+    /// worker finds in its prepare phase end the task quickly with Proxmox's text.
+    pub(crate) fn begin_migration(&mut self, plan: MigrationPlan) -> usize {
+        let now = self.now;
+        let Some(g) = self.guests.get(&plan.vmid).cloned() else {
+            return usize::MAX;
+        };
+        let kind_name = match g.kind {
+            GuestKind::Qemu => "qmigrate",
+            GuestKind::Lxc => "vzmigrate",
+        };
+        let task = self.start_task(&g.node, kind_name, &plan.vmid.to_string(), &plan.user);
+        let what = match g.kind {
+            GuestKind::Qemu => "VM",
+            GuestKind::Lxc => "CT",
+        };
+        let target_ip = self
+            .nodes
+            .get(&plan.target)
+            .map(|n| n.ip.clone())
+            .unwrap_or_default();
+        self.tasks.log_stamped(
+            task,
+            now,
+            &format!(
+                "starting migration of {what} {} to node '{}' ({target_ip})",
+                plan.vmid, plan.target
+            ),
+        );
+        let fail_fast = |w: &mut World, msg: String| {
+            w.tasks
+                .log_stamped(task, now + 0.5, &format!("ERROR: {msg}"));
+            w.schedule(
+                now + 1.0,
+                Action::EndTask {
+                    task,
+                    result: Err(msg),
+                },
+            );
+            w.ha_migration_settled(plan.vmid, None);
+            task
+        };
+        let shared = |s: &Option<String>| s.as_deref().is_some_and(|s| self.is_shared(s));
+        let local: Vec<_> = g
+            .disks()
+            .into_iter()
+            .filter(|d| d.storage.is_some() && !shared(&d.storage) && !(d.cdrom && !d.cloudinit))
+            .collect();
+        let live = g.running && g.kind == GuestKind::Qemu;
+        if g.kind == GuestKind::Qemu && g.running && !plan.online {
+            return fail_fast(self, "can't migrate running VM without --online".into());
+        }
+        if g.kind == GuestKind::Lxc && g.running && !plan.restart {
+            return fail_fast(
+                self,
+                "lxc live migration is currently not implemented".into(),
+            );
+        }
+        if let Some(d) = local.iter().find(|d| d.base.is_some()) {
+            let base = d.base.clone().unwrap_or_default();
+            return fail_fast(
+                self,
+                format!("can't migrate '{}' as it's a clone of '{base}'", d.volid),
+            );
+        }
+        if live && !local.iter().all(|d| d.cloudinit) && !local.is_empty() && !plan.with_local_disks
+        {
+            return fail_fast(
+                self,
+                "can't live migrate attached local disks without with-local-disks option".into(),
+            );
+        }
+        if !self.nodes.get(&plan.target).is_some_and(|n| n.online) {
+            return fail_fast(
+                self,
+                format!(
+                    "migration aborted (duration {}): Can't connect to destination address using public key",
+                    hms(3.0)
+                ),
+            );
+        }
+        let needs_memory = g.running;
+        let cost = g.host_mem().max(if g.running { g.usage.mem } else { 0 });
+        if needs_memory && self.free_mem(&plan.target) < cost {
+            let msg = format!(
+                "migration aborted (duration {}): start failed: QEMU exited with code 1",
+                hms(1.0)
+            );
+            self.tasks.log_stamped(
+                task,
+                now + 0.5,
+                &format!(
+                    "kvm: cannot set up guest memory 'pc.ram': Cannot allocate memory (target node '{}' has {} MiB free, needs {} MiB)",
+                    plan.target,
+                    self.free_mem(&plan.target) >> 20,
+                    cost >> 20
+                ),
+            );
+            return fail_fast(self, msg);
+        }
+
+        let bandwidth = match plan.bwlimit_kib {
+            Some(kib) if kib > 0.0 => self.settings.migration_bandwidth.min(kib * 1024.0),
+            _ => self.settings.migration_bandwidth,
+        };
+        let disk_bytes: u64 = local.iter().filter(|d| !d.cloudinit).map(|d| d.size).sum();
+        let mem_bytes = if live { g.maxmem() } else { 0 };
+        let bytes = mem_bytes + disk_bytes;
+        // Restart mode first shuts the container down (a few seconds).
+        let shutdown = if g.kind == GuestKind::Lxc && g.running {
+            5.0
+        } else {
+            0.0
+        };
+        let duration = (bytes as f64 / bandwidth).max(1.0) + shutdown;
+
+        if let Ok(guest) = self.guest_mut(plan.vmid) {
+            guest.config.values.insert("lock".into(), "migrate".into());
+            if shutdown > 0.0 {
+                guest.running = false;
+            }
+        }
+        if needs_memory {
+            self.reservations
+                .insert(plan.vmid, (plan.target.clone(), cost));
+        }
+        self.log_progress(
+            task,
+            now,
+            duration,
+            mem_bytes,
+            disk_bytes,
+            bandwidth,
+            live,
+            &plan.target,
+        );
+        let fail = self.faults.migration_failure(plan.vmid);
+        let end = if fail.is_some() {
+            now + duration / 2.0
+        } else {
+            now + duration
+        };
+        self.schedule(
+            end,
+            Action::MigrationEnd {
+                task,
+                vmid: plan.vmid,
+                target: plan.target.clone(),
+                fail,
+                restart: shutdown > 0.0,
+            },
+        );
+        task
+    }
+
+    #[allow(clippy::too_many_arguments)] // the log is a function of exactly these facts
+    fn log_progress(
+        &mut self,
+        task: usize,
+        now: f64,
+        duration: f64,
+        mem: u64,
+        disk: u64,
+        bandwidth: f64,
+        live: bool,
+        target: &str,
+    ) {
+        let gib = |b: f64| format!("{:.1} GiB", b / (1u64 << 30) as f64);
+        if disk > 0 {
+            self.tasks.log_stamped(
+                task,
+                now + 0.1,
+                &format!(
+                    "found local disk(s), copying {} to node '{target}'",
+                    gib(disk as f64)
+                ),
+            );
+        }
+        if live {
+            self.tasks.log_stamped(
+                task,
+                now + 0.2,
+                &format!("starting VM on remote node '{target}'"),
+            );
+            self.tasks
+                .log_stamped(task, now + 0.3, "start remote tunnel");
+            self.tasks
+                .log_stamped(task, now + 0.4, "starting online/live migration");
+            for step in 1..=4 {
+                let f = f64::from(step) / 5.0;
+                let at = now + duration * f;
+                self.tasks.log_stamped(
+                    task,
+                    at,
+                    &format!(
+                        "migration active, transferred {} of {} VM-state, {}/s",
+                        gib(mem as f64 * f),
+                        gib(mem as f64),
+                        gib(bandwidth)
+                    ),
+                );
+            }
+            self.tasks
+                .log_stamped(task, now + duration - 0.01, "migration status: completed");
+        }
+        self.tasks.log_stamped(
+            task,
+            now + duration,
+            &format!(
+                "migration finished successfully (duration {})",
+                hms(duration)
+            ),
+        );
+    }
+
+    /// The end of a migration: the guest moves to `target` unless it fails now.
+    pub(crate) fn on_migration_end(
+        &mut self,
+        task: usize,
+        vmid: u32,
+        target: &str,
+        fail: Option<String>,
+        restart: bool,
+    ) {
+        let now = self.now;
+        self.reservations.remove(&vmid);
+        let Some(g) = self.guests.get(&vmid).cloned() else {
+            self.tasks
+                .finish(task, now, Err(format!("VM {vmid} vanished")));
+            return;
+        };
+        let started = self
+            .tasks
+            .get(task)
+            .map(|t| t.starttime as f64)
+            .unwrap_or(now);
+        let failure = fail
+            .map(|msg| {
+                self.tasks.log_stamped(
+                    task,
+                    now,
+                    &format!("ERROR: online migrate failure - {msg}"),
+                );
+                self.tasks
+                    .log_stamped(task, now, "aborting phase 2 - cleanup resources");
+                msg
+            })
+            .or_else(|| {
+                (!self.nodes.get(target).is_some_and(|n| n.online)).then(|| {
+                    format!(
+                        "migration aborted (duration {}): target node '{target}' went offline",
+                        hms(now - started)
+                    )
+                })
+            })
+            .or_else(|| {
+                (!self.nodes.get(&g.node).is_some_and(|n| n.online)).then(|| {
+                    format!(
+                        "migration aborted (duration {}): source node '{}' went offline",
+                        hms(now - started),
+                        g.node
+                    )
+                })
+            });
+        if let Ok(guest) = self.guest_mut(vmid) {
+            if guest.lock() == Some("migrate") {
+                guest.config.values.remove("lock");
+            }
+            if failure.is_none() {
+                guest.node = target.to_string();
+            }
+            if restart {
+                guest.running = true;
+                guest.started_at = now;
+            }
+        }
+        match failure {
+            Some(msg) => {
+                self.tasks.finish(task, now, Err(msg));
+                self.ha_migration_settled(vmid, None);
+            }
+            None => {
+                self.tasks.finish(task, now, Ok(()));
+                self.ha_migration_settled(vmid, Some(target));
+            }
+        }
+    }
+}

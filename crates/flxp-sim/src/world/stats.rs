@@ -1,0 +1,229 @@
+//! What nodes and guests use right now, derived from the world: a node's usage is its base usage
+//! plus the running guests on it (plus memory reserved by incoming migrations); pressure rises
+//! with load above a threshold on top of each entity's base pressure.
+
+use super::{Guest, GuestKind, Pressure, World};
+
+/// A node's current statistics.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NodeStats {
+    /// CPU load, fraction of all its CPUs (0..1).
+    pub cpu: f64,
+    /// Busy cores (load average proxy).
+    pub used_cores: f64,
+    /// Used memory, bytes (total − available).
+    pub mem: u64,
+    /// Network receive and send rates of its guests, bytes per second.
+    pub netin: f64,
+    /// See `netin`.
+    pub netout: f64,
+    /// Current pressure.
+    pub pressure: Pressure,
+}
+
+/// A guest's current statistics.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GuestStats {
+    /// CPU load, fraction of its vCPUs.
+    pub cpu: f64,
+    /// vCPUs.
+    pub maxcpu: f64,
+    /// Guest-reported memory use, bytes.
+    pub mem: u64,
+    /// Host memory, bytes.
+    pub memhost: u64,
+    /// Configured memory, bytes.
+    pub maxmem: u64,
+    /// Used root fs (lxc), bytes.
+    pub disk: u64,
+    /// Boot disk size, bytes.
+    pub maxdisk: u64,
+    /// Counters since start, bytes.
+    pub netin: u64,
+    /// See `netin`.
+    pub netout: u64,
+    /// See `netin`.
+    pub diskread: u64,
+    /// See `netin`.
+    pub diskwrite: u64,
+    /// Seconds since start.
+    pub uptime: u64,
+    /// Current pressure.
+    pub pressure: Pressure,
+}
+
+/// Pressure added by load above `threshold` (0 below it, 50 % at full load).
+fn load_term(load: f64, threshold: f64) -> f64 {
+    if load > threshold {
+        ((load - threshold) / (1.0 - threshold)).min(1.0) * 50.0
+    } else {
+        0.0
+    }
+}
+
+impl World {
+    /// The statistics of node `name` (zeros for an unknown node).
+    pub fn node_stats(&self, name: &str) -> NodeStats {
+        let Some(node) = self.nodes.get(name) else {
+            return NodeStats {
+                cpu: 0.0,
+                used_cores: 0.0,
+                mem: 0,
+                netin: 0.0,
+                netout: 0.0,
+                pressure: Pressure::default(),
+            };
+        };
+        let mut cores = node.base_cpu;
+        let mut mem = node.base_mem;
+        let (mut netin, mut netout) = (0.0, 0.0);
+        for g in self.guests.values().filter(|g| g.node == name && g.running) {
+            cores += g.usage.cpu * g.maxcpu(node.maxcpu);
+            mem = mem.saturating_add(g.host_mem());
+            netin += g.usage.netin_rate;
+            netout += g.usage.netout_rate;
+        }
+        for (target, bytes) in self.reservations.values() {
+            if target == name {
+                mem = mem.saturating_add(*bytes);
+            }
+        }
+        let maxcpu = f64::from(node.maxcpu.max(1));
+        let cpu = (cores / maxcpu).clamp(0.0, 1.0);
+        let mem = mem.min(node.maxmem);
+        let mem_frac = if node.maxmem > 0 {
+            mem as f64 / node.maxmem as f64
+        } else {
+            0.0
+        };
+        let base = node.pressure;
+        let pressure = Pressure {
+            cpu_some: (base.cpu_some + load_term(cpu, 0.8)).min(100.0),
+            cpu_full: 0.0,
+            io_some: base.io_some,
+            io_full: base.io_full,
+            memory_some: (base.memory_some + load_term(mem_frac, 0.9)).min(100.0),
+            memory_full: (base.memory_full + load_term(mem_frac, 0.95) / 2.0).min(100.0),
+        };
+        NodeStats {
+            cpu,
+            used_cores: cores.min(maxcpu),
+            mem,
+            netin,
+            netout,
+            pressure,
+        }
+    }
+
+    /// Free memory of node `name`, bytes (0 for an unknown node).
+    pub fn free_mem(&self, name: &str) -> u64 {
+        let Some(node) = self.nodes.get(name) else {
+            return 0;
+        };
+        node.maxmem.saturating_sub(self.node_stats(name).mem)
+    }
+
+    /// The statistics of a guest.
+    pub fn guest_stats(&self, g: &Guest) -> GuestStats {
+        let host_cpus = self.nodes.get(&g.node).map(|n| n.maxcpu).unwrap_or(1);
+        let uptime = g.uptime(self.now);
+        let counter = |rate: f64| (rate * uptime as f64) as u64;
+        let node_cpu_term = if g.running {
+            load_term(self.node_stats(&g.node).cpu, 0.8)
+        } else {
+            0.0
+        };
+        let base = g.usage.pressure;
+        let pressure = if g.running {
+            Pressure {
+                cpu_some: (base.cpu_some + node_cpu_term + load_term(g.usage.cpu, 0.9) / 2.0)
+                    .min(100.0),
+                cpu_full: (base.cpu_full + node_cpu_term / 2.0).min(100.0),
+                ..base
+            }
+        } else {
+            Pressure::default()
+        };
+        GuestStats {
+            cpu: if g.running { g.usage.cpu } else { 0.0 },
+            maxcpu: g.maxcpu(host_cpus),
+            mem: if g.running { g.usage.mem } else { 0 },
+            memhost: g.host_mem(),
+            maxmem: g.maxmem(),
+            disk: match g.kind {
+                GuestKind::Lxc => g.usage.disk,
+                GuestKind::Qemu => 0,
+            },
+            maxdisk: g.maxdisk(),
+            netin: counter(g.usage.netin_rate),
+            netout: counter(g.usage.netout_rate),
+            diskread: counter(g.usage.diskread_rate),
+            diskwrite: counter(g.usage.diskwrite_rate),
+            uptime,
+            pressure,
+        }
+    }
+
+    /// Node RRD values in [`super::rrd::NODE_FIELDS`] order (NaN while offline).
+    pub(crate) fn node_rrd_values(&self, name: &str) -> Vec<f64> {
+        let Some(node) = self.nodes.get(name).filter(|n| n.online) else {
+            return vec![f64::NAN; super::rrd::NODE_FIELDS.len()];
+        };
+        let s = self.node_stats(name);
+        vec![
+            s.used_cores,
+            f64::from(node.maxcpu),
+            s.cpu,
+            0.002,
+            node.maxmem as f64,
+            s.mem as f64,
+            node.swap_total as f64,
+            node.swap_used as f64,
+            node.maxdisk as f64,
+            node.disk as f64,
+            s.netin,
+            s.netout,
+            node.maxmem.saturating_sub(s.mem) as f64,
+            0.0,
+            s.pressure.cpu_some,
+            s.pressure.io_some,
+            s.pressure.io_full,
+            s.pressure.memory_some,
+            s.pressure.memory_full,
+        ]
+    }
+
+    /// Guest RRD values in [`super::rrd::GUEST_FIELDS`] order (NaN while its node is offline).
+    pub(crate) fn guest_rrd_values(&self, g: &Guest) -> Vec<f64> {
+        if !self.nodes.get(&g.node).is_some_and(|n| n.online) {
+            return vec![f64::NAN; super::rrd::GUEST_FIELDS.len()];
+        }
+        let s = self.guest_stats(g);
+        let rate = |r: f64| if g.running { r } else { 0.0 };
+        vec![
+            s.maxcpu,
+            s.cpu,
+            s.maxmem as f64,
+            s.mem as f64,
+            s.maxdisk as f64,
+            s.disk as f64,
+            rate(g.usage.netin_rate),
+            rate(g.usage.netout_rate),
+            rate(g.usage.diskread_rate),
+            rate(g.usage.diskwrite_rate),
+            match g.kind {
+                GuestKind::Qemu => s.memhost as f64,
+                GuestKind::Lxc => f64::NAN,
+            },
+            s.pressure.cpu_some,
+            match g.kind {
+                GuestKind::Qemu => s.pressure.cpu_full,
+                GuestKind::Lxc => f64::NAN,
+            },
+            s.pressure.io_some,
+            s.pressure.io_full,
+            s.pressure.memory_some,
+            s.pressure.memory_full,
+        ]
+    }
+}

@@ -1,0 +1,268 @@
+//! Read views of the world in Proxmox's wire shapes: `/cluster/resources` entries, the per-node
+//! guest lists, and the world as a Contract 1 snapshot.
+
+use flxp_core::Snapshot;
+use flxp_core::snapshot::raw::{Ha, HaResource, HaStatusEntry, NodeExtra, Resource, RrdRow};
+use flxp_pve::types::GuestListEntry;
+
+use super::{Guest, GuestKind, Node, World};
+
+impl World {
+    /// The `/cluster/resources` entry of a node (only id, node, status, level while offline).
+    pub fn node_resource(&self, n: &Node) -> Resource {
+        let mut r = Resource {
+            id: Some(format!("node/{}", n.name)),
+            kind: Some("node".into()),
+            node: Some(n.name.clone()),
+            status: Some(if n.online { "online" } else { "offline" }.into()),
+            level: Some(n.level.clone()),
+            ..Resource::default()
+        };
+        if self.ha_in_use() {
+            r.hastate = Some(self.ha_node_state(&n.name).into());
+        }
+        if n.online {
+            let s = self.node_stats(&n.name);
+            r.cpu = Some(s.cpu);
+            r.maxcpu = Some(f64::from(n.maxcpu));
+            r.mem = Some(s.mem);
+            r.maxmem = Some(n.maxmem);
+            r.disk = Some(n.disk);
+            r.maxdisk = Some(n.maxdisk);
+            r.uptime = Some((self.now - n.booted_at).max(0.0) as u64);
+            r.cgroup_mode = Some(2);
+        }
+        r
+    }
+
+    /// The `/cluster/resources` entry of a guest.
+    pub fn guest_resource(&self, g: &Guest) -> Resource {
+        let node_online = self.nodes.get(&g.node).is_some_and(|n| n.online);
+        let s = self.guest_stats(g);
+        let status = if !node_online {
+            "unknown"
+        } else if g.running {
+            "running"
+        } else {
+            "stopped"
+        };
+        let mut r = Resource {
+            id: Some(g.resource_id()),
+            kind: Some(g.kind.as_str().into()),
+            node: Some(g.node.clone()),
+            vmid: Some(g.vmid),
+            name: g.name().map(str::to_string),
+            status: Some(status.into()),
+            template: Some(g.is_template()),
+            tags: g.tags().map(str::to_string),
+            lock: g.lock().map(str::to_string),
+            pool: g.pool.clone(),
+            maxcpu: Some(s.maxcpu),
+            maxmem: Some(s.maxmem),
+            maxdisk: Some(s.maxdisk),
+            ..Resource::default()
+        };
+        if node_online {
+            r.cpu = Some(s.cpu);
+            r.mem = Some(s.mem);
+            r.disk = Some(s.disk);
+            r.diskread = Some(s.diskread);
+            r.diskwrite = Some(s.diskwrite);
+            r.netin = Some(s.netin);
+            r.netout = Some(s.netout);
+            r.uptime = Some(s.uptime);
+            if g.kind == GuestKind::Qemu {
+                r.memhost = Some(s.memhost);
+            }
+        }
+        let sid = g.sid();
+        if self.is_ha_managed(&sid) {
+            r.hastate = self.ha.services.get(&sid).map(|s| s.state.clone());
+        }
+        r
+    }
+
+    /// `/cluster/resources`, optionally filtered by `type` (`vm`, `node`, `storage`, `sdn`).
+    pub fn resources(&self, filter: Option<&str>) -> Vec<Resource> {
+        let mut out = Vec::new();
+        let want = |t: &str| filter.is_none() || filter == Some(t);
+        if want("vm") {
+            out.extend(self.guests.values().map(|g| self.guest_resource(g)));
+        }
+        if want("node") {
+            out.extend(self.nodes.values().map(|n| self.node_resource(n)));
+        }
+        if want("storage") {
+            for n in self.nodes.values() {
+                for st in self.storages.values().filter(|s| s.available_on(&n.name)) {
+                    let (total, used) = self.storage_usage(&st.id, &n.name);
+                    out.push(Resource {
+                        id: Some(format!("storage/{}/{}", n.name, st.id)),
+                        kind: Some("storage".into()),
+                        node: Some(n.name.clone()),
+                        storage: Some(st.id.clone()),
+                        status: Some(if n.online { "available" } else { "unknown" }.into()),
+                        plugintype: Some(st.kind.clone()),
+                        shared: Some(st.shared),
+                        content: Some(st.content.clone()),
+                        maxdisk: Some(total),
+                        disk: Some(used),
+                        ..Resource::default()
+                    });
+                }
+            }
+        }
+        if filter.is_none() {
+            for id in self.pools.keys() {
+                out.push(Resource {
+                    id: Some(format!("/pool/{id}")),
+                    kind: Some("pool".into()),
+                    pool: Some(id.clone()),
+                    ..Resource::default()
+                });
+            }
+        }
+        out
+    }
+
+    /// Size and use of a storage as `node` sees it, bytes.
+    pub fn storage_usage(&self, storage: &str, node: &str) -> (u64, u64) {
+        let Some(st) = self.storages.get(storage) else {
+            return (0, 0);
+        };
+        let used: u64 = self
+            .guests
+            .values()
+            .filter(|g| st.shared || g.node == node)
+            .flat_map(|g| g.disks())
+            .filter(|d| d.storage.as_deref() == Some(storage) && !(d.cdrom && !d.cloudinit))
+            .map(|d| if d.base.is_some() { 0 } else { d.size })
+            .sum();
+        (st.total, st.base_used.saturating_add(used).min(st.total))
+    }
+
+    /// An entry of `GET /nodes/{node}/qemu` or `/lxc`.
+    pub fn guest_list_entry(&self, g: &Guest) -> GuestListEntry {
+        let s = self.guest_stats(g);
+        let p = s.pressure;
+        let qemu = g.kind == GuestKind::Qemu;
+        GuestListEntry {
+            vmid: g.vmid,
+            status: Some(if g.running { "running" } else { "stopped" }.into()),
+            name: g.name().map(str::to_string),
+            kind: (!qemu).then(|| "lxc".into()),
+            cpu: Some(s.cpu),
+            cpus: Some(s.maxcpu),
+            mem: Some(s.mem),
+            maxmem: Some(s.maxmem),
+            memhost: qemu.then_some(s.memhost),
+            maxswap: (!qemu).then(|| {
+                g.config
+                    .get("swap")
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(512)
+                    << 20
+            }),
+            disk: Some(s.disk),
+            maxdisk: Some(s.maxdisk),
+            diskread: Some(s.diskread),
+            diskwrite: Some(s.diskwrite),
+            netin: Some(s.netin),
+            netout: Some(s.netout),
+            uptime: Some(s.uptime),
+            pid: g.running.then(|| 10_000 + u64::from(g.vmid)),
+            qmpstatus: (qemu && g.running)
+                .then(|| "running".into())
+                .or_else(|| qemu.then(|| "stopped".into())),
+            lock: g.lock().map(str::to_string),
+            tags: g.tags().map(str::to_string),
+            template: g.is_template().then_some(true),
+            pressurecpusome: g.running.then_some(p.cpu_some),
+            pressurecpufull: (g.running && qemu).then_some(p.cpu_full),
+            pressureiosome: g.running.then_some(p.io_some),
+            pressureiofull: g.running.then_some(p.io_full),
+            pressurememorysome: g.running.then_some(p.memory_some),
+            pressurememoryfull: g.running.then_some(p.memory_full),
+        }
+    }
+
+    /// The world as a Contract 1 snapshot (what `flxp snapshot` would write of it).
+    pub fn snapshot(&self) -> Snapshot {
+        let mut resources = self.resources(None);
+        resources.retain(|r| r.kind.as_deref() != Some("pool"));
+        let nodes = self
+            .nodes
+            .values()
+            .map(|n| {
+                let row = self.history.node(&n.name).and_then(|s| {
+                    s.rows(
+                        &super::rrd::NODE_FIELDS,
+                        self.now,
+                        super::Timeframe::Hour,
+                        false,
+                    )
+                    .pop()
+                });
+                let rrddata = row.and_then(|v| serde_json::from_value::<RrdRow>(v).ok());
+                (
+                    n.name.clone(),
+                    NodeExtra {
+                        notes: (!n.notes.is_empty()).then(|| n.notes.clone()),
+                        rrddata,
+                    },
+                )
+            })
+            .collect();
+        let ha = Ha {
+            rules: self
+                .ha_rules_view(None, None)
+                .into_iter()
+                .filter_map(|v| serde_json::from_value(v).ok())
+                .collect(),
+            resources: self
+                .ha
+                .resources
+                .keys()
+                .filter_map(|sid| self.ha_resource_json(sid))
+                .filter_map(|v| serde_json::from_value::<HaResource>(v).ok())
+                .collect(),
+            status: self
+                .ha_status_current()
+                .into_iter()
+                .filter_map(|v| serde_json::from_value::<HaStatusEntry>(v).ok())
+                .collect(),
+        };
+        Snapshot {
+            resources,
+            nodes,
+            ha,
+            options: self.options.clone(),
+            tasks: self.cluster_tasks(),
+            time: Some(self.now.floor() as i64),
+        }
+    }
+
+    /// `GET /cluster/tasks`: running tasks and the 100 most recent finished ones, newest first.
+    pub fn cluster_tasks(&self) -> Vec<flxp_core::snapshot::raw::Task> {
+        let mut running: Vec<_> = self.tasks.all().iter().filter(|t| t.is_running()).collect();
+        let mut done: Vec<_> = self
+            .tasks
+            .all()
+            .iter()
+            .filter(|t| !t.is_running())
+            .collect();
+        running.sort_by_key(|t| std::cmp::Reverse(t.starttime));
+        done.sort_by(|a, b| {
+            b.ended
+                .unwrap_or(0.0)
+                .total_cmp(&a.ended.unwrap_or(0.0))
+                .then(b.starttime.cmp(&a.starttime))
+        });
+        done.truncate(100);
+        running
+            .into_iter()
+            .chain(done)
+            .map(|t| t.list_entry())
+            .collect()
+    }
+}
