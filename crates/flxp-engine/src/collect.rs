@@ -1,0 +1,374 @@
+//! Collecting Contract 1 from a live Proxmox API.
+//!
+//! One `GET /cluster/resources` gives every node, guest and storage; each online node then gets
+//! two calls (its config for the notes, its `rrddata` for the latest pressure row), run
+//! concurrently; HA rules, resources and status, the datacenter options and the task list are one
+//! call each, alongside. So the cost is O(nodes) calls, never O(guests). This module decides
+//! nothing: it only reads.
+
+use std::collections::BTreeMap;
+
+use futures_util::StreamExt;
+use futures_util::stream;
+
+use flxp_core::Snapshot;
+use flxp_core::snapshot::{Ha, NodeExtra, RrdRow};
+use flxp_pve::types::{RrdQuery, RrdTimeframe};
+use flxp_pve::{ApiErrorKind, PveApi};
+
+/// Per-node calls in flight at once: enough to hide latency, few enough not to flood pveproxy.
+const NODE_CONCURRENCY: usize = 16;
+
+/// Why a snapshot could not be collected.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CollectError {
+    /// An API call failed; `endpoint` names it (`GET /nodes/pve1/rrddata`).
+    #[error("collecting the snapshot: {endpoint} failed")]
+    Api {
+        /// The call that failed.
+        endpoint: String,
+        /// What the API client reported.
+        #[source]
+        source: flxp_pve::Error,
+    },
+}
+
+fn api_err(endpoint: impl Into<String>) -> impl FnOnce(flxp_pve::Error) -> CollectError {
+    let endpoint = endpoint.into();
+    move |source| CollectError::Api { endpoint, source }
+}
+
+/// Whether a failure means "this optional part is not available to us" rather than a fault:
+/// no permission (403) or an endpoint this Proxmox does not have (501, e.g. HA rules before 9).
+fn is_unavailable(e: &flxp_pve::Error) -> bool {
+    matches!(
+        e.kind(),
+        Some(ApiErrorKind::PermissionDenied | ApiErrorKind::NotImplemented)
+    )
+}
+
+/// Reads an optional part: unavailable is empty (with a warning), any other failure an error.
+fn optional<T: Default>(endpoint: &str, result: flxp_pve::Result<T>) -> Result<T, CollectError> {
+    match result {
+        Ok(v) => Ok(v),
+        Err(e) if is_unavailable(&e) => {
+            tracing::warn!(endpoint, error = %e, "left out of the snapshot");
+            Ok(T::default())
+        }
+        Err(e) => Err(api_err(endpoint)(e)),
+    }
+}
+
+/// The newest row that holds any data source besides `time` (Proxmox may end with empty buckets).
+fn latest_row_with_data(rows: Vec<RrdRow>) -> Option<RrdRow> {
+    rows.into_iter()
+        .filter(|r| r.0.keys().any(|k| k != "time"))
+        .max_by(|a, b| {
+            let t = |r: &RrdRow| r.get("time").unwrap_or(f64::NEG_INFINITY);
+            t(a).total_cmp(&t(b))
+        })
+}
+
+/// Notes and the latest RRD row of one online node.
+async fn node_extra(api: &dyn PveApi, node: String) -> Result<(String, NodeExtra), CollectError> {
+    let query = RrdQuery {
+        timeframe: RrdTimeframe::Hour,
+        cf: None,
+    };
+    let (config, rrd) =
+        futures_util::join!(api.node_config(&node), api.node_rrddata(&node, &query));
+    let config = optional(&format!("GET /nodes/{node}/config"), config)?;
+    let rows = optional(&format!("GET /nodes/{node}/rrddata"), rrd)?;
+    let extra = NodeExtra {
+        notes: config.description.filter(|d| !d.trim().is_empty()),
+        rrddata: latest_row_with_data(rows),
+    };
+    Ok((node, extra))
+}
+
+/// Collects Contract 1 from a live API at time `now` (epoch seconds, stored as `time`).
+///
+/// Calls: one `/cluster/resources`, then concurrently two per online node plus HA rules,
+/// resources, status, options and tasks. HA, notes and RRD rows that the token may not read
+/// (403) or this Proxmox lacks (501) are left out; any other failure is an error naming the call.
+pub async fn collect_snapshot(api: &dyn PveApi, now: i64) -> Result<Snapshot, CollectError> {
+    let resources = api
+        .cluster_resources(None)
+        .await
+        .map_err(api_err("GET /cluster/resources"))?;
+    let online: Vec<String> = resources
+        .iter()
+        .filter(|r| r.kind.as_deref() == Some("node") && r.status.as_deref() == Some("online"))
+        .filter_map(|r| r.node.clone())
+        .collect();
+    tracing::debug!(
+        resources = resources.len(),
+        online_nodes = online.len(),
+        "collecting per-node data"
+    );
+
+    let per_node = stream::iter(online)
+        .map(|node| node_extra(api, node))
+        .buffer_unordered(NODE_CONCURRENCY)
+        .collect::<Vec<_>>();
+    let (per_node, rules, ha_resources, ha_status, options, tasks) = futures_util::join!(
+        per_node,
+        api.ha_rules(),
+        api.ha_resources(),
+        api.ha_status_current(),
+        api.cluster_options(),
+        api.cluster_tasks(),
+    );
+
+    let mut nodes = BTreeMap::new();
+    for item in per_node {
+        let (node, extra) = item?;
+        if extra.notes.is_some() || extra.rrddata.is_some() {
+            nodes.insert(node, extra);
+        }
+    }
+    Ok(Snapshot {
+        resources,
+        nodes,
+        ha: Ha {
+            rules: optional("GET /cluster/ha/rules", rules)?,
+            resources: optional("GET /cluster/ha/resources", ha_resources)?,
+            status: optional("GET /cluster/ha/status/current", ha_status)?,
+        },
+        options: optional("GET /cluster/options", options)?,
+        tasks: optional("GET /cluster/tasks", tasks)?,
+        time: Some(now),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    // Tests may panic on malformed fixtures: that is the failure report.
+    #![allow(clippy::unwrap_used)]
+
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use flxp_core::snapshot::{HaResource, HaRule, HaStatusEntry, Resource, Task};
+    use flxp_pve::fake::FakeApi;
+
+    use super::*;
+
+    fn node(name: &str, status: &str) -> Resource {
+        Resource {
+            id: Some(format!("node/{name}")),
+            kind: Some("node".into()),
+            node: Some(name.into()),
+            status: Some(status.into()),
+            maxmem: Some(64 << 30),
+            mem: Some(16 << 30),
+            maxcpu: Some(32.0),
+            cpu: Some(0.1),
+            ..Resource::default()
+        }
+    }
+
+    fn guest(vmid: u32, node: &str) -> Resource {
+        Resource {
+            id: Some(format!("qemu/{vmid}")),
+            kind: Some("qemu".into()),
+            node: Some(node.into()),
+            vmid: Some(vmid),
+            name: Some(format!("vm{vmid}")),
+            status: Some("running".into()),
+            maxmem: Some(4 << 30),
+            mem: Some(2 << 30),
+            maxcpu: Some(2.0),
+            cpu: Some(0.25),
+            tags: Some("flxp.affinity.web".into()),
+            ..Resource::default()
+        }
+    }
+
+    fn row(pairs: &[(&str, f64)]) -> RrdRow {
+        RrdRow(pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect())
+    }
+
+    /// A cluster of `nodes` nodes (the last one offline) and `guests` guests spread over them.
+    fn cluster(nodes: usize, guests: u32) -> Snapshot {
+        let names: Vec<String> = (1..=nodes).map(|i| format!("pve{i}")).collect();
+        let mut resources: Vec<Resource> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| node(n, if i + 1 == nodes { "offline" } else { "online" }))
+            .collect();
+        resources.extend((0..guests).map(|i| guest(100 + i, &names[i as usize % nodes])));
+        let extras = names
+            .iter()
+            .map(|n| {
+                (
+                    n.clone(),
+                    NodeExtra {
+                        notes: Some(format!("flxp.label.ssd {n}")),
+                        rrddata: Some(row(&[
+                            ("time", 1_764_399_960.0),
+                            ("pressurememorysome", 1.5),
+                        ])),
+                    },
+                )
+            })
+            .collect();
+        let mut options = serde_json::Map::new();
+        options.insert("crs".into(), serde_json::json!("ha=static"));
+        Snapshot {
+            resources,
+            nodes: extras,
+            ha: Ha {
+                rules: vec![HaRule {
+                    rule: Some("keep-apart".into()),
+                    kind: Some("resource-affinity".into()),
+                    resources: Some("vm:100,vm:101".into()),
+                    affinity: Some("negative".into()),
+                    ..HaRule::default()
+                }],
+                resources: vec![HaResource {
+                    sid: Some("vm:100".into()),
+                    state: Some("started".into()),
+                    ..HaResource::default()
+                }],
+                status: vec![HaStatusEntry {
+                    id: Some("quorum".into()),
+                    kind: Some("quorum".into()),
+                    quorate: Some(true),
+                    ..HaStatusEntry::default()
+                }],
+            },
+            options,
+            tasks: vec![Task {
+                upid: Some("UPID:pve1:000A1B2C:0123ABCD:6929A5C0:qmigrate:105:root@pam:".into()),
+                kind: Some("qmigrate".into()),
+                ..Task::default()
+            }],
+            time: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_snapshot_has_every_contract_one_part() {
+        let source = cluster(3, 10);
+        let fake = FakeApi::new(source.clone());
+        let snap = collect_snapshot(&fake, 1_764_400_000).await.unwrap();
+        assert_eq!(snap.resources, source.resources);
+        assert_eq!(snap.time, Some(1_764_400_000));
+        assert_eq!(snap.ha, source.ha);
+        assert_eq!(snap.options, source.options);
+        assert_eq!(snap.tasks, source.tasks);
+        // pve3 is offline: no per-node calls, so no extras.
+        let want: BTreeMap<_, _> = source
+            .nodes
+            .into_iter()
+            .filter(|(n, _)| n != "pve3")
+            .collect();
+        assert_eq!(snap.nodes, want);
+        // The document reads back as the same snapshot.
+        assert_eq!(Snapshot::from_json(&snap.to_json_pretty()).unwrap(), snap);
+    }
+
+    #[tokio::test]
+    async fn calls_grow_with_nodes_not_with_guests() {
+        for guests in [0, 50, 2000] {
+            let fake = FakeApi::new(cluster(8, guests));
+            collect_snapshot(&fake, 0).await.unwrap();
+            // 1 resources + 2 per online node (7) + 3 HA + options + tasks.
+            assert_eq!(fake.call_count(), 1 + 2 * 7 + 5, "{guests} guests");
+        }
+        let fake = FakeApi::new(cluster(32, 2000));
+        collect_snapshot(&fake, 0).await.unwrap();
+        assert_eq!(fake.call_count(), 1 + 2 * 31 + 5);
+        let calls = fake.calls();
+        assert_eq!(calls[0], "GET /cluster/resources");
+        assert!(
+            !calls
+                .iter()
+                .any(|c| c.contains("/qemu") || c.contains("/lxc"))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn per_node_calls_run_concurrently() {
+        let fake = FakeApi::new(cluster(9, 20)).with_latency(Duration::from_millis(5));
+        let start = tokio::time::Instant::now();
+        collect_snapshot(&fake, 0).await.unwrap();
+        // resources first, then everything else side by side: two round trips, not 22.
+        assert_eq!(start.elapsed(), Duration::from_millis(10));
+    }
+
+    #[tokio::test]
+    async fn the_latest_rrd_row_with_data_is_kept() {
+        let rows = vec![
+            row(&[("time", 60.0), ("cpu", 0.1)]),
+            row(&[("time", 120.0), ("cpu", 0.2), ("pressurecpusome", 3.0)]),
+            row(&[("time", 180.0)]),
+        ];
+        let fake = FakeApi::new(cluster(2, 0)).with_rrd_rows("pve1", rows);
+        let snap = collect_snapshot(&fake, 0).await.unwrap();
+        let kept = snap.nodes["pve1"].rrddata.as_ref().unwrap();
+        assert_eq!(kept.get("time"), Some(120.0));
+        assert_eq!(kept.get("pressurecpusome"), Some(3.0));
+    }
+
+    #[tokio::test]
+    async fn missing_ha_is_left_empty() {
+        let fake = FakeApi::new(cluster(2, 4))
+            .fail(
+                "GET /cluster/ha/rules",
+                501,
+                "Method 'GET /cluster/ha/rules' not implemented",
+            )
+            .fail(
+                "GET /cluster/ha/resources",
+                403,
+                "Permission check failed (/, Sys.Audit)",
+            )
+            .fail(
+                "GET /cluster/ha/status/current",
+                403,
+                "Permission check failed (/, Sys.Audit)",
+            );
+        let snap = collect_snapshot(&fake, 0).await.unwrap();
+        assert!(snap.ha.is_empty());
+        assert_eq!(snap.resources.len(), 6);
+    }
+
+    #[tokio::test]
+    async fn an_api_error_names_the_endpoint() {
+        let fake = FakeApi::new(cluster(3, 4)).fail("GET /nodes/pve2/rrddata", 500, "rrd error");
+        let e = collect_snapshot(&fake, 0).await.unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "collecting the snapshot: GET /nodes/pve2/rrddata failed"
+        );
+        let CollectError::Api { source, .. } = &e;
+        assert!(source.to_string().ends_with("rrd error"), "{source}");
+
+        let fake = FakeApi::new(cluster(3, 4)).fail(
+            "GET /cluster/resources",
+            403,
+            "Permission check failed",
+        );
+        let e = collect_snapshot(&fake, 0).await.unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "collecting the snapshot: GET /cluster/resources failed"
+        );
+        assert_eq!(
+            fake.call_count(),
+            1,
+            "nothing else is asked once resources fail"
+        );
+
+        let fake =
+            FakeApi::new(cluster(3, 4)).fail("GET /cluster/ha/rules", 500, "cfs lock timeout");
+        let e = collect_snapshot(&fake, 0).await.unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "collecting the snapshot: GET /cluster/ha/rules failed"
+        );
+    }
+}
