@@ -1,1 +1,23 @@
-//! tests
+//! Behaviour and contract tests of the simulator through its HTTP API (in-process, no socket,
+//! except where TLS or real clients are the point). One test binary, one module per feature.
+
+// Tests may panic: a failed unwrap is the failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod auth;
+mod clone;
+mod config;
+mod contract;
+mod control;
+mod envelope;
+mod faults;
+mod ha;
+mod invariant;
+mod migrate;
+mod nextid;
+mod rrd;
+mod scenario;
+mod schema_check;
+mod server;
+mod support;
+mod tags;

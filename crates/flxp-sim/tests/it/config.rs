@@ -1,0 +1,233 @@
+//! Config reads and writes: digests, locks, pending changes, node notes.
+
+use crate::support::{GIB, TestSim};
+
+#[tokio::test(start_paused = true)]
+async fn config_has_a_digest_and_typed_values() {
+    let s = TestSim::cluster();
+    let c = s.get("/nodes/pve1/qemu/100/config").await.data().clone();
+    let digest = c["digest"].as_str().unwrap();
+    assert_eq!(digest.len(), 40);
+    assert!(digest.chars().all(|c| c.is_ascii_hexdigit()));
+    assert_eq!(c["cores"], 2, "integers are numbers");
+    assert_eq!(c["memory"], "4096", "memory is a property string in PVE 9");
+    assert_eq!(c["name"], "web-1");
+    assert!(c["net0"].as_str().unwrap().contains("bridge=vmbr0"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stale_digest_is_a_checksum_mismatch() {
+    let s = TestSim::cluster();
+    let d1 = s.get("/nodes/pve2/qemu/102/config").await.data()["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        s.put(
+            "/nodes/pve2/qemu/102/config",
+            &[("description", "x"), ("digest", &d1)]
+        )
+        .await
+        .status,
+        200
+    );
+    let d2 = s.get("/nodes/pve2/qemu/102/config").await.data()["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(d1, d2);
+    let r = s
+        .put(
+            "/nodes/pve2/qemu/102/config",
+            &[("description", "y"), ("digest", &d1)],
+        )
+        .await;
+    assert_eq!(r.status, 500);
+    assert_eq!(
+        r.reason.as_deref(),
+        Some("checksum mismatch (file change by other user?)")
+    );
+    let r = s.put("/nodes/pve2/qemu/102/config", &[]).await;
+    assert_eq!(r.status, 500);
+    assert_eq!(r.reason.as_deref(), Some("no options specified"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_locked_vm_refuses_config_writes() {
+    let s = TestSim::cluster();
+    s.post(
+        "/nodes/pve1/qemu/100/migrate",
+        &[("target", "pve2"), ("online", "1")],
+    )
+    .await
+    .upid();
+    let r = s.put("/nodes/pve1/qemu/100/config", &[("tags", "x")]).await;
+    assert_eq!(r.status, 500);
+    assert_eq!(r.reason.as_deref(), Some("VM is locked (migrate)"));
+    assert_eq!(
+        s.get("/nodes/pve1/qemu/100/config").await.data()["lock"],
+        "migrate"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn memory_of_a_running_vm_stays_pending_until_restart() {
+    let s = TestSim::cluster();
+    assert_eq!(
+        s.put("/nodes/pve1/qemu/100/config", &[("memory", "8192")])
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        s.get("/nodes/pve1/qemu/100/config").await.data()["memory"],
+        "8192"
+    );
+    assert_eq!(
+        s.get("/nodes/pve1/qemu/100/config?current=1").await.data()["memory"],
+        "4096"
+    );
+    assert_eq!(s.resource("qemu/100").await["maxmem"], 4 * GIB);
+    let stop = s.post("/nodes/pve1/qemu/100/status/stop", &[]).await.upid();
+    assert_eq!(s.wait(&stop).await["exitstatus"], "OK");
+    assert_eq!(s.resource("qemu/100").await["maxmem"], 8 * GIB);
+    assert_eq!(s.resource("qemu/100").await["status"], "stopped");
+    let start = s
+        .post("/nodes/pve1/qemu/100/status/start", &[])
+        .await
+        .upid();
+    assert_eq!(s.wait(&start).await["exitstatus"], "OK");
+    assert_eq!(s.resource("qemu/100").await["status"], "running");
+}
+
+#[tokio::test(start_paused = true)]
+async fn node_notes_are_the_config_description() {
+    let s = TestSim::cluster();
+    let c = s.get("/nodes/pve2/config").await.data().clone();
+    assert!(c.get("description").is_none());
+    let digest = c["digest"].as_str().unwrap().to_string();
+    assert_eq!(
+        s.put(
+            "/nodes/pve2/config",
+            &[
+                ("description", "flxp.label.ssd flxp.taint.gpu"),
+                ("digest", &digest)
+            ]
+        )
+        .await
+        .status,
+        200
+    );
+    assert_eq!(
+        s.get("/nodes/pve2/config").await.data()["description"],
+        "flxp.label.ssd flxp.taint.gpu"
+    );
+    let r = s
+        .put(
+            "/nodes/pve2/config",
+            &[("description", "x"), ("digest", &digest)],
+        )
+        .await;
+    assert_eq!(r.status, 500);
+    assert_eq!(
+        s.put("/nodes/pve2/config", &[("delete", "description")])
+            .await
+            .status,
+        200
+    );
+    assert!(
+        s.get("/nodes/pve2/config")
+            .await
+            .data()
+            .get("description")
+            .is_none()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn start_stop_and_shutdown_are_tasks() {
+    let s = TestSim::cluster();
+    let r = s.post("/nodes/pve2/qemu/102/status/shutdown", &[]).await;
+    assert_eq!(r.status, 500);
+    assert_eq!(r.reason.as_deref(), Some("VM 102 not running"));
+    let start = s
+        .post("/nodes/pve2/qemu/102/status/start", &[])
+        .await
+        .upid();
+    assert!(start.contains(":qmstart:102:root@pam!test:"), "{start}");
+    assert_eq!(s.task(&start).await["status"], "running");
+    s.wait(&start).await;
+    assert_eq!(s.resource("qemu/102").await["status"], "running");
+    let again = s
+        .post("/nodes/pve2/qemu/102/status/start", &[])
+        .await
+        .upid();
+    assert_eq!(s.wait(&again).await["exitstatus"], "VM 102 already running");
+    let down = s
+        .post("/nodes/pve2/qemu/102/status/shutdown", &[])
+        .await
+        .upid();
+    assert!(down.contains(":qmshutdown:"));
+    s.wait(&down).await;
+    assert_eq!(s.resource("qemu/102").await["status"], "stopped");
+    let r = s.post("/nodes/pve1/qemu/9000/status/start", &[]).await;
+    assert_eq!(
+        r.reason.as_deref(),
+        Some("you can't start a vm if it's a template")
+    );
+    let ct = s.post("/nodes/pve2/lxc/104/status/start", &[]).await.upid();
+    assert!(ct.contains(":vzstart:104:"));
+    s.wait(&ct).await;
+    assert_eq!(s.resource("lxc/104").await["status"], "running");
+}
+
+#[tokio::test(start_paused = true)]
+async fn create_and_delete_a_vm() {
+    let s = TestSim::cluster();
+    let r = s
+        .post(
+            "/nodes/pve2/qemu",
+            &[
+                ("vmid", "300"),
+                ("name", "fresh"),
+                ("memory", "2048"),
+                ("cores", "2"),
+                ("scsi0", "ceph:16"),
+                ("net0", "virtio,bridge=vmbr0"),
+                ("tags", "B;a"),
+                ("start", "1"),
+            ],
+        )
+        .await;
+    let upid = r.upid();
+    assert!(upid.contains(":qmcreate:300:"));
+    assert_eq!(s.resource("qemu/300").await["lock"], "create");
+    s.wait(&upid).await;
+    let c = s.get("/nodes/pve2/qemu/300/config").await.data().clone();
+    assert_eq!(c["scsi0"], "ceph:vm-300-disk-0,size=16G");
+    assert!(
+        c["net0"].as_str().unwrap().starts_with("virtio=BC:24:11:"),
+        "{}",
+        c["net0"]
+    );
+    assert_eq!(c["tags"], "a;b");
+    assert_eq!(s.resource("qemu/300").await["status"], "running");
+    let r = s.post("/nodes/pve2/qemu", &[("vmid", "300")]).await;
+    assert_eq!(
+        r.reason.as_deref(),
+        Some("unable to create VM 300: config file already exists")
+    );
+    let r = s.delete("/nodes/pve2/qemu/300").await;
+    assert_eq!(
+        r.reason.as_deref(),
+        Some("VM 300 is running - destroy failed")
+    );
+    s.wait(&s.post("/nodes/pve2/qemu/300/status/stop", &[]).await.upid())
+        .await;
+    let del = s.delete("/nodes/pve2/qemu/300").await.upid();
+    assert!(del.contains(":qmdestroy:300:"));
+    s.wait(&del).await;
+    assert!(s.resource("qemu/300").await.is_null());
+    let r = s.delete("/nodes/pve1/qemu/110").await;
+    assert_eq!(r.status, 500, "{r:?}");
+}

@@ -1,0 +1,426 @@
+//! Migration lifecycle: precondition, lock, duration from bandwidth, node flip, failure cases,
+//! LXC rules and HA-managed guests.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::support::{GIB, TestSim};
+
+async fn sleep(secs: f64) {
+    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn precondition_lists_allowed_nodes_and_local_disks() {
+    let s = TestSim::cluster();
+    let p = s.get("/nodes/pve1/qemu/100/migrate").await.data().clone();
+    assert_eq!(p["running"], 1);
+    assert_eq!(p["allowed_nodes"], json!(["pve2", "pve3"]));
+    assert_eq!(p["local_disks"], json!([]));
+    let p = s.get("/nodes/pve1/qemu/101/migrate").await.data().clone();
+    let disks = p["local_disks"].as_array().unwrap();
+    assert_eq!(disks.len(), 1);
+    assert_eq!(disks[0]["volid"], "local-lvm:vm-101-disk-0");
+    assert_eq!(disks[0]["drivename"], "scsi0");
+    assert_eq!(disks[0]["size"], 8 * GIB);
+    let ct = s.get("/nodes/pve2/lxc/103/migrate").await.data().clone();
+    assert_eq!(ct["allowed-nodes"], json!(["pve1", "pve3"]));
+    assert_eq!(ct["running"], 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn live_migration_locks_lasts_memory_over_bandwidth_and_flips_the_node() {
+    let s = TestSim::cluster();
+    let before = s.resource("node/pve2").await["mem"].as_u64().unwrap();
+    let upid = s
+        .post(
+            "/nodes/pve1/qemu/100/migrate",
+            &[("target", "pve2"), ("online", "1")],
+        )
+        .await
+        .upid();
+    assert!(
+        upid.starts_with("UPID:pve1:") && upid.contains(":qmigrate:100:root@pam!test:"),
+        "{upid}"
+    );
+    let r = s.resource("qemu/100").await;
+    assert_eq!(r["lock"], "migrate");
+    assert_eq!(r["node"], "pve1");
+    assert_eq!(r["status"], "running");
+    let tasks = s.get("/cluster/tasks").await;
+    let t = tasks
+        .data()
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["upid"] == upid.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(t["type"], "qmigrate");
+    assert_eq!(t["user"], "root@pam");
+    assert_eq!(t["tokenid"], "test");
+    assert!(t.get("endtime").is_none());
+    // 4 GiB at 1 GiB/s = 4 s.
+    sleep(3.9).await;
+    assert_eq!(s.resource("qemu/100").await["node"], "pve1");
+    assert_eq!(s.task(&upid).await["status"], "running");
+    sleep(0.2).await;
+    let st = s.task(&upid).await;
+    assert_eq!(st["status"], "stopped");
+    assert_eq!(st["exitstatus"], "OK");
+    let r = s.resource("qemu/100").await;
+    assert_eq!(r["node"], "pve2");
+    assert!(r.get("lock").is_none());
+    assert_eq!(r["status"], "running");
+    let after = s.resource("node/pve2").await["mem"].as_u64().unwrap();
+    assert_eq!(
+        after - before,
+        2 * GIB,
+        "the target pays the guest's host memory"
+    );
+    let log = s.log(&upid).await;
+    assert!(
+        log[0].ends_with("starting migration of VM 100 to node 'pve2' (10.10.10.2)"),
+        "{log:?}"
+    );
+    assert!(
+        log.iter()
+            .any(|l| l.contains("migration finished successfully (duration 00:00:04)")),
+        "{log:?}"
+    );
+    assert_eq!(log.last().unwrap(), "TASK OK");
+    // The config now lives on the new node.
+    assert_eq!(s.get("/nodes/pve2/qemu/100/config").await.status, 200);
+    assert_eq!(s.get("/nodes/pve1/qemu/100/config").await.status, 500);
+}
+
+#[tokio::test(start_paused = true)]
+async fn bwlimit_slows_the_migration_down() {
+    let s = TestSim::cluster();
+    let upid = s
+        .post(
+            "/nodes/pve1/qemu/100/migrate",
+            &[("target", "pve2"), ("online", "1"), ("bwlimit", "524288")],
+        )
+        .await
+        .upid();
+    sleep(7.5).await;
+    assert_eq!(
+        s.task(&upid).await["status"],
+        "running",
+        "4 GiB at 512 MiB/s takes 8 s"
+    );
+    sleep(0.6).await;
+    assert_eq!(s.task(&upid).await["exitstatus"], "OK");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_running_vm_needs_online_and_local_disks_need_with_local_disks() {
+    let s = TestSim::cluster();
+    let upid = s
+        .post("/nodes/pve1/qemu/100/migrate", &[("target", "pve2")])
+        .await
+        .upid();
+    let st = s.wait(&upid).await;
+    assert_eq!(
+        st["exitstatus"],
+        "can't migrate running VM without --online"
+    );
+    assert_eq!(s.resource("qemu/100").await["node"], "pve1");
+    assert!(s.resource("qemu/100").await.get("lock").is_none());
+
+    let upid = s
+        .post(
+            "/nodes/pve1/qemu/101/migrate",
+            &[("target", "pve2"), ("online", "1")],
+        )
+        .await
+        .upid();
+    assert_eq!(
+        s.wait(&upid).await["exitstatus"],
+        "can't live migrate attached local disks without with-local-disks option"
+    );
+    let upid = s
+        .post(
+            "/nodes/pve1/qemu/101/migrate",
+            &[
+                ("target", "pve2"),
+                ("online", "1"),
+                ("with-local-disks", "1"),
+            ],
+        )
+        .await
+        .upid();
+    // 4 GiB of memory + 8 GiB of disk at 1 GiB/s.
+    sleep(11.9).await;
+    assert_eq!(s.task(&upid).await["status"], "running");
+    sleep(0.2).await;
+    assert_eq!(s.task(&upid).await["exitstatus"], "OK");
+    assert_eq!(s.resource("qemu/101").await["node"], "pve2");
+}
+
+#[tokio::test(start_paused = true)]
+async fn bad_targets_are_refused() {
+    let s = TestSim::cluster();
+    let r = s
+        .post(
+            "/nodes/pve1/qemu/100/migrate",
+            &[("target", "pve1"), ("online", "1")],
+        )
+        .await;
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json["errors"]["target"], "target is local node.");
+    let r = s
+        .post(
+            "/nodes/pve1/qemu/100/migrate",
+            &[("target", "pve9"), ("online", "1")],
+        )
+        .await;
+    assert_eq!(r.status, 500);
+    assert_eq!(r.reason.as_deref(), Some("no such cluster node 'pve9'"));
+    s.control(
+        "POST",
+        "/_sim/nodes/pve3/status",
+        json!({"status": "offline"}),
+    )
+    .await;
+    let upid = s
+        .post(
+            "/nodes/pve1/qemu/100/migrate",
+            &[("target", "pve3"), ("online", "1")],
+        )
+        .await
+        .upid();
+    let st = s.wait(&upid).await;
+    assert!(
+        st["exitstatus"]
+            .as_str()
+            .unwrap()
+            .starts_with("migration aborted"),
+        "{st}"
+    );
+    assert_eq!(s.resource("qemu/100").await["node"], "pve1");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_migration_that_would_overcommit_the_target_fails() {
+    let s = TestSim::cluster();
+    // pve3 has 16 GiB with 6 GiB used; guest 120 costs 12 GiB.
+    let upid = s
+        .post(
+            "/nodes/pve1/qemu/120/migrate",
+            &[("target", "pve3"), ("online", "1")],
+        )
+        .await
+        .upid();
+    let st = s.wait(&upid).await;
+    assert!(
+        st["exitstatus"].as_str().unwrap().contains("start failed"),
+        "{st}"
+    );
+    let log = s.log(&upid).await;
+    assert!(
+        log.iter().any(|l| l.contains("Cannot allocate memory")),
+        "{log:?}"
+    );
+    let r = s.resource("qemu/120").await;
+    assert_eq!(r["node"], "pve1");
+    assert!(r.get("lock").is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn concurrent_migrations_reserve_memory_on_the_target() {
+    let s = TestSim::cluster();
+    // pve3: 10 GiB free. 100 costs 2 GiB, 110 costs 2 GiB (HA, so not used here), 101 2 GiB.
+    let a = s
+        .post(
+            "/nodes/pve1/qemu/120/migrate",
+            &[("target", "pve2"), ("online", "1")],
+        )
+        .await
+        .upid();
+    let free_before = 64 * GIB - s.resource("node/pve2").await["mem"].as_u64().unwrap();
+    assert!(
+        free_before < 56 * GIB,
+        "the incoming 12 GiB are already reserved"
+    );
+    s.wait(&a).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn stopped_guests_migrate_offline() {
+    let s = TestSim::cluster();
+    let upid = s
+        .post("/nodes/pve2/qemu/102/migrate", &[("target", "pve3")])
+        .await
+        .upid();
+    assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
+    assert_eq!(s.resource("qemu/102").await["node"], "pve3");
+    let upid = s
+        .post("/nodes/pve2/lxc/104/migrate", &[("target", "pve1")])
+        .await
+        .upid();
+    assert!(upid.contains(":vzmigrate:104:"));
+    assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
+    assert_eq!(s.resource("lxc/104").await["node"], "pve1");
+}
+
+#[tokio::test(start_paused = true)]
+async fn containers_migrate_in_restart_mode_only() {
+    let s = TestSim::cluster();
+    let r = s
+        .post("/nodes/pve2/lxc/103/migrate", &[("target", "pve1")])
+        .await;
+    assert_eq!(r.status, 500);
+    assert_eq!(
+        r.reason.as_deref(),
+        Some("can't migrate running container without --online or --restart")
+    );
+    let upid = s
+        .post(
+            "/nodes/pve2/lxc/103/migrate",
+            &[("target", "pve1"), ("online", "1")],
+        )
+        .await
+        .upid();
+    assert_eq!(
+        s.wait(&upid).await["exitstatus"],
+        "lxc live migration is currently not implemented"
+    );
+    let upid = s
+        .post(
+            "/nodes/pve2/lxc/103/migrate",
+            &[("target", "pve1"), ("restart", "1")],
+        )
+        .await
+        .upid();
+    sleep(1.0).await;
+    let r = s.resource("lxc/103").await;
+    assert_eq!(
+        r["status"], "stopped",
+        "restart mode stops the container first"
+    );
+    assert_eq!(r["lock"], "migrate");
+    assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
+    let r = s.resource("lxc/103").await;
+    assert_eq!(r["node"], "pve1");
+    assert_eq!(r["status"], "running");
+}
+
+#[tokio::test(start_paused = true)]
+async fn ha_managed_guests_get_hamigrate_and_move_later() {
+    let s = TestSim::cluster();
+    let upid = s
+        .post(
+            "/nodes/pve1/qemu/110/migrate",
+            &[("target", "pve2"), ("online", "1")],
+        )
+        .await
+        .upid();
+    assert!(upid.contains(":hamigrate:110:"), "{upid}");
+    let st = s.wait(&upid).await;
+    assert_eq!(st["exitstatus"], "OK");
+    assert_eq!(
+        s.log(&upid).await[0],
+        "Requesting HA migration for VM 110 to node pve2"
+    );
+    assert_eq!(
+        s.resource("qemu/110").await["node"],
+        "pve1",
+        "the hamigrate task only queues"
+    );
+    // The HA manager acts after its delay (2 s here), then the 4 s migration runs.
+    sleep(1.5).await;
+    let r = s.resource("qemu/110").await;
+    assert_eq!(r["hastate"], "migrate");
+    assert_eq!(r["lock"], "migrate");
+    let tasks = s.get("/cluster/tasks").await;
+    let real = tasks
+        .data()
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["type"] == "qmigrate" && t["id"] == "110")
+        .cloned()
+        .unwrap();
+    assert_eq!(real["user"], "root@pam");
+    assert!(real.get("tokenid").is_none());
+    sleep(4.5).await;
+    let r = s.resource("qemu/110").await;
+    assert_eq!(r["node"], "pve2");
+    assert_eq!(r["hastate"], "started");
+    let status = s.get("/cluster/ha/status/current").await;
+    let svc = status
+        .data()
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == "service:vm:110")
+        .unwrap()
+        .clone();
+    assert_eq!(svc["node"], "pve2");
+    assert_eq!(svc["status"], "vm:110 (pve2, started)");
+}
+
+#[tokio::test(start_paused = true)]
+async fn stopping_the_task_aborts_the_migration() {
+    let s = TestSim::cluster();
+    let upid = s
+        .post(
+            "/nodes/pve1/qemu/100/migrate",
+            &[("target", "pve2"), ("online", "1")],
+        )
+        .await
+        .upid();
+    sleep(1.0).await;
+    assert_eq!(
+        s.delete(&format!(
+            "/nodes/pve1/tasks/{}",
+            crate::support::urlencode(&upid)
+        ))
+        .await
+        .status,
+        200
+    );
+    assert_eq!(s.task(&upid).await["exitstatus"], "interrupted by signal");
+    sleep(10.0).await;
+    let r = s.resource("qemu/100").await;
+    assert_eq!(r["node"], "pve1");
+    assert!(r.get("lock").is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn task_endpoints_answer_for_the_node_in_the_upid_only() {
+    let s = TestSim::cluster();
+    let upid = s
+        .post(
+            "/nodes/pve1/qemu/100/migrate",
+            &[("target", "pve2"), ("online", "1")],
+        )
+        .await
+        .upid();
+    let r = s
+        .get(&format!(
+            "/nodes/pve2/tasks/{}/status",
+            crate::support::urlencode(&upid)
+        ))
+        .await;
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json["errors"]["upid"], "no such task");
+    let list = s.get("/nodes/pve1/tasks?source=active").await;
+    assert!(
+        list.data()
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["upid"] == upid.as_str())
+    );
+    let st = s.task(&upid).await;
+    assert_eq!(st["node"], "pve1");
+    assert_eq!(st["type"], "qmigrate");
+    assert_eq!(st["id"], "100");
+    assert_eq!(st["user"], "root@pam");
+    assert_eq!(st["tokenid"], "test");
+    assert!(st.get("exitstatus").is_none());
+}

@@ -1,0 +1,280 @@
+//! Test support: a simulator behind its router, request helpers that speak Proxmox's wire
+//! (token header, form bodies), and the standard test cluster.
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, Response};
+use flxp_sim::{Scenario, Sim};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+pub const TOKEN: &str = "root@pam!test=0b6a3c2e-58f4-4b8e-9d1a-2f6e8c4a7b10";
+pub const RO_TOKEN: &str = "audit@pve!view=7f0d3a51-0c2b-4f7e-8b9a-1d2e3f4a5b6c";
+pub const GIB: u64 = 1 << 30;
+
+/// An HTTP answer: status, reason phrase, body text and parsed JSON (null if not JSON).
+#[derive(Debug, Clone)]
+pub struct Resp {
+    pub status: u16,
+    pub reason: Option<String>,
+    pub body: String,
+    pub json: Value,
+    pub headers: axum::http::HeaderMap,
+}
+
+impl Resp {
+    /// The `data` of a 200 answer; panics with the answer otherwise.
+    pub fn data(&self) -> &Value {
+        assert_eq!(self.status, 200, "expected 200, got {self:?}");
+        &self.json["data"]
+    }
+
+    /// The `data` as a string (UPIDs).
+    pub fn upid(&self) -> String {
+        self.data()
+            .as_str()
+            .unwrap_or_else(|| panic!("no UPID in {self:?}"))
+            .to_string()
+    }
+}
+
+/// A simulator under test.
+#[derive(Clone)]
+pub struct TestSim {
+    pub sim: Sim,
+    router: Router,
+    pub auth: Option<String>,
+}
+
+impl TestSim {
+    /// From a scenario document; the test token is added.
+    pub fn new(doc: Value) -> Self {
+        let mut scenario = Scenario::from_value(doc).expect("scenario");
+        scenario.add_token(TOKEN).unwrap();
+        let sim = Sim::new(scenario).expect("sim");
+        let router = sim.router();
+        TestSim {
+            sim,
+            router,
+            auth: Some(format!("PVEAPIToken={TOKEN}")),
+        }
+    }
+
+    /// The standard test cluster.
+    pub fn cluster() -> Self {
+        Self::new(cluster())
+    }
+
+    /// Same world, other credentials (`None`: none at all).
+    pub fn with_auth(&self, auth: Option<String>) -> Self {
+        TestSim {
+            auth,
+            ..self.clone()
+        }
+    }
+
+    pub async fn send(&self, req: Request<Body>) -> Resp {
+        let resp: Response<Body> = self.router.clone().oneshot(req).await.unwrap();
+        let status = resp.status().as_u16();
+        let reason = resp
+            .extensions()
+            .get::<hyper::ext::ReasonPhrase>()
+            .map(|r| String::from_utf8_lossy(r.as_bytes()).into_owned());
+        let headers = resp.headers().clone();
+        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let body = String::from_utf8_lossy(&bytes).into_owned();
+        let json = serde_json::from_str(&body).unwrap_or(Value::Null);
+        Resp {
+            status,
+            reason,
+            body,
+            json,
+            headers,
+        }
+    }
+
+    fn builder(&self, method: &str, path: &str) -> axum::http::request::Builder {
+        let uri = if path.starts_with("/_sim") {
+            path.to_string()
+        } else {
+            format!("/api2/json{path}")
+        };
+        let mut b = Request::builder().method(method).uri(uri);
+        if let Some(a) = &self.auth {
+            b = b.header("authorization", a);
+        }
+        b
+    }
+
+    pub async fn get(&self, path: &str) -> Resp {
+        self.send(self.builder("GET", path).body(Body::empty()).unwrap())
+            .await
+    }
+
+    pub async fn delete(&self, path: &str) -> Resp {
+        self.send(self.builder("DELETE", path).body(Body::empty()).unwrap())
+            .await
+    }
+
+    /// A form-encoded write (`application/x-www-form-urlencoded`, values percent-encoded).
+    pub async fn form(&self, method: &str, path: &str, params: &[(&str, &str)]) -> Resp {
+        let body = serde_urlencoded::to_string(params).unwrap();
+        self.raw(method, path, "application/x-www-form-urlencoded", &body)
+            .await
+    }
+
+    pub async fn post(&self, path: &str, params: &[(&str, &str)]) -> Resp {
+        self.form("POST", path, params).await
+    }
+
+    pub async fn put(&self, path: &str, params: &[(&str, &str)]) -> Resp {
+        self.form("PUT", path, params).await
+    }
+
+    pub async fn raw(&self, method: &str, path: &str, content_type: &str, body: &str) -> Resp {
+        let req = self
+            .builder(method, path)
+            .header("content-type", content_type)
+            .body(Body::from(body.to_string()))
+            .unwrap();
+        self.send(req).await
+    }
+
+    /// A JSON write to the control endpoint.
+    pub async fn control(&self, method: &str, path: &str, body: Value) -> Resp {
+        self.raw(method, path, "application/json", &body.to_string())
+            .await
+    }
+
+    /// The `/cluster/resources` entry with `id`.
+    pub async fn resource(&self, id: &str) -> Value {
+        let r = self.get("/cluster/resources").await;
+        r.data()
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["id"] == id)
+            .cloned()
+            .unwrap_or(Value::Null)
+    }
+
+    /// Task status of a UPID (on the node the UPID names).
+    pub async fn task(&self, upid: &str) -> Value {
+        let node = upid.split(':').nth(1).unwrap();
+        let path = format!("/nodes/{node}/tasks/{}/status", urlencode(upid));
+        self.get(&path).await.data().clone()
+    }
+
+    /// Waits (in simulated time) until the task stopped; returns its status.
+    pub async fn wait(&self, upid: &str) -> Value {
+        for _ in 0..10_000 {
+            let t = self.task(upid).await;
+            if t["status"] == "stopped" {
+                return t;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        panic!("task {upid} never ended");
+    }
+
+    /// Task log lines.
+    pub async fn log(&self, upid: &str) -> Vec<String> {
+        let node = upid.split(':').nth(1).unwrap();
+        let path = format!("/nodes/{node}/tasks/{}/log?limit=1000", urlencode(upid));
+        self.get(&path)
+            .await
+            .data()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["t"].as_str().unwrap().to_string())
+            .collect()
+    }
+}
+
+pub fn urlencode(s: &str) -> String {
+    serde_urlencoded::to_string([("x", s)]).unwrap()[2..].to_string()
+}
+
+fn node(name: &str, cpus: u32, mem_gib: u64, mem_used_gib: u64) -> Value {
+    json!({"id": format!("node/{name}"), "type": "node", "node": name, "status": "online",
+           "maxcpu": cpus, "cpu": 0.1, "maxmem": mem_gib * GIB, "mem": mem_used_gib * GIB,
+           "maxdisk": 100 * GIB, "disk": 10 * GIB, "uptime": 1000, "level": ""})
+}
+
+fn storage(node: &str, id: &str, kind: &str, shared: bool) -> Value {
+    json!({"id": format!("storage/{node}/{id}"), "type": "storage", "node": node, "storage": id,
+           "plugintype": kind, "shared": u8::from(shared), "content": "images,rootdir",
+           "maxdisk": 4u64 << 40, "disk": 0})
+}
+
+fn guest(kind: &str, vmid: u32, name: &str, node: &str, mem_gib: u64, running: bool) -> Value {
+    let mut g = json!({"id": format!("{kind}/{vmid}"), "type": kind, "vmid": vmid, "name": name,
+        "node": node, "status": if running { "running" } else { "stopped" },
+        "maxmem": mem_gib * GIB, "maxcpu": 2, "maxdisk": 32 * GIB,
+        "cpu": if running { 0.25 } else { 0.0 }, "mem": if running { mem_gib * GIB / 2 } else { 0 },
+        "uptime": if running { 600 } else { 0 }});
+    if running && kind == "qemu" {
+        g["memhost"] = json!(mem_gib * GIB / 2);
+    }
+    g
+}
+
+/// Three nodes (pve3 is small), shared `ceph` and per-node `local-lvm`, and guests for every
+/// rule the tests exercise:
+/// - 100 qemu running 4 GiB on ceph (pve1); 101 qemu running on local-lvm (pve1);
+/// - 102 qemu stopped on ceph (pve2); 103 lxc running on local-lvm (pve2);
+/// - 104 lxc stopped on ceph (pve2); 110 qemu running, HA-managed (pve1);
+/// - 120 qemu running with 12 GiB host memory (pve1); 9000 template on ceph with cloud-init;
+/// - 9001 template on local-lvm (pve1).
+pub fn cluster() -> Value {
+    let mut res = vec![
+        node("pve1", 16, 64, 24),
+        node("pve2", 16, 64, 8),
+        node("pve3", 8, 16, 6),
+    ];
+    for n in ["pve1", "pve2", "pve3"] {
+        res.push(storage(n, "ceph", "rbd", true));
+        res.push(storage(n, "local-lvm", "lvmthin", false));
+    }
+    res.push(guest("qemu", 100, "web-1", "pve1", 4, true));
+    res.push(guest("qemu", 101, "local-1", "pve1", 4, true));
+    res.push(guest("qemu", 102, "cold-1", "pve2", 4, false));
+    res.push(guest("lxc", 103, "ct-1", "pve2", 2, true));
+    res.push(guest("lxc", 104, "ct-2", "pve2", 2, false));
+    res.push(guest("qemu", 110, "ha-1", "pve1", 4, true));
+    let mut big = guest("qemu", 120, "big-1", "pve1", 24, true);
+    big["memhost"] = json!(12 * GIB);
+    big["mem"] = json!(12 * GIB);
+    res.push(big);
+    let mut t = guest("qemu", 9000, "ubuntu-2404", "pve1", 2, false);
+    t["template"] = json!(1);
+    t["tags"] = json!("template");
+    res.push(t);
+    let mut t2 = guest("qemu", 9001, "local-tpl", "pve1", 2, false);
+    t2["template"] = json!(1);
+    res.push(t2);
+    json!({
+        "resources": res,
+        "time": 1_764_400_000,
+        "ha": {"resources": [{"sid": "vm:110", "state": "started"}]},
+        "sim": {
+            "tokens": [{"token": RO_TOKEN, "readonly": true}],
+            "users": [{"userid": "root@pam", "password": "secret"}],
+            "migration_bandwidth": GIB,
+            "auth_failure_delay_ms": 0,
+            "ha_delay_secs": 2,
+            "guests": {
+                "101": {"config": {"scsi0": "local-lvm:vm-101-disk-0,size=8G"}},
+                "103": {"config": {"rootfs": "local-lvm:vm-103-disk-0,size=8G"}},
+                "9000": {"config": {"scsi0": "ceph:base-9000-disk-0,size=32G",
+                                     "ide2": "ceph:vm-9000-cloudinit,media=cdrom", "ciuser": "ubuntu"}},
+                "9001": {"config": {"scsi0": "local-lvm:base-9001-disk-0,size=16G"}}
+            }
+        }
+    })
+}
