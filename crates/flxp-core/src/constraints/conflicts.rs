@@ -83,10 +83,17 @@ pub(super) fn find(cluster: &Cluster, rules: &Rules) -> Vec<Conflict> {
             .iter()
             .map(|&id| rules.groups[id].name.clone())
             .collect();
-        let common = members.iter().fold(all_nodes.clone(), |acc, &g| {
-            let mine = nodes_of(g);
-            acc.into_iter().filter(|n| mine.contains(n)).collect()
-        });
+        // Only restricted members narrow the common nodes; the lists are sorted, so intersect by merge.
+        let mut common: Option<Vec<NodeIdx>> = None;
+        for &g in &members {
+            if let Some(mine) = eligible[g.get()].as_deref() {
+                common = Some(match common {
+                    None => mine.to_vec(),
+                    Some(acc) => intersect_sorted(&acc, mine),
+                });
+            }
+        }
+        let common = common.unwrap_or_else(|| all_nodes.clone());
         if common.is_empty() && members.len() > 1 {
             let detail: Vec<String> = members
                 .iter()
@@ -143,11 +150,16 @@ pub(super) fn find(cluster: &Cluster, rules: &Rules) -> Vec<Conflict> {
             continue;
         }
         let members: Vec<GuestIdx> = group.members.iter().copied().filter(relevant).collect();
-        let adjacency: Vec<&[NodeIdx]> = members.iter().map(|&g| nodes_of(g)).collect();
+        let adjacency: Vec<Option<&[NodeIdx]>> = members
+            .iter()
+            .map(|&g| eligible[g.get()].as_deref())
+            .collect();
         let matched = max_matching(&adjacency, cluster.nodes.len());
         if matched < members.len() {
-            let hostable: BTreeSet<NodeIdx> =
-                adjacency.iter().flat_map(|a| a.iter().copied()).collect();
+            let hostable: BTreeSet<NodeIdx> = members
+                .iter()
+                .flat_map(|&g| nodes_of(g).iter().copied())
+                .collect();
             out.push(Conflict {
                 rules: vec![group.name.clone()],
                 message: format!(
@@ -162,11 +174,28 @@ pub(super) fn find(cluster: &Cluster, rules: &Rules) -> Vec<Conflict> {
     out
 }
 
+fn intersect_sorted(a: &[NodeIdx], b: &[NodeIdx]) -> Vec<NodeIdx> {
+    let (mut i, mut j, mut out) = (0, 0, Vec::new());
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                out.push(a[i]);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out
+}
+
 /// Hard affinity groups, merged where they share a member (as indexes into `Rules::groups`).
+///
+/// Linear in the number of memberships: each guest unites the hard affinity groups it is in.
 fn affinity_components(rules: &Rules) -> Vec<Vec<usize>> {
-    let hard: Vec<usize> = (0..rules.groups.len())
-        .filter(|&i| rules.groups[i].kind == GroupKind::Affinity && rules.groups[i].hard)
-        .collect();
+    let is_hard_affinity =
+        |i: usize| rules.groups[i].kind == GroupKind::Affinity && rules.groups[i].hard;
     let mut parent: Vec<usize> = (0..rules.groups.len()).collect();
     fn root(p: &mut [usize], mut i: usize) -> usize {
         while p[i] != i {
@@ -175,58 +204,72 @@ fn affinity_components(rules: &Rules) -> Vec<Vec<usize>> {
         }
         i
     }
-    for (a_pos, &a) in hard.iter().enumerate() {
-        for &b in &hard[a_pos + 1..] {
-            let shares = rules.groups[a]
-                .members
-                .iter()
-                .any(|m| rules.groups[b].members.contains(m));
-            if shares {
-                let (ra, rb) = (root(&mut parent, a), root(&mut parent, b));
-                parent[ra.max(rb)] = ra.min(rb);
+    for guest in &rules.guests {
+        let mut first: Option<usize> = None;
+        for g in guest
+            .groups
+            .iter()
+            .map(|g| g.get())
+            .filter(|&g| is_hard_affinity(g))
+        {
+            match first {
+                None => first = Some(g),
+                Some(f) => {
+                    let (ra, rb) = (root(&mut parent, f), root(&mut parent, g));
+                    parent[ra.max(rb)] = ra.min(rb);
+                }
             }
         }
     }
     let mut comps: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
-    for &g in &hard {
+    for g in (0..rules.groups.len()).filter(|&g| is_hard_affinity(g)) {
         let r = root(&mut parent, g);
         comps.entry(r).or_default().push(g);
     }
     comps.into_values().collect()
 }
 
-/// Size of a maximum matching of members to distinct nodes (Kuhn's augmenting paths).
-fn max_matching(adjacency: &[&[NodeIdx]], nodes: usize) -> usize {
+/// Size of a maximum matching of members to distinct nodes.
+///
+/// Members allowed everywhere (`None`) are counted, not searched: any maximum matching of the
+/// restricted members uses exactly that many nodes, and the unrestricted ones can take any other,
+/// so the total is `restricted + min(unrestricted, nodes − restricted)`. The restricted ones are
+/// matched with Kuhn's augmenting paths over a visited array stamped per round (no reallocation).
+fn max_matching(adjacency: &[Option<&[NodeIdx]>], nodes: usize) -> usize {
     fn augment(
         u: usize,
         adj: &[&[NodeIdx]],
-        seen: &mut [bool],
+        seen: &mut [u32],
+        stamp: u32,
         owner: &mut [Option<usize>],
     ) -> bool {
         for &n in adj[u] {
             let n = n.get();
-            if seen[n] {
+            if seen[n] == stamp {
                 continue;
             }
-            seen[n] = true;
-            if owner[n].is_none_or(|v| augment(v, adj, seen, owner)) {
+            seen[n] = stamp;
+            if owner[n].is_none_or(|v| augment(v, adj, seen, stamp, owner)) {
                 owner[n] = Some(u);
                 return true;
             }
         }
         false
     }
-    let mut owner = vec![None; nodes];
-    let mut count = 0;
-    for u in 0..adjacency.len() {
-        let mut seen = vec![false; nodes];
-        if augment(u, adjacency, &mut seen, &mut owner) {
-            count += 1;
+    let restricted: Vec<&[NodeIdx]> = adjacency.iter().filter_map(|a| *a).collect();
+    let unrestricted = adjacency.len() - restricted.len();
+    let mut matched = 0;
+    if !restricted.is_empty() {
+        let mut owner = vec![None; nodes];
+        let mut seen = vec![0u32; nodes];
+        for u in 0..restricted.len() {
+            if augment(u, &restricted, &mut seen, u as u32 + 1, &mut owner) {
+                matched += 1;
+            }
         }
     }
-    count
+    matched + unrestricted.min(nodes - matched)
 }
-
 #[cfg(test)]
 mod tests {
     use crate::constraints::Rules;

@@ -140,7 +140,15 @@ impl Rules {
                 continue;
             }
             let subject = format!("{} {}", g.kind.as_str(), g.label());
-            let compiled = rules.compile_tags(cluster, &g.tags, &subject, Some(idx));
+            let mut warnings = Vec::new();
+            let compiled = compile_tags(
+                cluster,
+                &g.tags,
+                &subject,
+                &mut warnings,
+                &mut |name, kind, hard| Some(rules.join(Some(idx), name, kind, hard)),
+            );
+            rules.warnings.extend(warnings);
             rules.guests[idx.get()] = compiled;
         }
         ha::compile(cluster, &mut rules);
@@ -159,18 +167,19 @@ impl Rules {
         cluster: &Cluster,
         tags: &[String],
     ) -> (GuestRules, Vec<Warning>) {
-        let mut scratch = Self {
-            group_by_name: self.group_by_name.clone(),
-            groups: self.groups.clone(),
-            ..Self::default()
-        };
         let tags: Vec<String> = tags.iter().map(|t| t.to_ascii_lowercase()).collect();
-        let mut r = scratch.compile_tags(cluster, &tags, "request", None);
-        // Groups the request created exist only in the scratch copy: drop them.
-        r.groups.retain(|g| g.get() < self.groups.len());
+        let mut warnings = Vec::new();
+        // A request joins existing groups only: looked up, never created.
+        let mut r = compile_tags(
+            cluster,
+            &tags,
+            "request",
+            &mut warnings,
+            &mut |name, _, _| self.group_id(name),
+        );
         r.groups.sort();
         r.groups.dedup();
-        (r, scratch.warnings)
+        (r, warnings)
     }
 
     /// The group with this name.
@@ -213,99 +222,105 @@ impl Rules {
     ) -> GroupId {
         let id = self.group_for(name, kind, hard);
         if let Some(g) = guest {
+            // Guests are compiled one at a time, so a repeat can only be the last member.
             let members = &mut self.groups[id.get()].members;
-            if !members.contains(&g) {
+            if members.last() != Some(&g) {
                 members.push(g);
             }
         }
         id
     }
-
-    fn compile_tags(
-        &mut self,
-        cluster: &Cluster,
-        tags: &[String],
-        subject: &str,
-        guest: Option<GuestIdx>,
-    ) -> GuestRules {
-        let mut out = GuestRules::default();
-        let mut node_names: Vec<String> = Vec::new();
-        let mut pin_names: Vec<String> = Vec::new();
-        let mut prefer_names: Vec<String> = Vec::new();
-        for tag in tags {
-            let token = match parse_guest_tag(tag) {
-                TagParse::NotOurs => continue,
-                TagParse::Malformed(why) => {
-                    self.warnings.push(Warning::about(
-                        subject,
-                        format!("tag `{tag}` {why}; ignored"),
-                    ));
-                    continue;
-                }
-                TagParse::Token(t) => t,
-            };
-            match token {
-                GuestToken::Affinity { group, hard } => {
-                    out.groups
-                        .push(self.join(guest, &group, GroupKind::Affinity, hard));
-                }
-                GuestToken::AntiAffinity { group, hard } => {
-                    out.groups
-                        .push(self.join(guest, &group, GroupKind::AntiAffinity, hard));
-                }
-                GuestToken::Node(n) => node_names.push(n),
-                GuestToken::Pin(n) => pin_names.push(n),
-                GuestToken::PreferNode(n) => prefer_names.push(n),
-                GuestToken::Select(l) => push_unique(&mut out.selectors, l),
-                GuestToken::Tolerate(t) => push_unique(&mut out.tolerations, t),
-                GuestToken::Ignore => out.ignore = true,
-            }
-        }
-        for (rule, names) in [("flxp.node", node_names), ("plb_pin", pin_names)] {
-            if names.is_empty() {
+}
+/// Compiles one guest's (or request's) tags; `group` resolves a group name (creating it, or not).
+fn compile_tags(
+    cluster: &Cluster,
+    tags: &[String],
+    subject: &str,
+    warnings: &mut Vec<Warning>,
+    group: &mut dyn FnMut(&str, GroupKind, bool) -> Option<GroupId>,
+) -> GuestRules {
+    let mut out = GuestRules::default();
+    let mut node_names: Vec<String> = Vec::new();
+    let mut pin_names: Vec<String> = Vec::new();
+    let mut prefer_names: Vec<String> = Vec::new();
+    for tag in tags {
+        let token = match parse_guest_tag(tag) {
+            TagParse::NotOurs => continue,
+            TagParse::Malformed(why) => {
+                warnings.push(Warning::about(
+                    subject,
+                    format!("tag `{tag}` {why}; ignored"),
+                ));
                 continue;
             }
-            let nodes = self.resolve_nodes(cluster, subject, rule, &names);
-            out.node_rules.push(NodeRule {
-                rule: rule.to_owned(),
-                nodes,
+            TagParse::Token(t) => t,
+        };
+        match token {
+            GuestToken::Affinity { group: name, hard } => {
+                out.groups.extend(group(&name, GroupKind::Affinity, hard));
+            }
+            GuestToken::AntiAffinity { group: name, hard } => {
+                out.groups
+                    .extend(group(&name, GroupKind::AntiAffinity, hard));
+            }
+            GuestToken::Node(n) => node_names.push(n),
+            GuestToken::Pin(n) => pin_names.push(n),
+            GuestToken::PreferNode(n) => prefer_names.push(n),
+            GuestToken::Select(l) => push_unique(&mut out.selectors, l),
+            GuestToken::Tolerate(t) => push_unique(&mut out.tolerations, t),
+            GuestToken::Ignore => out.ignore = true,
+        }
+    }
+    for (rule, names) in [("flxp.node", node_names), ("plb_pin", pin_names)] {
+        if names.is_empty() {
+            continue;
+        }
+        let nodes = resolve_nodes(cluster, warnings, subject, rule, &names);
+        out.node_rules.push(NodeRule {
+            rule: rule.to_owned(),
+            nodes,
+        });
+    }
+    if !prefer_names.is_empty() {
+        let nodes = resolve_nodes(
+            cluster,
+            warnings,
+            subject,
+            "flxp.prefer-node",
+            &prefer_names,
+        );
+        if !nodes.is_empty() {
+            out.preferences.push(Preference {
+                rule: "flxp.prefer-node".to_owned(),
+                priorities: nodes.into_iter().map(|n| (n, 1)).collect(),
+                default: 0,
             });
         }
-        if !prefer_names.is_empty() {
-            let nodes = self.resolve_nodes(cluster, subject, "flxp.prefer-node", &prefer_names);
-            if !nodes.is_empty() {
-                out.preferences.push(Preference {
-                    rule: "flxp.prefer-node".to_owned(),
-                    priorities: nodes.into_iter().map(|n| (n, 1)).collect(),
-                    default: 0,
-                });
-            }
-        }
-        out
     }
+    out
+}
 
-    /// Node names from tags to indexes; unknown names are warnings (the rule keeps the rest).
-    fn resolve_nodes(
-        &mut self,
-        cluster: &Cluster,
-        subject: &str,
-        rule: &str,
-        names: &[String],
-    ) -> Vec<NodeIdx> {
-        let mut nodes = Vec::new();
-        for name in names {
-            match cluster.node_idx_loose(name) {
-                Some(n) => nodes.push(n),
-                None => self.warnings.push(Warning::about(
-                    subject,
-                    format!("{rule} names node `{name}`, which is not in the cluster"),
-                )),
-            }
+/// Node names from tags to indexes; unknown names are warnings (the rule keeps the rest).
+fn resolve_nodes(
+    cluster: &Cluster,
+    warnings: &mut Vec<Warning>,
+    subject: &str,
+    rule: &str,
+    names: &[String],
+) -> Vec<NodeIdx> {
+    let mut nodes = Vec::new();
+    for name in names {
+        match cluster.node_idx_loose(name) {
+            Some(n) => nodes.push(n),
+            None => warnings.push(Warning::about(
+                subject,
+                format!("{rule} names node `{name}`, which is not in the cluster"),
+            )),
         }
-        nodes.sort();
-        nodes.dedup();
-        nodes
     }
+    nodes.sort();
+    nodes.dedup();
+    nodes
 }
 
 impl GroupId {

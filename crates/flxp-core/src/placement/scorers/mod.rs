@@ -6,6 +6,7 @@ pub mod pack;
 pub mod prefer_affinity;
 pub mod prefer_no;
 pub mod prefer_node;
+pub mod pve_topsis;
 pub mod spread;
 
 #[cfg(test)]

@@ -1,0 +1,195 @@
+//! `pve-static` and `pve-dynamic`: Proxmox's own start scoring (TOPSIS over average and highest CPU
+//! and memory load, memory weighing most), as its CRS computes it in static and dynamic mode.
+//!
+//! The alternatives are all online nodes outside maintenance, as in Proxmox (its usage holds only
+//! online nodes), each with the new guest added; the scores of the feasible ones are reported. The
+//! node stats come from the state at hand, so planned moves and in-flight placements count.
+//! - static (pve-crs.md §1.3): node usage = Σ configured vCPUs and memory of running guests.
+//! - dynamic (§1.4): node usage = measured CPU cores and memory, plus the full configured size of
+//!   guests still starting (a start task running), which measurements have not caught up with.
+
+use crate::cluster::NodeIdx;
+use crate::placement::{Ctx, NodeView, Scorer};
+use crate::pve_crs::{NodeStats, NodeUsage, ResourceStats, score_nodes_to_start};
+
+/// Registered name of the static variant.
+pub const STATIC_NAME: &str = "pve-static";
+/// Registered name of the dynamic variant.
+pub const DYNAMIC_NAME: &str = "pve-dynamic";
+
+/// Proxmox's TOPSIS over configured sizes.
+#[derive(Debug, Default)]
+pub struct PveStatic;
+
+/// Proxmox's TOPSIS over measured usage plus starting guests.
+#[derive(Debug, Default)]
+pub struct PveDynamic;
+
+/// Node stats of every alternative node, by mode.
+fn alternatives(ctx: &Ctx, dynamic: bool) -> (Vec<NodeIdx>, Vec<NodeUsage>) {
+    let mut idx = Vec::new();
+    let mut stats = Vec::new();
+    for n in ctx.cluster.node_indexes() {
+        let node = ctx.cluster.node(n);
+        if !node.is_schedulable() || node.maxmem == 0 || node.maxcpu <= 0.0 {
+            continue;
+        }
+        let u = ctx.state.usage(n);
+        let (cpu, mem) = if dynamic {
+            (u.cpu, u.mem)
+        } else {
+            (u.committed_cpus, u.committed_mem)
+        };
+        idx.push(n);
+        stats.push(NodeUsage::new(
+            node.name.clone(),
+            NodeStats {
+                cpu,
+                maxcpu: node.maxcpu,
+                mem,
+                maxmem: node.maxmem,
+            },
+        ));
+    }
+    if dynamic {
+        for g_idx in ctx.cluster.guest_indexes() {
+            let g = ctx.cluster.guest(g_idx);
+            if !g.running || !ctx.cluster.tasks.is_starting(g.vmid) {
+                continue;
+            }
+            if let Some(pos) = idx.iter().position(|&n| n == ctx.state.location(g_idx)) {
+                let s = &mut stats[pos].stats;
+                s.cpu += if g.maxcpu > 0.0 { g.maxcpu } else { s.maxcpu };
+                s.mem += g.maxmem;
+            }
+        }
+    }
+    (idx, stats)
+}
+
+fn topsis_scores(ctx: &Ctx, nodes: &[NodeView], dynamic: bool) -> Vec<f64> {
+    let (idx, stats) = alternatives(ctx, dynamic);
+    let resource = ResourceStats::from_static(ctx.subject.cores, ctx.subject.memory);
+    // Errors need bad capacities, which `alternatives` leaves out; NaN makes the pipeline name
+    // this scorer if it happens anyway.
+    let scored = score_nodes_to_start(&stats, &resource).unwrap_or_default();
+    nodes
+        .iter()
+        .map(|v| {
+            idx.iter()
+                .position(|&n| n == v.idx)
+                .and_then(|p| scored.get(p))
+                .map_or(f64::NAN, |s| 100.0 * s.score)
+        })
+        .collect()
+}
+
+impl Scorer for PveStatic {
+    fn name(&self) -> &'static str {
+        STATIC_NAME
+    }
+    fn score(&self, ctx: &Ctx, node: &NodeView) -> f64 {
+        topsis_scores(ctx, std::slice::from_ref(node), false)[0]
+    }
+    fn score_all(&self, ctx: &Ctx, nodes: &[NodeView]) -> Vec<f64> {
+        topsis_scores(ctx, nodes, false)
+    }
+    fn normalize(&self, _scores: &mut [f64]) {}
+}
+
+impl Scorer for PveDynamic {
+    fn name(&self) -> &'static str {
+        DYNAMIC_NAME
+    }
+    fn score(&self, ctx: &Ctx, node: &NodeView) -> f64 {
+        topsis_scores(ctx, std::slice::from_ref(node), true)[0]
+    }
+    fn score_all(&self, ctx: &Ctx, nodes: &[NodeView]) -> Vec<f64> {
+        topsis_scores(ctx, nodes, true)
+    }
+    fn normalize(&self, _scores: &mut [f64]) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::placement::filters::testing::new_vm;
+    use crate::placement::scorers::testing::scores;
+    use crate::testutil::*;
+
+    const MIB: u64 = 1 << 20;
+
+    /// pve-crs.md §5.7 homogeneous fixture as a cluster: usage (cores, MiB) on 16 CPUs / 64 GiB.
+    fn homogeneous(dynamic: bool) -> crate::Cluster {
+        let usage = [
+            ("node1", 1.7, 12334),
+            ("node2", 15.184, 529),
+            ("node3", 5.2, 9381),
+        ];
+        let mut b = ClusterBuilder::new();
+        for (name, cpu, mem_mib) in usage {
+            let n = node(name).cpus(16.0).memory(64 * GIB);
+            b = b.node(if dynamic {
+                n.load(cpu / 16.0).used(mem_mib * MIB)
+            } else {
+                n
+            });
+        }
+        b.build()
+    }
+
+    fn ranking(sc: &dyn Scorer, c: &crate::Cluster, mem: u64, cores: u32) -> Vec<String> {
+        let mut s = scores(sc, c, &new_vm(c, mem, cores, &[])).unwrap();
+        s.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        s.into_iter().map(|(n, _)| n).collect()
+    }
+
+    #[test]
+    fn dynamic_mode_reproduces_proxmox_start_rankings_on_measured_usage() {
+        // pve-crs.md §5.7 test_score_homogeneous_nodes_to_start_resource: heavy-mem (1 core,
+        // 12 GiB) → node2, node3, node1; combined (12 cores, 12 GiB) → node2, node3, node1.
+        let c = homogeneous(true);
+        assert_eq!(
+            ranking(&PveDynamic, &c, 12 * GIB, 1),
+            ["node2", "node3", "node1"]
+        );
+        assert_eq!(
+            ranking(&PveDynamic, &c, 12 * GIB, 12),
+            ["node2", "node3", "node1"]
+        );
+    }
+
+    #[test]
+    fn static_mode_counts_configured_sizes_and_spreads_over_empty_nodes() {
+        // An empty cluster: all alternatives equal, TOPSIS gives 0 and the first node wins.
+        let c = homogeneous(false);
+        let s = scores(&PveStatic, &c, &new_vm(&c, 4 * GIB, 2, &[])).unwrap();
+        assert!(s.iter().all(|(_, v)| *v == 0.0), "{s:?}");
+        // A node with configured guests is avoided.
+        let c = ClusterBuilder::new()
+            .nodes(&["node1", "node2", "node3"])
+            .guest(vm(101, "node1").mem(GIB, 16 * GIB).cores(4.0, 0.0))
+            .guest(vm(102, "node2").mem(GIB, 8 * GIB).cores(4.0, 0.0))
+            .build();
+        assert_eq!(
+            ranking(&PveStatic, &c, 4 * GIB, 2),
+            ["node3", "node2", "node1"]
+        );
+    }
+
+    #[test]
+    fn dynamic_mode_counts_guests_still_starting_at_full_size() {
+        let c = ClusterBuilder::new()
+            .node(node("a").used(10 * GIB))
+            .node(node("b").used(11 * GIB))
+            .guest(vm(101, "a").mem(0, 32 * GIB))
+            .task(crate::snapshot::Task {
+                kind: Some("qmstart".into()),
+                id: Some("101".into()),
+                starttime: Some(1),
+                ..Default::default()
+            })
+            .build();
+        assert_eq!(ranking(&PveDynamic, &c, 4 * GIB, 2), ["b", "a"]);
+    }
+}
