@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::registry;
 use super::scorers::{
-    free_cpu, free_memory, pack, prefer_affinity, prefer_no, prefer_node, spread,
+    free_cpu, free_memory, pack, prefer_affinity, prefer_no, prefer_node, pve_topsis, spread,
 };
 use crate::{Error, Result};
 
@@ -46,6 +46,16 @@ pub const BUILTIN: &[(&str, &str, &str)] = &[
         "pack",
         pack::NAME,
         "fullest node that fits wins (consolidation)",
+    ),
+    (
+        "pve-static",
+        pve_topsis::STATIC_NAME,
+        "Proxmox CRS static: TOPSIS over configured sizes",
+    ),
+    (
+        "pve-dynamic",
+        pve_topsis::DYNAMIC_NAME,
+        "Proxmox CRS dynamic: TOPSIS over measured usage",
     ),
 ];
 

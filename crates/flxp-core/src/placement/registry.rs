@@ -4,7 +4,7 @@ use super::filters::{
     affinity, anti_affinity, cpu, maintenance, memory, node_rules, online, selector, taints,
 };
 use super::scorers::{
-    free_cpu, free_memory, pack, prefer_affinity, prefer_no, prefer_node, spread,
+    free_cpu, free_memory, pack, prefer_affinity, prefer_no, prefer_node, pve_topsis, spread,
 };
 use super::{Filter, Scorer};
 
@@ -98,6 +98,16 @@ pub const SCORERS: &[ScorerEntry] = &[
         name: pack::NAME,
         doc: "most allocated memory that still fits (consolidation)",
         make: || Box::new(pack::Pack),
+    },
+    ScorerEntry {
+        name: pve_topsis::STATIC_NAME,
+        doc: "Proxmox's TOPSIS start scoring over configured guest sizes (CRS static)",
+        make: || Box::new(pve_topsis::PveStatic),
+    },
+    ScorerEntry {
+        name: pve_topsis::DYNAMIC_NAME,
+        doc: "Proxmox's TOPSIS start scoring over measured usage plus starting guests (CRS dynamic)",
+        make: || Box::new(pve_topsis::PveDynamic),
     },
     ScorerEntry {
         name: prefer_node::NAME,
