@@ -1,1 +1,100 @@
-//! (pending)
+//! The control endpoint: guest usage, node status, state and snapshot reads, time.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::support::{GIB, TestSim};
+
+#[tokio::test(start_paused = true)]
+async fn guest_usage_changes_the_guest_and_its_node() {
+    let s = TestSim::cluster();
+    let before = s.resource("node/pve1").await;
+    let r = s
+        .control(
+            "POST",
+            "/_sim/guests/100/usage",
+            json!({"cpu": 1.0, "memhost": 4 * GIB, "mem": 3 * GIB}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let g = s.resource("qemu/100").await;
+    assert_eq!(g["cpu"], 1.0);
+    assert_eq!(g["mem"], 3 * GIB);
+    assert_eq!(g["memhost"], 4 * GIB);
+    let after = s.resource("node/pve1").await;
+    assert_eq!(
+        after["mem"].as_u64().unwrap() - before["mem"].as_u64().unwrap(),
+        2 * GIB
+    );
+    // 2 vCPUs went from 25 % to 100 %: 1.5 more cores busy of 16.
+    let delta = after["cpu"].as_f64().unwrap() - before["cpu"].as_f64().unwrap();
+    assert!((delta - 1.5 / 16.0).abs() < 1e-9, "{delta}");
+    let bad = s
+        .control("POST", "/_sim/guests/100/usage", json!({"cpu": 2.0}))
+        .await;
+    assert_eq!(bad.status, 400);
+    let bad = s
+        .control("POST", "/_sim/guests/100/usage", json!({"cpus": 0.5}))
+        .await;
+    assert_eq!(bad.status, 400);
+    assert!(
+        bad.json["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown field `cpus`"),
+        "{bad:?}"
+    );
+    let missing = s
+        .control("POST", "/_sim/guests/999/usage", json!({"cpu": 0.5}))
+        .await;
+    assert_eq!(missing.status, 500);
+}
+
+#[tokio::test(start_paused = true)]
+async fn state_and_snapshot_show_the_whole_world() {
+    let s = TestSim::cluster();
+    let st = s.get("/_sim/state").await.data().clone();
+    assert_eq!(st["nodes"].as_array().unwrap().len(), 3);
+    assert_eq!(st["guests"].as_array().unwrap().len(), 9);
+    assert_eq!(st["time"], 1_764_400_000.0);
+    let snap = s.get("/_sim/snapshot").await.data().clone();
+    assert_eq!(snap["time"], 1_764_400_000);
+    let again =
+        flxp_sim::Scenario::from_value(snap.clone()).expect("a snapshot of the sim is a scenario");
+    assert_eq!(
+        again.snapshot.resources.len(),
+        snap["resources"].as_array().unwrap().len()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn advancing_time_lands_migrations() {
+    let s = TestSim::cluster();
+    let upid = s
+        .post(
+            "/nodes/pve1/qemu/100/migrate",
+            &[("target", "pve2"), ("online", "1")],
+        )
+        .await
+        .upid();
+    let r = s
+        .control("POST", "/_sim/advance", json!({"seconds": 60}))
+        .await;
+    assert_eq!(r.data()["time"], 1_764_400_060.0);
+    assert_eq!(s.task(&upid).await["exitstatus"], "OK");
+    assert_eq!(s.resource("qemu/100").await["node"], "pve2");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_control_endpoint_needs_credentials() {
+    let s = TestSim::cluster();
+    let r = s.with_auth(None).get("/_sim/state").await;
+    assert_eq!(r.status, 401);
+    let r = s
+        .with_auth(None)
+        .control("POST", "/_sim/advance", json!({"seconds": 1}))
+        .await;
+    assert_eq!(r.status, 401);
+    tokio::time::sleep(Duration::from_millis(1)).await;
+}

@@ -1,1 +1,332 @@
-//! (pending)
+//! HA: rules with feasibility errors, resources, status views, maintenance evacuation and return,
+//! fencing and recovery of a dead node.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::support::{TestSim, cluster};
+
+async fn sleep(secs: f64) {
+    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+}
+
+fn with_rules(rules: serde_json::Value) -> TestSim {
+    let mut doc = cluster();
+    doc["ha"]["resources"] = json!([
+        {"sid": "vm:110", "state": "started"}, {"sid": "vm:100", "state": "started"},
+        {"sid": "vm:120", "state": "started"}]);
+    doc["ha"]["rules"] = rules;
+    TestSim::new(doc)
+}
+
+#[tokio::test(start_paused = true)]
+async fn infeasible_rules_carry_errors() {
+    let s = with_rules(json!([
+        {"rule": "one", "type": "node-affinity", "resources": "vm:110", "nodes": "pve1:2,pve2"},
+        {"rule": "two", "type": "node-affinity", "resources": "vm:110,vm:100", "nodes": "pve3", "strict": 1},
+        {"rule": "lonely", "type": "resource-affinity", "resources": "vm:120", "affinity": "negative"},
+    ]));
+    let rules = s.get("/cluster/ha/rules").await.data().clone();
+    let by = |id: &str| {
+        rules
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["rule"] == id)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(
+        by("one")["errors"]["resources"],
+        json!(["resource 'vm:110' is already used in another node affinity rule"])
+    );
+    assert_eq!(
+        by("two")["errors"]["resources"],
+        json!(["resource 'vm:110' is already used in another node affinity rule"])
+    );
+    assert_eq!(
+        by("lonely")["errors"]["resources"],
+        json!(["rule is ineffective as there are less than two resources"])
+    );
+    assert_eq!(by("one")["strict"], 0);
+    assert_eq!(by("one")["order"], 1);
+    assert_eq!(by("one")["digest"].as_str().unwrap().len(), 40);
+    let filtered = s.get("/cluster/ha/rules?type=resource-affinity").await;
+    assert_eq!(filtered.data().as_array().unwrap().len(), 1);
+    let filtered = s.get("/cluster/ha/rules?resource=vm:100").await;
+    assert_eq!(filtered.data().as_array().unwrap().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn creating_rules_checks_references_and_feasibility() {
+    let s = with_rules(json!([]));
+    let r = s
+        .post(
+            "/cluster/ha/rules",
+            &[
+                ("rule", "xx"),
+                ("type", "node-affinity"),
+                ("resources", "vm:102"),
+                ("nodes", "pve1"),
+            ],
+        )
+        .await;
+    assert_eq!(
+        r.reason.as_deref(),
+        Some("cannot use unmanaged resource(s) vm:102.")
+    );
+    let r = s
+        .post(
+            "/cluster/ha/rules",
+            &[
+                ("rule", "xx"),
+                ("type", "node-affinity"),
+                ("resources", "vm:110"),
+                ("nodes", "pve7"),
+            ],
+        )
+        .await;
+    assert_eq!(
+        r.reason.as_deref(),
+        Some("cannot use non-existant node(s) pve7.")
+    );
+    let r = s
+        .post(
+            "/cluster/ha/rules",
+            &[
+                ("rule", "keep-apart"),
+                ("type", "resource-affinity"),
+                ("resources", "vm:110"),
+                ("affinity", "negative"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, 400);
+    assert_eq!(r.reason.as_deref(), Some("Rule 'keep-apart' is invalid."));
+    assert_eq!(
+        r.json["errors"]["resources"],
+        "rule is ineffective as there are less than two resources"
+    );
+    let ok = s
+        .post(
+            "/cluster/ha/rules",
+            &[
+                ("rule", "keep-apart"),
+                ("type", "resource-affinity"),
+                ("resources", "vm:110,vm:100"),
+                ("affinity", "negative"),
+            ],
+        )
+        .await;
+    assert_eq!(ok.status, 200, "{ok:?}");
+    assert_eq!(
+        s.get("/cluster/ha/rules/keep-apart").await.data()["resources"],
+        "vm:110,vm:100"
+    );
+    assert_eq!(s.delete("/cluster/ha/rules/keep-apart").await.status, 200);
+    assert_eq!(
+        s.get("/cluster/ha/rules/keep-apart")
+            .await
+            .reason
+            .as_deref(),
+        Some("no such ha rule 'keep-apart'")
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn strict_node_affinity_blocks_nodes_in_the_precondition_and_in_ha() {
+    let s = with_rules(json!([
+        {"rule": "pin", "type": "node-affinity", "resources": "vm:110", "nodes": "pve1,pve3", "strict": 1}]));
+    let p = s.get("/nodes/pve1/qemu/110/migrate").await.data().clone();
+    assert_eq!(p["allowed_nodes"], json!(["pve3"]));
+    assert_eq!(
+        p["not_allowed_nodes"]["pve2"]["blocking-ha-resources"],
+        json!([{"sid": "vm:110", "cause": "node-affinity"}])
+    );
+    let r = s
+        .post("/cluster/ha/resources/vm:110/migrate", &[("node", "pve2")])
+        .await;
+    assert_eq!(
+        r.data()["blocking-resources"],
+        json!([{"sid": "vm:110", "cause": "node-affinity"}])
+    );
+    // The CRM ignores a command its rules forbid: the VM stays.
+    let upid = s
+        .post(
+            "/nodes/pve1/qemu/110/migrate",
+            &[("target", "pve2"), ("online", "1")],
+        )
+        .await
+        .upid();
+    s.wait(&upid).await;
+    sleep(10.0).await;
+    assert_eq!(s.resource("qemu/110").await["node"], "pve1");
+}
+
+#[tokio::test(start_paused = true)]
+async fn maintenance_moves_ha_guests_away_and_back() {
+    let s = TestSim::cluster();
+    assert_eq!(
+        s.control(
+            "POST",
+            "/_sim/nodes/pve1/maintenance",
+            json!({"enable": true})
+        )
+        .await
+        .status,
+        200
+    );
+    let node = s.resource("node/pve1").await;
+    assert_eq!(node["hastate"], "maintenance");
+    let status = s.get("/cluster/ha/status/current").await;
+    let lrm = status
+        .data()
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == "lrm:pve1")
+        .unwrap()
+        .clone();
+    assert!(
+        lrm["status"]
+            .as_str()
+            .unwrap()
+            .starts_with("pve1 (maintenance mode, "),
+        "{lrm}"
+    );
+    let ms = s
+        .get("/cluster/ha/status/manager_status")
+        .await
+        .data()
+        .clone();
+    assert_eq!(ms["manager_status"]["node_status"]["pve1"], "maintenance");
+    assert_eq!(ms["lrm_status"]["pve1"]["mode"], "maintenance");
+    assert_eq!(
+        ms["manager_status"]["node_request"]["pve1"]["maintenance"],
+        1
+    );
+    // HA delay 2 s + 4 s migration; the VM goes to the node with most free memory (pve2).
+    sleep(7.0).await;
+    let g = s.resource("qemu/110").await;
+    assert_eq!(g["node"], "pve2");
+    let ms = s
+        .get("/cluster/ha/status/manager_status")
+        .await
+        .data()
+        .clone();
+    assert_eq!(
+        ms["manager_status"]["service_status"]["vm:110"]["maintenance_node"],
+        "pve1"
+    );
+    // Non-HA guests stay put: evacuating them is the scheduler's job.
+    assert_eq!(s.resource("qemu/100").await["node"], "pve1");
+    assert_eq!(
+        s.control(
+            "POST",
+            "/_sim/nodes/pve1/maintenance",
+            json!({"enable": false})
+        )
+        .await
+        .status,
+        200
+    );
+    sleep(7.0).await;
+    assert_eq!(s.resource("qemu/110").await["node"], "pve1");
+    assert_eq!(s.resource("node/pve1").await["hastate"], "online");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dead_node_is_fenced_and_its_ha_guests_recovered() {
+    let mut doc = cluster();
+    doc["sim"]["ha_fence_delay_secs"] = json!(60);
+    let s = TestSim::new(doc);
+    s.control(
+        "POST",
+        "/_sim/nodes/pve1/status",
+        json!({"status": "offline"}),
+    )
+    .await;
+    let node = s.resource("node/pve1").await;
+    assert_eq!(node["status"], "offline");
+    assert!(node.get("mem").is_none(), "an offline node has no stats");
+    assert_eq!(s.resource("qemu/100").await["status"], "unknown");
+    let r = s.get("/nodes/pve1/qemu").await;
+    assert_eq!(r.status, 595);
+    sleep(30.0).await;
+    assert_eq!(s.resource("qemu/110").await["node"], "pve1");
+    sleep(31.0).await;
+    let g = s.resource("qemu/110").await;
+    assert_eq!(
+        g["node"], "pve2",
+        "recovered to the node with most free memory"
+    );
+    assert_eq!(g["status"], "running");
+    assert_eq!(
+        s.resource("qemu/100").await["node"],
+        "pve1",
+        "non-HA guests stay with their node"
+    );
+    s.control(
+        "POST",
+        "/_sim/nodes/pve1/status",
+        json!({"status": "online"}),
+    )
+    .await;
+    assert_eq!(s.resource("qemu/100").await["status"], "running");
+}
+
+#[tokio::test(start_paused = true)]
+async fn ha_resources_can_be_added_changed_and_removed() {
+    let s = TestSim::cluster();
+    let list = s.get("/cluster/ha/resources").await;
+    assert_eq!(list.data().as_array().unwrap().len(), 1);
+    assert_eq!(list.data()[0]["sid"], "vm:110");
+    assert_eq!(list.data()[0]["type"], "vm");
+    assert_eq!(
+        s.post(
+            "/cluster/ha/resources",
+            &[("sid", "102"), ("state", "stopped")]
+        )
+        .await
+        .status,
+        200
+    );
+    let r = s.post("/cluster/ha/resources", &[("sid", "vm:102")]).await;
+    assert_eq!(
+        r.reason.as_deref(),
+        Some("resource ID 'vm:102' already defined")
+    );
+    assert_eq!(
+        s.get("/cluster/ha/resources/vm:102").await.data()["state"],
+        "stopped"
+    );
+    assert_eq!(
+        s.put(
+            "/cluster/ha/resources/vm:102",
+            &[("state", "started"), ("comment", "go")]
+        )
+        .await
+        .status,
+        200
+    );
+    sleep(5.0).await;
+    assert_eq!(
+        s.resource("qemu/102").await["status"],
+        "running",
+        "HA starts a resource set to started"
+    );
+    assert_eq!(s.resource("qemu/102").await["hastate"], "started");
+    let cur = s
+        .get("/nodes/pve2/qemu/102/status/current")
+        .await
+        .data()
+        .clone();
+    assert_eq!(cur["ha"]["managed"], 1);
+    assert_eq!(s.delete("/cluster/ha/resources/vm:102").await.status, 200);
+    assert!(s.resource("qemu/102").await.get("hastate").is_none());
+    assert_eq!(
+        s.get("/nodes/pve2/qemu/102/status/current").await.data()["ha"]["managed"],
+        0
+    );
+}
