@@ -1,6 +1,7 @@
 //! flxp: dynamic resource scheduling for Proxmox VE.
 
 mod cli;
+mod config;
 mod output;
 mod size;
 

@@ -1,12 +1,16 @@
-//! Reading the cluster a command works on: a snapshot file (or stdin), or a live zone.
+//! Reading the cluster a command works on (a snapshot file or stdin, or a live zone) and the
+//! config that goes with it.
 
 use std::io::Read;
 use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
+use flxp_core::placement::Placer;
 use flxp_core::{Cluster, Overrides, Rules, Snapshot, State};
 
 use super::{SourceArgs, UsageError};
+use crate::config::Config;
 
 /// A cluster ready for decisions: the model, its rules and its state.
 pub struct Loaded {
@@ -47,15 +51,56 @@ pub fn read_snapshot_file(path: &Path) -> Result<Snapshot> {
     Snapshot::from_json(&text).with_context(|| format!("in {}", path.display()))
 }
 
-/// Loads the cluster the source arguments name.
-pub fn load(source: &SourceArgs) -> Result<Loaded> {
+/// The config the source arguments call for: always for `--zone`; with `--from-file` only when a
+/// config file was named (flag or `FLXP_CONFIG`), else the built-in defaults.
+pub fn config(source: &SourceArgs) -> Result<Config> {
+    match (&source.config, &source.zone) {
+        (Some(path), _) => Ok(Config::load(path)?),
+        (None, Some(_)) => Ok(Config::load(&Config::path(None))?),
+        (None, None) => Ok(Config::default()),
+    }
+}
+
+/// The placement pipeline the config describes.
+pub fn placer(config: &Config) -> Result<Placer> {
+    let policies = config
+        .policies()
+        .map_err(|(k, m)| anyhow::anyhow!("{k}: {m}"))?;
+    Ok(Placer::new(config.placement_options(), policies)?)
+}
+
+/// Seconds since the epoch, for snapshots taken now.
+pub fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or_default()
+}
+
+/// Takes a live snapshot of a zone.
+pub fn live_snapshot(config: &Config, zone: &str) -> Result<Snapshot> {
+    let zone_config = config.zone(zone).map_err(UsageError)?;
+    let client =
+        flxp_pve::Client::from_zone(zone_config).with_context(|| format!("zone {zone}"))?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime
+        .block_on(flxp_engine::collect_snapshot(&client, now()))
+        .with_context(|| format!("cannot read zone {zone}"))
+}
+
+/// Loads the cluster the source arguments name, with the config's overrides for a zone.
+pub fn load(source: &SourceArgs, config: &Config) -> Result<Loaded> {
     match (&source.from_file, &source.zone) {
         (Some(path), _) => {
             let snap = read_snapshot_file(path)?;
             Loaded::from_snapshot(&snap, &Overrides::default())
         }
         (None, Some(zone)) => {
-            bail!("reading zone {zone:?} live is not available in this build yet; use --from-file")
+            let snap = live_snapshot(config, zone)?;
+            Loaded::from_snapshot(&snap, &config.overrides(zone))
         }
         (None, None) => Err(UsageError(
             "name the cluster: --from-file F (a snapshot) or --zone Z (from the config file)"

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use flxp_core::placement::{PlacementOptions, PlacementRequest, Placer};
+use flxp_core::placement::PlacementRequest;
 
 use super::{SourceArgs, UNSATISFIABLE, load};
 use crate::{output, size};
@@ -38,8 +38,9 @@ pub struct Args {
 
 /// Runs `flxp place`.
 pub fn run(args: Args) -> Result<ExitCode> {
-    let loaded = load::load(&args.source)?;
-    let placer = Placer::new(PlacementOptions::default(), Vec::new())?;
+    let config = load::config(&args.source)?;
+    let loaded = load::load(&args.source, &config)?;
+    let placer = load::placer(&config)?;
     let request = PlacementRequest {
         memory: args.memory,
         cores: args.cores,

@@ -19,7 +19,8 @@ pub struct Args {
 
 /// Runs `flxp status`.
 pub fn run(args: Args) -> Result<ExitCode> {
-    let loaded = load::load(&args.source)?;
+    let config = load::config(&args.source)?;
+    let loaded = load::load(&args.source, &config)?;
     let report = flxp_core::status::status(&loaded.cluster, &loaded.rules, &loaded.state);
     if args.json {
         output::print_json(&report)?;

@@ -3,6 +3,7 @@
 
 mod cli_place;
 mod cli_status;
+mod live_zone;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,0 +1,90 @@
+//! Finding where a key is in the config text, so that every mistake names its line.
+
+use toml_edit::{ImDocument, Item, TableLike};
+
+/// A 1-based line and column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Place {
+    /// Line, from 1.
+    pub line: usize,
+    /// Column, from 1.
+    pub column: usize,
+}
+
+/// The parsed text, kept for lookups.
+pub struct Locator {
+    doc: Option<ImDocument<String>>,
+    text: String,
+}
+
+impl Locator {
+    /// Parses the text (a text that does not parse locates nothing).
+    pub fn new(text: &str) -> Self {
+        Self {
+            doc: ImDocument::parse(text.to_owned()).ok(),
+            text: text.to_owned(),
+        }
+    }
+
+    /// Where a dotted key path is, or its deepest existing parent (`zones.eu.hosts` → the
+    /// `hosts` key, else the `[zones.eu]` header).
+    pub fn find(&self, path: &[&str]) -> Option<Place> {
+        let doc = self.doc.as_ref()?;
+        let mut table: &dyn TableLike = doc.as_table();
+        let mut found = None;
+        for (i, seg) in path.iter().enumerate() {
+            let Some((key, item)) = table.get_key_value(seg) else {
+                break;
+            };
+            found = key.span().or(found);
+            if i + 1 == path.len() {
+                break;
+            }
+            match item {
+                Item::Table(t) => table = t,
+                Item::Value(v) => match v.as_inline_table() {
+                    Some(t) => table = t,
+                    None => break,
+                },
+                _ => break,
+            }
+        }
+        found.map(|span| self.place(span.start))
+    }
+
+    /// Line and column of a byte offset.
+    pub fn place(&self, offset: usize) -> Place {
+        let before = &self.text[..offset.min(self.text.len())];
+        let line = before.matches('\n').count() + 1;
+        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        Place { line, column }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_keys_headers_and_inline_tables() {
+        let text = "[api]\nlisten = \"x\"\n\n[zones.eu]\nhosts = []\nnodes = { a = 1 }\n";
+        let l = Locator::new(text);
+        assert_eq!(
+            l.find(&["api", "listen"]),
+            Some(Place { line: 2, column: 1 })
+        );
+        assert_eq!(
+            l.find(&["zones", "eu", "hosts"]),
+            Some(Place { line: 5, column: 1 })
+        );
+        assert_eq!(
+            l.find(&["zones", "eu", "nodes", "a"]),
+            Some(Place {
+                line: 6,
+                column: 11
+            })
+        );
+        assert_eq!(l.find(&["zones", "eu", "missing"]).map(|p| p.line), Some(4));
+        assert_eq!(l.find(&["nothing"]), None);
+    }
+}

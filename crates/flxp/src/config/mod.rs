@@ -1,0 +1,519 @@
+//! The config file (`--config F`, else `FLXP_CONFIG`, else `/etc/flxp/flxp.toml`).
+//!
+//! One TOML file holds the zones (Proxmox clusters), placement and balancing settings, limits on
+//! migrations, the daemon, the API, node overrides, and what `createVM` needs (compute and storage
+//! profiles, images, networks). [`Config::load`] reads and checks all of it at start, before
+//! anything runs: every mistake is reported with its line and column and the key's dotted path.
+//!
+//! ```toml
+//! [zones.eu-central]
+//! hosts = ["pve1.example.com", "pve2.example.com"]
+//! token = "flxp@pve!scheduler"
+//! token-secret-file = "/etc/flxp/eu-central.token"
+//! fingerprint = "AA:BB:…"
+//!
+//! [placement]
+//! policy = "free-memory"
+//! reserve = "2GiB"
+//!
+//! [balance]
+//! max-migrations = 10
+//! [balance.trigger]
+//! threshold = 10
+//!
+//! [compute-profiles.medium]
+//! cores = 2
+//! memory = "4GiB"
+//! ```
+
+mod locate;
+mod sections;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use flxp_core::Overrides;
+use flxp_core::balance::{BalanceOptions, EvacuateOptions};
+use flxp_core::placement::{PlacementOptions, Policy};
+use flxp_pve::ZoneConfig;
+use serde::Deserialize;
+
+pub use locate::Place;
+#[cfg(test)]
+use sections::Size;
+pub use sections::{
+    ApiSection, ComputeProfile, DaemonSection, Image, MigrationSection, Network, NodeOverride,
+    PlacementSection, StorageProfile,
+};
+
+/// Where the config file is when neither `--config` nor `FLXP_CONFIG` says.
+pub const DEFAULT_PATH: &str = "/etc/flxp/flxp.toml";
+
+/// The whole config file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Config {
+    /// Proxmox clusters by zone name.
+    pub zones: BTreeMap<String, ZoneConfig>,
+    /// Placement filters' knobs and the default policy.
+    pub placement: PlacementSection,
+    /// Configured policies: name → scorer → weight.
+    pub policies: BTreeMap<String, BTreeMap<String, f64>>,
+    /// Rebalancing planner and trigger.
+    pub balance: BalanceOptions,
+    /// Evacuation planner.
+    pub evacuate: EvacuateOptions,
+    /// Limits on carrying out migrations.
+    pub migration: MigrationSection,
+    /// The periodic loop.
+    pub daemon: DaemonSection,
+    /// The API server.
+    pub api: ApiSection,
+    /// Per zone, per node overrides of notes and maintenance.
+    pub overrides: BTreeMap<String, BTreeMap<String, NodeOverride>>,
+    /// VM sizes for `createVM`.
+    pub compute_profiles: BTreeMap<String, ComputeProfile>,
+    /// Disk placements for `createVM`.
+    pub storage_profiles: BTreeMap<String, StorageProfile>,
+    /// Templates for `createVM`.
+    pub images: BTreeMap<String, Image>,
+    /// Networks for `createVM` interfaces.
+    pub networks: BTreeMap<String, Network>,
+}
+
+/// A mistake in the config file, with its place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The file.
+    pub file: PathBuf,
+    /// Line and column, when known.
+    pub place: Option<Place>,
+    /// Dotted key path (`zones.eu.hosts`), empty when the parser did not say.
+    pub key: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "config file {}", self.file.display())?;
+        if let Some(p) = self.place {
+            write!(f, ":{}:{}", p.line, p.column)?;
+        }
+        if !self.key.is_empty() {
+            write!(f, ": {}", self.key)?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl Config {
+    /// The config path: the flag, else `FLXP_CONFIG` (clap fills the flag from it), else the default.
+    pub fn path(flag: Option<&Path>) -> PathBuf {
+        flag.map_or_else(|| PathBuf::from(DEFAULT_PATH), Path::to_path_buf)
+    }
+
+    /// Reads, parses and checks a config file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: path.to_path_buf(),
+            place: None,
+            key: String::new(),
+            message: format!("cannot be read: {e}"),
+        })?;
+        tracing::debug!(config = %path.display(), "read the config file");
+        Self::parse(&text, path)
+    }
+
+    /// Parses and checks config text; `path` is only used in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        let locator = locate::Locator::new(text);
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError {
+            file: path.to_path_buf(),
+            place: e.span().map(|s| locator.place(s.start)),
+            key: String::new(),
+            message: e.message().trim().to_owned(),
+        })?;
+        config.check().map_err(|(key, message)| {
+            let segments: Vec<&str> = key.split('.').collect();
+            ConfigError {
+                file: path.to_path_buf(),
+                place: locator.find(&segments),
+                key,
+                message,
+            }
+        })?;
+        Ok(config)
+    }
+
+    /// Checks what serde cannot: references between tables, ranges, names.
+    fn check(&self) -> Result<(), (String, String)> {
+        for (name, zone) in &self.zones {
+            zone.validate().map_err(|e| match e {
+                flxp_pve::Error::Config { key, message } => {
+                    // Zone keys come as `hosts[1]`: keep the table key for the lookup.
+                    let key = key.split('[').next().unwrap_or(&key).to_owned();
+                    (format!("zones.{name}.{key}"), message)
+                }
+                other => (format!("zones.{name}"), other.to_string()),
+            })?;
+        }
+        let policies = self.policies()?;
+        self.placement_options()
+            .validate()
+            .map_err(|e| ("placement".to_owned(), e.to_string()))?;
+        let known: BTreeSet<&str> = Policy::builtin_names()
+            .into_iter()
+            .chain(policies.iter().map(|p| p.name.as_str()))
+            .collect();
+        if let Some(p) = &self.placement.policy {
+            if !known.contains(p.as_str()) {
+                return Err((
+                    "placement.policy".into(),
+                    format!(
+                        "unknown policy {p:?}; known: {}",
+                        known.into_iter().collect::<Vec<_>>().join(", ")
+                    ),
+                ));
+            }
+        }
+        self.balance
+            .validate()
+            .map_err(|e| ("balance".to_owned(), e.to_string()))?;
+        let m = &self.migration;
+        for (key, v) in [
+            ("parallel", m.parallel),
+            ("per-node-in", m.per_node_in),
+            ("per-node-out", m.per_node_out),
+        ] {
+            if v == 0 {
+                return Err((format!("migration.{key}"), "must be at least 1".into()));
+            }
+        }
+        if m.poll_secs == 0 || m.timeout_secs == 0 {
+            return Err((
+                "migration".into(),
+                "poll-secs and timeout-secs must be at least 1".into(),
+            ));
+        }
+        if self.daemon.interval_secs == 0 {
+            return Err((
+                "daemon.interval-secs".into(),
+                "must be at least 1 second".into(),
+            ));
+        }
+        for z in &self.daemon.zones {
+            self.zone_known(z, "daemon.zones")?;
+        }
+        for z in self.overrides.keys() {
+            self.zone_known(z, &format!("overrides.{z}"))?;
+        }
+        for (i, t) in self.api.tokens.iter().enumerate() {
+            let given = [t.value.is_some(), t.env.is_some(), t.file.is_some()]
+                .iter()
+                .filter(|x| **x)
+                .count();
+            if given != 1 {
+                return Err((
+                    format!("api.tokens[{i}]"),
+                    "give exactly one of value, env or file".into(),
+                ));
+            }
+        }
+        if let Some(listen) = &self.api.listen {
+            listen.parse::<std::net::SocketAddr>().map_err(|e| {
+                (
+                    "api.listen".to_owned(),
+                    format!("{listen:?} is not an address:port ({e})"),
+                )
+            })?;
+        }
+        for (id, p) in &self.compute_profiles {
+            if p.cores == 0 || p.sockets == Some(0) {
+                return Err((
+                    format!("compute-profiles.{id}.cores"),
+                    "cores and sockets must be at least 1".into(),
+                ));
+            }
+            if p.memory.0 < 16 << 20 {
+                return Err((
+                    format!("compute-profiles.{id}.memory"),
+                    "must be at least 16 MiB (Proxmox's minimum)".into(),
+                ));
+            }
+        }
+        for (id, s) in &self.storage_profiles {
+            if s.storage.is_empty() {
+                return Err((
+                    format!("storage-profiles.{id}.storage"),
+                    "names no storage".into(),
+                ));
+            }
+            if s.disk.0 < 1 << 30 {
+                return Err((
+                    format!("storage-profiles.{id}.disk"),
+                    "must be at least 1 GiB".into(),
+                ));
+            }
+        }
+        for (id, img) in &self.images {
+            for z in img.zones.keys() {
+                self.zone_known(z, &format!("images.{id}.zones.{z}"))?;
+            }
+            if img.template.is_none()
+                && img
+                    .zones
+                    .values()
+                    .all(|z| z.template.is_none() && z.nodes.is_empty())
+            {
+                return Err((
+                    format!("images.{id}"),
+                    "names no template (template = <vmid>, or per zone)".into(),
+                ));
+            }
+            let vmids = img.template.into_iter().chain(
+                img.zones
+                    .values()
+                    .flat_map(|z| z.template.into_iter().chain(z.nodes.values().copied())),
+            );
+            for vmid in vmids {
+                if !(100..=999_999_999).contains(&vmid) {
+                    return Err((
+                        format!("images.{id}"),
+                        format!("template vmid {vmid} is outside 100..999999999"),
+                    ));
+                }
+            }
+        }
+        for (id, n) in &self.networks {
+            if n.bridge.is_empty() {
+                return Err((format!("networks.{id}.bridge"), "names no bridge".into()));
+            }
+            if n.vlan.is_some_and(|v| !(1..=4094).contains(&v)) {
+                return Err((
+                    format!("networks.{id}.vlan"),
+                    "must be from 1 to 4094".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn zone_known(&self, zone: &str, key: &str) -> Result<(), (String, String)> {
+        if self.zones.contains_key(zone) {
+            Ok(())
+        } else {
+            Err((
+                key.to_owned(),
+                format!(
+                    "zone {zone:?} is not defined (zones: {})",
+                    self.zones.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            ))
+        }
+    }
+
+    /// Placement options for the core.
+    pub fn placement_options(&self) -> PlacementOptions {
+        let p = &self.placement;
+        let mut o = PlacementOptions::default();
+        if let Some(policy) = &p.policy {
+            o.policy = policy.clone();
+        }
+        o.reserve_bytes = p.reserve.map_or(0, |s| s.0);
+        o.node_reserve_bytes = p
+            .node_reserve
+            .iter()
+            .map(|(k, v)| (k.clone(), v.0))
+            .collect();
+        o.max_memory_commit = p.max_memory_commit;
+        o.max_vcpu_ratio = p.max_vcpu_ratio;
+        o
+    }
+
+    /// Configured policies for the core.
+    pub fn policies(&self) -> Result<Vec<Policy>, (String, String)> {
+        self.policies
+            .iter()
+            .map(|(name, weights)| {
+                Policy::custom(name, weights.clone()).map_err(|e| match e {
+                    flxp_core::Error::Option { name, message } => (name, message),
+                    other => (format!("policies.{name}"), other.to_string()),
+                })
+            })
+            .collect()
+    }
+
+    /// The node overrides of one zone for the core's model.
+    pub fn overrides(&self, zone: &str) -> Overrides {
+        let mut o = Overrides::default();
+        for (node, ov) in self.overrides.get(zone).into_iter().flatten() {
+            if let Some(notes) = &ov.notes {
+                o.notes.insert(node.clone(), notes.clone());
+            }
+            if ov.maintenance {
+                o.maintenance.insert(node.clone());
+            }
+        }
+        o
+    }
+
+    /// A zone by name; the error lists the known zones.
+    pub fn zone(&self, name: &str) -> Result<&ZoneConfig, String> {
+        self.zones.get(name).ok_or_else(|| {
+            if self.zones.is_empty() {
+                format!("zone {name:?} is not defined: the config file has no [zones.<name>] table")
+            } else {
+                format!(
+                    "zone {name:?} is not defined; zones: {}",
+                    self.zones.keys().cloned().collect::<Vec<_>>().join(", ")
+                )
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("flxp.toml"))
+    }
+
+    const ZONE: &str = "[zones.eu]\nhosts = [\"pve1:8006\"]\ntoken = \"root@pam!flxp\"\ntoken-secret = \"s3cret\"\n";
+
+    #[test]
+    fn a_full_config_reads_into_core_options() {
+        let text = format!(
+            "{ZONE}
+[placement]
+policy = \"mine\"
+reserve = \"2GiB\"
+node-reserve = {{ pve1 = 1073741824 }}
+max-memory-commit = 1.5
+
+[policies.mine]
+free-memory = 1
+spread = 0.5
+
+[balance]
+max-migrations = 7
+[balance.trigger]
+threshold = 15
+
+[overrides.eu.pve3]
+notes = \"flxp.label.ssd\"
+maintenance = true
+
+[compute-profiles.medium]
+cores = 2
+memory = \"4GiB\"
+
+[storage-profiles.standard]
+storage = \"ceph\"
+disk = \"32G\"
+
+[images.ubuntu-2404]
+template = 9000
+[images.ubuntu-2404.zones.eu.nodes]
+pve1 = 9001
+
+[networks.\"100\"]
+bridge = \"vmbr0\"
+vlan = 100
+"
+        );
+        let c = parse(&text).unwrap();
+        let p = c.placement_options();
+        assert_eq!(p.policy, "mine");
+        assert_eq!(p.reserve_bytes, 2 << 30);
+        assert_eq!(p.node_reserve_bytes["pve1"], 1 << 30);
+        assert_eq!(c.balance.max_migrations, 7);
+        assert_eq!(c.balance.trigger.threshold, Some(15.0));
+        assert_eq!(c.policies().unwrap()[0].weights["spread"], 0.5);
+        let o = c.overrides("eu");
+        assert!(o.maintenance.contains("pve3"));
+        assert_eq!(c.compute_profiles["medium"].memory, Size(4 << 30));
+        assert_eq!(c.storage_profiles["standard"].disk, Size(32 << 30));
+        assert_eq!(c.images["ubuntu-2404"].zones["eu"].nodes["pve1"], 9001);
+        assert_eq!(c.networks["100"].vlan, Some(100));
+    }
+
+    #[test]
+    fn every_mistake_names_its_line_and_key() {
+        let cases = [
+            ("[api]\nlisten = \"x\"\n", 2, "api.listen", "not an address"),
+            ("[placement]\nreserve = \"lots\"\n", 2, "", "invalid size"),
+            (
+                "[placement]\nresreve = \"1G\"\n",
+                2,
+                "",
+                "unknown field `resreve`",
+            ),
+            (
+                "[zones.eu]\ntoken = \"root@pam!x\"\ntoken-secret = \"s\"\n",
+                1,
+                "zones.eu.hosts",
+                "at least one API host",
+            ),
+            (
+                &format!("{ZONE}[placement]\npolicy = \"fastest\"\n"),
+                6,
+                "placement.policy",
+                "unknown policy",
+            ),
+            (
+                &format!("{ZONE}[policies.x]\nfree-mem = 1\n"),
+                6,
+                "policies.x.free-mem",
+                "unknown scorer",
+            ),
+            (
+                &format!("{ZONE}[images.u]\n[images.u.zones.us]\ntemplate = 9000\n"),
+                6,
+                "images.u.zones.us",
+                "not defined",
+            ),
+            (
+                &format!("{ZONE}[compute-profiles.big]\ncores = 0\nmemory = \"4G\"\n"),
+                6,
+                "compute-profiles.big.cores",
+                "at least 1",
+            ),
+            (
+                &format!("{ZONE}[networks.a]\nbridge = \"vmbr0\"\nvlan = 5000\n"),
+                7,
+                "networks.a.vlan",
+                "1 to 4094",
+            ),
+        ];
+        for (text, line, key, what) in cases {
+            let e = parse(text).unwrap_err();
+            assert_eq!(e.place.map(|p| p.line), Some(line), "{text}: {e}");
+            assert_eq!(e.key, key, "{text}: {e}");
+            assert!(e.message.contains(what), "{text}: {e}");
+            assert!(
+                e.to_string()
+                    .starts_with(&format!("config file flxp.toml:{line}:")),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn secrets_never_appear_in_errors_or_debug() {
+        let text = "[zones.eu]\nhosts = []\ntoken = \"root@pam!flxp\"\ntoken-secret = \"hunter2\"\n[api]\ntokens = [{ value = \"t0ps3cret\" }]\n";
+        let e = parse(text).unwrap_err().to_string();
+        assert!(!e.contains("hunter2"), "{e}");
+        let c = parse(&text.replace("hosts = []", "hosts = [\"a\"]")).unwrap();
+        let dbg = format!("{c:?}");
+        assert!(
+            !dbg.contains("hunter2") && !dbg.contains("t0ps3cret"),
+            "{dbg}"
+        );
+    }
+}

@@ -1,0 +1,205 @@
+//! The tables of the config file, as serde reads them. Keys are kebab-case; unknown keys are
+//! errors; sizes are `"4GiB"`-style strings or byte counts.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Deserializer};
+
+/// A size in bytes, written `"4GiB"`, `"4G"`, `"4096M"` or as a byte count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Size(pub u64);
+
+impl<'de> Deserialize<'de> for Size {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Bytes(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d).map_err(|_| {
+            serde::de::Error::custom("expected a size such as \"4GiB\" or a byte count")
+        })? {
+            Raw::Bytes(b) => Ok(Size(b)),
+            Raw::Text(t) => crate::size::parse(&t)
+                .map(Size)
+                .map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// `[placement]`: the filters' knobs and the default policy.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct PlacementSection {
+    /// Default policy name.
+    pub policy: Option<String>,
+    /// Memory kept free on every node.
+    pub reserve: Option<Size>,
+    /// Per-node reserves, by node name.
+    pub node_reserve: BTreeMap<String, Size>,
+    /// Cap on committed memory as a ratio of node memory.
+    pub max_memory_commit: Option<f64>,
+    /// Cap on committed vCPUs as a ratio of node CPUs.
+    pub max_vcpu_ratio: Option<f64>,
+}
+
+/// `[migration]`: limits on carrying out plans.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct MigrationSection {
+    /// Migrations running at once in a zone.
+    pub parallel: u32,
+    /// Migrations running at once into one node.
+    pub per_node_in: u32,
+    /// Migrations running at once out of one node.
+    pub per_node_out: u32,
+    /// Give up following a migration after this many seconds.
+    pub timeout_secs: u64,
+    /// Seconds between task status polls.
+    pub poll_secs: u64,
+    /// Live-migrate local disks too (`with-local-disks`) when the precondition check asks for it.
+    pub with_local_disks: bool,
+}
+
+impl Default for MigrationSection {
+    fn default() -> Self {
+        Self {
+            parallel: 2,
+            per_node_in: 1,
+            per_node_out: 1,
+            timeout_secs: 3600,
+            poll_secs: 2,
+            with_local_disks: true,
+        }
+    }
+}
+
+/// `[daemon]`: the periodic loop.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct DaemonSection {
+    /// Seconds between rounds.
+    pub interval_secs: u64,
+    /// Zones to manage; empty means every zone of the file.
+    pub zones: Vec<String>,
+    /// Rebalance when the trigger says so.
+    pub rebalance: bool,
+    /// Evacuate nodes in maintenance.
+    pub evacuate: bool,
+}
+
+impl Default for DaemonSection {
+    fn default() -> Self {
+        Self {
+            interval_secs: 300,
+            zones: Vec::new(),
+            rebalance: true,
+            evacuate: true,
+        }
+    }
+}
+
+/// A secret given inline, from an environment variable, or from a file: exactly one.
+#[derive(Clone, Default, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct SecretSource {
+    /// Inline value.
+    pub value: Option<String>,
+    /// Environment variable holding it.
+    pub env: Option<String>,
+    /// File holding it (trailing newline ignored).
+    pub file: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for SecretSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SecretSource")
+            .field("value", &self.value.as_ref().map(|_| "<redacted>"))
+            .field("env", &self.env)
+            .field("file", &self.file)
+            .finish()
+    }
+}
+
+/// `[api]`: the GraphQL/HTTP server of `flxp serve`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct ApiSection {
+    /// Listen address (`127.0.0.1:8080` by default).
+    pub listen: Option<String>,
+    /// Bearer tokens accepted by the API.
+    pub tokens: Vec<SecretSource>,
+}
+
+/// `[overrides.<zone>.<node>]`: what the config says about a node instead of its notes.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct NodeOverride {
+    /// Replaces the node's notes (flxp tokens: labels, taints, prefer-no, maintenance).
+    pub notes: Option<String>,
+    /// Puts the node in maintenance.
+    pub maintenance: bool,
+}
+
+/// `[compute-profiles.<id>]`: a VM size.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct ComputeProfile {
+    /// vCPUs.
+    pub cores: u32,
+    /// Memory.
+    pub memory: Size,
+    /// Sockets (default 1).
+    #[serde(default)]
+    pub sockets: Option<u32>,
+}
+
+/// `[storage-profiles.<id>]`: where and how big the boot disk is.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct StorageProfile {
+    /// Proxmox storage id for the VM's disks (`ceph`, `local-lvm`).
+    pub storage: String,
+    /// Boot disk size (grown to this after the clone).
+    pub disk: Size,
+}
+
+/// Where an image's template lives in one zone.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct ImageZone {
+    /// Template VMID on shared storage (cloned with `target`).
+    pub template: Option<u32>,
+    /// Per-node template VMIDs, for templates on local storage.
+    pub nodes: BTreeMap<String, u32>,
+}
+
+/// `[images.<id>]`: a template to clone.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Image {
+    /// Template VMID used in every zone that does not say otherwise.
+    pub template: Option<u32>,
+    /// Per-zone templates.
+    pub zones: BTreeMap<String, ImageZone>,
+}
+
+/// `[networks.<id>]`: a network a VM interface can join.
+#[derive(Debug, Clone, Deserialize)]
+#[allow(dead_code)] // model and firewall are read when `createVM` builds `net0` (flxp serve)
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Network {
+    /// Linux bridge (`vmbr0`).
+    pub bridge: String,
+    /// VLAN tag, if any.
+    #[serde(default)]
+    pub vlan: Option<u16>,
+    /// NIC model (default `virtio`).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Proxmox firewall on the interface.
+    #[serde(default)]
+    pub firewall: bool,
+}
