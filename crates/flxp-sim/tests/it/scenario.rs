@@ -1,1 +1,171 @@
-//! (pending)
+//! Scenario loading: the shipped scenarios load, and bad scenarios get errors naming the entry.
+
+use flxp_sim::Scenario;
+use serde_json::json;
+
+use crate::support::cluster;
+
+fn err(doc: serde_json::Value) -> String {
+    Scenario::from_value(doc).unwrap_err().to_string()
+}
+
+#[test]
+fn the_demo_world_has_what_flxp_serve_needs() {
+    let demo = Scenario::demo();
+    let res = &demo.snapshot.resources;
+    let nodes: Vec<_> = res
+        .iter()
+        .filter(|r| r.kind.as_deref() == Some("node"))
+        .collect();
+    assert_eq!(nodes.len(), 4);
+    let sizes: std::collections::BTreeSet<_> = nodes.iter().map(|n| n.maxmem).collect();
+    assert!(sizes.len() >= 3, "heterogeneous nodes");
+    let guests = res
+        .iter()
+        .filter(|r| matches!(r.kind.as_deref(), Some("qemu" | "lxc")))
+        .count();
+    assert!((18..=24).contains(&guests), "{guests}");
+    assert_eq!(demo.snapshot.ha.rules.len(), 1);
+    let sim = flxp_sim::Sim::new(demo).unwrap();
+    let w = sim.world();
+    let t = &w.guests[&9000];
+    assert_eq!(t.name(), Some("ubuntu-2404"));
+    assert!(t.is_template());
+    let disks = t.disks();
+    assert!(
+        disks
+            .iter()
+            .any(|d| d.key == "scsi0" && d.storage.as_deref() == Some("ceph"))
+    );
+    assert!(disks.iter().any(|d| d.cloudinit));
+    assert!(t.config.get("net0").unwrap().contains("bridge=vmbr0"));
+    assert!(w.storages["ceph"].shared && w.storages["ceph"].nodes.is_empty());
+    assert!(!w.storages["local-lvm"].shared);
+    assert!(
+        w.guests
+            .values()
+            .any(|g| g.tags().is_some_and(|t| t.contains("flxp.")))
+    );
+}
+
+#[test]
+fn the_shipped_scenarios_load() {
+    for name in ["demo", "small", "unbalanced"] {
+        let path = format!("{}/scenarios/{name}.json", env!("CARGO_MANIFEST_DIR"));
+        let s =
+            Scenario::load(std::path::Path::new(&path)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        flxp_sim::Sim::new(s).unwrap();
+    }
+}
+
+#[test]
+fn a_bare_resources_dump_is_a_scenario() {
+    let doc = cluster();
+    let bare = doc["resources"].clone();
+    let s = Scenario::from_value(json!({"data": bare.clone()})).unwrap();
+    assert_eq!(s.snapshot.resources.len(), bare.as_array().unwrap().len());
+    Scenario::from_value(bare).unwrap();
+}
+
+#[test]
+fn bad_scenarios_name_the_offending_entry() {
+    let mut d = cluster();
+    d["resources"][10]["vmid"] = json!(100);
+    let e = err(d);
+    assert!(
+        e.contains("resources[10]") && e.contains("duplicate guest 100"),
+        "{e}"
+    );
+
+    let mut d = cluster();
+    d["resources"][9]["node"] = json!("pve9");
+    let e = err(d);
+    assert!(
+        e.contains("resources[9].node") && e.contains("'pve9'"),
+        "{e}"
+    );
+
+    let mut d = cluster();
+    d["sim"]["tokenz"] = json!([]);
+    let e = err(d);
+    assert!(
+        e.contains("sim") && e.contains("unknown field `tokenz`"),
+        "{e}"
+    );
+
+    let mut d = cluster();
+    d["sim"]["tokens"] = json!(["root@pam=nosecret"]);
+    let e = err(d);
+    assert!(e.contains("sim.tokens[0]"), "{e}");
+    assert!(!e.contains("nosecret") || e.contains("root@pam"), "{e}");
+
+    let mut d = cluster();
+    d["resources"][9]["tags"] = json!("ok;not/ok");
+    let e = err(d);
+    assert!(
+        e.contains("resources[9].tags") && e.contains("not/ok"),
+        "{e}"
+    );
+
+    let mut d = cluster();
+    d["sim"]["guests"]["100"] = json!({"config": {"bogus": "1"}});
+    let e = err(d);
+    assert!(e.contains("sim.guests.100.config.bogus"), "{e}");
+
+    let mut d = cluster();
+    d["sim"]["guests"]["100"] = json!({"config": {"net0": "virtio=zz,bridge=vmbr0"}});
+    let e = err(d);
+    assert!(
+        e.contains("sim.guests.100.config.net0") && e.contains("MAC"),
+        "{e}"
+    );
+
+    let mut d = cluster();
+    d["sim"]["guests"]["100"] = json!({"config": {"scsi0": "nowhere:vm-100-disk-0,size=8G"}});
+    let e = err(d);
+    assert!(e.contains("no such storage 'nowhere'"), "{e}");
+
+    let mut d = cluster();
+    d["sim"]["guests"]["555"] = json!({"cpu": 0.5});
+    assert!(err(d).contains("sim.guests.555"));
+
+    let mut d = cluster();
+    d["sim"]["time_scale"] = json!(0);
+    assert!(err(d).contains("sim.time_scale"));
+
+    let mut d = cluster();
+    d["sim"]["faults"] = json!({"errors": [{"path": "/x", "rate": 1.5}]});
+    assert!(err(d).contains("sim.faults.errors[0].rate"));
+
+    let mut d = cluster();
+    d["ha"]["resources"] = json!([{"sid": "vm:777"}]);
+    let e = err(d);
+    assert!(
+        e.contains("ha.resources[0].sid") && e.contains("777"),
+        "{e}"
+    );
+
+    let mut d = cluster();
+    d["ha"]["resources"] = json!([{"sid": "ct:100"}]);
+    assert!(err(d).contains("guest 100 is qemu"));
+
+    let mut d = cluster();
+    d["ha"]["rules"] = json!([{"rule": "r", "type": "location", "resources": "vm:110"}]);
+    assert!(err(d).contains("ha.rules[0].type"));
+
+    let mut d = cluster();
+    d["sim"]["nodes"] = json!({"pve7": {"base_cpu": 1}});
+    assert!(err(d).contains("sim.nodes.pve7"));
+
+    let mut d = cluster();
+    d["resources"][3]["maxmem"] = json!("lots");
+    assert!(err(d).contains("resources[3].maxmem"));
+
+    assert!(
+        Scenario::from_json("{not json")
+            .unwrap_err()
+            .to_string()
+            .contains("line 1")
+    );
+    assert!(err(json!({"resources": []})).contains("no node entries"));
+}
