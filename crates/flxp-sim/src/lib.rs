@@ -43,3 +43,4 @@ pub use scenario::Scenario;
 pub use server::{SimHandle, run, serve, serve_tls};
 pub use sim::Sim;
 pub use tls::TlsIdentity;
+pub use tokio_rustls::TlsAcceptor;

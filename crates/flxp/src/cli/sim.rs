@@ -1,12 +1,150 @@
-//! `flxp sim` (being built).
+//! `flxp sim`: a simulated Proxmox VE API from a scenario file (HTTPS with a generated
+//! certificate unless `--http`), until interrupted.
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+use anyhow::Context;
+use flxp_sim::auth::TokenSpec;
+use flxp_sim::{Scenario, Sim, TlsIdentity};
 
 /// Arguments of `flxp sim`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Scenario file: a Contract 1 snapshot plus an optional `sim` section (`demo` for the
+    /// built-in demo world when no such file exists).
+    #[arg(long, value_name = "FILE")]
+    pub scenario: PathBuf,
+    /// Address to listen on.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8006")]
+    pub listen: SocketAddr,
+    /// Accept this API token (repeatable). With none here or in the scenario, one is generated.
+    #[arg(long, value_name = "USER@REALM!ID=SECRET")]
+    pub token: Vec<String>,
+    /// Serve plain HTTP instead of HTTPS.
+    #[arg(long)]
+    pub http: bool,
+    /// Simulated seconds per real second (overrides the scenario's `sim.time_scale`).
+    #[arg(long, value_name = "FACTOR")]
+    pub time_scale: Option<f64>,
+}
 
 /// Runs `flxp sim`.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("flxp sim is not available in this build yet")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let mut scenario = load(&args.scenario)?;
+    for t in &args.token {
+        scenario
+            .add_token(t)
+            .map_err(|e| super::UsageError(format!("--token: {e}")))?;
+    }
+    if let Some(scale) = args.time_scale {
+        if !(scale.is_finite() && scale > 0.0) {
+            return Err(super::UsageError(format!(
+                "--time-scale must be a positive number, got {scale}"
+            ))
+            .into());
+        }
+        scenario.sim.time_scale = Some(scale);
+    }
+    let tokens = scenario.tokens()?;
+    let token = match tokens.first() {
+        Some(t) => t.clone(),
+        None => {
+            let t = TokenSpec::generate("root@pam", "flxp");
+            scenario.add_token(&t.to_spec_string())?;
+            t
+        }
+    };
+    let sim = Sim::new(scenario.clone()).context("starting the simulated cluster")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(serve(args, sim, token))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Reads the scenario file, or the built-in demo for `demo` when no such file exists.
+fn load(path: &PathBuf) -> anyhow::Result<Scenario> {
+    if path.as_os_str() == "demo" && !path.exists() {
+        return Ok(Scenario::demo());
+    }
+    Scenario::load(path).with_context(|| format!("loading scenario {}", path.display()))
+}
+
+async fn serve(args: Args, sim: Sim, token: TokenSpec) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let addr = listener.local_addr()?;
+    let identity = if args.http {
+        None
+    } else {
+        let host = addr.ip();
+        let names = if host.is_unspecified() {
+            vec![]
+        } else {
+            vec![host.to_string()]
+        };
+        Some(TlsIdentity::generate(&names).context("generating the TLS certificate")?)
+    };
+    let scheme = if identity.is_some() { "https" } else { "http" };
+    let shown = if addr.ip().is_unspecified() {
+        SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), addr.port())
+    } else {
+        addr
+    };
+    {
+        let w = sim.world();
+        println!(
+            "flxp sim: cluster '{}' with {} nodes and {} guests",
+            w.settings.cluster_name,
+            w.nodes.len(),
+            w.guests.len()
+        );
+    }
+    println!("  base URL:      {scheme}://{shown}/api2/json");
+    if let Some(id) = &identity {
+        println!("  fingerprint:   {}", id.fingerprint());
+    }
+    println!("  Authorization: {}", token.header_value());
+    println!("  control:       {scheme}://{shown}/_sim/state");
+    let acceptor = match &identity {
+        Some(id) => {
+            sim.set_fingerprint(id.fingerprint());
+            Some(tokio_rustls_acceptor(id)?)
+        }
+        None => None,
+    };
+    tracing::info!(%addr, tls = acceptor.is_some(), "serving the simulated Proxmox VE API");
+    flxp_sim::run(listener, sim, acceptor, shutdown_signal()).await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn tokio_rustls_acceptor(id: &TlsIdentity) -> anyhow::Result<flxp_sim::TlsAcceptor> {
+    Ok(flxp_sim::TlsAcceptor::from(id.server_config()?))
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
 }
