@@ -117,6 +117,13 @@ pub struct Disk {
     pub base: Option<String>,
 }
 
+impl Disk {
+    /// Whether it occupies storage: anything but a plain CD-ROM (a cloud-init drive does).
+    pub fn is_volume(&self) -> bool {
+        !self.cdrom || self.cloudinit
+    }
+}
+
 /// Config keys that name drives or mount points.
 pub fn is_disk_key(kind: GuestKind, key: &str) -> bool {
     let (prefix, digits) = split_indexed(key);

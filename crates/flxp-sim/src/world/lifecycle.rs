@@ -434,7 +434,7 @@ impl World {
                 continue;
             };
             let new_alloc = size.parse::<f64>().is_ok();
-            if !new_alloc || rest.iter().any(|o| *o == "media=cdrom") {
+            if !new_alloc || rest.contains(&"media=cdrom") {
                 continue;
             }
             match self.storages.get(storage) {

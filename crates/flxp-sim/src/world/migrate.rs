@@ -279,7 +279,7 @@ impl World {
         let local: Vec<_> = g
             .disks()
             .into_iter()
-            .filter(|d| d.storage.is_some() && !shared(&d.storage) && !(d.cdrom && !d.cloudinit))
+            .filter(|d| d.storage.is_some() && !shared(&d.storage) && d.is_volume())
             .collect();
         let live = g.running && g.kind == GuestKind::Qemu;
         if g.kind == GuestKind::Qemu && g.running && !plan.online {

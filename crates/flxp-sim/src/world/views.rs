@@ -135,7 +135,7 @@ impl World {
             .values()
             .filter(|g| st.shared || g.node == node)
             .flat_map(|g| g.disks())
-            .filter(|d| d.storage.as_deref() == Some(storage) && !(d.cdrom && !d.cloudinit))
+            .filter(|d| d.storage.as_deref() == Some(storage) && d.is_volume())
             .map(|d| if d.base.is_some() { 0 } else { d.size })
             .sum();
         (st.total, st.base_used.saturating_add(used).min(st.total))

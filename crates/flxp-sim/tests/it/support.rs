@@ -43,7 +43,6 @@ impl Resp {
 /// A simulator under test.
 #[derive(Clone)]
 pub struct TestSim {
-    pub sim: Sim,
     router: Router,
     pub auth: Option<String>,
 }
@@ -56,7 +55,6 @@ impl TestSim {
         let sim = Sim::new(scenario).expect("sim");
         let router = sim.router();
         TestSim {
-            sim,
             router,
             auth: Some(format!("PVEAPIToken={TOKEN}")),
         }
