@@ -28,15 +28,18 @@ pub enum CollectError {
     Api {
         /// The call that failed.
         endpoint: String,
-        /// What the API client reported.
+        /// What the API client reported (boxed: the client's error is large).
         #[source]
-        source: flxp_pve::Error,
+        source: Box<flxp_pve::Error>,
     },
 }
 
 fn api_err(endpoint: impl Into<String>) -> impl FnOnce(flxp_pve::Error) -> CollectError {
     let endpoint = endpoint.into();
-    move |source| CollectError::Api { endpoint, source }
+    move |source| CollectError::Api {
+        endpoint,
+        source: Box::new(source),
+    }
 }
 
 /// Whether a failure means "this optional part is not available to us" rather than a fault:

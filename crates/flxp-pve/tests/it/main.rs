@@ -7,6 +7,7 @@ mod endpoints;
 mod errors;
 mod failover;
 mod server;
+mod sim;
 mod tls;
 
 use std::time::Duration;

@@ -1,0 +1,5 @@
+//! Engine tests against the simulator (`flxp_sim`) in-process on `127.0.0.1:0`.
+// Tests may panic: a failed unwrap is the failure report.
+#![allow(clippy::unwrap_used)]
+
+mod collect;
