@@ -2,7 +2,8 @@
 //! guests per node, affinity groups and labels: on a prepared snapshot (model, rules and state
 //! built once) and from raw JSON (parse, index, compile rules, decide).
 //!
-//! Run: `cargo bench -p flxp-core --bench placement` (add `-- quick` for fewer rounds).
+//! Run: `cargo bench -p flxp-core --bench placement` (add `-- quick` for shorter rounds, and
+//! node counts such as `-- quick 1000` to measure only those sizes).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -93,7 +94,14 @@ fn main() {
         "{:>7} {:>8} {:>12} {:>14} {:>14} {:>14} {:>12}",
         "nodes", "guests", "json MiB", "explained/s", "fast/s", "pve-static/s", "raw json/s"
     );
-    for n in [32usize, 1_000, 10_000] {
+    // Node counts may be given as arguments (`-- quick 1000`); the default is the published set.
+    let sizes: Vec<usize> = std::env::args().filter_map(|a| a.parse().ok()).collect();
+    let sizes = if sizes.is_empty() {
+        vec![32, 1_000, 10_000]
+    } else {
+        sizes
+    };
+    for n in sizes {
         let snap = synthetic(n);
         let json = serde_json::to_string(&snap).unwrap_or_default();
         let cluster =

@@ -122,26 +122,29 @@ pub(super) fn find(cluster: &Cluster, rules: &Rules) -> Vec<Conflict> {
                 ),
             });
         }
-        for (id, group) in rules.groups.iter().enumerate() {
-            if group.kind != GroupKind::AntiAffinity || !group.hard {
-                continue;
+        // Hard anti-affinity groups holding two or more of these members (found through the
+        // members' own groups, so the cost follows memberships, not the number of groups).
+        let mut apart: std::collections::BTreeMap<usize, Vec<u32>> = Default::default();
+        for &m in &members {
+            for gid in &rules.guest(m).groups {
+                let g = &rules.groups[gid.get()];
+                if g.kind == GroupKind::AntiAffinity && g.hard {
+                    apart
+                        .entry(gid.get())
+                        .or_default()
+                        .push(cluster.guest(m).vmid);
+                }
             }
-            let both: Vec<u32> = group
-                .members
-                .iter()
-                .filter(|g| members.contains(g))
-                .map(|&g| cluster.guest(g).vmid)
-                .collect();
-            if both.len() >= 2 {
-                let mut rule_names = names.clone();
-                rule_names.push(rules.groups[id].name.clone());
-                out.push(Conflict {
-                    rules: rule_names,
-                    message: format!(
-                        "guests {both:?} must be on one node and on different nodes at once"
-                    ),
-                });
-            }
+        }
+        for (id, both) in apart.into_iter().filter(|(_, v)| v.len() >= 2) {
+            let mut rule_names = names.clone();
+            rule_names.push(rules.groups[id].name.clone());
+            out.push(Conflict {
+                rules: rule_names,
+                message: format!(
+                    "guests {both:?} must be on one node and on different nodes at once"
+                ),
+            });
         }
     }
 

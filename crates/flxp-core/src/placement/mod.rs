@@ -60,6 +60,11 @@ pub trait Filter: Send + Sync {
     fn kind(&self) -> FilterKind;
     /// `Ok` if the subject may go to the node, else why not.
     fn check(&self, ctx: &Ctx, node: &NodeView) -> Result<(), Reason>;
+    /// Whether the node passes, without building the reason (the planner's hot path); must agree
+    /// with `check`.
+    fn passes(&self, ctx: &Ctx, node: &NodeView) -> bool {
+        self.check(ctx, node).is_ok()
+    }
 }
 
 /// A preference among feasible nodes.

@@ -107,7 +107,7 @@ impl Placer {
     /// Whether every filter passes; stops at the first failure (the planner's fast path).
     pub fn feasible(&self, ctx: &Ctx, node: NodeIdx) -> bool {
         let view = ctx.view(node);
-        self.filters.iter().all(|f| f.check(ctx, &view).is_ok())
+        self.filters.iter().all(|f| f.passes(ctx, &view))
     }
 
     /// Every failed filter on a node, in filter order.
@@ -128,10 +128,37 @@ impl Placer {
         breakdown: bool,
     ) -> Result<Vec<Ranked>> {
         let policy = self.policy(policy)?;
+        let mut parts: Vec<Vec<(&'static str, f64)>> =
+            vec![Vec::new(); if breakdown { nodes.len() } else { 0 }];
+        let totals = self.totals(ctx, policy, nodes, breakdown.then_some(&mut parts))?;
+        let mut ranked: Vec<Ranked> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, &node)| Ranked {
+                node,
+                score: totals[i],
+                scores: if breakdown {
+                    std::mem::take(&mut parts[i])
+                } else {
+                    Vec::new()
+                },
+            })
+            .collect();
+        ranked.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.node.cmp(&b.node)));
+        Ok(ranked)
+    }
+
+    /// Weighted totals per node (Σ weight × score / Σ weight over the scorers that apply),
+    /// checking the score contract; fills each node's breakdown when asked.
+    fn totals(
+        &self,
+        ctx: &Ctx,
+        policy: &CompiledPolicy,
+        nodes: &[NodeIdx],
+        mut parts: Option<&mut Vec<Vec<(&'static str, f64)>>>,
+    ) -> Result<Vec<f64>> {
         let views: Vec<NodeView> = nodes.iter().map(|&n| ctx.view(n)).collect();
         let mut totals = vec![0.0; views.len()];
-        let mut parts: Vec<Vec<(&'static str, f64)>> =
-            vec![Vec::new(); if breakdown { views.len() } else { 0 }];
         let mut weight_sum = 0.0;
         for (scorer, weight) in &policy.scorers {
             if views.is_empty() || !scorer.applies(ctx) {
@@ -148,31 +175,18 @@ impl Placer {
                     });
                 }
                 totals[i] += weight * s;
-                if breakdown {
+                if let Some(parts) = parts.as_deref_mut() {
                     parts[i].push((scorer.name(), *s));
                 }
             }
             weight_sum += weight;
         }
-        let mut ranked: Vec<Ranked> = nodes
-            .iter()
-            .enumerate()
-            .map(|(i, &node)| Ranked {
-                node,
-                score: if weight_sum > 0.0 {
-                    totals[i] / weight_sum
-                } else {
-                    0.0
-                },
-                scores: if breakdown {
-                    std::mem::take(&mut parts[i])
-                } else {
-                    Vec::new()
-                },
-            })
-            .collect();
-        ranked.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.node.cmp(&b.node)));
-        Ok(ranked)
+        if weight_sum > 0.0 {
+            for t in &mut totals {
+                *t /= weight_sum;
+            }
+        }
+        Ok(totals)
     }
 
     /// The best feasible node under a policy (the default when `None`), without explanations.
@@ -182,11 +196,16 @@ impl Placer {
             .node_indexes()
             .filter(|&n| self.feasible(ctx, n))
             .collect();
-        let policy = policy.unwrap_or(&self.options.policy);
-        Ok(self
-            .rank(ctx, policy, &feasible, false)?
-            .first()
-            .map(|r| r.node))
+        let policy = self.policy(policy.unwrap_or(&self.options.policy))?;
+        let totals = self.totals(ctx, policy, &feasible, None)?;
+        // Highest total; ties go to the earlier node, which is the first by name.
+        let mut best: Option<(NodeIdx, f64)> = None;
+        for (&n, &t) in feasible.iter().zip(&totals) {
+            if best.is_none_or(|(_, b)| t.total_cmp(&b).is_gt()) {
+                best = Some((n, t));
+            }
+        }
+        Ok(best.map(|(n, _)| n))
     }
 
     /// Places a new VM: the whole decision with every node's verdict and scores.

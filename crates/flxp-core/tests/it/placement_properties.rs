@@ -163,6 +163,18 @@ proptest! {
         let placer = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
         let (subject, _) = Subject::new_vm(&c, &rules, &req).unwrap();
         let ctx = Ctx::new(&c, &rules, &state, placer.options(), &subject);
+        // The fast path must agree with the explained one, filter by filter.
+        for entry in flxp_core::placement::registry::FILTERS {
+            let f = (entry.make)();
+            for n in c.node_indexes() {
+                let view = ctx.view(n);
+                prop_assert_eq!(f.passes(&ctx, &view), f.check(&ctx, &view).is_ok(), "{} on {}", entry.name, c.node(n).name);
+            }
+        }
+        prop_assert_eq!(
+            placer.best(&ctx, req.policy.as_deref()).unwrap().map(|n| c.node(n).name.clone()),
+            p.node.clone()
+        );
         let fitting: Vec<String> = c
             .node_indexes()
             .filter(|&n| placer.failures(&ctx, n).is_empty())

@@ -18,6 +18,11 @@ impl Filter for Affinity {
     fn kind(&self) -> FilterKind {
         FilterKind::Rule
     }
+    fn passes(&self, ctx: &Ctx, node: &NodeView) -> bool {
+        ctx.affinity
+            .iter()
+            .all(|p| p.majority().is_none_or(|t| t == node.idx))
+    }
     fn check(&self, ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
         for p in &ctx.affinity {
             if let Some(target) = p.majority() {

@@ -17,6 +17,9 @@ impl Filter for AntiAffinity {
     fn kind(&self) -> FilterKind {
         FilterKind::Rule
     }
+    fn passes(&self, ctx: &Ctx, node: &NodeView) -> bool {
+        ctx.anti_affinity.iter().all(|p| p.on(node.idx).is_empty())
+    }
     fn check(&self, ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
         for p in &ctx.anti_affinity {
             let here = p.on(node.idx);

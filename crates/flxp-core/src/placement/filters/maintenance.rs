@@ -16,6 +16,9 @@ impl Filter for NotInMaintenance {
     fn kind(&self) -> FilterKind {
         FilterKind::Rule
     }
+    fn passes(&self, _ctx: &Ctx, node: &NodeView) -> bool {
+        !node.node.in_maintenance()
+    }
     fn check(&self, _ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
         if node.node.in_maintenance() {
             Err(Reason::Maintenance {

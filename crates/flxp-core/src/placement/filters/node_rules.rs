@@ -17,6 +17,9 @@ impl Filter for NodeRules {
     fn kind(&self) -> FilterKind {
         FilterKind::Rule
     }
+    fn passes(&self, ctx: &Ctx, node: &NodeView) -> bool {
+        ctx.subject.rules.allows(node.idx)
+    }
     fn check(&self, ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
         let refusing: Vec<(String, Vec<String>)> = ctx
             .subject

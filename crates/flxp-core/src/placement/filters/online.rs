@@ -16,6 +16,9 @@ impl Filter for Online {
     fn kind(&self) -> FilterKind {
         FilterKind::Availability
     }
+    fn passes(&self, _ctx: &Ctx, node: &NodeView) -> bool {
+        node.node.is_online()
+    }
     fn check(&self, _ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
         if node.node.is_online() {
             Ok(())

@@ -16,6 +16,13 @@ impl Filter for Selector {
     fn kind(&self) -> FilterKind {
         FilterKind::Rule
     }
+    fn passes(&self, ctx: &Ctx, node: &NodeView) -> bool {
+        ctx.subject
+            .rules
+            .selectors
+            .iter()
+            .all(|l| node.node.labels.contains(l))
+    }
     fn check(&self, ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
         let missing: Vec<String> = ctx
             .subject

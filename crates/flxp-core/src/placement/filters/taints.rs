@@ -28,6 +28,12 @@ impl Filter for Taints {
     fn kind(&self) -> FilterKind {
         FilterKind::Rule
     }
+    fn passes(&self, ctx: &Ctx, node: &NodeView) -> bool {
+        node.node
+            .taints
+            .iter()
+            .all(|t| ctx.subject.rules.tolerates(t))
+    }
     fn check(&self, ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
         if node.node.taints.is_empty() {
             return Ok(());

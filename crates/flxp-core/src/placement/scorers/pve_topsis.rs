@@ -57,7 +57,7 @@ fn alternatives(ctx: &Ctx, dynamic: bool) -> (Vec<NodeIdx>, Vec<NodeUsage>) {
             if !g.running || !ctx.cluster.tasks.is_starting(g.vmid) {
                 continue;
             }
-            if let Some(pos) = idx.iter().position(|&n| n == ctx.state.location(g_idx)) {
+            if let Some(pos) = idx.binary_search(&ctx.state.location(g_idx)).ok() {
                 let s = &mut stats[pos].stats;
                 s.cpu += if g.maxcpu > 0.0 { g.maxcpu } else { s.maxcpu };
                 s.mem += g.maxmem;
@@ -73,12 +73,15 @@ fn topsis_scores(ctx: &Ctx, nodes: &[NodeView], dynamic: bool) -> Vec<f64> {
     // Errors need bad capacities, which `alternatives` leaves out; NaN makes the pipeline name
     // this scorer if it happens anyway.
     let scored = score_nodes_to_start(&stats, &resource).unwrap_or_default();
+    let mut position = vec![usize::MAX; ctx.cluster.nodes.len()];
+    for (p, n) in idx.iter().enumerate() {
+        position[n.get()] = p;
+    }
     nodes
         .iter()
         .map(|v| {
-            idx.iter()
-                .position(|&n| n == v.idx)
-                .and_then(|p| scored.get(p))
+            scored
+                .get(position[v.idx.get()])
                 .map_or(f64::NAN, |s| 100.0 * s.score)
         })
         .collect()
