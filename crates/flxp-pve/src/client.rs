@@ -223,6 +223,13 @@ impl Client {
     ) -> Result<Vec<u8>> {
         let hosts = self.inner.hosts.len();
         let is_read = *method == Method::GET;
+        if matches!(auth, Auth::Client)
+            && matches!(self.inner.credentials, Credentials::Password { .. })
+        {
+            // Log in (if due) before picking a host: the login fails over by itself and leaves
+            // the working host preferred, so the call does not knock on a dead host again.
+            Box::pin(self.ticket()).await?;
+        }
         let mut round = 0;
         loop {
             let start = self.inner.preferred.load(Ordering::Relaxed);

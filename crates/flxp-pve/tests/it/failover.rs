@@ -156,3 +156,38 @@ async fn a_read_that_timed_out_is_retried_on_the_next_host() {
     assert!(c.cluster_tasks().await.unwrap().is_empty());
     assert_eq!((slow.count(), other.count()), (1, 1));
 }
+
+#[tokio::test]
+async fn a_login_that_failed_over_leaves_the_working_host_preferred() {
+    let dead = format!("http://127.0.0.1:{}", refused_port().await);
+    let s = start(None, |seen, _| {
+        if seen.path.ends_with("/access/ticket") {
+            Reply::data(
+                json!({"username": "root@pam", "ticket": "PVE:t", "CSRFPreventionToken": "c"}),
+            )
+        } else {
+            Reply::data(json!([]))
+        }
+    })
+    .await;
+    let hosts: Vec<flxp_pve::Host> = [dead, s.host()]
+        .iter()
+        .map(|h| h.parse().unwrap())
+        .collect();
+    let c = flxp_pve::ClientBuilder::new(
+        hosts,
+        flxp_pve::Credentials::Password {
+            username: "root@pam".into(),
+            password: flxp_pve::Secret::new("pw"),
+        },
+    )
+    .build()
+    .unwrap();
+    assert!(c.cluster_tasks().await.unwrap().is_empty());
+    assert_eq!(c.preferred_host().port, s.port);
+    let paths: Vec<String> = s.seen().into_iter().map(|x| x.path).collect();
+    assert_eq!(
+        paths,
+        ["/api2/json/access/ticket", "/api2/json/cluster/tasks"]
+    );
+}
