@@ -3,6 +3,7 @@
 
 mod cli_place;
 mod cli_status;
+mod docs;
 mod live_zone;
 
 use std::path::{Path, PathBuf};

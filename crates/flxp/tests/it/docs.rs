@@ -1,0 +1,23 @@
+//! The user docs name every strategy the registry has, so none is undocumented.
+
+use std::path::Path;
+
+use flxp_core::placement::{Policy, registry};
+
+#[test]
+fn guide_documents_every_filter_scorer_and_policy() {
+    let guide =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../GUIDE.md"))
+            .unwrap();
+    let names = registry::FILTERS
+        .iter()
+        .map(|f| f.name)
+        .chain(registry::SCORERS.iter().map(|s| s.name))
+        .chain(Policy::builtin_names());
+    for name in names {
+        assert!(
+            guide.contains(&format!("`{name}`")),
+            "GUIDE.md does not mention `{name}`"
+        );
+    }
+}
