@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use crate::Secret;
 use crate::auth::{Credentials, validate_token_id};
@@ -27,52 +27,54 @@ use crate::host::Host;
 use crate::tls::{Fingerprint, TlsTrust};
 
 /// One Proxmox cluster as the config file describes it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Deserialize only: a zone holds secrets, so it is never written back out (its `Debug` redacts).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct ZoneConfig {
     /// API hosts, `host` or `host:port` (default port 8006), tried in order.
     #[serde(default)]
     pub hosts: Vec<String>,
     /// API token id, `USER@REALM!TOKENID`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub token: Option<String>,
     /// The token secret, inline.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub token_secret: Option<Secret>,
     /// Name of the environment variable holding the token secret.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub token_secret_env: Option<String>,
     /// File holding the token secret (trailing newline ignored).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub token_secret_file: Option<PathBuf>,
     /// User for ticket logins, `USER@REALM`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub user: Option<String>,
     /// The password, inline.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub password: Option<Secret>,
     /// Name of the environment variable holding the password.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub password_env: Option<String>,
     /// File holding the password (trailing newline ignored).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub password_file: Option<PathBuf>,
     /// PEM file of the CA to trust instead of the web roots (e.g. the cluster's `pve-root-ca.pem`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub ca_file: Option<PathBuf>,
     /// SHA-256 fingerprint(s) of the hosts' certificates as the GUI shows them: one, or a list.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub fingerprint: Option<Fingerprints>,
     /// Accept any certificate (logged as a warning). Only for tests and labs.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default)]
     pub insecure: bool,
     /// Request timeout in seconds (default 30).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub timeout_secs: Option<u64>,
 }
 
 /// `fingerprint = "AA:.."` or `fingerprint = ["AA:..", "BB:.."]` (each node has its own cert).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(untagged)]
 pub enum Fingerprints {
     /// One fingerprint.

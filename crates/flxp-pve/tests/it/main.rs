@@ -39,3 +39,23 @@ pub fn builder(hosts: &[String], trust: TlsTrust) -> ClientBuilder {
 pub fn client(hosts: &[String]) -> Client {
     builder(hosts, TlsTrust::WebRoots).build().unwrap()
 }
+
+#[tokio::test]
+async fn the_client_works_behind_an_arc_dyn_pveapi() {
+    use std::sync::Arc;
+
+    use flxp_pve::PveApi;
+
+    let s = server::start(None, |_, _| {
+        server::Reply::data(
+            serde_json::json!({"version": "9.2.11", "release": "9.2", "repoid": "ab12cd34"}),
+        )
+    })
+    .await;
+    let api: Arc<dyn PveApi> = Arc::new(client(&[s.host()]));
+    let shared = Arc::clone(&api);
+    let answer = tokio::spawn(async move { shared.version().await })
+        .await
+        .unwrap();
+    assert_eq!(answer.unwrap().release.as_deref(), Some("9.2"));
+}
