@@ -70,15 +70,32 @@ pub fn evacuate(
         threshold / 2.0,
     );
 
-    // Waves: the i-th migration into a node (in plan order) runs in wave i / limit. Moves into one
-    // node keep their order, so each still finds the room it was planned with.
-    let mut inflow: BTreeMap<String, u32> = BTreeMap::new();
-    for m in &mut plan.migrations {
-        let count = inflow.entry(m.to.clone()).or_insert(0);
-        m.wave = (*count)
-            .checked_div(options.max_inflow_per_node)
-            .unwrap_or(0);
-        *count += 1;
+    // Waves: per target node, decisions fill a wave until the next would exceed the limit, then
+    // the next wave starts. A decision (a bundle) stays in one wave, its members side by side, and
+    // decisions into one node keep their order, so each still finds the room it was planned with.
+    let limit = options.max_inflow_per_node;
+    let mut per_node: BTreeMap<String, (u32, u32)> = BTreeMap::new();
+    let mut i = 0;
+    while i < plan.migrations.len() {
+        let step = plan.migrations[i].step;
+        let end = plan.migrations[i..]
+            .iter()
+            .position(|m| m.step != step)
+            .map_or(plan.migrations.len(), |n| i + n);
+        let size = (end - i) as u32;
+        let (wave, count) = per_node
+            .entry(plan.migrations[i].to.clone())
+            .or_insert((0, 0));
+        if limit > 0 && *count > 0 && *count + size > limit {
+            *wave += 1;
+            *count = 0;
+        }
+        *count += size;
+        let w = if limit > 0 { *wave } else { 0 };
+        for m in &mut plan.migrations[i..end] {
+            m.wave = w;
+        }
+        i = end;
     }
     plan.migrations.sort_by_key(|m| m.wave);
     let names: Vec<&str> = targets.iter().map(|&n| c.node(n).name.as_str()).collect();

@@ -131,7 +131,7 @@ mod tests {
         assert!((sd_floor(&loads, 1) - (200.0f64 / 4.0).sqrt()).abs() < 1e-9);
         assert_eq!(sd_floor(&loads, 2), 0.0);
         let sd0 = sd_floor(&loads, 0);
-        assert!((sd0 - 26.925824035672520).abs() < 1e-9, "{sd0}");
+        assert!((sd0 - 26.92582403567252).abs() < 1e-9, "{sd0}");
     }
 
     #[test]

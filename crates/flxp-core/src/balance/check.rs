@@ -15,6 +15,7 @@ use crate::state::State;
 
 use super::movable::{Intent, stays};
 use super::plan::Migration;
+use super::units::anti_conflict;
 
 /// A step of a plan that cannot run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -84,6 +85,11 @@ pub fn check_step(
         }
     }
     members.sort();
+    if let Some(rule) = anti_conflict(rules, &members) {
+        return Err(vec![format!(
+            "the bundle's guests must share a node and also be apart ({rule}): the rules conflict"
+        )]);
+    }
     let subject = if members.len() == 1 {
         Subject::guest(cluster, rules, g, from)
     } else {

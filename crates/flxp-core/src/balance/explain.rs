@@ -33,42 +33,44 @@ pub(crate) fn target_phrase(cluster: &Cluster, placer: &Placer, ranked: &[Ranked
     }
 }
 
-/// Every node's failed filters for a subject, condensed: nodes failing the same filter are listed
-/// together with the first node's reason as an example.
+/// Every node's failed filters for a subject, condensed: nodes failing the same filters are listed
+/// together, with the first node's reasons as an example.
 ///
-/// `pve2, pve3: memory (needs 8.0 GiB but 3.1 GiB is available ...); pve4: anti-affinity (...)`.
+/// `pve2, pve3: memory (e.g. pve2: needs 8.0 GiB but 3.1 GiB is available ...); pve4: memory
+/// (...), anti-affinity (...)`.
 pub(crate) fn condensed_failures(
     ctx: &Ctx,
     placer: &Placer,
     nodes: impl Iterator<Item = NodeIdx>,
 ) -> String {
-    // Group by the first failing filter (in pipeline order, the most basic one), which is what
-    // a user has to change first.
-    let mut by_filter: BTreeMap<(usize, &'static str), Vec<(NodeIdx, String)>> = BTreeMap::new();
+    // Keyed by the failing filters in pipeline order, so groups come out most basic first.
     let order: Vec<&'static str> = crate::placement::registry::FILTERS
         .iter()
         .map(|f| f.name)
         .collect();
-    let mut passing: Vec<NodeIdx> = Vec::new();
+    type Fails = Vec<(&'static str, String)>;
+    let mut groups: BTreeMap<Vec<usize>, Vec<(NodeIdx, Fails)>> = BTreeMap::new();
     for n in nodes {
-        let fails = placer.failures(ctx, n);
-        match fails.first() {
-            Some((name, _, reason)) => {
-                let pos = order.iter().position(|o| o == name).unwrap_or(usize::MAX);
-                by_filter
-                    .entry((pos, name))
-                    .or_default()
-                    .push((n, reason.to_string()));
-            }
-            None => passing.push(n),
+        let fails: Fails = placer
+            .failures(ctx, n)
+            .into_iter()
+            .map(|(name, _, reason)| (name, reason.to_string()))
+            .collect();
+        if fails.is_empty() {
+            continue;
         }
+        let key: Vec<usize> = fails
+            .iter()
+            .map(|(name, _)| order.iter().position(|o| o == name).unwrap_or(usize::MAX))
+            .collect();
+        groups.entry(key).or_default().push((n, fails));
     }
-    if by_filter.is_empty() {
+    if groups.is_empty() {
         return "no other node in the cluster".to_owned();
     }
-    let parts: Vec<String> = by_filter
-        .into_iter()
-        .map(|((_, filter), nodes)| {
+    let parts: Vec<String> = groups
+        .into_values()
+        .map(|nodes| {
             let names: Vec<&str> = nodes
                 .iter()
                 .map(|(n, _)| ctx.cluster.node(*n).name.as_str())
@@ -78,12 +80,20 @@ pub(crate) fn condensed_failures(
             } else {
                 names.join(", ")
             };
-            let example = &nodes[0].1;
-            if nodes.len() == 1 {
-                format!("{shown}: {filter} ({example})")
-            } else {
-                format!("{shown}: {filter} (e.g. {}: {example})", names[0])
-            }
+            let fails = &nodes[0].1;
+            let example = if nodes.len() == 1 { "" } else { "e.g. " };
+            let reasons: Vec<String> = fails
+                .iter()
+                .enumerate()
+                .map(|(i, (filter, reason))| {
+                    if i == 0 && nodes.len() > 1 {
+                        format!("{filter} ({example}{}: {reason})", names[0])
+                    } else {
+                        format!("{filter} ({reason})")
+                    }
+                })
+                .collect();
+            format!("{shown}: {}", reasons.join(", "))
         })
         .collect();
     parts.join("; ")

@@ -117,11 +117,16 @@ fn detect(sim: &mut Sim, scope: &Scope) -> Vec<Problem> {
             if !at.keys().any(|&n| in_scope(n)) {
                 continue;
             }
+            let why = format!("members are split over {}", placement_list(cluster, &at));
+            if let Some((g, stay)) = sim.unit_stays(id, Intent::Fix) {
+                stay_notes.extend(stay_note(sim, id, g, &stay, &why));
+                continue;
+            }
             let group = unit.group.clone().unwrap_or_default();
             out.push(Problem {
                 unit: id,
                 members: running.clone(),
-                why: format!("members are split over {}", placement_list(cluster, &at)),
+                why,
                 rule: group,
                 purpose: Purpose::Fix,
                 split: true,
@@ -188,7 +193,7 @@ fn detect(sim: &mut Sim, scope: &Scope) -> Vec<Problem> {
         if let Some((cat, rule, why, purpose)) = found {
             if let Some((g, stay)) = sim.unit_stays(id, Intent::Fix) {
                 // Ignored guests on a node in maintenance are not a violation: they stay by design.
-                stay_notes.push((g, format!("{stay}; {why}")));
+                stay_notes.extend(stay_note(sim, id, g, &stay, &why));
                 continue;
             }
             let bytes = sim.bytes(&unit.members);
@@ -245,7 +250,7 @@ fn detect(sim: &mut Sim, scope: &Scope) -> Vec<Problem> {
                     continue;
                 }
                 if let Some((g, stay)) = sim.unit_stays(unit, Intent::Fix) {
-                    stay_notes.push((g, format!("{stay}; {why}")));
+                    stay_notes.extend(stay_note(sim, unit, g, &stay, &why));
                     continue;
                 }
                 seen[unit] = true;
@@ -266,8 +271,34 @@ fn detect(sim: &mut Sim, scope: &Scope) -> Vec<Problem> {
     for (g, note) in stay_notes {
         sim.skip(g, note);
     }
-    out.sort_by(|a, b| a.order.cmp(&b.order));
+    out.sort_by_key(|p| p.order);
     out
+}
+
+/// Why each member of a unit stays: the member that may not move, and the others with it.
+fn stay_note(
+    sim: &Sim,
+    unit: UnitId,
+    blocker: GuestIdx,
+    stay: &super::movable::Stay,
+    why: &str,
+) -> Vec<(GuestIdx, String)> {
+    let u = sim.units.get(unit);
+    let vmid = sim.cluster.guest(blocker).vmid;
+    u.members
+        .iter()
+        .map(|&m| {
+            if m == blocker {
+                (m, format!("{stay}; {why}"))
+            } else {
+                let group = u.group.as_deref().unwrap_or("its group");
+                (
+                    m,
+                    format!("moves only with {group}, and {vmid} stays ({stay}); {why}"),
+                )
+            }
+        })
+        .collect()
 }
 
 /// Fixes one problem; `Some(why not)` when nothing fits.

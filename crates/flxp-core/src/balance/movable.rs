@@ -44,6 +44,11 @@ pub enum Stay {
     },
     /// It is stopped: moving it changes no load.
     Stopped,
+    /// Its affinity group also holds an anti-affinity pair: no node can hold the group.
+    Conflict {
+        /// The anti-affinity group inside the affinity group.
+        rule: String,
+    },
 }
 
 impl fmt::Display for Stay {
@@ -68,6 +73,10 @@ impl fmt::Display for Stay {
             }
             Self::NodeDown { status } => write!(f, "its node is {status}"),
             Self::Stopped => f.write_str("stopped: moving it changes no load"),
+            Self::Conflict { rule } => write!(
+                f,
+                "its affinity group also must be apart ({rule}): the rules conflict, so it is not moved"
+            ),
         }
     }
 }

@@ -59,6 +59,9 @@ pub struct Migration {
     /// The affinity group(s) of the bundle.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
+    /// The planner's decision this migration belongs to, from 0: the members of a bundle and the
+    /// two halves of a swap share one; the state is only judged whole between decisions.
+    pub step: u32,
     /// Wave: migrations of one wave may run in parallel within the inflow limit; waves run in order.
     pub wave: u32,
     /// The imbalance after this migration.

@@ -209,6 +209,9 @@ fn best_move(
                 continue;
             };
             let members = &sim.units.get(u).members;
+            if members.len() > sim.budget_left() {
+                continue;
+            }
             let count = members.len() as f64;
             for &t in targets.iter().filter(|&&t| t != s) {
                 let effect = sim.objective.effect(sim.cluster, &sim.state, s, t, shift);
@@ -375,11 +378,30 @@ fn apply(sim: &mut Sim, m: &Move) {
             e.from.1,
             e.to.1,
         );
-        let purpose = if kind == 1 {
-            Purpose::Balance
+        if kind == 1 {
+            sim.apply(
+                &unit.members,
+                t,
+                Purpose::Balance,
+                &reason,
+                unit.group.as_deref(),
+            );
+        } else if i == 0 {
+            sim.apply(
+                &unit.members,
+                t,
+                Purpose::Swap,
+                &reason,
+                unit.group.as_deref(),
+            );
         } else {
-            Purpose::Swap
-        };
-        sim.apply(&unit.members, t, purpose, &reason, unit.group.as_deref());
+            sim.apply_joined(
+                &unit.members,
+                t,
+                Purpose::Swap,
+                &reason,
+                unit.group.as_deref(),
+            );
+        }
     }
 }

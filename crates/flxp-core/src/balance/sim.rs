@@ -93,7 +93,11 @@ impl<'a> Sim<'a> {
 
     /// Why a unit may not move for this intent: the first member's reason, or having moved already.
     pub fn unit_stays(&self, unit: UnitId, intent: Intent) -> Option<(GuestIdx, Stay)> {
-        self.units.get(unit).members.iter().find_map(|&m| {
+        let u = self.units.get(unit);
+        if let (Some(rule), Some(&first)) = (&u.conflict, u.members.first()) {
+            return Some((first, Stay::Conflict { rule: rule.clone() }));
+        }
+        u.members.iter().find_map(|&m| {
             stays(self.cluster, self.rules, m, intent, self.cooldown_secs).map(|s| (m, s))
         })
     }
@@ -181,8 +185,8 @@ impl<'a> Sim<'a> {
         self.placer.feasible(&ctx, node)
     }
 
-    /// Applies the migrations of some guests to one node, in the given order; guests already there
-    /// are left alone. `reason` gets the measure's change appended.
+    /// Applies the migrations of some guests to one node as a new decision, in the given order;
+    /// guests already there are left alone. `reason` gets the measure's change appended.
     pub fn apply(
         &mut self,
         members: &[GuestIdx],
@@ -191,6 +195,35 @@ impl<'a> Sim<'a> {
         reason: &str,
         group: Option<&str>,
     ) {
+        self.apply_step(members, to, purpose, reason, group, true);
+    }
+
+    /// Like [`Sim::apply`], as part of the previous decision (the second half of a swap).
+    pub fn apply_joined(
+        &mut self,
+        members: &[GuestIdx],
+        to: NodeIdx,
+        purpose: Purpose,
+        reason: &str,
+        group: Option<&str>,
+    ) {
+        self.apply_step(members, to, purpose, reason, group, false);
+    }
+
+    fn apply_step(
+        &mut self,
+        members: &[GuestIdx],
+        to: NodeIdx,
+        purpose: Purpose,
+        reason: &str,
+        group: Option<&str>,
+        new_step: bool,
+    ) {
+        let step = match self.migrations.last() {
+            Some(last) if new_step => last.step + 1,
+            Some(last) => last.step,
+            None => 0,
+        };
         let before = self.objective.measure(self.measure);
         let moving: Vec<GuestIdx> = members
             .iter()
@@ -221,6 +254,7 @@ impl<'a> Sim<'a> {
                 bytes: if g.running { g.mem_footprint() } else { 0 },
                 bundle: bundle.clone(),
                 group: group.map(str::to_owned),
+                step,
                 wave: 0,
                 imbalance_after: self.objective.measure(self.measure),
             });

@@ -21,6 +21,8 @@ pub(crate) struct Unit {
     pub members: Vec<GuestIdx>,
     /// The affinity groups joining them, by name (`flxp.affinity.app+ha:db`); `None` for a single.
     pub group: Option<String>,
+    /// A hard anti-affinity group holding two of its members: the rules conflict.
+    pub conflict: Option<String>,
 }
 
 impl Unit {
@@ -37,6 +39,19 @@ impl Unit {
             .all(|&m| state.location(m) == first)
             .then_some(first)
     }
+}
+
+/// The first hard anti-affinity group (by name) holding two of the guests.
+pub(crate) fn anti_conflict(rules: &Rules, members: &[GuestIdx]) -> Option<String> {
+    let mut names: Vec<&str> = rules
+        .groups
+        .iter()
+        .filter(|g| g.hard && g.kind == GroupKind::AntiAffinity)
+        .filter(|g| g.members.iter().filter(|m| members.contains(m)).count() > 1)
+        .map(|g| g.name.as_str())
+        .collect();
+    names.sort_unstable();
+    names.first().map(|n| (*n).to_owned())
 }
 
 /// Every guest's unit.
@@ -101,14 +116,17 @@ impl Units {
                 }
                 group_names.sort_unstable();
                 group_names.dedup();
+                let conflict = anti_conflict(rules, &m);
                 bundles.push(Unit {
                     members: m,
                     group: Some(group_names.join("+")),
+                    conflict,
                 });
             } else {
                 singles.push(Unit {
                     members: m,
                     group: None,
+                    conflict: None,
                 });
             }
         }

@@ -2,4 +2,6 @@
 #![allow(clippy::unwrap_used)] // tests panic on unexpected errors by design
 
 mod balance;
+mod evacuate;
 mod placement;
+mod plan_properties;
