@@ -65,6 +65,10 @@ pub struct BalanceOptions {
     /// For a guest that must move but fits nowhere, move up to this many other guests off a node
     /// that could then take it (0 disables).
     pub make_room: usize,
+    /// Move running containers by restarting them (`restart=1`: LXC cannot live-migrate); off by
+    /// default, so balancing and rule fixes leave running containers where they are. Evacuation
+    /// always restarts them: the node must be emptied.
+    pub restart_containers: bool,
 }
 
 impl Default for BalanceOptions {
@@ -79,6 +83,7 @@ impl Default for BalanceOptions {
             swaps: true,
             candidate_nodes: 16,
             make_room: 2,
+            restart_containers: false,
         }
     }
 }
