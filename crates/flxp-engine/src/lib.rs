@@ -6,3 +6,21 @@
 pub mod collect;
 
 pub use collect::{CollectError, collect_snapshot};
+pub mod error;
+pub use error::{Error, Result};
+pub mod limits;
+pub use limits::Limits;
+pub mod queue;
+pub mod progress;
+pub use progress::{Event, NoProgress, Progress};
+pub mod report;
+pub use report::ExecutionReport;
+pub mod planning;
+pub use planning::{Goal, Model};
+pub mod stop;
+pub use stop::{Stop, StopHandle, stop_signal};
+pub mod migrate;
+pub mod execute;
+pub use execute::{Clock, ExecuteOptions, Executor, system_clock};
+pub mod daemon;
+pub use daemon::{Daemon, DaemonOptions, RoundReport, Zone};

@@ -1,0 +1,453 @@
+//! The daemon: every managed zone, at an interval, is read, judged by the core and acted on.
+//!
+//! A round in one zone: collect the cluster; if a node is in maintenance (node notes, Proxmox HA
+//! maintenance, config overrides) plan its evacuation and carry it out; otherwise ask the core's
+//! trigger whether to rebalance (the hold count lives here, per zone, in memory: lost on restart
+//! by design, as Proxmox's own is) and carry out the plan when it says so, or when hard rules are
+//! broken (then only the fixes are planned). The round returns its report, which says when to run
+//! again: the logic never sleeps.
+//!
+//! [`Daemon`] is cheap to clone and meant to be embedded: `flxp daemon` calls [`Daemon::run`],
+//! `flxp serve` runs the same loop and may call [`Daemon::run_round`] on demand. Rounds of one
+//! zone never overlap (a per-zone lock); zones run side by side. On a stop ([`Daemon::run`]'s
+//! shutdown future, or [`Daemon::stop`]) nothing new starts, running migrations are followed until
+//! they end or the drain timeout passes, and `run` returns.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use flxp_core::Overrides;
+use flxp_core::balance::{self, BalanceOptions, Decision, EvacuateOptions, Plan};
+use flxp_core::constraints::violations;
+use flxp_core::placement::Placer;
+use flxp_pve::PveApi;
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::execute::{Clock, ExecuteOptions, Executor, error_chain, system_clock};
+use crate::planning::{self, Goal, Model};
+use crate::progress::{NoProgress, Progress};
+use crate::report::ExecutionReport;
+use crate::stop::{Stop, StopHandle, stop_signal};
+
+/// One zone the daemon manages: a Proxmox cluster and the config's overrides for its nodes.
+#[derive(Clone)]
+pub struct Zone {
+    /// Zone name (the config's `[zones.<name>]`).
+    pub name: String,
+    /// The zone's API.
+    pub api: Arc<dyn PveApi>,
+    /// Node notes and maintenance set in the config.
+    pub overrides: Overrides,
+}
+
+impl std::fmt::Debug for Zone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Zone")
+            .field("name", &self.name)
+            .field("overrides", &self.overrides)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the daemon does each round (the `[daemon]`, `[balance]`, `[evacuate]` and `[migration]`
+/// config tables).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DaemonOptions {
+    /// Time between the rounds of a zone.
+    pub interval: Duration,
+    /// Time before the next round after a round that could not read or plan its zone.
+    pub retry_after: Duration,
+    /// Rebalance when the trigger says so (and fix broken hard rules).
+    pub rebalance: bool,
+    /// Evacuate nodes in maintenance.
+    pub evacuate: bool,
+    /// The balancing planner and its trigger.
+    pub balance: BalanceOptions,
+    /// The evacuation planner.
+    pub evacuation: EvacuateOptions,
+    /// Limits, polling, timeouts of carrying out plans.
+    pub execute: ExecuteOptions,
+}
+
+impl Default for DaemonOptions {
+    fn default() -> Self {
+        Self {
+            interval: Duration::from_secs(300),
+            retry_after: Duration::from_secs(60),
+            rebalance: true,
+            evacuate: true,
+            balance: BalanceOptions::default(),
+            evacuation: EvacuateOptions::default(),
+            execute: ExecuteOptions::default(),
+        }
+    }
+}
+
+/// A plan the round made and what carrying it out did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Executed {
+    /// The plan (Contract 3 shape).
+    pub plan: Plan,
+    /// What carrying it out did; `None` when the plan moved nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub execution: Option<ExecutionReport>,
+}
+
+/// What one round in one zone did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RoundReport {
+    /// Zone name.
+    pub zone: String,
+    /// When the round read the cluster, epoch seconds.
+    pub time: i64,
+    /// The evacuation of nodes in maintenance, when there was one to plan.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evacuation: Option<Executed>,
+    /// The rebalancing trigger's decision, when it was asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<Decision>,
+    /// The rebalancing (or rule-fixing) plan, when one was made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub balance: Option<Executed>,
+    /// Why the round could not do its work (the zone unreadable, planning refused).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// When to run the next round, seconds from the end of this one.
+    pub next_in_secs: f64,
+}
+
+impl RoundReport {
+    /// Migrations done in the round.
+    pub fn migrations_done(&self) -> usize {
+        [&self.evacuation, &self.balance]
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.execution.as_ref())
+            .map(|x| x.done.len())
+            .sum()
+    }
+
+    /// Migrations that failed in the round.
+    pub fn migrations_failed(&self) -> usize {
+        [&self.evacuation, &self.balance]
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.execution.as_ref())
+            .map(|x| x.failed.len())
+            .sum()
+    }
+
+    /// When to run again.
+    pub fn next_in(&self) -> Duration {
+        Duration::from_secs_f64(self.next_in_secs.max(0.0))
+    }
+}
+
+/// One managed zone with what the daemon remembers of it: the trigger's hold count and the last
+/// round's report.
+struct ZoneState {
+    zone: Zone,
+    held: AtomicU32,
+    last: std::sync::Mutex<Option<RoundReport>>,
+    round: tokio::sync::Mutex<()>,
+}
+
+/// Called with every round's report.
+pub type RoundListener = Arc<dyn Fn(&RoundReport) + Send + Sync>;
+
+/// What a daemon is built from; kept so that the `with_*` builders can rebuild it.
+#[derive(Clone)]
+struct Parts {
+    zones: Vec<Zone>,
+    placer: Arc<Placer>,
+    options: DaemonOptions,
+    progress: Arc<dyn Progress>,
+    clock: Clock,
+    listener: Option<RoundListener>,
+}
+
+struct Inner {
+    parts: Parts,
+    zones: BTreeMap<String, ZoneState>,
+    stop: Stop,
+    stop_handle: StopHandle,
+}
+
+/// The periodic loop over zones; see the module docs. Clones share zones, hold counts and stop.
+#[derive(Clone)]
+pub struct Daemon {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Daemon {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Daemon")
+            .field("zones", &self.zones())
+            .field("options", &self.inner.parts.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Daemon {
+    /// A daemon over these zones (names must be unique; a later one replaces an earlier one), with
+    /// no progress events and the system clock.
+    pub fn new(zones: Vec<Zone>, placer: Arc<Placer>, options: DaemonOptions) -> Self {
+        Self::build(Parts {
+            zones,
+            placer,
+            options,
+            progress: Arc::new(NoProgress),
+            clock: system_clock(),
+            listener: None,
+        })
+    }
+
+    fn build(parts: Parts) -> Self {
+        let (stop_handle, stop) = stop_signal();
+        let zones = parts
+            .zones
+            .iter()
+            .map(|z| {
+                (
+                    z.name.clone(),
+                    ZoneState {
+                        zone: z.clone(),
+                        held: AtomicU32::new(0),
+                        last: std::sync::Mutex::new(None),
+                        round: tokio::sync::Mutex::new(()),
+                    },
+                )
+            })
+            .collect();
+        Self {
+            inner: Arc::new(Inner {
+                parts,
+                zones,
+                stop,
+                stop_handle,
+            }),
+        }
+    }
+
+    fn rebuild(self, change: impl FnOnce(&mut Parts)) -> Self {
+        let mut parts = self.inner.parts.clone();
+        change(&mut parts);
+        Self::build(parts)
+    }
+
+    /// The same daemon sending progress events here (a fresh daemon: call before sharing it).
+    pub fn with_progress(self, progress: Arc<dyn Progress>) -> Self {
+        self.rebuild(|p| p.progress = progress)
+    }
+
+    /// The same daemon stamping snapshots with this clock (a fresh daemon: call before sharing).
+    pub fn with_clock(self, clock: Clock) -> Self {
+        self.rebuild(|p| p.clock = clock)
+    }
+
+    /// The same daemon calling `listener` with every round's report, from [`Daemon::run`] and
+    /// [`Daemon::run_round`] alike (a fresh daemon: call before sharing it).
+    pub fn on_round(self, listener: RoundListener) -> Self {
+        self.rebuild(|p| p.listener = Some(listener))
+    }
+
+    /// The managed zones, by name.
+    pub fn zones(&self) -> Vec<&str> {
+        self.inner.zones.keys().map(String::as_str).collect()
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> &DaemonOptions {
+        &self.inner.parts.options
+    }
+
+    /// The trigger's hold count of a zone (consecutive checks above the threshold).
+    pub fn held(&self, zone: &str) -> Option<u32> {
+        self.inner
+            .zones
+            .get(zone)
+            .map(|z| z.held.load(Ordering::Relaxed))
+    }
+
+    /// Asks every round to stop: nothing new starts, running migrations are followed to their end
+    /// (within the drain timeout), and [`Daemon::run`] returns.
+    pub fn stop(&self) {
+        self.inner.stop_handle.stop();
+    }
+
+    /// Whether a stop was asked for.
+    pub fn is_stopped(&self) -> bool {
+        self.inner.stop.is_stopped()
+    }
+
+    /// Runs one round in a zone now (waiting for a round of that zone already running). `Err`
+    /// only for a zone not managed here; a zone that cannot be read is a report with `error`.
+    pub async fn run_round(&self, zone: &str) -> Result<RoundReport> {
+        let z = self
+            .inner
+            .zones
+            .get(zone)
+            .ok_or_else(|| Error::UnknownZone {
+                zone: zone.to_owned(),
+                known: self.zones().join(", "),
+            })?;
+        Ok(self.locked_round(z).await)
+    }
+
+    /// The last round's report of a zone.
+    pub fn last_report(&self, zone: &str) -> Option<RoundReport> {
+        let z = self.inner.zones.get(zone)?;
+        z.last.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// One round under the zone's lock; the report is kept and handed to the listener.
+    async fn locked_round(&self, z: &ZoneState) -> RoundReport {
+        let report = {
+            let _round = z.round.lock().await;
+            self.round(z).await
+        };
+        *z.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(report.clone());
+        if let Some(listener) = &self.inner.parts.listener {
+            listener(&report);
+        }
+        report
+    }
+
+    #[tracing::instrument(skip_all, fields(zone = %z.zone.name))]
+    async fn round(&self, z: &ZoneState) -> RoundReport {
+        let o = &self.inner.parts.options;
+        let time = (self.inner.parts.clock)();
+        let mut report = RoundReport {
+            zone: z.zone.name.clone(),
+            time,
+            evacuation: None,
+            trigger: None,
+            balance: None,
+            error: None,
+            next_in_secs: o.interval.as_secs_f64(),
+        };
+        if self.is_stopped() {
+            report.error = Some("the daemon is stopping".into());
+            return report;
+        }
+        let executor = Executor::new(
+            z.zone.name.clone(),
+            Arc::clone(&z.zone.api),
+            Arc::clone(&self.inner.parts.placer),
+        )
+        .with_overrides(z.zone.overrides.clone())
+        .with_options(o.execute.clone())
+        .with_progress(Arc::clone(&self.inner.parts.progress))
+        .with_clock(Arc::clone(&self.inner.parts.clock))
+        .with_stop(self.inner.stop.clone());
+        if let Err(e) = self.act(z, &executor, &mut report).await {
+            let e = error_chain(&e);
+            tracing::error!(error = %e, "round failed");
+            report.error = Some(e);
+            report.next_in_secs = o.retry_after.min(o.interval).as_secs_f64();
+        }
+        tracing::info!(
+            done = report.migrations_done(),
+            failed = report.migrations_failed(),
+            next_in_secs = report.next_in_secs,
+            "round ended"
+        );
+        report
+    }
+
+    async fn act(&self, z: &ZoneState, executor: &Executor, report: &mut RoundReport) -> Result<()> {
+        let o = &self.inner.parts.options;
+        let placer = &self.inner.parts.placer;
+        let snapshot = executor.snapshot().await?;
+        let model = Model::build(&snapshot, &z.zone.overrides)?;
+
+        if o.evacuate && model.cluster.nodes.iter().any(|n| n.in_maintenance()) {
+            let goal = Goal::Evacuate {
+                nodes: Vec::new(),
+                options: o.evacuation.clone(),
+            };
+            let plan = planning::plan(&model, placer, &goal, None)?;
+            tracing::info!(summary = %plan.summary, "evacuation planned");
+            let moves = !plan.migrations.is_empty();
+            let execution = if moves {
+                Some(executor.execute(plan.clone(), &goal).await)
+            } else {
+                None
+            };
+            report.evacuation = Some(Executed { plan, execution });
+            if moves {
+                // The cluster changed: the next round measures it anew before any balancing.
+                return Ok(());
+            }
+        }
+
+        if !o.rebalance || self.is_stopped() {
+            return Ok(());
+        }
+        let measure = o.balance.measure;
+        let imbalance = balance::imbalance(&model.cluster, &model.state, measure, o.balance.metric);
+        let held = z.held.load(Ordering::Relaxed);
+        let decision = o.balance.trigger.check(&model.cluster, measure, imbalance, held);
+        z.held.store(decision.held, Ordering::Relaxed);
+        tracing::info!(act = decision.act, held = decision.held, reason = %decision.reason, "trigger checked");
+        let broken = !violations(&model.cluster, &model.rules, &model.state).is_empty();
+        let act = decision.act;
+        report.trigger = Some(decision);
+        if !act && !broken {
+            return Ok(());
+        }
+        let mut options = o.balance.clone();
+        if !act {
+            // Only fix the broken rules: the trigger has not asked for balancing yet.
+            options.trigger.threshold = Some(f64::MAX);
+            options.trigger.target = None;
+        }
+        let goal = Goal::Balance(options);
+        let plan = planning::plan(&model, placer, &goal, None)?;
+        tracing::info!(summary = %plan.summary, "plan made");
+        let execution = if plan.migrations.is_empty() {
+            None
+        } else {
+            Some(executor.execute(plan.clone(), &goal).await)
+        };
+        report.balance = Some(Executed { plan, execution });
+        Ok(())
+    }
+
+    /// Runs rounds in every zone until `shutdown` completes (or [`Daemon::stop`] is called), each
+    /// zone again after the time its last round asked for; then lets running migrations end and
+    /// returns.
+    pub async fn run(&self, shutdown: impl Future<Output = ()>) {
+        let loops =
+            futures_util::future::join_all(self.inner.zones.values().map(|z| self.zone_loop(z)));
+        let mut stop = self.inner.stop.clone();
+        tokio::pin!(loops);
+        tokio::select! {
+            _ = &mut loops => return,
+            () = shutdown => {
+                tracing::info!("shutdown: starting nothing new, waiting for running migrations");
+                self.stop();
+            }
+            () = stop.stopped() => {}
+        }
+        loops.await;
+    }
+
+    async fn zone_loop(&self, z: &ZoneState) {
+        let mut stop = self.inner.stop.clone();
+        loop {
+            let report = self.locked_round(z).await;
+            if self.is_stopped() {
+                return;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(report.next_in()) => {}
+                () = stop.stopped() => return,
+            }
+        }
+    }
+}

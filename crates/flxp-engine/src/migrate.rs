@@ -1,0 +1,408 @@
+//! Carrying out one migration: ask Proxmox where the guest may go, start the move with the
+//! parameters the guest needs, and follow it to its end.
+//!
+//! - qemu: `GET .../migrate` first; the target must be in `allowed_nodes` (else the blockers are
+//!   named); a running VM goes `online=1`, with `with-local-disks=1` when it has local disks (if
+//!   the config allows it); a stopped one moves offline.
+//! - lxc: running containers cannot live-migrate: `restart=1` when the round allows it.
+//! - The task is polled on the node of its UPID until it stops. For an HA-managed guest Proxmox
+//!   answers with an `hamigrate` task that only queues the move: the guest is then followed in
+//!   `/cluster/resources` until it is on its target, or HA's own migration task fails, or the
+//!   service errors, or the timeout passes.
+//!
+//! It decides nothing: which guest goes where is the plan's.
+
+use std::time::Duration;
+
+use flxp_core::balance::Migration;
+use flxp_core::cluster::GuestKind;
+use flxp_pve::types::migrate::NotAllowedNode;
+use flxp_pve::types::{
+    LxcMigrateParams, QemuMigrateParams, ResourceType, TaskLogQuery, TaskStatus, Upid,
+};
+use flxp_pve::PveApi;
+use tokio::time::Instant;
+
+use crate::progress::{Event, Progress, fraction_from_log};
+
+/// Task types of the migration worker that HA starts for a queued move.
+const HA_WORKER_TYPES: [&str; 2] = ["qmigrate", "vzmigrate"];
+/// Log lines read per poll when following progress.
+const LOG_PAGE: u64 = 200;
+/// Progress from elapsed time never claims more than this before the task says it is done.
+const MAX_GUESSED_FRACTION: f64 = 0.95;
+
+/// How one migration is started and followed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MigrateSettings {
+    /// Pause between polls.
+    pub poll: Duration,
+    /// Give up following after this long.
+    pub timeout: Duration,
+    /// Whether `with-local-disks=1` may be sent when the precondition shows local disks.
+    pub with_local_disks: bool,
+    /// Whether running containers may be moved with `restart=1`.
+    pub allow_restart: bool,
+    /// Bytes per second assumed when guessing progress from elapsed time.
+    pub expected_bandwidth: f64,
+}
+
+/// A migration that ended with the guest on its target.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Landed {
+    /// Seconds from the start call to the end.
+    pub secs: f64,
+    /// Whether HA carried it out.
+    pub ha: bool,
+}
+
+/// Why a migration failed, in words for the report (Proxmox's error text where it gave one).
+pub type Failure = String;
+
+/// One migration in flight, for progress events.
+struct Follow<'a> {
+    api: &'a dyn PveApi,
+    m: &'a Migration,
+    zone: &'a str,
+    settings: &'a MigrateSettings,
+    progress: &'a dyn Progress,
+    started: Instant,
+    last_fraction: f64,
+    log_has_fractions: bool,
+}
+
+impl Follow<'_> {
+    fn expected_secs(&self) -> f64 {
+        (self.m.bytes as f64 / self.settings.expected_bandwidth.max(1.0)).max(1.0)
+    }
+
+    fn report(&mut self, fraction: f64) {
+        let fraction = fraction.clamp(0.0, 1.0);
+        if fraction > self.last_fraction + 1e-9 {
+            self.last_fraction = fraction;
+            self.progress.event(&Event::Progress {
+                zone: self.zone.to_owned(),
+                vmid: self.m.vmid,
+                fraction,
+            });
+        }
+    }
+
+    fn guess(&mut self) {
+        let f = self.started.elapsed().as_secs_f64() / self.expected_secs();
+        self.report(f.min(MAX_GUESSED_FRACTION));
+    }
+
+    fn timed_out(&self) -> bool {
+        self.started.elapsed() >= self.settings.timeout
+    }
+
+    /// Polls a task until it stops; reads new log lines for progress when wanted.
+    async fn task(&mut self, upid: &Upid, with_progress: bool) -> Result<TaskStatus, Failure> {
+        let mut log_at = 0u64;
+        loop {
+            let status = self
+                .api
+                .task_status(upid)
+                .await
+                .map_err(|e| format!("lost track of task {upid}: {e}"))?;
+            if !status.is_running() {
+                return Ok(status);
+            }
+            if self.timed_out() {
+                return Err(format!(
+                    "still running after {} s (timeout-secs); Proxmox carries on with task {upid}",
+                    self.settings.timeout.as_secs()
+                ));
+            }
+            if with_progress && self.progress.wants_fractions() {
+                let query = TaskLogQuery {
+                    start: Some(log_at),
+                    limit: Some(LOG_PAGE),
+                };
+                let from_log = match self.api.task_log(upid, &query).await {
+                    Ok(lines) => {
+                        log_at += lines.len() as u64;
+                        lines
+                            .iter()
+                            .rev()
+                            .find_map(|l| l.t.as_deref().and_then(fraction_from_log))
+                    }
+                    // Progress is a nicety: a log that cannot be read is no failure.
+                    Err(_) => None,
+                };
+                match from_log {
+                    Some(f) => {
+                        self.log_has_fractions = true;
+                        self.report(f);
+                    }
+                    // An offline move logs no transfer figures: elapsed time is all there is.
+                    None if !self.log_has_fractions => self.guess(),
+                    None => {}
+                }
+            }
+            tokio::time::sleep(self.settings.poll).await;
+        }
+    }
+
+    /// Follows a guest that HA moves until it is on its target.
+    async fn ha(&mut self, hamigrate: &Upid) -> Result<(), Failure> {
+        let queued = self.task(hamigrate, false).await?;
+        if !queued.is_success() {
+            return Err(exit_text(&queued));
+        }
+        let since = hamigrate.starttime();
+        let sid = format!(
+            "{}:{}",
+            match self.m.kind {
+                GuestKind::Qemu => "vm",
+                GuestKind::Lxc => "ct",
+            },
+            self.m.vmid
+        );
+        let vmid = self.m.vmid.to_string();
+        loop {
+            let resources = self
+                .api
+                .cluster_resources(Some(ResourceType::Vm))
+                .await
+                .map_err(|e| format!("lost track of HA migration: {e}"))?;
+            let guest = resources.iter().find(|r| {
+                r.vmid == Some(self.m.vmid) && matches!(r.kind.as_deref(), Some("qemu" | "lxc"))
+            });
+            let Some(guest) = guest else {
+                return Err(format!("guest {} vanished from the cluster", self.m.vmid));
+            };
+            let locked = guest.lock.as_deref().is_some_and(|l| !l.is_empty());
+            if guest.node.as_deref() == Some(self.m.to.as_str()) && !locked {
+                return Ok(());
+            }
+            // HA's own migration worker for this guest, started after our request, failed.
+            if let Ok(tasks) = self.api.cluster_tasks().await {
+                let failed = tasks.iter().find(|t| {
+                    t.kind.as_deref().is_some_and(|k| HA_WORKER_TYPES.contains(&k))
+                        && t.id.as_deref() == Some(vmid.as_str())
+                        && t.starttime.is_some_and(|s| s >= since)
+                        && !t.is_running()
+                        && t
+                            .status
+                            .as_deref()
+                            .is_some_and(|s| !flxp_pve::types::tasks::is_success_exitstatus(s))
+                });
+                if let Some(t) = failed {
+                    return Err(format!(
+                        "HA's migration failed: {}",
+                        t.status.as_deref().unwrap_or("unknown error")
+                    ));
+                }
+            }
+            if let Ok(status) = self.api.ha_status_current().await {
+                let service = status
+                    .iter()
+                    .find(|s| s.sid.as_deref() == Some(sid.as_str()));
+                if let Some(state) = service.and_then(|s| s.state.as_deref()) {
+                    if matches!(state, "error" | "fence" | "recovery") {
+                        return Err(format!("HA service {sid} is in state {state}"));
+                    }
+                }
+            }
+            if self.timed_out() {
+                return Err(format!(
+                    "HA did not move it to {} within {} s (timeout-secs)",
+                    self.m.to,
+                    self.settings.timeout.as_secs()
+                ));
+            }
+            self.guess();
+            tokio::time::sleep(self.settings.poll).await;
+        }
+    }
+}
+
+/// The text of a stopped task's exit status.
+fn exit_text(status: &TaskStatus) -> String {
+    status
+        .exitstatus
+        .clone()
+        .unwrap_or_else(|| "stopped without an exit status".into())
+}
+
+/// Why Proxmox does not allow a target, in words.
+fn blockers(to: &str, allowed: &[String], not: Option<&NotAllowedNode>) -> String {
+    let mut why = Vec::new();
+    if let Some(n) = not {
+        if !n.unavailable_storages.is_empty() {
+            why.push(format!(
+                "storage {} not available there",
+                n.unavailable_storages.join(", ")
+            ));
+        }
+        if !n.unavailable_resources.is_empty() {
+            why.push(format!(
+                "mapped resources {} missing there",
+                n.unavailable_resources.join(", ")
+            ));
+        }
+        for b in &n.blocking_ha_resources {
+            why.push(format!(
+                "HA {} rule of {}",
+                b.cause.as_deref().unwrap_or("unknown"),
+                b.sid.as_deref().unwrap_or("?")
+            ));
+        }
+    }
+    if why.is_empty() {
+        why.push(format!(
+            "not among the allowed nodes ({})",
+            if allowed.is_empty() {
+                "none".to_owned()
+            } else {
+                allowed.join(", ")
+            }
+        ));
+    }
+    format!("Proxmox does not allow {to} as target: {}", why.join("; "))
+}
+
+/// Checks the precondition and starts the migration; the UPID of the task Proxmox started.
+async fn start(
+    api: &dyn PveApi,
+    m: &Migration,
+    settings: &MigrateSettings,
+) -> Result<(Upid, bool), Failure> {
+    match m.kind {
+        GuestKind::Qemu => {
+            let pre = api
+                .qemu_migrate_precondition(&m.from, m.vmid, Some(&m.to))
+                .await
+                .map_err(|e| format!("precondition check failed: {e}"))?;
+            if !pre.allowed_nodes.contains(&m.to) {
+                return Err(blockers(
+                    &m.to,
+                    &pre.allowed_nodes,
+                    pre.not_allowed_nodes.get(&m.to),
+                ));
+            }
+            if !pre.local_resources.is_empty() {
+                return Err(format!(
+                    "local devices {} keep it on {} (only root@pam may force such a migration)",
+                    pre.local_resources.join(", "),
+                    m.from
+                ));
+            }
+            let running = pre.running.unwrap_or(m.online);
+            let local: Vec<&str> = pre
+                .local_disks
+                .iter()
+                .filter(|d| !d.cdrom.unwrap_or(false) && !d.is_unused.unwrap_or(false))
+                .map(|d| d.volid.as_deref().unwrap_or("?"))
+                .collect();
+            let with_local = running && !local.is_empty();
+            if with_local && !settings.with_local_disks {
+                return Err(format!(
+                    "local disks {} need with-local-disks for a live migration, which [migration] \
+                     with-local-disks = false forbids",
+                    local.join(", ")
+                ));
+            }
+            let params = QemuMigrateParams {
+                target: m.to.clone(),
+                online: running.then_some(true),
+                with_local_disks: with_local.then_some(true),
+                ..QemuMigrateParams::default()
+            };
+            let upid = api
+                .migrate_qemu(&m.from, m.vmid, &params)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok((upid, running))
+        }
+        GuestKind::Lxc => {
+            let pre = api
+                .lxc_migrate_precondition(&m.from, m.vmid, Some(&m.to))
+                .await
+                .map_err(|e| format!("precondition check failed: {e}"))?;
+            if !pre.allowed_nodes.contains(&m.to) {
+                return Err(blockers(
+                    &m.to,
+                    &pre.allowed_nodes,
+                    pre.not_allowed_nodes.get(&m.to),
+                ));
+            }
+            let running = pre.running.unwrap_or(m.online);
+            if running && !settings.allow_restart {
+                return Err(
+                    "a running container cannot live-migrate and restarting it is not allowed \
+                     ([balance] restart-containers = false)"
+                        .to_owned(),
+                );
+            }
+            let params = LxcMigrateParams {
+                target: m.to.clone(),
+                restart: running.then_some(true),
+                ..LxcMigrateParams::default()
+            };
+            let upid = api
+                .migrate_lxc(&m.from, m.vmid, &params)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok((upid, running))
+        }
+    }
+}
+
+/// Carries out one migration and follows it to its end; emits `Started` and `Progress` events.
+pub async fn migrate(
+    api: &dyn PveApi,
+    m: &Migration,
+    zone: &str,
+    settings: &MigrateSettings,
+    progress: &dyn Progress,
+) -> Result<Landed, Failure> {
+    let started = Instant::now();
+    let (upid, online) = start(api, m, settings).await?;
+    let ha = upid.kind() == "hamigrate";
+    tracing::info!(
+        zone,
+        vmid = m.vmid,
+        from = %m.from,
+        to = %m.to,
+        online,
+        ha,
+        %upid,
+        "migration started"
+    );
+    progress.event(&Event::Started {
+        zone: zone.to_owned(),
+        vmid: m.vmid,
+        name: m.name.clone(),
+        from: m.from.clone(),
+        to: m.to.clone(),
+        step: m.step,
+        online,
+        bytes: m.bytes,
+    });
+    let mut follow = Follow {
+        api,
+        m,
+        zone,
+        settings,
+        progress,
+        started,
+        last_fraction: 0.0,
+        log_has_fractions: false,
+    };
+    if ha {
+        follow.ha(&upid).await?;
+    } else {
+        let end = follow.task(&upid, true).await?;
+        if !end.is_success() {
+            return Err(exit_text(&end));
+        }
+    }
+    follow.report(1.0);
+    Ok(Landed {
+        secs: started.elapsed().as_secs_f64(),
+        ha,
+    })
+}

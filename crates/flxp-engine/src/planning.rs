@@ -1,0 +1,233 @@
+//! Planning a round with the core: what the round is for ([`Goal`]), the cluster model built from
+//! a snapshot, and guests a round must leave alone.
+//!
+//! Used for the first plan (by `flxp balance`, `flxp evacuate` and the daemon) and for every
+//! replan during a round, so both see the cluster the same way. Pure: no I/O.
+
+use std::collections::BTreeMap;
+
+use flxp_core::balance::{self, BalanceOptions, EvacuateOptions, Plan};
+use flxp_core::cluster::NodeIdx;
+use flxp_core::placement::Placer;
+use flxp_core::{Cluster, Overrides, Rules, Snapshot, State};
+
+use crate::error::{Error, Result};
+
+/// What a round is for, so that it can be planned again on a fresh cluster.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Goal {
+    /// Fix broken rules, then balance.
+    Balance(BalanceOptions),
+    /// Empty these nodes (none named: every node in maintenance).
+    Evacuate {
+        /// Node names.
+        nodes: Vec<String>,
+        /// Evacuation options.
+        options: EvacuateOptions,
+    },
+}
+
+impl Goal {
+    /// Whether running containers may be moved by restarting them (`restart=1`): evacuation
+    /// must empty the node, balancing only when `restart-containers` allows it.
+    pub fn allows_restart(&self) -> bool {
+        match self {
+            Self::Balance(o) => o.restart_containers,
+            Self::Evacuate { .. } => true,
+        }
+    }
+
+    /// `balance` or `evacuate`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Balance(_) => "balance",
+            Self::Evacuate { .. } => "evacuate",
+        }
+    }
+}
+
+/// A cluster ready for decisions: the model, its rules and its state.
+#[derive(Debug, Clone)]
+pub struct Model {
+    /// The typed cluster.
+    pub cluster: Cluster,
+    /// Its compiled rules.
+    pub rules: Rules,
+    /// Its state as reported.
+    pub state: State,
+}
+
+impl Model {
+    /// Builds model, rules and state from a snapshot with the zone's overrides.
+    pub fn build(snapshot: &Snapshot, overrides: &Overrides) -> Result<Self> {
+        let cluster =
+            Cluster::from_snapshot(snapshot, overrides).map_err(|source| Error::Model { source })?;
+        let rules = Rules::compile(&cluster);
+        let state = State::new(&cluster);
+        Ok(Self {
+            cluster,
+            rules,
+            state,
+        })
+    }
+
+    /// The index of a node named by the user; the error lists the cluster's nodes.
+    pub fn node(&self, name: &str) -> Result<NodeIdx> {
+        self.cluster
+            .node_idx(name)
+            .or_else(|| self.cluster.node_idx_loose(name))
+            .ok_or_else(|| Error::UnknownNode {
+                node: name.to_owned(),
+                known: self
+                    .cluster
+                    .nodes
+                    .iter()
+                    .map(|n| n.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+    }
+}
+
+/// Why a round leaves a guest alone from now on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Hold {
+    /// Its migration failed in this round.
+    Failed,
+    /// It was migrated in this round already (no guest moves twice in a round).
+    Moved,
+}
+
+impl Hold {
+    /// The lock word the core reads: a locked guest is never moved, and the plan says why.
+    pub fn lock_word(self) -> &'static str {
+        match self {
+            Self::Failed => "migration failed in this round",
+            Self::Moved => "migrated in this round",
+        }
+    }
+}
+
+/// Marks guests as locked in a snapshot so that a replan leaves them where they are (they still
+/// count as load where they are).
+pub fn hold_guests(snapshot: &mut Snapshot, held: &BTreeMap<u32, Hold>) {
+    if held.is_empty() {
+        return;
+    }
+    for r in &mut snapshot.resources {
+        let is_guest = matches!(r.kind.as_deref(), Some("qemu" | "lxc"));
+        if let (true, Some(vmid)) = (is_guest, r.vmid) {
+            if let Some(h) = held.get(&vmid) {
+                // A real lock (e.g. `migrate`) says more than ours: keep it.
+                if r.lock.as_deref().is_none_or(str::is_empty) {
+                    r.lock = Some(h.lock_word().to_owned());
+                }
+            }
+        }
+    }
+}
+
+/// Plans a goal on a model; `budget` caps balancing migrations (what is left of the round's).
+pub fn plan(model: &Model, placer: &Placer, goal: &Goal, budget: Option<usize>) -> Result<Plan> {
+    let Model {
+        cluster,
+        rules,
+        state,
+    } = model;
+    let planned = match goal {
+        Goal::Balance(options) => {
+            let mut options = options.clone();
+            if let Some(b) = budget {
+                options.max_migrations = options.max_migrations.min(b);
+            }
+            balance::plan(cluster, rules, state, placer, &options)
+        }
+        Goal::Evacuate { nodes, options } => {
+            let idx = nodes
+                .iter()
+                .map(|n| model.node(n))
+                .collect::<Result<Vec<_>>>()?;
+            flxp_core::evacuate::evacuate(cluster, rules, state, placer, &idx, options)
+        }
+    };
+    planned.map_err(|source| Error::Plan { source })
+}
+
+#[cfg(test)]
+mod tests {
+    // Tests may panic on malformed fixtures: that is the failure report.
+    #![allow(clippy::unwrap_used)]
+
+    use flxp_core::placement::PlacementOptions;
+
+    use super::*;
+
+    const TWO_NODES: &str = r#"[
+        {"id":"node/a","type":"node","node":"a","status":"online","maxmem":68719476736,"mem":51539607552,"maxcpu":16,"cpu":0.1},
+        {"id":"node/b","type":"node","node":"b","status":"online","maxmem":68719476736,"mem":4294967296,"maxcpu":16,"cpu":0.1},
+        {"id":"qemu/101","type":"qemu","vmid":101,"node":"a","status":"running","maxmem":17179869184,"mem":15032385536,"maxcpu":2,"cpu":0.1},
+        {"id":"qemu/102","type":"qemu","vmid":102,"node":"a","status":"running","maxmem":17179869184,"mem":15032385536,"maxcpu":2,"cpu":0.1},
+        {"id":"qemu/103","type":"qemu","vmid":103,"node":"a","status":"running","maxmem":8589934592,"mem":7516192768,"maxcpu":2,"cpu":0.1,"lock":"backup"}
+    ]"#;
+
+    fn placer() -> Placer {
+        Placer::new(PlacementOptions::default(), Vec::new()).unwrap()
+    }
+
+    #[test]
+    fn held_guests_are_locked_and_never_planned() {
+        let snap = Snapshot::from_json(TWO_NODES).unwrap();
+        let model = Model::build(&snap, &Overrides::default()).unwrap();
+        let goal = Goal::Balance(BalanceOptions::default());
+        let first = plan(&model, &placer(), &goal, None).unwrap();
+        assert!(!first.migrations.is_empty(), "{}", first.summary);
+        let moved: Vec<u32> = first.migrations.iter().map(|m| m.vmid).collect();
+
+        let mut held_snap = snap.clone();
+        let held = moved.iter().map(|&v| (v, Hold::Failed)).collect();
+        hold_guests(&mut held_snap, &held);
+        let lock = |s: &Snapshot, vmid: u32| {
+            s.resources
+                .iter()
+                .find(|r| r.vmid == Some(vmid))
+                .and_then(|r| r.lock.clone())
+        };
+        assert_eq!(
+            lock(&held_snap, moved[0]).as_deref(),
+            Some("migration failed in this round")
+        );
+        assert_eq!(
+            lock(&held_snap, 103).as_deref(),
+            Some("backup"),
+            "a real lock stays"
+        );
+        let model = Model::build(&held_snap, &Overrides::default()).unwrap();
+        let again = plan(&model, &placer(), &goal, None).unwrap();
+        assert!(
+            again.migrations.iter().all(|m| !moved.contains(&m.vmid)),
+            "{:?}",
+            again.migrations
+        );
+    }
+
+    #[test]
+    fn the_budget_caps_a_replan_and_unknown_nodes_are_named() {
+        let snap = Snapshot::from_json(TWO_NODES).unwrap();
+        let model = Model::build(&snap, &Overrides::default()).unwrap();
+        let goal = Goal::Balance(BalanceOptions::default());
+        assert!(
+            plan(&model, &placer(), &goal, Some(0))
+                .unwrap()
+                .migrations
+                .is_empty()
+        );
+        let evac = Goal::Evacuate {
+            nodes: vec!["c".into()],
+            options: EvacuateOptions::default(),
+        };
+        let e = plan(&model, &placer(), &evac, None).unwrap_err();
+        assert_eq!(e.to_string(), r#"node "c" is not in the cluster; nodes: a, b"#);
+        assert!(evac.allows_restart());
+        assert!(!goal.allows_restart());
+    }
+}

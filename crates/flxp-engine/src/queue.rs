@@ -1,0 +1,207 @@
+//! The order migrations of a plan may start in.
+//!
+//! Every migration was checked by the planner on the state all earlier ones leave behind. That
+//! state only matters on the two nodes a migration touches, so one may start as soon as every
+//! earlier migration touching its source or target has ended, whatever happens elsewhere in the
+//! zone. Two exceptions let migrations run side by side although they share a node: members of one
+//! step (a bundle, the halves of a swap: the planner judged them as one decision) and members of
+//! one wave (evacuation's waves were planned to run in parallel within the inflow limit). This
+//! keeps each node's migrations in plan order, which is what makes the plan's safety carry over.
+
+use flxp_core::balance::Migration;
+
+use crate::limits::{Limits, Slots};
+
+/// Where a migration of the plan stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Not started yet.
+    Pending,
+    /// Running now.
+    Running,
+    /// Ended: done, failed or dropped.
+    Ended,
+}
+
+/// The migrations of the plan being carried out, in plan order, with their status.
+#[derive(Debug, Clone, Default)]
+pub struct Queue {
+    items: Vec<(Migration, Status)>,
+}
+
+impl Queue {
+    /// A queue of a plan's migrations, all pending.
+    pub fn new(migrations: Vec<Migration>) -> Self {
+        Self {
+            items: migrations
+                .into_iter()
+                .map(|m| (m, Status::Pending))
+                .collect(),
+        }
+    }
+
+    /// The migration at a position.
+    pub fn get(&self, i: usize) -> &Migration {
+        &self.items[i].0
+    }
+
+    /// Sets the status of the migration at a position.
+    pub fn set(&mut self, i: usize, status: Status) {
+        self.items[i].1 = status;
+    }
+
+    /// Whether nothing is pending.
+    pub fn is_drained(&self) -> bool {
+        !self.items.iter().any(|(_, s)| *s == Status::Pending)
+    }
+
+    /// Pending migrations, in plan order.
+    pub fn pending(&self) -> impl Iterator<Item = &Migration> {
+        self.items
+            .iter()
+            .filter(|(_, s)| *s == Status::Pending)
+            .map(|(m, _)| m)
+    }
+
+    /// Whether the migration at `i` waits for an earlier one (see the module docs).
+    fn waits_for_earlier(&self, i: usize) -> bool {
+        let m = &self.items[i].0;
+        self.items[..i].iter().any(|(e, s)| {
+            *s != Status::Ended
+                && e.step != m.step
+                && e.wave != m.wave
+                && [&e.from, &e.to]
+                    .into_iter()
+                    .any(|n| *n == m.from || *n == m.to)
+        })
+    }
+
+    /// The first pending migration that may start now: no earlier one it waits for, and a free
+    /// slot within the limits.
+    pub fn next_ready(&self, slots: &Slots, limits: &Limits) -> Option<usize> {
+        (0..self.items.len()).find(|&i| {
+            self.items[i].1 == Status::Pending
+                && !self.waits_for_earlier(i)
+                && slots
+                    .admits(limits, &self.items[i].0.from, &self.items[i].0.to)
+                    .is_ok()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use flxp_core::balance::Purpose;
+    use flxp_core::cluster::GuestKind;
+
+    use super::*;
+
+    fn m(vmid: u32, from: &str, to: &str, step: u32, wave: u32) -> Migration {
+        Migration {
+            vmid,
+            kind: GuestKind::Qemu,
+            name: format!("vm{vmid}"),
+            from: from.into(),
+            to: to.into(),
+            reason: String::new(),
+            purpose: Purpose::Balance,
+            online: true,
+            bytes: 1 << 30,
+            bundle: Vec::new(),
+            group: None,
+            step,
+            wave,
+            imbalance_after: 0.0,
+        }
+    }
+
+    const WIDE: Limits = Limits {
+        parallel: 10,
+        per_node_in: 10,
+        per_node_out: 10,
+    };
+
+    /// Starts every migration that may start, in order, and returns their vmids.
+    fn start_all(q: &mut Queue, slots: &mut Slots, limits: &Limits) -> Vec<u32> {
+        let mut started = Vec::new();
+        while let Some(i) = q.next_ready(slots, limits) {
+            let g = q.get(i).clone();
+            slots.take(&g.from, &g.to);
+            q.set(i, Status::Running);
+            started.push(g.vmid);
+        }
+        started
+    }
+
+    #[test]
+    fn steps_on_disjoint_nodes_run_side_by_side() {
+        let mut q = Queue::new(vec![
+            m(1, "a", "b", 0, 0),
+            m(2, "c", "d", 1, 1),
+            m(3, "b", "e", 2, 2),
+        ]);
+        let mut slots = Slots::default();
+        assert_eq!(start_all(&mut q, &mut slots, &WIDE), [1, 2]);
+        q.set(0, Status::Ended);
+        assert_eq!(start_all(&mut q, &mut slots, &WIDE), [3]);
+    }
+
+    #[test]
+    fn a_later_step_never_overtakes_a_waiting_one_on_a_shared_node() {
+        // 2 waits for 1 (node b); 3 shares node c with 2, which has not run yet: 3 waits too.
+        let mut q = Queue::new(vec![
+            m(1, "a", "b", 0, 0),
+            m(2, "b", "c", 1, 1),
+            m(3, "c", "d", 2, 2),
+        ]);
+        let mut slots = Slots::default();
+        assert_eq!(start_all(&mut q, &mut slots, &WIDE), [1]);
+        q.set(0, Status::Ended);
+        assert_eq!(start_all(&mut q, &mut slots, &WIDE), [2]);
+        q.set(1, Status::Ended);
+        assert_eq!(start_all(&mut q, &mut slots, &WIDE), [3]);
+        assert!(q.is_drained());
+    }
+
+    #[test]
+    fn one_wave_runs_in_parallel_within_the_limits_and_waves_run_in_order() {
+        // Evacuating m: wave 0 sends two guests each to x and y, wave 1 one more to x.
+        let mut q = Queue::new(vec![
+            m(1, "m", "x", 0, 0),
+            m(2, "m", "y", 1, 0),
+            m(3, "m", "x", 2, 0),
+            m(4, "m", "y", 3, 0),
+            m(5, "m", "x", 4, 1),
+        ]);
+        let limits = Limits {
+            parallel: 3,
+            per_node_in: 1,
+            per_node_out: 4,
+        };
+        let mut slots = Slots::default();
+        assert_eq!(start_all(&mut q, &mut slots, &limits), [1, 2]);
+        slots.give("m", "x");
+        q.set(0, Status::Ended);
+        assert_eq!(start_all(&mut q, &mut slots, &limits), [3]);
+        for (i, to) in [(1, "y"), (2, "x")] {
+            slots.give("m", to);
+            q.set(i, Status::Ended);
+        }
+        assert_eq!(
+            start_all(&mut q, &mut slots, &limits),
+            [4],
+            "wave 1 waits for wave 0"
+        );
+        slots.give("m", "y");
+        q.set(3, Status::Ended);
+        assert_eq!(start_all(&mut q, &mut slots, &limits), [5]);
+    }
+
+    #[test]
+    fn the_halves_of_a_swap_run_together() {
+        let mut q = Queue::new(vec![m(1, "a", "b", 0, 0), m(2, "b", "a", 0, 1)]);
+        let mut slots = Slots::default();
+        assert_eq!(start_all(&mut q, &mut slots, &Limits::default()), [1, 2]);
+        assert_eq!(q.pending().count(), 0);
+    }
+}

@@ -1,0 +1,130 @@
+//! What carrying out a plan did: `flxp balance --json` prints it as `execution`, the daemon keeps
+//! it in its round report.
+
+use serde::Serialize;
+
+/// A migration that ended with the guest on its target.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Done {
+    /// Guest id.
+    pub vmid: u32,
+    /// Guest name.
+    pub name: String,
+    /// Source node.
+    pub from: String,
+    /// Target node.
+    pub to: String,
+    /// The plan's step.
+    pub step: u32,
+    /// How long it took, seconds.
+    pub secs: f64,
+    /// Whether Proxmox HA carried it out (`hamigrate`).
+    pub ha: bool,
+}
+
+/// A migration that failed; its guest was left alone for the rest of the round.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Failed {
+    /// Guest id.
+    pub vmid: u32,
+    /// Guest name.
+    pub name: String,
+    /// Source node.
+    pub from: String,
+    /// Target node.
+    pub to: String,
+    /// The plan's step.
+    pub step: u32,
+    /// Proxmox's error text, or why flxp did not start it (precondition blockers, a timeout).
+    pub error: String,
+}
+
+/// A planned migration dropped because it no longer held on the fresh cluster.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Dropped {
+    /// Guest id.
+    pub vmid: u32,
+    /// Guest name.
+    pub name: String,
+    /// Source node in the plan.
+    pub from: String,
+    /// Target node in the plan.
+    pub to: String,
+    /// The plan's step.
+    pub step: u32,
+    /// Why, one line per problem.
+    pub reasons: Vec<String>,
+}
+
+/// One replan during the round.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Replan {
+    /// What made the plan stale.
+    pub reason: String,
+    /// Migrations in the new plan.
+    pub migrations: usize,
+    /// The new plan's summary.
+    pub summary: String,
+}
+
+/// A migration still running when flxp stopped following it (shutdown or timeout of the drain);
+/// Proxmox carries it on, and its lock keeps any flxp from starting it again.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Unfinished {
+    /// Guest id.
+    pub vmid: u32,
+    /// Source node.
+    pub from: String,
+    /// Target node.
+    pub to: String,
+}
+
+/// What a round of carrying out a plan did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ExecutionReport {
+    /// Migrations done, in the order they ended.
+    pub done: Vec<Done>,
+    /// Migrations that failed.
+    pub failed: Vec<Failed>,
+    /// Planned migrations dropped because the world changed.
+    pub skipped: Vec<Dropped>,
+    /// Replans, in order.
+    pub replans: Vec<Replan>,
+    /// Migrations left running when the round stopped early.
+    pub unfinished: Vec<Unfinished>,
+    /// Why the round stopped before its plan was done (shutdown, the cluster unreadable,
+    /// too many replans), if it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
+    /// Wall time of the round, seconds.
+    pub secs: f64,
+}
+
+impl ExecutionReport {
+    /// Whether every migration started ended well and the round ran to its end.
+    pub fn is_clean(&self) -> bool {
+        self.failed.is_empty() && self.unfinished.is_empty() && self.stopped.is_none()
+    }
+
+    /// One line: what was done.
+    pub fn summary(&self) -> String {
+        let mut parts = vec![format!("{} migration(s) done", self.done.len())];
+        if !self.failed.is_empty() {
+            parts.push(format!("{} failed", self.failed.len()));
+        }
+        if !self.skipped.is_empty() {
+            parts.push(format!("{} dropped as stale", self.skipped.len()));
+        }
+        if !self.replans.is_empty() {
+            parts.push(format!("{} replan(s)", self.replans.len()));
+        }
+        if !self.unfinished.is_empty() {
+            parts.push(format!("{} still running", self.unfinished.len()));
+        }
+        let mut s = format!("{} in {:.1} s", parts.join(", "), self.secs);
+        if let Some(why) = &self.stopped {
+            s.push_str(&format!("; stopped early: {why}"));
+        }
+        s
+    }
+}
