@@ -44,6 +44,9 @@ pub enum Stay {
     },
     /// It is stopped: moving it changes no load.
     Stopped,
+    /// A running container: LXC cannot live-migrate, and restarting it is not allowed
+    /// (`restart-containers`).
+    RunningContainer,
     /// Its affinity group also holds an anti-affinity pair: no node can hold the group.
     Conflict {
         /// The anti-affinity group inside the affinity group.
@@ -73,6 +76,9 @@ impl fmt::Display for Stay {
             }
             Self::NodeDown { status } => write!(f, "its node is {status}"),
             Self::Stopped => f.write_str("stopped: moving it changes no load"),
+            Self::RunningContainer => f.write_str(
+                "a running container: it only moves by restarting, which restart-containers does not allow",
+            ),
             Self::Conflict { rule } => write!(
                 f,
                 "its affinity group also must be apart ({rule}): the rules conflict, so it is not moved"

@@ -60,6 +60,7 @@ fn plan_flxp(
         options.cooldown_secs,
         options.max_migrations,
     );
+    sim.restart_containers = options.restart_containers;
     let scope = Scope {
         only_nodes: None,
         stopped_off_maintenance: true,
@@ -193,5 +194,72 @@ pub(crate) fn finish(
         bounds,
         summary: String::new(),
         warnings,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    // Tests may panic: unwrapping is how they fail.
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::balance::{EvacuateOptions, Stay};
+    use crate::placement::PlacementOptions;
+    use crate::testutil::*;
+
+    /// Node a full of containers (and one VM), b empty: balancing wants to move some off a.
+    fn containers_on_one_node() -> Cluster {
+        let mut b = ClusterBuilder::new().node(node("a")).node(node("b"));
+        for vmid in 101..=106 {
+            b = b.guest(ct(vmid, "a").mem(7 * GIB, 8 * GIB));
+        }
+        b.guest(vm(110, "a").mem(7 * GIB, 8 * GIB)).build()
+    }
+
+    fn placer() -> Placer {
+        Placer::new(PlacementOptions::default(), Vec::new()).unwrap()
+    }
+
+    #[test]
+    fn running_containers_stay_unless_restarting_them_is_allowed() {
+        let c = containers_on_one_node();
+        let r = Rules::compile(&c);
+        let s = State::new(&c);
+        let p = placer();
+        let kept = plan(&c, &r, &s, &p, &BalanceOptions::default()).unwrap();
+        assert_eq!(
+            kept.migrations.iter().map(|m| m.vmid).collect::<Vec<_>>(),
+            [110],
+            "only the VM moves: {}",
+            kept.summary
+        );
+        let why = kept.skipped.iter().find(|k| k.vmid == 101).unwrap();
+        assert!(
+            why.reason.contains(&Stay::RunningContainer.to_string()),
+            "{}",
+            why.reason
+        );
+
+        let restart = BalanceOptions {
+            restart_containers: true,
+            ..BalanceOptions::default()
+        };
+        let moved = plan(&c, &r, &s, &p, &restart).unwrap();
+        assert!(
+            moved.migrations.iter().any(|m| m.vmid < 110),
+            "containers move when restarts are allowed: {}",
+            moved.summary
+        );
+    }
+
+    #[test]
+    fn evacuation_always_moves_running_containers() {
+        let c = containers_on_one_node();
+        let r = Rules::compile(&c);
+        let s = State::new(&c);
+        let a = c.node_idx("a").unwrap();
+        let e = crate::evacuate::evacuate(&c, &r, &s, &placer(), &[a], &EvacuateOptions::default())
+            .unwrap();
+        assert_eq!(e.migrations.len(), 7, "{}", e.summary);
     }
 }

@@ -179,7 +179,7 @@ fn new_sim<'a>(
     options: &BalanceOptions,
 ) -> Sim<'a> {
     let measure = pve_measure(options);
-    Sim::new(
+    let mut sim = Sim::new(
         cluster,
         rules,
         placer,
@@ -188,7 +188,9 @@ fn new_sim<'a>(
         measure,
         options.cooldown_secs,
         options.max_migrations,
-    )
+    );
+    sim.restart_containers = options.restart_containers;
+    sim
 }
 
 /// Proxmox judges by its CV; a spread setting means the normalised CV with its default threshold.

@@ -7,7 +7,7 @@
 
 use crate::Result;
 use crate::Warning;
-use crate::cluster::{Cluster, GuestIdx, NodeIdx};
+use crate::cluster::{Cluster, GuestIdx, GuestKind, NodeIdx};
 use crate::constraints::Rules;
 use crate::placement::{Ctx, Placer, Ranked, Subject};
 use crate::state::State;
@@ -47,6 +47,8 @@ pub(crate) struct Sim<'a> {
     pub cooldown_secs: i64,
     /// Most migrations in the plan.
     pub budget: usize,
+    /// Whether running containers may move (by a restart); evacuation always, balancing by option.
+    pub restart_containers: bool,
     moved: Vec<bool>,
 }
 
@@ -77,6 +79,7 @@ impl<'a> Sim<'a> {
             warnings: Vec::new(),
             cooldown_secs,
             budget,
+            restart_containers: true,
             moved: vec![false; cluster.guests.len()],
         }
     }
@@ -97,9 +100,20 @@ impl<'a> Sim<'a> {
         if let (Some(rule), Some(&first)) = (&u.conflict, u.members.first()) {
             return Some((first, Stay::Conflict { rule: rule.clone() }));
         }
-        u.members.iter().find_map(|&m| {
-            stays(self.cluster, self.rules, m, intent, self.cooldown_secs).map(|s| (m, s))
-        })
+        u.members
+            .iter()
+            .find_map(|&m| {
+                stays(self.cluster, self.rules, m, intent, self.cooldown_secs).map(|s| (m, s))
+            })
+            .or_else(|| {
+                if self.restart_containers {
+                    return None;
+                }
+                u.members.iter().find_map(|&m| {
+                    let g = self.cluster.guest(m);
+                    (g.running && g.kind == GuestKind::Lxc).then_some((m, Stay::RunningContainer))
+                })
+            })
     }
 
     /// Whether any member of a unit has moved in this plan.
