@@ -1,0 +1,334 @@
+//! What a VM creation asks for, resolved from names to values, and the checks on it that need no
+//! cluster: the name is a DNS name, the SSH key is an OpenSSH public key, a user has a password,
+//! sizes and tags are possible. Pure: no I/O.
+
+use std::collections::BTreeMap;
+
+use flxp_pve::Secret;
+
+use super::CreateError;
+
+/// A new VM, with every profile, image and network already resolved by the caller.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct VmRequest {
+    /// The VM's name (a DNS name).
+    pub name: String,
+    /// A node named by the caller: skips scoring, not the online and resource checks.
+    pub host: Option<String>,
+    /// Memory in bytes (compute profile).
+    pub memory: u64,
+    /// Cores per socket (compute profile).
+    pub cores: u32,
+    /// Sockets (compute profile; default 1).
+    pub sockets: u32,
+    /// The template to clone.
+    pub image: ImageSource,
+    /// Storage of the VM's disks (storage profile).
+    pub storage: String,
+    /// Size of the boot disk in bytes (storage profile).
+    pub disk_bytes: u64,
+    /// An OpenSSH public key for cloud-init.
+    pub ssh_public_key: Option<String>,
+    /// Cloud-init user.
+    pub user: Option<String>,
+    /// Cloud-init password (never logged: redacting `Debug`).
+    pub password: Option<Secret>,
+    /// Network interfaces, `net0` first.
+    pub interfaces: Vec<Nic>,
+    /// Whether Proxmox backup jobs include the VM's disks.
+    pub backup: bool,
+    /// Tags the VM carries (flxp constraint tags among them).
+    pub tags: Vec<String>,
+    /// Placement policy; the configured default when absent.
+    pub policy: Option<String>,
+}
+
+/// Where an image's template is in one zone.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImageSource {
+    /// The image's id, for messages.
+    pub id: String,
+    /// A template on shared storage, cloned to any node with `target`.
+    pub template: Option<u32>,
+    /// Per-node templates (templates on local storage), by node name.
+    pub per_node: BTreeMap<String, u32>,
+}
+
+/// One network interface: the bridge and VLAN of a configured network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Nic {
+    /// The network's id, for messages.
+    pub network: String,
+    /// Linux bridge (`vmbr0`).
+    pub bridge: String,
+    /// VLAN tag, 1..=4094.
+    pub vlan: Option<u16>,
+    /// NIC model (default `virtio`).
+    pub model: Option<String>,
+    /// Proxmox firewall on the interface.
+    pub firewall: bool,
+}
+
+/// Most interfaces a VM can have (`net0`..`net31`).
+pub const MAX_INTERFACES: usize = 32;
+
+fn invalid(field: &str, message: impl Into<String>) -> CreateError {
+    CreateError::Invalid {
+        field: field.to_owned(),
+        message: message.into(),
+    }
+}
+
+impl VmRequest {
+    /// Every check that needs no cluster; the error names the field.
+    pub fn validate(&self) -> Result<(), CreateError> {
+        check_dns_name(&self.name).map_err(|m| invalid("name", m))?;
+        if self.memory < 16 << 20 {
+            return Err(invalid("memory", "must be at least 16 MiB"));
+        }
+        if self.cores == 0 || self.sockets == 0 {
+            return Err(invalid("cores", "cores and sockets must be at least 1"));
+        }
+        if self.storage.is_empty() {
+            return Err(invalid("storage", "names no storage"));
+        }
+        if self.disk_bytes < 1 << 30 {
+            return Err(invalid("disk", "must be at least 1 GiB"));
+        }
+        if let Some(key) = &self.ssh_public_key {
+            check_ssh_key(key).map_err(|m| invalid("sshPublicKey", m))?;
+        }
+        if let Some(user) = &self.user {
+            check_user(user).map_err(|m| invalid("user", m))?;
+            if self.password.as_ref().is_none_or(Secret::is_empty) {
+                return Err(invalid(
+                    "password",
+                    format!("user {user:?} needs an initial password"),
+                ));
+            }
+        }
+        if let Some(p) = &self.password {
+            if p.expose().contains(['\n', '\r']) {
+                return Err(invalid("password", "must be one line"));
+            }
+        }
+        if self.interfaces.len() > MAX_INTERFACES {
+            return Err(invalid(
+                "interfaces",
+                format!("at most {MAX_INTERFACES} interfaces (net0..net31)"),
+            ));
+        }
+        for (i, nic) in self.interfaces.iter().enumerate() {
+            if nic.vlan.is_some_and(|v| !(1..=4094).contains(&v)) {
+                return Err(invalid(
+                    &format!("interfaces[{i}]"),
+                    format!("network {:?} has VLAN outside 1..4094", nic.network),
+                ));
+            }
+        }
+        for t in &self.tags {
+            if !flxp_core::constraints::tags::is_valid_tag_text(t) {
+                return Err(invalid(
+                    "tags",
+                    format!(
+                        "{t:?} is not a valid Proxmox tag (letters, digits, _ + . - only, not starting with + . -)"
+                    ),
+                ));
+            }
+        }
+        if self.image.template.is_none() && self.image.per_node.is_empty() {
+            return Err(CreateError::UnknownImage {
+                image: self.image.id.clone(),
+                message: "names no template in this zone".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Checks a VM name as Proxmox's `dns-name` format does: dot-separated labels of letters, digits
+/// and inner hyphens; at most 63 characters per label and 253 in all.
+pub fn check_dns_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if name.len() > 253 {
+        return Err(format!(
+            "{name:?} is longer than 253 characters (a DNS name)"
+        ));
+    }
+    for label in name.split('.') {
+        let ok = !label.is_empty()
+            && label.len() <= 63
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            && !label.starts_with('-')
+            && !label.ends_with('-');
+        if !ok {
+            return Err(format!(
+                "{name:?} is not a DNS name: use letters, digits and hyphens (not at the start or end of a label), labels of 1-63 characters separated by dots"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks an OpenSSH public key line (`ssh-ed25519 AAAA... comment`): one key, parsed fully.
+pub fn check_ssh_key(key: &str) -> Result<(), String> {
+    let key = key.trim();
+    if key.is_empty() {
+        return Err("is empty".into());
+    }
+    if key.contains(['\n', '\r']) {
+        return Err("give one OpenSSH public key on one line".into());
+    }
+    if key.starts_with("-----BEGIN") {
+        return Err("is a private key or PEM block; give the public key (the .pub file)".into());
+    }
+    ssh_key::PublicKey::from_openssh(key).map(|_| ()).map_err(|e| {
+        format!("is not an OpenSSH public key (expected e.g. \"ssh-ed25519 AAAA... user@host\"): {e}")
+    })
+}
+
+/// Checks a cloud-init user name: what `useradd` accepts.
+fn check_user(user: &str) -> Result<(), String> {
+    let ok = !user.is_empty()
+        && user.len() <= 32
+        && user
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
+        && !user.starts_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{user:?} is not a valid user name (letters, digits, _ - ., at most 32, not starting with -)"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    // Tests may panic on malformed fixtures: that is the failure report.
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// A real ed25519 public key (its private half was deleted right after generation).
+    pub const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDFkLyOVoSrwEOe/Cu8ginHKAlfTmvX5GwdqB8dB9MYm flxp@test";
+
+    fn request() -> VmRequest {
+        VmRequest {
+            name: "web-server".into(),
+            memory: 4 << 30,
+            cores: 2,
+            sockets: 1,
+            image: ImageSource {
+                id: "ubuntu".into(),
+                template: Some(9000),
+                per_node: BTreeMap::new(),
+            },
+            storage: "ceph".into(),
+            disk_bytes: 32 << 30,
+            ssh_public_key: Some(KEY.into()),
+            user: Some("admin".into()),
+            password: Some(Secret::new("pw")),
+            ..VmRequest::default()
+        }
+    }
+
+    fn field_of(r: &VmRequest) -> String {
+        match r.validate().unwrap_err() {
+            CreateError::Invalid { field, .. } => field,
+            other => format!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_complete_request_passes() {
+        request().validate().unwrap();
+    }
+
+    #[test]
+    fn dns_names() {
+        for ok in ["web", "web-1", "a.b.c", "X9", &"a".repeat(63)] {
+            check_dns_name(ok).unwrap();
+        }
+        for bad in [
+            "",
+            "-web",
+            "web-",
+            "we_b",
+            "a..b",
+            "web server",
+            &"a".repeat(64),
+            "ü",
+        ] {
+            assert!(check_dns_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn ssh_keys_must_parse_as_openssh_public_keys() {
+        check_ssh_key(KEY).unwrap();
+        check_ssh_key(&format!("  {KEY}\n")).unwrap();
+        let no_comment = KEY.rsplit_once(' ').unwrap().0;
+        check_ssh_key(no_comment).unwrap();
+        for bad in [
+            "ssh-ed25519 AAAA",
+            "ssh-ed25519 notbase64!!",
+            "hello",
+            "ssh-rsa AAAAC3NzaC1lZDI1NTE5AAAAIDFkLyOVoSrwEOe/Cu8ginHKAlfTmvX5GwdqB8dB9MYm",
+            "-----BEGIN OPENSSH PRIVATE KEY-----",
+        ] {
+            assert!(check_ssh_key(bad).is_err(), "{bad}");
+        }
+        let two = format!("{KEY}\n{KEY}");
+        assert!(check_ssh_key(&two).unwrap_err().contains("one line"));
+    }
+
+    #[test]
+    fn each_mistake_names_its_field() {
+        let mut r = request();
+        r.name = "web_1".into();
+        assert_eq!(field_of(&r), "name");
+        let mut r = request();
+        r.ssh_public_key = Some("ssh-ed25519 AAAA".into());
+        assert_eq!(field_of(&r), "sshPublicKey");
+        let mut r = request();
+        r.password = None;
+        assert_eq!(field_of(&r), "password");
+        let mut r = request();
+        r.tags = vec!["flxp/affinity=web".into()];
+        assert_eq!(field_of(&r), "tags");
+        let mut r = request();
+        r.user = Some("-x".into());
+        assert_eq!(field_of(&r), "user");
+        let mut r = request();
+        r.interfaces = vec![
+            Nic {
+                network: "n".into(),
+                bridge: "vmbr0".into(),
+                vlan: None,
+                model: None,
+                firewall: false,
+            };
+            33
+        ];
+        assert_eq!(field_of(&r), "interfaces");
+        let mut r = request();
+        r.image.template = None;
+        assert!(matches!(
+            r.validate().unwrap_err(),
+            CreateError::UnknownImage { .. }
+        ));
+    }
+
+    #[test]
+    fn the_password_never_shows_in_debug_output() {
+        let mut r = request();
+        r.password = Some(Secret::new("hunter2-secret"));
+        assert!(!format!("{r:?}").contains("hunter2"));
+    }
+}

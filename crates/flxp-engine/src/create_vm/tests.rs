@@ -1,0 +1,579 @@
+//! The creation steps against the simulated cluster (HTTPS, in-process, time-scaled so clones and
+//! starts take milliseconds), with a spy that records calls and can hand out a taken VMID.
+
+// Tests may panic on unexpected errors: that is the failure report.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use flxp_core::placement::{PlacementOptions, Placer};
+use flxp_pve::types::*;
+use flxp_pve::{ClientBuilder, Credentials, Fingerprint, Host, Result, Secret, TlsTrust};
+use flxp_sim::scenario::{ErrorFault, FaultSpec};
+use flxp_sim::{Scenario, Sim, SimHandle, TlsIdentity};
+
+use super::*;
+use crate::reserve::Reservations;
+
+const TOKEN: &str = "root@pam!flxp=2f1c0e8b-8a6c-4d1e-9f9a-0b1c2d3e4f5a";
+const KEY: &str =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDFkLyOVoSrwEOe/Cu8ginHKAlfTmvX5GwdqB8dB9MYm flxp@test";
+
+/// Records every call by method name; `next_id` answers from a queue first.
+struct Spy {
+    inner: Arc<dyn PveApi>,
+    calls: Mutex<Vec<String>>,
+    next_ids: Mutex<VecDeque<u32>>,
+}
+
+impl Spy {
+    fn note(&self, name: &str) {
+        self.calls.lock().unwrap().push(name.to_owned());
+    }
+
+    fn count(&self, name: &str) -> usize {
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|c| *c == name)
+            .count()
+    }
+}
+
+#[async_trait]
+impl PveApi for Spy {
+    async fn version(&self) -> Result<Version> {
+        self.note("version");
+        self.inner.version().await
+    }
+    async fn cluster_resources(&self, kind: Option<ResourceType>) -> Result<Vec<Resource>> {
+        self.note("cluster_resources");
+        self.inner.cluster_resources(kind).await
+    }
+    async fn cluster_status(&self) -> Result<Vec<ClusterStatusEntry>> {
+        self.note("cluster_status");
+        self.inner.cluster_status().await
+    }
+    async fn cluster_options(&self) -> Result<ClusterOptions> {
+        self.note("cluster_options");
+        self.inner.cluster_options().await
+    }
+    async fn cluster_tasks(&self) -> Result<Vec<Task>> {
+        self.note("cluster_tasks");
+        self.inner.cluster_tasks().await
+    }
+    async fn next_id(&self, vmid: Option<u32>) -> Result<u32> {
+        self.note("next_id");
+        if let Some(id) = self.next_ids.lock().unwrap().pop_front() {
+            return Ok(id);
+        }
+        self.inner.next_id(vmid).await
+    }
+    async fn nodes(&self) -> Result<Vec<NodeListEntry>> {
+        self.note("nodes");
+        self.inner.nodes().await
+    }
+    async fn node_status(&self, node: &str) -> Result<NodeStatus> {
+        self.note("node_status");
+        self.inner.node_status(node).await
+    }
+    async fn node_config(&self, node: &str) -> Result<NodeConfig> {
+        self.note("node_config");
+        self.inner.node_config(node).await
+    }
+    async fn update_node_config(&self, node: &str, update: &NodeConfigUpdate) -> Result<()> {
+        self.note("update_node_config");
+        self.inner.update_node_config(node, update).await
+    }
+    async fn node_rrddata(&self, node: &str, query: &RrdQuery) -> Result<Vec<RrdRow>> {
+        self.note("node_rrddata");
+        self.inner.node_rrddata(node, query).await
+    }
+    async fn node_storage(&self, node: &str, query: &StorageQuery) -> Result<Vec<StorageEntry>> {
+        self.note("node_storage");
+        self.inner.node_storage(node, query).await
+    }
+    async fn guests(&self, node: &str, kind: GuestKind) -> Result<Vec<GuestListEntry>> {
+        self.note("guests");
+        self.inner.guests(node, kind).await
+    }
+    async fn guest_status(
+        &self,
+        node: &str,
+        kind: GuestKind,
+        vmid: u32,
+    ) -> Result<GuestStatusCurrent> {
+        self.note("guest_status");
+        self.inner.guest_status(node, kind, vmid).await
+    }
+    async fn guest_config(&self, node: &str, kind: GuestKind, vmid: u32) -> Result<GuestConfig> {
+        self.note("guest_config");
+        self.inner.guest_config(node, kind, vmid).await
+    }
+    async fn update_guest_config(
+        &self,
+        node: &str,
+        kind: GuestKind,
+        vmid: u32,
+        update: &ConfigUpdate,
+    ) -> Result<()> {
+        self.note("update_guest_config");
+        self.inner
+            .update_guest_config(node, kind, vmid, update)
+            .await
+    }
+    async fn qemu_migrate_precondition(
+        &self,
+        node: &str,
+        vmid: u32,
+        target: Option<&str>,
+    ) -> Result<QemuMigratePrecondition> {
+        self.note("qemu_migrate_precondition");
+        self.inner
+            .qemu_migrate_precondition(node, vmid, target)
+            .await
+    }
+    async fn lxc_migrate_precondition(
+        &self,
+        node: &str,
+        vmid: u32,
+        target: Option<&str>,
+    ) -> Result<LxcMigratePrecondition> {
+        self.note("lxc_migrate_precondition");
+        self.inner
+            .lxc_migrate_precondition(node, vmid, target)
+            .await
+    }
+    async fn migrate_qemu(
+        &self,
+        node: &str,
+        vmid: u32,
+        params: &QemuMigrateParams,
+    ) -> Result<Upid> {
+        self.note("migrate_qemu");
+        self.inner.migrate_qemu(node, vmid, params).await
+    }
+    async fn migrate_lxc(&self, node: &str, vmid: u32, params: &LxcMigrateParams) -> Result<Upid> {
+        self.note("migrate_lxc");
+        self.inner.migrate_lxc(node, vmid, params).await
+    }
+    async fn task_status(&self, upid: &Upid) -> Result<TaskStatus> {
+        self.note("task_status");
+        self.inner.task_status(upid).await
+    }
+    async fn task_log(&self, upid: &Upid, query: &TaskLogQuery) -> Result<Vec<TaskLogLine>> {
+        self.note("task_log");
+        self.inner.task_log(upid, query).await
+    }
+    async fn clone_qemu(&self, node: &str, vmid: u32, params: &CloneParams) -> Result<Upid> {
+        self.note("clone_qemu");
+        self.inner.clone_qemu(node, vmid, params).await
+    }
+    async fn create_qemu(&self, node: &str, params: &CreateParams) -> Result<Upid> {
+        self.note("create_qemu");
+        self.inner.create_qemu(node, params).await
+    }
+    async fn start_guest(
+        &self,
+        node: &str,
+        kind: GuestKind,
+        vmid: u32,
+        params: &StartParams,
+    ) -> Result<Upid> {
+        self.note("start_guest");
+        self.inner.start_guest(node, kind, vmid, params).await
+    }
+    async fn shutdown_guest(
+        &self,
+        node: &str,
+        kind: GuestKind,
+        vmid: u32,
+        params: &ShutdownParams,
+    ) -> Result<Upid> {
+        self.note("shutdown_guest");
+        self.inner.shutdown_guest(node, kind, vmid, params).await
+    }
+    async fn stop_guest(
+        &self,
+        node: &str,
+        kind: GuestKind,
+        vmid: u32,
+        params: &StopParams,
+    ) -> Result<Upid> {
+        self.note("stop_guest");
+        self.inner.stop_guest(node, kind, vmid, params).await
+    }
+    async fn delete_guest(
+        &self,
+        node: &str,
+        kind: GuestKind,
+        vmid: u32,
+        params: &DeleteParams,
+    ) -> Result<Upid> {
+        self.note("delete_guest");
+        self.inner.delete_guest(node, kind, vmid, params).await
+    }
+    async fn ha_resources(&self) -> Result<Vec<HaResource>> {
+        self.note("ha_resources");
+        self.inner.ha_resources().await
+    }
+    async fn ha_rules(&self) -> Result<Vec<HaRule>> {
+        self.note("ha_rules");
+        self.inner.ha_rules().await
+    }
+    async fn ha_status_current(&self) -> Result<Vec<HaStatusEntry>> {
+        self.note("ha_status_current");
+        self.inner.ha_status_current().await
+    }
+    async fn ha_manager_status(&self) -> Result<ManagerStatusResponse> {
+        self.note("ha_manager_status");
+        self.inner.ha_manager_status().await
+    }
+    async fn ha_migrate(&self, sid: &str, params: &HaMigrateParams) -> Result<HaMigrateResponse> {
+        self.note("ha_migrate");
+        self.inner.ha_migrate(sid, params).await
+    }
+    async fn permissions(&self, query: &PermissionsQuery) -> Result<Permissions> {
+        self.note("permissions");
+        self.inner.permissions(query).await
+    }
+    async fn pools(&self) -> Result<Vec<PoolListEntry>> {
+        self.note("pools");
+        self.inner.pools().await
+    }
+    async fn pool(&self, poolid: &str) -> Result<Pool> {
+        self.note("pool");
+        self.inner.pool(poolid).await
+    }
+}
+
+struct World {
+    handle: SimHandle,
+    spy: Arc<Spy>,
+    creator: Creator,
+}
+
+impl World {
+    fn sim(&self) -> &Sim {
+        self.handle.sim()
+    }
+
+    async fn model(&self) -> ClusterModel {
+        let snap = crate::collect_snapshot(self.spy.as_ref(), 1_764_400_000)
+            .await
+            .unwrap();
+        ClusterModel::from_snapshot(&snap, &flxp_core::Overrides::default()).unwrap()
+    }
+
+    async fn create(&self, req: &VmRequest) -> Result<CreatedVm, CreateError> {
+        let model = self.model().await;
+        self.creator.create(&model, req).await
+    }
+
+    fn guest_count(&self) -> usize {
+        self.sim().world().guests.len()
+    }
+
+    fn fail(&self, method: &str, path: &str) {
+        self.sim().world().faults.set(FaultSpec {
+            errors: vec![ErrorFault {
+                path: path.into(),
+                method: Some(method.into()),
+                rate: 1.0,
+                status: 500,
+                message: "simulated failure".into(),
+            }],
+            ..FaultSpec::default()
+        });
+    }
+}
+
+async fn world() -> World {
+    let mut scenario = Scenario::demo();
+    scenario.add_token(TOKEN).unwrap();
+    // Clones take 1 s and starts 2 s of simulated time: a few milliseconds here.
+    scenario.sim.time_scale = Some(500.0);
+    let identity = TlsIdentity::generate(&[]).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let handle = SimHandle::spawn(listener, Sim::new(scenario).unwrap(), Some(&identity)).unwrap();
+    let pin: Fingerprint = handle.fingerprint().unwrap().parse().unwrap();
+    let (id, secret) = TOKEN.rsplit_once('=').unwrap();
+    let client = ClientBuilder::new(
+        vec![handle.addr().to_string().parse::<Host>().unwrap()],
+        Credentials::Token {
+            id: id.into(),
+            secret: Secret::new(secret),
+        },
+    )
+    .trust(TlsTrust::Pinned(vec![pin]))
+    .timeout(Duration::from_secs(10))
+    .build()
+    .unwrap();
+    let spy = Arc::new(Spy {
+        inner: Arc::new(client),
+        calls: Mutex::new(Vec::new()),
+        next_ids: Mutex::new(VecDeque::new()),
+    });
+    let placer = Arc::new(Placer::new(PlacementOptions::default(), vec![]).unwrap());
+    let options = CreateOptions {
+        wait: TaskWait {
+            interval: Duration::from_millis(10),
+            timeout: Some(Duration::from_secs(20)),
+            log_lines: 5,
+        },
+        ..CreateOptions::default()
+    };
+    let creator = Creator::new(
+        spy.clone(),
+        placer,
+        Reservations::new(Duration::from_secs(60)),
+        options,
+    );
+    World {
+        handle,
+        spy,
+        creator,
+    }
+}
+
+fn request() -> VmRequest {
+    VmRequest {
+        name: "web-server".into(),
+        memory: 4 << 30,
+        cores: 2,
+        sockets: 1,
+        image: ImageSource {
+            id: "ubuntu-2404".into(),
+            template: Some(9000),
+            per_node: Default::default(),
+        },
+        storage: "ceph".into(),
+        disk_bytes: 32 << 30,
+        ssh_public_key: Some(KEY.into()),
+        user: Some("admin".into()),
+        password: Some(Secret::new("initial-password")),
+        interfaces: vec![Nic {
+            network: "100".into(),
+            bridge: "vmbr0".into(),
+            vlan: Some(100),
+            model: None,
+            firewall: false,
+        }],
+        backup: false,
+        tags: vec!["flxp.anti-affinity.web".into()],
+        policy: None,
+        host: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vm_is_cloned_shaped_and_started_where_its_rules_allow() {
+    let w = world().await;
+    let vm = w.create(&request()).await.unwrap();
+    // web-1..3 (flxp.anti-affinity.web) hold pve1..pve3: only pve4 is left.
+    assert_eq!(vm.node, "pve4");
+    assert_eq!(vm.name, "web-server");
+    assert_eq!(vm.placement.node.as_deref(), Some("pve4"));
+    {
+        let world = w.sim().world();
+        let g = &world.guests[&vm.vmid];
+        assert_eq!(g.node, "pve4");
+        assert!(g.running, "the VM runs");
+        let v = &g.config.values;
+        assert_eq!(v["cores"], "2");
+        assert_eq!(v["sockets"], "1");
+        assert_eq!(v["memory"], "4096");
+        assert_eq!(v["name"], "web-server");
+        assert_eq!(v["ciuser"], "admin");
+        assert_eq!(v["cipassword"], "initial-password");
+        assert_eq!(
+            flxp_pve::types::form::decode_sshkeys(&v["sshkeys"]).as_deref(),
+            Some(KEY)
+        );
+        assert!(
+            v["net0"].ends_with(",bridge=vmbr0,tag=100") && v["net0"].starts_with("virtio="),
+            "{}",
+            v["net0"]
+        );
+        assert!(v["scsi0"].contains("backup=0"), "{}", v["scsi0"]);
+        assert!(v["scsi0"].starts_with("ceph:"), "{}", v["scsi0"]);
+        assert_eq!(v["tags"], "flxp.anti-affinity.web");
+        assert!(!v.contains_key("lock"));
+    }
+    // The reservation lasts until a snapshot shows the VM running.
+    assert_eq!(w.creator.reservations().len(), 1);
+    let model = w.model().await;
+    let mut state = model.state.clone();
+    assert_eq!(
+        w.creator.reservations().apply(&model.cluster, &mut state),
+        0
+    );
+    assert!(w.creator.reservations().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_named_host_without_room_creates_nothing() {
+    let w = world().await;
+    let before = w.guest_count();
+    let mut req = request();
+    req.host = Some("pve4".into());
+    req.memory = 200 << 30;
+    let e = w.create(&req).await.unwrap_err();
+    let CreateError::NoCapacity { reasons, .. } = &e else {
+        panic!("{e:?}");
+    };
+    assert!(
+        reasons[0].starts_with("pve4: memory: needs 200.0 GiB"),
+        "{reasons:?}"
+    );
+    assert_eq!(w.guest_count(), before);
+    assert_eq!(w.spy.count("clone_qemu"), 0);
+    assert!(w.creator.reservations().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_start_removes_the_half_made_vm() {
+    let w = world().await;
+    let before = w.guest_count();
+    w.fail("POST", "/nodes/*/qemu/*/status/start");
+    let e = w.create(&request()).await.unwrap_err();
+    let CreateError::Step {
+        step,
+        vmid,
+        cleanup,
+        ..
+    } = &e
+    else {
+        panic!("{e:?}");
+    };
+    assert_eq!(*step, Step::Start);
+    assert_eq!(*cleanup, Cleanup::Removed);
+    let text = e.to_string();
+    assert!(
+        text.starts_with(&format!(
+            "starting the VM failed for VM {} on pve4: ",
+            vmid.unwrap()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("simulated failure") && text.ends_with("the half-made VM was removed"),
+        "{text}"
+    );
+    // Let the destroy task land, then nothing is left.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(w.guest_count(), before);
+    assert!(!w.sim().world().guests.contains_key(&vmid.unwrap()));
+    assert!(w.creator.reservations().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_configuration_removes_the_clone() {
+    let w = world().await;
+    let before = w.guest_count();
+    w.fail("PUT", "/nodes/*/qemu/*/config");
+    let e = w.create(&request()).await.unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            CreateError::Step {
+                step: Step::Configure,
+                cleanup: Cleanup::Removed,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(w.guest_count(), before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_clone_leaves_nothing_and_says_so() {
+    let w = world().await;
+    let before = w.guest_count();
+    w.fail("POST", "/nodes/*/qemu/9000/clone");
+    let e = w.create(&request()).await.unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            CreateError::Step {
+                step: Step::Clone,
+                cleanup: Cleanup::NotNeeded,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(
+        e.to_string()
+            .starts_with("cloning the template failed for VM "),
+        "{e}"
+    );
+    assert_eq!(w.guest_count(), before);
+    assert!(w.creator.reservations().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vmid_someone_else_took_is_replaced_by_a_fresh_one() {
+    let w = world().await;
+    // 101 exists: the clone answers "already exists" and the next id from Proxmox is used.
+    w.spy.next_ids.lock().unwrap().push_back(101);
+    let vm = w.create(&request()).await.unwrap();
+    assert_ne!(vm.vmid, 101);
+    assert_eq!(w.spy.count("next_id"), 2);
+    assert_eq!(w.spy.count("clone_qemu"), 2);
+    assert!(w.sim().world().guests[&vm.vmid].running);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn templates_that_are_missing_or_no_templates_are_unknown_images() {
+    let w = world().await;
+    let mut req = request();
+    req.image.template = Some(4242);
+    let e = w.create(&req).await.unwrap_err();
+    assert!(
+        matches!(&e, CreateError::UnknownImage { message, .. } if message == "template VM 4242 does not exist"),
+        "{e:?}"
+    );
+    req.image.template = Some(101);
+    let e = w.create(&req).await.unwrap_err();
+    assert!(
+        e.to_string().contains("VM 101 (web-1) is not a template"),
+        "{e}"
+    );
+    assert_eq!(w.spy.count("clone_qemu"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disk_larger_than_the_template_is_refused_before_cloning() {
+    let w = world().await;
+    let mut req = request();
+    req.disk_bytes = 64 << 30;
+    let e = w.create(&req).await.unwrap_err();
+    assert!(matches!(e, CreateError::Unsupported(_)), "{e:?}");
+    req.disk_bytes = 16 << 30;
+    let e = w.create(&req).await.unwrap_err();
+    assert!(
+        matches!(&e, CreateError::Invalid { field, .. } if field == "storageProfile"),
+        "{e:?}"
+    );
+    assert_eq!(w.spy.count("clone_qemu"), 0);
+    assert!(w.creator.reservations().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_storage_is_refused() {
+    let w = world().await;
+    let mut req = request();
+    req.storage = "nvme".into();
+    let e = w.create(&req).await.unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "storageProfile: storage \"nvme\" does not exist in this zone"
+    );
+}

@@ -1,0 +1,323 @@
+//! Reservations: the memory and CPU of VM creations in flight, held in the process between the
+//! placement decision and the moment Proxmox shows the new VM running.
+//!
+//! A decision is made on a snapshot; the VM it places only shows up in `/cluster/resources` after
+//! the clone, the configuration and the start, seconds or minutes later. Without a reservation,
+//! every decision in that window sees the node as it was and several of them can pick the same
+//! last slot. So each decision runs under the zone's lock ([`Reservations::decide`]) on the
+//! snapshot's state plus every reservation the snapshot does not reflect yet, and leaves its own
+//! reservation behind as a [`Ticket`]. The ticket is dropped when the creation fails (the room is
+//! free again at once) and completed when it succeeds; a completed reservation stays until a
+//! snapshot shows the VM running (then the snapshot counts it) or, as a fallback for a VM stopped
+//! before any snapshot saw it run, until a time-to-live passes.
+//!
+//! This is not state flxp keeps across restarts: it only covers calls in flight in this process,
+//! and a restarted process has none.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use flxp_core::{Cluster, Rules, Snapshot, State, cluster::Overrides};
+use tokio::time::{Duration, Instant};
+
+/// A cluster ready for decisions: the model built once from a snapshot, its rules and its state.
+#[derive(Debug, Clone)]
+pub struct ClusterModel {
+    /// The typed cluster.
+    pub cluster: Cluster,
+    /// Its compiled rules.
+    pub rules: Rules,
+    /// Its state as reported.
+    pub state: State,
+}
+
+impl ClusterModel {
+    /// Builds model, rules and state from a snapshot with the zone's overrides.
+    pub fn from_snapshot(snapshot: &Snapshot, overrides: &Overrides) -> flxp_core::Result<Self> {
+        let cluster = Cluster::from_snapshot(snapshot, overrides)?;
+        let rules = Rules::compile(&cluster);
+        let state = State::new(&cluster);
+        Ok(Self {
+            cluster,
+            rules,
+            state,
+        })
+    }
+}
+
+/// What a decision asks to hold on a node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hold {
+    /// Node name.
+    pub node: String,
+    /// Memory in bytes (the VM's full size: a new VM may use all of it).
+    pub memory: u64,
+    /// vCPUs.
+    pub cores: f64,
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    hold: Hold,
+    vmid: Option<u32>,
+    /// When the creation succeeded; `None` while it is in flight.
+    completed: Option<Instant>,
+}
+
+#[derive(Debug, Default)]
+struct Book {
+    next: u64,
+    entries: BTreeMap<u64, Entry>,
+}
+
+/// The reservations of one zone, and the lock its placement decisions run under.
+#[derive(Debug)]
+pub struct Reservations {
+    book: Mutex<Book>,
+    ttl: Duration,
+}
+
+/// One reservation in flight. Dropping it releases the reservation (the creation failed);
+/// [`Ticket::complete`] keeps it until Proxmox shows the VM.
+#[derive(Debug)]
+pub struct Ticket {
+    book: Arc<Reservations>,
+    id: u64,
+    settled: bool,
+}
+
+impl Reservations {
+    /// An empty book; completed reservations that no snapshot confirms are dropped after `ttl`.
+    pub fn new(ttl: Duration) -> Arc<Self> {
+        Arc::new(Self {
+            book: Mutex::new(Book::default()),
+            ttl,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Book> {
+        // A panic while holding the lock cannot leave the book half-written (every change is one
+        // map operation), so a poisoned lock is still usable.
+        self.book.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Reservations held now (in flight and completed but not yet seen).
+    pub fn len(&self) -> usize {
+        self.lock().entries.len()
+    }
+
+    /// Whether none are held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Adds to `state` every reservation that `cluster` does not show yet; drops those it shows
+    /// and expired completed ones. Returns how many were added. For read-only decisions.
+    pub fn apply(&self, cluster: &Cluster, state: &mut State) -> usize {
+        let mut book = self.lock();
+        self.apply_locked(&mut book, cluster, state)
+    }
+
+    fn apply_locked(&self, book: &mut Book, cluster: &Cluster, state: &mut State) -> usize {
+        let now = Instant::now();
+        book.entries.retain(|_, e| {
+            let visible = e.vmid.is_some_and(|v| is_running(cluster, v));
+            let expired = e
+                .completed
+                .is_some_and(|t| now.duration_since(t) >= self.ttl);
+            !(visible || expired)
+        });
+        let mut applied = 0;
+        for e in book.entries.values() {
+            // A node gone from the snapshot cannot be chosen anyway.
+            if let Some(idx) = cluster.node_idx(&e.hold.node) {
+                state.add_guest(idx, e.hold.memory, e.hold.cores);
+                applied += 1;
+            }
+        }
+        applied
+    }
+
+    /// Runs one placement decision under the zone's lock: `decide` sees `state` plus every
+    /// reservation `cluster` does not show yet, and what it asks to hold is reserved before the
+    /// lock is released. Keep `decide` pure and quick: no API calls under the lock.
+    pub fn decide<T, E>(
+        self: &Arc<Self>,
+        cluster: &Cluster,
+        state: &State,
+        decide: impl FnOnce(&State) -> Result<(T, Option<Hold>), E>,
+    ) -> Result<(T, Option<Ticket>), E> {
+        let mut book = self.lock();
+        let mut state = state.clone();
+        self.apply_locked(&mut book, cluster, &mut state);
+        let (value, hold) = decide(&state)?;
+        let ticket = hold.map(|hold| {
+            let id = book.next;
+            book.next += 1;
+            book.entries.insert(
+                id,
+                Entry {
+                    hold,
+                    vmid: None,
+                    completed: None,
+                },
+            );
+            Ticket {
+                book: Arc::clone(self),
+                id,
+                settled: false,
+            }
+        });
+        Ok((value, ticket))
+    }
+}
+
+fn is_running(cluster: &Cluster, vmid: u32) -> bool {
+    cluster
+        .guest_idx(vmid)
+        .is_some_and(|g| cluster.guest(g).running)
+}
+
+impl Ticket {
+    /// The node reserved on.
+    pub fn node(&self) -> String {
+        self.book
+            .lock()
+            .entries
+            .get(&self.id)
+            .map(|e| e.hold.node.clone())
+            .unwrap_or_default()
+    }
+
+    /// Records the VMID the creation got, so a snapshot showing it running ends the reservation.
+    pub fn set_vmid(&self, vmid: u32) {
+        if let Some(e) = self.book.lock().entries.get_mut(&self.id) {
+            e.vmid = Some(vmid);
+        }
+    }
+
+    /// The creation succeeded: hold the room until a snapshot shows the VM (or the TTL passes).
+    pub fn complete(mut self) {
+        if let Some(e) = self.book.lock().entries.get_mut(&self.id) {
+            e.completed = Some(Instant::now());
+        }
+        self.settled = true;
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.book.lock().entries.remove(&self.id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    // Tests may panic on malformed fixtures: that is the failure report.
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+
+    fn cluster(extra: &str) -> Cluster {
+        let text = format!(
+            r#"[{{"id":"node/a","type":"node","node":"a","status":"online","maxmem":{m},"mem":0,"maxcpu":8}},
+                {{"id":"node/b","type":"node","node":"b","status":"online","maxmem":{m},"mem":0,"maxcpu":8}}{extra}]"#,
+            m = 16 * GIB
+        );
+        Cluster::from_json(&text, &Overrides::default()).unwrap()
+    }
+
+    fn hold(node: &str, gib: u64) -> Option<Hold> {
+        Some(Hold {
+            node: node.into(),
+            memory: gib * GIB,
+            cores: 2.0,
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_decision_sees_earlier_reservations_until_the_vm_runs() {
+        let book = Reservations::new(Duration::from_secs(60));
+        let c = cluster("");
+        let state = State::new(&c);
+        let a = c.node_idx("a").unwrap();
+        let ((), t1) = book
+            .decide(&c, &state, |_| Ok::<_, ()>(((), hold("a", 4))))
+            .unwrap();
+        let t1 = t1.unwrap();
+        assert_eq!(t1.node(), "a");
+        t1.set_vmid(200);
+        let (seen, _) = book
+            .decide(&c, &state, |s| Ok::<_, ()>((s.usage(a).mem, None)))
+            .unwrap();
+        assert_eq!(seen, 4 * GIB);
+        t1.complete();
+        // Completed but not yet shown: still counted.
+        let mut s = State::new(&c);
+        assert_eq!(book.apply(&c, &mut s), 1);
+        assert_eq!(s.usage(a).mem, 4 * GIB);
+        assert_eq!(s.usage(a).committed_mem, 4 * GIB);
+        // Stopped (a fresh clone) is not yet "shown": its memory is not in the snapshot's state.
+        let stopped = cluster(
+            r#",{"id":"qemu/200","type":"qemu","vmid":200,"node":"a","status":"stopped","maxmem":4294967296}"#,
+        );
+        let mut s = State::new(&stopped);
+        assert_eq!(book.apply(&stopped, &mut s), 1);
+        // Running in the snapshot: the snapshot counts it, the reservation ends.
+        let running = cluster(
+            r#",{"id":"qemu/200","type":"qemu","vmid":200,"node":"a","status":"running","maxmem":4294967296,"mem":2147483648}"#,
+        );
+        let mut s = State::new(&running);
+        assert_eq!(book.apply(&running, &mut s), 0);
+        assert!(book.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_creation_frees_its_room_at_once() {
+        let book = Reservations::new(Duration::from_secs(60));
+        let c = cluster("");
+        let state = State::new(&c);
+        let (_, t) = book
+            .decide(&c, &state, |_| Ok::<_, ()>(((), hold("b", 8))))
+            .unwrap();
+        assert_eq!(book.len(), 1);
+        drop(t);
+        assert!(book.is_empty());
+        // An error in the decision reserves nothing.
+        let r: Result<((), Option<Ticket>), &str> = book.decide(&c, &state, |_| Err("bad input"));
+        assert!(r.is_err());
+        assert!(book.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_completed_reservation_no_snapshot_confirms_expires() {
+        let book = Reservations::new(Duration::from_secs(60));
+        let c = cluster("");
+        let state = State::new(&c);
+        let (_, t) = book
+            .decide(&c, &state, |_| Ok::<_, ()>(((), hold("a", 1))))
+            .unwrap();
+        t.unwrap().complete();
+        tokio::time::advance(Duration::from_secs(59)).await;
+        assert_eq!(book.apply(&c, &mut State::new(&c)), 1);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(book.apply(&c, &mut State::new(&c)), 0);
+        assert!(book.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn in_flight_reservations_never_expire() {
+        let book = Reservations::new(Duration::from_secs(1));
+        let c = cluster("");
+        let (_, t) = book
+            .decide(&c, &State::new(&c), |_| Ok::<_, ()>(((), hold("a", 1))))
+            .unwrap();
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        assert_eq!(book.apply(&c, &mut State::new(&c)), 1);
+        drop(t);
+    }
+}
