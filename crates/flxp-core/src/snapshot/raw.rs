@@ -468,6 +468,43 @@ pub struct HaStatusEntry {
         skip_serializing_if = "Option::is_none"
     )]
     pub mode: Option<String>,
+    /// Fencing state of the `fencing` entry (`armed`, `standby`, `disarming`, `disarmed`).
+    #[serde(
+        rename = "armed-state",
+        default,
+        deserialize_with = "lenient::string",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub armed_state: Option<String>,
+    /// Resource mode of a disarmed HA stack (`freeze`, `ignore`).
+    #[serde(
+        default,
+        deserialize_with = "lenient::string",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub resource_mode: Option<String>,
+    /// Maximal restarts of a `service` entry.
+    #[serde(
+        default,
+        deserialize_with = "lenient::u64",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max_restart: Option<u64>,
+    /// Maximal relocations of a `service` entry.
+    #[serde(
+        default,
+        deserialize_with = "lenient::u64",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max_relocate: Option<u64>,
+    /// Failback of a `service` entry.
+    #[serde(
+        default,
+        deserialize_with = "lenient::bool",
+        serialize_with = "ser_bool01",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub failback: Option<bool>,
     /// Quorum flag of the `quorum` entry.
     #[serde(
         default,
@@ -498,6 +535,27 @@ pub struct Task {
         skip_serializing_if = "Option::is_none"
     )]
     pub node: Option<String>,
+    /// Process id of the task's worker.
+    #[serde(
+        default,
+        deserialize_with = "lenient::u64",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub pid: Option<u64>,
+    /// Process start time (clock ticks since boot) of the worker.
+    #[serde(
+        default,
+        deserialize_with = "lenient::u64",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub pstart: Option<u64>,
+    /// Whether the task log is saved (`1`/`0`).
+    #[serde(
+        default,
+        deserialize_with = "lenient::string",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub saved: Option<String>,
     /// Task type (`qmigrate`, `hamigrate`, `qmstart`, `vzmigrate`, ...).
     #[serde(
         rename = "type",
@@ -572,6 +630,20 @@ fn ser_bool01<S: Serializer>(v: &Option<bool>, s: S) -> Result<S::Ok, S::Error> 
         Some(b) => s.serialize_u8(u8::from(*b)),
         None => s.serialize_none(),
     }
+}
+
+/// Writes an RRD row as Proxmox does: whole values (`time`, byte counts) without a fraction.
+fn ser_rrd_row<S: Serializer>(row: &BTreeMap<String, f64>, s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut map = s.serialize_map(Some(row.len()))?;
+    for (k, v) in row {
+        if v.fract() == 0.0 && v.abs() < 9.0e15 {
+            map.serialize_entry(k, &(*v as i64))?;
+        } else {
+            map.serialize_entry(k, v)?;
+        }
+    }
+    map.end()
 }
 
 /// Reads an RRD row leniently: values may be numbers or numeric strings; `null`s are dropped.
