@@ -242,7 +242,10 @@ pub struct NodeExtra {
 
 /// One `rrddata` row: `time` plus whatever data sources have values (pressure in percent, memory in bytes).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct RrdRow(#[serde(deserialize_with = "de_rrd_row")] pub BTreeMap<String, f64>);
+pub struct RrdRow(
+    #[serde(deserialize_with = "de_rrd_row", serialize_with = "ser_rrd_row")]
+    pub  BTreeMap<String, f64>,
+);
 
 impl RrdRow {
     /// The value of one data source, if present.
