@@ -15,8 +15,8 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use flxp_core::Overrides;
@@ -359,7 +359,12 @@ impl Daemon {
         report
     }
 
-    async fn act(&self, z: &ZoneState, executor: &Executor, report: &mut RoundReport) -> Result<()> {
+    async fn act(
+        &self,
+        z: &ZoneState,
+        executor: &Executor,
+        report: &mut RoundReport,
+    ) -> Result<()> {
         let o = &self.inner.parts.options;
         let placer = &self.inner.parts.placer;
         let snapshot = executor.snapshot().await?;
@@ -391,7 +396,10 @@ impl Daemon {
         let measure = o.balance.measure;
         let imbalance = balance::imbalance(&model.cluster, &model.state, measure, o.balance.metric);
         let held = z.held.load(Ordering::Relaxed);
-        let decision = o.balance.trigger.check(&model.cluster, measure, imbalance, held);
+        let decision = o
+            .balance
+            .trigger
+            .check(&model.cluster, measure, imbalance, held);
         z.held.store(decision.held, Ordering::Relaxed);
         tracing::info!(act = decision.act, held = decision.held, reason = %decision.reason, "trigger checked");
         let broken = !violations(&model.cluster, &model.rules, &model.state).is_empty();

@@ -232,7 +232,11 @@ impl Executor {
                         // The core never plans a guest twice and held guests are locked, so this
                         // only guards against a bug: never start a second migration of a guest.
                         queue.set(i, Status::Ended);
-                        self.drop_step(&mut report, &m, vec!["already migrated in this round".into()]);
+                        self.drop_step(
+                            &mut report,
+                            &m,
+                            vec!["already migrated in this round".into()],
+                        );
                         continue;
                     }
                     match self.recheck(&m, &held).await {
@@ -280,7 +284,10 @@ impl Executor {
                     // always start, so the queue is done.
                     break;
                 };
-                match self.replan(goal, &held, started.len(), reason, &mut report).await {
+                match self
+                    .replan(goal, &held, started.len(), reason, &mut report)
+                    .await
+                {
                     Some(next) => queue = next,
                     None => break,
                 }
@@ -288,21 +295,23 @@ impl Executor {
             }
 
             let next = match drain_until {
-                Some(deadline) => match tokio::time::timeout_at(deadline, tasks.join_next_with_id()).await {
-                    Ok(next) => next,
-                    Err(_) => {
-                        for (_, (_, m)) in std::mem::take(&mut in_flight) {
-                            tracing::warn!(vmid = m.vmid, from = %m.from, to = %m.to, "still running at the end of the drain; Proxmox carries it on");
-                            report.unfinished.push(Unfinished {
-                                vmid: m.vmid,
-                                from: m.from,
-                                to: m.to,
-                            });
+                Some(deadline) => {
+                    match tokio::time::timeout_at(deadline, tasks.join_next_with_id()).await {
+                        Ok(next) => next,
+                        Err(_) => {
+                            for (_, (_, m)) in std::mem::take(&mut in_flight) {
+                                tracing::warn!(vmid = m.vmid, from = %m.from, to = %m.to, "still running at the end of the drain; Proxmox carries it on");
+                                report.unfinished.push(Unfinished {
+                                    vmid: m.vmid,
+                                    from: m.from,
+                                    to: m.to,
+                                });
+                            }
+                            // Dropping the set aborts the followers, not the migrations.
+                            break;
                         }
-                        // Dropping the set aborts the followers, not the migrations.
-                        break;
                     }
-                },
+                }
                 None => tokio::select! {
                     next = tasks.join_next_with_id() => next,
                     () = stop.stopped() => continue,
@@ -311,7 +320,10 @@ impl Executor {
             let Some(joined) = next else { continue };
             let (id, result) = match joined {
                 Ok((id, result)) => (id, result),
-                Err(e) => (e.id(), Err(format!("following the migration broke off: {e}"))),
+                Err(e) => (
+                    e.id(),
+                    Err(format!("following the migration broke off: {e}")),
+                ),
             };
             let Some((i, m)) = in_flight.remove(&id) else {
                 continue;
@@ -395,7 +407,10 @@ impl Executor {
         report: &mut ExecutionReport,
     ) -> Option<Queue> {
         if report.replans.len() >= self.options.max_replans as usize {
-            tracing::warn!(max = self.options.max_replans, "too many replans: ending the round");
+            tracing::warn!(
+                max = self.options.max_replans,
+                "too many replans: ending the round"
+            );
             report.stopped = Some(format!(
                 "{} replans in this round (max-replans): the cluster keeps changing",
                 report.replans.len()
@@ -449,3 +464,6 @@ pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests;

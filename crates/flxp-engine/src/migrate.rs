@@ -16,11 +16,11 @@ use std::time::Duration;
 
 use flxp_core::balance::Migration;
 use flxp_core::cluster::GuestKind;
+use flxp_pve::PveApi;
 use flxp_pve::types::migrate::NotAllowedNode;
 use flxp_pve::types::{
     LxcMigrateParams, QemuMigrateParams, ResourceType, TaskLogQuery, TaskStatus, Upid,
 };
-use flxp_pve::PveApi;
 use tokio::time::Instant;
 
 use crate::progress::{Event, Progress, fraction_from_log};
@@ -180,12 +180,13 @@ impl Follow<'_> {
             // HA's own migration worker for this guest, started after our request, failed.
             if let Ok(tasks) = self.api.cluster_tasks().await {
                 let failed = tasks.iter().find(|t| {
-                    t.kind.as_deref().is_some_and(|k| HA_WORKER_TYPES.contains(&k))
+                    t.kind
+                        .as_deref()
+                        .is_some_and(|k| HA_WORKER_TYPES.contains(&k))
                         && t.id.as_deref() == Some(vmid.as_str())
                         && t.starttime.is_some_and(|s| s >= since)
                         && !t.is_running()
-                        && t
-                            .status
+                        && t.status
                             .as_deref()
                             .is_some_and(|s| !flxp_pve::types::tasks::is_success_exitstatus(s))
                 });

@@ -60,8 +60,8 @@ pub struct Model {
 impl Model {
     /// Builds model, rules and state from a snapshot with the zone's overrides.
     pub fn build(snapshot: &Snapshot, overrides: &Overrides) -> Result<Self> {
-        let cluster =
-            Cluster::from_snapshot(snapshot, overrides).map_err(|source| Error::Model { source })?;
+        let cluster = Cluster::from_snapshot(snapshot, overrides)
+            .map_err(|source| Error::Model { source })?;
         let rules = Rules::compile(&cluster);
         let state = State::new(&cluster);
         Ok(Self {
@@ -226,7 +226,10 @@ mod tests {
             options: EvacuateOptions::default(),
         };
         let e = plan(&model, &placer(), &evac, None).unwrap_err();
-        assert_eq!(e.to_string(), r#"node "c" is not in the cluster; nodes: a, b"#);
+        assert_eq!(
+            e.to_string(),
+            r#"node "c" is not in the cluster; nodes: a, b"#
+        );
         assert!(evac.allows_restart());
         assert!(!goal.allows_restart());
     }

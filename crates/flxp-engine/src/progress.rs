@@ -149,7 +149,9 @@ mod tests {
         let line = "2025-11-29 12:00:03 migration active, transferred 1.6 GiB of 8.0 GiB VM-state, 1.0 GiB/s";
         assert_eq!(fraction_from_log(line), Some(0.2));
         assert_eq!(
-            fraction_from_log("migration active, transferred 512.0 MiB of 2.0 GiB VM-state, 1.0 GiB/s"),
+            fraction_from_log(
+                "migration active, transferred 512.0 MiB of 2.0 GiB VM-state, 1.0 GiB/s"
+            ),
             Some(0.25)
         );
         assert_eq!(fraction_from_log("starting online/live migration"), None);

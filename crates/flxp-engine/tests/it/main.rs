@@ -3,3 +3,5 @@
 #![allow(clippy::unwrap_used)]
 
 mod collect;
+mod execute;
+mod support;

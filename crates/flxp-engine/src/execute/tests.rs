@@ -1,0 +1,666 @@
+//! The executor against the scripted API, under paused time: exact calls, parameters, following
+//! tasks and HA, failures, replans, limits and stops.
+// Tests may panic on malformed fixtures: that is the failure report.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use flxp_core::balance::{BalanceOptions, EvacuateOptions, Migration, Plan, Purpose};
+use flxp_core::cluster::GuestKind;
+use flxp_core::placement::{PlacementOptions, Placer};
+use flxp_core::snapshot::Task;
+use flxp_core::{Overrides, Snapshot};
+use flxp_pve::types::migrate::NotAllowedNode;
+use flxp_pve::types::{QemuMigratePrecondition, Upid};
+
+use super::*;
+use crate::progress::Event;
+use crate::stop::stop_signal;
+use crate::testapi::{Change, Script, ScriptedApi, local_disk};
+
+const GIB: u64 = 1 << 30;
+const TIME: i64 = 1_764_400_000;
+
+/// Four 64 GiB nodes; a carries five guests (a stopped one, a container, an HA VM).
+fn world() -> String {
+    let node = |n: &str, mem: u64| {
+        format!(
+            r#"{{"id":"node/{n}","type":"node","node":"{n}","status":"online","maxmem":{},"mem":{},"maxcpu":16,"cpu":0.1}}"#,
+            64 * GIB,
+            mem * GIB
+        )
+    };
+    let guest = |kind: &str, vmid: u32, n: &str, running: bool, used: u64, extra: &str| {
+        format!(
+            r#"{{"id":"{kind}/{vmid}","type":"{kind}","vmid":{vmid},"name":"g{vmid}","node":"{n}","status":"{}","maxmem":{},"mem":{},"maxcpu":2,"cpu":0.1{extra}}}"#,
+            if running { "running" } else { "stopped" },
+            8 * GIB,
+            if running { used * GIB } else { 0 }
+        )
+    };
+    let items = [
+        node("a", 40),
+        node("b", 8),
+        node("c", 20),
+        node("d", 8),
+        guest("qemu", 101, "a", true, 6, ""),
+        guest("qemu", 102, "a", true, 6, ""),
+        guest("qemu", 103, "a", false, 0, ""),
+        guest("lxc", 104, "a", true, 2, ""),
+        guest("qemu", 105, "a", true, 6, r#","hastate":"started""#),
+        guest("qemu", 106, "c", true, 6, ""),
+        guest("qemu", 107, "b", true, 1, ""),
+    ];
+    format!("[{}]", items.join(","))
+}
+
+fn api() -> ScriptedApi {
+    ScriptedApi::from_json(&world())
+}
+
+fn placer() -> Arc<Placer> {
+    Arc::new(Placer::new(PlacementOptions::default(), Vec::new()).unwrap())
+}
+
+fn options() -> ExecuteOptions {
+    ExecuteOptions {
+        poll: Duration::from_secs(1),
+        timeout: Duration::from_secs(60),
+        ..ExecuteOptions::default()
+    }
+}
+
+fn executor(api: &Arc<ScriptedApi>, options: ExecuteOptions) -> Executor {
+    let api: Arc<dyn PveApi> = Arc::clone(api) as Arc<dyn PveApi>;
+    Executor::new("lab", api, placer())
+        .with_options(options)
+        .with_clock(Arc::new(|| TIME))
+}
+
+fn mig(vmid: u32, kind: GuestKind, from: &str, to: &str, step: u32) -> Migration {
+    Migration {
+        vmid,
+        kind,
+        name: format!("g{vmid}"),
+        from: from.into(),
+        to: to.into(),
+        reason: "test".into(),
+        purpose: Purpose::Balance,
+        online: true,
+        bytes: 6 * GIB,
+        bundle: Vec::new(),
+        group: None,
+        step,
+        wave: step,
+        imbalance_after: 0.0,
+    }
+}
+
+/// A plan of the world with these migrations (the rest of the plan is the core's).
+fn plan_of(api: &ScriptedApi, migrations: Vec<Migration>) -> Plan {
+    let model = Model::build(&api.snapshot(), &Overrides::default()).unwrap();
+    let goal = Goal::Balance(BalanceOptions::default());
+    let mut plan = planning::plan(&model, &placer(), &goal, None).unwrap();
+    plan.migrations = migrations;
+    plan
+}
+
+fn balance() -> Goal {
+    Goal::Balance(BalanceOptions::default())
+}
+
+fn evacuate(nodes: &[&str]) -> Goal {
+    Goal::Evacuate {
+        nodes: nodes.iter().map(|n| (*n).to_owned()).collect(),
+        options: EvacuateOptions::default(),
+    }
+}
+
+fn upid(node: &str, pid: u32, kind: &str, vmid: u32) -> String {
+    Upid::new(
+        node,
+        pid,
+        0xABCD,
+        TIME,
+        kind,
+        &vmid.to_string(),
+        "root@pam!flxp",
+    )
+    .unwrap()
+    .to_string()
+}
+
+fn status(node: &str, upid: &str) -> String {
+    format!("GET /nodes/{node}/tasks/{upid}/status")
+}
+
+fn posts(api: &ScriptedApi, vmid: u32) -> usize {
+    api.calls()
+        .iter()
+        .filter(|c| c.starts_with("POST ") && c.contains(&format!("/{vmid}/migrate")))
+        .count()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_running_vm_goes_online_after_a_fresh_read_and_its_task_is_polled_on_the_upid_node() {
+    let api = Arc::new(api());
+    let plan = plan_of(&api, vec![mig(101, GuestKind::Qemu, "a", "b", 0)]);
+    let start = tokio::time::Instant::now();
+    let report = executor(&api, options()).execute(plan, &balance()).await;
+    assert!(report.is_clean(), "{report:?}");
+    let t = upid("a", 0x1001, "qmigrate", 101);
+    assert_eq!(
+        api.actions(),
+        [
+            "GET /nodes/a/qemu/101/migrate".to_owned(),
+            "POST /nodes/a/qemu/101/migrate target=b&online=1".to_owned(),
+            status("a", &t),
+            status("a", &t),
+            status("a", &t),
+        ]
+    );
+    // The cluster was read again right before the precondition check.
+    let calls = api.calls();
+    let pre = calls
+        .iter()
+        .position(|c| c == "GET /nodes/a/qemu/101/migrate")
+        .unwrap();
+    assert_eq!(calls[0], "GET /cluster/resources");
+    assert!(
+        calls[..pre]
+            .iter()
+            .all(|c| crate::testapi::is_collect_call(c))
+    );
+    assert_eq!(api.node_of(101), "b");
+    assert_eq!(report.done.len(), 1);
+    assert_eq!((report.done[0].vmid, report.done[0].ha), (101, false));
+    // Two running polls at 1 s: the round takes 2 s of (paused) time.
+    assert_eq!(start.elapsed(), Duration::from_secs(2));
+    assert_eq!(report.secs, 2.0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn local_disks_add_with_local_disks_unless_the_config_forbids_it() {
+    let pre = QemuMigratePrecondition {
+        running: Some(true),
+        allowed_nodes: vec!["b".into(), "c".into(), "d".into()],
+        local_disks: vec![local_disk("local-lvm:vm-101-disk-0", 32 * GIB)],
+        ..QemuMigratePrecondition::default()
+    };
+    let script = Script {
+        precondition: Some(pre),
+        ..Script::default()
+    };
+    let api = Arc::new(api().script(101, script.clone()));
+    let plan = plan_of(&api, vec![mig(101, GuestKind::Qemu, "a", "b", 0)]);
+    let report = executor(&api, options()).execute(plan, &balance()).await;
+    assert!(report.is_clean(), "{report:?}");
+    assert!(
+        api.actions().contains(
+            &"POST /nodes/a/qemu/101/migrate target=b&online=1&with-local-disks=1".into()
+        ),
+        "{:?}",
+        api.actions()
+    );
+
+    let api = Arc::new(self::api().script(101, script));
+    let plan = plan_of(&api, vec![mig(101, GuestKind::Qemu, "a", "b", 0)]);
+    let no_local = ExecuteOptions {
+        with_local_disks: false,
+        ..options()
+    };
+    let report = executor(&api, no_local).execute(plan, &balance()).await;
+    assert_eq!(posts(&api, 101), 0);
+    assert_eq!(report.failed.len(), 1);
+    assert_eq!(
+        report.failed[0].error,
+        "local disks local-lvm:vm-101-disk-0 need with-local-disks for a live migration, which \
+         [migration] with-local-disks = false forbids"
+    );
+    assert_eq!(api.node_of(101), "a");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stopped_vm_moves_offline() {
+    let api = Arc::new(api());
+    let mut m = mig(103, GuestKind::Qemu, "a", "d", 0);
+    m.online = false;
+    let report = executor(&api, options())
+        .execute(plan_of(&api, vec![m]), &balance())
+        .await;
+    assert!(report.is_clean(), "{report:?}");
+    assert_eq!(api.actions()[1], "POST /nodes/a/qemu/103/migrate target=d");
+    assert_eq!(api.node_of(103), "d");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_target_proxmox_refuses_fails_the_step_with_its_blockers() {
+    let mut pre = QemuMigratePrecondition {
+        running: Some(true),
+        allowed_nodes: vec!["c".into(), "d".into()],
+        ..QemuMigratePrecondition::default()
+    };
+    pre.not_allowed_nodes.insert(
+        "b".into(),
+        NotAllowedNode {
+            unavailable_storages: vec!["local-zfs".into()],
+            ..NotAllowedNode::default()
+        },
+    );
+    let api = Arc::new(api().script(
+        101,
+        Script {
+            precondition: Some(pre),
+            ..Script::default()
+        },
+    ));
+    let report = executor(&api, options())
+        .execute(
+            plan_of(&api, vec![mig(101, GuestKind::Qemu, "a", "b", 0)]),
+            &balance(),
+        )
+        .await;
+    assert_eq!(posts(&api, 101), 0);
+    assert_eq!(
+        report.failed[0].error,
+        "Proxmox does not allow b as target: storage local-zfs not available there"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn running_containers_restart_only_when_the_round_allows_it() {
+    let api = Arc::new(api());
+    let m = mig(104, GuestKind::Lxc, "a", "b", 0);
+    let report = executor(&api, options())
+        .execute(plan_of(&api, vec![m.clone()]), &balance())
+        .await;
+    assert_eq!(posts(&api, 104), 0);
+    assert!(
+        report.failed[0]
+            .error
+            .contains("restart-containers = false"),
+        "{}",
+        report.failed[0].error
+    );
+
+    let api = Arc::new(self::api());
+    let report = executor(&api, options())
+        .execute(plan_of(&api, vec![m]), &evacuate(&["a"]))
+        .await;
+    assert!(report.done.iter().any(|d| d.vmid == 104), "{report:?}");
+    let actions = api.actions();
+    assert_eq!(actions[0], "GET /nodes/a/lxc/104/migrate");
+    assert_eq!(
+        actions[1],
+        "POST /nodes/a/lxc/104/migrate target=b&restart=1"
+    );
+    assert_eq!(api.node_of(104), "b");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_ha_guest_is_followed_until_ha_has_moved_it() {
+    let api = Arc::new(api());
+    let report = executor(&api, options())
+        .execute(
+            plan_of(&api, vec![mig(105, GuestKind::Qemu, "a", "b", 0)]),
+            &balance(),
+        )
+        .await;
+    assert!(report.is_clean(), "{report:?}");
+    assert!(report.done[0].ha);
+    assert_eq!(api.node_of(105), "b");
+    let ha = upid("a", 0x1001, "hamigrate", 105);
+    let calls = api.calls();
+    let pre = calls
+        .iter()
+        .position(|c| c == "GET /nodes/a/qemu/105/migrate")
+        .unwrap();
+    let follow = [
+        "GET /cluster/resources?type=vm",
+        "GET /cluster/tasks",
+        "GET /cluster/ha/status/current",
+    ];
+    let mut want = vec![
+        "GET /nodes/a/qemu/105/migrate".to_owned(),
+        "POST /nodes/a/qemu/105/migrate target=b&online=1".to_owned(),
+        status("a", &ha),
+    ];
+    // HA moves it on the third look: two full polls, then the look that finds it on b.
+    for _ in 0..2 {
+        want.extend(follow.iter().map(|s| (*s).to_owned()));
+    }
+    want.push(follow[0].to_owned());
+    assert_eq!(calls[pre..], want);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_ha_migration_is_reported_with_proxmox_text() {
+    let api = Arc::new(api().script(
+        105,
+        Script {
+            ha_fail: Some(
+                "migration aborted (duration 00:00:03): target node 'b' went offline".into(),
+            ),
+            ..Script::default()
+        },
+    ));
+    let report = executor(&api, options())
+        .execute(
+            plan_of(&api, vec![mig(105, GuestKind::Qemu, "a", "b", 0)]),
+            &balance(),
+        )
+        .await;
+    assert_eq!(
+        report.failed[0].error,
+        "HA's migration failed: migration aborted (duration 00:00:03): target node 'b' went offline"
+    );
+    assert_eq!(api.node_of(105), "a");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_migration_is_reported_and_the_evacuation_goes_on_without_it() {
+    let api = Arc::new(api().script(
+        101,
+        Script {
+            fail: Some("migration problems".into()),
+            ..Script::default()
+        },
+    ));
+    let model = Model::build(&api.snapshot(), &Overrides::default()).unwrap();
+    let goal = evacuate(&["a"]);
+    let plan = planning::plan(&model, &placer(), &goal, None).unwrap();
+    assert!(plan.migrations.iter().any(|m| m.vmid == 101));
+    let report = executor(&api, options()).execute(plan, &goal).await;
+    assert_eq!(report.failed.len(), 1, "{report:?}");
+    assert_eq!(report.failed[0].vmid, 101);
+    assert_eq!(report.failed[0].error, "migration problems");
+    assert_eq!(report.replans.len(), 1, "{report:?}");
+    assert_eq!(posts(&api, 101), 1, "never tried twice in the round");
+    assert_eq!(api.node_of(101), "a");
+    // Everything else left a: the stopped VM, the container (restarted) and the HA VM (by HA).
+    for vmid in [102, 103, 104, 105] {
+        assert_ne!(api.node_of(vmid), "a", "{vmid}: {report:?}");
+    }
+    assert!(!report.is_clean());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_guest_seen_in_flight_is_never_migrated_again() {
+    // Another flxp (or a person) started moving 101; our plan from before still has it.
+    let api = Arc::new(
+        api()
+            .on_read(1, vec![Change::Lock(101, "migrate".into())])
+            .task(Task {
+                upid: Some(upid("a", 0x99, "qmigrate", 102)),
+                kind: Some("qmigrate".into()),
+                id: Some("102".into()),
+                starttime: Some(TIME - 5),
+                ..Task::default()
+            }),
+    );
+    let plan = plan_of(
+        &api,
+        vec![
+            mig(101, GuestKind::Qemu, "a", "b", 0),
+            mig(102, GuestKind::Qemu, "a", "d", 1),
+        ],
+    );
+    let report = executor(&api, options()).execute(plan, &balance()).await;
+    assert_eq!(posts(&api, 101), 0);
+    assert_eq!(posts(&api, 102), 0);
+    assert_eq!(report.skipped[0].vmid, 101);
+    assert!(
+        report.skipped[0]
+            .reasons
+            .contains(&"guest 101: locked (migrate)".to_owned()),
+        "{:?}",
+        report.skipped
+    );
+    // The replan on the fresh cluster leaves both alone too.
+    assert!(report.replans.len() <= 1, "{report:?}");
+    assert!(report.done.iter().all(|d| d.vmid != 101 && d.vmid != 102));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_step_that_no_longer_fits_is_dropped_and_the_rest_replanned() {
+    // After the first migration, 107 on b grows to fill b: 102 no longer fits there.
+    let api = Arc::new(api().on_read(2, vec![Change::GuestMem(107, 54 * GIB)]));
+    let plan = plan_of(
+        &api,
+        vec![
+            mig(101, GuestKind::Qemu, "a", "b", 0),
+            mig(102, GuestKind::Qemu, "a", "b", 1),
+        ],
+    );
+    let report = executor(&api, options()).execute(plan, &balance()).await;
+    assert_eq!(report.done[0].vmid, 101);
+    assert_eq!(report.skipped.len(), 1, "{report:?}");
+    assert_eq!(report.skipped[0].vmid, 102);
+    assert!(
+        report.skipped[0]
+            .reasons
+            .iter()
+            .any(|r| r.starts_with("b: ")),
+        "the target's failed filter is named: {:?}",
+        report.skipped[0].reasons
+    );
+    assert_eq!(report.replans.len(), 1);
+    assert!(
+        report.replans[0]
+            .reason
+            .contains("102 a → b no longer holds")
+    );
+    // The new plan first makes room on b (107 leaves), and only then sends 102 there.
+    let at = |vmid: u32| report.done.iter().position(|d| d.vmid == vmid).unwrap();
+    assert_eq!(report.done[at(107)].from, "b");
+    if api.node_of(102) == "b" {
+        assert!(at(107) < at(102), "{report:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_parallel_limit_decides_whether_independent_steps_overlap() {
+    let plan = |api: &ScriptedApi| {
+        plan_of(
+            api,
+            vec![
+                mig(101, GuestKind::Qemu, "a", "b", 0),
+                mig(106, GuestKind::Qemu, "c", "d", 1),
+            ],
+        )
+    };
+    let first_end = |api: &ScriptedApi| {
+        let t = status("a", &upid("a", 0x1001, "qmigrate", 101));
+        let calls = api.calls();
+        let last_poll = calls.iter().rposition(|c| *c == t).unwrap();
+        let second_post = calls
+            .iter()
+            .position(|c| c.starts_with("POST /nodes/c/qemu/106/migrate"))
+            .unwrap();
+        second_post < last_poll
+    };
+    let api = Arc::new(api());
+    let start = tokio::time::Instant::now();
+    let report = executor(&api, options())
+        .execute(plan(&api), &balance())
+        .await;
+    assert_eq!(report.done.len(), 2);
+    assert!(first_end(&api), "parallel 2: 106 starts while 101 runs");
+    assert_eq!(start.elapsed(), Duration::from_secs(2));
+
+    let api = Arc::new(self::api());
+    let one = ExecuteOptions {
+        limits: Limits {
+            parallel: 1,
+            ..Limits::default()
+        },
+        ..options()
+    };
+    let start = tokio::time::Instant::now();
+    let report = executor(&api, one).execute(plan(&api), &balance()).await;
+    assert_eq!(report.done.len(), 2);
+    assert!(!first_end(&api), "parallel 1: 106 waits for 101");
+    assert_eq!(start.elapsed(), Duration::from_secs(4));
+}
+
+/// Stops the round at the first started migration.
+struct StopAtStart(crate::stop::StopHandle);
+
+impl Progress for StopAtStart {
+    fn event(&self, event: &Event) {
+        if matches!(event, Event::Started { .. }) {
+            self.0.stop();
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stop_starts_nothing_new_and_lets_the_running_migration_end() {
+    let api = Arc::new(api());
+    let (handle, stop) = stop_signal();
+    let plan = plan_of(
+        &api,
+        vec![
+            mig(101, GuestKind::Qemu, "a", "b", 0),
+            mig(102, GuestKind::Qemu, "a", "b", 1),
+        ],
+    );
+    let report = executor(&api, options())
+        .with_stop(stop)
+        .with_progress(Arc::new(StopAtStart(handle)))
+        .execute(plan, &balance())
+        .await;
+    assert_eq!(report.done.len(), 1);
+    assert_eq!(posts(&api, 102), 0);
+    assert_eq!(report.stopped.as_deref(), Some("a stop was requested"));
+    assert_eq!(api.node_of(101), "b");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_migration_running_past_the_timeout_fails_and_a_drain_gives_up_in_time() {
+    let api = Arc::new(api().script(
+        101,
+        Script {
+            running_polls: 10_000,
+            ..Script::default()
+        },
+    ));
+    let short = ExecuteOptions {
+        timeout: Duration::from_secs(10),
+        ..options()
+    };
+    let report = executor(&api, short)
+        .execute(
+            plan_of(&api, vec![mig(101, GuestKind::Qemu, "a", "b", 0)]),
+            &balance(),
+        )
+        .await;
+    let t = upid("a", 0x1001, "qmigrate", 101);
+    assert_eq!(
+        report.failed[0].error,
+        format!("still running after 10 s (timeout-secs); Proxmox carries on with task {t}")
+    );
+
+    let api = Arc::new(self::api().script(
+        101,
+        Script {
+            running_polls: 10_000,
+            ..Script::default()
+        },
+    ));
+    let (handle, stop) = stop_signal();
+    let drain = ExecuteOptions {
+        drain_timeout: Duration::from_secs(5),
+        ..options()
+    };
+    let start = tokio::time::Instant::now();
+    let report = executor(&api, drain)
+        .with_stop(stop)
+        .with_progress(Arc::new(StopAtStart(handle)))
+        .execute(
+            plan_of(&api, vec![mig(101, GuestKind::Qemu, "a", "b", 0)]),
+            &balance(),
+        )
+        .await;
+    assert_eq!(start.elapsed(), Duration::from_secs(5));
+    assert_eq!(report.unfinished.len(), 1);
+    assert_eq!(report.unfinished[0].vmid, 101);
+}
+
+/// Keeps every event.
+#[derive(Default)]
+struct Events(Mutex<Vec<Event>>);
+
+impl Progress for Events {
+    fn event(&self, event: &Event) {
+        self.0.lock().unwrap().push(event.clone());
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn progress_comes_from_the_task_log() {
+    let api = Arc::new(api().script(
+        101,
+        Script {
+            running_polls: 4,
+            ..Script::default()
+        },
+    ));
+    let events = Arc::new(Events::default());
+    executor(&api, options())
+        .with_progress(Arc::clone(&events) as Arc<dyn Progress>)
+        .execute(
+            plan_of(&api, vec![mig(101, GuestKind::Qemu, "a", "b", 0)]),
+            &balance(),
+        )
+        .await;
+    let events = events.0.lock().unwrap().clone();
+    let fractions: Vec<f64> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Progress { fraction, .. } => Some((fraction * 10.0).round() / 10.0),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(fractions, [0.2, 0.4, 0.6, 0.8, 1.0], "{events:?}");
+    assert!(matches!(events[0], Event::Started { vmid: 101, .. }));
+    assert!(matches!(events.last(), Some(Event::Done { vmid: 101, .. })));
+    assert!(
+        api.actions().iter().any(|c| c.ends_with("/log")),
+        "the log is read when fractions are wanted"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_balance_budget_caps_replans() {
+    let api = Arc::new(api().script(
+        101,
+        Script {
+            fail: Some("migration problems".into()),
+            ..Script::default()
+        },
+    ));
+    let goal = Goal::Balance(BalanceOptions {
+        max_migrations: 1,
+        ..BalanceOptions::default()
+    });
+    let report = executor(&api, options())
+        .execute(
+            plan_of(&api, vec![mig(101, GuestKind::Qemu, "a", "b", 0)]),
+            &goal,
+        )
+        .await;
+    assert_eq!(report.failed.len(), 1);
+    assert!(
+        report.replans.is_empty(),
+        "the one migration allowed was spent"
+    );
+    assert!(report.done.is_empty());
+}
+
+#[test]
+fn the_world_fixture_reads() {
+    let snap = Snapshot::from_json(&world()).unwrap();
+    assert_eq!(snap.resources.len(), 11);
+}

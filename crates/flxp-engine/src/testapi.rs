@@ -1,0 +1,777 @@
+//! A scripted Proxmox API for the executor's unit tests: a small world that migrations change.
+//!
+//! `flxp_pve::fake::FakeApi` answers reads from a fixed snapshot and refuses writes; the executor
+//! needs guests that move when their task ends, locks while they move, and HA that moves a guest
+//! some reads after `hamigrate`. This fake keeps a snapshot behind a lock, records every call as
+//! `METHOD /path` (writes with their form body), and plays per-guest scripts: how many polls a
+//! migration task stays running, whether it fails and with what text, the task log lines. Calls
+//! it does not script answer 501, so a test fails fast on an unexpected call.
+// Tests may panic on malformed fixtures: that is the failure report.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use flxp_core::Snapshot;
+use flxp_core::snapshot::Task;
+use flxp_pve::types::form::to_form;
+use flxp_pve::types::migrate::LocalDisk;
+use flxp_pve::types::*;
+use flxp_pve::{PveApi, Result, api_error};
+
+/// How one guest's migration goes.
+#[derive(Debug, Clone)]
+pub struct Script {
+    /// Status polls that answer `running` before the task stops.
+    pub running_polls: u32,
+    /// `Some(text)`: the task stops with this exit status and the guest stays.
+    pub fail: Option<String>,
+    /// Precondition answer; `None`: every other online node allowed, no local disks.
+    pub precondition: Option<QemuMigratePrecondition>,
+    /// For HA guests: `/cluster/resources` reads before HA has moved the guest.
+    pub ha_reads: u32,
+    /// For HA guests: HA's own migration fails with this text.
+    pub ha_fail: Option<String>,
+}
+
+impl Default for Script {
+    fn default() -> Self {
+        Self {
+            running_polls: 2,
+            fail: None,
+            precondition: None,
+            ha_reads: 2,
+            ha_fail: None,
+        }
+    }
+}
+
+/// A migration task in flight.
+#[derive(Debug, Clone)]
+struct Running {
+    vmid: u32,
+    target: String,
+    polls_left: u32,
+    fail: Option<String>,
+    log: Vec<String>,
+    ha: bool,
+}
+
+#[derive(Debug, Default)]
+struct World {
+    snapshot: Snapshot,
+    calls: Vec<String>,
+    scripts: BTreeMap<u32, Script>,
+    tasks: BTreeMap<String, Running>,
+    /// HA moves queued: vmid → (target, reads left).
+    ha_moves: BTreeMap<u32, (String, u32)>,
+    next_pid: u32,
+    /// Hooks run on the n-th `GET /cluster/resources` (1-based): a world that changes under a plan.
+    on_read: BTreeMap<usize, Vec<Change>>,
+    resource_reads: usize,
+}
+
+/// A change the world goes through on its own.
+#[derive(Debug, Clone)]
+pub enum Change {
+    /// A guest's used memory changes (bytes); its node's memory follows.
+    GuestMem(u32, u64),
+    /// A guest gets a config lock.
+    Lock(u32, String),
+}
+
+/// The scripted API.
+#[derive(Debug, Default)]
+pub struct ScriptedApi {
+    world: Mutex<World>,
+}
+
+const GIB: u64 = 1 << 30;
+const TIME: i64 = 1_764_400_000;
+
+impl ScriptedApi {
+    /// A world from a snapshot (`resources` only are needed).
+    pub fn new(snapshot: Snapshot) -> Self {
+        Self {
+            world: Mutex::new(World {
+                snapshot,
+                next_pid: 0x1000,
+                ..World::default()
+            }),
+        }
+    }
+
+    /// A world from a JSON resources array.
+    pub fn from_json(json: &str) -> Self {
+        Self::new(Snapshot::from_json(json).unwrap())
+    }
+
+    /// Scripts one guest's migration.
+    pub fn script(self, vmid: u32, script: Script) -> Self {
+        self.lock().scripts.insert(vmid, script);
+        self
+    }
+
+    /// Applies changes on the n-th read of `/cluster/resources`.
+    pub fn on_read(self, n: usize, changes: Vec<Change>) -> Self {
+        self.lock().on_read.insert(n, changes);
+        self
+    }
+
+    /// Adds a task to `/cluster/tasks`.
+    pub fn task(self, task: Task) -> Self {
+        self.lock().snapshot.tasks.push(task);
+        self
+    }
+
+    fn lock(&self) -> MutexGuard<'_, World> {
+        self.world.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Every call so far.
+    pub fn calls(&self) -> Vec<String> {
+        self.lock().calls.clone()
+    }
+
+    /// The calls that are not part of reading the cluster (`collect_snapshot`).
+    pub fn actions(&self) -> Vec<String> {
+        self.calls()
+            .into_iter()
+            .filter(|c| !is_collect_call(c))
+            .collect()
+    }
+
+    /// Where a guest is now.
+    pub fn node_of(&self, vmid: u32) -> String {
+        self.lock()
+            .snapshot
+            .resources
+            .iter()
+            .find(|r| r.vmid == Some(vmid))
+            .and_then(|r| r.node.clone())
+            .unwrap()
+    }
+
+    /// The world as a snapshot.
+    pub fn snapshot(&self) -> Snapshot {
+        self.lock().snapshot.clone()
+    }
+
+    fn record(&self, call: String) {
+        self.lock().calls.push(call);
+    }
+}
+
+/// Whether a call is one `collect_snapshot` makes.
+pub fn is_collect_call(c: &str) -> bool {
+    c == "GET /cluster/resources"
+        || c.starts_with("GET /cluster/ha/")
+        || c == "GET /cluster/options"
+        || c == "GET /cluster/tasks"
+        || (c.starts_with("GET /nodes/") && (c.ends_with("/config") || c.ends_with("/rrddata")))
+            && !c.contains("/qemu/")
+            && !c.contains("/lxc/")
+}
+
+fn unsupported(method: &str, path: &str) -> flxp_pve::Error {
+    api_error(
+        method,
+        path,
+        501,
+        &format!("Method '{method} {path}' not implemented"),
+        b"",
+    )
+}
+
+fn die(method: &str, path: &str, message: &str) -> flxp_pve::Error {
+    let body = serde_json::json!({"data": null, "message": format!("{message}\n")}).to_string();
+    api_error(method, path, 500, message, body.as_bytes())
+}
+
+impl World {
+    fn guest_mut(&mut self, vmid: u32) -> Option<&mut Resource> {
+        self.snapshot
+            .resources
+            .iter_mut()
+            .find(|r| r.vmid == Some(vmid) && matches!(r.kind.as_deref(), Some("qemu" | "lxc")))
+    }
+
+    fn guest(&self, vmid: u32) -> Option<&Resource> {
+        self.snapshot
+            .resources
+            .iter()
+            .find(|r| r.vmid == Some(vmid) && matches!(r.kind.as_deref(), Some("qemu" | "lxc")))
+    }
+
+    fn node_mem(&mut self, node: &str, delta: i128) {
+        if let Some(n) = self
+            .snapshot
+            .resources
+            .iter_mut()
+            .find(|r| r.kind.as_deref() == Some("node") && r.node.as_deref() == Some(node))
+        {
+            let mem = i128::from(n.mem.unwrap_or(0)) + delta;
+            n.mem = Some(u64::try_from(mem.max(0)).unwrap_or(0));
+        }
+    }
+
+    /// Moves a guest and its memory to a node.
+    fn land(&mut self, vmid: u32, target: &str) {
+        let Some(g) = self.guest_mut(vmid) else {
+            return;
+        };
+        let from = g.node.clone().unwrap_or_default();
+        let running = g.status.as_deref() == Some("running");
+        let mem = g.mem.unwrap_or(0);
+        g.node = Some(target.to_owned());
+        g.lock = None;
+        if running {
+            self.node_mem(&from, -i128::from(mem));
+            self.node_mem(target, i128::from(mem));
+        }
+    }
+
+    fn apply(&mut self, change: Change) {
+        match change {
+            Change::GuestMem(vmid, mem) => {
+                let Some(g) = self.guest_mut(vmid) else {
+                    return;
+                };
+                let old = g.mem.unwrap_or(0);
+                g.mem = Some(mem);
+                let node = g.node.clone().unwrap_or_default();
+                self.node_mem(&node, i128::from(mem) - i128::from(old));
+            }
+            Change::Lock(vmid, lock) => {
+                if let Some(g) = self.guest_mut(vmid) {
+                    g.lock = Some(lock);
+                }
+            }
+        }
+    }
+
+    fn start_task(&mut self, node: &str, kind: &str, vmid: u32, running: Running) -> Upid {
+        self.next_pid += 1;
+        let upid = Upid::new(
+            node,
+            self.next_pid,
+            0xABCD,
+            TIME,
+            kind,
+            &vmid.to_string(),
+            "root@pam!flxp",
+        )
+        .unwrap();
+        self.snapshot.tasks.push(Task {
+            upid: Some(upid.to_string()),
+            node: Some(node.to_owned()),
+            kind: Some(kind.to_owned()),
+            id: Some(vmid.to_string()),
+            starttime: Some(TIME),
+            ..Task::default()
+        });
+        self.tasks.insert(upid.to_string(), running);
+        upid
+    }
+
+    fn end_task(&mut self, upid: &str, status: &str) {
+        if let Some(t) = self
+            .snapshot
+            .tasks
+            .iter_mut()
+            .find(|t| t.upid.as_deref() == Some(upid))
+        {
+            t.endtime = Some(TIME + 10);
+            t.status = Some(status.to_owned());
+        }
+    }
+
+    fn migrate(&mut self, node: &str, vmid: u32, target: &str, kind: &str) -> Upid {
+        let script = self.scripts.get(&vmid).cloned().unwrap_or_default();
+        let ha = self.guest(vmid).is_some_and(|g| g.hastate.is_some());
+        let mem = self.guest(vmid).and_then(|g| g.maxmem).unwrap_or(0) as f64 / GIB as f64;
+        if ha {
+            self.ha_moves
+                .insert(vmid, (target.to_owned(), script.ha_reads));
+            return self.start_task(
+                node,
+                "hamigrate",
+                vmid,
+                Running {
+                    vmid,
+                    target: target.to_owned(),
+                    polls_left: 0,
+                    fail: None,
+                    log: vec![format!(
+                        "Requesting HA migration for VM {vmid} to node {target}"
+                    )],
+                    ha: true,
+                },
+            );
+        }
+        if let Some(g) = self.guest_mut(vmid) {
+            g.lock = Some("migrate".into());
+        }
+        let mut log = vec![format!(
+            "starting migration of VM {vmid} to node '{target}'"
+        )];
+        for step in 1..=4 {
+            let f = f64::from(step) / 5.0;
+            log.push(format!(
+                "migration active, transferred {:.1} GiB of {mem:.1} GiB VM-state, 1.0 GiB/s",
+                mem * f
+            ));
+        }
+        self.start_task(
+            node,
+            kind,
+            vmid,
+            Running {
+                vmid,
+                target: target.to_owned(),
+                polls_left: script.running_polls,
+                fail: script.fail,
+                log,
+                ha: false,
+            },
+        )
+    }
+
+    fn read_resources(&mut self) {
+        self.resource_reads += 1;
+        if let Some(changes) = self.on_read.remove(&self.resource_reads) {
+            for c in changes {
+                self.apply(c);
+            }
+        }
+    }
+
+    /// HA acts on queued moves: one read closer each time resources are read.
+    fn ha_tick(&mut self) {
+        let due: Vec<(u32, String)> = self
+            .ha_moves
+            .iter_mut()
+            .filter_map(|(vmid, (target, left))| {
+                if *left == 0 {
+                    Some((*vmid, target.clone()))
+                } else {
+                    *left -= 1;
+                    None
+                }
+            })
+            .collect();
+        for (vmid, target) in due {
+            self.ha_moves.remove(&vmid);
+            let script = self.scripts.get(&vmid).cloned().unwrap_or_default();
+            let node = self
+                .guest(vmid)
+                .and_then(|g| g.node.clone())
+                .unwrap_or_default();
+            let upid = self.start_task(
+                &node,
+                "qmigrate",
+                vmid,
+                Running {
+                    vmid,
+                    target: target.clone(),
+                    polls_left: 0,
+                    fail: None,
+                    log: Vec::new(),
+                    ha: true,
+                },
+            );
+            match script.ha_fail {
+                Some(msg) => self.end_task(upid.as_str(), &msg),
+                None => {
+                    self.end_task(upid.as_str(), "OK");
+                    self.land(vmid, &target);
+                }
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl PveApi for ScriptedApi {
+    async fn version(&self) -> Result<Version> {
+        Err(unsupported("GET", "/version"))
+    }
+
+    async fn cluster_resources(&self, kind: Option<ResourceType>) -> Result<Vec<Resource>> {
+        let mut w = self.lock();
+        match kind {
+            None => {
+                w.calls.push("GET /cluster/resources".into());
+                w.read_resources();
+            }
+            Some(ResourceType::Vm) => {
+                w.calls.push("GET /cluster/resources?type=vm".into());
+                w.ha_tick();
+            }
+            Some(_) => return Err(unsupported("GET", "/cluster/resources")),
+        }
+        let keep = |r: &&Resource| match kind {
+            Some(ResourceType::Vm) => matches!(r.kind.as_deref(), Some("qemu" | "lxc")),
+            _ => true,
+        };
+        Ok(w.snapshot.resources.iter().filter(keep).cloned().collect())
+    }
+
+    async fn cluster_status(&self) -> Result<Vec<ClusterStatusEntry>> {
+        Err(unsupported("GET", "/cluster/status"))
+    }
+
+    async fn cluster_options(&self) -> Result<ClusterOptions> {
+        let mut w = self.lock();
+        w.calls.push("GET /cluster/options".into());
+        Ok(w.snapshot.options.clone())
+    }
+
+    async fn cluster_tasks(&self) -> Result<Vec<Task>> {
+        let mut w = self.lock();
+        w.calls.push("GET /cluster/tasks".into());
+        Ok(w.snapshot.tasks.clone())
+    }
+
+    async fn next_id(&self, _vmid: Option<u32>) -> Result<u32> {
+        Err(unsupported("GET", "/cluster/nextid"))
+    }
+
+    async fn nodes(&self) -> Result<Vec<NodeListEntry>> {
+        Err(unsupported("GET", "/nodes"))
+    }
+
+    async fn node_status(&self, node: &str) -> Result<NodeStatus> {
+        Err(unsupported("GET", &format!("/nodes/{node}/status")))
+    }
+
+    async fn node_config(&self, node: &str) -> Result<NodeConfig> {
+        let mut w = self.lock();
+        w.calls.push(format!("GET /nodes/{node}/config"));
+        Ok(NodeConfig {
+            description: w.snapshot.nodes.get(node).and_then(|n| n.notes.clone()),
+            ..NodeConfig::default()
+        })
+    }
+
+    async fn update_node_config(&self, node: &str, _update: &NodeConfigUpdate) -> Result<()> {
+        Err(unsupported("PUT", &format!("/nodes/{node}/config")))
+    }
+
+    async fn node_rrddata(&self, node: &str, _query: &RrdQuery) -> Result<Vec<RrdRow>> {
+        self.record(format!("GET /nodes/{node}/rrddata"));
+        Ok(Vec::new())
+    }
+
+    async fn node_storage(&self, node: &str, _query: &StorageQuery) -> Result<Vec<StorageEntry>> {
+        Err(unsupported("GET", &format!("/nodes/{node}/storage")))
+    }
+
+    async fn guests(&self, node: &str, kind: GuestKind) -> Result<Vec<GuestListEntry>> {
+        Err(unsupported("GET", &format!("/nodes/{node}/{kind}")))
+    }
+
+    async fn guest_status(
+        &self,
+        node: &str,
+        kind: GuestKind,
+        vmid: u32,
+    ) -> Result<GuestStatusCurrent> {
+        Err(unsupported(
+            "GET",
+            &format!("/nodes/{node}/{kind}/{vmid}/status/current"),
+        ))
+    }
+
+    async fn guest_config(&self, node: &str, kind: GuestKind, vmid: u32) -> Result<GuestConfig> {
+        Err(unsupported(
+            "GET",
+            &format!("/nodes/{node}/{kind}/{vmid}/config"),
+        ))
+    }
+
+    async fn update_guest_config(
+        &self,
+        node: &str,
+        kind: GuestKind,
+        vmid: u32,
+        _update: &ConfigUpdate,
+    ) -> Result<()> {
+        Err(unsupported(
+            "PUT",
+            &format!("/nodes/{node}/{kind}/{vmid}/config"),
+        ))
+    }
+
+    async fn qemu_migrate_precondition(
+        &self,
+        node: &str,
+        vmid: u32,
+        _target: Option<&str>,
+    ) -> Result<QemuMigratePrecondition> {
+        let path = format!("/nodes/{node}/qemu/{vmid}/migrate");
+        let mut w = self.lock();
+        w.calls.push(format!("GET {path}"));
+        let Some(g) = w.guest(vmid).filter(|g| g.node.as_deref() == Some(node)) else {
+            return Err(die(
+                "GET",
+                &path,
+                &format!(
+                    "Configuration file 'nodes/{node}/qemu-server/{vmid}.conf' does not exist"
+                ),
+            ));
+        };
+        if let Some(lock) = &g.lock {
+            return Err(die("GET", &path, &format!("VM is locked ({lock})")));
+        }
+        if let Some(p) = w.scripts.get(&vmid).and_then(|s| s.precondition.clone()) {
+            return Ok(p);
+        }
+        let running = g.status.as_deref() == Some("running");
+        let allowed = w
+            .snapshot
+            .resources
+            .iter()
+            .filter(|r| r.kind.as_deref() == Some("node") && r.node.as_deref() != Some(node))
+            .filter_map(|r| r.node.clone())
+            .collect();
+        Ok(QemuMigratePrecondition {
+            running: Some(running),
+            allowed_nodes: allowed,
+            ..QemuMigratePrecondition::default()
+        })
+    }
+
+    async fn lxc_migrate_precondition(
+        &self,
+        node: &str,
+        vmid: u32,
+        _target: Option<&str>,
+    ) -> Result<LxcMigratePrecondition> {
+        let path = format!("/nodes/{node}/lxc/{vmid}/migrate");
+        let mut w = self.lock();
+        w.calls.push(format!("GET {path}"));
+        let Some(g) = w.guest(vmid).filter(|g| g.node.as_deref() == Some(node)) else {
+            return Err(die("GET", &path, "no such container"));
+        };
+        let running = g.status.as_deref() == Some("running");
+        let allowed = w
+            .snapshot
+            .resources
+            .iter()
+            .filter(|r| r.kind.as_deref() == Some("node") && r.node.as_deref() != Some(node))
+            .filter_map(|r| r.node.clone())
+            .collect();
+        Ok(LxcMigratePrecondition {
+            running: Some(running),
+            allowed_nodes: allowed,
+            ..LxcMigratePrecondition::default()
+        })
+    }
+
+    async fn migrate_qemu(
+        &self,
+        node: &str,
+        vmid: u32,
+        params: &QemuMigrateParams,
+    ) -> Result<Upid> {
+        let path = format!("/nodes/{node}/qemu/{vmid}/migrate");
+        let mut w = self.lock();
+        w.calls
+            .push(format!("POST {path} {}", to_form(params).unwrap()));
+        if let Some(lock) = w.guest(vmid).and_then(|g| g.lock.clone()) {
+            return Err(die("POST", &path, &format!("VM is locked ({lock})")));
+        }
+        Ok(w.migrate(node, vmid, &params.target, "qmigrate"))
+    }
+
+    async fn migrate_lxc(&self, node: &str, vmid: u32, params: &LxcMigrateParams) -> Result<Upid> {
+        let path = format!("/nodes/{node}/lxc/{vmid}/migrate");
+        let mut w = self.lock();
+        w.calls
+            .push(format!("POST {path} {}", to_form(params).unwrap()));
+        Ok(w.migrate(node, vmid, &params.target, "vzmigrate"))
+    }
+
+    async fn task_status(&self, upid: &Upid) -> Result<TaskStatus> {
+        let path = format!("/nodes/{}/tasks/{upid}/status", upid.node());
+        let mut w = self.lock();
+        w.calls.push(format!("GET {path}"));
+        let Some(t) = w.tasks.get_mut(upid.as_str()) else {
+            return Err(api_error(
+                "GET",
+                &path,
+                400,
+                "Parameter verification failed.",
+                br#"{"data":null,"errors":{"upid":"no such task"}}"#,
+            ));
+        };
+        let base = TaskStatus {
+            upid: upid.to_string(),
+            node: Some(upid.node().to_owned()),
+            kind: Some(upid.kind().to_owned()),
+            id: Some(upid.id().to_owned()),
+            status: "running".into(),
+            ..TaskStatus::default()
+        };
+        if t.polls_left > 0 {
+            t.polls_left -= 1;
+            return Ok(base);
+        }
+        let t = t.clone();
+        let exit = t.fail.clone().unwrap_or_else(|| "OK".into());
+        if t.fail.is_none() && !t.ha {
+            w.land(t.vmid, &t.target);
+        } else if let Some(g) = w.guest_mut(t.vmid) {
+            if g.lock.as_deref() == Some("migrate") {
+                g.lock = None;
+            }
+        }
+        w.end_task(upid.as_str(), &exit);
+        Ok(TaskStatus {
+            status: "stopped".into(),
+            exitstatus: Some(exit),
+            ..base
+        })
+    }
+
+    async fn task_log(&self, upid: &Upid, query: &TaskLogQuery) -> Result<Vec<TaskLogLine>> {
+        let mut w = self.lock();
+        w.calls
+            .push(format!("GET /nodes/{}/tasks/{upid}/log", upid.node()));
+        let lines = w.tasks.get(upid.as_str()).map(|t| {
+            // Lines appear as the task runs: one more per poll.
+            let shown = t.log.len().saturating_sub(t.polls_left as usize);
+            t.log[..shown].to_vec()
+        });
+        let start = usize::try_from(query.start.unwrap_or(0)).unwrap_or(0);
+        Ok(lines
+            .unwrap_or_default()
+            .into_iter()
+            .enumerate()
+            .skip(start)
+            .map(|(i, t)| TaskLogLine {
+                n: Some(i as u64 + 1),
+                t: Some(t),
+            })
+            .collect())
+    }
+
+    async fn clone_qemu(&self, node: &str, vmid: u32, _params: &CloneParams) -> Result<Upid> {
+        Err(unsupported(
+            "POST",
+            &format!("/nodes/{node}/qemu/{vmid}/clone"),
+        ))
+    }
+
+    async fn create_qemu(&self, node: &str, _params: &CreateParams) -> Result<Upid> {
+        Err(unsupported("POST", &format!("/nodes/{node}/qemu")))
+    }
+
+    async fn start_guest(
+        &self,
+        node: &str,
+        kind: GuestKind,
+        vmid: u32,
+        _params: &StartParams,
+    ) -> Result<Upid> {
+        Err(unsupported(
+            "POST",
+            &format!("/nodes/{node}/{kind}/{vmid}/status/start"),
+        ))
+    }
+
+    async fn shutdown_guest(
+        &self,
+        node: &str,
+        kind: GuestKind,
+        vmid: u32,
+        _params: &ShutdownParams,
+    ) -> Result<Upid> {
+        Err(unsupported(
+            "POST",
+            &format!("/nodes/{node}/{kind}/{vmid}/status/shutdown"),
+        ))
+    }
+
+    async fn stop_guest(
+        &self,
+        node: &str,
+        kind: GuestKind,
+        vmid: u32,
+        _params: &StopParams,
+    ) -> Result<Upid> {
+        Err(unsupported(
+            "POST",
+            &format!("/nodes/{node}/{kind}/{vmid}/status/stop"),
+        ))
+    }
+
+    async fn delete_guest(
+        &self,
+        node: &str,
+        kind: GuestKind,
+        vmid: u32,
+        _params: &DeleteParams,
+    ) -> Result<Upid> {
+        Err(unsupported(
+            "DELETE",
+            &format!("/nodes/{node}/{kind}/{vmid}"),
+        ))
+    }
+
+    async fn ha_resources(&self) -> Result<Vec<HaResource>> {
+        let mut w = self.lock();
+        w.calls.push("GET /cluster/ha/resources".into());
+        Ok(w.snapshot.ha.resources.clone())
+    }
+
+    async fn ha_rules(&self) -> Result<Vec<HaRule>> {
+        let mut w = self.lock();
+        w.calls.push("GET /cluster/ha/rules".into());
+        Ok(w.snapshot.ha.rules.clone())
+    }
+
+    async fn ha_status_current(&self) -> Result<Vec<HaStatusEntry>> {
+        let mut w = self.lock();
+        w.calls.push("GET /cluster/ha/status/current".into());
+        Ok(w.snapshot.ha.status.clone())
+    }
+
+    async fn ha_manager_status(&self) -> Result<ManagerStatusResponse> {
+        Err(unsupported("GET", "/cluster/ha/status/manager_status"))
+    }
+
+    async fn ha_migrate(&self, sid: &str, _params: &HaMigrateParams) -> Result<HaMigrateResponse> {
+        Err(unsupported(
+            "POST",
+            &format!("/cluster/ha/resources/{sid}/migrate"),
+        ))
+    }
+
+    async fn permissions(&self, _query: &PermissionsQuery) -> Result<Permissions> {
+        Err(unsupported("GET", "/access/permissions"))
+    }
+
+    async fn pools(&self) -> Result<Vec<PoolListEntry>> {
+        Err(unsupported("GET", "/pools"))
+    }
+
+    async fn pool(&self, poolid: &str) -> Result<Pool> {
+        Err(unsupported("GET", &format!("/pools/{poolid}")))
+    }
+}
+
+/// A local disk entry of a precondition answer.
+pub fn local_disk(volid: &str, size: u64) -> LocalDisk {
+    LocalDisk {
+        volid: Some(volid.to_owned()),
+        size: Some(size),
+        drivename: Some("scsi0".into()),
+        cdrom: Some(false),
+        is_unused: Some(false),
+        is_attached: Some(true),
+        ..LocalDisk::default()
+    }
+}

@@ -1,0 +1,274 @@
+//! Carrying out plans against the simulator: balance and evacuation end as planned with every
+//! step safe, a failed migration is reported while the rest goes on, an executor aborted
+//! mid-round and run again migrates no guest twice, a world that changes under the plan is
+//! replanned, HA guests are followed through HA.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use flxp_core::balance::{BalanceOptions, EvacuateOptions};
+use flxp_engine::{Event, Goal, Limits, Progress};
+use flxp_sim::scenario::{FailMigration, FaultSpec};
+use tokio::sync::Notify;
+
+use crate::support::{DEMO, GIB, UNBALANCED, Watch, spread, zone};
+
+fn balance() -> Goal {
+    Goal::Balance(BalanceOptions::default())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_balance_ends_as_planned_with_every_step_safe() {
+    let z = zone(UNBALANCED, 500.0, |_| {}).await;
+    let exec = z.executor(Limits::default());
+    let plan = exec.plan(&balance()).await.unwrap();
+    assert!(plan.migrations.len() >= 3, "{}", plan.summary);
+    let watch = Watch::new(&z);
+    let report = exec
+        .with_progress(Arc::clone(&watch) as Arc<dyn Progress>)
+        .execute(plan.clone(), &balance())
+        .await;
+    assert!(report.is_clean(), "{report:#?}");
+    assert!(report.replans.is_empty(), "{report:#?}");
+    assert_eq!(report.done.len(), plan.migrations.len());
+    for m in &plan.migrations {
+        assert_eq!(z.node_of(m.vmid), m.to, "{}", m.vmid);
+        assert_eq!(z.migrations_of(m.vmid), 1);
+    }
+    let after = spread(&z.model());
+    assert!(
+        (after - plan.imbalance_after).abs() < 0.5,
+        "the cluster ends as planned: {after} vs {}",
+        plan.imbalance_after
+    );
+    assert!(after < plan.imbalance_before);
+    assert_eq!(watch.problems(), Vec::<String>::new());
+    z.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evacuation_empties_the_node_and_ha_guests_go_through_ha() {
+    let z = zone(DEMO, 500.0, |_| {}).await;
+    let goal = Goal::Evacuate {
+        nodes: vec!["pve1".into()],
+        options: EvacuateOptions::default(),
+    };
+    let exec = z.executor(Limits {
+        parallel: 3,
+        per_node_in: 1,
+        per_node_out: 3,
+    });
+    let plan = exec.plan(&goal).await.unwrap();
+    assert!(plan.unplaced.is_empty(), "{:?}", plan.unplaced);
+    assert!(
+        plan.migrations.iter().any(|m| m.vmid == 111),
+        "HA guest 111 moves"
+    );
+    let watch = Watch::new(&z);
+    let report = exec
+        .with_progress(Arc::clone(&watch) as Arc<dyn Progress>)
+        .execute(plan.clone(), &goal)
+        .await;
+    assert!(report.is_clean(), "{report:#?}");
+    let ha = report.done.iter().find(|d| d.vmid == 111).unwrap();
+    assert!(ha.ha, "111 is HA-managed: moved by hamigrate");
+    let left: Vec<u32> = z
+        .sim
+        .world()
+        .guests
+        .values()
+        .filter(|g| g.node == "pve1")
+        .map(|g| g.vmid)
+        .collect();
+    let stays: Vec<u32> = plan.skipped.iter().map(|s| s.vmid).collect();
+    for vmid in &left {
+        assert!(
+            *vmid == 9000 || stays.contains(vmid),
+            "{vmid} is still on pve1 without a reason to stay"
+        );
+    }
+    assert_eq!(watch.problems(), Vec::<String>::new());
+    z.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_migration_is_reported_and_the_rest_goes_on() {
+    let z = zone(UNBALANCED, 500.0, |_| {}).await;
+    let exec = z.executor(Limits::default());
+    let plan = exec.plan(&balance()).await.unwrap();
+    let failing = plan.migrations[0].vmid;
+    z.sim.world().faults.set(FaultSpec {
+        fail_migrations: vec![FailMigration {
+            vmid: failing,
+            message: Some("migration aborted: simulated network failure".into()),
+        }],
+        ..FaultSpec::default()
+    });
+    let watch = Watch::new(&z);
+    let report = exec
+        .with_progress(Arc::clone(&watch) as Arc<dyn Progress>)
+        .execute(plan.clone(), &balance())
+        .await;
+    assert_eq!(report.failed.len(), 1, "{report:#?}");
+    assert_eq!(report.failed[0].vmid, failing);
+    assert_eq!(
+        report.failed[0].error,
+        "migration aborted: simulated network failure"
+    );
+    assert_eq!(z.node_of(failing), "pve1");
+    assert_eq!(z.migrations_of(failing), 1, "never retried in the round");
+    assert!(!report.replans.is_empty());
+    assert!(
+        report.done.len() >= plan.migrations.len() - 1,
+        "the rest is done: {report:#?}"
+    );
+    let after = spread(&z.model());
+    assert!(after < plan.imbalance_before - 20.0, "{after}");
+    assert_eq!(watch.problems(), Vec::<String>::new());
+    let failed = watch
+        .events()
+        .into_iter()
+        .filter(|e| matches!(e, Event::Failed { .. }))
+        .count();
+    assert_eq!(failed, 1);
+    z.shutdown().await;
+}
+
+/// Signals the first started migration.
+struct FirstStart(Arc<Notify>);
+
+impl Progress for FirstStart {
+    fn event(&self, event: &Event) {
+        if matches!(event, Event::Started { .. }) {
+            self.0.notify_one();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_executor_aborted_mid_round_and_run_again_migrates_no_guest_twice() {
+    // 20x: an 8 GiB live migration takes 0.4 s, long enough to be caught in flight.
+    let z = zone(UNBALANCED, 20.0, |_| {}).await;
+    let exec = z.executor(Limits::default());
+    let plan = exec.plan(&balance()).await.unwrap();
+    let started = Arc::new(Notify::new());
+    let first = exec
+        .clone()
+        .with_progress(Arc::new(FirstStart(Arc::clone(&started))));
+    let goal = balance();
+    tokio::select! {
+        _ = first.execute(plan.clone(), &goal) => panic!("the round ended before a migration started"),
+        () = started.notified() => {}
+    }
+    // The executor is gone (as if flxp was killed); the migration runs on in "Proxmox".
+    let in_flight: Vec<u32> = z
+        .sim
+        .world()
+        .guests
+        .values()
+        .filter(|g| g.lock() == Some("migrate"))
+        .map(|g| g.vmid)
+        .collect();
+    assert!(!in_flight.is_empty());
+
+    let again = z.executor(Limits::default());
+    let plan2 = again.plan(&balance()).await.unwrap();
+    for vmid in &in_flight {
+        assert!(
+            plan2.migrations.iter().all(|m| m.vmid != *vmid),
+            "{vmid} is in flight: not planned again"
+        );
+        assert!(
+            plan2.skipped.iter().any(|s| s.vmid == *vmid),
+            "{:?}",
+            plan2.skipped
+        );
+    }
+    let watch = Watch::new(&z);
+    let report = again
+        .with_progress(Arc::clone(&watch) as Arc<dyn Progress>)
+        .execute(plan2, &balance())
+        .await;
+    assert!(report.failed.is_empty(), "{report:#?}");
+    // Let the migration the first run started land.
+    for _ in 0..200 {
+        if in_flight
+            .iter()
+            .all(|v| z.migrations_of(*v) == 1 && z.node_of(*v) != "pve1")
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let guests: Vec<u32> = z.sim.world().guests.keys().copied().collect();
+    for vmid in guests {
+        assert!(z.migrations_of(vmid) <= 1, "{vmid} migrated twice");
+    }
+    assert_eq!(watch.problems(), Vec::<String>::new());
+    let after = spread(&z.model());
+    assert!(after < plan.imbalance_before - 20.0, "{after}");
+    z.shutdown().await;
+}
+
+/// Fills the target of the second planned migration as soon as the first one is done.
+struct FillTarget {
+    sim: flxp_sim::Sim,
+    target: String,
+    first: u32,
+}
+
+impl Progress for FillTarget {
+    fn event(&self, event: &Event) {
+        let Event::Done { vmid, .. } = event else {
+            return;
+        };
+        if *vmid != self.first {
+            return;
+        }
+        let mut w = self.sim.world();
+        let n = &w.nodes[&self.target];
+        let (max, base) = (n.maxmem, n.base_mem);
+        let used: u64 = base
+            + w.guests
+                .values()
+                .filter(|g| g.node == self.target)
+                .map(|g| g.host_mem())
+                .sum::<u64>();
+        let extra = (max - 2 * GIB).saturating_sub(used);
+        // Something outside the guests (a ZFS ARC, a host process) takes the room.
+        if let Some(n) = w.nodes.get_mut(&self.target) {
+            n.base_mem += extra;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_world_that_changes_under_the_plan_is_replanned() {
+    let z = zone(UNBALANCED, 500.0, |_| {}).await;
+    let exec = z.executor(Limits::default());
+    let plan = exec.plan(&balance()).await.unwrap();
+    let second = plan.migrations[1].clone();
+    let fill = FillTarget {
+        sim: z.sim.clone(),
+        target: second.to.clone(),
+        first: plan.migrations[0].vmid,
+    };
+    let report = exec
+        .with_progress(Arc::new(fill))
+        .execute(plan.clone(), &balance())
+        .await;
+    assert_eq!(report.skipped.len(), 1, "{report:#?}");
+    assert_eq!(report.skipped[0].vmid, second.vmid);
+    assert!(
+        report.skipped[0]
+            .reasons
+            .iter()
+            .any(|r| r.starts_with(&format!("{}: memory", second.to))),
+        "{:?}",
+        report.skipped[0].reasons
+    );
+    assert!(!report.replans.is_empty());
+    assert_ne!(z.node_of(second.vmid), second.to);
+    assert!(report.failed.is_empty(), "{report:#?}");
+    z.shutdown().await;
+}

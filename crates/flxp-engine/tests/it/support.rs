@@ -1,0 +1,195 @@
+//! A simulated zone for end-to-end tests: the simulator in-process on `127.0.0.1:0` (plain HTTP),
+//! the real client pointed at it, and checks of the simulated world while plans run.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use flxp_core::balance::{self, Measure, Metric};
+use flxp_core::constraints::{Violation, violations};
+use flxp_core::placement::{PlacementOptions, Placer};
+use flxp_core::{Overrides, Snapshot};
+use flxp_engine::{Event, ExecuteOptions, Executor, Limits, Model, Progress};
+use flxp_pve::{ClientBuilder, Credentials, Host, PveApi, Secret};
+use flxp_sim::{Scenario, Sim, SimHandle};
+use serde_json::Value;
+
+pub const TOKEN: &str = "root@pam!flxp=7c1e0b5a-4d2f-4e8a-9b6c-1a2b3c4d5e6f";
+pub const GIB: u64 = 1 << 30;
+
+/// The built-in scenarios.
+pub const DEMO: &str = include_str!("../../../flxp-sim/scenarios/demo.json");
+pub const UNBALANCED: &str = include_str!("../../../flxp-sim/scenarios/unbalanced.json");
+
+/// A running simulated zone.
+pub struct Zone {
+    pub handle: SimHandle,
+    pub sim: Sim,
+    pub api: Arc<dyn PveApi>,
+}
+
+/// Starts a scenario document at a time scale (simulated seconds per real second).
+pub async fn zone(doc: &str, time_scale: f64, tweak: impl FnOnce(&mut Value)) -> Zone {
+    let mut v: Value = serde_json::from_str(doc).unwrap();
+    v["sim"]["time_scale"] = time_scale.into();
+    tweak(&mut v);
+    let mut scenario = Scenario::from_value(v).unwrap();
+    scenario.add_token(TOKEN).unwrap();
+    let sim = Sim::new(scenario).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let handle = SimHandle::spawn(listener, sim.clone(), None).unwrap();
+    let (id, secret) = TOKEN.rsplit_once('=').unwrap();
+    let host: Host = format!("http://{}", handle.addr()).parse().unwrap();
+    let client = ClientBuilder::new(
+        vec![host],
+        Credentials::Token {
+            id: id.into(),
+            secret: Secret::new(secret),
+        },
+    )
+    .timeout(Duration::from_secs(10))
+    .build()
+    .unwrap();
+    Zone {
+        handle,
+        sim,
+        api: Arc::new(client),
+    }
+}
+
+impl Zone {
+    /// An executor on this zone, polling fast, with the simulated clock.
+    pub fn executor(&self, limits: Limits) -> Executor {
+        let sim = self.sim.clone();
+        Executor::new("sim", Arc::clone(&self.api), placer())
+            .with_options(ExecuteOptions {
+                limits,
+                poll: Duration::from_millis(10),
+                timeout: Duration::from_secs(60),
+                drain_timeout: Duration::from_secs(30),
+                ..ExecuteOptions::default()
+            })
+            .with_clock(Arc::new(move || sim.now() as i64))
+    }
+
+    /// The simulated world now, as a snapshot.
+    pub fn snapshot(&self) -> Snapshot {
+        self.sim.world().snapshot()
+    }
+
+    /// The model of the world now.
+    pub fn model(&self) -> Model {
+        Model::build(&self.snapshot(), &Overrides::default()).unwrap()
+    }
+
+    /// The node a guest is on now.
+    pub fn node_of(&self, vmid: u32) -> String {
+        self.sim.world().guests[&vmid].node.clone()
+    }
+
+    /// Migration tasks the world ran, per guest (`qmigrate`/`vzmigrate`, started by anyone).
+    pub fn migrations_of(&self, vmid: u32) -> usize {
+        self.sim
+            .world()
+            .tasks
+            .all()
+            .iter()
+            .filter(|t| matches!(t.kind.as_str(), "qmigrate" | "vzmigrate"))
+            .filter(|t| t.id == vmid.to_string())
+            .count()
+    }
+
+    pub async fn shutdown(self) {
+        self.handle.shutdown().await.unwrap();
+    }
+}
+
+/// The placement pipeline with default options.
+pub fn placer() -> Arc<Placer> {
+    Arc::new(Placer::new(PlacementOptions::default(), Vec::new()).unwrap())
+}
+
+/// The memory spread of a model.
+pub fn spread(model: &Model) -> f64 {
+    balance::imbalance(
+        &model.cluster,
+        &model.state,
+        Measure::Spread,
+        Metric::Memory,
+    )
+}
+
+/// Watches the simulated world at every event: no node over its memory, no hard rule broken that
+/// was not broken at the start. Also keeps the events.
+pub struct Watch {
+    sim: Sim,
+    start: Vec<Violation>,
+    pub events: Mutex<Vec<Event>>,
+    pub problems: Mutex<Vec<String>>,
+}
+
+impl Watch {
+    pub fn new(zone: &Zone) -> Arc<Self> {
+        let m = zone.model();
+        Arc::new(Self {
+            sim: zone.sim.clone(),
+            start: violations(&m.cluster, &m.rules, &m.state),
+            events: Mutex::new(Vec::new()),
+            problems: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn check(&self, when: &str) {
+        let w = self.sim.world();
+        let mut problems = Vec::new();
+        // What the nodes really carry (the simulator's own stats are capped at the node's size).
+        for (name, n) in &w.nodes {
+            let guests: u64 = w
+                .guests
+                .values()
+                .filter(|g| g.node == *name)
+                .map(|g| g.host_mem())
+                .sum();
+            let reserved: u64 = w
+                .reservations
+                .values()
+                .filter(|(t, _)| t == name)
+                .map(|(_, b)| b)
+                .sum();
+            let used = n.base_mem + guests + reserved;
+            if used > n.maxmem {
+                problems.push(format!("{when}: {name} carries {used} of {}", n.maxmem));
+            }
+        }
+        let m = Model::build(&w.snapshot(), &Overrides::default()).unwrap();
+        drop(w);
+        for v in violations(&m.cluster, &m.rules, &m.state) {
+            if !self.start.contains(&v) {
+                problems.push(format!("{when}: new violation {v}"));
+            }
+        }
+        self.problems.lock().unwrap().extend(problems);
+    }
+
+    pub fn events(&self) -> Vec<Event> {
+        self.events.lock().unwrap().clone()
+    }
+
+    pub fn problems(&self) -> Vec<String> {
+        self.problems.lock().unwrap().clone()
+    }
+}
+
+impl Progress for Watch {
+    fn event(&self, event: &Event) {
+        match event {
+            Event::Started { vmid, .. } => self.check(&format!("start of {vmid}")),
+            Event::Done { vmid, .. } => self.check(&format!("end of {vmid}")),
+            _ => {}
+        }
+        self.events.lock().unwrap().push(event.clone());
+    }
+
+    fn wants_fractions(&self) -> bool {
+        false
+    }
+}
