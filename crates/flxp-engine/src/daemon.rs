@@ -459,3 +459,6 @@ impl Daemon {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -3,5 +3,6 @@
 #![allow(clippy::unwrap_used)]
 
 mod collect;
+mod daemon;
 mod execute;
 mod support;

@@ -1,0 +1,153 @@
+//! The daemon against the simulator: evacuating maintenance nodes, the trigger's hold count,
+//! stopping while migrations run, on-demand rounds.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flxp_core::Overrides;
+use flxp_core::balance::{BalanceOptions, Trigger};
+use flxp_engine::{Daemon, DaemonOptions, Error, Event, ExecuteOptions, Progress, Zone};
+use tokio::sync::Notify;
+
+use crate::support::{self, DEMO, UNBALANCED, placer, spread, zone};
+
+fn options(hold: u32) -> DaemonOptions {
+    DaemonOptions {
+        interval: Duration::from_secs(3600),
+        balance: BalanceOptions {
+            trigger: Trigger {
+                hold,
+                ..Trigger::default()
+            },
+            ..BalanceOptions::default()
+        },
+        execute: ExecuteOptions {
+            poll: Duration::from_millis(10),
+            timeout: Duration::from_secs(60),
+            ..ExecuteOptions::default()
+        },
+        ..DaemonOptions::default()
+    }
+}
+
+fn daemon(z: &support::Zone, overrides: Overrides, options: DaemonOptions) -> Daemon {
+    let sim = z.sim.clone();
+    Daemon::new(
+        vec![Zone {
+            name: "lab".into(),
+            api: Arc::clone(&z.api),
+            overrides,
+        }],
+        placer(),
+        options,
+    )
+    .with_clock(Arc::new(move || sim.now() as i64))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_evacuates_a_node_the_config_puts_in_maintenance() {
+    let z = zone(DEMO, 500.0, |_| {}).await;
+    let overrides = Overrides {
+        maintenance: BTreeSet::from(["pve4".to_owned()]),
+        ..Overrides::default()
+    };
+    let d = daemon(&z, overrides, options(3));
+    let report = d.run_round("lab").await.unwrap();
+    let evac = report.evacuation.as_ref().unwrap();
+    assert!(!evac.plan.migrations.is_empty(), "{}", evac.plan.summary);
+    let execution = evac.execution.as_ref().unwrap();
+    assert!(execution.is_clean(), "{execution:#?}");
+    assert!(
+        report.balance.is_none(),
+        "no balancing in a round that evacuated"
+    );
+    assert_eq!(report.next_in(), Duration::from_secs(3600));
+    let left: Vec<u32> = z
+        .sim
+        .world()
+        .guests
+        .values()
+        .filter(|g| g.node == "pve4")
+        .map(|g| g.vmid)
+        .collect();
+    assert_eq!(left, [151], "only the flxp.ignore guest stays");
+    assert_eq!(d.last_report("lab"), Some(report));
+    z.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_trigger_holds_for_its_count_then_the_round_balances() {
+    let z = zone(UNBALANCED, 500.0, |_| {}).await;
+    let d = daemon(&z, Overrides::default(), options(3));
+    let before = spread(&z.model());
+    for held in 1..=2 {
+        let r = d.run_round("lab").await.unwrap();
+        let t = r.trigger.as_ref().unwrap();
+        assert!(!t.act, "{}", t.reason);
+        assert_eq!(t.held, held);
+        assert!(r.balance.is_none());
+        assert_eq!(d.held("lab"), Some(held));
+    }
+    let r = d.run_round("lab").await.unwrap();
+    assert!(r.trigger.as_ref().unwrap().act);
+    let b = r.balance.as_ref().unwrap();
+    assert!(b.execution.as_ref().unwrap().is_clean());
+    assert!(r.migrations_done() >= 3);
+    assert_eq!(d.held("lab"), Some(0), "the count restarts after acting");
+    assert!(spread(&z.model()) < before - 20.0);
+    z.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_unknown_zone_is_named() {
+    let z = zone(UNBALANCED, 500.0, |_| {}).await;
+    let d = daemon(&z, Overrides::default(), options(1));
+    let e = d.run_round("nope").await.unwrap_err();
+    assert!(matches!(e, Error::UnknownZone { .. }));
+    assert_eq!(
+        e.to_string(),
+        r#"zone "nope" is not managed here; zones: lab"#
+    );
+    z.shutdown().await;
+}
+
+/// Signals the first started migration.
+struct FirstStart(Arc<Notify>);
+
+impl Progress for FirstStart {
+    fn event(&self, event: &Event) {
+        if matches!(event, Event::Started { .. }) {
+            self.0.notify_one();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_starts_nothing_new_and_waits_for_running_migrations() {
+    // 20x: an 8 GiB migration takes 0.4 s.
+    let z = zone(UNBALANCED, 20.0, |_| {}).await;
+    let started = Arc::new(Notify::new());
+    let d = daemon(&z, Overrides::default(), options(1))
+        .with_progress(Arc::new(FirstStart(Arc::clone(&started))));
+    let when_started = Arc::clone(&started);
+    d.run(async move { when_started.notified().await }).await;
+    let report = d.last_report("lab").unwrap();
+    let execution = report.balance.as_ref().unwrap().execution.as_ref().unwrap();
+    assert_eq!(
+        execution.stopped.as_deref(),
+        Some("a stop was requested"),
+        "{execution:#?}"
+    );
+    assert!(
+        !execution.done.is_empty(),
+        "the running migration was waited for"
+    );
+    assert!(execution.unfinished.is_empty());
+    let planned = report.balance.as_ref().unwrap().plan.migrations.len();
+    assert!(execution.done.len() < planned, "nothing new started");
+    let locked = z.sim.world().guests.values().any(|g| g.lock().is_some());
+    assert!(!locked, "no migration left running");
+    assert!(d.is_stopped());
+    z.shutdown().await;
+}
