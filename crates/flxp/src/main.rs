@@ -3,6 +3,7 @@
 mod cli;
 mod config;
 mod output;
+mod serve;
 mod size;
 
 use std::process::ExitCode;

@@ -46,6 +46,7 @@ pub use sections::{
     ApiSection, ComputeProfile, DaemonSection, Image, MigrationSection, Network, NodeOverride,
     PlacementSection, StorageProfile,
 };
+pub use sections::CreateVmSection;
 
 /// Where the config file is when neither `--config` nor `FLXP_CONFIG` says.
 pub const DEFAULT_PATH: &str = "/etc/flxp/flxp.toml";
@@ -80,6 +81,8 @@ pub struct Config {
     pub images: BTreeMap<String, Image>,
     /// Networks for `createVM` interfaces.
     pub networks: BTreeMap<String, Network>,
+    /// How `createVM` carries out its steps.
+    pub create_vm: CreateVmSection,
 }
 
 /// A mistake in the config file, with its place.
@@ -109,6 +112,20 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
+
+impl ConfigError {
+    /// A mistake found after parsing (e.g. against the live cluster at start), placed at the
+    /// dotted `key` (or its deepest existing parent) in the file's `text`.
+    pub fn at_key(text: &str, file: &Path, key: &str, message: impl Into<String>) -> Self {
+        let segments: Vec<&str> = key.split('.').collect();
+        Self {
+            file: file.to_path_buf(),
+            place: locate::Locator::new(text).find(&segments),
+            key: key.to_owned(),
+            message: message.into(),
+        }
+    }
+}
 
 impl Config {
     /// The config path: the flag, else `FLXP_CONFIG` (clap fills the flag from it), else the default.
@@ -287,6 +304,16 @@ impl Config {
                     ));
                 }
             }
+        }
+        let c = &self.create_vm;
+        if c.poll_ms == 0 || c.timeout_secs == 0 || c.reservation_ttl_secs == 0 {
+            return Err((
+                "create-vm".into(),
+                "poll-ms, timeout-secs and reservation-ttl-secs must be at least 1".into(),
+            ));
+        }
+        if self.api.ready_secs == Some(0) {
+            return Err(("api.ready-secs".into(), "must be at least 1 second".into()));
         }
         for (id, n) in &self.networks {
             if n.bridge.is_empty() {
@@ -515,5 +542,44 @@ vlan = 100
             !dbg.contains("hunter2") && !dbg.contains("t0ps3cret"),
             "{dbg}"
         );
+    }
+}
+
+#[cfg(test)]
+mod create_vm_section_tests {
+    // Tests may panic on unexpected errors: that is the failure report.
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn the_create_vm_section_reads_with_defaults_and_checks_its_values() {
+        let c = Config::parse("", Path::new("flxp.toml")).unwrap();
+        assert_eq!(c.create_vm.poll_ms, 1000);
+        assert_eq!(c.create_vm.timeout_secs, 900);
+        assert!(!c.create_vm.full_clone);
+        assert_eq!(c.create_vm.reservation_ttl_secs, 300);
+        let c = Config::parse(
+            "[create-vm]\npoll-ms = 50\nfull-clone = true\n[api]\nready-secs = 30\n",
+            Path::new("flxp.toml"),
+        )
+        .unwrap();
+        assert_eq!(c.create_vm.poll_ms, 50);
+        assert!(c.create_vm.full_clone);
+        assert_eq!(c.api.ready_secs, Some(30));
+        let e = Config::parse("[create-vm]\npoll-ms = 0\n", Path::new("flxp.toml")).unwrap_err();
+        assert_eq!((e.key.as_str(), e.place.map(|p| p.line)), ("create-vm", Some(1)));
+        let e = Config::parse("\n[create-vm]\npol-ms = 5\n", Path::new("flxp.toml")).unwrap_err();
+        assert_eq!(e.place.map(|p| p.line), Some(3), "{e}");
+        assert!(e.message.contains("unknown field `pol-ms`"), "{e}");
+        let e = Config::parse("[api]\nready-secs = 0\n", Path::new("flxp.toml")).unwrap_err();
+        assert_eq!((e.key.as_str(), e.place.map(|p| p.line)), ("api.ready-secs", Some(2)));
+    }
+
+    #[test]
+    fn a_live_mistake_is_placed_at_its_key() {
+        let text = "[zones.eu]\nhosts = [\"a\"]\n\n[images.u]\ntemplate = 9000\n";
+        let e = ConfigError::at_key(text, Path::new("f.toml"), "images.u.template", "gone");
+        assert_eq!(e.to_string(), "config file f.toml:5:1: images.u.template: gone");
     }
 }

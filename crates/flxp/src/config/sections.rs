@@ -61,6 +61,12 @@ pub struct MigrationSection {
     pub poll_secs: u64,
     /// Live-migrate local disks too (`with-local-disks`) when the precondition check asks for it.
     pub with_local_disks: bool,
+    /// Most replans in one round: when the cluster keeps changing under the plan, the round ends
+    /// after this many and the next one starts afresh (0: never replan, stop at the first change).
+    pub max_replans: u32,
+    /// On a stop (Ctrl-C, SIGTERM), how many seconds running migrations are still followed before
+    /// flxp exits; Proxmox carries on with any still running.
+    pub drain_timeout_secs: u64,
 }
 
 impl Default for MigrationSection {
@@ -72,6 +78,8 @@ impl Default for MigrationSection {
             timeout_secs: 3600,
             poll_secs: 2,
             with_local_disks: true,
+            max_replans: 10,
+            drain_timeout_secs: 600,
         }
     }
 }
@@ -131,6 +139,9 @@ pub struct ApiSection {
     pub listen: Option<String>,
     /// Bearer tokens accepted by the API.
     pub tokens: Vec<SecretSource>,
+    /// `/readyz` counts a zone as reachable when Proxmox answered within this many seconds; it
+    /// is probed at a quarter of that (default 60).
+    pub ready_secs: Option<u64>,
 }
 
 /// `[overrides.<zone>.<node>]`: what the config says about a node instead of its notes.
@@ -188,7 +199,6 @@ pub struct Image {
 
 /// `[networks.<id>]`: a network a VM interface can join.
 #[derive(Debug, Clone, Deserialize)]
-#[allow(dead_code)] // model and firewall are read when `createVM` builds `net0` (flxp serve)
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct Network {
     /// Linux bridge (`vmbr0`).
@@ -202,4 +212,30 @@ pub struct Network {
     /// Proxmox firewall on the interface.
     #[serde(default)]
     pub firewall: bool,
+}
+
+/// `[create-vm]`: how `createVM` carries out its Proxmox steps.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct CreateVmSection {
+    /// Milliseconds between task status polls (clone, start, cleanup).
+    pub poll_ms: u64,
+    /// Give up following one task after this many seconds.
+    pub timeout_secs: u64,
+    /// Always make full clones, never linked ones.
+    pub full_clone: bool,
+    /// Seconds a created VM's reservation is kept when no snapshot shows it running (a VM stopped
+    /// at once); normally the first snapshot that shows it ends the reservation.
+    pub reservation_ttl_secs: u64,
+}
+
+impl Default for CreateVmSection {
+    fn default() -> Self {
+        Self {
+            poll_ms: 1000,
+            timeout_secs: 900,
+            full_clone: false,
+            reservation_ttl_secs: 300,
+        }
+    }
 }

@@ -1,0 +1,154 @@
+//! The embedded default: with no config file, `flxp serve` runs on a simulated zone so a newcomer
+//! can try it at once. The simulator (`Scenario::demo()`: four nodes, about twenty guests, the
+//! cloud-init template 9000 `ubuntu-2404` on shared `ceph`) serves HTTPS on a free loopback port,
+//! and the zone `sim` pins its certificate. Its profiles, image and network have fixed names so
+//! examples and scripts can rely on them: compute profiles `small`, `medium`, `large`, storage
+//! profile `standard`, image `ubuntu-2404`, network `100`.
+
+use std::path::Path;
+
+use anyhow::Context;
+use flxp_sim::auth::TokenSpec;
+use flxp_sim::{Scenario, Sim, SimHandle, TlsIdentity};
+
+use crate::config::Config;
+
+/// The name of the embedded zone.
+pub const ZONE: &str = "sim";
+
+/// A real (public) ed25519 key for the printed example request; its private half was deleted.
+pub const EXAMPLE_KEY: &str =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDFkLyOVoSrwEOe/Cu8ginHKAlfTmvX5GwdqB8dB9MYm flxp@example";
+
+/// The running simulator and the config that points at it.
+pub struct Embedded {
+    /// The simulator, until shut down.
+    pub handle: SimHandle,
+    /// The config of the `sim` zone and its catalog.
+    pub config: Config,
+}
+
+/// The catalog of the embedded zone (everything but the zone's address and credentials).
+const CATALOG: &str = r#"
+[compute-profiles.small]
+cores = 1
+memory = "1GiB"
+
+[compute-profiles.medium]
+cores = 2
+memory = "4GiB"
+
+[compute-profiles.large]
+cores = 4
+memory = "8GiB"
+
+[storage-profiles.standard]
+storage = "ceph"
+disk = "32GiB"
+
+[images.ubuntu-2404]
+template = 9000
+
+[networks."100"]
+bridge = "vmbr0"
+vlan = 100
+
+[create-vm]
+poll-ms = 250
+"#;
+
+/// Starts the simulator on a free loopback port and builds the config of zone `sim`.
+pub async fn start() -> anyhow::Result<Embedded> {
+    let mut scenario = Scenario::demo();
+    let token = TokenSpec::generate("root@pam", "flxp");
+    scenario.add_token(&token.to_spec_string())?;
+    let identity = TlsIdentity::generate(&["127.0.0.1".to_owned(), "localhost".to_owned()])
+        .context("generating the simulator's certificate")?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .context("binding the simulator to a loopback port")?;
+    let sim = Sim::new(scenario).context("starting the simulated cluster")?;
+    let handle = SimHandle::spawn(listener, sim, Some(&identity))?;
+    let fingerprint = handle.fingerprint().unwrap_or_default().to_owned();
+    let text = format!(
+        "[zones.{ZONE}]\nhosts = [\"{}\"]\ntoken = \"{}\"\ntoken-secret = \"{}\"\nfingerprint = \"{fingerprint}\"\n{CATALOG}",
+        handle.addr(),
+        token.full_id(),
+        token.secret,
+    );
+    let config = Config::parse(&text, Path::new("<embedded>"))
+        .map_err(|e| anyhow::anyhow!("the embedded config is broken: {e}"))?;
+    Ok(Embedded { handle, config })
+}
+
+/// The banner printed on stderr: loud about the simulation, with the URL, the token and a
+/// ready-to-paste request.
+pub fn banner(url: &str, token: &str, generated: bool, sim_url: &str) -> String {
+    let query = format!(
+        "mutation {{ createVM(zone: \\\"{ZONE}\\\", name: \\\"web-server\\\", options: {{ image: \\\"ubuntu-2404\\\", computeProfile: \\\"medium\\\", storageProfile: \\\"standard\\\", sshPublicKey: \\\"{EXAMPLE_KEY}\\\", interfaces: [{{ network: \\\"100\\\" }}], user: \\\"admin\\\", password: \\\"initial-password\\\", backup: false }}) {{ id name host {{ id name }} }} }}"
+    );
+    let token_note = if generated {
+        "generated; set FLXP_API_TOKEN to choose one"
+    } else {
+        "from FLXP_API_TOKEN"
+    };
+    format!(
+        "\
+==================================================================================
+  SIMULATED CLUSTER: no config file was found, so flxp runs on a built-in
+  simulated Proxmox VE zone \"{ZONE}\" (4 nodes, demo guests). Nothing real is touched.
+  To manage real clusters, write /etc/flxp/flxp.toml or pass --config FILE.
+==================================================================================
+  GraphQL API:  {url}/graphql   (GraphiQL: open it in a browser)
+  API token:    {token}   ({token_note})
+  Metrics:      {url}/metrics
+  Simulator:    {sim_url}
+  Profiles:     compute small|medium|large, storage standard, image ubuntu-2404, network 100
+
+  Try it:
+curl -s {url}/graphql \\
+  -H 'Authorization: Bearer {token}' \\
+  -H 'Content-Type: application/json' \\
+  -d '{{\"query\": \"{query}\"}}'
+"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // tests may panic
+
+    use super::*;
+
+    #[test]
+    fn the_catalog_has_the_names_scripts_rely_on() {
+        let text = format!(
+            "[zones.{ZONE}]\nhosts = [\"127.0.0.1:1\"]\ntoken = \"root@pam!flxp\"\ntoken-secret = \"x\"\n{CATALOG}"
+        );
+        let c = Config::parse(&text, Path::new("t")).unwrap();
+        assert_eq!(c.compute_profiles["small"].memory.0, 1 << 30);
+        assert_eq!(c.compute_profiles["medium"].cores, 2);
+        assert_eq!(c.compute_profiles["medium"].memory.0, 4 << 30);
+        assert_eq!(c.compute_profiles["large"].memory.0, 8 << 30);
+        assert_eq!(c.storage_profiles["standard"].storage, "ceph");
+        assert_eq!(c.storage_profiles["standard"].disk.0, 32 << 30);
+        assert_eq!(c.images["ubuntu-2404"].template, Some(9000));
+        assert_eq!(c.networks["100"].vlan, Some(100));
+        flxp_engine::create_vm::check_ssh_key(EXAMPLE_KEY).unwrap();
+    }
+
+    #[test]
+    fn the_banner_request_is_valid_json() {
+        let b = banner("http://127.0.0.1:8080", "tok", true, "https://127.0.0.1:1");
+        let body = b
+            .split("-d '")
+            .nth(1)
+            .unwrap()
+            .trim_end()
+            .trim_end_matches('\'');
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        let q = v["query"].as_str().unwrap();
+        assert!(q.starts_with("mutation { createVM(zone: \"sim\""), "{q}");
+        assert!(b.contains("SIMULATED"));
+    }
+}

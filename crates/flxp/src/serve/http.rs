@@ -1,0 +1,169 @@
+//! The HTTP side: [`router`] (separate from binding, so tests drive it with `oneshot`), bearer
+//! token auth on the API, the GraphiQL page, `/metrics`, `/healthz` and `/readyz`.
+//!
+//! | route | auth | what |
+//! |---|---|---|
+//! | `POST /graphql` | bearer token | the API |
+//! | `GET /graphql` | none | GraphiQL (a static page; its requests carry the token) |
+//! | `GET /metrics` | none | Prometheus text format |
+//! | `GET /healthz` | none | 200 while the process serves |
+//! | `GET /readyz` | none | 200 when every zone answered recently, else 503 |
+
+use async_graphql::ServerError;
+use async_graphql_axum::{GraphQLRequest, GraphQLResponse};
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use serde_json::json;
+
+use super::schema::{Code, FlxpSchema};
+use super::state::AppState;
+
+/// What the handlers share.
+#[derive(Clone)]
+pub struct HttpState {
+    /// The service state.
+    pub app: AppState,
+    /// The GraphQL schema.
+    pub schema: FlxpSchema,
+}
+
+/// The service's routes.
+pub fn router(app: AppState) -> Router {
+    let schema = super::schema::build(app.clone());
+    let state = HttpState { app, schema };
+    let api = axum::routing::post(graphql)
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
+    Router::new()
+        .route("/graphql", get(graphiql).merge(api))
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(state)
+}
+
+/// The token of an `Authorization: Bearer <token>` header.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// 401 unless the request carries an accepted bearer token. The answer never says which part
+/// was wrong beyond "missing" or "not accepted", and never echoes the token.
+async fn require_token(State(s): State<HttpState>, request: Request, next: Next) -> Response {
+    let message = match bearer(request.headers()) {
+        Some(t) if s.app.tokens.accepts(t) => return next.run(request).await,
+        Some(_) => "the bearer token is not accepted",
+        None => "missing bearer token: send Authorization: Bearer <token>",
+    };
+    tracing::debug!(message, "unauthenticated API request");
+    let body = json!({
+        "data": null,
+        "errors": [{ "message": message, "extensions": { "code": Code::Unauthenticated.as_str() } }],
+    });
+    let mut resp = (StatusCode::UNAUTHORIZED, axum::Json(body)).into_response();
+    resp.headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    resp
+}
+
+async fn graphql(State(s): State<HttpState>, req: GraphQLRequest) -> GraphQLResponse {
+    let mut resp = s.schema.execute(req.into_inner()).await;
+    // Errors of the request itself (syntax, unknown fields, wrong types) come from the GraphQL
+    // engine without a code: they are bad input.
+    for e in &mut resp.errors {
+        with_default_code(e);
+    }
+    resp.into()
+}
+
+fn with_default_code(e: &mut ServerError) {
+    let has = e
+        .extensions
+        .as_ref()
+        .is_some_and(|x| x.get("code").is_some());
+    if !has {
+        e.extensions
+            .get_or_insert_with(Default::default)
+            .set("code", Code::BadInput.as_str());
+    }
+}
+
+async fn graphiql() -> Html<&'static str> {
+    Html(GRAPHIQL)
+}
+
+async fn metrics(State(s): State<HttpState>) -> Response {
+    for z in s.app.zones.values() {
+        s.app
+            .metrics
+            .set_reservations(&z.name, z.creator.reservations().len());
+    }
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        s.app.metrics.render(),
+    )
+        .into_response()
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn readyz(State(s): State<HttpState>) -> Response {
+    let mut all = true;
+    let mut zones = serde_json::Map::new();
+    for z in s.app.zones.values() {
+        let ready = z.answered_within(s.app.ready_window);
+        all &= ready;
+        zones.insert(
+            z.name.clone(),
+            json!({
+                "ready": ready,
+                "last_answer_secs_ago": z.last_answer().map(|t| (t.elapsed().as_secs_f64() * 10.0).round() / 10.0),
+            }),
+        );
+    }
+    let status = if all {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, axum::Json(json!({ "ready": all, "zones": zones }))).into_response()
+}
+
+/// GraphiQL from a CDN: the page is static; the user enters the token in its headers editor.
+const GRAPHIQL: &str = r#"<!doctype html>
+<html lang="en">
+<head>
+  <meta charset="utf-8">
+  <title>flxp GraphQL</title>
+  <style>body { margin: 0; height: 100vh; } #graphiql { height: 100vh; }</style>
+  <link rel="stylesheet" href="https://unpkg.com/graphiql@3/graphiql.min.css">
+</head>
+<body>
+  <div id="graphiql">Loading GraphiQL… (the page needs unpkg.com; the API itself is POST /graphql)</div>
+  <script crossorigin src="https://unpkg.com/react@18/umd/react.production.min.js"></script>
+  <script crossorigin src="https://unpkg.com/react-dom@18/umd/react-dom.production.min.js"></script>
+  <script crossorigin src="https://unpkg.com/graphiql@3/graphiql.min.js"></script>
+  <script>
+    const fetcher = GraphiQL.createFetcher({ url: window.location.pathname });
+    const root = ReactDOM.createRoot(document.getElementById('graphiql'));
+    root.render(React.createElement(GraphiQL, {
+      fetcher,
+      defaultHeaders: '{"Authorization": "Bearer <your API token>"}',
+      defaultQuery: '{ zones { name reachable simulated } }',
+      isHeadersEditorEnabled: true,
+      shouldPersistHeaders: false,
+    }));
+  </script>
+</body>
+</html>
+"#;

@@ -1,0 +1,370 @@
+//! `flxp serve`: the GraphQL API (Contract 4), metrics, health, and the daemon loop, for the zones
+//! of the config file or, without one, for the built-in simulated zone.
+//!
+//! [`run`] assembles it: zones with metered API clients and their VM creators, the checks of the
+//! config against the live clusters, the HTTP server ([`http::router`]), the daemon and a
+//! readiness probe, all sharing one [`state::AppState`]. SIGINT/SIGTERM stop it cleanly: the
+//! server finishes open requests, running plans start nothing new and their migrations are
+//! followed to the end (with a timeout), creations in flight complete.
+
+pub mod embedded;
+pub mod http;
+pub mod metered;
+pub mod metrics;
+pub mod preflight;
+pub mod schema;
+pub mod state;
+pub mod zone;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context;
+use flxp_core::placement::Placer;
+use flxp_engine::create_vm::CreateOptions;
+use flxp_engine::daemon::{DaemonOptions, Zone as DaemonZone};
+use flxp_engine::{Creator, Daemon, ExecuteOptions, Limits, Reservations, stop_signal};
+use flxp_pve::{PveApi, TaskWait};
+use tokio::time::Duration;
+
+use crate::config::{Config, DEFAULT_PATH};
+use metered::MeteredApi;
+use metrics::Metrics;
+use state::{AppState, Tokens, Work};
+use zone::Zone;
+
+/// Where `flxp serve` listens unless told otherwise.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+
+/// The environment variable holding an API token.
+pub const TOKEN_ENV: &str = "FLXP_API_TOKEN";
+
+/// How long shutdown waits for creations and migrations in flight.
+const DRAIN: Duration = Duration::from_secs(120);
+
+/// Where the config comes from.
+enum Source {
+    /// A file, with its text (for placing live-check errors).
+    File(PathBuf, String, Config),
+    /// The built-in simulated zone.
+    Embedded(embedded::Embedded),
+}
+
+/// Runs `flxp serve` until SIGINT/SIGTERM.
+pub async fn run(
+    config_flag: Option<PathBuf>,
+    listen_flag: Option<SocketAddr>,
+) -> anyhow::Result<()> {
+    let source = match config_flag {
+        Some(path) => load(path)?,
+        None if Path::new(DEFAULT_PATH).exists() => load(PathBuf::from(DEFAULT_PATH))?,
+        None => Source::Embedded(embedded::start().await?),
+    };
+    let config = match &source {
+        Source::File(_, _, c) => c.clone(),
+        Source::Embedded(e) => e.config.clone(),
+    };
+    let simulated = matches!(source, Source::Embedded(_));
+    let (token, generated) = tokens_for(&config, simulated)?;
+    let listen = match (listen_flag, &config.api.listen) {
+        (Some(a), _) => a,
+        (None, Some(text)) => text.parse().context("api.listen")?,
+        (None, None) => DEFAULT_LISTEN
+            .parse()
+            .context("the default listen address")?,
+    };
+
+    let (stop_handle, stop) = stop_signal();
+    let state = build(&config, token.tokens, simulated, stop.clone())?;
+
+    if let Source::File(path, text, _) = &source {
+        preflight(&state, &config, text, path).await?;
+    }
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    let addr = listener.local_addr()?;
+    let url = format!("http://{addr}");
+    match &source {
+        Source::Embedded(e) => eprintln!(
+            "{}",
+            embedded::banner(
+                &url,
+                &token.shown.unwrap_or_default(),
+                generated,
+                &e.handle.base_url()
+            )
+        ),
+        Source::File(path, _, _) => eprintln!(
+            "flxp serve: {} zone(s) from {}; GraphQL API at {url}/graphql",
+            state.zones.len(),
+            path.display()
+        ),
+    }
+    tracing::debug!(tokens = state.tokens.len(), "API tokens accepted");
+    // Tests and scripts find the port here, even with logs turned down.
+    eprintln!("flxp serve: listening on {url}");
+
+    tokio::spawn({
+        let handle = stop_handle;
+        async move {
+            shutdown_signal().await;
+            tracing::info!("shutting down: finishing requests, creations and migrations in flight");
+            handle.stop();
+        }
+    });
+    let probe = tokio::spawn(probe_loop(state.clone()));
+    let daemon = daemon(&config, &state);
+    let server = {
+        let mut stop = stop.clone();
+        axum::serve(listener, http::router(state.clone()))
+            .with_graceful_shutdown(async move { stop.stopped().await })
+    };
+    let daemon_run = {
+        let mut stop = stop.clone();
+        async move { daemon.run(async move { stop.stopped().await }).await }
+    };
+    let (served, ()) = tokio::join!(server, daemon_run);
+    probe.abort();
+    if !state.work.idle(DRAIN).await {
+        tracing::warn!(
+            running = state.work.running(),
+            "creations or migrations still running after {} s; exiting anyway",
+            DRAIN.as_secs()
+        );
+    }
+    if let Source::Embedded(e) = source {
+        e.handle.shutdown().await.ok();
+    }
+    served.context("the HTTP server failed")?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn load(path: PathBuf) -> anyhow::Result<Source> {
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("config file {} cannot be read", path.display()))?;
+    let config = Config::parse(&text, &path)?;
+    tracing::debug!(config = %path.display(), "read the config file");
+    Ok(Source::File(path, text, config))
+}
+
+/// The accepted tokens and the one to show (embedded mode only).
+struct TokenSet {
+    tokens: Tokens,
+    shown: Option<String>,
+}
+
+/// Tokens from `[api].tokens` and `FLXP_API_TOKEN`; the embedded zone generates one if neither
+/// gives any. A config without tokens is refused: the API would be open to anyone.
+fn tokens_for(config: &Config, simulated: bool) -> anyhow::Result<(TokenSet, bool)> {
+    let mut list: Vec<String> = Vec::new();
+    for (i, t) in config.api.tokens.iter().enumerate() {
+        let value = match (&t.value, &t.env, &t.file) {
+            (Some(v), _, _) => v.clone(),
+            (_, Some(var), _) => std::env::var(var).with_context(|| {
+                format!("api.tokens[{i}]: environment variable {var} is not set")
+            })?,
+            (_, _, Some(file)) => std::fs::read_to_string(file)
+                .with_context(|| format!("api.tokens[{i}]: cannot read {}", file.display()))?
+                .trim_end()
+                .to_owned(),
+            _ => anyhow::bail!("api.tokens[{i}]: give one of value, env or file"),
+        };
+        if value.is_empty() {
+            anyhow::bail!("api.tokens[{i}]: the token is empty");
+        }
+        list.push(value);
+    }
+    let env = std::env::var(TOKEN_ENV)
+        .ok()
+        .filter(|t| !t.trim().is_empty());
+    if let Some(t) = &env {
+        list.push(t.trim().to_owned());
+    }
+    let mut generated = false;
+    if list.is_empty() {
+        if !simulated {
+            anyhow::bail!(
+                "no API token: set [api].tokens in the config file or {TOKEN_ENV}, so that the API is not open to anyone"
+            );
+        }
+        list.push(state::generate_token()?);
+        generated = true;
+    }
+    let shown = simulated.then(|| list.last().cloned()).flatten();
+    Ok((
+        TokenSet {
+            tokens: Tokens::new(list.iter().map(String::as_str)),
+            shown,
+        },
+        generated,
+    ))
+}
+
+/// The placement pipeline the config describes.
+fn placer(config: &Config) -> anyhow::Result<Placer> {
+    let policies = config
+        .policies()
+        .map_err(|(k, m)| anyhow::anyhow!("{k}: {m}"))?;
+    Ok(Placer::new(config.placement_options(), policies)?)
+}
+
+/// How plans are carried out, from `[migration]`.
+pub fn execute_options(config: &Config) -> ExecuteOptions {
+    let m = &config.migration;
+    ExecuteOptions {
+        limits: Limits {
+            parallel: m.parallel,
+            per_node_in: m.per_node_in,
+            per_node_out: m.per_node_out,
+        },
+        poll: Duration::from_secs(m.poll_secs),
+        timeout: Duration::from_secs(m.timeout_secs),
+        with_local_disks: m.with_local_disks,
+        ..ExecuteOptions::default()
+    }
+}
+
+/// The shared state: zones with metered clients and creators, tokens, metrics.
+fn build(
+    config: &Config,
+    tokens: Tokens,
+    simulated: bool,
+    stop: flxp_engine::Stop,
+) -> anyhow::Result<AppState> {
+    let metrics = Arc::new(Metrics::new());
+    let placer = Arc::new(placer(config)?);
+    let c = &config.create_vm;
+    let create = CreateOptions {
+        wait: TaskWait {
+            interval: Duration::from_millis(c.poll_ms),
+            timeout: Some(Duration::from_secs(c.timeout_secs)),
+            log_lines: 20,
+        },
+        full_clone: c.full_clone,
+        ..CreateOptions::default()
+    };
+    let mut zones = BTreeMap::new();
+    for (name, zc) in &config.zones {
+        let client = flxp_pve::Client::from_zone(zc).with_context(|| format!("zone {name}"))?;
+        let last = Arc::new(Mutex::new(None));
+        let api: Arc<dyn PveApi> = Arc::new(MeteredApi::new(
+            Arc::new(client),
+            name,
+            Arc::clone(&metrics),
+            Arc::clone(&last),
+        ));
+        let creator = Creator::new(
+            Arc::clone(&api),
+            Arc::clone(&placer),
+            Reservations::new(Duration::from_secs(c.reservation_ttl_secs)),
+            create.clone(),
+        );
+        let zone = Zone::new(name, api, config.overrides(name), creator, last);
+        zones.insert(name.clone(), Arc::new(zone));
+    }
+    Ok(AppState {
+        zones: Arc::new(zones),
+        config: Arc::new(config.clone()),
+        placer,
+        metrics,
+        tokens: Arc::new(tokens),
+        ready_window: Duration::from_secs(config.api.ready_secs.unwrap_or(60)),
+        simulated,
+        execute: execute_options(config),
+        stop,
+        work: Arc::new(Work::default()),
+    })
+}
+
+/// Reads every zone once and checks the config's catalog against them.
+async fn preflight(
+    state: &AppState,
+    config: &Config,
+    text: &str,
+    path: &Path,
+) -> anyhow::Result<()> {
+    let mut models = Vec::new();
+    for z in state.zones.values() {
+        match z.model().await {
+            Ok(m) => models.push((z.name.as_str(), m)),
+            Err(e) => {
+                tracing::warn!(zone = %z.name, error = %e, "zone not reachable at start; the config is checked against the others")
+            }
+        }
+    }
+    let clusters: preflight::Clusters = models.iter().map(|(n, m)| (*n, &m.cluster)).collect();
+    preflight::check(config, &clusters, text, path)?;
+    Ok(())
+}
+
+/// The daemon over every zone (or `[daemon].zones`), reporting migrations to the metrics.
+fn daemon(config: &Config, state: &AppState) -> Daemon {
+    let zones: Vec<DaemonZone> = state
+        .zones
+        .values()
+        .filter(|z| config.daemon.zones.is_empty() || config.daemon.zones.contains(&z.name))
+        .map(|z| DaemonZone {
+            name: z.name.clone(),
+            api: Arc::clone(&z.api),
+            overrides: z.overrides.clone(),
+        })
+        .collect();
+    let options = DaemonOptions {
+        interval: Duration::from_secs(config.daemon.interval_secs),
+        rebalance: config.daemon.rebalance,
+        evacuate: config.daemon.evacuate,
+        balance: config.balance.clone(),
+        evacuation: config.evacuate.clone(),
+        execute: execute_options(config),
+        ..DaemonOptions::default()
+    };
+    let metrics = Arc::clone(&state.metrics);
+    Daemon::new(zones, Arc::clone(&state.placer), options).on_round(Arc::new(move |r| {
+        metrics.migrations(&r.zone, "done", r.migrations_done() as u64);
+        metrics.migrations(&r.zone, "failed", r.migrations_failed() as u64);
+        if let Some(e) = &r.error {
+            tracing::warn!(zone = %r.zone, error = %e, "daemon round could not run");
+        }
+    }))
+}
+
+/// Keeps `/readyz` current: asks each zone for its version when it has been quiet.
+async fn probe_loop(state: AppState) {
+    let every = (state.ready_window / 4).max(Duration::from_secs(1));
+    loop {
+        for z in state.zones.values() {
+            if !z.answered_within(every) {
+                if let Err(e) = z.api.version().await {
+                    tracing::warn!(zone = %z.name, error = %e, "zone not reachable");
+                }
+            }
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+}

@@ -1,0 +1,297 @@
+//! Mutations: `createVM`, `rebalance` and `evacuate`. Each runs as its own task, so a client that
+//! hangs up does not abort a creation or a migration half-way; shutdown waits for them.
+
+use std::fmt::Display;
+use std::sync::Arc;
+
+use async_graphql::{Context, ID, Object, Result};
+use flxp_engine::create_vm::{ImageSource, Nic};
+use flxp_engine::{CreateError, Executor, Goal, VmRequest};
+use flxp_pve::Secret;
+use tokio::time::Instant;
+
+use super::query::{core_error, evacuation, state};
+use super::types::{CreateVmOptions, Host, PlanResult, RunResult, Vm};
+use super::{ApiError, Code};
+use crate::serve::state::AppState;
+
+/// The mutation root.
+#[derive(Debug, Default)]
+pub struct Mutation;
+
+/// `UNKNOWN_PROFILE`-style error listing what is configured.
+pub(super) fn unknown<'a>(
+    what: &str,
+    id: &str,
+    known: impl Iterator<Item = &'a String>,
+) -> ApiError {
+    let code = match what {
+        "image" => Code::UnknownImage,
+        "network" => Code::UnknownNetwork,
+        _ => Code::UnknownProfile,
+    };
+    let known: Vec<&str> = known.map(String::as_str).collect();
+    ApiError::new(
+        code,
+        format!(
+            "{what} {id:?} is not configured; configured: {}",
+            if known.is_empty() {
+                "none".to_owned()
+            } else {
+                known.join(", ")
+            }
+        ),
+    )
+}
+
+#[Object]
+impl Mutation {
+    /// Creates a VM: places it (or checks the named host), clones the image's template, sets the
+    /// profiles, cloud-init, interfaces, tags and backup flag, and starts it.
+    #[graphql(name = "createVM")]
+    async fn create_vm(
+        &self,
+        ctx: &Context<'_>,
+        zone: String,
+        name: String,
+        host: Option<String>,
+        options: CreateVmOptions,
+    ) -> Result<Vm> {
+        let s = state(ctx)?;
+        let started = Instant::now();
+        let result = create(s, &zone, name, host, options).await;
+        match &result {
+            Ok(_) => {
+                s.metrics.create_vm(&zone, "success");
+                s.metrics
+                    .create_vm_seconds
+                    .get_or_create(&crate::serve::metrics::ZoneLabel { zone: zone.clone() })
+                    .observe(started.elapsed().as_secs_f64());
+            }
+            Err(e) => s.metrics.create_vm(&zone, e.code.outcome()),
+        }
+        Ok(result?)
+    }
+
+    /// Rebalances a zone now: plans, and carries the plan out unless `dryRun`.
+    async fn rebalance(
+        &self,
+        ctx: &Context<'_>,
+        zone: String,
+        #[graphql(default = false)] dry_run: bool,
+    ) -> Result<RunResult> {
+        let s = state(ctx)?;
+        let z = s.zone(&zone)?;
+        if dry_run {
+            let (model, st) = s.model(z).await?;
+            let plan = flxp_core::balance::plan(
+                &model.cluster,
+                &model.rules,
+                &st,
+                &s.placer,
+                &s.config.balance,
+            )
+            .map_err(core_error)?;
+            return Ok(dry(&plan));
+        }
+        Ok(run(s, &zone, Goal::Balance(s.config.balance.clone())).await?)
+    }
+
+    /// Empties a node: plans its evacuation, and carries it out unless `dryRun`.
+    async fn evacuate(
+        &self,
+        ctx: &Context<'_>,
+        zone: String,
+        node: String,
+        #[graphql(default = false)] dry_run: bool,
+    ) -> Result<RunResult> {
+        let s = state(ctx)?;
+        let z = s.zone(&zone)?;
+        let (model, st) = s.model(z).await?;
+        let plan = evacuation(s, &model, &st, &node)?;
+        if dry_run {
+            return Ok(dry(&plan));
+        }
+        let name = model
+            .cluster
+            .node_idx_loose(&node)
+            .map(|i| model.cluster.node(i).name.clone())
+            .unwrap_or(node);
+        let goal = Goal::Evacuate {
+            nodes: vec![name],
+            options: s.config.evacuate.clone(),
+        };
+        Ok(run(s, &zone, goal).await?)
+    }
+}
+
+fn dry(plan: &flxp_core::balance::Plan) -> RunResult {
+    RunResult {
+        plan: PlanResult::from(plan),
+        executed: false,
+        done: 0,
+        failed: Vec::new(),
+        report: None,
+    }
+}
+
+/// Plans and carries out a goal in its own task.
+async fn run(s: &AppState, zone: &str, goal: Goal) -> Result<RunResult, ApiError> {
+    let z = s.zone(zone)?;
+    let executor = Executor::new(zone, Arc::clone(&z.api), Arc::clone(&s.placer))
+        .with_overrides(z.overrides.clone())
+        .with_options(s.execute.clone())
+        .with_stop(s.stop.clone());
+    let metrics = Arc::clone(&s.metrics);
+    let zone_name = zone.to_owned();
+    let task = s.work.spawn(async move {
+        let plan = executor.plan(&goal).await?;
+        let report = if plan.is_empty() {
+            None
+        } else {
+            Some(executor.execute(plan.clone(), &goal).await)
+        };
+        Ok::<_, flxp_engine::Error>((plan, report))
+    });
+    let (plan, report) = task
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(|e| match e {
+            flxp_engine::Error::Plan { source } => core_error(source),
+            flxp_engine::Error::UnknownNode { .. } => {
+                ApiError::new(Code::UnknownNode, e.to_string())
+            }
+            other => ApiError::new(Code::Unavailable, chain(&other)),
+        })?;
+    if let Some(r) = &report {
+        metrics.migrations(&zone_name, "done", r.done.len() as u64);
+        metrics.migrations(&zone_name, "failed", r.failed.len() as u64);
+    }
+    Ok(RunResult {
+        plan: PlanResult::from(&plan),
+        executed: true,
+        done: report
+            .as_ref()
+            .map_or(0, |r| u32::try_from(r.done.len()).unwrap_or(u32::MAX)),
+        failed: report
+            .as_ref()
+            .map(|r| {
+                r.failed
+                    .iter()
+                    .map(|f| format!("{} ({}) {} → {}: {}", f.vmid, f.name, f.from, f.to, f.error))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        report: report.map(|r| async_graphql::Json(serde_json::to_value(&r).unwrap_or_default())),
+    })
+}
+
+fn chain(e: &dyn std::error::Error) -> String {
+    crate::serve::zone::chain(e)
+}
+
+/// Resolves names to a [`VmRequest`] and creates the VM in its own task.
+async fn create(
+    s: &AppState,
+    zone: &str,
+    name: String,
+    host: Option<String>,
+    o: CreateVmOptions,
+) -> Result<Vm, ApiError> {
+    let z = s.zone(zone)?;
+    let c = &s.config;
+    let compute = c.compute_profiles.get(&o.compute_profile).ok_or_else(|| {
+        unknown(
+            "compute profile",
+            &o.compute_profile,
+            c.compute_profiles.keys(),
+        )
+    })?;
+    let storage = c.storage_profiles.get(&o.storage_profile).ok_or_else(|| {
+        unknown(
+            "storage profile",
+            &o.storage_profile,
+            c.storage_profiles.keys(),
+        )
+    })?;
+    let image = c
+        .images
+        .get(&o.image)
+        .ok_or_else(|| unknown("image", &o.image, c.images.keys()))?;
+    let per_zone = image.zones.get(zone);
+    let source = ImageSource {
+        id: o.image.clone(),
+        template: per_zone.and_then(|p| p.template).or(image.template),
+        per_node: per_zone.map(|p| p.nodes.clone()).unwrap_or_default(),
+    };
+    let mut interfaces = Vec::with_capacity(o.interfaces.len());
+    for i in &o.interfaces {
+        let n = c
+            .networks
+            .get(&i.network)
+            .ok_or_else(|| unknown("network", &i.network, c.networks.keys()))?;
+        interfaces.push(Nic {
+            network: i.network.clone(),
+            bridge: n.bridge.clone(),
+            vlan: n.vlan,
+            model: n.model.clone(),
+            firewall: n.firewall,
+        });
+    }
+    let req = VmRequest {
+        name,
+        host,
+        memory: compute.memory.0,
+        cores: compute.cores,
+        sockets: compute.sockets.unwrap_or(1),
+        image: source,
+        storage: storage.storage.clone(),
+        disk_bytes: storage.disk.0,
+        ssh_public_key: o.ssh_public_key,
+        user: o.user,
+        password: o.password.map(Secret::new),
+        interfaces,
+        backup: o.backup,
+        tags: o.tags,
+        policy: o.policy,
+    };
+    // Refuse what needs no cluster before reading it.
+    req.validate().map_err(|e| create_error(s, zone, e))?;
+    let (model, _) = s.model(z).await?;
+    let zone_arc = Arc::clone(z);
+    let task = s
+        .work
+        .spawn(async move { zone_arc.creator.create(&model, &req).await });
+    let created = task
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(|e| create_error(s, zone, e))?;
+    s.metrics.decision(zone, "create_vm", "placed");
+    Ok(Vm {
+        id: ID(created.vmid.to_string()),
+        name: created.name,
+        host: Host {
+            id: ID(created.node.clone()),
+            name: created.node,
+        },
+        zone: zone.to_owned(),
+    })
+}
+
+fn create_error(s: &AppState, zone: &str, e: CreateError) -> ApiError {
+    let text = |e: &dyn Display| e.to_string();
+    match e {
+        CreateError::Invalid { .. } | CreateError::Unsupported(_) => ApiError::bad_input(text(&e)),
+        CreateError::UnknownImage { .. } => ApiError::new(Code::UnknownImage, text(&e)),
+        CreateError::NoCapacity { .. } => {
+            s.metrics.decision(zone, "create_vm", "no_capacity");
+            ApiError::new(Code::NoCapacity, text(&e))
+        }
+        CreateError::Placement(c) => {
+            s.metrics.decision(zone, "create_vm", "error");
+            core_error(c)
+        }
+        CreateError::Step { .. } => ApiError::new(Code::ProxmoxError, text(&e)),
+        other => ApiError::internal(text(&other)),
+    }
+}

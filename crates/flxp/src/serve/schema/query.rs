@@ -1,0 +1,187 @@
+//! Queries: nothing here changes the cluster.
+
+use async_graphql::{Context, Object, Result};
+use flxp_core::placement::PlacementRequest;
+
+use super::types::{Guest, Node, PlacementInput, PlacementResult, PlanResult, ZoneInfo};
+use super::{ApiError, Code};
+use crate::serve::state::AppState;
+
+/// The query root.
+#[derive(Debug, Default)]
+pub struct Query;
+
+/// The state every resolver reads.
+pub(super) fn state<'a>(ctx: &Context<'a>) -> Result<&'a AppState, ApiError> {
+    ctx.data::<AppState>()
+        .map_err(|e| ApiError::internal(format!("no service state in the schema: {}", e.message)))
+}
+
+/// Maps a core error: a refused request is bad input, anything else a bug.
+pub(super) fn core_error(e: flxp_core::Error) -> ApiError {
+    match e {
+        flxp_core::Error::Request(m) => ApiError::bad_input(m),
+        flxp_core::Error::Option { name, message } => {
+            ApiError::bad_input(format!("{name}: {message}"))
+        }
+        other => ApiError::internal(other),
+    }
+}
+
+#[Object]
+impl Query {
+    /// The configured zones.
+    async fn zones(&self, ctx: &Context<'_>) -> Result<Vec<ZoneInfo>> {
+        let s = state(ctx)?;
+        Ok(s.zones
+            .values()
+            .map(|z| ZoneInfo {
+                name: z.name.clone(),
+                reachable: z.answered_within(s.ready_window),
+                simulated: s.simulated,
+            })
+            .collect())
+    }
+
+    /// The nodes of a zone with their usage (reservations of VMs being created included) and the
+    /// hard rules broken on each.
+    async fn nodes(&self, ctx: &Context<'_>, zone: String) -> Result<Vec<Node>> {
+        let s = state(ctx)?;
+        let z = s.zone(&zone)?;
+        let (model, st) = s.model(z).await?;
+        let report = flxp_core::status::status(&model.cluster, &model.rules, &st);
+        Ok(report
+            .nodes
+            .iter()
+            .map(|n| Node::new(n, &report.violations))
+            .collect())
+    }
+
+    /// The guests of a zone.
+    async fn guests(&self, ctx: &Context<'_>, zone: String) -> Result<Vec<Guest>> {
+        let s = state(ctx)?;
+        let z = s.zone(&zone)?;
+        let (model, st) = s.model(z).await?;
+        Ok(Guest::all(&model.cluster, &st))
+    }
+
+    /// Where a new VM would go and why (nothing is created): every node's verdict with `explain`.
+    async fn placement(
+        &self,
+        ctx: &Context<'_>,
+        zone: String,
+        request: PlacementInput,
+        #[graphql(default = false)] explain: bool,
+    ) -> Result<PlacementResult> {
+        let s = state(ctx)?;
+        let z = s.zone(&zone)?;
+        let req = placement_request(s, request)?;
+        let (model, st) = s.model(z).await?;
+        let decision = s
+            .placer
+            .place(&model.cluster, &model.rules, &st, &req)
+            .map_err(|e| {
+                s.metrics.decision(&zone, "placement", "error");
+                core_error(e)
+            })?;
+        let outcome = if decision.node.is_some() {
+            "placed"
+        } else {
+            "no_capacity"
+        };
+        s.metrics.decision(&zone, "placement", outcome);
+        Ok(PlacementResult::new(&decision, explain))
+    }
+
+    /// The rebalancing plan for a zone now (nothing is moved).
+    async fn rebalance_plan(&self, ctx: &Context<'_>, zone: String) -> Result<PlanResult> {
+        let s = state(ctx)?;
+        let z = s.zone(&zone)?;
+        let (model, st) = s.model(z).await?;
+        let plan = flxp_core::balance::plan(
+            &model.cluster,
+            &model.rules,
+            &st,
+            &s.placer,
+            &s.config.balance,
+        )
+        .map_err(core_error)?;
+        Ok(PlanResult::from(&plan))
+    }
+
+    /// The plan to empty a node (nothing is moved).
+    async fn evacuation_plan(
+        &self,
+        ctx: &Context<'_>,
+        zone: String,
+        node: String,
+    ) -> Result<PlanResult> {
+        let s = state(ctx)?;
+        let z = s.zone(&zone)?;
+        let (model, st) = s.model(z).await?;
+        let plan = evacuation(s, &model, &st, &node)?;
+        Ok(PlanResult::from(&plan))
+    }
+}
+
+/// The evacuation plan of a node named by the user.
+pub(super) fn evacuation(
+    s: &AppState,
+    model: &flxp_engine::ClusterModel,
+    st: &flxp_core::State,
+    node: &str,
+) -> Result<flxp_core::balance::Plan, ApiError> {
+    let idx = model.cluster.node_idx_loose(node).ok_or_else(|| {
+        ApiError::new(
+            Code::UnknownNode,
+            format!(
+                "node {node:?} is not in the zone; nodes: {}",
+                model
+                    .cluster
+                    .nodes
+                    .iter()
+                    .map(|n| n.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )
+    })?;
+    flxp_core::evacuate::evacuate(
+        &model.cluster,
+        &model.rules,
+        st,
+        &s.placer,
+        &[idx],
+        &s.config.evacuate,
+    )
+    .map_err(core_error)
+}
+
+/// A placement request from a profile or memory and cores.
+fn placement_request(s: &AppState, r: PlacementInput) -> Result<PlacementRequest, ApiError> {
+    let (memory, cores) = match (&r.compute_profile, &r.memory, r.cores) {
+        (Some(id), None, None) => {
+            let p = s.config.compute_profiles.get(id).ok_or_else(|| {
+                super::mutation::unknown("compute profile", id, s.config.compute_profiles.keys())
+            })?;
+            (p.memory.0, p.cores.saturating_mul(p.sockets.unwrap_or(1)))
+        }
+        (None, Some(m), Some(c)) => (
+            crate::size::parse(m)
+                .map_err(|e| ApiError::bad_input(format!("request.memory: {e}")))?,
+            c,
+        ),
+        _ => {
+            return Err(ApiError::bad_input(
+                "request: give either computeProfile, or memory and cores",
+            ));
+        }
+    };
+    Ok(PlacementRequest {
+        memory,
+        cores,
+        tags: r.tags,
+        host: r.host,
+        policy: r.policy,
+    })
+}

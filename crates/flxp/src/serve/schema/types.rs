@@ -1,0 +1,475 @@
+//! GraphQL object and input types. Objects are built from the core's decisions, which stay the
+//! source of truth: plans and placements also carry their whole JSON document (`document`), the
+//! same one `flxp balance --json` and `flxp place --json` print (Contract 3).
+//!
+//! Sizes are bytes. They pass 2^31, GraphQL's `Int` range, on any real node; async-graphql writes
+//! them as plain JSON numbers, exact up to 2^53 in every JSON client.
+
+use async_graphql::{ID, InputObject, Json, SimpleObject};
+use flxp_core::balance::{Migration, Plan};
+use flxp_core::placement::Placement;
+use flxp_core::status::NodeStatus;
+use flxp_core::{Cluster, State};
+
+/// A node as `createVM` answers it.
+#[derive(SimpleObject, Debug, Clone)]
+pub struct Host {
+    /// The node's name (nodes have no other id in Proxmox).
+    pub id: ID,
+    /// The node's name.
+    pub name: String,
+}
+
+/// A VM created by `createVM`.
+#[derive(SimpleObject, Debug, Clone)]
+#[graphql(name = "VM")]
+pub struct Vm {
+    /// The VMID.
+    pub id: ID,
+    /// Its name.
+    pub name: String,
+    /// The node it runs on.
+    pub host: Host,
+    /// The zone.
+    pub zone: String,
+}
+
+/// A configured zone.
+#[derive(SimpleObject, Debug, Clone)]
+pub struct ZoneInfo {
+    /// Its name.
+    pub name: String,
+    /// Whether Proxmox answered within the readiness window.
+    pub reachable: bool,
+    /// Whether it is the built-in simulated zone.
+    pub simulated: bool,
+}
+
+/// A broken hard rule.
+#[derive(SimpleObject, Debug, Clone)]
+pub struct Violation {
+    /// The rule (`flxp.anti-affinity.web`, `maintenance`, `ha:db-apart`).
+    pub rule: String,
+    /// The node concerned.
+    pub node: String,
+    /// The guests involved.
+    pub vmids: Vec<u32>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl From<&flxp_core::constraints::Violation> for Violation {
+    fn from(v: &flxp_core::constraints::Violation) -> Self {
+        Self {
+            rule: v.rule.clone(),
+            node: v.node.clone(),
+            vmids: v.vmids.clone(),
+            message: v.message.clone(),
+        }
+    }
+}
+
+/// A node with its usage and the rules broken on it.
+#[derive(SimpleObject, Debug, Clone)]
+pub struct Node {
+    /// The node's name.
+    pub id: ID,
+    /// The node's name.
+    pub name: String,
+    /// `online`, `offline`, `unknown`.
+    pub status: String,
+    /// Why it is in maintenance; empty when it is not.
+    pub maintenance: Vec<String>,
+    /// Used memory, bytes (with reservations of VMs being created).
+    pub mem: u64,
+    /// Total memory, bytes.
+    pub maxmem: u64,
+    /// Used memory, percent.
+    pub mem_percent: f64,
+    /// CPU cores in use.
+    pub cpu: f64,
+    /// CPUs.
+    pub maxcpu: f64,
+    /// CPU in use, percent.
+    pub cpu_percent: f64,
+    /// Configured memory of running guests, bytes.
+    pub committed_mem: u64,
+    /// Running guests.
+    pub running: u32,
+    /// All guests on it.
+    pub guests: u32,
+    /// Labels from its notes.
+    pub labels: Vec<String>,
+    /// Taints from its notes.
+    pub taints: Vec<String>,
+    /// Hard rules broken on it.
+    pub violations: Vec<Violation>,
+}
+
+impl Node {
+    /// From the status report's line and the report's violations.
+    pub fn new(n: &NodeStatus, violations: &[flxp_core::constraints::Violation]) -> Self {
+        Self {
+            id: ID(n.node.clone()),
+            name: n.node.clone(),
+            status: n.status.clone(),
+            maintenance: n.maintenance.clone(),
+            mem: n.mem,
+            maxmem: n.maxmem,
+            mem_percent: n.mem_percent,
+            cpu: n.cpu,
+            maxcpu: n.maxcpu,
+            cpu_percent: n.cpu_percent,
+            committed_mem: n.committed_mem,
+            running: n.running,
+            guests: u32::try_from(n.guests).unwrap_or(u32::MAX),
+            labels: n.labels.clone(),
+            taints: n.taints.clone(),
+            violations: violations
+                .iter()
+                .filter(|v| v.node == n.node)
+                .map(Violation::from)
+                .collect(),
+        }
+    }
+}
+
+/// A guest (VM or container).
+#[derive(SimpleObject, Debug, Clone)]
+pub struct Guest {
+    /// The VMID.
+    pub id: ID,
+    /// The VMID.
+    pub vmid: u32,
+    /// Its name.
+    pub name: String,
+    /// `qemu` or `lxc`.
+    #[graphql(name = "type")]
+    pub kind: String,
+    /// The node it is on.
+    pub node: String,
+    /// Status word (`running`, `stopped`, ...).
+    pub status: String,
+    /// Whether it is a template.
+    pub template: bool,
+    /// vCPUs.
+    pub maxcpu: f64,
+    /// CPU load as a fraction of its vCPUs.
+    pub cpu: f64,
+    /// Configured memory, bytes.
+    pub maxmem: u64,
+    /// Used memory, bytes.
+    pub mem: u64,
+    /// Tags.
+    pub tags: Vec<String>,
+    /// Config lock, if any.
+    pub lock: Option<String>,
+    /// Whether Proxmox HA manages it.
+    pub ha_managed: bool,
+}
+
+impl Guest {
+    /// Every guest of a cluster, by VMID, where the state has it.
+    pub fn all(cluster: &Cluster, state: &State) -> Vec<Self> {
+        cluster
+            .guest_indexes()
+            .map(|i| {
+                let g = cluster.guest(i);
+                Self {
+                    id: ID(g.vmid.to_string()),
+                    vmid: g.vmid,
+                    name: g.name.clone(),
+                    kind: g.kind.as_str().to_owned(),
+                    node: cluster.node(state.location(i)).name.clone(),
+                    status: g.status.clone(),
+                    template: g.template,
+                    maxcpu: g.maxcpu,
+                    cpu: g.cpu,
+                    maxmem: g.maxmem,
+                    mem: g.mem,
+                    tags: g.tags.clone(),
+                    lock: g.lock.clone(),
+                    ha_managed: g.ha_managed,
+                }
+            })
+            .collect()
+    }
+}
+
+/// What a new VM needs, for the `placement` query: a compute profile or memory and cores.
+#[derive(InputObject, Debug, Clone, Default)]
+pub struct PlacementInput {
+    /// A compute profile (sets memory and cores).
+    pub compute_profile: Option<String>,
+    /// Memory, e.g. `"4GiB"` or a byte count as text (instead of a profile).
+    pub memory: Option<String>,
+    /// vCPUs (instead of a profile).
+    pub cores: Option<u32>,
+    /// Tags the VM would carry (flxp rules among them).
+    #[graphql(default)]
+    pub tags: Vec<String>,
+    /// A node to check instead of choosing one.
+    pub host: Option<String>,
+    /// Placement policy; the configured default when absent.
+    pub policy: Option<String>,
+}
+
+/// One scorer's normalised score.
+#[derive(SimpleObject, Debug, Clone)]
+pub struct Score {
+    /// The scorer (`free-memory`, `spread`, ...).
+    pub scorer: String,
+    /// 0..=100.
+    pub score: f64,
+}
+
+/// One node's verdict.
+#[derive(SimpleObject, Debug, Clone)]
+pub struct Candidate {
+    /// The node.
+    pub node: String,
+    /// Whether it passed every filter.
+    pub feasible: bool,
+    /// Every failed filter, `filter: why`, with the numbers.
+    pub reasons: Vec<String>,
+    /// Weighted score 0..=100; null when infeasible or not scored.
+    pub score: Option<f64>,
+    /// Each scorer's share.
+    pub scores: Vec<Score>,
+}
+
+/// Where a new VM would go, and why.
+#[derive(SimpleObject, Debug, Clone)]
+pub struct PlacementResult {
+    /// The chosen node; null when none fits.
+    pub node: Option<String>,
+    /// The policy that scored the nodes (`host` for a named host).
+    pub policy: String,
+    /// Every node's verdict, best first (with `explain`, or when no node fits).
+    pub candidates: Vec<Candidate>,
+    /// Problems in the input, rules a named host breaks.
+    pub warnings: Vec<String>,
+    /// The decision as `flxp place --json` prints it.
+    pub document: Json<serde_json::Value>,
+}
+
+impl PlacementResult {
+    /// From the core's decision.
+    pub fn new(p: &Placement, explain: bool) -> Self {
+        let show = explain || p.node.is_none();
+        Self {
+            node: p.node.clone(),
+            policy: p.policy.clone(),
+            candidates: if show {
+                p.candidates
+                    .iter()
+                    .map(|c| Candidate {
+                        node: c.node.clone(),
+                        feasible: c.feasible,
+                        reasons: c.reasons.clone(),
+                        score: c.score,
+                        scores: c
+                            .scores
+                            .iter()
+                            .map(|(k, v)| Score {
+                                scorer: k.clone(),
+                                score: *v,
+                            })
+                            .collect(),
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            warnings: p.warnings.iter().map(ToString::to_string).collect(),
+            document: Json(serde_json::to_value(p).unwrap_or_default()),
+        }
+    }
+}
+
+/// One migration of a plan.
+#[derive(SimpleObject, Debug, Clone)]
+pub struct PlanMigration {
+    /// Guest id.
+    pub vmid: u32,
+    /// `qemu` or `lxc`.
+    #[graphql(name = "type")]
+    pub kind: String,
+    /// Guest name.
+    pub name: String,
+    /// Source node.
+    #[graphql(name = "from")]
+    pub source: String,
+    /// Target node.
+    pub to: String,
+    /// Why this guest, why this target, what it changes.
+    pub reason: String,
+    /// `fix`, `evacuate`, `make-room`, `balance` or `swap`.
+    pub purpose: String,
+    /// Live migration of a running guest.
+    pub online: bool,
+    /// Wave: migrations of one wave may run together.
+    pub wave: u32,
+    /// Imbalance after this migration.
+    pub imbalance_after: f64,
+}
+
+impl From<&Migration> for PlanMigration {
+    fn from(m: &Migration) -> Self {
+        Self {
+            vmid: m.vmid,
+            kind: m.kind.as_str().to_owned(),
+            name: m.name.clone(),
+            source: m.from.clone(),
+            to: m.to.clone(),
+            reason: m.reason.clone(),
+            purpose: serde_json::to_value(m.purpose)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+            online: m.online,
+            wave: m.wave,
+            imbalance_after: m.imbalance_after,
+        }
+    }
+}
+
+/// A guest that had to move but fits nowhere.
+#[derive(SimpleObject, Debug, Clone)]
+pub struct Unplaced {
+    /// Guest id.
+    pub vmid: u32,
+    /// Guest name.
+    pub name: String,
+    /// Where it is.
+    pub node: String,
+    /// The rule that wants it elsewhere.
+    pub rule: String,
+    /// Why no node takes it.
+    pub reason: String,
+}
+
+/// A rebalancing or evacuation plan.
+#[derive(SimpleObject, Debug, Clone)]
+pub struct PlanResult {
+    /// `flxp`, `pve-bruteforce`, `pve-topsis` or `evacuate`.
+    pub method: String,
+    /// What the loads are of (`memory`, `cpu`, ...).
+    pub metric: String,
+    /// Imbalance now.
+    pub imbalance_before: f64,
+    /// Imbalance once every migration has run.
+    pub imbalance_after: f64,
+    /// Balancing starts above this.
+    pub threshold: f64,
+    /// Migrations in the order they are to run.
+    pub migrations: Vec<PlanMigration>,
+    /// Guests that had to move but fit nowhere.
+    pub unplaced: Vec<Unplaced>,
+    /// Hard rules broken now.
+    pub violations_before: Vec<Violation>,
+    /// Hard rules still broken afterwards.
+    pub violations_after: Vec<Violation>,
+    /// What the plan does and why, in one sentence.
+    pub summary: String,
+    /// Problems in the input, conflicts, limits reached.
+    pub warnings: Vec<String>,
+    /// The plan as `flxp balance --json` prints it.
+    pub document: Json<serde_json::Value>,
+}
+
+impl From<&Plan> for PlanResult {
+    fn from(p: &Plan) -> Self {
+        Self {
+            method: p.method.clone(),
+            metric: p.metric.clone(),
+            imbalance_before: p.imbalance_before,
+            imbalance_after: p.imbalance_after,
+            threshold: p.threshold,
+            migrations: p.migrations.iter().map(PlanMigration::from).collect(),
+            unplaced: p
+                .unplaced
+                .iter()
+                .map(|u| Unplaced {
+                    vmid: u.vmid,
+                    name: u.name.clone(),
+                    node: u.node.clone(),
+                    rule: u.rule.clone(),
+                    reason: u.reason.clone(),
+                })
+                .collect(),
+            violations_before: p.violations_before.iter().map(Violation::from).collect(),
+            violations_after: p.violations_after.iter().map(Violation::from).collect(),
+            summary: p.summary.clone(),
+            warnings: p.warnings.iter().map(ToString::to_string).collect(),
+            document: Json(serde_json::to_value(p).unwrap_or_default()),
+        }
+    }
+}
+
+/// What `rebalance` or `evacuate` did.
+#[derive(SimpleObject, Debug, Clone)]
+pub struct RunResult {
+    /// The plan.
+    pub plan: PlanResult,
+    /// Whether it was carried out (false for a dry run).
+    pub executed: bool,
+    /// Migrations done.
+    pub done: u32,
+    /// Migrations that failed, with Proxmox's error.
+    pub failed: Vec<String>,
+    /// The execution report as JSON, when carried out.
+    pub report: Option<Json<serde_json::Value>>,
+}
+
+/// A network interface of a new VM.
+#[derive(InputObject, Debug, Clone)]
+pub struct InterfaceInput {
+    /// A configured network's id (e.g. `"100"`).
+    pub network: String,
+}
+
+/// What `createVM` builds.
+#[derive(InputObject, Clone)]
+#[graphql(name = "CreateVMOptions")]
+pub struct CreateVmOptions {
+    /// A configured image.
+    pub image: String,
+    /// A configured compute profile (cores, memory).
+    pub compute_profile: String,
+    /// A configured storage profile (storage, disk size).
+    pub storage_profile: String,
+    /// An OpenSSH public key for cloud-init.
+    pub ssh_public_key: Option<String>,
+    /// Network interfaces, `net0` first.
+    #[graphql(default)]
+    pub interfaces: Vec<InterfaceInput>,
+    /// Cloud-init user.
+    pub user: Option<String>,
+    /// Cloud-init password (never logged).
+    #[graphql(secret)]
+    pub password: Option<String>,
+    /// Whether backups include the VM's disks.
+    #[graphql(default = true)]
+    pub backup: bool,
+    /// Tags for the VM, flxp constraint tags among them.
+    #[graphql(default)]
+    pub tags: Vec<String>,
+    /// Placement policy; the configured default when absent.
+    pub policy: Option<String>,
+}
+
+impl std::fmt::Debug for CreateVmOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CreateVmOptions")
+            .field("image", &self.image)
+            .field("compute_profile", &self.compute_profile)
+            .field("storage_profile", &self.storage_profile)
+            .field("interfaces", &self.interfaces)
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| "[redacted]"))
+            .field("backup", &self.backup)
+            .field("tags", &self.tags)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,213 @@
+//! The service's shared state: a small `Clone` struct of `Arc`s handed to every handler and
+//! resolver (and to the daemon loop): the zones, the config, the placement pipeline, the metrics
+//! and the accepted API tokens.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use flxp_core::State;
+use flxp_core::placement::Placer;
+use flxp_engine::{ClusterModel, ExecuteOptions, Stop};
+use subtle::ConstantTimeEq;
+use tokio::time::Duration;
+
+use super::metrics::Metrics;
+use super::schema::{ApiError, Code};
+use super::zone::Zone;
+use crate::config::Config;
+
+/// Everything handlers share.
+#[derive(Clone)]
+pub struct AppState {
+    /// Zones by name.
+    pub zones: Arc<BTreeMap<String, Arc<Zone>>>,
+    /// The config (profiles, images, networks, balance options, ...).
+    pub config: Arc<Config>,
+    /// The placement pipeline.
+    pub placer: Arc<Placer>,
+    /// The metrics.
+    pub metrics: Arc<Metrics>,
+    /// Accepted bearer tokens.
+    pub tokens: Arc<Tokens>,
+    /// A zone is ready when Proxmox answered within this window.
+    pub ready_window: Duration,
+    /// Whether the zones are the built-in simulated one.
+    pub simulated: bool,
+    /// How `rebalance`/`evacuate` carry out plans (`[migration]`).
+    pub execute: ExecuteOptions,
+    /// Set on shutdown: running plans start nothing new.
+    pub stop: Stop,
+    /// Creations and plans running in their own tasks.
+    pub work: Arc<Work>,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState")
+            .field("zones", &self.zones.keys().collect::<Vec<_>>())
+            .field("simulated", &self.simulated)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AppState {
+    /// A zone by name, or `UNKNOWN_ZONE` listing the known ones.
+    pub fn zone(&self, name: &str) -> Result<&Arc<Zone>, ApiError> {
+        self.zones.get(name).ok_or_else(|| {
+            ApiError::new(
+                Code::UnknownZone,
+                format!(
+                    "zone {name:?} is not configured; zones: {}",
+                    self.zones.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            )
+        })
+    }
+
+    /// A fresh model of a zone and its state with the reservations of creations in flight.
+    pub async fn model(&self, zone: &Zone) -> Result<(Arc<ClusterModel>, State), ApiError> {
+        let model = zone
+            .model()
+            .await
+            .map_err(|e| ApiError::new(Code::Unavailable, e.0))?;
+        let mut state = model.state.clone();
+        zone.creator
+            .reservations()
+            .apply(&model.cluster, &mut state);
+        self.metrics
+            .set_reservations(&zone.name, zone.creator.reservations().len());
+        let o = &self.config.balance;
+        self.metrics.set_imbalance(
+            &zone.name,
+            flxp_core::balance::imbalance(&model.cluster, &state, o.measure, o.metric),
+        );
+        Ok((model, state))
+    }
+}
+
+/// Counts work running in its own tasks (creations, plans), so shutdown can wait for it.
+#[derive(Debug)]
+pub struct Work {
+    running: tokio::sync::watch::Sender<usize>,
+}
+
+impl Default for Work {
+    fn default() -> Self {
+        Self {
+            running: tokio::sync::watch::Sender::new(0),
+        }
+    }
+}
+
+/// Decrements the count when the task ends, however it ends.
+struct Running(Arc<Work>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.running.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+impl Work {
+    /// Runs `work` in its own task, counted until it ends.
+    pub fn spawn<F>(self: &Arc<Self>, work: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.running.send_modify(|n| *n += 1);
+        let guard = Running(Arc::clone(self));
+        tokio::spawn(async move {
+            let _guard = guard;
+            work.await
+        })
+    }
+
+    /// Tasks running now.
+    pub fn running(&self) -> usize {
+        *self.running.borrow()
+    }
+
+    /// Waits until no task runs, at most `timeout`; whether they all ended.
+    pub async fn idle(&self, timeout: Duration) -> bool {
+        let mut rx = self.running.subscribe();
+        tokio::time::timeout(timeout, rx.wait_for(|n| *n == 0))
+            .await
+            .is_ok()
+    }
+}
+
+/// The accepted bearer tokens, kept as SHA-256 digests and compared in constant time.
+pub struct Tokens {
+    digests: Vec<[u8; 32]>,
+}
+
+impl std::fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Tokens({} accepted)", self.digests.len())
+    }
+}
+
+fn digest(token: &str) -> [u8; 32] {
+    let d = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
+    let mut out = [0u8; 32];
+    out.copy_from_slice(d.as_ref());
+    out
+}
+
+impl Tokens {
+    /// Accepts these tokens (empty strings are ignored).
+    pub fn new<'a>(tokens: impl IntoIterator<Item = &'a str>) -> Self {
+        Self {
+            digests: tokens
+                .into_iter()
+                .filter(|t| !t.is_empty())
+                .map(digest)
+                .collect(),
+        }
+    }
+
+    /// How many tokens are accepted.
+    pub fn len(&self) -> usize {
+        self.digests.len()
+    }
+
+    /// Whether a presented token is one of them. Comparing fixed-size digests in constant time,
+    /// and every one of them, tells an attacker neither a prefix nor which token matched.
+    pub fn accepts(&self, presented: &str) -> bool {
+        let d = digest(presented);
+        let mut ok = subtle::Choice::from(0u8);
+        for known in &self.digests {
+            ok |= known.ct_eq(&d);
+        }
+        bool::from(ok)
+    }
+}
+
+/// A new random API token: 32 bytes as hex.
+pub fn generate_token() -> anyhow::Result<String> {
+    use ring::rand::SecureRandom;
+    let mut bytes = [0u8; 32];
+    ring::rand::SystemRandom::new()
+        .fill(&mut bytes)
+        .map_err(|_| anyhow::anyhow!("the system random generator failed"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // tests may panic
+
+    use super::*;
+
+    #[test]
+    fn tokens_match_exactly() {
+        let t = Tokens::new(["alpha", "beta", ""]);
+        assert_eq!(t.len(), 2);
+        assert!(t.accepts("alpha") && t.accepts("beta"));
+        assert!(!t.accepts("alph") && !t.accepts("alphaa") && !t.accepts(""));
+        let g = generate_token().unwrap();
+        assert_eq!(g.len(), 64);
+        assert_ne!(g, generate_token().unwrap());
+    }
+}
