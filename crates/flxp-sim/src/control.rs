@@ -43,16 +43,18 @@ fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ApiError> {
 
 /// `GET /_sim/state`: everything, for tests and curious users.
 async fn state(State(sim): State<Sim>) -> Reply {
-    Ok(Data(state_json(&sim.world())))
+    Ok(Data::value(state_json(&sim.world())))
 }
 
 /// The whole world as JSON.
 pub fn state_json(w: &World) -> Value {
+    let table = w.node_stats_all();
+    let cpu_of = |node: &str| table.get(node).map_or(0.0, |s| s.cpu);
     let nodes: Vec<Value> = w
         .nodes
         .values()
-        .map(|n| {
-            let s = w.node_stats(&n.name);
+        .filter_map(|n| table.get(&n.name).map(|s| (n, s)))
+        .map(|(n, s)| {
             json!({
                 "node": n.name, "online": n.online, "maintenance": n.ha_maintenance,
                 "maxcpu": n.maxcpu, "maxmem": n.maxmem, "cpu": s.cpu, "mem": s.mem,
@@ -66,7 +68,7 @@ pub fn state_json(w: &World) -> Value {
         .guests
         .values()
         .map(|g| {
-            let s = w.guest_stats(g);
+            let s = w.guest_stats_in(g, cpu_of(&g.node));
             json!({
                 "vmid": g.vmid, "type": g.kind.as_str(), "node": g.node, "name": g.name(),
                 "running": g.running, "lock": g.lock(), "tags": g.tags(), "template": g.is_template(),
@@ -239,5 +241,5 @@ async fn advance(State(sim): State<Sim>, bytes: Bytes) -> Reply {
     }
     sim.clock().advance(b.seconds);
     let w = sim.world();
-    Ok(Data(json!({"time": w.now})))
+    Ok(Data::value(json!({"time": w.now})))
 }

@@ -83,6 +83,7 @@ impl Task {
             starttime: Some(self.starttime),
             endtime: self.ended.map(|e| e.floor() as i64),
             status: self.exitstatus.clone(),
+            ..RawTask::default()
         }
     }
 

@@ -124,11 +124,12 @@ fn list(kind: GuestKind, sim: &Sim, call: Call) -> Reply {
     let w = sim.world();
     let node = call.params.node()?;
     w.node(&node)?;
+    let node_cpu = w.node_stats(&node).cpu;
     let out: Vec<_> = w
         .guests
         .values()
         .filter(|g| g.kind == kind && g.node == node)
-        .map(|g| w.guest_list_entry(g))
+        .map(|g| w.guest_list_entry_in(g, node_cpu))
         .collect();
     Data::of(&out)
 }
@@ -138,7 +139,7 @@ fn index(kind: GuestKind, sim: &Sim, call: Call) -> Reply {
     sim.world()
         .guest_at(kind, &call.params.node()?, call.params.vmid()?)?;
     let names = ["config", "migrate", "rrddata", "status"];
-    Ok(Data(Value::Array(
+    Ok(Data::value(Value::Array(
         names.iter().map(|n| json!({"subdir": n})).collect(),
     )))
 }
@@ -148,7 +149,7 @@ fn status_index(kind: GuestKind, sim: &Sim, call: Call) -> Reply {
     sim.world()
         .guest_at(kind, &call.params.node()?, call.params.vmid()?)?;
     let names = ["current", "shutdown", "start", "stop"];
-    Ok(Data(Value::Array(
+    Ok(Data::value(Value::Array(
         names.iter().map(|n| json!({"subdir": n})).collect(),
     )))
 }
@@ -279,7 +280,7 @@ fn current(kind: GuestKind, sim: &Sim, call: Call) -> Reply {
         v["running-machine"] = json!("pc-i440fx-9.2+pve1");
         v["running-qemu"] = json!("9.2.0");
     }
-    Ok(Data(v))
+    Ok(Data::value(v))
 }
 
 /// `POST .../status/{start,stop,shutdown}`.
@@ -308,13 +309,13 @@ fn rrddata(kind: GuestKind, sim: &Sim, call: Call) -> Reply {
         .guest(g.vmid)
         .map(|s| s.rows(&GUEST_FIELDS, w.now, frame, max))
         .unwrap_or_default();
-    Ok(Data(Value::Array(rows)))
+    Ok(Data::value(Value::Array(rows)))
 }
 
 /// `GET .../migrate`: the precondition check.
 fn precondition(kind: GuestKind, sim: &Sim, call: Call) -> Reply {
     let w = sim.world();
-    Ok(Data(w.migrate_precondition(
+    Ok(Data::value(w.migrate_precondition(
         kind,
         &call.params.node()?,
         call.params.vmid()?,

@@ -64,24 +64,25 @@ fn resolve_sid(w: &World, sid: &str) -> Result<String, ApiError> {
 async fn resources(State(sim): State<Sim>, call: Call) -> Reply {
     let w = sim.world();
     let kind = call.params.text("type");
-    let out: Vec<Value> =
+    let out: Vec<_> =
         w.ha.resources
             .keys()
             .filter(|sid| {
                 kind.as_deref()
                     .is_none_or(|k| sid.starts_with(&format!("{k}:")))
             })
-            .filter_map(|sid| w.ha_resource_json(sid))
+            .filter_map(|sid| w.ha_resource(sid))
             .collect();
-    Ok(Data(Value::Array(out)))
+    Data::of(&out)
 }
 
 async fn resource(State(sim): State<Sim>, call: Call) -> Reply {
     let w = sim.world();
     let sid = resolve_sid(&w, &call.params.req("sid")?)?;
-    w.ha_resource_json(&sid)
-        .map(Data)
-        .ok_or_else(|| ApiError::die(format!("no such resource '{sid}'")))
+    let r = w
+        .ha_resource(&sid)
+        .ok_or_else(|| ApiError::die(format!("no such resource '{sid}'")))?;
+    Data::of(&r)
 }
 
 async fn create_resource(State(sim): State<Sim>, call: Call) -> Reply {
@@ -226,7 +227,7 @@ async fn rules(State(sim): State<Sim>, call: Call) -> Reply {
     let w = sim.world();
     let kind = call.params.text("type");
     let resource = call.params.text("resource");
-    Ok(Data(Value::Array(
+    Ok(Data::value(Value::Array(
         w.ha_rules_view(kind.as_deref(), resource.as_deref()),
     )))
 }
@@ -237,7 +238,7 @@ async fn rule(State(sim): State<Sim>, call: Call) -> Reply {
     w.ha_rules_view(None, None)
         .into_iter()
         .find(|r| r.get("rule").and_then(Value::as_str) == Some(id.as_str()))
-        .map(Data)
+        .map(Data::value)
         .ok_or_else(|| ApiError::die(format!("no such ha rule '{id}'")))
 }
 
@@ -372,9 +373,9 @@ async fn delete_rule(State(sim): State<Sim>, call: Call) -> Reply {
 }
 
 async fn current(State(sim): State<Sim>) -> Reply {
-    Ok(Data(Value::Array(sim.world().ha_status_current())))
+    Ok(Data::value(Value::Array(sim.world().ha_status_current())))
 }
 
 async fn manager_status(State(sim): State<Sim>) -> Reply {
-    Ok(Data(sim.world().ha_manager_status()))
+    Data::of(&sim.world().ha_manager_status())
 }

@@ -38,11 +38,13 @@ pub(super) fn routes(r: Router<Sim>) -> Router<Sim> {
 async fn list(State(sim): State<Sim>) -> Reply {
     let fp = sim.fingerprint();
     let w = sim.world();
+    let table = w.node_stats_all();
     let out: Vec<NodeListEntry> = w
         .nodes
         .values()
-        .map(|n| {
-            let r = w.node_resource(n);
+        .filter_map(|n| table.get(&n.name).map(|s| (n, s)))
+        .map(|(n, s)| {
+            let r = w.node_resource_with(n, s);
             NodeListEntry {
                 node: n.name.clone(),
                 status: r.status,
@@ -161,7 +163,7 @@ async fn rrddata(State(sim): State<Sim>, call: Call) -> Reply {
         .node(&node)
         .map(|s| s.rows(&NODE_FIELDS, w.now, frame, max))
         .unwrap_or_default();
-    Ok(Data(Value::Array(rows)))
+    Ok(Data::value(Value::Array(rows)))
 }
 
 fn node_config_digest(notes: &str) -> String {
@@ -183,7 +185,7 @@ async fn config(State(sim): State<Sim>, call: Call) -> Reply {
     if let (Some(prop), Some(o)) = (property.filter(|p| p != "all"), v.as_object_mut()) {
         o.retain(|k, _| *k == prop);
     }
-    Ok(Data(v))
+    Ok(Data::value(v))
 }
 
 /// `PUT /nodes/{node}/config`: set or delete the notes, with digest check.
@@ -300,7 +302,7 @@ async fn tasks(State(sim): State<Sim>, call: Call) -> Reply {
             v
         })
         .collect();
-    Ok(Data(Value::Array(out)))
+    Ok(Data::value(Value::Array(out)))
 }
 
 /// The task `upid` as run on `node`, or `400 {"upid": "no such task"}`.
@@ -319,7 +321,7 @@ fn find_task<'a>(
 /// `GET /nodes/{node}/tasks/{upid}`: the directory index.
 async fn task_index(State(sim): State<Sim>, call: Call) -> Reply {
     find_task(&sim.world(), &call)?;
-    Ok(Data(json!([{"name": "log"}, {"name": "status"}])))
+    Ok(Data::value(json!([{"name": "log"}, {"name": "status"}])))
 }
 
 /// `GET /nodes/{node}/tasks/{upid}/status`.

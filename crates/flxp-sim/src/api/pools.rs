@@ -17,11 +17,12 @@ pub(super) fn routes(r: Router<Sim>) -> Router<Sim> {
 }
 
 fn members(w: &World, pool: &str, kind: Option<&str>) -> Vec<Resource> {
+    let table = w.node_stats_all();
     w.guests
         .values()
         .filter(|g| g.pool.as_deref() == Some(pool))
         .filter(|g| kind.is_none_or(|k| k == g.kind.as_str()))
-        .map(|g| w.guest_resource(g))
+        .map(|g| w.guest_resource_in(g, table.get(&g.node).map_or(0.0, |s| s.cpu)))
         .collect()
 }
 
@@ -68,5 +69,5 @@ async fn one(State(sim): State<Sim>, call: Call) -> Reply {
     if let Some(o) = v.as_object_mut() {
         o.entry("members").or_insert_with(|| serde_json::json!([]));
     }
-    Ok(Data(v))
+    Ok(Data::value(v))
 }

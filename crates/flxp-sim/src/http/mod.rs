@@ -14,28 +14,43 @@ pub use call::Call;
 
 use crate::ApiError;
 
-/// A successful answer: `{"data": ...}`.
+/// A successful answer: `{"data": ...}`, serialized once, straight from the wire types.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Data(pub Value);
+pub struct Data(String);
+
+#[derive(Serialize)]
+struct Envelope<'a, T: Serialize> {
+    data: &'a T,
+}
 
 impl Data {
     /// Wraps any serializable value.
     pub fn of<T: Serialize>(value: &T) -> Result<Self, ApiError> {
-        serde_json::to_value(value)
+        serde_json::to_string(&Envelope { data: value })
             .map(Data)
             .map_err(|e| ApiError::die(format!("internal error: {e}")))
     }
 
+    /// Wraps a JSON value.
+    pub fn value(value: Value) -> Self {
+        // A `Value` always serializes.
+        Data(serde_json::to_string(&Envelope { data: &value }).unwrap_or_default())
+    }
+
     /// `{"data": null}`.
     pub fn null() -> Self {
-        Data(Value::Null)
+        Self::value(Value::Null)
+    }
+
+    /// The body text.
+    pub fn body(&self) -> &str {
+        &self.0
     }
 }
 
 impl IntoResponse for Data {
     fn into_response(self) -> Response {
-        let body = serde_json::json!({"data": self.0}).to_string();
-        let mut r = body.into_response();
+        let mut r = self.0.into_response();
         r.headers_mut().insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json;charset=UTF-8"),

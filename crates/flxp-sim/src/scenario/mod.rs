@@ -3,6 +3,7 @@
 
 mod demo;
 mod settings;
+mod synthetic;
 
 use std::path::Path;
 
@@ -76,6 +77,13 @@ impl Scenario {
     /// 9000 `ubuntu-2404` on shared storage (clonable to any node with `target`).
     pub fn demo() -> Self {
         demo::scenario()
+    }
+
+    /// A synthetic scenario of `nodes` nodes and `guests` guests (for benchmarks and load tests):
+    /// heterogeneous nodes, none overcommitted, shared and local storage, a few flxp tags.
+    /// Deterministic for a given `seed`.
+    pub fn synthetic(nodes: usize, guests: usize, seed: u64) -> Self {
+        synthetic::scenario(nodes, guests, seed)
     }
 
     /// Adds an accepted API token (`USER@REALM!ID=SECRET`), e.g. from `--token`.

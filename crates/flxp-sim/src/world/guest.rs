@@ -145,6 +145,15 @@ pub fn split_indexed(key: &str) -> (&str, &str) {
     key.split_at(idx)
 }
 
+/// The `size=` of a drive value in bytes (0 when absent).
+pub fn disk_size(value: &str) -> u64 {
+    value
+        .split(',')
+        .find_map(|o| o.strip_prefix("size="))
+        .and_then(parse_size)
+        .unwrap_or(0)
+}
+
 /// Parses one drive value (`ceph:vm-100-disk-0,iothread=1,size=32G`).
 pub fn parse_disk(kind: GuestKind, key: &str, value: &str) -> Disk {
     let mut parts = value.split(',');
@@ -383,14 +392,43 @@ impl Guest {
             .collect()
     }
 
-    /// The boot disk size (first non-CD-ROM disk), bytes.
+    /// The boot disk size (`rootfs`, or the first disk that is no CD-ROM, cloud-init, EFI or
+    /// TPM volume), bytes. Scans the config without allocating: views call it per guest.
     pub fn maxdisk(&self) -> u64 {
-        let disks = self.disks();
         let boot = match self.kind {
-            GuestKind::Lxc => disks.iter().find(|d| d.key == "rootfs"),
-            GuestKind::Qemu => disks.iter().find(|d| !d.cdrom && !d.cloudinit),
+            GuestKind::Lxc => self.config.values.get("rootfs").map(String::as_str),
+            GuestKind::Qemu => self
+                .config
+                .values
+                .iter()
+                .filter(|(k, _)| {
+                    is_disk_key(self.kind, k)
+                        && !k.starts_with("unused")
+                        && !matches!(k.as_str(), "efidisk0" | "tpmstate0")
+                })
+                .map(|(_, v)| v.as_str())
+                .find(|v| !v.contains("media=cdrom") && !v.contains("cloudinit")),
         };
-        boot.map(|d| d.size).unwrap_or(0)
+        boot.map(disk_size).unwrap_or(0)
+    }
+
+    /// Volumes that occupy storage, without allocating: (storage, size, is a linked clone).
+    /// CD-ROMs (but not cloud-init drives) and unused volumes are left out.
+    pub fn volumes(&self) -> impl Iterator<Item = (&str, u64, bool)> {
+        self.config
+            .values
+            .iter()
+            .filter(|(k, _)| is_disk_key(self.kind, k) && !k.starts_with("unused"))
+            .filter(|(_, v)| !v.contains("media=cdrom") || v.contains("cloudinit"))
+            .filter_map(|(_, v)| {
+                let first = v.split(',').next()?;
+                let (storage, volname) = first.split_once(':')?;
+                Some((
+                    storage,
+                    disk_size(v),
+                    volname.starts_with("base-") && volname.contains('/'),
+                ))
+            })
     }
 
     /// The normalised tags as stored (`a;b`), if any.

@@ -4,7 +4,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use flxp_core::snapshot::raw::HaRule;
+use flxp_core::snapshot::raw::{HaResource, HaRule};
+use flxp_pve::types::ha::{
+    HaQuorum, LrmStatus, ManagerStatus, ManagerStatusResponse, NodeRequest,
+    ServiceStatus as WireServiceStatus,
+};
 use serde_json::{Value, json};
 
 use super::migrate::MigrationPlan;
@@ -638,39 +642,59 @@ impl World {
     }
 
     /// `GET /cluster/ha/status/manager_status`.
-    pub fn ha_manager_status(&self) -> Value {
+    pub fn ha_manager_status(&self) -> ManagerStatusResponse {
         let now = self.now.floor() as i64;
         let master = self.ha_master().unwrap_or_default();
+        let quorum = Some(HaQuorum {
+            node: Some(master.clone()),
+            quorate: Some(true),
+        });
         if !self.ha_in_use() {
-            return json!({"manager_status": {}, "quorum": {"node": master, "quorate": 1}});
+            return ManagerStatusResponse {
+                quorum,
+                ..ManagerStatusResponse::default()
+            };
         }
-        let node_status: BTreeMap<&str, &str> = self
-            .nodes
-            .keys()
-            .map(|n| (n.as_str(), self.ha_node_state(n)))
-            .collect();
-        let node_request: BTreeMap<&str, Value> = self
-            .nodes
-            .values()
-            .filter(|n| n.ha_maintenance)
-            .map(|n| (n.name.as_str(), json!({"maintenance": 1})))
-            .collect();
-        let services: BTreeMap<&str, Value> = self
-            .ha
-            .services
-            .iter()
-            .map(|(sid, s)| {
-                let mut v = json!({"node": s.node, "state": s.state, "uid": format!("{:x}", crate::world::uid_of(sid))});
-                if let Some(t) = &s.target {
-                    v["target"] = json!(t);
-                }
-                if let Some(m) = &s.maintenance_node {
-                    v["maintenance_node"] = json!(m);
-                }
-                (sid.as_str(), v)
-            })
-            .collect();
-        let lrm: BTreeMap<&str, Value> = self
+        let manager_status = ManagerStatus {
+            master_node: Some(master),
+            timestamp: Some(now),
+            node_status: self
+                .nodes
+                .keys()
+                .map(|n| (n.clone(), self.ha_node_state(n).to_string()))
+                .collect(),
+            node_request: self
+                .nodes
+                .values()
+                .filter(|n| n.ha_maintenance)
+                .map(|n| {
+                    (
+                        n.name.clone(),
+                        NodeRequest {
+                            maintenance: Some(true),
+                        },
+                    )
+                })
+                .collect(),
+            service_status: self
+                .ha
+                .services
+                .iter()
+                .map(|(sid, s)| {
+                    (
+                        sid.clone(),
+                        WireServiceStatus {
+                            node: Some(s.node.clone()),
+                            state: Some(s.state.clone()),
+                            target: s.target.clone(),
+                            uid: Some(format!("{:x}", crate::world::uid_of(sid))),
+                            maintenance_node: s.maintenance_node.clone(),
+                        },
+                    )
+                })
+                .collect(),
+        };
+        let lrm_status = self
             .nodes
             .values()
             .map(|n| {
@@ -679,30 +703,35 @@ impl World {
                 } else {
                     "active"
                 };
-                let state = if self.ha.services.values().any(|s| s.node == n.name) {
-                    "active"
-                } else {
-                    "wait_for_agent_lock"
-                };
+                let busy = self.ha.services.values().any(|s| s.node == n.name);
                 let ts = if n.online {
                     now
                 } else {
                     n.offline_since.unwrap_or(self.now).floor() as i64
                 };
                 (
-                    n.name.as_str(),
-                    json!({"mode": mode, "state": state, "timestamp": ts, "results": {}}),
+                    n.name.clone(),
+                    LrmStatus {
+                        mode: Some(mode.into()),
+                        state: Some(
+                            if busy {
+                                "active"
+                            } else {
+                                "wait_for_agent_lock"
+                            }
+                            .into(),
+                        ),
+                        timestamp: Some(ts),
+                        results: Some(json!({})),
+                    },
                 )
             })
             .collect();
-        let mut ms = json!({
-            "master_node": master, "timestamp": now, "node_status": node_status,
-            "service_status": services,
-        });
-        if !node_request.is_empty() {
-            ms["node_request"] = json!(node_request);
+        ManagerStatusResponse {
+            manager_status,
+            quorum,
+            lrm_status,
         }
-        json!({"manager_status": ms, "quorum": {"node": master, "quorate": 1}, "lrm_status": lrm})
     }
 
     /// The rules list with feasibility errors (`GET /cluster/ha/rules`).
@@ -749,20 +778,19 @@ impl World {
     }
 
     /// One resource's config as the API shows it.
-    pub fn ha_resource_json(&self, sid: &str) -> Option<Value> {
+    pub fn ha_resource(&self, sid: &str) -> Option<HaResource> {
         let conf = self.ha.resources.get(sid)?;
-        let kind = if sid.starts_with("ct:") { "ct" } else { "vm" };
-        let mut v = json!({
-            "sid": sid, "type": kind, "state": conf.state, "max_restart": conf.max_restart,
-            "max_relocate": conf.max_relocate, "failback": u8::from(conf.failback),
-            "digest": self.ha_resources_digest(),
-        });
-        if let Some(g) = &conf.group {
-            v["group"] = json!(g);
-        }
-        if let Some(c) = &conf.comment {
-            v["comment"] = json!(c);
-        }
-        Some(v)
+        Some(HaResource {
+            sid: Some(sid.to_string()),
+            kind: Some(if sid.starts_with("ct:") { "ct" } else { "vm" }.into()),
+            state: Some(conf.state.clone()),
+            failback: Some(conf.failback),
+            max_restart: Some(conf.max_restart),
+            max_relocate: Some(conf.max_relocate),
+            group: conf.group.clone(),
+            comment: conf.comment.clone(),
+            digest: Some(self.ha_resources_digest()),
+            ..HaResource::default()
+        })
     }
 }

@@ -285,15 +285,18 @@ impl World {
     /// Records the current statistics into the RRD history.
     pub fn record(&mut self) {
         let now = self.now;
-        let nodes: Vec<(String, Vec<f64>)> = self
-            .nodes
-            .keys()
-            .map(|n| (n.clone(), self.node_rrd_values(n)))
+        let table = self.node_stats_all();
+        let nodes: Vec<(String, Vec<f64>)> = table
+            .iter()
+            .map(|(n, s)| (n.clone(), self.node_rrd_values(n, s)))
             .collect();
         let guests: Vec<(u32, f64, Vec<f64>)> = self
             .guests
             .values()
-            .map(|g| (g.vmid, g.created_at, self.guest_rrd_values(g)))
+            .map(|g| {
+                let node_cpu = table.get(&g.node).map_or(0.0, |s| s.cpu);
+                (g.vmid, g.created_at, self.guest_rrd_values(g, node_cpu))
+            })
             .collect();
         for (n, v) in nodes {
             self.history.push_node(&n, now, v);

@@ -2,7 +2,27 @@
 //! plus the running guests on it (plus memory reserved by incoming migrations); pressure rises
 //! with load above a threshold on top of each entity's base pressure.
 
+use std::collections::BTreeMap;
+
 use super::{Guest, GuestKind, Pressure, World};
+
+/// What the running guests of one node add up to.
+#[derive(Debug, Default, Clone, Copy)]
+struct Acc {
+    cores: f64,
+    mem: u64,
+    netin: f64,
+    netout: f64,
+}
+
+impl Acc {
+    fn add(&mut self, g: &Guest, host_cpus: u32) {
+        self.cores += g.usage.cpu * g.maxcpu(host_cpus);
+        self.mem = self.mem.saturating_add(g.host_mem());
+        self.netin += g.usage.netin_rate;
+        self.netout += g.usage.netout_rate;
+    }
+}
 
 /// A node's current statistics.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -62,8 +82,35 @@ fn load_term(load: f64, threshold: f64) -> f64 {
 }
 
 impl World {
-    /// The statistics of node `name` (zeros for an unknown node).
+    /// The statistics of node `name` (zeros for an unknown node). Costs one pass over the
+    /// guests; views of many entities use [`World::node_stats_all`] instead.
     pub fn node_stats(&self, name: &str) -> NodeStats {
+        let mut acc = Acc::default();
+        for g in self.guests.values().filter(|g| g.node == name && g.running) {
+            acc.add(g, self.nodes.get(name).map(|n| n.maxcpu).unwrap_or(1));
+        }
+        self.finish_node_stats(name, acc)
+    }
+
+    /// The statistics of every node, in one pass over the guests.
+    pub fn node_stats_all(&self) -> BTreeMap<String, NodeStats> {
+        let mut accs: BTreeMap<&str, Acc> = BTreeMap::new();
+        for g in self.guests.values().filter(|g| g.running) {
+            let host_cpus = self.nodes.get(&g.node).map(|n| n.maxcpu).unwrap_or(1);
+            accs.entry(g.node.as_str()).or_default().add(g, host_cpus);
+        }
+        self.nodes
+            .keys()
+            .map(|n| {
+                (
+                    n.clone(),
+                    self.finish_node_stats(n, accs.remove(n.as_str()).unwrap_or_default()),
+                )
+            })
+            .collect()
+    }
+
+    fn finish_node_stats(&self, name: &str, acc: Acc) -> NodeStats {
         let Some(node) = self.nodes.get(name) else {
             return NodeStats {
                 cpu: 0.0,
@@ -74,15 +121,8 @@ impl World {
                 pressure: Pressure::default(),
             };
         };
-        let mut cores = node.base_cpu;
-        let mut mem = node.base_mem;
-        let (mut netin, mut netout) = (0.0, 0.0);
-        for g in self.guests.values().filter(|g| g.node == name && g.running) {
-            cores += g.usage.cpu * g.maxcpu(node.maxcpu);
-            mem = mem.saturating_add(g.host_mem());
-            netin += g.usage.netin_rate;
-            netout += g.usage.netout_rate;
-        }
+        let cores = node.base_cpu + acc.cores;
+        let mut mem = node.base_mem.saturating_add(acc.mem);
         for (target, bytes) in self.reservations.values() {
             if target == name {
                 mem = mem.saturating_add(*bytes);
@@ -109,8 +149,8 @@ impl World {
             cpu,
             used_cores: cores.min(maxcpu),
             mem,
-            netin,
-            netout,
+            netin: acc.netin,
+            netout: acc.netout,
             pressure,
         }
     }
@@ -123,13 +163,23 @@ impl World {
         node.maxmem.saturating_sub(self.node_stats(name).mem)
     }
 
-    /// The statistics of a guest.
+    /// The statistics of a guest (one pass over the guests for its node's load).
     pub fn guest_stats(&self, g: &Guest) -> GuestStats {
+        let node_cpu = if g.running {
+            self.node_stats(&g.node).cpu
+        } else {
+            0.0
+        };
+        self.guest_stats_in(g, node_cpu)
+    }
+
+    /// The statistics of a guest whose node runs at `node_cpu` (fraction).
+    pub fn guest_stats_in(&self, g: &Guest, node_cpu: f64) -> GuestStats {
         let host_cpus = self.nodes.get(&g.node).map(|n| n.maxcpu).unwrap_or(1);
         let uptime = g.uptime(self.now);
         let counter = |rate: f64| (rate * uptime as f64) as u64;
         let node_cpu_term = if g.running {
-            load_term(self.node_stats(&g.node).cpu, 0.8)
+            load_term(node_cpu, 0.8)
         } else {
             0.0
         };
@@ -165,11 +215,10 @@ impl World {
     }
 
     /// Node RRD values in [`super::rrd::NODE_FIELDS`] order (NaN while offline).
-    pub(crate) fn node_rrd_values(&self, name: &str) -> Vec<f64> {
+    pub(crate) fn node_rrd_values(&self, name: &str, s: &NodeStats) -> Vec<f64> {
         let Some(node) = self.nodes.get(name).filter(|n| n.online) else {
             return vec![f64::NAN; super::rrd::NODE_FIELDS.len()];
         };
-        let s = self.node_stats(name);
         vec![
             s.used_cores,
             f64::from(node.maxcpu),
@@ -194,11 +243,11 @@ impl World {
     }
 
     /// Guest RRD values in [`super::rrd::GUEST_FIELDS`] order (NaN while its node is offline).
-    pub(crate) fn guest_rrd_values(&self, g: &Guest) -> Vec<f64> {
+    pub(crate) fn guest_rrd_values(&self, g: &Guest, node_cpu: f64) -> Vec<f64> {
         if !self.nodes.get(&g.node).is_some_and(|n| n.online) {
             return vec![f64::NAN; super::rrd::GUEST_FIELDS.len()];
         }
-        let s = self.guest_stats(g);
+        let s = self.guest_stats_in(g, node_cpu);
         let rate = |r: f64| if g.running { r } else { 0.0 };
         vec![
             s.maxcpu,

@@ -2,14 +2,19 @@
 //! guest lists, and the world as a Contract 1 snapshot.
 
 use flxp_core::Snapshot;
-use flxp_core::snapshot::raw::{Ha, HaResource, HaStatusEntry, NodeExtra, Resource, RrdRow};
+use flxp_core::snapshot::raw::{Ha, HaStatusEntry, NodeExtra, Resource, RrdRow};
 use flxp_pve::types::GuestListEntry;
 
-use super::{Guest, GuestKind, Node, World};
+use super::{Guest, GuestKind, Node, NodeStats, World};
 
 impl World {
     /// The `/cluster/resources` entry of a node (only id, node, status, level while offline).
     pub fn node_resource(&self, n: &Node) -> Resource {
+        self.node_resource_with(n, &self.node_stats(&n.name))
+    }
+
+    /// [`World::node_resource`] with the node's statistics already computed.
+    pub fn node_resource_with(&self, n: &Node, s: &NodeStats) -> Resource {
         let mut r = Resource {
             id: Some(format!("node/{}", n.name)),
             kind: Some("node".into()),
@@ -22,7 +27,6 @@ impl World {
             r.hastate = Some(self.ha_node_state(&n.name).into());
         }
         if n.online {
-            let s = self.node_stats(&n.name);
             r.cpu = Some(s.cpu);
             r.maxcpu = Some(f64::from(n.maxcpu));
             r.mem = Some(s.mem);
@@ -37,8 +41,13 @@ impl World {
 
     /// The `/cluster/resources` entry of a guest.
     pub fn guest_resource(&self, g: &Guest) -> Resource {
+        self.guest_resource_in(g, self.node_stats(&g.node).cpu)
+    }
+
+    /// [`World::guest_resource`] for a guest whose node runs at `node_cpu`.
+    pub fn guest_resource_in(&self, g: &Guest, node_cpu: f64) -> Resource {
         let node_online = self.nodes.get(&g.node).is_some_and(|n| n.online);
-        let s = self.guest_stats(g);
+        let s = self.guest_stats_in(g, node_cpu);
         let status = if !node_online {
             "unknown"
         } else if g.running {
@@ -86,16 +95,34 @@ impl World {
     pub fn resources(&self, filter: Option<&str>) -> Vec<Resource> {
         let mut out = Vec::new();
         let want = |t: &str| filter.is_none() || filter == Some(t);
+        let table = self.node_stats_all();
+        let cpu_of = |node: &str| table.get(node).map_or(0.0, |s| s.cpu);
         if want("vm") {
-            out.extend(self.guests.values().map(|g| self.guest_resource(g)));
+            out.extend(
+                self.guests
+                    .values()
+                    .map(|g| self.guest_resource_in(g, cpu_of(&g.node))),
+            );
         }
         if want("node") {
-            out.extend(self.nodes.values().map(|n| self.node_resource(n)));
+            for n in self.nodes.values() {
+                if let Some(s) = table.get(&n.name) {
+                    out.push(self.node_resource_with(n, s));
+                }
+            }
         }
         if want("storage") {
+            let usage = self.storage_usage_all();
             for n in self.nodes.values() {
                 for st in self.storages.values().filter(|s| s.available_on(&n.name)) {
-                    let (total, used) = self.storage_usage(&st.id, &n.name);
+                    let used_by_guests = usage
+                        .get(&(st.id.as_str(), if st.shared { "" } else { n.name.as_str() }))
+                        .copied()
+                        .unwrap_or(0);
+                    let (total, used) = (
+                        st.total,
+                        st.base_used.saturating_add(used_by_guests).min(st.total),
+                    );
                     out.push(Resource {
                         id: Some(format!("storage/{}/{}", n.name, st.id)),
                         kind: Some("storage".into()),
@@ -125,6 +152,24 @@ impl World {
         out
     }
 
+    /// Bytes of guest volumes per (storage, node), node `""` for shared storages, in one pass.
+    fn storage_usage_all(&self) -> std::collections::HashMap<(&str, &str), u64> {
+        let mut out = std::collections::HashMap::new();
+        for g in self.guests.values() {
+            for (sid, size, linked) in g.volumes() {
+                let Some((id, st)) = self.storages.get_key_value(sid) else {
+                    continue;
+                };
+                if linked {
+                    continue;
+                }
+                let node = if st.shared { "" } else { g.node.as_str() };
+                *out.entry((id.as_str(), node)).or_insert(0) += size;
+            }
+        }
+        out
+    }
+
     /// Size and use of a storage as `node` sees it, bytes.
     pub fn storage_usage(&self, storage: &str, node: &str) -> (u64, u64) {
         let Some(st) = self.storages.get(storage) else {
@@ -143,7 +188,12 @@ impl World {
 
     /// An entry of `GET /nodes/{node}/qemu` or `/lxc`.
     pub fn guest_list_entry(&self, g: &Guest) -> GuestListEntry {
-        let s = self.guest_stats(g);
+        self.guest_list_entry_in(g, self.node_stats(&g.node).cpu)
+    }
+
+    /// [`World::guest_list_entry`] for a guest whose node runs at `node_cpu`.
+    pub fn guest_list_entry_in(&self, g: &Guest, node_cpu: f64) -> GuestListEntry {
+        let s = self.guest_stats_in(g, node_cpu);
         let p = s.pressure;
         let qemu = g.kind == GuestKind::Qemu;
         GuestListEntry {
@@ -223,8 +273,7 @@ impl World {
                 .ha
                 .resources
                 .keys()
-                .filter_map(|sid| self.ha_resource_json(sid))
-                .filter_map(|v| serde_json::from_value::<HaResource>(v).ok())
+                .filter_map(|sid| self.ha_resource(sid))
                 .collect(),
             status: self
                 .ha_status_current()

@@ -169,3 +169,22 @@ fn bad_scenarios_name_the_offending_entry() {
     );
     assert!(err(json!({"resources": []})).contains("no node entries"));
 }
+
+#[test]
+fn synthetic_scenarios_are_valid_deterministic_and_not_overcommitted() {
+    let a = Scenario::synthetic(32, 2000, 7);
+    assert_eq!(a, Scenario::synthetic(32, 2000, 7));
+    a.validate().unwrap();
+    let guests = a
+        .snapshot
+        .resources
+        .iter()
+        .filter(|r| r.vmid.is_some())
+        .count();
+    assert_eq!(guests, 2000);
+    let sim = flxp_sim::Sim::new(a).unwrap();
+    let w = sim.world();
+    for (name, s) in w.node_stats_all() {
+        assert!(s.mem < w.nodes[&name].maxmem, "{name} is full");
+    }
+}
