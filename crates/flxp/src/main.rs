@@ -3,6 +3,7 @@
 mod cli;
 mod config;
 mod output;
+mod progress;
 mod serve;
 mod size;
 

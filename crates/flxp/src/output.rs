@@ -150,3 +150,134 @@ pub fn print_status(r: &StatusReport) {
         }
     }
 }
+
+/// `flxp balance` / `flxp evacuate --json`: the plan (Contract 3 fields at the top level) and,
+/// when it was carried out, what that did.
+#[derive(Debug, Serialize)]
+pub struct PlanOutput<'a> {
+    /// The plan.
+    #[serde(flatten)]
+    pub plan: &'a flxp_core::balance::Plan,
+    /// Whether it was only planned (`--dry-run` or `--from-file`).
+    pub dry_run: bool,
+    /// What carrying it out did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub execution: Option<&'a flxp_engine::ExecutionReport>,
+}
+
+/// A plan for people: the summary, the migrations in order with why, each node before and after,
+/// rules broken before and after, guests that fit nowhere.
+pub fn print_plan(plan: &flxp_core::balance::Plan) {
+    print_warnings(&plan.warnings);
+    say(&plan.summary);
+    let measure = plan.measure;
+    if !plan.migrations.is_empty() {
+        let mut t = table(&["#", "VMID", "NAME", "TYPE", "FROM", "TO", "MEMORY", "AFTER"]);
+        for (i, m) in plan.migrations.iter().enumerate() {
+            let how = if m.online { "" } else { " (offline)" };
+            t.add_row(vec![
+                (i + 1).to_string(),
+                m.vmid.to_string(),
+                m.name.clone(),
+                format!("{}{how}", m.kind.as_str()),
+                m.from.clone(),
+                m.to.clone(),
+                fmt_bytes(m.bytes),
+                measure.fmt(m.imbalance_after),
+            ]);
+        }
+        align_right(&mut t, &[0, 1, 6, 7]);
+        say("");
+        say(t);
+        // Reasons are long sentences: below the table rather than in a column that wraps.
+        say("\nwhy:");
+        for (i, m) in plan.migrations.iter().enumerate() {
+            say(format!("  {}. {}", i + 1, m.reason));
+        }
+    }
+    let mut t = table(&[
+        "NODE",
+        "STATUS",
+        "BEFORE",
+        "AFTER",
+        "MEMORY AFTER",
+        "GUESTS",
+    ]);
+    for (b, a) in plan.nodes_before.iter().zip(&plan.nodes_after) {
+        let status = if b.maintenance {
+            format!("{} (maintenance)", b.status)
+        } else {
+            b.status.clone()
+        };
+        t.add_row(vec![
+            b.node.clone(),
+            status,
+            format!("{:.1}%", b.load),
+            format!("{:.1}%", a.load),
+            format!("{} / {}", fmt_bytes(a.mem), fmt_bytes(a.maxmem)),
+            format!("{} → {}", b.guests, a.guests),
+        ]);
+    }
+    align_right(&mut t, &[2, 3, 4, 5]);
+    say("");
+    say(format!("{} per node ({}):", plan.metric, measure.as_str()));
+    say(t);
+    for (title, list) in [
+        ("rules broken before", &plan.violations_before),
+        ("rules still broken after", &plan.violations_after),
+    ] {
+        if !list.is_empty() {
+            say(format!("\n{title} ({}):", list.len()));
+            for v in list.iter() {
+                say(format!("  {v}"));
+            }
+        }
+    }
+    if !plan.unplaced.is_empty() {
+        say(format!("\nfit nowhere ({}):", plan.unplaced.len()));
+        for u in &plan.unplaced {
+            say(format!(
+                "  {} {} on {} ({}): {}",
+                u.vmid, u.name, u.node, u.rule, u.reason
+            ));
+        }
+    }
+}
+
+/// What carrying out a plan did, for people.
+pub fn print_execution(report: &flxp_engine::ExecutionReport) {
+    say("");
+    say(report.summary());
+    if !report.failed.is_empty() {
+        let mut t = table(&["VMID", "NAME", "FROM", "TO", "ERROR"]);
+        for f in &report.failed {
+            t.add_row(vec![
+                f.vmid.to_string(),
+                f.name.clone(),
+                f.from.clone(),
+                f.to.clone(),
+                f.error.clone(),
+            ]);
+        }
+        say("\nfailed:");
+        say(t);
+    }
+    for s in &report.skipped {
+        say(format!(
+            "dropped {} {} → {}: {}",
+            s.vmid,
+            s.from,
+            s.to,
+            s.reasons.join("; ")
+        ));
+    }
+    for r in &report.replans {
+        say(format!("replanned ({}): {}", r.reason, r.summary));
+    }
+    for u in &report.unfinished {
+        say(format!(
+            "still running in Proxmox: {} {} → {}",
+            u.vmid, u.from, u.to
+        ));
+    }
+}

@@ -1,12 +1,193 @@
-//! `flxp balance` (being built).
+//! `flxp balance`: plan the live migrations that fix broken rules and restore balance, and carry
+//! them out in a zone (unless `--dry-run`; `--from-file` always only plans).
+//!
+//! The way a plan is carried out is shared with `flxp evacuate` ([`carry_out`]): progress on
+//! stderr, Ctrl-C starts nothing new and waits for running migrations, the report after.
 
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use flxp_core::Overrides;
+use flxp_core::balance::{Method, Plan, Purpose};
+use flxp_engine::{ExecuteOptions, ExecutionReport, Executor, Goal, Limits, Model, planning};
+
+use super::{SourceArgs, UNSATISFIABLE, UsageError, load};
+use crate::config::Config;
+use crate::{output, progress};
 
 /// Arguments of `flxp balance`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    #[command(flatten)]
+    source: SourceArgs,
+    /// Only plan: print what would be done, change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print one JSON document on stdout: the plan, and what carrying it out did.
+    #[arg(long)]
+    json: bool,
+    /// How balancing moves are chosen: flxp (the default: many moves at once, bundles, swaps), or
+    /// Proxmox's own single-move selection pve-bruteforce or pve-topsis.
+    #[arg(long, value_name = "M", value_parser = ["flxp", "pve-bruteforce", "pve-topsis"])]
+    method: Option<String>,
+    /// Most migrations in the plan, rule fixes included (default from [balance], else 20).
+    #[arg(long, value_name = "N")]
+    max_migrations: Option<usize>,
+}
+
+/// How the `[migration]` table carries out plans.
+pub fn execute_options(config: &Config) -> ExecuteOptions {
+    let m = &config.migration;
+    ExecuteOptions {
+        limits: Limits {
+            parallel: m.parallel,
+            per_node_in: m.per_node_in,
+            per_node_out: m.per_node_out,
+        },
+        poll: Duration::from_secs(m.poll_secs),
+        timeout: Duration::from_secs(m.timeout_secs),
+        with_local_disks: m.with_local_disks,
+        max_replans: m.max_replans,
+        drain_timeout: Duration::from_secs(m.drain_timeout_secs),
+        ..ExecuteOptions::default()
+    }
+}
+
+/// Whether a plan leaves the request unmet. Evacuation: a guest that must leave fits nowhere.
+/// Balancing: that, or hard rules stay broken, or the imbalance is above the threshold and no
+/// safe move lowers it.
+pub fn is_unsatisfiable(plan: &Plan, goal: &Goal) -> bool {
+    if matches!(goal, Goal::Evacuate { .. }) {
+        return !plan.unplaced.is_empty();
+    }
+    let balanced = plan
+        .migrations
+        .iter()
+        .any(|m| matches!(m.purpose, Purpose::Balance | Purpose::Swap));
+    !plan.unplaced.is_empty()
+        || !plan.violations_after.is_empty()
+        || (plan.imbalance_after > plan.threshold && !balanced)
+}
 
 /// Runs `flxp balance`.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("flxp balance is not available in this build yet")
+pub fn run(args: Args) -> Result<ExitCode> {
+    let config = load::config(&args.source)?;
+    let mut options = config.balance.clone();
+    if let Some(m) = &args.method {
+        options.method =
+            Method::from_name(m).ok_or_else(|| UsageError(format!("unknown --method {m:?}")))?;
+    }
+    if let Some(n) = args.max_migrations {
+        options.max_migrations = n;
+    }
+    let goal = Goal::Balance(options);
+    carry_out(&args.source, &config, &goal, args.dry_run, args.json)
+}
+
+/// Plans `goal` on the source and, for a zone without `--dry-run`, carries it out; prints the plan
+/// and the report; the exit code: 1 when a migration failed or the round stopped early, 3 when
+/// the plan leaves the request unmet, else 0.
+pub fn carry_out(
+    source: &SourceArgs,
+    config: &Config,
+    goal: &Goal,
+    dry_run: bool,
+    json: bool,
+) -> Result<ExitCode> {
+    let placer = Arc::new(load::placer(config)?);
+    let (plan, execution) = match (&source.from_file, &source.zone) {
+        (Some(path), _) => {
+            let snapshot = load::read_snapshot_file(path)?;
+            let model = Model::build(&snapshot, &Overrides::default())
+                .with_context(|| format!("in {}", path.display()))?;
+            (plan_on(&model, &placer, goal)?, None)
+        }
+        (None, Some(zone)) => {
+            let zone_config = config.zone(zone).map_err(UsageError)?;
+            let client =
+                flxp_pve::Client::from_zone(zone_config).with_context(|| format!("zone {zone}"))?;
+            let executor = Executor::new(zone.clone(), Arc::new(client), Arc::clone(&placer))
+                .with_overrides(config.overrides(zone))
+                .with_options(execute_options(config));
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .context("cannot start the async runtime")?;
+            runtime.block_on(plan_and_run(executor, goal, dry_run, json, zone))?
+        }
+        (None, None) => {
+            return Err(UsageError(
+                "name the cluster: --from-file F (a snapshot) or --zone Z (from the config file)"
+                    .into(),
+            )
+            .into());
+        }
+    };
+    let dry = execution.is_none();
+    if json {
+        output::print_json(&output::PlanOutput {
+            plan: &plan,
+            dry_run: dry,
+            execution: execution.as_ref(),
+        })?;
+    } else if let Some(report) = &execution {
+        output::print_execution(report);
+    } else if source.from_file.is_some() {
+        output::print_plan(&plan);
+    }
+    Ok(match &execution {
+        Some(r) if !r.is_clean() => ExitCode::from(1),
+        _ if is_unsatisfiable(&plan, goal) => ExitCode::from(UNSATISFIABLE),
+        _ => ExitCode::SUCCESS,
+    })
+}
+
+/// Plans on a model; an unknown node is a usage error.
+fn plan_on(model: &Model, placer: &flxp_core::placement::Placer, goal: &Goal) -> Result<Plan> {
+    match planning::plan(model, placer, goal, None) {
+        Err(e @ flxp_engine::Error::UnknownNode { .. }) => Err(UsageError(e.to_string()).into()),
+        other => Ok(other?),
+    }
+}
+
+/// Reads the zone, plans, prints the plan for people, and carries it out unless dry.
+async fn plan_and_run(
+    executor: Executor,
+    goal: &Goal,
+    dry_run: bool,
+    json: bool,
+    zone: &str,
+) -> Result<(Plan, Option<ExecutionReport>)> {
+    let plan = match executor.plan(goal).await {
+        Err(e @ flxp_engine::Error::UnknownNode { .. }) => {
+            return Err(UsageError(e.to_string()).into());
+        }
+        other => other.with_context(|| format!("cannot plan in zone {zone}"))?,
+    };
+    if !json {
+        output::print_plan(&plan);
+    }
+    if dry_run || plan.migrations.is_empty() {
+        return Ok((plan, None));
+    }
+    let (stop_handle, stop) = flxp_engine::stop_signal();
+    let executor = executor
+        .with_stop(stop)
+        .with_progress(progress::for_stderr());
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!(
+                "stopping: no new migrations; waiting for running ones (Ctrl-C again to quit)"
+            );
+            stop_handle.stop();
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(1);
+            }
+        }
+    });
+    let report = executor.execute(plan.clone(), goal).await;
+    Ok((plan, Some(report)))
 }

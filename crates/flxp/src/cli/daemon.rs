@@ -1,12 +1,141 @@
-//! `flxp daemon` (being built).
+//! `flxp daemon`: rebalance and evacuate every configured zone (or `[daemon].zones`) at an
+//! interval, until SIGTERM or SIGINT; then start nothing new, let running migrations end (within
+//! `[migration] drain-timeout-secs`) and exit 0.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use flxp_engine::{Daemon, DaemonOptions, RoundReport, Zone};
+
+use super::{UsageError, balance, load};
+use crate::config::Config;
 
 /// Arguments of `flxp daemon`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Config file (else FLXP_CONFIG, else /etc/flxp/flxp.toml).
+    #[arg(long, value_name = "F", env = "FLXP_CONFIG")]
+    config: Option<PathBuf>,
+}
+
+/// The daemon's options from the config file.
+pub fn options(config: &Config) -> DaemonOptions {
+    let d = &config.daemon;
+    let interval = Duration::from_secs(d.interval_secs);
+    DaemonOptions {
+        interval,
+        // An unreadable zone is tried again sooner, but never more often than the interval.
+        retry_after: interval.min(Duration::from_secs(60)),
+        rebalance: d.rebalance,
+        evacuate: d.evacuate,
+        balance: config.balance.clone(),
+        evacuation: config.evacuate.clone(),
+        execute: balance::execute_options(config),
+    }
+}
+
+/// The zones the daemon manages, each with its client and overrides.
+pub fn zones(config: &Config) -> Result<Vec<Zone>> {
+    let names: Vec<String> = if config.daemon.zones.is_empty() {
+        config.zones.keys().cloned().collect()
+    } else {
+        config.daemon.zones.clone()
+    };
+    if names.is_empty() {
+        return Err(UsageError(
+            "the config file defines no zone to manage: add a [zones.<name>] table".into(),
+        )
+        .into());
+    }
+    names
+        .into_iter()
+        .map(|name| {
+            let zone = config.zone(&name).map_err(UsageError)?;
+            let client =
+                flxp_pve::Client::from_zone(zone).with_context(|| format!("zone {name}"))?;
+            Ok(Zone {
+                overrides: config.overrides(&name),
+                api: Arc::new(client),
+                name,
+            })
+        })
+        .collect()
+}
+
+/// One log line per round.
+fn log_round(r: &RoundReport) {
+    let what = |e: &Option<flxp_engine::daemon::Executed>| {
+        e.as_ref().map(|x| {
+            let done = x.execution.as_ref().map_or(0, |r| r.done.len());
+            let failed = x.execution.as_ref().map_or(0, |r| r.failed.len());
+            format!("{} ({done} done, {failed} failed)", x.plan.summary)
+        })
+    };
+    match &r.error {
+        Some(e) => {
+            tracing::error!(zone = %r.zone, error = %e, retry_in_secs = r.next_in_secs, "round failed")
+        }
+        None => tracing::info!(
+            zone = %r.zone,
+            evacuation = what(&r.evacuation).unwrap_or_else(|| "-".into()),
+            trigger = r.trigger.as_ref().map_or("-", |t| t.reason.as_str()),
+            balance = what(&r.balance).unwrap_or_else(|| "-".into()),
+            next_in_secs = r.next_in_secs,
+            "round"
+        ),
+    }
+}
+
+/// Resolves when SIGTERM or SIGINT arrives.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops the daemon");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
 
 /// Runs `flxp daemon`.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("flxp daemon is not available in this build yet")
+pub fn run(args: Args) -> Result<ExitCode> {
+    let config = Config::load(&Config::path(args.config.as_deref()))?;
+    let placer = Arc::new(load::placer(&config)?);
+    let zones = zones(&config)?;
+    let options = options(&config);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let daemon = Daemon::new(zones, placer, options.clone()).on_round(Arc::new(log_round));
+    tracing::info!(
+        zones = %daemon.zones().join(", "),
+        interval_secs = options.interval.as_secs(),
+        rebalance = options.rebalance,
+        evacuate = options.evacuate,
+        "daemon started"
+    );
+    runtime.block_on(daemon.run(async {
+        shutdown_signal().await;
+        tracing::info!("stop requested: no new migrations; waiting for running ones");
+    }));
+    tracing::info!("daemon stopped");
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,12 +1,35 @@
-//! `flxp evacuate` (being built).
+//! `flxp evacuate NODE`: empty a node for maintenance, rules honoured, its guests spread over the
+//! rest of the cluster; carried out in a zone unless `--dry-run` (`--from-file` only plans).
 
 use std::process::ExitCode;
 
+use anyhow::Result;
+use flxp_engine::Goal;
+
+use super::{SourceArgs, balance, load};
+
 /// Arguments of `flxp evacuate`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The node to empty.
+    #[arg(value_name = "NODE")]
+    node: String,
+    #[command(flatten)]
+    source: SourceArgs,
+    /// Only plan: print what would be done, change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print one JSON document on stdout: the plan, and what carrying it out did.
+    #[arg(long)]
+    json: bool,
+}
 
-/// Runs `flxp evacuate`.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("flxp evacuate is not available in this build yet")
+/// Runs `flxp evacuate`: exit 3 when a guest that must leave fits nowhere (named with the reason).
+pub fn run(args: Args) -> Result<ExitCode> {
+    let config = load::config(&args.source)?;
+    let goal = Goal::Evacuate {
+        nodes: vec![args.node],
+        options: config.evacuate.clone(),
+    };
+    balance::carry_out(&args.source, &config, &goal, args.dry_run, args.json)
 }

@@ -1,6 +1,9 @@
 //! End-to-end tests of the flxp binary: run it as a user would and compare what it prints.
 #![allow(clippy::unwrap_used)] // tests panic on unexpected errors by design
 
+mod cli_balance;
+mod cli_daemon;
+mod cli_evacuate;
 mod cli_place;
 mod cli_status;
 mod docs;

@@ -1,0 +1,255 @@
+//! `flxp balance`: planning from a file (Contract 3 JSON, exit codes) and carrying out a plan in a
+//! live zone (the simulator in-process).
+
+use std::path::PathBuf;
+
+use flxp_sim::{Scenario, Sim, SimHandle};
+use serde_json::Value;
+
+use super::{example, run, temp_file};
+
+const TOKEN: &str = "root@pam!flxp=0d9b2f4a-6c1e-4b7d-8e3f-5a2c1b0d9e8f";
+pub const UNBALANCED: &str = include_str!("../../../flxp-sim/scenarios/unbalanced.json");
+pub const DEMO: &str = include_str!("../../../flxp-sim/scenarios/demo.json");
+
+/// A simulated zone on a free loopback port (plain HTTP) and a config file pointing at it.
+pub struct SimZone {
+    _runtime: tokio::runtime::Runtime,
+    _handle: SimHandle,
+    pub sim: Sim,
+    _dir: tempfile::TempDir,
+    pub config: PathBuf,
+}
+
+impl SimZone {
+    pub fn config(&self) -> &str {
+        self.config.to_str().unwrap()
+    }
+
+    /// The node a guest is on now.
+    pub fn node_of(&self, vmid: u32) -> String {
+        self.sim.world().guests[&vmid].node.clone()
+    }
+
+    /// Guests on a node now.
+    pub fn guests_on(&self, node: &str) -> Vec<u32> {
+        let w = self.sim.world();
+        w.guests
+            .values()
+            .filter(|g| g.node == node)
+            .map(|g| g.vmid)
+            .collect()
+    }
+}
+
+/// Starts a scenario at a time scale, with `extra` appended to the config file.
+pub fn sim_zone(
+    doc: &str,
+    time_scale: f64,
+    extra: &str,
+    tweak: impl FnOnce(&mut Value),
+) -> SimZone {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut v: Value = serde_json::from_str(doc).unwrap();
+    v["sim"]["time_scale"] = time_scale.into();
+    tweak(&mut v);
+    let mut scenario = Scenario::from_value(v).unwrap();
+    scenario.add_token(TOKEN).unwrap();
+    let sim = Sim::new(scenario).unwrap();
+    let handle = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        SimHandle::spawn(listener, sim.clone(), None).unwrap()
+    });
+    let (id, secret) = TOKEN.rsplit_once('=').unwrap();
+    let text = format!(
+        "[zones.lab]\nhosts = [\"http://{}\"]\ntoken = \"{id}\"\ntoken-secret = \"{secret}\"\n\n[migration]\npoll-secs = 1\n{extra}",
+        handle.addr()
+    );
+    let (dir, config) = temp_file("flxp.toml", &text);
+    SimZone {
+        _runtime: runtime,
+        _handle: handle,
+        sim,
+        _dir: dir,
+        config,
+    }
+}
+
+fn json(out: &str) -> Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+#[test]
+fn a_plan_from_a_file_is_contract_3_json_and_only_a_plan() {
+    let f = example("pvesh-4node.json");
+    let (code, out, err) = run(&["balance", "--from-file", f.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    for key in [
+        "imbalance_before",
+        "imbalance_after",
+        "metric",
+        "migrations",
+        "nodes_before",
+        "nodes_after",
+        "violations_before",
+        "violations_after",
+        "warnings",
+    ] {
+        assert!(v.get(key).is_some(), "{key} missing: {out}");
+    }
+    let migrations = v["migrations"].as_array().unwrap();
+    assert!(!migrations.is_empty());
+    for m in migrations {
+        for key in ["vmid", "type", "name", "from", "to", "reason"] {
+            assert!(m.get(key).is_some(), "{key} missing in {m}");
+        }
+    }
+    assert_eq!(v["metric"], "memory");
+    assert_eq!(v["dry_run"], true);
+    assert!(v.get("execution").is_none());
+    assert!(v["imbalance_after"].as_f64().unwrap() < v["imbalance_before"].as_f64().unwrap());
+}
+
+#[test]
+fn a_rule_no_node_can_satisfy_exits_3() {
+    let f = example("rules-hetero.json");
+    let (code, out, _) = run(&["balance", "--from-file", f.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 3);
+    let v = json(&out);
+    let unplaced = v["unplaced"].as_array().unwrap();
+    assert_eq!(unplaced.len(), 1, "{out}");
+    assert_eq!(unplaced[0]["vmid"], 171);
+    // The fixes still come first in the plan.
+    assert_eq!(v["migrations"][0]["purpose"], "fix");
+}
+
+#[test]
+fn no_allowed_move_above_the_threshold_exits_3() {
+    let f = example("pvesh-4node.json");
+    let (code, out, err) = run(&[
+        "balance",
+        "--from-file",
+        f.to_str().unwrap(),
+        "--max-migrations",
+        "0",
+        "--json",
+    ]);
+    assert_eq!(code, 3, "{err}");
+    assert_eq!(json(&out)["migrations"], Value::Array(Vec::new()));
+}
+
+#[test]
+fn the_method_is_chosen_on_the_command_line_and_checked() {
+    let f = example("pvesh-4node.json");
+    let f = f.to_str().unwrap();
+    let (code, out, err) = run(&[
+        "balance",
+        "--from-file",
+        f,
+        "--method",
+        "pve-topsis",
+        "--json",
+    ]);
+    assert!(code == 0 || code == 3, "{err}");
+    assert_eq!(json(&out)["method"], "pve-topsis");
+    let (code, _, err) = run(&["balance", "--from-file", f, "--method", "fastest"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("possible values: flxp, pve-bruteforce, pve-topsis"),
+        "{err}"
+    );
+    let (code, _, err) = run(&["balance"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--from-file"), "{err}");
+}
+
+#[test]
+fn the_plan_for_people_is_a_table_with_reasons() {
+    let f = example("pvesh-4node.json");
+    let (code, out, _) = run(&["balance", "--from-file", f.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("spread 41.6 pp → "), "{out}");
+    assert!(out.contains(" #  VMID  NAME"), "{out}");
+    assert!(out.contains("\nwhy:\n  1. balance memory: "), "{out}");
+    assert!(out.contains(" NODE  STATUS  BEFORE  AFTER"), "{out}");
+}
+
+#[test]
+fn a_zone_is_balanced_for_real_and_a_second_run_finds_nothing_to_do() {
+    let z = sim_zone(UNBALANCED, 100_000.0, "", |_| {});
+    let (code, out, err) = run(&["balance", "--zone", "lab", "--config", z.config(), "--json"]);
+    assert_eq!(code, 0, "{err}\n{out}");
+    let v = json(&out);
+    assert_eq!(v["dry_run"], false);
+    let done = v["execution"]["done"].as_array().unwrap();
+    let planned = v["migrations"].as_array().unwrap();
+    assert_eq!(done.len(), planned.len(), "{out}");
+    for m in planned {
+        let vmid = u32::try_from(m["vmid"].as_u64().unwrap()).unwrap();
+        assert_eq!(z.node_of(vmid), m["to"].as_str().unwrap());
+    }
+    assert!(v["execution"]["failed"].as_array().unwrap().is_empty());
+
+    let (code, out, err) = run(&[
+        "balance",
+        "--zone",
+        "lab",
+        "--config",
+        z.config(),
+        "--dry-run",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert!(v["imbalance_before"].as_f64().unwrap() <= v["threshold"].as_f64().unwrap());
+    assert_eq!(v["migrations"], Value::Array(Vec::new()));
+    assert_eq!(v["dry_run"], true);
+}
+
+#[test]
+fn a_failed_migration_in_a_zone_exits_1_and_is_reported() {
+    // Plan first to learn which guest moves first, then make its migration fail.
+    let z = sim_zone(UNBALANCED, 100_000.0, "", |_| {});
+    let (_, out, _) = run(&[
+        "balance",
+        "--zone",
+        "lab",
+        "--config",
+        z.config(),
+        "--dry-run",
+        "--json",
+    ]);
+    let first = json(&out)["migrations"][0]["vmid"].as_u64().unwrap();
+    let z = sim_zone(UNBALANCED, 100_000.0, "", |v| {
+        v["sim"]["faults"] = serde_json::json!({
+            "fail_migrations": [{"vmid": first, "message": "migration aborted: no route to host"}]
+        });
+    });
+    let (code, out, err) = run(&["balance", "--zone", "lab", "--config", z.config(), "--json"]);
+    assert_eq!(code, 1, "{err}");
+    let v = json(&out);
+    let failed = v["execution"]["failed"].as_array().unwrap();
+    assert_eq!(failed.len(), 1, "{out}");
+    assert_eq!(failed[0]["vmid"], first);
+    assert_eq!(failed[0]["error"], "migration aborted: no route to host");
+    assert!(
+        !v["execution"]["done"].as_array().unwrap().is_empty(),
+        "the rest goes on"
+    );
+    assert_eq!(z.node_of(u32::try_from(first).unwrap()), "pve1");
+}
+
+#[test]
+fn human_output_of_a_run_ends_with_the_report() {
+    let z = sim_zone(UNBALANCED, 100_000.0, "", |_| {});
+    let (code, out, err) = run(&["balance", "--zone", "lab", "--config", z.config()]);
+    assert_eq!(code, 0, "{err}");
+    let last = out.lines().last().unwrap();
+    assert!(last.contains("migration(s) done in "), "{out}");
+}

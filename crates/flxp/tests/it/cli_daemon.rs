@@ -1,0 +1,52 @@
+//! `flxp daemon`: balances a live zone at its interval and exits 0 on SIGTERM.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::cli_balance::{UNBALANCED, sim_zone};
+use super::{run, temp_file};
+
+#[test]
+fn the_daemon_balances_a_zone_and_stops_on_sigterm() {
+    let z = sim_zone(
+        UNBALANCED,
+        100_000.0,
+        "\n[daemon]\ninterval-secs = 1\n\n[balance.trigger]\nhold = 1\n",
+        |_| {},
+    );
+    let child = Command::new(env!("CARGO_BIN_EXE_flxp"))
+        .args(["daemon", "--config", z.config()])
+        .env_remove("FLXP_CONFIG")
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    // pve1 starts with 12 busy guests; the daemon moves some away.
+    while z.guests_on("pve1").len() >= 12 && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let moved = 14 - z.guests_on("pve1").len();
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(moved >= 3, "{moved} guests moved: {err}");
+    assert!(err.contains("daemon started"), "{err}");
+    assert!(err.contains("daemon stopped"), "{err}");
+    let locked = z.sim.world().guests.values().any(|g| g.lock().is_some());
+    assert!(!locked, "no migration left running after exit");
+}
+
+#[test]
+fn a_config_without_zones_is_refused() {
+    let (_d, f) = temp_file("flxp.toml", "[daemon]\ninterval-secs = 60\n");
+    let (code, _, err) = run(&["daemon", "--config", f.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no zone to manage"), "{err}");
+}

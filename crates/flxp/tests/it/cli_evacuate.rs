@@ -1,0 +1,119 @@
+//! `flxp evacuate NODE`: plans from a file, exit 3 when a guest fits nowhere, unknown nodes, and
+//! emptying a node of a live zone.
+
+use serde_json::Value;
+
+use super::cli_balance::{DEMO, sim_zone};
+use super::{example, run, temp_file};
+
+fn json(out: &str) -> Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+#[test]
+fn an_evacuation_plan_moves_every_guest_off_the_node() {
+    let f = example("rules-hetero.json");
+    let (code, out, err) = run(&[
+        "evacuate",
+        "alpha",
+        "--from-file",
+        f.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(
+        code, 0,
+        "an unrelated broken rule elsewhere is no reason for 3: {err}"
+    );
+    let v = json(&out);
+    assert_eq!(v["method"], "evacuate");
+    let alpha = v["nodes_after"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["node"] == "alpha")
+        .unwrap();
+    assert_eq!(alpha["guests"], 0, "{out}");
+    assert!(
+        v["migrations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|m| m["from"] == "alpha" && m["to"] != "alpha")
+    );
+}
+
+#[test]
+fn a_guest_that_fits_nowhere_exits_3_with_the_reason() {
+    let snap = r#"[
+        {"id":"node/a","type":"node","node":"a","status":"online","maxmem":68719476736,"mem":17179869184,"maxcpu":16,"cpu":0.1},
+        {"id":"node/b","type":"node","node":"b","status":"online","maxmem":68719476736,"mem":8589934592,"maxcpu":16,"cpu":0.1},
+        {"id":"qemu/101","type":"qemu","vmid":101,"name":"pinned","node":"a","status":"running","maxmem":8589934592,"mem":4294967296,"maxcpu":2,"cpu":0.1,"tags":"flxp.node.a"},
+        {"id":"qemu/102","type":"qemu","vmid":102,"name":"free","node":"a","status":"running","maxmem":8589934592,"mem":4294967296,"maxcpu":2,"cpu":0.1}
+    ]"#;
+    let (_d, f) = temp_file("snap.json", snap);
+    let (code, out, _) = run(&[
+        "evacuate",
+        "a",
+        "--from-file",
+        f.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 3);
+    let v = json(&out);
+    assert_eq!(v["unplaced"][0]["vmid"], 101);
+    assert!(
+        v["unplaced"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("flxp.node"),
+        "{out}"
+    );
+    assert_eq!(v["migrations"][0]["vmid"], 102, "the rest still moves");
+    let (code, out, _) = run(&["evacuate", "a", "--from-file", f.to_str().unwrap()]);
+    assert_eq!(code, 3);
+    assert!(out.contains("fit nowhere (1):\n  101 pinned on a"), "{out}");
+}
+
+#[test]
+fn an_unknown_node_is_a_usage_error_naming_the_nodes() {
+    let f = example("rules-hetero.json");
+    let (code, out, err) = run(&["evacuate", "zulu", "--from-file", f.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(out.is_empty());
+    assert!(
+        err.contains(r#"node "zulu" is not in the cluster; nodes: alpha, bravo, charlie"#),
+        "{err}"
+    );
+    let (code, _, err) = run(&["evacuate", "--from-file", f.to_str().unwrap()]);
+    assert_eq!(code, 2, "NODE is required: {err}");
+}
+
+#[test]
+fn a_live_node_is_emptied() {
+    let z = sim_zone(DEMO, 100_000.0, "", |_| {});
+    let (code, out, err) = run(&[
+        "evacuate",
+        "pve4",
+        "--zone",
+        "lab",
+        "--config",
+        z.config(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}\n{out}");
+    let v = json(&out);
+    assert!(
+        v["execution"]["failed"].as_array().unwrap().is_empty(),
+        "{out}"
+    );
+    // 151 is tagged flxp.ignore: it stays, and the plan says why.
+    assert_eq!(z.guests_on("pve4"), [151]);
+    assert!(
+        v["skipped"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["vmid"] == 151),
+        "{out}"
+    );
+}
