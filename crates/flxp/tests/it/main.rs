@@ -8,6 +8,9 @@ mod cli_place;
 mod cli_status;
 mod docs;
 mod live_zone;
+mod serve;
+mod serve_concurrency;
+mod serve_errors;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

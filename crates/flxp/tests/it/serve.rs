@@ -1,0 +1,485 @@
+//! `flxp serve` end to end: the simulator runs in this process (HTTPS on 127.0.0.1:0, pinned),
+//! the built binary serves a config pointing at it, and the tests talk GraphQL to it and check
+//! the simulated cluster afterwards.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use flxp_sim::{Scenario, Sim, SimHandle, TlsIdentity};
+use serde_json::{Value, json};
+
+pub const API_TOKEN: &str = "test-api-token-7f3a9c";
+const PVE_TOKEN: &str = "root@pam!flxp=5f0c3a8e-1d2b-4c6f-9a7e-3b2d1c0f9e8d";
+pub const KEY: &str =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDFkLyOVoSrwEOe/Cu8ginHKAlfTmvX5GwdqB8dB9MYm flxp@test";
+pub const PASSWORD: &str = "initial-password-4711";
+
+/// The catalog every test config has.
+pub const CATALOG: &str = r#"
+[compute-profiles.small]
+cores = 1
+memory = "1GiB"
+[compute-profiles.medium]
+cores = 2
+memory = "4GiB"
+[compute-profiles.huge]
+cores = 4
+memory = "300GiB"
+[storage-profiles.standard]
+storage = "ceph"
+disk = "32GiB"
+[images.ubuntu-2404]
+template = 9000
+[networks."100"]
+bridge = "vmbr0"
+vlan = 100
+[create-vm]
+poll-ms = 10
+"#;
+
+/// A simulator in this process and `flxp serve` in a child process pointing at it.
+pub struct Service {
+    pub sim: SimHandle,
+    pub url: String,
+    pub child: Child,
+    pub stderr: Arc<Mutex<String>>,
+    pub http: reqwest::Client,
+    _dir: tempfile::TempDir,
+    pub config: PathBuf,
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        // Only the child this test started, by its handle.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts a simulator with `scenario` (time-scaled: tasks take milliseconds) and a service whose
+/// config is the zone `lab` plus `extra`.
+pub async fn start(scenario: Scenario, extra: &str, env: &[(&str, &str)]) -> Service {
+    let (mut service, rx) = spawn(scenario, extra, env).await;
+    service.url = match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(Ok(url)) => url,
+        _ => panic!("flxp serve did not start:\n{}", service.log()),
+    };
+    service
+}
+
+/// Starts the service without waiting for it to listen (it may refuse to start).
+pub async fn start_unchecked(scenario: Scenario, extra: &str) -> Service {
+    spawn(scenario, extra, &[]).await.0
+}
+
+type Started = std::sync::mpsc::Receiver<Result<String, ()>>;
+
+async fn spawn(mut scenario: Scenario, extra: &str, env: &[(&str, &str)]) -> (Service, Started) {
+    scenario.add_token(PVE_TOKEN).unwrap();
+    scenario.sim.time_scale = Some(200.0);
+    let tls = TlsIdentity::generate(&["127.0.0.1".to_owned()]).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let sim = SimHandle::spawn(listener, Sim::new(scenario).unwrap(), Some(&tls)).unwrap();
+    let (id, secret) = PVE_TOKEN.rsplit_once('=').unwrap();
+    let text = format!(
+        "[zones.lab]\nhosts = [\"{}\"]\ntoken = \"{id}\"\ntoken-secret = \"{secret}\"\nfingerprint = \"{}\"\n{CATALOG}{extra}",
+        sim.addr(),
+        sim.fingerprint().unwrap()
+    );
+    let (dir, config) = super::temp_file("flxp.toml", &text);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_flxp"));
+    cmd.args([
+        "serve",
+        "--config",
+        config.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ])
+    .env_remove("FLXP_CONFIG")
+    .env("FLXP_API_TOKEN", API_TOKEN)
+    .env("RUST_LOG", "debug")
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let stderr = Arc::new(Mutex::new(String::new()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let pipe = child.stderr.take().unwrap();
+    let sink = Arc::clone(&stderr);
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+            if let Some(url) = line.strip_prefix("flxp serve: listening on ") {
+                let _ = tx.send(Ok(url.to_owned()));
+            }
+            let mut s = sink.lock().unwrap();
+            s.push_str(&line);
+            s.push('\n');
+        }
+        let _ = tx.send(Err(()));
+    });
+    let service = Service {
+        sim,
+        url: String::new(),
+        child,
+        stderr,
+        http: reqwest::Client::new(),
+        _dir: dir,
+        config,
+    };
+    (service, rx)
+}
+
+/// The demo scenario.
+pub async fn demo() -> Service {
+    start(Scenario::demo(), "", &[]).await
+}
+
+impl Service {
+    /// Sends a GraphQL request with the token; the status and the JSON answer.
+    pub async fn gql_as(&self, token: Option<&str>, query: &str, variables: Value) -> (u16, Value) {
+        let mut req = self
+            .http
+            .post(format!("{}/graphql", self.url))
+            .json(&json!({ "query": query, "variables": variables }));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap())
+    }
+
+    /// A GraphQL request with the right token.
+    pub async fn gql(&self, query: &str, variables: Value) -> Value {
+        let (status, v) = self.gql_as(Some(API_TOKEN), query, variables).await;
+        assert_eq!(status, 200, "{v}");
+        v
+    }
+
+    /// GET a path: status and body.
+    pub async fn get(&self, path: &str) -> (u16, String) {
+        let resp = self
+            .http
+            .get(format!("{}{path}", self.url))
+            .send()
+            .await
+            .unwrap();
+        (resp.status().as_u16(), resp.text().await.unwrap())
+    }
+
+    /// Guests in the simulated cluster.
+    pub fn guest_count(&self) -> usize {
+        self.sim.sim().world().guests.len()
+    }
+
+    /// Everything the service wrote to stderr so far.
+    pub fn log(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Waits (briefly) until the simulated cluster has `n` guests.
+    pub async fn wait_guests(&self, n: usize) {
+        let t = Instant::now();
+        while self.guest_count() != n && t.elapsed() < Duration::from_secs(5) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(self.guest_count(), n);
+    }
+}
+
+pub const CREATE: &str = r#"
+mutation Create($zone: String!, $name: String!, $host: String, $options: CreateVMOptions!) {
+  createVM(zone: $zone, name: $name, host: $host, options: $options) { id name host { id name } }
+}"#;
+
+/// Options of a valid `createVM`.
+pub fn options() -> Value {
+    json!({
+        "image": "ubuntu-2404",
+        "computeProfile": "medium",
+        "storageProfile": "standard",
+        "sshPublicKey": KEY,
+        "interfaces": [{ "network": "100" }],
+        "user": "admin",
+        "password": PASSWORD,
+        "backup": false,
+        "tags": ["flxp.anti-affinity.web"],
+    })
+}
+
+/// The `extensions.code` of the first error.
+pub fn code(v: &Value) -> &str {
+    v["errors"][0]["extensions"]["code"]
+        .as_str()
+        .unwrap_or("<none>")
+}
+
+/// The message of the first error.
+pub fn message(v: &Value) -> &str {
+    v["errors"][0]["message"].as_str().unwrap_or("<none>")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_vm_builds_a_running_vm_with_everything_set() {
+    let s = demo().await;
+    let v = s
+        .gql(
+            CREATE,
+            json!({ "zone": "lab", "name": "web-server", "options": options() }),
+        )
+        .await;
+    let vm = &v["data"]["createVM"];
+    assert!(v["errors"].is_null(), "{v}");
+    assert_eq!(vm["name"], "web-server");
+    // web-1..3 carry flxp.anti-affinity.web on pve1..pve3: the only place left is pve4.
+    assert_eq!(vm["host"], json!({ "id": "pve4", "name": "pve4" }));
+    let vmid: u32 = vm["id"].as_str().unwrap().parse().unwrap();
+    {
+        let world = s.sim.sim().world();
+        let g = &world.guests[&vmid];
+        assert_eq!(g.node, "pve4");
+        assert!(g.running);
+        let c = &g.config.values;
+        assert_eq!((c["cores"].as_str(), c["memory"].as_str()), ("2", "4096"));
+        assert_eq!(c["ciuser"], "admin");
+        assert_eq!(c["cipassword"], PASSWORD);
+        assert_eq!(
+            flxp_pve_decode(&c["sshkeys"]),
+            KEY,
+            "sshkeys is percent-encoded as Proxmox requires"
+        );
+        assert!(c["net0"].starts_with("virtio=") && c["net0"].ends_with(",bridge=vmbr0,tag=100"));
+        assert!(c["scsi0"].starts_with("ceph:") && c["scsi0"].contains("backup=0"));
+        assert!(c["scsi0"].contains("size=32G"));
+        assert_eq!(c["tags"], "flxp.anti-affinity.web");
+    }
+    // The new VM is visible to the API at once.
+    let v = s
+        .gql(
+            "query { guests(zone: \"lab\") { vmid name node status tags } }",
+            json!({}),
+        )
+        .await;
+    let mine: Vec<&Value> = v["data"]["guests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|g| g["vmid"] == vmid)
+        .collect();
+    assert_eq!(mine.len(), 1, "{v}");
+    assert_eq!(mine[0]["node"], "pve4");
+    assert_eq!(mine[0]["status"], "running");
+    // The password never reaches the log, even at debug level.
+    assert!(!s.log().contains(PASSWORD), "{}", s.log());
+    assert!(!s.log().contains(API_TOKEN));
+    let (status, metrics) = s.get("/metrics").await;
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains("flxp_create_vm_total{zone=\"lab\",outcome=\"success\"} 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("flxp_proxmox_request_duration_seconds_count{zone=\"lab\",endpoint=\"POST /nodes/{node}/qemu/{vmid}/clone\"} 1"), "{metrics}");
+}
+
+/// Decodes `sshkeys` as Proxmox stores it (percent-encoded).
+fn flxp_pve_decode(v: &str) -> String {
+    let mut out = Vec::new();
+    let b = v.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            out.push(u8::from_str_radix(&v[i + 1..i + 3], 16).unwrap());
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queries_answer_placement_nodes_plans_and_zones() {
+    let s = demo().await;
+    let v = s
+        .gql(
+            r#"query { placement(zone: "lab", request: { computeProfile: "medium", tags: ["flxp.anti-affinity.web"] }, explain: true) {
+                node policy warnings
+                candidates { node feasible score reasons scores { scorer score } } } }"#,
+            json!({}),
+        )
+        .await;
+    let p = &v["data"]["placement"];
+    assert_eq!(p["node"], "pve4", "{v}");
+    assert_eq!(p["policy"], "free-memory");
+    let c = p["candidates"].as_array().unwrap();
+    assert_eq!(c.len(), 4);
+    assert_eq!(c[0]["node"], "pve4");
+    assert_eq!(c[0]["feasible"], true);
+    let pve1 = c.iter().find(|x| x["node"] == "pve1").unwrap();
+    assert_eq!(pve1["feasible"], false);
+    assert!(
+        pve1["reasons"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("anti-affinity:"),
+        "{pve1}"
+    );
+    // Without explain only the answer; with memory and cores instead of a profile.
+    let v = s
+        .gql(
+            r#"query { placement(zone: "lab", request: { memory: "2GiB", cores: 1 }) { node candidates { node } } }"#,
+            json!({}),
+        )
+        .await;
+    assert_eq!(v["data"]["placement"]["candidates"], json!([]), "{v}");
+    assert!(v["data"]["placement"]["node"].is_string());
+
+    let v = s
+        .gql(
+            "query { nodes(zone: \"lab\") { name status mem maxmem running violations { rule } } }",
+            json!({}),
+        )
+        .await;
+    let nodes = v["data"]["nodes"].as_array().unwrap();
+    assert_eq!(
+        nodes
+            .iter()
+            .map(|n| n["name"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["pve1", "pve2", "pve3", "pve4"]
+    );
+    assert_eq!(nodes[0]["maxmem"], 412_316_860_416u64);
+
+    let v = s
+        .gql("query { rebalancePlan(zone: \"lab\") { method metric imbalanceBefore imbalanceAfter migrations { vmid from to reason } document } }", json!({}))
+        .await;
+    let plan = &v["data"]["rebalancePlan"];
+    assert_eq!(plan["method"], "flxp", "{v}");
+    assert!(plan["imbalanceAfter"].as_f64().unwrap() <= plan["imbalanceBefore"].as_f64().unwrap());
+    assert_eq!(
+        plan["document"]["migrations"].as_array().unwrap().len(),
+        plan["migrations"].as_array().unwrap().len()
+    );
+
+    let v = s
+        .gql("query { evacuationPlan(zone: \"lab\", node: \"pve4\") { method migrations { vmid from to } unplaced { vmid } } }", json!({}))
+        .await;
+    let e = &v["data"]["evacuationPlan"];
+    assert_eq!(e["method"], "evacuate", "{v}");
+    let moves = e["migrations"].as_array().unwrap();
+    assert!(!moves.is_empty());
+    assert!(
+        moves
+            .iter()
+            .all(|m| m["from"] == "pve4" && m["to"] != "pve4"),
+        "{v}"
+    );
+
+    let v = s
+        .gql("query { zones { name reachable simulated } }", json!({}))
+        .await;
+    assert_eq!(
+        v["data"]["zones"],
+        json!([{ "name": "lab", "reachable": true, "simulated": false }])
+    );
+    // Nothing was created by any of it.
+    assert_eq!(
+        s.guest_count(),
+        Scenario::demo()
+            .snapshot
+            .resources
+            .iter()
+            .filter(|r| matches!(r.kind.as_deref(), Some("qemu" | "lxc")))
+            .count()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_readiness_graphiql_and_a_clean_sigterm() {
+    let mut s = demo().await;
+    assert_eq!(s.get("/healthz").await, (200, "ok\n".to_owned()));
+    let (status, body) = s.get("/readyz").await;
+    assert_eq!(status, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["zones"]["lab"]["ready"], true);
+    let (status, page) = s.get("/graphql").await;
+    assert_eq!(status, 200);
+    assert!(page.contains("GraphiQL"));
+    let pid = s.child.id().to_string();
+    let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(killed.success());
+    let t = Instant::now();
+    let status = loop {
+        if let Some(st) = s.child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "no exit after SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(status.code(), Some(0), "{}", s.log());
+    // The reader thread may still be draining the pipe.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(s.log().contains("shutting down"), "{}", s.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rebalance_carries_out_its_plan_and_a_dry_run_moves_nothing() {
+    let s = start(
+        Scenario::demo(),
+        "[migration]\npoll-secs = 1\nparallel = 4\nper-node-in = 2\nper-node-out = 2\n",
+        &[],
+    )
+    .await;
+    let before: Vec<(u32, String)> = guests(&s);
+    let v = s
+        .gql("mutation { rebalance(zone: \"lab\", dryRun: true) { executed done plan { migrations { vmid to } } } }", json!({}))
+        .await;
+    let r = &v["data"]["rebalance"];
+    assert_eq!(r["executed"], false, "{v}");
+    let planned = r["plan"]["migrations"].as_array().unwrap().clone();
+    assert!(!planned.is_empty(), "the demo is unbalanced: {v}");
+    assert_eq!(guests(&s), before);
+
+    let v = s
+        .gql("mutation { rebalance(zone: \"lab\") { executed done failed plan { migrations { vmid to } } } }", json!({}))
+        .await;
+    let r = &v["data"]["rebalance"];
+    assert_eq!(r["executed"], true, "{v}");
+    assert_eq!(r["failed"], json!([]), "{v}");
+    assert!(r["done"].as_u64().unwrap() >= 1, "{v}");
+    let after = guests(&s);
+    let moved = before.iter().zip(&after).filter(|(a, b)| a != b).count();
+    assert_eq!(
+        moved as u64,
+        r["done"].as_u64().unwrap(),
+        "{before:?} {after:?}"
+    );
+    let (_, metrics) = s.get("/metrics").await;
+    assert!(
+        metrics.contains(&format!(
+            "flxp_migrations_total{{zone=\"lab\",outcome=\"done\"}} {}",
+            r["done"]
+        )),
+        "{metrics}"
+    );
+}
+
+fn guests(s: &Service) -> Vec<(u32, String)> {
+    s.sim
+        .sim()
+        .world()
+        .guests
+        .values()
+        .map(|g| (g.vmid, g.node.clone()))
+        .collect()
+}

@@ -1,0 +1,228 @@
+//! `flxp serve`'s errors: each has its stable `extensions.code` and a message a user can act on;
+//! a failed clone or start leaves nothing behind; secrets never show; the config is checked
+//! against the live cluster at start.
+
+use flxp_sim::Scenario;
+use flxp_sim::scenario::{ErrorFault, FaultSpec};
+use serde_json::{Value, json};
+
+use super::serve::{API_TOKEN, CREATE, PASSWORD, code, demo, message, options};
+
+fn with(key: &str, value: Value) -> Value {
+    let mut o = options();
+    o[key] = value;
+    o
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_bad_request_has_its_code_and_creates_nothing() {
+    let s = demo().await;
+    let before = s.guest_count();
+    let cases: Vec<(Value, &str, &str)> = vec![
+        (
+            json!({ "zone": "mars", "name": "web", "options": options() }),
+            "UNKNOWN_ZONE",
+            "zone \"mars\" is not configured; zones: lab",
+        ),
+        (
+            json!({ "zone": "lab", "name": "web", "options": with("computeProfile", json!("xl")) }),
+            "UNKNOWN_PROFILE",
+            "compute profile \"xl\" is not configured; configured: huge, medium, small",
+        ),
+        (
+            json!({ "zone": "lab", "name": "web", "options": with("storageProfile", json!("fast")) }),
+            "UNKNOWN_PROFILE",
+            "storage profile \"fast\" is not configured; configured: standard",
+        ),
+        (
+            json!({ "zone": "lab", "name": "web", "options": with("image", json!("debian")) }),
+            "UNKNOWN_IMAGE",
+            "image \"debian\" is not configured; configured: ubuntu-2404",
+        ),
+        (
+            json!({ "zone": "lab", "name": "web", "options": with("interfaces", json!([{ "network": "200" }])) }),
+            "UNKNOWN_NETWORK",
+            "network \"200\" is not configured; configured: 100",
+        ),
+        (
+            json!({ "zone": "lab", "name": "web_1", "options": options() }),
+            "BAD_INPUT",
+            "name: \"web_1\" is not a DNS name",
+        ),
+        (
+            json!({ "zone": "lab", "name": "web", "options": with("sshPublicKey", json!("ssh-ed25519 AAAAnotakey")) }),
+            "BAD_INPUT",
+            "sshPublicKey: is not an OpenSSH public key",
+        ),
+        (
+            json!({ "zone": "lab", "name": "web", "options": with("password", Value::Null) }),
+            "BAD_INPUT",
+            "password: user \"admin\" needs an initial password",
+        ),
+        (
+            json!({ "zone": "lab", "name": "web", "host": "pve4", "options": with("computeProfile", json!("huge")) }),
+            "NO_CAPACITY",
+            "no node can take the VM: pve4: memory: needs 300.0 GiB",
+        ),
+        (
+            json!({ "zone": "lab", "name": "web", "options": with("computeProfile", json!("huge")) }),
+            "NO_CAPACITY",
+            "no node can take the VM: ",
+        ),
+        (
+            json!({ "zone": "lab", "name": "web", "host": "pve9", "options": options() }),
+            "BAD_INPUT",
+            "host \"pve9\" is not a node of the cluster",
+        ),
+        (
+            json!({ "zone": "lab", "name": "web", "options": with("tags", json!(["flxp/affinity=web"])) }),
+            "BAD_INPUT",
+            "tags: \"flxp/affinity=web\" is not a valid Proxmox tag",
+        ),
+    ];
+    for (vars, want_code, want_message) in cases {
+        let v = s.gql(CREATE, vars.clone()).await;
+        assert!(v["data"].is_null(), "{vars}: {v}");
+        assert_eq!(code(&v), want_code, "{vars}: {v}");
+        assert!(
+            message(&v).contains(want_message),
+            "{vars}:\nwant {want_message}\ngot  {}",
+            message(&v)
+        );
+        assert!(!message(&v).contains(PASSWORD));
+    }
+    // A malformed request is bad input too, and says what is wrong.
+    let v = s
+        .gql("mutation { createVM(zone: \"lab\") { id } }", json!({}))
+        .await;
+    assert_eq!(code(&v), "BAD_INPUT", "{v}");
+    assert!(message(&v).contains("name"), "{v}");
+    assert_eq!(s.guest_count(), before);
+    let (_, metrics) = s.get("/metrics").await;
+    assert!(
+        metrics.contains("flxp_create_vm_total{zone=\"lab\",outcome=\"no_capacity\"} 2"),
+        "{metrics}"
+    );
+    // Refused requests are not logged as errors.
+    assert!(!s.log().contains("ERROR"), "{}", s.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_or_wrong_token_is_401_unauthenticated() {
+    let s = demo().await;
+    for token in [None, Some("wrong-token"), Some("")] {
+        let (status, v) = s.gql_as(token, "query { zones { name } }", json!({})).await;
+        assert_eq!(status, 401, "{token:?}: {v}");
+        assert_eq!(code(&v), "UNAUTHENTICATED");
+        assert!(!v.to_string().contains("wrong-token"));
+    }
+    let (status, _) = s
+        .gql_as(Some(API_TOKEN), "query { zones { name } }", json!({}))
+        .await;
+    assert_eq!(status, 200);
+}
+
+async fn fail(s: &super::serve::Service, method: &str, path: &str) {
+    s.sim.sim().world().faults.set(FaultSpec {
+        errors: vec![ErrorFault {
+            path: path.into(),
+            method: Some(method.into()),
+            rate: 1.0,
+            status: 500,
+            message: "simulated failure".into(),
+        }],
+        ..FaultSpec::default()
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_start_or_clone_leaves_nothing_behind() {
+    let s = demo().await;
+    let before = s.guest_count();
+    fail(&s, "POST", "/nodes/*/qemu/*/status/start").await;
+    let v = s
+        .gql(
+            CREATE,
+            json!({ "zone": "lab", "name": "web-server", "options": options() }),
+        )
+        .await;
+    assert_eq!(code(&v), "PROXMOX_ERROR", "{v}");
+    let m = message(&v);
+    assert!(m.starts_with("starting the VM failed for VM "), "{m}");
+    assert!(
+        m.contains(" on pve4: ") && m.contains("simulated failure"),
+        "{m}"
+    );
+    assert!(m.ends_with("the half-made VM was removed"), "{m}");
+    s.wait_guests(before).await;
+
+    fail(&s, "POST", "/nodes/*/qemu/9000/clone").await;
+    let v = s
+        .gql(
+            CREATE,
+            json!({ "zone": "lab", "name": "web-server", "options": options() }),
+        )
+        .await;
+    assert_eq!(code(&v), "PROXMOX_ERROR", "{v}");
+    assert!(
+        message(&v).starts_with("cloning the template failed"),
+        "{v}"
+    );
+    s.wait_guests(before).await;
+    // Failures are logged as errors with the reason, and never with the password.
+    let log = s.log();
+    assert!(
+        log.contains("ERROR") && log.contains("starting the VM failed"),
+        "{log}"
+    );
+    assert!(!log.contains(PASSWORD));
+    // The room reserved for the failed creations is free again.
+    let v = s
+        .gql("query { placement(zone: \"lab\", request: { computeProfile: \"medium\", tags: [\"flxp.anti-affinity.web\"] }) { node } }", json!({}))
+        .await;
+    assert_eq!(v["data"]["placement"]["node"], "pve4", "{v}");
+}
+
+#[test]
+fn the_config_is_checked_against_the_live_cluster_at_start() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let extra = "[storage-profiles.fast]\nstorage = \"nvme\"\ndisk = \"32GiB\"\n";
+        let mut s = super::serve::start_unchecked(Scenario::demo(), extra).await;
+        let status = s.child.wait().unwrap();
+        assert_eq!(status.code(), Some(1));
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let log = s.log();
+        let config = s.config.display().to_string();
+        assert!(
+            log.contains(&format!("{config}:"))
+                && log.contains(
+                    ": storage-profiles.fast.storage: storage \"nvme\" exists in no zone (lab)"
+                ),
+            "{log}"
+        );
+    });
+}
+
+#[test]
+fn a_config_without_api_tokens_is_refused() {
+    let (_d, config) = super::temp_file(
+        "flxp.toml",
+        "[zones.lab]\nhosts = [\"127.0.0.1:1\"]\ntoken = \"root@pam!flxp\"\ntoken-secret = \"s\"\n",
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_flxp"))
+        .args([
+            "serve",
+            "--config",
+            config.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .env_remove("FLXP_API_TOKEN")
+        .env_remove("FLXP_CONFIG")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("no API token"), "{err}");
+}
