@@ -200,6 +200,11 @@ impl TaskTable {
         self.index.get(upid).and_then(|i| self.tasks.get(*i))
     }
 
+    /// The handle of the task with this UPID.
+    pub fn index_of(&self, upid: &str) -> Option<usize> {
+        self.index.get(upid).copied()
+    }
+
     /// The task with this handle.
     pub fn get(&self, task: usize) -> Option<&Task> {
         self.tasks.get(task)

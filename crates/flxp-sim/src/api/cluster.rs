@@ -7,6 +7,7 @@ use flxp_pve::types::{ClusterStatusEntry, NextId, Version};
 
 use super::p;
 use crate::http::{Call, Data, Reply};
+use crate::world::BulkRequest;
 use crate::{ApiError, Sim};
 
 pub(super) fn routes(r: Router<Sim>) -> Router<Sim> {
@@ -16,6 +17,10 @@ pub(super) fn routes(r: Router<Sim>) -> Router<Sim> {
         .route(&p("/cluster/options"), get(options))
         .route(&p("/cluster/nextid"), get(nextid))
         .route(&p("/cluster/tasks"), get(tasks))
+        .route(
+            &p("/cluster/bulk-action/guest/migrate"),
+            axum::routing::post(bulk_migrate),
+        )
 }
 
 /// The version answer of `/version` and `/nodes/{node}/version`.
@@ -98,4 +103,39 @@ async fn nextid(State(sim): State<Sim>, call: Call) -> Reply {
 /// `GET /cluster/tasks`: running tasks and recent history.
 async fn tasks(State(sim): State<Sim>) -> Reply {
     Data::of(&sim.world().cluster_tasks())
+}
+
+/// `POST /cluster/bulk-action/guest/migrate`: migrate the listed guests (all guests without
+/// `vms`) to `target`, `max-workers` at a time, under one `bulk-migrate` task.
+async fn bulk_migrate(State(sim): State<Sim>, call: Call) -> Reply {
+    let mut w = sim.world();
+    let target = call.params.req("target")?;
+    let listed: Vec<u32> = call
+        .params
+        .list("vms")
+        .iter()
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    let vmids = if listed.is_empty() {
+        w.guests.keys().copied().collect()
+    } else {
+        listed
+    };
+    let workers = call
+        .params
+        .uint("max-workers")
+        .or(call.params.uint("maxworkers"))
+        .unwrap_or(1);
+    let node = w.ha_master().unwrap_or_else(|| target.clone());
+    let upid = w.bulk_migrate(BulkRequest {
+        node,
+        kind: "bulk-migrate",
+        vmids,
+        target,
+        online: call.params.is_set("online"),
+        with_local_disks: call.params.is_set("with-local-disks"),
+        workers: workers as usize,
+        user: call.user(),
+    })?;
+    Data::of(&upid)
 }

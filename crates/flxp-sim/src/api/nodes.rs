@@ -27,6 +27,10 @@ pub(super) fn routes(r: Router<Sim>) -> Router<Sim> {
         .route(&p("/nodes/{node}/storage"), get(storage))
         .route(&p("/nodes/{node}/tasks"), get(tasks))
         .route(
+            &p("/nodes/{node}/migrateall"),
+            axum::routing::post(migrate_all),
+        )
+        .route(
             &p("/nodes/{node}/tasks/{upid}"),
             get(task_index).delete(stop_task),
         )
@@ -374,4 +378,43 @@ async fn stop_task(State(sim): State<Sim>, call: Call) -> Reply {
     let upid = t.upid.clone();
     w.stop_task(&upid);
     Ok(Data::null())
+}
+
+/// `POST /nodes/{node}/migrateall`: migrate every guest of the node (or the listed ones) to
+/// `target` under one `migrateall` task; running VMs live, running containers in restart mode.
+async fn migrate_all(State(sim): State<Sim>, call: Call) -> Reply {
+    let mut w = sim.world();
+    let node = call.params.node()?;
+    w.node(&node)?;
+    let target = call.params.req("target")?;
+    if target == node {
+        return Err(ApiError::param("target", "target is local node."));
+    }
+    let listed: Vec<u32> = crate::tags::split_list(&call.params.text("vms").unwrap_or_default())
+        .iter()
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    let vmids: Vec<u32> = w
+        .guests
+        .values()
+        .filter(|g| g.node == node && !g.is_template())
+        .filter(|g| listed.is_empty() || listed.contains(&g.vmid))
+        .map(|g| g.vmid)
+        .collect();
+    let workers = call
+        .params
+        .uint("max-workers")
+        .or(call.params.uint("maxworkers"))
+        .unwrap_or(1);
+    let upid = w.bulk_migrate(crate::world::BulkRequest {
+        node,
+        kind: "migrateall",
+        vmids,
+        target,
+        online: true,
+        with_local_disks: call.params.is_set("with-local-disks"),
+        workers: workers as usize,
+        user: call.user(),
+    })?;
+    Data::of(&upid)
 }

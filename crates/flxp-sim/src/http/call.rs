@@ -100,6 +100,7 @@ impl FromRequest<Sim> for Call {
         let schema = ApiSchema::embedded();
         let entry = schema.endpoint(&endpoint);
         if let Some(entry) = entry {
+            wrap_arrays(entry, &mut params);
             let errors = schema.check_params(entry, &params);
             if !errors.is_empty() {
                 return Err(ApiError::params(errors));
@@ -130,6 +131,28 @@ impl FromRequest<Sim> for Call {
             params,
             endpoint,
         })
+    }
+}
+
+/// A single value given for an array parameter (`vms=100`) is a one-element array, as the
+/// form decoder only makes arrays of repeated keys.
+fn wrap_arrays(entry: &Value, params: &mut Map<String, Value>) {
+    let Some(props) = entry
+        .get("parameters")
+        .and_then(|p| p.get("properties"))
+        .and_then(Value::as_object)
+    else {
+        return;
+    };
+    for (k, v) in params.iter_mut() {
+        let is_array = props
+            .get(k)
+            .and_then(|s| s.get("type"))
+            .and_then(Value::as_str)
+            == Some("array");
+        if is_array && !v.is_array() {
+            *v = Value::Array(vec![v.take()]);
+        }
     }
 }
 

@@ -8,8 +8,13 @@
 //! change that field, at their end.
 
 mod build;
+mod bulk;
+mod clone;
 mod guest;
+mod guest_config;
 mod ha;
+mod ha_rules;
+mod ha_views;
 mod lifecycle;
 mod migrate;
 mod node;
@@ -22,11 +27,13 @@ use std::collections::{BTreeMap, BinaryHeap};
 
 use serde_json::{Map, Value};
 
+pub use bulk::{BulkJob, BulkRequest};
+pub use clone::CloneRequest;
 pub use guest::{
     Config, Disk, Guest, GuestKind, GuestUsage, Pressure, hex, is_disk_key, parse_disk,
 };
 pub use ha::{HaRequest, HaResourceConf, HaState, ServiceStatus};
-pub use lifecycle::{CloneRequest, ConfigChange, PowerOp};
+pub use lifecycle::{ConfigChange, PowerOp};
 pub use migrate::MigrateRequest;
 pub use node::{Node, Pool, Storage};
 pub use rrd::{GUEST_FIELDS, History, NODE_FIELDS, Timeframe};
@@ -168,6 +175,7 @@ pub struct World {
     seq: u64,
     rng: u64,
     cancelled: std::collections::BTreeSet<usize>,
+    bulk: Vec<BulkJob>,
 }
 
 impl World {
@@ -194,6 +202,7 @@ impl World {
                 self.now = at;
             }
             self.apply(event.action);
+            self.bulk_step();
             self.record();
         }
         if now > self.now {

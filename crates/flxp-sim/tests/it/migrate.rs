@@ -424,3 +424,68 @@ async fn task_endpoints_answer_for_the_node_in_the_upid_only() {
     assert_eq!(st["tokenid"], "test");
     assert!(st.get("exitstatus").is_none());
 }
+
+#[tokio::test(start_paused = true)]
+async fn migrateall_empties_a_node_with_limited_parallelism() {
+    let s = TestSim::cluster();
+    // pve1: 100 (ceph), 101 (local disk, needs with-local-disks), 110 (HA), 120 (12 GiB), 9000
+    // and 9001 are templates and stay.
+    let upid = s
+        .post(
+            "/nodes/pve1/migrateall",
+            &[
+                ("target", "pve2"),
+                ("max-workers", "2"),
+                ("with-local-disks", "1"),
+            ],
+        )
+        .await
+        .upid();
+    assert!(
+        upid.starts_with("UPID:pve1:") && upid.contains(":migrateall::"),
+        "{upid}"
+    );
+    sleep(1.0).await;
+    let migrating = s
+        .get("/cluster/resources?type=vm")
+        .await
+        .data()
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["lock"] == "migrate")
+        .count();
+    assert_eq!(migrating, 2, "two workers");
+    let st = s.wait(&upid).await;
+    assert_eq!(st["exitstatus"], "OK", "{:?}", s.log(&upid).await);
+    sleep(10.0).await; // the HA guest moves when the HA manager acts
+    for id in ["qemu/100", "qemu/101", "qemu/110", "qemu/120"] {
+        assert_eq!(s.resource(id).await["node"], "pve2", "{id}");
+    }
+    assert_eq!(s.resource("qemu/9000").await["node"], "pve1");
+}
+
+#[tokio::test(start_paused = true)]
+async fn bulk_migrate_reports_the_guests_that_failed() {
+    let s = TestSim::cluster();
+    // 101 has a local disk and no with-local-disks: it fails; 102 is stopped and moves offline.
+    let r = s
+        .raw(
+            "POST",
+            "/cluster/bulk-action/guest/migrate",
+            "application/x-www-form-urlencoded",
+            "target=pve3&online=1&vms=101&vms=102&max-workers=4",
+        )
+        .await;
+    let upid = r.upid();
+    assert!(upid.contains(":bulk-migrate::"), "{upid}");
+    let st = s.wait(&upid).await;
+    assert_eq!(st["exitstatus"], "1 guest(s) failed to migrate");
+    assert_eq!(s.resource("qemu/102").await["node"], "pve3");
+    assert_eq!(s.resource("qemu/101").await["node"], "pve1");
+    let log = s.log(&upid).await.join("\n");
+    assert!(
+        log.contains("migration of 101 failed: can't live migrate attached local disks"),
+        "{log}"
+    );
+}
