@@ -134,6 +134,7 @@ impl Scenario {
         for (field, v) in [
             ("sim.ha_delay_secs", self.sim.ha_delay_secs),
             ("sim.ha_fence_delay_secs", self.sim.ha_fence_delay_secs),
+            ("sim.stats_interval_secs", self.sim.stats_interval_secs),
         ] {
             if v.is_some_and(|v| !(v.is_finite() && v >= 0.0)) {
                 return Err(Error::scenario(

@@ -51,6 +51,11 @@ pub struct SimSection {
     /// Simulated seconds before HA fences a dead node and recovers its guests; default 60.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ha_fence_delay_secs: Option<f64>,
+    /// Seconds between statistics updates, as pvestatd broadcasts every ~10 s: CPU and memory
+    /// figures of nodes and guests then lag up to this long, while `node`, `lock` and `tags` stay
+    /// current. Default 0 (always current).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stats_interval_secs: Option<f64>,
     /// Seed of the deterministic generator (MAC addresses, error rates); default 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,

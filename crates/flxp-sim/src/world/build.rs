@@ -40,6 +40,7 @@ impl World {
             nextid_lower: next_id_bound(&options, "lower").unwrap_or(100),
             nextid_upper: next_id_bound(&options, "upper").unwrap_or(1_000_000),
             tag_style: tag_style(&options),
+            stats_interval: sim.stats_interval_secs.unwrap_or(0.0),
         };
         let mut world = World {
             now: start,

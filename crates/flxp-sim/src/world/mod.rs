@@ -65,6 +65,8 @@ pub struct Settings {
     pub nextid_upper: u32,
     /// How tags are stored.
     pub tag_style: TagStyle,
+    /// Seconds between statistics broadcasts (pvestatd: 10); 0 reports current figures.
+    pub stats_interval: f64,
 }
 
 impl Settings {

@@ -126,6 +126,12 @@ impl Series {
         }
     }
 
+    /// The values holding at time `at` (the last point at or before it).
+    pub fn value_at(&self, at: f64) -> Option<&[f64]> {
+        let i = self.points.partition_point(|(t, _)| *t <= at);
+        i.checked_sub(1).map(|i| self.points[i].1.as_slice())
+    }
+
     /// The rows of a time frame ending at `now`: `cf` is `AVERAGE` or `MAX`.
     pub fn rows(&self, fields: &[&str], now: f64, frame: Timeframe, max: bool) -> Vec<Value> {
         let (step, count) = frame.resolution();

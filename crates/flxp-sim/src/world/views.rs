@@ -13,6 +13,12 @@ impl World {
         self.node_resource_with(n, &self.node_stats(&n.name))
     }
 
+    /// When statistics lag (`stats_interval`), the time of the last broadcast.
+    fn stats_time(&self) -> Option<f64> {
+        let i = self.settings.stats_interval;
+        (i > 0.0).then(|| (self.now / i).floor() * i)
+    }
+
     /// [`World::node_resource`] with the node's statistics already computed.
     pub fn node_resource_with(&self, n: &Node, s: &NodeStats) -> Resource {
         let mut r = Resource {
@@ -35,6 +41,18 @@ impl World {
             r.maxdisk = Some(n.maxdisk);
             r.uptime = Some((self.now - n.booted_at).max(0.0) as u64);
             r.cgroup_mode = Some(2);
+            // Lagging statistics: the figures of the last broadcast (RRD order: cpu, memused).
+            if let Some(v) = self
+                .stats_time()
+                .and_then(|t| self.history.node(&n.name)?.value_at(t))
+            {
+                if let (Some(cpu), Some(mem)) = (v.get(2), v.get(5)) {
+                    if cpu.is_finite() && mem.is_finite() {
+                        r.cpu = Some(*cpu);
+                        r.mem = Some(*mem as u64);
+                    }
+                }
+            }
         }
         r
     }
@@ -82,6 +100,23 @@ impl World {
             r.uptime = Some(s.uptime);
             if g.kind == GuestKind::Qemu {
                 r.memhost = Some(s.memhost);
+            }
+            // Lagging statistics (RRD order: cpu 1, mem 3, memhost 10).
+            if let Some(v) = self
+                .stats_time()
+                .and_then(|t| self.history.guest(g.vmid)?.value_at(t))
+            {
+                if let (Some(cpu), Some(mem)) = (v.get(1), v.get(3)) {
+                    if cpu.is_finite() && mem.is_finite() {
+                        r.cpu = Some(*cpu);
+                        r.mem = Some(*mem as u64);
+                    }
+                }
+                if let Some(mh) = v.get(10).filter(|m| m.is_finite()) {
+                    if g.kind == GuestKind::Qemu {
+                        r.memhost = Some(*mh as u64);
+                    }
+                }
             }
         }
         let sid = g.sid();

@@ -98,3 +98,33 @@ async fn the_control_endpoint_needs_credentials() {
     assert_eq!(r.status, 401);
     tokio::time::sleep(Duration::from_millis(1)).await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn statistics_can_lag_like_pvestatd_broadcasts() {
+    let mut doc = crate::support::cluster();
+    doc["sim"]["stats_interval_secs"] = json!(10);
+    let s = TestSim::new(doc);
+    // Start at a broadcast boundary plus 1 s.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = s.resource("node/pve2").await["mem"].as_u64().unwrap();
+    let upid = s
+        .post(
+            "/nodes/pve1/qemu/100/migrate",
+            &[("target", "pve2"), ("online", "1")],
+        )
+        .await
+        .upid();
+    s.wait(&upid).await; // lands after 4 s: t = 5 s
+    let r = s.resource("qemu/100").await;
+    assert_eq!(r["node"], "pve2", "the node field is current");
+    assert_eq!(
+        s.resource("node/pve2").await["mem"].as_u64().unwrap(),
+        before,
+        "usage not yet broadcast"
+    );
+    tokio::time::sleep(Duration::from_secs(6)).await; // t = 11 s: the broadcast at 10 s shows it
+    assert_eq!(
+        s.resource("node/pve2").await["mem"].as_u64().unwrap() - before,
+        2 * GIB
+    );
+}
