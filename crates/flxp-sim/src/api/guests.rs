@@ -309,7 +309,7 @@ fn rrddata(kind: GuestKind, sim: &Sim, call: Call) -> Reply {
         .guest(g.vmid)
         .map(|s| s.rows(&GUEST_FIELDS, w.now, frame, max))
         .unwrap_or_default();
-    Ok(Data::value(Value::Array(rows)))
+    Data::of(&rows)
 }
 
 /// `GET .../migrate`: the precondition check.

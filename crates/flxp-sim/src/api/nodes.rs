@@ -167,7 +167,7 @@ async fn rrddata(State(sim): State<Sim>, call: Call) -> Reply {
         .node(&node)
         .map(|s| s.rows(&NODE_FIELDS, w.now, frame, max))
         .unwrap_or_default();
-    Ok(Data::value(Value::Array(rows)))
+    Data::of(&rows)
 }
 
 fn node_config_digest(notes: &str) -> String {

@@ -60,5 +60,7 @@ pub async fn gate(State(sim): State<Sim>, mut req: Request, next: Next) -> Respo
         tracing::debug!(%method, %path, status = err.status, "injected fault");
         return err.into_response();
     }
-    next.run(req).await
+    let response = next.run(req).await;
+    tracing::trace!(%method, %path, status = response.status().as_u16(), "request");
+    response
 }

@@ -280,6 +280,7 @@ impl World {
             return;
         }
         n.ha_maintenance = on;
+        tracing::info!(node, on, "HA maintenance");
         let sids: Vec<String> = self.ha.services.keys().cloned().collect();
         for sid in sids {
             if !self.is_ha_managed(&sid) {
@@ -318,6 +319,7 @@ impl World {
             return;
         }
         n.online = online;
+        tracing::info!(node, online, "node status changed");
         if online {
             n.offline_since = None;
             n.booted_at = now;
@@ -370,6 +372,7 @@ impl World {
                 }
                 continue;
             };
+            tracing::info!(%sid, from = node, to = %target, "HA recovered service");
             if let Some(g) = self.guests.get_mut(&vmid) {
                 g.node = target.clone();
                 g.running = true;

@@ -511,10 +511,12 @@ impl World {
         }
         match failure {
             Some(msg) => {
+                tracing::info!(vmid, to = %target, reason = %msg, "migration failed");
                 self.tasks.finish(task, now, Err(msg));
                 self.ha_migration_settled(vmid, None);
             }
             None => {
+                tracing::info!(vmid, from = %g.node, to = %target, "migration landed");
                 self.tasks.finish(task, now, Ok(()));
                 self.ha_migration_settled(vmid, Some(target));
             }

@@ -2,9 +2,9 @@
 //! world changes, and the `rrddata` rows Proxmox would return for a time frame (time-weighted
 //! averages, or maxima, per step; keys without data in a step are left out).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
-use serde_json::{Map, Value, json};
+use flxp_core::snapshot::raw::RrdRow;
 
 /// Node data sources (`pve-node-9.0`), in value order.
 pub const NODE_FIELDS: [&str; 19] = [
@@ -133,7 +133,7 @@ impl Series {
     }
 
     /// The rows of a time frame ending at `now`: `cf` is `AVERAGE` or `MAX`.
-    pub fn rows(&self, fields: &[&str], now: f64, frame: Timeframe, max: bool) -> Vec<Value> {
+    pub fn rows(&self, fields: &[&str], now: f64, frame: Timeframe, max: bool) -> Vec<RrdRow> {
         let (step, count) = frame.resolution();
         let last = (now.floor() as i64).div_euclid(step) * step;
         let first = last - (count as i64 - 1) * step;
@@ -145,14 +145,14 @@ impl Series {
             while seg + 1 < self.points.len() && self.points[seg + 1].0 <= start {
                 seg += 1;
             }
-            let mut row = Map::new();
-            row.insert("time".into(), json!(end as i64));
+            let mut row = BTreeMap::new();
+            row.insert("time".to_string(), end);
             for (f, name) in fields.iter().enumerate() {
                 if let Some(v) = self.bucket_value(seg, f, start, end, max) {
-                    row.insert((*name).to_string(), json!(v));
+                    row.insert((*name).to_string(), v);
                 }
             }
-            rows.push(Value::Object(row));
+            rows.push(RrdRow(row));
         }
         rows
     }
@@ -255,11 +255,11 @@ mod tests {
         let rows = s.rows(&["cpu"], 719.0, Timeframe::Hour, false);
         assert_eq!(rows.len(), 60);
         let last = &rows[59];
-        assert_eq!(last["time"], 660);
-        assert_eq!(last["cpu"], 2.0);
-        assert_eq!(rows[58]["cpu"], 1.0);
+        assert_eq!(last.get("time"), Some(660.0));
+        assert_eq!(last.get("cpu"), Some(2.0));
+        assert_eq!(rows[58].get("cpu"), Some(1.0));
         let max = s.rows(&["cpu"], 719.0, Timeframe::Hour, true);
-        assert_eq!(max[59]["cpu"], 3.0);
+        assert_eq!(max[59].get("cpu"), Some(3.0));
 
         let mut fresh = Series::default();
         fresh.push(650.0, vec![5.0]);
@@ -268,7 +268,12 @@ mod tests {
             rows[58].get("cpu").is_none(),
             "no data before the guest existed"
         );
-        assert_eq!(rows[59]["cpu"], 5.0);
+        assert_eq!(rows[59].get("cpu"), Some(5.0));
+        assert_eq!(
+            serde_json::to_string(&rows[59]).unwrap_or_default(),
+            r#"{"cpu":5,"time":660}"#,
+            "whole values are written as integers, as Proxmox does"
+        );
     }
 
     #[test]

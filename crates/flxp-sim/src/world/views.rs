@@ -2,7 +2,7 @@
 //! guest lists, and the world as a Contract 1 snapshot.
 
 use flxp_core::Snapshot;
-use flxp_core::snapshot::raw::{Ha, HaStatusEntry, NodeExtra, Resource, RrdRow};
+use flxp_core::snapshot::raw::{Ha, HaStatusEntry, NodeExtra, Resource};
 use flxp_pve::types::GuestListEntry;
 
 use super::{Guest, GuestKind, Node, NodeStats, World};
@@ -279,7 +279,7 @@ impl World {
             .nodes
             .values()
             .map(|n| {
-                let row = self.history.node(&n.name).and_then(|s| {
+                let rrddata = self.history.node(&n.name).and_then(|s| {
                     s.rows(
                         &super::rrd::NODE_FIELDS,
                         self.now,
@@ -288,7 +288,6 @@ impl World {
                     )
                     .pop()
                 });
-                let rrddata = row.and_then(|v| serde_json::from_value::<RrdRow>(v).ok());
                 (
                     n.name.clone(),
                     NodeExtra {
