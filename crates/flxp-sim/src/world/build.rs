@@ -296,6 +296,41 @@ impl World {
                 },
             );
         }
+        // Every node needs somewhere for guest disks; a dump whose storages hold only ISOs and
+        // backups gets a local thin pool on the nodes that lack one.
+        let lacking: BTreeSet<String> = self
+            .nodes
+            .keys()
+            .filter(|n| {
+                ["images", "rootdir"].iter().any(|c| {
+                    !self
+                        .storages
+                        .values()
+                        .any(|s| s.available_on(n) && s.has_content(c))
+                })
+            })
+            .cloned()
+            .collect();
+        if !lacking.is_empty() {
+            let id = if self.storages.contains_key("local-lvm") {
+                "sim-local"
+            } else {
+                "local-lvm"
+            };
+            let all = lacking.len() == self.nodes.len();
+            self.storages.insert(
+                id.into(),
+                Storage {
+                    id: id.into(),
+                    kind: "lvmthin".into(),
+                    shared: false,
+                    content: "images,rootdir".into(),
+                    nodes: if all { BTreeSet::new() } else { lacking },
+                    total: 2 << 40,
+                    base_used: 0,
+                },
+            );
+        }
         Ok(())
     }
 

@@ -128,7 +128,19 @@ impl World {
                 values.insert("tags".into(), tags::normalize(&t, self.settings.tag_style));
             }
         }
-        check_config(kind, &values, &format!("sim.guests.{vmid}.config"))?;
+        // Keys the scenario set are named under `sim.guests`; generated ones under the resource
+        // entry they came from.
+        check_config(kind, &values, |k| {
+            if spec.config.contains_key(k) {
+                format!("sim.guests.{vmid}.config.{k}")
+            } else {
+                match k {
+                    "name" | "hostname" => format!("{at}.name"),
+                    "tags" | "lock" | "template" => format!("{at}.{k}"),
+                    _ => at.to_string(),
+                }
+            }
+        })?;
         let probe = Guest {
             vmid,
             kind,
@@ -235,7 +247,7 @@ fn check_tags(text: &str, at: &str) -> Result<()> {
 pub(crate) fn check_config(
     kind: GuestKind,
     values: &BTreeMap<String, String>,
-    at: &str,
+    at: impl Fn(&str) -> String,
 ) -> Result<()> {
     let schema = ApiSchema::embedded();
     let key = match kind {
@@ -254,17 +266,14 @@ pub(crate) fn check_config(
     for (k, v) in values {
         let Some(prop) = props.get(k).or_else(|| family_schema(props, k)) else {
             return Err(Error::scenario(
-                format!("{at}.{k}"),
+                at(k),
                 format!("unknown {} config key '{k}'", kind.as_str()),
             ));
         };
         let mut errors = Errors::new();
         validator.check_prop(Some(&Value::String(v.clone())), prop, k, &mut errors);
         if let Some((_, msg)) = errors.into_iter().next() {
-            return Err(Error::scenario(
-                format!("{at}.{k}"),
-                msg.trim_end().to_string(),
-            ));
+            return Err(Error::scenario(at(k), format!("{k}: {}", msg.trim_end())));
         }
     }
     Ok(())

@@ -188,3 +188,35 @@ fn synthetic_scenarios_are_valid_deterministic_and_not_overcommitted() {
         assert!(s.mem < w.nodes[&name].maxmem, "{name} is full");
     }
 }
+
+#[test]
+fn generated_values_are_checked_under_their_resource_entry() {
+    let mut d = cluster();
+    d["resources"][9]["name"] = json!("Web Server");
+    let e = err(d);
+    assert!(
+        e.contains("resources[9].name") && e.contains("DNS name"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_dump_without_disk_storage_gets_a_local_thin_pool() {
+    let doc = json!([
+        {"id": "node/a", "type": "node", "node": "a", "status": "online", "maxcpu": 4, "maxmem": 8u64 << 30},
+        {"id": "storage/a/local", "type": "storage", "node": "a", "storage": "local", "plugintype": "dir",
+         "shared": 0, "content": "iso,backup"},
+        {"id": "qemu/100", "type": "qemu", "vmid": 100, "node": "a", "status": "running", "maxmem": 1u64 << 30},
+        {"id": "sdn/a/localnetwork", "type": "sdn", "node": "a", "sdn": "localnetwork"},
+    ]);
+    let s = Scenario::from_value(doc).unwrap();
+    let sim = flxp_sim::Sim::new(s).unwrap();
+    let w = sim.world();
+    assert!(
+        w.guests[&100]
+            .config
+            .get("scsi0")
+            .unwrap()
+            .starts_with("local-lvm:vm-100-disk-0")
+    );
+}
