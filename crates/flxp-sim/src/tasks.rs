@@ -83,7 +83,9 @@ impl Task {
             starttime: Some(self.starttime),
             endtime: self.ended.map(|e| e.floor() as i64),
             status: self.exitstatus.clone(),
-            ..RawTask::default()
+            pid: Some(u64::from(self.pid)),
+            pstart: Some(self.pstart),
+            saved: (!self.is_running()).then(|| "1".to_string()),
         }
     }
 

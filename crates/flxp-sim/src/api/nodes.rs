@@ -10,7 +10,7 @@ use flxp_pve::types::nodes::{ByteUsage, CpuInfo};
 use flxp_pve::types::{
     NodeConfig, NodeListEntry, NodeStatus, StorageEntry, TaskLogLine, TaskStatus,
 };
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::p;
 use crate::http::{Call, Data, Reply};
@@ -295,18 +295,13 @@ async fn tasks(State(sim): State<Sim>, call: Call) -> Reply {
         .filter(|t| until.is_none_or(|u| t.starttime <= u))
         .collect();
     list.sort_by_key(|t| std::cmp::Reverse(t.starttime));
-    let out: Vec<Value> = list
+    let out: Vec<_> = list
         .into_iter()
         .skip(start)
         .take(limit)
-        .map(|t| {
-            let mut v = serde_json::to_value(t.list_entry()).unwrap_or(Value::Null);
-            v["pid"] = json!(t.pid);
-            v["pstart"] = json!(t.pstart);
-            v
-        })
+        .map(|t| t.list_entry())
         .collect();
-    Ok(Data::value(Value::Array(out)))
+    Data::of(&out)
 }
 
 /// The task `upid` as run on `node`, or `400 {"upid": "no such task"}`.
