@@ -6,7 +6,7 @@
 #[non_exhaustive]
 pub enum Error {
     /// The scenario file could not be read.
-    #[error("cannot read scenario {path}: {source}")]
+    #[error("cannot read {path}")]
     ReadScenario {
         /// The file's path.
         path: String,
