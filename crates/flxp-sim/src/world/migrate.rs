@@ -281,8 +281,10 @@ impl World {
             .into_iter()
             .filter(|d| d.storage.is_some() && !shared(&d.storage) && d.is_volume())
             .collect();
-        let live = g.running && g.kind == GuestKind::Qemu;
-        if g.kind == GuestKind::Qemu && g.running && !plan.online {
+        // Restart mode (containers; HA relocation of VMs): stop, move, start on the target.
+        let restart_mode = g.running && plan.restart;
+        let live = g.running && g.kind == GuestKind::Qemu && !restart_mode;
+        if live && !plan.online {
             return fail_fast(self, "can't migrate running VM without --online".into());
         }
         if g.kind == GuestKind::Lxc && g.running && !plan.restart {
@@ -341,12 +343,8 @@ impl World {
         let disk_bytes: u64 = local.iter().filter(|d| !d.cloudinit).map(|d| d.size).sum();
         let mem_bytes = if live { g.maxmem() } else { 0 };
         let bytes = mem_bytes + disk_bytes;
-        // Restart mode first shuts the container down (a few seconds).
-        let shutdown = if g.kind == GuestKind::Lxc && g.running {
-            5.0
-        } else {
-            0.0
-        };
+        // Restart mode first shuts the guest down (a few seconds).
+        let shutdown = if restart_mode { 5.0 } else { 0.0 };
         let duration = (bytes as f64 / bandwidth).max(1.0) + shutdown;
 
         if let Ok(guest) = self.guest_mut(plan.vmid) {

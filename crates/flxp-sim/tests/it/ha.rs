@@ -330,3 +330,21 @@ async fn ha_resources_can_be_added_changed_and_removed() {
         0
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn relocation_stops_moves_and_starts_the_vm() {
+    let s = TestSim::cluster();
+    let r = s
+        .post("/cluster/ha/resources/vm:110/relocate", &[("node", "pve2")])
+        .await;
+    assert_eq!(r.data()["requested-node"], "pve2");
+    sleep(3.0).await; // HA delay 2 s, then the guest is shut down for the move
+    let g = s.resource("qemu/110").await;
+    assert_eq!(g["status"], "stopped");
+    assert_eq!(g["hastate"], "relocate");
+    sleep(10.0).await;
+    let g = s.resource("qemu/110").await;
+    assert_eq!(g["node"], "pve2");
+    assert_eq!(g["status"], "running");
+    assert_eq!(g["hastate"], "started");
+}
