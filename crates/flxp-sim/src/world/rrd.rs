@@ -51,8 +51,9 @@ pub const GUEST_FIELDS: [&str; 17] = [
     "pressurememoryfull",
 ];
 
-/// Most points kept per series; older ones are dropped.
-const MAX_POINTS: usize = 4096;
+/// Most points kept per series (memory stays bounded on long runs with many guests); older
+/// points are folded into the first kept one, which then reaches back forever.
+const MAX_POINTS: usize = 1024;
 
 /// An `rrddata` time frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,6 +124,9 @@ impl Series {
         if self.points.len() > MAX_POINTS {
             let excess = self.points.len() - MAX_POINTS;
             self.points.drain(..excess);
+            if let Some(first) = self.points.first_mut() {
+                first.0 = f64::NEG_INFINITY;
+            }
         }
     }
 
@@ -274,6 +278,20 @@ mod tests {
             r#"{"cpu":5,"time":660}"#,
             "whole values are written as integers, as Proxmox does"
         );
+    }
+
+    #[test]
+    fn long_histories_stay_bounded() {
+        let mut s = Series::default();
+        for i in 0..3000 {
+            s.push(f64::from(i), vec![f64::from(i)]);
+        }
+        assert_eq!(s.points.len(), MAX_POINTS);
+        assert_eq!(
+            s.value_at(-1e9),
+            Some(&[f64::from(3000 - MAX_POINTS as i32)][..])
+        );
+        assert_eq!(s.value_at(2999.5), Some(&[2999.0][..]));
     }
 
     #[test]
