@@ -119,12 +119,17 @@ pub fn upid_node(upid: &str) -> Option<&str> {
     (fields.len() == 9 && fields[0] == "UPID" && fields[8].is_empty()).then(|| fields[1])
 }
 
+/// Finished tasks whose logs are kept; older ones keep their status but drop their log lines,
+/// so a long-running simulator's memory stays bounded.
+const LOGS_KEPT: usize = 2000;
+
 /// All tasks, in start order.
 #[derive(Debug, Clone, Default)]
 pub struct TaskTable {
     tasks: Vec<Task>,
     index: HashMap<String, usize>,
     next_pid: u32,
+    finished: std::collections::VecDeque<usize>,
 }
 
 impl TaskTable {
@@ -195,6 +200,16 @@ impl TaskTable {
             }
         }
         t.ended = Some(at);
+        self.finished.push_back(task);
+        if self.finished.len() > LOGS_KEPT {
+            if let Some(old) = self
+                .finished
+                .pop_front()
+                .and_then(|i| self.tasks.get_mut(i))
+            {
+                old.log = Vec::new();
+            }
+        }
     }
 
     /// The task with this UPID.
