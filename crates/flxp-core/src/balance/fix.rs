@@ -52,17 +52,30 @@ struct Problem {
 
 /// Fixes what can be fixed, in order, within the budget; records what cannot.
 pub(crate) fn fix_all(sim: &mut Sim, scope: &Scope) -> Result<()> {
+    // With a scope, only units with a member on its nodes can have a problem there; nothing moves
+    // onto those nodes (they are in maintenance), so finding them once is enough.
+    let scoped: Option<Vec<UnitId>> = scope.only_nodes.as_ref().map(|nodes| {
+        let mut v: Vec<UnitId> = sim
+            .cluster
+            .guest_indexes()
+            .filter(|&g| nodes.contains(&sim.state.location(g)))
+            .map(|g| sim.units.of(g))
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    });
     // Unit → migrations planned when its fix last failed; it is retried only after progress.
     let mut failed: BTreeMap<UnitId, (usize, u32, String)> = BTreeMap::new();
     loop {
-        let problems = detect(sim, scope);
+        let problems = detect(sim, scope, scoped.as_deref());
         let next = problems.into_iter().find(|p| match failed.get(&p.unit) {
             None => true,
             Some((at, tries, _)) => *tries < 3 && sim.migrations.len() > *at,
         });
         let Some(problem) = next else { break };
         if sim.budget_left() < problem.members.len() {
-            let left = detect(sim, scope).len();
+            let left = detect(sim, scope, scoped.as_deref()).len();
             sim.warnings.push(Warning::general(format!(
                 "migration budget of {} spent: {left} broken rule(s) left for the next plan",
                 sim.budget
@@ -79,7 +92,7 @@ pub(crate) fn fix_all(sim: &mut Sim, scope: &Scope) -> Result<()> {
             }
         }
     }
-    let still: Vec<Problem> = detect(sim, scope);
+    let still: Vec<Problem> = detect(sim, scope, scoped.as_deref());
     for p in still {
         if let Some((_, _, reason)) = failed.get(&p.unit) {
             let reason = reason.clone();
@@ -90,14 +103,19 @@ pub(crate) fn fix_all(sim: &mut Sim, scope: &Scope) -> Result<()> {
 }
 
 /// Every broken rule on the current state, in the order they are fixed.
-fn detect(sim: &mut Sim, scope: &Scope) -> Vec<Problem> {
+fn detect(sim: &mut Sim, scope: &Scope, scoped: Option<&[UnitId]>) -> Vec<Problem> {
     let (cluster, rules) = (sim.cluster, sim.rules);
     let mut out: Vec<Problem> = Vec::new();
     let in_scope = |n: NodeIdx| scope.only_nodes.as_ref().is_none_or(|v| v.contains(&n));
     let mut seen: Vec<bool> = vec![false; sim.units.all.len()];
     let mut stay_notes: Vec<(GuestIdx, String)> = Vec::new();
+    let units: Vec<UnitId> = match scoped {
+        Some(v) => v.to_vec(),
+        None => (0..sim.units.all.len()).collect(),
+    };
 
-    for (id, unit) in sim.units.all.iter().enumerate() {
+    for &id in &units {
+        let unit = sim.units.get(id);
         if sim.unit_moved(id) {
             continue;
         }
@@ -210,11 +228,20 @@ fn detect(sim: &mut Sim, scope: &Scope) -> Vec<Problem> {
         }
     }
 
-    let mut anti: Vec<&crate::constraints::Group> = rules
-        .groups
-        .iter()
-        .filter(|g| g.hard && g.kind == GroupKind::AntiAffinity)
-        .collect();
+    let mut anti: Vec<&crate::constraints::Group> = match &scope.only_nodes {
+        Some(_) => {
+            let mut ids: Vec<crate::constraints::GroupId> = units
+                .iter()
+                .flat_map(|&u| sim.units.get(u).members.iter())
+                .flat_map(|&g| rules.guest(g).groups.iter().copied())
+                .collect();
+            ids.sort_unstable();
+            ids.dedup();
+            ids.into_iter().map(|id| rules.group(id)).collect()
+        }
+        None => rules.groups.iter().collect(),
+    };
+    anti.retain(|g| g.hard && g.kind == GroupKind::AntiAffinity);
     anti.sort_by(|a, b| a.name.cmp(&b.name));
     for group in anti {
         let mut at: BTreeMap<NodeIdx, Vec<GuestIdx>> = BTreeMap::new();

@@ -74,7 +74,11 @@ pub(crate) struct Objective {
     balanced: Vec<bool>,
     loads: Vec<f64>,
     sum: f64,
+    sum_sq: f64,
     count: usize,
+    /// The three highest and three lowest balanced loads, for O(1) spread of a candidate.
+    top: Vec<(f64, NodeIdx)>,
+    bottom: Vec<(f64, NodeIdx)>,
 }
 
 /// A candidate's effect: the two nodes' new loads and the objective's gain.
@@ -97,7 +101,10 @@ impl Objective {
             loads: vec![0.0; balanced.len()],
             balanced,
             sum: 0.0,
+            sum_sq: 0.0,
             count: 0,
+            top: Vec::new(),
+            bottom: Vec::new(),
         };
         o.refresh_all(cluster, state);
         o
@@ -111,11 +118,71 @@ impl Objective {
             }
         }
         self.sum = 0.0;
+        self.sum_sq = 0.0;
         self.count = 0;
-        for (l, &b) in self.loads.iter().zip(&self.balanced) {
+        self.top.clear();
+        self.bottom.clear();
+        for (i, (&l, &b)) in self.loads.iter().zip(&self.balanced).enumerate() {
             if b {
                 self.sum += l;
+                self.sum_sq += l * l;
                 self.count += 1;
+                let n = NodeIdx(i as u32);
+                keep_extreme(&mut self.top, (l, n), |a, b| a > b);
+                keep_extreme(&mut self.bottom, (l, n), |a, b| a < b);
+            }
+        }
+    }
+
+    /// Whether a candidate's two new loads would raise the measure above `value`, in O(1):
+    /// spread from the kept extremes, CVs from the running sums. A screen before the exact
+    /// figure; `slack` absorbs float noise.
+    pub fn raises(
+        &self,
+        measure: Measure,
+        changes: &[(NodeIdx, f64); 2],
+        value: f64,
+        slack: f64,
+    ) -> bool {
+        let changed = |n: NodeIdx| changes.iter().any(|(c, _)| *c == n);
+        match measure {
+            Measure::Spread => {
+                let others_max = self.top.iter().find(|(_, n)| !changed(*n)).map(|(l, _)| *l);
+                let others_min = self
+                    .bottom
+                    .iter()
+                    .find(|(_, n)| !changed(*n))
+                    .map(|(l, _)| *l);
+                let new = changes.iter().map(|(_, l)| *l);
+                let hi = new
+                    .clone()
+                    .chain(others_max)
+                    .fold(f64::NEG_INFINITY, f64::max);
+                let lo = new.chain(others_min).fold(f64::INFINITY, f64::min);
+                self.count >= 2 && hi - lo > value + slack
+            }
+            Measure::Cv | Measure::CvRaw => {
+                let n = self.count as f64;
+                if self.count < 2 {
+                    return false;
+                }
+                let (mut s1, mut s2) = (self.sum, self.sum_sq);
+                for &(node, l) in changes {
+                    let old = self.loads[node.get()];
+                    s1 += l - old;
+                    s2 += l * l - old * old;
+                }
+                if s1 <= 0.0 {
+                    return false;
+                }
+                let mean = s1 / n;
+                let cv = ((s2 / n - mean * mean).max(0.0)).sqrt() / mean;
+                let cv = if measure == Measure::Cv {
+                    cv / (n - 1.0).sqrt()
+                } else {
+                    cv
+                };
+                cv > value + slack
             }
         }
     }
@@ -241,6 +308,15 @@ impl Objective {
     }
 }
 
+/// Keeps the three most extreme entries under `better`, ties by node order (first seen).
+fn keep_extreme(v: &mut Vec<(f64, NodeIdx)>, e: (f64, NodeIdx), better: fn(f64, f64) -> bool) {
+    let pos = v.iter().position(|x| better(e.0, x.0)).unwrap_or(v.len());
+    if pos < 3 {
+        v.insert(pos, e);
+        v.truncate(3);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     // Tests may panic: unwrapping is how they fail.
@@ -290,6 +366,19 @@ mod tests {
         );
         assert_eq!(o.measure_with(Measure::Spread, &[e.from, e.to]), 20.0);
         assert_eq!(o.hottest_first(), vec![a, b, cc]);
+        // The O(1) screen agrees with the exact measure.
+        let to_b = o.effect(&c, &s, a, b, &shift);
+        let exact = o.measure_with(Measure::Spread, &[to_b.from, to_b.to]);
+        assert_eq!(exact, 80.0);
+        assert!(o.raises(Measure::Spread, &[to_b.from, to_b.to], 70.0, 1e-9));
+        assert!(!o.raises(Measure::Spread, &[to_b.from, to_b.to], 80.0, 1e-9));
+        for m in [Measure::Cv, Measure::CvRaw] {
+            let now = o.measure(m);
+            let after = o.measure_with(m, &[e.from, e.to]);
+            assert!(after < now);
+            assert!(!o.raises(m, &[e.from, e.to], after, 1e-9));
+            assert!(o.raises(m, &[e.from, e.to], after - 1e-6, 1e-9));
+        }
     }
 
     #[test]

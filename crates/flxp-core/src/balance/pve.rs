@@ -52,7 +52,8 @@ struct Candidates {
     units: Vec<(UnitId, NodeIdx)>,
 }
 
-fn candidates(sim: &Sim) -> Candidates {
+/// Every (bundle, target) move; with `filter`, only targets the placement filters accept.
+fn candidates(sim: &Sim, filter: bool) -> Candidates {
     let (cluster, state) = (sim.cluster, &sim.state);
     let scorable: Vec<NodeIdx> = balanced_nodes(cluster)
         .filter(|&n| cluster.node(n).maxcpu > 0.0 && cluster.node(n).maxmem > 0)
@@ -96,9 +97,10 @@ fn candidates(sim: &Sim) -> Candidates {
             })
             .sum();
         let subject = sim.subject(&unit.members, unit.group.as_deref());
-        let ctx = Ctx::new(cluster, sim.rules, state, sim.placer.options(), &subject);
+        let ctx =
+            filter.then(|| Ctx::new(cluster, sim.rules, state, sim.placer.options(), &subject));
         for &to in scorable.iter().filter(|&&t| t != from) {
-            if sim.placer.feasible(&ctx, to) {
+            if ctx.as_ref().is_none_or(|ctx| sim.placer.feasible(ctx, to)) {
                 moves.push(MigrationCandidate {
                     migration: CrsMove::new(
                         sid.clone(),
@@ -116,6 +118,13 @@ fn candidates(sim: &Sim) -> Candidates {
         moves,
         units,
     }
+}
+
+/// Whether the placement filters let a unit go to a node on the current state.
+fn allowed(sim: &Sim, unit: UnitId, to: NodeIdx) -> bool {
+    let u = sim.units.get(unit);
+    let subject = sim.subject(&u.members, u.group.as_deref());
+    sim.feasible(&subject, to)
 }
 
 /// Ranks `(candidate index, move)` by the method, best first.
@@ -164,7 +173,7 @@ pub fn rank_moves(
     options: &BalanceOptions,
 ) -> Result<Vec<PveMove>> {
     let sim = new_sim(cluster, rules, state, placer, options);
-    let c = candidates(&sim);
+    let c = candidates(&sim, true);
     Ok(rank(&c, options.method)?
         .into_iter()
         .map(|(_, m)| m)
@@ -215,7 +224,11 @@ pub(crate) fn plan(
         m => options.trigger.threshold_for(m),
     };
     let mut sim = new_sim(cluster, rules, state, placer, options);
-    let c = candidates(&sim);
+    // TOPSIS judges each move against all the others, so its candidate set must be exactly the
+    // allowed moves; bruteforce scores each move alone, so it may rank all and check filters
+    // only down the ranking until one passes.
+    let lazy = options.method == Method::PveBruteforce;
+    let c = candidates(&sim, !lazy);
     let n = c.nodes.len();
     let now = Imbalance::of_nodes(&c.nodes)?;
     let scale = |normalized: f64| match measure {
@@ -228,7 +241,17 @@ pub(crate) fn plan(
     if value <= threshold {
         summary = format!("cv {value:.3} is within the threshold {threshold}: no move");
     } else {
-        let ranked = rank(&c, options.method)?;
+        let mut ranked = rank(&c, options.method)?;
+        if lazy {
+            if let Some(pos) = ranked
+                .iter()
+                .position(|(i, _)| c.units.get(*i).is_some_and(|&(u, to)| allowed(&sim, u, to)))
+            {
+                ranked.drain(..pos);
+            } else {
+                ranked.clear();
+            }
+        }
         match ranked.first() {
             Some((i, best)) if *i < c.units.len() => {
                 let after = scale(best.imbalance);

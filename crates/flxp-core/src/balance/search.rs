@@ -15,7 +15,7 @@
 //! only on the best candidates until one passes, so no step runs filters for every guest and node.
 
 use std::cmp::Reverse;
-use std::collections::HashMap;
+use std::collections::{BinaryHeap, HashMap};
 
 use crate::Result;
 use crate::Warning;
@@ -37,6 +37,9 @@ const MAX_CHECKS: usize = 4096;
 const SWAP_NODES: usize = 6;
 /// Slack for "does not raise the measure": float noise, not a real rise.
 const EPS: f64 = 1e-9;
+/// Slack of the O(1) screen: it may let through a rise this small, which the exact check after
+/// the move (the trimmed history) then judges.
+const SCREEN: f64 = 1e-9;
 
 /// Why balancing stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,21 +63,55 @@ pub(crate) struct Outcome {
     pub stop: Stop,
 }
 
-#[derive(Debug, Clone)]
+/// Sort key of a candidate: larger gain per migration first (to 1e-6 pp², so float noise never
+/// outranks fewer bytes), then fewer bytes, lower vmid, target node.
+type Key = (Reverse<i64>, u64, u32, NodeIdx);
+
+/// A candidate: one unit move, or the two unit moves of a swap (in the order they run).
+#[derive(Debug, Clone, Copy)]
 struct Move {
-    units: Vec<(UnitId, NodeIdx, NodeIdx)>,
+    units: [(UnitId, NodeIdx, NodeIdx); 2],
+    count: usize,
     effect: Effect,
-    per_migration: f64,
-    bytes: u64,
-    vmid: u32,
+    key: Key,
 }
 
 impl Move {
-    fn key(&self) -> (Reverse<i64>, u64, u32, NodeIdx) {
-        // Gains are compared to 1e-6 pp² so that float noise never outranks fewer bytes.
-        let q = (self.per_migration * 1e6).round() as i64;
-        (Reverse(q), self.bytes, self.vmid, self.units[0].2)
+    fn new(
+        units: &[(UnitId, NodeIdx, NodeIdx)],
+        effect: Effect,
+        per_migration: f64,
+        bytes: u64,
+        vmid: u32,
+    ) -> Self {
+        let mut arr = [units[0]; 2];
+        arr[..units.len()].copy_from_slice(units);
+        Self {
+            units: arr,
+            count: units.len(),
+            effect,
+            key: (
+                Reverse((per_migration * 1e6).round() as i64),
+                bytes,
+                vmid,
+                units[0].2,
+            ),
+        }
     }
+
+    fn moves(&self) -> &[(UnitId, NodeIdx, NodeIdx)] {
+        &self.units[..self.count]
+    }
+}
+
+/// Candidates best first, without sorting them all: only the first few are usually looked at.
+fn best_first(cands: Vec<Move>) -> impl Iterator<Item = Move> {
+    let mut heap: BinaryHeap<Reverse<(Key, usize)>> = cands
+        .iter()
+        .enumerate()
+        .map(|(i, m)| Reverse((m.key, i)))
+        .collect();
+    std::iter::from_fn(move || heap.pop().map(|Reverse((_, i))| cands[i]))
 }
 
 /// Balances the sim's state within its budget.
@@ -88,7 +125,7 @@ pub(crate) fn balance(sim: &mut Sim, opts: &BalanceOptions) -> Result<Outcome> {
     let target = trigger.target_for(measure);
     let n = sim.cluster.nodes.len();
     let mut by_node: Vec<Vec<UnitId>> = vec![Vec::new(); n];
-    let mut shifts: HashMap<UnitId, Shift> = HashMap::new();
+    let mut shifts: Vec<Option<Shift>> = vec![None; sim.units.all.len()];
     for id in 0..sim.units.all.len() {
         if sim.unit_moved(id) {
             continue;
@@ -105,7 +142,7 @@ pub(crate) fn balance(sim: &mut Sim, opts: &BalanceOptions) -> Result<Outcome> {
             }
             continue;
         }
-        shifts.insert(id, sim.shift(&sim.units.get(id).members));
+        shifts[id] = Some(sim.shift(&sim.units.get(id).members));
         by_node[node.get()].push(id);
     }
 
@@ -129,7 +166,7 @@ pub(crate) fn balance(sim: &mut Sim, opts: &BalanceOptions) -> Result<Outcome> {
             break Stop::NoGain;
         };
         apply(sim, &m);
-        for &(u, from, _) in &m.units {
+        for &(u, from, _) in m.moves() {
             by_node[from.get()].retain(|&x| x != u);
         }
         value = sim.objective.measure(measure);
@@ -198,14 +235,14 @@ fn best_move(
     sim: &Sim,
     opts: &BalanceOptions,
     by_node: &[Vec<UnitId>],
-    shifts: &HashMap<UnitId, Shift>,
+    shifts: &[Option<Shift>],
     value: f64,
 ) -> Result<Option<Move>> {
     let (sources, targets) = candidates_nodes(sim, opts, by_node, usize::MAX);
     let mut cands: Vec<Move> = Vec::new();
     for &s in &sources {
         for &u in &by_node[s.get()] {
-            let Some(shift) = shifts.get(&u) else {
+            let Some(shift) = &shifts[u] else {
                 continue;
             };
             let members = &sim.units.get(u).members;
@@ -217,25 +254,24 @@ fn best_move(
                 let effect = sim.objective.effect(sim.cluster, &sim.state, s, t, shift);
                 let per_migration = effect.gain / count;
                 if opts.trigger.gain_ok(per_migration) {
-                    cands.push(Move {
-                        units: vec![(u, s, t)],
+                    let vmid = sim.cluster.guest(members[0]).vmid;
+                    cands.push(Move::new(
+                        &[(u, s, t)],
                         effect,
                         per_migration,
-                        bytes: shift.mem,
-                        vmid: sim.cluster.guest(members[0]).vmid,
-                    });
+                        shift.mem,
+                        vmid,
+                    ));
                 }
             }
         }
     }
-    cands.sort_by_key(Move::key);
     let mut subjects: HashMap<UnitId, Subject> = HashMap::new();
-    for m in cands.into_iter().take(MAX_CHECKS) {
+    for m in best_first(cands).take(MAX_CHECKS) {
         let (u, s, t) = m.units[0];
         if sim
             .objective
-            .measure_with(sim.measure, &[m.effect.from, m.effect.to])
-            > value + EPS
+            .raises(sim.measure, &[m.effect.from, m.effect.to], value, SCREEN)
         {
             continue;
         }
@@ -267,7 +303,7 @@ fn best_swap(
     sim: &mut Sim,
     opts: &BalanceOptions,
     by_node: &[Vec<UnitId>],
-    shifts: &HashMap<UnitId, Shift>,
+    shifts: &[Option<Shift>],
     value: f64,
 ) -> Result<Option<Move>> {
     let (sources, _) = candidates_nodes(sim, opts, by_node, SWAP_NODES);
@@ -284,7 +320,7 @@ fn best_swap(
         for &t in targets.iter().filter(|&&t| t != s) {
             for &x in &by_node[s.get()] {
                 for &y in &by_node[t.get()] {
-                    let (Some(sx), Some(sy)) = (shifts.get(&x), shifts.get(&y)) else {
+                    let (Some(sx), Some(sy)) = (&shifts[x], &shifts[y]) else {
                         continue;
                     };
                     let effect = sim
@@ -294,30 +330,29 @@ fn best_swap(
                         (sim.units.get(x).members.len() + sim.units.get(y).members.len()) as f64;
                     let per_migration = effect.gain / count;
                     if opts.trigger.gain_ok(per_migration) && count as usize <= sim.budget_left() {
-                        cands.push(Move {
-                            units: vec![(x, s, t), (y, t, s)],
+                        let vmid = sim.cluster.guest(sim.units.get(x).members[0]).vmid;
+                        let units = [(x, s, t), (y, t, s)];
+                        cands.push(Move::new(
+                            &units,
                             effect,
                             per_migration,
-                            bytes: sx.mem + sy.mem,
-                            vmid: sim.cluster.guest(sim.units.get(x).members[0]).vmid,
-                        });
+                            sx.mem + sy.mem,
+                            vmid,
+                        ));
                     }
                 }
             }
         }
     }
-    cands.sort_by_key(Move::key);
-    for mut m in cands.into_iter().take(64) {
+    for mut m in best_first(cands).take(64) {
         if sim
             .objective
-            .measure_with(sim.measure, &[m.effect.from, m.effect.to])
-            > value + EPS
+            .raises(sim.measure, &[m.effect.from, m.effect.to], value, SCREEN)
         {
             continue;
         }
         // Either order may be the safe one: the first move needs room before the second frees it.
-        let orders = [m.units.clone(), vec![m.units[1], m.units[0]]];
-        for order in orders {
+        for order in [m.units, [m.units[1], m.units[0]]] {
             if swap_is_safe(sim, &order) {
                 m.units = order;
                 return Ok(Some(m));
@@ -348,8 +383,8 @@ fn swap_is_safe(sim: &mut Sim, order: &[(UnitId, NodeIdx, NodeIdx)]) -> bool {
 }
 
 fn apply(sim: &mut Sim, m: &Move) {
-    let kind = m.units.len();
-    for (i, &(u, s, t)) in m.units.iter().enumerate() {
+    let kind = m.count;
+    for (i, &(u, s, t)) in m.moves().iter().enumerate() {
         let unit = sim.units.get(u).clone();
         let (ls, lt) = (sim.objective.load(s), sim.objective.load(t));
         let shift = sim.shift(&unit.members);

@@ -43,15 +43,19 @@ impl Unit {
 
 /// The first hard anti-affinity group (by name) holding two of the guests.
 pub(crate) fn anti_conflict(rules: &Rules, members: &[GuestIdx]) -> Option<String> {
-    let mut names: Vec<&str> = rules
-        .groups
-        .iter()
-        .filter(|g| g.hard && g.kind == GroupKind::AntiAffinity)
-        .filter(|g| g.members.iter().filter(|m| members.contains(m)).count() > 1)
-        .map(|g| g.name.as_str())
-        .collect();
-    names.sort_unstable();
-    names.first().map(|n| (*n).to_owned())
+    let mut count: BTreeMap<&str, usize> = BTreeMap::new();
+    for &m in members {
+        for &gid in &rules.guest(m).groups {
+            let g = rules.group(gid);
+            if g.hard && g.kind == GroupKind::AntiAffinity {
+                *count.entry(g.name.as_str()).or_default() += 1;
+            }
+        }
+    }
+    count
+        .into_iter()
+        .find(|(_, c)| *c > 1)
+        .map(|(name, _)| name.to_owned())
 }
 
 /// Every guest's unit.
