@@ -65,7 +65,7 @@ impl AppState {
     }
 
     /// A fresh model of a zone and its state with the reservations of creations in flight.
-    pub async fn model(&self, zone: &Zone) -> Result<(Arc<ClusterModel>, State), ApiError> {
+    pub async fn model(&self, zone: &Arc<Zone>) -> Result<(Arc<ClusterModel>, State), ApiError> {
         let model = zone
             .model()
             .await

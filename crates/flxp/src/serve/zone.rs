@@ -2,16 +2,18 @@
 //! reservations, and fresh cluster models shared between requests that arrive together.
 //!
 //! flxp keeps no state about the cluster: every decision reads a snapshot taken after the request
-//! arrived. Requests that arrive while a snapshot is being taken wait for the next one, and every
-//! request waiting for the same snapshot shares it, so a burst of requests costs a few snapshots,
-//! not one each, and none decides on a cluster older than itself.
+//! arrived. One collection runs at a time per zone; requests that arrive while it runs wait for
+//! the next one, which starts as soon as it ends, and all of them share it. So a burst of requests
+//! costs two snapshot times at most and a few snapshots in all, not one each, and no request
+//! decides on a cluster older than itself. Collections run in their own task: a client that hangs
+//! up does not cancel one that others wait for.
 
 use std::sync::{Arc, Mutex};
 
 use flxp_core::Overrides;
 use flxp_engine::{ClusterModel, Creator};
 use flxp_pve::PveApi;
-use tokio::sync::OnceCell;
+use tokio::sync::watch;
 use tokio::time::{Duration, Instant};
 
 /// Why a zone's cluster could not be read.
@@ -19,11 +21,18 @@ use tokio::time::{Duration, Instant};
 #[error("{0}")]
 pub struct ReadError(pub String);
 
-type Shared = Arc<OnceCell<Result<Arc<ClusterModel>, ReadError>>>;
+/// A finished collection: its generation and what it read.
+type Collected = Option<(u64, Result<Arc<ClusterModel>, ReadError>)>;
 
-struct Inflight {
-    started: Instant,
-    cell: Shared,
+/// Which collections started, and whether one runs.
+#[derive(Debug, Default)]
+struct Generations {
+    /// The generation of the last collection started.
+    started: u64,
+    /// Whether a collection runs now.
+    running: bool,
+    /// Whether a request waits for a collection after the running one.
+    wanted: bool,
 }
 
 /// One Proxmox cluster served by `flxp serve`.
@@ -37,7 +46,8 @@ pub struct Zone {
     /// Creates VMs; holds the zone's reservations.
     pub creator: Creator,
     last_answer: Arc<Mutex<Option<Instant>>>,
-    latest: tokio::sync::Mutex<Option<Inflight>>,
+    generations: Mutex<Generations>,
+    collected: watch::Sender<Collected>,
 }
 
 impl std::fmt::Debug for Zone {
@@ -61,28 +71,60 @@ impl Zone {
             overrides,
             creator,
             last_answer,
-            latest: tokio::sync::Mutex::new(None),
+            generations: Mutex::new(Generations::default()),
+            collected: watch::Sender::new(None),
         }
     }
 
     /// A model of the cluster from a snapshot taken after this call began.
-    pub async fn model(&self) -> Result<Arc<ClusterModel>, ReadError> {
-        let arrived = Instant::now();
-        let cell = {
-            let mut latest = self.latest.lock().await;
-            match &*latest {
-                Some(f) if f.started >= arrived => Arc::clone(&f.cell),
-                _ => {
-                    let cell: Shared = Arc::new(OnceCell::new());
-                    *latest = Some(Inflight {
-                        started: Instant::now(),
-                        cell: Arc::clone(&cell),
-                    });
-                    cell
-                }
+    pub async fn model(self: &Arc<Self>) -> Result<Arc<ClusterModel>, ReadError> {
+        let mut rx = self.collected.subscribe();
+        let (target, start) = {
+            let mut g = self.generations.lock().unwrap_or_else(|p| p.into_inner());
+            if g.running {
+                // The running collection may have read the cluster before this call: wait for
+                // the next one.
+                g.wanted = true;
+                (g.started + 1, false)
+            } else {
+                g.started += 1;
+                g.running = true;
+                (g.started, true)
             }
         };
-        cell.get_or_init(|| self.read()).await.clone()
+        if start {
+            tokio::spawn(Arc::clone(self).collect(target));
+        }
+        let done = rx
+            .wait_for(|c| c.as_ref().is_some_and(|(g, _)| *g >= target))
+            .await
+            .map_err(|_| {
+                ReadError(format!(
+                    "zone {}: the snapshot collector stopped",
+                    self.name
+                ))
+            })?;
+        match done.as_ref() {
+            Some((_, result)) => result.clone(),
+            None => Err(ReadError(format!("zone {}: no snapshot", self.name))),
+        }
+    }
+
+    /// Collects generation after generation while requests wait for a newer one.
+    async fn collect(self: Arc<Self>, mut generation: u64) {
+        loop {
+            let result = self.read().await;
+            self.collected.send_replace(Some((generation, result)));
+            let mut g = self.generations.lock().unwrap_or_else(|p| p.into_inner());
+            if g.wanted {
+                g.wanted = false;
+                g.started += 1;
+                generation = g.started;
+            } else {
+                g.running = false;
+                return;
+            }
+        }
     }
 
     async fn read(&self) -> Result<Arc<ClusterModel>, ReadError> {
@@ -123,4 +165,85 @@ pub fn epoch_now() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // tests may panic
+
+    use flxp_core::placement::{PlacementOptions, Placer};
+    use flxp_engine::Reservations;
+    use flxp_engine::create_vm::CreateOptions;
+    use flxp_pve::fake::FakeApi;
+
+    use super::*;
+
+    fn zone(fake: Arc<FakeApi>) -> Arc<Zone> {
+        let placer = Arc::new(Placer::new(PlacementOptions::default(), vec![]).unwrap());
+        let creator = Creator::new(
+            fake.clone(),
+            placer,
+            Reservations::new(Duration::from_secs(60)),
+            CreateOptions::default(),
+        );
+        Arc::new(Zone::new(
+            "lab",
+            fake,
+            Overrides::default(),
+            creator,
+            Arc::new(Mutex::new(None)),
+        ))
+    }
+
+    fn resources_calls(fake: &FakeApi) -> usize {
+        fake.calls()
+            .iter()
+            .filter(|c| *c == "GET /cluster/resources")
+            .count()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn requests_that_arrive_together_share_two_snapshots_at_most() {
+        let snapshot = flxp_sim::Scenario::demo().snapshot;
+        let fake = Arc::new(FakeApi::new(snapshot).with_latency(Duration::from_millis(100)));
+        let z = zone(Arc::clone(&fake));
+        // The first call starts a collection; the nine arriving while it runs share the next.
+        let first = {
+            let z = Arc::clone(&z);
+            tokio::spawn(async move { z.model().await })
+        };
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let rest: Vec<_> = (0..9)
+            .map(|_| {
+                let z = Arc::clone(&z);
+                tokio::spawn(async move { z.model().await })
+            })
+            .collect();
+        let a = first.await.unwrap().unwrap();
+        let mut others = Vec::new();
+        for r in rest {
+            others.push(r.await.unwrap().unwrap());
+        }
+        assert_eq!(resources_calls(&fake), 2);
+        assert!(others.iter().all(|m| Arc::ptr_eq(m, &others[0])));
+        assert!(
+            !Arc::ptr_eq(&a, &others[0]),
+            "later requests never get the older snapshot"
+        );
+        assert_eq!(a.cluster.nodes.len(), 4);
+        // A call after all of them reads the cluster again.
+        z.model().await.unwrap();
+        assert_eq!(resources_calls(&fake), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unreadable_zone_is_an_error_naming_it() {
+        let fake = Arc::new(FakeApi::new(flxp_sim::Scenario::demo().snapshot).fail(
+            "GET /cluster/resources",
+            503,
+            "Service Unavailable",
+        ));
+        let e = zone(fake).model().await.unwrap_err();
+        assert!(e.0.starts_with("cannot read zone lab: "), "{e}");
+    }
 }
