@@ -126,7 +126,7 @@ pub(crate) fn balance(sim: &mut Sim, opts: &BalanceOptions) -> Result<Outcome> {
     let n = sim.cluster.nodes.len();
     let mut by_node: Vec<Vec<UnitId>> = vec![Vec::new(); n];
     let mut shifts: Vec<Option<Shift>> = vec![None; sim.units.all.len()];
-    for id in 0..sim.units.all.len() {
+    for (id, shift) in shifts.iter_mut().enumerate() {
         if sim.unit_moved(id) {
             continue;
         }
@@ -142,7 +142,7 @@ pub(crate) fn balance(sim: &mut Sim, opts: &BalanceOptions) -> Result<Outcome> {
             }
             continue;
         }
-        shifts[id] = Some(sim.shift(&sim.units.get(id).members));
+        *shift = Some(sim.shift(&sim.units.get(id).members));
         by_node[node.get()].push(id);
     }
 

@@ -433,11 +433,7 @@ fn a_split_affinity_group_joins_where_the_fewest_bytes_move() {
                 .mem(8 * GIB, 8 * GIB)
                 .tagged("flxp.affinity.db"),
         )
-        .guest(
-            vm(103, "b")
-                .mem(1 * GIB, 8 * GIB)
-                .tagged("flxp.affinity.db"),
-        )
+        .guest(vm(103, "b").mem(GIB, 8 * GIB).tagged("flxp.affinity.db"))
         .build();
     let p = plan_with(&c, &spread_options(100.0, 100.0));
     assert_eq!(moves(&p), vec![(101, "a", "b")]);
