@@ -20,6 +20,7 @@ mod options;
 mod plan;
 pub(crate) mod planner;
 mod pve;
+mod room;
 mod search;
 pub(crate) mod sim;
 mod softness;

@@ -1,0 +1,143 @@
+//! Making room: when a guest must move (a rule or maintenance) but fits nowhere, move a few other
+//! guests off a node that lacks only memory for it, then move it there. This is how a plan orders
+//! a move that makes room before the move that needs it.
+//!
+//! Evictions are ordinary safe moves (filters on the current state, balance cooldown respected,
+//! never a guest of a bundle or one that moved already), tried on a copy of the state first:
+//! nothing is applied unless the guest then fits. The smallest guest that frees enough is taken,
+//! else the largest ones up to the limit, so as few bytes as possible are copied.
+
+use crate::Result;
+use crate::cluster::{GuestIdx, NodeIdx};
+use crate::placement::{Ctx, Reason};
+use crate::units::fmt_bytes;
+
+use super::explain::target_phrase;
+use super::movable::Intent;
+use super::plan::Purpose;
+use super::sim::Sim;
+use super::units::UnitId;
+
+/// Moves up to `limit` guests off a node that lacks only memory for the problem, then the
+/// problem there. Tried on a copy of the state first; nothing is applied unless the fix fits.
+pub(super) fn make_room(
+    sim: &mut Sim,
+    unit: UnitId,
+    members: &[GuestIdx],
+    purpose: Purpose,
+    limit: usize,
+    verb: &str,
+) -> Result<bool> {
+    let label = sim.units.get(unit).group.clone();
+    let subject = sim.subject(members, label.as_deref());
+    let from = sim.state.location(members[0]);
+    let ctx = Ctx::new(
+        sim.cluster,
+        sim.rules,
+        &sim.state,
+        sim.placer.options(),
+        &subject,
+    );
+    let mut short: Vec<(u64, NodeIdx)> = Vec::new();
+    for t in sim.cluster.node_indexes().filter(|&t| t != from) {
+        let fails = sim.placer.failures(&ctx, t);
+        if let [
+            (
+                _,
+                _,
+                Reason::InsufficientMemory {
+                    need, available, ..
+                },
+            ),
+        ] = fails.as_slice()
+        {
+            short.push((need - available, t));
+        }
+    }
+    short.sort();
+    for (deficit, t) in short.into_iter().take(4) {
+        let mut evictable: Vec<GuestIdx> = sim
+            .cluster
+            .guests_on(t)
+            .iter()
+            .copied()
+            .filter(|&g| sim.state.location(g) == t && sim.cluster.guest(g).running)
+            .filter(|&g| {
+                let u = sim.units.of(g);
+                !sim.units.get(u).is_bundle()
+                    && !members.contains(&g)
+                    && !sim.unit_moved(u)
+                    && sim.unit_stays(u, Intent::Balance).is_none()
+            })
+            .collect();
+        evictable.sort_by_key(|&g| {
+            (
+                sim.cluster.guest(g).mem_footprint(),
+                sim.cluster.guest(g).vmid,
+            )
+        });
+        evictable.dedup();
+        let size = |g: GuestIdx| sim.cluster.guest(g).mem_footprint();
+        let chosen: Vec<GuestIdx> = match evictable.iter().find(|&&g| size(g) >= deficit) {
+            Some(&g) => vec![g],
+            None => {
+                let mut acc = 0u64;
+                let mut v = Vec::new();
+                for &g in evictable.iter().rev().take(limit) {
+                    v.push(g);
+                    acc += size(g);
+                    if acc >= deficit {
+                        break;
+                    }
+                }
+                if acc < deficit {
+                    continue;
+                }
+                v
+            }
+        };
+        if chosen.len() > limit || chosen.len() + members.len() > sim.budget_left() {
+            continue;
+        }
+        // Try it on a copy.
+        let saved = sim.state.clone();
+        let mut moves: Vec<(GuestIdx, NodeIdx, String)> = Vec::new();
+        let mut ok = true;
+        for &g in &chosen {
+            let s = sim.subject(&[g], None);
+            let ranked = sim.ranked_targets(&s, &[t, from])?;
+            match ranked.first() {
+                Some(best) => {
+                    let phrase = target_phrase(sim.cluster, sim.placer, &ranked);
+                    moves.push((g, best.node, phrase));
+                    sim.state.move_guest(sim.cluster, g, best.node);
+                }
+                None => {
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        let fits = ok && sim.feasible(&subject, t);
+        sim.state = saved;
+        if !fits {
+            continue;
+        }
+        let target = sim.cluster.node(t).name.clone();
+        for (g, to, phrase) in moves {
+            let reason = format!(
+                "make room on {target} for {}: it lacks {}; {phrase}",
+                subject.label,
+                fmt_bytes(deficit)
+            );
+            sim.apply(&[g], to, Purpose::MakeRoom, &reason, None);
+        }
+        let reason = format!(
+            "{verb}; {target} has room once {} guest(s) moved off",
+            chosen.len()
+        );
+        sim.apply(members, t, purpose, &reason, label.as_deref());
+        return Ok(true);
+    }
+    Ok(false)
+}
