@@ -2,7 +2,7 @@
 //! certificate unless `--http`), until interrupted.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -66,7 +66,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 /// Reads the scenario file, or the built-in demo for `demo` when no such file exists.
-fn load(path: &PathBuf) -> anyhow::Result<Scenario> {
+fn load(path: &Path) -> anyhow::Result<Scenario> {
     if path.as_os_str() == "demo" && !path.exists() {
         return Ok(Scenario::demo());
     }
