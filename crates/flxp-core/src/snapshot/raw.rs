@@ -508,6 +508,13 @@ pub struct HaStatusEntry {
         skip_serializing_if = "Option::is_none"
     )]
     pub failback: Option<bool>,
+    /// Comment of a `service` entry.
+    #[serde(
+        default,
+        deserialize_with = "lenient::string",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub comment: Option<String>,
     /// Quorum flag of the `quorum` entry.
     #[serde(
         default,
