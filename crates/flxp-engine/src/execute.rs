@@ -22,6 +22,8 @@ use flxp_core::{Overrides, Snapshot};
 use flxp_pve::PveApi;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
+use tracing::Instrument;
+use tracing::instrument::WithSubscriber;
 
 use crate::collect::collect_snapshot;
 use crate::error::Result;
@@ -268,9 +270,11 @@ impl Executor {
                     let settings = Arc::clone(&settings);
                     let zone = self.zone.clone();
                     let moving = m.clone();
-                    let handle = tasks.spawn(async move {
+                    // The follower logs in this round's span, to this round's subscriber.
+                    let follow = async move {
                         migrate(api.as_ref(), &moving, &zone, &settings, progress.as_ref()).await
-                    });
+                    };
+                    let handle = tasks.spawn(follow.in_current_span().with_current_subscriber());
                     in_flight.insert(handle.id(), (i, m));
                 }
             }

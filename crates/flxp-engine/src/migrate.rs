@@ -364,7 +364,6 @@ pub async fn migrate(
     let (upid, online) = start(api, m, settings).await?;
     let ha = upid.kind() == "hamigrate";
     tracing::info!(
-        zone,
         vmid = m.vmid,
         from = %m.from,
         to = %m.to,

@@ -1,9 +1,11 @@
 //! Showing migrations as they run: one progress bar per running migration on a terminal (stderr),
 //! plain log lines otherwise.
 //!
-//! The engine sends [`Event`]s; [`for_stderr`] picks bars when stderr is a terminal and the log
-//! lines the engine writes through `tracing` otherwise (they already name every start, end and
-//! failure, so the plain mode adds nothing of its own).
+//! The engine sends [`Event`]s; [`on_stderr`] gives bars when stderr is a terminal, and otherwise
+//! the log lines the engine writes through `tracing` are the whole story (they already name every
+//! start, end and failure, so the plain mode adds nothing of its own). While bars are drawn, log
+//! lines must go above them rather than through them: [`Bars::log_dispatch`] is a subscriber like
+//! the binary's that does that, for the duration of a round.
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -11,8 +13,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flxp_core::units::fmt_bytes;
-use flxp_engine::{Event, NoProgress, Progress};
+use flxp_engine::{Event, Progress};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use tracing::level_filters::LevelFilter;
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::MakeWriter;
 
 /// Steps of a bar: fractions are shown in tenths of a percent.
 const STEPS: u64 = 1000;
@@ -55,6 +60,66 @@ impl Bars {
     /// Prints a line above the bars.
     fn line(&self, text: String) {
         let _ = self.multi.println(text);
+    }
+
+    /// A log subscriber with the binary's filter (`RUST_LOG`, else the level in force) whose lines
+    /// go above the bars.
+    pub fn log_dispatch(&self) -> tracing::Dispatch {
+        let filter = EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| EnvFilter::default().add_directive(LevelFilter::current().into()));
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(AboveBars(self.multi.clone()))
+            .with_target(false)
+            .finish();
+        tracing::Dispatch::new(subscriber)
+    }
+}
+
+/// Writes log lines above the bars.
+#[derive(Clone)]
+struct AboveBars(MultiProgress);
+
+impl<'a> MakeWriter<'a> for AboveBars {
+    type Writer = LogLine;
+
+    fn make_writer(&'a self) -> LogLine {
+        LogLine {
+            multi: self.0.clone(),
+            buf: Vec::new(),
+        }
+    }
+}
+
+/// One formatted log event, printed whole when dropped (the formatter writes it in pieces).
+struct LogLine {
+    multi: MultiProgress,
+    buf: Vec<u8>,
+}
+
+impl std::io::Write for LogLine {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for LogLine {
+    fn drop(&mut self) {
+        let text = String::from_utf8_lossy(&self.buf);
+        let text = text.trim_end_matches('\n');
+        if text.is_empty() {
+            return;
+        }
+        if self.multi.is_hidden() {
+            eprintln!("{text}");
+        } else {
+            let _ = self.multi.println(text);
+        }
     }
 }
 
@@ -125,13 +190,11 @@ impl Progress for Bars {
     }
 }
 
-/// Bars when stderr is a terminal, else nothing beyond the engine's own log lines.
-pub fn for_stderr() -> Arc<dyn Progress> {
-    if std::io::stderr().is_terminal() {
-        Arc::new(Bars::new())
-    } else {
-        Arc::new(NoProgress)
-    }
+/// Bars on stderr when it is a terminal; `None` means plain log lines.
+pub fn on_stderr() -> Option<Arc<Bars>> {
+    std::io::stderr()
+        .is_terminal()
+        .then(|| Arc::new(Bars::new()))
 }
 
 #[cfg(test)]
@@ -170,5 +233,16 @@ mod tests {
         assert!(bars.bar(101).is_none());
         assert!(bar.is_finished());
         assert_eq!(bar.message(), "pve1 → pve2 done in 12 s");
+    }
+
+    #[test]
+    fn log_lines_are_written_whole() {
+        use std::io::Write;
+        let writer = AboveBars(MultiProgress::with_draw_target(ProgressDrawTarget::hidden()));
+        let mut line = writer.make_writer();
+        line.write_all(b"INFO migration started ")
+            .unwrap_or_default();
+        line.write_all(b"vmid=101\n").unwrap_or_default();
+        assert_eq!(line.buf, b"INFO migration started vmid=101\n");
     }
 }

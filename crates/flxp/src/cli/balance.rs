@@ -12,6 +12,7 @@ use anyhow::{Context, Result};
 use flxp_core::Overrides;
 use flxp_core::balance::{Method, Plan, Purpose};
 use flxp_engine::{ExecuteOptions, ExecutionReport, Executor, Goal, Limits, Model, planning};
+use tracing::instrument::WithSubscriber;
 
 use super::{SourceArgs, UNSATISFIABLE, UsageError, load};
 use crate::config::Config;
@@ -174,9 +175,11 @@ async fn plan_and_run(
         return Ok((plan, None));
     }
     let (stop_handle, stop) = flxp_engine::stop_signal();
-    let executor = executor
-        .with_stop(stop)
-        .with_progress(progress::for_stderr());
+    let bars = progress::on_stderr();
+    let mut executor = executor.with_stop(stop);
+    if let Some(b) = &bars {
+        executor = executor.with_progress(Arc::clone(b) as Arc<dyn flxp_engine::Progress>);
+    }
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             eprintln!(
@@ -188,6 +191,11 @@ async fn plan_and_run(
             }
         }
     });
-    let report = executor.execute(plan.clone(), goal).await;
+    let round = executor.execute(plan.clone(), goal);
+    let report = match &bars {
+        // Log lines go above the bars while they are drawn.
+        Some(b) => round.with_subscriber(b.log_dispatch()).await,
+        None => round.await,
+    };
     Ok((plan, Some(report)))
 }
