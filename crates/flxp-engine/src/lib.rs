@@ -2,6 +2,26 @@
 //! core, carry out the decision.
 //!
 //! - [`collect_snapshot`]: Contract 1 from a live API in O(nodes) calls.
+//! - [`Executor`]: carries out a rebalancing or evacuation [`Goal`]'s plan in one zone, each step
+//!   re-checked on a fresh read, replanned when the world changes or a migration fails, within
+//!   [`Limits`], reporting [`Event`]s and ending with an [`ExecutionReport`].
+//! - [`Daemon`]: every zone at an interval (trigger, evacuation, rebalancing), embeddable:
+//!   `Daemon::new(zones, placer, options)`, `run(shutdown)`, `run_round(zone)`.
+//!
+//! ```no_run
+//! # async fn demo(api: std::sync::Arc<dyn flxp_pve::PveApi>) -> flxp_engine::Result<()> {
+//! use std::sync::Arc;
+//! use flxp_core::balance::BalanceOptions;
+//! use flxp_core::placement::{PlacementOptions, Placer};
+//! use flxp_engine::{Executor, Goal};
+//! let placer = Arc::new(Placer::new(PlacementOptions::default(), Vec::new()).expect("policies"));
+//! let executor = Executor::new("lab", api, placer);
+//! let goal = Goal::Balance(BalanceOptions::default());
+//! let plan = executor.plan(&goal).await?;
+//! let report = executor.execute(plan, &goal).await;
+//! println!("{}", report.summary());
+//! # Ok(()) }
+//! ```
 
 pub mod collect;
 

@@ -70,6 +70,7 @@ struct World {
     /// Hooks run on the n-th `GET /cluster/resources` (1-based): a world that changes under a plan.
     on_read: BTreeMap<usize, Vec<Change>>,
     resource_reads: usize,
+    unreadable: bool,
 }
 
 /// A change the world goes through on its own.
@@ -79,6 +80,8 @@ pub enum Change {
     GuestMem(u32, u64),
     /// A guest gets a config lock.
     Lock(u32, String),
+    /// From now on `GET /cluster/resources` fails (the API node went away).
+    Unreadable,
 }
 
 /// The scripted API.
@@ -248,6 +251,7 @@ impl World {
                     g.lock = Some(lock);
                 }
             }
+            Change::Unreadable => self.unreadable = true,
         }
     }
 
@@ -404,6 +408,15 @@ impl PveApi for ScriptedApi {
             None => {
                 w.calls.push("GET /cluster/resources".into());
                 w.read_resources();
+                if w.unreadable {
+                    return Err(api_error(
+                        "GET",
+                        "/cluster/resources",
+                        595,
+                        "Connection refused",
+                        b"",
+                    ));
+                }
             }
             Some(ResourceType::Vm) => {
                 w.calls.push("GET /cluster/resources?type=vm".into());

@@ -659,6 +659,31 @@ async fn the_balance_budget_caps_replans() {
     assert!(report.done.is_empty());
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_cluster_that_cannot_be_read_stops_the_round_after_what_runs() {
+    // The first step reads fine; before the second the API goes away.
+    let api = Arc::new(api().on_read(2, vec![Change::Unreadable]));
+    let plan = plan_of(
+        &api,
+        vec![
+            mig(101, GuestKind::Qemu, "a", "b", 0),
+            mig(102, GuestKind::Qemu, "a", "d", 1),
+        ],
+    );
+    let report = executor(&api, options()).execute(plan, &balance()).await;
+    assert_eq!(report.done.len(), 1);
+    assert_eq!(posts(&api, 102), 0);
+    let why = report.stopped.as_deref().unwrap();
+    assert!(
+        why.starts_with(
+            "the cluster cannot be read: collecting the snapshot: GET /cluster/resources failed"
+        ),
+        "{why}"
+    );
+    assert!(why.contains("Connection refused"), "{why}");
+    assert!(!report.is_clean());
+}
+
 #[test]
 fn the_world_fixture_reads() {
     let snap = Snapshot::from_json(&world()).unwrap();
