@@ -28,7 +28,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::execute::{Clock, ExecuteOptions, Executor, error_chain, system_clock};
-use crate::planning::{self, Goal, Model};
+use crate::planning::{self, Goal};
 use crate::progress::{NoProgress, Progress};
 use crate::report::ExecutionReport;
 use crate::stop::{Stop, StopHandle, stop_signal};
@@ -367,8 +367,7 @@ impl Daemon {
     ) -> Result<()> {
         let o = &self.inner.parts.options;
         let placer = &self.inner.parts.placer;
-        let snapshot = executor.snapshot().await?;
-        let model = Model::build(&snapshot, &z.zone.overrides)?;
+        let model = executor.read().await?;
 
         if o.evacuate && model.cluster.nodes.iter().any(|n| n.in_maintenance()) {
             let goal = Goal::Evacuate {

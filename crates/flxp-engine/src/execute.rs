@@ -109,6 +109,8 @@ enum NoStart {
     Unreadable(String),
     /// The step no longer holds: replan.
     Stale(Vec<String>),
+    /// Proxmox HA is about to move or is moving the guest: leave it alone, replan.
+    HaPending(String),
 }
 
 /// A migration in flight: its position in the queue and the migration.
@@ -172,24 +174,35 @@ impl Executor {
 
     /// Reads the zone's cluster and plans a goal on it.
     pub async fn plan(&self, goal: &Goal) -> Result<Plan> {
-        let snapshot = self.snapshot().await?;
-        let model = Model::build(&snapshot, &self.overrides)?;
+        let (_, model) = self.model(&BTreeMap::new()).await?;
         planning::plan(&model, &self.placer, goal, None)
     }
 
-    /// The fresh cluster with the round's held guests locked.
-    async fn model(&self, held: &BTreeMap<u32, Hold>) -> Result<Model> {
-        let mut snapshot = self.snapshot().await?;
-        planning::hold_guests(&mut snapshot, held);
-        Model::build(&snapshot, &self.overrides)
+    /// Reads the zone's cluster as plans see it: guests with a pending HA move are locked.
+    pub async fn read(&self) -> Result<Model> {
+        Ok(self.model(&BTreeMap::new()).await?.1)
+    }
+
+    /// The fresh cluster as plans see it, with the round's held guests locked too, and the
+    /// snapshot as read.
+    async fn model(&self, held: &BTreeMap<u32, Hold>) -> Result<(Snapshot, Model)> {
+        let snapshot = self.snapshot().await?;
+        let mut locked = snapshot.clone();
+        planning::hold_pending_ha(&mut locked, (self.clock)());
+        planning::hold_guests(&mut locked, held);
+        let model = Model::build(&locked, &self.overrides)?;
+        Ok((snapshot, model))
     }
 
     /// Re-reads the cluster and re-checks a step on it.
     async fn recheck(&self, m: &Migration, held: &BTreeMap<u32, Hold>) -> Result<(), NoStart> {
-        let model = self
+        let (snapshot, model) = self
             .model(held)
             .await
             .map_err(|e| NoStart::Unreadable(error_chain(&e)))?;
+        if let Some(why) = planning::ha_move_pending(&snapshot, m.vmid, (self.clock)()) {
+            return Err(NoStart::HaPending(why));
+        }
         check_step(&model.cluster, &model.rules, &model.state, &self.placer, m)
             .map_err(NoStart::Stale)
     }
@@ -214,6 +227,7 @@ impl Executor {
         let mut slots = Slots::default();
         let mut held: BTreeMap<u32, Hold> = BTreeMap::new();
         let mut started: BTreeSet<u32> = BTreeSet::new();
+        let mut bundles: Vec<Vec<u32>> = Vec::new();
         let mut in_flight: HashMap<tokio::task::Id, InFlight> = HashMap::new();
         let mut tasks: JoinSet<std::result::Result<Landed, Failure>> = JoinSet::new();
         let mut replan: Option<String> = None;
@@ -243,6 +257,13 @@ impl Executor {
                     }
                     match self.recheck(&m, &held).await {
                         Ok(()) => {}
+                        Err(NoStart::HaPending(why)) => {
+                            queue.set(i, Status::Ended);
+                            held.insert(m.vmid, Hold::HaPending);
+                            replan = Some(format!("{why}: not moved again"));
+                            self.drop_step(&mut report, &m, vec![why]);
+                            break;
+                        }
                         Err(NoStart::Stale(reasons)) => {
                             queue.set(i, Status::Ended);
                             replan = Some(format!(
@@ -265,6 +286,9 @@ impl Executor {
                     queue.set(i, Status::Running);
                     slots.take(&m.from, &m.to);
                     started.insert(m.vmid);
+                    if !m.bundle.is_empty() && !bundles.contains(&m.bundle) {
+                        bundles.push(m.bundle.clone());
+                    }
                     let api = Arc::clone(&self.api);
                     let progress = Arc::clone(&self.progress);
                     let settings = Arc::clone(&settings);
@@ -288,8 +312,9 @@ impl Executor {
                     // always start, so the queue is done.
                     break;
                 };
+                let holds = replan_holds(&held, &bundles);
                 match self
-                    .replan(goal, &held, started.len(), reason, &mut report)
+                    .replan(goal, &holds, started.len(), reason, &mut report)
                     .await
                 {
                     Some(next) => queue = next,
@@ -430,7 +455,7 @@ impl Executor {
             return None;
         }
         let planned = match self.model(held).await {
-            Ok(model) => planning::plan(&model, &self.placer, goal, budget),
+            Ok((_, model)) => planning::plan(&model, &self.placer, goal, budget),
             Err(e) => Err(e),
         };
         let plan = match planned {
@@ -455,6 +480,23 @@ impl Executor {
         });
         (!plan.migrations.is_empty()).then(|| Queue::new(plan.migrations))
     }
+}
+
+/// The guests a replan leaves alone: those the round holds, except the moved members of a bundle
+/// that did not all move, so that the planner may bring the split group back together.
+fn replan_holds(held: &BTreeMap<u32, Hold>, bundles: &[Vec<u32>]) -> BTreeMap<u32, Hold> {
+    let mut holds = held.clone();
+    for bundle in bundles {
+        let whole = bundle.iter().all(|v| held.get(v) == Some(&Hold::Moved));
+        if !whole {
+            for v in bundle {
+                if holds.get(v) == Some(&Hold::Moved) {
+                    holds.remove(v);
+                }
+            }
+        }
+    }
+    holds
 }
 
 /// An error with its causes, on one line.

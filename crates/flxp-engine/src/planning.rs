@@ -96,6 +96,8 @@ pub enum Hold {
     Failed,
     /// It was migrated in this round already (no guest moves twice in a round).
     Moved,
+    /// Proxmox HA has a move of it queued or running (see [`ha_move_pending`]).
+    HaPending,
 }
 
 impl Hold {
@@ -104,6 +106,7 @@ impl Hold {
         match self {
             Self::Failed => "migration failed in this round",
             Self::Moved => "migrated in this round",
+            Self::HaPending => "HA move pending",
         }
     }
 }
@@ -125,6 +128,55 @@ pub fn hold_guests(snapshot: &mut Snapshot, held: &BTreeMap<u32, Hold>) {
             }
         }
     }
+}
+
+/// Seconds after an `hamigrate`/`harelocate` task ends during which HA may not have started (or
+/// shown) the real move yet: the CRM acts every 10 s and the LRM after it.
+pub const HA_SETTLE_SECS: i64 = 60;
+
+/// Why a guest is being moved by Proxmox HA right now although neither a lock nor a running task
+/// says so: its HA request task ended less than [`HA_SETTLE_SECS`] ago (the request is queued,
+/// the migration not started yet), or HA reports the service in `migrate`/`relocate`.
+pub fn ha_move_pending(snapshot: &Snapshot, vmid: u32, now: i64) -> Option<String> {
+    let id = vmid.to_string();
+    let queued = snapshot.tasks.iter().find(|t| {
+        matches!(t.kind.as_deref(), Some("hamigrate" | "harelocate"))
+            && t.id.as_deref() == Some(id.as_str())
+            && t.endtime.is_some_and(|end| now - end < HA_SETTLE_SECS)
+    });
+    if let Some(t) = queued {
+        return Some(format!(
+            "guest {vmid}: an HA move was requested {} s ago ({}) and may not have started yet",
+            (now - t.endtime.unwrap_or(now)).max(0),
+            t.kind.as_deref().unwrap_or("hamigrate")
+        ));
+    }
+    let moving = snapshot.ha.status.iter().find(|e| {
+        e.sid
+            .as_deref()
+            .and_then(|sid| sid.split_once(':'))
+            .is_some_and(|(_, v)| v == id)
+            && matches!(e.state.as_deref(), Some("migrate" | "relocate"))
+    });
+    moving.map(|e| {
+        format!(
+            "guest {vmid}: HA is moving it (service state {})",
+            e.state.as_deref().unwrap_or("migrate")
+        )
+    })
+}
+
+/// Locks every guest with a pending HA move ([`ha_move_pending`]) so that plans leave it to HA.
+pub fn hold_pending_ha(snapshot: &mut Snapshot, now: i64) {
+    let pending: BTreeMap<u32, Hold> = snapshot
+        .resources
+        .iter()
+        .filter(|r| matches!(r.kind.as_deref(), Some("qemu" | "lxc")))
+        .filter_map(|r| r.vmid)
+        .filter(|&vmid| ha_move_pending(snapshot, vmid, now).is_some())
+        .map(|vmid| (vmid, Hold::HaPending))
+        .collect();
+    hold_guests(snapshot, &pending);
 }
 
 /// Plans a goal on a model; `budget` caps balancing migrations (what is left of the round's).
@@ -207,6 +259,40 @@ mod tests {
             again.migrations.iter().all(|m| !moved.contains(&m.vmid)),
             "{:?}",
             again.migrations
+        );
+    }
+
+    #[test]
+    fn a_queued_or_running_ha_move_is_seen() {
+        use flxp_core::snapshot::{HaStatusEntry, Task};
+        let mut snap = Snapshot::from_json(TWO_NODES).unwrap();
+        let now = 1_764_400_000;
+        assert_eq!(ha_move_pending(&snap, 101, now), None);
+        snap.tasks.push(Task {
+            kind: Some("hamigrate".into()),
+            id: Some("101".into()),
+            starttime: Some(now - 31),
+            endtime: Some(now - 30),
+            status: Some("OK".into()),
+            ..Task::default()
+        });
+        assert_eq!(
+            ha_move_pending(&snap, 101, now).as_deref(),
+            Some(
+                "guest 101: an HA move was requested 30 s ago (hamigrate) and may not have started yet"
+            )
+        );
+        assert_eq!(ha_move_pending(&snap, 101, now + 120), None, "long settled");
+        assert_eq!(ha_move_pending(&snap, 102, now), None);
+        snap.ha.status.push(HaStatusEntry {
+            sid: Some("vm:102".into()),
+            kind: Some("service".into()),
+            state: Some("migrate".into()),
+            ..HaStatusEntry::default()
+        });
+        assert_eq!(
+            ha_move_pending(&snap, 102, now).as_deref(),
+            Some("guest 102: HA is moving it (service state migrate)")
         );
     }
 

@@ -684,6 +684,54 @@ async fn a_cluster_that_cannot_be_read_stops_the_round_after_what_runs() {
     assert!(!report.is_clean());
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_guest_whose_ha_move_is_queued_is_left_to_ha() {
+    // A previous flxp asked HA to move 105 20 s ago; HA has not started the migration yet.
+    let api = Arc::new(api().task(Task {
+        upid: Some(upid("a", 0x98, "hamigrate", 105)),
+        kind: Some("hamigrate".into()),
+        id: Some("105".into()),
+        starttime: Some(TIME - 21),
+        endtime: Some(TIME - 20),
+        status: Some("OK".into()),
+        ..Task::default()
+    }));
+    let plan = plan_of(&api, vec![mig(105, GuestKind::Qemu, "a", "b", 0)]);
+    let report = executor(&api, options())
+        .execute(plan, &evacuate(&["a"]))
+        .await;
+    assert_eq!(posts(&api, 105), 0, "{report:#?}");
+    assert_eq!(
+        report.skipped[0].reasons,
+        ["guest 105: an HA move was requested 20 s ago (hamigrate) and may not have started yet"]
+    );
+    // The replan empties a of everything else and leaves 105 to HA.
+    assert!(report.done.iter().all(|d| d.vmid != 105));
+    assert!(report.done.len() >= 3, "{report:#?}");
+}
+
+#[test]
+fn moved_members_of_a_split_bundle_may_be_replanned() {
+    let held = BTreeMap::from([
+        (1, Hold::Moved),
+        (2, Hold::Failed),
+        (3, Hold::Moved),
+        (4, Hold::Moved),
+        (5, Hold::Moved),
+    ]);
+    let holds = replan_holds(&held, &[vec![1, 2], vec![4, 5]]);
+    assert_eq!(
+        holds,
+        BTreeMap::from([
+            (2, Hold::Failed),
+            (3, Hold::Moved),
+            (4, Hold::Moved),
+            (5, Hold::Moved)
+        ]),
+        "1 moved without 2: free to join it again; 4 and 5 moved together: held"
+    );
+}
+
 #[test]
 fn the_world_fixture_reads() {
     let snap = Snapshot::from_json(&world()).unwrap();

@@ -100,7 +100,11 @@ pub fn carry_out(
     let placer = Arc::new(load::placer(config)?);
     let (plan, execution) = match (&source.from_file, &source.zone) {
         (Some(path), _) => {
-            let snapshot = load::read_snapshot_file(path)?;
+            let mut snapshot = load::read_snapshot_file(path)?;
+            // As in a zone: a guest whose HA move was just requested is HA's to finish.
+            if let Some(time) = snapshot.time {
+                planning::hold_pending_ha(&mut snapshot, time);
+            }
             let model = Model::build(&snapshot, &Overrides::default())
                 .with_context(|| format!("in {}", path.display()))?;
             (plan_on(&model, &placer, goal)?, None)
