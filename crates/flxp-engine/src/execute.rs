@@ -1,4 +1,6 @@
-//! Carrying out a plan in one zone, safely, against a world that changes meanwhile.
+//! Carrying out a plan in one zone, safely, against a world that changes meanwhile: the
+//! [`Executor`] (what it talks to and how), its re-check of a step; the loop of a round is in
+//! `round.rs`.
 //!
 //! Before each migration the cluster is read again and the step re-checked by the core
 //! (`check_step`) on that fresh state: the guest must still be where the plan has it, movable (not
@@ -12,7 +14,7 @@
 //! The executor keeps nothing beyond the round: a restarted flxp sees migrations in flight in
 //! Proxmox's locks and task list, which the core never moves.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -20,19 +22,15 @@ use flxp_core::balance::{Migration, Plan, check_step};
 use flxp_core::placement::Placer;
 use flxp_core::{Overrides, Snapshot};
 use flxp_pve::PveApi;
-use tokio::task::JoinSet;
-use tokio::time::Instant;
-use tracing::Instrument;
-use tracing::instrument::WithSubscriber;
 
 use crate::collect::collect_snapshot;
 use crate::error::Result;
-use crate::limits::{Limits, Slots};
-use crate::migrate::{Failure, Landed, MigrateSettings, migrate};
+use crate::limits::Limits;
+use crate::migrate::MigrateSettings;
 use crate::planning::{self, Goal, Hold, Model};
-use crate::progress::{Event, NoProgress, Progress};
-use crate::queue::{Queue, Status};
-use crate::report::{Done, Dropped, ExecutionReport, Failed, Replan, Unfinished};
+use crate::progress::{NoProgress, Progress};
+use crate::report::ExecutionReport;
+use crate::round::Round;
 use crate::stop::Stop;
 
 /// "Now" in epoch seconds, for snapshots (cooldowns are measured against it).
@@ -84,14 +82,14 @@ impl Default for ExecuteOptions {
 /// Carries out plans in one zone; cheap to clone.
 #[derive(Clone)]
 pub struct Executor {
-    zone: String,
-    api: Arc<dyn PveApi>,
-    placer: Arc<Placer>,
+    pub(crate) zone: String,
+    pub(crate) api: Arc<dyn PveApi>,
+    pub(crate) placer: Arc<Placer>,
     overrides: Overrides,
-    options: ExecuteOptions,
-    progress: Arc<dyn Progress>,
+    pub(crate) options: ExecuteOptions,
+    pub(crate) progress: Arc<dyn Progress>,
     clock: Clock,
-    stop: Stop,
+    pub(crate) stop: Stop,
 }
 
 impl std::fmt::Debug for Executor {
@@ -104,7 +102,7 @@ impl std::fmt::Debug for Executor {
 }
 
 /// Why a migration could not start.
-enum NoStart {
+pub(crate) enum NoStart {
     /// The cluster could not be read or used: the round stops.
     Unreadable(String),
     /// The step no longer holds: replan.
@@ -112,9 +110,6 @@ enum NoStart {
     /// Proxmox HA is about to move or is moving the guest: leave it alone, replan.
     HaPending(String),
 }
-
-/// A migration in flight: its position in the queue and the migration.
-type InFlight = (usize, Migration);
 
 impl Executor {
     /// An executor for a zone with default options, no overrides, no progress events, the system
@@ -185,7 +180,7 @@ impl Executor {
 
     /// The fresh cluster as plans see it, with the round's held guests locked too, and the
     /// snapshot as read.
-    async fn model(&self, held: &BTreeMap<u32, Hold>) -> Result<(Snapshot, Model)> {
+    pub(crate) async fn model(&self, held: &BTreeMap<u32, Hold>) -> Result<(Snapshot, Model)> {
         let snapshot = self.snapshot().await?;
         let mut locked = snapshot.clone();
         planning::hold_pending_ha(&mut locked, (self.clock)());
@@ -195,7 +190,11 @@ impl Executor {
     }
 
     /// Re-reads the cluster and re-checks a step on it.
-    async fn recheck(&self, m: &Migration, held: &BTreeMap<u32, Hold>) -> Result<(), NoStart> {
+    pub(crate) async fn recheck(
+        &self,
+        m: &Migration,
+        held: &BTreeMap<u32, Hold>,
+    ) -> Result<(), NoStart> {
         let (snapshot, model) = self
             .model(held)
             .await
@@ -207,7 +206,7 @@ impl Executor {
             .map_err(NoStart::Stale)
     }
 
-    fn settings(&self, goal: &Goal) -> MigrateSettings {
+    pub(crate) fn settings(&self, goal: &Goal) -> MigrateSettings {
         MigrateSettings {
             poll: self.options.poll,
             timeout: self.options.timeout,
@@ -221,282 +220,8 @@ impl Executor {
     /// wrong is in the report (failed migrations, dropped steps, why it stopped early).
     #[tracing::instrument(skip_all, fields(zone = %self.zone, goal = goal.as_str()))]
     pub async fn execute(&self, plan: Plan, goal: &Goal) -> ExecutionReport {
-        let t0 = Instant::now();
-        let mut report = ExecutionReport::default();
-        let mut queue = Queue::new(plan.migrations);
-        let mut slots = Slots::default();
-        let mut held: BTreeMap<u32, Hold> = BTreeMap::new();
-        let mut started: BTreeSet<u32> = BTreeSet::new();
-        let mut bundles: Vec<Vec<u32>> = Vec::new();
-        let mut in_flight: HashMap<tokio::task::Id, InFlight> = HashMap::new();
-        let mut tasks: JoinSet<std::result::Result<Landed, Failure>> = JoinSet::new();
-        let mut replan: Option<String> = None;
-        let mut stop = self.stop.clone();
-        let mut drain_until: Option<Instant> = None;
-        let settings = Arc::new(self.settings(goal));
-        let limits = self.options.limits;
-
-        loop {
-            if drain_until.is_none() && stop.is_stopped() {
-                report.stopped = Some("a stop was requested".into());
-                drain_until = Some(Instant::now() + self.options.drain_timeout);
-            }
-            if drain_until.is_none() && replan.is_none() {
-                while let Some(i) = queue.next_ready(&slots, &limits) {
-                    let m = queue.get(i).clone();
-                    if started.contains(&m.vmid) {
-                        // The core never plans a guest twice and held guests are locked, so this
-                        // only guards against a bug: never start a second migration of a guest.
-                        queue.set(i, Status::Ended);
-                        self.drop_step(
-                            &mut report,
-                            &m,
-                            vec!["already migrated in this round".into()],
-                        );
-                        continue;
-                    }
-                    match self.recheck(&m, &held).await {
-                        Ok(()) => {}
-                        Err(NoStart::HaPending(why)) => {
-                            queue.set(i, Status::Ended);
-                            held.insert(m.vmid, Hold::HaPending);
-                            replan = Some(format!("{why}: not moved again"));
-                            self.drop_step(&mut report, &m, vec![why]);
-                            break;
-                        }
-                        Err(NoStart::Stale(reasons)) => {
-                            queue.set(i, Status::Ended);
-                            replan = Some(format!(
-                                "step of {} {} → {} no longer holds: {}",
-                                m.vmid,
-                                m.from,
-                                m.to,
-                                reasons.join("; ")
-                            ));
-                            self.drop_step(&mut report, &m, reasons);
-                            break;
-                        }
-                        Err(NoStart::Unreadable(e)) => {
-                            tracing::error!(error = %e, "cannot read the cluster: stopping the round");
-                            report.stopped = Some(format!("the cluster cannot be read: {e}"));
-                            drain_until = Some(Instant::now() + self.options.drain_timeout);
-                            break;
-                        }
-                    }
-                    queue.set(i, Status::Running);
-                    slots.take(&m.from, &m.to);
-                    started.insert(m.vmid);
-                    if !m.bundle.is_empty() && !bundles.contains(&m.bundle) {
-                        bundles.push(m.bundle.clone());
-                    }
-                    let api = Arc::clone(&self.api);
-                    let progress = Arc::clone(&self.progress);
-                    let settings = Arc::clone(&settings);
-                    let zone = self.zone.clone();
-                    let moving = m.clone();
-                    // The follower logs in this round's span, to this round's subscriber.
-                    let follow = async move {
-                        migrate(api.as_ref(), &moving, &zone, &settings, progress.as_ref()).await
-                    };
-                    let handle = tasks.spawn(follow.in_current_span().with_current_subscriber());
-                    in_flight.insert(handle.id(), (i, m));
-                }
-            }
-
-            if tasks.is_empty() {
-                if drain_until.is_some() {
-                    break;
-                }
-                let Some(reason) = replan.take() else {
-                    // Nothing runs and nothing was started: the earliest pending migration could
-                    // always start, so the queue is done.
-                    break;
-                };
-                let holds = replan_holds(&held, &bundles);
-                match self
-                    .replan(goal, &holds, started.len(), reason, &mut report)
-                    .await
-                {
-                    Some(next) => queue = next,
-                    None => break,
-                }
-                continue;
-            }
-
-            let next = match drain_until {
-                Some(deadline) => {
-                    match tokio::time::timeout_at(deadline, tasks.join_next_with_id()).await {
-                        Ok(next) => next,
-                        Err(_) => {
-                            for (_, (_, m)) in std::mem::take(&mut in_flight) {
-                                tracing::warn!(vmid = m.vmid, from = %m.from, to = %m.to, "still running at the end of the drain; Proxmox carries it on");
-                                report.unfinished.push(Unfinished {
-                                    vmid: m.vmid,
-                                    from: m.from,
-                                    to: m.to,
-                                });
-                            }
-                            // Dropping the set aborts the followers, not the migrations.
-                            break;
-                        }
-                    }
-                }
-                None => tokio::select! {
-                    next = tasks.join_next_with_id() => next,
-                    () = stop.stopped() => continue,
-                },
-            };
-            let Some(joined) = next else { continue };
-            let (id, result) = match joined {
-                Ok((id, result)) => (id, result),
-                Err(e) => (
-                    e.id(),
-                    Err(format!("following the migration broke off: {e}")),
-                ),
-            };
-            let Some((i, m)) = in_flight.remove(&id) else {
-                continue;
-            };
-            queue.set(i, Status::Ended);
-            slots.give(&m.from, &m.to);
-            match result {
-                Ok(landed) => {
-                    tracing::info!(vmid = m.vmid, from = %m.from, to = %m.to, secs = landed.secs, ha = landed.ha, "migration done");
-                    self.progress.event(&Event::Done {
-                        zone: self.zone.clone(),
-                        vmid: m.vmid,
-                        from: m.from.clone(),
-                        to: m.to.clone(),
-                        secs: landed.secs,
-                    });
-                    held.insert(m.vmid, Hold::Moved);
-                    report.done.push(Done {
-                        vmid: m.vmid,
-                        name: m.name,
-                        from: m.from,
-                        to: m.to,
-                        step: m.step,
-                        secs: landed.secs,
-                        ha: landed.ha,
-                    });
-                }
-                Err(error) => {
-                    tracing::error!(vmid = m.vmid, from = %m.from, to = %m.to, step = m.step, %error, "migration failed");
-                    self.progress.event(&Event::Failed {
-                        zone: self.zone.clone(),
-                        vmid: m.vmid,
-                        from: m.from.clone(),
-                        to: m.to.clone(),
-                        error: error.clone(),
-                    });
-                    held.insert(m.vmid, Hold::Failed);
-                    if replan.is_none() {
-                        replan = Some(format!("migration of {} to {} failed", m.vmid, m.to));
-                    }
-                    report.failed.push(Failed {
-                        vmid: m.vmid,
-                        name: m.name,
-                        from: m.from,
-                        to: m.to,
-                        step: m.step,
-                        error,
-                    });
-                }
-            }
-        }
-        report.secs = t0.elapsed().as_secs_f64();
-        tracing::info!(summary = %report.summary(), "round ended");
-        report
+        Round::new(self, plan, goal).run().await
     }
-
-    fn drop_step(&self, report: &mut ExecutionReport, m: &Migration, reasons: Vec<String>) {
-        tracing::warn!(vmid = m.vmid, from = %m.from, to = %m.to, reasons = %reasons.join("; "), "planned migration no longer holds: skipped");
-        self.progress.event(&Event::Skipped {
-            zone: self.zone.clone(),
-            vmid: m.vmid,
-            reason: reasons.join("; "),
-        });
-        report.skipped.push(Dropped {
-            vmid: m.vmid,
-            name: m.name.clone(),
-            from: m.from.clone(),
-            to: m.to.clone(),
-            step: m.step,
-            reasons,
-        });
-    }
-
-    /// Plans the rest of the round on the fresh cluster; `None` ends the round.
-    async fn replan(
-        &self,
-        goal: &Goal,
-        held: &BTreeMap<u32, Hold>,
-        started: usize,
-        reason: String,
-        report: &mut ExecutionReport,
-    ) -> Option<Queue> {
-        if report.replans.len() >= self.options.max_replans as usize {
-            tracing::warn!(
-                max = self.options.max_replans,
-                "too many replans: ending the round"
-            );
-            report.stopped = Some(format!(
-                "{} replans in this round (max-replans): the cluster keeps changing",
-                report.replans.len()
-            ));
-            return None;
-        }
-        let budget = match goal {
-            Goal::Balance(o) => Some(o.max_migrations.saturating_sub(started)),
-            Goal::Evacuate { .. } => None,
-        };
-        if budget == Some(0) {
-            tracing::info!(%reason, "migration budget spent: no replan");
-            return None;
-        }
-        let planned = match self.model(held).await {
-            Ok((_, model)) => planning::plan(&model, &self.placer, goal, budget),
-            Err(e) => Err(e),
-        };
-        let plan = match planned {
-            Ok(plan) => plan,
-            Err(e) => {
-                let e = error_chain(&e);
-                tracing::error!(error = %e, "replanning failed: stopping the round");
-                report.stopped = Some(format!("replanning failed: {e}"));
-                return None;
-            }
-        };
-        tracing::info!(%reason, migrations = plan.migrations.len(), summary = %plan.summary, "replanned");
-        self.progress.event(&Event::Replanned {
-            zone: self.zone.clone(),
-            reason: reason.clone(),
-            migrations: plan.migrations.len(),
-        });
-        report.replans.push(Replan {
-            reason,
-            migrations: plan.migrations.len(),
-            summary: plan.summary.clone(),
-        });
-        (!plan.migrations.is_empty()).then(|| Queue::new(plan.migrations))
-    }
-}
-
-/// The guests a replan leaves alone: those the round holds, except the moved members of a bundle
-/// that did not all move, so that the planner may bring the split group back together.
-fn replan_holds(held: &BTreeMap<u32, Hold>, bundles: &[Vec<u32>]) -> BTreeMap<u32, Hold> {
-    let mut holds = held.clone();
-    for bundle in bundles {
-        let whole = bundle.iter().all(|v| held.get(v) == Some(&Hold::Moved));
-        if !whole {
-            for v in bundle {
-                if holds.get(v) == Some(&Hold::Moved) {
-                    holds.remove(v);
-                }
-            }
-        }
-    }
-    holds
 }
 
 /// An error with its causes, on one line.

@@ -50,3 +50,4 @@ pub mod daemon;
 pub use daemon::{Daemon, DaemonOptions, RoundReport, Zone};
 #[cfg(test)]
 mod testapi;
+mod round;

@@ -16,6 +16,7 @@ use flxp_pve::types::{QemuMigratePrecondition, Upid};
 
 use super::*;
 use crate::progress::Event;
+use crate::round::replan_holds;
 use crate::stop::stop_signal;
 use crate::testapi::{Change, Script, ScriptedApi, local_disk};
 

@@ -1,0 +1,351 @@
+//! One round of carrying out a plan: the loop that starts migrations as the queue and the limits
+//! allow, follows them, drops steps that no longer hold, replans, and stops.
+//!
+//! Each migration is followed in its own task (so that reading the cluster for the next start
+//! never stalls the polling of running ones); the round itself runs on the caller's task and owns
+//! all bookkeeping. Dropping the round's future drops the followers, not the migrations: Proxmox
+//! carries them on, and their locks keep any flxp from starting them again.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use flxp_core::balance::{Migration, Plan};
+use tokio::task::{Id, JoinSet};
+use tokio::time::Instant;
+use tracing::Instrument;
+use tracing::instrument::WithSubscriber;
+
+use crate::execute::{Executor, NoStart, error_chain};
+use crate::limits::Slots;
+use crate::migrate::{Failure, Landed, MigrateSettings, migrate};
+use crate::planning::{self, Goal, Hold};
+use crate::progress::Event;
+use crate::queue::{Queue, Status};
+use crate::report::{Done, Dropped, ExecutionReport, Failed, Replan, Unfinished};
+
+/// The state of one round.
+pub(crate) struct Round<'e> {
+    exec: &'e Executor,
+    goal: &'e Goal,
+    settings: Arc<MigrateSettings>,
+    report: ExecutionReport,
+    queue: Queue,
+    slots: Slots,
+    /// Guests the rest of the round leaves alone, and why.
+    held: BTreeMap<u32, Hold>,
+    /// Every guest a migration was started for: never one twice.
+    started: BTreeSet<u32>,
+    /// Bundles some member of which was started.
+    bundles: Vec<Vec<u32>>,
+    followers: JoinSet<Result<Landed, Failure>>,
+    /// What each follower follows: the queue position and the migration.
+    in_flight: HashMap<Id, (usize, Migration)>,
+    /// Why the rest must be planned anew, once what runs has ended.
+    replan: Option<String>,
+    /// Set once the round stops starting migrations: until when running ones are followed.
+    drain_until: Option<Instant>,
+}
+
+impl<'e> Round<'e> {
+    pub fn new(exec: &'e Executor, plan: Plan, goal: &'e Goal) -> Self {
+        Self {
+            exec,
+            goal,
+            settings: Arc::new(exec.settings(goal)),
+            report: ExecutionReport::default(),
+            queue: Queue::new(plan.migrations),
+            slots: Slots::default(),
+            held: BTreeMap::new(),
+            started: BTreeSet::new(),
+            bundles: Vec::new(),
+            followers: JoinSet::new(),
+            in_flight: HashMap::new(),
+            replan: None,
+            drain_until: None,
+        }
+    }
+
+    /// Runs the round to its end.
+    pub async fn run(mut self) -> ExecutionReport {
+        let t0 = Instant::now();
+        let mut stop = self.exec.stop.clone();
+        loop {
+            if self.drain_until.is_none() && stop.is_stopped() {
+                self.stop_starting("a stop was requested".into());
+            }
+            if self.drain_until.is_none() && self.replan.is_none() {
+                self.start_ready().await;
+            }
+            if self.followers.is_empty() {
+                if self.drain_until.is_some() {
+                    break;
+                }
+                // Nothing runs: either the queue is done (its earliest pending migration could
+                // always start) or it must be planned anew.
+                let Some(reason) = self.replan.take() else {
+                    break;
+                };
+                match self.replanned(reason).await {
+                    Some(next) => self.queue = next,
+                    None => break,
+                }
+                continue;
+            }
+            let joined = match self.drain_until {
+                Some(deadline) => {
+                    match tokio::time::timeout_at(deadline, self.followers.join_next_with_id())
+                        .await
+                    {
+                        Ok(joined) => joined,
+                        Err(_) => {
+                            self.give_up_following();
+                            break;
+                        }
+                    }
+                }
+                None => tokio::select! {
+                    joined = self.followers.join_next_with_id() => joined,
+                    () = stop.stopped() => continue,
+                },
+            };
+            match joined {
+                Some(Ok((id, result))) => self.ended(id, result),
+                Some(Err(e)) => {
+                    self.ended(
+                        e.id(),
+                        Err(format!("following the migration broke off: {e}")),
+                    );
+                }
+                None => {}
+            }
+        }
+        self.report.secs = t0.elapsed().as_secs_f64();
+        tracing::info!(summary = %self.report.summary(), "round ended");
+        self.report
+    }
+
+    /// Starts nothing new from now on; running migrations are followed until the drain timeout.
+    fn stop_starting(&mut self, why: String) {
+        self.report.stopped = Some(why);
+        self.drain_until = Some(Instant::now() + self.exec.options.drain_timeout);
+    }
+
+    /// Starts every migration the queue and limits allow, each after a fresh re-check; stops at
+    /// the first that no longer holds.
+    async fn start_ready(&mut self) {
+        let limits = self.exec.options.limits;
+        while let Some(i) = self.queue.next_ready(&self.slots, &limits) {
+            let m = self.queue.get(i).clone();
+            if self.started.contains(&m.vmid) {
+                // The core never plans a guest twice and held guests are locked, so this only
+                // guards against a bug: never start a second migration of a guest.
+                self.queue.set(i, Status::Ended);
+                self.drop_step(&m, vec!["already migrated in this round".into()]);
+                continue;
+            }
+            match self.exec.recheck(&m, &self.held).await {
+                Ok(()) => self.spawn(i, m),
+                Err(NoStart::HaPending(why)) => {
+                    self.queue.set(i, Status::Ended);
+                    self.held.insert(m.vmid, Hold::HaPending);
+                    self.replan = Some(format!("{why}: not moved again"));
+                    self.drop_step(&m, vec![why]);
+                    return;
+                }
+                Err(NoStart::Stale(reasons)) => {
+                    self.queue.set(i, Status::Ended);
+                    self.replan = Some(format!(
+                        "step of {} {} → {} no longer holds: {}",
+                        m.vmid,
+                        m.from,
+                        m.to,
+                        reasons.join("; ")
+                    ));
+                    self.drop_step(&m, reasons);
+                    return;
+                }
+                Err(NoStart::Unreadable(e)) => {
+                    tracing::error!(error = %e, "cannot read the cluster: stopping the round");
+                    self.stop_starting(format!("the cluster cannot be read: {e}"));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Starts following a migration in its own task.
+    fn spawn(&mut self, i: usize, m: Migration) {
+        self.queue.set(i, Status::Running);
+        self.slots.take(&m.from, &m.to);
+        self.started.insert(m.vmid);
+        if !m.bundle.is_empty() && !self.bundles.contains(&m.bundle) {
+            self.bundles.push(m.bundle.clone());
+        }
+        let api = Arc::clone(&self.exec.api);
+        let progress = Arc::clone(&self.exec.progress);
+        let settings = Arc::clone(&self.settings);
+        let zone = self.exec.zone.clone();
+        let moving = m.clone();
+        let follow = async move {
+            migrate(api.as_ref(), &moving, &zone, &settings, progress.as_ref()).await
+        };
+        // The follower logs in this round's span, to this round's subscriber.
+        let handle = self
+            .followers
+            .spawn(follow.in_current_span().with_current_subscriber());
+        self.in_flight.insert(handle.id(), (i, m));
+    }
+
+    /// Books a migration that ended.
+    fn ended(&mut self, id: Id, result: Result<Landed, Failure>) {
+        let Some((i, m)) = self.in_flight.remove(&id) else {
+            return;
+        };
+        self.queue.set(i, Status::Ended);
+        self.slots.give(&m.from, &m.to);
+        let zone = self.exec.zone.clone();
+        match result {
+            Ok(landed) => {
+                tracing::info!(vmid = m.vmid, from = %m.from, to = %m.to, secs = landed.secs, ha = landed.ha, "migration done");
+                self.exec.progress.event(&Event::Done {
+                    zone,
+                    vmid: m.vmid,
+                    from: m.from.clone(),
+                    to: m.to.clone(),
+                    secs: landed.secs,
+                });
+                self.held.insert(m.vmid, Hold::Moved);
+                self.report.done.push(Done {
+                    vmid: m.vmid,
+                    name: m.name,
+                    from: m.from,
+                    to: m.to,
+                    step: m.step,
+                    secs: landed.secs,
+                    ha: landed.ha,
+                });
+            }
+            Err(error) => {
+                tracing::error!(vmid = m.vmid, from = %m.from, to = %m.to, step = m.step, %error, "migration failed");
+                self.exec.progress.event(&Event::Failed {
+                    zone,
+                    vmid: m.vmid,
+                    from: m.from.clone(),
+                    to: m.to.clone(),
+                    error: error.clone(),
+                });
+                self.held.insert(m.vmid, Hold::Failed);
+                if self.replan.is_none() {
+                    self.replan = Some(format!("migration of {} to {} failed", m.vmid, m.to));
+                }
+                self.report.failed.push(Failed {
+                    vmid: m.vmid,
+                    name: m.name,
+                    from: m.from,
+                    to: m.to,
+                    step: m.step,
+                    error,
+                });
+            }
+        }
+    }
+
+    /// The drain timed out: what still runs is reported and no longer followed.
+    fn give_up_following(&mut self) {
+        for (_, (_, m)) in std::mem::take(&mut self.in_flight) {
+            tracing::warn!(vmid = m.vmid, from = %m.from, to = %m.to, "still running at the end of the drain; Proxmox carries it on");
+            self.report.unfinished.push(Unfinished {
+                vmid: m.vmid,
+                from: m.from,
+                to: m.to,
+            });
+        }
+        // Dropping the followers (with the round) ends the following, not the migrations.
+        self.followers.abort_all();
+    }
+
+    fn drop_step(&mut self, m: &Migration, reasons: Vec<String>) {
+        let reason = reasons.join("; ");
+        tracing::warn!(vmid = m.vmid, from = %m.from, to = %m.to, reasons = %reason, "planned migration no longer holds: skipped");
+        self.exec.progress.event(&Event::Skipped {
+            zone: self.exec.zone.clone(),
+            vmid: m.vmid,
+            reason,
+        });
+        self.report.skipped.push(Dropped {
+            vmid: m.vmid,
+            name: m.name.clone(),
+            from: m.from.clone(),
+            to: m.to.clone(),
+            step: m.step,
+            reasons,
+        });
+    }
+
+    /// Plans the rest of the round on the fresh cluster; `None` ends the round.
+    async fn replanned(&mut self, reason: String) -> Option<Queue> {
+        let max = self.exec.options.max_replans;
+        if self.report.replans.len() >= max as usize {
+            tracing::warn!(max, "too many replans: ending the round");
+            self.report.stopped = Some(format!(
+                "{} replans in this round (max-replans): the cluster keeps changing",
+                self.report.replans.len()
+            ));
+            return None;
+        }
+        let budget = match self.goal {
+            Goal::Balance(o) => Some(o.max_migrations.saturating_sub(self.started.len())),
+            Goal::Evacuate { .. } => None,
+        };
+        if budget == Some(0) {
+            tracing::info!(%reason, "migration budget spent: no replan");
+            return None;
+        }
+        let holds = replan_holds(&self.held, &self.bundles);
+        let planned = match self.exec.model(&holds).await {
+            Ok((_, model)) => planning::plan(&model, &self.exec.placer, self.goal, budget),
+            Err(e) => Err(e),
+        };
+        let plan = match planned {
+            Ok(plan) => plan,
+            Err(e) => {
+                let e = error_chain(&e);
+                tracing::error!(error = %e, "replanning failed: stopping the round");
+                self.report.stopped = Some(format!("replanning failed: {e}"));
+                return None;
+            }
+        };
+        tracing::info!(%reason, migrations = plan.migrations.len(), summary = %plan.summary, "replanned");
+        self.exec.progress.event(&Event::Replanned {
+            zone: self.exec.zone.clone(),
+            reason: reason.clone(),
+            migrations: plan.migrations.len(),
+        });
+        self.report.replans.push(Replan {
+            reason,
+            migrations: plan.migrations.len(),
+            summary: plan.summary.clone(),
+        });
+        (!plan.migrations.is_empty()).then(|| Queue::new(plan.migrations))
+    }
+}
+
+/// The guests a replan leaves alone: those the round holds, except the moved members of a bundle
+/// that did not all move, so that the planner may bring the split group back together.
+pub(crate) fn replan_holds(
+    held: &BTreeMap<u32, Hold>,
+    bundles: &[Vec<u32>],
+) -> BTreeMap<u32, Hold> {
+    let mut holds = held.clone();
+    for bundle in bundles {
+        let whole = bundle.iter().all(|v| held.get(v) == Some(&Hold::Moved));
+        if !whole {
+            for v in bundle {
+                if holds.get(v) == Some(&Hold::Moved) {
+                    holds.remove(v);
+                }
+            }
+        }
+    }
+    holds
+}
