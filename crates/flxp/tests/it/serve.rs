@@ -483,3 +483,53 @@ fn guests(s: &Service) -> Vec<(u32, String)> {
         .map(|g| (g.vmid, g.node.clone()))
         .collect()
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evacuate_empties_the_node_and_unknown_names_have_their_codes() {
+    let s = start(
+        Scenario::demo(),
+        "[migration]\npoll-secs = 1\nparallel = 4\nper-node-in = 2\nper-node-out = 2\n",
+        &[],
+    )
+    .await;
+    let v = s
+        .gql_as(
+            Some(API_TOKEN),
+            "query { evacuationPlan(zone: \"lab\", node: \"pve9\") { method } }",
+            json!({}),
+        )
+        .await
+        .1;
+    assert_eq!(code(&v), "UNKNOWN_NODE", "{v}");
+    assert!(message(&v).contains("nodes: pve1, pve2, pve3, pve4"), "{v}");
+    let v = s
+        .gql("query { nodes(zone: \"mars\") { name } }", json!({}))
+        .await;
+    assert_eq!(code(&v), "UNKNOWN_ZONE", "{v}");
+
+    let v = s
+        .gql(
+            "mutation { evacuate(zone: \"lab\", node: \"pve4\") { executed done failed plan { unplaced { vmid } document } } }",
+            json!({}),
+        )
+        .await;
+    let r = &v["data"]["evacuate"];
+    assert_eq!(r["executed"], true, "{v}");
+    assert_eq!(r["failed"], json!([]), "{v}");
+    assert!(r["done"].as_u64().unwrap() >= 1, "{v}");
+    // Every guest but those the plan could not place or left in place has left pve4.
+    let doc = &r["plan"]["document"];
+    let unplaced: Vec<u64> = doc["unplaced"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(doc["skipped"].as_array().unwrap())
+        .filter_map(|u| u["vmid"].as_u64())
+        .collect();
+    let left: Vec<u32> = guests(&s)
+        .into_iter()
+        .filter(|(vmid, node)| node == "pve4" && !unplaced.contains(&u64::from(*vmid)))
+        .map(|(vmid, _)| vmid)
+        .collect();
+    assert!(left.is_empty(), "still on pve4: {left:?}; {v}");
+}

@@ -9,6 +9,7 @@ use flxp_engine::create_vm::{ImageSource, Nic};
 use flxp_engine::{CreateError, Executor, Goal, VmRequest};
 use flxp_pve::Secret;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::query::{core_error, evacuation, state};
 use super::types::{CreateVmOptions, Host, PlanResult, RunResult, Vm};
@@ -144,15 +145,19 @@ async fn run(s: &AppState, zone: &str, goal: Goal) -> Result<RunResult, ApiError
         .with_stop(s.stop.clone());
     let metrics = Arc::clone(&s.metrics);
     let zone_name = zone.to_owned();
-    let task = s.work.spawn(async move {
-        let plan = executor.plan(&goal).await?;
-        let report = if plan.is_empty() {
-            None
-        } else {
-            Some(executor.execute(plan.clone(), &goal).await)
-        };
-        Ok::<_, flxp_engine::Error>((plan, report))
-    });
+    let span = tracing::info_span!("run", zone = %zone, goal = goal.as_str());
+    let task = s.work.spawn(
+        async move {
+            let plan = executor.plan(&goal).await?;
+            let report = if plan.is_empty() {
+                None
+            } else {
+                Some(executor.execute(plan.clone(), &goal).await)
+            };
+            Ok::<_, flxp_engine::Error>((plan, report))
+        }
+        .instrument(span),
+    );
     let (plan, report) = task
         .await
         .map_err(ApiError::internal)?
@@ -259,9 +264,10 @@ async fn create(
     req.validate().map_err(|e| create_error(s, zone, e))?;
     let (model, _) = s.model(z).await?;
     let zone_arc = Arc::clone(z);
+    let span = tracing::info_span!("create_vm", zone = %zone);
     let task = s
         .work
-        .spawn(async move { zone_arc.creator.create(&model, &req).await });
+        .spawn(async move { zone_arc.creator.create(&model, &req).await }.instrument(span));
     let created = task
         .await
         .map_err(ApiError::internal)?
