@@ -153,7 +153,7 @@ struct ZoneState {
     zone: Zone,
     held: AtomicU32,
     last: std::sync::Mutex<Option<RoundReport>>,
-    round: tokio::sync::Mutex<()>,
+    round: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// Called with every round's report.
@@ -218,7 +218,7 @@ impl Daemon {
                         zone: z.clone(),
                         held: AtomicU32::new(0),
                         last: std::sync::Mutex::new(None),
-                        round: tokio::sync::Mutex::new(()),
+                        round: Arc::new(tokio::sync::Mutex::new(())),
                     },
                 )
             })
@@ -296,6 +296,21 @@ impl Daemon {
                 known: self.zones().join(", "),
             })?;
         Ok(self.locked_round(z).await)
+    }
+
+    /// Waits until no round runs in a zone and keeps others out while the guard lives: hold it
+    /// while carrying out anything else there (an on-demand balance or evacuation), so that two
+    /// executors never book the same room. `Err` for a zone not managed here.
+    pub async fn lock_zone(&self, zone: &str) -> Result<tokio::sync::OwnedMutexGuard<()>> {
+        let z = self
+            .inner
+            .zones
+            .get(zone)
+            .ok_or_else(|| Error::UnknownZone {
+                zone: zone.to_owned(),
+                known: self.zones().join(", "),
+            })?;
+        Ok(Arc::clone(&z.round).lock_owned().await)
     }
 
     /// The last round's report of a zone.

@@ -77,3 +77,23 @@ async fn an_unreadable_zone_is_retried_sooner_and_reported() {
     );
     assert!(e.contains("Connection refused"), "{e}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_held_zone_lock_keeps_rounds_out() {
+    let api = FakeApi::new(Snapshot::from_json(BALANCED).unwrap());
+    let (d, seen) = daemon(api, DaemonOptions::default());
+    let guard = d.lock_zone("lab").await.unwrap();
+    let round = tokio::spawn({
+        let d = d.clone();
+        async move { d.run_round("lab").await.map(|r| r.zone) }
+    });
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "the round waits for the lock"
+    );
+    drop(guard);
+    assert_eq!(round.await.unwrap().unwrap(), "lab");
+    assert_eq!(seen.lock().unwrap().len(), 1);
+    assert!(d.lock_zone("nope").await.is_err());
+}
