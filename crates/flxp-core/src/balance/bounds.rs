@@ -110,6 +110,93 @@ pub fn pinned_spread_floor(cluster: &Cluster, rules: &Rules, state: &State, kind
     (fixed_max - 100.0 * used / cap).max(0.0)
 }
 
+/// Fewest migrations that can bring every balanced node's load to at most `peak` (percent; peers.md
+/// §6.3, bound 5): a node above it must shed its excess, and the fewest of its movable guests that
+/// add up to the excess, largest first, is the least it needs. `None` when some node cannot get
+/// there even by moving every guest that may move at all.
+pub fn moves_for_peak(
+    cluster: &Cluster,
+    rules: &Rules,
+    state: &State,
+    kind: LoadKind,
+    peak: f64,
+) -> Option<usize> {
+    let mut total = 0;
+    for n in balanced_nodes(cluster) {
+        let node = cluster.node(n);
+        let u = state.usage(n);
+        let load = kind.load(node, u);
+        if load <= peak {
+            continue;
+        }
+        let mut sizes: Vec<f64> = cluster
+            .guests_on(n)
+            .iter()
+            .filter(|&&g| state.location(g) == n)
+            .filter(|&&g| stays(cluster, rules, g, Intent::Fix, 0).is_none())
+            .map(|&g| load - kind.load(node, &Shift::of([cluster.guest(g)]).apply(u, false)))
+            .collect();
+        sizes.sort_by(|a, b| b.total_cmp(a));
+        let mut shed = 0.0;
+        let mut count = 0;
+        for s in sizes {
+            if load - shed <= peak {
+                break;
+            }
+            shed += s;
+            count += 1;
+        }
+        if load - shed > peak + 1e-9 {
+            return None;
+        }
+        total += count;
+    }
+    Some(total)
+}
+
+/// Fewest migrations that can lift every balanced node's load to at least `trough` (percent): each
+/// migration brings one guest to one node, and no movable guest adds more than the largest one
+/// (its memory, CPU and configured memory together), so a node short of the trough needs at least
+/// its deficit over that. `None` when nothing can move.
+pub fn moves_for_trough(
+    cluster: &Cluster,
+    rules: &Rules,
+    state: &State,
+    kind: LoadKind,
+    trough: f64,
+) -> Option<usize> {
+    let movable: Vec<&crate::cluster::Guest> = cluster
+        .guest_indexes()
+        .filter(|&g| cluster.guest(g).running)
+        .filter(|&g| stays(cluster, rules, g, Intent::Fix, 0).is_none())
+        .map(|g| cluster.guest(g))
+        .collect();
+    let mut largest = Shift::default();
+    for g in &movable {
+        let s = Shift::of([*g]);
+        largest.mem = largest.mem.max(s.mem);
+        largest.cpu = largest.cpu.max(s.cpu);
+        largest.committed_mem = largest.committed_mem.max(s.committed_mem);
+        largest.committed_cpus = largest.committed_cpus.max(s.committed_cpus);
+        largest.guests = 1;
+    }
+    let mut total = 0;
+    for n in balanced_nodes(cluster) {
+        let node = cluster.node(n);
+        let u = state.usage(n);
+        let load = kind.load(node, u);
+        if load >= trough {
+            continue;
+        }
+        let most = kind.load(node, &largest.apply(u, true)) - load;
+        if most <= 0.0 {
+            return None;
+        }
+        total += ((trough - load) / most).ceil() as usize;
+    }
+    Some(total)
+}
+
 #[cfg(test)]
 mod tests {
     // Tests may panic: unwrapping is how they fail.
@@ -146,5 +233,30 @@ mod tests {
         // 60 % stays on a; the emptiest node is at most at the mean of 40 %: spread ≥ 20.
         let f = pinned_spread_floor(&c, &r, &State::new(&c), LoadKind::Memory);
         assert!((f - 20.0).abs() < 1e-9, "{f}");
+    }
+
+    #[test]
+    fn moves_for_a_peak_take_the_largest_movable_guests_first() {
+        let c = ClusterBuilder::new()
+            .node(node("a").memory(100 * GIB))
+            .node(node("b").memory(100 * GIB))
+            .guest(vm(101, "a").mem(30 * GIB, 30 * GIB).tagged("flxp.ignore"))
+            .guest(vm(102, "a").mem(20 * GIB, 20 * GIB))
+            .guest(vm(103, "a").mem(10 * GIB, 10 * GIB))
+            .guest(vm(104, "a").mem(10 * GIB, 10 * GIB))
+            .guest(vm(105, "b").mem(10 * GIB, 10 * GIB))
+            .build();
+        let (r, s) = (Rules::compile(&c), State::new(&c));
+        let k = |peak| moves_for_peak(&c, &r, &s, LoadKind::Memory, peak);
+        assert_eq!(k(70.0), Some(0));
+        assert_eq!(k(50.0), Some(1), "102 alone sheds 20");
+        assert_eq!(k(45.0), Some(2));
+        assert_eq!(k(30.0), Some(3));
+        assert_eq!(k(29.0), None, "101 cannot move");
+        // b at 10 %: the largest movable guest (102, 20 GiB) lifts it by 20 pp at most.
+        let t = |trough| moves_for_trough(&c, &r, &s, LoadKind::Memory, trough);
+        assert_eq!(t(10.0), Some(0));
+        assert_eq!(t(30.0), Some(1));
+        assert_eq!(t(31.0), Some(2));
     }
 }

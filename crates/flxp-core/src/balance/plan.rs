@@ -106,6 +106,12 @@ pub struct Bounds {
     /// Spread that no plan with this many migrations can go below: only that many nodes can shed
     /// load and that many gain it.
     pub spread_floor: f64,
+    /// Fewest migrations any plan needs to bring the fullest node down to where this plan leaves
+    /// it (`null` for a CV measure).
+    pub peak_migrations: Option<usize>,
+    /// Fewest migrations any plan needs to lift the emptiest node up to where this plan leaves it
+    /// (`null` for a CV measure). A plan needs at least the larger of the two.
+    pub trough_migrations: Option<usize>,
 }
 
 /// A plan of migrations with its before and after.

@@ -12,7 +12,7 @@ use crate::placement::Placer;
 use crate::state::State;
 use crate::units::fmt_bytes;
 
-use super::bounds::{pinned_spread_floor, spread_floor};
+use super::bounds::{moves_for_peak, moves_for_trough, pinned_spread_floor, spread_floor};
 use super::fix::{self, Scope};
 use super::measure::{Measure, Metric, balanced_loads, imbalance, node_loads};
 use super::options::{BalanceOptions, Method};
@@ -158,9 +158,22 @@ pub(crate) fn finish(
         Measure::Spread => pinned_spread_floor(cluster, rules, &state, kind),
         Measure::Cv | Measure::CvRaw => 0.0,
     };
+    let after = balanced_loads(cluster, &state, kind);
+    let peak = after.iter().copied().fold(0.0, f64::max);
+    let trough = after.iter().copied().fold(f64::INFINITY, f64::min);
     let bounds = Bounds {
         imbalance_floor: floor,
         spread_floor: spread_floor(&balanced_loads(cluster, start, kind), k),
+        peak_migrations: match measure {
+            Measure::Spread => moves_for_peak(cluster, rules, start, kind, peak + 1e-9),
+            Measure::Cv | Measure::CvRaw => None,
+        },
+        trough_migrations: match measure {
+            Measure::Spread if trough.is_finite() => {
+                moves_for_trough(cluster, rules, start, kind, trough - 1e-9)
+            }
+            _ => None,
+        },
     };
     let mut warnings: Vec<Warning> = cluster.warnings.clone();
     warnings.extend(rules.warnings.iter().cloned());

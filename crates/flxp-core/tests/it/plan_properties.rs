@@ -243,6 +243,12 @@ proptest! {
         if clean {
             prop_assert!(p.imbalance_after <= p.imbalance_before + 1e-9);
         }
+        // The lower bounds hold for this plan too.
+        prop_assert!(p.imbalance_after >= p.bounds.spread_floor - 1e-9, "{} < {}", p.imbalance_after, p.bounds.spread_floor);
+        prop_assert!(p.imbalance_after >= p.bounds.imbalance_floor - 1e-9);
+        for k in [p.bounds.peak_migrations, p.bounds.trough_migrations].into_iter().flatten() {
+            prop_assert!(p.migrations.len() >= k, "{} migrations < floor {k}", p.migrations.len());
+        }
         // Each guest moves at most once in a plan.
         let mut seen = BTreeSet::new();
         for m in &p.migrations {
