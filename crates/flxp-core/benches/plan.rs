@@ -245,6 +245,12 @@ fn quality() {
         };
         let k = pl.migrations.len();
         sum_moves += k;
+        let show = |v: Option<usize>| v.map_or("-".to_owned(), |v| v.to_string());
+        let floors = format!(
+            "{} / {}",
+            show(pl.bounds.peak_migrations),
+            show(pl.bounds.trough_migrations)
+        );
         println!(
             "| {name} | {} | {:.1} | {:.1} | {k} | {} | {:.0} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
             c.guests.len(),
@@ -255,15 +261,7 @@ fn quality() {
                 .filter(|m| !matches!(m.purpose, Purpose::Balance | Purpose::Swap))
                 .count(),
             gib(pl.bytes),
-            format!(
-                "{} / {}",
-                pl.bounds
-                    .peak_migrations
-                    .map_or("-".to_owned(), |v| v.to_string()),
-                pl.bounds
-                    .trough_migrations
-                    .map_or("-".to_owned(), |v| v.to_string())
-            ),
+            floors,
             spread_floor(&loads(&s), k),
             pinned_spread_floor(&c, &rules, &s, LoadKind::Memory),
             sd(&loads(&s)),
