@@ -40,13 +40,13 @@ use flxp_pve::ZoneConfig;
 use serde::Deserialize;
 
 pub use locate::Place;
+pub use sections::CreateVmSection;
 #[cfg(test)]
 use sections::Size;
 pub use sections::{
     ApiSection, ComputeProfile, DaemonSection, Image, MigrationSection, Network, NodeOverride,
     PlacementSection, StorageProfile,
 };
-pub use sections::CreateVmSection;
 
 /// Where the config file is when neither `--config` nor `FLXP_CONFIG` says.
 pub const DEFAULT_PATH: &str = "/etc/flxp/flxp.toml";
@@ -568,18 +568,27 @@ mod create_vm_section_tests {
         assert!(c.create_vm.full_clone);
         assert_eq!(c.api.ready_secs, Some(30));
         let e = Config::parse("[create-vm]\npoll-ms = 0\n", Path::new("flxp.toml")).unwrap_err();
-        assert_eq!((e.key.as_str(), e.place.map(|p| p.line)), ("create-vm", Some(1)));
+        assert_eq!(
+            (e.key.as_str(), e.place.map(|p| p.line)),
+            ("create-vm", Some(1))
+        );
         let e = Config::parse("\n[create-vm]\npol-ms = 5\n", Path::new("flxp.toml")).unwrap_err();
         assert_eq!(e.place.map(|p| p.line), Some(3), "{e}");
         assert!(e.message.contains("unknown field `pol-ms`"), "{e}");
         let e = Config::parse("[api]\nready-secs = 0\n", Path::new("flxp.toml")).unwrap_err();
-        assert_eq!((e.key.as_str(), e.place.map(|p| p.line)), ("api.ready-secs", Some(2)));
+        assert_eq!(
+            (e.key.as_str(), e.place.map(|p| p.line)),
+            ("api.ready-secs", Some(2))
+        );
     }
 
     #[test]
     fn a_live_mistake_is_placed_at_its_key() {
         let text = "[zones.eu]\nhosts = [\"a\"]\n\n[images.u]\ntemplate = 9000\n";
         let e = ConfigError::at_key(text, Path::new("f.toml"), "images.u.template", "gone");
-        assert_eq!(e.to_string(), "config file f.toml:5:1: images.u.template: gone");
+        assert_eq!(
+            e.to_string(),
+            "config file f.toml:5:1: images.u.template: gone"
+        );
     }
 }
