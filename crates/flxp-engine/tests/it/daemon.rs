@@ -77,6 +77,46 @@ async fn a_round_evacuates_a_node_the_config_puts_in_maintenance() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_in_ha_maintenance_is_emptied_of_what_ha_leaves_behind() {
+    let z = zone(DEMO, 500.0, |_| {}).await;
+    // `ha-manager crm-command node-maintenance enable pve1`: HA moves its own guests (111).
+    z.sim.world().set_maintenance("pve1", true);
+    let d = daemon(&z, Overrides::default(), options(3));
+    let report = d.run_round("lab").await.unwrap();
+    let evac = report.evacuation.as_ref().unwrap();
+    assert!(
+        evac.plan.migrations.iter().all(|m| m.vmid != 111),
+        "HA's own guest is HA's to move"
+    );
+    // Either HA is already moving it, or it is about to.
+    let why = evac.plan.skipped.iter().find(|s| s.vmid == 111);
+    assert!(
+        why.is_none_or(
+            |s| s.reason.contains("HA move pending") || s.reason.contains("Proxmox HA moves it")
+        ),
+        "{why:?}"
+    );
+    assert!(evac.execution.as_ref().unwrap().is_clean());
+    for m in &evac.plan.migrations {
+        assert_eq!(z.node_of(m.vmid), m.to);
+    }
+    let left: Vec<u32> = z
+        .sim
+        .world()
+        .guests
+        .values()
+        .filter(|g| g.node == "pve1" && g.vmid != 111)
+        .map(|g| g.vmid)
+        .collect();
+    assert_eq!(
+        left,
+        [9000],
+        "only the template stays (and 111 until HA moves it)"
+    );
+    z.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_trigger_holds_for_its_count_then_the_round_balances() {
     let z = zone(UNBALANCED, 500.0, |_| {}).await;
     let d = daemon(&z, Overrides::default(), options(3));
