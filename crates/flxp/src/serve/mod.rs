@@ -332,15 +332,14 @@ fn daemon(config: &Config, state: &AppState) -> Daemon {
     }))
 }
 
-/// Keeps `/readyz` current: asks each zone for its version when it has been quiet.
+/// Keeps `/readyz` and the imbalance gauge current: reads each zone at a quarter of the readiness
+/// window (one snapshot, O(nodes) calls).
 async fn probe_loop(state: AppState) {
     let every = (state.ready_window / 4).max(Duration::from_secs(1));
     loop {
         for z in state.zones.values() {
-            if !z.answered_within(every) {
-                if let Err(e) = z.api.version().await {
-                    tracing::warn!(zone = %z.name, error = %e, "zone not reachable");
-                }
+            if let Err(e) = state.model(z).await {
+                tracing::warn!(zone = %z.name, error = %e.message, "zone not readable");
             }
         }
         tokio::time::sleep(every).await;

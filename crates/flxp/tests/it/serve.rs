@@ -285,6 +285,14 @@ async fn create_vm_builds_a_running_vm_with_everything_set() {
         "{metrics}"
     );
     assert!(metrics.contains("flxp_proxmox_request_duration_seconds_count{zone=\"lab\",endpoint=\"POST /nodes/{node}/qemu/{vmid}/clone\"} 1"), "{metrics}");
+    assert!(
+        metrics.contains("flxp_imbalance{zone=\"lab\"} "),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("flxp_reservations{zone=\"lab\"} "),
+        "{metrics}"
+    );
 }
 
 /// Decodes `sshkeys` as Proxmox stores it (percent-encoded).
