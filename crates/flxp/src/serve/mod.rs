@@ -116,7 +116,7 @@ pub async fn run(
         }
     });
     let probe = tokio::spawn(probe_loop(state.clone()));
-    let daemon = daemon(&config, &state);
+    let daemon = state.daemon.clone();
     let server = {
         let mut stop = stop.clone();
         axum::serve(listener, http::router(state.clone()))
@@ -266,11 +266,14 @@ fn build(
         let zone = Zone::new(name, api, config.overrides(name), creator, last);
         zones.insert(name.clone(), Arc::new(zone));
     }
+    let zones = Arc::new(zones);
+    let daemon = daemon(config, &zones, &placer, &metrics);
     Ok(AppState {
-        zones: Arc::new(zones),
+        zones,
         config: Arc::new(config.clone()),
         placer,
         metrics,
+        daemon,
         tokens: Arc::new(tokens),
         ready_window: Duration::from_secs(config.api.ready_secs.unwrap_or(60)),
         simulated,
@@ -302,9 +305,13 @@ async fn preflight(
 }
 
 /// The daemon over every zone (or `[daemon].zones`), reporting migrations to the metrics.
-fn daemon(config: &Config, state: &AppState) -> Daemon {
-    let zones: Vec<DaemonZone> = state
-        .zones
+fn daemon(
+    config: &Config,
+    zones: &BTreeMap<String, Arc<Zone>>,
+    placer: &Arc<Placer>,
+    metrics: &Arc<Metrics>,
+) -> Daemon {
+    let zones: Vec<DaemonZone> = zones
         .values()
         .filter(|z| config.daemon.zones.is_empty() || config.daemon.zones.contains(&z.name))
         .map(|z| DaemonZone {
@@ -322,8 +329,8 @@ fn daemon(config: &Config, state: &AppState) -> Daemon {
         execute: execute_options(config),
         ..DaemonOptions::default()
     };
-    let metrics = Arc::clone(&state.metrics);
-    Daemon::new(zones, Arc::clone(&state.placer), options).on_round(Arc::new(move |r| {
+    let metrics = Arc::clone(metrics);
+    Daemon::new(zones, Arc::clone(placer), options).on_round(Arc::new(move |r| {
         metrics.migrations(&r.zone, "done", r.migrations_done() as u64);
         metrics.migrations(&r.zone, "failed", r.migrations_failed() as u64);
         if let Some(e) = &r.error {

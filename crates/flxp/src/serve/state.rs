@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use flxp_core::State;
 use flxp_core::placement::Placer;
-use flxp_engine::{ClusterModel, ExecuteOptions, Stop};
+use flxp_engine::{ClusterModel, Daemon, ExecuteOptions, Stop};
 use subtle::ConstantTimeEq;
 use tokio::time::Duration;
 
@@ -27,6 +27,8 @@ pub struct AppState {
     pub placer: Arc<Placer>,
     /// The metrics.
     pub metrics: Arc<Metrics>,
+    /// The daemon loop; on-demand plans hold its zone lock so the two never overlap.
+    pub daemon: Daemon,
     /// Accepted bearer tokens.
     pub tokens: Arc<Tokens>,
     /// A zone is ready when Proxmox answered within this window.

@@ -145,9 +145,13 @@ async fn run(s: &AppState, zone: &str, goal: Goal) -> Result<RunResult, ApiError
         .with_stop(s.stop.clone());
     let metrics = Arc::clone(&s.metrics);
     let zone_name = zone.to_owned();
+    let daemon = s.daemon.clone();
     let span = tracing::info_span!("run", zone = %zone, goal = goal.as_str());
     let task = s.work.spawn(
         async move {
+            // Daemon rounds wait while this runs, so two executors never book the same room;
+            // a zone the daemon does not manage has no rounds to keep out.
+            let _round = daemon.lock_zone(executor.zone()).await.ok();
             let plan = executor.plan(&goal).await?;
             let report = if plan.is_empty() {
                 None
