@@ -71,6 +71,31 @@ pub fn sd_floor(loads: &[f64], k: usize) -> f64 {
     (best / m as f64).sqrt()
 }
 
+/// Whether any plan could move a guest off its node: it may move at all, and its hard node rules
+/// and selectors allow some other node that takes part in the balance.
+fn can_leave(
+    cluster: &Cluster,
+    rules: &Rules,
+    state: &State,
+    guest: crate::cluster::GuestIdx,
+) -> bool {
+    if stays(cluster, rules, guest, Intent::Fix, 0).is_some() {
+        return false;
+    }
+    let r = rules.guest(guest);
+    if r.node_rules.is_empty() && r.selectors.is_empty() {
+        return true;
+    }
+    let at = state.location(guest);
+    balanced_nodes(cluster).any(|n| {
+        n != at
+            && r.allows(n)
+            && r.selectors
+                .iter()
+                .all(|l| cluster.node(n).labels.contains(l))
+    })
+}
+
 /// Spread no placement at all can go below, because of load that cannot move: guests balancing
 /// may not touch and what the host itself uses. The emptiest node is never above the
 /// capacity-weighted mean, the node with the most fixed load never below that load.
@@ -90,7 +115,7 @@ pub fn pinned_spread_floor(cluster: &Cluster, rules: &Rules, state: &State, kind
             .guests_on(n)
             .iter()
             .filter(|&&g| state.location(g) == n)
-            .filter(|&&g| stays(cluster, rules, g, Intent::Balance, 0).is_none())
+            .filter(|&&g| can_leave(cluster, rules, state, g))
             .map(|&g| cluster.guest(g))
             .collect();
         let fixed = Shift::of(movable).apply(u, false);
@@ -133,7 +158,7 @@ pub fn moves_for_peak(
             .guests_on(n)
             .iter()
             .filter(|&&g| state.location(g) == n)
-            .filter(|&&g| stays(cluster, rules, g, Intent::Fix, 0).is_none())
+            .filter(|&&g| can_leave(cluster, rules, state, g))
             .map(|&g| load - kind.load(node, &Shift::of([cluster.guest(g)]).apply(u, false)))
             .collect();
         sizes.sort_by(|a, b| b.total_cmp(a));
@@ -168,7 +193,7 @@ pub fn moves_for_trough(
     let movable: Vec<&crate::cluster::Guest> = cluster
         .guest_indexes()
         .filter(|&g| cluster.guest(g).running)
-        .filter(|&g| stays(cluster, rules, g, Intent::Fix, 0).is_none())
+        .filter(|&g| can_leave(cluster, rules, state, g))
         .map(|g| cluster.guest(g))
         .collect();
     let mut largest = Shift::default();

@@ -216,7 +216,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::balance::{EvacuateOptions, Stay};
+    use crate::balance::{EvacuateOptions, Purpose, Stay, Trigger};
     use crate::placement::PlacementOptions;
     use crate::testutil::*;
 
@@ -274,5 +274,134 @@ mod tests {
         let e = crate::evacuate::evacuate(&c, &r, &s, &placer(), &[a], &EvacuateOptions::default())
             .unwrap();
         assert_eq!(e.migrations.len(), 7, "{}", e.summary);
+    }
+
+    fn run(c: &Cluster, placement: PlacementOptions, o: &BalanceOptions) -> Plan {
+        let placer = Placer::new(placement, Vec::new()).unwrap();
+        let (rules, state) = (Rules::compile(c), State::new(c));
+        let p = plan(c, &rules, &state, &placer, o).unwrap();
+        let again = plan(c, &rules, &state, &placer, o).unwrap();
+        assert_eq!(p, again, "same input, same plan");
+        p
+    }
+
+    fn sized(nodes: &[(&str, u64, &[u64])]) -> Cluster {
+        let mut b = ClusterBuilder::new();
+        let mut vmid = 100;
+        for (name, gib, guests) in nodes {
+            b = b.node(node(name).memory(gib * GIB));
+            for &g in *guests {
+                vmid += 1;
+                b = b.guest(vm(vmid, name).mem(g * GIB, g * GIB));
+            }
+        }
+        b.build()
+    }
+
+    fn trigger(threshold: f64, target: f64) -> BalanceOptions {
+        BalanceOptions {
+            trigger: Trigger {
+                threshold: Some(threshold),
+                target: Some(target),
+                ..Trigger::default()
+            },
+            ..BalanceOptions::default()
+        }
+    }
+
+    #[test]
+    fn for_equal_gain_fewer_bytes_win() {
+        // a 60 %, b 30 %: moving 10 or 20 GiB both gain 2·10·20 = 400 pp²; 10 GiB wins.
+        let c = sized(&[("a", 100, &[10, 20, 30]), ("b", 100, &[30])]);
+        let p = run(&c, PlacementOptions::default(), &trigger(20.0, 20.0));
+        let got: Vec<(u32, &str)> = p
+            .migrations
+            .iter()
+            .map(|m| (m.vmid, m.to.as_str()))
+            .collect();
+        assert_eq!(got, vec![(101, "b")]);
+        assert!(
+            p.migrations[0].reason.contains("(10.0 GiB to copy)"),
+            "{}",
+            p.migrations[0].reason
+        );
+    }
+
+    #[test]
+    fn a_swap_runs_the_move_that_makes_room_first() {
+        // b keeps 50 GiB in reserve: 30 GiB fits there only once 20 GiB has left.
+        let c = sized(&[("a", 100, &[30, 30]), ("b", 100, &[20, 20])]);
+        let mut placement = PlacementOptions::default();
+        placement.node_reserve_bytes.insert("b".into(), 50 * GIB);
+        let p = run(&c, placement, &trigger(10.0, 5.0));
+        let got: Vec<(u32, &str, &str, u32)> = p
+            .migrations
+            .iter()
+            .map(|m| (m.vmid, m.from.as_str(), m.to.as_str(), m.step))
+            .collect();
+        assert_eq!(got, vec![(103, "b", "a", 0), (101, "a", "b", 0)]);
+        assert!(p.migrations.iter().all(|m| m.purpose == Purpose::Swap));
+        assert_eq!(p.imbalance_after, 0.0);
+    }
+
+    #[test]
+    fn the_summary_says_what_was_done_and_why() {
+        let c = sized(&[("a", 100, &[10; 6]), ("b", 100, &[])]);
+        let p = run(&c, PlacementOptions::default(), &BalanceOptions::default());
+        assert_eq!(
+            p.summary,
+            "spread 60.0 pp → 0.0 pp with 3 migration(s), 30.0 GiB to copy: 3 balancing migration(s) bring spread to 0.0 pp (target 5.0 pp)"
+        );
+        let c = sized(&[("a", 100, &[10]), ("b", 100, &[10])]);
+        let p = run(&c, PlacementOptions::default(), &BalanceOptions::default());
+        assert!(
+            p.summary
+                .ends_with("spread 0.0 pp is within the threshold 10.0 pp: no balancing needed"),
+            "{}",
+            p.summary
+        );
+        let p = run(&c, PlacementOptions::default(), &trigger(0.0, 0.0));
+        assert!(p.is_empty());
+    }
+
+    #[test]
+    fn nothing_above_the_threshold_that_cannot_move_is_reported_as_such() {
+        let c = ClusterBuilder::new()
+            .node(node("a").memory(100 * GIB))
+            .node(node("b").memory(100 * GIB))
+            .guest(vm(101, "a").mem(50 * GIB, 50 * GIB).tagged("flxp.node.a"))
+            .build();
+        let p = run(&c, PlacementOptions::default(), &BalanceOptions::default());
+        assert!(p.is_empty());
+        assert!(
+            p.summary
+                .ends_with("is above the threshold 10.0 pp, but no safe move lowers it"),
+            "{}",
+            p.summary
+        );
+        assert!(
+            (p.bounds.imbalance_floor - 25.0).abs() < 1e-9,
+            "{:?}",
+            p.bounds
+        );
+    }
+
+    #[test]
+    fn cv_measure_balances_cpu_and_memory_together() {
+        // a is memory-heavy, b CPU-heavy: their mean loads are equal, so CV sees no imbalance.
+        let c = ClusterBuilder::new()
+            .node(node("a").memory(100 * GIB).cpus(10.0))
+            .node(node("b").memory(100 * GIB).cpus(10.0))
+            .guest(vm(101, "a").mem(60 * GIB, 60 * GIB).cores(1.0, 0.0))
+            .guest(vm(102, "b").mem(GIB, GIB).cores(6.0, 0.99))
+            .build();
+        let o = BalanceOptions {
+            measure: Measure::Cv,
+            ..BalanceOptions::default()
+        };
+        let p = run(&c, PlacementOptions::default(), &o);
+        assert!(p.imbalance_before < 0.01, "{}", p.imbalance_before);
+        assert!(p.is_empty());
+        assert_eq!(p.metric, "cpu+memory");
     }
 }
