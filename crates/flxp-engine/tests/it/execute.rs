@@ -147,8 +147,8 @@ impl Progress for FirstStart {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_executor_aborted_mid_round_and_run_again_migrates_no_guest_twice() {
-    // 20x: an 8 GiB live migration takes 0.4 s, long enough to be caught in flight.
-    let z = zone(UNBALANCED, 20.0, |_| {}).await;
+    // 50x: an 8 GiB live migration takes 0.16 s, long enough to be caught in flight.
+    let z = zone(UNBALANCED, 50.0, |_| {}).await;
     let exec = z.executor(Limits::default());
     let plan = exec.plan(&balance()).await.unwrap();
     let started = Arc::new(Notify::new());
