@@ -57,7 +57,7 @@ fn alternatives(ctx: &Ctx, dynamic: bool) -> (Vec<NodeIdx>, Vec<NodeUsage>) {
             if !g.running || !ctx.cluster.tasks.is_starting(g.vmid) {
                 continue;
             }
-            if let Some(pos) = idx.binary_search(&ctx.state.location(g_idx)).ok() {
+            if let Ok(pos) = idx.binary_search(&ctx.state.location(g_idx)) {
                 let s = &mut stats[pos].stats;
                 s.cpu += if g.maxcpu > 0.0 { g.maxcpu } else { s.maxcpu };
                 s.mem += g.maxmem;
