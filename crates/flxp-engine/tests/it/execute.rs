@@ -272,3 +272,35 @@ async fn a_world_that_changes_under_the_plan_is_replanned() {
     assert!(report.failed.is_empty(), "{report:#?}");
     z.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_gone_offline_through_the_control_endpoint_is_planned_around() {
+    let z = zone(UNBALANCED, 500.0, |_| {}).await;
+    let exec = z.executor(Limits::default());
+    let plan = exec.plan(&balance()).await.unwrap();
+    let first = plan.migrations[0].clone();
+    let answer = z
+        .control(
+            "POST",
+            &format!("/_sim/nodes/{}/status", first.to),
+            r#"{"status":"offline"}"#,
+        )
+        .await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let report = exec.execute(plan.clone(), &balance()).await;
+    assert_eq!(report.skipped[0].vmid, first.vmid, "{report:#?}");
+    assert!(
+        report.skipped[0]
+            .reasons
+            .iter()
+            .any(|r| r.starts_with(&format!("{}: ", first.to)) && r.contains("offline")),
+        "{:?}",
+        report.skipped[0].reasons
+    );
+    assert_eq!(report.replans.len(), 1, "{report:#?}");
+    assert!(report.failed.is_empty(), "{report:#?}");
+    assert!(report.done.iter().all(|d| d.to != first.to));
+    assert!(!report.done.is_empty());
+    assert!(spread(&z.model()) < plan.imbalance_before - 20.0);
+    z.shutdown().await;
+}

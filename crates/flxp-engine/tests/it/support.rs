@@ -98,6 +98,24 @@ impl Zone {
             .count()
     }
 
+    /// A request to the simulator's control endpoint (`/_sim/...`), as a test harness would send
+    /// it over the wire: plain HTTP/1.1 with the token; the answer's status line and body.
+    pub async fn control(&self, method: &str, path: &str, body: &str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(self.handle.addr())
+            .await
+            .unwrap();
+        let request = format!(
+            "{method} {path} HTTP/1.1\r\nHost: sim\r\nAuthorization: PVEAPIToken={TOKEN}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        answer
+    }
+
     pub async fn shutdown(self) {
         self.handle.shutdown().await.unwrap();
     }
