@@ -121,3 +121,43 @@ pub fn evacuate(
     );
     Ok(plan)
 }
+
+#[cfg(test)]
+mod tests {
+    // Tests may panic: unwrapping is how they fail.
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::placement::PlacementOptions;
+    use crate::testutil::*;
+
+    #[test]
+    fn a_bundle_stays_in_one_wave_and_later_arrivals_wait() {
+        let c = ClusterBuilder::new()
+            .node(node("a"))
+            .node(node("b"))
+            .guest(
+                vm(101, "a")
+                    .mem(8 * GIB, 8 * GIB)
+                    .tagged("flxp.affinity.app"),
+            )
+            .guest(
+                vm(102, "a")
+                    .mem(8 * GIB, 8 * GIB)
+                    .tagged("flxp.affinity.app"),
+            )
+            .guest(vm(103, "a").mem(4 * GIB, 4 * GIB))
+            .guest(vm(104, "a").mem(2 * GIB, 2 * GIB))
+            .build();
+        let rules = Rules::compile(&c);
+        let p = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+        let a = c.node_idx("a").unwrap();
+        let o = EvacuateOptions {
+            max_inflow_per_node: 1,
+            ..EvacuateOptions::default()
+        };
+        let plan = evacuate(&c, &rules, &State::new(&c), &p, &[a], &o).unwrap();
+        let got: Vec<(u32, u32)> = plan.migrations.iter().map(|m| (m.vmid, m.wave)).collect();
+        assert_eq!(got, vec![(101, 0), (102, 0), (103, 1), (104, 2)]);
+    }
+}

@@ -45,7 +45,7 @@ pub fn check_step(
     let mut errs = Vec::new();
     if guest.kind != m.kind {
         errs.push(format!(
-            "guest {} is a {}, the plan has a {}",
+            "guest {} is of type {}, the plan has type {}",
             m.vmid,
             guest.kind.as_str(),
             m.kind.as_str()
@@ -130,4 +130,100 @@ pub fn replay(
         }
     }
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    // Tests may panic: unwrapping is how they fail.
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::balance::plan::Purpose;
+    use crate::cluster::GuestKind;
+    use crate::placement::PlacementOptions;
+    use crate::testutil::*;
+
+    fn step(vmid: u32, from: &str, to: &str, bundle: &[u32]) -> Migration {
+        Migration {
+            vmid,
+            kind: GuestKind::Qemu,
+            name: String::new(),
+            from: from.into(),
+            to: to.into(),
+            reason: String::new(),
+            purpose: Purpose::Balance,
+            online: true,
+            bytes: 0,
+            bundle: bundle.to_vec(),
+            group: (!bundle.is_empty()).then(|| "flxp.affinity.app".to_owned()),
+            step: 0,
+            wave: 0,
+            imbalance_after: 0.0,
+        }
+    }
+
+    #[test]
+    fn a_step_fails_with_every_reason_in_words() {
+        let c = ClusterBuilder::new()
+            .node(node("a"))
+            .node(node("b").memory(8 * GIB))
+            .guest(
+                vm(101, "a")
+                    .mem(6 * GIB, 6 * GIB)
+                    .tagged("flxp.affinity.app"),
+            )
+            .guest(
+                vm(102, "a")
+                    .mem(6 * GIB, 6 * GIB)
+                    .tagged("flxp.affinity.app"),
+            )
+            .guest(ct(103, "a").locked("backup"))
+            .build();
+        let rules = Rules::compile(&c);
+        let s = State::new(&c);
+        let p = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+        let check = |m: &Migration| check_step(&c, &rules, &s, &p, m);
+        assert_eq!(
+            check(&step(999, "a", "b", &[])),
+            Err(vec!["guest 999 is not in the cluster".to_owned()])
+        );
+        assert_eq!(
+            check(&step(103, "a", "b", &[])),
+            Err(vec![
+                "guest 103 is of type lxc, the plan has type qemu".to_owned(),
+                "guest 103: locked (backup)".to_owned()
+            ])
+        );
+        assert_eq!(
+            check(&step(101, "a", "x", &[])),
+            Err(vec!["node a or x is not in the cluster".to_owned()])
+        );
+        // Alone, 101 fits on b but breaks its group; with its bundle, 12 GiB do not fit in 8.
+        assert_eq!(
+            check(&step(101, "a", "b", &[])),
+            Err(vec!["b: affinity: flxp.affinity.app runs on a".to_owned()])
+        );
+        let err = check(&step(101, "a", "b", &[101, 102])).unwrap_err();
+        assert!(err[0].starts_with("b: memory: needs 12.0 GiB"), "{err:?}");
+    }
+
+    #[test]
+    fn a_bundle_whose_guests_must_also_be_apart_is_refused() {
+        let c = ClusterBuilder::new()
+            .nodes(&["a", "b"])
+            .guest(vm(101, "a").tagged("flxp.affinity.app;flxp.anti-affinity.x"))
+            .guest(vm(102, "a").tagged("flxp.affinity.app;flxp.anti-affinity.x"))
+            .build();
+        let rules = Rules::compile(&c);
+        let p = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+        let err = check_step(
+            &c,
+            &rules,
+            &State::new(&c),
+            &p,
+            &step(101, "a", "b", &[101, 102]),
+        )
+        .unwrap_err();
+        assert!(err[0].contains("the rules conflict"), "{err:?}");
+    }
 }

@@ -109,3 +109,40 @@ pub(crate) fn placement_list(cluster: &Cluster, at: &BTreeMap<NodeIdx, Vec<u32>>
         .collect::<Vec<_>>()
         .join(", ")
 }
+
+#[cfg(test)]
+mod tests {
+    // Tests may panic: unwrapping is how they fail.
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::placement::{PlacementOptions, Subject};
+    use crate::testutil::*;
+    use crate::{Rules, State};
+
+    #[test]
+    fn many_nodes_failing_alike_are_one_group_with_an_example() {
+        let mut b = ClusterBuilder::new().node(node("big").memory(256 * GIB));
+        for i in 0..8 {
+            b = b.node(node(&format!("small{i}")).memory(8 * GIB));
+        }
+        let c = b
+            .node(node("tainted").memory(256 * GIB).notes("flxp.taint.gpu"))
+            .guest(vm(101, "big").mem(100 * GIB, 100 * GIB))
+            .build();
+        let rules = Rules::compile(&c);
+        let s = State::new(&c);
+        let o = PlacementOptions::default();
+        let p = Placer::new(o.clone(), Vec::new()).unwrap();
+        let subject = Subject::guest(&c, &rules, c.guest_idx(101).unwrap(), NodeIdx(0));
+        let ctx = Ctx::new(&c, &rules, &s, &o, &subject);
+        let text = condensed_failures(&ctx, &p, c.node_indexes().skip(1));
+        assert_eq!(
+            text,
+            "small0, small1, small2, small3, small4 and 3 more: memory (e.g. small0: needs 100.0 GiB but 8.0 GiB is available (8.0 GiB total − 0 B used − 0 B reserve)); tainted: taints (node is tainted gpu (not tolerated))"
+        );
+        let mut at = BTreeMap::new();
+        at.insert(NodeIdx(0), vec![101, 102]);
+        assert_eq!(placement_list(&c, &at), "big (101, 102)");
+    }
+}

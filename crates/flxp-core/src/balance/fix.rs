@@ -432,3 +432,137 @@ fn join(sim: &mut Sim, p: &Problem) -> Result<Option<String>> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    // Tests may panic: unwrapping is how they fail.
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::balance::measure::{LoadKind, Measure};
+    use crate::placement::{PlacementOptions, Placer};
+    use crate::testutil::*;
+    use crate::{Cluster, Rules, State};
+
+    fn fixes(c: &Cluster, budget: usize) -> (Vec<(u32, String, Purpose)>, Vec<String>) {
+        let rules = Rules::compile(c);
+        let placer = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+        let state = State::new(c);
+        let mut sim = Sim::new(
+            c,
+            &rules,
+            &placer,
+            &state,
+            LoadKind::Memory,
+            Measure::Spread,
+            0,
+            budget,
+        );
+        fix_all(
+            &mut sim,
+            &Scope {
+                stopped_off_maintenance: true,
+                make_room: 0,
+                ..Scope::default()
+            },
+        )
+        .unwrap();
+        let moves = sim
+            .migrations
+            .iter()
+            .map(|m| (m.vmid, m.to.clone(), m.purpose))
+            .collect();
+        let notes = sim
+            .skipped
+            .iter()
+            .map(|s| format!("{}: {}", s.vmid, s.reason))
+            .collect();
+        (moves, notes)
+    }
+
+    #[test]
+    fn pinned_guests_go_first_then_groups_then_maintenance_largest_first() {
+        let c = ClusterBuilder::new()
+            .node(node("a").notes("flxp.maintenance"))
+            .node(node("b"))
+            .node(node("c"))
+            .guest(vm(101, "a").mem(2 * GIB, 4 * GIB))
+            .guest(vm(102, "a").mem(6 * GIB, 8 * GIB))
+            .guest(
+                vm(103, "b")
+                    .mem(GIB, 2 * GIB)
+                    .tagged("flxp.anti-affinity.x"),
+            )
+            .guest(
+                vm(104, "b")
+                    .mem(3 * GIB, 4 * GIB)
+                    .tagged("flxp.anti-affinity.x"),
+            )
+            .guest(vm(105, "c").mem(GIB, 2 * GIB).tagged("flxp.node.b"))
+            .build();
+        let (moves, _) = fixes(&c, 10);
+        let got: Vec<(u32, &str, Purpose)> =
+            moves.iter().map(|(v, n, p)| (*v, n.as_str(), *p)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (105, "b", Purpose::Fix),
+                // 104 is the larger member: it stays, 103 leaves.
+                (103, "c", Purpose::Fix),
+                (102, "c", Purpose::Evacuate),
+                (101, "b", Purpose::Evacuate),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_member_that_may_not_move_keeps_its_place_in_a_crowd() {
+        let c = ClusterBuilder::new()
+            .nodes(&["a", "b"])
+            .guest(
+                vm(101, "a")
+                    .mem(8 * GIB, 8 * GIB)
+                    .tagged("flxp.anti-affinity.x"),
+            )
+            .guest(
+                vm(102, "a")
+                    .mem(GIB, GIB)
+                    .tagged("flxp.anti-affinity.x")
+                    .locked("backup"),
+            )
+            .build();
+        let (moves, notes) = fixes(&c, 10);
+        assert_eq!(moves, vec![(101, "b".to_owned(), Purpose::Fix)]);
+        assert!(notes.is_empty(), "{notes:?}");
+    }
+
+    #[test]
+    fn the_budget_stops_fixing_and_says_how_much_is_left() {
+        let c = ClusterBuilder::new()
+            .node(node("a").notes("flxp.maintenance"))
+            .node(node("b"))
+            .guest(vm(101, "a"))
+            .guest(vm(102, "a"))
+            .guest(vm(103, "a"))
+            .build();
+        let rules = Rules::compile(&c);
+        let placer = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+        let state = State::new(&c);
+        let mut sim = Sim::new(
+            &c,
+            &rules,
+            &placer,
+            &state,
+            LoadKind::Memory,
+            Measure::Spread,
+            0,
+            1,
+        );
+        fix_all(&mut sim, &Scope::default()).unwrap();
+        assert_eq!(sim.migrations.len(), 1);
+        assert_eq!(
+            sim.warnings[0].to_string(),
+            "migration budget of 1 spent: 2 broken rule(s) left for the next plan"
+        );
+    }
+}

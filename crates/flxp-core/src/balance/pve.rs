@@ -328,3 +328,72 @@ pub fn run_until_stable(
     }
     Ok((s, all))
 }
+
+#[cfg(test)]
+mod tests {
+    // Tests may panic: unwrapping is how they fail.
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::placement::PlacementOptions;
+    use crate::testutil::*;
+
+    #[test]
+    fn a_bundle_is_one_candidate_led_by_its_alphabetically_first_sid_and_moves_whole() {
+        // vm:1000 sorts before vm:999, as Proxmox compares sids as strings.
+        let c = ClusterBuilder::new()
+            .node(node("a").cpus(8.0))
+            .node(node("b").cpus(8.0))
+            .guest(
+                vm(999, "a")
+                    .cores(2.0, 1.0)
+                    .mem(8 * GIB, 8 * GIB)
+                    .tagged("flxp.affinity.db"),
+            )
+            .guest(
+                vm(1000, "a")
+                    .cores(2.0, 1.0)
+                    .mem(8 * GIB, 8 * GIB)
+                    .tagged("flxp.affinity.db"),
+            )
+            .guest(
+                vm(1001, "a")
+                    .cores(1.0, 1.0)
+                    .mem(GIB, GIB)
+                    .tagged("flxp.ignore"),
+            )
+            .build();
+        let rules = Rules::compile(&c);
+        let s = State::new(&c);
+        let p = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+        let o = BalanceOptions {
+            method: Method::PveBruteforce,
+            measure: Measure::Cv,
+            ..BalanceOptions::default()
+        };
+        let moves = rank_moves(&c, &rules, &s, &p, &o).unwrap();
+        assert_eq!(moves.len(), 1, "{moves:?}");
+        assert_eq!(
+            (moves[0].sid.as_str(), moves[0].to.as_str()),
+            ("vm:1000", "b")
+        );
+        let plan = plan(&c, &rules, &s, &p, &o).unwrap();
+        let got: Vec<u32> = plan.migrations.iter().map(|m| m.vmid).collect();
+        assert_eq!(got, vec![999, 1000]);
+        assert!(
+            plan.migrations[0]
+                .reason
+                .starts_with("pve-bruteforce: the lowest imbalance after any of 1 single moves"),
+            "{}",
+            plan.migrations[0].reason
+        );
+        assert!(
+            plan.summary
+                .starts_with("pve-bruteforce: move vm:1000 from a to b: cv "),
+            "{}",
+            plan.summary
+        );
+        // One round is one move: the plan holds a single decision.
+        assert!(plan.migrations.iter().all(|m| m.step == 0));
+    }
+}

@@ -105,7 +105,7 @@ pub(super) fn make_room(
         let mut ok = true;
         for &g in &chosen {
             let s = sim.subject(&[g], None);
-            let ranked = sim.ranked_targets(&s, &[t, from])?;
+            let ranked = sim.ranked_targets(&s, &[t])?;
             match ranked.first() {
                 Some(best) => {
                     let phrase = target_phrase(sim.cluster, sim.placer, &ranked);
@@ -140,4 +140,55 @@ pub(super) fn make_room(
         return Ok(true);
     }
     Ok(false)
+}
+
+#[cfg(test)]
+mod tests {
+    // Tests may panic: unwrapping is how they fail.
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::balance::measure::{LoadKind, Measure};
+    use crate::placement::{PlacementOptions, Placer};
+    use crate::testutil::*;
+    use crate::{Rules, State};
+
+    #[test]
+    fn the_largest_guests_make_room_up_to_the_limit() {
+        // 105 (10 GiB) must go to a, which has 2 GiB free: no single guest there frees 8 GiB, the
+        // two largest (5 + 4) do.
+        let c = ClusterBuilder::new()
+            .node(node("a").memory(32 * GIB))
+            .node(node("b").memory(64 * GIB))
+            .guest(vm(101, "a").mem(5 * GIB, 5 * GIB))
+            .guest(vm(102, "a").mem(4 * GIB, 4 * GIB))
+            .guest(vm(103, "a").mem(3 * GIB, 3 * GIB))
+            .guest(vm(104, "a").mem(18 * GIB, 18 * GIB).tagged("flxp.ignore"))
+            .guest(vm(105, "b").mem(10 * GIB, 10 * GIB).tagged("flxp.node.a"))
+            .build();
+        let rules = Rules::compile(&c);
+        let placer = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+        let state = State::new(&c);
+        let g = c.guest_idx(105).unwrap();
+        for (limit, want) in [(1, vec![]), (2, vec![101, 102, 105])] {
+            let mut sim = Sim::new(
+                &c,
+                &rules,
+                &placer,
+                &state,
+                LoadKind::Memory,
+                Measure::Spread,
+                0,
+                10,
+            );
+            let unit = sim.units.of(g);
+            let done =
+                make_room(&mut sim, unit, &[g], Purpose::Fix, limit, "fix flxp.node").unwrap();
+            let moved: Vec<u32> = sim.migrations.iter().map(|m| m.vmid).collect();
+            assert_eq!((done, moved), (!want.is_empty(), want), "limit {limit}");
+            if !done {
+                assert_eq!(sim.state, state, "nothing is applied when it fails");
+            }
+        }
+    }
 }

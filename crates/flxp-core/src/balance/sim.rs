@@ -337,3 +337,52 @@ impl<'a> Sim<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    // Tests may panic: unwrapping is how they fail.
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::placement::PlacementOptions;
+    use crate::testutil::*;
+
+    #[test]
+    fn decisions_number_their_steps_and_rewinding_restores_the_state() {
+        let c = ClusterBuilder::new()
+            .nodes(&["a", "b"])
+            .guest(vm(101, "a"))
+            .guest(vm(102, "a"))
+            .guest(vm(103, "b"))
+            .build();
+        let rules = Rules::compile(&c);
+        let p = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+        let start = State::new(&c);
+        let mut sim = Sim::new(
+            &c,
+            &rules,
+            &p,
+            &start,
+            LoadKind::Memory,
+            Measure::Spread,
+            0,
+            5,
+        );
+        let g = |v| c.guest_idx(v).unwrap();
+        let (a, b) = (c.node_idx("a").unwrap(), c.node_idx("b").unwrap());
+        sim.apply(&[g(101)], b, Purpose::Balance, "one", None);
+        sim.apply(&[g(102)], b, Purpose::Swap, "two", None);
+        sim.apply_joined(&[g(103)], a, Purpose::Swap, "two", None);
+        let steps: Vec<u32> = sim.migrations.iter().map(|m| m.step).collect();
+        assert_eq!(steps, vec![0, 1, 1]);
+        assert_eq!(sim.budget_left(), 2);
+        assert!(sim.has_moved(g(103)));
+        assert_eq!(sim.migrations[0].reason, "one; spread 3.1 pp → 3.1 pp");
+        sim.rewind(&start, 0, 1);
+        assert_eq!(sim.migrations.len(), 1);
+        assert!(!sim.has_moved(g(102)) && !sim.has_moved(g(103)));
+        assert_eq!(sim.state.location(g(101)), b);
+        assert_eq!(sim.state.location(g(102)), a);
+        assert_eq!(sim.objective.measure(Measure::Spread), 3.125);
+    }
+}

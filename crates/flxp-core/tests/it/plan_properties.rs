@@ -239,6 +239,16 @@ proptest! {
             }
             before = m.imbalance_after;
         }
+        // Balancing ends on a decision that lowered the measure: a flat tail is trimmed.
+        if let Some(last) = p.migrations.last().filter(|m| matches!(m.purpose, Purpose::Balance | Purpose::Swap)) {
+            let before_last = p
+                .migrations
+                .iter()
+                .rev()
+                .find(|m| m.step < last.step)
+                .map_or(p.imbalance_before, |m| m.imbalance_after);
+            prop_assert!(last.imbalance_after < before_last - 1e-12, "{before_last} → {}", last.imbalance_after);
+        }
         let clean = p.violations_before.is_empty() && p.migrations.iter().all(|m| m.purpose != Purpose::Evacuate);
         if clean {
             prop_assert!(p.imbalance_after <= p.imbalance_before + 1e-9);
