@@ -19,6 +19,7 @@ mod objective;
 mod options;
 mod plan;
 pub(crate) mod planner;
+mod problems;
 mod pve;
 mod room;
 mod search;
