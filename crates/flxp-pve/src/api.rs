@@ -5,15 +5,16 @@
 
 use async_trait::async_trait;
 
-use crate::error::Result;
+use crate::error::{ApiErrorKind, Error, Result};
 use crate::types::{
     CloneParams, ClusterOptions, ClusterStatusEntry, ConfigUpdate, CreateParams, DeleteParams,
     GuestConfig, GuestKind, GuestListEntry, GuestStatusCurrent, HaMigrateParams, HaMigrateResponse,
     HaResource, HaRule, HaStatusEntry, LxcMigrateParams, LxcMigratePrecondition,
     ManagerStatusResponse, NodeConfig, NodeConfigUpdate, NodeListEntry, NodeStatus, Permissions,
-    PermissionsQuery, Pool, PoolListEntry, QemuMigrateParams, QemuMigratePrecondition, Resource,
-    ResourceType, RrdQuery, RrdRow, ShutdownParams, StartParams, StopParams, StorageEntry,
-    StorageQuery, Task, TaskLogLine, TaskLogQuery, TaskStatus, Upid, Version,
+    PermissionsQuery, Pool, PoolListEntry, QemuMigrateParams, QemuMigratePrecondition,
+    ResizeParams, Resource, ResourceType, RrdQuery, RrdRow, ShutdownParams, StartParams,
+    StopParams, StorageEntry, StorageQuery, Task, TaskLogLine, TaskLogQuery, TaskStatus, Upid,
+    Version,
 };
 use crate::wait::{TaskWait, wait_task};
 
@@ -96,6 +97,28 @@ pub trait PveApi: Send + Sync {
     async fn clone_qemu(&self, node: &str, vmid: u32, params: &CloneParams) -> Result<Upid>;
     /// `POST /nodes/{node}/qemu` → `qmcreate`.
     async fn create_qemu(&self, node: &str, params: &CreateParams) -> Result<Upid>;
+    /// `PUT /nodes/{node}/qemu/{vmid}/resize`: grows a disk (never shrinks it). PVE 8 and later
+    /// answer a `resize` task that does the checks and the work (follow it); older releases
+    /// resize before answering and give `None`.
+    ///
+    /// The default answers "not implemented", so wrappers written before this method existed
+    /// keep compiling; a wrapper must forward it to be able to resize.
+    async fn resize_disk(
+        &self,
+        node: &str,
+        vmid: u32,
+        params: &ResizeParams,
+    ) -> Result<Option<Upid>> {
+        let _ = params;
+        Err(Error::Api {
+            method: "PUT".into(),
+            endpoint: format!("/nodes/{node}/qemu/{vmid}/resize"),
+            status: 501,
+            kind: ApiErrorKind::NotImplemented,
+            message: "this PveApi implementation does not forward resize_disk".into(),
+            errors: Default::default(),
+        })
+    }
     /// `POST /nodes/{node}/{kind}/{vmid}/status/start`.
     async fn start_guest(
         &self,

@@ -14,9 +14,9 @@ use crate::types::{
     HaResource, HaRule, HaStatusEntry, LxcMigrateParams, LxcMigratePrecondition,
     ManagerStatusResponse, MigratePreconditionQuery, NextId, NextIdQuery, NodeConfig,
     NodeConfigUpdate, NodeListEntry, NodeStatus, Permissions, PermissionsQuery, Pool,
-    PoolListEntry, QemuMigrateParams, QemuMigratePrecondition, Resource, ResourceType,
-    ResourcesQuery, RrdQuery, RrdRow, ShutdownParams, StartParams, StopParams, StorageEntry,
-    StorageQuery, Task, TaskLogLine, TaskLogQuery, TaskStatus, Upid, Version, form,
+    PoolListEntry, QemuMigrateParams, QemuMigratePrecondition, ResizeParams, Resource,
+    ResourceType, ResourcesQuery, RrdQuery, RrdRow, ShutdownParams, StartParams, StopParams,
+    StorageEntry, StorageQuery, Task, TaskLogLine, TaskLogQuery, TaskStatus, Upid, Version, form,
 };
 
 /// Percent-encodes one path segment (a node name, a sid, a UPID) so it cannot change the path.
@@ -219,6 +219,17 @@ impl PveApi for Client {
     async fn create_qemu(&self, node: &str, params: &CreateParams) -> Result<Upid> {
         self.send(Method::POST, &format!("/nodes/{}/qemu", seg(node)), params)
             .await
+    }
+
+    async fn resize_disk(
+        &self,
+        node: &str,
+        vmid: u32,
+        params: &ResizeParams,
+    ) -> Result<Option<Upid>> {
+        // A PUT: `execute` never repeats it once it may have reached Proxmox.
+        let path = format!("{}/resize", guest_path(node, GuestKind::Qemu, vmid));
+        self.send(Method::PUT, &path, params).await
     }
 
     async fn start_guest(

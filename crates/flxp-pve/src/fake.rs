@@ -3,7 +3,8 @@
 //! It answers the read endpoints from a Contract 1 snapshot, counts every call by endpoint,
 //! can wait a fixed latency per call (with `tokio::time`, so paused-time tests stay instant),
 //! fail chosen endpoints with a Proxmox error, and play scripted task statuses. Writes answer
-//! 501 unless a task script says otherwise. It is not a simulator: nothing changes over time.
+//! 501, except a disk resize given an answer with [`FakeApi::with_resize`] (its requests are kept
+//! for inspection). It is not a simulator: nothing changes over time.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
@@ -20,9 +21,10 @@ use crate::types::{
     GuestConfig, GuestKind, GuestListEntry, GuestStatusCurrent, HaMigrateParams, HaMigrateResponse,
     HaResource, HaRule, HaStatusEntry, LxcMigrateParams, LxcMigratePrecondition,
     ManagerStatusResponse, NodeConfig, NodeConfigUpdate, NodeListEntry, NodeStatus, Permissions,
-    PermissionsQuery, Pool, PoolListEntry, QemuMigrateParams, QemuMigratePrecondition, Resource,
-    ResourceType, RrdQuery, RrdRow, ShutdownParams, StartParams, StopParams, StorageEntry,
-    StorageQuery, Task, TaskLogLine, TaskLogQuery, TaskStatus, Upid, Version,
+    PermissionsQuery, Pool, PoolListEntry, QemuMigrateParams, QemuMigratePrecondition,
+    ResizeParams, Resource, ResourceType, RrdQuery, RrdRow, ShutdownParams, StartParams,
+    StopParams, StorageEntry, StorageQuery, Task, TaskLogLine, TaskLogQuery, TaskStatus, Upid,
+    Version,
 };
 
 /// An in-memory [`PveApi`] answering from a snapshot; see the module docs.
@@ -35,6 +37,9 @@ pub struct FakeApi {
     failures: Mutex<BTreeMap<String, (u16, String)>>,
     tasks: Mutex<BTreeMap<String, VecDeque<TaskStatus>>>,
     task_logs: BTreeMap<String, Vec<TaskLogLine>>,
+    /// The answer to resizes: `None` answers 501; `Some(None)` a synchronous (PVE 7) resize.
+    resize_answer: Option<Option<Upid>>,
+    resizes: Mutex<Vec<(String, u32, ResizeParams)>>,
 }
 
 impl FakeApi {
@@ -79,6 +84,21 @@ impl FakeApi {
         self.lock_tasks()
             .insert(upid.to_string(), statuses.into_iter().collect());
         self
+    }
+
+    /// Answers disk resizes with this task (`None`: as PVE 7 does, with no task), which
+    /// [`FakeApi::with_task`] can script.
+    pub fn with_resize(mut self, answer: Option<Upid>) -> Self {
+        self.resize_answer = Some(answer);
+        self
+    }
+
+    /// Every resize asked for so far: node, VMID and parameters, in order.
+    pub fn resizes(&self) -> Vec<(String, u32, ResizeParams)> {
+        self.resizes
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_else(|p| p.into_inner().clone())
     }
 
     /// Every call so far, as `METHOD /path`, in order.
@@ -495,6 +515,25 @@ impl PveApi for FakeApi {
         Err(Self::unsupported("POST", &path))
     }
 
+    async fn resize_disk(
+        &self,
+        node: &str,
+        vmid: u32,
+        params: &ResizeParams,
+    ) -> Result<Option<Upid>> {
+        let path = format!("/nodes/{node}/qemu/{vmid}/resize");
+        self.enter("PUT", &path).await?;
+        let answer = self
+            .resize_answer
+            .clone()
+            .ok_or_else(|| Self::unsupported("PUT", &path))?;
+        self.resizes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((node.to_owned(), vmid, params.clone()));
+        Ok(answer)
+    }
+
     async fn start_guest(
         &self,
         node: &str,
@@ -737,6 +776,44 @@ mod tests {
             .await
             .unwrap_err();
         assert!(e.is_not_found(), "{e:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn resizes_are_recorded_and_answered_as_scripted() {
+        use crate::types::ResizeParams;
+
+        let upid: Upid = "UPID:pve1:000A1B2C:0123ABCD:6929A5C0:resize:120:root@pam:"
+            .parse()
+            .unwrap();
+        let params = ResizeParams::to_size("scsi0", 64 << 30);
+        let e = FakeApi::new(Snapshot::default())
+            .resize_disk("pve1", 120, &params)
+            .await
+            .unwrap_err();
+        assert_eq!(e.status(), Some(501));
+        let fake = FakeApi::new(Snapshot::default()).with_resize(Some(upid.clone()));
+        assert_eq!(
+            fake.resize_disk("pve1", 120, &params).await.unwrap(),
+            Some(upid)
+        );
+        assert_eq!(
+            fake.resizes(),
+            vec![("pve1".to_owned(), 120, params.clone())]
+        );
+        assert_eq!(fake.calls(), ["PUT /nodes/pve1/qemu/120/resize"]);
+        let sync = FakeApi::new(Snapshot::default()).with_resize(None);
+        assert_eq!(sync.resize_disk("pve1", 120, &params).await.unwrap(), None);
+        let failing = FakeApi::new(Snapshot::default()).with_resize(None).fail(
+            "PUT /nodes/pve1/qemu/120/resize",
+            500,
+            "VM is locked (clone)",
+        );
+        let e = failing.resize_disk("pve1", 120, &params).await.unwrap_err();
+        assert!(e.is_locked(), "{e:?}");
+        assert!(
+            failing.resizes().is_empty(),
+            "a failed call resized nothing"
+        );
     }
 
     #[tokio::test(start_paused = true)]

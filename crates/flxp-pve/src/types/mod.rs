@@ -7,6 +7,7 @@
 
 pub mod access;
 pub mod cluster;
+pub mod disks;
 pub mod form;
 pub mod guests;
 pub mod ha;
@@ -26,6 +27,7 @@ pub use access::{Permissions, PermissionsQuery, TicketRequest, TicketResponse};
 pub use cluster::{
     ClusterOptions, ClusterStatusEntry, NextId, NextIdQuery, ResourceType, ResourcesQuery,
 };
+pub use disks::{ResizeParams, SizeError, SizeSpec, format_size};
 pub use guests::{
     ConfigUpdate, GuestConfig, GuestKind, GuestListEntry, GuestStatusCurrent, LxcListEntry,
     QemuListEntry,

@@ -208,3 +208,83 @@ async fn task_calls_go_to_the_node_in_the_upid() {
         .unwrap();
     assert_eq!(log.len(), 3, "the scripted server ignores paging");
 }
+
+#[tokio::test]
+async fn a_resize_is_a_form_encoded_put_answered_by_a_task_or_by_nothing() {
+    use flxp_pve::types::{ResizeParams, SizeSpec};
+
+    const RESIZE: &str = "UPID:pve1:000A1B2D:0123ABCE:6929A5C1:resize:120:root@pam!flxp:";
+    // PVE 8 and later answer a task; PVE 7 resized before answering and gives null.
+    let s = start(None, |seen, _| {
+        if seen.path.ends_with("/121/resize") {
+            Reply::data(json!(null))
+        } else {
+            Reply::data(json!(RESIZE))
+        }
+    })
+    .await;
+    let c = crate::client(&[s.host()]);
+    let grown = c
+        .resize_disk("pve1", 120, &ResizeParams::to_size("scsi0", 64 << 30))
+        .await
+        .unwrap();
+    assert_eq!(grown.map(|u| u.to_string()).as_deref(), Some(RESIZE));
+    let relative = ResizeParams {
+        disk: "virtio0".into(),
+        size: SizeSpec::Grow(512 << 20),
+        digest: None,
+        skiplock: None,
+    }
+    .with_digest("0123456789abcdef0123456789abcdef01234567");
+    assert_eq!(c.resize_disk("pve1", 121, &relative).await.unwrap(), None);
+    let seen = s.seen();
+    let calls: Vec<(&str, &str, &str, Option<&str>, &str)> = seen
+        .iter()
+        .map(|x| {
+            (
+                x.method.as_str(),
+                x.path.as_str(),
+                x.query.as_str(),
+                x.content_type.as_deref(),
+                x.body.as_str(),
+            )
+        })
+        .collect();
+    let form = Some("application/x-www-form-urlencoded");
+    assert_eq!(
+        calls,
+        [
+            (
+                "PUT",
+                "/api2/json/nodes/pve1/qemu/120/resize",
+                "",
+                form,
+                "disk=scsi0&size=64G"
+            ),
+            (
+                "PUT",
+                "/api2/json/nodes/pve1/qemu/121/resize",
+                "",
+                form,
+                "disk=virtio0&size=%2B512M&digest=0123456789abcdef0123456789abcdef01234567"
+            ),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_resize_answer_that_is_neither_a_upid_nor_null_is_a_bad_response() {
+    use flxp_pve::types::ResizeParams;
+
+    let s = start(None, |_, _| Reply::data(json!("done"))).await;
+    let c = crate::client(&[s.host()]);
+    let e = c
+        .resize_disk("pve1", 120, &ResizeParams::to_size("scsi0", 64 << 30))
+        .await
+        .unwrap_err();
+    let Error::BadResponse { endpoint, message } = &e else {
+        panic!("{e:?}")
+    };
+    assert_eq!(endpoint, "/nodes/pve1/qemu/120/resize");
+    assert!(message.contains("UPID"), "{message}");
+}

@@ -191,3 +191,37 @@ async fn a_login_that_failed_over_leaves_the_working_host_preferred() {
         ["/api2/json/access/ticket", "/api2/json/cluster/tasks"]
     );
 }
+
+#[tokio::test]
+async fn a_resize_is_never_repeated_after_an_error_answer_or_a_timeout() {
+    use flxp_pve::types::ResizeParams;
+
+    let grow = ResizeParams::to_size("scsi0", 64 << 30);
+    // A 500 would make a read move on and retry; a resize stays one request.
+    let busy = start(None, |_, _| {
+        Reply::error(
+            500,
+            "can't lock file '/var/lock/qemu-server/lock-120.conf' - got timeout",
+            None,
+        )
+    })
+    .await;
+    let spare = start(None, |_, _| Reply::data(json!(UPID))).await;
+    let c = crate::client(&[busy.host(), spare.host()]);
+    let e = c.resize_disk("pve1", 120, &grow).await.unwrap_err();
+    assert_eq!(e.status(), Some(500), "{e:?}");
+    assert_eq!((busy.count(), spare.count()), (1, 0));
+
+    // No answer in time: the disk may have grown, so the call is not sent again anywhere.
+    let slow = start(None, |_, _| {
+        Reply::data(json!(UPID)).after(Duration::from_secs(3))
+    })
+    .await;
+    let c = crate::builder(&[slow.host(), spare.host()], TlsTrust::WebRoots)
+        .timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let e = c.resize_disk("pve1", 120, &grow).await.unwrap_err();
+    assert!(e.may_have_been_applied(), "{e:?}");
+    assert_eq!((slow.count(), spare.count()), (1, 0));
+}
