@@ -592,3 +592,39 @@ mod create_vm_section_tests {
         );
     }
 }
+
+#[cfg(test)]
+mod guide_tests {
+    use super::*;
+
+    /// Every TOML example of GUIDE.md, taken together, is a valid config: the guide cannot drift from
+    /// the keys flxp reads.
+    #[test]
+    fn the_guides_examples_parse() {
+        let guide =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../GUIDE.md"))
+                .unwrap();
+        let mut text = String::new();
+        let mut inside = false;
+        for line in guide.lines() {
+            match (inside, line.trim_start().starts_with("```")) {
+                (false, true) if line.trim() == "```toml" => inside = true,
+                (true, true) => inside = false,
+                (true, false) => {
+                    text.push_str(line);
+                    text.push('\n');
+                }
+                _ => {}
+            }
+        }
+        assert!(
+            text.contains("[zones.eu-central]") && text.contains("[balance]"),
+            "{text}"
+        );
+        let fp = (0..32).map(|_| "AB").collect::<Vec<_>>().join(":");
+        let text = text.replace("AA:BB:…", &fp);
+        if let Err(e) = Config::parse(&text, Path::new("GUIDE.md")) {
+            panic!("{e}\n{text}");
+        }
+    }
+}
