@@ -1,4 +1,5 @@
-//! Disk resize: `PUT /nodes/{node}/qemu/{vmid}/resize` and the size syntax it takes.
+//! QEMU disks: `PUT /nodes/{node}/qemu/{vmid}/resize` with the size syntax it takes, and which
+//! drive a VM boots from (the disk `maxdisk` reports, and the one a storage profile sizes).
 //!
 //! Proxmox's `size` is `\+?\d+(\.\d+)?[KMGT]?`: binary units (K = 1024), no unit meaning bytes, a
 //! leading `+` meaning "grow by" rather than "grow to", fractions cut to whole bytes. Disks only
@@ -7,6 +8,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::OnceLock;
 
 use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize, Serializer};
@@ -140,6 +142,78 @@ pub fn format_size(bytes: u64) -> String {
         .unwrap_or_else(|| bytes.to_string())
 }
 
+/// The drive buses with their number of slots, in the order Proxmox picks a first disk from
+/// (qemu-server `valid_drive_names`: "order is important").
+const BUSES: [(&str, u32); 4] = [("ide", 4), ("scsi", 31), ("virtio", 16), ("sata", 6)];
+
+/// Every bus drive key in Proxmox's order (`ide0` .. `sata5`), built once.
+fn bus_drive_keys() -> &'static [String] {
+    static KEYS: OnceLock<Vec<String>> = OnceLock::new();
+    KEYS.get_or_init(|| {
+        BUSES
+            .iter()
+            .flat_map(|(bus, slots)| (0..*slots).map(move |i| format!("{bus}{i}")))
+            .collect()
+    })
+}
+
+/// Whether `key` names a QEMU drive: `ide0`-`ide3`, `scsi0`-`scsi30`, `virtio0`-`virtio15`,
+/// `sata0`-`sata5`, `efidisk0` or `tpmstate0` (the keys a resize's `disk` may name).
+pub fn is_drive_key(key: &str) -> bool {
+    if matches!(key, "efidisk0" | "tpmstate0") {
+        return true;
+    }
+    let digits = key.trim_start_matches(|c: char| c.is_ascii_lowercase());
+    let bus = &key[..key.len() - digits.len()];
+    // `scsi01` is no drive key: Proxmox's names have no leading zeros.
+    let index = (!digits.starts_with('0') || digits == "0")
+        .then(|| digits.parse::<u32>().ok())
+        .flatten();
+    match (BUSES.iter().find(|(b, _)| *b == bus), index) {
+        (Some((_, slots)), Some(i)) => i < *slots,
+        _ => false,
+    }
+}
+
+/// Whether a drive value is a CD-ROM drive (`media=cdrom`, the cloud-init drive included, or
+/// the bare `cdrom` volume): no disk to boot from or to resize.
+pub fn is_cdrom_drive(value: &str) -> bool {
+    let mut parts = value.split(',');
+    let volume = parts.next().unwrap_or_default();
+    volume == "cdrom" || volume == "file=cdrom" || parts.any(|p| p == "media=cdrom")
+}
+
+/// The config key of the disk a VM boots from, as Proxmox picks it for `maxdisk`: the first
+/// configured non-CD-ROM drive of `boot: order=...`; with a legacy `boot` (`cdn`) the `bootdisk`
+/// key. With neither `boot` nor `bootdisk` (configs older than PVE 6.3, VMs created without
+/// them), the first non-CD-ROM drive in bus order, which is what Proxmox puts first in the boot
+/// order it writes at creation. `get` reads a config value.
+pub fn boot_disk_key<'a>(get: impl Fn(&str) -> Option<&'a str>) -> Option<&'a str> {
+    let is_disk = |key: &str| is_drive_key(key) && get(key).is_some_and(|v| !is_cdrom_drive(v));
+    match (get("boot"), get("bootdisk")) {
+        (None, None) => bus_drive_keys()
+            .iter()
+            .map(String::as_str)
+            .find(|k| is_disk(k)),
+        (Some(boot), bootdisk) => {
+            let mut order = None;
+            let mut legacy = false;
+            for part in boot.split(',') {
+                match part.split_once('=') {
+                    Some(("order", list)) => order = Some(list),
+                    Some(("legacy", _)) | None if !part.is_empty() => legacy = true,
+                    _ => {}
+                }
+            }
+            match order.filter(|_| !legacy) {
+                Some(list) => list.split(';').map(str::trim).find(|k| is_disk(k)),
+                None => bootdisk.filter(|k| is_disk(k)),
+            }
+        }
+        (None, Some(bootdisk)) => Some(bootdisk).filter(|k| is_disk(k)),
+    }
+}
+
 /// Body of `PUT /nodes/{node}/qemu/{vmid}/resize`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResizeParams {
@@ -256,6 +330,74 @@ mod tests {
         );
         assert_eq!(SizeSpec::Grow(32 * GIB).target(32 * GIB), Some(64 * GIB));
         assert_eq!(SizeSpec::Grow(u64::MAX).target(1), None);
+    }
+
+    fn boot(pairs: &[(&'static str, &'static str)]) -> Option<&'static str> {
+        let map: std::collections::BTreeMap<&str, &str> = pairs.iter().copied().collect();
+        boot_disk_key(|k| map.get(k).copied())
+    }
+
+    #[test]
+    fn drive_keys_are_proxmox_drive_names() {
+        for key in [
+            "ide0",
+            "ide3",
+            "scsi0",
+            "scsi30",
+            "virtio15",
+            "sata5",
+            "efidisk0",
+            "tpmstate0",
+        ] {
+            assert!(is_drive_key(key), "{key}");
+        }
+        for key in [
+            "ide4", "scsi31", "virtio16", "sata6", "unused0", "net0", "scsi", "scsi01", "efidisk1",
+            "rootfs",
+        ] {
+            assert!(!is_drive_key(key), "{key}");
+        }
+        assert!(is_cdrom_drive("ceph:vm-9000-cloudinit,media=cdrom"));
+        assert!(is_cdrom_drive("none,media=cdrom"));
+        assert!(is_cdrom_drive("cdrom"));
+        assert!(!is_cdrom_drive("ceph:vm-1-disk-0,size=32G"));
+    }
+
+    #[test]
+    fn the_boot_disk_is_the_first_disk_of_the_boot_order() {
+        let disks = [
+            ("ide2", "ceph:vm-1-cloudinit,media=cdrom"),
+            ("scsi0", "ceph:vm-1-disk-0,size=32G"),
+            ("virtio0", "ceph:vm-1-disk-1,size=8G"),
+        ];
+        let with = |order: &'static str| {
+            let mut pairs = disks.to_vec();
+            pairs.push(("boot", order));
+            boot(&pairs)
+        };
+        assert_eq!(with("order=scsi0;ide2;net0"), Some("scsi0"));
+        // CD-ROMs and unconfigured drives in the order are skipped.
+        assert_eq!(with("order=ide2;scsi1;virtio0;scsi0"), Some("virtio0"));
+        assert_eq!(with("order=net0"), None);
+        assert_eq!(with("order="), None);
+        // Legacy boot strings defer to `bootdisk`.
+        assert_eq!(with("cdn"), None);
+        let mut legacy = disks.to_vec();
+        legacy.extend([("boot", "cdn"), ("bootdisk", "virtio0")]);
+        assert_eq!(boot(&legacy), Some("virtio0"));
+        let mut old = disks.to_vec();
+        old.push(("bootdisk", "scsi0"));
+        assert_eq!(boot(&old), Some("scsi0"));
+        // Neither key: the first disk in Proxmox's bus order (ide, scsi, virtio, sata).
+        assert_eq!(boot(&disks), Some("scsi0"));
+        assert_eq!(
+            boot(&[
+                ("sata0", "local:vm-1-disk-2,size=1G"),
+                ("virtio3", "local:vm-1-disk-3,size=2G")
+            ]),
+            Some("virtio3")
+        );
+        assert_eq!(boot(&[("ide2", "none,media=cdrom")]), None);
     }
 
     #[test]

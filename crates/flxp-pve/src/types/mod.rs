@@ -27,7 +27,9 @@ pub use access::{Permissions, PermissionsQuery, TicketRequest, TicketResponse};
 pub use cluster::{
     ClusterOptions, ClusterStatusEntry, NextId, NextIdQuery, ResourceType, ResourcesQuery,
 };
-pub use disks::{ResizeParams, SizeError, SizeSpec, format_size};
+pub use disks::{
+    ResizeParams, SizeError, SizeSpec, boot_disk_key, format_size, is_cdrom_drive, is_drive_key,
+};
 pub use guests::{
     ConfigUpdate, GuestConfig, GuestKind, GuestListEntry, GuestStatusCurrent, LxcListEntry,
     QemuListEntry,
