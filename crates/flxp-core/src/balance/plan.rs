@@ -101,11 +101,11 @@ pub struct Skipped {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Bounds {
     /// The lowest imbalance any placement could have: 0 for a perfectly even cluster, more when
-    /// guests that stay already exceed the mean.
+    /// guests that stay already exceed the mean (for spread; a CV's floor is given as 0).
     pub imbalance_floor: f64,
     /// Spread that no plan with this many migrations can go below: only that many nodes can shed
-    /// load and that many gain it.
-    pub spread_floor: f64,
+    /// load and that many gain it (`null` for a CV measure).
+    pub spread_floor: Option<f64>,
     /// Fewest migrations any plan needs to bring the fullest node down to where this plan leaves
     /// it (`null` for a CV measure).
     pub peak_migrations: Option<usize>,

@@ -163,7 +163,8 @@ pub(crate) fn finish(
     let trough = after.iter().copied().fold(f64::INFINITY, f64::min);
     let bounds = Bounds {
         imbalance_floor: floor,
-        spread_floor: spread_floor(&balanced_loads(cluster, start, kind), k),
+        spread_floor: (measure == Measure::Spread)
+            .then(|| spread_floor(&balanced_loads(cluster, start, kind), k)),
         peak_migrations: match measure {
             Measure::Spread => moves_for_peak(cluster, rules, start, kind, peak + 1e-9),
             Measure::Cv | Measure::CvRaw => None,

@@ -6,7 +6,9 @@
 
 use std::collections::BTreeSet;
 
-use flxp_core::balance::{BalanceOptions, EvacuateOptions, Plan, Purpose, Trigger, plan, replay};
+use flxp_core::balance::{
+    BalanceOptions, EvacuateOptions, Measure, Plan, Purpose, Trigger, plan, replay,
+};
 use flxp_core::builder::*;
 use flxp_core::constraints::violations;
 use flxp_core::evacuate::evacuate;
@@ -31,6 +33,7 @@ const TAGS: [&str; 9] = [
 struct NodeGen {
     gib: u64,
     notes: &'static str,
+    offline: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -43,7 +46,13 @@ struct GuestGen {
     tags: Vec<usize>,
     stopped: bool,
     locked: bool,
+    container: bool,
+    /// Seconds between its last migration and the snapshot.
+    migrated_ago: Option<i64>,
 }
+
+/// An HA resource-affinity rule between two guests (by index): negative or positive.
+type HaPair = (usize, usize, bool);
 
 fn node_gen() -> impl Strategy<Value = NodeGen> {
     (
@@ -55,8 +64,13 @@ fn node_gen() -> impl Strategy<Value = NodeGen> {
             1 => Just("flxp.maintenance"),
             1 => Just("flxp.prefer-no.batch flxp.label.ssd"),
         ],
+        prop::bool::weighted(0.05),
     )
-        .prop_map(|(gib, notes)| NodeGen { gib, notes })
+        .prop_map(|(gib, notes, offline)| NodeGen {
+            gib,
+            notes,
+            offline,
+        })
 }
 
 fn guest_gen(nodes: usize) -> impl Strategy<Value = GuestGen> {
@@ -72,41 +86,95 @@ fn guest_gen(nodes: usize) -> impl Strategy<Value = GuestGen> {
         ),
         prop::bool::weighted(0.1),
         prop::bool::weighted(0.05),
+        prop::bool::weighted(0.1),
+        prop_oneof![6 => Just(None), 1 => (0i64..4000).prop_map(Some)],
     )
         .prop_map(
-            |(node, used_gib, extra_gib, cores, load, tags, stopped, locked)| GuestGen {
+            |(
                 node,
                 used_gib,
                 extra_gib,
                 cores,
                 load,
-                tags: tags.into_iter().flatten().collect(),
+                tags,
                 stopped,
                 locked,
+                container,
+                migrated_ago,
+            )| {
+                GuestGen {
+                    node,
+                    used_gib,
+                    extra_gib,
+                    cores,
+                    load,
+                    tags: tags.into_iter().flatten().collect(),
+                    stopped,
+                    locked,
+                    container,
+                    migrated_ago,
+                }
             },
         )
 }
 
-fn cluster_gen() -> impl Strategy<Value = (Vec<NodeGen>, Vec<GuestGen>)> {
+type Gen = (Vec<NodeGen>, Vec<GuestGen>, Vec<HaPair>, bool);
+
+fn cluster_gen() -> impl Strategy<Value = Gen> {
     prop::collection::vec(node_gen(), 2..=6).prop_flat_map(|nodes| {
         let n = nodes.len();
-        (Just(nodes), prop::collection::vec(guest_gen(n), 0..=28))
+        (
+            Just(nodes),
+            prop::collection::vec(guest_gen(n), 0..=28),
+            prop::collection::vec((0usize..28, 0usize..28, any::<bool>()), 0..=2),
+            prop::bool::weighted(0.2),
+        )
     })
 }
 
-fn build((nodes, guests): &(Vec<NodeGen>, Vec<GuestGen>)) -> ClusterBuilder {
+fn build((nodes, guests, ha, auto): &Gen) -> ClusterBuilder {
     let mut b = ClusterBuilder::new().time(100_000);
     for (i, n) in nodes.iter().enumerate() {
-        b = b.node(
-            node(&format!("n{i}"))
-                .memory(n.gib * GIB)
-                .cpus(16.0)
-                .notes(n.notes),
-        );
+        let mut spec = node(&format!("n{i}"))
+            .memory(n.gib * GIB)
+            .cpus(16.0)
+            .notes(n.notes);
+        if n.offline {
+            spec = spec.offline();
+        }
+        b = b.node(spec);
+    }
+    let sid = |i: usize| {
+        let kind = if guests[i].container { "ct" } else { "vm" };
+        format!("{kind}:{}", 100 + i)
+    };
+    for (k, &(x, y, negative)) in ha.iter().enumerate() {
+        if x < guests.len() && y < guests.len() && x != y {
+            let affinity = if negative { "negative" } else { "positive" };
+            b = b.ha_resource_affinity(
+                &format!("r{k}"),
+                &format!("{},{}", sid(x), sid(y)),
+                affinity,
+            );
+        }
+    }
+    if *auto {
+        b = b.option("crs", serde_json::json!("ha=static,ha-auto-rebalance=1"));
     }
     for (i, g) in guests.iter().enumerate() {
         let tags: Vec<&str> = g.tags.iter().map(|&t| TAGS[t]).collect();
-        let mut spec = vm(100 + i as u32, &format!("n{}", g.node))
+        let make = if g.container { ct } else { vm };
+        if let Some(ago) = g.migrated_ago {
+            b = b.task(flxp_core::snapshot::Task {
+                kind: Some(if g.container { "vzmigrate" } else { "qmigrate" }.into()),
+                id: Some((100 + i).to_string()),
+                starttime: Some(100_000 - ago - 60),
+                endtime: Some(100_000 - ago),
+                status: Some("OK".into()),
+                ..flxp_core::snapshot::Task::default()
+            });
+        }
+        let mut spec = make(100 + i as u32, &format!("n{}", g.node))
             .mem(g.used_gib * GIB, (g.used_gib + g.extra_gib) * GIB)
             .cores(f64::from(g.cores), g.load)
             .tagged(&tags.join(";"));
@@ -206,6 +274,13 @@ fn options(budget: usize, threshold: f64) -> BalanceOptions {
     }
 }
 
+fn measure_gen() -> impl Strategy<Value = (Measure, bool)> {
+    (
+        prop_oneof![3 => Just(Measure::Spread), 1 => Just(Measure::Cv)],
+        any::<bool>(),
+    )
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
@@ -214,11 +289,14 @@ proptest! {
         g in cluster_gen(),
         budget in 0usize..12,
         threshold in prop_oneof![Just(0.0), Just(5.0), Just(10.0)],
+        (measure, restart) in measure_gen(),
     ) {
         let c = build(&g).build();
         let rules = Rules::compile(&c);
         let start = State::new(&c);
-        let o = options(budget, threshold);
+        let mut o = options(budget, if measure == Measure::Spread { threshold } else { threshold / 100.0 });
+        o.measure = measure;
+        o.restart_containers = restart;
         let p = plan(&c, &rules, &start, &placer(), &o).unwrap();
         prop_assert!(p.migrations.len() <= budget, "{} > {budget}", p.migrations.len());
         let end = assert_every_step_safe(&c, &rules, &start, &p);
@@ -254,7 +332,9 @@ proptest! {
             prop_assert!(p.imbalance_after <= p.imbalance_before + 1e-9);
         }
         // The lower bounds hold for this plan too.
-        prop_assert!(p.imbalance_after >= p.bounds.spread_floor - 1e-9, "{} < {}", p.imbalance_after, p.bounds.spread_floor);
+        if let Some(floor) = p.bounds.spread_floor {
+            prop_assert!(p.imbalance_after >= floor - 1e-9, "{} < {floor}", p.imbalance_after);
+        }
         prop_assert!(p.imbalance_after >= p.bounds.imbalance_floor - 1e-9);
         for k in [p.bounds.peak_migrations, p.bounds.trough_migrations].into_iter().flatten() {
             prop_assert!(p.migrations.len() >= k, "{} migrations < floor {k}", p.migrations.len());
