@@ -1,15 +1,15 @@
 //! The qemu and lxc endpoints of a node: lists, config read and write, status and power, rrddata,
-//! migration, clone, create and delete. One handler set serves both kinds where Proxmox's
+//! migration, clone, create, disk resize and delete. One handler set serves both kinds where Proxmox's
 //! behaviour is shared.
 
 use std::collections::BTreeMap;
 
 use axum::Router;
 use axum::extract::State;
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use flxp_pve::types::{
     CloneParams, CreateParams, DeleteParams, GuestConfig, GuestStatusCurrent, LxcMigrateParams,
-    QemuMigrateParams,
+    QemuMigrateParams, ResizeParams,
 };
 use serde_json::{Value, json};
 
@@ -18,7 +18,8 @@ use crate::http::{Call, Data, Reply};
 use crate::schema::{ApiSchema, scalar_text};
 use crate::tags::split_list;
 use crate::world::{
-    CloneRequest, ConfigChange, GUEST_FIELDS, GuestKind, MigrateRequest, PowerOp, Timeframe,
+    CloneRequest, ConfigChange, GUEST_FIELDS, GuestKind, MigrateRequest, PowerOp, ResizeRequest,
+    Timeframe,
 };
 use crate::{ApiError, Sim};
 
@@ -109,6 +110,7 @@ pub(super) fn routes(r: Router<Sim>) -> Router<Sim> {
         get(kind!(precondition, Lxc)).post(kind!(migrate, Lxc)),
     )
     .route(&p("/nodes/{node}/qemu/{vmid}/clone"), post(clone))
+    .route(&p("/nodes/{node}/qemu/{vmid}/resize"), put(resize))
     .route(
         &p("/nodes/{node}/qemu/{vmid}/status"),
         get(kind!(status_index, Qemu)),
@@ -372,6 +374,24 @@ async fn clone(State(sim): State<Sim>, call: Call) -> Reply {
         user: call.user(),
     };
     let upid = sim.world().clone_guest(req)?;
+    Data::of(&upid)
+}
+
+/// `PUT /nodes/{node}/qemu/{vmid}/resize`: a `resize` UPID, or null on releases before PVE 8.
+async fn resize(State(sim): State<Sim>, call: Call) -> Reply {
+    let p: ResizeParams = call.typed()?;
+    let req = ResizeRequest {
+        node: call.params.node()?,
+        vmid: call.params.vmid()?,
+        disk: p.disk,
+        size: p.size,
+        digest: p.digest,
+        skiplock: p.skiplock.unwrap_or(false),
+        user: call.user(),
+    };
+    let mut w = sim.world();
+    let upid = w.resize_disk(req)?;
+    w.record();
     Data::of(&upid)
 }
 

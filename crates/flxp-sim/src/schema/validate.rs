@@ -503,6 +503,16 @@ fn pattern_matches(pattern: &str, text: &str) -> bool {
                 && b.iter()
                     .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'-' | b'_'))
         }
+        // Disk sizes of `PUT .../resize`: an optional `+`, digits, a fraction, a binary unit.
+        "\\+?\\d+(\\.\\d+)?[KMGT]?" => {
+            let rest = text.strip_prefix('+').unwrap_or(text);
+            let number = rest.strip_suffix(['K', 'M', 'G', 'T']).unwrap_or(rest);
+            let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+            match number.split_once('.') {
+                Some((whole, fraction)) => digits(whole) && digits(fraction),
+                None => digits(number),
+            }
+        }
         _ => true,
     }
 }
@@ -592,6 +602,23 @@ mod tests {
         );
         assert_eq!(e.len(), 4, "{e:?}");
         assert!(check(schema, json!([{"vmid": "100"}]), Mode::Perl).is_empty());
+    }
+
+    #[test]
+    fn resize_sizes_match_the_anchored_pattern() {
+        let s = json!({"type": "string", "pattern": "\\+?\\d+(\\.\\d+)?[KMGT]?"});
+        for ok in ["64G", "+32G", "1.5T", "1000", "+0", "0.25K"] {
+            assert!(check(s.clone(), json!(ok), Mode::Perl).is_empty(), "{ok}");
+        }
+        for bad in [
+            "64g", "64GB", "-1G", "", "+", "G", "1.G", ".5G", "1 G", "x64G", "64G+",
+        ] {
+            let e = check(s.clone(), json!(bad), Mode::Perl);
+            assert_eq!(
+                e["_root"], "value does not match the regex pattern",
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -392,22 +392,14 @@ impl Guest {
             .collect()
     }
 
-    /// The boot disk size (`rootfs`, or the first disk that is no CD-ROM, cloud-init, EFI or
-    /// TPM volume), bytes. Scans the config without allocating: views call it per guest.
+    /// The boot disk size, bytes: `rootfs` of a container; for a VM the disk Proxmox boots from
+    /// (first disk of `boot: order=`, legacy `bootdisk`, see [`flxp_pve::types::boot_disk_key`]).
+    /// 0 when there is none. Scans the config without allocating: views call it per guest.
     pub fn maxdisk(&self) -> u64 {
+        let get = |k: &str| self.config.values.get(k).map(String::as_str);
         let boot = match self.kind {
-            GuestKind::Lxc => self.config.values.get("rootfs").map(String::as_str),
-            GuestKind::Qemu => self
-                .config
-                .values
-                .iter()
-                .filter(|(k, _)| {
-                    is_disk_key(self.kind, k)
-                        && !k.starts_with("unused")
-                        && !matches!(k.as_str(), "efidisk0" | "tpmstate0")
-                })
-                .map(|(_, v)| v.as_str())
-                .find(|v| !v.contains("media=cdrom") && !v.contains("cloudinit")),
+            GuestKind::Lxc => get("rootfs"),
+            GuestKind::Qemu => flxp_pve::types::boot_disk_key(get).and_then(get),
         };
         boot.map(disk_size).unwrap_or(0)
     }

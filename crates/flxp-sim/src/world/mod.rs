@@ -18,6 +18,7 @@ mod ha_views;
 mod lifecycle;
 mod migrate;
 mod node;
+mod resize;
 mod rrd;
 mod stats;
 mod views;
@@ -36,6 +37,7 @@ pub use ha::{HaRequest, HaResourceConf, HaState, ServiceStatus};
 pub use lifecycle::{ConfigChange, PowerOp};
 pub use migrate::MigrateRequest;
 pub use node::{Node, Pool, Storage};
+pub use resize::ResizeRequest;
 pub use rrd::{GUEST_FIELDS, History, NODE_FIELDS, Timeframe};
 pub use stats::{GuestStats, NodeStats};
 
@@ -104,6 +106,13 @@ pub(crate) enum Action {
     PowerEnd { task: usize, vmid: u32, op: PowerOp },
     /// A destroy task ends: the guest is gone.
     DestroyEnd { task: usize, vmid: u32 },
+    /// A resize task ends: the drive's `size=` is written.
+    ResizeEnd {
+        task: usize,
+        vmid: u32,
+        disk: String,
+        bytes: u64,
+    },
     /// The HA manager acts on a service's request.
     HaAct { sid: String },
     /// The HA manager fences a dead node and recovers its services.
@@ -119,7 +128,8 @@ impl Action {
             | Action::CloneEnd { task, .. }
             | Action::CreateEnd { task, .. }
             | Action::PowerEnd { task, .. }
-            | Action::DestroyEnd { task, .. } => Some(*task),
+            | Action::DestroyEnd { task, .. }
+            | Action::ResizeEnd { task, .. } => Some(*task),
             Action::HaAct { .. } | Action::HaFence { .. } => None,
         }
     }
@@ -238,6 +248,12 @@ impl World {
             Action::CreateEnd { task, vmid, start } => self.on_create_end(task, vmid, start),
             Action::PowerEnd { task, vmid, op } => self.on_power_end(task, vmid, op),
             Action::DestroyEnd { task, vmid } => self.on_destroy_end(task, vmid),
+            Action::ResizeEnd {
+                task,
+                vmid,
+                disk,
+                bytes,
+            } => self.on_resize_end(task, vmid, &disk, bytes),
             Action::HaAct { sid } => self.on_ha_act(&sid),
             Action::HaFence { node } => self.on_ha_fence(&node),
         }

@@ -9,8 +9,8 @@ use flxp_pve::types::form::to_form;
 use flxp_pve::types::{
     CloneParams, ConfigUpdate, CreateParams, DeleteParams, HaMigrateParams, LxcMigrateParams,
     MigratePreconditionQuery, NextIdQuery, NodeConfigUpdate, PermissionsQuery, QemuMigrateParams,
-    ResourceType, ResourcesQuery, RrdCf, RrdQuery, RrdTimeframe, ShutdownParams, StartParams,
-    StopParams, StorageQuery, TaskLogQuery, TicketRequest,
+    ResizeParams, ResourceType, ResourcesQuery, RrdCf, RrdQuery, RrdTimeframe, ShutdownParams,
+    SizeSpec, StartParams, StopParams, StorageQuery, TaskLogQuery, TicketRequest,
 };
 use flxp_sim::http::params::collect;
 use flxp_sim::schema::{ApiSchema, Mode};
@@ -212,6 +212,11 @@ async fn every_schema_endpoint_is_served_and_answers_validate() {
             "PUT /nodes/{node}/lxc/{vmid}/config",
             "/nodes/pve2/lxc/104/config",
             &[("tags", "c")],
+        ),
+        c(
+            "PUT /nodes/{node}/qemu/{vmid}/resize",
+            "/nodes/pve2/qemu/102/resize",
+            &[("disk", "scsi0"), ("size", "+1G")],
         ),
         c(
             "POST /nodes/{node}/qemu/{vmid}/status/start",
@@ -613,6 +618,26 @@ fn requests_built_with_the_client_types_validate_against_the_schema() {
     assert_params(
         "PUT /nodes/{node}/qemu/{vmid}/config",
         decoded(&update, &guest),
+    );
+    assert_params(
+        "PUT /nodes/{node}/qemu/{vmid}/resize",
+        decoded(
+            &ResizeParams::to_size("scsi0", 64 << 30)
+                .with_digest("0123456789abcdef0123456789abcdef01234567"),
+            &guest,
+        ),
+    );
+    assert_params(
+        "PUT /nodes/{node}/qemu/{vmid}/resize",
+        decoded(
+            &ResizeParams {
+                disk: "virtio15".into(),
+                size: SizeSpec::Grow((1 << 30) + 1),
+                digest: None,
+                skiplock: Some(true),
+            },
+            &guest,
+        ),
     );
     assert_params(
         "PUT /nodes/{node}/lxc/{vmid}/config",

@@ -15,6 +15,7 @@ mod ha;
 mod invariant;
 mod migrate;
 mod nextid;
+mod resize;
 mod rrd;
 mod scenario;
 mod schema_check;
