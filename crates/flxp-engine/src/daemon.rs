@@ -42,6 +42,8 @@ pub struct Zone {
     pub api: Arc<dyn PveApi>,
     /// Node notes and maintenance set in the config.
     pub overrides: Overrides,
+    /// VM creations in flight in this process (`flxp serve`), counted before every decision.
+    pub reservations: Option<Arc<crate::Reservations>>,
 }
 
 impl std::fmt::Debug for Zone {
@@ -355,6 +357,7 @@ impl Daemon {
             Arc::clone(&self.inner.parts.placer),
         )
         .with_overrides(z.zone.overrides.clone())
+        .with_reservations(z.zone.reservations.clone())
         .with_options(o.execute.clone())
         .with_progress(Arc::clone(&self.inner.parts.progress))
         .with_clock(Arc::clone(&self.inner.parts.clock))

@@ -90,6 +90,8 @@ pub struct Executor {
     pub(crate) progress: Arc<dyn Progress>,
     clock: Clock,
     pub(crate) stop: Stop,
+    /// VM creations in flight in this process, counted on their nodes before every decision.
+    reservations: Option<Arc<crate::Reservations>>,
 }
 
 impl std::fmt::Debug for Executor {
@@ -124,7 +126,15 @@ impl Executor {
             progress: Arc::new(NoProgress),
             clock: system_clock(),
             stop: Stop::never(),
+            reservations: None,
         }
+    }
+
+    /// VM creations in flight in this process: every plan and step check counts them on their
+    /// nodes, so a migration never takes the room a creation has just reserved.
+    pub fn with_reservations(mut self, reservations: Option<Arc<crate::Reservations>>) -> Self {
+        self.reservations = reservations;
+        self
     }
 
     /// The zone's node overrides (notes, maintenance) from the config.
@@ -185,7 +195,10 @@ impl Executor {
         let mut locked = snapshot.clone();
         planning::hold_pending_ha(&mut locked, (self.clock)());
         planning::hold_guests(&mut locked, held);
-        let model = Model::build(&locked, &self.overrides)?;
+        let mut model = Model::build(&locked, &self.overrides)?;
+        if let Some(r) = &self.reservations {
+            r.apply(&model.cluster, &mut model.state);
+        }
         Ok((snapshot, model))
     }
 

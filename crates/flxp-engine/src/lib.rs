@@ -29,7 +29,7 @@ pub use collect::{CollectError, collect_snapshot};
 pub mod create_vm;
 pub use create_vm::{CreateError, CreatedVm, Creator, VmRequest};
 pub mod reserve;
-pub use reserve::{ClusterModel, Reservations, Ticket};
+pub use reserve::{ClusterModel, Hold, Reservations, Ticket};
 pub mod error;
 pub use error::{Error, Result};
 pub mod limits;
@@ -48,6 +48,6 @@ pub mod migrate;
 pub use execute::{Clock, ExecuteOptions, Executor, system_clock};
 pub mod daemon;
 pub use daemon::{Daemon, DaemonOptions, RoundReport, Zone};
+mod round;
 #[cfg(test)]
 mod testapi;
-mod round;

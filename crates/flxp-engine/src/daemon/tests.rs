@@ -25,6 +25,7 @@ fn daemon(api: FakeApi, options: DaemonOptions) -> (Daemon, Seen) {
         name: "lab".into(),
         api: Arc::new(api),
         overrides: Overrides::default(),
+        reservations: None,
     };
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = Arc::clone(&seen);

@@ -38,6 +38,7 @@ fn daemon(z: &support::Zone, overrides: Overrides, options: DaemonOptions) -> Da
             name: "lab".into(),
             api: Arc::clone(&z.api),
             overrides,
+            reservations: None,
         }],
         placer(),
         options,

@@ -304,3 +304,46 @@ async fn a_target_gone_offline_through_the_control_endpoint_is_planned_around() 
     assert!(spread(&z.model()) < plan.imbalance_before - 20.0);
     z.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_never_targets_room_that_a_vm_creation_has_reserved() {
+    let z = zone(UNBALANCED, 500.0, |_| {}).await;
+    let free = z
+        .executor(Limits::default())
+        .plan(&balance())
+        .await
+        .unwrap();
+    let target = free
+        .migrations
+        .first()
+        .expect("the unbalanced scenario needs moves")
+        .to
+        .clone();
+    // A creation in flight holds every byte of that node: no plan may move a guest there now.
+    let model = z.model();
+    let node = model.cluster.node(model.cluster.node_idx(&target).unwrap());
+    let book = flxp_engine::Reservations::new(Duration::from_secs(60));
+    let hold = flxp_engine::Hold {
+        node: target.clone(),
+        memory: node.maxmem,
+        cores: 1.0,
+    };
+    let ((), ticket) = book
+        .decide(&model.cluster, &model.state, |_| {
+            Ok::<_, ()>(((), Some(hold)))
+        })
+        .unwrap();
+    let held = z
+        .executor(Limits::default())
+        .with_reservations(Some(Arc::clone(&book)))
+        .plan(&balance())
+        .await
+        .unwrap();
+    assert!(
+        held.migrations.iter().all(|m| m.to != target),
+        "{:#?}",
+        held.migrations
+    );
+    drop(ticket);
+    z.shutdown().await;
+}

@@ -60,6 +60,8 @@ pub fn zones(config: &Config) -> Result<Vec<Zone>> {
                 overrides: config.overrides(&name),
                 api: Arc::new(client),
                 name,
+                // `flxp daemon` creates no VMs: nothing to reserve.
+                reservations: None,
             })
         })
         .collect()

@@ -318,6 +318,7 @@ fn daemon(
             name: z.name.clone(),
             api: Arc::clone(&z.api),
             overrides: z.overrides.clone(),
+            reservations: Some(Arc::clone(z.creator.reservations())),
         })
         .collect();
     let options = DaemonOptions {

@@ -141,6 +141,7 @@ async fn run(s: &AppState, zone: &str, goal: Goal) -> Result<RunResult, ApiError
     let z = s.zone(zone)?;
     let executor = Executor::new(zone, Arc::clone(&z.api), Arc::clone(&s.placer))
         .with_overrides(z.overrides.clone())
+        .with_reservations(Some(Arc::clone(z.creator.reservations())))
         .with_options(s.execute.clone())
         .with_stop(s.stop.clone());
     let metrics = Arc::clone(&s.metrics);
