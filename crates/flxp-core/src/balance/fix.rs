@@ -39,7 +39,7 @@ pub(crate) struct Scope {
 pub(crate) fn fix_all(sim: &mut Sim, scope: &Scope) -> Result<()> {
     // With a scope, only units with a member on its nodes can have a problem there; nothing moves
     // onto those nodes (they are in maintenance), so finding them once is enough.
-    let scoped: Option<Vec<UnitId>> = scope.only_nodes.as_ref().map(|nodes| {
+    let mut scoped: Option<Vec<UnitId>> = scope.only_nodes.as_ref().map(|nodes| {
         let mut v: Vec<UnitId> = sim
             .cluster
             .guest_indexes()
@@ -52,6 +52,14 @@ pub(crate) fn fix_all(sim: &mut Sim, scope: &Scope) -> Result<()> {
     });
     // Unit → migrations planned when its fix last failed; it is retried only after progress.
     let mut failed: BTreeMap<UnitId, (usize, u32, String)> = BTreeMap::new();
+    // Fixes never break a rule (every target passes the filters), so only units with a problem
+    // now can have one later: after one full pass, only they are looked at again.
+    if scoped.is_none() {
+        let mut v: Vec<UnitId> = detect(sim, scope, None).iter().map(|p| p.unit).collect();
+        v.sort_unstable();
+        v.dedup();
+        scoped = Some(v);
+    }
     loop {
         let problems = detect(sim, scope, scoped.as_deref());
         let next = problems.into_iter().find(|p| match failed.get(&p.unit) {

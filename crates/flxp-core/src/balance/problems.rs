@@ -156,7 +156,7 @@ pub(super) fn detect(sim: &mut Sim, scope: &Scope, scoped: Option<&[UnitId]>) ->
         }
     }
 
-    let mut anti: Vec<&crate::constraints::Group> = match &scope.only_nodes {
+    let mut anti: Vec<&crate::constraints::Group> = match scoped {
         Some(_) => {
             let mut ids: Vec<crate::constraints::GroupId> = units
                 .iter()
