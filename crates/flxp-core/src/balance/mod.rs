@@ -1,11 +1,19 @@
 //! Rebalancing: how balanced a cluster is, when to act, and the plan of live migrations.
 //!
-//! - [`measure`]: per-node loads, spread and Proxmox's CV.
-//! - [`trigger`]: threshold, hold count, margin, minimum gain, pressure gate.
-//! - [`plan()`]: rule fixes first, then a greedy multi-move search (bundles, swaps) that keeps every
-//!   intermediate state safe; or Proxmox's single-move methods ([`Method`]).
+//! - [`measure`]: per-node loads, spread (pp) and Proxmox's CV (raw and normalised).
+//! - [`trigger`]: threshold, hold count, margin, minimum gain, optional pressure gate.
+//! - [`plan()`]: broken hard rules first (pins, selectors, strict HA node affinity, anti-affinity,
+//!   split affinity groups, nodes in maintenance), then a greedy multi-move search over single
+//!   guests, affinity bundles and swaps; or Proxmox's single-move methods ([`Method`]).
 //! - [`check_step`] / [`replay`]: re-checking a planned migration against a fresh cluster.
 //! - [`bounds`]: what no plan with as many migrations could beat.
+//!
+//! The search minimises Σ(load − mean)² over the balanced nodes and reports the chosen measure:
+//! spread is flat for most single moves, so a search on it stalls where ProxLB does, while every
+//! move from a fuller to an emptier node that does not overshoot lowers the sum of squares (see
+//! `objective.rs`). A step may never raise the reported measure, and a plan ends on a step that
+//! lowered it. Every step is checked with the placement filters on the state the earlier steps
+//! leave, so no intermediate state overcommits a node or breaks a hard rule.
 //!
 //! Evacuation of nodes in maintenance lives in [`crate::evacuate`] and shares the machinery.
 
