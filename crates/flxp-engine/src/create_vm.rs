@@ -1,7 +1,9 @@
-//! Creating a VM for real: place it, clone its image's template to the chosen node, shape it
-//! (cores, memory, cloud-init, interfaces, tags, backup flag), start it, and follow every task to
-//! its end. If any step after the clone fails, the half-made VM is stopped and deleted (purged),
-//! and the error says which step failed and why.
+//! Creating a VM for real: place it, clone its image's template to the chosen node, grow its boot
+//! disk to the storage profile's size, shape it (cores, memory, cloud-init, interfaces, tags,
+//! backup flag), start it, and follow every task to its end. A profile smaller than the
+//! template's boot disk is refused before anything is cloned (disks cannot shrink). If any step
+//! after the clone fails, the half-made VM is stopped and deleted (purged), and the error says
+//! which step failed and why.
 //!
 //! The placement decision runs under the zone's lock with the resources of creations in flight
 //! reserved ([`crate::reserve`]); the slow Proxmox calls run outside it. VMIDs come from
@@ -20,13 +22,15 @@ use std::sync::Arc;
 
 use flxp_core::placement::{Placement, PlacementRequest, Placer};
 use flxp_core::units::fmt_bytes;
-use flxp_pve::types::{CloneParams, DeleteParams, GuestKind, StartParams, StopParams, Upid};
+use flxp_pve::types::{
+    CloneParams, DeleteParams, GuestKind, ResizeParams, StartParams, StopParams, Upid,
+};
 use flxp_pve::{PveApi, TaskWait};
 use tracing::{info, warn};
 
 pub use config::{
     ClonePlan, DiskInfo, DiskSize, boot_disk, customize, disk_size, disks, is_disk_key, parse_disk,
-    parse_size, plan_clone, with_size,
+    parse_size, plan_clone,
 };
 pub use input::{ImageSource, MAX_INTERFACES, Nic, VmRequest, check_dns_name, check_ssh_key};
 
@@ -41,6 +45,8 @@ pub enum Step {
     NextId,
     /// Cloning the template.
     Clone,
+    /// Growing the boot disk to the storage profile's size.
+    Resize,
     /// Setting cores, memory, cloud-init, interfaces, tags and the backup flag.
     Configure,
     /// Starting the VM.
@@ -53,6 +59,7 @@ impl fmt::Display for Step {
             Self::Template => "reading the template",
             Self::NextId => "taking a VMID",
             Self::Clone => "cloning the template",
+            Self::Resize => "growing the boot disk",
             Self::Configure => "configuring the VM",
             Self::Start => "starting the VM",
         })
@@ -150,7 +157,7 @@ pub struct CreatedVm {
 /// Knobs of the creation steps.
 #[derive(Debug, Clone)]
 pub struct CreateOptions {
-    /// How to follow clone, start, stop and delete tasks.
+    /// How to follow clone, resize, start, stop and delete tasks.
     pub wait: TaskWait,
     /// Always full-clone, never linked.
     pub full_clone: bool,
@@ -371,27 +378,34 @@ impl Creator {
             image: req.image.id.clone(),
             message: m,
         })?;
-        let current = source.boot.as_ref().and_then(|d| d.size).unwrap_or(0);
-        match disk_size(current, req.disk_bytes) {
-            Ok(DiskSize::Keep) => {}
-            Ok(DiskSize::Grow(by)) => {
-                // Growing needs `PUT /nodes/{node}/qemu/{vmid}/resize`, which the Proxmox client
-                // does not offer yet; refusing before the clone leaves nothing behind.
-                return Err(CreateError::Unsupported(format!(
-                    "the storage profile asks for a {} boot disk but image {:?}'s template has {}; growing it by {} needs the disk resize call, which this flxp build does not have yet: use a storage profile of the template's size",
-                    fmt_bytes(req.disk_bytes),
-                    req.image.id,
-                    fmt_bytes(current),
-                    fmt_bytes(by)
-                )));
-            }
-            Err(m) => {
-                return Err(CreateError::Invalid {
-                    field: "storageProfile".into(),
-                    message: m,
+        // Disks only grow: a profile below the template's boot disk is refused before cloning.
+        let grow = match &source.boot {
+            None => {
+                return Err(CreateError::UnknownImage {
+                    image: req.image.id.clone(),
+                    message: format!(
+                        "template {} has no boot disk to give the storage profile's {}",
+                        source.vmid,
+                        fmt_bytes(req.disk_bytes)
+                    ),
                 });
             }
-        }
+            // Proxmox always writes `size=`; without it, the resize itself refuses a shrink.
+            Some(DiskInfo { size: None, .. }) => true,
+            Some(DiskInfo {
+                size: Some(current),
+                ..
+            }) => match disk_size(*current, req.disk_bytes) {
+                Ok(DiskSize::Keep) => false,
+                Ok(DiskSize::Grow(_)) => true,
+                Err(m) => {
+                    return Err(CreateError::Invalid {
+                        field: "storageProfile".into(),
+                        message: m,
+                    });
+                }
+            },
+        };
 
         let (vmid, clone_upid) = self.clone_with_fresh_id(&plan, req, &node).await?;
         ticket.set_vmid(vmid);
@@ -400,6 +414,12 @@ impl Creator {
         if let Err(e) = self.api.wait_task(&clone_upid, &self.options.wait).await {
             let cleanup = self.remove(&node, vmid, false).await;
             return Err(step_err(Step::Clone, Some(vmid), Some(&node), e, cleanup));
+        }
+        if grow {
+            if let Err(e) = self.grow_boot_disk(&node, vmid, req.disk_bytes).await {
+                let cleanup = self.remove(&node, vmid, false).await;
+                return Err(step_err(Step::Resize, Some(vmid), Some(&node), e, cleanup));
+            }
         }
         if let Err(e) = self.configure(&node, vmid, req).await {
             let cleanup = self.remove(&node, vmid, false).await;
@@ -486,6 +506,33 @@ impl Creator {
             Some(e) => step_err(Step::NextId, None, Some(node), e, Cleanup::NotNeeded),
             None => CreateError::Unsupported("no VMID attempt was made".into()),
         })
+    }
+
+    /// Grows the clone's boot disk to `bytes` and follows the resize to its end.
+    ///
+    /// The size is read from the clone, not the template: a full clone onto another storage may
+    /// come out a little larger, and asking for less would be a shrink Proxmox refuses. The size
+    /// is absolute and the call carries the digest just read, so it grows exactly that disk.
+    async fn grow_boot_disk(&self, node: &str, vmid: u32, bytes: u64) -> flxp_pve::Result<()> {
+        let cloned = self.api.guest_config(node, GuestKind::Qemu, vmid).await?;
+        let Some(boot) = boot_disk(&cloned) else {
+            return Err(flxp_pve::Error::BadResponse {
+                endpoint: format!("/nodes/{node}/qemu/{vmid}/config"),
+                message: "the clone has no boot disk, although its template had one".into(),
+            });
+        };
+        if boot.size.is_some_and(|current| current >= bytes) {
+            tracing::debug!(vmid, disk = %boot.key, "the clone's boot disk already has the size");
+            return Ok(());
+        }
+        let mut params = ResizeParams::to_size(boot.key.clone(), bytes);
+        params.digest = cloned.digest;
+        // PVE 8 and later answer a task; earlier releases resized before answering.
+        if let Some(upid) = self.api.resize_disk(node, vmid, &params).await? {
+            self.api.wait_task(&upid, &self.options.wait).await?;
+        }
+        info!(vmid, disk = %boot.key, size = %fmt_bytes(bytes), "boot disk grown");
+        Ok(())
     }
 
     /// Reads the clone's config and writes the requested shape onto it (digest-guarded).

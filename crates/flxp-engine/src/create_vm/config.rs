@@ -2,10 +2,10 @@
 //! node, and the config update that turns the clone into the requested VM (cores, memory,
 //! cloud-init, interfaces, tags, backup flag). No I/O: these are tested without any API.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use flxp_pve::types::form::encode_sshkeys;
-use flxp_pve::types::{ConfigUpdate, GuestConfig};
+use flxp_pve::types::{ConfigUpdate, GuestConfig, boot_disk_key};
 
 use super::input::VmRequest;
 
@@ -93,40 +93,17 @@ pub fn disks(config: &GuestConfig) -> Vec<DiskInfo> {
         .collect()
 }
 
-/// The boot disk: the first disk of `boot: order=...` that is not a CD-ROM, else the first
-/// non-CD-ROM disk by bus preference (scsi, virtio, sata, ide).
+/// The boot disk, as Proxmox picks it for `maxdisk`: the first configured non-CD-ROM drive of
+/// `boot: order=...`, the legacy `bootdisk`, or with neither the first disk in bus order
+/// ([`flxp_pve::types::boot_disk_key`]). It is the disk a storage profile sizes.
 pub fn boot_disk(config: &GuestConfig) -> Option<DiskInfo> {
-    let all = disks(config);
-    let usable =
-        |d: &&DiskInfo| !d.cdrom && !d.key.starts_with("efidisk") && !d.key.starts_with("tpmstate");
-    if let Some(order) = config.get("boot").and_then(|b| {
-        b.split(',')
-            .find_map(|p| p.strip_prefix("order=").map(str::to_owned))
-    }) {
-        for dev in order.split(';') {
-            if let Some(d) = all.iter().filter(usable).find(|d| d.key == dev) {
-                return Some(d.clone());
-            }
-        }
-    }
-    if let Some(d) = config
-        .get("bootdisk")
-        .and_then(|k| all.iter().filter(usable).find(|d| d.key == k))
-    {
-        return Some(d.clone());
-    }
-    ["scsi", "virtio", "sata", "ide"].iter().find_map(|bus| {
-        all.iter()
-            .filter(usable)
-            .filter(|d| d.key.starts_with(bus))
-            .min_by_key(|d| {
-                d.key
-                    .trim_start_matches(bus)
-                    .parse::<u32>()
-                    .unwrap_or(u32::MAX)
-            })
-            .cloned()
-    })
+    let values: BTreeMap<String, String> = config
+        .values
+        .keys()
+        .filter_map(|k| config.get(k).map(|v| (k.clone(), v)))
+        .collect();
+    let key = boot_disk_key(|k| values.get(k).map(String::as_str))?;
+    values.get(key).map(|v| parse_disk(key, v))
 }
 
 /// How to clone a template to the chosen node.
@@ -305,23 +282,6 @@ fn with_backup(value: &str, backup: bool) -> String {
     parts.join(",")
 }
 
-/// A disk value with `size=` set to `bytes` (what Proxmox writes after a resize), in whole GiB
-/// when it divides, else MiB.
-pub fn with_size(value: &str, bytes: u64) -> String {
-    let size = if bytes % (1 << 30) == 0 {
-        format!("{}G", bytes >> 30)
-    } else {
-        format!("{}M", bytes.div_ceil(MIB))
-    };
-    let mut parts: Vec<String> = value
-        .split(',')
-        .filter(|p| !p.starts_with("size="))
-        .map(str::to_owned)
-        .collect();
-    parts.push(format!("size={size}"));
-    parts.join(",")
-}
-
 #[cfg(test)]
 mod tests {
     // Tests may panic on malformed fixtures: that is the failure report.
@@ -379,6 +339,20 @@ mod tests {
             ("virtio0", "local-lvm:vm-1-disk-0,size=16G"),
         ]);
         assert_eq!(boot_disk(&legacy).unwrap().key, "virtio0");
+        // The boot order decides, CD-ROMs and missing drives skipped; with an order that names
+        // no disk there is none (Proxmox reports maxdisk 0 then).
+        let ordered = config(&[
+            ("scsi0", "ceph:vm-1-disk-0,size=32G"),
+            ("virtio0", "ceph:vm-1-disk-1,size=8G"),
+            ("ide2", "ceph:vm-1-cloudinit,media=cdrom"),
+            ("boot", "order=ide2;sata0;virtio0;scsi0"),
+        ]);
+        assert_eq!(boot_disk(&ordered).unwrap().key, "virtio0");
+        let pxe = config(&[
+            ("scsi0", "ceph:vm-1-disk-0,size=32G"),
+            ("boot", "order=net0"),
+        ]);
+        assert_eq!(boot_disk(&pxe), None);
     }
 
     #[test]
@@ -434,10 +408,9 @@ mod tests {
         assert_eq!(disk_size(32 << 30, 32 << 30), Ok(DiskSize::Keep));
         assert_eq!(disk_size(32 << 30, 64 << 30), Ok(DiskSize::Grow(32 << 30)));
         let e = disk_size(64 << 30, 32 << 30).unwrap_err();
-        assert!(e.contains("64.0 GiB") && e.contains("32.0 GiB"), "{e}");
         assert_eq!(
-            with_size("ceph:vm-1-disk-0,iothread=1,size=32G", 64 << 30),
-            "ceph:vm-1-disk-0,iothread=1,size=64G"
+            e,
+            "the template's boot disk is 64.0 GiB but the storage profile asks for 32.0 GiB: disks cannot shrink; use a larger storage profile"
         );
     }
 

@@ -6,6 +6,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -27,11 +28,24 @@ struct Spy {
     inner: Arc<dyn PveApi>,
     calls: Mutex<Vec<String>>,
     next_ids: Mutex<VecDeque<u32>>,
+    /// Sends resizes with a digest that matches no config.
+    stale_resize_digest: AtomicBool,
 }
 
 impl Spy {
     fn note(&self, name: &str) {
         self.calls.lock().unwrap().push(name.to_owned());
+    }
+
+    /// The calls other than reads of tasks and the cluster, in order.
+    fn steps(&self) -> Vec<String> {
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|c| !matches!(c.as_str(), "task_status" | "task_log"))
+            .cloned()
+            .collect()
     }
 
     fn count(&self, name: &str) -> usize {
@@ -177,6 +191,22 @@ impl PveApi for Spy {
         self.note("create_qemu");
         self.inner.create_qemu(node, params).await
     }
+    async fn resize_disk(
+        &self,
+        node: &str,
+        vmid: u32,
+        params: &ResizeParams,
+    ) -> Result<Option<Upid>> {
+        self.note("resize_disk");
+        if self.stale_resize_digest.load(Ordering::SeqCst) {
+            let stale = ResizeParams {
+                digest: Some("0".repeat(40)),
+                ..params.clone()
+            };
+            return self.inner.resize_disk(node, vmid, &stale).await;
+        }
+        self.inner.resize_disk(node, vmid, params).await
+    }
     async fn start_guest(
         &self,
         node: &str,
@@ -293,7 +323,10 @@ impl World {
 }
 
 async fn world() -> World {
-    let mut scenario = Scenario::demo();
+    world_with(Scenario::demo()).await
+}
+
+async fn world_with(mut scenario: Scenario) -> World {
     scenario.add_token(TOKEN).unwrap();
     // Clones take 1 s and starts 2 s of simulated time: a few milliseconds here.
     scenario.sim.time_scale = Some(500.0);
@@ -317,6 +350,7 @@ async fn world() -> World {
         inner: Arc::new(client),
         calls: Mutex::new(Vec::new()),
         next_ids: Mutex::new(VecDeque::new()),
+        stale_resize_digest: AtomicBool::new(false),
     });
     let placer = Arc::new(Placer::new(PlacementOptions::default(), vec![]).unwrap());
     let options = CreateOptions {
@@ -550,20 +584,172 @@ async fn templates_that_are_missing_or_no_templates_are_unknown_images() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_disk_larger_than_the_template_is_refused_before_cloning() {
+async fn a_larger_storage_profile_grows_the_boot_disk_before_the_start() {
     let w = world().await;
     let mut req = request();
+    // Template 9000 has a 32 GiB boot disk (scsi0).
     req.disk_bytes = 64 << 30;
-    let e = w.create(&req).await.unwrap_err();
-    assert!(matches!(e, CreateError::Unsupported(_)), "{e:?}");
+    let vm = w.create(&req).await.unwrap();
+    {
+        let world = w.sim().world();
+        let g = &world.guests[&vm.vmid];
+        assert!(g.running);
+        let scsi0 = &g.config.values["scsi0"];
+        assert!(
+            scsi0.starts_with("ceph:base-9000-disk-0/vm-") && scsi0.contains(",size=64G"),
+            "{scsi0}"
+        );
+        assert!(
+            scsi0.contains("backup=0"),
+            "the shape is written after the resize: {scsi0}"
+        );
+        // The resize task ended before the start task began.
+        let tasks = world.tasks.all();
+        let id = vm.vmid.to_string();
+        let resize = tasks
+            .iter()
+            .find(|t| t.kind == "resize" && t.id == id)
+            .unwrap();
+        let start = tasks
+            .iter()
+            .find(|t| t.kind == "qmstart" && t.id == id)
+            .unwrap();
+        assert_eq!(resize.exitstatus.as_deref(), Some("OK"));
+        assert!(resize.ended.unwrap().floor() as i64 <= start.starttime);
+    }
+    let vms = w
+        .spy
+        .cluster_resources(Some(ResourceType::Vm))
+        .await
+        .unwrap();
+    let r = vms.iter().find(|r| r.vmid == Some(vm.vmid)).unwrap();
+    assert_eq!(r.maxdisk, Some(64 << 30));
+    let steps = w.spy.steps();
+    let at = |name: &str| steps.iter().position(|c| c == name).unwrap();
+    assert!(at("clone_qemu") < at("resize_disk"), "{steps:?}");
+    assert!(at("resize_disk") < at("update_guest_config"), "{steps:?}");
+    assert!(at("update_guest_config") < at("start_guest"), "{steps:?}");
+    assert_eq!(w.spy.count("resize_disk"), 1);
+    // The resize task is followed before anything else happens to the VM.
+    let calls = w.spy.calls.lock().unwrap().clone();
+    let resized = calls.iter().position(|c| c == "resize_disk").unwrap();
+    assert_eq!(calls[resized + 1], "task_status", "{calls:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profile_of_the_template_size_resizes_nothing() {
+    let w = world().await;
+    let vm = w.create(&request()).await.unwrap();
+    assert_eq!(w.spy.count("resize_disk"), 0);
+    assert!(w.sim().world().guests[&vm.vmid].config.values["scsi0"].contains("size=32G"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_smaller_storage_profile_is_refused_before_cloning() {
+    let w = world().await;
+    let before = w.guest_count();
+    let mut req = request();
     req.disk_bytes = 16 << 30;
     let e = w.create(&req).await.unwrap_err();
     assert!(
         matches!(&e, CreateError::Invalid { field, .. } if field == "storageProfile"),
         "{e:?}"
     );
+    assert_eq!(
+        e.to_string(),
+        "storageProfile: the template's boot disk is 32.0 GiB but the storage profile asks for 16.0 GiB: disks cannot shrink; use a larger storage profile"
+    );
+    assert_eq!(w.spy.count("next_id"), 0);
     assert_eq!(w.spy.count("clone_qemu"), 0);
+    assert_eq!(w.guest_count(), before);
     assert!(w.creator.reservations().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_resize_removes_the_clone_and_starts_nothing() {
+    let w = world().await;
+    let before = w.guest_count();
+    w.fail("PUT", "/nodes/*/qemu/*/resize");
+    let mut req = request();
+    req.disk_bytes = 64 << 30;
+    let e = w.create(&req).await.unwrap_err();
+    let CreateError::Step {
+        step,
+        vmid,
+        cleanup,
+        ..
+    } = &e
+    else {
+        panic!("{e:?}");
+    };
+    assert_eq!(*step, Step::Resize);
+    assert_eq!(*cleanup, Cleanup::Removed);
+    let text = e.to_string();
+    assert!(
+        text.starts_with(&format!(
+            "growing the boot disk failed for VM {} on pve4: PUT /nodes/pve4/qemu/{}/resize",
+            vmid.unwrap(),
+            vmid.unwrap()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("simulated failure") && text.ends_with("the half-made VM was removed"),
+        "{text}"
+    );
+    assert_eq!(w.spy.count("start_guest"), 0);
+    assert_eq!(w.spy.count("update_guest_config"), 0);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(w.guest_count(), before);
+    assert!(!w.sim().world().guests.contains_key(&vmid.unwrap()));
+    assert!(w.creator.reservations().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resize_task_that_fails_removes_the_clone() {
+    let w = world().await;
+    let before = w.guest_count();
+    // As if someone changed the clone after it was read: the resize carries a stale digest,
+    // PVE 9 accepts the call and its `resize` task fails.
+    w.spy.stale_resize_digest.store(true, Ordering::SeqCst);
+    let mut req = request();
+    req.disk_bytes = 64 << 30;
+    let e = w.create(&req).await.unwrap_err();
+    let CreateError::Step {
+        step,
+        vmid,
+        cleanup,
+        source,
+        ..
+    } = &e
+    else {
+        panic!("{e:?}");
+    };
+    assert_eq!(*step, Step::Resize);
+    assert_eq!(*cleanup, Cleanup::Removed);
+    let flxp_pve::Error::TaskFailed { exitstatus, .. } = source.as_ref() else {
+        panic!("{source:?}");
+    };
+    assert_eq!(exitstatus, "checksum mismatch (file change by other user?)");
+    assert_eq!(w.spy.count("start_guest"), 0);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(w.guest_count(), before);
+    assert!(!w.sim().world().guests.contains_key(&vmid.unwrap()));
+    assert!(w.creator.reservations().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn before_pve_8_the_resize_answers_without_a_task() {
+    let mut scenario = Scenario::demo();
+    scenario.sim.version = Some("7.4.17".into());
+    let w = world_with(scenario).await;
+    let mut req = request();
+    req.disk_bytes = 48 << 30;
+    let vm = w.create(&req).await.unwrap();
+    let world = w.sim().world();
+    assert!(world.guests[&vm.vmid].config.values["scsi0"].contains("size=48G"));
+    assert!(!world.tasks.all().iter().any(|t| t.kind == "resize"));
+    assert_eq!(world.guests[&vm.vmid].maxdisk(), 48 << 30);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
