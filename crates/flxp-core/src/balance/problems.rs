@@ -104,7 +104,7 @@ pub(super) fn detect(sim: &mut Sim, scope: &Scope, scoped: Option<&[UnitId]>) ->
                     nr.rule.clone(),
                     format!(
                         "{} is on {}, {} allows only {{{}}}",
-                        g.vmid,
+                        g.label(),
                         node.name,
                         nr.rule,
                         allowed.join(", ")
@@ -117,7 +117,7 @@ pub(super) fn detect(sim: &mut Sim, scope: &Scope, scoped: Option<&[UnitId]>) ->
                 found = Some((
                     0,
                     format!("flxp.select.{l}"),
-                    format!("{} is on {}, which lacks label {l}", g.vmid, node.name),
+                    format!("{} is on {}, which lacks label {l}", g.label(), node.name),
                     Purpose::Fix,
                 ));
                 break;
@@ -193,12 +193,12 @@ pub(super) fn detect(sim: &mut Sim, scope: &Scope, scoped: Option<&[UnitId]>) ->
                     cluster.guest(m).vmid,
                 )
             });
-            let keeper = cluster.guest(members[0]).vmid;
+            let keeper = cluster.guest(members[0]).label();
             for &m in &members[1..] {
                 let unit = sim.units.of(m);
                 let why = format!(
                     "{} shares {} with {keeper}",
-                    cluster.guest(m).vmid,
+                    cluster.guest(m).label(),
                     cluster.node(node).name
                 );
                 if seen[unit] || sim.unit_moved(unit) {
