@@ -1,12 +1,13 @@
-//! The simulator's promise: no guest is ever lost or on two nodes, and no node is pushed over its
-//! memory — under concurrent migrations through the API, and under random operation sequences
-//! on the world itself.
+//! The simulator's promise: no guest is ever lost or on two nodes, no node is pushed over its
+//! memory, and no disk shrinks — under concurrent migrations through the API, and under random
+//! operation sequences (migrations, resizes, node failures, aborted tasks) on the world itself.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use flxp_pve::types::SizeSpec;
 use flxp_sim::Scenario;
-use flxp_sim::world::{GuestKind, MigrateRequest, World};
+use flxp_sim::world::{GuestKind, MigrateRequest, ResizeRequest, World};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -124,6 +125,10 @@ enum Op {
         online: bool,
         local_disks: bool,
     },
+    Resize {
+        vmid: u32,
+        size: SizeSpec,
+    },
     Advance(f64),
     Offline(usize),
     Online(usize),
@@ -136,6 +141,11 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => (vmids, 0..3usize, any::<bool>(), any::<bool>())
             .prop_map(|(vmid, target, online, local_disks)| Op::Migrate { vmid, target, online, local_disks }),
+        2 => (prop::sample::select(vec![100u32, 101, 102, 110, 120]), any::<bool>(), 0u64..80)
+            .prop_map(|(vmid, grow, gib)| Op::Resize {
+                vmid,
+                size: if grow { SizeSpec::Grow(gib << 30) } else { SizeSpec::Absolute(gib << 30) },
+            }),
         4 => (0.1f64..20.0).prop_map(Op::Advance),
         1 => (0..3usize).prop_map(Op::Offline),
         1 => (0..3usize).prop_map(Op::Online),
@@ -200,6 +210,7 @@ proptest! {
         let expected = w.guests.len();
         let nodes = ["pve1", "pve2", "pve3"];
         let mut now = 1_000.0;
+        let mut disks: BTreeMap<u32, u64> = w.guests.values().map(|g| (g.vmid, g.maxdisk())).collect();
         for op in ops {
             match op {
                 Op::Migrate { vmid, target, online, local_disks } => {
@@ -213,6 +224,18 @@ proptest! {
                         with_local_disks: local_disks,
                         restart: online && g.kind == GuestKind::Lxc,
                         bwlimit_kib: None,
+                        user: "root@pam".into(),
+                    });
+                }
+                Op::Resize { vmid, size } => {
+                    let Some(g) = w.guests.get(&vmid).cloned() else { continue };
+                    let _ = w.resize_disk(ResizeRequest {
+                        node: g.node.clone(),
+                        vmid,
+                        disk: "scsi0".into(),
+                        size,
+                        digest: None,
+                        skiplock: false,
                         user: "root@pam".into(),
                     });
                 }
@@ -230,6 +253,10 @@ proptest! {
                 }
             }
             check_world(&w, expected)?;
+            for g in w.guests.values() {
+                let before = disks.insert(g.vmid, g.maxdisk()).unwrap_or(0);
+                prop_assert!(g.maxdisk() >= before, "the disk of {} shrank from {}", g.vmid, before);
+            }
         }
         now += 10_000.0;
         w.advance(now);
