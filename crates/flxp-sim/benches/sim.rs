@@ -1,5 +1,5 @@
 //! Simulator figures: world construction, in-process request cost of the endpoints a scheduler
-//! polls, migration churn, and a `flxp snapshot`-shaped collection over a socket with 5 ms
+//! polls, migration and disk resize churn, and a `flxp snapshot`-shaped collection over a socket with 5 ms
 //! latency per call, on a synthetic 32-node, 2,000-guest cluster.
 //!
 //! Run: `cargo bench -p flxp-sim --bench sim` (prints a table; no assertions).
@@ -129,6 +129,49 @@ fn main() {
         println!(
             "{:<52} {:>12}",
             "land them all (advance 1 h, one catch-up)",
+            format!("{:.1} ms", t_land.as_secs_f64() * 1e3)
+        );
+
+        // Resize churn: grow 200 boot disks by 1 GiB (each a `resize` task), then let them land.
+        let resizes: Vec<(u32, String)> = {
+            let w = sim.world();
+            w.guests
+                .values()
+                .filter(|g| g.kind == flxp_sim::world::GuestKind::Qemu && g.lock().is_none())
+                .take(200)
+                .map(|g| (g.vmid, g.node.clone()))
+                .collect()
+        };
+        let start = Instant::now();
+        let mut started = 0;
+        for (vmid, node) in &resizes {
+            let req = Request::builder()
+                .method("PUT")
+                .uri(format!("/api2/json/nodes/{node}/qemu/{vmid}/resize"))
+                .header("authorization", format!("PVEAPIToken={TOKEN}"))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(Body::from("disk=scsi0&size=%2B1G"))
+                .unwrap();
+            if router.clone().oneshot(req).await.unwrap().status() == 200 {
+                started += 1;
+            }
+        }
+        let t_start = start.elapsed();
+        sim.clock().advance(60.0);
+        let start = Instant::now();
+        drop(sim.world());
+        let t_land = start.elapsed();
+        println!(
+            "{:<52} {:>12}",
+            format!("start {started} disk resizes (per call)"),
+            format!(
+                "{:.3} ms",
+                t_start.as_secs_f64() * 1e3 / started.max(1) as f64
+            )
+        );
+        println!(
+            "{:<52} {:>12}",
+            "land them all (advance 1 min, one catch-up)",
             format!("{:.1} ms", t_land.as_secs_f64() * 1e3)
         );
 

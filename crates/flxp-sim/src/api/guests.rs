@@ -391,7 +391,11 @@ async fn resize(State(sim): State<Sim>, call: Call) -> Reply {
     };
     let mut w = sim.world();
     let upid = w.resize_disk(req)?;
-    w.record();
+    if upid.is_none() {
+        // Resized in the call (before PVE 8): the statistics see the new size now. A task's
+        // change lands with its end event, which records by itself.
+        w.record();
+    }
     Data::of(&upid)
 }
 
