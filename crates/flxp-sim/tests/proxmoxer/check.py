@@ -2,9 +2,9 @@
 """Drive a running `flxp sim` the way community tools drive Proxmox VE: with proxmoxer.
 
 Reads permissions, nodes and their versions, node and guest rrddata, HA status and rules, pools,
-the qemu and lxc lists and guest configs; writes tags; migrates a VM and follows the task to its
-end; checks Proxmox's error answers. Runs once with API-token auth and once with password
-(ticket + CSRF) auth. Exits 0 when every check passed, 1 otherwise, naming each failure.
+the qemu and lxc lists and guest configs; writes tags; migrates a VM and grows a disk, following
+each task to its end; checks Proxmox's error answers. Runs once with API-token auth and once with
+password (ticket + CSRF) auth. Exits 0 when every check passed, 1 otherwise, naming each failure.
 
     check.py --host 127.0.0.1:8006 --token 'root@pam!check=<uuid>' \
              --user root@pam --password secret [--http]
@@ -152,10 +152,47 @@ def write_and_migrate(prox, label):
         check(e.status_code == 400 and "tags" in (e.errors or {}), f"[{label}] invalid tag: {e.errors}")
 
 
+def size_of(drive):
+    size = [o for o in drive.split(",") if o.startswith("size=")][0][5:]
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    return int(size[:-1]) * units[size[-1]] if size[-1] in units else int(size)
+
+
+def resize(prox, label):
+    vms = [v for v in prox.cluster.resources.get(type="vm")
+           if v["type"] == "qemu" and not v.get("lock") and not v.get("template")]
+    if not check(vms, f"[{label}] an unlocked VM to resize"):
+        return
+    node, vmid = vms[0]["node"], vms[0]["vmid"]
+    before = prox.nodes(node).qemu(vmid).config.get()
+    # proxmoxer form-encodes the `+` of a relative size as %2B, as Proxmox needs.
+    upid = prox.nodes(node).qemu(vmid).resize.put(disk="scsi0", size="+1G")
+    check(upid.startswith(f"UPID:{node}:") and ":resize:" in upid, f"[{label}] resize task {upid}")
+    status = Tasks.blocking_status(prox, upid, timeout=60, polling_interval=0.2)
+    check(status is not None and status.get("exitstatus") == "OK",
+          f"[{label}] resize ended: {status and status.get('exitstatus')}")
+    after = prox.nodes(node).qemu(vmid).config.get()
+    grown = size_of(after["scsi0"]) - size_of(before["scsi0"])
+    check(grown == 1 << 30, f"[{label}] scsi0 grew by {grown} bytes: {after['scsi0']}")
+    check(after["digest"] != before["digest"], f"[{label}] the digest changed")
+    maxdisk = [r for r in prox.cluster.resources.get(type="vm") if r["vmid"] == vmid][0]["maxdisk"]
+    check(maxdisk == size_of(after["scsi0"]), f"[{label}] maxdisk follows: {maxdisk}")
+    upid = prox.nodes(node).qemu(vmid).resize.put(disk="scsi0", size="1G")
+    status = Tasks.blocking_status(prox, upid, timeout=60, polling_interval=0.2)
+    check(status is not None and status.get("exitstatus") == "shrinking disks is not supported",
+          f"[{label}] shrinking refused: {status and status.get('exitstatus')}")
+    try:
+        prox.nodes(node).qemu(vmid).resize.put(disk="scsi0", size="1 GB")
+        check(False, f"[{label}] a malformed size is refused")
+    except ResourceException as e:
+        check(e.status_code == 400 and "size" in (e.errors or {}), f"[{label}] bad size: {e.errors}")
+
+
 def run(prox, label):
     print(f"== {label}")
     read_everything(prox)
     write_and_migrate(prox, label)
+    resize(prox, label)
 
 
 def main():
