@@ -137,7 +137,7 @@ pub enum ApiErrorKind {
     AlreadyExists,
     /// 401: unknown or wrong credentials, expired ticket, bad CSRF token.
     AuthFailed,
-    /// 403 "Permission check failed (<path>, <privilege>)".
+    /// 403 `Permission check failed (<path>, <privilege>)`.
     PermissionDenied,
     /// The object does not exist ("Configuration file ... does not exist", "no such task", 404).
     NotFound,

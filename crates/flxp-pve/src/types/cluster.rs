@@ -113,7 +113,7 @@ pub type ClusterOptions = serde_json::Map<String, serde_json::Value>;
 /// Query of `GET /cluster/nextid`: check one id instead of asking for the lowest free one.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NextIdQuery {
-    /// The VMID to check (answered with itself if free, else 400 "VM <id> already exists").
+    /// The VMID to check (answered with itself if free, else 400 `VM <id> already exists`).
     #[serde(
         default,
         deserialize_with = "lenient::u32",

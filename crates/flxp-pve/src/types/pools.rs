@@ -1,7 +1,7 @@
 //! `/pools` and `/pools/{poolid}`: resource pools and their members.
 //!
 //! Members have the shape of `/cluster/resources` entries, so they are
-//! [`Resource`](super::Resource)s.
+//! [`Resource`]s.
 
 use serde::{Deserialize, Serialize};
 
