@@ -329,6 +329,24 @@ mod tests {
     }
 
     #[test]
+    fn the_migration_cost_trades_gain_against_bytes() {
+        // a 70 %, b 30 %: 15 GiB gains 750 pp², 5 GiB gains 350. By gain per migration the 15 GiB
+        // guest goes; when a migration costs as much as copying 1 GiB, 5 GiB gains more per cost.
+        let c = sized(&[("a", 100, &[5, 15, 50]), ("b", 100, &[30])]);
+        let first = |cost: f64| {
+            let o = BalanceOptions {
+                max_migrations: 1,
+                move_cost_gib: cost,
+                ..trigger(10.0, 0.0)
+            };
+            run(&c, PlacementOptions::default(), &o).migrations[0].vmid
+        };
+        assert_eq!(first(0.0), 102);
+        assert_eq!(first(4.0), 102);
+        assert_eq!(first(1.0), 101);
+    }
+
+    #[test]
     fn a_swap_runs_the_move_that_makes_room_first() {
         // b keeps 50 GiB in reserve: 30 GiB fits there only once 20 GiB has left.
         let c = sized(&[("a", 100, &[30, 30]), ("b", 100, &[20, 20])]);

@@ -1,8 +1,9 @@
 //! Balancing: a greedy search over single moves (guests and affinity bundles), and swaps where no
 //! single move helps, toward the lowest objective (see `objective.rs`).
 //!
-//! Each step takes the move with the largest gain per migration (for equal gain, fewer bytes to
-//! copy, then the lower vmid, then the target name) among moves off the most loaded nodes onto the
+//! Each step takes the move with the largest gain per cost, where a migration costs as much as
+//! copying `move_cost_gib` GiB plus the bytes it copies (for equal gain, fewer bytes to copy, then
+//! the lower vmid, then the target name) among moves off the most loaded nodes onto the
 //! least loaded ones, that the placement filters accept on the current state, that makes none of
 //! the guest's soft rules worse, and that does not raise the reported measure. It stops when the
 //! measure is at or under the target, when no move gains the minimum, or when the budget is spent.
@@ -35,6 +36,8 @@ use super::units::UnitId;
 const MAX_CHECKS: usize = 4096;
 /// Node pairs of the fullest and emptiest nodes searched for swaps, per side.
 const SWAP_NODES: usize = 6;
+/// Bytes in a GiB, for the migration cost.
+const GIB_BYTES: f64 = (1u64 << 30) as f64;
 /// Slack for "does not raise the measure": float noise, not a real rise.
 const EPS: f64 = 1e-9;
 /// Slack of the O(1) screen: it may let through a rise this small, which the exact check after
@@ -77,21 +80,28 @@ struct Move {
 }
 
 impl Move {
+    /// A candidate ranked by its gain per cost: `migrations` each cost as much as copying
+    /// `move_cost_gib` GiB, plus the bytes it copies (0: by gain per migration alone).
     fn new(
         units: &[(UnitId, NodeIdx, NodeIdx)],
         effect: Effect,
-        per_migration: f64,
+        migrations: usize,
         bytes: u64,
         vmid: u32,
+        move_cost_gib: f64,
     ) -> Self {
         let mut arr = [units[0]; 2];
         arr[..units.len()].copy_from_slice(units);
+        let mut cost = migrations as f64;
+        if move_cost_gib > 0.0 {
+            cost += bytes as f64 / (move_cost_gib * GIB_BYTES);
+        }
         Self {
             units: arr,
             count: units.len(),
             effect,
             key: (
-                Reverse((per_migration * 1e6).round() as i64),
+                Reverse((effect.gain / cost * 1e6).round() as i64),
                 bytes,
                 vmid,
                 units[0].2,
@@ -252,15 +262,15 @@ fn best_move(
             let count = members.len() as f64;
             for &t in targets.iter().filter(|&&t| t != s) {
                 let effect = sim.objective.effect(sim.cluster, &sim.state, s, t, shift);
-                let per_migration = effect.gain / count;
-                if opts.trigger.gain_ok(per_migration) {
+                if opts.trigger.gain_ok(effect.gain / count) {
                     let vmid = sim.cluster.guest(members[0]).vmid;
                     cands.push(Move::new(
                         &[(u, s, t)],
                         effect,
-                        per_migration,
+                        members.len(),
                         shift.mem,
                         vmid,
+                        opts.move_cost_gib,
                     ));
                 }
             }
@@ -335,9 +345,10 @@ fn best_swap(
                         cands.push(Move::new(
                             &units,
                             effect,
-                            per_migration,
+                            count as usize,
                             sx.mem + sy.mem,
                             vmid,
+                            opts.move_cost_gib,
                         ));
                     }
                 }

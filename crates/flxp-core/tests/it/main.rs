@@ -4,4 +4,5 @@
 mod balance;
 mod evacuate;
 mod placement;
+mod placement_properties;
 mod plan_properties;
