@@ -682,6 +682,18 @@ impl PveApi for ScriptedApi {
         Err(unsupported("POST", &format!("/nodes/{node}/qemu")))
     }
 
+    async fn resize_disk(
+        &self,
+        node: &str,
+        vmid: u32,
+        _params: &ResizeParams,
+    ) -> Result<Option<Upid>> {
+        Err(unsupported(
+            "PUT",
+            &format!("/nodes/{node}/qemu/{vmid}/resize"),
+        ))
+    }
+
     async fn start_guest(
         &self,
         node: &str,

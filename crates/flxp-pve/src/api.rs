@@ -5,7 +5,7 @@
 
 use async_trait::async_trait;
 
-use crate::error::{ApiErrorKind, Error, Result};
+use crate::error::Result;
 use crate::types::{
     CloneParams, ClusterOptions, ClusterStatusEntry, ConfigUpdate, CreateParams, DeleteParams,
     GuestConfig, GuestKind, GuestListEntry, GuestStatusCurrent, HaMigrateParams, HaMigrateResponse,
@@ -100,25 +100,12 @@ pub trait PveApi: Send + Sync {
     /// `PUT /nodes/{node}/qemu/{vmid}/resize`: grows a disk (never shrinks it). PVE 8 and later
     /// answer a `resize` task that does the checks and the work (follow it); older releases
     /// resize before answering and give `None`.
-    ///
-    /// The default answers "not implemented", so wrappers written before this method existed
-    /// keep compiling; a wrapper must forward it to be able to resize.
     async fn resize_disk(
         &self,
         node: &str,
         vmid: u32,
         params: &ResizeParams,
-    ) -> Result<Option<Upid>> {
-        let _ = params;
-        Err(Error::Api {
-            method: "PUT".into(),
-            endpoint: format!("/nodes/{node}/qemu/{vmid}/resize"),
-            status: 501,
-            kind: ApiErrorKind::NotImplemented,
-            message: "this PveApi implementation does not forward resize_disk".into(),
-            errors: Default::default(),
-        })
-    }
+    ) -> Result<Option<Upid>>;
     /// `POST /nodes/{node}/{kind}/{vmid}/status/start`.
     async fn start_guest(
         &self,

@@ -9,9 +9,10 @@ use flxp_pve::types::{
     GuestConfig, GuestKind, GuestListEntry, GuestStatusCurrent, HaMigrateParams, HaMigrateResponse,
     HaResource, HaRule, HaStatusEntry, LxcMigrateParams, LxcMigratePrecondition,
     ManagerStatusResponse, NodeConfig, NodeConfigUpdate, NodeListEntry, NodeStatus, Permissions,
-    PermissionsQuery, Pool, PoolListEntry, QemuMigrateParams, QemuMigratePrecondition, Resource,
-    ResourceType, RrdQuery, RrdRow, ShutdownParams, StartParams, StopParams, StorageEntry,
-    StorageQuery, Task, TaskLogLine, TaskLogQuery, TaskStatus, Upid, Version,
+    PermissionsQuery, Pool, PoolListEntry, QemuMigrateParams, QemuMigratePrecondition,
+    ResizeParams, Resource, ResourceType, RrdQuery, RrdRow, ShutdownParams, StartParams,
+    StopParams, StorageEntry, StorageQuery, Task, TaskLogLine, TaskLogQuery, TaskStatus, Upid,
+    Version,
 };
 use flxp_pve::{ApiErrorKind, Error, PveApi, Result};
 use tokio::time::Instant;
@@ -111,6 +112,21 @@ impl PveApi for MeteredApi {
         let start = Instant::now();
         let r = self.inner.cluster_resources(kind).await;
         self.observe("GET /cluster/resources", start, r.as_ref().err());
+        r
+    }
+    async fn resize_disk(
+        &self,
+        node: &str,
+        vmid: u32,
+        params: &ResizeParams,
+    ) -> Result<Option<Upid>> {
+        let start = Instant::now();
+        let r = self.inner.resize_disk(node, vmid, params).await;
+        self.observe(
+            "PUT /nodes/{node}/qemu/{vmid}/resize",
+            start,
+            r.as_ref().err(),
+        );
         r
     }
     async fn cluster_status(&self) -> Result<Vec<ClusterStatusEntry>> {

@@ -541,3 +541,26 @@ async fn evacuate_empties_the_node_and_unknown_names_have_their_codes() {
         .collect();
     assert!(left.is_empty(), "still on pve4: {left:?}; {v}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_vm_grows_the_boot_disk_to_a_larger_storage_profile() {
+    let extra = "[storage-profiles.big]\nstorage = \"ceph\"\ndisk = \"64GiB\"\n";
+    let s = start(Scenario::demo(), extra, &[]).await;
+    let mut o = options();
+    o["storageProfile"] = json!("big");
+    let v = s
+        .gql(
+            CREATE,
+            json!({ "zone": "lab", "name": "big-disk", "options": o }),
+        )
+        .await;
+    assert!(v["errors"].is_null(), "{v}");
+    let vmid: u32 = v["data"]["createVM"]["id"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let world = s.sim.sim().world();
+    let disk = world.guests[&vmid].config.values["scsi0"].clone();
+    assert!(disk.contains("size=64G"), "{disk}");
+}
