@@ -14,7 +14,7 @@ use crate::Result;
 use crate::balance::fix::{self, Scope};
 use crate::balance::planner::finish;
 use crate::balance::sim::Sim;
-use crate::balance::{EvacuateOptions, Plan};
+use crate::balance::{EvacuateOptions, Migration, Plan};
 use crate::cluster::{Cluster, MaintenanceSource, NodeIdx};
 use crate::constraints::Rules;
 use crate::placement::Placer;
@@ -70,33 +70,7 @@ pub fn evacuate(
         threshold / 2.0,
     );
 
-    // Waves: per target node, decisions fill a wave until the next would exceed the limit, then
-    // the next wave starts. A decision (a bundle) stays in one wave, its members side by side, and
-    // decisions into one node keep their order, so each still finds the room it was planned with.
-    let limit = options.max_inflow_per_node;
-    let mut per_node: BTreeMap<String, (u32, u32)> = BTreeMap::new();
-    let mut i = 0;
-    while i < plan.migrations.len() {
-        let step = plan.migrations[i].step;
-        let end = plan.migrations[i..]
-            .iter()
-            .position(|m| m.step != step)
-            .map_or(plan.migrations.len(), |n| i + n);
-        let size = (end - i) as u32;
-        let (wave, count) = per_node
-            .entry(plan.migrations[i].to.clone())
-            .or_insert((0, 0));
-        if limit > 0 && *count > 0 && *count + size > limit {
-            *wave += 1;
-            *count = 0;
-        }
-        *count += size;
-        let w = if limit > 0 { *wave } else { 0 };
-        for m in &mut plan.migrations[i..end] {
-            m.wave = w;
-        }
-        i = end;
-    }
+    assign_waves(&mut plan.migrations, options.max_inflow_per_node);
     plan.migrations.sort_by_key(|m| m.wave);
     let names: Vec<&str> = targets.iter().map(|&n| c.node(n).name.as_str()).collect();
     let waves = plan
@@ -122,6 +96,48 @@ pub fn evacuate(
     Ok(plan)
 }
 
+/// Groups migrations into waves the engine may run in parallel, safely in any order within a
+/// wave.
+///
+/// Per target node, decisions fill a wave until the next would exceed `limit` arrivals (0: no
+/// limit), then the next wave starts; a decision (a bundle) stays in one wave, its members side by
+/// side. Two orders must survive the regrouping, because each step was checked on the state the
+/// earlier ones leave: arrivals at a node keep their order (each finds the room it was planned
+/// with), and an arrival comes in a later wave than every earlier departure from that node (a
+/// fix that moved a guest off it may have made the room, or cleared an anti-affinity partner).
+fn assign_waves(migrations: &mut [Migration], limit: u32) {
+    let mut arrivals: BTreeMap<String, (u32, u32)> = BTreeMap::new();
+    let mut departed: BTreeMap<String, u32> = BTreeMap::new();
+    let mut i = 0;
+    while i < migrations.len() {
+        let step = migrations[i].step;
+        let end = migrations[i..]
+            .iter()
+            .position(|m| m.step != step)
+            .map_or(migrations.len(), |n| i + n);
+        let size = (end - i) as u32;
+        let target = migrations[i].to.clone();
+        let after_departures = departed.get(&target).map_or(0, |w| w + 1);
+        let (wave, count) = arrivals.entry(target).or_insert((0, 0));
+        if *wave < after_departures {
+            *wave = after_departures;
+            *count = 0;
+        }
+        if limit > 0 && *count > 0 && *count + size > limit {
+            *wave += 1;
+            *count = 0;
+        }
+        *count += size;
+        let w = *wave;
+        for m in &mut migrations[i..end] {
+            m.wave = w;
+            let d = departed.entry(m.from.clone()).or_insert(w);
+            *d = (*d).max(w);
+        }
+        i = end;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     // Tests may panic: unwrapping is how they fail.
@@ -130,6 +146,43 @@ mod tests {
     use super::*;
     use crate::placement::PlacementOptions;
     use crate::testutil::*;
+
+    fn step(vmid: u32, from: &str, to: &str, step: u32) -> Migration {
+        Migration {
+            vmid,
+            kind: crate::cluster::GuestKind::Qemu,
+            name: String::new(),
+            from: from.into(),
+            to: to.into(),
+            reason: String::new(),
+            purpose: crate::balance::Purpose::Evacuate,
+            online: true,
+            bytes: 0,
+            bundle: Vec::new(),
+            group: None,
+            step,
+            wave: 0,
+            imbalance_after: 0.0,
+        }
+    }
+
+    #[test]
+    fn an_arrival_waits_for_earlier_departures_from_its_node() {
+        // 2 leaves b, making room; 3 then arrives at b: never in the same or an earlier wave,
+        // even without an inflow limit. 1 and 4 are independent.
+        let mut m = vec![
+            step(1, "m", "a", 0),
+            step(2, "b", "c", 1),
+            step(3, "m", "b", 2),
+            step(4, "m", "c", 3),
+        ];
+        assign_waves(&mut m, 0);
+        let waves: Vec<(u32, u32)> = m.iter().map(|m| (m.vmid, m.wave)).collect();
+        assert_eq!(waves, vec![(1, 0), (2, 0), (3, 1), (4, 0)]);
+        assign_waves(&mut m, 1);
+        let waves: Vec<(u32, u32)> = m.iter().map(|m| (m.vmid, m.wave)).collect();
+        assert_eq!(waves, vec![(1, 0), (2, 0), (3, 1), (4, 1)]);
+    }
 
     #[test]
     fn a_bundle_stays_in_one_wave_and_later_arrivals_wait() {

@@ -394,6 +394,12 @@ proptest! {
         let cm = Cluster::from_snapshot(&build(&g).snapshot(), &overrides).unwrap();
         let end = assert_every_step_safe(&cm, &rules, &start, &p);
         replay(&cm, &rules, &start, &placer(), &p.migrations).unwrap();
+        // A wave may run in any order: replay each wave backwards too.
+        let mut backwards = p.clone();
+        let mut order: Vec<usize> = (0..p.migrations.len()).collect();
+        order.sort_by_key(|&i| (p.migrations[i].wave, std::cmp::Reverse(i)));
+        backwards.migrations = order.iter().map(|&i| p.migrations[i].clone()).collect();
+        assert_every_step_safe(&cm, &rules, &start, &backwards);
         // Waves respect the inflow limit; a bundle larger than the limit takes a wave alone.
         if inflow > 0 {
             let mut per: std::collections::BTreeMap<(u32, &str), (u32, BTreeSet<u32>)> = Default::default();
