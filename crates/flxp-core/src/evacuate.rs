@@ -54,6 +54,8 @@ pub fn evacuate(
     let measure = options.measure;
     let kind = measure.load_kind(options.metric);
     let mut sim = Sim::new(&c, rules, placer, state, kind, measure, 0, usize::MAX);
+    placer.policy_def(&options.policy)?;
+    sim.target_policy = Some(options.policy.clone());
     let scope = Scope {
         only_nodes: Some(targets.clone()),
         stopped_off_maintenance: options.include_stopped,

@@ -135,6 +135,9 @@ pub struct EvacuateOptions {
     pub measure: Measure,
     /// The resource spread is taken of.
     pub metric: Metric,
+    /// The placement policy that picks each guest's target; `least-loaded` spreads guests so the
+    /// nodes' load shares even out instead of filling the biggest node first.
+    pub policy: String,
 }
 
 impl Default for EvacuateOptions {
@@ -144,6 +147,7 @@ impl Default for EvacuateOptions {
             include_stopped: true,
             measure: Measure::Spread,
             metric: Metric::Memory,
+            policy: "least-loaded".into(),
         }
     }
 }

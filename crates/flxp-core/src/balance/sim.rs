@@ -49,6 +49,8 @@ pub(crate) struct Sim<'a> {
     pub budget: usize,
     /// Whether running containers may move (by a restart); evacuation always, balancing by option.
     pub restart_containers: bool,
+    /// The policy that ranks targets; `None` is the placement default.
+    pub target_policy: Option<String>,
     moved: Vec<bool>,
 }
 
@@ -80,6 +82,7 @@ impl<'a> Sim<'a> {
             cooldown_secs,
             budget,
             restart_containers: true,
+            target_policy: None,
             moved: vec![false; cluster.guests.len()],
         }
     }
@@ -159,7 +162,7 @@ impl<'a> Sim<'a> {
     }
 
     /// Feasible targets for a subject on the current state, except the given nodes, ranked best
-    /// first by the default policy.
+    /// first by the target policy (the placement default unless set).
     pub fn ranked_targets(&self, subject: &Subject, except: &[NodeIdx]) -> Result<Vec<Ranked>> {
         let opts = self.placer.options();
         let ctx = Ctx::new(self.cluster, self.rules, &self.state, opts, subject);
@@ -168,7 +171,8 @@ impl<'a> Sim<'a> {
             .node_indexes()
             .filter(|n| !except.contains(n) && self.placer.feasible(&ctx, *n))
             .collect();
-        self.placer.rank(&ctx, &opts.policy, &feasible, false)
+        let policy = self.target_policy.as_deref().unwrap_or(&opts.policy);
+        self.placer.rank(&ctx, policy, &feasible, false)
     }
 
     /// Why no node but the given ones takes a subject, condensed.

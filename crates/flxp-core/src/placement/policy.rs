@@ -10,7 +10,8 @@ use serde::Serialize;
 
 use super::registry;
 use super::scorers::{
-    free_cpu, free_memory, pack, prefer_affinity, prefer_no, prefer_node, pve_topsis, spread,
+    free_cpu, free_memory, least_loaded, pack, prefer_affinity, prefer_no, prefer_node, pve_topsis,
+    spread,
 };
 use crate::{Error, Result};
 
@@ -41,6 +42,11 @@ pub const BUILTIN: &[(&str, &str, &str)] = &[
         "most available memory wins (default)",
     ),
     ("free-cpu", free_cpu::NAME, "most idle CPU wins"),
+    (
+        "least-loaded",
+        least_loaded::NAME,
+        "lowest memory share after placement wins (evacuation's default)",
+    ),
     ("spread", spread::NAME, "fewest running guests wins"),
     (
         "pack",

@@ -4,7 +4,8 @@ use super::filters::{
     affinity, anti_affinity, cpu, maintenance, memory, node_rules, online, selector, taints,
 };
 use super::scorers::{
-    free_cpu, free_memory, pack, prefer_affinity, prefer_no, prefer_node, pve_topsis, spread,
+    free_cpu, free_memory, least_loaded, pack, prefer_affinity, prefer_no, prefer_node, pve_topsis,
+    spread,
 };
 use super::{Filter, Scorer};
 
@@ -88,6 +89,11 @@ pub const SCORERS: &[ScorerEntry] = &[
         name: free_cpu::NAME,
         doc: "most idle CPU cores after placement",
         make: || Box::new(free_cpu::FreeCpu),
+    },
+    ScorerEntry {
+        name: least_loaded::NAME,
+        doc: "lowest memory share after placement (evens out load percentages)",
+        make: || Box::new(least_loaded::LeastLoaded),
     },
     ScorerEntry {
         name: spread::NAME,

@@ -56,7 +56,7 @@ fn four_nodes() -> ClusterBuilder {
 }
 
 #[test]
-fn largest_first_spread_by_free_memory_in_waves() {
+fn largest_first_spread_by_load_share_in_waves() {
     let c = four_nodes()
         .guest(vm(101, "pve1").mem(4 * GIB, 4 * GIB))
         .guest(vm(102, "pve1").mem(16 * GIB, 16 * GIB))
@@ -71,6 +71,42 @@ fn largest_first_spread_by_free_memory_in_waves() {
         &["pve1"],
         &EvacuateOptions {
             max_inflow_per_node: 1,
+            ..EvacuateOptions::default()
+        },
+    );
+    // Load shares after each arrival (used / size): 102 (16) → pve3 20/64 (pve2 26/64, pve4
+    // 16/32); 104 (12) → pve2 22/64 (pve3 32/64, pve4 12/32); 103 (8) → pve4 8/32; 101 (4) → pve3
+    // 24/64 = pve4 12/32, tie → name; 105 (2) → pve4 10/32. Every node takes guests, so the waves
+    // are two instead of three.
+    assert_eq!(
+        moves(&p),
+        vec![
+            (102, "pve3", 0),
+            (104, "pve2", 0),
+            (103, "pve4", 0),
+            (101, "pve3", 1),
+            (105, "pve4", 1),
+        ]
+    );
+}
+
+#[test]
+fn with_the_free_memory_policy_the_most_free_bytes_take_guests_in_waves() {
+    let c = four_nodes()
+        .guest(vm(101, "pve1").mem(4 * GIB, 4 * GIB))
+        .guest(vm(102, "pve1").mem(16 * GIB, 16 * GIB))
+        .guest(vm(103, "pve1").mem(8 * GIB, 8 * GIB))
+        .guest(vm(104, "pve1").mem(12 * GIB, 12 * GIB))
+        .guest(vm(105, "pve1").mem(2 * GIB, 2 * GIB))
+        .guest(vm(201, "pve2").mem(10 * GIB, 10 * GIB))
+        .guest(vm(301, "pve3").mem(4 * GIB, 4 * GIB))
+        .build();
+    let p = evac(
+        &c,
+        &["pve1"],
+        &EvacuateOptions {
+            max_inflow_per_node: 1,
+            policy: "free-memory".into(),
             ..EvacuateOptions::default()
         },
     );

@@ -2,6 +2,7 @@
 
 pub mod free_cpu;
 pub mod free_memory;
+pub mod least_loaded;
 pub mod pack;
 pub mod prefer_affinity;
 pub mod prefer_no;
