@@ -6,29 +6,21 @@ use std::collections::BTreeMap;
 use crate::cluster::{Cluster, NodeIdx};
 use crate::placement::{Ctx, Placer, Ranked};
 
-/// Why the first ranked node won, e.g. `pve3 has the most free memory of 4 feasible nodes`.
-pub(crate) fn target_phrase(cluster: &Cluster, placer: &Placer, ranked: &[Ranked]) -> String {
+/// Why the first ranked node won, e.g. `pve3 ranks first of 4 feasible nodes under policy
+/// free-memory (score 100.0, next 81.2)`: the policy and the scores, since soft rules may have
+/// decided as much as the resource scorer.
+pub(crate) fn target_phrase(cluster: &Cluster, policy: &str, ranked: &[Ranked]) -> String {
     let Some(best) = ranked.first() else {
         return String::new();
     };
     let name = &cluster.node(best.node).name;
-    let policy = &placer.options().policy;
-    let k = ranked.len();
-    let of = if k == 1 {
-        "the only feasible node".to_owned()
-    } else {
-        format!("{k} feasible nodes")
-    };
-    if k == 1 {
-        return format!("{name} is {of}");
-    }
-    match policy.as_str() {
-        "free-memory" => format!("{name} has the most free memory of {of}"),
-        "free-cpu" => format!("{name} has the most idle CPU of {of}"),
-        "spread" => format!("{name} runs the fewest guests of {of}"),
-        other => format!(
-            "{name} ranks first of {of} under policy {other} (score {:.1})",
-            best.score
+    match ranked.get(1) {
+        None => format!("{name} is the only feasible node"),
+        Some(next) => format!(
+            "{name} ranks first of {} feasible nodes under policy {policy} (score {:.1}, next {:.1})",
+            ranked.len(),
+            best.score,
+            next.score
         ),
     }
 }

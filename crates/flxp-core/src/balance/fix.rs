@@ -122,7 +122,7 @@ fn try_fix(sim: &mut Sim, p: &Problem, scope: &Scope) -> Result<Option<String>> 
         let to = best.node;
         let reason = format!(
             "{prefix}{verb}; {what}{}",
-            target_phrase(sim.cluster, sim.placer, &ranked)
+            target_phrase(sim.cluster, sim.target_policy_name(), &ranked)
         );
         sim.apply(&p.members, to, p.purpose, &reason, label.as_deref());
         return Ok(None);

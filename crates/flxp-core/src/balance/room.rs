@@ -108,7 +108,7 @@ pub(super) fn make_room(
             let ranked = sim.ranked_targets(&s, &[t])?;
             match ranked.first() {
                 Some(best) => {
-                    let phrase = target_phrase(sim.cluster, sim.placer, &ranked);
+                    let phrase = target_phrase(sim.cluster, sim.target_policy_name(), &ranked);
                     moves.push((g, best.node, phrase));
                     sim.state.move_guest(sim.cluster, g, best.node);
                 }

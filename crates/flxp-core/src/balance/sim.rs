@@ -161,6 +161,13 @@ impl<'a> Sim<'a> {
         self.shift(members).mem
     }
 
+    /// The policy that ranks targets.
+    pub fn target_policy_name(&self) -> &str {
+        self.target_policy
+            .as_deref()
+            .unwrap_or(&self.placer.options().policy)
+    }
+
     /// Feasible targets for a subject on the current state, except the given nodes, ranked best
     /// first by the target policy (the placement default unless set).
     pub fn ranked_targets(&self, subject: &Subject, except: &[NodeIdx]) -> Result<Vec<Ranked>> {
@@ -171,8 +178,8 @@ impl<'a> Sim<'a> {
             .node_indexes()
             .filter(|n| !except.contains(n) && self.placer.feasible(&ctx, *n))
             .collect();
-        let policy = self.target_policy.as_deref().unwrap_or(&opts.policy);
-        self.placer.rank(&ctx, policy, &feasible, false)
+        self.placer
+            .rank(&ctx, self.target_policy_name(), &feasible, false)
     }
 
     /// Why no node but the given ones takes a subject, condensed.

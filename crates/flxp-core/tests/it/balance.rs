@@ -318,7 +318,7 @@ fn proxlb_broken_anti_affinity_is_one_fix_and_nothing_else() {
     assert_eq!(m.purpose, Purpose::Fix);
     assert_eq!(
         m.reason,
-        "fix plb_anti_affinity_web: 102 (w2) shares a with 101 (w1); c has the most free memory of 2 feasible nodes; spread 8.0 pp → 8.0 pp"
+        "fix plb_anti_affinity_web: 102 (w2) shares a with 101 (w1); c ranks first of 2 feasible nodes under policy free-memory (score 100.0, next 96.9); spread 8.0 pp → 8.0 pp"
     );
     assert_eq!(p.violations_before.len(), 1);
     assert!(p.violations_after.is_empty());
