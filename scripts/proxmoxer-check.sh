@@ -6,7 +6,8 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
-venv="$root/target/proxmoxer-venv"
+target_dir="${CARGO_TARGET_DIR:-$root/target}"
+venv="$target_dir/proxmoxer-venv"
 scenario="${SCENARIO:-$root/crates/flxp-sim/scenarios/small.json}"
 check="$root/crates/flxp-sim/tests/proxmoxer/check.py"
 
@@ -16,7 +17,7 @@ fi
 "$venv/bin/pip" install --quiet --disable-pip-version-check proxmoxer requests
 
 cargo build --quiet -p flxp
-bin="$root/target/debug/flxp"
+bin="$target_dir/debug/flxp"
 
 token="root@pam!check=$("$venv/bin/python" -c 'import uuid; print(uuid.uuid4())')"
 pid=""
