@@ -42,7 +42,7 @@ pub(super) fn from_json(text: &str) -> Result<Snapshot> {
     // Decide the form by the first byte so the large resources array is parsed once, and errors
     // point into the right form instead of serde's "did not match any variant".
     let form = if trimmed.starts_with('[') {
-        Form::Bare(read(&mut serde_json::Deserializer::from_str(text))?)
+        Form::Bare(read(&mut serde_json::Deserializer::from_str(text)).map_err(in_resources)?)
     } else if trimmed.starts_with('{') {
         Form::Doc(Box::new(read(&mut serde_json::Deserializer::from_str(
             text,
@@ -58,7 +58,7 @@ pub(super) fn from_json(text: &str) -> Result<Snapshot> {
 
 pub(super) fn from_value(value: serde_json::Value) -> Result<Snapshot> {
     let form = match value {
-        serde_json::Value::Array(_) => Form::Bare(read(value)?),
+        serde_json::Value::Array(_) => Form::Bare(read(value).map_err(in_resources)?),
         serde_json::Value::Object(_) => Form::Doc(Box::new(read(value)?)),
         _ => {
             return Err(Error::Snapshot {
@@ -82,6 +82,17 @@ where
             message: e.into_inner().to_string(),
         }
     })
+}
+
+/// A bare array is the `resources` of the document: name paths as in the full form.
+fn in_resources(e: Error) -> Error {
+    match e {
+        Error::Snapshot { path, message } if path.starts_with('[') => Error::Snapshot {
+            path: format!("resources{path}"),
+            message,
+        },
+        other => other,
+    }
 }
 
 fn finish(form: Form) -> Result<Snapshot> {
@@ -143,6 +154,13 @@ mod tests {
         assert!(e.contains("resources[1].maxmem"), "{e}");
         let e = from_json(r#"{"nodes":{}}"#).unwrap_err().to_string();
         assert!(e.contains("no `resources`"), "{e}");
+        let e = from_json(r#"[{"id":"a","type":"node"},{"id":"b","type":"qemu","maxmem":-1}]"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("resources[1].maxmem"),
+            "bare arrays name paths as the full form: {e}"
+        );
         let e = from_json("42").unwrap_err().to_string();
         assert!(e.contains("object or array"), "{e}");
         let e = from_json(r#"[{"id": "a""#).unwrap_err().to_string();
