@@ -53,10 +53,16 @@ fn main() {
     for n in [3, 5, 8, 16, 24, 32, 48, 64, 128, 256, 1024] {
         let nodes = cluster(n);
         let r = time(|| {
-            black_box(score_nodes_to_start_reference(black_box(&nodes), &vm).expect("synthetic stats are valid"));
+            black_box(
+                score_nodes_to_start_reference(black_box(&nodes), &vm)
+                    .expect("synthetic stats are valid"),
+            );
         });
         let f = time(|| {
-            black_box(score_nodes_to_start_fast(black_box(&nodes), &vm).expect("synthetic stats are valid"));
+            black_box(
+                score_nodes_to_start_fast(black_box(&nodes), &vm)
+                    .expect("synthetic stats are valid"),
+            );
         });
         println!(
             "{n:>6} {:>14?} {:>14?} {:>8.2}",
