@@ -50,6 +50,7 @@ impl State {
                 continue;
             }
             let u = &mut usage[g.node.get()];
+            // Sums cannot overflow: `Cluster::from_snapshot` bounds the cluster's total.
             u.committed_mem += g.maxmem;
             u.committed_cpus += g.maxcpu;
             u.guests += 1;
@@ -112,9 +113,10 @@ impl State {
     /// Adds a new running guest's full size to a node (a placement decided but not yet visible).
     pub fn add_guest(&mut self, node: NodeIdx, mem: u64, cores: f64) {
         let u = &mut self.usage[node.get()];
-        u.mem += mem;
+        // Saturating: the caller's size is not bounded like the snapshot's figures are.
+        u.mem = u.mem.saturating_add(mem);
         u.cpu += cores;
-        u.committed_mem += mem;
+        u.committed_mem = u.committed_mem.saturating_add(mem);
         u.committed_cpus += cores;
         u.guests += 1;
     }

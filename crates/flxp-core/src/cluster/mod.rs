@@ -7,6 +7,7 @@
 
 mod crs;
 mod guest;
+mod limits;
 mod node;
 mod tasks;
 
@@ -16,6 +17,7 @@ use serde::Serialize;
 
 pub use crs::{Crs, CrsMode};
 pub use guest::{Guest, GuestIdx, GuestKind};
+pub use limits::{MAX_BYTES, MAX_TOTAL_BYTES};
 pub use node::{MaintenanceSource, Node, NodeIdx, NodeStatus, Pressure};
 pub use tasks::TaskIndex;
 
@@ -103,6 +105,7 @@ impl Cluster {
             .collect();
 
         apply_node_extras(&mut nodes, snapshot, overrides, &mut warnings);
+        limits::check(&nodes, &raw_guests)?;
         for name in &overrides.maintenance {
             match node_by_name.get(name) {
                 Some(&idx) => nodes[idx.get()]

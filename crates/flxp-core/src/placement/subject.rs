@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::cluster::{Cluster, GuestIdx, NodeIdx};
+use crate::cluster::{Cluster, GuestIdx, MAX_BYTES, NodeIdx};
 use crate::constraints::{GuestRules, NodeRule, Rules};
 use crate::{Error, Result, Warning};
 
@@ -55,6 +55,13 @@ impl Subject {
     ) -> Result<(Self, Vec<Warning>)> {
         if request.memory == 0 {
             return Err(Error::Request("memory must be more than 0 bytes".into()));
+        }
+        if request.memory > MAX_BYTES {
+            return Err(Error::Request(format!(
+                "memory {} bytes is more than {} (no machine has that much memory)",
+                request.memory,
+                crate::units::fmt_bytes(MAX_BYTES)
+            )));
         }
         if request.cores == 0 {
             return Err(Error::Request("cores must be at least 1".into()));

@@ -241,6 +241,16 @@ fn bad_requests_are_errors_naming_the_problem() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("bad/tag"), "{e}");
+    // u64::MAX bytes would overflow a node's committed-memory sum: refused up front.
+    let e = placer
+        .place(&c, &rules, &s, &req(u64::MAX, 1, &[]))
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "invalid request: memory 18446744073709551615 bytes is more than 1.0 PiB \
+         (no machine has that much memory)"
+    );
     let mut r = req(GIB, 1, &[]);
     r.policy = Some("fastest".into());
     let e = placer.place(&c, &rules, &s, &r).unwrap_err().to_string();

@@ -1,0 +1,131 @@
+//! Upper bounds on the memory figures of a snapshot, so that no sum the decisions form overflows.
+//!
+//! Proxmox reports memory in bytes as `u64`. No machine has a pebibyte of RAM, but a broken or
+//! hand-edited snapshot may say `18446744073709551615`, and adding two of those overflows. Every
+//! figure is held to [`MAX_BYTES`] and the cluster's total to [`MAX_TOTAL_BYTES`]: then any sum of
+//! a subset of guests and nodes plus one new VM (itself at most [`MAX_BYTES`]) fits in a `u64`.
+//! Checked once here, so the arithmetic of the decisions can stay plain.
+
+use super::{Guest, Node};
+use crate::units::fmt_bytes;
+use crate::{Error, Result};
+
+/// The largest memory figure accepted for one node or guest: 1 PiB, far beyond any real machine.
+pub const MAX_BYTES: u64 = 1 << 50;
+
+/// The largest sum of all memory figures of a cluster: 4 EiB, a quarter of `u64::MAX`.
+pub const MAX_TOTAL_BYTES: u64 = 1 << 62;
+
+/// Refuses a figure above [`MAX_BYTES`] (naming the entry and field) or a cluster whose figures add
+/// up beyond [`MAX_TOTAL_BYTES`].
+pub(super) fn check(nodes: &[Node], guests: &[(String, Guest)]) -> Result<()> {
+    let mut total: u128 = 0;
+    let node_figures = nodes.iter().map(|n| {
+        let figures = vec![("maxmem", Some(n.maxmem)), ("mem", n.mem)];
+        (format!("node/{}", n.name), figures)
+    });
+    let guest_figures = guests.iter().map(|(_, g)| {
+        let figures = vec![
+            ("maxmem", Some(g.maxmem)),
+            ("mem", Some(g.mem)),
+            ("memhost", g.memhost),
+        ];
+        (g.id(), figures)
+    });
+    for (entry, figures) in node_figures.chain(guest_figures) {
+        for (field, value) in figures {
+            let Some(value) = value else { continue };
+            if value > MAX_BYTES {
+                return Err(Error::Resource {
+                    entry,
+                    message: format!(
+                        "{field} {value} bytes is more than {} (no machine has that much memory)",
+                        fmt_bytes(MAX_BYTES)
+                    ),
+                });
+            }
+            total += u128::from(value);
+        }
+    }
+    if total > u128::from(MAX_TOTAL_BYTES) {
+        return Err(Error::Snapshot {
+            path: "resources".into(),
+            message: format!(
+                "the memory figures of all nodes and guests add up to {total} bytes, more than \
+                 4 EiB (no cluster has that much memory)"
+            ),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    // Tests may panic on a broken fixture: that is the failure report.
+    #![allow(clippy::unwrap_used)]
+    use crate::{Cluster, Overrides};
+
+    fn build(json: &str) -> crate::Result<Cluster> {
+        Cluster::from_json(json, &Overrides::default())
+    }
+
+    #[test]
+    fn a_guest_of_u64_max_bytes_is_an_error_naming_it_not_an_overflow() {
+        // Two of these used to overflow the node's committed-memory sum (a panic in debug builds,
+        // a wrapped, tiny figure in release builds).
+        let json = r#"[{"type":"node","node":"a","status":"online","maxmem":68719476736,"mem":1,"maxcpu":8},
+            {"id":"qemu/100","type":"qemu","vmid":100,"node":"a","status":"running","maxmem":18446744073709551615,"mem":18446744073709551615},
+            {"id":"qemu/101","type":"qemu","vmid":101,"node":"a","status":"running","maxmem":18446744073709551615,"mem":18446744073709551615}]"#;
+        let e = build(json).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "invalid resource qemu/100: maxmem 18446744073709551615 bytes is more than 1.0 PiB \
+             (no machine has that much memory)"
+        );
+    }
+
+    #[test]
+    fn node_figures_and_memhost_are_bounded_too() {
+        let node =
+            r#"[{"type":"node","node":"a","status":"online","maxmem":2251799813685248,"mem":1}]"#;
+        let e = build(node).unwrap_err().to_string();
+        assert!(
+            e.starts_with("invalid resource node/a: maxmem 2251799813685248 bytes"),
+            "{e}"
+        );
+        let memhost = r#"[{"id":"lxc/7","type":"lxc","vmid":7,"node":"a","status":"running","memhost":1e18}]"#;
+        let e = build(memhost).unwrap_err().to_string();
+        assert!(
+            e.starts_with("invalid resource lxc/7: memhost 1000000000000000000 bytes"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_cluster_whose_figures_add_up_past_4_eib_is_refused() {
+        // 4100 guests of 1 PiB each: every figure is allowed, their sum is not.
+        let mut entries =
+            vec![r#"{"type":"node","node":"a","status":"online","maxmem":1}"#.to_owned()];
+        for vmid in 100..4200 {
+            entries.push(format!(
+                r#"{{"type":"qemu","vmid":{vmid},"node":"a","status":"running","maxmem":1125899906842624}}"#
+            ));
+        }
+        let e = build(&format!("[{}]", entries.join(",")))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("add up to") && e.contains("more than 4 EiB"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_largest_real_machines_are_accepted() {
+        // 48 TiB, the largest single-system-image server sold today, with a guest of half of it.
+        let json = r#"[{"type":"node","node":"a","status":"online","maxmem":52776558133248,"mem":1,"maxcpu":896},
+            {"type":"qemu","vmid":100,"node":"a","status":"running","maxmem":26388279066624,"mem":26388279066624}]"#;
+        let c = build(json).unwrap();
+        assert_eq!(c.guests[0].maxmem, 26_388_279_066_624);
+    }
+}
