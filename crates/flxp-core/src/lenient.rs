@@ -19,7 +19,8 @@ pub fn u64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
         None => Ok(None),
         Some(v) if (0.0..1.9e19).contains(&v) => Ok(Some(v as u64)),
         Some(v) => Err(de::Error::custom(format!(
-            "expected a non-negative integer, got {v}"
+            "expected a non-negative integer, got {}",
+            show(v)
         ))),
     })
 }
@@ -39,7 +40,10 @@ pub fn i64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
     d.deserialize_any(NumVisitor).and_then(|n| match n {
         None => Ok(None),
         Some(v) if v.is_finite() && v.abs() < 9.2e18 => Ok(Some(v as i64)),
-        Some(v) => Err(de::Error::custom(format!("expected an integer, got {v}"))),
+        Some(v) => Err(de::Error::custom(format!(
+            "expected an integer, got {}",
+            show(v)
+        ))),
     })
 }
 
@@ -59,6 +63,15 @@ pub fn bool<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
 /// Reads an optional string; numbers are accepted and rendered as text (Perl is loose about both).
 pub fn string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
     d.deserialize_any(StringVisitor)
+}
+
+/// A number for an error message: huge ones in exponent form rather than hundreds of digits.
+fn show(v: f64) -> String {
+    if v.is_finite() && v.abs() >= 1e21 {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
 }
 
 struct NumVisitor;
@@ -242,6 +255,16 @@ mod tests {
         let e = parse(r#"{"b": 2}"#).unwrap_err().to_string();
         assert!(e.contains("0 or 1"), "{e}");
         assert!(parse(r#"{"n": [1]}"#).is_err());
+    }
+
+    #[test]
+    fn huge_numbers_are_named_in_exponent_form() {
+        let e = parse(r#"{"n": 1e300}"#).unwrap_err().to_string();
+        assert!(e.contains("got 1e300 "), "{e}");
+        let e = parse(r#"{"n": "-1e30"}"#).unwrap_err().to_string();
+        assert!(e.contains("got -1e30 "), "{e}");
+        let e = parse(r#"{"n": "NaN"}"#).unwrap_err().to_string();
+        assert!(e.contains("got NaN "), "{e}");
     }
 
     #[test]
