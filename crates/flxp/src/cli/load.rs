@@ -97,10 +97,12 @@ pub fn load(source: &SourceArgs, config: &Config) -> Result<Loaded> {
         (Some(path), _) => {
             let snap = read_snapshot_file(path)?;
             Loaded::from_snapshot(&snap, &Overrides::default())
+                .with_context(|| format!("in {}", path.display()))
         }
         (None, Some(zone)) => {
             let snap = live_snapshot(config, zone)?;
             Loaded::from_snapshot(&snap, &config.overrides(zone))
+                .with_context(|| format!("zone {zone}"))
         }
         (None, None) => Err(UsageError(
             "name the cluster: --from-file F (a snapshot) or --zone Z (from the config file)"
