@@ -1,10 +1,13 @@
-//! Upper bounds on the memory figures of a snapshot, so that no sum the decisions form overflows.
+//! Upper bounds on the memory and CPU figures of a snapshot, so that no sum the decisions form
+//! overflows.
 //!
 //! Proxmox reports memory in bytes as `u64`. No machine has a pebibyte of RAM, but a broken or
 //! hand-edited snapshot may say `18446744073709551615`, and adding two of those overflows. Every
 //! figure is held to [`MAX_BYTES`] and the cluster's total to [`MAX_TOTAL_BYTES`]: then any sum of
 //! a subset of guests and nodes plus one new VM (itself at most [`MAX_BYTES`]) fits in a `u64`.
-//! Checked once here, so the arithmetic of the decisions can stay plain.
+//! CPU figures are `f64`: they cannot overflow, but `1e308` cores make an infinite sum and then
+//! NaN scores, so they are held to [`MAX_CPUS`]. Checked once here, so the arithmetic of the
+//! decisions can stay plain.
 
 use super::{Guest, Node};
 use crate::units::fmt_bytes;
@@ -16,8 +19,12 @@ pub const MAX_BYTES: u64 = 1 << 50;
 /// The largest sum of all memory figures of a cluster: 4 EiB, a quarter of `u64::MAX`.
 pub const MAX_TOTAL_BYTES: u64 = 1 << 62;
 
-/// Refuses a figure above [`MAX_BYTES`] (naming the entry and field) or a cluster whose figures add
-/// up beyond [`MAX_TOTAL_BYTES`].
+/// The largest CPU figure accepted: a `maxcpu` of 1 048 576 CPUs, or a `cpu` of that many times
+/// the guest's or node's CPUs. Keeps every CPU sum finite (an infinite one turns scores into NaN).
+pub const MAX_CPUS: f64 = 1_048_576.0;
+
+/// Refuses a memory figure above [`MAX_BYTES`] or a CPU figure above [`MAX_CPUS`] (naming the entry
+/// and field), or a cluster whose memory figures add up beyond [`MAX_TOTAL_BYTES`].
 pub(super) fn check(nodes: &[Node], guests: &[(String, Guest)]) -> Result<()> {
     let mut total: u128 = 0;
     let node_figures = nodes.iter().map(|n| {
@@ -45,6 +52,22 @@ pub(super) fn check(nodes: &[Node], guests: &[(String, Guest)]) -> Result<()> {
                 });
             }
             total += u128::from(value);
+        }
+    }
+    let node_cpus = nodes
+        .iter()
+        .map(|n| (format!("node/{}", n.name), n.maxcpu, n.cpu));
+    let guest_cpus = guests.iter().map(|(_, g)| (g.id(), g.maxcpu, g.cpu));
+    for (entry, maxcpu, cpu) in node_cpus.chain(guest_cpus) {
+        for (field, value) in [("maxcpu", maxcpu), ("cpu", cpu)] {
+            if value > MAX_CPUS {
+                return Err(Error::Resource {
+                    entry,
+                    message: format!(
+                        "{field} {value:e} is more than {MAX_CPUS} (no machine has that many CPUs)"
+                    ),
+                });
+            }
         }
     }
     if total > u128::from(MAX_TOTAL_BYTES) {
@@ -116,6 +139,26 @@ mod tests {
             .to_string();
         assert!(
             e.contains("add up to") && e.contains("more than 4 EiB"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn cpu_figures_of_1e308_are_errors_naming_the_entry_not_nan_scores() {
+        // These used to make the free-cpu and pve-dynamic scorers return NaN ("scorer returned
+        // NaN, outside 0..=100": a bug report for a bad input).
+        let json = r#"[{"type":"node","node":"a","status":"online","maxmem":1024,"maxcpu":8},
+            {"id":"qemu/100","type":"qemu","vmid":100,"node":"a","status":"running","maxcpu":2,"cpu":1e308}]"#;
+        let e = build(json).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "invalid resource qemu/100: cpu 1e308 is more than 1048576 (no machine has that many CPUs)"
+        );
+        let json =
+            r#"[{"type":"node","node":"a","status":"online","maxmem":1024,"maxcpu":"1e300"}]"#;
+        let e = build(json).unwrap_err().to_string();
+        assert!(
+            e.starts_with("invalid resource node/a: maxcpu 1e300 is more than"),
             "{e}"
         );
     }

@@ -17,7 +17,7 @@ use serde::Serialize;
 
 pub use crs::{Crs, CrsMode};
 pub use guest::{Guest, GuestIdx, GuestKind};
-pub use limits::{MAX_BYTES, MAX_TOTAL_BYTES};
+pub use limits::{MAX_BYTES, MAX_CPUS, MAX_TOTAL_BYTES};
 pub use node::{MaintenanceSource, Node, NodeIdx, NodeStatus, Pressure};
 pub use tasks::TaskIndex;
 
