@@ -44,9 +44,33 @@ pub enum Error {
         value: f64,
     },
     /// Proxmox's scheduler math refused its input (a node without capacity, a non-finite figure).
+    // Not a `#[source]`: the message already holds it, and a chain printer (`{:#}`) would repeat it.
     #[error("Proxmox scheduler math: {0}")]
-    Crs(#[from] crate::pve_crs::CrsError),
+    Crs(crate::pve_crs::CrsError),
+}
+
+impl From<crate::pve_crs::CrsError> for Error {
+    fn from(e: crate::pve_crs::CrsError) -> Self {
+        Self::Crs(e)
+    }
 }
 
 /// Result with the core's error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pve_crs::CrsError;
+
+    #[test]
+    fn a_crs_error_is_said_once_even_by_a_chain_printer() {
+        let e = Error::from(CrsError::Node {
+            node: "a".into(),
+            message: "cpu is inf".into(),
+        });
+        assert_eq!(e.to_string(), "Proxmox scheduler math: node a: cpu is inf");
+        // `{:#}` printers append every source; the message already holds this one.
+        assert!(std::error::Error::source(&e).is_none());
+    }
+}
