@@ -153,8 +153,10 @@ pub fn check_dns_name(name: &str) -> Result<(), String> {
         return Err("must not be empty".into());
     }
     if name.len() > 253 {
+        // Not echoed: the name may be kilobytes long.
         return Err(format!(
-            "{name:?} is longer than 253 characters (a DNS name)"
+            "is {} bytes long; a DNS name has at most 253 characters",
+            name.len()
         ));
     }
     for label in name.split('.') {
@@ -267,6 +269,15 @@ mod tests {
         ] {
             assert!(check_dns_name(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_10_kb_name_is_refused_without_being_echoed() {
+        let e = check_dns_name(&"a".repeat(10 * 1024)).unwrap_err();
+        assert_eq!(
+            e,
+            "is 10240 bytes long; a DNS name has at most 253 characters"
+        );
     }
 
     #[test]
