@@ -10,7 +10,8 @@
 //! | `GET /readyz` | none | 200 when every zone answered recently, else 503 |
 
 use async_graphql::ServerError;
-use async_graphql_axum::{GraphQLRequest, GraphQLResponse};
+use async_graphql::http::MultipartOptions;
+use async_graphql_axum::GraphQLResponse;
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -71,14 +72,66 @@ async fn require_token(State(s): State<HttpState>, request: Request, next: Next)
     resp
 }
 
-async fn graphql(State(s): State<HttpState>, req: GraphQLRequest) -> GraphQLResponse {
-    let mut resp = s.schema.execute(req.into_inner()).await;
+/// The largest request body read: a GraphQL request is a few kilobytes, and without a cap a client
+/// could make the server buffer gigabytes.
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+
+/// A GraphQL error document for a request that never reached the engine (too large, not JSON).
+fn refused(status: StatusCode, message: &str) -> Response {
+    tracing::debug!(message, "malformed API request");
+    let body = json!({
+        "data": null,
+        "errors": [{ "message": message, "extensions": { "code": Code::BadInput.as_str() } }],
+    });
+    (status, axum::Json(body)).into_response()
+}
+
+async fn graphql(State(s): State<HttpState>, request: Request) -> Response {
+    let too_large = || {
+        refused(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!(
+                "the request body is larger than {}",
+                flxp_core::units::fmt_bytes(MAX_BODY_BYTES as u64)
+            ),
+        )
+    };
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return too_large();
+    }
+    let content_type = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let Ok(body) = axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES).await else {
+        // Chunked bodies have no length up front: this is where they hit the cap (or the
+        // client hung up, and then nobody reads the answer).
+        return too_large();
+    };
+    let parsed =
+        async_graphql::http::receive_body(content_type, body.as_ref(), MultipartOptions::default())
+            .await;
+    let req = match parsed {
+        Ok(r) => r,
+        Err(e) => {
+            return refused(
+                StatusCode::BAD_REQUEST,
+                &format!("the request is not a GraphQL request: {e}"),
+            );
+        }
+    };
+    let mut resp = s.schema.execute(req).await;
     // Errors of the request itself (syntax, unknown fields, wrong types) come from the GraphQL
     // engine without a code: they are bad input.
     for e in &mut resp.errors {
         with_default_code(e);
     }
-    resp.into()
+    GraphQLResponse::from(resp).into_response()
 }
 
 fn with_default_code(e: &mut ServerError) {
