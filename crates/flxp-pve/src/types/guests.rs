@@ -276,8 +276,29 @@ pub struct GuestStatusCurrent {
     pub agent: Option<bool>,
 }
 
+/// Config keys whose values are secrets: cloud-init's password (in clear in an update, hashed in
+/// a read config). `Debug` of the config types shows them as `[redacted]`.
+pub const SECRET_CONFIG_KEYS: &[&str] = &["cipassword"];
+
+/// A map of config keys for `Debug`, with the values of [`SECRET_CONFIG_KEYS`] redacted.
+struct RedactedKeys<'a, V>(&'a BTreeMap<String, V>);
+
+impl<V: fmt::Debug> fmt::Debug for RedactedKeys<'_, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut m = f.debug_map();
+        for (k, v) in self.0 {
+            if SECRET_CONFIG_KEYS.contains(&k.as_str()) {
+                m.entry(k, &format_args!("[redacted]"));
+            } else {
+                m.entry(k, v);
+            }
+        }
+        m.finish()
+    }
+}
+
 /// `GET /nodes/{node}/{qemu|lxc}/{vmid}/config`: every config key as sent, plus `digest`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct GuestConfig {
     /// SHA-1 of the config file: send it back with a write to detect concurrent changes.
     #[serde(
@@ -303,8 +324,17 @@ impl GuestConfig {
     }
 }
 
+impl fmt::Debug for GuestConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GuestConfig")
+            .field("digest", &self.digest)
+            .field("values", &RedactedKeys(&self.values))
+            .finish()
+    }
+}
+
 /// Body of `PUT /nodes/{node}/{qemu|lxc}/{vmid}/config`: keys to set, keys to delete, the digest.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConfigUpdate {
     /// Comma-separated keys to delete (`tags`, `unused0`).
     #[serde(
@@ -323,6 +353,16 @@ pub struct ConfigUpdate {
     /// Keys to set, with their values as Proxmox's config syntax writes them.
     #[serde(flatten)]
     pub set: BTreeMap<String, String>,
+}
+
+impl fmt::Debug for ConfigUpdate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConfigUpdate")
+            .field("delete", &self.delete)
+            .field("digest", &self.digest)
+            .field("set", &RedactedKeys(&self.set))
+            .finish()
+    }
 }
 
 impl ConfigUpdate {
@@ -365,6 +405,24 @@ mod tests {
 
     use super::*;
     use crate::types::form::{from_form, to_form};
+
+    #[test]
+    fn debug_of_config_reads_and_updates_never_shows_the_cloud_init_password() {
+        let u = ConfigUpdate::new()
+            .with("cipassword", "hunter2-initial")
+            .with("ciuser", "admin");
+        let shown = format!("{u:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains(r#""cipassword": [redacted]"#), "{shown}");
+        assert!(shown.contains(r#""ciuser": "admin""#), "{shown}");
+        let c: GuestConfig =
+            serde_json::from_str(r#"{"cipassword":"$5$abc$hashedvalue","cores":2}"#).unwrap();
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("hashedvalue"), "{shown}");
+        assert!(shown.contains("cores"), "{shown}");
+        // The wire still carries it.
+        assert_eq!(u.set["cipassword"], "hunter2-initial");
+    }
 
     #[test]
     fn guest_list_reads_string_vmids_and_zero_one_templates() {
