@@ -77,7 +77,7 @@ pub struct SimSection {
 }
 
 /// A user that may log in.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UserSpec {
     /// `user@realm`.
@@ -87,6 +87,17 @@ pub struct UserSpec {
     /// Whether it may only read (writes answer 403).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub readonly: bool,
+}
+
+// Redacting: a scenario may be printed with `{:?}`, its passwords must not be.
+impl std::fmt::Debug for UserSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserSpec")
+            .field("userid", &self.userid)
+            .field("password", &"<redacted>")
+            .field("readonly", &self.readonly)
+            .finish()
+    }
 }
 
 /// Per-node details.
@@ -299,5 +310,22 @@ impl<'de> Deserialize<'de> for FailMigration {
                 "expected a VMID or {{\"vmid\": ..., \"message\": ...}}, got {other}"
             ))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::UserSpec;
+
+    #[test]
+    fn debug_of_a_user_hides_the_password() {
+        let u = UserSpec {
+            userid: "root@pam".into(),
+            password: "s3cret-pw".into(),
+            readonly: false,
+        };
+        let shown = format!("{u:?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(shown.contains("root@pam"), "{shown}");
     }
 }
