@@ -12,18 +12,34 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    let args = cli::Cli::parse();
+    let args = match cli::Cli::try_parse() {
+        Ok(args) => args,
+        Err(e) => {
+            // `--json` promises one JSON document on stdout, also for a mistyped command line.
+            if e.use_stderr() && std::env::args_os().any(|a| a == "--json") {
+                let text = e.render().to_string();
+                let first = text.lines().next().unwrap_or_default();
+                output::print_json_error(first.trim_start_matches("error: "), 2);
+            }
+            e.exit()
+        }
+    };
     init_tracing(args.verbose);
+    let json = args.wants_json();
     match cli::run(args) {
         Ok(code) => code,
         Err(err) => {
             // One line with the whole chain, so the cause is never hidden behind context.
             eprintln!("error: {err:#}");
-            if err.downcast_ref::<cli::UsageError>().is_some() {
-                ExitCode::from(2)
+            let code = if err.downcast_ref::<cli::UsageError>().is_some() {
+                2
             } else {
-                ExitCode::from(1)
+                1
+            };
+            if json {
+                output::print_json_error(&format!("{err:#}"), code);
             }
+            ExitCode::from(code)
         }
     }
 }

@@ -21,6 +21,13 @@ pub fn print_json<T: Serialize>(value: &T) -> Result<()> {
     Ok(())
 }
 
+/// The one JSON document of a `--json` command that failed: `{"error": "...", "exit_code": N}`.
+/// Best effort: when stdout itself is what failed, there is nowhere left to write.
+pub fn print_json_error(message: &str, exit_code: u8) {
+    let doc = serde_json::json!({ "error": message, "exit_code": exit_code });
+    let _ = print_json(&doc);
+}
+
 /// An aligned table without borders, like `kubectl get`.
 pub fn table(header: &[&str]) -> Table {
     let mut t = Table::new();

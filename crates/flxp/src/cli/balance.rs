@@ -28,7 +28,7 @@ pub struct Args {
     dry_run: bool,
     /// Print one JSON document on stdout: the plan, and what carrying it out did.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
     /// How balancing moves are chosen: flxp (the default: many moves at once, bundles, swaps), or
     /// Proxmox's own single-move selection pve-bruteforce or pve-topsis.
     #[arg(long, value_name = "M", value_parser = ["flxp", "pve-bruteforce", "pve-topsis"])]

@@ -21,7 +21,7 @@ pub struct Args {
     dry_run: bool,
     /// Print one JSON document on stdout: the plan, and what carrying it out did.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 /// Runs `flxp evacuate`: exit 3 when a guest that must leave fits nowhere (named with the reason).

@@ -56,6 +56,19 @@ pub struct UsageError(pub String);
 /// Exit code 3: nothing can satisfy the request (no node fits, no safe plan).
 pub const UNSATISFIABLE: u8 = 3;
 
+impl Cli {
+    /// Whether the command was asked for `--json` output.
+    pub fn wants_json(&self) -> bool {
+        match &self.command {
+            Command::Place(a) => a.json,
+            Command::Status(a) => a.json,
+            Command::Balance(a) => a.json,
+            Command::Evacuate(a) => a.json,
+            _ => false,
+        }
+    }
+}
+
 /// Runs the chosen subcommand and returns the exit code.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {

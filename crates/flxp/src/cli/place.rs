@@ -33,7 +33,7 @@ pub struct Args {
     explain: bool,
     /// Print one JSON document on stdout.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 /// Runs `flxp place`.

@@ -14,7 +14,7 @@ pub struct Args {
     source: SourceArgs,
     /// Print one JSON document on stdout.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 /// Runs `flxp status`.

@@ -179,3 +179,56 @@ fn named_host_is_used_when_it_has_room() {
     let warnings = v["warnings"].to_string();
     assert!(warnings.contains("taints"), "{warnings}");
 }
+
+#[test]
+fn json_errors_are_one_document_too_with_the_exit_code() {
+    // stdout used to be empty on errors: a script piping `--json` into a parser got nothing.
+    let f = example("pvesh-4node.json");
+    let f = f.to_str().unwrap();
+    let (_d, huge) = temp_file(
+        "huge.json",
+        r#"[{"type":"node","node":"a","status":"online","maxmem":1,"maxcpu":1},
+            {"id":"qemu/100","type":"qemu","vmid":100,"node":"a","status":"running","maxmem":18446744073709551615}]"#,
+    );
+    let cases: Vec<(Vec<&str>, i32, &str)> = vec![
+        (
+            vec![
+                "place",
+                "--from-file",
+                f,
+                "--memory",
+                "lots",
+                "--cores",
+                "2",
+                "--json",
+            ],
+            2,
+            "invalid value 'lots' for '--memory <SIZE>'",
+        ),
+        (
+            vec!["evacuate", "pve9", "--from-file", f, "--json"],
+            2,
+            "node \"pve9\" is not in the cluster",
+        ),
+        (
+            vec!["status", "--from-file", huge.to_str().unwrap(), "--json"],
+            1,
+            "invalid resource qemu/100: maxmem 18446744073709551615 bytes is more than 1.0 PiB",
+        ),
+        (
+            vec!["balance", "--from-file", "/nonexistent.json", "--json"],
+            1,
+            "cannot read snapshot file /nonexistent.json",
+        ),
+    ];
+    for (args, want_code, want) in cases {
+        let (code, out, err) = run(&args);
+        assert_eq!(code, want_code, "{args:?}: {err}");
+        let v: serde_json::Value = serde_json::from_str(&out)
+            .unwrap_or_else(|e| panic!("{args:?}: stdout is not one JSON document ({e}): {out:?}"));
+        assert_eq!(v["exit_code"], want_code, "{args:?}");
+        let message = v["error"].as_str().unwrap();
+        assert!(message.contains(want), "{args:?}: {message}");
+        assert!(err.contains(want), "the error still goes to stderr: {err}");
+    }
+}
