@@ -127,7 +127,7 @@ impl<'e> Round<'e> {
     /// Starts nothing new from now on; running migrations are followed until the drain timeout.
     fn stop_starting(&mut self, why: String) {
         self.report.stopped = Some(why);
-        self.drain_until = Some(Instant::now() + self.exec.options.drain_timeout);
+        self.drain_until = Some(deadline_after(self.exec.options.drain_timeout));
     }
 
     /// Starts every migration the queue and limits allow, each after a fresh re-check; stops at
@@ -348,4 +348,26 @@ pub(crate) fn replan_holds(
         }
     }
     holds
+}
+
+/// The instant `after` from now; a timeout too large for the clock (a config's "forever") is
+/// capped at a century instead of overflowing `Instant`, which panics.
+fn deadline_after(after: std::time::Duration) -> Instant {
+    const CENTURY: std::time::Duration = std::time::Duration::from_secs(100 * 365 * 86_400);
+    let now = Instant::now();
+    now.checked_add(after.min(CENTURY)).unwrap_or(now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_drain_timeout_of_u64_max_seconds_is_a_century_not_a_panic() {
+        let now = Instant::now();
+        let d = deadline_after(std::time::Duration::from_secs(u64::MAX));
+        assert!(d.duration_since(now) >= std::time::Duration::from_secs(99 * 365 * 86_400));
+        let d = deadline_after(std::time::Duration::from_secs(600));
+        assert!(d.duration_since(now) >= std::time::Duration::from_secs(600));
+    }
 }
