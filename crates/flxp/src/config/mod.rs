@@ -186,10 +186,14 @@ impl Config {
             .into_iter()
             .chain(policies.iter().map(|p| p.name.as_str()))
             .collect();
-        if let Some(p) = &self.placement.policy {
-            if !known.contains(p.as_str()) {
+        let named = [
+            ("placement.policy", self.placement.policy.as_deref()),
+            ("evacuate.policy", Some(self.evacuate.policy.as_str())),
+        ];
+        for (key, policy) in named {
+            if let Some(p) = policy.filter(|p| !known.contains(p)) {
                 return Err((
-                    "placement.policy".into(),
+                    key.into(),
                     format!(
                         "unknown policy {p:?}; known: {}",
                         known.into_iter().collect::<Vec<_>>().join(", ")
@@ -491,6 +495,12 @@ vlan = 100
                 &format!("{ZONE}[placement]\npolicy = \"fastest\"\n"),
                 6,
                 "placement.policy",
+                "unknown policy",
+            ),
+            (
+                &format!("{ZONE}[evacuate]\npolicy = \"fastest\"\n"),
+                6,
+                "evacuate.policy",
                 "unknown policy",
             ),
             (
