@@ -119,6 +119,8 @@ impl World {
                 .or(spec.maxcpu)
                 .unwrap_or(8)
                 .max(1);
+            super::guest_config::check_bytes(r.maxmem.or(spec.maxmem), &format!("{at}.maxmem"))?;
+            super::guest_config::check_bytes(r.mem, &format!("{at}.mem"))?;
             let maxmem = r.maxmem.or(spec.maxmem).unwrap_or(32 * GIB);
             let rrd = extra.and_then(|e| e.rrddata.as_ref());
             let pressure = spec.pressure.unwrap_or_else(|| Pressure {

@@ -359,7 +359,8 @@ impl Guest {
                     .and_then(|v| v.parse::<u64>().ok())
             })
             .unwrap_or(default);
-        mib << 20
+        // Saturating: `memory` has no maximum in the schema, and `<<` would drop the high bits.
+        mib.saturating_mul(1 << 20)
     }
 
     /// Configured vCPUs (qemu: `vcpus` or sockets × cores; lxc: `cores`), capped at `host_cpus`.
@@ -483,6 +484,13 @@ mod tests {
         let linked = disks.iter().find(|d| d.key == "scsi1").unwrap_or(&disks[0]);
         assert_eq!(linked.base.as_deref(), Some("base-9000-disk-0"));
         assert_eq!(linked.storage.as_deref(), Some("local-lvm"));
+    }
+
+    #[test]
+    fn a_memory_setting_beyond_u64_bytes_saturates_instead_of_wrapping() {
+        // `<< 20` dropped the high bits: 2^44 MiB read as 0 bytes.
+        let g = guest(&[("name", "a"), ("memory", "17592186044416")]);
+        assert_eq!(g.maxmem(), u64::MAX);
     }
 
     #[test]

@@ -31,6 +31,9 @@ impl World {
             Some("running" | "paused" | "prelaunch" | "suspended" | "inmigrate" | "postmigrate")
         );
         let template = r.template.unwrap_or(false);
+        check_bytes(r.maxmem, &format!("{at}.maxmem"))?;
+        check_bytes(r.mem, &format!("{at}.mem"))?;
+        check_bytes(r.memhost, &format!("{at}.memhost"))?;
         let mem_mib = r.maxmem.map(|m| m.div_ceil(MIB)).unwrap_or(2048).max(16);
         let cores = r.maxcpu.map(|c| c.round() as u32).unwrap_or(1).max(1);
         let disk_gib = r
@@ -179,7 +182,7 @@ impl World {
             (Some(c), u) if u > 0 => c as f64 / u as f64,
             _ => 0.0,
         };
-        let maxmem = mem_mib * MIB;
+        let maxmem = mem_mib.saturating_mul(MIB);
         let usage = GuestUsage {
             cpu: spec.cpu.or(r.cpu).unwrap_or(0.0).clamp(0.0, 1.0),
             mem: spec
@@ -277,4 +280,15 @@ pub(crate) fn check_config(
         }
     }
     Ok(())
+}
+
+/// Refuses a memory figure flxp would refuse too (more than 1 PiB): it names the field.
+pub(crate) fn check_bytes(value: Option<u64>, at: &str) -> Result<()> {
+    match value {
+        Some(v) if v > flxp_core::cluster::MAX_BYTES => Err(Error::scenario(
+            at,
+            format!("{v} bytes is more than 1 PiB (no machine has that much memory)"),
+        )),
+        _ => Ok(()),
+    }
 }

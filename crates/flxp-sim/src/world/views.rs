@@ -246,7 +246,7 @@ impl World {
                     .get("swap")
                     .and_then(|v| v.parse::<u64>().ok())
                     .unwrap_or(512)
-                    << 20
+                    .saturating_mul(1 << 20)
             }),
             disk: Some(s.disk),
             maxdisk: Some(s.maxdisk),

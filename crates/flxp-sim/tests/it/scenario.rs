@@ -161,6 +161,22 @@ fn bad_scenarios_name_the_offending_entry() {
     d["resources"][3]["maxmem"] = json!("lots");
     assert!(err(d).contains("resources[3].maxmem"));
 
+    // u64::MAX bytes used to overflow the memory arithmetic (a panic while loading).
+    let mut d = cluster();
+    d["resources"][9]["maxmem"] = json!(u64::MAX);
+    let e = err(d);
+    assert!(
+        e.contains("resources[9].maxmem") && e.contains("more than 1 PiB"),
+        "{e}"
+    );
+    let mut d = cluster();
+    d["resources"][0]["maxmem"] = json!(u64::MAX);
+    let e = err(d);
+    assert!(
+        e.contains("resources[0].maxmem") && e.contains("more than 1 PiB"),
+        "{e}"
+    );
+
     assert!(
         Scenario::from_json("{not json")
             .unwrap_err()
