@@ -35,7 +35,7 @@ impl Faults {
             .iter()
             .filter(|f| method_matches(f.method.as_deref(), method) && glob_match(&f.path, path))
             .map(|f| f.ms)
-            .sum()
+            .fold(0u64, u64::saturating_add)
     }
 
     /// The error to answer instead of a request, if a matching fault fires this time.

@@ -146,7 +146,7 @@ impl World {
                     Some(storage) => {
                         let volname = d.volid.split_once(':').map(|(_, v)| v).unwrap_or_default();
                         let vol = if full {
-                            copied += d.size;
+                            copied = copied.saturating_add(d.size);
                             let dest = req.storage.clone().unwrap_or_else(|| storage.clone());
                             format!("{dest}:vm-{}-disk-{disk_index}", req.newid)
                         } else {

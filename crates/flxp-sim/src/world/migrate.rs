@@ -340,9 +340,14 @@ impl World {
             Some(kib) if kib > 0.0 => self.settings.migration_bandwidth.min(kib * 1024.0),
             _ => self.settings.migration_bandwidth,
         };
-        let disk_bytes: u64 = local.iter().filter(|d| !d.cloudinit).map(|d| d.size).sum();
+        // Saturating: sizes come from configs, and `size=` has no upper bound.
+        let disk_bytes = local
+            .iter()
+            .filter(|d| !d.cloudinit)
+            .map(|d| d.size)
+            .fold(0u64, u64::saturating_add);
         let mem_bytes = if live { g.maxmem() } else { 0 };
-        let bytes = mem_bytes + disk_bytes;
+        let bytes = mem_bytes.saturating_add(disk_bytes);
         // Restart mode first shuts the guest down (a few seconds).
         let shutdown = if restart_mode { 5.0 } else { 0.0 };
         let duration = (bytes as f64 / bandwidth).max(1.0) + shutdown;

@@ -199,7 +199,8 @@ impl World {
                     continue;
                 }
                 let node = if st.shared { "" } else { g.node.as_str() };
-                *out.entry((id.as_str(), node)).or_insert(0) += size;
+                let used: &mut u64 = out.entry((id.as_str(), node)).or_insert(0);
+                *used = used.saturating_add(size);
             }
         }
         out
@@ -217,7 +218,7 @@ impl World {
             .flat_map(|g| g.disks())
             .filter(|d| d.storage.as_deref() == Some(storage) && d.is_volume())
             .map(|d| if d.base.is_some() { 0 } else { d.size })
-            .sum();
+            .fold(0u64, u64::saturating_add);
         (st.total, st.base_used.saturating_add(used).min(st.total))
     }
 

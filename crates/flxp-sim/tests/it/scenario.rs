@@ -236,3 +236,29 @@ fn a_dump_without_disk_storage_gets_a_local_thin_pool() {
             .starts_with("local-lvm:vm-100-disk-0")
     );
 }
+
+#[tokio::test]
+async fn disks_whose_sizes_add_up_past_u64_do_not_crash_the_server() {
+    // Two 16 million TiB disks: each fits a u64, their sum does not. Summing them panicked in
+    // the storage view (every /cluster/resources) and in the migration estimate.
+    let mut d = cluster();
+    d["sim"]["guests"]["101"]["config"] = json!({
+        "scsi0": "local-lvm:vm-101-disk-0,size=16000000T",
+        "scsi1": "local-lvm:vm-101-disk-1,size=16000000T"
+    });
+    let sim = crate::support::TestSim::new(d);
+    let r = sim.get("/cluster/resources").await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let r = sim
+        .post(
+            "/nodes/pve1/qemu/101/migrate",
+            &[
+                ("target", "pve2"),
+                ("online", "1"),
+                ("with-local-disks", "1"),
+            ],
+        )
+        .await;
+    assert!(r.status == 200 || r.status == 500, "{r:?}");
+    assert_eq!(sim.get("/cluster/resources").await.status, 200);
+}
