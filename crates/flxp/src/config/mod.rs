@@ -546,6 +546,16 @@ vlan = 100
         let text = "[zones.eu]\nhosts = []\ntoken = \"root@pam!flxp\"\ntoken-secret = \"hunter2\"\n[api]\ntokens = [{ value = \"t0ps3cret\" }]\n";
         let e = parse(text).unwrap_err().to_string();
         assert!(!e.contains("hunter2"), "{e}");
+        // Unquoted numeric secrets: serde's own message would quote the number.
+        for text in [
+            "[zones.eu]\nhosts = [\"a\"]\nuser = \"root@pam\"\npassword = 98765432\n",
+            "[zones.eu]\nhosts = [\"a\"]\ntoken = \"root@pam!flxp\"\ntoken-secret = 98765432\n",
+            "[api]\ntokens = [{ value = 98765432 }]\n",
+        ] {
+            let e = parse(text).unwrap_err().to_string();
+            assert!(!e.contains("98765432"), "{e}");
+            assert!(e.contains("expected a string, got an integer"), "{e}");
+        }
         let c = parse(&text.replace("hosts = []", "hosts = [\"a\"]")).unwrap();
         let dbg = format!("{c:?}");
         assert!(

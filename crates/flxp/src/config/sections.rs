@@ -114,11 +114,18 @@ impl Default for DaemonSection {
 #[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
 pub struct SecretSource {
     /// Inline value.
+    #[serde(deserialize_with = "inline_secret")]
     pub value: Option<String>,
     /// Environment variable holding it.
     pub env: Option<String>,
     /// File holding it (trailing newline ignored).
     pub file: Option<PathBuf>,
+}
+
+/// Reads an inline secret through [`flxp_pve::Secret`], whose errors never show the value.
+fn inline_secret<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let secret = flxp_pve::Secret::deserialize(d)?;
+    Ok(Some(secret.expose().to_owned()))
 }
 
 impl std::fmt::Debug for SecretSource {
