@@ -103,11 +103,10 @@ pub(super) fn detect(sim: &mut Sim, scope: &Scope, scoped: Option<&[UnitId]>) ->
                     0,
                     nr.rule.clone(),
                     format!(
-                        "{} is on {}, {} allows only {{{}}}",
+                        "{} is on {}, {}",
                         g.label(),
                         node.name,
-                        nr.rule,
-                        allowed.join(", ")
+                        crate::placement::allows_only(&nr.rule, &allowed)
                     ),
                     Purpose::Fix,
                 ));

@@ -51,11 +51,10 @@ pub fn violations(cluster: &Cluster, rules: &Rules, state: &State) -> Vec<Violat
                 node: node.name.clone(),
                 vmids: vec![g.vmid],
                 message: format!(
-                    "guest {} runs on {}, but {} allows only {{{}}}",
+                    "guest {} runs on {}, but {}",
                     g.label(),
                     node.name,
-                    nr.rule,
-                    allowed.join(", ")
+                    crate::placement::allows_only(&nr.rule, &allowed)
                 ),
             });
         }

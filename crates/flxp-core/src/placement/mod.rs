@@ -25,6 +25,7 @@ pub use options::PlacementOptions;
 pub use pipeline::{Placer, Ranked};
 pub use policy::{Policy, SOFT_RULE_WEIGHT};
 pub use reason::Reason;
+pub(crate) use reason::allows_only;
 pub use subject::{PlacementRequest, Subject};
 
 use crate::cluster::{Node, NodeIdx};

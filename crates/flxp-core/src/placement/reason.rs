@@ -145,7 +145,7 @@ impl fmt::Display for Reason {
             Self::NodeRules { rules } => {
                 let parts: Vec<String> = rules
                     .iter()
-                    .map(|(r, nodes)| format!("{r} allows only {{{}}}", nodes.join(", ")))
+                    .map(|(r, nodes)| allows_only(r, nodes))
                     .collect();
                 f.write_str(&parts.join("; "))
             }
@@ -159,5 +159,37 @@ impl fmt::Display for Reason {
                 write!(f, "{group} already has {} here", v.join(", "))
             }
         }
+    }
+}
+
+/// "`rule` allows only {a, b}", or, when the rule names no node of the cluster, that (an empty
+/// `{}` reads like a rendering bug).
+pub(crate) fn allows_only(rule: &str, nodes: &[impl AsRef<str>]) -> String {
+    if nodes.is_empty() {
+        return format!("{rule} names no node of the cluster");
+    }
+    let names: Vec<&str> = nodes.iter().map(AsRef::as_ref).collect();
+    format!("{rule} allows only {{{}}}", names.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_rule_naming_no_node_says_so_instead_of_printing_empty_braces() {
+        let none: [&str; 0] = [];
+        assert_eq!(
+            allows_only("flxp.node", &none),
+            "flxp.node names no node of the cluster"
+        );
+        assert_eq!(
+            allows_only("plb_pin", &["a", "b"]),
+            "plb_pin allows only {a, b}"
+        );
+        let r = Reason::NodeRules {
+            rules: vec![("flxp.node".into(), Vec::new())],
+        };
+        assert_eq!(r.to_string(), "flxp.node names no node of the cluster");
     }
 }
