@@ -249,6 +249,40 @@ pub fn print_plan(plan: &flxp_core::balance::Plan) {
             ));
         }
     }
+    print_skipped(plan);
+}
+
+/// Guests the plan leaves where they are. Those on a node in maintenance each get a line (they
+/// are why the node does not empty); the others, often many ignored guests, get a count.
+fn print_skipped(plan: &flxp_core::balance::Plan) {
+    let draining: std::collections::BTreeSet<&str> = plan
+        .nodes_before
+        .iter()
+        .filter(|n| n.maintenance)
+        .map(|n| n.node.as_str())
+        .collect();
+    let (stuck, others): (Vec<_>, Vec<_>) = plan
+        .skipped
+        .iter()
+        .partition(|s| draining.contains(s.node.as_str()));
+    if !stuck.is_empty() {
+        say(format!(
+            "\nstay on a node in maintenance ({}):",
+            stuck.len()
+        ));
+        for s in stuck {
+            say(format!(
+                "  {} {} on {}: {}",
+                s.vmid, s.name, s.node, s.reason
+            ));
+        }
+    }
+    if !others.is_empty() {
+        say(format!(
+            "\n{} other guest(s) not movable (ignored, locked, templates, ...): `skipped` in --json",
+            others.len()
+        ));
+    }
 }
 
 /// What carrying out a plan did, for people.

@@ -117,3 +117,19 @@ fn a_live_node_is_emptied() {
         "{out}"
     );
 }
+
+#[test]
+fn guests_that_stay_on_the_node_are_listed_with_the_reason() {
+    // The text output used to show only "rules still broken after", never why a guest stays.
+    let f = example("pvesh-4node.json");
+    let (code, out, _) = run(&["evacuate", "pve1", "--from-file", f.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(
+            "stay on a node in maintenance (2):\n  \
+             123 backup-target on pve1: locked (backup); pve1 is in maintenance (maintenance requested)\n  \
+             9000 ubuntu-2404-tpl on pve1: a template: never moved;"
+        ),
+        "{out}"
+    );
+}
