@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use flxp_core::placement::PlacementRequest;
 
-use super::{SourceArgs, UNSATISFIABLE, load};
+use super::{SourceArgs, UNSATISFIABLE, UsageError, load};
 use crate::{output, size};
 
 /// Arguments of `flxp place`.
@@ -48,7 +48,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
         host: args.host,
         policy: args.policy,
     };
-    let decision = placer.place(&loaded.cluster, &loaded.rules, &loaded.state, &request)?;
+    let decision = placer
+        .place(&loaded.cluster, &loaded.rules, &loaded.state, &request)
+        .map_err(|e| match e {
+            // Every request field is a flag the user typed (--tag, --host, --policy): bad usage,
+            // exit 2, like an unknown node for `evacuate`.
+            flxp_core::Error::Request(_) | flxp_core::Error::Option { .. } => {
+                anyhow::Error::from(UsageError(e.to_string()))
+            }
+            other => other.into(),
+        })?;
     if args.json {
         output::print_json(&decision)?;
     } else {

@@ -154,8 +154,30 @@ fn bad_usage_exits_2_and_bad_input_exits_1() {
         "--policy",
         "nope",
     ]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 2, "a flag naming no policy is bad usage");
     assert!(err.contains("unknown policy"), "{err}");
+    for (flag, value, want) in [
+        (
+            "--host",
+            "pve9",
+            "host \"pve9\" is not a node of the cluster",
+        ),
+        ("--tag", "flxp.affinity.ü", "is not a valid Proxmox tag"),
+    ] {
+        let (code, _, err) = run(&[
+            "place",
+            "--from-file",
+            f,
+            "--memory",
+            "1G",
+            "--cores",
+            "1",
+            flag,
+            value,
+        ]);
+        assert_eq!(code, 2, "{flag} {value}: {err}");
+        assert!(err.contains(want), "{err}");
+    }
 }
 
 #[test]
