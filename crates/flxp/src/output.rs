@@ -14,11 +14,18 @@ use flxp_core::units::{fmt_bytes, fmt_cores};
 use serde::Serialize;
 
 /// Prints one pretty JSON document and a newline on stdout.
+///
+/// A reader that stopped reading (`flxp ... --json | head`) is not an error: the tables ignore it
+/// too, and the decision itself succeeded.
 pub fn print_json<T: Serialize>(value: &T) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, value).context("cannot write JSON to stdout")?;
-    writeln!(out).context("cannot write to stdout")?;
-    Ok(())
+    let written = serde_json::to_writer_pretty(&mut out, value)
+        .map_err(std::io::Error::from)
+        .and_then(|()| writeln!(out));
+    match written {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("cannot write JSON to stdout"),
+    }
 }
 
 /// The one JSON document of a `--json` command that failed: `{"error": "...", "exit_code": N}`.

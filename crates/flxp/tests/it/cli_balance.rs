@@ -253,3 +253,22 @@ fn human_output_of_a_run_ends_with_the_report() {
     let last = out.lines().last().unwrap();
     assert!(last.contains("migration(s) done in "), "{out}");
 }
+
+#[test]
+fn a_reader_that_stops_reading_is_not_an_error() {
+    // `flxp balance --json | head -1` used to exit 1 with "Broken pipe".
+    use std::process::{Command, Stdio};
+    let f = super::example("pvesh-4node.json");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flxp"))
+        .args(["balance", "--from-file", f.to_str().unwrap(), "--json"])
+        .env_remove("FLXP_CONFIG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("Broken pipe"), "{err}");
+}
