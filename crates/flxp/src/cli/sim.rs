@@ -96,20 +96,21 @@ async fn serve(args: Args, sim: Sim, token: TokenSpec) -> anyhow::Result<()> {
         addr
     };
     {
+        // `say`, not `println!`: a closed stdout (a service manager, `| head`) must not panic.
         let w = sim.world();
-        println!(
+        crate::output::say(format!(
             "flxp sim: cluster '{}' with {} nodes and {} guests",
             w.settings.cluster_name,
             w.nodes.len(),
             w.guests.len()
-        );
+        ));
     }
-    println!("  base URL:      {scheme}://{shown}/api2/json");
+    crate::output::say(format!("  base URL:      {scheme}://{shown}/api2/json"));
     if let Some(id) = &identity {
-        println!("  fingerprint:   {}", id.fingerprint());
+        crate::output::say(format!("  fingerprint:   {}", id.fingerprint()));
     }
-    println!("  Authorization: {}", token.header_value());
-    println!("  control:       {scheme}://{shown}/_sim/state");
+    crate::output::say(format!("  Authorization: {}", token.header_value()));
+    crate::output::say(format!("  control:       {scheme}://{shown}/_sim/state"));
     let acceptor = match &identity {
         Some(id) => {
             sim.set_fingerprint(id.fingerprint());
