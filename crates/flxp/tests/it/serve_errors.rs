@@ -97,6 +97,31 @@ async fn every_bad_request_has_its_code_and_creates_nothing() {
         .await;
     assert_eq!(code(&v), "BAD_INPUT", "{v}");
     assert!(message(&v).contains("name"), "{v}");
+    // Placement questions with impossible numbers name the field (negative cores used to be
+    // `Failed to parse "Int"`; 15 EiB used to be "no node fits").
+    let placement = "query($r: PlacementInput!) { placement(zone: \"lab\", request: $r) { node } }";
+    for (request, want) in [
+        (
+            json!({ "memory": "1G", "cores": -1 }),
+            "request.cores: -1 is not a vCPU count (1 to 4294967295)",
+        ),
+        (
+            json!({ "memory": "1G", "cores": 0 }),
+            "request.cores: 0 is not a vCPU count",
+        ),
+        (
+            json!({ "memory": "1G", "cores": 4_294_967_296_i64 }),
+            "request.cores: 4294967296 is not a vCPU count",
+        ),
+        (
+            json!({ "memory": "15EiB", "cores": 1 }),
+            "memory 17293822569102704640 bytes is more than 1.0 PiB",
+        ),
+    ] {
+        let v = s.gql(placement, json!({ "r": request })).await;
+        assert_eq!(code(&v), "BAD_INPUT", "{request}: {v}");
+        assert!(message(&v).contains(want), "{request}: {v}");
+    }
     assert_eq!(s.guest_count(), before);
     let (_, metrics) = s.get("/metrics").await;
     assert!(

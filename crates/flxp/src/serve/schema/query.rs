@@ -169,7 +169,12 @@ fn placement_request(s: &AppState, r: PlacementInput) -> Result<PlacementRequest
         (None, Some(m), Some(c)) => (
             crate::size::parse(m)
                 .map_err(|e| ApiError::bad_input(format!("request.memory: {e}")))?,
-            c,
+            u32::try_from(c).ok().filter(|c| *c >= 1).ok_or_else(|| {
+                ApiError::bad_input(format!(
+                    "request.cores: {c} is not a vCPU count (1 to {})",
+                    u32::MAX
+                ))
+            })?,
         ),
         _ => {
             return Err(ApiError::bad_input(
