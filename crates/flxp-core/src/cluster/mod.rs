@@ -106,6 +106,17 @@ impl Cluster {
 
         apply_node_extras(&mut nodes, snapshot, overrides, &mut warnings);
         limits::check(&nodes, &raw_guests)?;
+        for n in nodes.iter().filter(|n| n.is_online()) {
+            // A dump with a zeroed field, not a real node: say so, or "no node fits" is a riddle.
+            for (field, zero) in [("maxmem", n.maxmem == 0), ("maxcpu", n.maxcpu == 0.0)] {
+                if zero {
+                    warnings.push(Warning::node(
+                        &n.name,
+                        format!("online but reports {field} 0: no guest can be placed on it"),
+                    ));
+                }
+            }
+        }
         for name in &overrides.maintenance {
             match node_by_name.get(name) {
                 Some(&idx) => nodes[idx.get()]
@@ -541,6 +552,23 @@ mod tests {
         assert!(
             e.contains("qemu/101") && e.contains("without a node"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn an_online_node_without_memory_or_cpus_is_a_warning() {
+        let c = cluster(
+            r#"[{"type":"node","node":"a","status":"online","maxmem":0,"maxcpu":8},
+                {"type":"node","node":"b","status":"online","maxmem":1024},
+                {"type":"node","node":"c","status":"offline"}]"#,
+        );
+        let w: Vec<String> = c.warnings.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            w,
+            [
+                "node a: online but reports maxmem 0: no guest can be placed on it",
+                "node b: online but reports maxcpu 0: no guest can be placed on it"
+            ]
         );
     }
 
