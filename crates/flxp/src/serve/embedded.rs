@@ -151,4 +151,20 @@ mod tests {
         assert!(q.starts_with("mutation { createVM(zone: \"sim\""), "{q}");
         assert!(b.contains("SIMULATED"));
     }
+
+    #[test]
+    fn a_token_from_the_environment_is_printed_ready_to_paste() {
+        // Issue 5: the banner prints the token in use, whoever chose it, so the curl works as is.
+        let b = banner(
+            "http://127.0.0.1:8080",
+            "my-own-t0ken",
+            false,
+            "https://127.0.0.1:1",
+        );
+        assert!(
+            b.contains("API token:    my-own-t0ken   (from FLXP_API_TOKEN)"),
+            "{b}"
+        );
+        assert!(b.contains("-H 'Authorization: Bearer my-own-t0ken'"), "{b}");
+    }
 }
