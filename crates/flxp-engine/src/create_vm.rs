@@ -306,6 +306,18 @@ impl Creator {
             if !storage_nodes.iter().any(|n| n == node) {
                 return Err(format!("storage {:?} is not available there", req.storage));
             }
+            // A storage reporting no size (inactive, or not reported) is not judged here: the
+            // clone itself says whether it fits.
+            if let Some(free) = storage_free(cluster, &req.storage, node) {
+                if free < req.disk_bytes {
+                    return Err(format!(
+                        "storage {:?} has {} free, the disk needs {}",
+                        req.storage,
+                        fmt_bytes(free),
+                        fmt_bytes(req.disk_bytes)
+                    ));
+                }
+            }
             if per_node.contains_key(node) {
                 return Ok(());
             }
@@ -638,6 +650,15 @@ fn template_problem(model: &ClusterModel, vmid: u32) -> String {
             }
         }
     }
+}
+
+/// Free bytes of `storage` as `node` sees it, when the snapshot reports its size.
+fn storage_free(cluster: &flxp_core::cluster::Cluster, storage: &str, node: &str) -> Option<u64> {
+    cluster
+        .storages
+        .iter()
+        .find(|s| s.storage == storage && cluster.node(s.node).name == node && s.maxdisk > 0)
+        .map(|s| s.maxdisk.saturating_sub(s.disk))
 }
 
 /// The node the VM goes to: the named host (after the resource check), else the best feasible

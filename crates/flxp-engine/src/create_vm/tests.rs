@@ -763,3 +763,26 @@ async fn an_unknown_storage_is_refused() {
         "storageProfile: storage \"nvme\" does not exist in this zone"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_storage_without_room_for_the_disk_clones_nothing() {
+    let w = world().await;
+    let before = w.guest_count();
+    let mut req = request();
+    // The demo's ceph holds 20 TiB, 3 TiB of them used before any guest volume.
+    req.disk_bytes = 18 << 40;
+    let e = w.create(&req).await.unwrap_err();
+    let CreateError::NoCapacity { reasons, .. } = &e else {
+        panic!("{e:?}");
+    };
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.starts_with("pve4: storage \"ceph\" has ")
+                && r.ends_with("free, the disk needs 18.0 TiB")),
+        "{reasons:?}"
+    );
+    assert_eq!(w.guest_count(), before);
+    assert_eq!(w.spy.count("clone_qemu"), 0);
+    assert!(w.creator.reservations().is_empty());
+}
