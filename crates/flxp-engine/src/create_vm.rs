@@ -344,16 +344,18 @@ impl Creator {
             policy: req.policy.clone(),
         };
         let hold_cores = f64::from(request.cores);
-        let (placement, ticket) = self.reservations.decide(cluster, &model.state, |state| {
-            let p = self.placer.place(cluster, &model.rules, state, &request)?;
-            let node = choose(&p, req, &landing)?;
-            let hold = Hold {
-                node: node.clone(),
-                memory: req.memory,
-                cores: hold_cores,
-            };
-            Ok::<_, CreateError>(((p, node), Some(hold)))
-        })?;
+        let (placement, ticket) =
+            self.reservations
+                .decide(cluster, model.taken, &model.state, |state| {
+                    let p = self.placer.place(cluster, &model.rules, state, &request)?;
+                    let node = choose(&p, req, &landing)?;
+                    let hold = Hold {
+                        node: node.clone(),
+                        memory: req.memory,
+                        cores: hold_cores,
+                    };
+                    Ok::<_, CreateError>(((p, node), Some(hold)))
+                })?;
         let (placement, node) = placement;
         let Some(ticket) = ticket else {
             return Err(CreateError::Unsupported("no reservation was made".into()));

@@ -191,13 +191,14 @@ impl Executor {
     /// The fresh cluster as plans see it, with the round's held guests locked too, and the
     /// snapshot as read.
     pub(crate) async fn model(&self, held: &BTreeMap<u32, Hold>) -> Result<(Snapshot, Model)> {
+        let taken = tokio::time::Instant::now();
         let snapshot = self.snapshot().await?;
         let mut locked = snapshot.clone();
         planning::hold_pending_ha(&mut locked, (self.clock)());
         planning::hold_guests(&mut locked, held);
         let mut model = Model::build(&locked, &self.overrides)?;
         if let Some(r) = &self.reservations {
-            r.apply(&model.cluster, &mut model.state);
+            r.apply(&model.cluster, taken, &mut model.state);
         }
         Ok((snapshot, model))
     }

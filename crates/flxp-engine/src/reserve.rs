@@ -11,6 +11,11 @@
 //! snapshot shows the VM running (then the snapshot counts it) or, as a fallback for a VM stopped
 //! before any snapshot saw it run, until a time-to-live passes.
 //!
+//! Requests do not all decide on the same snapshot: one may still hold an older snapshot while
+//! another has read a newer one that shows the VM. So a reservation is not dropped when a
+//! snapshot first shows its VM; it only stops counting for snapshots taken at or after that one,
+//! and is forgotten a time-to-live later.
+//!
 //! This is not state flxp keeps across restarts: it only covers calls in flight in this process,
 //! and a restarted process has none.
 
@@ -29,6 +34,8 @@ pub struct ClusterModel {
     pub rules: Rules,
     /// Its state as reported.
     pub state: State,
+    /// When reading the snapshot began: the cluster is at least as new as this.
+    pub taken: Instant,
 }
 
 impl ClusterModel {
@@ -41,6 +48,7 @@ impl ClusterModel {
             cluster,
             rules,
             state,
+            taken: Instant::now(),
         })
     }
 }
@@ -62,6 +70,8 @@ struct Entry {
     vmid: Option<u32>,
     /// When the creation succeeded; `None` while it is in flight.
     completed: Option<Instant>,
+    /// When the earliest snapshot that showed the VM running was taken.
+    seen: Option<Instant>,
 }
 
 #[derive(Debug, Default)]
@@ -103,7 +113,11 @@ impl Reservations {
 
     /// Reservations held now (in flight and completed but not yet seen).
     pub fn len(&self) -> usize {
-        self.lock().entries.len()
+        self.lock()
+            .entries
+            .values()
+            .filter(|e| e.seen.is_none())
+            .count()
     }
 
     /// Whether none are held.
@@ -111,24 +125,37 @@ impl Reservations {
         self.len() == 0
     }
 
-    /// Adds to `state` every reservation that `cluster` does not show yet; drops those it shows
-    /// and expired completed ones. Returns how many were added. For read-only decisions.
-    pub fn apply(&self, cluster: &Cluster, state: &mut State) -> usize {
+    /// Adds to `state` (of `cluster`, read from `taken` on) every reservation that `cluster`
+    /// does not show yet; forgets expired ones. Returns how many were added. For read-only
+    /// decisions.
+    pub fn apply(&self, cluster: &Cluster, taken: Instant, state: &mut State) -> usize {
         let mut book = self.lock();
-        self.apply_locked(&mut book, cluster, state)
+        self.apply_locked(&mut book, cluster, taken, state)
     }
 
-    fn apply_locked(&self, book: &mut Book, cluster: &Cluster, state: &mut State) -> usize {
+    fn apply_locked(
+        &self,
+        book: &mut Book,
+        cluster: &Cluster,
+        taken: Instant,
+        state: &mut State,
+    ) -> usize {
         let now = Instant::now();
-        book.entries.retain(|_, e| {
-            let visible = e.vmid.is_some_and(|v| is_running(cluster, v));
-            let expired = e
-                .completed
-                .is_some_and(|t| now.duration_since(t) >= self.ttl);
-            !(visible || expired)
-        });
+        for e in book.entries.values_mut() {
+            if e.vmid.is_some_and(|v| is_running(cluster, v)) {
+                e.seen = Some(e.seen.map_or(taken, |s| s.min(taken)));
+            }
+        }
+        let ttl = self.ttl;
+        let old = |t: Option<Instant>| t.is_some_and(|t| now.saturating_duration_since(t) >= ttl);
+        book.entries
+            .retain(|_, e| !(old(e.completed) || old(e.seen)));
         let mut applied = 0;
         for e in book.entries.values() {
+            // Shown by a snapshot no older than this one: this one counts it, or it has stopped.
+            if e.seen.is_some_and(|s| s <= taken) {
+                continue;
+            }
             // A node gone from the snapshot cannot be chosen anyway.
             if let Some(idx) = cluster.node_idx(&e.hold.node) {
                 state.add_guest(idx, e.hold.memory, e.hold.cores);
@@ -144,12 +171,13 @@ impl Reservations {
     pub fn decide<T, E>(
         self: &Arc<Self>,
         cluster: &Cluster,
+        taken: Instant,
         state: &State,
         decide: impl FnOnce(&State) -> Result<(T, Option<Hold>), E>,
     ) -> Result<(T, Option<Ticket>), E> {
         let mut book = self.lock();
         let mut state = state.clone();
-        self.apply_locked(&mut book, cluster, &mut state);
+        self.apply_locked(&mut book, cluster, taken, &mut state);
         let (value, hold) = decide(&state)?;
         let ticket = hold.map(|hold| {
             let id = book.next;
@@ -160,6 +188,7 @@ impl Reservations {
                     hold,
                     vmid: None,
                     completed: None,
+                    seen: None,
                 },
             );
             Ticket {
@@ -246,19 +275,23 @@ mod tests {
         let state = State::new(&c);
         let a = c.node_idx("a").unwrap();
         let ((), t1) = book
-            .decide(&c, &state, |_| Ok::<_, ()>(((), hold("a", 4))))
+            .decide(&c, Instant::now(), &state, |_| {
+                Ok::<_, ()>(((), hold("a", 4)))
+            })
             .unwrap();
         let t1 = t1.unwrap();
         assert_eq!(t1.node(), "a");
         t1.set_vmid(200);
         let (seen, _) = book
-            .decide(&c, &state, |s| Ok::<_, ()>((s.usage(a).mem, None)))
+            .decide(&c, Instant::now(), &state, |s| {
+                Ok::<_, ()>((s.usage(a).mem, None))
+            })
             .unwrap();
         assert_eq!(seen, 4 * GIB);
         t1.complete();
         // Completed but not yet shown: still counted.
         let mut s = State::new(&c);
-        assert_eq!(book.apply(&c, &mut s), 1);
+        assert_eq!(book.apply(&c, Instant::now(), &mut s), 1);
         assert_eq!(s.usage(a).mem, 4 * GIB);
         assert_eq!(s.usage(a).committed_mem, 4 * GIB);
         // Stopped (a fresh clone) is not yet "shown": its memory is not in the snapshot's state.
@@ -266,13 +299,13 @@ mod tests {
             r#",{"id":"qemu/200","type":"qemu","vmid":200,"node":"a","status":"stopped","maxmem":4294967296}"#,
         );
         let mut s = State::new(&stopped);
-        assert_eq!(book.apply(&stopped, &mut s), 1);
+        assert_eq!(book.apply(&stopped, Instant::now(), &mut s), 1);
         // Running in the snapshot: the snapshot counts it, the reservation ends.
         let running = cluster(
             r#",{"id":"qemu/200","type":"qemu","vmid":200,"node":"a","status":"running","maxmem":4294967296,"mem":2147483648}"#,
         );
         let mut s = State::new(&running);
-        assert_eq!(book.apply(&running, &mut s), 0);
+        assert_eq!(book.apply(&running, Instant::now(), &mut s), 0);
         assert!(book.is_empty());
     }
 
@@ -282,13 +315,16 @@ mod tests {
         let c = cluster("");
         let state = State::new(&c);
         let (_, t) = book
-            .decide(&c, &state, |_| Ok::<_, ()>(((), hold("b", 8))))
+            .decide(&c, Instant::now(), &state, |_| {
+                Ok::<_, ()>(((), hold("b", 8)))
+            })
             .unwrap();
         assert_eq!(book.len(), 1);
         drop(t);
         assert!(book.is_empty());
         // An error in the decision reserves nothing.
-        let r: Result<((), Option<Ticket>), &str> = book.decide(&c, &state, |_| Err("bad input"));
+        let r: Result<((), Option<Ticket>), &str> =
+            book.decide(&c, Instant::now(), &state, |_| Err("bad input"));
         assert!(r.is_err());
         assert!(book.is_empty());
     }
@@ -299,13 +335,15 @@ mod tests {
         let c = cluster("");
         let state = State::new(&c);
         let (_, t) = book
-            .decide(&c, &state, |_| Ok::<_, ()>(((), hold("a", 1))))
+            .decide(&c, Instant::now(), &state, |_| {
+                Ok::<_, ()>(((), hold("a", 1)))
+            })
             .unwrap();
         t.unwrap().complete();
         tokio::time::advance(Duration::from_secs(59)).await;
-        assert_eq!(book.apply(&c, &mut State::new(&c)), 1);
+        assert_eq!(book.apply(&c, Instant::now(), &mut State::new(&c)), 1);
         tokio::time::advance(Duration::from_secs(1)).await;
-        assert_eq!(book.apply(&c, &mut State::new(&c)), 0);
+        assert_eq!(book.apply(&c, Instant::now(), &mut State::new(&c)), 0);
         assert!(book.is_empty());
     }
 
@@ -314,10 +352,52 @@ mod tests {
         let book = Reservations::new(Duration::from_secs(1));
         let c = cluster("");
         let (_, t) = book
-            .decide(&c, &State::new(&c), |_| Ok::<_, ()>(((), hold("a", 1))))
+            .decide(&c, Instant::now(), &State::new(&c), |_| {
+                Ok::<_, ()>(((), hold("a", 1)))
+            })
             .unwrap();
         tokio::time::advance(Duration::from_secs(3600)).await;
-        assert_eq!(book.apply(&c, &mut State::new(&c)), 1);
+        assert_eq!(book.apply(&c, Instant::now(), &mut State::new(&c)), 1);
         drop(t);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_decision_on_an_older_snapshot_still_sees_a_vm_a_newer_one_showed() {
+        // Request A read the cluster before the VM ran; request B read it after and decided
+        // first. A must still count the VM, or both could take the last slot.
+        let book = Reservations::new(Duration::from_secs(60));
+        let empty = cluster("");
+        let a = empty.node_idx("a").unwrap();
+        let older = Instant::now();
+        let (_, t) = book
+            .decide(&empty, older, &State::new(&empty), |_| {
+                Ok::<_, ()>(((), hold("a", 4)))
+            })
+            .unwrap();
+        let t = t.unwrap();
+        t.set_vmid(200);
+        t.complete();
+        tokio::time::advance(Duration::from_secs(2)).await;
+        let running = cluster(
+            r#",{"id":"qemu/200","type":"qemu","vmid":200,"node":"a","status":"running","maxmem":4294967296,"mem":2147483648}"#,
+        );
+        let newer = Instant::now();
+        assert_eq!(book.apply(&running, newer, &mut State::new(&running)), 0);
+        let mut s = State::new(&empty);
+        assert_eq!(
+            book.apply(&empty, older, &mut s),
+            1,
+            "the older snapshot misses it"
+        );
+        assert_eq!(s.usage(a).mem, 4 * GIB);
+        // A snapshot newer than the one that showed it running no longer counts it (stopped).
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(
+            book.apply(&empty, Instant::now(), &mut State::new(&empty)),
+            0
+        );
+        // It is forgotten a time-to-live after it was first shown.
+        tokio::time::advance(Duration::from_secs(60)).await;
+        assert_eq!(book.apply(&empty, older, &mut State::new(&empty)), 0);
     }
 }

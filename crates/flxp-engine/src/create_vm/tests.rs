@@ -443,7 +443,9 @@ async fn a_vm_is_cloned_shaped_and_started_where_its_rules_allow() {
     let model = w.model().await;
     let mut state = model.state.clone();
     assert_eq!(
-        w.creator.reservations().apply(&model.cluster, &mut state),
+        w.creator
+            .reservations()
+            .apply(&model.cluster, model.taken, &mut state),
         0
     );
     assert!(w.creator.reservations().is_empty());

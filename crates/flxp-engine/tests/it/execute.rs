@@ -329,9 +329,12 @@ async fn a_plan_never_targets_room_that_a_vm_creation_has_reserved() {
         cores: 1.0,
     };
     let ((), ticket) = book
-        .decide(&model.cluster, &model.state, |_| {
-            Ok::<_, ()>(((), Some(hold)))
-        })
+        .decide(
+            &model.cluster,
+            tokio::time::Instant::now(),
+            &model.state,
+            |_| Ok::<_, ()>(((), Some(hold))),
+        )
         .unwrap();
     let held = z
         .executor(Limits::default())

@@ -75,7 +75,7 @@ impl AppState {
         let mut state = model.state.clone();
         zone.creator
             .reservations()
-            .apply(&model.cluster, &mut state);
+            .apply(&model.cluster, model.taken, &mut state);
         self.metrics
             .set_reservations(&zone.name, zone.creator.reservations().len());
         let o = &self.config.balance;

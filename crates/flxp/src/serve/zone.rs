@@ -128,11 +128,12 @@ impl Zone {
     }
 
     async fn read(&self) -> Result<Arc<ClusterModel>, ReadError> {
+        let taken = tokio::time::Instant::now();
         let snapshot = flxp_engine::collect_snapshot(self.api.as_ref(), epoch_now())
             .await
             .map_err(|e| ReadError(format!("cannot read zone {}: {}", self.name, chain(&e))))?;
         ClusterModel::from_snapshot(&snapshot, &self.overrides)
-            .map(Arc::new)
+            .map(|model| Arc::new(ClusterModel { taken, ..model }))
             .map_err(|e| ReadError(format!("zone {}: {e}", self.name)))
     }
 
