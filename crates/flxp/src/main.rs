@@ -5,6 +5,7 @@ mod config;
 mod output;
 mod progress;
 mod serve;
+mod signal;
 mod size;
 
 use std::process::ExitCode;

@@ -185,15 +185,11 @@ async fn plan_and_run(
         executor = executor.with_progress(Arc::clone(b) as Arc<dyn flxp_engine::Progress>);
     }
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!(
-                "stopping: no new migrations; waiting for running ones (Ctrl-C again to quit)"
-            );
-            stop_handle.stop();
-            if tokio::signal::ctrl_c().await.is_ok() {
-                std::process::exit(1);
-            }
-        }
+        crate::signal::stop_requested().await;
+        eprintln!("stopping: no new migrations; waiting for running ones (Ctrl-C again to quit)");
+        stop_handle.stop();
+        crate::signal::stop_requested().await;
+        std::process::exit(1);
     });
     let round = executor.execute(plan.clone(), goal);
     let report = match &bars {

@@ -91,30 +91,6 @@ fn log_round(r: &RoundReport) {
     }
 }
 
-/// Resolves when SIGTERM or SIGINT arrives.
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops the daemon");
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-}
-
 /// Runs `flxp daemon`.
 pub fn run(args: Args) -> Result<ExitCode> {
     let config = Config::load(&Config::path(args.config.as_deref()))?;
@@ -135,7 +111,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         "daemon started"
     );
     runtime.block_on(daemon.run(async {
-        shutdown_signal().await;
+        crate::signal::stop_requested().await;
         tracing::info!("stop requested: no new migrations; waiting for running ones");
     }));
     tracing::info!("daemon stopped");

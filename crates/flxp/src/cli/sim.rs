@@ -119,33 +119,11 @@ async fn serve(args: Args, sim: Sim, token: TokenSpec) -> anyhow::Result<()> {
         None => None,
     };
     tracing::info!(%addr, tls = acceptor.is_some(), "serving the simulated Proxmox VE API");
-    flxp_sim::run(listener, sim, acceptor, shutdown_signal()).await?;
+    flxp_sim::run(listener, sim, acceptor, crate::signal::stop_requested()).await?;
     tracing::info!("stopped");
     Ok(())
 }
 
 fn tokio_rustls_acceptor(id: &TlsIdentity) -> anyhow::Result<flxp_sim::TlsAcceptor> {
     Ok(flxp_sim::TlsAcceptor::from(id.server_config()?))
-}
-
-/// Resolves on Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = term => {},
-    }
 }

@@ -110,7 +110,7 @@ pub async fn run(
     tokio::spawn({
         let handle = stop_handle;
         async move {
-            shutdown_signal().await;
+            crate::signal::stop_requested().await;
             tracing::info!("shutting down: finishing requests, creations and migrations in flight");
             handle.stop();
         }
@@ -351,27 +351,5 @@ async fn probe_loop(state: AppState) {
             }
         }
         tokio::time::sleep(every).await;
-    }
-}
-
-/// Resolves on Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = term => {},
     }
 }

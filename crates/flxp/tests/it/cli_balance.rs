@@ -272,3 +272,55 @@ fn a_reader_that_stops_reading_is_not_an_error() {
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(!err.contains("Broken pipe"), "{err}");
 }
+
+#[test]
+fn sigterm_mid_round_starts_nothing_new_and_waits_for_running_migrations() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    // Slow enough that a migration is still running when the signal arrives.
+    let z = sim_zone(UNBALANCED, 5.0, "", |_| {});
+    let child = Command::new(env!("CARGO_BIN_EXE_flxp"))
+        .args(["balance", "--zone", "lab", "--config", z.config(), "--json"])
+        .env_remove("FLXP_CONFIG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let migrating = || {
+        z.sim
+            .world()
+            .guests
+            .values()
+            .any(|g| g.lock() == Some("migrate"))
+    };
+    while !migrating() && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(migrating(), "no migration started");
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.code().is_some(), "killed by the signal: {err}");
+    assert!(err.contains("stopping: no new migrations"), "{err}");
+    let v = json(&String::from_utf8_lossy(&out.stdout));
+    let done = v["execution"]["done"].as_array().unwrap();
+    let planned = v["migrations"].as_array().unwrap();
+    assert!(
+        !done.is_empty(),
+        "the running migration was followed to its end"
+    );
+    assert!(
+        done.len() < planned.len(),
+        "nothing new started after SIGTERM"
+    );
+    for d in done {
+        let vmid = u32::try_from(d["vmid"].as_u64().unwrap()).unwrap();
+        assert_eq!(z.node_of(vmid), d["to"].as_str().unwrap());
+    }
+    assert!(!migrating(), "no migration left running after exit");
+}
