@@ -35,7 +35,8 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// Parses any accepted form: the full document, a bare resources array, or `{"data": [...]}`.
+    /// Parses any accepted form: the full document, a bare resources array, or either of them in
+    /// a `{"data": ...}` envelope.
     ///
     /// Errors name the JSON path of the offending value (`resources[3].maxmem: ...`).
     pub fn from_json(text: &str) -> crate::Result<Self> {

@@ -7,13 +7,14 @@ use serde::Deserialize;
 use super::{Ha, NodeExtra, Resource, Snapshot, Task};
 use crate::{Error, Result};
 
-/// Every key the full form may carry; `data` is the `pvesh`/API envelope of a bare resources list.
+/// Every key the full form may carry; `data` is the `pvesh`/API envelope of a bare resources list
+/// or of a whole document (as an API serving snapshots answers).
 #[derive(Deserialize)]
 struct AnyForm {
     #[serde(default)]
     resources: Option<Vec<Resource>>,
     #[serde(default)]
-    data: Option<Vec<Resource>>,
+    data: Option<Envelope>,
     #[serde(default)]
     nodes: Option<BTreeMap<String, NodeExtra>>,
     #[serde(default)]
@@ -29,6 +30,40 @@ struct AnyForm {
 enum Form {
     Bare(Vec<Resource>),
     Doc(Box<AnyForm>),
+}
+
+/// What a `data` envelope holds: read by the JSON's own shape, so a large array is parsed once
+/// and errors keep their path.
+enum Envelope {
+    Resources(Vec<Resource>),
+    Doc(Box<AnyForm>),
+}
+
+impl<'de> Deserialize<'de> for Envelope {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Shape;
+        impl<'de> serde::de::Visitor<'de> for Shape {
+            type Value = Envelope;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an array of resources or a snapshot document")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                seq: A,
+            ) -> std::result::Result<Envelope, A::Error> {
+                Vec::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))
+                    .map(Envelope::Resources)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> std::result::Result<Envelope, A::Error> {
+                AnyForm::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(|doc| Envelope::Doc(Box::new(doc)))
+            }
+        }
+        d.deserialize_any(Shape)
+    }
 }
 
 pub(super) fn from_json(text: &str) -> Result<Snapshot> {
@@ -107,7 +142,8 @@ fn finish(form: Form) -> Result<Snapshot> {
     };
     let resources = match (doc.resources, doc.data) {
         (Some(r), _) => r,
-        (None, Some(d)) => d,
+        (None, Some(Envelope::Resources(d))) => d,
+        (None, Some(Envelope::Doc(inner))) => return finish(Form::Doc(inner)),
         (None, None) => {
             return Err(Error::Snapshot {
                 path: String::new(),
@@ -134,6 +170,13 @@ mod tests {
         let bare =
             r#"[{"id":"node/pve1","type":"node","node":"pve1","status":"online","maxmem":"1024"}]"#;
         let wrapped = format!(r#"{{"data": {bare}}}"#);
+        let doc = format!(r#"{{"data": {{"resources": {bare}, "time": 7}}}}"#);
+        let enveloped = Snapshot::from_json(&doc).unwrap();
+        assert_eq!(enveloped.time, Some(7));
+        assert_eq!(
+            enveloped.resources,
+            Snapshot::from_json(bare).unwrap().resources
+        );
         let full = format!(r#"{{"resources": {bare}, "time": 5}}"#);
         let a = from_json(bare).unwrap();
         let b = from_json(&wrapped).unwrap();
