@@ -14,7 +14,7 @@ use crate::Result;
 use crate::balance::fix::{self, Scope};
 use crate::balance::planner::finish;
 use crate::balance::sim::Sim;
-use crate::balance::{EvacuateOptions, Migration, Plan};
+use crate::balance::{EvacuateOptions, Measure, Metric, Migration, Plan, imbalance};
 use crate::cluster::{Cluster, MaintenanceSource, NodeIdx};
 use crate::constraints::Rules;
 use crate::placement::Placer;
@@ -74,6 +74,7 @@ pub fn evacuate(
 
     assign_waves(&mut plan.migrations, options.max_inflow_per_node);
     plan.migrations.sort_by_key(|m| m.wave);
+    imbalance_in_order(&c, state, measure, options.metric, &mut plan.migrations);
     let names: Vec<&str> = targets.iter().map(|&n| c.node(n).name.as_str()).collect();
     let waves = plan
         .migrations
@@ -96,6 +97,37 @@ pub fn evacuate(
         }
     );
     Ok(plan)
+}
+
+/// Sets each migration's `imbalance_after` to the imbalance once it and every migration listed
+/// before it have run: waves reorder the planning steps, and the list is the order they run in.
+/// A bundle's members share the value after the whole bundle.
+fn imbalance_in_order(
+    cluster: &Cluster,
+    start: &State,
+    measure: Measure,
+    metric: Metric,
+    migrations: &mut [Migration],
+) {
+    let mut state = start.clone();
+    let mut i = 0;
+    while i < migrations.len() {
+        let step = migrations[i].step;
+        let end = i + migrations[i..]
+            .iter()
+            .take_while(|m| m.step == step)
+            .count();
+        for m in &migrations[i..end] {
+            if let (Some(g), Some(to)) = (cluster.guest_idx(m.vmid), cluster.node_idx(&m.to)) {
+                state.move_guest(cluster, g, to);
+            }
+        }
+        let after = imbalance(cluster, &state, measure, metric);
+        for m in &mut migrations[i..end] {
+            m.imbalance_after = after;
+        }
+        i = end;
+    }
 }
 
 /// Groups migrations into waves the engine may run in parallel, safely in any order within a

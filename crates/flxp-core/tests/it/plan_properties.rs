@@ -394,6 +394,16 @@ proptest! {
         let cm = Cluster::from_snapshot(&build(&g).snapshot(), &overrides).unwrap();
         let end = assert_every_step_safe(&cm, &rules, &start, &p);
         replay(&cm, &rules, &start, &placer(), &p.migrations).unwrap();
+        // Each migration's imbalance_after is the imbalance once the list up to it (its whole
+        // bundle) has run, in the order listed.
+        for (i, m) in p.migrations.iter().enumerate() {
+            let last_of_step = p.migrations.get(i + 1).is_none_or(|n| n.step != m.step);
+            if last_of_step {
+                let s = replay(&cm, &rules, &start, &placer(), &p.migrations[..=i]).unwrap();
+                let want = flxp_core::balance::imbalance(&cm, &s, o.measure, o.metric);
+                prop_assert!((m.imbalance_after - want).abs() < 1e-9, "{}: {} != {want}", m.vmid, m.imbalance_after);
+            }
+        }
         // A wave may run in any order: replay each wave backwards too.
         let mut backwards = p.clone();
         let mut order: Vec<usize> = (0..p.migrations.len()).collect();
