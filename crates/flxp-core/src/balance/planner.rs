@@ -99,6 +99,14 @@ fn plan_flxp(
             m.fmt(threshold)
         ),
         Stop::Margin => "balancing would gain less than the margin".to_owned(),
+        Stop::Budget if bal == 0 => format!(
+            "{} {} is above the threshold {}, but the migration budget of {} leaves too few \
+             migrations for balancing to lower it (raise --max-migrations)",
+            m.as_str(),
+            m.fmt(plan.imbalance_before),
+            m.fmt(threshold),
+            options.max_migrations
+        ),
         _ if bal == 0 => format!(
             "{} {} is above the threshold {}, but no safe move lowers it",
             m.as_str(),

@@ -742,3 +742,38 @@ fn pve_bruteforce_replays_dynamic_auto_rebalance2() {
         vec![(101, "node1", "node2"), (102, "node1", "node3")]
     );
 }
+
+#[test]
+fn a_budget_too_small_to_lower_the_spread_is_named_as_the_cause() {
+    // Two full nodes and two empty ones: one move leaves another node at the top and another at
+    // the bottom, so the spread only falls with two moves.
+    let c = cluster_of(&[
+        ("a", 64, &[16, 16, 16]),
+        ("b", 64, &[16, 16, 16]),
+        ("c", 64, &[]),
+        ("d", 64, &[]),
+    ]);
+    let one = plan_with(
+        &c,
+        &BalanceOptions {
+            max_migrations: 1,
+            ..spread_options(10.0, 5.0)
+        },
+    );
+    assert!(one.migrations.is_empty(), "{:?}", moves(&one));
+    assert!(
+        one.summary
+            .ends_with("the migration budget of 1 leaves too few migrations for balancing to lower it (raise --max-migrations)"),
+        "{}",
+        one.summary
+    );
+    let two = plan_with(
+        &c,
+        &BalanceOptions {
+            max_migrations: 2,
+            ..spread_options(10.0, 5.0)
+        },
+    );
+    assert_eq!(two.migrations.len(), 2, "{}", two.summary);
+    assert!(two.imbalance_after < two.imbalance_before);
+}
