@@ -90,7 +90,8 @@ async fn node_extra(api: &dyn PveApi, node: String) -> Result<(String, NodeExtra
     Ok((node, extra))
 }
 
-/// Collects Contract 1 from a live API at time `now` (epoch seconds, stored as `time`).
+/// Collects Contract 1 from a live API; `time` is the cluster's clock when its answers say it
+/// ([`PveApi::server_time`]), else `now` (epoch seconds of this machine).
 ///
 /// Calls: one `/cluster/resources`, then concurrently two per online node plus HA rules,
 /// resources, status, options and tasks. HA, notes and RRD rows that the token may not read
@@ -100,6 +101,7 @@ pub async fn collect_snapshot(api: &dyn PveApi, now: i64) -> Result<Snapshot, Co
         .cluster_resources(None)
         .await
         .map_err(api_err("GET /cluster/resources"))?;
+    let now = api.server_time().unwrap_or(now);
     let online: Vec<String> = resources
         .iter()
         .filter(|r| r.kind.as_deref() == Some("node") && r.status.as_deref() == Some("online"))

@@ -194,7 +194,9 @@ impl Executor {
         let taken = tokio::time::Instant::now();
         let snapshot = self.snapshot().await?;
         let mut locked = snapshot.clone();
-        planning::hold_pending_ha(&mut locked, (self.clock)());
+        // The cluster's own time when it gave one: HA task times come from its clock.
+        let now = snapshot.time.unwrap_or_else(|| (self.clock)());
+        planning::hold_pending_ha(&mut locked, now);
         planning::hold_guests(&mut locked, held);
         let mut model = Model::build(&locked, &self.overrides)?;
         if let Some(r) = &self.reservations {
@@ -213,7 +215,8 @@ impl Executor {
             .model(held)
             .await
             .map_err(|e| NoStart::Unreadable(error_chain(&e)))?;
-        if let Some(why) = planning::ha_move_pending(&snapshot, m.vmid, (self.clock)()) {
+        let now = snapshot.time.unwrap_or_else(|| (self.clock)());
+        if let Some(why) = planning::ha_move_pending(&snapshot, m.vmid, now) {
             return Err(NoStart::HaPending(why));
         }
         check_step(&model.cluster, &model.rules, &model.state, &self.placer, m)

@@ -21,6 +21,14 @@ use crate::wait::{TaskWait, wait_task};
 /// The Proxmox VE API, one method per endpoint.
 #[async_trait]
 pub trait PveApi: Send + Sync {
+    /// The cluster's clock (epoch seconds) as its last answer's `Date` header gave it, if known.
+    ///
+    /// Task start and end times come from that clock, so comparisons with them (cooldowns, HA
+    /// moves in flight) use it rather than this machine's, which may be skewed.
+    fn server_time(&self) -> Option<i64> {
+        None
+    }
+
     /// `GET /version`.
     async fn version(&self) -> Result<Version>;
 

@@ -8,10 +8,10 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 
 use reqwest::Method;
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, COOKIE, HeaderValue};
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, COOKIE, DATE, HeaderValue};
 use serde::de::DeserializeOwned;
 use tokio::sync::Mutex;
 use tokio::time::{Duration, Instant};
@@ -119,6 +119,7 @@ impl ClientBuilder {
                 http,
                 hosts: self.hosts,
                 preferred: AtomicUsize::new(0),
+                server_time: AtomicI64::new(0),
                 credentials: self.credentials,
                 ticket: Mutex::new(None),
                 retries: self.retries,
@@ -140,6 +141,8 @@ struct Inner {
     hosts: Vec<Host>,
     /// Index of the host that answered last: tried first next time.
     preferred: AtomicUsize,
+    /// Epoch seconds of the last answer's `Date` header; 0 before any.
+    server_time: AtomicI64,
     credentials: Credentials,
     ticket: Mutex<Option<Ticket>>,
     retries: u32,
@@ -171,6 +174,11 @@ enum Auth {
 }
 
 impl Client {
+    /// The cluster's clock from the last answer's `Date` header, if any answer carried one.
+    pub fn last_server_time(&self) -> Option<i64> {
+        Some(self.inner.server_time.load(Ordering::Relaxed)).filter(|&t| t > 0)
+    }
+
     /// The configured API hosts, in failover order.
     pub fn hosts(&self) -> &[Host] {
         &self.inner.hosts
@@ -315,6 +323,16 @@ impl Client {
             .await
             .map_err(|e| send_failure(e, method, path, host))?;
         let status = response.status();
+        if let Some(t) = response
+            .headers()
+            .get(DATE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| httpdate::parse_http_date(v).ok())
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .and_then(|d| i64::try_from(d.as_secs()).ok())
+        {
+            self.inner.server_time.store(t, Ordering::Relaxed);
+        }
         let reason = response
             .extensions()
             .get::<hyper::ext::ReasonPhrase>()

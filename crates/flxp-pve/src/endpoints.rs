@@ -75,6 +75,10 @@ impl Client {
 
 #[async_trait]
 impl PveApi for Client {
+    fn server_time(&self) -> Option<i64> {
+        self.last_server_time()
+    }
+
     async fn version(&self) -> Result<Version> {
         self.get("/version").await
     }

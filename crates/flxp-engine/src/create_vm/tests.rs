@@ -60,6 +60,9 @@ impl Spy {
 
 #[async_trait]
 impl PveApi for Spy {
+    fn server_time(&self) -> Option<i64> {
+        self.inner.server_time()
+    }
     async fn version(&self) -> Result<Version> {
         self.note("version");
         self.inner.version().await

@@ -16,8 +16,22 @@ fn is_public(api_path: &str) -> bool {
     api_path == "/access/ticket"
 }
 
-/// Latency, authentication and faults, in that order.
-pub async fn gate(State(sim): State<Sim>, mut req: Request, next: Next) -> Response {
+/// Latency, authentication and faults, in that order; every answer is dated by the simulated
+/// clock, as Proxmox's are by the cluster's, so clients compare task times with the same clock.
+pub async fn gate(State(sim): State<Sim>, req: Request, next: Next) -> Response {
+    let mut response = checked(&sim, req, next).await;
+    let now = std::time::Duration::try_from_secs_f64(sim.now())
+        .ok()
+        .and_then(|d| std::time::UNIX_EPOCH.checked_add(d));
+    if let Some(v) =
+        now.and_then(|t| axum::http::HeaderValue::from_str(&httpdate::fmt_http_date(t)).ok())
+    {
+        response.headers_mut().insert(axum::http::header::DATE, v);
+    }
+    response
+}
+
+async fn checked(sim: &Sim, mut req: Request, next: Next) -> Response {
     let method = req.method().as_str().to_string();
     let path = req.uri().path().to_string();
     let api_path = path.strip_prefix(API_PREFIX).map(str::to_string);
@@ -41,6 +55,14 @@ pub async fn gate(State(sim): State<Sim>, mut req: Request, next: Next) -> Respo
                     if !sim.auth().verify_csrf(&principal.userid, csrf) {
                         return ApiError::bad_csrf().into_response();
                     }
+                }
+                // The control endpoint changes the world: read-only principals may only look.
+                if principal.readonly
+                    && api_path.is_none()
+                    && req.method() != axum::http::Method::GET
+                {
+                    return ApiError::new(403, "Permission check failed (read-only user)")
+                        .into_response();
                 }
                 req.extensions_mut().insert(principal);
             }

@@ -128,3 +128,34 @@ async fn statistics_can_lag_like_pvestatd_broadcasts() {
         2 * GIB
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn read_only_principals_may_look_but_not_change_the_world() {
+    let s = TestSim::cluster();
+    let ro = s.with_auth(Some(format!("PVEAPIToken={}", crate::support::RO_TOKEN)));
+    assert_eq!(ro.get("/_sim/state").await.status, 200);
+    let r = ro
+        .control(
+            "POST",
+            "/_sim/nodes/pve1/status",
+            json!({"status": "offline"}),
+        )
+        .await;
+    assert_eq!(r.status, 403, "{r:?}");
+    assert_eq!(ro.delete("/_sim/faults").await.status, 403);
+    assert_eq!(s.resource("node/pve1").await["status"], "online");
+}
+
+#[tokio::test(start_paused = true)]
+async fn answers_are_dated_by_the_simulated_clock() {
+    let s = TestSim::cluster();
+    tokio::time::advance(Duration::from_secs(5)).await;
+    let r = s.get("/version").await;
+    let date = r.headers["date"].to_str().unwrap();
+    let t = httpdate::parse_http_date(date)
+        .unwrap()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    assert_eq!(t, 1_764_400_005, "{date}");
+}

@@ -102,6 +102,9 @@ fn error_kind(e: &Error) -> &'static str {
 
 #[async_trait]
 impl PveApi for MeteredApi {
+    fn server_time(&self) -> Option<i64> {
+        self.inner.server_time()
+    }
     async fn version(&self) -> Result<Version> {
         let start = Instant::now();
         let r = self.inner.version().await;
