@@ -1,7 +1,9 @@
 //! Node notes tokens (Contract 2): labels, taints, soft taints and maintenance.
 //!
-//! Notes are free text; only tokens starting with `flxp.` (any case) are read. Tokens are separated
-//! by white space or commas. A malformed or unknown `flxp.` token is a warning, never a rule.
+//! Notes are free text, rendered by Proxmox as Markdown; only tokens starting with `flxp.` (any
+//! case) are read. Tokens are separated by white space or commas, and may sit in prose or Markdown
+//! (`(flxp.label.ssd)`, `` `flxp.taint.gpu` ``, `**flxp.maintenance**`, `Labels:flxp.label.nvme`).
+//! A malformed or unknown `flxp.` token is a warning, never a rule.
 
 use std::collections::BTreeSet;
 
@@ -27,12 +29,9 @@ pub struct NodeTokens {
 pub fn parse(node: &str, text: &str) -> NodeTokens {
     let mut out = NodeTokens::default();
     for raw in text.split(|c: char| c == ',' || c.is_whitespace()) {
-        // Notes are prose: let a token end a sentence or sit in parentheses.
-        let token =
-            raw.trim_matches(|c: char| matches!(c, '.' | ';' | ':' | '(' | ')' | '"' | '\''));
-        if token.len() < 5 || !token[..5].eq_ignore_ascii_case("flxp.") {
+        let Some(token) = token_in(raw) else {
             continue;
-        }
+        };
         let token = token.to_ascii_lowercase();
         let rest = &token[5..];
         let (kind, arg) = match rest.split_once('.') {
@@ -47,7 +46,7 @@ pub fn parse(node: &str, text: &str) -> NodeTokens {
         };
         match (kind, arg) {
             ("maintenance", None) => out.maintenance = true,
-            ("label" | "taint" | "prefer-no", Some(a)) if !a.is_empty() && is_valid_tag_text(a) => {
+            ("label" | "taint" | "prefer-no", Some(a)) if is_valid_tag_text(a) => {
                 let set = match kind {
                     "label" => &mut out.labels,
                     "taint" => &mut out.taints,
@@ -55,6 +54,9 @@ pub fn parse(node: &str, text: &str) -> NodeTokens {
                 };
                 set.insert(a.to_owned());
             }
+            ("label" | "taint" | "prefer-no", Some(a)) if !a.is_empty() => warn(
+                "has a name Proxmox tags cannot hold (letters, digits and _ + . - only, not starting with + . -)",
+            ),
             ("label" | "taint" | "prefer-no", _) => warn("needs a name after the kind"),
             ("maintenance", Some(_)) => warn("takes no argument"),
             (
@@ -75,6 +77,52 @@ pub fn parse(node: &str, text: &str) -> NodeTokens {
     out
 }
 
+/// Prose and Markdown around a token: it starts after one of these and ends before one.
+fn is_markup(c: char) -> bool {
+    matches!(
+        c,
+        '`' | '*'
+            | '['
+            | ']'
+            | '('
+            | ')'
+            | '<'
+            | '>'
+            | '{'
+            | '}'
+            | '"'
+            | '\''
+            | ';'
+            | ':'
+            | '='
+            | '!'
+            | '?'
+            | '|'
+            | '~'
+            | '#'
+            | '_'
+    )
+}
+
+/// The `flxp.` token within one white-space-separated word, without the prose around it.
+fn token_in(word: &str) -> Option<&str> {
+    // ASCII lowercasing keeps byte offsets, so positions found in `lower` index `word`.
+    let lower = word.to_ascii_lowercase();
+    let start = lower.match_indices("flxp.").map(|(i, _)| i).find(|&i| {
+        word[..i]
+            .chars()
+            .next_back()
+            .is_none_or(|c| is_markup(c) || c == '.' || c == '-')
+    })?;
+    let token = &word[start..];
+    let end = token
+        .char_indices()
+        .find(|&(_, c)| is_markup(c) && c != '_')
+        .map_or(token.len(), |(i, _)| i);
+    // A sentence's full stop and Markdown's `_emphasis_` are not part of the token.
+    Some(token[..end].trim_end_matches(['.', '_']))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,6 +138,36 @@ mod tests {
         assert_eq!(t.prefer_no, BTreeSet::from(["batch".to_owned()]));
         assert!(t.maintenance);
         assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+    }
+
+    #[test]
+    fn tokens_are_read_from_markdown() {
+        let t = parse(
+            "pve1",
+            "- `flxp.label.ssd`\n- **flxp.taint.gpu**\nLabels:flxp.label.nvme _flxp.prefer-no.batch_ [flxp.label.fast_io](https://x) <flxp.maintenance>",
+        );
+        assert_eq!(
+            t.labels,
+            BTreeSet::from(["fast_io".to_owned(), "nvme".to_owned(), "ssd".to_owned()])
+        );
+        assert_eq!(t.taints, BTreeSet::from(["gpu".to_owned()]));
+        assert_eq!(t.prefer_no, BTreeSet::from(["batch".to_owned()]));
+        assert!(t.maintenance);
+        assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+        // Words that merely contain the prefix are not tokens.
+        let t = parse("pve1", "noflxp.label.x myflxp.taint.y");
+        assert!(t.labels.is_empty() && t.taints.is_empty() && t.warnings.is_empty());
+    }
+
+    #[test]
+    fn a_name_proxmox_tags_cannot_hold_is_named_as_such() {
+        let t = parse("pve1", "flxp.label.\u{fc}ber");
+        let w: Vec<String> = t.warnings.iter().map(ToString::to_string).collect();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("has a name Proxmox tags cannot hold"),
+            "{w:?}"
+        );
     }
 
     #[test]
