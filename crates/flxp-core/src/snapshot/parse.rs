@@ -67,6 +67,8 @@ impl<'de> Deserialize<'de> for Envelope {
 }
 
 pub(super) fn from_json(text: &str) -> Result<Snapshot> {
+    // Editors on Windows and PowerShell's redirection start files with a byte-order mark.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let trimmed = text.trim_start();
     if trimmed.is_empty() {
         return Err(Error::Snapshot {
@@ -76,18 +78,27 @@ pub(super) fn from_json(text: &str) -> Result<Snapshot> {
     }
     // Decide the form by the first byte so the large resources array is parsed once, and errors
     // point into the right form instead of serde's "did not match any variant".
+    let mut de = serde_json::Deserializer::from_str(text);
     let form = if trimmed.starts_with('[') {
-        Form::Bare(read(&mut serde_json::Deserializer::from_str(text)).map_err(in_resources)?)
+        Form::Bare(read(&mut de).map_err(in_resources)?)
     } else if trimmed.starts_with('{') {
-        Form::Doc(Box::new(read(&mut serde_json::Deserializer::from_str(
-            text,
-        ))?))
+        Form::Doc(Box::new(read(&mut de)?))
     } else {
         return Err(Error::Snapshot {
             path: String::new(),
             message: "expected a JSON object or array".into(),
         });
     };
+    // Two dumps appended with `>>`, or stray text after the document, would otherwise be
+    // silently cut off at the first value.
+    de.end().map_err(|e| Error::Snapshot {
+        path: String::new(),
+        message: format!(
+            "unexpected data after the JSON document at line {} column {} (two documents in one file?)",
+            e.line(),
+            e.column()
+        ),
+    })?;
     finish(form)
 }
 
@@ -164,6 +175,25 @@ fn finish(form: Form) -> Result<Snapshot> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn data_after_the_document_is_an_error_and_a_byte_order_mark_is_skipped() {
+        let bare = r#"[{"id":"node/a","type":"node","node":"a","status":"online"}]"#;
+        for text in [
+            format!("{bare}\n{bare}"),
+            format!("{bare} xyz"),
+            format!(r#"{{"resources": {bare}}}}}"#),
+        ] {
+            let e = from_json(&text).unwrap_err().to_string();
+            assert!(e.contains("unexpected data after the JSON document"), "{e}");
+        }
+        assert_eq!(
+            from_json(&format!("{bare}\n\n")).unwrap().resources.len(),
+            1
+        );
+        let bom = format!("\u{feff}{bare}");
+        assert_eq!(from_json(&bom).unwrap().resources.len(), 1);
+    }
 
     #[test]
     fn bare_array_and_data_envelope_give_the_same_resources() {
