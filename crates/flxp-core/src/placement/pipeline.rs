@@ -298,19 +298,27 @@ impl Placer {
         })?;
         let name = ctx.cluster.node(idx).name.clone();
         let mut reasons = Vec::new();
+        let mut broken = Vec::new();
         for (filter, kind, reason) in self.failures(ctx, idx) {
             if kind == FilterKind::Rule {
-                warnings.push(Warning::about(
-                    format!("host {name}"),
-                    format!(
-                        "breaks a rule ({filter}: {reason}); placed there because it was named"
-                    ),
-                ));
+                broken.push(format!("{filter}: {reason}"));
             } else {
                 reasons.push(format!("{filter}: {reason}"));
             }
         }
         let feasible = reasons.is_empty();
+        // Only a VM that does go there breaks the rule; otherwise it is one more reason.
+        let outcome = if feasible {
+            "placed there because it was named"
+        } else {
+            "not placed: the host fails the resource checks too"
+        };
+        for b in broken {
+            warnings.push(Warning::about(
+                format!("host {name}"),
+                format!("breaks a rule ({b}); {outcome}"),
+            ));
+        }
         Ok(Placement {
             node: feasible.then(|| name.clone()),
             policy: "host".into(),

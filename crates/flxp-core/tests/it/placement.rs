@@ -173,17 +173,23 @@ fn a_named_host_skips_scoring_but_not_resources_and_turns_rules_into_warnings() 
     let p = place(&c, r.clone());
     assert_eq!(p.node.as_deref(), Some("pve3"));
     assert_eq!(p.policy, "host");
+    let w: Vec<String> = p.warnings.iter().map(ToString::to_string).collect();
     assert!(
-        p.warnings
-            .iter()
-            .any(|w| w.to_string().contains("node-rules")),
-        "{:?}",
-        p.warnings
+        w.iter().any(|w| w.contains("node-rules")
+            && w.ends_with("; placed there because it was named")),
+        "{w:?}"
     );
     r.memory = 30 * GIB;
     let p = place(&c, r.clone());
     assert_eq!(p.node, None);
     assert!(p.candidates[0].reasons[0].starts_with("memory:"));
+    // Nothing was placed, so no warning may say it was.
+    let w: Vec<String> = p.warnings.iter().map(ToString::to_string).collect();
+    assert!(
+        w.iter().all(|w| !w.contains("placed there")
+            && w.ends_with("not placed: the host fails the resource checks too")),
+        "{w:?}"
+    );
     r.memory = GIB;
     r.host = Some("pve4".into());
     assert_eq!(place(&c, r).node, None, "offline host is refused");
