@@ -144,7 +144,11 @@ impl Placer {
                 },
             })
             .collect();
-        ranked.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.node.cmp(&b.node)));
+        ranked.sort_by(|a, b| {
+            tie_key(b.score)
+                .cmp(&tie_key(a.score))
+                .then(a.node.cmp(&b.node))
+        });
         Ok(ranked)
     }
 
@@ -201,7 +205,7 @@ impl Placer {
         // Highest total; ties go to the earlier node, which is the first by name.
         let mut best: Option<(NodeIdx, f64)> = None;
         for (&n, &t) in feasible.iter().zip(&totals) {
-            if best.is_none_or(|(_, b)| t.total_cmp(&b).is_gt()) {
+            if best.is_none_or(|(_, b)| tie_key(t) > tie_key(b)) {
                 best = Some((n, t));
             }
         }
@@ -332,6 +336,14 @@ impl Placer {
             warnings: Vec::new(),
         })
     }
+}
+
+/// A total as compared for ranking: equal to a billionth of a point, so that nodes alike in
+/// every figure tie (and go to the first name) even when float sums in another order differ in
+/// the last bit.
+fn tie_key(score: f64) -> i64 {
+    // Totals are checked to lie within 0..=100 (plus slack): far inside i64.
+    (score * 1e9).round() as i64
 }
 
 fn round2(x: f64) -> f64 {
