@@ -19,6 +19,9 @@ pub(super) fn compile(cluster: &Cluster, rules: &mut Rules) {
         };
         let name = format!("ha:{id}");
         if rule.disable == Some(true) {
+            rules
+                .warnings
+                .push(Warning::about(&name, "the HA rule is disabled; ignored"));
             continue;
         }
         if let Some(errors) = &rule.errors {
@@ -73,7 +76,10 @@ pub(super) fn compile(cluster: &Cluster, rules: &mut Rules) {
                     other => {
                         rules.warnings.push(Warning::about(
                             &name,
-                            format!("resource-affinity with affinity {other:?} (want positive or negative); ignored"),
+                            match other {
+                                Some(a) => format!("resource-affinity with affinity `{a}` (want positive or negative); ignored"),
+                                None => "resource-affinity without an affinity (want positive or negative); ignored".to_owned(),
+                            },
                         ));
                         continue;
                     }
@@ -91,7 +97,12 @@ pub(super) fn compile(cluster: &Cluster, rules: &mut Rules) {
             }
             other => rules.warnings.push(Warning::about(
                 &name,
-                format!("unknown HA rule type {other:?}; ignored"),
+                match other {
+                    Some(t) => format!(
+                        "unknown HA rule type `{t}` (want node-affinity or resource-affinity); ignored"
+                    ),
+                    None => "an HA rule without a type; ignored".to_owned(),
+                },
             )),
         }
     }
@@ -157,4 +168,45 @@ fn parse_nodes(
     }
     out.sort();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    // Tests may panic on malformed fixtures: that is the failure report.
+    #![allow(clippy::unwrap_used)]
+
+    use crate::cluster::{Cluster, Overrides};
+    use crate::constraints::Rules;
+
+    #[test]
+    fn skipped_rules_say_why_in_words() {
+        let doc = r#"{"resources": [
+            {"id":"node/a","type":"node","node":"a","status":"online","maxmem":1073741824,"maxcpu":4},
+            {"id":"qemu/100","type":"qemu","vmid":100,"node":"a","status":"running","maxmem":1,"maxcpu":1},
+            {"id":"qemu/101","type":"qemu","vmid":101,"node":"a","status":"running","maxmem":1,"maxcpu":1}],
+          "ha": {"resources": [{"sid":"vm:100"},{"sid":"vm:101"}], "rules": [
+            {"rule":"apart","type":"resource-affinity","resources":"vm:100,vm:101","affinity":"negative","disable":1},
+            {"rule":"odd","type":"resource-affinity","resources":"vm:100,vm:101","affinity":"sideways"},
+            {"rule":"weird","type":"weird","resources":"vm:100"}]}}"#;
+        let c = Cluster::from_json(doc, &Overrides::default()).unwrap();
+        let r = Rules::compile(&c);
+        let w: Vec<String> = r.warnings.iter().map(ToString::to_string).collect();
+        assert!(
+            w.iter()
+                .any(|w| w.contains("ha:apart") && w.contains("the HA rule is disabled; ignored")),
+            "{w:?}"
+        );
+        assert!(
+            w.iter()
+                .any(|w| w.contains("ha:odd") && w.contains("affinity `sideways`")),
+            "{w:?}"
+        );
+        assert!(
+            w.iter()
+                .any(|w| w.contains("ha:weird") && w.contains("unknown HA rule type `weird`")),
+            "{w:?}"
+        );
+        assert!(w.iter().all(|w| !w.contains("Some(")), "{w:?}");
+        assert!(r.groups.is_empty(), "no rule took effect");
+    }
 }
