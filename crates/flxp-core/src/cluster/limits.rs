@@ -144,6 +144,17 @@ mod tests {
     }
 
     #[test]
+    fn negative_cpu_counts_are_errors_naming_the_entry() {
+        let json = r#"[{"id":"node/a","type":"node","node":"a","status":"online","maxmem":1024,"maxcpu":-8}]"#;
+        let e = build(json).unwrap_err().to_string();
+        assert_eq!(e, "invalid resource node/a: negative maxcpu -8");
+        let json = r#"[{"type":"node","node":"a","status":"online","maxmem":1024,"maxcpu":8},
+            {"id":"qemu/100","type":"qemu","vmid":100,"node":"a","status":"running","maxcpu":-2}]"#;
+        let e = build(json).unwrap_err().to_string();
+        assert_eq!(e, "invalid resource qemu/100: negative maxcpu -2");
+    }
+
+    #[test]
     fn cpu_figures_of_1e308_are_errors_naming_the_entry_not_nan_scores() {
         // These used to make the free-cpu and pve-dynamic scorers return NaN ("scorer returned
         // NaN, outside 0..=100": a bug report for a bad input).

@@ -300,16 +300,13 @@ fn collect_nodes(resources: &[Resource]) -> Result<Vec<Node>> {
                 message: format!("node {name} appears more than once"),
             });
         }
-        let cpu = r.cpu.unwrap_or(0.0);
-        if cpu < 0.0 {
-            return Err(Error::Resource {
-                entry: entry_name(r, i),
-                message: format!("negative cpu {cpu}"),
-            });
-        }
+        let (cpu, maxcpu) = cpu_figures(r).map_err(|message| Error::Resource {
+            entry: entry_name(r, i),
+            message,
+        })?;
         let mut node = empty_node(name);
         node.status = NodeStatus::from_word(r.status.as_deref());
-        node.maxcpu = r.maxcpu.unwrap_or(0.0).max(0.0);
+        node.maxcpu = maxcpu;
         node.cpu = cpu;
         node.maxmem = r.maxmem.unwrap_or(0);
         node.mem = r.mem;
@@ -322,6 +319,20 @@ fn collect_nodes(resources: &[Resource]) -> Result<Vec<Node>> {
         nodes.push(node);
     }
     Ok(nodes)
+}
+
+/// `cpu` and `maxcpu` of an entry (0 when absent); negative figures are errors, like negative
+/// sizes, rather than quietly read as 0.
+fn cpu_figures(r: &Resource) -> std::result::Result<(f64, f64), String> {
+    let cpu = r.cpu.unwrap_or(0.0);
+    let maxcpu = r.maxcpu.unwrap_or(0.0);
+    if cpu < 0.0 {
+        return Err(format!("negative cpu {cpu}"));
+    }
+    if maxcpu < 0.0 {
+        return Err(format!("negative maxcpu {maxcpu}"));
+    }
+    Ok((cpu, maxcpu))
 }
 
 fn collect_guests(resources: &[Resource]) -> Result<Vec<(String, Guest)>> {
@@ -351,13 +362,10 @@ fn collect_guests(resources: &[Resource]) -> Result<Vec<(String, Guest)>> {
                 entry: entry(),
                 message: "guest entry without a node".into(),
             })?;
-        let cpu = r.cpu.unwrap_or(0.0);
-        if cpu < 0.0 {
-            return Err(Error::Resource {
-                entry: entry(),
-                message: format!("negative cpu {cpu}"),
-            });
-        }
+        let (cpu, maxcpu) = cpu_figures(r).map_err(|message| Error::Resource {
+            entry: entry(),
+            message,
+        })?;
         let status = r.status.clone().unwrap_or_else(|| "unknown".into());
         let template = r.template.unwrap_or(false);
         // Paused, suspended or migrating guests still hold their memory; only stopped ones and
@@ -373,7 +381,7 @@ fn collect_guests(resources: &[Resource]) -> Result<Vec<(String, Guest)>> {
                 status,
                 running,
                 template,
-                maxcpu: r.maxcpu.unwrap_or(0.0).max(0.0),
+                maxcpu,
                 cpu,
                 maxmem: r.maxmem.unwrap_or(0),
                 mem: r.mem.unwrap_or(0),
