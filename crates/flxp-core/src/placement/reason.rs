@@ -15,6 +15,11 @@ pub enum Reason {
         /// Its status word.
         status: String,
     },
+    /// The node is online but Proxmox HA does not count it as such (fence, unknown, gone).
+    HaNotOnline {
+        /// Its HA node state.
+        state: String,
+    },
     /// The node is being emptied.
     Maintenance {
         /// Where the maintenance comes from.
@@ -95,6 +100,7 @@ impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::NotOnline { status } => write!(f, "node is {status}"),
+            Self::HaNotOnline { state } => write!(f, "node's HA state is {state}, not online"),
             Self::Maintenance { sources } => {
                 write!(f, "node is in maintenance ({})", sources.join(", "))
             }

@@ -1,4 +1,6 @@
-//! `online`: only nodes that report `online` take guests.
+//! `online`: only nodes that report `online` take guests, and, where HA is in use, only those
+//! whose HA node state is `online` too (or `maintenance`, which the maintenance filter judges):
+//! a node HA is fencing or has lost track of may be gone at any moment.
 
 use crate::placement::{Ctx, Filter, FilterKind, NodeView, Reason};
 
@@ -17,17 +19,29 @@ impl Filter for Online {
         FilterKind::Availability
     }
     fn passes(&self, _ctx: &Ctx, node: &NodeView) -> bool {
-        node.node.is_online()
+        node.node.is_online() && ha_unfit(node).is_none()
     }
     fn check(&self, _ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
-        if node.node.is_online() {
-            Ok(())
-        } else {
-            Err(Reason::NotOnline {
+        if !node.node.is_online() {
+            return Err(Reason::NotOnline {
                 status: node.node.status.as_str().to_owned(),
-            })
+            });
+        }
+        match ha_unfit(node) {
+            Some(state) => Err(Reason::HaNotOnline {
+                state: state.to_owned(),
+            }),
+            None => Ok(()),
         }
     }
+}
+
+/// The node's HA state when it is one HA would not run guests on (`fence`, `unknown`, `gone`).
+fn ha_unfit<'a>(node: &NodeView<'a>) -> Option<&'a str> {
+    node.node
+        .ha_state
+        .as_deref()
+        .filter(|s| !s.is_empty() && !matches!(*s, "online" | "maintenance"))
 }
 
 #[cfg(test)]
@@ -52,5 +66,25 @@ mod tests {
                 status: "offline".into()
             })
         );
+    }
+
+    #[test]
+    fn a_node_ha_fences_or_lost_is_rejected_with_its_ha_state() {
+        let mut c = ClusterBuilder::new().nodes(&["a", "b", "c", "d"]).build();
+        for (name, state) in [("a", "online"), ("b", "fence"), ("c", "unknown")] {
+            let i = c.node_idx(name).unwrap();
+            c.nodes[i.get()].ha_state = Some(state.into());
+        }
+        let s = new_vm(&c, GIB, 1, &[]);
+        let o = PlacementOptions::default();
+        assert_eq!(verdict(&Online, &c, &s, &o, "a"), Ok(()));
+        assert_eq!(
+            verdict(&Online, &c, &s, &o, "b"),
+            Err(Reason::HaNotOnline {
+                state: "fence".into()
+            })
+        );
+        assert!(verdict(&Online, &c, &s, &o, "c").is_err());
+        assert_eq!(verdict(&Online, &c, &s, &o, "d"), Ok(()), "no HA in use");
     }
 }
