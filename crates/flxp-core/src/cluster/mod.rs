@@ -117,6 +117,11 @@ impl Cluster {
                 }
             }
         }
+        if nodes.is_empty() {
+            warnings.push(Warning::general(
+                "the snapshot holds no node (no resource of type node): nothing can be placed",
+            ));
+        }
         for name in &overrides.maintenance {
             match node_by_name.get(name) {
                 Some(&idx) => nodes[idx.get()]
@@ -578,6 +583,18 @@ mod tests {
                 "node b: online but reports maxcpu 0: no guest can be placed on it"
             ]
         );
+    }
+
+    #[test]
+    fn a_snapshot_without_nodes_says_so() {
+        let c = Cluster::from_json(
+            r#"[{"id":"storage/a/local","type":"storage","node":"a","storage":"local"}]"#,
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert!(c.nodes.is_empty());
+        let w: Vec<String> = c.warnings.iter().map(ToString::to_string).collect();
+        assert!(w.iter().any(|w| w.contains("holds no node")), "{w:?}");
     }
 
     #[test]

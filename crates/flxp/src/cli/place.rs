@@ -25,7 +25,8 @@ pub struct Args {
     /// Place on this node: skips scoring, not the online and resource checks.
     #[arg(long, value_name = "NODE")]
     host: Option<String>,
-    /// Placement policy: free-memory (default), free-cpu, spread, pack, pve-static, pve-dynamic.
+    /// Placement policy: free-memory (default), free-cpu, least-loaded, spread, pack, pve-static,
+    /// pve-dynamic, or one defined in the config file.
     #[arg(long, value_name = "P")]
     policy: Option<String>,
     /// Show every node's verdict: failed filters with the numbers, or its score per scorer.
