@@ -206,6 +206,18 @@ pub fn customize(cloned: &GuestConfig, req: &VmRequest) -> ConfigUpdate {
     if let Some(key) = &req.ssh_public_key {
         u = u.with("sshkeys", encode_sshkeys(key.trim()));
     }
+    let wants_cloud_init =
+        req.user.is_some() || req.password.is_some() || req.ssh_public_key.is_some();
+    if wants_cloud_init && !disks(cloned).iter().any(|d| d.cloudinit) {
+        // Without a cloud-init drive the ci* keys reach nothing and nobody can log in: add one,
+        // as `qm set VMID --ide2 STORAGE:cloudinit` does.
+        if let Some(slot) = ["ide2", "ide0", "ide1", "ide3"]
+            .into_iter()
+            .find(|k| cloned.get(k).is_none())
+        {
+            u = u.with(slot, format!("{}:cloudinit", req.storage));
+        }
+    }
     for (i, nic) in req.interfaces.iter().enumerate() {
         let key = format!("net{i}");
         u = u.with(key.clone(), net_value(cloned.get(&key).as_deref(), nic));
@@ -478,5 +490,15 @@ mod tests {
         );
         assert_eq!(u.set["scsi0"], "ceph:vm-1-disk-0,size=32G");
         assert_eq!(u.delete, None);
+        // That template has no cloud-init drive: one is added for the user, password and key.
+        assert_eq!(u.set["ide2"], "ceph:cloudinit");
+        assert!(!customize(&template(), &req).set.contains_key("ide2"));
+        let bare = VmRequest {
+            user: None,
+            password: None,
+            ssh_public_key: None,
+            ..req.clone()
+        };
+        assert!(!customize(&excluded, &bare).set.contains_key("ide2"));
     }
 }

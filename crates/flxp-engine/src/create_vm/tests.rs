@@ -791,3 +791,21 @@ async fn a_storage_without_room_for_the_disk_clones_nothing() {
     assert_eq!(w.spy.count("clone_qemu"), 0);
     assert!(w.creator.reservations().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_without_a_cloud_init_drive_gets_one_for_the_login() {
+    let mut scenario = Scenario::demo();
+    let spec = scenario.sim.guests.get_mut("9000").unwrap();
+    assert!(
+        spec.config.remove("ide2").is_some(),
+        "the demo template has one"
+    );
+    let w = world_with(scenario).await;
+    let vm = w.create(&request()).await.unwrap();
+    let world = w.sim().world();
+    let v = &world.guests[&vm.vmid].config.values;
+    assert!(v["ide2"].starts_with("ceph:"), "{v:?}");
+    assert!(v["ide2"].contains("cloudinit"), "{v:?}");
+    assert_eq!(v["ciuser"], "admin");
+    assert!(world.guests[&vm.vmid].running);
+}
