@@ -256,3 +256,21 @@ mod tests {
         assert!(text.ends_with("# EOF\n"), "{text}");
     }
 }
+
+/// Counts each migration of a run the API started as it ends, so the count is current during a
+/// long evacuation and kept when the client that asked hangs up.
+pub struct MigrationMeter(pub std::sync::Arc<Metrics>);
+
+impl flxp_engine::Progress for MigrationMeter {
+    fn event(&self, event: &flxp_engine::Event) {
+        match event {
+            flxp_engine::Event::Done { zone, .. } => self.0.migrations(zone, "done", 1),
+            flxp_engine::Event::Failed { zone, .. } => self.0.migrations(zone, "failed", 1),
+            _ => {}
+        }
+    }
+
+    fn wants_fractions(&self) -> bool {
+        false
+    }
+}

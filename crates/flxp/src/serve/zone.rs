@@ -8,6 +8,7 @@
 //! decides on a cluster older than itself. Collections run in their own task: a client that hangs
 //! up does not cancel one that others wait for.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use flxp_core::Overrides;
@@ -46,6 +47,8 @@ pub struct Zone {
     /// Creates VMs; holds the zone's reservations.
     pub creator: Creator,
     last_answer: Arc<Mutex<Option<Instant>>>,
+    /// Nodes an evacuation started here is emptying, with how many evacuations name each.
+    evacuating: Arc<Mutex<BTreeMap<String, usize>>>,
     generations: Mutex<Generations>,
     collected: watch::Sender<Collected>,
 }
@@ -71,8 +74,22 @@ impl Zone {
             overrides,
             creator,
             last_answer,
+            evacuating: Arc::default(),
             generations: Mutex::new(Generations::default()),
             collected: watch::Sender::new(None),
+        }
+    }
+
+    /// Marks `nodes` as being emptied until the mark is dropped: models read meanwhile treat them
+    /// as in maintenance, so no new VM is placed there while guests leave.
+    pub fn evacuating(&self, nodes: &[String]) -> EvacuationMark {
+        let mut m = self.evacuating.lock().unwrap_or_else(|p| p.into_inner());
+        for n in nodes {
+            *m.entry(n.clone()).or_default() += 1;
+        }
+        EvacuationMark {
+            book: Arc::clone(&self.evacuating),
+            nodes: nodes.to_vec(),
         }
     }
 
@@ -132,7 +149,15 @@ impl Zone {
         let snapshot = flxp_engine::collect_snapshot(self.api.as_ref(), epoch_now())
             .await
             .map_err(|e| ReadError(format!("cannot read zone {}: {}", self.name, chain(&e))))?;
-        ClusterModel::from_snapshot(&snapshot, &self.overrides)
+        let mut overrides = self.overrides.clone();
+        overrides.maintenance.extend(
+            self.evacuating
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .keys()
+                .cloned(),
+        );
+        ClusterModel::from_snapshot(&snapshot, &overrides)
             .map(|model| Arc::new(ClusterModel { taken, ..model }))
             .map_err(|e| ReadError(format!("zone {}: {e}", self.name)))
     }
@@ -158,6 +183,27 @@ pub fn chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     out
+}
+
+/// Nodes marked as being emptied; dropping it lifts the mark.
+#[derive(Debug)]
+pub struct EvacuationMark {
+    book: Arc<Mutex<BTreeMap<String, usize>>>,
+    nodes: Vec<String>,
+}
+
+impl Drop for EvacuationMark {
+    fn drop(&mut self) {
+        let mut m = self.book.lock().unwrap_or_else(|p| p.into_inner());
+        for n in &self.nodes {
+            if let Some(c) = m.get_mut(n) {
+                *c -= 1;
+                if *c == 0 {
+                    m.remove(n);
+                }
+            }
+        }
+    }
 }
 
 /// Seconds since the epoch: the time a snapshot is taken at.

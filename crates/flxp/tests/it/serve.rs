@@ -564,3 +564,55 @@ async fn create_vm_grows_the_boot_disk_to_a_larger_storage_profile() {
     let disk = world.guests[&vmid].config.values["scsi0"].clone();
     assert!(disk.contains("size=64G"), "{disk}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_new_vm_lands_on_a_node_while_it_is_emptied_and_migrations_are_counted() {
+    let s = start(
+        Scenario::demo(),
+        "[migration]\npoll-secs = 1\nparallel = 1\n",
+        &[],
+    )
+    .await;
+    let query = r#"query { placement(zone: "lab", request: { memory: "1GiB", cores: 1 }, explain: true) { node candidates { node feasible reasons } } }"#;
+    let pve4 = |v: &Value| {
+        v["data"]["placement"]["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["node"] == "pve4")
+            .cloned()
+            .unwrap()
+    };
+    let before = s.gql(query, json!({})).await;
+    assert_eq!(pve4(&before)["feasible"], true, "{before}");
+
+    let evacuation = s.gql(
+        "mutation { evacuate(zone: \"lab\", node: \"pve4\") { done failed } }",
+        json!({}),
+    );
+    let watch = async {
+        // While the guests leave, pve4 counts as in maintenance for new VMs.
+        for _ in 0..200 {
+            let v = s.gql(query, json!({})).await;
+            if pve4(&v)["feasible"] == false {
+                return Some(pve4(&v));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        None
+    };
+    let (done, during) = tokio::join!(evacuation, watch);
+    let during = during.expect("pve4 never refused new VMs during its evacuation");
+    assert!(
+        during["reasons"].to_string().contains("maintenance"),
+        "{during}"
+    );
+    let n = done["data"]["evacuate"]["done"].as_u64().unwrap();
+    assert!(n >= 1, "{done}");
+
+    let after = s.gql(query, json!({})).await;
+    assert_eq!(pve4(&after)["feasible"], true, "mark lifted: {after}");
+    let (_, metrics) = s.get("/metrics").await;
+    let line = format!("flxp_migrations_total{{zone=\"lab\",outcome=\"done\"}} {n}");
+    assert!(metrics.contains(&line), "{line} in\n{metrics}");
+}

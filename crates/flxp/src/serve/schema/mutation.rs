@@ -14,6 +14,7 @@ use tracing::Instrument;
 use super::query::{core_error, evacuation, state};
 use super::types::{CreateVmOptions, Host, PlanResult, RunResult, Vm};
 use super::{ApiError, Code};
+use crate::serve::metrics::MigrationMeter;
 use crate::serve::state::AppState;
 
 /// The mutation root.
@@ -143,16 +144,21 @@ async fn run(s: &AppState, zone: &str, goal: Goal) -> Result<RunResult, ApiError
         .with_overrides(z.overrides.clone())
         .with_reservations(Some(Arc::clone(z.creator.reservations())))
         .with_options(s.execute.clone())
-        .with_stop(s.stop.clone());
-    let metrics = Arc::clone(&s.metrics);
-    let zone_name = zone.to_owned();
+        .with_stop(s.stop.clone())
+        .with_progress(Arc::new(MigrationMeter(Arc::clone(&s.metrics))));
     let daemon = s.daemon.clone();
+    // New VMs keep off the nodes being emptied until the run ends.
+    let evacuating = match &goal {
+        Goal::Evacuate { nodes, .. } => Some(z.evacuating(nodes)),
+        _ => None,
+    };
     let span = tracing::info_span!("run", zone = %zone, goal = goal.as_str());
     let task = s.work.spawn(
         async move {
             // Daemon rounds wait while this runs, so two executors never book the same room;
             // a zone the daemon does not manage has no rounds to keep out.
             let _round = daemon.lock_zone(executor.zone()).await.ok();
+            let _evacuating = evacuating;
             let plan = executor.plan(&goal).await?;
             let report = if plan.is_empty() {
                 None
@@ -173,10 +179,6 @@ async fn run(s: &AppState, zone: &str, goal: Goal) -> Result<RunResult, ApiError
             }
             other => ApiError::new(Code::Unavailable, chain(&other)),
         })?;
-    if let Some(r) = &report {
-        metrics.migrations(&zone_name, "done", r.done.len() as u64);
-        metrics.migrations(&zone_name, "failed", r.failed.len() as u64);
-    }
     Ok(RunResult {
         plan: PlanResult::from(&plan),
         executed: true,
