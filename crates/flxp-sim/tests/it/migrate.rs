@@ -528,6 +528,12 @@ async fn a_local_template_with_linked_clones_stays_and_so_do_its_clones() {
     );
     assert_eq!(s.resource("qemu/501").await["node"], "pve1");
 
+    let r = s.delete("/nodes/pve1/qemu/9001").await;
+    assert_eq!(
+        r.reason.as_deref(),
+        Some("base volume 'local-lvm:base-9001-disk-0' is still in use by linked cloned")
+    );
+
     // Once the clone is gone the template moves.
     let upid = s.delete("/nodes/pve1/qemu/501").await.upid();
     assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
