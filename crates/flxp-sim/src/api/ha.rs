@@ -118,6 +118,7 @@ async fn create_resource(State(sim): State<Sim>, call: Call) -> Reply {
             w.ha_request(&sid, HaRequest::Start);
         }
     }
+    w.ha_schedule_round();
     Ok(Data::null())
 }
 
@@ -174,6 +175,7 @@ async fn update_resource(State(sim): State<Sim>, call: Call) -> Reply {
     if let Some(r) = request {
         w.ha_request(&sid, r);
     }
+    w.ha_schedule_round();
     Ok(Data::null())
 }
 
@@ -326,6 +328,7 @@ async fn create_rule(State(sim): State<Sim>, call: Call) -> Reply {
             .retain(|r| r.rule.as_deref() != Some(id.as_str()));
         return Err(e);
     }
+    w.ha_schedule_round();
     Ok(Data::null())
 }
 
@@ -361,6 +364,7 @@ async fn update_rule(State(sim): State<Sim>, call: Call) -> Reply {
         w.ha.rules[index] = before;
         return Err(e);
     }
+    w.ha_schedule_round();
     Ok(Data::null())
 }
 
@@ -369,6 +373,8 @@ async fn delete_rule(State(sim): State<Sim>, call: Call) -> Reply {
     let id = call.params.req("rule")?;
     w.ha.rules
         .retain(|r| r.rule.as_deref() != Some(id.as_str()));
+    // Removing a rule can make a conflicting one feasible again.
+    w.ha_schedule_round();
     Ok(Data::null())
 }
 

@@ -60,6 +60,7 @@ impl World {
             rng: sim.seed.unwrap_or(0) ^ 0x5EED_F1A9,
             cancelled: Default::default(),
             bulk: Vec::new(),
+            ha_round_pending: false,
         };
         world.build_nodes(scenario)?;
         world.build_storages(scenario)?;
@@ -67,6 +68,8 @@ impl World {
         world.derive_node_base(scenario);
         world.build_pools(scenario);
         world.build_ha(scenario)?;
+        // Services recorded away from their preferred nodes fail back, as HA would do.
+        world.ha_schedule_round();
         for t in &snap.tasks {
             if let Some(i) = world.tasks.import(t) {
                 if world.tasks.get(i).is_some_and(|t| t.is_running()) {
