@@ -246,23 +246,13 @@ async fn rule(State(sim): State<Sim>, call: Call) -> Reply {
 
 /// Checks the resources and nodes a rule names, as the API does before saving it.
 fn check_rule_refs(w: &World, rule: &HaRule) -> Result<(), ApiError> {
-    let resources = rule.resources.clone().unwrap_or_default();
-    let unmanaged: Vec<&str> = split_list(&resources)
-        .into_iter()
-        .filter(|sid| !w.ha.resources.contains_key(*sid))
-        .collect();
+    let (unmanaged, missing) = w.rule_bad_refs(rule);
     if !unmanaged.is_empty() {
         return Err(ApiError::die(format!(
             "cannot use unmanaged resource(s) {}.",
             unmanaged.join(", ")
         )));
     }
-    let nodes = rule.nodes.clone().unwrap_or_default();
-    let missing: Vec<&str> = split_list(&nodes)
-        .into_iter()
-        .map(|n| n.split(':').next().unwrap_or(n))
-        .filter(|n| !w.nodes.contains_key(*n))
-        .collect();
     if !missing.is_empty() {
         return Err(ApiError::die(format!(
             "cannot use non-existant node(s) {}.",

@@ -449,3 +449,23 @@ async fn a_scenario_with_a_guest_off_its_preferred_node_fails_back_after_load() 
     sleep(7.0).await;
     assert_eq!(s.resource("qemu/100").await["node"], "pve2");
 }
+
+#[tokio::test(start_paused = true)]
+async fn scenario_rules_naming_unknown_resources_or_nodes_carry_errors_and_are_ignored() {
+    let s = with_rules(json!([
+        {"rule": "ghost", "type": "node-affinity", "resources": "vm:999,vm:102", "nodes": "pve1"},
+        {"rule": "far", "type": "node-affinity", "resources": "vm:100", "nodes": "pve1,zulu", "strict": 1},
+    ]));
+    let rules = s.get("/cluster/ha/rules").await.data().clone();
+    assert_eq!(
+        rules[0]["errors"],
+        json!({"resources": ["cannot use unmanaged resource(s) vm:102, vm:999."]})
+    );
+    assert_eq!(
+        rules[1]["errors"],
+        json!({"nodes": ["cannot use non-existant node(s) zulu."]})
+    );
+    // HA ignores an infeasible rule: the strict pin does not block pve2.
+    let p = s.get("/nodes/pve1/qemu/100/migrate").await.data().clone();
+    assert_eq!(p["allowed_nodes"], json!(["pve2", "pve3"]));
+}
