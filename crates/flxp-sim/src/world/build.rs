@@ -124,10 +124,7 @@ impl World {
                 .max(1);
             super::guest_config::check_bytes(r.maxmem.or(spec.maxmem), &format!("{at}.maxmem"))?;
             super::guest_config::check_bytes(r.mem, &format!("{at}.mem"))?;
-            super::guest_config::check_bytes(
-                spec.base_mem,
-                &format!("sim.nodes.{name}.base_mem"),
-            )?;
+            super::guest_config::check_bytes(spec.base_mem, &format!("sim.nodes.{name}.base_mem"))?;
             let maxmem = r.maxmem.or(spec.maxmem).unwrap_or(32 * GIB);
             let rrd = extra.and_then(|e| e.rrddata.as_ref());
             let pressure = spec.pressure.unwrap_or_else(|| Pressure {
@@ -440,7 +437,11 @@ impl World {
     pub fn memory_warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
         for node in self.nodes.values() {
-            let guests: Vec<_> = self.guests.values().filter(|g| g.node == node.name).collect();
+            let guests: Vec<_> = self
+                .guests
+                .values()
+                .filter(|g| g.node == node.name)
+                .collect();
             for g in &guests {
                 if g.maxmem() > node.maxmem {
                     out.push(format!(

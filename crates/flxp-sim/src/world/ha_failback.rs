@@ -57,7 +57,11 @@ impl World {
             return None;
         }
         let (nodes, _strict) = self.ha_node_affinity(sid)?;
-        let online = |n: &str| self.nodes.get(n).is_some_and(|n| n.online && !n.ha_maintenance);
+        let online = |n: &str| {
+            self.nodes
+                .get(n)
+                .is_some_and(|n| n.online && !n.ha_maintenance)
+        };
         // Non-strict rules rank the other nodes at -1: with a rule node online, they are never
         // in the top class; with none online, the current node is as good as any.
         let top = nodes

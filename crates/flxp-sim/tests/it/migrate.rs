@@ -499,7 +499,10 @@ async fn a_local_template_with_linked_clones_stays_and_so_do_its_clones() {
         .upid();
     assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
     let c = s.get("/nodes/pve1/qemu/501/config").await.data().clone();
-    assert_eq!(c["scsi0"], "local-lvm:base-9001-disk-0/vm-501-disk-0,size=16G");
+    assert_eq!(
+        c["scsi0"],
+        "local-lvm:base-9001-disk-0/vm-501-disk-0,size=16G"
+    );
 
     // The base volume is listed as a local disk, as Proxmox's precondition lists it.
     let p = s.get("/nodes/pve1/qemu/9001/migrate").await.data().clone();

@@ -289,7 +289,10 @@ fn impossible_guest_states_are_refused_with_their_path() {
     let mut d = cluster();
     d["sim"]["guests"]["100"] = json!({"mem": 1u64 << 51});
     let e = err(d);
-    assert!(e.contains("sim.guests.100.mem") && e.contains("1 PiB"), "{e}");
+    assert!(
+        e.contains("sim.guests.100.mem") && e.contains("1 PiB"),
+        "{e}"
+    );
     let mut d = cluster();
     d["sim"]["nodes"]["pve1"] = json!({"base_mem": 1u64 << 51});
     assert!(err(d).contains("sim.nodes.pve1.base_mem"));
