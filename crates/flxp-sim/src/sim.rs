@@ -45,6 +45,9 @@ impl Sim {
             .collect();
         let start = scenario.start_time();
         let world = World::build(&scenario, start)?;
+        for warning in world.memory_warnings() {
+            tracing::warn!("scenario: {warning}");
+        }
         Ok(Sim {
             inner: Arc::new(Inner {
                 world: Mutex::new(world),

@@ -118,6 +118,7 @@ async fn create_resource(State(sim): State<Sim>, call: Call) -> Reply {
             w.ha_request(&sid, HaRequest::Start);
         }
     }
+    w.ha_schedule_round();
     Ok(Data::null())
 }
 
@@ -174,6 +175,7 @@ async fn update_resource(State(sim): State<Sim>, call: Call) -> Reply {
     if let Some(r) = request {
         w.ha_request(&sid, r);
     }
+    w.ha_schedule_round();
     Ok(Data::null())
 }
 
@@ -244,23 +246,13 @@ async fn rule(State(sim): State<Sim>, call: Call) -> Reply {
 
 /// Checks the resources and nodes a rule names, as the API does before saving it.
 fn check_rule_refs(w: &World, rule: &HaRule) -> Result<(), ApiError> {
-    let resources = rule.resources.clone().unwrap_or_default();
-    let unmanaged: Vec<&str> = split_list(&resources)
-        .into_iter()
-        .filter(|sid| !w.ha.resources.contains_key(*sid))
-        .collect();
+    let (unmanaged, missing) = w.rule_bad_refs(rule);
     if !unmanaged.is_empty() {
         return Err(ApiError::die(format!(
             "cannot use unmanaged resource(s) {}.",
             unmanaged.join(", ")
         )));
     }
-    let nodes = rule.nodes.clone().unwrap_or_default();
-    let missing: Vec<&str> = split_list(&nodes)
-        .into_iter()
-        .map(|n| n.split(':').next().unwrap_or(n))
-        .filter(|n| !w.nodes.contains_key(*n))
-        .collect();
     if !missing.is_empty() {
         return Err(ApiError::die(format!(
             "cannot use non-existant node(s) {}.",
@@ -326,6 +318,7 @@ async fn create_rule(State(sim): State<Sim>, call: Call) -> Reply {
             .retain(|r| r.rule.as_deref() != Some(id.as_str()));
         return Err(e);
     }
+    w.ha_schedule_round();
     Ok(Data::null())
 }
 
@@ -361,6 +354,7 @@ async fn update_rule(State(sim): State<Sim>, call: Call) -> Reply {
         w.ha.rules[index] = before;
         return Err(e);
     }
+    w.ha_schedule_round();
     Ok(Data::null())
 }
 
@@ -369,6 +363,8 @@ async fn delete_rule(State(sim): State<Sim>, call: Call) -> Reply {
     let id = call.params.req("rule")?;
     w.ha.rules
         .retain(|r| r.rule.as_deref() != Some(id.as_str()));
+    // Removing a rule can make a conflicting one feasible again.
+    w.ha_schedule_round();
     Ok(Data::null())
 }
 

@@ -60,6 +60,7 @@ impl World {
             rng: sim.seed.unwrap_or(0) ^ 0x5EED_F1A9,
             cancelled: Default::default(),
             bulk: Vec::new(),
+            ha_round_pending: false,
         };
         world.build_nodes(scenario)?;
         world.build_storages(scenario)?;
@@ -67,6 +68,8 @@ impl World {
         world.derive_node_base(scenario);
         world.build_pools(scenario);
         world.build_ha(scenario)?;
+        // Services recorded away from their preferred nodes fail back, as HA would do.
+        world.ha_schedule_round();
         for t in &snap.tasks {
             if let Some(i) = world.tasks.import(t) {
                 if world.tasks.get(i).is_some_and(|t| t.is_running()) {
@@ -121,6 +124,7 @@ impl World {
                 .max(1);
             super::guest_config::check_bytes(r.maxmem.or(spec.maxmem), &format!("{at}.maxmem"))?;
             super::guest_config::check_bytes(r.mem, &format!("{at}.mem"))?;
+            super::guest_config::check_bytes(spec.base_mem, &format!("sim.nodes.{name}.base_mem"))?;
             let maxmem = r.maxmem.or(spec.maxmem).unwrap_or(32 * GIB);
             let rrd = extra.and_then(|e| e.rrddata.as_ref());
             let pressure = spec.pressure.unwrap_or_else(|| Pressure {
@@ -424,6 +428,46 @@ impl World {
                 node.base_mem = base_mem;
             }
         }
+    }
+
+    /// What a scenario holds that real clusters rarely show, as warnings rather than errors:
+    /// real dumps can legitimately have them (KSM and ballooning let running guests' memory add
+    /// up past the node's; a stopped guest may be configured larger than its node). Node
+    /// memory is reported capped at the node's total.
+    pub fn memory_warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for node in self.nodes.values() {
+            let guests: Vec<_> = self
+                .guests
+                .values()
+                .filter(|g| g.node == node.name)
+                .collect();
+            for g in &guests {
+                if g.maxmem() > node.maxmem {
+                    out.push(format!(
+                        "guest {} has {} MiB of memory, more than node '{}' has ({} MiB)",
+                        g.vmid,
+                        g.maxmem() >> 20,
+                        node.name,
+                        node.maxmem >> 20
+                    ));
+                }
+            }
+            let used = guests
+                .iter()
+                .map(|g| g.host_mem())
+                .fold(node.base_mem, u64::saturating_add);
+            if used > node.maxmem {
+                out.push(format!(
+                    "node '{}' uses {} MiB with its running guests, more than its {} MiB; \
+                     its memory is reported as full",
+                    node.name,
+                    used >> 20,
+                    node.maxmem >> 20
+                ));
+            }
+        }
+        out
     }
 
     fn build_pools(&mut self, scenario: &Scenario) {

@@ -34,6 +34,27 @@ pub struct CloneRequest {
 }
 
 impl World {
+    /// The guests (other than `owner`) whose disks are linked clones of `disk`, a base volume
+    /// of `owner`: same storage, `base-...` volume name as their base.
+    pub(crate) fn linked_clones_of(&self, owner: u32, disk: &super::Disk) -> Vec<u32> {
+        let Some((storage, volname)) = disk.volid.split_once(':') else {
+            return Vec::new();
+        };
+        if !volname.starts_with("base-") || volname.contains('/') {
+            return Vec::new();
+        }
+        self.guests
+            .values()
+            .filter(|g| g.vmid != owner)
+            .filter(|g| {
+                g.disks().iter().any(|od| {
+                    od.storage.as_deref() == Some(storage) && od.base.as_deref() == Some(volname)
+                })
+            })
+            .map(|g| g.vmid)
+            .collect()
+    }
+
     /// `POST .../clone`: the new VM appears at once, locked `clone`, and unlocks when its disks
     /// are copied (full clone) or linked (linked clone).
     pub fn clone_guest(&mut self, req: CloneRequest) -> Result<String, ApiError> {

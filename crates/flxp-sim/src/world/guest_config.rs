@@ -31,9 +31,22 @@ impl World {
             Some("running" | "paused" | "prelaunch" | "suspended" | "inmigrate" | "postmigrate")
         );
         let template = r.template.unwrap_or(false);
+        if template && running {
+            // Proxmox refuses to start a template, so no dump can show one running.
+            return Err(Error::scenario(
+                format!("{at}.status"),
+                format!("guest {vmid} is a template and cannot be running"),
+            ));
+        }
         check_bytes(r.maxmem, &format!("{at}.maxmem"))?;
         check_bytes(r.mem, &format!("{at}.mem"))?;
         check_bytes(r.memhost, &format!("{at}.memhost"))?;
+        let spec_at = format!("sim.guests.{vmid}");
+        check_bytes(spec.mem, &format!("{spec_at}.mem"))?;
+        check_bytes(spec.memhost, &format!("{spec_at}.memhost"))?;
+        if let Some(cpu) = spec.cpu {
+            check_fraction(cpu, &format!("{spec_at}.cpu"))?;
+        }
         let mem_mib = r.maxmem.map(|m| m.div_ceil(MIB)).unwrap_or(2048).max(16);
         let cores = r.maxcpu.map(|c| c.round() as u32).unwrap_or(1).max(1);
         let disk_gib = r
@@ -184,6 +197,8 @@ impl World {
         };
         let maxmem = mem_mib.saturating_mul(MIB);
         let usage = GuestUsage {
+            // A dump's own `cpu` may read a little over 1 (sampling), so it is clamped; the
+            // `sim` value was checked above.
             cpu: spec.cpu.or(r.cpu).unwrap_or(0.0).clamp(0.0, 1.0),
             mem: spec
                 .mem
@@ -280,6 +295,18 @@ pub(crate) fn check_config(
         }
     }
     Ok(())
+}
+
+/// Refuses a CPU figure that is not a fraction of the guest's vCPUs, as
+/// `POST /_sim/guests/{vmid}/usage` does.
+pub(crate) fn check_fraction(value: f64, at: &str) -> Result<()> {
+    if (0.0..=1.0).contains(&value) {
+        return Ok(());
+    }
+    Err(Error::scenario(
+        at,
+        format!("must be a fraction 0..1 of the guest's vCPUs, got {value}"),
+    ))
 }
 
 /// Refuses a memory figure flxp would refuse too (more than 1 PiB): it names the field.

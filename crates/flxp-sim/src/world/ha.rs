@@ -18,7 +18,7 @@ pub struct HaResourceConf {
     pub max_restart: u64,
     /// Maximal relocations.
     pub max_relocate: u64,
-    /// Whether HA moves it back to its preferred node.
+    /// Whether HA moves it back to its highest-priority node class (`ha_failback.rs`).
     pub failback: bool,
     /// Legacy group.
     pub group: Option<String>,
@@ -240,6 +240,8 @@ impl World {
                 if let Some(s) = self.ha.services.get_mut(sid) {
                     s.state = "started".into();
                 }
+                // Started where it stood: the next round may fail it back.
+                self.ha_schedule_round();
             }
             HaRequest::Stop => {
                 if guest.running {
@@ -267,6 +269,11 @@ impl World {
                 s.state = if running { "started" } else { "stopped" }.into();
             }
             s.target = None;
+        }
+        // A landed move may leave it off its preferred nodes (a failed one is not retried
+        // until something else changes, so a hopeless failback does not loop).
+        if landed.is_some() && self.is_ha_managed(&sid) {
+            self.ha_schedule_round();
         }
     }
 
@@ -305,6 +312,9 @@ impl World {
                 }
             }
         }
+        if !on {
+            self.ha_schedule_round();
+        }
     }
 
     /// Takes a node offline or brings it back. Offline nodes answer nothing; HA fences them after
@@ -325,6 +335,11 @@ impl World {
             n.booted_at = now;
         } else {
             n.offline_since = Some(now);
+        }
+        if online {
+            // A preferred node is back: services fail back to it.
+            self.ha_schedule_round();
+        } else {
             self.schedule(
                 now + delay,
                 Action::HaFence {

@@ -42,6 +42,36 @@ impl World {
     /// Rules whose feasibility check fails, with their errors: rule → option → messages.
     pub fn ha_rule_errors(&self) -> BTreeMap<String, BTreeMap<String, Vec<String>>> {
         let mut errors: BTreeMap<String, BTreeMap<String, Vec<String>>> = BTreeMap::new();
+        let active: Vec<&HaRule> = self.ha.rules.iter().filter(|r| enabled(r)).collect();
+        let id = |r: &HaRule| r.rule.clone().unwrap_or_default();
+        // A scenario (or a resource removed later) can leave a rule naming what the API would
+        // refuse to save; Proxmox serves such a rule with `errors` and HA ignores it.
+        let mut ref_errors: Vec<(String, &str, String)> = Vec::new();
+        for r in &active {
+            let (unmanaged, missing) = self.rule_bad_refs(r);
+            if !unmanaged.is_empty() {
+                ref_errors.push((
+                    id(r),
+                    "resources",
+                    format!("cannot use unmanaged resource(s) {}.", unmanaged.join(", ")),
+                ));
+            }
+            if !missing.is_empty() {
+                ref_errors.push((
+                    id(r),
+                    "nodes",
+                    format!("cannot use non-existant node(s) {}.", missing.join(", ")),
+                ));
+            }
+        }
+        for (rule, key, msg) in ref_errors {
+            errors
+                .entry(rule)
+                .or_default()
+                .entry(key.into())
+                .or_default()
+                .push(msg);
+        }
         let mut push = |rule: &str, msg: String| {
             errors
                 .entry(rule.to_string())
@@ -50,8 +80,6 @@ impl World {
                 .or_default()
                 .push(msg);
         };
-        let active: Vec<&HaRule> = self.ha.rules.iter().filter(|r| enabled(r)).collect();
-        let id = |r: &HaRule| r.rule.clone().unwrap_or_default();
         let node_aff: Vec<&HaRule> = active
             .iter()
             .copied()
@@ -151,6 +179,20 @@ impl World {
             }
         }
         errors
+    }
+
+    /// The resources a rule names that are not HA resources, and the nodes it names that do not
+    /// exist (the API's own refusals, `cannot use unmanaged resource(s) ...`).
+    pub(crate) fn rule_bad_refs(&self, rule: &HaRule) -> (Vec<String>, Vec<String>) {
+        let unmanaged = rule_resources(rule)
+            .into_iter()
+            .filter(|sid| !self.ha.resources.contains_key(sid))
+            .collect();
+        let missing = rule_nodes(rule)
+            .into_keys()
+            .filter(|n| !self.nodes.contains_key(n))
+            .collect();
+        (unmanaged, missing)
     }
 
     /// The effective node-affinity of `sid`: allowed nodes with priorities (`None`: any node).

@@ -482,18 +482,7 @@ impl World {
         }
         if g.is_template() {
             for d in g.disks() {
-                let volname = d
-                    .volid
-                    .split_once(':')
-                    .map(|(_, v)| v.to_string())
-                    .unwrap_or_default();
-                let used = self.guests.values().any(|o| {
-                    o.vmid != vmid
-                        && o.disks()
-                            .iter()
-                            .any(|od| od.base.as_deref() == Some(volname.as_str()))
-                });
-                if used {
+                if !self.linked_clones_of(vmid, &d).is_empty() {
                     return Err(ApiError::die(format!(
                         "base volume '{}' is still in use by linked cloned",
                         d.volid

@@ -300,6 +300,22 @@ impl World {
                 format!("can't migrate '{}' as it's a clone of '{base}'", d.volid),
             );
         }
+        // A base volume on local storage must stay with the linked clones that read from it
+        // (Proxmox fails the same move when it frees the source: "still in use").
+        for d in &local {
+            let users = self.linked_clones_of(plan.vmid, d);
+            if !users.is_empty() {
+                let ids: Vec<String> = users.iter().map(u32::to_string).collect();
+                return fail_fast(
+                    self,
+                    format!(
+                        "can't migrate '{}' - base volume is still in use by linked clones (VM {})",
+                        d.volid,
+                        ids.join(", ")
+                    ),
+                );
+            }
+        }
         if live && !local.iter().all(|d| d.cloudinit) && !local.is_empty() && !plan.with_local_disks
         {
             return fail_fast(

@@ -13,6 +13,7 @@ mod clone;
 mod guest;
 mod guest_config;
 mod ha;
+mod ha_failback;
 mod ha_rules;
 mod ha_views;
 mod lifecycle;
@@ -117,6 +118,8 @@ pub(crate) enum Action {
     HaAct { sid: String },
     /// The HA manager fences a dead node and recovers its services.
     HaFence { node: String },
+    /// A CRM round: services fail back to their preferred nodes.
+    HaRound,
 }
 
 impl Action {
@@ -130,7 +133,7 @@ impl Action {
             | Action::PowerEnd { task, .. }
             | Action::DestroyEnd { task, .. }
             | Action::ResizeEnd { task, .. } => Some(*task),
-            Action::HaAct { .. } | Action::HaFence { .. } => None,
+            Action::HaAct { .. } | Action::HaFence { .. } | Action::HaRound => None,
         }
     }
 }
@@ -188,6 +191,8 @@ pub struct World {
     rng: u64,
     cancelled: std::collections::BTreeSet<usize>,
     bulk: Vec<BulkJob>,
+    /// A CRM round is scheduled (rounds are not queued twice).
+    ha_round_pending: bool,
 }
 
 impl World {
@@ -256,6 +261,7 @@ impl World {
             } => self.on_resize_end(task, vmid, &disk, bytes),
             Action::HaAct { sid } => self.on_ha_act(&sid),
             Action::HaFence { node } => self.on_ha_fence(&node),
+            Action::HaRound => self.on_ha_round(),
         }
     }
 

@@ -348,3 +348,124 @@ async fn relocation_stops_moves_and_starts_the_vm() {
     assert_eq!(g["status"], "running");
     assert_eq!(g["hastate"], "started");
 }
+
+fn with_failback(nodes: &str, failback: u8) -> TestSim {
+    let mut doc = cluster();
+    doc["ha"]["resources"] = json!([
+        {"sid": "vm:110", "state": "started"},
+        {"sid": "vm:100", "state": "started", "failback": failback},
+        {"sid": "vm:120", "state": "started"}]);
+    doc["ha"]["rules"] = json!([
+        {"rule": "prefer", "type": "node-affinity", "resources": "vm:100", "nodes": nodes}]);
+    TestSim::new(doc)
+}
+
+/// Migrates HA guest 100 from pve1 to pve3 through the API and waits until it landed.
+async fn move_100_to_pve3(s: &TestSim) {
+    let upid = s
+        .post(
+            "/nodes/pve1/qemu/100/migrate",
+            &[("target", "pve3"), ("online", "1")],
+        )
+        .await
+        .upid();
+    assert!(upid.contains(":hamigrate:100:"), "{upid}");
+    // HA delay 2 s, then 4 GiB at 1 GiB/s.
+    sleep(6.5).await;
+    assert_eq!(s.resource("qemu/100").await["node"], "pve3");
+}
+
+#[tokio::test(start_paused = true)]
+async fn failback_undoes_a_move_against_node_affinity() {
+    let s = with_failback("pve1:2,pve2", 1);
+    move_100_to_pve3(&s).await;
+    // The next CRM round (HA delay 2 s) migrates it back to its highest-priority node.
+    sleep(2.5).await;
+    let g = s.resource("qemu/100").await;
+    assert_eq!(g["lock"], "migrate");
+    assert_eq!(g["hastate"], "migrate");
+    sleep(4.0).await;
+    let g = s.resource("qemu/100").await;
+    assert_eq!(g["node"], "pve1");
+    assert_eq!(g["hastate"], "started");
+    let tasks = s.get("/cluster/tasks").await.data().clone();
+    let back = tasks
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["type"] == "qmigrate" && t["id"] == "100")
+        .count();
+    assert_eq!(back, 2, "there and back: {tasks}");
+    // Settled: no further moves.
+    sleep(60.0).await;
+    assert_eq!(s.resource("qemu/100").await["node"], "pve1");
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_failback_a_moved_guest_stays() {
+    let s = with_failback("pve1:2,pve2", 0);
+    move_100_to_pve3(&s).await;
+    sleep(60.0).await;
+    assert_eq!(s.resource("qemu/100").await["node"], "pve3");
+}
+
+#[tokio::test(start_paused = true)]
+async fn failback_picks_the_top_node_with_fewest_ha_services() {
+    // pve1 and pve2 share the top priority; pve1 holds 110 and 120, pve2 none.
+    let s = with_failback("pve1:2,pve2:2,pve3:1", 1);
+    move_100_to_pve3(&s).await;
+    sleep(7.0).await;
+    assert_eq!(s.resource("qemu/100").await["node"], "pve2");
+    // pve2 is in the top class: moving there is not undone.
+    sleep(60.0).await;
+    assert_eq!(s.resource("qemu/100").await["node"], "pve2");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_recovered_guest_fails_back_when_its_node_returns() {
+    let s = with_failback("pve1:2,pve2", 1);
+    s.control(
+        "POST",
+        "/_sim/nodes/pve1/status",
+        json!({"status": "offline"}),
+    )
+    .await;
+    sleep(61.0).await;
+    assert_eq!(s.resource("qemu/100").await["node"], "pve2");
+    s.control(
+        "POST",
+        "/_sim/nodes/pve1/status",
+        json!({"status": "online"}),
+    )
+    .await;
+    sleep(7.0).await;
+    assert_eq!(s.resource("qemu/100").await["node"], "pve1");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_scenario_with_a_guest_off_its_preferred_node_fails_back_after_load() {
+    let s = with_failback("pve2:2,pve1", 1);
+    assert_eq!(s.resource("qemu/100").await["node"], "pve1");
+    sleep(7.0).await;
+    assert_eq!(s.resource("qemu/100").await["node"], "pve2");
+}
+
+#[tokio::test(start_paused = true)]
+async fn scenario_rules_naming_unknown_resources_or_nodes_carry_errors_and_are_ignored() {
+    let s = with_rules(json!([
+        {"rule": "ghost", "type": "node-affinity", "resources": "vm:999,vm:102", "nodes": "pve1"},
+        {"rule": "far", "type": "node-affinity", "resources": "vm:100", "nodes": "pve1,zulu", "strict": 1},
+    ]));
+    let rules = s.get("/cluster/ha/rules").await.data().clone();
+    assert_eq!(
+        rules[0]["errors"],
+        json!({"resources": ["cannot use unmanaged resource(s) vm:102, vm:999."]})
+    );
+    assert_eq!(
+        rules[1]["errors"],
+        json!({"nodes": ["cannot use non-existant node(s) zulu."]})
+    );
+    // HA ignores an infeasible rule: the strict pin does not block pve2.
+    let p = s.get("/nodes/pve1/qemu/100/migrate").await.data().clone();
+    assert_eq!(p["allowed_nodes"], json!(["pve2", "pve3"]));
+}

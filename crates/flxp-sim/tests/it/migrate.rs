@@ -489,3 +489,78 @@ async fn bulk_migrate_reports_the_guests_that_failed() {
         "{log}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_local_template_with_linked_clones_stays_and_so_do_its_clones() {
+    let s = TestSim::cluster();
+    let upid = s
+        .post("/nodes/pve1/qemu/9001/clone", &[("newid", "501")])
+        .await
+        .upid();
+    assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
+    let c = s.get("/nodes/pve1/qemu/501/config").await.data().clone();
+    assert_eq!(
+        c["scsi0"],
+        "local-lvm:base-9001-disk-0/vm-501-disk-0,size=16G"
+    );
+
+    // The base volume is listed as a local disk, as Proxmox's precondition lists it.
+    let p = s.get("/nodes/pve1/qemu/9001/migrate").await.data().clone();
+    assert_eq!(p["local_disks"][0]["volid"], "local-lvm:base-9001-disk-0");
+
+    let upid = s
+        .post("/nodes/pve1/qemu/9001/migrate", &[("target", "pve2")])
+        .await
+        .upid();
+    let t = s.wait(&upid).await;
+    assert_eq!(
+        t["exitstatus"],
+        "can't migrate 'local-lvm:base-9001-disk-0' - base volume is still in use by linked clones (VM 501)"
+    );
+    assert_eq!(s.resource("qemu/9001").await["node"], "pve1");
+    assert!(s.resource("qemu/9001").await.get("lock").is_none());
+
+    // The clone cannot leave its base either.
+    let upid = s
+        .post("/nodes/pve1/qemu/501/migrate", &[("target", "pve2")])
+        .await
+        .upid();
+    assert_eq!(
+        s.wait(&upid).await["exitstatus"],
+        "can't migrate 'local-lvm:base-9001-disk-0/vm-501-disk-0' as it's a clone of 'base-9001-disk-0'"
+    );
+    assert_eq!(s.resource("qemu/501").await["node"], "pve1");
+
+    let r = s.delete("/nodes/pve1/qemu/9001").await;
+    assert_eq!(
+        r.reason.as_deref(),
+        Some("base volume 'local-lvm:base-9001-disk-0' is still in use by linked cloned")
+    );
+
+    // Once the clone is gone the template moves.
+    let upid = s.delete("/nodes/pve1/qemu/501").await.upid();
+    assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
+    let upid = s
+        .post("/nodes/pve1/qemu/9001/migrate", &[("target", "pve2")])
+        .await
+        .upid();
+    assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
+    assert_eq!(s.resource("qemu/9001").await["node"], "pve2");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shared_template_with_linked_clones_migrates() {
+    let s = TestSim::cluster();
+    let upid = s
+        .post("/nodes/pve1/qemu/9000/clone", &[("newid", "502")])
+        .await
+        .upid();
+    assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
+    // Its cloud-init drive is local-free (ceph): the base stays where the clones find it.
+    let upid = s
+        .post("/nodes/pve1/qemu/9000/migrate", &[("target", "pve2")])
+        .await
+        .upid();
+    assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
+    assert_eq!(s.resource("qemu/9000").await["node"], "pve2");
+}

@@ -262,3 +262,70 @@ async fn disks_whose_sizes_add_up_past_u64_do_not_crash_the_server() {
     assert!(r.status == 200 || r.status == 500, "{r:?}");
     assert_eq!(sim.get("/cluster/resources").await.status, 200);
 }
+
+#[test]
+fn impossible_guest_states_are_refused_with_their_path() {
+    let mut d = cluster();
+    assert_eq!(d["resources"][16]["vmid"], 9000);
+    d["resources"][16]["status"] = json!("running");
+    let e = err(d);
+    assert!(
+        e.contains("resources[16].status") && e.contains("guest 9000 is a template"),
+        "{e}"
+    );
+
+    // As `POST /_sim/guests/{vmid}/usage` refuses it.
+    let mut d = cluster();
+    d["sim"]["guests"]["100"] = json!({"cpu": 7});
+    let e = err(d);
+    assert!(
+        e.contains("sim.guests.100.cpu") && e.contains("must be a fraction 0..1"),
+        "{e}"
+    );
+    let mut d = cluster();
+    d["sim"]["guests"]["100"] = json!({"cpu": -0.5});
+    assert!(err(d).contains("sim.guests.100.cpu"));
+
+    let mut d = cluster();
+    d["sim"]["guests"]["100"] = json!({"mem": 1u64 << 51});
+    let e = err(d);
+    assert!(
+        e.contains("sim.guests.100.mem") && e.contains("1 PiB"),
+        "{e}"
+    );
+    let mut d = cluster();
+    d["sim"]["nodes"]["pve1"] = json!({"base_mem": 1u64 << 51});
+    assert!(err(d).contains("sim.nodes.pve1.base_mem"));
+
+    // A dump's own guest `cpu` may read a little over 1: it is kept, capped.
+    let mut d = cluster();
+    d["resources"][9]["cpu"] = json!(1.02);
+    Scenario::from_value(d).unwrap();
+}
+
+#[test]
+fn memory_beyond_a_node_is_a_warning_not_an_error() {
+    let mut d = cluster();
+    // pve3 has 16 GiB: a 24 GiB guest running there, plus more guests than fit.
+    d["resources"][15]["node"] = json!("pve3");
+    d["resources"][15]["memhost"] = json!(20u64 << 30);
+    let s = Scenario::from_value(d).unwrap();
+    let sim = flxp_sim::Sim::new(s).unwrap();
+    let w = sim.world();
+    let warnings = w.memory_warnings();
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(
+        warnings[0].contains("guest 120 has 24576 MiB")
+            && warnings[0].contains("node 'pve3' has (16384 MiB)"),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings[1].starts_with("node 'pve3' uses") && warnings[1].contains("reported as full"),
+        "{warnings:?}"
+    );
+    let stats = w.node_stats_all();
+    assert_eq!(stats["pve3"].mem, w.nodes["pve3"].maxmem);
+    // The standard cluster fits.
+    let sim = flxp_sim::Sim::new(Scenario::from_value(cluster()).unwrap()).unwrap();
+    assert_eq!(sim.world().memory_warnings(), Vec::<String>::new());
+}
