@@ -230,6 +230,24 @@ impl Metrics {
     }
 }
 
+/// Counts each migration of a run the API started as it ends, so the count is current during a
+/// long evacuation and kept when the client that asked hangs up.
+pub struct MigrationMeter(pub std::sync::Arc<Metrics>);
+
+impl flxp_engine::Progress for MigrationMeter {
+    fn event(&self, event: &flxp_engine::Event) {
+        match event {
+            flxp_engine::Event::Done { zone, .. } => self.0.migrations(zone, "done", 1),
+            flxp_engine::Event::Failed { zone, .. } => self.0.migrations(zone, "failed", 1),
+            _ => {}
+        }
+    }
+
+    fn wants_fractions(&self) -> bool {
+        false
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -254,23 +272,5 @@ mod tests {
         );
         assert!(text.contains("flxp_imbalance{zone=\"eu\"} 12.5"), "{text}");
         assert!(text.ends_with("# EOF\n"), "{text}");
-    }
-}
-
-/// Counts each migration of a run the API started as it ends, so the count is current during a
-/// long evacuation and kept when the client that asked hangs up.
-pub struct MigrationMeter(pub std::sync::Arc<Metrics>);
-
-impl flxp_engine::Progress for MigrationMeter {
-    fn event(&self, event: &flxp_engine::Event) {
-        match event {
-            flxp_engine::Event::Done { zone, .. } => self.0.migrations(zone, "done", 1),
-            flxp_engine::Event::Failed { zone, .. } => self.0.migrations(zone, "failed", 1),
-            _ => {}
-        }
-    }
-
-    fn wants_fractions(&self) -> bool {
-        false
     }
 }
