@@ -25,6 +25,14 @@ pub enum Error {
     /// A placement request is unusable (zero memory, zero cores, a malformed tag).
     #[error("invalid request: {0}")]
     Request(String),
+    /// A request names a host that is not a node of the cluster.
+    #[error("host {host:?} is not a node of the cluster (nodes: {nodes})")]
+    UnknownHost {
+        /// The name asked for.
+        host: String,
+        /// The cluster's nodes, comma-separated.
+        nodes: String,
+    },
     /// An option is out of range or names something unknown (a policy, a scorer).
     #[error("invalid option {name}: {message}")]
     Option {

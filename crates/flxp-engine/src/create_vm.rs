@@ -302,20 +302,23 @@ impl Creator {
                 ),
             });
         }
-        let landing = |node: &str| -> Result<(), String> {
+        let landing = |node: &str| -> Result<(), Unfit> {
             if !storage_nodes.iter().any(|n| n == node) {
-                return Err(format!("storage {:?} is not available there", req.storage));
+                return Err(Unfit::Cannot(format!(
+                    "storage {:?} is not available there",
+                    req.storage
+                )));
             }
             // A storage reporting no size (inactive, or not reported) is not judged here: the
             // clone itself says whether it fits.
             if let Some(free) = storage_free(cluster, &req.storage, node) {
                 if free < req.disk_bytes {
-                    return Err(format!(
+                    return Err(Unfit::NoRoom(format!(
                         "storage {:?} has {} free, the disk needs {}",
                         req.storage,
                         fmt_bytes(free),
                         fmt_bytes(req.disk_bytes)
-                    ));
+                    )));
                 }
             }
             if per_node.contains_key(node) {
@@ -331,8 +334,12 @@ impl Creator {
                     self.options.full_clone,
                     is_shared,
                 )
-                .map(|_| ()),
-                None => Err(format!("image {:?} has no template there", req.image.id)),
+                .map(|_| ())
+                .map_err(Unfit::Cannot),
+                None => Err(Unfit::Cannot(format!(
+                    "image {:?} has no template there",
+                    req.image.id
+                ))),
             }
         };
 
@@ -663,12 +670,28 @@ fn storage_free(cluster: &flxp_core::cluster::Cluster, storage: &str, node: &str
         .map(|s| s.maxdisk.saturating_sub(s.disk))
 }
 
+/// Why a node the placement allows cannot take the VM after all.
+enum Unfit {
+    /// Not enough room (storage space): a capacity problem.
+    NoRoom(String),
+    /// The image or storage cannot be used there at all.
+    Cannot(String),
+}
+
+impl Unfit {
+    fn message(&self) -> &str {
+        match self {
+            Unfit::NoRoom(m) | Unfit::Cannot(m) => m,
+        }
+    }
+}
+
 /// The node the VM goes to: the named host (after the resource check), else the best feasible
 /// candidate the image and storage can land on.
 fn choose(
     p: &Placement,
     req: &VmRequest,
-    landing: &impl Fn(&str) -> Result<(), String>,
+    landing: &impl Fn(&str) -> Result<(), Unfit>,
 ) -> Result<String, CreateError> {
     let no_capacity = |reasons: Vec<String>| CreateError::NoCapacity {
         reasons,
@@ -676,12 +699,13 @@ fn choose(
     };
     if let Some(host) = &req.host {
         return match &p.node {
-            Some(node) => landing(node)
-                .map(|()| node.clone())
-                .map_err(|m| CreateError::Invalid {
+            Some(node) => landing(node).map(|()| node.clone()).map_err(|u| match u {
+                Unfit::NoRoom(m) => no_capacity(vec![format!("{node}: {m}")]),
+                Unfit::Cannot(m) => CreateError::Invalid {
                     field: "host".into(),
                     message: format!("{node}: {m}"),
-                }),
+                },
+            }),
             None => Err(no_capacity(
                 p.candidates
                     .iter()
@@ -705,7 +729,7 @@ fn choose(
         }
         match landing(&c.node) {
             Ok(()) => return Ok(c.node.clone()),
-            Err(m) => reasons.push(format!("{}: {m}", c.node)),
+            Err(u) => reasons.push(format!("{}: {}", c.node, u.message())),
         }
     }
     if reasons.is_empty() {

@@ -295,10 +295,10 @@ impl Placer {
     ) -> Result<Placement> {
         let idx = ctx.cluster.node_idx_loose(host).ok_or_else(|| {
             let names: Vec<&str> = ctx.cluster.nodes.iter().map(|n| n.name.as_str()).collect();
-            Error::Request(format!(
-                "host {host:?} is not a node of the cluster (nodes: {})",
-                names.join(", ")
-            ))
+            Error::UnknownHost {
+                host: host.to_owned(),
+                nodes: names.join(", "),
+            }
         })?;
         let name = ctx.cluster.node(idx).name.clone();
         let mut reasons = Vec::new();

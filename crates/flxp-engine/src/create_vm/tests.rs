@@ -787,6 +787,16 @@ async fn a_storage_without_room_for_the_disk_clones_nothing() {
                 && r.ends_with("free, the disk needs 18.0 TiB")),
         "{reasons:?}"
     );
+    // A named host short of disk room is a capacity problem too, not bad input.
+    req.host = Some("pve4".into());
+    let e = w.create(&req).await.unwrap_err();
+    let CreateError::NoCapacity { reasons, .. } = &e else {
+        panic!("{e:?}");
+    };
+    assert!(
+        reasons[0].starts_with("pve4: storage \"ceph\" has "),
+        "{reasons:?}"
+    );
     assert_eq!(w.guest_count(), before);
     assert_eq!(w.spy.count("clone_qemu"), 0);
     assert!(w.creator.reservations().is_empty());

@@ -54,9 +54,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .map_err(|e| match e {
             // Every request field is a flag the user typed (--tag, --host, --policy): bad usage,
             // exit 2, like an unknown node for `evacuate`.
-            flxp_core::Error::Request(_) | flxp_core::Error::Option { .. } => {
-                anyhow::Error::from(UsageError(e.to_string()))
-            }
+            flxp_core::Error::Request(_)
+            | flxp_core::Error::UnknownHost { .. }
+            | flxp_core::Error::Option { .. } => anyhow::Error::from(UsageError(e.to_string())),
             other => other.into(),
         })?;
     if args.json {

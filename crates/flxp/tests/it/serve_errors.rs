@@ -71,7 +71,7 @@ async fn every_bad_request_has_its_code_and_creates_nothing() {
         ),
         (
             json!({ "zone": "lab", "name": "web", "host": "pve9", "options": options() }),
-            "BAD_INPUT",
+            "UNKNOWN_NODE",
             "host \"pve9\" is not a node of the cluster",
         ),
         (

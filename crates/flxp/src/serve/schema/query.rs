@@ -21,6 +21,7 @@ pub(super) fn state<'a>(ctx: &Context<'a>) -> Result<&'a AppState, ApiError> {
 pub(super) fn core_error(e: flxp_core::Error) -> ApiError {
     match e {
         flxp_core::Error::Request(m) => ApiError::bad_input(m),
+        e @ flxp_core::Error::UnknownHost { .. } => ApiError::new(Code::UnknownNode, e.to_string()),
         flxp_core::Error::Option { name, message } => {
             ApiError::bad_input(format!("{name}: {message}"))
         }
