@@ -12,10 +12,25 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// clap reports an empty `FLXP_CONFIG=` as a missing `--config` value the user never typed: say
+/// which variable it is instead.
+fn explain_empty_config_env(e: clap::Error) -> clap::Error {
+    let empty_env = std::env::var_os("FLXP_CONFIG").is_some_and(|v| v.is_empty());
+    let flag_given = std::env::args_os().any(|a| a.to_string_lossy().starts_with("--config"));
+    if e.kind() == clap::error::ErrorKind::InvalidValue && empty_env && !flag_given {
+        return clap::Error::raw(
+            clap::error::ErrorKind::InvalidValue,
+            "FLXP_CONFIG is set but empty: unset it, or set it to a config file\n",
+        );
+    }
+    e
+}
+
 fn main() -> ExitCode {
     let args = match cli::Cli::try_parse() {
         Ok(args) => args,
         Err(e) => {
+            let e = explain_empty_config_env(e);
             // `--json` promises one JSON document on stdout, also for a mistyped command line.
             if e.use_stderr() && std::env::args_os().any(|a| a == "--json") {
                 let text = e.render().to_string();

@@ -26,6 +26,19 @@ pub struct Embedded {
     pub handle: SimHandle,
     /// The config of the `sim` zone and its catalog.
     pub config: Config,
+    /// How to reach the simulator's own API: base URL, fingerprint and `Authorization` value.
+    pub access: SimAccess,
+}
+
+/// How to reach the simulated Proxmox API itself, to look at what flxp did there.
+#[derive(Debug, Clone)]
+pub struct SimAccess {
+    /// `https://127.0.0.1:PORT/api2/json`.
+    pub url: String,
+    /// SHA-256 fingerprint of its certificate.
+    pub fingerprint: String,
+    /// `PVEAPIToken=...` for the `Authorization` header.
+    pub authorization: String,
 }
 
 /// The catalog of the embedded zone (everything but the zone's address and credentials).
@@ -78,12 +91,21 @@ pub async fn start() -> anyhow::Result<Embedded> {
     );
     let config = Config::parse(&text, Path::new("<embedded>"))
         .map_err(|e| anyhow::anyhow!("the embedded config is broken: {e}"))?;
-    Ok(Embedded { handle, config })
+    let access = SimAccess {
+        url: handle.base_url(),
+        fingerprint,
+        authorization: format!("PVEAPIToken={}={}", token.full_id(), token.secret),
+    };
+    Ok(Embedded {
+        handle,
+        config,
+        access,
+    })
 }
 
 /// The banner printed on stderr: loud about the simulation, with the URL, the token and a
 /// ready-to-paste request.
-pub fn banner(url: &str, token: &str, generated: bool, sim_url: &str) -> String {
+pub fn banner(url: &str, token: &str, generated: bool, sim: &SimAccess) -> String {
     let query = format!(
         "mutation {{ createVM(zone: \\\"{ZONE}\\\", name: \\\"web-server\\\", options: {{ image: \\\"ubuntu-2404\\\", computeProfile: \\\"medium\\\", storageProfile: \\\"standard\\\", sshPublicKey: \\\"{EXAMPLE_KEY}\\\", interfaces: [{{ network: \\\"100\\\" }}], user: \\\"admin\\\", password: \\\"initial-password\\\", backup: false }}) {{ id name host {{ id name }} }} }}"
     );
@@ -92,6 +114,10 @@ pub fn banner(url: &str, token: &str, generated: bool, sim_url: &str) -> String 
     } else {
         "from FLXP_API_TOKEN"
     };
+    let header = sh_quote(&format!("Authorization: Bearer {token}"));
+    let sim_header = sh_quote(&format!("Authorization: {}", sim.authorization));
+    let sim_url = &sim.url;
+    let fingerprint = &sim.fingerprint;
     format!(
         "\
 ==================================================================================
@@ -102,16 +128,22 @@ pub fn banner(url: &str, token: &str, generated: bool, sim_url: &str) -> String 
   GraphQL API:  {url}/graphql   (GraphiQL: open it in a browser)
   API token:    {token}   ({token_note})
   Metrics:      {url}/metrics
-  Simulator:    {sim_url}
+  Simulator:    {sim_url}   (its own Proxmox API; certificate {fingerprint})
+                curl -sk {sim_url}/cluster/resources -H {sim_header}
   Profiles:     compute small|medium|large, storage standard, image ubuntu-2404, network 100
 
   Try it:
 curl -s {url}/graphql \\
-  -H 'Authorization: Bearer {token}' \\
+  -H {header} \\
   -H 'Content-Type: application/json' \\
   -d '{{\"query\": \"{query}\"}}'
 "
     )
+}
+
+/// One shell word: single-quoted, with any single quote inside written as `'\''`.
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
 }
 
 #[cfg(test)]
@@ -139,7 +171,7 @@ mod tests {
 
     #[test]
     fn the_banner_request_is_valid_json() {
-        let b = banner("http://127.0.0.1:8080", "tok", true, "https://127.0.0.1:1");
+        let b = banner("http://127.0.0.1:8080", "tok", true, &sim());
         let body = b
             .split("-d '")
             .nth(1)
@@ -155,16 +187,44 @@ mod tests {
     #[test]
     fn a_token_from_the_environment_is_printed_ready_to_paste() {
         // Issue 5: the banner prints the token in use, whoever chose it, so the curl works as is.
-        let b = banner(
-            "http://127.0.0.1:8080",
-            "my-own-t0ken",
-            false,
-            "https://127.0.0.1:1",
-        );
+        let b = banner("http://127.0.0.1:8080", "my-own-t0ken", false, &sim());
         assert!(
             b.contains("API token:    my-own-t0ken   (from FLXP_API_TOKEN)"),
             "{b}"
         );
         assert!(b.contains("-H 'Authorization: Bearer my-own-t0ken'"), "{b}");
+        // The simulator's own API is reachable from what the banner says.
+        assert!(b.contains("certificate AA:BB"), "{b}");
+        assert!(
+            b.contains("curl -sk https://127.0.0.1:1/api2/json/cluster/resources -H 'Authorization: PVEAPIToken=root@pam!flxp=s3cret'"),
+            "{b}"
+        );
+    }
+
+    #[test]
+    fn a_token_with_a_quote_still_pastes_as_one_shell_word() {
+        let b = banner("http://127.0.0.1:8080", "it's-mine", false, &sim());
+        assert!(
+            b.contains(r"-H 'Authorization: Bearer it'\''s-mine' \"),
+            "{b}"
+        );
+        // What a POSIX shell makes of the word is the header itself.
+        let word = sh_quote("Authorization: Bearer it's-mine");
+        let out = std::process::Command::new("sh")
+            .args(["-c", &format!("printf %s {word}")])
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "Authorization: Bearer it's-mine"
+        );
+    }
+
+    fn sim() -> SimAccess {
+        SimAccess {
+            url: "https://127.0.0.1:1/api2/json".into(),
+            fingerprint: "AA:BB".into(),
+            authorization: "PVEAPIToken=root@pam!flxp=s3cret".into(),
+        }
     }
 }

@@ -90,12 +90,7 @@ pub async fn run(
     match &source {
         Source::Embedded(e) => eprintln!(
             "{}",
-            embedded::banner(
-                &url,
-                &token.shown.unwrap_or_default(),
-                generated,
-                &e.handle.base_url()
-            )
+            embedded::banner(&url, &token.shown.unwrap_or_default(), generated, &e.access)
         ),
         Source::File(path, _, _) => eprintln!(
             "flxp serve: {} zone(s) from {}; GraphQL API at {url}/graphql",

@@ -59,3 +59,15 @@ fn bare_pvesh_dump_and_data_envelope_read_the_same() {
     let b = run(&["status", "--from-file", wrapped.to_str().unwrap(), "--json"]).1;
     assert_eq!(a, b);
 }
+
+#[test]
+fn an_empty_flxp_config_is_named_not_blamed_on_a_flag() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_flxp"))
+        .args(["status", "--zone", "lab"])
+        .env("FLXP_CONFIG", "")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("FLXP_CONFIG is set but empty"), "{err}");
+}
