@@ -91,6 +91,13 @@ async fn every_bad_request_has_its_code_and_creates_nothing() {
         );
         assert!(!message(&v).contains(PASSWORD));
     }
+    // Zone names no zone has share one metrics label: clients cannot grow the series.
+    let (_, metrics) = s.get("/metrics").await;
+    assert!(!metrics.contains("zone=\"mars\""), "{metrics}");
+    assert!(
+        metrics.contains("flxp_create_vm_total{zone=\"(unknown)\",outcome=\"bad_input\"} 1"),
+        "{metrics}"
+    );
     // A malformed request is bad input too, and says what is wrong.
     let v = s
         .gql("mutation { createVM(zone: \"lab\") { id } }", json!({}))

@@ -70,6 +70,10 @@ impl Mutation {
                     .get_or_create(&crate::serve::metrics::ZoneLabel { zone: zone.clone() })
                     .observe(started.elapsed().as_secs_f64());
             }
+            // A name no zone has is one label, whatever a client sends: series stay bounded.
+            Err(e) if !s.zones.contains_key(&zone) => {
+                s.metrics.create_vm("(unknown)", e.code.outcome());
+            }
             Err(e) => s.metrics.create_vm(&zone, e.code.outcome()),
         }
         Ok(result?)
