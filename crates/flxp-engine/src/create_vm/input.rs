@@ -111,6 +111,14 @@ impl VmRequest {
             if p.expose().contains(['\n', '\r']) {
                 return Err(invalid("password", "must be one line"));
             }
+            // Checked before cloning: Proxmox refuses oversized config writes only after the
+            // clone exists, and a password has no reason to be this long.
+            if p.expose().len() > MAX_PASSWORD {
+                return Err(invalid(
+                    "password",
+                    format!("is longer than {MAX_PASSWORD} bytes"),
+                ));
+            }
         }
         if self.interfaces.len() > MAX_INTERFACES {
             return Err(invalid(
@@ -176,11 +184,23 @@ pub fn check_dns_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The longest cloud-init password accepted.
+const MAX_PASSWORD: usize = 1024;
+
+/// The longest SSH public key line accepted (a 16384-bit RSA key is about 2.8 KiB).
+const MAX_SSH_KEY: usize = 16 << 10;
+
 /// Checks an OpenSSH public key line (`ssh-ed25519 AAAA... comment`): one key, parsed fully.
 pub fn check_ssh_key(key: &str) -> Result<(), String> {
     let key = key.trim();
     if key.is_empty() {
         return Err("is empty".into());
+    }
+    if key.len() > MAX_SSH_KEY {
+        return Err(format!(
+            "is {} bytes long; an OpenSSH public key line is at most {MAX_SSH_KEY}",
+            key.len()
+        ));
     }
     if key.contains(['\n', '\r']) {
         return Err("give one OpenSSH public key on one line".into());
@@ -316,6 +336,12 @@ mod tests {
         let mut r = request();
         r.user = Some("-x".into());
         assert_eq!(field_of(&r), "user");
+        let mut r = request();
+        r.password = Some(Secret::new("p".repeat(900_000)));
+        assert_eq!(field_of(&r), "password");
+        let mut r = request();
+        r.ssh_public_key = Some(format!("ssh-ed25519 {}", "A".repeat(20_000)));
+        assert_eq!(field_of(&r), "sshPublicKey");
         let mut r = request();
         r.interfaces = vec![
             Nic {
