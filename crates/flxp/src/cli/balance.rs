@@ -110,9 +110,8 @@ pub fn carry_out(
             (plan_on(&model, &placer, goal)?, None)
         }
         (None, Some(zone)) => {
-            let zone_config = config.zone(zone).map_err(UsageError)?;
-            let client =
-                flxp_pve::Client::from_zone(zone_config).with_context(|| format!("zone {zone}"))?;
+            config.zone(zone).map_err(UsageError)?;
+            let client = config.client(zone)?;
             let executor = Executor::new(zone.clone(), Arc::new(client), Arc::clone(&placer))
                 .with_overrides(config.overrides(zone))
                 .with_options(execute_options(config));

@@ -53,9 +53,8 @@ pub fn zones(config: &Config) -> Result<Vec<Zone>> {
     names
         .into_iter()
         .map(|name| {
-            let zone = config.zone(&name).map_err(UsageError)?;
-            let client =
-                flxp_pve::Client::from_zone(zone).with_context(|| format!("zone {name}"))?;
+            config.zone(&name).map_err(UsageError)?;
+            let client = config.client(&name)?;
             Ok(Zone {
                 overrides: config.overrides(&name),
                 api: Arc::new(client),

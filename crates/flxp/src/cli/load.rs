@@ -79,9 +79,8 @@ pub fn now() -> i64 {
 
 /// Takes a live snapshot of a zone.
 pub fn live_snapshot(config: &Config, zone: &str) -> Result<Snapshot> {
-    let zone_config = config.zone(zone).map_err(UsageError)?;
-    let client =
-        flxp_pve::Client::from_zone(zone_config).with_context(|| format!("zone {zone}"))?;
+    config.zone(zone).map_err(UsageError)?;
+    let client = config.client(zone)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

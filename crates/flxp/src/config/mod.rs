@@ -83,6 +83,24 @@ pub struct Config {
     pub networks: BTreeMap<String, Network>,
     /// How `createVM` carries out its steps.
     pub create_vm: CreateVmSection,
+    /// The file and text it was read from, to place mistakes found later (unreadable secrets).
+    #[serde(skip)]
+    origin: Option<Origin>,
+}
+
+/// Where a config came from. Its `Debug` shows the path only: the text may hold secrets.
+#[derive(Clone)]
+struct Origin {
+    file: PathBuf,
+    text: String,
+}
+
+impl fmt::Debug for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Origin")
+            .field("file", &self.file)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A mistake in the config file, with its place.
@@ -148,7 +166,7 @@ impl Config {
     /// Parses and checks config text; `path` is only used in errors.
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
         let locator = locate::Locator::new(text);
-        let config: Config = toml::from_str(text).map_err(|e| ConfigError {
+        let mut config: Config = toml::from_str(text).map_err(|e| ConfigError {
             file: path.to_path_buf(),
             place: e.span().map(|s| locator.place(s.start)),
             key: String::new(),
@@ -163,7 +181,38 @@ impl Config {
                 message,
             }
         })?;
+        config.origin = Some(Origin {
+            file: path.to_path_buf(),
+            text: text.to_owned(),
+        });
         Ok(config)
+    }
+
+    /// The API client of zone `name`; a secret that cannot be read (a missing file, an unset
+    /// variable) is a config error at the zone's place in the file.
+    pub fn client(&self, name: &str) -> Result<flxp_pve::Client, ConfigError> {
+        let at = |message: String| match &self.origin {
+            Some(o) => ConfigError::at_key(&o.text, &o.file, &format!("zones.{name}"), message),
+            None => ConfigError {
+                file: PathBuf::new(),
+                place: None,
+                key: format!("zones.{name}"),
+                message,
+            },
+        };
+        let zone = self
+            .zones
+            .get(name)
+            .ok_or_else(|| at(format!("no zone {name:?} in the config")))?;
+        flxp_pve::Client::from_zone(zone).map_err(|e| at(e.to_string()))
+    }
+
+    /// Places a mistake found after parsing at the dotted `key`, when the file is known.
+    pub fn error_at(&self, key: &str, message: impl Into<String>) -> anyhow::Error {
+        match &self.origin {
+            Some(o) => ConfigError::at_key(&o.text, &o.file, key, message).into(),
+            None => anyhow::anyhow!("{key}: {}", message.into()),
+        }
     }
 
     /// Checks what serde cannot: references between tables, ranges, names.
@@ -322,6 +371,20 @@ impl Config {
         for (id, n) in &self.networks {
             if n.bridge.is_empty() {
                 return Err((format!("networks.{id}.bridge"), "names no bridge".into()));
+            }
+            // Proxmox's bridge ids, and Linux interface names (at most 15 bytes).
+            let valid = n.bridge.len() <= 15
+                && n.bridge
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+            if !valid {
+                return Err((
+                    format!("networks.{id}.bridge"),
+                    format!(
+                        "{:?} is not a bridge name (letters, digits, - _ . only, at most 15 characters, like vmbr0)",
+                        n.bridge
+                    ),
+                ));
             }
             if n.vlan.is_some_and(|v| !(1..=4094).contains(&v)) {
                 return Err((
@@ -527,6 +590,12 @@ vlan = 100
                 "networks.a.vlan",
                 "1 to 4094",
             ),
+            (
+                &format!("{ZONE}[networks.a]\nbridge = \"vm br0\"\n"),
+                6,
+                "networks.a.bridge",
+                "is not a bridge name",
+            ),
         ];
         for (text, line, key, what) in cases {
             let e = parse(text).unwrap_err();
@@ -539,6 +608,16 @@ vlan = 100
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn an_unreadable_secret_is_an_error_at_its_zone() {
+        let text = "[placement]\npolicy = \"spread\"\n\n[zones.eu]\nhosts = [\"a\"]\ntoken = \"root@pam!flxp\"\ntoken-secret-file = \"/nonexistent/flxp.secret\"\n";
+        let c = parse(text).unwrap();
+        let e = c.client("eu").unwrap_err().to_string();
+        assert!(e.starts_with("config file flxp.toml:4:"), "{e}");
+        assert!(e.contains("zones.eu"), "{e}");
+        assert!(e.contains("/nonexistent/flxp.secret"), "{e}");
     }
 
     #[test]

@@ -159,17 +159,30 @@ fn tokens_for(config: &Config, simulated: bool) -> anyhow::Result<(TokenSet, boo
     for (i, t) in config.api.tokens.iter().enumerate() {
         let value = match (&t.value, &t.env, &t.file) {
             (Some(v), _, _) => v.clone(),
-            (_, Some(var), _) => std::env::var(var).with_context(|| {
-                format!("api.tokens[{i}]: environment variable {var} is not set")
+            (_, Some(var), _) => std::env::var(var).map_err(|_| {
+                config.error_at(
+                    "api.tokens",
+                    format!("tokens[{i}]: environment variable {var} is not set"),
+                )
             })?,
             (_, _, Some(file)) => std::fs::read_to_string(file)
-                .with_context(|| format!("api.tokens[{i}]: cannot read {}", file.display()))?
+                .map_err(|e| {
+                    config.error_at(
+                        "api.tokens",
+                        format!("tokens[{i}]: cannot read {}: {e}", file.display()),
+                    )
+                })?
                 .trim_end()
                 .to_owned(),
-            _ => anyhow::bail!("api.tokens[{i}]: give one of value, env or file"),
+            _ => {
+                return Err(config.error_at(
+                    "api.tokens",
+                    format!("tokens[{i}]: give one of value, env or file"),
+                ));
+            }
         };
         if value.is_empty() {
-            anyhow::bail!("api.tokens[{i}]: the token is empty");
+            return Err(config.error_at("api.tokens", format!("tokens[{i}]: the token is empty")));
         }
         list.push(value);
     }
@@ -243,8 +256,8 @@ fn build(
         ..CreateOptions::default()
     };
     let mut zones = BTreeMap::new();
-    for (name, zc) in &config.zones {
-        let client = flxp_pve::Client::from_zone(zc).with_context(|| format!("zone {name}"))?;
+    for name in config.zones.keys() {
+        let client = config.client(name)?;
         let last = Arc::new(Mutex::new(None));
         let api: Arc<dyn PveApi> = Arc::new(MeteredApi::new(
             Arc::new(client),

@@ -32,6 +32,23 @@ pub fn check_catalog(config: &Config, clusters: &Clusters<'_>) -> Result<(), (St
     if clusters.is_empty() {
         return Ok(());
     }
+    for (zone, nodes) in &config.overrides {
+        let Some(cluster) = clusters.get(zone.as_str()) else {
+            continue;
+        };
+        for node in nodes.keys() {
+            if cluster.node_idx(node).is_none() {
+                let names: Vec<&str> = cluster.nodes.iter().map(|n| n.name.as_str()).collect();
+                return Err((
+                    format!("overrides.{zone}.{node}"),
+                    format!(
+                        "node {node:?} is not in zone {zone}; nodes: {}",
+                        names.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
     for (id, p) in &config.storage_profiles {
         let found = clusters
             .values()
@@ -174,6 +191,12 @@ mod tests {
                 6,
                 "images.u.zones.lab.nodes.pve2",
                 "template 9000 is on node pve1, not on pve2",
+            ),
+            (
+                "[overrides.lab.pve9]\nmaintenance = true\n",
+                5,
+                "overrides.lab.pve9",
+                "node \"pve9\" is not in zone lab; nodes: pve1, pve2, pve3, pve4",
             ),
         ];
         for (extra, line, key, message) in cases {
