@@ -224,8 +224,10 @@ impl World {
                     format!("no such node '{node}'"),
                 ));
             }
-            seen.entry(id.clone()).or_default().insert(node);
-            self.storages.entry(id.clone()).or_insert_with(|| Storage {
+            seen.entry(id.clone()).or_default().insert(node.clone());
+            let shared = r.shared.unwrap_or(false);
+            let size = (r.maxdisk.unwrap_or(4 << 40), r.disk.unwrap_or(0));
+            let st = self.storages.entry(id.clone()).or_insert_with(|| Storage {
                 id,
                 kind: r.plugintype.clone().unwrap_or_else(|| "dir".into()),
                 shared: r.shared.unwrap_or(false),
@@ -233,7 +235,12 @@ impl World {
                 nodes: BTreeSet::new(),
                 total: r.maxdisk.unwrap_or(4 << 40),
                 base_used: r.disk.unwrap_or(0),
+                per_node: BTreeMap::new(),
             });
+            // A local storage has a size of its own on each node (local-lvm on a small node).
+            if !shared {
+                st.per_node.insert(node, size);
+            }
         }
         for (id, nodes) in seen {
             if let Some(s) = self.storages.get_mut(&id) {
@@ -273,6 +280,7 @@ impl World {
                     nodes,
                     total: spec.total.unwrap_or(4 << 40),
                     base_used: spec.used.unwrap_or(0),
+                    per_node: BTreeMap::new(),
                 },
             );
         }
@@ -287,6 +295,7 @@ impl World {
                     nodes: BTreeSet::new(),
                     total: 100 * GIB,
                     base_used: 10 * GIB,
+                    per_node: BTreeMap::new(),
                 },
             );
             self.storages.insert(
@@ -299,6 +308,7 @@ impl World {
                     nodes: BTreeSet::new(),
                     total: 2 << 40,
                     base_used: 0,
+                    per_node: BTreeMap::new(),
                 },
             );
         }
@@ -334,6 +344,7 @@ impl World {
                     nodes: if all { BTreeSet::new() } else { lacking },
                     total: 2 << 40,
                     base_used: 0,
+                    per_node: BTreeMap::new(),
                 },
             );
         }

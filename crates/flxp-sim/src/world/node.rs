@@ -67,9 +67,19 @@ pub struct Storage {
     pub total: u64,
     /// Used by anything but the simulated guests' disks, bytes (per node for local storage).
     pub base_used: u64,
+    /// Size and base use of a local storage on nodes whose entries gave their own.
+    pub per_node: std::collections::BTreeMap<String, (u64, u64)>,
 }
 
 impl Storage {
+    /// Size and base use on `node`, bytes.
+    pub fn size_on(&self, node: &str) -> (u64, u64) {
+        self.per_node
+            .get(node)
+            .copied()
+            .unwrap_or((self.total, self.base_used))
+    }
+
     /// Whether `node` can use it.
     pub fn available_on(&self, node: &str) -> bool {
         self.nodes.is_empty() || self.nodes.contains(node)

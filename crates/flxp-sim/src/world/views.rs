@@ -154,10 +154,8 @@ impl World {
                         .get(&(st.id.as_str(), if st.shared { "" } else { n.name.as_str() }))
                         .copied()
                         .unwrap_or(0);
-                    let (total, used) = (
-                        st.total,
-                        st.base_used.saturating_add(used_by_guests).min(st.total),
-                    );
+                    let (total, base) = st.size_on(&n.name);
+                    let used = base.saturating_add(used_by_guests).min(total);
                     out.push(Resource {
                         id: Some(format!("storage/{}/{}", n.name, st.id)),
                         kind: Some("storage".into()),
@@ -219,7 +217,8 @@ impl World {
             .filter(|d| d.storage.as_deref() == Some(storage) && d.is_volume())
             .map(|d| if d.base.is_some() { 0 } else { d.size })
             .fold(0u64, u64::saturating_add);
-        (st.total, st.base_used.saturating_add(used).min(st.total))
+        let (total, base) = st.size_on(node);
+        (total, base.saturating_add(used).min(total))
     }
 
     /// An entry of `GET /nodes/{node}/qemu` or `/lxc`.

@@ -329,3 +329,36 @@ fn memory_beyond_a_node_is_a_warning_not_an_error() {
     let sim = flxp_sim::Sim::new(Scenario::from_value(cluster()).unwrap()).unwrap();
     assert_eq!(sim.world().memory_warnings(), Vec::<String>::new());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_local_storage_keeps_each_nodes_own_size() {
+    let mut doc = crate::support::cluster();
+    for r in doc["resources"].as_array_mut().unwrap() {
+        if r["id"] == "storage/pve2/local-lvm" {
+            r["maxdisk"] = json!(110u64 << 30);
+            r["disk"] = json!(10u64 << 30);
+        }
+    }
+    let s = crate::support::TestSim::new(doc);
+    let sizes = |node: &str| {
+        let s = &s;
+        let node = node.to_owned();
+        async move {
+            let list = s.get(&format!("/nodes/{node}/storage")).await;
+            let e = list
+                .data()
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["storage"] == "local-lvm")
+                .cloned()
+                .unwrap();
+            (e["total"].as_u64().unwrap(), e["used"].as_u64().unwrap())
+        }
+    };
+    assert_eq!(sizes("pve2").await.0, 110 << 30);
+    assert_eq!(sizes("pve1").await.0, 4 << 40);
+    let r = s.resource("storage/pve2/local-lvm").await;
+    assert_eq!(r["maxdisk"], 110u64 << 30);
+    assert!(r["disk"].as_u64().unwrap() >= 10 << 30);
+}
