@@ -234,6 +234,15 @@ impl ClusterBuilder {
         });
         self.ha_managed(resources)
     }
+    /// Turns HA failback off for a resource (`vm:100`); it is on by default, as in Proxmox.
+    pub fn ha_no_failback(mut self, sid: &str) -> Self {
+        for r in &mut self.ha_resources {
+            if r.sid.as_deref() == Some(sid) {
+                r.failback = Some(false);
+            }
+        }
+        self
+    }
     fn ha_managed(mut self, resources: &str) -> Self {
         for sid in resources.split(',') {
             if !self

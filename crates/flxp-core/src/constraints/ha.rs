@@ -4,9 +4,13 @@
 //! its highest priority class (unlisted nodes rank below all listed ones, as Proxmox compiles
 //! non-strict rules with priority −1). Resource-affinity is always hard. Disabled rules and rules
 //! Proxmox itself marked infeasible (`errors`) are skipped with a warning.
+//!
+//! With `failback` (the default), HA moves a started resource back into the highest priority class
+//! of the nodes it counts as online every round (pve-crs.md §1.6): a guest already there may only
+//! move within that class, or HA would undo the move and the two schedulers would take turns.
 
 use super::rules::{GroupKind, NodeRule, Preference, Rules};
-use crate::cluster::{Cluster, GuestIdx, NodeIdx};
+use crate::cluster::{Cluster, GuestIdx, MaintenanceSource, NodeIdx};
 use crate::warning::Warning;
 
 pub(super) fn compile(cluster: &Cluster, rules: &mut Rules) {
@@ -53,7 +57,16 @@ pub(super) fn compile(cluster: &Cluster, rules: &mut Rules) {
                 allowed.sort();
                 allowed.dedup();
                 let strict = rule.strict == Some(true);
+                let top = failback_class(cluster, &nodes);
                 for g in members {
+                    if let Some(top) = top.as_ref().filter(|t| {
+                        fails_back(cluster, g) && t.contains(&cluster.guest(g).node)
+                    }) {
+                        rules.guests[g.get()].node_rules.push(NodeRule {
+                            rule: format!("{name} (failback)"),
+                            nodes: top.clone(),
+                        });
+                    }
                     let r = &mut rules.guests[g.get()];
                     if strict {
                         r.node_rules.push(NodeRule {
@@ -133,6 +146,46 @@ fn resolve_resources(
     out.sort();
     out.dedup();
     out
+}
+
+/// The listed nodes of the highest priority among those HA counts as online (not in HA
+/// maintenance, not fenced or lost); `None` when no listed node is (then any node will do).
+fn failback_class(cluster: &Cluster, nodes: &[(NodeIdx, i64)]) -> Option<Vec<NodeIdx>> {
+    let up = |n: NodeIdx| {
+        let node = cluster.node(n);
+        node.is_online()
+            && !node.maintenance.contains(&MaintenanceSource::Ha)
+            && node
+                .ha_state
+                .as_deref()
+                .is_none_or(|s| matches!(s, "" | "online"))
+    };
+    let best = nodes
+        .iter()
+        .filter(|(n, _)| up(*n))
+        .map(|(_, p)| *p)
+        .max()?;
+    let mut top: Vec<NodeIdx> = nodes
+        .iter()
+        .filter(|(n, p)| *p == best && up(*n))
+        .map(|(n, _)| *n)
+        .collect();
+    top.sort();
+    Some(top)
+}
+
+/// Whether HA would move the guest back: its resource is started and has failback on (default).
+fn fails_back(cluster: &Cluster, g: GuestIdx) -> bool {
+    let guest = cluster.guest(g);
+    let sid = format!("{}:{}", guest.kind.ha_prefix(), guest.vmid);
+    cluster
+        .ha
+        .resources
+        .iter()
+        .find(|r| r.sid.as_deref() == Some(sid.as_str()))
+        .is_some_and(|r| {
+            r.failback != Some(false) && matches!(r.state.as_deref(), Some("started" | "enabled"))
+        })
 }
 
 /// `node[:priority]` list to (node, priority); unknown nodes and bad priorities are warnings.

@@ -73,10 +73,30 @@ mod tests {
             .guest(vm(102, "a"))
             .ha_node_affinity("pin-a", "vm:101", "a", true)
             .ha_node_affinity("prefer-a", "vm:102", "a:2", false)
+            .ha_no_failback("vm:102")
             .build();
         let rules = crate::Rules::compile(&c);
         let b = c.node_idx("b").unwrap();
         assert!(!rules.guest(c.guest_idx(101).unwrap()).allows(b));
         assert!(rules.guest(c.guest_idx(102).unwrap()).allows(b));
+    }
+
+    #[test]
+    fn with_failback_a_guest_in_its_top_class_stays_in_it() {
+        // HA would move it straight back (pve-crs.md §1.6), so only the top class is allowed.
+        let c = ClusterBuilder::new()
+            .nodes(&["a", "b", "c", "d"])
+            .guest(vm(101, "a"))
+            .guest(vm(102, "d"))
+            .ha_node_affinity("prefer-ab", "vm:101,vm:102", "a:2,b:2,c:1", false)
+            .build();
+        let rules = crate::Rules::compile(&c);
+        let n = |x: &str| c.node_idx(x).unwrap();
+        let r101 = rules.guest(c.guest_idx(101).unwrap());
+        assert!(r101.allows(n("a")) && r101.allows(n("b")));
+        assert!(!r101.allows(n("c")) && !r101.allows(n("d")));
+        assert_eq!(r101.node_rules[0].rule, "ha:prefer-ab (failback)");
+        // Off its class, HA moves it itself: no rule is added for flxp to "fix" at the same time.
+        assert!(rules.guest(c.guest_idx(102).unwrap()).allows(n("c")));
     }
 }
