@@ -92,6 +92,9 @@ fn plan_flxp(
         ));
     }
     let balance_part = match outcome.stop {
+        // A caller that only wants rules fixed (the daemon before its trigger fires) sets no
+        // reachable threshold.
+        Stop::Within if threshold >= f64::MAX => "only rule fixes were asked for".to_owned(),
         Stop::Within => format!(
             "{} {} is within the threshold {}: no balancing needed",
             m.as_str(),
@@ -389,6 +392,15 @@ mod tests {
         );
         let p = run(&c, PlacementOptions::default(), &trigger(0.0, 0.0));
         assert!(p.is_empty());
+        // Fixes only (the daemon before its trigger fires): no absurd threshold in the text.
+        let mut fixes_only = BalanceOptions::default();
+        fixes_only.trigger.threshold = Some(f64::MAX);
+        let p = run(&c, PlacementOptions::default(), &fixes_only);
+        assert!(
+            p.summary.ends_with("only rule fixes were asked for"),
+            "{}",
+            p.summary
+        );
     }
 
     #[test]

@@ -181,7 +181,7 @@ fn tokens_for(config: &Config, simulated: bool) -> anyhow::Result<(TokenSet, boo
                 ));
             }
         };
-        if value.is_empty() {
+        if value.trim().is_empty() {
             return Err(config.error_at("api.tokens", format!("tokens[{i}]: the token is empty")));
         }
         list.push(value);

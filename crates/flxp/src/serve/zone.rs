@@ -47,6 +47,8 @@ pub struct Zone {
     /// Creates VMs; holds the zone's reservations.
     pub creator: Creator,
     last_answer: Arc<Mutex<Option<Instant>>>,
+    /// Held while an API rebalance or evacuation runs in the zone: one at a time.
+    pub runs: Arc<tokio::sync::Mutex<()>>,
     /// Nodes an evacuation started here is emptying, with how many evacuations name each.
     evacuating: Arc<Mutex<BTreeMap<String, usize>>>,
     generations: Mutex<Generations>,
@@ -74,6 +76,7 @@ impl Zone {
             overrides,
             creator,
             last_answer,
+            runs: Arc::default(),
             evacuating: Arc::default(),
             generations: Mutex::new(Generations::default()),
             collected: watch::Sender::new(None),

@@ -591,6 +591,21 @@ async fn no_new_vm_lands_on_a_node_while_it_is_emptied_and_migrations_are_counte
         json!({}),
     );
     let watch = async {
+        // A rebalance asked for meanwhile waits in its request; its client gives up, and
+        // nothing is left queued to run behind its back.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let gave_up = s
+            .http
+            .post(format!("{}/graphql", s.url))
+            .bearer_auth(API_TOKEN)
+            .json(&json!({ "query": "mutation { rebalance(zone: \"lab\") { done } }" }))
+            .timeout(Duration::from_millis(500))
+            .send()
+            .await;
+        assert!(
+            gave_up.is_err(),
+            "the rebalance should still wait: {gave_up:?}"
+        );
         // While the guests leave, pve4 counts as in maintenance for new VMs.
         for _ in 0..200 {
             let v = s.gql(query, json!({})).await;
@@ -612,6 +627,16 @@ async fn no_new_vm_lands_on_a_node_while_it_is_emptied_and_migrations_are_counte
 
     let after = s.gql(query, json!({})).await;
     assert_eq!(pve4(&after)["feasible"], true, "mark lifted: {after}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let log = s.log();
+    assert!(
+        log.contains("waiting for the zone's running rebalance or evacuation"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("goal=balance"),
+        "an abandoned rebalance ran:\n{log}"
+    );
     let (_, metrics) = s.get("/metrics").await;
     let line = format!("flxp_migrations_total{{zone=\"lab\",outcome=\"done\"}} {n}");
     assert!(metrics.contains(&line), "{line} in\n{metrics}");

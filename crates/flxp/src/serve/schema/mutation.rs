@@ -150,19 +150,28 @@ async fn run(s: &AppState, zone: &str, goal: Goal) -> Result<RunResult, ApiError
         .with_options(s.execute.clone())
         .with_stop(s.stop.clone())
         .with_progress(Arc::new(MigrationMeter(Arc::clone(&s.metrics))));
-    let daemon = s.daemon.clone();
+    let span = tracing::info_span!("run", zone = %zone, goal = goal.as_str());
+    // One run at a time in a zone, and none during a daemon round, so two executors never book
+    // the same room. Waiting happens here, in the request: a client that gives up while another
+    // run goes on leaves nothing queued to start behind its back.
+    let run_lock = match Arc::clone(&z.runs).try_lock_owned() {
+        Ok(g) => g,
+        Err(_) => {
+            tracing::info!(parent: &span, "waiting for the zone's running rebalance or evacuation");
+            Arc::clone(&z.runs).lock_owned().await
+        }
+    };
+    let round = s.daemon.lock_zone(zone).await.ok();
     // New VMs keep off the nodes being emptied until the run ends.
     let evacuating = match &goal {
         Goal::Evacuate { nodes, .. } => Some(z.evacuating(nodes)),
         _ => None,
     };
-    let span = tracing::info_span!("run", zone = %zone, goal = goal.as_str());
     let task = s.work.spawn(
         async move {
-            // Daemon rounds wait while this runs, so two executors never book the same room;
-            // a zone the daemon does not manage has no rounds to keep out.
-            let _round = daemon.lock_zone(executor.zone()).await.ok();
-            let _evacuating = evacuating;
+            // Once started, a run goes on to its end even if its client hangs up: migrations
+            // are not left half-followed.
+            let _held = (run_lock, round, evacuating);
             let plan = executor.plan(&goal).await?;
             let report = if plan.is_empty() {
                 None
@@ -284,7 +293,17 @@ async fn create(
         .map_err(ApiError::internal)?
         .map_err(|e| create_error(s, zone, e))?;
     s.metrics.decision(zone, "create_vm", "placed");
+    let warnings: Vec<String> = created
+        .placement
+        .warnings
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    for w in &warnings {
+        tracing::warn!(vmid = created.vmid, warning = %w, "createVM");
+    }
     Ok(Vm {
+        warnings,
         id: ID(created.vmid.to_string()),
         name: created.name,
         host: Host {

@@ -32,6 +32,8 @@ pub struct Vm {
     pub host: Host,
     /// The zone.
     pub zone: String,
+    /// What the placement warned about (an unknown `flxp.` tag, a rule a named host breaks).
+    pub warnings: Vec<String>,
 }
 
 /// A configured zone.
