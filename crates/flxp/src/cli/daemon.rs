@@ -111,7 +111,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
     );
     runtime.block_on(daemon.run(async {
         crate::signal::stop_requested().await;
-        tracing::info!("stop requested: no new migrations; waiting for running ones");
+        tracing::info!(
+            "stop requested: no new migrations; waiting for running ones (signal again to quit)"
+        );
+        // A second signal quits at once: running migrations go on in Proxmox, and a restarted
+        // flxp recognises them from their locks and tasks.
+        tokio::spawn(async {
+            crate::signal::stop_requested().await;
+            tracing::warn!("second stop signal: quitting without waiting for running migrations");
+            std::process::exit(1);
+        });
     }));
     tracing::info!("daemon stopped");
     Ok(ExitCode::SUCCESS)

@@ -50,3 +50,53 @@ fn a_config_without_zones_is_refused() {
     assert_eq!(code, 2);
     assert!(err.contains("no zone to manage"), "{err}");
 }
+
+#[test]
+fn a_second_stop_signal_quits_without_waiting() {
+    use std::io::{BufRead, BufReader};
+    // Slow migrations: the first one is still running when both signals arrive.
+    let z = sim_zone(
+        UNBALANCED,
+        2.0,
+        "\n[daemon]\ninterval-secs = 1\n\n[balance.trigger]\nhold = 1\n",
+        |_| {},
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flxp"))
+        .args(["daemon", "--config", z.config()])
+        .env_remove("FLXP_CONFIG")
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let migrating = || {
+        z.sim
+            .world()
+            .guests
+            .values()
+            .any(|g| g.lock() == Some("migrate"))
+    };
+    while !migrating() && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(migrating(), "no migration started");
+    let pid = child.id().to_string();
+    let term = || Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(term().success());
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = String::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.contains("stop requested") {
+            break;
+        }
+    }
+    assert!(seen.contains("stop requested"), "{seen}");
+    assert!(term().success());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "{seen}");
+    assert!(migrating(), "it quit while the migration still ran");
+}
