@@ -81,7 +81,7 @@ pub fn status(cluster: &Cluster, rules: &Rules, state: &State) -> StatusReport {
             };
             NodeStatus {
                 node: n.name.clone(),
-                status: n.status.as_str().to_owned(),
+                status: n.status_text(),
                 maintenance: n
                     .maintenance
                     .iter()
@@ -156,5 +156,19 @@ mod tests {
         assert_eq!(s.nodes[0].violations, 1);
         assert_eq!(s.nodes[1].running, 0);
         assert_eq!(s.nodes[1].guests, 1);
+    }
+
+    #[test]
+    fn a_node_ha_is_fencing_shows_so_and_is_left_out_of_the_spread() {
+        let mut c = ClusterBuilder::new()
+            .node(node("a").memory(100 * GIB).used(2 * GIB))
+            .node(node("b").memory(100 * GIB).used(60 * GIB))
+            .node(node("c").memory(100 * GIB).used(30 * GIB))
+            .build();
+        c.nodes[0].ha_state = Some("fence".into());
+        let s = status(&c, &Rules::compile(&c), &State::new(&c));
+        assert_eq!(s.nodes[0].status, "online (HA fence)");
+        assert_eq!(s.nodes[1].status, "online");
+        assert_eq!(s.memory_spread, 30.0, "measured over b and c only");
     }
 }

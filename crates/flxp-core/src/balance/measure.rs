@@ -285,7 +285,7 @@ pub fn node_loads(cluster: &Cluster, state: &State, kind: LoadKind) -> Vec<NodeL
             let u = state.usage(i);
             NodeLoad {
                 node: n.name.clone(),
-                status: n.status.as_str().to_owned(),
+                status: n.status_text(),
                 maintenance: n.in_maintenance(),
                 balanced: n.is_schedulable(),
                 load: round(kind.load(n, u), 2),

@@ -112,9 +112,10 @@ pub fn stays(
     if rules.guest(guest).ignore {
         return Some(Stay::Ignored);
     }
-    if !node.is_online() {
+    // A node HA is fencing or has lost: HA recovers its guests, flxp must not race it.
+    if !node.is_online() || node.ha_lost().is_some() {
         return Some(Stay::NodeDown {
-            status: node.status.as_str().to_owned(),
+            status: node.status_text(),
         });
     }
     if let Some(lock) = &g.lock {

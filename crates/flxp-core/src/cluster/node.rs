@@ -132,8 +132,24 @@ impl Node {
         !self.maintenance.is_empty()
     }
 
-    /// Whether the node can take guests at all: online and not in maintenance.
+    /// The node's HA state when HA has lost or is fencing it (`fence`, `unknown`, `gone`): it
+    /// may be gone at any moment, whatever its status says.
+    pub fn ha_lost(&self) -> Option<&str> {
+        self.ha_state
+            .as_deref()
+            .filter(|s| !s.is_empty() && !matches!(*s, "online" | "maintenance"))
+    }
+
+    /// The status word for people: `online`, or `online (HA fence)` when HA has lost it.
+    pub fn status_text(&self) -> String {
+        match (self.is_online(), self.ha_lost()) {
+            (true, Some(ha)) => format!("{} (HA {ha})", self.status.as_str()),
+            _ => self.status.as_str().to_owned(),
+        }
+    }
+
+    /// Whether the node can take guests at all: online (HA too) and not in maintenance.
     pub fn is_schedulable(&self) -> bool {
-        self.is_online() && !self.in_maintenance()
+        self.is_online() && self.ha_lost().is_none() && !self.in_maintenance()
     }
 }

@@ -14,6 +14,8 @@ use crate::cluster::{Cluster, GuestIdx, MaintenanceSource, NodeIdx};
 use crate::warning::Warning;
 
 pub(super) fn compile(cluster: &Cluster, rules: &mut Rules) {
+    let mut failback: Vec<(GuestIdx, NodeRule)> = Vec::new();
+    let mut in_resource_affinity: Vec<GuestIdx> = Vec::new();
     for rule in &cluster.ha.rules {
         let Some(id) = rule.rule.as_deref().filter(|r| !r.is_empty()) else {
             rules
@@ -62,10 +64,13 @@ pub(super) fn compile(cluster: &Cluster, rules: &mut Rules) {
                     if let Some(top) = top.as_ref().filter(|t| {
                         fails_back(cluster, g) && t.contains(&cluster.guest(g).node)
                     }) {
-                        rules.guests[g.get()].node_rules.push(NodeRule {
-                            rule: format!("{name} (failback)"),
-                            nodes: top.clone(),
-                        });
+                        failback.push((
+                            g,
+                            NodeRule {
+                                rule: format!("{name} (failback)"),
+                                nodes: top.clone(),
+                            },
+                        ));
                     }
                     let r = &mut rules.guests[g.get()];
                     if strict {
@@ -106,6 +111,7 @@ pub(super) fn compile(cluster: &Cluster, rules: &mut Rules) {
                 for g in members {
                     let id = rules.join(Some(g), &name, kind, true);
                     rules.guests[g.get()].groups.push(id);
+                    in_resource_affinity.push(g);
                 }
             }
             other => rules.warnings.push(Warning::about(
@@ -117,6 +123,13 @@ pub(super) fn compile(cluster: &Cluster, rules: &mut Rules) {
                     None => "an HA rule without a type; ignored".to_owned(),
                 },
             )),
+        }
+    }
+    // HA weighs its own resource affinity before failback (pve-crs.md §1.6): a guest it keeps
+    // apart from or together with others may legitimately stay off its top class.
+    for (g, rule) in failback {
+        if !in_resource_affinity.contains(&g) {
+            rules.guests[g.get()].node_rules.push(rule);
         }
     }
 }
@@ -155,10 +168,7 @@ fn failback_class(cluster: &Cluster, nodes: &[(NodeIdx, i64)]) -> Option<Vec<Nod
         let node = cluster.node(n);
         node.is_online()
             && !node.maintenance.contains(&MaintenanceSource::Ha)
-            && node
-                .ha_state
-                .as_deref()
-                .is_none_or(|s| matches!(s, "" | "online"))
+            && node.ha_lost().is_none()
     };
     let best = nodes
         .iter()

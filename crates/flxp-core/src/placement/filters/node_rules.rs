@@ -98,5 +98,18 @@ mod tests {
         assert_eq!(r101.node_rules[0].rule, "ha:prefer-ab (failback)");
         // Off its class, HA moves it itself: no rule is added for flxp to "fix" at the same time.
         assert!(rules.guest(c.guest_idx(102).unwrap()).allows(n("c")));
+        // HA keeps resource-affinity before failing back: of two guests that must be apart, one
+        // may leave the one-node top class.
+        let c = ClusterBuilder::new()
+            .nodes(&["a", "b"])
+            .guest(vm(101, "a"))
+            .guest(vm(102, "a"))
+            .ha_node_affinity("prefer-a", "vm:101,vm:102", "a:2", false)
+            .ha_resource_affinity("apart", "vm:101,vm:102", "negative")
+            .build();
+        let rules = crate::Rules::compile(&c);
+        let b = c.node_idx("b").unwrap();
+        assert!(rules.guest(c.guest_idx(101).unwrap()).allows(b));
+        assert!(rules.conflicts.is_empty(), "{:?}", rules.conflicts);
     }
 }

@@ -19,7 +19,7 @@ impl Filter for Online {
         FilterKind::Availability
     }
     fn passes(&self, _ctx: &Ctx, node: &NodeView) -> bool {
-        node.node.is_online() && ha_unfit(node).is_none()
+        node.node.is_online() && node.node.ha_lost().is_none()
     }
     fn check(&self, _ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
         if !node.node.is_online() {
@@ -27,21 +27,13 @@ impl Filter for Online {
                 status: node.node.status.as_str().to_owned(),
             });
         }
-        match ha_unfit(node) {
+        match node.node.ha_lost() {
             Some(state) => Err(Reason::HaNotOnline {
                 state: state.to_owned(),
             }),
             None => Ok(()),
         }
     }
-}
-
-/// The node's HA state when it is one HA would not run guests on (`fence`, `unknown`, `gone`).
-fn ha_unfit<'a>(node: &NodeView<'a>) -> Option<&'a str> {
-    node.node
-        .ha_state
-        .as_deref()
-        .filter(|s| !s.is_empty() && !matches!(*s, "online" | "maintenance"))
 }
 
 #[cfg(test)]
