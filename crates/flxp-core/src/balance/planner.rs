@@ -101,6 +101,11 @@ fn plan_flxp(
             m.fmt(plan.imbalance_after),
             m.fmt(threshold)
         ),
+        Stop::Margin if outcome.budget_bound => format!(
+            "within the migration budget of {}, balancing would gain less than the margin \
+             (raise --max-migrations)",
+            options.max_migrations
+        ),
         Stop::Margin => "balancing would gain less than the margin".to_owned(),
         Stop::Budget if bal == 0 => format!(
             "{} {} is above the threshold {}, but the migration budget of {} leaves too few \
@@ -122,6 +127,9 @@ fn plan_flxp(
             m.fmt(plan.imbalance_after),
             match stop {
                 Stop::Target => format!(" (target {})", m.fmt(target)),
+                Stop::Budget if outcome.rewound => {
+                    " (no move within the migration budget lowers it further)".to_owned()
+                }
                 Stop::Budget => " (migration budget spent)".to_owned(),
                 _ => " (no further move gains enough)".to_owned(),
             }

@@ -64,6 +64,10 @@ pub(crate) enum Stop {
 pub(crate) struct Outcome {
     /// Why it stopped.
     pub stop: Stop,
+    /// Whether the search ran into the migration budget (even if moves were then dropped).
+    pub budget_bound: bool,
+    /// Whether trailing moves that did not lower the measure were dropped.
+    pub rewound: bool,
 }
 
 /// Sort key of a candidate: larger gain per migration first (to 1e-6 pp², so float noise never
@@ -130,7 +134,11 @@ pub(crate) fn balance(sim: &mut Sim, opts: &BalanceOptions) -> Result<Outcome> {
     let trigger = &opts.trigger;
     let start_value = sim.objective.measure(measure);
     if start_value <= trigger.threshold_for(measure) {
-        return Ok(Outcome { stop: Stop::Within });
+        return Ok(Outcome {
+            stop: Stop::Within,
+            budget_bound: false,
+            rewound: false,
+        });
     }
     let target = trigger.target_for(measure);
     let n = sim.cluster.nodes.len();
@@ -192,9 +200,11 @@ pub(crate) fn balance(sim: &mut Sim, opts: &BalanceOptions) -> Result<Outcome> {
         });
     let kept = best.filter(|&(_, v)| v < start_value - EPS);
     let keep = kept.map_or(0, |(len, _)| len);
-    if keep < sim.migrations.len() - start_len {
+    let rewound = keep < sim.migrations.len() - start_len;
+    if rewound {
         sim.rewind(&start_state, start_len, keep);
     }
+    let budget_bound = stop == Stop::Budget;
     let end_value = kept.map_or(start_value, |(_, v)| v);
     if keep > 0 && !trigger.worth(start_value, end_value) {
         sim.warnings.push(Warning::general(format!(
@@ -206,9 +216,13 @@ pub(crate) fn balance(sim: &mut Sim, opts: &BalanceOptions) -> Result<Outcome> {
             100.0 * trigger.margin
         )));
         sim.rewind(&start_state, start_len, 0);
-        return Ok(Outcome { stop: Stop::Margin });
+        return Ok(Outcome {
+            stop: Stop::Margin,
+            budget_bound,
+            rewound: true,
+        });
     }
-    if stop == Stop::Budget && end_value > target {
+    if budget_bound && end_value > target {
         sim.warnings.push(Warning::general(format!(
             "migration budget of {} spent before {} reached the target {}",
             sim.budget,
@@ -216,7 +230,11 @@ pub(crate) fn balance(sim: &mut Sim, opts: &BalanceOptions) -> Result<Outcome> {
             measure.fmt(target)
         )));
     }
-    Ok(Outcome { stop })
+    Ok(Outcome {
+        stop,
+        budget_bound,
+        rewound,
+    })
 }
 
 fn candidates_nodes(

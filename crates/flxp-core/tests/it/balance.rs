@@ -777,3 +777,37 @@ fn a_budget_too_small_to_lower_the_spread_is_named_as_the_cause() {
     assert_eq!(two.migrations.len(), 2, "{}", two.summary);
     assert!(two.imbalance_after < two.imbalance_before);
 }
+
+#[test]
+fn a_budget_that_only_allows_gains_below_the_margin_is_named_as_the_cause() {
+    // One move lowers the spread from 60 to 55 pp (8 %, under the 10 % margin); two reach 40.
+    let c = cluster_of(&[
+        ("a", 100, &[10; 6]),
+        ("b", 100, &[5; 11]),
+        ("c", 100, &[]),
+        ("d", 100, &[]),
+    ]);
+    let one = plan_with(
+        &c,
+        &BalanceOptions {
+            max_migrations: 1,
+            ..spread_options(10.0, 5.0)
+        },
+    );
+    assert!(one.migrations.is_empty(), "{:?}", moves(&one));
+    assert!(
+        one.summary.ends_with(
+            "within the migration budget of 1, balancing would gain less than the margin (raise --max-migrations)"
+        ),
+        "{}",
+        one.summary
+    );
+    let two = plan_with(
+        &c,
+        &BalanceOptions {
+            max_migrations: 2,
+            ..spread_options(10.0, 5.0)
+        },
+    );
+    assert_eq!(two.migrations.len(), 2, "{}", two.summary);
+}
