@@ -66,7 +66,7 @@ impl fmt::Display for Stay {
                 cooldown_secs,
             } => write!(
                 f,
-                "migrated {ago_secs} s ago, within the {cooldown_secs} s cooldown"
+                "a migration of it started {ago_secs} s ago, within the {cooldown_secs} s cooldown"
             ),
             Self::HaAutoRebalance => {
                 f.write_str("HA-managed while Proxmox's HA auto-rebalance is on: left to Proxmox")

@@ -516,7 +516,7 @@ fn guests_that_may_not_move_stay_and_are_listed() {
             ),
             (
                 104,
-                "not moved to balance: migrated 600 s ago, within the 1800 s cooldown"
+                "not moved to balance: a migration of it started 600 s ago, within the 1800 s cooldown"
             ),
         ]
     );
