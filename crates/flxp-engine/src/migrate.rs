@@ -265,6 +265,57 @@ fn blockers(to: &str, allowed: &[String], not: Option<&NotAllowedNode>) -> Strin
     format!("Proxmox does not allow {to} as target: {}", why.join("; "))
 }
 
+/// Whether a volume id is a linked clone's (`local-lvm:base-9001-disk-0/vm-501-disk-0`).
+fn is_linked_clone(volid: &str) -> bool {
+    volid
+        .split_once(':')
+        .is_some_and(|(_, name)| name.starts_with("base-") && name.contains('/'))
+}
+
+/// Checks that the target's storages (same ids: no `targetstorage` is sent) have room for the
+/// local disks that would be copied; a storage the target does not report is left to Proxmox.
+async fn target_room(
+    api: &dyn PveApi,
+    to: &str,
+    disks: &[&flxp_pve::types::migrate::LocalDisk],
+) -> Result<(), Failure> {
+    let mut need: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+    for d in disks {
+        let storage = d
+            .volid
+            .as_deref()
+            .and_then(|v| v.split_once(':'))
+            .map_or("", |(s, _)| s);
+        let e = need.entry(storage).or_default();
+        *e = e.saturating_add(d.size.unwrap_or(0));
+    }
+    // Without a storage list (a token lacking Datastore.Audit), Proxmox's own check decides.
+    let storages = match api
+        .node_storage(to, &flxp_pve::types::StorageQuery::default())
+        .await
+    {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::debug!(node = %to, error = %e, "storages not readable; room left to Proxmox");
+            return Ok(());
+        }
+    };
+    for (storage, bytes) in need {
+        let avail = storages
+            .iter()
+            .find(|s| s.storage == storage)
+            .and_then(|s| s.avail);
+        if let Some(avail) = avail.filter(|&a| a < bytes) {
+            return Err(format!(
+                "storage {storage} on {to} has {} free, its local disks need {}",
+                flxp_core::units::fmt_bytes(avail),
+                flxp_core::units::fmt_bytes(bytes)
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Checks the precondition and starts the migration; the UPID of the task Proxmox started.
 async fn start(
     api: &dyn PveApi,
@@ -292,12 +343,24 @@ async fn start(
                 ));
             }
             let running = pre.running.unwrap_or(m.online);
-            let local: Vec<&str> = pre
+            let disks: Vec<&flxp_pve::types::migrate::LocalDisk> = pre
                 .local_disks
                 .iter()
                 .filter(|d| !d.cdrom.unwrap_or(false) && !d.is_unused.unwrap_or(false))
+                .collect();
+            let local: Vec<&str> = disks
+                .iter()
                 .map(|d| d.volid.as_deref().unwrap_or("?"))
                 .collect();
+            // Proxmox refuses these only after the task started; say why before asking.
+            if let Some(v) = local.iter().find(|v| is_linked_clone(v)) {
+                return Err(format!(
+                    "{v} is a linked clone of a template on local storage: Proxmox cannot migrate it"
+                ));
+            }
+            if !disks.is_empty() {
+                target_room(api, &m.to, &disks).await?;
+            }
             let with_local = running && !local.is_empty();
             if with_local && !settings.with_local_disks {
                 return Err(format!(

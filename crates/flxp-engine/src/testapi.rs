@@ -71,6 +71,8 @@ struct World {
     on_read: BTreeMap<usize, Vec<Change>>,
     resource_reads: usize,
     unreadable: bool,
+    /// `GET /nodes/{node}/storage` answers; nodes absent answer 501.
+    storages: BTreeMap<String, Vec<StorageEntry>>,
 }
 
 /// A change the world goes through on its own.
@@ -113,6 +115,20 @@ impl ScriptedApi {
     /// Scripts one guest's migration.
     pub fn script(self, vmid: u32, script: Script) -> Self {
         self.lock().scripts.insert(vmid, script);
+        self
+    }
+
+    /// A storage on a node with `avail` bytes free, for `GET /nodes/{node}/storage`.
+    pub fn storage(self, node: &str, storage: &str, avail: u64) -> Self {
+        self.lock()
+            .storages
+            .entry(node.to_owned())
+            .or_default()
+            .push(StorageEntry {
+                storage: storage.to_owned(),
+                avail: Some(avail),
+                ..StorageEntry::default()
+            });
         self
     }
 
@@ -478,7 +494,12 @@ impl PveApi for ScriptedApi {
     }
 
     async fn node_storage(&self, node: &str, _query: &StorageQuery) -> Result<Vec<StorageEntry>> {
-        Err(unsupported("GET", &format!("/nodes/{node}/storage")))
+        self.record(format!("GET /nodes/{node}/storage"));
+        self.lock()
+            .storages
+            .get(node)
+            .cloned()
+            .ok_or_else(|| unsupported("GET", &format!("/nodes/{node}/storage")))
     }
 
     async fn guests(&self, node: &str, kind: GuestKind) -> Result<Vec<GuestListEntry>> {

@@ -223,6 +223,46 @@ async fn local_disks_add_with_local_disks_unless_the_config_forbids_it() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn linked_clones_and_disks_the_target_has_no_room_for_are_not_sent() {
+    let with_disk = |volid: &str| Script {
+        precondition: Some(QemuMigratePrecondition {
+            running: Some(true),
+            allowed_nodes: vec!["b".into(), "c".into(), "d".into()],
+            local_disks: vec![local_disk(volid, 32 * GIB)],
+            ..QemuMigratePrecondition::default()
+        }),
+        ..Script::default()
+    };
+    let api = Arc::new(
+        api()
+            .script(101, with_disk("local-lvm:base-9001-disk-0/vm-101-disk-0"))
+            .storage("b", "local-lvm", 500 * GIB),
+    );
+    let plan = plan_of(&api, vec![mig(101, GuestKind::Qemu, "a", "b", 0)]);
+    let report = executor(&api, options()).execute(plan, &balance()).await;
+    assert_eq!(posts(&api, 101), 0);
+    assert_eq!(
+        report.failed[0].error,
+        "local-lvm:base-9001-disk-0/vm-101-disk-0 is a linked clone of a template on local \
+         storage: Proxmox cannot migrate it"
+    );
+
+    let api = Arc::new(
+        self::api()
+            .script(101, with_disk("local-lvm:vm-101-disk-0"))
+            .storage("b", "local-lvm", 20 * GIB),
+    );
+    let plan = plan_of(&api, vec![mig(101, GuestKind::Qemu, "a", "b", 0)]);
+    let report = executor(&api, options()).execute(plan, &balance()).await;
+    assert_eq!(posts(&api, 101), 0);
+    assert_eq!(
+        report.failed[0].error,
+        "storage local-lvm on b has 20.0 GiB free, its local disks need 32.0 GiB"
+    );
+    assert_eq!(api.node_of(101), "a");
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_stopped_vm_moves_offline() {
     let api = Arc::new(api());
     let mut m = mig(103, GuestKind::Qemu, "a", "d", 0);
