@@ -34,7 +34,7 @@ pub use config::{
 };
 pub use input::{ImageSource, MAX_INTERFACES, Nic, VmRequest, check_dns_name, check_ssh_key};
 
-use crate::reserve::{ClusterModel, Hold, Reservations};
+use crate::reserve::{ClusterModel, DiskHold, DiskHolds, Hold, Reservations};
 
 /// The steps of a creation, as errors name them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -302,7 +302,7 @@ impl Creator {
                 ),
             });
         }
-        let landing = |node: &str| -> Result<(), Unfit> {
+        let landing = |node: &str, held: &DiskHolds| -> Result<(), Unfit> {
             if !storage_nodes.iter().any(|n| n == node) {
                 return Err(Unfit::Cannot(format!(
                     "storage {:?} is not available there",
@@ -312,6 +312,9 @@ impl Creator {
             // A storage reporting no size (inactive, or not reported) is not judged here: the
             // clone itself says whether it fits.
             if let Some(free) = storage_free(cluster, &req.storage, node) {
+                // Disks of creations in flight are not in the snapshot's figures yet.
+                let free =
+                    free.saturating_sub(held.on(&req.storage, node, is_shared(&req.storage)));
                 if free < req.disk_bytes {
                     return Err(Unfit::NoRoom(format!(
                         "storage {:?} has {} free, the disk needs {}",
@@ -353,13 +356,19 @@ impl Creator {
         let hold_cores = f64::from(request.cores);
         let (placement, ticket) =
             self.reservations
-                .decide(cluster, model.taken, &model.state, |state| {
+                .decide(cluster, model.taken, &model.state, |state, held| {
                     let p = self.placer.place(cluster, &model.rules, state, &request)?;
-                    let node = choose(&p, req, &landing)?;
+                    let node = choose(&p, req, &|n: &str| landing(n, held))?;
+                    let shared = is_shared(&req.storage);
                     let hold = Hold {
                         node: node.clone(),
                         memory: req.memory,
                         cores: hold_cores,
+                        disk: Some(DiskHold {
+                            storage: req.storage.clone(),
+                            node: (!shared).then(|| node.clone()),
+                            bytes: req.disk_bytes,
+                        }),
                     };
                     Ok::<_, CreateError>(((p, node), Some(hold)))
                 })?;

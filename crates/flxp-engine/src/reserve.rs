@@ -62,6 +62,38 @@ pub struct Hold {
     pub memory: u64,
     /// vCPUs.
     pub cores: f64,
+    /// Disk space it will take on a storage, if any.
+    pub disk: Option<DiskHold>,
+}
+
+/// Disk space a creation in flight will take on a storage.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DiskHold {
+    /// Storage id.
+    pub storage: String,
+    /// The node whose copy of a local storage it takes; `None` for a shared storage.
+    pub node: Option<String>,
+    /// Bytes.
+    pub bytes: u64,
+}
+
+/// Disk space held by creations in flight that the snapshot does not show yet.
+#[derive(Debug, Clone, Default)]
+pub struct DiskHolds(BTreeMap<(String, String), u64>);
+
+impl DiskHolds {
+    /// Bytes held on `storage` as `node` sees it (its own copy, or the shared one).
+    pub fn on(&self, storage: &str, node: &str, shared: bool) -> u64 {
+        let key = (
+            storage.to_owned(),
+            if shared {
+                String::new()
+            } else {
+                node.to_owned()
+            },
+        );
+        self.0.get(&key).copied().unwrap_or(0)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -173,12 +205,23 @@ impl Reservations {
         cluster: &Cluster,
         taken: Instant,
         state: &State,
-        decide: impl FnOnce(&State) -> Result<(T, Option<Hold>), E>,
+        decide: impl FnOnce(&State, &DiskHolds) -> Result<(T, Option<Hold>), E>,
     ) -> Result<(T, Option<Ticket>), E> {
         let mut book = self.lock();
         let mut state = state.clone();
         self.apply_locked(&mut book, cluster, taken, &mut state);
-        let (value, hold) = decide(&state)?;
+        let mut disks = DiskHolds::default();
+        for e in book.entries.values() {
+            if e.seen.is_some_and(|s| s <= taken) {
+                continue;
+            }
+            if let Some(d) = &e.hold.disk {
+                let key = (d.storage.clone(), d.node.clone().unwrap_or_default());
+                let held = disks.0.entry(key).or_default();
+                *held = held.saturating_add(d.bytes);
+            }
+        }
+        let (value, hold) = decide(&state, &disks)?;
         let ticket = hold.map(|hold| {
             let id = book.next;
             book.next += 1;
@@ -265,6 +308,7 @@ mod tests {
             node: node.into(),
             memory: gib * GIB,
             cores: 2.0,
+            disk: None,
         })
     }
 
@@ -275,7 +319,7 @@ mod tests {
         let state = State::new(&c);
         let a = c.node_idx("a").unwrap();
         let ((), t1) = book
-            .decide(&c, Instant::now(), &state, |_| {
+            .decide(&c, Instant::now(), &state, |_, _| {
                 Ok::<_, ()>(((), hold("a", 4)))
             })
             .unwrap();
@@ -283,7 +327,7 @@ mod tests {
         assert_eq!(t1.node(), "a");
         t1.set_vmid(200);
         let (seen, _) = book
-            .decide(&c, Instant::now(), &state, |s| {
+            .decide(&c, Instant::now(), &state, |s, _| {
                 Ok::<_, ()>((s.usage(a).mem, None))
             })
             .unwrap();
@@ -315,7 +359,7 @@ mod tests {
         let c = cluster("");
         let state = State::new(&c);
         let (_, t) = book
-            .decide(&c, Instant::now(), &state, |_| {
+            .decide(&c, Instant::now(), &state, |_, _| {
                 Ok::<_, ()>(((), hold("b", 8)))
             })
             .unwrap();
@@ -324,7 +368,7 @@ mod tests {
         assert!(book.is_empty());
         // An error in the decision reserves nothing.
         let r: Result<((), Option<Ticket>), &str> =
-            book.decide(&c, Instant::now(), &state, |_| Err("bad input"));
+            book.decide(&c, Instant::now(), &state, |_, _| Err("bad input"));
         assert!(r.is_err());
         assert!(book.is_empty());
     }
@@ -335,7 +379,7 @@ mod tests {
         let c = cluster("");
         let state = State::new(&c);
         let (_, t) = book
-            .decide(&c, Instant::now(), &state, |_| {
+            .decide(&c, Instant::now(), &state, |_, _| {
                 Ok::<_, ()>(((), hold("a", 1)))
             })
             .unwrap();
@@ -352,7 +396,7 @@ mod tests {
         let book = Reservations::new(Duration::from_secs(1));
         let c = cluster("");
         let (_, t) = book
-            .decide(&c, Instant::now(), &State::new(&c), |_| {
+            .decide(&c, Instant::now(), &State::new(&c), |_, _| {
                 Ok::<_, ()>(((), hold("a", 1)))
             })
             .unwrap();
@@ -370,7 +414,7 @@ mod tests {
         let a = empty.node_idx("a").unwrap();
         let older = Instant::now();
         let (_, t) = book
-            .decide(&empty, older, &State::new(&empty), |_| {
+            .decide(&empty, older, &State::new(&empty), |_, _| {
                 Ok::<_, ()>(((), hold("a", 4)))
             })
             .unwrap();

@@ -819,3 +819,33 @@ async fn a_template_without_a_cloud_init_drive_gets_one_for_the_login() {
     assert_eq!(v["ciuser"], "admin");
     assert!(world.guests[&vm.vmid].running);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creations_in_flight_hold_their_disk_space_too() {
+    let w = world().await;
+    // Both decide on one snapshot: ceph has room for one 10 TiB disk, not two.
+    let model = w.model().await;
+    let mut req = request();
+    req.disk_bytes = 10 << 40;
+    req.tags = Vec::new();
+    let mut other = req.clone();
+    other.name = "web-other".into();
+    let (a, b) = tokio::join!(
+        w.creator.create(&model, &req),
+        w.creator.create(&model, &other)
+    );
+    let (ok, err): (Vec<_>, Vec<_>) = [a, b].into_iter().partition(Result::is_ok);
+    assert_eq!(ok.len(), 1, "{err:?}");
+    let e = err.into_iter().next().unwrap().unwrap_err();
+    let CreateError::NoCapacity { reasons, .. } = &e else {
+        panic!("{e:?}");
+    };
+    // pve3 is tainted; every other node is refused for the disk the first creation holds.
+    assert!(
+        reasons
+            .iter()
+            .filter(|r| !r.starts_with("pve3: taints"))
+            .all(|r| r.contains("storage \"ceph\" has ")),
+        "{reasons:?}"
+    );
+}

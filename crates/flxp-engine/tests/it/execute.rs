@@ -327,13 +327,14 @@ async fn a_plan_never_targets_room_that_a_vm_creation_has_reserved() {
         node: target.clone(),
         memory: node.maxmem,
         cores: 1.0,
+        disk: None,
     };
     let ((), ticket) = book
         .decide(
             &model.cluster,
             tokio::time::Instant::now(),
             &model.state,
-            |_| Ok::<_, ()>(((), Some(hold))),
+            |_, _| Ok::<_, ()>(((), Some(hold))),
         )
         .unwrap();
     let held = z
