@@ -114,7 +114,7 @@ impl Mutation {
         let s = state(ctx)?;
         let z = s.zone(&zone)?;
         let (model, st) = s.model(z).await?;
-        let plan = evacuation(s, &model, &st, &node)?;
+        let plan = evacuation(s, &zone, &model, &st, &node)?;
         if dry_run {
             return Ok(dry(&plan));
         }

@@ -120,7 +120,7 @@ impl Query {
         let s = state(ctx)?;
         let z = s.zone(&zone)?;
         let (model, st) = s.model(z).await?;
-        let plan = evacuation(s, &model, &st, &node)?;
+        let plan = evacuation(s, &zone, &model, &st, &node)?;
         Ok(PlanResult::from(&plan))
     }
 }
@@ -128,6 +128,7 @@ impl Query {
 /// The evacuation plan of a node named by the user.
 pub(super) fn evacuation(
     s: &AppState,
+    zone: &str,
     model: &flxp_engine::ClusterModel,
     st: &flxp_core::State,
     node: &str,
@@ -136,7 +137,7 @@ pub(super) fn evacuation(
         ApiError::new(
             Code::UnknownNode,
             format!(
-                "node {node:?} is not in the zone; nodes: {}",
+                "node {node:?} is not in zone {zone}; nodes: {}",
                 model
                     .cluster
                     .nodes
