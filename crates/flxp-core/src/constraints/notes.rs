@@ -2,8 +2,9 @@
 //!
 //! Notes are free text, rendered by Proxmox as Markdown; only tokens starting with `flxp.` (any
 //! case) are read. Tokens are separated by white space or commas, and may sit in prose or Markdown
-//! (`(flxp.label.ssd)`, `` `flxp.taint.gpu` ``, `**flxp.maintenance**`, `Labels:flxp.label.nvme`).
-//! A malformed or unknown `flxp.` token is a warning, never a rule.
+//! (`(flxp.label.ssd)`, `` `flxp.taint.gpu` ``, `**flxp.maintenance**`, `Labels:flxp.label.nvme`);
+//! a struck-through token (`~~flxp.maintenance~~`) is a retired one and is not read. A malformed
+//! or unknown `flxp.` token is a warning, never a rule.
 
 use std::collections::BTreeSet;
 
@@ -114,6 +115,10 @@ fn token_in(word: &str) -> Option<&str> {
             .next_back()
             .is_none_or(|c| is_markup(c) || c == '.' || c == '-')
     })?;
+    // Struck through in Markdown (`~~flxp.maintenance~~`): a token the admin has retired.
+    if word[..start].ends_with("~~") {
+        return None;
+    }
     let token = &word[start..];
     let end = token
         .char_indices()
@@ -154,6 +159,9 @@ mod tests {
         assert_eq!(t.prefer_no, BTreeSet::from(["batch".to_owned()]));
         assert!(t.maintenance);
         assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+        // Struck-through tokens are retired ones.
+        let t = parse("pve1", "~~flxp.maintenance~~ ~~flxp.taint.gpu~~");
+        assert!(!t.maintenance && t.taints.is_empty() && t.warnings.is_empty());
         // Words that merely contain the prefix are not tokens.
         let t = parse("pve1", "noflxp.label.x myflxp.taint.y");
         assert!(t.labels.is_empty() && t.taints.is_empty() && t.warnings.is_empty());
