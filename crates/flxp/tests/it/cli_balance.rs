@@ -31,6 +31,24 @@ impl SimZone {
         self.sim.world().guests[&vmid].node.clone()
     }
 
+    /// Whether a migration runs now (a guest holds the `migrate` lock).
+    pub fn migrating(&self) -> bool {
+        self.sim
+            .world()
+            .guests
+            .values()
+            .any(|g| g.lock() == Some("migrate"))
+    }
+
+    /// Waits (up to a minute) until a migration runs.
+    pub fn wait_until_migrating(&self) {
+        let start = std::time::Instant::now();
+        while !self.migrating() && start.elapsed() < std::time::Duration::from_secs(60) {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(self.migrating(), "no migration started");
+    }
+
     /// Guests on a node now.
     pub fn guests_on(&self, node: &str) -> Vec<u32> {
         let w = self.sim.world();
@@ -276,7 +294,6 @@ fn a_reader_that_stops_reading_is_not_an_error() {
 #[test]
 fn sigterm_mid_round_starts_nothing_new_and_waits_for_running_migrations() {
     use std::process::{Command, Stdio};
-    use std::time::{Duration, Instant};
     // Slow enough that a migration is still running when the signal arrives.
     let z = sim_zone(UNBALANCED, 5.0, "", |_| {});
     let child = Command::new(env!("CARGO_BIN_EXE_flxp"))
@@ -286,18 +303,7 @@ fn sigterm_mid_round_starts_nothing_new_and_waits_for_running_migrations() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    let migrating = || {
-        z.sim
-            .world()
-            .guests
-            .values()
-            .any(|g| g.lock() == Some("migrate"))
-    };
-    while !migrating() && start.elapsed() < Duration::from_secs(60) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(migrating(), "no migration started");
+    z.wait_until_migrating();
     let killed = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
@@ -322,5 +328,5 @@ fn sigterm_mid_round_starts_nothing_new_and_waits_for_running_migrations() {
         let vmid = u32::try_from(d["vmid"].as_u64().unwrap()).unwrap();
         assert_eq!(z.node_of(vmid), d["to"].as_str().unwrap());
     }
-    assert!(!migrating(), "no migration left running after exit");
+    assert!(!z.migrating(), "no migration left running after exit");
 }

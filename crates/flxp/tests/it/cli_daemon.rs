@@ -69,18 +69,7 @@ fn a_second_stop_signal_quits_without_waiting() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    let migrating = || {
-        z.sim
-            .world()
-            .guests
-            .values()
-            .any(|g| g.lock() == Some("migrate"))
-    };
-    while !migrating() && start.elapsed() < Duration::from_secs(60) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(migrating(), "no migration started");
+    z.wait_until_migrating();
     let pid = child.id().to_string();
     let term = || Command::new("kill").args(["-TERM", &pid]).status().unwrap();
     assert!(term().success());
@@ -98,5 +87,5 @@ fn a_second_stop_signal_quits_without_waiting() {
     assert!(term().success());
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(1), "{seen}");
-    assert!(migrating(), "it quit while the migration still ran");
+    assert!(z.migrating(), "it quit while the migration still ran");
 }
