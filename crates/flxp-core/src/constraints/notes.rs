@@ -29,6 +29,7 @@ pub struct NodeTokens {
 /// Reads the `flxp.` tokens of one node's notes.
 pub fn parse(node: &str, text: &str) -> NodeTokens {
     let mut out = NodeTokens::default();
+    let text = without_struck_spans(text);
     for raw in text.split(|c: char| c == ',' || c.is_whitespace()) {
         let Some(token) = token_in(raw) else {
             continue;
@@ -105,6 +106,44 @@ fn is_markup(c: char) -> bool {
     )
 }
 
+/// The text without its struck-through spans (`~~...~~`, and GitHub's `~...~` with no blank just
+/// inside the tildes), line by line: tokens in them are ones the admin has retired.
+fn without_struck_spans(text: &str) -> String {
+    text.lines()
+        .map(|line| {
+            let line = cut_spans(line, "~~", |_| true);
+            cut_spans(&line, "~", |inner| {
+                !inner.is_empty()
+                    && !inner.starts_with(char::is_whitespace)
+                    && !inner.ends_with(char::is_whitespace)
+            })
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `line` with every `mark`...`mark` span whose inside passes `struck` replaced by a blank.
+fn cut_spans(line: &str, mark: &str, struck: impl Fn(&str) -> bool) -> String {
+    let mut out = String::new();
+    let mut rest = line;
+    while let Some(open) = rest.find(mark) {
+        let after = &rest[open + mark.len()..];
+        match after.find(mark) {
+            Some(close) if struck(&after[..close]) => {
+                out.push_str(&rest[..open]);
+                out.push(' ');
+                rest = &after[close + mark.len()..];
+            }
+            _ => {
+                out.push_str(&rest[..open + mark.len()]);
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The `flxp.` token within one white-space-separated word, without the prose around it.
 fn token_in(word: &str) -> Option<&str> {
     // ASCII lowercasing keeps byte offsets, so positions found in `lower` index `word`.
@@ -115,10 +154,6 @@ fn token_in(word: &str) -> Option<&str> {
             .next_back()
             .is_none_or(|c| is_markup(c) || c == '.' || c == '-')
     })?;
-    // Struck through in Markdown (`~~flxp.maintenance~~`): a token the admin has retired.
-    if word[..start].ends_with("~~") {
-        return None;
-    }
     let token = &word[start..];
     let end = token
         .char_indices()
@@ -159,9 +194,26 @@ mod tests {
         assert_eq!(t.prefer_no, BTreeSet::from(["batch".to_owned()]));
         assert!(t.maintenance);
         assert!(t.warnings.is_empty(), "{:?}", t.warnings);
-        // Struck-through tokens are retired ones.
-        let t = parse("pve1", "~~flxp.maintenance~~ ~~flxp.taint.gpu~~");
-        assert!(!t.maintenance && t.taints.is_empty() && t.warnings.is_empty());
+        // Struck-through tokens are retired ones, wherever they sit in the struck span.
+        for text in [
+            "~~flxp.maintenance~~ ~~flxp.taint.gpu~~",
+            "~~was in flxp.maintenance until monday~~",
+            "~flxp.maintenance~",
+            "~~`flxp.maintenance`~~",
+            "~~flxp.maintenance, flxp.taint.gpu~~",
+        ] {
+            let t = parse("pve1", text);
+            assert!(
+                !t.maintenance && t.taints.is_empty() && t.warnings.is_empty(),
+                "{text}: {t:?}"
+            );
+        }
+        // A lone tilde is prose ("~5 GB"), and a struck span ends at its line.
+        let t = parse(
+            "pve1",
+            "about ~5 GB, flxp.taint.gpu\n~~old~~ flxp.maintenance",
+        );
+        assert!(t.maintenance && t.taints.contains("gpu"), "{t:?}");
         // Words that merely contain the prefix are not tokens.
         let t = parse("pve1", "noflxp.label.x myflxp.taint.y");
         assert!(t.labels.is_empty() && t.taints.is_empty() && t.warnings.is_empty());

@@ -17,6 +17,17 @@ pub struct Placement {
     pub candidates: Vec<Candidate>,
     /// Malformed tags, unknown nodes, conflicts, rules an explicit host breaks.
     pub warnings: Vec<Warning>,
+    /// How many of the first `warnings` are about this request (its tags, its host); the rest
+    /// are about the cluster.
+    #[serde(skip)]
+    pub request_warnings: usize,
+}
+
+impl Placement {
+    /// The warnings about this request only (its tags, its named host), not the cluster's.
+    pub fn request_warnings(&self) -> &[Warning] {
+        &self.warnings[..self.request_warnings.min(self.warnings.len())]
+    }
 }
 
 /// One node's verdict.

@@ -229,6 +229,7 @@ impl Placer {
             Some(host) => self.place_on_host(&ctx, host, &mut warnings)?,
             None => self.place_by_policy(&ctx, policy_name)?,
         };
+        let request_warnings = warnings.len();
         warnings.extend(cluster.warnings.iter().cloned());
         warnings.extend(rules.warnings.iter().cloned());
         warnings.extend(
@@ -239,6 +240,7 @@ impl Placer {
         );
         Ok(Placement {
             warnings,
+            request_warnings,
             ..placement
         })
     }
@@ -284,6 +286,7 @@ impl Placer {
             policy: policy.to_owned(),
             candidates,
             warnings: Vec::new(),
+            request_warnings: 0,
         })
     }
 
@@ -334,6 +337,7 @@ impl Placer {
                 scores: BTreeMap::new(),
             }],
             warnings: Vec::new(),
+            request_warnings: 0,
         })
     }
 }

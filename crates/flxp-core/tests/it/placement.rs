@@ -307,3 +307,21 @@ fn identical_nodes_tie_to_the_first_name_under_topsis_too() {
         }
     }
 }
+
+#[test]
+fn the_request_warnings_are_only_about_the_request() {
+    let c = ClusterBuilder::new()
+        .nodes(&["a", "b"])
+        .guest(vm(101, "a").tagged("flxp.afinity.db"))
+        .build();
+    let p = place(&c, req(GIB, 1, &["flxp.afinity.web"]));
+    let all: Vec<String> = p.warnings.iter().map(ToString::to_string).collect();
+    let own: Vec<String> = p
+        .request_warnings()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(all.iter().any(|w| w.contains("flxp.afinity.db")), "{all:?}");
+    assert_eq!(own.len(), 1, "{own:?}");
+    assert!(own[0].contains("flxp.afinity.web"), "{own:?}");
+}

@@ -181,10 +181,12 @@ fn tokens_for(config: &Config, simulated: bool) -> anyhow::Result<(TokenSet, boo
                 ));
             }
         };
-        if value.trim().is_empty() {
+        // A header value loses its surrounding blanks on the way: keep the token as it arrives.
+        let value = value.trim();
+        if value.is_empty() {
             return Err(config.error_at("api.tokens", format!("tokens[{i}]: the token is empty")));
         }
-        list.push(value);
+        list.push(value.to_owned());
     }
     let env = std::env::var(TOKEN_ENV)
         .ok()

@@ -295,7 +295,7 @@ async fn create(
     s.metrics.decision(zone, "create_vm", "placed");
     let warnings: Vec<String> = created
         .placement
-        .warnings
+        .request_warnings()
         .iter()
         .map(ToString::to_string)
         .collect();
