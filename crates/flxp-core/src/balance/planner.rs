@@ -48,6 +48,40 @@ fn plan_flxp(
     placer: &Placer,
     options: &BalanceOptions,
 ) -> Result<Plan> {
+    let (mut plan, mut outcome, fixes) = search_plan(cluster, rules, state, placer, options)?;
+    if outcome.budget_bound {
+        // Name the budget as the cause only if a larger one would really do better.
+        let wider = BalanceOptions {
+            max_migrations: options
+                .max_migrations
+                .saturating_mul(4)
+                .max(options.max_migrations.saturating_add(20)),
+            ..options.clone()
+        };
+        let (more, _, _) = search_plan(cluster, rules, state, placer, &wider)?;
+        let better = more.imbalance_after < plan.imbalance_after - 1e-9
+            || more.violations_after.len() < plan.violations_after.len();
+        if !better {
+            outcome.budget_bound = false;
+            if outcome.stop == Stop::Budget {
+                outcome.stop = Stop::NoGain;
+            }
+            plan.warnings
+                .retain(|w| !w.message.starts_with("migration budget of"));
+        }
+    }
+    summarize(&mut plan, &outcome, fixes, options);
+    Ok(plan)
+}
+
+/// Fixes, then balances: the plan, how the search ended, and how many migrations are fixes.
+fn search_plan(
+    cluster: &Cluster,
+    rules: &Rules,
+    state: &State,
+    placer: &Placer,
+    options: &BalanceOptions,
+) -> Result<(Plan, search::Outcome, usize)> {
     let measure = options.measure;
     let kind = measure.load_kind(options.metric);
     let mut sim = Sim::new(
@@ -83,7 +117,14 @@ fn plan_flxp(
     for (i, m) in plan.migrations.iter_mut().enumerate() {
         m.wave = i as u32;
     }
-    let m = measure;
+    Ok((plan, outcome, fixes))
+}
+
+/// Writes the plan's one-line summary: what it does, and why balancing stopped where it did.
+fn summarize(plan: &mut Plan, outcome: &search::Outcome, fixes: usize, options: &BalanceOptions) {
+    let m = options.measure;
+    let threshold = options.trigger.threshold_for(m);
+    let target = options.trigger.target_for(m);
     let bal = plan.migrations.len() - fixes;
     let mut parts: Vec<String> = Vec::new();
     if fixes > 0 {
@@ -145,7 +186,6 @@ fn plan_flxp(
         fmt_bytes(plan.bytes),
         parts.join("; ")
     );
-    Ok(plan)
 }
 
 /// Turns a finished simulation into a plan: before and after, violations, bounds, warnings.
