@@ -66,8 +66,27 @@ pub fn zones(config: &Config) -> Result<Vec<Zone>> {
         .collect()
 }
 
+/// One warning per guest a round's plans had to leave where it is, with why: "1 guest(s) fit
+/// nowhere" every round is no help without the name and the reason.
+pub fn log_unplaced(r: &RoundReport) {
+    for executed in [&r.evacuation, &r.balance].into_iter().flatten() {
+        for u in &executed.plan.unplaced {
+            tracing::warn!(
+                zone = %r.zone,
+                vmid = u.vmid,
+                name = %u.name,
+                node = %u.node,
+                rule = %u.rule,
+                reason = %u.reason,
+                "guest stays: no node can take it"
+            );
+        }
+    }
+}
+
 /// One log line per round.
 fn log_round(r: &RoundReport) {
+    log_unplaced(r);
     let what = |e: &Option<flxp_engine::daemon::Executed>| {
         e.as_ref().map(|x| {
             let done = x.execution.as_ref().map_or(0, |r| r.done.len());

@@ -1,7 +1,7 @@
 //! The command line (Contract 3): one module per subcommand, each with its clap `Args` and `run`.
 
 mod balance;
-mod daemon;
+pub mod daemon;
 mod evacuate;
 mod load;
 mod place;

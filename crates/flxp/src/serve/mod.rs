@@ -342,6 +342,7 @@ fn daemon(
     };
     let metrics = Arc::clone(metrics);
     Daemon::new(zones, Arc::clone(placer), options).on_round(Arc::new(move |r| {
+        crate::cli::daemon::log_unplaced(r);
         metrics.migrations(&r.zone, "done", r.migrations_done() as u64);
         metrics.migrations(&r.zone, "failed", r.migrations_failed() as u64);
         if let Some(e) = &r.error {

@@ -89,3 +89,51 @@ fn a_second_stop_signal_quits_without_waiting() {
     assert_eq!(status.code(), Some(1), "{seen}");
     assert!(z.migrating(), "it quit while the migration still ran");
 }
+
+#[test]
+fn a_guest_that_cannot_leave_a_node_in_maintenance_is_named_with_its_reason() {
+    use std::io::{BufRead, BufReader};
+    let mut pinned = 0u64;
+    let z = sim_zone(
+        UNBALANCED,
+        100_000.0,
+        "\n[daemon]\ninterval-secs = 1\n\n[overrides.lab.pve1]\nmaintenance = true\n",
+        |v| {
+            let guest = v["resources"]
+                .as_array_mut()
+                .unwrap()
+                .iter_mut()
+                .find(|r| r["type"] == "qemu" && r["node"] == "pve1")
+                .unwrap();
+            guest["tags"] = "flxp.node.pve1".into();
+            pinned = guest["vmid"].as_u64().unwrap();
+        },
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flxp"))
+        .args(["daemon", "--config", z.config()])
+        .env_remove("FLXP_CONFIG")
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let mut seen = String::new();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    while start.elapsed() < Duration::from_secs(60) {
+        let Some(Ok(line)) = lines.next() else { break };
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.contains("guest stays") {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let line = seen
+        .lines()
+        .find(|l| l.contains("guest stays"))
+        .unwrap_or_else(|| panic!("no guest named:\n{seen}"));
+    assert!(line.contains(&format!("vmid={pinned}")), "{line}");
+    assert!(line.contains("flxp.node"), "{line}");
+}
