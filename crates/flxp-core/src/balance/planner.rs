@@ -49,8 +49,10 @@ fn plan_flxp(
     options: &BalanceOptions,
 ) -> Result<Plan> {
     let (mut plan, mut outcome, fixes) = search_plan(cluster, rules, state, placer, options)?;
-    if outcome.budget_bound {
-        // Name the budget as the cause only if a larger one would really do better.
+    let balanced = plan.migrations.len() - fixes;
+    if outcome.budget_bound && (balanced == 0 || outcome.stop == Stop::Margin) {
+        // The summary would blame the budget for balancing nothing: name it only if a larger
+        // budget would really do better (one more search, only in this case).
         let wider = BalanceOptions {
             max_migrations: options
                 .max_migrations

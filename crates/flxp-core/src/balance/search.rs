@@ -222,7 +222,7 @@ pub(crate) fn balance(sim: &mut Sim, opts: &BalanceOptions) -> Result<Outcome> {
             rewound: true,
         });
     }
-    if budget_bound && end_value > target {
+    if budget_bound && !rewound && end_value > target {
         sim.warnings.push(Warning::general(format!(
             "migration budget of {} spent before {} reached the target {}",
             sim.budget,
