@@ -178,6 +178,9 @@ impl Default for CreateOptions {
     }
 }
 
+/// The tag a VM carries while flxp creates it (see [`Creator::create`]).
+pub const CREATING_TAG: &str = "flxp.creating";
+
 /// Creates VMs in one zone: the API, the placement pipeline and the zone's reservations.
 pub struct Creator {
     api: Arc<dyn PveApi>,
@@ -445,6 +448,7 @@ impl Creator {
             let cleanup = self.remove(&node, vmid, false).await;
             return Err(step_err(Step::Clone, Some(vmid), Some(&node), e, cleanup));
         }
+        self.mark_creating(&node, vmid).await;
         if grow {
             if let Err(e) = self.grow_boot_disk(&node, vmid, req.disk_bytes).await {
                 let cleanup = self.remove(&node, vmid, false).await;
@@ -566,6 +570,28 @@ impl Creator {
     }
 
     /// Reads the clone's config and writes the requested shape onto it (digest-guarded).
+    /// Tags the fresh clone `flxp.creating` until `configure` writes its final tags, so that a
+    /// creation cut short (flxp killed) leaves a VM every snapshot points out. Best effort: a
+    /// failure here only loses that marker.
+    async fn mark_creating(&self, node: &str, vmid: u32) {
+        let marked = async {
+            let cfg = self.api.guest_config(node, GuestKind::Qemu, vmid).await?;
+            let mut tags: Vec<String> = cfg
+                .get("tags")
+                .map(|t| flxp_core::cluster::split_tags(&t))
+                .unwrap_or_default();
+            tags.push(CREATING_TAG.to_owned());
+            let mut update = flxp_pve::types::ConfigUpdate::new().with("tags", tags.join(";"));
+            update.digest = cfg.digest.clone();
+            self.api
+                .update_guest_config(node, GuestKind::Qemu, vmid, &update)
+                .await
+        };
+        if let Err(e) = marked.await {
+            warn!(vmid, error = %e, "could not tag the new VM flxp.creating");
+        }
+    }
+
     async fn configure(&self, node: &str, vmid: u32, req: &VmRequest) -> flxp_pve::Result<()> {
         let cloned = self.api.guest_config(node, GuestKind::Qemu, vmid).await?;
         let mut update = customize(&cloned, req);

@@ -269,6 +269,11 @@ fn compile_tags(
             GuestToken::Select(l) => push_unique(&mut out.selectors, l),
             GuestToken::Tolerate(t) => push_unique(&mut out.tolerations, t),
             GuestToken::Ignore => out.ignore = true,
+            GuestToken::Creating => warnings.push(Warning::about(
+                subject,
+                "carries flxp.creating: flxp is creating it, or a creation was interrupted (then \
+                 finish or remove this VM by hand)",
+            )),
         }
     }
     for (rule, names) in [("flxp.node", node_names), ("plb_pin", pin_names)] {
@@ -381,6 +386,21 @@ mod tests {
             "{:?}",
             r.conflicts
         );
+    }
+
+    #[test]
+    fn a_vm_marked_as_being_created_is_pointed_out_and_not_a_rule() {
+        let c = ClusterBuilder::new()
+            .nodes(&["a"])
+            .guest(vm(114, "a").stopped().tagged("flxp.creating"))
+            .build();
+        let r = Rules::compile(&c);
+        let w: Vec<String> = r.warnings.iter().map(ToString::to_string).collect();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("carries flxp.creating"), "{w:?}");
+        assert!(!w[0].contains("ignored"), "{w:?}");
+        let g = r.guest(c.guest_idx(114).unwrap());
+        assert!(g.node_rules.is_empty() && g.groups.is_empty() && !g.ignore);
     }
 
     #[test]

@@ -32,6 +32,9 @@ pub enum GuestToken {
     Tolerate(String),
     /// `flxp.ignore` / `plb_ignore...`: never moved by the rebalancer.
     Ignore,
+    /// `flxp.creating`: flxp put it on a VM it is creating and takes it off when the VM is done;
+    /// one left behind marks a creation that was interrupted.
+    Creating,
 }
 
 /// The outcome of reading one tag.
@@ -89,6 +92,7 @@ fn parse_flxp(tag: &str, rest: &str) -> TagParse {
             None => Ok(GuestToken::Ignore),
             Some(_) => Err(TagParse::Malformed("takes no argument".into())),
         },
+        "creating" if arg.is_none() => Ok(GuestToken::Creating),
         "affinity" | "prefer-affinity" => need(arg, "a group name").map(|_| GuestToken::Affinity {
             group: tag.to_owned(),
             hard: kind == "affinity",

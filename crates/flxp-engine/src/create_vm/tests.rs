@@ -632,8 +632,11 @@ async fn a_larger_storage_profile_grows_the_boot_disk_before_the_start() {
     let steps = w.spy.steps();
     let at = |name: &str| steps.iter().position(|c| c == name).unwrap();
     assert!(at("clone_qemu") < at("resize_disk"), "{steps:?}");
-    assert!(at("resize_disk") < at("update_guest_config"), "{steps:?}");
-    assert!(at("update_guest_config") < at("start_guest"), "{steps:?}");
+    // The first config write marks the clone flxp.creating; the last one configures it.
+    let last = |name: &str| steps.iter().rposition(|c| c == name).unwrap();
+    assert!(at("clone_qemu") < at("update_guest_config"), "{steps:?}");
+    assert!(at("resize_disk") < last("update_guest_config"), "{steps:?}");
+    assert!(last("update_guest_config") < at("start_guest"), "{steps:?}");
     assert_eq!(w.spy.count("resize_disk"), 1);
     // The resize task is followed before anything else happens to the VM.
     let calls = w.spy.calls.lock().unwrap().clone();
@@ -703,7 +706,8 @@ async fn a_failed_resize_removes_the_clone_and_starts_nothing() {
         "{text}"
     );
     assert_eq!(w.spy.count("start_guest"), 0);
-    assert_eq!(w.spy.count("update_guest_config"), 0);
+    // Only the flxp.creating marker was written: the VM was never configured.
+    assert_eq!(w.spy.count("update_guest_config"), 1);
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(w.guest_count(), before);
     assert!(!w.sim().world().guests.contains_key(&vmid.unwrap()));
@@ -848,4 +852,38 @@ async fn creations_in_flight_hold_their_disk_space_too() {
             .all(|r| r.contains("storage \"ceph\" has ")),
         "{reasons:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vm_whose_creation_could_not_finish_nor_be_removed_carries_the_marker() {
+    let w = world().await;
+    let fault = |method: &str, path: &str| ErrorFault {
+        path: path.into(),
+        method: Some(method.into()),
+        rate: 1.0,
+        status: 500,
+        message: "simulated failure".into(),
+    };
+    w.sim().world().faults.set(FaultSpec {
+        errors: vec![
+            fault("PUT", "/nodes/*/qemu/*/resize"),
+            fault("DELETE", "/nodes/*/qemu/*"),
+        ],
+        ..FaultSpec::default()
+    });
+    let mut req = request();
+    req.disk_bytes = 48 << 30;
+    let e = w.create(&req).await.unwrap_err();
+    let CreateError::Step {
+        vmid: Some(vmid),
+        cleanup: Cleanup::Failed(_),
+        ..
+    } = &e
+    else {
+        panic!("{e:?}");
+    };
+    // Left behind, it says what it is to every snapshot (and so to flxp status).
+    let world = w.sim().world();
+    let tags = world.guests[vmid].config.values["tags"].clone();
+    assert!(tags.split(';').any(|t| t == CREATING_TAG), "{tags}");
 }
