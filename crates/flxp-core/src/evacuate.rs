@@ -110,6 +110,7 @@ fn imbalance_in_order(
     migrations: &mut [Migration],
 ) {
     let mut state = start.clone();
+    let mut before = imbalance(cluster, &state, measure, metric);
     let mut i = 0;
     while i < migrations.len() {
         let step = migrations[i].step;
@@ -123,9 +124,22 @@ fn imbalance_in_order(
             }
         }
         let after = imbalance(cluster, &state, measure, metric);
+        // The reason's closing figures were written in planning order: restate them in list order.
+        let figures = format!(
+            "; {} {} → {}",
+            measure.as_str(),
+            measure.fmt(before),
+            measure.fmt(after)
+        );
+        let tail = format!("; {} ", measure.as_str());
         for m in &mut migrations[i..end] {
             m.imbalance_after = after;
+            if let Some(at) = m.reason.rfind(&tail) {
+                m.reason.truncate(at);
+                m.reason.push_str(&figures);
+            }
         }
+        before = after;
         i = end;
     }
 }

@@ -66,7 +66,7 @@ pub fn validate_token_id(id: &str) -> Result<(), String> {
     }
     if !ident(token) {
         return Err(format!(
-            "token id {token:?} must start with a letter and hold only letters, digits, '.', '-', '_'"
+            "token id {token:?} must be at least 2 characters, start with a letter and hold only letters, digits, '.', '-', '_'"
         ));
     }
     Ok(())

@@ -220,7 +220,7 @@ impl Trigger {
                 act: true,
                 held: 0,
                 reason: format!(
-                    "{} {} above the threshold {} for {held} checks, and under pressure: {}",
+                    "{} {} is above the threshold {} for {held} check(s), and under pressure: {}",
                     measure.as_str(),
                     measure.fmt(imbalance),
                     measure.fmt(threshold),
@@ -232,7 +232,7 @@ impl Trigger {
             act: true,
             held: 0,
             reason: format!(
-                "{} {} above the threshold {} for {held} checks",
+                "{} {} is above the threshold {} for {held} check(s)",
                 measure.as_str(),
                 measure.fmt(imbalance),
                 measure.fmt(threshold)

@@ -124,7 +124,12 @@ where
     serde_path_to_error::deserialize(d).map_err(|e| {
         let path = e.path().to_string();
         Error::Snapshot {
-            path: if path == "." { String::new() } else { path },
+            // serde_path_to_error says `.` or `?` when the error is at the document itself.
+            path: if path == "." || path == "?" {
+                String::new()
+            } else {
+                path
+            },
             message: e.into_inner().to_string(),
         }
     })

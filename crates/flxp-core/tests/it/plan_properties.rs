@@ -402,6 +402,8 @@ proptest! {
                 let s = replay(&cm, &rules, &start, &placer(), &p.migrations[..=i]).unwrap();
                 let want = flxp_core::balance::imbalance(&cm, &s, o.measure, o.metric);
                 prop_assert!((m.imbalance_after - want).abs() < 1e-9, "{}: {} != {want}", m.vmid, m.imbalance_after);
+                let figure = format!("→ {}", o.measure.fmt(want));
+                prop_assert!(m.reason.ends_with(&figure), "{}: {}", m.vmid, m.reason);
             }
         }
         // A wave may run in any order: replay each wave backwards too.

@@ -48,7 +48,12 @@ pub fn read_snapshot_file(path: &Path) -> Result<Snapshot> {
         std::fs::read_to_string(path)
             .with_context(|| format!("cannot read snapshot file {}", path.display()))?
     };
-    Snapshot::from_json(&text).with_context(|| format!("in {}", path.display()))
+    let from = if path.as_os_str() == "-" {
+        "stdin".to_owned()
+    } else {
+        path.display().to_string()
+    };
+    Snapshot::from_json(&text).with_context(|| format!("in {from}"))
 }
 
 /// The config the source arguments call for: always for `--zone`; with `--from-file` only when a

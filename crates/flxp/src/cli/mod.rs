@@ -42,7 +42,7 @@ enum Command {
     Snapshot(snapshot::Args),
     /// Rebalance and evacuate every configured zone at an interval.
     Daemon(daemon::Args),
-    /// Serve the GraphQL API, dashboard and metrics, with the daemon loop.
+    /// Serve the GraphQL API (with GraphiQL), metrics and health probes, with the daemon loop.
     Serve(serve::Args),
     /// Run a simulated Proxmox VE API from a scenario file.
     Sim(sim::Args),
