@@ -1,10 +1,39 @@
 //! `flxp daemon`: balances a live zone at its interval and exits 0 on SIGTERM.
 
-use std::process::{Command, Stdio};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::cli_balance::{UNBALANCED, sim_zone};
+use super::cli_balance::{SimZone, UNBALANCED, sim_zone};
 use super::{run, temp_file};
+
+/// `flxp daemon` on the zone, logging at info on a piped stderr.
+fn spawn_daemon(z: &SimZone) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_flxp"))
+        .args(["daemon", "--config", z.config()])
+        .env_remove("FLXP_CONFIG")
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The child's stderr up to and including the first line holding `needle` (or all of it).
+fn stderr_until(child: &mut Child, needle: &str) -> String {
+    let mut seen = String::new();
+    let Some(pipe) = child.stderr.take() else {
+        return seen;
+    };
+    for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.contains(needle) {
+            break;
+        }
+    }
+    seen
+}
 
 #[test]
 fn the_daemon_balances_a_zone_and_stops_on_sigterm() {
@@ -14,14 +43,7 @@ fn the_daemon_balances_a_zone_and_stops_on_sigterm() {
         "\n[daemon]\ninterval-secs = 1\n\n[balance.trigger]\nhold = 1\n",
         |_| {},
     );
-    let child = Command::new(env!("CARGO_BIN_EXE_flxp"))
-        .args(["daemon", "--config", z.config()])
-        .env_remove("FLXP_CONFIG")
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_daemon(&z);
     let start = Instant::now();
     // pve1 starts with 12 busy guests; the daemon moves some away.
     while z.guests_on("pve1").len() >= 12 && start.elapsed() < Duration::from_secs(60) {
@@ -53,7 +75,6 @@ fn a_config_without_zones_is_refused() {
 
 #[test]
 fn a_second_stop_signal_quits_without_waiting() {
-    use std::io::{BufRead, BufReader};
     // Slow migrations: the first one is still running when both signals arrive.
     let z = sim_zone(
         UNBALANCED,
@@ -61,28 +82,12 @@ fn a_second_stop_signal_quits_without_waiting() {
         "\n[daemon]\ninterval-secs = 1\n\n[balance.trigger]\nhold = 1\n",
         |_| {},
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_flxp"))
-        .args(["daemon", "--config", z.config()])
-        .env_remove("FLXP_CONFIG")
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_daemon(&z);
     z.wait_until_migrating();
     let pid = child.id().to_string();
     let term = || Command::new("kill").args(["-TERM", &pid]).status().unwrap();
     assert!(term().success());
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let mut seen = String::new();
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        seen.push_str(&line);
-        seen.push('\n');
-        if line.contains("stop requested") {
-            break;
-        }
-    }
+    let seen = stderr_until(&mut child, "stop requested");
     assert!(seen.contains("stop requested"), "{seen}");
     assert!(term().success());
     let status = child.wait().unwrap();
@@ -92,7 +97,6 @@ fn a_second_stop_signal_quits_without_waiting() {
 
 #[test]
 fn a_guest_that_cannot_leave_a_node_in_maintenance_is_named_with_its_reason() {
-    use std::io::{BufRead, BufReader};
     let mut pinned = 0u64;
     let z = sim_zone(
         UNBALANCED,
@@ -109,25 +113,8 @@ fn a_guest_that_cannot_leave_a_node_in_maintenance_is_named_with_its_reason() {
             pinned = guest["vmid"].as_u64().unwrap();
         },
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_flxp"))
-        .args(["daemon", "--config", z.config()])
-        .env_remove("FLXP_CONFIG")
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    let mut seen = String::new();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    while start.elapsed() < Duration::from_secs(60) {
-        let Some(Ok(line)) = lines.next() else { break };
-        seen.push_str(&line);
-        seen.push('\n');
-        if line.contains("guest stays") {
-            break;
-        }
-    }
+    let mut child = spawn_daemon(&z);
+    let seen = stderr_until(&mut child, "guest stays");
     let _ = child.kill();
     let _ = child.wait();
     let line = seen
