@@ -19,19 +19,24 @@ fn spawn_daemon(z: &SimZone) -> Child {
         .unwrap()
 }
 
-/// The child's stderr up to and including the first line holding `needle` (or all of it).
+/// The child's stderr up to and including the first line holding `needle` (or all of it). The
+/// pipe goes back to the child afterwards, so it stays open while the child runs on.
 fn stderr_until(child: &mut Child, needle: &str) -> String {
     let mut seen = String::new();
     let Some(pipe) = child.stderr.take() else {
         return seen;
     };
-    for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+    let mut reader = BufReader::new(pipe);
+    let mut line = String::new();
+    while matches!(reader.read_line(&mut line), Ok(n) if n > 0) {
         seen.push_str(&line);
-        seen.push('\n');
-        if line.contains(needle) {
+        let found = line.contains(needle);
+        line.clear();
+        if found {
             break;
         }
     }
+    child.stderr = Some(reader.into_inner());
     seen
 }
 
@@ -75,10 +80,11 @@ fn a_config_without_zones_is_refused() {
 
 #[test]
 fn a_second_stop_signal_quits_without_waiting() {
-    // Slow migrations: the first one is still running when both signals arrive.
+    // Slow migrations (tens of seconds): the first one is still running when both signals arrive,
+    // even on a loaded machine.
     let z = sim_zone(
         UNBALANCED,
-        2.0,
+        0.2,
         "\n[daemon]\ninterval-secs = 1\n\n[balance.trigger]\nhold = 1\n",
         |_| {},
     );
@@ -123,4 +129,27 @@ fn a_guest_that_cannot_leave_a_node_in_maintenance_is_named_with_its_reason() {
         .unwrap_or_else(|| panic!("no guest named:\n{seen}"));
     assert!(line.contains(&format!("vmid={pinned}")), "{line}");
     assert!(line.contains("flxp.node"), "{line}");
+}
+
+#[test]
+fn the_daemon_goes_on_when_its_log_reader_goes_away() {
+    let z = sim_zone(
+        UNBALANCED,
+        100_000.0,
+        "\n[daemon]\ninterval-secs = 1\n\n[balance.trigger]\nhold = 1\n",
+        |_| {},
+    );
+    let mut child = spawn_daemon(&z);
+    let seen = stderr_until(&mut child, "daemon started");
+    assert!(seen.contains("daemon started"), "{seen}");
+    drop(child.stderr.take());
+    // It goes on balancing with nobody reading its log (it used to panic on the first line).
+    let start = Instant::now();
+    while z.guests_on("pve1").len() >= 12 && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(z.guests_on("pve1").len() < 12, "nothing moved");
+    assert!(child.try_wait().unwrap().is_none(), "the daemon died");
+    let _ = child.kill();
+    let _ = child.wait();
 }
