@@ -76,5 +76,8 @@ fn init_tracing(verbose: u8) {
         .with_ansi(ansi)
         .with_writer(std::io::stderr)
         .with_target(false)
+        // A log reader that went away must not stop a run: tracing-subscriber would report the
+        // failed write with `eprintln!`, which panics on the same closed pipe.
+        .log_internal_errors(false)
         .init();
 }

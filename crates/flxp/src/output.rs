@@ -57,9 +57,15 @@ pub fn say(text: impl std::fmt::Display) {
     let _ = writeln!(std::io::stdout().lock(), "{text}");
 }
 
+/// Prints `text` on stderr, ignoring a closed pipe: losing a log reader must not stop a run
+/// (`eprintln!` would panic mid-migration).
+pub fn tell(text: impl std::fmt::Display) {
+    let _ = writeln!(std::io::stderr().lock(), "{text}");
+}
+
 fn print_warnings(warnings: &[impl std::fmt::Display]) {
     for w in warnings {
-        eprintln!("warning: {w}");
+        tell(format_args!("warning: {w}"));
     }
 }
 

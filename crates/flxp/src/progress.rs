@@ -116,7 +116,7 @@ impl Drop for LogLine {
             return;
         }
         if self.multi.is_hidden() {
-            eprintln!("{text}");
+            crate::output::tell(text);
         } else {
             let _ = self.multi.println(text);
         }

@@ -185,7 +185,9 @@ async fn plan_and_run(
     }
     tokio::spawn(async move {
         crate::signal::stop_requested().await;
-        eprintln!("stopping: no new migrations; waiting for running ones (Ctrl-C again to quit)");
+        crate::output::tell(
+            "stopping: no new migrations; waiting for running ones (Ctrl-C again to quit)",
+        );
         stop_handle.stop();
         crate::signal::stop_requested().await;
         std::process::exit(1);
