@@ -62,7 +62,7 @@ fn run(runtime: &tokio::runtime::Runtime, case: Case) {
     .unwrap();
     let placer = Arc::new(Placer::new(PlacementOptions::default(), Vec::new()).unwrap());
     let clock_sim = sim.clone();
-    let executor = Executor::new(name, Arc::new(client), placer)
+    let executor = Executor::new(name, client.into(), placer)
         .with_options(ExecuteOptions {
             limits,
             poll: POLL,

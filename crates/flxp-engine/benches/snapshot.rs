@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use flxp_core::Snapshot;
 use flxp_pve::fake::FakeApi;
-use flxp_pve::{Client, ClientBuilder, Credentials, Fingerprint, Host, PveApi, Secret, TlsTrust};
+use flxp_pve::{Client, ClientBuilder, Credentials, Fingerprint, Host, Secret, TlsTrust};
 use flxp_sim::{Scenario, Sim, SimHandle, TlsIdentity};
 use serde_json::{Value, json};
 

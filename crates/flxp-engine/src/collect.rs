@@ -14,7 +14,7 @@ use futures_util::stream;
 use flxp_core::Snapshot;
 use flxp_core::snapshot::{Ha, NodeExtra, RrdRow};
 use flxp_pve::types::{RrdQuery, RrdTimeframe};
-use flxp_pve::{ApiErrorKind, PveApi};
+use flxp_pve::{ApiErrorKind, Pve, Transport};
 
 /// Per-node calls in flight at once: enough to hide latency, few enough not to flood pveproxy.
 const NODE_CONCURRENCY: usize = 16;
@@ -74,7 +74,10 @@ fn latest_row_with_data(rows: Vec<RrdRow>) -> Option<RrdRow> {
 }
 
 /// Notes and the latest RRD row of one online node.
-async fn node_extra(api: &dyn PveApi, node: String) -> Result<(String, NodeExtra), CollectError> {
+async fn node_extra<T: Transport + ?Sized>(
+    api: &Pve<T>,
+    node: String,
+) -> Result<(String, NodeExtra), CollectError> {
     let query = RrdQuery {
         timeframe: RrdTimeframe::Hour,
         cf: None,
@@ -91,12 +94,15 @@ async fn node_extra(api: &dyn PveApi, node: String) -> Result<(String, NodeExtra
 }
 
 /// Collects Contract 1 from a live API; `time` is the cluster's clock when its answers say it
-/// ([`PveApi::server_time`]), else `now` (epoch seconds of this machine).
+/// ([`Pve::server_time`]), else `now` (epoch seconds of this machine).
 ///
 /// Calls: one `/cluster/resources`, then concurrently two per online node plus HA rules,
 /// resources, status, options and tasks. HA, notes and RRD rows that the token may not read
 /// (403) or this Proxmox lacks (501) are left out; any other failure is an error naming the call.
-pub async fn collect_snapshot(api: &dyn PveApi, now: i64) -> Result<Snapshot, CollectError> {
+pub async fn collect_snapshot<T: Transport + ?Sized>(
+    api: &Pve<T>,
+    now: i64,
+) -> Result<Snapshot, CollectError> {
     let resources = api
         .cluster_resources(None)
         .await

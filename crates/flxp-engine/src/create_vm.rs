@@ -25,7 +25,7 @@ use flxp_core::units::fmt_bytes;
 use flxp_pve::types::{
     CloneParams, DeleteParams, GuestKind, ResizeParams, StartParams, StopParams, Upid,
 };
-use flxp_pve::{PveApi, TaskWait};
+use flxp_pve::{Pve, TaskWait};
 use tracing::{info, warn};
 
 pub use config::{
@@ -183,7 +183,7 @@ pub const CREATING_TAG: &str = "flxp.creating";
 
 /// Creates VMs in one zone: the API, the placement pipeline and the zone's reservations.
 pub struct Creator {
-    api: Arc<dyn PveApi>,
+    api: Pve,
     placer: Arc<Placer>,
     reservations: Arc<Reservations>,
     options: CreateOptions,
@@ -223,7 +223,7 @@ impl Source {
 impl Creator {
     /// A creator for one zone.
     pub fn new(
-        api: Arc<dyn PveApi>,
+        api: Pve,
         placer: Arc<Placer>,
         reservations: Arc<Reservations>,
         options: CreateOptions,

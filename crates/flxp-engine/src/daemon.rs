@@ -23,7 +23,7 @@ use flxp_core::Overrides;
 use flxp_core::balance::{self, BalanceOptions, Decision, EvacuateOptions, Plan};
 use flxp_core::constraints::violations;
 use flxp_core::placement::Placer;
-use flxp_pve::PveApi;
+use flxp_pve::Pve;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
@@ -39,7 +39,7 @@ pub struct Zone {
     /// Zone name (the config's `[zones.<name>]`).
     pub name: String,
     /// The zone's API.
-    pub api: Arc<dyn PveApi>,
+    pub api: Pve,
     /// Node notes and maintenance set in the config.
     pub overrides: Overrides,
     /// VM creations in flight in this process (`flxp serve`), counted before every decision.
@@ -353,7 +353,7 @@ impl Daemon {
         }
         let executor = Executor::new(
             z.zone.name.clone(),
-            Arc::clone(&z.zone.api),
+            z.zone.api.clone(),
             Arc::clone(&self.inner.parts.placer),
         )
         .with_overrides(z.zone.overrides.clone())

@@ -21,7 +21,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use flxp_core::balance::{Migration, Plan, check_step};
 use flxp_core::placement::Placer;
 use flxp_core::{Overrides, Snapshot};
-use flxp_pve::PveApi;
+use flxp_pve::Pve;
 
 use crate::collect::collect_snapshot;
 use crate::error::Result;
@@ -83,7 +83,7 @@ impl Default for ExecuteOptions {
 #[derive(Clone)]
 pub struct Executor {
     pub(crate) zone: String,
-    pub(crate) api: Arc<dyn PveApi>,
+    pub(crate) api: Pve,
     pub(crate) placer: Arc<Placer>,
     overrides: Overrides,
     pub(crate) options: ExecuteOptions,
@@ -116,7 +116,7 @@ pub(crate) enum NoStart {
 impl Executor {
     /// An executor for a zone with default options, no overrides, no progress events, the system
     /// clock and no stop signal.
-    pub fn new(zone: impl Into<String>, api: Arc<dyn PveApi>, placer: Arc<Placer>) -> Self {
+    pub fn new(zone: impl Into<String>, api: Pve, placer: Arc<Placer>) -> Self {
         Self {
             zone: zone.into(),
             api,
@@ -174,7 +174,7 @@ impl Executor {
 
     /// Reads the zone's cluster now.
     pub async fn snapshot(&self) -> Result<Snapshot> {
-        Ok(collect_snapshot(self.api.as_ref(), (self.clock)()).await?)
+        Ok(collect_snapshot(&self.api, (self.clock)()).await?)
     }
 
     /// Reads the zone's cluster and plans a goal on it.

@@ -9,7 +9,7 @@
 //!   `Daemon::new(zones, placer, options)`, `run(shutdown)`, `run_round(zone)`.
 //!
 //! ```no_run
-//! # async fn demo(api: std::sync::Arc<dyn flxp_pve::PveApi>) -> flxp_engine::Result<()> {
+//! # async fn demo(api: flxp_pve::Pve) -> flxp_engine::Result<()> {
 //! use std::sync::Arc;
 //! use flxp_core::balance::BalanceOptions;
 //! use flxp_core::placement::{PlacementOptions, Placer};

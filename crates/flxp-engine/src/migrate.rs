@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use flxp_core::balance::Migration;
 use flxp_core::cluster::GuestKind;
-use flxp_pve::PveApi;
+use flxp_pve::Pve;
 use flxp_pve::types::migrate::NotAllowedNode;
 use flxp_pve::types::{
     LxcMigrateParams, QemuMigrateParams, ResourceType, TaskLogQuery, TaskStatus, Upid,
@@ -61,7 +61,7 @@ pub type Failure = String;
 
 /// One migration in flight, for progress events.
 struct Follow<'a> {
-    api: &'a dyn PveApi,
+    api: &'a Pve,
     m: &'a Migration,
     zone: &'a str,
     settings: &'a MigrateSettings,
@@ -275,7 +275,7 @@ fn is_linked_clone(volid: &str) -> bool {
 /// Checks that the target's storages (same ids: no `targetstorage` is sent) have room for the
 /// local disks that would be copied; a storage the target does not report is left to Proxmox.
 async fn target_room(
-    api: &dyn PveApi,
+    api: &Pve,
     to: &str,
     disks: &[&flxp_pve::types::migrate::LocalDisk],
 ) -> Result<(), Failure> {
@@ -318,7 +318,7 @@ async fn target_room(
 
 /// Checks the precondition and starts the migration; the UPID of the task Proxmox started.
 async fn start(
-    api: &dyn PveApi,
+    api: &Pve,
     m: &Migration,
     settings: &MigrateSettings,
 ) -> Result<(Upid, bool), Failure> {
@@ -417,7 +417,7 @@ async fn start(
 
 /// Carries out one migration and follows it to its end; emits `Started` and `Progress` events.
 pub async fn migrate(
-    api: &dyn PveApi,
+    api: &Pve,
     m: &Migration,
     zone: &str,
     settings: &MigrateSettings,

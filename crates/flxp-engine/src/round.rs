@@ -181,14 +181,13 @@ impl<'e> Round<'e> {
         if !m.bundle.is_empty() && !self.bundles.contains(&m.bundle) {
             self.bundles.push(m.bundle.clone());
         }
-        let api = Arc::clone(&self.exec.api);
+        let api = self.exec.api.clone();
         let progress = Arc::clone(&self.exec.progress);
         let settings = Arc::clone(&self.settings);
         let zone = self.exec.zone.clone();
         let moving = m.clone();
-        let follow = async move {
-            migrate(api.as_ref(), &moving, &zone, &settings, progress.as_ref()).await
-        };
+        let follow =
+            async move { migrate(&api, &moving, &zone, &settings, progress.as_ref()).await };
         // The follower logs in this round's span, to this round's subscriber.
         let handle = self
             .followers

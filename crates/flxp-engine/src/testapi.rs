@@ -4,13 +4,16 @@
 //! needs guests that move when their task ends, locks while they move, and HA that moves a guest
 //! some reads after `hamigrate`. This fake keeps a snapshot behind a lock, records every call as
 //! `METHOD /path` (writes with their form body), and plays per-guest scripts: how many polls a
-//! migration task stays running, whether it fails and with what text, the task log lines. Calls
-//! it does not script answer 501, so a test fails fast on an unexpected call.
+//! migration task stays running, whether it fails and with what text, the task log lines. It is
+//! a `Transport` routing on `METHOD /path`: calls it does not route answer 501, so a test fails
+//! fast on an unexpected call.
 // Tests may panic on malformed fixtures: that is the failure report.
 #![allow(clippy::unwrap_used)]
+// Route handlers answer with `flxp_pve::Error`, as the HTTP transport does; its size is its own.
+#![allow(clippy::result_large_err)]
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use async_trait::async_trait;
 use flxp_core::Snapshot;
@@ -18,7 +21,8 @@ use flxp_core::snapshot::Task;
 use flxp_pve::types::form::to_form;
 use flxp_pve::types::migrate::LocalDisk;
 use flxp_pve::types::*;
-use flxp_pve::{PveApi, Result, api_error};
+use flxp_pve::{Captures, Request, Result, Router, Transport, api_error, not_routed, reply};
+use serde_json::Value;
 
 /// How one guest's migration goes.
 #[derive(Debug, Clone)]
@@ -193,22 +197,22 @@ pub fn is_collect_call(c: &str) -> bool {
             && !c.contains("/lxc/")
 }
 
-fn unsupported(method: &str, path: &str) -> flxp_pve::Error {
-    api_error(
-        method,
-        path,
-        501,
-        &format!("Method '{method} {path}' not implemented"),
-        b"",
-    )
-}
-
 fn die(method: &str, path: &str, message: &str) -> flxp_pve::Error {
     let body = serde_json::json!({"data": null, "message": format!("{message}\n")}).to_string();
     api_error(method, path, 500, message, body.as_bytes())
 }
 
 impl World {
+    /// The nodes other than `node`: where a guest may go when no script says otherwise.
+    fn other_nodes(&self, node: &str) -> Vec<String> {
+        self.snapshot
+            .resources
+            .iter()
+            .filter(|r| r.kind.as_deref() == Some("node") && r.node.as_deref() != Some(node))
+            .filter_map(|r| r.node.clone())
+            .collect()
+    }
+
     fn guest_mut(&mut self, vmid: u32) -> Option<&mut Resource> {
         self.snapshot
             .resources
@@ -413,12 +417,50 @@ impl World {
 }
 
 #[async_trait]
-impl PveApi for ScriptedApi {
-    async fn version(&self) -> Result<Version> {
-        Err(unsupported("GET", "/version"))
+impl Transport for ScriptedApi {
+    async fn send(&self, request: Request) -> Result<Value> {
+        static ROUTES: OnceLock<Router<ScriptedApi>> = OnceLock::new();
+        let routes = ROUTES.get_or_init(|| {
+            Router::new()
+                .route("GET /cluster/resources", ScriptedApi::cluster_resources)
+                .route("GET /cluster/options", ScriptedApi::cluster_options)
+                .route("GET /cluster/tasks", ScriptedApi::cluster_tasks)
+                .route("GET /cluster/ha/resources", ScriptedApi::ha_resources)
+                .route("GET /cluster/ha/rules", ScriptedApi::ha_rules)
+                .route("GET /cluster/ha/status/current", ScriptedApi::ha_status)
+                .route("GET /nodes/{node}/config", ScriptedApi::node_config)
+                .route("GET /nodes/{node}/rrddata", ScriptedApi::node_rrddata)
+                .route("GET /nodes/{node}/storage", ScriptedApi::node_storage)
+                .route(
+                    "GET /nodes/{node}/qemu/{vmid}/migrate",
+                    ScriptedApi::qemu_precondition,
+                )
+                .route(
+                    "GET /nodes/{node}/lxc/{vmid}/migrate",
+                    ScriptedApi::lxc_precondition,
+                )
+                .route(
+                    "POST /nodes/{node}/qemu/{vmid}/migrate",
+                    ScriptedApi::migrate_qemu,
+                )
+                .route(
+                    "POST /nodes/{node}/lxc/{vmid}/migrate",
+                    ScriptedApi::migrate_lxc,
+                )
+                .route(
+                    "GET /nodes/{node}/tasks/{upid}/status",
+                    ScriptedApi::task_status,
+                )
+                .route("GET /nodes/{node}/tasks/{upid}/log", ScriptedApi::task_log)
+        });
+        routes.handle(self, &request)
     }
+}
 
-    async fn cluster_resources(&self, kind: Option<ResourceType>) -> Result<Vec<Resource>> {
+/// The routed endpoints: each records its call as `METHOD /path` (writes with their form body).
+impl ScriptedApi {
+    fn cluster_resources(&self, request: &Request, _: &Captures) -> Result<Value> {
+        let ResourcesQuery { kind } = request.decode_params()?;
         let mut w = self.lock();
         match kind {
             None => {
@@ -438,112 +480,51 @@ impl PveApi for ScriptedApi {
                 w.calls.push("GET /cluster/resources?type=vm".into());
                 w.ha_tick();
             }
-            Some(_) => return Err(unsupported("GET", "/cluster/resources")),
+            Some(_) => return Err(not_routed(request)),
         }
         let keep = |r: &&Resource| match kind {
             Some(ResourceType::Vm) => matches!(r.kind.as_deref(), Some("qemu" | "lxc")),
             _ => true,
         };
-        Ok(w.snapshot.resources.iter().filter(keep).cloned().collect())
+        reply(w.snapshot.resources.iter().filter(keep).collect::<Vec<_>>())
     }
 
-    async fn cluster_status(&self) -> Result<Vec<ClusterStatusEntry>> {
-        Err(unsupported("GET", "/cluster/status"))
-    }
-
-    async fn cluster_options(&self) -> Result<ClusterOptions> {
+    fn cluster_options(&self, _: &Request, _: &Captures) -> Result<Value> {
         let mut w = self.lock();
         w.calls.push("GET /cluster/options".into());
-        Ok(w.snapshot.options.clone())
+        reply(&w.snapshot.options)
     }
 
-    async fn cluster_tasks(&self) -> Result<Vec<Task>> {
+    fn cluster_tasks(&self, _: &Request, _: &Captures) -> Result<Value> {
         let mut w = self.lock();
         w.calls.push("GET /cluster/tasks".into());
-        Ok(w.snapshot.tasks.clone())
+        reply(&w.snapshot.tasks)
     }
 
-    async fn next_id(&self, _vmid: Option<u32>) -> Result<u32> {
-        Err(unsupported("GET", "/cluster/nextid"))
-    }
-
-    async fn nodes(&self) -> Result<Vec<NodeListEntry>> {
-        Err(unsupported("GET", "/nodes"))
-    }
-
-    async fn node_status(&self, node: &str) -> Result<NodeStatus> {
-        Err(unsupported("GET", &format!("/nodes/{node}/status")))
-    }
-
-    async fn node_config(&self, node: &str) -> Result<NodeConfig> {
+    fn node_config(&self, _: &Request, c: &Captures) -> Result<Value> {
+        let node = c.get("node");
         let mut w = self.lock();
         w.calls.push(format!("GET /nodes/{node}/config"));
-        Ok(NodeConfig {
+        reply(NodeConfig {
             description: w.snapshot.nodes.get(node).and_then(|n| n.notes.clone()),
             ..NodeConfig::default()
         })
     }
 
-    async fn update_node_config(&self, node: &str, _update: &NodeConfigUpdate) -> Result<()> {
-        Err(unsupported("PUT", &format!("/nodes/{node}/config")))
+    fn node_rrddata(&self, _: &Request, c: &Captures) -> Result<Value> {
+        self.record(format!("GET /nodes/{}/rrddata", c.get("node")));
+        reply(Vec::<RrdRow>::new())
     }
 
-    async fn node_rrddata(&self, node: &str, _query: &RrdQuery) -> Result<Vec<RrdRow>> {
-        self.record(format!("GET /nodes/{node}/rrddata"));
-        Ok(Vec::new())
-    }
-
-    async fn node_storage(&self, node: &str, _query: &StorageQuery) -> Result<Vec<StorageEntry>> {
+    fn node_storage(&self, request: &Request, c: &Captures) -> Result<Value> {
+        let node = c.get("node");
         self.record(format!("GET /nodes/{node}/storage"));
-        self.lock()
-            .storages
-            .get(node)
-            .cloned()
-            .ok_or_else(|| unsupported("GET", &format!("/nodes/{node}/storage")))
+        let storages = self.lock().storages.get(node).cloned();
+        reply(storages.ok_or_else(|| not_routed(request))?)
     }
 
-    async fn guests(&self, node: &str, kind: GuestKind) -> Result<Vec<GuestListEntry>> {
-        Err(unsupported("GET", &format!("/nodes/{node}/{kind}")))
-    }
-
-    async fn guest_status(
-        &self,
-        node: &str,
-        kind: GuestKind,
-        vmid: u32,
-    ) -> Result<GuestStatusCurrent> {
-        Err(unsupported(
-            "GET",
-            &format!("/nodes/{node}/{kind}/{vmid}/status/current"),
-        ))
-    }
-
-    async fn guest_config(&self, node: &str, kind: GuestKind, vmid: u32) -> Result<GuestConfig> {
-        Err(unsupported(
-            "GET",
-            &format!("/nodes/{node}/{kind}/{vmid}/config"),
-        ))
-    }
-
-    async fn update_guest_config(
-        &self,
-        node: &str,
-        kind: GuestKind,
-        vmid: u32,
-        _update: &ConfigUpdate,
-    ) -> Result<()> {
-        Err(unsupported(
-            "PUT",
-            &format!("/nodes/{node}/{kind}/{vmid}/config"),
-        ))
-    }
-
-    async fn qemu_migrate_precondition(
-        &self,
-        node: &str,
-        vmid: u32,
-        _target: Option<&str>,
-    ) -> Result<QemuMigratePrecondition> {
+    fn qemu_precondition(&self, request: &Request, c: &Captures) -> Result<Value> {
+        let (node, vmid) = (c.get("node"), c.u32("vmid", request)?);
         let path = format!("/nodes/{node}/qemu/{vmid}/migrate");
         let mut w = self.lock();
         w.calls.push(format!("GET {path}"));
@@ -560,29 +541,18 @@ impl PveApi for ScriptedApi {
             return Err(die("GET", &path, &format!("VM is locked ({lock})")));
         }
         if let Some(p) = w.scripts.get(&vmid).and_then(|s| s.precondition.clone()) {
-            return Ok(p);
+            return reply(p);
         }
         let running = g.status.as_deref() == Some("running");
-        let allowed = w
-            .snapshot
-            .resources
-            .iter()
-            .filter(|r| r.kind.as_deref() == Some("node") && r.node.as_deref() != Some(node))
-            .filter_map(|r| r.node.clone())
-            .collect();
-        Ok(QemuMigratePrecondition {
+        reply(QemuMigratePrecondition {
             running: Some(running),
-            allowed_nodes: allowed,
+            allowed_nodes: w.other_nodes(node),
             ..QemuMigratePrecondition::default()
         })
     }
 
-    async fn lxc_migrate_precondition(
-        &self,
-        node: &str,
-        vmid: u32,
-        _target: Option<&str>,
-    ) -> Result<LxcMigratePrecondition> {
+    fn lxc_precondition(&self, request: &Request, c: &Captures) -> Result<Value> {
+        let (node, vmid) = (c.get("node"), c.u32("vmid", request)?);
         let path = format!("/nodes/{node}/lxc/{vmid}/migrate");
         let mut w = self.lock();
         w.calls.push(format!("GET {path}"));
@@ -590,45 +560,38 @@ impl PveApi for ScriptedApi {
             return Err(die("GET", &path, "no such container"));
         };
         let running = g.status.as_deref() == Some("running");
-        let allowed = w
-            .snapshot
-            .resources
-            .iter()
-            .filter(|r| r.kind.as_deref() == Some("node") && r.node.as_deref() != Some(node))
-            .filter_map(|r| r.node.clone())
-            .collect();
-        Ok(LxcMigratePrecondition {
+        reply(LxcMigratePrecondition {
             running: Some(running),
-            allowed_nodes: allowed,
+            allowed_nodes: w.other_nodes(node),
             ..LxcMigratePrecondition::default()
         })
     }
 
-    async fn migrate_qemu(
-        &self,
-        node: &str,
-        vmid: u32,
-        params: &QemuMigrateParams,
-    ) -> Result<Upid> {
+    fn migrate_qemu(&self, request: &Request, c: &Captures) -> Result<Value> {
+        let (node, vmid) = (c.get("node"), c.u32("vmid", request)?);
+        let params: QemuMigrateParams = request.decode_params()?;
         let path = format!("/nodes/{node}/qemu/{vmid}/migrate");
         let mut w = self.lock();
         w.calls
-            .push(format!("POST {path} {}", to_form(params).unwrap()));
+            .push(format!("POST {path} {}", to_form(&params).unwrap()));
         if let Some(lock) = w.guest(vmid).and_then(|g| g.lock.clone()) {
             return Err(die("POST", &path, &format!("VM is locked ({lock})")));
         }
-        Ok(w.migrate(node, vmid, &params.target, "qmigrate"))
+        reply(w.migrate(node, vmid, &params.target, "qmigrate"))
     }
 
-    async fn migrate_lxc(&self, node: &str, vmid: u32, params: &LxcMigrateParams) -> Result<Upid> {
+    fn migrate_lxc(&self, request: &Request, c: &Captures) -> Result<Value> {
+        let (node, vmid) = (c.get("node"), c.u32("vmid", request)?);
+        let params: LxcMigrateParams = request.decode_params()?;
         let path = format!("/nodes/{node}/lxc/{vmid}/migrate");
         let mut w = self.lock();
         w.calls
-            .push(format!("POST {path} {}", to_form(params).unwrap()));
-        Ok(w.migrate(node, vmid, &params.target, "vzmigrate"))
+            .push(format!("POST {path} {}", to_form(&params).unwrap()));
+        reply(w.migrate(node, vmid, &params.target, "vzmigrate"))
     }
 
-    async fn task_status(&self, upid: &Upid) -> Result<TaskStatus> {
+    fn task_status(&self, _: &Request, c: &Captures) -> Result<Value> {
+        let upid: Upid = c.get("upid").parse().unwrap();
         let path = format!("/nodes/{}/tasks/{upid}/status", upid.node());
         let mut w = self.lock();
         w.calls.push(format!("GET {path}"));
@@ -651,7 +614,7 @@ impl PveApi for ScriptedApi {
         };
         if t.polls_left > 0 {
             t.polls_left -= 1;
-            return Ok(base);
+            return reply(base);
         }
         let t = t.clone();
         let exit = t.fail.clone().unwrap_or_else(|| "OK".into());
@@ -663,14 +626,16 @@ impl PveApi for ScriptedApi {
             }
         }
         w.end_task(upid.as_str(), &exit);
-        Ok(TaskStatus {
+        reply(TaskStatus {
             status: "stopped".into(),
             exitstatus: Some(exit),
             ..base
         })
     }
 
-    async fn task_log(&self, upid: &Upid, query: &TaskLogQuery) -> Result<Vec<TaskLogLine>> {
+    fn task_log(&self, request: &Request, c: &Captures) -> Result<Value> {
+        let upid: Upid = c.get("upid").parse().unwrap();
+        let query: TaskLogQuery = request.decode_params()?;
         let mut w = self.lock();
         w.calls
             .push(format!("GET /nodes/{}/tasks/{upid}/log", upid.node()));
@@ -680,7 +645,7 @@ impl PveApi for ScriptedApi {
             t.log[..shown].to_vec()
         });
         let start = usize::try_from(query.start.unwrap_or(0)).unwrap_or(0);
-        Ok(lines
+        let lines: Vec<TaskLogLine> = lines
             .unwrap_or_default()
             .into_iter()
             .enumerate()
@@ -689,123 +654,26 @@ impl PveApi for ScriptedApi {
                 n: Some(i as u64 + 1),
                 t: Some(t),
             })
-            .collect())
+            .collect();
+        reply(lines)
     }
 
-    async fn clone_qemu(&self, node: &str, vmid: u32, _params: &CloneParams) -> Result<Upid> {
-        Err(unsupported(
-            "POST",
-            &format!("/nodes/{node}/qemu/{vmid}/clone"),
-        ))
-    }
-
-    async fn create_qemu(&self, node: &str, _params: &CreateParams) -> Result<Upid> {
-        Err(unsupported("POST", &format!("/nodes/{node}/qemu")))
-    }
-
-    async fn resize_disk(
-        &self,
-        node: &str,
-        vmid: u32,
-        _params: &ResizeParams,
-    ) -> Result<Option<Upid>> {
-        Err(unsupported(
-            "PUT",
-            &format!("/nodes/{node}/qemu/{vmid}/resize"),
-        ))
-    }
-
-    async fn start_guest(
-        &self,
-        node: &str,
-        kind: GuestKind,
-        vmid: u32,
-        _params: &StartParams,
-    ) -> Result<Upid> {
-        Err(unsupported(
-            "POST",
-            &format!("/nodes/{node}/{kind}/{vmid}/status/start"),
-        ))
-    }
-
-    async fn shutdown_guest(
-        &self,
-        node: &str,
-        kind: GuestKind,
-        vmid: u32,
-        _params: &ShutdownParams,
-    ) -> Result<Upid> {
-        Err(unsupported(
-            "POST",
-            &format!("/nodes/{node}/{kind}/{vmid}/status/shutdown"),
-        ))
-    }
-
-    async fn stop_guest(
-        &self,
-        node: &str,
-        kind: GuestKind,
-        vmid: u32,
-        _params: &StopParams,
-    ) -> Result<Upid> {
-        Err(unsupported(
-            "POST",
-            &format!("/nodes/{node}/{kind}/{vmid}/status/stop"),
-        ))
-    }
-
-    async fn delete_guest(
-        &self,
-        node: &str,
-        kind: GuestKind,
-        vmid: u32,
-        _params: &DeleteParams,
-    ) -> Result<Upid> {
-        Err(unsupported(
-            "DELETE",
-            &format!("/nodes/{node}/{kind}/{vmid}"),
-        ))
-    }
-
-    async fn ha_resources(&self) -> Result<Vec<HaResource>> {
+    fn ha_resources(&self, _: &Request, _: &Captures) -> Result<Value> {
         let mut w = self.lock();
         w.calls.push("GET /cluster/ha/resources".into());
-        Ok(w.snapshot.ha.resources.clone())
+        reply(&w.snapshot.ha.resources)
     }
 
-    async fn ha_rules(&self) -> Result<Vec<HaRule>> {
+    fn ha_rules(&self, _: &Request, _: &Captures) -> Result<Value> {
         let mut w = self.lock();
         w.calls.push("GET /cluster/ha/rules".into());
-        Ok(w.snapshot.ha.rules.clone())
+        reply(&w.snapshot.ha.rules)
     }
 
-    async fn ha_status_current(&self) -> Result<Vec<HaStatusEntry>> {
+    fn ha_status(&self, _: &Request, _: &Captures) -> Result<Value> {
         let mut w = self.lock();
         w.calls.push("GET /cluster/ha/status/current".into());
-        Ok(w.snapshot.ha.status.clone())
-    }
-
-    async fn ha_manager_status(&self) -> Result<ManagerStatusResponse> {
-        Err(unsupported("GET", "/cluster/ha/status/manager_status"))
-    }
-
-    async fn ha_migrate(&self, sid: &str, _params: &HaMigrateParams) -> Result<HaMigrateResponse> {
-        Err(unsupported(
-            "POST",
-            &format!("/cluster/ha/resources/{sid}/migrate"),
-        ))
-    }
-
-    async fn permissions(&self, _query: &PermissionsQuery) -> Result<Permissions> {
-        Err(unsupported("GET", "/access/permissions"))
-    }
-
-    async fn pools(&self) -> Result<Vec<PoolListEntry>> {
-        Err(unsupported("GET", "/pools"))
-    }
-
-    async fn pool(&self, poolid: &str) -> Result<Pool> {
-        Err(unsupported("GET", &format!("/pools/{poolid}")))
+        reply(&w.snapshot.ha.status)
     }
 }
 

@@ -7,9 +7,9 @@
 //! Proxmox is never repeated: its timeout or error is returned as is.
 
 use std::fmt;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 
+use async_trait::async_trait;
 use reqwest::Method;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, COOKIE, DATE, HeaderValue};
 use serde::de::DeserializeOwned;
@@ -19,7 +19,10 @@ use tokio::time::{Duration, Instant};
 use crate::auth::{Credentials, TICKET_LIFETIME, Ticket};
 use crate::error::{ApiErrorKind, Error, Result, api_error};
 use crate::host::Host;
+use crate::pve::Pve;
+use crate::request::Request;
 use crate::tls::{TlsTrust, client_config};
+use crate::transport::Transport;
 use crate::types::{TicketRequest, TicketResponse, form};
 
 /// The login endpoint; a 401 from it means wrong credentials, not an outdated ticket.
@@ -114,29 +117,25 @@ impl ClientBuilder {
                 key: "tls".into(),
                 message: e.to_string(),
             })?;
-        Ok(Client {
-            inner: Arc::new(Inner {
-                http,
-                hosts: self.hosts,
-                preferred: AtomicUsize::new(0),
-                server_time: AtomicI64::new(0),
-                credentials: self.credentials,
-                ticket: Mutex::new(None),
-                retries: self.retries,
-                backoff: self.backoff,
-                renew_after: self.renew_after,
-            }),
-        })
+        Ok(Pve::typed(HttpTransport {
+            http,
+            hosts: self.hosts,
+            preferred: AtomicUsize::new(0),
+            server_time: AtomicI64::new(0),
+            credentials: self.credentials,
+            ticket: Mutex::new(None),
+            retries: self.retries,
+            backoff: self.backoff,
+            renew_after: self.renew_after,
+        }))
     }
 }
 
 /// A Proxmox VE API client over HTTPS; cheap to clone (clones share connections and the ticket).
-#[derive(Clone)]
-pub struct Client {
-    inner: Arc<Inner>,
-}
+pub type Client = Pve<HttpTransport>;
 
-struct Inner {
+/// The [`Transport`] over HTTPS behind a [`Client`]: auth, host failover and retries.
+pub struct HttpTransport {
     http: reqwest::Client,
     hosts: Vec<Host>,
     /// Index of the host that answered last: tried first next time.
@@ -150,11 +149,11 @@ struct Inner {
     renew_after: Duration,
 }
 
-impl fmt::Debug for Client {
+impl fmt::Debug for HttpTransport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Client")
-            .field("hosts", &self.inner.hosts)
-            .field("credentials", &self.inner.credentials)
+            .field("hosts", &self.hosts)
+            .field("credentials", &self.credentials)
             .finish_non_exhaustive()
     }
 }
@@ -176,28 +175,57 @@ enum Auth {
 impl Client {
     /// The cluster's clock from the last answer's `Date` header, if any answer carried one.
     pub fn last_server_time(&self) -> Option<i64> {
-        Some(self.inner.server_time.load(Ordering::Relaxed)).filter(|&t| t > 0)
+        self.transport().last_server_time()
     }
 
     /// The configured API hosts, in failover order.
     pub fn hosts(&self) -> &[Host] {
-        &self.inner.hosts
+        &self.transport().hosts
     }
 
     /// The host that answered last (tried first by the next call).
     pub fn preferred_host(&self) -> &Host {
-        let i = self.inner.preferred.load(Ordering::Relaxed) % self.inner.hosts.len();
-        &self.inner.hosts[i]
+        self.transport().preferred_host()
+    }
+}
+
+#[async_trait]
+impl Transport for HttpTransport {
+    async fn send(&self, request: Request) -> Result<serde_json::Value> {
+        let Request {
+            method,
+            path,
+            params,
+            ..
+        } = request;
+        self.call(method, &path, params).await
+    }
+
+    fn server_time(&self) -> Option<i64> {
+        self.last_server_time()
+    }
+}
+
+impl HttpTransport {
+    /// The cluster's clock from the last answer's `Date` header, if any answer carried one.
+    pub fn last_server_time(&self) -> Option<i64> {
+        Some(self.server_time.load(Ordering::Relaxed)).filter(|&t| t > 0)
+    }
+
+    /// The host that answered last (tried first by the next call).
+    pub fn preferred_host(&self) -> &Host {
+        let i = self.preferred.load(Ordering::Relaxed) % self.hosts.len();
+        &self.hosts[i]
     }
 
     /// Calls one endpoint and returns its `data`. `params` is form-encoded: a query string for
     /// GET and DELETE, the body for POST and PUT.
-    pub(crate) async fn call<T: DeserializeOwned>(
+    async fn call(
         &self,
         method: Method,
         path: &str,
         params: Option<String>,
-    ) -> Result<T> {
+    ) -> Result<serde_json::Value> {
         let body = match self
             .execute(&method, path, params.as_deref(), Auth::Client)
             .await
@@ -209,16 +237,17 @@ impl Client {
                 endpoint,
                 ..
             }) if endpoint != LOGIN_PATH
-                && matches!(self.inner.credentials, Credentials::Password { .. }) =>
+                && matches!(self.credentials, Credentials::Password { .. }) =>
             {
                 tracing::debug!(path, "401 with a ticket: logging in again");
-                *self.inner.ticket.lock().await = None;
+                *self.ticket.lock().await = None;
                 self.execute(&method, path, params.as_deref(), Auth::Client)
                     .await?
             }
             other => other?,
         };
-        decode(path, &body)
+        // `data` stays JSON here: the typed endpoints decode it (a missing one reads as `null`).
+        decode::<Option<serde_json::Value>>(path, &body).map(Option::unwrap_or_default)
     }
 
     /// Sends one request with failover and retries; returns the body of a 2xx answer.
@@ -229,10 +258,9 @@ impl Client {
         params: Option<&str>,
         auth: Auth,
     ) -> Result<Vec<u8>> {
-        let hosts = self.inner.hosts.len();
+        let hosts = self.hosts.len();
         let is_read = *method == Method::GET;
-        if matches!(auth, Auth::Client)
-            && matches!(self.inner.credentials, Credentials::Password { .. })
+        if matches!(auth, Auth::Client) && matches!(self.credentials, Credentials::Password { .. })
         {
             // Log in (if due) before picking a host: the login fails over by itself and leaves
             // the working host preferred, so the call does not knock on a dead host again.
@@ -240,14 +268,14 @@ impl Client {
         }
         let mut round = 0;
         loop {
-            let start = self.inner.preferred.load(Ordering::Relaxed);
+            let start = self.preferred.load(Ordering::Relaxed);
             let mut last = None;
             let mut any_tls = false;
             for step in 0..hosts {
                 let index = (start + step) % hosts;
                 match self.attempt(index, method, path, params, &auth).await {
                     Ok(body) => {
-                        self.inner.preferred.store(index, Ordering::Relaxed);
+                        self.preferred.store(index, Ordering::Relaxed);
                         return Ok(body);
                     }
                     Err(Failed { error, sent }) => {
@@ -256,7 +284,7 @@ impl Client {
                         }
                         any_tls |= matches!(error, Error::Tls { .. });
                         tracing::warn!(
-                            host = %self.inner.hosts[index],
+                            host = %self.hosts[index],
                             %method,
                             path,
                             error = %error,
@@ -267,14 +295,13 @@ impl Client {
                 }
             }
             // A certificate that was refused will be refused again: retry rounds cannot help.
-            if round >= self.inner.retries || any_tls {
+            if round >= self.retries || any_tls {
                 return Err(last.unwrap_or_else(|| Error::Config {
                     key: "hosts".into(),
                     message: "no API host configured".into(),
                 }));
             }
             let wait = self
-                .inner
                 .backoff
                 .saturating_mul(1 << round.min(16))
                 .min(Duration::from_secs(30));
@@ -293,14 +320,14 @@ impl Client {
         params: Option<&str>,
         auth: &Auth,
     ) -> std::result::Result<Vec<u8>, Failed> {
-        let host = &self.inner.hosts[index];
+        let host = &self.hosts[index];
         let mut url = format!("{}{}", host.base_url(), path);
         let in_query = matches!(*method, Method::GET | Method::DELETE);
         if let Some(p) = params.filter(|p| in_query && !p.is_empty()) {
             url.push('?');
             url.push_str(p);
         }
-        let mut request = self.inner.http.request(method.clone(), url);
+        let mut request = self.http.request(method.clone(), url);
         if let Auth::Client = auth {
             // A failed login was already retried and failed over inside `ticket()`: marking it
             // as sent makes `execute` hand it back instead of repeating it on every host.
@@ -331,7 +358,7 @@ impl Client {
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .and_then(|d| i64::try_from(d.as_secs()).ok())
         {
-            self.inner.server_time.store(t, Ordering::Relaxed);
+            self.server_time.store(t, Ordering::Relaxed);
         }
         let reason = response
             .extensions()
@@ -367,7 +394,7 @@ impl Client {
             value.set_sensitive(true);
             Ok::<_, Error>(value)
         };
-        if let Some(token) = self.inner.credentials.token_header() {
+        if let Some(token) = self.credentials.token_header() {
             return Ok(vec![(AUTHORIZATION, sensitive("token", token.expose())?)]);
         }
         let ticket = self.ticket().await?;
@@ -389,15 +416,15 @@ impl Client {
 
     /// A valid ticket: the current one, or a new login when there is none or it is due.
     async fn ticket(&self) -> Result<Ticket> {
-        let Credentials::Password { username, password } = &self.inner.credentials else {
+        let Credentials::Password { username, password } = &self.credentials else {
             return Err(Error::Config {
                 key: "user".into(),
                 message: "a ticket needs user and password credentials".into(),
             });
         };
         // Holding the lock through the login makes concurrent calls wait for one login.
-        let mut slot = self.inner.ticket.lock().await;
-        if let Some(t) = slot.as_ref().filter(|t| !t.is_due(self.inner.renew_after)) {
+        let mut slot = self.ticket.lock().await;
+        if let Some(t) = slot.as_ref().filter(|t| !t.is_due(self.renew_after)) {
             return Ok(t.clone());
         }
         let request = TicketRequest {

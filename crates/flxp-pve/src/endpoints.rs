@@ -1,13 +1,11 @@
-//! [`PveApi`] over HTTP: each method is a path, a method and form-encoded parameters.
+//! The Proxmox VE endpoints flxp uses, written once: each builds a [`Request`] (path, method,
+//! form-encoded parameters), sends it through the [`Pve`] handle's transport and decodes the
+//! answer into the wire types.
 
-use async_trait::async_trait;
-use reqwest::Method;
-use serde::Serialize;
-use serde::de::DeserializeOwned;
-
-use crate::api::PveApi;
-use crate::client::Client;
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::pve::Pve;
+use crate::request::{Request, seg};
+use crate::transport::Transport;
 use crate::types::{
     CloneParams, ClusterOptions, ClusterStatusEntry, ConfigUpdate, CreateParams, DeleteParams,
     GuestConfig, GuestKind, GuestListEntry, GuestStatusCurrent, HaMigrateParams, HaMigrateResponse,
@@ -16,21 +14,12 @@ use crate::types::{
     NodeConfigUpdate, NodeListEntry, NodeStatus, Permissions, PermissionsQuery, Pool,
     PoolListEntry, QemuMigrateParams, QemuMigratePrecondition, ResizeParams, Resource,
     ResourceType, ResourcesQuery, RrdQuery, RrdRow, ShutdownParams, StartParams, StopParams,
-    StorageEntry, StorageQuery, Task, TaskLogLine, TaskLogQuery, TaskStatus, Upid, Version, form,
+    StorageEntry, StorageQuery, Task, TaskLogLine, TaskLogQuery, TaskStatus, Upid, Version,
 };
+use crate::wait::{TaskWait, wait_task};
 
-/// Percent-encodes one path segment (a node name, a sid, a UPID) so it cannot change the path.
-fn seg(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        // RFC 3986 pchar without '%': unreserved, sub-delims, ':' and '@'.
-        if b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+fn node_path(node: &str, rest: &str) -> String {
+    format!("/nodes/{}{rest}", seg(node))
 }
 
 fn guest_path(node: &str, kind: GuestKind, vmid: u32) -> String {
@@ -41,120 +30,129 @@ fn task_path(upid: &Upid) -> String {
     format!("/nodes/{}/tasks/{}", seg(upid.node()), seg(upid.as_str()))
 }
 
-impl Client {
-    fn encode<P: Serialize + ?Sized>(path: &str, params: &P) -> Result<Option<String>> {
-        let encoded = form::to_form(params).map_err(|e| Error::Request {
-            endpoint: path.to_owned(),
-            message: e.to_string(),
-        })?;
-        Ok(Some(encoded).filter(|s| !s.is_empty()))
-    }
-
-    async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
-        self.call(Method::GET, path, None).await
-    }
-
-    async fn get_with<T: DeserializeOwned, P: Serialize + Sync + ?Sized>(
-        &self,
-        path: &str,
-        query: &P,
-    ) -> Result<T> {
-        self.call(Method::GET, path, Self::encode(path, query)?)
+impl<T: Transport + ?Sized> Pve<T> {
+    /// `GET /version`.
+    pub async fn version(&self) -> Result<Version> {
+        self.call(Request::new("GET /version", "/version".into()))
             .await
     }
 
-    async fn send<T: DeserializeOwned, P: Serialize + Sync + ?Sized>(
-        &self,
-        method: Method,
-        path: &str,
-        params: &P,
-    ) -> Result<T> {
-        self.call(method, path, Self::encode(path, params)?).await
-    }
-}
-
-#[async_trait]
-impl PveApi for Client {
-    fn server_time(&self) -> Option<i64> {
-        self.last_server_time()
+    /// `GET /cluster/resources[?type=...]`: the one call the scheduler lives on.
+    pub async fn cluster_resources(&self, kind: Option<ResourceType>) -> Result<Vec<Resource>> {
+        let r = Request::new("GET /cluster/resources", "/cluster/resources".into())
+            .params(&ResourcesQuery { kind })?;
+        self.call(r).await
     }
 
-    async fn version(&self) -> Result<Version> {
-        self.get("/version").await
+    /// `GET /cluster/status`.
+    pub async fn cluster_status(&self) -> Result<Vec<ClusterStatusEntry>> {
+        self.call(Request::new(
+            "GET /cluster/status",
+            "/cluster/status".into(),
+        ))
+        .await
     }
 
-    async fn cluster_resources(&self, kind: Option<ResourceType>) -> Result<Vec<Resource>> {
-        self.get_with("/cluster/resources", &ResourcesQuery { kind })
+    /// `GET /cluster/options`.
+    pub async fn cluster_options(&self) -> Result<ClusterOptions> {
+        self.call(Request::new(
+            "GET /cluster/options",
+            "/cluster/options".into(),
+        ))
+        .await
+    }
+
+    /// `GET /cluster/tasks`: running and recent tasks of all nodes.
+    pub async fn cluster_tasks(&self) -> Result<Vec<Task>> {
+        self.call(Request::new("GET /cluster/tasks", "/cluster/tasks".into()))
             .await
     }
 
-    async fn cluster_status(&self) -> Result<Vec<ClusterStatusEntry>> {
-        self.get("/cluster/status").await
-    }
-
-    async fn cluster_options(&self) -> Result<ClusterOptions> {
-        self.get("/cluster/options").await
-    }
-
-    async fn cluster_tasks(&self) -> Result<Vec<Task>> {
-        self.get("/cluster/tasks").await
-    }
-
-    async fn next_id(&self, vmid: Option<u32>) -> Result<u32> {
-        let id: NextId = self
-            .get_with("/cluster/nextid", &NextIdQuery { vmid })
-            .await?;
+    /// `GET /cluster/nextid[?vmid=...]`: the lowest free VMID (not reserved), or a check of one.
+    pub async fn next_id(&self, vmid: Option<u32>) -> Result<u32> {
+        let r = Request::new("GET /cluster/nextid", "/cluster/nextid".into())
+            .params(&NextIdQuery { vmid })?;
+        let id: NextId = self.call(r).await?;
         Ok(id.0)
     }
 
-    async fn nodes(&self) -> Result<Vec<NodeListEntry>> {
-        self.get("/nodes").await
+    /// `GET /nodes`.
+    pub async fn nodes(&self) -> Result<Vec<NodeListEntry>> {
+        self.call(Request::new("GET /nodes", "/nodes".into())).await
     }
 
-    async fn node_status(&self, node: &str) -> Result<NodeStatus> {
-        self.get(&format!("/nodes/{}/status", seg(node))).await
-    }
-
-    async fn node_config(&self, node: &str) -> Result<NodeConfig> {
-        self.get(&format!("/nodes/{}/config", seg(node))).await
-    }
-
-    async fn update_node_config(&self, node: &str, update: &NodeConfigUpdate) -> Result<()> {
-        self.send(Method::PUT, &format!("/nodes/{}/config", seg(node)), update)
+    /// `GET /nodes/{node}/status`.
+    pub async fn node_status(&self, node: &str) -> Result<NodeStatus> {
+        let path = node_path(node, "/status");
+        self.call(Request::new("GET /nodes/{node}/status", path))
             .await
     }
 
-    async fn node_rrddata(&self, node: &str, query: &RrdQuery) -> Result<Vec<RrdRow>> {
-        self.get_with(&format!("/nodes/{}/rrddata", seg(node)), query)
+    /// `GET /nodes/{node}/config`: the notes are its `description`.
+    pub async fn node_config(&self, node: &str) -> Result<NodeConfig> {
+        let path = node_path(node, "/config");
+        self.call(Request::new("GET /nodes/{node}/config", path))
             .await
     }
 
-    async fn node_storage(&self, node: &str, query: &StorageQuery) -> Result<Vec<StorageEntry>> {
-        self.get_with(&format!("/nodes/{}/storage", seg(node)), query)
+    /// `PUT /nodes/{node}/config`.
+    pub async fn update_node_config(&self, node: &str, update: &NodeConfigUpdate) -> Result<()> {
+        let path = node_path(node, "/config");
+        self.call(Request::new("PUT /nodes/{node}/config", path).params(update)?)
             .await
     }
 
-    async fn guests(&self, node: &str, kind: GuestKind) -> Result<Vec<GuestListEntry>> {
-        self.get(&format!("/nodes/{}/{}", seg(node), kind.as_str()))
+    /// `GET /nodes/{node}/rrddata`: one row per step, oldest first.
+    pub async fn node_rrddata(&self, node: &str, query: &RrdQuery) -> Result<Vec<RrdRow>> {
+        let path = node_path(node, "/rrddata");
+        self.call(Request::new("GET /nodes/{node}/rrddata", path).params(query)?)
             .await
     }
 
-    async fn guest_status(
+    /// `GET /nodes/{node}/storage`.
+    pub async fn node_storage(
+        &self,
+        node: &str,
+        query: &StorageQuery,
+    ) -> Result<Vec<StorageEntry>> {
+        let path = node_path(node, "/storage");
+        self.call(Request::new("GET /nodes/{node}/storage", path).params(query)?)
+            .await
+    }
+
+    /// `GET /nodes/{node}/qemu` or `/lxc`.
+    pub async fn guests(&self, node: &str, kind: GuestKind) -> Result<Vec<GuestListEntry>> {
+        let path = node_path(node, &format!("/{}", kind.as_str()));
+        self.call(Request::new("GET /nodes/{node}/{kind}", path))
+            .await
+    }
+
+    /// `GET /nodes/{node}/{kind}/{vmid}/status/current`.
+    pub async fn guest_status(
         &self,
         node: &str,
         kind: GuestKind,
         vmid: u32,
     ) -> Result<GuestStatusCurrent> {
-        self.get(&format!("{}/status/current", guest_path(node, kind, vmid)))
+        let path = format!("{}/status/current", guest_path(node, kind, vmid));
+        let endpoint = "GET /nodes/{node}/{kind}/{vmid}/status/current";
+        self.call(Request::new(endpoint, path)).await
+    }
+
+    /// `GET /nodes/{node}/{kind}/{vmid}/config` (node must be where the guest is now).
+    pub async fn guest_config(
+        &self,
+        node: &str,
+        kind: GuestKind,
+        vmid: u32,
+    ) -> Result<GuestConfig> {
+        let path = format!("{}/config", guest_path(node, kind, vmid));
+        self.call(Request::new("GET /nodes/{node}/{kind}/{vmid}/config", path))
             .await
     }
 
-    async fn guest_config(&self, node: &str, kind: GuestKind, vmid: u32) -> Result<GuestConfig> {
-        self.get(&format!("{}/config", guest_path(node, kind, vmid)))
-            .await
-    }
-
-    async fn update_guest_config(
+    /// `PUT /nodes/{node}/{kind}/{vmid}/config` (synchronous; send the digest read before).
+    pub async fn update_guest_config(
         &self,
         node: &str,
         kind: GuestKind,
@@ -162,10 +160,13 @@ impl PveApi for Client {
         update: &ConfigUpdate,
     ) -> Result<()> {
         let path = format!("{}/config", guest_path(node, kind, vmid));
-        self.send(Method::PUT, &path, update).await
+        let endpoint = "PUT /nodes/{node}/{kind}/{vmid}/config";
+        self.call(Request::new(endpoint, path).params(update)?)
+            .await
     }
 
-    async fn qemu_migrate_precondition(
+    /// `GET /nodes/{node}/qemu/{vmid}/migrate`: where the VM may go.
+    pub async fn qemu_migrate_precondition(
         &self,
         node: &str,
         vmid: u32,
@@ -175,10 +176,13 @@ impl PveApi for Client {
             target: target.map(str::to_owned),
         };
         let path = format!("{}/migrate", guest_path(node, GuestKind::Qemu, vmid));
-        self.get_with(&path, &query).await
+        let endpoint = "GET /nodes/{node}/qemu/{vmid}/migrate";
+        self.call(Request::new(endpoint, path).params(&query)?)
+            .await
     }
 
-    async fn lxc_migrate_precondition(
+    /// `GET /nodes/{node}/lxc/{vmid}/migrate`.
+    pub async fn lxc_migrate_precondition(
         &self,
         node: &str,
         vmid: u32,
@@ -188,44 +192,70 @@ impl PveApi for Client {
             target: target.map(str::to_owned),
         };
         let path = format!("{}/migrate", guest_path(node, GuestKind::Lxc, vmid));
-        self.get_with(&path, &query).await
+        let endpoint = "GET /nodes/{node}/lxc/{vmid}/migrate";
+        self.call(Request::new(endpoint, path).params(&query)?)
+            .await
     }
 
-    async fn migrate_qemu(
+    /// `POST /nodes/{node}/qemu/{vmid}/migrate` → `qmigrate` (or `hamigrate` for HA guests).
+    pub async fn migrate_qemu(
         &self,
         node: &str,
         vmid: u32,
         params: &QemuMigrateParams,
     ) -> Result<Upid> {
         let path = format!("{}/migrate", guest_path(node, GuestKind::Qemu, vmid));
-        self.send(Method::POST, &path, params).await
+        let endpoint = "POST /nodes/{node}/qemu/{vmid}/migrate";
+        self.call(Request::new(endpoint, path).params(params)?)
+            .await
     }
 
-    async fn migrate_lxc(&self, node: &str, vmid: u32, params: &LxcMigrateParams) -> Result<Upid> {
+    /// `POST /nodes/{node}/lxc/{vmid}/migrate` → `vzmigrate`.
+    pub async fn migrate_lxc(
+        &self,
+        node: &str,
+        vmid: u32,
+        params: &LxcMigrateParams,
+    ) -> Result<Upid> {
         let path = format!("{}/migrate", guest_path(node, GuestKind::Lxc, vmid));
-        self.send(Method::POST, &path, params).await
-    }
-
-    async fn task_status(&self, upid: &Upid) -> Result<TaskStatus> {
-        self.get(&format!("{}/status", task_path(upid))).await
-    }
-
-    async fn task_log(&self, upid: &Upid, query: &TaskLogQuery) -> Result<Vec<TaskLogLine>> {
-        self.get_with(&format!("{}/log", task_path(upid)), query)
+        let endpoint = "POST /nodes/{node}/lxc/{vmid}/migrate";
+        self.call(Request::new(endpoint, path).params(params)?)
             .await
     }
 
-    async fn clone_qemu(&self, node: &str, vmid: u32, params: &CloneParams) -> Result<Upid> {
+    /// `GET /nodes/{node-of-upid}/tasks/{upid}/status`.
+    pub async fn task_status(&self, upid: &Upid) -> Result<TaskStatus> {
+        let path = format!("{}/status", task_path(upid));
+        self.call(Request::new("GET /nodes/{node}/tasks/{upid}/status", path))
+            .await
+    }
+
+    /// `GET /nodes/{node-of-upid}/tasks/{upid}/log`.
+    pub async fn task_log(&self, upid: &Upid, query: &TaskLogQuery) -> Result<Vec<TaskLogLine>> {
+        let path = format!("{}/log", task_path(upid));
+        let endpoint = "GET /nodes/{node}/tasks/{upid}/log";
+        self.call(Request::new(endpoint, path).params(query)?).await
+    }
+
+    /// `POST /nodes/{node}/qemu/{vmid}/clone` → `qmclone` (task id = the source VMID).
+    pub async fn clone_qemu(&self, node: &str, vmid: u32, params: &CloneParams) -> Result<Upid> {
         let path = format!("{}/clone", guest_path(node, GuestKind::Qemu, vmid));
-        self.send(Method::POST, &path, params).await
-    }
-
-    async fn create_qemu(&self, node: &str, params: &CreateParams) -> Result<Upid> {
-        self.send(Method::POST, &format!("/nodes/{}/qemu", seg(node)), params)
+        let endpoint = "POST /nodes/{node}/qemu/{vmid}/clone";
+        self.call(Request::new(endpoint, path).params(params)?)
             .await
     }
 
-    async fn resize_disk(
+    /// `POST /nodes/{node}/qemu` → `qmcreate`.
+    pub async fn create_qemu(&self, node: &str, params: &CreateParams) -> Result<Upid> {
+        let path = node_path(node, "/qemu");
+        self.call(Request::new("POST /nodes/{node}/qemu", path).params(params)?)
+            .await
+    }
+
+    /// `PUT /nodes/{node}/qemu/{vmid}/resize`: grows a disk (never shrinks it). PVE 8 and later
+    /// answer a `resize` task that does the checks and the work (follow it); older releases
+    /// resize before answering and give `None`.
+    pub async fn resize_disk(
         &self,
         node: &str,
         vmid: u32,
@@ -233,10 +263,13 @@ impl PveApi for Client {
     ) -> Result<Option<Upid>> {
         // A PUT: `execute` never repeats it once it may have reached Proxmox.
         let path = format!("{}/resize", guest_path(node, GuestKind::Qemu, vmid));
-        self.send(Method::PUT, &path, params).await
+        let endpoint = "PUT /nodes/{node}/qemu/{vmid}/resize";
+        self.call(Request::new(endpoint, path).params(params)?)
+            .await
     }
 
-    async fn start_guest(
+    /// `POST /nodes/{node}/{kind}/{vmid}/status/start`.
+    pub async fn start_guest(
         &self,
         node: &str,
         kind: GuestKind,
@@ -244,10 +277,13 @@ impl PveApi for Client {
         params: &StartParams,
     ) -> Result<Upid> {
         let path = format!("{}/status/start", guest_path(node, kind, vmid));
-        self.send(Method::POST, &path, params).await
+        let endpoint = "POST /nodes/{node}/{kind}/{vmid}/status/start";
+        self.call(Request::new(endpoint, path).params(params)?)
+            .await
     }
 
-    async fn shutdown_guest(
+    /// `POST /nodes/{node}/{kind}/{vmid}/status/shutdown`.
+    pub async fn shutdown_guest(
         &self,
         node: &str,
         kind: GuestKind,
@@ -255,10 +291,13 @@ impl PveApi for Client {
         params: &ShutdownParams,
     ) -> Result<Upid> {
         let path = format!("{}/status/shutdown", guest_path(node, kind, vmid));
-        self.send(Method::POST, &path, params).await
+        let endpoint = "POST /nodes/{node}/{kind}/{vmid}/status/shutdown";
+        self.call(Request::new(endpoint, path).params(params)?)
+            .await
     }
 
-    async fn stop_guest(
+    /// `POST /nodes/{node}/{kind}/{vmid}/status/stop`.
+    pub async fn stop_guest(
         &self,
         node: &str,
         kind: GuestKind,
@@ -266,51 +305,89 @@ impl PveApi for Client {
         params: &StopParams,
     ) -> Result<Upid> {
         let path = format!("{}/status/stop", guest_path(node, kind, vmid));
-        self.send(Method::POST, &path, params).await
+        let endpoint = "POST /nodes/{node}/{kind}/{vmid}/status/stop";
+        self.call(Request::new(endpoint, path).params(params)?)
+            .await
     }
 
-    async fn delete_guest(
+    /// `DELETE /nodes/{node}/{kind}/{vmid}`.
+    pub async fn delete_guest(
         &self,
         node: &str,
         kind: GuestKind,
         vmid: u32,
         params: &DeleteParams,
     ) -> Result<Upid> {
-        self.send(Method::DELETE, &guest_path(node, kind, vmid), params)
+        let path = guest_path(node, kind, vmid);
+        let endpoint = "DELETE /nodes/{node}/{kind}/{vmid}";
+        self.call(Request::new(endpoint, path).params(params)?)
             .await
     }
 
-    async fn ha_resources(&self) -> Result<Vec<HaResource>> {
-        self.get("/cluster/ha/resources").await
+    /// `GET /cluster/ha/resources`.
+    pub async fn ha_resources(&self) -> Result<Vec<HaResource>> {
+        let path = "/cluster/ha/resources".to_owned();
+        self.call(Request::new("GET /cluster/ha/resources", path))
+            .await
     }
 
-    async fn ha_rules(&self) -> Result<Vec<HaRule>> {
-        self.get("/cluster/ha/rules").await
+    /// `GET /cluster/ha/rules`.
+    pub async fn ha_rules(&self) -> Result<Vec<HaRule>> {
+        self.call(Request::new(
+            "GET /cluster/ha/rules",
+            "/cluster/ha/rules".into(),
+        ))
+        .await
     }
 
-    async fn ha_status_current(&self) -> Result<Vec<HaStatusEntry>> {
-        self.get("/cluster/ha/status/current").await
+    /// `GET /cluster/ha/status/current`.
+    pub async fn ha_status_current(&self) -> Result<Vec<HaStatusEntry>> {
+        let path = "/cluster/ha/status/current".to_owned();
+        self.call(Request::new("GET /cluster/ha/status/current", path))
+            .await
     }
 
-    async fn ha_manager_status(&self) -> Result<ManagerStatusResponse> {
-        self.get("/cluster/ha/status/manager_status").await
+    /// `GET /cluster/ha/status/manager_status`.
+    pub async fn ha_manager_status(&self) -> Result<ManagerStatusResponse> {
+        let path = "/cluster/ha/status/manager_status".to_owned();
+        self.call(Request::new("GET /cluster/ha/status/manager_status", path))
+            .await
     }
 
-    async fn ha_migrate(&self, sid: &str, params: &HaMigrateParams) -> Result<HaMigrateResponse> {
+    /// `POST /cluster/ha/resources/{sid}/migrate`: queues the move, answers no UPID.
+    pub async fn ha_migrate(
+        &self,
+        sid: &str,
+        params: &HaMigrateParams,
+    ) -> Result<HaMigrateResponse> {
         let path = format!("/cluster/ha/resources/{}/migrate", seg(sid));
-        self.send(Method::POST, &path, params).await
+        let endpoint = "POST /cluster/ha/resources/{sid}/migrate";
+        self.call(Request::new(endpoint, path).params(params)?)
+            .await
     }
 
-    async fn permissions(&self, query: &PermissionsQuery) -> Result<Permissions> {
-        self.get_with("/access/permissions", query).await
+    /// `GET /access/permissions`.
+    pub async fn permissions(&self, query: &PermissionsQuery) -> Result<Permissions> {
+        let r =
+            Request::new("GET /access/permissions", "/access/permissions".into()).params(query)?;
+        self.call(r).await
     }
 
-    async fn pools(&self) -> Result<Vec<PoolListEntry>> {
-        self.get("/pools").await
+    /// `GET /pools`.
+    pub async fn pools(&self) -> Result<Vec<PoolListEntry>> {
+        self.call(Request::new("GET /pools", "/pools".into())).await
     }
 
-    async fn pool(&self, poolid: &str) -> Result<Pool> {
-        self.get(&format!("/pools/{}", seg(poolid))).await
+    /// `GET /pools/{poolid}`.
+    pub async fn pool(&self, poolid: &str) -> Result<Pool> {
+        let path = format!("/pools/{}", seg(poolid));
+        self.call(Request::new("GET /pools/{poolid}", path)).await
+    }
+
+    /// Polls a task until it stops; `Ok` for `OK`/`WARNINGS: n`, else [`crate::Error::TaskFailed`]
+    /// with the exit status and the last log lines.
+    pub async fn wait_task(&self, upid: &Upid, wait: &TaskWait) -> Result<TaskStatus> {
+        wait_task(self, upid, wait).await
     }
 }
 
@@ -319,13 +396,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn path_segments_keep_upids_and_sids_readable_but_cannot_escape() {
-        assert_eq!(
-            seg("UPID:pve1:000A1B2C:0123ABCD:6929A5C0:qmigrate:105:root@pam!flxp:"),
-            "UPID:pve1:000A1B2C:0123ABCD:6929A5C0:qmigrate:105:root@pam!flxp:"
-        );
-        assert_eq!(seg("vm:100"), "vm:100");
-        assert_eq!(seg("../x y?#"), "..%2Fx%20y%3F%23");
+    fn guest_paths_name_node_kind_and_vmid() {
         assert_eq!(
             guest_path("pve1", GuestKind::Lxc, 106),
             "/nodes/pve1/lxc/106"

@@ -1,77 +1,90 @@
-//! A scripted, in-memory [`PveApi`] for tests and benchmarks (cargo feature `fake`).
+//! A scripted, in-memory Proxmox API for tests and benchmarks (cargo feature `fake`).
 //!
-//! It answers the read endpoints from a Contract 1 snapshot, counts every call by endpoint,
-//! can wait a fixed latency per call (with `tokio::time`, so paused-time tests stay instant),
-//! fail chosen endpoints with a Proxmox error, and play scripted task statuses. Writes answer
-//! 501, except a disk resize given an answer with [`FakeApi::with_resize`] (its requests are kept
-//! for inspection). It is not a simulator: nothing changes over time.
+//! [`FakeApi`] is the typed endpoints over [`FakeTransport`], which answers the read endpoints
+//! from a Contract 1 snapshot through a [`Router`], counts every call by endpoint, can wait a
+//! fixed latency per call (with `tokio::time`, so paused-time tests stay instant), fail chosen
+//! endpoints with a Proxmox error, and play scripted task statuses. Writes answer 501 ("not
+//! routed"), except a disk resize given an answer with [`FakeApi::with_resize`] (its requests are
+//! kept for inspection). It is not a simulator: nothing changes over time.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::sync::Mutex;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use async_trait::async_trait;
+use serde_json::Value;
 use tokio::time::Duration;
 
 use flxp_core::Snapshot;
 
-use crate::api::PveApi;
-use crate::error::{Error, Result, api_error};
+use crate::error::{Result, api_error};
+use crate::pve::Pve;
+use crate::request::Request;
+use crate::router::{Captures, Router, reply};
+use crate::transport::Transport;
 use crate::types::{
-    CloneParams, ClusterOptions, ClusterStatusEntry, ConfigUpdate, CreateParams, DeleteParams,
-    GuestConfig, GuestKind, GuestListEntry, GuestStatusCurrent, HaMigrateParams, HaMigrateResponse,
-    HaResource, HaRule, HaStatusEntry, LxcMigrateParams, LxcMigratePrecondition,
-    ManagerStatusResponse, NodeConfig, NodeConfigUpdate, NodeListEntry, NodeStatus, Permissions,
-    PermissionsQuery, Pool, PoolListEntry, QemuMigrateParams, QemuMigratePrecondition,
-    ResizeParams, Resource, ResourceType, RrdQuery, RrdRow, ShutdownParams, StartParams,
-    StopParams, StorageEntry, StorageQuery, Task, TaskLogLine, TaskLogQuery, TaskStatus, Upid,
-    Version,
+    ClusterStatusEntry, GuestConfig, GuestKind, GuestListEntry, GuestStatusCurrent,
+    ManagerStatusResponse, NodeConfig, NodeListEntry, NodeStatus, Permissions, Pool, PoolListEntry,
+    ResizeParams, Resource, ResourceType, ResourcesQuery, RrdRow, StorageEntry, TaskLogLine,
+    TaskLogQuery, TaskStatus, Upid, Version,
 };
 
-/// An in-memory [`PveApi`] answering from a snapshot; see the module docs.
+/// The typed endpoints over an in-memory [`FakeTransport`]; see the module docs.
+pub type FakeApi = Pve<FakeTransport>;
+
+/// An in-memory [`Transport`] answering from a snapshot; see the module docs.
 #[derive(Debug, Default)]
-pub struct FakeApi {
+pub struct FakeTransport {
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
     snapshot: Snapshot,
     latency: Duration,
     rrd_rows: BTreeMap<String, Vec<RrdRow>>,
-    calls: Mutex<Vec<String>>,
-    failures: Mutex<BTreeMap<String, (u16, String)>>,
-    tasks: Mutex<BTreeMap<String, VecDeque<TaskStatus>>>,
+    calls: Vec<String>,
+    failures: BTreeMap<String, (u16, String)>,
+    tasks: BTreeMap<String, VecDeque<TaskStatus>>,
     task_logs: BTreeMap<String, Vec<TaskLogLine>>,
     /// The answer to resizes: `None` answers 501; `Some(None)` a synchronous (PVE 7) resize.
     resize_answer: Option<Option<Upid>>,
-    resizes: Mutex<Vec<(String, u32, ResizeParams)>>,
+    resizes: Vec<(String, u32, ResizeParams)>,
 }
 
 impl FakeApi {
     /// A fake answering from this snapshot, with no latency.
     pub fn new(snapshot: Snapshot) -> Self {
-        Self {
-            snapshot,
-            ..Self::default()
-        }
+        let fake = FakeTransport::default();
+        fake.state().snapshot = snapshot;
+        Pve::typed(fake)
     }
 
     /// Waits this long in every call (a network round trip).
-    pub fn with_latency(mut self, latency: Duration) -> Self {
-        self.latency = latency;
+    pub fn with_latency(self, latency: Duration) -> Self {
+        self.transport().state().latency = latency;
         self
     }
 
     /// Answers `rrddata` of `node` with these rows instead of the snapshot's one row.
-    pub fn with_rrd_rows(mut self, node: &str, rows: Vec<RrdRow>) -> Self {
-        self.rrd_rows.insert(node.to_owned(), rows);
+    pub fn with_rrd_rows(self, node: &str, rows: Vec<RrdRow>) -> Self {
+        self.transport()
+            .state()
+            .rrd_rows
+            .insert(node.to_owned(), rows);
         self
     }
 
     /// Makes calls to `endpoint` (`GET /cluster/ha/rules`) fail with this Proxmox error.
     pub fn fail(self, endpoint: &str, status: u16, message: &str) -> Self {
-        self.lock_failures()
+        self.transport()
+            .state()
+            .failures
             .insert(endpoint.to_owned(), (status, message.to_owned()));
         self
     }
 
     /// Plays these statuses, one per `task_status` call (the last one repeats), and this log.
-    pub fn with_task(mut self, upid: &Upid, statuses: Vec<TaskStatus>, log: Vec<&str>) -> Self {
+    pub fn with_task(self, upid: &Upid, statuses: Vec<TaskStatus>, log: Vec<&str>) -> Self {
         let lines = log
             .into_iter()
             .enumerate()
@@ -80,125 +93,134 @@ impl FakeApi {
                 t: Some(t.to_owned()),
             })
             .collect();
-        self.task_logs.insert(upid.to_string(), lines);
-        self.lock_tasks()
+        let mut state = self.transport().state();
+        state.task_logs.insert(upid.to_string(), lines);
+        state
+            .tasks
             .insert(upid.to_string(), statuses.into_iter().collect());
+        drop(state);
         self
     }
 
     /// Answers disk resizes with this task (`None`: as PVE 7 does, with no task), which
     /// [`FakeApi::with_task`] can script.
-    pub fn with_resize(mut self, answer: Option<Upid>) -> Self {
-        self.resize_answer = Some(answer);
+    pub fn with_resize(self, answer: Option<Upid>) -> Self {
+        self.transport().state().resize_answer = Some(answer);
         self
     }
 
     /// Every resize asked for so far: node, VMID and parameters, in order.
     pub fn resizes(&self) -> Vec<(String, u32, ResizeParams)> {
-        self.resizes
-            .lock()
-            .map(|r| r.clone())
-            .unwrap_or_else(|p| p.into_inner().clone())
+        self.transport().state().resizes.clone()
     }
 
     /// Every call so far, as `METHOD /path`, in order.
     pub fn calls(&self) -> Vec<String> {
-        self.calls
-            .lock()
-            .map(|c| c.clone())
-            .unwrap_or_else(|p| p.into_inner().clone())
+        self.transport().state().calls.clone()
     }
 
     /// How many calls were made.
     pub fn call_count(&self) -> usize {
-        self.calls().len()
-    }
-
-    fn lock_failures(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, (u16, String)>> {
-        self.failures.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn lock_tasks(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, VecDeque<TaskStatus>>> {
-        self.tasks.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Records a call, waits the latency, and fails it if scripted to.
-    async fn enter(&self, method: &str, path: &str) -> Result<()> {
-        let endpoint = format!("{method} {path}");
-        self.calls
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(endpoint.clone());
-        if !self.latency.is_zero() {
-            tokio::time::sleep(self.latency).await;
-        }
-        match self.lock_failures().get(&endpoint) {
-            Some((status, message)) => Err(api_error(
-                method,
-                path,
-                *status,
-                message,
-                serde_json::json!({ "data": null, "message": format!("{message}\n") })
-                    .to_string()
-                    .as_bytes(),
-            )),
-            None => Ok(()),
-        }
-    }
-
-    fn not_found(method: &str, path: &str, message: &str) -> Error {
-        api_error(method, path, 500, message, b"")
-    }
-
-    fn unsupported(method: &str, path: &str) -> Error {
-        api_error(
-            method,
-            path,
-            501,
-            &format!("Method '{method} {path}' not implemented by the fake"),
-            b"",
-        )
-    }
-
-    fn node_resource(&self, node: &str) -> Option<&Resource> {
-        self.snapshot
-            .resources
-            .iter()
-            .find(|r| r.kind.as_deref() == Some("node") && r.node.as_deref() == Some(node))
-    }
-
-    fn guest(&self, node: &str, kind: GuestKind, vmid: u32) -> Option<&Resource> {
-        self.snapshot.resources.iter().find(|r| {
-            r.kind.as_deref() == Some(kind.as_str())
-                && r.vmid == Some(vmid)
-                && r.node.as_deref() == Some(node)
-        })
-    }
-
-    fn list_entry(r: &Resource) -> GuestListEntry {
-        GuestListEntry {
-            vmid: r.vmid.unwrap_or_default(),
-            status: r.status.clone(),
-            name: r.name.clone(),
-            cpu: r.cpu,
-            cpus: r.maxcpu,
-            mem: r.mem,
-            maxmem: r.maxmem,
-            maxdisk: r.maxdisk,
-            uptime: r.uptime,
-            lock: r.lock.clone(),
-            tags: r.tags.clone(),
-            template: r.template,
-            ..GuestListEntry::default()
-        }
+        self.transport().state().calls.len()
     }
 }
 
 #[async_trait]
-impl PveApi for FakeApi {
-    async fn version(&self) -> Result<Version> {
-        self.enter("GET", "/version").await?;
-        Ok(Version {
+impl Transport for FakeTransport {
+    async fn send(&self, request: Request) -> Result<Value> {
+        let key = request.to_string();
+        let latency = {
+            let mut state = self.state();
+            state.calls.push(key.clone());
+            state.latency
+        };
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
+        }
+        let failure = self.state().failures.get(&key).cloned();
+        if let Some((status, message)) = failure {
+            let body = serde_json::json!({ "data": null, "message": format!("{message}\n") });
+            return Err(api_error(
+                request.method.as_str(),
+                &request.path,
+                status,
+                &message,
+                body.to_string().as_bytes(),
+            ));
+        }
+        routes().handle(self, &request)
+    }
+}
+
+/// The endpoints the fake answers.
+fn routes() -> &'static Router<FakeTransport> {
+    static ROUTES: OnceLock<Router<FakeTransport>> = OnceLock::new();
+    ROUTES.get_or_init(|| {
+        Router::new()
+            .route("GET /version", FakeTransport::version)
+            .route("GET /cluster/resources", FakeTransport::cluster_resources)
+            .route("GET /cluster/status", FakeTransport::cluster_status)
+            .route("GET /cluster/options", FakeTransport::cluster_options)
+            .route("GET /cluster/tasks", FakeTransport::cluster_tasks)
+            .route("GET /cluster/nextid", FakeTransport::next_id)
+            .route("GET /cluster/ha/resources", FakeTransport::ha_resources)
+            .route("GET /cluster/ha/rules", FakeTransport::ha_rules)
+            .route("GET /cluster/ha/status/current", FakeTransport::ha_status)
+            .route(
+                "GET /cluster/ha/status/manager_status",
+                FakeTransport::ha_manager_status,
+            )
+            .route("GET /access/permissions", FakeTransport::permissions)
+            .route("GET /pools", FakeTransport::pools)
+            .route("GET /pools/{poolid}", FakeTransport::pool)
+            .route("GET /nodes", FakeTransport::nodes)
+            .route("GET /nodes/{node}/status", FakeTransport::node_status)
+            .route("GET /nodes/{node}/config", FakeTransport::node_config)
+            .route("GET /nodes/{node}/rrddata", FakeTransport::node_rrddata)
+            .route("GET /nodes/{node}/storage", FakeTransport::node_storage)
+            .route(
+                "GET /nodes/{node}/tasks/{upid}/status",
+                FakeTransport::task_status,
+            )
+            .route(
+                "GET /nodes/{node}/tasks/{upid}/log",
+                FakeTransport::task_log,
+            )
+            .route("GET /nodes/{node}/{kind}", FakeTransport::guests)
+            .route(
+                "GET /nodes/{node}/{kind}/{vmid}/status/current",
+                FakeTransport::guest_status,
+            )
+            .route(
+                "GET /nodes/{node}/{kind}/{vmid}/config",
+                FakeTransport::guest_config,
+            )
+            .route(
+                "PUT /nodes/{node}/qemu/{vmid}/resize",
+                FakeTransport::resize,
+            )
+    })
+}
+
+fn not_found(request: &Request, message: &str) -> crate::Error {
+    api_error(request.method.as_str(), &request.path, 500, message, b"")
+}
+
+fn kind_of(request: &Request, c: &Captures) -> Result<GuestKind> {
+    match c.get("kind") {
+        "qemu" => Ok(GuestKind::Qemu),
+        "lxc" => Ok(GuestKind::Lxc),
+        _ => Err(crate::router::not_routed(request)),
+    }
+}
+
+impl FakeTransport {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn version(&self, _: &Request, _: &Captures) -> Result<Value> {
+        reply(Version {
             version: Some("9.2.11".into()),
             release: Some("9.2".into()),
             repoid: Some("3a6b1f0c".into()),
@@ -206,8 +228,8 @@ impl PveApi for FakeApi {
         })
     }
 
-    async fn cluster_resources(&self, kind: Option<ResourceType>) -> Result<Vec<Resource>> {
-        self.enter("GET", "/cluster/resources").await?;
+    fn cluster_resources(&self, request: &Request, _: &Captures) -> Result<Value> {
+        let ResourcesQuery { kind } = request.decode_params()?;
         let keep = |r: &&Resource| match kind {
             None => true,
             Some(ResourceType::Vm) => matches!(r.kind.as_deref(), Some("qemu" | "lxc")),
@@ -215,22 +237,19 @@ impl PveApi for FakeApi {
             Some(ResourceType::Storage) => r.kind.as_deref() == Some("storage"),
             Some(ResourceType::Sdn) => r.kind.as_deref() == Some("sdn"),
         };
-        Ok(self
-            .snapshot
-            .resources
-            .iter()
-            .filter(keep)
-            .cloned()
-            .collect())
+        reply(
+            self.state()
+                .snapshot
+                .resources
+                .iter()
+                .filter(keep)
+                .collect::<Vec<_>>(),
+        )
     }
 
-    async fn cluster_status(&self) -> Result<Vec<ClusterStatusEntry>> {
-        self.enter("GET", "/cluster/status").await?;
-        Ok(self
-            .snapshot
-            .resources
-            .iter()
-            .filter(|r| r.kind.as_deref() == Some("node"))
+    fn cluster_status(&self, _: &Request, _: &Captures) -> Result<Value> {
+        let state = self.state();
+        let entries: Vec<ClusterStatusEntry> = nodes_of(&state.snapshot)
             .map(|r| ClusterStatusEntry {
                 id: r.id.clone(),
                 name: r.node.clone(),
@@ -238,28 +257,28 @@ impl PveApi for FakeApi {
                 online: Some(r.status.as_deref() == Some("online")),
                 ..ClusterStatusEntry::default()
             })
-            .collect())
+            .collect();
+        reply(entries)
     }
 
-    async fn cluster_options(&self) -> Result<ClusterOptions> {
-        self.enter("GET", "/cluster/options").await?;
-        Ok(self.snapshot.options.clone())
+    fn cluster_options(&self, _: &Request, _: &Captures) -> Result<Value> {
+        reply(&self.state().snapshot.options)
     }
 
-    async fn cluster_tasks(&self) -> Result<Vec<Task>> {
-        self.enter("GET", "/cluster/tasks").await?;
-        Ok(self.snapshot.tasks.clone())
+    fn cluster_tasks(&self, _: &Request, _: &Captures) -> Result<Value> {
+        reply(&self.state().snapshot.tasks)
     }
 
-    async fn next_id(&self, vmid: Option<u32>) -> Result<u32> {
-        self.enter("GET", "/cluster/nextid").await?;
-        let used: std::collections::BTreeSet<u32> = self
+    fn next_id(&self, request: &Request, _: &Captures) -> Result<Value> {
+        let query: crate::types::NextIdQuery = request.decode_params()?;
+        let state = self.state();
+        let used: BTreeSet<u32> = state
             .snapshot
             .resources
             .iter()
             .filter_map(|r| r.vmid)
             .collect();
-        match vmid {
+        match query.vmid {
             Some(id) if used.contains(&id) => Err(api_error(
                 "GET",
                 "/cluster/nextid",
@@ -268,18 +287,19 @@ impl PveApi for FakeApi {
                 format!(r#"{{"data":null,"errors":{{"vmid":"VM {id} already exists"}}}}"#)
                     .as_bytes(),
             )),
-            Some(id) => Ok(id),
-            None => Ok((100..).find(|id| !used.contains(id)).unwrap_or(100)),
+            Some(id) => reply(id.to_string()),
+            None => reply(
+                (100..)
+                    .find(|id| !used.contains(id))
+                    .unwrap_or(100)
+                    .to_string(),
+            ),
         }
     }
 
-    async fn nodes(&self) -> Result<Vec<NodeListEntry>> {
-        self.enter("GET", "/nodes").await?;
-        Ok(self
-            .snapshot
-            .resources
-            .iter()
-            .filter(|r| r.kind.as_deref() == Some("node"))
+    fn nodes(&self, _: &Request, _: &Captures) -> Result<Value> {
+        let state = self.state();
+        let nodes: Vec<NodeListEntry> = nodes_of(&state.snapshot)
             .map(|r| NodeListEntry {
                 node: r.node.clone().unwrap_or_default(),
                 status: r.status.clone(),
@@ -290,59 +310,52 @@ impl PveApi for FakeApi {
                 uptime: r.uptime,
                 ..NodeListEntry::default()
             })
-            .collect())
+            .collect();
+        reply(nodes)
     }
 
-    async fn node_status(&self, node: &str) -> Result<NodeStatus> {
-        let path = format!("/nodes/{node}/status");
-        self.enter("GET", &path).await?;
-        let r = self
-            .node_resource(node)
-            .ok_or_else(|| Self::not_found("GET", &path, "no such node"))?;
-        Ok(NodeStatus {
+    fn node_status(&self, request: &Request, c: &Captures) -> Result<Value> {
+        let state = self.state();
+        let r = node_resource(&state.snapshot, c.get("node"))
+            .ok_or_else(|| not_found(request, "no such node"))?;
+        reply(NodeStatus {
             cpu: r.cpu,
             uptime: r.uptime,
             ..NodeStatus::default()
         })
     }
 
-    async fn node_config(&self, node: &str) -> Result<NodeConfig> {
-        let path = format!("/nodes/{node}/config");
-        self.enter("GET", &path).await?;
-        self.node_resource(node)
-            .ok_or_else(|| Self::not_found("GET", &path, "no such node"))?;
-        Ok(NodeConfig {
-            description: self.snapshot.nodes.get(node).and_then(|n| n.notes.clone()),
+    fn node_config(&self, request: &Request, c: &Captures) -> Result<Value> {
+        let node = c.get("node");
+        let state = self.state();
+        node_resource(&state.snapshot, node).ok_or_else(|| not_found(request, "no such node"))?;
+        reply(NodeConfig {
+            description: state.snapshot.nodes.get(node).and_then(|n| n.notes.clone()),
             ..NodeConfig::default()
         })
     }
 
-    async fn update_node_config(&self, node: &str, _update: &NodeConfigUpdate) -> Result<()> {
-        let path = format!("/nodes/{node}/config");
-        self.enter("PUT", &path).await?;
-        Err(Self::unsupported("PUT", &path))
-    }
-
-    async fn node_rrddata(&self, node: &str, _query: &RrdQuery) -> Result<Vec<RrdRow>> {
-        let path = format!("/nodes/{node}/rrddata");
-        self.enter("GET", &path).await?;
-        self.node_resource(node)
-            .ok_or_else(|| Self::not_found("GET", &path, "no such node"))?;
-        if let Some(rows) = self.rrd_rows.get(node) {
-            return Ok(rows.clone());
+    fn node_rrddata(&self, request: &Request, c: &Captures) -> Result<Value> {
+        let node = c.get("node");
+        let state = self.state();
+        node_resource(&state.snapshot, node).ok_or_else(|| not_found(request, "no such node"))?;
+        if let Some(rows) = state.rrd_rows.get(node) {
+            return reply(rows);
         }
-        Ok(self
+        let rows: Vec<&RrdRow> = state
             .snapshot
             .nodes
             .get(node)
-            .and_then(|n| n.rrddata.clone())
+            .and_then(|n| n.rrddata.as_ref())
             .into_iter()
-            .collect())
+            .collect();
+        reply(rows)
     }
 
-    async fn node_storage(&self, node: &str, _query: &StorageQuery) -> Result<Vec<StorageEntry>> {
-        self.enter("GET", &format!("/nodes/{node}/storage")).await?;
-        Ok(self
+    fn node_storage(&self, _: &Request, c: &Captures) -> Result<Value> {
+        let node = c.get("node");
+        let state = self.state();
+        let entries: Vec<StorageEntry> = state
             .snapshot
             .resources
             .iter()
@@ -357,48 +370,45 @@ impl PveApi for FakeApi {
                 avail: r.maxdisk.zip(r.disk).map(|(t, u)| t.saturating_sub(u)),
                 ..StorageEntry::default()
             })
-            .collect())
+            .collect();
+        reply(entries)
     }
 
-    async fn guests(&self, node: &str, kind: GuestKind) -> Result<Vec<GuestListEntry>> {
-        self.enter("GET", &format!("/nodes/{node}/{kind}")).await?;
-        Ok(self
+    fn guests(&self, request: &Request, c: &Captures) -> Result<Value> {
+        let kind = kind_of(request, c)?;
+        let node = c.get("node");
+        let state = self.state();
+        let entries: Vec<GuestListEntry> = state
             .snapshot
             .resources
             .iter()
             .filter(|r| r.kind.as_deref() == Some(kind.as_str()) && r.node.as_deref() == Some(node))
-            .map(Self::list_entry)
-            .collect())
+            .map(list_entry)
+            .collect();
+        reply(entries)
     }
 
-    async fn guest_status(
-        &self,
-        node: &str,
-        kind: GuestKind,
-        vmid: u32,
-    ) -> Result<GuestStatusCurrent> {
-        let path = format!("/nodes/{node}/{kind}/{vmid}/status/current");
-        self.enter("GET", &path).await?;
-        let r = self.guest(node, kind, vmid).ok_or_else(|| {
-            Self::not_found(
-                "GET",
-                &path,
+    fn guest_status(&self, request: &Request, c: &Captures) -> Result<Value> {
+        let (kind, vmid) = (kind_of(request, c)?, c.u32("vmid", request)?);
+        let state = self.state();
+        let r = guest(&state.snapshot, c.get("node"), kind, vmid).ok_or_else(|| {
+            not_found(
+                request,
                 &format!("Configuration file for {vmid} does not exist"),
             )
         })?;
-        Ok(GuestStatusCurrent {
-            entry: Self::list_entry(r),
+        reply(GuestStatusCurrent {
+            entry: list_entry(r),
             ..GuestStatusCurrent::default()
         })
     }
 
-    async fn guest_config(&self, node: &str, kind: GuestKind, vmid: u32) -> Result<GuestConfig> {
-        let path = format!("/nodes/{node}/{kind}/{vmid}/config");
-        self.enter("GET", &path).await?;
-        let r = self.guest(node, kind, vmid).ok_or_else(|| {
-            Self::not_found(
-                "GET",
-                &path,
+    fn guest_config(&self, request: &Request, c: &Captures) -> Result<Value> {
+        let (kind, vmid) = (kind_of(request, c)?, c.u32("vmid", request)?);
+        let state = self.state();
+        let r = guest(&state.snapshot, c.get("node"), kind, vmid).ok_or_else(|| {
+            not_found(
+                request,
                 &format!("Configuration file for {vmid} does not exist"),
             )
         })?;
@@ -412,71 +422,18 @@ impl PveApi for FakeApi {
         if let Some(tags) = &r.tags {
             values.insert("tags".into(), tags.clone().into());
         }
-        Ok(GuestConfig {
+        reply(GuestConfig {
             digest: Some(format!("{vmid:040x}")),
             values,
         })
     }
 
-    async fn update_guest_config(
-        &self,
-        node: &str,
-        kind: GuestKind,
-        vmid: u32,
-        _update: &ConfigUpdate,
-    ) -> Result<()> {
-        let path = format!("/nodes/{node}/{kind}/{vmid}/config");
-        self.enter("PUT", &path).await?;
-        Err(Self::unsupported("PUT", &path))
-    }
-
-    async fn qemu_migrate_precondition(
-        &self,
-        node: &str,
-        vmid: u32,
-        _target: Option<&str>,
-    ) -> Result<QemuMigratePrecondition> {
-        let path = format!("/nodes/{node}/qemu/{vmid}/migrate");
-        self.enter("GET", &path).await?;
-        Err(Self::unsupported("GET", &path))
-    }
-
-    async fn lxc_migrate_precondition(
-        &self,
-        node: &str,
-        vmid: u32,
-        _target: Option<&str>,
-    ) -> Result<LxcMigratePrecondition> {
-        let path = format!("/nodes/{node}/lxc/{vmid}/migrate");
-        self.enter("GET", &path).await?;
-        Err(Self::unsupported("GET", &path))
-    }
-
-    async fn migrate_qemu(
-        &self,
-        node: &str,
-        vmid: u32,
-        _params: &QemuMigrateParams,
-    ) -> Result<Upid> {
-        let path = format!("/nodes/{node}/qemu/{vmid}/migrate");
-        self.enter("POST", &path).await?;
-        Err(Self::unsupported("POST", &path))
-    }
-
-    async fn migrate_lxc(&self, node: &str, vmid: u32, _params: &LxcMigrateParams) -> Result<Upid> {
-        let path = format!("/nodes/{node}/lxc/{vmid}/migrate");
-        self.enter("POST", &path).await?;
-        Err(Self::unsupported("POST", &path))
-    }
-
-    async fn task_status(&self, upid: &Upid) -> Result<TaskStatus> {
-        let path = format!("/nodes/{}/tasks/{upid}/status", upid.node());
-        self.enter("GET", &path).await?;
-        let mut tasks = self.lock_tasks();
-        let queue = tasks.get_mut(upid.as_str()).ok_or_else(|| {
+    fn task_status(&self, request: &Request, c: &Captures) -> Result<Value> {
+        let mut state = self.state();
+        let queue = state.tasks.get_mut(c.get("upid")).ok_or_else(|| {
             api_error(
                 "GET",
-                &path,
+                &request.path,
                 400,
                 "Parameter verification failed.",
                 br#"{"data":null,"errors":{"upid":"no such task"}}"#,
@@ -487,130 +444,57 @@ impl PveApi for FakeApi {
         } else {
             queue.front().cloned()
         };
-        status.ok_or_else(|| Self::not_found("GET", &path, "no such task"))
+        reply(status.ok_or_else(|| not_found(request, "no such task"))?)
     }
 
-    async fn task_log(&self, upid: &Upid, query: &TaskLogQuery) -> Result<Vec<TaskLogLine>> {
-        let path = format!("/nodes/{}/tasks/{upid}/log", upid.node());
-        self.enter("GET", &path).await?;
+    fn task_log(&self, request: &Request, c: &Captures) -> Result<Value> {
+        let query: TaskLogQuery = request.decode_params()?;
         let lines = self
+            .state()
             .task_logs
-            .get(upid.as_str())
+            .get(c.get("upid"))
             .cloned()
             .unwrap_or_default();
         let start = usize::try_from(query.start.unwrap_or(0)).unwrap_or(usize::MAX);
         let limit = usize::try_from(query.limit.unwrap_or(50)).unwrap_or(usize::MAX);
-        Ok(lines.into_iter().skip(start).take(limit).collect())
+        reply(
+            lines
+                .into_iter()
+                .skip(start)
+                .take(limit)
+                .collect::<Vec<_>>(),
+        )
     }
 
-    async fn clone_qemu(&self, node: &str, vmid: u32, _params: &CloneParams) -> Result<Upid> {
-        let path = format!("/nodes/{node}/qemu/{vmid}/clone");
-        self.enter("POST", &path).await?;
-        Err(Self::unsupported("POST", &path))
-    }
-
-    async fn create_qemu(&self, node: &str, _params: &CreateParams) -> Result<Upid> {
-        let path = format!("/nodes/{node}/qemu");
-        self.enter("POST", &path).await?;
-        Err(Self::unsupported("POST", &path))
-    }
-
-    async fn resize_disk(
-        &self,
-        node: &str,
-        vmid: u32,
-        params: &ResizeParams,
-    ) -> Result<Option<Upid>> {
-        let path = format!("/nodes/{node}/qemu/{vmid}/resize");
-        self.enter("PUT", &path).await?;
-        let answer = self
+    fn resize(&self, request: &Request, c: &Captures) -> Result<Value> {
+        let vmid = c.u32("vmid", request)?;
+        let mut state = self.state();
+        let answer = state
             .resize_answer
             .clone()
-            .ok_or_else(|| Self::unsupported("PUT", &path))?;
-        self.resizes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push((node.to_owned(), vmid, params.clone()));
-        Ok(answer)
+            .ok_or_else(|| crate::router::not_routed(request))?;
+        let params: ResizeParams = request.decode_params()?;
+        state.resizes.push((c.get("node").to_owned(), vmid, params));
+        reply(answer)
     }
 
-    async fn start_guest(
-        &self,
-        node: &str,
-        kind: GuestKind,
-        vmid: u32,
-        _params: &StartParams,
-    ) -> Result<Upid> {
-        let path = format!("/nodes/{node}/{kind}/{vmid}/status/start");
-        self.enter("POST", &path).await?;
-        Err(Self::unsupported("POST", &path))
+    fn ha_resources(&self, _: &Request, _: &Captures) -> Result<Value> {
+        reply(&self.state().snapshot.ha.resources)
     }
 
-    async fn shutdown_guest(
-        &self,
-        node: &str,
-        kind: GuestKind,
-        vmid: u32,
-        _params: &ShutdownParams,
-    ) -> Result<Upid> {
-        let path = format!("/nodes/{node}/{kind}/{vmid}/status/shutdown");
-        self.enter("POST", &path).await?;
-        Err(Self::unsupported("POST", &path))
+    fn ha_rules(&self, _: &Request, _: &Captures) -> Result<Value> {
+        reply(&self.state().snapshot.ha.rules)
     }
 
-    async fn stop_guest(
-        &self,
-        node: &str,
-        kind: GuestKind,
-        vmid: u32,
-        _params: &StopParams,
-    ) -> Result<Upid> {
-        let path = format!("/nodes/{node}/{kind}/{vmid}/status/stop");
-        self.enter("POST", &path).await?;
-        Err(Self::unsupported("POST", &path))
+    fn ha_status(&self, _: &Request, _: &Captures) -> Result<Value> {
+        reply(&self.state().snapshot.ha.status)
     }
 
-    async fn delete_guest(
-        &self,
-        node: &str,
-        kind: GuestKind,
-        vmid: u32,
-        _params: &DeleteParams,
-    ) -> Result<Upid> {
-        let path = format!("/nodes/{node}/{kind}/{vmid}");
-        self.enter("DELETE", &path).await?;
-        Err(Self::unsupported("DELETE", &path))
+    fn ha_manager_status(&self, _: &Request, _: &Captures) -> Result<Value> {
+        reply(ManagerStatusResponse::default())
     }
 
-    async fn ha_resources(&self) -> Result<Vec<HaResource>> {
-        self.enter("GET", "/cluster/ha/resources").await?;
-        Ok(self.snapshot.ha.resources.clone())
-    }
-
-    async fn ha_rules(&self) -> Result<Vec<HaRule>> {
-        self.enter("GET", "/cluster/ha/rules").await?;
-        Ok(self.snapshot.ha.rules.clone())
-    }
-
-    async fn ha_status_current(&self) -> Result<Vec<HaStatusEntry>> {
-        self.enter("GET", "/cluster/ha/status/current").await?;
-        Ok(self.snapshot.ha.status.clone())
-    }
-
-    async fn ha_manager_status(&self) -> Result<ManagerStatusResponse> {
-        self.enter("GET", "/cluster/ha/status/manager_status")
-            .await?;
-        Ok(ManagerStatusResponse::default())
-    }
-
-    async fn ha_migrate(&self, sid: &str, _params: &HaMigrateParams) -> Result<HaMigrateResponse> {
-        let path = format!("/cluster/ha/resources/{sid}/migrate");
-        self.enter("POST", &path).await?;
-        Err(Self::unsupported("POST", &path))
-    }
-
-    async fn permissions(&self, _query: &PermissionsQuery) -> Result<Permissions> {
-        self.enter("GET", "/access/permissions").await?;
+    fn permissions(&self, _: &Request, _: &Captures) -> Result<Value> {
         let all = [
             "Sys.Audit",
             "VM.Audit",
@@ -621,31 +505,33 @@ impl PveApi for FakeApi {
         .into_iter()
         .map(|p| (p.to_owned(), 1))
         .collect();
-        Ok(Permissions(BTreeMap::from([("/".to_owned(), all)])))
+        reply(Permissions(BTreeMap::from([("/".to_owned(), all)])))
     }
 
-    async fn pools(&self) -> Result<Vec<PoolListEntry>> {
-        self.enter("GET", "/pools").await?;
-        let ids: std::collections::BTreeSet<&String> = self
+    fn pools(&self, _: &Request, _: &Captures) -> Result<Value> {
+        let state = self.state();
+        let ids: BTreeSet<&String> = state
             .snapshot
             .resources
             .iter()
             .filter_map(|r| r.pool.as_ref())
             .collect();
-        Ok(ids
+        let pools: Vec<PoolListEntry> = ids
             .into_iter()
             .map(|id| PoolListEntry {
                 poolid: id.clone(),
                 ..PoolListEntry::default()
             })
-            .collect())
+            .collect();
+        reply(pools)
     }
 
-    async fn pool(&self, poolid: &str) -> Result<Pool> {
-        self.enter("GET", &format!("/pools/{poolid}")).await?;
-        Ok(Pool {
+    fn pool(&self, _: &Request, c: &Captures) -> Result<Value> {
+        let poolid = c.get("poolid");
+        let state = self.state();
+        reply(Pool {
             comment: None,
-            members: self
+            members: state
                 .snapshot
                 .resources
                 .iter()
@@ -656,12 +542,55 @@ impl PveApi for FakeApi {
     }
 }
 
+fn nodes_of(snapshot: &Snapshot) -> impl Iterator<Item = &Resource> {
+    snapshot
+        .resources
+        .iter()
+        .filter(|r| r.kind.as_deref() == Some("node"))
+}
+
+fn node_resource<'a>(snapshot: &'a Snapshot, node: &str) -> Option<&'a Resource> {
+    nodes_of(snapshot).find(|r| r.node.as_deref() == Some(node))
+}
+
+fn guest<'a>(
+    snapshot: &'a Snapshot,
+    node: &str,
+    kind: GuestKind,
+    vmid: u32,
+) -> Option<&'a Resource> {
+    snapshot.resources.iter().find(|r| {
+        r.kind.as_deref() == Some(kind.as_str())
+            && r.vmid == Some(vmid)
+            && r.node.as_deref() == Some(node)
+    })
+}
+
+fn list_entry(r: &Resource) -> GuestListEntry {
+    GuestListEntry {
+        vmid: r.vmid.unwrap_or_default(),
+        status: r.status.clone(),
+        name: r.name.clone(),
+        cpu: r.cpu,
+        cpus: r.maxcpu,
+        mem: r.mem,
+        maxmem: r.maxmem,
+        maxdisk: r.maxdisk,
+        uptime: r.uptime,
+        lock: r.lock.clone(),
+        tags: r.tags.clone(),
+        template: r.template,
+        ..GuestListEntry::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     // Tests may panic on malformed fixtures: that is the failure report.
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use crate::Error;
     use crate::wait::TaskWait;
 
     const UPID: &str = "UPID:pve2:000A1B2C:0123ABCD:6929A5C0:qmigrate:105:root@pam:";

@@ -2,14 +2,18 @@
 //! and an async client.
 //!
 //! - [`types`]: request and response types, lenient when reading, exact when writing.
-//! - [`PveApi`]: one async method per endpoint; `Arc<dyn PveApi>` is what the engine holds.
-//! - [`Client`]: `PveApi` over HTTPS with token or ticket auth, pinned or CA-verified TLS, host
-//!   failover and retries that never repeat a write.
+//! - [`Pve`]: one async method per endpoint, written once over a [`Transport`]; the type-erased
+//!   `Pve` (cheap to clone) is what the engine holds.
+//! - [`Transport`]: the one seam: sends a [`Request`] (method, path, form parameters, endpoint
+//!   label) and returns the answer's `data`. Layers (metrics) wrap a transport; test doubles
+//!   answer in memory through a [`Router`] (`GET /nodes/{node}/status` → handler).
+//! - [`Client`]: `Pve` over HTTPS ([`HttpTransport`]) with token or ticket auth, pinned or
+//!   CA-verified TLS, host failover and retries that never repeat a write.
 //! - [`ZoneConfig`]: one `[zones.<name>]` table of the config file; [`Client::from_zone`].
 //!
 //! ```no_run
 //! # async fn demo() -> flxp_pve::Result<()> {
-//! use flxp_pve::{Client, PveApi, ZoneConfig};
+//! use flxp_pve::{Client, Pve, ZoneConfig};
 //! let zones = flxp_pve::zone::zones_from_toml(r#"
 //!     [zones.lab]
 //!     hosts = ["pve1.lab:8006"]
@@ -18,10 +22,12 @@
 //! "#)?;
 //! let client = Client::from_zone(&zones["lab"])?;
 //! let resources = client.cluster_resources(None).await?;
+//! // What the engine holds: the same endpoints over a type-erased transport.
+//! let api: Pve = client.into();
+//! let tasks = api.cluster_tasks().await?;
 //! # Ok(()) }
 //! ```
 
-mod api;
 mod auth;
 mod client;
 mod endpoints;
@@ -29,18 +35,25 @@ mod error;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
 mod host;
+mod pve;
+mod request;
+mod router;
 mod secret;
 pub mod tls;
+mod transport;
 pub mod types;
 mod wait;
 pub mod zone;
 
-pub use api::PveApi;
 pub use auth::{Credentials, TICKET_LIFETIME, validate_token_id};
-pub use client::{Client, ClientBuilder};
+pub use client::{Client, ClientBuilder, HttpTransport};
 pub use error::{ApiErrorKind, Error, Result, api_error};
 pub use host::{DEFAULT_PORT, Host};
+pub use pve::Pve;
+pub use request::Request;
+pub use router::{Captures, Handler, Router, not_routed, reply};
 pub use secret::Secret;
 pub use tls::{Fingerprint, TlsTrust};
+pub use transport::Transport;
 pub use wait::{TaskWait, wait_task};
 pub use zone::{Fingerprints, ZoneConfig};

@@ -4,8 +4,9 @@
 
 use tokio::time::{Duration, Instant};
 
-use crate::api::PveApi;
 use crate::error::{Error, Result};
+use crate::pve::Pve;
+use crate::transport::Transport;
 use crate::types::{TaskLogQuery, TaskStatus, Upid};
 
 /// How to wait for a task.
@@ -35,8 +36,8 @@ const LOG_FETCH_LIMIT: u64 = 1000;
 /// Polls `upid` until it stops. Success (`OK`, `WARNINGS: n`) returns the final status; any other
 /// exit status is [`Error::TaskFailed`] with the last log lines; a passed deadline is
 /// [`Error::TaskTimeout`].
-pub async fn wait_task<A: PveApi + ?Sized>(
-    api: &A,
+pub async fn wait_task<T: Transport + ?Sized>(
+    api: &Pve<T>,
     upid: &Upid,
     wait: &TaskWait,
 ) -> Result<TaskStatus> {
@@ -71,7 +72,7 @@ pub async fn wait_task<A: PveApi + ?Sized>(
 }
 
 /// The last `n` log lines of a task; empty if the log cannot be read (the failure is what matters).
-async fn last_log_lines<A: PveApi + ?Sized>(api: &A, upid: &Upid, n: usize) -> Vec<String> {
+async fn last_log_lines<T: Transport + ?Sized>(api: &Pve<T>, upid: &Upid, n: usize) -> Vec<String> {
     let query = TaskLogQuery {
         start: Some(0),
         limit: Some(LOG_FETCH_LIMIT),

@@ -12,7 +12,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use flxp_core::placement::{PlacementOptions, Placer};
 use flxp_pve::types::*;
-use flxp_pve::{ClientBuilder, Credentials, Fingerprint, Host, Result, Secret, TlsTrust};
+use flxp_pve::{
+    ClientBuilder, Credentials, Fingerprint, Host, Request, Result, Secret, TlsTrust, Transport,
+};
 use flxp_sim::scenario::{ErrorFault, FaultSpec};
 use flxp_sim::{Scenario, Sim, SimHandle, TlsIdentity};
 
@@ -23,9 +25,10 @@ const TOKEN: &str = "root@pam!flxp=2f1c0e8b-8a6c-4d1e-9f9a-0b1c2d3e4f5a";
 const KEY: &str =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDFkLyOVoSrwEOe/Cu8ginHKAlfTmvX5GwdqB8dB9MYm flxp@test";
 
-/// Records every call by method name; `next_id` answers from a queue first.
+/// A transport that records every call by the typed method's name; `next_id` answers from a
+/// queue first.
 struct Spy {
-    inner: Arc<dyn PveApi>,
+    inner: Arc<dyn Transport>,
     calls: Mutex<Vec<String>>,
     next_ids: Mutex<VecDeque<u32>>,
     /// Sends resizes with a digest that matches no config.
@@ -58,235 +61,81 @@ impl Spy {
     }
 }
 
+/// The typed method a call of this endpoint template comes from: the names the steps read as.
+fn method_name(endpoint: &'static str) -> &'static str {
+    match endpoint {
+        "GET /version" => "version",
+        "GET /cluster/resources" => "cluster_resources",
+        "GET /cluster/status" => "cluster_status",
+        "GET /cluster/options" => "cluster_options",
+        "GET /cluster/tasks" => "cluster_tasks",
+        "GET /cluster/nextid" => "next_id",
+        "GET /nodes" => "nodes",
+        "GET /nodes/{node}/status" => "node_status",
+        "GET /nodes/{node}/config" => "node_config",
+        "PUT /nodes/{node}/config" => "update_node_config",
+        "GET /nodes/{node}/rrddata" => "node_rrddata",
+        "GET /nodes/{node}/storage" => "node_storage",
+        "GET /nodes/{node}/{kind}" => "guests",
+        "GET /nodes/{node}/{kind}/{vmid}/status/current" => "guest_status",
+        "GET /nodes/{node}/{kind}/{vmid}/config" => "guest_config",
+        "PUT /nodes/{node}/{kind}/{vmid}/config" => "update_guest_config",
+        "GET /nodes/{node}/qemu/{vmid}/migrate" => "qemu_migrate_precondition",
+        "GET /nodes/{node}/lxc/{vmid}/migrate" => "lxc_migrate_precondition",
+        "POST /nodes/{node}/qemu/{vmid}/migrate" => "migrate_qemu",
+        "POST /nodes/{node}/lxc/{vmid}/migrate" => "migrate_lxc",
+        "GET /nodes/{node}/tasks/{upid}/status" => "task_status",
+        "GET /nodes/{node}/tasks/{upid}/log" => "task_log",
+        "POST /nodes/{node}/qemu/{vmid}/clone" => "clone_qemu",
+        "POST /nodes/{node}/qemu" => "create_qemu",
+        "PUT /nodes/{node}/qemu/{vmid}/resize" => "resize_disk",
+        "POST /nodes/{node}/{kind}/{vmid}/status/start" => "start_guest",
+        "POST /nodes/{node}/{kind}/{vmid}/status/shutdown" => "shutdown_guest",
+        "POST /nodes/{node}/{kind}/{vmid}/status/stop" => "stop_guest",
+        "DELETE /nodes/{node}/{kind}/{vmid}" => "delete_guest",
+        "GET /cluster/ha/resources" => "ha_resources",
+        "GET /cluster/ha/rules" => "ha_rules",
+        "GET /cluster/ha/status/current" => "ha_status_current",
+        "GET /cluster/ha/status/manager_status" => "ha_manager_status",
+        "POST /cluster/ha/resources/{sid}/migrate" => "ha_migrate",
+        "GET /access/permissions" => "permissions",
+        "GET /pools" => "pools",
+        "GET /pools/{poolid}" => "pool",
+        other => other,
+    }
+}
+
 #[async_trait]
-impl PveApi for Spy {
-    fn server_time(&self) -> Option<i64> {
-        self.inner.server_time()
-    }
-    async fn version(&self) -> Result<Version> {
-        self.note("version");
-        self.inner.version().await
-    }
-    async fn cluster_resources(&self, kind: Option<ResourceType>) -> Result<Vec<Resource>> {
-        self.note("cluster_resources");
-        self.inner.cluster_resources(kind).await
-    }
-    async fn cluster_status(&self) -> Result<Vec<ClusterStatusEntry>> {
-        self.note("cluster_status");
-        self.inner.cluster_status().await
-    }
-    async fn cluster_options(&self) -> Result<ClusterOptions> {
-        self.note("cluster_options");
-        self.inner.cluster_options().await
-    }
-    async fn cluster_tasks(&self) -> Result<Vec<Task>> {
-        self.note("cluster_tasks");
-        self.inner.cluster_tasks().await
-    }
-    async fn next_id(&self, vmid: Option<u32>) -> Result<u32> {
-        self.note("next_id");
-        if let Some(id) = self.next_ids.lock().unwrap().pop_front() {
-            return Ok(id);
+impl Transport for Spy {
+    async fn send(&self, request: Request) -> Result<serde_json::Value> {
+        let name = method_name(request.endpoint);
+        self.note(name);
+        if name == "next_id" {
+            if let Some(id) = self.next_ids.lock().unwrap().pop_front() {
+                return Ok(serde_json::json!(id.to_string()));
+            }
         }
-        self.inner.next_id(vmid).await
-    }
-    async fn nodes(&self) -> Result<Vec<NodeListEntry>> {
-        self.note("nodes");
-        self.inner.nodes().await
-    }
-    async fn node_status(&self, node: &str) -> Result<NodeStatus> {
-        self.note("node_status");
-        self.inner.node_status(node).await
-    }
-    async fn node_config(&self, node: &str) -> Result<NodeConfig> {
-        self.note("node_config");
-        self.inner.node_config(node).await
-    }
-    async fn update_node_config(&self, node: &str, update: &NodeConfigUpdate) -> Result<()> {
-        self.note("update_node_config");
-        self.inner.update_node_config(node, update).await
-    }
-    async fn node_rrddata(&self, node: &str, query: &RrdQuery) -> Result<Vec<RrdRow>> {
-        self.note("node_rrddata");
-        self.inner.node_rrddata(node, query).await
-    }
-    async fn node_storage(&self, node: &str, query: &StorageQuery) -> Result<Vec<StorageEntry>> {
-        self.note("node_storage");
-        self.inner.node_storage(node, query).await
-    }
-    async fn guests(&self, node: &str, kind: GuestKind) -> Result<Vec<GuestListEntry>> {
-        self.note("guests");
-        self.inner.guests(node, kind).await
-    }
-    async fn guest_status(
-        &self,
-        node: &str,
-        kind: GuestKind,
-        vmid: u32,
-    ) -> Result<GuestStatusCurrent> {
-        self.note("guest_status");
-        self.inner.guest_status(node, kind, vmid).await
-    }
-    async fn guest_config(&self, node: &str, kind: GuestKind, vmid: u32) -> Result<GuestConfig> {
-        self.note("guest_config");
-        self.inner.guest_config(node, kind, vmid).await
-    }
-    async fn update_guest_config(
-        &self,
-        node: &str,
-        kind: GuestKind,
-        vmid: u32,
-        update: &ConfigUpdate,
-    ) -> Result<()> {
-        self.note("update_guest_config");
-        self.inner
-            .update_guest_config(node, kind, vmid, update)
-            .await
-    }
-    async fn qemu_migrate_precondition(
-        &self,
-        node: &str,
-        vmid: u32,
-        target: Option<&str>,
-    ) -> Result<QemuMigratePrecondition> {
-        self.note("qemu_migrate_precondition");
-        self.inner
-            .qemu_migrate_precondition(node, vmid, target)
-            .await
-    }
-    async fn lxc_migrate_precondition(
-        &self,
-        node: &str,
-        vmid: u32,
-        target: Option<&str>,
-    ) -> Result<LxcMigratePrecondition> {
-        self.note("lxc_migrate_precondition");
-        self.inner
-            .lxc_migrate_precondition(node, vmid, target)
-            .await
-    }
-    async fn migrate_qemu(
-        &self,
-        node: &str,
-        vmid: u32,
-        params: &QemuMigrateParams,
-    ) -> Result<Upid> {
-        self.note("migrate_qemu");
-        self.inner.migrate_qemu(node, vmid, params).await
-    }
-    async fn migrate_lxc(&self, node: &str, vmid: u32, params: &LxcMigrateParams) -> Result<Upid> {
-        self.note("migrate_lxc");
-        self.inner.migrate_lxc(node, vmid, params).await
-    }
-    async fn task_status(&self, upid: &Upid) -> Result<TaskStatus> {
-        self.note("task_status");
-        self.inner.task_status(upid).await
-    }
-    async fn task_log(&self, upid: &Upid, query: &TaskLogQuery) -> Result<Vec<TaskLogLine>> {
-        self.note("task_log");
-        self.inner.task_log(upid, query).await
-    }
-    async fn clone_qemu(&self, node: &str, vmid: u32, params: &CloneParams) -> Result<Upid> {
-        self.note("clone_qemu");
-        self.inner.clone_qemu(node, vmid, params).await
-    }
-    async fn create_qemu(&self, node: &str, params: &CreateParams) -> Result<Upid> {
-        self.note("create_qemu");
-        self.inner.create_qemu(node, params).await
-    }
-    async fn resize_disk(
-        &self,
-        node: &str,
-        vmid: u32,
-        params: &ResizeParams,
-    ) -> Result<Option<Upid>> {
-        self.note("resize_disk");
-        if self.stale_resize_digest.load(Ordering::SeqCst) {
+        if name == "resize_disk" && self.stale_resize_digest.load(Ordering::SeqCst) {
+            let params: ResizeParams = request.decode_params()?;
             let stale = ResizeParams {
                 digest: Some("0".repeat(40)),
-                ..params.clone()
+                ..params
             };
-            return self.inner.resize_disk(node, vmid, &stale).await;
+            return self.inner.send(request.params(&stale)?).await;
         }
-        self.inner.resize_disk(node, vmid, params).await
+        self.inner.send(request).await
     }
-    async fn start_guest(
-        &self,
-        node: &str,
-        kind: GuestKind,
-        vmid: u32,
-        params: &StartParams,
-    ) -> Result<Upid> {
-        self.note("start_guest");
-        self.inner.start_guest(node, kind, vmid, params).await
-    }
-    async fn shutdown_guest(
-        &self,
-        node: &str,
-        kind: GuestKind,
-        vmid: u32,
-        params: &ShutdownParams,
-    ) -> Result<Upid> {
-        self.note("shutdown_guest");
-        self.inner.shutdown_guest(node, kind, vmid, params).await
-    }
-    async fn stop_guest(
-        &self,
-        node: &str,
-        kind: GuestKind,
-        vmid: u32,
-        params: &StopParams,
-    ) -> Result<Upid> {
-        self.note("stop_guest");
-        self.inner.stop_guest(node, kind, vmid, params).await
-    }
-    async fn delete_guest(
-        &self,
-        node: &str,
-        kind: GuestKind,
-        vmid: u32,
-        params: &DeleteParams,
-    ) -> Result<Upid> {
-        self.note("delete_guest");
-        self.inner.delete_guest(node, kind, vmid, params).await
-    }
-    async fn ha_resources(&self) -> Result<Vec<HaResource>> {
-        self.note("ha_resources");
-        self.inner.ha_resources().await
-    }
-    async fn ha_rules(&self) -> Result<Vec<HaRule>> {
-        self.note("ha_rules");
-        self.inner.ha_rules().await
-    }
-    async fn ha_status_current(&self) -> Result<Vec<HaStatusEntry>> {
-        self.note("ha_status_current");
-        self.inner.ha_status_current().await
-    }
-    async fn ha_manager_status(&self) -> Result<ManagerStatusResponse> {
-        self.note("ha_manager_status");
-        self.inner.ha_manager_status().await
-    }
-    async fn ha_migrate(&self, sid: &str, params: &HaMigrateParams) -> Result<HaMigrateResponse> {
-        self.note("ha_migrate");
-        self.inner.ha_migrate(sid, params).await
-    }
-    async fn permissions(&self, query: &PermissionsQuery) -> Result<Permissions> {
-        self.note("permissions");
-        self.inner.permissions(query).await
-    }
-    async fn pools(&self) -> Result<Vec<PoolListEntry>> {
-        self.note("pools");
-        self.inner.pools().await
-    }
-    async fn pool(&self, poolid: &str) -> Result<Pool> {
-        self.note("pool");
-        self.inner.pool(poolid).await
+
+    fn server_time(&self) -> Option<i64> {
+        self.inner.server_time()
     }
 }
 
 struct World {
     handle: SimHandle,
     spy: Arc<Spy>,
+    /// The endpoints over the spy.
+    api: Pve,
     creator: Creator,
 }
 
@@ -296,7 +145,7 @@ impl World {
     }
 
     async fn model(&self) -> ClusterModel {
-        let snap = crate::collect_snapshot(self.spy.as_ref(), 1_764_400_000)
+        let snap = crate::collect_snapshot(&self.api, 1_764_400_000)
             .await
             .unwrap();
         ClusterModel::from_snapshot(&snap, &flxp_core::Overrides::default()).unwrap()
@@ -350,7 +199,7 @@ async fn world_with(mut scenario: Scenario) -> World {
     .build()
     .unwrap();
     let spy = Arc::new(Spy {
-        inner: Arc::new(client),
+        inner: Arc::clone(client.transport()) as Arc<dyn Transport>,
         calls: Mutex::new(Vec::new()),
         next_ids: Mutex::new(VecDeque::new()),
         stale_resize_digest: AtomicBool::new(false),
@@ -364,8 +213,9 @@ async fn world_with(mut scenario: Scenario) -> World {
         },
         ..CreateOptions::default()
     };
+    let api = Pve::from_transport(Arc::clone(&spy));
     let creator = Creator::new(
-        spy.clone(),
+        api.clone(),
         placer,
         Reservations::new(Duration::from_secs(60)),
         options,
@@ -373,6 +223,7 @@ async fn world_with(mut scenario: Scenario) -> World {
     World {
         handle,
         spy,
+        api,
         creator,
     }
 }
@@ -623,7 +474,7 @@ async fn a_larger_storage_profile_grows_the_boot_disk_before_the_start() {
         assert!(resize.ended.unwrap().floor() as i64 <= start.starttime);
     }
     let vms = w
-        .spy
+        .api
         .cluster_resources(Some(ResourceType::Vm))
         .await
         .unwrap();

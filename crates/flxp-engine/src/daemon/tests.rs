@@ -23,7 +23,7 @@ fn daemon(api: FakeApi, options: DaemonOptions) -> (Daemon, Seen) {
     let placer = Arc::new(Placer::new(PlacementOptions::default(), Vec::new()).unwrap());
     let zone = Zone {
         name: "lab".into(),
-        api: Arc::new(api),
+        api: api.into(),
         overrides: Overrides::default(),
         reservations: None,
     };

@@ -73,8 +73,7 @@ fn options() -> ExecuteOptions {
 }
 
 fn executor(api: &Arc<ScriptedApi>, options: ExecuteOptions) -> Executor {
-    let api: Arc<dyn PveApi> = Arc::clone(api) as Arc<dyn PveApi>;
-    Executor::new("lab", api, placer())
+    Executor::new("lab", Pve::from_transport(Arc::clone(api)), placer())
         .with_options(options)
         .with_clock(Arc::new(|| TIME))
 }

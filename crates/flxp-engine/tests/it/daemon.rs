@@ -36,7 +36,7 @@ fn daemon(z: &support::Zone, overrides: Overrides, options: DaemonOptions) -> Da
     Daemon::new(
         vec![Zone {
             name: "lab".into(),
-            api: Arc::clone(&z.api),
+            api: z.api.clone(),
             overrides,
             reservations: None,
         }],

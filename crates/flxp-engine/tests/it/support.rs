@@ -9,7 +9,7 @@ use flxp_core::constraints::{Violation, violations};
 use flxp_core::placement::{PlacementOptions, Placer};
 use flxp_core::{Overrides, Snapshot};
 use flxp_engine::{Event, ExecuteOptions, Executor, Limits, Model, Progress};
-use flxp_pve::{ClientBuilder, Credentials, Host, PveApi, Secret};
+use flxp_pve::{ClientBuilder, Credentials, Host, Pve, Secret};
 use flxp_sim::{Scenario, Sim, SimHandle};
 use serde_json::Value;
 
@@ -24,7 +24,7 @@ pub const UNBALANCED: &str = include_str!("../../../flxp-sim/scenarios/unbalance
 pub struct Zone {
     pub handle: SimHandle,
     pub sim: Sim,
-    pub api: Arc<dyn PveApi>,
+    pub api: Pve,
 }
 
 /// Starts a scenario document at a time scale (simulated seconds per real second).
@@ -52,7 +52,7 @@ pub async fn zone(doc: &str, time_scale: f64, tweak: impl FnOnce(&mut Value)) ->
     Zone {
         handle,
         sim,
-        api: Arc::new(client),
+        api: client.into(),
     }
 }
 
@@ -60,7 +60,7 @@ impl Zone {
     /// An executor on this zone, polling fast, with the simulated clock.
     pub fn executor(&self, limits: Limits) -> Executor {
         let sim = self.sim.clone();
-        Executor::new("sim", Arc::clone(&self.api), placer())
+        Executor::new("sim", self.api.clone(), placer())
             .with_options(ExecuteOptions {
                 limits,
                 poll: Duration::from_millis(10),

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use flxp_pve::types::{ConfigUpdate, GuestKind};
-use flxp_pve::{ApiErrorKind, ClientBuilder, Credentials, Host, PveApi, Secret, TlsTrust};
+use flxp_pve::{ApiErrorKind, ClientBuilder, Credentials, Host, Secret, TlsTrust};
 
 use crate::server::{Reply, start};
 

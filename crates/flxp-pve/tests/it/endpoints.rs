@@ -6,7 +6,7 @@ use flxp_pve::types::{
     CloneParams, DeleteParams, GuestKind, HaMigrateParams, LxcMigrateParams, RrdCf, RrdQuery,
     RrdTimeframe, TaskLogQuery, Upid,
 };
-use flxp_pve::{Error, PveApi, TaskWait};
+use flxp_pve::{Error, TaskWait};
 
 use crate::server::{Reply, start};
 

@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use flxp_pve::types::{CloneParams, ConfigUpdate, GuestKind};
-use flxp_pve::{ApiErrorKind, Error, PveApi};
+use flxp_pve::{ApiErrorKind, Error};
 
 use crate::server::{Reply, start};
 

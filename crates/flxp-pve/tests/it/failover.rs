@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use flxp_pve::types::{GuestKind, QemuMigrateParams};
-use flxp_pve::{ApiErrorKind, Error, PveApi, TlsTrust};
+use flxp_pve::{ApiErrorKind, Error, TlsTrust};
 
 use crate::server::{Reply, refused_port, start};
 

@@ -41,10 +41,8 @@ pub fn client(hosts: &[String]) -> Client {
 }
 
 #[tokio::test]
-async fn the_client_works_behind_an_arc_dyn_pveapi() {
-    use std::sync::Arc;
-
-    use flxp_pve::PveApi;
+async fn the_client_works_behind_a_type_erased_pve() {
+    use flxp_pve::Pve;
 
     let s = server::start(None, |_, _| {
         server::Reply::data(
@@ -52,8 +50,8 @@ async fn the_client_works_behind_an_arc_dyn_pveapi() {
         )
     })
     .await;
-    let api: Arc<dyn PveApi> = Arc::new(client(&[s.host()]));
-    let shared = Arc::clone(&api);
+    let api: Pve = client(&[s.host()]).into();
+    let shared = api.clone();
     let answer = tokio::spawn(async move { shared.version().await })
         .await
         .unwrap();

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use flxp_pve::types::{ConfigUpdate, GuestKind, QemuMigrateParams, RrdQuery, RrdTimeframe};
 use flxp_pve::{
-    ApiErrorKind, Client, ClientBuilder, Credentials, Error, Fingerprint, Host, PveApi, Secret,
-    TaskWait, TlsTrust,
+    ApiErrorKind, Client, ClientBuilder, Credentials, Error, Fingerprint, Host, Secret, TaskWait,
+    TlsTrust,
 };
 use flxp_sim::{Scenario, Sim, SimHandle, TlsIdentity};
 

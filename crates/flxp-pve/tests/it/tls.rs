@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use flxp_pve::{Error, Fingerprint, PveApi, TlsTrust};
+use flxp_pve::{Error, Fingerprint, TlsTrust};
 
 use crate::server::{Certs, Reply, start};
 

@@ -112,7 +112,7 @@ pub fn carry_out(
         (None, Some(zone)) => {
             config.zone(zone).map_err(UsageError)?;
             let client = config.client(zone)?;
-            let executor = Executor::new(zone.clone(), Arc::new(client), Arc::clone(&placer))
+            let executor = Executor::new(zone.clone(), client.into(), Arc::clone(&placer))
                 .with_overrides(config.overrides(zone))
                 .with_options(execute_options(config));
             let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -57,7 +57,7 @@ pub fn zones(config: &Config) -> Result<Vec<Zone>> {
             let client = config.client(&name)?;
             Ok(Zone {
                 overrides: config.overrides(&name),
-                api: Arc::new(client),
+                api: client.into(),
                 name,
                 // `flxp daemon` creates no VMs: nothing to reserve.
                 reservations: None,

@@ -26,7 +26,7 @@ use flxp_core::placement::Placer;
 use flxp_engine::create_vm::CreateOptions;
 use flxp_engine::daemon::{DaemonOptions, Zone as DaemonZone};
 use flxp_engine::{Creator, Daemon, ExecuteOptions, Limits, Reservations, stop_signal};
-use flxp_pve::{PveApi, TaskWait};
+use flxp_pve::{Pve, TaskWait, Transport};
 use tokio::time::Duration;
 
 use crate::config::{Config, DEFAULT_PATH};
@@ -261,14 +261,14 @@ fn build(
     for name in config.zones.keys() {
         let client = config.client(name)?;
         let last = Arc::new(Mutex::new(None));
-        let api: Arc<dyn PveApi> = Arc::new(MeteredApi::new(
-            Arc::new(client),
+        let api = Pve::from_transport(MeteredApi::new(
+            Arc::clone(client.transport()) as Arc<dyn Transport>,
             name,
             Arc::clone(&metrics),
             Arc::clone(&last),
         ));
         let creator = Creator::new(
-            Arc::clone(&api),
+            api.clone(),
             Arc::clone(&placer),
             Reservations::new(Duration::from_secs(c.reservation_ttl_secs)),
             create.clone(),
@@ -326,7 +326,7 @@ fn daemon(
         .filter(|z| config.daemon.zones.is_empty() || config.daemon.zones.contains(&z.name))
         .map(|z| DaemonZone {
             name: z.name.clone(),
-            api: Arc::clone(&z.api),
+            api: z.api.clone(),
             overrides: z.overrides.clone(),
             reservations: Some(Arc::clone(z.creator.reservations())),
         })

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use flxp_core::Overrides;
 use flxp_engine::{ClusterModel, Creator};
-use flxp_pve::PveApi;
+use flxp_pve::Pve;
 use tokio::sync::watch;
 use tokio::time::{Duration, Instant};
 
@@ -41,7 +41,7 @@ pub struct Zone {
     /// Its name in the config.
     pub name: String,
     /// Its API (metered).
-    pub api: Arc<dyn PveApi>,
+    pub api: Pve,
     /// Node overrides from the config.
     pub overrides: Overrides,
     /// Creates VMs; holds the zone's reservations.
@@ -65,7 +65,7 @@ impl Zone {
     /// A zone; `last_answer` is the clock its metered API sets.
     pub fn new(
         name: &str,
-        api: Arc<dyn PveApi>,
+        api: Pve,
         overrides: Overrides,
         creator: Creator,
         last_answer: Arc<Mutex<Option<Instant>>>,
@@ -149,7 +149,7 @@ impl Zone {
 
     async fn read(&self) -> Result<Arc<ClusterModel>, ReadError> {
         let taken = tokio::time::Instant::now();
-        let snapshot = flxp_engine::collect_snapshot(self.api.as_ref(), epoch_now())
+        let snapshot = flxp_engine::collect_snapshot(&self.api, epoch_now())
             .await
             .map_err(|e| ReadError(format!("cannot read zone {}: {}", self.name, chain(&e))))?;
         let mut overrides = self.overrides.clone();
@@ -231,14 +231,14 @@ mod tests {
     fn zone(fake: Arc<FakeApi>) -> Arc<Zone> {
         let placer = Arc::new(Placer::new(PlacementOptions::default(), vec![]).unwrap());
         let creator = Creator::new(
-            fake.clone(),
+            fake.erase(),
             placer,
             Reservations::new(Duration::from_secs(60)),
             CreateOptions::default(),
         );
         Arc::new(Zone::new(
             "lab",
-            fake,
+            fake.erase(),
             Overrides::default(),
             creator,
             Arc::new(Mutex::new(None)),

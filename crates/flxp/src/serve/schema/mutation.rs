@@ -144,7 +144,7 @@ fn dry(plan: &flxp_core::balance::Plan) -> RunResult {
 /// Plans and carries out a goal in its own task.
 async fn run(s: &AppState, zone: &str, goal: Goal) -> Result<RunResult, ApiError> {
     let z = s.zone(zone)?;
-    let executor = Executor::new(zone, Arc::clone(&z.api), Arc::clone(&s.placer))
+    let executor = Executor::new(zone, z.api.clone(), Arc::clone(&s.placer))
         .with_overrides(z.overrides.clone())
         .with_reservations(Some(Arc::clone(z.creator.reservations())))
         .with_options(s.execute.clone())

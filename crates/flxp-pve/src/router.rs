@@ -1,0 +1,157 @@
+//! [`Router`]: `METHOD /path/{pattern}` → handler, for transports that answer in memory (test
+//! doubles, the fake). A call no route matches is a 501 naming it, so a double implements only
+//! what it answers and a test fails fast on anything else.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result, api_error};
+use crate::request::{Request, unseg};
+
+/// A handler: the double's state, the request, and the path's `{name}` captures.
+pub type Handler<S> = fn(&S, &Request, &Captures) -> Result<serde_json::Value>;
+
+/// The `{name}` segments of a matched path, percent-decoded.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Captures(BTreeMap<&'static str, String>);
+
+impl Captures {
+    /// The segment captured as `{name}` (empty if the pattern has none).
+    pub fn get(&self, name: &str) -> &str {
+        self.0.get(name).map_or("", String::as_str)
+    }
+
+    /// The segment captured as `{name}`, as a number (a 400 if it is not one).
+    pub fn u32(&self, name: &str, request: &Request) -> Result<u32> {
+        self.get(name).parse().map_err(|_| {
+            api_error(
+                request.method.as_str(),
+                &request.path,
+                400,
+                &format!("{name} is not a number"),
+                b"",
+            )
+        })
+    }
+}
+
+/// Routes requests to handlers by method and path pattern; the first route that matches wins.
+pub struct Router<S> {
+    routes: Vec<(&'static str, Vec<&'static str>, Handler<S>)>,
+}
+
+impl<S> Default for Router<S> {
+    fn default() -> Self {
+        Self { routes: Vec::new() }
+    }
+}
+
+impl<S> std::fmt::Debug for Router<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(
+                self.routes
+                    .iter()
+                    .map(|(m, p, _)| format!("{m} /{}", p.join("/"))),
+            )
+            .finish()
+    }
+}
+
+impl<S> Router<S> {
+    /// A router with no routes.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a route: `"GET /nodes/{node}/status"` (`{name}` matches one segment).
+    pub fn route(mut self, endpoint: &'static str, handler: Handler<S>) -> Self {
+        let (method, path) = endpoint.split_once(' ').unwrap_or(("GET", endpoint));
+        let pattern = path.trim_start_matches('/').split('/').collect();
+        self.routes.push((method, pattern, handler));
+        self
+    }
+
+    /// Answers `request` with the first matching route, else a 501 "not routed: METHOD /path".
+    pub fn handle(&self, state: &S, request: &Request) -> Result<serde_json::Value> {
+        let segments: Vec<&str> = request.path.trim_start_matches('/').split('/').collect();
+        for (method, pattern, handler) in &self.routes {
+            if *method != request.method.as_str() || pattern.len() != segments.len() {
+                continue;
+            }
+            let mut captures = Captures::default();
+            let matched = pattern.iter().zip(&segments).all(|(p, s)| {
+                match p.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
+                    Some(name) => {
+                        captures.0.insert(name, unseg(s));
+                        true
+                    }
+                    None => p == s,
+                }
+            });
+            if matched {
+                return handler(state, request, &captures);
+            }
+        }
+        Err(not_routed(request))
+    }
+}
+
+/// The 501 of a call no route answers.
+pub fn not_routed(request: &Request) -> Error {
+    api_error(
+        request.method.as_str(),
+        &request.path,
+        501,
+        &format!("not routed: {request}"),
+        b"",
+    )
+}
+
+/// A handler's answer: any serializable value as the `data` of the reply.
+pub fn reply<T: Serialize>(value: T) -> Result<serde_json::Value> {
+    serde_json::to_value(value).map_err(|e| Error::Request {
+        endpoint: "reply".into(),
+        message: e.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    // Tests may panic on malformed fixtures: that is the failure report.
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn status(_: &(), _: &Request, c: &Captures) -> Result<serde_json::Value> {
+        reply(format!("status of {}", c.get("node")))
+    }
+
+    fn config(_: &(), _: &Request, _: &Captures) -> Result<serde_json::Value> {
+        reply("config")
+    }
+
+    #[test]
+    fn routes_match_method_and_pattern_and_capture_segments() {
+        let router = Router::new()
+            .route("GET /nodes/{node}/config", config)
+            .route("GET /nodes/{node}/{what}", status);
+        let get = |path: &str| Request::new("GET /x", path.into());
+        assert_eq!(
+            router.handle(&(), &get("/nodes/pve%201/status")).unwrap(),
+            "status of pve 1"
+        );
+        assert_eq!(
+            router.handle(&(), &get("/nodes/pve1/config")).unwrap(),
+            "config"
+        );
+        let put = Request::new("PUT /nodes/{node}/config", "/nodes/pve1/config".into());
+        let e = router.handle(&(), &put).unwrap_err();
+        assert_eq!(e.status(), Some(501));
+        assert!(
+            e.to_string().contains("not routed: PUT /nodes/pve1/config"),
+            "{e}"
+        );
+    }
+}
