@@ -1,4 +1,4 @@
-//! [`MeteredApi`]: a [`Transport`] layer that times every call, counts failures by endpoint
+//! [`MeteredTransport`]: a [`Transport`] layer that times every call, counts failures by endpoint
 //! template, and records when the zone last answered (what `/readyz` reads). It decides nothing
 //! and changes no call.
 
@@ -11,14 +11,14 @@ use tokio::time::Instant;
 use super::metrics::{Endpoint, EndpointError, Metrics};
 
 /// A zone's transport with metrics and a "last answered" clock.
-pub struct MeteredApi {
+pub struct MeteredTransport {
     inner: Arc<dyn Transport>,
     zone: String,
     metrics: Arc<Metrics>,
     last_answer: Arc<Mutex<Option<Instant>>>,
 }
 
-impl MeteredApi {
+impl MeteredTransport {
     /// Wraps `inner` for `zone`; `last_answer` is set whenever Proxmox answers (even with an
     /// error answer: the zone is reachable).
     pub fn new(
@@ -92,7 +92,7 @@ fn error_kind(e: &Error) -> &'static str {
 }
 
 #[async_trait]
-impl Transport for MeteredApi {
+impl Transport for MeteredTransport {
     async fn send(&self, request: Request) -> Result<serde_json::Value> {
         let endpoint = request.endpoint;
         let start = Instant::now();
@@ -103,5 +103,54 @@ impl Transport for MeteredApi {
 
     fn server_time(&self) -> Option<i64> {
         self.inner.server_time()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    // Tests may panic on malformed fixtures: that is the failure report.
+    #![allow(clippy::unwrap_used)]
+
+    use flxp_core::Snapshot;
+    use flxp_pve::Pve;
+    use flxp_pve::fake::FakeApi;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn calls_are_timed_per_endpoint_template_and_errors_counted_by_kind() {
+        let fake = FakeApi::new(Snapshot::default()).fail(
+            "GET /nodes/pve1/status",
+            403,
+            "Permission check failed",
+        );
+        let metrics = Arc::new(Metrics::new());
+        let last = Arc::new(Mutex::new(None));
+        let api = Pve::from_transport(MeteredTransport::new(
+            Arc::clone(fake.transport()) as Arc<dyn Transport>,
+            "lab",
+            Arc::clone(&metrics),
+            Arc::clone(&last),
+        ));
+        api.cluster_tasks().await.unwrap();
+        api.node_status("pve1").await.unwrap_err();
+        let text = metrics.render();
+        let count = |endpoint: &str| {
+            format!(
+                "flxp_proxmox_request_duration_seconds_count{{zone=\"lab\",endpoint=\"{endpoint}\"}} 1"
+            )
+        };
+        assert!(text.contains(&count("GET /cluster/tasks")), "{text}");
+        assert!(text.contains(&count("GET /nodes/{node}/status")), "{text}");
+        assert!(
+            text.contains(
+                "flxp_proxmox_errors_total{zone=\"lab\",endpoint=\"GET /nodes/{node}/status\",kind=\"permission_denied\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(
+            last.lock().unwrap().is_some(),
+            "an error answer is an answer"
+        );
     }
 }

@@ -30,7 +30,7 @@ use flxp_pve::{Pve, TaskWait, Transport};
 use tokio::time::Duration;
 
 use crate::config::{Config, DEFAULT_PATH};
-use metered::MeteredApi;
+use metered::MeteredTransport;
 use metrics::Metrics;
 use state::{AppState, Tokens, Work};
 use zone::Zone;
@@ -261,7 +261,7 @@ fn build(
     for name in config.zones.keys() {
         let client = config.client(name)?;
         let last = Arc::new(Mutex::new(None));
-        let api = Pve::from_transport(MeteredApi::new(
+        let api = Pve::from_transport(MeteredTransport::new(
             Arc::clone(client.transport()) as Arc<dyn Transport>,
             name,
             Arc::clone(&metrics),
