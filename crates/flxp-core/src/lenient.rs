@@ -139,11 +139,22 @@ pub fn string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Erro
     <String as WireValue>::read(d)
 }
 
-/// Writes an optional float as an integer when it is whole (`16`, not `16.0`), as Perl does.
-pub fn ser_whole<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
-    match v {
-        Some(x) => Whole(*x).serialize(s),
-        None => s.serialize_none(),
+/// `#[serde(with = "lenient::whole")]`: an `Option<f64>` read leniently and written as an integer
+/// when it is whole (`16`, not `16.0`), as Perl does for counts such as `maxcpu`.
+pub mod whole {
+    use serde::{Deserializer, Serialize, Serializer};
+
+    /// Writes a whole value as an integer, any other as a float, `None` as `null`.
+    pub fn serialize<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(x) => super::Whole(*x).serialize(s),
+            None => s.serialize_none(),
+        }
+    }
+
+    /// Reads the value as [`super::f64`] does.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+        super::f64(d)
     }
 }
 

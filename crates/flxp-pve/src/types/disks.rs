@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use flxp_core::lenient;
 
-use super::quirks::{ser_bool01, string_required};
+use super::quirks::string_required;
 
 /// The units Proxmox's size syntax knows, largest first, with their byte factors.
 const UNITS: [(char, u64); 4] = [
@@ -225,15 +225,14 @@ pub struct ResizeParams {
     /// Refuse unless the config still has this digest ("checksum mismatch").
     #[serde(
         default,
-        deserialize_with = "lenient::string",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub digest: Option<String>,
     /// Ignore the config lock (root@pam only).
     #[serde(
         default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub skiplock: Option<bool>,

@@ -1,8 +1,8 @@
 //! Form encoding of request parameters, as Proxmox's HTTP server decodes them.
 //!
 //! Proxmox splits form pairs on both `&` and `;` and keys from values on `=`, so every value must be
-//! percent-encoded (`serde_urlencoded` does). Booleans go as `1`/`0` (the param types use
-//! [`super::quirks::ser_bool01`]); `true` as text is rejected by Proxmox with a 400. Cloud-init
+//! percent-encoded (`serde_urlencoded` does). Booleans go as `1`/`0` (the param types write
+//! them with `flxp_core::lenient::opt`); `true` as text is rejected by Proxmox with a 400. Cloud-init
 //! `sshkeys` need a second, stricter encoding first: [`encode_sshkeys`].
 
 use serde::Serialize;
