@@ -5,10 +5,11 @@
 //! clusters of 8, 32 and 64 nodes with 30-80 guests each and of 1,000 nodes with 50 guests each
 //! (50,000 guests). Building the model, compiling rules and the state are timed apart.
 //!
-//! Part 2, quality, on a fixed set of generated clusters (seeded, so every run sees the same
-//! ones): imbalance before and after, migrations and GiB moved; against the lower bounds of
-//! peers.md §6.3 (perfect balance, the floors for the same number of migrations, load that cannot
-//! move) and against Proxmox's single-move method run round after round until it stops.
+//! Part 2, quality, on a fixed set of generated clusters (seeded, so every run sees the same ones):
+//! imbalance before and after, migrations and GiB moved; against the lower bounds of
+//! docs/rebalancing-reference.md §2 (perfect balance, the floors for the same number of migrations,
+//! load that cannot move) and against Proxmox's single-move method run round after round until it
+//! stops.
 //!
 //! Run: `cargo bench -p flxp-core --bench plan` (`-- quick` skips the 1,000-node cluster, `-- time`
 //! or `-- quality` runs one part, `-- time nodes=1000` one size).
@@ -92,10 +93,11 @@ fn generate(nodes: usize, lo: u64, hi: u64, seed: u64) -> Snapshot {
     b.snapshot()
 }
 
-/// ProxLB's greedy pass as proxlb.md §2.2 describes it (memory, used mode, smaller guests first):
-/// each guest at most once per cycle, moved only off the currently fullest node, to the node with
-/// the lowest used %, if it fits there; the cycle stops once the spread is within `balanciness`.
-/// Runs cycles until one moves nothing: (cycles, migrations, bytes, final spread).
+/// ProxLB's greedy pass as docs/rebalancing-reference.md §1.1 describes it (memory, used mode,
+/// smaller guests first): each guest at most once per cycle, moved only off the currently fullest
+/// node, to the node with the lowest used %, if it fits there; the cycle stops once the spread is
+/// within `balanciness`. Runs cycles until one moves nothing: (cycles, migrations, bytes, final
+/// spread).
 fn proxlb(c: &Cluster, balanciness: f64) -> (usize, usize, u64, f64) {
     let total: Vec<f64> = c.nodes.iter().map(|n| n.maxmem as f64).collect();
     let mut used = vec![0.0; total.len()];
@@ -352,7 +354,9 @@ fn quality() {
     println!(
         "\nTotal migrations: {sum_moves}. Perfect balance (spread 0, σ 0) is the absolute floor; the"
     );
-    println!("peers.md §6.3 floors for k migrations are loose once k exceeds half the nodes.\n");
+    println!(
+        "docs/rebalancing-reference.md §2 floors for k migrations are loose once k exceeds half the nodes.\n"
+    );
 
     println!(
         "## Against Proxmox's method, all judged by Proxmox's CV (normalised), threshold 0.05\n"
@@ -474,7 +478,7 @@ fn quality() {
     );
 
     println!(
-        "\n## Against ProxLB (a model of its greedy pass, proxlb.md §2.2), memory spread, both stopping at 10 pp\n"
+        "\n## Against ProxLB (a model of its greedy pass, docs/rebalancing-reference.md §1.1), memory spread, both stopping at 10 pp\n"
     );
     println!(
         "ProxLB runs one pass per daemon cycle (12 h apart by default) until a cycle moves nothing.\n"

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use flxp_core::pve_crs::*;
 
-const GIB: u64 = 1 << 30;
+use flxp_core::units::GIB;
 
 fn cluster(n: usize) -> Vec<NodeUsage> {
     (0..n)

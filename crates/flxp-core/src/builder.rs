@@ -7,10 +7,7 @@
 use crate::cluster::{Cluster, Overrides};
 use crate::snapshot::{HaResource, HaRule, NodeExtra, Resource, RrdRow, Snapshot, Task};
 
-/// One GiB in bytes.
-pub const GIB: u64 = 1 << 30;
-/// One MiB in bytes.
-pub const MIB: u64 = 1 << 20;
+pub use crate::units::{GIB, MIB};
 
 /// A node to add: online, 16 CPUs, 64 GiB, by default idle (usage = its guests).
 #[derive(Debug, Clone)]

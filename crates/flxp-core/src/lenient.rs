@@ -1,106 +1,255 @@
-//! Lenient serde readers for Proxmox's Perl-JSON quirks.
+//! Lenient serde readers and exact writers for Proxmox's Perl-JSON quirks.
 //!
 //! Proxmox sends integers as strings now and then (`nextid`, `vmid` across releases), booleans as
 //! `0`/`1`, `"0"`/`"1"` or `""`, and omits optional fields rather than sending `null`. Every reader
 //! here accepts all of those and rejects anything else with a message naming the expected type, so a
-//! broken document fails with a path instead of a guess. Use them with
-//! `#[serde(default, deserialize_with = "lenient::u64")]` on `Option` fields.
+//! broken document fails with a path instead of a guess. Integers are read exactly over the whole
+//! `u64`/`i64` range: they pass through a float only when the sender wrote a fraction.
+//!
+//! Wire types put `#[serde(default)]` on the struct and one attribute on each optional field:
+//! `#[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]`, which reads any
+//! [`WireValue`] leniently and writes it as Proxmox does (booleans as `0`/`1`).
 
 use std::fmt;
 
 use serde::de::{self, Deserializer, Visitor};
+use serde::{Serialize, Serializer};
 
-/// Reads an optional unsigned integer from a number, a numeric string or `null`.
+/// A scalar Proxmox sends loosely: [`opt`] reads and writes `Option`s of it.
+pub trait WireValue: Sized {
+    /// Reads the value leniently; `null`, a missing value and (for numbers) `""` are `None`.
+    fn read<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Self>, D::Error>;
+
+    /// Writes a present value as Proxmox does.
+    fn write<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error>;
+}
+
+/// `#[serde(with = "lenient::opt")]`: an `Option<T>` read leniently and written as Proxmox does.
+pub mod opt {
+    use serde::{Deserializer, Serializer};
+
+    use super::WireValue;
+
+    /// Writes `Some` as Proxmox does and `None` as `null` (skip it with `skip_serializing_if`).
+    pub fn serialize<T: WireValue, S: Serializer>(v: &Option<T>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(v) => v.write(s),
+            None => s.serialize_none(),
+        }
+    }
+
+    /// Reads the value leniently (see [`WireValue::read`]).
+    pub fn deserialize<'de, T: WireValue, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<T>, D::Error> {
+        T::read(d)
+    }
+}
+
+impl WireValue for u64 {
+    fn read<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Self>, D::Error> {
+        integer(d, "a non-negative integer below 2^64")
+    }
+    fn write<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_some(self)
+    }
+}
+
+impl WireValue for u32 {
+    fn read<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Self>, D::Error> {
+        integer(d, "a non-negative integer below 2^32")
+    }
+    fn write<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_some(self)
+    }
+}
+
+impl WireValue for i64 {
+    fn read<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Self>, D::Error> {
+        integer(d, "an integer within ±2^63")
+    }
+    fn write<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_some(self)
+    }
+}
+
+impl WireValue for f64 {
+    fn read<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Self>, D::Error> {
+        match d.deserialize_any(NumVisitor)? {
+            None => Ok(None),
+            Some(Num::Int(v)) => Ok(Some(v as f64)),
+            Some(Num::Float(v, _)) if v.is_finite() => Ok(Some(v)),
+            Some(Num::Float(..)) => Err(de::Error::custom("expected a finite number")),
+        }
+    }
+    fn write<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_some(self)
+    }
+}
+
+impl WireValue for bool {
+    fn read<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Self>, D::Error> {
+        d.deserialize_any(BoolVisitor)
+    }
+    /// Proxmox writes and expects `1` or `0` (in JSON and in form bodies; `true` as text is a 400).
+    fn write<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u8(u8::from(*self))
+    }
+}
+
+impl WireValue for String {
+    fn read<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Self>, D::Error> {
+        d.deserialize_any(StringVisitor)
+    }
+    fn write<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_some(self)
+    }
+}
+
+/// Reads an optional unsigned integer from a number, a numeric string or `null`, exactly.
 ///
-/// Fractional numbers are truncated (RRD values are doubles even for byte counts); negative and
-/// non-finite ones are errors.
+/// Fractional numbers are truncated (RRD values are doubles even for byte counts); negative,
+/// non-finite and too large ones are errors.
 pub fn u64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
-    d.deserialize_any(NumVisitor).and_then(|n| match n {
-        None => Ok(None),
-        Some(v) if (0.0..1.9e19).contains(&v) => Ok(Some(v as u64)),
-        Some(v) => Err(de::Error::custom(format!(
-            "expected a non-negative integer, got {}",
-            show(v)
-        ))),
-    })
+    <u64 as WireValue>::read(d)
 }
 
 /// Reads an optional unsigned 32-bit integer (a VMID, a CPU count) leniently.
 pub fn u32<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
-    u64(d).and_then(|n| match n {
-        None => Ok(None),
-        Some(v) => u32::try_from(v)
-            .map(Some)
-            .map_err(|_| de::Error::custom(format!("number {v} is too large"))),
-    })
+    <u32 as WireValue>::read(d)
 }
 
-/// Reads an optional signed integer (a timestamp) leniently.
+/// Reads an optional signed integer (a timestamp) leniently and exactly.
 pub fn i64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
-    d.deserialize_any(NumVisitor).and_then(|n| match n {
-        None => Ok(None),
-        Some(v) if v.is_finite() && v.abs() < 9.2e18 => Ok(Some(v as i64)),
-        Some(v) => Err(de::Error::custom(format!(
-            "expected an integer, got {}",
-            show(v)
-        ))),
-    })
+    <i64 as WireValue>::read(d)
 }
 
 /// Reads an optional float from a number, a numeric string or `null`; non-finite values are errors.
 pub fn f64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
-    d.deserialize_any(NumVisitor).and_then(|n| match n {
-        Some(v) if !v.is_finite() => Err(de::Error::custom("expected a finite number")),
-        other => Ok(other),
-    })
+    <f64 as WireValue>::read(d)
 }
 
 /// Reads an optional boolean from `true`/`false`, `0`/`1`, `"0"`/`"1"`, `""` (false) or `null`.
 pub fn bool<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
-    d.deserialize_any(BoolVisitor)
+    <bool as WireValue>::read(d)
 }
 
 /// Reads an optional string; numbers are accepted and rendered as text (Perl is loose about both).
 pub fn string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    d.deserialize_any(StringVisitor)
+    <String as WireValue>::read(d)
 }
 
-/// A number for an error message: huge ones in exponent form rather than hundreds of digits.
+/// `#[serde(with = "lenient::whole")]`: an `Option<f64>` read leniently and written as an integer
+/// when it is whole (`16`, not `16.0`), as Perl does for counts such as `maxcpu`.
+pub mod whole {
+    use serde::{Deserializer, Serialize, Serializer};
+
+    /// Writes a whole value as an integer, any other as a float, `None` as `null`.
+    pub fn serialize<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(x) => super::Whole(*x).serialize(s),
+            None => s.serialize_none(),
+        }
+    }
+
+    /// Reads the value as [`super::f64`] does.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+        super::f64(d)
+    }
+}
+
+/// A float written as an integer when it is whole and exactly representable (below 2^53).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Whole(pub f64);
+
+impl Serialize for Whole {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        // 9e15 is just above 2^53: past it a float no longer holds every integer.
+        if self.0.fract() == 0.0 && self.0.abs() < 9.0e15 {
+            s.serialize_i64(self.0 as i64)
+        } else {
+            s.serialize_f64(self.0)
+        }
+    }
+}
+
+/// Reads an integer that must fit `T`; a fraction is truncated toward zero.
+fn integer<'de, T: TryFrom<i128>, D: Deserializer<'de>>(
+    d: D,
+    expected: &str,
+) -> Result<Option<T>, D::Error> {
+    let unsigned = T::try_from(-1).is_err();
+    let shown = match d.deserialize_any(NumVisitor)? {
+        None => return Ok(None),
+        Some(Num::Int(v)) => match T::try_from(v) {
+            Ok(n) => return Ok(Some(n)),
+            Err(_) => v.to_string(),
+        },
+        Some(Num::Float(v, text)) => {
+            // `as` saturates far outside i128, which `try_from` then refuses; NaN is caught first.
+            let whole = v.trunc();
+            if whole.is_finite() && !(unsigned && v < 0.0) {
+                if let Ok(n) = T::try_from(whole as i128) {
+                    return Ok(Some(n));
+                }
+            }
+            text.unwrap_or_else(|| show(v))
+        }
+    };
+    Err(de::Error::custom(format!(
+        "expected {expected}, got {shown}"
+    )))
+}
+
+/// A JSON float for an error message, never as a different number than the one sent: huge ones in
+/// exponent form, and integers past 2^53 (which a float may have rounded) without digits.
 fn show(v: f64) -> String {
-    if v.is_finite() && v.abs() >= 1e21 {
+    if !v.is_finite() || v.abs() >= 1e21 {
         format!("{v:e}")
+    } else if v.fract() == 0.0 && v.abs() >= 9_007_199_254_740_992.0 {
+        "a number too large to read exactly".to_owned()
     } else {
         format!("{v}")
     }
 }
 
+/// A number as it arrived: an integer (exact), or a float with the text it was parsed from.
+enum Num {
+    Int(i128),
+    Float(f64, Option<String>),
+}
+
 struct NumVisitor;
 
 impl<'de> Visitor<'de> for NumVisitor {
-    type Value = Option<f64>;
+    type Value = Option<Num>;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a number or a numeric string")
     }
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-        Ok(Some(v as f64))
+        Ok(Some(Num::Int(i128::from(v))))
     }
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
-        Ok(Some(v as f64))
+        Ok(Some(Num::Int(i128::from(v))))
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
-        Ok(Some(v))
+        Ok(Some(Num::Float(v, None)))
     }
     fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
-        Ok(Some(if v { 1.0 } else { 0.0 }))
+        Ok(Some(Num::Int(i128::from(v))))
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
         let t = v.trim();
         if t.is_empty() {
             return Ok(None);
         }
+        // An integer first, so one past 2^53 keeps every digit; a float only for other shapes.
+        if let Ok(n) = t.parse::<i128>() {
+            return Ok(Some(Num::Int(n)));
+        }
         t.parse::<f64>()
-            .map(Some)
+            .map(|f| Some(Num::Float(f, Some(t.to_owned()))))
             .map_err(|_| E::custom(format!("expected a number, got the string {v:?}")))
     }
     fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
@@ -204,7 +353,7 @@ impl<'de> Visitor<'de> for StringVisitor {
 
 #[cfg(test)]
 mod tests {
-    use serde::Deserialize;
+    use serde::{Deserialize, Serialize};
 
     #[derive(Deserialize, Debug, PartialEq)]
     struct T {
@@ -265,6 +414,81 @@ mod tests {
         assert!(e.contains("got -1e30 "), "{e}");
         let e = parse(r#"{"n": "NaN"}"#).unwrap_err().to_string();
         assert!(e.contains("got NaN "), "{e}");
+    }
+
+    #[test]
+    fn integers_past_two_to_the_fifty_three_stay_exact() {
+        for (json, want) in [
+            (r#"{"n": 9007199254740993}"#, 9_007_199_254_740_993),
+            (r#"{"n": "9007199254740993"}"#, 9_007_199_254_740_993),
+            (r#"{"n": 18446744073709551615}"#, u64::MAX),
+            (r#"{"n": " 18446744073709551615 "}"#, u64::MAX),
+            (r#"{"n": 2.5}"#, 2),
+            (r#"{"n": true}"#, 1),
+        ] {
+            assert_eq!(parse(json).unwrap().n, Some(want), "{json}");
+        }
+    }
+
+    #[test]
+    fn integers_out_of_range_are_errors_that_never_show_another_number() {
+        // serde_json reads an integer literal past u64 as a float: no digits it did not get.
+        let e = parse(r#"{"n": 18446744073709551616}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("below 2^64"), "{e}");
+        assert!(!e.contains("18446744073709552000"), "{e}");
+        let e = parse(r#"{"n": "18446744073709551616"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("got 18446744073709551616 "), "{e}");
+        let e = parse(r#"{"n": -0.5}"#).unwrap_err().to_string();
+        assert!(e.contains("non-negative"), "{e}");
+    }
+
+    #[test]
+    fn narrower_and_signed_integers_check_their_own_range() {
+        #[derive(Deserialize, Debug)]
+        struct N {
+            #[serde(default, deserialize_with = "super::u32")]
+            small: Option<u32>,
+            #[serde(default, deserialize_with = "super::i64")]
+            signed: Option<i64>,
+        }
+        let n: N =
+            serde_json::from_str(r#"{"small": "4294967295", "signed": -9223372036854775808}"#)
+                .unwrap();
+        assert_eq!((n.small, n.signed), (Some(u32::MAX), Some(i64::MIN)));
+        let e = serde_json::from_str::<N>(r#"{"small": 4294967296}"#).unwrap_err();
+        assert!(e.to_string().contains("got 4294967296 "), "{e}");
+        let e = serde_json::from_str::<N>(r#"{"signed": "9223372036854775808"}"#).unwrap_err();
+        assert!(e.to_string().contains("got 9223372036854775808 "), "{e}");
+    }
+
+    #[test]
+    fn opt_writes_what_proxmox_writes() {
+        #[derive(Serialize, Deserialize, Debug, PartialEq, Default)]
+        #[serde(default)]
+        struct W {
+            #[serde(with = "super::opt", skip_serializing_if = "Option::is_none")]
+            n: Option<u64>,
+            #[serde(with = "super::opt", skip_serializing_if = "Option::is_none")]
+            b: Option<bool>,
+            #[serde(with = "super::opt")]
+            s: Option<String>,
+            #[serde(with = "super::opt", skip_serializing_if = "Option::is_none")]
+            f: Option<f64>,
+        }
+        let w: W =
+            serde_json::from_str(r#"{"n": "18446744073709551615", "b": "1", "f": 1}"#).unwrap();
+        assert_eq!(
+            serde_json::to_string(&w).unwrap(),
+            r#"{"n":18446744073709551615,"b":1,"s":null,"f":1.0}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&W::default()).unwrap(),
+            r#"{"s":null}"#
+        );
     }
 
     #[test]

@@ -1,4 +1,13 @@
-//! Rendering Proxmox units for people: bytes in binary units, CPU in cores.
+//! Proxmox's units: the binary byte multiples, and rendering bytes and CPU for people.
+
+/// Bytes in a KiB.
+pub const KIB: u64 = 1 << 10;
+/// Bytes in a MiB.
+pub const MIB: u64 = 1 << 20;
+/// Bytes in a GiB (Proxmox's memory and disk sizes are multiples of these).
+pub const GIB: u64 = 1 << 30;
+/// Bytes in a TiB.
+pub const TIB: u64 = 1 << 40;
 
 /// Bytes in binary units with one decimal (`4.0 GiB`, `512.0 MiB`, `0 B`).
 pub fn fmt_bytes(bytes: u64) -> String {

@@ -4,6 +4,7 @@
 //! Implementations must return quickly: they run on the executor's task. The engine logs with
 //! `tracing` on its own; events are for user interfaces.
 
+use flxp_core::units::{GIB, KIB, MIB, TIB};
 use serde::Serialize;
 
 /// One thing that happened while carrying out a plan.
@@ -131,10 +132,10 @@ fn parse_size(text: &str) -> Option<f64> {
     let v: f64 = num.parse().ok()?;
     let scale = match unit.trim() {
         "B" | "b" => 1.0,
-        "KiB" => 1024.0,
-        "MiB" => 1024.0 * 1024.0,
-        "GiB" => 1024.0 * 1024.0 * 1024.0,
-        "TiB" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        "KiB" => KIB as f64,
+        "MiB" => MIB as f64,
+        "GiB" => GIB as f64,
+        "TiB" => TIB as f64,
         _ => return None,
     };
     Some(v * scale)

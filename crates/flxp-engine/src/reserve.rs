@@ -292,7 +292,7 @@ mod tests {
 
     use super::*;
 
-    const GIB: u64 = 1 << 30;
+    use flxp_core::units::GIB;
 
     fn cluster(extra: &str) -> Cluster {
         let text = format!(

@@ -14,6 +14,7 @@ use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
+use subtle::{Choice, ConstantTimeEq};
 
 use crate::error::{Error, Result};
 
@@ -179,10 +180,10 @@ impl ServerCertVerifier for PinnedVerifier {
     ) -> std::result::Result<ServerCertVerified, rustls::Error> {
         let seen = Fingerprint::of_der(end_entity.as_ref());
         // Compare every pin without an early exit, so timing does not tell which byte differed.
-        let matched = self.pins.iter().fold(false, |acc, pin| {
-            acc | constant_time_eq(pin.as_bytes(), seen.as_bytes())
+        let matched = self.pins.iter().fold(Choice::from(0), |acc, pin| {
+            acc | pin.as_bytes()[..].ct_eq(&seen.as_bytes()[..])
         });
-        if matched {
+        if bool::from(matched) {
             Ok(ServerCertVerified::assertion())
         } else {
             Err(rustls::Error::General(format!(
@@ -212,10 +213,6 @@ impl ServerCertVerifier for PinnedVerifier {
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.algorithms.supported_schemes()
     }
-}
-
-fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// Trusts any certificate (still checking handshake signatures, so the peer holds the key).

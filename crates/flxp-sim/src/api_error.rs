@@ -88,7 +88,7 @@ impl ApiError {
         )
     }
 
-    /// "VM is locked (<lock>)".
+    /// `VM is locked (<lock>)`.
     pub fn locked(lock: &str) -> Self {
         Self::die(format!("VM is locked ({lock})"))
     }

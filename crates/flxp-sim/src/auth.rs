@@ -12,6 +12,7 @@ use axum::http::HeaderMap;
 use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::Value;
+use subtle::ConstantTimeEq;
 
 use crate::clock::wall_epoch;
 use crate::world::hex;
@@ -400,8 +401,10 @@ fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
         .map(|(_, v)| v.to_string())
 }
 
+/// Compares secrets without an early exit, so timing does not tell how much of a guess was right
+/// (the length may show, as it does in Proxmox's own comparison).
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    a.ct_eq(b).into()
 }
 
 #[cfg(test)]

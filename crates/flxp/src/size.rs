@@ -25,7 +25,7 @@ mod tests {
 
     #[test]
     fn accepts_every_documented_form() {
-        let gib = 1u64 << 30;
+        let gib = flxp_core::units::GIB;
         for (text, want) in [
             ("4GiB", 4 * gib),
             ("4G", 4 * gib),

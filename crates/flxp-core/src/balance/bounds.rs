@@ -1,5 +1,5 @@
-//! Lower bounds on what any plan could reach (peers.md §6.3), so a plan can say how far from the
-//! best possible it is.
+//! Lower bounds on what any plan could reach (docs/rebalancing-reference.md §2), so a plan can say
+//! how far from the best possible it is.
 //!
 //! All work on per-node loads in percent over the balanced nodes and hold for any plan of `k`
 //! migrations, whatever the guests' sizes: each migration has one source and one target, so at
@@ -27,8 +27,8 @@ pub fn spread_floor(loads: &[f64], k: usize) -> f64 {
 
 /// Population standard deviation (pp) no plan of `k` migrations can go below when the mean load
 /// cannot change (nodes of equal capacity, moves among them): at least `m − 2k` nodes keep their
-/// loads, so at least the `m − 2k` smallest squared deviations from the mean remain (peers.md §6.3,
-/// bound 6).
+/// loads, so at least the `m − 2k` smallest squared deviations from the mean remain
+/// (docs/rebalancing-reference.md §2, bound 6).
 pub fn sd_floor_fixed_mean(loads: &[f64], k: usize) -> f64 {
     let m = loads.len();
     if m < 2 || 2 * k >= m {
@@ -135,10 +135,10 @@ pub fn pinned_spread_floor(cluster: &Cluster, rules: &Rules, state: &State, kind
     (fixed_max - 100.0 * used / cap).max(0.0)
 }
 
-/// Fewest migrations that can bring every balanced node's load to at most `peak` (percent; peers.md
-/// §6.3, bound 5): a node above it must shed its excess, and the fewest of its movable guests that
-/// add up to the excess, largest first, is the least it needs. `None` when some node cannot get
-/// there even by moving every guest that may move at all.
+/// Fewest migrations that can bring every balanced node's load to at most `peak` (percent;
+/// `docs/rebalancing-reference.md` §2, bound 5): a node above it must shed its excess, and the
+/// fewest of its movable guests that add up to the excess, largest first, is the least it needs.
+/// `None` when some node cannot get there even by moving every guest that may move at all.
 pub fn moves_for_peak(
     cluster: &Cluster,
     rules: &Rules,
@@ -232,7 +232,8 @@ mod tests {
 
     #[test]
     fn peers_example_90_70_40_20() {
-        // peers.md §6.3: k = 1 → peak ≥ 70 and σ ≥ √(450/4) ≈ 10.6; k = 2 → bounds fall to 0.
+        // docs/rebalancing-reference.md §2: k = 1 → peak ≥ 70 and σ ≥ √(450/4) ≈ 10.6; k = 2 →
+        // bounds fall to 0.
         let loads = [90.0, 70.0, 40.0, 20.0];
         assert_eq!(spread_floor(&loads, 0), 70.0);
         assert_eq!(spread_floor(&loads, 1), 30.0, "70 stays up, 40 stays down");

@@ -137,7 +137,7 @@ pub enum LoadKind {
     MemoryAssigned,
     /// CPU cores in use.
     Cpu,
-    /// Mean of CPU and memory load (Proxmox's per-node load, pve-crs.md §2.3).
+    /// Mean of CPU and memory load (Proxmox's per-node load, docs/proxmox-behaviour.md §2.3).
     CpuMemory,
 }
 
@@ -223,7 +223,8 @@ pub fn spread_of(loads: &[f64]) -> f64 {
 }
 
 /// Proxmox's coefficient of variation of a list of loads (any unit), raw and normalised by √(n−1);
-/// 0 with fewer than two nodes or no load at all (pve-crs.md §2.3, computed by [`crate::pve_crs`]).
+/// 0 with fewer than two nodes or no load at all (docs/proxmox-behaviour.md §2.3, computed by
+/// [`crate::pve_crs`]).
 pub fn cv(loads: &[f64]) -> Imbalance {
     // Loads here are shares of non-negative usage over positive capacity, so always finite and
     // ≥ 0; the error case cannot arise from a state, and reading it as balanced is the safe side.
@@ -349,8 +350,9 @@ mod tests {
         assert_eq!(imbalance(&c, &s, Measure::Spread, Metric::Memory), 60.0);
     }
 
-    /// The §5.7 fixtures of `proxmox-resource-scheduling`'s `tests/scheduler.rs` (pve-crs.md):
-    /// node stats (cpu cores, maxcpu, mem MiB, maxmem GiB), exact imbalance values.
+    /// The fixtures of `proxmox-resource-scheduling`'s `tests/scheduler.rs`
+    /// (docs/proxmox-behaviour.md §4): node stats (cpu cores, maxcpu, mem MiB, maxmem GiB), exact
+    /// imbalance values.
     fn pve_fixture(caps: [(f64, u64); 3]) -> Vec<f64> {
         let usage = [(1.7, 12334u64), (15.184, 529), (5.2, 9381)];
         usage

@@ -6,8 +6,8 @@
 //! every move from a fuller to an emptier node that does not overshoot, so each greedy step is
 //! meaningful, and driving it down drives both spread and CV down. A move of `s` pp between two
 //! equal-sized nodes `d` pp apart gains `2s(d − s)`, whatever the cluster size, so one absolute
-//! minimum gain means the same on 3 nodes and on 1,000 (peers.md §6.3, bound 7). The reported
-//! measure is checked separately: a step may never raise it.
+//! minimum gain means the same on 3 nodes and on 1,000 (docs/rebalancing-reference.md §2, bound 7).
+//! The reported measure is checked separately: a step may never raise it.
 //!
 //! Deltas are O(1): a move changes two loads, and the change of the objective follows from them
 //! and the running sum of loads, without the cancellation `Σx² − (Σx)²/n` would suffer.

@@ -97,7 +97,8 @@ pub struct Skipped {
     pub reason: String,
 }
 
-/// What the best possible plan could reach with the same number of migrations (peers.md §6.3).
+/// What the best possible plan could reach with the same number of migrations
+/// (docs/rebalancing-reference.md §2).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Bounds {
     /// The lowest imbalance any placement could have: 0 for a perfectly even cluster, more when

@@ -1,5 +1,5 @@
 //! Proxmox's own auto-rebalance selection as plan methods: `pve-bruteforce` and `pve-topsis`
-//! (pve-crs.md §2.2-2.5), computed by [`crate::pve_crs`].
+//! (docs/proxmox-behaviour.md §2.2-2.5), computed by [`crate::pve_crs`].
 //!
 //! One move per call, as Proxmox makes one per balancing round: if the normalised CV is above the
 //! threshold, rank every (bundle, target) move, take the first, and make it only if it lowers the

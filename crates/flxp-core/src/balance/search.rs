@@ -37,7 +37,7 @@ const MAX_CHECKS: usize = 4096;
 /// Node pairs of the fullest and emptiest nodes searched for swaps, per side.
 const SWAP_NODES: usize = 6;
 /// Bytes in a GiB, for the migration cost.
-const GIB_BYTES: f64 = (1u64 << 30) as f64;
+const GIB_BYTES: f64 = crate::units::GIB as f64;
 /// Slack for "does not raise the measure": float noise, not a real rise.
 const EPS: f64 = 1e-9;
 /// Slack of the O(1) screen: it may let through a rise this small, which the exact check after

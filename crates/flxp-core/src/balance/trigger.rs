@@ -2,14 +2,16 @@
 //! optional pressure gate, and the gains a plan and each of its moves must bring.
 //!
 //! Pure: the caller (the daemon) keeps the hold counter between checks and hands it in; the
-//! function returns the new one. Semantics follow Proxmox's `load_balance` (pve-crs.md §2.2): the
-//! imbalance must be strictly above the threshold, `hold` consecutive times, and the counter
-//! restarts after each decision to act, so two decisions are at least `hold` checks apart.
+//! function returns the new one. Semantics follow Proxmox's `load_balance`
+//! (docs/proxmox-behaviour.md §2.2): the imbalance must be strictly above the threshold, `hold`
+//! consecutive times, and the counter restarts after each decision to act, so two decisions are at
+//! least `hold` checks apart.
 //!
-//! The pressure gate (pve-crs.md §3) is an AND in front of the imbalance trigger, never a trigger
-//! of its own: PSI says a node stalls, not that another node has room or that a move would help.
-//! CPU and memory are judged by separate thresholds because `memory full` > 0 is serious even when
-//! small while `cpu some` of a few percent is normal on a busy host. It is off by default.
+//! The pressure gate (docs/proxmox-behaviour.md §3) is an AND in front of the imbalance trigger,
+//! never a trigger of its own: PSI says a node stalls, not that another node has room or that a
+//! move would help. CPU and memory are judged by separate thresholds because `memory full` > 0 is
+//! serious even when small while `cpu some` of a few percent is normal on a busy host. It is off by
+//! default.
 
 use serde::{Deserialize, Serialize};
 

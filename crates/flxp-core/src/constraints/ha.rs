@@ -6,8 +6,9 @@
 //! Proxmox itself marked infeasible (`errors`) are skipped with a warning.
 //!
 //! With `failback` (the default), HA moves a started resource back into the highest priority class
-//! of the nodes it counts as online every round (pve-crs.md §1.6): a guest already there may only
-//! move within that class, or HA would undo the move and the two schedulers would take turns.
+//! of the nodes it counts as online every round (docs/proxmox-behaviour.md §1.6): a guest already
+//! there may only move within that class, or HA would undo the move and the two schedulers would
+//! take turns.
 
 use super::rules::{GroupKind, NodeRule, Preference, Rules};
 use crate::cluster::{Cluster, GuestIdx, MaintenanceSource, NodeIdx};
@@ -125,8 +126,8 @@ pub(super) fn compile(cluster: &Cluster, rules: &mut Rules) {
             )),
         }
     }
-    // HA weighs its own resource affinity before failback (pve-crs.md §1.6): a guest it keeps
-    // apart from or together with others may legitimately stay off its top class.
+    // HA weighs its own resource affinity before failback (docs/proxmox-behaviour.md §1.6): a guest
+    // it keeps apart from or together with others may legitimately stay off its top class.
     for (g, rule) in failback {
         if !in_resource_affinity.contains(&g) {
             rules.guests[g.get()].node_rules.push(rule);

@@ -1,4 +1,4 @@
-//! The four load criteria Proxmox judges a cluster state by (pve-crs.md §1.5).
+//! The four load criteria Proxmox judges a cluster state by (docs/proxmox-behaviour.md §1.5).
 //!
 //! For one hypothetical state (all nodes' stats after a start or a move): 1 + the RMS of the nodes'
 //! CPU loads, 1 + the highest CPU load, and the same two for memory. All four are minimised, with
@@ -112,7 +112,7 @@ mod tests {
 
     #[test]
     fn criteria_are_one_plus_rms_and_one_plus_max() {
-        let gib = 1u64 << 30;
+        let gib = crate::units::GIB;
         let c = LoadCriteria::of_nodes([
             NodeStats {
                 cpu: 3.0,

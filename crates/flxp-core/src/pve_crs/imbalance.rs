@@ -1,4 +1,5 @@
-//! Proxmox's node imbalance: the coefficient of variation of node loads (pve-crs.md §2.3).
+//! Proxmox's node imbalance: the coefficient of variation of node loads (docs/proxmox-behaviour.md
+//! §2.3).
 //!
 //! A node's load is `(cpu/maxcpu + mem/maxmem) / 2`, CPU and memory weighed equally (unlike the
 //! TOPSIS criteria). Over n nodes, the raw imbalance is the population standard deviation of the
@@ -108,8 +109,9 @@ mod tests {
         assert_eq!(Imbalance::of_loads(&[0.0, 0.0, 0.0]).unwrap(), zero);
     }
 
-    /// The imbalances of `tests/scheduler.rs` in `proxmox-resource-scheduling` (pve-crs.md §5.7):
-    /// normalised from crate 2.1.0, raw before it. Exact: both sum the loads in node order.
+    /// The imbalances of `tests/scheduler.rs` in `proxmox-resource-scheduling`
+    /// (docs/proxmox-behaviour.md §4): normalised from crate 2.1.0, raw before it. Exact: both sum
+    /// the loads in node order.
     #[test]
     fn fixture_imbalances_match_proxmox_exactly() {
         let homogeneous = Imbalance::of_nodes(&three_nodes_homogeneous()).unwrap();

@@ -1,5 +1,5 @@
 //! Proxmox's single-move balancing: rank candidate migrations by what they do to the cluster
-//! (pve-crs.md §2.4-2.5).
+//! (docs/proxmox-behaviour.md §2.4-2.5).
 //!
 //! A candidate moves a resource bundle's measured `cpu` and `mem` from its source node (clamped at
 //! 0) to its target node. Two methods rank them:
@@ -220,7 +220,7 @@ mod tests {
     }
 
     /// `test_score_best_balancing_migration_candidates*` of `proxmox-resource-scheduling`
-    /// (pve-crs.md §5.7): bruteforce prefers node3, TOPSIS node2, on both clusters.
+    /// (docs/proxmox-behaviour.md §4): bruteforce prefers node3, TOPSIS node2, on both clusters.
     #[test]
     fn migration_orderings_match_proxmox() {
         for (cluster, nodes, before) in [
@@ -261,7 +261,8 @@ mod tests {
 
     #[test]
     fn homogeneous_imbalances_after_each_move() {
-        // pve-crs.md §5.7: 0.422 (to node3) and 0.512 (to node2), normalised; raw CV is √2 times.
+        // docs/proxmox-behaviour.md §4: 0.422 (to node3) and 0.512 (to node2), normalised; raw CV
+        // is √2 times.
         let nodes = three_nodes_homogeneous();
         let brute = rank_bruteforce(&nodes, &vm101_candidates()).unwrap();
         let shown = |f: fn(f64) -> f64| -> Vec<String> {

@@ -1,5 +1,6 @@
 //! Proxmox's cluster resource scheduler (CRS) math, reimplemented from its described behaviour
-//! (`/work/shared/reference/pve-crs.md`; crate `proxmox-resource-scheduling` 2.1.0).
+//! (crate `proxmox-resource-scheduling` 2.1.0 in proxmox-rs, and pve-ha-manager 5.2.0). Section
+//! numbers (§) refer to `docs/proxmox-behaviour.md`, which states what this code relies on.
 //!
 //! Pure functions over explicit numbers in Proxmox's units (CPU in cores, memory in bytes); nothing
 //! here knows about snapshots, rules or flxp's cluster model, and nothing logs.
@@ -15,7 +16,7 @@
 //!
 //! ```
 //! use flxp_core::pve_crs::{Imbalance, NodeStats, NodeUsage, ResourceStats, rank_nodes_to_start};
-//! let gib = 1u64 << 30;
+//! let gib = flxp_core::units::GIB;
 //! let nodes = [
 //!     NodeUsage::new("pve1", NodeStats { cpu: 2.0, maxcpu: 16.0, mem: 40 * gib, maxmem: 64 * gib }),
 //!     NodeUsage::new("pve2", NodeStats { cpu: 6.0, maxcpu: 16.0, mem: 8 * gib, maxmem: 64 * gib }),

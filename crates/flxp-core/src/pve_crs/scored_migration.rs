@@ -104,8 +104,9 @@ pub struct TopsisMigration {
 mod tests {
     use super::*;
 
-    /// `scheduler.rs::test_scored_migration_order` of `proxmox-resource-scheduling` (pve-crs.md
-    /// §5.7): imbalances equal to 15 decimals compare equal, and the move's names decide.
+    /// `scheduler.rs::test_scored_migration_order` of `proxmox-resource-scheduling`
+    /// (`docs/proxmox-behaviour.md` §4): imbalances equal to 15 decimals compare equal, and the
+    /// move's names decide.
     #[test]
     fn scored_migration_order() {
         let m1 = ScoredMigration::new(

@@ -5,7 +5,7 @@
 //! [`LoadCriteria`] over **all** nodes given. Scores come back per node in input order, 0..=1,
 //! higher is better; ranking breaks ties by node name, as `select_service_node` does.
 //!
-//! Two evaluations give the same scores (pve-crs.md §6):
+//! Two evaluations give the same scores (docs/proxmox-behaviour.md §5):
 //! - [`score_nodes_to_start_reference`] rebuilds each alternative from every node: O(N²), summing
 //!   in node order like Proxmox, so its numbers are Proxmox's.
 //! - [`score_nodes_to_start_fast`] changes one node per alternative against prefix and suffix sums
@@ -231,7 +231,7 @@ mod tests {
     }
 
     /// `test_score_{homogeneous,heterogeneous}_nodes_to_start_resource` of
-    /// `proxmox-resource-scheduling` (pve-crs.md §5.7), under every evaluation.
+    /// `proxmox-resource-scheduling` (docs/proxmox-behaviour.md §4), under every evaluation.
     #[test]
     fn start_rankings_match_proxmox() {
         let expected = [
@@ -285,8 +285,8 @@ mod tests {
 
     #[test]
     fn empty_cluster_ties_go_to_first_name_then_spread() {
-        // pve-crs.md §1.5: equal alternatives score 0, so the first pick is node1; after it,
-        // two distinct alternatives score exactly 1 and 0.
+        // docs/proxmox-behaviour.md §1.5: equal alternatives score 0, so the first pick is node1;
+        // after it, two distinct alternatives score exactly 1 and 0.
         let mut nodes = vec![
             node("node3", 0.0, 24.0, 0, 128 * GIB),
             node("node1", 0.0, 24.0, 0, 128 * GIB),

@@ -1,7 +1,7 @@
 //! Node and resource usage numbers in Proxmox's units, and how a resource changes a node's figures.
 //!
-//! Mirrors the stats types of `proxmox-resource-scheduling` (pve-crs.md §1.3-1.4): CPU in cores
-//! (not fractions), memory in bytes. No scoring happens here.
+//! Mirrors the stats types of `proxmox-resource-scheduling` (docs/proxmox-behaviour.md §1.3-1.4):
+//! CPU in cores (not fractions), memory in bytes. No scoring happens here.
 
 use std::iter::Sum;
 use std::ops::Add;
@@ -193,7 +193,7 @@ mod tests {
 
     use super::*;
 
-    const GIB: u64 = 1 << 30;
+    use crate::units::GIB;
 
     fn node(cpu: f64, maxcpu: f64, mem: u64, maxmem: u64) -> NodeStats {
         NodeStats {

@@ -1,10 +1,9 @@
 //! Fixtures shared by the CRS tests: the clusters of `proxmox-resource-scheduling`'s
-//! `tests/scheduler.rs` (pve-crs.md §5.7), in Proxmox units.
+//! `tests/scheduler.rs` (docs/proxmox-behaviour.md §4), in Proxmox units.
 
 use super::stats::{NodeStats, NodeUsage, ResourceStats};
 
-pub const MIB: u64 = 1 << 20;
-pub const GIB: u64 = 1 << 30;
+pub use crate::units::{GIB, MIB};
 
 /// A node named `name` with `cpu` cores in use of `maxcpu`, and `mem` of `maxmem` bytes.
 pub fn node(name: &str, cpu: f64, maxcpu: f64, mem: u64, maxmem: u64) -> NodeUsage {

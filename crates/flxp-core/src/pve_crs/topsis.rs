@@ -1,12 +1,13 @@
 //! TOPSIS: ranking alternatives by their closeness to an ideal, over weighted criteria.
 //!
 //! The generic engine behind Proxmox's start scoring and its `topsis` balancing method
-//! (pve-crs.md §1.5). Each column (criterion) is divided by its L2 norm over the alternatives (an
-//! all-zero column stays as is); weights are divided by the sum of their absolute values, and a
-//! negative weight means "smaller is better". The ideal best and worst take, per criterion, the
-//! best and worst value found; an alternative's distances to them weigh each difference by the
-//! criterion's weight. Its score is `d_worst / (d_best + d_worst)` in 0..=1, higher is better, and
-//! 0 when both distances are 0 (all alternatives equal). Nothing here knows about nodes.
+//! (docs/proxmox-behaviour.md §1.5). Each column (criterion) is divided by its L2 norm over the
+//! alternatives (an all-zero column stays as is); weights are divided by the sum of their absolute
+//! values, and a negative weight means "smaller is better". The ideal best and worst take, per
+//! criterion, the best and worst value found; an alternative's distances to them weigh each
+//! difference by the criterion's weight. Its score is `d_worst / (d_best + d_worst)` in 0..=1,
+//! higher is better, and 0 when both distances are 0 (all alternatives equal). Nothing here knows
+//! about nodes.
 
 use super::error::{CrsError, CrsResult};
 
@@ -176,8 +177,8 @@ pub fn rank<const N: usize>(matrix: &[[f64; N]], criteria: &Criteria<N>) -> CrsR
 
 #[cfg(test)]
 mod tests {
-    //! The cases of `proxmox-resource-scheduling`'s `tests/topsis.rs` (pve-crs.md §5.7): the same
-    //! matrices, weights and expected index rankings, so that both engines agree.
+    //! The cases of `proxmox-resource-scheduling`'s `tests/topsis.rs` (docs/proxmox-behaviour.md
+    //! §4): the same matrices, weights and expected index rankings, so that both engines agree.
 
     // Tests may panic: unwrapping is how they fail.
     #![allow(clippy::unwrap_used)]

@@ -246,6 +246,30 @@ mod tests {
     }
 
     #[test]
+    fn byte_counts_are_read_exactly_and_an_overflow_names_the_field() {
+        let doc = |maxmem: &str| format!(r#"[{{"id":"node/a","type":"node","maxmem":{maxmem}}}]"#);
+        for (text, want) in [
+            ("9007199254740993", 9_007_199_254_740_993),
+            ("\"9007199254740993\"", 9_007_199_254_740_993),
+            ("18446744073709551615", u64::MAX),
+        ] {
+            let snap = from_json(&doc(text)).unwrap();
+            assert_eq!(snap.resources[0].maxmem, Some(want), "{text}");
+            let again = from_json(&snap.to_json_pretty()).unwrap();
+            assert_eq!(
+                again.resources[0].maxmem,
+                Some(want),
+                "written back exactly: {text}"
+            );
+        }
+        for text in ["18446744073709551616", "\"18446744073709551616\""] {
+            let e = from_json(&doc(text)).unwrap_err().to_string();
+            assert!(e.contains("resources[0].maxmem"), "{e}");
+            assert!(!e.contains("18446744073709552000"), "{e}");
+        }
+    }
+
+    #[test]
     fn round_trip_is_stable() {
         let text = r#"{"resources":[{"id":"qemu/100","type":"qemu","vmid":"100","node":"pve1","maxcpu":4,"template":0,"tags":"a;b"}],
             "nodes":{"pve1":{"notes":"flxp.label.ssd","rrddata":{"time":1,"pressurememoryfull":"0.5"}}},

@@ -14,229 +14,121 @@ use crate::lenient;
 /// One entry of `GET /cluster/resources`: a node, a guest (qemu or lxc), a storage, a pool or an SDN
 /// object. Only `id` and `type` are always present; units are bytes, seconds and CPU fractions.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Resource {
     /// `qemu/105`, `lxc/106`, `node/pve1`, `storage/pve1/local-lvm`, `/pool/web`.
-    #[serde(default, deserialize_with = "lenient::string")]
+    #[serde(with = "lenient::opt")]
     pub id: Option<String>,
     /// `node`, `qemu`, `lxc`, `storage`, `pool`, `sdn`, `network`, `openvz`.
-    #[serde(rename = "type", default, deserialize_with = "lenient::string")]
+    #[serde(rename = "type", with = "lenient::opt")]
     pub kind: Option<String>,
     /// The node the entry belongs to (for guests: where it runs now).
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
     /// Guest id, for qemu and lxc.
-    #[serde(
-        default,
-        deserialize_with = "lenient::u32",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub vmid: Option<u32>,
     /// Guest name.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// `online`/`offline`/`unknown` for nodes; `running`, `stopped`, `paused`, ... for guests.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
     /// Logical CPUs of a node, or a guest's vCPUs.
-    #[serde(
-        default,
-        deserialize_with = "lenient::f64",
-        serialize_with = "ser_num",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::whole", skip_serializing_if = "Option::is_none")]
     pub maxcpu: Option<f64>,
     /// CPU load as a fraction of `maxcpu` (0..1).
-    #[serde(
-        default,
-        deserialize_with = "lenient::f64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub cpu: Option<f64>,
     /// Total memory of a node, or a guest's configured memory, in bytes.
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub maxmem: Option<u64>,
     /// Used memory in bytes (node: total − available; guest: guest-reported or cgroup usage).
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub mem: Option<u64>,
     /// What the host pays for a qemu guest, in bytes (PVE 9).
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub memhost: Option<u64>,
     /// Disk size in bytes (node root fs, storage size, guest boot disk).
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub maxdisk: Option<u64>,
     /// Disk used in bytes.
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub disk: Option<u64>,
     /// Bytes read by a guest since its start.
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub diskread: Option<u64>,
     /// Bytes written by a guest since its start.
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub diskwrite: Option<u64>,
     /// Bytes received by a guest since its start.
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub netin: Option<u64>,
     /// Bytes sent by a guest since its start.
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub netout: Option<u64>,
     /// Seconds since start.
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub uptime: Option<u64>,
     /// Whether a guest is a template.
-    #[serde(
-        default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub template: Option<bool>,
     /// `;`-separated guest tags, as Proxmox stores them.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub tags: Option<String>,
     /// Config lock of a guest (`migrate`, `backup`, `clone`, ...).
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub lock: Option<String>,
     /// HA state of a guest (`started`, `migrate`, ...) or of a node (`online`, `maintenance`, ...).
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub hastate: Option<String>,
     /// Pool of a guest, or the pool id of a pool entry.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub pool: Option<String>,
     /// Subscription level of a node.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub level: Option<String>,
     /// cgroup version of a node.
     #[serde(
         rename = "cgroup-mode",
-        default,
-        deserialize_with = "lenient::u32",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub cgroup_mode: Option<u32>,
     /// CPU architecture of a node (PVE 9.2).
     #[serde(
         rename = "host-arch",
-        default,
-        deserialize_with = "lenient::string",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub host_arch: Option<String>,
     /// Storage id of a storage entry.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub storage: Option<String>,
     /// Storage plugin type (`lvmthin`, `zfspool`, `rbd`, ...).
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub plugintype: Option<String>,
     /// Whether a storage is shared between nodes.
-    #[serde(
-        default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub shared: Option<bool>,
     /// Content types of a storage (`images,rootdir`).
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
 }
 
 /// Extra per-node facts that `/cluster/resources` lacks: notes and the latest RRD row.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct NodeExtra {
     /// The node's notes (`description` of `GET /nodes/{node}/config`), holding `flxp.` tokens.
     #[serde(
-        default,
         alias = "description",
-        deserialize_with = "lenient::string",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub notes: Option<String>,
     /// The latest row of `GET /nodes/{node}/rrddata`: data source name to value.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub rrddata: Option<RrdRow>,
 }
 
@@ -256,15 +148,16 @@ impl RrdRow {
 
 /// HA configuration and state, as the three HA endpoints return them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Ha {
     /// `GET /cluster/ha/rules`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<HaRule>,
     /// `GET /cluster/ha/resources`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub resources: Vec<HaResource>,
     /// `GET /cluster/ha/status/current`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub status: Vec<HaStatusEntry>,
 }
 
@@ -277,344 +170,184 @@ impl Ha {
 
 /// One HA rule (`node-affinity` or `resource-affinity`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct HaRule {
     /// Rule id.
-    #[serde(default, deserialize_with = "lenient::string")]
+    #[serde(with = "lenient::opt")]
     pub rule: Option<String>,
     /// `node-affinity` or `resource-affinity`.
-    #[serde(rename = "type", default, deserialize_with = "lenient::string")]
+    #[serde(rename = "type", with = "lenient::opt")]
     pub kind: Option<String>,
     /// Comma-separated HA resource ids (`vm:100,ct:101`).
-    #[serde(default, deserialize_with = "lenient::string")]
+    #[serde(with = "lenient::opt")]
     pub resources: Option<String>,
     /// Node-affinity nodes: `node[:priority]`, comma-separated.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub nodes: Option<String>,
     /// Node-affinity strictness (default off).
-    #[serde(
-        default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub strict: Option<bool>,
     /// Resource-affinity direction: `positive` or `negative`.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub affinity: Option<String>,
     /// Whether the rule is disabled.
-    #[serde(
-        default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub disable: Option<bool>,
     /// Free-text comment.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
     /// Position in the rules file.
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub order: Option<u64>,
     /// Config digest.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
     /// Feasibility errors Proxmox found; HA ignores a rule that has them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub errors: Option<serde_json::Value>,
 }
 
 /// One HA resource (a guest managed by the HA stack).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct HaResource {
     /// `vm:100` or `ct:101`.
-    #[serde(default, deserialize_with = "lenient::string")]
+    #[serde(with = "lenient::opt")]
     pub sid: Option<String>,
     /// `vm` or `ct`.
     #[serde(
         rename = "type",
-        default,
-        deserialize_with = "lenient::string",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub kind: Option<String>,
     /// Requested state: `started`, `stopped`, `enabled`, `disabled`, `ignored`.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
     /// Whether HA moves it back to its preferred node.
-    #[serde(
-        default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub failback: Option<bool>,
     /// Maximal restarts on one node.
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub max_restart: Option<u64>,
     /// Maximal relocations.
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub max_relocate: Option<u64>,
     /// Legacy HA group.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
     /// Free-text comment.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
     /// Config digest.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
 }
 
 /// One entry of `GET /cluster/ha/status/current` (`quorum`, `master`, `lrm`, `service`, `fencing`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct HaStatusEntry {
     /// Entry id (`quorum`, `master`, `lrm:pve1`, `service:vm:100`).
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// Entry type.
-    #[serde(rename = "type", default, deserialize_with = "lenient::string")]
+    #[serde(rename = "type", with = "lenient::opt")]
     pub kind: Option<String>,
     /// Node of an `lrm`, `master` or `service` entry.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
     /// Status text (`pve1 (active, ...)`, `pve1 (maintenance mode)`, ...).
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
     /// HA resource id of a `service` entry.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub sid: Option<String>,
     /// Service state (`started`, `migrate`, ...).
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
     /// CRM state of a service.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub crm_state: Option<String>,
     /// Requested state of a service.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub request_state: Option<String>,
     /// LRM mode (`active`, `maintenance`, ...), when the source carries it.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
     /// Fencing state of the `fencing` entry (`armed`, `standby`, `disarming`, `disarmed`).
     #[serde(
         rename = "armed-state",
-        default,
-        deserialize_with = "lenient::string",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub armed_state: Option<String>,
     /// Resource mode of a disarmed HA stack (`freeze`, `ignore`).
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub resource_mode: Option<String>,
     /// Maximal restarts of a `service` entry.
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub max_restart: Option<u64>,
     /// Maximal relocations of a `service` entry.
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub max_relocate: Option<u64>,
     /// Failback of a `service` entry.
-    #[serde(
-        default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub failback: Option<bool>,
     /// Comment of a `service` entry.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
     /// Quorum flag of the `quorum` entry.
-    #[serde(
-        default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub quorate: Option<bool>,
     /// Timestamp of `master`/`lrm` entries.
-    #[serde(
-        default,
-        deserialize_with = "lenient::i64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub timestamp: Option<i64>,
 }
 
 /// One entry of `GET /cluster/tasks`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Task {
     /// The task's UPID.
-    #[serde(default, deserialize_with = "lenient::string")]
+    #[serde(with = "lenient::opt")]
     pub upid: Option<String>,
     /// Node the task runs on.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
     /// Process id of the task's worker.
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub pid: Option<u64>,
     /// Process start time (clock ticks since boot) of the worker.
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub pstart: Option<u64>,
     /// Whether the task log is saved (`1`/`0`).
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub saved: Option<String>,
     /// Task type (`qmigrate`, `hamigrate`, `qmstart`, `vzmigrate`, ...).
     #[serde(
         rename = "type",
-        default,
-        deserialize_with = "lenient::string",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub kind: Option<String>,
     /// Task object id (a VMID for guest tasks).
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// User that started it.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
     /// API token that started it, if any.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub tokenid: Option<String>,
     /// Start time (epoch seconds).
-    #[serde(
-        default,
-        deserialize_with = "lenient::i64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub starttime: Option<i64>,
     /// End time; absent while the task runs.
-    #[serde(
-        default,
-        deserialize_with = "lenient::i64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub endtime: Option<i64>,
     /// Exit status (`OK`, an error text); absent while the task runs.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
 }
 
@@ -625,35 +358,9 @@ impl Task {
     }
 }
 
-/// Writes a whole float as an integer, as Perl's JSON does (`16`, not `16.0`).
-fn ser_num<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
-    match v {
-        Some(x) if x.fract() == 0.0 && x.abs() < 9.0e15 => s.serialize_i64(*x as i64),
-        Some(x) => s.serialize_f64(*x),
-        None => s.serialize_none(),
-    }
-}
-
-/// Writes a boolean as Proxmox does: `1` or `0`.
-fn ser_bool01<S: Serializer>(v: &Option<bool>, s: S) -> Result<S::Ok, S::Error> {
-    match v {
-        Some(b) => s.serialize_u8(u8::from(*b)),
-        None => s.serialize_none(),
-    }
-}
-
 /// Writes an RRD row as Proxmox does: whole values (`time`, byte counts) without a fraction.
 fn ser_rrd_row<S: Serializer>(row: &BTreeMap<String, f64>, s: S) -> Result<S::Ok, S::Error> {
-    use serde::ser::SerializeMap;
-    let mut map = s.serialize_map(Some(row.len()))?;
-    for (k, v) in row {
-        if v.fract() == 0.0 && v.abs() < 9.0e15 {
-            map.serialize_entry(k, &(*v as i64))?;
-        } else {
-            map.serialize_entry(k, v)?;
-        }
-    }
-    map.end()
+    s.collect_map(row.iter().map(|(k, v)| (k, lenient::Whole(*v))))
 }
 
 /// Reads an RRD row leniently: values may be numbers or numeric strings; `null`s are dropped.

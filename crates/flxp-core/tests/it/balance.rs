@@ -1,5 +1,6 @@
 //! Rebalancing plans on concrete clusters: exact moves, order and reasons; ProxLB's cases from
-//! proxlb.md §2.4 done in one plan; Proxmox's single-move methods on the §5.7 fixture.
+//! docs/rebalancing-reference.md §1.2 done in one plan; Proxmox's single-move methods on the
+//! docs/proxmox-behaviour.md §4 fixture.
 
 use flxp_core::balance::{
     BalanceOptions, Measure, Method, Plan, Purpose, Trigger, check_step, imbalance, plan,
@@ -56,7 +57,7 @@ fn cluster_of(nodes: &[(&str, u64, &[u64])]) -> Cluster {
     b.build()
 }
 
-// ---- ProxLB's greedy pass, as proxlb.md §2.2 describes it (memory, used mode) -------------------
+// ---- ProxLB's greedy pass, as docs/rebalancing-reference.md §1.1 describes it (memory, used) ----
 
 #[derive(Clone)]
 struct LbNode {
@@ -179,7 +180,7 @@ fn proxlb_run(c: &Cluster, balanciness: f64) -> (usize, usize, f64, f64) {
     (cycles, total, spread, bytes)
 }
 
-// ---- proxlb.md §2.4, case by case ----------------------------------------------------------------
+// ---- docs/rebalancing-reference.md §1.2, case by case ------------------------------------------
 
 #[test]
 fn proxlb_80_20_20_is_balanced_in_four_moves_as_proxlb_does() {
@@ -202,7 +203,7 @@ fn proxlb_80_20_20_is_balanced_in_four_moves_as_proxlb_does() {
     assert_eq!(
         proxlb_until_stable(&c, 5.0),
         (1, 4, 0.0),
-        "the model reproduces §2.4"
+        "the model reproduces §1.2"
     );
 }
 
@@ -217,7 +218,7 @@ fn proxlb_70_70_10_needs_three_cycles_there_and_one_plan_here() {
     assert_eq!(
         (cycles, lb_moves),
         (3, 6),
-        "§2.4: 2 moves per cycle, 3 cycles"
+        "§1.2: 2 moves per cycle, 3 cycles"
     );
     assert!((lb_spread - 3.0).abs() < 1e-9, "49/49/52: {lb_spread}");
     let p = plan_with(&c, &spread_options(5.0, 5.0));
@@ -291,7 +292,7 @@ fn proxlb_heterogeneous_guests_reach_its_spread_with_fewer_migrations() {
 #[test]
 fn proxlb_broken_anti_affinity_is_one_fix_and_nothing_else() {
     // w1 and w2 share the hottest node a. ProxLB needs 3 moves, one of them an unrelated guest
-    // onto a (§2.4); one move of w2 to the node with the most free memory fixes it here.
+    // onto a (§1.2); one move of w2 to the node with the most free memory fixes it here.
     let c = ClusterBuilder::new()
         .node(node("a").memory(100 * GIB))
         .node(node("b").memory(100 * GIB))
@@ -610,8 +611,8 @@ fn check_step_refuses_a_step_the_world_has_overtaken() {
 
 // ---- Proxmox's single-move methods ----------------------------------------------------------------
 
-/// The §5.7 fixture as a cluster: node stats (cpu cores, maxcpu, mem MiB, maxmem GiB) and vm:101
-/// {cpu 0.7 of 4, mem 8 GiB of 16 GiB} on node1.
+/// The docs/proxmox-behaviour.md §4 fixture as a cluster: node stats (cpu cores, maxcpu, mem MiB,
+/// maxmem GiB) and vm:101 {cpu 0.7 of 4, mem 8 GiB of 16 GiB} on node1.
 fn pve_fixture(caps: [(f64, u64); 3]) -> Cluster {
     let usage = [(1.7, 12334u64), (15.184, 529), (5.2, 9381)];
     let mut b = ClusterBuilder::new();

@@ -1,4 +1,4 @@
-//! DESIGN.md's promises about plans, on random clusters with rules: every step of every plan is
+//! The promises about plans (README, "Safety before balance"), on random clusters with rules: every step of every plan is
 //! safe (replayed here with `State::move_guest` and checked independently of the planner), the
 //! imbalance never rises while balancing, the budget holds, the same input gives the same plan
 //! however the snapshot lists things, and evacuation leaves no guest that could have gone

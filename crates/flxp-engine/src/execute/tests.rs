@@ -20,7 +20,7 @@ use crate::round::replan_holds;
 use crate::stop::stop_signal;
 use crate::testapi::{Change, Script, ScriptedApi, local_disk};
 
-const GIB: u64 = 1 << 30;
+use flxp_core::units::GIB;
 const TIME: i64 = 1_764_400_000;
 
 /// Four 64 GiB nodes; a carries five guests (a stopped one, a container, an HA VM).

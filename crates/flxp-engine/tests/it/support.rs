@@ -14,7 +14,7 @@ use flxp_sim::{Scenario, Sim, SimHandle};
 use serde_json::Value;
 
 pub const TOKEN: &str = "root@pam!flxp=7c1e0b5a-4d2f-4e8a-9b6c-1a2b3c4d5e6f";
-pub const GIB: u64 = 1 << 30;
+pub use flxp_core::units::GIB;
 
 /// The built-in scenarios.
 pub const DEMO: &str = include_str!("../../../flxp-sim/scenarios/demo.json");

@@ -9,7 +9,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use flxp_core::lenient;
 
-use super::quirks::{ser_bool01, string_required};
+use super::quirks::string_required;
 use crate::Secret;
 
 /// Body of `POST /access/ticket`. `password` may also be a still-valid ticket, to renew it.
@@ -23,7 +23,7 @@ pub struct TicketRequest {
     /// Realm, when `username` has none.
     #[serde(
         default,
-        deserialize_with = "lenient::string",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub realm: Option<String>,
@@ -34,36 +34,30 @@ pub struct TicketRequest {
 
 /// Answer of `POST /access/ticket`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct TicketResponse {
     /// The authenticated `user@realm`.
-    #[serde(default, deserialize_with = "lenient::string")]
+    #[serde(with = "lenient::opt")]
     pub username: Option<String>,
     /// `PVE:<user>@<realm>:<HEXTIME>::<signature>`, valid 2 hours; sent as cookie `PVEAuthCookie`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub ticket: Option<Secret>,
     /// Header `CSRFPreventionToken` for every write made with the ticket.
     #[serde(
         rename = "CSRFPreventionToken",
-        default,
         skip_serializing_if = "Option::is_none"
     )]
     pub csrf_prevention_token: Option<Secret>,
     /// Cluster name.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub clustername: Option<String>,
     /// Computed capabilities, as sent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cap: Option<serde_json::Value>,
     /// Set when a second factor is still required (the ticket is then only a TFA challenge).
     #[serde(
         rename = "NeedTFA",
-        default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub need_tfa: Option<bool>,
@@ -71,20 +65,13 @@ pub struct TicketResponse {
 
 /// Query of `GET /access/permissions`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct PermissionsQuery {
     /// Only this ACL path (`/`, `/vms/105`).
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
     /// Another user or token to ask about (needs `Sys.Audit`).
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub userid: Option<String>,
 }
 

@@ -9,7 +9,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use flxp_core::lenient;
 
-use super::quirks::{ser_bool01, u32_required};
+use super::quirks::u32_required;
 
 /// The `type` filter of `GET /cluster/resources` (`vm` returns qemu and lxc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,82 +27,49 @@ pub enum ResourceType {
 
 /// Query of `GET /cluster/resources`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ResourcesQuery {
     /// Only entries of this type.
-    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
     pub kind: Option<ResourceType>,
 }
 
 /// One entry of `GET /cluster/status`: the cluster itself or one node.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ClusterStatusEntry {
     /// `cluster` or `node/<name>`.
-    #[serde(default, deserialize_with = "lenient::string")]
+    #[serde(with = "lenient::opt")]
     pub id: Option<String>,
     /// Cluster or node name.
-    #[serde(default, deserialize_with = "lenient::string")]
+    #[serde(with = "lenient::opt")]
     pub name: Option<String>,
     /// `cluster` or `node`.
-    #[serde(rename = "type", default, deserialize_with = "lenient::string")]
+    #[serde(rename = "type", with = "lenient::opt")]
     pub kind: Option<String>,
     /// \[node\] IP of the resolved node name.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub ip: Option<String>,
     /// \[node\] Subscription level.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub level: Option<String>,
     /// \[node\] Whether this is the answering node.
-    #[serde(
-        default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub local: Option<bool>,
     /// \[node\] Corosync node id.
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub nodeid: Option<u64>,
     /// \[node\] Whether the node is online.
-    #[serde(
-        default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub online: Option<bool>,
     /// \[cluster\] Node count, offline nodes included.
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub nodes: Option<u64>,
     /// \[cluster\] Whether the cluster has quorum.
-    #[serde(
-        default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub quorate: Option<bool>,
     /// \[cluster\] Version of the corosync configuration.
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub version: Option<u64>,
 }
 
@@ -112,13 +79,10 @@ pub type ClusterOptions = serde_json::Map<String, serde_json::Value>;
 
 /// Query of `GET /cluster/nextid`: check one id instead of asking for the lowest free one.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct NextIdQuery {
     /// The VMID to check (answered with itself if free, else 400 `VM <id> already exists`).
-    #[serde(
-        default,
-        deserialize_with = "lenient::u32",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub vmid: Option<u32>,
 }
 

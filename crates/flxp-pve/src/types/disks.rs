@@ -14,16 +14,12 @@ use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize, Serializer};
 
 use flxp_core::lenient;
+use flxp_core::units::{GIB, KIB, MIB, TIB};
 
-use super::quirks::{ser_bool01, string_required};
+use super::quirks::string_required;
 
 /// The units Proxmox's size syntax knows, largest first, with their byte factors.
-const UNITS: [(char, u64); 4] = [
-    ('T', 1 << 40),
-    ('G', 1 << 30),
-    ('M', 1 << 20),
-    ('K', 1 << 10),
-];
+const UNITS: [(char, u64); 4] = [('T', TIB), ('G', GIB), ('M', MIB), ('K', KIB)];
 
 /// The new size of a disk, as `size` of a resize call says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -225,15 +221,14 @@ pub struct ResizeParams {
     /// Refuse unless the config still has this digest ("checksum mismatch").
     #[serde(
         default,
-        deserialize_with = "lenient::string",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub digest: Option<String>,
     /// Ignore the config lock (root@pam only).
     #[serde(
         default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub skiplock: Option<bool>,
@@ -264,8 +259,6 @@ mod tests {
 
     use super::*;
     use crate::types::form::{from_form, to_form};
-
-    const GIB: u64 = 1 << 30;
 
     #[test]
     fn sizes_parse_as_proxmox_reads_them() {

@@ -1,10 +1,11 @@
 //! Form encoding of request parameters, as Proxmox's HTTP server decodes them.
 //!
 //! Proxmox splits form pairs on both `&` and `;` and keys from values on `=`, so every value must be
-//! percent-encoded (`serde_urlencoded` does). Booleans go as `1`/`0` (the param types use
-//! [`super::quirks::ser_bool01`]); `true` as text is rejected by Proxmox with a 400. Cloud-init
+//! percent-encoded (`serde_urlencoded` does). Booleans go as `1`/`0` (the param types write
+//! them with `flxp_core::lenient::opt`); `true` as text is rejected by Proxmox with a 400. Cloud-init
 //! `sshkeys` need a second, stricter encoding first: [`encode_sshkeys`].
 
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -29,33 +30,35 @@ pub fn from_form<T: DeserializeOwned>(body: &str) -> Result<T, FormError> {
 /// Proxmox checks the value against `^[-%a-zA-Z0-9_.!~*'()]*$`, so everything else is encoded,
 /// space as `%20` (never `+`). The transport's form encoding then encodes the `%` signs once more.
 pub fn encode_sshkeys(keys: &str) -> String {
-    let mut out = String::with_capacity(keys.len() * 2);
-    for b in keys.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.!~*'()".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    utf8_percent_encode(keys, SSHKEYS_ENCODED).to_string()
 }
+
+/// What `encode_sshkeys` encodes: all but ASCII letters, digits and `-_.!~*'()`.
+const SSHKEYS_ENCODED: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'!')
+    .remove(b'~')
+    .remove(b'*')
+    .remove(b'\'')
+    .remove(b'(')
+    .remove(b')');
 
 /// Decodes an `sshkeys` value back to the keys; `None` if it is not valid percent-encoding of UTF-8.
 pub fn decode_sshkeys(value: &str) -> Option<String> {
-    let bytes = value.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = value.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
+    // `percent_decode_str` passes a broken escape through as text; Proxmox would not decode it.
+    let escapes_whole = value.split('%').skip(1).all(|rest| {
+        rest.get(..2)
+            .is_some_and(|hex| hex.bytes().all(|b| b.is_ascii_hexdigit()))
+    });
+    if !escapes_whole {
+        return None;
     }
-    String::from_utf8(out).ok()
+    percent_decode_str(value)
+        .decode_utf8()
+        .ok()
+        .map(|s| s.into_owned())
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use flxp_core::lenient;
 
-use super::quirks::{ser_bool01, ser_num, u32_required};
+use super::quirks::u32_required;
 
 /// The two guest kinds, as they appear in API paths (`/nodes/{node}/qemu/...`, `/lxc/...`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -63,12 +63,12 @@ pub struct GuestListEntry {
     #[serde(deserialize_with = "u32_required")]
     pub vmid: u32,
     /// `running` or `stopped`.
-    #[serde(default, deserialize_with = "lenient::string")]
+    #[serde(default, with = "lenient::opt")]
     pub status: Option<String>,
     /// Guest name.
     #[serde(
         default,
-        deserialize_with = "lenient::string",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub name: Option<String>,
@@ -76,177 +76,175 @@ pub struct GuestListEntry {
     #[serde(
         rename = "type",
         default,
-        deserialize_with = "lenient::string",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub kind: Option<String>,
     /// CPU load as a fraction of `cpus`.
     #[serde(
         default,
-        deserialize_with = "lenient::f64",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub cpu: Option<f64>,
     /// vCPUs.
     #[serde(
         default,
-        deserialize_with = "lenient::f64",
-        serialize_with = "ser_num",
+        with = "lenient::whole",
         skip_serializing_if = "Option::is_none"
     )]
     pub cpus: Option<f64>,
     /// Used memory in bytes.
     #[serde(
         default,
-        deserialize_with = "lenient::u64",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub mem: Option<u64>,
     /// Configured memory in bytes.
     #[serde(
         default,
-        deserialize_with = "lenient::u64",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub maxmem: Option<u64>,
     /// Host cgroup memory of the QEMU process in bytes (PVE 9).
     #[serde(
         default,
-        deserialize_with = "lenient::u64",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub memhost: Option<u64>,
     /// Configured swap in bytes (lxc).
     #[serde(
         default,
-        deserialize_with = "lenient::u64",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub maxswap: Option<u64>,
     /// Disk used in bytes.
     #[serde(
         default,
-        deserialize_with = "lenient::u64",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub disk: Option<u64>,
     /// Boot or root disk size in bytes.
     #[serde(
         default,
-        deserialize_with = "lenient::u64",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub maxdisk: Option<u64>,
     /// Bytes read since start.
     #[serde(
         default,
-        deserialize_with = "lenient::u64",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub diskread: Option<u64>,
     /// Bytes written since start.
     #[serde(
         default,
-        deserialize_with = "lenient::u64",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub diskwrite: Option<u64>,
     /// Bytes received since start.
     #[serde(
         default,
-        deserialize_with = "lenient::u64",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub netin: Option<u64>,
     /// Bytes sent since start.
     #[serde(
         default,
-        deserialize_with = "lenient::u64",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub netout: Option<u64>,
     /// Seconds since start.
     #[serde(
         default,
-        deserialize_with = "lenient::u64",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub uptime: Option<u64>,
     /// Process id of the running guest.
     #[serde(
         default,
-        deserialize_with = "lenient::u64",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub pid: Option<u64>,
     /// QMP status (`running`, `paused`, ...), qemu only.
     #[serde(
         default,
-        deserialize_with = "lenient::string",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub qmpstatus: Option<String>,
     /// Config lock.
     #[serde(
         default,
-        deserialize_with = "lenient::string",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub lock: Option<String>,
     /// `;`-separated tags.
     #[serde(
         default,
-        deserialize_with = "lenient::string",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub tags: Option<String>,
     /// Whether the guest is a template.
     #[serde(
         default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub template: Option<bool>,
     /// PSI, CPU some, avg10 in percent.
     #[serde(
         default,
-        deserialize_with = "lenient::f64",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub pressurecpusome: Option<f64>,
     /// PSI, CPU full, avg10 in percent (qemu only).
     #[serde(
         default,
-        deserialize_with = "lenient::f64",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub pressurecpufull: Option<f64>,
     /// PSI, IO some, avg10 in percent.
     #[serde(
         default,
-        deserialize_with = "lenient::f64",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub pressureiosome: Option<f64>,
     /// PSI, IO full, avg10 in percent.
     #[serde(
         default,
-        deserialize_with = "lenient::f64",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub pressureiofull: Option<f64>,
     /// PSI, memory some, avg10 in percent.
     #[serde(
         default,
-        deserialize_with = "lenient::f64",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub pressurememorysome: Option<f64>,
     /// PSI, memory full, avg10 in percent.
     #[serde(
         default,
-        deserialize_with = "lenient::f64",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub pressurememoryfull: Option<f64>,
@@ -259,20 +257,16 @@ pub type LxcListEntry = GuestListEntry;
 
 /// `GET /nodes/{node}/{qemu|lxc}/{vmid}/status/current`: the list fields plus HA and agent state.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct GuestStatusCurrent {
     /// The fields a list entry has.
     #[serde(flatten)]
     pub entry: GuestListEntry,
     /// HA state: `{managed: 0|1, state?, group?, ...}`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub ha: Option<serde_json::Value>,
     /// Whether the QEMU guest agent is enabled.
-    #[serde(
-        default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub agent: Option<bool>,
 }
 
@@ -299,13 +293,10 @@ impl<V: fmt::Debug> fmt::Debug for RedactedKeys<'_, V> {
 
 /// `GET /nodes/{node}/{qemu|lxc}/{vmid}/config`: every config key as sent, plus `digest`.
 #[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct GuestConfig {
     /// SHA-1 of the config file: send it back with a write to detect concurrent changes.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
     /// Config keys (`name`, `memory`, `cores`, `tags`, `net0`, ...) with their values as sent.
     #[serde(flatten)]
@@ -335,20 +326,13 @@ impl fmt::Debug for GuestConfig {
 
 /// Body of `PUT /nodes/{node}/{qemu|lxc}/{vmid}/config`: keys to set, keys to delete, the digest.
 #[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ConfigUpdate {
     /// Comma-separated keys to delete (`tags`, `unused0`).
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub delete: Option<String>,
     /// Refuse the write if the config's digest differs (500 "checksum mismatch").
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
     /// Keys to set, with their values as Proxmox's config syntax writes them.
     #[serde(flatten)]

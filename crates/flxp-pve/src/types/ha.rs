@@ -11,153 +11,103 @@ use serde::{Deserialize, Serialize};
 use flxp_core::lenient;
 
 use super::migrate::BlockingHaResource;
-use super::quirks::{map_or_empty, ser_bool01, string_list, string_required, vec_or_null};
+use super::quirks::{map_or_empty, string_list, string_required, vec_or_null};
 
 /// `GET /cluster/ha/status/manager_status`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ManagerStatusResponse {
     /// The CRM's view: node states, service states, maintenance requests.
-    #[serde(default)]
     pub manager_status: ManagerStatus,
     /// Quorum as seen by the answering node.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub quorum: Option<HaQuorum>,
     /// Each node's LRM state, by node name.
-    #[serde(default, deserialize_with = "map_or_empty")]
+    #[serde(deserialize_with = "map_or_empty")]
     pub lrm_status: BTreeMap<String, LrmStatus>,
 }
 
 /// The `manager_status` block.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ManagerStatus {
     /// The node running the CRM master.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub master_node: Option<String>,
     /// When the CRM last wrote its state (epoch seconds).
-    #[serde(
-        default,
-        deserialize_with = "lenient::i64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub timestamp: Option<i64>,
     /// HA node state: `online`, `maintenance`, `unknown`, `fence`, `gone`.
-    #[serde(default, deserialize_with = "map_or_empty")]
+    #[serde(deserialize_with = "map_or_empty")]
     pub node_status: BTreeMap<String, String>,
     /// Pending node requests, e.g. `{maintenance: 1}`.
     #[serde(
-        default,
         deserialize_with = "map_or_empty",
         skip_serializing_if = "BTreeMap::is_empty"
     )]
     pub node_request: BTreeMap<String, NodeRequest>,
     /// Each HA service's state, by sid.
-    #[serde(default, deserialize_with = "map_or_empty")]
+    #[serde(deserialize_with = "map_or_empty")]
     pub service_status: BTreeMap<String, ServiceStatus>,
 }
 
 /// A pending request on one node.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct NodeRequest {
     /// Maintenance mode requested.
-    #[serde(
-        default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub maintenance: Option<bool>,
 }
 
 /// The CRM's view of one HA service.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ServiceStatus {
     /// Node it is on (or being moved from).
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
     /// Service state (`started`, `migrate`, `relocate`, ...).
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
     /// Target of a running migration.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
     /// Change id.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub uid: Option<String>,
     /// Node it was moved away from for maintenance (it returns there afterwards).
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub maintenance_node: Option<String>,
 }
 
 /// Quorum block of `manager_status`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct HaQuorum {
     /// Answering node.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
     /// Whether the cluster is quorate.
-    #[serde(
-        default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub quorate: Option<bool>,
 }
 
 /// One node's LRM state.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct LrmStatus {
     /// `active`, `maintenance`, `restart`, `shutdown`, `disarm`.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
     /// `wait_for_agent_lock`, `active`, `lost_agent_lock`, ...
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
     /// When the LRM last wrote its state.
-    #[serde(
-        default,
-        deserialize_with = "lenient::i64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub timestamp: Option<i64>,
     /// Results of recent commands, as sent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub results: Option<serde_json::Value>,
 }
 
@@ -171,21 +121,17 @@ pub struct HaMigrateParams {
 
 /// Answer of an HA migrate: the request is queued, not done (no UPID).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct HaMigrateResponse {
     /// The HA resource that was asked to move.
-    #[serde(default, deserialize_with = "lenient::string")]
+    #[serde(with = "lenient::opt")]
     pub sid: Option<String>,
     /// Where it was asked to go.
-    #[serde(
-        rename = "requested-node",
-        default,
-        deserialize_with = "lenient::string"
-    )]
+    #[serde(rename = "requested-node", with = "lenient::opt")]
     pub requested_node: Option<String>,
     /// Resources moved along by positive resource-affinity rules.
     #[serde(
         rename = "comigrated-resources",
-        default,
         deserialize_with = "string_list",
         skip_serializing_if = "Vec::is_empty"
     )]
@@ -193,7 +139,6 @@ pub struct HaMigrateResponse {
     /// Resources whose negative affinity blocks the move.
     #[serde(
         rename = "blocking-resources",
-        default,
         deserialize_with = "vec_or_null",
         skip_serializing_if = "Vec::is_empty"
     )]

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use flxp_core::lenient;
 
-use super::quirks::{ser_bool01, u32_required};
+use super::quirks::u32_required;
 
 /// Body of `POST /nodes/{node}/qemu/{vmid}/clone` (`vmid` is the source, usually a template).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -20,57 +20,56 @@ pub struct CloneParams {
     /// The new guest's name (a DNS name).
     #[serde(
         default,
-        deserialize_with = "lenient::string",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub name: Option<String>,
     /// Target node; only when every source disk is on shared storage.
     #[serde(
         default,
-        deserialize_with = "lenient::string",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub target: Option<String>,
     /// Full clone (a linked clone on local storage can never migrate).
     #[serde(
         default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub full: Option<bool>,
     /// Target storage of a full clone.
     #[serde(
         default,
-        deserialize_with = "lenient::string",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub storage: Option<String>,
     /// Pool to add the new guest to.
     #[serde(
         default,
-        deserialize_with = "lenient::string",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub pool: Option<String>,
     /// Description of the new guest.
     #[serde(
         default,
-        deserialize_with = "lenient::string",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub description: Option<String>,
     /// Disk format of a full clone (`raw`, `qcow2`, `vmdk`).
     #[serde(
         default,
-        deserialize_with = "lenient::string",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub format: Option<String>,
     /// Bandwidth limit in KiB/s.
     #[serde(
         default,
-        deserialize_with = "lenient::u64",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub bwlimit: Option<u64>,
@@ -85,22 +84,21 @@ pub struct CreateParams {
     /// Default storage for new disks.
     #[serde(
         default,
-        deserialize_with = "lenient::string",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub storage: Option<String>,
     /// Pool to add the guest to.
     #[serde(
         default,
-        deserialize_with = "lenient::string",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub pool: Option<String>,
     /// Start the guest once created.
     #[serde(
         default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub start: Option<bool>,
@@ -108,8 +106,7 @@ pub struct CreateParams {
     #[serde(
         rename = "ha-managed",
         default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub ha_managed: Option<bool>,
@@ -121,32 +118,24 @@ pub struct CreateParams {
 
 /// Body of `POST .../status/start`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct StartParams {
     /// Seconds to wait for the start (default max(30, memory GiB)).
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub timeout: Option<u64>,
 }
 
 /// Body of `POST .../status/shutdown` (a clean ACPI shutdown).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ShutdownParams {
     /// Seconds to wait.
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub timeout: Option<u64>,
     /// Stop hard if the shutdown does not finish in time.
     #[serde(
         rename = "forceStop",
-        default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub force_stop: Option<bool>,
@@ -154,20 +143,15 @@ pub struct ShutdownParams {
 
 /// Body of `POST .../status/stop` (a hard stop).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct StopParams {
     /// Seconds to wait.
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub timeout: Option<u64>,
     /// Abort running shutdown tasks first.
     #[serde(
         rename = "overrule-shutdown",
-        default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub overrule_shutdown: Option<bool>,
@@ -175,21 +159,15 @@ pub struct StopParams {
 
 /// Query of `DELETE /nodes/{node}/{qemu|lxc}/{vmid}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct DeleteParams {
     /// Also remove the id from backup jobs, replication and HA.
-    #[serde(
-        default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub purge: Option<bool>,
     /// Also destroy disks with this id that the config does not reference.
     #[serde(
         rename = "destroy-unreferenced-disks",
-        default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub destroy_unreferenced_disks: Option<bool>,

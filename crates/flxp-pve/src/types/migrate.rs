@@ -9,25 +9,26 @@ use serde::{Deserialize, Serialize};
 
 use flxp_core::lenient;
 
-use super::quirks::{map_or_empty, ser_bool01, string_list, vec_or_null};
+use super::quirks::{map_or_empty, string_list, vec_or_null};
 
 /// An HA resource that keeps a guest from a node (or from being moved at all).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct BlockingHaResource {
     /// HA resource id (`vm:101`).
-    #[serde(default, deserialize_with = "lenient::string")]
+    #[serde(with = "lenient::opt")]
     pub sid: Option<String>,
     /// `node-affinity` or `resource-affinity`.
-    #[serde(default, deserialize_with = "lenient::string")]
+    #[serde(with = "lenient::opt")]
     pub cause: Option<String>,
 }
 
 /// Why one node is not allowed as a target.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct NotAllowedNode {
     /// Storages the guest uses that the node cannot reach.
     #[serde(
-        default,
         deserialize_with = "string_list",
         skip_serializing_if = "Vec::is_empty"
     )]
@@ -35,7 +36,6 @@ pub struct NotAllowedNode {
     /// Mapped resources (config keys) the node lacks.
     #[serde(
         rename = "unavailable-resources",
-        default,
         deserialize_with = "string_list",
         skip_serializing_if = "Vec::is_empty"
     )]
@@ -43,7 +43,6 @@ pub struct NotAllowedNode {
     /// HA rules that forbid the node.
     #[serde(
         rename = "blocking-ha-resources",
-        default,
         deserialize_with = "vec_or_null",
         skip_serializing_if = "Vec::is_empty"
     )]
@@ -52,127 +51,71 @@ pub struct NotAllowedNode {
 
 /// A disk on non-shared storage: it needs `with-local-disks=1` for a live migration.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct LocalDisk {
     /// Volume id (`local-lvm:vm-105-disk-0`).
-    #[serde(default, deserialize_with = "lenient::string")]
+    #[serde(with = "lenient::opt")]
     pub volid: Option<String>,
     /// Size in bytes.
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
     /// Config key it is attached as (`scsi0`).
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub drivename: Option<String>,
     /// A CD-ROM image.
-    #[serde(
-        default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub cdrom: Option<bool>,
     /// An unused disk.
-    #[serde(
-        default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub is_unused: Option<bool>,
     /// Attached to the running guest.
-    #[serde(
-        default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub is_attached: Option<bool>,
     /// A cloud-init drive.
-    #[serde(
-        default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub is_cloudinit: Option<bool>,
     /// A saved VM state.
-    #[serde(
-        default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub is_vmstate: Option<bool>,
     /// A TPM state volume.
-    #[serde(
-        default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub is_tpmstate: Option<bool>,
     /// Replicated by storage replication.
-    #[serde(
-        default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub replicate: Option<bool>,
     /// On shared storage.
-    #[serde(
-        default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub shared: Option<bool>,
     /// Referenced by a snapshot only.
-    #[serde(
-        default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub referenced_in_snapshot: Option<bool>,
 }
 
 /// `GET /nodes/{node}/qemu/{vmid}/migrate`: where the VM may go and what it drags along.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct QemuMigratePrecondition {
     /// Whether the VM runs (then `online=1` is required).
-    #[serde(
-        default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01"
-    )]
+    #[serde(with = "lenient::opt")]
     pub running: Option<bool>,
     /// Other nodes with no blocker (the local node is never listed).
-    #[serde(default, deserialize_with = "string_list")]
+    #[serde(deserialize_with = "string_list")]
     pub allowed_nodes: Vec<String>,
     /// Blocked nodes, each with its reasons.
-    #[serde(default, deserialize_with = "map_or_empty")]
+    #[serde(deserialize_with = "map_or_empty")]
     pub not_allowed_nodes: BTreeMap<String, NotAllowedNode>,
     /// Disks on non-shared storage.
-    #[serde(default, deserialize_with = "vec_or_null")]
+    #[serde(deserialize_with = "vec_or_null")]
     pub local_disks: Vec<LocalDisk>,
     /// Local devices (usbN, hostpciN, ...) that block migration unless forced (root only).
-    #[serde(default, deserialize_with = "string_list")]
+    #[serde(deserialize_with = "string_list")]
     pub local_resources: Vec<String>,
     /// Mapped devices (deprecated list).
-    #[serde(rename = "mapped-resources", default, deserialize_with = "string_list")]
+    #[serde(rename = "mapped-resources", deserialize_with = "string_list")]
     pub mapped_resources: Vec<String>,
     /// Mapped devices by config key: `{name, live-migration?}`.
     #[serde(
         rename = "mapped-resource-info",
-        default,
         deserialize_with = "map_or_empty",
         skip_serializing_if = "BTreeMap::is_empty"
     )]
@@ -180,16 +123,13 @@ pub struct QemuMigratePrecondition {
     /// Whether the VM has a D-Bus VM state to carry.
     #[serde(
         rename = "has-dbus-vmstate",
-        default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub has_dbus_vmstate: Option<bool>,
     /// HA resources co-migrated by a positive resource-affinity rule.
     #[serde(
         rename = "dependent-ha-resources",
-        default,
         deserialize_with = "string_list",
         skip_serializing_if = "Vec::is_empty"
     )]
@@ -198,28 +138,20 @@ pub struct QemuMigratePrecondition {
 
 /// `GET /nodes/{node}/lxc/{vmid}/migrate`: the container shape, with hyphenated keys.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct LxcMigratePrecondition {
     /// Whether the container runs (then `restart=1` is required: no live migration).
-    #[serde(
-        default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01"
-    )]
+    #[serde(with = "lenient::opt")]
     pub running: Option<bool>,
     /// Other nodes with no blocker.
-    #[serde(rename = "allowed-nodes", default, deserialize_with = "string_list")]
+    #[serde(rename = "allowed-nodes", deserialize_with = "string_list")]
     pub allowed_nodes: Vec<String>,
     /// Blocked nodes, each with its reasons.
-    #[serde(
-        rename = "not-allowed-nodes",
-        default,
-        deserialize_with = "map_or_empty"
-    )]
+    #[serde(rename = "not-allowed-nodes", deserialize_with = "map_or_empty")]
     pub not_allowed_nodes: BTreeMap<String, NotAllowedNode>,
     /// HA resources co-migrated by a positive resource-affinity rule.
     #[serde(
         rename = "dependent-ha-resources",
-        default,
         deserialize_with = "string_list",
         skip_serializing_if = "Vec::is_empty"
     )]
@@ -228,13 +160,10 @@ pub struct LxcMigratePrecondition {
 
 /// Query of the precondition check.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct MigratePreconditionQuery {
     /// Target node (currently unused by Proxmox).
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
 }
 
@@ -247,8 +176,7 @@ pub struct QemuMigrateParams {
     /// Live migration: required for a running VM.
     #[serde(
         default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub online: Option<bool>,
@@ -256,22 +184,21 @@ pub struct QemuMigrateParams {
     #[serde(
         rename = "with-local-disks",
         default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub with_local_disks: Option<bool>,
     /// Storage mapping `src:dst,...`, one id for all, or `1` for identity.
     #[serde(
         default,
-        deserialize_with = "lenient::string",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub targetstorage: Option<String>,
     /// Bandwidth limit in KiB/s.
     #[serde(
         default,
-        deserialize_with = "lenient::u64",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub bwlimit: Option<u64>,
@@ -286,15 +213,14 @@ pub struct LxcMigrateParams {
     /// Stop, migrate and start again: how a running container moves.
     #[serde(
         default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub restart: Option<bool>,
     /// Shutdown timeout in seconds for `restart` (default 180).
     #[serde(
         default,
-        deserialize_with = "lenient::u64",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub timeout: Option<u64>,
@@ -302,14 +228,14 @@ pub struct LxcMigrateParams {
     #[serde(
         rename = "target-storage",
         default,
-        deserialize_with = "lenient::string",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub target_storage: Option<String>,
     /// Bandwidth limit in KiB/s.
     #[serde(
         default,
-        deserialize_with = "lenient::u64",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub bwlimit: Option<u64>,

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use flxp_core::lenient;
 
-use super::quirks::{ser_bool01, ser_num, string_list, string_required};
+use super::quirks::{string_list, string_required};
 
 /// One entry of `GET /nodes`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -15,12 +15,12 @@ pub struct NodeListEntry {
     #[serde(deserialize_with = "string_required")]
     pub node: String,
     /// `online`, `offline` or `unknown`.
-    #[serde(default, deserialize_with = "lenient::string")]
+    #[serde(default, with = "lenient::opt")]
     pub status: Option<String>,
     /// `node/<name>`.
     #[serde(
         default,
-        deserialize_with = "lenient::string",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub id: Option<String>,
@@ -28,71 +28,70 @@ pub struct NodeListEntry {
     #[serde(
         rename = "type",
         default,
-        deserialize_with = "lenient::string",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub kind: Option<String>,
     /// CPU load as a fraction of all logical CPUs.
     #[serde(
         default,
-        deserialize_with = "lenient::f64",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub cpu: Option<f64>,
     /// Logical CPUs.
     #[serde(
         default,
-        deserialize_with = "lenient::f64",
-        serialize_with = "ser_num",
+        with = "lenient::whole",
         skip_serializing_if = "Option::is_none"
     )]
     pub maxcpu: Option<f64>,
     /// Used memory in bytes (total − available).
     #[serde(
         default,
-        deserialize_with = "lenient::u64",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub mem: Option<u64>,
     /// Total memory in bytes.
     #[serde(
         default,
-        deserialize_with = "lenient::u64",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub maxmem: Option<u64>,
     /// Root file system used, in bytes.
     #[serde(
         default,
-        deserialize_with = "lenient::u64",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub disk: Option<u64>,
     /// Root file system size, in bytes.
     #[serde(
         default,
-        deserialize_with = "lenient::u64",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub maxdisk: Option<u64>,
     /// Seconds since boot.
     #[serde(
         default,
-        deserialize_with = "lenient::u64",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub uptime: Option<u64>,
     /// Subscription level.
     #[serde(
         default,
-        deserialize_with = "lenient::string",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub level: Option<String>,
     /// SHA-256 fingerprint of the node's certificate (`AA:BB:...`).
     #[serde(
         default,
-        deserialize_with = "lenient::string",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub ssl_fingerprint: Option<String>,
@@ -100,170 +99,95 @@ pub struct NodeListEntry {
 
 /// `cpuinfo` of `GET /nodes/{node}/status`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct CpuInfo {
     /// CPU model name.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     /// Physical sockets.
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub sockets: Option<u64>,
     /// Physical cores in all sockets.
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub cores: Option<u64>,
     /// Logical CPUs.
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub cpus: Option<u64>,
     /// Clock in MHz, sent as a string.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub mhz: Option<String>,
     /// Kernel clock ticks per second.
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub user_hz: Option<u64>,
     /// CPU vendor.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub vendor: Option<String>,
     /// CPU flags, space-separated.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub flags: Option<String>,
     /// Whether hardware virtualisation is available.
-    #[serde(
-        default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub hvm: Option<bool>,
 }
 
 /// A byte-count block of `GET /nodes/{node}/status` (`memory`, `swap`, `rootfs`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ByteUsage {
     /// Total bytes.
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub total: Option<u64>,
     /// Used bytes (memory: total − available in PVE 9).
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub used: Option<u64>,
     /// Free bytes.
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub free: Option<u64>,
     /// Available memory (MemAvailable), in bytes (`memory` only).
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub available: Option<u64>,
     /// Space available to unprivileged users, in bytes (`rootfs` only).
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub avail: Option<u64>,
 }
 
 /// `GET /nodes/{node}/status`: hardware, memory, load; the extra fields Proxmox sends beyond its
 /// schema are kept in `other`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct NodeStatus {
     /// CPU load as a fraction of all logical CPUs.
-    #[serde(
-        default,
-        deserialize_with = "lenient::f64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub cpu: Option<f64>,
     /// iowait as a fraction.
-    #[serde(
-        default,
-        deserialize_with = "lenient::f64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub wait: Option<f64>,
     /// CPU facts.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cpuinfo: Option<CpuInfo>,
     /// Load averages over 1, 5 and 15 minutes, as three strings.
     #[serde(
-        default,
         deserialize_with = "string_list",
         skip_serializing_if = "Vec::is_empty"
     )]
     pub loadavg: Vec<String>,
     /// Memory in bytes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub memory: Option<ByteUsage>,
     /// Swap in bytes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub swap: Option<ByteUsage>,
     /// Root file system in bytes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub rootfs: Option<ByteUsage>,
     /// Seconds since boot.
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub uptime: Option<u64>,
     /// `pve-manager/9.2.11/<repoid>`.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub pveversion: Option<String>,
     /// Kernel version line.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub kversion: Option<String>,
     /// Everything else (`ksm`, `current-kernel`, `boot-info`, `idle`, ...), as sent.
     #[serde(flatten)]
@@ -272,20 +196,13 @@ pub struct NodeStatus {
 
 /// `GET /nodes/{node}/config`: the node's notes (`description`) and other options.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct NodeConfig {
     /// The notes, holding flxp's node tokens (`flxp.label.ssd`, `flxp.maintenance`).
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// SHA-1 of the node config file.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
     /// Other options (`wakeonlan`, `startall-onboot-delay`, ...), as sent.
     #[serde(flatten)]
@@ -294,27 +211,16 @@ pub struct NodeConfig {
 
 /// Body of `PUT /nodes/{node}/config`: new notes, deletions, optimistic-lock digest.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct NodeConfigUpdate {
     /// New notes.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// Comma-separated option names to delete.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub delete: Option<String>,
     /// Refuse the change if the config's digest differs.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
 }
 
@@ -363,60 +269,57 @@ pub struct StorageEntry {
     #[serde(deserialize_with = "string_required")]
     pub storage: String,
     /// Plugin type (`dir`, `lvmthin`, `zfspool`, `rbd`, ...).
-    #[serde(rename = "type", default, deserialize_with = "lenient::string")]
+    #[serde(rename = "type", default, with = "lenient::opt")]
     pub kind: Option<String>,
     /// Content types (`images,rootdir`).
-    #[serde(default, deserialize_with = "lenient::string")]
+    #[serde(default, with = "lenient::opt")]
     pub content: Option<String>,
     /// Whether it is shared between nodes.
     #[serde(
         default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub shared: Option<bool>,
     /// Whether it is active on this node.
     #[serde(
         default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub active: Option<bool>,
     /// Whether it is enabled.
     #[serde(
         default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub enabled: Option<bool>,
     /// Size in bytes.
     #[serde(
         default,
-        deserialize_with = "lenient::u64",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub total: Option<u64>,
     /// Used bytes.
     #[serde(
         default,
-        deserialize_with = "lenient::u64",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub used: Option<u64>,
     /// Available bytes: what a clone or migration target needs.
     #[serde(
         default,
-        deserialize_with = "lenient::u64",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub avail: Option<u64>,
     /// Used as a fraction of total.
     #[serde(
         default,
-        deserialize_with = "lenient::f64",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub used_fraction: Option<f64>,
@@ -424,35 +327,19 @@ pub struct StorageEntry {
 
 /// Query of `GET /nodes/{node}/storage`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct StorageQuery {
     /// Only storages holding these content types (`images`).
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
     /// Only enabled storages.
-    #[serde(
-        default,
-        deserialize_with = "lenient::bool",
-        serialize_with = "ser_bool01",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
     /// Only this storage.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub storage: Option<String>,
     /// Only storages also usable on this node.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
 }
 

@@ -19,7 +19,7 @@ pub struct PoolListEntry {
     /// Free-text comment.
     #[serde(
         default,
-        deserialize_with = "lenient::string",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub comment: Option<String>,
@@ -34,16 +34,13 @@ pub struct PoolListEntry {
 
 /// `GET /pools/{poolid}`: a pool's comment and members.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Pool {
     /// Free-text comment.
-    #[serde(
-        default,
-        deserialize_with = "lenient::string",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
     /// Guests and storages in the pool.
-    #[serde(default, deserialize_with = "vec_or_null")]
+    #[serde(deserialize_with = "vec_or_null")]
     pub members: Vec<Resource>,
 }
 

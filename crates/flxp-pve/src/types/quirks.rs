@@ -1,32 +1,16 @@
-//! Serde readers and writers for Proxmox's wire quirks that `flxp_core::lenient` does not cover.
+//! Serde readers for Proxmox's wire quirks that `flxp_core::lenient` does not cover.
 //!
-//! Writers emit what Proxmox emits (`0`/`1` booleans, whole numbers without a fraction); readers
-//! accept what Perl's JSON may send (`null` or a missing key for an empty list, `[]` for an empty
-//! map, numbers where strings are documented). Use them with `#[serde(...)]` attributes only.
+//! They accept what Perl's JSON may send for required values and collections (`null` or a missing
+//! key for an empty list, `[]` for an empty map, numbers where strings are documented). Optional
+//! scalars use `flxp_core::lenient::opt`, which also writes them as Proxmox does. Use them with
+//! `#[serde(...)]` attributes only.
 
 use std::collections::BTreeMap;
 
+use serde::Deserialize;
 use serde::de::{self, DeserializeOwned, Deserializer};
-use serde::{Deserialize, Serializer};
 
 use flxp_core::lenient;
-
-/// Writes an optional boolean as Proxmox expects it: `1` or `0` (in JSON and in form bodies).
-pub fn ser_bool01<S: Serializer>(v: &Option<bool>, s: S) -> Result<S::Ok, S::Error> {
-    match v {
-        Some(b) => s.serialize_u8(u8::from(*b)),
-        None => s.serialize_none(),
-    }
-}
-
-/// Writes an optional float as an integer when it is whole (`16`, not `16.0`), as Perl does.
-pub fn ser_num<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
-    match v {
-        Some(x) if x.fract() == 0.0 && x.abs() < 9.0e15 => s.serialize_i64(*x as i64),
-        Some(x) => s.serialize_f64(*x),
-        None => s.serialize_none(),
-    }
-}
 
 /// Reads a required unsigned 32-bit integer (a VMID) from a number or a numeric string.
 pub fn u32_required<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
@@ -94,8 +78,7 @@ mod tests {
     struct T {
         #[serde(
             default,
-            deserialize_with = "flxp_core::lenient::bool",
-            serialize_with = "super::ser_bool01",
+            with = "flxp_core::lenient::opt",
             skip_serializing_if = "Option::is_none"
         )]
         b: Option<bool>,

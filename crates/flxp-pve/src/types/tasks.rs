@@ -188,30 +188,30 @@ pub struct TaskStatus {
     #[serde(deserialize_with = "string_required")]
     pub upid: String,
     /// Node the task runs on.
-    #[serde(default, deserialize_with = "lenient::string")]
+    #[serde(default, with = "lenient::opt")]
     pub node: Option<String>,
     /// Worker process id.
-    #[serde(default, deserialize_with = "lenient::u64")]
+    #[serde(default, with = "lenient::opt")]
     pub pid: Option<u64>,
     /// Worker process start (clock ticks).
-    #[serde(default, deserialize_with = "lenient::u64")]
+    #[serde(default, with = "lenient::opt")]
     pub pstart: Option<u64>,
     /// Start time (epoch seconds).
-    #[serde(default, deserialize_with = "lenient::i64")]
+    #[serde(default, with = "lenient::opt")]
     pub starttime: Option<i64>,
     /// Task type.
-    #[serde(rename = "type", default, deserialize_with = "lenient::string")]
+    #[serde(rename = "type", default, with = "lenient::opt")]
     pub kind: Option<String>,
     /// Task object id.
-    #[serde(default, deserialize_with = "lenient::string")]
+    #[serde(default, with = "lenient::opt")]
     pub id: Option<String>,
     /// User that started it.
-    #[serde(default, deserialize_with = "lenient::string")]
+    #[serde(default, with = "lenient::opt")]
     pub user: Option<String>,
     /// API token that started it, if any.
     #[serde(
         default,
-        deserialize_with = "lenient::string",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub tokenid: Option<String>,
@@ -221,7 +221,7 @@ pub struct TaskStatus {
     /// Only when stopped: `OK`, `WARNINGS: <n>`, `unexpected status` or the error text.
     #[serde(
         default,
-        deserialize_with = "lenient::string",
+        with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub exitstatus: Option<String>,
@@ -253,31 +253,25 @@ pub fn is_success_exitstatus(exitstatus: &str) -> bool {
 
 /// One line of `GET /nodes/{node}/tasks/{upid}/log`: its number and text.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct TaskLogLine {
     /// Line number, from 1.
-    #[serde(default, deserialize_with = "lenient::u64")]
+    #[serde(with = "lenient::opt")]
     pub n: Option<u64>,
     /// The text of the line.
-    #[serde(default, deserialize_with = "lenient::string")]
+    #[serde(with = "lenient::opt")]
     pub t: Option<String>,
 }
 
 /// Query of `GET /nodes/{node}/tasks/{upid}/log`: which lines.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct TaskLogQuery {
     /// First line to return (0-based, default 0).
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub start: Option<u64>,
     /// How many lines (default 50).
-    #[serde(
-        default,
-        deserialize_with = "lenient::u64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
 }
 

@@ -7,7 +7,7 @@ use flxp_core::snapshot::raw::Resource;
 
 use super::{Scenario, SimSection};
 
-const GIB: u64 = 1 << 30;
+use flxp_core::units::GIB;
 
 /// A scenario of `nodes` nodes and `guests` guests (VMIDs from 100), the same for equal seeds.
 pub fn scenario(nodes: usize, guests: usize, seed: u64) -> Scenario {

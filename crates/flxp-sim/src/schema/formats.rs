@@ -1,6 +1,8 @@
 //! Named string formats of the Proxmox schema dialect (`format: "pve-vmid"`), with the error
 //! texts Proxmox's format verifiers die with. Formats not listed here are accepted unchecked.
 
+use flxp_core::units::{GIB, KIB, MIB, TIB};
+
 use crate::tags;
 
 /// Checks `value` against the named format; `Ok(None)` when the format is unknown to us.
@@ -124,10 +126,10 @@ fn is_ha_sid(v: &str) -> bool {
 /// Parses a Proxmox size (`32G`, `512M`, `1024`, `1.5T`) into bytes.
 pub fn parse_size(v: &str) -> Option<u64> {
     let (num, mult) = match v.chars().last()? {
-        'K' => (&v[..v.len() - 1], 1u64 << 10),
-        'M' => (&v[..v.len() - 1], 1 << 20),
-        'G' => (&v[..v.len() - 1], 1 << 30),
-        'T' => (&v[..v.len() - 1], 1 << 40),
+        'K' => (&v[..v.len() - 1], KIB),
+        'M' => (&v[..v.len() - 1], MIB),
+        'G' => (&v[..v.len() - 1], GIB),
+        'T' => (&v[..v.len() - 1], TIB),
         _ => (v, 1),
     };
     if num.is_empty() || num.starts_with('.') || num.ends_with('.') {

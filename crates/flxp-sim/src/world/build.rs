@@ -16,7 +16,7 @@ use crate::tags::TagStyle;
 use crate::tasks::TaskTable;
 use crate::{Error, Result};
 
-const GIB: u64 = 1 << 30;
+use flxp_core::units::GIB;
 
 impl World {
     /// Builds the world of a scenario at simulated time `start`.

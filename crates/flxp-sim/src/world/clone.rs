@@ -5,6 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use flxp_core::units::GIB;
+
 use super::{Action, Config, Guest, GuestKind, GuestUsage, World, guest::is_disk_key};
 use crate::ApiError;
 
@@ -227,8 +229,8 @@ impl World {
                 now + duration,
                 format!(
                     "transferred {:.1} GiB of {:.1} GiB (100.00%)",
-                    copied as f64 / (1u64 << 30) as f64,
-                    copied as f64 / (1u64 << 30) as f64
+                    copied as f64 / GIB as f64,
+                    copied as f64 / GIB as f64
                 ),
             );
         }

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use flxp_core::units::MIB;
 use ring::digest::{SHA1_FOR_LEGACY_USE_ONLY, digest};
 
 use crate::schema::parse_size;
@@ -360,7 +361,7 @@ impl Guest {
             })
             .unwrap_or(default);
         // Saturating: `memory` has no maximum in the schema, and `<<` would drop the high bits.
-        mib.saturating_mul(1 << 20)
+        mib.saturating_mul(MIB)
     }
 
     /// Configured vCPUs (qemu: `vcpus` or sockets × cores; lxc: `cores`), capped at `host_cpus`.

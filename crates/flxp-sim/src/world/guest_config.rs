@@ -13,8 +13,7 @@ use crate::schema::{ApiSchema, Errors, Mode, family_schema};
 use crate::tags;
 use crate::{Error, Result};
 
-const GIB: u64 = 1 << 30;
-const MIB: u64 = 1 << 20;
+use flxp_core::units::{GIB, MIB};
 
 impl World {
     pub(crate) fn guest_from_resource(

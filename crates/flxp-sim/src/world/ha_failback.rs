@@ -1,9 +1,9 @@
-//! The CRM round that fails services back: a started HA resource with `failback` whose node is
-//! not in the highest-priority online class of its node-affinity rule is migrated back to that
-//! class, as pve-ha-manager's `select_service_node` does with preference `none` (see
-//! `pve-crs.md` §1.6). Rounds run one HA delay after something that can change the answer: a
-//! scenario load, a guest landing, a node coming back, maintenance ending, a rule or resource
-//! change.
+//! The CRM round that fails services back: a started HA resource with `failback` whose node is not
+//! in the highest-priority online class of its node-affinity rule is migrated back to that class,
+//! as pve-ha-manager's `select_service_node` does with preference `none` (see
+//! `docs/proxmox-behaviour.md` §1.6). Rounds run one HA delay after something that can change the
+//! answer: a scenario load, a guest landing, a node coming back, maintenance ending, a rule or
+//! resource change.
 
 use std::collections::BTreeMap;
 

@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use flxp_core::units::GIB;
 use flxp_pve::types::migrate::{BlockingHaResource, LocalDisk, NotAllowedNode};
 use flxp_pve::types::{LxcMigratePrecondition, QemuMigratePrecondition};
 use serde_json::{Value, json};
@@ -419,7 +420,7 @@ impl World {
         live: bool,
         target: &str,
     ) {
-        let gib = |b: f64| format!("{:.1} GiB", b / (1u64 << 30) as f64);
+        let gib = |b: f64| format!("{:.1} GiB", b / GIB as f64);
         if disk > 0 {
             self.tasks.log_stamped(
                 task,

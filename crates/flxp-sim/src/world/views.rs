@@ -3,6 +3,7 @@
 
 use flxp_core::Snapshot;
 use flxp_core::snapshot::raw::{Ha, HaStatusEntry, NodeExtra, Resource};
+use flxp_core::units::MIB;
 use flxp_pve::types::GuestListEntry;
 
 use super::{Guest, GuestKind, Node, NodeStats, World};
@@ -246,7 +247,7 @@ impl World {
                     .get("swap")
                     .and_then(|v| v.parse::<u64>().ok())
                     .unwrap_or(512)
-                    .saturating_mul(1 << 20)
+                    .saturating_mul(MIB)
             }),
             disk: Some(s.disk),
             maxdisk: Some(s.maxdisk),

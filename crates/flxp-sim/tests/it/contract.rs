@@ -31,7 +31,8 @@ const NOT_SERVED: [(&str, &str); 2] = [
     ),
 ];
 
-/// Answers that validate only leniently, each a quirk Proxmox itself has (pve-api.md §1.5).
+/// Answers that validate only leniently, each a quirk Proxmox itself has (docs/proxmox-behaviour.md
+/// §6).
 const PERL_TYPED: [(&str, &str); 1] =
     [("GET /cluster/nextid", "nextid is a JSON string on the wire")];
 

@@ -12,7 +12,7 @@ use tower::ServiceExt;
 
 pub const TOKEN: &str = "root@pam!test=0b6a3c2e-58f4-4b8e-9d1a-2f6e8c4a7b10";
 pub const RO_TOKEN: &str = "audit@pve!view=7f0d3a51-0c2b-4f7e-8b9a-1d2e3f4a5b6c";
-pub const GIB: u64 = 1 << 30;
+pub use flxp_core::units::GIB;
 
 /// An HTTP answer: status, reason phrase, body text and parsed JSON (null if not JSON).
 #[derive(Debug, Clone)]

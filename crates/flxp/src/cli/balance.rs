@@ -19,6 +19,9 @@ use crate::config::Config;
 use crate::{output, progress};
 
 /// Arguments of `flxp balance`.
+// The doc comments are the `--help` texts: `[balance]`/`[api]` there name config-file sections, not
+// items to link to.
+#[allow(rustdoc::broken_intra_doc_links)]
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]

@@ -8,6 +8,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 /// Arguments of `flxp serve`.
+// The doc comments are the `--help` texts: `[balance]`/`[api]` there name config-file sections, not
+// items to link to.
+#[allow(rustdoc::broken_intra_doc_links)]
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Config file (else FLXP_CONFIG, else /etc/flxp/flxp.toml). With none of them, flxp serves a

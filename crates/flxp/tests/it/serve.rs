@@ -297,19 +297,7 @@ async fn create_vm_builds_a_running_vm_with_everything_set() {
 
 /// Decodes `sshkeys` as Proxmox stores it (percent-encoded).
 fn flxp_pve_decode(v: &str) -> String {
-    let mut out = Vec::new();
-    let b = v.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            out.push(u8::from_str_radix(&v[i + 1..i + 3], 16).unwrap());
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).unwrap()
+    flxp_pve::types::form::decode_sshkeys(v).expect("sshkeys is valid percent-encoding")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::serve::{CREATE, KEY, PASSWORD, code, start};
 
-const GIB: u64 = 1 << 30;
+use flxp_core::units::GIB;
 
 fn small_cluster() -> Scenario {
     let node = |n: &str| {

@@ -83,7 +83,8 @@ mod tests {
 
     #[test]
     fn with_failback_a_guest_in_its_top_class_stays_in_it() {
-        // HA would move it straight back (pve-crs.md §1.6), so only the top class is allowed.
+        // HA would move it straight back (docs/proxmox-behaviour.md §1.6), so only the top class is
+        // allowed.
         let c = ClusterBuilder::new()
             .nodes(&["a", "b", "c", "d"])
             .guest(vm(101, "a"))

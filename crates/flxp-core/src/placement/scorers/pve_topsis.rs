@@ -3,8 +3,9 @@
 //!
 //! The alternatives are all online nodes outside maintenance, as in Proxmox (its usage holds only
 //! online nodes), each with the new guest added; the scores of the feasible ones are reported. The
-//! node stats come from the state at hand, so planned moves and in-flight placements count.
-//! - static (pve-crs.md §1.3): node usage = Σ configured vCPUs and memory of running guests.
+//! node stats come from the state at hand, so planned moves and in-flight placements count. -
+//! static (docs/proxmox-behaviour.md §1.3): node usage = Σ configured vCPUs and memory of running
+//! guests.
 //! - dynamic (§1.4): node usage = measured CPU cores and memory, plus the full configured size of
 //!   guests still starting (a start task running), which measurements have not caught up with.
 
@@ -120,9 +121,10 @@ mod tests {
     use crate::placement::scorers::testing::scores;
     use crate::testutil::*;
 
-    const MIB: u64 = 1 << 20;
+    use crate::units::MIB;
 
-    /// pve-crs.md §5.7 homogeneous fixture as a cluster: usage (cores, MiB) on 16 CPUs / 64 GiB.
+    /// docs/proxmox-behaviour.md §4 homogeneous fixture as a cluster: usage (cores, MiB) on 16 CPUs
+    /// / 64 GiB.
     fn homogeneous(dynamic: bool) -> crate::Cluster {
         let usage = [
             ("node1", 1.7, 12334),
@@ -149,8 +151,8 @@ mod tests {
 
     #[test]
     fn dynamic_mode_reproduces_proxmox_start_rankings_on_measured_usage() {
-        // pve-crs.md §5.7 test_score_homogeneous_nodes_to_start_resource: heavy-mem (1 core,
-        // 12 GiB) → node2, node3, node1; combined (12 cores, 12 GiB) → node2, node3, node1.
+        // docs/proxmox-behaviour.md §4 test_score_homogeneous_nodes_to_start_resource: heavy-mem (1
+        // core, 12 GiB) → node2, node3, node1; combined (12 cores, 12 GiB) → node2, node3, node1.
         let c = homogeneous(true);
         assert_eq!(
             ranking(&PveDynamic, &c, 12 * GIB, 1),
