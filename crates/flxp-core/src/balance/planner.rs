@@ -256,7 +256,7 @@ pub(crate) fn finish(
     Plan {
         method: method.to_owned(),
         measure,
-        metric: kind.as_str().to_owned(),
+        metric: kind,
         threshold,
         target,
         imbalance_before,

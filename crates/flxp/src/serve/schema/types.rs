@@ -409,7 +409,7 @@ impl From<&Plan> for PlanResult {
     fn from(p: &Plan) -> Self {
         Self {
             method: p.method.clone(),
-            metric: p.metric.clone(),
+            metric: p.metric.as_str().to_owned(),
             imbalance_before: p.imbalance_before,
             imbalance_after: p.imbalance_after,
             threshold: p.threshold,
