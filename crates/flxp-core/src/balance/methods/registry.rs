@@ -128,6 +128,66 @@ mod tests {
 
     use super::super::{flxp, pve_bruteforce, pve_topsis};
     use super::*;
+    use crate::constraints::Rules;
+    use crate::placement::{PlacementOptions, Placer};
+    use crate::state::State;
+    use crate::testutil::*;
+
+    /// flxp's plan under another name and summary.
+    struct Still;
+
+    impl BalanceMethod for Still {
+        fn name(&self) -> &'static str {
+            "still"
+        }
+
+        fn description(&self) -> &'static str {
+            "a test method"
+        }
+
+        fn plan(&self, input: &PlanInput<'_>, options: &BalanceOptions) -> Result<Plan> {
+            let mut plan = flxp::Flxp.plan(input, options)?;
+            plan.summary = "still".into();
+            Ok(plan)
+        }
+    }
+
+    static STILL: Still = Still;
+
+    #[test]
+    fn a_registry_plans_with_the_named_method_and_refuses_names_it_lacks() {
+        let c = ClusterBuilder::new()
+            .node(node("a"))
+            .node(node("b"))
+            .guest(vm(101, "a"))
+            .build();
+        let rules = Rules::compile(&c);
+        let state = State::new(&c);
+        let placer = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+        let input = PlanInput {
+            cluster: &c,
+            rules: &rules,
+            state: &state,
+            placer: &placer,
+        };
+        let registry = Registry::builtin().with(&STILL).unwrap();
+        let options = BalanceOptions {
+            method: registry.parse("still").unwrap(),
+            ..BalanceOptions::default()
+        };
+        assert_eq!(registry.plan(&input, &options).unwrap().summary, "still");
+        let e = Registry::builtin()
+            .plan(&input, &options)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(r#"unknown balancing method "still""#), "{e}");
+        // Proxmox's ranking is only for Proxmox's methods: no silent bruteforce for flxp.
+        let flxp = BalanceOptions::default();
+        let e = crate::balance::rank_moves(&c, &rules, &state, &placer, &flxp)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("flxp is not one of Proxmox's methods"), "{e}");
+    }
 
     #[test]
     fn builtin_names_are_unique_documented_and_the_constants_registered() {
