@@ -17,9 +17,10 @@
 use std::time::{Duration, Instant};
 
 use flxp_core::balance::bounds::{pinned_spread_floor, sd_floor, spread_floor};
+use flxp_core::balance::methods::{pve_bruteforce, pve_topsis};
 use flxp_core::balance::{
-    BalanceOptions, EvacuateOptions, LoadKind, Measure, Method, Metric, Purpose, Trigger,
-    imbalance, plan, replay, run_until_stable,
+    BalanceOptions, EvacuateOptions, LoadKind, Measure, Metric, Purpose, Trigger, imbalance, plan,
+    replay, run_until_stable,
 };
 use flxp_core::builder::*;
 use flxp_core::evacuate::evacuate;
@@ -230,7 +231,7 @@ fn timing(quick: bool, only: Option<usize>) {
             .expect("evacuate")
         });
         let pve = BalanceOptions {
-            method: Method::PveBruteforce,
+            method: pve_bruteforce::NAME,
             measure: Measure::Cv,
             trigger: Trigger {
                 threshold: Some(0.0),
@@ -415,11 +416,11 @@ fn quality() {
                 gib: gib(moves.iter().map(|m| m.bytes).sum()),
             }
         };
-        let b1 = pve(Method::PveBruteforce, 0.1);
-        let b0 = pve(Method::PveBruteforce, 0.0);
+        let b1 = pve(pve_bruteforce::NAME, 0.1);
+        let b0 = pve(pve_bruteforce::NAME, 0.0);
         let same = flxp(b0.moves.max(1), 0.0);
         let own = flxp(500, trigger.margin);
-        let t0 = pve(Method::PveTopsis, 0.0);
+        let t0 = pve(pve_topsis::NAME, 0.0);
         println!(
             "| {name} | {:.3} | {:.3} | {} | {:.3} | {} | {:.0} | {:.3} | {:.0} | {:.3} | {} | {:.0} | {:.3} | {} | {:.0} |",
             b1.before,

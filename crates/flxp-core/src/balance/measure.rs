@@ -4,6 +4,8 @@
 //! Offline nodes and nodes in maintenance are left out: they are not part of the balance, and a
 //! near-empty maintenance node would otherwise keep the spread high forever.
 
+use std::fmt;
+
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::{Cluster, Node, NodeIdx};
@@ -138,7 +140,20 @@ pub enum LoadKind {
     /// CPU cores in use.
     Cpu,
     /// Mean of CPU and memory load (Proxmox's per-node load, docs/proxmox-behaviour.md §2.3).
+    #[serde(rename = "cpu+memory")]
     CpuMemory,
+}
+
+impl fmt::Display for LoadKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for LoadKind {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
 }
 
 impl LoadKind {
@@ -316,6 +331,19 @@ mod tests {
 
     use super::*;
     use crate::testutil::*;
+
+    #[test]
+    fn load_kinds_are_written_as_their_names() {
+        for k in [
+            LoadKind::Memory,
+            LoadKind::MemoryAssigned,
+            LoadKind::Cpu,
+            LoadKind::CpuMemory,
+        ] {
+            assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
+        }
+        assert_eq!(LoadKind::CpuMemory.to_string(), "cpu+memory");
+    }
 
     #[test]
     fn spread_is_max_minus_min_over_online_nodes_outside_maintenance() {

@@ -4,7 +4,7 @@
 //! - [`trigger`]: threshold, hold count, margin, minimum gain, optional pressure gate.
 //! - [`plan()`]: broken hard rules first (pins, selectors, strict HA node affinity, anti-affinity,
 //!   split affinity groups, nodes in maintenance), then a greedy multi-move search over single
-//!   guests, affinity bundles and swaps; or Proxmox's single-move methods ([`Method`]).
+//!   guests, affinity bundles and swaps; or Proxmox's single-move methods (the [`methods`]).
 //! - [`check_step`] / [`replay`]: re-checking a planned migration against a fresh cluster.
 //! - [`bounds`]: what no plan with as many migrations could beat.
 //!
@@ -22,6 +22,7 @@ mod check;
 mod explain;
 pub(crate) mod fix;
 pub mod measure;
+pub mod methods;
 mod movable;
 mod objective;
 mod options;
@@ -38,8 +39,9 @@ pub(crate) mod units;
 
 pub use check::{StepFailure, check_step, replay};
 pub use measure::{LoadKind, Measure, Metric, NodeLoad, cv, imbalance, spread};
+pub use methods::{BalanceMethod, MethodError, MethodName, PlanInput, Registry};
 pub use movable::{Intent, Stay, stays};
-pub use options::{BalanceOptions, EvacuateOptions, Method};
+pub use options::{BalanceOptions, EvacuateOptions};
 pub use plan::{Bounds, Migration, Plan, Purpose, Skipped, Unplaced};
 pub use planner::plan;
 pub use pve::{PveMove, rank_moves, run_until_stable};

@@ -3,49 +3,16 @@
 use serde::{Deserialize, Serialize};
 
 use super::measure::{Measure, Metric};
+use super::methods::MethodName;
 use super::trigger::Trigger;
 use crate::{Error, Result};
-
-/// How the balancing moves are chosen.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Method {
-    /// flxp's planner: rule fixes, then a multi-move greedy search with bundles and swaps.
-    #[default]
-    Flxp,
-    /// Proxmox's `bruteforce` auto-rebalance selection: the single move with the lowest CV.
-    PveBruteforce,
-    /// Proxmox's `topsis` auto-rebalance selection: the single move TOPSIS ranks best.
-    PveTopsis,
-}
-
-impl Method {
-    /// The name used in options and output.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Flxp => "flxp",
-            Self::PveBruteforce => "pve-bruteforce",
-            Self::PveTopsis => "pve-topsis",
-        }
-    }
-
-    /// Parses the name used in options (`--method`).
-    pub fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "flxp" => Some(Self::Flxp),
-            "pve-bruteforce" => Some(Self::PveBruteforce),
-            "pve-topsis" => Some(Self::PveTopsis),
-            _ => None,
-        }
-    }
-}
 
 /// What the planner may do and how it judges balance.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
 pub struct BalanceOptions {
-    /// How moves are chosen.
-    pub method: Method,
+    /// How moves are chosen: a registered method's name (`flxp` by default).
+    pub method: MethodName,
     /// How imbalance is summed up (spread by default).
     pub measure: Measure,
     /// The resource spread is taken of (memory by default).
@@ -79,7 +46,7 @@ pub struct BalanceOptions {
 impl Default for BalanceOptions {
     fn default() -> Self {
         Self {
-            method: Method::Flxp,
+            method: MethodName::default(),
             measure: Measure::Spread,
             metric: Metric::Memory,
             trigger: Trigger::default(),
@@ -158,6 +125,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use crate::balance::methods::{flxp, pve_bruteforce, pve_topsis};
 
     #[test]
     fn options_read_from_kebab_case_and_refuse_unknown_keys() {
@@ -165,13 +133,34 @@ mod tests {
             r#"{"method":"pve-topsis","measure":"cv","max-migrations":3,"trigger":{"threshold":0.2}}"#,
         )
         .unwrap();
-        assert_eq!(o.method, Method::PveTopsis);
+        assert_eq!(o.method, pve_topsis::NAME);
         assert_eq!(o.trigger.threshold, Some(0.2));
         assert_eq!(o.trigger.hold, 3);
         assert!(serde_json::from_str::<BalanceOptions>(r#"{"max-moves":3}"#).is_err());
-        for m in [Method::Flxp, Method::PveBruteforce, Method::PveTopsis] {
-            assert_eq!(Method::from_name(m.as_str()), Some(m));
+        for m in [flxp::NAME, pve_bruteforce::NAME, pve_topsis::NAME] {
+            assert_eq!(MethodName::parse(m.as_str()), Ok(m));
         }
+    }
+
+    #[test]
+    fn an_unknown_method_is_named_with_the_known_ones() {
+        let e = serde_json::from_str::<BalanceOptions>(r#"{"method":"fastest"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(
+                r#"unknown balancing method "fastest" (known: flxp, pve-bruteforce, pve-topsis)"#
+            ),
+            "{e}"
+        );
+        let o = BalanceOptions {
+            method: pve_bruteforce::NAME,
+            ..BalanceOptions::default()
+        };
+        assert_eq!(
+            serde_json::to_value(&o).unwrap()["method"],
+            "pve-bruteforce"
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@
 
 use serde::Serialize;
 
-use super::measure::{Measure, NodeLoad};
+use super::measure::{LoadKind, Measure, NodeLoad};
 use crate::Warning;
 use crate::cluster::GuestKind;
 use crate::constraints::Violation;
@@ -123,7 +123,7 @@ pub struct Plan {
     /// How imbalance is summed up: `spread`, `cv` or `cv-raw`.
     pub measure: Measure,
     /// What the per-node loads are of: `memory`, `memory-assigned`, `cpu`, `cpu+memory`.
-    pub metric: String,
+    pub metric: LoadKind,
     /// Balancing starts above this.
     pub threshold: f64,
     /// Balancing stops at or below this.

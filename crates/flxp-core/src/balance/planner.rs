@@ -15,14 +15,16 @@ use crate::units::fmt_bytes;
 use super::bounds::{moves_for_peak, moves_for_trough, pinned_spread_floor, spread_floor};
 use super::fix::{self, Scope};
 use super::measure::{Measure, Metric, balanced_loads, imbalance, node_loads};
-use super::options::{BalanceOptions, Method};
+use super::methods::{self, PlanInput, Registry};
+use super::options::BalanceOptions;
 use super::plan::{Bounds, Plan};
-use super::pve;
 use super::search::{self, Stop};
 use super::sim::Sim;
 
 /// Plans migrations that fix broken hard rules and then balance the cluster, every step safe on
 /// the state the earlier steps leave.
+///
+/// The method is the one `options.method` names in the built-in [`Registry`].
 ///
 /// `Err` only for bad options or a scorer bug; "nothing can be done" is a plan with reasons.
 pub fn plan(
@@ -32,16 +34,17 @@ pub fn plan(
     placer: &Placer,
     options: &BalanceOptions,
 ) -> Result<Plan> {
-    options.validate()?;
-    match options.method {
-        Method::Flxp => plan_flxp(cluster, rules, state, placer, options),
-        Method::PveBruteforce | Method::PveTopsis => {
-            pve::plan(cluster, rules, state, placer, options)
-        }
-    }
+    let input = PlanInput {
+        cluster,
+        rules,
+        state,
+        placer,
+    };
+    Registry::builtin().plan(&input, options)
 }
 
-fn plan_flxp(
+/// The `flxp` method: rule fixes, then the greedy search.
+pub(crate) fn plan_flxp(
     cluster: &Cluster,
     rules: &Rules,
     state: &State,
@@ -110,7 +113,7 @@ fn search_plan(
     let mut plan = finish(
         sim,
         state,
-        Method::Flxp.as_str(),
+        methods::flxp::NAME.as_str(),
         options.metric,
         threshold,
         target,
@@ -253,7 +256,7 @@ pub(crate) fn finish(
     Plan {
         method: method.to_owned(),
         measure,
-        metric: kind.as_str().to_owned(),
+        metric: kind,
         threshold,
         target,
         imbalance_before,

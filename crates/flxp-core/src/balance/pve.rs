@@ -24,8 +24,9 @@ use crate::pve_crs::{
 use crate::state::State;
 
 use super::measure::{Measure, Metric, balanced_nodes};
+use super::methods::{MethodName, pve_bruteforce, pve_topsis};
 use super::movable::Intent;
-use super::options::{BalanceOptions, Method};
+use super::options::BalanceOptions;
 use super::plan::{Migration, Plan, Purpose};
 use super::planner::finish;
 use super::sim::Sim;
@@ -127,8 +128,45 @@ fn allowed(sim: &Sim, unit: UnitId, to: NodeIdx) -> bool {
     sim.feasible(&subject, to)
 }
 
+/// How Proxmox ranks the candidate moves: its two auto-rebalance methods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ranking {
+    /// `bruteforce`: by the imbalance each move leaves.
+    Bruteforce,
+    /// `topsis`: TOPSIS over every move.
+    Topsis,
+}
+
+impl Ranking {
+    /// The ranking of a Proxmox method; other methods are refused, not ranked as bruteforce.
+    fn of(method: MethodName) -> Result<Self> {
+        if method == pve_bruteforce::NAME {
+            Ok(Self::Bruteforce)
+        } else if method == pve_topsis::NAME {
+            Ok(Self::Topsis)
+        } else {
+            Err(crate::Error::Option {
+                name: "method".into(),
+                message: format!(
+                    "{method} is not one of Proxmox's methods ({}, {})",
+                    pve_bruteforce::NAME,
+                    pve_topsis::NAME
+                ),
+            })
+        }
+    }
+
+    /// The method's name, as plans report it.
+    fn name(self) -> &'static str {
+        match self {
+            Self::Bruteforce => pve_bruteforce::NAME.as_str(),
+            Self::Topsis => pve_topsis::NAME.as_str(),
+        }
+    }
+}
+
 /// Ranks `(candidate index, move)` by the method, best first.
-fn rank(c: &Candidates, method: Method) -> Result<Vec<(usize, PveMove)>> {
+fn rank(c: &Candidates, ranking: Ranking) -> Result<Vec<(usize, PveMove)>> {
     let positions: HashMap<&CrsMove, usize> = c
         .moves
         .iter()
@@ -144,15 +182,15 @@ fn rank(c: &Candidates, method: Method) -> Result<Vec<(usize, PveMove)>> {
         imbalance,
         score,
     };
-    Ok(match method {
-        Method::PveTopsis => rank_topsis(&c.nodes, &c.moves)?
+    Ok(match ranking {
+        Ranking::Topsis => rank_topsis(&c.nodes, &c.moves)?
             .into_iter()
             .map(|t| {
                 let m = &t.scored.migration;
                 (index(m), to_move(m, t.scored.imbalance, Some(t.score)))
             })
             .collect(),
-        _ => rank_bruteforce(&c.nodes, &c.moves)?
+        Ranking::Bruteforce => rank_bruteforce(&c.nodes, &c.moves)?
             .into_iter()
             .map(|s| {
                 (
@@ -164,7 +202,8 @@ fn rank(c: &Candidates, method: Method) -> Result<Vec<(usize, PveMove)>> {
     })
 }
 
-/// Every move Proxmox's method would consider on this state, ranked best first.
+/// Every move Proxmox's method would consider on this state, ranked best first; `options.method`
+/// must be `pve-bruteforce` or `pve-topsis`.
 pub fn rank_moves(
     cluster: &Cluster,
     rules: &Rules,
@@ -172,12 +211,10 @@ pub fn rank_moves(
     placer: &Placer,
     options: &BalanceOptions,
 ) -> Result<Vec<PveMove>> {
+    let ranking = Ranking::of(options.method)?;
     let sim = new_sim(cluster, rules, state, placer, options);
     let c = candidates(&sim, true);
-    Ok(rank(&c, options.method)?
-        .into_iter()
-        .map(|(_, m)| m)
-        .collect())
+    Ok(rank(&c, ranking)?.into_iter().map(|(_, m)| m).collect())
 }
 
 fn new_sim<'a>(
@@ -217,6 +254,7 @@ pub(crate) fn plan(
     state: &State,
     placer: &Placer,
     options: &BalanceOptions,
+    ranking: Ranking,
 ) -> Result<Plan> {
     let measure = pve_measure(options);
     let threshold = match options.measure {
@@ -227,7 +265,7 @@ pub(crate) fn plan(
     // TOPSIS judges each move against all the others, so its candidate set must be exactly the
     // allowed moves; bruteforce scores each move alone, so it may rank all and check filters
     // only down the ranking until one passes.
-    let lazy = options.method == Method::PveBruteforce;
+    let lazy = ranking == Ranking::Bruteforce;
     let c = candidates(&sim, !lazy);
     let n = c.nodes.len();
     let now = Imbalance::of_nodes(&c.nodes)?;
@@ -236,12 +274,12 @@ pub(crate) fn plan(
         _ => normalized,
     };
     let value = scale(now.normalized);
-    let method = options.method.as_str();
+    let method = ranking.name();
     let summary;
     if value <= threshold {
         summary = format!("cv {value:.3} is within the threshold {threshold}: no move");
     } else {
-        let mut ranked = rank(&c, options.method)?;
+        let mut ranked = rank(&c, ranking)?;
         if lazy {
             if let Some(pos) = ranked
                 .iter()
@@ -270,13 +308,13 @@ pub(crate) fn plan(
                     summary =
                         "the best move needs more migrations than the budget allows".to_owned();
                 } else {
-                    let why = match options.method {
-                        Method::PveTopsis => format!(
+                    let why = match ranking {
+                        Ranking::Topsis => format!(
                             "{method}: TOPSIS ranks this move first of {} (score {:.3})",
                             ranked.len(),
                             best.score.unwrap_or(0.0)
                         ),
-                        _ => format!(
+                        Ranking::Bruteforce => format!(
                             "{method}: the lowest imbalance after any of {} single moves",
                             ranked.len()
                         ),
@@ -303,7 +341,8 @@ pub(crate) fn plan(
 
 /// Repeats Proxmox's one-move round on the state each move leaves, until it makes no move or
 /// `max_rounds` rounds ran: the sequence Proxmox would carry out over that many balancing rounds.
-/// Guests may move more than once, as Proxmox keeps no memory between rounds.
+/// Guests may move more than once, as Proxmox keeps no memory between rounds. `options.method`
+/// must be `pve-bruteforce` or `pve-topsis`.
 pub fn run_until_stable(
     cluster: &Cluster,
     rules: &Rules,
@@ -312,10 +351,11 @@ pub fn run_until_stable(
     options: &BalanceOptions,
     max_rounds: usize,
 ) -> Result<(State, Vec<Migration>)> {
+    let ranking = Ranking::of(options.method)?;
     let mut s = state.clone();
     let mut all = Vec::new();
     for _ in 0..max_rounds {
-        let p = plan(cluster, rules, &s, placer, options)?;
+        let p = plan(cluster, rules, &s, placer, options, ranking)?;
         if p.migrations.is_empty() {
             break;
         }
@@ -367,7 +407,7 @@ mod tests {
         let s = State::new(&c);
         let p = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
         let o = BalanceOptions {
-            method: Method::PveBruteforce,
+            method: pve_bruteforce::NAME,
             measure: Measure::Cv,
             ..BalanceOptions::default()
         };
@@ -377,7 +417,7 @@ mod tests {
             (moves[0].sid.as_str(), moves[0].to.as_str()),
             ("vm:1000", "b")
         );
-        let plan = plan(&c, &rules, &s, &p, &o).unwrap();
+        let plan = plan(&c, &rules, &s, &p, &o, Ranking::Bruteforce).unwrap();
         let got: Vec<u32> = plan.migrations.iter().map(|m| m.vmid).collect();
         assert_eq!(got, vec![999, 1000]);
         assert!(

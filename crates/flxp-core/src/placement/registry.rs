@@ -1,11 +1,8 @@
-//! The one list of filters and scorers. A new strategy is one file plus one line here.
+//! The one list of filters and scorers. A new filter is one file plus its entry here; a new
+//! scorer is one file plus one line in `scorers/mod.rs`.
 
 use super::filters::{
     affinity, anti_affinity, cpu, maintenance, memory, node_rules, online, selector, taints,
-};
-use super::scorers::{
-    free_cpu, free_memory, least_loaded, pack, prefer_affinity, prefer_no, prefer_node, pve_topsis,
-    spread,
 };
 use super::{Filter, Scorer};
 
@@ -78,64 +75,8 @@ pub const FILTERS: &[FilterEntry] = &[
     },
 ];
 
-/// Every scorer.
-pub const SCORERS: &[ScorerEntry] = &[
-    ScorerEntry {
-        name: free_memory::NAME,
-        doc: "most available memory after placement",
-        make: || Box::new(free_memory::FreeMemory),
-    },
-    ScorerEntry {
-        name: free_cpu::NAME,
-        doc: "most idle CPU cores after placement",
-        make: || Box::new(free_cpu::FreeCpu),
-    },
-    ScorerEntry {
-        name: least_loaded::NAME,
-        doc: "lowest memory share after placement (evens out load percentages)",
-        make: || Box::new(least_loaded::LeastLoaded),
-    },
-    ScorerEntry {
-        name: spread::NAME,
-        doc: "fewest running guests",
-        make: || Box::new(spread::Spread),
-    },
-    ScorerEntry {
-        name: pack::NAME,
-        doc: "most allocated memory that still fits (consolidation)",
-        make: || Box::new(pack::Pack),
-    },
-    ScorerEntry {
-        name: pve_topsis::STATIC_NAME,
-        doc: "Proxmox's TOPSIS start scoring over configured guest sizes (CRS static)",
-        make: || Box::new(pve_topsis::PveStatic),
-    },
-    ScorerEntry {
-        name: pve_topsis::DYNAMIC_NAME,
-        doc: "Proxmox's TOPSIS start scoring over measured usage plus starting guests (CRS dynamic)",
-        make: || Box::new(pve_topsis::PveDynamic),
-    },
-    ScorerEntry {
-        name: prefer_node::NAME,
-        doc: "flxp.prefer-node tags and HA node-affinity priority classes",
-        make: || Box::new(prefer_node::PreferNode),
-    },
-    ScorerEntry {
-        name: prefer_affinity::NAME,
-        doc: "nodes holding members of soft affinity groups",
-        make: || Box::new(prefer_affinity::PreferAffinity),
-    },
-    ScorerEntry {
-        name: prefer_affinity::ANTI_NAME,
-        doc: "nodes without members of soft anti-affinity groups",
-        make: || Box::new(prefer_affinity::PreferAntiAffinity),
-    },
-    ScorerEntry {
-        name: prefer_no::NAME,
-        doc: "nodes without untolerated flxp.prefer-no taints",
-        make: || Box::new(prefer_no::PreferNo),
-    },
-];
+/// Every scorer (listed in `scorers/mod.rs`, next to their modules).
+pub const SCORERS: &[ScorerEntry] = super::scorers::ALL;
 
 /// The registered scorer of a name.
 pub fn scorer(name: &str) -> Option<&'static ScorerEntry> {

@@ -2,8 +2,9 @@
 //! docs/rebalancing-reference.md §1.2 done in one plan; Proxmox's single-move methods on the
 //! docs/proxmox-behaviour.md §4 fixture.
 
+use flxp_core::balance::methods::{pve_bruteforce, pve_topsis};
 use flxp_core::balance::{
-    BalanceOptions, Measure, Method, Plan, Purpose, Trigger, check_step, imbalance, plan,
+    BalanceOptions, Measure, MethodName, Plan, Purpose, Trigger, check_step, imbalance, plan,
     rank_moves, replay, run_until_stable,
 };
 use flxp_core::builder::*;
@@ -633,7 +634,7 @@ fn pve_fixture(caps: [(f64, u64); 3]) -> Cluster {
     .build()
 }
 
-fn pve_options(method: Method) -> BalanceOptions {
+fn pve_options(method: MethodName) -> BalanceOptions {
     BalanceOptions {
         method,
         measure: Measure::Cv,
@@ -657,18 +658,17 @@ fn pve_methods_rank_the_fixture_moves_as_proxmox_does() {
             &rules,
             &s,
             &placer(),
-            &pve_options(Method::PveBruteforce),
+            &pve_options(pve_bruteforce::NAME),
         )
         .unwrap();
         let targets: Vec<&str> = brute.iter().map(|m| m.to.as_str()).collect();
         assert_eq!(targets, ["node3", "node2"]);
         assert!(brute.iter().all(|m| m.sid == "vm:101" && m.from == "node1"));
-        let topsis =
-            rank_moves(&c, &rules, &s, &placer(), &pve_options(Method::PveTopsis)).unwrap();
+        let topsis = rank_moves(&c, &rules, &s, &placer(), &pve_options(pve_topsis::NAME)).unwrap();
         let targets: Vec<&str> = topsis.iter().map(|m| m.to.as_str()).collect();
         assert_eq!(targets, ["node2", "node3"]);
         // Each move raises the imbalance here, so neither method moves (the margin).
-        for method in [Method::PveBruteforce, Method::PveTopsis] {
+        for method in [pve_bruteforce::NAME, pve_topsis::NAME] {
             let p = plan_with(
                 &c,
                 &BalanceOptions {
@@ -699,7 +699,7 @@ fn pve_bruteforce_replays_dynamic_auto_rebalance2() {
     let c = b.build();
     let rules = Rules::compile(&c);
     let options = BalanceOptions {
-        method: Method::PveBruteforce,
+        method: pve_bruteforce::NAME,
         measure: Measure::CvRaw,
         ..BalanceOptions::default()
     };

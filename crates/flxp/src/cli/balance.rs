@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use flxp_core::Overrides;
-use flxp_core::balance::{Method, Plan, Purpose};
+use flxp_core::balance::{MethodName, Plan, Purpose, Registry};
 use flxp_engine::{ExecuteOptions, ExecutionReport, Executor, Goal, Limits, Model, planning};
 use tracing::instrument::WithSubscriber;
 
@@ -32,13 +32,24 @@ pub struct Args {
     /// Print one JSON document on stdout: the plan, and what carrying it out did.
     #[arg(long)]
     pub(crate) json: bool,
-    /// How balancing moves are chosen: flxp (the default: many moves at once, bundles, swaps), or
-    /// Proxmox's own single-move selection pve-bruteforce or pve-topsis.
-    #[arg(long, value_name = "M", value_parser = ["flxp", "pve-bruteforce", "pve-topsis"])]
-    method: Option<String>,
+    /// How balancing moves are chosen (default from [balance], else flxp).
+    #[arg(long, value_name = "M", value_parser = method_parser(Registry::builtin()))]
+    method: Option<MethodName>,
     /// Most migrations in the plan, rule fixes included (default from [balance], else 20).
     #[arg(long, value_name = "N")]
     max_migrations: Option<usize>,
+}
+
+/// Parses `--method` against a registry, whose names and descriptions `--help` lists.
+pub(crate) fn method_parser(
+    registry: &'static Registry,
+) -> impl clap::builder::TypedValueParser<Value = MethodName> {
+    use clap::builder::TypedValueParser;
+    let values = registry
+        .iter()
+        .map(|m| clap::builder::PossibleValue::new(m.name()).help(m.description()));
+    clap::builder::PossibleValuesParser::new(values)
+        .try_map(move |name: String| registry.parse(&name))
 }
 
 /// How the `[migration]` table carries out plans.
@@ -79,9 +90,8 @@ pub fn is_unsatisfiable(plan: &Plan, goal: &Goal) -> bool {
 pub fn run(args: Args) -> Result<ExitCode> {
     let config = load::config(&args.source)?;
     let mut options = config.balance.clone();
-    if let Some(m) = &args.method {
-        options.method =
-            Method::from_name(m).ok_or_else(|| UsageError(format!("unknown --method {m:?}")))?;
+    if let Some(m) = args.method {
+        options.method = m;
     }
     if let Some(n) = args.max_migrations {
         options.max_migrations = n;

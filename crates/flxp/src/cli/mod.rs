@@ -10,6 +10,8 @@ mod sim;
 mod snapshot;
 mod source;
 mod status;
+#[cfg(test)]
+mod tests;
 
 use std::process::ExitCode;
 

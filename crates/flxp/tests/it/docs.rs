@@ -2,7 +2,14 @@
 
 use std::path::Path;
 
+use flxp_core::balance::Registry;
 use flxp_core::placement::{Policy, registry};
+
+use super::docs_check::undocumented_methods;
+
+fn guide() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../GUIDE.md")).unwrap()
+}
 
 #[test]
 fn guide_documents_every_filter_scorer_and_policy() {
@@ -20,4 +27,13 @@ fn guide_documents_every_filter_scorer_and_policy() {
             "GUIDE.md does not mention `{name}`"
         );
     }
+}
+
+#[test]
+fn guide_documents_every_rebalancing_method() {
+    let missing = undocumented_methods(&guide(), Registry::builtin());
+    assert!(
+        missing.is_empty(),
+        "GUIDE.md does not document the methods {missing:?}"
+    );
 }

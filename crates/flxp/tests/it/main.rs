@@ -7,6 +7,7 @@ mod cli_evacuate;
 mod cli_place;
 mod cli_status;
 mod docs;
+mod docs_check;
 mod live_zone;
 mod serve;
 mod serve_concurrency;

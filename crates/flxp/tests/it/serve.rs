@@ -629,3 +629,40 @@ async fn no_new_vm_lands_on_a_node_while_it_is_emptied_and_migrations_are_counte
     let line = format!("flxp_migrations_total{{zone=\"lab\",outcome=\"done\"}} {n}");
     assert!(metrics.contains(&line), "{line} in\n{metrics}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn balance_methods_are_listed_and_a_plan_takes_a_registered_one() {
+    let s = demo().await;
+    let v = s
+        .gql("query { balanceMethods { name description } }", json!({}))
+        .await;
+    let names: Vec<&str> = v["data"]["balanceMethods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["flxp", "pve-bruteforce", "pve-topsis"], "{v}");
+
+    let v = s
+        .gql(
+            "query { rebalancePlan(zone: \"lab\", method: \"pve-topsis\") { method } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(v["data"]["rebalancePlan"]["method"], "pve-topsis", "{v}");
+
+    let v = s
+        .gql(
+            "mutation { rebalance(zone: \"lab\", dryRun: true, method: \"fastest\") { executed } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(code(&v), "BAD_INPUT", "{v}");
+    assert!(
+        message(&v).contains(
+            "unknown balancing method \"fastest\" (known: flxp, pve-bruteforce, pve-topsis)"
+        ),
+        "{v}"
+    );
+}

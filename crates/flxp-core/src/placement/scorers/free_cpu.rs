@@ -1,6 +1,7 @@
 //! `free-cpu`: the most idle CPU cores after placement wins (a new VM counts with all its vCPUs).
 
 use crate::placement::{Ctx, NodeView, Scorer};
+use crate::placement::scorers::Registered;
 
 /// Registered name.
 pub const NAME: &str = "free-cpu";
@@ -8,6 +9,11 @@ pub const NAME: &str = "free-cpu";
 /// Prefers nodes with the most idle cores left.
 #[derive(Debug, Default)]
 pub struct FreeCpu;
+
+impl Registered for FreeCpu {
+    const NAME: &'static str = NAME;
+    const DOC: &'static str = "most idle CPU cores after placement";
+}
 
 impl Scorer for FreeCpu {
     fn name(&self) -> &'static str {

@@ -3,6 +3,7 @@
 
 use crate::placement::filters::memory::available;
 use crate::placement::{Ctx, NodeView, Scorer};
+use crate::placement::scorers::Registered;
 
 /// Registered name.
 pub const NAME: &str = "free-memory";
@@ -10,6 +11,11 @@ pub const NAME: &str = "free-memory";
 /// Prefers nodes with the most bytes left after placement.
 #[derive(Debug, Default)]
 pub struct FreeMemory;
+
+impl Registered for FreeMemory {
+    const NAME: &'static str = NAME;
+    const DOC: &'static str = "most available memory after placement";
+}
 
 impl Scorer for FreeMemory {
     fn name(&self) -> &'static str {

@@ -4,6 +4,7 @@
 //! measure of balancing rewards. Evacuation uses it by default.
 
 use crate::placement::{Ctx, NodeView, Scorer, min_max};
+use crate::placement::scorers::Registered;
 
 /// Registered name.
 pub const NAME: &str = "least-loaded";
@@ -11,6 +12,11 @@ pub const NAME: &str = "least-loaded";
 /// Prefers the node with the lowest memory share after placement.
 #[derive(Debug, Default)]
 pub struct LeastLoaded;
+
+impl Registered for LeastLoaded {
+    const NAME: &'static str = NAME;
+    const DOC: &'static str = "lowest memory share after placement (evens out load percentages)";
+}
 
 impl Scorer for LeastLoaded {
     fn name(&self) -> &'static str {

@@ -1,14 +1,43 @@
-//! Scorers, one file each. Registered in `../registry.rs`.
+//! Scorers, one file each, listed once below; `../registry.rs` serves the list.
+//!
+//! A new scorer is its file (the [`super::Scorer`] and [`Registered`] impls) and one line in
+//! `scorers!`.
 
-pub mod free_cpu;
-pub mod free_memory;
-pub mod least_loaded;
-pub mod pack;
-pub mod prefer_affinity;
-pub mod prefer_no;
-pub mod prefer_node;
-pub mod pve_topsis;
-pub mod spread;
+use super::registry::ScorerEntry;
+
+/// A scorer's registration, read by the registry: its name and one line for users.
+pub trait Registered {
+    /// Stable name, the same as `Scorer::name`.
+    const NAME: &'static str;
+    /// One line for users (GUIDE, config errors).
+    const DOC: &'static str;
+}
+
+/// Declares each scorer module and lists its scorers in [`ALL`], one line per module.
+macro_rules! scorers {
+    ($($module:ident :: { $($scorer:ident),+ $(,)? }),* $(,)?) => {
+        $(pub mod $module;)*
+
+        /// Every scorer, in the order listed.
+        pub const ALL: &[ScorerEntry] = &[$($(ScorerEntry {
+            name: <$module::$scorer as Registered>::NAME,
+            doc: <$module::$scorer as Registered>::DOC,
+            make: || Box::new($module::$scorer),
+        },)+)*];
+    };
+}
+
+scorers! {
+    free_memory::{FreeMemory},
+    free_cpu::{FreeCpu},
+    least_loaded::{LeastLoaded},
+    spread::{Spread},
+    pack::{Pack},
+    pve_topsis::{PveStatic, PveDynamic},
+    prefer_node::{PreferNode},
+    prefer_affinity::{PreferAffinity, PreferAntiAffinity},
+    prefer_no::{PreferNo},
+}
 
 #[cfg(test)]
 pub(crate) mod testing {

@@ -2,6 +2,7 @@
 //! used after placement as a share of the node's memory.
 
 use crate::placement::{Ctx, NodeView, Scorer};
+use crate::placement::scorers::Registered;
 
 /// Registered name.
 pub const NAME: &str = "pack";
@@ -9,6 +10,11 @@ pub const NAME: &str = "pack";
 /// Prefers the fullest nodes.
 #[derive(Debug, Default)]
 pub struct Pack;
+
+impl Registered for Pack {
+    const NAME: &'static str = NAME;
+    const DOC: &'static str = "most allocated memory that still fits (consolidation)";
+}
 
 impl Scorer for Pack {
     fn name(&self) -> &'static str {

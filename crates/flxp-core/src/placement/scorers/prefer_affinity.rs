@@ -2,6 +2,7 @@
 //! of a soft affinity group score higher; nodes with members of a soft anti-affinity group lower.
 
 use crate::placement::{Ctx, GroupPresence, NodeView, Scorer, min_max};
+use crate::placement::scorers::Registered;
 
 /// Registered name of the soft affinity scorer.
 pub const NAME: &str = "prefer-affinity";
@@ -20,6 +21,11 @@ fn members_on(groups: &[GroupPresence], node: &NodeView) -> f64 {
     groups.iter().map(|p| p.on(node.idx).len() as f64).sum()
 }
 
+impl Registered for PreferAffinity {
+    const NAME: &'static str = NAME;
+    const DOC: &'static str = "nodes holding members of soft affinity groups";
+}
+
 impl Scorer for PreferAffinity {
     fn name(&self) -> &'static str {
         NAME
@@ -33,6 +39,11 @@ impl Scorer for PreferAffinity {
     fn normalize(&self, scores: &mut [f64]) {
         min_max(scores);
     }
+}
+
+impl Registered for PreferAntiAffinity {
+    const NAME: &'static str = ANTI_NAME;
+    const DOC: &'static str = "nodes without members of soft anti-affinity groups";
 }
 
 impl Scorer for PreferAntiAffinity {

@@ -2,6 +2,7 @@
 //! taint scores 0, others 100: avoided unless nothing else fits.
 
 use crate::placement::{Ctx, NodeView, Scorer};
+use crate::placement::scorers::Registered;
 
 /// Registered name.
 pub const NAME: &str = "prefer-no";
@@ -9,6 +10,11 @@ pub const NAME: &str = "prefer-no";
 /// Avoids nodes with soft taints the subject does not tolerate.
 #[derive(Debug, Default)]
 pub struct PreferNo;
+
+impl Registered for PreferNo {
+    const NAME: &'static str = NAME;
+    const DOC: &'static str = "nodes without untolerated flxp.prefer-no taints";
+}
 
 impl Scorer for PreferNo {
     fn name(&self) -> &'static str {

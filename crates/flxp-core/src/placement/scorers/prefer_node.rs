@@ -5,6 +5,7 @@
 //! Proxmox HA picks it.
 
 use crate::placement::{Ctx, NodeView, Scorer, min_max};
+use crate::placement::scorers::Registered;
 
 /// Registered name.
 pub const NAME: &str = "prefer-node";
@@ -12,6 +13,11 @@ pub const NAME: &str = "prefer-node";
 /// Prefers nodes the subject's soft node rules rank higher.
 #[derive(Debug, Default)]
 pub struct PreferNode;
+
+impl Registered for PreferNode {
+    const NAME: &'static str = NAME;
+    const DOC: &'static str = "flxp.prefer-node tags and HA node-affinity priority classes";
+}
 
 impl Scorer for PreferNode {
     fn name(&self) -> &'static str {

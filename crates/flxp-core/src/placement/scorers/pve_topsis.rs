@@ -11,6 +11,7 @@
 
 use crate::cluster::NodeIdx;
 use crate::placement::{Ctx, NodeView, Scorer};
+use crate::placement::scorers::Registered;
 use crate::pve_crs::{NodeStats, NodeUsage, ResourceStats, score_nodes_to_start};
 
 /// Registered name of the static variant.
@@ -88,6 +89,11 @@ fn topsis_scores(ctx: &Ctx, nodes: &[NodeView], dynamic: bool) -> Vec<f64> {
         .collect()
 }
 
+impl Registered for PveStatic {
+    const NAME: &'static str = STATIC_NAME;
+    const DOC: &'static str = "Proxmox's TOPSIS start scoring over configured guest sizes (CRS static)";
+}
+
 impl Scorer for PveStatic {
     fn name(&self) -> &'static str {
         STATIC_NAME
@@ -99,6 +105,11 @@ impl Scorer for PveStatic {
         topsis_scores(ctx, nodes, false)
     }
     fn normalize(&self, _scores: &mut [f64]) {}
+}
+
+impl Registered for PveDynamic {
+    const NAME: &'static str = DYNAMIC_NAME;
+    const DOC: &'static str = "Proxmox's TOPSIS start scoring over measured usage plus starting guests (CRS dynamic)";
 }
 
 impl Scorer for PveDynamic {

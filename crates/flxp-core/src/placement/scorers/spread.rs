@@ -1,6 +1,7 @@
 //! `spread`: the node running the fewest guests wins.
 
 use crate::placement::{Ctx, NodeView, Scorer, min_max};
+use crate::placement::scorers::Registered;
 
 /// Registered name.
 pub const NAME: &str = "spread";
@@ -8,6 +9,11 @@ pub const NAME: &str = "spread";
 /// Prefers nodes with fewer running guests.
 #[derive(Debug, Default)]
 pub struct Spread;
+
+impl Registered for Spread {
+    const NAME: &'static str = NAME;
+    const DOC: &'static str = "fewest running guests";
+}
 
 impl Scorer for Spread {
     fn name(&self) -> &'static str {

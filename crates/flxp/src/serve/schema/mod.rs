@@ -16,6 +16,8 @@ use async_graphql::{EmptySubscription, ErrorExtensions, Schema};
 
 pub use mutation::Mutation;
 pub use query::Query;
+#[cfg(test)]
+pub(crate) use types::BalanceMethodInfo;
 
 use super::state::AppState;
 

@@ -5,13 +5,14 @@ use std::fmt::Display;
 use std::sync::Arc;
 
 use async_graphql::{Context, ID, Object, Result};
+use flxp_core::balance::Registry;
 use flxp_engine::create_vm::{ImageSource, Nic};
 use flxp_engine::{CreateError, Executor, Goal, VmRequest};
 use flxp_pve::Secret;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::query::{core_error, evacuation, state};
+use super::query::{balance_options, core_error, evacuation, state};
 use super::types::{CreateVmOptions, Host, PlanResult, RunResult, Vm};
 use super::{ApiError, Code};
 use crate::serve::metrics::MigrationMeter;
@@ -85,22 +86,20 @@ impl Mutation {
         ctx: &Context<'_>,
         zone: String,
         #[graphql(default = false)] dry_run: bool,
+        #[graphql(desc = "A name `balanceMethods` lists; the configured method if absent.")]
+        method: Option<String>,
     ) -> Result<RunResult> {
         let s = state(ctx)?;
+        let options = balance_options(s, method.as_deref(), Registry::builtin())?;
         let z = s.zone(&zone)?;
         if dry_run {
             let (model, st) = s.model(z).await?;
-            let plan = flxp_core::balance::plan(
-                &model.cluster,
-                &model.rules,
-                &st,
-                &s.placer,
-                &s.config.balance,
-            )
-            .map_err(core_error)?;
+            let plan =
+                flxp_core::balance::plan(&model.cluster, &model.rules, &st, &s.placer, &options)
+                    .map_err(core_error)?;
             return Ok(dry(&plan));
         }
-        Ok(run(s, &zone, Goal::Balance(s.config.balance.clone())).await?)
+        Ok(run(s, &zone, Goal::Balance(options)).await?)
     }
 
     /// Empties a node: plans its evacuation, and carries it out unless `dryRun`.

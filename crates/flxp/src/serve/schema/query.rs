@@ -1,9 +1,12 @@
 //! Queries: nothing here changes the cluster.
 
 use async_graphql::{Context, Object, Result};
+use flxp_core::balance::{BalanceOptions, Registry};
 use flxp_core::placement::PlacementRequest;
 
-use super::types::{Guest, Node, PlacementInput, PlacementResult, PlanResult, ZoneInfo};
+use super::types::{
+    BalanceMethodInfo, Guest, Node, PlacementInput, PlacementResult, PlanResult, ZoneInfo,
+};
 use super::{ApiError, Code};
 use crate::serve::state::AppState;
 
@@ -15,6 +18,25 @@ pub struct Query;
 pub(super) fn state<'a>(ctx: &Context<'a>) -> Result<&'a AppState, ApiError> {
     ctx.data::<AppState>()
         .map_err(|e| ApiError::internal(format!("no service state in the schema: {}", e.message)))
+}
+
+/// The balancing options with `method` (a registered name) in place of the configured one.
+///
+/// The method is a string checked against the registry rather than a GraphQL enum: an
+/// async-graphql enum is fixed at compile time, while methods come from a registry, whose names
+/// `balanceMethods` lists; an unknown name is a bad-input error listing the known ones.
+pub(super) fn balance_options(
+    s: &AppState,
+    method: Option<&str>,
+    registry: &Registry,
+) -> Result<BalanceOptions, ApiError> {
+    let mut options = s.config.balance.clone();
+    if let Some(name) = method {
+        options.method = registry
+            .parse(name)
+            .map_err(|e| ApiError::bad_input(e.to_string()))?;
+    }
+    Ok(options)
 }
 
 /// Maps a core error: a refused request is bad input, anything else a bug.
@@ -94,19 +116,25 @@ impl Query {
         Ok(PlacementResult::new(&decision, explain))
     }
 
+    /// The rebalancing methods `rebalancePlan` and `rebalance` take as `method`.
+    async fn balance_methods(&self) -> Vec<BalanceMethodInfo> {
+        BalanceMethodInfo::all(Registry::builtin())
+    }
+
     /// The rebalancing plan for a zone now (nothing is moved).
-    async fn rebalance_plan(&self, ctx: &Context<'_>, zone: String) -> Result<PlanResult> {
+    async fn rebalance_plan(
+        &self,
+        ctx: &Context<'_>,
+        zone: String,
+        #[graphql(desc = "A name `balanceMethods` lists; the configured method if absent.")]
+        method: Option<String>,
+    ) -> Result<PlanResult> {
         let s = state(ctx)?;
+        let options = balance_options(s, method.as_deref(), Registry::builtin())?;
         let z = s.zone(&zone)?;
         let (model, st) = s.model(z).await?;
-        let plan = flxp_core::balance::plan(
-            &model.cluster,
-            &model.rules,
-            &st,
-            &s.placer,
-            &s.config.balance,
-        )
-        .map_err(core_error)?;
+        let plan = flxp_core::balance::plan(&model.cluster, &model.rules, &st, &s.placer, &options)
+            .map_err(core_error)?;
         Ok(PlanResult::from(&plan))
     }
 

@@ -6,7 +6,7 @@
 //! them as plain JSON numbers, exact up to 2^53 in every JSON client.
 
 use async_graphql::{ID, InputObject, Json, SimpleObject};
-use flxp_core::balance::{Migration, Plan};
+use flxp_core::balance::{Migration, Plan, Registry};
 use flxp_core::placement::Placement;
 use flxp_core::status::NodeStatus;
 use flxp_core::{Cluster, State};
@@ -353,6 +353,29 @@ pub struct Unplaced {
     pub reason: String,
 }
 
+/// A registered rebalancing method: a value `rebalancePlan` and `rebalance` take as `method`.
+#[derive(SimpleObject, Debug, Clone, PartialEq, Eq)]
+#[graphql(name = "BalanceMethod")]
+pub struct BalanceMethodInfo {
+    /// The name to pass as `method` (`flxp`, `pve-topsis`).
+    pub name: String,
+    /// What it does, in one line.
+    pub description: String,
+}
+
+impl BalanceMethodInfo {
+    /// Every method of a registry, in its order.
+    pub fn all(registry: &Registry) -> Vec<Self> {
+        registry
+            .iter()
+            .map(|m| Self {
+                name: m.name().to_owned(),
+                description: m.description().to_owned(),
+            })
+            .collect()
+    }
+}
+
 /// A rebalancing or evacuation plan.
 #[derive(SimpleObject, Debug, Clone)]
 pub struct PlanResult {
@@ -386,7 +409,7 @@ impl From<&Plan> for PlanResult {
     fn from(p: &Plan) -> Self {
         Self {
             method: p.method.clone(),
-            metric: p.metric.clone(),
+            metric: p.metric.as_str().to_owned(),
             imbalance_before: p.imbalance_before,
             imbalance_after: p.imbalance_after,
             threshold: p.threshold,

@@ -1,0 +1,60 @@
+//! Rebalancing methods: how the migrations of a balancing plan are chosen.
+//!
+//! Each method is one file here implementing [`BalanceMethod`] and one line in the list below;
+//! [`Registry`] parses method names against that list (options, config file, `--method`, GraphQL)
+//! and dispatches [`crate::balance::plan`] to the named method. The GUIDE documents every
+//! registered name (checked by a test).
+
+mod name;
+mod registry;
+
+pub use name::MethodName;
+pub use registry::{MethodError, Registry};
+
+use crate::Result;
+use crate::cluster::Cluster;
+use crate::constraints::Rules;
+use crate::placement::Placer;
+use crate::state::State;
+
+use super::options::BalanceOptions;
+use super::plan::Plan;
+
+/// A way of choosing a balancing plan's migrations.
+pub trait BalanceMethod: Send + Sync {
+    /// The stable name used in options and output (`flxp`, `pve-topsis`).
+    fn name(&self) -> &'static str;
+    /// One line for users: CLI help, GraphQL and the GUIDE.
+    fn description(&self) -> &'static str;
+    /// The plan on `input`; `options` are already validated.
+    fn plan(&self, input: &PlanInput<'_>, options: &BalanceOptions) -> Result<Plan>;
+}
+
+/// What every method plans on.
+#[derive(Clone, Copy)]
+pub struct PlanInput<'a> {
+    /// Nodes and guests.
+    pub cluster: &'a Cluster,
+    /// Compiled placement rules.
+    pub rules: &'a Rules,
+    /// Where guests are now.
+    pub state: &'a State,
+    /// Placement filters and scorers every step is checked with.
+    pub placer: &'a Placer,
+}
+
+/// Declares each method's module and lists it in [`BUILTIN`], so a method is one line here.
+macro_rules! methods {
+    ($($module:ident :: $method:ident),* $(,)?) => {
+        $(pub mod $module;)*
+
+        /// Every built-in method, the default first.
+        pub static BUILTIN: &[&dyn BalanceMethod] = &[$(&$module::$method),*];
+    };
+}
+
+methods! {
+    flxp::Flxp,
+    pve_bruteforce::PveBruteforce,
+    pve_topsis::PveTopsis,
+}

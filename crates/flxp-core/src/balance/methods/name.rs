@@ -1,0 +1,82 @@
+//! [`MethodName`]: a method name checked against the registry once, where it is read.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::registry::{MethodError, Registry};
+
+/// The name of a registered balancing method (`flxp`, `pve-bruteforce`, `pve-topsis`).
+///
+/// Only [`Registry::parse`] makes one from outside input, so holding one means the name was
+/// registered; serde and [`FromStr`] parse against [`Registry::builtin`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MethodName(&'static str);
+
+impl MethodName {
+    /// A built-in method's name; a registry test checks each such constant is registered.
+    pub(crate) const fn builtin(name: &'static str) -> Self {
+        Self(name)
+    }
+
+    /// Wraps the name of a method the registry holds.
+    pub(super) fn registered(name: &'static str) -> Self {
+        Self(name)
+    }
+
+    /// Parses a name against the built-in registry.
+    pub fn parse(name: &str) -> Result<Self, MethodError> {
+        Registry::builtin().parse(name)
+    }
+
+    /// The name used in options and output.
+    pub fn as_str(self) -> &'static str {
+        self.0
+    }
+}
+
+impl Default for MethodName {
+    fn default() -> Self {
+        super::flxp::NAME
+    }
+}
+
+impl fmt::Display for MethodName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl FromStr for MethodName {
+    type Err = MethodError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::parse(s)
+    }
+}
+
+impl PartialEq<str> for MethodName {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for MethodName {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl Serialize for MethodName {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for MethodName {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        Self::parse(&name).map_err(serde::de::Error::custom)
+    }
+}

@@ -1,0 +1,218 @@
+//! [`Registry`]: the balancing methods by name, duplicates refused.
+
+use std::sync::LazyLock;
+
+use crate::Result;
+
+use super::super::options::BalanceOptions;
+use super::super::plan::Plan;
+use super::{BUILTIN, BalanceMethod, MethodName, PlanInput};
+
+/// A method name that is not registered, or registered twice.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MethodError {
+    /// No method has this name.
+    #[error("unknown balancing method {name:?} (known: {known})")]
+    Unknown {
+        /// The name asked for.
+        name: String,
+        /// The registered names, comma-separated.
+        known: String,
+    },
+    /// Two methods share a name.
+    #[error("balancing method {0:?} is registered twice")]
+    Duplicate(&'static str),
+}
+
+impl From<MethodError> for crate::Error {
+    fn from(e: MethodError) -> Self {
+        crate::Error::Option {
+            name: "method".into(),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// Balancing methods by name, in registration order.
+pub struct Registry {
+    methods: Vec<&'static dyn BalanceMethod>,
+}
+
+static BUILTIN_REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry {
+    // The list is checked for duplicates by a test.
+    methods: BUILTIN.to_vec(),
+});
+
+impl Registry {
+    /// A registry of these methods; two with one name are refused.
+    pub fn new(
+        methods: impl IntoIterator<Item = &'static dyn BalanceMethod>,
+    ) -> std::result::Result<Self, MethodError> {
+        let mut registry = Self {
+            methods: Vec::new(),
+        };
+        for m in methods {
+            registry.add(m)?;
+        }
+        Ok(registry)
+    }
+
+    /// The built-in methods.
+    pub fn builtin() -> &'static Registry {
+        &BUILTIN_REGISTRY
+    }
+
+    /// This registry plus one method (for embedders and tests).
+    pub fn with(
+        &self,
+        method: &'static dyn BalanceMethod,
+    ) -> std::result::Result<Self, MethodError> {
+        let mut registry = Self {
+            methods: self.methods.clone(),
+        };
+        registry.add(method)?;
+        Ok(registry)
+    }
+
+    fn add(&mut self, method: &'static dyn BalanceMethod) -> std::result::Result<(), MethodError> {
+        if self.get(method.name()).is_some() {
+            return Err(MethodError::Duplicate(method.name()));
+        }
+        self.methods.push(method);
+        Ok(())
+    }
+
+    /// Every method, in registration order.
+    pub fn iter(&self) -> impl Iterator<Item = &'static dyn BalanceMethod> + '_ {
+        self.methods.iter().copied()
+    }
+
+    /// Every method's name, in registration order.
+    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.iter().map(|m| m.name())
+    }
+
+    /// The method of a name.
+    pub fn get(&self, name: &str) -> Option<&'static dyn BalanceMethod> {
+        self.iter().find(|m| m.name() == name)
+    }
+
+    /// Checks a name; the error lists the registered ones.
+    pub fn parse(&self, name: &str) -> std::result::Result<MethodName, MethodError> {
+        self.get(name)
+            .map(|m| MethodName::registered(m.name()))
+            .ok_or_else(|| self.unknown(name))
+    }
+
+    fn unknown(&self, name: &str) -> MethodError {
+        MethodError::Unknown {
+            name: name.to_owned(),
+            known: self.names().collect::<Vec<_>>().join(", "),
+        }
+    }
+
+    /// Validates the options and plans with the method they name.
+    pub fn plan(&self, input: &PlanInput<'_>, options: &BalanceOptions) -> Result<Plan> {
+        options.validate()?;
+        // A name parsed against another registry is refused, never replaced by a default.
+        let name = options.method.as_str();
+        let method = self.get(name).ok_or_else(|| self.unknown(name))?;
+        method.plan(input, options)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    // Tests may panic: unwrapping is how they fail.
+    #![allow(clippy::unwrap_used)]
+
+    use super::super::{flxp, pve_bruteforce, pve_topsis};
+    use super::*;
+    use crate::constraints::Rules;
+    use crate::placement::{PlacementOptions, Placer};
+    use crate::state::State;
+    use crate::testutil::*;
+
+    /// flxp's plan under another name and summary.
+    struct Still;
+
+    impl BalanceMethod for Still {
+        fn name(&self) -> &'static str {
+            "still"
+        }
+
+        fn description(&self) -> &'static str {
+            "a test method"
+        }
+
+        fn plan(&self, input: &PlanInput<'_>, options: &BalanceOptions) -> Result<Plan> {
+            let mut plan = flxp::Flxp.plan(input, options)?;
+            plan.summary = "still".into();
+            Ok(plan)
+        }
+    }
+
+    static STILL: Still = Still;
+
+    #[test]
+    fn a_registry_plans_with_the_named_method_and_refuses_names_it_lacks() {
+        let c = ClusterBuilder::new()
+            .node(node("a"))
+            .node(node("b"))
+            .guest(vm(101, "a"))
+            .build();
+        let rules = Rules::compile(&c);
+        let state = State::new(&c);
+        let placer = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+        let input = PlanInput {
+            cluster: &c,
+            rules: &rules,
+            state: &state,
+            placer: &placer,
+        };
+        let registry = Registry::builtin().with(&STILL).unwrap();
+        let options = BalanceOptions {
+            method: registry.parse("still").unwrap(),
+            ..BalanceOptions::default()
+        };
+        assert_eq!(registry.plan(&input, &options).unwrap().summary, "still");
+        let e = Registry::builtin()
+            .plan(&input, &options)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(r#"unknown balancing method "still""#), "{e}");
+        // Proxmox's ranking is only for Proxmox's methods: no silent bruteforce for flxp.
+        let flxp = BalanceOptions::default();
+        let e = crate::balance::rank_moves(&c, &rules, &state, &placer, &flxp)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("flxp is not one of Proxmox's methods"), "{e}");
+    }
+
+    #[test]
+    fn builtin_names_are_unique_documented_and_the_constants_registered() {
+        let r = Registry::new(BUILTIN.iter().copied()).unwrap();
+        for m in r.iter() {
+            assert!(!m.description().is_empty(), "{}", m.name());
+            assert!(!m.description().contains('\n'), "{}", m.name());
+        }
+        for name in [flxp::NAME, pve_bruteforce::NAME, pve_topsis::NAME] {
+            assert_eq!(r.parse(name.as_str()).unwrap(), name);
+        }
+        assert_eq!(r.names().next(), Some(MethodName::default().as_str()));
+    }
+
+    #[test]
+    fn duplicates_and_unknown_names_are_refused_with_the_known_names() {
+        let e = Registry::builtin().with(&flxp::Flxp).err().unwrap();
+        assert_eq!(e, MethodError::Duplicate("flxp"));
+        let e = Registry::builtin()
+            .parse("fastest")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            r#"unknown balancing method "fastest" (known: flxp, pve-bruteforce, pve-topsis)"#
+        );
+    }
+}

@@ -1,0 +1,95 @@
+//! A rebalancing method registered in a test shows up wherever methods are parsed or listed: the
+//! registry, `--method` and its help, GraphQL's `balanceMethods`, and the GUIDE's docs check.
+
+// Tests may panic: unwrapping is how they fail.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::LazyLock;
+
+use clap::{CommandFactory, Parser};
+use flxp_core::balance::{BalanceMethod, BalanceOptions, MethodName, Plan, PlanInput, Registry};
+
+use super::Cli;
+use super::balance::method_parser;
+use crate::serve::schema::BalanceMethodInfo;
+
+#[path = "../../tests/it/docs_check.rs"]
+mod docs_check;
+
+/// A method only this test registers: flxp's planner without swaps.
+struct Gentle;
+
+impl BalanceMethod for Gentle {
+    fn name(&self) -> &'static str {
+        "gentle"
+    }
+
+    fn description(&self) -> &'static str {
+        "a test method: flxp without swaps"
+    }
+
+    fn plan(&self, input: &PlanInput<'_>, options: &BalanceOptions) -> flxp_core::Result<Plan> {
+        let fixes_only = BalanceOptions {
+            method: MethodName::default(),
+            swaps: false,
+            ..options.clone()
+        };
+        Registry::builtin().plan(input, &fixes_only)
+    }
+}
+
+static GENTLE: Gentle = Gentle;
+static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry::builtin().with(&GENTLE).unwrap());
+
+#[test]
+fn a_registered_method_is_parsed_listed_and_its_docs_demanded() {
+    let registry: &'static Registry = &REGISTRY;
+    assert_eq!(registry.parse("gentle").unwrap().as_str(), "gentle");
+    assert!(Registry::builtin().parse("gentle").is_err());
+
+    // `--method` parses against the registry it is given, and `--help` lists it.
+    let mut cli = Cli::command().mut_subcommand("balance", |c| {
+        c.mut_arg("method", |a| a.value_parser(method_parser(registry)))
+    });
+    let args = [
+        "flxp",
+        "balance",
+        "--from-file",
+        "s.json",
+        "--method",
+        "gentle",
+    ];
+    let matches = cli.try_get_matches_from_mut(args).unwrap();
+    let balance = matches.subcommand_matches("balance").unwrap();
+    assert_eq!(
+        balance.get_one::<MethodName>("method").unwrap().as_str(),
+        "gentle"
+    );
+    let help = cli
+        .find_subcommand_mut("balance")
+        .unwrap()
+        .render_long_help()
+        .to_string();
+    assert!(help.contains("- gentle:"), "{help}");
+    assert!(help.contains("a test method: flxp without swaps"), "{help}");
+    // The binary's own parser knows only the built-in methods.
+    assert!(Cli::try_parse_from(args).is_err());
+
+    // GraphQL's `balanceMethods` lists what the registry holds.
+    let listed = BalanceMethodInfo::all(registry);
+    assert_eq!(
+        listed.last(),
+        Some(&BalanceMethodInfo {
+            name: "gentle".into(),
+            description: "a test method: flxp without swaps".into(),
+        })
+    );
+
+    // The GUIDE's docs check passes for the built-in methods and demands the new one.
+    let guide = include_str!("../../../../GUIDE.md");
+    assert!(docs_check::undocumented_methods(guide, Registry::builtin()).is_empty());
+    assert_eq!(
+        docs_check::undocumented_methods(guide, registry),
+        vec!["gentle"]
+    );
+}
