@@ -19,7 +19,7 @@
 
 pub mod bounds;
 mod check;
-mod explain;
+pub(crate) mod explain;
 pub(crate) mod fix;
 pub mod measure;
 mod movable;
