@@ -11,9 +11,9 @@
 use std::collections::BTreeMap;
 
 use crate::Result;
+use crate::balance::draft::Draft;
 use crate::balance::fix::{self, Scope};
 use crate::balance::planner::finish;
-use crate::balance::sim::Sim;
 use crate::balance::{EvacuateOptions, Measure, Metric, Migration, Plan, imbalance};
 use crate::cluster::{Cluster, MaintenanceSource, NodeIdx};
 use crate::constraints::Rules;
@@ -53,7 +53,7 @@ pub fn evacuate(
     }
     let measure = options.measure;
     let kind = measure.load_kind(options.metric);
-    let mut sim = Sim::new(&c, rules, placer, state, kind, measure, 0, usize::MAX);
+    let mut sim = Draft::new(&c, rules, placer, state, kind, measure, 0, usize::MAX);
     placer.policy_def(&options.policy)?;
     sim.target_policy = Some(options.policy.clone());
     let scope = Scope {

@@ -10,7 +10,7 @@ use crate::state::State;
 
 /// One node's line.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct NodeStatus {
+pub struct NodeSummary {
     /// Node name.
     pub node: String,
     /// `online`, `offline`, `unknown`.
@@ -47,7 +47,7 @@ pub struct NodeStatus {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StatusReport {
     /// Nodes in name order.
-    pub nodes: Vec<NodeStatus>,
+    pub nodes: Vec<NodeSummary>,
     /// Memory spread: max − min used memory percent over online nodes outside maintenance.
     pub memory_spread: f64,
     /// CPU spread, the same for CPU.
@@ -79,7 +79,7 @@ pub fn status(cluster: &Cluster, rules: &Rules, state: &State) -> StatusReport {
                     0.0
                 }
             };
-            NodeStatus {
+            NodeSummary {
                 node: n.name.clone(),
                 status: n.status_text(),
                 maintenance: n

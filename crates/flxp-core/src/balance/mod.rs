@@ -19,6 +19,7 @@
 
 pub mod bounds;
 mod check;
+pub(crate) mod draft;
 pub(crate) mod explain;
 pub(crate) mod fix;
 pub mod measure;
@@ -31,7 +32,6 @@ mod problems;
 mod pve;
 mod room;
 mod search;
-pub(crate) mod sim;
 mod softness;
 pub mod trigger;
 pub(crate) mod units;

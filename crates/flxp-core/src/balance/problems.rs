@@ -8,10 +8,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use crate::cluster::{GuestIdx, NodeIdx};
 use crate::constraints::{Breach, GroupId, breaches_among, crowded_reason, split_reason};
 
+use super::draft::Draft;
 use super::fix::Scope;
 use super::movable::{Intent, Stay};
 use super::plan::Purpose;
-use super::sim::Sim;
 use super::units::UnitId;
 
 /// One thing to fix.
@@ -31,7 +31,7 @@ pub(super) struct Problem {
 
 /// Every broken rule on the current state, in the order they are fixed: the checker's breaches
 /// of the units' guests, grouped by unit, within the scope, minus units that moved or stay.
-pub(super) fn detect(sim: &mut Sim, scope: &Scope, scoped: Option<&[UnitId]>) -> Vec<Problem> {
+pub(super) fn detect(sim: &mut Draft, scope: &Scope, scoped: Option<&[UnitId]>) -> Vec<Problem> {
     let (cluster, rules) = (sim.cluster, sim.rules);
     let mut out: Vec<Problem> = Vec::new();
     let in_scope = |n: NodeIdx| scope.only_nodes.as_ref().is_none_or(|v| v.contains(&n));
@@ -209,7 +209,7 @@ pub(super) fn detect(sim: &mut Sim, scope: &Scope, scoped: Option<&[UnitId]>) ->
 
 /// Why each member of a unit stays: the member that may not move, and the others with it.
 fn stay_note(
-    sim: &Sim,
+    sim: &Draft,
     unit: UnitId,
     blocker: GuestIdx,
     stay: &Stay,

@@ -18,7 +18,7 @@ use serde::Serialize;
 pub use crs::{Crs, CrsMode};
 pub use guest::{Guest, GuestIdx, GuestKind};
 pub use limits::{MAX_BYTES, MAX_CPUS, MAX_TOTAL_BYTES};
-pub use node::{MaintenanceSource, Node, NodeIdx, NodeStatus, Pressure};
+pub use node::{MaintenanceSource, Node, NodeIdx, NodeReachability, Pressure};
 pub use tasks::TaskIndex;
 
 use crate::constraints::notes::{self, NodeTokens};
@@ -258,7 +258,7 @@ impl Cluster {
 fn empty_node(name: String) -> Node {
     Node {
         name,
-        status: NodeStatus::Unknown,
+        status: NodeReachability::Unknown,
         maxcpu: 0.0,
         cpu: 0.0,
         maxmem: 0,
@@ -310,7 +310,7 @@ fn collect_nodes(resources: &[Resource]) -> Result<Vec<Node>> {
             message,
         })?;
         let mut node = empty_node(name);
-        node.status = NodeStatus::from_word(r.status.as_deref());
+        node.status = NodeReachability::from_word(r.status.as_deref());
         node.maxcpu = maxcpu;
         node.cpu = cpu;
         node.maxmem = r.maxmem.unwrap_or(0);
@@ -547,7 +547,7 @@ mod tests {
         let c = cluster(
             r#"[{"id":"qemu/101","type":"qemu","vmid":101,"node":"x","status":"running"}]"#,
         );
-        assert_eq!(c.nodes[0].status, NodeStatus::Unknown);
+        assert_eq!(c.nodes[0].status, NodeReachability::Unknown);
         assert!(c.warnings[0].to_string().contains("no node entry"));
     }
 
