@@ -50,7 +50,7 @@ impl Model {
     /// The cluster's node names, comma-separated (for an error that names an unknown node).
     pub fn node_names(&self) -> String {
         self.cluster
-            .nodes
+            .nodes()
             .iter()
             .map(|n| n.name.as_str())
             .collect::<Vec<_>>()

@@ -108,8 +108,8 @@ pub fn status(cluster: &Cluster, rules: &Rules, state: &State) -> StatusReport {
         nodes,
         memory_spread: round1(spread(cluster, state, Metric::Memory)),
         cpu_spread: round1(spread(cluster, state, Metric::Cpu)),
-        running: cluster.guests.iter().filter(|g| g.running).count(),
-        guests: cluster.guests.len(),
+        running: cluster.guests().iter().filter(|g| g.running).count(),
+        guests: cluster.guests().len(),
         violations,
         conflicts: rules.conflicts.clone(),
         warnings,
@@ -165,7 +165,7 @@ mod tests {
             .node(node("b").memory(100 * GIB).used(60 * GIB))
             .node(node("c").memory(100 * GIB).used(30 * GIB))
             .build();
-        c.nodes[0].ha_state = Some("fence".into());
+        c.node_mut(crate::cluster::NodeIdx(0)).ha_state = Some("fence".into());
         let s = status(&c, &Rules::compile(&c), &State::new(&c));
         assert_eq!(s.nodes[0].status, "online (HA fence)");
         assert_eq!(s.nodes[1].status, "online");

@@ -83,7 +83,7 @@ impl<'a> Draft<'a> {
             budget,
             restart_containers: true,
             target_policy: None,
-            moved: vec![false; cluster.guests.len()],
+            moved: vec![false; cluster.guests().len()],
         }
     }
 

@@ -141,7 +141,7 @@ pub(crate) fn balance(sim: &mut Draft, opts: &BalanceOptions) -> Result<Outcome>
         });
     }
     let target = trigger.target_for(measure);
-    let n = sim.cluster.nodes.len();
+    let n = sim.cluster.nodes().len();
     let mut by_node: Vec<Vec<UnitId>> = vec![Vec::new(); n];
     let mut shifts: Vec<Option<Shift>> = vec![None; sim.units.all.len()];
     for (id, shift) in shifts.iter_mut().enumerate() {

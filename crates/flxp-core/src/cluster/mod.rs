@@ -55,10 +55,11 @@ pub struct Overrides {
 /// The typed cluster: nodes, guests, storages, HA, options, tasks and indexes.
 #[derive(Debug, Clone)]
 pub struct Cluster {
-    /// Nodes, sorted by name so that every iteration is deterministic.
-    pub nodes: Vec<Node>,
-    /// Guests, sorted by vmid.
-    pub guests: Vec<Guest>,
+    /// Nodes, sorted by name so that every iteration is deterministic. Private, like the
+    /// indexes built from it: a renamed, added or reordered node would break them.
+    nodes: Vec<Node>,
+    /// Guests, sorted by vmid; private for the same reason.
+    guests: Vec<Guest>,
     /// Storages, per node.
     pub storages: Vec<Storage>,
     /// HA rules, resources and status, as read.
@@ -242,6 +243,31 @@ impl Cluster {
         self.guests_by_tag
             .iter()
             .map(|(t, g)| (t.as_str(), g.as_slice()))
+    }
+
+    /// All nodes, in name order.
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// All guests, in vmid order.
+    pub fn guests(&self) -> &[Guest] {
+        &self.guests
+    }
+
+    /// Puts a node into maintenance as requested by the caller (evacuation), if it is not already.
+    pub fn request_maintenance(&mut self, node: NodeIdx) {
+        if let Some(n) = self.nodes.get_mut(node.get()) {
+            if !n.in_maintenance() {
+                n.maintenance.push(MaintenanceSource::Requested);
+            }
+        }
+    }
+
+    /// A node to change in a test fixture (never its name: the indexes hold it).
+    #[cfg(test)]
+    pub(crate) fn node_mut(&mut self, idx: NodeIdx) -> &mut Node {
+        &mut self.nodes[idx.get()]
     }
 
     /// Indexes of all nodes, in name order.

@@ -1,4 +1,4 @@
-//! Broken hard rules in report form: the checker's [breaches](super::breaches) of running guests,
+//! Broken hard rules in report form: the checker's [breaches](super::breaches()) of running guests,
 //! with names and words instead of indexes. Computed for any state, so plans show before and after.
 
 use std::fmt;

@@ -409,7 +409,7 @@ proptest! {
         let c = build(&g).build();
         let rules = Rules::compile(&c);
         let start = State::new(&c);
-        let target = flxp_core::cluster::NodeIdx((which % c.nodes.len()) as u32);
+        let target = flxp_core::cluster::NodeIdx((which % c.nodes().len()) as u32);
         let o = EvacuateOptions { max_inflow_per_node: inflow, ..EvacuateOptions::default() };
         let p = evacuate(&c, &rules, &start, &placer(), &[target], &o).unwrap();
         // Replay on the cluster with the node in maintenance, as the plan was made.
