@@ -50,6 +50,7 @@ impl NodeReachability {
 /// Why a node is in maintenance; several sources may agree.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum MaintenanceSource {
     /// The `flxp.maintenance` token in the node's notes (or its config override).
     Notes,
