@@ -36,7 +36,7 @@ mod wait;
 pub mod zone;
 
 pub use api::PveApi;
-pub use auth::{Credentials, TICKET_LIFETIME, validate_token_id};
+pub use auth::{Credentials, TICKET_LIFETIME, TokenIdError, validate_token_id};
 pub use client::{Client, ClientBuilder};
 pub use error::{ApiErrorKind, Error, Result, api_error};
 pub use host::{DEFAULT_PORT, Host};
