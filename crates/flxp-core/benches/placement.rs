@@ -145,7 +145,7 @@ fn main() {
         println!(
             "{:>7} {:>8} {:>12.1} {:>14.0} {:>14.0} {:>14} {:>12.2}",
             n,
-            cluster.guests.len(),
+            cluster.guests().len(),
             json.len() as f64 / (1 << 20) as f64,
             explained,
             fast,

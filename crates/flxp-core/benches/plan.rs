@@ -100,11 +100,11 @@ fn generate(nodes: usize, lo: u64, hi: u64, seed: u64) -> Snapshot {
 /// within `balanciness`. Runs cycles until one moves nothing: (cycles, migrations, bytes, final
 /// spread).
 fn proxlb(c: &Cluster, balanciness: f64) -> (usize, usize, u64, f64) {
-    let total: Vec<f64> = c.nodes.iter().map(|n| n.maxmem as f64).collect();
+    let total: Vec<f64> = c.nodes().iter().map(|n| n.maxmem as f64).collect();
     let mut used = vec![0.0; total.len()];
-    let mut at: Vec<usize> = c.guests.iter().map(|g| g.node.get()).collect();
+    let mut at: Vec<usize> = c.guests().iter().map(|g| g.node.get()).collect();
     let mem: Vec<f64> = c
-        .guests
+        .guests()
         .iter()
         .map(|g| if g.running { g.mem as f64 } else { 0.0 })
         .collect();
@@ -247,7 +247,7 @@ fn timing(quick: bool, only: Option<usize>) {
         // Rule fixes at scale: 1 % of the nodes (at least one) in maintenance, no budget limit.
         let mut down = Overrides::default();
         down.maintenance
-            .extend(c.nodes.iter().step_by(100).map(|x| x.name.clone()));
+            .extend(c.nodes().iter().step_by(100).map(|x| x.name.clone()));
         let cm = Cluster::from_snapshot(&snap, &down).expect("generated snapshot");
         let all = BalanceOptions {
             max_migrations: usize::MAX,
@@ -266,7 +266,7 @@ fn timing(quick: bool, only: Option<usize>) {
         }
         println!(
             "| {n} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {t_pve} |",
-            c.guests.len(),
+            c.guests().len(),
             ms(t_build),
             ms(t_rules),
             ms(t20),
@@ -336,7 +336,7 @@ fn quality() {
         );
         println!(
             "| {name} | {} | {:.1} | {:.1} | {k} | {} | {:.0} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
-            c.guests.len(),
+            c.guests().len(),
             pl.imbalance_before,
             pl.imbalance_after,
             pl.migrations

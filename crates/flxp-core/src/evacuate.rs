@@ -11,11 +11,11 @@
 use std::collections::BTreeMap;
 
 use crate::Result;
+use crate::balance::draft::Draft;
 use crate::balance::fix::{self, Scope};
 use crate::balance::planner::finish;
-use crate::balance::sim::Sim;
 use crate::balance::{EvacuateOptions, Measure, Metric, Migration, Plan, imbalance};
-use crate::cluster::{Cluster, MaintenanceSource, NodeIdx};
+use crate::cluster::{Cluster, NodeIdx};
 use crate::constraints::Rules;
 use crate::placement::Placer;
 use crate::state::State;
@@ -45,15 +45,11 @@ pub fn evacuate(
     targets.sort();
     targets.dedup();
     for &n in &targets {
-        if let Some(node) = c.nodes.get_mut(n.get()) {
-            if !node.in_maintenance() {
-                node.maintenance.push(MaintenanceSource::Requested);
-            }
-        }
+        c.request_maintenance(n);
     }
     let measure = options.measure;
     let kind = measure.load_kind(options.metric);
-    let mut sim = Sim::new(&c, rules, placer, state, kind, measure, 0, usize::MAX);
+    let mut sim = Draft::new(&c, rules, placer, state, kind, measure, 0, usize::MAX);
     placer.policy_def(&options.policy)?;
     sim.target_policy = Some(options.policy.clone());
     let scope = Scope {

@@ -36,16 +36,16 @@ impl State {
     /// a report counts the footprint of its running guests.
     pub fn new(cluster: &Cluster) -> Self {
         let mut usage: Vec<Usage> = cluster
-            .nodes
+            .nodes()
             .iter()
             .map(|n| Usage {
                 cpu: n.cpu * n.maxcpu,
                 ..Usage::default()
             })
             .collect();
-        let mut guest_mem = vec![0u64; cluster.nodes.len()];
-        let mut guest_cpu = vec![0f64; cluster.nodes.len()];
-        for g in &cluster.guests {
+        let mut guest_mem = vec![0u64; cluster.nodes().len()];
+        let mut guest_cpu = vec![0f64; cluster.nodes().len()];
+        for g in cluster.guests() {
             if !g.running {
                 continue;
             }
@@ -57,7 +57,7 @@ impl State {
             guest_mem[g.node.get()] += g.mem_footprint();
             guest_cpu[g.node.get()] += g.cpu_cores();
         }
-        for (i, n) in cluster.nodes.iter().enumerate() {
+        for (i, n) in cluster.nodes().iter().enumerate() {
             usage[i].mem = n.mem.unwrap_or(guest_mem[i]);
             if n.cpu == 0.0 && n.mem.is_none() {
                 usage[i].cpu = guest_cpu[i];
@@ -65,7 +65,7 @@ impl State {
         }
         Self {
             usage,
-            location: cluster.guests.iter().map(|g| g.node).collect(),
+            location: cluster.guests().iter().map(|g| g.node).collect(),
         }
     }
 

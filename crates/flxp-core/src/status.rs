@@ -10,7 +10,7 @@ use crate::state::State;
 
 /// One node's line.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct NodeStatus {
+pub struct NodeSummary {
     /// Node name.
     pub node: String,
     /// `online`, `offline`, `unknown`.
@@ -47,7 +47,7 @@ pub struct NodeStatus {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StatusReport {
     /// Nodes in name order.
-    pub nodes: Vec<NodeStatus>,
+    pub nodes: Vec<NodeSummary>,
     /// Memory spread: max − min used memory percent over online nodes outside maintenance.
     pub memory_spread: f64,
     /// CPU spread, the same for CPU.
@@ -79,7 +79,7 @@ pub fn status(cluster: &Cluster, rules: &Rules, state: &State) -> StatusReport {
                     0.0
                 }
             };
-            NodeStatus {
+            NodeSummary {
                 node: n.name.clone(),
                 status: n.status_text(),
                 maintenance: n
@@ -108,8 +108,8 @@ pub fn status(cluster: &Cluster, rules: &Rules, state: &State) -> StatusReport {
         nodes,
         memory_spread: round1(spread(cluster, state, Metric::Memory)),
         cpu_spread: round1(spread(cluster, state, Metric::Cpu)),
-        running: cluster.guests.iter().filter(|g| g.running).count(),
-        guests: cluster.guests.len(),
+        running: cluster.guests().iter().filter(|g| g.running).count(),
+        guests: cluster.guests().len(),
         violations,
         conflicts: rules.conflicts.clone(),
         warnings,
@@ -165,7 +165,7 @@ mod tests {
             .node(node("b").memory(100 * GIB).used(60 * GIB))
             .node(node("c").memory(100 * GIB).used(30 * GIB))
             .build();
-        c.nodes[0].ha_state = Some("fence".into());
+        c.node_mut(crate::cluster::NodeIdx(0)).ha_state = Some("fence".into());
         let s = status(&c, &Rules::compile(&c), &State::new(&c));
         assert_eq!(s.nodes[0].status, "online (HA fence)");
         assert_eq!(s.nodes[1].status, "online");

@@ -78,7 +78,7 @@ fn run(runtime: &tokio::runtime::Runtime, case: Case) {
         Goal::Balance(_) => Overrides::default(),
     };
     let spread = |sim: &Sim| {
-        let m = Model::build(&sim.world().snapshot(), &overrides).unwrap();
+        let m = Model::from_snapshot(&sim.world().snapshot(), &overrides).unwrap();
         balance::imbalance(&m.cluster, &m.state, Measure::Spread, Metric::Memory)
     };
     let before = spread(&sim);

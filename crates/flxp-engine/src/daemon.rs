@@ -387,7 +387,7 @@ impl Daemon {
         let placer = &self.inner.parts.placer;
         let model = executor.read().await?;
 
-        if o.evacuate && model.cluster.nodes.iter().any(|n| n.in_maintenance()) {
+        if o.evacuate && model.cluster.nodes().iter().any(|n| n.in_maintenance()) {
             let goal = Goal::Evacuate {
                 nodes: Vec::new(),
                 options: o.evacuation.clone(),

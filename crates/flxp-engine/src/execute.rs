@@ -198,7 +198,7 @@ impl Executor {
         let now = snapshot.time.unwrap_or_else(|| (self.clock)());
         planning::hold_pending_ha(&mut locked, now);
         planning::hold_guests(&mut locked, held);
-        let mut model = Model::build(&locked, &self.overrides)?;
+        let mut model = planning::model(&locked, &self.overrides)?;
         if let Some(r) = &self.reservations {
             r.apply(&model.cluster, taken, &mut model.state);
         }

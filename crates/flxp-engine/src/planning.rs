@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use flxp_core::balance::{self, BalanceOptions, EvacuateOptions, Plan};
 use flxp_core::cluster::NodeIdx;
 use flxp_core::placement::Placer;
-use flxp_core::{Cluster, Overrides, Rules, Snapshot, State};
+use flxp_core::{Overrides, Snapshot};
 
 use crate::error::{Error, Result};
 
@@ -46,47 +46,19 @@ impl Goal {
     }
 }
 
-/// A cluster ready for decisions: the model, its rules and its state.
-#[derive(Debug, Clone)]
-pub struct Model {
-    /// The typed cluster.
-    pub cluster: Cluster,
-    /// Its compiled rules.
-    pub rules: Rules,
-    /// Its state as reported.
-    pub state: State,
+pub use flxp_core::Model;
+
+/// Builds the model of a snapshot with the zone's overrides (see [`Model::from_snapshot`]).
+pub fn model(snapshot: &Snapshot, overrides: &Overrides) -> Result<Model> {
+    Model::from_snapshot(snapshot, overrides).map_err(|source| Error::Model { source })
 }
 
-impl Model {
-    /// Builds model, rules and state from a snapshot with the zone's overrides.
-    pub fn build(snapshot: &Snapshot, overrides: &Overrides) -> Result<Self> {
-        let cluster = Cluster::from_snapshot(snapshot, overrides)
-            .map_err(|source| Error::Model { source })?;
-        let rules = Rules::compile(&cluster);
-        let state = State::new(&cluster);
-        Ok(Self {
-            cluster,
-            rules,
-            state,
-        })
-    }
-
-    /// The index of a node named by the user; the error lists the cluster's nodes.
-    pub fn node(&self, name: &str) -> Result<NodeIdx> {
-        self.cluster
-            .node_idx(name)
-            .or_else(|| self.cluster.node_idx_loose(name))
-            .ok_or_else(|| Error::UnknownNode {
-                node: name.to_owned(),
-                known: self
-                    .cluster
-                    .nodes
-                    .iter()
-                    .map(|n| n.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })
-    }
+/// The index of a node named by the user; the error lists the cluster's nodes.
+pub fn node(model: &Model, name: &str) -> Result<NodeIdx> {
+    model.node_named(name).ok_or_else(|| Error::UnknownNode {
+        node: name.to_owned(),
+        known: model.node_names(),
+    })
 }
 
 /// Why a round leaves a guest alone from now on.
@@ -197,7 +169,7 @@ pub fn plan(model: &Model, placer: &Placer, goal: &Goal, budget: Option<usize>) 
         Goal::Evacuate { nodes, options } => {
             let idx = nodes
                 .iter()
-                .map(|n| model.node(n))
+                .map(|n| node(model, n))
                 .collect::<Result<Vec<_>>>()?;
             flxp_core::evacuate::evacuate(cluster, rules, state, placer, &idx, options)
         }
@@ -229,7 +201,7 @@ mod tests {
     #[test]
     fn held_guests_are_locked_and_never_planned() {
         let snap = Snapshot::from_json(TWO_NODES).unwrap();
-        let model = Model::build(&snap, &Overrides::default()).unwrap();
+        let model = super::model(&snap, &Overrides::default()).unwrap();
         let goal = Goal::Balance(BalanceOptions::default());
         let first = plan(&model, &placer(), &goal, None).unwrap();
         assert!(!first.migrations.is_empty(), "{}", first.summary);
@@ -253,7 +225,7 @@ mod tests {
             Some("backup"),
             "a real lock stays"
         );
-        let model = Model::build(&held_snap, &Overrides::default()).unwrap();
+        let model = super::model(&held_snap, &Overrides::default()).unwrap();
         let again = plan(&model, &placer(), &goal, None).unwrap();
         assert!(
             again.migrations.iter().all(|m| !moved.contains(&m.vmid)),
@@ -299,7 +271,7 @@ mod tests {
     #[test]
     fn the_budget_caps_a_replan_and_unknown_nodes_are_named() {
         let snap = Snapshot::from_json(TWO_NODES).unwrap();
-        let model = Model::build(&snap, &Overrides::default()).unwrap();
+        let model = super::model(&snap, &Overrides::default()).unwrap();
         let goal = Goal::Balance(BalanceOptions::default());
         assert!(
             plan(&model, &placer(), &goal, Some(0))

@@ -22,7 +22,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use flxp_core::{Cluster, Rules, Snapshot, State, cluster::Overrides};
+use flxp_core::{Cluster, Model, Rules, Snapshot, State, cluster::Overrides};
 use tokio::time::{Duration, Instant};
 
 /// A cluster ready for decisions: the model built once from a snapshot, its rules and its state.
@@ -41,9 +41,11 @@ pub struct ClusterModel {
 impl ClusterModel {
     /// Builds model, rules and state from a snapshot with the zone's overrides.
     pub fn from_snapshot(snapshot: &Snapshot, overrides: &Overrides) -> flxp_core::Result<Self> {
-        let cluster = Cluster::from_snapshot(snapshot, overrides)?;
-        let rules = Rules::compile(&cluster);
-        let state = State::new(&cluster);
+        let Model {
+            cluster,
+            rules,
+            state,
+        } = Model::from_snapshot(snapshot, overrides)?;
         Ok(Self {
             cluster,
             rules,

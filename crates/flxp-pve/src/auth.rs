@@ -42,18 +42,35 @@ impl Credentials {
     }
 }
 
-/// Checks a token id `USER@REALM!TOKENID` against Proxmox's formats; the message says what is off.
-pub fn validate_token_id(id: &str) -> Result<(), String> {
-    let (userid, token) = id
-        .rsplit_once('!')
-        .ok_or("expected USER@REALM!TOKENID (no '!' found)")?;
-    let (user, realm) = userid
-        .rsplit_once('@')
-        .ok_or("expected USER@REALM!TOKENID (no '@' found)")?;
+/// What is wrong with a token id; the message says it in Proxmox's terms.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TokenIdError {
+    /// No `!` between the user and the token name.
+    #[error("expected USER@REALM!TOKENID (no '!' found)")]
+    NoBang,
+    /// No `@` between the user name and the realm.
+    #[error("expected USER@REALM!TOKENID (no '@' found)")]
+    NoAt,
+    /// The user name is empty or holds a character Proxmox refuses.
+    #[error("user {0:?} is empty or holds whitespace, ':' or '/'")]
+    User(String),
+    /// The realm is not an identifier.
+    #[error("realm {0:?} is not a valid realm name")]
+    Realm(String),
+    /// The token name is not an identifier.
+    #[error(
+        "token id {0:?} must be at least 2 characters, start with a letter and hold only letters, digits, '.', '-', '_'"
+    )]
+    Token(String),
+}
+
+/// Checks a token id `USER@REALM!TOKENID` against Proxmox's formats.
+pub fn validate_token_id(id: &str) -> Result<(), TokenIdError> {
+    let (userid, token) = id.rsplit_once('!').ok_or(TokenIdError::NoBang)?;
+    let (user, realm) = userid.rsplit_once('@').ok_or(TokenIdError::NoAt)?;
     if user.is_empty() || user.contains(|c: char| c.is_whitespace() || c == ':' || c == '/') {
-        return Err(format!(
-            "user {user:?} is empty or holds whitespace, ':' or '/'"
-        ));
+        return Err(TokenIdError::User(user.to_owned()));
     }
     let ident = |s: &str| {
         let mut chars = s.chars();
@@ -62,12 +79,10 @@ pub fn validate_token_id(id: &str) -> Result<(), String> {
             && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
     };
     if !ident(realm) {
-        return Err(format!("realm {realm:?} is not a valid realm name"));
+        return Err(TokenIdError::Realm(realm.to_owned()));
     }
     if !ident(token) {
-        return Err(format!(
-            "token id {token:?} must be at least 2 characters, start with a letter and hold only letters, digits, '.', '-', '_'"
-        ));
+        return Err(TokenIdError::Token(token.to_owned()));
     }
     Ok(())
 }
@@ -128,7 +143,7 @@ mod tests {
             ("root@pam!1x", "token id"),
             ("root@pam!fl/xp", "token id"),
         ] {
-            let e = validate_token_id(id).unwrap_err();
+            let e = validate_token_id(id).unwrap_err().to_string();
             assert!(e.contains(want), "{id}: {e}");
         }
     }

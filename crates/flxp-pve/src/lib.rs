@@ -45,7 +45,7 @@ pub mod types;
 mod wait;
 pub mod zone;
 
-pub use auth::{Credentials, TICKET_LIFETIME, validate_token_id};
+pub use auth::{Credentials, TICKET_LIFETIME, TokenIdError, validate_token_id};
 pub use client::{Client, ClientBuilder, HttpTransport};
 pub use error::{ApiErrorKind, Error, Result, api_error};
 pub use host::{DEFAULT_PORT, Host};

@@ -214,7 +214,7 @@ impl ZoneConfig {
                 "give token (with token-secret, -env or -file) or user (with password, -env or -file)",
             )),
             (Some(id), None) => {
-                validate_token_id(id).map_err(|e| config_err("token", e))?;
+                validate_token_id(id).map_err(|e| config_err("token", e.to_string()))?;
                 if has_password_keys {
                     return Err(config_err(
                         "password",

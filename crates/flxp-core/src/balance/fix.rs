@@ -16,12 +16,12 @@ use crate::Warning;
 use crate::cluster::{GuestIdx, NodeIdx};
 use crate::units::fmt_bytes;
 
+use super::draft::Draft;
 use super::explain::target_phrase;
 use super::movable::Intent;
 use super::plan::Purpose;
 use super::problems::{Problem, detect};
 use super::room;
-use super::sim::Sim;
 use super::units::UnitId;
 
 /// Which broken rules to fix.
@@ -36,7 +36,7 @@ pub(crate) struct Scope {
 }
 
 /// Fixes what can be fixed, in order, within the budget; records what cannot.
-pub(crate) fn fix_all(sim: &mut Sim, scope: &Scope) -> Result<()> {
+pub(crate) fn fix_all(sim: &mut Draft, scope: &Scope) -> Result<()> {
     // With a scope, only units with a member on its nodes can have a problem there; nothing moves
     // onto those nodes (they are in maintenance), so finding them once is enough.
     let mut scoped: Option<Vec<UnitId>> = scope.only_nodes.as_ref().map(|nodes| {
@@ -96,7 +96,7 @@ pub(crate) fn fix_all(sim: &mut Sim, scope: &Scope) -> Result<()> {
 }
 
 /// Fixes one problem; `Some(why not)` when nothing fits.
-fn try_fix(sim: &mut Sim, p: &Problem, scope: &Scope) -> Result<Option<String>> {
+fn try_fix(sim: &mut Draft, p: &Problem, scope: &Scope) -> Result<Option<String>> {
     if p.split {
         return join(sim, p);
     }
@@ -143,7 +143,7 @@ fn try_fix(sim: &mut Sim, p: &Problem, scope: &Scope) -> Result<Option<String>> 
 }
 
 /// Brings a split affinity group together on the node that needs the fewest bytes moved.
-fn join(sim: &mut Sim, p: &Problem) -> Result<Option<String>> {
+fn join(sim: &mut Draft, p: &Problem) -> Result<Option<String>> {
     let label = sim.units.get(p.unit).group.clone();
     let mut best: Option<(u64, usize, NodeIdx, Vec<GuestIdx>)> = None;
     for t in sim.cluster.node_indexes() {
@@ -215,7 +215,7 @@ mod tests {
         let rules = Rules::compile(c);
         let placer = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
         let state = State::new(c);
-        let mut sim = Sim::new(
+        let mut sim = Draft::new(
             c,
             &rules,
             &placer,
@@ -315,7 +315,7 @@ mod tests {
         let rules = Rules::compile(&c);
         let placer = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
         let state = State::new(&c);
-        let mut sim = Sim::new(
+        let mut sim = Draft::new(
             &c,
             &rules,
             &placer,

@@ -19,7 +19,8 @@
 
 pub mod bounds;
 mod check;
-mod explain;
+pub(crate) mod draft;
+pub(crate) mod explain;
 pub(crate) mod fix;
 pub mod measure;
 pub mod methods;
@@ -32,7 +33,6 @@ mod problems;
 mod pve;
 mod room;
 mod search;
-pub(crate) mod sim;
 mod softness;
 pub mod trigger;
 pub(crate) mod units;

@@ -14,6 +14,7 @@ use crate::constraints::Rules;
 /// Why a guest stays where it is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum Stay {
     /// `flxp.ignore` or `plb_ignore*`.
     Ignored,

@@ -95,7 +95,7 @@ pub(crate) struct Effect {
 impl Objective {
     /// The objective of a state.
     pub fn new(cluster: &Cluster, state: &State, kind: LoadKind) -> Self {
-        let balanced: Vec<bool> = cluster.nodes.iter().map(|n| n.is_schedulable()).collect();
+        let balanced: Vec<bool> = cluster.nodes().iter().map(|n| n.is_schedulable()).collect();
         let mut o = Self {
             kind,
             loads: vec![0.0; balanced.len()],

@@ -17,6 +17,7 @@ use crate::constraints::Violation;
 /// Why a migration is in the plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum Purpose {
     /// Fixes a broken hard rule (pin, selector, anti-affinity, split affinity group).
     Fix,

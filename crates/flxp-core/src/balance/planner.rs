@@ -13,13 +13,13 @@ use crate::state::State;
 use crate::units::fmt_bytes;
 
 use super::bounds::{moves_for_peak, moves_for_trough, pinned_spread_floor, spread_floor};
+use super::draft::Draft;
 use super::fix::{self, Scope};
 use super::measure::{Measure, Metric, balanced_loads, imbalance, node_loads};
 use super::methods::{self, PlanInput, Registry};
 use super::options::BalanceOptions;
 use super::plan::{Bounds, Plan};
 use super::search::{self, Stop};
-use super::sim::Sim;
 
 /// Plans migrations that fix broken hard rules and then balance the cluster, every step safe on
 /// the state the earlier steps leave.
@@ -89,7 +89,7 @@ fn search_plan(
 ) -> Result<(Plan, search::Outcome, usize)> {
     let measure = options.measure;
     let kind = measure.load_kind(options.metric);
-    let mut sim = Sim::new(
+    let mut sim = Draft::new(
         cluster,
         rules,
         placer,
@@ -195,14 +195,14 @@ fn summarize(plan: &mut Plan, outcome: &search::Outcome, fixes: usize, options: 
 
 /// Turns a finished simulation into a plan: before and after, violations, bounds, warnings.
 pub(crate) fn finish(
-    sim: Sim,
+    sim: Draft,
     start: &State,
     method: &str,
     metric: Metric,
     threshold: f64,
     target: f64,
 ) -> Plan {
-    let Sim {
+    let Draft {
         cluster,
         rules,
         measure,

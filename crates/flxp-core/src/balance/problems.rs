@@ -3,16 +3,15 @@
 //! first), affinity groups split over nodes, anti-affinity groups crowded on a node, then guests
 //! on nodes in maintenance, largest first. Guests that may not move are noted with why, once.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::cluster::{GuestIdx, NodeIdx};
-use crate::constraints::GroupKind;
+use crate::constraints::{Breach, GroupId, breaches_among, crowded_reason, split_reason};
 
-use super::explain::placement_list;
+use super::draft::Draft;
 use super::fix::Scope;
 use super::movable::{Intent, Stay};
 use super::plan::Purpose;
-use super::sim::Sim;
 use super::units::UnitId;
 
 /// One thing to fix.
@@ -30,8 +29,9 @@ pub(super) struct Problem {
     pub order: (u8, std::cmp::Reverse<u64>, u32),
 }
 
-/// Every broken rule on the current state, in the order they are fixed.
-pub(super) fn detect(sim: &mut Sim, scope: &Scope, scoped: Option<&[UnitId]>) -> Vec<Problem> {
+/// Every broken rule on the current state, in the order they are fixed: the checker's breaches
+/// of the units' guests, grouped by unit, within the scope, minus units that moved or stay.
+pub(super) fn detect(sim: &mut Draft, scope: &Scope, scoped: Option<&[UnitId]>) -> Vec<Problem> {
     let (cluster, rules) = (sim.cluster, sim.rules);
     let mut out: Vec<Problem> = Vec::new();
     let in_scope = |n: NodeIdx| scope.only_nodes.as_ref().is_none_or(|v| v.contains(&n));
@@ -41,21 +41,51 @@ pub(super) fn detect(sim: &mut Sim, scope: &Scope, scoped: Option<&[UnitId]>) ->
         Some(v) => v.to_vec(),
         None => (0..sim.units.all.len()).collect(),
     };
+    let found = breaches_among(
+        cluster,
+        rules,
+        &sim.state,
+        units
+            .iter()
+            .flat_map(|&u| sim.units.get(u).members.iter().copied()),
+    );
+    let mut of_guest: HashMap<GuestIdx, Vec<&Breach>> = HashMap::new();
+    let mut split: HashSet<GroupId> = HashSet::new();
+    let mut crowded: Vec<(&str, NodeIdx, &[GuestIdx])> = Vec::new();
+    for b in &found {
+        match b {
+            Breach::Split { group, .. } => {
+                split.insert(*group);
+            }
+            Breach::Crowded {
+                group,
+                node,
+                guests,
+            } => crowded.push((rules.group(*group).name.as_str(), *node, guests)),
+            _ => {
+                if let Some(g) = b.guest() {
+                    of_guest.entry(g).or_default().push(b);
+                }
+            }
+        }
+    }
+    let breaches_of = |g: GuestIdx| of_guest.get(&g).map_or(&[][..], Vec::as_slice);
 
     for &id in &units {
         let unit = sim.units.get(id);
         if sim.unit_moved(id) {
             continue;
         }
-        let running: Vec<GuestIdx> = unit
-            .members
-            .iter()
-            .copied()
-            .filter(|&m| cluster.guest(m).running)
-            .collect();
-        if unit.is_bundle() && unit.node(&sim.state).is_none() {
+        // A bundle's members are the running members of connected hard affinity groups: it is
+        // split exactly when one of its groups is.
+        let is_split = unit.is_bundle()
+            && unit
+                .members
+                .iter()
+                .any(|&m| rules.guest(m).groups.iter().any(|g| split.contains(g)));
+        if is_split {
             let mut at: BTreeMap<NodeIdx, Vec<u32>> = BTreeMap::new();
-            for &m in &running {
+            for &m in &unit.members {
                 at.entry(sim.state.location(m))
                     .or_default()
                     .push(cluster.guest(m).vmid);
@@ -63,7 +93,7 @@ pub(super) fn detect(sim: &mut Sim, scope: &Scope, scoped: Option<&[UnitId]>) ->
             if !at.keys().any(|&n| in_scope(n)) {
                 continue;
             }
-            let why = format!("members are split over {}", placement_list(cluster, &at));
+            let why = split_reason(cluster, &at);
             if let Some((g, stay)) = sim.unit_stays(id, Intent::Fix) {
                 stay_notes.extend(stay_note(sim, id, g, &stay, &why));
                 continue;
@@ -71,12 +101,12 @@ pub(super) fn detect(sim: &mut Sim, scope: &Scope, scoped: Option<&[UnitId]>) ->
             let group = unit.group.clone().unwrap_or_default();
             out.push(Problem {
                 unit: id,
-                members: running.clone(),
+                members: unit.members.clone(),
                 why,
                 rule: group,
                 purpose: Purpose::Fix,
                 split: true,
-                order: (1, std::cmp::Reverse(0), cluster.guest(running[0]).vmid),
+                order: (1, std::cmp::Reverse(0), cluster.guest(unit.members[0]).vmid),
             });
             seen[id] = true;
             continue;
@@ -84,58 +114,31 @@ pub(super) fn detect(sim: &mut Sim, scope: &Scope, scoped: Option<&[UnitId]>) ->
         let Some(&first) = unit.members.first() else {
             continue;
         };
-        let at = sim.state.location(first);
-        if !in_scope(at) {
+        if !in_scope(sim.state.location(first)) {
             continue;
         }
-        let node = cluster.node(at);
-        let mut found: Option<(u8, String, String, Purpose)> = None;
-        for &m in &unit.members {
-            let g = cluster.guest(m);
-            let r = rules.guest(m);
-            if let Some(nr) = r.rules_refusing(at).next() {
-                let allowed: Vec<&str> = nr
-                    .nodes
-                    .iter()
-                    .map(|&n| cluster.node(n).name.as_str())
-                    .collect();
-                found = Some((
-                    0,
-                    nr.rule.clone(),
-                    format!(
-                        "{} is on {}, {}",
-                        g.label(),
-                        node.name,
-                        crate::placement::allows_only(&nr.rule, &allowed)
-                    ),
-                    Purpose::Fix,
-                ));
-                break;
-            }
-            if let Some(l) = r.selectors.iter().find(|l| !node.labels.contains(*l)) {
-                found = Some((
-                    0,
-                    format!("flxp.select.{l}"),
-                    format!("{} is on {}, which lacks label {l}", g.label(), node.name),
-                    Purpose::Fix,
-                ));
-                break;
-            }
-        }
+        // The first member's first refusing node rule or missing label; else, when a member
+        // should leave a node in maintenance, that (all members share the node).
+        let mut found: Option<(u8, &Breach, Purpose)> = unit.members.iter().find_map(|&m| {
+            breaches_of(m)
+                .iter()
+                .find(|b| matches!(b, Breach::NodeRule { .. } | Breach::Selector { .. }))
+                .map(|&b| (0, b, Purpose::Fix))
+        });
         let wants_off_maintenance = unit
             .members
             .iter()
             .any(|&m| cluster.guest(m).running || scope.stopped_off_maintenance);
-        if found.is_none() && node.in_maintenance() && wants_off_maintenance {
-            let sources: Vec<&str> = node.maintenance.iter().map(|m| m.describe()).collect();
-            found = Some((
-                3,
-                "maintenance".into(),
-                format!("{} is in maintenance ({})", node.name, sources.join(", ")),
-                Purpose::Evacuate,
-            ));
+        if found.is_none() && wants_off_maintenance {
+            found = unit.members.iter().find_map(|&m| {
+                breaches_of(m)
+                    .iter()
+                    .find(|b| matches!(b, Breach::Maintenance { .. }))
+                    .map(|&b| (3, b, Purpose::Evacuate))
+            });
         }
-        if let Some((cat, rule, why, purpose)) = found {
+        if let Some((cat, breach, purpose)) = found {
+            let why = breach.reason(cluster);
             if let Some((g, stay)) = sim.unit_stays(id, Intent::Fix) {
                 // Ignored guests on a node in maintenance are not a violation: they stay by design.
                 stay_notes.extend(stay_note(sim, id, g, &stay, &why));
@@ -145,7 +148,7 @@ pub(super) fn detect(sim: &mut Sim, scope: &Scope, scoped: Option<&[UnitId]>) ->
             out.push(Problem {
                 unit: id,
                 members: unit.members.clone(),
-                rule,
+                rule: breach.rule(rules),
                 why,
                 purpose,
                 split: false,
@@ -155,71 +158,46 @@ pub(super) fn detect(sim: &mut Sim, scope: &Scope, scoped: Option<&[UnitId]>) ->
         }
     }
 
-    let mut anti: Vec<&crate::constraints::Group> = match scoped {
-        Some(_) => {
-            let mut ids: Vec<crate::constraints::GroupId> = units
-                .iter()
-                .flat_map(|&u| sim.units.get(u).members.iter())
-                .flat_map(|&g| rules.guest(g).groups.iter().copied())
-                .collect();
-            ids.sort_unstable();
-            ids.dedup();
-            ids.into_iter().map(|id| rules.group(id)).collect()
+    // By group name, then node, so that which member stays does not depend on compile order.
+    crowded.sort_by(|a, b| a.0.cmp(b.0));
+    for (group, node, guests) in crowded {
+        if !in_scope(node) {
+            continue;
         }
-        None => rules.groups.iter().collect(),
-    };
-    anti.retain(|g| g.hard && g.kind == GroupKind::AntiAffinity);
-    anti.sort_by(|a, b| a.name.cmp(&b.name));
-    for group in anti {
-        let mut at: BTreeMap<NodeIdx, Vec<GuestIdx>> = BTreeMap::new();
-        for &m in &group.members {
-            if cluster.guest(m).running {
-                at.entry(sim.state.location(m)).or_default().push(m);
-            }
-        }
-        for (node, mut members) in at.into_iter().filter(|(_, v)| v.len() > 1) {
-            if !in_scope(node) {
+        // Keep the member that cannot move, else the largest (fewest bytes to copy), else
+        // the lowest vmid; move the others.
+        let mut members = guests.to_vec();
+        members.sort_by_key(|&m| {
+            let unit = sim.units.of(m);
+            let fixed = sim.unit_moved(unit) || sim.unit_stays(unit, Intent::Fix).is_some();
+            (
+                !fixed,
+                std::cmp::Reverse(cluster.guest(m).mem_footprint()),
+                cluster.guest(m).vmid,
+            )
+        });
+        for &m in &members[1..] {
+            let unit = sim.units.of(m);
+            let why = crowded_reason(cluster, m, node, members[0]);
+            if seen[unit] || sim.unit_moved(unit) {
                 continue;
             }
-            // Keep the member that cannot move, else the largest (fewest bytes to copy), else
-            // the lowest vmid; move the others.
-            members.sort_by_key(|&m| {
-                let unit = sim.units.of(m);
-                let fixed = sim.unit_moved(unit) || sim.unit_stays(unit, Intent::Fix).is_some();
-                (
-                    !fixed,
-                    std::cmp::Reverse(cluster.guest(m).mem_footprint()),
-                    cluster.guest(m).vmid,
-                )
-            });
-            let keeper = cluster.guest(members[0]).label();
-            for &m in &members[1..] {
-                let unit = sim.units.of(m);
-                let why = format!(
-                    "{} shares {} with {keeper}",
-                    cluster.guest(m).label(),
-                    cluster.node(node).name
-                );
-                if seen[unit] || sim.unit_moved(unit) {
-                    continue;
-                }
-                if let Some((g, stay)) = sim.unit_stays(unit, Intent::Fix) {
-                    stay_notes.extend(stay_note(sim, unit, g, &stay, &why));
-                    continue;
-                }
-                seen[unit] = true;
-                let members = sim.units.get(unit).members.clone();
-                let bytes = sim.bytes(&members);
-                out.push(Problem {
-                    unit,
-                    members,
-                    rule: group.name.clone(),
-                    why,
-                    purpose: Purpose::Fix,
-                    split: false,
-                    order: (2, std::cmp::Reverse(bytes), cluster.guest(m).vmid),
-                });
+            if let Some((g, stay)) = sim.unit_stays(unit, Intent::Fix) {
+                stay_notes.extend(stay_note(sim, unit, g, &stay, &why));
+                continue;
             }
+            seen[unit] = true;
+            let members = sim.units.get(unit).members.clone();
+            let bytes = sim.bytes(&members);
+            out.push(Problem {
+                unit,
+                members,
+                rule: group.to_owned(),
+                why,
+                purpose: Purpose::Fix,
+                split: false,
+                order: (2, std::cmp::Reverse(bytes), cluster.guest(m).vmid),
+            });
         }
     }
     for (g, note) in stay_notes {
@@ -231,7 +209,7 @@ pub(super) fn detect(sim: &mut Sim, scope: &Scope, scoped: Option<&[UnitId]>) ->
 
 /// Why each member of a unit stays: the member that may not move, and the others with it.
 fn stay_note(
-    sim: &Sim,
+    sim: &Draft,
     unit: UnitId,
     blocker: GuestIdx,
     stay: &Stay,

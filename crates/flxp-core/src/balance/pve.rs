@@ -23,13 +23,13 @@ use crate::pve_crs::{
 };
 use crate::state::State;
 
+use super::draft::Draft;
 use super::measure::{Measure, Metric, balanced_nodes};
 use super::methods::{MethodName, pve_bruteforce, pve_topsis};
 use super::movable::Intent;
 use super::options::BalanceOptions;
 use super::plan::{Migration, Plan, Purpose};
 use super::planner::finish;
-use super::sim::Sim;
 use super::units::UnitId;
 
 /// One ranked move of Proxmox's method.
@@ -54,7 +54,7 @@ struct Candidates {
 }
 
 /// Every (bundle, target) move; with `filter`, only targets the placement filters accept.
-fn candidates(sim: &Sim, filter: bool) -> Candidates {
+fn candidates(sim: &Draft, filter: bool) -> Candidates {
     let (cluster, state) = (sim.cluster, &sim.state);
     let scorable: Vec<NodeIdx> = balanced_nodes(cluster)
         .filter(|&n| cluster.node(n).maxcpu > 0.0 && cluster.node(n).maxmem > 0)
@@ -122,7 +122,7 @@ fn candidates(sim: &Sim, filter: bool) -> Candidates {
 }
 
 /// Whether the placement filters let a unit go to a node on the current state.
-fn allowed(sim: &Sim, unit: UnitId, to: NodeIdx) -> bool {
+fn allowed(sim: &Draft, unit: UnitId, to: NodeIdx) -> bool {
     let u = sim.units.get(unit);
     let subject = sim.subject(&u.members, u.group.as_deref());
     sim.feasible(&subject, to)
@@ -223,9 +223,9 @@ fn new_sim<'a>(
     state: &State,
     placer: &'a Placer,
     options: &BalanceOptions,
-) -> Sim<'a> {
+) -> Draft<'a> {
     let measure = pve_measure(options);
-    let mut sim = Sim::new(
+    let mut sim = Draft::new(
         cluster,
         rules,
         placer,

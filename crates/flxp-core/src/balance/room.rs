@@ -12,16 +12,16 @@ use crate::cluster::{GuestIdx, NodeIdx};
 use crate::placement::{Ctx, Reason};
 use crate::units::fmt_bytes;
 
+use super::draft::Draft;
 use super::explain::target_phrase;
 use super::movable::Intent;
 use super::plan::Purpose;
-use super::sim::Sim;
 use super::units::UnitId;
 
 /// Moves up to `limit` guests off a node that lacks only memory for the problem, then the
 /// problem there. Tried on a copy of the state first; nothing is applied unless the fix fits.
 pub(super) fn make_room(
-    sim: &mut Sim,
+    sim: &mut Draft,
     unit: UnitId,
     members: &[GuestIdx],
     purpose: Purpose,
@@ -171,7 +171,7 @@ mod tests {
         let state = State::new(&c);
         let g = c.guest_idx(105).unwrap();
         for (limit, want) in [(1, vec![]), (2, vec![101, 102, 105])] {
-            let mut sim = Sim::new(
+            let mut sim = Draft::new(
                 &c,
                 &rules,
                 &placer,

@@ -24,11 +24,11 @@ use crate::cluster::NodeIdx;
 use crate::placement::{Ctx, Subject};
 use crate::units::fmt_bytes;
 
+use super::draft::Draft;
 use super::movable::{Intent, Stay};
 use super::objective::{Effect, Shift};
 use super::options::BalanceOptions;
 use super::plan::Purpose;
-use super::sim::Sim;
 use super::softness::penalty;
 use super::units::UnitId;
 
@@ -129,7 +129,7 @@ fn best_first(cands: Vec<Move>) -> impl Iterator<Item = Move> {
 }
 
 /// Balances the sim's state within its budget.
-pub(crate) fn balance(sim: &mut Sim, opts: &BalanceOptions) -> Result<Outcome> {
+pub(crate) fn balance(sim: &mut Draft, opts: &BalanceOptions) -> Result<Outcome> {
     let measure = sim.measure;
     let trigger = &opts.trigger;
     let start_value = sim.objective.measure(measure);
@@ -141,7 +141,7 @@ pub(crate) fn balance(sim: &mut Sim, opts: &BalanceOptions) -> Result<Outcome> {
         });
     }
     let target = trigger.target_for(measure);
-    let n = sim.cluster.nodes.len();
+    let n = sim.cluster.nodes().len();
     let mut by_node: Vec<Vec<UnitId>> = vec![Vec::new(); n];
     let mut shifts: Vec<Option<Shift>> = vec![None; sim.units.all.len()];
     for (id, shift) in shifts.iter_mut().enumerate() {
@@ -238,7 +238,7 @@ pub(crate) fn balance(sim: &mut Sim, opts: &BalanceOptions) -> Result<Outcome> {
 }
 
 fn candidates_nodes(
-    sim: &Sim,
+    sim: &Draft,
     opts: &BalanceOptions,
     by_node: &[Vec<UnitId>],
     width: usize,
@@ -260,7 +260,7 @@ fn candidates_nodes(
 }
 
 fn best_move(
-    sim: &Sim,
+    sim: &Draft,
     opts: &BalanceOptions,
     by_node: &[Vec<UnitId>],
     shifts: &[Option<Shift>],
@@ -316,7 +316,7 @@ fn best_move(
 
 /// Whether a subject may go from `s` to `t` on the current state: every filter passes and no soft
 /// rule of the subject is worse off.
-fn allowed(sim: &Sim, subject: &Subject, s: NodeIdx, t: NodeIdx) -> bool {
+fn allowed(sim: &Draft, subject: &Subject, s: NodeIdx, t: NodeIdx) -> bool {
     let ctx = Ctx::new(
         sim.cluster,
         sim.rules,
@@ -328,7 +328,7 @@ fn allowed(sim: &Sim, subject: &Subject, s: NodeIdx, t: NodeIdx) -> bool {
 }
 
 fn best_swap(
-    sim: &mut Sim,
+    sim: &mut Draft,
     opts: &BalanceOptions,
     by_node: &[Vec<UnitId>],
     shifts: &[Option<Shift>],
@@ -393,7 +393,7 @@ fn best_swap(
 
 /// Whether two unit moves pass the filters one after the other, each on the state the previous
 /// leaves, and leave no soft rule worse off.
-fn swap_is_safe(sim: &mut Sim, order: &[(UnitId, NodeIdx, NodeIdx)]) -> bool {
+fn swap_is_safe(sim: &mut Draft, order: &[(UnitId, NodeIdx, NodeIdx)]) -> bool {
     let saved = sim.state.clone();
     let mut ok = true;
     for &(u, s, t) in order {
@@ -411,7 +411,7 @@ fn swap_is_safe(sim: &mut Sim, order: &[(UnitId, NodeIdx, NodeIdx)]) -> bool {
     ok
 }
 
-fn apply(sim: &mut Sim, m: &Move) {
+fn apply(sim: &mut Draft, m: &Move) {
     let kind = m.count;
     for (i, &(u, s, t)) in m.moves().iter().enumerate() {
         let unit = sim.units.get(u).clone();

@@ -197,7 +197,7 @@ impl Trigger {
         }
         if self.pressure.is_enabled() {
             let pressed: Vec<String> = cluster
-                .nodes
+                .nodes()
                 .iter()
                 .filter(|n| n.is_schedulable())
                 .filter_map(|n| {

@@ -69,7 +69,7 @@ pub(crate) struct Units {
 impl Units {
     /// Groups the guests of a cluster into units.
     pub fn new(cluster: &Cluster, rules: &Rules) -> Self {
-        let n = cluster.guests.len();
+        let n = cluster.guests().len();
         // Union-find over guests, joined by hard affinity groups taken in name order, so the
         // result does not depend on the order groups were compiled in.
         let mut parent: Vec<usize> = (0..n).collect();

@@ -18,7 +18,7 @@ use serde::Serialize;
 pub use crs::{Crs, CrsMode};
 pub use guest::{Guest, GuestIdx, GuestKind};
 pub use limits::{MAX_BYTES, MAX_CPUS, MAX_TOTAL_BYTES};
-pub use node::{MaintenanceSource, Node, NodeIdx, NodeStatus, Pressure};
+pub use node::{MaintenanceSource, Node, NodeIdx, NodeReachability, Pressure};
 pub use tasks::TaskIndex;
 
 use crate::constraints::notes::{self, NodeTokens};
@@ -55,10 +55,11 @@ pub struct Overrides {
 /// The typed cluster: nodes, guests, storages, HA, options, tasks and indexes.
 #[derive(Debug, Clone)]
 pub struct Cluster {
-    /// Nodes, sorted by name so that every iteration is deterministic.
-    pub nodes: Vec<Node>,
-    /// Guests, sorted by vmid.
-    pub guests: Vec<Guest>,
+    /// Nodes, sorted by name so that every iteration is deterministic. Private, like the
+    /// indexes built from it: a renamed, added or reordered node would break them.
+    nodes: Vec<Node>,
+    /// Guests, sorted by vmid; private for the same reason.
+    guests: Vec<Guest>,
     /// Storages, per node.
     pub storages: Vec<Storage>,
     /// HA rules, resources and status, as read.
@@ -244,6 +245,31 @@ impl Cluster {
             .map(|(t, g)| (t.as_str(), g.as_slice()))
     }
 
+    /// All nodes, in name order.
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// All guests, in vmid order.
+    pub fn guests(&self) -> &[Guest] {
+        &self.guests
+    }
+
+    /// Puts a node into maintenance as requested by the caller (evacuation), if it is not already.
+    pub fn request_maintenance(&mut self, node: NodeIdx) {
+        if let Some(n) = self.nodes.get_mut(node.get()) {
+            if !n.in_maintenance() {
+                n.maintenance.push(MaintenanceSource::Requested);
+            }
+        }
+    }
+
+    /// A node to change in a test fixture (never its name: the indexes hold it).
+    #[cfg(test)]
+    pub(crate) fn node_mut(&mut self, idx: NodeIdx) -> &mut Node {
+        &mut self.nodes[idx.get()]
+    }
+
     /// Indexes of all nodes, in name order.
     pub fn node_indexes(&self) -> impl Iterator<Item = NodeIdx> + '_ {
         (0..self.nodes.len() as u32).map(NodeIdx)
@@ -258,7 +284,7 @@ impl Cluster {
 fn empty_node(name: String) -> Node {
     Node {
         name,
-        status: NodeStatus::Unknown,
+        status: NodeReachability::Unknown,
         maxcpu: 0.0,
         cpu: 0.0,
         maxmem: 0,
@@ -310,7 +336,7 @@ fn collect_nodes(resources: &[Resource]) -> Result<Vec<Node>> {
             message,
         })?;
         let mut node = empty_node(name);
-        node.status = NodeStatus::from_word(r.status.as_deref());
+        node.status = NodeReachability::from_word(r.status.as_deref());
         node.maxcpu = maxcpu;
         node.cpu = cpu;
         node.maxmem = r.maxmem.unwrap_or(0);
@@ -547,7 +573,7 @@ mod tests {
         let c = cluster(
             r#"[{"id":"qemu/101","type":"qemu","vmid":101,"node":"x","status":"running"}]"#,
         );
-        assert_eq!(c.nodes[0].status, NodeStatus::Unknown);
+        assert_eq!(c.nodes[0].status, NodeReachability::Unknown);
         assert!(c.warnings[0].to_string().contains("no node entry"));
     }
 

@@ -18,7 +18,7 @@ impl NodeIdx {
 /// A node's cluster status as `/cluster/resources` reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum NodeStatus {
+pub enum NodeReachability {
     /// Reachable and in quorum.
     Online,
     /// Known to be down.
@@ -27,7 +27,7 @@ pub enum NodeStatus {
     Unknown,
 }
 
-impl NodeStatus {
+impl NodeReachability {
     /// Reads Proxmox's status word; anything unfamiliar is `Unknown`.
     pub fn from_word(s: Option<&str>) -> Self {
         match s {
@@ -50,6 +50,7 @@ impl NodeStatus {
 /// Why a node is in maintenance; several sources may agree.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum MaintenanceSource {
     /// The `flxp.maintenance` token in the node's notes (or its config override).
     Notes,
@@ -91,7 +92,7 @@ pub struct Node {
     /// Node name as Proxmox spells it.
     pub name: String,
     /// Cluster status.
-    pub status: NodeStatus,
+    pub status: NodeReachability,
     /// Logical CPUs.
     pub maxcpu: f64,
     /// CPU load as a fraction of `maxcpu` (0..1).
@@ -124,7 +125,7 @@ pub struct Node {
 impl Node {
     /// Whether the node reports `online`.
     pub fn is_online(&self) -> bool {
-        self.status == NodeStatus::Online
+        self.status == NodeReachability::Online
     }
 
     /// Whether the node is being emptied.

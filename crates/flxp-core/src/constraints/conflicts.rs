@@ -157,7 +157,7 @@ pub(super) fn find(cluster: &Cluster, rules: &Rules) -> Vec<Conflict> {
             .iter()
             .map(|&g| eligible[g.get()].as_deref())
             .collect();
-        let matched = max_matching(&adjacency, cluster.nodes.len());
+        let matched = max_matching(&adjacency, cluster.nodes().len());
         if matched < members.len() {
             let hostable: BTreeSet<NodeIdx> = members
                 .iter()

@@ -5,6 +5,7 @@
 //! reports malformed tokens as warnings and rules that cannot all hold as conflicts. Placement and
 //! planning only ever look at the compiled form.
 
+mod breaches;
 mod conflicts;
 mod ha;
 pub mod notes;
@@ -12,6 +13,8 @@ mod rules;
 pub mod tags;
 mod violations;
 
+pub use breaches::{Breach, breaches, breaches_among};
+pub(crate) use breaches::{crowded_reason, split_reason};
 pub use conflicts::Conflict;
 pub use rules::{Group, GroupId, GroupKind, GuestRules, NodeRule, Preference, Rules};
 pub use violations::{Violation, violations};

@@ -128,7 +128,7 @@ impl Rules {
     /// Compiles every guest's tags and the HA rules of a cluster.
     pub fn compile(cluster: &Cluster) -> Self {
         let mut rules = Self {
-            guests: vec![GuestRules::default(); cluster.guests.len()],
+            guests: vec![GuestRules::default(); cluster.guests().len()],
             ..Self::default()
         };
         for idx in cluster.guest_indexes() {

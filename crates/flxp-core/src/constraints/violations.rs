@@ -1,13 +1,13 @@
-//! Hard rules a cluster state breaks: guests where they may not be, groups split or crowded, guests
-//! on nodes in maintenance. Computed for any state, so plans can show before and after.
+//! Broken hard rules in report form: the checker's [breaches](super::breaches()) of running guests,
+//! with names and words instead of indexes. Computed for any state, so plans show before and after.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::Serialize;
 
-use super::rules::{GroupKind, Rules};
-use crate::cluster::{Cluster, NodeIdx};
+use super::breaches::{Breach, breaches};
+use super::rules::Rules;
+use crate::cluster::Cluster;
 use crate::state::State;
 
 /// One broken hard rule.
@@ -29,117 +29,34 @@ impl fmt::Display for Violation {
     }
 }
 
-/// Every hard rule the state breaks, sorted by rule, node and guests.
-pub fn violations(cluster: &Cluster, rules: &Rules, state: &State) -> Vec<Violation> {
-    let mut out = Vec::new();
-    for g_idx in cluster.guest_indexes() {
-        let g = cluster.guest(g_idx);
-        if !g.running {
-            continue;
-        }
-        let at = state.location(g_idx);
-        let node = cluster.node(at);
-        let r = rules.guest(g_idx);
-        for nr in r.rules_refusing(at) {
-            let allowed: Vec<&str> = nr
-                .nodes
+impl Violation {
+    /// A breach in report form.
+    pub fn from_breach(breach: &Breach, cluster: &Cluster, rules: &Rules) -> Self {
+        Self {
+            rule: breach.rule(rules),
+            node: breach
+                .node()
+                .map_or(String::new(), |n| cluster.node(n).name.clone()),
+            vmids: breach
+                .guests()
                 .iter()
-                .map(|&n| cluster.node(n).name.as_str())
-                .collect();
-            out.push(Violation {
-                rule: nr.rule.clone(),
-                node: node.name.clone(),
-                vmids: vec![g.vmid],
-                message: format!(
-                    "guest {} runs on {}, but {}",
-                    g.label(),
-                    node.name,
-                    crate::placement::allows_only(&nr.rule, &allowed)
-                ),
-            });
-        }
-        for label in r.selectors.iter().filter(|l| !node.labels.contains(*l)) {
-            out.push(Violation {
-                rule: format!("flxp.select.{label}"),
-                node: node.name.clone(),
-                vmids: vec![g.vmid],
-                message: format!(
-                    "guest {} runs on {}, which lacks label {label}",
-                    g.label(),
-                    node.name
-                ),
-            });
-        }
-        if node.in_maintenance() && !r.ignore {
-            out.push(Violation {
-                rule: "maintenance".into(),
-                node: node.name.clone(),
-                vmids: vec![g.vmid],
-                message: format!(
-                    "guest {} runs on {}, which is in maintenance ({})",
-                    g.label(),
-                    node.name,
-                    node.maintenance
-                        .iter()
-                        .map(|m| m.describe())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            });
+                .map(|&g| cluster.guest(g).vmid)
+                .collect(),
+            message: breach.message(cluster),
         }
     }
-    for group in rules.groups.iter().filter(|g| g.hard) {
-        let mut by_node: BTreeMap<NodeIdx, Vec<u32>> = BTreeMap::new();
-        for &m in &group.members {
-            if cluster.guest(m).running {
-                by_node
-                    .entry(state.location(m))
-                    .or_default()
-                    .push(cluster.guest(m).vmid);
-            }
-        }
-        match group.kind {
-            GroupKind::AntiAffinity => {
-                for (n, vmids) in by_node.iter().filter(|(_, v)| v.len() > 1) {
-                    out.push(Violation {
-                        rule: group.name.clone(),
-                        node: cluster.node(*n).name.clone(),
-                        vmids: vmids.clone(),
-                        message: format!(
-                            "guests {vmids:?} must be on different nodes but share {}",
-                            cluster.node(*n).name
-                        ),
-                    });
-                }
-            }
-            GroupKind::Affinity if by_node.len() > 1 => {
-                let parts: Vec<String> = by_node
-                    .iter()
-                    .map(|(n, v)| format!("{} on {}", fmt_vmids(v), cluster.node(*n).name))
-                    .collect();
-                let first = by_node
-                    .keys()
-                    .next()
-                    .map_or(String::new(), |n| cluster.node(*n).name.clone());
-                out.push(Violation {
-                    rule: group.name.clone(),
-                    node: first,
-                    vmids: by_node.values().flatten().copied().collect(),
-                    message: format!(
-                        "group must share one node but is split: {}",
-                        parts.join("; ")
-                    ),
-                });
-            }
-            GroupKind::Affinity => {}
-        }
-    }
-    out.sort();
-    out
 }
 
-fn fmt_vmids(v: &[u32]) -> String {
-    v.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+/// Every hard rule the state breaks that counts as a violation ([`Breach::is_violation`]),
+/// sorted by rule, node and guests.
+pub fn violations(cluster: &Cluster, rules: &Rules, state: &State) -> Vec<Violation> {
+    let mut out: Vec<Violation> = breaches(cluster, rules, state)
+        .iter()
+        .filter(|b| b.is_violation(cluster, rules))
+        .map(|b| Violation::from_breach(b, cluster, rules))
+        .collect();
+    out.sort();
+    out
 }
 
 #[cfg(test)]

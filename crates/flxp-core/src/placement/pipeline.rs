@@ -297,7 +297,12 @@ impl Placer {
         warnings: &mut Vec<Warning>,
     ) -> Result<Placement> {
         let idx = ctx.cluster.node_idx_loose(host).ok_or_else(|| {
-            let names: Vec<&str> = ctx.cluster.nodes.iter().map(|n| n.name.as_str()).collect();
+            let names: Vec<&str> = ctx
+                .cluster
+                .nodes()
+                .iter()
+                .map(|n| n.name.as_str())
+                .collect();
             Error::UnknownHost {
                 host: host.to_owned(),
                 nodes: names.join(", "),

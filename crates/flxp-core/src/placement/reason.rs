@@ -9,6 +9,7 @@ use crate::units::{fmt_bytes, fmt_cores};
 /// One failed filter on one node.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum Reason {
     /// The node is not online.
     NotOnline {

@@ -147,7 +147,7 @@ fn proxlb_until_stable(c: &Cluster, balanciness: f64) -> (usize, usize, f64) {
 /// Like [`proxlb_until_stable`], with the bytes copied.
 fn proxlb_run(c: &Cluster, balanciness: f64) -> (usize, usize, f64, f64) {
     let mut nodes: Vec<LbNode> = c
-        .nodes
+        .nodes()
         .iter()
         .map(|n| LbNode {
             total: n.maxmem as f64,
@@ -155,7 +155,7 @@ fn proxlb_run(c: &Cluster, balanciness: f64) -> (usize, usize, f64, f64) {
         })
         .collect();
     let mut guests: Vec<LbGuest> = c
-        .guests
+        .guests()
         .iter()
         .map(|g| LbGuest {
             node: g.node.get(),

@@ -30,11 +30,7 @@ fn rebuild(c: &Cluster, overrides: &Overrides) -> Cluster {
     let mut c2 = c.clone();
     for name in &overrides.maintenance {
         if let Some(i) = c2.node_idx(name) {
-            if !c2.nodes[i.get()].in_maintenance() {
-                c2.nodes[i.get()]
-                    .maintenance
-                    .push(flxp_core::cluster::MaintenanceSource::Requested);
-            }
+            c2.request_maintenance(i);
         }
     }
     c2

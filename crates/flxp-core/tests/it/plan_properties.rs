@@ -10,7 +10,7 @@ use flxp_core::balance::{
     BalanceOptions, EvacuateOptions, Measure, Plan, Purpose, Trigger, plan, replay,
 };
 use flxp_core::builder::*;
-use flxp_core::constraints::violations;
+use flxp_core::constraints::{breaches, violations};
 use flxp_core::evacuate::evacuate;
 use flxp_core::placement::{Ctx, PlacementOptions, Placer, Subject};
 use flxp_core::snapshot::Snapshot;
@@ -347,6 +347,30 @@ proptest! {
     }
 
     #[test]
+    fn a_plan_reports_what_the_checker_says_and_fixes_only_what_it_found(
+        g in cluster_gen(),
+        budget in 0usize..12,
+    ) {
+        let c = build(&g).build();
+        let rules = Rules::compile(&c);
+        let start = State::new(&c);
+        let p = plan(&c, &rules, &start, &placer(), &options(budget, 5.0)).unwrap();
+        let end = replay(&c, &rules, &start, &placer(), &p.migrations).unwrap();
+        prop_assert_eq!(&p.violations_before, &violations(&c, &rules, &start));
+        prop_assert_eq!(&p.violations_after, &violations(&c, &rules, &end));
+        // Every step that fixes or evacuates moves a guest the checker found in breach.
+        let found: BTreeSet<u32> = breaches(&c, &rules, &start)
+            .iter()
+            .flat_map(|b| b.guests())
+            .map(|gi| c.guest(gi).vmid)
+            .collect();
+        for m in p.migrations.iter().filter(|m| matches!(m.purpose, Purpose::Fix | Purpose::Evacuate)) {
+            let step: Vec<u32> = p.migrations.iter().filter(|o| o.step == m.step).map(|o| o.vmid).collect();
+            prop_assert!(step.iter().any(|v| found.contains(v)), "{} moved for no breach: {}", m.vmid, m.reason);
+        }
+    }
+
+    #[test]
     fn the_same_snapshot_gives_the_same_plan_however_it_is_listed(
         g in cluster_gen(),
         seed in any::<u64>(),
@@ -385,7 +409,7 @@ proptest! {
         let c = build(&g).build();
         let rules = Rules::compile(&c);
         let start = State::new(&c);
-        let target = flxp_core::cluster::NodeIdx((which % c.nodes.len()) as u32);
+        let target = flxp_core::cluster::NodeIdx((which % c.nodes().len()) as u32);
         let o = EvacuateOptions { max_inflow_per_node: inflow, ..EvacuateOptions::default() };
         let p = evacuate(&c, &rules, &start, &placer(), &[target], &o).unwrap();
         // Replay on the cluster with the node in maintenance, as the plan was made.

@@ -99,7 +99,7 @@ fn mig(vmid: u32, kind: GuestKind, from: &str, to: &str, step: u32) -> Migration
 
 /// A plan of the world with these migrations (the rest of the plan is the core's).
 fn plan_of(api: &ScriptedApi, migrations: Vec<Migration>) -> Plan {
-    let model = Model::build(&api.snapshot(), &Overrides::default()).unwrap();
+    let model = Model::from_snapshot(&api.snapshot(), &Overrides::default()).unwrap();
     let goal = Goal::Balance(BalanceOptions::default());
     let mut plan = planning::plan(&model, &placer(), &goal, None).unwrap();
     plan.migrations = migrations;
@@ -407,7 +407,7 @@ async fn a_failed_migration_is_reported_and_the_evacuation_goes_on_without_it() 
             ..Script::default()
         },
     ));
-    let model = Model::build(&api.snapshot(), &Overrides::default()).unwrap();
+    let model = Model::from_snapshot(&api.snapshot(), &Overrides::default()).unwrap();
     let goal = evacuate(&["a"]);
     let plan = planning::plan(&model, &placer(), &goal, None).unwrap();
     assert!(plan.migrations.iter().any(|m| m.vmid == 101));

@@ -78,7 +78,7 @@ impl Zone {
 
     /// The model of the world now.
     pub fn model(&self) -> Model {
-        Model::build(&self.snapshot(), &Overrides::default()).unwrap()
+        Model::from_snapshot(&self.snapshot(), &Overrides::default()).unwrap()
     }
 
     /// The node a guest is on now.
@@ -178,7 +178,7 @@ impl Watch {
                 problems.push(format!("{when}: {name} carries {used} of {}", n.maxmem));
             }
         }
-        let m = Model::build(&w.snapshot(), &Overrides::default()).unwrap();
+        let m = Model::from_snapshot(&w.snapshot(), &Overrides::default()).unwrap();
         drop(w);
         for v in violations(&m.cluster, &m.rules, &m.state) {
             if !self.start.contains(&v) {

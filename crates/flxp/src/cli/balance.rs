@@ -118,7 +118,7 @@ pub fn carry_out(
             if let Some(time) = snapshot.time {
                 planning::hold_pending_ha(&mut snapshot, time);
             }
-            let model = Model::build(&snapshot, &Overrides::default())
+            let model = Model::from_snapshot(&snapshot, &Overrides::default())
                 .with_context(|| format!("in {}", path.display()))?;
             (plan_on(&model, &placer, goal)?, None)
         }

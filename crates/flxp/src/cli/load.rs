@@ -7,34 +7,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use flxp_core::placement::Placer;
-use flxp_core::{Cluster, Overrides, Rules, Snapshot, State};
+use flxp_core::{Model, Overrides, Snapshot};
 
 use super::{SourceArgs, UsageError};
 use crate::config::Config;
-
-/// A cluster ready for decisions: the model, its rules and its state.
-pub struct Loaded {
-    /// The typed cluster.
-    pub cluster: Cluster,
-    /// Its compiled rules.
-    pub rules: Rules,
-    /// Its state as reported.
-    pub state: State,
-}
-
-impl Loaded {
-    /// Builds model, rules and state from a snapshot.
-    pub fn from_snapshot(snapshot: &Snapshot, overrides: &Overrides) -> Result<Self> {
-        let cluster = Cluster::from_snapshot(snapshot, overrides)?;
-        let rules = Rules::compile(&cluster);
-        let state = State::new(&cluster);
-        Ok(Self {
-            cluster,
-            rules,
-            state,
-        })
-    }
-}
 
 /// Reads a snapshot file; `-` is stdin. Errors name the file.
 pub fn read_snapshot_file(path: &Path) -> Result<Snapshot> {
@@ -96,16 +72,16 @@ pub fn live_snapshot(config: &Config, zone: &str) -> Result<Snapshot> {
 }
 
 /// Loads the cluster the source arguments name, with the config's overrides for a zone.
-pub fn load(source: &SourceArgs, config: &Config) -> Result<Loaded> {
+pub fn load(source: &SourceArgs, config: &Config) -> Result<Model> {
     match (&source.from_file, &source.zone) {
         (Some(path), _) => {
             let snap = read_snapshot_file(path)?;
-            Loaded::from_snapshot(&snap, &Overrides::default())
+            Model::from_snapshot(&snap, &Overrides::default())
                 .with_context(|| format!("in {}", path.display()))
         }
         (None, Some(zone)) => {
             let snap = live_snapshot(config, zone)?;
-            Loaded::from_snapshot(&snap, &config.overrides(zone))
+            Model::from_snapshot(&snap, &config.overrides(zone))
                 .with_context(|| format!("zone {zone}"))
         }
         (None, None) => Err(UsageError(

@@ -38,7 +38,7 @@ pub fn check_catalog(config: &Config, clusters: &Clusters<'_>) -> Result<(), (St
         };
         for node in nodes.keys() {
             if cluster.node_idx(node).is_none() {
-                let names: Vec<&str> = cluster.nodes.iter().map(|n| n.name.as_str()).collect();
+                let names: Vec<&str> = cluster.nodes().iter().map(|n| n.name.as_str()).collect();
                 return Err((
                     format!("overrides.{zone}.{node}"),
                     format!(

@@ -280,7 +280,7 @@ mod tests {
             !Arc::ptr_eq(&a, &others[0]),
             "later requests never get the older snapshot"
         );
-        assert_eq!(a.cluster.nodes.len(), 4);
+        assert_eq!(a.cluster.nodes().len(), 4);
         // A call after all of them reads the cluster again.
         z.model().await.unwrap();
         assert_eq!(resources_calls(&fake), 3);

@@ -65,7 +65,7 @@ mod tests {
         let mut c = ClusterBuilder::new().nodes(&["a", "b", "c", "d"]).build();
         for (name, state) in [("a", "online"), ("b", "fence"), ("c", "unknown")] {
             let i = c.node_idx(name).unwrap();
-            c.nodes[i.get()].ha_state = Some(state.into());
+            c.node_mut(i).ha_state = Some(state.into());
         }
         let s = new_vm(&c, GIB, 1, &[]);
         let o = PlacementOptions::default();

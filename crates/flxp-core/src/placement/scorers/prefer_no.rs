@@ -22,7 +22,7 @@ impl Scorer for PreferNo {
     }
     fn applies(&self, ctx: &Ctx) -> bool {
         ctx.cluster
-            .nodes
+            .nodes()
             .iter()
             .any(|n| n.prefer_no.iter().any(|t| !ctx.subject.rules.tolerates(t)))
     }

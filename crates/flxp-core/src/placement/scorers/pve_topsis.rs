@@ -75,7 +75,7 @@ fn topsis_scores(ctx: &Ctx, nodes: &[NodeView], dynamic: bool) -> Vec<f64> {
     // Errors need bad capacities, which `alternatives` leaves out; NaN makes the pipeline name
     // this scorer if it happens anyway.
     let scored = score_nodes_to_start(&stats, &resource).unwrap_or_default();
-    let mut position = vec![usize::MAX; ctx.cluster.nodes.len()];
+    let mut position = vec![usize::MAX; ctx.cluster.nodes().len()];
     for (p, n) in idx.iter().enumerate() {
         position[n.get()] = p;
     }

@@ -168,7 +168,7 @@ pub(super) fn evacuation(
                 "node {node:?} is not in zone {zone}; nodes: {}",
                 model
                     .cluster
-                    .nodes
+                    .nodes()
                     .iter()
                     .map(|n| n.name.as_str())
                     .collect::<Vec<_>>()

@@ -8,7 +8,7 @@
 use async_graphql::{ID, InputObject, Json, SimpleObject};
 use flxp_core::balance::{Migration, Plan, Registry};
 use flxp_core::placement::Placement;
-use flxp_core::status::NodeStatus;
+use flxp_core::status::NodeSummary;
 use flxp_core::{Cluster, State};
 
 /// A node as `createVM` answers it.
@@ -110,7 +110,7 @@ pub struct Node {
 
 impl Node {
     /// From the status report's line and the report's violations.
-    pub fn new(n: &NodeStatus, violations: &[flxp_core::constraints::Violation]) -> Self {
+    pub fn new(n: &NodeSummary, violations: &[flxp_core::constraints::Violation]) -> Self {
         Self {
             id: ID(n.node.clone()),
             name: n.node.clone(),

@@ -19,8 +19,8 @@ use super::objective::{Objective, Shift};
 use super::plan::{Migration, Purpose, Skipped, Unplaced};
 use super::units::{UnitId, Units};
 
-/// The working state of one plan.
-pub(crate) struct Sim<'a> {
+/// The working state of one plan while it is drafted: moves so far, their state, notes.
+pub(crate) struct Draft<'a> {
     /// The cluster.
     pub cluster: &'a Cluster,
     /// Its rules.
@@ -54,7 +54,7 @@ pub(crate) struct Sim<'a> {
     moved: Vec<bool>,
 }
 
-impl<'a> Sim<'a> {
+impl<'a> Draft<'a> {
     /// Starts from a state.
     #[allow(clippy::too_many_arguments)] // one constructor for all entry points; a struct would only rename them
     pub fn new(
@@ -83,7 +83,7 @@ impl<'a> Sim<'a> {
             budget,
             restart_containers: true,
             target_policy: None,
-            moved: vec![false; cluster.guests.len()],
+            moved: vec![false; cluster.guests().len()],
         }
     }
 
@@ -223,7 +223,7 @@ impl<'a> Sim<'a> {
         self.apply_step(members, to, purpose, reason, group, true);
     }
 
-    /// Like [`Sim::apply`], as part of the previous decision (the second half of a swap).
+    /// Like [`Draft::apply`], as part of the previous decision (the second half of a swap).
     pub fn apply_joined(
         &mut self,
         members: &[GuestIdx],
@@ -369,7 +369,7 @@ mod tests {
         let rules = Rules::compile(&c);
         let p = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
         let start = State::new(&c);
-        let mut sim = Sim::new(
+        let mut sim = Draft::new(
             &c,
             &rules,
             &p,
