@@ -296,4 +296,6 @@ pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 #[cfg(test)]
+mod responsive;
+#[cfg(test)]
 mod tests;
