@@ -317,7 +317,7 @@ async fn create(
 fn create_error(s: &AppState, zone: &str, e: CreateError) -> ApiError {
     let text = |e: &dyn Display| e.to_string();
     match e {
-        CreateError::Invalid { .. } | CreateError::Unsupported(_) => ApiError::bad_input(text(&e)),
+        CreateError::Invalid { .. } => ApiError::bad_input(text(&e)),
         CreateError::UnknownImage { .. } => ApiError::new(Code::UnknownImage, text(&e)),
         CreateError::NoCapacity { .. } => {
             s.metrics.decision(zone, "create_vm", "no_capacity");
@@ -328,6 +328,8 @@ fn create_error(s: &AppState, zone: &str, e: CreateError) -> ApiError {
             core_error(c)
         }
         CreateError::Step { .. } => ApiError::new(Code::ProxmoxError, text(&e)),
+        // A fault of flxp, not of the request: never reported as bad input.
+        e @ CreateError::Internal { .. } => ApiError::internal(text(&e)),
         other => ApiError::internal(text(&other)),
     }
 }
