@@ -11,7 +11,7 @@ use flxp_pve::Secret;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::query::{core_error, evacuation, state};
+use super::query::{core_error, evacuation, rebalance, state};
 use super::types::{CreateVmOptions, Host, PlanResult, RunResult, Vm};
 use super::{ApiError, Code};
 use crate::serve::metrics::MigrationMeter;
@@ -90,14 +90,7 @@ impl Mutation {
         let z = s.zone(&zone)?;
         if dry_run {
             let (model, st) = s.model(z).await?;
-            let plan = flxp_core::balance::plan(
-                &model.cluster,
-                &model.rules,
-                &st,
-                &s.placer,
-                &s.config.balance,
-            )
-            .map_err(core_error)?;
+            let plan = rebalance(s, model, st).await?;
             return Ok(dry(&plan));
         }
         Ok(run(s, &zone, Goal::Balance(s.config.balance.clone())).await?)
@@ -114,7 +107,7 @@ impl Mutation {
         let s = state(ctx)?;
         let z = s.zone(&zone)?;
         let (model, st) = s.model(z).await?;
-        let plan = evacuation(s, &zone, &model, &st, &node)?;
+        let plan = evacuation(s, &zone, Arc::clone(&model), st, &node).await?;
         if dry_run {
             return Ok(dry(&plan));
         }
