@@ -26,9 +26,10 @@ use flxp_core::placement::Placer;
 use flxp_pve::Pve;
 use serde::Serialize;
 
+use crate::blocking;
 use crate::error::{Error, Result};
 use crate::execute::{Clock, ExecuteOptions, Executor, error_chain, system_clock};
-use crate::planning::{self, Goal};
+use crate::planning::Goal;
 use crate::progress::{NoProgress, Progress};
 use crate::report::ExecutionReport;
 use crate::stop::{Stop, StopHandle, stop_signal};
@@ -385,14 +386,15 @@ impl Daemon {
     ) -> Result<()> {
         let o = &self.inner.parts.options;
         let placer = &self.inner.parts.placer;
-        let model = executor.read().await?;
+        let model = Arc::new(executor.read().await?);
 
         if o.evacuate && model.cluster.nodes().iter().any(|n| n.in_maintenance()) {
             let goal = Goal::Evacuate {
                 nodes: Vec::new(),
                 options: o.evacuation.clone(),
             };
-            let plan = planning::plan(&model, placer, &goal, None)?;
+            let plan =
+                blocking::plan(Arc::clone(&model), Arc::clone(placer), goal.clone(), None).await?;
             tracing::info!(summary = %plan.summary, "evacuation planned");
             let moves = !plan.migrations.is_empty();
             let execution = if moves {
@@ -410,16 +412,22 @@ impl Daemon {
         if !o.rebalance || self.is_stopped() {
             return Ok(());
         }
-        let measure = o.balance.measure;
-        let imbalance = balance::imbalance(&model.cluster, &model.state, measure, o.balance.metric);
         let held = z.held.load(Ordering::Relaxed);
-        let decision = o
-            .balance
-            .trigger
-            .check(&model.cluster, measure, imbalance, held);
+        let judged = Arc::clone(&model);
+        let options = o.balance.clone();
+        let (decision, broken) = blocking::run("checking the trigger", move || {
+            let measure = options.measure;
+            let imbalance =
+                balance::imbalance(&judged.cluster, &judged.state, measure, options.metric);
+            let decision = options
+                .trigger
+                .check(&judged.cluster, measure, imbalance, held);
+            let broken = !violations(&judged.cluster, &judged.rules, &judged.state).is_empty();
+            (decision, broken)
+        })
+        .await?;
         z.held.store(decision.held, Ordering::Relaxed);
         tracing::info!(act = decision.act, held = decision.held, reason = %decision.reason, "trigger checked");
-        let broken = !violations(&model.cluster, &model.rules, &model.state).is_empty();
         let act = decision.act;
         report.trigger = Some(decision);
         if !act && !broken {
@@ -432,7 +440,7 @@ impl Daemon {
             options.trigger.target = None;
         }
         let goal = Goal::Balance(options);
-        let plan = planning::plan(&model, placer, &goal, None)?;
+        let plan = blocking::plan(model, Arc::clone(placer), goal.clone(), None).await?;
         tracing::info!(summary = %plan.summary, "plan made");
         let execution = if plan.migrations.is_empty() {
             None

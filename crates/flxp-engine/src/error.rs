@@ -43,6 +43,15 @@ pub enum Error {
         /// The managed zones, comma-separated.
         known: String,
     },
+    /// Work handed to the blocking pool (see [`crate::blocking`]) did not come back: it panicked
+    /// (a bug) or the runtime is shutting down.
+    #[error("{what} did not finish: {reason}")]
+    Interrupted {
+        /// The work, e.g. `planning`.
+        what: &'static str,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// Result with the engine's error.

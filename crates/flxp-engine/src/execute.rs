@@ -23,6 +23,7 @@ use flxp_core::placement::Placer;
 use flxp_core::{Overrides, Snapshot};
 use flxp_pve::Pve;
 
+use crate::blocking;
 use crate::collect::collect_snapshot;
 use crate::error::Result;
 use crate::limits::Limits;
@@ -85,7 +86,7 @@ pub struct Executor {
     pub(crate) zone: String,
     pub(crate) api: Pve,
     pub(crate) placer: Arc<Placer>,
-    overrides: Overrides,
+    overrides: Arc<Overrides>,
     pub(crate) options: ExecuteOptions,
     pub(crate) progress: Arc<dyn Progress>,
     clock: Clock,
@@ -121,7 +122,7 @@ impl Executor {
             zone: zone.into(),
             api,
             placer,
-            overrides: Overrides::default(),
+            overrides: Arc::default(),
             options: ExecuteOptions::default(),
             progress: Arc::new(NoProgress),
             clock: system_clock(),
@@ -139,7 +140,7 @@ impl Executor {
 
     /// The zone's node overrides (notes, maintenance) from the config.
     pub fn with_overrides(mut self, overrides: Overrides) -> Self {
-        self.overrides = overrides;
+        self.overrides = Arc::new(overrides);
         self
     }
 
@@ -179,30 +180,68 @@ impl Executor {
 
     /// Reads the zone's cluster and plans a goal on it.
     pub async fn plan(&self, goal: &Goal) -> Result<Plan> {
-        let (_, model) = self.model(&BTreeMap::new()).await?;
-        planning::plan(&model, &self.placer, goal, None)
+        self.replan(&BTreeMap::new(), goal, None).await
     }
 
     /// Reads the zone's cluster as plans see it: guests with a pending HA move are locked.
     pub async fn read(&self) -> Result<Model> {
-        Ok(self.model(&BTreeMap::new()).await?.1)
+        self.with_model(
+            &BTreeMap::new(),
+            "building the cluster model",
+            |_, _, model| Ok(model),
+        )
+        .await
     }
 
-    /// The fresh cluster as plans see it, with the round's held guests locked too, and the
-    /// snapshot as read.
-    pub(crate) async fn model(&self, held: &BTreeMap<u32, Hold>) -> Result<(Snapshot, Model)> {
+    /// Reads the zone's cluster and plans `goal` on it with the round's held guests locked;
+    /// `budget` caps balancing migrations.
+    pub(crate) async fn replan(
+        &self,
+        held: &BTreeMap<u32, Hold>,
+        goal: &Goal,
+        budget: Option<usize>,
+    ) -> Result<Plan> {
+        let placer = Arc::clone(&self.placer);
+        let goal = goal.clone();
+        self.with_model(held, "planning", move |_, _, model| {
+            planning::plan(&model, &placer, &goal, budget)
+        })
+        .await
+    }
+
+    /// Reads the cluster, then, on the blocking pool ([`crate::blocking`]), builds the model
+    /// plans see (guests with a pending HA move and the round's held guests locked, creations in
+    /// flight counted) and hands it to `then` with the snapshot and its time.
+    ///
+    /// Locking changes only guests' `lock` in the snapshot: its tasks, HA state and time, which
+    /// is what `then` may read, are as read, so no copy of the snapshot is kept.
+    async fn with_model<T, F>(
+        &self,
+        held: &BTreeMap<u32, Hold>,
+        what: &'static str,
+        then: F,
+    ) -> Result<T>
+    where
+        F: FnOnce(&Snapshot, i64, Model) -> Result<T> + Send + 'static,
+        T: Send + 'static,
+    {
         let taken = tokio::time::Instant::now();
-        let snapshot = self.snapshot().await?;
-        let mut locked = snapshot.clone();
+        let mut snapshot = self.snapshot().await?;
         // The cluster's own time when it gave one: HA task times come from its clock.
         let now = snapshot.time.unwrap_or_else(|| (self.clock)());
-        planning::hold_pending_ha(&mut locked, now);
-        planning::hold_guests(&mut locked, held);
-        let mut model = planning::model(&locked, &self.overrides)?;
-        if let Some(r) = &self.reservations {
-            r.apply(&model.cluster, taken, &mut model.state);
-        }
-        Ok((snapshot, model))
+        let held = held.clone();
+        let overrides = Arc::clone(&self.overrides);
+        let reservations = self.reservations.clone();
+        blocking::run(what, move || {
+            planning::hold_pending_ha(&mut snapshot, now);
+            planning::hold_guests(&mut snapshot, &held);
+            let mut model = planning::model(&snapshot, &overrides)?;
+            if let Some(r) = &reservations {
+                r.apply(&model.cluster, taken, &mut model.state);
+            }
+            then(&snapshot, now, model)
+        })
+        .await?
     }
 
     /// Re-reads the cluster and re-checks a step on it.
@@ -211,16 +250,19 @@ impl Executor {
         m: &Migration,
         held: &BTreeMap<u32, Hold>,
     ) -> Result<(), NoStart> {
-        let (snapshot, model) = self
-            .model(held)
-            .await
-            .map_err(|e| NoStart::Unreadable(error_chain(&e)))?;
-        let now = snapshot.time.unwrap_or_else(|| (self.clock)());
-        if let Some(why) = planning::ha_move_pending(&snapshot, m.vmid, now) {
-            return Err(NoStart::HaPending(why));
-        }
-        check_step(&model.cluster, &model.rules, &model.state, &self.placer, m)
-            .map_err(NoStart::Stale)
+        let placer = Arc::clone(&self.placer);
+        let step = m.clone();
+        self.with_model(held, "re-checking a step", move |snapshot, now, model| {
+            if let Some(why) = planning::ha_move_pending(snapshot, step.vmid, now) {
+                return Ok(Err(NoStart::HaPending(why)));
+            }
+            Ok(
+                check_step(&model.cluster, &model.rules, &model.state, &placer, &step)
+                    .map_err(NoStart::Stale),
+            )
+        })
+        .await
+        .unwrap_or_else(|e| Err(NoStart::Unreadable(error_chain(&e))))
     }
 
     pub(crate) fn settings(&self, goal: &Goal) -> MigrateSettings {
@@ -253,5 +295,7 @@ pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
+#[cfg(test)]
+mod responsive;
 #[cfg(test)]
 mod tests;

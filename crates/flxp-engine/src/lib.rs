@@ -23,6 +23,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod blocking;
 pub mod collect;
 
 pub use collect::{CollectError, collect_snapshot};

@@ -18,7 +18,7 @@ use tracing::instrument::WithSubscriber;
 use crate::execute::{Executor, NoStart, error_chain};
 use crate::limits::Slots;
 use crate::migrate::{Failure, Landed, MigrateSettings, migrate};
-use crate::planning::{self, Goal, Hold};
+use crate::planning::{Goal, Hold};
 use crate::progress::Event;
 use crate::queue::{Queue, Status};
 use crate::report::{Done, Dropped, ExecutionReport, Failed, Replan, Unfinished};
@@ -301,11 +301,7 @@ impl<'e> Round<'e> {
             return None;
         }
         let holds = replan_holds(&self.held, &self.bundles);
-        let planned = match self.exec.model(&holds).await {
-            Ok((_, model)) => planning::plan(&model, &self.exec.placer, self.goal, budget),
-            Err(e) => Err(e),
-        };
-        let plan = match planned {
+        let plan = match self.exec.replan(&holds, self.goal, budget).await {
             Ok(plan) => plan,
             Err(e) => {
                 let e = error_chain(&e);

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use flxp_pve::Secret;
 
-use super::CreateError;
+use super::{CreateError, CreateStep};
 
 /// A new VM, with every profile, image and network already resolved by the caller.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -76,6 +76,7 @@ fn invalid(field: &str, message: impl Into<String>) -> CreateError {
     CreateError::Invalid {
         field: field.to_owned(),
         message: message.into(),
+        step: CreateStep::Validate,
     }
 }
 
@@ -148,6 +149,7 @@ impl VmRequest {
             return Err(CreateError::UnknownImage {
                 image: self.image.id.clone(),
                 message: "names no template in this zone".into(),
+                step: CreateStep::Validate,
             });
         }
         Ok(())

@@ -72,19 +72,33 @@ impl AppState {
             .model()
             .await
             .map_err(|e| ApiError::new(Code::Unavailable, e.0))?;
-        let mut state = model.state.clone();
-        zone.creator
-            .reservations()
-            .apply(&model.cluster, model.taken, &mut state);
+        let reservations = Arc::clone(zone.creator.reservations());
+        let (measure, metric) = (self.config.balance.measure, self.config.balance.metric);
+        let judged = Arc::clone(&model);
+        let (state, imbalance) = blocking("applying reservations", move || {
+            let mut state = judged.state.clone();
+            reservations.apply(&judged.cluster, judged.taken, &mut state);
+            let imbalance = flxp_core::balance::imbalance(&judged.cluster, &state, measure, metric);
+            (state, imbalance)
+        })
+        .await?;
         self.metrics
             .set_reservations(&zone.name, zone.creator.reservations().len());
-        let o = &self.config.balance;
-        self.metrics.set_imbalance(
-            &zone.name,
-            flxp_core::balance::imbalance(&model.cluster, &state, o.measure, o.metric),
-        );
+        self.metrics.set_imbalance(&zone.name, imbalance);
         Ok((model, state))
     }
+}
+
+/// Runs CPU-bound work (a model, placement, a plan, a status on a large cluster) on the blocking
+/// pool ([`flxp_engine::blocking`]) so that the async workers stay free for other requests.
+pub async fn blocking<T, F>(what: &'static str, f: F) -> Result<T, ApiError>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    flxp_engine::blocking::run(what, f)
+        .await
+        .map_err(ApiError::internal)
 }
 
 /// Counts work running in its own tasks (creations, plans), so shutdown can wait for it.

@@ -160,7 +160,13 @@ impl Zone {
                 .keys()
                 .cloned(),
         );
-        ClusterModel::from_snapshot(&snapshot, &overrides)
+        // Building the model is CPU work (100+ ms at a thousand nodes): off the async workers.
+        let built = flxp_engine::blocking::run("building the cluster model", move || {
+            ClusterModel::from_snapshot(&snapshot, &overrides)
+        })
+        .await
+        .map_err(|e| ReadError(format!("zone {}: {e}", self.name)))?;
+        built
             .map(|model| Arc::new(ClusterModel { taken, ..model }))
             .map_err(|e| ReadError(format!("zone {}: {e}", self.name)))
     }

@@ -12,7 +12,7 @@ use flxp_pve::Secret;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::query::{balance_options, core_error, evacuation, state};
+use super::query::{balance_options, core_error, evacuation, rebalance, state};
 use super::types::{CreateVmOptions, Host, PlanResult, RunResult, Vm};
 use super::{ApiError, Code};
 use crate::serve::metrics::MigrationMeter;
@@ -94,9 +94,7 @@ impl Mutation {
         let z = s.zone(&zone)?;
         if dry_run {
             let (model, st) = s.model(z).await?;
-            let plan =
-                flxp_core::balance::plan(&model.cluster, &model.rules, &st, &s.placer, &options)
-                    .map_err(core_error)?;
+            let plan = rebalance(s, model, st, options.clone()).await?;
             return Ok(dry(&plan));
         }
         Ok(run(s, &zone, Goal::Balance(options)).await?)
@@ -113,7 +111,7 @@ impl Mutation {
         let s = state(ctx)?;
         let z = s.zone(&zone)?;
         let (model, st) = s.model(z).await?;
-        let plan = evacuation(s, &zone, &model, &st, &node)?;
+        let plan = evacuation(s, &zone, Arc::clone(&model), st, &node).await?;
         if dry_run {
             return Ok(dry(&plan));
         }
@@ -316,7 +314,7 @@ async fn create(
 fn create_error(s: &AppState, zone: &str, e: CreateError) -> ApiError {
     let text = |e: &dyn Display| e.to_string();
     match e {
-        CreateError::Invalid { .. } | CreateError::Unsupported(_) => ApiError::bad_input(text(&e)),
+        CreateError::Invalid { .. } => ApiError::bad_input(text(&e)),
         CreateError::UnknownImage { .. } => ApiError::new(Code::UnknownImage, text(&e)),
         CreateError::NoCapacity { .. } => {
             s.metrics.decision(zone, "create_vm", "no_capacity");
@@ -327,6 +325,8 @@ fn create_error(s: &AppState, zone: &str, e: CreateError) -> ApiError {
             core_error(c)
         }
         CreateError::Step { .. } => ApiError::new(Code::ProxmoxError, text(&e)),
+        // A fault of flxp, not of the request: never reported as bad input.
+        e @ CreateError::Internal { .. } => ApiError::internal(text(&e)),
         other => ApiError::internal(text(&other)),
     }
 }

@@ -1,14 +1,18 @@
 //! Queries: nothing here changes the cluster.
 
+use std::sync::Arc;
+
 use async_graphql::{Context, Object, Result};
+use flxp_core::State;
 use flxp_core::balance::{BalanceOptions, Registry};
 use flxp_core::placement::PlacementRequest;
+use flxp_engine::ClusterModel;
 
 use super::types::{
     BalanceMethodInfo, Guest, Node, PlacementInput, PlacementResult, PlanResult, ZoneInfo,
 };
 use super::{ApiError, Code};
-use crate::serve::state::AppState;
+use crate::serve::state::{AppState, blocking};
 
 /// The query root.
 #[derive(Debug, Default)]
@@ -72,12 +76,16 @@ impl Query {
         let s = state(ctx)?;
         let z = s.zone(&zone)?;
         let (model, st) = s.model(z).await?;
-        let report = flxp_core::status::status(&model.cluster, &model.rules, &st);
-        Ok(report
-            .nodes
-            .iter()
-            .map(|n| Node::new(n, &report.violations))
-            .collect())
+        blocking("judging the nodes", move || {
+            let report = flxp_core::status::status(&model.cluster, &model.rules, &st);
+            report
+                .nodes
+                .iter()
+                .map(|n| Node::new(n, &report.violations))
+                .collect::<Vec<_>>()
+        })
+        .await
+        .map_err(Into::into)
     }
 
     /// The guests of a zone.
@@ -100,13 +108,15 @@ impl Query {
         let z = s.zone(&zone)?;
         let req = placement_request(s, request)?;
         let (model, st) = s.model(z).await?;
-        let decision = s
-            .placer
-            .place(&model.cluster, &model.rules, &st, &req)
-            .map_err(|e| {
-                s.metrics.decision(&zone, "placement", "error");
-                core_error(e)
-            })?;
+        let placer = Arc::clone(&s.placer);
+        let decision = blocking("placing", move || {
+            placer.place(&model.cluster, &model.rules, &st, &req)
+        })
+        .await?
+        .map_err(|e| {
+            s.metrics.decision(&zone, "placement", "error");
+            core_error(e)
+        })?;
         let outcome = if decision.node.is_some() {
             "placed"
         } else {
@@ -133,8 +143,7 @@ impl Query {
         let options = balance_options(s, method.as_deref(), Registry::builtin())?;
         let z = s.zone(&zone)?;
         let (model, st) = s.model(z).await?;
-        let plan = flxp_core::balance::plan(&model.cluster, &model.rules, &st, &s.placer, &options)
-            .map_err(core_error)?;
+        let plan = rebalance(s, model, st, options).await?;
         Ok(PlanResult::from(&plan))
     }
 
@@ -148,17 +157,32 @@ impl Query {
         let s = state(ctx)?;
         let z = s.zone(&zone)?;
         let (model, st) = s.model(z).await?;
-        let plan = evacuation(s, &zone, &model, &st, &node)?;
+        let plan = evacuation(s, &zone, model, st, &node).await?;
         Ok(PlanResult::from(&plan))
     }
 }
 
-/// The evacuation plan of a node named by the user.
-pub(super) fn evacuation(
+/// The rebalancing plan on a model, computed off the async workers.
+pub(super) async fn rebalance(
+    s: &AppState,
+    model: Arc<ClusterModel>,
+    st: State,
+    options: BalanceOptions,
+) -> Result<flxp_core::balance::Plan, ApiError> {
+    let placer = Arc::clone(&s.placer);
+    blocking("planning", move || {
+        flxp_core::balance::plan(&model.cluster, &model.rules, &st, &placer, &options)
+    })
+    .await?
+    .map_err(core_error)
+}
+
+/// The evacuation plan of a node named by the user, computed off the async workers.
+pub(super) async fn evacuation(
     s: &AppState,
     zone: &str,
-    model: &flxp_engine::ClusterModel,
-    st: &flxp_core::State,
+    model: Arc<ClusterModel>,
+    st: State,
     node: &str,
 ) -> Result<flxp_core::balance::Plan, ApiError> {
     let idx = model.cluster.node_idx_loose(node).ok_or_else(|| {
@@ -176,14 +200,19 @@ pub(super) fn evacuation(
             ),
         )
     })?;
-    flxp_core::evacuate::evacuate(
-        &model.cluster,
-        &model.rules,
-        st,
-        &s.placer,
-        &[idx],
-        &s.config.evacuate,
-    )
+    let placer = Arc::clone(&s.placer);
+    let config = Arc::clone(&s.config);
+    blocking("planning the evacuation", move || {
+        flxp_core::evacuate::evacuate(
+            &model.cluster,
+            &model.rules,
+            &st,
+            &placer,
+            &[idx],
+            &config.evacuate,
+        )
+    })
+    .await?
     .map_err(core_error)
 }
 

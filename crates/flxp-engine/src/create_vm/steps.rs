@@ -1,0 +1,729 @@
+//! The steps of a creation, each a named function, and the runner that carries them out in
+//! order: [`validate`], [`template`], [`reserve`] (which runs [`choose`] under the zone's lock),
+//! [`source`], [`clone`], [`resize`], [`configure`], [`start`]. The runner records which steps
+//! succeeded; when one fails after the clone was asked for, it runs [`clean_up`] (stop if it may
+//! run, delete with purge), and the error names the failed step ([`CreateError::step`]).
+//!
+//! Steps before the clone change nothing in Proxmox: their errors need no cleanup, and dropping
+//! the reservation's ticket frees the room they booked.
+
+use std::collections::BTreeMap;
+
+use flxp_core::cluster::Cluster;
+use flxp_core::placement::{Placement, PlacementRequest};
+use flxp_core::units::fmt_bytes;
+use flxp_pve::types::{
+    CloneParams, DeleteParams, GuestKind, ResizeParams, StartParams, StopParams, Upid,
+};
+use tracing::{info, warn};
+
+use super::{
+    CREATING_TAG, Cleanup, ClonePlan, CreateError, CreateStep, CreatedVm, Creator, DiskInfo,
+    DiskSize, VmRequest, boot_disk, customize, disk_size, disks, plan_clone,
+};
+use crate::reserve::{ClusterModel, DiskHold, DiskHolds, Hold, Ticket};
+
+/// Carries out the steps for `req` on `model`; see the module docs.
+pub(super) async fn run(
+    creator: &Creator,
+    model: &ClusterModel,
+    req: &VmRequest,
+) -> Result<CreatedVm, CreateError> {
+    let mut runner = Runner {
+        creator,
+        done: Vec::new(),
+    };
+    let result = runner.steps(model, req).await;
+    if let Err(e) = &result {
+        warn!(step = %e.step(), done = ?runner.done, error = %e, "creation failed");
+    }
+    result
+}
+
+/// The VM a clone made (or may have made): what [`clean_up`] removes.
+struct Made {
+    node: String,
+    vmid: u32,
+}
+
+/// The state of one creation: its creator and the steps that succeeded.
+struct Runner<'c> {
+    creator: &'c Creator,
+    done: Vec<CreateStep>,
+}
+
+impl Runner<'_> {
+    async fn steps(
+        &mut self,
+        model: &ClusterModel,
+        req: &VmRequest,
+    ) -> Result<CreatedVm, CreateError> {
+        let c = self.creator;
+        let mut target = validate(model, req, c.options.full_clone)?;
+        self.done.push(CreateStep::Validate);
+        target.shared = template(c, &target).await?;
+        let (placement, node, ticket) = reserve(c, model, &target)?;
+        self.done.push(CreateStep::Choose);
+        self.done.push(CreateStep::Reserve);
+        info!(node = %node, policy = %placement.policy, "placed");
+        let (plan, grow) = source(c, &target, &node).await?;
+        self.done.push(CreateStep::Template);
+
+        let (vmid, upid) = clone_with_fresh_id(c, &plan, req, &node).await?;
+        ticket.set_vmid(vmid);
+        info!(vmid, node = %node, template = plan.template, full = plan.full, "clone started");
+        let made = Made { node, vmid };
+        self.after_clone(CreateStep::Clone, &made, clone(c, &upid).await)
+            .await?;
+        // Best effort, between clone and configure (see `mark_creating`).
+        mark_creating(c, &made.node, vmid).await;
+        if grow {
+            let grown = resize(c, &made.node, vmid, req.disk_bytes).await;
+            self.after_clone(CreateStep::Resize, &made, grown).await?;
+        }
+        let configured = configure(c, &made.node, vmid, req).await;
+        self.after_clone(CreateStep::Configure, &made, configured)
+            .await?;
+        let started = start(c, &made.node, vmid).await;
+        self.after_clone(CreateStep::Start, &made, started).await?;
+        ticket.complete();
+        info!(vmid, node = %made.node, "VM created and started");
+        Ok(CreatedVm {
+            vmid,
+            name: req.name.clone(),
+            node: made.node,
+            placement,
+        })
+    }
+
+    /// Books a step on the clone; a failed one is cleaned up (a VM that may have started is
+    /// stopped first) and reported with what the cleanup did.
+    async fn after_clone(
+        &mut self,
+        step: CreateStep,
+        made: &Made,
+        result: flxp_pve::Result<()>,
+    ) -> Result<(), CreateError> {
+        match result {
+            Ok(()) => {
+                self.done.push(step);
+                Ok(())
+            }
+            Err(e) => {
+                let may_run = step == CreateStep::Start;
+                let cleanup = clean_up(self.creator, &made.node, made.vmid, may_run).await;
+                if cleanup == Cleanup::Removed {
+                    self.done.push(CreateStep::CleanUp);
+                }
+                Err(step_err(
+                    step,
+                    Some(made.vmid),
+                    Some(&made.node),
+                    e,
+                    cleanup,
+                ))
+            }
+        }
+    }
+}
+
+/// What a request needs of the zone, as the snapshot shows it.
+struct Target<'a> {
+    cluster: &'a Cluster,
+    req: &'a VmRequest,
+    /// Nodes that have the storage.
+    storage_nodes: Vec<String>,
+    /// The image's per-node templates that are templates on their node.
+    per_node: BTreeMap<String, u32>,
+    /// The image's shared template and its node, when it has one.
+    shared_at: Option<(u32, String)>,
+    /// The shared template, once [`template`] has read it.
+    shared: Option<Source>,
+    full_clone: bool,
+}
+
+/// A template usable on some node.
+#[derive(Debug, Clone)]
+struct Source {
+    vmid: u32,
+    node: String,
+    disks: Vec<DiskInfo>,
+    boot: Option<DiskInfo>,
+}
+
+impl Source {
+    fn new(vmid: u32, node: String, cfg: &flxp_pve::types::GuestConfig) -> Self {
+        Self {
+            vmid,
+            node,
+            disks: disks(cfg),
+            boot: boot_disk(cfg),
+        }
+    }
+}
+
+/// Checks the request and finds its storage and templates in the snapshot.
+fn validate<'a>(
+    model: &'a ClusterModel,
+    req: &'a VmRequest,
+    full_clone: bool,
+) -> Result<Target<'a>, CreateError> {
+    req.validate()?;
+    let cluster = &model.cluster;
+    let storage_nodes: Vec<String> = cluster
+        .storages
+        .iter()
+        .filter(|s| s.storage == req.storage)
+        .map(|s| cluster.node(s.node).name.clone())
+        .collect();
+    if storage_nodes.is_empty() {
+        return Err(CreateError::Invalid {
+            field: "storageProfile".into(),
+            message: format!("storage {:?} does not exist in this zone", req.storage),
+            step: CreateStep::Validate,
+        });
+    }
+    // Where the image can be cloned to, found before deciding so the decision only picks nodes
+    // the VM can really land on.
+    let per_node: BTreeMap<String, u32> = req
+        .image
+        .per_node
+        .iter()
+        .filter(|(node, vmid)| template_node(model, **vmid).as_deref() == Some(node.as_str()))
+        .map(|(n, v)| (n.clone(), *v))
+        .collect();
+    let shared_at = match req.image.template {
+        Some(vmid) => {
+            let node = template_node(model, vmid).ok_or_else(|| CreateError::UnknownImage {
+                image: req.image.id.clone(),
+                message: template_problem(model, vmid),
+                step: CreateStep::Validate,
+            })?;
+            Some((vmid, node))
+        }
+        None => None,
+    };
+    if shared_at.is_none() && per_node.is_empty() {
+        return Err(CreateError::UnknownImage {
+            image: req.image.id.clone(),
+            message: format!(
+                "none of its per-node templates is a template on its node ({})",
+                req.image
+                    .per_node
+                    .iter()
+                    .map(|(n, v)| format!("{n}: {}", template_problem(model, *v)))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+            step: CreateStep::Validate,
+        });
+    }
+    Ok(Target {
+        cluster,
+        req,
+        storage_nodes,
+        per_node,
+        shared_at,
+        shared: None,
+        full_clone,
+    })
+}
+
+/// Reads the shared template's config (its disks decide where it can be cloned to).
+async fn template(c: &Creator, target: &Target<'_>) -> Result<Option<Source>, CreateError> {
+    let Some((vmid, node)) = &target.shared_at else {
+        return Ok(None);
+    };
+    let cfg = c
+        .api
+        .guest_config(node, GuestKind::Qemu, *vmid)
+        .await
+        .map_err(|e| {
+            step_err(
+                CreateStep::Template,
+                None,
+                Some(node),
+                e,
+                Cleanup::NotNeeded,
+            )
+        })?;
+    Ok(Some(Source::new(*vmid, node.clone(), &cfg)))
+}
+
+impl Target<'_> {
+    fn is_shared(&self, storage: &str) -> bool {
+        self.cluster
+            .storages
+            .iter()
+            .any(|x| x.storage == storage && x.shared)
+    }
+
+    /// Whether the VM can land on `node`: storage there with room (beyond the disks `held` for
+    /// creations in flight) and a template that can be cloned there.
+    fn landing(&self, node: &str, held: &DiskHolds) -> Result<(), Unfit> {
+        let req = self.req;
+        if !self.storage_nodes.iter().any(|n| n == node) {
+            return Err(Unfit::Cannot(format!(
+                "storage {:?} is not available there",
+                req.storage
+            )));
+        }
+        // A storage reporting no size (inactive, or not reported) is not judged here: the clone
+        // itself says whether it fits.
+        if let Some(free) = storage_free(self.cluster, &req.storage, node) {
+            // Disks of creations in flight are not in the snapshot's figures yet.
+            let free =
+                free.saturating_sub(held.on(&req.storage, node, self.is_shared(&req.storage)));
+            if free < req.disk_bytes {
+                return Err(Unfit::NoRoom(format!(
+                    "storage {:?} has {} free, the disk needs {}",
+                    req.storage,
+                    fmt_bytes(free),
+                    fmt_bytes(req.disk_bytes)
+                )));
+            }
+        }
+        if self.per_node.contains_key(node) {
+            return Ok(());
+        }
+        match &self.shared {
+            Some(s) => plan_clone(
+                s.vmid,
+                &s.node,
+                &s.disks,
+                node,
+                &req.storage,
+                self.full_clone,
+                |st| self.is_shared(st),
+            )
+            .map(|_| ())
+            .map_err(Unfit::Cannot),
+            None => Err(Unfit::Cannot(format!(
+                "image {:?} has no template there",
+                req.image.id
+            ))),
+        }
+    }
+}
+
+/// Decides the node under the zone's lock, with creations in flight counted, and books the VM's
+/// memory, cores and disk there: the ticket holds the room until the VM shows in a snapshot.
+fn reserve(
+    c: &Creator,
+    model: &ClusterModel,
+    target: &Target<'_>,
+) -> Result<(Placement, String, Ticket), CreateError> {
+    let req = target.req;
+    let request = PlacementRequest {
+        memory: req.memory,
+        cores: req.cores.saturating_mul(req.sockets),
+        tags: req.tags.clone(),
+        host: req.host.clone(),
+        policy: req.policy.clone(),
+    };
+    let hold_cores = f64::from(request.cores);
+    let cluster = target.cluster;
+    let ((placement, node), ticket) =
+        c.reservations
+            .decide(cluster, model.taken, &model.state, |state, held| {
+                let p = c.placer.place(cluster, &model.rules, state, &request)?;
+                let node = choose(&p, req, &|n: &str| target.landing(n, held))?;
+                let shared = target.is_shared(&req.storage);
+                let hold = Hold {
+                    node: node.clone(),
+                    memory: req.memory,
+                    cores: hold_cores,
+                    disk: Some(DiskHold {
+                        storage: req.storage.clone(),
+                        node: (!shared).then(|| node.clone()),
+                        bytes: req.disk_bytes,
+                    }),
+                };
+                Ok::<_, CreateError>(((p, node), Some(hold)))
+            })?;
+    let Some(ticket) = ticket else {
+        return Err(CreateError::Internal {
+            step: CreateStep::Reserve,
+            message: "the decision booked no room".into(),
+        });
+    };
+    Ok((placement, node, ticket))
+}
+
+/// The template for the chosen node (its own, else the shared one), how to clone it there, and
+/// whether the boot disk must grow. Disks only grow: a storage profile below the template's boot
+/// disk is refused here, before anything is cloned.
+async fn source(
+    c: &Creator,
+    target: &Target<'_>,
+    node: &str,
+) -> Result<(ClonePlan, bool), CreateError> {
+    let req = target.req;
+    let unknown = |message: String| CreateError::UnknownImage {
+        image: req.image.id.clone(),
+        message,
+        step: CreateStep::Template,
+    };
+    let source = match target.per_node.get(node) {
+        Some(&vmid) => {
+            let cfg = c
+                .api
+                .guest_config(node, GuestKind::Qemu, vmid)
+                .await
+                .map_err(|e| {
+                    step_err(
+                        CreateStep::Template,
+                        None,
+                        Some(node),
+                        e,
+                        Cleanup::NotNeeded,
+                    )
+                })?;
+            Source::new(vmid, node.to_owned(), &cfg)
+        }
+        None => target
+            .shared
+            .clone()
+            .ok_or_else(|| unknown(format!("has no template for node {node}")))?,
+    };
+    let plan = plan_clone(
+        source.vmid,
+        &source.node,
+        &source.disks,
+        node,
+        &req.storage,
+        target.full_clone,
+        |st| target.is_shared(st),
+    )
+    .map_err(unknown)?;
+    let grow = match &source.boot {
+        None => {
+            return Err(unknown(format!(
+                "template {} has no boot disk to give the storage profile's {}",
+                source.vmid,
+                fmt_bytes(req.disk_bytes)
+            )));
+        }
+        // Proxmox always writes `size=`; without it, the resize itself refuses a shrink.
+        Some(DiskInfo { size: None, .. }) => true,
+        Some(DiskInfo {
+            size: Some(current),
+            ..
+        }) => match disk_size(*current, req.disk_bytes) {
+            Ok(DiskSize::Keep) => false,
+            Ok(DiskSize::Grow(_)) => true,
+            Err(m) => {
+                return Err(CreateError::Invalid {
+                    field: "storageProfile".into(),
+                    message: m,
+                    step: CreateStep::Template,
+                });
+            }
+        },
+    };
+    Ok((plan, grow))
+}
+
+/// Takes a VMID and claims it with the clone call, retrying when someone else took it. A clone
+/// call whose answer never came may still have created the VM: it is removed.
+async fn clone_with_fresh_id(
+    c: &Creator,
+    plan: &ClonePlan,
+    req: &VmRequest,
+    node: &str,
+) -> Result<(u32, Upid), CreateError> {
+    let _claim = c.vmid_lock.lock().await;
+    let mut last = None;
+    for _ in 0..c.options.nextid_attempts.max(1) {
+        let vmid =
+            c.api.next_id(None).await.map_err(|e| {
+                step_err(CreateStep::NextId, None, Some(node), e, Cleanup::NotNeeded)
+            })?;
+        let params = CloneParams {
+            newid: vmid,
+            name: Some(req.name.clone()),
+            target: plan.target.clone(),
+            full: Some(plan.full),
+            storage: plan.storage.clone(),
+            description: Some(format!("created by flxp from image {}", req.image.id)),
+            ..CloneParams::default()
+        };
+        match c
+            .api
+            .clone_qemu(&plan.source_node, plan.template, &params)
+            .await
+        {
+            Ok(upid) => return Ok((vmid, upid)),
+            Err(e) if e.is_already_exists() => {
+                warn!(vmid, "VMID taken by someone else meanwhile; taking another");
+                last = Some(e);
+            }
+            Err(e) => {
+                let cleanup = if e.may_have_been_applied() {
+                    clean_up(c, node, vmid, false).await
+                } else {
+                    Cleanup::NotNeeded
+                };
+                return Err(step_err(
+                    CreateStep::Clone,
+                    Some(vmid),
+                    Some(node),
+                    e,
+                    cleanup,
+                ));
+            }
+        }
+    }
+    Err(match last {
+        Some(e) => step_err(CreateStep::NextId, None, Some(node), e, Cleanup::NotNeeded),
+        None => CreateError::Internal {
+            step: CreateStep::NextId,
+            message: "no VMID attempt was made".into(),
+        },
+    })
+}
+
+/// Follows the clone task to its end.
+async fn clone(c: &Creator, upid: &Upid) -> flxp_pve::Result<()> {
+    c.api.wait_task(upid, &c.options.wait).await.map(|_| ())
+}
+
+/// Grows the clone's boot disk to `bytes` and follows the resize to its end.
+///
+/// The size is read from the clone, not the template: a full clone onto another storage may come
+/// out a little larger, and asking for less would be a shrink Proxmox refuses. The size is
+/// absolute and the call carries the digest just read, so it grows exactly that disk.
+async fn resize(c: &Creator, node: &str, vmid: u32, bytes: u64) -> flxp_pve::Result<()> {
+    let cloned = c.api.guest_config(node, GuestKind::Qemu, vmid).await?;
+    let Some(boot) = boot_disk(&cloned) else {
+        return Err(flxp_pve::Error::BadResponse {
+            endpoint: format!("/nodes/{node}/qemu/{vmid}/config"),
+            message: "the clone has no boot disk, although its template had one".into(),
+        });
+    };
+    if boot.size.is_some_and(|current| current >= bytes) {
+        tracing::debug!(vmid, disk = %boot.key, "the clone's boot disk already has the size");
+        return Ok(());
+    }
+    let mut params = ResizeParams::to_size(boot.key.clone(), bytes);
+    params.digest = cloned.digest;
+    // PVE 8 and later answer a task; earlier releases resized before answering.
+    if let Some(upid) = c.api.resize_disk(node, vmid, &params).await? {
+        c.api.wait_task(&upid, &c.options.wait).await?;
+    }
+    info!(vmid, disk = %boot.key, size = %fmt_bytes(bytes), "boot disk grown");
+    Ok(())
+}
+
+/// Tags the fresh clone `flxp.creating` until `configure` writes its final tags, so that a
+/// creation cut short (flxp killed) leaves a VM every snapshot points out. Best effort: a failure
+/// here only loses that marker.
+async fn mark_creating(c: &Creator, node: &str, vmid: u32) {
+    let marked = async {
+        let cfg = c.api.guest_config(node, GuestKind::Qemu, vmid).await?;
+        let mut tags: Vec<String> = cfg
+            .get("tags")
+            .map(|t| flxp_core::cluster::split_tags(&t))
+            .unwrap_or_default();
+        tags.push(CREATING_TAG.to_owned());
+        let mut update = flxp_pve::types::ConfigUpdate::new().with("tags", tags.join(";"));
+        update.digest = cfg.digest.clone();
+        c.api
+            .update_guest_config(node, GuestKind::Qemu, vmid, &update)
+            .await
+    };
+    if let Err(e) = marked.await {
+        warn!(vmid, error = %e, "could not tag the new VM flxp.creating");
+    }
+}
+
+/// Reads the clone's config and writes the requested shape onto it (digest-guarded).
+async fn configure(c: &Creator, node: &str, vmid: u32, req: &VmRequest) -> flxp_pve::Result<()> {
+    let cloned = c.api.guest_config(node, GuestKind::Qemu, vmid).await?;
+    let mut update = customize(&cloned, req);
+    update.digest = cloned.digest.clone();
+    c.api
+        .update_guest_config(node, GuestKind::Qemu, vmid, &update)
+        .await
+}
+
+/// Starts the VM and follows the start task to its end.
+async fn start(c: &Creator, node: &str, vmid: u32) -> flxp_pve::Result<()> {
+    let upid = c
+        .api
+        .start_guest(node, GuestKind::Qemu, vmid, &StartParams::default())
+        .await?;
+    c.api.wait_task(&upid, &c.options.wait).await.map(|_| ())
+}
+
+/// Stops (if it may run) and deletes a half-made VM; a VM that is already gone is fine.
+async fn clean_up(c: &Creator, node: &str, vmid: u32, may_run: bool) -> Cleanup {
+    if may_run {
+        let stop = c
+            .api
+            .stop_guest(node, GuestKind::Qemu, vmid, &StopParams::default())
+            .await;
+        match stop {
+            Ok(upid) => {
+                if let Err(e) = c.api.wait_task(&upid, &c.options.wait).await {
+                    // A VM that never started has nothing to stop: go on to the delete.
+                    warn!(vmid, error = %e, "stopping the half-made VM failed");
+                }
+            }
+            Err(e) if e.is_not_found() => return Cleanup::Removed,
+            Err(e) => warn!(vmid, error = %e, "cannot stop the half-made VM"),
+        }
+    }
+    let params = DeleteParams {
+        purge: Some(true),
+        destroy_unreferenced_disks: Some(true),
+    };
+    // A clone still holding its lock (a timed-out task) refuses deletion for a while.
+    let mut last = String::new();
+    for attempt in 0..5u32 {
+        if attempt > 0 {
+            tokio::time::sleep(c.options.wait.interval).await;
+        }
+        match c
+            .api
+            .delete_guest(node, GuestKind::Qemu, vmid, &params)
+            .await
+        {
+            Ok(upid) => match c.api.wait_task(&upid, &c.options.wait).await {
+                Ok(_) => {
+                    info!(vmid, node, "half-made VM removed");
+                    return Cleanup::Removed;
+                }
+                Err(e) => last = e.to_string(),
+            },
+            Err(e) if e.is_not_found() => return Cleanup::Removed,
+            Err(e) if e.is_locked() => last = e.to_string(),
+            Err(e) => {
+                last = e.to_string();
+                break;
+            }
+        }
+    }
+    tracing::error!(vmid, node, error = %last, "the half-made VM could not be removed");
+    Cleanup::Failed(last)
+}
+
+fn step_err(
+    step: CreateStep,
+    vmid: Option<u32>,
+    node: Option<&str>,
+    source: flxp_pve::Error,
+    cleanup: Cleanup,
+) -> CreateError {
+    CreateError::Step {
+        step,
+        vmid,
+        node: node.map(str::to_owned),
+        source: Box::new(source),
+        cleanup,
+    }
+}
+
+/// The node of a template VM, if `vmid` is a template in the snapshot.
+fn template_node(model: &ClusterModel, vmid: u32) -> Option<String> {
+    let idx = model.cluster.guest_idx(vmid)?;
+    let g = model.cluster.guest(idx);
+    (g.template && g.kind == flxp_core::cluster::GuestKind::Qemu)
+        .then(|| model.cluster.node(g.node).name.clone())
+}
+
+/// Why `vmid` cannot serve as a template.
+fn template_problem(model: &ClusterModel, vmid: u32) -> String {
+    match model.cluster.guest_idx(vmid) {
+        None => format!("template VM {vmid} does not exist"),
+        Some(idx) => {
+            let g = model.cluster.guest(idx);
+            if g.template {
+                format!(
+                    "{} {vmid} is a container template, not a VM template",
+                    g.kind.as_str()
+                )
+            } else {
+                format!("VM {vmid} ({}) is not a template", g.name)
+            }
+        }
+    }
+}
+
+/// Free bytes of `storage` as `node` sees it, when the snapshot reports its size.
+fn storage_free(cluster: &Cluster, storage: &str, node: &str) -> Option<u64> {
+    cluster
+        .storages
+        .iter()
+        .find(|s| s.storage == storage && cluster.node(s.node).name == node && s.maxdisk > 0)
+        .map(|s| s.maxdisk.saturating_sub(s.disk))
+}
+
+/// Why a node the placement allows cannot take the VM after all.
+enum Unfit {
+    /// Not enough room (storage space): a capacity problem.
+    NoRoom(String),
+    /// The image or storage cannot be used there at all.
+    Cannot(String),
+}
+
+impl Unfit {
+    fn message(&self) -> &str {
+        match self {
+            Unfit::NoRoom(m) | Unfit::Cannot(m) => m,
+        }
+    }
+}
+
+/// The node the VM goes to: the named host (after the resource check), else the best feasible
+/// candidate the image and storage can land on.
+fn choose(
+    p: &Placement,
+    req: &VmRequest,
+    landing: &impl Fn(&str) -> Result<(), Unfit>,
+) -> Result<String, CreateError> {
+    let no_capacity = |reasons: Vec<String>| CreateError::NoCapacity {
+        reasons,
+        placement: Box::new(p.clone()),
+    };
+    if let Some(host) = &req.host {
+        return match &p.node {
+            Some(node) => landing(node).map(|()| node.clone()).map_err(|u| match u {
+                Unfit::NoRoom(m) => no_capacity(vec![format!("{node}: {m}")]),
+                Unfit::Cannot(m) => CreateError::Invalid {
+                    field: "host".into(),
+                    message: format!("{node}: {m}"),
+                    step: CreateStep::Choose,
+                },
+            }),
+            None => Err(no_capacity(
+                p.candidates
+                    .iter()
+                    .map(|c| format!("{}: {}", c.node, c.reasons.join(", ")))
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .chain(
+                        p.candidates
+                            .is_empty()
+                            .then(|| format!("{host}: not usable")),
+                    )
+                    .collect(),
+            )),
+        };
+    }
+    let mut reasons = Vec::new();
+    for c in &p.candidates {
+        if !c.feasible {
+            reasons.push(format!("{}: {}", c.node, c.reasons.join(", ")));
+            continue;
+        }
+        match landing(&c.node) {
+            Ok(()) => return Ok(c.node.clone()),
+            Err(u) => reasons.push(format!("{}: {}", c.node, u.message())),
+        }
+    }
+    if reasons.is_empty() {
+        reasons.push("the zone has no nodes".into());
+    }
+    Err(no_capacity(reasons))
+}
