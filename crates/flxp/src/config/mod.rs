@@ -45,7 +45,7 @@ pub use sections::CreateVmSection;
 use sections::Size;
 pub use sections::{
     ApiSection, ComputeProfile, DaemonSection, Image, MigrationSection, Network, NodeOverride,
-    PlacementSection, StorageProfile,
+    PlacementSection, Role, StorageProfile,
 };
 
 /// Where the config file is when neither `--config` nor `FLXP_CONFIG` says.
