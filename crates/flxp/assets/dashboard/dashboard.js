@@ -501,7 +501,7 @@
               var total = cd.scores.reduce(function (s, x) { return s + x.score; }, 0) || 1;
               var shares = h('div', { class: 'shares', role: 'img', 'aria-label': cd.scores.map(function (x) { return x.scorer + ' ' + num(x.score); }).join(', ') },
                 cd.scores.map(function (x) { var s = h('span', { title: x.scorer + ' ' + num(x.score) }); s.style.width = (100 * x.score / total) + '%'; return s; }));
-              return h('tr', { class: cd.node === p.node ? 'chosen' : null, 'data-node': cd.node, 'data-feasible': cd.feasible },
+              return h('tr', { class: cd.node === p.node ? 'chosen' : null, 'data-node': cd.node, 'data-feasible': String(cd.feasible) },
                 h('td', null, cd.node), h('td', null, cd.feasible ? h('span', { class: 'ok' }, 'fits') : h('span', { class: 'error' }, 'refused')),
                 h('td', { class: 'num' }, cd.score === null ? '–' : num(cd.score)),
                 h('td', null, cd.scores.length ? [shares, h('div', { class: 'hint' }, cd.scores.map(function (x) { return x.scorer + ' ' + num(x.score); }).join(' · '))] : '–'),

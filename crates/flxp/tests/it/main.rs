@@ -6,11 +6,13 @@ mod cli_daemon;
 mod cli_evacuate;
 mod cli_place;
 mod cli_status;
+mod dashboard;
 mod docs;
 mod live_zone;
 mod serve;
 mod serve_concurrency;
 mod serve_errors;
+mod webdriver;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
