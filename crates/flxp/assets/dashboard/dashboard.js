@@ -299,12 +299,12 @@
             h('span', null, b.node),
             h('div', null,
               bar([{ cls: 'used', pct: b.mem_percent }], b.node + ' before ' + pct(b.mem_percent)),
-              bar([{ cls: 'committed', pct: 100 }, { cls: 'used', pct: a.mem_percent }], b.node + ' after ' + pct(a.mem_percent)),
+              bar([{ cls: 'after', pct: a.mem_percent }], b.node + ' after ' + pct(a.mem_percent)),
               h('span', { class: 'hint', 'data-node': b.node, 'data-before': b.mem_percent, 'data-after': a.mem_percent },
                 pct(b.mem_percent) + ' → ' + pct(a.mem_percent) + ' · guests ' + b.guests + ' → ' + a.guests)),
           ];
         })),
-        h('p', { class: 'hint' }, 'Upper bar: used memory now; lower bar: after every migration.')));
+        h('p', { class: 'hint' }, 'Upper (blue) bar: now; lower (purple) bar: after every migration. Loads as the plan measures them (' + (plan.metric || 'memory') + ').')));
     }
     if (plan.migrations.length) {
       sec.appendChild(h('div', { class: 'card' }, h('h2', null, 'Migrations'),
@@ -392,6 +392,7 @@
       var status = h('p', { id: 'run-status', 'data-state': 'starting', role: 'status' }, 'Starting…');
       var rows = h('tbody');
       box.appendChild(status);
+      status.scrollIntoView({ block: 'center' });
       box.appendChild(h('div', { class: 'table-wrap' }, h('table', { id: 'run-table' },
         h('thead', null, h('tr', null, ['Guest', 'From → to', 'Progress', 'State'].map(function (x) { return h('th', { scope: 'col' }, x); }))), rows)));
       var byVmid = {};

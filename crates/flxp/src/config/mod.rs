@@ -621,6 +621,20 @@ vlan = 100
     }
 
     #[test]
+    fn api_tokens_have_a_role_and_a_bare_token_is_an_operator() {
+        let c = parse(
+            "[api]\ntokens = [{ value = \"a\" }, { env = \"V\", role = \"viewer\" }, { file = \"/f\", role = \"operator\" }]\n",
+        )
+        .unwrap();
+        let roles: Vec<Role> = c.api.tokens.iter().map(|t| t.role).collect();
+        assert_eq!(roles, [Role::Operator, Role::Viewer, Role::Operator]);
+        let e = parse("[api]\ntokens = [{ value = \"a\", role = \"admin\" }]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("viewer") && e.contains("operator"), "{e}");
+    }
+
+    #[test]
     fn secrets_never_appear_in_errors_or_debug() {
         let text = "[zones.eu]\nhosts = []\ntoken = \"root@pam!flxp\"\ntoken-secret = \"hunter2\"\n[api]\ntokens = [{ value = \"t0ps3cret\" }]\n";
         let e = parse(text).unwrap_err().to_string();

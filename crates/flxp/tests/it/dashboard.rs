@@ -108,8 +108,11 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
         .await;
     assert_eq!(kept[0], API_TOKEN, "{kept}");
     assert_eq!(
-        b.js("return document.getElementById('role').textContent", json!([]))
-            .await,
+        b.js(
+            "return document.getElementById('role').textContent",
+            json!([])
+        )
+        .await,
         "operator"
     );
 
@@ -135,14 +138,8 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
         assert_eq!(c["committed"], n["committedMem"]);
         assert_eq!(c["guests"], n["guests"]);
         let text = c["text"].as_str().unwrap();
-        assert!(
-            text.contains(&gib(n["maxmem"].as_u64().unwrap())),
-            "{text}"
-        );
-        assert!(
-            text.contains(&format!("{} guests", n["guests"])),
-            "{text}"
-        );
+        assert!(text.contains(&gib(n["maxmem"].as_u64().unwrap())), "{text}");
+        assert!(text.contains(&format!("{} guests", n["guests"])), "{text}");
     }
     let st = &api["data"]["status"];
     let total = b
@@ -163,7 +160,10 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
         st["imbalance"].as_f64().unwrap(),
         st["threshold"].as_f64().unwrap()
     );
-    assert!(imbalance.as_str().unwrap().starts_with(&want), "{imbalance}");
+    assert!(
+        imbalance.as_str().unwrap().starts_with(&want),
+        "{imbalance}"
+    );
     shot(&b, "zone").await;
 
     // Dark mode of the same view, and the phone layout.
@@ -277,6 +277,11 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
         status.as_str().unwrap().contains(&format!("{done} done")),
         "{status}"
     );
+    b.js(
+        "document.getElementById('run').scrollIntoView({ block: 'center' })",
+        json!([]),
+    )
+    .await;
     shot(&b, "balance-done").await;
     let after = s
         .gql(r#"{ guests(zone: "lab") { vmid node } }"#, json!({}))
@@ -468,8 +473,11 @@ async fn a_viewer_sees_plans_and_is_refused_carrying_them_out() {
     let b = Browser::start(390, 844).await;
     login(&b, &s, VIEWER_TOKEN).await;
     assert_eq!(
-        b.js("return document.getElementById('role').textContent", json!([]))
-            .await,
+        b.js(
+            "return document.getElementById('role').textContent",
+            json!([])
+        )
+        .await,
         "viewer"
     );
     shot(&b, "zone-phone").await;

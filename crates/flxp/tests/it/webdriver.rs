@@ -84,7 +84,10 @@ impl Browser {
             if ready == Some(true) {
                 break;
             }
-            assert!(t.elapsed() < Duration::from_secs(20), "chromedriver did not start");
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "chromedriver did not start"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         let args = vec![
@@ -157,9 +160,7 @@ impl Browser {
                 return v;
             }
             if t.elapsed() > Duration::from_secs(secs) {
-                let text = self
-                    .js("return document.body.innerText", json!([]))
-                    .await;
+                let text = self.js("return document.body.innerText", json!([])).await;
                 panic!("timed out waiting for {what}; the page says:\n{text}");
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
