@@ -439,6 +439,7 @@
         status.dataset.state = 'finished';
         status.dataset.done = r.done;
         if (r.failed.length) box.appendChild(list(r.failed, 'error'));
+        box.appendChild(h('p', null, h('button', { type: 'button', id: 'plan-again', onclick: route }, 'Plan again on the cluster as it is now')));
       }).catch(function (e) {
         status.textContent = '';
         status.dataset.state = 'refused';

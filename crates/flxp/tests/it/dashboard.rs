@@ -28,6 +28,8 @@ fn gib(n: u64) -> String {
 }
 
 async fn shot(b: &Browser, name: &str) {
+    // Let the page paint what the last step changed before the picture is taken.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let png = b.screenshot().await;
     assert!(png.starts_with(b"\x89PNG"), "{name}: not a PNG");
     if std::env::var_os("FLXP_UPDATE_SCREENSHOTS").is_some() {
