@@ -313,7 +313,7 @@ impl ViewQuery {
                 status: t.status,
             })
             .collect();
-        out.sort_by(|a, b| b.starttime.cmp(&a.starttime));
+        out.sort_by_key(|t| std::cmp::Reverse(t.starttime));
         out.truncate(usize::try_from(limit.max(0)).unwrap_or(0));
         Ok(out)
     }
