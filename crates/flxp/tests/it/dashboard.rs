@@ -486,6 +486,7 @@ async fn a_viewer_sees_plans_and_is_refused_carrying_them_out() {
     let before = s
         .gql(r#"{ guests(zone: "lab") { vmid node } }"#, json!({}))
         .await;
+    let count = s.guest_count();
     open(&b, &s, "#/balance").await;
     b.wait(
         "the plan",
@@ -530,5 +531,16 @@ async fn a_viewer_sees_plans_and_is_refused_carrying_them_out() {
         .await;
     assert_eq!(status, 200);
     assert_eq!(crate::serve::code(&v), "FORBIDDEN", "{v}");
+    let (_, v) = s
+        .gql_as(
+            Some(VIEWER_TOKEN),
+            crate::serve::CREATE,
+            json!({ "zone": "lab", "name": "nope", "options": crate::serve::options() }),
+        )
+        .await;
+    assert_eq!(crate::serve::code(&v), "FORBIDDEN", "{v}");
+    assert_eq!(s.guest_count(), count, "a viewer created a guest");
+    // The live stream needs a token like the API.
+    assert_eq!(s.get("/events").await.0, 401);
     shot(&b, "viewer-refused").await;
 }
