@@ -414,6 +414,8 @@
         return byVmid[e.vmid];
       }
       var counts = { done: 0, failed: 0 };
+      var ended;
+      var endedP = new Promise(function (res) { ended = res; });
       var ctrl = new AbortController();
       var stream = follow(ctrl.signal, function (e) {
         if (e.zone && e.zone !== S.zone) return;
@@ -426,13 +428,18 @@
           case 'failed': r = row(e); r.tr.dataset.state = 'failed'; r.state.textContent = 'failed: ' + e.error; r.state.className = 'error'; counts.failed++; break;
           case 'skipped': r = row(e); r.tr.dataset.state = 'skipped'; r.state.textContent = 'skipped: ' + e.reason; break;
           case 'replanned': box.insertBefore(h('p', { class: 'warn' }, 'Replanned: ' + e.reason + ' (' + e.migrations + ' migrations)'), rows.parentNode.parentNode); break;
-          case 'run-ended': status.textContent = 'Finished: ' + e.done + ' done, ' + e.failed + ' failed.'; status.dataset.state = 'finished'; break;
+          case 'run-ended': ended(); break;
           default: break;
         }
         if (status.dataset.state === 'running') status.textContent = 'Running: ' + counts.done + ' done, ' + counts.failed + ' failed so far.';
       });
       stream.ready.then(function () {
         return gql(mutation, vars);
+      }).then(function (d) {
+        // The answer and the stream's last events travel on two connections: let the stream
+        // catch up (a few seconds at most) so every row shows how its migration ended.
+        return Promise.race([endedP, new Promise(function (res) { setTimeout(res, 5000); })])
+          .then(function () { return d; });
       }).then(function (d) {
         var r = d[field];
         status.textContent = 'Finished: ' + r.done + ' done, ' + r.failed.length + ' failed.';

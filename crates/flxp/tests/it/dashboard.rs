@@ -16,6 +16,9 @@ use crate::webdriver::Browser;
 
 const VIEWER_TOKEN: &str = "viewer-token-5b1e";
 
+/// One browser at a time: Chromium is heavy, and the other tests of this binary time things.
+static ONE_BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// The `[api]` section giving the test's viewer token its role (the operator's comes from
 /// `FLXP_API_TOKEN`, which has no role of its own and so is an operator).
 fn viewer_config() -> String {
@@ -39,8 +42,8 @@ async fn shot(b: &Browser, name: &str) {
     }
 }
 
-async fn login(b: &Browser, s: &Service, token: &str) {
-    b.goto(&format!("{}/", s.url)).await;
+/// Logs in on the login form the page shows now.
+async fn login(b: &Browser, token: &str) {
     b.wait(
         "the login form",
         "return !document.getElementById('login').hidden",
@@ -79,6 +82,7 @@ async fn vmids(b: &Browser, table: &str) -> Vec<u64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
     crate::webdriver::require_browser();
+    let _one = ONE_BROWSER.lock().await;
     let s = start(Scenario::demo(), &viewer_config(), &[]).await;
     let b = Browser::start(1280, 900).await;
 
@@ -99,7 +103,7 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
         10,
     )
     .await;
-    login(&b, &s, API_TOKEN).await;
+    login(&b, API_TOKEN).await;
     let url = b.js("return location.href", json!([])).await;
     assert!(!url.as_str().unwrap().contains(API_TOKEN), "{url}");
     let kept = b
@@ -471,17 +475,18 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_viewer_sees_plans_and_is_refused_carrying_them_out() {
     crate::webdriver::require_browser();
+    let _one = ONE_BROWSER.lock().await;
     let s = start(Scenario::demo(), &viewer_config(), &[]).await;
     let b = Browser::start(390, 844).await;
-    login(&b, &s, VIEWER_TOKEN).await;
-    assert_eq!(
-        b.js(
-            "return document.getElementById('role').textContent",
-            json!([])
+    b.goto(&format!("{}/", s.url)).await;
+    login(&b, VIEWER_TOKEN).await;
+    let role = b
+        .js(
+            "return [document.getElementById('role').textContent, sessionStorage.getItem('flxp.token'), location.href]",
+            json!([]),
         )
-        .await,
-        "viewer"
-    );
+        .await;
+    assert_eq!(role[0], "viewer", "{role}");
     shot(&b, "zone-phone").await;
     let before = s
         .gql(r#"{ guests(zone: "lab") { vmid node } }"#, json!({}))
