@@ -192,8 +192,8 @@ impl Tokens {
         self.role(presented).is_some()
     }
 
-    /// The role of a presented token, if it is accepted. Like [`Tokens::accepts`], it looks at
-    /// every digest; a token listed twice gets the higher role.
+    /// The role of a presented token, if it is accepted. It compares digests in constant time
+    /// and looks at every one of them; a token listed twice gets the higher role.
     pub fn role(&self, presented: &str) -> Option<Role> {
         use subtle::ConditionallySelectable;
         let d = digest(presented);
