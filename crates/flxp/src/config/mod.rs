@@ -45,7 +45,7 @@ pub use sections::CreateVmSection;
 use sections::Size;
 pub use sections::{
     ApiSection, ComputeProfile, DaemonSection, Image, MigrationSection, Network, NodeOverride,
-    PlacementSection, StorageProfile,
+    PlacementSection, Role, StorageProfile,
 };
 
 /// Where the config file is when neither `--config` nor `FLXP_CONFIG` says.
@@ -618,6 +618,20 @@ vlan = 100
         assert!(e.starts_with("config file flxp.toml:4:"), "{e}");
         assert!(e.contains("zones.eu"), "{e}");
         assert!(e.contains("/nonexistent/flxp.secret"), "{e}");
+    }
+
+    #[test]
+    fn api_tokens_have_a_role_and_a_bare_token_is_an_operator() {
+        let c = parse(
+            "[api]\ntokens = [{ value = \"a\" }, { env = \"V\", role = \"viewer\" }, { file = \"/f\", role = \"operator\" }]\n",
+        )
+        .unwrap();
+        let roles: Vec<Role> = c.api.tokens.iter().map(|t| t.role).collect();
+        assert_eq!(roles, [Role::Operator, Role::Viewer, Role::Operator]);
+        let e = parse("[api]\ntokens = [{ value = \"a\", role = \"admin\" }]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("viewer") && e.contains("operator"), "{e}");
     }
 
     #[test]

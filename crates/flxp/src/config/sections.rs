@@ -109,10 +109,39 @@ impl Default for DaemonSection {
     }
 }
 
-/// A secret given inline, from an environment variable, or from a file: exactly one.
+/// Reads an inline secret through [`flxp_pve::Secret`], whose errors never show the value.
+fn inline_secret<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let secret = flxp_pve::Secret::deserialize(d)?;
+    Ok(Some(secret.expose().to_owned()))
+}
+
+/// What an API token may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    /// Read and plan: queries and dry runs.
+    Viewer,
+    /// Also carry out plans, evacuate and create VMs. A token without a role is an operator, as
+    /// every token was before roles existed.
+    #[default]
+    Operator,
+}
+
+impl Role {
+    /// The config and wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Viewer => "viewer",
+            Self::Operator => "operator",
+        }
+    }
+}
+
+/// `[api].tokens` entry: a secret given inline, from an environment variable, or from a file
+/// (exactly one), and its role.
 #[derive(Clone, Default, Deserialize)]
 #[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
-pub struct SecretSource {
+pub struct ApiToken {
     /// Inline value.
     #[serde(deserialize_with = "inline_secret")]
     pub value: Option<String>,
@@ -120,20 +149,17 @@ pub struct SecretSource {
     pub env: Option<String>,
     /// File holding it (trailing newline ignored).
     pub file: Option<PathBuf>,
+    /// What the token may do (`operator` when absent).
+    pub role: Role,
 }
 
-/// Reads an inline secret through [`flxp_pve::Secret`], whose errors never show the value.
-fn inline_secret<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    let secret = flxp_pve::Secret::deserialize(d)?;
-    Ok(Some(secret.expose().to_owned()))
-}
-
-impl std::fmt::Debug for SecretSource {
+impl std::fmt::Debug for ApiToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SecretSource")
+        f.debug_struct("ApiToken")
             .field("value", &self.value.as_ref().map(|_| "<redacted>"))
             .field("env", &self.env)
             .field("file", &self.file)
+            .field("role", &self.role)
             .finish()
     }
 }
@@ -144,8 +170,8 @@ impl std::fmt::Debug for SecretSource {
 pub struct ApiSection {
     /// Listen address (`127.0.0.1:8080` by default).
     pub listen: Option<String>,
-    /// Bearer tokens accepted by the API.
-    pub tokens: Vec<SecretSource>,
+    /// Bearer tokens accepted by the API, each with its role.
+    pub tokens: Vec<ApiToken>,
     /// `/readyz` counts a zone as reachable when Proxmox answered within this many seconds; it
     /// is probed at a quarter of that (default 60).
     pub ready_secs: Option<u64>,

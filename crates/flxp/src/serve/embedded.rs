@@ -125,6 +125,7 @@ pub fn banner(url: &str, token: &str, generated: bool, sim: &SimAccess) -> Strin
   simulated Proxmox VE zone \"{ZONE}\" (4 nodes, demo guests). Nothing real is touched.
   To manage real clusters, write /etc/flxp/flxp.toml or pass --config FILE.
 ==================================================================================
+  Dashboard:    {url}/   (open it in a browser; log in with the API token)
   GraphQL API:  {url}/graphql   (GraphiQL: open it in a browser)
   API token:    {token}   ({token_note})
   Metrics:      {url}/metrics

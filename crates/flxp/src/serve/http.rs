@@ -1,10 +1,13 @@
 //! The HTTP side: [`router`] (separate from binding, so tests drive it with `oneshot`), bearer
-//! token auth on the API, the GraphiQL page, `/metrics`, `/healthz` and `/readyz`.
+//! token auth on the API, the dashboard and GraphiQL pages, `/metrics`, `/healthz` and `/readyz`.
 //!
 //! | route | auth | what |
 //! |---|---|---|
+//! | `GET /` | none | the dashboard (a static page; its requests carry the token) |
+//! | `GET /assets/...` | none | the dashboard's and GraphiQL's embedded files |
 //! | `POST /graphql` | bearer token | the API |
 //! | `GET /graphql` | none | GraphiQL (a static page; its requests carry the token) |
+//! | `GET /events` | bearer token | live progress of runs, as server-sent events |
 //! | `GET /metrics` | none | Prometheus text format |
 //! | `GET /healthz` | none | 200 while the process serves |
 //! | `GET /readyz` | none | 200 when every zone answered recently, else 503 |
@@ -16,12 +19,13 @@ use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::json;
 
+use super::dashboard;
 use super::schema::{Code, FlxpSchema};
-use super::state::AppState;
+use super::state::{AppState, Role};
 
 /// What the handlers share.
 #[derive(Clone)]
@@ -38,8 +42,13 @@ pub fn router(app: AppState) -> Router {
     let state = HttpState { app, schema };
     let api = axum::routing::post(graphql)
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
+    let events =
+        get(events).route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
-        .route("/graphql", get(graphiql).merge(api))
+        .route("/", get(dashboard::index))
+        .route("/assets/{*path}", get(dashboard::asset))
+        .route("/events", events)
+        .route("/graphql", get(dashboard::graphiql).merge(api))
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -53,12 +62,17 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-/// 401 unless the request carries an accepted bearer token. The answer never says which part
-/// was wrong beyond "missing" or "not accepted", and never echoes the token.
-async fn require_token(State(s): State<HttpState>, request: Request, next: Next) -> Response {
-    let message = match bearer(request.headers()) {
-        Some(t) if s.app.tokens.accepts(t) => return next.run(request).await,
-        Some(_) => "the bearer token is not accepted",
+/// 401 unless the request carries an accepted bearer token; the token's [`Role`] goes on to the
+/// handler. The answer never says which part was wrong beyond "missing" or "not accepted", and
+/// never echoes the token.
+async fn require_token(State(s): State<HttpState>, mut request: Request, next: Next) -> Response {
+    let role = bearer(request.headers()).map(|t| s.app.tokens.role(t));
+    let message = match role {
+        Some(Some(role)) => {
+            request.extensions_mut().insert(role);
+            return next.run(request).await;
+        }
+        Some(None) => "the bearer token is not accepted",
         None => "missing bearer token: send Authorization: Bearer <token>",
     };
     tracing::debug!(message, "unauthenticated API request");
@@ -87,6 +101,8 @@ fn refused(status: StatusCode, message: &str) -> Response {
 }
 
 async fn graphql(State(s): State<HttpState>, request: Request) -> Response {
+    // Set by `require_token`; without it the schema treats the caller as a viewer.
+    let role = request.extensions().get::<Role>().copied();
     let too_large = || {
         refused(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -117,7 +133,10 @@ async fn graphql(State(s): State<HttpState>, request: Request) -> Response {
         async_graphql::http::receive_body(content_type, body.as_ref(), MultipartOptions::default())
             .await;
     let req = match parsed {
-        Ok(r) => r,
+        Ok(r) => match role {
+            Some(role) => r.data(role),
+            None => r,
+        },
         Err(e) => {
             return refused(
                 StatusCode::BAD_REQUEST,
@@ -146,8 +165,9 @@ fn with_default_code(e: &mut ServerError) {
     }
 }
 
-async fn graphiql() -> Html<&'static str> {
-    Html(GRAPHIQL)
+/// `GET /events`: the live progress stream.
+async fn events(State(s): State<HttpState>) -> Response {
+    s.app.live.stream().into_response()
 }
 
 async fn metrics(State(s): State<HttpState>) -> Response {
@@ -191,32 +211,3 @@ async fn readyz(State(s): State<HttpState>) -> Response {
     };
     (status, axum::Json(json!({ "ready": all, "zones": zones }))).into_response()
 }
-
-/// GraphiQL from a CDN: the page is static; the user enters the token in its headers editor.
-const GRAPHIQL: &str = r#"<!doctype html>
-<html lang="en">
-<head>
-  <meta charset="utf-8">
-  <title>flxp GraphQL</title>
-  <style>body { margin: 0; height: 100vh; } #graphiql { height: 100vh; }</style>
-  <link rel="stylesheet" href="https://unpkg.com/graphiql@3/graphiql.min.css">
-</head>
-<body>
-  <div id="graphiql">Loading GraphiQL… (the page needs unpkg.com; the API itself is POST /graphql)</div>
-  <script crossorigin src="https://unpkg.com/react@18/umd/react.production.min.js"></script>
-  <script crossorigin src="https://unpkg.com/react-dom@18/umd/react-dom.production.min.js"></script>
-  <script crossorigin src="https://unpkg.com/graphiql@3/graphiql.min.js"></script>
-  <script>
-    const fetcher = GraphiQL.createFetcher({ url: window.location.pathname });
-    const root = ReactDOM.createRoot(document.getElementById('graphiql'));
-    root.render(React.createElement(GraphiQL, {
-      fetcher,
-      defaultHeaders: '{"Authorization": "Bearer <your API token>"}',
-      defaultQuery: '{ zones { name reachable simulated } }',
-      isHeadersEditorEnabled: true,
-      shouldPersistHeaders: false,
-    }));
-  </script>
-</body>
-</html>
-"#;

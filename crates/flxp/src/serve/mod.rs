@@ -7,6 +7,7 @@
 //! server finishes open requests, running plans start nothing new and their migrations are
 //! followed to the end (with a timeout), creations in flight complete.
 
+pub mod dashboard;
 pub mod embedded;
 pub mod http;
 pub mod metered;
@@ -29,7 +30,7 @@ use flxp_engine::{Creator, Daemon, ExecuteOptions, Limits, Reservations, stop_si
 use flxp_pve::{Pve, TaskWait, Transport};
 use tokio::time::Duration;
 
-use crate::config::{Config, DEFAULT_PATH};
+use crate::config::{Config, DEFAULT_PATH, Role};
 use metered::MeteredTransport;
 use metrics::Metrics;
 use state::{AppState, Tokens, Work};
@@ -88,12 +89,17 @@ pub async fn run(
     let addr = listener.local_addr()?;
     let url = format!("http://{addr}");
     match &source {
-        Source::Embedded(e) => eprintln!(
-            "{}",
-            embedded::banner(&url, &token.shown.unwrap_or_default(), generated, &e.access)
-        ),
+        Source::Embedded(e) => {
+            eprintln!(
+                "{}",
+                embedded::banner(&url, &token.shown.unwrap_or_default(), generated, &e.access)
+            );
+            if let Some(v) = &token.viewer {
+                eprintln!("  Viewer token: {v}   (role viewer: read and plan, never carry out)\n");
+            }
+        }
         Source::File(path, _, _) => eprintln!(
-            "flxp serve: {} zone(s) from {}; GraphQL API at {url}/graphql",
+            "flxp serve: {} zone(s) from {}; dashboard at {url}/, GraphQL API at {url}/graphql",
             state.zones.len(),
             path.display()
         ),
@@ -146,16 +152,18 @@ fn load(path: PathBuf) -> anyhow::Result<Source> {
     Ok(Source::File(path, text, config))
 }
 
-/// The accepted tokens and the one to show (embedded mode only).
+/// The accepted tokens and the ones to show (embedded mode only).
 struct TokenSet {
     tokens: Tokens,
     shown: Option<String>,
+    /// A viewer token generated for the embedded zone, to try the read-only role.
+    viewer: Option<String>,
 }
 
 /// Tokens from `[api].tokens` and `FLXP_API_TOKEN`; the embedded zone generates one if neither
 /// gives any. A config without tokens is refused: the API would be open to anyone.
 fn tokens_for(config: &Config, simulated: bool) -> anyhow::Result<(TokenSet, bool)> {
-    let mut list: Vec<String> = Vec::new();
+    let mut list: Vec<(String, Role)> = Vec::new();
     for (i, t) in config.api.tokens.iter().enumerate() {
         let value = match (&t.value, &t.env, &t.file) {
             (Some(v), _, _) => v.clone(),
@@ -186,13 +194,13 @@ fn tokens_for(config: &Config, simulated: bool) -> anyhow::Result<(TokenSet, boo
         if value.is_empty() {
             return Err(config.error_at("api.tokens", format!("tokens[{i}]: the token is empty")));
         }
-        list.push(value.to_owned());
+        list.push((value.to_owned(), t.role));
     }
     let env = std::env::var(TOKEN_ENV)
         .ok()
         .filter(|t| !t.trim().is_empty());
     if let Some(t) = &env {
-        list.push(t.trim().to_owned());
+        list.push((t.trim().to_owned(), Role::Operator));
     }
     let mut generated = false;
     if list.is_empty() {
@@ -201,14 +209,25 @@ fn tokens_for(config: &Config, simulated: bool) -> anyhow::Result<(TokenSet, boo
                 "no API token: set [api].tokens in the config file or {TOKEN_ENV}, so that the API is not open to anyone"
             );
         }
-        list.push(state::generate_token()?);
+        list.push((state::generate_token()?, Role::Operator));
         generated = true;
     }
-    let shown = simulated.then(|| list.last().cloned()).flatten();
+    let shown = simulated
+        .then(|| list.last().map(|(t, _)| t.clone()))
+        .flatten();
+    // The demo zone also hands out a read-only token, so the refusal of a viewer can be tried.
+    let viewer = if simulated {
+        let v = state::generate_token()?;
+        list.push((v.clone(), Role::Viewer));
+        Some(v)
+    } else {
+        None
+    };
     Ok((
         TokenSet {
-            tokens: Tokens::new(list.iter().map(String::as_str)),
+            tokens: Tokens::with_roles(list.iter().map(|(t, r)| (t.as_str(), *r))),
             shown,
+            viewer,
         },
         generated,
     ))
@@ -290,6 +309,7 @@ fn build(
         execute: execute_options(config),
         stop,
         work: Arc::new(Work::default()),
+        live: Arc::default(),
     })
 }
 

@@ -11,10 +11,12 @@ use flxp_engine::{ClusterModel, Daemon, ExecuteOptions, Stop};
 use subtle::ConstantTimeEq;
 use tokio::time::Duration;
 
+use super::dashboard::live::Live;
 use super::metrics::Metrics;
 use super::schema::{ApiError, Code};
 use super::zone::Zone;
 use crate::config::Config;
+pub use crate::config::Role;
 
 /// Everything handlers share.
 #[derive(Clone)]
@@ -41,6 +43,8 @@ pub struct AppState {
     pub stop: Stop,
     /// Creations and plans running in their own tasks.
     pub work: Arc<Work>,
+    /// Live progress of runs, for `GET /events`.
+    pub live: Arc<Live>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -153,9 +157,10 @@ impl Work {
     }
 }
 
-/// The accepted bearer tokens, kept as SHA-256 digests and compared in constant time.
+/// The accepted bearer tokens, kept as SHA-256 digests with their roles and compared in constant
+/// time.
 pub struct Tokens {
-    digests: Vec<[u8; 32]>,
+    digests: Vec<([u8; 32], Role)>,
 }
 
 impl std::fmt::Debug for Tokens {
@@ -172,13 +177,19 @@ fn digest(token: &str) -> [u8; 32] {
 }
 
 impl Tokens {
-    /// Accepts these tokens (empty strings are ignored).
+    /// Accepts these tokens as operators (empty strings are ignored).
+    #[cfg(test)]
     pub fn new<'a>(tokens: impl IntoIterator<Item = &'a str>) -> Self {
+        Self::with_roles(tokens.into_iter().map(|t| (t, Role::Operator)))
+    }
+
+    /// Accepts these tokens, each with its role (empty strings are ignored).
+    pub fn with_roles<'a>(tokens: impl IntoIterator<Item = (&'a str, Role)>) -> Self {
         Self {
             digests: tokens
                 .into_iter()
-                .filter(|t| !t.is_empty())
-                .map(digest)
+                .filter(|(t, _)| !t.is_empty())
+                .map(|(t, r)| (digest(t), r))
                 .collect(),
         }
     }
@@ -190,13 +201,31 @@ impl Tokens {
 
     /// Whether a presented token is one of them. Comparing fixed-size digests in constant time,
     /// and every one of them, tells an attacker neither a prefix nor which token matched.
+    #[cfg(test)]
     pub fn accepts(&self, presented: &str) -> bool {
+        self.role(presented).is_some()
+    }
+
+    /// The role of a presented token, if it is accepted. It compares digests in constant time
+    /// and looks at every one of them; a token listed twice gets the higher role.
+    pub fn role(&self, presented: &str) -> Option<Role> {
+        use subtle::ConditionallySelectable;
         let d = digest(presented);
-        let mut ok = subtle::Choice::from(0u8);
-        for known in &self.digests {
-            ok |= known.ct_eq(&d);
+        // 0: none, 1: viewer, 2: operator.
+        let mut best = 0u8;
+        for (known, role) in &self.digests {
+            let rank = match role {
+                Role::Viewer => 1u8,
+                Role::Operator => 2u8,
+            };
+            let higher = known.ct_eq(&d) & subtle::Choice::from(u8::from(rank > best));
+            best.conditional_assign(&rank, higher);
         }
-        bool::from(ok)
+        match best {
+            1 => Some(Role::Viewer),
+            2 => Some(Role::Operator),
+            _ => None,
+        }
     }
 }
 
@@ -225,5 +254,21 @@ mod tests {
         let g = generate_token().unwrap();
         assert_eq!(g.len(), 64);
         assert_ne!(g, generate_token().unwrap());
+    }
+
+    #[test]
+    fn tokens_carry_their_roles() {
+        let t = Tokens::with_roles([
+            ("look", Role::Viewer),
+            ("act", Role::Operator),
+            ("both", Role::Viewer),
+            ("both", Role::Operator),
+        ]);
+        assert_eq!(t.role("look"), Some(Role::Viewer));
+        assert_eq!(t.role("act"), Some(Role::Operator));
+        assert_eq!(t.role("both"), Some(Role::Operator));
+        assert_eq!(t.role("lookx"), None);
+        assert!(t.accepts("look"));
+        assert_eq!(Tokens::new(["bare"]).role("bare"), Some(Role::Operator));
     }
 }

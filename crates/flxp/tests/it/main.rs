@@ -6,12 +6,14 @@ mod cli_daemon;
 mod cli_evacuate;
 mod cli_place;
 mod cli_status;
+mod dashboard;
 mod docs;
 mod docs_check;
 mod live_zone;
 mod serve;
 mod serve_concurrency;
 mod serve_errors;
+mod webdriver;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -9,24 +9,30 @@
 mod mutation;
 mod query;
 mod types;
+mod views;
 
 use std::fmt;
 
-use async_graphql::{EmptySubscription, ErrorExtensions, Schema};
+use async_graphql::{EmptySubscription, ErrorExtensions, MergedObject, Schema};
 
 pub use mutation::Mutation;
 pub use query::Query;
 #[cfg(test)]
 pub(crate) use types::BalanceMethodInfo;
+pub use views::ViewQuery;
+
+/// The query root: the API's queries and the dashboard's.
+#[derive(MergedObject, Debug, Default)]
+pub struct QueryRoot(Query, ViewQuery);
 
 use super::state::AppState;
 
 /// The schema type.
-pub type FlxpSchema = Schema<Query, Mutation, EmptySubscription>;
+pub type FlxpSchema = Schema<QueryRoot, Mutation, EmptySubscription>;
 
 /// Builds the schema over the service's state.
 pub fn build(state: AppState) -> FlxpSchema {
-    Schema::build(Query, Mutation, EmptySubscription)
+    Schema::build(QueryRoot::default(), Mutation, EmptySubscription)
         .data(state)
         // Deep nesting only costs: the deepest useful selection is about 5 levels.
         .limit_depth(16)
@@ -38,6 +44,8 @@ pub fn build(state: AppState) -> FlxpSchema {
 pub enum Code {
     /// No or a wrong bearer token (HTTP 401).
     Unauthenticated,
+    /// The token's role does not allow this (a viewer asked to carry something out).
+    Forbidden,
     /// A malformed or impossible request.
     BadInput,
     /// The zone is not configured.
@@ -65,6 +73,7 @@ impl Code {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Unauthenticated => "UNAUTHENTICATED",
+            Self::Forbidden => "FORBIDDEN",
             Self::BadInput => "BAD_INPUT",
             Self::UnknownZone => "UNKNOWN_ZONE",
             Self::UnknownProfile => "UNKNOWN_PROFILE",
@@ -85,6 +94,7 @@ impl Code {
             Self::ProxmoxError => "proxmox_error",
             Self::Unavailable => "unavailable",
             Self::Internal => "internal",
+            Self::Forbidden => "forbidden",
             _ => "bad_input",
         }
     }

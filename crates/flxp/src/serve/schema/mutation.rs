@@ -15,6 +15,7 @@ use tracing::Instrument;
 use super::query::{balance_options, core_error, evacuation, rebalance, state};
 use super::types::{CreateVmOptions, Host, PlanResult, RunResult, Vm};
 use super::{ApiError, Code};
+use crate::serve::dashboard::live::LiveProgress;
 use crate::serve::metrics::MigrationMeter;
 use crate::serve::state::AppState;
 
@@ -61,6 +62,7 @@ impl Mutation {
         options: CreateVmOptions,
     ) -> Result<Vm> {
         let s = state(ctx)?;
+        super::views::require_operator(ctx, "createVM")?;
         let started = Instant::now();
         let result = create(s, &zone, name, host, options).await;
         match &result {
@@ -97,6 +99,7 @@ impl Mutation {
             let plan = rebalance(s, model, st, options.clone()).await?;
             return Ok(dry(&plan));
         }
+        super::views::require_operator(ctx, "rebalance without dryRun")?;
         Ok(run(s, &zone, Goal::Balance(options)).await?)
     }
 
@@ -115,6 +118,7 @@ impl Mutation {
         if dry_run {
             return Ok(dry(&plan));
         }
+        super::views::require_operator(ctx, "evacuate without dryRun")?;
         let name = model
             .cluster
             .node_idx_loose(&node)
@@ -146,7 +150,12 @@ async fn run(s: &AppState, zone: &str, goal: Goal) -> Result<RunResult, ApiError
         .with_reservations(Some(Arc::clone(z.creator.reservations())))
         .with_options(s.execute.clone())
         .with_stop(s.stop.clone())
-        .with_progress(Arc::new(MigrationMeter(Arc::clone(&s.metrics))));
+        .with_progress(Arc::new(LiveProgress {
+            meter: MigrationMeter(Arc::clone(&s.metrics)),
+            live: Arc::clone(&s.live),
+        }));
+    let live = Arc::clone(&s.live);
+    let live_zone = zone.to_owned();
     let span = tracing::info_span!("run", zone = %zone, goal = goal.as_str());
     // One run at a time in a zone, and none during a daemon round, so two executors never book
     // the same room. Waiting happens here, in the request: a client that gives up while another
@@ -170,11 +179,16 @@ async fn run(s: &AppState, zone: &str, goal: Goal) -> Result<RunResult, ApiError
             // are not left half-followed.
             let _held = (run_lock, round, evacuating);
             let plan = executor.plan(&goal).await?;
+            live.run_started(&live_zone, goal.as_str(), plan.migrations.len());
             let report = if plan.is_empty() {
                 None
             } else {
                 Some(executor.execute(plan.clone(), &goal).await)
             };
+            let (done, failed) = report
+                .as_ref()
+                .map_or((0, 0), |r| (r.done.len(), r.failed.len()));
+            live.run_ended(&live_zone, goal.as_str(), done, failed);
             Ok::<_, flxp_engine::Error>((plan, report))
         }
         .instrument(span),

@@ -1,0 +1,630 @@
+// flxp dashboard: reads and acts through flxp's own GraphQL API (POST /graphql) with the bearer
+// token the user logs in with, and follows runs on GET /events. No framework, no build step: the
+// page is plain DOM built with h(), which sets text (never HTML), so names from the cluster cannot
+// inject markup. The token lives in this tab's sessionStorage only: never in a URL, never logged.
+(function () {
+  'use strict';
+
+  var TOKEN_KEY = 'flxp.token';
+  var ZONE_KEY = 'flxp.zone';
+  var S = { token: null, role: null, zones: [], zone: null, catalog: null };
+
+  // ---- small helpers -------------------------------------------------------------------------
+
+  function $(id) { return document.getElementById(id); }
+
+  // h('div', {class: 'x', onclick: f}, child, 'text', [more]) -> element
+  function h(tag, attrs) {
+    var el = document.createElement(tag);
+    if (attrs) {
+      Object.keys(attrs).forEach(function (k) {
+        var v = attrs[k];
+        if (v === null || v === undefined || v === false) return;
+        if (k.slice(0, 2) === 'on') el.addEventListener(k.slice(2), v);
+        else if (k === 'text') el.textContent = v;
+        else el.setAttribute(k, v === true ? '' : String(v));
+      });
+    }
+    for (var i = 2; i < arguments.length; i++) append(el, arguments[i]);
+    return el;
+  }
+  function append(el, c) {
+    if (c === null || c === undefined || c === false) return;
+    if (Array.isArray(c)) { c.forEach(function (x) { append(el, x); }); return; }
+    el.appendChild(typeof c === 'object' ? c : document.createTextNode(String(c)));
+  }
+
+  var GiB = 1024 * 1024 * 1024;
+  function bytes(n) {
+    if (n === null || n === undefined) return '–';
+    if (n >= 1024 * GiB) return (n / 1024 / GiB).toFixed(1) + ' TiB';
+    if (n >= GiB) return (n / GiB).toFixed(1) + ' GiB';
+    return (n / 1024 / 1024).toFixed(0) + ' MiB';
+  }
+  function pct(x) { return (Math.round(x * 10) / 10).toFixed(1) + ' %'; }
+  function num(x, d) { return (x === null || x === undefined) ? '–' : Number(x).toFixed(d === undefined ? 1 : d); }
+  function clamp(x) { return Math.max(0, Math.min(100, x)); }
+  function time(t) { return t ? new Date(t * 1000).toLocaleString() : '–'; }
+
+  function bar(parts, label) {
+    var b = h('div', { class: 'bar', role: 'img', 'aria-label': label });
+    parts.forEach(function (p) {
+      var s = h('span', { class: p.cls });
+      s.style.width = clamp(p.pct) + '%';
+      if (p.left !== undefined) { s.style.left = clamp(p.left) + '%'; s.style.width = '2px'; }
+      b.appendChild(s);
+    });
+    return b;
+  }
+
+  function table(headers, rows, attrs) {
+    return h('div', { class: 'table-wrap' },
+      h('table', attrs || null,
+        h('thead', null, h('tr', null, headers.map(function (x) {
+          return h('th', { scope: 'col', class: x.cls || null }, x.text || x);
+        }))),
+        h('tbody', null, rows)));
+  }
+
+  function list(items, cls) {
+    if (!items || !items.length) return h('p', { class: 'hint' }, 'none');
+    return h('ul', { class: 'list ' + (cls || '') }, items.map(function (x) { return h('li', null, x); }));
+  }
+
+  // ---- API -----------------------------------------------------------------------------------
+
+  function ApiError(message, code) { this.message = message; this.code = code; }
+
+  function gql(query, variables) {
+    return fetch('/graphql', {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', Authorization: 'Bearer ' + S.token },
+      body: JSON.stringify({ query: query, variables: variables || {} }),
+      cache: 'no-store',
+    }).then(function (r) {
+      return r.json().catch(function () { return { errors: [{ message: 'HTTP ' + r.status }] }; })
+        .then(function (body) {
+          if (r.status === 401) { logout('The token was not accepted: log in again.'); }
+          if (body.errors && body.errors.length) {
+            var e = body.errors[0];
+            throw new ApiError(e.message, (e.extensions && e.extensions.code) || 'ERROR');
+          }
+          return body.data;
+        });
+    });
+  }
+
+  function errorBox(e) {
+    var code = e && e.code ? e.code : 'ERROR';
+    return h('p', { class: 'error', role: 'alert', 'data-code': code },
+      code + ': ' + (e && e.message ? e.message : String(e)));
+  }
+
+  // Reads GET /events (server-sent events) with the token in a header; calls onEvent per event
+  // until `signal` aborts. Resolves `ready` once the server accepted the stream.
+  function follow(signal, onEvent) {
+    var ready;
+    var readyP = new Promise(function (res) { ready = res; });
+    var done = fetch('/events', {
+      headers: { Authorization: 'Bearer ' + S.token, Accept: 'text/event-stream' },
+      signal: signal, cache: 'no-store',
+    }).then(function (r) {
+      ready(r.ok);
+      if (!r.ok || !r.body) return;
+      var reader = r.body.getReader();
+      var dec = new TextDecoder();
+      var buf = '';
+      function pump() {
+        return reader.read().then(function (x) {
+          if (x.done) return;
+          buf += dec.decode(x.value, { stream: true });
+          var i;
+          while ((i = buf.indexOf('\n\n')) >= 0) {
+            var chunk = buf.slice(0, i);
+            buf = buf.slice(i + 2);
+            var data = chunk.split('\n').filter(function (l) { return l.indexOf('data:') === 0; })
+              .map(function (l) { return l.slice(5).replace(/^ /, ''); }).join('\n');
+            if (data) { try { onEvent(JSON.parse(data)); } catch (e) { /* not JSON */ } }
+          }
+          return pump();
+        });
+      }
+      return pump();
+    }).catch(function () { ready(false); });
+    return { ready: readyP, done: done };
+  }
+
+  // ---- session -------------------------------------------------------------------------------
+
+  function showLogin(message) {
+    $('nav').hidden = true;
+    $('session').hidden = true;
+    $('view').textContent = '';
+    $('login').hidden = false;
+    $('login-error').textContent = message || '';
+    $('token').value = '';
+    $('token').focus();
+  }
+
+  function logout(message) {
+    try { sessionStorage.removeItem(TOKEN_KEY); } catch (e) { /* storage off */ }
+    S.token = null;
+    showLogin(message);
+  }
+
+  function login(token) {
+    S.token = token;
+    return gql('{ role zones { name reachable simulated } catalog { computeProfiles { id cores sockets memory } storageProfiles { id storage disk } images networks policies defaultPolicy } }')
+      .then(function (d) {
+        try { sessionStorage.setItem(TOKEN_KEY, token); } catch (e) { /* storage off */ }
+        S.role = d.role; S.zones = d.zones; S.catalog = d.catalog;
+        var saved = null;
+        try { saved = sessionStorage.getItem(ZONE_KEY); } catch (e) { /* storage off */ }
+        S.zone = d.zones.some(function (z) { return z.name === saved; }) ? saved : (d.zones[0] || {}).name;
+        var sel = $('zone');
+        sel.textContent = '';
+        d.zones.forEach(function (z) {
+          sel.appendChild(h('option', { value: z.name, selected: z.name === S.zone },
+            z.name + (z.simulated ? ' (simulated)' : '') + (z.reachable ? '' : ' – not answering')));
+        });
+        $('role').textContent = S.role;
+        $('role').className = 'badge ' + (S.role === 'operator' ? 'warn' : '');
+        $('login').hidden = true;
+        $('nav').hidden = false;
+        $('session').hidden = false;
+        if (!location.hash || location.hash === '#/') location.hash = '#/overview';
+        else route();
+      });
+  }
+
+  // ---- views ---------------------------------------------------------------------------------
+
+  function view(title) {
+    var v = $('view');
+    v.textContent = '';
+    var sec = h('section', { 'aria-labelledby': 'view-title' }, h('h1', { id: 'view-title' }, title));
+    v.appendChild(sec);
+    return sec;
+  }
+  function loading(sec) { var p = h('p', { class: 'hint' }, 'Loading…'); sec.appendChild(p); return p; }
+
+  var NODE_FIELDS = 'name status maintenance mem maxmem memPercent cpu maxcpu cpuPercent committedMem running guests labels taints violations { rule node vmids message }';
+
+  function overview() {
+    var sec = view('Zone ' + S.zone);
+    var wait = loading(sec);
+    gql('query($z: String!) { status(zone: $z) { imbalance threshold metric measure memorySpread cpuSpread running guests conflicts warnings violations { rule node vmids message } ha { node state managed } nodes { ' + NODE_FIELDS + ' } } }', { z: S.zone })
+      .then(function (d) {
+        wait.remove();
+        var st = d.status;
+        var over = st.imbalance > st.threshold;
+        sec.appendChild(h('div', { class: 'card', id: 'zone-summary', 'data-imbalance': st.imbalance, 'data-threshold': st.threshold },
+          h('dl', { class: 'kv' },
+            h('div', null, h('dt', null, 'Imbalance (' + st.measure + ' of ' + st.metric + ')'),
+              h('dd', { id: 'imbalance' }, num(st.imbalance, 2) + ' / threshold ' + num(st.threshold, 2) + ' ',
+                h('span', { class: 'badge ' + (over ? 'warn' : 'ok') }, over ? 'above threshold' : 'balanced'))),
+            h('div', null, h('dt', null, 'Memory spread'), h('dd', null, pct(st.memorySpread))),
+            h('div', null, h('dt', null, 'CPU spread'), h('dd', null, pct(st.cpuSpread))),
+            h('div', null, h('dt', null, 'Guests (running / all)'), h('dd', { id: 'guest-total' }, st.running + ' / ' + st.guests)),
+            h('div', null, h('dt', null, 'Broken rules'), h('dd', { id: 'violation-count' }, String(st.violations.length))),
+            h('div', null, h('dt', null, 'Rule conflicts'), h('dd', null, String(st.conflicts.length))))));
+        if (st.violations.length || st.conflicts.length || st.warnings.length) {
+          sec.appendChild(h('div', { class: 'card' },
+            h('h2', null, 'Broken rules'), list(st.violations.map(function (v) { return v.rule + ' on ' + v.node + ': ' + v.message; }), 'error'),
+            h('h2', null, 'Rule conflicts'), list(st.conflicts),
+            h('h2', null, 'Warnings'), list(st.warnings, 'warn')));
+        }
+        var ha = {};
+        st.ha.forEach(function (x) { ha[x.node] = x; });
+        sec.appendChild(h('div', { class: 'grid', id: 'nodes' }, st.nodes.map(function (n) { return nodeCard(n, ha[n.name]); })));
+      })
+      .catch(function (e) { wait.replaceWith(errorBox(e)); });
+  }
+
+  function nodeCard(n, ha) {
+    var memPct = n.maxmem ? 100 * n.mem / n.maxmem : 0;
+    var comPct = n.maxmem ? 100 * n.committedMem / n.maxmem : 0;
+    var badges = [h('span', { class: 'badge ' + (n.status === 'online' ? 'ok' : 'bad') }, n.status)];
+    if (n.maintenance.length) badges.push(h('span', { class: 'badge warn', title: n.maintenance.join('; ') }, 'maintenance'));
+    if (ha && ha.state) badges.push(h('span', { class: 'badge' }, 'HA ' + ha.state));
+    if (n.violations.length) badges.push(h('span', { class: 'badge bad' }, n.violations.length + ' broken'));
+    return h('article', {
+      class: 'card node', 'data-node': n.name, 'data-mem': n.mem, 'data-maxmem': n.maxmem,
+      'data-committed': n.committedMem, 'data-cpu-percent': n.cpuPercent, 'data-guests': n.guests,
+    },
+      h('h2', null, h('a', { href: '#/node/' + encodeURIComponent(n.name) }, n.name), badges),
+      h('div', { class: 'barline' }, h('span', { class: 'label' }, 'Memory'),
+        bar([{ cls: 'committed', pct: comPct }, { cls: 'used', pct: memPct }],
+          'memory used ' + pct(memPct) + ', committed ' + pct(comPct)),
+        h('span', { class: 'figure mem' }, bytes(n.mem) + ' used · ' + bytes(n.committedMem) + ' committed · ' + bytes(n.maxmem))),
+      h('div', { class: 'barline' }, h('span', { class: 'label' }, 'CPU'),
+        bar([{ cls: 'cpu', pct: n.cpuPercent }], 'CPU ' + pct(n.cpuPercent)),
+        h('span', { class: 'figure cpu' }, pct(n.cpuPercent) + ' of ' + num(n.maxcpu, 0) + ' CPUs')),
+      h('p', { class: 'hint' },
+        h('span', { class: 'guests' }, n.guests + ' guests'), ' (' + n.running + ' running)',
+        ha ? ' · ' + ha.managed + ' HA-managed' : '',
+        n.labels.length ? ' · labels ' + n.labels.join(', ') : '',
+        n.taints.length ? ' · taints ' + n.taints.join(', ') : ''),
+      n.violations.length ? list(n.violations.map(function (v) { return v.rule + ': ' + v.message; }), 'error') : null);
+  }
+
+  function nodeView(name) {
+    var sec = view('Node ' + name);
+    sec.appendChild(h('p', null, h('a', { href: '#/overview' }, '← zone ' + S.zone)));
+    var wait = loading(sec);
+    gql('query($z: String!) { guests(zone: $z) { vmid name type node status template maxcpu maxmem mem tags lock haManaged } guestRules(zone: $z) { vmid rules ignored } }', { z: S.zone })
+      .then(function (d) {
+        wait.remove();
+        var rules = {};
+        d.guestRules.forEach(function (r) { rules[r.vmid] = r; });
+        var gs = d.guests.filter(function (g) { return g.node === name; });
+        sec.appendChild(h('p', { id: 'node-guest-count' }, gs.length + ' guests on ' + name));
+        sec.appendChild(table(['VMID', 'Name', 'Type', 'State', { text: 'vCPUs', cls: 'num' }, { text: 'Memory', cls: 'num' }, 'Tags', 'Rules'],
+          gs.map(function (g) {
+            var r = rules[g.vmid] || { rules: [], ignored: false };
+            return h('tr', { 'data-vmid': g.vmid },
+              h('td', null, String(g.vmid)), h('td', null, g.name), h('td', null, g.type + (g.template ? ' (template)' : '')),
+              h('td', null, g.status + (g.lock ? ' (lock ' + g.lock + ')' : '') + (g.haManaged ? ' · HA' : '')),
+              h('td', { class: 'num' }, num(g.maxcpu, 0)), h('td', { class: 'num', 'data-maxmem': g.maxmem }, bytes(g.maxmem)),
+              h('td', null, h('span', { class: 'tags' }, g.tags.map(function (t) { return h('code', null, t); }))),
+              h('td', null, r.rules.join(', ') + (r.ignored ? ' (ignored by balance)' : '')));
+          }), { id: 'guest-table' }));
+      })
+      .catch(function (e) { wait.replaceWith(errorBox(e)); });
+  }
+
+  var PLAN_FIELDS = 'method metric imbalanceBefore imbalanceAfter threshold summary warnings migrations { vmid type name from to reason purpose online wave imbalanceAfter } unplaced { vmid name node rule reason } violationsBefore { rule node message } violationsAfter { rule node message } document';
+
+  function planView(sec, plan, carry) {
+    var box = h('div', { class: 'card', id: 'plan', 'data-migrations': plan.migrations.length });
+    box.appendChild(h('p', { id: 'plan-summary' }, plan.summary));
+    box.appendChild(h('dl', { class: 'kv' },
+      h('div', null, h('dt', null, 'Method'), h('dd', null, plan.method)),
+      h('div', null, h('dt', null, 'Imbalance before → after'), h('dd', { id: 'plan-imbalance' }, num(plan.imbalanceBefore, 2) + ' → ' + num(plan.imbalanceAfter, 2))),
+      h('div', null, h('dt', null, 'Threshold'), h('dd', null, num(plan.threshold, 2))),
+      h('div', null, h('dt', null, 'Migrations'), h('dd', { id: 'plan-count' }, String(plan.migrations.length)))));
+    if (plan.warnings.length) box.appendChild(h('div', null, h('h2', null, 'Warnings'), list(plan.warnings, 'warn')));
+    if (plan.unplaced.length) box.appendChild(h('div', null, h('h2', null, 'Cannot move'), list(plan.unplaced.map(function (u) { return u.vmid + ' (' + u.name + ') on ' + u.node + ', ' + u.rule + ': ' + u.reason; }), 'error')));
+    sec.appendChild(box);
+
+    var doc = plan.document || {};
+    var before = doc.nodes_before || [];
+    var after = {};
+    (doc.nodes_after || []).forEach(function (n) { after[n.node] = n; });
+    if (before.length) {
+      sec.appendChild(h('div', { class: 'card' }, h('h2', null, 'Memory per node, before and after'),
+        h('div', { class: 'compare', id: 'before-after' }, before.map(function (b) {
+          var a = after[b.node] || b;
+          return [
+            h('span', null, b.node),
+            h('div', null,
+              bar([{ cls: 'used', pct: b.mem_percent }], b.node + ' before ' + pct(b.mem_percent)),
+              bar([{ cls: 'after', pct: a.mem_percent }], b.node + ' after ' + pct(a.mem_percent)),
+              h('span', { class: 'hint', 'data-node': b.node, 'data-before': b.mem_percent, 'data-after': a.mem_percent },
+                pct(b.mem_percent) + ' → ' + pct(a.mem_percent) + ' · guests ' + b.guests + ' → ' + a.guests)),
+          ];
+        })),
+        h('p', { class: 'hint' }, 'Upper (blue) bar: now; lower (purple) bar: after every migration. Loads as the plan measures them (' + (plan.metric || 'memory') + ').')));
+    }
+    if (plan.migrations.length) {
+      sec.appendChild(h('div', { class: 'card' }, h('h2', null, 'Migrations'),
+        table(['#', 'Guest', 'From → to', 'Purpose', 'Reason'], plan.migrations.map(function (m, i) {
+          return h('tr', { 'data-vmid': m.vmid },
+            h('td', null, String(i + 1)), h('td', null, m.vmid + ' ' + m.name + (m.online ? '' : ' (offline)')),
+            h('td', null, m.from + ' → ' + m.to), h('td', null, m.purpose), h('td', null, m.reason));
+        }), { id: 'migration-table' })));
+      if (carry) {
+        var note = S.role === 'operator' ? null :
+          h('p', { class: 'hint' }, 'Your token is a viewer token: flxp will refuse to carry this out.');
+        sec.appendChild(h('div', { class: 'card' },
+          h('button', { type: 'button', class: 'danger', id: 'carry-out', onclick: carry }, 'Carry out…'), note,
+          h('div', { id: 'run' })));
+      }
+    }
+  }
+
+  function balanceView() {
+    var sec = view('Balance ' + S.zone + ': what would flxp do now');
+    var wait = loading(sec);
+    gql('query($z: String!) { rebalancePlan(zone: $z) { ' + PLAN_FIELDS + ' } }', { z: S.zone })
+      .then(function (d) {
+        wait.remove();
+        var plan = d.rebalancePlan;
+        planView(sec, plan, function () {
+          run('Rebalance zone ' + S.zone, plan.migrations.length + ' migrations as planned now (replanned if the cluster changed).',
+            'mutation($z: String!) { rebalance(zone: $z, dryRun: false) { executed done failed plan { migrations { vmid } } } }', { z: S.zone }, 'rebalance');
+        });
+      })
+      .catch(function (e) { wait.replaceWith(errorBox(e)); });
+  }
+
+  function evacuateView() {
+    var sec = view('Evacuate a node of ' + S.zone);
+    var form = h('form', { class: 'stack', id: 'evacuate-form' },
+      h('label', { for: 'evac-node' }, 'Node'), h('select', { id: 'evac-node', required: true }),
+      h('div', { class: 'full' }, h('button', { type: 'submit', class: 'primary' }, 'Plan the evacuation')));
+    sec.appendChild(h('div', { class: 'card' }, form));
+    var out = h('div', { id: 'evac-out' });
+    sec.appendChild(out);
+    gql('query($z: String!) { nodes(zone: $z) { name status guests } }', { z: S.zone }).then(function (d) {
+      d.nodes.forEach(function (n) { $('evac-node').appendChild(h('option', { value: n.name }, n.name + ' (' + n.guests + ' guests)')); });
+    }).catch(function (e) { out.appendChild(errorBox(e)); });
+    form.addEventListener('submit', function (ev) {
+      ev.preventDefault();
+      var node = $('evac-node').value;
+      out.textContent = '';
+      var wait = loading(out);
+      gql('query($z: String!, $n: String!) { evacuationPlan(zone: $z, node: $n) { ' + PLAN_FIELDS + ' } }', { z: S.zone, n: node })
+        .then(function (d) {
+          wait.remove();
+          var plan = d.evacuationPlan;
+          planView(out, plan, function () {
+            run('Evacuate ' + node, 'Move ' + plan.migrations.length + ' guests off ' + node + '.',
+              'mutation($z: String!, $n: String!) { evacuate(zone: $z, node: $n, dryRun: false) { executed done failed plan { migrations { vmid } } } }', { z: S.zone, n: node }, 'evacuate');
+          });
+        })
+        .catch(function (e) { wait.replaceWith(errorBox(e)); });
+    });
+  }
+
+  function confirmRun(title, text) {
+    var d = $('confirm');
+    $('confirm-title').textContent = title + '?';
+    $('confirm-text').textContent = text;
+    return new Promise(function (res) {
+      d.addEventListener('close', function once() {
+        d.removeEventListener('close', once);
+        res(d.returnValue === 'ok');
+      });
+      d.returnValue = '';
+      d.showModal();
+    });
+  }
+
+  // Carries out a plan: confirm, subscribe to /events, send the mutation, follow every migration.
+  function run(title, text, mutation, vars, field) {
+    confirmRun(title, text).then(function (ok) {
+      if (!ok) return;
+      var box = $('run');
+      var btn = $('carry-out');
+      btn.disabled = true;
+      box.textContent = '';
+      var status = h('p', { id: 'run-status', 'data-state': 'starting', role: 'status' }, 'Starting…');
+      var rows = h('tbody');
+      box.appendChild(status);
+      status.scrollIntoView({ block: 'center' });
+      box.appendChild(h('div', { class: 'table-wrap' }, h('table', { id: 'run-table' },
+        h('thead', null, h('tr', null, ['Guest', 'From → to', 'Progress', 'State'].map(function (x) { return h('th', { scope: 'col' }, x); }))), rows)));
+      var byVmid = {};
+      function row(e) {
+        if (!byVmid[e.vmid]) {
+          var fill = h('span', { class: 'used' });
+          fill.style.width = '0%';
+          var r = {
+            tr: h('tr', { 'data-vmid': e.vmid, 'data-state': 'running' }),
+            fill: fill, state: h('td', null, 'running'), route: h('td', null, (e.from || '') + ' → ' + (e.to || '')),
+          };
+          r.tr.appendChild(h('td', null, e.vmid + (e.name ? ' ' + e.name : '')));
+          r.tr.appendChild(r.route);
+          r.tr.appendChild(h('td', null, h('div', { class: 'bar', role: 'img', 'aria-label': 'progress' }, fill)));
+          r.tr.appendChild(r.state);
+          rows.appendChild(r.tr);
+          byVmid[e.vmid] = r;
+        }
+        return byVmid[e.vmid];
+      }
+      var counts = { done: 0, failed: 0 };
+      var ended;
+      var endedP = new Promise(function (res) { ended = res; });
+      var ctrl = new AbortController();
+      var stream = follow(ctrl.signal, function (e) {
+        if (e.zone && e.zone !== S.zone) return;
+        var r;
+        switch (e.event) {
+          case 'run-started': status.textContent = 'Running: ' + e.migrations + ' migrations planned.'; status.dataset.state = 'running'; break;
+          case 'started': r = row(e); r.state.textContent = 'running'; break;
+          case 'progress': r = row(e); r.fill.style.width = clamp(100 * e.fraction) + '%'; break;
+          case 'done': r = row(e); r.fill.style.width = '100%'; r.tr.dataset.state = 'done'; r.state.textContent = 'done in ' + num(e.secs) + ' s'; r.state.className = 'ok'; counts.done++; break;
+          case 'failed': r = row(e); r.tr.dataset.state = 'failed'; r.state.textContent = 'failed: ' + e.error; r.state.className = 'error'; counts.failed++; break;
+          case 'skipped': r = row(e); r.tr.dataset.state = 'skipped'; r.state.textContent = 'skipped: ' + e.reason; break;
+          case 'replanned': box.insertBefore(h('p', { class: 'warn' }, 'Replanned: ' + e.reason + ' (' + e.migrations + ' migrations)'), rows.parentNode.parentNode); break;
+          case 'run-ended': ended(); break;
+          default: break;
+        }
+        if (status.dataset.state === 'running') status.textContent = 'Running: ' + counts.done + ' done, ' + counts.failed + ' failed so far.';
+      });
+      stream.ready.then(function () {
+        return gql(mutation, vars);
+      }).then(function (d) {
+        // The answer and the stream's last events travel on two connections: let the stream
+        // catch up (a few seconds at most) so every row shows how its migration ended.
+        return Promise.race([endedP, new Promise(function (res) { setTimeout(res, 5000); })])
+          .then(function () { return d; });
+      }).then(function (d) {
+        var r = d[field];
+        status.textContent = 'Finished: ' + r.done + ' done, ' + r.failed.length + ' failed.';
+        status.dataset.state = 'finished';
+        status.dataset.done = r.done;
+        if (r.failed.length) box.appendChild(list(r.failed, 'error'));
+        box.appendChild(h('p', null, h('button', { type: 'button', id: 'plan-again', onclick: route }, 'Plan again on the cluster as it is now')));
+      }).catch(function (e) {
+        status.textContent = '';
+        status.dataset.state = 'refused';
+        status.appendChild(errorBox(e));
+      }).then(function () {
+        ctrl.abort();
+        btn.disabled = false;
+      });
+    });
+  }
+
+  function field(id, label, input, hint) {
+    input.id = id;
+    return [h('label', { for: id }, label), h('div', null, input, hint ? h('div', { class: 'hint' }, hint) : null)];
+  }
+  function options(sel, items, none) {
+    if (none) sel.appendChild(h('option', { value: '' }, none));
+    items.forEach(function (x) { sel.appendChild(h('option', { value: x.value !== undefined ? x.value : x }, x.label || x)); });
+    return sel;
+  }
+  function tagsOf(text) { return text.split(/[\s,]+/).filter(Boolean); }
+
+  function placeView() {
+    var sec = view('What-if placement in ' + S.zone);
+    var c = S.catalog;
+    var host = options(h('select'), [], 'let flxp choose');
+    var form = h('form', { class: 'stack', id: 'place-form' },
+      field('pl-profile', 'Compute profile', options(h('select'), c.computeProfiles.map(function (p) {
+        return { value: p.id, label: p.id + ' (' + p.cores * p.sockets + ' vCPU, ' + bytes(p.memory) + ')' };
+      }), 'none: memory and cores below')),
+      field('pl-memory', 'Memory', h('input', { type: 'text', placeholder: '4GiB', value: '4GiB' }), 'e.g. 4GiB, 512MiB'),
+      field('pl-cores', 'Cores', h('input', { type: 'number', min: 1, value: 2 })),
+      field('pl-tags', 'Tags', h('input', { type: 'text', placeholder: 'flxp.anti-affinity.web' }), 'space or comma separated'),
+      field('pl-policy', 'Policy', options(h('select'), c.policies, 'default (' + c.defaultPolicy + ')')),
+      field('pl-host', 'Host', host),
+      h('div', { class: 'full' }, h('button', { type: 'submit', class: 'primary' }, 'Where would it go?')));
+    sec.appendChild(h('div', { class: 'card' }, form));
+    var out = h('div', { id: 'place-out' });
+    sec.appendChild(out);
+    gql('query($z: String!) { nodes(zone: $z) { name } }', { z: S.zone }).then(function (d) {
+      options(host, d.nodes.map(function (n) { return n.name; }));
+    }).catch(function (e) { out.appendChild(errorBox(e)); });
+    form.addEventListener('submit', function (ev) {
+      ev.preventDefault();
+      var req = { tags: tagsOf($('pl-tags').value) };
+      if ($('pl-profile').value) req.computeProfile = $('pl-profile').value;
+      else { req.memory = $('pl-memory').value; req.cores = parseInt($('pl-cores').value, 10); }
+      if ($('pl-policy').value) req.policy = $('pl-policy').value;
+      if ($('pl-host').value) req.host = $('pl-host').value;
+      out.textContent = '';
+      var wait = loading(out);
+      gql('query($z: String!, $r: PlacementInput!) { placement(zone: $z, request: $r, explain: true) { node policy warnings candidates { node feasible reasons score scores { scorer score } } } }', { z: S.zone, r: req })
+        .then(function (d) {
+          wait.remove();
+          var p = d.placement;
+          out.appendChild(h('div', { class: 'card' },
+            h('p', { id: 'place-choice', 'data-node': p.node || '' }, p.node ? h('strong', null, 'Chosen node: ' + p.node) : h('strong', { class: 'error' }, 'No node can take it.'),
+              ' (policy ' + p.policy + ')'),
+            p.warnings.length ? list(p.warnings, 'warn') : null,
+            table(['Node', 'Verdict', { text: 'Score', cls: 'num' }, 'Score shares', 'Why'], p.candidates.map(function (cd) {
+              var total = cd.scores.reduce(function (s, x) { return s + x.score; }, 0) || 1;
+              var shares = h('div', { class: 'shares', role: 'img', 'aria-label': cd.scores.map(function (x) { return x.scorer + ' ' + num(x.score); }).join(', ') },
+                cd.scores.map(function (x) { var s = h('span', { title: x.scorer + ' ' + num(x.score) }); s.style.width = (100 * x.score / total) + '%'; return s; }));
+              return h('tr', { class: cd.node === p.node ? 'chosen' : null, 'data-node': cd.node, 'data-feasible': String(cd.feasible) },
+                h('td', null, cd.node), h('td', null, cd.feasible ? h('span', { class: 'ok' }, 'fits') : h('span', { class: 'error' }, 'refused')),
+                h('td', { class: 'num' }, cd.score === null ? '–' : num(cd.score)),
+                h('td', null, cd.scores.length ? [shares, h('div', { class: 'hint' }, cd.scores.map(function (x) { return x.scorer + ' ' + num(x.score); }).join(' · '))] : '–'),
+                h('td', null, cd.reasons.length ? list(cd.reasons) : ''));
+            }), { id: 'candidates' })));
+        })
+        .catch(function (e) { wait.replaceWith(errorBox(e)); });
+    });
+  }
+
+  function createView() {
+    var sec = view('Create a VM in ' + S.zone);
+    var c = S.catalog;
+    if (S.role !== 'operator') sec.appendChild(h('p', { class: 'hint' }, 'Your token is a viewer token: flxp will refuse to create VMs.'));
+    var form = h('form', { class: 'stack', id: 'create-form' },
+      field('cv-name', 'Name', h('input', { type: 'text', required: true, pattern: '[A-Za-z0-9][A-Za-z0-9.-]*' })),
+      field('cv-image', 'Image', options(h('select', { required: true }), c.images)),
+      field('cv-compute', 'Compute profile', options(h('select', { required: true }), c.computeProfiles.map(function (p) {
+        return { value: p.id, label: p.id + ' (' + p.cores * p.sockets + ' vCPU, ' + bytes(p.memory) + ')' };
+      }))),
+      field('cv-storage', 'Storage profile', options(h('select', { required: true }), c.storageProfiles.map(function (p) {
+        return { value: p.id, label: p.id + ' (' + p.storage + ', ' + bytes(p.disk) + ')' };
+      }))),
+      field('cv-network', 'Network', options(h('select'), c.networks, 'no interface')),
+      field('cv-key', 'SSH public key', h('textarea', { rows: 2, spellcheck: 'false' })),
+      field('cv-user', 'User', h('input', { type: 'text', autocomplete: 'off' })),
+      field('cv-password', 'Password', h('input', { type: 'password', autocomplete: 'new-password' })),
+      field('cv-tags', 'Tags', h('input', { type: 'text' }), 'space or comma separated; flxp rules among them'),
+      field('cv-policy', 'Policy', options(h('select'), c.policies, 'default (' + c.defaultPolicy + ')')),
+      field('cv-backup', 'Include in backups', h('input', { type: 'checkbox', checked: true })),
+      h('div', { class: 'full' }, h('button', { type: 'submit', class: 'primary' }, 'Create VM')));
+    sec.appendChild(h('div', { class: 'card' }, form));
+    var out = h('div', { id: 'create-out', role: 'status' });
+    sec.appendChild(out);
+    form.addEventListener('submit', function (ev) {
+      ev.preventDefault();
+      var o = {
+        image: $('cv-image').value, computeProfile: $('cv-compute').value, storageProfile: $('cv-storage').value,
+        interfaces: $('cv-network').value ? [{ network: $('cv-network').value }] : [],
+        tags: tagsOf($('cv-tags').value), backup: $('cv-backup').checked,
+      };
+      if ($('cv-key').value.trim()) o.sshPublicKey = $('cv-key').value.trim();
+      if ($('cv-user').value) o.user = $('cv-user').value;
+      if ($('cv-password').value) o.password = $('cv-password').value;
+      if ($('cv-policy').value) o.policy = $('cv-policy').value;
+      out.textContent = 'Creating…';
+      gql('mutation($z: String!, $n: String!, $o: CreateVMOptions!) { createVM(zone: $z, name: $n, options: $o) { id name host { name } warnings } }', { z: S.zone, n: $('cv-name').value, o: o })
+        .then(function (d) {
+          var vm = d.createVM;
+          out.textContent = '';
+          out.appendChild(h('p', { class: 'ok', id: 'created', 'data-vmid': vm.id }, 'Created VM ' + vm.id + ' (' + vm.name + ') on ' + vm.host.name + '.'));
+          if (vm.warnings.length) out.appendChild(list(vm.warnings, 'warn'));
+        })
+        .catch(function (e) { out.textContent = ''; out.appendChild(errorBox(e)); });
+    });
+  }
+
+  function historyView() {
+    var sec = view('History of ' + S.zone);
+    sec.appendChild(h('p', { class: 'hint' }, 'Recent migrations and creations from Proxmox\'s task history (flxp keeps none of its own).'));
+    var wait = loading(sec);
+    gql('query($z: String!) { tasks(zone: $z, limit: 100) { upid node type id user starttime endtime status } }', { z: S.zone })
+      .then(function (d) {
+        wait.remove();
+        if (!d.tasks.length) { sec.appendChild(h('p', { id: 'no-tasks' }, 'No migrations or creations in the task history.')); return; }
+        sec.appendChild(table(['Started', 'Type', 'Guest', 'Node', 'By', 'Took', 'Result'], d.tasks.map(function (t) {
+          var took = t.endtime && t.starttime ? (t.endtime - t.starttime) + ' s' : 'running';
+          return h('tr', { 'data-upid': t.upid },
+            h('td', null, time(t.starttime)), h('td', null, t.type), h('td', null, t.id), h('td', null, t.node),
+            h('td', null, t.user), h('td', null, took),
+            h('td', { class: t.status && t.status !== 'OK' ? 'error' : 'ok' }, t.status || 'running'));
+        }), { id: 'task-table' }));
+      })
+      .catch(function (e) { wait.replaceWith(errorBox(e)); });
+  }
+
+  // ---- routing -------------------------------------------------------------------------------
+
+  var VIEWS = { overview: overview, balance: balanceView, evacuate: evacuateView, place: placeView, create: createView, history: historyView };
+
+  function route() {
+    if (!S.token) return;
+    // In-page anchors (the skip link) are not views.
+    if (location.hash && location.hash.indexOf('#/') !== 0) return;
+    var parts = (location.hash || '#/overview').slice(2).split('/');
+    var name = parts[0] || 'overview';
+    document.querySelectorAll('#nav a[data-view]').forEach(function (a) {
+      if (a.dataset.view === name || (name === 'node' && a.dataset.view === 'overview')) a.setAttribute('aria-current', 'page');
+      else a.removeAttribute('aria-current');
+    });
+    if (name === 'node' && parts[1]) nodeView(decodeURIComponent(parts[1]));
+    else (VIEWS[name] || overview)();
+    document.title = 'flxp · ' + name + ' · ' + S.zone;
+  }
+
+  window.addEventListener('hashchange', route);
+  $('zone').addEventListener('change', function () {
+    S.zone = $('zone').value;
+    try { sessionStorage.setItem(ZONE_KEY, S.zone); } catch (e) { /* storage off */ }
+    route();
+  });
+  $('logout').addEventListener('click', function () { logout(''); });
+  $('login-form').addEventListener('submit', function (ev) {
+    ev.preventDefault();
+    var t = $('token').value.trim();
+    $('login-error').textContent = '';
+    login(t).catch(function (e) {
+      S.token = null;
+      showLogin(e.code === 'UNAUTHENTICATED' || e.message.indexOf('401') >= 0 ? 'This token is not accepted.' : e.message);
+    });
+  });
+
+  var saved = null;
+  try { saved = sessionStorage.getItem(TOKEN_KEY); } catch (e) { /* storage off */ }
+  if (saved) login(saved).catch(function () { logout('Log in again.'); });
+  else showLogin('');
+}());

@@ -1,0 +1,551 @@
+//! The dashboard in a real browser: `flxp serve` on the simulator (see `serve.rs`), Debian's
+//! headless Chromium driven through chromedriver ([`crate::webdriver`]). Every view loads and
+//! shows the API's figures; a balance plan is carried out and followed live to its end; a viewer
+//! is refused carrying out. The tests fail, never skip, when the browser is missing.
+//!
+//! `FLXP_UPDATE_SCREENSHOTS=1 cargo test -p flxp --test it dashboard` also writes the screenshots
+//! of `docs/screenshots/`.
+
+use std::path::Path;
+
+use flxp_sim::Scenario;
+use serde_json::{Value, json};
+
+use crate::serve::{API_TOKEN, Service, start};
+use crate::webdriver::Browser;
+
+const VIEWER_TOKEN: &str = "viewer-token-5b1e";
+
+/// One browser at a time: Chromium is heavy, and the other tests of this binary time things.
+static ONE_BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The `[api]` section giving the test's viewer token its role (the operator's comes from
+/// `FLXP_API_TOKEN`, which has no role of its own and so is an operator).
+fn viewer_config() -> String {
+    format!("[api]\ntokens = [{{ value = \"{VIEWER_TOKEN}\", role = \"viewer\" }}]\n")
+}
+
+/// What the page prints for a byte count (the script's `bytes()`).
+fn gib(n: u64) -> String {
+    format!("{:.1} GiB", n as f64 / (1u64 << 30) as f64)
+}
+
+async fn shot(b: &Browser, name: &str) {
+    // Let the page paint what the last step changed before the picture is taken.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let png = b.screenshot().await;
+    assert!(png.starts_with(b"\x89PNG"), "{name}: not a PNG");
+    if std::env::var_os("FLXP_UPDATE_SCREENSHOTS").is_some() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/screenshots");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
+    }
+}
+
+/// Logs in on the login form the page shows now.
+async fn login(b: &Browser, token: &str) {
+    b.wait(
+        "the login form",
+        "return !document.getElementById('login').hidden",
+        20,
+    )
+    .await;
+    b.type_into("#token", token).await;
+    b.click("#login-form button[type=submit]").await;
+    b.wait(
+        "the zone view",
+        "return document.querySelectorAll('#nodes .node').length",
+        20,
+    )
+    .await;
+}
+
+async fn open(b: &Browser, s: &Service, hash: &str) {
+    b.goto(&format!("{}/{hash}", s.url)).await;
+}
+
+/// Every `data-vmid` of a table's rows, in order.
+async fn vmids(b: &Browser, table: &str) -> Vec<u64> {
+    let v = b
+        .js(
+            "return Array.from(document.querySelectorAll(arguments[0] + ' tbody tr')).map(r => Number(r.dataset.vmid))",
+            json!([table]),
+        )
+        .await;
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
+    crate::webdriver::require_browser();
+    let _one = ONE_BROWSER.lock().await;
+    let s = start(Scenario::demo(), &viewer_config(), &[]).await;
+    let b = Browser::start(1280, 900).await;
+
+    // Login: the token goes in a form, never a URL; it is kept in sessionStorage only.
+    b.goto(&format!("{}/", s.url)).await;
+    b.wait(
+        "the login form",
+        "return !document.getElementById('login').hidden",
+        20,
+    )
+    .await;
+    shot(&b, "login").await;
+    b.type_into("#token", "not-a-token").await;
+    b.click("#login-form button[type=submit]").await;
+    b.wait(
+        "the refusal",
+        "return document.getElementById('login-error').textContent",
+        10,
+    )
+    .await;
+    login(&b, API_TOKEN).await;
+    let url = b.js("return location.href", json!([])).await;
+    assert!(!url.as_str().unwrap().contains(API_TOKEN), "{url}");
+    let kept = b
+        .js(
+            "return [sessionStorage.getItem('flxp.token'), location.href, document.body.innerText]",
+            json!([]),
+        )
+        .await;
+    assert_eq!(kept[0], API_TOKEN, "{kept}");
+    assert_eq!(
+        b.js(
+            "return document.getElementById('role').textContent",
+            json!([])
+        )
+        .await,
+        "operator"
+    );
+
+    // Zone view: every node's figures are the API's.
+    let api = s
+        .gql(
+            r#"{ nodes(zone: "lab") { name mem maxmem committedMem guests } status(zone: "lab") { running guests imbalance threshold violations { rule } } }"#,
+            json!({}),
+        )
+        .await;
+    let nodes = api["data"]["nodes"].as_array().unwrap();
+    let cards = b
+        .js(
+            "return Array.from(document.querySelectorAll('#nodes .node')).map(c => ({ name: c.dataset.node, maxmem: Number(c.dataset.maxmem), committed: Number(c.dataset.committed), guests: Number(c.dataset.guests), text: c.innerText }))",
+            json!([]),
+        )
+        .await;
+    let cards = cards.as_array().unwrap();
+    assert_eq!(cards.len(), nodes.len());
+    for (n, c) in nodes.iter().zip(cards) {
+        assert_eq!(c["name"], n["name"]);
+        assert_eq!(c["maxmem"], n["maxmem"]);
+        assert_eq!(c["committed"], n["committedMem"]);
+        assert_eq!(c["guests"], n["guests"]);
+        let text = c["text"].as_str().unwrap();
+        assert!(text.contains(&gib(n["maxmem"].as_u64().unwrap())), "{text}");
+        assert!(text.contains(&format!("{} guests", n["guests"])), "{text}");
+    }
+    let st = &api["data"]["status"];
+    let total = b
+        .js(
+            "return document.getElementById('guest-total').textContent",
+            json!([]),
+        )
+        .await;
+    assert_eq!(total, format!("{} / {}", st["running"], st["guests"]));
+    let imbalance = b
+        .js(
+            "return document.getElementById('imbalance').textContent",
+            json!([]),
+        )
+        .await;
+    let want = format!(
+        "{:.2} / threshold {:.2}",
+        st["imbalance"].as_f64().unwrap(),
+        st["threshold"].as_f64().unwrap()
+    );
+    assert!(
+        imbalance.as_str().unwrap().starts_with(&want),
+        "{imbalance}"
+    );
+    shot(&b, "zone").await;
+
+    // Dark mode of the same view, and the phone layout.
+    b.color_scheme("dark").await;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let bg = b
+        .js(
+            "return getComputedStyle(document.body).backgroundColor",
+            json!([]),
+        )
+        .await;
+    assert_eq!(bg, "rgb(13, 17, 23)", "dark mode background");
+    shot(&b, "zone-dark").await;
+    b.color_scheme("light").await;
+
+    // A node opens to its guests, with tags and rules.
+    let node = nodes[0]["name"].as_str().unwrap();
+    b.click(&format!("#nodes .node[data-node='{node}'] h2 a"))
+        .await;
+    b.wait(
+        "the node's guests",
+        "return document.getElementById('guest-table')",
+        20,
+    )
+    .await;
+    let guests = s
+        .gql(r#"{ guests(zone: "lab") { vmid node } }"#, json!({}))
+        .await;
+    let mut want: Vec<u64> = guests["data"]["guests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|g| g["node"] == node)
+        .map(|g| g["vmid"].as_u64().unwrap())
+        .collect();
+    let mut shown = vmids(&b, "#guest-table").await;
+    want.sort_unstable();
+    shown.sort_unstable();
+    assert_eq!(shown, want);
+    shot(&b, "node").await;
+
+    // What would balance do now: the same plan as the API's.
+    let plan = s
+        .gql(
+            r#"{ rebalancePlan(zone: "lab") { migrations { vmid to } } }"#,
+            json!({}),
+        )
+        .await;
+    let planned: Vec<u64> = plan["data"]["rebalancePlan"]["migrations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["vmid"].as_u64().unwrap())
+        .collect();
+    assert!(!planned.is_empty(), "the demo zone needs balancing: {plan}");
+    open(&b, &s, "#/balance").await;
+    b.wait(
+        "the plan",
+        "return document.getElementById('migration-table')",
+        30,
+    )
+    .await;
+    assert_eq!(vmids(&b, "#migration-table").await, planned);
+    let bars = b
+        .js(
+            "return document.querySelectorAll('#before-after [data-node]').length",
+            json!([]),
+        )
+        .await;
+    assert_eq!(bars, json!(nodes.len()));
+    shot(&b, "balance").await;
+
+    // Carry it out, confirmed, and follow it live to its end.
+    b.click("#carry-out").await;
+    b.wait(
+        "the confirmation",
+        "return document.getElementById('confirm').open",
+        10,
+    )
+    .await;
+    shot(&b, "balance-confirm").await;
+    b.click("#confirm-ok").await;
+    b.wait(
+        "a migration shown live",
+        "return document.querySelectorAll('#run-table tbody tr').length",
+        30,
+    )
+    .await;
+    let state = b
+        .wait(
+            "the end of the run",
+            "const s = document.getElementById('run-status'); return s && s.dataset.state !== 'starting' && s.dataset.state !== 'running' && s.dataset.state",
+            90,
+        )
+        .await;
+    assert_eq!(state, "finished");
+    let done = b
+        .js(
+            "return document.querySelectorAll('#run-table tr[data-state=done]').length",
+            json!([]),
+        )
+        .await;
+    assert!(done.as_u64().unwrap() >= 1, "{done}");
+    let status = b
+        .js(
+            "return document.getElementById('run-status').textContent",
+            json!([]),
+        )
+        .await;
+    assert!(
+        status.as_str().unwrap().contains(&format!("{done} done")),
+        "{status}"
+    );
+    b.js(
+        "document.getElementById('run').scrollIntoView({ block: 'center' })",
+        json!([]),
+    )
+    .await;
+    shot(&b, "balance-done").await;
+    let after = s
+        .gql(r#"{ guests(zone: "lab") { vmid node } }"#, json!({}))
+        .await;
+    let moved = b
+        .js(
+            "return Array.from(document.querySelectorAll('#run-table tr[data-state=done]')).map(r => [Number(r.dataset.vmid), r.children[1].textContent.split(' → ')[1]])",
+            json!([]),
+        )
+        .await;
+    for m in moved.as_array().unwrap() {
+        let g = after["data"]["guests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["vmid"] == m[0])
+            .unwrap();
+        assert_eq!(g["node"], m[1], "{m}");
+    }
+
+    // History: Proxmox's task list, the same as the API's.
+    open(&b, &s, "#/history").await;
+    b.wait(
+        "the task history",
+        "return document.getElementById('task-table')",
+        20,
+    )
+    .await;
+    let tasks = s
+        .gql(
+            r#"{ tasks(zone: "lab", limit: 100) { upid type } }"#,
+            json!({}),
+        )
+        .await;
+    let tasks = tasks["data"]["tasks"].as_array().unwrap();
+    assert!(tasks.iter().any(|t| t["type"] == "qmigrate"), "{tasks:?}");
+    let rows = b
+        .js(
+            "return document.querySelectorAll('#task-table tbody tr').length",
+            json!([]),
+        )
+        .await;
+    assert_eq!(rows, json!(tasks.len()));
+    shot(&b, "history").await;
+
+    // What-if placement: the chosen node and every node's verdict are the API's.
+    open(&b, &s, "#/place").await;
+    b.wait(
+        "the placement form",
+        "return document.getElementById('pl-host').options.length > 1",
+        20,
+    )
+    .await;
+    b.type_into("#pl-tags", "flxp.anti-affinity.web").await;
+    b.click("#place-form button[type=submit]").await;
+    b.wait(
+        "the placement",
+        "return document.getElementById('candidates')",
+        20,
+    )
+    .await;
+    let p = s
+        .gql(
+            r#"{ placement(zone: "lab", request: { memory: "4GiB", cores: 2, tags: ["flxp.anti-affinity.web"] }, explain: true) { node candidates { node feasible } } }"#,
+            json!({}),
+        )
+        .await;
+    let chosen = b
+        .js(
+            "return document.getElementById('place-choice').dataset.node",
+            json!([]),
+        )
+        .await;
+    assert_eq!(chosen, p["data"]["placement"]["node"]);
+    let verdicts = b
+        .js(
+            "return Array.from(document.querySelectorAll('#candidates tbody tr')).map(r => ({ node: r.dataset.node, feasible: r.dataset.feasible === 'true' }))",
+            json!([]),
+        )
+        .await;
+    assert_eq!(verdicts, p["data"]["placement"]["candidates"]);
+    shot(&b, "place").await;
+
+    // Evacuation plan of a chosen node: the API's.
+    open(&b, &s, "#/evacuate").await;
+    let node = b
+        .wait(
+            "the node list",
+            "return document.getElementById('evac-node').value",
+            20,
+        )
+        .await;
+    b.click("#evacuate-form button[type=submit]").await;
+    b.wait(
+        "the evacuation plan",
+        "return document.getElementById('plan')",
+        30,
+    )
+    .await;
+    let ev = s
+        .gql(
+            r#"query($n: String!) { evacuationPlan(zone: "lab", node: $n) { migrations { vmid } } }"#,
+            json!({ "n": node }),
+        )
+        .await;
+    let count = b
+        .js(
+            "return Number(document.getElementById('plan').dataset.migrations)",
+            json!([]),
+        )
+        .await;
+    assert_eq!(
+        count,
+        json!(
+            ev["data"]["evacuationPlan"]["migrations"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{ev}"))
+                .len()
+        )
+    );
+    shot(&b, "evacuate").await;
+
+    // createVM with the configured profiles.
+    open(&b, &s, "#/create").await;
+    b.wait(
+        "the create form",
+        "return document.getElementById('cv-compute').options.length",
+        20,
+    )
+    .await;
+    let profiles = b
+        .js(
+            "return Array.from(document.getElementById('cv-compute').options).map(o => o.value)",
+            json!([]),
+        )
+        .await;
+    assert_eq!(profiles, json!(["huge", "medium", "small"]));
+    b.type_into("#cv-name", "dash-web").await;
+    b.js(
+        "document.getElementById('cv-compute').value = 'small'",
+        json!([]),
+    )
+    .await;
+    b.type_into("#cv-key", crate::serve::KEY).await;
+    b.click("#create-form button[type=submit]").await;
+    let vmid = b
+        .wait(
+            "the new VM",
+            "const c = document.getElementById('created'); return c && c.dataset.vmid",
+            60,
+        )
+        .await;
+    let g = s
+        .gql(r#"{ guests(zone: "lab") { vmid name } }"#, json!({}))
+        .await;
+    assert!(
+        g["data"]["guests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["name"] == "dash-web" && Value::String(x["vmid"].to_string()) == vmid),
+        "{vmid} {g}"
+    );
+    shot(&b, "create").await;
+
+    // The vendored GraphiQL renders without reaching any other host.
+    b.goto(&format!("{}/graphql", s.url)).await;
+    b.wait(
+        "GraphiQL",
+        "return document.querySelector('.graphiql-container')",
+        30,
+    )
+    .await;
+    shot(&b, "graphiql").await;
+    b.goto(&format!("{}/", s.url)).await;
+    let hosts = b
+        .js(
+            "return performance.getEntriesByType('resource').map(e => new URL(e.name).host).filter(h => h !== location.host)",
+            json!([]),
+        )
+        .await;
+    assert_eq!(hosts, json!([]), "resources from another host");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_viewer_sees_plans_and_is_refused_carrying_them_out() {
+    crate::webdriver::require_browser();
+    let _one = ONE_BROWSER.lock().await;
+    let s = start(Scenario::demo(), &viewer_config(), &[]).await;
+    let b = Browser::start(390, 844).await;
+    b.goto(&format!("{}/", s.url)).await;
+    login(&b, VIEWER_TOKEN).await;
+    let role = b
+        .js(
+            "return [document.getElementById('role').textContent, sessionStorage.getItem('flxp.token'), location.href]",
+            json!([]),
+        )
+        .await;
+    assert_eq!(role[0], "viewer", "{role}");
+    shot(&b, "zone-phone").await;
+    let before = s
+        .gql(r#"{ guests(zone: "lab") { vmid node } }"#, json!({}))
+        .await;
+    let count = s.guest_count();
+    open(&b, &s, "#/balance").await;
+    b.wait(
+        "the plan",
+        "return document.getElementById('migration-table')",
+        30,
+    )
+    .await;
+    b.click("#carry-out").await;
+    b.wait(
+        "the confirmation",
+        "return document.getElementById('confirm').open",
+        10,
+    )
+    .await;
+    b.click("#confirm-ok").await;
+    let state = b
+        .wait(
+            "the refusal",
+            "const s = document.getElementById('run-status'); return s && s.dataset.state !== 'starting' && s.dataset.state",
+            30,
+        )
+        .await;
+    assert_eq!(state, "refused");
+    let code = b
+        .js(
+            "return document.querySelector('#run-status [data-code]').dataset.code",
+            json!([]),
+        )
+        .await;
+    assert_eq!(code, "FORBIDDEN");
+    // Refused by the API, not only the page: nothing moved.
+    let after = s
+        .gql(r#"{ guests(zone: "lab") { vmid node } }"#, json!({}))
+        .await;
+    assert_eq!(before, after);
+    let (status, v) = s
+        .gql_as(
+            Some(VIEWER_TOKEN),
+            r#"mutation { evacuate(zone: "lab", node: "pve1", dryRun: false) { done } }"#,
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(crate::serve::code(&v), "FORBIDDEN", "{v}");
+    let (_, v) = s
+        .gql_as(
+            Some(VIEWER_TOKEN),
+            crate::serve::CREATE,
+            json!({ "zone": "lab", "name": "nope", "options": crate::serve::options() }),
+        )
+        .await;
+    assert_eq!(crate::serve::code(&v), "FORBIDDEN", "{v}");
+    assert_eq!(s.guest_count(), count, "a viewer created a guest");
+    // The live stream needs a token like the API.
+    assert_eq!(s.get("/events").await.0, 401);
+    shot(&b, "viewer-refused").await;
+}
