@@ -60,7 +60,7 @@ impl World {
     ) -> Result<Value, ApiError> {
         let g = self.guest_at(kind, node, vmid)?;
         if let Some(lock) = g.lock() {
-            return Err(ApiError::locked(lock));
+            return Err(g.locked_error(lock));
         }
         let sid = g.sid();
         let mut allowed = Vec::new();
@@ -167,7 +167,7 @@ impl World {
         match req.kind {
             GuestKind::Qemu => {
                 if let Some(lock) = g.lock() {
-                    return Err(ApiError::locked(lock));
+                    return Err(g.locked_error(lock));
                 }
                 // `check_storage_availability`: every volume's storage on the target.
                 if let Some(s) = self.unavailable_storage(&g, &req.target) {
@@ -309,10 +309,17 @@ impl World {
         if live && !plan.online {
             return fail_fast(self, "can't migrate running VM without --online".into());
         }
-        if g.kind == GuestKind::Lxc && g.running && !plan.restart {
+        // `prepare` refuses `online` for a running container even with `restart`.
+        if g.kind == GuestKind::Lxc && g.running && plan.online {
             return fail_fast(
                 self,
                 "lxc live migration is currently not implemented".into(),
+            );
+        }
+        if g.kind == GuestKind::Lxc && g.running && !plan.restart {
+            return fail_fast(
+                self,
+                "running container can only be migrated in restart mode".into(),
             );
         }
         // `prepare` checks every volume's storage on the target (`storage_check_enabled`).

@@ -279,3 +279,40 @@ async fn an_ha_managed_guest_gets_an_hamigrate_task() {
     assert!(upid.contains(":hamigrate:110:"), "{upid}");
     assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
 }
+
+// Every `check_lock` names the guest type: a locked container answers "CT is locked (...)" to
+// the migrate precondition, config writes and deletion (pve-container `PVE::LXC::Config`, whose
+// `guest_type` is "CT"); a VM says "VM".
+#[tokio::test(start_paused = true)]
+async fn a_locked_container_says_ct_is_locked() {
+    let s = cluster_with(|doc| entry(doc, "lxc/104")["lock"] = json!("backup"));
+    let text = "CT is locked (backup)";
+    let r = s.get("/nodes/pve2/lxc/104/migrate").await;
+    assert_died(&s, &r, text, "104").await;
+    let r = s.put("/nodes/pve2/lxc/104/config", &[("tags", "x")]).await;
+    assert_died(&s, &r, text, "104").await;
+    let r = s.delete("/nodes/pve2/lxc/104").await;
+    assert_died(&s, &r, text, "104").await;
+    let s = cluster_with(|doc| entry(doc, "qemu/102")["lock"] = json!("backup"));
+    let r = s.get("/nodes/pve2/qemu/102/migrate").await;
+    assert_died(&s, &r, "VM is locked (backup)", "102").await;
+}
+
+// lxc: `online` passes the handler's check, but the worker's `prepare` refuses it for a running
+// container, even together with `restart`.
+#[tokio::test(start_paused = true)]
+async fn a_running_container_with_online_fails_in_the_task_even_with_restart() {
+    let s = TestSim::cluster();
+    let upid = s
+        .post(
+            "/nodes/pve2/lxc/103/migrate",
+            &[("target", "pve1"), ("online", "1"), ("restart", "1")],
+        )
+        .await
+        .upid();
+    assert_eq!(
+        s.wait(&upid).await["exitstatus"],
+        "lxc live migration is currently not implemented"
+    );
+    assert_eq!(s.resource("lxc/103").await["node"], "pve2");
+}
