@@ -341,9 +341,15 @@ fn migrate(kind: GuestKind, sim: &Sim, call: Call) -> Reply {
             (p.target, false, p.restart.unwrap_or(false), p.bwlimit)
         }
     };
+    let node = call.params.node()?;
+    let mut w = sim.world();
+    w.check_migrate_target(&node, &target)?;
+    if kind == GuestKind::Qemu {
+        root_only(&call, &["force", "migration_type", "migration_network"])?;
+    }
     let req = MigrateRequest {
         kind,
-        node: call.params.node()?,
+        node,
         vmid: call.params.vmid()?,
         target,
         online: call.params.is_set("online"),
@@ -352,10 +358,29 @@ fn migrate(kind: GuestKind, sim: &Sim, call: Call) -> Reply {
         bwlimit_kib: bwlimit.map(|b| b as f64),
         user: call.user(),
     };
-    let mut w = sim.world();
     let upid = w.migrate(req)?;
     w.record();
     Data::of(&upid)
+}
+
+/// Parameters only `root@pam` itself may pass (not even its API tokens): a parameter error on the
+/// first one given, as qemu-server's `migrate_vm` raises it.
+fn root_only(call: &Call, names: &[&str]) -> Result<(), ApiError> {
+    if call.user() == "root@pam" {
+        return Ok(());
+    }
+    // `force` counts when true, the others when given at all (Perl truthiness of the value).
+    let given = |n: &&&str| match **n {
+        "force" => call.params.is_set(n),
+        _ => call
+            .params
+            .text(n)
+            .is_some_and(|v| !v.is_empty() && v != "0"),
+    };
+    match names.iter().find(given) {
+        Some(n) => Err(ApiError::param(n, "Only root may use this option.")),
+        None => Ok(()),
+    }
 }
 
 /// `POST /nodes/{node}/qemu/{vmid}/clone`.

@@ -18,6 +18,9 @@ use crate::{Error, Result};
 
 use flxp_core::units::GIB;
 
+/// The shared storage a scenario without storage entries gets (see `build_storages`).
+pub const DEFAULT_SHARED_STORAGE: &str = "shared";
+
 impl World {
     /// Builds the world of a scenario at simulated time `start`.
     pub fn build(scenario: &Scenario, start: f64) -> Result<World> {
@@ -284,7 +287,24 @@ impl World {
                 },
             );
         }
+        // A scenario that describes no storage gets what a cluster that live-migrates usually
+        // has: node-local `local` (ISOs, templates, backups) and `local-lvm`, and a shared
+        // `shared` (NFS) that holds the generated guest disks, so live migration needs no
+        // `with-local-disks`. Local disks are asked for by naming `local-lvm` in a guest's config.
         if self.storages.is_empty() {
+            self.storages.insert(
+                DEFAULT_SHARED_STORAGE.into(),
+                Storage {
+                    id: DEFAULT_SHARED_STORAGE.into(),
+                    kind: "nfs".into(),
+                    shared: true,
+                    content: "images,rootdir".into(),
+                    nodes: BTreeSet::new(),
+                    total: 8 << 40,
+                    base_used: 0,
+                    per_node: BTreeMap::new(),
+                },
+            );
             self.storages.insert(
                 "local".into(),
                 Storage {

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use flxp_core::units::MIB;
 use ring::digest::{SHA1_FOR_LEGACY_USE_ONLY, digest};
 
+use crate::ApiError;
 use crate::schema::parse_size;
 
 /// qemu or lxc.
@@ -317,6 +318,16 @@ impl Guest {
     /// `vm:100` or `ct:101`.
     pub fn sid(&self) -> String {
         format!("{}:{}", self.kind.ha_prefix(), self.vmid)
+    }
+
+    /// "VM is locked (migrate)" or "CT is locked (backup)": `check_lock` names the guest type
+    /// (`guest_type` of `PVE::QemuConfig` and `PVE::LXC::Config`).
+    pub fn locked_error(&self, lock: &str) -> ApiError {
+        let what = match self.kind {
+            GuestKind::Qemu => "VM",
+            GuestKind::Lxc => "CT",
+        };
+        ApiError::die(format!("{what} is locked ({lock})"))
     }
 
     /// The config file path Proxmox names in errors.

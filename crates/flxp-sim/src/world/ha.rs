@@ -216,7 +216,9 @@ impl World {
                 self.begin_migration(MigrationPlan {
                     vmid,
                     target: target.clone(),
-                    online: true,
+                    // Containers move offline after a shutdown (pve-ha-manager
+                    // `PVE/HA/Resources/PVECT.pm`, `migrate`: `online => 0`).
+                    online: guest.kind == super::GuestKind::Qemu,
                     with_local_disks: false,
                     restart: relocate,
                     bwlimit_kib: None,

@@ -114,7 +114,7 @@ impl World {
                 && !change.set.contains_key("lock")
                 && !change.delete.iter().any(|k| k == "lock")
             {
-                return Err(ApiError::locked(lock));
+                return Err(g.locked_error(lock));
             }
         }
         for k in change.set.keys().chain(change.delete.iter()) {
@@ -333,7 +333,7 @@ impl World {
         }
         if let Some(lock) = g.lock() {
             if !skiplock {
-                return Err(ApiError::locked(lock));
+                return Err(g.locked_error(lock));
             }
         }
         if op == PowerOp::Shutdown && !g.running {
@@ -467,7 +467,7 @@ impl World {
     ) -> Result<String, ApiError> {
         let g = self.guest_at(kind, node, vmid)?.clone();
         if let Some(lock) = g.lock() {
-            return Err(ApiError::locked(lock));
+            return Err(g.locked_error(lock));
         }
         if g.running {
             return Err(ApiError::die(format!(

@@ -61,7 +61,7 @@ impl World {
     ) -> Result<Value, ApiError> {
         let g = self.guest_at(kind, node, vmid)?;
         if let Some(lock) = g.lock() {
-            return Err(ApiError::locked(lock));
+            return Err(g.locked_error(lock));
         }
         let sid = g.sid();
         let mut allowed = Vec::new();
@@ -148,33 +148,41 @@ impl World {
         Ok(value)
     }
 
-    /// `POST /nodes/{node}/{qemu|lxc}/{vmid}/migrate`: checks what Proxmox checks before forking
-    /// the worker, then starts the task; returns its UPID.
-    pub fn migrate(&mut self, req: MigrateRequest) -> Result<String, ApiError> {
-        let g = self.guest_at(req.kind, &req.node, req.vmid)?.clone();
-        if req.target == req.node {
+    /// The target checks both `migrate_vm` handlers make first (qemu-server
+    /// `PVE/API2/Qemu.pm` and pve-container `src/PVE/API2/LXC.pm`, `migrate_vm`): a parameter
+    /// error when the target is the node handling the request, then `check_node_exists`.
+    pub fn check_migrate_target(&self, node: &str, target: &str) -> Result<(), ApiError> {
+        if target == node {
             return Err(ApiError::param("target", "target is local node."));
         }
-        self.node(&req.target)?;
-        if let Some(lock) = g.lock() {
-            return Err(ApiError::locked(lock));
-        }
-        if req.kind == GuestKind::Lxc && g.running && !req.online && !req.restart {
-            return Err(ApiError::die(
-                "can't migrate running container without --online or --restart",
-            ));
-        }
-        for d in g.disks() {
-            if let Some(s) = &d.storage {
-                if !self
-                    .storages
-                    .get(s)
-                    .is_some_and(|st| st.available_on(&req.target))
-                {
+        self.node(target).map(|_| ())
+    }
+
+    /// `POST /nodes/{node}/{qemu|lxc}/{vmid}/migrate`: checks what Proxmox checks before forking
+    /// the worker, in its order, then starts the task; returns its UPID. The qemu handler checks
+    /// the lock and the storages early; the lxc handler leaves both to the worker's `prepare`
+    /// (pve-container `src/PVE/LXC/Migrate.pm`), so they fail in the task log there.
+    pub fn migrate(&mut self, req: MigrateRequest) -> Result<String, ApiError> {
+        self.check_migrate_target(&req.node, &req.target)?;
+        let g = self.guest_at(req.kind, &req.node, req.vmid)?.clone();
+        match req.kind {
+            GuestKind::Qemu => {
+                if let Some(lock) = g.lock() {
+                    return Err(g.locked_error(lock));
+                }
+                // `check_storage_availability`: every volume's storage on the target.
+                if let Some(s) = self.unavailable_storage(&g, &req.target) {
                     return Err(ApiError::die(format!(
                         "storage '{s}' is not available on node '{}'",
                         req.target
                     )));
+                }
+            }
+            GuestKind::Lxc => {
+                if g.running && !req.online && !req.restart {
+                    return Err(ApiError::die(
+                        "can't migrate running container without --online or --restart",
+                    ));
                 }
             }
         }
@@ -226,6 +234,16 @@ impl World {
             .get(task)
             .map(|t| t.upid.clone())
             .unwrap_or_default()
+    }
+
+    /// The first storage of `g`'s volumes that `target` cannot reach.
+    fn unavailable_storage(&self, g: &super::Guest, target: &str) -> Option<String> {
+        g.disks().into_iter().filter_map(|d| d.storage).find(|s| {
+            !self
+                .storages
+                .get(s)
+                .is_some_and(|st| st.available_on(target))
+        })
     }
 
     /// Starts a task on `node` now.
@@ -285,13 +303,31 @@ impl World {
         // Restart mode (containers; HA relocation of VMs): stop, move, start on the target.
         let restart_mode = g.running && plan.restart;
         let live = g.running && g.kind == GuestKind::Qemu && !restart_mode;
+        // `prepare` checks the lock first (the lxc API handler does not check it at all).
+        if let Some(lock) = g.lock() {
+            return fail_fast(self, format!("{what} is locked ({lock})"));
+        }
         if live && !plan.online {
             return fail_fast(self, "can't migrate running VM without --online".into());
+        }
+        // `prepare` refuses `online` for a running container even with `restart`.
+        if g.kind == GuestKind::Lxc && g.running && plan.online {
+            return fail_fast(
+                self,
+                "lxc live migration is currently not implemented".into(),
+            );
         }
         if g.kind == GuestKind::Lxc && g.running && !plan.restart {
             return fail_fast(
                 self,
-                "lxc live migration is currently not implemented".into(),
+                "running container can only be migrated in restart mode".into(),
+            );
+        }
+        // `prepare` checks every volume's storage on the target (`storage_check_enabled`).
+        if let Some(s) = self.unavailable_storage(&g, &plan.target) {
+            return fail_fast(
+                self,
+                format!("storage '{s}' is not available on node '{}'", plan.target),
             );
         }
         if let Some(d) = local.iter().find(|d| d.base.is_some()) {

@@ -9,6 +9,7 @@ mod clone;
 mod config;
 mod contract;
 mod control;
+mod early;
 mod envelope;
 mod faults;
 mod ha;

@@ -564,3 +564,70 @@ async fn a_shared_template_with_linked_clones_migrates() {
     assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
     assert_eq!(s.resource("qemu/9000").await["node"], "pve2");
 }
+
+/// A scenario without any storage entries: two nodes and one running VM.
+fn no_storage() -> serde_json::Value {
+    let node = |n: &str| {
+        json!({"id": format!("node/{n}"), "type": "node", "node": n, "status": "online",
+               "maxcpu": 8, "maxmem": 32 * GIB, "mem": 4 * GIB, "maxdisk": 100 * GIB, "uptime": 100})
+    };
+    json!({"resources": [node("pve1"), node("pve2"),
+        {"id": "qemu/100", "type": "qemu", "vmid": 100, "name": "web", "node": "pve1",
+         "status": "running", "maxmem": 4 * GIB, "mem": 2 * GIB, "maxcpu": 2, "maxdisk": 32 * GIB},
+        {"id": "qemu/101", "type": "qemu", "vmid": 101, "name": "local", "node": "pve1",
+         "status": "running", "maxmem": 2 * GIB, "mem": GIB, "maxcpu": 1, "maxdisk": 8 * GIB}],
+        "sim": {"migration_bandwidth": GIB,
+                "guests": {"101": {"config": {"scsi0": "local-lvm:vm-101-disk-0,size=8G"}}}}})
+}
+
+// A scenario that describes no storage stands for a cluster that live-migrates: generated disks
+// are on the shared `shared` storage and need no `with-local-disks`; node-local `local-lvm` still
+// exists for a disk a guest's config puts there, and that one does need it.
+#[tokio::test(start_paused = true)]
+async fn without_storage_entries_disks_are_shared_and_live_migrate() {
+    let s = TestSim::new(no_storage());
+    let config = s.get("/nodes/pve1/qemu/100/config").await;
+    let scsi0 = config.data()["scsi0"].as_str().unwrap().to_string();
+    assert!(scsi0.starts_with("shared:vm-100-disk-0"), "{scsi0}");
+    let pre = s.get("/nodes/pve1/qemu/100/migrate").await;
+    assert_eq!(pre.data()["local_disks"], json!([]));
+    assert_eq!(pre.data()["allowed_nodes"], json!(["pve2"]));
+    let storages = s.get("/nodes/pve2/storage").await;
+    let shared: Vec<_> = storages
+        .data()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|st| {
+            (
+                st["storage"].as_str().unwrap().to_string(),
+                st["shared"].clone(),
+            )
+        })
+        .collect();
+    assert!(shared.contains(&("shared".into(), json!(1))), "{shared:?}");
+    assert!(
+        shared.contains(&("local-lvm".into(), json!(0))),
+        "{shared:?}"
+    );
+    let upid = s
+        .post(
+            "/nodes/pve1/qemu/100/migrate",
+            &[("target", "pve2"), ("online", "1")],
+        )
+        .await
+        .upid();
+    assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
+    assert_eq!(s.resource("qemu/100").await["node"], "pve2");
+    let upid = s
+        .post(
+            "/nodes/pve1/qemu/101/migrate",
+            &[("target", "pve2"), ("online", "1")],
+        )
+        .await
+        .upid();
+    assert_eq!(
+        s.wait(&upid).await["exitstatus"],
+        "can't live migrate attached local disks without with-local-disks option"
+    );
+}

@@ -11,6 +11,7 @@ use flxp_sim::{Scenario, Sim, TlsIdentity};
 
 /// Arguments of `flxp sim`.
 #[derive(Debug, clap::Args)]
+#[command(after_long_help = STORAGE_HELP)]
 pub struct Args {
     /// Scenario file: a Contract 1 snapshot plus an optional `sim` section (`demo` for the
     /// built-in demo world when no such file exists).
@@ -29,6 +30,20 @@ pub struct Args {
     #[arg(long, value_name = "FACTOR")]
     pub time_scale: Option<f64>,
 }
+
+/// How a scenario describes storage (shown by `flxp sim --help`).
+const STORAGE_HELP: &str = "\
+Storage: a scenario describes its storages with `storage` entries in its resources (one per node
+that has the storage: `storage`, `node`, `plugintype`, `shared` 0|1, `content`, `maxdisk`, `disk`)
+or in `sim.storages`, e.g.
+  [{\"storage\": \"ceph\", \"type\": \"rbd\", \"shared\": true},
+   {\"storage\": \"local-lvm\", \"type\": \"lvmthin\", \"nodes\": [\"pve1\", \"pve2\"]}]
+(`nodes` defaults to all). A guest's generated disk goes to a shared storage its node has, else to
+a local one; `sim.guests.<vmid>.config` puts it elsewhere
+(`\"scsi0\": \"local-lvm:vm-100-disk-0,size=32G\"`). A disk on local storage needs
+`with-local-disks` to live-migrate. A scenario without any storage gets node-local `local` and
+`local-lvm` plus a shared NFS storage `shared` that holds the generated disks, so live migration
+works without copying disks.";
 
 /// Runs `flxp sim`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {

@@ -37,3 +37,21 @@ fn guide_documents_every_rebalancing_method() {
         "GUIDE.md does not document the methods {missing:?}"
     );
 }
+
+#[test]
+fn sim_help_says_how_to_describe_storage_and_what_none_means() {
+    let (code, out, err) = crate::run(&["sim", "--help"]);
+    assert_eq!(code, 0, "{err}");
+    for needle in [
+        "sim.storages",
+        "\"shared\": true",
+        "with-local-disks",
+        "A scenario without any storage gets node-local `local` and",
+        "shared NFS storage `shared`",
+    ] {
+        assert!(
+            out.contains(needle),
+            "`flxp sim --help` lacks {needle:?}:\n{out}"
+        );
+    }
+}
