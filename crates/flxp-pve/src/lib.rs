@@ -29,6 +29,7 @@ mod error;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
 mod host;
+pub mod privileges;
 mod secret;
 pub mod tls;
 pub mod types;
