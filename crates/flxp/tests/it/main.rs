@@ -8,6 +8,7 @@ mod cli_place;
 mod cli_status;
 mod docs;
 mod live_zone;
+mod privileges;
 mod serve;
 mod serve_concurrency;
 mod serve_errors;
