@@ -14,7 +14,8 @@ if ! cargo deb --version 2>/dev/null | grep -q "$cargo_deb_version"; then
 fi
 # dpkg-shlibdeps fills the package's library dependencies ($auto).
 if ! command -v dpkg-shlibdeps >/dev/null && [ "$(id -u)" = 0 ]; then
-    apt-get install -y --no-install-recommends dpkg-dev
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends dpkg-dev
 fi
 
 cargo build --release --locked -p flxp

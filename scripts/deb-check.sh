@@ -3,6 +3,7 @@
 # flxp.service does (as the flxp user, the unit's ExecStart) against a `flxp sim` on loopback,
 # checks that it serves (/healthz, a GraphQL query), reinstalls it over an edited config
 # (an upgrade keeps the conffile), and purges it. Needs root on Debian (CI runs it so).
+# Usage: scripts/deb-check.sh [PACKAGE.deb]   (without one, scripts/deb-build.sh builds it)
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -18,8 +19,20 @@ if dpkg -s flxp >/dev/null 2>&1; then
     exit 1
 fi
 
-bash "$root/scripts/deb-build.sh"
-deb="$(ls -t "$target_dir"/debian/flxp_*.deb | head -n1)"
+need=()
+command -v curl >/dev/null || need+=(curl)
+command -v python3 >/dev/null || need+=(python3)
+if [ ${#need[@]} -gt 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
+
+if [ $# -ge 1 ]; then
+    deb="$1"
+else
+    bash "$root/scripts/deb-build.sh"
+    deb="$(ls -t "$target_dir"/debian/flxp_*.deb | head -n1)"
+fi
 echo "### package: $deb"
 
 fail() { echo "deb-check: FAILED: $*" >&2; exit 1; }
@@ -98,7 +111,9 @@ exec_start="$(sed -n 's/^ExecStart=//p' "$unit_dir/flxp.service")"
 user="$(sed -n 's/^User=//p' "$unit_dir/flxp.service")"
 [ "$user" = flxp ] || fail "the unit runs as '$user'"
 read -r -a argv <<<"$exec_start"
-(cd /var/lib/flxp && exec runuser -u "$user" -- "${argv[@]}") >"$work/serve.out" 2>"$work/serve.log" &
+# setpriv execs flxp itself (no wrapper process in between), so SIGTERM reaches it as from systemd.
+(cd /var/lib/flxp && exec setpriv --reuid="$user" --regid="$user" --init-groups --no-new-privs \
+    -- "${argv[@]}") >"$work/serve.out" 2>"$work/serve.log" &
 pid=$!
 for _ in $(seq 1 150); do
     curl -fsS "http://127.0.0.1:$api_port/healthz" >/dev/null 2>&1 && break
@@ -113,7 +128,8 @@ grep -q '"name":"lab"' <<<"$answer" || fail "GraphQL answer: $answer"
 grep -q '"errors"' <<<"$answer" && fail "GraphQL errors: $answer"
 echo "serving: /healthz and GraphQL ok"
 kill -TERM "$pid"
-wait "$pid" || fail "flxp serve did not stop cleanly on SIGTERM"
+wait "$pid" || { cat "$work/serve.log" >&2; fail "flxp serve did not stop cleanly on SIGTERM"; }
+grep -q "stopped" "$work/serve.log" || fail "flxp serve did not log its graceful stop"
 pid=""
 
 # --- upgrade (reinstall) keeps the edited config; purge keeps it aside ----------------------
