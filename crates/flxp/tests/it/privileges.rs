@@ -142,6 +142,14 @@ fn reading_works_with_the_read_role_and_names_sys_audit_when_it_is_missing() {
         err.contains("Permission check failed (/, Sys.Audit)"),
         "{err}"
     );
+
+    // Without VM.Audit Proxmox hides the guests instead of refusing: flxp sees none, which is why
+    // `config check` asks for the privilege by name.
+    let z = zone(without(&read, "VM.Audit"), NO_DAEMON);
+    let (code, out, err) = run(&["status", "--zone", "lab", "--config", z.cfg(), "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["guests"], 0, "{out}");
 }
 
 #[test]
