@@ -35,6 +35,7 @@ mod error;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
 mod host;
+pub mod privileges;
 mod pve;
 mod request;
 mod router;

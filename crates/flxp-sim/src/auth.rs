@@ -5,7 +5,7 @@
 //!
 //! Secrets never appear in `Debug` output, logs or errors.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 
 use axum::http::HeaderMap;
@@ -32,6 +32,9 @@ pub struct TokenSpec {
     pub secret: String,
     /// Whether it may only read.
     pub readonly: bool,
+    /// The privileges it holds (granted on `/`), when a scenario gives them; `None` is every
+    /// privilege (or every `*.Audit` one when `readonly`).
+    pub privs: Option<BTreeSet<String>>,
 }
 
 impl fmt::Debug for TokenSpec {
@@ -40,6 +43,7 @@ impl fmt::Debug for TokenSpec {
             .field("id", &self.full_id())
             .field("secret", &"<redacted>")
             .field("readonly", &self.readonly)
+            .field("privs", &self.privs)
             .finish()
     }
 }
@@ -73,18 +77,31 @@ impl TokenSpec {
             name: name.to_string(),
             secret: secret.to_string(),
             readonly,
+            privs: None,
         })
     }
 
-    /// Reads a scenario entry: a token string or `{"token": "...", "readonly": true}`.
+    /// Reads a scenario entry: a token string or `{"token": "...", "readonly": true}` or
+    /// `{"token": "...", "privs": ["Sys.Audit", "VM.Audit"]}` (a role's privileges, on `/`).
     pub fn from_value(v: &Value) -> std::result::Result<Self, String> {
+        let mut privs = None;
         let (text, readonly) = match v {
             Value::String(s) => (s.as_str(), false),
             Value::Object(o) => {
-                if let Some(k) = o.keys().find(|k| *k != "token" && *k != "readonly") {
+                if let Some(k) = o
+                    .keys()
+                    .find(|k| !["token", "readonly", "privs"].contains(&k.as_str()))
+                {
                     return Err(format!(
-                        "unknown field `{k}`, expected `token` or `readonly`"
+                        "unknown field `{k}`, expected `token`, `readonly` or `privs`"
                     ));
+                }
+                if let Some(list) = o.get("privs") {
+                    let names = list
+                        .as_array()
+                        .and_then(|a| a.iter().map(Value::as_str).collect::<Option<BTreeSet<_>>>())
+                        .ok_or("`privs` must be a list of privilege names")?;
+                    privs = Some(names.into_iter().map(str::to_owned).collect());
                 }
                 let text = o
                     .get("token")
@@ -101,7 +118,9 @@ impl TokenSpec {
             }
             other => return Err(format!("expected a token string or object, got {other}")),
         };
-        Self::parse(text, readonly).map_err(|e| e.to_string())
+        let mut spec = Self::parse(text, readonly).map_err(|e| e.to_string())?;
+        spec.privs = privs;
+        Ok(spec)
     }
 
     /// A new token for `userid` named `name` with a random UUID secret.
@@ -111,6 +130,7 @@ impl TokenSpec {
             name: name.to_string(),
             secret: random_uuid(),
             readonly: false,
+            privs: None,
         }
     }
 
@@ -186,6 +206,8 @@ pub struct Principal {
     pub readonly: bool,
     /// Whether it came with a ticket (then writes need the CSRF token).
     pub by_ticket: bool,
+    /// The privileges it holds when they are limited per token (checked on every endpoint).
+    pub privs: Option<BTreeSet<String>>,
 }
 
 impl Principal {
@@ -294,6 +316,7 @@ impl Auth {
                     tokenid: Some(t.name.clone()),
                     readonly: t.readonly,
                     by_ticket: false,
+                    privs: t.privs.clone(),
                 })
             }
             _ => AuthOutcome::Failed,
@@ -310,6 +333,7 @@ impl Auth {
                     tokenid: None,
                     readonly,
                     by_ticket: true,
+                    privs: None,
                 })
             }
             None => AuthOutcome::Failed,
@@ -358,6 +382,7 @@ impl Auth {
                 tokenid: None,
                 readonly: entry.readonly,
                 by_ticket: true,
+                privs: None,
             },
             ticket,
             csrf,

@@ -113,7 +113,14 @@ fn capabilities(readonly: bool) -> BTreeMap<String, BTreeMap<String, u8>> {
 
 /// `GET /access/permissions`: the caller's effective privileges (optionally for one path).
 async fn permissions(call: Call) -> Reply {
-    let mut perms = privileges(call.principal.readonly);
+    let mut perms = match &call.principal.privs {
+        // A token limited by its scenario holds its privileges on `/`, propagated everywhere.
+        Some(privs) => {
+            let held: BTreeMap<String, u8> = privs.iter().map(|p| (p.clone(), 1)).collect();
+            Permissions(BTreeMap::from([("/".to_owned(), held)]))
+        }
+        None => privileges(call.principal.readonly),
+    };
     if let Some(path) = call.params.text("path") {
         let privs = perms.0.get("/").cloned().unwrap_or_default();
         perms = Permissions(BTreeMap::from([(path, privs)]));

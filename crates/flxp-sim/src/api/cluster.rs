@@ -41,8 +41,19 @@ async fn version(State(sim): State<Sim>) -> Reply {
 /// `GET /cluster/resources`, generated from the world.
 async fn resources(State(sim): State<Sim>, call: Call) -> Reply {
     let filter = call.params.text("type");
-    let w = sim.world();
-    Data::of(&w.resources(filter.as_deref()))
+    let mut list = sim.world().resources(filter.as_deref());
+    // A token limited to some privileges sees what they cover, as Proxmox filters this list
+    // (guests need VM.Audit, storages Datastore.Audit or .AllocateSpace, pools Pool.Audit).
+    if let Some(privs) = &call.principal.privs {
+        let has = |p: &str| privs.contains(p);
+        list.retain(|r| match r.kind.as_deref() {
+            Some("qemu" | "lxc") => has("VM.Audit"),
+            Some("storage") => has("Datastore.Audit") || has("Datastore.AllocateSpace"),
+            Some("pool") => has("Pool.Audit"),
+            _ => true,
+        });
+    }
+    Data::of(&list)
 }
 
 /// `GET /cluster/status`: the cluster entry and one entry per node.

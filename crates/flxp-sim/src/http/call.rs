@@ -81,6 +81,7 @@ impl FromRequest<Sim> for Call {
                 tokenid: None,
                 readonly: true,
                 by_ticket: false,
+                privs: None,
             });
         let content_type = parts
             .headers
@@ -120,7 +121,9 @@ impl FromRequest<Sim> for Call {
                     }
                 }
             }
-            if principal.readonly && method != "GET" {
+            if let Some(privs) = &principal.privs {
+                super::privs::check(&endpoint, entry, &params, privs)?;
+            } else if principal.readonly && method != "GET" {
                 if let Some((path, privilege)) = permission_check(entry, &params) {
                     return Err(ApiError::permission(&path, &privilege));
                 }

@@ -4,6 +4,7 @@
 pub mod call;
 pub mod gate;
 pub mod params;
+pub mod privs;
 
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};

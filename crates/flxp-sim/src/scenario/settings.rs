@@ -25,7 +25,8 @@ pub struct SimSection {
     /// Simulated seconds per real second (1000 makes a 60 s migration take 60 ms); default 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_scale: Option<f64>,
-    /// Accepted API tokens: `"USER@REALM!ID=SECRET"` or `{"token": "...", "readonly": true}`.
+    /// Accepted API tokens: `"USER@REALM!ID=SECRET"`, `{"token": "...", "readonly": true}` or
+    /// `{"token": "...", "privs": ["Sys.Audit", ...]}` (a role's privileges, granted on `/`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tokens: Vec<Value>,
     /// Users that may log in with a password (`POST /access/ticket`).

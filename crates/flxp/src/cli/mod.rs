@@ -1,11 +1,14 @@
 //! The command line (Contract 3): one module per subcommand, each with its clap `Args` and `run`.
 
 mod balance;
+mod config_check;
 pub mod daemon;
 mod evacuate;
+mod generate;
 mod load;
 mod place;
 mod serve;
+mod setup;
 mod sim;
 mod snapshot;
 mod source;
@@ -19,9 +22,12 @@ use clap::{Parser, Subcommand};
 
 pub use source::SourceArgs;
 
+/// `flxp --version`: the crate version and the commit it was built from (see build.rs).
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("FLXP_COMMIT"), ")");
+
 /// Command-line arguments of `flxp`.
 #[derive(Debug, Parser)]
-#[command(name = "flxp", version, about = "Dynamic resource scheduling for Proxmox VE", long_about = None)]
+#[command(name = "flxp", version = VERSION, about = "Dynamic resource scheduling for Proxmox VE", long_about = None)]
 pub struct Cli {
     /// More log output on stderr (-v debug, -vv trace); RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
@@ -48,6 +54,13 @@ enum Command {
     Serve(serve::Args),
     /// Run a simulated Proxmox VE API from a scenario file.
     Sim(sim::Args),
+    /// Check the config file and each zone (reachability, certificate, token privileges).
+    Config(config_check::Args),
+    /// Print what to run on Proxmox VE to set flxp up (a least-privilege API token).
+    Setup(setup::Args),
+    /// Write shell completions and man pages (used when building the package).
+    #[command(hide = true)]
+    Generate(generate::Args),
 }
 
 /// An error in what the user typed, found after parsing (exit code 2).
@@ -82,5 +95,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Daemon(a) => daemon::run(a),
         Command::Serve(a) => serve::run(a),
         Command::Sim(a) => sim::run(a),
+        Command::Config(a) => config_check::run(a),
+        Command::Setup(a) => setup::run(a),
+        Command::Generate(a) => generate::run(a),
     }
 }

@@ -62,7 +62,21 @@ impl Drop for Service {
 /// Starts a simulator with `scenario` (time-scaled: tasks take milliseconds) and a service whose
 /// config is the zone `lab` plus `extra`.
 pub async fn start(scenario: Scenario, extra: &str, env: &[(&str, &str)]) -> Service {
-    let (mut service, rx) = spawn(scenario, extra, env).await;
+    start_inner(scenario, None, extra, env).await
+}
+
+/// Like [`start`], with the simulator's token holding only `privs` (granted on `/`).
+pub async fn start_with_privs(scenario: Scenario, privs: Vec<String>, extra: &str) -> Service {
+    start_inner(scenario, Some(privs), extra, &[]).await
+}
+
+async fn start_inner(
+    scenario: Scenario,
+    privs: Option<Vec<String>>,
+    extra: &str,
+    env: &[(&str, &str)],
+) -> Service {
+    let (mut service, rx) = spawn(scenario, privs, extra, env).await;
     service.url = match rx.recv_timeout(Duration::from_secs(60)) {
         Ok(Ok(url)) => url,
         _ => panic!("flxp serve did not start:\n{}", service.log()),
@@ -72,13 +86,24 @@ pub async fn start(scenario: Scenario, extra: &str, env: &[(&str, &str)]) -> Ser
 
 /// Starts the service without waiting for it to listen (it may refuse to start).
 pub async fn start_unchecked(scenario: Scenario, extra: &str) -> Service {
-    spawn(scenario, extra, &[]).await.0
+    spawn(scenario, None, extra, &[]).await.0
 }
 
 type Started = std::sync::mpsc::Receiver<Result<String, ()>>;
 
-async fn spawn(mut scenario: Scenario, extra: &str, env: &[(&str, &str)]) -> (Service, Started) {
-    scenario.add_token(PVE_TOKEN).unwrap();
+async fn spawn(
+    mut scenario: Scenario,
+    privs: Option<Vec<String>>,
+    extra: &str,
+    env: &[(&str, &str)],
+) -> (Service, Started) {
+    match privs {
+        None => scenario.add_token(PVE_TOKEN).unwrap(),
+        Some(privs) => scenario
+            .sim
+            .tokens
+            .push(json!({ "token": PVE_TOKEN, "privs": privs })),
+    }
     scenario.sim.time_scale = Some(200.0);
     let tls = TlsIdentity::generate(&["127.0.0.1".to_owned()]).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

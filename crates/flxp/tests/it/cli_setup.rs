@@ -1,0 +1,84 @@
+//! What an admin installing flxp meets: `--version`, `setup token` (and that GUIDE.md shows the
+//! same commands), and the generated completions and man pages the package ships.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use flxp_pve::privileges::{Feature, REQUIREMENTS, pveum_commands};
+
+use super::run;
+
+#[test]
+fn version_names_the_commit() {
+    let (code, out, _) = run(&["--version"]);
+    assert_eq!(code, 0);
+    let line = out.trim();
+    let commit = line
+        .strip_prefix(&format!("flxp {} (", env!("CARGO_PKG_VERSION")))
+        .and_then(|r| r.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(
+        commit == "unknown" || commit.chars().all(|c| c.is_ascii_hexdigit()),
+        "{line}"
+    );
+}
+
+#[test]
+fn setup_token_prints_the_pveum_commands_the_guide_shows() {
+    let (code, out, err) = run(&["setup", "token", "--features", "balance"]);
+    assert_eq!(code, 0, "{err}");
+    let balance = BTreeSet::from([Feature::Read, Feature::Balance]);
+    let guide =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../GUIDE.md"))
+            .unwrap();
+    for cmd in pveum_commands(&balance, "flxp@pve", "flxp") {
+        assert!(out.contains(&cmd), "{out}");
+        assert!(guide.contains(&cmd), "GUIDE.md lacks `{cmd}`");
+    }
+    for r in REQUIREMENTS {
+        assert!(
+            guide.contains(&format!("`{}`", r.privilege)),
+            "GUIDE.md does not name `{}`",
+            r.privilege
+        );
+    }
+    let (code, out, _) = run(&["setup", "token", "--features", "read,create"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("pveum role add FlxpCreate -privs \"Sys.Audit VM.Audit"),
+        "{out}"
+    );
+    assert!(!out.contains("VM.Migrate"), "{out}");
+    let (code, _, err) = run(&["setup", "token", "--features", "everything"]);
+    assert_eq!(code, 2, "{err}");
+}
+
+#[test]
+fn generate_writes_completions_and_a_man_page_per_visible_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, _, err) = run(&["generate", "--out", dir.path().to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    for f in [
+        "completions/flxp.bash",
+        "completions/_flxp",
+        "completions/flxp.fish",
+    ] {
+        let text = std::fs::read_to_string(dir.path().join(f)).unwrap();
+        assert!(text.contains("config"), "{f} lacks the config command");
+    }
+    let pages: BTreeSet<String> = std::fs::read_dir(dir.path().join("man"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    for p in [
+        "flxp.1",
+        "flxp-serve.1",
+        "flxp-config-check.1",
+        "flxp-setup-token.1",
+    ] {
+        assert!(pages.contains(p), "{pages:?}");
+    }
+    assert!(!pages.iter().any(|p| p.contains("generate")), "{pages:?}");
+    let (_, help, _) = run(&["--help"]);
+    assert!(!help.contains("generate"), "{help}");
+}
