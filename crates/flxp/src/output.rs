@@ -302,9 +302,18 @@ fn print_skipped(plan: &flxp_core::balance::Plan) {
 pub fn print_execution(report: &flxp_engine::ExecutionReport) {
     say("");
     say(report.summary());
-    if !report.failed.is_empty() {
+    for (title, list) in [
+        ("failed", &report.failed),
+        (
+            "outcome unknown (Proxmox could not be read)",
+            &report.unknown,
+        ),
+    ] {
+        if list.is_empty() {
+            continue;
+        }
         let mut t = table(&["VMID", "NAME", "FROM", "TO", "ERROR"]);
-        for f in &report.failed {
+        for f in list {
             t.add_row(vec![
                 f.vmid.to_string(),
                 f.name.clone(),
@@ -313,7 +322,7 @@ pub fn print_execution(report: &flxp_engine::ExecutionReport) {
                 f.error.clone(),
             ]);
         }
-        say("\nfailed:");
+        say(format!("\n{title}:"));
         say(t);
     }
     for s in &report.skipped {

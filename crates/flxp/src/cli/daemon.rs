@@ -91,7 +91,15 @@ fn log_round(r: &RoundReport) {
         e.as_ref().map(|x| {
             let done = x.execution.as_ref().map_or(0, |r| r.done.len());
             let failed = x.execution.as_ref().map_or(0, |r| r.failed.len());
-            format!("{} ({done} done, {failed} failed)", x.plan.summary)
+            let unknown = x.execution.as_ref().map_or(0, |r| r.unknown.len());
+            if unknown > 0 {
+                format!(
+                    "{} ({done} done, {failed} failed, {unknown} with unknown outcome)",
+                    x.plan.summary
+                )
+            } else {
+                format!("{} ({done} done, {failed} failed)", x.plan.summary)
+            }
         })
     };
     match &r.error {
