@@ -183,12 +183,19 @@ pub struct PlanOutput<'a> {
     /// What carrying it out did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub execution: Option<&'a flxp_engine::ExecutionReport>,
+    /// Why the request stays unmet (the reasons for exit code 3); absent when met.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unmet: Vec<String>,
 }
 
 /// A plan for people: the summary, the migrations in order with why, each node before and after,
 /// rules broken before and after, guests that fit nowhere.
-pub fn print_plan(plan: &flxp_core::balance::Plan) {
+/// `unmet`: why the request stays unmet (exit code 3), the headline above the summary.
+pub fn print_plan(plan: &flxp_core::balance::Plan, unmet: &[String]) {
     print_warnings(&plan.warnings);
+    if !unmet.is_empty() {
+        say(format!("not met (exit code 3): {}", unmet.join("; ")));
+    }
     say(&plan.summary);
     let measure = plan.measure;
     if !plan.migrations.is_empty() {

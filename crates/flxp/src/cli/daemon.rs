@@ -15,6 +15,8 @@ use crate::config::Config;
 
 /// Arguments of `flxp daemon`.
 #[derive(Debug, clap::Args)]
+// A negative number is a value the parser names its option for, not an unknown flag.
+#[command(allow_negative_numbers = true)]
 pub struct Args {
     /// Config file (else FLXP_CONFIG, else /etc/flxp/flxp.toml).
     #[arg(long, value_name = "F", env = "FLXP_CONFIG")]
