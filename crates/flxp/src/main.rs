@@ -2,6 +2,7 @@
 
 mod cli;
 mod config;
+mod input;
 mod output;
 mod progress;
 mod serve;
