@@ -10,6 +10,11 @@
 //!   `/cluster/resources` until it is on its target, or HA's own migration task fails, or the
 //!   service errors, or the timeout passes.
 //!
+//! - A task whose status cannot be read (timeouts, API errors) may well have ended: before a
+//!   migration is called failed the guest is looked up in `/cluster/resources`. On its target and
+//!   unlocked, it landed; still on its source, unlocked, at the timeout, it failed; and when the
+//!   cluster cannot be read either, the outcome is reported as unknown, never as a failure.
+//!
 //! It decides nothing: which guest goes where is the plan's.
 
 use std::time::Duration;
@@ -56,8 +61,58 @@ pub struct Landed {
     pub ha: bool,
 }
 
-/// Why a migration failed, in words for the report (Proxmox's error text where it gave one).
-pub type Failure = String;
+/// Why a migration did not land, in words for the report (Proxmox's error text where it gave one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// It failed, or flxp did not start it (precondition blockers, a timeout).
+    Failed(String),
+    /// It was started, but how it ended could not be read from Proxmox.
+    Unknown(String),
+}
+
+impl Failure {
+    /// The words of either kind.
+    pub fn text(&self) -> &str {
+        match self {
+            Self::Failed(t) | Self::Unknown(t) => t,
+        }
+    }
+}
+
+impl From<String> for Failure {
+    fn from(text: String) -> Self {
+        Self::Failed(text)
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Failed(t) => f.write_str(t),
+            Self::Unknown(t) => write!(f, "outcome unknown: {t}"),
+        }
+    }
+}
+
+/// How following a task ended.
+enum Ended {
+    /// The task stopped with this status.
+    Task(TaskStatus),
+    /// The task's status could not be read, but the guest is on its target, unlocked.
+    SeenOnTarget,
+}
+
+/// Where the cluster shows the guest, when the task cannot tell.
+enum Seen {
+    /// On its target and unlocked: it landed.
+    Landed,
+    /// On its source and unlocked: nothing is moving it.
+    Idle,
+    /// Locked, or on another node: something is still going on.
+    Busy,
+    /// Gone from the cluster.
+    Vanished,
+}
 
 /// One migration in flight, for progress events.
 struct Follow<'a> {
@@ -97,23 +152,83 @@ impl Follow<'_> {
         self.started.elapsed() >= self.settings.timeout
     }
 
+    /// Where the cluster shows the guest now; `Err` when it cannot be read.
+    async fn seen(&self) -> Result<Seen, String> {
+        let resources = self
+            .api
+            .cluster_resources(Some(ResourceType::Vm))
+            .await
+            .map_err(|e| e.to_string())?;
+        let guest = resources.iter().find(|r| {
+            r.vmid == Some(self.m.vmid) && matches!(r.kind.as_deref(), Some("qemu" | "lxc"))
+        });
+        let Some(guest) = guest else {
+            return Ok(Seen::Vanished);
+        };
+        let locked = guest.lock.as_deref().is_some_and(|l| !l.is_empty());
+        Ok(match guest.node.as_deref() {
+            Some(n) if n == self.m.to && !locked => Seen::Landed,
+            Some(n) if n == self.m.from && !locked => Seen::Idle,
+            _ => Seen::Busy,
+        })
+    }
+
+    /// The verdict on a migration whose task status stayed unreadable until the timeout: the
+    /// cluster decides, and only a cluster that cannot be read leaves it unknown.
+    async fn settle(&self, upid: &Upid, why: &str) -> Result<Ended, Failure> {
+        let secs = self.settings.timeout.as_secs();
+        match self.seen().await {
+            Ok(Seen::Landed) => Ok(Ended::SeenOnTarget),
+            Ok(Seen::Idle) => Err(Failure::Failed(format!(
+                "task {upid} could not be read for {secs} s ({why}) and the guest is still on {}",
+                self.m.from
+            ))),
+            Ok(Seen::Vanished) => Err(Failure::Failed(format!(
+                "guest {} vanished from the cluster",
+                self.m.vmid
+            ))),
+            Ok(Seen::Busy) => Err(Failure::Unknown(format!(
+                "task {upid} could not be read for {secs} s ({why}) and the guest is still \
+                 locked or elsewhere; Proxmox carries on with it"
+            ))),
+            Err(e) => Err(Failure::Unknown(format!(
+                "task {upid} could not be read ({why}), nor the cluster ({e})"
+            ))),
+        }
+    }
+
     /// Polls a task until it stops; reads new log lines for progress when wanted.
-    async fn task(&mut self, upid: &Upid, with_progress: bool) -> Result<TaskStatus, Failure> {
+    async fn task(&mut self, upid: &Upid, with_progress: bool) -> Result<Ended, Failure> {
         let mut log_at = 0u64;
         loop {
-            let status = self
-                .api
-                .task_status(upid)
-                .await
-                .map_err(|e| format!("lost track of task {upid}: {e}"))?;
+            let status = match self.api.task_status(upid).await {
+                Ok(status) => status,
+                // An unreadable status says nothing of the task: it may well have ended.
+                Err(e) => {
+                    let why = e.to_string();
+                    tracing::warn!(vmid = self.m.vmid, %upid, error = %why, "task status unreadable; looking at the cluster");
+                    if let Ok(Seen::Landed) = self.seen().await {
+                        return Ok(Ended::SeenOnTarget);
+                    }
+                    if self.timed_out() {
+                        return self.settle(upid, &why).await;
+                    }
+                    tokio::time::sleep(self.settings.poll).await;
+                    continue;
+                }
+            };
             if !status.is_running() {
-                return Ok(status);
+                return Ok(Ended::Task(status));
             }
             if self.timed_out() {
-                return Err(format!(
+                // Landed while we waited for a status that lagged behind: it is done.
+                if let Ok(Seen::Landed) = self.seen().await {
+                    return Ok(Ended::SeenOnTarget);
+                }
+                return Err(Failure::Failed(format!(
                     "still running after {} s (timeout-secs); Proxmox carries on with task {upid}",
                     self.settings.timeout.as_secs()
-                ));
+                )));
             }
             if with_progress && self.progress.wants_fractions() {
                 let query = TaskLogQuery {
@@ -147,9 +262,12 @@ impl Follow<'_> {
 
     /// Follows a guest that HA moves until it is on its target.
     async fn ha(&mut self, hamigrate: &Upid) -> Result<(), Failure> {
-        let queued = self.task(hamigrate, false).await?;
-        if !queued.is_success() {
-            return Err(exit_text(&queued));
+        match self.task(hamigrate, false).await? {
+            Ended::Task(queued) if !queued.is_success() => {
+                return Err(Failure::Failed(exit_text(&queued)));
+            }
+            Ended::SeenOnTarget => return Ok(()),
+            Ended::Task(_) => {}
         }
         let since = hamigrate.starttime();
         let sid = format!(
@@ -162,20 +280,28 @@ impl Follow<'_> {
         );
         let vmid = self.m.vmid.to_string();
         loop {
-            let resources = self
-                .api
-                .cluster_resources(Some(ResourceType::Vm))
-                .await
-                .map_err(|e| format!("lost track of HA migration: {e}"))?;
-            let guest = resources.iter().find(|r| {
-                r.vmid == Some(self.m.vmid) && matches!(r.kind.as_deref(), Some("qemu" | "lxc"))
-            });
-            let Some(guest) = guest else {
-                return Err(format!("guest {} vanished from the cluster", self.m.vmid));
-            };
-            let locked = guest.lock.as_deref().is_some_and(|l| !l.is_empty());
-            if guest.node.as_deref() == Some(self.m.to.as_str()) && !locked {
-                return Ok(());
+            match self.seen().await {
+                Ok(Seen::Landed) => return Ok(()),
+                Ok(Seen::Vanished) => {
+                    return Err(Failure::Failed(format!(
+                        "guest {} vanished from the cluster",
+                        self.m.vmid
+                    )));
+                }
+                Ok(Seen::Idle | Seen::Busy) => {}
+                // HA carries on without us: only the timeout ends the wait, as unknown.
+                Err(e) if self.timed_out() => {
+                    return Err(Failure::Unknown(format!(
+                        "HA was asked to move it to {}, and the cluster could not be read \
+                         ({e})",
+                        self.m.to
+                    )));
+                }
+                Err(e) => {
+                    tracing::warn!(vmid = self.m.vmid, error = %e, "cluster unreadable while HA moves a guest");
+                    tokio::time::sleep(self.settings.poll).await;
+                    continue;
+                }
             }
             // HA's own migration worker for this guest, started after our request, failed.
             if let Ok(tasks) = self.api.cluster_tasks().await {
@@ -191,10 +317,10 @@ impl Follow<'_> {
                             .is_some_and(|s| !flxp_pve::types::tasks::is_success_exitstatus(s))
                 });
                 if let Some(t) = failed {
-                    return Err(format!(
+                    return Err(Failure::Failed(format!(
                         "HA's migration failed: {}",
                         t.status.as_deref().unwrap_or("unknown error")
-                    ));
+                    )));
                 }
             }
             if let Ok(status) = self.api.ha_status_current().await {
@@ -203,16 +329,18 @@ impl Follow<'_> {
                     .find(|s| s.sid.as_deref() == Some(sid.as_str()));
                 if let Some(state) = service.and_then(|s| s.state.as_deref()) {
                     if matches!(state, "error" | "fence" | "recovery") {
-                        return Err(format!("HA service {sid} is in state {state}"));
+                        return Err(Failure::Failed(format!(
+                            "HA service {sid} is in state {state}"
+                        )));
                     }
                 }
             }
             if self.timed_out() {
-                return Err(format!(
+                return Err(Failure::Failed(format!(
                     "HA did not move it to {} within {} s (timeout-secs)",
                     self.m.to,
                     self.settings.timeout.as_secs()
-                ));
+                )));
             }
             self.guess();
             tokio::time::sleep(self.settings.poll).await;
@@ -278,7 +406,7 @@ async fn target_room(
     api: &Pve,
     to: &str,
     disks: &[&flxp_pve::types::migrate::LocalDisk],
-) -> Result<(), Failure> {
+) -> Result<(), String> {
     let mut need: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
     for d in disks {
         let storage = d
@@ -321,7 +449,7 @@ async fn start(
     api: &Pve,
     m: &Migration,
     settings: &MigrateSettings,
-) -> Result<(Upid, bool), Failure> {
+) -> Result<(Upid, bool), String> {
     match m.kind {
         GuestKind::Qemu => {
             let pre = api
@@ -457,10 +585,9 @@ pub async fn migrate(
     };
     if ha {
         follow.ha(&upid).await?;
-    } else {
-        let end = follow.task(&upid, true).await?;
+    } else if let Ended::Task(end) = follow.task(&upid, true).await? {
         if !end.is_success() {
-            return Err(exit_text(&end));
+            return Err(Failure::Failed(exit_text(&end)));
         }
     }
     follow.report(1.0);

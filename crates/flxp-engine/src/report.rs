@@ -86,6 +86,9 @@ pub struct ExecutionReport {
     pub done: Vec<Done>,
     /// Migrations that failed.
     pub failed: Vec<Failed>,
+    /// Migrations started whose end could not be read from Proxmox (task and cluster
+    /// unreadable): neither done nor failed as far as flxp can tell.
+    pub unknown: Vec<Failed>,
     /// Planned migrations dropped because the world changed.
     pub skipped: Vec<Dropped>,
     /// Replans, in order.
@@ -103,7 +106,10 @@ pub struct ExecutionReport {
 impl ExecutionReport {
     /// Whether every migration started ended well and the round ran to its end.
     pub fn is_clean(&self) -> bool {
-        self.failed.is_empty() && self.unfinished.is_empty() && self.stopped.is_none()
+        self.failed.is_empty()
+            && self.unknown.is_empty()
+            && self.unfinished.is_empty()
+            && self.stopped.is_none()
     }
 
     /// One line: what was done.
@@ -111,6 +117,9 @@ impl ExecutionReport {
         let mut parts = vec![format!("{} migration(s) done", self.done.len())];
         if !self.failed.is_empty() {
             parts.push(format!("{} failed", self.failed.len()));
+        }
+        if !self.unknown.is_empty() {
+            parts.push(format!("{} with unknown outcome", self.unknown.len()));
         }
         if !self.skipped.is_empty() {
             parts.push(format!("{} dropped as stale", self.skipped.len()));

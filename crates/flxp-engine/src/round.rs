@@ -113,7 +113,9 @@ impl<'e> Round<'e> {
                 Some(Err(e)) => {
                     self.ended(
                         e.id(),
-                        Err(format!("following the migration broke off: {e}")),
+                        Err(Failure::Unknown(format!(
+                            "following the migration broke off: {e}"
+                        ))),
                     );
                 }
                 None => {}
@@ -224,8 +226,16 @@ impl<'e> Round<'e> {
                     ha: landed.ha,
                 });
             }
-            Err(error) => {
-                tracing::error!(vmid = m.vmid, from = %m.from, to = %m.to, step = m.step, %error, "migration failed");
+            Err(failure) => {
+                let error = failure.to_string();
+                match &failure {
+                    Failure::Failed(_) => {
+                        tracing::error!(vmid = m.vmid, from = %m.from, to = %m.to, step = m.step, %error, "migration failed");
+                    }
+                    Failure::Unknown(_) => {
+                        tracing::warn!(vmid = m.vmid, from = %m.from, to = %m.to, step = m.step, %error, "migration outcome unknown");
+                    }
+                }
                 self.exec.progress.event(&Event::Failed {
                     zone,
                     vmid: m.vmid,
@@ -233,18 +243,29 @@ impl<'e> Round<'e> {
                     to: m.to.clone(),
                     error: error.clone(),
                 });
+                // Either way the guest is left alone for the rest of the round.
                 self.held.insert(m.vmid, Hold::Failed);
                 if self.replan.is_none() {
                     self.replan = Some(format!("migration of {} to {} failed", m.vmid, m.to));
                 }
-                self.report.failed.push(Failed {
-                    vmid: m.vmid,
-                    name: m.name,
-                    from: m.from,
-                    to: m.to,
-                    step: m.step,
-                    error,
-                });
+                match failure {
+                    Failure::Failed(error) => self.report.failed.push(Failed {
+                        vmid: m.vmid,
+                        name: m.name,
+                        from: m.from,
+                        to: m.to,
+                        step: m.step,
+                        error,
+                    }),
+                    Failure::Unknown(error) => self.report.unknown.push(Failed {
+                        vmid: m.vmid,
+                        name: m.name,
+                        from: m.from,
+                        to: m.to,
+                        step: m.step,
+                        error,
+                    }),
+                }
             }
         }
     }

@@ -2,11 +2,13 @@
 
 mod cli;
 mod config;
+mod input;
 mod output;
 mod progress;
 mod serve;
 mod signal;
 mod size;
+mod terminal;
 
 use std::process::ExitCode;
 
@@ -46,7 +48,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             // One line with the whole chain, so the cause is never hidden behind context.
-            eprintln!("error: {err:#}");
+            output::tell(format!("error: {err:#}"));
             let code = if err.downcast_ref::<cli::UsageError>().is_some() {
                 2
             } else {

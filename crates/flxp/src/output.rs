@@ -13,6 +13,8 @@ use flxp_core::status::StatusReport;
 use flxp_core::units::{fmt_bytes, fmt_cores};
 use serde::Serialize;
 
+use crate::terminal;
+
 /// Prints one pretty JSON document and a newline on stdout.
 ///
 /// A reader that stopped reading (`flxp ... --json | head`) is not an error: the tables ignore it
@@ -52,15 +54,27 @@ pub fn align_right(t: &mut Table, columns: &[usize]) {
     }
 }
 
-/// Prints `text` on stdout, ignoring a closed pipe (`flxp status | head`).
+/// Prints `text` on stdout, ignoring a closed pipe (`flxp status | head`); control characters
+/// from the cluster are shown escaped.
 pub fn say(text: impl std::fmt::Display) {
-    let _ = writeln!(std::io::stdout().lock(), "{text}");
+    let text = text.to_string();
+    let _ = writeln!(std::io::stdout().lock(), "{}", terminal::lines(&text));
 }
 
 /// Prints `text` on stderr, ignoring a closed pipe: losing a log reader must not stop a run
 /// (`eprintln!` would panic mid-migration).
 pub fn tell(text: impl std::fmt::Display) {
-    let _ = writeln!(std::io::stderr().lock(), "{text}");
+    let text = text.to_string();
+    let _ = writeln!(std::io::stderr().lock(), "{}", terminal::lines(&text));
+}
+
+/// A table row whose cells are safe for a terminal: a newline or an escape sequence in a name
+/// must not split or recolour the table.
+fn row(cells: Vec<String>) -> Vec<String> {
+    cells
+        .into_iter()
+        .map(|c| terminal::cell(&c).into_owned())
+        .collect()
 }
 
 fn print_warnings(warnings: &[impl std::fmt::Display]) {
@@ -105,7 +119,7 @@ pub fn print_placement(p: &Placement, explain: bool) {
                 .map(|s| c.scores.get(*s).map_or("-".into(), |v| format!("{v:.1}"))),
         );
         row.push(c.reasons.join("; "));
-        t.add_row(row);
+        t.add_row(self::row(row));
     }
     align_right(&mut t, &(2..3 + scorers.len()).collect::<Vec<_>>());
     say("");
@@ -133,7 +147,7 @@ pub fn print_status(r: &StatusReport) {
         } else {
             format!("{} (maintenance)", n.status)
         };
-        t.add_row(vec![
+        t.add_row(row(vec![
             n.node.clone(),
             status,
             format!("{} / {}", fmt_bytes(n.mem), fmt_bytes(n.maxmem)),
@@ -144,7 +158,7 @@ pub fn print_status(r: &StatusReport) {
             n.labels.join(","),
             n.taints.join(","),
             n.violations.to_string(),
-        ]);
+        ]));
     }
     align_right(&mut t, &[2, 3, 4, 5, 6, 9]);
     say(t);
@@ -183,19 +197,26 @@ pub struct PlanOutput<'a> {
     /// What carrying it out did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub execution: Option<&'a flxp_engine::ExecutionReport>,
+    /// Why the request stays unmet (the reasons for exit code 3); absent when met.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unmet: Vec<String>,
 }
 
 /// A plan for people: the summary, the migrations in order with why, each node before and after,
 /// rules broken before and after, guests that fit nowhere.
-pub fn print_plan(plan: &flxp_core::balance::Plan) {
+/// `unmet`: why the request stays unmet (exit code 3), the headline above the summary.
+pub fn print_plan(plan: &flxp_core::balance::Plan, unmet: &[String]) {
     print_warnings(&plan.warnings);
+    if !unmet.is_empty() {
+        say(format!("not met (exit code 3): {}", unmet.join("; ")));
+    }
     say(&plan.summary);
     let measure = plan.measure;
     if !plan.migrations.is_empty() {
         let mut t = table(&["#", "VMID", "NAME", "TYPE", "FROM", "TO", "MEMORY", "AFTER"]);
         for (i, m) in plan.migrations.iter().enumerate() {
             let how = if m.online { "" } else { " (offline)" };
-            t.add_row(vec![
+            t.add_row(row(vec![
                 (i + 1).to_string(),
                 m.vmid.to_string(),
                 m.name.clone(),
@@ -204,7 +225,7 @@ pub fn print_plan(plan: &flxp_core::balance::Plan) {
                 m.to.clone(),
                 fmt_bytes(m.bytes),
                 measure.fmt(m.imbalance_after),
-            ]);
+            ]));
         }
         align_right(&mut t, &[0, 1, 6, 7]);
         say("");
@@ -229,14 +250,14 @@ pub fn print_plan(plan: &flxp_core::balance::Plan) {
         } else {
             b.status.clone()
         };
-        t.add_row(vec![
+        t.add_row(row(vec![
             b.node.clone(),
             status,
             format!("{:.1}%", b.load),
             format!("{:.1}%", a.load),
             format!("{} / {}", fmt_bytes(a.mem), fmt_bytes(a.maxmem)),
             format!("{} → {}", b.guests, a.guests),
-        ]);
+        ]));
     }
     align_right(&mut t, &[2, 3, 4, 5]);
     say("");
@@ -302,18 +323,27 @@ fn print_skipped(plan: &flxp_core::balance::Plan) {
 pub fn print_execution(report: &flxp_engine::ExecutionReport) {
     say("");
     say(report.summary());
-    if !report.failed.is_empty() {
+    for (title, list) in [
+        ("failed", &report.failed),
+        (
+            "outcome unknown (Proxmox could not be read)",
+            &report.unknown,
+        ),
+    ] {
+        if list.is_empty() {
+            continue;
+        }
         let mut t = table(&["VMID", "NAME", "FROM", "TO", "ERROR"]);
-        for f in &report.failed {
-            t.add_row(vec![
+        for f in list {
+            t.add_row(row(vec![
                 f.vmid.to_string(),
                 f.name.clone(),
                 f.from.clone(),
                 f.to.clone(),
                 f.error.clone(),
-            ]);
+            ]));
         }
-        say("\nfailed:");
+        say(format!("\n{title}:"));
         say(t);
     }
     for s in &report.skipped {

@@ -59,7 +59,7 @@ impl Bars {
 
     /// Prints a line above the bars.
     fn line(&self, text: String) {
-        let _ = self.multi.println(text);
+        let _ = self.multi.println(crate::terminal::lines(&text));
     }
 
     /// A log subscriber with the binary's filter (`RUST_LOG`, else the level in force) whose lines
@@ -118,7 +118,7 @@ impl Drop for LogLine {
         if self.multi.is_hidden() {
             crate::output::tell(text);
         } else {
-            let _ = self.multi.println(text);
+            let _ = self.multi.println(crate::terminal::lines(&text));
         }
     }
 }
@@ -143,9 +143,12 @@ impl Progress for Bars {
             } => {
                 let bar = self.multi.add(ProgressBar::new(STEPS));
                 bar.set_style(self.style.clone());
-                bar.set_prefix(format!("{vmid} {name}"));
+                bar.set_prefix(crate::terminal::cell(&format!("{vmid} {name}")).into_owned());
                 let how = if *online { "live" } else { "offline" };
-                bar.set_message(format!("{from} → {to}, {how}, {}", fmt_bytes(*bytes)));
+                bar.set_message(
+                    crate::terminal::cell(&format!("{from} → {to}, {how}, {}", fmt_bytes(*bytes)))
+                        .into_owned(),
+                );
                 bar.enable_steady_tick(Duration::from_millis(250));
                 self.bars().insert(*vmid, bar);
             }
@@ -163,7 +166,10 @@ impl Progress for Bars {
             } => {
                 if let Some(bar) = self.bars().remove(vmid) {
                     bar.set_position(STEPS);
-                    bar.finish_with_message(format!("{from} → {to} done in {secs:.0} s"));
+                    bar.finish_with_message(
+                        crate::terminal::cell(&format!("{from} → {to} done in {secs:.0} s"))
+                            .into_owned(),
+                    );
                 }
             }
             Event::Failed {
@@ -174,7 +180,9 @@ impl Progress for Bars {
                 ..
             } => {
                 if let Some(bar) = self.bars().remove(vmid) {
-                    bar.abandon_with_message(format!("{from} → {to} FAILED"));
+                    bar.abandon_with_message(
+                        crate::terminal::cell(&format!("{from} → {to} FAILED")).into_owned(),
+                    );
                 }
                 self.line(format!("migration of {vmid} {from} → {to} failed: {error}"));
             }

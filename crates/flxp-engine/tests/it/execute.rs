@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use flxp_core::balance::{BalanceOptions, EvacuateOptions};
 use flxp_engine::{Event, Goal, Limits, Progress};
-use flxp_sim::scenario::{FailMigration, FaultSpec};
+use flxp_sim::scenario::{ErrorFault, FailMigration, FaultSpec};
 use tokio::sync::Notify;
 
 use crate::support::{DEMO, GIB, UNBALANCED, Watch, spread, zone};
@@ -132,6 +132,95 @@ async fn a_failed_migration_is_reported_and_the_rest_goes_on() {
         .count();
     assert_eq!(failed, 1);
     z.shutdown().await;
+}
+
+/// Issue 10, defect 2: with every task-status call failing, migrations that land were reported
+/// as failed ("lost track of task"). The cluster is looked at before a migration is called failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn landed_migrations_are_done_even_when_their_task_status_cannot_be_read() {
+    let z = zone(UNBALANCED, 500.0, |_| {}).await;
+    let exec = z.executor(Limits::default());
+    let plan = exec.plan(&balance()).await.unwrap();
+    assert!(!plan.migrations.is_empty(), "{}", plan.summary);
+    z.sim.world().faults.set(FaultSpec {
+        errors: vec![ErrorFault {
+            path: "/nodes/*/tasks/*/status".into(),
+            method: Some("GET".into()),
+            rate: 1.0,
+            status: 500,
+            message: "simulated timeout".into(),
+        }],
+        ..FaultSpec::default()
+    });
+    let report = exec.execute(plan.clone(), &balance()).await;
+    assert!(report.failed.is_empty(), "{report:#?}");
+    assert!(report.unknown.is_empty(), "{report:#?}");
+    assert_eq!(report.done.len(), plan.migrations.len(), "{report:#?}");
+    for m in &plan.migrations {
+        assert_eq!(z.node_of(m.vmid), m.to, "{}", m.vmid);
+        assert_eq!(z.migrations_of(m.vmid), 1);
+    }
+    z.shutdown().await;
+}
+
+/// With the task status and the cluster both unreadable, the outcome is unknown, not failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_migration_whose_end_cannot_be_read_at_all_is_reported_unknown() {
+    let z = zone(UNBALANCED, 500.0, |_| {}).await;
+    let exec = z
+        .executor(Limits::default())
+        .with_options(flxp_engine::ExecuteOptions {
+            poll: Duration::from_millis(10),
+            timeout: Duration::from_secs(2),
+            drain_timeout: Duration::from_secs(30),
+            ..flxp_engine::ExecuteOptions::default()
+        });
+    let plan = exec.plan(&balance()).await.unwrap();
+    let first = plan.migrations[0].clone();
+    let mut one = plan.clone();
+    one.migrations.truncate(1);
+    let faults = FaultSpec {
+        errors: vec![
+            ErrorFault {
+                path: "/nodes/*/tasks/*/status".into(),
+                method: Some("GET".into()),
+                rate: 1.0,
+                status: 500,
+                message: "simulated timeout".into(),
+            },
+            ErrorFault {
+                path: "/cluster/resources".into(),
+                method: Some("GET".into()),
+                rate: 1.0,
+                status: 500,
+                message: "simulated timeout".into(),
+            },
+        ],
+        ..FaultSpec::default()
+    };
+    // The faults start once the migration is under way: before, the re-check must read the cluster.
+    let hook = Arc::new(FaultsOnStart(z.sim.clone(), faults));
+    let report = exec
+        .with_progress(hook as Arc<dyn Progress>)
+        .execute(one, &balance())
+        .await;
+    assert!(report.failed.is_empty(), "{report:#?}");
+    assert_eq!(report.unknown.len(), 1, "{report:#?}");
+    assert_eq!(report.unknown[0].vmid, first.vmid);
+    assert!(!report.is_clean());
+    z.sim.world().faults.set(FaultSpec::default());
+    z.shutdown().await;
+}
+
+/// Sets faults in the simulator when the first migration starts.
+struct FaultsOnStart(flxp_sim::Sim, FaultSpec);
+
+impl Progress for FaultsOnStart {
+    fn event(&self, event: &Event) {
+        if matches!(event, Event::Started { .. }) {
+            self.0.world().faults.set(self.1.clone());
+        }
+    }
 }
 
 /// Signals the first started migration.

@@ -23,6 +23,8 @@ use crate::{output, progress};
 // items to link to.
 #[allow(rustdoc::broken_intra_doc_links)]
 #[derive(Debug, clap::Args)]
+// A negative number is a value the parser names its option for, not an unknown flag.
+#[command(allow_negative_numbers = true)]
 pub struct Args {
     #[command(flatten)]
     source: SourceArgs,
@@ -70,20 +72,44 @@ pub fn execute_options(config: &Config) -> ExecuteOptions {
     }
 }
 
-/// Whether a plan leaves the request unmet. Evacuation: a guest that must leave fits nowhere.
-/// Balancing: that, or hard rules stay broken, or the imbalance is above the threshold and no
-/// safe move lowers it.
-pub fn is_unsatisfiable(plan: &Plan, goal: &Goal) -> bool {
+/// Why a plan leaves the request unmet, one phrase each (empty: met). Evacuation: a guest that
+/// must leave fits nowhere. Balancing: that, or hard rules stay broken, or the imbalance is above
+/// the threshold and no safe move lowers it. Exit code 3 is this list being non-empty, and the
+/// human headline and `--json` (`unmet`) name it, so a plan never says "no balancing needed"
+/// while exiting 3 without saying why.
+pub fn unmet(plan: &Plan, goal: &Goal) -> Vec<String> {
+    let mut why = Vec::new();
+    if !plan.unplaced.is_empty() {
+        why.push(format!(
+            "{} guest(s) that must move fit on no node",
+            plan.unplaced.len()
+        ));
+    }
     if matches!(goal, Goal::Evacuate { .. }) {
-        return !plan.unplaced.is_empty();
+        return why;
+    }
+    if !plan.violations_after.is_empty() {
+        why.push(format!(
+            "{} broken rule(s) cannot be fixed",
+            plan.violations_after.len()
+        ));
     }
     let balanced = plan
         .migrations
         .iter()
         .any(|m| matches!(m.purpose, Purpose::Balance | Purpose::Swap));
-    !plan.unplaced.is_empty()
-        || !plan.violations_after.is_empty()
-        || (plan.imbalance_after > plan.threshold && !balanced)
+    if plan.imbalance_after > plan.threshold && !balanced {
+        why.push(format!(
+            "the imbalance stays above the threshold {} and no safe move lowers it",
+            plan.measure.fmt(plan.threshold)
+        ));
+    }
+    why
+}
+
+/// Whether a plan leaves the request unmet (exit code 3); see [`unmet`].
+pub fn is_unsatisfiable(plan: &Plan, goal: &Goal) -> bool {
+    !unmet(plan, goal).is_empty()
 }
 
 /// Runs `flxp balance`.
@@ -149,11 +175,12 @@ pub fn carry_out(
             plan: &plan,
             dry_run: dry,
             execution: execution.as_ref(),
+            unmet: unmet(&plan, goal),
         })?;
     } else if let Some(report) = &execution {
         output::print_execution(report);
     } else if source.from_file.is_some() {
-        output::print_plan(&plan);
+        output::print_plan(&plan, &unmet(&plan, goal));
     }
     Ok(match &execution {
         Some(r) if !r.is_clean() => ExitCode::from(1),
@@ -185,7 +212,7 @@ async fn plan_and_run(
         other => other.with_context(|| format!("cannot plan in zone {zone}"))?,
     };
     if !json {
-        output::print_plan(&plan);
+        output::print_plan(&plan, &unmet(&plan, goal));
     }
     if dry_run || plan.migrations.is_empty() {
         return Ok((plan, None));

@@ -15,6 +15,8 @@ use crate::config::Config;
 
 /// Arguments of `flxp daemon`.
 #[derive(Debug, clap::Args)]
+// A negative number is a value the parser names its option for, not an unknown flag.
+#[command(allow_negative_numbers = true)]
 pub struct Args {
     /// Config file (else FLXP_CONFIG, else /etc/flxp/flxp.toml).
     #[arg(long, value_name = "F", env = "FLXP_CONFIG")]
@@ -91,7 +93,15 @@ fn log_round(r: &RoundReport) {
         e.as_ref().map(|x| {
             let done = x.execution.as_ref().map_or(0, |r| r.done.len());
             let failed = x.execution.as_ref().map_or(0, |r| r.failed.len());
-            format!("{} ({done} done, {failed} failed)", x.plan.summary)
+            let unknown = x.execution.as_ref().map_or(0, |r| r.unknown.len());
+            if unknown > 0 {
+                format!(
+                    "{} ({done} done, {failed} failed, {unknown} with unknown outcome)",
+                    x.plan.summary
+                )
+            } else {
+                format!("{} ({done} done, {failed} failed)", x.plan.summary)
+            }
         })
     };
     match &r.error {

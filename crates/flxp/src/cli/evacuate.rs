@@ -10,6 +10,8 @@ use super::{SourceArgs, balance, load};
 
 /// Arguments of `flxp evacuate`.
 #[derive(Debug, clap::Args)]
+// A negative number is a value the parser names its option for, not an unknown flag.
+#[command(allow_negative_numbers = true)]
 pub struct Args {
     /// The node to empty.
     #[arg(value_name = "NODE")]

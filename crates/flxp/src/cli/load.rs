@@ -1,7 +1,6 @@
 //! Reading the cluster a command works on (a snapshot file or stdin, or a live zone) and the
 //! config that goes with it.
 
-use std::io::Read;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -14,15 +13,13 @@ use crate::config::Config;
 
 /// Reads a snapshot file; `-` is stdin. Errors name the file.
 pub fn read_snapshot_file(path: &Path) -> Result<Snapshot> {
+    let limit = crate::input::MAX_SNAPSHOT_BYTES;
     let text = if path.as_os_str() == "-" {
-        let mut s = String::new();
-        std::io::stdin()
-            .read_to_string(&mut s)
-            .context("cannot read the snapshot from stdin")?;
-        s
+        crate::input::read_limited(std::io::stdin().lock(), limit, "the snapshot on stdin")?
     } else {
-        std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read snapshot file {}", path.display()))?
+        let what = format!("snapshot file {}", path.display());
+        let file = std::fs::File::open(path).with_context(|| format!("cannot read {what}"))?;
+        crate::input::read_limited(file, limit, &what)?
     };
     let from = if path.as_os_str() == "-" {
         "stdin".to_owned()

@@ -10,6 +10,8 @@ use crate::{output, size};
 
 /// Arguments of `flxp place`.
 #[derive(Debug, clap::Args)]
+// A negative number is a value the parser names its option for, not an unknown flag.
+#[command(allow_negative_numbers = true)]
 pub struct Args {
     #[command(flatten)]
     source: SourceArgs,

@@ -11,7 +11,8 @@ use flxp_sim::{Scenario, Sim, TlsIdentity};
 
 /// Arguments of `flxp sim`.
 #[derive(Debug, clap::Args)]
-#[command(after_long_help = STORAGE_HELP)]
+// A negative number is a value the parser names its option for, not an unknown flag.
+#[command(after_long_help = STORAGE_HELP, allow_negative_numbers = true)]
 pub struct Args {
     /// Scenario file: a Contract 1 snapshot plus an optional `sim` section (`demo` for the
     /// built-in demo world when no such file exists).

@@ -153,12 +153,17 @@ impl Config {
 
     /// Reads, parses and checks a config file.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-            file: path.to_path_buf(),
-            place: None,
-            key: String::new(),
-            message: format!("cannot be read: {e}"),
-        })?;
+        // A config is a few KiB; a bound keeps `--config /dev/zero` from eating memory.
+        const MAX_CONFIG_BYTES: u64 = 16 << 20;
+        let text = std::fs::File::open(path)
+            .map_err(anyhow::Error::from)
+            .and_then(|f| crate::input::read_limited(f, MAX_CONFIG_BYTES, "the file"))
+            .map_err(|e| ConfigError {
+                file: path.to_path_buf(),
+                place: None,
+                key: String::new(),
+                message: format!("cannot be read: {e:#}"),
+            })?;
         tracing::debug!(config = %path.display(), "read the config file");
         Self::parse(&text, path)
     }

@@ -330,3 +330,62 @@ fn sigterm_mid_round_starts_nothing_new_and_waits_for_running_migrations() {
     }
     assert!(!z.migrating(), "no migration left running after exit");
 }
+
+/// Issue 10, defect 7: a cluster whose only problem is a rule no node satisfies exits 3, and the
+/// first line says why instead of only "no balancing needed"; `--json` names it in `unmet`.
+#[test]
+fn an_unsatisfiable_rule_exits_3_and_the_headline_says_why() {
+    let snapshot = r#"[
+      {"type":"node","node":"a","status":"online","maxmem":68719476736,"mem":8589934592,"maxcpu":16,"cpu":0.1},
+      {"type":"node","node":"b","status":"online","maxmem":68719476736,"mem":8589934592,"maxcpu":16,"cpu":0.1},
+      {"type":"qemu","vmid":100,"name":"x","node":"a","status":"running","maxmem":4294967296,
+       "mem":4294967296,"maxcpu":2,"cpu":0.1,"tags":"flxp.node.gone"}
+    ]"#;
+    let (_dir, path) = temp_file("unsat.json", snapshot);
+    let (code, out, _) = run(&["balance", "--from-file", path.to_str().unwrap()]);
+    assert_eq!(code, 3, "{out}");
+    let first = out.lines().next().unwrap_or_default();
+    assert_eq!(
+        first,
+        "not met (exit code 3): 1 guest(s) that must move fit on no node; 1 broken rule(s) cannot be fixed"
+    );
+    let (code, out, _) = run(&["balance", "--from-file", path.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 3);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        v["unmet"],
+        serde_json::json!([
+            "1 guest(s) that must move fit on no node",
+            "1 broken rule(s) cannot be fixed"
+        ])
+    );
+}
+
+/// Issue 10, defect 7: a negative number is a bad value of its option, not an unknown argument.
+#[test]
+fn a_negative_number_names_its_option() {
+    let file = example("pvesh-4node.json");
+    let (code, _, err) = run(&[
+        "place",
+        "--from-file",
+        file.to_str().unwrap(),
+        "--memory",
+        "-1",
+        "--cores",
+        "2",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("invalid value '-1' for '--memory <SIZE>'"),
+        "{err}"
+    );
+    let (code, _, err) = run(&[
+        "balance",
+        "--from-file",
+        file.to_str().unwrap(),
+        "--max-migrations",
+        "-3",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("'--max-migrations <N>'"), "{err}");
+}

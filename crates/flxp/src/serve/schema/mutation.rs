@@ -212,9 +212,17 @@ async fn run(s: &AppState, zone: &str, goal: Goal) -> Result<RunResult, ApiError
         failed: report
             .as_ref()
             .map(|r| {
+                let unknown = r.unknown.iter().map(|f| (f, "outcome unknown: "));
                 r.failed
                     .iter()
-                    .map(|f| format!("{} ({}) {} → {}: {}", f.vmid, f.name, f.from, f.to, f.error))
+                    .map(|f| (f, ""))
+                    .chain(unknown)
+                    .map(|(f, kind)| {
+                        format!(
+                            "{} ({}) {} → {}: {kind}{}",
+                            f.vmid, f.name, f.from, f.to, f.error
+                        )
+                    })
                     .collect()
             })
             .unwrap_or_default(),
