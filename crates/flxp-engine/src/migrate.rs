@@ -97,7 +97,7 @@ impl std::fmt::Display for Failure {
 /// How following a task ended.
 enum Ended {
     /// The task stopped with this status.
-    Task(TaskStatus),
+    Task(Box<TaskStatus>),
     /// The task's status could not be read, but the guest is on its target, unlocked.
     SeenOnTarget,
 }
@@ -218,7 +218,7 @@ impl Follow<'_> {
                 }
             };
             if !status.is_running() {
-                return Ok(Ended::Task(status));
+                return Ok(Ended::Task(Box::new(status)));
             }
             if self.timed_out() {
                 // Landed while we waited for a status that lagged behind: it is done.

@@ -1,18 +1,10 @@
-//! flxp: dynamic resource scheduling for Proxmox VE.
-
-mod cli;
-mod config;
-mod input;
-mod output;
-mod progress;
-mod serve;
-mod signal;
-mod size;
-mod terminal;
+//! flxp: dynamic resource scheduling for Proxmox VE. Parses, sets up logging, dispatches, and
+//! maps the result to an exit code; the rest is in the `flxp` library (`lib.rs`).
 
 use std::process::ExitCode;
 
 use clap::Parser;
+use flxp::{cli, output};
 
 /// clap reports an empty `FLXP_CONFIG=` as a missing `--config` value the user never typed: say
 /// which variable it is instead.

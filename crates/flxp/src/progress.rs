@@ -118,7 +118,7 @@ impl Drop for LogLine {
         if self.multi.is_hidden() {
             crate::output::tell(text);
         } else {
-            let _ = self.multi.println(crate::terminal::lines(&text));
+            let _ = self.multi.println(crate::terminal::lines(text));
         }
     }
 }

@@ -199,6 +199,11 @@ impl Tokens {
         self.digests.len()
     }
 
+    /// Whether no token is accepted.
+    pub fn is_empty(&self) -> bool {
+        self.digests.is_empty()
+    }
+
     /// Whether a presented token is one of them. Comparing fixed-size digests in constant time,
     /// and every one of them, tells an attacker neither a prefix nor which token matched.
     #[cfg(test)]

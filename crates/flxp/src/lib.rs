@@ -1,0 +1,15 @@
+//! flxp's command line and service: one module per subcommand (`cli`), the config file
+//! (`config`), the GraphQL service (`serve`) and the rendering of decisions (`output`).
+//!
+//! The binary (`main.rs`) only parses and dispatches; this library is what it dispatches to, and
+//! what the fuzz targets (`fuzz/`) reach the config parser and the GraphQL schema through.
+
+pub mod cli;
+pub mod config;
+mod input;
+pub mod output;
+mod progress;
+pub mod serve;
+mod signal;
+mod size;
+mod terminal;
