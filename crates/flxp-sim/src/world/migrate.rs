@@ -170,6 +170,10 @@ impl World {
                 if let Some(lock) = g.lock() {
                     return Err(g.locked_error(lock));
                 }
+                // qemu-server `migrate_vm`: `check_running` right after `check_lock`.
+                if g.running && !req.online {
+                    return Err(ApiError::die("can't migrate running VM without --online"));
+                }
                 // `check_storage_availability`: every volume's storage on the target.
                 if let Some(s) = self.unavailable_storage(&g, &req.target) {
                     return Err(ApiError::die(format!(

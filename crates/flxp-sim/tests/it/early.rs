@@ -249,13 +249,9 @@ async fn a_running_container_needs_restart_at_once() {
     .await;
 }
 
-// qemu: a running VM without `online` is refused in the handler ("can't migrate running VM
-// without --online", 500). The simulator still fails it in the task: existing tests
-// (`migrate::a_running_vm_needs_online_and_local_disks_need_with_local_disks`, flxp-pve's
-// `sim.rs`) pin that; switching needs their assertions changed, which is a decision for the
-// project.
+// qemu: a running VM without `online` is refused in the handler, right after the lock check
+// ("can't migrate running VM without --online", 500), before any task exists (issue 11, item 7).
 #[tokio::test(start_paused = true)]
-#[ignore = "Proxmox refuses this at once; the simulator still fails it in the task (see comment)"]
 async fn a_running_vm_without_online_is_refused_at_once() {
     let s = TestSim::cluster();
     let r = s
