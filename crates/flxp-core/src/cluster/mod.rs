@@ -175,7 +175,13 @@ impl Cluster {
         let storages = collect_storages(&snapshot.resources, &node_by_name);
         let crs = Crs::from_options(&snapshot.options, &mut warnings);
         let tasks = TaskIndex::new(&snapshot.tasks);
-        resolve_migrations(&mut guests, &guest_by_vmid, &tasks, &node_by_name, &mut warnings);
+        resolve_migrations(
+            &mut guests,
+            &guest_by_vmid,
+            &tasks,
+            &node_by_name,
+            &mut warnings,
+        );
         let time = snapshot.time.or(tasks.newest_time());
 
         Ok(Self {

@@ -61,7 +61,10 @@ fn eager() -> BalanceOptions {
 fn balance_moves(c: &Cluster) -> Vec<(u32, String)> {
     let rules = Rules::compile(c);
     let p = plan(c, &rules, &State::new(c), &placer(), &eager()).unwrap();
-    p.migrations.iter().map(|m| (m.vmid, m.to.clone())).collect()
+    p.migrations
+        .iter()
+        .map(|m| (m.vmid, m.to.clone()))
+        .collect()
 }
 
 fn place_db(c: &Cluster, memory: u64) -> flxp_core::placement::Placement {
@@ -120,7 +123,10 @@ fn the_pre_step_check_refuses_the_target_of_a_member_in_flight() {
         imbalance_after: 0.0,
     };
     let err = check_step(&c, &rules, &State::new(&c), &placer(), &m).unwrap_err();
-    assert!(err[0].contains("anti-affinity") && err[0].contains("101"), "{err:?}");
+    assert!(
+        err[0].contains("anti-affinity") && err[0].contains("101"),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -133,7 +139,10 @@ fn placement_of_a_new_member_refuses_the_source_and_the_target() {
         .filter(|x| !x.feasible)
         .map(|x| x.node.as_str())
         .collect();
-    assert!(refused.contains(&"a") && refused.contains(&"b"), "{refused:?}");
+    assert!(
+        refused.contains(&"a") && refused.contains(&"b"),
+        "{refused:?}"
+    );
     assert!(refused.contains(&"c"), "102 is on c: {refused:?}");
     assert_eq!(p.node.as_deref(), Some("d"));
 }
@@ -155,7 +164,10 @@ fn the_target_counts_the_memory_of_the_guest_in_flight() {
     let p = placer().place(&c, &rules, &s, &req).unwrap();
     let on_b = p.candidates.iter().find(|x| x.node == "b").unwrap();
     assert!(!on_b.feasible, "{on_b:?}");
-    assert!(on_b.reasons.iter().any(|r| r.starts_with("memory")), "{on_b:?}");
+    assert!(
+        on_b.reasons.iter().any(|r| r.starts_with("memory")),
+        "{on_b:?}"
+    );
 }
 
 #[test]
@@ -168,7 +180,10 @@ fn an_unknown_target_keeps_every_other_member_where_it_is_with_a_warning() {
         "{w:?}"
     );
     let moves = balance_moves(&c);
-    assert!(!moves.iter().any(|(v, _)| *v == 101 || *v == 102), "{moves:?}");
+    assert!(
+        !moves.iter().any(|(v, _)| *v == 101 || *v == 102),
+        "{moves:?}"
+    );
     assert_eq!(place_db(&c, GIB).node, None);
     // A target that is not in the cluster is as unknown.
     let c = cluster(Some("zz"));
