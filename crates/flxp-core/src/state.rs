@@ -63,6 +63,18 @@ impl State {
                 usage[i].cpu = guest_cpu[i];
             }
         }
+        // A migration in flight holds the guest on its source and fills its target until it
+        // lands: the target's report shows only part of it, so count all of it there too.
+        for g in cluster.guests().iter().filter(|g| g.running) {
+            if let Some(to) = g.migrating_to() {
+                let u = &mut usage[to.get()];
+                u.mem = u.mem.saturating_add(g.mem_footprint());
+                u.cpu += g.cpu_cores();
+                u.committed_mem = u.committed_mem.saturating_add(g.maxmem);
+                u.committed_cpus += g.maxcpu;
+                u.guests += 1;
+            }
+        }
         Self {
             usage,
             location: cluster.guests().iter().map(|g| g.node).collect(),

@@ -4,7 +4,9 @@
 //! two calls (its config for the notes, its `rrddata` for the latest pressure row), run
 //! concurrently; HA rules, resources and status, the datacenter options and the task list are one
 //! call each, alongside. So the cost is O(nodes) calls, never O(guests). This module decides
-//! nothing: it only reads.
+//! nothing: it only reads. The one exception to "never O(guests)": the log of each *running*
+//! migration is read for its target, which `/cluster/tasks` does not name (few, and a guest in
+//! flight must count on the node it is going to).
 
 use std::collections::BTreeMap;
 
@@ -12,8 +14,8 @@ use futures_util::StreamExt;
 use futures_util::stream;
 
 use flxp_core::Snapshot;
-use flxp_core::snapshot::{Ha, NodeExtra, RrdRow};
-use flxp_pve::types::{RrdQuery, RrdTimeframe};
+use flxp_core::snapshot::{Ha, NodeExtra, RrdRow, Task};
+use flxp_pve::types::{RrdQuery, RrdTimeframe, TaskLogQuery, Upid};
 use flxp_pve::{ApiErrorKind, Pve, Transport};
 
 /// Per-node calls in flight at once: enough to hide latency, few enough not to flood pveproxy.
@@ -61,6 +63,83 @@ fn optional<T: Default>(endpoint: &str, result: flxp_pve::Result<T>) -> Result<T
         }
         Err(e) => Err(api_err(endpoint)(e)),
     }
+}
+
+/// Task types whose log names the target node on an early line.
+const MIGRATION_TASKS: [&str; 2] = ["qmigrate", "vzmigrate"];
+/// Log lines read per running migration: the target is on the first, after any HA preamble.
+const TARGET_LOG_LINES: u64 = 10;
+
+/// The task list, each running `qmigrate`/`vzmigrate` with its `target` read from its log.
+async fn tasks_with_targets<T: Transport + ?Sized>(api: &Pve<T>) -> flxp_pve::Result<Vec<Task>> {
+    let mut tasks = api.cluster_tasks().await?;
+    let running: Vec<usize> = tasks
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| {
+            t.is_running()
+                && t.target.is_none()
+                && t.kind
+                    .as_deref()
+                    .is_some_and(|k| MIGRATION_TASKS.contains(&k))
+        })
+        .map(|(i, _)| i)
+        .collect();
+    let found = stream::iter(running)
+        .map(|i| {
+            let upid = tasks[i].upid.clone();
+            async move { (i, migration_target(api, upid.as_deref()).await) }
+        })
+        .buffer_unordered(NODE_CONCURRENCY)
+        .collect::<Vec<_>>()
+        .await;
+    for (i, target) in found {
+        tasks[i].target = target;
+    }
+    Ok(tasks)
+}
+
+/// The target of a running migration from its log; `None` (the model then treats the target as
+/// unknown and says so) when the log cannot be read or names none.
+async fn migration_target<T: Transport + ?Sized>(
+    api: &Pve<T>,
+    upid: Option<&str>,
+) -> Option<String> {
+    let upid: Upid = match upid?.parse() {
+        Ok(u) => u,
+        Err(e) => {
+            tracing::warn!(error = %e, "migration task with an unreadable UPID: target unknown");
+            return None;
+        }
+    };
+    let query = TaskLogQuery {
+        start: Some(0),
+        limit: Some(TARGET_LOG_LINES),
+    };
+    match api.task_log(&upid, &query).await {
+        Ok(lines) => {
+            let target = lines
+                .iter()
+                .find_map(|l| l.t.as_deref().and_then(target_in_log_line));
+            if target.is_none() {
+                tracing::warn!(%upid, "migration log names no target node: target unknown");
+            }
+            target.map(str::to_owned)
+        }
+        Err(e) => {
+            tracing::warn!(%upid, error = %e, "migration log unreadable: target unknown");
+            None
+        }
+    }
+}
+
+/// The node in `starting migration of VM 101 to node 'pve2' (10.0.0.2)`, as qemu-server's
+/// `PVE::QemuMigrate` and pve-container's `PVE::LXC::Migrate` log it (`CT` for containers).
+fn target_in_log_line(line: &str) -> Option<&str> {
+    let rest = line.split_once("starting migration of ")?.1;
+    let rest = rest.split_once(" to node '")?.1;
+    let (node, _) = rest.split_once('\'')?;
+    (!node.is_empty()).then_some(node)
 }
 
 /// The newest row that holds any data source besides `time` (Proxmox may end with empty buckets).
@@ -129,7 +208,7 @@ pub async fn collect_snapshot<T: Transport + ?Sized>(
         api.ha_resources(),
         api.ha_status_current(),
         api.cluster_options(),
-        api.cluster_tasks(),
+        tasks_with_targets(api),
     );
 
     let mut nodes = BTreeMap::new();
@@ -286,12 +365,13 @@ mod tests {
         for guests in [0, 50, 2000] {
             let fake = FakeApi::new(cluster(8, guests));
             collect_snapshot(&fake, 0).await.unwrap();
-            // 1 resources + 2 per online node (7) + 3 HA + options + tasks.
-            assert_eq!(fake.call_count(), 1 + 2 * 7 + 5, "{guests} guests");
+            // 1 resources + 2 per online node (7) + 3 HA + options + tasks + the log of the
+            // one running migration.
+            assert_eq!(fake.call_count(), 1 + 2 * 7 + 5 + 1, "{guests} guests");
         }
         let fake = FakeApi::new(cluster(32, 2000));
         collect_snapshot(&fake, 0).await.unwrap();
-        assert_eq!(fake.call_count(), 1 + 2 * 31 + 5);
+        assert_eq!(fake.call_count(), 1 + 2 * 31 + 5 + 1);
         let calls = fake.calls();
         assert_eq!(calls[0], "GET /cluster/resources");
         assert!(
@@ -301,13 +381,48 @@ mod tests {
         );
     }
 
+    #[tokio::test]
+    async fn a_running_migration_gets_its_target_from_its_log() {
+        let upid: Upid = "UPID:pve1:000A1B2C:0123ABCD:6929A5C0:qmigrate:105:root@pam:"
+            .parse()
+            .unwrap();
+        let log = vec![
+            "2026-12-01 18:00:00 use dedicated network address for sending migration traffic",
+            "2026-12-01 18:00:00 starting migration of VM 105 to node 'pve2' (10.0.0.2)",
+        ];
+        let fake = FakeApi::new(cluster(3, 10)).with_task(&upid, Vec::new(), log);
+        let snap = collect_snapshot(&fake, 0).await.unwrap();
+        assert_eq!(snap.tasks[0].target.as_deref(), Some("pve2"));
+        // No log: the target stays unknown and the snapshot is still collected.
+        let snap = collect_snapshot(&FakeApi::new(cluster(3, 10)), 0)
+            .await
+            .unwrap();
+        assert_eq!(snap.tasks[0].target, None);
+    }
+
+    #[test]
+    fn the_target_is_read_from_qemu_and_container_log_lines() {
+        let read = target_in_log_line;
+        assert_eq!(
+            read("starting migration of VM 101 to node 'pve-2' (192.0.2.7)"),
+            Some("pve-2")
+        );
+        assert_eq!(
+            read("2026-12-01 18:00:00 starting migration of CT 200 to node 'b' (::1)"),
+            Some("b")
+        );
+        assert_eq!(read("migration started"), None);
+        assert_eq!(read("starting migration of VM 1 to node '' (x)"), None);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn per_node_calls_run_concurrently() {
         let fake = FakeApi::new(cluster(9, 20)).with_latency(Duration::from_millis(5));
         let start = tokio::time::Instant::now();
         collect_snapshot(&fake, 0).await.unwrap();
-        // resources first, then everything else side by side: two round trips, not 22.
-        assert_eq!(start.elapsed(), Duration::from_millis(10));
+        // resources first, then everything else side by side, then the log of the one running
+        // migration (it needs the task list): three round trips, not 23.
+        assert_eq!(start.elapsed(), Duration::from_millis(15));
     }
 
     #[tokio::test]

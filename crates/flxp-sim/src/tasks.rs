@@ -86,6 +86,8 @@ impl Task {
             pid: Some(u64::from(self.pid)),
             pstart: Some(self.pstart),
             saved: (!self.is_running()).then(|| "1".to_string()),
+            // Proxmox does not list a migration's target: flxp reads it from the log.
+            target: None,
         }
     }
 

@@ -43,6 +43,16 @@ impl GuestKind {
     }
 }
 
+/// Where a guest with a migration in flight is going.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Landing {
+    /// To this node: until it lands it counts on its source and here.
+    Node(NodeIdx),
+    /// To a node nobody could read: it may end up on any other node.
+    Unknown,
+}
+
 /// One guest.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Guest {
@@ -82,6 +92,8 @@ pub struct Guest {
     pub ha_managed: bool,
     /// Pool membership.
     pub pool: Option<String>,
+    /// A running migration of it and where it goes; `None` when none runs.
+    pub migrating: Option<Landing>,
 }
 
 impl Guest {
@@ -104,6 +116,14 @@ impl Guest {
     /// CPU cores it uses now (`cpu × maxcpu`).
     pub fn cpu_cores(&self) -> f64 {
         self.cpu * self.maxcpu
+    }
+
+    /// The node a running migration takes it to, when known and not the node it is on.
+    pub fn migrating_to(&self) -> Option<NodeIdx> {
+        match self.migrating {
+            Some(Landing::Node(n)) if n != self.node => Some(n),
+            _ => None,
+        }
     }
 
     /// A label for messages: `101 (web1)` or `101`.

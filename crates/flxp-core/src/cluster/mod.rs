@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use serde::Serialize;
 
 pub use crs::{Crs, CrsMode};
-pub use guest::{Guest, GuestIdx, GuestKind};
+pub use guest::{Guest, GuestIdx, GuestKind, Landing};
 pub use limits::{MAX_BYTES, MAX_CPUS, MAX_TOTAL_BYTES};
 pub use node::{MaintenanceSource, Node, NodeIdx, NodeReachability, Pressure};
 pub use tasks::TaskIndex;
@@ -175,6 +175,13 @@ impl Cluster {
         let storages = collect_storages(&snapshot.resources, &node_by_name);
         let crs = Crs::from_options(&snapshot.options, &mut warnings);
         let tasks = TaskIndex::new(&snapshot.tasks);
+        resolve_migrations(
+            &mut guests,
+            &guest_by_vmid,
+            &tasks,
+            &node_by_name,
+            &mut warnings,
+        );
         let time = snapshot.time.or(tasks.newest_time());
 
         Ok(Self {
@@ -278,6 +285,47 @@ impl Cluster {
     /// Indexes of all guests, in vmid order.
     pub fn guest_indexes(&self) -> impl Iterator<Item = GuestIdx> + '_ {
         (0..self.guests.len() as u32).map(GuestIdx)
+    }
+}
+
+/// Marks the guests whose migration is in flight with where they go, so that they count on
+/// both nodes until they land; a target nobody could read is a warning, as it makes flxp keep
+/// every other member of the guest's anti-affinity groups where it is.
+fn resolve_migrations(
+    guests: &mut [Guest],
+    guest_by_vmid: &HashMap<u32, GuestIdx>,
+    tasks: &TaskIndex,
+    node_by_name: &HashMap<String, NodeIdx>,
+    warnings: &mut Vec<Warning>,
+) {
+    for (vmid, target) in tasks.migrations() {
+        let Some(&idx) = guest_by_vmid.get(&vmid) else {
+            continue;
+        };
+        let g = &mut guests[idx.get()];
+        let landing = match target.map(|t| (t, node_by_name.get(t))) {
+            Some((_, Some(&n))) => Landing::Node(n),
+            Some((t, None)) => {
+                warnings.push(Warning::about(
+                    g.id(),
+                    format!(
+                        "migrating to node {t}, which is not in the cluster; it may land on any \
+                         node, so no other member of its anti-affinity groups moves or is placed"
+                    ),
+                ));
+                Landing::Unknown
+            }
+            None => {
+                warnings.push(Warning::about(
+                    g.id(),
+                    "migrating to an unknown node (the task entry has no target); it may land \
+                     on any node, so no other member of its anti-affinity groups moves or is \
+                     placed",
+                ));
+                Landing::Unknown
+            }
+        };
+        g.migrating = Some(landing);
     }
 }
 
@@ -421,6 +469,7 @@ fn collect_guests(resources: &[Resource]) -> Result<Vec<(String, Guest)>> {
                 tags: split_tags(r.tags.as_deref().unwrap_or("")),
                 lock: r.lock.clone().filter(|l| !l.is_empty()),
                 hastate: r.hastate.clone().filter(|s| !s.is_empty()),
+                migrating: None,
                 ha_managed: false,
                 pool: r.pool.clone(),
             },

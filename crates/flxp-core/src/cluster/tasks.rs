@@ -15,7 +15,8 @@ const START_TYPES: [&str; 3] = ["qmstart", "vzstart", "hastart"];
 /// Facts derived from the task list, by vmid.
 #[derive(Debug, Clone, Default)]
 pub struct TaskIndex {
-    migrating: BTreeSet<u32>,
+    /// Running migrations, with their target node when the task entry names it.
+    migrating: BTreeMap<u32, Option<String>>,
     starting: BTreeSet<u32>,
     last_migration: BTreeMap<u32, i64>,
     newest: Option<i64>,
@@ -38,7 +39,9 @@ impl TaskIndex {
             };
             if MIGRATION_TYPES.contains(&kind) {
                 if t.is_running() {
-                    ix.migrating.insert(vmid);
+                    let target = t.target.clone().filter(|n| !n.is_empty());
+                    let e = ix.migrating.entry(vmid).or_insert(None);
+                    *e = e.take().or(target);
                 }
                 if let Some(time) = time {
                     let e = ix.last_migration.entry(vmid).or_insert(time);
@@ -53,7 +56,17 @@ impl TaskIndex {
 
     /// Whether a migration task for this guest is still running.
     pub fn is_migrating(&self, vmid: u32) -> bool {
-        self.migrating.contains(&vmid)
+        self.migrating.contains_key(&vmid)
+    }
+
+    /// Where a running migration of this guest goes, when known.
+    pub fn migration_target(&self, vmid: u32) -> Option<&str> {
+        self.migrating.get(&vmid)?.as_deref()
+    }
+
+    /// Guests with a running migration, by vmid, with their target node when known.
+    pub fn migrations(&self) -> impl Iterator<Item = (u32, Option<&str>)> + '_ {
+        self.migrating.iter().map(|(&v, t)| (v, t.as_deref()))
     }
 
     /// Whether a start task for this guest is still running.
@@ -93,6 +106,10 @@ mod tests {
             task("qmigrate", "101", 100, Some(160)),
             task("qmigrate", "101", 10, Some(20)),
             task("hamigrate", "102", 200, None),
+            Task {
+                target: Some("pve2".into()),
+                ..task("qmigrate", "105", 220, None)
+            },
             task("qmstart", "103", 210, None),
             task("vncproxy", "104", 300, Some(400)),
         ]);
@@ -100,6 +117,8 @@ mod tests {
         assert_eq!(ix.last_migration(101), Some(160));
         assert!(ix.is_migrating(102));
         assert!(ix.is_starting(103));
+        assert_eq!(ix.migration_target(102), None);
         assert_eq!(ix.newest_time(), Some(400));
+        assert_eq!(ix.migration_target(105), Some("pve2"));
     }
 }

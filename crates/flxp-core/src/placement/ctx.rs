@@ -1,7 +1,7 @@
 //! What every filter and scorer shares for one decision, computed once: the subject, the state,
 //! and where the subject's groups have running members.
 
-use crate::cluster::{Cluster, NodeIdx};
+use crate::cluster::{Cluster, Landing, NodeIdx};
 use crate::constraints::{GroupId, GroupKind, Rules};
 use crate::state::State;
 
@@ -89,9 +89,21 @@ impl<'a> Ctx<'a> {
                     continue;
                 }
                 let at = state.location(m);
-                match nodes.iter_mut().find(|(n, _)| *n == at) {
+                let mut add = |at: NodeIdx| match nodes.iter_mut().find(|(n, _)| *n == at) {
                     Some((_, v)) => v.push(g.vmid),
                     None => nodes.push((at, vec![g.vmid])),
+                };
+                add(at);
+                // A member in flight is on its target too for anti-affinity; one whose target
+                // nobody could read may land anywhere. Affinity follows where it is now.
+                if group.kind == GroupKind::AntiAffinity {
+                    match g.migrating {
+                        Some(Landing::Node(to)) if to != at => add(to),
+                        Some(Landing::Unknown) => {
+                            cluster.node_indexes().filter(|&n| n != at).for_each(add)
+                        }
+                        _ => {}
+                    }
                 }
             }
             nodes.sort_by_key(|(n, _)| *n);

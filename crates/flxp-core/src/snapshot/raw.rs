@@ -349,6 +349,10 @@ pub struct Task {
     /// Exit status (`OK`, an error text); absent while the task runs.
     #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
+    /// flxp's own field: the node a running migration goes to, read from the task's log
+    /// (`/cluster/tasks` names only the source). Absent: unknown.
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
 }
 
 impl Task {

@@ -3,6 +3,7 @@
 
 mod balance;
 mod evacuate;
+mod inflight;
 mod placement;
 mod placement_properties;
 mod plan_properties;

@@ -1,0 +1,192 @@
+//! A migration in flight counts on its source and its target until it lands: in the planner,
+//! the pre-step check, placement and the node's memory (issue 10, defect 1).
+
+use flxp_core::balance::{BalanceOptions, Trigger, check_step, plan};
+use flxp_core::builder::*;
+use flxp_core::placement::{PlacementOptions, PlacementRequest, Placer};
+use flxp_core::snapshot::Task;
+use flxp_core::{Cluster, Rules, State};
+
+const DB: &str = "flxp.anti-affinity.db";
+
+fn placer() -> Placer {
+    Placer::new(PlacementOptions::default(), Vec::new()).unwrap()
+}
+
+/// A running migration task of `vmid` from `source`, naming `target` when given.
+fn migrating(vmid: u32, source: &str, target: Option<&str>) -> Task {
+    Task {
+        upid: Some(format!(
+            "UPID:{source}:00001234:00005678:00002700:qmigrate:{vmid}:root@pam:"
+        )),
+        node: Some(source.into()),
+        kind: Some("qmigrate".into()),
+        id: Some(vmid.to_string()),
+        starttime: Some(9_900),
+        target: target.map(str::to_owned),
+        ..Task::default()
+    }
+}
+
+/// 101 on a migrating to b (the emptiest node), 102 on c, c crowded so that balancing wants to
+/// move 102 away; d is busy too.
+fn cluster(target: Option<&str>) -> Cluster {
+    ClusterBuilder::new()
+        .node(node("a").memory(64 * GIB))
+        .node(node("b").memory(64 * GIB))
+        .node(node("c").memory(64 * GIB))
+        .node(node("d").memory(64 * GIB))
+        .guest(vm(101, "a").mem(8 * GIB, 8 * GIB).tagged(DB))
+        .guest(vm(102, "c").mem(8 * GIB, 8 * GIB).tagged(DB))
+        .guest(vm(103, "a").mem(30 * GIB, 30 * GIB))
+        .guest(vm(104, "c").mem(40 * GIB, 40 * GIB))
+        .guest(vm(105, "d").mem(30 * GIB, 30 * GIB))
+        .task(migrating(101, "a", target))
+        .time(10_000)
+        .build()
+}
+
+fn eager() -> BalanceOptions {
+    BalanceOptions {
+        trigger: Trigger {
+            threshold: Some(0.0),
+            target: Some(0.0),
+            ..Trigger::default()
+        },
+        max_migrations: 100,
+        ..BalanceOptions::default()
+    }
+}
+
+fn balance_moves(c: &Cluster) -> Vec<(u32, String)> {
+    let rules = Rules::compile(c);
+    let p = plan(c, &rules, &State::new(c), &placer(), &eager()).unwrap();
+    p.migrations
+        .iter()
+        .map(|m| (m.vmid, m.to.clone()))
+        .collect()
+}
+
+fn place_db(c: &Cluster, memory: u64) -> flxp_core::placement::Placement {
+    let rules = Rules::compile(c);
+    let req = PlacementRequest {
+        memory,
+        cores: 1,
+        tags: vec![DB.to_owned()],
+        ..PlacementRequest::default()
+    };
+    placer().place(c, &rules, &State::new(c), &req).unwrap()
+}
+
+#[test]
+fn the_plan_never_moves_another_member_to_the_target_of_one_in_flight() {
+    // Without the migration, 102 goes to b: b is the emptiest node.
+    let idle = ClusterBuilder::new()
+        .node(node("a").memory(64 * GIB))
+        .node(node("b").memory(64 * GIB))
+        .node(node("c").memory(64 * GIB))
+        .node(node("d").memory(64 * GIB))
+        .guest(vm(101, "a").mem(8 * GIB, 8 * GIB).tagged(DB))
+        .guest(vm(102, "c").mem(8 * GIB, 8 * GIB).tagged(DB))
+        .guest(vm(103, "a").mem(30 * GIB, 30 * GIB))
+        .guest(vm(104, "c").mem(40 * GIB, 40 * GIB))
+        .guest(vm(105, "d").mem(30 * GIB, 30 * GIB))
+        .build();
+    assert!(
+        balance_moves(&idle).contains(&(102, "b".into())),
+        "fixture: 102 would go to b"
+    );
+    let c = cluster(Some("b"));
+    let moves = balance_moves(&c);
+    assert!(!moves.iter().any(|(v, _)| *v == 101), "{moves:?}");
+    assert!(!moves.contains(&(102, "b".into())), "{moves:?}");
+}
+
+#[test]
+fn the_pre_step_check_refuses_the_target_of_a_member_in_flight() {
+    let c = cluster(Some("b"));
+    let rules = Rules::compile(&c);
+    let m = flxp_core::balance::Migration {
+        vmid: 102,
+        kind: flxp_core::cluster::GuestKind::Qemu,
+        name: String::new(),
+        from: "c".into(),
+        to: "b".into(),
+        reason: String::new(),
+        purpose: flxp_core::balance::Purpose::Balance,
+        online: true,
+        bytes: 0,
+        bundle: Vec::new(),
+        group: None,
+        step: 0,
+        wave: 0,
+        imbalance_after: 0.0,
+    };
+    let err = check_step(&c, &rules, &State::new(&c), &placer(), &m).unwrap_err();
+    assert!(
+        err[0].contains("anti-affinity") && err[0].contains("101"),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn placement_of_a_new_member_refuses_the_source_and_the_target() {
+    let c = cluster(Some("b"));
+    let p = place_db(&c, GIB);
+    let refused: Vec<&str> = p
+        .candidates
+        .iter()
+        .filter(|x| !x.feasible)
+        .map(|x| x.node.as_str())
+        .collect();
+    assert!(
+        refused.contains(&"a") && refused.contains(&"b"),
+        "{refused:?}"
+    );
+    assert!(refused.contains(&"c"), "102 is on c: {refused:?}");
+    assert_eq!(p.node.as_deref(), Some("d"));
+}
+
+#[test]
+fn the_target_counts_the_memory_of_the_guest_in_flight() {
+    let c = cluster(Some("b"));
+    let b = c.node_idx("b").unwrap();
+    let s = State::new(&c);
+    assert_eq!(s.usage(b).mem, 8 * GIB);
+    assert_eq!(s.usage(b).committed_mem, 8 * GIB);
+    // Without a db tag, 60 GiB would fit on an empty b but not next to 101's 8 GiB.
+    let rules = Rules::compile(&c);
+    let req = PlacementRequest {
+        memory: 60 * GIB,
+        cores: 1,
+        ..PlacementRequest::default()
+    };
+    let p = placer().place(&c, &rules, &s, &req).unwrap();
+    let on_b = p.candidates.iter().find(|x| x.node == "b").unwrap();
+    assert!(!on_b.feasible, "{on_b:?}");
+    assert!(
+        on_b.reasons.iter().any(|r| r.starts_with("memory")),
+        "{on_b:?}"
+    );
+}
+
+#[test]
+fn an_unknown_target_keeps_every_other_member_where_it_is_with_a_warning() {
+    let c = cluster(None);
+    let w: Vec<String> = c.warnings.iter().map(ToString::to_string).collect();
+    assert!(
+        w.iter()
+            .any(|w| w.contains("qemu/101") && w.contains("unknown node")),
+        "{w:?}"
+    );
+    let moves = balance_moves(&c);
+    assert!(
+        !moves.iter().any(|(v, _)| *v == 101 || *v == 102),
+        "{moves:?}"
+    );
+    assert_eq!(place_db(&c, GIB).node, None);
+    // A target that is not in the cluster is as unknown.
+    let c = cluster(Some("zz"));
+    assert!(c.warnings.iter().any(|w| w.to_string().contains("zz")));
+    assert_eq!(place_db(&c, GIB).node, None);
+}
