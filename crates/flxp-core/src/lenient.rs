@@ -236,8 +236,9 @@ impl<'de> Visitor<'de> for NumVisitor {
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
         Ok(Some(Num::Float(v, None)))
     }
+    /// Proxmox never sends a boolean for a number: `"maxmem": true` is a broken document, not 1.
     fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
-        Ok(Some(Num::Int(i128::from(v))))
+        Err(E::custom(format!("expected a number, got {v}")))
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
         let t = v.trim();
@@ -404,6 +405,10 @@ mod tests {
         let e = parse(r#"{"b": 2}"#).unwrap_err().to_string();
         assert!(e.contains("0 or 1"), "{e}");
         assert!(parse(r#"{"n": [1]}"#).is_err());
+        let e = parse(r#"{"n": true}"#).unwrap_err().to_string();
+        assert!(e.contains("expected a number, got true"), "{e}");
+        let e = parse(r#"{"f": false}"#).unwrap_err().to_string();
+        assert!(e.contains("expected a number, got false"), "{e}");
     }
 
     #[test]
@@ -424,7 +429,6 @@ mod tests {
             (r#"{"n": 18446744073709551615}"#, u64::MAX),
             (r#"{"n": " 18446744073709551615 "}"#, u64::MAX),
             (r#"{"n": 2.5}"#, 2),
-            (r#"{"n": true}"#, 1),
         ] {
             assert_eq!(parse(json).unwrap().n, Some(want), "{json}");
         }

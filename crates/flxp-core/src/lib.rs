@@ -26,6 +26,7 @@ mod error;
 pub mod evacuate;
 pub mod lenient;
 pub mod model;
+pub mod names;
 pub mod placement;
 pub mod pve_crs;
 pub mod snapshot;

@@ -22,6 +22,7 @@ pub use node::{MaintenanceSource, Node, NodeIdx, NodeReachability, Pressure};
 pub use tasks::TaskIndex;
 
 use crate::constraints::notes::{self, NodeTokens};
+use crate::constraints::tags::is_valid_tag_text;
 use crate::snapshot::{Ha, Resource, Snapshot};
 use crate::warning::Warning;
 use crate::{Error, Result};
@@ -83,14 +84,16 @@ impl Cluster {
     /// without a vmid, two guests with one vmid, a negative size).
     pub fn from_snapshot(snapshot: &Snapshot, overrides: &Overrides) -> Result<Self> {
         let mut warnings = Vec::new();
-        let mut nodes = collect_nodes(&snapshot.resources)?;
-        let raw_guests = collect_guests(&snapshot.resources)?;
+        warn_dropped_entries(&snapshot.resources, &mut warnings);
+        let (mut nodes, no_maxmem) = collect_nodes(&snapshot.resources)?;
+        let raw_guests = collect_guests(&snapshot.resources, &mut warnings)?;
 
         // Guests may name nodes the dump does not list (a `--type vm` dump): add them as unknown
         // nodes so nothing is lost, and say so.
         let mut known: BTreeSet<String> = nodes.iter().map(|n| n.name.clone()).collect();
-        for (node_name, _) in &raw_guests {
+        for (node_name, g) in &raw_guests {
             if known.insert(node_name.clone()) {
+                check_node_name(node_name, || g.id())?;
                 warnings.push(Warning::node(
                     node_name,
                     "has guests but no node entry in the snapshot; treated as unknown (no stats)",
@@ -111,11 +114,28 @@ impl Cluster {
             // A dump with a zeroed field, not a real node: say so, or "no node fits" is a riddle.
             for (field, zero) in [("maxmem", n.maxmem == 0), ("maxcpu", n.maxcpu == 0.0)] {
                 if zero {
+                    let what = if field == "maxmem" && no_maxmem.contains(&n.name) {
+                        "no maxmem".to_owned()
+                    } else {
+                        format!("{field} 0")
+                    };
                     warnings.push(Warning::node(
                         &n.name,
-                        format!("online but reports {field} 0: no guest can be placed on it"),
+                        format!("online but reports {what}: no guest can be placed on it"),
                     ));
                 }
+            }
+        }
+        for n in &nodes {
+            // Proxmox's `mem` is total minus available, so it never exceeds `maxmem`.
+            if let Some(mem) = n.mem.filter(|&m| n.maxmem > 0 && m > n.maxmem) {
+                warnings.push(Warning::node(
+                    &n.name,
+                    format!(
+                        "reports mem {mem} above its maxmem {}: read as full, no guest can be placed on it",
+                        n.maxmem
+                    ),
+                ));
             }
         }
         if nodes.is_empty() {
@@ -353,8 +373,68 @@ fn entry_name(r: &Resource, i: usize) -> String {
     r.id.clone().unwrap_or_else(|| format!("resources[{i}]"))
 }
 
-fn collect_nodes(resources: &[Resource]) -> Result<Vec<Node>> {
+/// An entry named by its place and what it says it is: `resources[3] (qemu/101)`.
+fn entry_subject(r: &Resource, i: usize) -> String {
+    match (&r.id, r.vmid) {
+        (Some(id), _) => format!("resources[{i}] ({id})"),
+        (None, Some(vmid)) => format!("resources[{i}] (vmid {vmid})"),
+        (None, None) => format!("resources[{i}]"),
+    }
+}
+
+/// Entry types of `GET /cluster/resources` that flxp reads (`node`, `qemu`, `lxc`, `storage`) or
+/// knowingly skips.
+const KNOWN_TYPES: [&str; 8] = [
+    "node", "qemu", "lxc", "storage", "pool", "sdn", "network", "openvz",
+];
+
+/// Warns about entries dropped for a missing or unknown `type`: one that carried a vmid was a
+/// guest whose rules (an anti-affinity group) now miss a member.
+fn warn_dropped_entries(resources: &[Resource], warnings: &mut Vec<Warning>) {
+    for (i, r) in resources.iter().enumerate() {
+        let why = match r.kind.as_deref() {
+            Some(k) if KNOWN_TYPES.contains(&k) => continue,
+            Some(k) => format!("unknown type `{k}`"),
+            None => "no `type`".to_owned(),
+        };
+        let guest = r.vmid.is_some()
+            || r.id.as_deref().is_some_and(|id| {
+                id.rsplit_once('/')
+                    .is_some_and(|(_, v)| v.parse::<u32>().is_ok())
+            });
+        let dropped = if guest {
+            "dropped: it looks like a guest, which flxp will neither see nor count in any rule"
+        } else {
+            "dropped"
+        };
+        warnings.push(Warning::about(
+            entry_subject(r, i),
+            format!(
+                "{why} (expected one of {}); {dropped}",
+                KNOWN_TYPES.join(", ")
+            ),
+        ));
+    }
+}
+
+/// Node names are identities that Proxmox keeps to one DNS label; another is a forged or broken
+/// snapshot, and one with control characters would garble every table it appears in.
+fn check_node_name(name: &str, entry: impl FnOnce() -> String) -> Result<()> {
+    if crate::names::is_dns_label(name) {
+        return Ok(());
+    }
+    Err(Error::Resource {
+        entry: entry(),
+        message: format!(
+            "node name {name:?} is not one Proxmox accepts (a DNS label: letters, digits and inner hyphens, at most 63)"
+        ),
+    })
+}
+
+/// The nodes, and the names of those whose entry has no `maxmem` at all.
+fn collect_nodes(resources: &[Resource]) -> Result<(Vec<Node>, BTreeSet<String>)> {
     let mut nodes: Vec<Node> = Vec::new();
+    let mut no_maxmem = BTreeSet::new();
     let mut seen = BTreeSet::new();
     for (i, r) in resources.iter().enumerate() {
         if r.kind.as_deref() != Some("node") {
@@ -373,6 +453,7 @@ fn collect_nodes(resources: &[Resource]) -> Result<Vec<Node>> {
                 entry: entry_name(r, i),
                 message: "node entry without a node name".into(),
             })?;
+        check_node_name(&name, || entry_name(r, i))?;
         if !seen.insert(name.clone()) {
             return Err(Error::Resource {
                 entry: entry_name(r, i),
@@ -388,6 +469,9 @@ fn collect_nodes(resources: &[Resource]) -> Result<Vec<Node>> {
         node.maxcpu = maxcpu;
         node.cpu = cpu;
         node.maxmem = r.maxmem.unwrap_or(0);
+        if r.maxmem.is_none() {
+            no_maxmem.insert(node.name.clone());
+        }
         node.mem = r.mem;
         node.maxdisk = r.maxdisk.unwrap_or(0);
         node.disk = r.disk.unwrap_or(0);
@@ -397,7 +481,7 @@ fn collect_nodes(resources: &[Resource]) -> Result<Vec<Node>> {
         }
         nodes.push(node);
     }
-    Ok(nodes)
+    Ok((nodes, no_maxmem))
 }
 
 /// `cpu` and `maxcpu` of an entry (0 when absent); negative figures are errors, like negative
@@ -414,7 +498,10 @@ fn cpu_figures(r: &Resource) -> std::result::Result<(f64, f64), String> {
     Ok((cpu, maxcpu))
 }
 
-fn collect_guests(resources: &[Resource]) -> Result<Vec<(String, Guest)>> {
+fn collect_guests(
+    resources: &[Resource],
+    warnings: &mut Vec<Warning>,
+) -> Result<Vec<(String, Guest)>> {
     let mut out = Vec::new();
     for (i, r) in resources.iter().enumerate() {
         let kind = match r.kind.as_deref() {
@@ -450,12 +537,34 @@ fn collect_guests(resources: &[Resource]) -> Result<Vec<(String, Guest)>> {
         // Paused, suspended or migrating guests still hold their memory; only stopped ones and
         // those without any report (offline node) do not load the node.
         let running = !template && !matches!(status.as_str(), "stopped" | "unknown" | "");
+        let mut warn =
+            |message: String| warnings.push(Warning::about(entry_subject(r, i), message));
+        if r.maxmem.is_none() && !template {
+            warn("has no maxmem: counted as 0 bytes, so memory checks cannot see it".to_owned());
+        }
+        let name = r.name.clone().unwrap_or_default();
+        if !name.is_empty() && !crate::names::is_dns_name(&name) {
+            // A name is cosmetic: flxp keeps it (escaped wherever it is shown) and carries on.
+            warn(format!(
+                "name {name:?} is not a DNS name, which Proxmox requires of guest names"
+            ));
+        }
+        let mut tags = split_tags(r.tags.as_deref().unwrap_or(""));
+        tags.retain(|t| {
+            let ok = is_valid_tag_text(t);
+            if !ok {
+                warn(format!(
+                    "tag {t:?} has characters Proxmox does not allow in tags; ignored"
+                ));
+            }
+            ok
+        });
         out.push((
             node.clone(),
             Guest {
                 vmid,
                 kind,
-                name: r.name.clone().unwrap_or_default(),
+                name,
                 node: NodeIdx(0),
                 status,
                 running,
@@ -466,7 +575,7 @@ fn collect_guests(resources: &[Resource]) -> Result<Vec<(String, Guest)>> {
                 mem: r.mem.unwrap_or(0),
                 memhost: r.memhost,
                 maxdisk: r.maxdisk.unwrap_or(0),
-                tags: split_tags(r.tags.as_deref().unwrap_or("")),
+                tags,
                 lock: r.lock.clone().filter(|l| !l.is_empty()),
                 hastate: r.hastate.clone().filter(|s| !s.is_empty()),
                 migrating: None,
@@ -620,7 +729,7 @@ mod tests {
     #[test]
     fn guests_on_unlisted_nodes_add_an_unknown_node_and_a_warning() {
         let c = cluster(
-            r#"[{"id":"qemu/101","type":"qemu","vmid":101,"node":"x","status":"running"}]"#,
+            r#"[{"id":"qemu/101","type":"qemu","vmid":101,"node":"x","status":"running","maxmem":1}]"#,
         );
         assert_eq!(c.nodes[0].status, NodeReachability::Unknown);
         assert!(c.warnings[0].to_string().contains("no node entry"));
@@ -694,5 +803,132 @@ mod tests {
                 vec![MaintenanceSource::Requested]
             ]
         );
+    }
+}
+
+#[cfg(test)]
+mod input_checks {
+    use super::*;
+
+    fn outcome(json: &str) -> std::result::Result<Vec<String>, String> {
+        Cluster::from_json(json, &Overrides::default())
+            .map(|c| c.warnings.iter().map(ToString::to_string).collect())
+            .map_err(|e| e.to_string())
+    }
+
+    const NODE: &str = r#"{"id":"node/a","type":"node","node":"a","status":"online","maxmem":100,"mem":10,"maxcpu":4}"#;
+
+    const DROPPED: &str =
+        "(expected one of node, qemu, lxc, storage, pool, sdn, network, openvz); dropped";
+    const A_GUEST: &str =
+        ": it looks like a guest, which flxp will neither see nor count in any rule";
+
+    /// Each kind of nonsense a snapshot can carry, with the exact warnings it gets.
+    #[test]
+    fn nonsense_in_a_snapshot_is_a_warning_naming_the_entry() {
+        let cases: Vec<(&str, Vec<String>)> = vec![
+            (
+                r#"{"id":"foo/1","type":"vm","vmid":101,"node":"a"}"#,
+                vec![format!(
+                    "resources[1] (foo/1): unknown type `vm` {DROPPED}{A_GUEST}"
+                )],
+            ),
+            (
+                r#"{"vmid":102,"node":"a","maxmem":1}"#,
+                vec![format!("resources[1] (vmid 102): no `type` {DROPPED}{A_GUEST}")],
+            ),
+            (
+                r#"{"id":"qemu/103","node":"a"}"#,
+                vec![format!("resources[1] (qemu/103): no `type` {DROPPED}{A_GUEST}")],
+            ),
+            (
+                r#"{"id":"thing","type":"","status":"ok"}"#,
+                vec![format!("resources[1] (thing): unknown type `` {DROPPED}")],
+            ),
+            (
+                r#"{"type":"node","node":"b","status":"online","maxcpu":4}"#,
+                vec!["node b: online but reports no maxmem: no guest can be placed on it".into()],
+            ),
+            (
+                r#"{"type":"node","node":"b","status":"online","maxcpu":4,"maxmem":null}"#,
+                vec!["node b: online but reports no maxmem: no guest can be placed on it".into()],
+            ),
+            (
+                r#"{"type":"node","node":"b","status":"online","maxcpu":4,"maxmem":100,"mem":101}"#,
+                vec!["node b: reports mem 101 above its maxmem 100: read as full, no guest can be placed on it".into()],
+            ),
+            (
+                r#"{"id":"qemu/101","type":"qemu","vmid":101,"node":"a","status":"running"}"#,
+                vec!["resources[1] (qemu/101): has no maxmem: counted as 0 bytes, so memory checks cannot see it".into()],
+            ),
+            (
+                r#"{"id":"lxc/101","type":"lxc","vmid":101,"node":"a","maxmem":null,"status":"stopped"}"#,
+                vec!["resources[1] (lxc/101): has no maxmem: counted as 0 bytes, so memory checks cannot see it".into()],
+            ),
+            (
+                r#"{"id":"qemu/101","type":"qemu","vmid":101,"node":"a","maxmem":1,"name":"web_1\u001b[31m"}"#,
+                vec![r#"resources[1] (qemu/101): name "web_1\u{1b}[31m" is not a DNS name, which Proxmox requires of guest names"#.into()],
+            ),
+            (
+                r#"{"id":"qemu/101","type":"qemu","vmid":101,"node":"a","maxmem":1,"tags":"web;b\u001b[0m,flxp.node.\u00fc"}"#,
+                vec![
+                    r#"resources[1] (qemu/101): tag "b\u{1b}[0m" has characters Proxmox does not allow in tags; ignored"#.into(),
+                    r#"resources[1] (qemu/101): tag "flxp.node.ü" has characters Proxmox does not allow in tags; ignored"#.into(),
+                ],
+            ),
+            // Fine as they are: a template without maxmem, a DNS name with dots, known types.
+            (
+                r#"{"id":"qemu/900","type":"qemu","vmid":900,"node":"a","template":1,"name":"tpl.example.com"}"#,
+                vec![],
+            ),
+            (r#"{"id":"pool/x","type":"pool","pool":"x"}"#, vec![]),
+        ];
+        for (entry, want) in cases {
+            let json = format!("[{NODE},{entry}]");
+            assert_eq!(outcome(&json), Ok(want), "{entry}");
+        }
+    }
+
+    /// Entries that cannot be meant are errors naming the entry and the field.
+    #[test]
+    fn impossible_entries_are_errors_naming_the_entry() {
+        let cases = [
+            (
+                r#"[{"id":"node/x","type":"node","node":"p\u001b[31mve","status":"online"}]"#,
+                r#"invalid resource node/x: node name "p\u{1b}[31mve" is not one Proxmox accepts (a DNS label: letters, digits and inner hyphens, at most 63)"#,
+            ),
+            (
+                r#"[{"type":"node","node":"a\nb"}]"#,
+                r#"invalid resource resources[0]: node name "a\nb" is not one Proxmox accepts (a DNS label: letters, digits and inner hyphens, at most 63)"#,
+            ),
+            (
+                r#"[{"id":"qemu/101","type":"qemu","vmid":101,"node":"pve_1","maxmem":1}]"#,
+                r#"invalid resource qemu/101: node name "pve_1" is not one Proxmox accepts (a DNS label: letters, digits and inner hyphens, at most 63)"#,
+            ),
+            (
+                r#"[{"type":"node","node":"a","maxmem":true}]"#,
+                "invalid snapshot at resources[0].maxmem: expected a number, got true",
+            ),
+            (
+                r#"[{"id":"qemu/1","type":"qemu","vmid":1,"node":"a","maxmem":false}]"#,
+                "invalid snapshot at resources[0].maxmem: expected a number, got false",
+            ),
+            (
+                r#"[{"type":"node","node":"a","maxmem":18446744073709551616}]"#,
+                "invalid snapshot at resources[0].maxmem: expected a non-negative integer below 2^64, got a number too large to read exactly",
+            ),
+            (
+                r#"{"resources":[{"type":"node","node":"a"}],"nodes":{"a":{"notes":true}}}"#,
+                "invalid snapshot at nodes.a.notes: invalid type: boolean `true`, expected a string",
+            ),
+            (
+                r#"{"resources":[{"type":"node","node":"a"}],"nodes":{"a":{"notes":["flxp.maintenance"]}}}"#,
+                "invalid snapshot at nodes.a.notes: invalid type: sequence, expected a string",
+            ),
+        ];
+        for (json, want) in cases {
+            let e = outcome(json).unwrap_err();
+            assert!(e.starts_with(want), "{json}\n got: {e}\nwant: {want}");
+        }
     }
 }

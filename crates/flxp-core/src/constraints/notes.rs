@@ -35,7 +35,10 @@ pub fn parse(node: &str, text: &str) -> NodeTokens {
             continue;
         };
         let token = token.to_ascii_lowercase();
-        let rest = &token[5..];
+        // Trimming a full stop may leave the bare word `flxp` ("... see flxp."): prose, not a token.
+        let Some(rest) = token.strip_prefix("flxp.") else {
+            continue;
+        };
         let (kind, arg) = match rest.split_once('.') {
             Some((k, a)) => (k, Some(a)),
             None => (rest, None),
@@ -217,6 +220,21 @@ mod tests {
         // Words that merely contain the prefix are not tokens.
         let t = parse("pve1", "noflxp.label.x myflxp.taint.y");
         assert!(t.labels.is_empty() && t.taints.is_empty() && t.warnings.is_empty());
+    }
+
+    #[test]
+    fn a_bare_prefix_is_prose_not_a_panic() {
+        // Found by `scripts/fuzz.sh tokens`: `flxp.` followed by markup trimmed to `flxp`.
+        let text = "flxp.affinity.d\u{1}\u{0}\u{11}\u{0}b,flxp.`flxp.l\u{1}\u{0}\u{11}\u{0}abel.nvme` ~~Alxp.more_x";
+        let t = parse("pve1", text);
+        assert!(t.labels.is_empty() && !t.maintenance, "{t:?}");
+        for text in ["flxp.", "see flxp.", "flxp._", "`flxp.`", "flxp.__."] {
+            let t = parse("pve1", text);
+            assert!(t.warnings.is_empty(), "{text}: {t:?}");
+        }
+        for piece in text.split([';', ',', ' ']) {
+            let _ = super::super::tags::parse_guest_tag(&piece.to_ascii_lowercase());
+        }
     }
 
     #[test]

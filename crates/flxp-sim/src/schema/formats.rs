@@ -1,6 +1,8 @@
 //! Named string formats of the Proxmox schema dialect (`format: "pve-vmid"`), with the error
 //! texts Proxmox's format verifiers die with. Formats not listed here are accepted unchecked.
 
+pub use flxp_core::names::is_dns_label;
+use flxp_core::names::is_dns_name;
 use flxp_core::units::{GIB, KIB, MIB, TIB};
 
 use crate::tags;
@@ -38,7 +40,7 @@ pub fn check_named(format: &str, value: &str) -> Result<Option<()>, String> {
             format!("invalid pool ID '{value}'\n"),
         ),
         "dns-name" => ok(
-            !value.is_empty() && value.split('.').all(is_dns_label),
+            is_dns_name(value),
             "value does not look like a valid DNS name\n".into(),
         ),
         "urlencoded" => ok(
@@ -74,15 +76,6 @@ pub fn check_named(format: &str, value: &str) -> Result<Option<()>, String> {
 pub fn is_vmid(v: &str) -> bool {
     let b = v.as_bytes();
     (3..=9).contains(&b.len()) && b[0] != b'0' && b.iter().all(u8::is_ascii_digit)
-}
-
-/// `^[a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?$`: a node name or one DNS label.
-pub fn is_dns_label(v: &str) -> bool {
-    let b = v.as_bytes();
-    !b.is_empty()
-        && b[0].is_ascii_alphanumeric()
-        && b[b.len() - 1].is_ascii_alphanumeric()
-        && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-')
 }
 
 /// `^[a-z][a-z0-9_-]+$` (case-insensitive).

@@ -195,12 +195,15 @@ async fn readyz(State(s): State<HttpState>) -> Response {
     let mut zones = serde_json::Map::new();
     for z in s.app.zones.values() {
         let ready = z.answered_within(s.app.ready_window);
+        let contact = z.contact();
+        let secs_ago = |t: tokio::time::Instant| (t.elapsed().as_secs_f64() * 10.0).round() / 10.0;
         all &= ready;
         zones.insert(
             z.name.clone(),
             json!({
                 "ready": ready,
-                "last_answer_secs_ago": z.last_answer().map(|t| (t.elapsed().as_secs_f64() * 10.0).round() / 10.0),
+                "last_answer_secs_ago": contact.last_answer.map(secs_ago),
+                "last_failure_secs_ago": contact.last_failure.map(secs_ago),
             }),
         );
     }

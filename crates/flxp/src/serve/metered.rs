@@ -1,37 +1,58 @@
 //! [`MeteredTransport`]: a [`Transport`] layer that times every call, counts failures by endpoint
-//! template, and records when the zone last answered (what `/readyz` reads). It decides nothing
-//! and changes no call.
+//! template, and records when the zone last answered and last could not be reached (what
+//! `/readyz` and `zones { reachable }` read). It decides nothing and changes no call.
 
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use flxp_pve::{ApiErrorKind, Error, Request, Result, Transport};
-use tokio::time::Instant;
+use tokio::time::{Duration, Instant};
 
 use super::metrics::{Endpoint, EndpointError, Metrics};
 
-/// A zone's transport with metrics and a "last answered" clock.
+/// When a zone last answered and last could not be reached, as its metered transport saw it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Contact {
+    /// The last call Proxmox answered (even with an error answer: the zone is reachable).
+    pub last_answer: Option<Instant>,
+    /// The last call that reached no one (refused, TLS, timeout, broken connection).
+    pub last_failure: Option<Instant>,
+    /// Whether the newest outcome is such a failure: a zone that refused a connection a moment
+    /// ago is not reachable, however recent its last answer.
+    failing: bool,
+}
+
+impl Contact {
+    /// Whether Proxmox answered within `window` and has not failed to answer since.
+    pub fn reachable_within(&self, window: Duration) -> bool {
+        !self.failing && self.last_answer.is_some_and(|t| t.elapsed() <= window)
+    }
+}
+
+/// A zone's [`Contact`] clock, shared by its transport and its readers.
+pub type SharedContact = Arc<Mutex<Contact>>;
+
+/// A zone's transport with metrics and a [`Contact`] clock.
 pub struct MeteredTransport {
     inner: Arc<dyn Transport>,
     zone: String,
     metrics: Arc<Metrics>,
-    last_answer: Arc<Mutex<Option<Instant>>>,
+    contact: SharedContact,
 }
 
 impl MeteredTransport {
-    /// Wraps `inner` for `zone`; `last_answer` is set whenever Proxmox answers (even with an
-    /// error answer: the zone is reachable).
+    /// Wraps `inner` for `zone`; `contact` records every answer and every failure to reach it.
     pub fn new(
         inner: Arc<dyn Transport>,
         zone: &str,
         metrics: Arc<Metrics>,
-        last_answer: Arc<Mutex<Option<Instant>>>,
+        contact: SharedContact,
     ) -> Self {
         Self {
             inner,
             zone: zone.to_owned(),
             metrics,
-            last_answer,
+            contact,
         }
     }
 
@@ -45,7 +66,7 @@ impl MeteredTransport {
             })
             .observe(seconds);
         let answered = match error {
-            None => true,
+            None => Some(true),
             Some(e) => {
                 self.metrics
                     .api_errors
@@ -55,12 +76,27 @@ impl MeteredTransport {
                         kind: error_kind(e).to_owned(),
                     })
                     .inc();
-                matches!(e, Error::Api { .. } | Error::TaskFailed { .. })
+                match e {
+                    Error::Api { .. } | Error::TaskFailed { .. } => Some(true),
+                    Error::Connect { .. }
+                    | Error::Tls { .. }
+                    | Error::Timeout { .. }
+                    | Error::Transport { .. } => Some(false),
+                    // A garbled answer or a client-side error says nothing either way.
+                    _ => None,
+                }
             }
         };
+        let Some(answered) = answered else {
+            return;
+        };
+        let mut c = self.contact.lock().unwrap_or_else(|p| p.into_inner());
         if answered {
-            *self.last_answer.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+            c.last_answer = Some(Instant::now());
+        } else {
+            c.last_failure = Some(Instant::now());
         }
+        c.failing = !answered;
     }
 }
 
@@ -125,7 +161,7 @@ mod tests {
             "Permission check failed",
         );
         let metrics = Arc::new(Metrics::new());
-        let last = Arc::new(Mutex::new(None));
+        let last = SharedContact::default();
         let api = Pve::from_transport(MeteredTransport::new(
             Arc::clone(fake.transport()) as Arc<dyn Transport>,
             "lab",
@@ -149,8 +185,64 @@ mod tests {
             "{text}"
         );
         assert!(
-            last.lock().unwrap().is_some(),
+            last.lock().unwrap().last_answer.is_some(),
             "an error answer is an answer"
         );
+    }
+
+    /// Answers until `refuse` is set, then refuses every connection.
+    struct Flaky {
+        inner: Arc<dyn Transport>,
+        refuse: std::sync::atomic::AtomicBool,
+    }
+
+    #[async_trait]
+    impl Transport for Flaky {
+        async fn send(&self, request: Request) -> Result<serde_json::Value> {
+            if self.refuse.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(Error::Connect {
+                    host: "pve1:8006".into(),
+                    message: "Connection refused".into(),
+                });
+            }
+            self.inner.send(request).await
+        }
+        fn server_time(&self) -> Option<i64> {
+            None
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_connection_makes_the_zone_unreachable_until_it_answers_again() {
+        let fake = FakeApi::new(Snapshot::default());
+        let flaky = Arc::new(Flaky {
+            inner: Arc::clone(fake.transport()) as Arc<dyn Transport>,
+            refuse: false.into(),
+        });
+        let contact = SharedContact::default();
+        let api = Pve::from_transport(MeteredTransport::new(
+            Arc::clone(&flaky) as Arc<dyn Transport>,
+            "lab",
+            Arc::new(Metrics::new()),
+            Arc::clone(&contact),
+        ));
+        let window = Duration::from_secs(60);
+        let reachable = || contact.lock().unwrap().reachable_within(window);
+        assert!(!reachable(), "never answered yet");
+        api.cluster_tasks().await.unwrap();
+        assert!(reachable());
+        flaky
+            .refuse
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        api.cluster_tasks().await.unwrap_err();
+        assert!(!reachable(), "the newest outcome is a refused connection");
+        assert!(contact.lock().unwrap().last_failure.is_some());
+        flaky
+            .refuse
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        api.cluster_tasks().await.unwrap();
+        assert!(reachable(), "answering again makes it reachable");
+        tokio::time::advance(window + Duration::from_secs(1)).await;
+        assert!(!reachable(), "an answer older than the window is stale");
     }
 }

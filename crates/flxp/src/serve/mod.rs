@@ -20,7 +20,7 @@ pub mod zone;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use anyhow::Context;
 use flxp_core::placement::Placer;
@@ -279,7 +279,7 @@ fn build(
     let mut zones = BTreeMap::new();
     for name in config.zones.keys() {
         let client = config.client(name)?;
-        let last = Arc::new(Mutex::new(None));
+        let last = metered::SharedContact::default();
         let api = Pve::from_transport(MeteredTransport::new(
             Arc::clone(client.transport()) as Arc<dyn Transport>,
             name,

@@ -17,6 +17,8 @@ use flxp_pve::Pve;
 use tokio::sync::watch;
 use tokio::time::{Duration, Instant};
 
+use super::metered::{Contact, SharedContact};
+
 /// Why a zone's cluster could not be read.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{0}")]
@@ -46,7 +48,7 @@ pub struct Zone {
     pub overrides: Overrides,
     /// Creates VMs; holds the zone's reservations.
     pub creator: Creator,
-    last_answer: Arc<Mutex<Option<Instant>>>,
+    contact: SharedContact,
     /// Held while an API rebalance or evacuation runs in the zone: one at a time.
     pub runs: Arc<tokio::sync::Mutex<()>>,
     /// Nodes an evacuation started here is emptying, with how many evacuations name each.
@@ -62,20 +64,20 @@ impl std::fmt::Debug for Zone {
 }
 
 impl Zone {
-    /// A zone; `last_answer` is the clock its metered API sets.
+    /// A zone; `contact` is the clock its metered API sets.
     pub fn new(
         name: &str,
         api: Pve,
         overrides: Overrides,
         creator: Creator,
-        last_answer: Arc<Mutex<Option<Instant>>>,
+        contact: SharedContact,
     ) -> Self {
         Self {
             name: name.to_owned(),
             api,
             overrides,
             creator,
-            last_answer,
+            contact,
             runs: Arc::default(),
             evacuating: Arc::default(),
             generations: Mutex::new(Generations::default()),
@@ -171,14 +173,19 @@ impl Zone {
             .map_err(|e| ReadError(format!("zone {}: {e}", self.name)))
     }
 
-    /// Whether Proxmox answered within `window`.
+    /// Whether Proxmox answered within `window` and no call has failed to reach it since.
     pub fn answered_within(&self, window: Duration) -> bool {
-        self.last_answer().is_some_and(|t| t.elapsed() <= window)
+        self.contact().reachable_within(window)
     }
 
     /// When Proxmox last answered.
     pub fn last_answer(&self) -> Option<Instant> {
-        *self.last_answer.lock().unwrap_or_else(|p| p.into_inner())
+        self.contact().last_answer
+    }
+
+    /// When Proxmox last answered and last could not be reached.
+    pub fn contact(&self) -> Contact {
+        *self.contact.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -247,7 +254,7 @@ mod tests {
             fake.erase(),
             Overrides::default(),
             creator,
-            Arc::new(Mutex::new(None)),
+            SharedContact::default(),
         ))
     }
 
