@@ -18,7 +18,7 @@ mod config;
 mod input;
 mod steps;
 
-pub(crate) use steps::{is_marker_tag, remove_marker};
+pub(crate) use steps::remove_marker;
 
 use std::fmt;
 use std::sync::Arc;

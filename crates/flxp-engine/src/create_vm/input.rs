@@ -141,7 +141,9 @@ impl VmRequest {
             if t.to_ascii_lowercase().starts_with(super::CREATING_TAG) {
                 return Err(invalid(
                     "tags",
-                    format!("{t:?} is flxp's own marker of a VM in creation and cannot be requested"),
+                    format!(
+                        "{t:?} is flxp's own marker of a VM in creation and cannot be requested"
+                    ),
                 ));
             }
             if !flxp_core::constraints::tags::is_valid_tag_text(t) {

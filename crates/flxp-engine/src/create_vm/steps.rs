@@ -18,8 +18,8 @@ use flxp_pve::types::{
 use tracing::{info, warn};
 
 use super::{
-    CREATING_SINCE_PREFIX, CREATING_TAG, Cleanup, ClonePlan, CreateError, CreateStep, CreatedVm, Creator, DiskInfo,
-    DiskSize, VmRequest, boot_disk, customize, disk_size, disks, plan_clone,
+    CREATING_SINCE_PREFIX, CREATING_TAG, Cleanup, ClonePlan, CreateError, CreateStep, CreatedVm,
+    Creator, DiskInfo, DiskSize, VmRequest, boot_disk, customize, disk_size, disks, plan_clone,
 };
 use crate::reserve::{ClusterModel, DiskHold, DiskHolds, Hold, Ticket};
 
@@ -586,7 +586,7 @@ pub(crate) async fn remove_marker(
 }
 
 /// Whether a tag is part of the creation marker.
-pub(crate) fn is_marker_tag(tag: &str) -> bool {
+fn is_marker_tag(tag: &str) -> bool {
     let t = tag.to_ascii_lowercase();
     t == CREATING_TAG || t.starts_with(CREATING_SINCE_PREFIX)
 }

@@ -805,7 +805,13 @@ async fn a_creation_killed_before_or_during_the_start_leaves_a_marked_vm() {
         req.disk_bytes = 48 << 30;
         let e = w.create(&req).await.unwrap_err();
         assert!(
-            matches!(&e, CreateError::Step { cleanup: Cleanup::Failed(_), .. }),
+            matches!(
+                &e,
+                CreateError::Step {
+                    cleanup: Cleanup::Failed(_),
+                    ..
+                }
+            ),
             "{e:?}"
         );
         let vmid = new_vmid(&w, &before);
@@ -848,16 +854,20 @@ async fn the_marker_comes_off_last_after_the_start() {
     req.name = "bare".into();
     req.tags = Vec::new();
     let vm = w.create(&req).await.unwrap();
-    assert!(!w.sim().world().guests[&vm.vmid]
-        .config
-        .values
-        .contains_key("tags"));
+    assert!(
+        !w.sim().world().guests[&vm.vmid]
+            .config
+            .values
+            .contains_key("tags")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_marker_that_cannot_come_off_is_a_warning_not_a_failure() {
     let w = world().await;
-    w.spy.refuse_config_after_start.store(true, Ordering::SeqCst);
+    w.spy
+        .refuse_config_after_start
+        .store(true, Ordering::SeqCst);
     let vm = w.create(&request()).await.unwrap();
     assert_eq!(vm.warnings.len(), 1, "{:?}", vm.warnings);
     assert!(
