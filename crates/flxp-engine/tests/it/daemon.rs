@@ -264,10 +264,11 @@ async fn a_stale_marker_is_cleaned_up_and_a_young_one_left_alone() {
         report.stale
     );
     assert_eq!(outcome(160), None, "{:?}", report.stale);
-    let world = z.sim.world();
-    assert!(!world.guests.contains_key(&134), "the half-made VM is gone");
-    assert!(world.guests[&170].running, "the complete VM is kept");
-    drop(world);
+    {
+        let world = z.sim.world();
+        assert!(!world.guests.contains_key(&134), "the half-made VM is gone");
+        assert!(world.guests[&170].running, "the complete VM is kept");
+    }
     assert_eq!(tags_of(&z, 170), "ci");
     assert!(tags_of(&z, 160).contains("flxp.creating"));
     z.shutdown().await;
