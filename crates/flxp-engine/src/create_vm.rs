@@ -18,6 +18,8 @@ mod config;
 mod input;
 mod steps;
 
+pub(crate) use steps::remove_marker;
+
 use std::fmt;
 use std::sync::Arc;
 
@@ -54,6 +56,8 @@ pub enum CreateStep {
     Configure,
     /// Starting the VM.
     Start,
+    /// Taking the `flxp.creating` marker off the complete VM (a failure is a warning).
+    Unmark,
     /// Removing the half-made VM after a failed step.
     CleanUp,
 }
@@ -73,6 +77,7 @@ impl fmt::Display for CreateStep {
             Self::Resize => "growing the boot disk",
             Self::Configure => "configuring the VM",
             Self::Start => "starting the VM",
+            Self::Unmark => "removing the flxp.creating marker",
             Self::CleanUp => "removing the half-made VM",
         })
     }
@@ -186,6 +191,8 @@ pub struct CreatedVm {
     pub node: String,
     /// The placement decision that chose the node.
     pub placement: Placement,
+    /// What went wrong after the VM was complete (the marker could not be removed).
+    pub warnings: Vec<String>,
 }
 
 /// Knobs of the creation steps.
@@ -212,8 +219,12 @@ impl Default for CreateOptions {
     }
 }
 
-/// The tag a VM carries while flxp creates it (see [`Creator::create`]).
+/// The tag a VM carries while flxp creates it, from the clone until it is complete (see
+/// [`Creator::create`]).
 pub const CREATING_TAG: &str = "flxp.creating";
+
+/// The prefix of the tag that says since when (epoch seconds) a VM carries [`CREATING_TAG`].
+pub const CREATING_SINCE_PREFIX: &str = "flxp.creating-since.";
 
 /// Creates VMs in one zone: the API, the placement pipeline and the zone's reservations.
 pub struct Creator {

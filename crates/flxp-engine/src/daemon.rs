@@ -4,7 +4,8 @@
 //! maintenance, config overrides) plan its evacuation and carry it out; otherwise ask the core's
 //! trigger whether to rebalance (the hold count lives here, per zone, in memory: lost on restart
 //! by design, as Proxmox's own is) and carry out the plan when it says so, or when hard rules are
-//! broken (then only the fixes are planned). The round returns its report, which says when to run
+//! broken (then only the fixes are planned). Each round first deals with stale `flxp.creating`
+//! markers ([`crate::stale`]). The round returns its report, which says when to run
 //! again: the logic never sleeps.
 //!
 //! [`Daemon`] is cheap to clone and meant to be embedded: `flxp daemon` calls [`Daemon::run`],
@@ -32,6 +33,7 @@ use crate::execute::{Clock, ExecuteOptions, Executor, error_chain, system_clock}
 use crate::planning::Goal;
 use crate::progress::{NoProgress, Progress};
 use crate::report::ExecutionReport;
+use crate::stale::{StaleMarker, StaleOptions};
 use crate::stop::{Stop, StopHandle, stop_signal};
 
 /// One zone the daemon manages: a Proxmox cluster and the config's overrides for its nodes.
@@ -74,6 +76,8 @@ pub struct DaemonOptions {
     pub evacuation: EvacuateOptions,
     /// Limits, polling, timeouts of carrying out plans.
     pub execute: ExecuteOptions,
+    /// When a `flxp.creating` marker is stale and what to do about it ([`crate::stale`]).
+    pub stale: StaleOptions,
 }
 
 impl Default for DaemonOptions {
@@ -86,6 +90,7 @@ impl Default for DaemonOptions {
             balance: BalanceOptions::default(),
             evacuation: EvacuateOptions::default(),
             execute: ExecuteOptions::default(),
+            stale: StaleOptions::default(),
         }
     }
 }
@@ -116,6 +121,9 @@ pub struct RoundReport {
     /// The rebalancing (or rule-fixing) plan, when one was made.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub balance: Option<Executed>,
+    /// Stale `flxp.creating` markers found and what was done about each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stale: Vec<StaleMarker>,
     /// Why the round could not do its work (the zone unreadable, planning refused).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -345,6 +353,7 @@ impl Daemon {
             evacuation: None,
             trigger: None,
             balance: None,
+            stale: Vec::new(),
             error: None,
             next_in_secs: o.interval.as_secs_f64(),
         };
@@ -387,6 +396,12 @@ impl Daemon {
         let o = &self.inner.parts.options;
         let placer = &self.inner.parts.placer;
         let model = Arc::new(executor.read().await?);
+        report.stale = self.clean_stale(z, &model.cluster, report.time).await;
+        if report.stale.iter().any(|m| m.outcome == "deleted") {
+            // The cluster changed: the next round plans on a fresh read.
+            report.next_in_secs = o.retry_after.min(o.interval).as_secs_f64();
+            return Ok(());
+        }
 
         if o.evacuate && model.cluster.nodes().iter().any(|n| n.in_maintenance()) {
             let goal = Goal::Evacuate {
@@ -449,6 +464,29 @@ impl Daemon {
         };
         report.balance = Some(Executed { plan, execution });
         Ok(())
+    }
+
+    /// Finds the zone's stale `flxp.creating` markers and acts on them ([`crate::stale`]);
+    /// creations in flight in this process are never touched, whatever their age.
+    async fn clean_stale(
+        &self,
+        z: &ZoneState,
+        cluster: &flxp_core::cluster::Cluster,
+        now: i64,
+    ) -> Vec<StaleMarker> {
+        let o = &self.inner.parts.options;
+        let in_flight = z
+            .zone
+            .reservations
+            .as_ref()
+            .map(|r| r.in_flight_vmids())
+            .unwrap_or_default();
+        let wait = flxp_pve::TaskWait {
+            interval: o.execute.poll,
+            timeout: Some(o.execute.timeout),
+            ..flxp_pve::TaskWait::default()
+        };
+        crate::stale::clean(&z.zone.api, cluster, &in_flight, now, &o.stale, &wait).await
     }
 
     /// Runs rounds in every zone until `shutdown` completes (or [`Daemon::stop`] is called), each

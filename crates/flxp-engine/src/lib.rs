@@ -48,7 +48,9 @@ pub mod execute;
 pub mod migrate;
 pub use execute::{Clock, ExecuteOptions, Executor, system_clock};
 pub mod daemon;
+pub mod stale;
 pub use daemon::{Daemon, DaemonOptions, RoundReport, Zone};
+pub use stale::{StaleAction, StaleMarker, StaleOptions};
 mod round;
 #[cfg(test)]
 mod testapi;

@@ -159,6 +159,16 @@ impl Reservations {
         self.len() == 0
     }
 
+    /// The VMIDs of creations in flight (cloned, not yet complete nor failed).
+    pub fn in_flight_vmids(&self) -> Vec<u32> {
+        self.lock()
+            .entries
+            .values()
+            .filter(|e| e.completed.is_none())
+            .filter_map(|e| e.vmid)
+            .collect()
+    }
+
     /// Adds to `state` (of `cluster`, read from `taken` on) every reservation that `cluster`
     /// does not show yet; forgets expired ones. Returns how many were added. For read-only
     /// decisions.

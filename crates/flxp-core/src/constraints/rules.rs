@@ -269,6 +269,8 @@ fn compile_tags(
             GuestToken::Select(l) => push_unique(&mut out.selectors, l),
             GuestToken::Tolerate(t) => push_unique(&mut out.tolerations, t),
             GuestToken::Ignore => out.ignore = true,
+            // The age of a `flxp.creating` marker, which warns on its own.
+            GuestToken::CreatingSince(_) => {}
             GuestToken::Creating => warnings.push(Warning::about(
                 subject,
                 "carries flxp.creating: flxp is creating it, or a creation was interrupted (then \

@@ -35,6 +35,9 @@ pub enum GuestToken {
     /// `flxp.creating`: flxp put it on a VM it is creating and takes it off when the VM is done;
     /// one left behind marks a creation that was interrupted.
     Creating,
+    /// `flxp.creating-since.<epoch>`: when flxp marked the VM `flxp.creating` (epoch seconds),
+    /// so that any flxp can tell a stale marker from a creation in progress.
+    CreatingSince(i64),
 }
 
 /// The outcome of reading one tag.
@@ -93,6 +96,12 @@ fn parse_flxp(tag: &str, rest: &str) -> TagParse {
             Some(_) => Err(TagParse::Malformed("takes no argument".into())),
         },
         "creating" if arg.is_none() => Ok(GuestToken::Creating),
+        "creating-since" => match arg.and_then(|a| a.parse::<i64>().ok()) {
+            Some(t) if t >= 0 => Ok(GuestToken::CreatingSince(t)),
+            _ => Err(TagParse::Malformed(
+                "needs the epoch seconds after `flxp.creating-since.`".into(),
+            )),
+        },
         "affinity" | "prefer-affinity" => need(arg, "a group name").map(|_| GuestToken::Affinity {
             group: tag.to_owned(),
             hard: kind == "affinity",
@@ -202,6 +211,11 @@ mod tests {
         );
         assert_eq!(tok("flxp.tolerate.gpu"), GuestToken::Tolerate("gpu".into()));
         assert_eq!(tok("flxp.ignore"), GuestToken::Ignore);
+        assert_eq!(tok("flxp.creating"), GuestToken::Creating);
+        assert_eq!(
+            tok("flxp.creating-since.1764400000"),
+            GuestToken::CreatingSince(1_764_400_000)
+        );
     }
 
     #[test]
@@ -240,6 +254,7 @@ mod tests {
             ("flxp.node.", "needs a node name"),
             ("flxp.affinity", "needs a group name"),
             ("flxp.ignore.me", "takes no argument"),
+            ("flxp.creating-since.soon", "needs the epoch seconds"),
             ("flxp.afinity.web", "not a known flxp tag"),
             ("flxp.taint.gpu", "node token"),
             ("flxp.node.a/b", "characters"),

@@ -236,13 +236,10 @@ pub fn customize(cloned: &GuestConfig, req: &VmRequest) -> ConfigUpdate {
         .get("tags")
         .map(|t| flxp_core::cluster::split_tags(&t).into_iter().collect())
         .unwrap_or_default();
-    // The marker of a creation in progress comes off with the final tags.
-    let marked = tags.remove(super::CREATING_TAG);
+    // The marker of a creation in progress (on `cloned`) stays: the last step takes it off.
     tags.extend(req.tags.iter().map(|t| t.to_ascii_lowercase()));
     if !tags.is_empty() {
         u = u.with("tags", tags.into_iter().collect::<Vec<_>>().join(";"));
-    } else if marked {
-        u = u.with_delete("tags");
     }
     for d in disks(cloned).iter().filter(|d| !d.cdrom) {
         if let Some(v) = cloned.get(&d.key) {

@@ -136,6 +136,16 @@ impl VmRequest {
             }
         }
         for t in &self.tags {
+            // Only flxp marks a VM in creation: a request carrying the marker would make a
+            // complete VM look half-made, or hide a half-made one.
+            if t.to_ascii_lowercase().starts_with(super::CREATING_TAG) {
+                return Err(invalid(
+                    "tags",
+                    format!(
+                        "{t:?} is flxp's own marker of a VM in creation and cannot be requested"
+                    ),
+                ));
+            }
             if !flxp_core::constraints::tags::is_valid_tag_text(t) {
                 return Err(invalid(
                     "tags",

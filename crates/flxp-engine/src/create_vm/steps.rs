@@ -1,6 +1,6 @@
 //! The steps of a creation, each a named function, and the runner that carries them out in
 //! order: [`validate`], [`template`], [`reserve`] (which runs [`choose`] under the zone's lock),
-//! [`source`], [`clone`], [`resize`], [`configure`], [`start`]. The runner records which steps
+//! [`source`], [`clone`], [`resize`], [`configure`], [`start`], [`unmark`]. The runner records which steps
 //! succeeded; when one fails after the clone was asked for, it runs [`clean_up`] (stop if it may
 //! run, delete with purge), and the error names the failed step ([`CreateError::step`]).
 //!
@@ -18,8 +18,8 @@ use flxp_pve::types::{
 use tracing::{info, warn};
 
 use super::{
-    CREATING_TAG, Cleanup, ClonePlan, CreateError, CreateStep, CreatedVm, Creator, DiskInfo,
-    DiskSize, VmRequest, boot_disk, customize, disk_size, disks, plan_clone,
+    CREATING_SINCE_PREFIX, CREATING_TAG, Cleanup, ClonePlan, CreateError, CreateStep, CreatedVm,
+    Creator, DiskInfo, DiskSize, VmRequest, boot_disk, customize, disk_size, disks, plan_clone,
 };
 use crate::reserve::{ClusterModel, DiskHold, DiskHolds, Hold, Ticket};
 
@@ -75,7 +75,7 @@ impl Runner<'_> {
         let made = Made { node, vmid };
         self.after_clone(CreateStep::Clone, &made, clone(c, &upid).await)
             .await?;
-        // Best effort, between clone and configure (see `mark_creating`).
+        // Best effort, right after the clone (see `mark_creating`); removed by `unmark` last.
         mark_creating(c, &made.node, vmid).await;
         if grow {
             let grown = resize(c, &made.node, vmid, req.disk_bytes).await;
@@ -87,12 +87,26 @@ impl Runner<'_> {
         let started = start(c, &made.node, vmid).await;
         self.after_clone(CreateStep::Start, &made, started).await?;
         ticket.complete();
+        let mut warnings = Vec::new();
+        match unmark(c, &made.node, vmid).await {
+            Ok(()) => self.done.push(CreateStep::Unmark),
+            // The VM is complete and running: deleting it over a tag would destroy what the
+            // caller asked for. A marked VM is pointed out by every snapshot, and the daemon's
+            // stale-marker cleanup takes the tag off a running VM without deleting it.
+            Err(e) => {
+                warn!(vmid, error = %e, "the VM is complete but still carries flxp.creating");
+                warnings.push(format!(
+                    "VM {vmid} is complete but still carries the tag {CREATING_TAG}: removing it failed ({e})"
+                ));
+            }
+        }
         info!(vmid, node = %made.node, "VM created and started");
         Ok(CreatedVm {
             vmid,
             name: req.name.clone(),
             node: made.node,
             placement,
+            warnings,
         })
     }
 
@@ -515,9 +529,10 @@ async fn resize(c: &Creator, node: &str, vmid: u32, bytes: u64) -> flxp_pve::Res
     Ok(())
 }
 
-/// Tags the fresh clone `flxp.creating` until `configure` writes its final tags, so that a
-/// creation cut short (flxp killed) leaves a VM every snapshot points out. Best effort: a failure
-/// here only loses that marker.
+/// Tags the fresh clone `flxp.creating` and `flxp.creating-since.<now>` until [`unmark`] takes
+/// them off as the last step, so that a creation cut short (flxp killed during the resize, the
+/// configuration or the start) leaves a VM every snapshot points out and the daemon's cleanup
+/// can judge by age ([`crate::stale`]). Best effort: a failure here only loses that marker.
 async fn mark_creating(c: &Creator, node: &str, vmid: u32) {
     let marked = async {
         let cfg = c.api.guest_config(node, GuestKind::Qemu, vmid).await?;
@@ -525,7 +540,9 @@ async fn mark_creating(c: &Creator, node: &str, vmid: u32) {
             .get("tags")
             .map(|t| flxp_core::cluster::split_tags(&t))
             .unwrap_or_default();
+        tags.retain(|t| !is_marker_tag(t));
         tags.push(CREATING_TAG.to_owned());
+        tags.push(format!("{CREATING_SINCE_PREFIX}{}", epoch_now()));
         let mut update = flxp_pve::types::ConfigUpdate::new().with("tags", tags.join(";"));
         update.digest = cfg.digest.clone();
         c.api
@@ -535,6 +552,50 @@ async fn mark_creating(c: &Creator, node: &str, vmid: u32) {
     if let Err(e) = marked.await {
         warn!(vmid, error = %e, "could not tag the new VM flxp.creating");
     }
+}
+
+/// Takes the creation marker (both tags) off a VM with its own digest-guarded config update.
+pub(crate) async fn unmark(c: &Creator, node: &str, vmid: u32) -> flxp_pve::Result<()> {
+    remove_marker(&c.api, node, vmid).await
+}
+
+/// Removes `flxp.creating` and `flxp.creating-since.*` from a VM's tags (nothing to do without).
+pub(crate) async fn remove_marker(
+    api: &flxp_pve::Pve,
+    node: &str,
+    vmid: u32,
+) -> flxp_pve::Result<()> {
+    let cfg = api.guest_config(node, GuestKind::Qemu, vmid).await?;
+    let tags: Vec<String> = cfg
+        .get("tags")
+        .map(|t| flxp_core::cluster::split_tags(&t))
+        .unwrap_or_default();
+    let kept: Vec<String> = tags.iter().filter(|t| !is_marker_tag(t)).cloned().collect();
+    if kept.len() == tags.len() {
+        return Ok(());
+    }
+    let update = flxp_pve::types::ConfigUpdate::new();
+    let mut update = if kept.is_empty() {
+        update.with_delete("tags")
+    } else {
+        update.with("tags", kept.join(";"))
+    };
+    update.digest = cfg.digest.clone();
+    api.update_guest_config(node, GuestKind::Qemu, vmid, &update)
+        .await
+}
+
+/// Whether a tag is part of the creation marker.
+fn is_marker_tag(tag: &str) -> bool {
+    let t = tag.to_ascii_lowercase();
+    t == CREATING_TAG || t.starts_with(CREATING_SINCE_PREFIX)
+}
+
+fn epoch_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
 }
 
 /// Reads the clone's config and writes the requested shape onto it (digest-guarded).

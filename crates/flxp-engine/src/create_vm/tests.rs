@@ -33,6 +33,11 @@ struct Spy {
     next_ids: Mutex<VecDeque<u32>>,
     /// Sends resizes with a digest that matches no config.
     stale_resize_digest: AtomicBool,
+    /// From the first call of this method on, nothing reaches the API any more: flxp was killed
+    /// there (`kill -9`), leaving the VM as it was.
+    dead_from: Mutex<Option<&'static str>>,
+    /// Config updates after a start fail (the marker's removal).
+    refuse_config_after_start: AtomicBool,
 }
 
 impl Spy {
@@ -110,6 +115,19 @@ impl Transport for Spy {
     async fn send(&self, request: Request) -> Result<serde_json::Value> {
         let name = method_name(request.endpoint);
         self.note(name);
+        let dead = {
+            let from = *self.dead_from.lock().unwrap();
+            from.is_some_and(|f| self.count(f) > 0)
+        };
+        let refused = name == "update_guest_config"
+            && self.refuse_config_after_start.load(Ordering::SeqCst)
+            && self.count("start_guest") > 0;
+        if dead || refused {
+            return Err(flxp_pve::Error::Connect {
+                host: "pve".into(),
+                message: "Connection refused".into(),
+            });
+        }
         if name == "next_id" {
             if let Some(id) = self.next_ids.lock().unwrap().pop_front() {
                 return Ok(serde_json::json!(id.to_string()));
@@ -203,6 +221,8 @@ async fn world_with(mut scenario: Scenario) -> World {
         calls: Mutex::new(Vec::new()),
         next_ids: Mutex::new(VecDeque::new()),
         stale_resize_digest: AtomicBool::new(false),
+        dead_from: Mutex::new(None),
+        refuse_config_after_start: AtomicBool::new(false),
     });
     let placer = Arc::new(Placer::new(PlacementOptions::default(), vec![]).unwrap());
     let options = CreateOptions {
@@ -483,11 +503,17 @@ async fn a_larger_storage_profile_grows_the_boot_disk_before_the_start() {
     let steps = w.spy.steps();
     let at = |name: &str| steps.iter().position(|c| c == name).unwrap();
     assert!(at("clone_qemu") < at("resize_disk"), "{steps:?}");
-    // The first config write marks the clone flxp.creating; the last one configures it.
-    let last = |name: &str| steps.iter().rposition(|c| c == name).unwrap();
-    assert!(at("clone_qemu") < at("update_guest_config"), "{steps:?}");
-    assert!(at("resize_disk") < last("update_guest_config"), "{steps:?}");
-    assert!(last("update_guest_config") < at("start_guest"), "{steps:?}");
+    // The config writes: the flxp.creating marker after the clone, the shape after the resize
+    // and before the start, the marker's removal after the start (issue 10: it stays on the VM
+    // until the VM is complete).
+    let updates: Vec<usize> = (0..steps.len())
+        .filter(|&i| steps[i] == "update_guest_config")
+        .collect();
+    assert_eq!(updates.len(), 3, "{steps:?}");
+    assert!(at("clone_qemu") < updates[0], "{steps:?}");
+    assert!(at("resize_disk") < updates[1], "{steps:?}");
+    assert!(updates[1] < at("start_guest"), "{steps:?}");
+    assert!(at("start_guest") < updates[2], "{steps:?}");
     assert_eq!(w.spy.count("resize_disk"), 1);
     // The resize task is followed before anything else happens to the VM.
     let calls = w.spy.calls.lock().unwrap().clone();
@@ -737,4 +763,134 @@ async fn a_vm_whose_creation_could_not_finish_nor_be_removed_carries_the_marker(
     let world = w.sim().world();
     let tags = world.guests[vmid].config.values["tags"].clone();
     assert!(tags.split(';').any(|t| t == CREATING_TAG), "{tags}");
+}
+
+/// The marker tags of a VM in the simulated world.
+fn marker_tags(w: &World, vmid: u32) -> Vec<String> {
+    let world = w.sim().world();
+    world.guests[&vmid]
+        .config
+        .values
+        .get("tags")
+        .map(|t| {
+            t.split(';')
+                .filter(|t| t.starts_with(CREATING_TAG))
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The VM the creation cloned (the only guest that was not there before).
+fn new_vmid(w: &World, before: &[u32]) -> u32 {
+    let world = w.sim().world();
+    let fresh: Vec<u32> = world
+        .guests
+        .keys()
+        .copied()
+        .filter(|v| !before.contains(v))
+        .collect();
+    assert_eq!(fresh.len(), 1, "{fresh:?}");
+    fresh[0]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_creation_killed_before_or_during_the_start_leaves_a_marked_vm() {
+    // Killed as the start is asked for: resized and configured, not started, not cleaned up.
+    for dies_at in ["resize_disk", "start_guest"] {
+        let w = world().await;
+        let before: Vec<u32> = w.sim().world().guests.keys().copied().collect();
+        *w.spy.dead_from.lock().unwrap() = Some(dies_at);
+        let mut req = request();
+        req.disk_bytes = 48 << 30;
+        let e = w.create(&req).await.unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                CreateError::Step {
+                    cleanup: Cleanup::Failed(_),
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        let vmid = new_vmid(&w, &before);
+        let marker = marker_tags(&w, vmid);
+        assert!(
+            marker.iter().any(|t| t == CREATING_TAG),
+            "killed at {dies_at}: {marker:?}"
+        );
+        assert!(
+            marker.iter().any(|t| t
+                .strip_prefix(CREATING_SINCE_PREFIX)
+                .is_some_and(|n| n.parse::<i64>().is_ok())),
+            "killed at {dies_at}: {marker:?}"
+        );
+        if dies_at == "start_guest" {
+            // Configured: the requested tags are there beside the marker.
+            let world = w.sim().world();
+            let tags = &world.guests[&vmid].config.values["tags"];
+            assert!(tags.contains("flxp.anti-affinity.web"), "{tags}");
+            assert_eq!(world.guests[&vmid].config.values["cores"], "2");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_marker_comes_off_last_after_the_start() {
+    let w = world().await;
+    let vm = w.create(&request()).await.unwrap();
+    assert!(vm.warnings.is_empty(), "{:?}", vm.warnings);
+    assert!(marker_tags(&w, vm.vmid).is_empty());
+    let steps = w.spy.steps();
+    let last_update = steps
+        .iter()
+        .rposition(|c| c == "update_guest_config")
+        .unwrap();
+    let started = steps.iter().position(|c| c == "start_guest").unwrap();
+    assert!(started < last_update, "{steps:?}");
+    // A template without tags and a request without: the VM ends with none at all.
+    let mut req = request();
+    req.name = "bare".into();
+    req.tags = Vec::new();
+    let vm = w.create(&req).await.unwrap();
+    assert!(
+        !w.sim().world().guests[&vm.vmid]
+            .config
+            .values
+            .contains_key("tags")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_marker_that_cannot_come_off_is_a_warning_not_a_failure() {
+    let w = world().await;
+    w.spy
+        .refuse_config_after_start
+        .store(true, Ordering::SeqCst);
+    let vm = w.create(&request()).await.unwrap();
+    assert_eq!(vm.warnings.len(), 1, "{:?}", vm.warnings);
+    assert!(
+        vm.warnings[0].contains("still carries the tag flxp.creating"),
+        "{:?}",
+        vm.warnings
+    );
+    let world = w.sim().world();
+    assert!(world.guests[&vm.vmid].running, "the complete VM is kept");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_cannot_carry_the_marker() {
+    let w = world().await;
+    for tag in ["flxp.creating", "FLXP.Creating", "flxp.creating-since.1"] {
+        let mut req = request();
+        req.tags = vec!["web".into(), tag.into()];
+        let e = w.create(&req).await.unwrap_err();
+        assert!(
+            matches!(&e, CreateError::Invalid { field, .. } if field == "tags"),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains(tag), "{e}");
+    }
+    assert_eq!(w.spy.count("clone_qemu"), 0);
 }

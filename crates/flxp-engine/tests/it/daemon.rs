@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use flxp_core::Overrides;
 use flxp_core::balance::{BalanceOptions, Trigger};
-use flxp_engine::{Daemon, DaemonOptions, Error, Event, ExecuteOptions, Progress, Zone};
+use flxp_engine::{
+    Daemon, DaemonOptions, Error, Event, ExecuteOptions, Progress, StaleAction, StaleOptions, Zone,
+};
 use tokio::sync::Notify;
 
 use crate::support::{self, DEMO, UNBALANCED, placer, spread, zone};
@@ -189,5 +191,110 @@ async fn a_shutdown_starts_nothing_new_and_waits_for_running_migrations() {
     let locked = z.sim.world().guests.values().any(|g| g.lock().is_some());
     assert!(!locked, "no migration left running");
     assert!(d.is_stopped());
+    z.shutdown().await;
+}
+
+/// Marks guests of the demo as creations cut short: `(vmid, extra tags)`.
+fn mark(v: &mut serde_json::Value, marks: &[(u32, String)]) {
+    for r in v["resources"].as_array_mut().unwrap() {
+        let Some(vmid) = r["vmid"].as_u64() else {
+            continue;
+        };
+        if let Some((_, tags)) = marks.iter().find(|(m, _)| u64::from(*m) == vmid) {
+            let old = r["tags"].as_str().unwrap_or_default().to_owned();
+            r["tags"] = format!("{old};{tags}").trim_start_matches(';').into();
+        }
+    }
+}
+
+/// The demo's time: the scenario's `time`.
+const T0: i64 = 1_764_400_000;
+
+fn marks() -> Vec<(u32, String)> {
+    vec![
+        // Stopped, marked two hours ago: a half-made VM.
+        (
+            134,
+            format!("flxp.creating;flxp.creating-since.{}", T0 - 7200),
+        ),
+        // Stopped, marked a minute ago: a creation that may be in progress elsewhere.
+        (
+            160,
+            format!("flxp.creating;flxp.creating-since.{}", T0 - 60),
+        ),
+        // Running, marked two hours ago: complete, its marker's removal failed.
+        (
+            170,
+            format!("flxp.creating;flxp.creating-since.{}", T0 - 7200),
+        ),
+    ]
+}
+
+fn tags_of(z: &support::Zone, vmid: u32) -> String {
+    z.sim.world().guests[&vmid]
+        .config
+        .values
+        .get("tags")
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_marker_is_cleaned_up_and_a_young_one_left_alone() {
+    let z = zone(DEMO, 500.0, |v| mark(v, &marks())).await;
+    let d = daemon(&z, Overrides::default(), options(3));
+    let report = d.run_round("lab").await.unwrap();
+    let outcome = |vmid: u32| {
+        report
+            .stale
+            .iter()
+            .find(|m| m.vmid == vmid)
+            .map(|m| m.outcome.clone())
+    };
+    assert_eq!(
+        outcome(134).as_deref(),
+        Some("deleted"),
+        "{:?}",
+        report.stale
+    );
+    assert_eq!(
+        outcome(170).as_deref(),
+        Some("unmarked"),
+        "{:?}",
+        report.stale
+    );
+    assert_eq!(outcome(160), None, "{:?}", report.stale);
+    {
+        let world = z.sim.world();
+        assert!(!world.guests.contains_key(&134), "the half-made VM is gone");
+        assert!(world.guests[&170].running, "the complete VM is kept");
+    }
+    assert_eq!(tags_of(&z, 170), "ci");
+    assert!(tags_of(&z, 160).contains("flxp.creating"));
+    z.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_markers_are_only_reported_when_configured_to_warn() {
+    let z = zone(DEMO, 500.0, |v| mark(v, &marks())).await;
+    let before = z.sim.world().guests.len();
+    let options = DaemonOptions {
+        stale: StaleOptions {
+            after: Duration::from_secs(3600),
+            action: StaleAction::Warn,
+        },
+        ..options(3)
+    };
+    let d = daemon(&z, Overrides::default(), options);
+    let report = d.run_round("lab").await.unwrap();
+    let mut warned: Vec<(u32, &str)> = report
+        .stale
+        .iter()
+        .map(|m| (m.vmid, m.outcome.as_str()))
+        .collect();
+    warned.sort_unstable();
+    assert_eq!(warned, [(134, "warned"), (170, "warned")]);
+    assert_eq!(z.sim.world().guests.len(), before);
+    assert!(tags_of(&z, 170).contains("flxp.creating"));
     z.shutdown().await;
 }

@@ -36,6 +36,7 @@ pub fn options(config: &Config) -> DaemonOptions {
         balance: config.balance.clone(),
         evacuation: config.evacuate.clone(),
         execute: balance::execute_options(config),
+        stale: config.create_vm.stale(),
     }
 }
 

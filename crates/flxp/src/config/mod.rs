@@ -370,6 +370,17 @@ impl Config {
                 "poll-ms, timeout-secs and reservation-ttl-secs must be at least 1".into(),
             ));
         }
+        // A marker younger than a creation's own task timeout may belong to a creation still
+        // running on another replica.
+        if c.stale_after_secs < c.timeout_secs {
+            return Err((
+                "create-vm.stale-after-secs".into(),
+                format!(
+                    "must be at least timeout-secs ({}): a younger marker may be a creation in progress",
+                    c.timeout_secs
+                ),
+            ));
+        }
         if self.api.ready_secs == Some(0) {
             return Err(("api.ready-secs".into(), "must be at least 1 second".into()));
         }
@@ -693,6 +704,32 @@ mod create_vm_section_tests {
         let e = Config::parse("\n[create-vm]\npol-ms = 5\n", Path::new("flxp.toml")).unwrap_err();
         assert_eq!(e.place.map(|p| p.line), Some(3), "{e}");
         assert!(e.message.contains("unknown field `pol-ms`"), "{e}");
+        assert_eq!(c.create_vm.stale_after_secs, 3600);
+        assert_eq!(c.create_vm.stale_action, flxp_engine::StaleAction::Remove);
+        let c = Config::parse(
+            "[create-vm]\nstale-after-secs = 7200\nstale-action = \"warn\"\n",
+            Path::new("flxp.toml"),
+        )
+        .unwrap();
+        assert_eq!(
+            c.create_vm.stale(),
+            flxp_engine::StaleOptions {
+                after: std::time::Duration::from_secs(7200),
+                action: flxp_engine::StaleAction::Warn,
+            }
+        );
+        let e = Config::parse(
+            "[create-vm]\nstale-after-secs = 60\n",
+            Path::new("flxp.toml"),
+        )
+        .unwrap_err();
+        assert_eq!(e.key, "create-vm.stale-after-secs", "{e}");
+        let e = Config::parse(
+            "[create-vm]\nstale-action = \"delete\"\n",
+            Path::new("flxp.toml"),
+        )
+        .unwrap_err();
+        assert!(e.message.contains("unknown variant `delete`"), "{e}");
         let e = Config::parse("[api]\nready-secs = 0\n", Path::new("flxp.toml")).unwrap_err();
         assert_eq!(
             (e.key.as_str(), e.place.map(|p| p.line)),

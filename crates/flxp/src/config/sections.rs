@@ -260,6 +260,12 @@ pub struct CreateVmSection {
     /// Seconds a created VM's reservation is kept when no snapshot shows it running (a VM stopped
     /// at once); normally the first snapshot that shows it ends the reservation.
     pub reservation_ttl_secs: u64,
+    /// Seconds after which a VM still tagged `flxp.creating` with no creation in flight here is
+    /// a creation cut short, for the daemon's cleanup.
+    pub stale_after_secs: u64,
+    /// What the daemon does with such a VM: `remove` (delete it if stopped, untag it if
+    /// running) or `warn` (log only).
+    pub stale_action: flxp_engine::StaleAction,
 }
 
 impl Default for CreateVmSection {
@@ -269,6 +275,18 @@ impl Default for CreateVmSection {
             timeout_secs: 900,
             full_clone: false,
             reservation_ttl_secs: 300,
+            stale_after_secs: 3600,
+            stale_action: flxp_engine::StaleAction::Remove,
+        }
+    }
+}
+
+impl CreateVmSection {
+    /// The daemon's stale-marker options.
+    pub fn stale(&self) -> flxp_engine::StaleOptions {
+        flxp_engine::StaleOptions {
+            after: std::time::Duration::from_secs(self.stale_after_secs),
+            action: self.stale_action,
         }
     }
 }

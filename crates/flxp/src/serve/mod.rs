@@ -358,6 +358,7 @@ fn daemon(
         balance: config.balance.clone(),
         evacuation: config.evacuate.clone(),
         execute: execute_options(config),
+        stale: config.create_vm.stale(),
         ..DaemonOptions::default()
     };
     let metrics = Arc::clone(metrics);

@@ -317,6 +317,7 @@ async fn create(
         .request_warnings()
         .iter()
         .map(ToString::to_string)
+        .chain(created.warnings.iter().cloned())
         .collect();
     for w in &warnings {
         tracing::warn!(vmid = created.vmid, warning = %w, "createVM");
