@@ -168,6 +168,11 @@ impl Executor {
         self
     }
 
+    /// The zone's API.
+    pub fn api(&self) -> &Pve {
+        &self.api
+    }
+
     /// The zone's name.
     pub fn zone(&self) -> &str {
         &self.zone

@@ -34,6 +34,7 @@ pub use reserve::{ClusterModel, DiskHold, DiskHolds, Hold, Reservations, Ticket}
 pub mod error;
 pub use error::{Error, Result};
 pub mod limits;
+pub mod maintenance;
 pub use limits::Limits;
 pub mod progress;
 pub mod queue;

@@ -3,10 +3,13 @@
 //! Every migration was checked by the planner on the state all earlier ones leave behind. That
 //! state only matters on the two nodes a migration touches, so one may start as soon as every
 //! earlier migration touching its source or target has ended, whatever happens elsewhere in the
-//! zone. Two exceptions let migrations run side by side although they share a node: members of one
-//! step (a bundle, the halves of a swap: the planner judged them as one decision) and members of
-//! one wave (evacuation's waves were planned to run in parallel within the inflow limit). This
-//! keeps each node's migrations in plan order, which is what makes the plan's safety carry over.
+//! zone. Three exceptions let migrations run side by side although they share a node: members of
+//! one step (a bundle, the halves of a swap: the planner judged them as one decision), members of
+//! one wave (evacuation's waves were planned to run in parallel within the inflow limit), and
+//! departures from one node to different targets: a departure only frees room and lifts rules on
+//! its source, so two of them commute there, and neither touches the other's target. This keeps
+//! each node's arrivals, and its departures relative to its arrivals, in plan order, which is what
+//! makes the plan's safety carry over; how many run at once is then up to the [`Limits`].
 
 use flxp_core::balance::Migration;
 
@@ -67,12 +70,7 @@ impl Queue {
     fn waits_for_earlier(&self, i: usize) -> bool {
         let m = &self.items[i].0;
         self.items[..i].iter().any(|(e, s)| {
-            *s != Status::Ended
-                && e.step != m.step
-                && e.wave != m.wave
-                && [&e.from, &e.to]
-                    .into_iter()
-                    .any(|n| *n == m.from || *n == m.to)
+            *s != Status::Ended && e.step != m.step && e.wave != m.wave && conflicts(e, m)
         })
     }
 
@@ -87,6 +85,11 @@ impl Queue {
                     .is_ok()
         })
     }
+}
+
+/// Whether `m` must wait for the earlier `e`: they share a node, other than both leaving it.
+fn conflicts(e: &Migration, m: &Migration) -> bool {
+    e.to == m.to || e.to == m.from || e.from == m.to
 }
 
 #[cfg(test)]
@@ -164,7 +167,7 @@ mod tests {
     }
 
     #[test]
-    fn one_wave_runs_in_parallel_within_the_limits_and_waves_run_in_order() {
+    fn one_wave_runs_in_parallel_within_the_limits_and_a_node_takes_its_waves_in_order() {
         // Evacuating m: wave 0 sends two guests each to x and y, wave 1 one more to x.
         let mut q = Queue::new(vec![
             m(1, "m", "x", 0, 0),
@@ -183,18 +186,41 @@ mod tests {
         slots.give("m", "x");
         q.set(0, Status::Ended);
         assert_eq!(start_all(&mut q, &mut slots, &limits), [3]);
-        for (i, to) in [(1, "y"), (2, "x")] {
-            slots.give("m", to);
-            q.set(i, Status::Ended);
-        }
+        slots.give("m", "y");
+        q.set(1, Status::Ended);
         assert_eq!(
             start_all(&mut q, &mut slots, &limits),
             [4],
-            "wave 1 waits for wave 0"
+            "wave 1's arrival at x waits for wave 0's"
         );
-        slots.give("m", "y");
-        q.set(3, Status::Ended);
-        assert_eq!(start_all(&mut q, &mut slots, &limits), [5]);
+        slots.give("m", "x");
+        q.set(2, Status::Ended);
+        assert_eq!(
+            start_all(&mut q, &mut slots, &limits),
+            [5],
+            "a departure from m does not wait for another one to y"
+        );
+    }
+
+    #[test]
+    fn departures_from_one_node_overlap_but_an_arrival_there_waits() {
+        let mut q = Queue::new(vec![
+            m(1, "a", "b", 0, 0),
+            m(2, "a", "c", 1, 1),
+            m(3, "d", "a", 2, 2),
+            m(4, "a", "e", 3, 3),
+        ]);
+        let mut slots = Slots::default();
+        assert_eq!(start_all(&mut q, &mut slots, &WIDE), [1, 2]);
+        for (i, to) in [(0, "b"), (1, "c")] {
+            slots.give("a", to);
+            q.set(i, Status::Ended);
+        }
+        assert_eq!(
+            start_all(&mut q, &mut slots, &WIDE),
+            [3],
+            "4 leaves a after 3 arrived, as planned"
+        );
     }
 
     #[test]

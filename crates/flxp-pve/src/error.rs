@@ -131,7 +131,8 @@ pub enum ApiErrorKind {
         /// The lock (`migrate`, `backup`, `clone`, ...).
         lock: String,
     },
-    /// 500 "checksum mismatch (file change by other user?)": the digest sent is stale.
+    /// 500 "checksum mismatch (file change by other user?)" or "detected modified configuration":
+    /// the digest sent is stale.
     ChecksumMismatch,
     /// "VM 2004 already exists" / "config file already exists": take another VMID.
     AlreadyExists,
@@ -184,7 +185,11 @@ impl ApiErrorKind {
         if let Some(lock) = texts().find_map(locked_by) {
             return Self::Locked { lock };
         }
-        if texts().any(|t| t.contains("checksum mismatch")) {
+        // Guest configs say "checksum mismatch"; node configs (PVE::Tools::assert_if_modified)
+        // "detected modified configuration - file changed by other user? Try again.".
+        if texts().any(|t| {
+            t.contains("checksum mismatch") || t.contains("detected modified configuration")
+        }) {
             return Self::ChecksumMismatch;
         }
         if texts().any(|t| t.contains("already exists")) {
@@ -363,6 +368,13 @@ mod tests {
             r#"{"data":null,"message":"checksum mismatch (file change by other user?)\n"}"#,
         );
         assert!(e.is_checksum_mismatch());
+        let node = "detected modified configuration - file changed by other user? Try again.";
+        let e = classify(
+            500,
+            node,
+            &format!(r#"{{"data":null,"message":"{node}\n"}}"#),
+        );
+        assert!(e.is_checksum_mismatch(), "a node config's stale digest");
         let e = classify(
             500,
             "x",

@@ -787,3 +787,63 @@ fn the_world_fixture_reads() {
     let snap = Snapshot::from_json(&world()).unwrap();
     assert_eq!(snap.resources.len(), 11);
 }
+
+/// Twelve guests of one node, leaving it for three others in turn.
+fn twelve_leave_a() -> (Arc<ScriptedApi>, Vec<Migration>) {
+    let node = |n: &str, mem: u64| {
+        format!(
+            r#"{{"id":"node/{n}","type":"node","node":"{n}","status":"online","maxmem":{},"mem":{},"maxcpu":16,"cpu":0.1}}"#,
+            64 * GIB,
+            mem * GIB
+        )
+    };
+    let mut items: Vec<String> = [("a", 30), ("b", 4), ("c", 4), ("d", 4)]
+        .iter()
+        .map(|(n, m)| node(n, *m))
+        .collect();
+    for vmid in 201..=212 {
+        items.push(format!(
+            r#"{{"id":"qemu/{vmid}","type":"qemu","vmid":{vmid},"name":"g{vmid}","node":"a","status":"running","maxmem":{},"mem":{},"maxcpu":1,"cpu":0.1}}"#,
+            2 * GIB,
+            2 * GIB
+        ));
+    }
+    let api = Arc::new(ScriptedApi::from_json(&format!("[{}]", items.join(","))));
+    let migrations = (0..12u32)
+        .map(|i| {
+            let to = ["b", "c", "d"][i as usize % 3];
+            Migration {
+                bytes: 2 * GIB,
+                ..mig(201 + i, GuestKind::Qemu, "a", to, i)
+            }
+        })
+        .collect();
+    (api, migrations)
+}
+
+#[tokio::test(start_paused = true)]
+async fn migrations_leaving_one_node_run_as_many_at_once_as_the_limits_allow() {
+    // Each migration takes two polls (2 s); departures from one node do not wait for each other.
+    for (per_node_out, secs) in [(2, 12), (1, 24), (4, 12)] {
+        let (api, migrations) = twelve_leave_a();
+        let o = ExecuteOptions {
+            limits: Limits {
+                parallel: 2,
+                per_node_in: 1,
+                per_node_out,
+            },
+            ..options()
+        };
+        let start = tokio::time::Instant::now();
+        let report = executor(&api, o)
+            .execute(plan_of(&api, migrations), &balance())
+            .await;
+        assert_eq!(report.done.len(), 12, "{report:?}");
+        assert!(report.replans.is_empty(), "{report:?}");
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_secs(secs),
+            "per-node-out {per_node_out}"
+        );
+    }
+}

@@ -214,6 +214,9 @@ async fn plan_and_run(
     if !json {
         output::print_plan(&plan, &unmet(&plan, goal));
     }
+    if let (Goal::Evacuate { nodes, .. }, false) = (goal, dry_run) {
+        mark_maintenance(&executor, nodes).await;
+    }
     if dry_run || plan.migrations.is_empty() {
         return Ok((plan, None));
     }
@@ -239,4 +242,29 @@ async fn plan_and_run(
         None => round.await,
     };
     Ok((plan, Some(report)))
+}
+
+/// Marks the nodes an evacuation empties as in maintenance in their notes, so that no later round
+/// fills them again; a node whose notes cannot be written is still emptied, with a warning.
+async fn mark_maintenance(executor: &Executor, nodes: &[String]) {
+    let names: Vec<String> = match executor.read().await {
+        Ok(model) => nodes
+            .iter()
+            .map(|n| {
+                model
+                    .cluster
+                    .node_idx_loose(n)
+                    .map_or_else(|| n.clone(), |i| model.cluster.node(i).name.clone())
+            })
+            .collect(),
+        Err(_) => nodes.to_vec(),
+    };
+    for node in &names {
+        if let Err(e) = flxp_engine::maintenance::set(executor.api(), node, true).await {
+            output::tell(format!(
+                "warning: {node} is not marked in its notes (a later round may fill it again): {}",
+                crate::serve::zone::chain(&e)
+            ));
+        }
+    }
 }

@@ -6,6 +6,7 @@ pub mod daemon;
 mod evacuate;
 mod generate;
 mod load;
+mod maintenance;
 mod place;
 mod serve;
 mod setup;
@@ -44,6 +45,8 @@ enum Command {
     Balance(balance::Args),
     /// Empty a node for maintenance, rules honoured.
     Evacuate(evacuate::Args),
+    /// Set or clear a node's maintenance mark (`flxp.maintenance` in its notes).
+    Maintenance(maintenance::Args),
     /// Show each node's load, guests and rule violations.
     Status(status::Args),
     /// Write the cluster snapshot (Contract 1) of a zone to stdout.
@@ -89,6 +92,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Place(a) => place::run(a),
         Command::Status(a) => status::run(a),
+        Command::Maintenance(a) => maintenance::run(a),
         Command::Balance(a) => balance::run(a),
         Command::Evacuate(a) => evacuate::run(a),
         Command::Snapshot(a) => snapshot::run(a),

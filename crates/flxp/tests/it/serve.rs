@@ -639,7 +639,11 @@ async fn no_new_vm_lands_on_a_node_while_it_is_emptied_and_migrations_are_counte
     assert!(n >= 1, "{done}");
 
     let after = s.gql(query, json!({})).await;
-    assert_eq!(pve4(&after)["feasible"], true, "mark lifted: {after}");
+    assert_eq!(
+        pve4(&after)["feasible"],
+        false,
+        "pve4 stays in maintenance until cleared: {after}"
+    );
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let log = s.log();
     assert!(
@@ -690,4 +694,74 @@ async fn balance_methods_are_listed_and_a_plan_takes_a_registered_one() {
         ),
         "{v}"
     );
+}
+
+fn notes_of(s: &Service, node: &str) -> String {
+    s.sim.sim().world().nodes[node].notes.clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evacuated_node_stays_empty_through_daemon_rounds_until_the_api_clears_it() {
+    let s = start(
+        Scenario::demo(),
+        "[migration]\npoll-secs = 1\nparallel = 4\nper-node-in = 2\nper-node-out = 2\n\
+         [daemon]\ninterval-secs = 1\n[balance]\ncooldown-secs = 0\n[balance.trigger]\nhold = 1\n",
+        &[],
+    )
+    .await;
+    let v = s
+        .gql(
+            "mutation { evacuate(zone: \"lab\", node: \"pve4\") { executed done failed } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(v["data"]["evacuate"]["executed"], true, "{v}");
+    let stayed: Vec<u32> = guests(&s)
+        .into_iter()
+        .filter(|(_, n)| n == "pve4")
+        .map(|(v, _)| v)
+        .collect();
+    // Daemon rounds after the evacuation (one a second) move nothing back.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let back: Vec<u32> = guests(&s)
+        .into_iter()
+        .filter(|(v, n)| n == "pve4" && !stayed.contains(v))
+        .map(|(v, _)| v)
+        .collect();
+    assert!(
+        back.is_empty(),
+        "moved back onto pve4: {back:?}\n{}",
+        s.log()
+    );
+    assert!(notes_of(&s, "pve4").contains("flxp.maintenance"));
+
+    let (status, v) = s
+        .gql_as(
+            None,
+            "mutation { maintenance(zone: \"lab\", node: \"pve4\", on: false) }",
+            json!({}),
+        )
+        .await;
+    assert!(status == 401 || !v["errors"].is_null(), "{status} {v}");
+    let v = s
+        .gql(
+            "mutation { maintenance(zone: \"lab\", node: \"pve4\", on: false) }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(v["data"]["maintenance"], true, "{v}");
+    assert!(!notes_of(&s, "pve4").contains("flxp.maintenance"));
+    // Cleared, the node takes guests again: the daemon balances onto it.
+    let mut landed = false;
+    for _ in 0..300 {
+        if guests(&s)
+            .iter()
+            .any(|(v, n)| n == "pve4" && !stayed.contains(v))
+        {
+            landed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(landed, "no guest came back to pve4:\n{}", s.log());
 }

@@ -124,11 +124,58 @@ impl Mutation {
             .node_idx_loose(&node)
             .map(|i| model.cluster.node(i).name.clone())
             .unwrap_or(node);
+        // The node stays in maintenance after the run, so no later round fills it again; the
+        // in-memory mark of `run` covers the time before the notes write is read back.
+        mark(z, &name, true).await;
         let goal = Goal::Evacuate {
             nodes: vec![name],
             options: s.config.evacuate.clone(),
         };
         Ok(run(s, &zone, goal).await?)
+    }
+
+    /// Sets or clears the `flxp.maintenance` token in a node's notes (an evacuation sets it);
+    /// true when the notes changed. Clearing removes exact `flxp.maintenance` tokens only.
+    async fn maintenance(
+        &self,
+        ctx: &Context<'_>,
+        zone: String,
+        node: String,
+        on: bool,
+    ) -> Result<bool> {
+        let s = state(ctx)?;
+        super::views::require_operator(ctx, "maintenance")?;
+        let z = s.zone(&zone)?;
+        let (model, _) = s.model(z).await?;
+        let Some(i) = model.cluster.node_idx_loose(&node) else {
+            let known: Vec<&str> = model
+                .cluster
+                .nodes()
+                .iter()
+                .map(|n| n.name.as_str())
+                .collect();
+            return Err(ApiError::new(
+                Code::UnknownNode,
+                format!(
+                    "node {node:?} is not in zone {zone}; nodes: {}",
+                    known.join(", ")
+                ),
+            )
+            .into());
+        };
+        let name = model.cluster.node(i).name.clone();
+        let changed = flxp_engine::maintenance::set(&z.api, &name, on)
+            .await
+            .map_err(|e| ApiError::new(Code::ProxmoxError, chain(&e)))?;
+        Ok(changed)
+    }
+}
+
+/// Writes the maintenance mark before an evacuation; a node whose notes cannot be written (the
+/// token lacks `Sys.Modify` on `/nodes`) is still emptied, with a warning.
+async fn mark(z: &crate::serve::zone::Zone, node: &str, on: bool) {
+    if let Err(e) = flxp_engine::maintenance::set(&z.api, node, on).await {
+        tracing::warn!(zone = %z.name, node, error = %chain(&e), "the evacuated node is not marked in its notes: a later round may fill it again");
     }
 }
 

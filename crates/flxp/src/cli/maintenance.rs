@@ -1,0 +1,63 @@
+//! `flxp maintenance NODE --zone Z [--off]`: set or clear the `flxp.maintenance` token in a node's
+//! notes, as `flxp evacuate` sets it; clearing removes exact `flxp.maintenance` tokens only.
+
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+
+use super::{UsageError, load};
+
+/// Arguments of `flxp maintenance`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The node.
+    #[arg(value_name = "NODE")]
+    node: String,
+    /// The zone of the config file the node is in.
+    #[arg(long, value_name = "Z")]
+    zone: String,
+    /// Clear the mark instead of setting it.
+    #[arg(long)]
+    off: bool,
+    /// Config file (else FLXP_CONFIG, else /etc/flxp/flxp.toml).
+    #[arg(long, value_name = "F", env = "FLXP_CONFIG")]
+    config: Option<std::path::PathBuf>,
+}
+
+/// Runs `flxp maintenance`: prints whether the notes changed.
+pub fn run(args: Args) -> Result<ExitCode> {
+    let source = super::SourceArgs {
+        from_file: None,
+        zone: Some(args.zone.clone()),
+        config: args.config.clone(),
+    };
+    let config = load::config(&source)?;
+    config.zone(&args.zone).map_err(UsageError)?;
+    let api: flxp_pve::Pve = config.client(&args.zone)?.into();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let on = !args.off;
+    let changed = runtime.block_on(async {
+        let nodes = api
+            .nodes()
+            .await
+            .with_context(|| format!("cannot read zone {}", args.zone))?;
+        let node = nodes
+            .into_iter()
+            .map(|n| n.node)
+            .find(|n| n.eq_ignore_ascii_case(&args.node))
+            .ok_or_else(|| {
+                UsageError(format!("node {:?} is not in zone {}", args.node, args.zone))
+            })?;
+        anyhow::Ok(flxp_engine::maintenance::set(&api, &node, on).await?)
+    })?;
+    crate::output::tell(match (on, changed) {
+        (true, true) => format!("{}: flxp.maintenance added to its notes", args.node),
+        (true, false) => format!("{}: already in maintenance", args.node),
+        (false, true) => format!("{}: flxp.maintenance removed from its notes", args.node),
+        (false, false) => format!("{}: no flxp.maintenance token in its notes", args.node),
+    });
+    Ok(ExitCode::SUCCESS)
+}
