@@ -5,6 +5,9 @@
 //! clusters of 8, 32 and 64 nodes with 30-80 guests each and of 1,000 nodes with 50 guests each
 //! (50,000 guests). Building the model, compiling rules and the state are timed apart.
 //!
+//! Part 1 also times plans where no node satisfies a hard rule (`flxp.node.gone` on every guest, 16
+//! nodes, 2,000 to 16,000 guests): each unfixable guest must cost the same whatever N is.
+//!
 //! Part 2, quality, on a fixed set of generated clusters (seeded, so every run sees the same ones):
 //! imbalance before and after, migrations and GiB moved; against the lower bounds of
 //! docs/rebalancing-reference.md §2 (perfect balance, the floors for the same number of migrations,
@@ -12,7 +15,8 @@
 //! stops.
 //!
 //! Run: `cargo bench -p flxp-core --bench plan` (`-- quick` skips the 1,000-node cluster, `-- time`
-//! or `-- quality` runs one part, `-- time nodes=1000` one size).
+//! or `-- quality` runs one part, `-- time nodes=1000` one size, `-- unsatisfiable` only the unsatisfiable
+//! rule case).
 
 use std::time::{Duration, Instant};
 
@@ -282,6 +286,59 @@ fn timing(quick: bool, only: Option<usize>) {
     println!();
 }
 
+/// `guests` guests on 16 nodes of 1 TiB, half of them on the first node (so balancing has work
+/// too), every one pinned by `flxp.node.gone` to a node that does not exist.
+fn unsatisfiable(guests: u32) -> Snapshot {
+    let mut b = ClusterBuilder::new().time(1_000_000);
+    for i in 0..16 {
+        b = b.node(node(&format!("n{i:02}")).memory(1024 * GIB).cpus(64.0));
+    }
+    for k in 0..guests {
+        let on = if k % 2 == 0 { 0 } else { k % 16 };
+        b = b.guest(
+            vm(1000 + k, &format!("n{on:02}"))
+                .mem(GIB / 8, GIB / 4)
+                .tagged("flxp.node.gone"),
+        );
+    }
+    b.snapshot()
+}
+
+/// Plan time when no node satisfies any guest's hard rule, by guest count.
+fn timing_unsatisfiable(quick: bool) {
+    println!("## Plan time, unsatisfiable rules (best of 3 runs, 1 from 8,000 guests; ms)\n");
+    println!("| guests | plan (budget 20) | plan (budget 1) | unplaced | per guest (budget 20) |");
+    println!("|---:|---:|---:|---:|---:|");
+    let sizes: &[u32] = if quick {
+        &[2_000, 4_000, 8_000]
+    } else {
+        &[2_000, 4_000, 8_000, 16_000]
+    };
+    for &n in sizes {
+        let snap = unsatisfiable(n);
+        let c = Cluster::from_snapshot(&snap, &Overrides::default()).expect("generated snapshot");
+        let (rules, state, p) = (Rules::compile(&c), State::new(&c), placer());
+        let one = BalanceOptions {
+            max_migrations: 1,
+            ..BalanceOptions::default()
+        };
+        let runs = if n >= 8_000 { 1 } else { 3 };
+        let (p20, t20) = best_of(runs, || {
+            plan(&c, &rules, &state, &p, &BalanceOptions::default()).expect("plan")
+        });
+        let (_, t1) = best_of(runs, || plan(&c, &rules, &state, &p, &one).expect("plan"));
+        assert!(p20.migrations.is_empty(), "no guest can move");
+        println!(
+            "| {n} | {} | {} | {} | {:.1} µs |",
+            ms(t20),
+            ms(t1),
+            p20.unplaced.len(),
+            t20.as_secs_f64() * 1e6 / f64::from(n)
+        );
+    }
+    println!();
+}
+
 struct Row {
     before: f64,
     after: f64,
@@ -539,8 +596,13 @@ fn main() {
     let only = args
         .iter()
         .find_map(|a| a.strip_prefix("nodes=").and_then(|n| n.parse().ok()));
+    if has("unsatisfiable") {
+        timing_unsatisfiable(quick);
+        return;
+    }
     if !has("quality") {
         timing(quick, only);
+        timing_unsatisfiable(quick);
     }
     if !has("time") {
         quality();

@@ -5,11 +5,13 @@
 //! most once per plan (no ping-pong inside a plan), every target passes the placement filters on
 //! the current state, and the budget is never exceeded.
 
+use std::collections::HashSet;
+
 use crate::Result;
 use crate::Warning;
 use crate::cluster::{Cluster, GuestIdx, GuestKind, NodeIdx};
 use crate::constraints::Rules;
-use crate::placement::{Ctx, Placer, Ranked, Subject};
+use crate::placement::{Ctx, Placer, Ranked, Reason, Subject};
 use crate::state::State;
 
 use super::explain;
@@ -52,6 +54,8 @@ pub(crate) struct Draft<'a> {
     /// The policy that ranks targets; `None` is the placement default.
     pub target_policy: Option<String>,
     moved: Vec<bool>,
+    /// Vmids in `skipped` and in `unplaced`: each is recorded once, without a scan.
+    noted: (HashSet<u32>, HashSet<u32>),
 }
 
 impl<'a> Draft<'a> {
@@ -84,6 +88,7 @@ impl<'a> Draft<'a> {
             restart_containers: true,
             target_policy: None,
             moved: vec![false; cluster.guests().len()],
+            noted: (HashSet::new(), HashSet::new()),
         }
     }
 
@@ -196,6 +201,32 @@ impl<'a> Draft<'a> {
             self.placer,
             self.cluster.node_indexes().filter(|n| !except.contains(n)),
         )
+    }
+
+    /// Whether every node but the given ones refuses a subject for at least one reason `fixed`
+    /// accepts (true when there is no other node).
+    pub fn refused_by_fixed_rules(
+        &self,
+        subject: &Subject,
+        except: &[NodeIdx],
+        fixed: impl Fn(&Reason) -> bool,
+    ) -> bool {
+        let ctx = Ctx::new(
+            self.cluster,
+            self.rules,
+            &self.state,
+            self.placer.options(),
+            subject,
+        );
+        self.cluster
+            .node_indexes()
+            .filter(|n| !except.contains(n))
+            .all(|n| {
+                self.placer
+                    .failures(&ctx, n)
+                    .iter()
+                    .any(|(_, _, reason)| fixed(reason))
+            })
     }
 
     /// Whether a subject may go to a node on the current state.
@@ -320,7 +351,7 @@ impl<'a> Draft<'a> {
     /// Records a guest left in place (once per guest).
     pub fn skip(&mut self, guest: GuestIdx, reason: String) {
         let g = self.cluster.guest(guest);
-        if self.skipped.iter().any(|s| s.vmid == g.vmid) {
+        if !self.noted.0.insert(g.vmid) {
             return;
         }
         self.skipped.push(Skipped {
@@ -335,7 +366,7 @@ impl<'a> Draft<'a> {
     pub fn unplaced(&mut self, members: &[GuestIdx], rule: &str, reason: &str) {
         for &m in members {
             let g = self.cluster.guest(m);
-            if self.unplaced.iter().any(|u| u.vmid == g.vmid) {
+            if !self.noted.1.insert(g.vmid) {
                 continue;
             }
             self.unplaced.push(Unplaced {

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use crate::Result;
 use crate::Warning;
 use crate::cluster::{GuestIdx, NodeIdx};
+use crate::placement::Reason;
 use crate::units::fmt_bytes;
 
 use super::draft::Draft;
@@ -35,7 +36,26 @@ pub(crate) struct Scope {
     pub make_room: usize,
 }
 
+/// Most tries of a unit whose fix fails (each after later moves changed the state).
+const MAX_TRIES: u32 = 3;
+
+/// A unit whose fix failed: when, how often, and why.
+struct Failed {
+    /// Migrations planned when it last failed; it is retried only after more.
+    at: usize,
+    /// Tries so far ([`MAX_TRIES`] once no move can help).
+    tries: u32,
+    /// Why it fits nowhere.
+    reason: String,
+}
+
 /// Fixes what can be fixed, in order, within the budget; records what cannot.
+///
+/// Linear in the problems for a given budget: they are detected again only after a fix moved
+/// something (a failed try changes nothing, so the rest of the list still holds), and then
+/// without the units out of tries; a unit that fits nowhere is retried at most [`MAX_TRIES`]
+/// times, only after moves, and never when rules no move changes (node rules, labels, taints,
+/// offline or maintenance nodes) refuse every node.
 pub(crate) fn fix_all(sim: &mut Draft, scope: &Scope) -> Result<()> {
     // With a scope, only units with a member on its nodes can have a problem there; nothing moves
     // onto those nodes (they are in maintenance), so finding them once is enough.
@@ -50,55 +70,121 @@ pub(crate) fn fix_all(sim: &mut Draft, scope: &Scope) -> Result<()> {
         v.dedup();
         v
     });
-    // Unit → migrations planned when its fix last failed; it is retried only after progress.
-    let mut failed: BTreeMap<UnitId, (usize, u32, String)> = BTreeMap::new();
-    // Fixes never break a rule (every target passes the filters), so only units with a problem
-    // now can have one later: after one full pass, only they are looked at again.
-    if scoped.is_none() {
-        let mut v: Vec<UnitId> = detect(sim, scope, None).iter().map(|p| p.unit).collect();
-        v.sort_unstable();
-        v.dedup();
-        scoped = Some(v);
-    }
-    loop {
+    let mut failed: BTreeMap<UnitId, Failed> = BTreeMap::new();
+    'detect: loop {
         let problems = detect(sim, scope, scoped.as_deref());
-        let next = problems.into_iter().find(|p| match failed.get(&p.unit) {
-            None => true,
-            Some((at, tries, _)) => *tries < 3 && sim.migrations.len() > *at,
-        });
-        let Some(problem) = next else { break };
-        if sim.budget_left() < problem.members.len() {
-            let left = detect(sim, scope, scoped.as_deref()).len();
-            sim.warnings.push(Warning::general(format!(
-                "migration budget of {} spent: {left} broken rule(s) left for the next plan",
-                sim.budget
-            )));
-            return Ok(());
-        }
-        match try_fix(sim, &problem, scope)? {
-            None => {
-                failed.remove(&problem.unit);
+        // Fixes never break a rule (every target passes the filters), so only units with a
+        // problem now can have one later: only they are looked at again, except those out of
+        // tries (they are not tried again; the last detection below looks at them).
+        scoped =
+            Some(units(problems.iter().map(|p| p.unit).filter(|u| {
+                failed.get(u).is_none_or(|f| f.tries < MAX_TRIES)
+            })));
+        let planned = sim.migrations.len();
+        for problem in problems {
+            let eligible = failed
+                .get(&problem.unit)
+                .is_none_or(|f| f.tries < MAX_TRIES && planned > f.at);
+            if !eligible {
+                continue;
             }
-            Some(reason) => {
-                let tries = failed.get(&problem.unit).map_or(0, |f| f.1) + 1;
-                failed.insert(problem.unit, (sim.migrations.len(), tries, reason));
+            if sim.budget_left() < problem.members.len() {
+                let all = with_failed(scoped.as_deref(), &failed);
+                let left = detect(sim, scope, Some(&all)).len();
+                sim.warnings.push(Warning::general(format!(
+                    "migration budget of {} spent: {left} broken rule(s) left for the next plan",
+                    sim.budget
+                )));
+                return Ok(());
+            }
+            match try_fix(sim, &problem, scope)? {
+                Attempt::Fixed => {
+                    failed.remove(&problem.unit);
+                }
+                Attempt::Failed { reason, hopeless } => {
+                    let tries = failed.get(&problem.unit).map_or(0, |f| f.tries) + 1;
+                    let failure = Failed {
+                        at: sim.migrations.len(),
+                        tries: if hopeless { MAX_TRIES } else { tries },
+                        reason,
+                    };
+                    failed.insert(problem.unit, failure);
+                }
+            }
+            // A move changes what is broken and what fits: find the problems again. A failed
+            // try moved nothing, so the rest of this list is what a new detection would give.
+            if sim.migrations.len() != planned {
+                continue 'detect;
             }
         }
+        break;
     }
-    let still: Vec<Problem> = detect(sim, scope, scoped.as_deref());
+    let all = with_failed(scoped.as_deref(), &failed);
+    let still: Vec<Problem> = detect(sim, scope, Some(&all));
     for p in still {
-        if let Some((_, _, reason)) = failed.get(&p.unit) {
-            let reason = reason.clone();
+        if let Some(f) = failed.get(&p.unit) {
+            let reason = f.reason.clone();
             sim.unplaced(&p.members, &p.rule, &reason);
         }
     }
     Ok(())
 }
 
-/// Fixes one problem; `Some(why not)` when nothing fits.
-fn try_fix(sim: &mut Draft, p: &Problem, scope: &Scope) -> Result<Option<String>> {
+/// Units sorted, once each.
+fn units(it: impl Iterator<Item = UnitId>) -> Vec<UnitId> {
+    let mut v: Vec<UnitId> = it.collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// The units still looked at plus every unit whose fix failed: all that can have a problem.
+fn with_failed(scoped: Option<&[UnitId]>, failed: &BTreeMap<UnitId, Failed>) -> Vec<UnitId> {
+    units(
+        scoped
+            .unwrap_or_default()
+            .iter()
+            .copied()
+            .chain(failed.keys().copied()),
+    )
+}
+
+/// How one fix went.
+enum Attempt {
+    /// Moved.
+    Fixed,
+    /// Fits nowhere, with why; `hopeless` when no move of this plan can change that.
+    Failed { reason: String, hopeless: bool },
+}
+
+/// Whether a reason a node refuses a subject stays true whatever the plan moves: the node's
+/// status, maintenance, CPU count, labels and taints, and the subject's node rules.
+fn refusal_is_fixed(reason: &Reason) -> bool {
+    matches!(
+        reason,
+        Reason::NotOnline { .. }
+            | Reason::HaNotOnline { .. }
+            | Reason::Maintenance { .. }
+            | Reason::CurrentNode
+            | Reason::TooManyCores { .. }
+            | Reason::NodeRules { .. }
+            | Reason::MissingLabels { .. }
+            | Reason::Tainted { .. }
+    )
+}
+
+/// Fixes one problem, or says why nothing fits.
+fn try_fix(sim: &mut Draft, p: &Problem, scope: &Scope) -> Result<Attempt> {
+    #[cfg(test)]
+    work::add(&work::TRIED, 1);
     if p.split {
-        return join(sim, p);
+        return Ok(match join(sim, p)? {
+            None => Attempt::Fixed,
+            Some(reason) => Attempt::Failed {
+                reason,
+                hopeless: false,
+            },
+        });
     }
     let label = sim.units.get(p.unit).group.clone();
     let subject = sim.subject(&p.members, label.as_deref());
@@ -125,9 +211,12 @@ fn try_fix(sim: &mut Draft, p: &Problem, scope: &Scope) -> Result<Option<String>
             target_phrase(sim.cluster, sim.target_policy_name(), &ranked)
         );
         sim.apply(&p.members, to, p.purpose, &reason, label.as_deref());
-        return Ok(None);
+        return Ok(Attempt::Fixed);
     }
-    if scope.make_room > 0
+    // No move in this plan can open a node that such a rule refuses, nor make room there.
+    let hopeless = sim.refused_by_fixed_rules(&subject, &[from], refusal_is_fixed);
+    if !hopeless
+        && scope.make_room > 0
         && room::make_room(
             sim,
             p.unit,
@@ -137,9 +226,12 @@ fn try_fix(sim: &mut Draft, p: &Problem, scope: &Scope) -> Result<Option<String>
             &format!("{prefix}{verb}"),
         )?
     {
-        return Ok(None);
+        return Ok(Attempt::Fixed);
     }
-    Ok(Some(sim.why_nowhere(&subject, &[from])))
+    Ok(Attempt::Failed {
+        reason: sim.why_nowhere(&subject, &[from]),
+        hopeless,
+    })
 }
 
 /// Brings a split affinity group together on the node that needs the fewest bytes moved.
@@ -197,6 +289,30 @@ fn join(sim: &mut Draft, p: &Problem) -> Result<Option<String>> {
                 sim.why_nowhere(&subject, &[])
             )))
         }
+    }
+}
+
+/// Work done on this thread, counted so tests can check how it grows instead of timing it.
+#[cfg(test)]
+pub(super) mod work {
+    use std::cell::Cell;
+    use std::thread::LocalKey;
+
+    thread_local! {
+        /// Units looked at by problem detection, summed over detections.
+        pub static DETECTED: Cell<usize> = const { Cell::new(0) };
+        /// Fixes tried.
+        pub static TRIED: Cell<usize> = const { Cell::new(0) };
+    }
+
+    /// Adds to a counter.
+    pub fn add(counter: &'static LocalKey<Cell<usize>>, n: usize) {
+        counter.with(|c| c.set(c.get() + n));
+    }
+
+    /// Reads a counter and sets it to zero.
+    pub fn take(counter: &'static LocalKey<Cell<usize>>) -> usize {
+        counter.with(|c| c.replace(0))
     }
 }
 
@@ -331,5 +447,80 @@ mod tests {
             sim.warnings[0].to_string(),
             "migration budget of 1 spent: 2 broken rule(s) left for the next plan"
         );
+    }
+
+    /// `n` guests pinned by `flxp.node.gone` to a node that does not exist, on 16 nodes, and
+    /// `fixable` guests on n01 pinned to n00.
+    fn unsatisfiable(n: u32, fixable: u32) -> Cluster {
+        let mut b = ClusterBuilder::new();
+        for i in 0..16 {
+            b = b.node(node(&format!("n{i:02}")).memory(1024 * GIB));
+        }
+        for k in 0..n {
+            b = b.guest(
+                vm(1000 + k, &format!("n{:02}", k % 16))
+                    .mem(GIB / 8, GIB / 4)
+                    .tagged("flxp.node.gone"),
+            );
+        }
+        for k in 0..fixable {
+            b = b.guest(vm(100_000 + k, "n01").mem(GIB, GIB).tagged("flxp.node.n00"));
+        }
+        b.build()
+    }
+
+    /// Fixes with a budget of 20: (units detection looked at, fixes tried, moves, unplaced).
+    fn work(c: &Cluster) -> (usize, usize, usize, usize) {
+        work::take(&work::DETECTED);
+        work::take(&work::TRIED);
+        let rules = Rules::compile(c);
+        let placer = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+        let state = State::new(c);
+        let mut sim = Draft::new(
+            c,
+            &rules,
+            &placer,
+            &state,
+            LoadKind::Memory,
+            Measure::Spread,
+            0,
+            20,
+        );
+        fix_all(&mut sim, &Scope::default()).unwrap();
+        (
+            work::take(&work::DETECTED),
+            work::take(&work::TRIED),
+            sim.migrations.len(),
+            sim.unplaced.len(),
+        )
+    }
+
+    #[test]
+    fn an_unsatisfiable_rule_costs_one_try_per_guest_and_linear_work() {
+        let (d1, t1, m1, u1) = work(&unsatisfiable(400, 5));
+        let (d2, t2, m2, u2) = work(&unsatisfiable(800, 5));
+        assert_eq!((m1, u1, m2, u2), (5, 400, 5, 800));
+        // Every unfixable guest is tried once, every fixable one once.
+        assert_eq!((t1, t2), (405, 805));
+        // Twice the guests, twice the detection work (not four times).
+        assert!(
+            d2 <= 2 * d1 + 100,
+            "detection work {d1} at 400 guests, {d2} at 800"
+        );
+    }
+
+    #[test]
+    fn a_guest_short_of_memory_is_tried_again_after_a_move_makes_room() {
+        // 102 must leave a (maintenance) but b is full until 101 leaves b for its pin to c.
+        let c = ClusterBuilder::new()
+            .node(node("a").notes("flxp.maintenance").memory(64 * GIB))
+            .node(node("b").memory(32 * GIB))
+            .node(node("c").memory(32 * GIB))
+            .guest(vm(101, "b").mem(20 * GIB, 20 * GIB).tagged("flxp.node.c"))
+            .guest(vm(102, "a").mem(14 * GIB, 14 * GIB).tagged("flxp.node.b"))
+            .build();
+        let (moves, notes) = fixes(&c, 10);
+        let got: Vec<(u32, &str)> = moves.iter().map(|(v, n, _)| (*v, n.as_str())).collect();
+        assert_eq!(got, vec![(101, "c"), (102, "b")], "{notes:?}");
     }
 }

@@ -41,6 +41,8 @@ pub(super) fn detect(sim: &mut Draft, scope: &Scope, scoped: Option<&[UnitId]>) 
         Some(v) => v.to_vec(),
         None => (0..sim.units.all.len()).collect(),
     };
+    #[cfg(test)]
+    super::fix::work::add(&super::fix::work::DETECTED, units.len());
     let found = breaches_among(
         cluster,
         rules,

@@ -16,7 +16,7 @@
 //! only on the best candidates until one passes, so no step runs filters for every guest and node.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 
 use crate::Result;
 use crate::Warning;
@@ -144,6 +144,12 @@ pub(crate) fn balance(sim: &mut Draft, opts: &BalanceOptions) -> Result<Outcome>
     let n = sim.cluster.nodes().len();
     let mut by_node: Vec<Vec<UnitId>> = vec![Vec::new(); n];
     let mut shifts: Vec<Option<Shift>> = vec![None; sim.units.all.len()];
+    let labels: HashSet<&str> = sim
+        .cluster
+        .nodes()
+        .iter()
+        .flat_map(|n| n.labels.iter().map(String::as_str))
+        .collect();
     for (id, shift) in shifts.iter_mut().enumerate() {
         if sim.unit_moved(id) {
             continue;
@@ -151,6 +157,9 @@ pub(crate) fn balance(sim: &mut Draft, opts: &BalanceOptions) -> Result<Outcome>
         let Some(node) = sim.units.get(id).node(&sim.state) else {
             continue;
         };
+        if held_in_place(sim, id, node, &labels) {
+            continue;
+        }
         if !sim.objective.is_balanced(node) {
             continue;
         }
@@ -389,6 +398,20 @@ fn best_swap(
         }
     }
     Ok(None)
+}
+
+/// Whether a member's hard rules refuse every other node whatever moves: a node rule allowing no
+/// node but this one, or a selected label no node has. Every move of such a unit fails the
+/// filters, so it is no candidate: as one, it would only cost work (pairs of them in swaps grow
+/// with the square of the guests per node).
+fn held_in_place(sim: &Draft, unit: UnitId, node: NodeIdx, labels: &HashSet<&str>) -> bool {
+    sim.units.get(unit).members.iter().any(|&m| {
+        let r = sim.rules.guest(m);
+        r.node_rules
+            .iter()
+            .any(|nr| nr.nodes.iter().all(|&n| n == node))
+            || r.selectors.iter().any(|l| !labels.contains(l.as_str()))
+    })
 }
 
 /// Whether two unit moves pass the filters one after the other, each on the state the previous
