@@ -48,7 +48,9 @@ pub mod execute;
 pub mod migrate;
 pub use execute::{Clock, ExecuteOptions, Executor, system_clock};
 pub mod daemon;
+pub mod lease;
 pub use daemon::{Daemon, DaemonOptions, RoundReport, Zone};
+pub use lease::{LeaseKeeper, LeaseOptions, LeaseState};
 mod round;
 #[cfg(test)]
 mod testapi;
