@@ -5,4 +5,5 @@
 mod collect;
 mod daemon;
 mod execute;
+mod lease;
 mod support;
