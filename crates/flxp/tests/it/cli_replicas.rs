@@ -148,3 +148,29 @@ fn of_two_replicas_one_acts_and_the_other_takes_over_when_it_dies() {
         "no migration started after the kill: {tasks:?}"
     );
 }
+
+#[test]
+fn a_balance_run_refuses_while_another_flxp_holds_the_lease() {
+    let z = sim_zone(UNBALANCED, 1.0, "\n[lease]\nenabled = true\n", |_| {});
+    let expires = z.sim.now() as i64 + 3600;
+    z.sim.world().nodes.get_mut("pve1").unwrap().notes =
+        format!("<!-- flxp-lease zone=lab holder=other-host:7:ab expires={expires} -->");
+    let before = z.guests_on("pve1");
+    let (code, _, err) = super::run(&["balance", "--zone", "lab", "--config", z.config()]);
+    assert_ne!(code, 0, "{err}");
+    assert!(
+        err.contains("zone lab is held by another flxp (other-host:7:ab)"),
+        "{err}"
+    );
+    assert_eq!(z.guests_on("pve1"), before, "nothing moved");
+    // A dry run needs no lease.
+    let (code, _, err) = super::run(&[
+        "balance",
+        "--zone",
+        "lab",
+        "--dry-run",
+        "--config",
+        z.config(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+}
