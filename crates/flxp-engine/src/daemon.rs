@@ -30,6 +30,7 @@ use serde::Serialize;
 use crate::blocking;
 use crate::error::{Error, Result};
 use crate::execute::{Clock, ExecuteOptions, Executor, error_chain, system_clock};
+use crate::lease::{LeaseKeeper, LeaseOptions};
 use crate::planning::Goal;
 use crate::progress::{NoProgress, Progress};
 use crate::report::ExecutionReport;
@@ -127,6 +128,9 @@ pub struct RoundReport {
     /// Why the round could not do its work (the zone unreadable, planning refused).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Why the round did nothing: another flxp holds the zone's lease.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub standby: Option<String>,
     /// When to run the next round, seconds from the end of this one.
     pub next_in_secs: f64,
 }
@@ -165,6 +169,9 @@ struct ZoneState {
     held: AtomicU32,
     last: std::sync::Mutex<Option<RoundReport>>,
     round: Arc<tokio::sync::Mutex<()>>,
+    lease: Option<Arc<LeaseKeeper>>,
+    /// Wakes the zone's loop when the lease is taken, so a standby acts at once.
+    taken: Arc<tokio::sync::Notify>,
 }
 
 /// Called with every round's report.
@@ -179,6 +186,16 @@ struct Parts {
     progress: Arc<dyn Progress>,
     clock: Clock,
     listener: Option<RoundListener>,
+    lease: Option<LeaseSettings>,
+}
+
+/// The lease every zone's rounds need (see [`crate::lease`]).
+#[derive(Debug, Clone)]
+pub struct LeaseSettings {
+    /// TTL, margin and this process's holder name.
+    pub options: LeaseOptions,
+    /// The node holding each zone's lease, when configured (else the first cluster member).
+    pub nodes: BTreeMap<String, String>,
 }
 
 struct Inner {
@@ -214,6 +231,7 @@ impl Daemon {
             progress: Arc::new(NoProgress),
             clock: system_clock(),
             listener: None,
+            lease: None,
         })
     }
 
@@ -230,6 +248,15 @@ impl Daemon {
                         held: AtomicU32::new(0),
                         last: std::sync::Mutex::new(None),
                         round: Arc::new(tokio::sync::Mutex::new(())),
+                        lease: parts.lease.as_ref().map(|l| {
+                            Arc::new(LeaseKeeper::new(
+                                z.api.clone(),
+                                z.name.clone(),
+                                l.nodes.get(&z.name).cloned(),
+                                l.options.clone(),
+                            ))
+                        }),
+                        taken: Arc::new(tokio::sync::Notify::new()),
                     },
                 )
             })
@@ -264,6 +291,39 @@ impl Daemon {
     /// [`Daemon::run_round`] alike (a fresh daemon: call before sharing it).
     pub fn on_round(self, listener: RoundListener) -> Self {
         self.rebuild(|p| p.listener = Some(listener))
+    }
+
+    /// The same daemon acting in a zone only while it holds the zone's lease (a fresh daemon:
+    /// call before sharing it).
+    pub fn with_lease(self, lease: LeaseSettings) -> Self {
+        self.rebuild(|p| p.lease = Some(lease))
+    }
+
+    /// Whether this process may act in a zone now: `Err` names the lease holder when another
+    /// flxp holds it (a zone without a lease, or an unknown zone, is `Ok`).
+    pub async fn may_act(&self, zone: &str) -> std::result::Result<(), String> {
+        match self.inner.zones.get(zone).and_then(|z| z.lease.as_ref()) {
+            None => Ok(()),
+            Some(k) => {
+                if !k.holding() {
+                    k.tick().await;
+                }
+                if k.holding() {
+                    Ok(())
+                } else {
+                    Err(k.refusal())
+                }
+            }
+        }
+    }
+
+    /// Gives up every lease held (after a clean stop), so another replica takes over at once.
+    pub async fn release_leases(&self) {
+        for z in self.inner.zones.values() {
+            if let Some(k) = &z.lease {
+                k.release().await;
+            }
+        }
     }
 
     /// The managed zones, by name.
@@ -355,11 +415,23 @@ impl Daemon {
             balance: None,
             stale: Vec::new(),
             error: None,
+            standby: None,
             next_in_secs: o.interval.as_secs_f64(),
         };
         if self.is_stopped() {
             report.error = Some("the daemon is stopping".into());
             return report;
+        }
+        if let Some(k) = &z.lease {
+            if !k.holding() {
+                k.tick().await;
+            }
+            if !k.holding() {
+                // Another replica acts; look again soon, so a takeover is not an interval late.
+                report.standby = Some(k.refusal());
+                report.next_in_secs = o.interval.min(k.options().renew_every()).as_secs_f64();
+                return report;
+            }
         }
         let executor = Executor::new(
             z.zone.name.clone(),
@@ -413,6 +485,7 @@ impl Daemon {
             tracing::info!(summary = %plan.summary, "evacuation planned");
             let moves = !plan.migrations.is_empty();
             let execution = if moves {
+                self.still_holding(z)?;
                 Some(executor.execute(plan.clone(), &goal).await)
             } else {
                 None
@@ -460,6 +533,7 @@ impl Daemon {
         let execution = if plan.migrations.is_empty() {
             None
         } else {
+            self.still_holding(z)?;
             Some(executor.execute(plan.clone(), &goal).await)
         };
         report.balance = Some(Executed { plan, execution });
@@ -489,6 +563,16 @@ impl Daemon {
         crate::stale::clean(&z.zone.api, cluster, &in_flight, now, &o.stale, &wait).await
     }
 
+    /// Planning may take long: the lease is checked again before anything is carried out.
+    fn still_holding(&self, z: &ZoneState) -> Result<()> {
+        match &z.lease {
+            Some(k) if !k.holding() => Err(Error::LeaseLost {
+                zone: z.zone.name.clone(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// Runs rounds in every zone until `shutdown` completes (or [`Daemon::stop`] is called), each
     /// zone again after the time its last round asked for; then lets running migrations end and
     /// returns.
@@ -509,16 +593,32 @@ impl Daemon {
     }
 
     async fn zone_loop(&self, z: &ZoneState) {
-        let mut stop = self.inner.stop.clone();
-        loop {
-            let report = self.locked_round(z).await;
-            if self.is_stopped() {
-                return;
+        let rounds = async {
+            let mut stop = self.inner.stop.clone();
+            loop {
+                let report = self.locked_round(z).await;
+                if self.is_stopped() {
+                    return;
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(report.next_in()) => {}
+                    () = z.taken.notified(), if report.standby.is_some() => {}
+                    () = stop.stopped() => return,
+                }
             }
-            tokio::select! {
-                () = tokio::time::sleep(report.next_in()) => {}
-                () = stop.stopped() => return,
+        };
+        match &z.lease {
+            // The lease is renewed beside the rounds: a round carrying out a long plan must not
+            // let it lapse.
+            Some(k) => {
+                // Renewal goes on while a stop drains running migrations, and ends with the rounds.
+                let renew = k.keep(|| z.taken.notify_one());
+                tokio::select! {
+                    () = rounds => {}
+                    () = renew => {}
+                }
             }
+            None => rounds.await,
         }
     }
 }

@@ -35,6 +35,12 @@ pub enum Error {
         /// The cluster's nodes, comma-separated.
         known: String,
     },
+    /// The zone's lease lapsed while the round planned: another flxp may act there now.
+    #[error("the lease of zone {zone} lapsed before the plan was carried out; nothing started")]
+    LeaseLost {
+        /// The zone.
+        zone: String,
+    },
     /// A zone that this daemon does not manage.
     #[error("zone {zone:?} is not managed here; zones: {known}")]
     UnknownZone {

@@ -49,8 +49,10 @@ pub mod execute;
 pub mod migrate;
 pub use execute::{Clock, ExecuteOptions, Executor, system_clock};
 pub mod daemon;
+pub mod lease;
 pub mod stale;
 pub use daemon::{Daemon, DaemonOptions, RoundReport, Zone};
+pub use lease::{LeaseKeeper, LeaseOptions, LeaseState};
 pub use stale::{StaleAction, StaleMarker, StaleOptions};
 mod round;
 #[cfg(test)]

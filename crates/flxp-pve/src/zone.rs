@@ -71,6 +71,10 @@ pub struct ZoneConfig {
     /// Request timeout in seconds (default 30).
     #[serde(default)]
     pub timeout_secs: Option<u64>,
+    /// The node whose notes hold flxp's lease of this zone (`[lease]`); default: the
+    /// alphabetically first cluster member.
+    #[serde(default)]
+    pub lease_node: Option<String>,
 }
 
 /// `fingerprint = "AA:.."` or `fingerprint = ["AA:..", "BB:.."]` (each node has its own cert).

@@ -184,6 +184,18 @@ mod tests {
     }
 
     #[test]
+    fn the_lease_comment_line_is_no_token_and_no_warning() {
+        // flxp's zone lease (engine `lease` module) lives in the lease node's notes.
+        let t = parse(
+            "pve1",
+            "flxp.label.ssd\n<!-- flxp-lease zone=lab holder=host-1.example:4242:9f3a expires=1764400030 -->",
+        );
+        assert_eq!(t.labels, BTreeSet::from(["ssd".to_owned()]));
+        assert!(!t.maintenance && t.taints.is_empty() && t.prefer_no.is_empty());
+        assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+    }
+
+    #[test]
     fn tokens_are_read_from_markdown() {
         let t = parse(
             "pve1",

@@ -6,4 +6,5 @@ mod collect;
 mod daemon;
 mod execute;
 mod inflight;
+mod lease;
 mod support;

@@ -151,7 +151,8 @@ pub fn carry_out(
         (None, Some(zone)) => {
             config.zone(zone).map_err(UsageError)?;
             let client = config.client(zone)?;
-            let executor = Executor::new(zone.clone(), client.into(), Arc::clone(&placer))
+            let api: flxp_pve::Pve = client.into();
+            let executor = Executor::new(zone.clone(), api.clone(), Arc::clone(&placer))
                 .with_overrides(config.overrides(zone))
                 .with_options(execute_options(config));
             let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -159,7 +160,15 @@ pub fn carry_out(
                 .enable_all()
                 .build()
                 .context("cannot start the async runtime")?;
-            runtime.block_on(plan_and_run(executor, goal, dry_run, json, zone))?
+            let lease = config.lease_settings().map(|l| {
+                Arc::new(flxp_engine::LeaseKeeper::new(
+                    api,
+                    zone.clone(),
+                    l.nodes.get(zone).cloned(),
+                    l.options,
+                ))
+            });
+            runtime.block_on(plan_and_run(executor, goal, dry_run, json, zone, lease))?
         }
         (None, None) => {
             return Err(UsageError(
@@ -204,6 +213,7 @@ async fn plan_and_run(
     dry_run: bool,
     json: bool,
     zone: &str,
+    lease: Option<Arc<flxp_engine::LeaseKeeper>>,
 ) -> Result<(Plan, Option<ExecutionReport>)> {
     let plan = match executor.plan(goal).await {
         Err(e @ flxp_engine::Error::UnknownNode { .. }) => {
@@ -221,6 +231,33 @@ async fn plan_and_run(
         return Ok((plan, None));
     }
     let (stop_handle, stop) = flxp_engine::stop_signal();
+    let stop_handle = Arc::new(stop_handle);
+    let release = lease.clone();
+    if let Some(keeper) = lease {
+        // With `[lease] enabled`, a run moves guests only while it holds the zone's lease.
+        keeper.tick().await;
+        if !keeper.holding() {
+            return Err(anyhow::anyhow!(
+                "{}; not carrying out the plan (stop that flxp, or try again later)",
+                keeper.refusal()
+            ));
+        }
+        let lapse = Arc::clone(&stop_handle);
+        tokio::spawn(async move {
+            let renew = keeper.keep(|| {});
+            tokio::pin!(renew);
+            loop {
+                tokio::select! {
+                    () = &mut renew => {}
+                    () = tokio::time::sleep(keeper.options().renew_every()) => {}
+                }
+                if !keeper.holding() {
+                    tracing::error!("the zone's lease lapsed: starting no new migration");
+                    lapse.stop();
+                }
+            }
+        });
+    }
     let bars = progress::on_stderr();
     let mut executor = executor.with_stop(stop);
     if let Some(b) = &bars {
@@ -241,6 +278,9 @@ async fn plan_and_run(
         Some(b) => round.with_subscriber(b.log_dispatch()).await,
         None => round.await,
     };
+    if let Some(keeper) = release {
+        keeper.release().await;
+    }
     Ok((plan, Some(report)))
 }
 

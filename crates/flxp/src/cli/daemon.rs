@@ -105,6 +105,10 @@ fn log_round(r: &RoundReport) {
             }
         })
     };
+    if r.standby.is_some() {
+        // Logged once per holder by the lease keeper: "standby: zone X is held by H until T".
+        return;
+    }
     match &r.error {
         Some(e) => {
             tracing::error!(zone = %r.zone, error = %e, retry_in_secs = r.next_in_secs, "round failed")
@@ -131,7 +135,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let daemon = Daemon::new(zones, placer, options.clone()).on_round(Arc::new(log_round));
+    let mut daemon = Daemon::new(zones, placer, options.clone()).on_round(Arc::new(log_round));
+    if let Some(lease) = config.lease_settings() {
+        tracing::info!(
+            holder = %lease.options.holder,
+            ttl_secs = lease.options.ttl.as_secs(),
+            margin_secs = lease.options.margin.as_secs(),
+            "acting only while holding each zone's lease"
+        );
+        daemon = daemon.with_lease(lease);
+    }
     tracing::info!(
         zones = %daemon.zones().join(", "),
         interval_secs = options.interval.as_secs(),
@@ -152,6 +165,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             std::process::exit(1);
         });
     }));
+    runtime.block_on(daemon.release_leases());
     tracing::info!("daemon stopped");
     Ok(ExitCode::SUCCESS)
 }

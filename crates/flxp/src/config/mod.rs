@@ -44,8 +44,8 @@ pub use sections::CreateVmSection;
 #[cfg(test)]
 use sections::Size;
 pub use sections::{
-    ApiSection, ComputeProfile, DaemonSection, Image, MigrationSection, Network, NodeOverride,
-    PlacementSection, Role, StorageProfile,
+    ApiSection, ComputeProfile, DaemonSection, Image, LeaseSection, MigrationSection, Network,
+    NodeOverride, PlacementSection, Role, StorageProfile,
 };
 
 /// Where the config file is when neither `--config` nor `FLXP_CONFIG` says.
@@ -83,6 +83,8 @@ pub struct Config {
     pub networks: BTreeMap<String, Network>,
     /// How `createVM` carries out its steps.
     pub create_vm: CreateVmSection,
+    /// One active flxp per zone.
+    pub lease: LeaseSection,
     /// The file and text it was read from, to place mistakes found later (unreadable secrets).
     #[serde(skip)]
     origin: Option<Origin>,
@@ -220,6 +222,23 @@ impl Config {
         }
     }
 
+    /// The zone lease the daemon and on-demand runs need, when `[lease] enabled`.
+    pub fn lease_settings(&self) -> Option<flxp_engine::daemon::LeaseSettings> {
+        let l = &self.lease;
+        l.enabled.then(|| flxp_engine::daemon::LeaseSettings {
+            options: flxp_engine::LeaseOptions {
+                ttl: std::time::Duration::from_secs(l.ttl_secs),
+                margin: std::time::Duration::from_secs(l.margin_secs),
+                holder: flxp_engine::lease::holder_id(),
+            },
+            nodes: self
+                .zones
+                .iter()
+                .filter_map(|(name, z)| Some((name.clone(), z.lease_node.clone()?)))
+                .collect(),
+        })
+    }
+
     /// Checks what serde cannot: references between tables, ranges, names.
     fn check(&self) -> Result<(), (String, String)> {
         for (name, zone) in &self.zones {
@@ -231,6 +250,15 @@ impl Config {
                 }
                 other => (format!("zones.{name}"), other.to_string()),
             })?;
+        }
+        if self.lease.ttl_secs <= self.lease.margin_secs {
+            return Err((
+                "lease.ttl-secs".into(),
+                format!(
+                    "must be longer than lease.margin-secs ({}): a holder stops acting at ttl - margin",
+                    self.lease.margin_secs
+                ),
+            ));
         }
         let policies = self.policies()?;
         self.placement_options()

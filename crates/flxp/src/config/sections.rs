@@ -109,6 +109,28 @@ impl Default for DaemonSection {
     }
 }
 
+/// `[lease]`: one active flxp per zone, through a lease in the lease node's notes.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct LeaseSection {
+    /// Act in a zone only while holding its lease (needs `Sys.Modify` on the lease node).
+    pub enabled: bool,
+    /// Seconds a lease is valid without renewal (renewed every third of it).
+    pub ttl_secs: u64,
+    /// Seconds allowed for clock skew between the cluster's nodes.
+    pub margin_secs: u64,
+}
+
+impl Default for LeaseSection {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            ttl_secs: 30,
+            margin_secs: 5,
+        }
+    }
+}
+
 /// Reads an inline secret through [`flxp_pve::Secret`], whose errors never show the value.
 fn inline_secret<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
     let secret = flxp_pve::Secret::deserialize(d)?;

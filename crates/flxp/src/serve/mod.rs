@@ -362,7 +362,11 @@ fn daemon(
         ..DaemonOptions::default()
     };
     let metrics = Arc::clone(metrics);
-    Daemon::new(zones, Arc::clone(placer), options).on_round(Arc::new(move |r| {
+    let daemon = match config.lease_settings() {
+        Some(lease) => Daemon::new(zones, Arc::clone(placer), options).with_lease(lease),
+        None => Daemon::new(zones, Arc::clone(placer), options),
+    };
+    daemon.on_round(Arc::new(move |r| {
         crate::cli::daemon::log_unplaced(r);
         metrics.migrations(&r.zone, "done", r.migrations_done() as u64);
         metrics.migrations(&r.zone, "failed", r.migrations_failed() as u64);

@@ -215,6 +215,11 @@ async fn run(s: &AppState, zone: &str, goal: Goal) -> Result<RunResult, ApiError
         }
     };
     let round = s.daemon.lock_zone(zone).await.ok();
+    // With `[lease] enabled`, only the replica holding the zone's lease moves guests there.
+    s.daemon
+        .may_act(zone)
+        .await
+        .map_err(|why| ApiError::new(Code::Unavailable, why))?;
     // New VMs keep off the nodes being emptied until the run ends.
     let evacuating = match &goal {
         Goal::Evacuate { nodes, .. } => Some(z.evacuating(nodes)),

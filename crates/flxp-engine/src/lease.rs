@@ -1,0 +1,407 @@
+//! One active flxp per zone: a lease kept in one node's notes, written with compare-and-swap.
+//!
+//! The lease is one HTML comment line in the `description` of `GET/PUT /nodes/{node}/config`
+//! (invisible in the rendered notes):
+//! `<!-- flxp-lease zone=<zone> holder=<host:pid:random> expires=<epoch secs> -->`. A write sends
+//! the `digest` it read, and Proxmox refuses it under the node config's cluster-wide lock when the
+//! file changed in between (pve-manager `PVE/API2/NodeConfig.pm`, `PVE::Tools::assert_if_modified`):
+//! of two replicas writing at once, one wins.
+//!
+//! Clocks: the expiry is written and compared in Proxmox's clock (the `Date` header of its
+//! answers), never this machine's. A holder stops acting when its own monotonic clock says
+//! `renew-sent + ttl - margin` passed without a successful renewal; a contender takes over only
+//! when Proxmox's clock is past `expires + margin`. The margin covers clock skew between the
+//! cluster's nodes (each may answer the API).
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use flxp_pve::Pve;
+use flxp_pve::types::NodeConfigUpdate;
+use tokio::time::Instant;
+
+/// Lease settings (the config's `[lease]` table).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseOptions {
+    /// How long a written lease is valid (Proxmox clock).
+    pub ttl: Duration,
+    /// Allowance for clock skew between cluster nodes and for the request's time in flight.
+    pub margin: Duration,
+    /// This process's name in the lease, `host:pid:random`.
+    pub holder: String,
+}
+
+impl Default for LeaseOptions {
+    fn default() -> Self {
+        Self {
+            ttl: Duration::from_secs(30),
+            margin: Duration::from_secs(5),
+            holder: holder_id(),
+        }
+    }
+}
+
+impl LeaseOptions {
+    /// Time between renewals: a third of the TTL, so one lost renewal does not lose the lease.
+    pub fn renew_every(&self) -> Duration {
+        (self.ttl / 3).max(Duration::from_millis(100))
+    }
+}
+
+/// `host:pid:random`: unique per process, readable by an admin.
+pub fn holder_id() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into());
+    let host: String = host
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.'))
+        .collect();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let random = u64::from(nanos) ^ (u64::from(std::process::id()) << 32);
+    format!("{host}:{}:{random:x}", std::process::id())
+}
+
+/// One zone's lease as written in the notes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRecord {
+    /// The zone.
+    pub zone: String,
+    /// Who holds it.
+    pub holder: String,
+    /// End of validity, epoch seconds in Proxmox's clock.
+    pub expires: i64,
+}
+
+impl LeaseRecord {
+    /// The notes line.
+    pub fn line(&self) -> String {
+        format!(
+            "<!-- flxp-lease zone={} holder={} expires={} -->",
+            self.zone, self.holder, self.expires
+        )
+    }
+
+    /// Reads one notes line; `None` for anything else.
+    pub fn parse_line(line: &str) -> Option<Self> {
+        let body = line
+            .trim()
+            .strip_prefix("<!--")?
+            .strip_suffix("-->")?
+            .trim();
+        let mut words = body.split_whitespace();
+        if words.next()? != "flxp-lease" {
+            return None;
+        }
+        let (mut zone, mut holder, mut expires) = (None, None, None);
+        for w in words {
+            match w.split_once('=')? {
+                ("zone", v) => zone = Some(v.to_owned()),
+                ("holder", v) => holder = Some(v.to_owned()),
+                ("expires", v) => expires = v.parse().ok(),
+                _ => {}
+            }
+        }
+        Some(Self {
+            zone: zone?,
+            holder: holder?,
+            expires: expires?,
+        })
+    }
+}
+
+/// The lease of `zone` in these notes.
+pub fn find(notes: &str, zone: &str) -> Option<LeaseRecord> {
+    notes
+        .lines()
+        .filter_map(LeaseRecord::parse_line)
+        .find(|r| r.zone == zone)
+}
+
+/// The notes with `zone`'s lease line replaced by `record` (or removed when `None`); every other
+/// line is kept as it was.
+pub fn rewrite(notes: &str, zone: &str, record: Option<&LeaseRecord>) -> String {
+    let mut lines: Vec<String> = notes
+        .lines()
+        .filter(|l| LeaseRecord::parse_line(l).is_none_or(|r| r.zone != zone))
+        .map(str::to_owned)
+        .collect();
+    if let Some(r) = record {
+        lines.push(r.line());
+    }
+    lines.join("\n")
+}
+
+/// What to do with the lease as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Ours: write a later expiry.
+    Renew,
+    /// Free or expired past the margin: try to take it.
+    Take,
+    /// Another holder's, still valid (or within the margin).
+    Wait {
+        /// The holder.
+        holder: String,
+        /// Its expiry, Proxmox clock.
+        expires: i64,
+    },
+}
+
+/// Judges the lease read from the notes at Proxmox time `now`.
+pub fn judge(current: Option<&LeaseRecord>, me: &str, now: i64, margin: Duration) -> Verdict {
+    match current {
+        None => Verdict::Take,
+        Some(r) if r.holder == me => Verdict::Renew,
+        Some(r) if now > r.expires.saturating_add(secs(margin)) => Verdict::Take,
+        Some(r) => Verdict::Wait {
+            holder: r.holder.clone(),
+            expires: r.expires,
+        },
+    }
+}
+
+/// Until when (this machine's monotonic clock) a renewal sent at `sent` lets the holder act.
+pub fn valid_until(sent: Instant, ttl: Duration, margin: Duration) -> Instant {
+    sent + ttl.saturating_sub(margin)
+}
+
+fn secs(d: Duration) -> i64 {
+    i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
+}
+
+/// What a lease attempt found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseState {
+    /// This process holds it.
+    Held,
+    /// Another process holds it.
+    Standby {
+        /// The holder.
+        holder: String,
+        /// Its expiry, epoch seconds in Proxmox's clock.
+        expires: i64,
+    },
+    /// The lease could not be read or written (lease node down, refused, lost a race).
+    Unknown(String),
+}
+
+#[derive(Default)]
+struct KeeperState {
+    valid_until: Option<Instant>,
+    node: Option<String>,
+    last: Option<LeaseState>,
+}
+
+/// Takes and renews one zone's lease over its API (the I/O edge of this module).
+pub struct LeaseKeeper {
+    api: Pve,
+    zone: String,
+    node: Option<String>,
+    options: LeaseOptions,
+    state: Mutex<KeeperState>,
+}
+
+impl std::fmt::Debug for LeaseKeeper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaseKeeper")
+            .field("zone", &self.zone)
+            .field("node", &self.node)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LeaseKeeper {
+    /// A keeper of `zone`'s lease on `node` (else the alphabetically first cluster member).
+    pub fn new(api: Pve, zone: String, node: Option<String>, options: LeaseOptions) -> Self {
+        Self {
+            api,
+            zone,
+            node,
+            options,
+            state: Mutex::new(KeeperState::default()),
+        }
+    }
+
+    /// The settings.
+    pub fn options(&self) -> &LeaseOptions {
+        &self.options
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, KeeperState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether this process may act now: its last renewal is still valid by its own clock.
+    pub fn holding(&self) -> bool {
+        self.lock().valid_until.is_some_and(|t| Instant::now() < t)
+    }
+
+    /// The last attempt's outcome.
+    pub fn last(&self) -> Option<LeaseState> {
+        self.lock().last.clone()
+    }
+
+    /// The node holding the lease: configured, or the alphabetically first cluster member
+    /// (offline ones included, so that every replica picks the same).
+    async fn lease_node(&self) -> Result<String, String> {
+        if let Some(n) = self.node.clone().or_else(|| self.lock().node.clone()) {
+            return Ok(n);
+        }
+        let status = self
+            .api
+            .cluster_status()
+            .await
+            .map_err(|e| format!("cannot read the cluster membership: {e}"))?;
+        let first = status
+            .iter()
+            .filter(|e| e.kind.as_deref() == Some("node"))
+            .filter_map(|e| e.name.clone())
+            .min()
+            .ok_or("the cluster status lists no node")?;
+        self.lock().node = Some(first.clone());
+        Ok(first)
+    }
+
+    /// Takes or renews the lease once; logs changes of holder once.
+    pub async fn tick(&self) -> LeaseState {
+        let sent = Instant::now();
+        let state = match self.try_tick(sent).await {
+            Ok(s) => s,
+            Err(e) => LeaseState::Unknown(e),
+        };
+        let mut st = self.lock();
+        match &state {
+            LeaseState::Held => {
+                st.valid_until = Some(valid_until(sent, self.options.ttl, self.options.margin));
+                if st.last != Some(LeaseState::Held) {
+                    tracing::info!(zone = %self.zone, holder = %self.options.holder, "lease taken: this replica acts on the zone");
+                }
+            }
+            LeaseState::Standby { holder, expires } => {
+                st.valid_until = None;
+                let same =
+                    matches!(&st.last, Some(LeaseState::Standby { holder: h, .. }) if h == holder);
+                if !same {
+                    tracing::info!(
+                        "standby: zone {} is held by {holder} until {expires} (Proxmox clock, epoch seconds)",
+                        self.zone
+                    );
+                }
+            }
+            LeaseState::Unknown(e) => {
+                // Keep acting until the last renewal's validity ends; then stop (see `holding`).
+                if !matches!(st.last, Some(LeaseState::Unknown(_))) {
+                    tracing::warn!(zone = %self.zone, error = %e, "cannot renew or take the lease");
+                }
+            }
+        }
+        st.last = Some(state.clone());
+        state
+    }
+
+    async fn try_tick(&self, _sent: Instant) -> Result<LeaseState, String> {
+        let node = self.lease_node().await?;
+        let cfg = self
+            .api
+            .node_config(&node)
+            .await
+            .map_err(|e| format!("cannot read the lease on node {node}: {e}"))?;
+        let now = self
+            .api
+            .server_time()
+            .ok_or("Proxmox sent no Date header: no clock to judge the lease by")?;
+        let notes = cfg.description.unwrap_or_default();
+        let current = find(&notes, &self.zone);
+        match judge(
+            current.as_ref(),
+            &self.options.holder,
+            now,
+            self.options.margin,
+        ) {
+            Verdict::Wait { holder, expires } => Ok(LeaseState::Standby { holder, expires }),
+            Verdict::Renew | Verdict::Take => {
+                let record = LeaseRecord {
+                    zone: self.zone.clone(),
+                    holder: self.options.holder.clone(),
+                    expires: now.saturating_add(secs(self.options.ttl).max(1)),
+                };
+                self.write(&node, &notes, Some(&record), cfg.digest).await?;
+                Ok(LeaseState::Held)
+            }
+        }
+    }
+
+    async fn write(
+        &self,
+        node: &str,
+        notes: &str,
+        record: Option<&LeaseRecord>,
+        digest: Option<String>,
+    ) -> Result<(), String> {
+        let update = NodeConfigUpdate {
+            description: Some(rewrite(notes, &self.zone, record)),
+            delete: None,
+            digest,
+        };
+        self.api
+            .update_node_config(node, &update)
+            .await
+            .map_err(|e| format!("cannot write the lease on node {node}: {e}"))
+    }
+
+    /// Gives the lease up if held (on a clean stop), so another replica takes over at once.
+    pub async fn release(&self) {
+        self.lock().valid_until = None;
+        let Ok(node) = self.lease_node().await else {
+            return;
+        };
+        let Ok(cfg) = self.api.node_config(&node).await else {
+            return;
+        };
+        let notes = cfg.description.unwrap_or_default();
+        if find(&notes, &self.zone).is_some_and(|r| r.holder == self.options.holder) {
+            match self.write(&node, &notes, None, cfg.digest).await {
+                Ok(()) => tracing::info!(zone = %self.zone, "lease released"),
+                Err(e) => tracing::warn!(zone = %self.zone, error = %e, "cannot release the lease"),
+            }
+        }
+    }
+
+    /// Renews the lease every third of its TTL, for as long as the future is polled (drop it to
+    /// stop); `taken` is called whenever the lease is (re)gained, so a waiting round starts at once.
+    pub async fn keep(&self, taken: impl Fn()) {
+        loop {
+            let was = self.holding();
+            if self.tick().await == LeaseState::Held && !was {
+                taken();
+            }
+            tokio::time::sleep(self.options.renew_every()).await;
+        }
+    }
+
+    /// Why this process may not act now, naming the holder when known.
+    pub fn refusal(&self) -> String {
+        match self.last() {
+            Some(LeaseState::Standby { holder, expires }) => format!(
+                "zone {} is held by another flxp ({holder}) until {expires} (Proxmox clock, epoch seconds)",
+                self.zone
+            ),
+            Some(LeaseState::Unknown(e)) => {
+                format!(
+                    "this flxp does not hold the lease of zone {}: {e}",
+                    self.zone
+                )
+            }
+            _ => format!("this flxp does not hold the lease of zone {}", self.zone),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,259 @@
+//! The lease's pure rules, and two keepers racing over an in-memory node config under paused time.
+// Tests may panic on malformed fixtures: that is the failure report.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use async_trait::async_trait;
+use flxp_pve::{Request, Transport};
+
+use super::*;
+
+const MARGIN: Duration = Duration::from_secs(5);
+
+fn record(holder: &str, expires: i64) -> LeaseRecord {
+    LeaseRecord {
+        zone: "lab".into(),
+        holder: holder.into(),
+        expires,
+    }
+}
+
+#[test]
+fn a_lease_line_round_trips_and_other_lines_are_kept() {
+    let r = record("h1:42:abc", 1_000);
+    assert_eq!(
+        r.line(),
+        "<!-- flxp-lease zone=lab holder=h1:42:abc expires=1000 -->"
+    );
+    assert_eq!(LeaseRecord::parse_line(&r.line()), Some(r.clone()));
+    let notes = "flxp.label.ssd\n<!-- flxp-lease zone=other holder=x expires=5 -->";
+    let written = rewrite(notes, "lab", Some(&r));
+    assert_eq!(find(&written, "lab"), Some(r.clone()));
+    assert_eq!(find(&written, "other").map(|o| o.holder), Some("x".into()));
+    assert!(written.starts_with("flxp.label.ssd\n"));
+    // Renewal replaces the line, never adds a second one.
+    let renewed = rewrite(&written, "lab", Some(&record("h1:42:abc", 2_000)));
+    assert_eq!(renewed.matches("zone=lab").count(), 1);
+    assert_eq!(
+        rewrite(&renewed, "lab", None).matches("zone=lab").count(),
+        0
+    );
+    for bad in [
+        "<!-- a comment -->",
+        "<!-- flxp-lease zone=lab holder=x -->",
+        "<!-- flxp-lease zone=lab holder=x expires=soon -->",
+        "flxp-lease zone=lab holder=x expires=5",
+    ] {
+        assert_eq!(LeaseRecord::parse_line(bad), None, "{bad}");
+    }
+}
+
+#[test]
+fn a_contender_takes_only_past_expiry_plus_margin() {
+    let r = record("other", 1_000);
+    assert_eq!(judge(None, "me", 0, MARGIN), Verdict::Take);
+    assert_eq!(judge(Some(&r), "other", 2_000, MARGIN), Verdict::Renew);
+    for now in [900, 1_000, 1_005] {
+        assert_eq!(
+            judge(Some(&r), "me", now, MARGIN),
+            Verdict::Wait {
+                holder: "other".into(),
+                expires: 1_000
+            },
+            "at {now}"
+        );
+    }
+    assert_eq!(judge(Some(&r), "me", 1_006, MARGIN), Verdict::Take);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_holder_stops_margin_before_its_lease_ends() {
+    let sent = Instant::now();
+    let until = valid_until(sent, Duration::from_secs(30), MARGIN);
+    assert_eq!(until - sent, Duration::from_secs(25));
+    assert_eq!(
+        valid_until(sent, Duration::from_secs(3), MARGIN),
+        sent,
+        "a TTL shorter than the margin is never valid"
+    );
+}
+
+/// One node's config in memory: notes, digest check, and a Proxmox clock that follows paused
+/// tokio time.
+struct Node {
+    notes: std::sync::Mutex<String>,
+    start: Instant,
+    epoch: i64,
+    down: std::sync::atomic::AtomicBool,
+    writes: AtomicI64,
+}
+
+impl Node {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            notes: std::sync::Mutex::new("flxp.label.ssd".into()),
+            start: Instant::now(),
+            epoch: 1_764_400_000,
+            down: false.into(),
+            writes: AtomicI64::new(0),
+        })
+    }
+
+    fn digest(notes: &str) -> String {
+        format!(
+            "{:x}",
+            notes.len() * 31 + notes.bytes().map(usize::from).sum::<usize>()
+        )
+    }
+}
+
+#[async_trait]
+impl Transport for Node {
+    async fn send(&self, request: Request) -> flxp_pve::Result<serde_json::Value> {
+        // Lets two keepers' calls interleave, as two processes' do.
+        tokio::task::yield_now().await;
+        if self.down.load(Ordering::Relaxed) {
+            return Err(flxp_pve::api_error(
+                "GET",
+                request.endpoint,
+                595,
+                "no route to host",
+                b"",
+            ));
+        }
+        let mut notes = self.notes.lock().unwrap();
+        match request.endpoint {
+            "GET /cluster/status" => Ok(serde_json::json!([
+                {"type": "cluster", "name": "lab"},
+                {"type": "node", "name": "pve2"},
+                {"type": "node", "name": "pve1"}
+            ])),
+            "GET /nodes/{node}/config" => {
+                assert_eq!(request.path, "/nodes/pve1/config");
+                Ok(serde_json::json!({"description": *notes, "digest": Self::digest(&notes)}))
+            }
+            "PUT /nodes/{node}/config" => {
+                let u: NodeConfigUpdate = request.decode_params().unwrap();
+                if u.digest.as_deref() != Some(Self::digest(&notes).as_str()) {
+                    return Err(flxp_pve::api_error(
+                        "PUT",
+                        request.endpoint,
+                        500,
+                        "detected modified configuration - file changed by other user? Try again.",
+                        b"",
+                    ));
+                }
+                *notes = u.description.unwrap_or_default();
+                self.writes.fetch_add(1, Ordering::Relaxed);
+                Ok(serde_json::Value::Null)
+            }
+            other => panic!("unexpected call {other}"),
+        }
+    }
+
+    fn server_time(&self) -> Option<i64> {
+        let elapsed = i64::try_from(self.start.elapsed().as_secs()).unwrap();
+        Some(self.epoch + elapsed)
+    }
+}
+
+fn keeper(node: &Arc<Node>, holder: &str) -> LeaseKeeper {
+    let api = Pve::from_arc(Arc::clone(node) as Arc<dyn Transport>);
+    LeaseKeeper::new(
+        api,
+        "lab".into(),
+        None,
+        LeaseOptions {
+            ttl: Duration::from_secs(30),
+            margin: MARGIN,
+            holder: holder.into(),
+        },
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_of_two_keepers_holds_and_the_other_takes_over_after_ttl_and_margin() {
+    let node = Node::new();
+    let a = keeper(&node, "a");
+    let b = keeper(&node, "b");
+    assert_eq!(a.tick().await, LeaseState::Held);
+    assert!(matches!(b.tick().await, LeaseState::Standby { ref holder, .. } if holder == "a"));
+    assert!(a.holding() && !b.holding());
+    assert!(
+        b.refusal().contains("held by another flxp (a)"),
+        "{}",
+        b.refusal()
+    );
+    // The first cluster member holds the lease, and the other notes stay.
+    assert!(
+        node.notes
+            .lock()
+            .unwrap()
+            .starts_with("flxp.label.ssd\n<!-- flxp-lease zone=lab holder=a ")
+    );
+
+    // a renews every 10 s for a minute: b never gets it.
+    for _ in 0..6 {
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert_eq!(a.tick().await, LeaseState::Held);
+        assert!(matches!(b.tick().await, LeaseState::Standby { .. }));
+        assert!(a.holding() && !b.holding());
+    }
+
+    // a dies (stops renewing). b waits TTL + margin from a's last renewal, then takes it.
+    let died = Instant::now();
+    loop {
+        tokio::time::advance(Duration::from_secs(10)).await;
+        if b.tick().await == LeaseState::Held {
+            break;
+        }
+    }
+    let took = died.elapsed();
+    assert!(took > Duration::from_secs(35), "{took:?}");
+    assert!(took <= Duration::from_secs(45), "{took:?}");
+    // a's own clock told it to stop long before.
+    assert!(!a.holding());
+    // Back, a finds b holding and stands by.
+    assert!(matches!(a.tick().await, LeaseState::Standby { ref holder, .. } if holder == "b"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_holder_that_cannot_renew_stops_acting_at_ttl_minus_margin() {
+    let node = Node::new();
+    let a = keeper(&node, "a");
+    assert_eq!(a.tick().await, LeaseState::Held);
+    node.down.store(true, Ordering::Relaxed);
+    tokio::time::advance(Duration::from_secs(10)).await;
+    assert!(matches!(a.tick().await, LeaseState::Unknown(_)));
+    assert!(a.holding(), "one failed renewal is within the TTL");
+    tokio::time::advance(Duration::from_secs(16)).await;
+    assert!(!a.holding(), "past ttl - margin without a renewal");
+}
+
+#[tokio::test(start_paused = true)]
+async fn of_two_writers_with_the_same_digest_one_wins() {
+    let node = Node::new();
+    let a = keeper(&node, "a");
+    let b = keeper(&node, "b");
+    // Both read the free lease, then both write: the second write carries a stale digest.
+    let (x, y) = tokio::join!(a.tick(), b.tick());
+    let held = [&x, &y].iter().filter(|s| ***s == LeaseState::Held).count();
+    assert_eq!(held, 1, "{x:?} {y:?}");
+    assert_eq!(node.writes.load(Ordering::Relaxed), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_released_lease_is_taken_at_once() {
+    let node = Node::new();
+    let a = keeper(&node, "a");
+    let b = keeper(&node, "b");
+    assert_eq!(a.tick().await, LeaseState::Held);
+    a.release().await;
+    assert!(!a.holding());
+    assert_eq!(b.tick().await, LeaseState::Held);
+    let notes = node.notes.lock().unwrap().clone();
+    assert_eq!(find(&notes, "lab").unwrap().holder, "b");
+    assert_eq!(notes.lines().count(), 2, "{notes}");
+}
