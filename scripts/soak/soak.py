@@ -123,6 +123,7 @@ class Checker(threading.Thread):
         self.timeline = []  # (sim time, maintenance nodes, guests breaking a rule, offline nodes)
         self.split_since = {}  # affinity group -> sim time first seen split with nothing in flight
         self.checked_upids = set()
+        self.label = "VIOLATION"
 
     def violation(self, when, kind, subject, detail):
         key = (kind, subject)
@@ -131,7 +132,7 @@ class Checker(threading.Thread):
         self.active[key] = when
         with self.lock:
             self.violations.append((when, kind, detail))
-        log(f"VIOLATION t={when} {kind}: {detail}")
+        log(f"{self.label} t={when} {kind}: {detail}")
 
     def clear(self, seen):
         for key in list(self.active):
@@ -497,6 +498,7 @@ def main():
 
     if args.self_test:
         checker = Checker(api, user, args.cooldown, 2)
+        checker.label = "self-test, broken on purpose:"
         try:
             return self_test(api, checker)
         finally:
