@@ -593,7 +593,7 @@ def main():
                 log(f"node {offline_node} offline")
                 stats["offline"] += 1
                 offline_until = now + rng.uniform(10, 30)
-            if maint_node and now >= maint_until:
+            if maint_node and now >= maint_until and maint_node != offline_node:
                 api.retry("PUT", f"/api2/json/nodes/{maint_node}/config",
                           data={"description": notes[maint_node]})
                 log(f"node {maint_node} maintenance off")
