@@ -5,7 +5,7 @@
 use flxp_core::Overrides;
 use flxp_core::Snapshot;
 use flxp_core::placement::{PlacementOptions, Placer};
-use flxp_engine::planning::{Goal, Model, plan};
+use flxp_engine::planning::{Goal, model, plan};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -15,7 +15,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(snapshot) = Snapshot::from_json(text) else {
         return;
     };
-    let Ok(model) = Model::build(&snapshot, &Overrides::default()) else {
+    let Ok(model) = model(&snapshot, &Overrides::default()) else {
         return;
     };
     let _ = flxp_core::status::status(&model.cluster, &model.rules, &model.state);
