@@ -91,6 +91,12 @@ pub const REQUIREMENTS: &[Requirement] = &[
         "GET and POST /nodes/{node}/{qemu,lxc}/{vmid}/migrate",
     ),
     req(
+        Feature::Balance,
+        "Sys.Modify",
+        "/nodes",
+        "PUT /nodes/{node}/config: the flxp.maintenance mark an evacuation leaves, and the replica lease",
+    ),
+    req(
         Feature::Create,
         "VM.Clone",
         "/vms",
@@ -222,7 +228,7 @@ mod tests {
         let balance = set(&[Feature::Balance]);
         assert_eq!(
             privilege_names(&balance),
-            ["Sys.Audit", "VM.Audit", "Datastore.Audit", "VM.Migrate"]
+            ["Sys.Audit", "VM.Audit", "Datastore.Audit", "VM.Migrate", "Sys.Modify"]
         );
         assert_eq!(role_name(&balance), "FlxpBalance");
         assert_eq!(role_name(&set(&[Feature::Read])), "FlxpRead");
