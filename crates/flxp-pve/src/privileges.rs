@@ -228,7 +228,13 @@ mod tests {
         let balance = set(&[Feature::Balance]);
         assert_eq!(
             privilege_names(&balance),
-            ["Sys.Audit", "VM.Audit", "Datastore.Audit", "VM.Migrate", "Sys.Modify"]
+            [
+                "Sys.Audit",
+                "VM.Audit",
+                "Datastore.Audit",
+                "VM.Migrate",
+                "Sys.Modify"
+            ]
         );
         assert_eq!(role_name(&balance), "FlxpBalance");
         assert_eq!(role_name(&set(&[Feature::Read])), "FlxpRead");
