@@ -263,13 +263,14 @@ async fn plan_and_run(
     if let Some(b) = &bars {
         executor = executor.with_progress(Arc::clone(b) as Arc<dyn flxp_engine::Progress>);
     }
+    let mut signals = crate::signal::StopSignals::listen();
     tokio::spawn(async move {
-        crate::signal::stop_requested().await;
+        signals.next().await;
         crate::output::tell(
             "stopping: no new migrations; waiting for running ones (Ctrl-C again to quit)",
         );
         stop_handle.stop();
-        crate::signal::stop_requested().await;
+        signals.next().await;
         std::process::exit(1);
     });
     let round = executor.execute(plan.clone(), goal);

@@ -152,15 +152,18 @@ pub fn run(args: Args) -> Result<ExitCode> {
         evacuate = options.evacuate,
         "daemon started"
     );
-    runtime.block_on(daemon.run(async {
-        crate::signal::stop_requested().await;
+    // Listening starts before the daemon does, and once: a second signal sent right after the
+    // first is kept for the second wait, never lost.
+    let mut signals = runtime.block_on(async { crate::signal::StopSignals::listen() });
+    runtime.block_on(daemon.run(async move {
+        signals.next().await;
         tracing::info!(
             "stop requested: no new migrations; waiting for running ones (signal again to quit)"
         );
         // A second signal quits at once: running migrations go on in Proxmox, and a restarted
         // flxp recognises them from their locks and tasks.
-        tokio::spawn(async {
-            crate::signal::stop_requested().await;
+        tokio::spawn(async move {
+            signals.next().await;
             tracing::warn!("second stop signal: quitting without waiting for running migrations");
             std::process::exit(1);
         });
