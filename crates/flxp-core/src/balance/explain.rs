@@ -106,12 +106,14 @@ pub(crate) fn placement_list(cluster: &Cluster, at: &BTreeMap<NodeIdx, Vec<u32>>
         .join(", ")
 }
 
+/// The guests of one reason: vmids, details met (locks, rules, node states), the cooldown.
+type Counted = (Vec<u32>, Vec<String>, i64);
+
 /// Every guest the draft has not moved and that balancing may not touch, counted by reason, in
 /// the order a reader needs them (HA and motion first, then locks, ..., stopped guests last).
 pub(crate) fn left_in_place(sim: &Draft) -> Vec<LeftInPlace> {
     let cluster = sim.cluster;
-    let mut by_kind: BTreeMap<(usize, &'static str), (Vec<u32>, Vec<String>, i64)> =
-        BTreeMap::new();
+    let mut by_kind: BTreeMap<(usize, &'static str), Counted> = BTreeMap::new();
     for g in cluster.guest_indexes() {
         if sim.has_moved(g) {
             continue;

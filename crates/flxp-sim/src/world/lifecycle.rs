@@ -407,10 +407,8 @@ impl World {
             return fail(self, format!("you can't start a {kind} if it's a template"));
         }
         // pve-container lets a `mounted` lock through; qemu-server checks every lock.
-        if let Some(lock) = g
-            .lock()
-            .filter(|l| !skiplock && !(g.kind == GuestKind::Lxc && *l == "mounted"))
-        {
+        let passes = |lock: &str| skiplock || (g.kind == GuestKind::Lxc && lock == "mounted");
+        if let Some(lock) = g.lock().filter(|l| !passes(l)) {
             return fail(self, format!("{what} is locked ({lock})"));
         }
         if op == PowerOp::Start {
