@@ -348,6 +348,42 @@ impl Follow<'_> {
     }
 }
 
+impl Follow<'_> {
+    /// Why a task failed: its exit status, with the cause its log gives when the status alone
+    /// says little (Proxmox ends an aborted migration with just `migration aborted` and logs the
+    /// cause as `ERROR: migration aborted (duration ..): <cause>`).
+    async fn failure_text(&self, upid: &Upid, end: &TaskStatus) -> String {
+        let exit = exit_text(end);
+        let query = TaskLogQuery {
+            start: Some(0),
+            limit: Some(LOG_PAGE),
+        };
+        // The log is a nicety here: without it the exit status is still the answer.
+        let Ok(lines) = self.api.task_log(upid, &query).await else {
+            return exit;
+        };
+        let cause = lines.iter().find_map(|l| {
+            let t = l.t.as_deref()?;
+            t.find("ERROR: ")
+                .map(|i| t[i + "ERROR: ".len()..].trim().to_owned())
+        });
+        with_cause(exit, cause)
+    }
+}
+
+/// `exit` and the log's first error line, said once: the line alone when it starts with the exit
+/// status (`migration aborted (duration ..): VM is locked (backup)`), the status alone when the
+/// line only repeats it.
+fn with_cause(exit: String, cause: Option<String>) -> String {
+    match cause {
+        Some(c) if c.starts_with(&exit) => c,
+        Some(c) if !c.is_empty() && !exit.contains(&c) && !c.contains(&exit) => {
+            format!("{exit}: {c}")
+        }
+        _ => exit,
+    }
+}
+
 /// The text of a stopped task's exit status.
 fn exit_text(status: &TaskStatus) -> String {
     status
@@ -587,7 +623,7 @@ pub async fn migrate(
         follow.ha(&upid).await?;
     } else if let Ended::Task(end) = follow.task(&upid, true).await? {
         if !end.is_success() {
-            return Err(Failure::Failed(exit_text(&end)));
+            return Err(Failure::Failed(follow.failure_text(&upid, &end).await));
         }
     }
     follow.report(1.0);
@@ -595,4 +631,38 @@ pub async fn migrate(
         secs: started.elapsed().as_secs_f64(),
         ha,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_cause;
+
+    #[test]
+    fn a_failure_names_the_cause_the_task_log_gives_once() {
+        let aborted = || "migration aborted".to_owned();
+        let line = "migration aborted (duration 00:00:01): VM is locked (backup)";
+        assert_eq!(with_cause(aborted(), Some(line.into())), line);
+        assert_eq!(
+            with_cause(
+                "migration problems".into(),
+                Some("online migrate failure - unable to connect".into())
+            ),
+            "migration problems: online migrate failure - unable to connect"
+        );
+        assert_eq!(with_cause(aborted(), None), "migration aborted");
+        assert_eq!(
+            with_cause(
+                "migration aborted: no route".into(),
+                Some("online migrate failure - migration aborted: no route".into())
+            ),
+            "migration aborted: no route"
+        );
+        assert_eq!(
+            with_cause(
+                "VM is locked (backup)".into(),
+                Some("VM is locked (backup)".into())
+            ),
+            "VM is locked (backup)"
+        );
+    }
 }

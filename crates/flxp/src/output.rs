@@ -211,6 +211,9 @@ pub fn print_plan(plan: &flxp_core::balance::Plan, unmet: &[String]) {
         say(format!("not met (exit code 3): {}", unmet.join("; ")));
     }
     say(&plan.summary);
+    if let Some(u) = &plan.usage {
+        say(format!("usage: {} (from {})", u.mode.as_str(), u.from));
+    }
     let measure = plan.measure;
     if !plan.migrations.is_empty() {
         let mut t = table(&["#", "VMID", "NAME", "TYPE", "FROM", "TO", "MEMORY", "AFTER"]);
@@ -311,7 +314,13 @@ fn print_skipped(plan: &flxp_core::balance::Plan) {
             ));
         }
     }
-    if !others.is_empty() {
+    if !plan.left_in_place.is_empty() {
+        // Counted by reason, so a plan that moves nothing says why (`left_in_place` in --json).
+        say("\nleft in place:");
+        for l in &plan.left_in_place {
+            say(format!("  {}", l.reason));
+        }
+    } else if !others.is_empty() {
         say(format!(
             "\n{} other guest(s) not movable (ignored, locked, templates, ...): `skipped` in --json",
             others.len()

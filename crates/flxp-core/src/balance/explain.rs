@@ -3,8 +3,12 @@
 
 use std::collections::BTreeMap;
 
-use crate::cluster::{Cluster, NodeIdx};
+use crate::cluster::{Cluster, GuestKind, NodeIdx};
 use crate::placement::{Ctx, Placer, Ranked};
+
+use super::draft::Draft;
+use super::movable::{Intent, Stay, stays};
+use super::plan::LeftInPlace;
 
 /// Why the first ranked node won, e.g. `pve3 ranks first of 4 feasible nodes under policy
 /// free-memory (score 100.0, next 81.2)`: the policy and the scores, since soft rules may have
@@ -100,6 +104,115 @@ pub(crate) fn placement_list(cluster: &Cluster, at: &BTreeMap<NodeIdx, Vec<u32>>
         })
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The guests of one reason: vmids, details met (locks, rules, node states), the cooldown.
+type Counted = (Vec<u32>, Vec<String>, i64);
+
+/// Every guest the draft has not moved and that balancing may not touch, counted by reason, in
+/// the order a reader needs them (HA and motion first, then locks, ..., stopped guests last).
+pub(crate) fn left_in_place(sim: &Draft) -> Vec<LeftInPlace> {
+    let cluster = sim.cluster;
+    let mut by_kind: BTreeMap<(usize, &'static str), Counted> = BTreeMap::new();
+    for g in cluster.guest_indexes() {
+        if sim.has_moved(g) {
+            continue;
+        }
+        let guest = cluster.guest(g);
+        let unit = sim.units.get(sim.units.of(g));
+        let stay = stays(cluster, sim.rules, g, Intent::Balance, sim.cooldown_secs)
+            .or_else(|| {
+                unit.conflict
+                    .as_ref()
+                    .map(|rule| Stay::Conflict { rule: rule.clone() })
+            })
+            .or_else(|| {
+                (!sim.restart_containers && guest.running && guest.kind == GuestKind::Lxc)
+                    .then_some(Stay::RunningContainer)
+            });
+        let Some(stay) = stay else {
+            continue;
+        };
+        let (rank, kind) = stay_kind(&stay);
+        let entry = by_kind.entry((rank, kind)).or_default();
+        entry.0.push(guest.vmid);
+        match &stay {
+            Stay::Locked { lock } if !entry.1.contains(lock) => entry.1.push(lock.clone()),
+            Stay::Conflict { rule } if !entry.1.contains(rule) => entry.1.push(rule.clone()),
+            Stay::NodeDown { status } if !entry.1.contains(status) => entry.1.push(status.clone()),
+            Stay::Cooldown { cooldown_secs, .. } => entry.2 = *cooldown_secs,
+            _ => {}
+        }
+    }
+    by_kind
+        .into_iter()
+        .map(|((_, kind), (mut vmids, details, cooldown))| {
+            vmids.sort_unstable();
+            let n = vmids.len();
+            LeftInPlace {
+                kind: kind.to_owned(),
+                count: n,
+                reason: stay_words(kind, n, &details.join(", "), cooldown),
+                vmids,
+            }
+        })
+        .collect()
+}
+
+/// A reason's order in the list and its kind, as `Stay` is serialised.
+fn stay_kind(stay: &Stay) -> (usize, &'static str) {
+    match stay {
+        Stay::HaAutoRebalance => (0, "ha-auto-rebalance"),
+        Stay::HaEvacuates => (1, "ha-evacuates"),
+        Stay::Migrating => (2, "migrating"),
+        Stay::Cooldown { .. } => (3, "cooldown"),
+        Stay::Locked { .. } => (4, "locked"),
+        Stay::NodeDown { .. } => (5, "node-down"),
+        Stay::Conflict { .. } => (6, "conflict"),
+        Stay::RunningContainer => (7, "running-container"),
+        Stay::Ignored => (8, "ignored"),
+        Stay::Template => (9, "template"),
+        Stay::Stopped => (10, "stopped"),
+    }
+}
+
+/// `2 guests are locked (backup)`: one reason with its count.
+fn stay_words(kind: &str, n: usize, details: &str, cooldown: i64) -> String {
+    let (guests, are) = if n == 1 {
+        ("guest", "is")
+    } else {
+        ("guests", "are")
+    };
+    match kind {
+        "ha-auto-rebalance" => format!(
+            "{n} {guests} {are} HA-managed while Proxmox's auto-rebalance is on: left to Proxmox"
+        ),
+        "ha-evacuates" => format!(
+            "{n} {guests} {are} HA-managed on a node in HA maintenance: Proxmox HA moves them"
+        ),
+        "migrating" => format!("{n} {guests} {are} migrating"),
+        "cooldown" => format!("{n} {guests} migrated within the {cooldown} s cooldown"),
+        "locked" => format!("{n} {guests} {are} locked ({details})"),
+        "node-down" => format!("{n} {guests} {are} on a node that is not online ({details})"),
+        "conflict" => format!(
+            "{n} {guests} {are} in an affinity group that must also be apart ({details}): the rules conflict"
+        ),
+        "running-container" => format!(
+            "{n} running container{}: they move only by a restart, which restart-containers does not allow",
+            if n == 1 { "" } else { "s" }
+        ),
+        "ignored" => format!("{n} {guests} {are} tagged flxp.ignore / plb_ignore"),
+        "template" => format!("{n} template{}: never moved", if n == 1 { "" } else { "s" }),
+        _ => format!("{n} {guests} {are} stopped: moving them changes no load"),
+    }
+}
+
+/// The counted reasons in one phrase: `4 guests are HA-managed ...; 2 guests are locked (backup)`.
+pub(crate) fn left_phrase(left: &[LeftInPlace]) -> String {
+    left.iter()
+        .map(|l| l.reason.as_str())
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 #[cfg(test)]

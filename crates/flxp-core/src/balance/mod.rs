@@ -41,8 +41,10 @@ pub use check::{StepFailure, check_step, replay};
 pub use measure::{LoadKind, Measure, Metric, NodeLoad, cv, imbalance, spread};
 pub use methods::{BalanceMethod, MethodError, MethodName, PlanInput, Registry};
 pub use movable::{Intent, Stay, stays};
-pub use options::{BalanceOptions, EvacuateOptions};
-pub use plan::{Bounds, Migration, Plan, Purpose, Skipped, Unplaced};
+pub use options::{BalanceOptions, EvacuateOptions, UsageChoice};
+pub use plan::{
+    Bounds, LeftInPlace, Migration, Plan, Purpose, Skipped, Unplaced, UsageMode, UsageUsed,
+};
 pub use planner::plan;
 pub use pve::{PveMove, rank_moves, run_until_stable};
 pub use trigger::{Decision, PressureGate, Trigger};

@@ -41,6 +41,43 @@ pub struct BalanceOptions {
     /// default, so balancing and rule fixes leave running containers where they are. Evacuation
     /// always restarts them: the node must be emptied.
     pub restart_containers: bool,
+    /// What the `pve-*` methods balance on: the usage mode of the cluster's `crs` option by
+    /// default, or static / dynamic usage when set (`--usage`).
+    pub usage: UsageChoice,
+}
+
+/// What Proxmox's balancing methods take as a node's load (docs: Proxmox's `crs: ha=`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UsageChoice {
+    /// As the cluster's `crs` option says: static for `ha=static`, else dynamic.
+    #[default]
+    Auto,
+    /// Configured CPUs and memory of the guests (`ha=static`); measurements unused.
+    Static,
+    /// Measured CPU and memory (`ha=dynamic`).
+    Dynamic,
+}
+
+impl UsageChoice {
+    /// The name used in options.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Static => "static",
+            Self::Dynamic => "dynamic",
+        }
+    }
+
+    /// Parses the name used in options.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "auto" => Some(Self::Auto),
+            "static" => Some(Self::Static),
+            "dynamic" => Some(Self::Dynamic),
+            _ => None,
+        }
+    }
 }
 
 impl Default for BalanceOptions {
@@ -57,6 +94,7 @@ impl Default for BalanceOptions {
             make_room: 2,
             move_cost_gib: 4.0,
             restart_containers: false,
+            usage: UsageChoice::Auto,
         }
     }
 }

@@ -98,6 +98,48 @@ pub struct Skipped {
     pub reason: String,
 }
 
+/// Guests left where they are for one reason, counted: why nothing (more) moves.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LeftInPlace {
+    /// The reason's kind, as in [`super::Stay`]: `ha-auto-rebalance`, `locked`, `migrating`, ...
+    pub kind: String,
+    /// How many guests.
+    pub count: usize,
+    /// The reason in words, with the count: `2 guests are locked (backup)`.
+    pub reason: String,
+    /// The guests (vmids), in order.
+    pub vmids: Vec<u32>,
+}
+
+/// What Proxmox's balancing methods took as a node's load, and why (`crs: ha=` or the option).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UsageUsed {
+    /// `static`: configured CPUs and memory of the guests; `dynamic`: measured usage.
+    pub mode: UsageMode,
+    /// Where the choice comes from: `crs ha=static`, `usage option`, ...
+    pub from: String,
+}
+
+/// The load Proxmox's CRS balances on (`crs: ha=static|dynamic`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UsageMode {
+    /// Sum of configured CPUs and memory of a node's guests, against its CPUs and memory.
+    Static,
+    /// Measured CPU and memory.
+    Dynamic,
+}
+
+impl UsageMode {
+    /// The name used in output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Static => "static",
+            Self::Dynamic => "dynamic",
+        }
+    }
+}
+
 /// What the best possible plan could reach with the same number of migrations
 /// (docs/rebalancing-reference.md §2).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -149,6 +191,12 @@ pub struct Plan {
     pub unplaced: Vec<Unplaced>,
     /// Guests left in place that a rule or maintenance would move, or that balance may not touch.
     pub skipped: Vec<Skipped>,
+    /// Guests balancing could not touch, counted by reason (every guest that did not move and has
+    /// a reason to stay).
+    pub left_in_place: Vec<LeftInPlace>,
+    /// For the `pve-*` methods: the usage they balanced on; absent for the others.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<UsageUsed>,
     /// Lower bounds for the same number of migrations.
     pub bounds: Bounds,
     /// One sentence: what the plan does and why.

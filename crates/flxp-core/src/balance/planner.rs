@@ -110,6 +110,7 @@ fn search_plan(
     let outcome = search::balance(&mut sim, options)?;
     let threshold = options.trigger.threshold_for(measure);
     let target = options.trigger.target_for(measure);
+    let left = super::explain::left_in_place(&sim);
     let mut plan = finish(
         sim,
         state,
@@ -118,6 +119,7 @@ fn search_plan(
         threshold,
         target,
     );
+    plan.left_in_place = left;
     // Steps run one after the other: a later one may need the room an earlier one makes.
     for (i, m) in plan.migrations.iter_mut().enumerate() {
         m.wave = i as u32;
@@ -269,6 +271,8 @@ pub(crate) fn finish(
         migrations,
         unplaced,
         skipped,
+        left_in_place: Vec::new(),
+        usage: None,
         bounds,
         summary: String::new(),
         warnings,

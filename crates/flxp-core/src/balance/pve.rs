@@ -8,13 +8,19 @@
 //! placement filters (memory, rules, anti-affinity), because flxp never plans an unsafe step;
 //! Proxmox only checks node affinity and negative affinity. Rule fixes are not part of these
 //! methods. [`run_until_stable`] repeats the call, applying each move, for comparisons.
+//!
+//! A node's load is what the cluster's `crs: ha=` mode names (or the `usage` option): static usage
+//! is the sum of the configured CPUs and memory of its running guests against its CPUs and memory,
+//! measurements unused; dynamic usage is measured. With `ha=basic` Proxmox does not rebalance at
+//! all; these methods then show what its dynamic mode would do. Like Proxmox, they make no move
+//! while any HA guest is migrating or relocating (`Manager::load_balance`).
 
 use std::collections::HashMap;
 
 use serde::Serialize;
 
 use crate::Result;
-use crate::cluster::{Cluster, NodeIdx};
+use crate::cluster::{Cluster, CrsMode, Guest, NodeIdx};
 use crate::constraints::Rules;
 use crate::placement::{Ctx, Placer};
 use crate::pve_crs::{
@@ -24,11 +30,12 @@ use crate::pve_crs::{
 use crate::state::State;
 
 use super::draft::Draft;
+use super::explain::{left_in_place, left_phrase};
 use super::measure::{Measure, Metric, balanced_nodes};
 use super::methods::{MethodName, pve_bruteforce, pve_topsis};
 use super::movable::Intent;
-use super::options::BalanceOptions;
-use super::plan::{Migration, Plan, Purpose};
+use super::options::{BalanceOptions, UsageChoice};
+use super::plan::{Migration, Plan, Purpose, UsageMode, UsageUsed};
 use super::planner::finish;
 use super::units::UnitId;
 
@@ -53,27 +60,93 @@ struct Candidates {
     units: Vec<(UnitId, NodeIdx)>,
 }
 
-/// Every (bundle, target) move; with `filter`, only targets the placement filters accept.
-fn candidates(sim: &Draft, filter: bool) -> Candidates {
-    let (cluster, state) = (sim.cluster, &sim.state);
-    let scorable: Vec<NodeIdx> = balanced_nodes(cluster)
+/// The usage the methods balance on: the option when set, else the cluster's `crs` mode.
+pub(crate) fn usage_of(cluster: &Cluster, choice: UsageChoice) -> UsageUsed {
+    let (mode, from) = match (choice, cluster.crs.mode) {
+        (UsageChoice::Static, _) => (UsageMode::Static, "the usage option"),
+        (UsageChoice::Dynamic, _) => (UsageMode::Dynamic, "the usage option"),
+        (UsageChoice::Auto, CrsMode::Static) => (UsageMode::Static, "crs ha=static"),
+        (UsageChoice::Auto, CrsMode::Dynamic) => (UsageMode::Dynamic, "crs ha=dynamic"),
+        (UsageChoice::Auto, CrsMode::Basic) => (
+            UsageMode::Dynamic,
+            "crs ha=basic (Proxmox does not rebalance in basic mode; shown as ha=dynamic would)",
+        ),
+    };
+    UsageUsed {
+        mode,
+        from: from.to_owned(),
+    }
+}
+
+/// Nodes Proxmox scores: balanced, with CPUs and memory.
+fn scorable(cluster: &Cluster) -> Vec<NodeIdx> {
+    balanced_nodes(cluster)
         .filter(|&n| cluster.node(n).maxcpu > 0.0 && cluster.node(n).maxmem > 0)
-        .collect();
-    let nodes: Vec<NodeUsage> = scorable
-        .iter()
-        .map(|&n| {
-            let (node, u) = (cluster.node(n), state.usage(n));
+        .collect()
+}
+
+/// A node's usage as the mode sees it: measured, or the configured sizes of its running guests.
+fn node_stats(cluster: &Cluster, state: &State, n: NodeIdx, mode: UsageMode) -> NodeStats {
+    let (node, u) = (cluster.node(n), state.usage(n));
+    let (cpu, mem) = match mode {
+        UsageMode::Dynamic => (u.cpu, u.mem),
+        UsageMode::Static => (u.committed_cpus, u.committed_mem),
+    };
+    NodeStats {
+        cpu,
+        maxcpu: node.maxcpu,
+        mem,
+        maxmem: node.maxmem,
+    }
+}
+
+/// A guest's usage as the mode sees it: measured, or its configured CPUs and memory.
+fn guest_stats(g: &Guest, mode: UsageMode) -> ResourceStats {
+    let (cpu, mem) = match mode {
+        UsageMode::Dynamic => (g.cpu_cores(), g.mem_footprint()),
+        UsageMode::Static => (g.maxcpu, g.maxmem),
+    };
+    ResourceStats {
+        cpu,
+        maxcpu: g.maxcpu,
+        mem,
+        maxmem: g.maxmem,
+    }
+}
+
+/// The scorable nodes' usage in a state.
+fn node_usages(cluster: &Cluster, state: &State, mode: UsageMode) -> Vec<NodeUsage> {
+    scorable(cluster)
+        .into_iter()
+        .map(|n| {
             NodeUsage::new(
-                node.name.clone(),
-                NodeStats {
-                    cpu: u.cpu,
-                    maxcpu: node.maxcpu,
-                    mem: u.mem,
-                    maxmem: node.maxmem,
-                },
+                cluster.node(n).name.clone(),
+                node_stats(cluster, state, n, mode),
             )
         })
-        .collect();
+        .collect()
+}
+
+/// HA guests Proxmox counts as in motion: HA state `migrate` / `relocate`, or a running migration.
+fn ha_in_motion(cluster: &Cluster) -> Vec<String> {
+    cluster
+        .guests()
+        .iter()
+        .filter(|g| {
+            g.ha_managed
+                && (matches!(g.hastate.as_deref(), Some("migrate" | "relocate"))
+                    || g.migrating.is_some()
+                    || cluster.tasks.is_migrating(g.vmid))
+        })
+        .map(Guest::sid)
+        .collect()
+}
+
+/// Every (bundle, target) move; with `filter`, only targets the placement filters accept.
+fn candidates(sim: &Draft, filter: bool, mode: UsageMode) -> Candidates {
+    let (cluster, state) = (sim.cluster, &sim.state);
+    let scorable = scorable(cluster);
+    let nodes = node_usages(cluster, state, mode);
     let mut moves = Vec::new();
     let mut units = Vec::new();
     for (id, unit) in sim.units.all.iter().enumerate() {
@@ -88,15 +161,7 @@ fn candidates(sim: &Draft, filter: bool) -> Candidates {
         let Some(sid) = members.iter().map(|g| g.sid()).min() else {
             continue;
         };
-        let stats = members
-            .iter()
-            .map(|g| ResourceStats {
-                cpu: g.cpu_cores(),
-                maxcpu: g.maxcpu,
-                mem: g.mem_footprint(),
-                maxmem: g.maxmem,
-            })
-            .sum();
+        let stats = members.iter().map(|g| guest_stats(g, mode)).sum();
         let subject = sim.subject(&unit.members, unit.group.as_deref());
         let ctx =
             filter.then(|| Ctx::new(cluster, sim.rules, state, sim.placer.options(), &subject));
@@ -213,7 +278,7 @@ pub fn rank_moves(
 ) -> Result<Vec<PveMove>> {
     let ranking = Ranking::of(options.method)?;
     let sim = new_sim(cluster, rules, state, placer, options);
-    let c = candidates(&sim, true);
+    let c = candidates(&sim, true, usage_of(cluster, options.usage).mode);
     Ok(rank(&c, ranking)?.into_iter().map(|(_, m)| m).collect())
 }
 
@@ -261,82 +326,161 @@ pub(crate) fn plan(
         Measure::Spread => measure.default_threshold(),
         m => options.trigger.threshold_for(m),
     };
+    let usage = usage_of(cluster, options.usage);
+    let mode = usage.mode;
     let mut sim = new_sim(cluster, rules, state, placer, options);
+    let method = ranking.name();
+    let scale = |normalized: f64, n: usize| match measure {
+        Measure::CvRaw => Imbalance::raw_from_normalized(normalized, n),
+        _ => normalized,
+    };
+    let before_nodes = node_usages(cluster, state, mode);
+    let value = scale(
+        Imbalance::of_nodes(&before_nodes)?.normalized,
+        before_nodes.len(),
+    );
+    let moving = ha_in_motion(cluster);
+    let summary = if moving.is_empty() {
+        choose(&mut sim, ranking, mode, value, threshold, options, &scale)?
+    } else {
+        // Proxmox's `load_balance` returns before it looks at the imbalance while any HA
+        // resource is migrating or relocating, or has such a command queued.
+        format!(
+            "no move: {} HA guest(s) in motion ({}); Proxmox's auto-rebalance makes no move while any HA guest is migrating or relocating",
+            moving.len(),
+            moving.join(", ")
+        )
+    };
+    let left = left_in_place(&sim);
+    let after_nodes = node_usages(cluster, &sim.state, mode);
+    let after = scale(
+        Imbalance::of_nodes(&after_nodes)?.normalized,
+        after_nodes.len(),
+    );
+    let mut plan = finish(sim, state, method, Metric::Memory, threshold, threshold);
+    if mode == UsageMode::Static {
+        // The plan's figures are those the method balanced on, not the measured ones.
+        plan.imbalance_before = value;
+        plan.imbalance_after = after;
+        for m in &mut plan.migrations {
+            m.imbalance_after = after;
+        }
+        for (rows, s) in [
+            (&mut plan.nodes_before, state),
+            (
+                &mut plan.nodes_after,
+                &plan_state(cluster, state, &plan.migrations),
+            ),
+        ] {
+            for row in rows.iter_mut() {
+                if let Some(n) = cluster.node_idx(&row.node) {
+                    row.load = static_load(cluster, s, n);
+                }
+            }
+        }
+    }
+    plan.summary = summary;
+    plan.left_in_place = left;
+    plan.usage = Some(usage);
+    Ok(plan)
+}
+
+/// The state after a plan's migrations.
+fn plan_state(cluster: &Cluster, state: &State, migrations: &[Migration]) -> State {
+    let mut s = state.clone();
+    for m in migrations {
+        if let (Some(g), Some(to)) = (cluster.guest_idx(m.vmid), cluster.node_idx(&m.to)) {
+            s.move_guest(cluster, g, to);
+        }
+    }
+    s
+}
+
+/// A node's static load in percent: the mean of its configured CPU and memory shares.
+fn static_load(cluster: &Cluster, state: &State, n: NodeIdx) -> f64 {
+    let st = node_stats(cluster, state, n, UsageMode::Static);
+    let share = |used: f64, total: f64| if total > 0.0 { used / total } else { 0.0 };
+    let pct = 50.0 * (share(st.cpu, st.maxcpu) + share(st.mem as f64, st.maxmem as f64));
+    (pct * 100.0).round() / 100.0
+}
+
+/// Picks and applies the round's move, if any; returns the plan's summary.
+fn choose(
+    sim: &mut Draft,
+    ranking: Ranking,
+    mode: UsageMode,
+    value: f64,
+    threshold: f64,
+    options: &BalanceOptions,
+    scale: &dyn Fn(f64, usize) -> f64,
+) -> Result<String> {
+    let method = ranking.name();
+    if value <= threshold {
+        return Ok(format!(
+            "cv {value:.3} is within the threshold {threshold}: no move"
+        ));
+    }
     // TOPSIS judges each move against all the others, so its candidate set must be exactly the
     // allowed moves; bruteforce scores each move alone, so it may rank all and check filters
     // only down the ranking until one passes.
     let lazy = ranking == Ranking::Bruteforce;
-    let c = candidates(&sim, !lazy);
+    let c = candidates(sim, !lazy, mode);
     let n = c.nodes.len();
-    let now = Imbalance::of_nodes(&c.nodes)?;
-    let scale = |normalized: f64| match measure {
-        Measure::CvRaw => Imbalance::raw_from_normalized(normalized, n),
-        _ => normalized,
-    };
-    let value = scale(now.normalized);
-    let method = ranking.name();
-    let summary;
-    if value <= threshold {
-        summary = format!("cv {value:.3} is within the threshold {threshold}: no move");
-    } else {
-        let mut ranked = rank(&c, ranking)?;
-        if lazy {
-            if let Some(pos) = ranked
-                .iter()
-                .position(|(i, _)| c.units.get(*i).is_some_and(|&(u, to)| allowed(&sim, u, to)))
-            {
-                ranked.drain(..pos);
-            } else {
-                ranked.clear();
-            }
-        }
-        match ranked.first() {
-            Some((i, best)) if *i < c.units.len() => {
-                let after = scale(best.imbalance);
-                let relative = (value - after) / value;
-                let (unit, to) = c.units[*i];
-                let members = sim.units.get(unit).members.clone();
-                if relative < options.trigger.margin {
-                    summary = format!(
-                        "the best move ({} to {}) would change cv {value:.3} → {after:.3} ({:.0} %), less than the {:.0} % margin: no move",
-                        best.sid,
-                        best.to,
-                        100.0 * relative,
-                        100.0 * options.trigger.margin
-                    );
-                } else if members.len() > sim.budget_left() {
-                    summary =
-                        "the best move needs more migrations than the budget allows".to_owned();
-                } else {
-                    let why = match ranking {
-                        Ranking::Topsis => format!(
-                            "{method}: TOPSIS ranks this move first of {} (score {:.3})",
-                            ranked.len(),
-                            best.score.unwrap_or(0.0)
-                        ),
-                        Ranking::Bruteforce => format!(
-                            "{method}: the lowest imbalance after any of {} single moves",
-                            ranked.len()
-                        ),
-                    };
-                    let group = sim.units.get(unit).group.clone();
-                    sim.apply(&members, to, Purpose::Balance, &why, group.as_deref());
-                    summary = format!(
-                        "{method}: move {} from {} to {}: cv {value:.3} → {after:.3}",
-                        best.sid, best.from, best.to
-                    );
-                }
-            }
-            _ => {
-                summary = format!(
-                    "cv {value:.3} is above the threshold {threshold}, but no bundle can move"
-                )
-            }
+    let mut ranked = rank(&c, ranking)?;
+    if lazy {
+        if let Some(pos) = ranked
+            .iter()
+            .position(|(i, _)| c.units.get(*i).is_some_and(|&(u, to)| allowed(sim, u, to)))
+        {
+            ranked.drain(..pos);
+        } else {
+            ranked.clear();
         }
     }
-    let mut plan = finish(sim, state, method, Metric::Memory, threshold, threshold);
-    plan.summary = summary;
-    Ok(plan)
+    let Some((i, best)) = ranked.first().filter(|(i, _)| *i < c.units.len()) else {
+        let left = left_phrase(&left_in_place(sim));
+        let why = match (c.moves.is_empty(), left.is_empty()) {
+            (false, _) => "no target passes the placement filters for any movable guest".to_owned(),
+            (true, true) => "no guest is on a node that can be balanced".to_owned(),
+            (true, false) => left,
+        };
+        return Ok(format!(
+            "cv {value:.3} is above the threshold {threshold}, but nothing can move: {why}"
+        ));
+    };
+    let after = scale(best.imbalance, n);
+    let relative = (value - after) / value;
+    let (unit, to) = c.units[*i];
+    let members = sim.units.get(unit).members.clone();
+    if relative < options.trigger.margin {
+        return Ok(format!(
+            "the best move ({} to {}) would change cv {value:.3} → {after:.3} ({:.0} %), less than the {:.0} % margin: no move",
+            best.sid,
+            best.to,
+            100.0 * relative,
+            100.0 * options.trigger.margin
+        ));
+    }
+    if members.len() > sim.budget_left() {
+        return Ok("the best move needs more migrations than the budget allows".to_owned());
+    }
+    let why = match ranking {
+        Ranking::Topsis => format!(
+            "{method}: TOPSIS ranks this move first of {} (score {:.3})",
+            ranked.len(),
+            best.score.unwrap_or(0.0)
+        ),
+        Ranking::Bruteforce => format!(
+            "{method}: the lowest imbalance after any of {} single moves",
+            ranked.len()
+        ),
+    };
+    let group = sim.units.get(unit).group.clone();
+    sim.apply(&members, to, Purpose::Balance, &why, group.as_deref());
+    Ok(format!(
+        "{method}: move {} from {} to {}: cv {value:.3} → {after:.3}",
+        best.sid, best.from, best.to
+    ))
 }
 
 /// Repeats Proxmox's one-move round on the state each move leaves, until it makes no move or
@@ -375,6 +519,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use crate::balance::measure::round;
     use crate::placement::PlacementOptions;
     use crate::testutil::*;
 
@@ -435,5 +580,196 @@ mod tests {
         );
         // One round is one move: the plan holds a single decision.
         assert!(plan.migrations.iter().all(|m| m.step == 0));
+    }
+
+    /// Proxmox's `test-crs-static-auto-rebalance2`: three nodes of 24 CPUs and 32 GiB, four guests
+    /// of 2 CPUs and 8 GiB on node1, no measurements at all.
+    fn four_on_node1(crs: &str) -> ClusterBuilder {
+        let mut b = ClusterBuilder::new();
+        for n in ["node1", "node2", "node3"] {
+            b = b.node(node(n).cpus(24.0).memory(32 * GIB).load(0.0));
+        }
+        for vmid in 101..=104 {
+            b = b.guest(vm(vmid, "node1").cores(2.0, 0.0).mem(0, 8 * GIB));
+        }
+        b.option("crs", serde_json::json!(crs))
+    }
+
+    fn raw_cv(method: MethodName) -> BalanceOptions {
+        BalanceOptions {
+            method,
+            measure: Measure::CvRaw,
+            ..BalanceOptions::default()
+        }
+    }
+
+    fn placer() -> Placer {
+        Placer::new(PlacementOptions::default(), Vec::new()).unwrap()
+    }
+
+    #[test]
+    fn static_mode_balances_configured_sizes_as_proxmox_does() {
+        // Under `crs: ha=static` Proxmox's load is the configured CPUs and memory of the guests:
+        // all four on node1 give a raw CV of 1.41, and its bruteforce moves vm:101 to node2 (ties
+        // go to the first sid and target), then vm:102 to node3 (0.94 → 0.35), then stops.
+        let c = four_on_node1("ha=static").build();
+        let rules = Rules::compile(&c);
+        let s = State::new(&c);
+        let o = raw_cv(pve_bruteforce::NAME);
+        let p = plan(&c, &rules, &s, &placer(), &o, Ranking::Bruteforce).unwrap();
+        let got: Vec<(u32, &str)> = p
+            .migrations
+            .iter()
+            .map(|m| (m.vmid, m.to.as_str()))
+            .collect();
+        assert_eq!(got, vec![(101, "node2")], "{}", p.summary);
+        assert_eq!(
+            (round(p.imbalance_before, 2), round(p.imbalance_after, 2)),
+            (1.41, 0.94)
+        );
+        let usage = p.usage.as_ref().unwrap();
+        assert_eq!(
+            (usage.mode, usage.from.as_str()),
+            (UsageMode::Static, "crs ha=static")
+        );
+        assert_eq!(p.nodes_before[0].load, round(50.0 * (8.0 / 24.0 + 1.0), 2));
+        let (_, all) = run_until_stable(&c, &rules, &s, &placer(), &o, 10).unwrap();
+        let got: Vec<(u32, &str)> = all.iter().map(|m| (m.vmid, m.to.as_str())).collect();
+        assert_eq!(got, vec![(101, "node2"), (102, "node3")]);
+        // TOPSIS balances on the same static figures.
+        let t = plan(
+            &c,
+            &rules,
+            &s,
+            &placer(),
+            &raw_cv(pve_topsis::NAME),
+            Ranking::Topsis,
+        )
+        .unwrap();
+        assert_eq!(t.migrations.len(), 1, "{}", t.summary);
+    }
+
+    #[test]
+    fn dynamic_usage_sees_no_imbalance_without_measurements_and_the_option_overrides_crs() {
+        // Measured usage is zero everywhere: dynamic mode (Proxmox's ha=dynamic) moves nothing.
+        let c = four_on_node1("ha=dynamic").build();
+        let rules = Rules::compile(&c);
+        let s = State::new(&c);
+        let o = raw_cv(pve_bruteforce::NAME);
+        let p = plan(&c, &rules, &s, &placer(), &o, Ranking::Bruteforce).unwrap();
+        assert!(p.migrations.is_empty());
+        assert_eq!(p.usage.unwrap().mode, UsageMode::Dynamic);
+        let o = BalanceOptions {
+            usage: UsageChoice::Static,
+            ..o
+        };
+        let p = plan(&c, &rules, &s, &placer(), &o, Ranking::Bruteforce).unwrap();
+        assert_eq!(p.migrations.len(), 1);
+        assert_eq!(p.usage.unwrap().from, "the usage option");
+        // Basic mode: Proxmox does not rebalance; flxp shows what ha=dynamic would do, and says so.
+        let c = four_on_node1("ha=basic").build();
+        let u = usage_of(&c, UsageChoice::Auto);
+        assert_eq!(u.mode, UsageMode::Dynamic);
+        assert!(u.from.starts_with("crs ha=basic"), "{}", u.from);
+    }
+
+    #[test]
+    fn no_move_while_an_ha_guest_migrates_or_relocates() {
+        // Proxmox's load_balance returns at once while any HA resource is in state migrate or
+        // relocate, however imbalanced the cluster is; other guests' migrations do not hold it.
+        for hastate in ["migrate", "relocate"] {
+            let c = four_on_node1("ha=static")
+                .guest(
+                    vm(105, "node2")
+                        .hastate(hastate)
+                        .mem(0, GIB)
+                        .cores(1.0, 0.0),
+                )
+                .build();
+            let rules = Rules::compile(&c);
+            let s = State::new(&c);
+            let p = plan(
+                &c,
+                &rules,
+                &s,
+                &placer(),
+                &raw_cv(pve_bruteforce::NAME),
+                Ranking::Bruteforce,
+            )
+            .unwrap();
+            assert!(p.migrations.is_empty());
+            assert!(
+                p.summary.starts_with("no move: 1 HA guest(s) in motion (vm:105); Proxmox's auto-rebalance makes no move"),
+                "{}",
+                p.summary
+            );
+        }
+        let c = four_on_node1("ha=static")
+            .guest(
+                vm(105, "node2")
+                    .hastate("started")
+                    .mem(0, GIB)
+                    .cores(1.0, 0.0),
+            )
+            .build();
+        let rules = Rules::compile(&c);
+        let p = plan(
+            &c,
+            &rules,
+            &State::new(&c),
+            &placer(),
+            &raw_cv(pve_bruteforce::NAME),
+            Ranking::Bruteforce,
+        )
+        .unwrap();
+        assert_eq!(p.migrations.len(), 1, "{}", p.summary);
+    }
+
+    #[test]
+    fn a_plan_that_moves_nothing_counts_why() {
+        // HA guests are Proxmox's to move when its auto-rebalance is on; locked guests stay.
+        let mut b = ClusterBuilder::new().nodes(&["a", "b", "c"]);
+        for vmid in 101..=104 {
+            b = b.guest(vm(vmid, "a").hastate("started"));
+        }
+        let c = b
+            .guest(vm(105, "a").locked("backup"))
+            .guest(vm(106, "a").locked("snapshot"))
+            .guest(vm(107, "b").stopped())
+            .option("crs", serde_json::json!("ha=dynamic,ha-auto-rebalance=1"))
+            .build();
+        let rules = Rules::compile(&c);
+        let s = State::new(&c);
+        let p = plan(
+            &c,
+            &rules,
+            &s,
+            &placer(),
+            &raw_cv(pve_bruteforce::NAME),
+            Ranking::Bruteforce,
+        )
+        .unwrap();
+        assert!(p.migrations.is_empty());
+        let counted: Vec<(&str, usize)> = p
+            .left_in_place
+            .iter()
+            .map(|l| (l.kind.as_str(), l.count))
+            .collect();
+        assert_eq!(
+            counted,
+            vec![("ha-auto-rebalance", 4), ("locked", 2), ("stopped", 1)]
+        );
+        assert!(
+            p.summary.ends_with(
+                "but nothing can move: 4 guests are HA-managed while Proxmox's auto-rebalance is on: left to Proxmox; 2 guests are locked (backup, snapshot); 1 guest is stopped: moving them changes no load"
+            ),
+            "{}",
+            p.summary
+        );
+        assert_eq!(p.left_in_place[1].vmids, vec![105, 106]);
+        // flxp's own method counts the same reasons.
+        let o = BalanceOptions::default();
+        let f = crate::balance::plan(&c, &rules, &s, &placer(), &o).unwrap();
+        assert_eq!(f.left_in_place, p.left_in_place);
     }
 }

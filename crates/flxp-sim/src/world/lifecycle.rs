@@ -328,14 +328,9 @@ impl World {
         skiplock: bool,
     ) -> Result<String, ApiError> {
         let g = self.guest_at(kind, node, vmid)?.clone();
-        if op == PowerOp::Start && g.is_template() {
-            return Err(ApiError::die("you can't start a vm if it's a template"));
-        }
-        if let Some(lock) = g.lock() {
-            if !skiplock {
-                return Err(g.locked_error(lock));
-            }
-        }
+        // The handlers check neither templates nor locks: the worker does (qemu-server
+        // `vm_start` / `_do_vm_stop`, pve-container's `vzstart`/`vzstop` workers), and HA
+        // requests pass unchecked.
         if op == PowerOp::Shutdown && !g.running {
             return Err(ApiError::die(format!("VM {vmid} not running")));
         }
@@ -368,7 +363,7 @@ impl World {
             self.ha_request(&sid, request);
             return Ok(self.upid(task));
         }
-        let task = self.power(vmid, op, user, true)?;
+        let task = self.power(vmid, op, user, skiplock)?;
         Ok(self.upid(task))
     }
 
@@ -378,7 +373,7 @@ impl World {
         vmid: u32,
         op: PowerOp,
         user: &str,
-        _checked: bool,
+        skiplock: bool,
     ) -> Result<usize, ApiError> {
         let g = self
             .guests
@@ -392,6 +387,30 @@ impl World {
         } else {
             "CT"
         };
+        // A worker's `die` is its exit status and the log's last line (`TASK ERROR: ...`).
+        let fail = |w: &mut World, msg: String| {
+            w.schedule(
+                now + 0.5,
+                Action::EndTask {
+                    task,
+                    result: Err(msg),
+                },
+            );
+            Ok(task)
+        };
+        if op == PowerOp::Start && g.is_template() {
+            let kind = if g.kind == GuestKind::Qemu {
+                "vm"
+            } else {
+                "CT"
+            };
+            return fail(self, format!("you can't start a {kind} if it's a template"));
+        }
+        // pve-container lets a `mounted` lock through; qemu-server checks every lock.
+        let passes = |lock: &str| skiplock || (g.kind == GuestKind::Lxc && lock == "mounted");
+        if let Some(lock) = g.lock().filter(|l| !passes(l)) {
+            return fail(self, format!("{what} is locked ({lock})"));
+        }
         if op == PowerOp::Start {
             if g.running {
                 self.schedule(

@@ -15,6 +15,10 @@ use super::{Action, GuestKind, HaRequest, World};
 use crate::ApiError;
 use crate::clock::hms;
 
+/// The exit status of a migration task that failed before or in phase 1 (pve-guest-common
+/// `AbstractMigrate::migrate`: `die "migration aborted\n"`).
+const MIGRATION_ABORTED: &str = "migration aborted";
+
 /// A migration request as the API receives it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MigrateRequest {
@@ -285,19 +289,25 @@ impl World {
                 plan.vmid, plan.target
             ),
         );
-        let fail_fast = |w: &mut World, msg: String| {
-            w.tasks
-                .log_stamped(task, now + 0.5, &format!("ERROR: {msg}"));
+        // pve-guest-common `AbstractMigrate::migrate`: any error up to phase 1 is logged as
+        // "migration aborted (duration ...): <error>" and the worker dies with "migration aborted".
+        let fail_after = |w: &mut World, secs: f64, msg: String| {
+            w.tasks.log_stamped(
+                task,
+                now + secs,
+                &format!("ERROR: migration aborted (duration {}): {msg}", hms(secs)),
+            );
             w.schedule(
-                now + 1.0,
+                now + secs.max(1.0),
                 Action::EndTask {
                     task,
-                    result: Err(msg),
+                    result: Err(MIGRATION_ABORTED.into()),
                 },
             );
             w.ha_migration_settled(plan.vmid, None);
             task
         };
+        let fail_fast = |w: &mut World, msg: String| fail_after(w, 0.5, msg);
         let shared = |s: &Option<String>| s.as_deref().is_some_and(|s| self.is_shared(s));
         let local: Vec<_> = g
             .disks()
@@ -365,21 +375,18 @@ impl World {
             );
         }
         if !self.nodes.get(&plan.target).is_some_and(|n| n.online) {
-            return fail_fast(
+            return fail_after(
                 self,
+                3.0,
                 format!(
-                    "migration aborted (duration {}): Can't connect to destination address using public key",
-                    hms(3.0)
+                    "Can't connect to destination address ({target_ip}) using public key authentication"
                 ),
             );
         }
         let needs_memory = g.running;
         let cost = g.host_mem().max(if g.running { g.usage.mem } else { 0 });
         if needs_memory && self.free_mem(&plan.target) < cost {
-            let msg = format!(
-                "migration aborted (duration {}): start failed: QEMU exited with code 1",
-                hms(1.0)
-            );
+            let msg = "start failed: QEMU exited with code 1".to_owned();
             self.tasks.log_stamped(
                 task,
                 now + 0.5,
@@ -390,7 +397,7 @@ impl World {
                     cost >> 20
                 ),
             );
-            return fail_fast(self, msg);
+            return fail_after(self, 1.0, msg);
         }
 
         let bandwidth = match plan.bwlimit_kib {
@@ -529,6 +536,13 @@ impl World {
             .get(task)
             .map(|t| t.starttime as f64)
             .unwrap_or(now);
+        // A node lost mid-way aborts the migration (logged with its cause, task status
+        // "migration aborted"); an injected fault fails phase 2 with the fault's exit status.
+        let offline = |node: &str, which: &str| {
+            (!self.nodes.get(node).is_some_and(|n| n.online))
+                .then(|| format!("{which} node '{node}' went offline"))
+        };
+        let aborted = offline(target, "target").or_else(|| offline(&g.node, "source"));
         let failure = fail
             .map(|msg| {
                 self.tasks.log_stamped(
@@ -541,20 +555,16 @@ impl World {
                 msg
             })
             .or_else(|| {
-                (!self.nodes.get(target).is_some_and(|n| n.online)).then(|| {
-                    format!(
-                        "migration aborted (duration {}): target node '{target}' went offline",
-                        hms(now - started)
-                    )
-                })
-            })
-            .or_else(|| {
-                (!self.nodes.get(&g.node).is_some_and(|n| n.online)).then(|| {
-                    format!(
-                        "migration aborted (duration {}): source node '{}' went offline",
-                        hms(now - started),
-                        g.node
-                    )
+                aborted.map(|why| {
+                    self.tasks.log_stamped(
+                        task,
+                        now,
+                        &format!(
+                            "ERROR: migration aborted (duration {}): {why}",
+                            hms(now - started)
+                        ),
+                    );
+                    MIGRATION_ABORTED.to_owned()
                 })
             });
         if let Ok(guest) = self.guest_mut(vmid) {

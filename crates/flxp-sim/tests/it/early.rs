@@ -168,8 +168,8 @@ async fn a_locked_vm_is_refused_at_once() {
     assert_died(&s, &r, "VM is locked (backup)", "100").await;
 }
 
-// lxc: the handler does not check the lock; the worker's `prepare` does, so the task fails
-// with "CT is locked (...)" and the container stays.
+// lxc: the handler does not check the lock; the worker's `prepare` does, so the task is
+// aborted with "CT is locked (...)" in its log and the container stays.
 #[tokio::test(start_paused = true)]
 async fn a_locked_container_fails_in_the_task() {
     let s = cluster_with(|doc| entry(doc, "lxc/104")["lock"] = json!("backup"));
@@ -178,15 +178,8 @@ async fn a_locked_container_fails_in_the_task() {
         .await
         .upid();
     assert!(upid.contains(":vzmigrate:104:"), "{upid}");
-    assert_eq!(s.wait(&upid).await["exitstatus"], "CT is locked (backup)");
-    assert!(
-        s.log(&upid)
-            .await
-            .iter()
-            .any(|l| l.ends_with("ERROR: CT is locked (backup)")),
-        "{:?}",
-        s.log(&upid).await
-    );
+    // As Proxmox's worker logs it: the cause in the abort line, `migration aborted` as status.
+    s.assert_aborted(&upid, "CT is locked (backup)").await;
     assert_eq!(s.resource("lxc/104").await["node"], "pve2");
 }
 
@@ -218,7 +211,7 @@ async fn a_vm_whose_storage_the_target_lacks_is_refused_at_once() {
 }
 
 // lxc: the handler does not check storages; `prepare` does (`storage_check_enabled` on the
-// target), so the task fails.
+// target), so the task is aborted.
 #[tokio::test(start_paused = true)]
 async fn a_container_whose_storage_the_target_lacks_fails_in_the_task() {
     let s = ceph_not_on_pve3();
@@ -226,10 +219,8 @@ async fn a_container_whose_storage_the_target_lacks_fails_in_the_task() {
         .post("/nodes/pve2/lxc/104/migrate", &[("target", "pve3")])
         .await
         .upid();
-    assert_eq!(
-        s.wait(&upid).await["exitstatus"],
-        "storage 'ceph' is not available on node 'pve3'"
-    );
+    s.assert_aborted(&upid, "storage 'ceph' is not available on node 'pve3'")
+        .await;
     assert_eq!(s.resource("lxc/104").await["node"], "pve2");
 }
 
@@ -306,9 +297,39 @@ async fn a_running_container_with_online_fails_in_the_task_even_with_restart() {
         )
         .await
         .upid();
-    assert_eq!(
-        s.wait(&upid).await["exitstatus"],
-        "lxc live migration is currently not implemented"
-    );
+    s.assert_aborted(&upid, "lxc live migration is currently not implemented")
+        .await;
     assert_eq!(s.resource("lxc/103").await["node"], "pve2");
+}
+
+// Power requests: neither qemu-server's nor pve-container's start/stop handlers check the lock
+// or the template flag; the worker does (`vm_start`, `_do_vm_stop`, the `vzstart`/`vzstop`
+// workers), so the request answers with a UPID and the task fails with the worker's `die`.
+#[tokio::test(start_paused = true)]
+async fn starting_a_locked_guest_or_a_template_fails_in_the_task() {
+    let s = cluster_with(|doc| {
+        entry(doc, "qemu/100")["lock"] = json!("backup");
+        entry(doc, "lxc/104")["lock"] = json!("snapshot");
+    });
+    for (path, exit) in [
+        ("/nodes/pve1/qemu/100/status/stop", "VM is locked (backup)"),
+        (
+            "/nodes/pve2/lxc/104/status/start",
+            "CT is locked (snapshot)",
+        ),
+        (
+            "/nodes/pve1/qemu/9000/status/start",
+            "you can't start a vm if it's a template",
+        ),
+    ] {
+        let r = s.post(path, &[]).await;
+        assert_eq!(r.status, 200, "{path}: {:?}", r.reason);
+        let upid = r.upid();
+        assert_eq!(s.wait(&upid).await["exitstatus"], exit, "{path}");
+        assert_eq!(
+            s.log(&upid).await.last().unwrap(),
+            &format!("TASK ERROR: {exit}")
+        );
+    }
+    assert_eq!(s.resource("qemu/100").await["status"], "running");
 }

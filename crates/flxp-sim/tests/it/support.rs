@@ -179,6 +179,20 @@ impl TestSim {
         panic!("task {upid} never ended");
     }
 
+    /// Waits for a migration task that Proxmox aborts before or in phase 1: it must end with
+    /// exit status `migration aborted` and log `ERROR: migration aborted (duration ..): <why>`
+    /// (pve-guest-common `AbstractMigrate::migrate`).
+    pub async fn assert_aborted(&self, upid: &str, why: &str) {
+        assert_eq!(self.wait(upid).await["exitstatus"], "migration aborted");
+        let log = self.log(upid).await;
+        let line = log
+            .iter()
+            .find(|l| l.contains("ERROR: migration aborted (duration "))
+            .unwrap_or_else(|| panic!("no abort line in {log:?}"));
+        assert!(line.ends_with(&format!("): {why}")), "{line}");
+        assert_eq!(log.last().unwrap(), "TASK ERROR: migration aborted");
+    }
+
     /// Task log lines.
     pub async fn log(&self, upid: &str) -> Vec<String> {
         let node = upid.split(':').nth(1).unwrap();

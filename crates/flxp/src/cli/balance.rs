@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use flxp_core::Overrides;
-use flxp_core::balance::{MethodName, Plan, Purpose, Registry};
+use flxp_core::balance::{MethodName, Plan, Purpose, Registry, UsageChoice};
 use flxp_engine::{ExecuteOptions, ExecutionReport, Executor, Goal, Limits, Model, planning};
 use tracing::instrument::WithSubscriber;
 
@@ -40,6 +40,18 @@ pub struct Args {
     /// Most migrations in the plan, rule fixes included (default from [balance], else 20).
     #[arg(long, value_name = "N")]
     max_migrations: Option<usize>,
+    /// What the pve-* methods balance on: auto follows the cluster's crs option (static for
+    /// ha=static, else dynamic); static = configured CPUs and memory of the guests, dynamic =
+    /// measured usage (default from [balance], else auto).
+    #[arg(long, value_name = "U", value_parser = usage_parser())]
+    usage: Option<UsageChoice>,
+}
+
+/// Parses `--usage`.
+fn usage_parser() -> impl clap::builder::TypedValueParser<Value = UsageChoice> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(["auto", "static", "dynamic"])
+        .map(|name: String| UsageChoice::from_name(&name).unwrap_or_default())
 }
 
 /// Parses `--method` against a registry, whose names and descriptions `--help` lists.
@@ -99,10 +111,23 @@ pub fn unmet(plan: &Plan, goal: &Goal) -> Vec<String> {
         .iter()
         .any(|m| matches!(m.purpose, Purpose::Balance | Purpose::Swap));
     if plan.imbalance_after > plan.threshold && !balanced {
-        why.push(format!(
-            "the imbalance stays above the threshold {} and no safe move lowers it",
-            plan.measure.fmt(plan.threshold)
-        ));
+        let left: Vec<&str> = plan
+            .left_in_place
+            .iter()
+            .map(|l| l.reason.as_str())
+            .collect();
+        why.push(if left.is_empty() {
+            format!(
+                "the imbalance stays above the threshold {} and no safe move lowers it",
+                plan.measure.fmt(plan.threshold)
+            )
+        } else {
+            format!(
+                "the imbalance stays above the threshold {} and no safe move lowers it ({})",
+                plan.measure.fmt(plan.threshold),
+                left.join("; ")
+            )
+        });
     }
     why
 }
@@ -121,6 +146,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     if let Some(n) = args.max_migrations {
         options.max_migrations = n;
+    }
+    if let Some(u) = args.usage {
+        options.usage = u;
     }
     let goal = Goal::Balance(options);
     carry_out(&args.source, &config, &goal, args.dry_run, args.json)

@@ -389,3 +389,93 @@ fn a_negative_number_names_its_option() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("'--max-migrations <N>'"), "{err}");
 }
+
+/// Proxmox's `test-crs-static-auto-rebalance2` as a snapshot: three equal nodes, four guests of
+/// 2 CPUs and 8 GiB on node1, nothing measured yet, `crs: ha=static` (plus `extra` options).
+fn four_on_node1(crs: &str) -> String {
+    use flxp_core::builder::{ClusterBuilder, GIB, node, vm};
+    let mut b = ClusterBuilder::new();
+    for n in ["node1", "node2", "node3"] {
+        b = b.node(node(n).cpus(24.0).memory(32 * GIB).load(0.0));
+    }
+    for vmid in 101..=104 {
+        b = b.guest(vm(vmid, "node1").cores(2.0, 0.0).mem(0, 8 * GIB));
+    }
+    serde_json::to_string(&b.option("crs", crs.into()).snapshot()).unwrap()
+}
+
+#[test]
+fn static_mode_moves_one_guest_as_proxmox_does_and_says_so() {
+    // Proxmox balances `ha=static` on configured sizes: it moves vm:101 to node2 (1.41 → 0.94).
+    let (_dir, f) = temp_file("static.json", &four_on_node1("ha=static"));
+    let f = f.to_str().unwrap();
+    let args = ["balance", "--from-file", f, "--method", "pve-bruteforce"];
+    let (code, out, err) = run(&[&args[..], &["--json"]].concat());
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert_eq!(v["usage"]["mode"], "static", "{out}");
+    assert_eq!(v["usage"]["from"], "crs ha=static");
+    let moved: Vec<(u64, &str)> = v["migrations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["vmid"].as_u64().unwrap(), m["to"].as_str().unwrap()))
+        .collect();
+    assert_eq!(moved, vec![(101, "node2")]);
+    let (_, out, _) = run(&args);
+    assert!(
+        out.contains("\nusage: static (from crs ha=static)\n"),
+        "{out}"
+    );
+    // `--usage dynamic` balances on measurements, and there are none: nothing moves.
+    let (code, out, err) = run(&[&args[..], &["--usage", "dynamic", "--json"]].concat());
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert_eq!(v["usage"]["mode"], "dynamic");
+    assert_eq!(v["usage"]["from"], "the usage option");
+    assert_eq!(v["migrations"], Value::Array(Vec::new()));
+    let (code, _, err) = run(&[&args[..], &["--usage", "measured"]].concat());
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("possible values: auto, static, dynamic"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_plan_that_moves_nothing_counts_why_in_json_and_for_people() {
+    // Proxmox's auto-rebalance is on: HA guests are its to move, so flxp leaves them and says so.
+    use flxp_core::builder::{ClusterBuilder, vm};
+    let mut b = ClusterBuilder::new().nodes(&["a", "b", "c"]);
+    for vmid in 101..=104 {
+        b = b.guest(vm(vmid, "a").hastate("started"));
+    }
+    let snap = b
+        .guest(vm(105, "a").locked("backup"))
+        .guest(vm(106, "a").locked("backup"))
+        .option("crs", "ha=dynamic,ha-auto-rebalance=1".into())
+        .snapshot();
+    let (_dir, f) = temp_file("ha.json", &serde_json::to_string(&snap).unwrap());
+    let f = f.to_str().unwrap();
+    for method in ["flxp", "pve-bruteforce"] {
+        let args = ["balance", "--from-file", f, "--method", method];
+        let (code, out, err) = run(&[&args[..], &["--json"]].concat());
+        assert_eq!(code, 3, "{err}");
+        let v = json(&out);
+        assert_eq!(v["migrations"], Value::Array(Vec::new()));
+        assert_eq!(v["left_in_place"][0]["kind"], "ha-auto-rebalance", "{out}");
+        assert_eq!(v["left_in_place"][0]["count"], 4);
+        assert_eq!(
+            v["left_in_place"][1]["reason"],
+            "2 guests are locked (backup)"
+        );
+        let (_, out, _) = run(&args);
+        assert!(
+            out.contains(
+                "\nleft in place:\n  4 guests are HA-managed while Proxmox's auto-rebalance is on: left to Proxmox\n  2 guests are locked (backup)\n"
+            ),
+            "{out}"
+        );
+        assert!(!out.contains("no bundle can move"), "{out}");
+    }
+}
