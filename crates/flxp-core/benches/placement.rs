@@ -67,7 +67,7 @@ fn synthetic(n: usize) -> Snapshot {
 fn request() -> PlacementRequest {
     PlacementRequest {
         memory: 4 * GIB,
-        cores: 2,
+        cores: 2.0,
         tags: vec!["flxp.anti-affinity.g7".into(), "flxp.select.ssd".into()],
         ..PlacementRequest::default()
     }

@@ -5,7 +5,9 @@
 //! ordinary Contract 1 snapshot, so what a builder makes is what a user could feed in.
 
 use crate::cluster::{Cluster, Overrides};
-use crate::snapshot::{HaResource, HaRule, NodeExtra, Resource, RrdRow, Snapshot, Task};
+use crate::snapshot::{
+    HaResource, HaRule, HaStatusEntry, NodeExtra, Resource, RrdRow, Snapshot, Task,
+};
 
 pub use crate::units::{GIB, MIB};
 
@@ -177,6 +179,7 @@ pub struct ClusterBuilder {
     guests: Vec<GuestSpec>,
     ha_rules: Vec<HaRule>,
     ha_resources: Vec<HaResource>,
+    ha_status: Vec<HaStatusEntry>,
     tasks: Vec<Task>,
     options: serde_json::Map<String, serde_json::Value>,
     time: Option<i64>,
@@ -256,6 +259,20 @@ impl ClusterBuilder {
         }
         self
     }
+    /// Makes a resource (`vm:100`) HA-managed with a service entry in HA's status: `state` as the
+    /// status shows it (`starting`, `started`, ...) and `crm_state` as the manager holds it.
+    pub fn ha_service(mut self, sid: &str, node: &str, state: &str, crm_state: &str) -> Self {
+        self.ha_status.push(HaStatusEntry {
+            id: Some(format!("service:{sid}")),
+            kind: Some("service".into()),
+            node: Some(node.into()),
+            sid: Some(sid.into()),
+            state: Some(state.into()),
+            crm_state: Some(crm_state.into()),
+            ..HaStatusEntry::default()
+        });
+        self.ha_managed(sid)
+    }
     /// Adds a task.
     pub fn task(mut self, task: Task) -> Self {
         self.tasks.push(task);
@@ -282,6 +299,7 @@ impl ClusterBuilder {
         };
         snap.ha.rules = self.ha_rules.clone();
         snap.ha.resources = self.ha_resources.clone();
+        snap.ha.status = self.ha_status.clone();
         for n in &self.nodes {
             let online = n.status == "online";
             snap.resources.push(Resource {

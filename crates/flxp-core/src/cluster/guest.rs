@@ -90,6 +90,9 @@ pub struct Guest {
     pub hastate: Option<String>,
     /// Whether Proxmox HA manages it.
     pub ha_managed: bool,
+    /// Whether HA has started it and waits for it to run (HA reports it `starting`): it is not in
+    /// the measurements yet, so Proxmox's dynamic mode counts it at its configured size.
+    pub ha_starting: bool,
     /// Pool membership.
     pub pool: Option<String>,
     /// A running migration of it and where it goes; `None` when none runs.
@@ -111,6 +114,17 @@ impl Guest {
     /// the host pays, since either may lag the other.
     pub fn mem_footprint(&self) -> u64 {
         self.mem.max(self.memhost.unwrap_or(0))
+    }
+
+    /// CPUs Proxmox's static usage counts for it on a node with `node_cpus` CPUs: its `maxcpu`, or
+    /// for a container without a CPU limit (`maxcpu` 0) the node's CPUs, since it may use them all
+    /// (Proxmox's `cpulimit || cores || 0`, where 0 means the whole node).
+    pub fn static_cpus(&self, node_cpus: f64) -> f64 {
+        if self.kind == GuestKind::Lxc && self.maxcpu == 0.0 {
+            node_cpus
+        } else {
+            self.maxcpu
+        }
     }
 
     /// CPU cores it uses now (`cpu × maxcpu`).

@@ -165,11 +165,15 @@ impl Cluster {
             .iter()
             .filter_map(|r| r.sid.as_deref())
             .collect();
+        let starting = ha_starting_sids(&snapshot.ha);
         let mut guests: Vec<Guest> = raw_guests
             .into_iter()
             .map(|(node_name, mut g)| {
                 g.node = node_by_name[&node_name];
                 g.ha_managed = g.hastate.is_some() || ha_sids.contains(g.sid().as_str());
+                g.ha_starting = !g.template
+                    && (g.hastate.as_deref() == Some("starting")
+                        || starting.contains(g.sid().as_str()));
                 g
             })
             .collect();
@@ -580,6 +584,7 @@ fn collect_guests(
                 hastate: r.hastate.clone().filter(|s| !s.is_empty()),
                 migrating: None,
                 ha_managed: false,
+                ha_starting: false,
                 pool: r.pool.clone(),
             },
         ));
@@ -682,6 +687,22 @@ fn apply_node_extras(
             }
         }
     }
+}
+
+/// HA resources that HA's status reports `starting` while its manager holds them `started`: started
+/// but not yet reported running, which is when Proxmox counts them as starting. (`starting` with
+/// any other manager state is a stopped resource about to be asked to start; it holds no node yet.)
+fn ha_starting_sids(ha: &Ha) -> BTreeSet<&str> {
+    ha.status
+        .iter()
+        .filter(|e| e.kind.as_deref() == Some("service") && e.state.as_deref() == Some("starting"))
+        .filter(|e| e.crm_state.as_deref().is_none_or(|s| s == "started"))
+        .filter_map(|e| {
+            e.sid
+                .as_deref()
+                .or_else(|| e.id.as_deref()?.strip_prefix("service:"))
+        })
+        .collect()
 }
 
 /// Nodes that HA's status reports in maintenance (an `lrm` entry in maintenance mode).

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::cluster::{Cluster, GuestIdx, MAX_BYTES, NodeIdx};
+use crate::cluster::{Cluster, GuestIdx, MAX_BYTES, MAX_CPUS, NodeIdx};
 use crate::constraints::{GuestRules, NodeRule, Rules};
 use crate::{Error, Result, Warning};
 
@@ -12,14 +12,40 @@ use crate::{Error, Result, Warning};
 pub struct PlacementRequest {
     /// Memory in bytes.
     pub memory: u64,
-    /// vCPUs.
-    pub cores: u32,
+    /// vCPUs; a fraction (`0.5`) asks for part of a CPU, like a container's `cpulimit`.
+    pub cores: f64,
     /// Tags the VM will carry (flxp rules among them).
     pub tags: Vec<String>,
     /// A host named by the user: skips scoring, not the online and resource checks.
     pub host: Option<String>,
     /// Policy name; the configured default when absent.
     pub policy: Option<String>,
+}
+
+/// Checks a requested CPU count: finite, above 0 (Proxmox reads a `cpulimit` of 0 as "no limit",
+/// which a request cannot size) and at most [`MAX_CPUS`]. The error is the sentence after the
+/// field's name.
+pub fn check_cores(cores: f64) -> std::result::Result<f64, String> {
+    if cores.is_finite() && cores > 0.0 && cores <= MAX_CPUS {
+        Ok(cores)
+    } else {
+        Err(not_cores(&cores.to_string()))
+    }
+}
+
+/// Reads a requested CPU count from text (`2`, `0.5`), checked as [`check_cores`] does.
+pub fn parse_cores(text: &str) -> std::result::Result<f64, String> {
+    let text = text.trim();
+    text.parse::<f64>()
+        .ok()
+        .and_then(|cores| check_cores(cores).ok())
+        .ok_or_else(|| not_cores(text))
+}
+
+fn not_cores(shown: &str) -> String {
+    format!(
+        "{shown} is not a vCPU count (a number above 0 and at most {MAX_CPUS}, such as 2 or 0.5)"
+    )
 }
 
 /// The thing to place, with everything the filters need to know about it.
@@ -63,9 +89,7 @@ impl Subject {
                 crate::units::fmt_bytes(MAX_BYTES)
             )));
         }
-        if request.cores == 0 {
-            return Err(Error::Request("cores must be at least 1".into()));
-        }
+        check_cores(request.cores).map_err(|m| Error::Request(format!("cores: {m}")))?;
         let mut warnings = Vec::new();
         let mut tags = Vec::new();
         for tag in &request.tags {
@@ -81,7 +105,7 @@ impl Subject {
         }
         let (guest_rules, w) = rules.compile_request(cluster, &tags);
         warnings.extend(w);
-        let cores = f64::from(request.cores);
+        let cores = request.cores;
         Ok((
             Self {
                 label: "new VM".into(),
@@ -177,5 +201,42 @@ impl Subject {
     /// Whether a guest is part of what is being placed.
     pub fn contains(&self, guest: GuestIdx) -> bool {
         self.members.contains(&guest)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::*;
+
+    #[test]
+    fn cores_accept_fractions_and_refuse_zero_negative_and_non_numbers() {
+        // A container's `cpulimit` may be a fraction such as 0.5; whole counts work as before.
+        assert_eq!(parse_cores("0.5"), Ok(0.5));
+        assert_eq!(parse_cores(" 2 "), Ok(2.0));
+        let hint = "is not a vCPU count (a number above 0 and at most 1048576, such as 2 or 0.5)";
+        for bad in ["0", "-1", "abc", "NaN", "inf", "", "1048577"] {
+            assert_eq!(parse_cores(bad), Err(format!("{bad} {hint}")), "{bad}");
+        }
+        assert_eq!(check_cores(f64::NAN), Err(format!("NaN {hint}")));
+    }
+
+    #[test]
+    fn a_fractional_request_is_placed_with_its_fraction() {
+        let c = ClusterBuilder::new().node(node("a").cpus(1.0)).build();
+        let rules = Rules::compile(&c);
+        let mut request = PlacementRequest {
+            memory: GIB,
+            cores: 0.5,
+            ..PlacementRequest::default()
+        };
+        let (s, _) = Subject::new_vm(&c, &rules, &request).unwrap();
+        assert_eq!((s.cores, s.committed_cpus, s.cpu), (0.5, 0.5, 0.5));
+        request.cores = 0.0;
+        let e = Subject::new_vm(&c, &rules, &request).unwrap_err();
+        assert!(
+            e.to_string().contains("cores: 0 is not a vCPU count"),
+            "{e}"
+        );
     }
 }

@@ -71,7 +71,7 @@ fn place_db(c: &Cluster, memory: u64) -> flxp_core::placement::Placement {
     let rules = Rules::compile(c);
     let req = PlacementRequest {
         memory,
-        cores: 1,
+        cores: 1.0,
         tags: vec![DB.to_owned()],
         ..PlacementRequest::default()
     };
@@ -158,7 +158,7 @@ fn the_target_counts_the_memory_of_the_guest_in_flight() {
     let rules = Rules::compile(&c);
     let req = PlacementRequest {
         memory: 60 * GIB,
-        cores: 1,
+        cores: 1.0,
         ..PlacementRequest::default()
     };
     let p = placer().place(&c, &rules, &s, &req).unwrap();

@@ -21,10 +21,10 @@ fn place_with(
         .unwrap()
 }
 
-fn req(memory: u64, cores: u32, tags: &[&str]) -> PlacementRequest {
+fn req(memory: u64, cores: impl Into<f64>, tags: &[&str]) -> PlacementRequest {
     PlacementRequest {
         memory,
-        cores,
+        cores: cores.into(),
         tags: tags.iter().map(|t| (*t).to_owned()).collect(),
         ..PlacementRequest::default()
     }

@@ -151,7 +151,7 @@ proptest! {
         let snap = snapshot(&nodes, &guests);
         let req = PlacementRequest {
             memory: mem * GIB,
-            cores,
+            cores: cores.into(),
             tags: tags.iter().map(|&t| GROUP_TAGS[t].to_owned()).collect(),
             host: None,
             policy: Some(["free-memory", "free-cpu", "spread", "pack", "pve-static", "pve-dynamic"][policy].to_owned()),
@@ -210,7 +210,7 @@ proptest! {
         }
         let req = PlacementRequest {
             memory: mem * GIB,
-            cores,
+            cores: cores.into(),
             tags: tags.iter().map(|&t| GROUP_TAGS[t].to_owned()).collect(),
             ..PlacementRequest::default()
         };

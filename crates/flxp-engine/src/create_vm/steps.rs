@@ -330,12 +330,12 @@ fn reserve(
     let req = target.req;
     let request = PlacementRequest {
         memory: req.memory,
-        cores: req.cores.saturating_mul(req.sockets),
+        cores: f64::from(req.cores.saturating_mul(req.sockets)),
         tags: req.tags.clone(),
         host: req.host.clone(),
         policy: req.policy.clone(),
     };
-    let hold_cores = f64::from(request.cores);
+    let hold_cores = request.cores;
     let cluster = target.cluster;
     let ((placement, node), ticket) =
         c.reservations

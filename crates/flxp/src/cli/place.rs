@@ -18,9 +18,10 @@ pub struct Args {
     /// Memory of the new VM: 4GiB, 4G, 4096M or bytes (binary units).
     #[arg(long, value_name = "SIZE", value_parser = size::parse)]
     memory: u64,
-    /// vCPUs of the new VM.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    cores: u32,
+    /// vCPUs of the new VM: a whole count, or a fraction of a CPU such as 0.5 (a container's
+    /// cpulimit).
+    #[arg(long, value_name = "N", value_parser = flxp_core::placement::parse_cores)]
+    cores: f64,
     /// A tag the VM will carry (repeatable; flxp rules such as flxp.anti-affinity.web).
     #[arg(long = "tag", value_name = "T")]
     tags: Vec<String>,

@@ -254,3 +254,79 @@ fn json_errors_are_one_document_too_with_the_exit_code() {
         assert!(err.contains(want), "the error still goes to stderr: {err}");
     }
 }
+
+#[test]
+fn cores_take_fractions_and_refuse_zero_negative_and_words_naming_the_flag() {
+    // A container's cpulimit may be a fraction (0.5 of a CPU); `--cores` takes one like it.
+    let f = example("pvesh-4node.json");
+    let f = f.to_str().unwrap();
+    let place = |cores: &str| {
+        run(&[
+            "place",
+            "--from-file",
+            f,
+            "--memory",
+            "4GiB",
+            "--cores",
+            cores,
+            "--json",
+        ])
+    };
+    let (code, out, err) = place("0.5");
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["node"], "pve2");
+    for bad in ["0", "-1", "abc"] {
+        let (code, _, err) = place(bad);
+        assert_eq!(code, 2, "{bad}: {err}");
+        let want = format!(
+            "invalid value '{bad}' for '--cores <N>': {bad} is not a vCPU count (a number above 0 \
+             and at most 1048576, such as 2 or 0.5)"
+        );
+        assert!(err.contains(&want), "{bad}: {err}");
+    }
+}
+
+/// Three equal nodes, HA starting two guests on node1 and one on node2: none of the three shows
+/// in the measurements yet.
+const BURST: &str = r#"{"resources":[
+  {"id":"node/node1","type":"node","node":"node1","status":"online","maxcpu":16,"cpu":0.1,"maxmem":68719476736,"mem":8589934592},
+  {"id":"node/node2","type":"node","node":"node2","status":"online","maxcpu":16,"cpu":0.1,"maxmem":68719476736,"mem":8589934592},
+  {"id":"node/node3","type":"node","node":"node3","status":"online","maxcpu":16,"cpu":0.1,"maxmem":68719476736,"mem":8589934592},
+  {"id":"qemu/101","type":"qemu","vmid":101,"node":"node1","status":"stopped","maxcpu":4,"maxmem":8589934592,"hastate":"started"},
+  {"id":"qemu/102","type":"qemu","vmid":102,"node":"node1","status":"stopped","maxcpu":4,"maxmem":8589934592,"hastate":"started"},
+  {"id":"qemu/103","type":"qemu","vmid":103,"node":"node2","status":"stopped","maxcpu":4,"maxmem":8589934592,"hastate":"started"}],
+ "ha":{"resources":[{"sid":"vm:101","state":"started"},{"sid":"vm:102","state":"started"},{"sid":"vm:103","state":"started"}],
+  "status":[
+  {"id":"service:vm:101","type":"service","sid":"vm:101","node":"node1","state":"starting","crm_state":"started","request_state":"started"},
+  {"id":"service:vm:102","type":"service","sid":"vm:102","node":"node1","state":"starting","crm_state":"started","request_state":"started"},
+  {"id":"service:vm:103","type":"service","sid":"vm:103","node":"node2","state":"starting","crm_state":"started","request_state":"started"}]}}"#;
+
+#[test]
+fn pve_dynamic_spreads_a_burst_of_starts_over_the_guests_ha_is_starting() {
+    // Proxmox's dynamic mode adds each guest HA reports `starting` at its configured size, so the
+    // next start goes to node3 (nothing starting), then node2 (one), node1 last (two). Counted
+    // by measurements alone, the three nodes tie and node1 would get the whole burst.
+    let (_d, snap) = temp_file("burst.json", BURST);
+    let (code, out, err) = run(&[
+        "place",
+        "--from-file",
+        snap.to_str().unwrap(),
+        "--memory",
+        "4GiB",
+        "--cores",
+        "2",
+        "--policy",
+        "pve-dynamic",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let order: Vec<&str> = v["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["node"].as_str().unwrap())
+        .collect();
+    assert_eq!(order, ["node3", "node2", "node1"], "{out}");
+}

@@ -361,6 +361,14 @@ async fn queries_answer_placement_nodes_plans_and_zones() {
         .await;
     assert_eq!(v["data"]["placement"]["candidates"], json!([]), "{v}");
     assert!(v["data"]["placement"]["node"].is_string());
+    // A fraction of a CPU, as a container's cpulimit may be, is a valid request too.
+    let v = s
+        .gql(
+            r#"query { placement(zone: "lab", request: { memory: "2GiB", cores: 0.5 }) { node } }"#,
+            json!({}),
+        )
+        .await;
+    assert!(v["data"]["placement"]["node"].is_string(), "{v}");
 
     let v = s
         .gql(

@@ -109,12 +109,17 @@ async fn every_bad_request_has_its_code_and_creates_nothing() {
     let placement = "query($r: PlacementInput!) { placement(zone: \"lab\", request: $r) { node } }";
     for (request, want) in [
         (
+            // Whole counts from 1 up used to be the range; fractions such as 0.5 are vCPUs now.
             json!({ "memory": "1G", "cores": -1 }),
-            "request.cores: -1 is not a vCPU count (1 to 4294967295)",
+            "request.cores: -1 is not a vCPU count (a number above 0 and at most 1048576, such as 2 or 0.5)",
         ),
         (
             json!({ "memory": "1G", "cores": 0 }),
             "request.cores: 0 is not a vCPU count",
+        ),
+        (
+            json!({ "memory": "1G", "cores": "abc" }),
+            "Invalid value for argument \"request.cores\", expected type \"Float\"",
         ),
         (
             json!({ "memory": "1G", "cores": 4_294_967_296_i64 }),

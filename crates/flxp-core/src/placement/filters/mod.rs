@@ -19,11 +19,11 @@ pub(crate) mod testing {
     use crate::state::State;
 
     /// A new VM's subject from memory, cores and tags.
-    pub fn new_vm(c: &Cluster, memory: u64, cores: u32, tags: &[&str]) -> Subject {
+    pub fn new_vm(c: &Cluster, memory: u64, cores: impl Into<f64>, tags: &[&str]) -> Subject {
         let rules = Rules::compile(c);
         let req = PlacementRequest {
             memory,
-            cores,
+            cores: cores.into(),
             tags: tags.iter().map(|t| (*t).to_owned()).collect(),
             ..PlacementRequest::default()
         };

@@ -53,17 +53,28 @@ fn alternatives(ctx: &Ctx, dynamic: bool) -> (Vec<NodeIdx>, Vec<NodeUsage>) {
             },
         ));
     }
-    if dynamic {
-        for g_idx in ctx.cluster.guest_indexes() {
-            let g = ctx.cluster.guest(g_idx);
-            if !g.running || !ctx.cluster.tasks.is_starting(g.vmid) {
-                continue;
+    for g_idx in ctx.cluster.guest_indexes() {
+        let g = ctx.cluster.guest(g_idx);
+        let Ok(pos) = idx.binary_search(&ctx.state.location(g_idx)) else {
+            continue;
+        };
+        let s = &mut stats[pos].stats;
+        // Starting: HA started it but it does not run yet, or a start task is still running.
+        let starting = g.ha_starting || (g.running && ctx.cluster.tasks.is_starting(g.vmid));
+        if dynamic {
+            // Not in the measurements yet: Proxmox adds its configured size (§1.4).
+            if starting {
+                s.cpu += g.static_cpus(s.maxcpu);
+                s.mem = s.mem.saturating_add(g.maxmem);
             }
-            if let Ok(pos) = idx.binary_search(&ctx.state.location(g_idx)) {
-                let s = &mut stats[pos].stats;
-                s.cpu += if g.maxcpu > 0.0 { g.maxcpu } else { s.maxcpu };
-                s.mem += g.maxmem;
-            }
+        } else if g.running {
+            // The committed sum holds its `maxcpu`, 0 for a container without a CPU limit,
+            // which Proxmox counts as the whole node (§1.3).
+            s.cpu += g.static_cpus(s.maxcpu) - g.maxcpu;
+        } else if starting {
+            // Proxmox counts every HA resource that holds a node, running or not (§1.3).
+            s.cpu += g.static_cpus(s.maxcpu);
+            s.mem = s.mem.saturating_add(g.maxmem);
         }
     }
     (idx, stats)
@@ -154,7 +165,7 @@ mod tests {
         b.build()
     }
 
-    fn ranking(sc: &dyn Scorer, c: &crate::Cluster, mem: u64, cores: u32) -> Vec<String> {
+    fn ranking(sc: &dyn Scorer, c: &crate::Cluster, mem: u64, cores: impl Into<f64>) -> Vec<String> {
         let mut s = scores(sc, c, &new_vm(c, mem, cores, &[])).unwrap();
         s.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         s.into_iter().map(|(n, _)| n).collect()
@@ -207,5 +218,116 @@ mod tests {
             })
             .build();
         assert_eq!(ranking(&PveDynamic, &c, 4 * GIB, 2), ["b", "a"]);
+    }
+
+    #[test]
+    fn static_mode_counts_a_container_without_cpu_limit_as_the_whole_node() {
+        // Proxmox's static usage counts a CT at `cpulimit || cores || 0`, and 0 at the node's
+        // full CPU count: the CT on node1 loads it like 16 cores, more than the 8-core VM on
+        // node2, so node2 wins (were it counted as 0 cores, node1 would).
+        let c = ClusterBuilder::new()
+            .nodes(&["node1", "node2"])
+            .guest(ct(101, "node1").mem(GIB, 4 * GIB).cores(0.0, 0.0))
+            .guest(vm(102, "node2").mem(GIB, 4 * GIB).cores(8.0, 0.0))
+            .build();
+        assert_eq!(ranking(&PveStatic, &c, GIB, 1), ["node2", "node1"]);
+        // A CT with a limit counts at its limit, fractions included.
+        let c = ClusterBuilder::new()
+            .nodes(&["node1", "node2"])
+            .guest(ct(101, "node1").mem(GIB, 4 * GIB).cores(0.5, 0.0))
+            .guest(vm(102, "node2").mem(GIB, 4 * GIB).cores(1.0, 0.0))
+            .build();
+        assert_eq!(ranking(&PveStatic, &c, GIB, 0.5), ["node1", "node2"]);
+    }
+
+    /// Three equal nodes with equal measured load.
+    fn three_measured() -> ClusterBuilder {
+        let mut b = ClusterBuilder::new();
+        for name in ["node1", "node2", "node3"] {
+            b = b.node(node(name).load(0.1).used(8 * GIB));
+        }
+        b
+    }
+
+    #[test]
+    fn dynamic_mode_counts_guests_ha_reports_starting_at_their_configured_size() {
+        // Proxmox's dynamic start scoring adds every HA resource that is started but not yet
+        // running at its configured CPUs and memory, so that a burst of starts spreads out: two
+        // starting on node1 and one on node2 send the next start to node3, then node2.
+        let c = three_measured()
+            .guest(vm(101, "node1").mem(0, 8 * GIB).cores(4.0, 0.0).stopped())
+            .guest(vm(102, "node1").mem(0, 8 * GIB).cores(4.0, 0.0).stopped())
+            .guest(ct(103, "node2").mem(0, 8 * GIB).cores(0.0, 0.0).stopped())
+            .ha_service("vm:101", "node1", "starting", "started")
+            .ha_service("vm:102", "node1", "starting", "started")
+            .ha_service("ct:103", "node2", "starting", "started")
+            .build();
+        assert_eq!(
+            ranking(&PveDynamic, &c, 4 * GIB, 2),
+            ["node3", "node2", "node1"]
+        );
+        // Without the starting guests all nodes tie and the first wins, as in Proxmox.
+        let c = three_measured()
+            .guest(vm(101, "node1").mem(0, 8 * GIB).cores(4.0, 0.0).stopped())
+            .ha_service("vm:101", "node1", "started", "started")
+            .build();
+        assert_eq!(
+            ranking(&PveDynamic, &c, 4 * GIB, 2),
+            ["node1", "node2", "node3"]
+        );
+    }
+
+    #[test]
+    fn a_resource_not_yet_asked_to_start_holds_no_node() {
+        // HA shows `starting` for a stopped resource whose requested state is started too, but
+        // its manager state is still `stopped`, which holds no node in Proxmox's usage.
+        let c = three_measured()
+            .guest(vm(101, "node1").mem(0, 8 * GIB).cores(4.0, 0.0).stopped())
+            .ha_service("vm:101", "node1", "starting", "stopped")
+            .build();
+        assert!(!c.guest(c.guest_idx(101).unwrap()).ha_starting);
+        assert_eq!(
+            ranking(&PveDynamic, &c, 4 * GIB, 2),
+            ["node1", "node2", "node3"]
+        );
+    }
+
+    #[test]
+    fn static_mode_counts_a_guest_ha_is_starting_before_it_runs() {
+        // Proxmox's static usage counts every HA resource that holds a node, running or not.
+        let c = ClusterBuilder::new()
+            .nodes(&["node1", "node2"])
+            .guest(vm(101, "node1").mem(0, 8 * GIB).cores(4.0, 0.0).stopped())
+            .ha_service("vm:101", "node1", "starting", "started")
+            .build();
+        assert_eq!(ranking(&PveStatic, &c, GIB, 1), ["node2", "node1"]);
+    }
+
+    #[test]
+    fn dynamic_mode_counts_new_guests_placed_earlier_in_the_same_batch() {
+        // Proxmox re-adds a resource's usage after each decision of a round; flxp's creations
+        // in flight are added to the state at full size, which the next decision sees.
+        let c = three_measured().build();
+        let rules = crate::Rules::compile(&c);
+        let mut state = crate::State::new(&c);
+        let placer = crate::placement::Placer::new(
+            crate::placement::PlacementOptions::default(),
+            Vec::new(),
+        )
+        .unwrap();
+        let request = crate::placement::PlacementRequest {
+            memory: 8 * GIB,
+            cores: 4.0,
+            policy: Some(DYNAMIC_NAME.into()),
+            ..Default::default()
+        };
+        let mut chosen = Vec::new();
+        for _ in 0..3 {
+            let p = placer.place(&c, &rules, &state, &request).unwrap();
+            let name = p.node.clone().unwrap();
+            state.add_guest(c.node_idx(&name).unwrap(), request.memory, request.cores);
+            chosen.push(name);
+        }
+        assert_eq!(chosen, ["node1", "node2", "node3"]);
     }
 }

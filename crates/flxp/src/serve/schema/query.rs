@@ -223,17 +223,16 @@ fn placement_request(s: &AppState, r: PlacementInput) -> Result<PlacementRequest
             let p = s.config.compute_profiles.get(id).ok_or_else(|| {
                 super::mutation::unknown("compute profile", id, s.config.compute_profiles.keys())
             })?;
-            (p.memory.0, p.cores.saturating_mul(p.sockets.unwrap_or(1)))
+            (
+                p.memory.0,
+                f64::from(p.cores.saturating_mul(p.sockets.unwrap_or(1))),
+            )
         }
         (None, Some(m), Some(c)) => (
             crate::size::parse(m)
                 .map_err(|e| ApiError::bad_input(format!("request.memory: {e}")))?,
-            u32::try_from(c).ok().filter(|c| *c >= 1).ok_or_else(|| {
-                ApiError::bad_input(format!(
-                    "request.cores: {c} is not a vCPU count (1 to {})",
-                    u32::MAX
-                ))
-            })?,
+            flxp_core::placement::check_cores(c)
+                .map_err(|e| ApiError::bad_input(format!("request.cores: {e}")))?,
         ),
         _ => {
             return Err(ApiError::bad_input(

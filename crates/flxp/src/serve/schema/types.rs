@@ -205,10 +205,10 @@ pub struct PlacementInput {
     pub compute_profile: Option<String>,
     /// Memory, e.g. `"4GiB"` or a byte count as text (instead of a profile).
     pub memory: Option<String>,
-    /// vCPUs (instead of a profile), at least 1.
-    // i64, not u32: a negative or oversized count then reaches `placement_request`, whose error
-    // names the field, instead of the engine's bare "Failed to parse \"Int\"".
-    pub cores: Option<i64>,
+    /// vCPUs (instead of a profile): above 0, a fraction such as 0.5 allowed.
+    // f64, not u32: a fraction, a negative or an oversized count then reaches
+    // `placement_request`, whose error names the field.
+    pub cores: Option<f64>,
     /// Tags the VM would carry (flxp rules among them).
     #[graphql(default)]
     pub tags: Vec<String>,
