@@ -255,3 +255,49 @@ fn a_new_member_of_an_affinity_group_follows_a_member_in_flight_to_its_target() 
     // On a, the group would be split the moment 201 lands on b.
     assert_eq!(p.node.as_deref(), Some("b"), "{:?}", p.candidates);
 }
+
+/// 101 of `db` on a, HA-managed, with a move to `target` that HA was asked for and has not
+/// started yet (no migration task runs): `crm_state` `state`, its target from `manager_status`.
+fn ha_moving(state: &str, target: &str) -> Cluster {
+    let mut snapshot = ClusterBuilder::new()
+        .node(node("a").memory(64 * GIB))
+        .node(node("b").memory(64 * GIB))
+        .node(node("c").memory(64 * GIB))
+        .node(node("d").memory(64 * GIB))
+        .guest(vm(101, "a").mem(8 * GIB, 8 * GIB).tagged(DB).hastate(state))
+        .guest(vm(102, "c").mem(8 * GIB, 8 * GIB).tagged(DB))
+        .guest(vm(103, "a").mem(30 * GIB, 30 * GIB))
+        .guest(vm(104, "c").mem(40 * GIB, 40 * GIB))
+        .guest(vm(105, "d").mem(30 * GIB, 30 * GIB))
+        .time(10_000)
+        .snapshot();
+    snapshot.ha.status.push(flxp_core::snapshot::HaStatusEntry {
+        id: Some("service:vm:101".into()),
+        kind: Some("service".into()),
+        node: Some("a".into()),
+        sid: Some("vm:101".into()),
+        crm_state: Some(state.into()),
+        state: Some(state.into()),
+        target: Some(target.into()),
+        ..Default::default()
+    });
+    Cluster::from_snapshot(&snapshot, &flxp_core::Overrides::default()).unwrap()
+}
+
+#[test]
+fn a_move_ha_was_asked_for_counts_on_its_target_before_its_task_starts() {
+    for state in ["migrate", "relocate"] {
+        let c = ha_moving(state, "b");
+        let b = c.node_idx("b").unwrap();
+        assert_eq!(State::new(&c).usage(b).mem, 8 * GIB, "{state}");
+        let moves = balance_moves(&c);
+        assert!(!moves.iter().any(|(v, _)| *v == 101), "{state}: {moves:?}");
+        assert!(!moves.contains(&(102, "b".into())), "{state}: {moves:?}");
+        let p = place_db(&c, GIB);
+        assert_eq!(p.node.as_deref(), Some("d"), "{state}: {:?}", p.candidates);
+    }
+    // Once HA has it started where it is, nothing is in flight.
+    let c = ha_moving("started", "b");
+    let b = c.node_idx("b").unwrap();
+    assert_eq!(State::new(&c).usage(b).mem, 0);
+}
