@@ -14,8 +14,8 @@ use futures_util::StreamExt;
 use futures_util::stream;
 
 use flxp_core::Snapshot;
-use flxp_core::snapshot::{Ha, NodeExtra, RrdRow, Task};
-use flxp_pve::types::{RrdQuery, RrdTimeframe, TaskLogQuery, Upid};
+use flxp_core::snapshot::{Ha, HaStatusEntry, NodeExtra, RrdRow, Task};
+use flxp_pve::types::{ManagerStatus, RrdQuery, RrdTimeframe, TaskLogQuery, Upid};
 use flxp_pve::{ApiErrorKind, Pve, Transport};
 
 /// Per-node calls in flight at once: enough to hide latency, few enough not to flood pveproxy.
@@ -62,6 +62,21 @@ fn optional<T: Default>(endpoint: &str, result: flxp_pve::Result<T>) -> Result<T
             Ok(T::default())
         }
         Err(e) => Err(api_err(endpoint)(e)),
+    }
+}
+
+/// Gives each `service` entry HA is moving (`migrate`, `relocate`) the target the CRM's own
+/// state names: `status/current` leaves it out, and the move's task starts only on a later round
+/// of the source's LRM.
+fn add_ha_targets(status: &mut [HaStatusEntry], manager: &ManagerStatus) {
+    for e in status.iter_mut().filter(|e| e.target.is_none()) {
+        let Some(s) = e.sid.as_deref().and_then(|sid| manager.service_status.get(sid)) else {
+            continue;
+        };
+        if matches!(s.state.as_deref(), Some("migrate" | "relocate")) {
+            e.target = s.target.clone().filter(|t| !t.is_empty());
+            e.crm_state.get_or_insert_with(|| s.state.clone().unwrap_or_default());
+        }
     }
 }
 
@@ -202,14 +217,19 @@ pub async fn collect_snapshot<T: Transport + ?Sized>(
         .map(|node| node_extra(api, node))
         .buffer_unordered(NODE_CONCURRENCY)
         .collect::<Vec<_>>();
-    let (per_node, rules, ha_resources, ha_status, options, tasks) = futures_util::join!(
+    let (per_node, rules, ha_resources, ha_status, manager, options, tasks) = futures_util::join!(
         per_node,
         api.ha_rules(),
         api.ha_resources(),
         api.ha_status_current(),
+        api.ha_manager_status(),
         api.cluster_options(),
         tasks_with_targets(api),
     );
+    let mut ha_status = optional("GET /cluster/ha/status/current", ha_status)?;
+    // Without the targets of HA moves, a move HA has queued counts on its source only.
+    let manager = optional("GET /cluster/ha/status/manager_status", manager)?;
+    add_ha_targets(&mut ha_status, &manager.manager_status);
 
     let mut nodes = BTreeMap::new();
     for item in per_node {
@@ -224,7 +244,7 @@ pub async fn collect_snapshot<T: Transport + ?Sized>(
         ha: Ha {
             rules: optional("GET /cluster/ha/rules", rules)?,
             resources: optional("GET /cluster/ha/resources", ha_resources)?,
-            status: optional("GET /cluster/ha/status/current", ha_status)?,
+            status: ha_status,
         },
         options: optional("GET /cluster/options", options)?,
         tasks: optional("GET /cluster/tasks", tasks)?,
@@ -365,13 +385,13 @@ mod tests {
         for guests in [0, 50, 2000] {
             let fake = FakeApi::new(cluster(8, guests));
             collect_snapshot(&fake, 0).await.unwrap();
-            // 1 resources + 2 per online node (7) + 3 HA + options + tasks + the log of the
-            // one running migration.
-            assert_eq!(fake.call_count(), 1 + 2 * 7 + 5 + 1, "{guests} guests");
+            // 1 resources + 2 per online node (7) + 4 HA (rules, resources, status, manager
+            // status) + options + tasks + the log of the one running migration.
+            assert_eq!(fake.call_count(), 1 + 2 * 7 + 6 + 1, "{guests} guests");
         }
         let fake = FakeApi::new(cluster(32, 2000));
         collect_snapshot(&fake, 0).await.unwrap();
-        assert_eq!(fake.call_count(), 1 + 2 * 31 + 5 + 1);
+        assert_eq!(fake.call_count(), 1 + 2 * 31 + 6 + 1);
         let calls = fake.calls();
         assert_eq!(calls[0], "GET /cluster/resources");
         assert!(
@@ -495,6 +515,44 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "collecting the snapshot: GET /cluster/ha/rules failed"
+        );
+    }
+
+    #[test]
+    fn a_move_ha_queued_gets_its_target_from_the_manager_status() {
+        let manager: flxp_pve::types::ManagerStatusResponse = serde_json::from_str(
+            r#"{"manager_status":{"service_status":{
+                "vm:101":{"node":"a","state":"migrate","target":"b"},
+                "vm:102":{"node":"a","state":"relocate","target":"c"},
+                "vm:103":{"node":"b","state":"started"}}}}"#,
+        )
+        .unwrap();
+        let entry = |sid: &str, crm: Option<&str>| HaStatusEntry {
+            id: Some(format!("service:{sid}")),
+            kind: Some("service".into()),
+            sid: Some(sid.into()),
+            crm_state: crm.map(str::to_owned),
+            ..HaStatusEntry::default()
+        };
+        let mut status = vec![
+            entry("vm:101", Some("migrate")),
+            entry("vm:102", None),
+            entry("vm:103", Some("started")),
+            entry("vm:104", Some("migrate")),
+        ];
+        add_ha_targets(&mut status, &manager.manager_status);
+        let got: Vec<(Option<&str>, Option<&str>)> = status
+            .iter()
+            .map(|e| (e.target.as_deref(), e.crm_state.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Some("b"), Some("migrate")),
+                (Some("c"), Some("relocate")),
+                (None, Some("started")),
+                (None, Some("migrate")),
+            ]
         );
     }
 }

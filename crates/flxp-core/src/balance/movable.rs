@@ -122,7 +122,8 @@ pub fn stays(
     if let Some(lock) = &g.lock {
         return Some(Stay::Locked { lock: lock.clone() });
     }
-    if cluster.tasks.is_migrating(g.vmid) {
+    // A task in flight, or a move HA was asked for and has not started yet.
+    if cluster.tasks.is_migrating(g.vmid) || g.migrating.is_some() {
         return Some(Stay::Migrating);
     }
     if g.ha_managed && cluster.crs.auto_rebalance {

@@ -23,7 +23,7 @@ pub use tasks::TaskIndex;
 
 use crate::constraints::notes::{self, NodeTokens};
 use crate::constraints::tags::is_valid_tag_text;
-use crate::snapshot::{Ha, Resource, Snapshot};
+use crate::snapshot::{Ha, HaStatusEntry, Resource, Snapshot};
 use crate::warning::Warning;
 use crate::{Error, Result};
 
@@ -206,6 +206,7 @@ impl Cluster {
             &node_by_name,
             &mut warnings,
         );
+        resolve_ha_moves(&mut guests, &snapshot.ha.status, &node_by_name);
         let time = snapshot.time.or(tasks.newest_time());
 
         Ok(Self {
@@ -350,6 +351,35 @@ fn resolve_migrations(
             }
         };
         g.migrating = Some(landing);
+    }
+}
+
+/// Marks the guests HA has been asked to move (`crm_state` `migrate` or `relocate`, with the
+/// target `manager_status` names) as in flight to that target, as a running migration task
+/// would: the CRM hands the move to the source's LRM only on its next rounds, and until that
+/// task starts nothing else shows where the guest goes.
+fn resolve_ha_moves(
+    guests: &mut [Guest],
+    status: &[HaStatusEntry],
+    node_by_name: &HashMap<String, NodeIdx>,
+) {
+    let moving: HashMap<&str, NodeIdx> = status
+        .iter()
+        .filter(|e| matches!(e.crm_state.as_deref(), Some("migrate" | "relocate")))
+        .filter_map(|e| {
+            let to = node_by_name.get(e.target.as_deref()?)?;
+            Some((e.sid.as_deref()?, *to))
+        })
+        .collect();
+    if moving.is_empty() {
+        return;
+    }
+    for g in guests.iter_mut().filter(|g| g.migrating.is_none()) {
+        if let Some(&to) = moving.get(g.sid().as_str()) {
+            if to != g.node {
+                g.migrating = Some(Landing::Node(to));
+            }
+        }
     }
 }
 

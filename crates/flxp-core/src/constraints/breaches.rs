@@ -111,7 +111,17 @@ pub fn breaches_among(
         }
         let mut by_node: BTreeMap<NodeIdx, Vec<GuestIdx>> = BTreeMap::new();
         for &m in group.members.iter().filter(|&&m| cluster.guest(m).running) {
-            by_node.entry(state.location(m)).or_default().push(m);
+            let at = state.location(m);
+            // A member in flight counts where it lands as well: for anti-affinity on its source
+            // and its target (it holds both until it lands), for affinity on its target only.
+            match (group.kind, cluster.guest(m).migrating_to()) {
+                (GroupKind::AntiAffinity, Some(to)) if to != at => {
+                    by_node.entry(at).or_default().push(m);
+                    by_node.entry(to).or_default().push(m);
+                }
+                (GroupKind::Affinity, Some(to)) => by_node.entry(to).or_default().push(m),
+                _ => by_node.entry(at).or_default().push(m),
+            }
         }
         match group.kind {
             GroupKind::AntiAffinity => {

@@ -93,17 +93,21 @@ impl<'a> Ctx<'a> {
                     Some((_, v)) => v.push(g.vmid),
                     None => nodes.push((at, vec![g.vmid])),
                 };
-                add(at);
                 // A member in flight is on its target too for anti-affinity; one whose target
-                // nobody could read may land anywhere. Affinity follows where it is now.
-                if group.kind == GroupKind::AntiAffinity {
-                    match g.migrating {
-                        Some(Landing::Node(to)) if to != at => add(to),
-                        Some(Landing::Unknown) => {
-                            cluster.node_indexes().filter(|&n| n != at).for_each(add)
-                        }
-                        _ => {}
+                // nobody could read may land anywhere. Affinity follows where it will be: the
+                // target (a known one), or where it is now.
+                match (group.kind, g.migrating) {
+                    (GroupKind::Affinity, Some(Landing::Node(to))) => add(to),
+                    (GroupKind::Affinity, _) => add(at),
+                    (GroupKind::AntiAffinity, Some(Landing::Node(to))) if to != at => {
+                        add(at);
+                        add(to);
                     }
+                    (GroupKind::AntiAffinity, Some(Landing::Unknown)) => {
+                        add(at);
+                        cluster.node_indexes().filter(|&n| n != at).for_each(add)
+                    }
+                    (GroupKind::AntiAffinity, _) => add(at),
                 }
             }
             nodes.sort_by_key(|(n, _)| *n);

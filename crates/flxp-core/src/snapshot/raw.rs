@@ -285,6 +285,10 @@ pub struct HaStatusEntry {
     /// Resource mode of a disarmed HA stack (`freeze`, `ignore`).
     #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub resource_mode: Option<String>,
+    /// flxp's own field: the node HA moves a `service` to while its `crm_state` is `migrate` or
+    /// `relocate`, from `/cluster/ha/status/manager_status` (`status/current` does not name it).
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
     /// Maximal restarts of a `service` entry.
     #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
     pub max_restart: Option<u64>,

@@ -190,3 +190,114 @@ fn an_unknown_target_keeps_every_other_member_where_it_is_with_a_warning() {
     assert!(c.warnings.iter().any(|w| w.to_string().contains("zz")));
     assert_eq!(place_db(&c, GIB).node, None);
 }
+
+/// 101 of `db` on a migrating to b, where 102 of `db` already runs: the group is crowded on b as
+/// soon as 101 lands.
+fn landing_on_a_member(target: &str) -> Cluster {
+    ClusterBuilder::new()
+        .node(node("a").memory(64 * GIB))
+        .node(node("b").memory(64 * GIB))
+        .node(node("c").memory(64 * GIB))
+        .guest(vm(101, "a").mem(8 * GIB, 8 * GIB).tagged(DB))
+        .guest(vm(102, "b").mem(8 * GIB, 8 * GIB).tagged(DB))
+        .task(migrating(101, "a", Some(target)))
+        .time(10_000)
+        .build()
+}
+
+#[test]
+fn the_rule_checker_counts_a_member_in_flight_on_its_target() {
+    let c = landing_on_a_member("b");
+    let rules = Rules::compile(&c);
+    let found = flxp_core::constraints::breaches(&c, &rules, &State::new(&c));
+    let b = c.node_idx("b").unwrap();
+    let vmids = |gs: &[flxp_core::cluster::GuestIdx]| -> Vec<u32> {
+        gs.iter().map(|&g| c.guest(g).vmid).collect()
+    };
+    assert!(
+        found.iter().any(|x| matches!(x,
+            flxp_core::constraints::Breach::Crowded { node, guests, .. }
+                if *node == b && vmids(guests) == [101, 102])),
+        "{found:?}"
+    );
+    // The plan fixes it with the member that can move: 102 leaves b, 101 goes on landing.
+    let moves = balance_moves(&c);
+    assert!(moves.iter().any(|(v, to)| *v == 102 && to == "c"), "{moves:?}");
+    assert!(!moves.iter().any(|(v, _)| *v == 101), "{moves:?}");
+    // Towards a node with no member, nothing is broken.
+    let c = landing_on_a_member("c");
+    let rules = Rules::compile(&c);
+    assert_eq!(
+        flxp_core::constraints::breaches(&c, &rules, &State::new(&c)),
+        Vec::new()
+    );
+}
+
+#[test]
+fn a_new_member_of_an_affinity_group_follows_a_member_in_flight_to_its_target() {
+    const WEB: &str = "flxp.affinity.web";
+    let c = ClusterBuilder::new()
+        .node(node("a").memory(64 * GIB))
+        .node(node("b").memory(64 * GIB))
+        .node(node("c").memory(64 * GIB))
+        .guest(vm(201, "a").mem(8 * GIB, 8 * GIB).tagged(WEB))
+        .task(migrating(201, "a", Some("b")))
+        .time(10_000)
+        .build();
+    let rules = Rules::compile(&c);
+    let req = PlacementRequest {
+        memory: GIB,
+        cores: 1,
+        tags: vec![WEB.to_owned()],
+        ..PlacementRequest::default()
+    };
+    let p = placer().place(&c, &rules, &State::new(&c), &req).unwrap();
+    // On a, the group would be split the moment 201 lands on b.
+    assert_eq!(p.node.as_deref(), Some("b"), "{:?}", p.candidates);
+}
+
+/// 101 of `db` on a, HA-managed, with a move to `target` that HA was asked for and has not
+/// started yet (no migration task runs): `crm_state` `state`, its target from `manager_status`.
+fn ha_moving(state: &str, target: &str) -> Cluster {
+    let mut snapshot = ClusterBuilder::new()
+        .node(node("a").memory(64 * GIB))
+        .node(node("b").memory(64 * GIB))
+        .node(node("c").memory(64 * GIB))
+        .node(node("d").memory(64 * GIB))
+        .guest(vm(101, "a").mem(8 * GIB, 8 * GIB).tagged(DB).hastate(state))
+        .guest(vm(102, "c").mem(8 * GIB, 8 * GIB).tagged(DB))
+        .guest(vm(103, "a").mem(30 * GIB, 30 * GIB))
+        .guest(vm(104, "c").mem(40 * GIB, 40 * GIB))
+        .guest(vm(105, "d").mem(30 * GIB, 30 * GIB))
+        .time(10_000)
+        .snapshot();
+    snapshot.ha.status.push(flxp_core::snapshot::HaStatusEntry {
+        id: Some("service:vm:101".into()),
+        kind: Some("service".into()),
+        node: Some("a".into()),
+        sid: Some("vm:101".into()),
+        crm_state: Some(state.into()),
+        state: Some(state.into()),
+        target: Some(target.into()),
+        ..Default::default()
+    });
+    Cluster::from_snapshot(&snapshot, &flxp_core::Overrides::default()).unwrap()
+}
+
+#[test]
+fn a_move_ha_was_asked_for_counts_on_its_target_before_its_task_starts() {
+    for state in ["migrate", "relocate"] {
+        let c = ha_moving(state, "b");
+        let b = c.node_idx("b").unwrap();
+        assert_eq!(State::new(&c).usage(b).mem, 8 * GIB, "{state}");
+        let moves = balance_moves(&c);
+        assert!(!moves.iter().any(|(v, _)| *v == 101), "{state}: {moves:?}");
+        assert!(!moves.contains(&(102, "b".into())), "{state}: {moves:?}");
+        let p = place_db(&c, GIB);
+        assert_eq!(p.node.as_deref(), Some("d"), "{state}: {:?}", p.candidates);
+    }
+    // Once HA has it started where it is, nothing is in flight.
+    let c = ha_moving("started", "b");
+    let b = c.node_idx("b").unwrap();
+    assert_eq!(State::new(&c).usage(b).mem, 0);
+}
