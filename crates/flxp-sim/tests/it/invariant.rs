@@ -155,7 +155,8 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn check_world(w: &World, expected: usize) -> Result<(), TestCaseError> {
-    w.check_invariant().map_err(TestCaseError::fail)?;
+    w.check_invariant()
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
     prop_assert_eq!(w.guests.len(), expected);
     for n in w.nodes.values().filter(|n| n.online) {
         let used: u64 = n.base_mem
