@@ -93,12 +93,11 @@ async fn concurrent_migrations_never_lose_or_duplicate_a_guest() {
             }
             let s = s.clone();
             handles.push(tokio::spawn(async move {
-                s.post(
+                s.post_task(
                     &format!("/nodes/{from}/qemu/{vmid}/migrate"),
                     &[("target", to), ("online", "1")],
                 )
                 .await
-                .upid()
             }));
         }
         let mut upids = Vec::new();
