@@ -219,6 +219,21 @@ enum Num {
     Float(f64, Option<String>),
 }
 
+/// The visits every reader here shares: `null` and `()` are `None`, `Some(x)` is `x` read again.
+macro_rules! absent_is_none {
+    ($de:lifetime) => {
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: Deserializer<$de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(self)
+        }
+    };
+}
+
 struct NumVisitor;
 
 impl<'de> Visitor<'de> for NumVisitor {
@@ -253,15 +268,7 @@ impl<'de> Visitor<'de> for NumVisitor {
             .map(|f| Some(Num::Float(f, Some(t.to_owned()))))
             .map_err(|_| E::custom(format!("expected a number, got the string {v:?}")))
     }
-    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
+    absent_is_none!('de);
 }
 
 struct BoolVisitor;
@@ -276,18 +283,10 @@ impl<'de> Visitor<'de> for BoolVisitor {
         Ok(Some(v))
     }
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-        match v {
-            0 => Ok(Some(false)),
-            1 => Ok(Some(true)),
-            _ => Err(E::custom(format!("expected 0 or 1, got {v}"))),
-        }
+        zero_one(i128::from(v))
     }
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
-        match v {
-            0 => Ok(Some(false)),
-            1 => Ok(Some(true)),
-            _ => Err(E::custom(format!("expected 0 or 1, got {v}"))),
-        }
+        zero_one(i128::from(v))
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
         if v == 0.0 {
@@ -307,14 +306,15 @@ impl<'de> Visitor<'de> for BoolVisitor {
             ))),
         }
     }
-    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
+    absent_is_none!('de);
+}
+
+/// An integer boolean: `0` or `1`.
+fn zero_one<E: de::Error>(v: i128) -> Result<Option<bool>, E> {
+    match v {
+        0 => Ok(Some(false)),
+        1 => Ok(Some(true)),
+        _ => Err(E::custom(format!("expected 0 or 1, got {v}"))),
     }
 }
 
@@ -341,15 +341,7 @@ impl<'de> Visitor<'de> for StringVisitor {
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
         Ok(Some(v.to_string()))
     }
-    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
+    absent_is_none!('de);
 }
 
 #[cfg(test)]

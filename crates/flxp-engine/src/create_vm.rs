@@ -27,10 +27,13 @@ use flxp_core::placement::{Placement, Placer};
 use flxp_pve::{Pve, TaskWait};
 
 pub use config::{
-    ClonePlan, DiskInfo, DiskSize, boot_disk, customize, disk_size, disks, is_disk_key, parse_disk,
-    parse_size, plan_clone,
+    CloneError, ClonePlan, DiskInfo, DiskSize, ShrinkError, boot_disk, customize, disk_size, disks,
+    is_disk_key, parse_disk, parse_size, plan_clone,
 };
-pub use input::{ImageSource, MAX_INTERFACES, Nic, VmRequest, check_dns_name, check_ssh_key};
+pub use input::{
+    DnsNameError, ImageSource, MAX_INTERFACES, Nic, SshKeyError, VmRequest, check_dns_name,
+    check_ssh_key,
+};
 
 use crate::reserve::{ClusterModel, Reservations};
 
@@ -279,6 +282,8 @@ impl Creator {
     }
 }
 
+#[cfg(test)]
+mod fixtures;
 #[cfg(test)]
 mod steps_tests;
 #[cfg(test)]

@@ -138,22 +138,20 @@ pub struct RoundReport {
 impl RoundReport {
     /// Migrations done in the round.
     pub fn migrations_done(&self) -> usize {
-        [&self.evacuation, &self.balance]
-            .into_iter()
-            .flatten()
-            .filter_map(|e| e.execution.as_ref())
-            .map(|x| x.done.len())
-            .sum()
+        self.executions().map(|x| x.done.len()).sum()
     }
 
     /// Migrations that failed in the round.
     pub fn migrations_failed(&self) -> usize {
+        self.executions().map(|x| x.failed.len()).sum()
+    }
+
+    /// What the evacuation and the rebalancing carried out, where they ran.
+    fn executions(&self) -> impl Iterator<Item = &ExecutionReport> {
         [&self.evacuation, &self.balance]
             .into_iter()
             .flatten()
             .filter_map(|e| e.execution.as_ref())
-            .map(|x| x.failed.len())
-            .sum()
     }
 
     /// When to run again.

@@ -248,24 +248,18 @@ impl<'e> Round<'e> {
                 if self.replan.is_none() {
                     self.replan = Some(format!("migration of {} to {} failed", m.vmid, m.to));
                 }
-                match failure {
-                    Failure::Failed(error) => self.report.failed.push(Failed {
-                        vmid: m.vmid,
-                        name: m.name,
-                        from: m.from,
-                        to: m.to,
-                        step: m.step,
-                        error,
-                    }),
-                    Failure::Unknown(error) => self.report.unknown.push(Failed {
-                        vmid: m.vmid,
-                        name: m.name,
-                        from: m.from,
-                        to: m.to,
-                        step: m.step,
-                        error,
-                    }),
-                }
+                let (list, error) = match failure {
+                    Failure::Failed(error) => (&mut self.report.failed, error),
+                    Failure::Unknown(error) => (&mut self.report.unknown, error),
+                };
+                list.push(Failed {
+                    vmid: m.vmid,
+                    name: m.name,
+                    from: m.from,
+                    to: m.to,
+                    step: m.step,
+                    error,
+                });
             }
         }
     }

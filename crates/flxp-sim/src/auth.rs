@@ -65,7 +65,7 @@ impl TokenSpec {
         let (userid, name) = id
             .split_once('!')
             .ok_or_else(|| bad("expected USER@REALM!ID=SECRET (no '!' before the token id)"))?;
-        check_userid(userid).map_err(|e| bad(&e))?;
+        check_userid(userid).map_err(|e| bad(&e.to_string()))?;
         if !is_realm_like(name) {
             return Err(bad("the token id must match [A-Za-z][A-Za-z0-9.-_]+"));
         }
@@ -83,7 +83,7 @@ impl TokenSpec {
 
     /// Reads a scenario entry: a token string or `{"token": "...", "readonly": true}` or
     /// `{"token": "...", "privs": ["Sys.Audit", "VM.Audit"]}` (a role's privileges, on `/`).
-    pub fn from_value(v: &Value) -> std::result::Result<Self, String> {
+    pub fn from_value(v: &Value) -> std::result::Result<Self, TokenEntryError> {
         let mut privs = None;
         let (text, readonly) = match v {
             Value::String(s) => (s.as_str(), false),
@@ -92,33 +92,30 @@ impl TokenSpec {
                     .keys()
                     .find(|k| !["token", "readonly", "privs"].contains(&k.as_str()))
                 {
-                    return Err(format!(
-                        "unknown field `{k}`, expected `token`, `readonly` or `privs`"
-                    ));
+                    return Err(TokenEntryError::UnknownField(k.clone()));
                 }
                 if let Some(list) = o.get("privs") {
                     let names = list
                         .as_array()
                         .and_then(|a| a.iter().map(Value::as_str).collect::<Option<BTreeSet<_>>>())
-                        .ok_or("`privs` must be a list of privilege names")?;
+                        .ok_or(TokenEntryError::Privs)?;
                     privs = Some(names.into_iter().map(str::to_owned).collect());
                 }
                 let text = o
                     .get("token")
                     .and_then(Value::as_str)
-                    .ok_or("missing field `token` (USER@REALM!ID=SECRET)")?;
+                    .ok_or(TokenEntryError::MissingToken)?;
                 let readonly = match o.get("readonly") {
                     None => false,
                     Some(Value::Bool(b)) => *b,
-                    Some(other) => {
-                        return Err(format!("`readonly` must be true or false, got {other}"));
-                    }
+                    Some(other) => return Err(TokenEntryError::Readonly(other.clone())),
                 };
                 (text, readonly)
             }
-            other => return Err(format!("expected a token string or object, got {other}")),
+            other => return Err(TokenEntryError::Shape(other.clone())),
         };
-        let mut spec = Self::parse(text, readonly).map_err(|e| e.to_string())?;
+        let mut spec =
+            Self::parse(text, readonly).map_err(|e| TokenEntryError::Token(Box::new(e)))?;
         spec.privs = privs;
         Ok(spec)
     }
@@ -150,20 +147,59 @@ impl TokenSpec {
     }
 }
 
+/// Why a scenario's token entry is unusable; the message follows the entry's path.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TokenEntryError {
+    /// An object key other than `token`, `readonly` and `privs`.
+    #[error("unknown field `{0}`, expected `token`, `readonly` or `privs`")]
+    UnknownField(String),
+    /// `privs` is not a list of strings.
+    #[error("`privs` must be a list of privilege names")]
+    Privs,
+    /// An object without `token`.
+    #[error("missing field `token` (USER@REALM!ID=SECRET)")]
+    MissingToken,
+    /// `readonly` is not a boolean.
+    #[error("`readonly` must be true or false, got {0}")]
+    Readonly(Value),
+    /// Neither a string nor an object.
+    #[error("expected a token string or object, got {0}")]
+    Shape(Value),
+    /// The token text itself is malformed.
+    #[error(transparent)]
+    Token(Box<Error>),
+}
+
+/// Why a `user@realm` is malformed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum UseridError {
+    /// No `@`.
+    #[error("'{0}' is not USER@REALM")]
+    NoRealm(String),
+    /// An empty user, or one with white space, `:` or `/`.
+    #[error("invalid user name in '{0}'")]
+    User(String),
+    /// A realm that does not match `[A-Za-z][A-Za-z0-9.-_]+`.
+    #[error("invalid realm in '{0}'")]
+    Realm(String),
+}
+
 /// Checks `user@realm` (user `[^\s:/]+`, realm `[A-Za-z][A-Za-z0-9.-_]+`).
-pub fn check_userid(userid: &str) -> std::result::Result<(), String> {
+pub fn check_userid(userid: &str) -> std::result::Result<(), UseridError> {
     let (user, realm) = userid
         .rsplit_once('@')
-        .ok_or_else(|| format!("'{userid}' is not USER@REALM"))?;
+        .ok_or_else(|| UseridError::NoRealm(userid.to_owned()))?;
     if user.is_empty()
         || user
             .chars()
             .any(|c| c.is_whitespace() || c == ':' || c == '/')
     {
-        return Err(format!("invalid user name in '{userid}'"));
+        return Err(UseridError::User(userid.to_owned()));
     }
     if !is_realm_like(realm) {
-        return Err(format!("invalid realm in '{userid}'"));
+        return Err(UseridError::Realm(userid.to_owned()));
     }
     Ok(())
 }

@@ -1,6 +1,8 @@
 //! A guest (qemu VM or lxc container) as the core sees it.
 
-use serde::Serialize;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
 
 use super::NodeIdx;
 
@@ -15,8 +17,9 @@ impl GuestIdx {
     }
 }
 
-/// The kind of guest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+/// The kind of guest, as it appears in API paths (`/nodes/{node}/qemu/...`, `/lxc/...`) and as the
+/// `type` of `/cluster/resources`; the one definition the model, the API client and the simulator share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum GuestKind {
     /// A QEMU virtual machine.
@@ -40,6 +43,26 @@ impl GuestKind {
             Self::Qemu => "vm",
             Self::Lxc => "ct",
         }
+    }
+
+    /// The kind of a `/cluster/resources` `type`, if it is a guest type.
+    pub fn from_resource_type(kind: &str) -> Option<Self> {
+        match kind {
+            "qemu" => Some(Self::Qemu),
+            "lxc" => Some(Self::Lxc),
+            _ => None,
+        }
+    }
+
+    /// The HA resource id of a guest of this kind: `vm:<vmid>` or `ct:<vmid>`.
+    pub fn ha_sid(self, vmid: u32) -> String {
+        format!("{}:{vmid}", self.ha_prefix())
+    }
+}
+
+impl fmt::Display for GuestKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

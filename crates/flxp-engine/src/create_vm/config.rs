@@ -121,6 +121,38 @@ pub struct ClonePlan {
     pub storage: Option<String>,
 }
 
+/// Why a template cannot be cloned to a node; the message is shown to users.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CloneError {
+    /// The template's disks are on local storage of another node.
+    #[error(
+        "template {template} is on node {source_node} with disks on local storage, so it cannot be cloned to {node}: configure a per-node template for {node}"
+    )]
+    LocalTemplate {
+        /// The template's VMID.
+        template: u32,
+        /// The node the template is on.
+        source_node: String,
+        /// The node asked for.
+        node: String,
+    },
+    /// A cross-node clone needs the target storage shared.
+    #[error(
+        "storage {storage:?} is not shared, so a clone of template {template} from {source_node} cannot land on it on {node}: configure a per-node template for {node}"
+    )]
+    StorageNotShared {
+        /// The storage profile's storage.
+        storage: String,
+        /// The template's VMID.
+        template: u32,
+        /// The node the template is on.
+        source_node: String,
+        /// The node asked for.
+        node: String,
+    },
+}
+
 /// Chooses how to clone: `target` only when every template disk is on shared storage; a linked
 /// clone only when the template's disks already are on the profile's storage and that storage is
 /// shared (a linked clone on local storage could never migrate); a full clone otherwise.
@@ -132,7 +164,7 @@ pub fn plan_clone(
     storage: &str,
     force_full: bool,
     is_shared: impl Fn(&str) -> bool,
-) -> Result<ClonePlan, String> {
+) -> Result<ClonePlan, CloneError> {
     let data: Vec<&DiskInfo> = template_disks
         .iter()
         .filter(|d| !d.cdrom || d.cloudinit)
@@ -142,14 +174,19 @@ pub fn plan_clone(
         .all(|d| d.storage.as_deref().is_some_and(&is_shared));
     let target = (node != source_node).then(|| node.to_owned());
     if target.is_some() && !all_shared {
-        return Err(format!(
-            "template {template} is on node {source_node} with disks on local storage, so it cannot be cloned to {node}: configure a per-node template for {node}"
-        ));
+        return Err(CloneError::LocalTemplate {
+            template,
+            source_node: source_node.to_owned(),
+            node: node.to_owned(),
+        });
     }
     if target.is_some() && !is_shared(storage) {
-        return Err(format!(
-            "storage {storage:?} is not shared, so a clone of template {template} from {source_node} cannot land on it on {node}: configure a per-node template for {node}"
-        ));
+        return Err(CloneError::StorageNotShared {
+            storage: storage.to_owned(),
+            template,
+            source_node: source_node.to_owned(),
+            node: node.to_owned(),
+        });
     }
     let on_profile_storage = data
         .iter()
@@ -174,16 +211,26 @@ pub enum DiskSize {
     Grow(u64),
 }
 
+/// A boot disk larger than the storage profile asks for: disks cannot shrink.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the template's boot disk is {} but the storage profile asks for {}: disks cannot shrink; use a larger storage profile",
+    fmt_gib(*current),
+    fmt_gib(*wanted)
+)]
+pub struct ShrinkError {
+    /// The cloned disk's size in bytes.
+    pub current: u64,
+    /// The profile's size in bytes.
+    pub wanted: u64,
+}
+
 /// Compares the cloned boot disk with the profile; a disk larger than the profile cannot shrink.
-pub fn disk_size(current: u64, wanted: u64) -> Result<DiskSize, String> {
+pub fn disk_size(current: u64, wanted: u64) -> Result<DiskSize, ShrinkError> {
     match current.cmp(&wanted) {
         std::cmp::Ordering::Equal => Ok(DiskSize::Keep),
         std::cmp::Ordering::Less => Ok(DiskSize::Grow(wanted - current)),
-        std::cmp::Ordering::Greater => Err(format!(
-            "the template's boot disk is {} but the storage profile asks for {}: disks cannot shrink; use a larger storage profile",
-            fmt_gib(current),
-            fmt_gib(wanted)
-        )),
+        std::cmp::Ordering::Greater => Err(ShrinkError { current, wanted }),
     }
 }
 
@@ -303,6 +350,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+    use crate::create_vm::fixtures;
     use crate::create_vm::input::ImageSource;
     use flxp_pve::Secret;
     use flxp_pve::types::form::decode_sshkeys;
@@ -402,7 +450,7 @@ mod tests {
         assert!(p.full && p.target.is_none());
         assert_eq!(p.storage.as_deref(), Some("local-lvm"));
         let e = plan_clone(9001, "pve2", &local, "pve3", "local-lvm", false, shared).unwrap_err();
-        assert!(e.contains("per-node template for pve3"), "{e}");
+        assert!(e.to_string().contains("per-node template for pve3"), "{e}");
         let e = plan_clone(
             9000,
             "pve1",
@@ -413,7 +461,7 @@ mod tests {
             shared,
         )
         .unwrap_err();
-        assert!(e.contains("not shared"), "{e}");
+        assert!(e.to_string().contains("not shared"), "{e}");
     }
 
     #[test]
@@ -422,7 +470,7 @@ mod tests {
         assert_eq!(disk_size(32 << 30, 64 << 30), Ok(DiskSize::Grow(32 << 30)));
         let e = disk_size(64 << 30, 32 << 30).unwrap_err();
         assert_eq!(
-            e,
+            e.to_string(),
             "the template's boot disk is 64.0 GiB but the storage profile asks for 32.0 GiB: disks cannot shrink; use a larger storage profile"
         );
     }
@@ -440,13 +488,7 @@ mod tests {
             ssh_public_key: Some("ssh-ed25519 AAAA+/= me@host\n".into()),
             user: Some("admin".into()),
             password: Some(Secret::new("pw;=x")),
-            interfaces: vec![Nic {
-                network: "100".into(),
-                bridge: "vmbr0".into(),
-                vlan: Some(100),
-                model: None,
-                firewall: true,
-            }],
+            interfaces: vec![fixtures::nic(true)],
             backup: false,
             tags: vec!["flxp.anti-affinity.web".into(), "Web".into()],
             policy: None,

@@ -83,7 +83,7 @@ fn invalid(field: &str, message: impl Into<String>) -> CreateError {
 impl VmRequest {
     /// Every check that needs no cluster; the error names the field.
     pub fn validate(&self) -> Result<(), CreateError> {
-        check_dns_name(&self.name).map_err(|m| invalid("name", m))?;
+        check_dns_name(&self.name).map_err(|e| invalid("name", e.to_string()))?;
         if self.memory < 16 << 20 {
             return Err(invalid("memory", "must be at least 16 MiB"));
         }
@@ -97,10 +97,10 @@ impl VmRequest {
             return Err(invalid("disk", "must be at least 1 GiB"));
         }
         if let Some(key) = &self.ssh_public_key {
-            check_ssh_key(key).map_err(|m| invalid("sshPublicKey", m))?;
+            check_ssh_key(key).map_err(|e| invalid("sshPublicKey", e.to_string()))?;
         }
         if let Some(user) = &self.user {
-            check_user(user).map_err(|m| invalid("user", m))?;
+            check_user(user).map_err(|e| invalid("user", e.to_string()))?;
             if self.password.as_ref().is_none_or(Secret::is_empty) {
                 return Err(invalid(
                     "password",
@@ -166,18 +166,31 @@ impl VmRequest {
     }
 }
 
+/// Why a VM name is not a DNS name; the message is shown to users after the field name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DnsNameError {
+    /// The name is empty.
+    #[error("must not be empty")]
+    Empty,
+    /// The name is longer than 253 bytes (not echoed: it may be kilobytes long).
+    #[error("is {0} bytes long; a DNS name has at most 253 characters")]
+    TooLong(usize),
+    /// A label is empty, too long, or holds other characters than letters, digits and inner hyphens.
+    #[error(
+        "{0:?} is not a DNS name: use letters, digits and hyphens (not at the start or end of a label), labels of 1-63 characters separated by dots"
+    )]
+    BadLabel(String),
+}
+
 /// Checks a VM name as Proxmox's `dns-name` format does: dot-separated labels of letters, digits
 /// and inner hyphens; at most 63 characters per label and 253 in all.
-pub fn check_dns_name(name: &str) -> Result<(), String> {
+pub fn check_dns_name(name: &str) -> Result<(), DnsNameError> {
     if name.is_empty() {
-        return Err("must not be empty".into());
+        return Err(DnsNameError::Empty);
     }
     if name.len() > 253 {
-        // Not echoed: the name may be kilobytes long.
-        return Err(format!(
-            "is {} bytes long; a DNS name has at most 253 characters",
-            name.len()
-        ));
+        return Err(DnsNameError::TooLong(name.len()));
     }
     for label in name.split('.') {
         let ok = !label.is_empty()
@@ -188,9 +201,7 @@ pub fn check_dns_name(name: &str) -> Result<(), String> {
             && !label.starts_with('-')
             && !label.ends_with('-');
         if !ok {
-            return Err(format!(
-                "{name:?} is not a DNS name: use letters, digits and hyphens (not at the start or end of a label), labels of 1-63 characters separated by dots"
-            ));
+            return Err(DnsNameError::BadLabel(name.to_owned()));
         }
     }
     Ok(())
@@ -202,31 +213,54 @@ const MAX_PASSWORD: usize = 1024;
 /// The longest SSH public key line accepted (a 16384-bit RSA key is about 2.8 KiB).
 const MAX_SSH_KEY: usize = 16 << 10;
 
-/// Checks an OpenSSH public key line (`ssh-ed25519 AAAA... comment`): one key, parsed fully.
-pub fn check_ssh_key(key: &str) -> Result<(), String> {
-    let key = key.trim();
-    if key.is_empty() {
-        return Err("is empty".into());
-    }
-    if key.len() > MAX_SSH_KEY {
-        return Err(format!(
-            "is {} bytes long; an OpenSSH public key line is at most {MAX_SSH_KEY}",
-            key.len()
-        ));
-    }
-    if key.contains(['\n', '\r']) {
-        return Err("give one OpenSSH public key on one line".into());
-    }
-    if key.starts_with("-----BEGIN") {
-        return Err("is a private key or PEM block; give the public key (the .pub file)".into());
-    }
-    ssh_key::PublicKey::from_openssh(key).map(|_| ()).map_err(|e| {
-        format!("is not an OpenSSH public key (expected e.g. \"ssh-ed25519 AAAA... user@host\"): {e}")
-    })
+/// Why an SSH key is not one OpenSSH public key line; the message follows the field name.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SshKeyError {
+    /// Nothing but white space.
+    #[error("is empty")]
+    Empty,
+    /// Longer than 16 KiB, more than any OpenSSH public key line.
+    #[error("is {0} bytes long; an OpenSSH public key line is at most {MAX_SSH_KEY}")]
+    TooLong(usize),
+    /// More than one line.
+    #[error("give one OpenSSH public key on one line")]
+    Lines,
+    /// A PEM block, most likely the private key.
+    #[error("is a private key or PEM block; give the public key (the .pub file)")]
+    Private,
+    /// The line does not parse as a public key.
+    #[error("is not an OpenSSH public key (expected e.g. \"ssh-ed25519 AAAA... user@host\"): {0}")]
+    Parse(ssh_key::Error),
 }
 
+/// Checks an OpenSSH public key line (`ssh-ed25519 AAAA... comment`): one key, parsed fully.
+pub fn check_ssh_key(key: &str) -> Result<(), SshKeyError> {
+    let key = key.trim();
+    if key.is_empty() {
+        return Err(SshKeyError::Empty);
+    }
+    if key.len() > MAX_SSH_KEY {
+        return Err(SshKeyError::TooLong(key.len()));
+    }
+    if key.contains(['\n', '\r']) {
+        return Err(SshKeyError::Lines);
+    }
+    if key.starts_with("-----BEGIN") {
+        return Err(SshKeyError::Private);
+    }
+    ssh_key::PublicKey::from_openssh(key)
+        .map(|_| ())
+        .map_err(SshKeyError::Parse)
+}
+
+/// A cloud-init user name that `useradd` would refuse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a valid user name (letters, digits, _ - ., at most 32, not starting with -)")]
+struct UserError(String);
+
 /// Checks a cloud-init user name: what `useradd` accepts.
-fn check_user(user: &str) -> Result<(), String> {
+fn check_user(user: &str) -> Result<(), UserError> {
     let ok = !user.is_empty()
         && user.len() <= 32
         && user
@@ -236,9 +270,7 @@ fn check_user(user: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "{user:?} is not a valid user name (letters, digits, _ - ., at most 32, not starting with -)"
-        ))
+        Err(UserError(user.to_owned()))
     }
 }
 
@@ -249,26 +281,14 @@ mod tests {
 
     use super::*;
 
-    /// A real ed25519 public key (its private half was deleted right after generation).
-    pub const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDFkLyOVoSrwEOe/Cu8ginHKAlfTmvX5GwdqB8dB9MYm flxp@test";
+    use super::super::fixtures::{self, KEY};
 
     fn request() -> VmRequest {
         VmRequest {
-            name: "web-server".into(),
-            memory: 4 << 30,
-            cores: 2,
-            sockets: 1,
-            image: ImageSource {
-                id: "ubuntu".into(),
-                template: Some(9000),
-                per_node: BTreeMap::new(),
-            },
-            storage: "ceph".into(),
-            disk_bytes: 32 << 30,
             ssh_public_key: Some(KEY.into()),
             user: Some("admin".into()),
             password: Some(Secret::new("pw")),
-            ..VmRequest::default()
+            ..fixtures::request()
         }
     }
 
@@ -307,7 +327,7 @@ mod tests {
     fn a_10_kb_name_is_refused_without_being_echoed() {
         let e = check_dns_name(&"a".repeat(10 * 1024)).unwrap_err();
         assert_eq!(
-            e,
+            e.to_string(),
             "is 10240 bytes long; a DNS name has at most 253 characters"
         );
     }
@@ -328,7 +348,12 @@ mod tests {
             assert!(check_ssh_key(bad).is_err(), "{bad}");
         }
         let two = format!("{KEY}\n{KEY}");
-        assert!(check_ssh_key(&two).unwrap_err().contains("one line"));
+        assert!(
+            check_ssh_key(&two)
+                .unwrap_err()
+                .to_string()
+                .contains("one line")
+        );
     }
 
     #[test]

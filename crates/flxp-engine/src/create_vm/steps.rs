@@ -166,13 +166,27 @@ struct Source {
 }
 
 impl Source {
-    fn new(vmid: u32, node: String, cfg: &flxp_pve::types::GuestConfig) -> Self {
-        Self {
+    /// Reads template `vmid`'s config on `node`: its disks decide where it can be cloned to.
+    async fn read(c: &Creator, vmid: u32, node: &str) -> Result<Self, CreateError> {
+        let cfg = c
+            .api
+            .guest_config(node, GuestKind::Qemu, vmid)
+            .await
+            .map_err(|e| {
+                step_err(
+                    CreateStep::Template,
+                    None,
+                    Some(node),
+                    e,
+                    Cleanup::NotNeeded,
+                )
+            })?;
+        Ok(Self {
             vmid,
-            node,
-            disks: disks(cfg),
-            boot: boot_disk(cfg),
-        }
+            node: node.to_owned(),
+            disks: disks(&cfg),
+            boot: boot_disk(&cfg),
+        })
     }
 }
 
@@ -248,20 +262,7 @@ async fn template(c: &Creator, target: &Target<'_>) -> Result<Option<Source>, Cr
     let Some((vmid, node)) = &target.shared_at else {
         return Ok(None);
     };
-    let cfg = c
-        .api
-        .guest_config(node, GuestKind::Qemu, *vmid)
-        .await
-        .map_err(|e| {
-            step_err(
-                CreateStep::Template,
-                None,
-                Some(node),
-                e,
-                Cleanup::NotNeeded,
-            )
-        })?;
-    Ok(Some(Source::new(*vmid, node.clone(), &cfg)))
+    Source::read(c, *vmid, node).await.map(Some)
 }
 
 impl Target<'_> {
@@ -311,7 +312,7 @@ impl Target<'_> {
                 |st| self.is_shared(st),
             )
             .map(|_| ())
-            .map_err(Unfit::Cannot),
+            .map_err(|e| Unfit::Cannot(e.to_string())),
             None => Err(Unfit::Cannot(format!(
                 "image {:?} has no template there",
                 req.image.id
@@ -379,22 +380,7 @@ async fn source(
         step: CreateStep::Template,
     };
     let source = match target.per_node.get(node) {
-        Some(&vmid) => {
-            let cfg = c
-                .api
-                .guest_config(node, GuestKind::Qemu, vmid)
-                .await
-                .map_err(|e| {
-                    step_err(
-                        CreateStep::Template,
-                        None,
-                        Some(node),
-                        e,
-                        Cleanup::NotNeeded,
-                    )
-                })?;
-            Source::new(vmid, node.to_owned(), &cfg)
-        }
+        Some(&vmid) => Source::read(c, vmid, node).await?,
         None => target
             .shared
             .clone()
@@ -409,7 +395,7 @@ async fn source(
         target.full_clone,
         |st| target.is_shared(st),
     )
-    .map_err(unknown)?;
+    .map_err(|e| unknown(e.to_string()))?;
     let grow = match &source.boot {
         None => {
             return Err(unknown(format!(
@@ -426,10 +412,10 @@ async fn source(
         }) => match disk_size(*current, req.disk_bytes) {
             Ok(DiskSize::Keep) => false,
             Ok(DiskSize::Grow(_)) => true,
-            Err(m) => {
+            Err(e) => {
                 return Err(CreateError::Invalid {
                     field: "storageProfile".into(),
-                    message: m,
+                    message: e.to_string(),
                     step: CreateStep::Template,
                 });
             }

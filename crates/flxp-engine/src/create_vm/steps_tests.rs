@@ -8,6 +8,7 @@ use flxp_core::placement::PlacementOptions;
 use flxp_core::{Overrides, Snapshot};
 use flxp_pve::fake::FakeApi;
 
+use super::fixtures::request;
 use super::*;
 
 const GIB: u64 = 1 << 30;
@@ -44,30 +45,6 @@ fn snapshot() -> Snapshot {
         ),
     ];
     Snapshot::from_json(&format!("[{}]", items.join(","))).unwrap()
-}
-
-fn request() -> VmRequest {
-    VmRequest {
-        name: "web-server".into(),
-        memory: 4 * GIB,
-        cores: 2,
-        sockets: 1,
-        image: ImageSource {
-            id: "ubuntu-2404".into(),
-            template: Some(9000),
-            per_node: Default::default(),
-        },
-        storage: "ceph".into(),
-        disk_bytes: 32 * GIB,
-        ssh_public_key: None,
-        user: None,
-        password: None,
-        interfaces: Vec::new(),
-        backup: false,
-        tags: Vec::new(),
-        policy: None,
-        host: None,
-    }
 }
 
 /// A creator on the fake API, the model of [`snapshot`] and the fake, to count its calls.

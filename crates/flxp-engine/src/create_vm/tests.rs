@@ -18,12 +18,11 @@ use flxp_pve::{
 use flxp_sim::scenario::{ErrorFault, FaultSpec};
 use flxp_sim::{Scenario, Sim, SimHandle, TlsIdentity};
 
+use super::fixtures::{self, KEY};
 use super::*;
 use crate::reserve::Reservations;
 
 const TOKEN: &str = "root@pam!flxp=2f1c0e8b-8a6c-4d1e-9f9a-0b1c2d3e4f5a";
-const KEY: &str =
-    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDFkLyOVoSrwEOe/Cu8ginHKAlfTmvX5GwdqB8dB9MYm flxp@test";
 
 /// A transport that records every call by the typed method's name; `next_id` answers from a
 /// queue first.
@@ -250,31 +249,12 @@ async fn world_with(mut scenario: Scenario) -> World {
 
 fn request() -> VmRequest {
     VmRequest {
-        name: "web-server".into(),
-        memory: 4 << 30,
-        cores: 2,
-        sockets: 1,
-        image: ImageSource {
-            id: "ubuntu-2404".into(),
-            template: Some(9000),
-            per_node: Default::default(),
-        },
-        storage: "ceph".into(),
-        disk_bytes: 32 << 30,
         ssh_public_key: Some(KEY.into()),
         user: Some("admin".into()),
         password: Some(Secret::new("initial-password")),
-        interfaces: vec![Nic {
-            network: "100".into(),
-            bridge: "vmbr0".into(),
-            vlan: Some(100),
-            model: None,
-            firewall: false,
-        }],
-        backup: false,
+        interfaces: vec![fixtures::nic(false)],
         tags: vec!["flxp.anti-affinity.web".into()],
-        policy: None,
-        host: None,
+        ..fixtures::request()
     }
 }
 

@@ -7,12 +7,10 @@ use std::time::Duration;
 
 use flxp_core::Overrides;
 use flxp_core::balance::{BalanceOptions, Trigger};
-use flxp_engine::{
-    Daemon, DaemonOptions, Error, Event, ExecuteOptions, Progress, StaleAction, StaleOptions, Zone,
-};
+use flxp_engine::{Daemon, DaemonOptions, Error, ExecuteOptions, StaleAction, StaleOptions, Zone};
 use tokio::sync::Notify;
 
-use crate::support::{self, DEMO, UNBALANCED, placer, spread, zone};
+use crate::support::{self, DEMO, FirstStart, UNBALANCED, placer, spread, zone};
 
 fn options(hold: u32) -> DaemonOptions {
     DaemonOptions {
@@ -152,17 +150,6 @@ async fn an_unknown_zone_is_named() {
         r#"zone "nope" is not managed here; zones: lab"#
     );
     z.shutdown().await;
-}
-
-/// Signals the first started migration.
-struct FirstStart(Arc<Notify>);
-
-impl Progress for FirstStart {
-    fn event(&self, event: &Event) {
-        if matches!(event, Event::Started { .. }) {
-            self.0.notify_one();
-        }
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,7 +11,7 @@ use flxp_engine::{Event, Goal, Limits, Progress};
 use flxp_sim::scenario::{ErrorFault, FailMigration, FaultSpec};
 use tokio::sync::Notify;
 
-use crate::support::{DEMO, GIB, UNBALANCED, Watch, spread, zone};
+use crate::support::{DEMO, FirstStart, GIB, UNBALANCED, Watch, spread, zone};
 
 fn balance() -> Goal {
     Goal::Balance(BalanceOptions::default())
@@ -219,17 +219,6 @@ impl Progress for FaultsOnStart {
     fn event(&self, event: &Event) {
         if matches!(event, Event::Started { .. }) {
             self.0.world().faults.set(self.1.clone());
-        }
-    }
-}
-
-/// Signals the first started migration.
-struct FirstStart(Arc<Notify>);
-
-impl Progress for FirstStart {
-    fn event(&self, event: &Event) {
-        if matches!(event, Event::Started { .. }) {
-            self.0.notify_one();
         }
     }
 }

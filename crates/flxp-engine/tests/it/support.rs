@@ -211,3 +211,14 @@ impl Progress for Watch {
         false
     }
 }
+
+/// Signals the first started migration.
+pub struct FirstStart(pub Arc<tokio::sync::Notify>);
+
+impl Progress for FirstStart {
+    fn event(&self, event: &Event) {
+        if matches!(event, Event::Started { .. }) {
+            self.0.notify_one();
+        }
+    }
+}

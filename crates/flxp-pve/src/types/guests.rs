@@ -13,48 +13,7 @@ use flxp_core::lenient;
 
 use super::quirks::u32_required;
 
-/// The two guest kinds, as they appear in API paths (`/nodes/{node}/qemu/...`, `/lxc/...`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum GuestKind {
-    /// A QEMU virtual machine.
-    Qemu,
-    /// An LXC container.
-    Lxc,
-}
-
-impl GuestKind {
-    /// The path segment and `/cluster/resources` type: `qemu` or `lxc`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Qemu => "qemu",
-            Self::Lxc => "lxc",
-        }
-    }
-
-    /// The kind of a `/cluster/resources` `type`, if it is a guest type.
-    pub fn from_resource_type(kind: &str) -> Option<Self> {
-        match kind {
-            "qemu" => Some(Self::Qemu),
-            "lxc" => Some(Self::Lxc),
-            _ => None,
-        }
-    }
-
-    /// The HA resource id of a guest of this kind: `vm:<vmid>` or `ct:<vmid>`.
-    pub fn ha_sid(self, vmid: u32) -> String {
-        match self {
-            Self::Qemu => format!("vm:{vmid}"),
-            Self::Lxc => format!("ct:{vmid}"),
-        }
-    }
-}
-
-impl fmt::Display for GuestKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use flxp_core::cluster::GuestKind;
 
 /// One entry of `GET /nodes/{node}/qemu` or `/lxc` (lxc adds `maxswap`, lacks `pressurecpufull`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

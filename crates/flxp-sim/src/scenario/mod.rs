@@ -100,7 +100,8 @@ impl Scenario {
             .iter()
             .enumerate()
             .map(|(i, v)| {
-                TokenSpec::from_value(v).map_err(|e| Error::scenario(format!("sim.tokens[{i}]"), e))
+                TokenSpec::from_value(v)
+                    .map_err(|e| Error::scenario(format!("sim.tokens[{i}]"), e.to_string()))
             })
             .collect()
     }
@@ -110,7 +111,7 @@ impl Scenario {
         self.tokens()?;
         for (i, u) in self.sim.users.iter().enumerate() {
             crate::auth::check_userid(&u.userid)
-                .map_err(|e| Error::scenario(format!("sim.users[{i}].userid"), e))?;
+                .map_err(|e| Error::scenario(format!("sim.users[{i}].userid"), e.to_string()))?;
         }
         if let Some(scale) = self.sim.time_scale {
             if !(scale.is_finite() && scale > 0.0) {

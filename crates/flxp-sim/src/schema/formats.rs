@@ -7,9 +7,26 @@ use flxp_core::units::{GIB, KIB, MIB, TIB};
 
 use crate::tags;
 
+/// A value that breaks a named format: the text Proxmox's verifier dies with (newline included).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct FormatError(pub String);
+
+impl From<FormatError> for String {
+    fn from(e: FormatError) -> Self {
+        e.0
+    }
+}
+
 /// Checks `value` against the named format; `Ok(None)` when the format is unknown to us.
-pub fn check_named(format: &str, value: &str) -> Result<Option<()>, String> {
-    let ok = |b: bool, msg: String| if b { Ok(Some(())) } else { Err(msg) };
+pub fn check_named(format: &str, value: &str) -> Result<Option<()>, FormatError> {
+    let ok = |b: bool, msg: String| {
+        if b {
+            Ok(Some(()))
+        } else {
+            Err(FormatError(msg))
+        }
+    };
     match format {
         "string" => Ok(Some(())),
         "pve-vmid" => ok(
@@ -144,13 +161,15 @@ mod tests {
         assert_eq!(check_named("pve-vmid", "100"), Ok(Some(())));
         assert_eq!(
             check_named("pve-vmid", "99"),
-            Err("value does not look like a valid VM ID\n".into())
+            Err(FormatError(
+                "value does not look like a valid VM ID\n".into()
+            ))
         );
         assert!(check_named("pve-node", "pve-1").is_ok());
         assert!(check_named("pve-node", "-pve").is_err());
         assert_eq!(
             check_named("pve-tag", "a/b"),
-            Err("invalid characters in tag\n".into())
+            Err(FormatError("invalid characters in tag\n".into()))
         );
         assert!(check_named("mac-addr", "BC:24:11:00:00:01").is_ok());
         assert!(check_named("mac-addr", "01:24:11:00:00:01").is_err());

@@ -309,7 +309,9 @@ impl<'a> Validator<'a> {
                 Ok(())
             }
             "opt" if value.is_empty() => Ok(()),
-            _ => formats::check_named(base, value).map(|_| ()),
+            _ => formats::check_named(base, value)
+                .map(|_| ())
+                .map_err(String::from),
         }
     }
 

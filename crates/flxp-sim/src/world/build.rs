@@ -373,7 +373,7 @@ impl World {
 
     fn build_guests(&mut self, scenario: &Scenario) -> Result<()> {
         for (i, r) in scenario.snapshot.resources.iter().enumerate() {
-            let Some(kind) = r.kind.as_deref().and_then(GuestKind::parse) else {
+            let Some(kind) = r.kind.as_deref().and_then(GuestKind::from_resource_type) else {
                 continue;
             };
             let at = format!("resources[{i}]");

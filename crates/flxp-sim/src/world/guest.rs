@@ -9,49 +9,7 @@ use ring::digest::{SHA1_FOR_LEGACY_USE_ONLY, digest};
 use crate::ApiError;
 use crate::schema::parse_size;
 
-/// qemu or lxc.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum GuestKind {
-    /// A qemu/KVM virtual machine.
-    Qemu,
-    /// An LXC container.
-    Lxc,
-}
-
-impl GuestKind {
-    /// `qemu` or `lxc`, as in resource ids and paths.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            GuestKind::Qemu => "qemu",
-            GuestKind::Lxc => "lxc",
-        }
-    }
-
-    /// The HA resource prefix: `vm` or `ct`.
-    pub fn ha_prefix(self) -> &'static str {
-        match self {
-            GuestKind::Qemu => "vm",
-            GuestKind::Lxc => "ct",
-        }
-    }
-
-    /// The directory of its config file under `nodes/<node>/`.
-    pub fn config_dir(self) -> &'static str {
-        match self {
-            GuestKind::Qemu => "qemu-server",
-            GuestKind::Lxc => "lxc",
-        }
-    }
-
-    /// Parses `qemu`/`lxc`.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "qemu" => Some(GuestKind::Qemu),
-            "lxc" => Some(GuestKind::Lxc),
-            _ => None,
-        }
-    }
-}
+pub use flxp_core::cluster::GuestKind;
 
 /// Pressure stall information (PSI avg10, percent 0..100).
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -332,7 +290,12 @@ impl Guest {
 
     /// The config file path Proxmox names in errors.
     pub fn config_path(node: &str, kind: GuestKind, vmid: u32) -> String {
-        format!("nodes/{node}/{}/{vmid}.conf", kind.config_dir())
+        // The directory of its config file under `nodes/<node>/`.
+        let dir = match kind {
+            GuestKind::Qemu => "qemu-server",
+            GuestKind::Lxc => "lxc",
+        };
+        format!("nodes/{node}/{dir}/{vmid}.conf")
     }
 
     /// Its name (`name` for qemu, `hostname` for lxc).

@@ -411,21 +411,47 @@ impl World {
     }
 
     /// Checks the invariant the simulator promises: every guest on exactly one existing node.
-    pub fn check_invariant(&self) -> Result<(), String> {
+    pub fn check_invariant(&self) -> Result<(), InvariantError> {
         for g in self.guests.values() {
             if !self.nodes.contains_key(&g.node) {
-                return Err(format!("guest {} is on unknown node '{}'", g.vmid, g.node));
+                return Err(InvariantError::UnknownNode {
+                    vmid: g.vmid,
+                    node: g.node.clone(),
+                });
             }
         }
         for (vmid, (target, _)) in &self.reservations {
             if !self.guests.contains_key(vmid) || !self.nodes.contains_key(target) {
-                return Err(format!(
-                    "stale migration reservation for {vmid} on '{target}'"
-                ));
+                return Err(InvariantError::StaleReservation {
+                    vmid: *vmid,
+                    target: target.clone(),
+                });
             }
         }
         Ok(())
     }
+}
+
+/// A broken promise of the simulated world, found by [`World::check_invariant`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvariantError {
+    /// A guest is on a node the world does not have.
+    #[error("guest {vmid} is on unknown node '{node}'")]
+    UnknownNode {
+        /// The guest.
+        vmid: u32,
+        /// Its node.
+        node: String,
+    },
+    /// A migration reservation outlived its guest or its target node.
+    #[error("stale migration reservation for {vmid} on '{target}'")]
+    StaleReservation {
+        /// The guest.
+        vmid: u32,
+        /// The reserved target node.
+        target: String,
+    },
 }
 
 /// A stable short id for a string (HA service uids), FNV-1a.

@@ -7,12 +7,11 @@ use crate::support::TestSim;
 async fn linked_clone_of_a_shared_template_lands_on_the_target_node() {
     let s = TestSim::cluster();
     let upid = s
-        .post(
+        .post_task(
             "/nodes/pve1/qemu/9000/clone",
             &[("newid", "200"), ("name", "web-9"), ("target", "pve2")],
         )
-        .await
-        .upid();
+        .await;
     // The task runs on the template's node, its id is the SOURCE vmid.
     assert!(upid.starts_with("UPID:pve1:"), "{upid}");
     assert!(upid.contains(":qmclone:9000:root@pam!test:"), "{upid}");
@@ -62,12 +61,11 @@ async fn local_storage_cannot_be_cloned_to_another_node() {
 async fn full_clone_copies_the_disks_at_the_clone_bandwidth() {
     let s = TestSim::cluster();
     let upid = s
-        .post(
+        .post_task(
             "/nodes/pve1/qemu/9001/clone",
             &[("newid", "201"), ("full", "1")],
         )
-        .await
-        .upid();
+        .await;
     // 16 GiB at 1 GiB/s: still copying after 15 s, done after 16 s.
     tokio::time::sleep(std::time::Duration::from_secs(15)).await;
     assert_eq!(s.task(&upid).await["status"], "running");
@@ -133,9 +131,8 @@ async fn clone_refusals_have_proxmox_texts() {
 async fn a_full_clone_of_a_vm_is_the_default_and_can_be_started() {
     let s = TestSim::cluster();
     let upid = s
-        .post("/nodes/pve2/qemu/102/clone", &[("newid", "203")])
-        .await
-        .upid();
+        .post_task("/nodes/pve2/qemu/102/clone", &[("newid", "203")])
+        .await;
     s.wait(&upid).await;
     let c = s.get("/nodes/pve2/qemu/203/config").await.data().clone();
     assert!(
@@ -146,12 +143,8 @@ async fn a_full_clone_of_a_vm_is_the_default_and_can_be_started() {
         "{}",
         c["scsi0"]
     );
-    s.wait(
-        &s.post("/nodes/pve2/qemu/203/status/start", &[])
-            .await
-            .upid(),
-    )
-    .await;
+    s.wait(&s.post_task("/nodes/pve2/qemu/203/status/start", &[]).await)
+        .await;
     let r = s.resource("qemu/203").await;
     assert_eq!(r["status"], "running");
     assert!(r["mem"].as_u64().unwrap() > 0);

@@ -55,12 +55,11 @@ async fn a_stale_digest_is_a_checksum_mismatch() {
 #[tokio::test(start_paused = true)]
 async fn a_locked_vm_refuses_config_writes() {
     let s = TestSim::cluster();
-    s.post(
+    s.post_task(
         "/nodes/pve1/qemu/100/migrate",
         &[("target", "pve2"), ("online", "1")],
     )
-    .await
-    .upid();
+    .await;
     let r = s.put("/nodes/pve1/qemu/100/config", &[("tags", "x")]).await;
     assert_eq!(r.status, 500);
     assert_eq!(r.reason.as_deref(), Some("VM is locked (migrate)"));
@@ -88,14 +87,11 @@ async fn memory_of_a_running_vm_stays_pending_until_restart() {
         "4096"
     );
     assert_eq!(s.resource("qemu/100").await["maxmem"], 4 * GIB);
-    let stop = s.post("/nodes/pve1/qemu/100/status/stop", &[]).await.upid();
+    let stop = s.post_task("/nodes/pve1/qemu/100/status/stop", &[]).await;
     assert_eq!(s.wait(&stop).await["exitstatus"], "OK");
     assert_eq!(s.resource("qemu/100").await["maxmem"], 8 * GIB);
     assert_eq!(s.resource("qemu/100").await["status"], "stopped");
-    let start = s
-        .post("/nodes/pve1/qemu/100/status/start", &[])
-        .await
-        .upid();
+    let start = s.post_task("/nodes/pve1/qemu/100/status/start", &[]).await;
     assert_eq!(s.wait(&start).await["exitstatus"], "OK");
     assert_eq!(s.resource("qemu/100").await["status"], "running");
 }
@@ -150,23 +146,16 @@ async fn start_stop_and_shutdown_are_tasks() {
     let r = s.post("/nodes/pve2/qemu/102/status/shutdown", &[]).await;
     assert_eq!(r.status, 500);
     assert_eq!(r.reason.as_deref(), Some("VM 102 not running"));
-    let start = s
-        .post("/nodes/pve2/qemu/102/status/start", &[])
-        .await
-        .upid();
+    let start = s.post_task("/nodes/pve2/qemu/102/status/start", &[]).await;
     assert!(start.contains(":qmstart:102:root@pam!test:"), "{start}");
     assert_eq!(s.task(&start).await["status"], "running");
     s.wait(&start).await;
     assert_eq!(s.resource("qemu/102").await["status"], "running");
-    let again = s
-        .post("/nodes/pve2/qemu/102/status/start", &[])
-        .await
-        .upid();
+    let again = s.post_task("/nodes/pve2/qemu/102/status/start", &[]).await;
     assert_eq!(s.wait(&again).await["exitstatus"], "VM 102 already running");
     let down = s
-        .post("/nodes/pve2/qemu/102/status/shutdown", &[])
-        .await
-        .upid();
+        .post_task("/nodes/pve2/qemu/102/status/shutdown", &[])
+        .await;
     assert!(down.contains(":qmshutdown:"));
     s.wait(&down).await;
     assert_eq!(s.resource("qemu/102").await["status"], "stopped");
@@ -179,7 +168,7 @@ async fn start_stop_and_shutdown_are_tasks() {
         s.wait(&upid).await["exitstatus"],
         "you can't start a vm if it's a template"
     );
-    let ct = s.post("/nodes/pve2/lxc/104/status/start", &[]).await.upid();
+    let ct = s.post_task("/nodes/pve2/lxc/104/status/start", &[]).await;
     assert!(ct.contains(":vzstart:104:"));
     s.wait(&ct).await;
     assert_eq!(s.resource("lxc/104").await["status"], "running");
@@ -226,7 +215,7 @@ async fn create_and_delete_a_vm() {
         r.reason.as_deref(),
         Some("VM 300 is running - destroy failed")
     );
-    s.wait(&s.post("/nodes/pve2/qemu/300/status/stop", &[]).await.upid())
+    s.wait(&s.post_task("/nodes/pve2/qemu/300/status/stop", &[]).await)
         .await;
     let del = s.delete("/nodes/pve2/qemu/300").await.upid();
     assert!(del.contains(":qmdestroy:300:"));

@@ -93,12 +93,11 @@ fn validate(endpoint: &str, data: &Value) {
 async fn every_schema_endpoint_is_served_and_answers_validate() {
     let s = TestSim::cluster();
     let task = s
-        .post(
+        .post_task(
             "/nodes/pve1/qemu/100/migrate",
             &[("target", "pve2"), ("online", "1")],
         )
-        .await
-        .upid();
+        .await;
     let t = urlencode(&task);
     let checks = vec![
         c("GET /version", "/version", &[]),
@@ -342,7 +341,7 @@ async fn every_schema_endpoint_is_served_and_answers_validate() {
             // The container migrated to pve3 above; let that land first (restart mode).
             s.control("POST", "/_sim/advance", json!({"seconds": 60}))
                 .await;
-            s.post("/nodes/pve3/lxc/104/status/stop", &[]).await.upid();
+            s.post_task("/nodes/pve3/lxc/104/status/stop", &[]).await;
             s.control("POST", "/_sim/advance", json!({"seconds": 5}))
                 .await;
         }

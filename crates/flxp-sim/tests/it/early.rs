@@ -174,9 +174,8 @@ async fn a_locked_vm_is_refused_at_once() {
 async fn a_locked_container_fails_in_the_task() {
     let s = cluster_with(|doc| entry(doc, "lxc/104")["lock"] = json!("backup"));
     let upid = s
-        .post("/nodes/pve2/lxc/104/migrate", &[("target", "pve1")])
-        .await
-        .upid();
+        .post_task("/nodes/pve2/lxc/104/migrate", &[("target", "pve1")])
+        .await;
     assert!(upid.contains(":vzmigrate:104:"), "{upid}");
     // As Proxmox's worker logs it: the cause in the abort line, `migration aborted` as status.
     s.assert_aborted(&upid, "CT is locked (backup)").await;
@@ -217,8 +216,7 @@ async fn a_container_whose_storage_the_target_lacks_fails_in_the_task() {
     let s = ceph_not_on_pve3();
     let upid = s
         .post("/nodes/pve2/lxc/104/migrate", &[("target", "pve3")])
-        .await
-        .upid();
+        .await;
     s.assert_aborted(&upid, "storage 'ceph' is not available on node 'pve3'")
         .await;
     assert_eq!(s.resource("lxc/104").await["node"], "pve2");
@@ -257,12 +255,11 @@ async fn a_running_vm_without_online_is_refused_at_once() {
 async fn an_ha_managed_guest_gets_an_hamigrate_task() {
     let s = TestSim::cluster();
     let upid = s
-        .post(
+        .post_task(
             "/nodes/pve1/qemu/110/migrate",
             &[("target", "pve2"), ("online", "1")],
         )
-        .await
-        .upid();
+        .await;
     assert!(upid.contains(":hamigrate:110:"), "{upid}");
     assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
 }
@@ -291,12 +288,11 @@ async fn a_locked_container_says_ct_is_locked() {
 async fn a_running_container_with_online_fails_in_the_task_even_with_restart() {
     let s = TestSim::cluster();
     let upid = s
-        .post(
+        .post_task(
             "/nodes/pve2/lxc/103/migrate",
             &[("target", "pve1"), ("online", "1"), ("restart", "1")],
         )
-        .await
-        .upid();
+        .await;
     s.assert_aborted(&upid, "lxc live migration is currently not implemented")
         .await;
     assert_eq!(s.resource("lxc/103").await["node"], "pve2");

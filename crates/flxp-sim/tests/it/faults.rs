@@ -60,12 +60,11 @@ async fn a_failing_migration_fails_half_way_and_leaves_the_guest() {
         json!({"fail_migrations": [100, {"vmid": 101, "message": "storage migration failed"}]});
     let s = TestSim::new(doc);
     let upid = s
-        .post(
+        .post_task(
             "/nodes/pve1/qemu/100/migrate",
             &[("target", "pve2"), ("online", "1")],
         )
-        .await
-        .upid();
+        .await;
     tokio::time::sleep(Duration::from_millis(1900)).await;
     assert_eq!(s.task(&upid).await["status"], "running");
     tokio::time::sleep(Duration::from_millis(200)).await;

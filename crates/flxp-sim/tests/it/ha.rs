@@ -153,12 +153,11 @@ async fn strict_node_affinity_blocks_nodes_in_the_precondition_and_in_ha() {
     );
     // The CRM ignores a command its rules forbid: the VM stays.
     let upid = s
-        .post(
+        .post_task(
             "/nodes/pve1/qemu/110/migrate",
             &[("target", "pve2"), ("online", "1")],
         )
-        .await
-        .upid();
+        .await;
     s.wait(&upid).await;
     sleep(10.0).await;
     assert_eq!(s.resource("qemu/110").await["node"], "pve1");
@@ -179,15 +178,7 @@ async fn maintenance_moves_ha_guests_away_and_back() {
     );
     let node = s.resource("node/pve1").await;
     assert_eq!(node["hastate"], "maintenance");
-    let status = s.get("/cluster/ha/status/current").await;
-    let lrm = status
-        .data()
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["id"] == "lrm:pve1")
-        .unwrap()
-        .clone();
+    let lrm = s.ha_entry("lrm:pve1").await;
     assert!(
         lrm["status"]
             .as_str()
@@ -363,12 +354,11 @@ fn with_failback(nodes: &str, failback: u8) -> TestSim {
 /// Migrates HA guest 100 from pve1 to pve3 through the API and waits until it landed.
 async fn move_100_to_pve3(s: &TestSim) {
     let upid = s
-        .post(
+        .post_task(
             "/nodes/pve1/qemu/100/migrate",
             &[("target", "pve3"), ("online", "1")],
         )
-        .await
-        .upid();
+        .await;
     assert!(upid.contains(":hamigrate:100:"), "{upid}");
     // HA delay 2 s, then 4 GiB at 1 GiB/s.
     sleep(6.5).await;

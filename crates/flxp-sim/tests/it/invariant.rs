@@ -93,12 +93,11 @@ async fn concurrent_migrations_never_lose_or_duplicate_a_guest() {
             }
             let s = s.clone();
             handles.push(tokio::spawn(async move {
-                s.post(
+                s.post_task(
                     &format!("/nodes/{from}/qemu/{vmid}/migrate"),
                     &[("target", to), ("online", "1")],
                 )
                 .await
-                .upid()
             }));
         }
         let mut upids = Vec::new();
@@ -155,7 +154,8 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn check_world(w: &World, expected: usize) -> Result<(), TestCaseError> {
-    w.check_invariant().map_err(TestCaseError::fail)?;
+    w.check_invariant()
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
     prop_assert_eq!(w.guests.len(), expected);
     for n in w.nodes.values().filter(|n| n.online) {
         let used: u64 = n.base_mem

@@ -34,12 +34,11 @@ async fn live_migration_locks_lasts_memory_over_bandwidth_and_flips_the_node() {
     let s = TestSim::cluster();
     let before = s.resource("node/pve2").await["mem"].as_u64().unwrap();
     let upid = s
-        .post(
+        .post_task(
             "/nodes/pve1/qemu/100/migrate",
             &[("target", "pve2"), ("online", "1")],
         )
-        .await
-        .upid();
+        .await;
     assert!(
         upid.starts_with("UPID:pve1:") && upid.contains(":qmigrate:100:root@pam!test:"),
         "{upid}"
@@ -99,12 +98,11 @@ async fn live_migration_locks_lasts_memory_over_bandwidth_and_flips_the_node() {
 async fn bwlimit_slows_the_migration_down() {
     let s = TestSim::cluster();
     let upid = s
-        .post(
+        .post_task(
             "/nodes/pve1/qemu/100/migrate",
             &[("target", "pve2"), ("online", "1"), ("bwlimit", "524288")],
         )
-        .await
-        .upid();
+        .await;
     sleep(7.5).await;
     assert_eq!(
         s.task(&upid).await["status"],
@@ -132,19 +130,18 @@ async fn a_running_vm_needs_online_and_local_disks_need_with_local_disks() {
     assert!(s.resource("qemu/100").await.get("lock").is_none());
 
     let upid = s
-        .post(
+        .post_task(
             "/nodes/pve1/qemu/101/migrate",
             &[("target", "pve2"), ("online", "1")],
         )
-        .await
-        .upid();
+        .await;
     s.assert_aborted(
         &upid,
         "can't live migrate attached local disks without with-local-disks option",
     )
     .await;
     let upid = s
-        .post(
+        .post_task(
             "/nodes/pve1/qemu/101/migrate",
             &[
                 ("target", "pve2"),
@@ -152,8 +149,7 @@ async fn a_running_vm_needs_online_and_local_disks_need_with_local_disks() {
                 ("with-local-disks", "1"),
             ],
         )
-        .await
-        .upid();
+        .await;
     // 4 GiB of memory + 8 GiB of disk at 1 GiB/s.
     sleep(11.9).await;
     assert_eq!(s.task(&upid).await["status"], "running");
@@ -188,12 +184,11 @@ async fn bad_targets_are_refused() {
     )
     .await;
     let upid = s
-        .post(
+        .post_task(
             "/nodes/pve1/qemu/100/migrate",
             &[("target", "pve3"), ("online", "1")],
         )
-        .await
-        .upid();
+        .await;
     s.assert_aborted(
         &upid,
         "Can't connect to destination address (10.10.10.3) using public key authentication",
@@ -207,12 +202,11 @@ async fn a_migration_that_would_overcommit_the_target_fails() {
     let s = TestSim::cluster();
     // pve3 has 16 GiB with 6 GiB used; guest 120 costs 12 GiB.
     let upid = s
-        .post(
+        .post_task(
             "/nodes/pve1/qemu/120/migrate",
             &[("target", "pve3"), ("online", "1")],
         )
-        .await
-        .upid();
+        .await;
     s.assert_aborted(&upid, "start failed: QEMU exited with code 1")
         .await;
     let log = s.log(&upid).await;
@@ -230,12 +224,11 @@ async fn concurrent_migrations_reserve_memory_on_the_target() {
     let s = TestSim::cluster();
     // pve3: 10 GiB free. 100 costs 2 GiB, 110 costs 2 GiB (HA, so not used here), 101 2 GiB.
     let a = s
-        .post(
+        .post_task(
             "/nodes/pve1/qemu/120/migrate",
             &[("target", "pve2"), ("online", "1")],
         )
-        .await
-        .upid();
+        .await;
     let free_before = 64 * GIB - s.resource("node/pve2").await["mem"].as_u64().unwrap();
     assert!(
         free_before < 56 * GIB,
@@ -248,15 +241,13 @@ async fn concurrent_migrations_reserve_memory_on_the_target() {
 async fn stopped_guests_migrate_offline() {
     let s = TestSim::cluster();
     let upid = s
-        .post("/nodes/pve2/qemu/102/migrate", &[("target", "pve3")])
-        .await
-        .upid();
+        .post_task("/nodes/pve2/qemu/102/migrate", &[("target", "pve3")])
+        .await;
     assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
     assert_eq!(s.resource("qemu/102").await["node"], "pve3");
     let upid = s
-        .post("/nodes/pve2/lxc/104/migrate", &[("target", "pve1")])
-        .await
-        .upid();
+        .post_task("/nodes/pve2/lxc/104/migrate", &[("target", "pve1")])
+        .await;
     assert!(upid.contains(":vzmigrate:104:"));
     assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
     assert_eq!(s.resource("lxc/104").await["node"], "pve1");
@@ -274,21 +265,19 @@ async fn containers_migrate_in_restart_mode_only() {
         Some("can't migrate running container without --online or --restart")
     );
     let upid = s
-        .post(
+        .post_task(
             "/nodes/pve2/lxc/103/migrate",
             &[("target", "pve1"), ("online", "1")],
         )
-        .await
-        .upid();
+        .await;
     s.assert_aborted(&upid, "lxc live migration is currently not implemented")
         .await;
     let upid = s
-        .post(
+        .post_task(
             "/nodes/pve2/lxc/103/migrate",
             &[("target", "pve1"), ("restart", "1")],
         )
-        .await
-        .upid();
+        .await;
     sleep(1.0).await;
     let r = s.resource("lxc/103").await;
     assert_eq!(
@@ -306,12 +295,11 @@ async fn containers_migrate_in_restart_mode_only() {
 async fn ha_managed_guests_get_hamigrate_and_move_later() {
     let s = TestSim::cluster();
     let upid = s
-        .post(
+        .post_task(
             "/nodes/pve1/qemu/110/migrate",
             &[("target", "pve2"), ("online", "1")],
         )
-        .await
-        .upid();
+        .await;
     assert!(upid.contains(":hamigrate:110:"), "{upid}");
     let st = s.wait(&upid).await;
     assert_eq!(st["exitstatus"], "OK");
@@ -344,15 +332,7 @@ async fn ha_managed_guests_get_hamigrate_and_move_later() {
     let r = s.resource("qemu/110").await;
     assert_eq!(r["node"], "pve2");
     assert_eq!(r["hastate"], "started");
-    let status = s.get("/cluster/ha/status/current").await;
-    let svc = status
-        .data()
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["id"] == "service:vm:110")
-        .unwrap()
-        .clone();
+    let svc = s.ha_entry("service:vm:110").await;
     assert_eq!(svc["node"], "pve2");
     assert_eq!(svc["status"], "vm:110 (pve2, started)");
 }
@@ -361,12 +341,11 @@ async fn ha_managed_guests_get_hamigrate_and_move_later() {
 async fn stopping_the_task_aborts_the_migration() {
     let s = TestSim::cluster();
     let upid = s
-        .post(
+        .post_task(
             "/nodes/pve1/qemu/100/migrate",
             &[("target", "pve2"), ("online", "1")],
         )
-        .await
-        .upid();
+        .await;
     sleep(1.0).await;
     assert_eq!(
         s.delete(&format!(
@@ -388,12 +367,11 @@ async fn stopping_the_task_aborts_the_migration() {
 async fn task_endpoints_answer_for_the_node_in_the_upid_only() {
     let s = TestSim::cluster();
     let upid = s
-        .post(
+        .post_task(
             "/nodes/pve1/qemu/100/migrate",
             &[("target", "pve2"), ("online", "1")],
         )
-        .await
-        .upid();
+        .await;
     let r = s
         .get(&format!(
             "/nodes/pve2/tasks/{}/status",
@@ -425,7 +403,7 @@ async fn migrateall_empties_a_node_with_limited_parallelism() {
     // pve1: 100 (ceph), 101 (local disk, needs with-local-disks), 110 (HA), 120 (12 GiB), 9000
     // and 9001 are templates and stay.
     let upid = s
-        .post(
+        .post_task(
             "/nodes/pve1/migrateall",
             &[
                 ("target", "pve2"),
@@ -433,8 +411,7 @@ async fn migrateall_empties_a_node_with_limited_parallelism() {
                 ("with-local-disks", "1"),
             ],
         )
-        .await
-        .upid();
+        .await;
     assert!(
         upid.starts_with("UPID:pve1:") && upid.contains(":migrateall::"),
         "{upid}"
@@ -489,9 +466,8 @@ async fn bulk_migrate_reports_the_guests_that_failed() {
 async fn a_local_template_with_linked_clones_stays_and_so_do_its_clones() {
     let s = TestSim::cluster();
     let upid = s
-        .post("/nodes/pve1/qemu/9001/clone", &[("newid", "501")])
-        .await
-        .upid();
+        .post_task("/nodes/pve1/qemu/9001/clone", &[("newid", "501")])
+        .await;
     assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
     let c = s.get("/nodes/pve1/qemu/501/config").await.data().clone();
     assert_eq!(
@@ -505,8 +481,7 @@ async fn a_local_template_with_linked_clones_stays_and_so_do_its_clones() {
 
     let upid = s
         .post("/nodes/pve1/qemu/9001/migrate", &[("target", "pve2")])
-        .await
-        .upid();
+        .await;
     s.assert_aborted(&upid, "can't migrate 'local-lvm:base-9001-disk-0' - base volume is still in use by linked clones (VM 501)").await;
     assert_eq!(s.resource("qemu/9001").await["node"], "pve1");
     assert!(s.resource("qemu/9001").await.get("lock").is_none());
@@ -514,8 +489,7 @@ async fn a_local_template_with_linked_clones_stays_and_so_do_its_clones() {
     // The clone cannot leave its base either.
     let upid = s
         .post("/nodes/pve1/qemu/501/migrate", &[("target", "pve2")])
-        .await
-        .upid();
+        .await;
     s.assert_aborted(&upid, "can't migrate 'local-lvm:base-9001-disk-0/vm-501-disk-0' as it's a clone of 'base-9001-disk-0'").await;
     assert_eq!(s.resource("qemu/501").await["node"], "pve1");
 
@@ -529,9 +503,8 @@ async fn a_local_template_with_linked_clones_stays_and_so_do_its_clones() {
     let upid = s.delete("/nodes/pve1/qemu/501").await.upid();
     assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
     let upid = s
-        .post("/nodes/pve1/qemu/9001/migrate", &[("target", "pve2")])
-        .await
-        .upid();
+        .post_task("/nodes/pve1/qemu/9001/migrate", &[("target", "pve2")])
+        .await;
     assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
     assert_eq!(s.resource("qemu/9001").await["node"], "pve2");
 }
@@ -540,15 +513,13 @@ async fn a_local_template_with_linked_clones_stays_and_so_do_its_clones() {
 async fn a_shared_template_with_linked_clones_migrates() {
     let s = TestSim::cluster();
     let upid = s
-        .post("/nodes/pve1/qemu/9000/clone", &[("newid", "502")])
-        .await
-        .upid();
+        .post_task("/nodes/pve1/qemu/9000/clone", &[("newid", "502")])
+        .await;
     assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
     // Its cloud-init drive is local-free (ceph): the base stays where the clones find it.
     let upid = s
-        .post("/nodes/pve1/qemu/9000/migrate", &[("target", "pve2")])
-        .await
-        .upid();
+        .post_task("/nodes/pve1/qemu/9000/migrate", &[("target", "pve2")])
+        .await;
     assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
     assert_eq!(s.resource("qemu/9000").await["node"], "pve2");
 }
@@ -599,21 +570,19 @@ async fn without_storage_entries_disks_are_shared_and_live_migrate() {
         "{shared:?}"
     );
     let upid = s
-        .post(
+        .post_task(
             "/nodes/pve1/qemu/100/migrate",
             &[("target", "pve2"), ("online", "1")],
         )
-        .await
-        .upid();
+        .await;
     assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
     assert_eq!(s.resource("qemu/100").await["node"], "pve2");
     let upid = s
-        .post(
+        .post_task(
             "/nodes/pve1/qemu/101/migrate",
             &[("target", "pve2"), ("online", "1")],
         )
-        .await
-        .upid();
+        .await;
     s.assert_aborted(
         &upid,
         "can't live migrate attached local disks without with-local-disks option",

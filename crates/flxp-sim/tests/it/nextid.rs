@@ -38,8 +38,7 @@ async fn nextid_is_not_a_reservation_but_follows_creations() {
         id,
         "asking twice gives the same id"
     );
-    s.post("/nodes/pve1/qemu/9000/clone", &[("newid", &id)])
-        .await
-        .upid();
+    s.post_task("/nodes/pve1/qemu/9000/clone", &[("newid", &id)])
+        .await;
     assert_eq!(s.get("/cluster/nextid").await.data(), &json!("106"));
 }

@@ -171,12 +171,11 @@ async fn refusals_come_back_as_the_task_exit_status() {
     );
     // A fresh clone is locked until its task ends.
     let clone = s
-        .post(
+        .post_task(
             "/nodes/pve1/qemu/9000/clone",
             &[("newid", "300"), ("name", "c")],
         )
-        .await
-        .upid();
+        .await;
     assert_eq!(
         fails("pve1", 300, grow("scsi0")).await,
         "VM is locked (clone)"
@@ -262,12 +261,11 @@ async fn root_may_skip_the_lock() {
         .as_str()
         .unwrap()
         .to_string();
-    s.post(
+    s.post_task(
         "/nodes/pve1/qemu/9000/clone",
         &[("newid", "300"), ("name", "c")],
     )
-    .await
-    .upid();
+    .await;
     let req = Request::builder()
         .method("PUT")
         .uri("/api2/json/nodes/pve1/qemu/300/resize")

@@ -117,9 +117,8 @@ async fn history_follows_load_changes_step_by_step() {
 async fn a_new_guest_has_no_rows_before_it_existed() {
     let s = TestSim::cluster();
     let upid = s
-        .post("/nodes/pve1/qemu/9000/clone", &[("newid", "500")])
-        .await
-        .upid();
+        .post_task("/nodes/pve1/qemu/9000/clone", &[("newid", "500")])
+        .await;
     s.wait(&upid).await;
     tokio::time::sleep(Duration::from_secs(120)).await;
     let rows = s

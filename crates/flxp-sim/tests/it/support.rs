@@ -129,6 +129,11 @@ impl TestSim {
         self.form("POST", path, params).await
     }
 
+    /// A POST that starts a task (migrate, clone, start, ...): its UPID; panics on any other answer.
+    pub async fn post_task(&self, path: &str, params: &[(&str, &str)]) -> String {
+        self.post(path, params).await.upid()
+    }
+
     pub async fn put(&self, path: &str, params: &[(&str, &str)]) -> Resp {
         self.form("PUT", path, params).await
     }
@@ -150,7 +155,17 @@ impl TestSim {
 
     /// The `/cluster/resources` entry with `id`.
     pub async fn resource(&self, id: &str) -> Value {
-        let r = self.get("/cluster/resources").await;
+        self.entry("/cluster/resources", id).await
+    }
+
+    /// The `/cluster/ha/status/current` entry with `id` (`lrm:pve1`, `service:vm:110`).
+    pub async fn ha_entry(&self, id: &str) -> Value {
+        self.entry("/cluster/ha/status/current", id).await
+    }
+
+    /// The entry with `id` of the list at `path`; `null` when there is none.
+    async fn entry(&self, path: &str, id: &str) -> Value {
+        let r = self.get(path).await;
         r.data()
             .as_array()
             .unwrap()

@@ -146,7 +146,7 @@ mod tests {
         }
 
         fn plan(&self, input: &PlanInput<'_>, options: &BalanceOptions) -> Result<Plan> {
-            let mut plan = flxp::Flxp.plan(input, options)?;
+            let mut plan = flxp::METHOD.plan(input, options)?;
             plan.summary = "still".into();
             Ok(plan)
         }
@@ -204,7 +204,7 @@ mod tests {
 
     #[test]
     fn duplicates_and_unknown_names_are_refused_with_the_known_names() {
-        let e = Registry::builtin().with(&flxp::Flxp).err().unwrap();
+        let e = Registry::builtin().with(&flxp::METHOD).err().unwrap();
         assert_eq!(e, MethodError::Duplicate("flxp"));
         let e = Registry::builtin()
             .parse("fastest")
