@@ -222,7 +222,10 @@ fn the_rule_checker_counts_a_member_in_flight_on_its_target() {
     );
     // The plan fixes it with the member that can move: 102 leaves b, 101 goes on landing.
     let moves = balance_moves(&c);
-    assert!(moves.iter().any(|(v, to)| *v == 102 && to == "c"), "{moves:?}");
+    assert!(
+        moves.iter().any(|(v, to)| *v == 102 && to == "c"),
+        "{moves:?}"
+    );
     assert!(!moves.iter().any(|(v, _)| *v == 101), "{moves:?}");
     // Towards a node with no member, nothing is broken.
     let c = landing_on_a_member("c");
@@ -247,7 +250,7 @@ fn a_new_member_of_an_affinity_group_follows_a_member_in_flight_to_its_target() 
     let rules = Rules::compile(&c);
     let req = PlacementRequest {
         memory: GIB,
-        cores: 1,
+        cores: 1.0,
         tags: vec![WEB.to_owned()],
         ..PlacementRequest::default()
     };

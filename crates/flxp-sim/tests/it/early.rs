@@ -215,7 +215,7 @@ async fn a_vm_whose_storage_the_target_lacks_is_refused_at_once() {
 async fn a_container_whose_storage_the_target_lacks_fails_in_the_task() {
     let s = ceph_not_on_pve3();
     let upid = s
-        .post("/nodes/pve2/lxc/104/migrate", &[("target", "pve3")])
+        .post_task("/nodes/pve2/lxc/104/migrate", &[("target", "pve3")])
         .await;
     s.assert_aborted(&upid, "storage 'ceph' is not available on node 'pve3'")
         .await;

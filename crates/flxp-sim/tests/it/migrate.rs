@@ -480,7 +480,7 @@ async fn a_local_template_with_linked_clones_stays_and_so_do_its_clones() {
     assert_eq!(p["local_disks"][0]["volid"], "local-lvm:base-9001-disk-0");
 
     let upid = s
-        .post("/nodes/pve1/qemu/9001/migrate", &[("target", "pve2")])
+        .post_task("/nodes/pve1/qemu/9001/migrate", &[("target", "pve2")])
         .await;
     s.assert_aborted(&upid, "can't migrate 'local-lvm:base-9001-disk-0' - base volume is still in use by linked clones (VM 501)").await;
     assert_eq!(s.resource("qemu/9001").await["node"], "pve1");
@@ -488,7 +488,7 @@ async fn a_local_template_with_linked_clones_stays_and_so_do_its_clones() {
 
     // The clone cannot leave its base either.
     let upid = s
-        .post("/nodes/pve1/qemu/501/migrate", &[("target", "pve2")])
+        .post_task("/nodes/pve1/qemu/501/migrate", &[("target", "pve2")])
         .await;
     s.assert_aborted(&upid, "can't migrate 'local-lvm:base-9001-disk-0/vm-501-disk-0' as it's a clone of 'base-9001-disk-0'").await;
     assert_eq!(s.resource("qemu/501").await["node"], "pve1");

@@ -111,7 +111,7 @@ fn two_stop_signals_sent_back_to_back_quit_at_once() {
         "\n[daemon]\ninterval-secs = 1\n\n[balance.trigger]\nhold = 1\n",
         |_| {},
     );
-    let mut child = spawn_daemon(&z);
+    let child = spawn_daemon(&z);
     z.wait_until_migrating();
     let pid = child.id().to_string();
     let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
