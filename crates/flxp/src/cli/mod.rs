@@ -1,6 +1,6 @@
 //! The command line (Contract 3): one module per subcommand, each with its clap `Args` and `run`.
 
-mod balance;
+pub(crate) mod balance;
 mod config_check;
 pub mod daemon;
 mod evacuate;

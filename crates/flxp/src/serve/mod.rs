@@ -26,7 +26,7 @@ use anyhow::Context;
 use flxp_core::placement::Placer;
 use flxp_engine::create_vm::CreateOptions;
 use flxp_engine::daemon::{DaemonOptions, Zone as DaemonZone};
-use flxp_engine::{Creator, Daemon, ExecuteOptions, Limits, Reservations, stop_signal};
+use flxp_engine::{Creator, Daemon, Reservations, stop_signal};
 use flxp_pve::{Pve, TaskWait, Transport};
 use tokio::time::Duration;
 
@@ -241,22 +241,6 @@ fn placer(config: &Config) -> anyhow::Result<Placer> {
     Ok(Placer::new(config.placement_options(), policies)?)
 }
 
-/// How plans are carried out, from `[migration]`.
-pub fn execute_options(config: &Config) -> ExecuteOptions {
-    let m = &config.migration;
-    ExecuteOptions {
-        limits: Limits {
-            parallel: m.parallel,
-            per_node_in: m.per_node_in,
-            per_node_out: m.per_node_out,
-        },
-        poll: Duration::from_secs(m.poll_secs),
-        timeout: Duration::from_secs(m.timeout_secs),
-        with_local_disks: m.with_local_disks,
-        ..ExecuteOptions::default()
-    }
-}
-
 /// The shared state: zones with metered clients and creators, tokens, metrics.
 fn build(
     config: &Config,
@@ -306,7 +290,7 @@ fn build(
         tokens: Arc::new(tokens),
         ready_window: Duration::from_secs(config.api.ready_secs.unwrap_or(60)),
         simulated,
-        execute: execute_options(config),
+        execute: crate::cli::balance::execute_options(config),
         stop,
         work: Arc::new(Work::default()),
         live: Arc::default(),
@@ -357,7 +341,7 @@ fn daemon(
         evacuate: config.daemon.evacuate,
         balance: config.balance.clone(),
         evacuation: config.evacuate.clone(),
-        execute: execute_options(config),
+        execute: crate::cli::balance::execute_options(config),
         stale: config.create_vm.stale(),
         ..DaemonOptions::default()
     };
