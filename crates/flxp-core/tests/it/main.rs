@@ -7,3 +7,4 @@ mod inflight;
 mod placement;
 mod placement_properties;
 mod plan_properties;
+mod plugins;
