@@ -70,9 +70,17 @@ impl PluginHost for Host {
         let body = serde_json::to_vec(request)
             .map_err(|e| CallError(format!("cannot write the request: {e}")))?;
         let started = std::time::Instant::now();
-        let answer = match &t.target {
+        let run = || match &t.target {
             Target::Exec(argv) => exec::call(argv, &body, t.timeout, t.max_answer_bytes),
-            Target::Http(url) => http::call(url, body, t.timeout, t.max_answer_bytes),
+            Target::Http(url) => http::call(url, body.clone(), t.timeout, t.max_answer_bytes),
+        };
+        // Callers decide on the blocking pool; one that decides on an async worker (createVM's
+        // placement) hands the worker's other tasks to another thread while it waits.
+        let answer = match tokio::runtime::Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(run)
+            }
+            _ => run(),
         };
         let ms = started.elapsed().as_millis();
         match &answer {

@@ -12,18 +12,26 @@ use serde_json::{Value, json};
 
 use super::{example, run, temp_file};
 
-/// Fails (never skips) when python3 is missing, naming how to install it.
+/// The Python interpreter itself (not a version manager's shim, whose start alone can take a
+/// second on a busy machine). Fails (never skips) when python3 is missing, naming how to install it.
 fn python() -> &'static str {
-    let ok = Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "python3 is missing: the plugin tests run the Python examples in examples/plugins; \
-         install it with `apt-get install python3` (Debian) or your system's package manager"
-    );
-    "python3"
+    static PYTHON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PYTHON.get_or_init(|| {
+        let out = Command::new("python3")
+            .args(["-c", "import sys; print(sys.executable)"])
+            .output();
+        let path = out
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .filter(|p| !p.is_empty());
+        path.unwrap_or_else(|| {
+            panic!(
+                "python3 is missing: the plugin tests run the Python examples in examples/plugins; \
+                 install it with `apt-get install python3` (Debian) or your system's package manager"
+            )
+        })
+    })
 }
 
 fn script(name: &str) -> String {
@@ -42,8 +50,14 @@ fn snapshot() -> String {
 fn exec_plugin(name: &str, kind: &str, file: &str, args: &[&str], extra: &str) -> String {
     let mut argv = vec![json!(python()), json!(script(file))];
     argv.extend(args.iter().map(|a| json!(a)));
+    // A generous timeout unless the test sets one: a Python start is slow on a loaded machine.
+    let timeout = if extra.contains("timeout-ms") {
+        ""
+    } else {
+        "timeout-ms = 60000\n"
+    };
     format!(
-        "[[plugin]]\nname = \"{name}\"\nkind = \"{kind}\"\ncommand = {}\n{extra}\n",
+        "[[plugin]]\nname = \"{name}\"\nkind = \"{kind}\"\ncommand = {}\n{timeout}{extra}\n",
         Value::Array(argv)
     )
 }
@@ -141,7 +155,7 @@ fn place_honours_the_licence_filter_and_the_price_score() {
 /// Runs the misbehaving plugin as a filter with a policy; the exit code, stdout and stderr.
 fn misbehaving(mode: &str, on_failure: &str) -> (i32, String, String) {
     // Only the sleeper is meant to time out: the others get time to start on a busy machine.
-    let timeout = if mode == "sleep" { 500 } else { 20_000 };
+    let timeout = if mode == "sleep" { 500 } else { 60_000 };
     let extra =
         format!("timeout-ms = {timeout}\nmax-answer-bytes = 65536\non-failure = \"{on_failure}\"");
     let text = exec_plugin("bad", "filter", "misbehave.py", &[mode], &extra);
@@ -324,8 +338,8 @@ fn extender(denied: &[&str]) -> Extender {
 
 fn http_plugins(port: u16) -> String {
     format!(
-        "[[plugin]]\nname = \"rack-power\"\nkind = \"filter\"\nurl = \"http://127.0.0.1:{port}/filter\"\n\n\
-         [[plugin]]\nname = \"fewest-guests\"\nkind = \"score\"\nurl = \"http://127.0.0.1:{port}/score\"\n\n\
+        "[[plugin]]\nname = \"rack-power\"\nkind = \"filter\"\nurl = \"http://127.0.0.1:{port}/filter\"\ntimeout-ms = 30000\n\n\
+         [[plugin]]\nname = \"fewest-guests\"\nkind = \"score\"\nurl = \"http://127.0.0.1:{port}/score\"\ntimeout-ms = 30000\n\n\
          [policies.few]\nfewest-guests = 1\n"
     )
 }
