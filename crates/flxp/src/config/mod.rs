@@ -175,7 +175,25 @@ impl Config {
     /// Parses and checks config text; `path` is only used in errors.
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
         let locator = locate::Locator::new(text);
-        let mut config: Config = toml::from_str(text).map_err(|e| ConfigError {
+        // `[balance] method` may name a balance plugin of the same file: read their names first.
+        #[derive(Deserialize)]
+        struct PluginNames {
+            #[serde(default)]
+            plugin: Vec<toml::Table>,
+        }
+        let names: Vec<String> = toml::from_str::<PluginNames>(text)
+            .map(|p| {
+                p.plugin
+                    .iter()
+                    .filter(|t| t.get("kind").and_then(|k| k.as_str()) == Some("balance"))
+                    .filter_map(|t| t.get("name")?.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let parsed =
+            flxp_core::balance::MethodName::with_plugins(&names, || toml::from_str::<Config>(text));
+        let mut config: Config = parsed.map_err(|e| ConfigError {
             file: path.to_path_buf(),
             place: e.span().map(|s| locator.place(s.start)),
             key: String::new(),

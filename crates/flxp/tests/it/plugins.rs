@@ -293,6 +293,24 @@ fn balance_plans_the_plugin_s_safe_proposals_and_refuses_unsafe_ones() {
         "{warnings}"
     );
 
+    // The config's default method may be a balance plugin too (the daemon's rounds use it).
+    let (_dir3, default) = temp_file(
+        "flxp.toml",
+        &(text.clone() + "[balance]\nmethod = \"drain-fullest\"\n"),
+    );
+    let snap = snapshot();
+    let (code, out, err) = run(&[
+        "balance",
+        "--from-file",
+        &snap,
+        "--config",
+        default.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(code == 0 || code == 3, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["method"], "drain-fullest", "{v}");
+
     // An unknown method names the known ones, plugins included.
     let (code, _, err) = balance(&config, "nope");
     assert_eq!(code, 2, "{err}");
