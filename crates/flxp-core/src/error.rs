@@ -51,6 +51,14 @@ pub enum Error {
         /// The offending score.
         value: f64,
     },
+    /// A plugin with `on-failure = "fail"` failed: the decision is refused with its error.
+    #[error("plugin {plugin}: {message}")]
+    Plugin {
+        /// The plugin's name.
+        plugin: String,
+        /// What went wrong (timeout, crash, a bad answer).
+        message: String,
+    },
     /// Proxmox's scheduler math refused its input (a node without capacity, a non-finite figure).
     // Not a `#[source]`: the message already holds it, and a chain printer (`{:#}`) would repeat it.
     #[error("Proxmox scheduler math: {0}")]

@@ -28,6 +28,7 @@ pub mod lenient;
 pub mod model;
 pub mod names;
 pub mod placement;
+pub mod plugin;
 pub mod pve_crs;
 pub mod snapshot;
 pub mod state;

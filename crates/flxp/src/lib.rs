@@ -8,6 +8,7 @@ pub mod cli;
 pub mod config;
 mod input;
 pub mod output;
+pub mod plugins;
 mod progress;
 pub mod serve;
 mod signal;

@@ -16,7 +16,7 @@ use super::bounds::{moves_for_peak, moves_for_trough, pinned_spread_floor, sprea
 use super::draft::Draft;
 use super::fix::{self, Scope};
 use super::measure::{Measure, Metric, balanced_loads, imbalance, node_loads};
-use super::methods::{self, PlanInput, Registry};
+use super::methods::{self, PlanInput};
 use super::options::BalanceOptions;
 use super::plan::{Bounds, Plan};
 use super::search::{self, Stop};
@@ -24,7 +24,8 @@ use super::search::{self, Stop};
 /// Plans migrations that fix broken hard rules and then balance the cluster, every step safe on
 /// the state the earlier steps leave.
 ///
-/// The method is the one `options.method` names in the built-in [`Registry`].
+/// The method is the one `options.method` names among the placer's methods: the built-in
+/// [`methods::Registry`] plus configured balance plugins.
 ///
 /// `Err` only for bad options or a scorer bug; "nothing can be done" is a plan with reasons.
 pub fn plan(
@@ -40,7 +41,7 @@ pub fn plan(
         state,
         placer,
     };
-    Registry::builtin().plan(&input, options)
+    placer.methods().plan(&input, options)
 }
 
 /// The `flxp` method: rule fixes, then the greedy search.

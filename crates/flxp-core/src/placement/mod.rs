@@ -12,6 +12,7 @@ pub mod filters;
 mod normalize;
 mod options;
 mod pipeline;
+mod plugins;
 mod policy;
 mod reason;
 pub mod registry;

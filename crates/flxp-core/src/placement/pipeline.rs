@@ -7,17 +7,21 @@ use super::{
     Candidate, Ctx, Filter, FilterKind, NodeView, Placement, PlacementOptions, PlacementRequest,
     Policy, Reason, Scorer, Subject,
 };
+use crate::balance::methods::{Registry, plugin::PluginMethod};
 use crate::cluster::{Cluster, NodeIdx};
 use crate::constraints::Rules;
+use crate::plugin::{PluginKind, PluginSpec, Plugins};
 use crate::state::State;
 use crate::{Error, Result, Warning};
 
 /// Tolerance for the score contract: normalisation may overshoot 100 by rounding.
 const SCORE_SLACK: f64 = 1e-9;
 
-struct CompiledPolicy {
+pub(super) struct CompiledPolicy {
     policy: Policy,
     scorers: Vec<(Box<dyn Scorer>, f64)>,
+    /// Score plugins with their weights: consulted by placements, not by the planner.
+    pub(super) plugin_scorers: Vec<(PluginSpec, f64)>,
 }
 
 /// A node with its weighted score, best first when sorted.
@@ -36,6 +40,9 @@ pub struct Placer {
     options: PlacementOptions,
     filters: Vec<Box<dyn Filter>>,
     policies: BTreeMap<String, CompiledPolicy>,
+    pub(super) plugins: Plugins,
+    methods: Registry,
+    pub(super) zone: Option<String>,
 }
 
 impl std::fmt::Debug for Placer {
@@ -51,15 +58,40 @@ impl Placer {
     /// Builds the pipeline: built-in policies plus configured ones (a configured policy may
     /// replace a built-in of the same name). The default policy must exist.
     pub fn new(options: PlacementOptions, custom: Vec<Policy>) -> Result<Self> {
+        Self::with_plugins(options, custom, Plugins::default())
+    }
+
+    /// Like [`Placer::new`], with external plugins: filter plugins join every placement, score
+    /// plugins may be named in policies, balance plugins become balancing methods.
+    pub fn with_plugins(
+        options: PlacementOptions,
+        custom: Vec<Policy>,
+        plugins: Plugins,
+    ) -> Result<Self> {
         options.validate()?;
+        let mut methods = Registry::builtin().clone();
+        for spec in plugins.of_kind(PluginKind::Balance) {
+            // One small registration per configured plugin and config load.
+            let method: &'static PluginMethod =
+                Box::leak(Box::new(PluginMethod { name: spec.name }));
+            methods = methods.with(method).map_err(|e| Error::Option {
+                name: format!("plugin.{}", spec.name),
+                message: e.to_string(),
+            })?;
+        }
         let mut policies = BTreeMap::new();
         let builtins = Policy::builtin_names()
             .into_iter()
             .filter_map(Policy::builtin);
         for policy in builtins.chain(custom) {
             let mut scorers = Vec::new();
+            let mut plugin_scorers = Vec::new();
             for (name, &w) in &policy.weights {
                 if w == 0.0 {
+                    continue;
+                }
+                if let Some(spec) = plugins.get(name).filter(|s| s.kind == PluginKind::Score) {
+                    plugin_scorers.push((spec.clone(), w));
                     continue;
                 }
                 let entry = registry::scorer(name).ok_or_else(|| Error::Option {
@@ -68,15 +100,46 @@ impl Placer {
                 })?;
                 scorers.push(((entry.make)(), w));
             }
-            policies.insert(policy.name.clone(), CompiledPolicy { policy, scorers });
+            policies.insert(
+                policy.name.clone(),
+                CompiledPolicy {
+                    policy,
+                    scorers,
+                    plugin_scorers,
+                },
+            );
         }
         let placer = Self {
             filters: FILTERS.iter().map(|f| (f.make)()).collect(),
             options,
             policies,
+            plugins,
+            methods,
+            zone: None,
         };
         placer.policy(&placer.options.policy)?;
         Ok(placer)
+    }
+
+    /// The same pipeline, telling plugins the zone it decides for.
+    pub fn in_zone(mut self, zone: Option<String>) -> Self {
+        self.zone = zone;
+        self
+    }
+
+    /// The zone plugins are told, if any.
+    pub fn zone(&self) -> Option<&str> {
+        self.zone.as_deref()
+    }
+
+    /// The configured plugins.
+    pub fn plugins(&self) -> &Plugins {
+        &self.plugins
+    }
+
+    /// The balancing methods: the built-in ones and the balance plugins.
+    pub fn methods(&self) -> &Registry {
+        &self.methods
     }
 
     /// The options it was built with.
@@ -94,7 +157,7 @@ impl Placer {
         self.policy(name).map(|p| &p.policy)
     }
 
-    fn policy(&self, name: &str) -> Result<&CompiledPolicy> {
+    pub(super) fn policy(&self, name: &str) -> Result<&CompiledPolicy> {
         self.policies.get(name).ok_or_else(|| Error::Option {
             name: "policy".into(),
             message: format!(
@@ -127,10 +190,23 @@ impl Placer {
         nodes: &[NodeIdx],
         breakdown: bool,
     ) -> Result<Vec<Ranked>> {
+        self.rank_with(ctx, policy, nodes, breakdown, &[])
+    }
+
+    /// [`Placer::rank`] with extra normalised scores per node (score plugins' answers), each with
+    /// its weight.
+    pub(super) fn rank_with(
+        &self,
+        ctx: &Ctx,
+        policy: &str,
+        nodes: &[NodeIdx],
+        breakdown: bool,
+        extra: &[(&'static str, f64, Vec<f64>)],
+    ) -> Result<Vec<Ranked>> {
         let policy = self.policy(policy)?;
         let mut parts: Vec<Vec<(&'static str, f64)>> =
             vec![Vec::new(); if breakdown { nodes.len() } else { 0 }];
-        let totals = self.totals(ctx, policy, nodes, breakdown.then_some(&mut parts))?;
+        let totals = self.totals(ctx, policy, nodes, breakdown.then_some(&mut parts), extra)?;
         let mut ranked: Vec<Ranked> = nodes
             .iter()
             .enumerate()
@@ -160,6 +236,7 @@ impl Placer {
         policy: &CompiledPolicy,
         nodes: &[NodeIdx],
         mut parts: Option<&mut Vec<Vec<(&'static str, f64)>>>,
+        extra: &[(&'static str, f64, Vec<f64>)],
     ) -> Result<Vec<f64>> {
         let views: Vec<NodeView> = nodes.iter().map(|&n| ctx.view(n)).collect();
         let mut totals = vec![0.0; views.len()];
@@ -185,6 +262,15 @@ impl Placer {
             }
             weight_sum += weight;
         }
+        for (name, weight, scores) in extra {
+            for (i, s) in scores.iter().enumerate().take(views.len()) {
+                totals[i] += weight * s;
+                if let Some(parts) = parts.as_deref_mut() {
+                    parts[i].push((name, *s));
+                }
+            }
+            weight_sum += weight;
+        }
         if weight_sum > 0.0 {
             for t in &mut totals {
                 *t /= weight_sum;
@@ -201,7 +287,7 @@ impl Placer {
             .filter(|&n| self.feasible(ctx, n))
             .collect();
         let policy = self.policy(policy.unwrap_or(&self.options.policy))?;
-        let totals = self.totals(ctx, policy, &feasible, None)?;
+        let totals = self.totals(ctx, policy, &feasible, None, &[])?;
         // Highest total; ties go to the earlier node, which is the first by name.
         let mut best: Option<(NodeIdx, f64)> = None;
         for (&n, &t) in feasible.iter().zip(&totals) {
@@ -226,8 +312,8 @@ impl Placer {
         let ctx = Ctx::new(cluster, rules, state, &self.options, &subject);
 
         let placement = match &request.host {
-            Some(host) => self.place_on_host(&ctx, host, &mut warnings)?,
-            None => self.place_by_policy(&ctx, policy_name)?,
+            Some(host) => self.place_on_host(&ctx, host, request, &mut warnings)?,
+            None => self.place_by_policy(&ctx, policy_name, request, &mut warnings)?,
         };
         let request_warnings = warnings.len();
         warnings.extend(cluster.warnings.iter().cloned());
@@ -245,7 +331,13 @@ impl Placer {
         })
     }
 
-    fn place_by_policy(&self, ctx: &Ctx, policy: &str) -> Result<Placement> {
+    fn place_by_policy(
+        &self,
+        ctx: &Ctx,
+        policy: &str,
+        request: &PlacementRequest,
+        warnings: &mut Vec<Warning>,
+    ) -> Result<Placement> {
         let mut infeasible = Vec::new();
         let mut feasible = Vec::new();
         for n in ctx.cluster.node_indexes() {
@@ -262,7 +354,20 @@ impl Placer {
                 });
             }
         }
-        let ranked = self.rank(ctx, policy, &feasible, true)?;
+        for (n, reasons) in self.plugin_filters(ctx, request, &feasible, warnings)? {
+            feasible.retain(|&f| f != n);
+            infeasible.push(Candidate {
+                node: ctx.cluster.node(n).name.clone(),
+                feasible: false,
+                reasons,
+                score: None,
+                scores: BTreeMap::new(),
+            });
+        }
+        // Nodes refused by plugins join the others refused, in name order.
+        infeasible.sort_by(|a, b| a.node.cmp(&b.node));
+        let extra = self.plugin_scores(ctx, policy, request, &feasible, warnings)?;
+        let ranked = self.rank_with(ctx, policy, &feasible, true, &extra)?;
         let node = ranked
             .first()
             .map(|r| ctx.cluster.node(r.node).name.clone());
@@ -294,6 +399,7 @@ impl Placer {
         &self,
         ctx: &Ctx,
         host: &str,
+        request: &PlacementRequest,
         warnings: &mut Vec<Warning>,
     ) -> Result<Placement> {
         let idx = ctx.cluster.node_idx_loose(host).ok_or_else(|| {
@@ -316,6 +422,12 @@ impl Placer {
                 broken.push(format!("{filter}: {reason}"));
             } else {
                 reasons.push(format!("{filter}: {reason}"));
+            }
+        }
+        // Plugin filters are rules: a named host that one refuses is a warning, as for tags.
+        if reasons.is_empty() {
+            for (_, refusals) in self.plugin_filters(ctx, request, &[idx], warnings)? {
+                broken.extend(refusals);
             }
         }
         let feasible = reasons.is_empty();

@@ -83,9 +83,22 @@ impl Policy {
     /// A configured policy; soft-rule scorers get their default weight unless named. Every
     /// scorer name must be registered and every weight finite and not negative.
     pub fn custom(name: &str, weights: BTreeMap<String, f64>) -> Result<Self> {
+        Self::custom_with(name, weights, &[])
+    }
+
+    /// [`Policy::custom`] where the named score plugins count as scorers too.
+    pub fn custom_with(
+        name: &str,
+        weights: BTreeMap<String, f64>,
+        plugins: &[&str],
+    ) -> Result<Self> {
         for (scorer, w) in &weights {
-            if registry::scorer(scorer).is_none() {
-                let known: Vec<&str> = registry::SCORERS.iter().map(|s| s.name).collect();
+            if registry::scorer(scorer).is_none() && !plugins.contains(&scorer.as_str()) {
+                let known: Vec<&str> = registry::SCORERS
+                    .iter()
+                    .map(|s| s.name)
+                    .chain(plugins.iter().copied())
+                    .collect();
                 return Err(Error::Option {
                     name: format!("policies.{name}.{scorer}"),
                     message: format!("unknown scorer; known: {}", known.join(", ")),

@@ -7,3 +7,5 @@ mod inflight;
 mod placement;
 mod placement_properties;
 mod plan_properties;
+mod plugin_schema;
+mod plugins;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use flxp_core::Overrides;
-use flxp_core::balance::{MethodName, Plan, Purpose, Registry, UsageChoice};
+use flxp_core::balance::{Plan, Purpose, UsageChoice};
 use flxp_engine::{ExecuteOptions, ExecutionReport, Executor, Goal, Limits, Model, planning};
 use tracing::instrument::WithSubscriber;
 
@@ -34,9 +34,10 @@ pub struct Args {
     /// Print one JSON document on stdout: the plan, and what carrying it out did.
     #[arg(long)]
     pub(crate) json: bool,
-    /// How balancing moves are chosen (default from [balance], else flxp).
-    #[arg(long, value_name = "M", value_parser = method_parser(Registry::builtin()))]
-    method: Option<MethodName>,
+    /// How balancing moves are chosen (default from [balance], else flxp): flxp, pve-bruteforce,
+    /// pve-topsis, or a balance plugin from the config.
+    #[arg(long, value_name = "M")]
+    method: Option<String>,
     /// Most migrations in the plan, rule fixes included (default from [balance], else 20).
     #[arg(long, value_name = "N")]
     max_migrations: Option<usize>,
@@ -55,9 +56,10 @@ fn usage_parser() -> impl clap::builder::TypedValueParser<Value = UsageChoice> {
 }
 
 /// Parses `--method` against a registry, whose names and descriptions `--help` lists.
+#[cfg(test)]
 pub(crate) fn method_parser(
-    registry: &'static Registry,
-) -> impl clap::builder::TypedValueParser<Value = MethodName> {
+    registry: &'static flxp_core::balance::Registry,
+) -> impl clap::builder::TypedValueParser<Value = flxp_core::balance::MethodName> {
     use clap::builder::TypedValueParser;
     let values = registry
         .iter()
@@ -142,7 +144,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let config = load::config(&args.source)?;
     let mut options = config.balance.clone();
     if let Some(m) = args.method {
-        options.method = m;
+        // Checked here, with the config read: its balance plugins are methods too.
+        let placer = load::placer(&config)?;
+        let methods = placer.methods();
+        options.method = methods.parse(&m).map_err(|_| {
+            let known: Vec<&str> = methods.names().collect();
+            UsageError(format!(
+                "invalid value '{m}' for '--method <M>' (possible values: {})",
+                known.join(", ")
+            ))
+        })?;
     }
     if let Some(n) = args.max_migrations {
         options.max_migrations = n;
@@ -164,7 +175,7 @@ pub fn carry_out(
     dry_run: bool,
     json: bool,
 ) -> Result<ExitCode> {
-    let placer = Arc::new(load::placer(config)?);
+    let placer = Arc::new(load::placer(config)?.in_zone(source.zone.clone()));
     let (plan, execution) = match (&source.from_file, &source.zone) {
         (Some(path), _) => {
             let mut snapshot = load::read_snapshot_file(path)?;

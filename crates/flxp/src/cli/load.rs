@@ -41,10 +41,7 @@ pub fn config(source: &SourceArgs) -> Result<Config> {
 
 /// The placement pipeline the config describes.
 pub fn placer(config: &Config) -> Result<Placer> {
-    let policies = config
-        .policies()
-        .map_err(|(k, m)| anyhow::anyhow!("{k}: {m}"))?;
-    Ok(Placer::new(config.placement_options(), policies)?)
+    crate::plugins::placer(config)
 }
 
 /// Seconds since the epoch, for snapshots taken now.

@@ -44,7 +44,7 @@ pub struct Args {
 pub fn run(args: Args) -> Result<ExitCode> {
     let config = load::config(&args.source)?;
     let loaded = load::load(&args.source, &config)?;
-    let placer = load::placer(&config)?;
+    let placer = load::placer(&config)?.in_zone(args.source.zone.clone());
     let request = PlacementRequest {
         memory: args.memory,
         cores: args.cores,

@@ -45,7 +45,7 @@ pub use sections::CreateVmSection;
 use sections::Size;
 pub use sections::{
     ApiSection, ComputeProfile, DaemonSection, Image, LeaseSection, MigrationSection, Network,
-    NodeOverride, PlacementSection, Role, StorageProfile,
+    NodeOverride, PlacementSection, PluginSection, Role, StorageProfile,
 };
 
 /// Where the config file is when neither `--config` nor `FLXP_CONFIG` says.
@@ -85,6 +85,8 @@ pub struct Config {
     pub create_vm: CreateVmSection,
     /// One active flxp per zone.
     pub lease: LeaseSection,
+    /// External filters, scorers and balancing methods (`[[plugin]]`).
+    pub plugin: Vec<PluginSection>,
     /// The file and text it was read from, to place mistakes found later (unreadable secrets).
     #[serde(skip)]
     origin: Option<Origin>,
@@ -173,7 +175,25 @@ impl Config {
     /// Parses and checks config text; `path` is only used in errors.
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
         let locator = locate::Locator::new(text);
-        let mut config: Config = toml::from_str(text).map_err(|e| ConfigError {
+        // `[balance] method` may name a balance plugin of the same file: read their names first.
+        #[derive(Deserialize)]
+        struct PluginNames {
+            #[serde(default)]
+            plugin: Vec<toml::Table>,
+        }
+        let names: Vec<String> = toml::from_str::<PluginNames>(text)
+            .map(|p| {
+                p.plugin
+                    .iter()
+                    .filter(|t| t.get("kind").and_then(|k| k.as_str()) == Some("balance"))
+                    .filter_map(|t| t.get("name")?.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let parsed =
+            flxp_core::balance::MethodName::with_plugins(&names, || toml::from_str::<Config>(text));
+        let mut config: Config = parsed.map_err(|e| ConfigError {
             file: path.to_path_buf(),
             place: e.span().map(|s| locator.place(s.start)),
             key: String::new(),
@@ -239,6 +259,73 @@ impl Config {
         })
     }
 
+    /// Checks each `[[plugin]]`: a unique name of its own, exactly one of `command` and `url`,
+    /// sane limits. Errors name the plugin and the key.
+    fn check_plugins(&self) -> Result<(), (String, String)> {
+        let mut seen = BTreeSet::new();
+        for p in &self.plugin {
+            let name = &p.name;
+            let err =
+                |key: &str, m: String| ("plugin".to_owned(), format!("plugin {name:?}: {key} {m}"));
+            let valid = !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.');
+            if !valid {
+                return Err(err("name", "must be letters, digits, - _ . only".into()));
+            }
+            let builtin = flxp_core::placement::registry::SCORERS
+                .iter()
+                .any(|s| s.name == name)
+                || flxp_core::placement::registry::FILTERS
+                    .iter()
+                    .any(|f| f.name == name)
+                || flxp_core::balance::Registry::builtin().get(name).is_some();
+            if builtin {
+                return Err(err(
+                    "name",
+                    "is a built-in filter, scorer or method: pick another".into(),
+                ));
+            }
+            if !seen.insert(name.as_str()) {
+                return Err(err("name", "is used by two plugins".into()));
+            }
+            match (&p.command, &p.url) {
+                (Some(_), Some(_)) | (None, None) => {
+                    return Err(err(
+                        "command/url",
+                        "give exactly one of command or url".into(),
+                    ));
+                }
+                (Some(argv), None) if argv.first().is_none_or(|p| p.is_empty()) => {
+                    return Err(err(
+                        "command",
+                        "must name a program: [\"/path/to/plugin\", \"arg\"]".into(),
+                    ));
+                }
+                (None, Some(url))
+                    if !(url.starts_with("http://") || url.starts_with("https://")) =>
+                {
+                    return Err(err(
+                        "url",
+                        format!("must start with http:// or https://, got {url:?}"),
+                    ));
+                }
+                _ => {}
+            }
+            if p.timeout_ms == 0 || p.timeout_ms > 600_000 {
+                return Err(err(
+                    "timeout-ms",
+                    format!("must be 1..=600000, got {}", p.timeout_ms),
+                ));
+            }
+            if p.max_answer_bytes == 0 {
+                return Err(err("max-answer-bytes", "must be at least 1".into()));
+            }
+        }
+        Ok(())
+    }
+
     /// Checks what serde cannot: references between tables, ranges, names.
     fn check(&self) -> Result<(), (String, String)> {
         for (name, zone) in &self.zones {
@@ -260,6 +347,7 @@ impl Config {
                 ),
             ));
         }
+        self.check_plugins()?;
         let policies = self.policies()?;
         self.placement_options()
             .validate()
@@ -474,10 +562,11 @@ impl Config {
 
     /// Configured policies for the core.
     pub fn policies(&self) -> Result<Vec<Policy>, (String, String)> {
+        let scorers = crate::plugins::names(self, flxp_core::plugin::PluginKind::Score);
         self.policies
             .iter()
             .map(|(name, weights)| {
-                Policy::custom(name, weights.clone()).map_err(|e| match e {
+                Policy::custom_with(name, weights.clone(), &scorers).map_err(|e| match e {
                     flxp_core::Error::Option { name, message } => (name, message),
                     other => (format!("policies.{name}"), other.to_string()),
                 })

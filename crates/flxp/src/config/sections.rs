@@ -312,3 +312,37 @@ impl CreateVmSection {
         }
     }
 }
+
+/// `[[plugin]]`: an external filter, scorer or balancing method, reached by a program (`command`,
+/// no shell) or an HTTP(S) URL (`url`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct PluginSection {
+    /// Its name in policies, `--method` and explanations.
+    pub name: String,
+    /// `filter`, `score` or `balance`.
+    pub kind: flxp_core::plugin::PluginKind,
+    /// The program and its arguments.
+    #[serde(default)]
+    pub command: Option<Vec<String>>,
+    /// The URL the request is POSTed to.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Milliseconds a call may take before it is abandoned (the program killed).
+    #[serde(default = "plugin_timeout_ms")]
+    pub timeout_ms: u64,
+    /// Largest answer accepted, in bytes.
+    #[serde(default = "plugin_max_answer_bytes")]
+    pub max_answer_bytes: u64,
+    /// `ignore` (decide without it, with a warning) or `fail` (refuse the decision).
+    #[serde(default)]
+    pub on_failure: flxp_core::plugin::OnFailure,
+}
+
+fn plugin_timeout_ms() -> u64 {
+    2000
+}
+
+fn plugin_max_answer_bytes() -> u64 {
+    1 << 20
+}

@@ -235,10 +235,7 @@ fn tokens_for(config: &Config, simulated: bool) -> anyhow::Result<(TokenSet, boo
 
 /// The placement pipeline the config describes.
 fn placer(config: &Config) -> anyhow::Result<Placer> {
-    let policies = config
-        .policies()
-        .map_err(|(k, m)| anyhow::anyhow!("{k}: {m}"))?;
-    Ok(Placer::new(config.placement_options(), policies)?)
+    crate::plugins::placer(config)
 }
 
 /// The shared state: zones with metered clients and creators, tokens, metrics.

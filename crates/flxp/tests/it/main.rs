@@ -12,6 +12,7 @@ mod dashboard;
 mod docs;
 mod docs_check;
 mod live_zone;
+mod plugins;
 mod privileges;
 mod serve;
 mod serve_concurrency;

@@ -6,6 +6,7 @@
 //! registered name (checked by a test).
 
 mod name;
+pub mod plugin;
 mod registry;
 
 pub use name::MethodName;

@@ -7,6 +7,11 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::registry::{MethodError, Registry};
 
+thread_local! {
+    /// Balance plugin names accepted while a config file is read ([`MethodName::with_plugins`]).
+    static PLUGINS: std::cell::RefCell<Vec<&'static str>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// The name of a registered balancing method (`flxp`, `pve-bruteforce`, `pve-topsis`).
 ///
 /// Only [`Registry::parse`] makes one from outside input, so holding one means the name was
@@ -25,9 +30,28 @@ impl MethodName {
         Self(name)
     }
 
-    /// Parses a name against the built-in registry.
+    /// Parses a name against the built-in registry, plus the plugin methods of an enclosing
+    /// [`MethodName::with_plugins`].
     pub fn parse(name: &str) -> Result<Self, MethodError> {
-        Registry::builtin().parse(name)
+        let plugin = PLUGINS.with(|p| p.borrow().iter().copied().find(|p| *p == name));
+        match plugin {
+            Some(p) => Ok(Self(p)),
+            None => Registry::builtin().parse(name),
+        }
+    }
+
+    /// Runs `f` (reading a config file) with these balance plugins' names accepted by
+    /// [`MethodName::parse`] and serde on this thread, besides the built-in methods.
+    pub fn with_plugins<R>(names: &[&str], f: impl FnOnce() -> R) -> R {
+        let leaked: Vec<&'static str> = names
+            .iter()
+            // A few names per config load, like the plugin specs themselves.
+            .map(|n| &*Box::leak((*n).to_owned().into_boxed_str()))
+            .collect();
+        let before = PLUGINS.with(|p| std::mem::replace(&mut *p.borrow_mut(), leaked));
+        let out = f();
+        PLUGINS.with(|p| *p.borrow_mut() = before);
+        out
     }
 
     /// The name used in options and output.

@@ -34,6 +34,7 @@ impl From<MethodError> for crate::Error {
 }
 
 /// Balancing methods by name, in registration order.
+#[derive(Clone)]
 pub struct Registry {
     methods: Vec<&'static dyn BalanceMethod>,
 }

@@ -5,7 +5,6 @@ use std::fmt::Display;
 use std::sync::Arc;
 
 use async_graphql::{Context, ID, Object, Result};
-use flxp_core::balance::Registry;
 use flxp_engine::create_vm::{ImageSource, Nic};
 use flxp_engine::{CreateError, Executor, Goal, VmRequest};
 use flxp_pve::Secret;
@@ -92,7 +91,7 @@ impl Mutation {
         method: Option<String>,
     ) -> Result<RunResult> {
         let s = state(ctx)?;
-        let options = balance_options(s, method.as_deref(), Registry::builtin())?;
+        let options = balance_options(s, method.as_deref(), s.placer.methods())?;
         let z = s.zone(&zone)?;
         if dry_run {
             let (model, st) = s.model(z).await?;

@@ -127,8 +127,8 @@ impl Query {
     }
 
     /// The rebalancing methods `rebalancePlan` and `rebalance` take as `method`.
-    async fn balance_methods(&self) -> Vec<BalanceMethodInfo> {
-        BalanceMethodInfo::all(Registry::builtin())
+    async fn balance_methods(&self, ctx: &Context<'_>) -> Result<Vec<BalanceMethodInfo>> {
+        Ok(BalanceMethodInfo::all(state(ctx)?.placer.methods()))
     }
 
     /// The rebalancing plan for a zone now (nothing is moved).
@@ -140,7 +140,7 @@ impl Query {
         method: Option<String>,
     ) -> Result<PlanResult> {
         let s = state(ctx)?;
-        let options = balance_options(s, method.as_deref(), Registry::builtin())?;
+        let options = balance_options(s, method.as_deref(), s.placer.methods())?;
         let z = s.zone(&zone)?;
         let (model, st) = s.model(z).await?;
         let plan = rebalance(s, model, st, options).await?;
