@@ -759,6 +759,19 @@ mod tests {
     }
 
     #[test]
+    fn a_container_cpu_limit_may_be_a_fraction_and_a_missing_one_is_the_whole_node() {
+        // Proxmox's `cpulimit` is a number such as 0.5; without one a container may use every CPU.
+        let c = cluster(
+            r#"[{"id":"node/a","type":"node","node":"a","status":"online","maxmem":100,"maxcpu":8},
+                {"id":"lxc/100","type":"lxc","vmid":100,"node":"a","status":"running","maxcpu":0.5},
+                {"id":"lxc/101","type":"lxc","vmid":101,"node":"a","status":"running","maxcpu":0},
+                {"id":"qemu/102","type":"qemu","vmid":102,"node":"a","status":"running","maxcpu":2}]"#,
+        );
+        let cpus: Vec<f64> = c.guests().iter().map(|g| g.static_cpus(8.0)).collect();
+        assert_eq!(cpus, [0.5, 8.0, 2.0]);
+    }
+
+    #[test]
     fn guests_are_indexed_by_node_tag_and_vmid() {
         let c = cluster(
             r#"[{"id":"node/b","type":"node","node":"b","status":"online","maxmem":100,"mem":10,"maxcpu":4,"cpu":0.5},

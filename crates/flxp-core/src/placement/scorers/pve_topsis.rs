@@ -11,6 +11,8 @@
 
 use crate::cluster::NodeIdx;
 use crate::placement::{Ctx, NodeView, Scorer};
+#[cfg(test)]
+use crate::placement::Subject;
 use crate::placement::scorers::Registered;
 use crate::pve_crs::{NodeStats, NodeUsage, ResourceStats, score_nodes_to_start};
 
@@ -82,7 +84,17 @@ fn alternatives(ctx: &Ctx, dynamic: bool) -> (Vec<NodeIdx>, Vec<NodeUsage>) {
 
 fn topsis_scores(ctx: &Ctx, nodes: &[NodeView], dynamic: bool) -> Vec<f64> {
     let (idx, stats) = alternatives(ctx, dynamic);
-    let resource = ResourceStats::from_static(ctx.subject.cores, ctx.subject.memory);
+    let resource = if ctx.subject.members.is_empty() {
+        ResourceStats::from_static(ctx.subject.cores, ctx.subject.memory)
+    } else {
+        // Proxmox adds a guest it starts or moves at its configured size in both modes (§1.3-1.4),
+        // not at what it uses now; `maxcpu` 0 (a container without a limit) stays "whole node".
+        let (cpus, mem) = ctx.subject.members.iter().fold((0.0, 0u64), |(c, m), &g| {
+            let g = ctx.cluster.guest(g);
+            (c + g.maxcpu, m.saturating_add(g.maxmem))
+        });
+        ResourceStats::from_static(cpus, mem)
+    };
     // Errors need bad capacities, which `alternatives` leaves out; NaN makes the pipeline name
     // this scorer if it happens anyway.
     let scored = score_nodes_to_start(&stats, &resource).unwrap_or_default();
@@ -329,5 +341,28 @@ mod tests {
             chosen.push(name);
         }
         assert_eq!(chosen, ["node1", "node2", "node3"]);
+    }
+
+    #[test]
+    fn an_existing_guest_counts_at_its_configured_size_not_its_use() {
+        // Proxmox scores moving or recovering a guest with its configured CPUs and memory. The
+        // guest configured with 24 GiB uses 1 GiB: at 24 GiB the small node2 (32 GiB) would end
+        // 75% full, so node1 wins; at the 1 GiB it uses, node2 would win on CPU.
+        let c = ClusterBuilder::new()
+            .node(node("node1").memory(64 * GIB).cpus(16.0))
+            .node(node("node2").memory(32 * GIB).cpus(64.0))
+            .node(node("node3").memory(64 * GIB).cpus(16.0))
+            .guest(vm(101, "node3").mem(GIB, 24 * GIB).cores(2.0, 0.0))
+            .guest(vm(102, "node1").mem(GIB, 8 * GIB).cores(8.0, 0.0))
+            .build();
+        let rules = crate::Rules::compile(&c);
+        let state = crate::State::new(&c);
+        let g = c.guest_idx(101).unwrap();
+        let subject = Subject::guest(&c, &rules, g, c.node_idx("node3").unwrap());
+        let opts = crate::placement::PlacementOptions::default();
+        let ctx = Ctx::new(&c, &rules, &state, &opts, &subject);
+        let views: Vec<_> = c.node_indexes().map(|n| ctx.view(n)).collect();
+        let s = PveStatic.score_all(&ctx, &views);
+        assert!(s[0] > s[1], "{s:?}");
     }
 }
