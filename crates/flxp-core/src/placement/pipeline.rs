@@ -79,6 +79,12 @@ impl Placer {
         Ok(placer)
     }
 
+    /// The same pipeline and policies with other options (consolidation's ceiling as reserves).
+    pub fn with_options(&self, options: PlacementOptions) -> Result<Self> {
+        let policies = self.policies.values().map(|p| p.policy.clone()).collect();
+        Self::new(options, policies)
+    }
+
     /// The options it was built with.
     pub fn options(&self) -> &PlacementOptions {
         &self.options
