@@ -26,6 +26,25 @@ pub struct Args {
     /// Print one JSON document on stdout: the plan, and what carrying it out did.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Instead: wake this node (Wake-on-LAN through the API), wait until it is online, clear its
+    /// maintenance mark and rebalance onto it (`--zone` only).
+    #[arg(long, value_name = "NODE")]
+    wake: Option<String>,
+    /// With `--wake`: the longest wait for the node to come online, seconds.
+    #[arg(long, value_name = "S", default_value_t = 900)]
+    wake_timeout: u64,
+}
+
+/// `flxp consolidate --wake NODE --json`.
+#[derive(Debug, Serialize)]
+struct WakeOutput<'a> {
+    node: &'a str,
+    /// The MAC address Proxmox built the packet from.
+    mac: &'a str,
+    /// The rebalance onto it.
+    plan: &'a flxp_core::balance::Plan,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    execution: Option<&'a ExecutionReport>,
 }
 
 /// What switching one emptied node off did.
@@ -72,6 +91,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 &config.evacuate,
             )?;
             (c, None, Vec::new())
+        }
+        (None, Some(zone)) if args.wake.is_some() => {
+            config.zone(zone).map_err(UsageError)?;
+            return wake(&config, &args, zone, placer);
+        }
+        (_, None) if args.wake.is_some() => {
+            return Err(UsageError("--wake needs --zone Z".into()).into());
         }
         (None, Some(zone)) => {
             config.zone(zone).map_err(UsageError)?;
@@ -191,4 +217,98 @@ fn print(c: &Consolidation) {
     for k in &c.kept {
         output::say(format!("keep {}: {}", k.node, k.reason));
     }
+}
+
+/// `--wake NODE`: Wake-on-LAN, wait until the node is online, clear its mark, rebalance.
+fn wake(
+    config: &Config,
+    args: &Args,
+    zone: &str,
+    placer: Arc<flxp_core::placement::Placer>,
+) -> Result<ExitCode> {
+    let Some(node) = args.wake.as_deref() else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    if args.dry_run {
+        return Err(UsageError("--wake powers a node on: it has no --dry-run".into()).into());
+    }
+    let api: flxp_pve::Pve = config.client(zone)?.into();
+    let executor = Executor::new(zone.to_owned(), api.clone(), placer)
+        .with_overrides(config.overrides(zone))
+        .with_options(balance::execute_options(config));
+    let poll = std::time::Duration::from_secs(config.migration.poll_secs.max(1));
+    let timeout = std::time::Duration::from_secs(args.wake_timeout);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let model = executor
+            .read()
+            .await
+            .with_context(|| format!("cannot read zone {zone}"))?;
+        let idx = model.node_named(node).ok_or_else(|| {
+            UsageError(format!(
+                "node {node:?} is not in zone {zone}; nodes: {}",
+                model.node_names()
+            ))
+        })?;
+        let name = model.cluster.node(idx).name.clone();
+        let mac = if model.cluster.node(idx).is_online() {
+            String::new()
+        } else {
+            let mac = executor.wake(&name).await?;
+            if !args.json {
+                output::tell(format!(
+                    "{name}: Wake-on-LAN sent ({mac}); waiting until it is online"
+                ));
+            }
+            let start = tokio::time::Instant::now();
+            loop {
+                tokio::time::sleep(poll).await;
+                let up = executor
+                    .read()
+                    .await
+                    .ok()
+                    .and_then(|m| m.node_named(&name).map(|i| m.cluster.node(i).is_online()))
+                    .unwrap_or(false);
+                if up {
+                    break;
+                }
+                if start.elapsed() > timeout {
+                    anyhow::bail!(
+                        "{name} is not online {} s after Wake-on-LAN",
+                        timeout.as_secs()
+                    );
+                }
+            }
+            mac
+        };
+        flxp_engine::maintenance::set(&api, &name, false).await?;
+        if !args.json {
+            output::tell(format!(
+                "{name}: online, maintenance mark cleared; rebalancing onto it"
+            ));
+        }
+        let goal = flxp_engine::Goal::Balance(config.balance.clone());
+        let (plan, report) =
+            balance::plan_and_run(executor, &goal, None, args.dry_run, args.json, zone, None)
+                .await?;
+        if args.json {
+            output::print_json(&WakeOutput {
+                node: &name,
+                mac: &mac,
+                plan: &plan,
+                execution: report.as_ref(),
+            })?;
+        } else if let Some(r) = &report {
+            output::print_execution(r);
+        }
+        Ok(if report.as_ref().is_some_and(|r| !r.is_clean()) {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        })
+    })
 }

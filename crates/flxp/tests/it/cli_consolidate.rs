@@ -122,4 +122,29 @@ fn a_live_zone_is_consolidated_and_the_freed_node_switched_off() {
         "{out}"
     );
     assert_eq!(v["consolidation"]["nodes_online"], 3);
+
+    // Waking it: online after the boot time, the mark cleared, guests balanced back onto it.
+    let (code, out, err) = run(&[
+        "consolidate",
+        "--zone",
+        "lab",
+        "--config",
+        z.config(),
+        "--wake",
+        "pve2",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}\n{out}");
+    let v = json(&out);
+    assert!(v["mac"].as_str().unwrap().starts_with("bc:24:11:"), "{out}");
+    assert!(z.sim.world().nodes["pve2"].online);
+    assert!(
+        !z.sim.world().nodes["pve2"]
+            .notes
+            .contains("flxp.maintenance")
+    );
+    assert!(
+        !z.guests_on("pve2").is_empty(),
+        "rebalanced onto the woken node: {out}"
+    );
 }
