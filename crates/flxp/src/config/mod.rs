@@ -288,10 +288,10 @@ impl Config {
         self.balance
             .validate()
             .map_err(|e| ("balance".to_owned(), e.to_string()))?;
-        self.consolidate
-            .options()
-            .validate()
-            .map_err(|e| ("consolidate".to_owned(), e.to_string()))?;
+        self.consolidate.options().validate().map_err(|e| match e {
+            flxp_core::Error::Option { name, message } => (format!("consolidate.{name}"), message),
+            other => ("consolidate".to_owned(), other.to_string()),
+        })?;
         let m = &self.migration;
         for (key, v) in [
             ("parallel", m.parallel),
@@ -615,6 +615,12 @@ vlan = 100
                 6,
                 "evacuate.policy",
                 "unknown policy",
+            ),
+            (
+                &format!("{ZONE}[consolidate]\nmax-memory = 1.5\n"),
+                6,
+                "consolidate.max-memory",
+                "at most 1",
             ),
             (
                 &format!("{ZONE}[policies.x]\nfree-mem = 1\n"),
