@@ -21,6 +21,7 @@
 pub mod balance;
 pub mod builder;
 pub mod cluster;
+pub mod consolidate;
 pub mod constraints;
 mod error;
 pub mod evacuate;

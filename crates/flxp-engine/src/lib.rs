@@ -25,6 +25,7 @@
 
 pub mod blocking;
 pub mod collect;
+pub mod consolidate;
 
 pub use collect::{CollectError, collect_snapshot};
 pub mod create_vm;

@@ -10,11 +10,12 @@ use crate::types::{
     CloneParams, ClusterOptions, ClusterStatusEntry, ConfigUpdate, CreateParams, DeleteParams,
     GuestConfig, GuestKind, GuestListEntry, GuestStatusCurrent, HaMigrateParams, HaMigrateResponse,
     HaResource, HaRule, HaStatusEntry, LxcMigrateParams, LxcMigratePrecondition,
-    ManagerStatusResponse, MigratePreconditionQuery, NextId, NextIdQuery, NodeConfig,
-    NodeConfigUpdate, NodeListEntry, NodeStatus, Permissions, PermissionsQuery, Pool,
-    PoolListEntry, QemuMigrateParams, QemuMigratePrecondition, ResizeParams, Resource,
-    ResourceType, ResourcesQuery, RrdQuery, RrdRow, ShutdownParams, StartParams, StopParams,
-    StorageEntry, StorageQuery, Task, TaskLogLine, TaskLogQuery, TaskStatus, Upid, Version,
+    ManagerStatusResponse, MigratePreconditionQuery, NextId, NextIdQuery, NodeCommand,
+    NodeCommandParams, NodeConfig, NodeConfigUpdate, NodeListEntry, NodeStatus, Permissions,
+    PermissionsQuery, Pool, PoolListEntry, QemuMigrateParams, QemuMigratePrecondition,
+    ResizeParams, Resource, ResourceType, ResourcesQuery, RrdQuery, RrdRow, ShutdownParams,
+    StartParams, StopParams, StorageEntry, StorageQuery, Task, TaskLogLine, TaskLogQuery,
+    TaskStatus, Upid, Version,
 };
 use crate::wait::{TaskWait, wait_task};
 
@@ -99,6 +100,23 @@ impl<T: Transport + ?Sized> Pve<T> {
     pub async fn update_node_config(&self, node: &str, update: &NodeConfigUpdate) -> Result<()> {
         let path = node_path(node, "/config");
         self.call(Request::new("PUT /nodes/{node}/config", path).params(update)?)
+            .await
+    }
+
+    /// `POST /nodes/{node}/status`: shut the node down or reboot it (`Sys.PowerMgmt`); Proxmox
+    /// answers at once and acts two seconds later, stopping the node's guests on the way down.
+    pub async fn node_command(&self, node: &str, command: NodeCommand) -> Result<()> {
+        let path = node_path(node, "/status");
+        let params = NodeCommandParams { command };
+        self.call(Request::new("POST /nodes/{node}/status", path).params(&params)?)
+            .await
+    }
+
+    /// `POST /nodes/{node}/wakeonlan`: sends a Wake-on-LAN packet for `node` from the node the
+    /// request reaches (`Sys.PowerMgmt`); the MAC address it was built from.
+    pub async fn wake_on_lan(&self, node: &str) -> Result<String> {
+        let path = node_path(node, "/wakeonlan");
+        self.call(Request::new("POST /nodes/{node}/wakeonlan", path))
             .await
     }
 

@@ -142,6 +142,13 @@ impl Placer {
         &self.methods
     }
 
+    /// The same pipeline, policies, plugins and zone with other options (consolidation's
+    /// ceiling as reserves).
+    pub fn with_options(&self, options: PlacementOptions) -> Result<Self> {
+        let policies = self.policies.values().map(|p| p.policy.clone()).collect();
+        Ok(Self::with_plugins(options, policies, self.plugins.clone())?.in_zone(self.zone.clone()))
+    }
+
     /// The options it was built with.
     pub fn options(&self) -> &PlacementOptions {
         &self.options

@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used)] // tests panic on unexpected errors by design
 
 mod balance;
+mod consolidate;
 mod evacuate;
 mod inflight;
 mod placement;

@@ -43,8 +43,8 @@ pub use migrate::{
     QemuMigratePrecondition,
 };
 pub use nodes::{
-    NodeConfig, NodeConfigUpdate, NodeListEntry, NodeStatus, RrdCf, RrdQuery, RrdTimeframe,
-    StorageEntry, StorageQuery,
+    NodeCommand, NodeCommandParams, NodeConfig, NodeConfigUpdate, NodeListEntry, NodeStatus, RrdCf,
+    RrdQuery, RrdTimeframe, StorageEntry, StorageQuery,
 };
 pub use pools::{Pool, PoolListEntry};
 pub use tasks::{TaskLogLine, TaskLogQuery, TaskStatus, Upid, UpidError};

@@ -224,6 +224,23 @@ pub struct NodeConfigUpdate {
     pub digest: Option<String>,
 }
 
+/// What `POST /nodes/{node}/status` does to the node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeCommand {
+    /// Power off (`poweroff` two seconds later; `pve-guests` stops its guests on the way).
+    Shutdown,
+    /// Reboot.
+    Reboot,
+}
+
+/// Body of `POST /nodes/{node}/status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeCommandParams {
+    /// The command.
+    pub command: NodeCommand,
+}
+
 /// The `timeframe` of an `rrddata` query (PVE 9: hour = 60 rows of 60 s).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -20,7 +20,11 @@ use crate::{ApiError, Sim};
 pub(super) fn routes(r: Router<Sim>) -> Router<Sim> {
     r.route(&p("/nodes"), get(list))
         .route(&p("/nodes/{node}"), get(index))
-        .route(&p("/nodes/{node}/status"), get(status))
+        .route(&p("/nodes/{node}/status"), get(status).post(power))
+        .route(
+            &p("/nodes/{node}/wakeonlan"),
+            axum::routing::post(wake_on_lan),
+        )
         .route(&p("/nodes/{node}/version"), get(version))
         .route(&p("/nodes/{node}/rrddata"), get(rrddata))
         .route(&p("/nodes/{node}/config"), get(config).put(set_config))
@@ -36,6 +40,21 @@ pub(super) fn routes(r: Router<Sim>) -> Router<Sim> {
         )
         .route(&p("/nodes/{node}/tasks/{upid}/status"), get(task_status))
         .route(&p("/nodes/{node}/tasks/{upid}/log"), get(task_log))
+}
+
+/// `POST /nodes/{node}/status`: `command=shutdown` or `reboot` (see `world::power`).
+async fn power(State(sim): State<Sim>, call: Call) -> Reply {
+    let node = call.params.node()?;
+    let command = call.params.req("command")?;
+    sim.world().node_power(&node, &command)?;
+    Ok(Data::null())
+}
+
+/// `POST /nodes/{node}/wakeonlan`: the MAC address, the node online after the boot time.
+async fn wake_on_lan(State(sim): State<Sim>, call: Call) -> Reply {
+    let node = call.params.node()?;
+    let mac = sim.world().wake_on_lan(&node)?;
+    Data::of(&mac)
 }
 
 /// `GET /nodes`.

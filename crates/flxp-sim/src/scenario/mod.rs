@@ -136,6 +136,8 @@ impl Scenario {
             ("sim.ha_delay_secs", self.sim.ha_delay_secs),
             ("sim.ha_fence_delay_secs", self.sim.ha_fence_delay_secs),
             ("sim.stats_interval_secs", self.sim.stats_interval_secs),
+            ("sim.node_shutdown_secs", self.sim.node_shutdown_secs),
+            ("sim.node_boot_secs", self.sim.node_boot_secs),
         ] {
             if v.is_some_and(|v| !(v.is_finite() && v >= 0.0)) {
                 return Err(Error::scenario(

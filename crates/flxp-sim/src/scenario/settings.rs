@@ -57,6 +57,12 @@ pub struct SimSection {
     /// current. Default 0 (always current).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stats_interval_secs: Option<f64>,
+    /// Simulated seconds from a node shutdown request until it is off; default 30.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_shutdown_secs: Option<f64>,
+    /// Simulated seconds from Wake-on-LAN (or a reboot) until the node is online; default 120.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_boot_secs: Option<f64>,
     /// Seed of the deterministic generator (MAC addresses, error rates); default 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,

@@ -1,6 +1,7 @@
 //! The Proxmox API schema the simulator serves by: the extracted `pve-api-schema.json` (kept in
 //! `tests/fixtures/`, so the contract tests read the very same file) plus a few endpoints it lacks
-//! (`extra.json`: node config and version, pools, permissions, LXC power and rrddata).
+//! (`extra.json`: node config and version, node power and Wake-on-LAN, pools, permissions, LXC
+//! power and rrddata).
 //!
 //! Request parameters are verified against it exactly as Proxmox does, so a bad parameter gets
 //! Proxmox's 400 with the same per-parameter texts; handlers can then trust what they read.

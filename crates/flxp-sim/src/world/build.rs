@@ -44,6 +44,8 @@ impl World {
             nextid_upper: next_id_bound(&options, "upper").unwrap_or(1_000_000),
             tag_style: tag_style(&options),
             stats_interval: sim.stats_interval_secs.unwrap_or(0.0),
+            node_shutdown_secs: sim.node_shutdown_secs.unwrap_or(30.0),
+            node_boot_secs: sim.node_boot_secs.unwrap_or(120.0),
         };
         let mut world = World {
             now: start,
@@ -172,6 +174,8 @@ impl World {
                 swap_total: 8 * GIB,
                 swap_used: 0,
                 offline_since: (!online).then_some(self.now),
+                shutting_down: false,
+                booting: false,
             };
             self.nodes.insert(name, node);
         }

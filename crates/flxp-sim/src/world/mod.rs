@@ -19,6 +19,7 @@ mod ha_views;
 mod lifecycle;
 mod migrate;
 mod node;
+mod power;
 mod resize;
 mod rrd;
 mod stats;
@@ -70,6 +71,10 @@ pub struct Settings {
     pub tag_style: TagStyle,
     /// Seconds between statistics broadcasts (pvestatd: 10); 0 reports current figures.
     pub stats_interval: f64,
+    /// Simulated seconds from a node shutdown request until it is off (guests stopped).
+    pub node_shutdown_secs: f64,
+    /// Simulated seconds from a Wake-on-LAN packet (or a reboot) until the node is online.
+    pub node_boot_secs: f64,
 }
 
 impl Settings {
@@ -120,6 +125,10 @@ pub(crate) enum Action {
     HaFence { node: String },
     /// A CRM round: services fail back to their preferred nodes.
     HaRound,
+    /// A node's shutdown time is over: its guests stop and it goes offline.
+    NodePowerOff { node: String, reboot: bool },
+    /// A woken or rebooting node is online again.
+    NodeBooted { node: String },
 }
 
 impl Action {
@@ -133,7 +142,11 @@ impl Action {
             | Action::PowerEnd { task, .. }
             | Action::DestroyEnd { task, .. }
             | Action::ResizeEnd { task, .. } => Some(*task),
-            Action::HaAct { .. } | Action::HaFence { .. } | Action::HaRound => None,
+            Action::HaAct { .. }
+            | Action::HaFence { .. }
+            | Action::HaRound
+            | Action::NodePowerOff { .. }
+            | Action::NodeBooted { .. } => None,
         }
     }
 }
@@ -262,6 +275,8 @@ impl World {
             Action::HaAct { sid } => self.on_ha_act(&sid),
             Action::HaFence { node } => self.on_ha_fence(&node),
             Action::HaRound => self.on_ha_round(),
+            Action::NodePowerOff { node, reboot } => self.on_node_power_off(&node, reboot),
+            Action::NodeBooted { node } => self.on_node_booted(&node),
         }
     }
 

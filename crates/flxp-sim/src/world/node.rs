@@ -48,6 +48,19 @@ pub struct Node {
     pub swap_used: u64,
     /// When it went offline (for HA fencing).
     pub offline_since: Option<f64>,
+    /// A shutdown or reboot was asked for and has not taken effect yet.
+    pub shutting_down: bool,
+    /// Woken (or rebooting) and not online yet.
+    pub booting: bool,
+}
+
+impl Node {
+    /// Its Wake-on-LAN MAC address (`wakeonlan` of the node config), from its node id under
+    /// Proxmox's OUI.
+    pub fn mac(&self) -> String {
+        let [_, a, b, c] = self.nodeid.to_be_bytes();
+        format!("bc:24:11:{a:02x}:{b:02x}:{c:02x}")
+    }
 }
 
 /// A storage definition, as `storage.cfg` holds it.

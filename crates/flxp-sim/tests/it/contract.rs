@@ -288,6 +288,13 @@ async fn every_schema_endpoint_is_served_and_answers_validate() {
             "/cluster/ha/resources/vm:110/migrate",
             &[("node", "pve2")],
         ),
+        // Node power last: the shutdown takes effect after the shutdown time.
+        c("POST /nodes/{node}/wakeonlan", "/nodes/pve3/wakeonlan", &[]),
+        c(
+            "POST /nodes/{node}/status",
+            "/nodes/pve2/status",
+            &[("command", "shutdown")],
+        ),
         c(
             "POST /cluster/ha/resources/{sid}/relocate",
             "/cluster/ha/resources/vm:110/relocate",
@@ -650,6 +657,15 @@ fn requests_built_with_the_client_types_validate_against_the_schema() {
                 node: "pve2".into(),
             },
             &[("sid", "vm:100")],
+        ),
+    );
+    assert_params(
+        "POST /nodes/{node}/status",
+        decoded(
+            &flxp_pve::types::NodeCommandParams {
+                command: flxp_pve::types::NodeCommand::Shutdown,
+            },
+            &node,
         ),
     );
     assert_params(

@@ -16,6 +16,7 @@ mod ha;
 mod invariant;
 mod migrate;
 mod nextid;
+mod power;
 mod resize;
 mod rrd;
 mod scenario;

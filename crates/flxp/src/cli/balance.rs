@@ -207,7 +207,9 @@ pub fn carry_out(
                     l.options,
                 ))
             });
-            runtime.block_on(plan_and_run(executor, goal, dry_run, json, zone, lease))?
+            runtime.block_on(plan_and_run(
+                executor, goal, None, dry_run, json, zone, lease,
+            ))?
         }
         (None, None) => {
             return Err(UsageError(
@@ -245,20 +247,25 @@ fn plan_on(model: &Model, placer: &flxp_core::placement::Placer, goal: &Goal) ->
     }
 }
 
-/// Reads the zone, plans, prints the plan for people, and carries it out unless dry.
-async fn plan_and_run(
+/// Reads the zone and plans (unless `planned` is given), prints the plan for people, and carries
+/// it out unless dry.
+pub(crate) async fn plan_and_run(
     executor: Executor,
     goal: &Goal,
+    planned: Option<Plan>,
     dry_run: bool,
     json: bool,
     zone: &str,
     lease: Option<Arc<flxp_engine::LeaseKeeper>>,
 ) -> Result<(Plan, Option<ExecutionReport>)> {
-    let plan = match executor.plan(goal).await {
-        Err(e @ flxp_engine::Error::UnknownNode { .. }) => {
-            return Err(UsageError(e.to_string()).into());
-        }
-        other => other.with_context(|| format!("cannot plan in zone {zone}"))?,
+    let plan = match planned {
+        Some(plan) => plan,
+        None => match executor.plan(goal).await {
+            Err(e @ flxp_engine::Error::UnknownNode { .. }) => {
+                return Err(UsageError(e.to_string()).into());
+            }
+            other => other.with_context(|| format!("cannot plan in zone {zone}"))?,
+        },
     };
     if !json {
         output::print_plan(&plan, &unmet(&plan, goal));

@@ -2,6 +2,7 @@
 
 pub(crate) mod balance;
 mod config_check;
+mod consolidate;
 pub mod daemon;
 mod evacuate;
 mod generate;
@@ -45,6 +46,8 @@ enum Command {
     Balance(balance::Args),
     /// Empty a node for maintenance, rules honoured.
     Evacuate(evacuate::Args),
+    /// Pack guests onto fewer nodes (limits, rules and headroom kept) and free the others.
+    Consolidate(consolidate::Args),
     /// Set or clear a node's maintenance mark (`flxp.maintenance` in its notes).
     Maintenance(maintenance::Args),
     /// Show each node's load, guests and rule violations.
@@ -82,6 +85,7 @@ impl Cli {
             Command::Status(a) => a.json,
             Command::Balance(a) => a.json,
             Command::Evacuate(a) => a.json,
+            Command::Consolidate(a) => a.json,
             _ => false,
         }
     }
@@ -95,6 +99,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Maintenance(a) => maintenance::run(a),
         Command::Balance(a) => balance::run(a),
         Command::Evacuate(a) => evacuate::run(a),
+        Command::Consolidate(a) => consolidate::run(a),
         Command::Snapshot(a) => snapshot::run(a),
         Command::Daemon(a) => daemon::run(a),
         Command::Serve(a) => serve::run(a),

@@ -44,8 +44,8 @@ pub use sections::CreateVmSection;
 #[cfg(test)]
 use sections::Size;
 pub use sections::{
-    ApiSection, ComputeProfile, DaemonSection, Image, LeaseSection, MigrationSection, Network,
-    NodeOverride, PlacementSection, PluginSection, Role, StorageProfile,
+    ApiSection, ComputeProfile, ConsolidateSection, DaemonSection, Image, LeaseSection,
+    MigrationSection, Network, NodeOverride, PlacementSection, PluginSection, Role, StorageProfile,
 };
 
 /// Where the config file is when neither `--config` nor `FLXP_CONFIG` says.
@@ -65,6 +65,8 @@ pub struct Config {
     pub balance: BalanceOptions,
     /// Evacuation planner.
     pub evacuate: EvacuateOptions,
+    /// Consolidation (power saving): limits of `flxp consolidate` and whether it switches nodes off.
+    pub consolidate: ConsolidateSection,
     /// Limits on carrying out migrations.
     pub migration: MigrationSection,
     /// The periodic loop.
@@ -374,6 +376,10 @@ impl Config {
         self.balance
             .validate()
             .map_err(|e| ("balance".to_owned(), e.to_string()))?;
+        self.consolidate.options().validate().map_err(|e| match e {
+            flxp_core::Error::Option { name, message } => (format!("consolidate.{name}"), message),
+            other => ("consolidate".to_owned(), other.to_string()),
+        })?;
         let m = &self.migration;
         for (key, v) in [
             ("parallel", m.parallel),
@@ -698,6 +704,12 @@ vlan = 100
                 6,
                 "evacuate.policy",
                 "unknown policy",
+            ),
+            (
+                &format!("{ZONE}[consolidate]\nmax-memory = 1.5\n"),
+                6,
+                "consolidate.max-memory",
+                "at most 1",
             ),
             (
                 &format!("{ZONE}[policies.x]\nfree-mem = 1\n"),

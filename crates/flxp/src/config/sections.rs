@@ -346,3 +346,44 @@ fn plugin_timeout_ms() -> u64 {
 fn plugin_max_answer_bytes() -> u64 {
     1 << 20
 }
+
+/// `[consolidate]`: the limits of `flxp consolidate` and whether emptied nodes are switched off.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct ConsolidateSection {
+    /// Highest share of a remaining node's memory in use (0..=1).
+    pub max_memory: f64,
+    /// Highest share of a remaining node's CPUs in use (0..=1).
+    pub max_cpu: f64,
+    /// Fewest nodes left in service, for HA.
+    pub min_nodes: usize,
+    /// Keep N+1 headroom (any one remaining node may fail).
+    pub headroom: bool,
+    /// Switch emptied nodes off through the API (`Sys.PowerMgmt`).
+    pub shutdown: bool,
+}
+
+impl Default for ConsolidateSection {
+    fn default() -> Self {
+        let o = flxp_core::consolidate::ConsolidateOptions::default();
+        Self {
+            max_memory: o.max_memory,
+            max_cpu: o.max_cpu,
+            min_nodes: o.min_nodes,
+            headroom: o.headroom,
+            shutdown: false,
+        }
+    }
+}
+
+impl ConsolidateSection {
+    /// The planner's limits.
+    pub fn options(&self) -> flxp_core::consolidate::ConsolidateOptions {
+        flxp_core::consolidate::ConsolidateOptions {
+            max_memory: self.max_memory,
+            max_cpu: self.max_cpu,
+            min_nodes: self.min_nodes,
+            headroom: self.headroom,
+        }
+    }
+}

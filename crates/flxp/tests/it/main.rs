@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used)] // tests panic on unexpected errors by design
 
 mod cli_balance;
+mod cli_consolidate;
 mod cli_daemon;
 mod cli_evacuate;
 mod cli_place;

@@ -1,0 +1,614 @@
+//! Consolidation (power saving): pack guests onto as few nodes as the limits allow, so that the
+//! emptied nodes can go into maintenance and be switched off until they are needed.
+//!
+//! Nodes are tried cheapest first (least guest memory to move, then fewest guests, then by name).
+//! A node is freed when evacuating it together with every node freed before it keeps all of:
+//!
+//! - the utilisation ceiling on every remaining node: memory through the placement filters (the
+//!   part of a node above the ceiling counts as reserve), CPU checked on the result;
+//! - every hard rule: the guests are placed by the evacuation planner through the same filters;
+//! - N+1 headroom: if any one remaining node fails, its running guests still fit (memory, the
+//!   configured reserves kept) on the other remaining nodes;
+//! - the quorum floor: powering a node off does not lower Proxmox's expected votes (corosync counts
+//!   every configured node), so more than half of all the cluster's nodes must stay online;
+//! - the HA floor: at least `min-nodes` nodes that can take guests.
+//!
+//! Every node that stays says why: the floor, a guest that fits nowhere else or may not move, the
+//! CPU ceiling, or the headroom.
+
+use serde::{Deserialize, Serialize};
+
+use crate::balance::draft::Draft;
+use crate::balance::planner::finish;
+use crate::balance::{EvacuateOptions, Plan};
+use crate::cluster::{Cluster, NodeIdx};
+use crate::constraints::Rules;
+use crate::evacuate::evacuate;
+use crate::placement::{PlacementOptions, Placer};
+use crate::state::State;
+use crate::units::fmt_bytes;
+use crate::{Error, Result};
+
+/// The limits of a consolidation (`[consolidate]` in the config file).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct ConsolidateOptions {
+    /// Highest share of a remaining node's memory in use once guests are packed (0..=1).
+    pub max_memory: f64,
+    /// Highest share of a remaining node's CPUs in use once guests are packed (0..=1).
+    pub max_cpu: f64,
+    /// Fewest nodes that can take guests, for HA to restart guests on (never below 1).
+    pub min_nodes: usize,
+    /// Keep N+1 headroom: the remaining nodes still hold every running guest if any one fails.
+    pub headroom: bool,
+}
+
+impl Default for ConsolidateOptions {
+    fn default() -> Self {
+        Self {
+            max_memory: 0.8,
+            max_cpu: 0.8,
+            min_nodes: 3,
+            headroom: true,
+        }
+    }
+}
+
+impl ConsolidateOptions {
+    /// Checks ranges; the error names the option.
+    pub fn validate(&self) -> Result<()> {
+        for (name, v) in [("max-memory", self.max_memory), ("max-cpu", self.max_cpu)] {
+            if !v.is_finite() || v <= 0.0 || v > 1.0 {
+                return Err(Error::Option {
+                    name: name.into(),
+                    message: format!("must be a share of the node above 0 and at most 1, got {v}"),
+                });
+            }
+        }
+        if self.min_nodes == 0 {
+            return Err(Error::Option {
+                name: "min-nodes".into(),
+                message: "must be at least 1".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Why a node is not freed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KeptBecause {
+    /// Freeing it would leave too few nodes online for quorum or too few for HA.
+    Floor,
+    /// A guest on it (or on a node freed before) fits on no remaining node within the limits.
+    NoRoom,
+    /// A guest on it may not be moved (ignored, locked, a template, ...).
+    Unmovable,
+    /// A remaining node would use more of its CPUs than the ceiling.
+    Cpu,
+    /// A remaining node's guests would not fit on the others if it failed.
+    Headroom,
+    /// It cannot take guests anyway: offline, in maintenance or lost by HA.
+    NotCandidate,
+}
+
+/// A node the plan empties.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Freed {
+    /// The node.
+    pub node: String,
+    /// Migrations off it.
+    pub migrations: usize,
+}
+
+/// A node that stays in service, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Kept {
+    /// The node.
+    pub node: String,
+    /// Why, in a word.
+    pub because: KeptBecause,
+    /// Why, in a sentence.
+    pub reason: String,
+}
+
+/// A consolidation plan: the migrations, the nodes they free and why the others stay.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Consolidation {
+    /// The migrations, in the order they run (method `consolidate`).
+    pub plan: Plan,
+    /// Nodes emptied, in the order they were chosen.
+    pub freed: Vec<Freed>,
+    /// Every other node, with why it stays.
+    pub kept: Vec<Kept>,
+    /// Nodes in the cluster (each one a corosync vote).
+    pub nodes_total: usize,
+    /// Nodes online now.
+    pub nodes_online: usize,
+    /// Fewest nodes that must stay online: more than half of all nodes, and `min-nodes`.
+    pub min_online: usize,
+    /// One sentence: what it frees.
+    pub summary: String,
+}
+
+impl Consolidation {
+    /// Names of the freed nodes.
+    pub fn freed_names(&self) -> Vec<String> {
+        self.freed.iter().map(|f| f.node.clone()).collect()
+    }
+}
+
+/// Plans a consolidation: the nodes to empty, cheapest first, within every limit (module doc).
+///
+/// `placer` is the zone's pipeline: its reserves count for the headroom, and the ceiling is added
+/// to them for packing. Stopped guests move too (a node switched off cannot start them). `Err` for
+/// an invalid option or a scorer bug.
+pub fn consolidate(
+    cluster: &Cluster,
+    rules: &Rules,
+    state: &State,
+    placer: &Placer,
+    options: &ConsolidateOptions,
+    evacuate_options: &EvacuateOptions,
+) -> Result<Consolidation> {
+    options.validate()?;
+    let total = cluster.nodes().len();
+    let online = cluster.nodes().iter().filter(|n| n.is_online()).count();
+    let hosts: Vec<NodeIdx> = cluster
+        .node_indexes()
+        .filter(|&n| cluster.node(n).is_schedulable())
+        .collect();
+    let quorum = total / 2 + 1;
+    let by_quorum = online.saturating_sub(quorum);
+    let by_ha = hosts.len().saturating_sub(options.min_nodes);
+    let max_free = by_quorum.min(by_ha);
+    let ceiling = ceiling_placer(cluster, placer, options)?;
+    let evac = EvacuateOptions {
+        include_stopped: true,
+        ..evacuate_options.clone()
+    };
+
+    let mut kept: Vec<Kept> = cluster
+        .node_indexes()
+        .filter(|n| !hosts.contains(n))
+        .map(|n| {
+            let node = cluster.node(n);
+            let reason = if !node.is_online() {
+                format!("{} is {}", node.name, node.status_text())
+            } else if let Some(ha) = node.ha_lost() {
+                format!("{} is lost by HA ({ha})", node.name)
+            } else {
+                format!("{} is in maintenance already", node.name)
+            };
+            Kept {
+                node: node.name.clone(),
+                because: KeptBecause::NotCandidate,
+                reason,
+            }
+        })
+        .collect();
+    let mut order = hosts.clone();
+    order.sort_by_cached_key(|&n| {
+        let (mem, count) = guests_on(cluster, state, n);
+        (mem, count, cluster.node(n).name.clone())
+    });
+
+    let mut freed: Vec<NodeIdx> = Vec::new();
+    let mut best: Option<Plan> = None;
+    for &n in &order {
+        let name = cluster.node(n).name.clone();
+        if freed.len() >= max_free {
+            let reason = if by_quorum <= by_ha {
+                format!(
+                    "{} node(s) must stay online: quorum needs more than half of the cluster's \
+                     {total} nodes ({quorum}), and a node switched off still counts",
+                    online - freed.len()
+                )
+            } else {
+                format!(
+                    "{} node(s) must stay in service for HA (min-nodes = {})",
+                    hosts.len() - freed.len(),
+                    options.min_nodes
+                )
+            };
+            kept.push(Kept {
+                node: name,
+                because: KeptBecause::Floor,
+                reason,
+            });
+            continue;
+        }
+        let mut trial = freed.clone();
+        trial.push(n);
+        let plan = evacuate(cluster, rules, state, &ceiling, &trial, &evac)?;
+        match judge(cluster, state, placer, options, &hosts, &trial, &plan) {
+            Ok(()) => {
+                freed = trial;
+                best = Some(plan);
+            }
+            Err((because, reason)) => kept.push(Kept {
+                node: name,
+                because,
+                reason,
+            }),
+        }
+    }
+
+    let mut plan = match best {
+        Some(p) => p,
+        None => empty_plan(cluster, rules, state, &ceiling, &evac),
+    };
+    plan.method = "consolidate".into();
+    let freed: Vec<Freed> = freed
+        .iter()
+        .map(|&n| {
+            let node = cluster.node(n).name.clone();
+            let migrations = plan.migrations.iter().filter(|m| m.from == node).count();
+            Freed { node, migrations }
+        })
+        .collect();
+    kept.sort_by(|a, b| a.node.cmp(&b.node));
+    let summary = if freed.is_empty() {
+        format!("consolidate: no node can be freed; {online} of {total} node(s) stay online")
+    } else {
+        let names: Vec<&str> = freed.iter().map(|f| f.node.as_str()).collect();
+        format!(
+            "consolidate: free {} with {} migration(s), {} to copy; {} of {total} node(s) stay online",
+            names.join(", "),
+            plan.migrations.len(),
+            fmt_bytes(plan.bytes),
+            online - freed.len()
+        )
+    };
+    plan.summary.clone_from(&summary);
+    Ok(Consolidation {
+        plan,
+        freed,
+        kept,
+        nodes_total: total,
+        nodes_online: online,
+        min_online: quorum.max(options.min_nodes.min(hosts.len())),
+        summary,
+    })
+}
+
+/// Whether the evacuation of `trial` keeps every limit; else why not.
+fn judge(
+    cluster: &Cluster,
+    state: &State,
+    placer: &Placer,
+    options: &ConsolidateOptions,
+    hosts: &[NodeIdx],
+    trial: &[NodeIdx],
+    plan: &Plan,
+) -> std::result::Result<(), (KeptBecause, String)> {
+    if let Some(u) = plan.unplaced.first() {
+        return Err((
+            KeptBecause::NoRoom,
+            format!(
+                "guest {} on {} fits on no other node within the limits: {}",
+                u.vmid, u.node, u.reason
+            ),
+        ));
+    }
+    let after = apply(cluster, state, plan);
+    if let Some(g) = cluster
+        .guest_indexes()
+        .find(|&g| trial.contains(&after.location(g)))
+    {
+        let guest = cluster.guest(g);
+        let why = plan
+            .skipped
+            .iter()
+            .find(|s| s.vmid == guest.vmid)
+            .map_or_else(|| "it cannot be moved".to_owned(), |s| s.reason.clone());
+        return Err((
+            KeptBecause::Unmovable,
+            format!(
+                "guest {} stays on {}: {why}",
+                guest.label(),
+                cluster.node(after.location(g)).name
+            ),
+        ));
+    }
+    let remaining: Vec<NodeIdx> = hosts
+        .iter()
+        .copied()
+        .filter(|n| !trial.contains(n))
+        .collect();
+    for &r in &remaining {
+        let node = cluster.node(r);
+        let cap = node.maxcpu * options.max_cpu;
+        let (was, now) = (state.usage(r).cpu, after.usage(r).cpu);
+        if now > was + 1e-9 && now > cap + 1e-9 {
+            return Err((
+                KeptBecause::Cpu,
+                format!(
+                    "{} would use {:.0}% of its CPUs, above the {:.0}% ceiling",
+                    node.name,
+                    100.0 * now / node.maxcpu.max(f64::MIN_POSITIVE),
+                    100.0 * options.max_cpu
+                ),
+            ));
+        }
+    }
+    if options.headroom {
+        if let Some(why) = headroom_breach(cluster, &after, &remaining, placer.options()) {
+            return Err((KeptBecause::Headroom, why));
+        }
+    }
+    Ok(())
+}
+
+/// Why the nodes `hosts` lack N+1 headroom in `state`: a node whose running guests would not fit
+/// on the others (their free memory less the reserves) if it failed; `None` when every node's
+/// would. Packed largest guest first, each onto the node with the most room left: a packing it
+/// finds exists, so `None` is a proof.
+pub fn headroom_breach(
+    cluster: &Cluster,
+    state: &State,
+    hosts: &[NodeIdx],
+    options: &PlacementOptions,
+) -> Option<String> {
+    let mut on: Vec<Vec<u64>> = vec![Vec::new(); hosts.len()];
+    for g in cluster.guest_indexes() {
+        let guest = cluster.guest(g);
+        if !guest.running {
+            continue;
+        }
+        if let Some(i) = hosts.iter().position(|&h| h == state.location(g)) {
+            on[i].push(guest.mem_footprint());
+        }
+    }
+    for (i, &failed) in hosts.iter().enumerate() {
+        let mut items = on[i].clone();
+        items.sort_unstable_by(|a, b| b.cmp(a));
+        let mut free: Vec<u64> = hosts
+            .iter()
+            .filter(|&&h| h != failed)
+            .map(|&h| {
+                let node = cluster.node(h);
+                node.maxmem
+                    .saturating_sub(state.usage(h).mem)
+                    .saturating_sub(options.reserve_for(node))
+            })
+            .collect();
+        for &item in &items {
+            let roomiest = free.iter_mut().max();
+            match roomiest {
+                Some(room) if *room >= item => *room -= item,
+                _ => {
+                    let sum: u64 = items.iter().sum();
+                    return Some(format!(
+                        "if {} failed, its {} running guest(s) ({}) would not fit on the other {} node(s)",
+                        cluster.node(failed).name,
+                        items.len(),
+                        fmt_bytes(sum),
+                        hosts.len() - 1
+                    ));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The zone's pipeline with the memory ceiling added to each node's reserve.
+fn ceiling_placer(
+    cluster: &Cluster,
+    placer: &Placer,
+    options: &ConsolidateOptions,
+) -> Result<Placer> {
+    let mut o = placer.options().clone();
+    for node in cluster.nodes() {
+        let above = node.maxmem - (node.maxmem as f64 * options.max_memory) as u64;
+        let reserve = o.reserve_for(node).max(above);
+        o.node_reserve_bytes.insert(node.name.clone(), reserve);
+    }
+    placer.with_options(o)
+}
+
+/// Memory of the running guests on a node and how many guests (any state) it holds.
+fn guests_on(cluster: &Cluster, state: &State, node: NodeIdx) -> (u64, usize) {
+    let mut mem = 0u64;
+    let mut count = 0usize;
+    for g in cluster.guest_indexes() {
+        if state.location(g) == node {
+            count += 1;
+            let guest = cluster.guest(g);
+            if guest.running {
+                mem += guest.mem_footprint();
+            }
+        }
+    }
+    (mem, count)
+}
+
+/// The state once a plan's migrations have run.
+fn apply(cluster: &Cluster, state: &State, plan: &Plan) -> State {
+    let mut s = state.clone();
+    for m in &plan.migrations {
+        if let (Some(g), Some(to)) = (cluster.guest_idx(m.vmid), cluster.node_idx(&m.to)) {
+            s.move_guest(cluster, g, to);
+        }
+    }
+    s
+}
+
+/// A plan that moves nothing, with the cluster's figures.
+fn empty_plan(
+    cluster: &Cluster,
+    rules: &Rules,
+    state: &State,
+    placer: &Placer,
+    options: &EvacuateOptions,
+) -> Plan {
+    let measure = options.measure;
+    let kind = measure.load_kind(options.metric);
+    let sim = Draft::new(cluster, rules, placer, state, kind, measure, 0, usize::MAX);
+    let threshold = measure.default_threshold();
+    finish(
+        sim,
+        state,
+        "consolidate",
+        options.metric,
+        threshold,
+        threshold / 2.0,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    // Tests may panic: unwrapping is how they fail.
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::testutil::*;
+
+    fn run(c: &Cluster, o: &ConsolidateOptions) -> Consolidation {
+        let rules = Rules::compile(c);
+        let p = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+        consolidate(
+            c,
+            &rules,
+            &State::new(c),
+            &p,
+            o,
+            &EvacuateOptions::default(),
+        )
+        .unwrap()
+    }
+
+    fn kept(c: &Consolidation, node: &str) -> KeptBecause {
+        c.kept.iter().find(|k| k.node == node).unwrap().because
+    }
+
+    /// Five 64 GiB nodes, each with one 8 GiB guest: room to pack them onto three.
+    fn light() -> ClusterBuilder {
+        let mut b = ClusterBuilder::new();
+        for (i, n) in ["a", "b", "c", "d", "e"].iter().enumerate() {
+            b = b
+                .node(node(n))
+                .guest(vm(101 + i as u32, n).mem(8 * GIB, 8 * GIB));
+        }
+        b
+    }
+
+    #[test]
+    fn a_light_cluster_frees_nodes_down_to_the_quorum_floor() {
+        let c = run(&light().build(), &ConsolidateOptions::default());
+        assert_eq!(c.freed_names(), vec!["a", "b"]);
+        assert_eq!(c.plan.migrations.len(), 2);
+        assert_eq!(c.min_online, 3);
+        assert_eq!(kept(&c, "c"), KeptBecause::Floor);
+        assert!(
+            c.kept[0].reason.contains("quorum needs more than half"),
+            "{}",
+            c.kept[0].reason
+        );
+        assert!(c.plan.migrations.iter().all(|m| m.to != "a" && m.to != "b"));
+    }
+
+    #[test]
+    fn the_ha_minimum_can_be_the_binding_floor() {
+        let o = ConsolidateOptions {
+            min_nodes: 4,
+            ..ConsolidateOptions::default()
+        };
+        let c = run(&light().build(), &o);
+        assert_eq!(c.freed_names(), vec!["a"]);
+        assert!(c.kept.iter().any(|k| k.reason.contains("min-nodes = 4")));
+    }
+
+    #[test]
+    fn a_pinned_or_ignored_guest_keeps_its_node_with_the_reason() {
+        let mut b = ClusterBuilder::new()
+            .node(node("a"))
+            .node(node("b"))
+            .guest(vm(200, "a").mem(GIB, GIB).tagged("flxp.node.a"))
+            .guest(vm(201, "b").mem(GIB, GIB).tagged("flxp.ignore"));
+        for (i, n) in ["c", "d", "e"].iter().enumerate() {
+            b = b
+                .node(node(n))
+                .guest(vm(101 + i as u32, n).mem(8 * GIB, 8 * GIB));
+        }
+        let c = run(&b.build(), &ConsolidateOptions::default());
+        assert_eq!(kept(&c, "a"), KeptBecause::NoRoom, "{:#?}", c.kept);
+        assert_eq!(kept(&c, "b"), KeptBecause::Unmovable, "{:#?}", c.kept);
+        assert_eq!(c.freed_names(), vec!["c", "d"]);
+    }
+
+    #[test]
+    fn headroom_keeps_a_node_a_failure_would_need() {
+        // Six 64 GiB nodes with 33 GiB each (11 guests of 3 GiB): four nodes hold the 198 GiB
+        // within the 80% ceiling, but if one of four failed, three could not.
+        let mut b = ClusterBuilder::new();
+        for (i, n) in ["a", "b", "c", "d", "e", "f"].iter().enumerate() {
+            b = b.node(node(n));
+            for j in 0..11 {
+                b = b.guest(vm(100 + 20 * i as u32 + j, n).mem(3 * GIB, 3 * GIB));
+            }
+        }
+        let c = run(&b.build(), &ConsolidateOptions::default());
+        assert_eq!(c.freed.len(), 1, "{:#?}", c.kept);
+        assert!(
+            c.kept.iter().any(|k| k.because == KeptBecause::Headroom),
+            "{:#?}",
+            c.kept
+        );
+        let without = ConsolidateOptions {
+            headroom: false,
+            ..ConsolidateOptions::default()
+        };
+        assert_eq!(run(&b.build(), &without).freed.len(), 2);
+    }
+
+    #[test]
+    fn the_memory_ceiling_is_kept_on_every_remaining_node() {
+        let c = run(
+            &light().build(),
+            &ConsolidateOptions {
+                max_memory: 0.2,
+                ..ConsolidateOptions::default()
+            },
+        );
+        // 8 GiB + 8 GiB is 25% of 64 GiB: nothing can take a second guest.
+        assert!(c.freed.is_empty());
+        assert_eq!(kept(&c, "a"), KeptBecause::NoRoom);
+    }
+
+    #[test]
+    fn the_cpu_ceiling_is_checked_on_the_result() {
+        let mut b = ClusterBuilder::new();
+        for (i, n) in ["a", "b", "c", "d", "e"].iter().enumerate() {
+            b = b
+                .node(node(n))
+                .guest(vm(101 + i as u32, n).mem(GIB, GIB).cores(8.0, 1.0));
+        }
+        let c = run(&b.build(), &ConsolidateOptions::default());
+        assert!(c.freed.is_empty());
+        assert_eq!(kept(&c, "a"), KeptBecause::Cpu);
+    }
+
+    #[test]
+    fn bad_options_are_refused_by_name() {
+        let c = light().build();
+        let rules = Rules::compile(&c);
+        let p = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+        let o = ConsolidateOptions {
+            max_cpu: 1.5,
+            ..ConsolidateOptions::default()
+        };
+        let e = consolidate(
+            &c,
+            &rules,
+            &State::new(&c),
+            &p,
+            &o,
+            &EvacuateOptions::default(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("max-cpu"), "{e}");
+    }
+}

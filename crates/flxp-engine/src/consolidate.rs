@@ -1,0 +1,154 @@
+//! Consolidation carried out: plan it with the core on the zone as read now, run its migrations
+//! as an evacuation of the freed nodes (the executor re-checks every step and replans as an
+//! evacuation of the same nodes), and switch emptied nodes off or wake them through the API.
+//!
+//! A node is switched off only when a fresh read shows it empty and in maintenance, and only if
+//! more than half of all the cluster's nodes stay online without it (a switched-off node still
+//! counts as an expected vote, so quorum needs that majority).
+
+use std::sync::Arc;
+
+use flxp_core::balance::EvacuateOptions;
+use flxp_core::consolidate::{ConsolidateOptions, Consolidation, consolidate};
+use flxp_pve::types::NodeCommand;
+
+use crate::error::{Error, Result};
+use crate::execute::{Executor, error_chain};
+use crate::planning::Goal;
+
+/// Why an emptied node was not switched off.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PowerError {
+    /// The cluster could not be read to check the node first.
+    #[error("cannot read the cluster to check node {node}: {reason}")]
+    Unreadable {
+        /// The node.
+        node: String,
+        /// The read error, with its causes.
+        reason: String,
+    },
+    /// The node is not (or no longer) safe to switch off.
+    #[error("node {node} is not switched off: {reason}")]
+    Refused {
+        /// The node.
+        node: String,
+        /// Why not.
+        reason: String,
+    },
+    /// Proxmox refused the call.
+    #[error("node {node}: {action} failed")]
+    Api {
+        /// The node.
+        node: String,
+        /// `shutdown` or `Wake-on-LAN`.
+        action: &'static str,
+        /// Proxmox's answer.
+        #[source]
+        source: flxp_pve::Error,
+    },
+}
+
+impl Executor {
+    /// Reads the zone and plans a consolidation on it (the executor's placer: its reserves
+    /// count for the headroom).
+    pub async fn plan_consolidation(
+        &self,
+        options: &ConsolidateOptions,
+        evacuate: &EvacuateOptions,
+    ) -> Result<Consolidation> {
+        let model = self.read().await?;
+        let placer = Arc::clone(&self.placer);
+        let (options, evacuate) = (options.clone(), evacuate.clone());
+        crate::blocking::run("planning a consolidation", move || {
+            consolidate(
+                &model.cluster,
+                &model.rules,
+                &model.state,
+                &placer,
+                &options,
+                &evacuate,
+            )
+            .map_err(|source| Error::Plan { source })
+        })
+        .await?
+    }
+
+    /// Switches a node off (`POST /nodes/{node}/status`, `shutdown`) after checking on a fresh
+    /// read that it holds no guest, is in maintenance, and that more than half of all nodes stay
+    /// online without it.
+    pub async fn shut_down_if_empty(&self, node: &str) -> std::result::Result<(), PowerError> {
+        let model = self.read().await.map_err(|e| PowerError::Unreadable {
+            node: node.to_owned(),
+            reason: error_chain(&e),
+        })?;
+        let refuse = |reason: String| PowerError::Refused {
+            node: node.to_owned(),
+            reason,
+        };
+        let c = &model.cluster;
+        let idx = c
+            .node_idx(node)
+            .ok_or_else(|| refuse("it is not in the cluster".into()))?;
+        let n = c.node(idx);
+        if !n.is_online() {
+            return Err(refuse(format!("it is {}", n.status_text())));
+        }
+        if !n.in_maintenance() {
+            return Err(refuse("it is not in maintenance".into()));
+        }
+        let left: Vec<u32> = c
+            .guest_indexes()
+            .filter(|&g| model.state.location(g) == idx)
+            .map(|g| c.guest(g).vmid)
+            .collect();
+        if !left.is_empty() {
+            return Err(refuse(format!("it still holds guest(s) {left:?}")));
+        }
+        let total = c.nodes().len();
+        let online = c.nodes().iter().filter(|n| n.is_online()).count();
+        if 2 * (online - 1) <= total {
+            return Err(refuse(format!(
+                "{} of {total} node(s) would stay online: quorum needs more than half",
+                online - 1
+            )));
+        }
+        self.api()
+            .node_command(&n.name, NodeCommand::Shutdown)
+            .await
+            .map_err(|source| PowerError::Api {
+                node: node.to_owned(),
+                action: "shutdown",
+                source,
+            })?;
+        tracing::info!(zone = self.zone(), node, "node switched off");
+        Ok(())
+    }
+
+    /// Sends a Wake-on-LAN packet for a node (`POST /nodes/{node}/wakeonlan`); its MAC address.
+    pub async fn wake(&self, node: &str) -> std::result::Result<String, PowerError> {
+        let mac = self
+            .api()
+            .wake_on_lan(node)
+            .await
+            .map_err(|source| PowerError::Api {
+                node: node.to_owned(),
+                action: "Wake-on-LAN",
+                source,
+            })?;
+        tracing::info!(zone = self.zone(), node, %mac, "node woken");
+        Ok(mac)
+    }
+}
+
+/// The goal the consolidation's migrations run under: evacuating the nodes it frees (replans
+/// empty the same nodes).
+pub fn goal(consolidation: &Consolidation, evacuate: &EvacuateOptions) -> Goal {
+    Goal::Evacuate {
+        nodes: consolidation.freed_names(),
+        options: EvacuateOptions {
+            include_stopped: true,
+            ..evacuate.clone()
+        },
+    }
+}

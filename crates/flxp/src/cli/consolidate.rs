@@ -1,0 +1,314 @@
+//! `flxp consolidate`: pack guests onto as few nodes as `[consolidate]`'s limits allow, mark the
+//! emptied nodes in maintenance and, with `shutdown = true`, switch them off; `--dry-run` and
+//! `--from-file` only plan. The plan names the nodes it frees and why each other node stays.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use flxp_core::Overrides;
+use flxp_core::consolidate::{Consolidation, consolidate};
+use flxp_engine::{ExecutionReport, Executor, Model, planning};
+use serde::Serialize;
+
+use super::{SourceArgs, UsageError, balance, load};
+use crate::config::Config;
+use crate::output;
+
+/// Arguments of `flxp consolidate`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    source: SourceArgs,
+    /// Only plan: print what would be done, change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print one JSON document on stdout: the plan, and what carrying it out did.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Instead: wake this node (Wake-on-LAN through the API), wait until it is online, clear its
+    /// maintenance mark and rebalance onto it (`--zone` only).
+    #[arg(long, value_name = "NODE")]
+    wake: Option<String>,
+    /// With `--wake`: the longest wait for the node to come online, seconds.
+    #[arg(long, value_name = "S", default_value_t = 900)]
+    wake_timeout: u64,
+}
+
+/// `flxp consolidate --wake NODE --json`.
+#[derive(Debug, Serialize)]
+struct WakeOutput<'a> {
+    node: &'a str,
+    /// The MAC address Proxmox built the packet from.
+    mac: &'a str,
+    /// The rebalance onto it.
+    plan: &'a flxp_core::balance::Plan,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    execution: Option<&'a ExecutionReport>,
+}
+
+/// What switching one emptied node off did.
+#[derive(Debug, Serialize)]
+struct PowerOutcome {
+    node: String,
+    /// Switched off.
+    ok: bool,
+    /// Why not, when not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+/// `flxp consolidate --json`.
+#[derive(Debug, Serialize)]
+struct Output<'a> {
+    consolidation: &'a Consolidation,
+    dry_run: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    execution: Option<&'a ExecutionReport>,
+    /// Emptied nodes switched off (or why not); empty without `[consolidate] shutdown`.
+    shutdown: &'a [PowerOutcome],
+}
+
+/// Runs `flxp consolidate`: exit 1 when a migration failed or a node could not be switched off.
+pub fn run(args: Args) -> Result<ExitCode> {
+    let config = load::config(&args.source)?;
+    let placer = Arc::new(load::placer(&config)?);
+    let options = config.consolidate.options();
+    let (c, execution, shutdown) = match (&args.source.from_file, &args.source.zone) {
+        (Some(path), _) => {
+            let mut snapshot = load::read_snapshot_file(path)?;
+            if let Some(time) = snapshot.time {
+                planning::hold_pending_ha(&mut snapshot, time);
+            }
+            let m = Model::from_snapshot(&snapshot, &Overrides::default())
+                .with_context(|| format!("in {}", path.display()))?;
+            let c = consolidate(
+                &m.cluster,
+                &m.rules,
+                &m.state,
+                &placer,
+                &options,
+                &config.evacuate,
+            )?;
+            (c, None, Vec::new())
+        }
+        (None, Some(zone)) if args.wake.is_some() => {
+            config.zone(zone).map_err(UsageError)?;
+            return wake(&config, &args, zone, placer);
+        }
+        (_, None) if args.wake.is_some() => {
+            return Err(UsageError("--wake needs --zone Z".into()).into());
+        }
+        (None, Some(zone)) => {
+            config.zone(zone).map_err(UsageError)?;
+            let api: flxp_pve::Pve = config.client(zone)?.into();
+            let executor = Executor::new(zone.clone(), api.clone(), Arc::clone(&placer))
+                .with_overrides(config.overrides(zone))
+                .with_options(balance::execute_options(&config));
+            let lease = config.lease_settings().map(|l| {
+                Arc::new(flxp_engine::LeaseKeeper::new(
+                    api,
+                    zone.clone(),
+                    l.nodes.get(zone).cloned(),
+                    l.options,
+                ))
+            });
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .context("cannot start the async runtime")?;
+            runtime.block_on(in_zone(executor, &config, &args, zone, lease))?
+        }
+        (None, None) => {
+            return Err(UsageError(
+                "name the cluster: --from-file F (a snapshot) or --zone Z (from the config file)"
+                    .into(),
+            )
+            .into());
+        }
+    };
+    if args.json {
+        output::print_json(&Output {
+            consolidation: &c,
+            dry_run: execution.is_none(),
+            execution: execution.as_ref(),
+            shutdown: &shutdown,
+        })?;
+    } else {
+        if args.source.from_file.is_some() {
+            print(&c);
+        }
+        if let Some(report) = &execution {
+            output::print_execution(report);
+        }
+        for s in &shutdown {
+            output::say(match &s.error {
+                None => format!("{}: switched off", s.node),
+                Some(e) => format!("{}: not switched off: {e}", s.node),
+            });
+        }
+    }
+    let failed =
+        execution.as_ref().is_some_and(|r| !r.is_clean()) || shutdown.iter().any(|s| !s.ok);
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Plans on the zone, prints it, and unless dry: marks and empties the freed nodes, then switches
+/// them off when configured and every migration went well.
+async fn in_zone(
+    executor: Executor,
+    config: &Config,
+    args: &Args,
+    zone: &str,
+    lease: Option<Arc<flxp_engine::LeaseKeeper>>,
+) -> Result<(Consolidation, Option<ExecutionReport>, Vec<PowerOutcome>)> {
+    let c = executor
+        .plan_consolidation(&config.consolidate.options(), &config.evacuate)
+        .await
+        .with_context(|| format!("cannot plan a consolidation in zone {zone}"))?;
+    if !args.json {
+        print(&c);
+    }
+    if c.freed.is_empty() || args.dry_run {
+        return Ok((c, None, Vec::new()));
+    }
+    let goal = flxp_engine::consolidate::goal(&c, &config.evacuate);
+    // The plan was printed above: only carry it out (marking the nodes first, as evacuate does).
+    let (_, report) = balance::plan_and_run(
+        executor.clone(),
+        &goal,
+        Some(c.plan.clone()),
+        false,
+        true,
+        zone,
+        lease,
+    )
+    .await?;
+    let mut shutdown = Vec::new();
+    let clean = report.as_ref().is_none_or(ExecutionReport::is_clean);
+    if config.consolidate.shutdown && clean {
+        for node in c.freed_names() {
+            let r = executor.shut_down_if_empty(&node).await;
+            shutdown.push(PowerOutcome {
+                node,
+                ok: r.is_ok(),
+                error: r.err().map(|e| crate::serve::zone::chain(&e)),
+            });
+        }
+    }
+    Ok((c, report, shutdown))
+}
+
+/// The consolidation for people: the plan, then what it frees and why the others stay.
+fn print(c: &Consolidation) {
+    output::print_plan(&c.plan, &[]);
+    output::say("");
+    for f in &c.freed {
+        output::say(format!(
+            "free {}: {} migration(s) off it",
+            f.node, f.migrations
+        ));
+    }
+    for k in &c.kept {
+        output::say(format!("keep {}: {}", k.node, k.reason));
+    }
+}
+
+/// `--wake NODE`: Wake-on-LAN, wait until the node is online, clear its mark, rebalance.
+fn wake(
+    config: &Config,
+    args: &Args,
+    zone: &str,
+    placer: Arc<flxp_core::placement::Placer>,
+) -> Result<ExitCode> {
+    let Some(node) = args.wake.as_deref() else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    if args.dry_run {
+        return Err(UsageError("--wake powers a node on: it has no --dry-run".into()).into());
+    }
+    let api: flxp_pve::Pve = config.client(zone)?.into();
+    let executor = Executor::new(zone.to_owned(), api.clone(), placer)
+        .with_overrides(config.overrides(zone))
+        .with_options(balance::execute_options(config));
+    let poll = std::time::Duration::from_secs(config.migration.poll_secs.max(1));
+    let timeout = std::time::Duration::from_secs(args.wake_timeout);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let model = executor
+            .read()
+            .await
+            .with_context(|| format!("cannot read zone {zone}"))?;
+        let idx = model.node_named(node).ok_or_else(|| {
+            UsageError(format!(
+                "node {node:?} is not in zone {zone}; nodes: {}",
+                model.node_names()
+            ))
+        })?;
+        let name = model.cluster.node(idx).name.clone();
+        let mac = if model.cluster.node(idx).is_online() {
+            String::new()
+        } else {
+            let mac = executor.wake(&name).await?;
+            if !args.json {
+                output::tell(format!(
+                    "{name}: Wake-on-LAN sent ({mac}); waiting until it is online"
+                ));
+            }
+            let start = tokio::time::Instant::now();
+            loop {
+                tokio::time::sleep(poll).await;
+                let up = executor
+                    .read()
+                    .await
+                    .ok()
+                    .and_then(|m| m.node_named(&name).map(|i| m.cluster.node(i).is_online()))
+                    .unwrap_or(false);
+                if up {
+                    break;
+                }
+                if start.elapsed() > timeout {
+                    anyhow::bail!(
+                        "{name} is not online {} s after Wake-on-LAN",
+                        timeout.as_secs()
+                    );
+                }
+            }
+            mac
+        };
+        flxp_engine::maintenance::set(&api, &name, false).await?;
+        if !args.json {
+            output::tell(format!(
+                "{name}: online, maintenance mark cleared; rebalancing onto it"
+            ));
+        }
+        let goal = flxp_engine::Goal::Balance(config.balance.clone());
+        let (plan, report) =
+            balance::plan_and_run(executor, &goal, None, args.dry_run, args.json, zone, None)
+                .await?;
+        if args.json {
+            output::print_json(&WakeOutput {
+                node: &name,
+                mac: &mac,
+                plan: &plan,
+                execution: report.as_ref(),
+            })?;
+        } else if let Some(r) = &report {
+            output::print_execution(r);
+        }
+        Ok(if report.as_ref().is_some_and(|r| !r.is_clean()) {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        })
+    })
+}

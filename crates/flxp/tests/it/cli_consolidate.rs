@@ -1,0 +1,150 @@
+//! `flxp consolidate`: the plan from a file names what it frees and why the rest stays; against
+//! a live simulated zone it empties the freed node, marks it, keeps rules and headroom, switches it
+//! off through the API, and never goes below the quorum floor.
+
+use serde_json::Value;
+
+use super::cli_balance::{DEMO, sim_zone};
+use super::{run, temp_file};
+
+fn json(out: &str) -> Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+fn names(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["node"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_plan_frees_nodes_down_to_the_quorum_floor_and_says_why_others_stay() {
+    // Five idle nodes with one small guest each: two can go, three must stay for quorum.
+    let mut entries = Vec::new();
+    for (i, n) in ["a", "b", "c", "d", "e"].iter().enumerate() {
+        entries.push(format!(
+            r#"{{"id":"node/{n}","type":"node","node":"{n}","status":"online","maxmem":68719476736,"mem":8589934592,"maxcpu":16,"cpu":0.05}}"#
+        ));
+        entries.push(format!(
+            r#"{{"id":"qemu/{id}","type":"qemu","vmid":{id},"node":"{n}","status":"running","maxmem":4294967296,"mem":4294967296,"maxcpu":2,"cpu":0.1}}"#,
+            id = 101 + i
+        ));
+    }
+    let (_d, f) = temp_file("snap.json", &format!("[{}]", entries.join(",")));
+    let (code, out, err) = run(&["consolidate", "--from-file", f.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    let c = &v["consolidation"];
+    assert_eq!(names(&c["freed"]), ["a", "b"], "{out}");
+    assert_eq!(c["min_online"], 3);
+    assert_eq!(v["dry_run"], true);
+    let kept = c["kept"].as_array().unwrap();
+    assert_eq!(kept.len(), 3);
+    assert!(kept.iter().all(|k| k["because"] == "floor"), "{out}");
+    let migrations = c["plan"]["migrations"].as_array().unwrap();
+    assert_eq!(migrations.len(), 2);
+    assert!(migrations.iter().all(|m| m["to"] != "a" && m["to"] != "b"));
+
+    let (code, out, _) = run(&["consolidate", "--from-file", f.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(out.contains("free a: 1 migration(s) off it"), "{out}");
+    assert!(
+        out.contains("keep c: 3 node(s) must stay online: quorum needs more than half"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_live_zone_is_consolidated_and_the_freed_node_switched_off() {
+    let z = sim_zone(
+        DEMO,
+        100_000.0,
+        "\n[consolidate]\nshutdown = true\n",
+        |_| {},
+    );
+    let (code, out, err) = run(&[
+        "consolidate",
+        "--zone",
+        "lab",
+        "--config",
+        z.config(),
+        "--dry-run",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}\n{out}");
+    let dry = json(&out);
+    assert_eq!(names(&dry["consolidation"]["freed"]), ["pve2"], "{out}");
+    assert!(z.guests_on("pve2").len() > 1, "a dry run moves nothing");
+
+    let (code, out, err) = run(&[
+        "consolidate",
+        "--zone",
+        "lab",
+        "--config",
+        z.config(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}\n{out}");
+    let v = json(&out);
+    assert!(
+        v["execution"]["failed"].as_array().unwrap().is_empty(),
+        "{out}"
+    );
+    assert_eq!(v["shutdown"][0]["node"], "pve2", "{out}");
+    assert_eq!(v["shutdown"][0]["ok"], true, "{out}");
+    assert!(z.guests_on("pve2").is_empty());
+    {
+        let w = z.sim.world();
+        assert!(w.nodes["pve2"].notes.contains("flxp.maintenance"));
+    }
+    // The shutdown takes 30 simulated seconds: well under a second at this time scale.
+    let start = std::time::Instant::now();
+    while z.sim.world().nodes["pve2"].online && start.elapsed().as_secs() < 30 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(!z.sim.world().nodes["pve2"].online, "pve2 switched off");
+
+    // Three of four nodes are online: quorum allows no further node to go.
+    let (code, out, err) = run(&[
+        "consolidate",
+        "--zone",
+        "lab",
+        "--config",
+        z.config(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}\n{out}");
+    let v = json(&out);
+    assert!(
+        v["consolidation"]["freed"].as_array().unwrap().is_empty(),
+        "{out}"
+    );
+    assert_eq!(v["consolidation"]["nodes_online"], 3);
+
+    // Waking it: online after the boot time, the mark cleared, guests balanced back onto it.
+    let (code, out, err) = run(&[
+        "consolidate",
+        "--zone",
+        "lab",
+        "--config",
+        z.config(),
+        "--wake",
+        "pve2",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}\n{out}");
+    let v = json(&out);
+    assert!(v["mac"].as_str().unwrap().starts_with("bc:24:11:"), "{out}");
+    assert!(z.sim.world().nodes["pve2"].online);
+    assert!(
+        !z.sim.world().nodes["pve2"]
+            .notes
+            .contains("flxp.maintenance")
+    );
+    assert!(
+        !z.guests_on("pve2").is_empty(),
+        "rebalanced onto the woken node: {out}"
+    );
+}
