@@ -102,29 +102,6 @@ fn a_second_stop_signal_quits_without_waiting() {
 }
 
 #[test]
-fn two_stop_signals_sent_back_to_back_quit_at_once() {
-    // The second signal follows the first with no pause: it must not fall between the daemon's
-    // two waits (it once did, and the daemon then waited for the migration and exited 0).
-    let z = sim_zone(
-        UNBALANCED,
-        0.2,
-        "\n[daemon]\ninterval-secs = 1\n\n[balance.trigger]\nhold = 1\n",
-        |_| {},
-    );
-    let child = spawn_daemon(&z);
-    z.wait_until_migrating();
-    let pid = child.id().to_string();
-    let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-    assert!(status.success());
-    let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-    assert!(status.success());
-    let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(z.migrating(), "it quit while the migration still ran");
-}
-
-#[test]
 fn a_guest_that_cannot_leave_a_node_in_maintenance_is_named_with_its_reason() {
     let mut pinned = 0u64;
     let z = sim_zone(
