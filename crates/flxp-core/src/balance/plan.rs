@@ -114,6 +114,27 @@ pub struct Bounds {
     /// Fewest migrations any plan needs to lift the emptiest node up to where this plan leaves it
     /// (`null` for a CV measure). A plan needs at least the larger of the two.
     pub trough_migrations: Option<usize>,
+    /// Fewest migrations any plan needs to reach what this plan reaches (its imbalance, with the
+    /// guests it moves off nodes in maintenance); `null` when unknown (`bounds::need_for_spread`).
+    pub migrations: Option<usize>,
+    /// Fewest bytes any such plan copies (`null` when unknown).
+    pub bytes: Option<u64>,
+}
+
+impl Bounds {
+    /// This plan's migrations over the bound (1 is optimal), when the bound is known and not 0.
+    pub fn migrations_gap(&self, migrations: usize) -> Option<f64> {
+        self.migrations
+            .filter(|&b| b > 0)
+            .map(|b| migrations as f64 / b as f64)
+    }
+
+    /// This plan's bytes over the bound (1 is optimal), when the bound is known and not 0.
+    pub fn bytes_gap(&self, bytes: u64) -> Option<f64> {
+        self.bytes
+            .filter(|&b| b > 0)
+            .map(|b| bytes as f64 / b as f64)
+    }
 }
 
 /// A plan of migrations with its before and after.

@@ -12,7 +12,10 @@ use crate::placement::Placer;
 use crate::state::State;
 use crate::units::fmt_bytes;
 
-use super::bounds::{moves_for_peak, moves_for_trough, pinned_spread_floor, spread_floor};
+use super::bounds::{
+    Need, can_leave, moves_for_peak, moves_for_trough, need_for_spread, pinned_spread_floor,
+    spread_floor,
+};
 use super::draft::Draft;
 use super::fix::{self, Scope};
 use super::measure::{Measure, Metric, balanced_loads, imbalance, node_loads};
@@ -225,7 +228,18 @@ pub(crate) fn finish(
     let after = balanced_loads(cluster, &state, kind);
     let peak = after.iter().copied().fold(0.0, f64::max);
     let trough = after.iter().copied().fold(f64::INFINITY, f64::min);
+    let need = plan_need(
+        cluster,
+        rules,
+        start,
+        &migrations,
+        measure,
+        kind,
+        imbalance_after,
+    );
     let bounds = Bounds {
+        migrations: need.map(|n| n.migrations),
+        bytes: need.map(|n| n.bytes),
         imbalance_floor: floor,
         spread_floor: (measure == Measure::Spread)
             .then(|| spread_floor(&balanced_loads(cluster, start, kind), k)),
@@ -272,6 +286,43 @@ pub(crate) fn finish(
         bounds,
         summary: String::new(),
         warnings,
+    }
+}
+
+/// What any plan needs to reach what this one reaches: for spread, [`need_for_spread`] with the
+/// guests it moves off nodes outside the balance; for a CV, just those guests.
+fn plan_need(
+    cluster: &Cluster,
+    rules: &Rules,
+    start: &State,
+    migrations: &[super::plan::Migration],
+    measure: Measure,
+    kind: super::measure::LoadKind,
+    reached: f64,
+) -> Option<Need> {
+    let mut must_leave: Vec<crate::cluster::GuestIdx> = migrations
+        .iter()
+        .filter(|m| {
+            cluster
+                .node_idx(&m.from)
+                .is_some_and(|n| !cluster.node(n).is_schedulable())
+        })
+        .filter_map(|m| cluster.guest_idx(m.vmid))
+        .collect();
+    must_leave.sort();
+    must_leave.dedup();
+    match measure {
+        Measure::Spread => need_for_spread(cluster, start, kind, reached, &must_leave, |g| {
+            can_leave(cluster, rules, start, g)
+        }),
+        Measure::Cv | Measure::CvRaw => Some(Need {
+            migrations: must_leave.len(),
+            bytes: must_leave
+                .iter()
+                .filter(|&&g| cluster.guest(g).running)
+                .map(|&g| cluster.guest(g).mem_footprint())
+                .sum(),
+        }),
     }
 }
 
