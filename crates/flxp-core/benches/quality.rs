@@ -6,7 +6,8 @@
 //! same nodes in maintenance emptied, every step safe. Prints per family the mean and worst ratio
 //! of flxp's migrations and bytes to the optimum, and of flxp's plan to its reported lower bound.
 //!
-//! Run: `cargo bench -p flxp-core --features exact --bench quality` (`seeds=N`, default 12).
+//! Run: `cargo bench -p flxp-core --features exact --bench quality` (`seeds=N`, default 12;
+//! `move-cost-gib=X` and `no-prune` change the planner's options).
 
 use std::time::Instant;
 
@@ -48,9 +49,16 @@ fn main() {
         .find_map(|a| a.strip_prefix("seeds=").and_then(|n| n.parse().ok()))
         .unwrap_or(12);
     let placer = Placer::new(PlacementOptions::default(), Vec::new()).expect("default options");
+    let cost: Option<f64> = args.iter().find_map(|a| {
+        a.strip_prefix("move-cost-gib=")
+            .and_then(|n| n.parse().ok())
+    });
+    let defaults = BalanceOptions::default();
     let options = BalanceOptions {
         max_migrations: 50,
-        ..BalanceOptions::default()
+        move_cost_gib: cost.unwrap_or(defaults.move_cost_gib),
+        prune: !args.iter().any(|a| a == "no-prune"),
+        ..defaults
     };
     println!("## Plan quality against the exact optimum ({seeds} clusters per family)\n");
     println!(

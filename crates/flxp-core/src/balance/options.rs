@@ -41,6 +41,8 @@ pub struct BalanceOptions {
     /// default, so balancing and rule fixes leave running containers where they are. Evacuation
     /// always restarts them: the node must be emptied.
     pub restart_containers: bool,
+    /// After the greedy search, drop balancing moves the result does not need (on by default).
+    pub prune: bool,
 }
 
 impl Default for BalanceOptions {
@@ -57,6 +59,7 @@ impl Default for BalanceOptions {
             make_room: 2,
             move_cost_gib: 4.0,
             restart_containers: false,
+            prune: true,
         }
     }
 }
