@@ -231,14 +231,15 @@ pub struct Need {
     pub bytes: u64,
 }
 
-/// How much of a node's capacity a load kind counts, and how much of it a guest takes along
-/// (`None` for the mixed CPU+memory load, which is not linear in one amount).
-fn amounts(
-    kind: LoadKind,
-) -> Option<(
+/// A node's capacity and a guest's amount of what a load kind counts.
+type Amounts = (
     fn(&crate::cluster::Node) -> f64,
     fn(&crate::cluster::Guest) -> f64,
-)> {
+);
+
+/// How much of a node's capacity a load kind counts, and how much of it a guest takes along
+/// (`None` for the mixed CPU+memory load, which is not linear in one amount).
+fn amounts(kind: LoadKind) -> Option<Amounts> {
     match kind {
         LoadKind::Memory => Some((|n| n.maxmem as f64, |g| g.mem_footprint() as f64)),
         LoadKind::MemoryAssigned => Some((|n| n.maxmem as f64, |g| g.maxmem as f64)),
