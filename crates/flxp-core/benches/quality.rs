@@ -101,7 +101,7 @@ fn main() {
             if best.bytes > 0 {
                 s.bytes.push(p.bytes as f64 / best.bytes as f64);
             }
-            if let Some(g) = p.bounds.migrations_gap(p.migrations.len()) {
+            if let Some(g) = p.bounds.migrations_gap {
                 s.gap.push(g);
             }
             if let Some(k) = p.bounds.migrations {

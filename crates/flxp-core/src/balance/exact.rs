@@ -555,6 +555,77 @@ mod tests {
         }
     }
 
+    #[test]
+    fn the_post_pass_brings_plans_within_a_fifth_of_the_fewest_migrations() {
+        let placer = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+        let (mut with, mut without, mut fewest) = (0, 0, 0);
+        for f in [Family::Skewed, Family::Heterogeneous, Family::BrokenRules] {
+            for seed in 1..=4 {
+                let c = Cluster::from_snapshot(&f.generate(seed), &Overrides::default()).unwrap();
+                let (r, s) = (Rules::compile(&c), State::new(&c));
+                let o = options();
+                let p = plan(&c, &r, &s, &placer, &o).unwrap();
+                let raw = plan(
+                    &c,
+                    &r,
+                    &s,
+                    &placer,
+                    &BalanceOptions {
+                        prune: false,
+                        ..o.clone()
+                    },
+                )
+                .unwrap();
+                assert!(p.imbalance_after <= raw.imbalance_after + 1e-9);
+                let best = fewest_migrations(
+                    &c,
+                    &r,
+                    &s,
+                    &placer,
+                    &Goal::of_plan(&c, &p, &o),
+                    p.migrations.len(),
+                    3_000_000,
+                )
+                .unwrap();
+                with += p.migrations.len();
+                without += raw.migrations.len();
+                fewest += best.migrations;
+            }
+        }
+        assert!(with < without, "{with} vs {without} without the post-pass");
+        assert!(
+            with as f64 <= 1.2 * fewest as f64,
+            "{with} migrations, the fewest {fewest}"
+        );
+    }
+
+    #[test]
+    fn thorough_mode_never_returns_a_worse_plan() {
+        let placer = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+        for f in Family::ALL {
+            let c = Cluster::from_snapshot(&f.generate(7), &Overrides::default()).unwrap();
+            let (r, s) = (Rules::compile(&c), State::new(&c));
+            let fast = plan(&c, &r, &s, &placer, &options()).unwrap();
+            let o = BalanceOptions {
+                effort_secs: 0.3,
+                ..options()
+            };
+            let slow = plan(&c, &r, &s, &placer, &o).unwrap();
+            replay(&c, &r, &s, &placer, &slow.migrations).unwrap();
+            assert!(
+                slow.imbalance_after <= fast.imbalance_after + 1e-9,
+                "{}",
+                f.name()
+            );
+            assert!(
+                slow.migrations.len() <= fast.migrations.len(),
+                "{}",
+                f.name()
+            );
+            assert!(slow.violations_after.len() <= fast.violations_after.len());
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 

@@ -119,22 +119,11 @@ pub struct Bounds {
     pub migrations: Option<usize>,
     /// Fewest bytes any such plan copies (`null` when unknown).
     pub bytes: Option<u64>,
-}
-
-impl Bounds {
-    /// This plan's migrations over the bound (1 is optimal), when the bound is known and not 0.
-    pub fn migrations_gap(&self, migrations: usize) -> Option<f64> {
-        self.migrations
-            .filter(|&b| b > 0)
-            .map(|b| migrations as f64 / b as f64)
-    }
-
-    /// This plan's bytes over the bound (1 is optimal), when the bound is known and not 0.
-    pub fn bytes_gap(&self, bytes: u64) -> Option<f64> {
-        self.bytes
-            .filter(|&b| b > 0)
-            .map(|b| bytes as f64 / b as f64)
-    }
+    /// This plan's migrations over `migrations` (1 is the fewest possible; `null` when the bound
+    /// is unknown or 0).
+    pub migrations_gap: Option<f64>,
+    /// This plan's bytes over `bytes` (`null` when the bound is unknown or 0).
+    pub bytes_gap: Option<f64>,
 }
 
 /// A plan of migrations with its before and after.

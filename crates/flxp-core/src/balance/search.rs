@@ -223,7 +223,12 @@ pub(crate) fn balance(sim: &mut Draft, opts: &BalanceOptions) -> Result<Outcome>
     let end_value = kept.map_or(start_value, |(_, v)| v);
     let steps = history.iter().take_while(|(len, _)| *len <= keep).count();
     applied.truncate(steps);
-    let mut work = POLISH_WORK;
+    // Thorough mode affords a longer post-pass.
+    let mut work = if opts.effort_secs > 0.0 {
+        POLISH_WORK * 50
+    } else {
+        POLISH_WORK
+    };
     if opts.prune
         && (prune(sim, &start_state, &mut applied, start_value, end_value)
             | merge(

@@ -40,6 +40,10 @@ pub struct Args {
     /// Most migrations in the plan, rule fixes included (default from [balance], else 20).
     #[arg(long, value_name = "N")]
     max_migrations: Option<usize>,
+    /// Thorough mode: spend up to this many seconds looking for a plan with fewer migrations and
+    /// bytes reaching the same balance (default from [balance] effort-secs, else 0: off).
+    #[arg(long, value_name = "SECONDS")]
+    effort: Option<f64>,
 }
 
 /// Parses `--method` against a registry, whose names and descriptions `--help` lists.
@@ -121,6 +125,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     if let Some(n) = args.max_migrations {
         options.max_migrations = n;
+    }
+    if let Some(secs) = args.effort {
+        options.effort_secs = secs;
+        options.validate()?;
     }
     let goal = Goal::Balance(options);
     carry_out(&args.source, &config, &goal, args.dry_run, args.json)
