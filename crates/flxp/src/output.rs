@@ -202,6 +202,27 @@ pub struct PlanOutput<'a> {
     pub unmet: Vec<String>,
 }
 
+/// How far the plan is from the fewest migrations and bytes any plan needs to reach what it
+/// reaches, e.g. `lower bound: any plan reaching spread 4.2 pp needs at least 3 migrations and
+/// 12.0 GiB to copy; this plan: 4 (1.33×) and 14.0 GiB (1.17×)`.
+fn bounds_line(plan: &flxp_core::balance::Plan) -> Option<String> {
+    let b = &plan.bounds;
+    let k = b.migrations?;
+    let gap = |g: Option<f64>| g.map_or(String::new(), |g| format!(" ({g:.2}×)"));
+    let bytes = b
+        .bytes
+        .map_or(String::new(), |x| format!(" and {} to copy", fmt_bytes(x)));
+    Some(format!(
+        "lower bound: any plan reaching {} {} needs at least {k} migration(s){bytes}; this plan: {}{} and {}{}",
+        plan.measure.as_str(),
+        plan.measure.fmt(plan.imbalance_after),
+        plan.migrations.len(),
+        gap(b.migrations_gap),
+        fmt_bytes(plan.bytes),
+        gap(b.bytes_gap)
+    ))
+}
+
 /// A plan for people: the summary, the migrations in order with why, each node before and after,
 /// rules broken before and after, guests that fit nowhere.
 /// `unmet`: why the request stays unmet (exit code 3), the headline above the summary.
@@ -237,6 +258,9 @@ pub fn print_plan(plan: &flxp_core::balance::Plan, unmet: &[String]) {
         say("\nwhy:");
         for (i, m) in plan.migrations.iter().enumerate() {
             say(format!("  {}. {}", i + 1, m.reason));
+        }
+        if let Some(line) = bounds_line(plan) {
+            say(format!("\n{line}"));
         }
     }
     let mut t = table(&[

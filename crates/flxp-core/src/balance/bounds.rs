@@ -5,7 +5,7 @@
 //! migrations, whatever the guests' sizes: each migration has one source and one target, so at
 //! most `k` nodes shed load and at most `k` gain it, and at most `2k` change at all.
 
-use crate::cluster::{Cluster, NodeIdx};
+use crate::cluster::{Cluster, GuestIdx, NodeIdx};
 use crate::constraints::Rules;
 use crate::state::State;
 
@@ -73,7 +73,7 @@ pub fn sd_floor(loads: &[f64], k: usize) -> f64 {
 
 /// Whether any plan could move a guest off its node: it may move at all, and its hard node rules
 /// and selectors allow some other node that takes part in the balance.
-fn can_leave(
+pub(crate) fn can_leave(
     cluster: &Cluster,
     rules: &Rules,
     state: &State,
@@ -220,6 +220,137 @@ pub fn moves_for_trough(
         total += ((trough - load) / most).ceil() as usize;
     }
     Some(total)
+}
+
+/// What any plan must move at least: migrations and bytes copied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Need {
+    /// Fewest migrations.
+    pub migrations: usize,
+    /// Fewest bytes copied (memory of the guests that must leave a node).
+    pub bytes: u64,
+}
+
+/// A node's capacity and a guest's amount of what a load kind counts.
+type Amounts = (
+    fn(&crate::cluster::Node) -> f64,
+    fn(&crate::cluster::Guest) -> f64,
+);
+
+/// How much of a node's capacity a load kind counts, and how much of it a guest takes along
+/// (`None` for the mixed CPU+memory load, which is not linear in one amount).
+fn amounts(kind: LoadKind) -> Option<Amounts> {
+    match kind {
+        LoadKind::Memory => Some((|n| n.maxmem as f64, |g| g.mem_footprint() as f64)),
+        LoadKind::MemoryAssigned => Some((|n| n.maxmem as f64, |g| g.maxmem as f64)),
+        LoadKind::Cpu => Some((|n| n.maxcpu, |g| g.cpu_cores())),
+        LoadKind::CpuMemory => None,
+    }
+}
+
+/// Fewest migrations and bytes any plan needs to bring the spread of the balanced nodes' loads to
+/// at most `spread`, when the guests in `must_leave` (on nodes outside the balance, such as nodes
+/// in maintenance) all come over and only guests `may_move` accepts can leave a balanced node.
+///
+/// Why it holds for every plan, however it orders or repeats moves: the loads end in a window of
+/// width `spread` that holds the capacity-weighted mean `M` (fixed by what the balanced nodes will
+/// carry), so every node above `M + spread` must shed its excess (each guest leaving it is a
+/// migration, the largest first are the fewest, and at least the excess itself is copied), every
+/// node below `M − spread` must gain its deficit (each migration brings one guest, no larger than
+/// the largest that may move), and each `must_leave` guest is a migration of its own. `None` when
+/// no plan can get there (a node cannot shed enough) or the load kind is not linear.
+pub fn need_for_spread(
+    cluster: &Cluster,
+    state: &State,
+    kind: LoadKind,
+    spread: f64,
+    must_leave: &[GuestIdx],
+    may_move: impl Fn(GuestIdx) -> bool,
+) -> Option<Need> {
+    let (cap_of, amount_of) = amounts(kind)?;
+    let nodes: Vec<NodeIdx> = balanced_nodes(cluster).collect();
+    let running = |g: GuestIdx| cluster.guest(g).running;
+    let must_bytes: u64 = must_leave
+        .iter()
+        .filter(|&&g| running(g))
+        .map(|&g| cluster.guest(g).mem_footprint())
+        .sum();
+    let must_amount: f64 = must_leave
+        .iter()
+        .filter(|&&g| running(g))
+        .map(|&g| amount_of(cluster.guest(g)))
+        .sum();
+    let mut need = Need {
+        migrations: must_leave.len(),
+        bytes: must_bytes,
+    };
+    if nodes.len() < 2 {
+        return Some(need);
+    }
+    let cap: f64 = nodes.iter().map(|&n| cap_of(cluster.node(n))).sum();
+    if cap <= 0.0 {
+        return Some(need);
+    }
+    let loads: Vec<f64> = nodes
+        .iter()
+        .map(|&n| kind.load(cluster.node(n), state.usage(n)))
+        .collect();
+    let used: f64 = nodes
+        .iter()
+        .zip(&loads)
+        .map(|(&n, l)| l / 100.0 * cap_of(cluster.node(n)))
+        .sum::<f64>()
+        + must_amount;
+    let mean = 100.0 * used / cap;
+    let (hi, lo) = (mean + spread + 1e-9, mean - spread - 1e-9);
+    let movable: Vec<GuestIdx> = cluster
+        .guest_indexes()
+        .filter(|&g| running(g) && may_move(g))
+        .collect();
+    let largest = movable
+        .iter()
+        .chain(must_leave.iter().filter(|&&g| running(g)))
+        .map(|&g| amount_of(cluster.guest(g)))
+        .fold(0.0, f64::max);
+    let (mut shed, mut gain) = (0usize, 0usize);
+    for (&n, &load) in nodes.iter().zip(&loads) {
+        let node = cluster.node(n);
+        let c = cap_of(node);
+        if load > hi {
+            let mut sizes: Vec<(f64, u64)> = cluster
+                .guests_on(n)
+                .iter()
+                .filter(|&&g| state.location(g) == n && running(g) && may_move(g))
+                .map(|&g| {
+                    let guest = cluster.guest(g);
+                    (100.0 * amount_of(guest) / c, guest.mem_footprint())
+                })
+                .collect();
+            sizes.sort_by(|a, b| b.0.total_cmp(&a.0));
+            let mut left = load;
+            for (pct, _) in sizes {
+                if left <= hi {
+                    break;
+                }
+                left -= pct;
+                shed += 1;
+            }
+            if left > hi {
+                return None;
+            }
+            if kind == LoadKind::Memory {
+                need.bytes += ((load - hi) / 100.0 * c).max(0.0) as u64;
+            }
+        } else if load < lo {
+            let most = if c > 0.0 { 100.0 * largest / c } else { 0.0 };
+            if most <= 0.0 {
+                return None;
+            }
+            gain += ((lo - load) / most).ceil() as usize;
+        }
+    }
+    need.migrations = (need.migrations + shed).max(gain);
+    Some(need)
 }
 
 #[cfg(test)]

@@ -20,6 +20,8 @@
 pub mod bounds;
 mod check;
 pub(crate) mod draft;
+#[cfg(any(test, feature = "exact"))]
+pub mod exact;
 pub(crate) mod explain;
 pub(crate) mod fix;
 pub mod measure;

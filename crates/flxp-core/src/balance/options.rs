@@ -44,6 +44,11 @@ pub struct BalanceOptions {
     /// What the `pve-*` methods balance on: the usage mode of the cluster's `crs` option by
     /// default, or static / dynamic usage when set (`--usage`).
     pub usage: UsageChoice,
+    /// After the greedy search, drop balancing moves the result does not need (on by default).
+    pub prune: bool,
+    /// Thorough mode: seconds to spend searching for a plan reaching the same imbalance with fewer
+    /// migrations and bytes (`--effort`; 0, the default, plans once, fast and deterministic).
+    pub effort_secs: f64,
 }
 
 /// What Proxmox's balancing methods take as a node's load (docs: Proxmox's `crs: ha=`).
@@ -95,6 +100,8 @@ impl Default for BalanceOptions {
             move_cost_gib: 4.0,
             restart_containers: false,
             usage: UsageChoice::Auto,
+            prune: true,
+            effort_secs: 0.0,
         }
     }
 }
@@ -113,6 +120,15 @@ impl BalanceOptions {
             return Err(Error::Option {
                 name: "move-cost-gib".into(),
                 message: format!("must be a number of GiB ≥ 0, got {}", self.move_cost_gib),
+            });
+        }
+        if !self.effort_secs.is_finite() || !(0.0..=86_400.0).contains(&self.effort_secs) {
+            return Err(Error::Option {
+                name: "effort-secs".into(),
+                message: format!(
+                    "must be a number of seconds from 0 to 86400, got {}",
+                    self.effort_secs
+                ),
             });
         }
         if self.candidate_nodes < 2 {

@@ -156,6 +156,16 @@ pub struct Bounds {
     /// Fewest migrations any plan needs to lift the emptiest node up to where this plan leaves it
     /// (`null` for a CV measure). A plan needs at least the larger of the two.
     pub trough_migrations: Option<usize>,
+    /// Fewest migrations any plan needs to reach what this plan reaches (its imbalance, with the
+    /// guests it moves off nodes in maintenance); `null` when unknown (`bounds::need_for_spread`).
+    pub migrations: Option<usize>,
+    /// Fewest bytes any such plan copies (`null` when unknown).
+    pub bytes: Option<u64>,
+    /// This plan's migrations over `migrations` (1 is the fewest possible; `null` when the bound
+    /// is unknown or 0).
+    pub migrations_gap: Option<f64>,
+    /// This plan's bytes over `bytes` (`null` when the bound is unknown or 0).
+    pub bytes_gap: Option<f64>,
 }
 
 /// A plan of migrations with its before and after.

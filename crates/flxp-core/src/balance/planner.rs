@@ -12,7 +12,10 @@ use crate::placement::Placer;
 use crate::state::State;
 use crate::units::fmt_bytes;
 
-use super::bounds::{moves_for_peak, moves_for_trough, pinned_spread_floor, spread_floor};
+use super::bounds::{
+    Need, can_leave, moves_for_peak, moves_for_trough, need_for_spread, pinned_spread_floor,
+    spread_floor,
+};
 use super::draft::Draft;
 use super::fix::{self, Scope};
 use super::measure::{Measure, Metric, balanced_loads, imbalance, node_loads};
@@ -44,8 +47,92 @@ pub fn plan(
     placer.methods().plan(&input, options)
 }
 
-/// The `flxp` method: rule fixes, then the greedy search.
+/// The `flxp` method: rule fixes, then the greedy search; in thorough mode (`effort_secs`), the
+/// best of several searches within that time.
 pub(crate) fn plan_flxp(
+    cluster: &Cluster,
+    rules: &Rules,
+    state: &State,
+    placer: &Placer,
+    options: &BalanceOptions,
+) -> Result<Plan> {
+    let first = plan_once(cluster, rules, state, placer, options)?;
+    if options.effort_secs <= 0.0 || first.migrations.is_empty() {
+        return Ok(first);
+    }
+    thorough(cluster, rules, state, placer, options, first)
+}
+
+/// Thorough mode: searches again with other move costs, with and without swaps and over every
+/// node, within `effort_secs`, and keeps the plan that reaches the first one's imbalance (or
+/// better) and no more broken rules with the fewest migrations, then bytes, then the lowest
+/// imbalance. Time-bound, so not deterministic: the default mode is.
+fn thorough(
+    cluster: &Cluster,
+    rules: &Rules,
+    state: &State,
+    placer: &Placer,
+    options: &BalanceOptions,
+    first: Plan,
+) -> Result<Plan> {
+    let started = std::time::Instant::now();
+    let budget = std::time::Duration::from_secs_f64(options.effort_secs);
+    let (k0, b0) = (first.migrations.len(), first.bytes);
+    let mut best = first;
+    let mut tried = 1;
+    'variants: for cost in [0.0, 1.0, 2.0, 8.0, 16.0, 64.0, options.move_cost_gib] {
+        for swaps in [true, false] {
+            for wide in [false, true] {
+                if started.elapsed() >= budget {
+                    break 'variants;
+                }
+                let o = BalanceOptions {
+                    move_cost_gib: cost,
+                    swaps,
+                    candidate_nodes: if wide {
+                        usize::MAX
+                    } else {
+                        options.candidate_nodes
+                    },
+                    ..options.clone()
+                };
+                if o == *options {
+                    continue;
+                }
+                tried += 1;
+                let p = plan_once(cluster, rules, state, placer, &o)?;
+                if better(&p, &best) {
+                    best = p;
+                }
+            }
+        }
+    }
+    best.method = methods::flxp::NAME.as_str().to_owned();
+    best.summary = format!(
+        "{} (thorough mode: best of {tried} searches in {:.1} s; the first had {k0} migration(s), {})",
+        best.summary,
+        started.elapsed().as_secs_f64(),
+        fmt_bytes(b0)
+    );
+    Ok(best)
+}
+
+/// Whether `p` is a better plan than `best`: no more broken rules or unplaced guests, an
+/// imbalance as low, and fewer migrations, or as many and fewer bytes, or the same and a lower
+/// imbalance.
+fn better(p: &Plan, best: &Plan) -> bool {
+    if p.violations_after.len() > best.violations_after.len()
+        || p.unplaced.len() > best.unplaced.len()
+        || p.imbalance_after > best.imbalance_after + 1e-9
+    {
+        return false;
+    }
+    let key = |x: &Plan| (x.migrations.len(), x.bytes);
+    key(p) < key(best) || (key(p) == key(best) && p.imbalance_after < best.imbalance_after - 1e-9)
+}
+
+/// One search: rule fixes, then the greedy search and its post-pass.
+fn plan_once(
     cluster: &Cluster,
     rules: &Rules,
     state: &State,
@@ -228,7 +315,24 @@ pub(crate) fn finish(
     let after = balanced_loads(cluster, &state, kind);
     let peak = after.iter().copied().fold(0.0, f64::max);
     let trough = after.iter().copied().fold(f64::INFINITY, f64::min);
+    let need = plan_need(
+        cluster,
+        rules,
+        start,
+        &migrations,
+        measure,
+        kind,
+        imbalance_after,
+    );
     let bounds = Bounds {
+        migrations: need.map(|n| n.migrations),
+        bytes: need.map(|n| n.bytes),
+        migrations_gap: need
+            .filter(|n| n.migrations > 0)
+            .map(|n| k as f64 / n.migrations as f64),
+        bytes_gap: need
+            .filter(|n| n.bytes > 0)
+            .map(|n| migrations.iter().map(|m| m.bytes).sum::<u64>() as f64 / n.bytes as f64),
         imbalance_floor: floor,
         spread_floor: (measure == Measure::Spread)
             .then(|| spread_floor(&balanced_loads(cluster, start, kind), k)),
@@ -277,6 +381,43 @@ pub(crate) fn finish(
         bounds,
         summary: String::new(),
         warnings,
+    }
+}
+
+/// What any plan needs to reach what this one reaches: for spread, [`need_for_spread`] with the
+/// guests it moves off nodes outside the balance; for a CV, just those guests.
+fn plan_need(
+    cluster: &Cluster,
+    rules: &Rules,
+    start: &State,
+    migrations: &[super::plan::Migration],
+    measure: Measure,
+    kind: super::measure::LoadKind,
+    reached: f64,
+) -> Option<Need> {
+    let mut must_leave: Vec<crate::cluster::GuestIdx> = migrations
+        .iter()
+        .filter(|m| {
+            cluster
+                .node_idx(&m.from)
+                .is_some_and(|n| !cluster.node(n).is_schedulable())
+        })
+        .filter_map(|m| cluster.guest_idx(m.vmid))
+        .collect();
+    must_leave.sort();
+    must_leave.dedup();
+    match measure {
+        Measure::Spread => need_for_spread(cluster, start, kind, reached, &must_leave, |g| {
+            can_leave(cluster, rules, start, g)
+        }),
+        Measure::Cv | Measure::CvRaw => Some(Need {
+            migrations: must_leave.len(),
+            bytes: must_leave
+                .iter()
+                .filter(|&&g| cluster.guest(g).running)
+                .map(|&g| cluster.guest(g).mem_footprint())
+                .sum(),
+        }),
     }
 }
 

@@ -22,6 +22,7 @@ use crate::Result;
 use crate::Warning;
 use crate::cluster::NodeIdx;
 use crate::placement::{Ctx, Subject};
+use crate::state::State;
 use crate::units::fmt_bytes;
 
 use super::draft::Draft;
@@ -38,6 +39,9 @@ const MAX_CHECKS: usize = 4096;
 const SWAP_NODES: usize = 6;
 /// Bytes in a GiB, for the migration cost.
 const GIB_BYTES: f64 = crate::units::GIB as f64;
+/// Work the post-pass may spend (nodes touched by replays and units screened), so it stays a
+/// small part of a plan's time however many decisions the plan has.
+const POLISH_WORK: usize = 400_000;
 /// Slack for "does not raise the measure": float noise, not a real rise.
 const EPS: f64 = 1e-9;
 /// Slack of the O(1) screen: it may let through a rise this small, which the exact check after
@@ -176,6 +180,7 @@ pub(crate) fn balance(sim: &mut Draft, opts: &BalanceOptions) -> Result<Outcome>
     let start_state = sim.state.clone();
     let start_len = sim.migrations.len();
     let mut history: Vec<(usize, f64)> = Vec::new();
+    let mut applied: Vec<Move> = Vec::new();
     let mut value = start_value;
     let stop = loop {
         if value <= target {
@@ -198,6 +203,7 @@ pub(crate) fn balance(sim: &mut Draft, opts: &BalanceOptions) -> Result<Outcome>
         }
         value = sim.objective.measure(measure);
         history.push((sim.migrations.len() - start_len, value));
+        applied.push(m);
     };
 
     // Keep the moves up to the first time the lowest measure was reached.
@@ -215,6 +221,31 @@ pub(crate) fn balance(sim: &mut Draft, opts: &BalanceOptions) -> Result<Outcome>
     }
     let budget_bound = stop == Stop::Budget;
     let end_value = kept.map_or(start_value, |(_, v)| v);
+    let steps = history.iter().take_while(|(len, _)| *len <= keep).count();
+    applied.truncate(steps);
+    // Thorough mode affords a longer post-pass.
+    let mut work = if opts.effort_secs > 0.0 {
+        POLISH_WORK * 50
+    } else {
+        POLISH_WORK
+    };
+    if opts.prune
+        && (prune(sim, &start_state, &mut applied, start_value, end_value)
+            | merge(
+                sim,
+                opts,
+                &start_state,
+                &shifts,
+                &mut applied,
+                (start_value, end_value),
+                &mut work,
+            ))
+    {
+        sim.rewind(&start_state, start_len, 0);
+        for m in &applied {
+            apply(sim, m);
+        }
+    }
     if keep > 0 && !trigger.worth(start_value, end_value) {
         sim.warnings.push(Warning::general(format!(
             "balancing would lower {} only from {} to {} ({:.0} %), less than the {:.0} % margin: no balancing moves",
@@ -244,6 +275,260 @@ pub(crate) fn balance(sim: &mut Draft, opts: &BalanceOptions) -> Result<Outcome>
         budget_bound,
         rewound,
     })
+}
+
+/// Drops balancing decisions the result does not need: each decision, most migrations and then
+/// most bytes first, is left out if the others still run safely in order, never raise the measure,
+/// end on a decision that lowers it, and reach `end_value` or better. Greedy steps that lowered the
+/// sum of squares but not the extremes the reported measure looks at are what it removes. Whether
+/// any was dropped (the sim is untouched; the caller replays what is left).
+fn prune(
+    sim: &mut Draft,
+    start: &State,
+    applied: &mut Vec<Move>,
+    start_value: f64,
+    end_value: f64,
+) -> bool {
+    let mut order: Vec<usize> = (0..applied.len()).collect();
+    let weight = |m: &Move| {
+        let bytes: u64 = m
+            .moves()
+            .iter()
+            .map(|&(u, _, _)| sim.bytes(&sim.units.get(u).members))
+            .sum();
+        let count: usize = m
+            .moves()
+            .iter()
+            .map(|&(u, _, _)| sim.units.get(u).members.len())
+            .sum();
+        (Reverse(count), Reverse(bytes))
+    };
+    order.sort_by_key(|&i| weight(&applied[i]));
+    let saved = sim.state.clone();
+    let mut dropped = vec![false; applied.len()];
+    let mut any = false;
+    for i in order {
+        dropped[i] = true;
+        let trial: Vec<&Move> = applied
+            .iter()
+            .zip(&dropped)
+            .filter(|(_, d)| !**d)
+            .map(|(m, _)| m)
+            .collect();
+        if replays_within(sim, start, &trial, start_value, end_value) {
+            any = true;
+        } else {
+            dropped[i] = false;
+        }
+    }
+    sim.state = saved;
+    sim.objective.refresh_all(sim.cluster, &sim.state);
+    if any {
+        let mut keep = dropped.iter().map(|d| !d);
+        applied.retain(|_| keep.next().unwrap_or(true));
+    }
+    any
+}
+
+/// Replaces two decisions by one single move, or one decision by a move copying fewer bytes, where
+/// the result still reaches `end_value`: the greedy search often takes two small steps where one
+/// larger guest does, or a larger guest where a smaller one does. A single move changes two
+/// nodes, so it can only help when the rest already fit the window; its source is one of the two
+/// fullest nodes and its target one of the two emptiest, screened in O(1) before a full replay.
+/// Whether anything changed (the sim's state is restored).
+fn merge(
+    sim: &mut Draft,
+    opts: &BalanceOptions,
+    start: &State,
+    shifts: &[Option<Shift>],
+    applied: &mut Vec<Move>,
+    (start_value, end_value): (f64, f64),
+    work: &mut usize,
+) -> bool {
+    let saved = sim.state.clone();
+    let mut any = false;
+    let mut home: Vec<Vec<UnitId>> = vec![Vec::new(); sim.cluster.nodes().len()];
+    for (u, shift) in shifts.iter().enumerate() {
+        if shift.is_some() {
+            if let Some(n) = sim.units.get(u).node(start) {
+                home[n.get()].push(u);
+            }
+        }
+    }
+    // Fewer decisions first (pairs), then fewer bytes (singles); each success restarts the scan.
+    'scan: loop {
+        let k = applied.len();
+        let mut tries: Vec<(usize, Option<usize>)> = Vec::new();
+        for i in 0..k {
+            for j in i + 1..k {
+                tries.push((i, Some(j)));
+            }
+        }
+        tries.extend((0..k).map(|i| (i, None)));
+        for (i, j) in tries {
+            let cost = applied.len() + sim.cluster.nodes().len() + sim.cluster.guests().len() / 8;
+            if *work < cost {
+                break 'scan;
+            }
+            *work -= cost;
+            let rest: Vec<&Move> = applied
+                .iter()
+                .enumerate()
+                .filter(|(x, _)| *x != i && Some(*x) != j)
+                .map(|(_, m)| m)
+                .collect();
+            let removed: Vec<&Move> = std::iter::once(&applied[i])
+                .chain(j.map(|j| &applied[j]))
+                .collect();
+            let count = |m: &Move| -> usize {
+                m.moves()
+                    .iter()
+                    .map(|&(u, _, _)| sim.units.get(u).members.len())
+                    .sum()
+            };
+            let bytes_of = |m: &Move| -> u64 {
+                m.moves()
+                    .iter()
+                    .map(|&(u, _, _)| shifts[u].map_or(0, |s| s.mem))
+                    .sum()
+            };
+            let old_count: usize = removed.iter().map(|m| count(m)).sum();
+            let old_bytes: u64 = removed.iter().map(|m| bytes_of(m)).sum();
+            let Some(new) = one_move(
+                sim,
+                opts,
+                start,
+                (shifts, &home),
+                &rest,
+                end_value,
+                |c, b| c < old_count || (j.is_none() && c == old_count && b < old_bytes),
+            ) else {
+                continue;
+            };
+            // The new move at the end, or where the first removed decision was.
+            for at in [rest.len(), i] {
+                *work = work.saturating_sub(applied.len() * 8);
+                let mut trial = rest.clone();
+                trial.insert(at.min(trial.len()), &new);
+                if replays_within(sim, start, &trial, start_value, end_value) {
+                    let trial: Vec<Move> = trial.into_iter().copied().collect();
+                    *applied = trial;
+                    any = true;
+                    continue 'scan;
+                }
+            }
+        }
+        break;
+    }
+    sim.state = saved;
+    sim.objective.refresh_all(sim.cluster, &sim.state);
+    any
+}
+
+/// The cheapest single move (fewest migrations, then bytes, that `better` accepts) that brings
+/// the state the `rest` leave to `end_value` or better, by the O(1) screen; not yet checked for
+/// safety.
+fn one_move(
+    sim: &mut Draft,
+    opts: &BalanceOptions,
+    start: &State,
+    (shifts, home): (&[Option<Shift>], &[Vec<UnitId>]),
+    rest: &[&Move],
+    end_value: f64,
+    better: impl Fn(usize, u64) -> bool,
+) -> Option<Move> {
+    sim.state.clone_from(start);
+    let mut moved: HashSet<UnitId> = HashSet::new();
+    for m in rest {
+        for &(u, _, t) in m.moves() {
+            moved.insert(u);
+            for &g in &sim.units.get(u).members {
+                sim.state.move_guest(sim.cluster, g, t);
+            }
+        }
+    }
+    sim.objective.refresh_all(sim.cluster, &sim.state);
+    let hot = sim.objective.hottest_first();
+    let sources: Vec<NodeIdx> = hot.iter().copied().take(2).collect();
+    let targets: Vec<NodeIdx> = hot.iter().rev().copied().take(2).collect();
+    let mut best: Option<(usize, u64, u32, Move)> = None;
+    let units = sources.iter().flat_map(|s| home[s.get()].iter().copied());
+    for u in units {
+        let Some(shift) = &shifts[u] else {
+            continue;
+        };
+        if moved.contains(&u) {
+            continue;
+        }
+        let unit = sim.units.get(u);
+        let Some(s) = unit.node(&sim.state) else {
+            continue;
+        };
+        if !sources.contains(&s) {
+            continue;
+        }
+        let (c, b) = (unit.members.len(), shift.mem);
+        if !better(c, b) {
+            continue;
+        }
+        let vmid = sim.cluster.guest(unit.members[0]).vmid;
+        if best
+            .as_ref()
+            .is_some_and(|&(bc, bb, bv, _)| (bc, bb, bv) <= (c, b, vmid))
+        {
+            continue;
+        }
+        for &t in targets.iter().filter(|&&t| t != s) {
+            let effect = sim.objective.effect(sim.cluster, &sim.state, s, t, shift);
+            if sim
+                .objective
+                .raises(sim.measure, &[effect.from, effect.to], end_value, SCREEN)
+            {
+                continue;
+            }
+            let m = Move::new(&[(u, s, t)], effect, c, b, vmid, opts.move_cost_gib);
+            best = Some((c, b, vmid, m));
+            break;
+        }
+    }
+    best.map(|(_, _, _, m)| m)
+}
+
+/// Whether decisions run safely one after the other from `start` (on the sim's state, which is
+/// left changed), never raise the measure, end on one that lowers it, and reach `end_value`.
+fn replays_within(
+    sim: &mut Draft,
+    start: &State,
+    moves: &[&Move],
+    start_value: f64,
+    end_value: f64,
+) -> bool {
+    sim.state = start.clone();
+    let mut before = start_value;
+    let mut last_gain = false;
+    for m in moves {
+        for &(u, s, t) in m.moves() {
+            let unit = sim.units.get(u);
+            if unit.members.iter().any(|&g| sim.state.location(g) != s) {
+                return false;
+            }
+            let subject = sim.subject(&unit.members, unit.group.as_deref());
+            if !allowed(sim, &subject, s, t) {
+                return false;
+            }
+            for &g in &sim.units.get(u).members {
+                sim.state.move_guest(sim.cluster, g, t);
+            }
+        }
+        sim.objective.refresh_all(sim.cluster, &sim.state);
+        let v = sim.objective.measure(sim.measure);
+        if v > before + EPS {
+            return false;
+        }
+        last_gain = v < before - 1e-12;
+        before = v;
+    }
+    (moves.is_empty() || last_gain) && before <= end_value + EPS
 }
 
 fn candidates_nodes(

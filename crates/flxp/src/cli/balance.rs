@@ -46,6 +46,10 @@ pub struct Args {
     /// measured usage (default from [balance], else auto).
     #[arg(long, value_name = "U", value_parser = usage_parser())]
     usage: Option<UsageChoice>,
+    /// Thorough mode: spend up to this many seconds looking for a plan with fewer migrations and
+    /// bytes reaching the same balance (default from [balance] effort-secs, else 0: off).
+    #[arg(long, value_name = "SECONDS")]
+    effort: Option<f64>,
 }
 
 /// Parses `--usage`.
@@ -160,6 +164,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     if let Some(u) = args.usage {
         options.usage = u;
+    }
+    if let Some(secs) = args.effort {
+        options.effort_secs = secs;
+        options.validate()?;
     }
     let goal = Goal::Balance(options);
     carry_out(&args.source, &config, &goal, args.dry_run, args.json)

@@ -196,6 +196,43 @@ fn the_plan_for_people_is_a_table_with_reasons() {
     assert!(out.contains(" #  VMID  NAME"), "{out}");
     assert!(out.contains("\nwhy:\n  1. balance memory: "), "{out}");
     assert!(out.contains(" NODE  STATUS  BEFORE  AFTER"), "{out}");
+    assert!(
+        out.contains("\nlower bound: any plan reaching spread "),
+        "the plan says how far it is from the fewest migrations: {out}"
+    );
+}
+
+#[test]
+fn thorough_mode_reports_its_searches_and_the_plan_its_bounds() {
+    let f = example("pvesh-4node.json");
+    let (code, out, err) = run(&[
+        "balance",
+        "--from-file",
+        f.to_str().unwrap(),
+        "--effort",
+        "0.5",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    let summary = v["summary"].as_str().unwrap();
+    assert!(summary.contains("thorough mode: best of "), "{summary}");
+    let bounds = &v["bounds"];
+    let k = v["migrations"].as_array().unwrap().len() as u64;
+    assert!(bounds["migrations"].as_u64().unwrap() <= k, "{bounds}");
+    assert!(
+        bounds["migrations_gap"].as_f64().unwrap() >= 1.0,
+        "{bounds}"
+    );
+    let (code, _, err) = run(&[
+        "balance",
+        "--from-file",
+        f.to_str().unwrap(),
+        "--effort",
+        "-1",
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("effort-secs"), "{err}");
 }
 
 #[test]
