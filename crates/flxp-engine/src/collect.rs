@@ -70,12 +70,17 @@ fn optional<T: Default>(endpoint: &str, result: flxp_pve::Result<T>) -> Result<T
 /// of the source's LRM.
 fn add_ha_targets(status: &mut [HaStatusEntry], manager: &ManagerStatus) {
     for e in status.iter_mut().filter(|e| e.target.is_none()) {
-        let Some(s) = e.sid.as_deref().and_then(|sid| manager.service_status.get(sid)) else {
+        let Some(s) = e
+            .sid
+            .as_deref()
+            .and_then(|sid| manager.service_status.get(sid))
+        else {
             continue;
         };
         if matches!(s.state.as_deref(), Some("migrate" | "relocate")) {
             e.target = s.target.clone().filter(|t| !t.is_empty());
-            e.crm_state.get_or_insert_with(|| s.state.clone().unwrap_or_default());
+            e.crm_state
+                .get_or_insert_with(|| s.state.clone().unwrap_or_default());
         }
     }
 }

@@ -222,7 +222,10 @@ fn the_rule_checker_counts_a_member_in_flight_on_its_target() {
     );
     // The plan fixes it with the member that can move: 102 leaves b, 101 goes on landing.
     let moves = balance_moves(&c);
-    assert!(moves.iter().any(|(v, to)| *v == 102 && to == "c"), "{moves:?}");
+    assert!(
+        moves.iter().any(|(v, to)| *v == 102 && to == "c"),
+        "{moves:?}"
+    );
     assert!(!moves.iter().any(|(v, _)| *v == 101), "{moves:?}");
     // Towards a node with no member, nothing is broken.
     let c = landing_on_a_member("c");
