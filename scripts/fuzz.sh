@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing of flxp's parsers with libFuzzer, on the stable toolchain.
 #
-#   scripts/fuzz.sh                     # every target, a short smoke run each (CI)
+#   scripts/fuzz.sh                     # every target, a short smoke run each (FUZZ_SMOKE_RUNS, 20,000)
 #   scripts/fuzz.sh TARGET [RUNS]       # one target for RUNS executions (default 10,000,000)
 #   scripts/fuzz.sh TARGET -max_total_time=600   # any libFuzzer flag
 #
-# Targets: snapshot, tokens, config, sim_request (see fuzz/fuzz_targets/). The corpus lives in
+# Targets: snapshot, tokens, config, sim_request, graphql (see fuzz/fuzz_targets/). The corpus lives in
 # fuzz/corpus/TARGET (committed: the seeds and what earlier runs found worth keeping); crashes
 # land in fuzz/artifacts/TARGET. Instrumentation is the stable `-C passes=sancov-module`, so no
 # nightly toolchain and no cargo-fuzz are needed; libFuzzer itself is built from source by the
@@ -17,7 +17,7 @@ export CARGO_TARGET_DIR="${FUZZ_TARGET_DIR:-$root/target/fuzz}"
 export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
 -Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing -Cdebug-assertions -Coverflow-checks"
-targets=(snapshot tokens config sim_request)
+targets=(snapshot tokens config sim_request graphql)
 
 # An explicit --target keeps the instrumentation off build scripts and proc macros.
 host="$(rustc -vV | sed -n 's/^host: //p')"
@@ -36,7 +36,7 @@ run() {
 if [ $# -eq 0 ]; then
     for t in "${targets[@]}"; do
         log="$(mktemp)"
-        if ! run "$t" -runs=20000 >"$log" 2>&1; then
+        if ! run "$t" -runs="${FUZZ_SMOKE_RUNS:-20000}" >"$log" 2>&1; then
             tail -n 40 "$log"
             echo "fuzz target $t failed (crash input in fuzz/artifacts/$t)" >&2
             exit 1

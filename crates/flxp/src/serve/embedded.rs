@@ -42,7 +42,7 @@ pub struct SimAccess {
 }
 
 /// The catalog of the embedded zone (everything but the zone's address and credentials).
-const CATALOG: &str = r#"
+pub const CATALOG: &str = r#"
 [compute-profiles.small]
 cores = 1
 memory = "1GiB"

@@ -245,6 +245,29 @@ fn build(
     simulated: bool,
     stop: flxp_engine::Stop,
 ) -> anyhow::Result<AppState> {
+    let clients = |name: &str| -> anyhow::Result<Arc<dyn Transport>> {
+        Ok(Arc::clone(config.client(name)?.transport()) as Arc<dyn Transport>)
+    };
+    build_over(config, tokens, simulated, stop, &clients)
+}
+
+/// The shared state over the given transport of each zone instead of the config's HTTPS
+/// clients: an in-process simulator, for fuzzing the API without a network.
+pub fn state_over(
+    config: &Config,
+    tokens: Tokens,
+    transport: &dyn Fn(&str) -> anyhow::Result<Arc<dyn Transport>>,
+) -> anyhow::Result<AppState> {
+    build_over(config, tokens, true, flxp_engine::Stop::never(), transport)
+}
+
+fn build_over(
+    config: &Config,
+    tokens: Tokens,
+    simulated: bool,
+    stop: flxp_engine::Stop,
+    transport: &dyn Fn(&str) -> anyhow::Result<Arc<dyn Transport>>,
+) -> anyhow::Result<AppState> {
     let metrics = Arc::new(Metrics::new());
     let placer = Arc::new(placer(config)?);
     let c = &config.create_vm;
@@ -259,10 +282,9 @@ fn build(
     };
     let mut zones = BTreeMap::new();
     for name in config.zones.keys() {
-        let client = config.client(name)?;
         let last = metered::SharedContact::default();
         let api = Pve::from_transport(MeteredTransport::new(
-            Arc::clone(client.transport()) as Arc<dyn Transport>,
+            transport(name)?,
             name,
             Arc::clone(&metrics),
             Arc::clone(&last),
