@@ -21,8 +21,14 @@ targets=(snapshot tokens config sim_request graphql)
 
 # An explicit --target keeps the instrumentation off build scripts and proc macros.
 host="$(rustc -vV | sed -n 's/^host: //p')"
-cargo build --release --quiet --bins --target "$host"
-bin="$CARGO_TARGET_DIR/$host/release"
+# The smoke (no arguments) builds the unoptimised `smoke` profile: it runs a few thousand inputs,
+# so build time dominates. Long runs build `release`.
+profile=release
+if [ $# -eq 0 ]; then
+    profile=smoke
+fi
+cargo build --profile "$profile" --quiet --bins --target "$host"
+bin="$CARGO_TARGET_DIR/$host/$profile"
 
 run() {
     local name="$1"

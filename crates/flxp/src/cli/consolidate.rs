@@ -45,6 +45,9 @@ struct WakeOutput<'a> {
     plan: &'a flxp_core::balance::Plan,
     #[serde(skip_serializing_if = "Option::is_none")]
     execution: Option<&'a ExecutionReport>,
+    /// Why the rebalance onto it stays unmet (exit code 3, as `flxp balance`); absent when met.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    unmet: Vec<String>,
 }
 
 /// What switching one emptied node off did.
@@ -74,6 +77,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let config = load::config(&args.source)?;
     let placer = Arc::new(load::placer(&config)?);
     let options = config.consolidate.options();
+    if args.wake.is_some() && args.source.from_file.is_some() {
+        return Err(UsageError(
+            "--wake powers a node of a live zone on: use it with --zone Z, not --from-file".into(),
+        )
+        .into());
+    }
     let (c, execution, shutdown) = match (&args.source.from_file, &args.source.zone) {
         (Some(path), _) => {
             let mut snapshot = load::read_snapshot_file(path)?;
@@ -295,20 +304,25 @@ fn wake(
         let (plan, report) =
             balance::plan_and_run(executor, &goal, None, args.dry_run, args.json, zone, None)
                 .await?;
+        let unmet = balance::unmet(&plan, &goal);
+        let code = if report.as_ref().is_some_and(|r| !r.is_clean()) {
+            ExitCode::from(1)
+        } else if !unmet.is_empty() {
+            ExitCode::from(super::UNSATISFIABLE)
+        } else {
+            ExitCode::SUCCESS
+        };
         if args.json {
             output::print_json(&WakeOutput {
                 node: &name,
                 mac: &mac,
                 plan: &plan,
                 execution: report.as_ref(),
+                unmet,
             })?;
         } else if let Some(r) = &report {
             output::print_execution(r);
         }
-        Ok(if report.as_ref().is_some_and(|r| !r.is_clean()) {
-            ExitCode::from(1)
-        } else {
-            ExitCode::SUCCESS
-        })
+        Ok(code)
     })
 }

@@ -54,6 +54,20 @@ fn a_plan_frees_nodes_down_to_the_quorum_floor_and_says_why_others_stay() {
         out.contains("keep c: 3 node(s) must stay online: quorum needs more than half"),
         "{out}"
     );
+
+    // Waking needs a live zone: with a snapshot file it is refused, not ignored.
+    let (code, _, err) = run(&[
+        "consolidate",
+        "--from-file",
+        f.to_str().unwrap(),
+        "--wake",
+        "a",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--wake powers a node of a live zone on"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -123,9 +123,6 @@ impl Mutation {
             .node_idx_loose(&node)
             .map(|i| model.cluster.node(i).name.clone())
             .unwrap_or(node);
-        // The node stays in maintenance after the run, so no later round fills it again; the
-        // in-memory mark of `run` covers the time before the notes write is read back.
-        mark(z, &name, true).await;
         let goal = Goal::Evacuate {
             nodes: vec![name],
             options: s.config.evacuate.clone(),
@@ -224,6 +221,15 @@ async fn run(s: &AppState, zone: &str, goal: Goal) -> Result<RunResult, ApiError
         Goal::Evacuate { nodes, .. } => Some(z.evacuating(nodes)),
         _ => None,
     };
+    // The node stays in maintenance after the run, so no later round fills it again; the
+    // in-memory mark above covers the time before the notes write is read back. It is written
+    // only now, with the zone's locks held: written earlier, a daemon round starting in between
+    // would read it and empty the node itself, beside this run.
+    if let Goal::Evacuate { nodes, .. } = &goal {
+        for node in nodes {
+            mark(z, node, true).await;
+        }
+    }
     let task = s.work.spawn(
         async move {
             // Once started, a run goes on to its end even if its client hangs up: migrations
