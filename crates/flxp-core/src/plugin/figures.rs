@@ -59,7 +59,7 @@ pub fn new_vm_figures(request: &PlacementRequest) -> GuestFigures {
         node: None,
         running: true,
         memory: request.memory,
-        cores: f64::from(request.cores),
+        cores: request.cores,
         cpu: 0.0,
         tags: request
             .tags
