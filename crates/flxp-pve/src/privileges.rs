@@ -97,6 +97,12 @@ pub const REQUIREMENTS: &[Requirement] = &[
         "PUT /nodes/{node}/config: the flxp.maintenance mark an evacuation leaves, and the replica lease",
     ),
     req(
+        Feature::Balance,
+        "Sys.PowerMgmt",
+        "/nodes",
+        "POST /nodes/{node}/status and /nodes/{node}/wakeonlan: `flxp consolidate` switching freed nodes off and waking them",
+    ),
+    req(
         Feature::Create,
         "VM.Clone",
         "/vms",
@@ -233,7 +239,8 @@ mod tests {
                 "VM.Audit",
                 "Datastore.Audit",
                 "VM.Migrate",
-                "Sys.Modify"
+                "Sys.Modify",
+                "Sys.PowerMgmt"
             ]
         );
         assert_eq!(role_name(&balance), "FlxpBalance");

@@ -90,7 +90,10 @@ fn node_stats(cluster: &Cluster, state: &State, n: NodeIdx, mode: UsageMode) -> 
     let (node, u) = (cluster.node(n), state.usage(n));
     let (cpu, mem) = match mode {
         UsageMode::Dynamic => (u.cpu, u.mem),
-        UsageMode::Static => (u.committed_cpus, u.committed_mem),
+        UsageMode::Static => (
+            u.committed_cpus + unlimited_ct_cpus(cluster, state, n),
+            u.committed_mem,
+        ),
     };
     NodeStats {
         cpu,
@@ -100,15 +103,32 @@ fn node_stats(cluster: &Cluster, state: &State, n: NodeIdx, mode: UsageMode) -> 
     }
 }
 
-/// A guest's usage as the mode sees it: measured, or its configured CPUs and memory.
-fn guest_stats(g: &Guest, mode: UsageMode) -> ResourceStats {
-    let (cpu, mem) = match mode {
-        UsageMode::Dynamic => (g.cpu_cores(), g.mem_footprint()),
-        UsageMode::Static => (g.maxcpu, g.maxmem),
+/// What Proxmox's static usage adds to a node's committed CPUs: its running containers without a
+/// CPU limit count as the node's CPU count there (`Guest::static_cpus`), as 0 in the commitment.
+fn unlimited_ct_cpus(cluster: &Cluster, state: &State, n: NodeIdx) -> f64 {
+    let cpus = cluster.node(n).maxcpu;
+    cluster
+        .guest_indexes()
+        .filter(|&g| state.location(g) == n)
+        .map(|g| cluster.guest(g))
+        .filter(|g| g.running)
+        .map(|g| g.static_cpus(cpus) - g.maxcpu)
+        .sum()
+}
+
+/// A guest's usage as the mode sees it: measured, or its configured CPUs and memory (an unlimited
+/// container at the CPU count of `node_cpus`, the node it runs on).
+fn guest_stats(g: &Guest, mode: UsageMode, node_cpus: f64) -> ResourceStats {
+    let (cpu, maxcpu, mem) = match mode {
+        UsageMode::Dynamic => (g.cpu_cores(), g.maxcpu, g.mem_footprint()),
+        UsageMode::Static => {
+            let cpus = g.static_cpus(node_cpus);
+            (cpus, cpus, g.maxmem)
+        }
     };
     ResourceStats {
         cpu,
-        maxcpu: g.maxcpu,
+        maxcpu,
         mem,
         maxmem: g.maxmem,
     }
@@ -161,7 +181,10 @@ fn candidates(sim: &Draft, filter: bool, mode: UsageMode) -> Candidates {
         let Some(sid) = members.iter().map(|g| g.sid()).min() else {
             continue;
         };
-        let stats = members.iter().map(|g| guest_stats(g, mode)).sum();
+        let stats = members
+            .iter()
+            .map(|g| guest_stats(g, mode, cluster.node(from).maxcpu))
+            .sum();
         let subject = sim.subject(&unit.members, unit.group.as_deref());
         let ctx =
             filter.then(|| Ctx::new(cluster, sim.rules, state, sim.placer.options(), &subject));
@@ -647,6 +670,31 @@ mod tests {
         )
         .unwrap();
         assert_eq!(t.migrations.len(), 1, "{}", t.summary);
+    }
+
+    #[test]
+    fn static_mode_counts_a_container_without_cpu_limit_at_the_node_cpu_count() {
+        // Proxmox's static usage takes an unlimited container's `max-cpu` (no `cpulimit`) as the
+        // node's CPU count (`PVE::LXC::Config::get_derived_property`), as placement does.
+        let c = ClusterBuilder::new()
+            .node(node("node1").cpus(8.0).memory(32 * GIB).load(0.0))
+            .node(node("node2").cpus(8.0).memory(32 * GIB).load(0.0))
+            .guest(ct(101, "node1").cores(0.0, 0.0).mem(0, GIB))
+            .guest(vm(102, "node2").cores(2.0, 0.0).mem(0, GIB))
+            .option("crs", serde_json::json!("ha=static"))
+            .build();
+        let rules = Rules::compile(&c);
+        let s = State::new(&c);
+        let o = raw_cv(pve_bruteforce::NAME);
+        let p = plan(&c, &rules, &s, &placer(), &o, Ranking::Bruteforce).unwrap();
+        assert_eq!(
+            p.nodes_before[0].load,
+            round(50.0 * (8.0 / 8.0 + 1.0 / 32.0), 2)
+        );
+        assert_eq!(
+            p.nodes_before[1].load,
+            round(50.0 * (2.0 / 8.0 + 1.0 / 32.0), 2)
+        );
     }
 
     #[test]

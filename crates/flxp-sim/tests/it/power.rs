@@ -84,6 +84,9 @@ async fn power_calls_are_checked_as_proxmox_checks_them() {
         .await;
     assert_eq!(r.status, 403, "{r:?}");
     assert!(r.body.contains("Sys.PowerMgmt"), "{}", r.body);
+    let r = ro.post("/nodes/pve1/wakeonlan", &[]).await;
+    assert_eq!(r.status, 403, "{r:?}");
+    assert!(r.body.contains("Sys.PowerMgmt"), "{}", r.body);
     // An offline node cannot be told to shut down (the call is proxied to it).
     s.post("/nodes/pve3/status", &[("command", "shutdown")])
         .await

@@ -48,6 +48,10 @@ impl Zone {
 }
 
 fn zone(privs: Vec<String>, extra: &str) -> Zone {
+    zone_at(privs, extra, 200.0)
+}
+
+fn zone_at(privs: Vec<String>, extra: &str, time_scale: f64) -> Zone {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let (handle, fingerprint) = runtime.block_on(async {
         let mut scenario = Scenario::demo();
@@ -55,7 +59,7 @@ fn zone(privs: Vec<String>, extra: &str) -> Zone {
             .sim
             .tokens
             .push(json!({ "token": TOKEN, "privs": privs }));
-        scenario.sim.time_scale = Some(200.0);
+        scenario.sim.time_scale = Some(time_scale);
         let sim = Sim::new(scenario).unwrap();
         let tls = TlsIdentity::generate(&["127.0.0.1".to_owned()]).unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -165,6 +169,27 @@ fn evacuation_works_with_the_balance_role_and_is_refused_without_vm_migrate() {
     let z = zone(balance, "");
     let (code, out, err) = run(&["evacuate", "pve1", "--zone", "lab", "--config", z.cfg()]);
     assert_eq!(code, 0, "{out}{err}");
+}
+
+#[test]
+fn consolidation_switches_nodes_off_with_the_balance_role_and_names_sys_power_mgmt_without_it() {
+    let extra = "[migration]\npoll-secs = 1\n\n[consolidate]\nshutdown = true\n";
+    let args = |cfg: &str| run(&["consolidate", "--zone", "lab", "--config", cfg, "--json"]);
+    let balance = role(&[Feature::Balance]);
+    let z = zone_at(without(&balance, "Sys.PowerMgmt"), extra, 100_000.0);
+    let (code, out, err) = args(z.cfg());
+    assert_eq!(code, 1, "{out}{err}");
+    let both = format!("{out}{err}");
+    assert!(
+        both.contains("Permission check failed (/nodes/pve2, Sys.PowerMgmt)"),
+        "{both}"
+    );
+
+    let z = zone_at(balance, extra, 100_000.0);
+    let (code, out, err) = args(z.cfg());
+    assert_eq!(code, 0, "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["shutdown"][0]["ok"], true, "{out}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
