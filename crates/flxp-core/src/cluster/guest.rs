@@ -139,14 +139,15 @@ impl Guest {
         self.mem.max(self.memhost.unwrap_or(0))
     }
 
-    /// CPUs Proxmox's static usage counts for it on a node with `node_cpus` CPUs: its `maxcpu`, or
-    /// for a container without a CPU limit (`maxcpu` 0) the node's CPUs, since it may use them all
-    /// (Proxmox's `cpulimit || cores || 0`, where 0 means the whole node).
+    /// CPUs Proxmox's static usage counts for it on a node with `node_cpus` CPUs: its `maxcpu`; for
+    /// a container without a CPU limit (`maxcpu` 0) the node's CPUs, since it may use them all
+    /// (Proxmox's `cpulimit || cores || 0`, where 0 means the whole node); for a VM without a
+    /// count, 1 (qemu-server's default of one socket with one core).
     pub fn static_cpus(&self, node_cpus: f64) -> f64 {
-        if self.kind == GuestKind::Lxc && self.maxcpu == 0.0 {
-            node_cpus
-        } else {
-            self.maxcpu
+        match self.kind {
+            _ if self.maxcpu > 0.0 => self.maxcpu,
+            GuestKind::Lxc => node_cpus,
+            GuestKind::Qemu => 1.0,
         }
     }
 

@@ -765,10 +765,12 @@ mod tests {
             r#"[{"id":"node/a","type":"node","node":"a","status":"online","maxmem":100,"maxcpu":8},
                 {"id":"lxc/100","type":"lxc","vmid":100,"node":"a","status":"running","maxcpu":0.5},
                 {"id":"lxc/101","type":"lxc","vmid":101,"node":"a","status":"running","maxcpu":0},
-                {"id":"qemu/102","type":"qemu","vmid":102,"node":"a","status":"running","maxcpu":2}]"#,
+                {"id":"qemu/102","type":"qemu","vmid":102,"node":"a","status":"running","maxcpu":2},
+                {"id":"qemu/103","type":"qemu","vmid":103,"node":"a","status":"running"}]"#,
         );
         let cpus: Vec<f64> = c.guests().iter().map(|g| g.static_cpus(8.0)).collect();
-        assert_eq!(cpus, [0.5, 8.0, 2.0]);
+        // A VM without a CPU count has qemu-server's default: one socket of one core.
+        assert_eq!(cpus, [0.5, 8.0, 2.0, 1.0]);
     }
 
     #[test]
