@@ -325,18 +325,7 @@ impl Goal {
     /// What a plan reached: its imbalance, its violations left, and the guests it moved off nodes
     /// outside the balance.
     pub fn of_plan(cluster: &Cluster, plan: &super::Plan, options: &super::BalanceOptions) -> Self {
-        let mut must_leave: Vec<GuestIdx> = plan
-            .migrations
-            .iter()
-            .filter(|m| {
-                cluster
-                    .node_idx(&m.from)
-                    .is_some_and(|n| !cluster.node(n).is_schedulable())
-            })
-            .filter_map(|m| cluster.guest_idx(m.vmid))
-            .collect();
-        must_leave.sort();
-        must_leave.dedup();
+        let must_leave = super::planner::leaving_unschedulable(cluster, &plan.migrations);
         Self {
             measure: plan.measure,
             metric: options.metric,

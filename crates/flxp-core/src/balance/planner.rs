@@ -395,17 +395,7 @@ fn plan_need(
     kind: super::measure::LoadKind,
     reached: f64,
 ) -> Option<Need> {
-    let mut must_leave: Vec<crate::cluster::GuestIdx> = migrations
-        .iter()
-        .filter(|m| {
-            cluster
-                .node_idx(&m.from)
-                .is_some_and(|n| !cluster.node(n).is_schedulable())
-        })
-        .filter_map(|m| cluster.guest_idx(m.vmid))
-        .collect();
-    must_leave.sort();
-    must_leave.dedup();
+    let must_leave = leaving_unschedulable(cluster, migrations);
     match measure {
         Measure::Spread => need_for_spread(cluster, start, kind, reached, &must_leave, |g| {
             can_leave(cluster, rules, start, g)
@@ -419,6 +409,26 @@ fn plan_need(
                 .sum(),
         }),
     }
+}
+
+/// The guests `migrations` move off nodes outside the balance (maintenance, offline): any plan
+/// reaching the same end must move them too. Sorted, each once.
+pub(crate) fn leaving_unschedulable(
+    cluster: &Cluster,
+    migrations: &[super::Migration],
+) -> Vec<crate::cluster::GuestIdx> {
+    let mut must_leave: Vec<crate::cluster::GuestIdx> = migrations
+        .iter()
+        .filter(|m| {
+            cluster
+                .node_idx(&m.from)
+                .is_some_and(|n| !cluster.node(n).is_schedulable())
+        })
+        .filter_map(|m| cluster.guest_idx(m.vmid))
+        .collect();
+    must_leave.sort();
+    must_leave.dedup();
+    must_leave
 }
 
 #[cfg(test)]
