@@ -27,7 +27,7 @@ pub use pipeline::{Placer, Ranked};
 pub use policy::{Policy, SOFT_RULE_WEIGHT};
 pub use reason::Reason;
 pub(crate) use reason::allows_only;
-pub use subject::{PlacementRequest, Subject, check_cores, parse_cores};
+pub use subject::{NotCores, PlacementRequest, Subject, check_cores, parse_cores};
 
 use crate::cluster::{Node, NodeIdx};
 use crate::state::Usage;

@@ -196,7 +196,7 @@ pub fn carry_out(
             (plan_on(&model, &placer, goal)?, None)
         }
         (None, Some(zone)) => {
-            config.zone(zone).map_err(UsageError)?;
+            config.zone(zone).map_err(UsageError::from)?;
             let client = config.client(zone)?;
             let api: flxp_pve::Pve = client.into();
             let executor = Executor::new(zone.clone(), api.clone(), Arc::clone(&placer))
