@@ -164,6 +164,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     if let Some(u) = args.usage {
         options.usage = u;
+        if !flxp_core::balance::methods::reads_usage(options.method) {
+            // Said, not refused: the flag may come from a wrapper script that also picks methods.
+            crate::output::tell(format!(
+                "warning: --usage is ignored by method {}: only {} and {} balance on it",
+                options.method,
+                flxp_core::balance::methods::pve_bruteforce::NAME,
+                flxp_core::balance::methods::pve_topsis::NAME,
+            ));
+        }
     }
     if let Some(secs) = args.effort {
         options.effort_secs = secs;

@@ -87,7 +87,7 @@ mod tests {
         );
         assert_eq!(
             err.to_string(),
-            "needs 6.0 GiB but 6.0 GiB is available (16.0 GiB total − 10.0 GiB used − 0 B reserve)"
+            "needs 6442450945 B but 6442450944 B is available (16.0 GiB total − 10.0 GiB used − 0 B reserve)"
         );
     }
 
