@@ -11,6 +11,10 @@ pub const TIB: u64 = 1 << 40;
 
 /// Bytes in binary units with one decimal (`4.0 GiB`, `512.0 MiB`, `0 B`).
 pub fn fmt_bytes(bytes: u64) -> String {
+    bytes_with(bytes, 1)
+}
+
+fn bytes_with(bytes: u64, decimals: usize) -> String {
     const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
     if bytes < 1024 {
         return format!("{bytes} B");
@@ -21,7 +25,19 @@ pub fn fmt_bytes(bytes: u64) -> String {
         v /= 1024.0;
         unit += 1;
     }
-    format!("{v:.1} {}", UNITS[unit])
+    format!("{v:.decimals$} {}", UNITS[unit])
+}
+
+/// Two byte counts a message compares (`needs … but … is available`): as [`fmt_bytes`], with as
+/// many more decimals as it takes for different counts to read differently, else exact bytes.
+pub fn fmt_bytes_apart(a: u64, b: u64) -> (String, String) {
+    for decimals in 1..=3 {
+        let pair = (bytes_with(a, decimals), bytes_with(b, decimals));
+        if a == b || pair.0 != pair.1 {
+            return pair;
+        }
+    }
+    (format!("{a} B"), format!("{b} B"))
 }
 
 /// Signed bytes in binary units (`-2.0 GiB`).
@@ -36,8 +52,24 @@ pub fn fmt_signed_bytes(bytes: i128) -> String {
 
 /// CPU cores with up to two decimals (`3.25`, `16`).
 pub fn fmt_cores(cores: f64) -> String {
-    let s = format!("{cores:.2}");
+    cores_with(cores, 2)
+}
+
+fn cores_with(cores: f64, decimals: usize) -> String {
+    let s = format!("{cores:.decimals$}");
     s.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+/// Two CPU figures a message compares: as [`fmt_cores`], with as many more decimals as it takes
+/// for different figures to read differently.
+pub fn fmt_cores_apart(a: f64, b: f64) -> (String, String) {
+    for decimals in 2..=6 {
+        let pair = (cores_with(a, decimals), cores_with(b, decimals));
+        if a == b || pair.0 != pair.1 {
+            return pair;
+        }
+    }
+    (a.to_string(), b.to_string())
 }
 
 #[cfg(test)]
@@ -54,5 +86,28 @@ mod tests {
         assert_eq!(fmt_cores(16.0), "16");
         assert_eq!(fmt_cores(3.25), "3.25");
         assert_eq!(fmt_cores(0.0), "0");
+    }
+
+    #[test]
+    fn compared_figures_that_differ_never_read_the_same() {
+        let mib = |m: u64| m * MIB;
+        assert_eq!(
+            fmt_bytes_apart(4 * GIB, 2 * GIB),
+            ("4.0 GiB".into(), "2.0 GiB".into())
+        );
+        assert_eq!(
+            fmt_bytes_apart(mib(2458), mib(2457)),
+            ("2.400 GiB".into(), "2.399 GiB".into())
+        );
+        assert_eq!(
+            fmt_bytes_apart(6 * GIB + 1, 6 * GIB),
+            ("6442450945 B".into(), "6442450944 B".into())
+        );
+        assert_eq!(
+            fmt_bytes_apart(GIB, GIB),
+            ("1.0 GiB".into(), "1.0 GiB".into())
+        );
+        assert_eq!(fmt_cores_apart(4.001, 4.0), ("4.001".into(), "4".into()));
+        assert_eq!(fmt_cores_apart(8.0, 6.0), ("8".into(), "6".into()));
     }
 }

@@ -30,7 +30,7 @@ use serde::Serialize;
 use crate::blocking;
 use crate::error::{Error, Result};
 use crate::execute::{Clock, ExecuteOptions, Executor, error_chain, system_clock};
-use crate::lease::{LeaseKeeper, LeaseOptions};
+use crate::lease::{LeaseKeeper, LeaseOptions, LeaseRefused};
 use crate::planning::Goal;
 use crate::progress::{NoProgress, Progress};
 use crate::report::ExecutionReport;
@@ -299,7 +299,7 @@ impl Daemon {
 
     /// Whether this process may act in a zone now: `Err` names the lease holder when another
     /// flxp holds it (a zone without a lease, or an unknown zone, is `Ok`).
-    pub async fn may_act(&self, zone: &str) -> std::result::Result<(), String> {
+    pub async fn may_act(&self, zone: &str) -> std::result::Result<(), LeaseRefused> {
         match self.inner.zones.get(zone).and_then(|z| z.lease.as_ref()) {
             None => Ok(()),
             Some(k) => {
@@ -309,7 +309,7 @@ impl Daemon {
                 if k.holding() {
                     Ok(())
                 } else {
-                    Err(k.refusal())
+                    Err(k.refused())
                 }
             }
         }

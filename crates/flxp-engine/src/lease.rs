@@ -190,6 +190,37 @@ pub enum LeaseState {
     Unknown(String),
 }
 
+/// Why this process may not act in a zone: it does not hold the zone's lease.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LeaseRefused {
+    /// Another flxp holds it.
+    #[error(
+        "zone {zone} is held by another flxp ({holder}) until {expires} (Proxmox clock, epoch seconds)"
+    )]
+    HeldElsewhere {
+        /// The zone.
+        zone: String,
+        /// The holder.
+        holder: String,
+        /// Its expiry, epoch seconds in Proxmox's clock.
+        expires: i64,
+    },
+    /// The lease could not be read or written.
+    #[error("this flxp does not hold the lease of zone {zone}: {error}")]
+    Unknown {
+        /// The zone.
+        zone: String,
+        /// What went wrong.
+        error: String,
+    },
+    /// Not taken yet.
+    #[error("this flxp does not hold the lease of zone {zone}")]
+    NotHeld {
+        /// The zone.
+        zone: String,
+    },
+}
+
 #[derive(Default)]
 struct KeeperState {
     valid_until: Option<Instant>,
@@ -387,18 +418,20 @@ impl LeaseKeeper {
 
     /// Why this process may not act now, naming the holder when known.
     pub fn refusal(&self) -> String {
+        self.refused().to_string()
+    }
+
+    /// Why this process may not act now, as a value.
+    pub fn refused(&self) -> LeaseRefused {
+        let zone = self.zone.clone();
         match self.last() {
-            Some(LeaseState::Standby { holder, expires }) => format!(
-                "zone {} is held by another flxp ({holder}) until {expires} (Proxmox clock, epoch seconds)",
-                self.zone
-            ),
-            Some(LeaseState::Unknown(e)) => {
-                format!(
-                    "this flxp does not hold the lease of zone {}: {e}",
-                    self.zone
-                )
-            }
-            _ => format!("this flxp does not hold the lease of zone {}", self.zone),
+            Some(LeaseState::Standby { holder, expires }) => LeaseRefused::HeldElsewhere {
+                zone,
+                holder,
+                expires,
+            },
+            Some(LeaseState::Unknown(error)) => LeaseRefused::Unknown { zone, error },
+            _ => LeaseRefused::NotHeld { zone },
         }
     }
 }

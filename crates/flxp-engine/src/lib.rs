@@ -53,7 +53,7 @@ pub mod daemon;
 pub mod lease;
 pub mod stale;
 pub use daemon::{Daemon, DaemonOptions, RoundReport, Zone};
-pub use lease::{LeaseKeeper, LeaseOptions, LeaseState};
+pub use lease::{LeaseKeeper, LeaseOptions, LeaseRefused, LeaseState};
 pub use stale::{StaleAction, StaleMarker, StaleOptions};
 mod round;
 #[cfg(test)]

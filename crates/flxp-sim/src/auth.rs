@@ -49,22 +49,23 @@ impl fmt::Debug for TokenSpec {
 }
 
 impl TokenSpec {
-    /// Parses `USER@REALM!ID=SECRET` (split at the last `=`).
+    /// Parses `USER@REALM!TOKENID=SECRET` (split at the last `=`).
     pub fn parse(text: &str, readonly: bool) -> Result<Self> {
+        // Every complaint names the whole form: a user fixing one part sees what the rest is.
         let bad = |message: &str| Error::Token {
             token: text
                 .rsplit_once('=')
                 .map(|(id, _)| id)
                 .unwrap_or(text)
                 .to_string(),
-            message: message.to_string(),
+            message: format!("{message} (expected USER@REALM!TOKENID=SECRET)"),
         };
         let (id, secret) = text
             .rsplit_once('=')
-            .ok_or_else(|| bad("expected USER@REALM!ID=SECRET"))?;
+            .ok_or_else(|| bad("no '=' before the secret"))?;
         let (userid, name) = id
             .split_once('!')
-            .ok_or_else(|| bad("expected USER@REALM!ID=SECRET (no '!' before the token id)"))?;
+            .ok_or_else(|| bad("no '!' before the token id"))?;
         check_userid(userid).map_err(|e| bad(&e.to_string()))?;
         if !is_realm_like(name) {
             return Err(bad("the token id must match [A-Za-z][A-Za-z0-9.-_]+"));
@@ -158,7 +159,7 @@ pub enum TokenEntryError {
     #[error("`privs` must be a list of privilege names")]
     Privs,
     /// An object without `token`.
-    #[error("missing field `token` (USER@REALM!ID=SECRET)")]
+    #[error("missing field `token` (USER@REALM!TOKENID=SECRET)")]
     MissingToken,
     /// `readonly` is not a boolean.
     #[error("`readonly` must be true or false, got {0}")]

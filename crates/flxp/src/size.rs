@@ -8,13 +8,37 @@ use parse_size::Config;
 
 static PARSER: LazyLock<Config> = LazyLock::new(|| Config::new().with_binary());
 
+/// A size that cannot be read; the message names the text and the accepted forms.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    /// Not a size at all.
+    #[error("invalid size {text:?} ({reason}); use e.g. 4GiB, 4G, 4096M or a byte count")]
+    Invalid {
+        /// The text given.
+        text: String,
+        /// What the size parser said.
+        reason: String,
+    },
+    /// Zero bytes, which sizes nothing.
+    #[error("invalid size {text:?}: must be more than 0 bytes")]
+    Zero {
+        /// The text given.
+        text: String,
+    },
+}
+
 /// Parses a size into bytes; the error names the text and the accepted forms.
-pub fn parse(text: &str) -> Result<u64, String> {
-    let bytes = PARSER.parse_size(text.trim()).map_err(|e| {
-        format!("invalid size {text:?} ({e}); use e.g. 4GiB, 4G, 4096M or a byte count")
-    })?;
+pub fn parse(text: &str) -> Result<u64, SizeError> {
+    let bytes = PARSER
+        .parse_size(text.trim())
+        .map_err(|e| SizeError::Invalid {
+            text: text.to_owned(),
+            reason: e.to_string(),
+        })?;
     if bytes == 0 {
-        return Err(format!("invalid size {text:?}: must be more than 0 bytes"));
+        return Err(SizeError::Zero {
+            text: text.to_owned(),
+        });
     }
     Ok(bytes)
 }
@@ -46,6 +70,6 @@ mod tests {
         for text in ["", "four", "4X", "-4G", "0", "0G"] {
             assert!(parse(text).is_err(), "{text}");
         }
-        assert!(parse("4X").unwrap_err().contains("4GiB"));
+        assert!(parse("4X").unwrap_err().to_string().contains("4GiB"));
     }
 }

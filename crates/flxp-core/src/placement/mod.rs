@@ -1,6 +1,6 @@
 //! Placement: filters, then weighted scorers, then the pick.
 //!
-//! A filter or scorer is one file under `filters/` or `scorers/` plus one line in `registry.rs`.
+//! A filter or scorer is one file under `filters/` or `scorers/` plus one line in their `mod.rs`.
 //! Filters judge one node of a possibly hypothetical state (the planner hands them the cluster after
 //! earlier moves); work shared by all nodes is done once in [`Ctx`]. The pipeline, not each scorer,
 //! enforces the score contract (0..=100 after normalisation), applies weights and keeps each
@@ -21,13 +21,13 @@ mod subject;
 
 pub use ctx::{Ctx, GroupPresence};
 pub use decision::{Candidate, Placement};
-pub use normalize::{by_max, min_max};
+pub use normalize::{as_is, by_max, min_max};
 pub use options::PlacementOptions;
 pub use pipeline::{Placer, Ranked};
 pub use policy::{Policy, SOFT_RULE_WEIGHT};
 pub use reason::Reason;
 pub(crate) use reason::allows_only;
-pub use subject::{PlacementRequest, Subject, check_cores, parse_cores};
+pub use subject::{NotCores, PlacementRequest, Subject, check_cores, parse_cores};
 
 use crate::cluster::{Node, NodeIdx};
 use crate::state::Usage;

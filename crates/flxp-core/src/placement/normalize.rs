@@ -29,6 +29,9 @@ pub fn min_max(scores: &mut [f64]) {
     }
 }
 
+/// Left as they are: for scorers whose raw scores are already 0..=100.
+pub fn as_is(_scores: &mut [f64]) {}
+
 #[cfg(test)]
 mod tests {
     use super::*;

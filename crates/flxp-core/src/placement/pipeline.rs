@@ -19,7 +19,7 @@ const SCORE_SLACK: f64 = 1e-9;
 
 pub(super) struct CompiledPolicy {
     policy: Policy,
-    scorers: Vec<(Box<dyn Scorer>, f64)>,
+    scorers: Vec<(&'static dyn Scorer, f64)>,
     /// Score plugins with their weights: consulted by placements, not by the planner.
     pub(super) plugin_scorers: Vec<(PluginSpec, f64)>,
 }
@@ -38,7 +38,7 @@ pub struct Ranked {
 /// The placement pipeline, built once from options and policies and reused for every decision.
 pub struct Placer {
     options: PlacementOptions,
-    filters: Vec<Box<dyn Filter>>,
+    filters: Vec<&'static dyn Filter>,
     policies: BTreeMap<String, CompiledPolicy>,
     pub(super) plugins: Plugins,
     methods: Registry,
@@ -98,7 +98,7 @@ impl Placer {
                     name: format!("policies.{}.{name}", policy.name),
                     message: "unknown scorer".into(),
                 })?;
-                scorers.push(((entry.make)(), w));
+                scorers.push((entry as &dyn Scorer, w));
             }
             policies.insert(
                 policy.name.clone(),
@@ -110,7 +110,7 @@ impl Placer {
             );
         }
         let placer = Self {
-            filters: FILTERS.iter().map(|f| (f.make)()).collect(),
+            filters: FILTERS.iter().map(|&f| f as &dyn Filter).collect(),
             options,
             policies,
             plugins,

@@ -4,7 +4,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::units::{fmt_bytes, fmt_cores};
+use crate::units::{fmt_bytes, fmt_bytes_apart, fmt_cores_apart};
 
 /// One failed filter on one node.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -112,43 +112,42 @@ impl fmt::Display for Reason {
                 total,
                 used,
                 reserve,
-            } => write!(
-                f,
-                "needs {} but {} is available ({} total − {} used − {} reserve)",
-                fmt_bytes(*need),
-                fmt_bytes(*available),
-                fmt_bytes(*total),
-                fmt_bytes(*used),
-                fmt_bytes(*reserve)
-            ),
+            } => {
+                let (need, available) = fmt_bytes_apart(*need, *available);
+                write!(
+                    f,
+                    "needs {need} but {available} is available ({} total − {} used − {} reserve)",
+                    fmt_bytes(*total),
+                    fmt_bytes(*used),
+                    fmt_bytes(*reserve)
+                )
+            }
             Self::MemoryCommitCap {
                 committed,
                 cap,
                 ratio,
-            } => write!(
-                f,
-                "committed memory would be {}, above the cap of {} ({ratio}× total)",
-                fmt_bytes(*committed),
-                fmt_bytes(*cap)
-            ),
-            Self::TooManyCores { need, have } => {
+            } => {
+                let (committed, cap) = fmt_bytes_apart(*committed, *cap);
                 write!(
                     f,
-                    "needs {} vCPUs but the node has {} CPUs",
-                    fmt_cores(*need),
-                    fmt_cores(*have)
+                    "committed memory would be {committed}, above the cap of {cap} ({ratio}× total)"
                 )
+            }
+            Self::TooManyCores { need, have } => {
+                let (need, have) = fmt_cores_apart(*need, *have);
+                write!(f, "needs {need} vCPUs but the node has {have} CPUs")
             }
             Self::VcpuCap {
                 committed,
                 cap,
                 ratio,
-            } => write!(
-                f,
-                "committed vCPUs would be {}, above the cap of {} ({ratio}× CPUs)",
-                fmt_cores(*committed),
-                fmt_cores(*cap)
-            ),
+            } => {
+                let (committed, cap) = fmt_cores_apart(*committed, *cap);
+                write!(
+                    f,
+                    "committed vCPUs would be {committed}, above the cap of {cap} ({ratio}× CPUs)"
+                )
+            }
             Self::NodeRules { rules } => {
                 let parts: Vec<String> = rules
                     .iter()

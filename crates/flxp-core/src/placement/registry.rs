@@ -1,86 +1,165 @@
-//! The one list of filters and scorers. A new filter is one file plus its entry here; a new
-//! scorer is one file plus one line in `scorers/mod.rs`.
+//! The one list of filters and scorers, as data: a built-in filter or scorer is a name, a line for
+//! users and the functions that judge ([`BuiltinFilter`], [`BuiltinScorer`]), as the rebalancing
+//! methods are. A new one is its file plus one line in `filters/mod.rs` or `scorers/mod.rs`.
 
-use super::filters::{
-    affinity, anti_affinity, cpu, maintenance, memory, node_rules, online, selector, taints,
-};
-use super::{Filter, Scorer};
+use super::normalize::by_max;
+use super::{Ctx, Filter, FilterKind, NodeView, Reason, Scorer};
 
-/// A registered filter: name, what it checks, constructor.
-pub struct FilterEntry {
-    /// Stable name.
+/// A built-in filter: its name, a line for users and its checks.
+pub struct BuiltinFilter {
+    /// Stable kebab-case name.
     pub name: &'static str,
-    /// One line for users.
+    /// One line for users (GUIDE, explanations).
     pub doc: &'static str,
-    /// Builds it.
-    pub make: fn() -> Box<dyn Filter>,
+    kind: FilterKind,
+    check: fn(&Ctx, &NodeView) -> Result<(), Reason>,
+    passes: Option<fn(&Ctx, &NodeView) -> bool>,
 }
 
-/// A registered scorer: name, what it prefers, constructor.
-pub struct ScorerEntry {
-    /// Stable name.
-    pub name: &'static str,
-    /// One line for users.
-    pub doc: &'static str,
-    /// Builds it.
-    pub make: fn() -> Box<dyn Scorer>,
+impl BuiltinFilter {
+    /// A filter judging with `check`; whether it passes is derived from it.
+    pub const fn new(
+        name: &'static str,
+        kind: FilterKind,
+        doc: &'static str,
+        check: fn(&Ctx, &NodeView) -> Result<(), Reason>,
+    ) -> Self {
+        Self {
+            name,
+            doc,
+            kind,
+            check,
+            passes: None,
+        }
+    }
+
+    /// With a verdict that skips building the reason (the planner's hot path); must agree with
+    /// the check.
+    pub const fn with_passes(self, passes: fn(&Ctx, &NodeView) -> bool) -> Self {
+        Self {
+            passes: Some(passes),
+            ..self
+        }
+    }
 }
 
-/// Every filter, in the order they run and are explained.
-pub const FILTERS: &[FilterEntry] = &[
-    FilterEntry {
-        name: online::NAME,
-        doc: "the node reports online",
-        make: || Box::new(online::Online),
-    },
-    FilterEntry {
-        name: maintenance::NAME,
-        doc: "the node is not in maintenance",
-        make: || Box::new(maintenance::NotInMaintenance),
-    },
-    FilterEntry {
-        name: memory::NAME,
-        doc: "memory fits: total − used − reserve, and the optional commit cap",
-        make: || Box::new(memory::MemoryFits),
-    },
-    FilterEntry {
-        name: cpu::NAME,
-        doc: "vCPUs not above the node's CPUs, and the optional overcommit cap",
-        make: || Box::new(cpu::CpuFits),
-    },
-    FilterEntry {
-        name: node_rules::NAME,
-        doc: "flxp.node tags, ProxLB pins and strict HA node-affinity allow the node",
-        make: || Box::new(node_rules::NodeRules),
-    },
-    FilterEntry {
-        name: selector::NAME,
-        doc: "the node carries every flxp.select label",
-        make: || Box::new(selector::Selector),
-    },
-    FilterEntry {
-        name: taints::NAME,
-        doc: "every flxp.taint of the node is tolerated",
-        make: || Box::new(taints::Taints),
-    },
-    FilterEntry {
-        name: affinity::NAME,
-        doc: "hard affinity groups run on this node (or nowhere yet)",
-        make: || Box::new(affinity::Affinity),
-    },
-    FilterEntry {
-        name: anti_affinity::NAME,
-        doc: "no member of a hard anti-affinity group runs here",
-        make: || Box::new(anti_affinity::AntiAffinity),
-    },
-];
+impl Filter for BuiltinFilter {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn kind(&self) -> FilterKind {
+        self.kind
+    }
+    fn check(&self, ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
+        (self.check)(ctx, node)
+    }
+    fn passes(&self, ctx: &Ctx, node: &NodeView) -> bool {
+        match self.passes {
+            Some(passes) => passes(ctx, node),
+            None => (self.check)(ctx, node).is_ok(),
+        }
+    }
+}
+
+/// How a built-in scorer scores: node by node, or all feasible nodes at once.
+#[derive(Clone, Copy)]
+enum Score {
+    Each(fn(&Ctx, &NodeView) -> f64),
+    All(fn(&Ctx, &[NodeView]) -> Vec<f64>),
+}
+
+/// A built-in scorer: its name, a line for users and its scoring.
+pub struct BuiltinScorer {
+    /// Stable kebab-case name, used in policies, config and explanations.
+    pub name: &'static str,
+    /// One line for users (GUIDE, config errors).
+    pub doc: &'static str,
+    applies: Option<fn(&Ctx) -> bool>,
+    score: Score,
+    normalize: fn(&mut [f64]),
+}
+
+impl BuiltinScorer {
+    /// A scorer of one node at a time, rescaled proportionally to the best.
+    pub const fn each(
+        name: &'static str,
+        doc: &'static str,
+        score: fn(&Ctx, &NodeView) -> f64,
+    ) -> Self {
+        Self {
+            name,
+            doc,
+            applies: None,
+            score: Score::Each(score),
+            normalize: by_max,
+        }
+    }
+
+    /// A scorer whose node scores depend on the other nodes, rescaled proportionally to the best.
+    pub const fn all(
+        name: &'static str,
+        doc: &'static str,
+        score: fn(&Ctx, &[NodeView]) -> Vec<f64>,
+    ) -> Self {
+        Self {
+            name,
+            doc,
+            applies: None,
+            score: Score::All(score),
+            normalize: by_max,
+        }
+    }
+
+    /// Only consulted for subjects it has something to say about (rule scorers without rules).
+    pub const fn applies_when(self, applies: fn(&Ctx) -> bool) -> Self {
+        Self {
+            applies: Some(applies),
+            ..self
+        }
+    }
+
+    /// With another rescaling to 0..=100 ([`super::min_max`], [`super::as_is`]).
+    pub const fn normalized(self, normalize: fn(&mut [f64])) -> Self {
+        Self { normalize, ..self }
+    }
+}
+
+impl Scorer for BuiltinScorer {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn applies(&self, ctx: &Ctx) -> bool {
+        self.applies.is_none_or(|applies| applies(ctx))
+    }
+    fn score(&self, ctx: &Ctx, node: &NodeView) -> f64 {
+        match self.score {
+            Score::Each(score) => score(ctx, node),
+            Score::All(score) => score(ctx, std::slice::from_ref(node))
+                .first()
+                .copied()
+                .unwrap_or(f64::NAN),
+        }
+    }
+    fn score_all(&self, ctx: &Ctx, nodes: &[NodeView]) -> Vec<f64> {
+        match self.score {
+            Score::Each(score) => nodes.iter().map(|n| score(ctx, n)).collect(),
+            Score::All(score) => score(ctx, nodes),
+        }
+    }
+    fn normalize(&self, scores: &mut [f64]) {
+        (self.normalize)(scores);
+    }
+}
+
+/// Every filter, in the order they run and are explained (listed in `filters/mod.rs`).
+pub static FILTERS: &[&BuiltinFilter] = super::filters::ALL;
 
 /// Every scorer (listed in `scorers/mod.rs`, next to their modules).
-pub const SCORERS: &[ScorerEntry] = super::scorers::ALL;
+pub static SCORERS: &[&BuiltinScorer] = super::scorers::ALL;
 
 /// The registered scorer of a name.
-pub fn scorer(name: &str) -> Option<&'static ScorerEntry> {
-    SCORERS.iter().find(|s| s.name == name)
+pub fn scorer(name: &str) -> Option<&'static BuiltinScorer> {
+    SCORERS.iter().copied().find(|s| s.name == name)
 }
 
 #[cfg(test)]
@@ -88,7 +167,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_are_unique_documented_and_match_the_implementations() {
+    fn names_are_unique_and_documented_in_one_line() {
         let mut names: Vec<&str> = FILTERS
             .iter()
             .map(|f| f.name)
@@ -98,13 +177,9 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), n, "duplicate registration");
-        for f in FILTERS {
-            assert!(!f.doc.is_empty());
-            assert_eq!((f.make)().name(), f.name);
-        }
-        for s in SCORERS {
-            assert!(!s.doc.is_empty());
-            assert_eq!((s.make)().name(), s.name);
+        let docs = FILTERS.iter().map(|f| f.doc);
+        for doc in docs.chain(SCORERS.iter().map(|s| s.doc)) {
+            assert!(!doc.is_empty() && !doc.contains('\n'), "{doc:?}");
         }
     }
 }

@@ -25,28 +25,27 @@ pub struct PlacementRequest {
 /// Checks a requested CPU count: finite, above 0 (Proxmox reads a `cpulimit` of 0 as "no limit",
 /// which a request cannot size) and at most [`MAX_CPUS`]. The error is the sentence after the
 /// field's name.
-pub fn check_cores(cores: f64) -> std::result::Result<f64, String> {
+pub fn check_cores(cores: f64) -> std::result::Result<f64, NotCores> {
     if cores.is_finite() && cores > 0.0 && cores <= MAX_CPUS {
         Ok(cores)
     } else {
-        Err(not_cores(&cores.to_string()))
+        Err(NotCores(cores.to_string()))
     }
 }
 
 /// Reads a requested CPU count from text (`2`, `0.5`), checked as [`check_cores`] does.
-pub fn parse_cores(text: &str) -> std::result::Result<f64, String> {
+pub fn parse_cores(text: &str) -> std::result::Result<f64, NotCores> {
     let text = text.trim();
     text.parse::<f64>()
         .ok()
         .and_then(|cores| check_cores(cores).ok())
-        .ok_or_else(|| not_cores(text))
+        .ok_or_else(|| NotCores(text.to_owned()))
 }
 
-fn not_cores(shown: &str) -> String {
-    format!(
-        "{shown} is not a vCPU count (a number above 0 and at most {MAX_CPUS}, such as 2 or 0.5)"
-    )
-}
+/// A requested CPU count that is not one, as given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0} is not a vCPU count (a number above 0 and at most {MAX_CPUS}, such as 2 or 0.5)")]
+pub struct NotCores(pub String);
 
 /// The thing to place, with everything the filters need to know about it.
 #[derive(Debug, Clone, PartialEq)]
@@ -216,9 +215,16 @@ mod tests {
         assert_eq!(parse_cores(" 2 "), Ok(2.0));
         let hint = "is not a vCPU count (a number above 0 and at most 1048576, such as 2 or 0.5)";
         for bad in ["0", "-1", "abc", "NaN", "inf", "", "1048577"] {
-            assert_eq!(parse_cores(bad), Err(format!("{bad} {hint}")), "{bad}");
+            assert_eq!(
+                parse_cores(bad).map_err(|e| e.to_string()),
+                Err(format!("{bad} {hint}")),
+                "{bad}"
+            );
         }
-        assert_eq!(check_cores(f64::NAN), Err(format!("NaN {hint}")));
+        assert_eq!(
+            check_cores(f64::NAN).map_err(|e| e.to_string()),
+            Err(format!("NaN {hint}"))
+        );
     }
 
     #[test]

@@ -165,7 +165,7 @@ proptest! {
         let ctx = Ctx::new(&c, &rules, &state, placer.options(), &subject);
         // The fast path must agree with the explained one, filter by filter.
         for entry in flxp_core::placement::registry::FILTERS {
-            let f = (entry.make)();
+            let f: &dyn flxp_core::placement::Filter = *entry;
             for n in c.node_indexes() {
                 let view = ctx.view(n);
                 prop_assert_eq!(f.passes(&ctx, &view), f.check(&ctx, &view).is_ok(), "{} on {}", entry.name, c.node(n).name);

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use flxp_core::cluster::Cluster;
 use flxp_core::placement::{Placement, PlacementRequest};
-use flxp_core::units::fmt_bytes;
+use flxp_core::units::{fmt_bytes, fmt_bytes_apart};
 use flxp_pve::types::{
     CloneParams, DeleteParams, GuestKind, ResizeParams, StartParams, StopParams, Upid,
 };
@@ -290,11 +290,10 @@ impl Target<'_> {
             let free =
                 free.saturating_sub(held.on(&req.storage, node, self.is_shared(&req.storage)));
             if free < req.disk_bytes {
+                let (free, need) = fmt_bytes_apart(free, req.disk_bytes);
                 return Err(Unfit::NoRoom(format!(
-                    "storage {:?} has {} free, the disk needs {}",
-                    req.storage,
-                    fmt_bytes(free),
-                    fmt_bytes(req.disk_bytes)
+                    "storage {:?} has {free} free, the disk needs {need}",
+                    req.storage
                 )));
             }
         }

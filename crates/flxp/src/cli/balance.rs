@@ -164,6 +164,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     if let Some(u) = args.usage {
         options.usage = u;
+        if !flxp_core::balance::methods::reads_usage(options.method) {
+            // Said, not refused: the flag may come from a wrapper script that also picks methods.
+            crate::output::tell(format!(
+                "warning: --usage is ignored by method {}: only {} and {} balance on it",
+                options.method,
+                flxp_core::balance::methods::pve_bruteforce::NAME,
+                flxp_core::balance::methods::pve_topsis::NAME,
+            ));
+        }
     }
     if let Some(secs) = args.effort {
         options.effort_secs = secs;
@@ -196,7 +205,7 @@ pub fn carry_out(
             (plan_on(&model, &placer, goal)?, None)
         }
         (None, Some(zone)) => {
-            config.zone(zone).map_err(UsageError)?;
+            config.zone(zone).map_err(UsageError::from)?;
             let client = config.client(zone)?;
             let api: flxp_pve::Pve = client.into();
             let executor = Executor::new(zone.clone(), api.clone(), Arc::clone(&placer))

@@ -102,14 +102,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
             (c, None, Vec::new())
         }
         (None, Some(zone)) if args.wake.is_some() => {
-            config.zone(zone).map_err(UsageError)?;
+            config.zone(zone).map_err(UsageError::from)?;
             return wake(&config, &args, zone, placer);
         }
         (_, None) if args.wake.is_some() => {
             return Err(UsageError("--wake needs --zone Z".into()).into());
         }
         (None, Some(zone)) => {
-            config.zone(zone).map_err(UsageError)?;
+            config.zone(zone).map_err(UsageError::from)?;
             let api: flxp_pve::Pve = config.client(zone)?.into();
             let executor = Executor::new(zone.clone(), api.clone(), Arc::clone(&placer))
                 .with_overrides(config.overrides(zone))

@@ -56,7 +56,7 @@ pub fn zones(config: &Config) -> Result<Vec<Zone>> {
     names
         .into_iter()
         .map(|name| {
-            config.zone(&name).map_err(UsageError)?;
+            config.zone(&name).map_err(UsageError::from)?;
             let client = config.client(&name)?;
             Ok(Zone {
                 overrides: config.overrides(&name),

@@ -54,7 +54,7 @@ pub fn now() -> i64 {
 
 /// Takes a live snapshot of a zone.
 pub fn live_snapshot(config: &Config, zone: &str) -> Result<Snapshot> {
-    config.zone(zone).map_err(UsageError)?;
+    config.zone(zone).map_err(UsageError::from)?;
     let client = config.client(zone)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

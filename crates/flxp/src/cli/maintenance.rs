@@ -32,7 +32,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         config: args.config.clone(),
     };
     let config = load::config(&source)?;
-    config.zone(&args.zone).map_err(UsageError)?;
+    config.zone(&args.zone).map_err(UsageError::from)?;
     let api: flxp_pve::Pve = config.client(&args.zone)?.into();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -74,6 +74,12 @@ enum Command {
 #[error("{0}")]
 pub struct UsageError(pub String);
 
+impl From<crate::config::UnknownZone> for UsageError {
+    fn from(e: crate::config::UnknownZone) -> Self {
+        Self(e.to_string())
+    }
+}
+
 /// Exit code 3: nothing can satisfy the request (no node fits, no safe plan).
 pub const UNSATISFIABLE: u8 = 3;
 

@@ -22,7 +22,7 @@ pub struct Args {
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8006")]
     pub listen: SocketAddr,
     /// Accept this API token (repeatable). With none here or in the scenario, one is generated.
-    #[arg(long, value_name = "USER@REALM!ID=SECRET")]
+    #[arg(long, value_name = "USER@REALM!TOKENID=SECRET")]
     pub token: Vec<String>,
     /// Serve plain HTTP instead of HTTPS.
     #[arg(long)]

@@ -595,17 +595,30 @@ impl Config {
     }
 
     /// A zone by name; the error lists the known zones.
-    pub fn zone(&self, name: &str) -> Result<&ZoneConfig, String> {
-        self.zones.get(name).ok_or_else(|| {
-            if self.zones.is_empty() {
-                format!("zone {name:?} is not defined: the config file has no [zones.<name>] table")
-            } else {
-                format!(
-                    "zone {name:?} is not defined; zones: {}",
-                    self.zones.keys().cloned().collect::<Vec<_>>().join(", ")
-                )
-            }
+    pub fn zone(&self, name: &str) -> Result<&ZoneConfig, UnknownZone> {
+        self.zones.get(name).ok_or_else(|| UnknownZone {
+            name: name.to_owned(),
+            known: self.zones.keys().cloned().collect(),
         })
+    }
+}
+
+/// A zone the config file does not define.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("zone {name:?} is not defined{}", zones_defined(.known))]
+pub struct UnknownZone {
+    /// The zone asked for.
+    pub name: String,
+    /// The defined zones, by name.
+    pub known: Vec<String>,
+}
+
+/// The end of [`UnknownZone`]'s message: which zones there are.
+fn zones_defined(known: &[String]) -> String {
+    if known.is_empty() {
+        ": the config file has no [zones.<name>] table".to_owned()
+    } else {
+        format!("; zones: {}", known.join(", "))
     }
 }
 

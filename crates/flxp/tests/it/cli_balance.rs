@@ -516,3 +516,28 @@ fn a_plan_that_moves_nothing_counts_why_in_json_and_for_people() {
         assert!(!out.contains("no bundle can move"), "{out}");
     }
 }
+
+#[test]
+fn usage_with_a_method_that_ignores_it_is_a_warning_naming_the_flag() {
+    let f = example("pvesh-4node.json");
+    let f = f.to_str().unwrap();
+    let args = |method| {
+        [
+            "balance",
+            "--from-file",
+            f,
+            "--usage",
+            "static",
+            "--method",
+            method,
+        ]
+    };
+    let (code, _, err) = run(&args("flxp"));
+    assert_ne!(code, 2, "{err}");
+    assert!(
+        err.contains("warning: --usage is ignored by method flxp"),
+        "{err}"
+    );
+    let (_, _, err) = run(&args("pve-topsis"));
+    assert!(!err.contains("--usage"), "{err}");
+}

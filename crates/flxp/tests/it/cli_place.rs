@@ -330,3 +330,29 @@ fn pve_dynamic_spreads_a_burst_of_starts_over_the_guests_ha_is_starting() {
         .collect();
     assert_eq!(order, ["node3", "node2", "node1"], "{out}");
 }
+
+#[test]
+fn a_refusal_never_prints_the_need_and_the_room_as_the_same_figure() {
+    // 2458 MiB asked, 2457 MiB available: both are "2.4 GiB" at one decimal.
+    let (_d, f) = temp_file(
+        "s.json",
+        r#"[{"id":"node/a","type":"node","node":"a","status":"online","maxmem":8589934592,"mem":6013583360,"maxcpu":8,"cpu":0.1}]"#,
+    );
+    let (code, out, err) = run(&[
+        "place",
+        "--from-file",
+        f.to_str().unwrap(),
+        "--memory",
+        "2458M",
+        "--cores",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(code, 3, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let reason = v["candidates"][0]["reasons"][0].as_str().unwrap();
+    assert!(
+        reason.starts_with("memory: needs 2.400 GiB but 2.399 GiB is available"),
+        "{reason}"
+    );
+}

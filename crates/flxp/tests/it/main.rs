@@ -8,6 +8,7 @@ mod cli_evacuate;
 mod cli_place;
 mod cli_replicas;
 mod cli_setup;
+mod cli_sim;
 mod cli_status;
 mod dashboard;
 mod docs;

@@ -66,6 +66,12 @@ impl BalanceMethod for Builtin {
     }
 }
 
+/// Whether a method balances on [`BalanceOptions::usage`] (`--usage`): Proxmox's methods do; the
+/// others weigh their own figures, so the option means nothing to them.
+pub fn reads_usage(method: MethodName) -> bool {
+    method == pve_bruteforce::NAME || method == pve_topsis::NAME
+}
+
 /// Declares each method's module and lists it in [`BUILTIN`], so a method is one line here.
 macro_rules! methods {
     ($($module:ident :: $method:ident),* $(,)?) => {

@@ -2,40 +2,33 @@
 //! resource-affinity). Running members decide the node: the one holding most of them (ties: first
 //! by name, as Proxmox picks). A group with no running member elsewhere constrains nothing.
 
-use crate::placement::{Ctx, Filter, FilterKind, NodeView, Reason};
+use crate::placement::registry::BuiltinFilter;
+use crate::placement::{Ctx, FilterKind, NodeView, Reason};
 
 /// Registered name.
 pub const NAME: &str = "affinity";
 
 /// Rejects nodes other than the one each hard affinity group runs on.
-#[derive(Debug, Default)]
-pub struct Affinity;
+pub static FILTER: BuiltinFilter = BuiltinFilter::new(NAME, FilterKind::Rule, "hard affinity groups run on this node (or nowhere yet)", check).with_passes(passes);
 
-impl Filter for Affinity {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn kind(&self) -> FilterKind {
-        FilterKind::Rule
-    }
-    fn passes(&self, ctx: &Ctx, node: &NodeView) -> bool {
-        ctx.affinity
-            .iter()
-            .all(|p| p.majority().is_none_or(|t| t == node.idx))
-    }
-    fn check(&self, ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
-        for p in &ctx.affinity {
-            if let Some(target) = p.majority() {
-                if target != node.idx {
-                    return Err(Reason::AffinityElsewhere {
-                        group: ctx.rules.group(p.group).name.clone(),
-                        node: ctx.cluster.node(target).name.clone(),
-                    });
-                }
+fn passes(ctx: &Ctx, node: &NodeView) -> bool {
+    ctx.affinity
+        .iter()
+        .all(|p| p.majority().is_none_or(|t| t == node.idx))
+}
+
+fn check(ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
+    for p in &ctx.affinity {
+        if let Some(target) = p.majority() {
+            if target != node.idx {
+                return Err(Reason::AffinityElsewhere {
+                    group: ctx.rules.group(p.group).name.clone(),
+                    node: ctx.cluster.node(target).name.clone(),
+                });
             }
         }
-        Ok(())
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -54,9 +47,9 @@ mod tests {
             .build();
         let o = PlacementOptions::default();
         let s = new_vm(&c, GIB, 1, &["flxp.affinity.app"]);
-        assert_eq!(verdict(&Affinity, &c, &s, &o, "b"), Ok(()));
+        assert_eq!(verdict(&FILTER, &c, &s, &o, "b"), Ok(()));
         assert_eq!(
-            verdict(&Affinity, &c, &s, &o, "c"),
+            verdict(&FILTER, &c, &s, &o, "c"),
             Err(Reason::AffinityElsewhere {
                 group: "flxp.affinity.app".into(),
                 node: "b".into()
@@ -76,7 +69,7 @@ mod tests {
         let o = PlacementOptions::default();
         assert_eq!(
             verdict(
-                &Affinity,
+                &FILTER,
                 &c,
                 &new_vm(&c, GIB, 1, &["flxp.affinity.app"]),
                 &o,
@@ -86,7 +79,7 @@ mod tests {
         );
         assert_eq!(
             verdict(
-                &Affinity,
+                &FILTER,
                 &c,
                 &new_vm(&c, GIB, 1, &["flxp.affinity.other"]),
                 &o,

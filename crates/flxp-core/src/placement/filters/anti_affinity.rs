@@ -1,43 +1,36 @@
 //! `anti-affinity`: hard anti-affinity groups (`flxp.anti-affinity.<g>`, `plb_anti_affinity_<x>`,
 //! negative HA resource-affinity). A node with a running member takes no other member.
 
-use crate::placement::{Ctx, Filter, FilterKind, NodeView, Reason};
+use crate::placement::registry::BuiltinFilter;
+use crate::placement::{Ctx, FilterKind, NodeView, Reason};
 
 /// Registered name.
 pub const NAME: &str = "anti-affinity";
 
 /// Rejects nodes already running a member of one of the subject's hard anti-affinity groups.
-#[derive(Debug, Default)]
-pub struct AntiAffinity;
+pub static FILTER: BuiltinFilter = BuiltinFilter::new(NAME, FilterKind::Rule, "no member of a hard anti-affinity group runs here", check).with_passes(passes);
 
-impl Filter for AntiAffinity {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn kind(&self) -> FilterKind {
-        FilterKind::Rule
-    }
-    fn passes(&self, ctx: &Ctx, node: &NodeView) -> bool {
-        ctx.anti_affinity.iter().all(|p| p.on(node.idx).is_empty())
-    }
-    fn check(&self, ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
-        for p in &ctx.anti_affinity {
-            let here = p.on(node.idx);
-            if !here.is_empty() {
-                return Err(Reason::AntiAffinity {
-                    group: ctx.rules.group(p.group).name.clone(),
-                    vmids: here.to_vec(),
-                });
-            }
+fn passes(ctx: &Ctx, node: &NodeView) -> bool {
+    ctx.anti_affinity.iter().all(|p| p.on(node.idx).is_empty())
+}
+
+fn check(ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
+    for p in &ctx.anti_affinity {
+        let here = p.on(node.idx);
+        if !here.is_empty() {
+            return Err(Reason::AntiAffinity {
+                group: ctx.rules.group(p.group).name.clone(),
+                vmids: here.to_vec(),
+            });
         }
-        Ok(())
     }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::placement::PlacementOptions;
+    use crate::placement::{Filter, PlacementOptions};
     use crate::placement::filters::testing::*;
     use crate::testutil::*;
 
@@ -51,18 +44,18 @@ mod tests {
         let o = PlacementOptions::default();
         let s = new_vm(&c, GIB, 1, &["flxp.anti-affinity.web"]);
         assert_eq!(
-            verdict(&AntiAffinity, &c, &s, &o, "a"),
+            verdict(&FILTER, &c, &s, &o, "a"),
             Err(Reason::AntiAffinity {
                 group: "flxp.anti-affinity.web".into(),
                 vmids: vec![101]
             })
         );
         assert_eq!(
-            verdict(&AntiAffinity, &c, &s, &o, "b"),
+            verdict(&FILTER, &c, &s, &o, "b"),
             Ok(()),
             "stopped members do not count"
         );
-        assert_eq!(verdict(&AntiAffinity, &c, &s, &o, "c"), Ok(()));
+        assert_eq!(verdict(&FILTER, &c, &s, &o, "c"), Ok(()));
     }
 
     #[test]
@@ -84,7 +77,7 @@ mod tests {
         let opts = o();
         let ctx = Ctx::new(&c, &rules, &state, &opts, &s);
         assert!(
-            AntiAffinity
+            FILTER
                 .check(&ctx, &ctx.view(c.node_idx("a").unwrap()))
                 .is_err()
         );

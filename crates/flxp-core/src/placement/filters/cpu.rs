@@ -1,47 +1,39 @@
 //! `cpu`: the subject's vCPUs are not more than the node's CPUs, and (optionally) the vCPU
 //! overcommit cap holds.
 
-use crate::placement::{Ctx, Filter, FilterKind, NodeView, Reason};
+use crate::placement::registry::BuiltinFilter;
+use crate::placement::{Ctx, FilterKind, NodeView, Reason};
 
 /// Registered name.
 pub const NAME: &str = "cpu";
 
 /// Rejects nodes with fewer CPUs than the subject's vCPUs, or over the overcommit cap.
-#[derive(Debug, Default)]
-pub struct CpuFits;
+pub static FILTER: BuiltinFilter = BuiltinFilter::new(NAME, FilterKind::Resource, "vCPUs not above the node's CPUs, and the optional overcommit cap", check);
 
-impl Filter for CpuFits {
-    fn name(&self) -> &'static str {
-        NAME
+fn check(ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
+    // An offline node has no stats to judge: `online` alone explains it.
+    if !node.node.is_online() {
+        return Ok(());
     }
-    fn kind(&self) -> FilterKind {
-        FilterKind::Resource
+    let have = node.node.maxcpu;
+    if ctx.subject.cores > have {
+        return Err(Reason::TooManyCores {
+            need: ctx.subject.cores,
+            have,
+        });
     }
-    fn check(&self, ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
-        // An offline node has no stats to judge: `online` alone explains it.
-        if !node.node.is_online() {
-            return Ok(());
-        }
-        let have = node.node.maxcpu;
-        if ctx.subject.cores > have {
-            return Err(Reason::TooManyCores {
-                need: ctx.subject.cores,
-                have,
+    if let Some(ratio) = ctx.options.max_vcpu_ratio {
+        let cap = have * ratio;
+        let committed = node.usage.committed_cpus + ctx.subject.committed_cpus;
+        if committed > cap + 1e-9 {
+            return Err(Reason::VcpuCap {
+                committed,
+                cap,
+                ratio,
             });
         }
-        if let Some(ratio) = ctx.options.max_vcpu_ratio {
-            let cap = have * ratio;
-            let committed = node.usage.committed_cpus + ctx.subject.committed_cpus;
-            if committed > cap + 1e-9 {
-                return Err(Reason::VcpuCap {
-                    committed,
-                    cap,
-                    ratio,
-                });
-            }
-        }
-        Ok(())
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -56,11 +48,11 @@ mod tests {
         let c = ClusterBuilder::new().node(node("a").cpus(4.0)).build();
         let o = PlacementOptions::default();
         assert_eq!(
-            verdict(&CpuFits, &c, &new_vm(&c, GIB, 4, &[]), &o, "a"),
+            verdict(&FILTER, &c, &new_vm(&c, GIB, 4, &[]), &o, "a"),
             Ok(())
         );
         assert_eq!(
-            verdict(&CpuFits, &c, &new_vm(&c, GIB, 5, &[]), &o, "a"),
+            verdict(&FILTER, &c, &new_vm(&c, GIB, 5, &[]), &o, "a"),
             Err(Reason::TooManyCores {
                 need: 5.0,
                 have: 4.0
@@ -80,12 +72,12 @@ mod tests {
             ..PlacementOptions::default()
         };
         assert_eq!(
-            verdict(&CpuFits, &c, &new_vm(&c, GIB, 4, &[]), &o, "a"),
+            verdict(&FILTER, &c, &new_vm(&c, GIB, 4, &[]), &o, "a"),
             Ok(())
         );
         assert_eq!(
             verdict(
-                &CpuFits,
+                &FILTER,
                 &c,
                 &new_vm(&c, GIB, 4, &[]),
                 &PlacementOptions {

@@ -1,37 +1,30 @@
 //! `maintenance`: a node being emptied takes nothing new.
 
-use crate::placement::{Ctx, Filter, FilterKind, NodeView, Reason};
+use crate::placement::registry::BuiltinFilter;
+use crate::placement::{Ctx, FilterKind, NodeView, Reason};
 
 /// Registered name.
 pub const NAME: &str = "maintenance";
 
 /// Rejects nodes in maintenance (notes, Proxmox HA, or requested).
-#[derive(Debug, Default)]
-pub struct NotInMaintenance;
+pub static FILTER: BuiltinFilter = BuiltinFilter::new(NAME, FilterKind::Rule, "the node is not in maintenance", check).with_passes(passes);
 
-impl Filter for NotInMaintenance {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn kind(&self) -> FilterKind {
-        FilterKind::Rule
-    }
-    fn passes(&self, _ctx: &Ctx, node: &NodeView) -> bool {
-        !node.node.in_maintenance()
-    }
-    fn check(&self, _ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
-        if node.node.in_maintenance() {
-            Err(Reason::Maintenance {
-                sources: node
-                    .node
-                    .maintenance
-                    .iter()
-                    .map(|m| m.describe().to_owned())
-                    .collect(),
-            })
-        } else {
-            Ok(())
-        }
+fn passes(_ctx: &Ctx, node: &NodeView) -> bool {
+    !node.node.in_maintenance()
+}
+
+fn check(_ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
+    if node.node.in_maintenance() {
+        Err(Reason::Maintenance {
+            sources: node
+                .node
+                .maintenance
+                .iter()
+                .map(|m| m.describe().to_owned())
+                .collect(),
+        })
+    } else {
+        Ok(())
     }
 }
 
@@ -51,14 +44,14 @@ mod tests {
             .build();
         let s = new_vm(&c, GIB, 1, &[]);
         let o = PlacementOptions::default();
-        let a = verdict(&NotInMaintenance, &c, &s, &o, "a")
+        let a = verdict(&FILTER, &c, &s, &o, "a")
             .unwrap_err()
             .to_string();
         assert!(a.contains("flxp.maintenance in node notes"), "{a}");
-        let b = verdict(&NotInMaintenance, &c, &s, &o, "b")
+        let b = verdict(&FILTER, &c, &s, &o, "b")
             .unwrap_err()
             .to_string();
         assert!(b.contains("Proxmox HA"), "{b}");
-        assert_eq!(verdict(&NotInMaintenance, &c, &s, &o, "c"), Ok(()));
+        assert_eq!(verdict(&FILTER, &c, &s, &o, "c"), Ok(()));
     }
 }

@@ -4,14 +4,14 @@
 //! Available memory is total − used − reserve, where used is what the node reports (Proxmox's
 //! `mem` = MemTotal − MemAvailable) adjusted by planned moves.
 
-use crate::placement::{Ctx, Filter, FilterKind, NodeView, Reason};
+use crate::placement::registry::BuiltinFilter;
+use crate::placement::{Ctx, FilterKind, NodeView, Reason};
 
 /// Registered name.
 pub const NAME: &str = "memory";
 
 /// Rejects nodes without room for the subject's memory.
-#[derive(Debug, Default)]
-pub struct MemoryFits;
+pub static FILTER: BuiltinFilter = BuiltinFilter::new(NAME, FilterKind::Resource, "memory fits: total − used − reserve, and the optional commit cap", check);
 
 /// Bytes a node can still give: total − used − reserve, never below zero.
 pub fn available(ctx: &Ctx, node: &NodeView) -> u64 {
@@ -21,42 +21,34 @@ pub fn available(ctx: &Ctx, node: &NodeView) -> u64 {
         .saturating_sub(ctx.options.reserve_for(node.node))
 }
 
-impl Filter for MemoryFits {
-    fn name(&self) -> &'static str {
-        NAME
+fn check(ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
+    // An offline node has no stats to judge: `online` alone explains it.
+    if !node.node.is_online() {
+        return Ok(());
     }
-    fn kind(&self) -> FilterKind {
-        FilterKind::Resource
+    let need = ctx.subject.memory;
+    let available = available(ctx, node);
+    if need > available {
+        return Err(Reason::InsufficientMemory {
+            need,
+            available,
+            total: node.node.maxmem,
+            used: node.usage.mem,
+            reserve: ctx.options.reserve_for(node.node),
+        });
     }
-    fn check(&self, ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
-        // An offline node has no stats to judge: `online` alone explains it.
-        if !node.node.is_online() {
-            return Ok(());
-        }
-        let need = ctx.subject.memory;
-        let available = available(ctx, node);
-        if need > available {
-            return Err(Reason::InsufficientMemory {
-                need,
-                available,
-                total: node.node.maxmem,
-                used: node.usage.mem,
-                reserve: ctx.options.reserve_for(node.node),
+    if let Some(ratio) = ctx.options.max_memory_commit {
+        let cap = (node.node.maxmem as f64 * ratio) as u64;
+        let committed = node.usage.committed_mem + ctx.subject.committed_mem;
+        if committed > cap {
+            return Err(Reason::MemoryCommitCap {
+                committed,
+                cap,
+                ratio,
             });
         }
-        if let Some(ratio) = ctx.options.max_memory_commit {
-            let cap = (node.node.maxmem as f64 * ratio) as u64;
-            let committed = node.usage.committed_mem + ctx.subject.committed_mem;
-            if committed > cap {
-                return Err(Reason::MemoryCommitCap {
-                    committed,
-                    cap,
-                    ratio,
-                });
-            }
-        }
-        Ok(())
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -79,10 +71,10 @@ mod tests {
         let c = cluster();
         let o = PlacementOptions::default();
         assert_eq!(
-            verdict(&MemoryFits, &c, &new_vm(&c, 6 * GIB, 1, &[]), &o, "a"),
+            verdict(&FILTER, &c, &new_vm(&c, 6 * GIB, 1, &[]), &o, "a"),
             Ok(())
         );
-        let err = verdict(&MemoryFits, &c, &new_vm(&c, 6 * GIB + 1, 1, &[]), &o, "a").unwrap_err();
+        let err = verdict(&FILTER, &c, &new_vm(&c, 6 * GIB + 1, 1, &[]), &o, "a").unwrap_err();
         assert_eq!(
             err,
             Reason::InsufficientMemory {
@@ -95,7 +87,7 @@ mod tests {
         );
         assert_eq!(
             err.to_string(),
-            "needs 6.0 GiB but 6.0 GiB is available (16.0 GiB total − 10.0 GiB used − 0 B reserve)"
+            "needs 6442450945 B but 6442450944 B is available (16.0 GiB total − 10.0 GiB used − 0 B reserve)"
         );
     }
 
@@ -106,10 +98,10 @@ mod tests {
             reserve_bytes: GIB,
             ..PlacementOptions::default()
         };
-        assert!(verdict(&MemoryFits, &c, &new_vm(&c, 6 * GIB, 1, &[]), &o, "a").is_err());
+        assert!(verdict(&FILTER, &c, &new_vm(&c, 6 * GIB, 1, &[]), &o, "a").is_err());
         o.node_reserve_bytes.insert("a".into(), 0);
         assert_eq!(
-            verdict(&MemoryFits, &c, &new_vm(&c, 6 * GIB, 1, &[]), &o, "a"),
+            verdict(&FILTER, &c, &new_vm(&c, 6 * GIB, 1, &[]), &o, "a"),
             Ok(())
         );
     }
@@ -123,10 +115,10 @@ mod tests {
         };
         // b: 8 GiB committed + 8 GiB = 16 GiB = cap: fits; one byte more does not.
         assert_eq!(
-            verdict(&MemoryFits, &c, &new_vm(&c, 8 * GIB, 1, &[]), &o, "b"),
+            verdict(&FILTER, &c, &new_vm(&c, 8 * GIB, 1, &[]), &o, "b"),
             Ok(())
         );
-        let err = verdict(&MemoryFits, &c, &new_vm(&c, 8 * GIB + 1, 1, &[]), &o, "b").unwrap_err();
+        let err = verdict(&FILTER, &c, &new_vm(&c, 8 * GIB + 1, 1, &[]), &o, "b").unwrap_err();
         assert!(
             matches!(err, Reason::MemoryCommitCap { cap, .. } if cap == 16 * GIB),
             "{err:?}"

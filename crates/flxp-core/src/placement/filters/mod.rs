@@ -1,14 +1,29 @@
-//! Hard filters, one file each. Registered in `../registry.rs`.
+//! Hard filters, one file each defining a [`BuiltinFilter`] as `FILTER`, listed once below;
+//! `../registry.rs` serves the list.
 
-pub mod affinity;
-pub mod anti_affinity;
-pub mod cpu;
-pub mod maintenance;
-pub mod memory;
-pub mod node_rules;
-pub mod online;
-pub mod selector;
-pub mod taints;
+use super::registry::BuiltinFilter;
+
+/// Declares each filter module and lists its filter in [`ALL`], one line per module.
+macro_rules! filters {
+    ($($module:ident :: $filter:ident),* $(,)?) => {
+        $(pub mod $module;)*
+
+        /// Every filter, in the order they run and are explained.
+        pub static ALL: &[&BuiltinFilter] = &[$(&$module::$filter),*];
+    };
+}
+
+filters! {
+    online::FILTER,
+    maintenance::FILTER,
+    memory::FILTER,
+    cpu::FILTER,
+    node_rules::FILTER,
+    selector::FILTER,
+    taints::FILTER,
+    affinity::FILTER,
+    anti_affinity::FILTER,
+}
 
 #[cfg(test)]
 pub(crate) mod testing {

@@ -1,44 +1,37 @@
 //! `node-rules`: `flxp.node.<node>` tags, ProxLB pins and strict HA node-affinity. A node must be
 //! allowed by every one of them.
 
-use crate::placement::{Ctx, Filter, FilterKind, NodeView, Reason};
+use crate::placement::registry::BuiltinFilter;
+use crate::placement::{Ctx, FilterKind, NodeView, Reason};
 
 /// Registered name.
 pub const NAME: &str = "node-rules";
 
 /// Rejects nodes that a hard node rule does not allow.
-#[derive(Debug, Default)]
-pub struct NodeRules;
+pub static FILTER: BuiltinFilter = BuiltinFilter::new(NAME, FilterKind::Rule, "flxp.node tags, ProxLB pins and strict HA node-affinity allow the node", check).with_passes(passes);
 
-impl Filter for NodeRules {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn kind(&self) -> FilterKind {
-        FilterKind::Rule
-    }
-    fn passes(&self, ctx: &Ctx, node: &NodeView) -> bool {
-        ctx.subject.rules.allows(node.idx)
-    }
-    fn check(&self, ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
-        let refusing: Vec<(String, Vec<String>)> = ctx
-            .subject
-            .rules
-            .rules_refusing(node.idx)
-            .map(|r| {
-                let nodes = r
-                    .nodes
-                    .iter()
-                    .map(|&n| ctx.cluster.node(n).name.clone())
-                    .collect();
-                (r.rule.clone(), nodes)
-            })
-            .collect();
-        if refusing.is_empty() {
-            Ok(())
-        } else {
-            Err(Reason::NodeRules { rules: refusing })
-        }
+fn passes(ctx: &Ctx, node: &NodeView) -> bool {
+    ctx.subject.rules.allows(node.idx)
+}
+
+fn check(ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
+    let refusing: Vec<(String, Vec<String>)> = ctx
+        .subject
+        .rules
+        .rules_refusing(node.idx)
+        .map(|r| {
+            let nodes = r
+                .nodes
+                .iter()
+                .map(|&n| ctx.cluster.node(n).name.clone())
+                .collect();
+            (r.rule.clone(), nodes)
+        })
+        .collect();
+    if refusing.is_empty() {
+        Ok(())
+    } else {
+        Err(Reason::NodeRules { rules: refusing })
     }
 }
 
@@ -55,11 +48,11 @@ mod tests {
         let o = PlacementOptions::default();
         let s = new_vm(&c, GIB, 1, &["flxp.node.a", "flxp.node.b", "plb_pin_b"]);
         assert!(
-            verdict(&NodeRules, &c, &s, &o, "a").is_err(),
+            verdict(&FILTER, &c, &s, &o, "a").is_err(),
             "the pin excludes a"
         );
-        assert_eq!(verdict(&NodeRules, &c, &s, &o, "b"), Ok(()));
-        let err = verdict(&NodeRules, &c, &s, &o, "c")
+        assert_eq!(verdict(&FILTER, &c, &s, &o, "b"), Ok(()));
+        let err = verdict(&FILTER, &c, &s, &o, "c")
             .unwrap_err()
             .to_string();
         assert_eq!(err, "flxp.node allows only {a, b}; plb_pin allows only {b}");

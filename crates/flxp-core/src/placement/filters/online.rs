@@ -2,37 +2,30 @@
 //! whose HA node state is `online` too (or `maintenance`, which the maintenance filter judges):
 //! a node HA is fencing or has lost track of may be gone at any moment.
 
-use crate::placement::{Ctx, Filter, FilterKind, NodeView, Reason};
+use crate::placement::registry::BuiltinFilter;
+use crate::placement::{Ctx, FilterKind, NodeView, Reason};
 
 /// Registered name.
 pub const NAME: &str = "online";
 
 /// Rejects nodes that are offline or unknown.
-#[derive(Debug, Default)]
-pub struct Online;
+pub static FILTER: BuiltinFilter = BuiltinFilter::new(NAME, FilterKind::Availability, "the node reports online", check).with_passes(passes);
 
-impl Filter for Online {
-    fn name(&self) -> &'static str {
-        NAME
+fn passes(_ctx: &Ctx, node: &NodeView) -> bool {
+    node.node.is_online() && node.node.ha_lost().is_none()
+}
+
+fn check(_ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
+    if !node.node.is_online() {
+        return Err(Reason::NotOnline {
+            status: node.node.status.as_str().to_owned(),
+        });
     }
-    fn kind(&self) -> FilterKind {
-        FilterKind::Availability
-    }
-    fn passes(&self, _ctx: &Ctx, node: &NodeView) -> bool {
-        node.node.is_online() && node.node.ha_lost().is_none()
-    }
-    fn check(&self, _ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
-        if !node.node.is_online() {
-            return Err(Reason::NotOnline {
-                status: node.node.status.as_str().to_owned(),
-            });
-        }
-        match node.node.ha_lost() {
-            Some(state) => Err(Reason::HaNotOnline {
-                state: state.to_owned(),
-            }),
-            None => Ok(()),
-        }
+    match node.node.ha_lost() {
+        Some(state) => Err(Reason::HaNotOnline {
+            state: state.to_owned(),
+        }),
+        None => Ok(()),
     }
 }
 
@@ -51,9 +44,9 @@ mod tests {
             .build();
         let s = new_vm(&c, GIB, 1, &[]);
         let o = PlacementOptions::default();
-        assert_eq!(verdict(&Online, &c, &s, &o, "a"), Ok(()));
+        assert_eq!(verdict(&FILTER, &c, &s, &o, "a"), Ok(()));
         assert_eq!(
-            verdict(&Online, &c, &s, &o, "b"),
+            verdict(&FILTER, &c, &s, &o, "b"),
             Err(Reason::NotOnline {
                 status: "offline".into()
             })
@@ -69,14 +62,14 @@ mod tests {
         }
         let s = new_vm(&c, GIB, 1, &[]);
         let o = PlacementOptions::default();
-        assert_eq!(verdict(&Online, &c, &s, &o, "a"), Ok(()));
+        assert_eq!(verdict(&FILTER, &c, &s, &o, "a"), Ok(()));
         assert_eq!(
-            verdict(&Online, &c, &s, &o, "b"),
+            verdict(&FILTER, &c, &s, &o, "b"),
             Err(Reason::HaNotOnline {
                 state: "fence".into()
             })
         );
-        assert!(verdict(&Online, &c, &s, &o, "c").is_err());
-        assert_eq!(verdict(&Online, &c, &s, &o, "d"), Ok(()), "no HA in use");
+        assert!(verdict(&FILTER, &c, &s, &o, "c").is_err());
+        assert_eq!(verdict(&FILTER, &c, &s, &o, "d"), Ok(()), "no HA in use");
     }
 }

@@ -1,42 +1,35 @@
 //! `selector`: `flxp.select.<label>` tags; a node must carry every selected label.
 
-use crate::placement::{Ctx, Filter, FilterKind, NodeView, Reason};
+use crate::placement::registry::BuiltinFilter;
+use crate::placement::{Ctx, FilterKind, NodeView, Reason};
 
 /// Registered name.
 pub const NAME: &str = "selector";
 
 /// Rejects nodes lacking a selected label.
-#[derive(Debug, Default)]
-pub struct Selector;
+pub static FILTER: BuiltinFilter = BuiltinFilter::new(NAME, FilterKind::Rule, "the node carries every flxp.select label", check).with_passes(passes);
 
-impl Filter for Selector {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn kind(&self) -> FilterKind {
-        FilterKind::Rule
-    }
-    fn passes(&self, ctx: &Ctx, node: &NodeView) -> bool {
-        ctx.subject
-            .rules
-            .selectors
-            .iter()
-            .all(|l| node.node.labels.contains(l))
-    }
-    fn check(&self, ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
-        let missing: Vec<String> = ctx
-            .subject
-            .rules
-            .selectors
-            .iter()
-            .filter(|l| !node.node.labels.contains(*l))
-            .cloned()
-            .collect();
-        if missing.is_empty() {
-            Ok(())
-        } else {
-            Err(Reason::MissingLabels { labels: missing })
-        }
+fn passes(ctx: &Ctx, node: &NodeView) -> bool {
+    ctx.subject
+        .rules
+        .selectors
+        .iter()
+        .all(|l| node.node.labels.contains(l))
+}
+
+fn check(ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
+    let missing: Vec<String> = ctx
+        .subject
+        .rules
+        .selectors
+        .iter()
+        .filter(|l| !node.node.labels.contains(*l))
+        .cloned()
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(Reason::MissingLabels { labels: missing })
     }
 }
 
@@ -55,9 +48,9 @@ mod tests {
             .build();
         let o = PlacementOptions::default();
         let s = new_vm(&c, GIB, 1, &["flxp.select.ssd", "flxp.select.eu"]);
-        assert_eq!(verdict(&Selector, &c, &s, &o, "a"), Ok(()));
+        assert_eq!(verdict(&FILTER, &c, &s, &o, "a"), Ok(()));
         assert_eq!(
-            verdict(&Selector, &c, &s, &o, "b"),
+            verdict(&FILTER, &c, &s, &o, "b"),
             Err(Reason::MissingLabels {
                 labels: vec!["eu".into()]
             })

@@ -3,14 +3,14 @@
 
 use crate::cluster::Node;
 use crate::constraints::GuestRules;
-use crate::placement::{Ctx, Filter, FilterKind, NodeView, Reason};
+use crate::placement::registry::BuiltinFilter;
+use crate::placement::{Ctx, FilterKind, NodeView, Reason};
 
 /// Registered name.
 pub const NAME: &str = "taints";
 
 /// Rejects nodes with a taint the subject does not tolerate.
-#[derive(Debug, Default)]
-pub struct Taints;
+pub static FILTER: BuiltinFilter = BuiltinFilter::new(NAME, FilterKind::Rule, "every flxp.taint of the node is tolerated", check).with_passes(passes);
 
 /// The node's hard taints that the rules do not tolerate.
 pub fn untolerated(rules: &GuestRules, node: &Node) -> Vec<String> {
@@ -21,29 +21,22 @@ pub fn untolerated(rules: &GuestRules, node: &Node) -> Vec<String> {
         .collect()
 }
 
-impl Filter for Taints {
-    fn name(&self) -> &'static str {
-        NAME
+fn passes(ctx: &Ctx, node: &NodeView) -> bool {
+    node.node
+        .taints
+        .iter()
+        .all(|t| ctx.subject.rules.tolerates(t))
+}
+
+fn check(ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
+    if node.node.taints.is_empty() {
+        return Ok(());
     }
-    fn kind(&self) -> FilterKind {
-        FilterKind::Rule
-    }
-    fn passes(&self, ctx: &Ctx, node: &NodeView) -> bool {
-        node.node
-            .taints
-            .iter()
-            .all(|t| ctx.subject.rules.tolerates(t))
-    }
-    fn check(&self, ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
-        if node.node.taints.is_empty() {
-            return Ok(());
-        }
-        let taints = untolerated(&ctx.subject.rules, node.node);
-        if taints.is_empty() {
-            Ok(())
-        } else {
-            Err(Reason::Tainted { taints })
-        }
+    let taints = untolerated(&ctx.subject.rules, node.node);
+    if taints.is_empty() {
+        Ok(())
+    } else {
+        Err(Reason::Tainted { taints })
     }
 }
 
@@ -63,17 +56,17 @@ mod tests {
         let o = PlacementOptions::default();
         let plain_vm = new_vm(&c, GIB, 1, &[]);
         assert_eq!(
-            verdict(&Taints, &c, &plain_vm, &o, "gpu"),
+            verdict(&FILTER, &c, &plain_vm, &o, "gpu"),
             Err(Reason::Tainted {
                 taints: vec!["gpu".into()]
             })
         );
         assert_eq!(
-            verdict(&Taints, &c, &plain_vm, &o, "plain"),
+            verdict(&FILTER, &c, &plain_vm, &o, "plain"),
             Ok(()),
             "prefer-no is soft"
         );
         let tolerant = new_vm(&c, GIB, 1, &["flxp.tolerate.gpu"]);
-        assert_eq!(verdict(&Taints, &c, &tolerant, &o, "gpu"), Ok(()));
+        assert_eq!(verdict(&FILTER, &c, &tolerant, &o, "gpu"), Ok(()));
     }
 }

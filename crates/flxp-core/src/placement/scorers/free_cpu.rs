@@ -1,27 +1,16 @@
 //! `free-cpu`: the most idle CPU cores after placement wins (a new VM counts with all its vCPUs).
 
-use crate::placement::{Ctx, NodeView, Scorer};
-use crate::placement::scorers::Registered;
+use crate::placement::registry::BuiltinScorer;
+use crate::placement::{Ctx, NodeView};
 
 /// Registered name.
 pub const NAME: &str = "free-cpu";
 
 /// Prefers nodes with the most idle cores left.
-#[derive(Debug, Default)]
-pub struct FreeCpu;
+pub static SCORER: BuiltinScorer = BuiltinScorer::each(NAME, "most idle CPU cores after placement", score);
 
-impl Registered for FreeCpu {
-    const NAME: &'static str = NAME;
-    const DOC: &'static str = "most idle CPU cores after placement";
-}
-
-impl Scorer for FreeCpu {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn score(&self, ctx: &Ctx, node: &NodeView) -> f64 {
-        node.node.maxcpu - node.usage.cpu - ctx.subject.cpu
-    }
+fn score(ctx: &Ctx, node: &NodeView) -> f64 {
+    node.node.maxcpu - node.usage.cpu - ctx.subject.cpu
 }
 
 #[cfg(test)]
@@ -38,7 +27,7 @@ mod tests {
             .node(node("b").cpus(8.0).load(0.0))
             .build();
         // Idle after a 2-vCPU VM: a 16 − 8 − 2 = 6, b 8 − 0 − 2 = 6: a tie at 100.
-        let got = scores(&FreeCpu, &c, &new_vm(&c, GIB, 2, &[])).unwrap();
+        let got = scores(&SCORER, &c, &new_vm(&c, GIB, 2, &[])).unwrap();
         assert_eq!(got, vec![("a".into(), 100.0), ("b".into(), 100.0)]);
     }
 }

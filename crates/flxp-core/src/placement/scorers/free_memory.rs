@@ -2,28 +2,17 @@
 //! proportional to the best node's free bytes, so a node with half as much free scores 50.
 
 use crate::placement::filters::memory::available;
-use crate::placement::{Ctx, NodeView, Scorer};
-use crate::placement::scorers::Registered;
+use crate::placement::registry::BuiltinScorer;
+use crate::placement::{Ctx, NodeView};
 
 /// Registered name.
 pub const NAME: &str = "free-memory";
 
 /// Prefers nodes with the most bytes left after placement.
-#[derive(Debug, Default)]
-pub struct FreeMemory;
+pub static SCORER: BuiltinScorer = BuiltinScorer::each(NAME, "most available memory after placement", score);
 
-impl Registered for FreeMemory {
-    const NAME: &'static str = NAME;
-    const DOC: &'static str = "most available memory after placement";
-}
-
-impl Scorer for FreeMemory {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn score(&self, ctx: &Ctx, node: &NodeView) -> f64 {
-        available(ctx, node).saturating_sub(ctx.subject.memory) as f64
-    }
+fn score(ctx: &Ctx, node: &NodeView) -> f64 {
+    available(ctx, node).saturating_sub(ctx.subject.memory) as f64
 }
 
 #[cfg(test)]
@@ -41,7 +30,7 @@ mod tests {
             .node(node("c").memory(16 * GIB).used(4 * GIB))
             .build();
         // Free after a 2 GiB VM: a 8, b 20, c 10.
-        let got = scores(&FreeMemory, &c, &new_vm(&c, 2 * GIB, 1, &[])).unwrap();
+        let got = scores(&SCORER, &c, &new_vm(&c, 2 * GIB, 1, &[])).unwrap();
         assert_eq!(
             got,
             vec![("a".into(), 40.0), ("b".into(), 100.0), ("c".into(), 50.0)]

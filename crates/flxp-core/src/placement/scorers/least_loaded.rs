@@ -3,34 +3,20 @@
 //! one sits idle: guests spread so the nodes' load percentages even out, which is what the spread
 //! measure of balancing rewards. Evacuation uses it by default.
 
-use crate::placement::{Ctx, NodeView, Scorer, min_max};
-use crate::placement::scorers::Registered;
+use crate::placement::registry::BuiltinScorer;
+use crate::placement::{Ctx, NodeView, min_max};
 
 /// Registered name.
 pub const NAME: &str = "least-loaded";
 
 /// Prefers the node with the lowest memory share after placement.
-#[derive(Debug, Default)]
-pub struct LeastLoaded;
+pub static SCORER: BuiltinScorer = BuiltinScorer::each(NAME, "lowest memory share after placement (evens out load percentages)", score).normalized(min_max);
 
-impl Registered for LeastLoaded {
-    const NAME: &'static str = NAME;
-    const DOC: &'static str = "lowest memory share after placement (evens out load percentages)";
-}
-
-impl Scorer for LeastLoaded {
-    fn name(&self) -> &'static str {
-        NAME
+fn score(ctx: &Ctx, node: &NodeView) -> f64 {
+    if node.node.maxmem == 0 {
+        return f64::MIN;
     }
-    fn score(&self, ctx: &Ctx, node: &NodeView) -> f64 {
-        if node.node.maxmem == 0 {
-            return f64::MIN;
-        }
-        -((node.usage.mem + ctx.subject.memory) as f64 / node.node.maxmem as f64)
-    }
-    fn normalize(&self, scores: &mut [f64]) {
-        min_max(scores);
-    }
+    -((node.usage.mem + ctx.subject.memory) as f64 / node.node.maxmem as f64)
 }
 
 #[cfg(test)]
@@ -48,7 +34,7 @@ mod tests {
             .build();
         // After 10 GiB: big 130/384 = 33.9 %, small 23/128 = 18.0 %: small wins although big has
         // more bytes free.
-        let got = scores(&LeastLoaded, &c, &new_vm(&c, 10 * GIB, 1, &[])).unwrap();
+        let got = scores(&SCORER, &c, &new_vm(&c, 10 * GIB, 1, &[])).unwrap();
         assert_eq!(got, vec![("big".into(), 0.0), ("small".into(), 100.0)]);
     }
 }

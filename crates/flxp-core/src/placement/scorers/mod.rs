@@ -1,17 +1,7 @@
-//! Scorers, one file each, listed once below; `../registry.rs` serves the list.
-//!
-//! A new scorer is its file (the [`super::Scorer`] and [`Registered`] impls) and one line in
-//! `scorers!`.
+//! Scorers, one file each defining its [`BuiltinScorer`]s, listed once below; `../registry.rs`
+//! serves the list. A new scorer is its file and one line in `scorers!`.
 
-use super::registry::ScorerEntry;
-
-/// A scorer's registration, read by the registry: its name and one line for users.
-pub trait Registered {
-    /// Stable name, the same as `Scorer::name`.
-    const NAME: &'static str;
-    /// One line for users (GUIDE, config errors).
-    const DOC: &'static str;
-}
+use super::registry::BuiltinScorer;
 
 /// Declares each scorer module and lists its scorers in [`ALL`], one line per module.
 macro_rules! scorers {
@@ -19,24 +9,20 @@ macro_rules! scorers {
         $(pub mod $module;)*
 
         /// Every scorer, in the order listed.
-        pub const ALL: &[ScorerEntry] = &[$($(ScorerEntry {
-            name: <$module::$scorer as Registered>::NAME,
-            doc: <$module::$scorer as Registered>::DOC,
-            make: || Box::new($module::$scorer),
-        },)+)*];
+        pub static ALL: &[&BuiltinScorer] = &[$($(&$module::$scorer,)+)*];
     };
 }
 
 scorers! {
-    free_memory::{FreeMemory},
-    free_cpu::{FreeCpu},
-    least_loaded::{LeastLoaded},
-    spread::{Spread},
-    pack::{Pack},
-    pve_topsis::{PveStatic, PveDynamic},
-    prefer_node::{PreferNode},
-    prefer_affinity::{PreferAffinity, PreferAntiAffinity},
-    prefer_no::{PreferNo},
+    free_memory::{SCORER},
+    free_cpu::{SCORER},
+    least_loaded::{SCORER},
+    spread::{SCORER},
+    pack::{SCORER},
+    pve_topsis::{STATIC, DYNAMIC},
+    prefer_node::{SCORER},
+    prefer_affinity::{AFFINITY, ANTI_AFFINITY},
+    prefer_no::{SCORER},
 }
 
 #[cfg(test)]

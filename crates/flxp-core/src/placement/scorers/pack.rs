@@ -1,31 +1,20 @@
 //! `pack`: the most allocated node that still fits wins (consolidation). Allocation is memory
 //! used after placement as a share of the node's memory.
 
-use crate::placement::{Ctx, NodeView, Scorer};
-use crate::placement::scorers::Registered;
+use crate::placement::registry::BuiltinScorer;
+use crate::placement::{Ctx, NodeView};
 
 /// Registered name.
 pub const NAME: &str = "pack";
 
 /// Prefers the fullest nodes.
-#[derive(Debug, Default)]
-pub struct Pack;
+pub static SCORER: BuiltinScorer = BuiltinScorer::each(NAME, "most allocated memory that still fits (consolidation)", score);
 
-impl Registered for Pack {
-    const NAME: &'static str = NAME;
-    const DOC: &'static str = "most allocated memory that still fits (consolidation)";
-}
-
-impl Scorer for Pack {
-    fn name(&self) -> &'static str {
-        NAME
+fn score(ctx: &Ctx, node: &NodeView) -> f64 {
+    if node.node.maxmem == 0 {
+        return 0.0;
     }
-    fn score(&self, ctx: &Ctx, node: &NodeView) -> f64 {
-        if node.node.maxmem == 0 {
-            return 0.0;
-        }
-        100.0 * (node.usage.mem + ctx.subject.memory) as f64 / node.node.maxmem as f64
-    }
+    100.0 * (node.usage.mem + ctx.subject.memory) as f64 / node.node.maxmem as f64
 }
 
 #[cfg(test)]
@@ -41,7 +30,7 @@ mod tests {
             .node(node("a").memory(100 * GIB).used(20 * GIB))
             .node(node("b").memory(100 * GIB).used(70 * GIB))
             .build();
-        let got = scores(&Pack, &c, &new_vm(&c, 10 * GIB, 1, &[])).unwrap();
+        let got = scores(&SCORER, &c, &new_vm(&c, 10 * GIB, 1, &[])).unwrap();
         assert_eq!(got, vec![("a".into(), 37.5), ("b".into(), 100.0)]);
     }
 }

@@ -1,64 +1,38 @@
 //! `prefer-affinity` and `prefer-anti-affinity`: soft VM-VM groups. Nodes with more running members
 //! of a soft affinity group score higher; nodes with members of a soft anti-affinity group lower.
 
-use crate::placement::{Ctx, GroupPresence, NodeView, Scorer, min_max};
-use crate::placement::scorers::Registered;
+use crate::placement::registry::BuiltinScorer;
+use crate::placement::{Ctx, GroupPresence, NodeView, min_max};
 
 /// Registered name of the soft affinity scorer.
 pub const NAME: &str = "prefer-affinity";
 /// Registered name of the soft anti-affinity scorer.
 pub const ANTI_NAME: &str = "prefer-anti-affinity";
 
-/// Prefers nodes holding members of the subject's soft affinity groups.
-#[derive(Debug, Default)]
-pub struct PreferAffinity;
-
-/// Prefers nodes without members of the subject's soft anti-affinity groups.
-#[derive(Debug, Default)]
-pub struct PreferAntiAffinity;
-
 fn members_on(groups: &[GroupPresence], node: &NodeView) -> f64 {
     groups.iter().map(|p| p.on(node.idx).len() as f64).sum()
 }
 
-impl Registered for PreferAffinity {
-    const NAME: &'static str = NAME;
-    const DOC: &'static str = "nodes holding members of soft affinity groups";
+/// Prefers nodes holding members of the subject's soft affinity groups.
+pub static AFFINITY: BuiltinScorer = BuiltinScorer::each(NAME, "nodes holding members of soft affinity groups", affinity_score).applies_when(affinity_applies).normalized(min_max);
+
+fn affinity_applies(ctx: &Ctx) -> bool {
+    ctx.prefer_affinity.iter().any(|p| !p.nodes.is_empty())
 }
 
-impl Scorer for PreferAffinity {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn applies(&self, ctx: &Ctx) -> bool {
-        ctx.prefer_affinity.iter().any(|p| !p.nodes.is_empty())
-    }
-    fn score(&self, ctx: &Ctx, node: &NodeView) -> f64 {
-        members_on(&ctx.prefer_affinity, node)
-    }
-    fn normalize(&self, scores: &mut [f64]) {
-        min_max(scores);
-    }
+fn affinity_score(ctx: &Ctx, node: &NodeView) -> f64 {
+    members_on(&ctx.prefer_affinity, node)
 }
 
-impl Registered for PreferAntiAffinity {
-    const NAME: &'static str = ANTI_NAME;
-    const DOC: &'static str = "nodes without members of soft anti-affinity groups";
+/// Prefers nodes without members of the subject's soft anti-affinity groups.
+pub static ANTI_AFFINITY: BuiltinScorer = BuiltinScorer::each(ANTI_NAME, "nodes without members of soft anti-affinity groups", anti_affinity_score).applies_when(anti_affinity_applies).normalized(min_max);
+
+fn anti_affinity_applies(ctx: &Ctx) -> bool {
+    ctx.prefer_anti_affinity.iter().any(|p| !p.nodes.is_empty())
 }
 
-impl Scorer for PreferAntiAffinity {
-    fn name(&self) -> &'static str {
-        ANTI_NAME
-    }
-    fn applies(&self, ctx: &Ctx) -> bool {
-        ctx.prefer_anti_affinity.iter().any(|p| !p.nodes.is_empty())
-    }
-    fn score(&self, ctx: &Ctx, node: &NodeView) -> f64 {
-        -members_on(&ctx.prefer_anti_affinity, node)
-    }
-    fn normalize(&self, scores: &mut [f64]) {
-        min_max(scores);
-    }
+fn anti_affinity_score(ctx: &Ctx, node: &NodeView) -> f64 {
+    -members_on(&ctx.prefer_anti_affinity, node)
 }
 
 #[cfg(test)]
@@ -81,7 +55,7 @@ mod tests {
     fn soft_affinity_prefers_where_most_members_run() {
         let c = cluster();
         let got = scores(
-            &PreferAffinity,
+            &AFFINITY,
             &c,
             &new_vm(&c, GIB, 1, &["flxp.prefer-affinity.cache"]),
         )
@@ -96,7 +70,7 @@ mod tests {
     fn soft_anti_affinity_avoids_members() {
         let c = cluster();
         let got = scores(
-            &PreferAntiAffinity,
+            &ANTI_AFFINITY,
             &c,
             &new_vm(&c, GIB, 1, &["flxp.prefer-anti-affinity.web"]),
         )

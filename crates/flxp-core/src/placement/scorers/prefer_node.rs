@@ -4,59 +4,46 @@
 //! scores 100. With the policy's soft-rule weight this makes the highest available class win, as
 //! Proxmox HA picks it.
 
-use crate::placement::{Ctx, NodeView, Scorer, min_max};
-use crate::placement::scorers::Registered;
+use crate::placement::registry::BuiltinScorer;
+use crate::placement::{Ctx, NodeView, min_max};
 
 /// Registered name.
 pub const NAME: &str = "prefer-node";
 
 /// Prefers nodes the subject's soft node rules rank higher.
-#[derive(Debug, Default)]
-pub struct PreferNode;
+pub static SCORER: BuiltinScorer = BuiltinScorer::each(NAME, "flxp.prefer-node tags and HA node-affinity priority classes", score).applies_when(applies).normalized(min_max);
 
-impl Registered for PreferNode {
-    const NAME: &'static str = NAME;
-    const DOC: &'static str = "flxp.prefer-node tags and HA node-affinity priority classes";
+fn applies(ctx: &Ctx) -> bool {
+    !ctx.subject.rules.preferences.is_empty()
 }
 
-impl Scorer for PreferNode {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn applies(&self, ctx: &Ctx) -> bool {
-        !ctx.subject.rules.preferences.is_empty()
-    }
-    fn score(&self, ctx: &Ctx, node: &NodeView) -> f64 {
-        ctx.subject
-            .rules
-            .preferences
-            .iter()
-            .map(|p| {
-                let lo = p
-                    .priorities
-                    .iter()
-                    .map(|(_, v)| *v)
-                    .chain([p.default])
-                    .min()
-                    .unwrap_or(0);
-                let hi = p
-                    .priorities
-                    .iter()
-                    .map(|(_, v)| *v)
-                    .chain([p.default])
-                    .max()
-                    .unwrap_or(0);
-                if hi == lo {
-                    0.0
-                } else {
-                    (p.priority(node.idx) - lo) as f64 / (hi - lo) as f64
-                }
-            })
-            .sum()
-    }
-    fn normalize(&self, scores: &mut [f64]) {
-        min_max(scores);
-    }
+fn score(ctx: &Ctx, node: &NodeView) -> f64 {
+    ctx.subject
+        .rules
+        .preferences
+        .iter()
+        .map(|p| {
+            let lo = p
+                .priorities
+                .iter()
+                .map(|(_, v)| *v)
+                .chain([p.default])
+                .min()
+                .unwrap_or(0);
+            let hi = p
+                .priorities
+                .iter()
+                .map(|(_, v)| *v)
+                .chain([p.default])
+                .max()
+                .unwrap_or(0);
+            if hi == lo {
+                0.0
+            } else {
+                (p.priority(node.idx) - lo) as f64 / (hi - lo) as f64
+            }
+        })
+        .sum()
 }
 
 #[cfg(test)]
@@ -70,7 +57,7 @@ mod tests {
     fn preferred_nodes_score_100_and_others_0() {
         let c = ClusterBuilder::new().nodes(&["a", "b", "c"]).build();
         let got = scores(
-            &PreferNode,
+            &SCORER,
             &c,
             &new_vm(&c, GIB, 1, &["flxp.prefer-node.b"]),
         )
@@ -80,7 +67,7 @@ mod tests {
             vec![("a".into(), 0.0), ("b".into(), 100.0), ("c".into(), 0.0)]
         );
         assert!(
-            scores(&PreferNode, &c, &new_vm(&c, GIB, 1, &[])).is_none(),
+            scores(&SCORER, &c, &new_vm(&c, GIB, 1, &[])).is_none(),
             "no preference, no say"
         );
     }
@@ -99,7 +86,7 @@ mod tests {
             c.guest_idx(101).unwrap(),
             c.node_idx("a").unwrap(),
         );
-        let got = scores(&PreferNode, &c, &s).unwrap();
+        let got = scores(&SCORER, &c, &s).unwrap();
         // Priorities 1, 2 and the fallback −1 scale to 2/3, 1, 0.
         let want = [("a", 200.0 / 3.0), ("b", 100.0), ("c", 0.0)];
         for ((n, s), (wn, ws)) in got.iter().zip(want) {

@@ -10,24 +10,16 @@
 //!   guests still starting (a start task running), which measurements have not caught up with.
 
 use crate::cluster::NodeIdx;
-use crate::placement::{Ctx, NodeView, Scorer};
+use crate::placement::registry::BuiltinScorer;
 #[cfg(test)]
 use crate::placement::Subject;
-use crate::placement::scorers::Registered;
+use crate::placement::{Ctx, NodeView, as_is};
 use crate::pve_crs::{NodeStats, NodeUsage, ResourceStats, score_nodes_to_start};
 
 /// Registered name of the static variant.
 pub const STATIC_NAME: &str = "pve-static";
 /// Registered name of the dynamic variant.
 pub const DYNAMIC_NAME: &str = "pve-dynamic";
-
-/// Proxmox's TOPSIS over configured sizes.
-#[derive(Debug, Default)]
-pub struct PveStatic;
-
-/// Proxmox's TOPSIS over measured usage plus starting guests.
-#[derive(Debug, Default)]
-pub struct PveDynamic;
 
 /// Node stats of every alternative node, by mode.
 fn alternatives(ctx: &Ctx, dynamic: bool) -> (Vec<NodeIdx>, Vec<NodeUsage>) {
@@ -112,45 +104,26 @@ fn topsis_scores(ctx: &Ctx, nodes: &[NodeView], dynamic: bool) -> Vec<f64> {
         .collect()
 }
 
-impl Registered for PveStatic {
-    const NAME: &'static str = STATIC_NAME;
-    const DOC: &'static str = "Proxmox's TOPSIS start scoring over configured guest sizes (CRS static)";
-}
+/// Proxmox's TOPSIS over configured sizes.
+pub static STATIC: BuiltinScorer = BuiltinScorer::all(
+    STATIC_NAME,
+    "Proxmox's TOPSIS start scoring over configured guest sizes (CRS static)",
+    |ctx, nodes| topsis_scores(ctx, nodes, false),
+)
+.normalized(as_is);
 
-impl Scorer for PveStatic {
-    fn name(&self) -> &'static str {
-        STATIC_NAME
-    }
-    fn score(&self, ctx: &Ctx, node: &NodeView) -> f64 {
-        topsis_scores(ctx, std::slice::from_ref(node), false)[0]
-    }
-    fn score_all(&self, ctx: &Ctx, nodes: &[NodeView]) -> Vec<f64> {
-        topsis_scores(ctx, nodes, false)
-    }
-    fn normalize(&self, _scores: &mut [f64]) {}
-}
-
-impl Registered for PveDynamic {
-    const NAME: &'static str = DYNAMIC_NAME;
-    const DOC: &'static str = "Proxmox's TOPSIS start scoring over measured usage plus starting guests (CRS dynamic)";
-}
-
-impl Scorer for PveDynamic {
-    fn name(&self) -> &'static str {
-        DYNAMIC_NAME
-    }
-    fn score(&self, ctx: &Ctx, node: &NodeView) -> f64 {
-        topsis_scores(ctx, std::slice::from_ref(node), true)[0]
-    }
-    fn score_all(&self, ctx: &Ctx, nodes: &[NodeView]) -> Vec<f64> {
-        topsis_scores(ctx, nodes, true)
-    }
-    fn normalize(&self, _scores: &mut [f64]) {}
-}
+/// Proxmox's TOPSIS over measured usage plus starting guests.
+pub static DYNAMIC: BuiltinScorer = BuiltinScorer::all(
+    DYNAMIC_NAME,
+    "Proxmox's TOPSIS start scoring over measured usage plus starting guests (CRS dynamic)",
+    |ctx, nodes| topsis_scores(ctx, nodes, true),
+)
+.normalized(as_is);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::placement::Scorer;
     use crate::placement::filters::testing::new_vm;
     use crate::placement::scorers::testing::scores;
     use crate::testutil::*;
@@ -189,11 +162,11 @@ mod tests {
         // core, 12 GiB) → node2, node3, node1; combined (12 cores, 12 GiB) → node2, node3, node1.
         let c = homogeneous(true);
         assert_eq!(
-            ranking(&PveDynamic, &c, 12 * GIB, 1),
+            ranking(&DYNAMIC, &c, 12 * GIB, 1),
             ["node2", "node3", "node1"]
         );
         assert_eq!(
-            ranking(&PveDynamic, &c, 12 * GIB, 12),
+            ranking(&DYNAMIC, &c, 12 * GIB, 12),
             ["node2", "node3", "node1"]
         );
     }
@@ -202,7 +175,7 @@ mod tests {
     fn static_mode_counts_configured_sizes_and_spreads_over_empty_nodes() {
         // An empty cluster: all alternatives equal, TOPSIS gives 0 and the first node wins.
         let c = homogeneous(false);
-        let s = scores(&PveStatic, &c, &new_vm(&c, 4 * GIB, 2, &[])).unwrap();
+        let s = scores(&STATIC, &c, &new_vm(&c, 4 * GIB, 2, &[])).unwrap();
         assert!(s.iter().all(|(_, v)| *v == 0.0), "{s:?}");
         // A node with configured guests is avoided.
         let c = ClusterBuilder::new()
@@ -211,7 +184,7 @@ mod tests {
             .guest(vm(102, "node2").mem(GIB, 8 * GIB).cores(4.0, 0.0))
             .build();
         assert_eq!(
-            ranking(&PveStatic, &c, 4 * GIB, 2),
+            ranking(&STATIC, &c, 4 * GIB, 2),
             ["node3", "node2", "node1"]
         );
     }
@@ -229,7 +202,7 @@ mod tests {
                 ..Default::default()
             })
             .build();
-        assert_eq!(ranking(&PveDynamic, &c, 4 * GIB, 2), ["b", "a"]);
+        assert_eq!(ranking(&DYNAMIC, &c, 4 * GIB, 2), ["b", "a"]);
     }
 
     #[test]
@@ -242,14 +215,14 @@ mod tests {
             .guest(ct(101, "node1").mem(GIB, 4 * GIB).cores(0.0, 0.0))
             .guest(vm(102, "node2").mem(GIB, 4 * GIB).cores(8.0, 0.0))
             .build();
-        assert_eq!(ranking(&PveStatic, &c, GIB, 1), ["node2", "node1"]);
+        assert_eq!(ranking(&STATIC, &c, GIB, 1), ["node2", "node1"]);
         // A CT with a limit counts at its limit, fractions included.
         let c = ClusterBuilder::new()
             .nodes(&["node1", "node2"])
             .guest(ct(101, "node1").mem(GIB, 4 * GIB).cores(0.5, 0.0))
             .guest(vm(102, "node2").mem(GIB, 4 * GIB).cores(1.0, 0.0))
             .build();
-        assert_eq!(ranking(&PveStatic, &c, GIB, 0.5), ["node1", "node2"]);
+        assert_eq!(ranking(&STATIC, &c, GIB, 0.5), ["node1", "node2"]);
     }
 
     /// Three equal nodes with equal measured load.
@@ -275,7 +248,7 @@ mod tests {
             .ha_service("ct:103", "node2", "starting", "started")
             .build();
         assert_eq!(
-            ranking(&PveDynamic, &c, 4 * GIB, 2),
+            ranking(&DYNAMIC, &c, 4 * GIB, 2),
             ["node3", "node2", "node1"]
         );
         // Without the starting guests all nodes tie and the first wins, as in Proxmox.
@@ -284,7 +257,7 @@ mod tests {
             .ha_service("vm:101", "node1", "started", "started")
             .build();
         assert_eq!(
-            ranking(&PveDynamic, &c, 4 * GIB, 2),
+            ranking(&DYNAMIC, &c, 4 * GIB, 2),
             ["node1", "node2", "node3"]
         );
     }
@@ -299,7 +272,7 @@ mod tests {
             .build();
         assert!(!c.guest(c.guest_idx(101).unwrap()).ha_starting);
         assert_eq!(
-            ranking(&PveDynamic, &c, 4 * GIB, 2),
+            ranking(&DYNAMIC, &c, 4 * GIB, 2),
             ["node1", "node2", "node3"]
         );
     }
@@ -312,7 +285,7 @@ mod tests {
             .guest(vm(101, "node1").mem(0, 8 * GIB).cores(4.0, 0.0).stopped())
             .ha_service("vm:101", "node1", "starting", "started")
             .build();
-        assert_eq!(ranking(&PveStatic, &c, GIB, 1), ["node2", "node1"]);
+        assert_eq!(ranking(&STATIC, &c, GIB, 1), ["node2", "node1"]);
     }
 
     #[test]
@@ -362,7 +335,7 @@ mod tests {
         let opts = crate::placement::PlacementOptions::default();
         let ctx = Ctx::new(&c, &rules, &state, &opts, &subject);
         let views: Vec<_> = c.node_indexes().map(|n| ctx.view(n)).collect();
-        let s = PveStatic.score_all(&ctx, &views);
+        let s = STATIC.score_all(&ctx, &views);
         assert!(s[0] > s[1], "{s:?}");
     }
 }

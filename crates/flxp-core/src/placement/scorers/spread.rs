@@ -1,30 +1,16 @@
 //! `spread`: the node running the fewest guests wins.
 
-use crate::placement::{Ctx, NodeView, Scorer, min_max};
-use crate::placement::scorers::Registered;
+use crate::placement::registry::BuiltinScorer;
+use crate::placement::{Ctx, NodeView, min_max};
 
 /// Registered name.
 pub const NAME: &str = "spread";
 
 /// Prefers nodes with fewer running guests.
-#[derive(Debug, Default)]
-pub struct Spread;
+pub static SCORER: BuiltinScorer = BuiltinScorer::each(NAME, "fewest running guests", score).normalized(min_max);
 
-impl Registered for Spread {
-    const NAME: &'static str = NAME;
-    const DOC: &'static str = "fewest running guests";
-}
-
-impl Scorer for Spread {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn score(&self, _ctx: &Ctx, node: &NodeView) -> f64 {
-        -f64::from(node.usage.guests)
-    }
-    fn normalize(&self, scores: &mut [f64]) {
-        min_max(scores);
-    }
+fn score(_ctx: &Ctx, node: &NodeView) -> f64 {
+    -f64::from(node.usage.guests)
 }
 
 #[cfg(test)]
@@ -43,7 +29,7 @@ mod tests {
             .guest(vm(103, "b"))
             .guest(vm(104, "c").stopped())
             .build();
-        let got = scores(&Spread, &c, &new_vm(&c, GIB, 1, &[])).unwrap();
+        let got = scores(&SCORER, &c, &new_vm(&c, GIB, 1, &[])).unwrap();
         assert_eq!(
             got,
             vec![("a".into(), 0.0), ("b".into(), 50.0), ("c".into(), 100.0)]

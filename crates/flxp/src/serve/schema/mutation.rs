@@ -215,7 +215,7 @@ async fn run(s: &AppState, zone: &str, goal: Goal) -> Result<RunResult, ApiError
     s.daemon
         .may_act(zone)
         .await
-        .map_err(|why| ApiError::new(Code::Unavailable, why))?;
+        .map_err(|why| ApiError::new(Code::Unavailable, why.to_string()))?;
     // New VMs keep off the nodes being emptied until the run ends.
     let evacuating = match &goal {
         Goal::Evacuate { nodes, .. } => Some(z.evacuating(nodes)),
