@@ -92,7 +92,7 @@ impl PluginHost for Host {
     }
 
     fn failed(&self, plugin: &str, error: &CallError) {
-        tracing::warn!(plugin, error = %error, "plugin {plugin} failed: {error}");
+        tracing::warn!(plugin, error = %error, "plugin failed");
     }
 }
 
