@@ -35,9 +35,10 @@ def main():
         big = max(running, key=lambda g: g["memory"])
         template = next(g for g in request["guests"] if not g["running"])
         others = [n["name"] for n in request["nodes"] if n["name"] != big["node"]]
+        elsewhere = next(n["name"] for n in request["nodes"] if n["name"] != template["node"])
         json.dump({"protocol": 1, "kind": "balance", "migrations": [
             {"vmid": big["vmid"], "target": others[0], "reason": "too big for the target"},
-            {"vmid": template["vmid"], "target": others[0], "reason": "a stopped guest"},
+            {"vmid": template["vmid"], "target": elsewhere, "reason": "a template"},
             {"vmid": 99999, "target": others[0], "reason": "no such guest"},
             {"vmid": big["vmid"], "target": "ghost", "reason": "no such node"},
         ]}, sys.stdout)

@@ -164,12 +164,26 @@ impl RoundReport {
 /// round's report.
 struct ZoneState {
     zone: Zone,
+    /// The placement pipeline for this zone: plugins are told its name.
+    placer: Arc<Placer>,
     held: AtomicU32,
     last: std::sync::Mutex<Option<RoundReport>>,
     round: Arc<tokio::sync::Mutex<()>>,
     lease: Option<Arc<LeaseKeeper>>,
     /// Wakes the zone's loop when the lease is taken, so a standby acts at once.
     taken: Arc<tokio::sync::Notify>,
+}
+
+/// The pipeline for one zone, telling plugins its name (issue 13); the shared one when it names a
+/// zone already, has no plugins, or cannot be rebuilt. Built once per zone, not per round.
+fn zone_placer(placer: &Arc<Placer>, zone: &str) -> Arc<Placer> {
+    if placer.zone().is_some() || placer.plugins().specs().is_empty() {
+        return Arc::clone(placer);
+    }
+    match placer.with_options(placer.options().clone()) {
+        Ok(p) => Arc::new(p.in_zone(Some(zone.to_owned()))),
+        Err(_) => Arc::clone(placer),
+    }
 }
 
 /// Called with every round's report.
@@ -243,6 +257,7 @@ impl Daemon {
                     z.name.clone(),
                     ZoneState {
                         zone: z.clone(),
+                        placer: zone_placer(&parts.placer, &z.name),
                         held: AtomicU32::new(0),
                         last: std::sync::Mutex::new(None),
                         round: Arc::new(tokio::sync::Mutex::new(())),
@@ -434,7 +449,7 @@ impl Daemon {
         let executor = Executor::new(
             z.zone.name.clone(),
             z.zone.api.clone(),
-            Arc::clone(&self.inner.parts.placer),
+            Arc::clone(&z.placer),
         )
         .with_overrides(z.zone.overrides.clone())
         .with_reservations(z.zone.reservations.clone())
@@ -464,7 +479,7 @@ impl Daemon {
         report: &mut RoundReport,
     ) -> Result<()> {
         let o = &self.inner.parts.options;
-        let placer = &self.inner.parts.placer;
+        let placer = &z.placer;
         let model = Arc::new(executor.read().await?);
         report.stale = self.clean_stale(z, &model.cluster, report.time).await;
         if report.stale.iter().any(|m| m.outcome == "deleted") {

@@ -310,7 +310,42 @@ pub fn print_plan(plan: &flxp_core::balance::Plan, unmet: &[String]) {
             ));
         }
     }
+    print_proposals(plan);
     print_skipped(plan);
+}
+
+/// A balance plugin's proposals, one verdict line each, in its order.
+fn print_proposals(plan: &flxp_core::balance::Plan) {
+    let Some(p) = plan.plugin.as_ref().filter(|p| p.error.is_none()) else {
+        return;
+    };
+    say(format!(
+        "\nplugin {} proposed {} migration(s):",
+        p.plugin,
+        p.proposals.len()
+    ));
+    for (i, v) in p.proposals.iter().enumerate() {
+        let verdict = match (v.refused, &v.why) {
+            (Some(kind), why) => format!(
+                "refused ({}): {}",
+                kind.words(),
+                why.as_deref().unwrap_or_default()
+            ),
+            (None, _) => "accepted".to_owned(),
+        };
+        let said = v
+            .reason
+            .as_deref()
+            .filter(|r| !r.trim().is_empty())
+            .map(|r| format!(" ({})", r.trim()))
+            .unwrap_or_default();
+        say(format!(
+            "  {}. {} → {}{said}: {verdict}",
+            i + 1,
+            v.vmid,
+            v.target
+        ));
+    }
 }
 
 /// Guests the plan leaves where they are. Those on a node in maintenance each get a line (they

@@ -45,7 +45,8 @@ pub use methods::{BalanceMethod, MethodError, MethodName, PlanInput, Registry};
 pub use movable::{Intent, Stay, stays};
 pub use options::{BalanceOptions, EvacuateOptions, UsageChoice};
 pub use plan::{
-    Bounds, LeftInPlace, Migration, Plan, Purpose, Skipped, Unplaced, UsageMode, UsageUsed,
+    Bounds, LeftInPlace, Migration, Plan, PluginOutcome, ProposalVerdict, Purpose, Refusal,
+    Skipped, Unplaced, UsageMode, UsageUsed,
 };
 pub use planner::plan;
 pub use pve::{PveMove, rank_moves, run_until_stable};

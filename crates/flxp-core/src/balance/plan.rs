@@ -213,6 +213,80 @@ pub struct Plan {
     pub summary: String,
     /// Problems in the input, conflicts, limits reached.
     pub warnings: Vec<Warning>,
+    /// For a balance plugin: what it answered and the verdict on each proposal; absent for the
+    /// other methods.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<PluginOutcome>,
+}
+
+/// What a balance plugin answered and what flxp made of each proposal.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PluginOutcome {
+    /// The plugin's name.
+    pub plugin: String,
+    /// Why the call failed (with `on-failure = "ignore"`: the plan then moves nothing); `None`
+    /// when it answered.
+    pub error: Option<String>,
+    /// Every proposal in the order given, each with exactly one verdict.
+    pub proposals: Vec<ProposalVerdict>,
+}
+
+/// One proposed migration and its verdict.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProposalVerdict {
+    /// The guest to move.
+    pub vmid: u32,
+    /// The node proposed.
+    pub target: String,
+    /// The plugin's reason, if it gave one.
+    pub reason: Option<String>,
+    /// Whether it is planned.
+    pub accepted: bool,
+    /// Why not, as a kind (`None`: accepted).
+    pub refused: Option<Refusal>,
+    /// Why not, in words (`None`: accepted).
+    pub why: Option<String>,
+}
+
+/// Why flxp refused a balance plugin's proposal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Refusal {
+    /// No guest of that vmid in the zone.
+    UnknownGuest,
+    /// No node of that name in the zone.
+    UnknownNode,
+    /// The guest (or a member of its group) moves in this plan already.
+    Duplicate,
+    /// The guest is on the target already.
+    AlreadyThere,
+    /// The guest may not be moved by balancing (locked, HA, in flight, template, cooldown, ...).
+    NotMovable,
+    /// The plan's migration budget is spent.
+    Budget,
+    /// The target is offline or unknown.
+    Unavailable,
+    /// The move breaks a hard rule (affinity, node rules, taints, maintenance).
+    Rule,
+    /// The target has no room (memory, CPU).
+    Overcommit,
+}
+
+impl Refusal {
+    /// The kind in words, for people.
+    pub fn words(self) -> &'static str {
+        match self {
+            Self::UnknownGuest => "unknown guest",
+            Self::UnknownNode => "unknown node",
+            Self::Duplicate => "duplicate",
+            Self::AlreadyThere => "already there",
+            Self::NotMovable => "not movable",
+            Self::Budget => "budget",
+            Self::Unavailable => "node unavailable",
+            Self::Rule => "rule",
+            Self::Overcommit => "overcommit",
+        }
+    }
 }
 
 impl Plan {

@@ -377,6 +377,7 @@ pub(crate) fn finish(
         unplaced,
         skipped,
         left_in_place: Vec::new(),
+        plugin: None,
         usage: None,
         bounds,
         summary: String::new(),

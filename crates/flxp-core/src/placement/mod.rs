@@ -24,7 +24,7 @@ pub use decision::{Candidate, Placement};
 pub use normalize::{as_is, by_max, min_max};
 pub use options::PlacementOptions;
 pub use pipeline::{Placer, Ranked};
-pub use policy::{Policy, SOFT_RULE_WEIGHT};
+pub use policy::{Policy, SOFT_RULE_WEIGHT, SOFT_RULES};
 pub use reason::Reason;
 pub(crate) use reason::allows_only;
 pub use subject::{NotCores, PlacementRequest, Subject, check_cores, parse_cores};

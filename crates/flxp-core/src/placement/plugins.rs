@@ -57,6 +57,7 @@ impl Placer {
             let verdicts = match answer {
                 Ok(v) => v,
                 Err(e) => {
+                    self.plugins.failed(spec, &e);
                     failed(spec, e, warnings)?;
                     continue;
                 }
@@ -77,7 +78,8 @@ impl Placer {
     }
 
     /// Every score plugin the policy names, normalised to 0..=100 like built-in scorers, with its
-    /// weight; a failed one is left out (its weight too) or refuses the decision.
+    /// weight; a failed one, or one that scores every node the same, is left out (its weight
+    /// too); a failed one with `on-failure = "fail"` refuses the decision.
     pub(super) fn plugin_scores(
         &self,
         ctx: &Ctx,
@@ -107,10 +109,18 @@ impl Placer {
                                 .unwrap_or(0.0)
                         })
                         .collect();
+                    // The same score everywhere says nothing: left out of the mean (weight too),
+                    // so that it does not dilute the scorers that do rank the nodes.
+                    if raw.iter().all(|s| *s == raw[0]) {
+                        continue;
+                    }
                     by_max(&mut raw);
                     out.push((spec.name, *weight, raw));
                 }
-                Err(e) => failed(spec, e, warnings)?,
+                Err(e) => {
+                    self.plugins.failed(spec, &e);
+                    failed(spec, e, warnings)?;
+                }
             }
         }
         Ok(out)

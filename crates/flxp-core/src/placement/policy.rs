@@ -18,7 +18,8 @@ use crate::{Error, Result};
 /// Weight of each soft-rule scorer in built-in policies.
 pub const SOFT_RULE_WEIGHT: f64 = 10.0;
 
-const SOFT_RULES: [&str; 4] = [
+/// The soft-rule scorers every policy carries at [`SOFT_RULE_WEIGHT`] unless it sets them.
+pub const SOFT_RULES: [&str; 4] = [
     prefer_node::NAME,
     prefer_affinity::NAME,
     prefer_affinity::ANTI_NAME,

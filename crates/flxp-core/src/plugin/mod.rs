@@ -67,6 +67,10 @@ pub struct CallError(pub String);
 pub trait PluginHost: Send + Sync {
     /// The answer's bytes, or why there is none (timeout, crash, too large, unreachable).
     fn call(&self, plugin: &str, request: &Request) -> Result<Vec<u8>, CallError>;
+
+    /// Told of every failed call, the transport's failures and bad answers alike, once each, so
+    /// that the host can log it; by default nothing.
+    fn failed(&self, _plugin: &str, _error: &CallError) {}
 }
 
 /// The configured plugins and the host that calls them.
@@ -106,6 +110,13 @@ impl Plugins {
     /// The plugin of a name.
     pub fn get(&self, name: &str) -> Option<&PluginSpec> {
         self.specs.iter().find(|s| s.name == name)
+    }
+
+    /// Tells the host a call failed (a transport failure or an answer flxp refused).
+    pub fn failed(&self, plugin: &PluginSpec, error: &CallError) {
+        if let Some(host) = &self.host {
+            host.failed(plugin.name, error);
+        }
     }
 
     /// Calls a plugin and returns its raw answer.

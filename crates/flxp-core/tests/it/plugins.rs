@@ -265,22 +265,21 @@ fn a_balance_plugin_s_unsafe_proposals_are_refused_with_the_reason() {
     let moved: Vec<u32> = plan.migrations.iter().map(|m| m.vmid).collect();
     assert_eq!(moved, [101]);
     assert!(plan.migrations[0].reason.starts_with("plugin power: test"));
-    let why = |v: u32| {
+    // Issue 13, tester defect 2: refusals are the proposals' verdicts (one each), no longer
+    // guests `skipped` as unmovable or warnings.
+    let outcome = plan.plugin.as_ref().unwrap();
+    let why = |i: usize| outcome.proposals[i].why.clone().unwrap_or_default();
+    assert!(why(1).contains("memory: needs"), "{}", why(1));
+    assert!(why(2).contains("locked (backup)"), "{}", why(2));
+    assert!(
+        why(3).contains("guest 999 is not in the zone"),
+        "{}",
+        why(3)
+    );
+    assert!(
         plan.skipped
             .iter()
-            .find(|s| s.vmid == v)
-            .unwrap()
-            .reason
-            .clone()
-    };
-    assert!(why(102).contains("refused, memory: needs"), "{}", why(102));
-    assert!(why(103).contains("locked (backup)"), "{}", why(103));
-    assert!(
-        plan.warnings
-            .iter()
-            .any(|w| w.message.contains("guest 999 is not in the zone")),
-        "{:?}",
-        plan.warnings
+            .all(|s| !s.reason.contains("plugin power"))
     );
     assert!(
         plan.summary
@@ -341,6 +340,215 @@ fn random_cluster() -> impl Strategy<Value = (Cluster, Vec<(u32, String)>)> {
         })
 }
 
+/// A running migration task of `vmid` from `source` to `target`.
+fn in_flight(vmid: u32, source: &str, target: &str) -> flxp_core::snapshot::Task {
+    flxp_core::snapshot::Task {
+        upid: Some(format!(
+            "UPID:{source}:00001234:00005678:00002700:qmigrate:{vmid}:root@pam:"
+        )),
+        node: Some(source.into()),
+        kind: Some("qmigrate".into()),
+        id: Some(vmid.to_string()),
+        starttime: Some(9_900),
+        target: Some(target.into()),
+        ..flxp_core::snapshot::Task::default()
+    }
+}
+
+/// Like [`random_cluster`], with some guests migrating (a running task) to another node: the
+/// plugin may propose moving them, or filling their targets.
+fn random_cluster_in_flight() -> impl Strategy<Value = (Cluster, Vec<(u32, String)>, Vec<u32>)> {
+    let nodes = prop::collection::vec((4u64..=32, 0u64..=60), 2..6);
+    (
+        nodes,
+        prop::collection::vec(
+            (0usize..6, 1u64..=8, prop::option::weighted(0.3, 0usize..6)),
+            1..16,
+        ),
+        prop::collection::vec((0u32..16, 0usize..7), 0..15),
+    )
+        .prop_map(|(nodes, guests, proposals)| {
+            let n = nodes.len();
+            let mut b = ClusterBuilder::new();
+            for (i, (mem, used)) in nodes.iter().enumerate() {
+                b = b.node(
+                    node(&format!("n{i}"))
+                        .memory(mem * GIB)
+                        .used(mem * GIB * used / 100),
+                );
+            }
+            let mut moving = Vec::new();
+            for (i, (at, gib, to)) in guests.iter().enumerate() {
+                let vmid = 100 + i as u32;
+                let from = at % n;
+                b = b.guest(vm(vmid, &format!("n{from}")).mem(gib * GIB / 2, gib * GIB));
+                if let Some(to) = to.map(|t| t % n).filter(|&t| t != from) {
+                    b = b.task(in_flight(vmid, &format!("n{from}"), &format!("n{to}")));
+                    moving.push(vmid);
+                }
+            }
+            let proposals = proposals
+                .into_iter()
+                .map(|(v, t)| {
+                    (
+                        100 + v,
+                        if t < n {
+                            format!("n{t}")
+                        } else {
+                            "ghost".to_owned()
+                        },
+                    )
+                })
+                .collect();
+            (b.build(), proposals, moving)
+        })
+}
+
+#[test]
+fn a_balance_proposal_gets_exactly_one_verdict_with_its_kind() {
+    use flxp_core::balance::Refusal;
+    let c = ClusterBuilder::new()
+        .node(node("a").memory(16 * GIB))
+        .node(node("b").memory(8 * GIB))
+        .node(node("c").memory(8 * GIB).offline())
+        .guest(vm(101, "a").mem(2 * GIB, 2 * GIB))
+        .guest(vm(102, "a").mem(7 * GIB, 7 * GIB))
+        .guest(vm(103, "a").locked("backup"))
+        .guest(vm(104, "a").mem(GIB, GIB).tagged("flxp.node.a"))
+        .guest(vm(105, "b").mem(GIB, GIB))
+        .guest(vm(106, "a").mem(GIB, GIB))
+        .build();
+    let plan = plan_with(
+        &c,
+        vec![
+            (101, "b".into()),
+            (101, "a".into()),
+            (102, "b".into()),
+            (103, "b".into()),
+            (999, "b".into()),
+            (101, "nowhere".into()),
+            (105, "b".into()),
+            (104, "b".into()),
+            (106, "c".into()),
+            (106, "b".into()),
+        ],
+        2,
+    );
+    let outcome = plan.plugin.as_ref().unwrap();
+    assert_eq!(outcome.plugin, "power");
+    assert_eq!(outcome.error, None);
+    let kinds: Vec<Option<Refusal>> = outcome.proposals.iter().map(|p| p.refused).collect();
+    assert_eq!(
+        kinds,
+        [
+            None,
+            Some(Refusal::Duplicate),
+            Some(Refusal::Overcommit),
+            Some(Refusal::NotMovable),
+            Some(Refusal::UnknownGuest),
+            Some(Refusal::UnknownNode),
+            Some(Refusal::AlreadyThere),
+            Some(Refusal::Rule),
+            Some(Refusal::Unavailable),
+            None,
+        ],
+        "{:#?}",
+        outcome.proposals
+    );
+    assert!(
+        outcome
+            .proposals
+            .iter()
+            .all(|p| p.accepted == p.refused.is_none())
+    );
+    assert!(
+        outcome
+            .proposals
+            .iter()
+            .all(|p| p.accepted || p.why.is_some())
+    );
+    // The budget is a refusal too.
+    let plan = plan_with(&c, vec![(101, "b".into()), (106, "b".into())], 1);
+    let kinds: Vec<Option<Refusal>> = plan
+        .plugin
+        .unwrap()
+        .proposals
+        .iter()
+        .map(|p| p.refused)
+        .collect();
+    assert_eq!(kinds, [None, Some(Refusal::Budget)]);
+}
+
+#[test]
+fn a_failed_balance_plugin_with_ignore_is_recorded_in_the_plan() {
+    let c = three_nodes();
+    let p = placer(
+        vec![PluginSpec::new(
+            "power",
+            PluginKind::Balance,
+            OnFailure::Ignore,
+        )],
+        fake(|_| Err(CallError("timed out after 100 ms".into()))),
+        Vec::new(),
+    );
+    let options = BalanceOptions {
+        method: p.methods().parse("power").unwrap(),
+        ..BalanceOptions::default()
+    };
+    let plan =
+        flxp_core::balance::plan(&c, &Rules::compile(&c), &State::new(&c), &p, &options).unwrap();
+    let outcome = plan.plugin.unwrap();
+    assert_eq!(outcome.error.as_deref(), Some("timed out after 100 ms"));
+    assert!(outcome.proposals.is_empty());
+    assert!(plan.migrations.is_empty());
+    assert!(
+        plan.summary
+            .contains("plugin power failed: timed out after 100 ms"),
+        "{}",
+        plan.summary
+    );
+}
+
+/// Issue 13, tester defect 8: a score plugin that gives every node the same score has no say:
+/// it neither counts in the weighted mean (diluting the other scorers) nor shows in the
+/// breakdown, like a built-in scorer that has nothing to say.
+#[test]
+fn a_score_plugin_without_spread_has_no_say() {
+    let c = three_nodes();
+    for flat in [0.0, 7.0] {
+        let host = fake(move |r| {
+            let scores: Vec<serde_json::Value> = r
+                .nodes
+                .iter()
+                .map(|n| serde_json::json!({"node": n.name, "score": flat}))
+                .collect();
+            Ok(serde_json::to_vec(
+                &serde_json::json!({"protocol": 1, "kind": "score", "scores": scores}),
+            )
+            .unwrap())
+        });
+        let weights: BTreeMap<String, f64> =
+            [("free-memory".to_owned(), 1.0), ("flat".to_owned(), 1.0)].into();
+        let policy = Policy::custom_with("mine", weights, &["flat"]).unwrap();
+        let p = placer(
+            vec![PluginSpec::new("flat", PluginKind::Score, OnFailure::Fail)],
+            host,
+            vec![policy],
+        );
+        let d = p
+            .place(
+                &c,
+                &Rules::compile(&c),
+                &State::new(&c),
+                &request(Some("mine")),
+            )
+            .unwrap();
+        let a = d.candidates.iter().find(|x| x.node == "a").unwrap();
+        assert_eq!(a.score, Some(a.scores["free-memory"]), "{flat}: {a:?}");
+        assert!(!a.scores.contains_key("flat"), "{flat}: {a:?}");
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
@@ -364,5 +572,32 @@ proptest! {
         for m in &plan.migrations {
             prop_assert!(seen.insert(m.vmid), "guest {} moves twice", m.vmid);
         }
+    }
+
+    /// The same with migrations in flight: a guest on its way is never moved again, its
+    /// target counts it already, and every proposal gets exactly one verdict.
+    #[test]
+    fn no_balance_proposal_is_an_unsafe_step_with_migrations_in_flight((c, proposals, moving) in random_cluster_in_flight(), budget in 1usize..6) {
+        let count = proposals.len();
+        let plan = plan_with(&c, proposals, budget);
+        let rules = Rules::compile(&c);
+        let p = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+        let start = State::new(&c);
+        let after = replay(&c, &rules, &start, &p, &plan.migrations);
+        prop_assert!(after.is_ok(), "{:?}", after.err());
+        let after = after.unwrap();
+        for m in &plan.migrations {
+            prop_assert!(!moving.contains(&m.vmid), "guest {} is in flight and moves again", m.vmid);
+        }
+        for n in c.node_indexes() {
+            let node = c.node(n);
+            if after.usage(n).guests > start.usage(n).guests {
+                prop_assert!(after.usage(n).mem <= node.maxmem, "{} overcommitted", node.name);
+            }
+        }
+        let outcome = plan.plugin.as_ref().unwrap();
+        prop_assert_eq!(outcome.proposals.len(), count);
+        let accepted = outcome.proposals.iter().filter(|p| p.accepted).count();
+        prop_assert_eq!(accepted, plan.migrations.len());
     }
 }

@@ -7,4 +7,5 @@ mod daemon;
 mod execute;
 mod inflight;
 mod lease;
+mod plugin_zone;
 mod support;

@@ -106,6 +106,25 @@ pub fn unmet(plan: &Plan, goal: &Goal) -> Vec<String> {
     if matches!(goal, Goal::Evacuate { .. }) {
         return why;
     }
+    // A balance plugin that failed (with `ignore`) is why nothing moves: say that, not that the
+    // cluster offers no safe move.
+    if let Some((p, e)) = plan
+        .plugin
+        .as_ref()
+        .and_then(|p| p.error.as_ref().map(|e| (p, e)))
+    {
+        why.push(format!(
+            "balance plugin {} failed: {e}; planned no migration",
+            p.plugin
+        ));
+        if !plan.violations_after.is_empty() {
+            why.push(format!(
+                "{} broken rule(s) stay broken",
+                plan.violations_after.len()
+            ));
+        }
+        return why;
+    }
     if !plan.violations_after.is_empty() {
         why.push(format!(
             "{} broken rule(s) cannot be fixed",
@@ -152,6 +171,18 @@ pub fn run(args: Args) -> Result<ExitCode> {
         let placer = load::placer(&config)?;
         let methods = placer.methods();
         options.method = methods.parse(&m).map_err(|_| {
+            if let Some(p) = config.plugin.iter().find(|p| p.name == m) {
+                // A filter or score plugin is no method: say what it is and where it belongs.
+                return UsageError(format!(
+                    "--method {m}: plugin {m:?} is a {} plugin, not a balance plugin; {}",
+                    p.kind.as_str(),
+                    if p.kind == flxp_core::plugin::PluginKind::Score {
+                        "weigh it in a policy ([policies.NAME])"
+                    } else {
+                        "filter plugins run in every placement by themselves"
+                    }
+                ));
+            }
             let known: Vec<&str> = methods.names().collect();
             UsageError(format!(
                 "invalid value '{m}' for '--method <M>' (possible values: {})",

@@ -66,9 +66,51 @@ pub fn run(args: Args) -> Result<ExitCode> {
         output::print_json(&decision)?;
     } else {
         output::print_placement(&decision, args.explain);
+        if args.explain && decision.policy != "host" {
+            if let Ok(policy) = placer.policy_def(&decision.policy) {
+                let plugins: Vec<&str> = config.plugin.iter().map(|p| p.name.as_str()).collect();
+                output::say(format!("\n{}", policy_line(policy, &plugins)));
+            }
+        }
     }
     Ok(match decision.node {
         Some(_) => ExitCode::SUCCESS,
         None => ExitCode::from(UNSATISFIABLE),
     })
+}
+
+/// The policy's weights for `--explain`, its own scorers apart from the soft-rule scorers every
+/// policy carries unless it sets them to 0 (custom ones too, on purpose: a preference decides
+/// unless it cannot be met).
+fn policy_line(policy: &flxp_core::placement::Policy, plugins: &[&str]) -> String {
+    use flxp_core::placement::SOFT_RULES;
+    let own: Vec<String> = policy
+        .weights
+        .iter()
+        .filter(|(n, w)| **w > 0.0 && !SOFT_RULES.contains(&n.as_str()))
+        .map(|(n, w)| {
+            let plugin = if plugins.contains(&n.as_str()) {
+                " (plugin)"
+            } else {
+                ""
+            };
+            format!("{n} {w}{plugin}")
+        })
+        .collect();
+    let soft: Vec<String> = SOFT_RULES
+        .iter()
+        .filter_map(|s| Some((s, policy.weights.get(*s).copied()?)))
+        .filter(|(_, w)| *w > 0.0)
+        .map(|(s, w)| format!("{s} {w}"))
+        .collect();
+    let soft = if soft.is_empty() {
+        "all set to 0".to_owned()
+    } else {
+        soft.join(", ")
+    };
+    format!(
+        "policy {}: {}; soft rules added to every policy unless set to 0: {soft}",
+        policy.name,
+        own.join(", ")
+    )
 }

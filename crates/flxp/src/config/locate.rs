@@ -33,10 +33,24 @@ impl Locator {
         let mut table: &dyn TableLike = doc.as_table();
         let mut found = None;
         for (i, seg) in path.iter().enumerate() {
+            // `plugin[1]`: the second `[[plugin]]` table.
+            let (seg, index) = match seg.strip_suffix(']').and_then(|s| s.split_once('[')) {
+                Some((name, n)) => (name, n.parse::<usize>().ok()),
+                None => (*seg, None),
+            };
             let Some((key, item)) = table.get_key_value(seg) else {
                 break;
             };
             found = key.span().or(found);
+            if let (Item::ArrayOfTables(a), Some(n)) = (item, index) {
+                let Some(t) = a.get(n) else { break };
+                found = t.span().or(found);
+                if i + 1 == path.len() {
+                    break;
+                }
+                table = t;
+                continue;
+            }
             if i + 1 == path.len() {
                 break;
             }
@@ -50,6 +64,38 @@ impl Locator {
             }
         }
         found.map(|span| self.place(span.start))
+    }
+
+    /// The `[[array]]` table a byte offset lies in: its index, its `name` key's value if any, and
+    /// the key whose line it is on (the last key starting at or before the offset).
+    pub fn entry_at(
+        &self,
+        array: &str,
+        offset: usize,
+    ) -> Option<(usize, Option<String>, Option<String>)> {
+        let doc = self.doc.as_ref()?;
+        let Some(Item::ArrayOfTables(a)) = doc.as_table().get(array) else {
+            return None;
+        };
+        // Entries come in document order: the last one whose header starts before the offset.
+        let (index, table) = a
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.span().is_some_and(|s| s.start <= offset))
+            .last()?;
+        let name = table
+            .get("name")
+            .and_then(|v| v.as_str())
+            .map(str::to_owned);
+        let key = table
+            .iter()
+            .filter_map(|(k, _)| {
+                let span = table.key(k)?.span()?;
+                (span.start <= offset).then_some((span.start, k.to_owned()))
+            })
+            .max()
+            .map(|(_, k)| k);
+        Some((index, name, key))
     }
 
     /// Line and column of a byte offset.

@@ -195,11 +195,25 @@ impl Config {
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         let parsed =
             flxp_core::balance::MethodName::with_plugins(&names, || toml::from_str::<Config>(text));
-        let mut config: Config = parsed.map_err(|e| ConfigError {
-            file: path.to_path_buf(),
-            place: e.span().map(|s| locator.place(s.start)),
-            key: String::new(),
-            message: e.message().trim().to_owned(),
+        let mut config: Config = parsed.map_err(|e| {
+            let mut key = String::new();
+            let mut message = e.message().trim().to_owned();
+            // A mistake inside a `[[plugin]]` table names that plugin and the key.
+            if let Some((i, name, k)) = e.span().and_then(|s| locator.entry_at("plugin", s.start)) {
+                key = match k {
+                    Some(k) => format!("plugin[{i}].{k}"),
+                    None => format!("plugin[{i}]"),
+                };
+                if let Some(name) = name {
+                    message = format!("plugin {name:?}: {message}");
+                }
+            }
+            ConfigError {
+                file: path.to_path_buf(),
+                place: e.span().map(|s| locator.place(s.start)),
+                key,
+                message,
+            }
         })?;
         config.check().map_err(|(key, message)| {
             let segments: Vec<&str> = key.split('.').collect();
@@ -265,10 +279,15 @@ impl Config {
     /// sane limits. Errors name the plugin and the key.
     fn check_plugins(&self) -> Result<(), (String, String)> {
         let mut seen = BTreeSet::new();
-        for p in &self.plugin {
+        for (i, p) in self.plugin.iter().enumerate() {
             let name = &p.name;
-            let err =
-                |key: &str, m: String| ("plugin".to_owned(), format!("plugin {name:?}: {key} {m}"));
+            // The key path points at this `[[plugin]]` table, not the first one.
+            let err = |key: &str, m: String| {
+                (
+                    format!("plugin[{i}].{key}"),
+                    format!("plugin {name:?}: {key} {m}"),
+                )
+            };
             let valid = !name.is_empty()
                 && name
                     .chars()
@@ -294,9 +313,14 @@ impl Config {
             }
             match (&p.command, &p.url) {
                 (Some(_), Some(_)) | (None, None) => {
-                    return Err(err(
-                        "command/url",
-                        "give exactly one of command or url".into(),
+                    let key = if p.url.is_some() {
+                        format!("plugin[{i}].url")
+                    } else {
+                        format!("plugin[{i}]")
+                    };
+                    return Err((
+                        key,
+                        format!("plugin {name:?}: give exactly one of `command` or `url`"),
                     ));
                 }
                 (Some(argv), None) if argv.first().is_none_or(|p| p.is_empty()) => {
@@ -569,6 +593,13 @@ impl Config {
     /// Configured policies for the core.
     pub fn policies(&self) -> Result<Vec<Policy>, (String, String)> {
         let scorers = crate::plugins::names(self, flxp_core::plugin::PluginKind::Score);
+        for (name, weights) in &self.policies {
+            for scorer in weights.keys() {
+                if let Some(why) = self.plugin_misplaced(scorer) {
+                    return Err((format!("policies.{name}.{scorer}"), why));
+                }
+            }
+        }
         self.policies
             .iter()
             .map(|(name, weights)| {
@@ -578,6 +609,25 @@ impl Config {
                 })
             })
             .collect()
+    }
+
+    /// Why a filter or balance plugin cannot stand in a policy as a scorer (`None`: it is no
+    /// such plugin).
+    fn plugin_misplaced(&self, name: &str) -> Option<String> {
+        use flxp_core::plugin::PluginKind;
+        let p = self.plugin.iter().find(|p| p.name == name)?;
+        match p.kind {
+            PluginKind::Score => None,
+            PluginKind::Filter => Some(format!(
+                "plugin {name:?} is a filter plugin: filter plugins run in every placement, after \
+                 flxp's own filters, and belong to no policy; remove it here (only score plugins \
+                 are weighed in a policy)"
+            )),
+            PluginKind::Balance => Some(format!(
+                "plugin {name:?} is a balance plugin: use it as a method (`--method {name}`, \
+                 `[balance] method`), not in a policy (only score plugins are weighed in a policy)"
+            )),
+        }
     }
 
     /// The node overrides of one zone for the core's model.

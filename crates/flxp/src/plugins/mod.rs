@@ -85,9 +85,14 @@ impl PluginHost for Host {
         let ms = started.elapsed().as_millis();
         match &answer {
             Ok(a) => tracing::debug!(plugin, ms, bytes = a.len(), "plugin answered"),
-            Err(e) => tracing::warn!(plugin, ms, error = %e, "plugin call failed"),
+            // Logged as a warning once, in `failed`, with the answers the core refuses.
+            Err(e) => tracing::debug!(plugin, ms, error = %e, "plugin call failed"),
         }
         answer
+    }
+
+    fn failed(&self, plugin: &str, error: &CallError) {
+        tracing::warn!(plugin, error = %error, "plugin failed");
     }
 }
 

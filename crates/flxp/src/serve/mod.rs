@@ -281,7 +281,11 @@ fn build_over(
         ..CreateOptions::default()
     };
     let mut zones = BTreeMap::new();
+    let mut placers = BTreeMap::new();
     for name in config.zones.keys() {
+        // Each zone's own pipeline, so that plugins are told the zone they decide for.
+        let zone_placer = Arc::new(crate::plugins::placer(config)?.in_zone(Some(name.clone())));
+        placers.insert(name.clone(), Arc::clone(&zone_placer));
         let last = metered::SharedContact::default();
         let api = Pve::from_transport(MeteredTransport::new(
             transport(name)?,
@@ -291,7 +295,7 @@ fn build_over(
         ));
         let creator = Creator::new(
             api.clone(),
-            Arc::clone(&placer),
+            zone_placer,
             Reservations::new(Duration::from_secs(c.reservation_ttl_secs)),
             create.clone(),
         );
@@ -304,6 +308,7 @@ fn build_over(
         zones,
         config: Arc::new(config.clone()),
         placer,
+        placers: Arc::new(placers),
         metrics,
         daemon,
         tokens: Arc::new(tokens),

@@ -25,8 +25,10 @@ pub struct AppState {
     pub zones: Arc<BTreeMap<String, Arc<Zone>>>,
     /// The config (profiles, images, networks, balance options, ...).
     pub config: Arc<Config>,
-    /// The placement pipeline.
+    /// The placement pipeline (no zone: for what is not about one zone).
     pub placer: Arc<Placer>,
+    /// The same pipeline per zone, telling plugins the zone's name.
+    pub placers: Arc<BTreeMap<String, Arc<Placer>>>,
     /// The metrics.
     pub metrics: Arc<Metrics>,
     /// The daemon loop; on-demand plans hold its zone lock so the two never overlap.
@@ -57,6 +59,11 @@ impl std::fmt::Debug for AppState {
 }
 
 impl AppState {
+    /// The placement pipeline of a zone: its plugins are told the zone.
+    pub fn placer_for(&self, zone: &str) -> Arc<Placer> {
+        Arc::clone(self.placers.get(zone).unwrap_or(&self.placer))
+    }
+
     /// A zone by name, or `UNKNOWN_ZONE` listing the known ones.
     pub fn zone(&self, name: &str) -> Result<&Arc<Zone>, ApiError> {
         self.zones.get(name).ok_or_else(|| {

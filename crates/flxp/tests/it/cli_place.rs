@@ -93,7 +93,10 @@ a (policy free-memory, score 100.0)
  a     yes   100.0        100.0                          
  b     yes    20.0         20.0                          
  c     no        -            -  online: node is offline 
+
+policy free-memory: free-memory 1; soft rules added to every policy unless set to 0: prefer-node 10, prefer-affinity 10, prefer-anti-affinity 10, prefer-no 10
 ";
+    // Issue 13, tester defect 9: `--explain` says which soft-rule scorers the policy carries.
     assert_eq!(out, want);
 }
 

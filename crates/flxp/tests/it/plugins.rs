@@ -208,7 +208,7 @@ fn config_errors_name_the_plugin_and_the_key() {
     for (table, said) in [
         (
             "name = \"p\"\nkind = \"filter\"\n",
-            "plugin \"p\": command/url give exactly one",
+            "plugin \"p\": give exactly one of `command` or `url`",
         ),
         (
             "name = \"p\"\nkind = \"score\"\nurl = \"ftp://x\"\n",
@@ -281,16 +281,17 @@ fn balance_plans_the_plugin_s_safe_proposals_and_refuses_unsafe_ones() {
     let (_, v, err) = balance(&tight, "unsafe");
     let plan = &v;
     assert_eq!(plan["migrations"], json!([]), "{v} {err}");
-    let skipped = plan["skipped"].to_string();
+    // Issue 13, tester defect 2: refusals are the proposals' verdicts, not `skipped` guests or
+    // warnings.
+    let proposals = plan["plugin"]["proposals"].to_string();
     assert!(
-        skipped.contains("plugin unsafe proposed moving it to pve2: refused, memory: needs"),
-        "{skipped}"
+        proposals.contains("\"target\":\"pve2\"") && proposals.contains("memory: needs"),
+        "{proposals}"
     );
-    assert!(skipped.contains("it is on pve2 already"), "{skipped}");
-    let warnings = plan["warnings"].to_string();
+    assert!(proposals.contains("template"), "{proposals}");
     assert!(
-        warnings.contains("guest 99999 is not in the zone"),
-        "{warnings}"
+        proposals.contains("guest 99999 is not in the zone"),
+        "{proposals}"
     );
 
     // The config's default method may be a balance plugin too (the daemon's rounds use it).
@@ -434,4 +435,310 @@ async fn serve_explains_plugins_in_placements_and_plans_with_balance_plugins() {
         )
         .await;
     assert_eq!(v["data"]["rebalancePlan"]["method"], "drain-fullest", "{v}");
+}
+
+/// Issue 13, tester defects 3 and 4: an error in the second `[[plugin]]` points at that table's
+/// line, not the first one's, and names the plugin and the key in plain words.
+#[test]
+fn a_config_error_points_at_the_plugin_that_is_wrong() {
+    let good = "[[plugin]]\nname = \"ok\"\nkind = \"filter\"\ncommand = [\"x\"]\n\n";
+    for (table, line, said) in [
+        (
+            "[[plugin]]\nname = \"p\"\nkind = \"filter\"\n",
+            6,
+            "plugin \"p\": give exactly one of `command` or `url`",
+        ),
+        (
+            "[[plugin]]\nname = \"p\"\nkind = \"score\"\nurl = \"ftp://x\"\n",
+            9,
+            "plugin \"p\": url must start with http:// or https://",
+        ),
+        (
+            "[[plugin]]\nname = \"p\"\nkind = \"filter\"\ncommand = [\"x\"]\ntimeout-ms = 0\n",
+            10,
+            "plugin \"p\": timeout-ms must be 1..=600000",
+        ),
+        (
+            "[[plugin]]\nname = \"p\"\nkind = \"sort\"\ncommand = [\"x\"]\n",
+            8,
+            "plugin[1].kind: plugin \"p\": unknown variant `sort`",
+        ),
+    ] {
+        let text = format!("{good}{table}");
+        let (_dir, config) = temp_file("flxp.toml", &text);
+        let (code, _, err) = place(&config, &["--json"]);
+        assert_ne!(code, 0);
+        assert!(err.contains(said), "{table}: {err}");
+        assert!(
+            err.contains(&format!("flxp.toml:{line}:")),
+            "{table}: line {line} expected: {err}"
+        );
+    }
+}
+
+/// Issue 13, tester defect 5: a filter or balance plugin named in a policy says what it is and
+/// where it belongs, rather than "unknown scorer".
+#[test]
+fn a_plugin_of_another_kind_in_a_policy_says_where_it_belongs() {
+    for (kind, said) in [
+        (
+            "filter",
+            "plugin \"lic\" is a filter plugin: filter plugins run in every placement",
+        ),
+        (
+            "balance",
+            "plugin \"lic\" is a balance plugin: use it as a method",
+        ),
+    ] {
+        let text = format!(
+            "[[plugin]]\nname = \"lic\"\nkind = \"{kind}\"\ncommand = [\"x\"]\n\n[policies.mine]\nfree-memory = 1\nlic = 2\n"
+        );
+        let (_dir, config) = temp_file("flxp.toml", &text);
+        let (code, _, err) = place(&config, &["--json"]);
+        assert_ne!(code, 0);
+        assert!(
+            err.contains("policies.mine.lic") && err.contains(said),
+            "{kind}: {err}"
+        );
+        assert!(!err.contains("unknown scorer"), "{kind}: {err}");
+    }
+    // And a filter or score plugin given as a balancing method says so too.
+    let text = "[[plugin]]\nname = \"price\"\nkind = \"score\"\ncommand = [\"x\"]\n";
+    let (_dir, config) = temp_file("flxp.toml", text);
+    let (code, _, err) = balance(&config, "price");
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("plugin \"price\" is a score plugin, not a balance plugin"),
+        "{err}"
+    );
+}
+
+/// Issue 13, tester defect 1: a balance plugin that fails is the headline, by name and error,
+/// and the exit code says the request is unmet (3 with `ignore`) or refused (1 with `fail`),
+/// never "the imbalance stays above the threshold".
+#[test]
+fn a_failed_balance_plugin_is_the_headline_and_the_exit_code() {
+    let snap = snapshot();
+    for (mode, said) in [
+        (
+            "crash",
+            "exited with exit status: 1: licence server unreachable",
+        ),
+        ("garbage", "not a valid balance answer"),
+        ("sleep", "timed out after 500 ms"),
+    ] {
+        let timeout = if mode == "sleep" { 500 } else { 60_000 };
+        for on_failure in ["ignore", "fail"] {
+            let text = exec_plugin(
+                "bad",
+                "balance",
+                "misbehave.py",
+                &[mode],
+                &format!("timeout-ms = {timeout}\non-failure = \"{on_failure}\""),
+            );
+            let (_dir, config) = temp_file("flxp.toml", &text);
+            let cfg = config.to_str().unwrap();
+            let args = [
+                "balance",
+                "--from-file",
+                &snap,
+                "--config",
+                cfg,
+                "--method",
+                "bad",
+            ];
+            let (code, out, err) = run(&args);
+            let all = format!("{out}{err}");
+            assert!(
+                !all.contains("imbalance stays above"),
+                "{mode}/{on_failure}: {all}"
+            );
+            if on_failure == "ignore" {
+                assert_eq!(code, 3, "{mode}: {all}");
+                let head = out
+                    .lines()
+                    .find(|l| l.starts_with("not met"))
+                    .unwrap_or_default();
+                assert!(
+                    head.contains("balance plugin bad failed: ") && head.contains(said),
+                    "{mode}: {out}"
+                );
+                let (code, v, _) = balance(&config, "bad");
+                assert_eq!(code, 3);
+                let unmet = v["unmet"].to_string();
+                assert!(unmet.contains("balance plugin bad failed: "), "{unmet}");
+                assert_eq!(v["plugin"]["plugin"], "bad", "{v}");
+                assert!(v["plugin"]["error"].as_str().unwrap().contains(said), "{v}");
+            } else {
+                assert_eq!(code, 1, "{mode}: {all}");
+                assert!(
+                    err.contains("plugin bad: ") && err.contains(said),
+                    "{mode}: {err}"
+                );
+            }
+        }
+    }
+}
+
+/// Issue 13, tester defect 2: every proposal gets exactly one verdict, accepted or refused with
+/// its kind and reason, in `--json` and for people; refusals are not "not movable" guests.
+#[test]
+fn every_balance_proposal_gets_exactly_one_verdict() {
+    let text = exec_plugin("unsafe", "balance", "misbehave.py", &["unsafe"], "")
+        + "[placement]\nreserve = \"230GiB\"\n";
+    let (_dir, config) = temp_file("flxp.toml", &text);
+    let (_, v, err) = balance(&config, "unsafe");
+    let proposals = v["plugin"]["proposals"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{v} {err}"));
+    // misbehave.py proposes: the biggest guest to another node (no room), a template to another
+    // node, a guest that does not exist, and the biggest guest again to a node that does not exist.
+    let kinds: Vec<&str> = proposals
+        .iter()
+        .map(|p| p["refused"].as_str().unwrap_or("accepted"))
+        .collect();
+    assert_eq!(
+        kinds,
+        ["overcommit", "not-movable", "unknown-guest", "unknown-node"],
+        "{v}"
+    );
+    let big = proposals[0]["vmid"].clone();
+    assert_eq!(proposals[3]["vmid"], big);
+    assert_eq!(proposals[3]["target"], "ghost");
+    assert!(
+        proposals[2]["why"]
+            .as_str()
+            .unwrap()
+            .contains("guest 99999 is not in the zone")
+    );
+    assert!(
+        proposals[0]["why"]
+            .as_str()
+            .unwrap()
+            .contains("memory: needs"),
+        "{v}"
+    );
+    // Refusals are verdicts, not guests skipped for being unmovable.
+    assert!(!v["skipped"].to_string().contains("plugin unsafe"), "{v}");
+
+    let snap = snapshot();
+    let cfg = config.to_str().unwrap();
+    let (_, out, _) = run(&[
+        "balance",
+        "--from-file",
+        &snap,
+        "--config",
+        cfg,
+        "--method",
+        "unsafe",
+    ]);
+    let lines: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("plugin unsafe proposed 4 migration(s)"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .collect();
+    assert_eq!(lines.len(), 4, "{out}");
+    assert!(
+        lines[3].contains("→ ghost (no such node): refused (unknown node)"),
+        "{out}"
+    );
+    assert!(lines[1].contains("refused (not movable)"), "{out}");
+    assert!(!out.contains("not movable (ignored, locked"), "{out}");
+}
+
+/// Issue 13, tester defect 7: with `ignore`, every failure is logged as a warning naming the
+/// plugin and what was wrong, answer-format failures included.
+#[test]
+fn every_ignored_plugin_failure_is_logged() {
+    for (mode, said) in [
+        ("garbage", "not a valid filter answer"),
+        ("unknown-node", "which is not a candidate"),
+        ("wrong-kind", "answered with kind"),
+        ("huge", "answer is larger than 65536 bytes"),
+        ("crash", "exited with exit status: 1"),
+    ] {
+        let (code, _, err) = misbehaving(mode, "ignore");
+        assert_eq!(code, 0, "{mode}: {err}");
+        let logged: Vec<&str> = err
+            .lines()
+            .filter(|l| l.contains("WARN") && l.contains("bad") && l.contains(said))
+            .collect();
+        assert_eq!(logged.len(), 1, "{mode}: logged once: {err}");
+    }
+}
+
+/// Issue 13, tester defect 9: soft-rule scorers join custom policies on purpose; `--explain`
+/// says so, with the policy's weights.
+#[test]
+fn explain_shows_the_policy_s_weights_and_the_soft_rules_it_carries() {
+    let dir = tempfile::tempdir().unwrap();
+    let prices = dir.path().join("prices.txt");
+    std::fs::write(&prices, "pve1 0.05\npve2 0.05\npve3 0.10\npve4 0.30\n").unwrap();
+    let text = exec_plugin(
+        "price",
+        "score",
+        "price_score.py",
+        &[prices.to_str().unwrap()],
+        "",
+    ) + "[policies.cheap]\nfree-memory = 1\nprice = 5\nprefer-no = 0\n";
+    let (_d, config) = temp_file("flxp.toml", &text);
+    let (code, out, err) = place(&config, &["--policy", "cheap", "--explain"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("policy cheap: free-memory 1, price 5 (plugin)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("soft rules added to every policy unless set to 0: prefer-node 10, prefer-affinity 10, prefer-anti-affinity 10"),
+        "{out}"
+    );
+    assert!(!out.contains("prefer-no 10"), "{out}");
+}
+
+/// Issue 13, tester defect 6: plugins called by `flxp serve` (placement, createVM, plans) are
+/// told the zone, as `flxp place --zone` tells them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_tells_plugins_the_zone() {
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("zones.txt");
+    let recorder = dir.path().join("recorder.py");
+    // Records the zone of each request, allows every node and proposes nothing.
+    std::fs::write(
+        &recorder,
+        format!(
+            "import json, sys\nr = json.load(sys.stdin)\nopen({:?}, 'a').write(r['kind'] + ' ' + str(r['zone']) + '\\n')\n\
+             if r['kind'] == 'filter':\n    json.dump({{'protocol': 1, 'kind': 'filter', 'nodes': [{{'node': n['name'], 'allowed': True}} for n in r['nodes']]}}, sys.stdout)\n\
+             else:\n    json.dump({{'protocol': 1, 'kind': 'balance', 'migrations': []}}, sys.stdout)\n",
+            seen.display().to_string()
+        ),
+    )
+    .unwrap();
+    let plugin = |name: &str, kind: &str| {
+        format!(
+            "[[plugin]]\nname = \"{name}\"\nkind = \"{kind}\"\ncommand = [{:?}, {:?}]\ntimeout-ms = 60000\non-failure = \"fail\"\n\n",
+            python(),
+            recorder.display().to_string()
+        )
+    };
+    let extra = plugin("rec", "filter") + &plugin("rec-balance", "balance");
+    let s = super::serve::start(Scenario::demo(), &extra, &[]).await;
+    let v = s
+        .gql(
+            r#"query { placement(zone: "lab", request: { memory: "1GiB", cores: 1 }) { node } }"#,
+            json!({}),
+        )
+        .await;
+    assert!(v["data"]["placement"]["node"].is_string(), "{v}");
+    let v = s
+        .gql(
+            r#"query { rebalancePlan(zone: "lab", method: "rec-balance") { method } }"#,
+            json!({}),
+        )
+        .await;
+    assert_eq!(v["data"]["rebalancePlan"]["method"], "rec-balance", "{v}");
+    let lines = std::fs::read_to_string(&seen).unwrap();
+    assert!(lines.contains("filter lab\n"), "{lines}");
+    assert!(lines.contains("balance lab\n"), "{lines}");
+    assert!(!lines.contains("None"), "{lines}");
 }

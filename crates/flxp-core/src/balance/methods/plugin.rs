@@ -1,16 +1,17 @@
 //! A balance plugin as a method: one call per round, then every proposed migration checked on the
 //! state the earlier accepted ones leave, with flxp's own movability rules, budget and placement
-//! filters (capacity, hard rules). A refused proposal is not planned: it is listed in the plan's
-//! `skipped` (or its warnings, for a guest that does not exist) with the reason.
+//! filters (capacity, hard rules). Every proposal gets one verdict in the plan's `plugin`:
+//! accepted, or refused with its kind and reason.
 
 use crate::cluster::{Cluster, NodeIdx};
+use crate::placement::FilterKind;
 use crate::plugin::{self, OnFailure, PROTOCOL_VERSION, PluginKind, Proposal, Request};
-use crate::{Error, Result, Warning};
+use crate::{Error, Result};
 
 use super::super::draft::Draft;
 use super::super::movable::Intent;
 use super::super::options::BalanceOptions;
-use super::super::plan::{Plan, Purpose};
+use super::super::plan::{Plan, PluginOutcome, ProposalVerdict, Purpose, Refusal};
 use super::super::planner::finish;
 use super::{BalanceMethod, PlanInput};
 
@@ -76,27 +77,37 @@ impl BalanceMethod for PluginMethod {
         let answer = plugins
             .call(spec, &request)
             .and_then(|b| plugin::parse_balance(&b));
-        let (mut accepted, mut refused) = (0, 0);
+        let mut outcome = PluginOutcome {
+            plugin: spec.name.to_owned(),
+            error: None,
+            proposals: Vec::new(),
+        };
         match answer {
-            Err(e) if spec.on_failure == OnFailure::Fail => {
-                return Err(Error::Plugin {
-                    plugin: spec.name.to_owned(),
-                    message: e.to_string(),
-                });
+            Err(e) => {
+                plugins.failed(spec, &e);
+                if spec.on_failure == OnFailure::Fail {
+                    return Err(Error::Plugin {
+                        plugin: spec.name.to_owned(),
+                        message: e.to_string(),
+                    });
+                }
+                outcome.error = Some(e.to_string());
             }
-            Err(e) => sim.warnings.push(Warning::about(
-                format!("plugin {}", spec.name),
-                format!("{e}; planned no migration (on-failure = \"ignore\")"),
-            )),
             Ok(proposals) => {
-                for p in &proposals {
-                    match step(&mut sim, spec.name, p) {
-                        Ok(()) => accepted += 1,
-                        Err(why) => {
-                            refused += 1;
-                            refuse(&mut sim, spec.name, p, &why);
-                        }
-                    }
+                for p in proposals {
+                    let verdict = step(&mut sim, spec.name, &p);
+                    let (refused, why) = match verdict {
+                        Ok(()) => (None, None),
+                        Err((kind, why)) => (Some(kind), Some(why)),
+                    };
+                    outcome.proposals.push(ProposalVerdict {
+                        vmid: p.vmid,
+                        target: p.target,
+                        reason: p.reason,
+                        accepted: refused.is_none(),
+                        refused,
+                        why,
+                    });
                 }
             }
         }
@@ -106,52 +117,77 @@ impl BalanceMethod for PluginMethod {
         for (i, m) in plan.migrations.iter_mut().enumerate() {
             m.wave = i as u32;
         }
-        plan.summary = format!(
-            "plugin {}: {accepted} proposed migration(s) accepted, {refused} refused as unsafe; {} {} → {}",
-            self.name,
-            measure.as_str(),
-            measure.fmt(plan.imbalance_before),
-            measure.fmt(plan.imbalance_after),
-        );
+        let accepted = outcome.proposals.iter().filter(|p| p.accepted).count();
+        let refused = outcome.proposals.len() - accepted;
+        plan.summary = match &outcome.error {
+            Some(e) => format!(
+                "plugin {} failed: {e}; planned no migration (on-failure = \"ignore\")",
+                self.name
+            ),
+            None => format!(
+                "plugin {}: {accepted} proposed migration(s) accepted, {refused} refused as unsafe; {} {} → {}",
+                self.name,
+                measure.as_str(),
+                measure.fmt(plan.imbalance_before),
+                measure.fmt(plan.imbalance_after),
+            ),
+        };
+        plan.plugin = Some(outcome);
         Ok(plan)
     }
 }
 
 /// Checks one proposal on the draft's state and applies it, or says why not.
-fn step(sim: &mut Draft, plugin: &str, p: &Proposal) -> std::result::Result<(), String> {
+fn step(sim: &mut Draft, plugin: &str, p: &Proposal) -> std::result::Result<(), (Refusal, String)> {
     let cluster: &Cluster = sim.cluster;
-    let g = cluster
-        .guest_idx(p.vmid)
-        .ok_or_else(|| format!("guest {} is not in the zone", p.vmid))?;
-    let to: NodeIdx = cluster
-        .node_idx(&p.target)
-        .ok_or_else(|| format!("node {:?} is not in the zone", p.target))?;
+    let g = cluster.guest_idx(p.vmid).ok_or_else(|| {
+        (
+            Refusal::UnknownGuest,
+            format!("guest {} is not in the zone", p.vmid),
+        )
+    })?;
+    let to: NodeIdx = cluster.node_idx(&p.target).ok_or_else(|| {
+        (
+            Refusal::UnknownNode,
+            format!("node {:?} is not in the zone", p.target),
+        )
+    })?;
     if sim.has_moved(g) {
-        return Err("it moves in this plan already".into());
+        return Err((Refusal::Duplicate, "it moves in this plan already".into()));
     }
     let unit = sim.units.of(g);
     let members = sim.units.get(unit).members.clone();
     if members.iter().all(|&m| sim.state.location(m) == to) {
-        return Err(format!("it is on {} already", p.target));
+        return Err((
+            Refusal::AlreadyThere,
+            format!("it is on {} already", p.target),
+        ));
     }
     if let Some((m, stay)) = sim.unit_stays(unit, Intent::Balance) {
-        return Err(if m == g {
+        let why = if m == g {
             stay.to_string()
         } else {
             format!("its group member {}: {stay}", cluster.guest(m).vmid)
-        });
+        };
+        return Err((Refusal::NotMovable, why));
     }
     if sim.unit_moved(unit) {
-        return Err("a member of its group moves in this plan already".into());
+        return Err((
+            Refusal::Duplicate,
+            "a member of its group moves in this plan already".into(),
+        ));
     }
     let moving = members
         .iter()
         .filter(|&&m| sim.state.location(m) != to)
         .count();
     if moving > sim.budget_left() {
-        return Err(format!(
-            "beyond the migration budget of {} (raise --max-migrations)",
-            sim.budget
+        return Err((
+            Refusal::Budget,
+            format!(
+                "beyond the migration budget of {} (raise --max-migrations)",
+                sim.budget
+            ),
         ));
     }
     let group = sim.units.get(unit).group.clone();
@@ -166,7 +202,15 @@ fn step(sim: &mut Draft, plugin: &str, p: &Proposal) -> std::result::Result<(), 
     let fails = sim.placer.failures(&ctx, to);
     if !fails.is_empty() {
         let why: Vec<String> = fails.iter().map(|(f, _, r)| format!("{f}: {r}")).collect();
-        return Err(why.join("; "));
+        let has = |k: FilterKind| fails.iter().any(|(_, kind, _)| *kind == k);
+        let kind = if has(FilterKind::Availability) {
+            Refusal::Unavailable
+        } else if has(FilterKind::Rule) {
+            Refusal::Rule
+        } else {
+            Refusal::Overcommit
+        };
+        return Err((kind, why.join("; ")));
     }
     let reason = match p.reason.as_deref().map(str::trim) {
         Some(r) if !r.is_empty() => format!("plugin {plugin}: {r}"),
@@ -174,17 +218,4 @@ fn step(sim: &mut Draft, plugin: &str, p: &Proposal) -> std::result::Result<(), 
     };
     sim.apply(&members, to, Purpose::Balance, &reason, group.as_deref());
     Ok(())
-}
-
-fn refuse(sim: &mut Draft, plugin: &str, p: &Proposal, why: &str) {
-    let text = format!(
-        "plugin {plugin} proposed moving it to {}: refused, {why}",
-        p.target
-    );
-    match sim.cluster.guest_idx(p.vmid) {
-        Some(g) => sim.skip(g, text),
-        None => sim
-            .warnings
-            .push(Warning::about(format!("guest {}", p.vmid), text)),
-    }
 }

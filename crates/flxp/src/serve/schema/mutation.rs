@@ -95,7 +95,7 @@ impl Mutation {
         let z = s.zone(&zone)?;
         if dry_run {
             let (model, st) = s.model(z).await?;
-            let plan = rebalance(s, model, st, options.clone()).await?;
+            let plan = rebalance(s, &zone, model, st, options.clone()).await?;
             return Ok(dry(&plan));
         }
         super::views::require_operator(ctx, "rebalance without dryRun")?;
@@ -188,7 +188,7 @@ fn dry(plan: &flxp_core::balance::Plan) -> RunResult {
 /// Plans and carries out a goal in its own task.
 async fn run(s: &AppState, zone: &str, goal: Goal) -> Result<RunResult, ApiError> {
     let z = s.zone(zone)?;
-    let executor = Executor::new(zone, z.api.clone(), Arc::clone(&s.placer))
+    let executor = Executor::new(zone, z.api.clone(), s.placer_for(zone))
         .with_overrides(z.overrides.clone())
         .with_reservations(Some(Arc::clone(z.creator.reservations())))
         .with_options(s.execute.clone())

@@ -108,7 +108,7 @@ impl Query {
         let z = s.zone(&zone)?;
         let req = placement_request(s, request)?;
         let (model, st) = s.model(z).await?;
-        let placer = Arc::clone(&s.placer);
+        let placer = s.placer_for(&zone);
         let decision = blocking("placing", move || {
             placer.place(&model.cluster, &model.rules, &st, &req)
         })
@@ -143,7 +143,7 @@ impl Query {
         let options = balance_options(s, method.as_deref(), s.placer.methods())?;
         let z = s.zone(&zone)?;
         let (model, st) = s.model(z).await?;
-        let plan = rebalance(s, model, st, options).await?;
+        let plan = rebalance(s, &zone, model, st, options).await?;
         Ok(PlanResult::from(&plan))
     }
 
@@ -165,11 +165,12 @@ impl Query {
 /// The rebalancing plan on a model, computed off the async workers.
 pub(super) async fn rebalance(
     s: &AppState,
+    zone: &str,
     model: Arc<ClusterModel>,
     st: State,
     options: BalanceOptions,
 ) -> Result<flxp_core::balance::Plan, ApiError> {
-    let placer = Arc::clone(&s.placer);
+    let placer = s.placer_for(zone);
     blocking("planning", move || {
         flxp_core::balance::plan(&model.cluster, &model.rules, &st, &placer, &options)
     })
@@ -200,7 +201,7 @@ pub(super) async fn evacuation(
             ),
         )
     })?;
-    let placer = Arc::clone(&s.placer);
+    let placer = s.placer_for(zone);
     let config = Arc::clone(&s.config);
     blocking("planning the evacuation", move || {
         flxp_core::evacuate::evacuate(
