@@ -7,4 +7,5 @@ mod daemon;
 mod execute;
 mod inflight;
 mod lease;
+mod power;
 mod support;

@@ -198,7 +198,10 @@ impl Config {
         let mut config: Config = parsed.map_err(|e| ConfigError {
             file: path.to_path_buf(),
             place: e.span().map(|s| locator.place(s.start)),
-            key: String::new(),
+            key: e
+                .span()
+                .and_then(|s| locator.key_at(s.start))
+                .unwrap_or_default(),
             message: e.message().trim().to_owned(),
         })?;
         config.check().map_err(|(key, message)| {
@@ -377,9 +380,13 @@ impl Config {
             .validate()
             .map_err(|e| ("balance".to_owned(), e.to_string()))?;
         self.consolidate.options().validate().map_err(|e| match e {
+            flxp_core::Error::Option { name, message } if name.starts_with("consolidate.") => {
+                (name, message)
+            }
             flxp_core::Error::Option { name, message } => (format!("consolidate.{name}"), message),
             other => ("consolidate".to_owned(), other.to_string()),
         })?;
+        self.consolidate.check_auto()?;
         let m = &self.migration;
         for (key, v) in [
             ("parallel", m.parallel),
