@@ -41,6 +41,14 @@ pub struct ConsolidateOptions {
     pub min_nodes: usize,
     /// Keep N+1 headroom: the remaining nodes still hold every running guest if any one fails.
     pub headroom: bool,
+    /// Highest zone load ([`load`]) the remaining nodes may carry, when set: the daemon's auto
+    /// mode frees no node that would push the zone past it (and so wake a node right away).
+    #[serde(skip)]
+    pub max_load: Option<f64>,
+    /// Nodes a consolidation already marked and began to empty (an interrupted run): they are
+    /// freed first, whatever their guests, so a rerun finishes them.
+    #[serde(skip)]
+    pub resume: Vec<String>,
 }
 
 impl Default for ConsolidateOptions {
@@ -50,6 +58,8 @@ impl Default for ConsolidateOptions {
             max_cpu: 0.8,
             min_nodes: 3,
             headroom: true,
+            max_load: None,
+            resume: Vec::new(),
         }
     }
 }
@@ -60,15 +70,32 @@ impl ConsolidateOptions {
         for (name, v) in [("max-memory", self.max_memory), ("max-cpu", self.max_cpu)] {
             if !v.is_finite() || v <= 0.0 || v > 1.0 {
                 return Err(Error::Option {
-                    name: name.into(),
+                    name: format!("consolidate.{name}"),
                     message: format!("must be a share of the node above 0 and at most 1, got {v}"),
                 });
             }
         }
         if self.min_nodes == 0 {
             return Err(Error::Option {
-                name: "min-nodes".into(),
+                name: "consolidate.min-nodes".into(),
                 message: "must be at least 1".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// [`Self::validate`], and `min-nodes` within the cluster's node count.
+    pub fn validate_for(&self, cluster: &Cluster) -> Result<()> {
+        self.validate()?;
+        let total = cluster.nodes().len();
+        if self.min_nodes > total {
+            return Err(Error::Option {
+                name: "consolidate.min-nodes".into(),
+                message: format!(
+                    "is {} but the cluster has only {total} node(s): no consolidation could \
+                     keep that many in service",
+                    self.min_nodes
+                ),
             });
         }
         Ok(())
@@ -89,6 +116,8 @@ pub enum KeptBecause {
     Cpu,
     /// A remaining node's guests would not fit on the others if it failed.
     Headroom,
+    /// The remaining nodes would carry more than the zone load the daemon allows (`max_load`).
+    Load,
     /// It cannot take guests anyway: offline, in maintenance or lost by HA.
     NotCandidate,
 }
@@ -100,6 +129,9 @@ pub struct Freed {
     pub node: String,
     /// Migrations off it.
     pub migrations: usize,
+    /// Already marked by an earlier, interrupted consolidation: this plan finishes it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub resumed: bool,
 }
 
 /// A node that stays in service, and why.
@@ -152,26 +184,55 @@ pub fn consolidate(
     options: &ConsolidateOptions,
     evacuate_options: &EvacuateOptions,
 ) -> Result<Consolidation> {
-    options.validate()?;
+    options.validate_for(cluster)?;
     let total = cluster.nodes().len();
     let online = cluster.nodes().iter().filter(|n| n.is_online()).count();
     let hosts: Vec<NodeIdx> = cluster
         .node_indexes()
         .filter(|&n| cluster.node(n).is_schedulable())
         .collect();
-    let quorum = total / 2 + 1;
-    let by_quorum = online.saturating_sub(quorum);
-    let by_ha = hosts.len().saturating_sub(options.min_nodes);
-    let max_free = by_quorum.min(by_ha);
+    // An interrupted consolidation left these marked and part emptied: they go first.
+    let mut resumed: Vec<NodeIdx> = options
+        .resume
+        .iter()
+        .filter_map(|name| cluster.node_idx(name))
+        .filter(|&n| cluster.node(n).is_online() && cluster.node(n).in_maintenance())
+        .collect();
+    resumed.sort_unstable();
+    resumed.dedup();
     let ceiling = ceiling_placer(cluster, placer, options)?;
     let evac = EvacuateOptions {
         include_stopped: true,
         ..evacuate_options.clone()
     };
+    // Finishing them must keep every limit too; else they are given up (and say why).
+    let mut given_up: Vec<Kept> = Vec::new();
+    let mut best: Option<Plan> = None;
+    if !resumed.is_empty() {
+        let plan = evacuate(cluster, rules, state, &ceiling, &resumed, &evac)?;
+        match judge(cluster, state, placer, options, &hosts, &resumed, &plan) {
+            Ok(()) => best = Some(plan),
+            Err((because, reason)) => {
+                given_up = resumed
+                    .drain(..)
+                    .map(|n| Kept {
+                        node: cluster.node(n).name.clone(),
+                        because,
+                        reason: format!("its consolidation cannot be finished: {reason}"),
+                    })
+                    .collect();
+            }
+        }
+    }
+    let quorum = total / 2 + 1;
+    let by_quorum = online.saturating_sub(quorum).saturating_sub(resumed.len());
+    let by_ha = hosts.len().saturating_sub(options.min_nodes);
+    let max_free = by_quorum.min(by_ha);
 
+    let gave_up = |n: NodeIdx| given_up.iter().any(|k| k.node == cluster.node(n).name);
     let mut kept: Vec<Kept> = cluster
         .node_indexes()
-        .filter(|n| !hosts.contains(n))
+        .filter(|&n| !hosts.contains(&n) && !resumed.contains(&n) && !gave_up(n))
         .map(|n| {
             let node = cluster.node(n);
             let reason = if !node.is_online() {
@@ -188,17 +249,17 @@ pub fn consolidate(
             }
         })
         .collect();
+    kept.append(&mut given_up);
     let mut order = hosts.clone();
     order.sort_by_cached_key(|&n| {
         let (mem, count) = guests_on(cluster, state, n);
         (mem, count, cluster.node(n).name.clone())
     });
 
-    let mut freed: Vec<NodeIdx> = Vec::new();
-    let mut best: Option<Plan> = None;
+    let mut freed: Vec<NodeIdx> = resumed.clone();
     for &n in &order {
         let name = cluster.node(n).name.clone();
-        if freed.len() >= max_free {
+        if freed.len() - resumed.len() >= max_free {
             let reason = if by_quorum <= by_ha {
                 format!(
                     "{} node(s) must stay online: quorum needs more than half of the cluster's \
@@ -208,7 +269,7 @@ pub fn consolidate(
             } else {
                 format!(
                     "{} node(s) must stay in service for HA (min-nodes = {})",
-                    hosts.len() - freed.len(),
+                    hosts.len() + resumed.len() - freed.len(),
                     options.min_nodes
                 )
             };
@@ -240,12 +301,17 @@ pub fn consolidate(
         None => empty_plan(cluster, rules, state, &ceiling, &evac),
     };
     plan.method = "consolidate".into();
+    explain_freed(cluster, &mut plan, &freed);
     let freed: Vec<Freed> = freed
         .iter()
         .map(|&n| {
             let node = cluster.node(n).name.clone();
             let migrations = plan.migrations.iter().filter(|m| m.from == node).count();
-            Freed { node, migrations }
+            Freed {
+                node,
+                migrations,
+                resumed: resumed.contains(&n),
+            }
         })
         .collect();
     kept.sort_by(|a, b| a.node.cmp(&b.node));
@@ -271,6 +337,52 @@ pub fn consolidate(
         min_online: quorum.max(options.min_nodes.min(hosts.len())),
         summary,
     })
+}
+
+/// Words for the nodes the plan frees: the evacuation planner treats them as in maintenance, but
+/// only those already marked are; the others are freed to be switched off, and no rule is broken
+/// before. Steps are numbered in the order they run (waves reorder the planning steps).
+fn explain_freed(cluster: &Cluster, plan: &mut Plan, freed: &[NodeIdx]) {
+    for &n in freed {
+        let node = cluster.node(n);
+        if node.in_maintenance() {
+            continue;
+        }
+        let name = &node.name;
+        let claim = format!("{name} is in maintenance (maintenance requested)");
+        let truth = format!("{name} is freed to be switched off (consolidation)");
+        for m in &mut plan.migrations {
+            if m.reason.contains(&claim) {
+                m.reason = m
+                    .reason
+                    .replacen("evacuate: ", "consolidate: ", 1)
+                    .replace(&claim, &truth);
+            }
+        }
+        for s in &mut plan.skipped {
+            s.reason = s.reason.replace(&claim, &truth);
+        }
+        for u in &mut plan.unplaced {
+            u.reason = u.reason.replace(&claim, &truth);
+        }
+        for v in [&mut plan.violations_before, &mut plan.violations_after] {
+            v.retain(|v| !(v.rule == "maintenance" && v.node == *name));
+        }
+        for l in plan.nodes_before.iter_mut().filter(|l| l.node == *name) {
+            l.maintenance = false;
+        }
+    }
+    let mut renumbered: Vec<u32> = Vec::new();
+    for m in &mut plan.migrations {
+        let at = match renumbered.iter().position(|&s| s == m.step) {
+            Some(i) => i,
+            None => {
+                renumbered.push(m.step);
+                renumbered.len() - 1
+            }
+        };
+        m.step = u32::try_from(at).unwrap_or(u32::MAX);
+    }
 }
 
 /// Whether the evacuation of `trial` keeps every limit; else why not.
@@ -329,6 +441,21 @@ fn judge(
                     node.name,
                     100.0 * now / node.maxcpu.max(f64::MIN_POSITIVE),
                     100.0 * options.max_cpu
+                ),
+            ));
+        }
+    }
+    if let Some(max) = options.max_load {
+        let l = load(cluster, &after, &remaining);
+        if l > max + 1e-9 {
+            return Err((
+                KeptBecause::Load,
+                format!(
+                    "the other {} node(s) would carry {:.0}% of their capacity, above the {:.0}% \
+                     the auto mode allows (halfway between consolidate-below and wake-above)",
+                    remaining.len(),
+                    100.0 * l,
+                    100.0 * max
                 ),
             ));
         }
@@ -392,6 +519,22 @@ pub fn headroom_breach(
         }
     }
     None
+}
+
+/// The load of some nodes: the larger of the shares of their memory and of their CPUs in use
+/// (0 for no capacity). The daemon's auto mode compares it with its two levels.
+pub fn load(cluster: &Cluster, state: &State, nodes: &[NodeIdx]) -> f64 {
+    let (mut mem, mut maxmem, mut cpu, mut maxcpu) = (0.0, 0.0, 0.0, 0.0);
+    for &n in nodes {
+        let node = cluster.node(n);
+        let u = state.usage(n);
+        mem += u.mem as f64;
+        maxmem += node.maxmem as f64;
+        cpu += u.cpu;
+        maxcpu += node.maxcpu;
+    }
+    let share = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+    share(mem, maxmem).max(share(cpu, maxcpu))
 }
 
 /// The zone's pipeline with the memory ceiling added to each node's reserve.
@@ -610,5 +753,90 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("max-cpu"), "{e}");
+    }
+
+    #[test]
+    fn min_nodes_above_the_node_count_is_a_config_error_naming_the_key() {
+        let c = light().build();
+        let rules = Rules::compile(&c);
+        let p = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+        let o = ConsolidateOptions {
+            min_nodes: 9,
+            ..ConsolidateOptions::default()
+        };
+        let e = consolidate(
+            &c,
+            &rules,
+            &State::new(&c),
+            &p,
+            &o,
+            &EvacuateOptions::default(),
+        )
+        .unwrap_err();
+        let e = e.to_string();
+        assert!(e.contains("consolidate.min-nodes"), "{e}");
+        assert!(e.contains("only 5 node(s)"), "{e}");
+    }
+
+    #[test]
+    fn an_interrupted_consolidation_is_finished_not_skipped() {
+        // b was marked and part emptied by an earlier run: it is freed first, its guest moves.
+        let mut b = ClusterBuilder::new();
+        for (i, n) in ["a", "b", "c", "d", "e"].iter().enumerate() {
+            let spec = if *n == "b" {
+                node(n).notes("flxp.maintenance")
+            } else {
+                node(n)
+            };
+            b = b
+                .node(spec)
+                .guest(vm(101 + i as u32, n).mem(8 * GIB, 8 * GIB));
+        }
+        let cluster = b.build();
+        let plain = run(&cluster, &ConsolidateOptions::default());
+        assert_eq!(kept(&plain, "b"), KeptBecause::NotCandidate);
+        let o = ConsolidateOptions {
+            resume: vec!["b".into()],
+            ..ConsolidateOptions::default()
+        };
+        let c = run(&cluster, &o);
+        assert_eq!(c.freed_names(), vec!["b", "a"], "{:#?}", c.kept);
+        assert!(c.freed[0].resumed && !c.freed[1].resumed);
+        assert!(c.plan.migrations.iter().any(|m| m.vmid == 102));
+        assert!(c.plan.migrations.iter().all(|m| m.to != "a" && m.to != "b"));
+        // Quorum still counts b as going: 3 of 5 stay online.
+        assert_eq!(kept(&c, "c"), KeptBecause::Floor);
+    }
+
+    #[test]
+    fn the_auto_modes_load_limit_stops_freeing_before_the_wake_level() {
+        // Four 64 GiB nodes with 24 GiB of guests each (no host memory): 37.5% of the zone.
+        // Freeing one puts three at 50%: allowed under 0.55, refused under 0.45.
+        let mut b = ClusterBuilder::new();
+        for (i, n) in ["a", "b", "c", "d"].iter().enumerate() {
+            b = b
+                .node(node(n))
+                .guest(vm(101 + i as u32, n).mem(24 * GIB, 24 * GIB));
+        }
+        let c = b.build();
+        let base = ConsolidateOptions {
+            min_nodes: 1,
+            headroom: false,
+            max_memory: 1.0,
+            ..ConsolidateOptions::default()
+        };
+        let o = |l| ConsolidateOptions {
+            max_load: Some(l),
+            ..base.clone()
+        };
+        assert_eq!(run(&c, &o(0.55)).freed.len(), 1);
+        let refused = run(&c, &o(0.45));
+        assert!(refused.freed.is_empty());
+        assert_eq!(
+            kept(&refused, "a"),
+            KeptBecause::Load,
+            "{:#?}",
+            refused.kept
+        );
     }
 }

@@ -14,7 +14,9 @@ use flxp_pve::types::NodeCommand;
 
 use crate::error::{Error, Result};
 use crate::execute::{Executor, error_chain};
+use crate::maintenance::{self, MarkError};
 use crate::planning::Goal;
+use crate::power_mark::{self, PowerMarkError, PowerState};
 
 /// Why an emptied node was not switched off.
 #[derive(Debug, thiserror::Error)]
@@ -47,19 +49,32 @@ pub enum PowerError {
         #[source]
         source: flxp_pve::Error,
     },
+    /// The power mark could not be written or removed.
+    #[error(transparent)]
+    Mark(#[from] PowerMarkError),
+    /// The maintenance mark could not be written or removed.
+    #[error(transparent)]
+    Maintenance(#[from] MarkError),
 }
 
 impl Executor {
     /// Reads the zone and plans a consolidation on it (the executor's placer: its reserves
-    /// count for the headroom).
+    /// count for the headroom). Nodes an earlier consolidation marked `off` and left online in
+    /// maintenance (an interrupted run) are freed first: the plan finishes them.
     pub async fn plan_consolidation(
         &self,
         options: &ConsolidateOptions,
         evacuate: &EvacuateOptions,
     ) -> Result<Consolidation> {
-        let model = self.read().await?;
+        let (model, notes) = self.read_with_notes().await?;
+        let mut options = options.clone();
+        options.resume = power_mark::read(&notes)
+            .into_iter()
+            .filter(|m| m.state == PowerState::Off)
+            .map(|m| m.node)
+            .collect();
         let placer = Arc::clone(&self.placer);
-        let (options, evacuate) = (options.clone(), evacuate.clone());
+        let evacuate = evacuate.clone();
         crate::blocking::run("planning a consolidation", move || {
             consolidate(
                 &model.cluster,
@@ -123,6 +138,69 @@ impl Executor {
             })?;
         tracing::info!(zone = self.zone(), node, "node switched off");
         Ok(())
+    }
+
+    /// Marks the nodes a consolidation frees before any guest moves: the power mark (`off`, in
+    /// the notes of a node that stays in service) and then the maintenance mark, so that an
+    /// interrupted run is finished by the next one. Marks held by a node being freed move to the
+    /// new holder first (its notes are out of reach once it is off).
+    pub async fn mark_freed(
+        &self,
+        c: &Consolidation,
+        now: i64,
+    ) -> std::result::Result<(), PowerError> {
+        let freed = c.freed_names();
+        let Some(holder) = c
+            .kept
+            .iter()
+            .find(|k| k.because != flxp_core::consolidate::KeptBecause::NotCandidate)
+            .map(|k| k.node.clone())
+        else {
+            return Err(PowerError::Refused {
+                node: freed.join(", "),
+                reason: "no node stays in service to keep the power mark".into(),
+            });
+        };
+        let (_, notes) = self
+            .read_with_notes()
+            .await
+            .map_err(|e| PowerError::Unreadable {
+                node: freed.join(", "),
+                reason: error_chain(&e),
+            })?;
+        for m in power_mark::read(&notes) {
+            if freed.contains(&m.holder) && !freed.contains(&m.node) {
+                power_mark::set(self.api(), &holder, &m.node, Some((m.state, m.since))).await?;
+                power_mark::set(self.api(), &m.holder, &m.node, None).await?;
+            }
+        }
+        // Nodes resumed from an earlier run keep their mark (and its time).
+        for f in c.freed.iter().filter(|f| !f.resumed) {
+            power_mark::set(self.api(), &holder, &f.node, Some((PowerState::Off, now))).await?;
+            maintenance::set(self.api(), &f.node, true).await?;
+        }
+        Ok(())
+    }
+
+    /// Removes a node's power mark wherever it is (the node is back in service); `Ok(false)`
+    /// when it had none.
+    pub async fn clear_power_mark(&self, node: &str) -> std::result::Result<bool, PowerError> {
+        let (_, notes) = self
+            .read_with_notes()
+            .await
+            .map_err(|e| PowerError::Unreadable {
+                node: node.to_owned(),
+                reason: error_chain(&e),
+            })?;
+        let mut found = false;
+        for m in power_mark::read(&notes)
+            .into_iter()
+            .filter(|m| m.node == node)
+        {
+            power_mark::set(self.api(), &m.holder, node, None).await?;
+            found = true;
+        }
+        Ok(found)
     }
 
     /// Sends a Wake-on-LAN packet for a node (`POST /nodes/{node}/wakeonlan`); its MAC address.

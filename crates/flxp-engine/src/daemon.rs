@@ -79,6 +79,8 @@ pub struct DaemonOptions {
     pub execute: ExecuteOptions,
     /// When a `flxp.creating` marker is stale and what to do about it ([`crate::stale`]).
     pub stale: StaleOptions,
+    /// Power saving: consolidate at low load, wake nodes at high load ([`power`]); `None`: off.
+    pub power: Option<AutoConsolidate>,
 }
 
 impl Default for DaemonOptions {
@@ -92,6 +94,7 @@ impl Default for DaemonOptions {
             evacuation: EvacuateOptions::default(),
             execute: ExecuteOptions::default(),
             stale: StaleOptions::default(),
+            power: None,
         }
     }
 }
@@ -122,6 +125,9 @@ pub struct RoundReport {
     /// The rebalancing (or rule-fixing) plan, when one was made.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub balance: Option<Executed>,
+    /// What power saving measured and did, when it is on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub power: Option<PowerReport>,
     /// Stale `flxp.creating` markers found and what was done about each.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub stale: Vec<StaleMarker>,
@@ -152,6 +158,7 @@ impl RoundReport {
             .into_iter()
             .flatten()
             .filter_map(|e| e.execution.as_ref())
+            .chain(self.power.iter().filter_map(|p| p.execution.as_ref()))
     }
 
     /// When to run again.
@@ -172,6 +179,12 @@ struct ZoneState {
     lease: Option<Arc<LeaseKeeper>>,
     /// Wakes the zone's loop when the lease is taken, so a standby acts at once.
     taken: Arc<tokio::sync::Notify>,
+    /// Since when the load has been below `consolidate-below` (power saving).
+    low_since: std::sync::Mutex<Option<i64>>,
+    /// When this process last changed a node's power state.
+    last_power: std::sync::Mutex<Option<i64>>,
+    /// An evacuation or a VM creation found no room: wake a node next round.
+    room_wanted: std::sync::atomic::AtomicBool,
 }
 
 /// The pipeline for one zone, telling plugins its name (issue 13); the shared one when it names a
@@ -270,6 +283,9 @@ impl Daemon {
                             ))
                         }),
                         taken: Arc::new(tokio::sync::Notify::new()),
+                        low_since: std::sync::Mutex::new(None),
+                        last_power: std::sync::Mutex::new(None),
+                        room_wanted: std::sync::atomic::AtomicBool::new(false),
                     },
                 )
             })
@@ -357,6 +373,14 @@ impl Daemon {
             .map(|z| z.held.load(Ordering::Relaxed))
     }
 
+    /// Says that a zone needs room (a VM creation found none): with power saving on, the next
+    /// round wakes a node flxp switched off. Unknown zones are ignored.
+    pub fn want_room(&self, zone: &str) {
+        if let Some(z) = self.inner.zones.get(zone) {
+            z.room_wanted.store(true, Ordering::Relaxed);
+        }
+    }
+
     /// Asks every round to stop: nothing new starts, running migrations are followed to their end
     /// (within the drain timeout), and [`Daemon::run`] returns.
     pub fn stop(&self) {
@@ -426,6 +450,7 @@ impl Daemon {
             evacuation: None,
             trigger: None,
             balance: None,
+            power: None,
             stale: Vec::new(),
             error: None,
             standby: None,
@@ -480,7 +505,9 @@ impl Daemon {
     ) -> Result<()> {
         let o = &self.inner.parts.options;
         let placer = &z.placer;
-        let model = Arc::new(executor.read().await?);
+        let (model, notes) = executor.read_with_notes().await?;
+        let model = Arc::new(model);
+        let marks = crate::power_mark::read(&notes);
         report.stale = self.clean_stale(z, &model.cluster, report.time).await;
         if report.stale.iter().any(|m| m.outcome == "deleted") {
             // The cluster changed: the next round plans on a fresh read.
@@ -497,6 +524,11 @@ impl Daemon {
                 blocking::plan(Arc::clone(&model), Arc::clone(placer), goal.clone(), None).await?;
             tracing::info!(summary = %plan.summary, "evacuation planned");
             let moves = !plan.migrations.is_empty();
+            // Guests that fit nowhere, off a node power saving did not choose: wake a node.
+            let switched = |n: &str| marks.iter().any(|m| m.node == n);
+            if o.power.is_some() && plan.unplaced.iter().any(|u| !switched(&u.node)) {
+                z.room_wanted.store(true, Ordering::Relaxed);
+            }
             let execution = if moves {
                 self.still_holding(z)?;
                 Some(executor.execute(plan.clone(), &goal).await)
@@ -508,6 +540,11 @@ impl Daemon {
                 // The cluster changed: the next round measures it anew before any balancing.
                 return Ok(());
             }
+        }
+
+        if !self.is_stopped() && self.power(z, executor, &model, &marks, report).await? {
+            // The cluster changed: the next round measures it anew.
+            return Ok(());
         }
 
         if !o.rebalance || self.is_stopped() {
@@ -635,6 +672,9 @@ impl Daemon {
         }
     }
 }
+
+mod power;
+pub use power::{AutoConsolidate, PowerReport};
 
 #[cfg(test)]
 mod tests;

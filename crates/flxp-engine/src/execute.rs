@@ -198,6 +198,24 @@ impl Executor {
         .await
     }
 
+    /// [`Self::read`], with the notes of the online nodes (node name → notes), where flxp keeps
+    /// its power marks ([`crate::power_mark`]).
+    pub async fn read_with_notes(&self) -> Result<(Model, BTreeMap<String, String>)> {
+        self.with_model(
+            &BTreeMap::new(),
+            "building the cluster model",
+            |snapshot, _, model| {
+                let notes = snapshot
+                    .nodes
+                    .iter()
+                    .filter_map(|(n, e)| e.notes.clone().map(|t| (n.clone(), t)))
+                    .collect();
+                Ok((model, notes))
+            },
+        )
+        .await
+    }
+
     /// Reads the zone's cluster and plans `goal` on it with the round's held guests locked;
     /// `budget` caps balancing migrations.
     pub(crate) async fn replan(

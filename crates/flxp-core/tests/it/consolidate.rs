@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use flxp_core::balance::{EvacuateOptions, replay};
 use flxp_core::builder::*;
-use flxp_core::consolidate::{ConsolidateOptions, consolidate, headroom_breach};
+use flxp_core::consolidate::{ConsolidateOptions, consolidate, headroom_breach, load};
 use flxp_core::constraints::violations;
 use flxp_core::placement::{PlacementOptions, Placer};
 use flxp_core::{Cluster, Rules, State};
@@ -109,13 +109,45 @@ proptest! {
         max_memory in prop_oneof![Just(0.6), Just(0.8), Just(1.0)],
         min_nodes in 1usize..=4,
         headroom in prop::bool::weighted(0.8),
+        resume in prop::bool::weighted(0.3),
+        max_load in prop_oneof![Just(None), Just(Some(0.3)), Just(Some(0.6))],
     ) {
         let c = build(&g);
         let rules = Rules::compile(&c);
         let start = State::new(&c);
         let placer = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
-        let o = ConsolidateOptions { max_memory, min_nodes, headroom, ..ConsolidateOptions::default() };
+        // An interrupted run: every node in maintenance is one a consolidation began to free.
+        let resumed: Vec<String> = if resume {
+            c.nodes().iter().filter(|n| n.in_maintenance()).map(|n| n.name.clone()).collect()
+        } else {
+            Vec::new()
+        };
+        let o = ConsolidateOptions {
+            max_memory,
+            min_nodes: min_nodes.min(c.nodes().len()),
+            headroom,
+            max_load,
+            resume: resumed,
+            ..ConsolidateOptions::default()
+        };
         let r = consolidate(&c, &rules, &start, &placer, &o, &EvacuateOptions::default()).unwrap();
+        let new: Vec<_> = r
+            .freed
+            .iter()
+            .filter(|f| !f.resumed)
+            .map(|f| c.node_idx(&f.node).unwrap())
+            .collect();
+        // Steps are numbered in the order they run.
+        for w in r.plan.migrations.windows(2) {
+            prop_assert!(w[0].step <= w[1].step, "{} then {}", w[0].step, w[1].step);
+        }
+        // Nodes only freed by the plan are not said to be in maintenance.
+        for m in &r.plan.migrations {
+            let from = c.node_idx(&m.from).unwrap();
+            if new.contains(&from) {
+                prop_assert!(!m.reason.contains("in maintenance"), "{}", m.reason);
+            }
+        }
         let freed: Vec<_> = r.freed.iter().map(|f| c.node_idx(&f.node).unwrap()).collect();
         let hosts: Vec<_> = c.node_indexes().filter(|&n| c.node(n).is_schedulable()).collect();
         let remaining: Vec<_> = hosts.iter().copied().filter(|n| !freed.contains(n)).collect();
@@ -123,8 +155,8 @@ proptest! {
         // Floors: more than half of all nodes stay online; min-nodes stay in service. A cluster
         // already at or below half online frees nothing.
         let online = c.nodes().iter().filter(|n| n.is_online()).count();
-        prop_assert!(freed.is_empty() || 2 * (online - freed.len()) > c.nodes().len());
-        prop_assert!(freed.is_empty() || remaining.len() >= min_nodes);
+        prop_assert!(new.is_empty() || 2 * (online - freed.len()) > c.nodes().len());
+        prop_assert!(new.is_empty() || remaining.len() >= min_nodes);
         // Every node is either freed or says why it stays.
         prop_assert_eq!(r.freed.len() + r.kept.len(), c.nodes().len());
 
@@ -158,12 +190,15 @@ proptest! {
                 }
             }
         }
-        // The freed nodes end empty and the remaining ones keep the headroom.
+        // The newly freed nodes end empty and the remaining ones keep the headroom and the load.
         for gi in c.guest_indexes() {
-            prop_assert!(!freed.contains(&s.location(gi)));
+            prop_assert!(!new.contains(&s.location(gi)));
         }
-        if headroom && !freed.is_empty() {
+        if headroom && !new.is_empty() {
             prop_assert!(headroom_breach(&c, &s, &remaining, placer.options()).is_none());
+        }
+        if let (Some(l), false) = (max_load, new.is_empty()) {
+            prop_assert!(load(&c, &s, &remaining) <= l + 1e-9);
         }
     }
 }

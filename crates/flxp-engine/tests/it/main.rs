@@ -8,4 +8,5 @@ mod execute;
 mod inflight;
 mod lease;
 mod plugin_zone;
+mod power;
 mod support;

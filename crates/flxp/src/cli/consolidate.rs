@@ -39,8 +39,11 @@ pub struct Args {
 #[derive(Debug, Serialize)]
 struct WakeOutput<'a> {
     node: &'a str,
-    /// The MAC address Proxmox built the packet from.
+    /// The MAC address Proxmox built the packet from (empty when it was online already).
     mac: &'a str,
+    /// It was online already: no packet was sent.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    already_online: bool,
     /// The rebalance onto it.
     plan: &'a flxp_core::balance::Plan,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -77,6 +80,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let config = load::config(&args.source)?;
     let placer = Arc::new(load::placer(&config)?);
     let options = config.consolidate.options();
+    if args.wake.is_some() && args.wake_timeout == 0 {
+        return Err(UsageError(
+            "--wake-timeout must be at least 1 second: 0 would give up before the node boots"
+                .into(),
+        )
+        .into());
+    }
     if args.wake.is_some() && args.source.from_file.is_some() {
         return Err(UsageError(
             "--wake powers a node of a live zone on: use it with --zone Z, not --from-file".into(),
@@ -186,6 +196,15 @@ async fn in_zone(
     if c.freed.is_empty() || args.dry_run {
         return Ok((c, None, Vec::new()));
     }
+    // The power marks first (in the notes of a node that stays), so that a rerun after an
+    // interruption finishes this consolidation and the daemon knows which nodes it may wake.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    executor
+        .mark_freed(&c, now)
+        .await
+        .with_context(|| format!("cannot mark the nodes to free in zone {zone}"))?;
     let goal = flxp_engine::consolidate::goal(&c, &config.evacuate);
     // The plan was printed above: only carry it out (marking the nodes first, as evacuate does).
     let (_, report) = balance::plan_and_run(
@@ -264,7 +283,14 @@ fn wake(
             ))
         })?;
         let name = model.cluster.node(idx).name.clone();
-        let mac = if model.cluster.node(idx).is_online() {
+        let already_online = model.cluster.node(idx).is_online();
+        let mac = if already_online {
+            if !args.json {
+                output::tell(format!(
+                    "{name} is online already: no Wake-on-LAN sent; clearing its maintenance \
+                     mark and rebalancing onto it"
+                ));
+            }
             String::new()
         } else {
             let mac = executor.wake(&name).await?;
@@ -295,6 +321,7 @@ fn wake(
             mac
         };
         flxp_engine::maintenance::set(&api, &name, false).await?;
+        executor.clear_power_mark(&name).await?;
         if !args.json {
             output::tell(format!(
                 "{name}: online, maintenance mark cleared; rebalancing onto it"
@@ -316,6 +343,7 @@ fn wake(
             output::print_json(&WakeOutput {
                 node: &name,
                 mac: &mac,
+                already_online,
                 plan: &plan,
                 execution: report.as_ref(),
                 unmet,

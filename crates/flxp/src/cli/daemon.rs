@@ -37,6 +37,7 @@ pub fn options(config: &Config) -> DaemonOptions {
         evacuation: config.evacuate.clone(),
         execute: balance::execute_options(config),
         stale: config.create_vm.stale(),
+        power: config.consolidate.auto(),
     }
 }
 
@@ -87,9 +88,17 @@ pub fn log_unplaced(r: &RoundReport) {
     }
 }
 
+/// One warning per thing power saving could not do in a round.
+pub fn log_power(r: &RoundReport) {
+    for e in r.power.iter().flat_map(|p| &p.errors) {
+        tracing::warn!(zone = %r.zone, error = %e, "power saving");
+    }
+}
+
 /// One log line per round.
 fn log_round(r: &RoundReport) {
     log_unplaced(r);
+    log_power(r);
     let what = |e: &Option<flxp_engine::daemon::Executed>| {
         e.as_ref().map(|x| {
             let done = x.execution.as_ref().map_or(0, |r| r.done.len());
@@ -118,6 +127,7 @@ fn log_round(r: &RoundReport) {
             evacuation = what(&r.evacuation).unwrap_or_else(|| "-".into()),
             trigger = r.trigger.as_ref().map_or("-", |t| t.reason.as_str()),
             balance = what(&r.balance).unwrap_or_else(|| "-".into()),
+            power = r.power.as_ref().map_or("-", |p| p.decision.as_str()),
             next_in_secs = r.next_in_secs,
             "round"
         ),
@@ -150,6 +160,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         interval_secs = options.interval.as_secs(),
         rebalance = options.rebalance,
         evacuate = options.evacuate,
+        power_saving = options.power.is_some(),
         "daemon started"
     );
     // Listening starts before the daemon does, and once: a second signal sent right after the

@@ -98,6 +98,32 @@ impl Locator {
         Some((index, name, key))
     }
 
+    /// The dotted key whose value holds a byte offset (`consolidate.headroom`), when one does:
+    /// a type error names the key, not only its line.
+    pub fn key_at(&self, offset: usize) -> Option<String> {
+        fn walk(t: &dyn TableLike, offset: usize, path: &mut Vec<String>) -> bool {
+            for (k, item) in t.iter() {
+                path.push(k.to_owned());
+                let hit = match item {
+                    Item::Table(sub) => walk(sub, offset, path),
+                    Item::Value(v) => {
+                        v.as_inline_table().is_some_and(|t| walk(t, offset, path))
+                            || v.span().is_some_and(|s| s.contains(&offset))
+                    }
+                    _ => false,
+                };
+                if hit {
+                    return true;
+                }
+                path.pop();
+            }
+            false
+        }
+        let doc = self.doc.as_ref()?;
+        let mut path = Vec::new();
+        walk(doc.as_table(), offset, &mut path).then(|| path.join("."))
+    }
+
     /// Line and column of a byte offset.
     pub fn place(&self, offset: usize) -> Place {
         let before = &self.text[..offset.min(self.text.len())];
@@ -110,6 +136,15 @@ impl Locator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_key_holding_an_offset_is_named() {
+        let text = "[consolidate]\nheadroom = \"yes\"\n";
+        let l = Locator::new(text);
+        let at = text.find("\"yes").unwrap();
+        assert_eq!(l.key_at(at).as_deref(), Some("consolidate.headroom"));
+        assert_eq!(l.key_at(0), None);
+    }
 
     #[test]
     fn finds_keys_headers_and_inline_tables() {

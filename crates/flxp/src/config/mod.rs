@@ -196,7 +196,10 @@ impl Config {
         let parsed =
             flxp_core::balance::MethodName::with_plugins(&names, || toml::from_str::<Config>(text));
         let mut config: Config = parsed.map_err(|e| {
-            let mut key = String::new();
+            let mut key = e
+                .span()
+                .and_then(|s| locator.key_at(s.start))
+                .unwrap_or_default();
             let mut message = e.message().trim().to_owned();
             // A mistake inside a `[[plugin]]` table names that plugin and the key.
             if let Some((i, name, k)) = e.span().and_then(|s| locator.entry_at("plugin", s.start)) {
@@ -401,9 +404,13 @@ impl Config {
             .validate()
             .map_err(|e| ("balance".to_owned(), e.to_string()))?;
         self.consolidate.options().validate().map_err(|e| match e {
+            flxp_core::Error::Option { name, message } if name.starts_with("consolidate.") => {
+                (name, message)
+            }
             flxp_core::Error::Option { name, message } => (format!("consolidate.{name}"), message),
             other => ("consolidate".to_owned(), other.to_string()),
         })?;
+        self.consolidate.check_auto()?;
         let m = &self.migration;
         for (key, v) in [
             ("parallel", m.parallel),

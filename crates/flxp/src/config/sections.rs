@@ -361,6 +361,16 @@ pub struct ConsolidateSection {
     pub headroom: bool,
     /// Switch emptied nodes off through the API (`Sys.PowerMgmt`).
     pub shutdown: bool,
+    /// The daemon consolidates and wakes nodes on its own (power saving).
+    pub enabled: bool,
+    /// The daemon consolidates when the zone's load stays below this share (0..1).
+    pub consolidate_below: f64,
+    /// The daemon wakes a node flxp switched off when the zone's load is above this share.
+    pub wake_above: f64,
+    /// Least seconds between two power changes, and how long the load must stay low first.
+    pub min_interval_secs: u64,
+    /// Seconds a woken node may take to come online before Wake-on-LAN is sent again.
+    pub wake_timeout_secs: u64,
 }
 
 impl Default for ConsolidateSection {
@@ -372,6 +382,11 @@ impl Default for ConsolidateSection {
             min_nodes: o.min_nodes,
             headroom: o.headroom,
             shutdown: false,
+            enabled: false,
+            consolidate_below: 0.4,
+            wake_above: 0.7,
+            min_interval_secs: 1800,
+            wake_timeout_secs: 900,
         }
     }
 }
@@ -384,6 +399,51 @@ impl ConsolidateSection {
             max_cpu: self.max_cpu,
             min_nodes: self.min_nodes,
             headroom: self.headroom,
+            ..flxp_core::consolidate::ConsolidateOptions::default()
         }
+    }
+
+    /// The daemon's power saving, when `enabled`.
+    pub fn auto(&self) -> Option<flxp_engine::AutoConsolidate> {
+        self.enabled.then(|| flxp_engine::AutoConsolidate {
+            options: self.options(),
+            shutdown: self.shutdown,
+            consolidate_below: self.consolidate_below,
+            wake_above: self.wake_above,
+            min_interval: std::time::Duration::from_secs(self.min_interval_secs),
+            wake_timeout: std::time::Duration::from_secs(self.wake_timeout_secs),
+        })
+    }
+
+    /// Checks the auto mode's levels: the dotted key and what is wrong.
+    pub fn check_auto(&self) -> Result<(), (String, String)> {
+        for (key, v) in [
+            ("consolidate-below", self.consolidate_below),
+            ("wake-above", self.wake_above),
+        ] {
+            if !v.is_finite() || v <= 0.0 || v > 1.0 {
+                return Err((
+                    format!("consolidate.{key}"),
+                    format!("must be a share of the zone above 0 and at most 1, got {v}"),
+                ));
+            }
+        }
+        if self.consolidate_below >= self.wake_above {
+            return Err((
+                "consolidate.wake-above".into(),
+                format!(
+                    "must be above consolidate-below ({}), or nodes would be woken and switched \
+                     off in turn",
+                    self.consolidate_below
+                ),
+            ));
+        }
+        if self.wake_timeout_secs == 0 {
+            return Err((
+                "consolidate.wake-timeout-secs".into(),
+                "must be at least 1".into(),
+            ));
+        }
+        Ok(())
     }
 }

@@ -367,6 +367,7 @@ fn daemon(
         evacuation: config.evacuate.clone(),
         execute: crate::cli::balance::execute_options(config),
         stale: config.create_vm.stale(),
+        power: config.consolidate.auto(),
         ..DaemonOptions::default()
     };
     let metrics = Arc::clone(metrics);
@@ -376,6 +377,7 @@ fn daemon(
     };
     daemon.on_round(Arc::new(move |r| {
         crate::cli::daemon::log_unplaced(r);
+        crate::cli::daemon::log_power(r);
         metrics.migrations(&r.zone, "done", r.migrations_done() as u64);
         metrics.migrations(&r.zone, "failed", r.migrations_failed() as u64);
         if let Some(e) = &r.error {

@@ -112,6 +112,14 @@ fn a_live_zone_is_consolidated_and_the_freed_node_switched_off() {
     {
         let w = z.sim.world();
         assert!(w.nodes["pve2"].notes.contains("flxp.maintenance"));
+        // Which node flxp switched off is kept where it can be read while pve2 is down.
+        let marks: Vec<&str> = w
+            .nodes
+            .values()
+            .filter(|n| n.name != "pve2" && n.notes.contains("flxp-power node=pve2 state=off"))
+            .map(|n| n.name.as_str())
+            .collect();
+        assert_eq!(marks.len(), 1, "one node keeps the power mark");
     }
     // The shutdown takes 30 simulated seconds: well under a second at this time scale.
     let start = std::time::Instant::now();
@@ -158,7 +166,107 @@ fn a_live_zone_is_consolidated_and_the_freed_node_switched_off() {
             .contains("flxp.maintenance")
     );
     assert!(
+        z.sim
+            .world()
+            .nodes
+            .values()
+            .all(|n| !n.notes.contains("flxp-power")),
+        "the power mark is gone once the node is back"
+    );
+    assert!(
         !z.guests_on("pve2").is_empty(),
         "rebalanced onto the woken node: {out}"
     );
+}
+
+#[test]
+fn waking_an_online_node_says_so_and_a_zero_timeout_is_refused() {
+    let z = sim_zone(DEMO, 100_000.0, "", |_| {});
+    let args = |extra: &[&'static str]| {
+        let mut a = vec![
+            "consolidate",
+            "--zone",
+            "lab",
+            "--config",
+            z.config(),
+            "--wake",
+            "pve2",
+        ];
+        a.extend_from_slice(extra);
+        a
+    };
+    let (code, _, err) = run(&args(&["--wake-timeout", "0"]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--wake-timeout must be at least 1"), "{err}");
+    let (code, out, err) = run(&args(&[]));
+    assert!(code == 0 || code == 3, "{err}\n{out}");
+    assert!(
+        err.contains("pve2 is online already: no Wake-on-LAN sent"),
+        "{err}"
+    );
+    let (_, out, _) = run(&args(&["--json"]));
+    assert_eq!(json(&out)["already_online"], true, "{out}");
+}
+
+#[test]
+fn config_mistakes_name_their_key() {
+    let (_d, snap) = temp_file(
+        "snap.json",
+        r#"[{"id":"node/a","type":"node","node":"a","status":"online","maxmem":68719476736,"mem":1,"maxcpu":16,"cpu":0.05}]"#,
+    );
+    for (text, key) in [
+        (
+            "[consolidate]\nheadroom = \"yes\"\n",
+            "consolidate.headroom",
+        ),
+        ("[consolidate]\nmin-nodes = 4\n", "consolidate.min-nodes"),
+        (
+            "[consolidate]\nwake-above = 0.3\n",
+            "consolidate.wake-above",
+        ),
+    ] {
+        let (_c, config) = temp_file("flxp.toml", text);
+        let (code, _, err) = run(&[
+            "consolidate",
+            "--from-file",
+            snap.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+        ]);
+        assert_ne!(code, 0, "{text}");
+        assert!(err.contains(key), "{text}: {err}");
+    }
+}
+
+#[test]
+fn a_rerun_finishes_an_interrupted_consolidation() {
+    let z = sim_zone(
+        DEMO,
+        100_000.0,
+        "\n[consolidate]\nshutdown = true\n",
+        |_| {},
+    );
+    {
+        // As an interrupted run leaves it: pve2 marked and in maintenance, not yet emptied.
+        let mut w = z.sim.world();
+        w.nodes.get_mut("pve1").unwrap().notes =
+            "<!-- flxp-power node=pve2 state=off since=1 -->".into();
+        w.nodes.get_mut("pve2").unwrap().notes = "flxp.maintenance".into();
+    }
+    assert!(z.guests_on("pve2").len() > 1);
+    let (code, out, err) = run(&[
+        "consolidate",
+        "--zone",
+        "lab",
+        "--config",
+        z.config(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}\n{out}");
+    let v = json(&out);
+    let freed = &v["consolidation"]["freed"];
+    assert_eq!(names(freed), ["pve2"], "{out}");
+    assert_eq!(freed[0]["resumed"], true, "{out}");
+    assert_eq!(v["shutdown"][0]["ok"], true, "{out}");
+    assert!(z.guests_on("pve2").is_empty());
 }

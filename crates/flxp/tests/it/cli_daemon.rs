@@ -153,3 +153,25 @@ fn the_daemon_goes_on_when_its_log_reader_goes_away() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[test]
+fn the_daemon_switches_a_node_off_at_low_load() {
+    let z = sim_zone(
+        super::cli_balance::DEMO,
+        100_000.0,
+        "\n[daemon]\ninterval-secs = 1\n\n[consolidate]\nenabled = true\nshutdown = true\nmin-interval-secs = 0\n",
+        |_| {},
+    );
+    let mut child = spawn_daemon(&z);
+    let start = Instant::now();
+    while z.sim.world().nodes["pve2"].online && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!z.sim.world().nodes["pve2"].online, "{err}");
+    assert!(z.guests_on("pve2").is_empty());
+    assert!(err.contains("power_saving=true"), "{err}");
+    assert!(err.contains("below consolidate-below"), "{err}");
+}

@@ -398,6 +398,8 @@ fn create_error(s: &AppState, zone: &str, e: CreateError) -> ApiError {
         CreateError::UnknownImage { .. } => ApiError::new(Code::UnknownImage, text(&e)),
         CreateError::NoCapacity { .. } => {
             s.metrics.decision(zone, "create_vm", "no_capacity");
+            // With power saving on, the daemon's next round wakes a node flxp switched off.
+            s.daemon.want_room(zone);
             ApiError::new(Code::NoCapacity, text(&e))
         }
         CreateError::Placement(c) => {

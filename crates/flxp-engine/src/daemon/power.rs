@@ -1,0 +1,483 @@
+//! The daemon's power saving (`[consolidate] enabled = true`): consolidate when the zone's load
+//! stays low, wake a node flxp switched off when it rises or when room is needed.
+//!
+//! Each round, after any evacuation, the zone's load ([`flxp_core::consolidate::load`]: the larger
+//! of the memory and CPU shares in use on the nodes in service) is compared with two levels:
+//!
+//! - below `consolidate-below` for `min-interval` (held in memory, so a restart starts over), and
+//!   no power change for `min-interval`: plan a consolidation that stops halfway between the two
+//!   levels, mark the freed nodes ([`crate::power_mark`] `off`, then `flxp.maintenance`), empty
+//!   them with the executor (re-checks as always) and, with `shutdown`, switch them off;
+//! - above `wake-above` and no power change for `min-interval`, or room needed now (an evacuation
+//!   or a VM creation found none): wake one node marked `off` (Wake-on-LAN, mark `waking`).
+//!
+//! Transitions are finished from the marks, whoever began them: a node marked `off`, online and in
+//! maintenance is emptied (stopped guests too) and switched off; a node marked `waking` that is
+//! online gets its maintenance mark cleared, its power mark removed, and a rebalance moves guests
+//! onto it. One change per round; the next round measures anew.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use flxp_core::cluster::NodeIdx;
+use flxp_core::consolidate::{ConsolidateOptions, Consolidation, load};
+use serde::Serialize;
+
+use super::{Daemon, Executed, RoundReport, ZoneState};
+use crate::blocking;
+use crate::error::Result;
+use crate::execute::{Executor, error_chain};
+use crate::planning::{Goal, Model};
+use crate::power_mark::{self, PowerMark, PowerState};
+use crate::report::ExecutionReport;
+
+/// The daemon's power saving (the `[consolidate]` table with `enabled = true`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AutoConsolidate {
+    /// The consolidation's limits.
+    pub options: ConsolidateOptions,
+    /// Switch emptied nodes off (else they stay online, empty and in maintenance).
+    pub shutdown: bool,
+    /// Consolidate when the zone's load stays below this share.
+    pub consolidate_below: f64,
+    /// Wake a node when the zone's load is above this share.
+    pub wake_above: f64,
+    /// Least time between two power changes, and how long the load must stay low first.
+    pub min_interval: Duration,
+    /// How long a woken node may take to come online before Wake-on-LAN is sent again.
+    pub wake_timeout: Duration,
+}
+
+impl Default for AutoConsolidate {
+    fn default() -> Self {
+        Self {
+            options: ConsolidateOptions::default(),
+            shutdown: false,
+            consolidate_below: 0.4,
+            wake_above: 0.7,
+            min_interval: Duration::from_secs(1800),
+            wake_timeout: Duration::from_secs(900),
+        }
+    }
+}
+
+impl AutoConsolidate {
+    /// The highest load a consolidation may leave: halfway between the two levels, so that the
+    /// packed zone is not at once above `wake-above`.
+    pub fn max_load(&self) -> f64 {
+        (self.consolidate_below + self.wake_above) / 2.0
+    }
+}
+
+/// What the power saving did in a round.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PowerReport {
+    /// The zone's load on the nodes in service (0..=1).
+    pub load: f64,
+    /// What was decided, in a sentence.
+    pub decision: String,
+    /// The consolidation planned, with why each kept node stays.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consolidation: Option<Consolidation>,
+    /// What emptying nodes did (a consolidation, or finishing one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub execution: Option<ExecutionReport>,
+    /// Nodes switched off.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub switched_off: Vec<String>,
+    /// Nodes sent Wake-on-LAN.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub woken: Vec<String>,
+    /// Nodes back in service (mark cleared).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub back: Vec<String>,
+    /// What failed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<String>,
+}
+
+/// Nodes in service: online, not in maintenance, not lost by HA.
+fn in_service(model: &Model) -> Vec<NodeIdx> {
+    model
+        .cluster
+        .node_indexes()
+        .filter(|&n| model.cluster.node(n).is_schedulable())
+        .collect()
+}
+
+impl Daemon {
+    /// The power step of a round; `Ok(true)` when it changed the zone (the round ends there).
+    pub(super) async fn power(
+        &self,
+        z: &ZoneState,
+        executor: &Executor,
+        model: &Arc<Model>,
+        marks: &[PowerMark],
+        report: &mut RoundReport,
+    ) -> Result<bool> {
+        let Some(auto) = self.inner.parts.options.power.clone() else {
+            return Ok(false);
+        };
+        let now = report.time;
+        let c = &model.cluster;
+        let mut pr = PowerReport {
+            load: load(c, &model.state, &in_service(model)),
+            ..PowerReport::default()
+        };
+        let api = executor.api();
+
+        // Finish what earlier rounds (or an interrupted flxp) began.
+        let mut pending: Vec<NodeIdx> = Vec::new();
+        let mut asleep: Vec<&PowerMark> = Vec::new();
+        let mut waking = false;
+        for m in marks {
+            let Some(idx) = c.node_idx(&m.node) else {
+                continue;
+            };
+            let n = c.node(idx);
+            match (m.state, n.is_online()) {
+                (PowerState::Waking, true) => {
+                    let back = async {
+                        crate::maintenance::set(api, &m.node, false).await?;
+                        executor.clear_power_mark(&m.node).await?;
+                        Ok::<_, crate::consolidate::PowerError>(())
+                    };
+                    match back.await {
+                        Ok(()) => pr.back.push(m.node.clone()),
+                        Err(e) => pr.errors.push(error_chain(&e)),
+                    }
+                }
+                (PowerState::Waking, false) => {
+                    waking = true;
+                    let late = now - m.since > auto.wake_timeout.as_secs() as i64;
+                    if late {
+                        pr.errors.push(format!(
+                            "{} is not online {} s after Wake-on-LAN: sending it again",
+                            m.node,
+                            now - m.since
+                        ));
+                        if let Err(e) = executor.wake(&m.node).await {
+                            pr.errors.push(error_chain(&e));
+                        }
+                    }
+                }
+                (PowerState::Off, true) if !n.in_maintenance() => {
+                    // An admin put it back in service: the mark is stale.
+                    if let Err(e) = executor.clear_power_mark(&m.node).await {
+                        pr.errors.push(error_chain(&e));
+                    }
+                }
+                (PowerState::Off, true) => {
+                    let empty = !c.guest_indexes().any(|g| model.state.location(g) == idx);
+                    if auto.shutdown || !empty {
+                        pending.push(idx);
+                    } else {
+                        asleep.push(m);
+                    }
+                }
+                (PowerState::Off, false) => asleep.push(m),
+            }
+        }
+        if !pr.back.is_empty() {
+            pr.decision = format!("{} back in service: rebalancing", pr.back.join(", "));
+            *z.last_power.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
+            if !self.inner.parts.options.rebalance {
+                report.power = Some(pr);
+                return Ok(true);
+            }
+            let goal = Goal::Balance(self.inner.parts.options.balance.clone());
+            let fresh = Arc::new(executor.read().await?);
+            let plan = blocking::plan(
+                fresh,
+                Arc::clone(&self.inner.parts.placer),
+                goal.clone(),
+                None,
+            )
+            .await?;
+            let execution = if plan.migrations.is_empty() {
+                None
+            } else {
+                self.still_holding(z)?;
+                Some(executor.execute(plan.clone(), &goal).await)
+            };
+            report.balance = Some(Executed { plan, execution });
+            report.power = Some(pr);
+            return Ok(true);
+        }
+        if !pending.is_empty() {
+            self.finish_consolidation(z, executor, model, &pending, &auto, now, &mut pr)
+                .await?;
+            report.power = Some(pr);
+            return Ok(true);
+        }
+
+        // Decide.
+        let last = marks
+            .iter()
+            .map(|m| m.since)
+            .chain(*z.last_power.lock().unwrap_or_else(|p| p.into_inner()))
+            .max();
+        let interval = auto.min_interval.as_secs() as i64;
+        let quiet_for = last.map(|t| now - t);
+        let quiet = quiet_for.is_none_or(|q| q >= interval);
+        let low_since = {
+            let mut low = z.low_since.lock().unwrap_or_else(|p| p.into_inner());
+            if pr.load < auto.consolidate_below {
+                *low.get_or_insert(now)
+            } else {
+                *low = None;
+                now
+            }
+        };
+        let room = z.room_wanted.swap(false, Ordering::Relaxed);
+        let high = pr.load > auto.wake_above;
+        if (room || (high && quiet)) && !waking {
+            // The roomiest node flxp switched off.
+            let pick = asleep
+                .iter()
+                .filter_map(|m| c.node_idx(&m.node).map(|i| (c.node(i).maxmem, &m.node)))
+                .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(a.1)));
+            if let Some((_, node)) = pick {
+                let why = if room {
+                    "room is needed".to_owned()
+                } else {
+                    format!(
+                        "load {:.0}% is above wake-above {:.0}%",
+                        100.0 * pr.load,
+                        100.0 * auto.wake_above
+                    )
+                };
+                self.wake_node(z, executor, node, marks, now, &mut pr).await;
+                pr.decision = format!("wake {node}: {why}");
+                report.power = Some(pr);
+                // Look again soon: the node is back in service once it is online.
+                report.next_in_secs = self
+                    .inner
+                    .parts
+                    .options
+                    .retry_after
+                    .min(self.inner.parts.options.interval)
+                    .as_secs_f64();
+                return Ok(true);
+            }
+            if room {
+                pr.decision = "room is needed, but no node flxp switched off is left".into();
+            }
+        }
+        if high && !quiet && !asleep.is_empty() {
+            pr.decision = format!(
+                "load {:.0}% is above wake-above {:.0}%, but the last power change was {} s ago \
+                 (min-interval-secs = {interval})",
+                100.0 * pr.load,
+                100.0 * auto.wake_above,
+                quiet_for.unwrap_or(0)
+            );
+        }
+        if pr.load < auto.consolidate_below {
+            if now - low_since < interval || !quiet {
+                pr.decision = format!(
+                    "load {:.0}% is below consolidate-below {:.0}% since {} s; waiting for \
+                     min-interval-secs = {interval}{}",
+                    100.0 * pr.load,
+                    100.0 * auto.consolidate_below,
+                    now - low_since,
+                    if quiet {
+                        ""
+                    } else {
+                        " since the last power change"
+                    }
+                );
+            } else if !waking {
+                return self.consolidate(z, executor, &auto, now, pr, report).await;
+            }
+        }
+        if pr.decision.is_empty() {
+            pr.decision = format!("load {:.0}%: nothing to change", 100.0 * pr.load);
+        }
+        report.power = Some(pr);
+        Ok(false)
+    }
+
+    /// Sends Wake-on-LAN to a node marked `off` (or, when it is online already, puts it back in
+    /// service at once) after marking it `waking`.
+    async fn wake_node(
+        &self,
+        z: &ZoneState,
+        executor: &Executor,
+        node: &str,
+        marks: &[PowerMark],
+        now: i64,
+        pr: &mut PowerReport,
+    ) {
+        let holder = marks
+            .iter()
+            .find(|m| m.node == node)
+            .map(|m| m.holder.clone())
+            .unwrap_or_default();
+        *z.last_power.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
+        let mark = power_mark::set(
+            executor.api(),
+            &holder,
+            node,
+            Some((PowerState::Waking, now)),
+        )
+        .await;
+        if let Err(e) = mark {
+            pr.errors.push(error_chain(&e));
+            return;
+        }
+        match executor.wake(node).await {
+            Ok(_) => pr.woken.push(node.to_owned()),
+            Err(e) => pr.errors.push(error_chain(&e)),
+        }
+    }
+
+    /// Finishes a consolidation that was begun: plans it again with the marked nodes first (a
+    /// node whose finishing would now break a limit goes back in service), empties them, then
+    /// switches the empty ones off.
+    #[allow(clippy::too_many_arguments)]
+    async fn finish_consolidation(
+        &self,
+        z: &ZoneState,
+        executor: &Executor,
+        model: &Model,
+        pending: &[NodeIdx],
+        auto: &AutoConsolidate,
+        now: i64,
+        pr: &mut PowerReport,
+    ) -> Result<()> {
+        let c = &model.cluster;
+        let names: Vec<String> = pending.iter().map(|&n| c.node(n).name.clone()).collect();
+        let busy = pending
+            .iter()
+            .any(|&n| c.guest_indexes().any(|g| model.state.location(g) == n));
+        if !busy {
+            pr.decision = format!("switch off {}", names.join(", "));
+            if auto.shutdown {
+                self.switch_off(executor, &names, pr).await;
+            }
+            return Ok(());
+        }
+        let options = ConsolidateOptions {
+            max_load: Some(auto.max_load()),
+            ..auto.options.clone()
+        };
+        let evacuation = &self.inner.parts.options.evacuation;
+        let planned = executor.plan_consolidation(&options, evacuation).await?;
+        let freed = planned.freed_names();
+        for node in names.iter().filter(|n| !freed.contains(n)) {
+            let back = async {
+                crate::maintenance::set(executor.api(), node, false).await?;
+                executor.clear_power_mark(node).await?;
+                Ok::<_, crate::consolidate::PowerError>(())
+            };
+            match back.await {
+                Ok(()) => pr.back.push(node.clone()),
+                Err(e) => pr.errors.push(error_chain(&e)),
+            }
+        }
+        pr.decision = if pr.back.is_empty() {
+            format!("finish the consolidation: {}", planned.summary)
+        } else {
+            format!(
+                "give up freeing {} (a limit would break), back in service; {}",
+                pr.back.join(", "),
+                planned.summary
+            )
+        };
+        if freed.is_empty() {
+            pr.consolidation = Some(planned);
+            return Ok(());
+        }
+        self.still_holding(z)?;
+        if let Err(e) = executor.mark_freed(&planned, now).await {
+            pr.errors.push(error_chain(&e));
+            pr.consolidation = Some(planned);
+            return Ok(());
+        }
+        let goal = crate::consolidate::goal(&planned, evacuation);
+        let clean = if planned.plan.migrations.is_empty() {
+            true
+        } else {
+            let r = executor.execute(planned.plan.clone(), &goal).await;
+            let clean = r.is_clean();
+            pr.execution = Some(r);
+            clean
+        };
+        if clean && auto.shutdown {
+            self.switch_off(executor, &freed, pr).await;
+        }
+        pr.consolidation = Some(planned);
+        Ok(())
+    }
+
+    /// Switches emptied nodes off, each after its own fresh check.
+    async fn switch_off(&self, executor: &Executor, nodes: &[String], pr: &mut PowerReport) {
+        for node in nodes {
+            match executor.shut_down_if_empty(node).await {
+                Ok(()) => pr.switched_off.push(node.clone()),
+                Err(e) => pr.errors.push(error_chain(&e)),
+            }
+        }
+    }
+
+    /// Plans a consolidation and carries it out: marks, empties, switches off.
+    async fn consolidate(
+        &self,
+        z: &ZoneState,
+        executor: &Executor,
+        auto: &AutoConsolidate,
+        now: i64,
+        mut pr: PowerReport,
+        report: &mut RoundReport,
+    ) -> Result<bool> {
+        let options = ConsolidateOptions {
+            max_load: Some(auto.max_load()),
+            ..auto.options.clone()
+        };
+        let evacuation = &self.inner.parts.options.evacuation;
+        let planned = executor.plan_consolidation(&options, evacuation).await?;
+        let freed = planned.freed_names();
+        if freed.is_empty() {
+            pr.decision = format!(
+                "load {:.0}% is below consolidate-below {:.0}%, but no node can be freed",
+                100.0 * pr.load,
+                100.0 * auto.consolidate_below
+            );
+            pr.consolidation = Some(planned);
+            report.power = Some(pr);
+            return Ok(false);
+        }
+        pr.decision = format!(
+            "load {:.0}% is below consolidate-below {:.0}%: {}",
+            100.0 * pr.load,
+            100.0 * auto.consolidate_below,
+            planned.summary
+        );
+        self.still_holding(z)?;
+        *z.last_power.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
+        *z.low_since.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        if let Err(e) = executor.mark_freed(&planned, now).await {
+            pr.errors.push(error_chain(&e));
+            pr.consolidation = Some(planned);
+            report.power = Some(pr);
+            return Ok(true);
+        }
+        let goal = crate::consolidate::goal(&planned, evacuation);
+        let clean = if planned.plan.migrations.is_empty() {
+            true
+        } else {
+            let r = executor.execute(planned.plan.clone(), &goal).await;
+            let clean = r.is_clean();
+            pr.execution = Some(r);
+            clean
+        };
+        if clean && auto.shutdown {
+            self.switch_off(executor, &freed, &mut pr).await;
+        }
+        pr.consolidation = Some(planned);
+        report.power = Some(pr);
+        Ok(true)
+    }
+}
