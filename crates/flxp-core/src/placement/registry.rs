@@ -2,7 +2,8 @@
 //! scorer is one file plus one line in `scorers/mod.rs`.
 
 use super::filters::{
-    affinity, anti_affinity, cpu, maintenance, memory, node_rules, online, selector, taints,
+    affinity, anti_affinity, cpu, maintenance, memory, node_rules, online, selector, storage,
+    taints,
 };
 use super::{Filter, Scorer};
 
@@ -47,6 +48,11 @@ pub const FILTERS: &[FilterEntry] = &[
         name: cpu::NAME,
         doc: "vCPUs not above the node's CPUs, and the optional overcommit cap",
         make: || Box::new(cpu::CpuFits),
+    },
+    FilterEntry {
+        name: storage::NAME,
+        doc: "the storages of the guest's local disks exist here with room for them",
+        make: || Box::new(storage::StorageFits),
     },
     FilterEntry {
         name: node_rules::NAME,

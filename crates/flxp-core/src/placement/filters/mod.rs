@@ -8,6 +8,7 @@ pub mod memory;
 pub mod node_rules;
 pub mod online;
 pub mod selector;
+pub mod storage;
 pub mod taints;
 
 #[cfg(test)]
