@@ -13,6 +13,7 @@ mod dashboard;
 mod docs;
 mod docs_check;
 mod live_zone;
+mod local_disks;
 mod plugins;
 mod privileges;
 mod serve;
