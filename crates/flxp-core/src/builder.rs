@@ -6,7 +6,7 @@
 
 use crate::cluster::{Cluster, Overrides};
 use crate::snapshot::{
-    HaResource, HaRule, HaStatusEntry, NodeExtra, Resource, RrdRow, Snapshot, Task,
+    HaResource, HaRule, HaStatusEntry, NodeExtra, Resource, RrdRow, Snapshot, Task, Volume,
 };
 
 pub use crate::units::{GIB, MIB};
@@ -87,6 +87,8 @@ impl NodeSpec {
 #[derive(Debug, Clone)]
 pub struct GuestSpec {
     r: Resource,
+    /// Volumes on local storages of its node: (storage id, bytes).
+    disks: Vec<(String, u64)>,
 }
 
 fn guest(kind: &str, vmid: u32, node: &str) -> GuestSpec {
@@ -106,6 +108,7 @@ fn guest(kind: &str, vmid: u32, node: &str) -> GuestSpec {
             template: Some(false),
             ..Resource::default()
         },
+        disks: Vec::new(),
     }
 }
 
@@ -170,6 +173,12 @@ impl GuestSpec {
         self.r.maxdisk = Some(bytes);
         self
     }
+    /// Adds a volume of `bytes` on storage `storage` of its node (local when the node's storage
+    /// entry says so: see [`ClusterBuilder::storage`]).
+    pub fn local_disk(mut self, storage: &str, bytes: u64) -> Self {
+        self.disks.push((storage.to_owned(), bytes));
+        self
+    }
 }
 
 /// Builds a snapshot (and a cluster) from node and guest specs.
@@ -183,6 +192,7 @@ pub struct ClusterBuilder {
     tasks: Vec<Task>,
     options: serde_json::Map<String, serde_json::Value>,
     time: Option<i64>,
+    storages: Vec<Resource>,
 }
 
 impl ClusterBuilder {
@@ -283,6 +293,24 @@ impl ClusterBuilder {
         self.options.insert(key.to_owned(), value);
         self
     }
+    /// Adds a storage entry on a node: `total` bytes of which `used` are taken; `shared` for a
+    /// storage every node sees.
+    pub fn storage(mut self, node: &str, id: &str, shared: bool, total: u64, used: u64) -> Self {
+        self.storages.push(Resource {
+            id: Some(format!("storage/{node}/{id}")),
+            kind: Some("storage".into()),
+            node: Some(node.to_owned()),
+            storage: Some(id.to_owned()),
+            status: Some("available".into()),
+            shared: Some(shared),
+            maxdisk: Some(total),
+            disk: Some(used),
+            content: Some("images,rootdir".into()),
+            plugintype: Some(if shared { "rbd" } else { "lvmthin" }.into()),
+            ..Resource::default()
+        });
+        self
+    }
     /// Sets the snapshot time.
     pub fn time(mut self, t: i64) -> Self {
         self.time = Some(t);
@@ -321,12 +349,34 @@ impl ClusterBuilder {
                         notes: n.notes.clone(),
                         rrddata: (!n.rrd.is_empty())
                             .then(|| RrdRow(n.rrd.iter().cloned().collect())),
+                        ..NodeExtra::default()
                     },
                 );
             }
         }
         snap.resources
             .extend(self.guests.iter().map(|g| g.r.clone()));
+        snap.resources.extend(self.storages.iter().cloned());
+        for g in self.guests.iter().filter(|g| !g.disks.is_empty()) {
+            let (Some(node), Some(vmid)) = (g.r.node.clone(), g.r.vmid) else {
+                continue;
+            };
+            let content = if g.r.kind.as_deref() == Some("lxc") {
+                "rootdir"
+            } else {
+                "images"
+            };
+            let extra = snap.nodes.entry(node).or_default();
+            for (i, (storage, bytes)) in g.disks.iter().enumerate() {
+                extra.volumes.push(Volume {
+                    volid: Some(format!("{storage}:vm-{vmid}-disk-{i}")),
+                    vmid: Some(vmid),
+                    size: Some(*bytes),
+                    content: Some(content.into()),
+                    format: Some("raw".into()),
+                });
+            }
+        }
         snap
     }
 

@@ -27,6 +27,10 @@ pub struct Usage {
 pub struct State {
     usage: Vec<Usage>,
     location: Vec<NodeIdx>,
+    /// Free bytes per storage, indexed like `Cluster::storages`, after the moves so far; empty
+    /// when no guest has local disks (nothing to track, and a cheap clone). Signed and wide, so
+    /// that trying a move that overfills a storage and taking it back restores the figure exactly.
+    room: Vec<i128>,
 }
 
 impl State {
@@ -75,9 +79,33 @@ impl State {
                 u.guests += 1;
             }
         }
+        let mut room = Vec::new();
+        if cluster.has_local_disks() {
+            room = cluster
+                .storages
+                .iter()
+                .map(|s| i128::from(s.free()))
+                .collect();
+            // A copy in flight takes room on its target until it lands; the target's report may
+            // show only part of it, so count all of it there (as its memory above).
+            for g in cluster.guests() {
+                if let Some(to) = g.migrating_to() {
+                    take_room(cluster, &mut room, g, to);
+                }
+            }
+        }
         Self {
             usage,
             location: cluster.guests().iter().map(|g| g.node).collect(),
+            room,
+        }
+    }
+
+    /// Free bytes of a storage (an index into `Cluster::storages`) after the moves so far.
+    pub fn storage_free(&self, cluster: &Cluster, storage: usize) -> u64 {
+        match self.room.get(storage) {
+            Some(&r) => u64::try_from(r.max(0)).unwrap_or(u64::MAX),
+            None => cluster.storages[storage].free(),
         }
     }
 
@@ -104,6 +132,10 @@ impl State {
         }
         self.location[guest.get()] = to;
         let g = cluster.guest(guest);
+        if !g.local_disks.is_empty() && !self.room.is_empty() {
+            give_room(cluster, &mut self.room, g, from);
+            take_room(cluster, &mut self.room, g, to);
+        }
         if !g.running {
             return;
         }
@@ -131,5 +163,23 @@ impl State {
         u.committed_mem = u.committed_mem.saturating_add(mem);
         u.committed_cpus += cores;
         u.guests += 1;
+    }
+}
+
+/// Takes a guest's local disks from the same storages of `node`.
+fn take_room(cluster: &Cluster, room: &mut [i128], g: &crate::cluster::Guest, node: NodeIdx) {
+    for d in &g.local_disks {
+        if let Some(i) = cluster.storage_on(node, &d.storage) {
+            room[i] -= i128::from(d.bytes);
+        }
+    }
+}
+
+/// Gives a guest's local disks back to the same storages of `node` (it left).
+fn give_room(cluster: &Cluster, room: &mut [i128], g: &crate::cluster::Guest, node: NodeIdx) {
+    for d in &g.local_disks {
+        if let Some(i) = cluster.storage_on(node, &d.storage) {
+            room[i] += i128::from(d.bytes);
+        }
     }
 }

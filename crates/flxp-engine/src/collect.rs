@@ -1,8 +1,9 @@
 //! Collecting Contract 1 from a live Proxmox API.
 //!
 //! One `GET /cluster/resources` gives every node, guest and storage; each online node then gets
-//! two calls (its config for the notes, its `rrddata` for the latest pressure row), run
-//! concurrently; HA rules, resources and status, the datacenter options and the task list are one
+//! three calls (its config for the notes, its `rrddata` for the latest pressure row, its storage
+//! list for the free bytes), run concurrently, plus, on a node with guests, one listing of each
+//! local storage that holds guest disks (the disks a migration copies); HA rules, resources and status, the datacenter options and the task list are one
 //! call each, alongside. So the cost is O(nodes) calls, never O(guests). This module decides
 //! nothing: it only reads. The one exception to "never O(guests)": the log of each *running*
 //! migration is read for its target, which `/cluster/tasks` does not name (few, and a guest in
@@ -14,8 +15,11 @@ use futures_util::StreamExt;
 use futures_util::stream;
 
 use flxp_core::Snapshot;
-use flxp_core::snapshot::{Ha, HaStatusEntry, NodeExtra, RrdRow, Task};
-use flxp_pve::types::{ManagerStatus, RrdQuery, RrdTimeframe, TaskLogQuery, Upid};
+use flxp_core::snapshot::{Ha, HaStatusEntry, NodeExtra, RrdRow, Task, Volume};
+use flxp_pve::types::{
+    ContentQuery, ManagerStatus, RrdQuery, RrdTimeframe, StorageEntry, StorageQuery, TaskLogQuery,
+    Upid,
+};
 use flxp_pve::{ApiErrorKind, Pve, Transport};
 
 /// Per-node calls in flight at once: enough to hide latency, few enough not to flood pveproxy.
@@ -172,22 +176,81 @@ fn latest_row_with_data(rows: Vec<RrdRow>) -> Option<RrdRow> {
         })
 }
 
-/// Notes and the latest RRD row of one online node.
+/// Whether a storage of a node's list holds guest disks that a migration copies: active, not
+/// shared, with `images` or `rootdir` content.
+fn holds_local_disks(s: &StorageEntry) -> bool {
+    s.shared != Some(true)
+        && s.active != Some(false)
+        && s.enabled != Some(false)
+        && s.content.as_deref().is_some_and(|c| {
+            c.split(',')
+                .any(|c| matches!(c.trim(), "images" | "rootdir"))
+        })
+}
+
+/// Free bytes per storage and the guest volumes on the local ones, of one node. The volumes are
+/// listed only when the node has guests; an unreadable list (403, 501) leaves them out.
+async fn node_storage<T: Transport + ?Sized>(
+    api: &Pve<T>,
+    node: &str,
+    has_guests: bool,
+) -> Result<(std::collections::BTreeMap<String, u64>, Vec<Volume>), CollectError> {
+    let list = api.node_storage(node, &StorageQuery::default()).await;
+    let list = optional(&format!("GET /nodes/{node}/storage"), list)?;
+    let avail = list
+        .iter()
+        .filter(|s| s.active != Some(false))
+        .filter_map(|s| Some((s.storage.clone(), s.avail?)))
+        .collect();
+    let mut volumes = Vec::new();
+    if has_guests {
+        let local: Vec<&str> = list
+            .iter()
+            .filter(|s| holds_local_disks(s))
+            .map(|s| s.storage.as_str())
+            .collect();
+        // A node has few local storages: all listed at once (a stream's closure here would
+        // make the daemon's round future lose `Send`).
+        let query = ContentQuery::default();
+        let calls = local
+            .iter()
+            .map(|storage| api.storage_content(node, storage, &query));
+        let listed = futures_util::future::join_all(calls).await;
+        for (storage, got) in local.iter().zip(listed) {
+            let endpoint = format!("GET /nodes/{node}/storage/{storage}/content");
+            volumes.extend(
+                optional(&endpoint, got)?
+                    .into_iter()
+                    .filter(Volume::is_guest_disk),
+            );
+        }
+    }
+    Ok((avail, volumes))
+}
+
+/// Notes, the latest RRD row and the storage figures of one online node.
 async fn node_extra<T: Transport + ?Sized>(
     api: &Pve<T>,
     node: String,
+    has_guests: bool,
 ) -> Result<(String, NodeExtra), CollectError> {
     let query = RrdQuery {
         timeframe: RrdTimeframe::Hour,
         cf: None,
     };
-    let (config, rrd) =
-        futures_util::join!(api.node_config(&node), api.node_rrddata(&node, &query));
+    let (config, rrd, storage) = futures_util::join!(
+        api.node_config(&node),
+        api.node_rrddata(&node, &query),
+        node_storage(api, &node, has_guests)
+    );
     let config = optional(&format!("GET /nodes/{node}/config"), config)?;
     let rows = optional(&format!("GET /nodes/{node}/rrddata"), rrd)?;
+    let (storage_avail, volumes) = storage?;
     let extra = NodeExtra {
         notes: config.description.filter(|d| !d.trim().is_empty()),
         rrddata: latest_row_with_data(rows),
+        storage_avail,
+        volumes,
     };
     Ok((node, extra))
 }
@@ -195,8 +258,8 @@ async fn node_extra<T: Transport + ?Sized>(
 /// Collects Contract 1 from a live API; `time` is the cluster's clock when its answers say it
 /// ([`Pve::server_time`]), else `now` (epoch seconds of this machine).
 ///
-/// Calls: one `/cluster/resources`, then concurrently two per online node plus HA rules,
-/// resources, status, options and tasks. HA, notes and RRD rows that the token may not read
+/// Calls: one `/cluster/resources`, then concurrently three per online node (and one per local
+/// guest-disk storage of a node with guests) plus HA rules, resources, status, options and tasks. HA, notes and RRD rows that the token may not read
 /// (403) or this Proxmox lacks (501) are left out; any other failure is an error naming the call.
 pub async fn collect_snapshot<T: Transport + ?Sized>(
     api: &Pve<T>,
@@ -218,8 +281,16 @@ pub async fn collect_snapshot<T: Transport + ?Sized>(
         "collecting per-node data"
     );
 
+    let with_guests: std::collections::BTreeSet<&str> = resources
+        .iter()
+        .filter(|r| matches!(r.kind.as_deref(), Some("qemu" | "lxc")))
+        .filter_map(|r| r.node.as_deref())
+        .collect();
     let per_node = stream::iter(online)
-        .map(|node| node_extra(api, node))
+        .map(|node| {
+            let has_guests = with_guests.contains(node.as_str());
+            node_extra(api, node, has_guests)
+        })
         .buffer_unordered(NODE_CONCURRENCY)
         .collect::<Vec<_>>();
     let (per_node, rules, ha_resources, ha_status, manager, options, tasks) = futures_util::join!(
@@ -239,7 +310,7 @@ pub async fn collect_snapshot<T: Transport + ?Sized>(
     let mut nodes = BTreeMap::new();
     for item in per_node {
         let (node, extra) = item?;
-        if extra.notes.is_some() || extra.rrddata.is_some() {
+        if !extra.is_empty() {
             nodes.insert(node, extra);
         }
     }
@@ -325,6 +396,7 @@ mod tests {
                             ("time", 1_764_399_960.0),
                             ("pressurememorysome", 1.5),
                         ])),
+                        ..NodeExtra::default()
                     },
                 )
             })
@@ -390,13 +462,13 @@ mod tests {
         for guests in [0, 50, 2000] {
             let fake = FakeApi::new(cluster(8, guests));
             collect_snapshot(&fake, 0).await.unwrap();
-            // 1 resources + 2 per online node (7) + 4 HA (rules, resources, status, manager
+            // 1 resources + 3 per online node (7) + 4 HA (rules, resources, status, manager
             // status) + options + tasks + the log of the one running migration.
-            assert_eq!(fake.call_count(), 1 + 2 * 7 + 6 + 1, "{guests} guests");
+            assert_eq!(fake.call_count(), 1 + 3 * 7 + 6 + 1, "{guests} guests");
         }
         let fake = FakeApi::new(cluster(32, 2000));
         collect_snapshot(&fake, 0).await.unwrap();
-        assert_eq!(fake.call_count(), 1 + 2 * 31 + 6 + 1);
+        assert_eq!(fake.call_count(), 1 + 3 * 31 + 6 + 1);
         let calls = fake.calls();
         assert_eq!(calls[0], "GET /cluster/resources");
         assert!(
@@ -404,6 +476,54 @@ mod tests {
                 .iter()
                 .any(|c| c.contains("/qemu") || c.contains("/lxc"))
         );
+    }
+
+    #[tokio::test]
+    async fn free_room_and_local_volumes_are_collected_per_node() {
+        let mut source = cluster(3, 10);
+        let storage = |node: &str, id: &str, shared: bool| Resource {
+            id: Some(format!("storage/{node}/{id}")),
+            kind: Some("storage".into()),
+            node: Some(node.into()),
+            storage: Some(id.into()),
+            shared: Some(shared),
+            content: Some("images,rootdir".into()),
+            maxdisk: Some(1000),
+            disk: Some(400),
+            ..Resource::default()
+        };
+        for n in ["pve1", "pve2"] {
+            source.resources.push(storage(n, "local-lvm", false));
+            source.resources.push(storage(n, "ceph", true));
+        }
+        let vol = |volid: &str, vmid: u32, content: &str| Volume {
+            volid: Some(volid.into()),
+            vmid: Some(vmid),
+            size: Some(64),
+            content: Some(content.into()),
+            format: Some("raw".into()),
+        };
+        let local = vec![
+            vol("local-lvm:vm-100-disk-0", 100, "images"),
+            vol("local-lvm:vm-103-disk-0", 103, "images"),
+        ];
+        let pve1 = source.nodes.get_mut("pve1").unwrap();
+        pve1.volumes = local.clone();
+        pve1.volumes.push(vol("ceph:vm-100-disk-1", 100, "images"));
+        pve1.storage_avail.insert("local-lvm".into(), 550);
+        let fake = FakeApi::new(source);
+        let snap = collect_snapshot(&fake, 0).await.unwrap();
+        let got = &snap.nodes["pve1"];
+        // Only the local storage is listed; its avail is what the node says.
+        assert_eq!(got.volumes, local);
+        assert_eq!(got.storage_avail["local-lvm"], 550);
+        assert_eq!(got.storage_avail["ceph"], 600);
+        assert!(snap.nodes["pve2"].volumes.is_empty());
+        // 3 per online node (2) + a listing of local-lvm on each: still O(nodes).
+        assert_eq!(fake.call_count(), 1 + 3 * 2 + 2 + 6 + 1);
+        let c = flxp_core::Cluster::from_snapshot(&snap, &Default::default()).unwrap();
+        let g = c.guest(c.guest_idx(100).unwrap());
+        assert_eq!(g.local_disk_bytes(), 64);
     }
 
     #[tokio::test]

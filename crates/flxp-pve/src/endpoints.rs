@@ -7,15 +7,15 @@ use crate::pve::Pve;
 use crate::request::{Request, seg};
 use crate::transport::Transport;
 use crate::types::{
-    CloneParams, ClusterOptions, ClusterStatusEntry, ConfigUpdate, CreateParams, DeleteParams,
-    GuestConfig, GuestKind, GuestListEntry, GuestStatusCurrent, HaMigrateParams, HaMigrateResponse,
-    HaResource, HaRule, HaStatusEntry, LxcMigrateParams, LxcMigratePrecondition,
+    CloneParams, ClusterOptions, ClusterStatusEntry, ConfigUpdate, ContentQuery, CreateParams,
+    DeleteParams, GuestConfig, GuestKind, GuestListEntry, GuestStatusCurrent, HaMigrateParams,
+    HaMigrateResponse, HaResource, HaRule, HaStatusEntry, LxcMigrateParams, LxcMigratePrecondition,
     ManagerStatusResponse, MigratePreconditionQuery, NextId, NextIdQuery, NodeCommand,
     NodeCommandParams, NodeConfig, NodeConfigUpdate, NodeListEntry, NodeStatus, Permissions,
     PermissionsQuery, Pool, PoolListEntry, QemuMigrateParams, QemuMigratePrecondition,
     ResizeParams, Resource, ResourceType, ResourcesQuery, RrdQuery, RrdRow, ShutdownParams,
     StartParams, StopParams, StorageEntry, StorageQuery, Task, TaskLogLine, TaskLogQuery,
-    TaskStatus, Upid, Version,
+    TaskStatus, Upid, Version, Volume,
 };
 use crate::wait::{TaskWait, wait_task};
 
@@ -135,6 +135,18 @@ impl<T: Transport + ?Sized> Pve<T> {
     ) -> Result<Vec<StorageEntry>> {
         let path = node_path(node, "/storage");
         self.call(Request::new("GET /nodes/{node}/storage", path).params(query)?)
+            .await
+    }
+
+    /// `GET /nodes/{node}/storage/{storage}/content`: the volumes on one storage.
+    pub async fn storage_content(
+        &self,
+        node: &str,
+        storage: &str,
+        query: &ContentQuery,
+    ) -> Result<Vec<Volume>> {
+        let path = node_path(node, &format!("/storage/{}/content", seg(storage)));
+        self.call(Request::new("GET /nodes/{node}/storage/{storage}/content", path).params(query)?)
             .await
     }
 

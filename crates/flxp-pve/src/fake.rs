@@ -179,6 +179,10 @@ fn routes() -> &'static Router<FakeTransport> {
             .route("GET /nodes/{node}/rrddata", FakeTransport::node_rrddata)
             .route("GET /nodes/{node}/storage", FakeTransport::node_storage)
             .route(
+                "GET /nodes/{node}/storage/{storage}/content",
+                FakeTransport::storage_content,
+            )
+            .route(
                 "GET /nodes/{node}/tasks/{upid}/status",
                 FakeTransport::task_status,
             )
@@ -355,23 +359,47 @@ impl FakeTransport {
     fn node_storage(&self, _: &Request, c: &Captures) -> Result<Value> {
         let node = c.get("node");
         let state = self.state();
+        let avail = state.snapshot.nodes.get(node).map(|n| &n.storage_avail);
         let entries: Vec<StorageEntry> = state
             .snapshot
             .resources
             .iter()
             .filter(|r| r.kind.as_deref() == Some("storage") && r.node.as_deref() == Some(node))
-            .map(|r| StorageEntry {
-                storage: r.storage.clone().unwrap_or_default(),
-                kind: r.plugintype.clone(),
-                content: r.content.clone(),
-                shared: r.shared,
-                total: r.maxdisk,
-                used: r.disk,
-                avail: r.maxdisk.zip(r.disk).map(|(t, u)| t.saturating_sub(u)),
-                ..StorageEntry::default()
+            .map(|r| {
+                let storage = r.storage.clone().unwrap_or_default();
+                let known = avail.and_then(|a| a.get(&storage).copied());
+                StorageEntry {
+                    kind: r.plugintype.clone(),
+                    content: r.content.clone(),
+                    shared: r.shared,
+                    active: Some(true),
+                    total: r.maxdisk,
+                    used: r.disk,
+                    avail: known.or(r.maxdisk.zip(r.disk).map(|(t, u)| t.saturating_sub(u))),
+                    storage,
+                    ..StorageEntry::default()
+                }
             })
             .collect();
         reply(entries)
+    }
+
+    /// The snapshot's volumes of the node on that storage.
+    fn storage_content(&self, _: &Request, c: &Captures) -> Result<Value> {
+        let (node, storage) = (c.get("node"), c.get("storage"));
+        let state = self.state();
+        let volumes: Vec<&crate::types::Volume> = state
+            .snapshot
+            .nodes
+            .get(node)
+            .map(|n| {
+                n.volumes
+                    .iter()
+                    .filter(|v| v.storage() == Some(storage))
+                    .collect()
+            })
+            .unwrap_or_default();
+        reply(volumes)
     }
 
     fn guests(&self, request: &Request, c: &Captures) -> Result<Value> {

@@ -227,7 +227,7 @@ pub fn moves_for_trough(
 pub struct Need {
     /// Fewest migrations.
     pub migrations: usize,
-    /// Fewest bytes copied (memory of the guests that must leave a node).
+    /// Fewest bytes copied (memory and local disks of the guests that must leave a node).
     pub bytes: u64,
 }
 
@@ -272,8 +272,7 @@ pub fn need_for_spread(
     let running = |g: GuestIdx| cluster.guest(g).running;
     let must_bytes: u64 = must_leave
         .iter()
-        .filter(|&&g| running(g))
-        .map(|&g| cluster.guest(g).mem_footprint())
+        .map(|&g| cluster.guest(g).move_bytes())
         .sum();
     let must_amount: f64 = must_leave
         .iter()

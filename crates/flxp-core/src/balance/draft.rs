@@ -161,9 +161,11 @@ impl<'a> Draft<'a> {
         Shift::of(members.iter().map(|&m| self.cluster.guest(m)))
     }
 
-    /// Memory to copy for some guests.
+    /// Bytes to copy for some guests: memory of the running ones and every local disk.
     pub fn bytes(&self, members: &[GuestIdx]) -> u64 {
-        self.shift(members).mem
+        members.iter().fold(0, |sum, &m| {
+            sum.saturating_add(self.cluster.guest(m).move_bytes())
+        })
     }
 
     /// The policy that ranks targets.
@@ -307,7 +309,7 @@ impl<'a> Draft<'a> {
                 reason: String::new(),
                 purpose,
                 online: g.running,
-                bytes: if g.running { g.mem_footprint() } else { 0 },
+                bytes: g.move_bytes(),
                 bundle: bundle.clone(),
                 group: group.map(str::to_owned),
                 step,
@@ -316,14 +318,15 @@ impl<'a> Draft<'a> {
             });
         }
         let after = self.objective.measure(self.measure);
-        let text = format!(
-            "{reason}; {} {} → {}",
+        // The figures close the reason: evacuation restates them in list order.
+        let figures = format!(
+            "; {} {} → {}",
             self.measure.as_str(),
             self.measure.fmt(before),
             self.measure.fmt(after)
         );
-        for m in &mut self.migrations[first..] {
-            m.reason.clone_from(&text);
+        for (m, &g) in self.migrations[first..].iter_mut().zip(&moving) {
+            m.reason = format!("{reason}{}{figures}", how_it_moves(self.cluster.guest(g)));
         }
     }
 
@@ -378,6 +381,24 @@ impl<'a> Draft<'a> {
             });
         }
     }
+}
+
+/// What the migration of a guest does beyond moving its memory, for its reason: a running
+/// container is restarted on the target (it cannot live-migrate), and local disks are copied.
+fn how_it_moves(g: &crate::cluster::Guest) -> String {
+    let mut how = String::new();
+    if g.running && g.kind == GuestKind::Lxc {
+        how.push_str("; a container: stopped, moved and started again on the target");
+    }
+    if !g.local_disks.is_empty() {
+        let disks: Vec<String> = g
+            .local_disks
+            .iter()
+            .map(|d| format!("{} on {}", crate::units::fmt_bytes(d.bytes), d.storage))
+            .collect();
+        how.push_str(&format!("; copies its local disks ({})", disks.join(", ")));
+    }
+    how
 }
 
 #[cfg(test)]

@@ -186,7 +186,7 @@ impl Search<'_> {
                 migrations: must.len(),
                 bytes: must
                     .iter()
-                    .map(|&g| self.cluster.guest(g).mem_footprint())
+                    .map(|&g| self.cluster.guest(g).move_bytes())
                     .sum(),
             });
         }
@@ -243,11 +243,7 @@ impl Search<'_> {
             self.dfs(i + 1, k);
         }
         let from = self.state.location(g);
-        let bytes = if self.cluster.guest(g).running {
-            self.cluster.guest(g).mem_footprint()
-        } else {
-            0
-        };
+        let bytes = self.cluster.guest(g).move_bytes();
         for t in self.targets[i].clone() {
             self.state.move_guest(self.cluster, g, t);
             self.chosen.push((g, t));
@@ -354,11 +350,7 @@ impl Optimum {
                     reason: "exact baseline".to_owned(),
                     purpose: super::Purpose::Balance,
                     online: guest.running,
-                    bytes: if guest.running {
-                        guest.mem_footprint()
-                    } else {
-                        0
-                    },
+                    bytes: guest.move_bytes(),
                     bundle: Vec::new(),
                     group: None,
                     step: i as u32,

@@ -19,6 +19,8 @@
 
 pub mod bounds;
 mod check;
+#[cfg(test)]
+mod disks_tests;
 pub(crate) mod draft;
 #[cfg(any(test, feature = "exact"))]
 pub mod exact;

@@ -734,14 +734,14 @@ fn apply(sim: &mut Draft, m: &Move) {
         let why = if kind == 1 {
             format!(
                 "the largest balance gain per migration among moves off the fullest nodes ({} to copy)",
-                fmt_bytes(shift.mem)
+                fmt_bytes(sim.bytes(&unit.members))
             )
         } else {
             let other = m.units[1 - i].0;
             let vmid = sim.cluster.guest(sim.units.get(other).members[0]).vmid;
             format!(
                 "swapped with {vmid} because no single move helps ({} to copy)",
-                fmt_bytes(shift.mem)
+                fmt_bytes(sim.bytes(&unit.members))
             )
         };
         let reason = format!(

@@ -4,7 +4,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::NodeIdx;
+use super::{LocalDisk, NodeIdx};
 
 /// Index of a guest in `Cluster::guests`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -120,6 +120,9 @@ pub struct Guest {
     pub pool: Option<String>,
     /// A running migration of it and where it goes; `None` when none runs.
     pub migrating: Option<Landing>,
+    /// Its volumes on local storages of its node, per storage (empty: none, or not collected).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub local_disks: Vec<LocalDisk>,
 }
 
 impl Guest {
@@ -137,6 +140,25 @@ impl Guest {
     /// the host pays, since either may lag the other.
     pub fn mem_footprint(&self) -> u64 {
         self.mem.max(self.memhost.unwrap_or(0))
+    }
+
+    /// Bytes of its disks on local storages: what any migration of it copies.
+    pub fn local_disk_bytes(&self) -> u64 {
+        self.local_disks
+            .iter()
+            .fold(0, |sum, d| sum.saturating_add(d.bytes))
+    }
+
+    /// Bytes a migration of it copies: its memory when it runs, plus its local disks (copied
+    /// by live and offline migrations alike). The one measure of a move's cost: plan figures,
+    /// search, bounds and the exact baseline all use it.
+    pub fn move_bytes(&self) -> u64 {
+        let mem = if self.running {
+            self.mem_footprint()
+        } else {
+            0
+        };
+        mem.saturating_add(self.local_disk_bytes())
     }
 
     /// CPUs Proxmox's static usage counts for it on a node with `node_cpus` CPUs: its `maxcpu`; for

@@ -9,16 +9,16 @@ mod crs;
 mod guest;
 mod limits;
 mod node;
+mod storage;
 mod tasks;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-
-use serde::Serialize;
 
 pub use crs::{Crs, CrsMode};
 pub use guest::{Guest, GuestIdx, GuestKind, Landing};
 pub use limits::{MAX_BYTES, MAX_CPUS, MAX_TOTAL_BYTES};
 pub use node::{MaintenanceSource, Node, NodeIdx, NodeReachability, Pressure};
+pub use storage::{LocalDisk, Storage};
 pub use tasks::TaskIndex;
 
 use crate::constraints::notes::{self, NodeTokens};
@@ -26,23 +26,6 @@ use crate::constraints::tags::is_valid_tag_text;
 use crate::snapshot::{Ha, HaStatusEntry, Resource, Snapshot};
 use crate::warning::Warning;
 use crate::{Error, Result};
-
-/// A storage as seen from one node.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Storage {
-    /// Storage id.
-    pub storage: String,
-    /// Node that sees it.
-    pub node: NodeIdx,
-    /// Whether all nodes share it.
-    pub shared: bool,
-    /// Size in bytes.
-    pub maxdisk: u64,
-    /// Used bytes.
-    pub disk: u64,
-    /// Content types (`images,rootdir`).
-    pub content: String,
-}
 
 /// Caller-side overrides applied while building the model (from the config file or command line).
 #[derive(Debug, Clone, Default)]
@@ -77,6 +60,10 @@ pub struct Cluster {
     guest_by_vmid: HashMap<u32, GuestIdx>,
     guests_by_node: Vec<Vec<GuestIdx>>,
     guests_by_tag: BTreeMap<String, Vec<GuestIdx>>,
+    /// Indexes of `storages` per node.
+    storages_by_node: Vec<Vec<usize>>,
+    /// Whether any guest has local disks (else storage room is never checked).
+    local_disks: bool,
 }
 
 impl Cluster {
@@ -196,7 +183,17 @@ impl Cluster {
             }
         }
 
-        let storages = collect_storages(&snapshot.resources, &node_by_name);
+        let storages = storage::collect(snapshot, &node_by_name);
+        let storages_by_node = storage::by_node(&storages, nodes.len());
+        storage::assign_local_disks(
+            snapshot,
+            &storages,
+            &storages_by_node,
+            &node_by_name,
+            &mut guests,
+            &guest_by_vmid,
+        );
+        let local_disks = guests.iter().any(|g| !g.local_disks.is_empty());
         let crs = Crs::from_options(&snapshot.options, &mut warnings);
         let tasks = TaskIndex::new(&snapshot.tasks);
         resolve_migrations(
@@ -222,12 +219,32 @@ impl Cluster {
             guest_by_vmid,
             guests_by_node,
             guests_by_tag,
+            storages_by_node,
+            local_disks,
         })
     }
 
     /// Parses a snapshot document and builds the model in one step.
     pub fn from_json(text: &str, overrides: &Overrides) -> Result<Self> {
         Self::from_snapshot(&Snapshot::from_json(text)?, overrides)
+    }
+
+    /// The storages a node sees, as indexes into `storages`.
+    pub fn storages_of(&self, node: NodeIdx) -> &[usize] {
+        &self.storages_by_node[node.get()]
+    }
+
+    /// The index into `storages` of storage `id` as `node` sees it.
+    pub fn storage_on(&self, node: NodeIdx, id: &str) -> Option<usize> {
+        self.storages_by_node[node.get()]
+            .iter()
+            .copied()
+            .find(|&i| self.storages[i].storage == id)
+    }
+
+    /// Whether any guest has disks on a local storage (only then is storage room checked).
+    pub fn has_local_disks(&self) -> bool {
+        self.local_disks
     }
 
     /// The node with this exact name.
@@ -616,6 +633,7 @@ fn collect_guests(
                 ha_managed: false,
                 ha_starting: false,
                 pool: r.pool.clone(),
+                local_disks: Vec::new(),
             },
         ));
     }
@@ -636,24 +654,6 @@ pub fn split_tags(tags: &str) -> Vec<String> {
         }
     }
     out
-}
-
-fn collect_storages(resources: &[Resource], nodes: &HashMap<String, NodeIdx>) -> Vec<Storage> {
-    resources
-        .iter()
-        .filter(|r| r.kind.as_deref() == Some("storage"))
-        .filter_map(|r| {
-            let node = *nodes.get(r.node.as_deref()?)?;
-            Some(Storage {
-                storage: r.storage.clone().unwrap_or_default(),
-                node,
-                shared: r.shared.unwrap_or(false),
-                maxdisk: r.maxdisk.unwrap_or(0),
-                disk: r.disk.unwrap_or(0),
-                content: r.content.clone().unwrap_or_default(),
-            })
-        })
-        .collect()
 }
 
 fn apply_node_extras(

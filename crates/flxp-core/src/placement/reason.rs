@@ -88,6 +88,26 @@ pub enum Reason {
         /// The node the group is on.
         node: String,
     },
+    /// The node lacks a storage the subject's local disks are on (they keep their storage id).
+    StorageMissing {
+        /// Storage id.
+        storage: String,
+        /// What is placed (`guest 104 (db1)`).
+        subject: String,
+    },
+    /// A storage of the node lacks room for the subject's local disks.
+    StorageFull {
+        /// Storage id.
+        storage: String,
+        /// The node.
+        node: String,
+        /// Free bytes there, after the moves planned before.
+        free: u64,
+        /// Bytes of the subject's local disks on that storage.
+        need: u64,
+        /// What is placed (`guest 104 (db1)`).
+        subject: String,
+    },
     /// A hard anti-affinity group already has running members here.
     AntiAffinity {
         /// Group name.
@@ -160,6 +180,22 @@ impl fmt::Display for Reason {
                 write!(f, "node is tainted {} (not tolerated)", taints.join(", "))
             }
             Self::AffinityElsewhere { group, node } => write!(f, "{group} runs on {node}"),
+            Self::StorageMissing { storage, subject } => write!(
+                f,
+                "node has no storage {storage}, where the local disks of {subject} are"
+            ),
+            Self::StorageFull {
+                storage,
+                node,
+                free,
+                need,
+                subject,
+            } => write!(
+                f,
+                "storage {storage} on {node} has {} free, {subject} needs {} for its local disks",
+                fmt_bytes(*free),
+                fmt_bytes(*need)
+            ),
             Self::AntiAffinity { group, vmids } => {
                 let v: Vec<String> = vmids.iter().map(u32::to_string).collect();
                 write!(f, "{group} already has {} here", v.join(", "))

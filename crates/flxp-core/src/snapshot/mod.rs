@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub use raw::{Ha, HaResource, HaRule, HaStatusEntry, NodeExtra, Resource, RrdRow, Task};
+pub use raw::{Ha, HaResource, HaRule, HaStatusEntry, NodeExtra, Resource, RrdRow, Task, Volume};
 
 /// The cluster snapshot document (Contract 1).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -130,6 +130,57 @@ pub struct NodeExtra {
     /// The latest row of `GET /nodes/{node}/rrddata`: data source name to value.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rrddata: Option<RrdRow>,
+    /// flxp's own summary of `GET /nodes/{node}/storage`: each active storage's `avail` bytes, by
+    /// storage id (what a migration's local disks need on the target). Absent: unknown.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub storage_avail: BTreeMap<String, u64>,
+    /// Guest volumes on the node's local (not shared) storages, as
+    /// `GET /nodes/{node}/storage/{storage}/content` lists them: the disks a migration copies.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<Volume>,
+}
+
+impl NodeExtra {
+    /// Whether it holds nothing worth writing.
+    pub fn is_empty(&self) -> bool {
+        self.notes.is_none()
+            && self.rrddata.is_none()
+            && self.storage_avail.is_empty()
+            && self.volumes.is_empty()
+    }
+}
+
+/// One entry of `GET /nodes/{node}/storage/{storage}/content`: a volume and its owner.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Volume {
+    /// `local-lvm:vm-104-disk-0`: the storage id before the colon.
+    #[serde(with = "lenient::opt")]
+    pub volid: Option<String>,
+    /// The guest that owns it.
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
+    pub vmid: Option<u32>,
+    /// Size in bytes (what a copy allocates on the target).
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// Content type: `images` (VM disks) or `rootdir` (container volumes); others are not disks.
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// Image format (`raw`, `qcow2`, `subvol`).
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
+}
+
+impl Volume {
+    /// The storage id of its `volid`.
+    pub fn storage(&self) -> Option<&str> {
+        self.volid.as_deref()?.split_once(':').map(|(s, _)| s)
+    }
+
+    /// Whether it is a guest disk (`images` or `rootdir`), the kind a migration copies.
+    pub fn is_guest_disk(&self) -> bool {
+        matches!(self.content.as_deref(), Some("images" | "rootdir"))
+    }
 }
 
 /// One `rrddata` row: `time` plus whatever data sources have values (pressure in percent, memory in bytes).

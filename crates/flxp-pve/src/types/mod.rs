@@ -20,7 +20,7 @@ pub mod tasks;
 pub mod version;
 
 pub use flxp_core::snapshot::raw::{
-    Ha, HaResource, HaRule, HaStatusEntry, NodeExtra, Resource, RrdRow, Task,
+    Ha, HaResource, HaRule, HaStatusEntry, NodeExtra, Resource, RrdRow, Task, Volume,
 };
 
 pub use access::{Permissions, PermissionsQuery, TicketRequest, TicketResponse};
@@ -43,8 +43,8 @@ pub use migrate::{
     QemuMigratePrecondition,
 };
 pub use nodes::{
-    NodeCommand, NodeCommandParams, NodeConfig, NodeConfigUpdate, NodeListEntry, NodeStatus, RrdCf,
-    RrdQuery, RrdTimeframe, StorageEntry, StorageQuery,
+    ContentQuery, NodeCommand, NodeCommandParams, NodeConfig, NodeConfigUpdate, NodeListEntry,
+    NodeStatus, RrdCf, RrdQuery, RrdTimeframe, StorageEntry, StorageQuery,
 };
 pub use pools::{Pool, PoolListEntry};
 pub use tasks::{TaskLogLine, TaskLogQuery, TaskStatus, Upid, UpidError};

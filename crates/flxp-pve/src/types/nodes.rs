@@ -342,6 +342,18 @@ pub struct StorageEntry {
     pub used_fraction: Option<f64>,
 }
 
+/// Query of `GET /nodes/{node}/storage/{storage}/content`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ContentQuery {
+    /// Only volumes of this content type (`images`, `rootdir`).
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// Only volumes of this guest.
+    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
+    pub vmid: Option<u32>,
+}
+
 /// Query of `GET /nodes/{node}/storage`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]

@@ -29,6 +29,10 @@ pub(super) fn routes(r: Router<Sim>) -> Router<Sim> {
         .route(&p("/nodes/{node}/rrddata"), get(rrddata))
         .route(&p("/nodes/{node}/config"), get(config).put(set_config))
         .route(&p("/nodes/{node}/storage"), get(storage))
+        .route(
+            &p("/nodes/{node}/storage/{storage}/content"),
+            get(storage_content),
+        )
         .route(&p("/nodes/{node}/tasks"), get(tasks))
         .route(
             &p("/nodes/{node}/migrateall"),
@@ -275,6 +279,28 @@ async fn storage(State(sim): State<Sim>, call: Call) -> Reply {
                 }),
             }
         })
+        .collect();
+    Data::of(&out)
+}
+
+/// `GET /nodes/{node}/storage/{storage}/content`: guest volumes only (the simulator keeps no ISO,
+/// template or backup files), filtered by `content` and `vmid`.
+async fn storage_content(State(sim): State<Sim>, call: Call) -> Reply {
+    let w = sim.world();
+    let node = call.params.node()?;
+    w.node(&node)?;
+    let storage = call.params.text("storage").unwrap_or_default();
+    let content = call.params.text("content");
+    let vmid = call.params.uint("vmid");
+    let Some(list) = w.storage_content(&storage, &node) else {
+        return Err(crate::ApiError::die(format!(
+            "storage '{storage}' is not available on node '{node}'"
+        )));
+    };
+    let out: Vec<_> = list
+        .into_iter()
+        .filter(|v| content.is_none() || v.content == content)
+        .filter(|v| vmid.is_none_or(|id| v.vmid.map(u64::from) == Some(id)))
         .collect();
     Data::of(&out)
 }

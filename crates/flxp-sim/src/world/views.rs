@@ -2,7 +2,7 @@
 //! guest lists, and the world as a Contract 1 snapshot.
 
 use flxp_core::Snapshot;
-use flxp_core::snapshot::raw::{Ha, HaStatusEntry, NodeExtra, Resource};
+use flxp_core::snapshot::raw::{Ha, HaStatusEntry, NodeExtra, Resource, Volume};
 use flxp_core::units::MIB;
 use flxp_pve::types::GuestListEntry;
 
@@ -222,6 +222,57 @@ impl World {
         (total, base.saturating_add(used).min(total))
     }
 
+    /// `GET /nodes/{node}/storage/{storage}/content`: the guest volumes `node` sees on a storage
+    /// (a local storage: those of its guests; a shared one: all), by volid; `None` when the storage
+    /// is unknown or not available on the node.
+    pub fn storage_content(&self, storage: &str, node: &str) -> Option<Vec<Volume>> {
+        let st = self
+            .storages
+            .get(storage)
+            .filter(|s| s.available_on(node))?;
+        let mut out: Vec<Volume> = self
+            .guests
+            .values()
+            .filter(|g| st.shared || g.node == node)
+            .flat_map(|g| {
+                let content = match g.kind {
+                    GuestKind::Qemu => "images",
+                    GuestKind::Lxc => "rootdir",
+                };
+                g.disks()
+                    .into_iter()
+                    .filter(|d| d.storage.as_deref() == Some(storage) && d.is_volume())
+                    .map(move |d| Volume {
+                        volid: Some(d.volid),
+                        vmid: Some(g.vmid),
+                        size: Some(d.size),
+                        content: Some(content.into()),
+                        format: Some("raw".into()),
+                    })
+            })
+            .collect();
+        out.sort_by(|a, b| a.volid.cmp(&b.volid));
+        Some(out)
+    }
+
+    /// The `snapshot` extras of a node's local storages: `avail` per storage and the volumes on
+    /// those holding guest disks (what `flxp snapshot` collects).
+    fn node_storage_extras(
+        &self,
+        node: &str,
+    ) -> (std::collections::BTreeMap<String, u64>, Vec<Volume>) {
+        let mut avail = std::collections::BTreeMap::new();
+        let mut volumes = Vec::new();
+        for st in self.storages.values().filter(|s| s.available_on(node)) {
+            let (total, used) = self.storage_usage(&st.id, node);
+            avail.insert(st.id.clone(), total.saturating_sub(used));
+            if !st.shared && (st.has_content("images") || st.has_content("rootdir")) {
+                volumes.extend(self.storage_content(&st.id, node).unwrap_or_default());
+            }
+        }
+        (avail, volumes)
+    }
+
     /// An entry of `GET /nodes/{node}/qemu` or `/lxc`.
     pub fn guest_list_entry(&self, g: &Guest) -> GuestListEntry {
         self.guest_list_entry_in(g, self.node_stats(&g.node).cpu)
@@ -289,11 +340,14 @@ impl World {
                     )
                     .pop()
                 });
+                let (storage_avail, volumes) = self.node_storage_extras(&n.name);
                 (
                     n.name.clone(),
                     NodeExtra {
                         notes: (!n.notes.is_empty()).then(|| n.notes.clone()),
                         rrddata,
+                        storage_avail,
+                        volumes,
                     },
                 )
             })

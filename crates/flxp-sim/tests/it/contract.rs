@@ -132,6 +132,11 @@ async fn every_schema_endpoint_is_served_and_answers_validate() {
         ),
         c("GET /nodes/{node}/storage", "/nodes/pve1/storage", &[]),
         c(
+            "GET /nodes/{node}/storage/{storage}/content",
+            "/nodes/pve1/storage/local-lvm/content",
+            &[("content", "images")],
+        ),
+        c(
             "GET /nodes/{node}/tasks",
             "/nodes/pve1/tasks",
             &[("source", "all")],

@@ -14,6 +14,7 @@ mod dashboard;
 mod docs;
 mod docs_check;
 mod live_zone;
+mod local_disks;
 mod plugins;
 mod privileges;
 mod serve;

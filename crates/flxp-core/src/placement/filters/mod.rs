@@ -18,6 +18,7 @@ filters! {
     maintenance::FILTER,
     memory::FILTER,
     cpu::FILTER,
+    storage::FILTER,
     node_rules::FILTER,
     selector::FILTER,
     taints::FILTER,
