@@ -29,6 +29,8 @@ struct Sums {
     moves: Vec<f64>,
     bytes: Vec<f64>,
     gap: Vec<f64>,
+    /// Slowest plan, seconds.
+    slowest: f64,
 }
 
 fn mean(v: &[f64]) -> f64 {
@@ -48,6 +50,7 @@ fn main() {
         .iter()
         .find_map(|a| a.strip_prefix("seeds=").and_then(|n| n.parse().ok()))
         .unwrap_or(12);
+    let verbose = args.iter().any(|a| a == "verbose");
     let placer = Placer::new(PlacementOptions::default(), Vec::new()).expect("default options");
     let cost: Option<f64> = args.iter().find_map(|a| {
         a.strip_prefix("move-cost-gib=")
@@ -62,9 +65,9 @@ fn main() {
     };
     println!("## Plan quality against the exact optimum ({seeds} clusters per family)\n");
     println!(
-        "| family | clusters that move | flxp migrations | fewest | migrations ÷ fewest, mean | worst | bytes ÷ fewest, mean | worst | migrations ÷ reported bound, mean | unsolved |"
+        "| family | clusters that move | flxp migrations | fewest | migrations ÷ fewest, mean | worst | bytes ÷ fewest, mean | worst | migrations ÷ reported bound, mean | unsolved | slowest plan |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let started = Instant::now();
     let mut all = Sums::default();
     for f in Family::ALL {
@@ -73,7 +76,10 @@ fn main() {
             let c = Cluster::from_snapshot(&f.generate(seed), &Overrides::default())
                 .expect("generated snapshot");
             let (rules, state) = (Rules::compile(&c), State::new(&c));
+            let t = Instant::now();
             let p = plan(&c, &rules, &state, &placer, &options).expect("plan");
+            let took = t.elapsed().as_secs_f64();
+            s.slowest = s.slowest.max(took);
             replay(&c, &rules, &state, &placer, &p.migrations).expect("plan replays");
             s.clusters += 1;
             if p.migrations.is_empty() {
@@ -93,6 +99,17 @@ fn main() {
                 continue;
             };
             replay(&c, &rules, &state, &placer, &best.migrations(&c)).expect("optimum replays");
+            if verbose {
+                eprintln!(
+                    "{} #{seed}: flxp {} ({} B), fewest {} ({} B), plan {:.1} ms",
+                    f.name(),
+                    p.migrations.len(),
+                    p.bytes,
+                    best.migrations,
+                    best.bytes,
+                    1000.0 * took
+                );
+            }
             s.compared += 1;
             s.flxp += p.migrations.len();
             s.best += best.migrations;
@@ -113,7 +130,7 @@ fn main() {
             }
         }
         println!(
-            "| {} | {} of {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} |",
+            "| {} | {} of {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {:.0} ms |",
             f.name(),
             s.compared,
             s.clusters,
@@ -124,7 +141,8 @@ fn main() {
             mean(&s.bytes),
             worst(&s.bytes),
             mean(&s.gap),
-            s.unsolved
+            s.unsolved,
+            1000.0 * s.slowest
         );
         all.clusters += s.clusters;
         all.compared += s.compared;
@@ -134,9 +152,10 @@ fn main() {
         all.moves.extend(s.moves);
         all.bytes.extend(s.bytes);
         all.gap.extend(s.gap);
+        all.slowest = all.slowest.max(s.slowest);
     }
     println!(
-        "| **all** | {} of {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} |",
+        "| **all** | {} of {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {:.0} ms |",
         all.compared,
         all.clusters,
         all.flxp,
@@ -146,7 +165,8 @@ fn main() {
         mean(&all.bytes),
         worst(&all.bytes),
         mean(&all.gap),
-        all.unsolved
+        all.unsolved,
+        1000.0 * all.slowest
     );
     println!(
         "\n({:.1} s; the exact search expands at most {BUDGET} nodes per cluster.)",

@@ -1,6 +1,7 @@
-//! An exact baseline for small clusters: the fewest migrations (then the fewest bytes) that reach
-//! a given imbalance, every step safe. For benchmarks and tests only (feature `exact`): its cost
-//! grows exponentially with the migrations it needs.
+//! The exact search: the fewest migrations (then the fewest bytes) that reach a given imbalance,
+//! every step safe. The planner runs it, within a work budget, on small clusters (see
+//! `refine.rs`); the quality benchmark runs it as its baseline. Its cost grows exponentially with
+//! the migrations it needs, so every caller bounds the search states it may visit.
 //!
 //! The search is over final placements: a plan's migrations are at least the guests whose node
 //! changes, so the fewest guests that must change node to reach the goal (hard rules broken no
@@ -13,10 +14,13 @@
 //! When no order exists for any placement of the fewest changes, a plan needs more migrations, and
 //! the result says so: `migrations` is then the fewest once-per-guest plan found and `floor` the
 //! proven lower bound (equal when `exact`).
+//!
+//! In strict mode (the planner's) an order must also keep what the greedy planner keeps: a
+//! balancing step (one that neither empties a node outside the balance nor fixes a broken rule)
+//! never raises the measure and leaves no soft rule of its guest worse off, and the last one
+//! lowers the measure. The baseline leaves strict mode off: it is the optimum of every safe plan.
 
-use std::collections::HashSet;
-
-use crate::cluster::{Cluster, GuestIdx, NodeIdx};
+use crate::cluster::{Cluster, GuestIdx, GuestKind, NodeIdx};
 use crate::constraints::{Rules, violations};
 use crate::placement::{Ctx, Placer, Subject};
 use crate::state::State;
@@ -24,6 +28,12 @@ use crate::state::State;
 use super::bounds::need_for_spread;
 use super::measure::{Measure, Metric, balanced_nodes, imbalance};
 use super::movable::{Intent, stays};
+use super::plan::Purpose;
+use super::softness::penalty;
+use super::units::Units;
+
+/// Slack for "does not raise the measure": float noise, not a real rise.
+const EPS: f64 = 1e-9;
 
 /// What a plan must reach.
 #[derive(Debug, Clone)]
@@ -40,6 +50,10 @@ pub struct Goal {
     pub must_leave: Vec<GuestIdx>,
     /// Cooldown for balancing moves, as the planner applies it.
     pub cooldown_secs: i64,
+    /// Whether running containers may move (by a restart), as the planner's option says.
+    pub restart_containers: bool,
+    /// Strict mode: the orders the planner itself may return (see the module docs).
+    pub strict: bool,
 }
 
 /// The best plan the search found.
@@ -53,16 +67,19 @@ pub struct Optimum {
     pub floor: usize,
     /// Whether `migrations` is proven the fewest.
     pub exact: bool,
-    /// The plan: guests and targets in a safe order.
-    pub moves: Vec<(GuestIdx, NodeIdx)>,
+    /// The plan: guests, targets and what each move is for, in a safe order.
+    pub moves: Moves,
 }
+
+/// A plan as the search keeps it: guests, targets and what each move is for, in run order.
+pub type Moves = Vec<(GuestIdx, NodeIdx, Purpose)>;
 
 /// Why the search gave up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Gave {
     /// More than the allowed migrations are needed (or the goal is unreachable once per guest).
     Limit,
-    /// The node budget ran out first.
+    /// The budget of search states ran out first.
     Budget,
 }
 
@@ -73,14 +90,32 @@ struct Search<'a> {
     goal: &'a Goal,
     /// Guests that may move, largest first.
     guests: Vec<GuestIdx>,
+    /// Each guest's position in `guests` (`usize::MAX` for guests that stay).
+    pos: Vec<usize>,
     /// For each of them, the balanced nodes its hard node rules allow (not its own).
     targets: Vec<Vec<NodeIdx>>,
     mandatory: Vec<bool>,
+    /// Guests that must move though not off an unschedulable node: they break a hard node rule
+    /// where they are and the goal leaves no rule broken.
+    forced: Vec<bool>,
+    /// Whether a guest is interchangeable with the one before it (same node, size, load and
+    /// rules): of two such, the later moves only if the earlier does, to a target no later in
+    /// the list, so each set of placements is searched once.
+    same_as_prev: Vec<bool>,
+    /// Each position's choice on the current path: 0 stays, `j + 1` moves to `targets[i][j]`.
+    choice: Vec<usize>,
+    /// Whether the start breaks a hard rule: then a rule still broken among decided guests
+    /// prunes.
+    rules_broken: bool,
     start: State,
     state: State,
     chosen: Vec<(GuestIdx, NodeIdx)>,
     bytes: u64,
-    best: Option<(u64, Vec<(GuestIdx, NodeIdx)>)>,
+    best: Option<(u64, Moves)>,
+    /// At the last depth, only plans copying fewer bytes than this count (an incumbent's bytes).
+    cap: Option<u64>,
+    /// Whether the current depth is the last.
+    last_depth: bool,
     expanded: u64,
     budget: u64,
     out_of_budget: bool,
@@ -88,8 +123,28 @@ struct Search<'a> {
     unordered: bool,
 }
 
+/// The guests the search may move: those that must leave, and running guests balancing may move
+/// that move alone (members of hard affinity bundles stay: they move as one, which the search does
+/// not model).
+pub(crate) fn candidates(cluster: &Cluster, rules: &Rules, goal: &Goal) -> Vec<GuestIdx> {
+    let units = Units::new(cluster, rules);
+    cluster
+        .guest_indexes()
+        .filter(|&g| {
+            if goal.must_leave.contains(&g) {
+                return true;
+            }
+            let guest = cluster.guest(g);
+            guest.running
+                && (goal.restart_containers || guest.kind != GuestKind::Lxc)
+                && units.get(units.of(g)).members.len() == 1
+                && stays(cluster, rules, g, Intent::Balance, goal.cooldown_secs).is_none()
+        })
+        .collect()
+}
+
 /// The fewest migrations (then bytes) reaching `goal` from `state`, searching at most
-/// `max_migrations` deep and expanding at most `budget` search nodes.
+/// `max_migrations` deep and visiting at most `budget` search states.
 pub fn fewest_migrations(
     cluster: &Cluster,
     rules: &Rules,
@@ -99,16 +154,61 @@ pub fn fewest_migrations(
     max_migrations: usize,
     budget: u64,
 ) -> Result<Optimum, Gave> {
+    run(
+        cluster,
+        rules,
+        state,
+        placer,
+        goal,
+        (max_migrations, None),
+        budget,
+    )
+}
+
+/// A plan reaching `goal` that beats an incumbent of `migrations` migrations copying `bytes`:
+/// fewer migrations, or as many and fewer bytes; the best such plan within `budget` states.
+pub(crate) fn beating(
+    cluster: &Cluster,
+    rules: &Rules,
+    state: &State,
+    placer: &Placer,
+    goal: &Goal,
+    (migrations, bytes): (usize, u64),
+    budget: u64,
+) -> Result<Optimum, Gave> {
+    run(
+        cluster,
+        rules,
+        state,
+        placer,
+        goal,
+        (migrations, Some(bytes)),
+        budget,
+    )
+}
+
+fn run(
+    cluster: &Cluster,
+    rules: &Rules,
+    state: &State,
+    placer: &Placer,
+    goal: &Goal,
+    (max_migrations, cap): (usize, Option<u64>),
+    budget: u64,
+) -> Result<Optimum, Gave> {
     let balanced: Vec<NodeIdx> = balanced_nodes(cluster).collect();
-    let mut guests: Vec<GuestIdx> = cluster
-        .guest_indexes()
-        .filter(|&g| {
-            goal.must_leave.contains(&g)
-                || (cluster.guest(g).running
-                    && stays(cluster, rules, g, Intent::Balance, goal.cooldown_secs).is_none())
-        })
-        .collect();
-    guests.sort_by_key(|&g| (std::cmp::Reverse(cluster.guest(g).mem_footprint()), g));
+    let mut guests = candidates(cluster, rules, goal);
+    guests.sort_by_key(|&g| {
+        (
+            std::cmp::Reverse(cluster.guest(g).mem_footprint()),
+            state.location(g),
+            g,
+        )
+    });
+    let mut pos = vec![usize::MAX; cluster.guests().len()];
+    for (i, g) in guests.iter().enumerate() {
+        pos[g.get()] = i;
+    }
     let targets = guests
         .iter()
         .map(|&g| {
@@ -125,28 +225,63 @@ pub fn fewest_migrations(
                 .collect()
         })
         .collect();
-    let mandatory = guests.iter().map(|g| goal.must_leave.contains(g)).collect();
+    let mandatory: Vec<bool> = guests.iter().map(|g| goal.must_leave.contains(g)).collect();
+    let forced: Vec<bool> = guests
+        .iter()
+        .map(|&g| {
+            let (r, at) = (rules.guest(g), state.location(g));
+            goal.violations == 0
+                && (!r.allows(at)
+                    || !r
+                        .selectors
+                        .iter()
+                        .all(|l| cluster.node(at).labels.contains(l)))
+        })
+        .collect();
+    let same_as_prev: Vec<bool> = (0..guests.len())
+        .map(|i| {
+            i > 0
+                && mandatory[i] == mandatory[i - 1]
+                && forced[i] == forced[i - 1]
+                && interchangeable(cluster, rules, state, guests[i - 1], guests[i])
+        })
+        .collect();
+    let rules_broken = !violations(cluster, rules, state).is_empty();
+    let n_guests = guests.len();
     let mut s = Search {
         cluster,
         rules,
         placer,
         goal,
         guests,
+        pos,
         targets,
         mandatory,
+        forced,
+        same_as_prev,
+        choice: vec![0; n_guests],
+        rules_broken,
         start: state.clone(),
         state: state.clone(),
         chosen: Vec::new(),
         bytes: 0,
         best: None,
+        cap: None,
+        last_depth: false,
         expanded: 0,
         budget,
         out_of_budget: false,
         unordered: false,
     };
+    // A must-leave guest the search may not move: no plan it finds can reach the goal.
+    if goal.must_leave.iter().any(|g| s.pos[g.get()] == usize::MAX) {
+        return Err(Gave::Limit);
+    }
     let floor = s.need(0).map_or(usize::MAX, |n| n.migrations);
     let mut proven = floor;
     for k in floor..=max_migrations {
+        s.last_depth = k == max_migrations;
+        s.cap = cap.filter(|_| s.last_depth);
         s.dfs(0, k);
         if s.out_of_budget {
             return Err(Gave::Budget);
@@ -170,11 +305,31 @@ pub fn fewest_migrations(
     Err(Gave::Limit)
 }
 
+/// Whether two guests are interchangeable for the search: on the same node, alike in every field
+/// but their ids and names, under the same rules.
+fn interchangeable(
+    cluster: &Cluster,
+    rules: &Rules,
+    state: &State,
+    a: GuestIdx,
+    b: GuestIdx,
+) -> bool {
+    if state.location(a) != state.location(b) || rules.guest(a) != rules.guest(b) {
+        return false;
+    }
+    let strip = |g: GuestIdx| {
+        let mut x = cluster.guest(g).clone();
+        x.vmid = 0;
+        x.name.clear();
+        x
+    };
+    strip(a) == strip(b)
+}
+
 impl Search<'_> {
     /// Lower bound on the migrations and bytes still needed, guests from `i` on undecided.
     fn need(&self, i: usize) -> Option<super::bounds::Need> {
         let kind = self.goal.measure.load_kind(self.goal.metric);
-        let undecided: HashSet<GuestIdx> = self.guests[i..].iter().copied().collect();
         let must: Vec<GuestIdx> = self.guests[i..]
             .iter()
             .zip(&self.mandatory[i..])
@@ -190,23 +345,32 @@ impl Search<'_> {
                     .sum(),
             });
         }
+        let pos = &self.pos;
         need_for_spread(
             self.cluster,
             &self.state,
             kind,
             self.goal.imbalance,
             &must,
-            |g| undecided.contains(&g),
+            |g| pos[g.get()] != usize::MAX && pos[g.get()] >= i,
         )
     }
 
-    fn dfs(&mut self, i: usize, k: usize) {
+    /// Counts one visited state; false once the budget is spent.
+    fn visit(&mut self) -> bool {
         if self.out_of_budget {
-            return;
+            return false;
         }
         self.expanded += 1;
         if self.expanded > self.budget {
             self.out_of_budget = true;
+            return false;
+        }
+        true
+    }
+
+    fn dfs(&mut self, i: usize, k: usize) {
+        if !self.visit() {
             return;
         }
         let used = self.chosen.len();
@@ -216,35 +380,41 @@ impl Search<'_> {
         if used + need.migrations > k {
             return;
         }
-        if let Some((best, _)) = &self.best {
-            if self.bytes + need.bytes >= *best {
-                return;
-            }
+        if self.rules_broken && self.settled_violations(i) > self.goal.violations {
+            return;
+        }
+        let bound = self.best.as_ref().map(|(b, _)| *b).or(self.cap);
+        if bound.is_some_and(|b| self.bytes + need.bytes >= b) {
+            return;
         }
         if used == k || i == self.guests.len() {
-            if self.guests[i..]
-                .iter()
-                .zip(&self.mandatory[i..])
-                .any(|(_, m)| *m)
-            {
+            if (i..self.guests.len()).any(|x| self.mandatory[x] || self.forced[x]) {
                 return;
             }
             if used == k && self.reaches_goal() {
                 if let Some(order) = self.safe_order() {
                     self.best = Some((self.bytes, order));
-                } else {
+                } else if !self.out_of_budget {
                     self.unordered = true;
                 }
             }
             return;
         }
         let g = self.guests[i];
-        if !self.mandatory[i] {
+        if !self.mandatory[i] && !self.forced[i] {
+            self.choice[i] = 0;
             self.dfs(i + 1, k);
         }
         let from = self.state.location(g);
         let bytes = self.cluster.guest(g).move_bytes();
-        for t in self.targets[i].clone() {
+        let most = if self.same_as_prev[i] {
+            self.choice[i - 1]
+        } else {
+            usize::MAX
+        };
+        for j in 0..self.targets[i].len().min(most) {
+            let t = self.targets[i][j];
+            self.choice[i] = j + 1;
             self.state.move_guest(self.cluster, g, t);
             self.chosen.push((g, t));
             self.bytes += bytes;
@@ -255,19 +425,40 @@ impl Search<'_> {
         }
     }
 
+    /// Hard rules broken on the current state among guests that are all decided (before
+    /// position `i`, or not movable): no later choice can fix them.
+    fn settled_violations(&self, i: usize) -> usize {
+        violations(self.cluster, self.rules, &self.state)
+            .iter()
+            .filter(|v| {
+                v.vmids.iter().all(|&vmid| {
+                    self.cluster
+                        .guest_idx(vmid)
+                        .is_none_or(|g| self.pos[g.get()] == usize::MAX || self.pos[g.get()] < i)
+                })
+            })
+            .count()
+    }
+
     fn reaches_goal(&self) -> bool {
         let g = self.goal;
-        imbalance(self.cluster, &self.state, g.measure, g.metric) <= g.imbalance + 1e-9
+        imbalance(self.cluster, &self.state, g.measure, g.metric) <= g.imbalance + EPS
             && violations(self.cluster, self.rules, &self.state).len() <= g.violations
     }
 
-    /// An order of the chosen moves in which every step passes the filters, if any.
-    fn safe_order(&self) -> Option<Vec<(GuestIdx, NodeIdx)>> {
-        let moves = &self.chosen;
-        let mut dead: HashSet<u64> = HashSet::new();
+    /// An order of the chosen moves in which every step passes the filters (and, in strict mode,
+    /// keeps the planner's rules for balancing steps), if any.
+    fn safe_order(&mut self) -> Option<Moves> {
+        let moves = self.chosen.clone();
+        let mut dead: std::collections::HashSet<u64> = std::collections::HashSet::new();
         let mut order = Vec::with_capacity(moves.len());
         let mut state = self.start.clone();
-        if self.order_from(moves, 0, &mut state, &mut order, &mut dead) {
+        let walk = Walk {
+            measure: imbalance(self.cluster, &state, self.goal.measure, self.goal.metric),
+            broken: violations(self.cluster, self.rules, &state).len(),
+            last_balance_lowered: None,
+        };
+        if self.order_from(&moves, 0, &mut state, walk, &mut order, &mut dead) {
             Some(order)
         } else {
             None
@@ -275,17 +466,18 @@ impl Search<'_> {
     }
 
     fn order_from(
-        &self,
+        &mut self,
         moves: &[(GuestIdx, NodeIdx)],
         done: u64,
         state: &mut State,
-        order: &mut Vec<(GuestIdx, NodeIdx)>,
-        dead: &mut HashSet<u64>,
+        walk: Walk,
+        order: &mut Moves,
+        dead: &mut std::collections::HashSet<u64>,
     ) -> bool {
         if order.len() == moves.len() {
-            return true;
+            return !self.goal.strict || walk.last_balance_lowered != Some(false);
         }
-        if dead.contains(&done) {
+        if dead.contains(&done) || !self.visit() {
             return false;
         }
         for (j, &(g, t)) in moves.iter().enumerate() {
@@ -304,9 +496,30 @@ impl Search<'_> {
             if !self.placer.feasible(&ctx, t) {
                 continue;
             }
+            let softer = penalty(&ctx, t) <= penalty(&ctx, from);
             state.move_guest(self.cluster, g, t);
-            order.push((g, t));
-            if self.order_from(moves, done | (1 << j), state, order, dead) {
+            let next = Walk {
+                measure: imbalance(self.cluster, state, self.goal.measure, self.goal.metric),
+                broken: violations(self.cluster, self.rules, state).len(),
+                ..walk
+            };
+            let purpose = if self.goal.must_leave.contains(&g) {
+                Purpose::Evacuate
+            } else if next.broken < walk.broken {
+                Purpose::Fix
+            } else {
+                Purpose::Balance
+            };
+            let mut next = next;
+            if purpose == Purpose::Balance {
+                if self.goal.strict && (next.measure > walk.measure + EPS || !softer) {
+                    state.move_guest(self.cluster, g, from);
+                    continue;
+                }
+                next.last_balance_lowered = Some(next.measure < walk.measure - 1e-12);
+            }
+            order.push((g, t, purpose));
+            if self.order_from(moves, done | (1 << j), state, next, order, dead) {
                 return true;
             }
             order.pop();
@@ -317,9 +530,18 @@ impl Search<'_> {
     }
 }
 
+/// Where an order stands: the measure and broken rules now, and whether the last balancing step
+/// lowered the measure.
+#[derive(Debug, Clone, Copy)]
+struct Walk {
+    measure: f64,
+    broken: usize,
+    last_balance_lowered: Option<bool>,
+}
+
 impl Goal {
     /// What a plan reached: its imbalance, its violations left, and the guests it moved off nodes
-    /// outside the balance.
+    /// outside the balance (strict mode off).
     pub fn of_plan(cluster: &Cluster, plan: &super::Plan, options: &super::BalanceOptions) -> Self {
         let must_leave = super::planner::leaving_unschedulable(cluster, &plan.migrations);
         Self {
@@ -329,6 +551,8 @@ impl Goal {
             violations: plan.violations_after.len(),
             must_leave,
             cooldown_secs: options.cooldown_secs,
+            restart_containers: options.restart_containers,
+            strict: false,
         }
     }
 }
@@ -339,7 +563,7 @@ impl Optimum {
         self.moves
             .iter()
             .enumerate()
-            .map(|(i, &(g, t))| {
+            .map(|(i, &(g, t, purpose))| {
                 let guest = cluster.guest(g);
                 super::Migration {
                     vmid: guest.vmid,
@@ -348,7 +572,7 @@ impl Optimum {
                     from: cluster.node(guest.node).name.clone(),
                     to: cluster.node(t).name.clone(),
                     reason: "exact baseline".to_owned(),
-                    purpose: super::Purpose::Balance,
+                    purpose,
                     online: guest.running,
                     bytes: guest.move_bytes(),
                     bundle: Vec::new(),

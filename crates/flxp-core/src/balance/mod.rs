@@ -7,6 +7,8 @@
 //!   guests, affinity bundles and swaps; or Proxmox's single-move methods (the [`methods`]).
 //! - [`check_step`] / [`replay`]: re-checking a planned migration against a fresh cluster.
 //! - [`bounds`]: what no plan with as many migrations could beat.
+//! - [`exact`]: the fewest migrations reaching an imbalance, by exhaustive search; the planner runs
+//!   it within a work budget on small clusters (`refine.rs`), the quality benchmark as its baseline.
 //!
 //! The search minimises Σ(load − mean)² over the balanced nodes and reports the chosen measure:
 //! spread is flat for most single moves, so a search on it stalls where ProxLB does, while every
@@ -22,7 +24,6 @@ mod check;
 #[cfg(test)]
 mod disks_tests;
 pub(crate) mod draft;
-#[cfg(any(test, feature = "exact"))]
 pub mod exact;
 pub(crate) mod explain;
 pub(crate) mod fix;
@@ -35,6 +36,7 @@ mod plan;
 pub(crate) mod planner;
 mod problems;
 mod pve;
+mod refine;
 mod room;
 mod search;
 mod softness;

@@ -48,7 +48,7 @@ pub fn plan(
 }
 
 /// The `flxp` method: rule fixes, then the greedy search; in thorough mode (`effort_secs`), the
-/// best of several searches within that time.
+/// best of several searches within that time; on small clusters, then the exact search.
 pub(crate) fn plan_flxp(
     cluster: &Cluster,
     rules: &Rules,
@@ -57,10 +57,15 @@ pub(crate) fn plan_flxp(
     options: &BalanceOptions,
 ) -> Result<Plan> {
     let first = plan_once(cluster, rules, state, placer, options)?;
-    if options.effort_secs <= 0.0 || first.migrations.is_empty() {
-        return Ok(first);
-    }
-    thorough(cluster, rules, state, placer, options, first)
+    let greedy = if options.effort_secs <= 0.0 || first.migrations.is_empty() {
+        first
+    } else {
+        thorough(cluster, rules, state, placer, options, first)?
+    };
+    // Small clusters: an exact search within a work budget may beat the greedy plan.
+    Ok(super::refine::improve(
+        cluster, rules, state, placer, options, greedy,
+    ))
 }
 
 /// Thorough mode: searches again with other move costs, with and without swaps and over every

@@ -10,3 +10,4 @@ mod placement_properties;
 mod plan_properties;
 mod plugin_schema;
 mod plugins;
+mod quality;
