@@ -24,9 +24,9 @@ Python 3 standard library only.
 
 import argparse
 import json
-import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -543,6 +543,10 @@ def main():
                 break
         flxp = flxp or "flxp"
     testdir = os.path.join(args.checkout, "src", "test")
+    if not os.path.isdir(testdir):
+        sys.exit(f"{args.checkout}: no src/test directory; pass a pve-ha-manager checkout")
+    if shutil.which(flxp) is None and not os.access(flxp, os.X_OK):
+        sys.exit(f"{flxp}: no flxp binary; build it (cargo build -p flxp) or pass --flxp")
     names = sorted(n for n in os.listdir(testdir) if n.startswith("test-crs-"))
     if args.test:
         names = [n for n in names if n in args.test or n.removeprefix("test-crs-") in args.test]
