@@ -31,7 +31,6 @@ import subprocess
 import sys
 import tempfile
 
-GIB = 1024**3
 MIB = 1024**2
 DEFAULT_NODE = {"maxcpu": 24.0, "maxmem": 131072 * MIB}
 DEFAULT_STATIC = {"maxcpu": 4.0, "maxmem": 4096 * MIB}
@@ -436,7 +435,7 @@ def plan_move(out):
     return f"{kind}:{m.get('vmid')}", m.get("to"), before, after
 
 
-def replay(path, runner, verbose):
+def replay(path, runner):
     sc = Scenario(path)
     results = []  # (ok, description)
     lines = open(os.path.join(path, "log.expect")).read().splitlines()
@@ -553,7 +552,7 @@ def main():
     runner = Runner(flxp, args.keep)
     total = good = divergent = 0
     for name in names:
-        name, results = replay(os.path.join(testdir, name), runner, args.verbose)
+        name, results = replay(os.path.join(testdir, name), runner)
         n_ok = sum(1 for ok, _, _ in results if ok is True)
         n_div = sum(1 for ok, _, _ in results if ok == DIVERGENCE)
         total += len(results)
