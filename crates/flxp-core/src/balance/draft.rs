@@ -16,7 +16,7 @@ use crate::state::State;
 
 use super::explain;
 use super::measure::{LoadKind, Measure};
-use super::movable::{Intent, Stay, stays};
+use super::movable::{Intent, Mover, Stay, stays_for};
 use super::objective::{Objective, Shift};
 use super::plan::{Migration, Purpose, Skipped, Unplaced};
 use super::units::{UnitId, Units};
@@ -51,6 +51,8 @@ pub(crate) struct Draft<'a> {
     pub budget: usize,
     /// Whether running containers may move (by a restart); evacuation always, balancing by option.
     pub restart_containers: bool,
+    /// Whose moves these are: flxp's, or Proxmox's auto-rebalance (the `pve-*` methods).
+    pub mover: Mover,
     /// The policy that ranks targets; `None` is the placement default.
     pub target_policy: Option<String>,
     moved: Vec<bool>,
@@ -86,6 +88,7 @@ impl<'a> Draft<'a> {
             cooldown_secs,
             budget,
             restart_containers: true,
+            mover: Mover::Flxp,
             target_policy: None,
             moved: vec![false; cluster.guests().len()],
             noted: (HashSet::new(), HashSet::new()),
@@ -111,7 +114,15 @@ impl<'a> Draft<'a> {
         u.members
             .iter()
             .find_map(|&m| {
-                stays(self.cluster, self.rules, m, intent, self.cooldown_secs).map(|s| (m, s))
+                stays_for(
+                    self.cluster,
+                    self.rules,
+                    m,
+                    intent,
+                    self.cooldown_secs,
+                    self.mover,
+                )
+                .map(|s| (m, s))
             })
             .or_else(|| {
                 if self.restart_containers {

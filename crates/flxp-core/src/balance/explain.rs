@@ -7,7 +7,7 @@ use crate::cluster::{Cluster, GuestKind, NodeIdx};
 use crate::placement::{Ctx, Placer, Ranked};
 
 use super::draft::Draft;
-use super::movable::{Intent, Stay, stays};
+use super::movable::{Intent, Stay, stays_for};
 use super::plan::LeftInPlace;
 
 /// Why the first ranked node won, e.g. `pve3 ranks first of 4 feasible nodes under policy
@@ -120,16 +120,23 @@ pub(crate) fn left_in_place(sim: &Draft) -> Vec<LeftInPlace> {
         }
         let guest = cluster.guest(g);
         let unit = sim.units.get(sim.units.of(g));
-        let stay = stays(cluster, sim.rules, g, Intent::Balance, sim.cooldown_secs)
-            .or_else(|| {
-                unit.conflict
-                    .as_ref()
-                    .map(|rule| Stay::Conflict { rule: rule.clone() })
-            })
-            .or_else(|| {
-                (!sim.restart_containers && guest.running && guest.kind == GuestKind::Lxc)
-                    .then_some(Stay::RunningContainer)
-            });
+        let stay = stays_for(
+            cluster,
+            sim.rules,
+            g,
+            Intent::Balance,
+            sim.cooldown_secs,
+            sim.mover,
+        )
+        .or_else(|| {
+            unit.conflict
+                .as_ref()
+                .map(|rule| Stay::Conflict { rule: rule.clone() })
+        })
+        .or_else(|| {
+            (!sim.restart_containers && guest.running && guest.kind == GuestKind::Lxc)
+                .then_some(Stay::RunningContainer)
+        });
         let Some(stay) = stay else {
             continue;
         };
@@ -163,6 +170,7 @@ pub(crate) fn left_in_place(sim: &Draft) -> Vec<LeftInPlace> {
 fn stay_kind(stay: &Stay) -> (usize, &'static str) {
     match stay {
         Stay::HaAutoRebalance => (0, "ha-auto-rebalance"),
+        Stay::NotHa => (0, "not-ha"),
         Stay::HaEvacuates => (1, "ha-evacuates"),
         Stay::Migrating => (2, "migrating"),
         Stay::Cooldown { .. } => (3, "cooldown"),
@@ -186,6 +194,9 @@ fn stay_words(kind: &str, n: usize, details: &str, cooldown: i64) -> String {
     match kind {
         "ha-auto-rebalance" => format!(
             "{n} {guests} {are} HA-managed while Proxmox's auto-rebalance is on: left to Proxmox"
+        ),
+        "not-ha" => format!(
+            "{n} {guests} {are} not HA-managed: Proxmox's auto-rebalance moves only HA resources"
         ),
         "ha-evacuates" => format!(
             "{n} {guests} {are} HA-managed on a node in HA maintenance: Proxmox HA moves them"

@@ -36,6 +36,8 @@ pub enum Stay {
     },
     /// Proxmox HA manages it and Proxmox's own auto-rebalance is on: it is Proxmox's to move.
     HaAutoRebalance,
+    /// Not HA-managed, for the `pve-*` methods: Proxmox's auto-rebalance moves only HA resources.
+    NotHa,
     /// Its node is in Proxmox HA maintenance and HA manages it: HA moves it itself.
     HaEvacuates,
     /// Its node is not online: nothing can migrate it away.
@@ -72,6 +74,9 @@ impl fmt::Display for Stay {
             Self::HaAutoRebalance => {
                 f.write_str("HA-managed while Proxmox's HA auto-rebalance is on: left to Proxmox")
             }
+            Self::NotHa => {
+                f.write_str("not HA-managed: Proxmox's auto-rebalance moves only HA resources")
+            }
             Self::HaEvacuates => {
                 f.write_str("HA-managed on a node in HA maintenance: Proxmox HA moves it")
             }
@@ -97,13 +102,37 @@ pub enum Intent {
     Balance,
 }
 
-/// Why a guest may not move for this purpose, or `None` when it may.
+/// Whose moves are planned: flxp's own, or Proxmox's auto-rebalance as the `pve-*` methods replay
+/// it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Mover {
+    /// flxp's planner: HA guests are left to Proxmox while its auto-rebalance is on.
+    #[default]
+    Flxp,
+    /// Proxmox's auto-rebalance (`Manager::load_balance`): its candidates are the HA resources
+    /// only, whether or not its auto-rebalance is switched on.
+    ProxmoxHa,
+}
+
+/// Why a guest may not move for this purpose when flxp plans, or `None` when it may.
 pub fn stays(
     cluster: &Cluster,
     rules: &Rules,
     guest: GuestIdx,
     intent: Intent,
     cooldown_secs: i64,
+) -> Option<Stay> {
+    stays_for(cluster, rules, guest, intent, cooldown_secs, Mover::Flxp)
+}
+
+/// Why a guest may not move for this purpose and mover, or `None` when it may.
+pub fn stays_for(
+    cluster: &Cluster,
+    rules: &Rules,
+    guest: GuestIdx,
+    intent: Intent,
+    cooldown_secs: i64,
+    mover: Mover,
 ) -> Option<Stay> {
     let g = cluster.guest(guest);
     let node = cluster.node(g.node);
@@ -126,8 +155,12 @@ pub fn stays(
     if cluster.tasks.is_migrating(g.vmid) || g.migrating.is_some() {
         return Some(Stay::Migrating);
     }
-    if g.ha_managed && cluster.crs.auto_rebalance {
-        return Some(Stay::HaAutoRebalance);
+    match mover {
+        Mover::Flxp if g.ha_managed && cluster.crs.auto_rebalance => {
+            return Some(Stay::HaAutoRebalance);
+        }
+        Mover::ProxmoxHa if !g.ha_managed => return Some(Stay::NotHa),
+        _ => {}
     }
     if g.ha_managed && node.maintenance.contains(&MaintenanceSource::Ha) {
         return Some(Stay::HaEvacuates);

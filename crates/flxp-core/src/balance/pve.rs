@@ -33,7 +33,7 @@ use super::draft::Draft;
 use super::explain::{left_in_place, left_phrase};
 use super::measure::{Measure, Metric, balanced_nodes};
 use super::methods::{MethodName, pve_bruteforce, pve_topsis};
-use super::movable::Intent;
+use super::movable::{Intent, Mover};
 use super::options::{BalanceOptions, UsageChoice};
 use super::plan::{Migration, Plan, Purpose, UsageMode, UsageUsed};
 use super::planner::finish;
@@ -324,13 +324,15 @@ fn new_sim<'a>(
         options.max_migrations,
     );
     sim.restart_containers = options.restart_containers;
+    sim.mover = Mover::ProxmoxHa;
     sim
 }
 
-/// Proxmox judges by its CV; a spread setting means the normalised CV with its default threshold.
+/// Proxmox judges by its raw CV (ha-manager 5.2.0 logs it and compares it with its threshold); a
+/// spread setting means the raw CV with Proxmox's default threshold 0.3.
 fn pve_measure(options: &BalanceOptions) -> Measure {
     match options.measure {
-        Measure::Spread => Measure::Cv,
+        Measure::Spread => Measure::CvRaw,
         m => m,
     }
 }
@@ -499,7 +501,16 @@ fn choose(
         ),
     };
     let group = sim.units.get(unit).group.clone();
+    let first = sim.migrations.len();
     sim.apply(&members, to, Purpose::Balance, &why, group.as_deref());
+    // The draft appends its own measured figures; the why line quotes those of the usage the
+    // method balanced on (static or dynamic), as the summary does.
+    let m = sim.measure;
+    let text = format!("{why}; {} {} → {}", m.as_str(), m.fmt(value), m.fmt(after));
+    for mig in &mut sim.migrations[first..] {
+        mig.reason.clone_from(&text);
+        mig.imbalance_after = after;
+    }
     Ok(format!(
         "{method}: move {} from {} to {}: cv {value:.3} → {after:.3}",
         best.sid, best.from, best.to
@@ -554,12 +565,14 @@ mod tests {
             .node(node("b").cpus(8.0))
             .guest(
                 vm(999, "a")
+                    .hastate("started")
                     .cores(2.0, 1.0)
                     .mem(8 * GIB, 8 * GIB)
                     .tagged("flxp.affinity.db"),
             )
             .guest(
                 vm(1000, "a")
+                    .hastate("started")
                     .cores(2.0, 1.0)
                     .mem(8 * GIB, 8 * GIB)
                     .tagged("flxp.affinity.db"),
@@ -613,7 +626,12 @@ mod tests {
             b = b.node(node(n).cpus(24.0).memory(32 * GIB).load(0.0));
         }
         for vmid in 101..=104 {
-            b = b.guest(vm(vmid, "node1").cores(2.0, 0.0).mem(0, 8 * GIB));
+            b = b.guest(
+                vm(vmid, "node1")
+                    .cores(2.0, 0.0)
+                    .mem(0, 8 * GIB)
+                    .hastate("started"),
+            );
         }
         b.option("crs", serde_json::json!(crs))
     }
@@ -649,6 +667,12 @@ mod tests {
         assert_eq!(
             (round(p.imbalance_before, 2), round(p.imbalance_after, 2)),
             (1.41, 0.94)
+        );
+        // The why line quotes the figures of the usage balanced on, not the measured ones.
+        assert!(
+            p.migrations[0].reason.ends_with("; cv-raw 1.414 → 0.935"),
+            "{}",
+            p.migrations[0].reason
         );
         let usage = p.usage.as_ref().unwrap();
         assert_eq!(
@@ -774,17 +798,13 @@ mod tests {
     }
 
     #[test]
-    fn a_plan_that_moves_nothing_counts_why() {
-        // HA guests are Proxmox's to move when its auto-rebalance is on; locked guests stay.
-        let mut b = ClusterBuilder::new().nodes(&["a", "b", "c"]);
-        for vmid in 101..=104 {
-            b = b.guest(vm(vmid, "a").hastate("started"));
-        }
-        let c = b
-            .guest(vm(105, "a").locked("backup"))
-            .guest(vm(106, "a").locked("snapshot"))
-            .guest(vm(107, "b").stopped())
-            .option("crs", serde_json::json!("ha=dynamic,ha-auto-rebalance=1"))
+    fn pve_methods_move_only_ha_guests_even_with_proxmox_auto_rebalance_on() {
+        // Proxmox's auto-rebalance (Manager::load_balance) picks its candidates from the HA
+        // service status only, and it is what the pve-* methods replay: HA guests are theirs to
+        // move even while ha-auto-rebalance is on, other guests are never moved (their load still
+        // counts). Four HA guests of 8 GiB and a larger non-HA one on node1.
+        let c = four_on_node1("ha=static,ha-auto-rebalance=1")
+            .guest(vm(105, "node1").cores(4.0, 0.0).mem(0, 16 * GIB))
             .build();
         let rules = Rules::compile(&c);
         let s = State::new(&c);
@@ -797,27 +817,67 @@ mod tests {
             Ranking::Bruteforce,
         )
         .unwrap();
-        assert!(p.migrations.is_empty());
+        let got: Vec<u32> = p.migrations.iter().map(|m| m.vmid).collect();
+        assert_eq!(got, vec![101], "{}", p.summary);
         let counted: Vec<(&str, usize)> = p
             .left_in_place
             .iter()
             .map(|l| (l.kind.as_str(), l.count))
             .collect();
+        assert_eq!(counted, vec![("not-ha", 1)]);
         assert_eq!(
-            counted,
-            vec![("ha-auto-rebalance", 4), ("locked", 2), ("stopped", 1)]
+            p.left_in_place[0].reason,
+            "1 guest is not HA-managed: Proxmox's auto-rebalance moves only HA resources"
         );
-        assert!(
-            p.summary.ends_with(
-                "but nothing can move: 4 guests are HA-managed while Proxmox's auto-rebalance is on: left to Proxmox; 2 guests are locked (backup, snapshot); 1 guest is stopped: moving them changes no load"
-            ),
-            "{}",
-            p.summary
+    }
+
+    #[test]
+    fn a_plan_that_moves_nothing_counts_why() {
+        // flxp leaves HA guests to Proxmox when its auto-rebalance is on; locked guests stay.
+        let mut b = ClusterBuilder::new().nodes(&["a", "b", "c"]);
+        for vmid in 101..=104 {
+            b = b.guest(vm(vmid, "a").hastate("started"));
+        }
+        let c = b
+            .guest(vm(105, "a").locked("backup"))
+            .guest(vm(106, "a").locked("snapshot"))
+            .guest(vm(107, "b").stopped())
+            .option("crs", serde_json::json!("ha=dynamic,ha-auto-rebalance=1"))
+            .build();
+        let rules = Rules::compile(&c);
+        let s = State::new(&c);
+        let f =
+            crate::balance::plan(&c, &rules, &s, &placer(), &BalanceOptions::default()).unwrap();
+        assert!(f.migrations.is_empty());
+        let counted = |p: &Plan| -> Vec<(String, usize)> {
+            p.left_in_place
+                .iter()
+                .map(|l| (l.kind.clone(), l.count))
+                .collect()
+        };
+        let want = |v: &[(&str, usize)]| -> Vec<(String, usize)> {
+            v.iter().map(|(k, n)| ((*k).to_owned(), *n)).collect()
+        };
+        assert_eq!(
+            counted(&f),
+            want(&[("ha-auto-rebalance", 4), ("locked", 2), ("stopped", 1)])
         );
-        assert_eq!(p.left_in_place[1].vmids, vec![105, 106]);
-        // flxp's own method counts the same reasons.
-        let o = BalanceOptions::default();
-        let f = crate::balance::plan(&c, &rules, &s, &placer(), &o).unwrap();
-        assert_eq!(f.left_in_place, p.left_in_place);
+        assert_eq!(
+            left_phrase(&f.left_in_place),
+            "4 guests are HA-managed while Proxmox's auto-rebalance is on: left to Proxmox; 2 guests are locked (backup, snapshot); 1 guest is stopped: moving them changes no load"
+        );
+        assert_eq!(f.left_in_place[1].vmids, vec![105, 106]);
+        // The pve-* methods replay Proxmox's auto-rebalance: the HA guests are theirs to move,
+        // the others are not HA resources (the locks are named first).
+        let p = plan(
+            &c,
+            &rules,
+            &s,
+            &placer(),
+            &raw_cv(pve_bruteforce::NAME),
+            Ranking::Bruteforce,
+        )
+        .unwrap();
+        assert_eq!(counted(&p), want(&[("not-ha", 1), ("locked", 2)]));
     }
 }

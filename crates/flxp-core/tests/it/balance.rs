@@ -626,8 +626,10 @@ fn pve_fixture(caps: [(f64, u64); 3]) -> Cluster {
                 .used(mem * MIB),
         );
     }
+    // An HA resource: Proxmox's auto-rebalance moves only those.
     b.guest(
         vm(101, "node1")
+            .hastate("started")
             .cores(4.0, 0.7 / 4.0)
             .mem(8 * GIB, 16 * GIB),
     )
@@ -694,7 +696,12 @@ fn pve_bruteforce_replays_dynamic_auto_rebalance2() {
         b = b.node(node(n).cpus(24.0).memory(128 * GIB));
     }
     for vmid in 101..=104 {
-        b = b.guest(vm(vmid, "node1").cores(2.0, 1.0).mem(2 * GIB, 4 * GIB));
+        b = b.guest(
+            vm(vmid, "node1")
+                .hastate("started")
+                .cores(2.0, 1.0)
+                .mem(2 * GIB, 4 * GIB),
+        );
     }
     let c = b.build();
     let rules = Rules::compile(&c);

@@ -3,6 +3,7 @@
 
 mod balance;
 mod consolidate;
+mod crs_scenarios;
 mod evacuate;
 mod inflight;
 mod placement;

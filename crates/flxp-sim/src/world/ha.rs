@@ -239,11 +239,21 @@ impl World {
                 if !guest.running {
                     let _ = self.power(vmid, PowerOp::Start, "root@pam", false);
                 }
+                // qemu-server's and pve-container's start refuse a locked guest (a container's
+                // `mounted` lock excepted); HA's restart and relocation attempts fail on the same
+                // lock and the CRM gives the service up (pve-ha-manager
+                // `Manager::next_state_started`): `error`, until the user disables it.
+                let locked = guest
+                    .lock()
+                    .is_some_and(|l| !(guest.kind == super::GuestKind::Lxc && l == "mounted"));
+                let failed = !guest.running && locked;
                 if let Some(s) = self.ha.services.get_mut(sid) {
-                    s.state = "started".into();
+                    s.state = if failed { "error" } else { "started" }.into();
                 }
-                // Started where it stood: the next round may fail it back.
-                self.ha_schedule_round();
+                if !failed {
+                    // Started where it stood: the next round may fail it back.
+                    self.ha_schedule_round();
+                }
             }
             HaRequest::Stop => {
                 if guest.running {

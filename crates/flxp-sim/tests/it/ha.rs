@@ -459,3 +459,41 @@ async fn scenario_rules_naming_unknown_resources_or_nodes_carry_errors_and_are_i
     let p = s.get("/nodes/pve1/qemu/100/migrate").await.data().clone();
     assert_eq!(p["allowed_nodes"], json!(["pve2", "pve3"]));
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_ha_start_of_a_locked_guest_fails_and_the_service_enters_error() {
+    // Proxmox's LRM starts an HA guest through qemu-server's vm_start, which refuses a locked
+    // guest ("VM is locked (backup)"); the restart and relocation attempts (pve-ha-manager
+    // `LRM::handle_service_exitcode`, `Manager::next_state_started`) fail on the same lock and the
+    // CRM puts the service in the `error` state. The guest stays stopped.
+    let mut doc = cluster();
+    for r in doc["resources"].as_array_mut().unwrap() {
+        if r["id"] == "qemu/102" {
+            r["lock"] = json!("backup");
+        }
+    }
+    let s = TestSim::new(doc);
+    let r = s
+        .post(
+            "/cluster/ha/resources",
+            &[("sid", "vm:102"), ("state", "started")],
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    sleep(10.0).await;
+    let g = s.resource("qemu/102").await;
+    assert_eq!(g["status"], "stopped");
+    assert_eq!(g["hastate"], "error");
+    assert_eq!(s.ha_entry("service:vm:102").await["state"], "error");
+    // The failed start is a task with Proxmox's message.
+    let tasks = s.get("/cluster/tasks").await;
+    let failed = tasks
+        .data()
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["type"] == "qmstart" && t["id"] == "102")
+        .cloned()
+        .unwrap();
+    assert_eq!(failed["status"], "VM is locked (backup)");
+}
