@@ -143,8 +143,8 @@ pub fn client_config(trust: &TlsTrust) -> Result<rustls::ClientConfig> {
         }
         TlsTrust::Pinned(pins) => builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(PinnedVerifier {
-                pins: pins.clone(),
+            .with_custom_certificate_verifier(Arc::new(CustomVerifier {
+                pins: Some(pins.clone()),
                 algorithms,
             }))
             .with_no_client_auth(),
@@ -154,7 +154,10 @@ pub fn client_config(trust: &TlsTrust) -> Result<rustls::ClientConfig> {
             );
             builder
                 .dangerous()
-                .with_custom_certificate_verifier(Arc::new(AnyCertVerifier { algorithms }))
+                .with_custom_certificate_verifier(Arc::new(CustomVerifier {
+                    pins: None,
+                    algorithms,
+                }))
                 .with_no_client_auth()
         }
     };
@@ -162,14 +165,15 @@ pub fn client_config(trust: &TlsTrust) -> Result<rustls::ClientConfig> {
     Ok(config)
 }
 
-/// Trusts a certificate exactly when its SHA-256 fingerprint is pinned.
+/// Trusts a certificate exactly when its SHA-256 fingerprint is pinned, or any certificate without
+/// pins (`insecure`); handshake signatures are checked either way, so the peer holds the key.
 #[derive(Debug)]
-struct PinnedVerifier {
-    pins: Vec<Fingerprint>,
+struct CustomVerifier {
+    pins: Option<Vec<Fingerprint>>,
     algorithms: WebPkiSupportedAlgorithms,
 }
 
-impl ServerCertVerifier for PinnedVerifier {
+impl ServerCertVerifier for CustomVerifier {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -178,9 +182,12 @@ impl ServerCertVerifier for PinnedVerifier {
         _ocsp_response: &[u8],
         _now: UnixTime,
     ) -> std::result::Result<ServerCertVerified, rustls::Error> {
+        let Some(pins) = &self.pins else {
+            return Ok(ServerCertVerified::assertion());
+        };
         let seen = Fingerprint::of_der(end_entity.as_ref());
         // Compare every pin without an early exit, so timing does not tell which byte differed.
-        let matched = self.pins.iter().fold(Choice::from(0), |acc, pin| {
+        let matched = pins.iter().fold(Choice::from(0), |acc, pin| {
             acc | pin.as_bytes()[..].ct_eq(&seen.as_bytes()[..])
         });
         if bool::from(matched) {
@@ -190,47 +197,6 @@ impl ServerCertVerifier for PinnedVerifier {
                 "server certificate fingerprint {seen} matches no pinned fingerprint"
             )))
         }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.algorithms.supported_schemes()
-    }
-}
-
-/// Trusts any certificate (still checking handshake signatures, so the peer holds the key).
-#[derive(Debug)]
-struct AnyCertVerifier {
-    algorithms: WebPkiSupportedAlgorithms,
-}
-
-impl ServerCertVerifier for AnyCertVerifier {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
     }
 
     fn verify_tls12_signature(

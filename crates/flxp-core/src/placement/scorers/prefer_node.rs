@@ -23,20 +23,9 @@ fn score(ctx: &Ctx, node: &NodeView) -> f64 {
         .preferences
         .iter()
         .map(|p| {
-            let lo = p
-                .priorities
-                .iter()
-                .map(|(_, v)| *v)
-                .chain([p.default])
-                .min()
-                .unwrap_or(0);
-            let hi = p
-                .priorities
-                .iter()
-                .map(|(_, v)| *v)
-                .chain([p.default])
-                .max()
-                .unwrap_or(0);
+            let classes = || p.priorities.iter().map(|(_, v)| *v).chain([p.default]);
+            let lo = classes().min().unwrap_or(0);
+            let hi = classes().max().unwrap_or(0);
             if hi == lo {
                 0.0
             } else {
