@@ -350,7 +350,7 @@ fn explain_freed(cluster: &Cluster, plan: &mut Plan, freed: &[NodeIdx]) {
         }
         let name = &node.name;
         let claim = format!("{name} is in maintenance (maintenance requested)");
-        let truth = format!("{name} is freed to be switched off (consolidation)");
+        let truth = format!("{name} is being freed by the consolidation");
         for m in &mut plan.migrations {
             if m.reason.contains(&claim) {
                 m.reason = m
@@ -651,6 +651,20 @@ mod tests {
             c.kept[0].reason
         );
         assert!(c.plan.migrations.iter().all(|m| m.to != "a" && m.to != "b"));
+        // Only hypothetically in maintenance: not said to be, and no rule broken before.
+        assert!(
+            c.plan.violations_before.is_empty(),
+            "{:?}",
+            c.plan.violations_before
+        );
+        assert!(c.plan.nodes_before.iter().all(|n| !n.maintenance));
+        for m in &c.plan.migrations {
+            assert!(
+                m.reason.contains("is being freed by the consolidation"),
+                "{}",
+                m.reason
+            );
+        }
     }
 
     #[test]

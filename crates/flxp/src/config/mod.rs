@@ -750,7 +750,13 @@ vlan = 100
     fn every_mistake_names_its_line_and_key() {
         let cases = [
             ("[api]\nlisten = \"x\"\n", 2, "api.listen", "not an address"),
-            ("[placement]\nreserve = \"lots\"\n", 2, "", "invalid size"),
+            // A value of the wrong kind names its key (it named only the line).
+            (
+                "[placement]\nreserve = \"lots\"\n",
+                2,
+                "placement.reserve",
+                "invalid size",
+            ),
             (
                 "[placement]\nresreve = \"1G\"\n",
                 2,
