@@ -192,7 +192,11 @@ pub fn is_collect_call(c: &str) -> bool {
         || c.starts_with("GET /cluster/ha/")
         || c == "GET /cluster/options"
         || c == "GET /cluster/tasks"
-        || (c.starts_with("GET /nodes/") && (c.ends_with("/config") || c.ends_with("/rrddata")))
+        || (c.starts_with("GET /nodes/")
+            && (c.ends_with("/config")
+                || c.ends_with("/rrddata")
+                || c.ends_with("/storage")
+                || c.ends_with("/content")))
             && !c.contains("/qemu/")
             && !c.contains("/lxc/")
 }
