@@ -51,6 +51,14 @@ pub(crate) fn improve(
         strict: true,
         ..Goal::of_plan(cluster, &greedy, options)
     };
+    let thorough = options.effort_secs > 0.0;
+    let limit = if thorough { SMALL * EFFORT_SIZE } else { SMALL };
+    let nodes = balanced_nodes(cluster).count();
+    // Cheap first: running guests bound the guests the search may move (large clusters stop here).
+    let running = cluster.guests().iter().filter(|g| g.running).count();
+    if (running + goal.must_leave.len()).saturating_mul(nodes) > limit {
+        return greedy;
+    }
     let movable = candidates(cluster, rules, &goal);
     // A greedy move of a guest the search may not move (a stopped guest sent to its pin, a
     // bundle): the search cannot reproduce it, so the greedy plan stands.
@@ -60,12 +68,6 @@ pub(crate) fn improve(
             .is_some_and(|g| movable.contains(&g))
     });
     if !all_movable {
-        return greedy;
-    }
-    let thorough = options.effort_secs > 0.0;
-    let size = movable.len() * balanced_nodes(cluster).count();
-    let limit = if thorough { SMALL * EFFORT_SIZE } else { SMALL };
-    if size > limit {
         return greedy;
     }
     let budget = if thorough {
