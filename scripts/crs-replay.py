@@ -368,6 +368,11 @@ class Runner:
         self.dir = keep or tempfile.mkdtemp(prefix="crs-replay-")
         os.makedirs(self.dir, exist_ok=True)
         self.count = 0
+        # ha-manager 5.2.0 judges the raw CV against a raw threshold of 0.3 (Proxmox VE 9.2
+        # normalises it to 0..=1, flxp's default for the pve-* methods).
+        self.config = os.path.join(self.dir, "flxp.toml")
+        with open(self.config, "w") as f:
+            f.write('[balance]\nmeasure = "cv-raw"\n')
 
     def write(self, snap):
         self.count += 1
@@ -411,7 +416,7 @@ class Runner:
         snap = sc.snapshot(now)
         path = self.write(snap)
         method = "pve-" + sc.crs.get("ha-auto-rebalance-method", "bruteforce")
-        args = ["balance", "--from-file", path, "--json", "--method", method]
+        args = ["balance", "--from-file", path, "--json", "--method", method, "--config", self.config]
         out, err = self.run(args)
         if out is None:
             return None, f"flxp failed: {err[:200]} ({path})"

@@ -328,11 +328,12 @@ fn new_sim<'a>(
     sim
 }
 
-/// Proxmox judges by its raw CV (ha-manager 5.2.0 logs it and compares it with its threshold); a
-/// spread setting means the raw CV with Proxmox's default threshold 0.3.
+/// Proxmox judges by its CV; a spread setting means the normalised CV with its default threshold
+/// (Proxmox VE 9.2: the imbalance normalised to 0..=1, threshold 30 %). ha-manager 5.2.0, whose
+/// test logs show the raw CV against a raw threshold of 0.3, is `cv-raw`.
 fn pve_measure(options: &BalanceOptions) -> Measure {
     match options.measure {
-        Measure::Spread => Measure::CvRaw,
+        Measure::Spread => Measure::Cv,
         m => m,
     }
 }

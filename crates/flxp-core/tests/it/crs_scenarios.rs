@@ -6,10 +6,11 @@
 //! Conventions of those scenarios (docs/proxmox-behaviour.md §2.6-2.7): services start one after the
 //! other in sid order, each seeing the picks before it; a node that is shut down or fenced is no
 //! candidate and its services count nowhere; a balancing round makes one move, and the imbalance
-//! figures are the raw CV with two decimals.
+//! figures are the raw CV with two decimals (ha-manager 5.2.0: `Measure::CvRaw`; Proxmox VE 9.2
+//! normalises it).
 
 use flxp_core::balance::methods::{pve_bruteforce, pve_topsis};
-use flxp_core::balance::{BalanceOptions, MethodName, Plan, plan, run_until_stable};
+use flxp_core::balance::{BalanceOptions, Measure, MethodName, Plan, plan, run_until_stable};
 use flxp_core::builder::*;
 use flxp_core::placement::{PlacementOptions, PlacementRequest, Placer};
 use flxp_core::{Cluster, Rules, State};
@@ -174,8 +175,10 @@ impl Scene {
         let rules = Rules::compile(&c);
         let s = State::new(&c);
         let p = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+        // ha-manager 5.2.0 logs and thresholds the raw CV (Proxmox VE 9.2 normalises it).
         let o = BalanceOptions {
             method,
+            measure: Measure::CvRaw,
             ..BalanceOptions::default()
         };
         let first = plan(&c, &rules, &s, &p, &o).unwrap();
