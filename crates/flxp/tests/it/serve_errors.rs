@@ -348,3 +348,33 @@ fn a_config_without_api_tokens_is_refused() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("no API token"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_creation_without_room_wakes_a_node_flxp_switched_off() {
+    let s = super::serve::start(Scenario::demo(), "[consolidate]\nenabled = true\n", &[]).await;
+    let sim = s.sim.sim().clone();
+    // As a consolidation leaves it: pve4 switched off, its power mark in pve1's notes.
+    sim.world().node_power("pve4", "shutdown").unwrap();
+    let start = std::time::Instant::now();
+    while sim.world().nodes["pve4"].online && start.elapsed().as_secs() < 30 {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(!sim.world().nodes["pve4"].online);
+    sim.world().nodes.get_mut("pve1").unwrap().notes =
+        "<!-- flxp-power node=pve4 state=off since=1 -->".into();
+
+    let vars =
+        json!({ "zone": "lab", "name": "web", "options": with("computeProfile", json!("huge")) });
+    let v = s.gql(CREATE, vars).await;
+    assert_eq!(code(&v), "NO_CAPACITY", "{v}");
+    // A round runs at once: Wake-on-LAN for pve4, which boots.
+    let start = std::time::Instant::now();
+    let woken = || {
+        let w = sim.world();
+        w.nodes["pve4"].online || w.nodes["pve4"].booting
+    };
+    while !woken() && start.elapsed().as_secs() < 30 {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(woken(), "pve4 woken: {}", s.stderr.lock().unwrap());
+}

@@ -398,8 +398,17 @@ fn create_error(s: &AppState, zone: &str, e: CreateError) -> ApiError {
         CreateError::UnknownImage { .. } => ApiError::new(Code::UnknownImage, text(&e)),
         CreateError::NoCapacity { .. } => {
             s.metrics.decision(zone, "create_vm", "no_capacity");
-            // With power saving on, the daemon's next round wakes a node flxp switched off.
+            // With power saving on, a daemon round wakes a node flxp switched off: run one now
+            // rather than an interval later.
             s.daemon.want_room(zone);
+            if s.daemon.options().power.is_some() {
+                let (daemon, zone) = (s.daemon.clone(), zone.to_owned());
+                tokio::spawn(async move {
+                    if let Err(e) = daemon.run_round(&zone).await {
+                        tracing::warn!(zone, error = %e, "round to wake a node could not run");
+                    }
+                });
+            }
             ApiError::new(Code::NoCapacity, text(&e))
         }
         CreateError::Placement(c) => {
