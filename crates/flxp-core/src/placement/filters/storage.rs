@@ -110,6 +110,32 @@ mod tests {
     }
 
     #[test]
+    fn a_copy_in_flight_takes_room_on_its_target_until_it_lands() {
+        let task = crate::snapshot::Task {
+            upid: Some("UPID:a:00001234:00005678:00002700:qmigrate:105:root@pam:".into()),
+            node: Some("a".into()),
+            kind: Some("qmigrate".into()),
+            id: Some("105".into()),
+            starttime: Some(9_900),
+            target: Some("c".into()),
+            ..crate::snapshot::Task::default()
+        };
+        let c = ClusterBuilder::new()
+            .nodes(&["a", "c"])
+            .storage("a", "local-lvm", false, 100 * GIB, 60 * GIB)
+            .storage("c", "local-lvm", false, 100 * GIB, 45 * GIB)
+            .guest(vm(104, "a").local_disk("local-lvm", 40 * GIB))
+            .guest(vm(105, "a").local_disk("local-lvm", 20 * GIB))
+            .task(task)
+            .time(10_000)
+            .build();
+        let s = State::new(&c);
+        // c has 55 GiB free, 20 of them promised to 105 in flight: 104's 40 no longer fit.
+        let e = verdict_for(&c, &s, 104, "c").unwrap_err();
+        assert!(e.to_string().contains("has 35.0 GiB free"), "{e}");
+    }
+
+    #[test]
     fn moves_planned_before_take_and_give_back_room() {
         let c = cluster();
         let mut s = State::new(&c);
