@@ -79,7 +79,7 @@ pub struct DaemonOptions {
     pub execute: ExecuteOptions,
     /// When a `flxp.creating` marker is stale and what to do about it ([`crate::stale`]).
     pub stale: StaleOptions,
-    /// Power saving: consolidate at low load, wake nodes at high load ([`power`]); `None`: off.
+    /// Power saving: consolidate at low load, wake nodes at high load; `None`: off.
     pub power: Option<AutoConsolidate>,
 }
 
