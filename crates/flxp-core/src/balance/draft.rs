@@ -55,6 +55,8 @@ pub(crate) struct Draft<'a> {
     pub mover: Mover,
     /// The policy that ranks targets; `None` is the placement default.
     pub target_policy: Option<String>,
+    /// What one soft rule is worth in imbalance when balancing (`None`: never traded).
+    pub soft_weight: Option<f64>,
     moved: Vec<bool>,
     /// Vmids in `skipped` and in `unplaced`: each is recorded once, without a scan.
     noted: (HashSet<u32>, HashSet<u32>),
@@ -90,6 +92,7 @@ impl<'a> Draft<'a> {
             restart_containers: true,
             mover: Mover::Flxp,
             target_policy: None,
+            soft_weight: None,
             moved: vec![false; cluster.guests().len()],
             noted: (HashSet::new(), HashSet::new()),
         }

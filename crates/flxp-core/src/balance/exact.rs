@@ -17,8 +17,8 @@
 //!
 //! In strict mode (the planner's) an order must also keep what the greedy planner keeps: a
 //! balancing step (one that neither empties a node outside the balance nor fixes a broken rule)
-//! never raises the measure and leaves no soft rule of its guest worse off, and the last one
-//! lowers the measure. The baseline leaves strict mode off: it is the optimum of every safe plan.
+//! never raises the measure and leaves no soft rule of its guest worse off (unless the soft weight
+//! says the imbalance it removes is worth it), and the last one lowers the measure. The baseline leaves strict mode off: it is the optimum of every safe plan.
 
 use crate::cluster::{Cluster, GuestIdx, GuestKind, NodeIdx};
 use crate::constraints::{Rules, violations};
@@ -29,7 +29,7 @@ use super::bounds::need_for_spread;
 use super::measure::{Measure, Metric, balanced_nodes, imbalance};
 use super::movable::{Intent, stays};
 use super::plan::Purpose;
-use super::softness::penalty;
+use super::softness::{penalty, worth_trading};
 use super::units::Units;
 
 /// Slack for "does not raise the measure": float noise, not a real rise.
@@ -54,6 +54,8 @@ pub struct Goal {
     pub restart_containers: bool,
     /// Strict mode: the orders the planner itself may return (see the module docs).
     pub strict: bool,
+    /// In strict mode, what one soft rule is worth in imbalance (the planner's `soft_weight`).
+    pub soft_weight: Option<f64>,
 }
 
 /// The best plan the search found.
@@ -496,7 +498,7 @@ impl Search<'_> {
             if !self.placer.feasible(&ctx, t) {
                 continue;
             }
-            let softer = penalty(&ctx, t) <= penalty(&ctx, from);
+            let worse = penalty(&ctx, t).saturating_sub(penalty(&ctx, from));
             state.move_guest(self.cluster, g, t);
             let next = Walk {
                 measure: imbalance(self.cluster, state, self.goal.measure, self.goal.metric),
@@ -512,7 +514,11 @@ impl Search<'_> {
             };
             let mut next = next;
             if purpose == Purpose::Balance {
-                if self.goal.strict && (next.measure > walk.measure + EPS || !softer) {
+                let reduction = walk.measure - next.measure;
+                if self.goal.strict
+                    && (next.measure > walk.measure + EPS
+                        || !worth_trading(self.goal.soft_weight, worse, reduction))
+                {
                     state.move_guest(self.cluster, g, from);
                     continue;
                 }
@@ -553,6 +559,7 @@ impl Goal {
             cooldown_secs: options.cooldown_secs,
             restart_containers: options.restart_containers,
             strict: false,
+            soft_weight: options.soft_weight,
         }
     }
 }

@@ -49,6 +49,13 @@ pub struct BalanceOptions {
     /// Thorough mode: seconds to spend searching for a plan reaching the same imbalance with fewer
     /// migrations and bytes (`--effort`; 0, the default, plans once, fast and deterministic).
     pub effort_secs: f64,
+    /// What one soft rule (preferred node, soft affinity or anti-affinity, `prefer-no` taint) is
+    /// worth in imbalance (`--soft-weight`, in the measure's unit: percentage points of spread,
+    /// or CV): a balancing move may leave N more soft rules of its guest unmet when it lowers the
+    /// measure by at least N × this. 0 ignores soft rules in balancing; unset (the default),
+    /// balancing never leaves a soft rule worse off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub soft_weight: Option<f64>,
 }
 
 /// What Proxmox's balancing methods take as a node's load (docs: Proxmox's `crs: ha=`).
@@ -102,6 +109,7 @@ impl Default for BalanceOptions {
             usage: UsageChoice::Auto,
             prune: true,
             effort_secs: 0.0,
+            soft_weight: None,
         }
     }
 }
@@ -129,6 +137,12 @@ impl BalanceOptions {
                     "must be a number of seconds from 0 to 86400, got {}",
                     self.effort_secs
                 ),
+            });
+        }
+        if let Some(w) = self.soft_weight.filter(|w| !w.is_finite() || *w < 0.0) {
+            return Err(Error::Option {
+                name: "soft-weight".into(),
+                message: format!("must be a number ≥ 0, got {w}"),
             });
         }
         if self.candidate_nodes < 2 {

@@ -193,6 +193,7 @@ fn search_plan(
         options.max_migrations,
     );
     sim.restart_containers = options.restart_containers;
+    sim.soft_weight = options.soft_weight;
     let scope = Scope {
         only_nodes: None,
         stopped_off_maintenance: true,

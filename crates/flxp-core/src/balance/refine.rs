@@ -11,7 +11,7 @@
 
 use crate::cluster::{Cluster, GuestIdx, NodeIdx};
 use crate::constraints::Rules;
-use crate::placement::Placer;
+use crate::placement::{Ctx, Placer, Subject};
 use crate::state::State;
 use crate::units::fmt_bytes;
 
@@ -22,6 +22,7 @@ use super::measure::balanced_nodes;
 use super::options::BalanceOptions;
 use super::plan::{Plan, Purpose};
 use super::planner::finish;
+use super::softness::{penalty, traded};
 
 /// Largest problem solved exactly by default: guests the search may move × balanced nodes
 /// (16 guests on 6 nodes is 96).
@@ -106,6 +107,7 @@ fn adopt(
         options.max_migrations,
     );
     sim.restart_containers = options.restart_containers;
+    sim.soft_weight = options.soft_weight;
     let why = if best.exact {
         format!(
             "one of the fewest migrations ({}) that reach",
@@ -183,13 +185,23 @@ fn reason(sim: &Draft, g: GuestIdx, t: NodeIdx, purpose: Purpose, why: &str, m: 
         _ => {
             let shift = sim.shift(&[g]);
             let e = sim.objective.effect(sim.cluster, &sim.state, s, t, &shift);
+            let subject = Subject::guest(sim.cluster, sim.rules, g, s);
+            let ctx = Ctx::new(
+                sim.cluster,
+                sim.rules,
+                &sim.state,
+                sim.placer.options(),
+                &subject,
+            );
+            let worse = penalty(&ctx, t).saturating_sub(penalty(&ctx, s));
             format!(
-                "balance {}: {cs} {:.1} % → {:.1} %, {ct} {:.1} % → {:.1} %",
+                "balance {}: {cs} {:.1} % → {:.1} %, {ct} {:.1} % → {:.1} %{}",
                 sim.objective.kind().as_str(),
                 sim.objective.load(s),
                 e.from.1,
                 sim.objective.load(t),
-                e.to.1
+                e.to.1,
+                traded(sim.soft_weight, worse)
             )
         }
     };

@@ -30,7 +30,7 @@ use super::movable::{Intent, Stay};
 use super::objective::{Effect, Shift};
 use super::options::BalanceOptions;
 use super::plan::Purpose;
-use super::softness::penalty;
+use super::softness::{penalty, traded, worth_trading};
 use super::units::UnitId;
 
 /// Most candidates run through the filters in one step before giving up on it.
@@ -507,22 +507,24 @@ fn replays_within(
     let mut before = start_value;
     let mut last_gain = false;
     for m in moves {
+        let mut worse = 0;
         for &(u, s, t) in m.moves() {
             let unit = sim.units.get(u);
             if unit.members.iter().any(|&g| sim.state.location(g) != s) {
                 return false;
             }
             let subject = sim.subject(&unit.members, unit.group.as_deref());
-            if !allowed(sim, &subject, s, t) {
+            let Some(w) = soft_cost(sim, &subject, s, t) else {
                 return false;
-            }
+            };
+            worse += w;
             for &g in &sim.units.get(u).members {
                 sim.state.move_guest(sim.cluster, g, t);
             }
         }
         sim.objective.refresh_all(sim.cluster, &sim.state);
         let v = sim.objective.measure(sim.measure);
-        if v > before + EPS {
+        if v > before + EPS || !worth_trading(sim.soft_weight, worse, before - v) {
             return false;
         }
         last_gain = v < before - 1e-12;
@@ -601,16 +603,22 @@ fn best_move(
             let unit = sim.units.get(u);
             sim.subject(&unit.members, unit.group.as_deref())
         });
-        if allowed(sim, subject, s, t) {
+        let reduction = value
+            - sim
+                .objective
+                .measure_with(sim.measure, &[m.effect.from, m.effect.to]);
+        if soft_cost(sim, subject, s, t)
+            .is_some_and(|w| worth_trading(sim.soft_weight, w, reduction))
+        {
             return Ok(Some(m));
         }
     }
     Ok(None)
 }
 
-/// Whether a subject may go from `s` to `t` on the current state: every filter passes and no soft
-/// rule of the subject is worse off.
-fn allowed(sim: &Draft, subject: &Subject, s: NodeIdx, t: NodeIdx) -> bool {
+/// Whether a subject may go from `s` to `t` on the current state (every filter passes), and if so
+/// how many more of its soft rules the move leaves unmet (0: none worse off).
+fn soft_cost(sim: &Draft, subject: &Subject, s: NodeIdx, t: NodeIdx) -> Option<usize> {
     let ctx = Ctx::new(
         sim.cluster,
         sim.rules,
@@ -618,7 +626,9 @@ fn allowed(sim: &Draft, subject: &Subject, s: NodeIdx, t: NodeIdx) -> bool {
         sim.placer.options(),
         subject,
     );
-    sim.placer.feasible(&ctx, t) && penalty(&ctx, t) <= penalty(&ctx, s)
+    sim.placer
+        .feasible(&ctx, t)
+        .then(|| penalty(&ctx, t).saturating_sub(penalty(&ctx, s)))
 }
 
 fn best_swap(
@@ -674,9 +684,13 @@ fn best_swap(
         {
             continue;
         }
+        let reduction = value
+            - sim
+                .objective
+                .measure_with(sim.measure, &[m.effect.from, m.effect.to]);
         // Either order may be the safe one: the first move needs room before the second frees it.
         for order in [m.units, [m.units[1], m.units[0]]] {
-            if swap_is_safe(sim, &order) {
+            if swap_is_safe(sim, &order, reduction) {
                 m.units = order;
                 return Ok(Some(m));
             }
@@ -700,15 +714,18 @@ fn held_in_place(sim: &Draft, unit: UnitId, node: NodeIdx, labels: &HashSet<&str
 }
 
 /// Whether two unit moves pass the filters one after the other, each on the state the previous
-/// leaves, and leave no soft rule worse off.
-fn swap_is_safe(sim: &mut Draft, order: &[(UnitId, NodeIdx, NodeIdx)]) -> bool {
+/// leaves, and leave no soft rule worse off unless the swap's `reduction` of the measure is worth
+/// it.
+fn swap_is_safe(sim: &mut Draft, order: &[(UnitId, NodeIdx, NodeIdx)], reduction: f64) -> bool {
     let saved = sim.state.clone();
-    let mut ok = true;
+    let mut worse = Some(0);
     for &(u, s, t) in order {
         let unit = sim.units.get(u);
         let subject = sim.subject(&unit.members, unit.group.as_deref());
-        if !allowed(sim, &subject, s, t) {
-            ok = false;
+        worse = worse
+            .zip(soft_cost(sim, &subject, s, t))
+            .map(|(a, b)| a + b);
+        if worse.is_none() {
             break;
         }
         for &g in &sim.units.get(u).members {
@@ -716,13 +733,16 @@ fn swap_is_safe(sim: &mut Draft, order: &[(UnitId, NodeIdx, NodeIdx)]) -> bool {
         }
     }
     sim.state = saved;
-    ok
+    worse.is_some_and(|w| worth_trading(sim.soft_weight, w, reduction))
 }
 
 fn apply(sim: &mut Draft, m: &Move) {
     let kind = m.count;
     for (i, &(u, s, t)) in m.moves().iter().enumerate() {
         let unit = sim.units.get(u).clone();
+        let subject = sim.subject(&unit.members, unit.group.as_deref());
+        let trade =
+            soft_cost(sim, &subject, s, t).map_or(String::new(), |w| traded(sim.soft_weight, w));
         let (ls, lt) = (sim.objective.load(s), sim.objective.load(t));
         let shift = sim.shift(&unit.members);
         let e = sim.objective.effect(sim.cluster, &sim.state, s, t, &shift);
@@ -745,7 +765,7 @@ fn apply(sim: &mut Draft, m: &Move) {
             )
         };
         let reason = format!(
-            "balance {}: {who}{cs} {ls:.1} % → {:.1} %, {ct} {lt:.1} % → {:.1} %; {why}",
+            "balance {}: {who}{cs} {ls:.1} % → {:.1} %, {ct} {lt:.1} % → {:.1} %; {why}{trade}",
             sim.objective.kind().as_str(),
             e.from.1,
             e.to.1,

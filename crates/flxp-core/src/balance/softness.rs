@@ -1,5 +1,6 @@
 //! Soft rules during balancing: a balancing move may not leave a guest worse off under its own
-//! preferences (preferred nodes, soft affinity and anti-affinity, `prefer-no` taints).
+//! preferences (preferred nodes, soft affinity and anti-affinity, `prefer-no` taints), unless a
+//! configured `soft-weight` says the imbalance it removes is worth more ([`worth_trading`]).
 //!
 //! Fixes and evacuation rank targets with the placement policy, where soft rules already weigh in;
 //! balancing picks targets by load, so without this check it would happily move a guest off its
@@ -42,6 +43,24 @@ pub(crate) fn penalty(ctx: &Ctx, node: NodeIdx) -> usize {
         .filter(|t| !rules.tolerates(t))
         .count();
     p
+}
+
+/// Whether a balancing move that leaves `worse` more soft rules unmet is worth the `reduction` of
+/// the measure it brings: always when none is worse, never without a weight, else when the
+/// reduction is at least weight × `worse`.
+pub(crate) fn worth_trading(weight: Option<f64>, worse: usize, reduction: f64) -> bool {
+    worse == 0 || weight.is_some_and(|w| reduction + 1e-9 >= w * worse as f64)
+}
+
+/// The note a migration's reason gets when it leaves soft rules unmet for balance ("" if none).
+pub(crate) fn traded(weight: Option<f64>, worse: usize) -> String {
+    match (worse, weight) {
+        (0, _) | (_, None) => String::new(),
+        (n, Some(w)) => format!(
+            "; trades {n} soft rule{} (soft-weight {w} per rule) for balance",
+            if n == 1 { "" } else { "s" }
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -819,3 +819,38 @@ fn a_budget_that_only_allows_gains_below_the_margin_is_named_as_the_cause() {
     );
     assert_eq!(two.migrations.len(), 2, "{}", two.summary);
 }
+
+#[test]
+fn a_soft_taint_on_the_emptiest_node_is_traded_for_balance_by_its_weight() {
+    // a holds 60 GiB in six guests, b is empty but tainted prefer-no: each move to b lowers the
+    // spread by 20 pp and leaves one soft rule of its guest unmet.
+    let mut b = ClusterBuilder::new()
+        .node(node("a").memory(100 * GIB))
+        .node(node("b").memory(100 * GIB).notes("flxp.prefer-no.batch"));
+    for vmid in 101..=106 {
+        b = b.guest(vm(vmid, "a").mem(10 * GIB, 10 * GIB));
+    }
+    let c = b.build();
+    let weighted = |w: Option<f64>| BalanceOptions {
+        soft_weight: w,
+        ..BalanceOptions::default()
+    };
+    // Unset: never traded, the cluster stays above the threshold.
+    let never = plan_with(&c, &weighted(None));
+    assert!(never.is_empty(), "{}", never.summary);
+    // 10 pp per soft rule: each 20 pp step is worth it.
+    let p = plan_with(&c, &weighted(Some(10.0)));
+    assert_eq!(p.migrations.len(), 3, "{}", p.summary);
+    assert!(p.imbalance_after < 1e-9, "{}", p.summary);
+    assert!(p.migrations.iter().all(|m| m.to == "b"));
+    assert!(
+        p.migrations[0]
+            .reason
+            .contains("trades 1 soft rule (soft-weight 10 per rule)"),
+        "{}",
+        p.migrations[0].reason
+    );
+    // 0: soft rules ignored; 25 pp per rule: no step gains that much.
+    assert_eq!(plan_with(&c, &weighted(Some(0.0))).migrations.len(), 3);
+    assert!(plan_with(&c, &weighted(Some(25.0))).is_empty());
+}

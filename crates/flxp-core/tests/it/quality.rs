@@ -4,6 +4,7 @@
 use flxp_core::balance::exact::{Family, Goal, fewest_migrations};
 use flxp_core::balance::{BalanceOptions, Plan, plan, replay};
 use flxp_core::{Cluster, Overrides, Rules, State};
+use proptest::prelude::*;
 
 use crate::balance::placer;
 
@@ -82,6 +83,40 @@ fn plans_of_every_family_are_within_a_fifth_of_the_fewest_migrations_and_bytes()
                 f.name(),
                 p.bytes
             );
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    /// On unseen generated clusters: the plan replays step by step (every filter on the state the
+    /// earlier steps leave), and the lower bounds it reports never exceed what the exact search
+    /// finds for the same goal.
+    #[test]
+    fn every_step_is_safe_and_the_reported_bounds_never_exceed_the_exact_optimum(
+        f in 0usize..5,
+        seed in 100u64..100_000,
+    ) {
+        let f = Family::ALL[f];
+        let c = cluster(f, seed);
+        let (r, s) = (Rules::compile(&c), State::new(&c));
+        let o = options();
+        let p = plan(&c, &r, &s, &placer(), &o).unwrap();
+        prop_assert!(replay(&c, &r, &s, &placer(), &p.migrations).is_ok());
+        if p.migrations.is_empty() {
+            return Ok(());
+        }
+        let goal = Goal::of_plan(&c, &p, &o);
+        if let Ok(best) = fewest_migrations(&c, &r, &s, &placer(), &goal, p.migrations.len(), BASELINE) {
+            prop_assert!(replay(&c, &r, &s, &placer(), &best.migrations(&c)).is_ok());
+            prop_assert!(best.migrations <= p.migrations.len());
+            if let Some(k) = p.bounds.migrations {
+                prop_assert!(k <= best.floor, "{} #{seed}: bound {k} > floor {}", f.name(), best.floor);
+            }
+            if let (Some(b), true) = (p.bounds.bytes, best.exact) {
+                prop_assert!(b <= best.bytes, "{} #{seed}: bound {b} B > {} B", f.name(), best.bytes);
+            }
         }
     }
 }

@@ -50,6 +50,12 @@ pub struct Args {
     /// bytes reaching the same balance (default from [balance] effort-secs, else 0: off).
     #[arg(long, value_name = "SECONDS")]
     effort: Option<f64>,
+    /// What one soft rule (preferred node, soft affinity, prefer-no taint) is worth in imbalance
+    /// (pp of spread, or CV): a balancing move may leave N more soft rules unmet when it lowers
+    /// the imbalance by N × W; 0 ignores soft rules (default from [balance] soft-weight, else
+    /// never traded).
+    #[arg(long, value_name = "W")]
+    soft_weight: Option<f64>,
 }
 
 /// Parses `--usage`.
@@ -207,6 +213,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     if let Some(secs) = args.effort {
         options.effort_secs = secs;
+        options.validate()?;
+    }
+    if let Some(w) = args.soft_weight {
+        options.soft_weight = Some(w);
         options.validate()?;
     }
     let goal = Goal::Balance(options);

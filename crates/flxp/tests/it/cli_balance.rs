@@ -236,6 +236,27 @@ fn thorough_mode_reports_its_searches_and_the_plan_its_bounds() {
 }
 
 #[test]
+fn a_soft_weight_is_read_and_a_negative_one_is_refused_naming_the_option() {
+    let f = example("pvesh-4node.json");
+    let (code, _, err) = run(&[
+        "balance",
+        "--from-file",
+        f.to_str().unwrap(),
+        "--soft-weight",
+        "5",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = run(&[
+        "balance",
+        "--from-file",
+        f.to_str().unwrap(),
+        "--soft-weight=-1",
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("soft-weight"), "{err}");
+}
+
+#[test]
 fn a_zone_is_balanced_for_real_and_a_second_run_finds_nothing_to_do() {
     let z = sim_zone(UNBALANCED, 100_000.0, "", |_| {});
     let (code, out, err) = run(&["balance", "--zone", "lab", "--config", z.config(), "--json"]);
