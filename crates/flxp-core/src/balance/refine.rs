@@ -151,7 +151,7 @@ fn adopt(
     plan.usage = greedy.usage;
     let m = measure;
     plan.summary = format!(
-        "{} {} → {} with {} migration(s), {} to copy: {} {} {} (exact search on a small \
+        "{} {} → {} with {} migration(s), {} to copy: {} {} {} {} (exact search on a small \
          cluster; the greedy search needed {} migration(s), {})",
         m.as_str(),
         m.fmt(plan.imbalance_before),
@@ -165,6 +165,7 @@ fn adopt(
         },
         if best.exact { "that reach" } else { "to reach" },
         m.as_str(),
+        m.fmt(plan.imbalance_after),
         greedy.migrations.len(),
         fmt_bytes(greedy.bytes)
     );

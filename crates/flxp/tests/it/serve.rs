@@ -710,10 +710,14 @@ fn notes_of(s: &Service, node: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_evacuated_node_stays_empty_through_daemon_rounds_until_the_api_clears_it() {
+    // No margin: the demo's pve4 is soft-tainted (`prefer-no.small`) and its guests' local disks
+    // make every move costly, so the one guest that prefers pve4 back gains less than the default
+    // 10 % margin; what this test pins down is that a cleared node takes guests again at all.
     let s = start(
         Scenario::demo(),
         "[migration]\npoll-secs = 1\nparallel = 4\nper-node-in = 2\nper-node-out = 2\n\
-         [daemon]\ninterval-secs = 1\n[balance]\ncooldown-secs = 0\n[balance.trigger]\nhold = 1\n",
+         [daemon]\ninterval-secs = 1\n[balance]\ncooldown-secs = 0\n[balance.trigger]\nhold = 1\n\
+         margin = 0\n",
         &[],
     )
     .await;
