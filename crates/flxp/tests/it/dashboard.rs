@@ -175,11 +175,12 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
 
     // Dark mode of the same view, and the phone layout.
     b.color_scheme("dark").await;
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     let bg = b
-        .js(
-            "return getComputedStyle(document.body).backgroundColor",
-            json!([]),
+        .wait(
+            "the dark background",
+            "const c = getComputedStyle(document.body).backgroundColor; \
+             return c === 'rgb(13, 17, 23)' && c",
+            30,
         )
         .await;
     assert_eq!(bg, "rgb(13, 17, 23)", "dark mode background");

@@ -209,6 +209,19 @@ impl Service {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// The log once it holds `needle` (the reader thread may still be draining the pipe), at
+    /// most 30 s; the log as it is when it never does.
+    pub async fn log_with(&self, needle: &str) -> String {
+        let t = Instant::now();
+        loop {
+            let log = self.log();
+            if log.contains(needle) || t.elapsed() > Duration::from_secs(30) {
+                return log;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Waits (briefly) until the simulated cluster has `n` guests.
     pub async fn wait_guests(&self, n: usize) {
         let t = Instant::now();
@@ -457,9 +470,8 @@ async fn health_readiness_graphiql_and_a_clean_sigterm() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert_eq!(status.code(), Some(0), "{}", s.log());
-    // The reader thread may still be draining the pipe.
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(s.log().contains("shutting down"), "{}", s.log());
+    let log = s.log_with("shutting down").await;
+    assert!(log.contains("shutting down"), "{log}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
