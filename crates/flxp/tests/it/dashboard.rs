@@ -114,9 +114,10 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
         .await;
     assert_eq!(kept[0], API_TOKEN, "{kept}");
     assert_eq!(
-        b.js(
+        b.wait(
+            "the role badge",
             "return document.getElementById('role').textContent",
-            json!([])
+            30
         )
         .await,
         "operator"
@@ -174,11 +175,12 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
 
     // Dark mode of the same view, and the phone layout.
     b.color_scheme("dark").await;
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     let bg = b
-        .js(
-            "return getComputedStyle(document.body).backgroundColor",
-            json!([]),
+        .wait(
+            "the dark background",
+            "const c = getComputedStyle(document.body).backgroundColor; \
+             return c === 'rgb(13, 17, 23)' && c",
+            30,
         )
         .await;
     assert_eq!(bg, "rgb(13, 17, 23)", "dark mode background");
@@ -480,10 +482,14 @@ async fn a_viewer_sees_plans_and_is_refused_carrying_them_out() {
     let b = Browser::start(390, 844).await;
     b.goto(&format!("{}/", s.url)).await;
     login(&b, VIEWER_TOKEN).await;
+    // The role badge is filled in once the page has asked the API who it is, which can come
+    // after the zone view under load: wait for it rather than read it at once.
     let role = b
-        .js(
-            "return [document.getElementById('role').textContent, sessionStorage.getItem('flxp.token'), location.href]",
-            json!([]),
+        .wait(
+            "the role badge",
+            "const r = document.getElementById('role').textContent; \
+             return r && [r, sessionStorage.getItem('flxp.token'), location.href]",
+            30,
         )
         .await;
     assert_eq!(role[0], "viewer", "{role}");

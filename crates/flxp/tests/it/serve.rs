@@ -104,7 +104,8 @@ async fn spawn(
             .tokens
             .push(json!({ "token": PVE_TOKEN, "privs": privs })),
     }
-    scenario.sim.time_scale = Some(200.0);
+    // Time-scaled unless the test chose its own pace.
+    scenario.sim.time_scale.get_or_insert(200.0);
     let tls = TlsIdentity::generate(&["127.0.0.1".to_owned()]).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let sim = SimHandle::spawn(listener, Sim::new(scenario).unwrap(), Some(&tls)).unwrap();
@@ -206,6 +207,19 @@ impl Service {
     /// Everything the service wrote to stderr so far.
     pub fn log(&self) -> String {
         self.stderr.lock().unwrap().clone()
+    }
+
+    /// The log once it holds `needle` (the reader thread may still be draining the pipe), at
+    /// most 30 s; the log as it is when it never does.
+    pub async fn log_with(&self, needle: &str) -> String {
+        let t = Instant::now();
+        loop {
+            let log = self.log();
+            if log.contains(needle) || t.elapsed() > Duration::from_secs(30) {
+                return log;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Waits (briefly) until the simulated cluster has `n` guests.
@@ -456,9 +470,8 @@ async fn health_readiness_graphiql_and_a_clean_sigterm() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert_eq!(status.code(), Some(0), "{}", s.log());
-    // The reader thread may still be draining the pipe.
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(s.log().contains("shutting down"), "{}", s.log());
+    let log = s.log_with("shutting down").await;
+    assert!(log.contains("shutting down"), "{log}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -586,14 +599,48 @@ async fn create_vm_grows_the_boot_disk_to_a_larger_storage_profile() {
     assert!(disk.contains("size=64G"), "{disk}");
 }
 
+/// Whether the simulated cluster has a migration under way.
+fn migrating(s: &Service) -> bool {
+    s.sim
+        .sim()
+        .world()
+        .tasks
+        .all()
+        .iter()
+        .any(|t| t.kind.ends_with("migrate") && t.is_running())
+}
+
+/// Polls `cond` until it holds, at most `secs` (generous: the machine may be loaded).
+async fn until(s: &Service, what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !cond() {
+        if t.elapsed() > Duration::from_secs(secs) {
+            let tasks: Vec<String> = s
+                .sim
+                .sim()
+                .world()
+                .tasks
+                .all()
+                .iter()
+                .map(|t| format!("{} {} {:?}", t.kind, t.id, t.exitstatus))
+                .collect();
+            panic!(
+                "timed out waiting for {what}; tasks {tasks:?}; log:\n{}",
+                s.log()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_new_vm_lands_on_a_node_while_it_is_emptied_and_migrations_are_counted() {
-    let s = start(
-        Scenario::demo(),
-        "[migration]\npoll-secs = 1\nparallel = 1\n",
-        &[],
-    )
-    .await;
+    // Simulated time all but stands still: a migration lands only when the test pushes the
+    // clock, so the evacuation is held mid-way for as long as the checks below need, however
+    // slow the machine is.
+    let mut scenario = Scenario::demo();
+    scenario.sim.time_scale = Some(1e-6);
+    let s = start(scenario, "[migration]\npoll-secs = 1\nparallel = 1\n", &[]).await;
     let query = r#"query { placement(zone: "lab", request: { memory: "1GiB", cores: 1 }, explain: true) { node candidates { node feasible reasons } } }"#;
     let pve4 = |v: &Value| {
         v["data"]["placement"]["candidates"]
@@ -611,10 +658,11 @@ async fn no_new_vm_lands_on_a_node_while_it_is_emptied_and_migrations_are_counte
         "mutation { evacuate(zone: \"lab\", node: \"pve4\") { done failed } }",
         json!({}),
     );
+    tokio::pin!(evacuation);
     let watch = async {
+        until(&s, "the evacuation's first migration", 60, || migrating(&s)).await;
         // A rebalance asked for meanwhile waits in its request; its client gives up, and
         // nothing is left queued to run behind its back.
-        tokio::time::sleep(Duration::from_millis(300)).await;
         let gave_up = s
             .http
             .post(format!("{}/graphql", s.url))
@@ -628,21 +676,26 @@ async fn no_new_vm_lands_on_a_node_while_it_is_emptied_and_migrations_are_counte
             "the rebalance should still wait: {gave_up:?}"
         );
         // While the guests leave, pve4 counts as in maintenance for new VMs.
-        for _ in 0..200 {
-            let v = s.gql(query, json!({})).await;
-            if pve4(&v)["feasible"] == false {
-                return Some(pve4(&v));
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        None
+        let v = s.gql(query, json!({})).await;
+        assert!(migrating(&s), "the evacuation was not held");
+        pve4(&v)
     };
-    let (done, during) = tokio::join!(evacuation, watch);
-    let during = during.expect("pve4 never refused new VMs during its evacuation");
+    let during = tokio::select! {
+        done = &mut evacuation => panic!("the evacuation ended while held: {done}"),
+        during = watch => during,
+    };
+    assert_eq!(during["feasible"], false, "{during}");
     assert!(
         during["reasons"].to_string().contains("maintenance"),
         "{during}"
     );
+    // Let the migrations land, one simulated hour at a time, until the evacuation answers.
+    let done = loop {
+        tokio::select! {
+            done = &mut evacuation => break done,
+            () = tokio::time::sleep(Duration::from_millis(50)) => s.sim.sim().clock().advance(3600.0),
+        }
+    };
     let n = done["data"]["evacuate"]["done"].as_u64().unwrap();
     assert!(n >= 1, "{done}");
 
@@ -652,12 +705,15 @@ async fn no_new_vm_lands_on_a_node_while_it_is_emptied_and_migrations_are_counte
         false,
         "pve4 stays in maintenance until cleared: {after}"
     );
+    until(&s, "the rebalance's wait in the log", 60, || {
+        s.log()
+            .contains("waiting for the zone's running rebalance or evacuation")
+    })
+    .await;
+    // An abandoned rebalance would start as soon as the evacuation let go; give it the time
+    // to show (this can only miss one under load, never fail a correct service).
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let log = s.log();
-    assert!(
-        log.contains("waiting for the zone's running rebalance or evacuation"),
-        "{log}"
-    );
     assert!(
         !log.contains("goal=balance"),
         "an abandoned rebalance ran:\n{log}"

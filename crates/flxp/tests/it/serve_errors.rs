@@ -313,8 +313,7 @@ fn the_config_is_checked_against_the_live_cluster_at_start() {
         let mut s = super::serve::start_unchecked(Scenario::demo(), extra).await;
         let status = s.child.wait().unwrap();
         assert_eq!(status.code(), Some(1));
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        let log = s.log();
+        let log = s.log_with("exists in no zone").await;
         let config = s.config.display().to_string();
         assert!(
             log.contains(&format!("{config}:"))
