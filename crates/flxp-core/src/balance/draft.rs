@@ -63,6 +63,31 @@ pub(crate) struct Draft<'a> {
 }
 
 impl<'a> Draft<'a> {
+    /// A draft set up as the balance options ask: measure, load kind, cooldown, budget,
+    /// containers and soft-rule weight.
+    pub(crate) fn for_options(
+        cluster: &'a Cluster,
+        rules: &'a Rules,
+        placer: &'a Placer,
+        state: &State,
+        options: &super::options::BalanceOptions,
+    ) -> Self {
+        let measure = options.measure;
+        let mut sim = Self::new(
+            cluster,
+            rules,
+            placer,
+            state,
+            measure.load_kind(options.metric),
+            measure,
+            options.cooldown_secs,
+            options.max_migrations,
+        );
+        sim.restart_containers = options.restart_containers;
+        sim.soft_weight = options.soft_weight;
+        sim
+    }
+
     /// Starts from a state.
     #[allow(clippy::too_many_arguments)] // one constructor for all entry points; a struct would only rename them
     pub fn new(

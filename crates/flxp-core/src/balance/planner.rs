@@ -181,19 +181,7 @@ fn search_plan(
     options: &BalanceOptions,
 ) -> Result<(Plan, search::Outcome, usize)> {
     let measure = options.measure;
-    let kind = measure.load_kind(options.metric);
-    let mut sim = Draft::new(
-        cluster,
-        rules,
-        placer,
-        state,
-        kind,
-        measure,
-        options.cooldown_secs,
-        options.max_migrations,
-    );
-    sim.restart_containers = options.restart_containers;
-    sim.soft_weight = options.soft_weight;
+    let mut sim = Draft::for_options(cluster, rules, placer, state, options);
     let scope = Scope {
         only_nodes: None,
         stopped_off_maintenance: true,

@@ -95,19 +95,7 @@ fn adopt(
     best: &Optimum,
 ) -> Plan {
     let measure = options.measure;
-    let kind = measure.load_kind(options.metric);
-    let mut sim = Draft::new(
-        cluster,
-        rules,
-        placer,
-        state,
-        kind,
-        measure,
-        options.cooldown_secs,
-        options.max_migrations,
-    );
-    sim.restart_containers = options.restart_containers;
-    sim.soft_weight = options.soft_weight;
+    let mut sim = Draft::for_options(cluster, rules, placer, state, options);
     let why = if best.exact {
         format!(
             "one of the fewest migrations ({}) that reach",
