@@ -143,6 +143,10 @@ pub struct Kept {
     pub because: KeptBecause,
     /// Why, in a sentence.
     pub reason: String,
+    /// Marked by an earlier, interrupted consolidation that cannot be finished: a run gives it
+    /// back to service (clears its maintenance and power marks).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub resumed: bool,
 }
 
 /// A consolidation plan: the migrations, the nodes they free and why the others stay.
@@ -205,23 +209,26 @@ pub fn consolidate(
         include_stopped: true,
         ..evacuate_options.clone()
     };
-    // Finishing them must keep every limit too; else they are given up (and say why).
+    // Finishing them must keep every limit too; else they are given up, each with its own
+    // reason: tried one by one, so that one node's stuck guest does not keep another.
     let mut given_up: Vec<Kept> = Vec::new();
     let mut best: Option<Plan> = None;
-    if !resumed.is_empty() {
-        let plan = evacuate(cluster, rules, state, &ceiling, &resumed, &evac)?;
-        match judge(cluster, state, placer, options, &hosts, &resumed, &plan) {
-            Ok(()) => best = Some(plan),
-            Err((because, reason)) => {
-                given_up = resumed
-                    .drain(..)
-                    .map(|n| Kept {
-                        node: cluster.node(n).name.clone(),
-                        because,
-                        reason: format!("its consolidation cannot be finished: {reason}"),
-                    })
-                    .collect();
+    let marked = std::mem::take(&mut resumed);
+    for n in marked {
+        let mut trial = resumed.clone();
+        trial.push(n);
+        let plan = evacuate(cluster, rules, state, &ceiling, &trial, &evac)?;
+        match judge(cluster, state, placer, options, &hosts, &trial, &plan) {
+            Ok(()) => {
+                resumed = trial;
+                best = Some(plan);
             }
+            Err((because, reason)) => given_up.push(Kept {
+                node: cluster.node(n).name.clone(),
+                because,
+                reason: format!("its consolidation cannot be finished: {reason}"),
+                resumed: true,
+            }),
         }
     }
     let quorum = total / 2 + 1;
@@ -246,6 +253,7 @@ pub fn consolidate(
                 node: node.name.clone(),
                 because: KeptBecause::NotCandidate,
                 reason,
+                resumed: false,
             }
         })
         .collect();
@@ -277,6 +285,7 @@ pub fn consolidate(
                 node: name,
                 because: KeptBecause::Floor,
                 reason,
+                resumed: false,
             });
             continue;
         }
@@ -292,6 +301,7 @@ pub fn consolidate(
                 node: name,
                 because,
                 reason,
+                resumed: false,
             }),
         }
     }
@@ -395,7 +405,14 @@ fn judge(
     trial: &[NodeIdx],
     plan: &Plan,
 ) -> std::result::Result<(), (KeptBecause, String)> {
-    if let Some(u) = plan.unplaced.first() {
+    // The node just added to the trial first: its own guest is the reason it stays.
+    let newest = trial.last().map(|&n| cluster.node(n).name.as_str());
+    if let Some(u) = plan
+        .unplaced
+        .iter()
+        .find(|u| Some(u.node.as_str()) == newest)
+        .or_else(|| plan.unplaced.first())
+    {
         return Err((
             KeptBecause::NoRoom,
             format!(
@@ -405,9 +422,12 @@ fn judge(
         ));
     }
     let after = apply(cluster, state, plan);
+    let stuck = |g: &crate::cluster::GuestIdx| trial.contains(&after.location(*g));
     if let Some(g) = cluster
         .guest_indexes()
-        .find(|&g| trial.contains(&after.location(g)))
+        .filter(stuck)
+        .find(|&g| trial.last() == Some(&after.location(g)))
+        .or_else(|| cluster.guest_indexes().find(stuck))
     {
         let guest = cluster.guest(g);
         let why = plan
@@ -820,6 +840,43 @@ mod tests {
         assert!(c.plan.migrations.iter().all(|m| m.to != "a" && m.to != "b"));
         // Quorum still counts b as going: 3 of 5 stay online.
         assert_eq!(kept(&c, "c"), KeptBecause::Floor);
+    }
+
+    #[test]
+    fn each_unfinished_node_is_given_up_for_its_own_guest() {
+        // a and b were both marked by an interrupted run; a's guest may not move (ignored), b's
+        // may: a is given back naming its own guest, b is still freed.
+        let mut b = ClusterBuilder::new();
+        for (i, n) in ["a", "b", "c", "d", "e", "f", "g"].iter().enumerate() {
+            let spec = if *n == "a" || *n == "b" {
+                node(n).notes("flxp.maintenance")
+            } else {
+                node(n)
+            };
+            let guest = vm(101 + i as u32, n).mem(8 * GIB, 8 * GIB);
+            let guest = if *n == "a" {
+                guest.tagged("flxp.ignore")
+            } else {
+                guest
+            };
+            b = b.node(spec).guest(guest);
+        }
+        let o = ConsolidateOptions {
+            resume: vec!["a".into(), "b".into()],
+            ..ConsolidateOptions::default()
+        };
+        let c = run(&b.build(), &o);
+        let a = c.kept.iter().find(|k| k.node == "a").unwrap();
+        assert!(a.resumed, "{a:?}");
+        assert!(a.reason.contains("101"), "{}", a.reason);
+        assert_eq!(
+            c.freed_names().first().map(String::as_str),
+            Some("b"),
+            "{:#?}",
+            c.kept
+        );
+        assert!(c.freed[0].resumed);
+        assert!(c.kept.iter().all(|k| k.node != "b"), "{:#?}", c.kept);
     }
 
     #[test]

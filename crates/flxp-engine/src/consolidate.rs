@@ -203,6 +203,31 @@ impl Executor {
         Ok(found)
     }
 
+    /// Dates a node's power mark `now` wherever it is, keeping its state (a node just switched
+    /// off: the interval before a wake runs from here); `Ok(false)` when it had none.
+    pub async fn stamp_power_mark(
+        &self,
+        node: &str,
+        now: i64,
+    ) -> std::result::Result<bool, PowerError> {
+        let (_, notes) = self
+            .read_with_notes()
+            .await
+            .map_err(|e| PowerError::Unreadable {
+                node: node.to_owned(),
+                reason: error_chain(&e),
+            })?;
+        let mut found = false;
+        for m in power_mark::read(&notes)
+            .into_iter()
+            .filter(|m| m.node == node)
+        {
+            power_mark::set(self.api(), &m.holder, node, Some((m.state, now))).await?;
+            found = true;
+        }
+        Ok(found)
+    }
+
     /// Sends a Wake-on-LAN packet for a node (`POST /nodes/{node}/wakeonlan`); its MAC address.
     pub async fn wake(&self, node: &str) -> std::result::Result<String, PowerError> {
         let mac = self

@@ -97,6 +97,16 @@ pub struct PowerReport {
     pub errors: Vec<String>,
 }
 
+/// Gives a node a consolidation marked back to service: maintenance mark, then power mark.
+async fn give_back(
+    executor: &Executor,
+    node: &str,
+) -> std::result::Result<(), crate::consolidate::PowerError> {
+    crate::maintenance::set(executor.api(), node, false).await?;
+    executor.clear_power_mark(node).await?;
+    Ok(())
+}
+
 /// Nodes in service: online, not in maintenance, not lost by HA.
 fn in_service(model: &Model) -> Vec<NodeIdx> {
     model
@@ -349,16 +359,31 @@ impl Daemon {
     ) -> Result<()> {
         let c = &model.cluster;
         let names: Vec<String> = pending.iter().map(|&n| c.node(n).name.clone()).collect();
-        let busy = pending
-            .iter()
-            .any(|&n| c.guest_indexes().any(|g| model.state.location(g) == n));
-        if !busy {
-            pr.decision = format!("switch off {}", names.join(", "));
-            if auto.shutdown {
-                self.switch_off(executor, &names, pr).await;
+        // The load as it would be with them back in service: above consolidate-below, no node
+        // goes off (a consolidation would not start now), and they are needed back.
+        let with_them: Vec<NodeIdx> = in_service(model)
+            .into_iter()
+            .chain(pending.iter().copied())
+            .collect();
+        let whole = load(c, &model.state, &with_them);
+        if whole > auto.consolidate_below {
+            for node in &names {
+                match give_back(executor, node).await {
+                    Ok(()) => pr.back.push(node.clone()),
+                    Err(e) => pr.errors.push(error_chain(&e)),
+                }
             }
+            *z.last_power.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
+            pr.decision = format!(
+                "load {:.0}% (with {}) is above consolidate-below {:.0}%: give up freeing them, \
+                 back in service",
+                100.0 * whole,
+                names.join(", "),
+                100.0 * auto.consolidate_below
+            );
             return Ok(());
         }
+        // Planned again even when they are empty: finishing must still keep every limit.
         let options = ConsolidateOptions {
             max_load: Some(auto.max_load()),
             ..auto.options.clone()
@@ -367,12 +392,7 @@ impl Daemon {
         let planned = executor.plan_consolidation(&options, evacuation).await?;
         let freed = planned.freed_names();
         for node in names.iter().filter(|n| !freed.contains(n)) {
-            let back = async {
-                crate::maintenance::set(executor.api(), node, false).await?;
-                executor.clear_power_mark(node).await?;
-                Ok::<_, crate::consolidate::PowerError>(())
-            };
-            match back.await {
+            match give_back(executor, node).await {
                 Ok(()) => pr.back.push(node.clone()),
                 Err(e) => pr.errors.push(error_chain(&e)),
             }
@@ -406,17 +426,31 @@ impl Daemon {
             clean
         };
         if clean && auto.shutdown {
-            self.switch_off(executor, &freed, pr).await;
+            self.switch_off(z, executor, &freed, now, pr).await;
         }
         pr.consolidation = Some(planned);
         Ok(())
     }
 
-    /// Switches emptied nodes off, each after its own fresh check.
-    async fn switch_off(&self, executor: &Executor, nodes: &[String], pr: &mut PowerReport) {
+    /// Switches emptied nodes off, each after its own fresh check; the power mark then says
+    /// `since` now, so `min-interval` runs from the shutdown (a resumed one too).
+    async fn switch_off(
+        &self,
+        z: &ZoneState,
+        executor: &Executor,
+        nodes: &[String],
+        now: i64,
+        pr: &mut PowerReport,
+    ) {
         for node in nodes {
             match executor.shut_down_if_empty(node).await {
-                Ok(()) => pr.switched_off.push(node.clone()),
+                Ok(()) => {
+                    pr.switched_off.push(node.clone());
+                    *z.last_power.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
+                    if let Err(e) = executor.stamp_power_mark(node, now).await {
+                        pr.errors.push(error_chain(&e));
+                    }
+                }
                 Err(e) => pr.errors.push(error_chain(&e)),
             }
         }
@@ -474,7 +508,7 @@ impl Daemon {
             clean
         };
         if clean && auto.shutdown {
-            self.switch_off(executor, &freed, &mut pr).await;
+            self.switch_off(z, executor, &freed, now, &mut pr).await;
         }
         pr.consolidation = Some(planned);
         report.power = Some(pr);

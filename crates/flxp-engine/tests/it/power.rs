@@ -203,3 +203,59 @@ async fn an_interrupted_consolidation_is_finished_by_the_next_round() {
     assert!(all_notes(&z).contains("node=pve2 state=off"));
     z.shutdown().await;
 }
+
+/// As a consolidation killed after emptying pve2 leaves it: marked `off` (at `since`), in
+/// maintenance, no guest left (moved to pve1).
+async fn emptied_and_marked(z: &support::Zone, since: i64) {
+    power_mark::set(&z.api, "pve1", "pve2", Some((PowerState::Off, since)))
+        .await
+        .unwrap();
+    flxp_engine::maintenance::set(&z.api, "pve2", true)
+        .await
+        .unwrap();
+    for g in z.sim.world().guests.values_mut() {
+        if g.node == "pve2" {
+            g.node = "pve1".into();
+        }
+    }
+    assert_eq!(guests_on(z, "pve2"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_emptied_node_is_given_back_not_switched_off_when_the_load_rose() {
+    let z = zone(DEMO, 500.0, |_| {}).await;
+    emptied_and_marked(&z, z.sim.now() as i64).await;
+    // The demo's load (about a sixth) is above both levels here.
+    let d = daemon(&z, auto(0.05, 0.1, Duration::from_secs(86_400)));
+    let p = round(&d).await;
+    assert!(p.switched_off.is_empty(), "{p:#?}");
+    assert_eq!(p.back, ["pve2"], "{p:#?}");
+    assert!(p.decision.contains("consolidate-below"), "{}", p.decision);
+    assert!(z.sim.world().nodes["pve2"].online);
+    assert!(!all_notes(&z).contains("flxp-power"), "{}", all_notes(&z));
+    assert!(
+        !z.sim.world().nodes["pve2"]
+            .notes
+            .contains("flxp.maintenance")
+    );
+    z.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_shutdown_restarts_the_minimum_interval() {
+    let z = zone(DEMO, 500.0, |_| {}).await;
+    let old = z.sim.now() as i64 - 200_000;
+    emptied_and_marked(&z, old).await;
+    let day = Duration::from_secs(86_400);
+    let p = round(&daemon(&z, auto(0.4, 0.7, day))).await;
+    assert_eq!(p.switched_off, ["pve2"], "{p:#?}");
+    until_online(&z, "pve2", false).await;
+    let notes = all_notes(&z);
+    assert!(notes.contains("node=pve2 state=off"), "{notes}");
+    assert!(!notes.contains(&format!("since={old}")), "{notes}");
+    // A fresh daemon whose wake level is below the load waits a day from the shutdown.
+    let p = round(&daemon(&z, auto(0.05, 0.1, day))).await;
+    assert!(p.woken.is_empty(), "{p:#?}");
+    assert!(p.decision.contains("last power change"), "{}", p.decision);
+    z.shutdown().await;
+}

@@ -73,6 +73,10 @@ struct Output<'a> {
     execution: Option<&'a ExecutionReport>,
     /// Emptied nodes switched off (or why not); empty without `[consolidate] shutdown`.
     shutdown: &'a [PowerOutcome],
+    /// Nodes an interrupted consolidation marked that this one cannot finish: given back to
+    /// service (maintenance and power marks cleared).
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    back: &'a [String],
 }
 
 /// Runs `flxp consolidate`: exit 1 when a migration failed or a node could not be switched off.
@@ -93,7 +97,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         )
         .into());
     }
-    let (c, execution, shutdown) = match (&args.source.from_file, &args.source.zone) {
+    let (c, execution, shutdown, back) = match (&args.source.from_file, &args.source.zone) {
         (Some(path), _) => {
             let mut snapshot = load::read_snapshot_file(path)?;
             if let Some(time) = snapshot.time {
@@ -109,7 +113,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 &options,
                 &config.evacuate,
             )?;
-            (c, None, Vec::new())
+            (c, None, Vec::new(), Vec::new())
         }
         (None, Some(zone)) if args.wake.is_some() => {
             config.zone(zone).map_err(UsageError::from)?;
@@ -153,6 +157,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             dry_run: execution.is_none(),
             execution: execution.as_ref(),
             shutdown: &shutdown,
+            back: &back,
         })?;
     } else {
         if args.source.from_file.is_some() {
@@ -160,6 +165,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
         if let Some(report) = &execution {
             output::print_execution(report);
+        }
+        for node in &back {
+            output::say(format!(
+                "{node}: back in service (its consolidation cannot be finished)"
+            ));
         }
         for s in &shutdown {
             output::say(match &s.error {
@@ -185,7 +195,12 @@ async fn in_zone(
     args: &Args,
     zone: &str,
     lease: Option<Arc<flxp_engine::LeaseKeeper>>,
-) -> Result<(Consolidation, Option<ExecutionReport>, Vec<PowerOutcome>)> {
+) -> Result<(
+    Consolidation,
+    Option<ExecutionReport>,
+    Vec<PowerOutcome>,
+    Vec<String>,
+)> {
     let c = executor
         .plan_consolidation(&config.consolidate.options(), &config.evacuate)
         .await
@@ -193,8 +208,23 @@ async fn in_zone(
     if !args.json {
         print(&c);
     }
-    if c.freed.is_empty() || args.dry_run {
-        return Ok((c, None, Vec::new()));
+    if args.dry_run {
+        return Ok((c, None, Vec::new(), Vec::new()));
+    }
+    // A marked node this run cannot finish goes back to service, not left in maintenance.
+    let mut back = Vec::new();
+    for k in c.kept.iter().filter(|k| k.resumed) {
+        flxp_engine::maintenance::set(executor.api(), &k.node, false)
+            .await
+            .with_context(|| format!("cannot give {} back to service", k.node))?;
+        executor
+            .clear_power_mark(&k.node)
+            .await
+            .with_context(|| format!("cannot clear the power mark of {}", k.node))?;
+        back.push(k.node.clone());
+    }
+    if c.freed.is_empty() {
+        return Ok((c, None, Vec::new(), back));
     }
     // The power marks first (in the notes of a node that stays), so that a rerun after an
     // interruption finishes this consolidation and the daemon knows which nodes it may wake.
@@ -222,6 +252,12 @@ async fn in_zone(
     if config.consolidate.shutdown && clean {
         for node in c.freed_names() {
             let r = executor.shut_down_if_empty(&node).await;
+            if r.is_ok() {
+                // The interval before a wake runs from the shutdown, a resumed one too.
+                if let Err(e) = executor.stamp_power_mark(&node, now).await {
+                    tracing::warn!(node, error = %crate::serve::zone::chain(&e), "power mark not re-dated");
+                }
+            }
             shutdown.push(PowerOutcome {
                 node,
                 ok: r.is_ok(),
@@ -229,7 +265,7 @@ async fn in_zone(
             });
         }
     }
-    Ok((c, report, shutdown))
+    Ok((c, report, shutdown, back))
 }
 
 /// The consolidation for people: the plan, then what it frees and why the others stay.

@@ -270,3 +270,42 @@ fn a_rerun_finishes_an_interrupted_consolidation() {
     assert_eq!(v["shutdown"][0]["ok"], true, "{out}");
     assert!(z.guests_on("pve2").is_empty());
 }
+
+#[test]
+fn a_rerun_gives_back_a_node_whose_consolidation_cannot_be_finished() {
+    // A memory ceiling no other node can take pve2's guests under.
+    let z = sim_zone(
+        DEMO,
+        100_000.0,
+        "\n[consolidate]\nshutdown = true\nmax-memory = 0.05\n",
+        |_| {},
+    );
+    {
+        let mut w = z.sim.world();
+        w.nodes.get_mut("pve1").unwrap().notes =
+            "<!-- flxp-power node=pve2 state=off since=1 -->".into();
+        w.nodes.get_mut("pve2").unwrap().notes = "flxp.maintenance".into();
+    }
+    let (code, out, err) = run(&[
+        "consolidate",
+        "--zone",
+        "lab",
+        "--config",
+        z.config(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}\n{out}");
+    let v = json(&out);
+    let kept = v["consolidation"]["kept"].as_array().unwrap();
+    let pve2 = kept.iter().find(|k| k["node"] == "pve2").unwrap();
+    assert_eq!(pve2["resumed"], true, "{out}");
+    assert_eq!(v["back"][0], "pve2", "{out}");
+    let w = z.sim.world();
+    assert!(w.nodes["pve2"].online);
+    assert!(!w.nodes["pve2"].notes.contains("flxp.maintenance"));
+    assert!(
+        !w.nodes["pve1"].notes.contains("flxp-power"),
+        "{}",
+        w.nodes["pve1"].notes
+    );
+}
