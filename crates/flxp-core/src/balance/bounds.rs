@@ -362,9 +362,7 @@ pub fn need_for_spread(
     let current = loads.iter().copied().fold(f64::MIN, f64::max)
         - loads.iter().copied().fold(f64::MAX, f64::min);
     if need.migrations == 0 && spread + 1e-9 < current {
-        if cheapest.is_none() {
-            return None;
-        }
+        cheapest?;
         need.migrations = 1;
     }
     need.bytes = need.bytes.saturating_add(shed_bytes);
