@@ -311,7 +311,10 @@ pub fn need_for_spread(
         .chain(must_leave.iter().filter(|&&g| running(g)))
         .map(|&g| amount_of(cluster.guest(g)))
         .fold(0.0, f64::max);
+    // What moving each guest does: its amount of the load and the bytes it copies.
+    let bytes_of = |g: GuestIdx| cluster.guest(g).move_bytes();
     let (mut shed, mut gain) = (0usize, 0usize);
+    let mut shed_bytes = 0u64;
     for (&n, &load) in nodes.iter().zip(&loads) {
         let node = cluster.node(n);
         let c = cap_of(node);
@@ -320,26 +323,23 @@ pub fn need_for_spread(
                 .guests_on(n)
                 .iter()
                 .filter(|&&g| state.location(g) == n && running(g) && may_move(g))
-                .map(|&g| {
-                    let guest = cluster.guest(g);
-                    (100.0 * amount_of(guest) / c, guest.mem_footprint())
-                })
+                .map(|&g| (100.0 * amount_of(cluster.guest(g)) / c, bytes_of(g)))
                 .collect();
             sizes.sort_by(|a, b| b.0.total_cmp(&a.0));
             let mut left = load;
-            for (pct, _) in sizes {
+            let mut count = 0;
+            for (pct, _) in &sizes {
                 if left <= hi {
                     break;
                 }
                 left -= pct;
-                shed += 1;
+                count += 1;
             }
             if left > hi {
                 return None;
             }
-            if kind == LoadKind::Memory {
-                need.bytes += ((load - hi) / 100.0 * c).max(0.0) as u64;
-            }
+            shed += count;
+            shed_bytes = shed_bytes.saturating_add(cover_bytes(&sizes, load - hi, count));
         } else if load < lo {
             let most = if c > 0.0 { 100.0 * largest / c } else { 0.0 };
             if most <= 0.0 {
@@ -348,8 +348,54 @@ pub fn need_for_spread(
             gain += ((lo - load) / most).ceil() as usize;
         }
     }
+    // Each migration that changes a load moves a running guest that may move (or must leave),
+    // and copies at least what the cheapest of those does.
+    let cheapest = movable
+        .iter()
+        .chain(must_leave.iter().filter(|&&g| running(g)))
+        .filter(|&&g| amount_of(cluster.guest(g)) > 0.0)
+        .map(|&g| bytes_of(g))
+        .min();
     need.migrations = (need.migrations + shed).max(gain);
+    // Loads that must change need a migration even when no node lies outside the window: a
+    // spread below the current one is never reached by moving nothing.
+    let current = loads.iter().copied().fold(f64::MIN, f64::max)
+        - loads.iter().copied().fold(f64::MAX, f64::min);
+    if need.migrations == 0 && spread + 1e-9 < current {
+        cheapest?;
+        need.migrations = 1;
+    }
+    need.bytes = need.bytes.saturating_add(shed_bytes);
+    if let Some(b) = cheapest {
+        need.bytes = need.bytes.max(
+            b.saturating_mul(need.migrations as u64 - must_leave.len().min(need.migrations) as u64)
+                .saturating_add(must_bytes),
+        );
+    }
     Some(need)
+}
+
+/// Fewest bytes a node copies to shed `excess` pp of load through at least `count` of `sizes`
+/// (each guest's pp of load and the bytes its move copies): at least the `count` cheapest, and at
+/// least the cheapest bytes per pp taken in fractions until the excess is covered (the
+/// relaxation of the covering problem, below every whole choice).
+fn cover_bytes(sizes: &[(f64, u64)], excess: f64, count: usize) -> u64 {
+    let mut by_bytes: Vec<u64> = sizes.iter().map(|s| s.1).collect();
+    by_bytes.sort_unstable();
+    let cheapest: u64 = by_bytes.iter().take(count).sum();
+    let mut by_rate: Vec<(f64, u64)> = sizes.iter().filter(|s| s.0 > 0.0).copied().collect();
+    by_rate.sort_by(|a, b| (a.1 as f64 / a.0).total_cmp(&(b.1 as f64 / b.0)));
+    let (mut left, mut frac) = (excess.max(0.0), 0.0);
+    for (pct, bytes) in by_rate {
+        if left <= 0.0 {
+            break;
+        }
+        let take = pct.min(left);
+        frac += bytes as f64 * take / pct;
+        left -= take;
+    }
+    // Float rounding must never lift the bound above a real plan's bytes.
+    cheapest.max((frac * (1.0 - 1e-9)).floor() as u64)
 }
 
 #[cfg(test)]
@@ -414,5 +460,52 @@ mod tests {
         assert_eq!(t(10.0), Some(0));
         assert_eq!(t(30.0), Some(1));
         assert_eq!(t(31.0), Some(2));
+    }
+
+    /// Issue 12 (bounds defect 1): nodes at 60, 52 and 48 % with a mean of 53.3 %: a spread of
+    /// 9 pp leaves every node inside the window, yet lower than 12 pp needs a migration.
+    #[test]
+    fn a_lower_spread_than_the_start_needs_a_migration() {
+        let c = ClusterBuilder::new()
+            .node(node("a").memory(100 * GIB))
+            .node(node("b").memory(100 * GIB))
+            .node(node("c").memory(100 * GIB))
+            .guest(vm(101, "a").mem(30 * GIB, 30 * GIB))
+            .guest(vm(102, "a").mem(30 * GIB, 30 * GIB))
+            .guest(vm(103, "b").mem(52 * GIB, 52 * GIB))
+            .guest(vm(104, "c").mem(8 * GIB, 8 * GIB))
+            .guest(vm(105, "c").mem(40 * GIB, 40 * GIB))
+            .build();
+        let s = State::new(&c);
+        let need = |spread| need_for_spread(&c, &s, LoadKind::Memory, spread, &[], |_| true);
+        assert_eq!(need(12.0).unwrap().migrations, 0);
+        let n = need(9.0).unwrap();
+        assert_eq!(n.migrations, 1);
+        assert_eq!(n.bytes, 8 * GIB, "the cheapest guest that changes a load");
+    }
+
+    /// Issue 12 (bounds defect 2): every guest on the full node carries 100 GiB of local disks,
+    /// so any plan copies them along with the memory.
+    #[test]
+    fn the_bytes_bound_counts_local_disks() {
+        let c = ClusterBuilder::new()
+            .node(node("a").memory(100 * GIB))
+            .node(node("b").memory(100 * GIB))
+            .guest(
+                vm(101, "a")
+                    .mem(40 * GIB, 40 * GIB)
+                    .local_disk("local-lvm", 100 * GIB),
+            )
+            .guest(
+                vm(102, "a")
+                    .mem(40 * GIB, 40 * GIB)
+                    .local_disk("local-lvm", 100 * GIB),
+            )
+            .build();
+        let s = State::new(&c);
+        let n = need_for_spread(&c, &s, LoadKind::Memory, 5.0, &[], |_| true).unwrap();
+        assert_eq!(n.migrations, 1);
+        assert!(n.bytes >= 140 * GIB - 1, "{}", n.bytes);
+        assert!(n.bytes <= 140 * GIB, "{}", n.bytes);
     }
 }

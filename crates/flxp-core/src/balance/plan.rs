@@ -211,6 +211,10 @@ pub struct Plan {
     pub bounds: Bounds,
     /// One sentence: what the plan does and why.
     pub summary: String,
+    /// Why balancing stopped while the imbalance stays above the threshold (the budget, the
+    /// margin, HA guests in motion, no safe move); absent when it did not stop early.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop: Option<String>,
     /// Problems in the input, conflicts, limits reached.
     pub warnings: Vec<Warning>,
     /// For a balance plugin: what it answered and the verdict on each proposal; absent for the

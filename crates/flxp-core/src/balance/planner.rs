@@ -266,6 +266,27 @@ fn summarize(plan: &mut Plan, outcome: &search::Outcome, fixes: usize, options: 
         ),
     };
     parts.push(balance_part);
+    if plan.imbalance_after > threshold && threshold < f64::MAX {
+        plan.stop = Some(match outcome.stop {
+            Stop::Budget if bal == 0 => format!(
+                "the migration budget of {} leaves too few migrations for balancing \
+                 (raise --max-migrations)",
+                options.max_migrations
+            ),
+            Stop::Budget => format!(
+                "the migration budget of {} is spent (raise --max-migrations)",
+                options.max_migrations
+            ),
+            Stop::Margin if outcome.budget_bound => format!(
+                "within the migration budget of {}, balancing would gain less than the margin \
+                 (raise --max-migrations)",
+                options.max_migrations
+            ),
+            Stop::Margin => "balancing would gain less than the margin".to_owned(),
+            _ if bal == 0 => "no safe move lowers it".to_owned(),
+            _ => "no further safe move lowers it enough".to_owned(),
+        });
+    }
     plan.summary = format!(
         "{} {} → {} with {} migration(s), {} to copy: {}",
         m.as_str(),
@@ -375,6 +396,7 @@ pub(crate) fn finish(
         usage: None,
         bounds,
         summary: String::new(),
+        stop: None,
         warnings,
     }
 }

@@ -405,6 +405,13 @@ pub(crate) fn plan(
             }
         }
     }
+    if !moving.is_empty() {
+        plan.stop = Some(format!(
+            "{} HA guest(s) in motion ({})",
+            moving.len(),
+            moving.join(", ")
+        ));
+    }
     plan.summary = summary;
     plan.left_in_place = left;
     plan.usage = Some(usage);

@@ -137,6 +137,10 @@ fn adopt(
     plan.left_in_place = greedy.left_in_place;
     plan.warnings = greedy.warnings;
     plan.usage = greedy.usage;
+    // Still above the threshold: the greedy search's reason for stopping holds for this plan too.
+    plan.stop = greedy
+        .stop
+        .filter(|_| plan.imbalance_after > plan.threshold);
     let m = measure;
     plan.summary = format!(
         "{} {} → {} with {} migration(s), {} to copy: {} {} {} {} (exact search on a small \

@@ -141,23 +141,25 @@ pub fn unmet(plan: &Plan, goal: &Goal) -> Vec<String> {
         .migrations
         .iter()
         .any(|m| matches!(m.purpose, Purpose::Balance | Purpose::Swap));
-    if plan.imbalance_after > plan.threshold && !balanced {
+    // Above the threshold it is unmet when nothing balanced, or when balancing stopped early
+    // (budget, margin, no further gain): the headline names that cause.
+    if plan.imbalance_after > plan.threshold && (!balanced || plan.stop.is_some()) {
         let left: Vec<&str> = plan
             .left_in_place
             .iter()
             .map(|l| l.reason.as_str())
             .collect();
-        why.push(if left.is_empty() {
+        let cause = plan.stop.as_deref().unwrap_or("no safe move lowers it");
+        let threshold = plan.measure.fmt(plan.threshold);
+        why.push(if cause.starts_with("no ") && !left.is_empty() {
             format!(
-                "the imbalance stays above the threshold {} and no safe move lowers it",
-                plan.measure.fmt(plan.threshold)
-            )
-        } else {
-            format!(
-                "the imbalance stays above the threshold {} and no safe move lowers it ({})",
-                plan.measure.fmt(plan.threshold),
+                "the imbalance stays above the threshold {threshold} and {cause} ({})",
                 left.join("; ")
             )
+        } else if cause.starts_with("no ") {
+            format!("the imbalance stays above the threshold {threshold} and {cause}")
+        } else {
+            format!("the imbalance stays above the threshold {threshold}: {cause}")
         });
     }
     why

@@ -579,3 +579,121 @@ fn usage_with_a_method_that_ignores_it_is_a_warning_naming_the_flag() {
     let (_, _, err) = run(&args("pve-topsis"));
     assert!(!err.contains("--usage"), "{err}");
 }
+
+/// Issue 12 (bounds defect 1): the demo's plan lowers the spread, so its lower bound names at
+/// least one migration and the bytes of one.
+#[test]
+fn a_plan_that_lowers_the_spread_has_a_bound_of_at_least_one_migration() {
+    let (_dir, f) = temp_file("demo.json", DEMO);
+    let (code, out, err) = run(&["balance", "--from-file", f.to_str().unwrap(), "--json"]);
+    assert!(code == 0 || code == 3, "{err}");
+    let v = json(&out);
+    let (before, after) = (
+        v["imbalance_before"].as_f64().unwrap(),
+        v["imbalance_after"].as_f64().unwrap(),
+    );
+    assert!(after < before, "{out}");
+    assert!(
+        v["bounds"]["migrations"].as_u64().unwrap() >= 1,
+        "{}",
+        v["bounds"]
+    );
+    assert!(
+        v["bounds"]["bytes"].as_u64().unwrap() > 0,
+        "{}",
+        v["bounds"]
+    );
+}
+
+/// a holds eight guests of 10 GiB memory and 50 GiB local disks; b and c have room on their
+/// local storage for one guest's disks each, so the spread stays far above the threshold.
+fn local_disks_snapshot() -> String {
+    use flxp_core::builder::{ClusterBuilder, GIB, node, vm};
+    let mut b = ClusterBuilder::new();
+    for n in ["a", "b", "c"] {
+        b = b.node(node(n).memory(100 * GIB));
+    }
+    b = b
+        .storage("a", "local-lvm", false, 1000 * GIB, 400 * GIB)
+        .storage("b", "local-lvm", false, 100 * GIB, 40 * GIB)
+        .storage("c", "local-lvm", false, 100 * GIB, 40 * GIB);
+    for vmid in 101..=108 {
+        b = b.guest(
+            vm(vmid, "a")
+                .mem(10 * GIB, 10 * GIB)
+                .local_disk("local-lvm", 50 * GIB),
+        );
+    }
+    serde_json::to_string(&b.snapshot()).unwrap()
+}
+
+/// Issue 12 (bounds defects 2 and 3): with local disks the bytes bound counts them, and a plan
+/// that stops above the threshold exits 3 and says why.
+#[test]
+fn local_disks_count_in_the_bound_and_a_spread_left_above_the_threshold_exits_3() {
+    let (_dir, f) = temp_file("disks.json", &local_disks_snapshot());
+    let f = f.to_str().unwrap();
+    let (code, out, _) = run(&["balance", "--from-file", f, "--json"]);
+    let v = json(&out);
+    assert!(!v["migrations"].as_array().unwrap().is_empty(), "{out}");
+    assert!(v["imbalance_after"].as_f64().unwrap() > v["threshold"].as_f64().unwrap());
+    assert_eq!(code, 3, "{out}");
+    assert!(!v["unmet"].as_array().unwrap().is_empty(), "{out}");
+    // Every move copies 60 GiB: memory and local disks.
+    let gib = 1u64 << 30;
+    assert!(
+        v["bounds"]["bytes"].as_u64().unwrap() >= 60 * gib,
+        "{}",
+        v["bounds"]
+    );
+    let (code, out, _) = run(&["balance", "--from-file", f]);
+    assert_eq!(code, 3);
+    assert!(
+        out.lines()
+            .next()
+            .unwrap()
+            .starts_with("not met (exit code 3): the imbalance stays above the threshold 10.0 pp"),
+        "{out}"
+    );
+}
+
+/// Issue 12 (bounds defect 4): the headline names the actual stop reason: the migration budget,
+/// or HA guests in motion for the pve-* methods.
+#[test]
+fn the_not_met_headline_names_the_budget_or_ha_guests_in_motion() {
+    let (_dir, f) = temp_file("unbalanced.json", UNBALANCED);
+    let f = f.to_str().unwrap();
+    let (code, out, _) = run(&["balance", "--from-file", f, "--max-migrations", "0"]);
+    assert_eq!(code, 3, "{out}");
+    let first = out.lines().next().unwrap();
+    assert!(first.contains("migration budget of 0"), "{out}");
+    assert!(!first.contains("no safe move"), "{out}");
+
+    use flxp_core::builder::{ClusterBuilder, GIB, node, vm};
+    let mut b = ClusterBuilder::new();
+    for n in ["node1", "node2", "node3"] {
+        b = b.node(node(n).cpus(24.0).memory(32 * GIB).load(0.0));
+    }
+    for vmid in 101..=104 {
+        b = b.guest(
+            vm(vmid, "node1")
+                .hastate("started")
+                .cores(2.0, 0.0)
+                .mem(0, 8 * GIB),
+        );
+    }
+    b = b.guest(
+        vm(105, "node2")
+            .hastate("migrate")
+            .mem(0, GIB)
+            .cores(1.0, 0.0),
+    );
+    let snap = serde_json::to_string(&b.option("crs", "ha=static".into()).snapshot()).unwrap();
+    let (_dir2, f) = temp_file("ha.json", &snap);
+    let f = f.to_str().unwrap();
+    let (code, out, _) = run(&["balance", "--from-file", f, "--method", "pve-topsis"]);
+    assert_eq!(code, 3, "{out}");
+    let first = out.lines().next().unwrap();
+    assert!(first.contains("1 HA guest(s) in motion (vm:105)"), "{out}");
+    assert!(!first.contains("no safe move"), "{out}");
+}
