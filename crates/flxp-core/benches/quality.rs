@@ -7,7 +7,7 @@
 //! of flxp's migrations and bytes to the optimum, and of flxp's plan to its reported lower bound.
 //!
 //! Run: `cargo bench -p flxp-core --features exact --bench quality` (`seeds=N`, default 12;
-//! `move-cost-gib=X` and `no-prune` change the planner's options).
+//! `move-cost-gib=X`, `effort=S` and `no-prune` change the planner's options).
 
 use std::time::Instant;
 
@@ -56,10 +56,15 @@ fn main() {
         a.strip_prefix("move-cost-gib=")
             .and_then(|n| n.parse().ok())
     });
+    // `effort=S`: thorough mode, as `flxp balance --effort S`.
+    let effort: Option<f64> = args
+        .iter()
+        .find_map(|a| a.strip_prefix("effort=").and_then(|n| n.parse().ok()));
     let defaults = BalanceOptions::default();
     let options = BalanceOptions {
         max_migrations: 50,
         move_cost_gib: cost.unwrap_or(defaults.move_cost_gib),
+        effort_secs: effort.unwrap_or(defaults.effort_secs),
         prune: !args.iter().any(|a| a == "no-prune"),
         ..defaults
     };
