@@ -217,6 +217,26 @@ pub enum RrdTimeframe {
     Decade,
 }
 
+impl RrdTimeframe {
+    /// The time frame a `timeframe` parameter names (`hour`, `day`, ...), if any.
+    pub fn parse(name: &str) -> Option<Self> {
+        use serde::de::{IntoDeserializer, value::Error};
+        Self::deserialize(IntoDeserializer::<Error>::into_deserializer(name)).ok()
+    }
+
+    /// (step seconds, number of rows) of the PVE 9 RRD format behind it.
+    pub fn resolution(self) -> (i64, usize) {
+        match self {
+            Self::Hour => (60, 60),
+            Self::Day => (60, 1440),
+            Self::Week => (1800, 336),
+            Self::Month => (1800, 1440),
+            Self::Year => (21600, 1440),
+            Self::Decade => (604_800, 570),
+        }
+    }
+}
+
 /// The consolidation function of an `rrddata` query.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
