@@ -6,9 +6,11 @@
 //! broken document fails with a path instead of a guess. Integers are read exactly over the whole
 //! `u64`/`i64` range: they pass through a float only when the sender wrote a fraction.
 //!
-//! Wire types put `#[serde(default)]` on the struct and one attribute on each optional field:
-//! `#[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]`, which reads any
-//! [`WireValue`] leniently and writes it as Proxmox does (booleans as `0`/`1`).
+//! Wire types put `#[serde_with::skip_serializing_none]` and `#[serde(default)]` on the struct and
+//! one short attribute on each optional field, `#[serde(with = "lenient::opt")]`, which reads any
+//! [`WireValue`] leniently and writes it as Proxmox does (booleans as `0`/`1`). A `None` is
+//! omitted, except in fields marked `#[serialize_always]` (an entry's identity, written as `null`);
+//! a struct with a required field keeps `default` on each optional field instead.
 
 use std::fmt;
 

@@ -17,6 +17,7 @@
 //!
 //! It decides nothing: which guest goes where is the plan's.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use flxp_core::balance::Migration;
@@ -392,10 +393,17 @@ fn exit_text(status: &TaskStatus) -> String {
         .unwrap_or_else(|| "stopped without an exit status".into())
 }
 
-/// Why Proxmox does not allow a target, in words.
-fn blockers(to: &str, allowed: &[String], not: Option<&NotAllowedNode>) -> String {
+/// Whether Proxmox's precondition check allows the target; if not, why, in words.
+fn allowed_target(
+    to: &str,
+    allowed: &[String],
+    not_allowed: &BTreeMap<String, NotAllowedNode>,
+) -> Result<(), String> {
+    if allowed.iter().any(|n| n == to) {
+        return Ok(());
+    }
     let mut why = Vec::new();
-    if let Some(n) = not {
+    if let Some(n) = not_allowed.get(to) {
         if !n.unavailable_storages.is_empty() {
             why.push(format!(
                 "storage {} not available there",
@@ -426,7 +434,10 @@ fn blockers(to: &str, allowed: &[String], not: Option<&NotAllowedNode>) -> Strin
             }
         ));
     }
-    format!("Proxmox does not allow {to} as target: {}", why.join("; "))
+    Err(format!(
+        "Proxmox does not allow {to} as target: {}",
+        why.join("; ")
+    ))
 }
 
 /// Whether a volume id is a linked clone's (`local-lvm:base-9001-disk-0/vm-501-disk-0`).
@@ -492,13 +503,7 @@ async fn start(
                 .qemu_migrate_precondition(&m.from, m.vmid, Some(&m.to))
                 .await
                 .map_err(|e| format!("precondition check failed: {e}"))?;
-            if !pre.allowed_nodes.contains(&m.to) {
-                return Err(blockers(
-                    &m.to,
-                    &pre.allowed_nodes,
-                    pre.not_allowed_nodes.get(&m.to),
-                ));
-            }
+            allowed_target(&m.to, &pre.allowed_nodes, &pre.not_allowed_nodes)?;
             if !pre.local_resources.is_empty() {
                 return Err(format!(
                     "local devices {} keep it on {} (only root@pam may force such a migration)",
@@ -550,13 +555,7 @@ async fn start(
                 .lxc_migrate_precondition(&m.from, m.vmid, Some(&m.to))
                 .await
                 .map_err(|e| format!("precondition check failed: {e}"))?;
-            if !pre.allowed_nodes.contains(&m.to) {
-                return Err(blockers(
-                    &m.to,
-                    &pre.allowed_nodes,
-                    pre.not_allowed_nodes.get(&m.to),
-                ));
-            }
+            allowed_target(&m.to, &pre.allowed_nodes, &pre.not_allowed_nodes)?;
             let running = pre.running.unwrap_or(m.online);
             if running && !settings.allow_restart {
                 return Err(

@@ -13,6 +13,7 @@ use super::quirks::string_required;
 use crate::Secret;
 
 /// Body of `POST /access/ticket`. `password` may also be a still-valid ticket, to renew it.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TicketRequest {
     /// `user@realm`.
@@ -21,57 +22,47 @@ pub struct TicketRequest {
     /// The password (or a ticket to renew).
     pub password: Secret,
     /// Realm, when `username` has none.
-    #[serde(
-        default,
-        with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient::opt")]
     pub realm: Option<String>,
     /// One-time password for two-factor logins.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub otp: Option<Secret>,
 }
 
 /// Answer of `POST /access/ticket`.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct TicketResponse {
     /// The authenticated `user@realm`.
     #[serde(with = "lenient::opt")]
+    #[serialize_always]
     pub username: Option<String>,
     /// `PVE:<user>@<realm>:<HEXTIME>::<signature>`, valid 2 hours; sent as cookie `PVEAuthCookie`.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub ticket: Option<Secret>,
     /// Header `CSRFPreventionToken` for every write made with the ticket.
-    #[serde(
-        rename = "CSRFPreventionToken",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(rename = "CSRFPreventionToken")]
     pub csrf_prevention_token: Option<Secret>,
     /// Cluster name.
-    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
+    #[serde(with = "lenient::opt")]
     pub clustername: Option<String>,
     /// Computed capabilities, as sent.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub cap: Option<serde_json::Value>,
     /// Set when a second factor is still required (the ticket is then only a TFA challenge).
-    #[serde(
-        rename = "NeedTFA",
-        with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(rename = "NeedTFA", with = "lenient::opt")]
     pub need_tfa: Option<bool>,
 }
 
 /// Query of `GET /access/permissions`.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct PermissionsQuery {
     /// Only this ACL path (`/`, `/vms/105`).
-    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
+    #[serde(with = "lenient::opt")]
     pub path: Option<String>,
     /// Another user or token to ask about (needs `Sys.Audit`).
-    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
+    #[serde(with = "lenient::opt")]
     pub userid: Option<String>,
 }
 

@@ -211,6 +211,7 @@ pub fn boot_disk_key<'a>(get: impl Fn(&str) -> Option<&'a str>) -> Option<&'a st
 }
 
 /// Body of `PUT /nodes/{node}/qemu/{vmid}/resize`.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResizeParams {
     /// The disk's config key (`scsi0`, `virtio0`, `sata1`, `ide0`, `efidisk0`, `tpmstate0`).
@@ -219,18 +220,10 @@ pub struct ResizeParams {
     /// The new size (absolute, or `+` relative); it may not be smaller than the disk.
     pub size: SizeSpec,
     /// Refuse unless the config still has this digest ("checksum mismatch").
-    #[serde(
-        default,
-        with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient::opt")]
     pub digest: Option<String>,
     /// Ignore the config lock (root@pam only).
-    #[serde(
-        default,
-        with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient::opt")]
     pub skiplock: Option<bool>,
 }
 

@@ -50,44 +50,46 @@ pub struct NotAllowedNode {
 }
 
 /// A disk on non-shared storage: it needs `with-local-disks=1` for a live migration.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct LocalDisk {
     /// Volume id (`local-lvm:vm-105-disk-0`).
     #[serde(with = "lenient::opt")]
+    #[serialize_always]
     pub volid: Option<String>,
     /// Size in bytes.
-    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
+    #[serde(with = "lenient::opt")]
     pub size: Option<u64>,
     /// Config key it is attached as (`scsi0`).
-    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
+    #[serde(with = "lenient::opt")]
     pub drivename: Option<String>,
     /// A CD-ROM image.
-    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
+    #[serde(with = "lenient::opt")]
     pub cdrom: Option<bool>,
     /// An unused disk.
-    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
+    #[serde(with = "lenient::opt")]
     pub is_unused: Option<bool>,
     /// Attached to the running guest.
-    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
+    #[serde(with = "lenient::opt")]
     pub is_attached: Option<bool>,
     /// A cloud-init drive.
-    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
+    #[serde(with = "lenient::opt")]
     pub is_cloudinit: Option<bool>,
     /// A saved VM state.
-    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
+    #[serde(with = "lenient::opt")]
     pub is_vmstate: Option<bool>,
     /// A TPM state volume.
-    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
+    #[serde(with = "lenient::opt")]
     pub is_tpmstate: Option<bool>,
     /// Replicated by storage replication.
-    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
+    #[serde(with = "lenient::opt")]
     pub replicate: Option<bool>,
     /// On shared storage.
-    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
+    #[serde(with = "lenient::opt")]
     pub shared: Option<bool>,
     /// Referenced by a snapshot only.
-    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
+    #[serde(with = "lenient::opt")]
     pub referenced_in_snapshot: Option<bool>,
 }
 
@@ -168,76 +170,44 @@ pub struct MigratePreconditionQuery {
 }
 
 /// Body of `POST /nodes/{node}/qemu/{vmid}/migrate`.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QemuMigrateParams {
     /// Target node (the local node is a 400 "target is local node.").
     #[serde(deserialize_with = "super::quirks::string_required")]
     pub target: String,
     /// Live migration: required for a running VM.
-    #[serde(
-        default,
-        with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient::opt")]
     pub online: Option<bool>,
     /// Live-migrate local disks too.
-    #[serde(
-        rename = "with-local-disks",
-        default,
-        with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(rename = "with-local-disks", default, with = "lenient::opt")]
     pub with_local_disks: Option<bool>,
     /// Storage mapping `src:dst,...`, one id for all, or `1` for identity.
-    #[serde(
-        default,
-        with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient::opt")]
     pub targetstorage: Option<String>,
     /// Bandwidth limit in KiB/s.
-    #[serde(
-        default,
-        with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient::opt")]
     pub bwlimit: Option<u64>,
 }
 
 /// Body of `POST /nodes/{node}/lxc/{vmid}/migrate`.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LxcMigrateParams {
     /// Target node.
     #[serde(deserialize_with = "super::quirks::string_required")]
     pub target: String,
     /// Stop, migrate and start again: how a running container moves.
-    #[serde(
-        default,
-        with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient::opt")]
     pub restart: Option<bool>,
     /// Shutdown timeout in seconds for `restart` (default 180).
-    #[serde(
-        default,
-        with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient::opt")]
     pub timeout: Option<u64>,
     /// Storage mapping (note the hyphen, unlike qemu's `targetstorage`).
-    #[serde(
-        rename = "target-storage",
-        default,
-        with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(rename = "target-storage", default, with = "lenient::opt")]
     pub target_storage: Option<String>,
     /// Bandwidth limit in KiB/s.
-    #[serde(
-        default,
-        with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient::opt")]
     pub bwlimit: Option<u64>,
 }
 

@@ -264,14 +264,15 @@ pub struct TaskLogLine {
 }
 
 /// Query of `GET /nodes/{node}/tasks/{upid}/log`: which lines.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct TaskLogQuery {
     /// First line to return (0-based, default 0).
-    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
+    #[serde(with = "lenient::opt")]
     pub start: Option<u64>,
     /// How many lines (default 50).
-    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
+    #[serde(with = "lenient::opt")]
     pub limit: Option<u64>,
 }
 

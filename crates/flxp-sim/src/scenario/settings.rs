@@ -10,76 +10,63 @@ use serde_json::Value;
 use crate::world::Pressure;
 
 /// The `sim` section.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct SimSection {
     /// Cluster name (`/cluster/status`); default `flxp-sim`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster_name: Option<String>,
     /// pve-manager version reported by `/version`; default `9.2.11`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
     /// Simulated epoch seconds at start; default the snapshot's `time`, else now.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<i64>,
     /// Simulated seconds per real second (1000 makes a 60 s migration take 60 ms); default 1.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_scale: Option<f64>,
     /// Accepted API tokens: `"USER@REALM!ID=SECRET"`, `{"token": "...", "readonly": true}` or
     /// `{"token": "...", "privs": ["Sys.Audit", ...]}` (a role's privileges, granted on `/`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tokens: Vec<Value>,
     /// Users that may log in with a password (`POST /access/ticket`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub users: Vec<UserSpec>,
     /// Migration bandwidth in bytes per second; a live migration lasts memory / bandwidth
     /// seconds. Default 1 GiB/s.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub migration_bandwidth: Option<u64>,
     /// Disk copy bandwidth of full clones in bytes per second; default the migration bandwidth.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clone_bandwidth: Option<u64>,
     /// Latency added to every API request, real milliseconds; default 0.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_ms: Option<u64>,
     /// Delay before a failed authentication is answered, real milliseconds (Proxmox: ~3000);
     /// default 100.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth_failure_delay_ms: Option<u64>,
     /// Simulated seconds the HA manager takes to act on a request; default 5.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ha_delay_secs: Option<f64>,
     /// Simulated seconds before HA fences a dead node and recovers its guests; default 60.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ha_fence_delay_secs: Option<f64>,
     /// Seconds between statistics updates, as pvestatd broadcasts every ~10 s: CPU and memory
     /// figures of nodes and guests then lag up to this long, while `node`, `lock` and `tags` stay
     /// current. Default 0 (always current).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stats_interval_secs: Option<f64>,
     /// Simulated seconds from a node shutdown request until it is off; default 30.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_shutdown_secs: Option<f64>,
     /// Simulated seconds from Wake-on-LAN (or a reboot) until the node is online; default 120.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_boot_secs: Option<f64>,
     /// Seed of the deterministic generator (MAC addresses, error rates); default 0.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
     /// Per-node details, by node name.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub nodes: BTreeMap<String, NodeSpec>,
     /// Per-guest details, by VMID.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub guests: BTreeMap<String, GuestSpec>,
     /// Storages beyond (or instead of) the snapshot's storage entries.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub storages: Vec<StorageSpec>,
     /// Pool comments, by pool id (members come from the guests' `pool`).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub pools: BTreeMap<String, PoolSpec>,
     /// Faults active from the start.
-    #[serde(default, skip_serializing_if = "FaultSpec::is_empty")]
+    #[serde(skip_serializing_if = "FaultSpec::is_empty")]
     pub faults: FaultSpec,
 }
 
@@ -108,71 +95,55 @@ impl std::fmt::Debug for UserSpec {
 }
 
 /// Per-node details.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct NodeSpec {
     /// CPU cores busy without any guest; default: the snapshot's node load minus its guests.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_cpu: Option<f64>,
     /// Memory used without any guest, bytes; default: the snapshot's node memory minus its guests.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_mem: Option<u64>,
     /// Logical CPUs, when the snapshot lacks them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maxcpu: Option<u32>,
     /// Memory in bytes, when the snapshot lacks it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maxmem: Option<u64>,
     /// CPU model name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_model: Option<String>,
     /// CPU sockets.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sockets: Option<u32>,
     /// Cluster address.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ip: Option<String>,
     /// Notes (overrides the snapshot's `nodes.<node>.notes`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notes: Option<String>,
     /// HA maintenance mode at start.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maintenance: Option<bool>,
     /// Base pressure (PSI avg10, percent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pressure: Option<Pressure>,
 }
 
 /// Per-guest details.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct GuestSpec {
     /// Config keys to set (over the generated defaults): `{"scsi0": "ceph:vm-100-disk-0,size=32G"}`.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub config: BTreeMap<String, Value>,
     /// CPU load, fraction of the guest's vCPUs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<f64>,
     /// Guest-reported memory use, bytes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mem: Option<u64>,
     /// Host memory of the guest, bytes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memhost: Option<u64>,
     /// Network receive rate, bytes per second.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub netin_rate: Option<f64>,
     /// Network send rate, bytes per second.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub netout_rate: Option<f64>,
     /// Disk read rate, bytes per second.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diskread_rate: Option<f64>,
     /// Disk write rate, bytes per second.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diskwrite_rate: Option<f64>,
     /// Base pressure (PSI avg10, percent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pressure: Option<Pressure>,
 }
 
@@ -203,26 +174,26 @@ pub struct StorageSpec {
 }
 
 /// A pool.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct PoolSpec {
     /// Its comment.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
 }
 
 /// Injected faults (also what `POST /_sim/faults` takes).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct FaultSpec {
     /// Extra latency on matching requests.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub latency: Vec<LatencyFault>,
     /// Errors answered instead of matching requests, at a rate.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<ErrorFault>,
     /// Guests whose migrations fail.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub fail_migrations: Vec<FailMigration>,
 }
 

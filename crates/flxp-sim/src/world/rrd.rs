@@ -5,6 +5,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use flxp_core::snapshot::raw::RrdRow;
+/// An `rrddata` time frame: the client's type, so both sides agree on names and resolutions.
+pub use flxp_pve::types::RrdTimeframe as Timeframe;
 
 /// Node data sources (`pve-node-9.0`), in value order.
 pub const NODE_FIELDS: [&str; 19] = [
@@ -54,50 +56,6 @@ pub const GUEST_FIELDS: [&str; 17] = [
 /// Most points kept per series (memory stays bounded on long runs with many guests); older
 /// points are folded into the first kept one, which then reaches back forever.
 const MAX_POINTS: usize = 1024;
-
-/// An `rrddata` time frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Timeframe {
-    /// 60 s × 60.
-    Hour,
-    /// 60 s × 1440.
-    Day,
-    /// 30 min × 336.
-    Week,
-    /// 30 min × 1440.
-    Month,
-    /// 6 h × 1440.
-    Year,
-    /// 1 week × 570 (nodes only).
-    Decade,
-}
-
-impl Timeframe {
-    /// Parses the `timeframe` parameter (already checked against the schema's enum).
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "hour" => Timeframe::Hour,
-            "day" => Timeframe::Day,
-            "week" => Timeframe::Week,
-            "month" => Timeframe::Month,
-            "year" => Timeframe::Year,
-            "decade" => Timeframe::Decade,
-            _ => return None,
-        })
-    }
-
-    /// (step seconds, number of rows) of the PVE 9 RRD format.
-    pub fn resolution(self) -> (i64, usize) {
-        match self {
-            Timeframe::Hour => (60, 60),
-            Timeframe::Day => (60, 1440),
-            Timeframe::Week => (1800, 336),
-            Timeframe::Month => (1800, 1440),
-            Timeframe::Year => (21600, 1440),
-            Timeframe::Decade => (604_800, 570),
-        }
-    }
-}
 
 /// One series: values that hold from each point's time until the next point.
 #[derive(Debug, Clone, Default, PartialEq)]
