@@ -669,6 +669,17 @@ fn local_disks_count_in_the_bound_and_a_spread_left_above_the_threshold_exits_3(
             .contains("storage local-lvm on "),
         "{out}"
     );
+    // A move copies memory and local disks: the column says bytes copied, not memory.
+    let header = out
+        .lines()
+        .find(|l| l.contains("VMID") && l.contains("AFTER"))
+        .unwrap();
+    assert!(header.contains(" COPY "), "{header}");
+    assert!(!header.contains("MEMORY"), "{header}");
+    assert!(
+        out.contains("60.0 GiB  "),
+        "memory and disks of one move: {out}"
+    );
 }
 
 /// Issue 12 (bounds defect 4): the headline names the actual stop reason: the migration budget,
