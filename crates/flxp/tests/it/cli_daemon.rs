@@ -163,13 +163,32 @@ fn the_daemon_switches_a_node_off_at_low_load() {
         |_| {},
     );
     let mut child = spawn_daemon(&z);
+    // The round's summary is logged after the shutdown: read the log as it comes, so the daemon
+    // is not killed between the two (a race a loaded machine lost).
+    let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let reader = {
+        let log = std::sync::Arc::clone(&log);
+        let pipe = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(pipe);
+            let mut line = String::new();
+            while matches!(r.read_line(&mut line), Ok(n) if n > 0) {
+                log.lock().unwrap().push_str(&line);
+                line.clear();
+            }
+        })
+    };
     let start = Instant::now();
-    while z.sim.world().nodes["pve2"].online && start.elapsed() < Duration::from_secs(60) {
+    while (z.sim.world().nodes["pve2"].online
+        || !log.lock().unwrap().contains("below consolidate-below"))
+        && start.elapsed() < Duration::from_secs(60)
+    {
         std::thread::sleep(Duration::from_millis(100));
     }
     let _ = child.kill();
-    let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let _ = child.wait();
+    let _ = reader.join();
+    let err = log.lock().unwrap().clone();
     assert!(!z.sim.world().nodes["pve2"].online, "{err}");
     assert!(z.guests_on("pve2").is_empty());
     assert!(err.contains("power_saving=true"), "{err}");
