@@ -79,6 +79,9 @@ pub(crate) struct Outcome {
 
 /// Most storage refusals a stop reason names.
 const STORAGE_REASONS: usize = 2;
+/// Most refused candidates per step asked why (every filter runs again): the best ones are what
+/// a stop reason needs, and a cluster with local disks must not plan much slower for it.
+const REFUSALS_ASKED: usize = 32;
 
 /// Sort key of a candidate: larger gain per migration first (to 1e-6 pp², so float noise never
 /// outranks fewer bytes), then fewer bytes, lower vmid, target node.
@@ -608,6 +611,7 @@ fn best_move(
         }
     }
     let mut subjects: HashMap<UnitId, Subject> = HashMap::new();
+    let mut asked = 0;
     for m in best_first(cands).take(MAX_CHECKS) {
         let (u, s, t) = m.units[0];
         if sim
@@ -627,7 +631,11 @@ fn best_move(
         match soft_cost(sim, subject, s, t) {
             Some(w) if worth_trading(sim.soft_weight, w, reduction) => return Ok(Some(m)),
             Some(_) => {}
-            None if storage.len() < STORAGE_REASONS && sim.cluster.has_local_disks() => {
+            None if storage.len() < STORAGE_REASONS
+                && asked < REFUSALS_ASKED
+                && sim.cluster.has_local_disks() =>
+            {
+                asked += 1;
                 if let Some(why) = storage_refusal(sim, subject, t)
                     && !storage.contains(&why)
                 {
