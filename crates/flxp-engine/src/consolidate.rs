@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use flxp_core::balance::EvacuateOptions;
+use flxp_core::balance::{BalanceOptions, EvacuateOptions};
 use flxp_core::consolidate::{ConsolidateOptions, Consolidation, consolidate};
 use flxp_pve::types::NodeCommand;
 
@@ -254,4 +254,18 @@ pub fn goal(consolidation: &Consolidation, evacuate: &EvacuateOptions) -> Goal {
             ..evacuate.clone()
         },
     }
+}
+
+/// The goal of the rebalance that follows a wake: the balance options without the per-guest
+/// cooldown.
+///
+/// The consolidation moved most guests shortly before, so the cooldown would keep the woken node
+/// empty until those moves age out; an admin (or the load that woke it) wants it to take load at
+/// once. The plan is still bounded by the usual budget, and the power hysteresis
+/// (`min-interval-secs`, the two load levels) is unchanged: this is one rebalance per wake.
+pub fn after_wake(balance: &BalanceOptions) -> Goal {
+    Goal::Balance(BalanceOptions {
+        cooldown_secs: 0,
+        ..balance.clone()
+    })
 }

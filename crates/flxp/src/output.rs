@@ -237,7 +237,8 @@ pub fn print_plan(plan: &flxp_core::balance::Plan, unmet: &[String]) {
     }
     let measure = plan.measure;
     if !plan.migrations.is_empty() {
-        let mut t = table(&["#", "VMID", "NAME", "TYPE", "FROM", "TO", "MEMORY", "AFTER"]);
+        // COPY: what the move copies, memory and local disks (`bytes` in `--json`).
+        let mut t = table(&["#", "VMID", "NAME", "TYPE", "FROM", "TO", "COPY", "AFTER"]);
         for (i, m) in plan.migrations.iter().enumerate() {
             let how = if m.online { "" } else { " (offline)" };
             t.add_row(row(vec![

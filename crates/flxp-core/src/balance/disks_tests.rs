@@ -94,3 +94,41 @@ fn a_guest_whose_disks_fit_nowhere_is_unplaced_with_the_storage_figures() {
         u.reason
     );
 }
+
+/// Issue 12 leftover: when storage room is what refuses the moves that would balance, the stop
+/// reason and the headline say which storage and how much, not just "no safe move".
+#[test]
+fn a_spread_kept_by_storage_room_names_the_storage() {
+    let c = ClusterBuilder::new()
+        .node(node("a"))
+        .node(node("b"))
+        .storage("a", "local-lvm", false, 200 * GIB, 100 * GIB)
+        .storage("b", "local-lvm", false, 100 * GIB, 88 * GIB)
+        .guest(
+            vm(104, "a")
+                .mem(20 * GIB, 20 * GIB)
+                .local_disk("local-lvm", 40 * GIB),
+        )
+        .guest(
+            vm(105, "a")
+                .mem(20 * GIB, 20 * GIB)
+                .local_disk("local-lvm", 60 * GIB),
+        )
+        .build();
+    let r = Rules::compile(&c);
+    let s = State::new(&c);
+    let p = plan(&c, &r, &s, &placer(), &BalanceOptions::default()).unwrap();
+    assert!(p.migrations.is_empty(), "{}", p.summary);
+    let stop = p.stop.as_deref().unwrap_or_default();
+    assert!(
+        stop.contains(
+            "storage local-lvm on b has 12.0 GiB free, guest 104 (qemu104) needs 40.0 GiB"
+        ),
+        "{stop}"
+    );
+    assert!(
+        p.summary.contains("storage local-lvm on b"),
+        "{}",
+        p.summary
+    );
+}

@@ -51,7 +51,7 @@ pub struct Migration {
     pub purpose: Purpose,
     /// Live migration of a running guest; `false` is an offline migration of a stopped one.
     pub online: bool,
-    /// Memory to copy, bytes (0 for a stopped guest).
+    /// Bytes to copy: the memory of a running guest plus its local disks.
     pub bytes: u64,
     /// All guests of the bundle this migration belongs to (vmids), empty for a single guest; the
     /// engine checks the bundle as a whole before its first member moves.

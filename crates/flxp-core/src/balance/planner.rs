@@ -246,10 +246,11 @@ fn summarize(plan: &mut Plan, outcome: &search::Outcome, fixes: usize, options: 
             options.max_migrations
         ),
         _ if bal == 0 => format!(
-            "{} {} is above the threshold {}, but no safe move lowers it",
+            "{} {} is above the threshold {}, but no safe move lowers it{}",
             m.as_str(),
             m.fmt(plan.imbalance_before),
-            m.fmt(threshold)
+            m.fmt(threshold),
+            storage_words(outcome, 1)
         ),
         stop => format!(
             "{bal} balancing migration(s) bring {} to {}{}",
@@ -261,7 +262,10 @@ fn summarize(plan: &mut Plan, outcome: &search::Outcome, fixes: usize, options: 
                     " (no move within the migration budget lowers it further)".to_owned()
                 }
                 Stop::Budget => " (migration budget spent)".to_owned(),
-                _ => " (no further move gains enough)".to_owned(),
+                _ => format!(
+                    " (no further move gains enough{})",
+                    storage_words(outcome, 1)
+                ),
             }
         ),
     };
@@ -283,8 +287,14 @@ fn summarize(plan: &mut Plan, outcome: &search::Outcome, fixes: usize, options: 
                 options.max_migrations
             ),
             Stop::Margin => "balancing would gain less than the margin".to_owned(),
-            _ if bal == 0 => "no safe move lowers it".to_owned(),
-            _ => "no further safe move lowers it enough".to_owned(),
+            _ if bal == 0 => format!(
+                "no safe move lowers it{}",
+                storage_words(outcome, usize::MAX)
+            ),
+            _ => format!(
+                "no further safe move lowers it enough{}",
+                storage_words(outcome, usize::MAX)
+            ),
         });
     }
     plan.summary = format!(
@@ -296,6 +306,24 @@ fn summarize(plan: &mut Plan, outcome: &search::Outcome, fixes: usize, options: 
         fmt_bytes(plan.bytes),
         parts.join("; ")
     );
+}
+
+/// `: storage room refuses the best moves (storage local-lvm on b has ...)` with at most `most`
+/// of the refusals, or nothing when storage room is not what stopped balancing.
+fn storage_words(outcome: &search::Outcome, most: usize) -> String {
+    if outcome.storage.is_empty() {
+        return String::new();
+    }
+    let shown: Vec<&str> = outcome
+        .storage
+        .iter()
+        .take(most)
+        .map(String::as_str)
+        .collect();
+    format!(
+        ": storage room refuses the best moves ({})",
+        shown.join("; ")
+    )
 }
 
 /// Turns a finished simulation into a plan: before and after, violations, bounds, warnings.

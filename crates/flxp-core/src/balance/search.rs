@@ -64,7 +64,7 @@ pub(crate) enum Stop {
 }
 
 /// What balancing did.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Outcome {
     /// Why it stopped.
     pub stop: Stop,
@@ -72,7 +72,16 @@ pub(crate) struct Outcome {
     pub budget_bound: bool,
     /// Whether trailing moves that did not lower the measure were dropped.
     pub rewound: bool,
+    /// When no move was found: why the best moves that only storage room refused were refused
+    /// (`storage local-lvm on b has 12.0 GiB free, ...`), the best first.
+    pub storage: Vec<String>,
 }
+
+/// Most storage refusals a stop reason names.
+const STORAGE_REASONS: usize = 2;
+/// Most refused candidates per step asked why (every filter runs again): the best ones are what
+/// a stop reason needs, and a cluster with local disks must not plan much slower for it.
+const REFUSALS_ASKED: usize = 32;
 
 /// Sort key of a candidate: larger gain per migration first (to 1e-6 pp², so float noise never
 /// outranks fewer bytes), then fewer bytes, lower vmid, target node.
@@ -142,6 +151,7 @@ pub(crate) fn balance(sim: &mut Draft, opts: &BalanceOptions) -> Result<Outcome>
             stop: Stop::Within,
             budget_bound: false,
             rewound: false,
+            storage: Vec::new(),
         });
     }
     let target = trigger.target_for(measure);
@@ -182,6 +192,7 @@ pub(crate) fn balance(sim: &mut Draft, opts: &BalanceOptions) -> Result<Outcome>
     let mut history: Vec<(usize, f64)> = Vec::new();
     let mut applied: Vec<Move> = Vec::new();
     let mut value = start_value;
+    let mut storage: Vec<String> = Vec::new();
     let stop = loop {
         if value <= target {
             break Stop::Target;
@@ -189,7 +200,8 @@ pub(crate) fn balance(sim: &mut Draft, opts: &BalanceOptions) -> Result<Outcome>
         if sim.budget_left() == 0 {
             break Stop::Budget;
         }
-        let found = match best_move(sim, opts, &by_node, &shifts, value)? {
+        storage.clear();
+        let found = match best_move(sim, opts, &by_node, &shifts, value, &mut storage)? {
             Some(m) => Some(m),
             None if opts.swaps => best_swap(sim, opts, &by_node, &shifts, value)?,
             None => None,
@@ -260,6 +272,7 @@ pub(crate) fn balance(sim: &mut Draft, opts: &BalanceOptions) -> Result<Outcome>
             stop: Stop::Margin,
             budget_bound,
             rewound: true,
+            storage: Vec::new(),
         });
     }
     if budget_bound && !rewound && end_value > target {
@@ -270,10 +283,14 @@ pub(crate) fn balance(sim: &mut Draft, opts: &BalanceOptions) -> Result<Outcome>
             measure.fmt(target)
         )));
     }
+    if stop != Stop::NoGain {
+        storage.clear();
+    }
     Ok(Outcome {
         stop,
         budget_bound,
         rewound,
+        storage,
     })
 }
 
@@ -555,12 +572,15 @@ fn candidates_nodes(
     (sources, targets)
 }
 
+/// The best single move, or `None`; the best candidates that only storage room refused go to
+/// `storage` (their reasons, for the stop reason).
 fn best_move(
     sim: &Draft,
     opts: &BalanceOptions,
     by_node: &[Vec<UnitId>],
     shifts: &[Option<Shift>],
     value: f64,
+    storage: &mut Vec<String>,
 ) -> Result<Option<Move>> {
     let (sources, targets) = candidates_nodes(sim, opts, by_node, usize::MAX);
     let mut cands: Vec<Move> = Vec::new();
@@ -591,6 +611,7 @@ fn best_move(
         }
     }
     let mut subjects: HashMap<UnitId, Subject> = HashMap::new();
+    let mut asked = 0;
     for m in best_first(cands).take(MAX_CHECKS) {
         let (u, s, t) = m.units[0];
         if sim
@@ -607,13 +628,41 @@ fn best_move(
             - sim
                 .objective
                 .measure_with(sim.measure, &[m.effect.from, m.effect.to]);
-        if soft_cost(sim, subject, s, t)
-            .is_some_and(|w| worth_trading(sim.soft_weight, w, reduction))
-        {
-            return Ok(Some(m));
+        match soft_cost(sim, subject, s, t) {
+            Some(w) if worth_trading(sim.soft_weight, w, reduction) => return Ok(Some(m)),
+            Some(_) => {}
+            None if storage.len() < STORAGE_REASONS
+                && asked < REFUSALS_ASKED
+                && sim.cluster.has_local_disks() =>
+            {
+                asked += 1;
+                if let Some(why) = storage_refusal(sim, subject, t)
+                    && !storage.contains(&why)
+                {
+                    storage.push(why);
+                }
+            }
+            None => {}
         }
     }
     Ok(None)
+}
+
+/// Why a move to `t` is refused when the `storage` filter is the only one that refuses it.
+fn storage_refusal(sim: &Draft, subject: &Subject, t: NodeIdx) -> Option<String> {
+    let ctx = Ctx::new(
+        sim.cluster,
+        sim.rules,
+        &sim.state,
+        sim.placer.options(),
+        subject,
+    );
+    match sim.placer.failures(&ctx, t).as_slice() {
+        [(name, _, reason)] if *name == crate::placement::filters::storage::NAME => {
+            Some(reason.to_string())
+        }
+        _ => None,
+    }
 }
 
 /// Whether a subject may go from `s` to `t` on the current state (every filter passes), and if so

@@ -14,7 +14,8 @@
 //! Transitions are finished from the marks, whoever began them: a node marked `off`, online and in
 //! maintenance is emptied (stopped guests too) and switched off; a node marked `waking` that is
 //! online gets its maintenance mark cleared, its power mark removed, and a rebalance moves guests
-//! onto it. One change per round; the next round measures anew.
+//! onto it, without the per-guest cooldown ([`crate::consolidate::after_wake`]). One change per
+//! round; the next round measures anew.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -28,7 +29,7 @@ use super::{Daemon, Executed, RoundReport, ZoneState};
 use crate::blocking;
 use crate::error::Result;
 use crate::execute::{Executor, error_chain};
-use crate::planning::{Goal, Model};
+use crate::planning::Model;
 use crate::power_mark::{self, PowerMark, PowerState};
 use crate::report::ExecutionReport;
 
@@ -196,7 +197,7 @@ impl Daemon {
                 report.power = Some(pr);
                 return Ok(true);
             }
-            let goal = Goal::Balance(self.inner.parts.options.balance.clone());
+            let goal = crate::consolidate::after_wake(&self.inner.parts.options.balance);
             let fresh = Arc::new(executor.read().await?);
             let plan = blocking::plan(
                 fresh,

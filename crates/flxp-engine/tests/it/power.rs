@@ -259,3 +259,69 @@ async fn a_resumed_shutdown_restarts_the_minimum_interval() {
     assert!(p.decision.contains("last power change"), "{}", p.decision);
     z.shutdown().await;
 }
+
+/// A daemon as [`daemon`], with a `[balance] cooldown-secs`.
+fn daemon_cooling(z: &support::Zone, power: AutoConsolidate, cooldown_secs: i64) -> Daemon {
+    let sim = z.sim.clone();
+    let mut options = DaemonOptions {
+        interval: Duration::from_secs(3600),
+        retry_after: Duration::from_secs(1),
+        execute: ExecuteOptions {
+            poll: Duration::from_millis(10),
+            timeout: Duration::from_secs(60),
+            ..ExecuteOptions::default()
+        },
+        power: Some(power),
+        ..DaemonOptions::default()
+    };
+    options.balance.cooldown_secs = cooldown_secs;
+    Daemon::new(
+        vec![Zone {
+            name: "lab".into(),
+            api: z.api.clone(),
+            overrides: Overrides::default(),
+            reservations: None,
+        }],
+        placer(),
+        options,
+    )
+    .with_clock(Arc::new(move || sim.now() as i64))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_woken_node_takes_load_at_once_whatever_the_cooldown() {
+    let z = zone(DEMO, 500.0, |_| {}).await;
+    // A cooldown of a year: every guest the consolidation moved stays in it for the whole test.
+    let year = 365 * 86_400;
+    let p = round(&daemon_cooling(&z, auto(0.4, 0.7, Duration::ZERO), year)).await;
+    assert_eq!(p.switched_off, ["pve2"], "{p:#?}");
+    until_online(&z, "pve2", false).await;
+    // Every guest moved recently, as when a consolidation packed most of the zone.
+    {
+        let mut w = z.sim.world();
+        let guests: Vec<(String, u32)> = w
+            .guests
+            .values()
+            .map(|g| (g.node.clone(), g.vmid))
+            .collect();
+        for (node, vmid) in guests {
+            w.instant_task(&node, "qmigrate", &vmid.to_string(), "root@pam");
+        }
+    }
+    let d = daemon_cooling(&z, auto(0.05, 0.1, Duration::ZERO), year);
+    let p = round(&d).await;
+    assert_eq!(p.woken, ["pve2"], "{p:#?}");
+    until_online(&z, "pve2", true).await;
+    let r = d.run_round("lab").await.unwrap();
+    let p = r.power.as_ref().unwrap();
+    assert_eq!(p.back, ["pve2"], "{r:#?}");
+    let balance = r.balance.as_ref().unwrap();
+    assert!(
+        balance.plan.migrations.iter().any(|m| m.to == "pve2"),
+        "{}",
+        balance.plan.summary
+    );
+    assert!(balance.execution.as_ref().unwrap().is_clean());
+    assert!(guests_on(&z, "pve2") > 0, "guests balanced back onto pve2");
+    z.shutdown().await;
+}

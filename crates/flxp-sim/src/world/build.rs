@@ -256,6 +256,8 @@ impl World {
                 }
             }
         }
+        // Ids the loop below defined: a local storage may be listed again for other nodes.
+        let mut listed: BTreeSet<String> = BTreeSet::new();
         for (i, spec) in scenario.sim.storages.iter().enumerate() {
             let at = format!("sim.storages[{i}]");
             if !crate::schema::is_storage_id(&spec.storage) {
@@ -274,6 +276,43 @@ impl World {
                 }
                 nodes.insert(n.clone());
             }
+            let size = (spec.total.unwrap_or(4 << 40), spec.used.unwrap_or(0));
+            if !listed.insert(spec.storage.clone()) {
+                // Listed again: the same id on other nodes (local-lvm on every node), each with
+                // its own size; never an overwrite of the nodes listed before.
+                let Some(st) = self.storages.get_mut(&spec.storage) else {
+                    continue;
+                };
+                if st.shared || spec.shared {
+                    return Err(Error::scenario(
+                        format!("{at}.storage"),
+                        format!(
+                            "storage '{}' is listed twice; only a local storage may be listed \
+                             again, for other nodes",
+                            spec.storage
+                        ),
+                    ));
+                }
+                if nodes.is_empty() {
+                    st.nodes.clear();
+                    (st.total, st.base_used) = size;
+                } else {
+                    if !st.nodes.is_empty() {
+                        st.nodes.extend(nodes.iter().cloned());
+                    }
+                    for n in nodes {
+                        st.per_node.insert(n, size);
+                    }
+                }
+                continue;
+            }
+            // A local storage listed for some nodes keeps their size per node, so that a later
+            // entry for other nodes leaves it alone.
+            let per_node: BTreeMap<String, (u64, u64)> = if spec.shared {
+                BTreeMap::new()
+            } else {
+                nodes.iter().map(|n| (n.clone(), size)).collect()
+            };
             self.storages.insert(
                 spec.storage.clone(),
                 Storage {
@@ -285,9 +324,9 @@ impl World {
                         .clone()
                         .unwrap_or_else(|| "images,rootdir".into()),
                     nodes,
-                    total: spec.total.unwrap_or(4 << 40),
-                    base_used: spec.used.unwrap_or(0),
-                    per_node: BTreeMap::new(),
+                    total: size.0,
+                    base_used: size.1,
+                    per_node,
                 },
             );
         }

@@ -383,6 +383,33 @@ impl World {
                 ),
             );
         }
+        // The target allocates the local volumes on its own storage of the same id: each node's
+        // local-lvm is a pool of its own. (Proxmox's words depend on the storage type; this
+        // says what failed.)
+        let mut need: Vec<(&str, u64)> = Vec::new();
+        for d in &local {
+            let Some(sid) = d.storage.as_deref() else {
+                continue;
+            };
+            match need.iter_mut().find(|(s, _)| *s == sid) {
+                Some((_, b)) => *b = b.saturating_add(d.size),
+                None => need.push((sid, d.size)),
+            }
+        }
+        for (sid, bytes) in need {
+            let (total, used) = self.storage_usage(sid, &plan.target);
+            let free = total.saturating_sub(used);
+            if bytes > free {
+                let msg = format!(
+                    "unable to allocate {} MiB on storage '{sid}' of node '{}': {} MiB free \
+                     (No space left on device)",
+                    bytes >> 20,
+                    plan.target,
+                    free >> 20
+                );
+                return fail_after(self, 1.0, msg);
+            }
+        }
         let needs_memory = g.running;
         let cost = g.host_mem().max(if g.running { g.usage.mem } else { 0 });
         if needs_memory && self.free_mem(&plan.target) < cost {

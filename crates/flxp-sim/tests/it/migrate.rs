@@ -589,3 +589,84 @@ async fn without_storage_entries_disks_are_shared_and_live_migrate() {
     )
     .await;
 }
+
+/// `local-lvm` listed per node with different sizes, as on real Proxmox where each node has its
+/// own thin pool: 101 (30 GiB on local-lvm) on pve1, 102 (8 GiB) on pve2.
+fn local_lvm_per_node() -> serde_json::Value {
+    let node = |n: &str| {
+        json!({"id": format!("node/{n}"), "type": "node", "node": n, "status": "online",
+               "maxcpu": 8, "maxmem": 32 * GIB, "mem": 4 * GIB, "maxdisk": 100 * GIB, "uptime": 100})
+    };
+    json!({"resources": [node("pve1"), node("pve2"),
+        {"id": "qemu/101", "type": "qemu", "vmid": 101, "name": "big", "node": "pve1",
+         "status": "running", "maxmem": 2 * GIB, "mem": GIB, "maxcpu": 1, "maxdisk": 30 * GIB},
+        {"id": "qemu/102", "type": "qemu", "vmid": 102, "name": "small", "node": "pve2",
+         "status": "running", "maxmem": 2 * GIB, "mem": GIB, "maxcpu": 1, "maxdisk": 8 * GIB}],
+        "sim": {"migration_bandwidth": GIB,
+                "storages": [
+                    {"storage": "local-lvm", "type": "lvmthin", "nodes": ["pve1"], "total": 100 * GIB},
+                    {"storage": "local-lvm", "type": "lvmthin", "nodes": ["pve2"], "total": 20 * GIB}],
+                "guests": {"101": {"config": {"scsi0": "local-lvm:vm-101-disk-0,size=30G"}},
+                           "102": {"config": {"scsi0": "local-lvm:vm-102-disk-0,size=8G"}}}}})
+}
+
+/// Issue 12 leftover: one storage id on two nodes is two storages: each node's entry keeps its
+/// own size, and a migration with local disks needs room on the target's own storage.
+#[tokio::test(start_paused = true)]
+async fn a_local_storage_id_on_two_nodes_has_each_nodes_own_room() {
+    let s = TestSim::new(local_lvm_per_node());
+    let total = |node: &'static str| {
+        let s = &s;
+        async move {
+            let list = s
+                .get(&format!("/nodes/{node}/storage"))
+                .await
+                .data()
+                .clone();
+            let st = list
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|st| st["storage"] == "local-lvm")
+                .unwrap_or_else(|| panic!("{list}"))
+                .clone();
+            (st["total"].as_u64().unwrap(), st["avail"].as_u64().unwrap())
+        }
+    };
+    assert_eq!(total("pve1").await, (100 * GIB, 70 * GIB));
+    assert_eq!(total("pve2").await, (20 * GIB, 12 * GIB));
+
+    // 30 GiB do not fit the 12 GiB left on pve2's local-lvm.
+    let upid = s
+        .post_task(
+            "/nodes/pve1/qemu/101/migrate",
+            &[
+                ("target", "pve2"),
+                ("online", "1"),
+                ("with-local-disks", "1"),
+            ],
+        )
+        .await;
+    assert_eq!(s.wait(&upid).await["exitstatus"], "migration aborted");
+    let log = s.log(&upid).await.join("\n");
+    assert!(
+        log.contains("local-lvm") && log.contains("pve2"),
+        "the log names the storage and the node: {log}"
+    );
+    assert_eq!(s.resource("qemu/101").await["node"], "pve1");
+
+    // 8 GiB fit the 70 GiB left on pve1's.
+    let upid = s
+        .post_task(
+            "/nodes/pve2/qemu/102/migrate",
+            &[
+                ("target", "pve1"),
+                ("online", "1"),
+                ("with-local-disks", "1"),
+            ],
+        )
+        .await;
+    assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
+    assert_eq!(total("pve1").await, (100 * GIB, 62 * GIB));
+    assert_eq!(total("pve2").await, (20 * GIB, 20 * GIB));
+}

@@ -363,7 +363,7 @@ fn wake(
                 "{name}: online, maintenance mark cleared; rebalancing onto it"
             ));
         }
-        let goal = flxp_engine::Goal::Balance(config.balance.clone());
+        let goal = flxp_engine::consolidate::after_wake(&config.balance);
         let (plan, report) =
             balance::plan_and_run(executor, &goal, None, args.dry_run, args.json, zone, None)
                 .await?;

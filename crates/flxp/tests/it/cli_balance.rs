@@ -639,6 +639,13 @@ fn local_disks_count_in_the_bound_and_a_spread_left_above_the_threshold_exits_3(
     assert!(v["imbalance_after"].as_f64().unwrap() > v["threshold"].as_f64().unwrap());
     assert_eq!(code, 3, "{out}");
     assert!(!v["unmet"].as_array().unwrap().is_empty(), "{out}");
+    // Storage room is what stops it, and the stop reason says where (b and c have 10 GiB left).
+    let stop = v["stop"].as_str().unwrap_or_default();
+    assert!(
+        stop.contains("storage room refuses the best moves (storage local-lvm on "),
+        "{out}"
+    );
+    assert!(stop.contains("has 10.0 GiB free"), "{out}");
     // Every move copies 60 GiB: memory and local disks.
     let gib = 1u64 << 30;
     assert!(
@@ -654,6 +661,24 @@ fn local_disks_count_in_the_bound_and_a_spread_left_above_the_threshold_exits_3(
             .unwrap()
             .starts_with("not met (exit code 3): the imbalance stays above the threshold 10.0 pp"),
         "{out}"
+    );
+    assert!(
+        out.lines()
+            .next()
+            .unwrap()
+            .contains("storage local-lvm on "),
+        "{out}"
+    );
+    // A move copies memory and local disks: the column says bytes copied, not memory.
+    let header = out
+        .lines()
+        .find(|l| l.contains("VMID") && l.contains("AFTER"))
+        .unwrap();
+    assert!(header.contains(" COPY "), "{header}");
+    assert!(!header.contains("MEMORY"), "{header}");
+    assert!(
+        out.contains("60.0 GiB  "),
+        "memory and disks of one move: {out}"
     );
 }
 
