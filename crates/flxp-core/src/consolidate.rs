@@ -901,7 +901,8 @@ mod tests {
         let a = c.kept.iter().find(|k| k.node == "a").unwrap();
         assert_eq!(a.because, KeptBecause::Unmovable);
         assert!(
-            a.reason.contains("migrated 10 s ago, within the 60 s cooldown"),
+            a.reason
+                .contains("migrated 10 s ago, within the 60 s cooldown"),
             "{}",
             a.reason
         );
