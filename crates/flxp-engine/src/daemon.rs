@@ -531,10 +531,11 @@ impl Daemon {
                             && c.guest_indexes().any(|g| model.state.location(g) == i)
                     })
             });
-        if unfinished && !self.is_stopped() {
-            if self.power(z, executor, &model, &marks, report).await? {
-                return Ok(());
-            }
+        if unfinished
+            && !self.is_stopped()
+            && self.power(z, executor, &model, &marks, report).await?
+        {
+            return Ok(());
         }
 
         if o.evacuate && model.cluster.nodes().iter().any(|n| n.in_maintenance()) {
