@@ -167,6 +167,8 @@ fn the_daemon_switches_a_node_off_at_low_load() {
     while z.sim.world().nodes["pve2"].online && start.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(100));
     }
+    // The node can be off before the round that switched it off logs its summary.
+    std::thread::sleep(Duration::from_millis(500));
     let _ = child.kill();
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
