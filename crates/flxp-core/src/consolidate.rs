@@ -49,6 +49,10 @@ pub struct ConsolidateOptions {
     /// freed first, whatever their guests, so a rerun finishes them.
     #[serde(skip)]
     pub resume: Vec<String>,
+    /// A node holding a guest that migrated less than this many seconds ago is not freed now
+    /// (the daemon passes `balance.cooldown-secs`, so it does not move guests straight back).
+    #[serde(skip)]
+    pub cooldown_secs: i64,
 }
 
 impl Default for ConsolidateOptions {
@@ -60,6 +64,7 @@ impl Default for ConsolidateOptions {
             headroom: true,
             max_load: None,
             resume: Vec::new(),
+            cooldown_secs: 0,
         }
     }
 }
@@ -84,21 +89,10 @@ impl ConsolidateOptions {
         Ok(())
     }
 
-    /// [`Self::validate`], and `min-nodes` within the cluster's node count.
-    pub fn validate_for(&self, cluster: &Cluster) -> Result<()> {
-        self.validate()?;
-        let total = cluster.nodes().len();
-        if self.min_nodes > total {
-            return Err(Error::Option {
-                name: "consolidate.min-nodes".into(),
-                message: format!(
-                    "is {} but the cluster has only {total} node(s): no consolidation could \
-                     keep that many in service",
-                    self.min_nodes
-                ),
-            });
-        }
-        Ok(())
+    /// [`Self::validate`]. A `min-nodes` above the cluster's node count is no error: the plan
+    /// frees nothing and each node says so (a default must not fail on a small cluster).
+    pub fn validate_for(&self, _cluster: &Cluster) -> Result<()> {
+        self.validate()
     }
 }
 
@@ -268,22 +262,46 @@ pub fn consolidate(
     for &n in &order {
         let name = cluster.node(n).name.clone();
         if freed.len() - resumed.len() >= max_free {
-            let reason = if by_quorum <= by_ha {
+            let by_quorum_words = || {
                 format!(
                     "{} node(s) must stay online: quorum needs more than half of the cluster's \
                      {total} nodes ({quorum}), and a node switched off still counts",
                     online - freed.len()
                 )
-            } else {
-                format!(
-                    "{} node(s) must stay in service for HA (min-nodes = {})",
-                    hosts.len() + resumed.len() - freed.len(),
-                    options.min_nodes
-                )
+            };
+            let by_ha_words = || {
+                if options.min_nodes > total {
+                    format!(
+                        "min-nodes = {} is more than the cluster's {total} node(s): every node \
+                         stays in service",
+                        options.min_nodes
+                    )
+                } else {
+                    format!(
+                        "{} node(s) must stay in service for HA (min-nodes = {})",
+                        hosts.len() + resumed.len() - freed.len(),
+                        options.min_nodes
+                    )
+                }
+            };
+            // Both floors named when both bind.
+            let reason = match by_quorum.cmp(&by_ha) {
+                std::cmp::Ordering::Less => by_quorum_words(),
+                std::cmp::Ordering::Greater => by_ha_words(),
+                std::cmp::Ordering::Equal => format!("{}; {}", by_quorum_words(), by_ha_words()),
             };
             kept.push(Kept {
                 node: name,
                 because: KeptBecause::Floor,
+                reason,
+                resumed: false,
+            });
+            continue;
+        }
+        if let Some(reason) = cooling(cluster, state, n, options.cooldown_secs) {
+            kept.push(Kept {
+                node: name,
+                because: KeptBecause::Unmovable,
                 reason,
                 resumed: false,
             });
@@ -300,7 +318,7 @@ pub fn consolidate(
             Err((because, reason)) => kept.push(Kept {
                 node: name,
                 because,
-                reason,
+                reason: untried(cluster, &trial, reason),
                 resumed: false,
             }),
         }
@@ -347,6 +365,41 @@ pub fn consolidate(
         min_online: quorum.max(options.min_nodes.min(hosts.len())),
         summary,
     })
+}
+
+/// Why node `n` is not freed now: a guest on it migrated within the cooldown; `None` otherwise.
+fn cooling(cluster: &Cluster, state: &State, n: NodeIdx, cooldown_secs: i64) -> Option<String> {
+    let now = cluster.time.or_else(|| cluster.tasks.newest_time())?;
+    cluster
+        .guest_indexes()
+        .filter(|&g| state.location(g) == n)
+        .find_map(|g| {
+            let guest = cluster.guest(g);
+            let ago = now - cluster.tasks.last_migration(guest.vmid)?;
+            (ago < cooldown_secs).then(|| {
+                format!(
+                    "guest {} migrated {} s ago, within the {cooldown_secs} s cooldown",
+                    guest.label(),
+                    ago.max(0)
+                )
+            })
+        })
+}
+
+/// A kept node's reason without the evacuation planner's claim that the nodes tried are in
+/// maintenance: they only were hypothetically (those really in maintenance keep the words).
+fn untried(cluster: &Cluster, trial: &[NodeIdx], mut reason: String) -> String {
+    for &n in trial {
+        let node = cluster.node(n);
+        if node.in_maintenance() {
+            continue;
+        }
+        let claim = format!("{} is in maintenance (maintenance requested)", node.name);
+        reason = reason
+            .replace(&format!("; {claim}"), "")
+            .replace(&claim, &format!("{} would be freed", node.name));
+    }
+    reason
 }
 
 /// Words for the nodes the plan frees: the evacuation planner treats them as in maintenance, but
@@ -714,6 +767,10 @@ mod tests {
         assert_eq!(kept(&c, "a"), KeptBecause::NoRoom, "{:#?}", c.kept);
         assert_eq!(kept(&c, "b"), KeptBecause::Unmovable, "{:#?}", c.kept);
         assert_eq!(c.freed_names(), vec!["c", "d"]);
+        // b was only tried as freed: it is not said to be in maintenance.
+        for k in &c.kept {
+            assert!(!k.reason.contains("in maintenance"), "{}", k.reason);
+        }
     }
 
     #[test]
@@ -790,26 +847,65 @@ mod tests {
     }
 
     #[test]
-    fn min_nodes_above_the_node_count_is_a_config_error_naming_the_key() {
-        let c = light().build();
-        let rules = Rules::compile(&c);
-        let p = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+    fn min_nodes_above_the_node_count_frees_nothing_and_says_why() {
         let o = ConsolidateOptions {
             min_nodes: 9,
             ..ConsolidateOptions::default()
         };
-        let e = consolidate(
-            &c,
-            &rules,
-            &State::new(&c),
-            &p,
-            &o,
-            &EvacuateOptions::default(),
-        )
-        .unwrap_err();
-        let e = e.to_string();
-        assert!(e.contains("consolidate.min-nodes"), "{e}");
-        assert!(e.contains("only 5 node(s)"), "{e}");
+        let c = run(&light().build(), &o);
+        assert!(c.freed.is_empty());
+        assert_eq!(c.kept.len(), 5);
+        assert!(
+            c.kept[0]
+                .reason
+                .contains("min-nodes = 9 is more than the cluster's 5 node(s)"),
+            "{}",
+            c.kept[0].reason
+        );
+        // Two nodes with the default min-nodes = 3: both floors bind, both named.
+        let two = ClusterBuilder::new()
+            .node(node("a"))
+            .node(node("b"))
+            .guest(vm(101, "a").mem(GIB, GIB))
+            .build();
+        let c = run(&two, &ConsolidateOptions::default());
+        assert!(c.freed.is_empty());
+        for k in &c.kept {
+            assert_eq!(k.because, KeptBecause::Floor);
+            assert!(k.reason.contains("min-nodes = 3"), "{}", k.reason);
+            assert!(k.reason.contains("quorum"), "{}", k.reason);
+        }
+    }
+
+    #[test]
+    fn a_guest_moved_within_the_cooldown_keeps_its_node() {
+        let task = crate::snapshot::Task {
+            kind: Some("qmigrate".into()),
+            id: Some("101".into()),
+            starttime: Some(900),
+            endtime: Some(1000),
+            status: Some("OK".into()),
+            ..crate::snapshot::Task::default()
+        };
+        let cluster = light().task(task).time(1010).build();
+        assert_eq!(
+            run(&cluster, &ConsolidateOptions::default()).freed_names(),
+            vec!["a", "b"]
+        );
+        let o = ConsolidateOptions {
+            cooldown_secs: 60,
+            ..ConsolidateOptions::default()
+        };
+        let c = run(&cluster, &o);
+        assert_eq!(c.freed_names(), vec!["b", "c"], "{:#?}", c.kept);
+        let a = c.kept.iter().find(|k| k.node == "a").unwrap();
+        assert_eq!(a.because, KeptBecause::Unmovable);
+        assert!(
+            a.reason
+                .contains("migrated 10 s ago, within the 60 s cooldown"),
+            "{}",
+            a.reason
+        );
     }
 
     #[test]

@@ -185,6 +185,8 @@ struct ZoneState {
     last_power: std::sync::Mutex<Option<i64>>,
     /// An evacuation or a VM creation found no room: wake a node next round.
     room_wanted: std::sync::atomic::AtomicBool,
+    /// Nodes this process asked to shut down, and when (power saving): not asked twice.
+    shutting: std::sync::Mutex<BTreeMap<String, i64>>,
 }
 
 /// The pipeline for one zone, telling plugins its name (issue 13); the shared one when it names a
@@ -286,6 +288,7 @@ impl Daemon {
                         low_since: std::sync::Mutex::new(None),
                         last_power: std::sync::Mutex::new(None),
                         room_wanted: std::sync::atomic::AtomicBool::new(false),
+                        shutting: std::sync::Mutex::new(BTreeMap::new()),
                     },
                 )
             })
@@ -515,6 +518,26 @@ impl Daemon {
             return Ok(());
         }
 
+        // A consolidation left unfinished (a node marked `off`, in maintenance, not empty) is
+        // judged by the power step first: it gives the node back when the load rose, where a
+        // plain evacuation would go on emptying it.
+        let c = &model.cluster;
+        let unfinished = o.power.is_some()
+            && marks.iter().any(|m| {
+                m.state == crate::power_mark::PowerState::Off
+                    && c.node_idx(&m.node).is_some_and(|i| {
+                        c.node(i).is_online()
+                            && c.node(i).in_maintenance()
+                            && c.guest_indexes().any(|g| model.state.location(g) == i)
+                    })
+            });
+        if unfinished
+            && !self.is_stopped()
+            && self.power(z, executor, &model, &marks, report).await?
+        {
+            return Ok(());
+        }
+
         if o.evacuate && model.cluster.nodes().iter().any(|n| n.in_maintenance()) {
             let goal = Goal::Evacuate {
                 nodes: Vec::new(),
@@ -542,7 +565,10 @@ impl Daemon {
             }
         }
 
-        if !self.is_stopped() && self.power(z, executor, &model, &marks, report).await? {
+        if !unfinished
+            && !self.is_stopped()
+            && self.power(z, executor, &model, &marks, report).await?
+        {
             // The cluster changed: the next round measures it anew.
             return Ok(());
         }
@@ -553,7 +579,7 @@ impl Daemon {
         let held = z.held.load(Ordering::Relaxed);
         let judged = Arc::clone(&model);
         let options = o.balance.clone();
-        let (decision, broken) = blocking::run("checking the trigger", move || {
+        let (mut decision, broken) = blocking::run("checking the trigger", move || {
             let measure = options.measure;
             let imbalance =
                 balance::imbalance(&judged.cluster, &judged.state, measure, options.metric);
@@ -565,6 +591,15 @@ impl Daemon {
         })
         .await?;
         z.held.store(decision.held, Ordering::Relaxed);
+        if let Some(p) = report.power.as_ref().filter(|p| !p.to_free.is_empty()) {
+            // Balancing now would fill nodes the consolidation is about to empty again.
+            decision.act = false;
+            decision.reason = format!(
+                "{}; balancing waits: the consolidation would free {}",
+                decision.reason,
+                p.to_free.join(", ")
+            );
+        }
         tracing::info!(act = decision.act, held = decision.held, reason = %decision.reason, "trigger checked");
         let act = decision.act;
         report.trigger = Some(decision);

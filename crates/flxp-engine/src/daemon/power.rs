@@ -93,6 +93,9 @@ pub struct PowerReport {
     /// Nodes back in service (mark cleared).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub back: Vec<String>,
+    /// Nodes a consolidation would free once it may run: balancing waits rather than fill them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub to_free: Vec<String>,
     /// What failed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<String>,
@@ -115,6 +118,16 @@ fn in_service(model: &Model) -> Vec<NodeIdx> {
         .node_indexes()
         .filter(|&n| model.cluster.node(n).is_schedulable())
         .collect()
+}
+
+/// Whether this process asked `node` to shut down less than `wake-timeout` ago (it may still be
+/// going down: not asked again, which would re-date its mark).
+fn going_down(z: &ZoneState, auto: &AutoConsolidate, node: &str, now: i64) -> bool {
+    z.shutting
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(node)
+        .is_some_and(|&t| now - t < auto.wake_timeout.as_secs() as i64)
 }
 
 impl Daemon {
@@ -181,13 +194,23 @@ impl Daemon {
                 }
                 (PowerState::Off, true) => {
                     let empty = !c.guest_indexes().any(|g| model.state.location(g) == idx);
-                    if auto.shutdown || !empty {
+                    // Asked to shut down lately and still going down: not asked again (which
+                    // would re-date its mark).
+                    if empty && going_down(z, &auto, &m.node, now) {
+                        asleep.push(m);
+                    } else if auto.shutdown || !empty {
                         pending.push(idx);
                     } else {
                         asleep.push(m);
                     }
                 }
-                (PowerState::Off, false) => asleep.push(m),
+                (PowerState::Off, false) => {
+                    z.shutting
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&m.node);
+                    asleep.push(m);
+                }
             }
         }
         if !pr.back.is_empty() {
@@ -299,6 +322,9 @@ impl Daemon {
                         " since the last power change"
                     }
                 );
+                if !waking {
+                    pr.to_free = self.would_free(z, model, marks, &auto).await;
+                }
             } else if !waking {
                 return self.consolidate(z, executor, &auto, now, pr, report).await;
             }
@@ -308,6 +334,63 @@ impl Daemon {
         }
         report.power = Some(pr);
         Ok(false)
+    }
+
+    /// The consolidation's limits in auto mode: the load cap, and the balance cooldown (guests
+    /// moved lately are not moved again at once).
+    fn consolidate_options(&self, auto: &AutoConsolidate) -> ConsolidateOptions {
+        ConsolidateOptions {
+            max_load: Some(auto.max_load()),
+            cooldown_secs: self.inner.parts.options.balance.cooldown_secs,
+            ..auto.options.clone()
+        }
+    }
+
+    /// The nodes (not yet marked) a consolidation planned on this read would free; none when it
+    /// cannot be planned (balancing then goes on as usual).
+    async fn would_free(
+        &self,
+        z: &ZoneState,
+        model: &Arc<Model>,
+        marks: &[PowerMark],
+        auto: &AutoConsolidate,
+    ) -> Vec<String> {
+        let mut options = self.consolidate_options(auto);
+        options.resume = marks
+            .iter()
+            .filter(|m| m.state == PowerState::Off)
+            .map(|m| m.node.clone())
+            .collect();
+        let model = Arc::clone(model);
+        let placer = Arc::clone(&z.placer);
+        let evacuate = self.inner.parts.options.evacuation.clone();
+        let planned = blocking::run("planning a consolidation", move || {
+            flxp_core::consolidate::consolidate(
+                &model.cluster,
+                &model.rules,
+                &model.state,
+                &placer,
+                &options,
+                &evacuate,
+            )
+        })
+        .await;
+        match planned {
+            Ok(Ok(c)) => c
+                .freed
+                .into_iter()
+                .filter(|f| !f.resumed)
+                .map(|f| f.node)
+                .collect(),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "cannot plan a consolidation");
+                Vec::new()
+            }
+            Err(e) => {
+                tracing::warn!(error = %error_chain(&e), "cannot plan a consolidation");
+                Vec::new()
+            }
+        }
     }
 
     /// Sends Wake-on-LAN to a node marked `off` (or, when it is online already, puts it back in
@@ -385,10 +468,7 @@ impl Daemon {
             return Ok(());
         }
         // Planned again even when they are empty: finishing must still keep every limit.
-        let options = ConsolidateOptions {
-            max_load: Some(auto.max_load()),
-            ..auto.options.clone()
-        };
+        let options = self.consolidate_options(auto);
         let evacuation = &self.inner.parts.options.evacuation;
         let planned = executor.plan_consolidation(&options, evacuation).await?;
         let freed = planned.freed_names();
@@ -444,10 +524,19 @@ impl Daemon {
         pr: &mut PowerReport,
     ) {
         for node in nodes {
+            if let Some(auto) = &self.inner.parts.options.power {
+                if going_down(z, auto, node, now) {
+                    continue;
+                }
+            }
             match executor.shut_down_if_empty(node).await {
                 Ok(()) => {
                     pr.switched_off.push(node.clone());
                     *z.last_power.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
+                    z.shutting
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(node.clone(), now);
                     if let Err(e) = executor.stamp_power_mark(node, now).await {
                         pr.errors.push(error_chain(&e));
                     }
@@ -467,10 +556,7 @@ impl Daemon {
         mut pr: PowerReport,
         report: &mut RoundReport,
     ) -> Result<bool> {
-        let options = ConsolidateOptions {
-            max_load: Some(auto.max_load()),
-            ..auto.options.clone()
-        };
+        let options = self.consolidate_options(auto);
         let evacuation = &self.inner.parts.options.evacuation;
         let planned = executor.plan_consolidation(&options, evacuation).await?;
         let freed = planned.freed_names();

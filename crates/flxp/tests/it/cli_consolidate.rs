@@ -219,7 +219,7 @@ fn config_mistakes_name_their_key() {
             "[consolidate]\nheadroom = \"yes\"\n",
             "consolidate.headroom",
         ),
-        ("[consolidate]\nmin-nodes = 4\n", "consolidate.min-nodes"),
+        ("[consolidate]\nmin-nodes = 0\n", "consolidate.min-nodes"),
         (
             "[consolidate]\nwake-above = 0.3\n",
             "consolidate.wake-above",
