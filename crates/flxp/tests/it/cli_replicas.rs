@@ -107,6 +107,10 @@ fn of_two_replicas_one_acts_and_the_other_takes_over_when_it_dies() {
     assert!(!s.contains("plan made"), "the standby planned:\n{s}");
     assert_eq!(s.matches("standby: zone lab is held by").count(), 1, "{s}");
     assert!(holder.has("plan made"), "{}", holder.log());
+    // Its start and its renewals never collide with each other (they wrote with one digest).
+    let h = holder.log();
+    assert!(!h.contains("cannot renew or take the lease"), "{h}");
+    assert_eq!(h.matches("lease taken").count(), 1, "{h}");
 
     // The holder dies without releasing its lease.
     holder.child.kill().unwrap();
