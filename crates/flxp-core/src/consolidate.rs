@@ -53,6 +53,10 @@ pub struct ConsolidateOptions {
     /// (the daemon passes `balance.cooldown-secs`, so it does not move guests straight back).
     #[serde(skip)]
     pub cooldown_secs: i64,
+    /// Nodes never freed, each with why in a sentence (the node holding flxp's zone lease:
+    /// switched off, no replica could act again).
+    #[serde(skip)]
+    pub keep: std::collections::BTreeMap<String, String>,
 }
 
 impl Default for ConsolidateOptions {
@@ -65,6 +69,7 @@ impl Default for ConsolidateOptions {
             max_load: None,
             resume: Vec::new(),
             cooldown_secs: 0,
+            keep: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -114,6 +119,8 @@ pub enum KeptBecause {
     Load,
     /// It cannot take guests anyway: offline, in maintenance or lost by HA.
     NotCandidate,
+    /// The caller asked to keep it (it holds flxp's zone lease).
+    Required,
 }
 
 /// A node the plan empties.
@@ -208,7 +215,17 @@ pub fn consolidate(
     let mut given_up: Vec<Kept> = Vec::new();
     let mut best: Option<Plan> = None;
     let marked = std::mem::take(&mut resumed);
+    let required = |n: NodeIdx| options.keep.get(&cluster.node(n).name);
     for n in marked {
+        if let Some(why) = required(n) {
+            given_up.push(Kept {
+                node: cluster.node(n).name.clone(),
+                because: KeptBecause::Required,
+                reason: format!("its consolidation cannot be finished: {why}"),
+                resumed: true,
+            });
+            continue;
+        }
         let mut trial = resumed.clone();
         trial.push(n);
         let plan = evacuate(cluster, rules, state, &ceiling, &trial, &evac)?;
@@ -261,6 +278,15 @@ pub fn consolidate(
     let mut freed: Vec<NodeIdx> = resumed.clone();
     for &n in &order {
         let name = cluster.node(n).name.clone();
+        if let Some(why) = required(n) {
+            kept.push(Kept {
+                node: name,
+                because: KeptBecause::Required,
+                reason: why.clone(),
+                resumed: false,
+            });
+            continue;
+        }
         if freed.len() - resumed.len() >= max_free {
             let by_quorum_words = || {
                 format!(
@@ -738,6 +764,43 @@ mod tests {
                 m.reason
             );
         }
+    }
+
+    #[test]
+    fn a_node_to_keep_is_never_freed_nor_finished() {
+        let why = "a holds flxp's lease of zone lab".to_owned();
+        let o = ConsolidateOptions {
+            keep: [("a".to_owned(), why.clone())].into(),
+            ..ConsolidateOptions::default()
+        };
+        let c = run(&light().build(), &o);
+        assert_eq!(c.freed_names(), vec!["b", "c"]);
+        let a = c.kept.iter().find(|k| k.node == "a").unwrap();
+        assert_eq!(
+            (a.because, a.reason.as_str()),
+            (KeptBecause::Required, why.as_str())
+        );
+        // An earlier run marked it: it is given back, not finished.
+        let mut b = ClusterBuilder::new();
+        for (i, n) in ["a", "b", "c", "d", "e"].iter().enumerate() {
+            let spec = if *n == "a" {
+                node(n).notes("flxp.maintenance")
+            } else {
+                node(n)
+            };
+            b = b
+                .node(spec)
+                .guest(vm(101 + i as u32, n).mem(8 * GIB, 8 * GIB));
+        }
+        let cluster = b.build();
+        let o = ConsolidateOptions {
+            resume: vec!["a".into()],
+            ..o
+        };
+        let c = run(&cluster, &o);
+        assert!(!c.freed_names().contains(&"a".to_owned()), "{c:?}");
+        let a = c.kept.iter().find(|k| k.node == "a").unwrap();
+        assert!(a.resumed && a.because == KeptBecause::Required, "{a:?}");
     }
 
     #[test]

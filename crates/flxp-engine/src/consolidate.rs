@@ -60,7 +60,8 @@ pub enum PowerError {
 impl Executor {
     /// Reads the zone and plans a consolidation on it (the executor's placer: its reserves
     /// count for the headroom). Nodes an earlier consolidation marked `off` and left online in
-    /// maintenance (an interrupted run) are freed first: the plan finishes them.
+    /// maintenance (an interrupted run) are freed first: the plan finishes them. The
+    /// executor's kept nodes ([`Executor::with_kept_nodes`]) are never freed.
     pub async fn plan_consolidation(
         &self,
         options: &ConsolidateOptions,
@@ -68,6 +69,9 @@ impl Executor {
     ) -> Result<Consolidation> {
         let (model, notes) = self.read_with_notes().await?;
         let mut options = options.clone();
+        options
+            .keep
+            .extend(self.kept.iter().map(|(n, why)| (n.clone(), why.clone())));
         options.resume = power_mark::read(&notes)
             .into_iter()
             .filter(|m| m.state == PowerState::Off)

@@ -463,6 +463,7 @@ impl Daemon {
             report.error = Some("the daemon is stopping".into());
             return report;
         }
+        let mut kept = BTreeMap::new();
         if let Some(k) = &z.lease {
             if !k.holding() {
                 k.tick().await;
@@ -472,6 +473,10 @@ impl Daemon {
                 report.standby = Some(k.refusal());
                 report.next_in_secs = o.interval.min(k.options().renew_every()).as_secs_f64();
                 return report;
+            }
+            // Holding it, the keeper knows its node: never consolidated away.
+            if let Ok((node, why)) = k.node_to_keep().await {
+                kept.insert(node, why);
             }
         }
         let executor = Executor::new(
@@ -484,7 +489,8 @@ impl Daemon {
         .with_options(o.execute.clone())
         .with_progress(Arc::clone(&self.inner.parts.progress))
         .with_clock(Arc::clone(&self.inner.parts.clock))
-        .with_stop(self.inner.stop.clone());
+        .with_stop(self.inner.stop.clone())
+        .with_kept_nodes(kept);
         if let Err(e) = self.act(z, &executor, &mut report).await {
             let e = error_chain(&e);
             tracing::error!(error = %e, "round failed");

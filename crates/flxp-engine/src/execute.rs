@@ -93,6 +93,8 @@ pub struct Executor {
     pub(crate) stop: Stop,
     /// VM creations in flight in this process, counted on their nodes before every decision.
     reservations: Option<Arc<crate::Reservations>>,
+    /// Nodes a consolidation never frees, each with why (the zone lease's node).
+    pub(crate) kept: std::collections::BTreeMap<String, String>,
 }
 
 impl std::fmt::Debug for Executor {
@@ -128,7 +130,15 @@ impl Executor {
             clock: system_clock(),
             stop: Stop::never(),
             reservations: None,
+            kept: std::collections::BTreeMap::new(),
         }
+    }
+
+    /// Nodes a consolidation planned here never frees, each with why in a sentence (the node
+    /// holding flxp's zone lease).
+    pub fn with_kept_nodes(mut self, kept: std::collections::BTreeMap<String, String>) -> Self {
+        self.kept = kept;
+        self
     }
 
     /// VM creations in flight in this process: every plan and step check counts them on their

@@ -136,6 +136,11 @@ pub fn rewrite(notes: &str, zone: &str, record: Option<&LeaseRecord>) -> String 
     lines.join("\n")
 }
 
+/// Why a consolidation keeps the lease's node in service.
+pub fn kept_because(node: &str, zone: &str) -> String {
+    format!("{node} holds flxp's lease of zone {zone}: switched off, no flxp could act on the zone")
+}
+
 /// What to do with the lease as read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
@@ -235,6 +240,9 @@ pub struct LeaseKeeper {
     node: Option<String>,
     options: LeaseOptions,
     state: Mutex<KeeperState>,
+    /// One attempt at a time: the renewal loop and a round's check both tick at start, and two
+    /// writes with the same digest would fail one of them ("checksum mismatch").
+    ticking: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for LeaseKeeper {
@@ -256,6 +264,7 @@ impl LeaseKeeper {
             node,
             options,
             state: Mutex::new(KeeperState::default()),
+            ticking: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -276,6 +285,14 @@ impl LeaseKeeper {
     /// The last attempt's outcome.
     pub fn last(&self) -> Option<LeaseState> {
         self.lock().last.clone()
+    }
+
+    /// The node whose notes hold the lease, with why a consolidation must keep it in service:
+    /// switched off, its notes are out of reach and no replica could act on the zone again.
+    pub async fn node_to_keep(&self) -> Result<(String, String), String> {
+        let node = self.lease_node().await?;
+        let why = kept_because(&node, &self.zone);
+        Ok((node, why))
     }
 
     /// The node holding the lease: configured, or the alphabetically first cluster member
@@ -301,6 +318,7 @@ impl LeaseKeeper {
 
     /// Takes or renews the lease once; logs changes of holder once.
     pub async fn tick(&self) -> LeaseState {
+        let _one = self.ticking.lock().await;
         let sent = Instant::now();
         let state = match self.try_tick(sent).await {
             Ok(s) => s,
@@ -388,6 +406,7 @@ impl LeaseKeeper {
 
     /// Gives the lease up if held (on a clean stop), so another replica takes over at once.
     pub async fn release(&self) {
+        let _one = self.ticking.lock().await;
         self.lock().valid_until = None;
         let Ok(node) = self.lease_node().await else {
             return;

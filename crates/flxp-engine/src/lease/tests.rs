@@ -257,3 +257,16 @@ async fn a_released_lease_is_taken_at_once() {
     assert_eq!(find(&notes, "lab").unwrap().holder, "b");
     assert_eq!(notes.lines().count(), 2, "{notes}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_start_and_a_round_ticking_at_once_both_hold_without_a_failed_write() {
+    // The daemon's renewal loop and its first round both tick at start: one process, one lease.
+    let node = Node::new();
+    let a = keeper(&node, "a");
+    let (x, y) = tokio::join!(a.tick(), a.tick());
+    assert_eq!((&x, &y), (&LeaseState::Held, &LeaseState::Held));
+    tokio::time::advance(Duration::from_secs(10)).await;
+    assert_eq!(a.tick().await, LeaseState::Held, "the first renewal");
+    assert_eq!(a.last(), Some(LeaseState::Held));
+    assert_eq!(node.writes.load(Ordering::Relaxed), 3);
+}

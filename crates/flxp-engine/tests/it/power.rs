@@ -411,3 +411,30 @@ async fn low_load_does_not_balance_onto_nodes_the_consolidation_would_free() {
     assert!(r.trigger.as_ref().unwrap().act, "{r:#?}");
     z.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_node_holding_the_lease_is_never_consolidated() {
+    let z = zone(DEMO, 500.0, |_| {}).await;
+    // pve2 is the node a consolidation frees first (above): let it hold the lease.
+    let lease = flxp_engine::daemon::LeaseSettings {
+        options: flxp_engine::LeaseOptions {
+            ttl: Duration::from_secs(30),
+            margin: Duration::from_secs(5),
+            holder: "me:1:1".into(),
+        },
+        nodes: [("lab".to_owned(), "pve2".to_owned())].into(),
+    };
+    let d = daemon(&z, auto(0.4, 0.7, Duration::ZERO)).with_lease(lease);
+    let p = round(&d).await;
+    let c = p.consolidation.as_ref().unwrap();
+    assert!(!c.freed_names().contains(&"pve2".to_owned()), "{p:#?}");
+    let k = c.kept.iter().find(|k| k.node == "pve2").unwrap();
+    assert!(k.reason.contains("holds flxp's lease of zone lab"), "{k:?}");
+    assert!(!p.switched_off.contains(&"pve2".to_owned()), "{p:#?}");
+    assert!(z.sim.world().nodes["pve2"].online);
+    assert!(
+        z.sim.world().nodes["pve2"]
+            .notes
+            .contains("<!-- flxp-lease zone=lab holder=me:1:1 ")
+    );
+}

@@ -259,17 +259,14 @@ pub fn carry_out(
                 .enable_all()
                 .build()
                 .context("cannot start the async runtime")?;
-            let lease = config.lease_settings().map(|l| {
-                Arc::new(flxp_engine::LeaseKeeper::new(
-                    api,
-                    zone.clone(),
-                    l.nodes.get(zone).cloned(),
-                    l.options,
-                ))
-            });
-            runtime.block_on(plan_and_run(
-                executor, goal, None, dry_run, json, zone, lease,
-            ))?
+            let keeper = super::lease::keeper(config, zone, &api);
+            runtime.block_on(async {
+                // Before anything is written: evacuate's maintenance mark too.
+                let held = super::lease::Held::take_if(keeper.as_ref(), dry_run).await?;
+                let run = plan_and_run(executor, goal, None, dry_run, json, zone, held.as_ref());
+                let result = run.await;
+                super::lease::Held::end(held, result).await
+            })?
         }
         (None, None) => {
             return Err(UsageError(
@@ -308,7 +305,8 @@ fn plan_on(model: &Model, placer: &flxp_core::placement::Placer, goal: &Goal) ->
 }
 
 /// Reads the zone and plans (unless `planned` is given), prints the plan for people, and carries
-/// it out unless dry.
+/// it out unless dry; with a lease (taken by the caller before anything was written), it stops
+/// starting migrations when the lease lapses.
 pub(crate) async fn plan_and_run(
     executor: Executor,
     goal: &Goal,
@@ -316,7 +314,7 @@ pub(crate) async fn plan_and_run(
     dry_run: bool,
     json: bool,
     zone: &str,
-    lease: Option<Arc<flxp_engine::LeaseKeeper>>,
+    lease: Option<&super::lease::Held>,
 ) -> Result<(Plan, Option<ExecutionReport>)> {
     let plan = match planned {
         Some(plan) => plan,
@@ -338,30 +336,13 @@ pub(crate) async fn plan_and_run(
     }
     let (stop_handle, stop) = flxp_engine::stop_signal();
     let stop_handle = Arc::new(stop_handle);
-    let release = lease.clone();
-    if let Some(keeper) = lease {
+    if let Some(held) = lease {
         // With `[lease] enabled`, a run moves guests only while it holds the zone's lease.
-        keeper.tick().await;
-        if !keeper.holding() {
-            return Err(anyhow::anyhow!(
-                "{}; not carrying out the plan (stop that flxp, or try again later)",
-                keeper.refusal()
-            ));
-        }
+        let mut lapsed = held.lapsed();
         let lapse = Arc::clone(&stop_handle);
         tokio::spawn(async move {
-            let renew = keeper.keep(|| {});
-            tokio::pin!(renew);
-            loop {
-                tokio::select! {
-                    () = &mut renew => {}
-                    () = tokio::time::sleep(keeper.options().renew_every()) => {}
-                }
-                if !keeper.holding() {
-                    tracing::error!("the zone's lease lapsed: starting no new migration");
-                    lapse.stop();
-                }
-            }
+            lapsed.stopped().await;
+            lapse.stop();
         });
     }
     let bars = progress::on_stderr();
@@ -385,9 +366,6 @@ pub(crate) async fn plan_and_run(
         Some(b) => round.with_subscriber(b.log_dispatch()).await,
         None => round.await,
     };
-    if let Some(keeper) = release {
-        keeper.release().await;
-    }
     Ok((plan, Some(report)))
 }
 

@@ -105,6 +105,17 @@ pub fn run(args: Args) -> Result<ExitCode> {
             }
             let m = Model::from_snapshot(&snapshot, &Overrides::default())
                 .with_context(|| format!("in {}", path.display()))?;
+            let mut options = options.clone();
+            if let Some(l) = config.lease_settings() {
+                // As in a zone: the lease's node (configured, else the first) stays in service.
+                let zone = args.source.zone.as_deref();
+                let configured = zone.and_then(|z| l.nodes.get(z).cloned());
+                let first = m.cluster.nodes().iter().map(|n| n.name.clone()).min();
+                if let Some(node) = configured.or(first) {
+                    let why = flxp_engine::lease::kept_because(&node, zone.unwrap_or("(the file)"));
+                    options.keep.insert(node, why);
+                }
+            }
             let c = consolidate(
                 &m.cluster,
                 &m.rules,
@@ -128,20 +139,21 @@ pub fn run(args: Args) -> Result<ExitCode> {
             let executor = Executor::new(zone.clone(), api.clone(), Arc::clone(&placer))
                 .with_overrides(config.overrides(zone))
                 .with_options(balance::execute_options(&config));
-            let lease = config.lease_settings().map(|l| {
-                Arc::new(flxp_engine::LeaseKeeper::new(
-                    api,
-                    zone.clone(),
-                    l.nodes.get(zone).cloned(),
-                    l.options,
-                ))
-            });
+            let lease = super::lease::keeper(&config, zone, &api);
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .enable_all()
                 .build()
                 .context("cannot start the async runtime")?;
-            runtime.block_on(in_zone(executor, &config, &args, zone, lease))?
+            runtime.block_on(async {
+                // Before anything is written: the marks of the nodes to free too.
+                let held = super::lease::Held::take_if(lease.as_ref(), args.dry_run).await?;
+                let kept = super::lease::kept_nodes(lease.as_deref()).await;
+                let executor = executor.with_kept_nodes(kept);
+                let run = in_zone(executor, &config, &args, zone, held.as_ref());
+                let result = run.await;
+                super::lease::Held::end(held, result).await
+            })?
         }
         (None, None) => {
             return Err(UsageError(
@@ -194,7 +206,7 @@ async fn in_zone(
     config: &Config,
     args: &Args,
     zone: &str,
-    lease: Option<Arc<flxp_engine::LeaseKeeper>>,
+    lease: Option<&super::lease::Held>,
 ) -> Result<(
     Consolidation,
     Option<ExecutionReport>,
@@ -300,93 +312,111 @@ fn wake(
     let executor = Executor::new(zone.to_owned(), api.clone(), placer)
         .with_overrides(config.overrides(zone))
         .with_options(balance::execute_options(config));
-    let poll = std::time::Duration::from_secs(config.migration.poll_secs.max(1));
-    let timeout = std::time::Duration::from_secs(args.wake_timeout);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    let keeper = super::lease::keeper(config, zone, &api);
     runtime.block_on(async {
-        let model = executor
-            .read()
-            .await
-            .with_context(|| format!("cannot read zone {zone}"))?;
-        let idx = model.node_named(node).ok_or_else(|| {
-            UsageError(format!(
-                "node {node:?} is not in zone {zone}; nodes: {}",
-                model.node_names()
-            ))
-        })?;
-        let name = model.cluster.node(idx).name.clone();
-        let already_online = model.cluster.node(idx).is_online();
-        let mac = if already_online {
-            if !args.json {
-                output::tell(format!(
-                    "{name} is online already: no Wake-on-LAN sent; clearing its maintenance \
-                     mark and rebalancing onto it"
-                ));
-            }
-            String::new()
-        } else {
-            let mac = executor.wake(&name).await?;
-            if !args.json {
-                output::tell(format!(
-                    "{name}: Wake-on-LAN sent ({mac}); waiting until it is online"
-                ));
-            }
-            let start = tokio::time::Instant::now();
-            loop {
-                tokio::time::sleep(poll).await;
-                let up = executor
-                    .read()
-                    .await
-                    .ok()
-                    .and_then(|m| m.node_named(&name).map(|i| m.cluster.node(i).is_online()))
-                    .unwrap_or(false);
-                if up {
-                    break;
-                }
-                if start.elapsed() > timeout {
-                    anyhow::bail!(
-                        "{name} is not online {} s after Wake-on-LAN",
-                        timeout.as_secs()
-                    );
-                }
-            }
-            mac
-        };
-        flxp_engine::maintenance::set(&api, &name, false).await?;
-        executor.clear_power_mark(&name).await?;
+        // Before anything is written (the maintenance and power marks it clears).
+        let held = super::lease::Held::take_if(keeper.as_ref(), false).await?;
+        let run = wake_in_zone(executor, &api, args, zone, node, config, held.as_ref());
+        let result = run.await;
+        super::lease::Held::end(held, result).await
+    })
+}
+
+/// `--wake` carried out, under the zone's lease when `[lease] enabled`.
+async fn wake_in_zone(
+    executor: Executor,
+    api: &flxp_pve::Pve,
+    args: &Args,
+    zone: &str,
+    node: &str,
+    config: &Config,
+    lease: Option<&super::lease::Held>,
+) -> Result<ExitCode> {
+    let poll = std::time::Duration::from_secs(config.migration.poll_secs.max(1));
+    let timeout = std::time::Duration::from_secs(args.wake_timeout);
+    let model = executor
+        .read()
+        .await
+        .with_context(|| format!("cannot read zone {zone}"))?;
+    let idx = model.node_named(node).ok_or_else(|| {
+        UsageError(format!(
+            "node {node:?} is not in zone {zone}; nodes: {}",
+            model.node_names()
+        ))
+    })?;
+    let name = model.cluster.node(idx).name.clone();
+    let already_online = model.cluster.node(idx).is_online();
+    let mac = if already_online {
         if !args.json {
             output::tell(format!(
-                "{name}: online, maintenance mark cleared; rebalancing onto it"
+                "{name} is online already: no Wake-on-LAN sent; clearing its maintenance \
+                     mark and rebalancing onto it"
             ));
         }
-        let goal = flxp_engine::consolidate::after_wake(&config.balance);
-        let (plan, report) =
-            balance::plan_and_run(executor, &goal, None, args.dry_run, args.json, zone, None)
-                .await?;
-        let unmet = balance::unmet(&plan, &goal);
-        let code = if report.as_ref().is_some_and(|r| !r.is_clean()) {
-            ExitCode::from(1)
-        } else if !unmet.is_empty() {
-            ExitCode::from(super::UNSATISFIABLE)
-        } else {
-            ExitCode::SUCCESS
-        };
-        if args.json {
-            output::print_json(&WakeOutput {
-                node: &name,
-                mac: &mac,
-                already_online,
-                plan: &plan,
-                execution: report.as_ref(),
-                unmet,
-            })?;
-        } else if let Some(r) = &report {
-            output::print_execution(r);
+        String::new()
+    } else {
+        let mac = executor.wake(&name).await?;
+        if !args.json {
+            output::tell(format!(
+                "{name}: Wake-on-LAN sent ({mac}); waiting until it is online"
+            ));
         }
-        Ok(code)
-    })
+        let start = tokio::time::Instant::now();
+        loop {
+            tokio::time::sleep(poll).await;
+            let up = executor
+                .read()
+                .await
+                .ok()
+                .and_then(|m| m.node_named(&name).map(|i| m.cluster.node(i).is_online()))
+                .unwrap_or(false);
+            if up {
+                break;
+            }
+            if start.elapsed() > timeout {
+                anyhow::bail!(
+                    "{name} is not online {} s after Wake-on-LAN",
+                    timeout.as_secs()
+                );
+            }
+        }
+        mac
+    };
+    flxp_engine::maintenance::set(api, &name, false).await?;
+    executor.clear_power_mark(&name).await?;
+    if !args.json {
+        output::tell(format!(
+            "{name}: online, maintenance mark cleared; rebalancing onto it"
+        ));
+    }
+    // The one rebalance after a wake ignores the cooldown: the consolidation moved most guests.
+    let goal = flxp_engine::consolidate::after_wake(&config.balance);
+    let (plan, report) =
+        balance::plan_and_run(executor, &goal, None, args.dry_run, args.json, zone, lease).await?;
+    let unmet = balance::unmet(&plan, &goal);
+    let code = if report.as_ref().is_some_and(|r| !r.is_clean()) {
+        ExitCode::from(1)
+    } else if !unmet.is_empty() {
+        ExitCode::from(super::UNSATISFIABLE)
+    } else {
+        ExitCode::SUCCESS
+    };
+    if args.json {
+        output::print_json(&WakeOutput {
+            node: &name,
+            mac: &mac,
+            already_online,
+            plan: &plan,
+            execution: report.as_ref(),
+            unmet,
+        })?;
+    } else if let Some(r) = &report {
+        output::print_execution(r);
+    }
+    Ok(code)
 }

@@ -6,6 +6,7 @@ mod consolidate;
 pub mod daemon;
 mod evacuate;
 mod generate;
+mod lease;
 mod load;
 mod maintenance;
 mod place;

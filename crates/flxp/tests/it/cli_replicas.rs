@@ -107,6 +107,10 @@ fn of_two_replicas_one_acts_and_the_other_takes_over_when_it_dies() {
     assert!(!s.contains("plan made"), "the standby planned:\n{s}");
     assert_eq!(s.matches("standby: zone lab is held by").count(), 1, "{s}");
     assert!(holder.has("plan made"), "{}", holder.log());
+    // Its start and its renewals never collide with each other (they wrote with one digest).
+    let h = holder.log();
+    assert!(!h.contains("cannot renew or take the lease"), "{h}");
+    assert_eq!(h.matches("lease taken").count(), 1, "{h}");
 
     // The holder dies without releasing its lease.
     holder.child.kill().unwrap();
@@ -173,4 +177,97 @@ fn a_balance_run_refuses_while_another_flxp_holds_the_lease() {
         z.config(),
     ]);
     assert_eq!(code, 0, "{err}");
+}
+
+/// Another flxp's lease of zone lab on pve1, valid for a billion simulated seconds (hours of
+/// real time at the fastest time scale here).
+fn held_by_another(z: &SimZone) {
+    let expires = z.sim.now() as i64 + 1_000_000_000;
+    let mut w = z.sim.world();
+    let n = w.nodes.get_mut("pve1").unwrap();
+    n.notes = format!(
+        "{}\n<!-- flxp-lease zone=lab holder=other-host:7:ab expires={expires} -->",
+        n.notes
+    );
+}
+
+fn all_notes(z: &SimZone) -> Vec<(String, String)> {
+    let w = z.sim.world();
+    w.nodes
+        .values()
+        .map(|n| (n.name.clone(), n.notes.clone()))
+        .collect()
+}
+
+#[test]
+fn a_refused_evacuation_or_consolidation_writes_no_mark() {
+    let z = sim_zone(
+        super::cli_balance::DEMO,
+        100_000.0,
+        "\n[consolidate]\nshutdown = true\n\n[lease]\nenabled = true\n",
+        |_| {},
+    );
+    held_by_another(&z);
+    let before = all_notes(&z);
+    let guests = z.guests_on("pve2");
+    for args in [
+        &["evacuate", "pve2", "--zone", "lab", "--config", z.config()][..],
+        &["consolidate", "--zone", "lab", "--config", z.config()][..],
+    ] {
+        let (code, _, err) = super::run(args);
+        assert_ne!(code, 0, "{args:?}: {err}");
+        assert!(
+            err.contains("zone lab is held by another flxp (other-host:7:ab)"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(all_notes(&z), before, "{args:?} wrote a mark");
+        assert_eq!(z.guests_on("pve2"), guests, "{args:?} moved a guest");
+    }
+}
+
+#[test]
+fn a_one_off_consolidation_keeps_the_lease_node() {
+    let z = sim_zone(
+        super::cli_balance::DEMO,
+        100_000.0,
+        "\n[consolidate]\nshutdown = true\n\n[lease]\nenabled = true\n",
+        |_| {},
+    );
+    // pve2 is the node a consolidation of the demo frees first: let it hold the lease.
+    let text = std::fs::read_to_string(z.config()).unwrap();
+    let text = text.replacen("[zones.lab]\n", "[zones.lab]\nlease-node = \"pve2\"\n", 1);
+    std::fs::write(z.config(), text).unwrap();
+    let guests = z.guests_on("pve2");
+    let (code, out, err) = super::run(&[
+        "consolidate",
+        "--zone",
+        "lab",
+        "--config",
+        z.config(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}\n{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let freed = v["consolidation"]["freed"].as_array().unwrap();
+    assert!(freed.iter().all(|f| f["node"] != "pve2"), "{out}");
+    let kept = v["consolidation"]["kept"].as_array().unwrap();
+    let pve2 = kept.iter().find(|k| k["node"] == "pve2").unwrap();
+    assert_eq!(pve2["because"], "required", "{out}");
+    assert!(
+        pve2["reason"]
+            .as_str()
+            .unwrap()
+            .contains("holds flxp's lease of zone lab"),
+        "{out}"
+    );
+    assert!(z.guests_on("pve2").len() >= guests.len());
+    let w = z.sim.world();
+    assert!(w.nodes["pve2"].online);
+    assert!(!w.nodes["pve2"].notes.contains("flxp.maintenance"));
+    // The run gave the lease up at its end.
+    assert!(
+        !w.nodes["pve2"].notes.contains("flxp-lease"),
+        "{}",
+        w.nodes["pve2"].notes
+    );
 }
