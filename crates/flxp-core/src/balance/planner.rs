@@ -317,6 +317,8 @@ pub(crate) fn finish(
         unplaced,
         mut skipped,
         warnings: sim_warnings,
+        budget,
+        fixes_cut,
         ..
     } = sim;
     let kind = objective.kind();
@@ -337,7 +339,7 @@ pub(crate) fn finish(
         &migrations,
         measure,
         kind,
-        imbalance_after,
+        (imbalance_before, imbalance_after),
     );
     let bounds = Bounds {
         migrations: need.map(|n| n.migrations),
@@ -397,12 +399,19 @@ pub(crate) fn finish(
         bounds,
         summary: String::new(),
         stop: None,
+        rules_stop: fixes_cut.map(|left| {
+            format!(
+                "the migration budget of {budget} is spent with {left} broken rule(s) left \
+                 (raise --max-migrations)"
+            )
+        }),
         warnings,
     }
 }
 
 /// What any plan needs to reach what this one reaches: for spread, [`need_for_spread`] with the
-/// guests it moves off nodes outside the balance; for a CV, just those guests.
+/// guests it moves off nodes outside the balance; for a CV, just those guests (at least one when
+/// the CV fell).
 fn plan_need(
     cluster: &Cluster,
     rules: &Rules,
@@ -410,15 +419,16 @@ fn plan_need(
     migrations: &[super::plan::Migration],
     measure: Measure,
     kind: super::measure::LoadKind,
-    reached: f64,
+    (before, reached): (f64, f64),
 ) -> Option<Need> {
     let must_leave = leaving_unschedulable(cluster, migrations);
     match measure {
         Measure::Spread => need_for_spread(cluster, start, kind, reached, &must_leave, |g| {
             can_leave(cluster, rules, start, g)
         }),
+        // Zero migrations leave the CV where it was: a lower one takes at least one.
         Measure::Cv | Measure::CvRaw => Some(Need {
-            migrations: must_leave.len(),
+            migrations: must_leave.len().max(usize::from(reached < before - 1e-9)),
             bytes: must_leave
                 .iter()
                 .filter(|&&g| cluster.guest(g).running)
