@@ -804,3 +804,43 @@ fn bad_effort_or_soft_weight_is_bad_usage_with_a_short_message() {
         assert!(err.len() < 400, "{arg}: {err}");
     }
 }
+
+/// Issue 12 (tester LOW): a snapshot read from `-` is "stdin" in every error, also in those the
+/// model raises after the snapshot parsed.
+#[test]
+fn errors_name_a_snapshot_on_stdin_stdin() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    // Parses, but its memory figures add up to more than any cluster has.
+    let big = 1u64 << 61;
+    let nodes: Vec<String> = ["a", "b", "c"]
+        .iter()
+        .map(|n| {
+            format!(
+                r#"{{"id":"node/{n}","type":"node","node":"{n}","status":"online","maxcpu":4,"maxmem":{big},"mem":0,"cpu":0.1}}"#
+            )
+        })
+        .collect();
+    let snap = format!(r#"{{"resources":[{}]}}"#, nodes.join(","));
+    for cmd in ["balance", "consolidate", "status"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_flxp"))
+            .args([cmd, "--from-file", "-"])
+            .env_remove("FLXP_CONFIG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(snap.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(1), "{cmd}: {err}");
+        assert!(err.contains("in stdin:"), "{cmd}: {err}");
+        assert!(!err.contains("in -"), "{cmd}: {err}");
+    }
+}
