@@ -57,8 +57,8 @@ pub(crate) struct Draft<'a> {
     pub target_policy: Option<String>,
     /// What one soft rule is worth in imbalance when balancing (`None`: never traded).
     pub soft_weight: Option<f64>,
-    /// Broken rules left unfixed because the budget ran out (`None`: fixing did not stop early).
-    pub fixes_cut: Option<usize>,
+    /// Whether fixing stopped early because the budget ran out (broken rules left unfixed).
+    pub fixes_cut: bool,
     moved: Vec<bool>,
     /// Vmids in `skipped` and in `unplaced`: each is recorded once, without a scan.
     noted: (HashSet<u32>, HashSet<u32>),
@@ -120,7 +120,7 @@ impl<'a> Draft<'a> {
             mover: Mover::Flxp,
             target_policy: None,
             soft_weight: None,
-            fixes_cut: None,
+            fixes_cut: false,
             moved: vec![false; cluster.guests().len()],
             noted: (HashSet::new(), HashSet::new()),
         }
