@@ -212,8 +212,23 @@ fn bounds_line(plan: &flxp_core::balance::Plan) -> Option<String> {
     let bytes = b
         .bytes
         .map_or(String::new(), |x| format!(" and {} to copy", fmt_bytes(x)));
+    // Moving nothing keeps (or reaches) the spread elsewhere: for evacuation and consolidation
+    // the bound is on plans that also empty the same nodes.
+    let mut emptied: Vec<&str> = plan
+        .migrations
+        .iter()
+        .filter(|m| m.purpose == flxp_core::balance::Purpose::Evacuate)
+        .map(|m| m.from.as_str())
+        .collect();
+    emptied.sort_unstable();
+    emptied.dedup();
+    let what = if emptied.is_empty() {
+        "reaching".to_owned()
+    } else {
+        format!("that empties {} and reaches", emptied.join(", "))
+    };
     Some(format!(
-        "lower bound: any plan reaching {} {} needs at least {k} migration(s){bytes}; this plan: {}{} and {}{}",
+        "lower bound: any plan {what} {} {} needs at least {k} migration(s){bytes}; this plan: {}{} and {}{}",
         plan.measure.as_str(),
         plan.measure.fmt(plan.imbalance_after),
         plan.migrations.len(),

@@ -57,6 +57,8 @@ pub(crate) struct Draft<'a> {
     pub target_policy: Option<String>,
     /// What one soft rule is worth in imbalance when balancing (`None`: never traded).
     pub soft_weight: Option<f64>,
+    /// Whether fixing stopped early because the budget ran out (broken rules left unfixed).
+    pub fixes_cut: bool,
     moved: Vec<bool>,
     /// Vmids in `skipped` and in `unplaced`: each is recorded once, without a scan.
     noted: (HashSet<u32>, HashSet<u32>),
@@ -118,6 +120,7 @@ impl<'a> Draft<'a> {
             mover: Mover::Flxp,
             target_policy: None,
             soft_weight: None,
+            fixes_cut: false,
             moved: vec![false; cluster.guests().len()],
             noted: (HashSet::new(), HashSet::new()),
         }

@@ -91,6 +91,7 @@ pub(crate) fn fix_all(sim: &mut Draft, scope: &Scope) -> Result<()> {
             if sim.budget_left() < problem.members.len() {
                 let all = with_failed(scoped.as_deref(), &failed);
                 let left = detect(sim, scope, Some(&all)).len();
+                sim.fixes_cut = true;
                 sim.warnings.push(Warning::general(format!(
                     "migration budget of {} spent: {left} broken rule(s) left for the next plan",
                     sim.budget

@@ -215,6 +215,10 @@ pub struct Plan {
     /// margin, HA guests in motion, no safe move); absent when it did not stop early.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stop: Option<String>,
+    /// Why hard rules stay broken when fixing stopped early (the migration budget ran out before
+    /// a fix); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rules_stop: Option<String>,
     /// Problems in the input, conflicts, limits reached.
     pub warnings: Vec<Warning>,
     /// For a balance plugin: what it answered and the verdict on each proposal; absent for the

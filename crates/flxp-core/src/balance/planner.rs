@@ -345,6 +345,8 @@ pub(crate) fn finish(
         unplaced,
         mut skipped,
         warnings: sim_warnings,
+        budget,
+        fixes_cut,
         ..
     } = sim;
     let kind = objective.kind();
@@ -365,7 +367,7 @@ pub(crate) fn finish(
         &migrations,
         measure,
         kind,
-        imbalance_after,
+        (imbalance_before, imbalance_after),
     );
     let bounds = Bounds {
         migrations: need.map(|n| n.migrations),
@@ -425,12 +427,16 @@ pub(crate) fn finish(
         bounds,
         summary: String::new(),
         stop: None,
+        // The unmet line counts the rules; this says why they stay broken.
+        rules_stop: fixes_cut
+            .then(|| format!("the migration budget of {budget} is spent (raise --max-migrations)")),
         warnings,
     }
 }
 
 /// What any plan needs to reach what this one reaches: for spread, [`need_for_spread`] with the
-/// guests it moves off nodes outside the balance; for a CV, just those guests.
+/// guests it moves off nodes outside the balance; for a CV, just those guests (at least one when
+/// the CV fell).
 fn plan_need(
     cluster: &Cluster,
     rules: &Rules,
@@ -438,15 +444,16 @@ fn plan_need(
     migrations: &[super::plan::Migration],
     measure: Measure,
     kind: super::measure::LoadKind,
-    reached: f64,
+    (before, reached): (f64, f64),
 ) -> Option<Need> {
     let must_leave = leaving_unschedulable(cluster, migrations);
     match measure {
         Measure::Spread => need_for_spread(cluster, start, kind, reached, &must_leave, |g| {
             can_leave(cluster, rules, start, g)
         }),
+        // Zero migrations leave the CV where it was: a lower one takes at least one.
         Measure::Cv | Measure::CvRaw => Some(Need {
-            migrations: must_leave.len(),
+            migrations: must_leave.len().max(usize::from(reached < before - 1e-9)),
             bytes: must_leave
                 .iter()
                 .filter(|&&g| cluster.guest(g).running)

@@ -366,15 +366,22 @@ pub(crate) fn plan(
         before_nodes.len(),
     );
     let moving = ha_in_motion(cluster);
-    let summary = if moving.is_empty() {
+    let (summary, stop) = if moving.is_empty() {
         choose(&mut sim, ranking, mode, value, threshold, options, &scale)?
     } else {
         // Proxmox's `load_balance` returns before it looks at the imbalance while any HA
         // resource is migrating or relocating, or has such a command queued.
-        format!(
-            "no move: {} HA guest(s) in motion ({}); Proxmox's auto-rebalance makes no move while any HA guest is migrating or relocating",
-            moving.len(),
-            moving.join(", ")
+        (
+            format!(
+                "no move: {} HA guest(s) in motion ({}); Proxmox's auto-rebalance makes no move while any HA guest is migrating or relocating",
+                moving.len(),
+                moving.join(", ")
+            ),
+            Some(format!(
+                "{} HA guest(s) in motion ({})",
+                moving.len(),
+                moving.join(", ")
+            )),
         )
     };
     let left = left_in_place(&sim);
@@ -405,13 +412,8 @@ pub(crate) fn plan(
             }
         }
     }
-    if !moving.is_empty() {
-        plan.stop = Some(format!(
-            "{} HA guest(s) in motion ({})",
-            moving.len(),
-            moving.join(", ")
-        ));
-    }
+    // The summary's cause is the headline's and `unmet`'s too.
+    plan.stop = stop;
     plan.summary = summary;
     plan.left_in_place = left;
     plan.usage = Some(usage);
@@ -446,11 +448,12 @@ fn choose(
     threshold: f64,
     options: &BalanceOptions,
     scale: &dyn Fn(f64, usize) -> f64,
-) -> Result<String> {
+) -> Result<(String, Option<String>)> {
     let method = ranking.name();
     if value <= threshold {
-        return Ok(format!(
-            "cv {value:.3} is within the threshold {threshold}: no move"
+        return Ok((
+            format!("cv {value:.3} is within the threshold {threshold}: no move"),
+            None,
         ));
     }
     // TOPSIS judges each move against all the others, so its candidate set must be exactly the
@@ -477,8 +480,11 @@ fn choose(
             (true, true) => "no guest is on a node that can be balanced".to_owned(),
             (true, false) => left,
         };
-        return Ok(format!(
-            "cv {value:.3} is above the threshold {threshold}, but nothing can move: {why}"
+        return Ok((
+            format!(
+                "cv {value:.3} is above the threshold {threshold}, but nothing can move: {why}"
+            ),
+            Some(format!("nothing can move: {why}")),
         ));
     };
     let after = scale(best.imbalance, n);
@@ -486,16 +492,23 @@ fn choose(
     let (unit, to) = c.units[*i];
     let members = sim.units.get(unit).members.clone();
     if relative < options.trigger.margin {
-        return Ok(format!(
-            "the best move ({} to {}) would change cv {value:.3} → {after:.3} ({:.0} %), less than the {:.0} % margin: no move",
+        let gain = format!(
+            "the best move ({} to {}) would change cv {value:.3} → {after:.3} ({:.0} %), less than the {:.0} % margin",
             best.sid,
             best.to,
             100.0 * relative,
             100.0 * options.trigger.margin
-        ));
+        );
+        return Ok((format!("{gain}: no move"), Some(gain)));
     }
     if members.len() > sim.budget_left() {
-        return Ok("the best move needs more migrations than the budget allows".to_owned());
+        let why = format!(
+            "the best move needs {} migration(s), more than the migration budget of {} allows \
+             (raise --max-migrations)",
+            members.len(),
+            sim.budget
+        );
+        return Ok((why.clone(), Some(why)));
     }
     let why = match ranking {
         Ranking::Topsis => format!(
@@ -519,9 +532,12 @@ fn choose(
         mig.reason.clone_from(&text);
         mig.imbalance_after = after;
     }
-    Ok(format!(
-        "{method}: move {} from {} to {}: cv {value:.3} → {after:.3}",
-        best.sid, best.from, best.to
+    Ok((
+        format!(
+            "{method}: move {} from {} to {}: cv {value:.3} → {after:.3}",
+            best.sid, best.from, best.to
+        ),
+        None,
     ))
 }
 

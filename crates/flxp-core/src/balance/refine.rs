@@ -136,6 +136,9 @@ fn adopt(
     plan.unplaced = greedy.unplaced;
     plan.left_in_place = greedy.left_in_place;
     plan.warnings = greedy.warnings;
+    plan.rules_stop = greedy
+        .rules_stop
+        .filter(|_| !plan.violations_after.is_empty());
     plan.usage = greedy.usage;
     // Still above the threshold: the greedy search's reason for stopping holds for this plan too.
     plan.stop = greedy

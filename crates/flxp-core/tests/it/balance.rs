@@ -854,3 +854,29 @@ fn a_soft_taint_on_the_emptiest_node_is_traded_for_balance_by_its_weight() {
     assert_eq!(plan_with(&c, &weighted(Some(0.0))).migrations.len(), 3);
     assert!(plan_with(&c, &weighted(Some(25.0))).is_empty());
 }
+
+/// Issue 12 (tester LOW): under a CV measure a plan that lowers the CV needs at least one
+/// migration; the bound said 0.
+#[test]
+fn a_plan_lowering_the_cv_has_a_bound_of_at_least_one_migration() {
+    let c = cluster_of(&[
+        ("a", 100, &[10, 10, 10, 10]),
+        ("b", 100, &[]),
+        ("c", 100, &[5]),
+    ]);
+    for measure in [Measure::Cv, Measure::CvRaw] {
+        let p = plan_with(
+            &c,
+            &BalanceOptions {
+                measure,
+                max_migrations: 100,
+                ..BalanceOptions::default()
+            },
+        );
+        assert!(p.imbalance_after < p.imbalance_before, "{}", p.summary);
+        assert!(!p.migrations.is_empty());
+        let need = p.bounds.migrations.unwrap();
+        assert!(need >= 1, "{measure:?}: {:?}", p.bounds);
+        assert!(need <= p.migrations.len());
+    }
+}

@@ -48,14 +48,30 @@ pub struct Args {
     usage: Option<UsageChoice>,
     /// Thorough mode: spend up to this many seconds looking for a plan with fewer migrations and
     /// bytes reaching the same balance (default from [balance] effort-secs, else 0: off).
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", value_parser = effort_parser)]
     effort: Option<f64>,
     /// What one soft rule (preferred node, soft affinity, prefer-no taint) is worth in imbalance
     /// (pp of spread, or CV): a balancing move may leave N more soft rules unmet when it lowers
     /// the imbalance by N × W; 0 ignores soft rules (default from [balance] soft-weight, else
     /// never traded).
-    #[arg(long, value_name = "W")]
+    #[arg(long, value_name = "W", value_parser = soft_weight_parser)]
     soft_weight: Option<f64>,
+}
+
+/// Parses `--effort`: bad usage (exit 2) is caught here, with the range of `effort-secs`.
+fn effort_parser(text: &str) -> std::result::Result<f64, String> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|s| (0.0..=86_400.0).contains(s))
+        .ok_or_else(|| "must be a number of seconds from 0 to 86400 (as effort-secs)".to_owned())
+}
+
+/// Parses `--soft-weight`: bad usage (exit 2) is caught here, with the range of `soft-weight`.
+fn soft_weight_parser(text: &str) -> std::result::Result<f64, String> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|w| w.is_finite() && *w >= 0.0)
+        .ok_or_else(|| "must be a number ≥ 0 (as soft-weight)".to_owned())
 }
 
 /// Parses `--usage`.
@@ -132,10 +148,17 @@ pub fn unmet(plan: &Plan, goal: &Goal) -> Vec<String> {
         return why;
     }
     if !plan.violations_after.is_empty() {
-        why.push(format!(
-            "{} broken rule(s) cannot be fixed",
-            plan.violations_after.len()
-        ));
+        // The budget stopped fixing: that is the cause, not that no node fits.
+        why.push(match &plan.rules_stop {
+            Some(cause) => format!(
+                "{} broken rule(s) stay broken: {cause}",
+                plan.violations_after.len()
+            ),
+            None => format!(
+                "{} broken rule(s) cannot be fixed",
+                plan.violations_after.len()
+            ),
+        });
     }
     let balanced = plan
         .migrations
@@ -244,7 +267,7 @@ pub fn carry_out(
                 planning::hold_pending_ha(&mut snapshot, time);
             }
             let model = Model::from_snapshot(&snapshot, &Overrides::default())
-                .with_context(|| format!("in {}", path.display()))?;
+                .with_context(|| format!("in {}", load::input_name(path)))?;
             (plan_on(&model, &placer, goal)?, None)
         }
         (None, Some(zone)) => {

@@ -74,8 +74,7 @@ struct Output<'a> {
     /// Emptied nodes switched off (or why not); empty without `[consolidate] shutdown`.
     shutdown: &'a [PowerOutcome],
     /// Nodes an interrupted consolidation marked that this one cannot finish: given back to
-    /// service (maintenance and power marks cleared).
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    /// service (maintenance and power marks cleared); always present, as `shutdown` is.
     back: &'a [String],
 }
 
@@ -104,7 +103,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 planning::hold_pending_ha(&mut snapshot, time);
             }
             let m = Model::from_snapshot(&snapshot, &Overrides::default())
-                .with_context(|| format!("in {}", path.display()))?;
+                .with_context(|| format!("in {}", load::input_name(path)))?;
             let mut options = options.clone();
             if let Some(l) = config.lease_settings() {
                 // As in a zone: the lease's node (configured, else the first) stays in service.

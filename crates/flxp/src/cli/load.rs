@@ -21,12 +21,16 @@ pub fn read_snapshot_file(path: &Path) -> Result<Snapshot> {
         let file = std::fs::File::open(path).with_context(|| format!("cannot read {what}"))?;
         crate::input::read_limited(file, limit, &what)?
     };
-    let from = if path.as_os_str() == "-" {
+    Snapshot::from_json(&text).with_context(|| format!("in {}", input_name(path)))
+}
+
+/// How errors name a snapshot source: `stdin` for `-`, else the path.
+pub fn input_name(path: &Path) -> String {
+    if path.as_os_str() == "-" {
         "stdin".to_owned()
     } else {
         path.display().to_string()
-    };
-    Snapshot::from_json(&text).with_context(|| format!("in {from}"))
+    }
 }
 
 /// The config the source arguments call for: always for `--zone`; with `--from-file` only when a
@@ -71,7 +75,7 @@ pub fn load(source: &SourceArgs, config: &Config) -> Result<Model> {
         (Some(path), _) => {
             let snap = read_snapshot_file(path)?;
             Model::from_snapshot(&snap, &Overrides::default())
-                .with_context(|| format!("in {}", path.display()))
+                .with_context(|| format!("in {}", input_name(path)))
         }
         (None, Some(zone)) => {
             let snap = live_snapshot(config, zone)?;

@@ -403,6 +403,18 @@ impl Config {
         self.balance
             .validate()
             .map_err(|e| ("balance".to_owned(), e.to_string()))?;
+        // Balancing starts above the threshold and stops at the target: a target above it would
+        // be cut to the threshold without a word.
+        let trigger = &self.balance.trigger;
+        let threshold = trigger.threshold_for(self.balance.measure);
+        if let Some(target) = trigger.target.filter(|t| *t > threshold) {
+            return Err((
+                "balance.trigger.target".into(),
+                format!(
+                    "must be at most the threshold {threshold} (balancing stops at the target), got {target}"
+                ),
+            ));
+        }
         self.consolidate.options().validate().map_err(|e| match e {
             flxp_core::Error::Option { name, message } if name.starts_with("consolidate.") => {
                 (name, message)
@@ -810,6 +822,12 @@ vlan = 100
                 7,
                 "networks.a.vlan",
                 "1 to 4094",
+            ),
+            (
+                &format!("{ZONE}[balance.trigger]\nthreshold = 5\ntarget = 50\n"),
+                7,
+                "balance.trigger.target",
+                "at most the threshold 5",
             ),
             (
                 &format!("{ZONE}[networks.a]\nbridge = \"vm br0\"\n"),

@@ -722,3 +722,150 @@ fn the_not_met_headline_names_the_budget_or_ha_guests_in_motion() {
     assert!(first.contains("1 HA guest(s) in motion (vm:105)"), "{out}");
     assert!(!first.contains("no safe move"), "{out}");
 }
+
+/// A snapshot from nodes and guests, written to a temp file.
+fn snapshot_file(b: &flxp_core::builder::ClusterBuilder) -> (tempfile::TempDir, PathBuf) {
+    temp_file("snap.json", &serde_json::to_string(&b.snapshot()).unwrap())
+}
+
+/// Issue 12 (tester defect 4): a broken rule the budget leaves unfixed names the budget in the
+/// headline and in `unmet`, not "cannot be fixed" (with one more migration it is fixed).
+#[test]
+fn a_rule_left_broken_by_the_budget_names_the_budget() {
+    use flxp_core::builder::{ClusterBuilder, GIB, node, vm};
+    let nodes = |b: ClusterBuilder, names: &[&str]| {
+        names.iter().fold(b, |b, n| {
+            b.node(node(n).cpus(16.0).memory(100 * GIB).load(0.1))
+        })
+    };
+    // A guest on the wrong node for its pin, and three anti-affine guests on one node.
+    let pin = nodes(ClusterBuilder::new(), &["a", "b"])
+        .guest(vm(100, "a").tagged("flxp.node.b").mem(10 * GIB, 10 * GIB))
+        .guest(vm(101, "a").mem(10 * GIB, 10 * GIB))
+        .guest(vm(200, "b").mem(10 * GIB, 10 * GIB));
+    let aa = nodes(ClusterBuilder::new(), &["a", "b", "c"])
+        .guest(
+            vm(100, "a")
+                .tagged("flxp.anti-affinity.x")
+                .mem(10 * GIB, 10 * GIB),
+        )
+        .guest(
+            vm(101, "a")
+                .tagged("flxp.anti-affinity.x")
+                .mem(10 * GIB, 10 * GIB),
+        )
+        .guest(
+            vm(102, "a")
+                .tagged("flxp.anti-affinity.x")
+                .mem(10 * GIB, 10 * GIB),
+        )
+        .guest(vm(200, "b").mem(10 * GIB, 10 * GIB));
+    for (b, budget) in [(pin, "0"), (aa, "1")] {
+        let (_dir, f) = snapshot_file(&b);
+        let f = f.to_str().unwrap();
+        let (code, out, err) = run(&["balance", "--from-file", f, "--max-migrations", budget]);
+        assert_eq!(code, 3, "{out}{err}");
+        let first = out.lines().next().unwrap();
+        assert!(first.contains("migration budget of"), "{out}");
+        assert!(!first.contains("cannot be fixed"), "{out}");
+        let (code, out, _) = run(&[
+            "balance",
+            "--from-file",
+            f,
+            "--max-migrations",
+            budget,
+            "--json",
+        ]);
+        assert_eq!(code, 3, "{out}");
+        let v = json(&out);
+        let unmet = v["unmet"].to_string();
+        assert!(unmet.contains("migration budget of"), "{out}");
+        assert!(!unmet.contains("cannot be fixed"), "{out}");
+    }
+}
+
+/// Issue 12 (tester defect 4): for the pve-* methods `unmet` names what the summary names (the
+/// budget, the margin), not "no safe move lowers it".
+#[test]
+fn pve_methods_name_the_budget_or_margin_in_unmet() {
+    let (_dir, f) = temp_file("static.json", &four_on_node1("ha=static"));
+    let f = f.to_str().unwrap();
+    let (_mdir, margin) = temp_file("margin.toml", "[balance.trigger]\nmargin = 0.9\n");
+    let margin = margin.to_str().unwrap();
+    for method in ["pve-bruteforce", "pve-topsis"] {
+        for (extra, cause) in [
+            (["--max-migrations", "0"], "budget"),
+            (["--config", margin], "margin"),
+        ] {
+            let mut args = vec!["balance", "--from-file", f, "--method", method, "--json"];
+            args.extend(extra);
+            let (code, out, err) = run(&args);
+            assert_eq!(code, 3, "{out}{err}");
+            let v = json(&out);
+            let unmet = v["unmet"].to_string();
+            assert!(unmet.contains(cause), "{method} {cause}: {out}");
+            assert!(!unmet.contains("no safe move"), "{method} {cause}: {out}");
+        }
+    }
+}
+
+/// Issue 12 (tester LOW): a bad `--effort` or `--soft-weight` is bad usage (exit 2) with a short
+/// message, not a 300-digit number.
+#[test]
+fn bad_effort_or_soft_weight_is_bad_usage_with_a_short_message() {
+    let f = example("pvesh-4node.json");
+    let f = f.to_str().unwrap();
+    for (flag, value) in [
+        ("--effort", "1e300"),
+        ("--effort", "-1"),
+        ("--effort", "soon"),
+        ("--soft-weight", "-1"),
+        ("--soft-weight", "NaN"),
+    ] {
+        let arg = format!("{flag}={value}");
+        let (code, _, err) = run(&["balance", "--from-file", f, &arg]);
+        assert_eq!(code, 2, "{arg}: {err}");
+        assert!(err.contains(flag), "{arg}: {err}");
+        assert!(err.len() < 400, "{arg}: {err}");
+    }
+}
+
+/// Issue 12 (tester LOW): a snapshot read from `-` is "stdin" in every error, also in those the
+/// model raises after the snapshot parsed.
+#[test]
+fn errors_name_a_snapshot_on_stdin_stdin() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    // Parses, but its memory figures add up to more than any cluster has.
+    let big = 1u64 << 61;
+    let nodes: Vec<String> = ["a", "b", "c"]
+        .iter()
+        .map(|n| {
+            format!(
+                r#"{{"id":"node/{n}","type":"node","node":"{n}","status":"online","maxcpu":4,"maxmem":{big},"mem":0,"cpu":0.1}}"#
+            )
+        })
+        .collect();
+    let snap = format!(r#"{{"resources":[{}]}}"#, nodes.join(","));
+    for cmd in ["balance", "consolidate", "status"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_flxp"))
+            .args([cmd, "--from-file", "-"])
+            .env_remove("FLXP_CONFIG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(snap.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(1), "{cmd}: {err}");
+        assert!(err.contains("in stdin:"), "{cmd}: {err}");
+        assert!(!err.contains("in -"), "{cmd}: {err}");
+    }
+}

@@ -40,6 +40,8 @@ fn a_plan_frees_nodes_down_to_the_quorum_floor_and_says_why_others_stay() {
     assert_eq!(names(&c["freed"]), ["a", "b"], "{out}");
     assert_eq!(c["min_online"], 3);
     assert_eq!(v["dry_run"], true);
+    // Issue 12: `back` is always there (as `shutdown` is), empty when no node went back.
+    assert_eq!(v["back"], Value::Array(Vec::new()), "{out}");
     let kept = c["kept"].as_array().unwrap();
     assert_eq!(kept.len(), 3);
     assert!(kept.iter().all(|k| k["because"] == "floor"), "{out}");
@@ -50,6 +52,11 @@ fn a_plan_frees_nodes_down_to_the_quorum_floor_and_says_why_others_stay() {
     let (code, out, _) = run(&["consolidate", "--from-file", f.to_str().unwrap()]);
     assert_eq!(code, 0);
     assert!(out.contains("free a: 1 migration(s) off it"), "{out}");
+    // Issue 12: moving nothing reaches a spread too: the bound is on plans emptying a and b.
+    assert!(
+        out.contains("\nlower bound: any plan that empties a, b and reaches spread "),
+        "{out}"
+    );
     assert!(
         out.contains("keep c: 3 node(s) must stay online: quorum needs more than half"),
         "{out}"

@@ -133,3 +133,19 @@ fn guests_that_stay_on_the_node_are_listed_with_the_reason() {
         "{out}"
     );
 }
+
+/// Issue 12 (tester LOW): moving nothing reaches some spread too, so the evacuation's bound line
+/// names the node emptied, not "any plan reaching spread X".
+#[test]
+fn the_bound_line_of_an_evacuation_names_the_node_emptied() {
+    let f = example("rules-hetero.json");
+    let (_, out, err) = run(&["evacuate", "alpha", "--from-file", f.to_str().unwrap()]);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("lower bound:"))
+        .unwrap_or_else(|| panic!("{out}{err}"));
+    assert!(
+        line.starts_with("lower bound: any plan that empties alpha and reaches spread "),
+        "{line}"
+    );
+}
