@@ -116,45 +116,77 @@ pub fn disk_size(value: &str) -> u64 {
 
 /// Parses one drive value (`ceph:vm-100-disk-0,iothread=1,size=32G`).
 pub fn parse_disk(kind: GuestKind, key: &str, value: &str) -> Disk {
-    let mut parts = value.split(',');
-    let first = parts.next().unwrap_or_default();
-    let mut volid = first.to_string();
-    let mut size = 0;
-    let mut cdrom = false;
-    for opt in parts.clone() {
-        match opt.split_once('=') {
-            Some(("size", s)) => size = parse_size(s).unwrap_or(0),
-            Some(("media", "cdrom")) => cdrom = true,
-            Some(("file" | "volume", v)) => volid = v.to_string(),
-            _ => {}
-        }
-    }
-    if let Some(v) = first
-        .strip_prefix("file=")
-        .or_else(|| first.strip_prefix("volume="))
-    {
-        volid = v.to_string();
-    }
-    let (storage, volname) = match volid.split_once(':') {
-        Some((s, v)) if !s.starts_with('/') => (Some(s.to_string()), v.to_string()),
-        _ => (None, volid.clone()),
-    };
-    let cloudinit = volname.contains("cloudinit");
-    let base = volname
-        .split_once('/')
-        .map(|(b, _)| b.to_string())
-        .filter(|b| b.starts_with("base-"));
-    if kind == GuestKind::Qemu && (volid == "none" || volid == "cdrom") {
-        cdrom = true;
-    }
+    let d = DiskRef::parse(kind, value);
     Disk {
         key: key.to_string(),
-        volid,
-        storage,
-        size,
-        cdrom,
-        cloudinit,
-        base,
+        volid: d.volid.to_string(),
+        storage: d.storage.map(str::to_string),
+        size: d.size,
+        cdrom: d.cdrom,
+        cloudinit: d.cloudinit,
+        base: d.base.map(str::to_string),
+    }
+}
+
+/// A drive value parsed without allocating: [`parse_disk`] for views that run per request over
+/// every guest (the storage list of a shared storage).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DiskRef<'a> {
+    pub volid: &'a str,
+    pub storage: Option<&'a str>,
+    pub size: u64,
+    pub cdrom: bool,
+    pub cloudinit: bool,
+    pub base: Option<&'a str>,
+}
+
+impl<'a> DiskRef<'a> {
+    /// Parses one drive value, as [`parse_disk`] does.
+    pub(crate) fn parse(kind: GuestKind, value: &'a str) -> Self {
+        let mut parts = value.split(',');
+        let first = parts.next().unwrap_or_default();
+        let mut volid = first;
+        let mut size = 0;
+        let mut cdrom = false;
+        for opt in parts.clone() {
+            match opt.split_once('=') {
+                Some(("size", s)) => size = parse_size(s).unwrap_or(0),
+                Some(("media", "cdrom")) => cdrom = true,
+                Some(("file" | "volume", v)) => volid = v,
+                _ => {}
+            }
+        }
+        if let Some(v) = first
+            .strip_prefix("file=")
+            .or_else(|| first.strip_prefix("volume="))
+        {
+            volid = v;
+        }
+        let (storage, volname) = match volid.split_once(':') {
+            Some((s, v)) if !s.starts_with('/') => (Some(s), v),
+            _ => (None, volid),
+        };
+        let cloudinit = volname.contains("cloudinit");
+        let base = volname
+            .split_once('/')
+            .map(|(b, _)| b)
+            .filter(|b| b.starts_with("base-"));
+        if kind == GuestKind::Qemu && (volid == "none" || volid == "cdrom") {
+            cdrom = true;
+        }
+        Self {
+            volid,
+            storage,
+            size,
+            cdrom,
+            cloudinit,
+            base,
+        }
+    }
+
+    /// Whether it occupies storage, as [`Disk::is_volume`].
+    pub(crate) fn is_volume(&self) -> bool {
+        !self.cdrom || self.cloudinit
     }
 }
 
@@ -378,6 +410,22 @@ impl Guest {
             GuestKind::Qemu => flxp_pve::types::boot_disk_key(get).and_then(get),
         };
         boot.map(disk_size).unwrap_or(0)
+    }
+
+    /// Bytes its own (not linked-clone) volumes take on `storage`, as [`Guest::disks`] reads them,
+    /// without allocating.
+    pub fn bytes_on(&self, storage: &str) -> u64 {
+        self.config
+            .values
+            .iter()
+            // The volume id holds `storage:`, so other values are skipped before any parsing.
+            .filter(|(k, v)| {
+                v.contains(storage) && is_disk_key(self.kind, k) && !k.starts_with("unused")
+            })
+            .map(|(_, v)| DiskRef::parse(self.kind, v))
+            .filter(|d| d.storage == Some(storage) && d.is_volume())
+            .map(|d| if d.base.is_some() { 0 } else { d.size })
+            .fold(0u64, u64::saturating_add)
     }
 
     /// Volumes that occupy storage, without allocating: (storage, size, is a linked clone).

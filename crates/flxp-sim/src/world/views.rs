@@ -214,9 +214,7 @@ impl World {
             .guests
             .values()
             .filter(|g| st.shared || g.node == node)
-            .flat_map(|g| g.disks())
-            .filter(|d| d.storage.as_deref() == Some(storage) && d.is_volume())
-            .map(|d| if d.base.is_some() { 0 } else { d.size })
+            .map(|g| g.bytes_on(storage))
             .fold(0u64, u64::saturating_add);
         let (total, base) = st.size_on(node);
         (total, base.saturating_add(used).min(total))

@@ -49,12 +49,25 @@ fn alternatives(ctx: &Ctx, dynamic: bool) -> (Vec<NodeIdx>, Vec<NodeUsage>) {
     }
     for g_idx in ctx.cluster.guest_indexes() {
         let g = ctx.cluster.guest(g_idx);
+        // Most guests change nothing below: they are skipped before the node lookup and, in the
+        // static mode, before the task lookup (this loop runs once per placement).
+        let starting = if dynamic {
+            g.ha_starting || (g.running && ctx.cluster.tasks.is_starting(g.vmid))
+        } else {
+            // A running guest's correction is 0 unless it lacks a CPU limit; a stopped one
+            // counts only when HA starts it.
+            if (g.running && g.maxcpu > 0.0) || (!g.running && !g.ha_starting) {
+                continue;
+            }
+            g.ha_starting
+        };
+        if dynamic && !starting {
+            continue;
+        }
         let Ok(pos) = idx.binary_search(&ctx.state.location(g_idx)) else {
             continue;
         };
         let s = &mut stats[pos].stats;
-        // Starting: HA started it but it does not run yet, or a start task is still running.
-        let starting = g.ha_starting || (g.running && ctx.cluster.tasks.is_starting(g.vmid));
         if dynamic {
             // Not in the measurements yet: Proxmox adds its configured size (§1.4).
             if starting {
