@@ -2,8 +2,9 @@
 //! guests per node, affinity groups and labels: on a prepared snapshot (model, rules and state
 //! built once) and from raw JSON (parse, index, compile rules, decide).
 //!
-//! Run: `cargo bench -p flxp-core --bench placement` (add `-- quick` for shorter rounds, and
-//! node counts such as `-- quick 1000` to measure only those sizes).
+//! Run: `cargo bench -p flxp-core --bench placement` (add `-- quick` for shorter rounds, node
+//! counts such as `-- quick 1000` to measure only those sizes, and column names such as
+//! `-- 1000 fast pve-static` to measure only those paths, e.g. under `perf record`).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

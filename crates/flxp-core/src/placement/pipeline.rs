@@ -298,9 +298,11 @@ impl Placer {
     pub fn best(&self, ctx: &Ctx, policy: Option<&str>) -> Result<Option<NodeIdx>> {
         // Filter by filter over the nodes still in (the same conjunction as `feasible`): each
         // filter runs in a loop of its own, where its call is predictable, and only on the nodes
-        // the earlier ones let through.
+        // the earlier ones let through. The subject's own rules go first: a pin, an affinity
+        // group or a selector leaves the checks every node needs fewer nodes to look at.
         let mut feasible: Vec<NodeIdx> = ctx.cluster.node_indexes().collect();
-        for f in self.active(ctx) {
+        let rules = self.active(ctx).filter(|f| f.is_conditional());
+        for f in rules.chain(self.active(ctx).filter(|f| !f.is_conditional())) {
             feasible.retain(|&n| f.passes(ctx, &ctx.view(n)));
         }
         let policy = self.policy(policy.unwrap_or(&self.options.policy))?;

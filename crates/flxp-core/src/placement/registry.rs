@@ -58,6 +58,11 @@ impl BuiltinFilter {
     pub fn applies(&self, ctx: &Ctx) -> bool {
         self.applies.is_none_or(|applies| applies(ctx))
     }
+
+    /// Whether it judges only subjects with rules of its kind (which tend to leave few nodes).
+    pub fn is_conditional(&self) -> bool {
+        self.applies.is_some()
+    }
 }
 
 impl Filter for BuiltinFilter {
