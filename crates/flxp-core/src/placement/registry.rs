@@ -59,7 +59,8 @@ impl BuiltinFilter {
         self.applies.is_none_or(|applies| applies(ctx))
     }
 
-    /// Whether it judges only subjects with rules of its kind (which tend to leave few nodes).
+    /// Whether it judges only some subjects (those with rules of its kind, or local disks): such
+    /// a filter tends to leave few nodes.
     pub fn is_conditional(&self) -> bool {
         self.applies.is_some()
     }
