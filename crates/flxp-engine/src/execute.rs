@@ -183,6 +183,11 @@ impl Executor {
         &self.api
     }
 
+    /// "Now" by the executor's clock, epoch seconds (what marks are dated with).
+    pub fn now(&self) -> i64 {
+        (self.clock)()
+    }
+
     /// The zone's name.
     pub fn zone(&self) -> &str {
         &self.zone
