@@ -704,10 +704,13 @@ pub enum Family {
     BrokenRules,
     /// One node in maintenance holding a few guests.
     Maintenance,
+    /// Slightly larger: 7–9 nodes of 64 and 128 GiB, 20–36 guests, a third of them on the first
+    /// node, an anti-affinity pair sharing a node; past the planner's former size cap of 192.
+    Medium,
 }
 
 impl Family {
-    /// Every family, in report order.
+    /// Every family of small clusters (4–6 nodes), in report order.
     pub const ALL: [Family; 5] = [
         Family::Skewed,
         Family::Heterogeneous,
@@ -715,6 +718,10 @@ impl Family {
         Family::BrokenRules,
         Family::Maintenance,
     ];
+
+    /// Families of larger clusters, reported after the small ones: the exact baseline takes
+    /// seconds on each, too slow for unit tests.
+    pub const LARGER: [Family; 1] = [Family::Medium];
 
     /// Its name in reports.
     pub fn name(self) -> &'static str {
@@ -724,19 +731,24 @@ impl Family {
             Family::Tight => "tight",
             Family::BrokenRules => "broken rules",
             Family::Maintenance => "maintenance",
+            Family::Medium => "medium",
         }
     }
 
-    /// A cluster of this family: 4–6 nodes, 10–16 running VMs, the same for the same seed.
+    /// A cluster of this family: 4–6 nodes and 10–16 running VMs (medium: 7–9 and 20–36), the
+    /// same for the same seed.
     pub fn generate(self, seed: u64) -> crate::Snapshot {
         use crate::builder::{ClusterBuilder, node, vm};
         const GIB: u64 = crate::units::GIB;
         let mut r = Lcg(seed.wrapping_mul(2654435761).wrapping_add(self as u64));
-        let nodes = 4 + r.next(3) as usize;
-        let guests = 10 + r.next(7) as usize;
+        let (nodes, guests) = match self {
+            Family::Medium => (7 + r.next(3) as usize, 20 + r.next(17) as usize),
+            _ => (4 + r.next(3) as usize, 10 + r.next(7) as usize),
+        };
         let sizes: Vec<u64> = (0..nodes)
             .map(|_| match self {
                 Family::Heterogeneous | Family::BrokenRules => [32, 64, 128][r.next(3) as usize],
+                Family::Medium => [64, 128][r.next(2) as usize],
                 Family::Tight => 32,
                 _ => 64,
             })
@@ -766,6 +778,8 @@ impl Family {
                 Family::Tight if r.next(10) < 4 => 0,
                 // Each anti-affinity pair starts on one node.
                 Family::BrokenRules if k == 1 || k == 3 => placed[k - 1],
+                Family::Medium if k == 1 => placed[0],
+                Family::Medium if r.next(3) == 0 => 0,
                 _ => r.next(nodes as u64) as usize,
             };
             // The first node from `want` with room (under 95 %).
@@ -780,6 +794,9 @@ impl Family {
             placed.push(at);
             let vmid = 100 + k as u32;
             let mut tags: Vec<String> = Vec::new();
+            if self == Family::Medium && k < 2 {
+                tags.push("flxp.anti-affinity.pair0".to_owned());
+            }
             if self == Family::BrokenRules {
                 if k < 4 {
                     tags.push(format!("flxp.anti-affinity.pair{}", k / 2));
