@@ -15,6 +15,10 @@
 //! the result says so: `migrations` is then the fewest once-per-guest plan found and `floor` the
 //! proven lower bound (equal when `exact`).
 //!
+//! When the planner asks to beat its own plan and proving the fewest runs out of budget, the
+//! search takes, with half as many states again, the first plan it finds with one migration fewer
+//! than the incumbent, then one fewer than that, and so on (not proven the fewest).
+//!
 //! In strict mode (the planner's) an order must also keep what the greedy planner keeps: a
 //! balancing decision (one that neither empties a node outside the balance nor fixes a broken
 //! rule) never raises the measure and leaves no soft rule of its guests worse off (unless the soft
@@ -132,6 +136,8 @@ struct Search<'a> {
     out_of_budget: bool,
     /// A placement reached the goal at this depth but had no safe order.
     unordered: bool,
+    /// Stop at the first plan found (see [`Search::descend`]).
+    first_only: bool,
 }
 
 /// The guests the search may move: those that must leave, and running guests balancing may move
@@ -283,6 +289,7 @@ fn run(
         budget,
         out_of_budget: false,
         unordered: false,
+        first_only: false,
     };
     // A must-leave guest the search may not move: no plan it finds can reach the goal.
     if goal.must_leave.iter().any(|g| s.pos[g.get()] == usize::MAX) {
@@ -295,6 +302,9 @@ fn run(
         s.cap = cap.filter(|_| s.last_depth);
         s.dfs(0, k);
         if s.out_of_budget {
+            if cap.is_some() {
+                return s.descend(proven, max_migrations, budget / 2);
+            }
             return Err(Gave::Budget);
         }
         if let Some((bytes, moves, joined)) = s.best.take() {
@@ -315,6 +325,37 @@ fn run(
         proven = k + 1;
     }
     Err(Gave::Limit)
+}
+
+impl Search<'_> {
+    /// When proving the fewest ran out of budget while beating an incumbent of `incumbent`
+    /// migrations: with `extra` more states, the first plan found with one migration fewer, then
+    /// one fewer than that, and so on (plans are plentiful near the incumbent, so the first comes
+    /// quickly where proving that none exists further down does not). Not proven the fewest.
+    fn descend(&mut self, floor: usize, incumbent: usize, extra: u64) -> Result<Optimum, Gave> {
+        self.out_of_budget = false;
+        self.budget = self.expanded.saturating_add(extra);
+        self.first_only = true;
+        self.cap = None;
+        self.last_depth = false;
+        let mut found = None;
+        for k in (floor..incumbent).rev() {
+            self.dfs(0, k);
+            match self.best.take() {
+                Some(best) => found = Some(best),
+                None => break,
+            }
+        }
+        let (bytes, moves, joined) = found.ok_or(Gave::Budget)?;
+        Ok(Optimum {
+            migrations: moves.len(),
+            bytes,
+            floor,
+            exact: false,
+            moves,
+            joined,
+        })
+    }
 }
 
 /// Whether two guests are interchangeable for the search: on the same node, alike in every field
@@ -370,7 +411,7 @@ impl Search<'_> {
 
     /// Counts one visited state; false once the budget is spent.
     fn visit(&mut self) -> bool {
-        if self.out_of_budget {
+        if self.out_of_budget || (self.first_only && self.best.is_some()) {
             return false;
         }
         self.expanded += 1;
