@@ -35,7 +35,9 @@ fn scenario_json() -> Value {
         }));
         resources.push(json!({
             "id": format!("storage/{name}/ceph"), "type": "storage", "node": name,
-            "storage": "ceph", "plugintype": "rbd", "shared": 1, "content": "images",
+            // `rootdir` too: a node without a storage for container volumes gets a local thin
+            // pool from the simulator, whose listings the fake API's cluster would not have.
+            "storage": "ceph", "plugintype": "rbd", "shared": 1, "content": "images,rootdir",
             "status": "available", "maxdisk": 1_u64 << 44, "disk": 1_u64 << 40,
         }));
         nodes.insert(name, json!({"notes": "flxp.label.ssd"}));
@@ -97,6 +99,12 @@ fn bench_sim(runtime: &tokio::runtime::Runtime, scenario: Scenario) {
             .unwrap();
         times.push(start.elapsed());
         assert_eq!(snap.nodes.len(), NODES);
+        // The same storages as the fake API's cluster, so the same calls (`CALLS`).
+        let storages = snap
+            .resources
+            .iter()
+            .filter(|r| r.kind.as_deref() == Some("storage"));
+        assert_eq!(storages.count(), NODES);
         assert_eq!(
             snap.resources
                 .iter()
