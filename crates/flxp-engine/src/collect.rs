@@ -187,7 +187,8 @@ struct NodeStorages {
 }
 
 /// Whether a storage entry of `/cluster/resources` holds guest disks that a migration copies:
-/// available, not shared, with `images` (VM disks) or `rootdir` (container volumes) content.
+/// not shared, with `images` (VM disks) or `rootdir` (container volumes) content (its status is
+/// checked by the caller).
 fn holds_local_disks(r: &Resource) -> bool {
     r.shared != Some(true)
         && r.content.as_deref().is_some_and(|c| {
