@@ -20,7 +20,7 @@ const GUESTS: usize = 2000;
 const LATENCY_MS: u64 = 5;
 const RUNS: usize = 10;
 /// The API calls of one snapshot of this cluster (checked against the fake API in `main`).
-const CALLS: usize = 1 + 3 * NODES + 6;
+const CALLS: usize = 1 + 2 * NODES + 6;
 const TOKEN: &str = "root@pam!bench=2f1c0e8b-8a6c-4d1e-9f9a-0b1c2d3e4f5a";
 
 /// The cluster as a scenario document: nodes with notes, guests spread evenly, 5 ms latency.
@@ -35,7 +35,9 @@ fn scenario_json() -> Value {
         }));
         resources.push(json!({
             "id": format!("storage/{name}/ceph"), "type": "storage", "node": name,
-            "storage": "ceph", "plugintype": "rbd", "shared": 1, "content": "images",
+            // `rootdir` too: a node without a storage for container volumes gets a local thin
+            // pool from the simulator, whose listings the fake API's cluster would not have.
+            "storage": "ceph", "plugintype": "rbd", "shared": 1, "content": "images,rootdir",
             "status": "available", "maxdisk": 1_u64 << 44, "disk": 1_u64 << 40,
         }));
         nodes.insert(name, json!({"notes": "flxp.label.ssd"}));
@@ -97,6 +99,12 @@ fn bench_sim(runtime: &tokio::runtime::Runtime, scenario: Scenario) {
             .unwrap();
         times.push(start.elapsed());
         assert_eq!(snap.nodes.len(), NODES);
+        // The same storages as the fake API's cluster, so the same calls (`CALLS`).
+        let storages = snap
+            .resources
+            .iter()
+            .filter(|r| r.kind.as_deref() == Some("storage"));
+        assert_eq!(storages.count(), NODES);
         assert_eq!(
             snap.resources
                 .iter()
@@ -165,8 +173,9 @@ fn main() {
     let scenario = Scenario::from_value(scenario_json()).unwrap();
     let snapshot = scenario.snapshot.clone();
     // Check the figure's premise once: the client asks exactly that many calls. Per online node:
-    // notes, RRD and the storage list (no local storage holds guest disks here); then the HA
-    // rules, resources, status and manager status, the datacenter options and the task list.
+    // notes and RRD (free bytes come from `/cluster/resources`, and no local storage holds guest
+    // disks here, so nothing is listed); then the HA rules, resources, status and manager status,
+    // the datacenter options and the task list.
     let fake = FakeApi::new(snapshot.clone());
     runtime
         .block_on(flxp_engine::collect_snapshot(&fake, 0))

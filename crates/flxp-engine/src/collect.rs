@@ -1,13 +1,16 @@
 //! Collecting Contract 1 from a live Proxmox API.
 //!
-//! One `GET /cluster/resources` gives every node, guest and storage; each online node then gets
-//! three calls (its config for the notes, its `rrddata` for the latest pressure row, its storage
-//! list for the free bytes), run concurrently, plus, on a node with guests, one listing of each
-//! local storage that holds guest disks (the disks a migration copies); HA rules, resources and status, the datacenter options and the task list are one
-//! call each, alongside. So the cost is O(nodes) calls, never O(guests). This module decides
-//! nothing: it only reads. The one exception to "never O(guests)": the log of each *running*
-//! migration is read for its target, which `/cluster/tasks` does not name (few, and a guest in
-//! flight must count on the node it is going to).
+//! One `GET /cluster/resources` gives every node, guest and storage, each storage once per node
+//! that can use it, with its size, use and status as that node reports them: the free bytes per
+//! storage and the local storages holding guest disks come from there. Each online node then gets
+//! two calls (its config for the notes, its `rrddata` for the latest pressure row), run
+//! concurrently, plus, on a node with guests, one listing of each local storage that holds guest
+//! disks (the disks a migration copies); HA rules, resources and status, the datacenter options
+//! and the task list are one call each, alongside. So the cost is O(nodes) calls, never
+//! O(guests). This module decides nothing: it only reads. The one exception to "never
+//! O(guests)": the log of each *running* migration is read for its target, which
+//! `/cluster/tasks` does not name (few, and a guest in flight must count on the node it is going
+//! to).
 
 use std::collections::BTreeMap;
 
@@ -15,11 +18,8 @@ use futures_util::StreamExt;
 use futures_util::stream;
 
 use flxp_core::Snapshot;
-use flxp_core::snapshot::{Ha, HaStatusEntry, NodeExtra, RrdRow, Task, Volume};
-use flxp_pve::types::{
-    ContentQuery, ManagerStatus, RrdQuery, RrdTimeframe, StorageEntry, StorageQuery, TaskLogQuery,
-    Upid,
-};
+use flxp_core::snapshot::{Ha, HaStatusEntry, NodeExtra, Resource, RrdRow, Task, Volume};
+use flxp_pve::types::{ContentQuery, ManagerStatus, RrdQuery, RrdTimeframe, TaskLogQuery, Upid};
 use flxp_pve::{ApiErrorKind, Pve, Transport};
 
 /// Per-node calls in flight at once: enough to hide latency, few enough not to flood pveproxy.
@@ -176,81 +176,107 @@ fn latest_row_with_data(rows: Vec<RrdRow>) -> Option<RrdRow> {
         })
 }
 
-/// Whether a storage of a node's list holds guest disks that a migration copies: active, not
-/// shared, with `images` or `rootdir` content.
-fn holds_local_disks(s: &StorageEntry) -> bool {
-    s.shared != Some(true)
-        && s.active != Some(false)
-        && s.enabled != Some(false)
-        && s.content.as_deref().is_some_and(|c| {
+/// What `/cluster/resources` says of one node's storages: free bytes per storage and the local
+/// storages that hold guest disks.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct NodeStorages {
+    /// `maxdisk − disk` of each storage whose status is `available`, by storage id.
+    avail: BTreeMap<String, u64>,
+    /// Storages a migration copies from: available, not shared, `images` or `rootdir` content.
+    local_disks: Vec<String>,
+}
+
+/// Whether a storage entry of `/cluster/resources` holds guest disks that a migration copies:
+/// not shared, with `images` (VM disks) or `rootdir` (container volumes) content (its status is
+/// checked by the caller).
+fn holds_local_disks(r: &Resource) -> bool {
+    r.shared != Some(true)
+        && r.content.as_deref().is_some_and(|c| {
             c.split(',')
                 .any(|c| matches!(c.trim(), "images" | "rootdir"))
         })
 }
 
-/// Free bytes per storage and the guest volumes on the local ones, of one node. The volumes are
-/// listed only when the node has guests; an unreadable list (403, 501) leaves them out.
-async fn node_storage<T: Transport + ?Sized>(
-    api: &Pve<T>,
-    node: &str,
-    has_guests: bool,
-) -> Result<(std::collections::BTreeMap<String, u64>, Vec<Volume>), CollectError> {
-    let list = api.node_storage(node, &StorageQuery::default()).await;
-    let list = optional(&format!("GET /nodes/{node}/storage"), list)?;
-    let avail = list
-        .iter()
-        .filter(|s| s.active != Some(false))
-        .filter_map(|s| Some((s.storage.clone(), s.avail?)))
-        .collect();
-    let mut volumes = Vec::new();
-    if has_guests {
-        let local: Vec<&str> = list
-            .iter()
-            .filter(|s| holds_local_disks(s))
-            .map(|s| s.storage.as_str())
-            .collect();
-        // A node has few local storages: all listed at once (a stream's closure here would
-        // make the daemon's round future lose `Send`).
-        let query = ContentQuery::default();
-        let calls = local
-            .iter()
-            .map(|storage| api.storage_content(node, storage, &query));
-        let listed = futures_util::future::join_all(calls).await;
-        for (storage, got) in local.iter().zip(listed) {
-            let endpoint = format!("GET /nodes/{node}/storage/{storage}/content");
-            volumes.extend(
-                optional(&endpoint, got)?
-                    .into_iter()
-                    .filter(Volume::is_guest_disk),
-            );
+/// The storages of each node from the `storage` entries of `/cluster/resources` (one per node
+/// that can use the storage). Only entries with status `available` count: `unknown` means the
+/// node's pvestatd reported no figures for it (inactive, unreachable, or the node is down).
+/// Free bytes are `maxdisk − disk` (the storage's total and used as pvestatd broadcasts them).
+fn storages_by_node(resources: &[Resource]) -> BTreeMap<&str, NodeStorages> {
+    let mut out: BTreeMap<&str, NodeStorages> = BTreeMap::new();
+    for r in resources.iter().filter(|r| {
+        r.kind.as_deref() == Some("storage") && r.status.as_deref() == Some("available")
+    }) {
+        let (Some(node), Some(storage)) = (r.node.as_deref(), r.storage.as_deref()) else {
+            continue;
+        };
+        let entry = out.entry(node).or_default();
+        if let (Some(total), Some(used)) = (r.maxdisk, r.disk) {
+            entry
+                .avail
+                .insert(storage.to_owned(), total.saturating_sub(used));
+        }
+        if holds_local_disks(r) && !entry.local_disks.iter().any(|s| s == storage) {
+            entry.local_disks.push(storage.to_owned());
         }
     }
-    Ok((avail, volumes))
+    out
 }
 
-/// Notes, the latest RRD row and the storage figures of one online node.
+/// The guest volumes on a node's local guest-disk storages, one listing each; an unreadable
+/// listing (403, 501) leaves its volumes out.
+async fn local_volumes<T: Transport + ?Sized>(
+    api: &Pve<T>,
+    node: &str,
+    local: &[String],
+) -> Result<Vec<Volume>, CollectError> {
+    // A node has few local storages: all listed at once (a stream's closure here would make the
+    // daemon's round future lose `Send`).
+    let query = ContentQuery::default();
+    let calls = local
+        .iter()
+        .map(|storage| api.storage_content(node, storage, &query));
+    let listed = futures_util::future::join_all(calls).await;
+    let mut volumes = Vec::new();
+    for (storage, got) in local.iter().zip(listed) {
+        let endpoint = format!("GET /nodes/{node}/storage/{storage}/content");
+        volumes.extend(
+            optional(&endpoint, got)?
+                .into_iter()
+                .filter(Volume::is_guest_disk),
+        );
+    }
+    Ok(volumes)
+}
+
+/// Notes, the latest RRD row and the storage figures of one online node; `storages` comes from
+/// `/cluster/resources`, and its local guest-disk storages are listed when the node has guests.
 async fn node_extra<T: Transport + ?Sized>(
     api: &Pve<T>,
     node: String,
+    storages: NodeStorages,
     has_guests: bool,
 ) -> Result<(String, NodeExtra), CollectError> {
     let query = RrdQuery {
         timeframe: RrdTimeframe::Hour,
         cf: None,
     };
-    let (config, rrd, storage) = futures_util::join!(
+    let local: &[String] = if has_guests {
+        &storages.local_disks
+    } else {
+        &[]
+    };
+    let (config, rrd, volumes) = futures_util::join!(
         api.node_config(&node),
         api.node_rrddata(&node, &query),
-        node_storage(api, &node, has_guests)
+        local_volumes(api, &node, local)
     );
     let config = optional(&format!("GET /nodes/{node}/config"), config)?;
     let rows = optional(&format!("GET /nodes/{node}/rrddata"), rrd)?;
-    let (storage_avail, volumes) = storage?;
     let extra = NodeExtra {
         notes: config.description.filter(|d| !d.trim().is_empty()),
         rrddata: latest_row_with_data(rows),
-        storage_avail,
-        volumes,
+        storage_avail: storages.avail,
+        volumes: volumes?,
     };
     Ok((node, extra))
 }
@@ -258,9 +284,10 @@ async fn node_extra<T: Transport + ?Sized>(
 /// Collects Contract 1 from a live API; `time` is the cluster's clock when its answers say it
 /// ([`Pve::server_time`]), else `now` (epoch seconds of this machine).
 ///
-/// Calls: one `/cluster/resources`, then concurrently three per online node (and one per local
-/// guest-disk storage of a node with guests) plus HA rules, resources, status, options and tasks. HA, notes and RRD rows that the token may not read
-/// (403) or this Proxmox lacks (501) are left out; any other failure is an error naming the call.
+/// Calls: one `/cluster/resources`, then concurrently two per online node (notes and RRD, and one
+/// per local guest-disk storage of a node with guests) plus HA rules, resources, status, options
+/// and tasks. HA, notes, RRD rows and volume listings that the token may not read (403) or this
+/// Proxmox lacks (501) are left out; any other failure is an error naming the call.
 pub async fn collect_snapshot<T: Transport + ?Sized>(
     api: &Pve<T>,
     now: i64,
@@ -286,10 +313,12 @@ pub async fn collect_snapshot<T: Transport + ?Sized>(
         .filter(|r| matches!(r.kind.as_deref(), Some("qemu" | "lxc")))
         .filter_map(|r| r.node.as_deref())
         .collect();
+    let mut storages = storages_by_node(&resources);
     let per_node = stream::iter(online)
         .map(|node| {
             let has_guests = with_guests.contains(node.as_str());
-            node_extra(api, node, has_guests)
+            let node_storages = storages.remove(node.as_str()).unwrap_or_default();
+            node_extra(api, node, node_storages, has_guests)
         })
         .buffer_unordered(NODE_CONCURRENCY)
         .collect::<Vec<_>>();
@@ -457,44 +486,88 @@ mod tests {
         assert_eq!(Snapshot::from_json(&snap.to_json_pretty()).unwrap(), snap);
     }
 
+    /// A `storage` entry of `/cluster/resources` as `node` sees it.
+    fn storage(
+        node: &str,
+        id: &str,
+        shared: bool,
+        content: &str,
+        status: &str,
+        (maxdisk, disk): (u64, u64),
+    ) -> Resource {
+        Resource {
+            id: Some(format!("storage/{node}/{id}")),
+            kind: Some("storage".into()),
+            node: Some(node.into()),
+            storage: Some(id.into()),
+            status: Some(status.into()),
+            shared: Some(shared),
+            content: Some(content.into()),
+            maxdisk: Some(maxdisk),
+            disk: Some(disk),
+            ..Resource::default()
+        }
+    }
+
     #[tokio::test]
     async fn calls_grow_with_nodes_not_with_guests() {
         for guests in [0, 50, 2000] {
             let fake = FakeApi::new(cluster(8, guests));
             collect_snapshot(&fake, 0).await.unwrap();
-            // 1 resources + 3 per online node (7) + 4 HA (rules, resources, status, manager
-            // status) + options + tasks + the log of the one running migration.
-            assert_eq!(fake.call_count(), 1 + 3 * 7 + 6 + 1, "{guests} guests");
+            // 1 resources + 2 per online node (7: notes, RRD) + 4 HA (rules, resources, status,
+            // manager status) + options + tasks + the log of the one running migration.
+            assert_eq!(fake.call_count(), 1 + 2 * 7 + 6 + 1, "{guests} guests");
         }
         let fake = FakeApi::new(cluster(32, 2000));
         collect_snapshot(&fake, 0).await.unwrap();
-        assert_eq!(fake.call_count(), 1 + 3 * 31 + 6 + 1);
+        assert_eq!(fake.call_count(), 1 + 2 * 31 + 6 + 1);
         let calls = fake.calls();
         assert_eq!(calls[0], "GET /cluster/resources");
         assert!(
             !calls
                 .iter()
-                .any(|c| c.contains("/qemu") || c.contains("/lxc"))
+                .any(|c| c.contains("/qemu") || c.contains("/lxc") || c.contains("/storage"))
         );
+
+        // A local guest-disk storage and a shared one on every node: one listing of the local
+        // one per online node with guests, none of the shared one, no per-node storage list.
+        for guests in [0, 50, 2000] {
+            let mut source = cluster(8, guests);
+            for i in 1..=8 {
+                let n = format!("pve{i}");
+                let status = if i == 8 { "unknown" } else { "available" };
+                let local = storage(&n, "local-lvm", false, "images,rootdir", status, (100, 40));
+                let ceph = storage(&n, "ceph", true, "images", status, (1000, 400));
+                source.resources.extend([local, ceph]);
+            }
+            let fake = FakeApi::new(source);
+            collect_snapshot(&fake, 0).await.unwrap();
+            let listings = if guests > 0 { 7 } else { 0 };
+            assert_eq!(
+                fake.call_count(),
+                1 + 2 * 7 + listings + 6 + 1,
+                "{guests} guests"
+            );
+            let calls = fake.calls();
+            assert!(!calls.iter().any(|c| c.ends_with("/storage")), "{calls:?}");
+            assert!(!calls.iter().any(|c| c.contains("/ceph/")), "{calls:?}");
+        }
     }
 
     #[tokio::test]
     async fn free_room_and_local_volumes_are_collected_per_node() {
         let mut source = cluster(3, 10);
-        let storage = |node: &str, id: &str, shared: bool| Resource {
-            id: Some(format!("storage/{node}/{id}")),
-            kind: Some("storage".into()),
-            node: Some(node.into()),
-            storage: Some(id.into()),
-            shared: Some(shared),
-            content: Some("images,rootdir".into()),
-            maxdisk: Some(1000),
-            disk: Some(400),
-            ..Resource::default()
-        };
         for n in ["pve1", "pve2"] {
-            source.resources.push(storage(n, "local-lvm", false));
-            source.resources.push(storage(n, "ceph", true));
+            let local = storage(
+                n,
+                "local-lvm",
+                false,
+                "images,rootdir",
+                "available",
+                (1000, 400),
+            );
+            let ceph = storage(n, "ceph", true, "images,rootdir", "available", (1000, 400));
+            source.resources.extend([local, ceph]);
         }
         let vol = |volid: &str, vmid: u32, content: &str| Volume {
             volid: Some(volid.into()),
@@ -510,20 +583,123 @@ mod tests {
         let pve1 = source.nodes.get_mut("pve1").unwrap();
         pve1.volumes = local.clone();
         pve1.volumes.push(vol("ceph:vm-100-disk-1", 100, "images"));
+        // What the node's own storage list would say: not read any more.
         pve1.storage_avail.insert("local-lvm".into(), 550);
         let fake = FakeApi::new(source);
         let snap = collect_snapshot(&fake, 0).await.unwrap();
         let got = &snap.nodes["pve1"];
-        // Only the local storage is listed; its avail is what the node says.
+        // Only the local storage is listed; avail is maxdisk − disk of its resources entry.
         assert_eq!(got.volumes, local);
-        assert_eq!(got.storage_avail["local-lvm"], 550);
+        assert_eq!(got.storage_avail["local-lvm"], 600);
         assert_eq!(got.storage_avail["ceph"], 600);
         assert!(snap.nodes["pve2"].volumes.is_empty());
-        // 3 per online node (2) + a listing of local-lvm on each: still O(nodes).
-        assert_eq!(fake.call_count(), 1 + 3 * 2 + 2 + 6 + 1);
+        // 2 per online node (2) + a listing of local-lvm on each: still O(nodes).
+        assert_eq!(fake.call_count(), 1 + 2 * 2 + 2 + 6 + 1);
         let c = flxp_core::Cluster::from_snapshot(&snap, &Default::default()).unwrap();
         let g = c.guest(c.guest_idx(100).unwrap());
         assert_eq!(g.local_disk_bytes(), 64);
+    }
+
+    #[test]
+    fn free_bytes_and_local_storages_come_from_the_resources_entries() {
+        let mut resources = cluster(2, 0).resources;
+        resources.extend([
+            storage(
+                "pve1",
+                "local-lvm",
+                false,
+                "rootdir,images",
+                "available",
+                (1000, 400),
+            ),
+            storage(
+                "pve1",
+                "ceph",
+                true,
+                "images,rootdir",
+                "available",
+                (5000, 1000),
+            ),
+            storage(
+                "pve1",
+                "local",
+                false,
+                "iso,vztmpl,backup",
+                "available",
+                (100, 30),
+            ),
+            // An lxc-only storage: container volumes are copied too.
+            storage("pve1", "ct", false, "rootdir", "available", (800, 100)),
+            // No figures from pvestatd (inactive, not mounted): neither room nor a listing.
+            storage("pve1", "nfs-gone", false, "images", "unknown", (900, 0)),
+            // Used beyond size (thin over-provisioning reported oddly): no room, not a wrap.
+            storage(
+                "pve2",
+                "local-lvm",
+                false,
+                "images",
+                "available",
+                (1000, 1200),
+            ),
+            Resource {
+                maxdisk: None,
+                ..storage("pve2", "nosize", false, "images", "available", (0, 0))
+            },
+        ]);
+        let got = storages_by_node(&resources);
+        let avail = |pairs: &[(&str, u64)]| -> BTreeMap<String, u64> {
+            pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
+        };
+        assert_eq!(
+            got["pve1"],
+            NodeStorages {
+                avail: avail(&[
+                    ("ceph", 4000),
+                    ("ct", 700),
+                    ("local", 70),
+                    ("local-lvm", 600)
+                ]),
+                local_disks: vec!["local-lvm".into(), "ct".into()],
+            }
+        );
+        assert_eq!(
+            got["pve2"],
+            NodeStorages {
+                avail: avail(&[("local-lvm", 0)]),
+                local_disks: vec!["local-lvm".into(), "nosize".into()],
+            }
+        );
+        assert_eq!(got.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_container_storage_is_listed_and_an_unknown_one_is_not() {
+        let mut source = cluster(2, 4);
+        source.resources.extend([
+            storage("pve1", "ct", false, "rootdir", "available", (800, 100)),
+            storage("pve1", "nfs-gone", false, "images", "unknown", (900, 0)),
+        ]);
+        let ct = Volume {
+            volid: Some("ct:subvol-102-disk-0".into()),
+            vmid: Some(102),
+            size: Some(8 << 30),
+            content: Some("rootdir".into()),
+            format: Some("subvol".into()),
+        };
+        source.nodes.get_mut("pve1").unwrap().volumes = vec![ct.clone()];
+        let fake = FakeApi::new(source);
+        let snap = collect_snapshot(&fake, 0).await.unwrap();
+        assert_eq!(snap.nodes["pve1"].volumes, vec![ct]);
+        assert_eq!(
+            snap.nodes["pve1"].storage_avail,
+            BTreeMap::from([("ct".to_owned(), 700)])
+        );
+        let listings: Vec<String> = fake
+            .calls()
+            .into_iter()
+            .filter(|c| c.contains("/storage"))
+            .collect();
+        assert_eq!(listings, ["GET /nodes/pve1/storage/ct/content"]);
     }
 
     #[tokio::test]

@@ -41,6 +41,6 @@ pub use api_error::ApiError;
 pub use error::{Error, Result};
 pub use scenario::Scenario;
 pub use server::{SimHandle, run, serve, serve_tls};
-pub use sim::Sim;
+pub use sim::{Sim, WorldGuard};
 pub use tls::TlsIdentity;
 pub use tokio_rustls::TlsAcceptor;

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use crate::auth::{Auth, TokenSpec};
 use crate::clock::Clock;
-use crate::world::World;
+use crate::faults::Faults;
+use crate::world::{StorageUse, World};
 use crate::{Result, Scenario};
 
 /// A running simulated cluster (without its HTTP server): clone it freely.
@@ -16,12 +17,62 @@ pub struct Sim {
 }
 
 struct Inner {
-    world: Mutex<World>,
+    world: Mutex<Derived>,
     auth: Auth,
     clock: Clock,
     latency: Duration,
     auth_delay: Duration,
     fingerprint: Mutex<Option<String>>,
+}
+
+/// The world and what is derived from it, kept until the world changes.
+struct Derived {
+    world: World,
+    /// Volume bytes per storage; `None` once the world may have changed.
+    storage_use: Option<StorageUse>,
+}
+
+/// The locked world ([`Sim::world`]): reads go through as they are; the first mutable access
+/// drops what was derived from the world (the storage use), as the world may change under it.
+pub struct WorldGuard<'a> {
+    inner: MutexGuard<'a, Derived>,
+}
+
+impl std::ops::Deref for WorldGuard<'_> {
+    type Target = World;
+
+    fn deref(&self) -> &World {
+        &self.inner.world
+    }
+}
+
+impl std::ops::DerefMut for WorldGuard<'_> {
+    fn deref_mut(&mut self) -> &mut World {
+        self.inner.storage_use = None;
+        &mut self.inner.world
+    }
+}
+
+impl WorldGuard<'_> {
+    /// The world with its volume bytes per storage, summed on the first call after a change
+    /// and reused until the next one.
+    pub fn storage_use(&mut self) -> (&World, &StorageUse) {
+        let d = &mut *self.inner;
+        let usage = d
+            .storage_use
+            .get_or_insert_with(|| StorageUse::of(&d.world));
+        (&d.world, usage)
+    }
+
+    /// The injected faults, to count a fault's uses: they change nothing derived from the world.
+    pub fn faults_mut(&mut self) -> &mut Faults {
+        &mut self.inner.world.faults
+    }
+
+    /// Whether the storage use is summed and kept (for tests of when it is dropped).
+    pub fn storage_use_kept(&self) -> bool {
+        self.inner.storage_use.is_some()
+    }
 }
 
 impl std::fmt::Debug for Sim {
@@ -50,7 +101,10 @@ impl Sim {
         }
         Ok(Sim {
             inner: Arc::new(Inner {
-                world: Mutex::new(world),
+                world: Mutex::new(Derived {
+                    world,
+                    storage_use: None,
+                }),
                 auth: Auth::new(tokens, users),
                 clock: Clock::new(start, scenario.sim.time_scale.unwrap_or(1.0)),
                 latency: Duration::from_millis(scenario.sim.latency_ms.unwrap_or(0)),
@@ -63,11 +117,14 @@ impl Sim {
     }
 
     /// The world, caught up to the current simulated time.
-    pub fn world(&self) -> MutexGuard<'_, World> {
+    pub fn world(&self) -> WorldGuard<'_> {
         let now = self.inner.clock.now();
-        let mut w = self.inner.world.lock().unwrap_or_else(|e| e.into_inner());
-        w.advance(now);
-        w
+        let mut inner = self.inner.world.lock().unwrap_or_else(|e| e.into_inner());
+        // Time alone changes no storage figure; a due event (a migration landing) may.
+        if inner.world.advance(now) {
+            inner.storage_use = None;
+        }
+        WorldGuard { inner }
     }
 
     /// The current simulated time, epoch seconds.

@@ -241,9 +241,10 @@ async fn set_config(State(sim): State<Sim>, call: Call) -> Reply {
     Ok(Data::null())
 }
 
-/// `GET /nodes/{node}/storage`.
+/// `GET /nodes/{node}/storage`: use from the world's volume sums, summed once per world change.
 async fn storage(State(sim): State<Sim>, call: Call) -> Reply {
-    let w = sim.world();
+    let mut guard = sim.world();
+    let (w, usage) = guard.storage_use();
     let node = call.params.node()?;
     w.node(&node)?;
     let content = call.params.text("content");
@@ -261,7 +262,7 @@ async fn storage(State(sim): State<Sim>, call: Call) -> Reply {
                 .is_none_or(|c| crate::tags::split_list(c).iter().all(|c| s.has_content(c)))
         })
         .map(|s| {
-            let (total, used) = w.storage_usage(&s.id, &node);
+            let (total, used) = usage.usage(w, &s.id, &node);
             StorageEntry {
                 storage: s.id.clone(),
                 kind: Some(s.kind.clone()),

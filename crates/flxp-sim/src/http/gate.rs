@@ -78,7 +78,7 @@ async fn checked(sim: &Sim, mut req: Request, next: Next) -> Response {
         }
     }
 
-    if let Some(err) = sim.world().faults.error_for(&method, &fault_path) {
+    if let Some(err) = sim.world().faults_mut().error_for(&method, &fault_path) {
         tracing::debug!(%method, %path, status = err.status, "injected fault");
         return err.into_response();
     }

@@ -428,6 +428,19 @@ impl Guest {
             .fold(0u64, u64::saturating_add)
     }
 
+    /// Its own volumes' bytes by storage id, one item per volume, as [`Guest::bytes_on`] counts
+    /// them (linked-clone volumes as 0): summed per storage they are `bytes_on` of every storage,
+    /// read in one pass over the config.
+    pub fn bytes_by_storage(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.config
+            .values
+            .iter()
+            .filter(|(k, _)| is_disk_key(self.kind, k) && !k.starts_with("unused"))
+            .map(|(_, v)| DiskRef::parse(self.kind, v))
+            .filter(DiskRef::is_volume)
+            .filter_map(|d| Some((d.storage?, if d.base.is_some() { 0 } else { d.size })))
+    }
+
     /// Volumes that occupy storage, without allocating: (storage, size, is a linked clone).
     /// CD-ROMs (but not cloud-init drives) and unused volumes are left out.
     pub fn volumes(&self) -> impl Iterator<Item = (&str, u64, bool)> {

@@ -23,6 +23,7 @@ mod power;
 mod resize;
 mod rrd;
 mod stats;
+mod storage_use;
 mod views;
 
 use std::cmp::Reverse;
@@ -42,6 +43,7 @@ pub use node::{Node, Pool, Storage};
 pub use resize::ResizeRequest;
 pub use rrd::{GUEST_FIELDS, History, NODE_FIELDS, Timeframe};
 pub use stats::{GuestStats, NodeStats};
+pub use storage_use::StorageUse;
 
 use crate::ApiError;
 use crate::faults::Faults;
@@ -220,9 +222,11 @@ impl World {
     }
 
     /// Applies every event due up to `now`, in time order, then sets the world's time to `now`
-    /// (time never runs backwards).
-    pub fn advance(&mut self, now: f64) {
+    /// (time never runs backwards). Returns whether any event was applied (anything but the
+    /// time changed).
+    pub fn advance(&mut self, now: f64) -> bool {
         let now_ms = (now * 1000.0).floor() as i64;
+        let mut applied = false;
         while self.events.peek().is_some_and(|e| e.0.due_ms <= now_ms) {
             let Some(Reverse(event)) = self.events.pop() else {
                 break;
@@ -234,10 +238,12 @@ impl World {
             self.apply(event.action);
             self.bulk_step();
             self.record();
+            applied = true;
         }
         if now > self.now {
             self.now = now;
         }
+        applied
     }
 
     /// Simulated time of the next due event, if any.

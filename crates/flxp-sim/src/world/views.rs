@@ -257,12 +257,13 @@ impl World {
     /// those holding guest disks (what `flxp snapshot` collects).
     fn node_storage_extras(
         &self,
+        usage: &super::StorageUse,
         node: &str,
     ) -> (std::collections::BTreeMap<String, u64>, Vec<Volume>) {
         let mut avail = std::collections::BTreeMap::new();
         let mut volumes = Vec::new();
         for st in self.storages.values().filter(|s| s.available_on(node)) {
-            let (total, used) = self.storage_usage(&st.id, node);
+            let (total, used) = usage.usage(self, &st.id, node);
             avail.insert(st.id.clone(), total.saturating_sub(used));
             if !st.shared && (st.has_content("images") || st.has_content("rootdir")) {
                 volumes.extend(self.storage_content(&st.id, node).unwrap_or_default());
@@ -325,6 +326,7 @@ impl World {
     pub fn snapshot(&self) -> Snapshot {
         let mut resources = self.resources(None);
         resources.retain(|r| r.kind.as_deref() != Some("pool"));
+        let usage = super::StorageUse::of(self);
         let nodes = self
             .nodes
             .values()
@@ -338,7 +340,7 @@ impl World {
                     )
                     .pop()
                 });
-                let (storage_avail, volumes) = self.node_storage_extras(&n.name);
+                let (storage_avail, volumes) = self.node_storage_extras(&usage, &n.name);
                 (
                     n.name.clone(),
                     NodeExtra {

@@ -22,5 +22,6 @@ mod rrd;
 mod scenario;
 mod schema_check;
 mod server;
+mod storage;
 mod support;
 mod tags;

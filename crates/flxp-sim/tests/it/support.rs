@@ -45,6 +45,8 @@ impl Resp {
 pub struct TestSim {
     router: Router,
     pub auth: Option<String>,
+    /// The simulator behind the router, to look at its world directly.
+    pub sim: Sim,
 }
 
 impl TestSim {
@@ -57,6 +59,7 @@ impl TestSim {
         TestSim {
             router,
             auth: Some(format!("PVEAPIToken={TOKEN}")),
+            sim,
         }
     }
 
