@@ -472,6 +472,10 @@ fn decode<T: DeserializeOwned>(path: &str, body: &[u8]) -> Result<T> {
     struct Envelope<T> {
         data: T,
     }
+    // One plain pass for the common case; a body that fails is parsed again to name the path.
+    if let Ok(envelope) = serde_json::from_slice::<Envelope<T>>(body) {
+        return Ok(envelope.data);
+    }
     let de = &mut serde_json::Deserializer::from_slice(body);
     serde_path_to_error::deserialize::<_, Envelope<T>>(de)
         .map(|e| e.data)

@@ -95,6 +95,11 @@ pub(crate) fn decode<R: DeserializeOwned>(path: &str, data: serde_json::Value) -
     struct Envelope<R> {
         data: R,
     }
+    // The common case in one plain pass: tracking the JSON path costs a wrapper per value, so
+    // only an answer that fails is decoded again, to name where.
+    if let Ok(decoded) = R::deserialize(&data) {
+        return Ok(decoded);
+    }
     // Decoded inside its envelope so error paths read as Proxmox's answer does: `data[0].maxmem`.
     let envelope = serde_json::Value::Object([("data".to_owned(), data)].into_iter().collect());
     serde_path_to_error::deserialize::<_, Envelope<R>>(envelope)
