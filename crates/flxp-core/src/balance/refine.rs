@@ -302,6 +302,14 @@ mod tests {
             .map(|m| (m.vmid, m.to.as_str()))
             .collect();
         assert_eq!(moved, vec![(100, "pve3"), (101, "pve3")]);
+        // One step, checked and run as a bundle.
+        assert_eq!(p.migrations[0].step, p.migrations[1].step);
+        assert_eq!(p.migrations[0].bundle, vec![100, 101]);
+        assert!(
+            p.summary.contains("the fewest migrations that reach"),
+            "{}",
+            p.summary
+        );
     }
 
     /// Issue 12, `a008-noaff`: the greedy plan swaps and moves the affinity pair 103+109
