@@ -115,6 +115,9 @@ struct Search<'a> {
     same_as_prev: Vec<bool>,
     /// Each position's choice on the current path: 0 stays, `j + 1` moves to `targets[i][j]`.
     choice: Vec<usize>,
+    /// Whether a decision's guests must leave or share a rule broken at the start: an order
+    /// tries these first, so that fixes come before balancing, as in the greedy plan.
+    mends: Vec<bool>,
     /// Whether the start breaks a hard rule: then a rule still broken among decided guests
     /// prunes.
     rules_broken: bool,
@@ -297,7 +300,19 @@ fn run(
                 && interchangeable(cluster, rules, state, guests[i - 1], guests[i])
         })
         .collect();
-    let rules_broken = !violations(cluster, rules, state).is_empty();
+    let broken = violations(cluster, rules, state);
+    let rules_broken = !broken.is_empty();
+    let mends: Vec<bool> = members
+        .iter()
+        .map(|m| {
+            m.iter().any(|&g| {
+                goal.must_leave.contains(&g)
+                    || broken
+                        .iter()
+                        .any(|v| v.vmids.contains(&cluster.guest(g).vmid))
+            })
+        })
+        .collect();
     let n_guests = guests.len();
     let mut s = Search {
         cluster,
@@ -311,6 +326,7 @@ fn run(
         mandatory,
         forced,
         same_as_prev,
+        mends,
         choice: vec![0; n_guests],
         rules_broken,
         start: state.clone(),
@@ -529,7 +545,9 @@ impl Search<'_> {
     /// An order of the chosen moves in which every step passes the filters (and, in strict mode,
     /// keeps the planner's rules for balancing steps), if any.
     fn safe_order(&mut self) -> Option<Moves> {
-        let moves = self.chosen.clone();
+        let mut moves = self.chosen.clone();
+        // Stable: the search's order otherwise.
+        moves.sort_by_key(|&(g, _)| !self.mends[self.pos[g.get()]]);
         let mut dead: std::collections::HashSet<u64> = std::collections::HashSet::new();
         let mut order = Vec::with_capacity(moves.len());
         let mut state = self.start.clone();

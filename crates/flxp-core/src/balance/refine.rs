@@ -117,7 +117,14 @@ fn adopt(
             None => vec![g],
         };
         let group = units.get(units.of(g)).group.clone();
-        let reason = reason(&sim, &members, t, purpose, &why, measure.as_str());
+        let reason = reason(
+            &sim,
+            (&members, group.as_deref()),
+            t,
+            purpose,
+            &why,
+            measure.as_str(),
+        );
         sim.apply(&members, t, purpose, &reason, group.as_deref());
     }
     let mut plan = finish(
@@ -186,7 +193,7 @@ fn adopt(
 /// Why the exact plan moves a guest there.
 fn reason(
     sim: &Draft,
-    members: &[GuestIdx],
+    (members, group): (&[GuestIdx], Option<&str>),
     t: NodeIdx,
     purpose: Purpose,
     why: &str,
@@ -214,8 +221,12 @@ fn reason(
                 &subject,
             );
             let worse = penalty(&ctx, t).saturating_sub(penalty(&ctx, s));
+            let together = match group {
+                Some(name) if members.len() > 1 => format!("group {name} moves together, "),
+                _ => String::new(),
+            };
             format!(
-                "balance {}: {cs} {:.1} % → {:.1} %, {ct} {:.1} % → {:.1} %{}",
+                "balance {}: {together}{cs} {:.1} % → {:.1} %, {ct} {:.1} % → {:.1} %{}",
                 sim.objective.kind().as_str(),
                 sim.objective.load(s),
                 e.from.1,
