@@ -2,8 +2,9 @@
 //! guests per node, affinity groups and labels: on a prepared snapshot (model, rules and state
 //! built once) and from raw JSON (parse, index, compile rules, decide).
 //!
-//! Run: `cargo bench -p flxp-core --bench placement` (add `-- quick` for shorter rounds, and
-//! node counts such as `-- quick 1000` to measure only those sizes).
+//! Run: `cargo bench -p flxp-core --bench placement` (add `-- quick` for shorter rounds, node
+//! counts such as `-- quick 1000` to measure only those sizes, and column names such as
+//! `-- 1000 fast pve-static` to measure only those paths, e.g. under `perf record`).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -73,6 +74,15 @@ fn request() -> PlacementRequest {
     }
 }
 
+/// Calls per second of `f` formatted with `decimals`, or `-` when the column is not measured.
+fn measure(on: bool, decimals: usize, budget: Duration, f: impl FnMut()) -> String {
+    if on {
+        format!("{:.decimals$}", rate(budget, f).0)
+    } else {
+        "-".into()
+    }
+}
+
 /// Runs `f` repeatedly for about `budget` and returns calls per second.
 fn rate(budget: Duration, mut f: impl FnMut()) -> (f64, u32) {
     let start = Instant::now();
@@ -87,6 +97,13 @@ fn rate(budget: Duration, mut f: impl FnMut()) -> (f64, u32) {
 fn main() {
     let quick = std::env::args().any(|a| a == "quick");
     let budget = Duration::from_millis(if quick { 300 } else { 2000 });
+    // Columns may be named (`-- quick 1000 fast pve-static`) to measure only those (for
+    // profiling one path); the others print as `-`.
+    let columns = ["explained", "fast", "pve-static", "raw"];
+    let named: Vec<String> = std::env::args()
+        .filter(|a| columns.contains(&a.as_str()))
+        .collect();
+    let wanted = |c: &str| named.is_empty() || named.iter().any(|n| n == c);
     println!(
         "placement decisions per second, one core (4 GiB, 2 vCPUs, anti-affinity + selector request)"
     );
@@ -110,7 +127,7 @@ fn main() {
         let state = State::new(&cluster);
         let placer = Placer::new(PlacementOptions::default(), Vec::new()).expect("default placer");
         let req = request();
-        let (explained, _) = rate(budget, || {
+        let explained = measure(wanted("explained"), 0, budget, || {
             black_box(
                 placer
                     .place(&cluster, &rules, &state, &req)
@@ -118,32 +135,31 @@ fn main() {
             );
         });
         let (subject, _) = Subject::new_vm(&cluster, &rules, &req).expect("subject");
-        let (fast, _) = rate(budget, || {
+        let fast = measure(wanted("fast"), 0, budget, || {
             let ctx = Ctx::new(&cluster, &rules, &state, placer.options(), &subject);
             black_box(placer.best(&ctx, None).expect("decision"));
         });
         let pve_static = if placer.policy_names().contains(&"pve-static") {
             let mut r = req.clone();
             r.policy = Some("pve-static".into());
-            let (v, _) = rate(budget, || {
+            measure(wanted("pve-static"), 0, budget, || {
                 black_box(
                     placer
                         .place(&cluster, &rules, &state, &r)
                         .expect("decision"),
                 );
-            });
-            format!("{v:.0}")
+            })
         } else {
             "-".into()
         };
-        let (raw, _) = rate(budget, || {
+        let raw = measure(wanted("raw"), 2, budget, || {
             let c = Cluster::from_json(&json, &Overrides::default()).expect("valid json");
             let r = Rules::compile(&c);
             let s = State::new(&c);
             black_box(placer.place(&c, &r, &s, &req).expect("decision"));
         });
         println!(
-            "{:>7} {:>8} {:>12.1} {:>14.0} {:>14.0} {:>14} {:>12.2}",
+            "{:>7} {:>8} {:>12.1} {:>14} {:>14} {:>14} {:>12}",
             n,
             cluster.guests().len(),
             json.len() as f64 / (1 << 20) as f64,

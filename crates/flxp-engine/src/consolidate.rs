@@ -214,6 +214,25 @@ impl Executor {
         node: &str,
         now: i64,
     ) -> std::result::Result<bool, PowerError> {
+        self.rewrite_power_mark(node, None, now).await
+    }
+
+    /// Marks a node `waking` since `now` wherever its power mark is, before a Wake-on-LAN: a
+    /// node that boots after the waiter gave up is then put back in service (by the daemon or
+    /// the next `--wake`), never taken for an unfinished consolidation; `Ok(false)` when it had
+    /// no mark.
+    pub async fn mark_waking(&self, node: &str, now: i64) -> std::result::Result<bool, PowerError> {
+        self.rewrite_power_mark(node, Some(PowerState::Waking), now)
+            .await
+    }
+
+    /// Rewrites a node's power mark wherever it is, dated `now`, in `state` (`None`: its own).
+    async fn rewrite_power_mark(
+        &self,
+        node: &str,
+        state: Option<PowerState>,
+        now: i64,
+    ) -> std::result::Result<bool, PowerError> {
         let (_, notes) = self
             .read_with_notes()
             .await
@@ -226,7 +245,8 @@ impl Executor {
             .into_iter()
             .filter(|m| m.node == node)
         {
-            power_mark::set(self.api(), &m.holder, node, Some((m.state, now))).await?;
+            let state = state.unwrap_or(m.state);
+            power_mark::set(self.api(), &m.holder, node, Some((state, now))).await?;
             found = true;
         }
         Ok(found)

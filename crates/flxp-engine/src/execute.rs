@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use flxp_core::balance::{Migration, Plan, check_step};
+use flxp_core::balance::{Migration, Plan, Purpose, check_step};
 use flxp_core::placement::Placer;
 use flxp_core::{Overrides, Snapshot};
 use flxp_pve::Pve;
@@ -183,6 +183,11 @@ impl Executor {
         &self.api
     }
 
+    /// "Now" by the executor's clock, epoch seconds (what marks are dated with).
+    pub fn now(&self) -> i64 {
+        (self.clock)()
+    }
+
     /// The zone's name.
     pub fn zone(&self) -> &str {
         &self.zone
@@ -277,17 +282,33 @@ impl Executor {
         .await?
     }
 
-    /// Re-reads the cluster and re-checks a step on it.
+    /// Re-reads the cluster and re-checks a step of a plan made for `goal` on it.
     pub(crate) async fn recheck(
         &self,
         m: &Migration,
         held: &BTreeMap<u32, Hold>,
+        goal: &Goal,
     ) -> Result<(), NoStart> {
         let placer = Arc::clone(&self.placer);
         let step = m.clone();
+        let maintenance_only = evacuates_maintenance(goal);
         self.with_model(held, "re-checking a step", move |snapshot, now, model| {
             if let Some(why) = planning::ha_move_pending(snapshot, step.vmid, now) {
                 return Ok(Err(NoStart::HaPending(why)));
+            }
+            if maintenance_only && step.purpose == Purpose::Evacuate {
+                // The plan empties nodes because they are in maintenance: a node taken out of
+                // it meanwhile keeps what is still on it (the replan no longer evacuates it).
+                let left = model
+                    .cluster
+                    .node_idx(&step.from)
+                    .is_some_and(|i| !model.cluster.node(i).in_maintenance());
+                if left {
+                    return Ok(Err(NoStart::Stale(vec![format!(
+                        "node {} is no longer in maintenance",
+                        step.from
+                    )])));
+                }
             }
             Ok(
                 check_step(&model.cluster, &model.rules, &model.state, &placer, &step)
@@ -314,6 +335,12 @@ impl Executor {
     pub async fn execute(&self, plan: Plan, goal: &Goal) -> ExecutionReport {
         Round::new(self, plan, goal).run().await
     }
+}
+
+/// Whether a goal empties the nodes in maintenance (none named), as the daemon's evacuation does,
+/// rather than nodes named by the user or a consolidation.
+fn evacuates_maintenance(goal: &Goal) -> bool {
+    matches!(goal, Goal::Evacuate { nodes, .. } if nodes.is_empty())
 }
 
 /// An error with its causes, on one line.

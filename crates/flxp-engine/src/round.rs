@@ -145,7 +145,7 @@ impl<'e> Round<'e> {
                 self.drop_step(&m, vec!["already migrated in this round".into()]);
                 continue;
             }
-            match self.exec.recheck(&m, &self.held).await {
+            match self.exec.recheck(&m, &self.held, self.goal).await {
                 Ok(()) => self.spawn(i, m),
                 Err(NoStart::HaPending(why)) => {
                     self.queue.set(i, Status::Ended);

@@ -13,9 +13,10 @@
 //! The search minimises Σ(load − mean)² over the balanced nodes and reports the chosen measure:
 //! spread is flat for most single moves, so a search on it stalls where ProxLB does, while every
 //! move from a fuller to an emptier node that does not overshoot lowers the sum of squares (see
-//! `objective.rs`). A step may never raise the reported measure, and a plan ends on a step that
-//! lowered it. Every step is checked with the placement filters on the state the earlier steps
-//! leave, so no intermediate state overcommits a node or breaks a hard rule.
+//! `objective.rs`). A balancing decision (one move, a swap, or two moves the exact step judged
+//! together) may never raise the reported measure, and a plan ends on a decision that lowered
+//! it. Every step is checked with the placement filters on the state the earlier steps leave, so
+//! no intermediate state overcommits a node or breaks a hard rule.
 //!
 //! Evacuation of nodes in maintenance lives in [`crate::evacuate`] and shares the machinery.
 

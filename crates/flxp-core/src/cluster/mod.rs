@@ -64,6 +64,8 @@ pub struct Cluster {
     storages_by_node: Vec<Vec<usize>>,
     /// Whether any guest has local disks (else storage room is never checked).
     local_disks: bool,
+    /// See [`Cluster::static_usage_differs`].
+    static_differs: Vec<GuestIdx>,
 }
 
 impl Cluster {
@@ -205,6 +207,15 @@ impl Cluster {
         );
         resolve_ha_moves(&mut guests, &snapshot.ha.status, &node_by_name);
         let time = snapshot.time.or(tasks.newest_time());
+        let static_differs = (0..guests.len() as u32)
+            .map(GuestIdx)
+            .filter(|g| {
+                let g = &guests[g.get()];
+                // As `Guest::static_cpus` reads it: NaN is no limit either.
+                (g.running && (g.maxcpu <= 0.0 || g.maxcpu.is_nan()))
+                    || (!g.running && g.ha_starting)
+            })
+            .collect();
 
         Ok(Self {
             nodes,
@@ -221,6 +232,7 @@ impl Cluster {
             guests_by_tag,
             storages_by_node,
             local_disks,
+            static_differs,
         })
     }
 
@@ -245,6 +257,14 @@ impl Cluster {
     /// Whether any guest has disks on a local storage (only then is storage room checked).
     pub fn has_local_disks(&self) -> bool {
         self.local_disks
+    }
+
+    /// Guests whose load in Proxmox's static CRS mode is not their configured size as the
+    /// committed sums hold it: running ones without a CPU limit (`maxcpu` not above 0) and
+    /// stopped ones HA is starting; in vmid order. Most clusters have few, and the pve-static
+    /// scorer visits only these rather than every guest per decision.
+    pub fn static_usage_differs(&self) -> &[GuestIdx] {
+        &self.static_differs
     }
 
     /// The node with this exact name.

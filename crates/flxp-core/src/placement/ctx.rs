@@ -5,6 +5,7 @@ use crate::cluster::{Cluster, Landing, NodeIdx};
 use crate::constraints::{GroupId, GroupKind, Rules};
 use crate::state::State;
 
+use super::registry::FILTERS;
 use super::{NodeView, PlacementOptions, Subject};
 
 /// Where one group's running members are (the subject's own members left out).
@@ -58,6 +59,10 @@ pub struct Ctx<'a> {
     pub prefer_affinity: Vec<GroupPresence>,
     /// Soft anti-affinity groups of the subject.
     pub prefer_anti_affinity: Vec<GroupPresence>,
+    /// Bit `i` set: filter `i` of [`FILTERS`] may refuse a node to this subject; the others
+    /// pass everywhere and are skipped. Worked out once here, since the planner asks about many
+    /// nodes per context.
+    pub(super) filters: u32,
 }
 
 impl<'a> Ctx<'a> {
@@ -79,6 +84,7 @@ impl<'a> Ctx<'a> {
             anti_affinity: Vec::new(),
             prefer_affinity: Vec::new(),
             prefer_anti_affinity: Vec::new(),
+            filters: 0,
         };
         for &gid in &subject.rules.groups {
             let group = rules.group(gid);
@@ -117,6 +123,12 @@ impl<'a> Ctx<'a> {
                 (GroupKind::AntiAffinity, true) => ctx.anti_affinity.push(presence),
                 (GroupKind::Affinity, false) => ctx.prefer_affinity.push(presence),
                 (GroupKind::AntiAffinity, false) => ctx.prefer_anti_affinity.push(presence),
+            }
+        }
+        const _: () = assert!(FILTERS.len() <= u32::BITS as usize);
+        for (i, f) in FILTERS.iter().enumerate() {
+            if f.applies(&ctx) {
+                ctx.filters |= 1 << i;
             }
         }
         ctx

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use super::registry::{self, FILTERS};
+use super::registry::{self, BuiltinFilter, FILTERS};
 use super::{
     Candidate, Ctx, Filter, FilterKind, NodeView, Placement, PlacementOptions, PlacementRequest,
     Policy, Reason, Scorer, Subject,
@@ -38,7 +38,8 @@ pub struct Ranked {
 /// The placement pipeline, built once from options and policies and reused for every decision.
 pub struct Placer {
     options: PlacementOptions,
-    filters: Vec<&'static dyn Filter>,
+    /// [`FILTERS`], in order: [`Ctx`] marks by position the ones that may refuse its subject.
+    filters: &'static [&'static BuiltinFilter],
     policies: BTreeMap<String, CompiledPolicy>,
     pub(super) plugins: Plugins,
     methods: Registry,
@@ -110,7 +111,7 @@ impl Placer {
             );
         }
         let placer = Self {
-            filters: FILTERS.iter().map(|&f| f as &dyn Filter).collect(),
+            filters: FILTERS,
             options,
             policies,
             plugins,
@@ -174,17 +175,27 @@ impl Placer {
         })
     }
 
+    /// The filters that may refuse a node to the context's subject, in filter order; the others
+    /// pass everywhere.
+    fn active<'s>(&'s self, ctx: &Ctx) -> impl Iterator<Item = &'static BuiltinFilter> + 's {
+        let mask = ctx.filters;
+        self.filters
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| mask & (1 << i) != 0)
+            .map(|(_, &f)| f)
+    }
+
     /// Whether every filter passes; stops at the first failure (the planner's fast path).
     pub fn feasible(&self, ctx: &Ctx, node: NodeIdx) -> bool {
         let view = ctx.view(node);
-        self.filters.iter().all(|f| f.passes(ctx, &view))
+        self.active(ctx).all(|f| f.passes(ctx, &view))
     }
 
     /// Every failed filter on a node, in filter order.
     pub fn failures(&self, ctx: &Ctx, node: NodeIdx) -> Vec<(&'static str, FilterKind, Reason)> {
         let view = ctx.view(node);
-        self.filters
-            .iter()
+        self.active(ctx)
             .filter_map(|f| f.check(ctx, &view).err().map(|r| (f.name(), f.kind(), r)))
             .collect()
     }
@@ -227,11 +238,8 @@ impl Placer {
                 },
             })
             .collect();
-        ranked.sort_by(|a, b| {
-            tie_key(b.score)
-                .cmp(&tie_key(a.score))
-                .then(a.node.cmp(&b.node))
-        });
+        // Nodes are distinct, so the order is total and the same as a stable sort's.
+        ranked.sort_by_cached_key(|r| (std::cmp::Reverse(tie_key(r.score)), r.node));
         Ok(ranked)
     }
 
@@ -288,18 +296,23 @@ impl Placer {
 
     /// The best feasible node under a policy (the default when `None`), without explanations.
     pub fn best(&self, ctx: &Ctx, policy: Option<&str>) -> Result<Option<NodeIdx>> {
-        let feasible: Vec<NodeIdx> = ctx
-            .cluster
-            .node_indexes()
-            .filter(|&n| self.feasible(ctx, n))
-            .collect();
+        // Filter by filter over the nodes still in (the same conjunction as `feasible`): each
+        // filter runs in a loop of its own, where its call is predictable, and only on the nodes
+        // the earlier ones let through. The subject's own rules go first: a pin, an affinity
+        // group or a selector leaves the checks every node needs fewer nodes to look at.
+        let mut feasible: Vec<NodeIdx> = ctx.cluster.node_indexes().collect();
+        let rules = self.active(ctx).filter(|f| f.is_conditional());
+        for f in rules.chain(self.active(ctx).filter(|f| !f.is_conditional())) {
+            feasible.retain(|&n| f.passes(ctx, &ctx.view(n)));
+        }
         let policy = self.policy(policy.unwrap_or(&self.options.policy))?;
         let totals = self.totals(ctx, policy, &feasible, None, &[])?;
         // Highest total; ties go to the earlier node, which is the first by name.
-        let mut best: Option<(NodeIdx, f64)> = None;
+        let mut best: Option<(NodeIdx, i64)> = None;
         for (&n, &t) in feasible.iter().zip(&totals) {
-            if best.is_none_or(|(_, b)| tie_key(t) > tie_key(b)) {
-                best = Some((n, t));
+            let key = tie_key(t);
+            if best.is_none_or(|(_, b)| key > b) {
+                best = Some((n, key));
             }
         }
         Ok(best.map(|(n, _)| n))
@@ -470,10 +483,78 @@ impl Placer {
 /// every figure tie (and go to the first name) even when float sums in another order differ in
 /// the last bit.
 fn tie_key(score: f64) -> i64 {
-    // Totals are checked to lie within 0..=100 (plus slack): far inside i64.
-    (score * 1e9).round() as i64
+    // Totals are checked to lie within 0..=100 (plus slack): far inside i64. `f64::round` is a
+    // library call on the baseline x86-64 target, once per node in the fast path; this is the
+    // same rounding (half away from zero) from the truncating cast: below 2^53 the fraction
+    // `x − trunc(x)` is exact, above it `x` is whole, and the cast saturates like `round`'s.
+    let x = score * 1e9;
+    let whole = x as i64;
+    let frac = x - whole as f64;
+    if frac >= 0.5 {
+        whole.saturating_add(1)
+    } else if frac <= -0.5 {
+        whole.saturating_sub(1)
+    } else {
+        whole
+    }
 }
 
 fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tie_key;
+
+    #[test]
+    fn tie_key_rounds_exactly_as_f64_round() {
+        let mut xs = vec![
+            0.0,
+            -0.0,
+            1e-10,
+            4e-10,
+            5e-10,
+            6e-10,
+            -5e-10,
+            2.5e-9,
+            -2.5e-9,
+            0.1 + 0.2,
+            33.333_333_333_333_33,
+            100.0,
+            100.0 + 1e-9,
+            -1e-9,
+            4_503.599_627_370_496,
+            9_007.199_254_740_992,
+            9.3e9,
+            -9.3e9,
+            1e300,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            f64::MIN_POSITIVE,
+        ];
+        // Every half-way point and its neighbours over a range of magnitudes.
+        for e in 0..60 {
+            let h = (2f64.powi(e) + 0.5) / 1e9;
+            xs.extend([
+                h,
+                -h,
+                h.next_up(),
+                h.next_down(),
+                -h.next_up(),
+                -h.next_down(),
+            ]);
+        }
+        let mut seed: u64 = 7;
+        for _ in 0..100_000 {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            xs.push((seed >> 11) as f64 / (1u64 << 53) as f64 * 100.0);
+        }
+        for x in xs {
+            assert_eq!(tie_key(x), (x * 1e9).round() as i64, "{x:e}");
+        }
+    }
 }

@@ -14,6 +14,7 @@ pub struct BuiltinFilter {
     kind: FilterKind,
     check: fn(&Ctx, &NodeView) -> Result<(), Reason>,
     passes: Option<fn(&Ctx, &NodeView) -> bool>,
+    applies: Option<fn(&Ctx) -> bool>,
 }
 
 impl BuiltinFilter {
@@ -30,6 +31,7 @@ impl BuiltinFilter {
             kind,
             check,
             passes: None,
+            applies: None,
         }
     }
 
@@ -40,6 +42,27 @@ impl BuiltinFilter {
             passes: Some(passes),
             ..self
         }
+    }
+
+    /// Only run for subjects it may refuse a node to: `applies` false means the filter passes on
+    /// every node for this decision, so the pipeline skips it (most subjects have no rule of a
+    /// given kind). Must depend only on what [`Ctx::new`] is given.
+    pub const fn applies_when(self, applies: fn(&Ctx) -> bool) -> Self {
+        Self {
+            applies: Some(applies),
+            ..self
+        }
+    }
+
+    /// Whether it may refuse some node to this decision's subject (else it is skipped).
+    pub fn applies(&self, ctx: &Ctx) -> bool {
+        self.applies.is_none_or(|applies| applies(ctx))
+    }
+
+    /// Whether it judges only some subjects (those with rules of its kind, or local disks): such
+    /// a filter tends to leave few nodes.
+    pub fn is_conditional(&self) -> bool {
+        self.applies.is_some()
     }
 }
 
@@ -53,6 +76,7 @@ impl Filter for BuiltinFilter {
     fn check(&self, ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
         (self.check)(ctx, node)
     }
+    #[inline]
     fn passes(&self, ctx: &Ctx, node: &NodeView) -> bool {
         match self.passes {
             Some(passes) => passes(ctx, node),

@@ -48,6 +48,7 @@ pub use migration::{imbalance_after, rank_bruteforce, rank_topsis};
 pub use scored_migration::{Migration, MigrationCandidate, ScoredMigration, TopsisMigration};
 pub use start::{
     FAST_START_MIN_NODES, NodeScore, rank_nodes_to_start, score_nodes_to_start,
-    score_nodes_to_start_fast, score_nodes_to_start_reference, sort_best_first,
+    score_nodes_to_start_fast, score_nodes_to_start_reference, score_stats_to_start,
+    sort_best_first,
 };
 pub use stats::{NodeStats, NodeUsage, ResourceStats};

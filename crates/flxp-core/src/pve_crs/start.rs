@@ -56,6 +56,27 @@ pub fn score_nodes_to_start(
     }
 }
 
+/// [`score_nodes_to_start`]'s scores alone, from nodes known only by their stats, in input
+/// order: the same evaluation and the same numbers, without copying names into the result.
+/// The nodes must be distinct (not checked); `name(i)` names node `i` in an error.
+pub fn score_stats_to_start<'a>(
+    nodes: &[NodeStats],
+    name: impl Fn(usize) -> &'a str,
+    resource: &ResourceStats,
+) -> CrsResult<Vec<f64>> {
+    for (i, stats) in nodes.iter().enumerate() {
+        stats.check(name(i))?;
+    }
+    resource.check("to start")?;
+    let alternatives = if nodes.len() >= FAST_START_MIN_NODES {
+        fast_alternatives(nodes.iter(), resource)
+    } else {
+        reference_alternatives(nodes.iter(), resource)
+    };
+    let matrix: Vec<[f64; 4]> = alternatives.iter().map(|c| c.to_row()).collect();
+    topsis::score(&matrix, &pve_criteria()?)
+}
+
 /// Like [`score_nodes_to_start`], best first; equal scores go to the alphabetically first node.
 pub fn rank_nodes_to_start(
     nodes: &[NodeUsage],
@@ -81,18 +102,26 @@ pub fn score_nodes_to_start_reference(
     resource: &ResourceStats,
 ) -> CrsResult<Vec<NodeScore>> {
     check(nodes, resource)?;
-    let alternatives = (0..nodes.len())
+    let alternatives = reference_alternatives(nodes.iter().map(|n| &n.stats), resource);
+    score_alternatives(nodes, alternatives)
+}
+
+/// Each node's alternative, rebuilt from every node: O(N²).
+fn reference_alternatives<'a>(
+    nodes: impl ExactSizeIterator<Item = &'a NodeStats> + Clone,
+    resource: &ResourceStats,
+) -> Vec<LoadCriteria> {
+    (0..nodes.len())
         .map(|target| {
-            LoadCriteria::of_nodes(nodes.iter().enumerate().map(|(i, node)| {
-                let mut stats = node.stats;
+            LoadCriteria::of_nodes(nodes.clone().enumerate().map(|(i, node)| {
+                let mut stats = *node;
                 if i == target {
                     stats.add_started(resource);
                 }
                 stats
             }))
         })
-        .collect();
-    score_alternatives(nodes, alternatives)
+        .collect()
 }
 
 /// The O(N) evaluation: one node changed per alternative, against precomputed sums and maxima.
@@ -101,24 +130,31 @@ pub fn score_nodes_to_start_fast(
     resource: &ResourceStats,
 ) -> CrsResult<Vec<NodeScore>> {
     check(nodes, resource)?;
-    let loads =
-        |f: fn(&NodeStats) -> f64| -> Vec<f64> { nodes.iter().map(|n| f(&n.stats)).collect() };
+    let alternatives = fast_alternatives(nodes.iter().map(|n| &n.stats), resource);
+    score_alternatives(nodes, alternatives)
+}
+
+/// Each node's alternative, from prefix and suffix sums and the two highest loads: O(N).
+fn fast_alternatives<'a>(
+    nodes: impl ExactSizeIterator<Item = &'a NodeStats> + Clone,
+    resource: &ResourceStats,
+) -> Vec<LoadCriteria> {
+    let n = nodes.len();
+    let loads = |f: fn(&NodeStats) -> f64| -> Vec<f64> { nodes.clone().map(f).collect() };
     let cpu = Column::new(&loads(NodeStats::cpu_load));
     let mem = Column::new(&loads(NodeStats::mem_load));
-    let alternatives = nodes
-        .iter()
+    nodes
         .enumerate()
         .map(|(i, node)| {
-            let mut started = node.stats;
+            let mut started = *node;
             started.add_started(resource);
             from_sums(
-                nodes.len(),
+                n,
                 cpu.with(i, started.cpu_load()),
                 mem.with(i, started.mem_load()),
             )
         })
-        .collect();
-    score_alternatives(nodes, alternatives)
+        .collect()
 }
 
 fn check(nodes: &[NodeUsage], resource: &ResourceStats) -> CrsResult<()> {
@@ -429,5 +465,39 @@ mod tests {
             // The last node's alternative sums in the same order both ways.
             prop_assert_eq!(reference.last().map(|s| s.criteria), fast.last().map(|s| s.criteria));
         }
+
+        #[test]
+        fn scores_from_stats_alone_are_the_same_numbers(nodes in cluster(), guest in guest()) {
+            // Clusters of 1 to 64 nodes: both evaluations, either side of the threshold.
+            let named: Vec<f64> = score_nodes_to_start(&nodes, &guest)
+                .unwrap()
+                .into_iter()
+                .map(|s| s.score)
+                .collect();
+            let stats: Vec<NodeStats> = nodes.iter().map(|n| n.stats).collect();
+            let bare = score_stats_to_start(&stats, |i| nodes[i].name.as_str(), &guest).unwrap();
+            prop_assert_eq!(
+                named.iter().map(|s| s.to_bits()).collect::<Vec<_>>(),
+                bare.iter().map(|s| s.to_bits()).collect::<Vec<_>>()
+            );
+        }
+    }
+
+    #[test]
+    fn scores_from_stats_name_a_bad_node_by_the_given_name() {
+        use crate::pve_crs::CrsError;
+        let stats = [
+            three_nodes_homogeneous()[0].stats,
+            NodeStats {
+                maxmem: 0,
+                ..three_nodes_homogeneous()[1].stats
+            },
+        ];
+        let e = score_stats_to_start(&stats, |i| ["a", "b"][i], &resource(0.0, 1.0, 0, GIB))
+            .unwrap_err();
+        assert!(
+            matches!(&e, CrsError::Node { node, .. } if node == "b"),
+            "{e:?}"
+        );
     }
 }

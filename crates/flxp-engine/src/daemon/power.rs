@@ -531,13 +531,15 @@ impl Daemon {
             }
             match executor.shut_down_if_empty(node).await {
                 Ok(()) => {
+                    // The round began before the migrations: the shutdown is dated now.
+                    let at = executor.now().max(now);
                     pr.switched_off.push(node.clone());
-                    *z.last_power.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
+                    *z.last_power.lock().unwrap_or_else(|p| p.into_inner()) = Some(at);
                     z.shutting
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
-                        .insert(node.clone(), now);
-                    if let Err(e) = executor.stamp_power_mark(node, now).await {
+                        .insert(node.clone(), at);
+                    if let Err(e) = executor.stamp_power_mark(node, at).await {
                         pr.errors.push(error_chain(&e));
                     }
                 }

@@ -285,3 +285,47 @@ async fn stale_markers_are_only_reported_when_configured_to_warn() {
     assert!(tags_of(&z, 170).contains("flxp.creating"));
     z.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_taken_out_of_maintenance_mid_evacuation_keeps_the_rest_of_its_guests() {
+    // 1x: each move of pve4's guests (1 to 2 GiB at 1 GiB/s) takes a second or more, one at a
+    // time out of pve4.
+    let z = zone(DEMO, 1.0, |_| {}).await;
+    flxp_engine::maintenance::set(&z.api, "pve4", true)
+        .await
+        .unwrap();
+    let started = Arc::new(Notify::new());
+    let d = daemon(&z, Overrides::default(), options(3))
+        .with_progress(Arc::new(FirstStart(Arc::clone(&started))));
+    let round = tokio::spawn({
+        let d = d.clone();
+        async move { d.run_round("lab").await.unwrap() }
+    });
+    started.notified().await;
+    // `flxp maintenance pve4 --off` while the first migration runs.
+    flxp_engine::maintenance::set(&z.api, "pve4", false)
+        .await
+        .unwrap();
+    let report = round.await.unwrap();
+    let evac = report.evacuation.as_ref().unwrap();
+    assert_eq!(evac.plan.migrations.len(), 3, "{}", evac.plan.summary);
+    let execution = evac.execution.as_ref().unwrap();
+    assert_eq!(execution.done.len(), 1, "{execution:#?}");
+    assert!(execution.failed.is_empty(), "{execution:#?}");
+    assert_eq!(execution.skipped.len(), 1, "{execution:#?}");
+    assert_eq!(
+        execution.skipped[0].reasons,
+        ["node pve4 is no longer in maintenance"]
+    );
+    assert_eq!(execution.replans.len(), 1, "{execution:#?}");
+    assert_eq!(execution.replans[0].migrations, 0, "{execution:#?}");
+    let left = z
+        .sim
+        .world()
+        .guests
+        .values()
+        .filter(|g| g.node == "pve4")
+        .count();
+    assert_eq!(left, 3, "the ignored guest and the two not yet moved stay");
+    z.shutdown().await;
+}

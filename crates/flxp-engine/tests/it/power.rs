@@ -438,3 +438,41 @@ async fn the_node_holding_the_lease_is_never_consolidated() {
             .contains("<!-- flxp-lease zone=lab holder=me:1:1 ")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_power_mark_is_dated_at_the_shutdown_not_at_the_start_of_the_round() {
+    let z = zone(DEMO, 500.0, |_| {}).await;
+    let d = daemon(&z, auto(0.4, 0.7, Duration::ZERO));
+    let r = d.run_round("lab").await.unwrap();
+    let p = r.power.as_ref().unwrap();
+    assert_eq!(p.switched_off, ["pve2"], "{r:#?}");
+    assert!(!p.execution.as_ref().unwrap().done.is_empty(), "{r:#?}");
+    // The last migration off pve2 ended (simulated time) before the shutdown.
+    let last_move = z
+        .sim
+        .world()
+        .tasks
+        .all()
+        .iter()
+        .filter(|t| matches!(t.kind.as_str(), "qmigrate" | "vzmigrate"))
+        .filter_map(|t| t.ended)
+        .fold(0.0_f64, f64::max) as i64;
+    assert!(last_move > r.time, "the migrations took simulated time");
+    let notes = z
+        .sim
+        .world()
+        .nodes
+        .iter()
+        .map(|(n, s)| (n.clone(), s.notes.clone()))
+        .collect();
+    let marks = power_mark::read(&notes);
+    let mark = marks.iter().find(|m| m.node == "pve2").unwrap();
+    assert_eq!(mark.state, PowerState::Off);
+    assert!(
+        mark.since >= last_move,
+        "mark since {} is before the last migration ended at {last_move} (round began {})",
+        mark.since,
+        r.time
+    );
+    z.shutdown().await;
+}

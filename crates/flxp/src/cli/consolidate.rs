@@ -178,14 +178,24 @@ pub fn run(args: Args) -> Result<ExitCode> {
             output::print_execution(report);
         }
         for node in &back {
-            output::say(format!(
-                "{node}: back in service (its consolidation cannot be finished)"
-            ));
+            output::say(if execution.is_none() && args.dry_run {
+                format!("{node}: would go back in service (its consolidation cannot be finished)")
+            } else {
+                format!("{node}: back in service (its consolidation cannot be finished)")
+            });
         }
         for s in &shutdown {
             output::say(match &s.error {
                 None => format!("{}: switched off", s.node),
-                Some(e) => format!("{}: not switched off: {e}", s.node),
+                Some(e) => {
+                    // The refusal names the node and says so itself: said once.
+                    let own = format!("node {} is not switched off: ", s.node);
+                    format!(
+                        "{}: not switched off: {}",
+                        s.node,
+                        e.strip_prefix(&own).unwrap_or(e)
+                    )
+                }
             });
         }
     }
@@ -220,7 +230,14 @@ async fn in_zone(
         print(&c);
     }
     if args.dry_run {
-        return Ok((c, None, Vec::new(), Vec::new()));
+        // What a real run would give back, as it would.
+        let back = c
+            .kept
+            .iter()
+            .filter(|k| k.resumed)
+            .map(|k| k.node.clone())
+            .collect();
+        return Ok((c, None, Vec::new(), back));
     }
     // A marked node this run cannot finish goes back to service, not left in maintenance.
     let mut back = Vec::new();
@@ -239,9 +256,7 @@ async fn in_zone(
     }
     // The power marks first (in the notes of a node that stays), so that a rerun after an
     // interruption finishes this consolidation and the daemon knows which nodes it may wake.
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    let now = executor.now();
     executor
         .mark_freed(&c, now)
         .await
@@ -260,12 +275,24 @@ async fn in_zone(
     .await?;
     let mut shutdown = Vec::new();
     let clean = report.as_ref().is_none_or(ExecutionReport::is_clean);
+    if config.consolidate.shutdown && !clean {
+        // Say which nodes stay on, and why: they stay in maintenance, marked off, until a rerun
+        // finishes them or gives them back.
+        for node in c.freed_names() {
+            shutdown.push(PowerOutcome {
+                error: Some(kept_on(&node, report.as_ref())),
+                node,
+                ok: false,
+            });
+        }
+    }
     if config.consolidate.shutdown && clean {
         for node in c.freed_names() {
             let r = executor.shut_down_if_empty(&node).await;
             if r.is_ok() {
-                // The interval before a wake runs from the shutdown, a resumed one too.
-                if let Err(e) = executor.stamp_power_mark(&node, now).await {
+                // The interval before a wake runs from the shutdown (not from the start of the
+                // run, before the migrations), a resumed one too.
+                if let Err(e) = executor.stamp_power_mark(&node, executor.now()).await {
                     tracing::warn!(node, error = %crate::serve::zone::chain(&e), "power mark not re-dated");
                 }
             }
@@ -277,6 +304,35 @@ async fn in_zone(
         }
     }
     Ok((c, report, shutdown, back))
+}
+
+/// Why a freed node is not switched off after a run whose migrations did not all succeed.
+fn kept_on(node: &str, report: Option<&ExecutionReport>) -> String {
+    let mut stuck: Vec<u32> = report
+        .map(|r| {
+            let failed = r.failed.iter().chain(&r.unknown).map(|f| (f.vmid, &f.from));
+            let skipped = r.skipped.iter().map(|d| (d.vmid, &d.from));
+            let unfinished = r.unfinished.iter().map(|u| (u.vmid, &u.from));
+            failed
+                .chain(skipped)
+                .chain(unfinished)
+                .filter(|(_, from)| from.as_str() == node)
+                .map(|(vmid, _)| vmid)
+                .collect()
+        })
+        .unwrap_or_default();
+    stuck.sort_unstable();
+    stuck.dedup();
+    let why = if stuck.is_empty() {
+        "not every migration of the consolidation succeeded".to_owned()
+    } else {
+        let list: Vec<String> = stuck.iter().map(u32::to_string).collect();
+        format!("guest(s) {} did not move off it", list.join(", "))
+    };
+    format!(
+        "{why}; it stays in maintenance, marked off: rerun flxp consolidate to finish (or give \
+         back) it, or --wake {node} to put it back in service"
+    )
 }
 
 /// The consolidation for people: the plan, then what it frees and why the others stay.
@@ -359,6 +415,12 @@ async fn wake_in_zone(
         }
         String::new()
     } else {
+        // Marked waking first (as the daemon does): should it boot after this run gave up, no
+        // later consolidation takes it for one left unfinished and switches it off again.
+        executor
+            .mark_waking(&name, executor.now())
+            .await
+            .with_context(|| format!("cannot mark {name} as waking"))?;
         let mac = executor.wake(&name).await?;
         if !args.json {
             output::tell(format!(
@@ -379,7 +441,9 @@ async fn wake_in_zone(
             }
             if start.elapsed() > timeout {
                 anyhow::bail!(
-                    "{name} is not online {} s after Wake-on-LAN",
+                    "{name} is not online {} s after Wake-on-LAN; it is marked waking: once it \
+                     is online, the daemon or `flxp consolidate --wake {name}` puts it back in \
+                     service",
                     timeout.as_secs()
                 );
             }

@@ -367,6 +367,23 @@ impl Config {
                 other => (format!("zones.{name}"), other.to_string()),
             })?;
         }
+        for (name, zone) in &self.zones {
+            // The lease lives in this node's notes (`/nodes/{node}/config`): a name Proxmox
+            // cannot have is a mistake here; one absent from the cluster shows at runtime.
+            if let Some(node) = zone
+                .lease_node
+                .as_deref()
+                .filter(|n| !flxp_core::names::is_dns_label(n))
+            {
+                return Err((
+                    format!("zones.{name}.lease-node"),
+                    format!(
+                        "{node:?} is not a node name (letters, digits and '-', 1 to 63, not \
+                         starting or ending with '-')"
+                    ),
+                ));
+            }
+        }
         if self.lease.ttl_secs <= self.lease.margin_secs {
             return Err((
                 "lease.ttl-secs".into(),
@@ -847,6 +864,19 @@ vlan = 100
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn a_malformed_lease_node_is_an_error_at_its_key() {
+        for node in ["", "bad name!", "-pve1", "pve_1"] {
+            let text = format!("{ZONE}lease-node = {node:?}\n");
+            let e = parse(&text).unwrap_err();
+            assert_eq!(e.key, "zones.eu.lease-node", "{text}: {e}");
+            assert_eq!(e.place.map(|p| p.line), Some(5), "{text}: {e}");
+            assert!(e.message.contains("is not a node name"), "{text}: {e}");
+        }
+        let ok = parse(&format!("{ZONE}lease-node = \"pve-2\"\n")).unwrap();
+        assert_eq!(ok.zones["eu"].lease_node.as_deref(), Some("pve-2"));
     }
 
     #[test]

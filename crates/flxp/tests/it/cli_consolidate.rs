@@ -316,3 +316,170 @@ fn a_rerun_gives_back_a_node_whose_consolidation_cannot_be_finished() {
         w.nodes["pve1"].notes
     );
 }
+
+/// Waits (real time, bounded) until the simulated node is online or offline.
+fn until_online(z: &super::cli_balance::SimZone, node: &str, online: bool) {
+    let start = std::time::Instant::now();
+    while z.sim.world().nodes[node].online != online && start.elapsed().as_secs() < 30 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(z.sim.world().nodes[node].online, online, "{node}");
+}
+
+#[test]
+fn a_wake_that_times_out_leaves_the_node_marked_waking_not_for_another_shutdown() {
+    // A boot that outlasts the wait by far.
+    let z = sim_zone(DEMO, 100_000.0, "\n[consolidate]\nshutdown = true\n", |v| {
+        v["sim"]["node_boot_secs"] = 1e9.into()
+    });
+    let (code, out, err) = run(&[
+        "consolidate",
+        "--zone",
+        "lab",
+        "--config",
+        z.config(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}\n{out}");
+    assert_eq!(json(&out)["shutdown"][0]["node"], "pve2", "{out}");
+    until_online(&z, "pve2", false);
+    let (code, _, err) = run(&[
+        "consolidate",
+        "--zone",
+        "lab",
+        "--config",
+        z.config(),
+        "--wake",
+        "pve2",
+        "--wake-timeout",
+        "1",
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("pve2 is not online 1 s after Wake-on-LAN; it is marked waking"),
+        "{err}"
+    );
+    let notes: String = z
+        .sim
+        .world()
+        .nodes
+        .values()
+        .map(|n| n.notes.clone())
+        .collect();
+    assert!(
+        notes.contains("flxp-power node=pve2 state=waking"),
+        "{notes}"
+    );
+    assert!(!notes.contains("node=pve2 state=off"), "{notes}");
+    // It boots after the waiter gave up: no consolidation takes it for one left unfinished.
+    z.sim.world().set_online("pve2", true);
+    let (code, out, err) = run(&[
+        "consolidate",
+        "--zone",
+        "lab",
+        "--config",
+        z.config(),
+        "--dry-run",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}\n{out}");
+    let v = json(&out);
+    assert!(
+        !names(&v["consolidation"]["freed"]).contains(&"pve2".to_owned()),
+        "{out}"
+    );
+    let kept = v["consolidation"]["kept"].as_array().unwrap();
+    let pve2 = kept.iter().find(|k| k["node"] == "pve2").unwrap();
+    assert_ne!(pve2["resumed"], true, "{out}");
+}
+
+#[test]
+fn a_failed_migration_says_which_node_stays_on_and_why() {
+    let extra = "\n[consolidate]\nshutdown = true\n";
+    let z = sim_zone(DEMO, 100_000.0, extra, |_| {});
+    let (_, out, _) = run(&[
+        "consolidate",
+        "--zone",
+        "lab",
+        "--config",
+        z.config(),
+        "--dry-run",
+        "--json",
+    ]);
+    let v = json(&out);
+    assert_eq!(names(&v["consolidation"]["freed"]), ["pve2"], "{out}");
+    let first = v["consolidation"]["plan"]["migrations"][0]["vmid"]
+        .as_u64()
+        .unwrap();
+    let z = sim_zone(DEMO, 100_000.0, extra, |v| {
+        v["sim"]["faults"] = serde_json::json!({
+            "fail_migrations": [{"vmid": first, "message": "simulated: connection reset"}]
+        });
+    });
+    let (code, out, err) = run(&[
+        "consolidate",
+        "--zone",
+        "lab",
+        "--config",
+        z.config(),
+        "--json",
+    ]);
+    assert_eq!(code, 1, "{err}\n{out}");
+    let v = json(&out);
+    assert_eq!(v["shutdown"][0]["node"], "pve2", "{out}");
+    assert_eq!(v["shutdown"][0]["ok"], false, "{out}");
+    let why = v["shutdown"][0]["error"].as_str().unwrap();
+    assert!(
+        why.starts_with(&format!(
+            "guest(s) {first} did not move off it; it stays in maintenance"
+        )),
+        "{why}"
+    );
+    assert!(z.sim.world().nodes["pve2"].online);
+}
+
+#[test]
+fn a_dry_run_names_the_nodes_a_real_run_would_give_back() {
+    let z = sim_zone(
+        DEMO,
+        100_000.0,
+        "\n[consolidate]\nshutdown = true\nmax-memory = 0.05\n",
+        |_| {},
+    );
+    {
+        let mut w = z.sim.world();
+        w.nodes.get_mut("pve1").unwrap().notes =
+            "<!-- flxp-power node=pve2 state=off since=1 -->".into();
+        w.nodes.get_mut("pve2").unwrap().notes = "flxp.maintenance".into();
+    }
+    let dry = |json_out: bool| {
+        let mut a = vec![
+            "consolidate",
+            "--zone",
+            "lab",
+            "--config",
+            z.config(),
+            "--dry-run",
+        ];
+        if json_out {
+            a.push("--json");
+        }
+        run(&a)
+    };
+    let (code, out, err) = dry(true);
+    assert_eq!(code, 0, "{err}\n{out}");
+    assert_eq!(json(&out)["back"], serde_json::json!(["pve2"]), "{out}");
+    let (code, out, err) = dry(false);
+    assert_eq!(code, 0, "{err}\n{out}");
+    assert!(
+        format!("{out}{err}")
+            .contains("pve2: would go back in service (its consolidation cannot be finished)"),
+        "{out}{err}"
+    );
+    // Nothing was given back.
+    assert!(
+        z.sim.world().nodes["pve2"]
+            .notes
+            .contains("flxp.maintenance")
+    );
+}

@@ -9,7 +9,12 @@ use crate::placement::{Ctx, FilterKind, NodeView, Reason};
 pub const NAME: &str = "affinity";
 
 /// Rejects nodes other than the one each hard affinity group runs on.
-pub static FILTER: BuiltinFilter = BuiltinFilter::new(NAME, FilterKind::Rule, "hard affinity groups run on this node (or nowhere yet)", check).with_passes(passes);
+pub static FILTER: BuiltinFilter = BuiltinFilter::new(NAME, FilterKind::Rule, "hard affinity groups run on this node (or nowhere yet)", check).with_passes(passes).applies_when(applies);
+
+/// Only a group with running members somewhere decides the node.
+fn applies(ctx: &Ctx) -> bool {
+    ctx.affinity.iter().any(|p| !p.nodes.is_empty())
+}
 
 fn passes(ctx: &Ctx, node: &NodeView) -> bool {
     ctx.affinity

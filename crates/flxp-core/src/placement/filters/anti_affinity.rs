@@ -8,7 +8,11 @@ use crate::placement::{Ctx, FilterKind, NodeView, Reason};
 pub const NAME: &str = "anti-affinity";
 
 /// Rejects nodes already running a member of one of the subject's hard anti-affinity groups.
-pub static FILTER: BuiltinFilter = BuiltinFilter::new(NAME, FilterKind::Rule, "no member of a hard anti-affinity group runs here", check).with_passes(passes);
+pub static FILTER: BuiltinFilter = BuiltinFilter::new(NAME, FilterKind::Rule, "no member of a hard anti-affinity group runs here", check).with_passes(passes).applies_when(applies);
+
+fn applies(ctx: &Ctx) -> bool {
+    ctx.anti_affinity.iter().any(|p| !p.nodes.is_empty())
+}
 
 fn passes(ctx: &Ctx, node: &NodeView) -> bool {
     ctx.anti_affinity.iter().all(|p| p.on(node.idx).is_empty())

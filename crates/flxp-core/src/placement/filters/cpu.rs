@@ -8,7 +8,20 @@ use crate::placement::{Ctx, FilterKind, NodeView, Reason};
 pub const NAME: &str = "cpu";
 
 /// Rejects nodes with fewer CPUs than the subject's vCPUs, or over the overcommit cap.
-pub static FILTER: BuiltinFilter = BuiltinFilter::new(NAME, FilterKind::Resource, "vCPUs not above the node's CPUs, and the optional overcommit cap", check);
+pub static FILTER: BuiltinFilter = BuiltinFilter::new(NAME, FilterKind::Resource, "vCPUs not above the node's CPUs, and the optional overcommit cap", check).with_passes(passes);
+
+/// `check` without building the reason: the same comparisons (so NaN figures pass alike).
+fn passes(ctx: &Ctx, node: &NodeView) -> bool {
+    if !node.node.is_online() {
+        return true;
+    }
+    let have = node.node.maxcpu;
+    if ctx.subject.cores > have {
+        return false;
+    }
+    !matches!(ctx.options.max_vcpu_ratio,
+        Some(ratio) if node.usage.committed_cpus + ctx.subject.committed_cpus > have * ratio + 1e-9)
+}
 
 fn check(ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
     // An offline node has no stats to judge: `online` alone explains it.

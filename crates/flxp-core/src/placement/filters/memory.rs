@@ -11,7 +11,7 @@ use crate::placement::{Ctx, FilterKind, NodeView, Reason};
 pub const NAME: &str = "memory";
 
 /// Rejects nodes without room for the subject's memory.
-pub static FILTER: BuiltinFilter = BuiltinFilter::new(NAME, FilterKind::Resource, "memory fits: total − used − reserve, and the optional commit cap", check);
+pub static FILTER: BuiltinFilter = BuiltinFilter::new(NAME, FilterKind::Resource, "memory fits: total − used − reserve, and the optional commit cap", check).with_passes(passes);
 
 /// Bytes a node can still give: total − used − reserve, never below zero.
 pub fn available(ctx: &Ctx, node: &NodeView) -> u64 {
@@ -19,6 +19,19 @@ pub fn available(ctx: &Ctx, node: &NodeView) -> u64 {
         .maxmem
         .saturating_sub(node.usage.mem)
         .saturating_sub(ctx.options.reserve_for(node.node))
+}
+
+/// `check` without building the reason.
+fn passes(ctx: &Ctx, node: &NodeView) -> bool {
+    if !node.node.is_online() {
+        return true;
+    }
+    if ctx.subject.memory > available(ctx, node) {
+        return false;
+    }
+    !matches!(ctx.options.max_memory_commit,
+        Some(ratio) if node.usage.committed_mem + ctx.subject.committed_mem
+            > (node.node.maxmem as f64 * ratio) as u64)
 }
 
 fn check(ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {

@@ -8,7 +8,11 @@ use crate::placement::{Ctx, FilterKind, NodeView, Reason};
 pub const NAME: &str = "node-rules";
 
 /// Rejects nodes that a hard node rule does not allow.
-pub static FILTER: BuiltinFilter = BuiltinFilter::new(NAME, FilterKind::Rule, "flxp.node tags, ProxLB pins and strict HA node-affinity allow the node", check).with_passes(passes);
+pub static FILTER: BuiltinFilter = BuiltinFilter::new(NAME, FilterKind::Rule, "flxp.node tags, ProxLB pins and strict HA node-affinity allow the node", check).with_passes(passes).applies_when(applies);
+
+fn applies(ctx: &Ctx) -> bool {
+    !ctx.subject.rules.node_rules.is_empty()
+}
 
 fn passes(ctx: &Ctx, node: &NodeView) -> bool {
     ctx.subject.rules.allows(node.idx)

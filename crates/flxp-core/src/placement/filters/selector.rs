@@ -7,7 +7,11 @@ use crate::placement::{Ctx, FilterKind, NodeView, Reason};
 pub const NAME: &str = "selector";
 
 /// Rejects nodes lacking a selected label.
-pub static FILTER: BuiltinFilter = BuiltinFilter::new(NAME, FilterKind::Rule, "the node carries every flxp.select label", check).with_passes(passes);
+pub static FILTER: BuiltinFilter = BuiltinFilter::new(NAME, FilterKind::Rule, "the node carries every flxp.select label", check).with_passes(passes).applies_when(applies);
+
+fn applies(ctx: &Ctx) -> bool {
+    !ctx.subject.rules.selectors.is_empty()
+}
 
 fn passes(ctx: &Ctx, node: &NodeView) -> bool {
     ctx.subject

@@ -17,7 +17,19 @@ pub static FILTER: BuiltinFilter = BuiltinFilter::new(
     FilterKind::Resource,
     "the storages of the guest's local disks exist here with room for them",
     check,
-);
+)
+.applies_when(applies);
+
+/// Only guests with local disks can be refused (a new VM has none).
+fn applies(ctx: &Ctx) -> bool {
+    let c = ctx.cluster;
+    c.has_local_disks()
+        && ctx
+            .subject
+            .members
+            .iter()
+            .any(|&m| !c.guest(m).local_disks.is_empty())
+}
 
 fn check(ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
     let c = ctx.cluster;

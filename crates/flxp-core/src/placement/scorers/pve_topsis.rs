@@ -14,7 +14,7 @@ use crate::placement::registry::BuiltinScorer;
 #[cfg(test)]
 use crate::placement::Subject;
 use crate::placement::{Ctx, NodeView, as_is};
-use crate::pve_crs::{NodeStats, NodeUsage, ResourceStats, score_nodes_to_start};
+use crate::pve_crs::{NodeStats, ResourceStats, score_stats_to_start};
 
 /// Registered name of the static variant.
 pub const STATIC_NAME: &str = "pve-static";
@@ -22,7 +22,7 @@ pub const STATIC_NAME: &str = "pve-static";
 pub const DYNAMIC_NAME: &str = "pve-dynamic";
 
 /// Node stats of every alternative node, by mode.
-fn alternatives(ctx: &Ctx, dynamic: bool) -> (Vec<NodeIdx>, Vec<NodeUsage>) {
+fn alternatives(ctx: &Ctx, dynamic: bool) -> (Vec<NodeIdx>, Vec<NodeStats>) {
     let mut idx = Vec::new();
     let mut stats = Vec::new();
     for n in ctx.cluster.node_indexes() {
@@ -37,51 +37,47 @@ fn alternatives(ctx: &Ctx, dynamic: bool) -> (Vec<NodeIdx>, Vec<NodeUsage>) {
             (u.committed_cpus, u.committed_mem)
         };
         idx.push(n);
-        stats.push(NodeUsage::new(
-            node.name.clone(),
-            NodeStats {
-                cpu,
-                maxcpu: node.maxcpu,
-                mem,
-                maxmem: node.maxmem,
-            },
-        ));
+        stats.push(NodeStats {
+            cpu,
+            maxcpu: node.maxcpu,
+            mem,
+            maxmem: node.maxmem,
+        });
     }
-    for g_idx in ctx.cluster.guest_indexes() {
-        let g = ctx.cluster.guest(g_idx);
-        // Most guests change nothing below: they are skipped before the node lookup and, in the
-        // static mode, before the task lookup (this loop runs once per placement).
-        let starting = if dynamic {
-            g.ha_starting || (g.running && ctx.cluster.tasks.is_starting(g.vmid))
-        } else {
-            // A running guest's correction is 0 unless it lacks a CPU limit; a stopped one
-            // counts only when HA starts it.
-            if (g.running && g.maxcpu > 0.0) || (!g.running && !g.ha_starting) {
+    if dynamic {
+        for g_idx in ctx.cluster.guest_indexes() {
+            let g = ctx.cluster.guest(g_idx);
+            // Most guests change nothing: skipped before the node lookup.
+            if !(g.ha_starting || (g.running && ctx.cluster.tasks.is_starting(g.vmid))) {
                 continue;
             }
-            g.ha_starting
-        };
-        if dynamic && !starting {
-            continue;
-        }
-        let Ok(pos) = idx.binary_search(&ctx.state.location(g_idx)) else {
-            continue;
-        };
-        let s = &mut stats[pos].stats;
-        if dynamic {
+            let Ok(pos) = idx.binary_search(&ctx.state.location(g_idx)) else {
+                continue;
+            };
+            let s = &mut stats[pos];
             // Not in the measurements yet: Proxmox adds its configured size (§1.4).
-            if starting {
+            s.cpu += g.static_cpus(s.maxcpu);
+            s.mem = s.mem.saturating_add(g.maxmem);
+        }
+    } else {
+        // The committed sums are right for every other guest: only these few are visited (this
+        // runs once per placement, and a cluster may hold many thousand guests).
+        for &g_idx in ctx.cluster.static_usage_differs() {
+            let g = ctx.cluster.guest(g_idx);
+            let Ok(pos) = idx.binary_search(&ctx.state.location(g_idx)) else {
+                continue;
+            };
+            let s = &mut stats[pos];
+            if g.running {
+                // The committed sum holds its `maxcpu`, 0 for a container without a CPU limit,
+                // which Proxmox counts as the whole node (§1.3).
+                s.cpu += g.static_cpus(s.maxcpu) - g.maxcpu;
+            } else {
+                // HA starts it: Proxmox counts every HA resource that holds a node, running or
+                // not (§1.3).
                 s.cpu += g.static_cpus(s.maxcpu);
                 s.mem = s.mem.saturating_add(g.maxmem);
             }
-        } else if g.running {
-            // The committed sum holds its `maxcpu`, 0 for a container without a CPU limit,
-            // which Proxmox counts as the whole node (§1.3).
-            s.cpu += g.static_cpus(s.maxcpu) - g.maxcpu;
-        } else if starting {
-            // Proxmox counts every HA resource that holds a node, running or not (§1.3).
-            s.cpu += g.static_cpus(s.maxcpu);
-            s.mem = s.mem.saturating_add(g.maxmem);
         }
     }
     (idx, stats)
@@ -102,7 +98,8 @@ fn topsis_scores(ctx: &Ctx, nodes: &[NodeView], dynamic: bool) -> Vec<f64> {
     };
     // Errors need bad capacities, which `alternatives` leaves out; NaN makes the pipeline name
     // this scorer if it happens anyway.
-    let scored = score_nodes_to_start(&stats, &resource).unwrap_or_default();
+    let name = |i: usize| ctx.cluster.node(idx[i]).name.as_str();
+    let scored = score_stats_to_start(&stats, name, &resource).unwrap_or_default();
     let mut position = vec![usize::MAX; ctx.cluster.nodes().len()];
     for (p, n) in idx.iter().enumerate() {
         position[n.get()] = p;
@@ -112,7 +109,7 @@ fn topsis_scores(ctx: &Ctx, nodes: &[NodeView], dynamic: bool) -> Vec<f64> {
         .map(|v| {
             scored
                 .get(position[v.idx.get()])
-                .map_or(f64::NAN, |s| 100.0 * s.score)
+                .map_or(f64::NAN, |s| 100.0 * s)
         })
         .collect()
 }
