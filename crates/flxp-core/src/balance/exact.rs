@@ -11,6 +11,11 @@
 //! leave. Depth-first over guests (largest first), iterative deepening on the migrations, pruned by
 //! [`need_for_spread`] on what is still undecided and, within a depth, by bytes.
 //!
+//! The running members of a hard affinity group that share a node are one decision, as in the
+//! greedy planner: they move together to one node in one step, and each member counts as a
+//! migration. A group the search cannot move that way (split over nodes, or its rules conflict)
+//! stays where it is; then the result is not proven the fewest (`exact` is false).
+//!
 //! When no order exists for any placement of the fewest changes, a plan needs more migrations, and
 //! the result says so: `migrations` is then the fewest once-per-guest plan found and `floor` the
 //! proven lower bound (equal when `exact`).
@@ -81,6 +86,8 @@ pub struct Optimum {
     pub exact: bool,
     /// The plan: guests, targets and what each move is for, in a safe order.
     pub moves: Moves,
+    /// Affinity groups the plan moves as one step (their members, in `moves` order).
+    pub bundles: Vec<Vec<GuestIdx>>,
     /// Positions in `moves` that close a two-move balancing decision begun by the move before
     /// (strict mode only): the first alone raises the measure, the pair does not.
     pub joined: Vec<usize>,
@@ -103,8 +110,10 @@ struct Search<'a> {
     rules: &'a Rules,
     placer: &'a Placer,
     goal: &'a Goal,
-    /// Guests that may move, largest first.
+    /// What may move, largest first, by its first member.
     guests: Vec<GuestIdx>,
+    /// For each of them, the guests that move in that decision (one, or an affinity group's).
+    members: Vec<Vec<GuestIdx>>,
     /// Each guest's position in `guests` (`usize::MAX` for guests that stay).
     pos: Vec<usize>,
     /// For each of them, the balanced nodes its hard node rules allow (not its own).
@@ -119,12 +128,18 @@ struct Search<'a> {
     same_as_prev: Vec<bool>,
     /// Each position's choice on the current path: 0 stays, `j + 1` moves to `targets[i][j]`.
     choice: Vec<usize>,
+    /// Whether a decision's guests must leave or share a rule broken at the start: an order
+    /// tries these first, so that fixes come before balancing, as in the greedy plan.
+    mends: Vec<bool>,
     /// Whether the start breaks a hard rule: then a rule still broken among decided guests
     /// prunes.
     rules_broken: bool,
     start: State,
     state: State,
+    /// Decisions on the current path, by first member.
     chosen: Vec<(GuestIdx, NodeIdx)>,
+    /// Migrations on the current path (a group's members each count).
+    migrations: usize,
     bytes: u64,
     best: Option<(u64, Moves, Vec<usize>)>,
     /// At the last depth, only plans copying fewer bytes than this count (an incumbent's bytes).
@@ -140,24 +155,64 @@ struct Search<'a> {
     first_only: bool,
 }
 
-/// The guests the search may move: those that must leave, and running guests balancing may move
-/// that move alone (members of hard affinity bundles stay: they move as one, which the search does
-/// not model).
-pub(crate) fn candidates(cluster: &Cluster, rules: &Rules, goal: &Goal) -> Vec<GuestIdx> {
-    let units = Units::new(cluster, rules);
-    cluster
-        .guest_indexes()
-        .filter(|&g| {
-            if goal.must_leave.contains(&g) {
-                return true;
-            }
-            let guest = cluster.guest(g);
-            guest.running
-                && (goal.restart_containers || guest.kind != GuestKind::Lxc)
-                && units.get(units.of(g)).members.len() == 1
-                && stays(cluster, rules, g, Intent::Balance, goal.cooldown_secs).is_none()
-        })
+/// The guests the search may move (alone or with their affinity group).
+pub(crate) fn movable(
+    cluster: &Cluster,
+    rules: &Rules,
+    state: &State,
+    goal: &Goal,
+) -> Vec<GuestIdx> {
+    decisions(cluster, rules, state, goal)
+        .0
+        .into_iter()
+        .flatten()
         .collect()
+}
+
+/// What the search may move, each as one decision: guests that must leave, running guests
+/// balancing may move, and the running members of a hard affinity group on one node, all of which
+/// balancing may move (together). Also whether a guest a plan might move is left out (a member of
+/// a group split over nodes or whose rules conflict): then the search proves nothing fewest.
+fn decisions(
+    cluster: &Cluster,
+    rules: &Rules,
+    state: &State,
+    goal: &Goal,
+) -> (Vec<Vec<GuestIdx>>, bool) {
+    let units = Units::new(cluster, rules);
+    let may = |g: GuestIdx| {
+        let guest = cluster.guest(g);
+        goal.must_leave.contains(&g)
+            || (guest.running
+                && (goal.restart_containers || guest.kind != GuestKind::Lxc)
+                && stays(cluster, rules, g, Intent::Balance, goal.cooldown_secs).is_none())
+    };
+    let mut out = Vec::new();
+    let mut left_out = false;
+    for unit in &units.all {
+        if unit.members.len() == 1 {
+            if may(unit.members[0]) {
+                out.push(unit.members.clone());
+            }
+            continue;
+        }
+        if unit.conflict.is_none()
+            && unit.node(state).is_some()
+            && unit.members.iter().all(|&g| may(g))
+        {
+            out.push(unit.members.clone());
+            continue;
+        }
+        left_out |= unit.members.iter().any(|&g| may(g));
+        // A guest that must leave still may, alone (the rules it breaks then count).
+        out.extend(
+            unit.members
+                .iter()
+                .filter(|g| goal.must_leave.contains(g))
+                .map(|&g| vec![g]),
+        );
+    }
+    (out, left_out)
 }
 
 /// The fewest migrations (then bytes) reaching `goal` from `state`, searching at most
@@ -214,56 +269,65 @@ fn run(
     budget: u64,
 ) -> Result<Optimum, Gave> {
     let balanced: Vec<NodeIdx> = balanced_nodes(cluster).collect();
-    let mut guests = candidates(cluster, rules, goal);
-    guests.sort_by_key(|&g| {
-        (
-            std::cmp::Reverse(cluster.guest(g).mem_footprint()),
-            state.location(g),
-            g,
-        )
-    });
+    let (mut members, left_out) = decisions(cluster, rules, state, goal);
+    let footprint =
+        |m: &[GuestIdx]| -> u64 { m.iter().map(|&g| cluster.guest(g).mem_footprint()).sum() };
+    members.sort_by_key(|m| (std::cmp::Reverse(footprint(m)), state.location(m[0]), m[0]));
+    let guests: Vec<GuestIdx> = members.iter().map(|m| m[0]).collect();
     let mut pos = vec![usize::MAX; cluster.guests().len()];
-    for (i, g) in guests.iter().enumerate() {
-        pos[g.get()] = i;
+    for (i, m) in members.iter().enumerate() {
+        for g in m {
+            pos[g.get()] = i;
+        }
     }
-    let targets = guests
+    let fits = |g: GuestIdx, n: NodeIdx| {
+        let r = rules.guest(g);
+        r.allows(n)
+            && r.selectors
+                .iter()
+                .all(|l| cluster.node(n).labels.contains(l))
+    };
+    let targets = members
         .iter()
-        .map(|&g| {
-            let r = rules.guest(g);
+        .map(|m| {
             balanced
                 .iter()
                 .copied()
-                .filter(|&n| n != state.location(g) && r.allows(n))
-                .filter(|&n| {
-                    r.selectors
-                        .iter()
-                        .all(|l| cluster.node(n).labels.contains(l))
-                })
+                .filter(|&n| n != state.location(m[0]) && m.iter().all(|&g| fits(g, n)))
                 .collect()
         })
         .collect();
-    let mandatory: Vec<bool> = guests.iter().map(|g| goal.must_leave.contains(g)).collect();
-    let forced: Vec<bool> = guests
+    let mandatory: Vec<bool> = members
         .iter()
-        .map(|&g| {
-            let (r, at) = (rules.guest(g), state.location(g));
-            goal.violations == 0
-                && (!r.allows(at)
-                    || !r
-                        .selectors
-                        .iter()
-                        .all(|l| cluster.node(at).labels.contains(l)))
-        })
+        .map(|m| m.iter().any(|g| goal.must_leave.contains(g)))
+        .collect();
+    let forced: Vec<bool> = members
+        .iter()
+        .map(|m| goal.violations == 0 && m.iter().any(|&g| !fits(g, state.location(g))))
         .collect();
     let same_as_prev: Vec<bool> = (0..guests.len())
         .map(|i| {
             i > 0
+                && members[i].len() == 1
+                && members[i - 1].len() == 1
                 && mandatory[i] == mandatory[i - 1]
                 && forced[i] == forced[i - 1]
                 && interchangeable(cluster, rules, state, guests[i - 1], guests[i])
         })
         .collect();
-    let rules_broken = !violations(cluster, rules, state).is_empty();
+    let broken = violations(cluster, rules, state);
+    let rules_broken = !broken.is_empty();
+    let mends: Vec<bool> = members
+        .iter()
+        .map(|m| {
+            m.iter().any(|&g| {
+                goal.must_leave.contains(&g)
+                    || broken
+                        .iter()
+                        .any(|v| v.vmids.contains(&cluster.guest(g).vmid))
+            })
+        })
+        .collect();
     let n_guests = guests.len();
     let mut s = Search {
         cluster,
@@ -271,16 +335,19 @@ fn run(
         placer,
         goal,
         guests,
+        members,
         pos,
         targets,
         mandatory,
         forced,
         same_as_prev,
+        mends,
         choice: vec![0; n_guests],
         rules_broken,
         start: state.clone(),
         state: state.clone(),
         chosen: Vec::new(),
+        migrations: 0,
         bytes: 0,
         best: None,
         cap: None,
@@ -297,23 +364,34 @@ fn run(
     }
     let floor = s.need(0).map_or(usize::MAX, |n| n.migrations);
     let mut proven = floor;
+    // A guest left out may be what a shorter plan moves: only the guests that must leave bound
+    // every plan then.
+    let proof = |proven: usize| {
+        if left_out {
+            goal.must_leave.len().min(proven)
+        } else {
+            proven
+        }
+    };
     for k in floor..=max_migrations {
         s.last_depth = k == max_migrations;
         s.cap = cap.filter(|_| s.last_depth);
         s.dfs(0, k);
         if s.out_of_budget {
             if cap.is_some() {
-                return s.descend(proven, max_migrations, budget / 2);
+                return s.descend(proof(proven), max_migrations, budget / 2);
             }
             return Err(Gave::Budget);
         }
         if let Some((bytes, moves, joined)) = s.best.take() {
+            let bundles = s.bundles(&moves);
             return Ok(Optimum {
                 migrations: moves.len(),
                 bytes,
-                floor: proven,
-                exact: proven == moves.len(),
+                floor: proof(proven),
+                exact: !left_out && proven == moves.len(),
                 moves,
+                bundles,
                 joined,
             });
         }
@@ -347,14 +425,28 @@ impl Search<'_> {
             }
         }
         let (bytes, moves, joined) = found.ok_or(Gave::Budget)?;
+        let bundles = self.bundles(&moves);
         Ok(Optimum {
             migrations: moves.len(),
             bytes,
             floor,
             exact: false,
             moves,
+            bundles,
             joined,
         })
+    }
+
+    /// The affinity groups `moves` moves as one step (their members, in `moves` order).
+    fn bundles(&self, moves: &Moves) -> Vec<Vec<GuestIdx>> {
+        let mut bundles: Vec<Vec<GuestIdx>> = Vec::new();
+        for &(g, _, _) in moves {
+            let m = &self.members[self.pos[g.get()]];
+            if m.len() > 1 && !bundles.contains(m) {
+                bundles.push(m.clone());
+            }
+        }
+        bundles
     }
 }
 
@@ -426,7 +518,7 @@ impl Search<'_> {
         if !self.visit() {
             return;
         }
-        let used = self.chosen.len();
+        let used = self.migrations;
         let Some(need) = self.need(i) else {
             return;
         };
@@ -459,7 +551,11 @@ impl Search<'_> {
             self.dfs(i + 1, k);
         }
         let from = self.state.location(g);
-        let bytes = self.cluster.guest(g).move_bytes();
+        let n = self.members[i].len();
+        let bytes: u64 = self.members[i]
+            .iter()
+            .map(|&m| self.cluster.guest(m).move_bytes())
+            .sum();
         let most = if self.same_as_prev[i] {
             self.choice[i - 1]
         } else {
@@ -468,13 +564,19 @@ impl Search<'_> {
         for j in 0..self.targets[i].len().min(most) {
             let t = self.targets[i][j];
             self.choice[i] = j + 1;
-            self.state.move_guest(self.cluster, g, t);
+            for &m in &self.members[i] {
+                self.state.move_guest(self.cluster, m, t);
+            }
             self.chosen.push((g, t));
+            self.migrations += n;
             self.bytes += bytes;
             self.dfs(i + 1, k);
             self.bytes -= bytes;
+            self.migrations -= n;
             self.chosen.pop();
-            self.state.move_guest(self.cluster, g, from);
+            for &m in &self.members[i] {
+                self.state.move_guest(self.cluster, m, from);
+            }
         }
     }
 
@@ -501,9 +603,11 @@ impl Search<'_> {
 
     /// An order of the chosen moves in which every step passes the filters (and, in strict mode,
     /// keeps the planner's rules for balancing decisions), if any, with the positions of moves
-    /// that complete a decision begun by the move before them.
+    /// that complete a decision begun by the move before them (a group's first member).
     fn safe_order(&mut self) -> Option<(Moves, Vec<usize>)> {
-        let moves = self.chosen.clone();
+        let mut moves = self.chosen.clone();
+        // Stable: the search's order otherwise.
+        moves.sort_by_key(|&(g, _)| !self.mends[self.pos[g.get()]]);
         let mut dead: std::collections::HashSet<DeadKey> = std::collections::HashSet::new();
         let mut order = Vec::with_capacity(moves.len());
         let mut joined = Vec::new();
@@ -534,7 +638,7 @@ impl Search<'_> {
         walk: Walk,
         out: &mut Order,
     ) -> bool {
-        if out.moves.len() == moves.len() {
+        if done.count_ones() as usize == moves.len() {
             return !self.goal.strict
                 || (walk.open.is_none() && walk.last_balance_lowered != Some(false));
         }
@@ -547,7 +651,13 @@ impl Search<'_> {
                 continue;
             }
             let from = state.location(g);
-            let subject = Subject::guest(self.cluster, self.rules, g, from);
+            // An affinity group moves as one step, checked as a whole.
+            let members = self.members[self.pos[g.get()]].clone();
+            let subject = if members.len() == 1 {
+                Subject::guest(self.cluster, self.rules, g, from)
+            } else {
+                Subject::bundle(self.cluster, self.rules, "group".into(), &members, from)
+            };
             let ctx = Ctx::new(
                 self.cluster,
                 self.rules,
@@ -559,29 +669,33 @@ impl Search<'_> {
                 continue;
             }
             let worse = penalty(&ctx, t).saturating_sub(penalty(&ctx, from));
-            state.move_guest(self.cluster, g, t);
+            for &m in &members {
+                state.move_guest(self.cluster, m, t);
+            }
             let next = Walk {
                 measure: imbalance(self.cluster, state, self.goal.measure, self.goal.metric),
                 broken: violations(self.cluster, self.rules, state).len(),
                 ..walk
             };
-            let purpose = if self.goal.must_leave.contains(&g) {
+            let purpose = if members.iter().any(|m| self.goal.must_leave.contains(m)) {
                 Purpose::Evacuate
             } else if next.broken < walk.broken {
                 Purpose::Fix
             } else {
                 Purpose::Balance
             };
-            let Some(next) =
-                self.judge(walk, next, purpose, worse, j, moves.len() - out.moves.len())
-            else {
-                state.move_guest(self.cluster, g, from);
+            let left = moves.len() - done.count_ones() as usize;
+            let Some(next) = self.judge(walk, next, purpose, worse, j, left) else {
+                for &m in &members {
+                    state.move_guest(self.cluster, m, from);
+                }
                 continue;
             };
             let completes = walk.open.is_some();
-            out.moves.push((g, t, purpose));
+            let len = out.moves.len();
+            out.moves.extend(members.iter().map(|&m| (m, t, purpose)));
             if completes {
-                out.joined.push(out.moves.len() - 1);
+                out.joined.push(len);
             }
             if self.order_from(moves, done | (1 << j), state, next, out) {
                 return true;
@@ -589,8 +703,10 @@ impl Search<'_> {
             if completes {
                 out.joined.pop();
             }
-            out.moves.pop();
-            state.move_guest(self.cluster, g, from);
+            out.moves.truncate(len);
+            for &m in &members {
+                state.move_guest(self.cluster, m, from);
+            }
         }
         out.dead.insert(key);
         false
@@ -706,11 +822,17 @@ impl Optimum {
             .iter()
             .enumerate()
             .map(|(i, &(g, t, purpose))| {
-                // The second half of a two-move decision shares the first half's step.
-                if i > 0 && !self.joined.contains(&i) {
+                let group = self.bundles.iter().find(|b| b.contains(&g));
+                // The second half of a two-move decision shares the first half's step, and a
+                // group's members share their first member's.
+                let later_member = group.is_some_and(|b| b[0] != g);
+                if i > 0 && !self.joined.contains(&i) && !later_member {
                     step += 1;
                 }
                 let guest = cluster.guest(g);
+                let bundle = group
+                    .map(|b| b.iter().map(|&m| cluster.guest(m).vmid).collect())
+                    .unwrap_or_default();
                 super::Migration {
                     vmid: guest.vmid,
                     kind: guest.kind,
@@ -721,7 +843,7 @@ impl Optimum {
                     purpose,
                     online: guest.running,
                     bytes: guest.move_bytes(),
-                    bundle: Vec::new(),
+                    bundle,
                     group: None,
                     step,
                     wave: i as u32,
@@ -903,6 +1025,50 @@ mod tests {
         let end = replay(&c, &r, &s, &placer, &best.migrations(&c)).unwrap();
         assert!(imbalance(&c, &end, goal.measure, goal.metric) <= goal.imbalance + 1e-9);
         Some((p, best, c))
+    }
+
+    /// a holds 30 GiB and one member of the split group db (the other on b); c is empty.
+    fn split_group() -> (Cluster, Goal) {
+        use crate::testutil::*;
+        let c = ClusterBuilder::new()
+            .nodes(&["a", "b", "c"])
+            .guest(vm(101, "a").mem(20 * GIB, 20 * GIB))
+            .guest(
+                vm(102, "a")
+                    .mem(6 * GIB, 6 * GIB)
+                    .tagged("flxp.affinity.db"),
+            )
+            .guest(
+                vm(103, "b")
+                    .mem(4 * GIB, 4 * GIB)
+                    .tagged("flxp.affinity.db"),
+            )
+            .build();
+        let goal = Goal {
+            measure: Measure::Spread,
+            metric: Metric::Memory,
+            imbalance: 25.0,
+            violations: 1,
+            must_leave: Vec::new(),
+            cooldown_secs: 0,
+            restart_containers: false,
+            strict: false,
+            soft_weight: None,
+        };
+        (c, goal)
+    }
+
+    #[test]
+    fn a_split_group_the_search_leaves_makes_its_result_unproven() {
+        let (c, goal) = split_group();
+        let (r, s) = (Rules::compile(&c), State::new(&c));
+        let placer = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+        let best = fewest_migrations(&c, &r, &s, &placer, &goal, 5, 100_000).unwrap();
+        // 101 to c: a 10, b 4, c 20 GiB of 64, spread 25 pp.
+        let moved: Vec<u32> = best.moves.iter().map(|m| c.guest(m.0).vmid).collect();
+        assert_eq!(moved, vec![101]);
+        assert!(!best.exact);
+        assert_eq!(best.floor, 0);
     }
 
     #[test]
