@@ -228,9 +228,10 @@ pub fn consolidate(
         }
         let mut trial = resumed.clone();
         trial.push(n);
-        let plan = evacuate(cluster, rules, state, &ceiling, &trial, &evac)?;
-        match judge(cluster, state, placer, options, &hosts, &trial, &plan) {
-            Ok(()) => {
+        match try_free(
+            cluster, rules, state, placer, &ceiling, options, &evac, &hosts, &trial,
+        )? {
+            Ok(plan) => {
                 resumed = trial;
                 best = Some(plan);
             }
@@ -335,9 +336,10 @@ pub fn consolidate(
         }
         let mut trial = freed.clone();
         trial.push(n);
-        let plan = evacuate(cluster, rules, state, &ceiling, &trial, &evac)?;
-        match judge(cluster, state, placer, options, &hosts, &trial, &plan) {
-            Ok(()) => {
+        match try_free(
+            cluster, rules, state, placer, &ceiling, options, &evac, &hosts, &trial,
+        )? {
+            Ok(plan) => {
                 freed = trial;
                 best = Some(plan);
             }
@@ -412,6 +414,12 @@ fn cooling(cluster: &Cluster, state: &State, n: NodeIdx, cooldown_secs: i64) -> 
         })
 }
 
+/// The maintenance filter's words for a node only hypothetically in maintenance.
+const MAINTENANCE_FILTER: &str = "node is in maintenance (maintenance requested)";
+
+/// What a node tried as freed is called in a kept node's reason.
+const FREED_WORDS: &str = "being freed by this plan";
+
 /// A kept node's reason without the evacuation planner's claim that the nodes tried are in
 /// maintenance: they only were hypothetically (those really in maintenance keep the words).
 fn untried(cluster: &Cluster, trial: &[NodeIdx], mut reason: String) -> String {
@@ -423,9 +431,14 @@ fn untried(cluster: &Cluster, trial: &[NodeIdx], mut reason: String) -> String {
         let claim = format!("{} is in maintenance (maintenance requested)", node.name);
         reason = reason
             .replace(&format!("; {claim}"), "")
-            .replace(&claim, &format!("{} would be freed", node.name));
+            .replace(&claim, &format!("{} would be freed", node.name))
+            // The placement filter's words, for one node or a group it is the example of.
+            .replace(
+                &format!("maintenance (e.g. {}: {MAINTENANCE_FILTER})", node.name),
+                FREED_WORDS,
+            );
     }
-    reason
+    reason.replace(&format!("maintenance ({MAINTENANCE_FILTER})"), FREED_WORDS)
 }
 
 /// Words for the nodes the plan frees: the evacuation planner treats them as in maintenance, but
@@ -474,6 +487,98 @@ fn explain_freed(cluster: &Cluster, plan: &mut Plan, freed: &[NodeIdx]) {
     }
 }
 
+/// The evacuation of `trial` that keeps every limit, or why none was found. The evacuation
+/// places by memory; a target it would push over the CPU ceiling is closed to it and the
+/// evacuation planned again, so the ceiling shapes the choice of targets and does not only veto
+/// the first choice. When no plan is found, the first CPU breach is the reason given.
+#[allow(clippy::too_many_arguments)]
+fn try_free(
+    cluster: &Cluster,
+    rules: &Rules,
+    state: &State,
+    placer: &Placer,
+    ceiling: &Placer,
+    options: &ConsolidateOptions,
+    evac: &EvacuateOptions,
+    hosts: &[NodeIdx],
+    trial: &[NodeIdx],
+) -> Result<std::result::Result<Plan, (KeptBecause, String)>> {
+    let mut closed: Vec<NodeIdx> = Vec::new();
+    let mut first_cpu: Option<String> = None;
+    loop {
+        let plan = if closed.is_empty() {
+            evacuate(cluster, rules, state, ceiling, trial, evac)?
+        } else {
+            let mut o = ceiling.options().clone();
+            for &n in &closed {
+                let node = cluster.node(n);
+                o.node_reserve_bytes.insert(node.name.clone(), node.maxmem);
+            }
+            evacuate(
+                cluster,
+                rules,
+                state,
+                &ceiling.with_options(o)?,
+                trial,
+                evac,
+            )?
+        };
+        match judge(cluster, state, placer, options, hosts, trial, &plan) {
+            Ok(()) => return Ok(Ok(plan)),
+            Err((because, reason)) => {
+                let remaining: Vec<NodeIdx> = hosts
+                    .iter()
+                    .copied()
+                    .filter(|n| !trial.contains(n))
+                    .collect();
+                let after = apply(cluster, state, &plan);
+                let breach = (because == KeptBecause::Cpu)
+                    .then(|| cpu_breach(cluster, state, &after, options, &remaining))
+                    .flatten()
+                    .filter(|(n, _)| !closed.contains(n));
+                match breach {
+                    Some((n, _)) => {
+                        first_cpu.get_or_insert(reason);
+                        closed.push(n);
+                    }
+                    None => {
+                        return Ok(Err(match first_cpu {
+                            Some(cpu) => (KeptBecause::Cpu, cpu),
+                            None => (because, reason),
+                        }));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A remaining node the plan's result pushes above the CPU ceiling, and the words for it.
+fn cpu_breach(
+    cluster: &Cluster,
+    state: &State,
+    after: &State,
+    options: &ConsolidateOptions,
+    remaining: &[NodeIdx],
+) -> Option<(NodeIdx, String)> {
+    remaining.iter().find_map(|&r| {
+        let node = cluster.node(r);
+        let cap = node.maxcpu * options.max_cpu;
+        let (was, now) = (state.usage(r).cpu, after.usage(r).cpu);
+        (now > was + 1e-9 && now > cap + 1e-9).then(|| {
+            (
+                r,
+                format!(
+                    "{} would use {:.0}% of its CPUs, above the {:.0}% ceiling",
+                    node.name,
+                    100.0 * now / node.maxcpu.max(f64::MIN_POSITIVE),
+                    100.0 * options.max_cpu
+                ),
+            )
+        })
+    })
+}
+
 /// Whether the evacuation of `trial` keeps every limit; else why not.
 fn judge(
     cluster: &Cluster,
@@ -492,13 +597,19 @@ fn judge(
         .find(|u| Some(u.node.as_str()) == newest)
         .or_else(|| plan.unplaced.first())
     {
-        return Err((
-            KeptBecause::NoRoom,
-            format!(
+        // A guest of a node freed before this one: this node was its only room.
+        let reason = match newest {
+            Some(newest) if newest != u.node => format!(
+                "freeing {newest} too would leave guest {} of {}, which is freed, no node within \
+                 the limits: {}",
+                u.vmid, u.node, u.reason
+            ),
+            _ => format!(
                 "guest {} on {} fits on no other node within the limits: {}",
                 u.vmid, u.node, u.reason
             ),
-        ));
+        };
+        return Err((KeptBecause::NoRoom, reason));
     }
     let after = apply(cluster, state, plan);
     let stuck = |g: &crate::cluster::GuestIdx| trial.contains(&after.location(*g));
@@ -528,21 +639,8 @@ fn judge(
         .copied()
         .filter(|n| !trial.contains(n))
         .collect();
-    for &r in &remaining {
-        let node = cluster.node(r);
-        let cap = node.maxcpu * options.max_cpu;
-        let (was, now) = (state.usage(r).cpu, after.usage(r).cpu);
-        if now > was + 1e-9 && now > cap + 1e-9 {
-            return Err((
-                KeptBecause::Cpu,
-                format!(
-                    "{} would use {:.0}% of its CPUs, above the {:.0}% ceiling",
-                    node.name,
-                    100.0 * now / node.maxcpu.max(f64::MIN_POSITIVE),
-                    100.0 * options.max_cpu
-                ),
-            ));
-        }
+    if let Some((_, reason)) = cpu_breach(cluster, state, &after, options, &remaining) {
+        return Err((KeptBecause::Cpu, reason));
     }
     if let Some(max) = options.max_load {
         let l = load(cluster, &after, &remaining);
@@ -886,6 +984,113 @@ mod tests {
         let c = run(&b.build(), &ConsolidateOptions::default());
         assert!(c.freed.is_empty());
         assert_eq!(kept(&c, "a"), KeptBecause::Cpu);
+    }
+
+    /// The tester's cpu4b: n1 runs near the CPU ceiling and is the least loaded by memory among
+    /// the targets. The cheapest node, n3, is freed onto a node that stays under the ceiling,
+    /// not kept because n1 would go over it.
+    #[test]
+    fn targets_are_chosen_within_the_cpu_ceiling() {
+        let mib = GIB / 1024;
+        let c = ClusterBuilder::new()
+            .node(node("n1"))
+            .node(node("n2"))
+            .node(node("n3"))
+            .node(node("n4"))
+            .guest(vm(101, "n1").mem(2 * GIB, 4 * GIB).cores(16.0, 0.75))
+            .guest(vm(102, "n2").mem(1536 * mib, 2 * GIB))
+            .guest(vm(103, "n2").mem(1536 * mib, 2 * GIB))
+            .guest(vm(104, "n3").mem(1229 * mib, 2 * GIB).cores(4.0, 0.25))
+            .guest(vm(105, "n4").mem(3 * GIB, 4 * GIB))
+            .build();
+        let c = run(
+            &c,
+            &ConsolidateOptions {
+                min_nodes: 1,
+                headroom: false,
+                ..ConsolidateOptions::default()
+            },
+        );
+        assert_eq!(c.freed_names(), vec!["n3"]);
+        assert_eq!(c.plan.migrations.len(), 1);
+        assert_eq!(c.plan.migrations[0].vmid, 104);
+        assert_ne!(c.plan.migrations[0].to, "n1");
+        assert_eq!(kept(&c, "n1"), KeptBecause::Floor);
+    }
+
+    /// The tester's cpu4: a node already above the ceiling receives nothing, and does not keep
+    /// every other node.
+    #[test]
+    fn a_node_above_the_cpu_ceiling_takes_nothing_but_keeps_nothing() {
+        let c = ClusterBuilder::new()
+            .node(node("n1"))
+            .node(node("n2"))
+            .node(node("n3"))
+            .node(node("n4"))
+            .guest(vm(101, "n1").mem(GIB, 2 * GIB).cores(16.0, 0.9))
+            .guest(vm(102, "n2").mem(GIB, 2 * GIB))
+            .guest(vm(103, "n2").mem(GIB, 2 * GIB))
+            .guest(vm(104, "n3").mem(GIB, 2 * GIB).cores(4.0, 0.25))
+            .guest(vm(105, "n4").mem(3 * GIB, 4 * GIB))
+            .build();
+        let c = run(
+            &c,
+            &ConsolidateOptions {
+                min_nodes: 1,
+                headroom: false,
+                ..ConsolidateOptions::default()
+            },
+        );
+        assert_eq!(c.freed_names(), vec!["n3"]);
+        assert_ne!(c.plan.migrations[0].to, "n1");
+    }
+
+    /// The tester's aa5: four anti-affine guests on n1..n4 and one large guest on n5. Once n1
+    /// is freed (its guest onto n5), n5 is kept for that guest: the reason says so, and calls
+    /// the nodes the plan frees "being freed", not "in maintenance".
+    #[test]
+    fn a_kept_nodes_reason_names_the_plan_not_maintenance() {
+        let mut b = ClusterBuilder::new();
+        for (i, n) in ["n1", "n2", "n3", "n4"].iter().enumerate() {
+            b = b.node(node(n)).guest(
+                vm(101 + i as u32, n)
+                    .mem(GIB, 2 * GIB)
+                    .tagged("flxp.anti-affinity.db"),
+            );
+        }
+        let c = b
+            .node(node("n5"))
+            .guest(vm(110, "n5").mem(6 * GIB, 8 * GIB))
+            .build();
+        let c = run(
+            &c,
+            &ConsolidateOptions {
+                min_nodes: 1,
+                headroom: false,
+                ..ConsolidateOptions::default()
+            },
+        );
+        assert_eq!(c.freed_names(), vec!["n1"]);
+        for k in &c.kept {
+            assert!(!k.reason.contains("maintenance"), "{k:?}");
+        }
+        let k5 = c.kept.iter().find(|k| k.node == "n5").unwrap();
+        assert_eq!(k5.because, KeptBecause::NoRoom);
+        assert!(
+            k5.reason.starts_with(
+                "freeing n5 too would leave guest 101 of n1, which is freed, no node within \
+                 the limits: n5: being freed by this plan; n2, n3, n4: anti-affinity"
+            ),
+            "{k5:?}"
+        );
+        let k2 = c.kept.iter().find(|k| k.node == "n2").unwrap();
+        assert!(
+            k2.reason.starts_with(
+                "guest 102 on n2 fits on no other node within the limits: n1: being freed by \
+                 this plan; n3, n4, n5: anti-affinity"
+            ),
+            "{k2:?}"
+        );
     }
 
     #[test]

@@ -323,7 +323,7 @@ impl Daemon {
                     }
                 );
                 if !waking {
-                    pr.to_free = self.would_free(z, model, marks, &auto).await;
+                    pr.to_free = self.would_free(z, executor, model, marks, &auto).await;
                 }
             } else if !waking {
                 return self.consolidate(z, executor, &auto, now, pr, report).await;
@@ -347,15 +347,23 @@ impl Daemon {
     }
 
     /// The nodes (not yet marked) a consolidation planned on this read would free; none when it
-    /// cannot be planned (balancing then goes on as usual).
+    /// cannot be planned (balancing then goes on as usual). Planned as the consolidation itself
+    /// will be: the executor's kept nodes (the lease's) are never freed.
     async fn would_free(
         &self,
         z: &ZoneState,
+        executor: &Executor,
         model: &Arc<Model>,
         marks: &[PowerMark],
         auto: &AutoConsolidate,
     ) -> Vec<String> {
         let mut options = self.consolidate_options(auto);
+        options.keep.extend(
+            executor
+                .kept
+                .iter()
+                .map(|(n, why)| (n.clone(), why.clone())),
+        );
         options.resume = marks
             .iter()
             .filter(|m| m.state == PowerState::Off)

@@ -412,6 +412,34 @@ async fn low_load_does_not_balance_onto_nodes_the_consolidation_would_free() {
     z.shutdown().await;
 }
 
+/// The nodes balancing waits for are those the consolidation really frees: never the lease's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn balancing_waits_for_what_the_consolidation_frees_not_the_lease_node() {
+    let z = zone(UNBALANCED, 500.0, |_| {}).await;
+    let waiting = auto(0.4, 0.7, Duration::from_secs(86_400));
+    let d = daemon_with(&z, waiting.clone(), |o| o.balance.trigger.hold = 1);
+    let r = d.run_round("lab").await.unwrap();
+    let first = r.power.as_ref().unwrap().to_free[0].clone();
+    assert_eq!(r.migrations_done(), 0);
+    // The node it would free first holds the lease: it is kept, and not named.
+    let lease = flxp_engine::daemon::LeaseSettings {
+        options: flxp_engine::LeaseOptions {
+            ttl: Duration::from_secs(30),
+            margin: Duration::from_secs(5),
+            holder: "me:1:1".into(),
+        },
+        nodes: [("lab".to_owned(), first.clone())].into(),
+    };
+    let d = daemon_with(&z, waiting, |o| o.balance.trigger.hold = 1).with_lease(lease);
+    let r = d.run_round("lab").await.unwrap();
+    assert!(r.error.is_none(), "{r:#?}");
+    let p = r.power.as_ref().unwrap();
+    assert!(!p.to_free.contains(&first), "{first}: {p:#?}");
+    let t = r.trigger.as_ref().unwrap();
+    assert!(!t.reason.contains(&first), "{first}: {}", t.reason);
+    z.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_node_holding_the_lease_is_never_consolidated() {
     let z = zone(DEMO, 500.0, |_| {}).await;

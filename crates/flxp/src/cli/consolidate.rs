@@ -31,7 +31,7 @@ pub struct Args {
     #[arg(long, value_name = "NODE")]
     wake: Option<String>,
     /// With `--wake`: the longest wait for the node to come online, seconds.
-    #[arg(long, value_name = "S", default_value_t = 900)]
+    #[arg(long, value_name = "S", default_value_t = 900, requires = "wake")]
     wake_timeout: u64,
 }
 

@@ -94,3 +94,31 @@ fn a_registered_method_is_parsed_listed_and_its_docs_demanded() {
         vec!["gentle"]
     );
 }
+
+/// `--wake-timeout` only means something with `--wake`: alone it is refused, not ignored.
+#[test]
+fn wake_timeout_needs_wake() {
+    let alone = [
+        "flxp",
+        "consolidate",
+        "--from-file",
+        "s.json",
+        "--wake-timeout",
+        "5",
+    ];
+    let e = Cli::try_parse_from(alone).err().unwrap();
+    assert_eq!(e.kind(), clap::error::ErrorKind::MissingRequiredArgument);
+    assert!(e.to_string().contains("--wake <NODE>"), "{e}");
+    let with = [
+        "flxp",
+        "consolidate",
+        "--zone",
+        "lab",
+        "--wake",
+        "n1",
+        "--wake-timeout",
+        "5",
+    ];
+    assert!(Cli::try_parse_from(with).is_ok());
+    assert!(Cli::try_parse_from(["flxp", "consolidate", "--zone", "lab"]).is_ok());
+}

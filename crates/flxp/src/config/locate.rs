@@ -98,20 +98,30 @@ impl Locator {
         Some((index, name, key))
     }
 
-    /// The dotted key whose value holds a byte offset (`consolidate.headroom`), when one does:
-    /// a type error names the key, not only its line.
+    /// The dotted key whose key or value holds a byte offset (`consolidate.headroom`), when one
+    /// does: a type error or an unknown key names the key, not only its line. A text the TOML
+    /// parser refuses (a number too large) is read line by line instead.
     pub fn key_at(&self, offset: usize) -> Option<String> {
         fn walk(t: &dyn TableLike, offset: usize, path: &mut Vec<String>) -> bool {
             for (k, item) in t.iter() {
                 path.push(k.to_owned());
-                let hit = match item {
-                    Item::Table(sub) => walk(sub, offset, path),
-                    Item::Value(v) => {
-                        v.as_inline_table().is_some_and(|t| walk(t, offset, path))
-                            || v.span().is_some_and(|s| s.contains(&offset))
-                    }
-                    _ => false,
-                };
+                let on_key = t
+                    .get_key_value(k)
+                    .and_then(|(key, _)| key.span())
+                    .is_some_and(|s| s.contains(&offset));
+                let hit = on_key
+                    || match item {
+                        Item::Table(sub) => walk(sub, offset, path),
+                        Item::Value(v) => {
+                            v.as_inline_table().is_some_and(|t| walk(t, offset, path))
+                                || v.span().is_some_and(|s| s.contains(&offset))
+                        }
+                        // `[[name]]`: its header, or a key inside one of its tables.
+                        Item::ArrayOfTables(a) => a.iter().any(|t| {
+                            t.span().is_some_and(|s| s.contains(&offset)) || walk(t, offset, path)
+                        }),
+                        Item::None => false,
+                    };
                 if hit {
                     return true;
                 }
@@ -119,9 +129,66 @@ impl Locator {
             }
             false
         }
-        let doc = self.doc.as_ref()?;
+        let Some(doc) = self.doc.as_ref() else {
+            return self.key_on_line(offset);
+        };
         let mut path = Vec::new();
         walk(doc.as_table(), offset, &mut path).then(|| path.join("."))
+    }
+
+    /// Whether a dotted key is an array of tables (`[[consolidate]]`).
+    pub fn is_array_of_tables(&self, key: &str) -> bool {
+        let Some(doc) = self.doc.as_ref() else {
+            return false;
+        };
+        let mut table: &dyn TableLike = doc.as_table();
+        let segments: Vec<&str> = key.split('.').collect();
+        for (i, seg) in segments.iter().enumerate() {
+            match table.get(seg) {
+                Some(Item::ArrayOfTables(_)) => return i + 1 == segments.len(),
+                Some(Item::Table(t)) => table = t,
+                _ => return false,
+            }
+        }
+        false
+    }
+
+    /// The key of a `key = value` line holding the offset, under the last `[table]` header above
+    /// it; only bare keys (the parser's own error gives the line anyway).
+    fn key_on_line(&self, offset: usize) -> Option<String> {
+        let bare = |k: &str| {
+            !k.is_empty()
+                && k.split('.').all(|p| {
+                    !p.is_empty()
+                        && p.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+                })
+        };
+        let mut table = String::new();
+        let mut start = 0;
+        for line in self.text.split_inclusive('\n') {
+            let end = start + line.len();
+            let t = line.trim();
+            if let Some(h) = t.strip_prefix('[') {
+                let h = h.trim_start_matches('[');
+                let h = h.split(']').next().unwrap_or_default().trim();
+                table = if bare(h) { h.to_owned() } else { String::new() };
+            } else if (start..end).contains(&offset) {
+                let k = t.split_once('=')?.0.trim();
+                return bare(k).then(|| {
+                    if table.is_empty() {
+                        k.to_owned()
+                    } else {
+                        format!("{table}.{k}")
+                    }
+                });
+            }
+            if (start..end).contains(&offset) {
+                return None;
+            }
+            start = end;
+        }
+        None
     }
 
     /// Line and column of a byte offset.
@@ -144,6 +211,26 @@ mod tests {
         let at = text.find("\"yes").unwrap();
         assert_eq!(l.key_at(at).as_deref(), Some("consolidate.headroom"));
         assert_eq!(l.key_at(0), None);
+    }
+
+    #[test]
+    fn keys_are_named_on_their_key_and_in_unparsable_text() {
+        let text = "[consolidate]\nbogus = 1\n";
+        let l = Locator::new(text);
+        let at = text.find("bogus").unwrap();
+        assert_eq!(l.key_at(at).as_deref(), Some("consolidate.bogus"));
+        let text = "[a]\nb = 1\n[consolidate]\nwake-timeout-secs = 99999999999999999999\n";
+        let l = Locator::new(text);
+        let at = text.find("9999").unwrap();
+        assert_eq!(
+            l.key_at(at).as_deref(),
+            Some("consolidate.wake-timeout-secs")
+        );
+        assert_eq!(l.key_at(text.find("[a]").unwrap()), None);
+        let l = Locator::new("[[consolidate]]\nmax-memory = 0.5\n");
+        assert_eq!(l.key_at(0).as_deref(), Some("consolidate"));
+        assert!(l.is_array_of_tables("consolidate"));
+        assert!(!Locator::new("[consolidate]\n").is_array_of_tables("consolidate"));
     }
 
     #[test]

@@ -201,6 +201,12 @@ impl Config {
                 .and_then(|s| locator.key_at(s.start))
                 .unwrap_or_default();
             let mut message = e.message().trim().to_owned();
+            // `[[consolidate]]` for `[consolidate]`: serde reads the array as the struct's
+            // fields in order and complains about the first one ("expected f64").
+            if message.starts_with("invalid type") && locator.is_array_of_tables(&key) {
+                message =
+                    format!("expected a table `[{key}]`, found an array of tables `[[{key}]]`");
+            }
             // A mistake inside a `[[plugin]]` table names that plugin and the key.
             if let Some((i, name, k)) = e.span().and_then(|s| locator.entry_at("plugin", s.start)) {
                 key = match k {
@@ -786,11 +792,32 @@ vlan = 100
                 "placement.reserve",
                 "invalid size",
             ),
+            // An unknown key is named with its table (it was named without).
             (
                 "[placement]\nresreve = \"1G\"\n",
                 2,
-                "",
+                "placement.resreve",
                 "unknown field `resreve`",
+            ),
+            (
+                "[consolidate]\nbogus-key = 1\n",
+                2,
+                "consolidate.bogus-key",
+                "unknown field `bogus-key`",
+            ),
+            // A number the TOML parser itself refuses still names its key.
+            (
+                "[consolidate]\nwake-timeout-secs = 99999999999999999999\n",
+                2,
+                "consolidate.wake-timeout-secs",
+                "number too large",
+            ),
+            // An array of tables where a table is expected says so.
+            (
+                "[[consolidate]]\nmax-memory = 0.5\n",
+                1,
+                "consolidate",
+                "expected a table `[consolidate]`, found an array of tables `[[consolidate]]`",
             ),
             (
                 "[zones.eu]\ntoken = \"root@pam!x\"\ntoken-secret = \"s\"\n",
