@@ -563,9 +563,9 @@ mod tests {
     }
 
     /// Issue 12: the quality benchmark's medium #20 (8 nodes, 30 guests; the greedy plan needs
-    /// 17 migrations, 9 reach its spread). Proving the fewest runs out of budget, and the first
-    /// plans with fewer migrations, searched from the largest guests staying put, came no nearer
-    /// than 125,000 states; searched from the greedy plan's own placement they reach 12.
+    /// 17 migrations, 9 reach its spread). Proving the fewest runs out of budget; searched from
+    /// the largest guests staying put, the fallback found no plan with fewer migrations in its
+    /// 125,000 states, and searched from the greedy plan's own placement it reaches 12.
     #[test]
     fn a_medium_cluster_gets_fewer_migrations_near_the_greedy_plan() {
         let snapshot = super::super::exact::Family::Medium.generate(20);
