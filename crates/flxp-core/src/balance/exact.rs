@@ -22,7 +22,10 @@
 //!
 //! When the planner asks to beat its own plan and proving the fewest runs out of budget, the
 //! search takes, with half as many states again, the first plan it finds with one migration fewer
-//! than the incumbent, then one fewer than that, and so on (not proven the fewest).
+//! than the incumbent, then one fewer than that, and so on (not proven the fewest). That search
+//! tries each guest's node in the incumbent's final placement first: on medium clusters a goal
+//! placement is rare far from it (issue 12: none within 125,000 states from the largest guests
+//! staying put), and common near it.
 //!
 //! In strict mode (the planner's) an order must also keep what the greedy planner keeps: a
 //! balancing decision (one that neither empties a node outside the balance nor fixes a broken
@@ -153,6 +156,9 @@ struct Search<'a> {
     unordered: bool,
     /// Stop at the first plan found (see [`Search::descend`]).
     first_only: bool,
+    /// For [`Search::descend`]: each decision's target in the incumbent's final placement, as
+    /// an index into its `targets` (`None`: it stays there); empty without an incumbent.
+    hint: Vec<Option<usize>>,
 }
 
 /// The guests the search may move (alone or with their affinity group).
@@ -232,20 +238,22 @@ pub fn fewest_migrations(
         state,
         placer,
         goal,
-        (max_migrations, None),
+        (max_migrations, None, None),
         budget,
     )
 }
 
-/// A plan reaching `goal` that beats an incumbent of `migrations` migrations copying `bytes`:
-/// fewer migrations, or as many and fewer bytes; the best such plan within `budget` states.
+/// A plan reaching `goal` that beats an incumbent of `migrations` migrations copying `bytes` and
+/// leaving the cluster as `end`: fewer migrations, or as many and fewer bytes; the best such plan
+/// within `budget` states. When proving the fewest runs out, the first plans with fewer
+/// migrations are looked for near `end` first (see [`Search::descend`]).
 pub(crate) fn beating(
     cluster: &Cluster,
     rules: &Rules,
     state: &State,
     placer: &Placer,
     goal: &Goal,
-    (migrations, bytes): (usize, u64),
+    (migrations, bytes, end): (usize, u64, &State),
     budget: u64,
 ) -> Result<Optimum, Gave> {
     run(
@@ -254,7 +262,7 @@ pub(crate) fn beating(
         state,
         placer,
         goal,
-        (migrations, Some(bytes)),
+        (migrations, Some(bytes), Some(end)),
         budget,
     )
 }
@@ -265,7 +273,7 @@ fn run(
     state: &State,
     placer: &Placer,
     goal: &Goal,
-    (max_migrations, cap): (usize, Option<u64>),
+    (max_migrations, cap, hint): (usize, Option<u64>, Option<&State>),
     budget: u64,
 ) -> Result<Optimum, Gave> {
     let balanced: Vec<NodeIdx> = balanced_nodes(cluster).collect();
@@ -357,7 +365,16 @@ fn run(
         out_of_budget: false,
         unordered: false,
         first_only: false,
+        hint: Vec::new(),
     };
+    if let Some(end) = hint {
+        s.hint = (0..s.guests.len())
+            .map(|i| {
+                let at = end.location(s.guests[i]);
+                s.targets[i].iter().position(|&t| t == at)
+            })
+            .collect();
+    }
     // A must-leave guest the search may not move: no plan it finds can reach the goal.
     if goal.must_leave.iter().any(|g| s.pos[g.get()] == usize::MAX) {
         return Err(Gave::Limit);
@@ -416,8 +433,12 @@ impl Search<'_> {
         self.first_only = true;
         self.cap = None;
         self.last_depth = false;
-        let mut found = None;
-        for k in (floor..incumbent).rev() {
+        // A plan the proof found at the depth where it ran out beats the incumbent already.
+        let mut found = self.best.take();
+        let top = found
+            .as_ref()
+            .map_or(incumbent, |(_, moves, _)| moves.len());
+        for k in (floor..top).rev() {
             self.dfs(0, k);
             match self.best.take() {
                 Some(best) => found = Some(best),
@@ -545,38 +566,71 @@ impl Search<'_> {
             }
             return;
         }
-        let g = self.guests[i];
-        if !self.mandatory[i] && !self.forced[i] {
+        let may_stay = !self.mandatory[i] && !self.forced[i];
+        // Looking for a first plan near the incumbent: its own choice for this guest first, then
+        // the others (it alone decides, so interchangeable guests are not pruned: it is no
+        // longer a proof).
+        if self.first_only && !self.hint.is_empty() {
+            let hinted = self.hint[i];
+            let mut options: Vec<Option<usize>> = Vec::with_capacity(self.targets[i].len() + 1);
+            options.push(hinted);
+            options.extend(
+                (0..self.targets[i].len())
+                    .map(Some)
+                    .filter(|&j| j != hinted),
+            );
+            if hinted.is_some() {
+                options.push(None);
+            }
+            for o in options {
+                match o {
+                    None if may_stay => {
+                        self.choice[i] = 0;
+                        self.dfs(i + 1, k);
+                    }
+                    None => {}
+                    Some(j) => self.move_and_search(i, j, k),
+                }
+            }
+            return;
+        }
+        if may_stay {
             self.choice[i] = 0;
             self.dfs(i + 1, k);
         }
-        let from = self.state.location(g);
-        let n = self.members[i].len();
-        let bytes: u64 = self.members[i]
-            .iter()
-            .map(|&m| self.cluster.guest(m).move_bytes())
-            .sum();
         let most = if self.same_as_prev[i] {
             self.choice[i - 1]
         } else {
             usize::MAX
         };
         for j in 0..self.targets[i].len().min(most) {
-            let t = self.targets[i][j];
-            self.choice[i] = j + 1;
-            for &m in &self.members[i] {
-                self.state.move_guest(self.cluster, m, t);
-            }
-            self.chosen.push((g, t));
-            self.migrations += n;
-            self.bytes += bytes;
-            self.dfs(i + 1, k);
-            self.bytes -= bytes;
-            self.migrations -= n;
-            self.chosen.pop();
-            for &m in &self.members[i] {
-                self.state.move_guest(self.cluster, m, from);
-            }
+            self.move_and_search(i, j, k);
+        }
+    }
+
+    /// Moves decision `i` to its `j`-th target and searches on from `i + 1`.
+    fn move_and_search(&mut self, i: usize, j: usize, k: usize) {
+        let g = self.guests[i];
+        let from = self.state.location(g);
+        let n = self.members[i].len();
+        let bytes: u64 = self.members[i]
+            .iter()
+            .map(|&m| self.cluster.guest(m).move_bytes())
+            .sum();
+        let t = self.targets[i][j];
+        self.choice[i] = j + 1;
+        for &m in &self.members[i] {
+            self.state.move_guest(self.cluster, m, t);
+        }
+        self.chosen.push((g, t));
+        self.migrations += n;
+        self.bytes += bytes;
+        self.dfs(i + 1, k);
+        self.bytes -= bytes;
+        self.migrations -= n;
+        self.chosen.pop();
+        for &m in &self.members[i] {
+            self.state.move_guest(self.cluster, m, from);
         }
     }
 
