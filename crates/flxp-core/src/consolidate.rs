@@ -879,18 +879,7 @@ mod tests {
             (KeptBecause::Required, why.as_str())
         );
         // An earlier run marked it: it is given back, not finished.
-        let mut b = ClusterBuilder::new();
-        for (i, n) in ["a", "b", "c", "d", "e"].iter().enumerate() {
-            let spec = if *n == "a" {
-                node(n).notes("flxp.maintenance")
-            } else {
-                node(n)
-            };
-            b = b
-                .node(spec)
-                .guest(vm(101 + i as u32, n).mem(8 * GIB, 8 * GIB));
-        }
-        let cluster = b.build();
+        let cluster = five_nodes_one_marked("a");
         let o = ConsolidateOptions {
             resume: vec!["a".into()],
             ..o
@@ -1176,12 +1165,11 @@ mod tests {
         );
     }
 
-    #[test]
-    fn an_interrupted_consolidation_is_finished_not_skipped() {
-        // b was marked and part emptied by an earlier run: it is freed first, its guest moves.
+    /// Nodes a..e with one 8 GiB guest each; `marked` carries an earlier run's maintenance mark.
+    fn five_nodes_one_marked(marked: &str) -> Cluster {
         let mut b = ClusterBuilder::new();
         for (i, n) in ["a", "b", "c", "d", "e"].iter().enumerate() {
-            let spec = if *n == "b" {
+            let spec = if *n == marked {
                 node(n).notes("flxp.maintenance")
             } else {
                 node(n)
@@ -1190,7 +1178,13 @@ mod tests {
                 .node(spec)
                 .guest(vm(101 + i as u32, n).mem(8 * GIB, 8 * GIB));
         }
-        let cluster = b.build();
+        b.build()
+    }
+
+    #[test]
+    fn an_interrupted_consolidation_is_finished_not_skipped() {
+        // b was marked and part emptied by an earlier run: it is freed first, its guest moves.
+        let cluster = five_nodes_one_marked("b");
         let plain = run(&cluster, &ConsolidateOptions::default());
         assert_eq!(kept(&plain, "b"), KeptBecause::NotCandidate);
         let o = ConsolidateOptions {
