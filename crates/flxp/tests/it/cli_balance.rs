@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use flxp_sim::{Scenario, Sim, SimHandle};
 use serde_json::Value;
 
-use super::{example, run, temp_file};
+use super::{example, json, on_example, run, temp_file};
 
 const TOKEN: &str = "root@pam!flxp=0d9b2f4a-6c1e-4b7d-8e3f-5a2c1b0d9e8f";
 pub const UNBALANCED: &str = include_str!("../../../flxp-sim/scenarios/unbalanced.json");
@@ -24,6 +24,13 @@ pub struct SimZone {
 impl SimZone {
     pub fn config(&self) -> &str {
         self.config.to_str().unwrap()
+    }
+
+    /// Runs `flxp` with `args` against this zone (`--zone lab --config …` appended).
+    pub fn run(&self, args: &[&str]) -> (i32, String, String) {
+        let mut all = args.to_vec();
+        all.extend(["--zone", "lab", "--config", self.config()]);
+        run(&all)
     }
 
     /// The node a guest is on now.
@@ -97,14 +104,9 @@ pub fn sim_zone(
     }
 }
 
-fn json(out: &str) -> Value {
-    serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"))
-}
-
 #[test]
 fn a_plan_from_a_file_is_contract_3_json_and_only_a_plan() {
-    let f = example("pvesh-4node.json");
-    let (code, out, err) = run(&["balance", "--from-file", f.to_str().unwrap(), "--json"]);
+    let (code, out, err) = on_example("balance", "pvesh-4node.json", &["--json"]);
     assert_eq!(code, 0, "{err}");
     let v = json(&out);
     for key in [
@@ -135,8 +137,7 @@ fn a_plan_from_a_file_is_contract_3_json_and_only_a_plan() {
 
 #[test]
 fn a_rule_no_node_can_satisfy_exits_3() {
-    let f = example("rules-hetero.json");
-    let (code, out, _) = run(&["balance", "--from-file", f.to_str().unwrap(), "--json"]);
+    let (code, out, _) = on_example("balance", "rules-hetero.json", &["--json"]);
     assert_eq!(code, 3);
     let v = json(&out);
     let unplaced = v["unplaced"].as_array().unwrap();
@@ -148,15 +149,11 @@ fn a_rule_no_node_can_satisfy_exits_3() {
 
 #[test]
 fn no_allowed_move_above_the_threshold_exits_3() {
-    let f = example("pvesh-4node.json");
-    let (code, out, err) = run(&[
+    let (code, out, err) = on_example(
         "balance",
-        "--from-file",
-        f.to_str().unwrap(),
-        "--max-migrations",
-        "0",
-        "--json",
-    ]);
+        "pvesh-4node.json",
+        &["--max-migrations", "0", "--json"],
+    );
     assert_eq!(code, 3, "{err}");
     assert_eq!(json(&out)["migrations"], Value::Array(Vec::new()));
 }
@@ -188,8 +185,7 @@ fn the_method_is_chosen_on_the_command_line_and_checked() {
 
 #[test]
 fn the_plan_for_people_is_a_table_with_reasons() {
-    let f = example("pvesh-4node.json");
-    let (code, out, _) = run(&["balance", "--from-file", f.to_str().unwrap()]);
+    let (code, out, _) = on_example("balance", "pvesh-4node.json", &[]);
     assert_eq!(code, 0);
     let lines: Vec<&str> = out.lines().collect();
     assert!(lines[0].starts_with("spread 41.6 pp → "), "{out}");
@@ -259,7 +255,7 @@ fn a_soft_weight_is_read_and_a_negative_one_is_refused_naming_the_option() {
 #[test]
 fn a_zone_is_balanced_for_real_and_a_second_run_finds_nothing_to_do() {
     let z = sim_zone(UNBALANCED, 100_000.0, "", |_| {});
-    let (code, out, err) = run(&["balance", "--zone", "lab", "--config", z.config(), "--json"]);
+    let (code, out, err) = z.run(&["balance", "--json"]);
     assert_eq!(code, 0, "{err}\n{out}");
     let v = json(&out);
     assert_eq!(v["dry_run"], false);
@@ -272,15 +268,7 @@ fn a_zone_is_balanced_for_real_and_a_second_run_finds_nothing_to_do() {
     }
     assert!(v["execution"]["failed"].as_array().unwrap().is_empty());
 
-    let (code, out, err) = run(&[
-        "balance",
-        "--zone",
-        "lab",
-        "--config",
-        z.config(),
-        "--dry-run",
-        "--json",
-    ]);
+    let (code, out, err) = z.run(&["balance", "--dry-run", "--json"]);
     assert_eq!(code, 0, "{err}");
     let v = json(&out);
     assert!(v["imbalance_before"].as_f64().unwrap() <= v["threshold"].as_f64().unwrap());
@@ -292,22 +280,14 @@ fn a_zone_is_balanced_for_real_and_a_second_run_finds_nothing_to_do() {
 fn a_failed_migration_in_a_zone_exits_1_and_is_reported() {
     // Plan first to learn which guest moves first, then make its migration fail.
     let z = sim_zone(UNBALANCED, 100_000.0, "", |_| {});
-    let (_, out, _) = run(&[
-        "balance",
-        "--zone",
-        "lab",
-        "--config",
-        z.config(),
-        "--dry-run",
-        "--json",
-    ]);
+    let (_, out, _) = z.run(&["balance", "--dry-run", "--json"]);
     let first = json(&out)["migrations"][0]["vmid"].as_u64().unwrap();
     let z = sim_zone(UNBALANCED, 100_000.0, "", |v| {
         v["sim"]["faults"] = serde_json::json!({
             "fail_migrations": [{"vmid": first, "message": "migration aborted: no route to host"}]
         });
     });
-    let (code, out, err) = run(&["balance", "--zone", "lab", "--config", z.config(), "--json"]);
+    let (code, out, err) = z.run(&["balance", "--json"]);
     assert_eq!(code, 1, "{err}");
     let v = json(&out);
     let failed = v["execution"]["failed"].as_array().unwrap();
@@ -324,7 +304,7 @@ fn a_failed_migration_in_a_zone_exits_1_and_is_reported() {
 #[test]
 fn human_output_of_a_run_ends_with_the_report() {
     let z = sim_zone(UNBALANCED, 100_000.0, "", |_| {});
-    let (code, out, err) = run(&["balance", "--zone", "lab", "--config", z.config()]);
+    let (code, out, err) = z.run(&["balance"]);
     assert_eq!(code, 0, "{err}");
     let last = out.lines().last().unwrap();
     assert!(last.contains("migration(s) done in "), "{out}");

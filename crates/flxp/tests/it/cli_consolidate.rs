@@ -4,12 +4,8 @@
 
 use serde_json::Value;
 
-use super::cli_balance::{DEMO, sim_zone};
-use super::{run, temp_file};
-
-fn json(out: &str) -> Value {
-    serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"))
-}
+use super::cli_balance::{DEMO, SimZone, sim_zone};
+use super::{json, run, temp_file};
 
 fn names(v: &Value) -> Vec<String> {
     v.as_array()
@@ -85,28 +81,13 @@ fn a_live_zone_is_consolidated_and_the_freed_node_switched_off() {
         "\n[consolidate]\nshutdown = true\n",
         |_| {},
     );
-    let (code, out, err) = run(&[
-        "consolidate",
-        "--zone",
-        "lab",
-        "--config",
-        z.config(),
-        "--dry-run",
-        "--json",
-    ]);
+    let (code, out, err) = z.run(&["consolidate", "--dry-run", "--json"]);
     assert_eq!(code, 0, "{err}\n{out}");
     let dry = json(&out);
     assert_eq!(names(&dry["consolidation"]["freed"]), ["pve2"], "{out}");
     assert!(z.guests_on("pve2").len() > 1, "a dry run moves nothing");
 
-    let (code, out, err) = run(&[
-        "consolidate",
-        "--zone",
-        "lab",
-        "--config",
-        z.config(),
-        "--json",
-    ]);
+    let (code, out, err) = z.run(&["consolidate", "--json"]);
     assert_eq!(code, 0, "{err}\n{out}");
     let v = json(&out);
     assert!(
@@ -136,14 +117,7 @@ fn a_live_zone_is_consolidated_and_the_freed_node_switched_off() {
     assert!(!z.sim.world().nodes["pve2"].online, "pve2 switched off");
 
     // Three of four nodes are online: quorum allows no further node to go.
-    let (code, out, err) = run(&[
-        "consolidate",
-        "--zone",
-        "lab",
-        "--config",
-        z.config(),
-        "--json",
-    ]);
+    let (code, out, err) = z.run(&["consolidate", "--json"]);
     assert_eq!(code, 0, "{err}\n{out}");
     let v = json(&out);
     assert!(
@@ -153,16 +127,7 @@ fn a_live_zone_is_consolidated_and_the_freed_node_switched_off() {
     assert_eq!(v["consolidation"]["nodes_online"], 3);
 
     // Waking it: online after the boot time, the mark cleared, guests balanced back onto it.
-    let (code, out, err) = run(&[
-        "consolidate",
-        "--zone",
-        "lab",
-        "--config",
-        z.config(),
-        "--wake",
-        "pve2",
-        "--json",
-    ]);
+    let (code, out, err) = z.run(&["consolidate", "--wake", "pve2", "--json"]);
     assert_eq!(code, 0, "{err}\n{out}");
     let v = json(&out);
     assert!(v["mac"].as_str().unwrap().starts_with("bc:24:11:"), "{out}");
@@ -245,6 +210,15 @@ fn config_mistakes_name_their_key() {
     }
 }
 
+/// Leaves the zone as an interrupted consolidation does: pve2 marked off (the mark kept on pve1)
+/// and in maintenance, not yet emptied.
+fn interrupted_on_pve2(z: &SimZone) {
+    let mut w = z.sim.world();
+    w.nodes.get_mut("pve1").unwrap().notes =
+        "<!-- flxp-power node=pve2 state=off since=1 -->".into();
+    w.nodes.get_mut("pve2").unwrap().notes = "flxp.maintenance".into();
+}
+
 #[test]
 fn a_rerun_finishes_an_interrupted_consolidation() {
     let z = sim_zone(
@@ -253,22 +227,9 @@ fn a_rerun_finishes_an_interrupted_consolidation() {
         "\n[consolidate]\nshutdown = true\n",
         |_| {},
     );
-    {
-        // As an interrupted run leaves it: pve2 marked and in maintenance, not yet emptied.
-        let mut w = z.sim.world();
-        w.nodes.get_mut("pve1").unwrap().notes =
-            "<!-- flxp-power node=pve2 state=off since=1 -->".into();
-        w.nodes.get_mut("pve2").unwrap().notes = "flxp.maintenance".into();
-    }
+    interrupted_on_pve2(&z);
     assert!(z.guests_on("pve2").len() > 1);
-    let (code, out, err) = run(&[
-        "consolidate",
-        "--zone",
-        "lab",
-        "--config",
-        z.config(),
-        "--json",
-    ]);
+    let (code, out, err) = z.run(&["consolidate", "--json"]);
     assert_eq!(code, 0, "{err}\n{out}");
     let v = json(&out);
     let freed = &v["consolidation"]["freed"];
@@ -287,20 +248,8 @@ fn a_rerun_gives_back_a_node_whose_consolidation_cannot_be_finished() {
         "\n[consolidate]\nshutdown = true\nmax-memory = 0.05\n",
         |_| {},
     );
-    {
-        let mut w = z.sim.world();
-        w.nodes.get_mut("pve1").unwrap().notes =
-            "<!-- flxp-power node=pve2 state=off since=1 -->".into();
-        w.nodes.get_mut("pve2").unwrap().notes = "flxp.maintenance".into();
-    }
-    let (code, out, err) = run(&[
-        "consolidate",
-        "--zone",
-        "lab",
-        "--config",
-        z.config(),
-        "--json",
-    ]);
+    interrupted_on_pve2(&z);
+    let (code, out, err) = z.run(&["consolidate", "--json"]);
     assert_eq!(code, 0, "{err}\n{out}");
     let v = json(&out);
     let kept = v["consolidation"]["kept"].as_array().unwrap();
@@ -332,28 +281,11 @@ fn a_wake_that_times_out_leaves_the_node_marked_waking_not_for_another_shutdown(
     let z = sim_zone(DEMO, 100_000.0, "\n[consolidate]\nshutdown = true\n", |v| {
         v["sim"]["node_boot_secs"] = 1e9.into()
     });
-    let (code, out, err) = run(&[
-        "consolidate",
-        "--zone",
-        "lab",
-        "--config",
-        z.config(),
-        "--json",
-    ]);
+    let (code, out, err) = z.run(&["consolidate", "--json"]);
     assert_eq!(code, 0, "{err}\n{out}");
     assert_eq!(json(&out)["shutdown"][0]["node"], "pve2", "{out}");
     until_online(&z, "pve2", false);
-    let (code, _, err) = run(&[
-        "consolidate",
-        "--zone",
-        "lab",
-        "--config",
-        z.config(),
-        "--wake",
-        "pve2",
-        "--wake-timeout",
-        "1",
-    ]);
+    let (code, _, err) = z.run(&["consolidate", "--wake", "pve2", "--wake-timeout", "1"]);
     assert_eq!(code, 1, "{err}");
     assert!(
         err.contains("pve2 is not online 1 s after Wake-on-LAN; it is marked waking"),
@@ -373,15 +305,7 @@ fn a_wake_that_times_out_leaves_the_node_marked_waking_not_for_another_shutdown(
     assert!(!notes.contains("node=pve2 state=off"), "{notes}");
     // It boots after the waiter gave up: no consolidation takes it for one left unfinished.
     z.sim.world().set_online("pve2", true);
-    let (code, out, err) = run(&[
-        "consolidate",
-        "--zone",
-        "lab",
-        "--config",
-        z.config(),
-        "--dry-run",
-        "--json",
-    ]);
+    let (code, out, err) = z.run(&["consolidate", "--dry-run", "--json"]);
     assert_eq!(code, 0, "{err}\n{out}");
     let v = json(&out);
     assert!(
@@ -397,15 +321,7 @@ fn a_wake_that_times_out_leaves_the_node_marked_waking_not_for_another_shutdown(
 fn a_failed_migration_says_which_node_stays_on_and_why() {
     let extra = "\n[consolidate]\nshutdown = true\n";
     let z = sim_zone(DEMO, 100_000.0, extra, |_| {});
-    let (_, out, _) = run(&[
-        "consolidate",
-        "--zone",
-        "lab",
-        "--config",
-        z.config(),
-        "--dry-run",
-        "--json",
-    ]);
+    let (_, out, _) = z.run(&["consolidate", "--dry-run", "--json"]);
     let v = json(&out);
     assert_eq!(names(&v["consolidation"]["freed"]), ["pve2"], "{out}");
     let first = v["consolidation"]["plan"]["migrations"][0]["vmid"]
@@ -416,14 +332,7 @@ fn a_failed_migration_says_which_node_stays_on_and_why() {
             "fail_migrations": [{"vmid": first, "message": "simulated: connection reset"}]
         });
     });
-    let (code, out, err) = run(&[
-        "consolidate",
-        "--zone",
-        "lab",
-        "--config",
-        z.config(),
-        "--json",
-    ]);
+    let (code, out, err) = z.run(&["consolidate", "--json"]);
     assert_eq!(code, 1, "{err}\n{out}");
     let v = json(&out);
     assert_eq!(v["shutdown"][0]["node"], "pve2", "{out}");
@@ -446,12 +355,7 @@ fn a_dry_run_names_the_nodes_a_real_run_would_give_back() {
         "\n[consolidate]\nshutdown = true\nmax-memory = 0.05\n",
         |_| {},
     );
-    {
-        let mut w = z.sim.world();
-        w.nodes.get_mut("pve1").unwrap().notes =
-            "<!-- flxp-power node=pve2 state=off since=1 -->".into();
-        w.nodes.get_mut("pve2").unwrap().notes = "flxp.maintenance".into();
-    }
+    interrupted_on_pve2(&z);
     let dry = |json_out: bool| {
         let mut a = vec![
             "consolidate",

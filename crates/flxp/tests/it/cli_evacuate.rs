@@ -1,14 +1,8 @@
 //! `flxp evacuate NODE`: plans from a file, exit 3 when a guest fits nowhere, unknown nodes, and
 //! emptying a node of a live zone.
 
-use serde_json::Value;
-
 use super::cli_balance::{DEMO, sim_zone};
-use super::{example, run, temp_file};
-
-fn json(out: &str) -> Value {
-    serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"))
-}
+use super::{example, json, run, temp_file};
 
 #[test]
 fn an_evacuation_plan_moves_every_guest_off_the_node() {
@@ -91,15 +85,7 @@ fn an_unknown_node_is_a_usage_error_naming_the_nodes() {
 #[test]
 fn a_live_node_is_emptied() {
     let z = sim_zone(DEMO, 100_000.0, "", |_| {});
-    let (code, out, err) = run(&[
-        "evacuate",
-        "pve4",
-        "--zone",
-        "lab",
-        "--config",
-        z.config(),
-        "--json",
-    ]);
+    let (code, out, err) = z.run(&["evacuate", "pve4", "--json"]);
     assert_eq!(code, 0, "{err}\n{out}");
     let v = json(&out);
     assert!(

@@ -1,20 +1,14 @@
 //! `flxp place` as a user runs it.
 
-use super::{example, run, temp_file};
+use super::{example, on_example, run, temp_file};
 
 #[test]
 fn json_prints_one_document_with_the_chosen_node() {
-    let f = example("pvesh-4node.json");
-    let (code, out, _) = run(&[
+    let (code, out, _) = on_example(
         "place",
-        "--from-file",
-        f.to_str().unwrap(),
-        "--memory",
-        "4GiB",
-        "--cores",
-        "2",
-        "--json",
-    ]);
+        "pvesh-4node.json",
+        &["--memory", "4GiB", "--cores", "2", "--json"],
+    );
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["node"], "pve2");
@@ -49,17 +43,11 @@ fn sizes_accept_every_documented_form_and_agree() {
 
 #[test]
 fn nothing_fits_exits_3_with_null_node_and_reasons() {
-    let f = example("pvesh-4node.json");
-    let (code, out, _) = run(&[
+    let (code, out, _) = on_example(
         "place",
-        "--from-file",
-        f.to_str().unwrap(),
-        "--memory",
-        "1T",
-        "--cores",
-        "2",
-        "--json",
-    ]);
+        "pvesh-4node.json",
+        &["--memory", "1T", "--cores", "2", "--json"],
+    );
     assert_eq!(code, 3);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert!(v["node"].is_null());
@@ -185,19 +173,13 @@ fn bad_usage_exits_2_and_bad_input_exits_1() {
 
 #[test]
 fn named_host_is_used_when_it_has_room() {
-    let f = example("rules-hetero.json");
-    let (code, out, _) = run(&[
+    let (code, out, _) = on_example(
         "place",
-        "--from-file",
-        f.to_str().unwrap(),
-        "--memory",
-        "4G",
-        "--cores",
-        "2",
-        "--host",
-        "delta",
-        "--json",
-    ]);
+        "rules-hetero.json",
+        &[
+            "--memory", "4G", "--cores", "2", "--host", "delta", "--json",
+        ],
+    );
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["node"], "delta");

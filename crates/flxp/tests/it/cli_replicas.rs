@@ -160,7 +160,7 @@ fn a_balance_run_refuses_while_another_flxp_holds_the_lease() {
     z.sim.world().nodes.get_mut("pve1").unwrap().notes =
         format!("<!-- flxp-lease zone=lab holder=other-host:7:ab expires={expires} -->");
     let before = z.guests_on("pve1");
-    let (code, _, err) = super::run(&["balance", "--zone", "lab", "--config", z.config()]);
+    let (code, _, err) = z.run(&["balance"]);
     assert_ne!(code, 0, "{err}");
     assert!(
         err.contains("zone lab is held by another flxp (other-host:7:ab)"),
@@ -238,14 +238,7 @@ fn a_one_off_consolidation_keeps_the_lease_node() {
     let text = text.replacen("[zones.lab]\n", "[zones.lab]\nlease-node = \"pve2\"\n", 1);
     std::fs::write(z.config(), text).unwrap();
     let guests = z.guests_on("pve2");
-    let (code, out, err) = super::run(&[
-        "consolidate",
-        "--zone",
-        "lab",
-        "--config",
-        z.config(),
-        "--json",
-    ]);
+    let (code, out, err) = z.run(&["consolidate", "--json"]);
     assert_eq!(code, 0, "{err}\n{out}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let freed = v["consolidation"]["freed"].as_array().unwrap();

@@ -1,6 +1,6 @@
 //! `flxp status` as a user runs it.
 
-use super::{example, run, temp_file};
+use super::{example, on_example, run, temp_file};
 
 #[test]
 fn table_shows_load_guests_and_spread() {
@@ -30,8 +30,7 @@ fn table_shows_load_guests_and_spread() {
 
 #[test]
 fn json_reports_violations_conflicts_and_warnings() {
-    let f = example("rules-hetero.json");
-    let (code, out, _) = run(&["status", "--from-file", f.to_str().unwrap(), "--json"]);
+    let (code, out, _) = on_example("status", "rules-hetero.json", &["--json"]);
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["nodes"].as_array().unwrap().len(), 6);

@@ -4,7 +4,6 @@
 use serde_json::{Value, json};
 
 use super::cli_balance::sim_zone;
-use super::run;
 
 const GIB: u64 = 1 << 30;
 
@@ -45,7 +44,7 @@ fn scenario() -> String {
 #[test]
 fn the_plan_avoids_a_target_whose_local_storage_lacks_room_and_every_move_lands() {
     let z = sim_zone(&scenario(), 100_000.0, "", |_| {});
-    let (code, out, err) = run(&["balance", "--zone", "lab", "--config", z.config(), "--json"]);
+    let (code, out, err) = z.run(&["balance", "--json"]);
     let v: Value = serde_json::from_str(&out).unwrap();
     // Issue 12: a plan that stops above the threshold exits 3 (it exited 0, the defect).
     let above = v["imbalance_after"].as_f64() > v["threshold"].as_f64();

@@ -52,6 +52,19 @@ pub fn run(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// Runs `flxp CMD --from-file examples/FILE ARGS...`.
+pub fn on_example(cmd: &str, file: &str, args: &[&str]) -> (i32, String, String) {
+    let f = example(file);
+    let mut all = vec![cmd, "--from-file", f.to_str().unwrap()];
+    all.extend_from_slice(args);
+    run(&all)
+}
+
+/// Parses `out` as JSON; a failure shows what was printed.
+pub fn json(out: &str) -> serde_json::Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
 /// Writes a file into a fresh temp dir and returns both (the dir must outlive the test's use).
 pub fn temp_file(name: &str, content: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
