@@ -9,12 +9,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use flxp_core::Overrides;
 use flxp_core::balance::{Plan, Purpose, UsageChoice};
-use flxp_engine::{ExecuteOptions, ExecutionReport, Executor, Goal, Limits, Model, planning};
+use flxp_engine::{
+    ExecuteOptions, ExecutionReport, Executor, Goal, LeaseKeeper, Limits, Model, planning,
+};
 use tracing::instrument::WithSubscriber;
 
-use super::{SourceArgs, UNSATISFIABLE, UsageError, load};
+use super::{RunArgs, SourceArgs, UNSATISFIABLE, UsageError, load};
 use crate::config::Config;
 use crate::{output, progress};
 
@@ -27,13 +28,7 @@ use crate::{output, progress};
 #[command(allow_negative_numbers = true)]
 pub struct Args {
     #[command(flatten)]
-    source: SourceArgs,
-    /// Only plan: print what would be done, change nothing.
-    #[arg(long)]
-    dry_run: bool,
-    /// Print one JSON document on stdout: the plan, and what carrying it out did.
-    #[arg(long)]
-    pub(crate) json: bool,
+    pub(crate) run: RunArgs,
     /// How balancing moves are chosen (default from [balance], else flxp): flxp, pve-bruteforce,
     /// pve-topsis, or a balance plugin from the config.
     #[arg(long, value_name = "M")]
@@ -195,7 +190,7 @@ pub fn is_unsatisfiable(plan: &Plan, goal: &Goal) -> bool {
 
 /// Runs `flxp balance`.
 pub fn run(args: Args) -> Result<ExitCode> {
-    let config = load::config(&args.source)?;
+    let config = load::config(&args.run.source)?;
     let mut options = config.balance.clone();
     if let Some(m) = args.method {
         // Checked here, with the config read: its balance plugins are methods too.
@@ -245,7 +240,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
         options.validate()?;
     }
     let goal = Goal::Balance(options);
-    carry_out(&args.source, &config, &goal, args.dry_run, args.json)
+    carry_out(
+        &args.run.source,
+        &config,
+        &goal,
+        args.run.dry_run,
+        args.run.json,
+    )
 }
 
 /// Plans `goal` on the source and, for a zone without `--dry-run`, carries it out; prints the plan
@@ -260,44 +261,16 @@ pub fn carry_out(
 ) -> Result<ExitCode> {
     let placer = Arc::new(load::placer(config)?.in_zone(source.zone.clone()));
     let (plan, execution) = match (&source.from_file, &source.zone) {
-        (Some(path), _) => {
-            let mut snapshot = load::read_snapshot_file(path)?;
-            // As in a zone: a guest whose HA move was just requested is HA's to finish.
-            if let Some(time) = snapshot.time {
-                planning::hold_pending_ha(&mut snapshot, time);
-            }
-            let model = Model::from_snapshot(&snapshot, &Overrides::default())
-                .with_context(|| format!("in {}", load::input_name(path)))?;
-            (plan_on(&model, &placer, goal)?, None)
-        }
+        (Some(path), _) => (plan_on(&load::model_to_plan(path)?, &placer, goal)?, None),
         (None, Some(zone)) => {
-            config.zone(zone).map_err(UsageError::from)?;
-            let client = config.client(zone)?;
-            let api: flxp_pve::Pve = client.into();
-            let executor = Executor::new(zone.clone(), api.clone(), Arc::clone(&placer))
-                .with_overrides(config.overrides(zone))
-                .with_options(execute_options(config));
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .context("cannot start the async runtime")?;
-            let keeper = super::lease::keeper(config, zone, &api);
-            runtime.block_on(async {
-                // Before anything is written: evacuate's maintenance mark too.
-                let held = super::lease::Held::take_if(keeper.as_ref(), dry_run).await?;
-                let run = plan_and_run(executor, goal, None, dry_run, json, zone, held.as_ref());
-                let result = run.await;
-                super::lease::Held::end(held, result).await
-            })?
+            // Before anything is written: evacuate's maintenance mark too.
+            let work =
+                async |executor, held: Option<&super::lease::Held>, _: Option<&LeaseKeeper>| {
+                    plan_and_run(executor, goal, None, dry_run, json, zone, held).await
+                };
+            super::lease::run_in_zone(config, zone, Arc::clone(&placer), dry_run, work)?
         }
-        (None, None) => {
-            return Err(UsageError(
-                "name the cluster: --from-file F (a snapshot) or --zone Z (from the config file)"
-                    .into(),
-            )
-            .into());
-        }
+        (None, None) => return Err(load::no_cluster()),
     };
     let dry = execution.is_none();
     if json {

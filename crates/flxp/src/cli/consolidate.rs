@@ -6,12 +6,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use flxp_core::Overrides;
 use flxp_core::consolidate::{Consolidation, consolidate};
-use flxp_engine::{ExecutionReport, Executor, Model, planning};
+use flxp_engine::{ExecutionReport, Executor, LeaseKeeper};
 use serde::Serialize;
 
-use super::{SourceArgs, UsageError, balance, load};
+use super::{RunArgs, UsageError, balance, load};
 use crate::config::Config;
 use crate::output;
 
@@ -19,13 +18,7 @@ use crate::output;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    source: SourceArgs,
-    /// Only plan: print what would be done, change nothing.
-    #[arg(long)]
-    dry_run: bool,
-    /// Print one JSON document on stdout: the plan, and what carrying it out did.
-    #[arg(long)]
-    pub(crate) json: bool,
+    pub(crate) run: RunArgs,
     /// Instead: wake this node (Wake-on-LAN through the API), wait until it is online, clear its
     /// maintenance mark and rebalance onto it (`--zone` only).
     #[arg(long, value_name = "NODE")]
@@ -80,7 +73,7 @@ struct Output<'a> {
 
 /// Runs `flxp consolidate`: exit 1 when a migration failed or a node could not be switched off.
 pub fn run(args: Args) -> Result<ExitCode> {
-    let config = load::config(&args.source)?;
+    let config = load::config(&args.run.source)?;
     let placer = Arc::new(load::placer(&config)?);
     let options = config.consolidate.options();
     if args.wake.is_some() && args.wake_timeout == 0 {
@@ -90,24 +83,19 @@ pub fn run(args: Args) -> Result<ExitCode> {
         )
         .into());
     }
-    if args.wake.is_some() && args.source.from_file.is_some() {
+    if args.wake.is_some() && args.run.source.from_file.is_some() {
         return Err(UsageError(
             "--wake powers a node of a live zone on: use it with --zone Z, not --from-file".into(),
         )
         .into());
     }
-    let (c, execution, shutdown, back) = match (&args.source.from_file, &args.source.zone) {
+    let (c, execution, shutdown, back) = match (&args.run.source.from_file, &args.run.source.zone) {
         (Some(path), _) => {
-            let mut snapshot = load::read_snapshot_file(path)?;
-            if let Some(time) = snapshot.time {
-                planning::hold_pending_ha(&mut snapshot, time);
-            }
-            let m = Model::from_snapshot(&snapshot, &Overrides::default())
-                .with_context(|| format!("in {}", load::input_name(path)))?;
+            let m = load::model_to_plan(path)?;
             let mut options = options.clone();
             if let Some(l) = config.lease_settings() {
                 // As in a zone: the lease's node (configured, else the first) stays in service.
-                let zone = args.source.zone.as_deref();
+                let zone = args.run.source.zone.as_deref();
                 let configured = zone.and_then(|z| l.nodes.get(z).cloned());
                 let first = m.cluster.nodes().iter().map(|n| n.name.clone()).min();
                 if let Some(node) = configured.or(first) {
@@ -133,36 +121,18 @@ pub fn run(args: Args) -> Result<ExitCode> {
             return Err(UsageError("--wake needs --zone Z".into()).into());
         }
         (None, Some(zone)) => {
-            config.zone(zone).map_err(UsageError::from)?;
-            let api: flxp_pve::Pve = config.client(zone)?.into();
-            let executor = Executor::new(zone.clone(), api.clone(), Arc::clone(&placer))
-                .with_overrides(config.overrides(zone))
-                .with_options(balance::execute_options(&config));
-            let lease = super::lease::keeper(&config, zone, &api);
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .context("cannot start the async runtime")?;
-            runtime.block_on(async {
-                // Before anything is written: the marks of the nodes to free too.
-                let held = super::lease::Held::take_if(lease.as_ref(), args.dry_run).await?;
-                let kept = super::lease::kept_nodes(lease.as_deref()).await;
-                let executor = executor.with_kept_nodes(kept);
-                let run = in_zone(executor, &config, &args, zone, held.as_ref());
-                let result = run.await;
-                super::lease::Held::end(held, result).await
-            })?
+            // Before anything is written: the marks of the nodes to free too.
+            let work = async |executor: Executor,
+                              held: Option<&super::lease::Held>,
+                              keeper: Option<&LeaseKeeper>| {
+                let executor = executor.with_kept_nodes(super::lease::kept_nodes(keeper).await);
+                in_zone(executor, &config, &args, zone, held).await
+            };
+            super::lease::run_in_zone(&config, zone, Arc::clone(&placer), args.run.dry_run, work)?
         }
-        (None, None) => {
-            return Err(UsageError(
-                "name the cluster: --from-file F (a snapshot) or --zone Z (from the config file)"
-                    .into(),
-            )
-            .into());
-        }
+        (None, None) => return Err(load::no_cluster()),
     };
-    if args.json {
+    if args.run.json {
         output::print_json(&Output {
             consolidation: &c,
             dry_run: execution.is_none(),
@@ -171,14 +141,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
             back: &back,
         })?;
     } else {
-        if args.source.from_file.is_some() {
+        if args.run.source.from_file.is_some() {
             print(&c);
         }
         if let Some(report) = &execution {
             output::print_execution(report);
         }
         for node in &back {
-            output::say(if execution.is_none() && args.dry_run {
+            output::say(if execution.is_none() && args.run.dry_run {
                 format!("{node}: would go back in service (its consolidation cannot be finished)")
             } else {
                 format!("{node}: back in service (its consolidation cannot be finished)")
@@ -226,10 +196,10 @@ async fn in_zone(
         .plan_consolidation(&config.consolidate.options(), &config.evacuate)
         .await
         .with_context(|| format!("cannot plan a consolidation in zone {zone}"))?;
-    if !args.json {
+    if !args.run.json {
         print(&c);
     }
-    if args.dry_run {
+    if args.run.dry_run {
         // What a real run would give back, as it would.
         let back = c
             .kept
@@ -360,26 +330,16 @@ fn wake(
     let Some(node) = args.wake.as_deref() else {
         return Ok(ExitCode::SUCCESS);
     };
-    if args.dry_run {
+    if args.run.dry_run {
         return Err(UsageError("--wake powers a node on: it has no --dry-run".into()).into());
     }
-    let api: flxp_pve::Pve = config.client(zone)?.into();
-    let executor = Executor::new(zone.to_owned(), api.clone(), placer)
-        .with_overrides(config.overrides(zone))
-        .with_options(balance::execute_options(config));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    let keeper = super::lease::keeper(config, zone, &api);
-    runtime.block_on(async {
-        // Before anything is written (the maintenance and power marks it clears).
-        let held = super::lease::Held::take_if(keeper.as_ref(), false).await?;
-        let run = wake_in_zone(executor, &api, args, zone, node, config, held.as_ref());
-        let result = run.await;
-        super::lease::Held::end(held, result).await
-    })
+    // Before anything is written (the maintenance and power marks it clears).
+    let work =
+        async |executor: Executor, held: Option<&super::lease::Held>, _: Option<&LeaseKeeper>| {
+            let api = executor.api().clone();
+            wake_in_zone(executor, &api, args, zone, node, config, held).await
+        };
+    super::lease::run_in_zone(config, zone, placer, false, work)
 }
 
 /// `--wake` carried out, under the zone's lease when `[lease] enabled`.
@@ -407,7 +367,7 @@ async fn wake_in_zone(
     let name = model.cluster.node(idx).name.clone();
     let already_online = model.cluster.node(idx).is_online();
     let mac = if already_online {
-        if !args.json {
+        if !args.run.json {
             output::tell(format!(
                 "{name} is online already: no Wake-on-LAN sent; clearing its maintenance \
                      mark and rebalancing onto it"
@@ -422,7 +382,7 @@ async fn wake_in_zone(
             .await
             .with_context(|| format!("cannot mark {name} as waking"))?;
         let mac = executor.wake(&name).await?;
-        if !args.json {
+        if !args.run.json {
             output::tell(format!(
                 "{name}: Wake-on-LAN sent ({mac}); waiting until it is online"
             ));
@@ -452,15 +412,23 @@ async fn wake_in_zone(
     };
     flxp_engine::maintenance::set(api, &name, false).await?;
     executor.clear_power_mark(&name).await?;
-    if !args.json {
+    if !args.run.json {
         output::tell(format!(
             "{name}: online, maintenance mark cleared; rebalancing onto it"
         ));
     }
     // The one rebalance after a wake ignores the cooldown: the consolidation moved most guests.
     let goal = flxp_engine::consolidate::after_wake(&config.balance);
-    let (plan, report) =
-        balance::plan_and_run(executor, &goal, None, args.dry_run, args.json, zone, lease).await?;
+    let (plan, report) = balance::plan_and_run(
+        executor,
+        &goal,
+        None,
+        args.run.dry_run,
+        args.run.json,
+        zone,
+        lease,
+    )
+    .await?;
     let unmet = balance::unmet(&plan, &goal);
     let code = if report.as_ref().is_some_and(|r| !r.is_clean()) {
         ExitCode::from(1)
@@ -469,7 +437,7 @@ async fn wake_in_zone(
     } else {
         ExitCode::SUCCESS
     };
-    if args.json {
+    if args.run.json {
         output::print_json(&WakeOutput {
             node: &name,
             mac: &mac,

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use flxp_engine::Goal;
 
-use super::{SourceArgs, balance, load};
+use super::{RunArgs, balance, load};
 
 /// Arguments of `flxp evacuate`.
 #[derive(Debug, clap::Args)]
@@ -17,21 +17,21 @@ pub struct Args {
     #[arg(value_name = "NODE")]
     node: String,
     #[command(flatten)]
-    source: SourceArgs,
-    /// Only plan: print what would be done, change nothing.
-    #[arg(long)]
-    dry_run: bool,
-    /// Print one JSON document on stdout: the plan, and what carrying it out did.
-    #[arg(long)]
-    pub(crate) json: bool,
+    pub(crate) run: RunArgs,
 }
 
 /// Runs `flxp evacuate`: exit 3 when a guest that must leave fits nowhere (named with the reason).
 pub fn run(args: Args) -> Result<ExitCode> {
-    let config = load::config(&args.source)?;
+    let config = load::config(&args.run.source)?;
     let goal = Goal::Evacuate {
         nodes: vec![args.node],
         options: config.evacuate.clone(),
     };
-    balance::carry_out(&args.source, &config, &goal, args.dry_run, args.json)
+    balance::carry_out(
+        &args.run.source,
+        &config,
+        &goal,
+        args.run.dry_run,
+        args.run.json,
+    )
 }

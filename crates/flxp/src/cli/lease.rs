@@ -4,13 +4,44 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use anyhow::Result;
-use flxp_engine::{LeaseKeeper, Stop, stop_signal};
+use anyhow::{Context, Result};
+use flxp_core::placement::Placer;
+use flxp_engine::{Executor, LeaseKeeper, Stop, stop_signal};
 
+use super::UsageError;
 use crate::config::Config;
 
+/// Runs `work` in `zone` with the zone's executor on a runtime of its own, under the zone's lease
+/// when `[lease] enabled` and the run writes (not `dry_run`): taken before anything is written
+/// (marks included), released when `work` ends. `work` gets the keeper too, to ask which node the
+/// lease keeps in service.
+pub(crate) fn run_in_zone<T>(
+    config: &Config,
+    zone: &str,
+    placer: Arc<Placer>,
+    dry_run: bool,
+    work: impl AsyncFnOnce(Executor, Option<&Held>, Option<&LeaseKeeper>) -> Result<T>,
+) -> Result<T> {
+    config.zone(zone).map_err(UsageError::from)?;
+    let api: flxp_pve::Pve = config.client(zone)?.into();
+    let executor = Executor::new(zone.to_owned(), api.clone(), placer)
+        .with_overrides(config.overrides(zone))
+        .with_options(super::balance::execute_options(config));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let keeper = keeper(config, zone, &api);
+    runtime.block_on(async {
+        let held = Held::take_if(keeper.as_ref(), dry_run).await?;
+        let result = work(executor, held.as_ref(), keeper.as_deref()).await;
+        Held::end(held, result).await
+    })
+}
+
 /// The zone's lease keeper, when `[lease] enabled`.
-pub(crate) fn keeper(config: &Config, zone: &str, api: &flxp_pve::Pve) -> Option<Arc<LeaseKeeper>> {
+fn keeper(config: &Config, zone: &str, api: &flxp_pve::Pve) -> Option<Arc<LeaseKeeper>> {
     config.lease_settings().map(|l| {
         Arc::new(LeaseKeeper::new(
             api.clone(),
@@ -88,10 +119,7 @@ impl Held {
     }
 
     /// Takes the lease when a run needs it (not dry, `[lease] enabled`).
-    pub(crate) async fn take_if(
-        keeper: Option<&Arc<LeaseKeeper>>,
-        dry_run: bool,
-    ) -> Result<Option<Self>> {
+    async fn take_if(keeper: Option<&Arc<LeaseKeeper>>, dry_run: bool) -> Result<Option<Self>> {
         match keeper {
             Some(k) if !dry_run => Ok(Some(Self::take(Arc::clone(k)).await?)),
             _ => Ok(None),
@@ -99,7 +127,7 @@ impl Held {
     }
 
     /// Releases the lease, if held, and passes `result` on.
-    pub(crate) async fn end<T>(held: Option<Self>, result: T) -> T {
+    async fn end<T>(held: Option<Self>, result: T) -> T {
         if let Some(h) = held {
             h.release().await;
         }

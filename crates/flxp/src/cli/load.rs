@@ -82,10 +82,25 @@ pub fn load(source: &SourceArgs, config: &Config) -> Result<Model> {
             Model::from_snapshot(&snap, &config.overrides(zone))
                 .with_context(|| format!("zone {zone}"))
         }
-        (None, None) => Err(UsageError(
-            "name the cluster: --from-file F (a snapshot) or --zone Z (from the config file)"
-                .into(),
-        )
-        .into()),
+        (None, None) => Err(no_cluster()),
     }
+}
+
+/// The usage error when neither `--from-file` nor `--zone` names the cluster.
+pub fn no_cluster() -> anyhow::Error {
+    UsageError(
+        "name the cluster: --from-file F (a snapshot) or --zone Z (from the config file)".into(),
+    )
+    .into()
+}
+
+/// A snapshot file's model for planning, held as in a zone: a guest whose HA move was just
+/// requested is HA's to finish.
+pub fn model_to_plan(path: &Path) -> Result<Model> {
+    let mut snapshot = read_snapshot_file(path)?;
+    if let Some(time) = snapshot.time {
+        flxp_engine::planning::hold_pending_ha(&mut snapshot, time);
+    }
+    Model::from_snapshot(&snapshot, &Overrides::default())
+        .with_context(|| format!("in {}", input_name(path)))
 }

@@ -23,7 +23,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-pub use source::SourceArgs;
+pub use source::{RunArgs, SourceArgs};
 
 /// `flxp --version`: the crate version and the commit it was built from (see build.rs).
 pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("FLXP_COMMIT"), ")");
@@ -90,9 +90,9 @@ impl Cli {
         match &self.command {
             Command::Place(a) => a.json,
             Command::Status(a) => a.json,
-            Command::Balance(a) => a.json,
-            Command::Evacuate(a) => a.json,
-            Command::Consolidate(a) => a.json,
+            Command::Balance(a) => a.run.json,
+            Command::Evacuate(a) => a.run.json,
+            Command::Consolidate(a) => a.run.json,
             _ => false,
         }
     }

@@ -18,3 +18,17 @@ pub struct SourceArgs {
     #[arg(long, value_name = "F", env = "FLXP_CONFIG")]
     pub config: Option<PathBuf>,
 }
+
+/// What every command that plans and carries out takes: the cluster, whether only to plan, and
+/// JSON output.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// Only plan: print what would be done, change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print one JSON document on stdout: the plan, and what carrying it out did.
+    #[arg(long)]
+    pub json: bool,
+}
