@@ -186,9 +186,11 @@ impl Executor {
         Ok(())
     }
 
-    /// Removes a node's power mark wherever it is (the node is back in service); `Ok(false)`
-    /// when it had none.
-    pub async fn clear_power_mark(&self, node: &str) -> std::result::Result<bool, PowerError> {
+    /// A node's power marks, wherever they are kept (read fresh: marks move between nodes).
+    async fn power_marks_of(
+        &self,
+        node: &str,
+    ) -> std::result::Result<Vec<power_mark::PowerMark>, PowerError> {
         let (_, notes) = self
             .read_with_notes()
             .await
@@ -196,11 +198,16 @@ impl Executor {
                 node: node.to_owned(),
                 reason: error_chain(&e),
             })?;
+        let mut marks = power_mark::read(&notes);
+        marks.retain(|m| m.node == node);
+        Ok(marks)
+    }
+
+    /// Removes a node's power mark wherever it is (the node is back in service); `Ok(false)`
+    /// when it had none.
+    pub async fn clear_power_mark(&self, node: &str) -> std::result::Result<bool, PowerError> {
         let mut found = false;
-        for m in power_mark::read(&notes)
-            .into_iter()
-            .filter(|m| m.node == node)
-        {
+        for m in self.power_marks_of(node).await? {
             power_mark::set(self.api(), &m.holder, node, None).await?;
             found = true;
         }
@@ -233,18 +240,8 @@ impl Executor {
         state: Option<PowerState>,
         now: i64,
     ) -> std::result::Result<bool, PowerError> {
-        let (_, notes) = self
-            .read_with_notes()
-            .await
-            .map_err(|e| PowerError::Unreadable {
-                node: node.to_owned(),
-                reason: error_chain(&e),
-            })?;
         let mut found = false;
-        for m in power_mark::read(&notes)
-            .into_iter()
-            .filter(|m| m.node == node)
-        {
+        for m in self.power_marks_of(node).await? {
             let state = state.unwrap_or(m.state);
             power_mark::set(self.api(), &m.holder, node, Some((state, now))).await?;
             found = true;

@@ -395,17 +395,21 @@ impl Daemon {
         self.inner.stop.is_stopped()
     }
 
-    /// Runs one round in a zone now (waiting for a round of that zone already running). `Err`
-    /// only for a zone not managed here; a zone that cannot be read is a report with `error`.
-    pub async fn run_round(&self, zone: &str) -> Result<RoundReport> {
-        let z = self
-            .inner
+    /// A zone managed here, or the error naming the ones that are.
+    fn zone_state(&self, zone: &str) -> Result<&ZoneState> {
+        self.inner
             .zones
             .get(zone)
             .ok_or_else(|| Error::UnknownZone {
                 zone: zone.to_owned(),
                 known: self.zones().join(", "),
-            })?;
+            })
+    }
+
+    /// Runs one round in a zone now (waiting for a round of that zone already running). `Err`
+    /// only for a zone not managed here; a zone that cannot be read is a report with `error`.
+    pub async fn run_round(&self, zone: &str) -> Result<RoundReport> {
+        let z = self.zone_state(zone)?;
         Ok(self.locked_round(z).await)
     }
 
@@ -413,14 +417,7 @@ impl Daemon {
     /// while carrying out anything else there (an on-demand balance or evacuation), so that two
     /// executors never book the same room. `Err` for a zone not managed here.
     pub async fn lock_zone(&self, zone: &str) -> Result<tokio::sync::OwnedMutexGuard<()>> {
-        let z = self
-            .inner
-            .zones
-            .get(zone)
-            .ok_or_else(|| Error::UnknownZone {
-                zone: zone.to_owned(),
-                known: self.zones().join(", "),
-            })?;
+        let z = self.zone_state(zone)?;
         Ok(Arc::clone(&z.round).lock_owned().await)
     }
 

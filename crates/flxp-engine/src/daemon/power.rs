@@ -500,12 +500,27 @@ impl Daemon {
             return Ok(());
         }
         self.still_holding(z)?;
+        self.carry_out(z, executor, planned, auto, now, pr).await;
+        Ok(())
+    }
+
+    /// Marks the nodes `planned` frees, empties them and, when configured, switches them off;
+    /// the plan goes into the report whatever happened.
+    async fn carry_out(
+        &self,
+        z: &ZoneState,
+        executor: &Executor,
+        planned: Consolidation,
+        auto: &AutoConsolidate,
+        now: i64,
+        pr: &mut PowerReport,
+    ) {
         if let Err(e) = executor.mark_freed(&planned, now).await {
             pr.errors.push(error_chain(&e));
             pr.consolidation = Some(planned);
-            return Ok(());
+            return;
         }
-        let goal = crate::consolidate::goal(&planned, evacuation);
+        let goal = crate::consolidate::goal(&planned, &self.inner.parts.options.evacuation);
         let clean = if planned.plan.migrations.is_empty() {
             true
         } else {
@@ -515,10 +530,10 @@ impl Daemon {
             clean
         };
         if clean && auto.shutdown {
-            self.switch_off(z, executor, &freed, now, pr).await;
+            self.switch_off(z, executor, &planned.freed_names(), now, pr)
+                .await;
         }
         pr.consolidation = Some(planned);
-        Ok(())
     }
 
     /// Switches emptied nodes off, each after its own fresh check; the power mark then says
@@ -589,25 +604,8 @@ impl Daemon {
         self.still_holding(z)?;
         *z.last_power.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
         *z.low_since.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        if let Err(e) = executor.mark_freed(&planned, now).await {
-            pr.errors.push(error_chain(&e));
-            pr.consolidation = Some(planned);
-            report.power = Some(pr);
-            return Ok(true);
-        }
-        let goal = crate::consolidate::goal(&planned, evacuation);
-        let clean = if planned.plan.migrations.is_empty() {
-            true
-        } else {
-            let r = executor.execute(planned.plan.clone(), &goal).await;
-            let clean = r.is_clean();
-            pr.execution = Some(r);
-            clean
-        };
-        if clean && auto.shutdown {
-            self.switch_off(z, executor, &freed, now, &mut pr).await;
-        }
-        pr.consolidation = Some(planned);
+        self.carry_out(z, executor, planned, auto, now, &mut pr)
+            .await;
         report.power = Some(pr);
         Ok(true)
     }
