@@ -382,9 +382,8 @@ fn static_auto_rebalance3_makes_four_moves_as_sizes_change() {
     );
 }
 
-/// test-crs-dynamic-auto-rebalance3 (and its TOPSIS twin) after vm:105-107 spike: their measured
-/// usage grows to 7.8/5.7/6.0 cores and about 8 GiB each on node3.
-fn dynamic3_spike(crs: &'static str) -> Scene {
+/// test-crs-dynamic-auto-rebalance3's node1 and node2 (guests 101-104, as measured there).
+fn dynamic3(crs: &'static str) -> Scene {
     Scene::new(&three_24(), crs)
         .with(
             "node1",
@@ -400,14 +399,19 @@ fn dynamic3_spike(crs: &'static str) -> Scene {
                 used(104, 8.0, 8 * GIB, 0.9, 2_621_440_000),
             ],
         )
-        .with(
-            "node3",
-            &[
-                used(105, 8.0, 8 * GIB, 7.8, 7912 * MIB),
-                used(106, 6.0, 8 * GIB, 5.7, 8192 * MIB),
-                used(107, 6.0, 8 * GIB, 6.0, 8011 * MIB),
-            ],
-        )
+}
+
+/// test-crs-dynamic-auto-rebalance3 (and its TOPSIS twin) after vm:105-107 spike: their measured
+/// usage grows to 7.8/5.7/6.0 cores and about 8 GiB each on node3.
+fn dynamic3_spike(crs: &'static str) -> Scene {
+    dynamic3(crs).with(
+        "node3",
+        &[
+            used(105, 8.0, 8 * GIB, 7.8, 7912 * MIB),
+            used(106, 6.0, 8 * GIB, 5.7, 8192 * MIB),
+            used(107, 6.0, 8 * GIB, 6.0, 8011 * MIB),
+        ],
+    )
 }
 
 /// The same cluster once vm:105 is on node2 and the usage changed again.
@@ -517,29 +521,14 @@ fn no_move_where_proxmox_makes_none() {
     ];
     let one = |crs| Scene::new(&small, crs).with("node1", &[used(101, 2.0, 8 * GIB, 1.0, 4 * GIB)]);
     let calm = |crs| {
-        Scene::new(&three_24(), crs)
-            .with(
-                "node1",
-                &[
-                    used(101, 8.0, 8 * GIB, 0.9, 5_444_206_592),
-                    used(102, 8.0, 8 * GIB, 1.2, 2_621_440_000),
-                ],
-            )
-            .with(
-                "node2",
-                &[
-                    used(103, 4.0, 8 * GIB, 0.8, 5_444_206_592),
-                    used(104, 8.0, 8 * GIB, 0.9, 2_621_440_000),
-                ],
-            )
-            .with(
-                "node3",
-                &[
-                    used(105, 8.0, 8 * GIB, 3.0, 768 * MIB),
-                    used(106, 6.0, 8 * GIB, 2.9, 1538 * MIB),
-                    used(107, 6.0, 8 * GIB, 2.1, 1538 * MIB),
-                ],
-            )
+        dynamic3(crs).with(
+            "node3",
+            &[
+                used(105, 8.0, 8 * GIB, 3.0, 768 * MIB),
+                used(106, 6.0, 8 * GIB, 2.9, 1538 * MIB),
+                used(107, 6.0, 8 * GIB, 2.1, 1538 * MIB),
+            ],
+        )
     };
     let cases = [
         (

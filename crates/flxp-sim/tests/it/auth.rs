@@ -25,12 +25,10 @@ async fn bad_token_is_401_with_empty_body() {
         .with_auth(Some(format!("PVEAPIToken={wrong}")))
         .get("/version")
         .await;
-    assert_eq!(r.status, 401);
-    assert_eq!(r.reason.as_deref(), Some("Authentication failed!"));
+    r.assert_refused(401, "Authentication failed!");
     assert_eq!(r.body, "");
     let r = s.with_auth(None).get("/cluster/resources").await;
-    assert_eq!(r.status, 401);
-    assert_eq!(r.reason.as_deref(), Some("No ticket"));
+    r.assert_refused(401, "No ticket");
     assert_eq!(r.body, "");
 }
 
@@ -59,8 +57,7 @@ async fn ticket_login_then_cookie_and_csrf_on_writes() {
             &[("username", "root@pam"), ("password", "wrong")],
         )
         .await;
-    assert_eq!(bad.status, 401);
-    assert_eq!(bad.reason.as_deref(), Some("authentication failure"));
+    bad.assert_refused(401, "authentication failure");
     let r = anon
         .post(
             "/access/ticket",
@@ -97,11 +94,7 @@ async fn ticket_login_then_cookie_and_csrf_on_writes() {
         b.body(Body::from("description=hello")).unwrap()
     };
     let r = s.send(write(None)).await;
-    assert_eq!(r.status, 401);
-    assert_eq!(
-        r.reason.as_deref(),
-        Some("Permission denied - invalid csrf token")
-    );
+    r.assert_refused(401, "Permission denied - invalid csrf token");
     let r = s.send(write(Some("00000000:forged"))).await;
     assert_eq!(r.status, 401);
     assert_eq!(s.send(write(Some(&csrf))).await.status, 200);
@@ -130,11 +123,7 @@ async fn read_only_token_reads_but_writes_get_403() {
             &[("target", "pve2"), ("online", "1")],
         )
         .await;
-    assert_eq!(r.status, 403);
-    assert_eq!(
-        r.reason.as_deref(),
-        Some("Permission check failed (/vms/100, VM.Migrate)")
-    );
+    r.assert_refused(403, "Permission check failed (/vms/100, VM.Migrate)");
     let perms = s.get("/access/permissions").await;
     assert_eq!(perms.data()["/"]["VM.Audit"], 1);
     assert!(perms.data()["/"].get("VM.Migrate").is_none());

@@ -49,11 +49,7 @@ async fn local_storage_cannot_be_cloned_to_another_node() {
             &[("newid", "201"), ("target", "pve2"), ("full", "1")],
         )
         .await;
-    assert_eq!(r.status, 500);
-    assert_eq!(
-        r.reason.as_deref(),
-        Some("can't clone VM to node 'pve2' (VM uses local storage)")
-    );
+    r.assert_refused(500, "can't clone VM to node 'pve2' (VM uses local storage)");
     assert!(s.resource("qemu/201").await.is_null());
 }
 

@@ -42,27 +42,17 @@ async fn a_stale_digest_is_a_checksum_mismatch() {
             &[("description", "y"), ("digest", &d1)],
         )
         .await;
-    assert_eq!(r.status, 500);
-    assert_eq!(
-        r.reason.as_deref(),
-        Some("checksum mismatch (file change by other user?)")
-    );
+    r.assert_refused(500, "checksum mismatch (file change by other user?)");
     let r = s.put("/nodes/pve2/qemu/102/config", &[]).await;
-    assert_eq!(r.status, 500);
-    assert_eq!(r.reason.as_deref(), Some("no options specified"));
+    r.assert_refused(500, "no options specified");
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_locked_vm_refuses_config_writes() {
     let s = TestSim::cluster();
-    s.post_task(
-        "/nodes/pve1/qemu/100/migrate",
-        &[("target", "pve2"), ("online", "1")],
-    )
-    .await;
+    s.live_migrate("pve1", "qemu/100", "pve2").await;
     let r = s.put("/nodes/pve1/qemu/100/config", &[("tags", "x")]).await;
-    assert_eq!(r.status, 500);
-    assert_eq!(r.reason.as_deref(), Some("VM is locked (migrate)"));
+    r.assert_refused(500, "VM is locked (migrate)");
     assert_eq!(
         s.get("/nodes/pve1/qemu/100/config").await.data()["lock"],
         "migrate"
@@ -144,8 +134,7 @@ async fn node_notes_are_the_config_description() {
 async fn start_stop_and_shutdown_are_tasks() {
     let s = TestSim::cluster();
     let r = s.post("/nodes/pve2/qemu/102/status/shutdown", &[]).await;
-    assert_eq!(r.status, 500);
-    assert_eq!(r.reason.as_deref(), Some("VM 102 not running"));
+    r.assert_refused(500, "VM 102 not running");
     let start = s.post_task("/nodes/pve2/qemu/102/status/start", &[]).await;
     assert!(start.contains(":qmstart:102:root@pam!test:"), "{start}");
     assert_eq!(s.task(&start).await["status"], "running");

@@ -92,12 +92,7 @@ fn validate(endpoint: &str, data: &Value) {
 #[tokio::test(start_paused = true)]
 async fn every_schema_endpoint_is_served_and_answers_validate() {
     let s = TestSim::cluster();
-    let task = s
-        .post_task(
-            "/nodes/pve1/qemu/100/migrate",
-            &[("target", "pve2"), ("online", "1")],
-        )
-        .await;
+    let task = s.live_migrate("pve1", "qemu/100", "pve2").await;
     let t = urlencode(&task);
     let checks = vec![
         c("GET /version", "/version", &[]),

@@ -71,12 +71,7 @@ async fn state_and_snapshot_show_the_whole_world() {
 #[tokio::test(start_paused = true)]
 async fn advancing_time_lands_migrations() {
     let s = TestSim::cluster();
-    let upid = s
-        .post_task(
-            "/nodes/pve1/qemu/100/migrate",
-            &[("target", "pve2"), ("online", "1")],
-        )
-        .await;
+    let upid = s.live_migrate("pve1", "qemu/100", "pve2").await;
     let r = s
         .control("POST", "/_sim/advance", json!({"seconds": 60}))
         .await;
@@ -106,12 +101,7 @@ async fn statistics_can_lag_like_pvestatd_broadcasts() {
     // Start at a broadcast boundary plus 1 s.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let before = s.resource("node/pve2").await["mem"].as_u64().unwrap();
-    let upid = s
-        .post_task(
-            "/nodes/pve1/qemu/100/migrate",
-            &[("target", "pve2"), ("online", "1")],
-        )
-        .await;
+    let upid = s.live_migrate("pve1", "qemu/100", "pve2").await;
     s.wait(&upid).await; // lands after 4 s: t = 5 s
     let r = s.resource("qemu/100").await;
     assert_eq!(r["node"], "pve2", "the node field is current");

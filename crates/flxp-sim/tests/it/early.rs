@@ -254,12 +254,7 @@ async fn a_running_vm_without_online_is_refused_at_once() {
 #[tokio::test(start_paused = true)]
 async fn an_ha_managed_guest_gets_an_hamigrate_task() {
     let s = TestSim::cluster();
-    let upid = s
-        .post_task(
-            "/nodes/pve1/qemu/110/migrate",
-            &[("target", "pve2"), ("online", "1")],
-        )
-        .await;
+    let upid = s.live_migrate("pve1", "qemu/110", "pve2").await;
     assert!(upid.contains(":hamigrate:110:"), "{upid}");
     assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
 }

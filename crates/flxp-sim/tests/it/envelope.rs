@@ -8,29 +8,20 @@ use crate::support::TestSim;
 async fn unknown_paths_and_methods_are_501() {
     let s = TestSim::cluster();
     let r = s.get("/foo").await;
-    assert_eq!(r.status, 501);
-    assert_eq!(
-        r.reason.as_deref(),
-        Some("Method 'GET /foo' not implemented")
-    );
+    r.assert_refused(501, "Method 'GET /foo' not implemented");
     assert_eq!(
         r.json,
         json!({"data": null, "message": "Method 'GET /foo' not implemented\n"})
     );
     let r = s.delete("/version").await;
-    assert_eq!(r.status, 501);
-    assert_eq!(
-        r.reason.as_deref(),
-        Some("Method 'DELETE /version' not implemented")
-    );
+    r.assert_refused(501, "Method 'DELETE /version' not implemented");
 }
 
 #[tokio::test(start_paused = true)]
 async fn parameter_errors_are_400_with_an_errors_map() {
     let s = TestSim::cluster();
     let r = s.get("/nodes/pve1/rrddata").await;
-    assert_eq!(r.status, 400);
-    assert_eq!(r.reason.as_deref(), Some("Parameter verification failed."));
+    r.assert_refused(400, "Parameter verification failed.");
     assert_eq!(
         r.json,
         json!({"data": null, "message": "Parameter verification failed.\n",
@@ -98,10 +89,9 @@ async fn forms_split_on_semicolons_and_the_query_overrides_the_body() {
 async fn failures_are_500_with_the_die_text_as_reason() {
     let s = TestSim::cluster();
     let r = s.get("/nodes/pve2/qemu/100/config").await;
-    assert_eq!(r.status, 500);
-    assert_eq!(
-        r.reason.as_deref(),
-        Some("Configuration file 'nodes/pve2/qemu-server/100.conf' does not exist")
+    r.assert_refused(
+        500,
+        "Configuration file 'nodes/pve2/qemu-server/100.conf' does not exist",
     );
     assert_eq!(
         r.json["message"],
@@ -113,8 +103,7 @@ async fn failures_are_500_with_the_die_text_as_reason() {
         Some("Configuration file 'nodes/pve1/lxc/100.conf' does not exist")
     );
     let r = s.get("/nodes/pve9/qemu").await;
-    assert_eq!(r.status, 500);
-    assert_eq!(r.reason.as_deref(), Some("no such cluster node 'pve9'"));
+    r.assert_refused(500, "no such cluster node 'pve9'");
 }
 
 #[tokio::test(start_paused = true)]

@@ -13,8 +13,7 @@ async fn error_faults_answer_instead_of_the_handler() {
         {"path": "/cluster/resources", "status": 503, "message": "service unavailable"}]});
     let s = TestSim::new(doc);
     let r = s.get("/cluster/resources").await;
-    assert_eq!(r.status, 503);
-    assert_eq!(r.reason.as_deref(), Some("service unavailable"));
+    r.assert_refused(503, "service unavailable");
     assert_eq!(r.json["message"], "service unavailable\n");
     assert_eq!(s.get("/version").await.status, 200);
 }
@@ -59,12 +58,7 @@ async fn a_failing_migration_fails_half_way_and_leaves_the_guest() {
     doc["sim"]["faults"] =
         json!({"fail_migrations": [100, {"vmid": 101, "message": "storage migration failed"}]});
     let s = TestSim::new(doc);
-    let upid = s
-        .post_task(
-            "/nodes/pve1/qemu/100/migrate",
-            &[("target", "pve2"), ("online", "1")],
-        )
-        .await;
+    let upid = s.live_migrate("pve1", "qemu/100", "pve2").await;
     tokio::time::sleep(Duration::from_millis(1900)).await;
     assert_eq!(s.task(&upid).await["status"], "running");
     tokio::time::sleep(Duration::from_millis(200)).await;

@@ -102,8 +102,7 @@ async fn creating_rules_checks_references_and_feasibility() {
             ],
         )
         .await;
-    assert_eq!(r.status, 400);
-    assert_eq!(r.reason.as_deref(), Some("Rule 'keep-apart' is invalid."));
+    r.assert_refused(400, "Rule 'keep-apart' is invalid.");
     assert_eq!(
         r.json["errors"]["resources"],
         "rule is ineffective as there are less than two resources"
@@ -152,12 +151,7 @@ async fn strict_node_affinity_blocks_nodes_in_the_precondition_and_in_ha() {
         json!([{"sid": "vm:110", "cause": "node-affinity"}])
     );
     // The CRM ignores a command its rules forbid: the VM stays.
-    let upid = s
-        .post_task(
-            "/nodes/pve1/qemu/110/migrate",
-            &[("target", "pve2"), ("online", "1")],
-        )
-        .await;
+    let upid = s.live_migrate("pve1", "qemu/110", "pve2").await;
     s.wait(&upid).await;
     sleep(10.0).await;
     assert_eq!(s.resource("qemu/110").await["node"], "pve1");
@@ -353,12 +347,7 @@ fn with_failback(nodes: &str, failback: u8) -> TestSim {
 
 /// Migrates HA guest 100 from pve1 to pve3 through the API and waits until it landed.
 async fn move_100_to_pve3(s: &TestSim) {
-    let upid = s
-        .post_task(
-            "/nodes/pve1/qemu/100/migrate",
-            &[("target", "pve3"), ("online", "1")],
-        )
-        .await;
+    let upid = s.live_migrate("pve1", "qemu/100", "pve3").await;
     assert!(upid.contains(":hamigrate:100:"), "{upid}");
     // HA delay 2 s, then 4 GiB at 1 GiB/s.
     sleep(6.5).await;

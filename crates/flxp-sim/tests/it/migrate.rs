@@ -33,12 +33,7 @@ async fn precondition_lists_allowed_nodes_and_local_disks() {
 async fn live_migration_locks_lasts_memory_over_bandwidth_and_flips_the_node() {
     let s = TestSim::cluster();
     let before = s.resource("node/pve2").await["mem"].as_u64().unwrap();
-    let upid = s
-        .post_task(
-            "/nodes/pve1/qemu/100/migrate",
-            &[("target", "pve2"), ("online", "1")],
-        )
-        .await;
+    let upid = s.live_migrate("pve1", "qemu/100", "pve2").await;
     assert!(
         upid.starts_with("UPID:pve1:") && upid.contains(":qmigrate:100:root@pam!test:"),
         "{upid}"
@@ -121,20 +116,11 @@ async fn a_running_vm_needs_online_and_local_disks_need_with_local_disks() {
     let r = s
         .post("/nodes/pve1/qemu/100/migrate", &[("target", "pve2")])
         .await;
-    assert_eq!(r.status, 500);
-    assert_eq!(
-        r.reason.as_deref(),
-        Some("can't migrate running VM without --online")
-    );
+    r.assert_refused(500, "can't migrate running VM without --online");
     assert_eq!(s.resource("qemu/100").await["node"], "pve1");
     assert!(s.resource("qemu/100").await.get("lock").is_none());
 
-    let upid = s
-        .post_task(
-            "/nodes/pve1/qemu/101/migrate",
-            &[("target", "pve2"), ("online", "1")],
-        )
-        .await;
+    let upid = s.live_migrate("pve1", "qemu/101", "pve2").await;
     s.assert_aborted(
         &upid,
         "can't live migrate attached local disks without with-local-disks option",
@@ -175,20 +161,14 @@ async fn bad_targets_are_refused() {
             &[("target", "pve9"), ("online", "1")],
         )
         .await;
-    assert_eq!(r.status, 500);
-    assert_eq!(r.reason.as_deref(), Some("no such cluster node 'pve9'"));
+    r.assert_refused(500, "no such cluster node 'pve9'");
     s.control(
         "POST",
         "/_sim/nodes/pve3/status",
         json!({"status": "offline"}),
     )
     .await;
-    let upid = s
-        .post_task(
-            "/nodes/pve1/qemu/100/migrate",
-            &[("target", "pve3"), ("online", "1")],
-        )
-        .await;
+    let upid = s.live_migrate("pve1", "qemu/100", "pve3").await;
     s.assert_aborted(
         &upid,
         "Can't connect to destination address (10.10.10.3) using public key authentication",
@@ -201,12 +181,7 @@ async fn bad_targets_are_refused() {
 async fn a_migration_that_would_overcommit_the_target_fails() {
     let s = TestSim::cluster();
     // pve3 has 16 GiB with 6 GiB used; guest 120 costs 12 GiB.
-    let upid = s
-        .post_task(
-            "/nodes/pve1/qemu/120/migrate",
-            &[("target", "pve3"), ("online", "1")],
-        )
-        .await;
+    let upid = s.live_migrate("pve1", "qemu/120", "pve3").await;
     s.assert_aborted(&upid, "start failed: QEMU exited with code 1")
         .await;
     let log = s.log(&upid).await;
@@ -223,12 +198,7 @@ async fn a_migration_that_would_overcommit_the_target_fails() {
 async fn concurrent_migrations_reserve_memory_on_the_target() {
     let s = TestSim::cluster();
     // pve3: 10 GiB free. 100 costs 2 GiB, 110 costs 2 GiB (HA, so not used here), 101 2 GiB.
-    let a = s
-        .post_task(
-            "/nodes/pve1/qemu/120/migrate",
-            &[("target", "pve2"), ("online", "1")],
-        )
-        .await;
+    let a = s.live_migrate("pve1", "qemu/120", "pve2").await;
     let free_before = 64 * GIB - s.resource("node/pve2").await["mem"].as_u64().unwrap();
     assert!(
         free_before < 56 * GIB,
@@ -259,17 +229,11 @@ async fn containers_migrate_in_restart_mode_only() {
     let r = s
         .post("/nodes/pve2/lxc/103/migrate", &[("target", "pve1")])
         .await;
-    assert_eq!(r.status, 500);
-    assert_eq!(
-        r.reason.as_deref(),
-        Some("can't migrate running container without --online or --restart")
+    r.assert_refused(
+        500,
+        "can't migrate running container without --online or --restart",
     );
-    let upid = s
-        .post_task(
-            "/nodes/pve2/lxc/103/migrate",
-            &[("target", "pve1"), ("online", "1")],
-        )
-        .await;
+    let upid = s.live_migrate("pve2", "lxc/103", "pve1").await;
     s.assert_aborted(&upid, "lxc live migration is currently not implemented")
         .await;
     let upid = s
@@ -294,12 +258,7 @@ async fn containers_migrate_in_restart_mode_only() {
 #[tokio::test(start_paused = true)]
 async fn ha_managed_guests_get_hamigrate_and_move_later() {
     let s = TestSim::cluster();
-    let upid = s
-        .post_task(
-            "/nodes/pve1/qemu/110/migrate",
-            &[("target", "pve2"), ("online", "1")],
-        )
-        .await;
+    let upid = s.live_migrate("pve1", "qemu/110", "pve2").await;
     assert!(upid.contains(":hamigrate:110:"), "{upid}");
     let st = s.wait(&upid).await;
     assert_eq!(st["exitstatus"], "OK");
@@ -340,12 +299,7 @@ async fn ha_managed_guests_get_hamigrate_and_move_later() {
 #[tokio::test(start_paused = true)]
 async fn stopping_the_task_aborts_the_migration() {
     let s = TestSim::cluster();
-    let upid = s
-        .post_task(
-            "/nodes/pve1/qemu/100/migrate",
-            &[("target", "pve2"), ("online", "1")],
-        )
-        .await;
+    let upid = s.live_migrate("pve1", "qemu/100", "pve2").await;
     sleep(1.0).await;
     assert_eq!(
         s.delete(&format!(
@@ -366,12 +320,7 @@ async fn stopping_the_task_aborts_the_migration() {
 #[tokio::test(start_paused = true)]
 async fn task_endpoints_answer_for_the_node_in_the_upid_only() {
     let s = TestSim::cluster();
-    let upid = s
-        .post_task(
-            "/nodes/pve1/qemu/100/migrate",
-            &[("target", "pve2"), ("online", "1")],
-        )
-        .await;
+    let upid = s.live_migrate("pve1", "qemu/100", "pve2").await;
     let r = s
         .get(&format!(
             "/nodes/pve2/tasks/{}/status",
@@ -569,20 +518,10 @@ async fn without_storage_entries_disks_are_shared_and_live_migrate() {
         shared.contains(&("local-lvm".into(), json!(0))),
         "{shared:?}"
     );
-    let upid = s
-        .post_task(
-            "/nodes/pve1/qemu/100/migrate",
-            &[("target", "pve2"), ("online", "1")],
-        )
-        .await;
+    let upid = s.live_migrate("pve1", "qemu/100", "pve2").await;
     assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
     assert_eq!(s.resource("qemu/100").await["node"], "pve2");
-    let upid = s
-        .post_task(
-            "/nodes/pve1/qemu/101/migrate",
-            &[("target", "pve2"), ("online", "1")],
-        )
-        .await;
+    let upid = s.live_migrate("pve1", "qemu/101", "pve2").await;
     s.assert_aborted(
         &upid,
         "can't live migrate attached local disks without with-local-disks option",

@@ -8,7 +8,7 @@ use axum::body::Body;
 use axum::http::Request;
 use serde_json::{Value, json};
 
-use crate::support::{GIB, RO_TOKEN, TestSim, cluster, urlencode};
+use crate::support::{GIB, RO_TOKEN, Resp, TestSim, cluster, urlencode};
 
 /// `scsi0` of a VM's config.
 async fn scsi0(s: &TestSim, node: &str, vmid: u32) -> String {
@@ -32,19 +32,19 @@ async fn ceph_used(s: &TestSim) -> u64 {
         .unwrap()
 }
 
+/// `PUT /nodes/{node}/qemu/{vmid}/resize` of one disk to `size` (`64G`, `+1.5G`).
+async fn resize(s: &TestSim, node: &str, vmid: u32, disk: &str, size: &str) -> Resp {
+    let path = format!("/nodes/{node}/qemu/{vmid}/resize");
+    s.put(&path, &[("disk", disk), ("size", size)]).await
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_absolute_size_grows_the_disk_when_the_resize_task_ends() {
     let s = TestSim::cluster();
     let before = config(&s, "pve2", 102).await;
     let used = ceph_used(&s).await;
     assert_eq!(s.resource("qemu/102").await["maxdisk"], 32 * GIB);
-    let upid = s
-        .put(
-            "/nodes/pve2/qemu/102/resize",
-            &[("disk", "scsi0"), ("size", "64G")],
-        )
-        .await
-        .upid();
+    let upid = resize(&s, "pve2", 102, "scsi0", "64G").await.upid();
     // qemu-server forks a `resize` worker on the VM's node; its id is the VMID.
     assert!(upid.starts_with("UPID:pve2:"), "{upid}");
     assert!(upid.contains(":resize:102:root@pam!test:"), "{upid}");
@@ -79,13 +79,7 @@ async fn an_absolute_size_grows_the_disk_when_the_resize_task_ends() {
 #[tokio::test(start_paused = true)]
 async fn a_plus_size_grows_a_running_vm_by_that_much() {
     let s = TestSim::cluster();
-    let upid = s
-        .put(
-            "/nodes/pve1/qemu/100/resize",
-            &[("disk", "scsi0"), ("size", "+1.5G")],
-        )
-        .await
-        .upid();
+    let upid = resize(&s, "pve1", 100, "scsi0", "+1.5G").await.upid();
     assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
     assert!(scsi0(&s, "pve1", 100).await.ends_with("size=34304M"));
     assert_eq!(
@@ -99,13 +93,7 @@ async fn a_plus_size_grows_a_running_vm_by_that_much() {
 async fn shrinking_fails_in_the_task_and_changes_nothing() {
     let s = TestSim::cluster();
     let before = config(&s, "pve2", 102).await;
-    let upid = s
-        .put(
-            "/nodes/pve2/qemu/102/resize",
-            &[("disk", "scsi0"), ("size", "16G")],
-        )
-        .await
-        .upid();
+    let upid = resize(&s, "pve2", 102, "scsi0", "16G").await.upid();
     let t = s.task(&upid).await;
     assert_eq!(t["status"], "stopped", "the worker fails at once");
     assert_eq!(t["exitstatus"], "shrinking disks is not supported");
@@ -238,11 +226,7 @@ async fn bad_parameters_are_400s_naming_the_parameter() {
     }
     let ro = s.with_auth(Some(format!("PVEAPIToken={RO_TOKEN}")));
     let r = ro.put(path, &[("disk", "scsi0"), ("size", "64G")]).await;
-    assert_eq!(r.status, 403);
-    assert_eq!(
-        r.reason.as_deref(),
-        Some("Permission check failed (/vms/102, VM.Config.Disk)")
-    );
+    r.assert_refused(403, "Permission check failed (/vms/102, VM.Config.Disk)");
     assert!(scsi0(&s, "pve2", 102).await.ends_with("size=32G"));
 }
 
@@ -289,13 +273,7 @@ async fn maxdisk_follows_the_boot_disk_only() {
     )
     .await
     .data();
-    let upid = s
-        .put(
-            "/nodes/pve2/qemu/102/resize",
-            &[("disk", "scsi1"), ("size", "+4G")],
-        )
-        .await
-        .upid();
+    let upid = resize(&s, "pve2", 102, "scsi1", "+4G").await.upid();
     s.wait(&upid).await;
     assert_eq!(
         config(&s, "pve2", 102).await["scsi1"],
@@ -318,13 +296,7 @@ async fn maxdisk_follows_the_boot_disk_only() {
 #[tokio::test(start_paused = true)]
 async fn stopping_the_task_leaves_the_disk_as_it_was() {
     let s = TestSim::cluster();
-    let upid = s
-        .put(
-            "/nodes/pve2/qemu/102/resize",
-            &[("disk", "scsi0"), ("size", "64G")],
-        )
-        .await
-        .upid();
+    let upid = resize(&s, "pve2", 102, "scsi0", "64G").await.upid();
     s.delete(&format!("/nodes/pve2/tasks/{}", urlencode(&upid)))
         .await
         .data();
@@ -338,25 +310,11 @@ async fn before_pve_8_the_resize_is_done_when_the_call_answers() {
     let mut doc = cluster();
     doc["sim"]["version"] = json!("7.4.17");
     let s = TestSim::new(doc);
-    let r = s
-        .put(
-            "/nodes/pve2/qemu/102/resize",
-            &[("disk", "scsi0"), ("size", "+32G")],
-        )
-        .await;
+    let r = resize(&s, "pve2", 102, "scsi0", "+32G").await;
     assert_eq!(r.data(), &Value::Null);
     assert!(scsi0(&s, "pve2", 102).await.ends_with("size=64G"));
     assert_eq!(s.resource("qemu/102").await["maxdisk"], 64 * GIB);
-    let r = s
-        .put(
-            "/nodes/pve2/qemu/102/resize",
-            &[("disk", "scsi0"), ("size", "32G")],
-        )
-        .await;
-    assert_eq!(r.status, 500);
-    assert_eq!(
-        r.reason.as_deref(),
-        Some("shrinking disks is not supported")
-    );
+    let r = resize(&s, "pve2", 102, "scsi0", "32G").await;
+    r.assert_refused(500, "shrinking disks is not supported");
     assert_eq!(r.json["message"], "shrinking disks is not supported\n");
 }

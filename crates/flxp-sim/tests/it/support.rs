@@ -31,6 +31,15 @@ impl Resp {
         &self.json["data"]
     }
 
+    /// Asserts a refusal: the status and the reason phrase Proxmox gives.
+    pub fn assert_refused(&self, status: u16, reason: &str) {
+        assert_eq!(
+            (self.status, self.reason.as_deref()),
+            (status, Some(reason)),
+            "{self:?}"
+        );
+    }
+
     /// The `data` as a string (UPIDs).
     pub fn upid(&self) -> String {
         self.data()
@@ -135,6 +144,13 @@ impl TestSim {
     /// A POST that starts a task (migrate, clone, start, ...): its UPID; panics on any other answer.
     pub async fn post_task(&self, path: &str, params: &[(&str, &str)]) -> String {
         self.post(path, params).await.upid()
+    }
+
+    /// Starts a live migration of `guest` (`qemu/100`) from node `from` to `target`: its UPID.
+    pub async fn live_migrate(&self, from: &str, guest: &str, target: &str) -> String {
+        let path = format!("/nodes/{from}/{guest}/migrate");
+        self.post_task(&path, &[("target", target), ("online", "1")])
+            .await
     }
 
     pub async fn put(&self, path: &str, params: &[(&str, &str)]) -> Resp {

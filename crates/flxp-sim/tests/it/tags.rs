@@ -11,8 +11,7 @@ async fn a_tag_proxmox_rejects_is_rejected_the_same_way() {
             &[("tags", "flxp/affinity=web")],
         )
         .await;
-    assert_eq!(r.status, 400);
-    assert_eq!(r.reason.as_deref(), Some("Parameter verification failed."));
+    r.assert_refused(400, "Parameter verification failed.");
     assert_eq!(
         r.json["errors"]["tags"],
         "invalid format - invalid characters in tag\n"
