@@ -5,9 +5,10 @@
 //! It runs only where the problem is small (guests the search may move × balanced nodes at most
 //! [`SMALL`]) and within a budget of search states ([`WORK`]), never wall-clock time, so the same
 //! snapshot gives the same plan on every machine. Thorough mode (`effort_secs`) lifts both, in
-//! proportion to the seconds given. The exact plan is kept only if it replays safely step by
-//! step and keeps the greedy planner's rules for balancing decisions (strict mode); otherwise the
-//! greedy plan stands.
+//! proportion to the seconds given, and also stops the search when those seconds are up (counted
+//! from the start of planning; states run slower on a loaded machine), though never before the
+//! default's states. The exact plan is kept only if it replays safely step by step and keeps the
+//! greedy planner's rules for balancing decisions (strict mode); otherwise the greedy plan stands.
 //!
 //! Two balancing moves the search judged as one decision share a `step`, run in that order, and
 //! say so in their reasons: the first alone raises the measure, the pair does not. A plan cut
@@ -45,7 +46,8 @@ const WORK_PER_SEC: f64 = 400_000.0;
 const EFFORT_SIZE: usize = 8;
 
 /// The greedy plan, or a plan the exact search found that needs fewer migrations (or as many
-/// and fewer bytes) to reach what it reaches.
+/// and fewer bytes) to reach what it reaches. In thorough mode the search also stops at
+/// `deadline` (the end of `effort_secs`).
 pub(crate) fn improve(
     cluster: &Cluster,
     rules: &Rules,
@@ -53,6 +55,7 @@ pub(crate) fn improve(
     placer: &Placer,
     options: &BalanceOptions,
     greedy: Plan,
+    deadline: Option<std::time::Instant>,
 ) -> Plan {
     if !options.prune || greedy.migrations.is_empty() {
         return greedy;
@@ -97,6 +100,7 @@ pub(crate) fn improve(
         }
     }
     let incumbent = (greedy.migrations.len(), greedy.bytes, &end);
+    let budget = (budget, deadline.filter(|_| thorough));
     let Ok(best) = beating(cluster, rules, state, placer, &goal, incumbent, budget) else {
         return greedy;
     };
