@@ -9,7 +9,7 @@
 //! lower bound on every plan. For each such set the search then looks for an order in which each
 //! guest moves once and every step passes the placement filters on the state the earlier steps
 //! leave. Depth-first over guests (largest first), iterative deepening on the migrations, pruned by
-//! [`need_for_spread`] on what is still undecided and, within a depth, by bytes.
+//! [`need_for_spread_window`] on what is still undecided and, within a depth, by bytes.
 //!
 //! The running members of a hard affinity group that share a node are one decision, as in the
 //! greedy planner: they move together to one node in one step, and each member counts as a
@@ -38,15 +38,18 @@
 //! so that a third move reaches the target). The baseline leaves strict mode off: it is the
 //! optimum of every safe plan.
 
+use std::time::Instant;
+
 use crate::cluster::{Cluster, GuestIdx, GuestKind, NodeIdx};
 use crate::constraints::{Rules, violations};
 use crate::placement::{Ctx, Placer, Subject};
 use crate::state::State;
 
-use super::bounds::need_for_spread;
+use super::bounds::need_for_spread_window;
 use super::measure::{Measure, Metric, balanced_nodes, imbalance};
 use super::movable::{Intent, stays};
 use super::plan::Purpose;
+use super::refine::WORK;
 use super::softness::{penalty, worth_trading};
 use super::units::Units;
 
@@ -159,6 +162,14 @@ struct Search<'a> {
     /// For [`Search::descend`]: each decision's target in the incumbent's final placement, as
     /// an index into its `targets` (`None`: it stays there); empty without an incumbent.
     hint: Vec<Option<usize>>,
+    /// Thorough mode: when the search stops whatever states are left (proving the fewest stops
+    /// earlier, see [`beating`]); `None` in the deterministic default.
+    until: Option<Instant>,
+    /// Thorough mode: the clock stops nothing before this many states, so thorough mode never
+    /// searches less than the default does (`refine::WORK`, and half as much for the fallback).
+    clock_after: u64,
+    /// Thorough mode: the end of its time budget.
+    deadline: Option<Instant>,
 }
 
 /// The guests the search may move (alone or with their affinity group).
@@ -239,14 +250,16 @@ pub fn fewest_migrations(
         placer,
         goal,
         (max_migrations, None, None),
-        budget,
+        (budget, None),
     )
 }
 
 /// A plan reaching `goal` that beats an incumbent of `migrations` migrations copying `bytes` and
 /// leaving the cluster as `end`: fewer migrations, or as many and fewer bytes; the best such plan
 /// within `budget` states. When proving the fewest runs out, the first plans with fewer
-/// migrations are looked for near `end` first (see [`Search::descend`]).
+/// migrations are looked for near `end` first (see [`Search::descend`]). With a `deadline`
+/// (thorough mode, not deterministic) the search also stops there, proving the fewest at two
+/// thirds of the time left, so the fallback keeps a third; never before the default's states.
 pub(crate) fn beating(
     cluster: &Cluster,
     rules: &Rules,
@@ -254,7 +267,7 @@ pub(crate) fn beating(
     placer: &Placer,
     goal: &Goal,
     (migrations, bytes, end): (usize, u64, &State),
-    budget: u64,
+    (budget, deadline): (u64, Option<Instant>),
 ) -> Result<Optimum, Gave> {
     run(
         cluster,
@@ -263,7 +276,7 @@ pub(crate) fn beating(
         placer,
         goal,
         (migrations, Some(bytes), Some(end)),
-        budget,
+        (budget, deadline),
     )
 }
 
@@ -274,7 +287,7 @@ fn run(
     placer: &Placer,
     goal: &Goal,
     (max_migrations, cap, hint): (usize, Option<u64>, Option<&State>),
-    budget: u64,
+    (budget, deadline): (u64, Option<Instant>),
 ) -> Result<Optimum, Gave> {
     let balanced: Vec<NodeIdx> = balanced_nodes(cluster).collect();
     let (mut members, left_out) = decisions(cluster, rules, state, goal);
@@ -366,6 +379,12 @@ fn run(
         unordered: false,
         first_only: false,
         hint: Vec::new(),
+        until: deadline.map(|d| {
+            let now = Instant::now();
+            now + d.saturating_duration_since(now) * 2 / 3
+        }),
+        deadline,
+        clock_after: WORK,
     };
     if let Some(end) = hint {
         s.hint = (0..s.guests.len())
@@ -430,6 +449,8 @@ impl Search<'_> {
     fn descend(&mut self, floor: usize, incumbent: usize, extra: u64) -> Result<Optimum, Gave> {
         self.out_of_budget = false;
         self.budget = self.expanded.saturating_add(extra);
+        self.until = self.deadline;
+        self.clock_after = self.expanded.saturating_add(WORK / 2);
         self.first_only = true;
         self.cap = None;
         self.last_depth = false;
@@ -512,7 +533,7 @@ impl Search<'_> {
             });
         }
         let pos = &self.pos;
-        need_for_spread(
+        need_for_spread_window(
             self.cluster,
             &self.state,
             kind,
@@ -528,7 +549,11 @@ impl Search<'_> {
             return false;
         }
         self.expanded += 1;
-        if self.expanded > self.budget {
+        // The clock is read once every 1,024 states: it costs more than a state.
+        let late = self.expanded % 1024 == 0
+            && self.expanded > self.clock_after
+            && self.until.is_some_and(|t| Instant::now() >= t);
+        if self.expanded > self.budget || late {
             self.out_of_budget = true;
             return false;
         }

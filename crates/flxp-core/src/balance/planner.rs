@@ -56,6 +56,11 @@ pub(crate) fn plan_flxp(
     placer: &Placer,
     options: &BalanceOptions,
 ) -> Result<Plan> {
+    // Thorough mode's time budget covers the exact step too (it counts states, which run slower
+    // on a loaded machine).
+    let deadline = (options.effort_secs > 0.0).then(|| {
+        std::time::Instant::now() + std::time::Duration::from_secs_f64(options.effort_secs)
+    });
     let first = plan_once(cluster, rules, state, placer, options)?;
     let greedy = if options.effort_secs <= 0.0 || first.migrations.is_empty() {
         first
@@ -64,7 +69,7 @@ pub(crate) fn plan_flxp(
     };
     // Small clusters: an exact search within a work budget may beat the greedy plan.
     Ok(super::refine::improve(
-        cluster, rules, state, placer, options, greedy,
+        cluster, rules, state, placer, options, greedy, deadline,
     ))
 }
 
