@@ -21,8 +21,7 @@ use flxp_core::snapshot::Task;
 use flxp_pve::types::form::to_form;
 use flxp_pve::types::migrate::LocalDisk;
 use flxp_pve::types::*;
-use flxp_pve::{Captures, Request, Result, Router, Transport, api_error, not_routed, reply};
-use serde_json::Value;
+use flxp_pve::{Captures, Data, Request, Result, Router, Transport, api_error, not_routed, reply};
 
 /// How one guest's migration goes.
 #[derive(Debug, Clone)]
@@ -422,7 +421,7 @@ impl World {
 
 #[async_trait]
 impl Transport for ScriptedApi {
-    async fn send(&self, request: Request) -> Result<Value> {
+    async fn send(&self, request: Request) -> Result<Data> {
         static ROUTES: OnceLock<Router<ScriptedApi>> = OnceLock::new();
         let routes = ROUTES.get_or_init(|| {
             Router::new()
@@ -463,7 +462,7 @@ impl Transport for ScriptedApi {
 
 /// The routed endpoints: each records its call as `METHOD /path` (writes with their form body).
 impl ScriptedApi {
-    fn cluster_resources(&self, request: &Request, _: &Captures) -> Result<Value> {
+    fn cluster_resources(&self, request: &Request, _: &Captures) -> Result<Data> {
         let ResourcesQuery { kind } = request.decode_params()?;
         let mut w = self.lock();
         match kind {
@@ -493,19 +492,19 @@ impl ScriptedApi {
         reply(w.snapshot.resources.iter().filter(keep).collect::<Vec<_>>())
     }
 
-    fn cluster_options(&self, _: &Request, _: &Captures) -> Result<Value> {
+    fn cluster_options(&self, _: &Request, _: &Captures) -> Result<Data> {
         let mut w = self.lock();
         w.calls.push("GET /cluster/options".into());
         reply(&w.snapshot.options)
     }
 
-    fn cluster_tasks(&self, _: &Request, _: &Captures) -> Result<Value> {
+    fn cluster_tasks(&self, _: &Request, _: &Captures) -> Result<Data> {
         let mut w = self.lock();
         w.calls.push("GET /cluster/tasks".into());
         reply(&w.snapshot.tasks)
     }
 
-    fn node_config(&self, _: &Request, c: &Captures) -> Result<Value> {
+    fn node_config(&self, _: &Request, c: &Captures) -> Result<Data> {
         let node = c.get("node");
         let mut w = self.lock();
         w.calls.push(format!("GET /nodes/{node}/config"));
@@ -515,19 +514,19 @@ impl ScriptedApi {
         })
     }
 
-    fn node_rrddata(&self, _: &Request, c: &Captures) -> Result<Value> {
+    fn node_rrddata(&self, _: &Request, c: &Captures) -> Result<Data> {
         self.record(format!("GET /nodes/{}/rrddata", c.get("node")));
         reply(Vec::<RrdRow>::new())
     }
 
-    fn node_storage(&self, request: &Request, c: &Captures) -> Result<Value> {
+    fn node_storage(&self, request: &Request, c: &Captures) -> Result<Data> {
         let node = c.get("node");
         self.record(format!("GET /nodes/{node}/storage"));
         let storages = self.lock().storages.get(node).cloned();
         reply(storages.ok_or_else(|| not_routed(request))?)
     }
 
-    fn qemu_precondition(&self, request: &Request, c: &Captures) -> Result<Value> {
+    fn qemu_precondition(&self, request: &Request, c: &Captures) -> Result<Data> {
         let (node, vmid) = (c.get("node"), c.u32("vmid", request)?);
         let path = format!("/nodes/{node}/qemu/{vmid}/migrate");
         let mut w = self.lock();
@@ -555,7 +554,7 @@ impl ScriptedApi {
         })
     }
 
-    fn lxc_precondition(&self, request: &Request, c: &Captures) -> Result<Value> {
+    fn lxc_precondition(&self, request: &Request, c: &Captures) -> Result<Data> {
         let (node, vmid) = (c.get("node"), c.u32("vmid", request)?);
         let path = format!("/nodes/{node}/lxc/{vmid}/migrate");
         let mut w = self.lock();
@@ -571,7 +570,7 @@ impl ScriptedApi {
         })
     }
 
-    fn migrate_qemu(&self, request: &Request, c: &Captures) -> Result<Value> {
+    fn migrate_qemu(&self, request: &Request, c: &Captures) -> Result<Data> {
         let (node, vmid) = (c.get("node"), c.u32("vmid", request)?);
         let params: QemuMigrateParams = request.decode_params()?;
         let path = format!("/nodes/{node}/qemu/{vmid}/migrate");
@@ -584,7 +583,7 @@ impl ScriptedApi {
         reply(w.migrate(node, vmid, &params.target, "qmigrate"))
     }
 
-    fn migrate_lxc(&self, request: &Request, c: &Captures) -> Result<Value> {
+    fn migrate_lxc(&self, request: &Request, c: &Captures) -> Result<Data> {
         let (node, vmid) = (c.get("node"), c.u32("vmid", request)?);
         let params: LxcMigrateParams = request.decode_params()?;
         let path = format!("/nodes/{node}/lxc/{vmid}/migrate");
@@ -594,7 +593,7 @@ impl ScriptedApi {
         reply(w.migrate(node, vmid, &params.target, "vzmigrate"))
     }
 
-    fn task_status(&self, _: &Request, c: &Captures) -> Result<Value> {
+    fn task_status(&self, _: &Request, c: &Captures) -> Result<Data> {
         let upid: Upid = c.get("upid").parse().unwrap();
         let path = format!("/nodes/{}/tasks/{upid}/status", upid.node());
         let mut w = self.lock();
@@ -637,7 +636,7 @@ impl ScriptedApi {
         })
     }
 
-    fn task_log(&self, request: &Request, c: &Captures) -> Result<Value> {
+    fn task_log(&self, request: &Request, c: &Captures) -> Result<Data> {
         let upid: Upid = c.get("upid").parse().unwrap();
         let query: TaskLogQuery = request.decode_params()?;
         let mut w = self.lock();
@@ -662,19 +661,19 @@ impl ScriptedApi {
         reply(lines)
     }
 
-    fn ha_resources(&self, _: &Request, _: &Captures) -> Result<Value> {
+    fn ha_resources(&self, _: &Request, _: &Captures) -> Result<Data> {
         let mut w = self.lock();
         w.calls.push("GET /cluster/ha/resources".into());
         reply(&w.snapshot.ha.resources)
     }
 
-    fn ha_rules(&self, _: &Request, _: &Captures) -> Result<Value> {
+    fn ha_rules(&self, _: &Request, _: &Captures) -> Result<Data> {
         let mut w = self.lock();
         w.calls.push("GET /cluster/ha/rules".into());
         reply(&w.snapshot.ha.rules)
     }
 
-    fn ha_status(&self, _: &Request, _: &Captures) -> Result<Value> {
+    fn ha_status(&self, _: &Request, _: &Captures) -> Result<Data> {
         let mut w = self.lock();
         w.calls.push("GET /cluster/ha/status/current".into());
         reply(&w.snapshot.ha.status)

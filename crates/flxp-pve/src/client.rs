@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use reqwest::Method;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, COOKIE, DATE, HeaderValue};
 use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
 use tokio::sync::Mutex;
 use tokio::time::{Duration, Instant};
 
@@ -22,7 +23,7 @@ use crate::host::Host;
 use crate::pve::Pve;
 use crate::request::Request;
 use crate::tls::{TlsTrust, client_config};
-use crate::transport::Transport;
+use crate::transport::{Data, Transport};
 use crate::types::{TicketRequest, TicketResponse, form};
 
 /// The login endpoint; a 401 from it means wrong credentials, not an outdated ticket.
@@ -191,7 +192,7 @@ impl Client {
 
 #[async_trait]
 impl Transport for HttpTransport {
-    async fn send(&self, request: Request) -> Result<serde_json::Value> {
+    async fn send(&self, request: Request) -> Result<Data> {
         let Request {
             method,
             path,
@@ -218,14 +219,9 @@ impl HttpTransport {
         &self.hosts[i]
     }
 
-    /// Calls one endpoint and returns its `data`. `params` is form-encoded: a query string for
+    /// Calls one endpoint and returns its `data` as JSON text. `params` is form-encoded: a query string for
     /// GET and DELETE, the body for POST and PUT.
-    async fn call(
-        &self,
-        method: Method,
-        path: &str,
-        params: Option<String>,
-    ) -> Result<serde_json::Value> {
+    async fn call(&self, method: Method, path: &str, params: Option<String>) -> Result<Data> {
         let body = match self
             .execute(&method, path, params.as_deref(), Auth::Client)
             .await
@@ -246,8 +242,7 @@ impl HttpTransport {
             }
             other => other?,
         };
-        // `data` stays JSON here: the typed endpoints decode it (a missing one reads as `null`).
-        decode::<Option<serde_json::Value>>(path, &body).map(Option::unwrap_or_default)
+        data_of(path, &body)
     }
 
     /// Sends one request with failover and retries; returns the body of a 2xx answer.
@@ -485,6 +480,12 @@ fn decode<T: DeserializeOwned>(path: &str, body: &[u8]) -> Result<T> {
         })
 }
 
+/// The `data` of a body as JSON text: one validating scan, no tree (the typed endpoints decode
+/// it in one pass). A missing or `null` one reads as `null`.
+fn data_of(path: &str, body: &[u8]) -> Result<Data> {
+    decode::<Option<Data>>(path, body).map(|data| data.unwrap_or_else(|| RawValue::NULL.to_owned()))
+}
+
 /// Whether a failed read is worth another try (on another host, or after backoff).
 fn is_retryable_read(error: &Error) -> bool {
     match error {
@@ -566,5 +567,29 @@ fn cause_chain(e: &(dyn std::error::Error + 'static)) -> String {
         e.to_string()
     } else {
         parts.join(": ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    // Tests may panic on malformed fixtures: that is the failure report.
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn data_is_taken_out_of_the_envelope_as_text() {
+        let body = br#"{"data": [{"id": "node/pve1", "maxmem": 17179869184}], "total": 1}"#;
+        assert_eq!(
+            data_of("/cluster/resources", body).unwrap().get(),
+            r#"[{"id": "node/pve1", "maxmem": 17179869184}]"#
+        );
+        assert_eq!(data_of("/x", br#"{"data": null}"#).unwrap().get(), "null");
+        assert_eq!(data_of("/x", b"{}").unwrap().get(), "null");
+        let e = data_of("/version", b"<html>proxy error</html>").unwrap_err();
+        assert!(
+            matches!(&e, Error::BadResponse { endpoint, .. } if endpoint == "/version"),
+            "{e:?}"
+        );
     }
 }

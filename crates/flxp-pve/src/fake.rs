@@ -11,7 +11,6 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use async_trait::async_trait;
-use serde_json::Value;
 use tokio::time::Duration;
 
 use flxp_core::Snapshot;
@@ -20,7 +19,7 @@ use crate::error::{Result, api_error};
 use crate::pve::Pve;
 use crate::request::Request;
 use crate::router::{Captures, Router, reply};
-use crate::transport::Transport;
+use crate::transport::{Data, Transport};
 use crate::types::{
     ClusterStatusEntry, GuestConfig, GuestKind, GuestListEntry, GuestStatusCurrent,
     ManagerStatusResponse, NodeConfig, NodeListEntry, NodeStatus, Permissions, Pool, PoolListEntry,
@@ -127,7 +126,7 @@ impl FakeApi {
 
 #[async_trait]
 impl Transport for FakeTransport {
-    async fn send(&self, request: Request) -> Result<Value> {
+    async fn send(&self, request: Request) -> Result<Data> {
         let key = request.to_string();
         let latency = {
             let mut state = self.state();
@@ -223,7 +222,7 @@ impl FakeTransport {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn version(&self, _: &Request, _: &Captures) -> Result<Value> {
+    fn version(&self, _: &Request, _: &Captures) -> Result<Data> {
         reply(Version {
             version: Some("9.2.11".into()),
             release: Some("9.2".into()),
@@ -232,7 +231,7 @@ impl FakeTransport {
         })
     }
 
-    fn cluster_resources(&self, request: &Request, _: &Captures) -> Result<Value> {
+    fn cluster_resources(&self, request: &Request, _: &Captures) -> Result<Data> {
         let ResourcesQuery { kind } = request.decode_params()?;
         let keep = |r: &&Resource| match kind {
             None => true,
@@ -251,7 +250,7 @@ impl FakeTransport {
         )
     }
 
-    fn cluster_status(&self, _: &Request, _: &Captures) -> Result<Value> {
+    fn cluster_status(&self, _: &Request, _: &Captures) -> Result<Data> {
         let state = self.state();
         let entries: Vec<ClusterStatusEntry> = nodes_of(&state.snapshot)
             .map(|r| ClusterStatusEntry {
@@ -265,15 +264,15 @@ impl FakeTransport {
         reply(entries)
     }
 
-    fn cluster_options(&self, _: &Request, _: &Captures) -> Result<Value> {
+    fn cluster_options(&self, _: &Request, _: &Captures) -> Result<Data> {
         reply(&self.state().snapshot.options)
     }
 
-    fn cluster_tasks(&self, _: &Request, _: &Captures) -> Result<Value> {
+    fn cluster_tasks(&self, _: &Request, _: &Captures) -> Result<Data> {
         reply(&self.state().snapshot.tasks)
     }
 
-    fn next_id(&self, request: &Request, _: &Captures) -> Result<Value> {
+    fn next_id(&self, request: &Request, _: &Captures) -> Result<Data> {
         let query: crate::types::NextIdQuery = request.decode_params()?;
         let state = self.state();
         let used: BTreeSet<u32> = state
@@ -301,7 +300,7 @@ impl FakeTransport {
         }
     }
 
-    fn nodes(&self, _: &Request, _: &Captures) -> Result<Value> {
+    fn nodes(&self, _: &Request, _: &Captures) -> Result<Data> {
         let state = self.state();
         let nodes: Vec<NodeListEntry> = nodes_of(&state.snapshot)
             .map(|r| NodeListEntry {
@@ -318,7 +317,7 @@ impl FakeTransport {
         reply(nodes)
     }
 
-    fn node_status(&self, request: &Request, c: &Captures) -> Result<Value> {
+    fn node_status(&self, request: &Request, c: &Captures) -> Result<Data> {
         let state = self.state();
         let r = node_resource(&state.snapshot, c.get("node"))
             .ok_or_else(|| not_found(request, "no such node"))?;
@@ -329,7 +328,7 @@ impl FakeTransport {
         })
     }
 
-    fn node_config(&self, request: &Request, c: &Captures) -> Result<Value> {
+    fn node_config(&self, request: &Request, c: &Captures) -> Result<Data> {
         let node = c.get("node");
         let state = self.state();
         node_resource(&state.snapshot, node).ok_or_else(|| not_found(request, "no such node"))?;
@@ -339,7 +338,7 @@ impl FakeTransport {
         })
     }
 
-    fn node_rrddata(&self, request: &Request, c: &Captures) -> Result<Value> {
+    fn node_rrddata(&self, request: &Request, c: &Captures) -> Result<Data> {
         let node = c.get("node");
         let state = self.state();
         node_resource(&state.snapshot, node).ok_or_else(|| not_found(request, "no such node"))?;
@@ -356,7 +355,7 @@ impl FakeTransport {
         reply(rows)
     }
 
-    fn node_storage(&self, _: &Request, c: &Captures) -> Result<Value> {
+    fn node_storage(&self, _: &Request, c: &Captures) -> Result<Data> {
         let node = c.get("node");
         let state = self.state();
         let avail = state.snapshot.nodes.get(node).map(|n| &n.storage_avail);
@@ -385,7 +384,7 @@ impl FakeTransport {
     }
 
     /// The snapshot's volumes of the node on that storage.
-    fn storage_content(&self, _: &Request, c: &Captures) -> Result<Value> {
+    fn storage_content(&self, _: &Request, c: &Captures) -> Result<Data> {
         let (node, storage) = (c.get("node"), c.get("storage"));
         let state = self.state();
         let volumes: Vec<&crate::types::Volume> = state
@@ -402,7 +401,7 @@ impl FakeTransport {
         reply(volumes)
     }
 
-    fn guests(&self, request: &Request, c: &Captures) -> Result<Value> {
+    fn guests(&self, request: &Request, c: &Captures) -> Result<Data> {
         let kind = kind_of(request, c)?;
         let node = c.get("node");
         let state = self.state();
@@ -416,7 +415,7 @@ impl FakeTransport {
         reply(entries)
     }
 
-    fn guest_status(&self, request: &Request, c: &Captures) -> Result<Value> {
+    fn guest_status(&self, request: &Request, c: &Captures) -> Result<Data> {
         let (kind, vmid) = (kind_of(request, c)?, c.u32("vmid", request)?);
         let state = self.state();
         let r = guest(&state.snapshot, c.get("node"), kind, vmid).ok_or_else(|| {
@@ -431,7 +430,7 @@ impl FakeTransport {
         })
     }
 
-    fn guest_config(&self, request: &Request, c: &Captures) -> Result<Value> {
+    fn guest_config(&self, request: &Request, c: &Captures) -> Result<Data> {
         let (kind, vmid) = (kind_of(request, c)?, c.u32("vmid", request)?);
         let state = self.state();
         let r = guest(&state.snapshot, c.get("node"), kind, vmid).ok_or_else(|| {
@@ -456,7 +455,7 @@ impl FakeTransport {
         })
     }
 
-    fn task_status(&self, request: &Request, c: &Captures) -> Result<Value> {
+    fn task_status(&self, request: &Request, c: &Captures) -> Result<Data> {
         let mut state = self.state();
         let queue = state.tasks.get_mut(c.get("upid")).ok_or_else(|| {
             api_error(
@@ -475,7 +474,7 @@ impl FakeTransport {
         reply(status.ok_or_else(|| not_found(request, "no such task"))?)
     }
 
-    fn task_log(&self, request: &Request, c: &Captures) -> Result<Value> {
+    fn task_log(&self, request: &Request, c: &Captures) -> Result<Data> {
         let query: TaskLogQuery = request.decode_params()?;
         let lines = self
             .state()
@@ -494,7 +493,7 @@ impl FakeTransport {
         )
     }
 
-    fn resize(&self, request: &Request, c: &Captures) -> Result<Value> {
+    fn resize(&self, request: &Request, c: &Captures) -> Result<Data> {
         let vmid = c.u32("vmid", request)?;
         let mut state = self.state();
         let answer = state
@@ -506,23 +505,23 @@ impl FakeTransport {
         reply(answer)
     }
 
-    fn ha_resources(&self, _: &Request, _: &Captures) -> Result<Value> {
+    fn ha_resources(&self, _: &Request, _: &Captures) -> Result<Data> {
         reply(&self.state().snapshot.ha.resources)
     }
 
-    fn ha_rules(&self, _: &Request, _: &Captures) -> Result<Value> {
+    fn ha_rules(&self, _: &Request, _: &Captures) -> Result<Data> {
         reply(&self.state().snapshot.ha.rules)
     }
 
-    fn ha_status(&self, _: &Request, _: &Captures) -> Result<Value> {
+    fn ha_status(&self, _: &Request, _: &Captures) -> Result<Data> {
         reply(&self.state().snapshot.ha.status)
     }
 
-    fn ha_manager_status(&self, _: &Request, _: &Captures) -> Result<Value> {
+    fn ha_manager_status(&self, _: &Request, _: &Captures) -> Result<Data> {
         reply(ManagerStatusResponse::default())
     }
 
-    fn permissions(&self, _: &Request, _: &Captures) -> Result<Value> {
+    fn permissions(&self, _: &Request, _: &Captures) -> Result<Data> {
         let all = [
             "Sys.Audit",
             "VM.Audit",
@@ -536,7 +535,7 @@ impl FakeTransport {
         reply(Permissions(BTreeMap::from([("/".to_owned(), all)])))
     }
 
-    fn pools(&self, _: &Request, _: &Captures) -> Result<Value> {
+    fn pools(&self, _: &Request, _: &Captures) -> Result<Data> {
         let state = self.state();
         let ids: BTreeSet<&String> = state
             .snapshot
@@ -554,7 +553,7 @@ impl FakeTransport {
         reply(pools)
     }
 
-    fn pool(&self, _: &Request, c: &Captures) -> Result<Value> {
+    fn pool(&self, _: &Request, c: &Captures) -> Result<Data> {
         let poolid = c.get("poolid");
         let state = self.state();
         reply(Pool {

@@ -5,7 +5,7 @@
 //! - [`Pve`]: one async method per endpoint, written once over a [`Transport`]; the type-erased
 //!   `Pve` (cheap to clone) is what the engine holds.
 //! - [`Transport`]: the one seam: sends a [`Request`] (method, path, form parameters, endpoint
-//!   label) and returns the answer's `data`. Layers (metrics) wrap a transport; test doubles
+//!   label) and returns the answer's `data` as JSON text ([`Data`]). Layers (metrics) wrap a transport; test doubles
 //!   answer in memory through a [`Router`] (`GET /nodes/{node}/status` → handler).
 //! - [`Client`]: `Pve` over HTTPS ([`HttpTransport`]) with token or ticket auth, pinned or
 //!   CA-verified TLS, host failover and retries that never repeat a write.
@@ -55,6 +55,6 @@ pub use request::Request;
 pub use router::{Captures, Handler, Router, not_routed, reply};
 pub use secret::Secret;
 pub use tls::{Fingerprint, TlsTrust};
-pub use transport::Transport;
+pub use transport::{Data, Transport};
 pub use wait::{TaskWait, wait_task};
 pub use zone::{Fingerprints, ZoneConfig};

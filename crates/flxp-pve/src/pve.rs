@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
 
 use crate::error::{Error, Result};
 use crate::request::Request;
@@ -85,27 +86,89 @@ impl<T: Transport + ?Sized> Pve<T> {
     pub(crate) async fn call<R: DeserializeOwned>(&self, request: Request) -> Result<R> {
         let path = request.path.clone();
         let data = self.transport.send(request).await?;
-        decode(&path, data)
+        decode(&path, &data)
     }
 }
 
 /// Decodes the `data` of an answer; errors name the endpoint and the JSON path (from `data`).
-pub(crate) fn decode<R: DeserializeOwned>(path: &str, data: serde_json::Value) -> Result<R> {
+pub(crate) fn decode<R: DeserializeOwned>(path: &str, data: &RawValue) -> Result<R> {
     #[derive(serde::Deserialize)]
     struct Envelope<R> {
         data: R,
     }
-    // The common case in one plain pass: tracking the JSON path costs a wrapper per value, so
-    // only an answer that fails is decoded again, to name where.
-    if let Ok(decoded) = R::deserialize(&data) {
+    // The common case in one plain pass from the text: tracking the JSON path costs a wrapper
+    // per value, so only an answer that fails is decoded again, to name where.
+    if let Ok(decoded) = serde_json::from_str::<R>(data.get()) {
         return Ok(decoded);
     }
     // Decoded inside its envelope so error paths read as Proxmox's answer does: `data[0].maxmem`.
-    let envelope = serde_json::Value::Object([("data".to_owned(), data)].into_iter().collect());
-    serde_path_to_error::deserialize::<_, Envelope<R>>(envelope)
+    let envelope = format!("{{\"data\":{}}}", data.get());
+    let de = &mut serde_json::Deserializer::from_str(&envelope);
+    serde_path_to_error::deserialize::<_, Envelope<R>>(de)
         .map(|e| e.data)
-        .map_err(|e| Error::BadResponse {
-            endpoint: path.to_owned(),
-            message: e.to_string(),
+        .map_err(|e| {
+            // The position is in the envelope built here, not in Proxmox's body: leave it out.
+            let at = format!(
+                " at line {} column {}",
+                e.inner().line(),
+                e.inner().column()
+            );
+            let message = e.to_string();
+            Error::BadResponse {
+                endpoint: path.to_owned(),
+                message: message.strip_suffix(&at).unwrap_or(&message).to_owned(),
+            }
         })
+}
+
+#[cfg(test)]
+mod tests {
+    // Tests may panic on malformed fixtures: that is the failure report.
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::types::{Resource, Upid};
+
+    fn raw(text: &str) -> Box<RawValue> {
+        RawValue::from_string(text.to_owned()).unwrap()
+    }
+
+    #[test]
+    fn an_answer_of_the_wrong_type_names_the_endpoint_and_the_json_path() {
+        let data =
+            raw(r#"[{"id": "node/pve1", "maxmem": 1}, {"id": "node/pve2", "maxmem": "lots"}]"#);
+        let e = decode::<Vec<Resource>>("/cluster/resources", &data).unwrap_err();
+        let Error::BadResponse { endpoint, message } = &e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(endpoint, "/cluster/resources");
+        // The path as Proxmox's answer reads; no position (it would point into our envelope).
+        assert_eq!(
+            message,
+            r#"data[1].maxmem: expected a number, got the string "lots""#
+        );
+        assert!(!message.contains(" at line "), "{message}");
+    }
+
+    #[test]
+    fn a_null_answer_decodes_as_none_or_unit() {
+        let null = RawValue::NULL;
+        assert_eq!(
+            decode::<Option<Upid>>("/nodes/pve1/qemu/100/resize", null).unwrap(),
+            None
+        );
+        decode::<()>("/nodes/pve1/config", null).unwrap();
+        let e = decode::<Vec<Resource>>("/cluster/resources", null).unwrap_err();
+        assert!(e.to_string().contains("/cluster/resources"), "{e}");
+    }
+
+    #[test]
+    fn an_answer_decodes_from_its_text_in_one_pass() {
+        let data =
+            raw(r#"[{"id": "qemu/100", "type": "qemu", "vmid": 100, "maxmem": 8589934592}]"#);
+        let rows = decode::<Vec<Resource>>("/cluster/resources", &data).unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].vmid, Some(100));
+        assert_eq!(rows[0].maxmem, Some(8_589_934_592));
+    }
 }

@@ -8,9 +8,10 @@ use serde::Serialize;
 
 use crate::error::{Error, Result, api_error};
 use crate::request::{Request, unseg};
+use crate::transport::Data;
 
 /// A handler: the double's state, the request, and the path's `{name}` captures.
-pub type Handler<S> = fn(&S, &Request, &Captures) -> Result<serde_json::Value>;
+pub type Handler<S> = fn(&S, &Request, &Captures) -> Result<Data>;
 
 /// The `{name}` segments of a matched path, percent-decoded.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -74,7 +75,7 @@ impl<S> Router<S> {
     }
 
     /// Answers `request` with the first matching route, else a 501 "not routed: METHOD /path".
-    pub fn handle(&self, state: &S, request: &Request) -> Result<serde_json::Value> {
+    pub fn handle(&self, state: &S, request: &Request) -> Result<Data> {
         let segments: Vec<&str> = request.path.trim_start_matches('/').split('/').collect();
         for (method, pattern, handler) in &self.routes {
             if *method != request.method.as_str() || pattern.len() != segments.len() {
@@ -109,9 +110,10 @@ pub fn not_routed(request: &Request) -> Error {
     )
 }
 
-/// A handler's answer: any serializable value as the `data` of the reply.
-pub fn reply<T: Serialize>(value: T) -> Result<serde_json::Value> {
-    serde_json::to_value(value).map_err(|e| Error::Request {
+/// A handler's answer: any serializable value as the `data` of the reply, serialized once to
+/// JSON text (as Proxmox would send it) for the typed endpoints to decode.
+pub fn reply<T: Serialize>(value: T) -> Result<Data> {
+    serde_json::value::to_raw_value(&value).map_err(|e| Error::Request {
         endpoint: "reply".into(),
         message: e.to_string(),
     })
@@ -124,11 +126,11 @@ mod tests {
 
     use super::*;
 
-    fn status(_: &(), _: &Request, c: &Captures) -> Result<serde_json::Value> {
+    fn status(_: &(), _: &Request, c: &Captures) -> Result<Data> {
         reply(format!("status of {}", c.get("node")))
     }
 
-    fn config(_: &(), _: &Request, _: &Captures) -> Result<serde_json::Value> {
+    fn config(_: &(), _: &Request, _: &Captures) -> Result<Data> {
         reply("config")
     }
 
@@ -139,12 +141,18 @@ mod tests {
             .route("GET /nodes/{node}/{what}", status);
         let get = |path: &str| Request::new("GET /x", path.into());
         assert_eq!(
-            router.handle(&(), &get("/nodes/pve%201/status")).unwrap(),
-            "status of pve 1"
+            router
+                .handle(&(), &get("/nodes/pve%201/status"))
+                .unwrap()
+                .get(),
+            r#""status of pve 1""#
         );
         assert_eq!(
-            router.handle(&(), &get("/nodes/pve1/config")).unwrap(),
-            "config"
+            router
+                .handle(&(), &get("/nodes/pve1/config"))
+                .unwrap()
+                .get(),
+            r#""config""#
         );
         let put = Request::new("PUT /nodes/{node}/config", "/nodes/pve1/config".into());
         let e = router.handle(&(), &put).unwrap_err();

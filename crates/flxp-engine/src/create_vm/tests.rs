@@ -111,7 +111,7 @@ fn method_name(endpoint: &'static str) -> &'static str {
 
 #[async_trait]
 impl Transport for Spy {
-    async fn send(&self, request: Request) -> Result<serde_json::Value> {
+    async fn send(&self, request: Request) -> Result<flxp_pve::Data> {
         let name = method_name(request.endpoint);
         self.note(name);
         let dead = {
@@ -129,7 +129,7 @@ impl Transport for Spy {
         }
         if name == "next_id" {
             if let Some(id) = self.next_ids.lock().unwrap().pop_front() {
-                return Ok(serde_json::json!(id.to_string()));
+                return flxp_pve::reply(id.to_string());
             }
         }
         if name == "resize_disk" && self.stale_resize_digest.load(Ordering::SeqCst) {

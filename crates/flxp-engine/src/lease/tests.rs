@@ -111,7 +111,7 @@ impl Node {
 
 #[async_trait]
 impl Transport for Node {
-    async fn send(&self, request: Request) -> flxp_pve::Result<serde_json::Value> {
+    async fn send(&self, request: Request) -> flxp_pve::Result<flxp_pve::Data> {
         // Lets two keepers' calls interleave, as two processes' do.
         tokio::task::yield_now().await;
         if self.down.load(Ordering::Relaxed) {
@@ -125,14 +125,16 @@ impl Transport for Node {
         }
         let mut notes = self.notes.lock().unwrap();
         match request.endpoint {
-            "GET /cluster/status" => Ok(serde_json::json!([
+            "GET /cluster/status" => flxp_pve::reply(serde_json::json!([
                 {"type": "cluster", "name": "lab"},
                 {"type": "node", "name": "pve2"},
                 {"type": "node", "name": "pve1"}
             ])),
             "GET /nodes/{node}/config" => {
                 assert_eq!(request.path, "/nodes/pve1/config");
-                Ok(serde_json::json!({"description": *notes, "digest": Self::digest(&notes)}))
+                flxp_pve::reply(
+                    serde_json::json!({"description": *notes, "digest": Self::digest(&notes)}),
+                )
             }
             "PUT /nodes/{node}/config" => {
                 let u: NodeConfigUpdate = request.decode_params().unwrap();
@@ -147,7 +149,7 @@ impl Transport for Node {
                 }
                 *notes = u.description.unwrap_or_default();
                 self.writes.fetch_add(1, Ordering::Relaxed);
-                Ok(serde_json::Value::Null)
+                flxp_pve::reply(serde_json::Value::Null)
             }
             other => panic!("unexpected call {other}"),
         }

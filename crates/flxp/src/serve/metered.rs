@@ -129,7 +129,7 @@ fn error_kind(e: &Error) -> &'static str {
 
 #[async_trait]
 impl Transport for MeteredTransport {
-    async fn send(&self, request: Request) -> Result<serde_json::Value> {
+    async fn send(&self, request: Request) -> Result<flxp_pve::Data> {
         let endpoint = request.endpoint;
         let start = Instant::now();
         let r = self.inner.send(request).await;
@@ -198,7 +198,7 @@ mod tests {
 
     #[async_trait]
     impl Transport for Flaky {
-        async fn send(&self, request: Request) -> Result<serde_json::Value> {
+        async fn send(&self, request: Request) -> Result<flxp_pve::Data> {
             if self.refuse.load(std::sync::atomic::Ordering::SeqCst) {
                 return Err(Error::Connect {
                     host: "pve1:8006".into(),
