@@ -36,7 +36,7 @@ struct InProcess {
 
 #[async_trait]
 impl Transport for InProcess {
-    async fn send(&self, request: Request) -> flxp_pve::Result<serde_json::Value> {
+    async fn send(&self, request: Request) -> flxp_pve::Result<flxp_pve::Data> {
         let method = request.method.as_str().to_owned();
         let read = matches!(method.as_str(), "GET" | "DELETE");
         let mut uri = format!("/api2/json{}", request.path);
@@ -67,11 +67,12 @@ impl Transport for InProcess {
             let message = String::from_utf8_lossy(&bytes).into_owned();
             return Err(flxp_pve::api_error(&method, &uri, status, &message, &bytes));
         }
-        let mut answer: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        // `data` as Proxmox's text, as the HTTP client hands it over (`null` when missing).
+        let mut answer: std::collections::BTreeMap<String, flxp_pve::Data> =
+            serde_json::from_slice(&bytes).unwrap_or_default();
         Ok(answer
-            .get_mut("data")
-            .map(serde_json::Value::take)
-            .unwrap_or_default())
+            .remove("data")
+            .unwrap_or_else(|| serde_json::value::RawValue::NULL.to_owned()))
     }
 }
 
