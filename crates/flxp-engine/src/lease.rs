@@ -172,7 +172,9 @@ pub fn judge(current: Option<&LeaseRecord>, me: &str, now: i64, margin: Duration
 
 /// Until when (this machine's monotonic clock) a renewal sent at `sent` lets the holder act.
 pub fn valid_until(sent: Instant, ttl: Duration, margin: Duration) -> Instant {
-    sent + ttl.saturating_sub(margin)
+    // Capped at a century: a monotonic clock cannot go much further, and that long is forever.
+    const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+    sent + ttl.saturating_sub(margin).min(CENTURY)
 }
 
 fn secs(d: Duration) -> i64 {

@@ -80,6 +80,13 @@ async fn a_holder_stops_margin_before_its_lease_ends() {
     );
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_ttl_past_what_the_clock_holds_is_a_century_not_a_panic() {
+    let sent = Instant::now();
+    let until = valid_until(sent, Duration::MAX, MARGIN);
+    assert_eq!(until - sent, Duration::from_secs(100 * 365 * 24 * 3600));
+}
+
 /// One node's config in memory: notes, digest check, and a Proxmox clock that follows paused
 /// tokio time.
 struct Node {

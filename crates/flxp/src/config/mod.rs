@@ -286,6 +286,64 @@ impl Config {
 
     /// Checks each `[[plugin]]`: a unique name of its own, exactly one of `command` and `url`,
     /// sane limits. Errors name the plugin and the key.
+    /// Every duration within bounds: a year at most (more is a typo, and would overflow clock
+    /// arithmetic), a lease an hour at most (a holder that dies keeps the zone locked that long).
+    fn check_durations(&self) -> Result<(), (String, String)> {
+        const YEAR_SECS: u64 = 365 * 24 * 3600;
+        const LEASE_TTL_SECS: u64 = 3600;
+        let too_long = |key: &str, value: u64, max: u64, why: &str| {
+            Err((
+                key.to_owned(),
+                format!("{value} is more than {max} ({why})"),
+            ))
+        };
+        if self.lease.ttl_secs > LEASE_TTL_SECS {
+            return too_long(
+                "lease.ttl-secs",
+                self.lease.ttl_secs,
+                LEASE_TTL_SECS,
+                "an hour: a holder that dies keeps the zone locked until its lease ends",
+            );
+        }
+        let secs = [
+            ("migration.timeout-secs", self.migration.timeout_secs),
+            ("migration.poll-secs", self.migration.poll_secs),
+            (
+                "migration.drain-timeout-secs",
+                self.migration.drain_timeout_secs,
+            ),
+            ("daemon.interval-secs", self.daemon.interval_secs),
+            ("lease.margin-secs", self.lease.margin_secs),
+            ("create-vm.timeout-secs", self.create_vm.timeout_secs),
+            (
+                "create-vm.reservation-ttl-secs",
+                self.create_vm.reservation_ttl_secs,
+            ),
+            (
+                "create-vm.stale-after-secs",
+                self.create_vm.stale_after_secs,
+            ),
+            (
+                "consolidate.min-interval-secs",
+                self.consolidate.min_interval_secs,
+            ),
+            (
+                "consolidate.wake-timeout-secs",
+                self.consolidate.wake_timeout_secs,
+            ),
+        ];
+        for (key, value) in secs {
+            if value > YEAR_SECS {
+                return too_long(key, value, YEAR_SECS, "a year, in seconds");
+            }
+        }
+        let poll = self.create_vm.poll_ms;
+        if poll > YEAR_SECS * 1000 {
+            return too_long("create-vm.poll-ms", poll, YEAR_SECS * 1000, "a year, in ms");
+        }
+        Ok(())
+    }
+
     fn check_plugins(&self) -> Result<(), (String, String)> {
         let mut seen = BTreeSet::new();
         for (i, p) in self.plugin.iter().enumerate() {
@@ -390,6 +448,7 @@ impl Config {
                 ));
             }
         }
+        self.check_durations()?;
         if self.lease.ttl_secs <= self.lease.margin_secs {
             return Err((
                 "lease.ttl-secs".into(),
@@ -723,6 +782,26 @@ mod tests {
     }
 
     const ZONE: &str = "[zones.eu]\nhosts = [\"pve1:8006\"]\ntoken = \"root@pam!flxp\"\ntoken-secret = \"s3cret\"\n";
+
+    #[test]
+    fn durations_past_their_bound_are_refused_naming_the_key() {
+        // Issue 10: a lease of i64::MAX seconds passed the check, then the daemon panicked on
+        // the clock and left a lease that never ends in the node's notes.
+        let e = parse(&format!(
+            "{ZONE}[lease]\nenabled = true\nttl-secs = 9223372036854775807\n"
+        ))
+        .unwrap_err();
+        assert_eq!(e.key, "lease.ttl-secs");
+        assert!(e.message.contains("more than 3600"), "{e}");
+        assert!(parse(&format!("{ZONE}[lease]\nttl-secs = 3600\n")).is_ok());
+        let e = parse(&format!(
+            "{ZONE}[consolidate]\nmin-interval-secs = 100000000000\n"
+        ))
+        .unwrap_err();
+        assert_eq!(e.key, "consolidate.min-interval-secs", "{e}");
+        let e = parse(&format!("{ZONE}[create-vm]\npoll-ms = 100000000000000\n")).unwrap_err();
+        assert_eq!(e.key, "create-vm.poll-ms", "{e}");
+    }
 
     #[test]
     fn a_full_config_reads_into_core_options() {
