@@ -181,8 +181,21 @@ impl Daemon {
                             m.node,
                             now - m.since
                         ));
-                        if let Err(e) = executor.wake(&m.node).await {
+                        // Re-dated first, so that the next try (and warning) comes one
+                        // wake-timeout later, not every round.
+                        let redate = power_mark::set(
+                            api,
+                            &m.holder,
+                            &m.node,
+                            Some((PowerState::Waking, now)),
+                        )
+                        .await;
+                        if let Err(e) = redate {
                             pr.errors.push(error_chain(&e));
+                        }
+                        match executor.wake(&m.node).await {
+                            Ok(_) => pr.woken.push(m.node.clone()),
+                            Err(e) => pr.errors.push(error_chain(&e)),
                         }
                     }
                 }
@@ -475,8 +488,12 @@ impl Daemon {
             );
             return Ok(());
         }
-        // Planned again even when they are empty: finishing must still keep every limit.
-        let options = self.consolidate_options(auto);
+        // Planned again even when they are empty: finishing must still keep every limit. Only
+        // the marked nodes: a new consolidation waits for its own turn (and min-interval).
+        let options = ConsolidateOptions {
+            finish_only: true,
+            ..self.consolidate_options(auto)
+        };
         let evacuation = &self.inner.parts.options.evacuation;
         let planned = executor.plan_consolidation(&options, evacuation).await?;
         let freed = planned.freed_names();
