@@ -585,3 +585,79 @@ async fn wake_on_lan_is_sent_again_once_per_wake_timeout() {
     );
     z.shutdown().await;
 }
+
+/// DEMO with two more nodes like pve4 (pve5 empty, pve6 holding 102): six nodes, so quorum lets
+/// two go.
+fn six_nodes(v: &mut serde_json::Value) {
+    let resources = v["resources"].as_array_mut().unwrap();
+    let like_pve4: Vec<serde_json::Value> = resources
+        .iter()
+        .filter(|r| r["node"] == "pve4" && (r["type"] == "node" || r["type"] == "storage"))
+        .cloned()
+        .collect();
+    for name in ["pve5", "pve6"] {
+        for r in &like_pve4 {
+            let mut r = r.clone();
+            r["node"] = name.into();
+            let id = r["id"].as_str().unwrap().replace("pve4", name);
+            r["id"] = id.into();
+            resources.push(r);
+        }
+    }
+    for name in ["pve5", "pve6"] {
+        v["nodes"][name] = serde_json::json!({"notes": ""});
+    }
+    let resources = v["resources"].as_array_mut().unwrap();
+    for r in resources.iter_mut().filter(|r| r["vmid"] == 102) {
+        r["node"] = "pve6".into();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_migration_backs_off_and_the_empty_node_still_goes_off() {
+    let z = zone(DEMO, 50.0, six_nodes).await;
+    let now = z.sim.now() as i64;
+    for node in ["pve5", "pve6"] {
+        power_mark::set(&z.api, "pve1", node, Some((PowerState::Off, now)))
+            .await
+            .unwrap();
+        flxp_engine::maintenance::set(&z.api, node, true)
+            .await
+            .unwrap();
+    }
+    z.sim.world().faults.set(flxp_sim::scenario::FaultSpec {
+        fail_migrations: vec![flxp_sim::scenario::FailMigration {
+            vmid: 102,
+            message: Some("simulated: connection reset".into()),
+        }],
+        ..flxp_sim::scenario::FaultSpec::default()
+    });
+    let d = daemon_cooling(&z, auto(0.4, 0.7, Duration::from_secs(86_400)), 3600);
+    let p = round(&d).await;
+    assert_eq!(z.migrations_of(102), 1, "{p:#?}");
+    assert_eq!(
+        p.switched_off,
+        ["pve5"],
+        "each emptied node on its own: {p:#?}"
+    );
+    assert!(
+        p.still_on
+            .iter()
+            .any(|s| s.starts_with("pve6: ") && s.contains("102")),
+        "{p:#?}"
+    );
+    // The next rounds do not hammer 102: it waits for the cooldown, and pve6 says why it is on.
+    for _ in 0..2 {
+        let p = round(&d).await;
+        assert!(p.switched_off.is_empty(), "{p:#?}");
+        assert!(
+            p.still_on
+                .iter()
+                .any(|s| s.starts_with("pve6: ") && s.contains("cooldown")),
+            "{p:#?}"
+        );
+    }
+    assert_eq!(z.migrations_of(102), 1, "not retried within the cooldown");
+    assert_eq!(z.node_of(102), "pve6");
+    z.shutdown().await;
+}
