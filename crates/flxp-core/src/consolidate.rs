@@ -556,7 +556,21 @@ fn try_free(
                     .filter(|(n, _)| !closed.contains(n));
                 match breach {
                     Some((n, _)) => {
-                        first_cpu.get_or_insert(reason);
+                        // Named by the guest that needs the CPUs: the node it would overload
+                        // may be one this plan frees later.
+                        let why = cpu_hungry(cluster, state, &after, n)
+                            .map(|g| {
+                                let guest = cluster.guest(g);
+                                format!(
+                                    "guest {} uses {:.1} CPUs: no remaining node can take it \
+                                     within the {:.0}% CPU ceiling",
+                                    guest.label(),
+                                    guest.cpu_cores(),
+                                    100.0 * options.max_cpu
+                                )
+                            })
+                            .unwrap_or(reason);
+                        first_cpu.get_or_insert(why);
                         closed.push(n);
                     }
                     None => {
@@ -569,6 +583,25 @@ fn try_free(
             }
         }
     }
+}
+
+/// The guest moved onto `node` by the plan (from `state` to `after`) that uses the most CPU.
+fn cpu_hungry(
+    cluster: &Cluster,
+    state: &State,
+    after: &State,
+    node: NodeIdx,
+) -> Option<crate::cluster::GuestIdx> {
+    cluster
+        .guest_indexes()
+        .filter(|&g| after.location(g) == node && state.location(g) != node)
+        .max_by(|&a, &b| {
+            cluster
+                .guest(a)
+                .cpu_cores()
+                .total_cmp(&cluster.guest(b).cpu_cores())
+                .then(cluster.guest(b).vmid.cmp(&cluster.guest(a).vmid))
+        })
 }
 
 /// A remaining node the plan's result pushes above the CPU ceiling, and the words for it.
@@ -1265,6 +1298,35 @@ mod tests {
         // Landing on another node being freed, it would still be stuck there.
         let c = run(&b_migrating_to("a"), &o);
         assert!(c.freed_names().iter().all(|n| n != "a"), "{:#?}", c.freed);
+    }
+
+    /// The tester's r1: n5's guest uses 7.2 of 8 CPUs. The reason n5 stays names that guest,
+    /// not one node it would overload, which the same plan may free.
+    #[test]
+    fn a_cpu_reason_names_the_guest_not_a_node_being_freed() {
+        let mut b = ClusterBuilder::new();
+        let mem = [6, 6, 6, 2, 1, 1];
+        for (i, n) in ["n1", "n2", "n3", "n4", "n5", "n6", "n7"]
+            .iter()
+            .enumerate()
+        {
+            let used = mem.get(i).map_or(GIB / 2, |&g| g * GIB);
+            let guest = vm(101 + i as u32, n).mem(used, used);
+            let guest = if *n == "n5" {
+                guest.cores(8.0, 0.9)
+            } else {
+                guest.cores(1.0, 0.01)
+            };
+            b = b.node(node(n).memory(16 * GIB).cpus(8.0)).guest(guest);
+        }
+        let c = run(&b.build(), &ConsolidateOptions::default());
+        let n5 = c.kept.iter().find(|k| k.node == "n5").unwrap();
+        assert_eq!(n5.because, KeptBecause::Cpu, "{n5:?}");
+        assert!(n5.reason.contains("guest 105"), "{}", n5.reason);
+        assert!(n5.reason.contains("7.2 CPUs"), "{}", n5.reason);
+        for f in c.freed_names() {
+            assert!(!n5.reason.contains(&f), "{f} is freed: {}", n5.reason);
+        }
     }
 
     #[test]
