@@ -49,6 +49,10 @@ pub struct ConsolidateOptions {
     /// freed first, whatever their guests, so a rerun finishes them.
     #[serde(skip)]
     pub resume: Vec<String>,
+    /// Only finish the nodes in `resume`: no other node is freed (the daemon finishes an
+    /// interrupted consolidation at once, but a new one waits for its own turn).
+    #[serde(skip)]
+    pub finish_only: bool,
     /// A node holding a guest that migrated less than this many seconds ago is not freed now
     /// (the daemon passes `balance.cooldown-secs`, so it does not move guests straight back).
     #[serde(skip)]
@@ -68,6 +72,7 @@ impl Default for ConsolidateOptions {
             headroom: true,
             max_load: None,
             resume: Vec::new(),
+            finish_only: false,
             cooldown_secs: 0,
             keep: std::collections::BTreeMap::new(),
         }
@@ -121,6 +126,8 @@ pub enum KeptBecause {
     NotCandidate,
     /// The caller asked to keep it (it holds flxp's zone lease).
     Required,
+    /// Only an interrupted consolidation is finished now (`finish_only`): no new node is freed.
+    Finishing,
 }
 
 /// A node the plan empties.
@@ -284,6 +291,17 @@ pub fn consolidate(
                 node: name,
                 because: KeptBecause::Required,
                 reason: why.clone(),
+                resumed: false,
+            });
+            continue;
+        }
+        if options.finish_only {
+            kept.push(Kept {
+                node: name,
+                because: KeptBecause::Finishing,
+                reason: "only the interrupted consolidation is finished now; freeing more waits \
+                         for a consolidation of its own"
+                    .into(),
                 resumed: false,
             });
             continue;
@@ -538,7 +556,21 @@ fn try_free(
                     .filter(|(n, _)| !closed.contains(n));
                 match breach {
                     Some((n, _)) => {
-                        first_cpu.get_or_insert(reason);
+                        // Named by the guest that needs the CPUs: the node it would overload
+                        // may be one this plan frees later.
+                        let why = cpu_hungry(cluster, state, &after, n)
+                            .map(|g| {
+                                let guest = cluster.guest(g);
+                                format!(
+                                    "guest {} uses {:.1} CPUs: no remaining node can take it \
+                                     within the {:.0}% CPU ceiling",
+                                    guest.label(),
+                                    guest.cpu_cores(),
+                                    100.0 * options.max_cpu
+                                )
+                            })
+                            .unwrap_or(reason);
+                        first_cpu.get_or_insert(why);
                         closed.push(n);
                     }
                     None => {
@@ -551,6 +583,25 @@ fn try_free(
             }
         }
     }
+}
+
+/// The guest moved onto `node` by the plan (from `state` to `after`) that uses the most CPU.
+fn cpu_hungry(
+    cluster: &Cluster,
+    state: &State,
+    after: &State,
+    node: NodeIdx,
+) -> Option<crate::cluster::GuestIdx> {
+    cluster
+        .guest_indexes()
+        .filter(|&g| after.location(g) == node && state.location(g) != node)
+        .max_by(|&a, &b| {
+            cluster
+                .guest(a)
+                .cpu_cores()
+                .total_cmp(&cluster.guest(b).cpu_cores())
+                .then(cluster.guest(b).vmid.cmp(&cluster.guest(a).vmid))
+        })
 }
 
 /// A remaining node the plan's result pushes above the CPU ceiling, and the words for it.
@@ -612,7 +663,14 @@ fn judge(
         return Err((KeptBecause::NoRoom, reason));
     }
     let after = apply(cluster, state, plan);
-    let stuck = |g: &crate::cluster::GuestIdx| trial.contains(&after.location(*g));
+    // A guest whose migration off its node is in flight (an interrupted run's, say) is leaving,
+    // unless it lands on a node being freed too.
+    let leaving = |g: crate::cluster::GuestIdx| {
+        let guest = cluster.guest(g);
+        after.location(g) == guest.node
+            && guest.migrating_to().is_some_and(|to| !trial.contains(&to))
+    };
+    let stuck = |g: &crate::cluster::GuestIdx| trial.contains(&after.location(*g)) && !leaving(*g);
     if let Some(g) = cluster
         .guest_indexes()
         .filter(stuck)
@@ -1198,6 +1256,90 @@ mod tests {
         assert!(c.plan.migrations.iter().all(|m| m.to != "a" && m.to != "b"));
         // Quorum still counts b as going: 3 of 5 stay online.
         assert_eq!(kept(&c, "c"), KeptBecause::Floor);
+    }
+
+    /// [`five_nodes_one_marked`] with 102 (on b) migrating to `to`, as a killed run left it.
+    fn b_migrating_to(to: &str) -> Cluster {
+        let task = crate::snapshot::Task {
+            kind: Some("qmigrate".into()),
+            id: Some("102".into()),
+            starttime: Some(1000),
+            target: Some(to.into()),
+            ..crate::snapshot::Task::default()
+        };
+        let mut b = ClusterBuilder::new();
+        for (i, n) in ["a", "b", "c", "d", "e"].iter().enumerate() {
+            let spec = if *n == "b" {
+                node(n).notes("flxp.maintenance")
+            } else {
+                node(n)
+            };
+            let guest = vm(101 + i as u32, n).mem(8 * GIB, 8 * GIB);
+            let guest = if *n == "b" {
+                guest.locked("migrate")
+            } else {
+                guest
+            };
+            b = b.node(spec).guest(guest);
+        }
+        b.task(task).time(1010).build()
+    }
+
+    #[test]
+    fn a_guest_migrating_off_a_resumed_node_counts_as_leaving() {
+        let o = ConsolidateOptions {
+            resume: vec!["b".into()],
+            ..ConsolidateOptions::default()
+        };
+        let c = run(&b_migrating_to("d"), &o);
+        assert_eq!(c.freed_names(), vec!["b", "a"], "{:#?}", c.kept);
+        assert!(c.freed[0].resumed);
+        assert!(c.plan.migrations.iter().all(|m| m.vmid != 102), "{c:#?}");
+        // Landing on another node being freed, it would still be stuck there.
+        let c = run(&b_migrating_to("a"), &o);
+        assert!(c.freed_names().iter().all(|n| n != "a"), "{:#?}", c.freed);
+    }
+
+    /// The tester's r1: n5's guest uses 7.2 of 8 CPUs. The reason n5 stays names that guest,
+    /// not one node it would overload, which the same plan may free.
+    #[test]
+    fn a_cpu_reason_names_the_guest_not_a_node_being_freed() {
+        let mut b = ClusterBuilder::new();
+        let mem = [6, 6, 6, 2, 1, 1];
+        for (i, n) in ["n1", "n2", "n3", "n4", "n5", "n6", "n7"]
+            .iter()
+            .enumerate()
+        {
+            let used = mem.get(i).map_or(GIB / 2, |&g| g * GIB);
+            let guest = vm(101 + i as u32, n).mem(used, used);
+            let guest = if *n == "n5" {
+                guest.cores(8.0, 0.9)
+            } else {
+                guest.cores(1.0, 0.01)
+            };
+            b = b.node(node(n).memory(16 * GIB).cpus(8.0)).guest(guest);
+        }
+        let c = run(&b.build(), &ConsolidateOptions::default());
+        let n5 = c.kept.iter().find(|k| k.node == "n5").unwrap();
+        assert_eq!(n5.because, KeptBecause::Cpu, "{n5:?}");
+        assert!(n5.reason.contains("guest 105"), "{}", n5.reason);
+        assert!(n5.reason.contains("7.2 CPUs"), "{}", n5.reason);
+        for f in c.freed_names() {
+            assert!(!n5.reason.contains(&f), "{f} is freed: {}", n5.reason);
+        }
+    }
+
+    #[test]
+    fn finishing_only_frees_no_new_node() {
+        let o = ConsolidateOptions {
+            resume: vec!["b".into()],
+            finish_only: true,
+            ..ConsolidateOptions::default()
+        };
+        let c = run(&five_nodes_one_marked("b"), &o);
+        assert_eq!(c.freed_names(), vec!["b"], "{:#?}", c.kept);
+        assert_eq!(kept(&c, "a"), KeptBecause::Finishing, "{:#?}", c.kept);
+        assert_eq!(c.kept.len(), 4, "{:#?}", c.kept);
     }
 
     #[test]

@@ -96,6 +96,10 @@ pub struct PowerReport {
     /// Nodes a consolidation would free once it may run: balancing waits rather than fill them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub to_free: Vec<String>,
+    /// Nodes being freed that stay on for now, each as `node: why` (a guest left on it, a
+    /// migration that waits for the cooldown after failing).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub still_on: Vec<String>,
     /// What failed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<String>,
@@ -128,6 +132,54 @@ fn going_down(z: &ZoneState, auto: &AutoConsolidate, node: &str, now: i64) -> bo
         .unwrap_or_else(|p| p.into_inner())
         .get(node)
         .is_some_and(|&t| now - t < auto.wake_timeout.as_secs() as i64)
+}
+
+/// Takes out of a consolidation being finished the migrations of guests that migrated (or
+/// tried to: a failed task counts) less than `cooldown_secs` ago, so that a guest whose
+/// migration keeps failing is retried once per cooldown, not every round; returns, for each node
+/// left holding such a guest, `node: why`. Proxmox's task history is the memory, as for the
+/// balance cooldown.
+fn hold_back(
+    planned: &mut Consolidation,
+    cluster: &flxp_core::cluster::Cluster,
+    now: i64,
+    cooldown_secs: i64,
+) -> Vec<String> {
+    let recent = |vmid: u32| {
+        cluster
+            .tasks
+            .last_migration(vmid)
+            .map(|t| now - t)
+            .filter(|&ago| ago < cooldown_secs)
+    };
+    let held: Vec<(u32, i64)> = planned
+        .plan
+        .migrations
+        .iter()
+        .filter_map(|m| recent(m.vmid).map(|ago| (m.vmid, ago)))
+        .collect();
+    if held.is_empty() {
+        return Vec::new();
+    }
+    let waits = |m: &flxp_core::balance::Migration| {
+        held.iter()
+            .any(|&(v, _)| m.vmid == v || m.bundle.contains(&v))
+    };
+    let mut still_on: Vec<String> = Vec::new();
+    for m in planned.plan.migrations.iter().filter(|m| waits(m)) {
+        let ago = held
+            .iter()
+            .find(|&&(v, _)| v == m.vmid)
+            .map(|&(_, ago)| format!("its last migration was {} s ago", ago.max(0)))
+            .unwrap_or_else(|| "a guest moving with it migrated lately".to_owned());
+        still_on.push(format!(
+            "{}: guest {} waits: {ago}, retried after cooldown-secs = {cooldown_secs}",
+            m.from, m.vmid
+        ));
+    }
+    planned.plan.migrations.retain(|m| !waits(m));
+    planned.plan.bytes = planned.plan.migrations.iter().map(|m| m.bytes).sum();
+    still_on
 }
 
 impl Daemon {
@@ -181,8 +233,21 @@ impl Daemon {
                             m.node,
                             now - m.since
                         ));
-                        if let Err(e) = executor.wake(&m.node).await {
+                        // Re-dated first, so that the next try (and warning) comes one
+                        // wake-timeout later, not every round.
+                        let redate = power_mark::set(
+                            api,
+                            &m.holder,
+                            &m.node,
+                            Some((PowerState::Waking, now)),
+                        )
+                        .await;
+                        if let Err(e) = redate {
                             pr.errors.push(error_chain(&e));
+                        }
+                        match executor.wake(&m.node).await {
+                            Ok(_) => pr.woken.push(m.node.clone()),
+                            Err(e) => pr.errors.push(error_chain(&e)),
                         }
                     }
                 }
@@ -475,10 +540,16 @@ impl Daemon {
             );
             return Ok(());
         }
-        // Planned again even when they are empty: finishing must still keep every limit.
-        let options = self.consolidate_options(auto);
+        // Planned again even when they are empty: finishing must still keep every limit. Only
+        // the marked nodes: a new consolidation waits for its own turn (and min-interval).
+        let options = ConsolidateOptions {
+            finish_only: true,
+            ..self.consolidate_options(auto)
+        };
         let evacuation = &self.inner.parts.options.evacuation;
-        let planned = executor.plan_consolidation(&options, evacuation).await?;
+        let mut planned = executor.plan_consolidation(&options, evacuation).await?;
+        let cooldown = self.inner.parts.options.balance.cooldown_secs;
+        pr.still_on = hold_back(&mut planned, c, now, cooldown);
         let freed = planned.freed_names();
         for node in names.iter().filter(|n| !freed.contains(n)) {
             match give_back(executor, node).await {
@@ -529,9 +600,17 @@ impl Daemon {
             pr.execution = Some(r);
             clean
         };
-        if clean && auto.shutdown {
+        // Each freed node on its own: one that is empty goes off even when another's guest
+        // failed to move (the shutdown re-checks on a fresh read that it is empty).
+        if auto.shutdown {
             self.switch_off(z, executor, &planned.freed_names(), now, pr)
                 .await;
+        }
+        if !clean || !pr.still_on.is_empty() {
+            tracing::info!(still_on = ?pr.still_on, "freed nodes left on");
+        }
+        if !pr.still_on.is_empty() {
+            pr.decision = format!("{}; still on: {}", pr.decision, pr.still_on.join("; "));
         }
         pr.consolidation = Some(planned);
     }
@@ -547,6 +626,11 @@ impl Daemon {
         pr: &mut PowerReport,
     ) {
         for node in nodes {
+            let prefix = format!("{node}: ");
+            if pr.still_on.iter().any(|s| s.starts_with(&prefix)) {
+                // A guest of it waits: it cannot be empty, and it says so already.
+                continue;
+            }
             if let Some(auto) = &self.inner.parts.options.power {
                 if going_down(z, auto, node, now) {
                     continue;
@@ -565,6 +649,10 @@ impl Daemon {
                     if let Err(e) = executor.stamp_power_mark(node, at).await {
                         pr.errors.push(error_chain(&e));
                     }
+                }
+                Err(crate::consolidate::PowerError::Refused { reason, .. }) => {
+                    pr.still_on
+                        .push(format!("{prefix}not switched off: {reason}"));
                 }
                 Err(e) => pr.errors.push(error_chain(&e)),
             }

@@ -504,3 +504,160 @@ async fn the_power_mark_is_dated_at_the_shutdown_not_at_the_start_of_the_round()
     );
     z.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_during_a_migration_off_a_marked_node_finishes_that_node() {
+    // A consolidation killed while 102 was migrating off pve2 (slowly: 1 MiB/s is minutes of
+    // simulated time at scale 50): pve2 marked and in maintenance, 102 locked `migrate`.
+    let z = zone(DEMO, 50.0, |_| {}).await;
+    let now = z.sim.now() as i64;
+    power_mark::set(&z.api, "pve1", "pve2", Some((PowerState::Off, now)))
+        .await
+        .unwrap();
+    flxp_engine::maintenance::set(&z.api, "pve2", true)
+        .await
+        .unwrap();
+    let params = flxp_pve::types::QemuMigrateParams {
+        target: "pve4".into(),
+        online: Some(true),
+        bwlimit: Some(1024),
+        ..flxp_pve::types::QemuMigrateParams::default()
+    };
+    z.api.migrate_qemu("pve2", 102, &params).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(z.node_of(102), "pve2", "102 is still on its way");
+    // A fresh daemon (a restart) with a low load and a day's min-interval.
+    let d = daemon(&z, auto(0.4, 0.7, Duration::from_secs(86_400)));
+    let p = round(&d).await;
+    assert!(p.back.is_empty(), "{p:#?}");
+    let c = p.consolidation.as_ref().unwrap();
+    assert_eq!(c.freed_names(), ["pve2"], "{p:#?}");
+    assert!(c.freed[0].resumed);
+    assert!(c.plan.migrations.iter().all(|m| m.vmid != 102), "{p:#?}");
+    let notes = all_notes(&z);
+    assert!(notes.contains("node=pve2 state=off"), "{notes}");
+    for other in ["pve1", "pve3", "pve4"] {
+        assert!(!notes.contains(&format!("node={other} ")), "{notes}");
+    }
+    assert_eq!(
+        guests_on(&z, "pve2"),
+        1,
+        "only 102 (in flight) is left on pve2"
+    );
+    z.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wake_on_lan_is_sent_again_once_per_wake_timeout() {
+    // pve2 was woken long ago and is still off (scale 1: a boot takes minutes of real time).
+    let z = zone(DEMO, 1.0, |_| {}).await;
+    let long_ago = z.sim.now() as i64 - 1000;
+    emptied_and_marked(&z, long_ago).await;
+    power_mark::set(&z.api, "pve1", "pve2", Some((PowerState::Waking, long_ago)))
+        .await
+        .unwrap();
+    z.sim.world().nodes.get_mut("pve2").unwrap().online = false;
+    let d = daemon(
+        &z,
+        AutoConsolidate {
+            wake_timeout: Duration::from_secs(30),
+            ..auto(0.4, 0.7, Duration::from_secs(86_400))
+        },
+    );
+    let p = round(&d).await;
+    assert_eq!(p.woken, ["pve2"], "{p:#?}");
+    assert!(
+        p.errors.iter().any(|e| e.contains("sending it again")),
+        "{p:#?}"
+    );
+    let notes = all_notes(&z);
+    assert!(notes.contains("node=pve2 state=waking"), "{notes}");
+    assert!(
+        !notes.contains(&format!("since={long_ago}")),
+        "re-dated: {notes}"
+    );
+    // The next round, inside the timeout, neither sends nor warns again.
+    let p = round(&d).await;
+    assert!(p.woken.is_empty(), "{p:#?}");
+    assert!(
+        p.errors.iter().all(|e| !e.contains("sending it again")),
+        "{p:#?}"
+    );
+    z.shutdown().await;
+}
+
+/// DEMO with two more nodes like pve4 (pve5 empty, pve6 holding 102): six nodes, so quorum lets
+/// two go.
+fn six_nodes(v: &mut serde_json::Value) {
+    let resources = v["resources"].as_array_mut().unwrap();
+    let like_pve4: Vec<serde_json::Value> = resources
+        .iter()
+        .filter(|r| r["node"] == "pve4" && (r["type"] == "node" || r["type"] == "storage"))
+        .cloned()
+        .collect();
+    for name in ["pve5", "pve6"] {
+        for r in &like_pve4 {
+            let mut r = r.clone();
+            r["node"] = name.into();
+            let id = r["id"].as_str().unwrap().replace("pve4", name);
+            r["id"] = id.into();
+            resources.push(r);
+        }
+    }
+    for name in ["pve5", "pve6"] {
+        v["nodes"][name] = serde_json::json!({"notes": ""});
+    }
+    let resources = v["resources"].as_array_mut().unwrap();
+    for r in resources.iter_mut().filter(|r| r["vmid"] == 102) {
+        r["node"] = "pve6".into();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_migration_backs_off_and_the_empty_node_still_goes_off() {
+    let z = zone(DEMO, 50.0, six_nodes).await;
+    let now = z.sim.now() as i64;
+    for node in ["pve5", "pve6"] {
+        power_mark::set(&z.api, "pve1", node, Some((PowerState::Off, now)))
+            .await
+            .unwrap();
+        flxp_engine::maintenance::set(&z.api, node, true)
+            .await
+            .unwrap();
+    }
+    z.sim.world().faults.set(flxp_sim::scenario::FaultSpec {
+        fail_migrations: vec![flxp_sim::scenario::FailMigration {
+            vmid: 102,
+            message: Some("simulated: connection reset".into()),
+        }],
+        ..flxp_sim::scenario::FaultSpec::default()
+    });
+    let d = daemon_cooling(&z, auto(0.4, 0.7, Duration::from_secs(86_400)), 3600);
+    let p = round(&d).await;
+    assert_eq!(z.migrations_of(102), 1, "{p:#?}");
+    assert_eq!(
+        p.switched_off,
+        ["pve5"],
+        "each emptied node on its own: {p:#?}"
+    );
+    assert!(
+        p.still_on
+            .iter()
+            .any(|s| s.starts_with("pve6: ") && s.contains("102")),
+        "{p:#?}"
+    );
+    // The next rounds do not hammer 102: it waits for the cooldown, and pve6 says why it is on.
+    for _ in 0..2 {
+        let p = round(&d).await;
+        assert!(p.switched_off.is_empty(), "{p:#?}");
+        assert!(
+            p.still_on
+                .iter()
+                .any(|s| s.starts_with("pve6: ") && s.contains("cooldown")),
+            "{p:#?}"
+        );
+    }
+    assert_eq!(z.migrations_of(102), 1, "not retried within the cooldown");
+    assert_eq!(z.node_of(102), "pve6");
+    z.shutdown().await;
+}
