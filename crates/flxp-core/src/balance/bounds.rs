@@ -1216,6 +1216,31 @@ mod tests {
         }
     }
 
+    /// Why `bounds.migrations` is not the larger of the peak and trough bounds (issue 12, N6): a
+    /// plan ending at 20, 50 and 50 % (spread 30) brought its peak to 50, which takes a move off
+    /// a, but the start already has spread 30, so reaching the spread takes none.
+    #[test]
+    fn peak_and_trough_bounds_hold_only_for_plans_ending_there() {
+        let c = ClusterBuilder::new()
+            .node(node("a").memory(100 * GIB))
+            .node(node("b").memory(100 * GIB))
+            .node(node("c").memory(100 * GIB))
+            .guest(vm(101, "a").mem(20 * GIB, 20 * GIB))
+            .guest(vm(102, "a").mem(20 * GIB, 20 * GIB))
+            .guest(vm(103, "a").mem(20 * GIB, 20 * GIB))
+            .guest(vm(104, "b").mem(30 * GIB, 30 * GIB))
+            .guest(vm(105, "c").mem(30 * GIB, 30 * GIB))
+            .build();
+        let (r, s) = (Rules::compile(&c), State::new(&c));
+        assert_eq!(moves_for_peak(&c, &r, &s, LoadKind::Memory, 50.0), Some(1));
+        assert_eq!(
+            moves_for_trough(&c, &r, &s, LoadKind::Memory, 20.0),
+            Some(0)
+        );
+        let n = need_for_spread_landing(&c, &s, LoadKind::Memory, 30.0, &[], |_| true).unwrap();
+        assert_eq!(n.migrations, 0);
+    }
+
     /// Issue 12 (bounds defect 2): every guest on the full node carries 100 GiB of local disks,
     /// so any plan copies them along with the memory.
     #[test]
