@@ -145,7 +145,7 @@ impl UsageMode {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Bounds {
     /// The lowest imbalance any placement could have: 0 for a perfectly even cluster, more when
-    /// guests that stay already exceed the mean (for spread; a CV's floor is given as 0).
+    /// load that can never move already exceeds the mean (for spread; a CV's floor is given as 0).
     pub imbalance_floor: f64,
     /// Spread that no plan with this many migrations can go below: only that many nodes can shed
     /// load and that many gain it (`null` for a CV measure).
@@ -154,10 +154,12 @@ pub struct Bounds {
     /// it (`null` for a CV measure).
     pub peak_migrations: Option<usize>,
     /// Fewest migrations any plan needs to lift the emptiest node up to where this plan leaves it
-    /// (`null` for a CV measure). A plan needs at least the larger of the two.
+    /// (`null` for a CV measure). A plan ending between this one's trough and peak needs at least
+    /// the larger of the two; one reaching the same spread elsewhere may need fewer.
     pub trough_migrations: Option<usize>,
     /// Fewest migrations any plan needs to reach what this plan reaches (its imbalance, with the
-    /// guests it moves off nodes in maintenance); `null` when unknown (`bounds::need_for_spread`).
+    /// guests it moves off nodes in maintenance); `null` when unknown
+    /// (`bounds::need_for_spread_landing`).
     pub migrations: Option<usize>,
     /// Fewest bytes any such plan copies (`null` when unknown).
     pub bytes: Option<u64>,

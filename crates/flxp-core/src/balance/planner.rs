@@ -13,8 +13,8 @@ use crate::state::State;
 use crate::units::fmt_bytes;
 
 use super::bounds::{
-    Need, can_leave, moves_for_peak, moves_for_trough, need_for_spread, pinned_spread_floor,
-    spread_floor,
+    Need, can_leave, moves_for_peak, moves_for_trough, need_for_spread_landing,
+    pinned_spread_floor, spread_floor,
 };
 use super::draft::Draft;
 use super::fix::{self, Scope};
@@ -439,9 +439,11 @@ pub(crate) fn finish(
     }
 }
 
-/// What any plan needs to reach what this one reaches: for spread, [`need_for_spread`] with the
-/// guests it moves off nodes outside the balance; for a CV, just those guests (at least one when
-/// the CV fell).
+/// What any plan needs to reach what this one reaches: for spread, [`need_for_spread_landing`]
+/// with the guests it moves off nodes outside the balance (shedding and gaining taken together at
+/// every window of that width; this plan's own `peak_migrations` and `trough_migrations` bound
+/// only plans ending at its peak and trough, not every plan reaching its spread, issue 12); for a
+/// CV, just those guests (at least one when the CV fell).
 fn plan_need(
     cluster: &Cluster,
     rules: &Rules,
@@ -453,9 +455,11 @@ fn plan_need(
 ) -> Option<Need> {
     let must_leave = leaving_unschedulable(cluster, migrations);
     match measure {
-        Measure::Spread => need_for_spread(cluster, start, kind, reached, &must_leave, |g| {
-            can_leave(cluster, rules, start, g)
-        }),
+        Measure::Spread => {
+            need_for_spread_landing(cluster, start, kind, reached, &must_leave, |g| {
+                can_leave(cluster, rules, start, g)
+            })
+        }
         // Zero migrations leave the CV where it was: a lower one takes at least one.
         Measure::Cv | Measure::CvRaw => Some(Need {
             migrations: must_leave.len().max(usize::from(reached < before - 1e-9)),
@@ -708,5 +712,105 @@ mod tests {
         assert!(p.imbalance_before < 0.01, "{}", p.imbalance_before);
         assert!(p.is_empty());
         assert_eq!(p.metric, "cpu+memory");
+    }
+
+    /// Issue 12's first cluster (N3, N6): n1 32 GiB, n2 24 GiB, n3 16 GiB; 103 is pinned to n2.
+    fn floor1() -> Cluster {
+        ClusterBuilder::new()
+            .node(node("n1").memory(32 * GIB).cpus(4.0))
+            .node(node("n2").memory(24 * GIB).cpus(4.0))
+            .node(node("n3").memory(16 * GIB).cpus(4.0))
+            .guest(
+                vm(101, "n2")
+                    .mem(GIB / 2, GIB / 2)
+                    .tagged("flxp.anti-affinity.a"),
+            )
+            .guest(vm(102, "n1").mem(GIB / 2, GIB / 2))
+            .guest(vm(103, "n2").mem(GIB / 2, GIB / 2).tagged("flxp.node.n2"))
+            .guest(vm(104, "n1").mem(4 * GIB, 4 * GIB))
+            .guest(vm(105, "n1").mem(4 * GIB, 4 * GIB))
+            .guest(vm(106, "n2").mem(3 * GIB / 2, 3 * GIB / 2))
+            .build()
+    }
+
+    /// Issue 12's second cluster (N3): three 16 GiB nodes, n1 in maintenance.
+    fn floor2() -> Cluster {
+        ClusterBuilder::new()
+            .node(
+                node("n1")
+                    .memory(16 * GIB)
+                    .cpus(4.0)
+                    .notes("flxp.maintenance"),
+            )
+            .node(node("n2").memory(16 * GIB).cpus(4.0))
+            .node(node("n3").memory(16 * GIB).cpus(4.0))
+            .guest(vm(101, "n1").mem(3 * GIB / 2, 3 * GIB / 2))
+            .guest(vm(102, "n2").mem(6 * GIB, 6 * GIB))
+            .guest(vm(103, "n1").mem(3 * GIB / 2, 3 * GIB / 2))
+            .guest(vm(104, "n1").mem(3 * GIB / 2, 3 * GIB / 2))
+            .guest(vm(105, "n2").mem(4 * GIB, 4 * GIB))
+            .guest(
+                vm(106, "n1")
+                    .mem(GIB / 2, GIB / 2)
+                    .tagged("flxp.anti-affinity.a"),
+            )
+            .build()
+    }
+
+    /// N3: the floor was 9.72 (a 4 GiB guest the plan put on n3 taken as fixed there) while a
+    /// placement at 6.25 pp exists; N6: `migrations` was 1 while reaching 12.5 pp takes 2 (the
+    /// 4 GiB guest n1 must shed fits on no node that must gain).
+    #[test]
+    fn issue12_floor1_bounds_are_bounds() {
+        let p = run(
+            &floor1(),
+            PlacementOptions::default(),
+            &BalanceOptions::default(),
+        );
+        let moved: Vec<(u32, &str, &str)> = p
+            .migrations
+            .iter()
+            .map(|m| (m.vmid, m.from.as_str(), m.to.as_str()))
+            .collect();
+        assert_eq!(moved, [(104, "n1", "n3"), (102, "n1", "n2")]);
+        assert!(
+            (p.imbalance_after - 12.5).abs() < 1e-9,
+            "{}",
+            p.imbalance_after
+        );
+        let b = p.bounds;
+        assert_eq!(b.imbalance_floor, 0.0);
+        assert_eq!(b.spread_floor, Some(0.0));
+        assert_eq!(b.peak_migrations, Some(1));
+        assert_eq!(b.trough_migrations, Some(2));
+        assert_eq!(b.migrations, Some(2));
+        assert_eq!(b.migrations_gap, Some(1.0));
+        // Two migrations copy at least the two cheapest guests' memory.
+        assert_eq!(b.bytes, Some(GIB));
+        assert_eq!(b.bytes_gap, Some(4.5));
+    }
+
+    /// N3: the floor was 9.375 (n1's evacuees taken as fixed on n3) while a placement at 0 pp
+    /// exists (n2 = {101, 102}, n3 = {103, 104, 105, 106}).
+    #[test]
+    fn issue12_floor2_bounds_are_bounds() {
+        let p = run(
+            &floor2(),
+            PlacementOptions::default(),
+            &BalanceOptions::default(),
+        );
+        assert_eq!(p.migrations.len(), 5);
+        assert!(
+            (p.imbalance_after - 18.75).abs() < 1e-9,
+            "{}",
+            p.imbalance_after
+        );
+        let b = p.bounds;
+        assert_eq!(b.imbalance_floor, 0.0);
+        assert_eq!(b.spread_floor, Some(0.0));
+        assert_eq!(b.peak_migrations, Some(1));
+        assert_eq!(b.trough_migrations, Some(1));
+        assert_eq!(b.migrations, Some(4), "the four evacuees");
+        assert_eq!(b.bytes, Some(5 * GIB));
     }
 }

@@ -339,6 +339,13 @@ proptest! {
         for k in [p.bounds.peak_migrations, p.bounds.trough_migrations].into_iter().flatten() {
             prop_assert!(p.migrations.len() >= k, "{} migrations < floor {k}", p.migrations.len());
         }
+        // The plan reaches its own imbalance: no bound on reaching it may exceed what it used.
+        if let Some(k) = p.bounds.migrations {
+            prop_assert!(p.migrations.len() >= k, "{} migrations < bound {k}", p.migrations.len());
+        }
+        if let Some(b) = p.bounds.bytes {
+            prop_assert!(p.bytes >= b, "{} bytes < bound {b}", p.bytes);
+        }
         // Each guest moves at most once in a plan.
         let mut seen = BTreeSet::new();
         for m in &p.migrations {
