@@ -904,11 +904,9 @@ mod tests {
         assert_eq!(n.bytes, 8 * GIB, "the cheapest guest that changes a load");
     }
 
-    /// Issue 12 leftover: no node is above the window, but the empty node must gain 30 pp, and
-    /// the largest guest (20 GiB) with the next ones (7 GiB) needs three arrivals, which copy at
-    /// least the 30 GiB they bring (one largest guest per arrival would say 2 and 2 GiB).
-    #[test]
-    fn a_node_that_must_gain_bounds_migrations_and_bytes() {
+    /// Five 100 GiB nodes at 50, 50, 50, 50 and 0 %: `a` holds one 20 GiB guest and six of 5 GiB,
+    /// `b`..`d` one of 1 GiB and seven of 7 GiB each, `e` nothing.
+    fn four_full_one_empty() -> Cluster {
         let mut b = ClusterBuilder::new();
         for n in ["a", "b", "c", "d", "e"] {
             b = b.node(node(n).memory(100 * GIB));
@@ -924,7 +922,15 @@ mod tests {
                 b = b.guest(vm(base + 1 + i, n).mem(7 * GIB, 7 * GIB));
             }
         }
-        let c = b.build();
+        b.build()
+    }
+
+    /// Issue 12 leftover: no node is above the window, but the empty node must gain 30 pp, and
+    /// the largest guest (20 GiB) with the next ones (7 GiB) needs three arrivals, which copy at
+    /// least the 30 GiB they bring (one largest guest per arrival would say 2 and 2 GiB).
+    #[test]
+    fn a_node_that_must_gain_bounds_migrations_and_bytes() {
+        let c = four_full_one_empty();
         let s = State::new(&c);
         // Loads 50, 50, 50, 50 and 0: mean 40, a window of 10 pp ends at 30 below and 50 above.
         let n = need_for_spread(&c, &s, LoadKind::Memory, 10.0, &[], |_| true).unwrap();
@@ -940,22 +946,7 @@ mod tests {
     /// node needs 20 + 7 + 7 + 7 GiB).
     #[test]
     fn one_window_counts_shedding_and_gaining_together() {
-        let mut b = ClusterBuilder::new();
-        for n in ["a", "b", "c", "d", "e"] {
-            b = b.node(node(n).memory(100 * GIB));
-        }
-        b = b.guest(vm(100, "a").mem(20 * GIB, 20 * GIB));
-        for i in 0..6 {
-            b = b.guest(vm(101 + i, "a").mem(5 * GIB, 5 * GIB));
-        }
-        for (k, n) in ["b", "c", "d"].iter().enumerate() {
-            let base = 200 + 10 * k as u32;
-            b = b.guest(vm(base, n).mem(GIB, GIB));
-            for i in 0..7 {
-                b = b.guest(vm(base + 1 + i, n).mem(7 * GIB, 7 * GIB));
-            }
-        }
-        let c = b.build();
+        let c = four_full_one_empty();
         let s = State::new(&c);
         let plain = need_for_spread(&c, &s, LoadKind::Memory, 10.0, &[], |_| true).unwrap();
         let one = need_for_spread_window(&c, &s, LoadKind::Memory, 10.0, &[], |_| true).unwrap();
