@@ -9,7 +9,7 @@
 //! lower bound on every plan. For each such set the search then looks for an order in which each
 //! guest moves once and every step passes the placement filters on the state the earlier steps
 //! leave. Depth-first over guests (largest first), iterative deepening on the migrations, pruned by
-//! [`need_for_spread_window`] on what is still undecided and, within a depth, by bytes.
+//! `bounds::need_for_spread_window` on what is still undecided and, within a depth, by bytes.
 //!
 //! The running members of a hard affinity group that share a node are one decision, as in the
 //! greedy planner: they move together to one node in one step, and each member counts as a
