@@ -244,20 +244,20 @@ async fn in_zone(
     )
     .await?;
     let mut shutdown = Vec::new();
-    let clean = report.as_ref().is_none_or(ExecutionReport::is_clean);
-    if config.consolidate.shutdown && !clean {
-        // Say which nodes stay on, and why: they stay in maintenance, marked off, until a rerun
-        // finishes them or gives them back.
+    if config.consolidate.shutdown {
         for node in c.freed_names() {
-            shutdown.push(PowerOutcome {
-                error: Some(kept_on(&node, report.as_ref())),
-                node,
-                ok: false,
-            });
-        }
-    }
-    if config.consolidate.shutdown && clean {
-        for node in c.freed_names() {
+            // A node a guest did not move off stays on, in maintenance and marked off, until a
+            // rerun finishes it or gives it back; each other freed node goes off once a fresh
+            // read shows it empty, even when another node's migration failed.
+            let stuck = stuck_on(&node, report.as_ref());
+            if !stuck.is_empty() {
+                shutdown.push(PowerOutcome {
+                    error: Some(kept_on(&node, &stuck)),
+                    node,
+                    ok: false,
+                });
+                continue;
+            }
             let r = executor.shut_down_if_empty(&node).await;
             if r.is_ok() {
                 // The interval before a wake runs from the shutdown (not from the start of the
@@ -276,8 +276,9 @@ async fn in_zone(
     Ok((c, report, shutdown, back))
 }
 
-/// Why a freed node is not switched off after a run whose migrations did not all succeed.
-fn kept_on(node: &str, report: Option<&ExecutionReport>) -> String {
+/// The guests of a freed node that a run's migrations did not move off it (failed, unknown,
+/// skipped or unfinished).
+fn stuck_on(node: &str, report: Option<&ExecutionReport>) -> Vec<u32> {
     let mut stuck: Vec<u32> = report
         .map(|r| {
             let failed = r.failed.iter().chain(&r.unknown).map(|f| (f.vmid, &f.from));
@@ -293,15 +294,16 @@ fn kept_on(node: &str, report: Option<&ExecutionReport>) -> String {
         .unwrap_or_default();
     stuck.sort_unstable();
     stuck.dedup();
-    let why = if stuck.is_empty() {
-        "not every migration of the consolidation succeeded".to_owned()
-    } else {
-        let list: Vec<String> = stuck.iter().map(u32::to_string).collect();
-        format!("guest(s) {} did not move off it", list.join(", "))
-    };
+    stuck
+}
+
+/// Why a freed node is not switched off: guests that did not move off it.
+fn kept_on(node: &str, stuck: &[u32]) -> String {
+    let list: Vec<String> = stuck.iter().map(u32::to_string).collect();
     format!(
-        "{why}; it stays in maintenance, marked off: rerun flxp consolidate to finish (or give \
-         back) it, or --wake {node} to put it back in service"
+        "guest(s) {} did not move off it; it stays in maintenance, marked off: rerun flxp \
+         consolidate to finish (or give back) it, or --wake {node} to put it back in service",
+        list.join(", ")
     )
 }
 

@@ -347,6 +347,67 @@ fn a_failed_migration_says_which_node_stays_on_and_why() {
     assert!(z.sim.world().nodes["pve2"].online);
 }
 
+/// DEMO with pve5, an empty node like pve4: five nodes, so quorum lets two go.
+fn with_empty_pve5(v: &mut serde_json::Value) {
+    let resources = v["resources"].as_array_mut().unwrap();
+    let like_pve4: Vec<serde_json::Value> = resources
+        .iter()
+        .filter(|r| r["node"] == "pve4" && (r["type"] == "node" || r["type"] == "storage"))
+        .cloned()
+        .collect();
+    for mut r in like_pve4 {
+        r["node"] = "pve5".into();
+        r["id"] = r["id"].as_str().unwrap().replace("pve4", "pve5").into();
+        resources.push(r);
+    }
+    v["nodes"]["pve5"] = serde_json::json!({"notes": ""});
+}
+
+/// Tester re-check D1: a one-off run left an empty freed node on because a guest of another
+/// freed node failed to move; each freed node is judged on its own, as the daemon does.
+#[test]
+fn an_empty_freed_node_goes_off_though_another_nodes_migration_failed() {
+    let extra = "\n[consolidate]\nshutdown = true\n";
+    let z = sim_zone(DEMO, 100_000.0, extra, with_empty_pve5);
+    let (_, out, _) = z.run(&["consolidate", "--dry-run", "--json"]);
+    let v = json(&out);
+    let mut freed = names(&v["consolidation"]["freed"]);
+    freed.sort();
+    assert_eq!(freed, ["pve2", "pve5"], "{out}");
+    let first = v["consolidation"]["plan"]["migrations"][0].clone();
+    assert_eq!(first["from"], "pve2", "{out}");
+    let vmid = first["vmid"].as_u64().unwrap();
+    let z = sim_zone(DEMO, 100_000.0, extra, |v| {
+        with_empty_pve5(v);
+        v["sim"]["faults"] = serde_json::json!({
+            "fail_migrations": [{"vmid": vmid, "message": "simulated: connection reset"}]
+        });
+    });
+    let (code, out, err) = z.run(&["consolidate", "--json"]);
+    assert_eq!(code, 1, "{err}\n{out}");
+    let v = json(&out);
+    let outcome = |node: &str| {
+        v["shutdown"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["node"] == node)
+            .unwrap_or_else(|| panic!("no shutdown entry for {node}: {out}"))
+            .clone()
+    };
+    assert_eq!(outcome("pve5")["ok"], true, "{out}");
+    assert_eq!(outcome("pve2")["ok"], false, "{out}");
+    let start = std::time::Instant::now();
+    while z.sim.world().nodes["pve5"].online && start.elapsed().as_secs() < 30 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(!z.sim.world().nodes["pve5"].online, "pve5 switched off");
+    assert!(
+        z.sim.world().nodes["pve2"].online,
+        "pve2 keeps guest {vmid}"
+    );
+}
+
 #[test]
 fn a_dry_run_names_the_nodes_a_real_run_would_give_back() {
     let z = sim_zone(
