@@ -17,13 +17,8 @@ use flxp_core::{Cluster, Overrides, Rules, Snapshot, State};
 /// every tenth pair in an affinity group, half the nodes labelled `ssd`, one in twenty tainted.
 fn synthetic(n: usize) -> Snapshot {
     let mut b = ClusterBuilder::new();
-    let mut seed: u64 = 42;
-    let mut next = |m: u64| {
-        seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (seed >> 33) % m
-    };
+    let mut lcg = Lcg(42);
+    let mut next = |m: u64| lcg.next(m);
     for i in 0..n {
         let mut notes = String::new();
         if i % 2 == 0 {

@@ -31,19 +31,6 @@ use flxp_core::evacuate::evacuate;
 use flxp_core::placement::{PlacementOptions, Placer};
 use flxp_core::{Cluster, Overrides, Rules, Snapshot, State};
 
-/// A small LCG: the same seed gives the same cluster on every machine, no rand crate needed.
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self, m: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % m.max(1)
-    }
-}
-
 /// A cluster of `nodes` nodes with `lo..=hi` guests each: node sizes 128/256/384 GiB, each node
 /// filled to a random 15-85 % so the cluster starts unbalanced; guests of 1-24 GiB with some CPU
 /// load. Rules hold at the start: every 7th slot of a node is in an anti-affinity group spanning

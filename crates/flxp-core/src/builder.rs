@@ -389,3 +389,19 @@ impl ClusterBuilder {
             .unwrap_or_else(|e| panic!("builder made an invalid cluster: {e}"))
     }
 }
+
+/// A small linear congruential generator: the same seed gives the same cluster on every machine,
+/// with no random-number crate in the library.
+#[derive(Debug, Clone)]
+pub struct Lcg(pub u64);
+
+impl Lcg {
+    /// The next number below `m` (0 when `m` is 0).
+    pub fn next(&mut self, m: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % m.max(1)
+    }
+}

@@ -176,6 +176,27 @@ pub struct Consolidation {
     pub summary: String,
 }
 
+impl Kept {
+    /// A node a run keeps in service, and why.
+    fn new(node: String, because: KeptBecause, reason: String) -> Self {
+        Kept {
+            node,
+            because,
+            reason,
+            resumed: false,
+        }
+    }
+
+    /// A node an interrupted consolidation marked that this run gives back to service.
+    fn given_back(node: String, because: KeptBecause, reason: &str) -> Self {
+        Kept {
+            reason: format!("its consolidation cannot be finished: {reason}"),
+            resumed: true,
+            ..Kept::new(node, because, String::new())
+        }
+    }
+}
+
 impl Consolidation {
     /// Names of the freed nodes.
     pub fn freed_names(&self) -> Vec<String> {
@@ -223,31 +244,32 @@ pub fn consolidate(
     let mut best: Option<Plan> = None;
     let marked = std::mem::take(&mut resumed);
     let required = |n: NodeIdx| options.keep.get(&cluster.node(n).name);
+    // Frees the nodes of `set` and `n` together: `set` grows and `best` holds its plan, or why
+    // not, with the nodes tried.
+    let grow = |set: &mut Vec<NodeIdx>,
+                n: NodeIdx,
+                best: &mut Option<Plan>|
+     -> Result<Option<(KeptBecause, String, Vec<NodeIdx>)>> {
+        let trial = [set.as_slice(), &[n]].concat();
+        Ok(
+            match try_free(
+                cluster, rules, state, placer, &ceiling, options, &evac, &hosts, &trial,
+            )? {
+                Ok(plan) => {
+                    *set = trial;
+                    *best = Some(plan);
+                    None
+                }
+                Err((because, reason)) => Some((because, reason, trial)),
+            },
+        )
+    };
     for n in marked {
+        let name = cluster.node(n).name.clone();
         if let Some(why) = required(n) {
-            given_up.push(Kept {
-                node: cluster.node(n).name.clone(),
-                because: KeptBecause::Required,
-                reason: format!("its consolidation cannot be finished: {why}"),
-                resumed: true,
-            });
-            continue;
-        }
-        let mut trial = resumed.clone();
-        trial.push(n);
-        match try_free(
-            cluster, rules, state, placer, &ceiling, options, &evac, &hosts, &trial,
-        )? {
-            Ok(plan) => {
-                resumed = trial;
-                best = Some(plan);
-            }
-            Err((because, reason)) => given_up.push(Kept {
-                node: cluster.node(n).name.clone(),
-                because,
-                reason: format!("its consolidation cannot be finished: {reason}"),
-                resumed: true,
-            }),
+            given_up.push(Kept::given_back(name, KeptBecause::Required, why));
+        } else if let Some((because, reason, _)) = grow(&mut resumed, n, &mut best)? {
+            given_up.push(Kept::given_back(name, because, &reason));
         }
     }
     let quorum = total / 2 + 1;
@@ -268,12 +290,7 @@ pub fn consolidate(
             } else {
                 format!("{} is in maintenance already", node.name)
             };
-            Kept {
-                node: node.name.clone(),
-                because: KeptBecause::NotCandidate,
-                reason,
-                resumed: false,
-            }
+            Kept::new(node.name.clone(), KeptBecause::NotCandidate, reason)
         })
         .collect();
     kept.append(&mut given_up);
@@ -287,23 +304,17 @@ pub fn consolidate(
     for &n in &order {
         let name = cluster.node(n).name.clone();
         if let Some(why) = required(n) {
-            kept.push(Kept {
-                node: name,
-                because: KeptBecause::Required,
-                reason: why.clone(),
-                resumed: false,
-            });
+            kept.push(Kept::new(name, KeptBecause::Required, why.clone()));
             continue;
         }
         if options.finish_only {
-            kept.push(Kept {
-                node: name,
-                because: KeptBecause::Finishing,
-                reason: "only the interrupted consolidation is finished now; freeing more waits \
-                         for a consolidation of its own"
+            kept.push(Kept::new(
+                name,
+                KeptBecause::Finishing,
+                "only the interrupted consolidation is finished now; freeing more waits for a \
+                 consolidation of its own"
                     .into(),
-                resumed: false,
-            });
+            ));
             continue;
         }
         if freed.len() - resumed.len() >= max_free {
@@ -335,38 +346,15 @@ pub fn consolidate(
                 std::cmp::Ordering::Greater => by_ha_words(),
                 std::cmp::Ordering::Equal => format!("{}; {}", by_quorum_words(), by_ha_words()),
             };
-            kept.push(Kept {
-                node: name,
-                because: KeptBecause::Floor,
-                reason,
-                resumed: false,
-            });
+            kept.push(Kept::new(name, KeptBecause::Floor, reason));
             continue;
         }
         if let Some(reason) = cooling(cluster, state, n, options.cooldown_secs) {
-            kept.push(Kept {
-                node: name,
-                because: KeptBecause::Unmovable,
-                reason,
-                resumed: false,
-            });
+            kept.push(Kept::new(name, KeptBecause::Unmovable, reason));
             continue;
         }
-        let mut trial = freed.clone();
-        trial.push(n);
-        match try_free(
-            cluster, rules, state, placer, &ceiling, options, &evac, &hosts, &trial,
-        )? {
-            Ok(plan) => {
-                freed = trial;
-                best = Some(plan);
-            }
-            Err((because, reason)) => kept.push(Kept {
-                node: name,
-                because,
-                reason: untried(cluster, &trial, reason),
-                resumed: false,
-            }),
+        if let Some((because, reason, trial)) = grow(&mut freed, n, &mut best)? {
+            kept.push(Kept::new(name, because, untried(cluster, &trial, reason)));
         }
     }
 

@@ -46,6 +46,4 @@ pub use state::State;
 pub use warning::Warning;
 
 #[cfg(test)]
-mod testutil {
-    pub use crate::builder::*;
-}
+mod testutil;

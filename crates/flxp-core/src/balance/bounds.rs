@@ -255,7 +255,8 @@ fn amounts(kind: LoadKind) -> Option<Amounts> {
 
 /// Fewest migrations and bytes any plan needs to bring the spread of the balanced nodes' loads to
 /// at most `spread`, when the guests in `must_leave` (on nodes outside the balance, such as nodes
-/// in maintenance) all come over and only guests `may_move` accepts can leave a balanced node.
+/// in maintenance) all come over and only guests `may_move` accepts can leave a balanced node;
+/// `tightness` says how much of the reasoning below to apply.
 ///
 /// Why it holds for every plan, however it orders or repeats moves: the loads end in a window of
 /// width `spread` that holds the capacity-weighted mean `M` (fixed by what the balanced nodes will
@@ -271,91 +272,9 @@ pub fn need_for_spread(
     state: &State,
     kind: LoadKind,
     spread: f64,
-    must_leave: &[GuestIdx],
-    may_move: impl Fn(GuestIdx) -> bool,
-) -> Option<Need> {
-    spread_need(
-        cluster,
-        state,
-        kind,
-        spread,
-        must_leave,
-        may_move,
-        Tightness::Plain,
-    )
-}
-
-/// [`need_for_spread`], with its migrations raised to what one window needs: the loads end in a
-/// window `[x, x + spread]` for one `x` between `M − spread` and `M`, so the nodes above
-/// `x + spread` shed and those below `x` gain at that same `x` (the plain bound lets the shedding
-/// side's window end at `M + spread` while the gaining side's starts at `M − spread`). The
-/// exact search prunes with it (issue 12: at 10 and more migrations the plain bound left most
-/// placements open on medium clusters).
-pub(crate) fn need_for_spread_window(
-    cluster: &Cluster,
-    state: &State,
-    kind: LoadKind,
-    spread: f64,
-    must_leave: &[GuestIdx],
-    may_move: impl Fn(GuestIdx) -> bool,
-) -> Option<Need> {
-    spread_need(
-        cluster,
-        state,
-        kind,
-        spread,
-        must_leave,
-        may_move,
-        Tightness::Window,
-    )
-}
-
-/// [`need_for_spread_window`], raised further by where departing guests can land: at a window
-/// `[x, x + spread]`, a node above `x + spread` that cannot shed its excess with guests small
-/// enough to stay on some node below `x` (on top of that node's fixed load) sends at least one
-/// guest away whose last migration ends on a node that is not below `x`, so it is a migration
-/// on top of every arrival those nodes need (issue 12, N6: on n1 32 GiB at 26.6 %, n2 24 GiB and
-/// n3 16 GiB empty, the 4 GiB guest n1 must shed does not fit on n3 under the window, so n3's
-/// arrival is a second migration). What a plan's report states; the exact search keeps the
-/// cheaper window bound.
-pub(crate) fn need_for_spread_landing(
-    cluster: &Cluster,
-    state: &State,
-    kind: LoadKind,
-    spread: f64,
-    must_leave: &[GuestIdx],
-    may_move: impl Fn(GuestIdx) -> bool,
-) -> Option<Need> {
-    spread_need(
-        cluster,
-        state,
-        kind,
-        spread,
-        must_leave,
-        may_move,
-        Tightness::Landing,
-    )
-}
-
-/// How much of [`spread_need`]'s reasoning to apply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Tightness {
-    /// Shedding and gaining nodes each at their own end of the widest window.
-    Plain,
-    /// Both at one window.
-    Window,
-    /// One window, and departures that cannot land on a gaining node.
-    Landing,
-}
-
-fn spread_need(
-    cluster: &Cluster,
-    state: &State,
-    kind: LoadKind,
-    spread: f64,
-    must_leave: &[GuestIdx],
-    may_move: impl Fn(GuestIdx) -> bool,
     tightness: Tightness,
+    must_leave: &[GuestIdx],
+    may_move: impl Fn(GuestIdx) -> bool,
 ) -> Option<Need> {
     let window = tightness != Tightness::Plain;
     let (cap_of, amount_of) = amounts(kind)?;
@@ -541,9 +460,30 @@ fn spread_need(
     }
     Some(need)
 }
+/// How much of [`need_for_spread`]'s reasoning to apply: each level is at least the one before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tightness {
+    /// Shedding and gaining nodes each at their own end of the widest window: shedding may end at
+    /// `M + spread` while gaining starts at `M − spread`.
+    Plain,
+    /// Both at one window: the loads end in `[x, x + spread]` for one `x` between `M − spread`
+    /// and `M`, so the nodes above `x + spread` shed and those below `x` gain at that same `x`.
+    /// The exact search prunes with it (issue 12: at 10 and more migrations the plain bound left
+    /// most placements open on medium clusters).
+    Window,
+    /// One window, and where departing guests can land: at a window `[x, x + spread]`, a node
+    /// above `x + spread` that cannot shed its excess with guests small enough to stay on some
+    /// node below `x` (on top of that node's fixed load) sends at least one guest away whose last
+    /// migration ends on a node that is not below `x`, so it is a migration on top of every
+    /// arrival those nodes need (issue 12, N6: on n1 32 GiB at 26.6 %, n2 24 GiB and n3 16 GiB
+    /// empty, the 4 GiB guest n1 must shed does not fit on n3 under the window, so n3's arrival
+    /// is a second migration). What a plan's report states; the exact search keeps the cheaper
+    /// window bound.
+    Landing,
+}
 
 /// Fewest migrations that fit every load in one window of width `spread` starting at some `x` in
-/// `[mean − spread, mean]` (see [`need_for_spread_window`]): the least over `x` of the larger of
+/// `[mean − spread, mean]` (see [`Tightness::Window`]): the least over `x` of the larger of
 /// the departures (the `must` guests that must leave, plus what the nodes in `above` shed, each
 /// node's largest guests first, as pp of it) and the arrivals the nodes in `below` need (the
 /// largest of `arrivals` first). Departures only fall as `x` rises and arrivals only grow, so a bisection
@@ -641,7 +581,7 @@ struct Landing {
 /// Fewest migrations over every window `[x, x + spread]` with `x` in `[mean − spread, mean]`,
 /// counting departures (`must` plus what nodes above the window shed, largest first) against
 /// arrivals on nodes below it plus one per node above that cannot shed its excess with guests
-/// that fit on some node below (see [`need_for_spread_landing`]). The range is cut in pieces;
+/// that fit on some node below (see [`Tightness::Landing`]). The range is cut in pieces;
 /// within one, departures and the unlandable count only fall as `x` rises and arrivals only grow,
 /// so taking each at the end of the piece where it is least bounds every `x` in it.
 /// `usize::MAX` when no piece works.
@@ -897,7 +837,17 @@ mod tests {
             .guest(vm(105, "c").mem(40 * GIB, 40 * GIB))
             .build();
         let s = State::new(&c);
-        let need = |spread| need_for_spread(&c, &s, LoadKind::Memory, spread, &[], |_| true);
+        let need = |spread| {
+            need_for_spread(
+                &c,
+                &s,
+                LoadKind::Memory,
+                spread,
+                Tightness::Plain,
+                &[],
+                |_| true,
+            )
+        };
         assert_eq!(need(12.0).unwrap().migrations, 0);
         let n = need(9.0).unwrap();
         assert_eq!(n.migrations, 1);
@@ -933,7 +883,16 @@ mod tests {
         let c = four_full_one_empty();
         let s = State::new(&c);
         // Loads 50, 50, 50, 50 and 0: mean 40, a window of 10 pp ends at 30 below and 50 above.
-        let n = need_for_spread(&c, &s, LoadKind::Memory, 10.0, &[], |_| true).unwrap();
+        let n = need_for_spread(
+            &c,
+            &s,
+            LoadKind::Memory,
+            10.0,
+            Tightness::Plain,
+            &[],
+            |_| true,
+        )
+        .unwrap();
         assert_eq!(n.migrations, 3);
         assert!(n.bytes >= 30 * GIB - GIB / 1000, "{}", n.bytes);
         assert!(n.bytes <= 30 * GIB, "{}", n.bytes);
@@ -948,8 +907,26 @@ mod tests {
     fn one_window_counts_shedding_and_gaining_together() {
         let c = four_full_one_empty();
         let s = State::new(&c);
-        let plain = need_for_spread(&c, &s, LoadKind::Memory, 10.0, &[], |_| true).unwrap();
-        let one = need_for_spread_window(&c, &s, LoadKind::Memory, 10.0, &[], |_| true).unwrap();
+        let plain = need_for_spread(
+            &c,
+            &s,
+            LoadKind::Memory,
+            10.0,
+            Tightness::Plain,
+            &[],
+            |_| true,
+        )
+        .unwrap();
+        let one = need_for_spread(
+            &c,
+            &s,
+            LoadKind::Memory,
+            10.0,
+            Tightness::Window,
+            &[],
+            |_| true,
+        )
+        .unwrap();
         assert_eq!(plain.migrations, 3);
         assert_eq!(one.migrations, 4);
         assert_eq!(one.bytes, plain.bytes, "the bytes bound is the plain one");
@@ -1003,9 +980,9 @@ mod tests {
                     fewest = fewest.min(moved);
                 }
             }
-            let plain = need_for_spread(&c, &s, LoadKind::Memory, spread, &[], |g| !fixed(g));
-            let one = need_for_spread_window(&c, &s, LoadKind::Memory, spread, &[], |g| !fixed(g));
-            let land = need_for_spread_landing(&c, &s, LoadKind::Memory, spread, &[], |g| !fixed(g));
+            let plain = need_for_spread(&c, &s, LoadKind::Memory, spread, Tightness::Plain, &[], |g| !fixed(g));
+            let one = need_for_spread(&c, &s, LoadKind::Memory, spread, Tightness::Window, &[], |g| !fixed(g));
+            let land = need_for_spread(&c, &s, LoadKind::Memory, spread, Tightness::Landing, &[], |g| !fixed(g));
             match one {
                 Some(n) => {
                     proptest::prop_assert!(n.migrations <= fewest, "{} > {fewest}", n.migrations);
@@ -1031,21 +1008,7 @@ mod tests {
     /// put, far below the mean: the floor is 0.
     #[test]
     fn a_guest_a_plan_brought_in_is_not_fixed_load() {
-        let c = ClusterBuilder::new()
-            .node(node("n1").memory(32 * GIB))
-            .node(node("n2").memory(24 * GIB))
-            .node(node("n3").memory(16 * GIB))
-            .guest(
-                vm(101, "n2")
-                    .mem(GIB / 2, GIB / 2)
-                    .tagged("flxp.anti-affinity.a"),
-            )
-            .guest(vm(102, "n1").mem(GIB / 2, GIB / 2))
-            .guest(vm(103, "n2").mem(GIB / 2, GIB / 2).tagged("flxp.node.n2"))
-            .guest(vm(104, "n1").mem(4 * GIB, 4 * GIB))
-            .guest(vm(105, "n1").mem(4 * GIB, 4 * GIB))
-            .guest(vm(106, "n2").mem(3 * GIB / 2, 3 * GIB / 2))
-            .build();
+        let c = floor1();
         let r = Rules::compile(&c);
         let mut s = State::new(&c);
         let at = |name: &str| c.node_idx(name).unwrap();
@@ -1075,21 +1038,7 @@ mod tests {
     /// not 56.25 − 46.875 = 9.375.
     #[test]
     fn evacuated_guests_are_not_fixed_load_either() {
-        let c = ClusterBuilder::new()
-            .node(node("n1").memory(16 * GIB).notes("flxp.maintenance"))
-            .node(node("n2").memory(16 * GIB))
-            .node(node("n3").memory(16 * GIB))
-            .guest(vm(101, "n1").mem(3 * GIB / 2, 3 * GIB / 2))
-            .guest(vm(102, "n2").mem(6 * GIB, 6 * GIB))
-            .guest(vm(103, "n1").mem(3 * GIB / 2, 3 * GIB / 2))
-            .guest(vm(104, "n1").mem(3 * GIB / 2, 3 * GIB / 2))
-            .guest(vm(105, "n2").mem(4 * GIB, 4 * GIB))
-            .guest(
-                vm(106, "n1")
-                    .mem(GIB / 2, GIB / 2)
-                    .tagged("flxp.anti-affinity.a"),
-            )
-            .build();
+        let c = floor2();
         let r = Rules::compile(&c);
         let mut s = State::new(&c);
         let n3 = c.node_idx("n3").unwrap();
@@ -1228,7 +1177,16 @@ mod tests {
             moves_for_trough(&c, &r, &s, LoadKind::Memory, 20.0),
             Some(0)
         );
-        let n = need_for_spread_landing(&c, &s, LoadKind::Memory, 30.0, &[], |_| true).unwrap();
+        let n = need_for_spread(
+            &c,
+            &s,
+            LoadKind::Memory,
+            30.0,
+            Tightness::Landing,
+            &[],
+            |_| true,
+        )
+        .unwrap();
         assert_eq!(n.migrations, 0);
     }
 
@@ -1251,7 +1209,10 @@ mod tests {
             )
             .build();
         let s = State::new(&c);
-        let n = need_for_spread(&c, &s, LoadKind::Memory, 5.0, &[], |_| true).unwrap();
+        let n = need_for_spread(&c, &s, LoadKind::Memory, 5.0, Tightness::Plain, &[], |_| {
+            true
+        })
+        .unwrap();
         assert_eq!(n.migrations, 1);
         assert!(n.bytes >= 140 * GIB - 1, "{}", n.bytes);
         assert!(n.bytes <= 140 * GIB, "{}", n.bytes);

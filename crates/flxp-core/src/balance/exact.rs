@@ -9,7 +9,7 @@
 //! lower bound on every plan. For each such set the search then looks for an order in which each
 //! guest moves once and every step passes the placement filters on the state the earlier steps
 //! leave. Depth-first over guests (largest first), iterative deepening on the migrations, pruned by
-//! `bounds::need_for_spread_window` on what is still undecided and, within a depth, by bytes.
+//! `bounds::need_for_spread` at `Tightness::Window` on what is still undecided and, within a depth, by bytes.
 //!
 //! The running members of a hard affinity group that share a node are one decision, as in the
 //! greedy planner: they move together to one node in one step, and each member counts as a
@@ -45,7 +45,7 @@ use crate::constraints::{Rules, violations};
 use crate::placement::{Ctx, Placer, Subject};
 use crate::state::State;
 
-use super::bounds::need_for_spread_window;
+use super::bounds::{Tightness, need_for_spread};
 use super::measure::{Measure, Metric, balanced_nodes, imbalance};
 use super::movable::{Intent, stays};
 use super::plan::Purpose;
@@ -533,11 +533,12 @@ impl Search<'_> {
             });
         }
         let pos = &self.pos;
-        need_for_spread_window(
+        need_for_spread(
             self.cluster,
             &self.state,
             kind,
             self.goal.imbalance,
+            Tightness::Window,
             &must,
             |g| pos[g.get()] != usize::MAX && pos[g.get()] >= i,
         )
@@ -980,7 +981,7 @@ impl Family {
     /// A cluster of this family: 4–6 nodes and 10–16 running VMs (medium: 7–9 and 20–36), the
     /// same for the same seed.
     pub fn generate(self, seed: u64) -> crate::Snapshot {
-        use crate::builder::{ClusterBuilder, node, vm};
+        use crate::builder::{ClusterBuilder, Lcg, node, vm};
         const GIB: u64 = crate::units::GIB;
         let mut r = Lcg(seed.wrapping_mul(2654435761).wrapping_add(self as u64));
         let (nodes, guests) = match self {
@@ -1056,19 +1057,6 @@ impl Family {
             b = b.guest(g);
         }
         b.snapshot()
-    }
-}
-
-/// A small LCG: the same seed gives the same cluster on every machine.
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self, m: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % m.max(1)
     }
 }
 

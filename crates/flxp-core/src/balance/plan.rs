@@ -159,7 +159,7 @@ pub struct Bounds {
     pub trough_migrations: Option<usize>,
     /// Fewest migrations any plan needs to reach what this plan reaches (its imbalance, with the
     /// guests it moves off nodes in maintenance); `null` when unknown
-    /// (`bounds::need_for_spread_landing`).
+    /// (`bounds::need_for_spread` at `Tightness::Landing`).
     pub migrations: Option<usize>,
     /// Fewest bytes any such plan copies (`null` when unknown).
     pub bytes: Option<u64>,

@@ -13,7 +13,7 @@ use crate::state::State;
 use crate::units::fmt_bytes;
 
 use super::bounds::{
-    Need, can_leave, moves_for_peak, moves_for_trough, need_for_spread_landing,
+    Need, Tightness, can_leave, moves_for_peak, moves_for_trough, need_for_spread,
     pinned_spread_floor, spread_floor,
 };
 use super::draft::Draft;
@@ -439,7 +439,7 @@ pub(crate) fn finish(
     }
 }
 
-/// What any plan needs to reach what this one reaches: for spread, [`need_for_spread_landing`]
+/// What any plan needs to reach what this one reaches: for spread, [`need_for_spread`] at [`Tightness::Landing`]
 /// with the guests it moves off nodes outside the balance (shedding and gaining taken together at
 /// every window of that width; this plan's own `peak_migrations` and `trough_migrations` bound
 /// only plans ending at its peak and trough, not every plan reaching its spread, issue 12); for a
@@ -455,11 +455,15 @@ fn plan_need(
 ) -> Option<Need> {
     let must_leave = leaving_unschedulable(cluster, migrations);
     match measure {
-        Measure::Spread => {
-            need_for_spread_landing(cluster, start, kind, reached, &must_leave, |g| {
-                can_leave(cluster, rules, start, g)
-            })
-        }
+        Measure::Spread => need_for_spread(
+            cluster,
+            start,
+            kind,
+            reached,
+            Tightness::Landing,
+            &must_leave,
+            |g| can_leave(cluster, rules, start, g),
+        ),
         // Zero migrations leave the CV where it was: a lower one takes at least one.
         Measure::Cv | Measure::CvRaw => Some(Need {
             migrations: must_leave.len().max(usize::from(reached < before - 1e-9)),
@@ -712,49 +716,6 @@ mod tests {
         assert!(p.imbalance_before < 0.01, "{}", p.imbalance_before);
         assert!(p.is_empty());
         assert_eq!(p.metric, "cpu+memory");
-    }
-
-    /// Issue 12's first cluster (N3, N6): n1 32 GiB, n2 24 GiB, n3 16 GiB; 103 is pinned to n2.
-    fn floor1() -> Cluster {
-        ClusterBuilder::new()
-            .node(node("n1").memory(32 * GIB).cpus(4.0))
-            .node(node("n2").memory(24 * GIB).cpus(4.0))
-            .node(node("n3").memory(16 * GIB).cpus(4.0))
-            .guest(
-                vm(101, "n2")
-                    .mem(GIB / 2, GIB / 2)
-                    .tagged("flxp.anti-affinity.a"),
-            )
-            .guest(vm(102, "n1").mem(GIB / 2, GIB / 2))
-            .guest(vm(103, "n2").mem(GIB / 2, GIB / 2).tagged("flxp.node.n2"))
-            .guest(vm(104, "n1").mem(4 * GIB, 4 * GIB))
-            .guest(vm(105, "n1").mem(4 * GIB, 4 * GIB))
-            .guest(vm(106, "n2").mem(3 * GIB / 2, 3 * GIB / 2))
-            .build()
-    }
-
-    /// Issue 12's second cluster (N3): three 16 GiB nodes, n1 in maintenance.
-    fn floor2() -> Cluster {
-        ClusterBuilder::new()
-            .node(
-                node("n1")
-                    .memory(16 * GIB)
-                    .cpus(4.0)
-                    .notes("flxp.maintenance"),
-            )
-            .node(node("n2").memory(16 * GIB).cpus(4.0))
-            .node(node("n3").memory(16 * GIB).cpus(4.0))
-            .guest(vm(101, "n1").mem(3 * GIB / 2, 3 * GIB / 2))
-            .guest(vm(102, "n2").mem(6 * GIB, 6 * GIB))
-            .guest(vm(103, "n1").mem(3 * GIB / 2, 3 * GIB / 2))
-            .guest(vm(104, "n1").mem(3 * GIB / 2, 3 * GIB / 2))
-            .guest(vm(105, "n2").mem(4 * GIB, 4 * GIB))
-            .guest(
-                vm(106, "n1")
-                    .mem(GIB / 2, GIB / 2)
-                    .tagged("flxp.anti-affinity.a"),
-            )
-            .build()
     }
 
     /// N3: the floor was 9.72 (a 4 GiB guest the plan put on n3 taken as fixed there) while a

@@ -672,6 +672,21 @@ mod tests {
         Placer::new(PlacementOptions::default(), Vec::new()).unwrap()
     }
 
+    /// `pve-bruteforce`'s plan of `c` from where its guests are, on Proxmox's raw CV.
+    fn bruteforce(c: &Cluster) -> Plan {
+        let rules = Rules::compile(c);
+        let o = raw_cv(pve_bruteforce::NAME);
+        plan(
+            c,
+            &rules,
+            &State::new(c),
+            &placer(),
+            &o,
+            Ranking::Bruteforce,
+        )
+        .unwrap()
+    }
+
     #[test]
     fn static_mode_balances_configured_sizes_as_proxmox_does() {
         // Under `crs: ha=static` Proxmox's load is the configured CPUs and memory of the guests:
@@ -731,10 +746,7 @@ mod tests {
             .guest(vm(102, "node2").cores(2.0, 0.0).mem(0, GIB))
             .option("crs", serde_json::json!("ha=static"))
             .build();
-        let rules = Rules::compile(&c);
-        let s = State::new(&c);
-        let o = raw_cv(pve_bruteforce::NAME);
-        let p = plan(&c, &rules, &s, &placer(), &o, Ranking::Bruteforce).unwrap();
+        let p = bruteforce(&c);
         assert_eq!(
             p.nodes_before[0].load,
             round(50.0 * (8.0 / 8.0 + 1.0 / 32.0), 2)
@@ -782,17 +794,7 @@ mod tests {
                         .cores(1.0, 0.0),
                 )
                 .build();
-            let rules = Rules::compile(&c);
-            let s = State::new(&c);
-            let p = plan(
-                &c,
-                &rules,
-                &s,
-                &placer(),
-                &raw_cv(pve_bruteforce::NAME),
-                Ranking::Bruteforce,
-            )
-            .unwrap();
+            let p = bruteforce(&c);
             assert!(p.migrations.is_empty());
             assert!(
                 p.summary.starts_with("no move: 1 HA guest(s) in motion (vm:105); Proxmox's auto-rebalance makes no move"),
@@ -808,16 +810,7 @@ mod tests {
                     .cores(1.0, 0.0),
             )
             .build();
-        let rules = Rules::compile(&c);
-        let p = plan(
-            &c,
-            &rules,
-            &State::new(&c),
-            &placer(),
-            &raw_cv(pve_bruteforce::NAME),
-            Ranking::Bruteforce,
-        )
-        .unwrap();
+        let p = bruteforce(&c);
         assert_eq!(p.migrations.len(), 1, "{}", p.summary);
     }
 
@@ -830,17 +823,7 @@ mod tests {
         let c = four_on_node1("ha=static,ha-auto-rebalance=1")
             .guest(vm(105, "node1").cores(4.0, 0.0).mem(0, 16 * GIB))
             .build();
-        let rules = Rules::compile(&c);
-        let s = State::new(&c);
-        let p = plan(
-            &c,
-            &rules,
-            &s,
-            &placer(),
-            &raw_cv(pve_bruteforce::NAME),
-            Ranking::Bruteforce,
-        )
-        .unwrap();
+        let p = bruteforce(&c);
         let got: Vec<u32> = p.migrations.iter().map(|m| m.vmid).collect();
         assert_eq!(got, vec![101], "{}", p.summary);
         let counted: Vec<(&str, usize)> = p
@@ -893,15 +876,7 @@ mod tests {
         assert_eq!(f.left_in_place[1].vmids, vec![105, 106]);
         // The pve-* methods replay Proxmox's auto-rebalance: the HA guests are theirs to move,
         // the others are not HA resources (the locks are named first).
-        let p = plan(
-            &c,
-            &rules,
-            &s,
-            &placer(),
-            &raw_cv(pve_bruteforce::NAME),
-            Ranking::Bruteforce,
-        )
-        .unwrap();
+        let p = bruteforce(&c);
         assert_eq!(counted(&p), want(&[("not-ha", 1), ("locked", 2)]));
     }
 }

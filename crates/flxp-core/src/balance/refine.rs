@@ -569,7 +569,7 @@ mod tests {
     /// Issue 12: the quality benchmark's medium #20 (8 nodes, 30 guests; the greedy plan needs
     /// 17 migrations, 9 reach its spread). With the plain spread bound proving the fewest ran out
     /// of budget and the fallback near the greedy plan's placement reached 12; the one-window
-    /// bound (`bounds::need_for_spread_window`) prunes enough that the search proves 9.
+    /// bound (`bounds::need_for_spread` at `Tightness::Window`) prunes enough that the search proves 9.
     #[test]
     fn a_medium_cluster_gets_fewer_migrations_near_the_greedy_plan() {
         let snapshot = super::super::exact::Family::Medium.generate(20);

@@ -203,10 +203,9 @@ proptest! {
         let snap = snapshot(&nodes, &guests);
         let mut shuffled = snap.clone();
         // Fisher-Yates with a small LCG: the permutation is part of the generated input.
-        let mut s = seed | 1;
+        let mut lcg = Lcg(seed | 1);
         for i in (1..shuffled.resources.len()).rev() {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            shuffled.resources.swap(i, (s >> 33) as usize % (i + 1));
+            shuffled.resources.swap(i, lcg.next(i as u64 + 1) as usize);
         }
         let req = PlacementRequest {
             memory: mem * GIB,

@@ -385,10 +385,9 @@ proptest! {
         let snapshot = build(&g).snapshot();
         let mut shuffled: Snapshot = snapshot.clone();
         // A small LCG permutes the resources: nodes and guests in any order.
-        let mut x = seed | 1;
+        let mut lcg = Lcg(seed | 1);
         for i in (1..shuffled.resources.len()).rev() {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            shuffled.resources.swap(i, (x >> 33) as usize % (i + 1));
+            shuffled.resources.swap(i, lcg.next(i as u64 + 1) as usize);
         }
         let json = serde_json::to_string(&shuffled).unwrap();
         let plans: Vec<String> = [Cluster::from_snapshot(&snapshot, &Overrides::default()).unwrap(),

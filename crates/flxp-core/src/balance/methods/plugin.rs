@@ -46,17 +46,7 @@ impl BalanceMethod for PluginMethod {
                 message: format!("{} is not a configured balance plugin", self.name),
             })?;
         let measure = options.measure;
-        let mut sim = Draft::new(
-            cluster,
-            rules,
-            placer,
-            state,
-            measure.load_kind(options.metric),
-            measure,
-            options.cooldown_secs,
-            options.max_migrations,
-        );
-        sim.restart_containers = options.restart_containers;
+        let mut sim = Draft::for_options(cluster, rules, placer, state, options);
         let request = Request {
             protocol: PROTOCOL_VERSION,
             kind: PluginKind::Balance,
