@@ -866,6 +866,15 @@ mod tests {
         .unwrap()
     }
 
+    /// Packing onto as few as one node, with no headroom for a node's failure.
+    fn packing() -> ConsolidateOptions {
+        ConsolidateOptions {
+            min_nodes: 1,
+            headroom: false,
+            ..ConsolidateOptions::default()
+        }
+    }
+
     fn kept(c: &Consolidation, node: &str) -> KeptBecause {
         c.kept.iter().find(|k| k.node == node).unwrap().because
     }
@@ -1028,24 +1037,14 @@ mod tests {
     fn targets_are_chosen_within_the_cpu_ceiling() {
         let mib = GIB / 1024;
         let c = ClusterBuilder::new()
-            .node(node("n1"))
-            .node(node("n2"))
-            .node(node("n3"))
-            .node(node("n4"))
+            .nodes(&["n1", "n2", "n3", "n4"])
             .guest(vm(101, "n1").mem(2 * GIB, 4 * GIB).cores(16.0, 0.75))
             .guest(vm(102, "n2").mem(1536 * mib, 2 * GIB))
             .guest(vm(103, "n2").mem(1536 * mib, 2 * GIB))
             .guest(vm(104, "n3").mem(1229 * mib, 2 * GIB).cores(4.0, 0.25))
             .guest(vm(105, "n4").mem(3 * GIB, 4 * GIB))
             .build();
-        let c = run(
-            &c,
-            &ConsolidateOptions {
-                min_nodes: 1,
-                headroom: false,
-                ..ConsolidateOptions::default()
-            },
-        );
+        let c = run(&c, &packing());
         assert_eq!(c.freed_names(), vec!["n3"]);
         assert_eq!(c.plan.migrations.len(), 1);
         assert_eq!(c.plan.migrations[0].vmid, 104);
@@ -1058,24 +1057,14 @@ mod tests {
     #[test]
     fn a_node_above_the_cpu_ceiling_takes_nothing_but_keeps_nothing() {
         let c = ClusterBuilder::new()
-            .node(node("n1"))
-            .node(node("n2"))
-            .node(node("n3"))
-            .node(node("n4"))
+            .nodes(&["n1", "n2", "n3", "n4"])
             .guest(vm(101, "n1").mem(GIB, 2 * GIB).cores(16.0, 0.9))
             .guest(vm(102, "n2").mem(GIB, 2 * GIB))
             .guest(vm(103, "n2").mem(GIB, 2 * GIB))
             .guest(vm(104, "n3").mem(GIB, 2 * GIB).cores(4.0, 0.25))
             .guest(vm(105, "n4").mem(3 * GIB, 4 * GIB))
             .build();
-        let c = run(
-            &c,
-            &ConsolidateOptions {
-                min_nodes: 1,
-                headroom: false,
-                ..ConsolidateOptions::default()
-            },
-        );
+        let c = run(&c, &packing());
         assert_eq!(c.freed_names(), vec!["n3"]);
         assert_ne!(c.plan.migrations[0].to, "n1");
     }
@@ -1097,14 +1086,7 @@ mod tests {
             .node(node("n5"))
             .guest(vm(110, "n5").mem(6 * GIB, 8 * GIB))
             .build();
-        let c = run(
-            &c,
-            &ConsolidateOptions {
-                min_nodes: 1,
-                headroom: false,
-                ..ConsolidateOptions::default()
-            },
-        );
+        let c = run(&c, &packing());
         assert_eq!(c.freed_names(), vec!["n1"]);
         for k in &c.kept {
             assert!(!k.reason.contains("maintenance"), "{k:?}");

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use crate::Warning;
-use crate::balance::{Metric, spread};
+use crate::balance::{Metric, NodeFigures, spread};
 use crate::cluster::Cluster;
 use crate::constraints::{Conflict, Rules, Violation, violations};
 use crate::state::State;
@@ -17,20 +17,9 @@ pub struct NodeSummary {
     pub status: String,
     /// Why it is in maintenance, empty if it is not.
     pub maintenance: Vec<String>,
-    /// Used memory, bytes.
-    pub mem: u64,
-    /// Total memory, bytes.
-    pub maxmem: u64,
-    /// Used memory, percent.
-    pub mem_percent: f64,
-    /// CPU cores in use.
-    pub cpu: f64,
-    /// CPUs.
-    pub maxcpu: f64,
-    /// CPU in use, percent.
-    pub cpu_percent: f64,
-    /// Configured memory of running guests, bytes.
-    pub committed_mem: u64,
+    /// Its memory and CPU, percentages to one decimal.
+    #[serde(flatten)]
+    pub figures: NodeFigures,
     /// Running guests.
     pub running: u32,
     /// All guests (stopped and templates included).
@@ -72,13 +61,6 @@ pub fn status(cluster: &Cluster, rules: &Rules, state: &State) -> StatusReport {
         .map(|i| {
             let n = cluster.node(i);
             let u = state.usage(i);
-            let pct = |used: f64, total: f64| {
-                if total > 0.0 {
-                    round1(100.0 * used / total)
-                } else {
-                    0.0
-                }
-            };
             NodeSummary {
                 node: n.name.clone(),
                 status: n.status_text(),
@@ -87,13 +69,7 @@ pub fn status(cluster: &Cluster, rules: &Rules, state: &State) -> StatusReport {
                     .iter()
                     .map(|m| m.describe().to_owned())
                     .collect(),
-                mem: u.mem,
-                maxmem: n.maxmem,
-                mem_percent: pct(u.mem as f64, n.maxmem as f64),
-                cpu: (u.cpu * 100.0).round() / 100.0,
-                maxcpu: n.maxcpu,
-                cpu_percent: pct(u.cpu, n.maxcpu),
-                committed_mem: u.committed_mem,
+                figures: NodeFigures::of(n, u, 1),
                 running: u.guests,
                 guests: cluster.guests_on(i).len(),
                 labels: n.labels.iter().cloned().collect(),
@@ -151,8 +127,8 @@ mod tests {
         assert_eq!(s.memory_spread, 30.0);
         assert_eq!(s.cpu_spread, 25.0);
         assert_eq!((s.running, s.guests), (2, 3));
-        assert_eq!(s.nodes[0].mem_percent, 50.0);
-        assert_eq!(s.nodes[0].cpu, 2.0);
+        assert_eq!(s.nodes[0].figures.mem_percent, 50.0);
+        assert_eq!(s.nodes[0].figures.cpu, 2.0);
         assert_eq!(s.nodes[0].violations, 1);
         assert_eq!(s.nodes[1].running, 0);
         assert_eq!(s.nodes[1].guests, 1);

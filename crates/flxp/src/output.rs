@@ -150,10 +150,18 @@ pub fn print_status(r: &StatusReport) {
         t.add_row(row(vec![
             n.node.clone(),
             status,
-            format!("{} / {}", fmt_bytes(n.mem), fmt_bytes(n.maxmem)),
-            format!("{:.1}", n.mem_percent),
-            format!("{} / {}", fmt_cores(n.cpu), fmt_cores(n.maxcpu)),
-            format!("{:.1}", n.cpu_percent),
+            format!(
+                "{} / {}",
+                fmt_bytes(n.figures.mem),
+                fmt_bytes(n.figures.maxmem)
+            ),
+            format!("{:.1}", n.figures.mem_percent),
+            format!(
+                "{} / {}",
+                fmt_cores(n.figures.cpu),
+                fmt_cores(n.figures.maxcpu)
+            ),
+            format!("{:.1}", n.figures.cpu_percent),
             format!("{} / {}", n.running, n.guests),
             n.labels.join(","),
             n.taints.join(","),
@@ -298,7 +306,11 @@ pub fn print_plan(plan: &flxp_core::balance::Plan, unmet: &[String]) {
             status,
             format!("{:.1}%", b.load),
             format!("{:.1}%", a.load),
-            format!("{} / {}", fmt_bytes(a.mem), fmt_bytes(a.maxmem)),
+            format!(
+                "{} / {}",
+                fmt_bytes(a.figures.mem),
+                fmt_bytes(a.figures.maxmem)
+            ),
             format!("{} → {}", b.guests, a.guests),
         ]));
     }

@@ -274,6 +274,16 @@ pub struct NodeLoad {
     pub balanced: bool,
     /// The load the measure looks at, percent.
     pub load: f64,
+    /// Its memory and CPU.
+    #[serde(flatten)]
+    pub figures: NodeFigures,
+    /// Running guests.
+    pub guests: u32,
+}
+
+/// A node's memory and CPU in a state: what `status` and a plan's node lines both show.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeFigures {
     /// Used memory, bytes.
     pub mem: u64,
     /// Total memory, bytes.
@@ -288,8 +298,21 @@ pub struct NodeLoad {
     pub cpu_percent: f64,
     /// Configured memory of running guests, bytes.
     pub committed_mem: u64,
-    /// Running guests.
-    pub guests: u32,
+}
+
+impl NodeFigures {
+    /// The figures of `node` carrying `usage`, percentages rounded to `decimals`.
+    pub fn of(node: &Node, usage: &Usage, decimals: i32) -> Self {
+        NodeFigures {
+            mem: usage.mem,
+            maxmem: node.maxmem,
+            mem_percent: round(LoadKind::Memory.load(node, usage), decimals),
+            cpu: round(usage.cpu, 2),
+            maxcpu: node.maxcpu,
+            cpu_percent: round(LoadKind::Cpu.load(node, usage), decimals),
+            committed_mem: usage.committed_mem,
+        }
+    }
 }
 
 /// Every node's figures in a state, in name order.
@@ -305,13 +328,7 @@ pub fn node_loads(cluster: &Cluster, state: &State, kind: LoadKind) -> Vec<NodeL
                 maintenance: n.in_maintenance(),
                 balanced: n.is_schedulable(),
                 load: round(kind.load(n, u), 2),
-                mem: u.mem,
-                maxmem: n.maxmem,
-                mem_percent: round(LoadKind::Memory.load(n, u), 2),
-                cpu: round(u.cpu, 2),
-                maxcpu: n.maxcpu,
-                cpu_percent: round(LoadKind::Cpu.load(n, u), 2),
-                committed_mem: u.committed_mem,
+                figures: NodeFigures::of(n, u, 2),
                 guests: u.guests,
             }
         })
