@@ -1,30 +1,24 @@
 //! Migration lifecycle: precondition, lock, duration from bandwidth, node flip, failure cases,
 //! LXC rules and HA-managed guests.
 
-use std::time::Duration;
-
 use serde_json::json;
 
-use crate::support::{GIB, TestSim};
-
-async fn sleep(secs: f64) {
-    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
-}
+use crate::support::{GIB, TestSim, live_to, restart_to, sleep, task_path};
 
 #[tokio::test(start_paused = true)]
 async fn precondition_lists_allowed_nodes_and_local_disks() {
     let s = TestSim::cluster();
-    let p = s.get("/nodes/pve1/qemu/100/migrate").await.data().clone();
+    let p = s.get_data("/nodes/pve1/qemu/100/migrate").await;
     assert_eq!(p["running"], 1);
     assert_eq!(p["allowed_nodes"], json!(["pve2", "pve3"]));
     assert_eq!(p["local_disks"], json!([]));
-    let p = s.get("/nodes/pve1/qemu/101/migrate").await.data().clone();
+    let p = s.get_data("/nodes/pve1/qemu/101/migrate").await;
     let disks = p["local_disks"].as_array().unwrap();
     assert_eq!(disks.len(), 1);
     assert_eq!(disks[0]["volid"], "local-lvm:vm-101-disk-0");
     assert_eq!(disks[0]["drivename"], "scsi0");
     assert_eq!(disks[0]["size"], 8 * GIB);
-    let ct = s.get("/nodes/pve2/lxc/103/migrate").await.data().clone();
+    let ct = s.get_data("/nodes/pve2/lxc/103/migrate").await;
     assert_eq!(ct["allowed-nodes"], json!(["pve1", "pve3"]));
     assert_eq!(ct["running"], 1);
 }
@@ -42,22 +36,15 @@ async fn live_migration_locks_lasts_memory_over_bandwidth_and_flips_the_node() {
     assert_eq!(r["lock"], "migrate");
     assert_eq!(r["node"], "pve1");
     assert_eq!(r["status"], "running");
-    let tasks = s.get("/cluster/tasks").await;
-    let t = tasks
-        .data()
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["upid"] == upid.as_str())
-        .unwrap()
-        .clone();
+    let tasks = s.tasks().await;
+    let t = tasks.iter().find(|t| t["upid"] == upid.as_str()).unwrap();
     assert_eq!(t["type"], "qmigrate");
     assert_eq!(t["user"], "root@pam");
     assert_eq!(t["tokenid"], "test");
     assert!(t.get("endtime").is_none());
     // 4 GiB at 1 GiB/s = 4 s.
     sleep(3.9).await;
-    assert_eq!(s.resource("qemu/100").await["node"], "pve1");
+    assert_eq!(s.node_of("qemu/100").await, "pve1");
     assert_eq!(s.task(&upid).await["status"], "running");
     sleep(0.2).await;
     let st = s.task(&upid).await;
@@ -92,12 +79,8 @@ async fn live_migration_locks_lasts_memory_over_bandwidth_and_flips_the_node() {
 #[tokio::test(start_paused = true)]
 async fn bwlimit_slows_the_migration_down() {
     let s = TestSim::cluster();
-    let upid = s
-        .post_task(
-            "/nodes/pve1/qemu/100/migrate",
-            &[("target", "pve2"), ("online", "1"), ("bwlimit", "524288")],
-        )
-        .await;
+    let params = [("target", "pve2"), ("online", "1"), ("bwlimit", "524288")];
+    let upid = s.migrate("pve1", "qemu/100", &params).await;
     sleep(7.5).await;
     assert_eq!(
         s.task(&upid).await["status"],
@@ -114,10 +97,10 @@ async fn a_running_vm_needs_online_and_local_disks_need_with_local_disks() {
     // Refused by the handler before any task exists, as qemu-server's `migrate_vm` does
     // (issue 11, item 7: it used to be a task that failed).
     let r = s
-        .post("/nodes/pve1/qemu/100/migrate", &[("target", "pve2")])
+        .post_migrate("pve1", "qemu/100", &[("target", "pve2")])
         .await;
     r.assert_refused(500, "can't migrate running VM without --online");
-    assert_eq!(s.resource("qemu/100").await["node"], "pve1");
+    assert_eq!(s.node_of("qemu/100").await, "pve1");
     assert!(s.resource("qemu/100").await.get("lock").is_none());
 
     let upid = s.live_migrate("pve1", "qemu/101", "pve2").await;
@@ -127,54 +110,31 @@ async fn a_running_vm_needs_online_and_local_disks_need_with_local_disks() {
     )
     .await;
     let upid = s
-        .post_task(
-            "/nodes/pve1/qemu/101/migrate",
-            &[
-                ("target", "pve2"),
-                ("online", "1"),
-                ("with-local-disks", "1"),
-            ],
-        )
+        .live_migrate_with_local_disks("pve1", "qemu/101", "pve2")
         .await;
     // 4 GiB of memory + 8 GiB of disk at 1 GiB/s.
     sleep(11.9).await;
     assert_eq!(s.task(&upid).await["status"], "running");
     sleep(0.2).await;
     assert_eq!(s.task(&upid).await["exitstatus"], "OK");
-    assert_eq!(s.resource("qemu/101").await["node"], "pve2");
+    assert_eq!(s.node_of("qemu/101").await, "pve2");
 }
 
 #[tokio::test(start_paused = true)]
 async fn bad_targets_are_refused() {
     let s = TestSim::cluster();
-    let r = s
-        .post(
-            "/nodes/pve1/qemu/100/migrate",
-            &[("target", "pve1"), ("online", "1")],
-        )
-        .await;
-    assert_eq!(r.status, 400);
-    assert_eq!(r.json["errors"]["target"], "target is local node.");
-    let r = s
-        .post(
-            "/nodes/pve1/qemu/100/migrate",
-            &[("target", "pve9"), ("online", "1")],
-        )
-        .await;
+    let r = s.post_migrate("pve1", "qemu/100", &live_to("pve1")).await;
+    r.assert_param_error("target", "target is local node.");
+    let r = s.post_migrate("pve1", "qemu/100", &live_to("pve9")).await;
     r.assert_refused(500, "no such cluster node 'pve9'");
-    s.control(
-        "POST",
-        "/_sim/nodes/pve3/status",
-        json!({"status": "offline"}),
-    )
-    .await;
+    s.set_node_status("pve3", "offline").await;
     let upid = s.live_migrate("pve1", "qemu/100", "pve3").await;
     s.assert_aborted(
         &upid,
         "Can't connect to destination address (10.10.10.3) using public key authentication",
     )
     .await;
-    assert_eq!(s.resource("qemu/100").await["node"], "pve1");
+    assert_eq!(s.node_of("qemu/100").await, "pve1");
 }
 
 #[tokio::test(start_paused = true)]
@@ -210,24 +170,20 @@ async fn concurrent_migrations_reserve_memory_on_the_target() {
 #[tokio::test(start_paused = true)]
 async fn stopped_guests_migrate_offline() {
     let s = TestSim::cluster();
-    let upid = s
-        .post_task("/nodes/pve2/qemu/102/migrate", &[("target", "pve3")])
-        .await;
-    assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
-    assert_eq!(s.resource("qemu/102").await["node"], "pve3");
-    let upid = s
-        .post_task("/nodes/pve2/lxc/104/migrate", &[("target", "pve1")])
-        .await;
+    let upid = s.migrate("pve2", "qemu/102", &[("target", "pve3")]).await;
+    s.wait_ok(&upid).await;
+    assert_eq!(s.node_of("qemu/102").await, "pve3");
+    let upid = s.migrate("pve2", "lxc/104", &[("target", "pve1")]).await;
     assert!(upid.contains(":vzmigrate:104:"));
-    assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
-    assert_eq!(s.resource("lxc/104").await["node"], "pve1");
+    s.wait_ok(&upid).await;
+    assert_eq!(s.node_of("lxc/104").await, "pve1");
 }
 
 #[tokio::test(start_paused = true)]
 async fn containers_migrate_in_restart_mode_only() {
     let s = TestSim::cluster();
     let r = s
-        .post("/nodes/pve2/lxc/103/migrate", &[("target", "pve1")])
+        .post_migrate("pve2", "lxc/103", &[("target", "pve1")])
         .await;
     r.assert_refused(
         500,
@@ -236,12 +192,7 @@ async fn containers_migrate_in_restart_mode_only() {
     let upid = s.live_migrate("pve2", "lxc/103", "pve1").await;
     s.assert_aborted(&upid, "lxc live migration is currently not implemented")
         .await;
-    let upid = s
-        .post_task(
-            "/nodes/pve2/lxc/103/migrate",
-            &[("target", "pve1"), ("restart", "1")],
-        )
-        .await;
+    let upid = s.migrate("pve2", "lxc/103", &restart_to("pve1")).await;
     sleep(1.0).await;
     let r = s.resource("lxc/103").await;
     assert_eq!(
@@ -249,7 +200,7 @@ async fn containers_migrate_in_restart_mode_only() {
         "restart mode stops the container first"
     );
     assert_eq!(r["lock"], "migrate");
-    assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
+    s.wait_ok(&upid).await;
     let r = s.resource("lxc/103").await;
     assert_eq!(r["node"], "pve1");
     assert_eq!(r["status"], "running");
@@ -260,14 +211,13 @@ async fn ha_managed_guests_get_hamigrate_and_move_later() {
     let s = TestSim::cluster();
     let upid = s.live_migrate("pve1", "qemu/110", "pve2").await;
     assert!(upid.contains(":hamigrate:110:"), "{upid}");
-    let st = s.wait(&upid).await;
-    assert_eq!(st["exitstatus"], "OK");
+    s.wait_ok(&upid).await;
     assert_eq!(
         s.log(&upid).await[0],
         "Requesting HA migration for VM 110 to node pve2"
     );
     assert_eq!(
-        s.resource("qemu/110").await["node"],
+        s.node_of("qemu/110").await,
         "pve1",
         "the hamigrate task only queues"
     );
@@ -276,14 +226,10 @@ async fn ha_managed_guests_get_hamigrate_and_move_later() {
     let r = s.resource("qemu/110").await;
     assert_eq!(r["hastate"], "migrate");
     assert_eq!(r["lock"], "migrate");
-    let tasks = s.get("/cluster/tasks").await;
+    let tasks = s.tasks().await;
     let real = tasks
-        .data()
-        .as_array()
-        .unwrap()
         .iter()
         .find(|t| t["type"] == "qmigrate" && t["id"] == "110")
-        .cloned()
         .unwrap();
     assert_eq!(real["user"], "root@pam");
     assert!(real.get("tokenid").is_none());
@@ -301,15 +247,7 @@ async fn stopping_the_task_aborts_the_migration() {
     let s = TestSim::cluster();
     let upid = s.live_migrate("pve1", "qemu/100", "pve2").await;
     sleep(1.0).await;
-    assert_eq!(
-        s.delete(&format!(
-            "/nodes/pve1/tasks/{}",
-            crate::support::urlencode(&upid)
-        ))
-        .await
-        .status,
-        200
-    );
+    assert_eq!(s.delete(&task_path(&upid)).await.status, 200);
     assert_eq!(s.task(&upid).await["exitstatus"], "interrupted by signal");
     sleep(10.0).await;
     let r = s.resource("qemu/100").await;
@@ -321,22 +259,12 @@ async fn stopping_the_task_aborts_the_migration() {
 async fn task_endpoints_answer_for_the_node_in_the_upid_only() {
     let s = TestSim::cluster();
     let upid = s.live_migrate("pve1", "qemu/100", "pve2").await;
-    let r = s
-        .get(&format!(
-            "/nodes/pve2/tasks/{}/status",
-            crate::support::urlencode(&upid)
-        ))
-        .await;
-    assert_eq!(r.status, 400);
-    assert_eq!(r.json["errors"]["upid"], "no such task");
-    let list = s.get("/nodes/pve1/tasks?source=active").await;
-    assert!(
-        list.data()
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|t| t["upid"] == upid.as_str())
-    );
+    // The same task path on the other node.
+    let elsewhere = task_path(&upid).replacen("/nodes/pve1/", "/nodes/pve2/", 1);
+    let r = s.get(&format!("{elsewhere}/status")).await;
+    r.assert_param_error("upid", "no such task");
+    let list = s.list("/nodes/pve1/tasks?source=active").await;
+    assert!(list.iter().any(|t| t["upid"] == upid.as_str()));
     let st = s.task(&upid).await;
     assert_eq!(st["node"], "pve1");
     assert_eq!(st["type"], "qmigrate");
@@ -366,23 +294,16 @@ async fn migrateall_empties_a_node_with_limited_parallelism() {
         "{upid}"
     );
     sleep(1.0).await;
-    let migrating = s
-        .get("/cluster/resources?type=vm")
-        .await
-        .data()
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| r["lock"] == "migrate")
-        .count();
+    let guests = s.list("/cluster/resources?type=vm").await;
+    let migrating = guests.iter().filter(|r| r["lock"] == "migrate").count();
     assert_eq!(migrating, 2, "two workers");
     let st = s.wait(&upid).await;
     assert_eq!(st["exitstatus"], "OK", "{:?}", s.log(&upid).await);
     sleep(10.0).await; // the HA guest moves when the HA manager acts
     for id in ["qemu/100", "qemu/101", "qemu/110", "qemu/120"] {
-        assert_eq!(s.resource(id).await["node"], "pve2", "{id}");
+        assert_eq!(s.node_of(id).await, "pve2", "{id}");
     }
-    assert_eq!(s.resource("qemu/9000").await["node"], "pve1");
+    assert_eq!(s.node_of("qemu/9000").await, "pve1");
 }
 
 #[tokio::test(start_paused = true)]
@@ -401,8 +322,8 @@ async fn bulk_migrate_reports_the_guests_that_failed() {
     assert!(upid.contains(":bulk-migrate::"), "{upid}");
     let st = s.wait(&upid).await;
     assert_eq!(st["exitstatus"], "1 guest(s) failed to migrate");
-    assert_eq!(s.resource("qemu/102").await["node"], "pve3");
-    assert_eq!(s.resource("qemu/101").await["node"], "pve1");
+    assert_eq!(s.node_of("qemu/102").await, "pve3");
+    assert_eq!(s.node_of("qemu/101").await, "pve1");
     let log = s.log(&upid).await.join("\n");
     assert!(
         // The bulk task names each worker's exit status, as Proxmox's does.
@@ -414,71 +335,59 @@ async fn bulk_migrate_reports_the_guests_that_failed() {
 #[tokio::test(start_paused = true)]
 async fn a_local_template_with_linked_clones_stays_and_so_do_its_clones() {
     let s = TestSim::cluster();
-    let upid = s
-        .post_task("/nodes/pve1/qemu/9001/clone", &[("newid", "501")])
-        .await;
-    assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
-    let c = s.get("/nodes/pve1/qemu/501/config").await.data().clone();
+    let upid = s.clone_guest("pve1", "9001", &[("newid", "501")]).await;
+    s.wait_ok(&upid).await;
+    let c = s.get_data("/nodes/pve1/qemu/501/config").await;
     assert_eq!(
         c["scsi0"],
         "local-lvm:base-9001-disk-0/vm-501-disk-0,size=16G"
     );
 
     // The base volume is listed as a local disk, as Proxmox's precondition lists it.
-    let p = s.get("/nodes/pve1/qemu/9001/migrate").await.data().clone();
+    let p = s.get_data("/nodes/pve1/qemu/9001/migrate").await;
     assert_eq!(p["local_disks"][0]["volid"], "local-lvm:base-9001-disk-0");
 
-    let upid = s
-        .post_task("/nodes/pve1/qemu/9001/migrate", &[("target", "pve2")])
-        .await;
+    let upid = s.migrate("pve1", "qemu/9001", &[("target", "pve2")]).await;
     s.assert_aborted(&upid, "can't migrate 'local-lvm:base-9001-disk-0' - base volume is still in use by linked clones (VM 501)").await;
-    assert_eq!(s.resource("qemu/9001").await["node"], "pve1");
+    assert_eq!(s.node_of("qemu/9001").await, "pve1");
     assert!(s.resource("qemu/9001").await.get("lock").is_none());
 
     // The clone cannot leave its base either.
-    let upid = s
-        .post_task("/nodes/pve1/qemu/501/migrate", &[("target", "pve2")])
-        .await;
+    let upid = s.migrate("pve1", "qemu/501", &[("target", "pve2")]).await;
     s.assert_aborted(&upid, "can't migrate 'local-lvm:base-9001-disk-0/vm-501-disk-0' as it's a clone of 'base-9001-disk-0'").await;
-    assert_eq!(s.resource("qemu/501").await["node"], "pve1");
+    assert_eq!(s.node_of("qemu/501").await, "pve1");
 
     let r = s.delete("/nodes/pve1/qemu/9001").await;
-    assert_eq!(
-        r.reason.as_deref(),
-        Some("base volume 'local-lvm:base-9001-disk-0' is still in use by linked cloned")
-    );
+    r.assert_reason("base volume 'local-lvm:base-9001-disk-0' is still in use by linked cloned");
 
     // Once the clone is gone the template moves.
     let upid = s.delete("/nodes/pve1/qemu/501").await.upid();
-    assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
-    let upid = s
-        .post_task("/nodes/pve1/qemu/9001/migrate", &[("target", "pve2")])
-        .await;
-    assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
-    assert_eq!(s.resource("qemu/9001").await["node"], "pve2");
+    s.wait_ok(&upid).await;
+    let upid = s.migrate("pve1", "qemu/9001", &[("target", "pve2")]).await;
+    s.wait_ok(&upid).await;
+    assert_eq!(s.node_of("qemu/9001").await, "pve2");
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_shared_template_with_linked_clones_migrates() {
     let s = TestSim::cluster();
-    let upid = s
-        .post_task("/nodes/pve1/qemu/9000/clone", &[("newid", "502")])
-        .await;
-    assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
+    let upid = s.clone_guest("pve1", "9000", &[("newid", "502")]).await;
+    s.wait_ok(&upid).await;
     // Its cloud-init drive is local-free (ceph): the base stays where the clones find it.
-    let upid = s
-        .post_task("/nodes/pve1/qemu/9000/migrate", &[("target", "pve2")])
-        .await;
-    assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
-    assert_eq!(s.resource("qemu/9000").await["node"], "pve2");
+    let upid = s.migrate("pve1", "qemu/9000", &[("target", "pve2")]).await;
+    s.wait_ok(&upid).await;
+    assert_eq!(s.node_of("qemu/9000").await, "pve2");
+}
+
+/// A small online node of the two-node scenarios below.
+fn small_node(n: &str) -> serde_json::Value {
+    json!({"id": format!("node/{n}"), "type": "node", "node": n, "status": "online",
+           "maxcpu": 8, "maxmem": 32 * GIB, "mem": 4 * GIB, "maxdisk": 100 * GIB, "uptime": 100})
 }
 
 /// A scenario without any storage entries: two nodes and one running VM.
 fn no_storage() -> serde_json::Value {
-    let node = |n: &str| {
-        json!({"id": format!("node/{n}"), "type": "node", "node": n, "status": "online",
-               "maxcpu": 8, "maxmem": 32 * GIB, "mem": 4 * GIB, "maxdisk": 100 * GIB, "uptime": 100})
-    };
+    let node = small_node;
     json!({"resources": [node("pve1"), node("pve2"),
         {"id": "qemu/100", "type": "qemu", "vmid": 100, "name": "web", "node": "pve1",
          "status": "running", "maxmem": 4 * GIB, "mem": 2 * GIB, "maxcpu": 2, "maxdisk": 32 * GIB},
@@ -494,17 +403,14 @@ fn no_storage() -> serde_json::Value {
 #[tokio::test(start_paused = true)]
 async fn without_storage_entries_disks_are_shared_and_live_migrate() {
     let s = TestSim::new(no_storage());
-    let config = s.get("/nodes/pve1/qemu/100/config").await;
-    let scsi0 = config.data()["scsi0"].as_str().unwrap().to_string();
+    let config = s.get_data("/nodes/pve1/qemu/100/config").await;
+    let scsi0 = config["scsi0"].as_str().unwrap().to_string();
     assert!(scsi0.starts_with("shared:vm-100-disk-0"), "{scsi0}");
-    let pre = s.get("/nodes/pve1/qemu/100/migrate").await;
-    assert_eq!(pre.data()["local_disks"], json!([]));
-    assert_eq!(pre.data()["allowed_nodes"], json!(["pve2"]));
-    let storages = s.get("/nodes/pve2/storage").await;
+    let pre = s.get_data("/nodes/pve1/qemu/100/migrate").await;
+    assert_eq!(pre["local_disks"], json!([]));
+    assert_eq!(pre["allowed_nodes"], json!(["pve2"]));
+    let storages = s.list("/nodes/pve2/storage").await;
     let shared: Vec<_> = storages
-        .data()
-        .as_array()
-        .unwrap()
         .iter()
         .map(|st| {
             (
@@ -519,8 +425,8 @@ async fn without_storage_entries_disks_are_shared_and_live_migrate() {
         "{shared:?}"
     );
     let upid = s.live_migrate("pve1", "qemu/100", "pve2").await;
-    assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
-    assert_eq!(s.resource("qemu/100").await["node"], "pve2");
+    s.wait_ok(&upid).await;
+    assert_eq!(s.node_of("qemu/100").await, "pve2");
     let upid = s.live_migrate("pve1", "qemu/101", "pve2").await;
     s.assert_aborted(
         &upid,
@@ -532,10 +438,7 @@ async fn without_storage_entries_disks_are_shared_and_live_migrate() {
 /// `local-lvm` listed per node with different sizes, as on real Proxmox where each node has its
 /// own thin pool: 101 (30 GiB on local-lvm) on pve1, 102 (8 GiB) on pve2.
 fn local_lvm_per_node() -> serde_json::Value {
-    let node = |n: &str| {
-        json!({"id": format!("node/{n}"), "type": "node", "node": n, "status": "online",
-               "maxcpu": 8, "maxmem": 32 * GIB, "mem": 4 * GIB, "maxdisk": 100 * GIB, "uptime": 100})
-    };
+    let node = small_node;
     json!({"resources": [node("pve1"), node("pve2"),
         {"id": "qemu/101", "type": "qemu", "vmid": 101, "name": "big", "node": "pve1",
          "status": "running", "maxmem": 2 * GIB, "mem": GIB, "maxcpu": 1, "maxdisk": 30 * GIB},
@@ -557,18 +460,7 @@ async fn a_local_storage_id_on_two_nodes_has_each_nodes_own_room() {
     let total = |node: &'static str| {
         let s = &s;
         async move {
-            let list = s
-                .get(&format!("/nodes/{node}/storage"))
-                .await
-                .data()
-                .clone();
-            let st = list
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|st| st["storage"] == "local-lvm")
-                .unwrap_or_else(|| panic!("{list}"))
-                .clone();
+            let st = s.storage(node, "local-lvm").await;
             (st["total"].as_u64().unwrap(), st["avail"].as_u64().unwrap())
         }
     };
@@ -577,14 +469,7 @@ async fn a_local_storage_id_on_two_nodes_has_each_nodes_own_room() {
 
     // 30 GiB do not fit the 12 GiB left on pve2's local-lvm.
     let upid = s
-        .post_task(
-            "/nodes/pve1/qemu/101/migrate",
-            &[
-                ("target", "pve2"),
-                ("online", "1"),
-                ("with-local-disks", "1"),
-            ],
-        )
+        .live_migrate_with_local_disks("pve1", "qemu/101", "pve2")
         .await;
     assert_eq!(s.wait(&upid).await["exitstatus"], "migration aborted");
     let log = s.log(&upid).await.join("\n");
@@ -592,20 +477,13 @@ async fn a_local_storage_id_on_two_nodes_has_each_nodes_own_room() {
         log.contains("local-lvm") && log.contains("pve2"),
         "the log names the storage and the node: {log}"
     );
-    assert_eq!(s.resource("qemu/101").await["node"], "pve1");
+    assert_eq!(s.node_of("qemu/101").await, "pve1");
 
     // 8 GiB fit the 70 GiB left on pve1's.
     let upid = s
-        .post_task(
-            "/nodes/pve2/qemu/102/migrate",
-            &[
-                ("target", "pve1"),
-                ("online", "1"),
-                ("with-local-disks", "1"),
-            ],
-        )
+        .live_migrate_with_local_disks("pve2", "qemu/102", "pve1")
         .await;
-    assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
+    s.wait_ok(&upid).await;
     assert_eq!(total("pve1").await, (100 * GIB, 62 * GIB));
     assert_eq!(total("pve2").await, (20 * GIB, 20 * GIB));
 }
