@@ -17,7 +17,7 @@ use flxp_sim::schema::{ApiSchema, Mode};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::support::{TestSim, urlencode};
+use crate::support::{TestSim, cluster_with, live_to, restart_to, urlencode};
 
 /// Endpoints of the schema file the simulator does not serve, and why.
 const NOT_SERVED: [(&str, &str); 2] = [
@@ -43,12 +43,28 @@ struct Check {
     params: Vec<(&'static str, String)>,
 }
 
-fn c(endpoint: &'static str, path: &str, params: &[(&'static str, &str)]) -> Check {
-    let method = endpoint.split(' ').next().unwrap();
+/// A check of `endpoint` (`GET /nodes/{node}/status`) at the path its `{...}` placeholders give,
+/// filled in order with the space-separated `args` (`"pve1"`), sending `params`.
+fn c(endpoint: &'static str, args: &str, params: &[(&'static str, &str)]) -> Check {
+    let (method, template) = endpoint.split_once(' ').unwrap();
+    let mut args = args.split_whitespace();
+    let mut path = String::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        let close = open + rest[open..].find('}').unwrap();
+        path.push_str(&rest[..open]);
+        path.push_str(
+            args.next()
+                .unwrap_or_else(|| panic!("{endpoint}: too few args")),
+        );
+        rest = &rest[close + 1..];
+    }
+    path.push_str(rest);
+    assert!(args.next().is_none(), "{endpoint}: too many args");
     Check {
         endpoint,
         method,
-        path: path.to_string(),
+        path,
         params: params.iter().map(|(k, v)| (*k, v.to_string())).collect(),
     }
 }
@@ -89,220 +105,182 @@ fn validate(endpoint: &str, data: &Value) {
     assert!(errors.is_empty(), "{endpoint}: {errors:#?}\nin {data:#}");
 }
 
+/// Runs `check` on `s` and validates its answer: the endpoint it checked.
+async fn check(s: &TestSim, check: &Check) -> &'static str {
+    validate(check.endpoint, &run(s, check).await);
+    check.endpoint
+}
+
 #[tokio::test(start_paused = true)]
 async fn every_schema_endpoint_is_served_and_answers_validate() {
     let s = TestSim::cluster();
     let task = s.live_migrate("pve1", "qemu/100", "pve2").await;
-    let t = urlencode(&task);
+    let on_pve1 = format!("pve1 {}", urlencode(&task));
     let checks = vec![
-        c("GET /version", "/version", &[]),
-        c("GET /cluster/resources", "/cluster/resources", &[]),
-        c("GET /cluster/status", "/cluster/status", &[]),
-        c("GET /cluster/options", "/cluster/options", &[]),
-        c("GET /cluster/nextid", "/cluster/nextid", &[]),
-        c("GET /cluster/tasks", "/cluster/tasks", &[]),
-        c("GET /cluster/ha/resources", "/cluster/ha/resources", &[]),
-        c(
-            "GET /cluster/ha/resources/{sid}",
-            "/cluster/ha/resources/vm:110",
-            &[],
-        ),
-        c("GET /cluster/ha/rules", "/cluster/ha/rules", &[]),
-        c(
-            "GET /cluster/ha/status/current",
-            "/cluster/ha/status/current",
-            &[],
-        ),
-        c(
-            "GET /cluster/ha/status/manager_status",
-            "/cluster/ha/status/manager_status",
-            &[],
-        ),
-        c("GET /nodes", "/nodes", &[]),
-        c("GET /nodes/{node}/status", "/nodes/pve1/status", &[]),
+        c("GET /version", "", &[]),
+        c("GET /cluster/resources", "", &[]),
+        c("GET /cluster/status", "", &[]),
+        c("GET /cluster/options", "", &[]),
+        c("GET /cluster/nextid", "", &[]),
+        c("GET /cluster/tasks", "", &[]),
+        c("GET /cluster/ha/resources", "", &[]),
+        c("GET /cluster/ha/resources/{sid}", "vm:110", &[]),
+        c("GET /cluster/ha/rules", "", &[]),
+        c("GET /cluster/ha/status/current", "", &[]),
+        c("GET /cluster/ha/status/manager_status", "", &[]),
+        c("GET /nodes", "", &[]),
+        c("GET /nodes/{node}/status", "pve1", &[]),
         c(
             "GET /nodes/{node}/rrddata",
-            "/nodes/pve1/rrddata",
+            "pve1",
             &[("timeframe", "hour")],
         ),
-        c("GET /nodes/{node}/storage", "/nodes/pve1/storage", &[]),
+        c("GET /nodes/{node}/storage", "pve1", &[]),
         c(
             "GET /nodes/{node}/storage/{storage}/content",
-            "/nodes/pve1/storage/local-lvm/content",
+            "pve1 local-lvm",
             &[("content", "images")],
         ),
-        c(
-            "GET /nodes/{node}/tasks",
-            "/nodes/pve1/tasks",
-            &[("source", "all")],
-        ),
-        c(
-            "GET /nodes/{node}/tasks/{upid}/status",
-            &format!("/nodes/pve1/tasks/{t}/status"),
-            &[],
-        ),
-        c(
-            "GET /nodes/{node}/tasks/{upid}/log",
-            &format!("/nodes/pve1/tasks/{t}/log"),
-            &[],
-        ),
-        c("GET /nodes/{node}/qemu", "/nodes/pve1/qemu", &[]),
-        c(
-            "GET /nodes/{node}/qemu/{vmid}/config",
-            "/nodes/pve1/qemu/120/config",
-            &[],
-        ),
+        c("GET /nodes/{node}/tasks", "pve1", &[("source", "all")]),
+        c("GET /nodes/{node}/tasks/{upid}/status", &on_pve1, &[]),
+        c("GET /nodes/{node}/tasks/{upid}/log", &on_pve1, &[]),
+        c("GET /nodes/{node}/qemu", "pve1", &[]),
+        c("GET /nodes/{node}/qemu/{vmid}/config", "pve1 120", &[]),
         c(
             "GET /nodes/{node}/qemu/{vmid}/status/current",
-            "/nodes/pve1/qemu/110/status/current",
+            "pve1 110",
             &[],
         ),
         c(
             "GET /nodes/{node}/qemu/{vmid}/rrddata",
-            "/nodes/pve1/qemu/120/rrddata",
+            "pve1 120",
             &[("timeframe", "hour")],
         ),
-        c(
-            "GET /nodes/{node}/qemu/{vmid}/migrate",
-            "/nodes/pve1/qemu/101/migrate",
-            &[],
-        ),
-        c("GET /nodes/{node}/lxc", "/nodes/pve2/lxc", &[]),
-        c(
-            "GET /nodes/{node}/lxc/{vmid}/config",
-            "/nodes/pve2/lxc/103/config",
-            &[],
-        ),
+        c("GET /nodes/{node}/qemu/{vmid}/migrate", "pve1 101", &[]),
+        c("GET /nodes/{node}/lxc", "pve2", &[]),
+        c("GET /nodes/{node}/lxc/{vmid}/config", "pve2 103", &[]),
         c(
             "GET /nodes/{node}/lxc/{vmid}/status/current",
-            "/nodes/pve2/lxc/103/status/current",
+            "pve2 103",
             &[],
         ),
-        c(
-            "GET /nodes/{node}/lxc/{vmid}/migrate",
-            "/nodes/pve2/lxc/103/migrate",
-            &[],
-        ),
-        c("GET /access/ticket", "/access/ticket", &[]),
+        c("GET /nodes/{node}/lxc/{vmid}/migrate", "pve2 103", &[]),
+        c("GET /access/ticket", "", &[]),
         c(
             "POST /access/ticket",
-            "/access/ticket",
+            "",
             &[("username", "root@pam"), ("password", "secret")],
         ),
-        c("GET /nodes/{node}/config", "/nodes/pve1/config", &[]),
-        c("GET /nodes/{node}/version", "/nodes/pve1/version", &[]),
-        c("GET /pools", "/pools", &[]),
+        c("GET /nodes/{node}/config", "pve1", &[]),
+        c("GET /nodes/{node}/version", "pve1", &[]),
+        c("GET /pools", "", &[]),
         c(
             "GET /nodes/{node}/lxc/{vmid}/rrddata",
-            "/nodes/pve2/lxc/103/rrddata",
+            "pve2 103",
             &[("timeframe", "day")],
         ),
         // Writes, in an order that keeps each valid.
         c(
             "PUT /nodes/{node}/qemu/{vmid}/config",
-            "/nodes/pve2/qemu/102/config",
+            "pve2 102",
             &[("tags", "a;b")],
         ),
         c(
             "POST /nodes/{node}/qemu/{vmid}/config",
-            "/nodes/pve2/qemu/102/config",
+            "pve2 102",
             &[("description", "x")],
         ),
         c(
             "PUT /nodes/{node}/lxc/{vmid}/config",
-            "/nodes/pve2/lxc/104/config",
+            "pve2 104",
             &[("tags", "c")],
         ),
         c(
             "PUT /nodes/{node}/qemu/{vmid}/resize",
-            "/nodes/pve2/qemu/102/resize",
+            "pve2 102",
             &[("disk", "scsi0"), ("size", "+1G")],
         ),
         c(
             "POST /nodes/{node}/qemu/{vmid}/status/start",
-            "/nodes/pve2/qemu/102/status/start",
+            "pve2 102",
             &[],
         ),
         c(
             "POST /nodes/{node}/qemu/{vmid}/status/stop",
-            "/nodes/pve1/qemu/101/status/stop",
+            "pve1 101",
             &[],
         ),
         c(
             "POST /nodes/{node}/qemu/{vmid}/status/shutdown",
-            "/nodes/pve1/qemu/120/status/shutdown",
+            "pve1 120",
             &[],
         ),
         c(
             "POST /nodes/{node}/lxc/{vmid}/status/start",
-            "/nodes/pve2/lxc/104/status/start",
+            "pve2 104",
             &[],
         ),
         c(
             "POST /nodes/{node}/lxc/{vmid}/status/shutdown",
-            "/nodes/pve2/lxc/103/status/shutdown",
+            "pve2 103",
             &[],
         ),
-        c(
-            "POST /nodes/{node}/lxc/{vmid}/status/stop",
-            "/nodes/pve2/lxc/103/status/stop",
-            &[],
-        ),
+        c("POST /nodes/{node}/lxc/{vmid}/status/stop", "pve2 103", &[]),
         c(
             "POST /nodes/{node}/qemu/{vmid}/clone",
-            "/nodes/pve1/qemu/9000/clone",
+            "pve1 9000",
             &[("newid", "400"), ("target", "pve3")],
         ),
         c(
             "POST /nodes/{node}/qemu",
-            "/nodes/pve3/qemu",
+            "pve3",
             &[("vmid", "401"), ("memory", "1024"), ("scsi0", "ceph:8")],
         ),
         c(
             "POST /nodes/{node}/qemu/{vmid}/migrate",
-            "/nodes/pve2/qemu/102/migrate",
-            &[("target", "pve3"), ("online", "1")],
+            "pve2 102",
+            &live_to("pve3"),
         ),
         c(
             "POST /nodes/{node}/lxc/{vmid}/migrate",
-            "/nodes/pve2/lxc/104/migrate",
-            &[("target", "pve3"), ("restart", "1")],
+            "pve2 104",
+            &restart_to("pve3"),
         ),
         c(
             "PUT /nodes/{node}/config",
-            "/nodes/pve3/config",
+            "pve3",
             &[("description", "flxp.label.ssd")],
         ),
         c(
             "POST /cluster/ha/resources",
-            "/cluster/ha/resources",
+            "",
             &[("sid", "vm:9001"), ("state", "stopped")],
         ),
         c(
             "PUT /cluster/ha/resources/{sid}",
-            "/cluster/ha/resources/vm:9001",
+            "vm:9001",
             &[("comment", "tpl")],
         ),
         c(
             "POST /cluster/ha/resources/{sid}/migrate",
-            "/cluster/ha/resources/vm:110/migrate",
+            "vm:110",
             &[("node", "pve2")],
         ),
         // Node power last: the shutdown takes effect after the shutdown time.
-        c("POST /nodes/{node}/wakeonlan", "/nodes/pve3/wakeonlan", &[]),
+        c("POST /nodes/{node}/wakeonlan", "pve3", &[]),
         c(
             "POST /nodes/{node}/status",
-            "/nodes/pve2/status",
+            "pve2",
             &[("command", "shutdown")],
         ),
         c(
             "POST /cluster/ha/resources/{sid}/relocate",
-            "/cluster/ha/resources/vm:110/relocate",
+            "vm:110",
             &[("node", "pve3")],
         ),
         c(
             "POST /cluster/ha/rules",
-            "/cluster/ha/rules",
+            "",
             &[
                 ("rule", "big"),
                 ("type", "node-affinity"),
@@ -310,41 +288,21 @@ async fn every_schema_endpoint_is_served_and_answers_validate() {
                 ("nodes", "pve1:2,pve2"),
             ],
         ),
-        c("GET /cluster/ha/rules/{rule}", "/cluster/ha/rules/big", &[]),
+        c("GET /cluster/ha/rules/{rule}", "big", &[]),
         c(
             "PUT /cluster/ha/rules/{rule}",
-            "/cluster/ha/rules/big",
+            "big",
             &[("type", "node-affinity"), ("comment", "prefer pve1")],
         ),
-        c(
-            "DELETE /cluster/ha/rules/{rule}",
-            "/cluster/ha/rules/big",
-            &[],
-        ),
-        c(
-            "DELETE /cluster/ha/resources/{sid}",
-            "/cluster/ha/resources/vm:9001",
-            &[],
-        ),
-        c(
-            "DELETE /nodes/{node}/tasks/{upid}",
-            &format!("/nodes/pve1/tasks/{t}"),
-            &[],
-        ),
-        c(
-            "DELETE /nodes/{node}/qemu/{vmid}",
-            "/nodes/pve1/qemu/9001",
-            &[],
-        ),
-        c(
-            "DELETE /nodes/{node}/lxc/{vmid}",
-            "/nodes/pve3/lxc/104",
-            &[],
-        ),
+        c("DELETE /cluster/ha/rules/{rule}", "big", &[]),
+        c("DELETE /cluster/ha/resources/{sid}", "vm:9001", &[]),
+        c("DELETE /nodes/{node}/tasks/{upid}", &on_pve1, &[]),
+        c("DELETE /nodes/{node}/qemu/{vmid}", "pve1 9001", &[]),
+        c("DELETE /nodes/{node}/lxc/{vmid}", "pve3 104", &[]),
     ];
     let mut seen = BTreeSet::new();
-    for check in &checks {
-        if check.endpoint == "DELETE /nodes/{node}/lxc/{vmid}" {
+    for one in &checks {
+        if one.endpoint == "DELETE /nodes/{node}/lxc/{vmid}" {
             // The container migrated to pve3 above; let that land first (restart mode).
             s.control("POST", "/_sim/advance", json!({"seconds": 60}))
                 .await;
@@ -352,28 +310,12 @@ async fn every_schema_endpoint_is_served_and_answers_validate() {
             s.control("POST", "/_sim/advance", json!({"seconds": 5}))
                 .await;
         }
-        let data = run(&s, check).await;
-        validate(check.endpoint, &data);
-        seen.insert(check.endpoint);
+        seen.insert(check(&s, one).await);
     }
     // The pool answer needs a pool with members.
-    let mut doc = crate::support::cluster();
-    doc["resources"][9]["pool"] = json!("web");
-    let p = TestSim::new(doc);
-    validate(
-        "GET /pools/{poolid}",
-        &run(&p, &c("GET /pools/{poolid}", "/pools/web", &[])).await,
-    );
-    seen.insert("GET /pools/{poolid}");
-    validate(
-        "GET /access/permissions",
-        &run(
-            &s,
-            &c("GET /access/permissions", "/access/permissions", &[]),
-        )
-        .await,
-    );
-    seen.insert("GET /access/permissions");
+    let p = cluster_with(|doc| doc["resources"][9]["pool"] = json!("web"));
+    seen.insert(check(&p, &c("GET /pools/{poolid}", "web", &[])).await);
+    seen.insert(check(&s, &c("GET /access/permissions", "", &[])).await);
 
     let not_served: BTreeSet<&str> = NOT_SERVED.iter().map(|(e, _)| *e).collect();
     let missing: Vec<&String> = ApiSchema::embedded()
@@ -389,32 +331,16 @@ async fn every_schema_endpoint_is_served_and_answers_validate() {
 #[tokio::test(start_paused = true)]
 async fn offline_guests_and_ha_views_validate_too() {
     let s = TestSim::cluster();
-    s.control(
-        "POST",
-        "/_sim/nodes/pve1/maintenance",
-        json!({"enable": true}),
-    )
-    .await;
-    s.control(
-        "POST",
-        "/_sim/nodes/pve3/status",
-        json!({"status": "offline"}),
-    )
-    .await;
-    for (e, p) in [
-        ("GET /cluster/resources", "/cluster/resources"),
-        ("GET /nodes", "/nodes"),
-        (
-            "GET /cluster/ha/status/current",
-            "/cluster/ha/status/current",
-        ),
-        (
-            "GET /cluster/ha/status/manager_status",
-            "/cluster/ha/status/manager_status",
-        ),
-        ("GET /cluster/status", "/cluster/status"),
+    s.set_maintenance("pve1", true).await;
+    s.set_node_status("pve3", "offline").await;
+    for e in [
+        "GET /cluster/resources",
+        "GET /nodes",
+        "GET /cluster/ha/status/current",
+        "GET /cluster/ha/status/manager_status",
+        "GET /cluster/status",
     ] {
-        validate(e, &run(&s, &c(e, p, &[])).await);
+        check(&s, &c(e, "", &[])).await;
     }
 }
 
