@@ -17,7 +17,7 @@ use flxp_sim::schema::{ApiSchema, Mode};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::support::{TestSim, cluster_with, live_to, restart_to, urlencode};
+use crate::support::{TestSim, cluster_with, urlencode};
 
 /// Endpoints of the schema file the simulator does not serve, and why.
 const NOT_SERVED: [(&str, &str); 2] = [
@@ -40,12 +40,13 @@ struct Check {
     endpoint: &'static str,
     method: &'static str,
     path: String,
-    params: Vec<(&'static str, String)>,
+    params: Vec<(String, String)>,
 }
 
 /// A check of `endpoint` (`GET /nodes/{node}/status`) at the path its `{...}` placeholders give,
-/// filled in order with the space-separated `args` (`"pve1"`), sending `params`.
-fn c(endpoint: &'static str, args: &str, params: &[(&'static str, &str)]) -> Check {
+/// filled in order with the space-separated `args` (`"pve1"`), sending `params`: `key=value`
+/// pairs joined by `&`, as written (not percent-encoded).
+fn c(endpoint: &'static str, args: &str, params: &str) -> Check {
     let (method, template) = endpoint.split_once(' ').unwrap();
     let mut args = args.split_whitespace();
     let mut path = String::new();
@@ -61,16 +62,26 @@ fn c(endpoint: &'static str, args: &str, params: &[(&'static str, &str)]) -> Che
     }
     path.push_str(rest);
     assert!(args.next().is_none(), "{endpoint}: too many args");
+    let params = params
+        .split('&')
+        .filter(|kv| !kv.is_empty())
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap();
+            (k.to_string(), v.to_string())
+        })
+        .collect();
     Check {
         endpoint,
         method,
         path,
-        params: params.iter().map(|(k, v)| (*k, v.to_string())).collect(),
+        params,
     }
 }
 
 async fn run(s: &TestSim, check: &Check) -> Value {
-    let params: Vec<(&str, &str)> = check.params.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let params: Vec<(&str, &str)> = (check.params.iter())
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
     let r = match check.method {
         "GET" | "DELETE" => {
             let q = serde_urlencoded::to_string(&params).unwrap();
@@ -117,188 +128,159 @@ async fn every_schema_endpoint_is_served_and_answers_validate() {
     let task = s.live_migrate("pve1", "qemu/100", "pve2").await;
     let on_pve1 = format!("pve1 {}", urlencode(&task));
     let checks = vec![
-        c("GET /version", "", &[]),
-        c("GET /cluster/resources", "", &[]),
-        c("GET /cluster/status", "", &[]),
-        c("GET /cluster/options", "", &[]),
-        c("GET /cluster/nextid", "", &[]),
-        c("GET /cluster/tasks", "", &[]),
-        c("GET /cluster/ha/resources", "", &[]),
-        c("GET /cluster/ha/resources/{sid}", "vm:110", &[]),
-        c("GET /cluster/ha/rules", "", &[]),
-        c("GET /cluster/ha/status/current", "", &[]),
-        c("GET /cluster/ha/status/manager_status", "", &[]),
-        c("GET /nodes", "", &[]),
-        c("GET /nodes/{node}/status", "pve1", &[]),
-        c(
-            "GET /nodes/{node}/rrddata",
-            "pve1",
-            &[("timeframe", "hour")],
-        ),
-        c("GET /nodes/{node}/storage", "pve1", &[]),
+        c("GET /version", "", ""),
+        c("GET /cluster/resources", "", ""),
+        c("GET /cluster/status", "", ""),
+        c("GET /cluster/options", "", ""),
+        c("GET /cluster/nextid", "", ""),
+        c("GET /cluster/tasks", "", ""),
+        c("GET /cluster/ha/resources", "", ""),
+        c("GET /cluster/ha/resources/{sid}", "vm:110", ""),
+        c("GET /cluster/ha/rules", "", ""),
+        c("GET /cluster/ha/status/current", "", ""),
+        c("GET /cluster/ha/status/manager_status", "", ""),
+        c("GET /nodes", "", ""),
+        c("GET /nodes/{node}/status", "pve1", ""),
+        c("GET /nodes/{node}/rrddata", "pve1", "timeframe=hour"),
+        c("GET /nodes/{node}/storage", "pve1", ""),
         c(
             "GET /nodes/{node}/storage/{storage}/content",
             "pve1 local-lvm",
-            &[("content", "images")],
+            "content=images",
         ),
-        c("GET /nodes/{node}/tasks", "pve1", &[("source", "all")]),
-        c("GET /nodes/{node}/tasks/{upid}/status", &on_pve1, &[]),
-        c("GET /nodes/{node}/tasks/{upid}/log", &on_pve1, &[]),
-        c("GET /nodes/{node}/qemu", "pve1", &[]),
-        c("GET /nodes/{node}/qemu/{vmid}/config", "pve1 120", &[]),
+        c("GET /nodes/{node}/tasks", "pve1", "source=all"),
+        c("GET /nodes/{node}/tasks/{upid}/status", &on_pve1, ""),
+        c("GET /nodes/{node}/tasks/{upid}/log", &on_pve1, ""),
+        c("GET /nodes/{node}/qemu", "pve1", ""),
+        c("GET /nodes/{node}/qemu/{vmid}/config", "pve1 120", ""),
         c(
             "GET /nodes/{node}/qemu/{vmid}/status/current",
             "pve1 110",
-            &[],
+            "",
         ),
         c(
             "GET /nodes/{node}/qemu/{vmid}/rrddata",
             "pve1 120",
-            &[("timeframe", "hour")],
+            "timeframe=hour",
         ),
-        c("GET /nodes/{node}/qemu/{vmid}/migrate", "pve1 101", &[]),
-        c("GET /nodes/{node}/lxc", "pve2", &[]),
-        c("GET /nodes/{node}/lxc/{vmid}/config", "pve2 103", &[]),
+        c("GET /nodes/{node}/qemu/{vmid}/migrate", "pve1 101", ""),
+        c("GET /nodes/{node}/lxc", "pve2", ""),
+        c("GET /nodes/{node}/lxc/{vmid}/config", "pve2 103", ""),
         c(
             "GET /nodes/{node}/lxc/{vmid}/status/current",
             "pve2 103",
-            &[],
+            "",
         ),
-        c("GET /nodes/{node}/lxc/{vmid}/migrate", "pve2 103", &[]),
-        c("GET /access/ticket", "", &[]),
+        c("GET /nodes/{node}/lxc/{vmid}/migrate", "pve2 103", ""),
+        c("GET /access/ticket", "", ""),
         c(
             "POST /access/ticket",
             "",
-            &[("username", "root@pam"), ("password", "secret")],
+            "username=root@pam&password=secret",
         ),
-        c("GET /nodes/{node}/config", "pve1", &[]),
-        c("GET /nodes/{node}/version", "pve1", &[]),
-        c("GET /pools", "", &[]),
+        c("GET /nodes/{node}/config", "pve1", ""),
+        c("GET /nodes/{node}/version", "pve1", ""),
+        c("GET /pools", "", ""),
         c(
             "GET /nodes/{node}/lxc/{vmid}/rrddata",
             "pve2 103",
-            &[("timeframe", "day")],
+            "timeframe=day",
         ),
         // Writes, in an order that keeps each valid.
         c(
             "PUT /nodes/{node}/qemu/{vmid}/config",
             "pve2 102",
-            &[("tags", "a;b")],
+            "tags=a;b",
         ),
         c(
             "POST /nodes/{node}/qemu/{vmid}/config",
             "pve2 102",
-            &[("description", "x")],
+            "description=x",
         ),
-        c(
-            "PUT /nodes/{node}/lxc/{vmid}/config",
-            "pve2 104",
-            &[("tags", "c")],
-        ),
+        c("PUT /nodes/{node}/lxc/{vmid}/config", "pve2 104", "tags=c"),
         c(
             "PUT /nodes/{node}/qemu/{vmid}/resize",
             "pve2 102",
-            &[("disk", "scsi0"), ("size", "+1G")],
+            "disk=scsi0&size=+1G",
         ),
         c(
             "POST /nodes/{node}/qemu/{vmid}/status/start",
             "pve2 102",
-            &[],
+            "",
         ),
-        c(
-            "POST /nodes/{node}/qemu/{vmid}/status/stop",
-            "pve1 101",
-            &[],
-        ),
+        c("POST /nodes/{node}/qemu/{vmid}/status/stop", "pve1 101", ""),
         c(
             "POST /nodes/{node}/qemu/{vmid}/status/shutdown",
             "pve1 120",
-            &[],
+            "",
         ),
-        c(
-            "POST /nodes/{node}/lxc/{vmid}/status/start",
-            "pve2 104",
-            &[],
-        ),
+        c("POST /nodes/{node}/lxc/{vmid}/status/start", "pve2 104", ""),
         c(
             "POST /nodes/{node}/lxc/{vmid}/status/shutdown",
             "pve2 103",
-            &[],
+            "",
         ),
-        c("POST /nodes/{node}/lxc/{vmid}/status/stop", "pve2 103", &[]),
+        c("POST /nodes/{node}/lxc/{vmid}/status/stop", "pve2 103", ""),
         c(
             "POST /nodes/{node}/qemu/{vmid}/clone",
             "pve1 9000",
-            &[("newid", "400"), ("target", "pve3")],
+            "newid=400&target=pve3",
         ),
         c(
             "POST /nodes/{node}/qemu",
             "pve3",
-            &[("vmid", "401"), ("memory", "1024"), ("scsi0", "ceph:8")],
+            "vmid=401&memory=1024&scsi0=ceph:8",
         ),
         c(
             "POST /nodes/{node}/qemu/{vmid}/migrate",
             "pve2 102",
-            &live_to("pve3"),
+            "target=pve3&online=1",
         ),
         c(
             "POST /nodes/{node}/lxc/{vmid}/migrate",
             "pve2 104",
-            &restart_to("pve3"),
+            "target=pve3&restart=1",
         ),
         c(
             "PUT /nodes/{node}/config",
             "pve3",
-            &[("description", "flxp.label.ssd")],
+            "description=flxp.label.ssd",
         ),
         c(
             "POST /cluster/ha/resources",
             "",
-            &[("sid", "vm:9001"), ("state", "stopped")],
+            "sid=vm:9001&state=stopped",
         ),
-        c(
-            "PUT /cluster/ha/resources/{sid}",
-            "vm:9001",
-            &[("comment", "tpl")],
-        ),
+        c("PUT /cluster/ha/resources/{sid}", "vm:9001", "comment=tpl"),
         c(
             "POST /cluster/ha/resources/{sid}/migrate",
             "vm:110",
-            &[("node", "pve2")],
+            "node=pve2",
         ),
         // Node power last: the shutdown takes effect after the shutdown time.
-        c("POST /nodes/{node}/wakeonlan", "pve3", &[]),
-        c(
-            "POST /nodes/{node}/status",
-            "pve2",
-            &[("command", "shutdown")],
-        ),
+        c("POST /nodes/{node}/wakeonlan", "pve3", ""),
+        c("POST /nodes/{node}/status", "pve2", "command=shutdown"),
         c(
             "POST /cluster/ha/resources/{sid}/relocate",
             "vm:110",
-            &[("node", "pve3")],
+            "node=pve3",
         ),
         c(
             "POST /cluster/ha/rules",
             "",
-            &[
-                ("rule", "big"),
-                ("type", "node-affinity"),
-                ("resources", "vm:110"),
-                ("nodes", "pve1:2,pve2"),
-            ],
+            "rule=big&type=node-affinity&resources=vm:110&nodes=pve1:2,pve2",
         ),
-        c("GET /cluster/ha/rules/{rule}", "big", &[]),
+        c("GET /cluster/ha/rules/{rule}", "big", ""),
         c(
             "PUT /cluster/ha/rules/{rule}",
             "big",
-            &[("type", "node-affinity"), ("comment", "prefer pve1")],
+            "type=node-affinity&comment=prefer pve1",
         ),
-        c("DELETE /cluster/ha/rules/{rule}", "big", &[]),
-        c("DELETE /cluster/ha/resources/{sid}", "vm:9001", &[]),
-        c("DELETE /nodes/{node}/tasks/{upid}", &on_pve1, &[]),
-        c("DELETE /nodes/{node}/qemu/{vmid}", "pve1 9001", &[]),
-        c("DELETE /nodes/{node}/lxc/{vmid}", "pve3 104", &[]),
+        c("DELETE /cluster/ha/rules/{rule}", "big", ""),
+        c("DELETE /cluster/ha/resources/{sid}", "vm:9001", ""),
+        c("DELETE /nodes/{node}/tasks/{upid}", &on_pve1, ""),
+        c("DELETE /nodes/{node}/qemu/{vmid}", "pve1 9001", ""),
+        c("DELETE /nodes/{node}/lxc/{vmid}", "pve3 104", ""),
     ];
     let mut seen = BTreeSet::new();
     for one in &checks {
@@ -314,8 +296,8 @@ async fn every_schema_endpoint_is_served_and_answers_validate() {
     }
     // The pool answer needs a pool with members.
     let p = cluster_with(|doc| doc["resources"][9]["pool"] = json!("web"));
-    seen.insert(check(&p, &c("GET /pools/{poolid}", "web", &[])).await);
-    seen.insert(check(&s, &c("GET /access/permissions", "", &[])).await);
+    seen.insert(check(&p, &c("GET /pools/{poolid}", "web", "")).await);
+    seen.insert(check(&s, &c("GET /access/permissions", "", "")).await);
 
     let not_served: BTreeSet<&str> = NOT_SERVED.iter().map(|(e, _)| *e).collect();
     let missing: Vec<&String> = ApiSchema::embedded()
@@ -340,7 +322,7 @@ async fn offline_guests_and_ha_views_validate_too() {
         "GET /cluster/ha/status/manager_status",
         "GET /cluster/status",
     ] {
-        check(&s, &c(e, "", &[])).await;
+        check(&s, &c(e, "", "")).await;
     }
 }
 

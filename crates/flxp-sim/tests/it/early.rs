@@ -47,20 +47,6 @@ fn locked(id: &str, lock: &str) -> TestSim {
     cluster_with(|doc| resource_entry(doc, id)["lock"] = json!(lock))
 }
 
-/// Asserts that a migration task of `guest` on `node` starts and is aborted with `why`, and that
-/// the guest stays.
-async fn assert_task_aborted(
-    s: &TestSim,
-    node: &str,
-    guest: &str,
-    params: &[(&str, &str)],
-    why: &str,
-) {
-    let upid = s.migrate(node, guest, params).await;
-    s.assert_aborted(&upid, why).await;
-    assert_eq!(s.node_of(guest).await, node);
-}
-
 // Both handlers: `raise_param_exc` when the target is the node that handles the request.
 #[tokio::test(start_paused = true)]
 async fn the_target_must_not_be_the_local_node() {
@@ -182,7 +168,9 @@ async fn a_vm_whose_storage_the_target_lacks_is_refused_at_once() {
 async fn a_container_whose_storage_the_target_lacks_fails_in_the_task() {
     let s = ceph_not_on_pve3();
     let why = "storage 'ceph' is not available on node 'pve3'";
-    assert_task_aborted(&s, "pve2", "lxc/104", &[("target", "pve3")], why).await;
+    let upid = s.migrate("pve2", "lxc/104", &[("target", "pve3")]).await;
+    s.assert_aborted(&upid, why).await;
+    assert_eq!(s.node_of("lxc/104").await, "pve2");
 }
 
 // lxc: a running container needs `online` or `restart`; refused in the handler.
@@ -237,7 +225,9 @@ async fn a_running_container_with_online_fails_in_the_task_even_with_restart() {
     let s = TestSim::cluster();
     let params = [("target", "pve1"), ("online", "1"), ("restart", "1")];
     let why = "lxc live migration is currently not implemented";
-    assert_task_aborted(&s, "pve2", "lxc/103", &params, why).await;
+    let upid = s.migrate("pve2", "lxc/103", &params).await;
+    s.assert_aborted(&upid, why).await;
+    assert_eq!(s.node_of("lxc/103").await, "pve2");
 }
 
 // Power requests: neither qemu-server's nor pve-container's start/stop handlers check the lock
