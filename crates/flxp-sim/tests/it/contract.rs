@@ -36,32 +36,36 @@ const NOT_SERVED: [(&str, &str); 2] = [
 const PERL_TYPED: [(&str, &str); 1] =
     [("GET /cluster/nextid", "nextid is a JSON string on the wire")];
 
+/// One request of the contract check: the schema endpoint it exercises and what it sends.
 struct Check {
-    endpoint: &'static str,
-    method: &'static str,
+    endpoint: String,
+    method: String,
     path: String,
     params: Vec<(String, String)>,
 }
 
-/// A check of `endpoint` (`GET /nodes/{node}/status`) at the path its `{...}` placeholders give,
-/// filled in order with the space-separated `args` (`"pve1"`), sending `params`: `key=value`
-/// pairs joined by `&`, as written (not percent-encoded).
-fn c(endpoint: &'static str, args: &str, params: &str) -> Check {
-    let (method, template) = endpoint.split_once(' ').unwrap();
-    let mut args = args.split_whitespace();
+/// A check written as `METHOD /template/{placeholder} value... ?key=value&key=value`: the endpoint
+/// is `METHOD /template/{placeholder}`, the path fills the placeholders in order with the values,
+/// and the parameters follow `?` as written (not percent-encoded).
+fn c(spec: &str) -> Check {
+    let (request, params) = spec.split_once(" ?").unwrap_or((spec, ""));
+    let mut words = request.split_whitespace();
+    let method = words.next().unwrap().to_string();
+    let template = words.next().unwrap();
     let mut path = String::new();
     let mut rest = template;
     while let Some(open) = rest.find('{') {
         let close = open + rest[open..].find('}').unwrap();
         path.push_str(&rest[..open]);
         path.push_str(
-            args.next()
-                .unwrap_or_else(|| panic!("{endpoint}: too few args")),
+            words
+                .next()
+                .unwrap_or_else(|| panic!("{spec}: too few values")),
         );
         rest = &rest[close + 1..];
     }
     path.push_str(rest);
-    assert!(args.next().is_none(), "{endpoint}: too many args");
+    assert!(words.next().is_none(), "{spec}: too many values");
     let params = params
         .split('&')
         .filter(|kv| !kv.is_empty())
@@ -71,7 +75,7 @@ fn c(endpoint: &'static str, args: &str, params: &str) -> Check {
         })
         .collect();
     Check {
-        endpoint,
+        endpoint: format!("{method} {template}"),
         method,
         path,
         params,
@@ -82,7 +86,7 @@ async fn run(s: &TestSim, check: &Check) -> Value {
     let params: Vec<(&str, &str)> = (check.params.iter())
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    let r = match check.method {
+    let r = match check.method.as_str() {
         "GET" | "DELETE" => {
             let q = serde_urlencoded::to_string(&params).unwrap();
             let path = if q.is_empty() {
@@ -117,170 +121,83 @@ fn validate(endpoint: &str, data: &Value) {
 }
 
 /// Runs `check` on `s` and validates its answer: the endpoint it checked.
-async fn check(s: &TestSim, check: &Check) -> &'static str {
-    validate(check.endpoint, &run(s, check).await);
-    check.endpoint
+async fn check(s: &TestSim, check: &Check) -> String {
+    validate(&check.endpoint, &run(s, check).await);
+    check.endpoint.clone()
 }
 
 #[tokio::test(start_paused = true)]
 async fn every_schema_endpoint_is_served_and_answers_validate() {
     let s = TestSim::cluster();
     let task = s.live_migrate("pve1", "qemu/100", "pve2").await;
-    let on_pve1 = format!("pve1 {}", urlencode(&task));
+    // The endpoints of the migration's task, on the node the UPID names.
+    let on_task = |endpoint: &str| c(&format!("{endpoint} pve1 {}", urlencode(&task)));
     let checks = vec![
-        c("GET /version", "", ""),
-        c("GET /cluster/resources", "", ""),
-        c("GET /cluster/status", "", ""),
-        c("GET /cluster/options", "", ""),
-        c("GET /cluster/nextid", "", ""),
-        c("GET /cluster/tasks", "", ""),
-        c("GET /cluster/ha/resources", "", ""),
-        c("GET /cluster/ha/resources/{sid}", "vm:110", ""),
-        c("GET /cluster/ha/rules", "", ""),
-        c("GET /cluster/ha/status/current", "", ""),
-        c("GET /cluster/ha/status/manager_status", "", ""),
-        c("GET /nodes", "", ""),
-        c("GET /nodes/{node}/status", "pve1", ""),
-        c("GET /nodes/{node}/rrddata", "pve1", "timeframe=hour"),
-        c("GET /nodes/{node}/storage", "pve1", ""),
-        c(
-            "GET /nodes/{node}/storage/{storage}/content",
-            "pve1 local-lvm",
-            "content=images",
-        ),
-        c("GET /nodes/{node}/tasks", "pve1", "source=all"),
-        c("GET /nodes/{node}/tasks/{upid}/status", &on_pve1, ""),
-        c("GET /nodes/{node}/tasks/{upid}/log", &on_pve1, ""),
-        c("GET /nodes/{node}/qemu", "pve1", ""),
-        c("GET /nodes/{node}/qemu/{vmid}/config", "pve1 120", ""),
-        c(
-            "GET /nodes/{node}/qemu/{vmid}/status/current",
-            "pve1 110",
-            "",
-        ),
-        c(
-            "GET /nodes/{node}/qemu/{vmid}/rrddata",
-            "pve1 120",
-            "timeframe=hour",
-        ),
-        c("GET /nodes/{node}/qemu/{vmid}/migrate", "pve1 101", ""),
-        c("GET /nodes/{node}/lxc", "pve2", ""),
-        c("GET /nodes/{node}/lxc/{vmid}/config", "pve2 103", ""),
-        c(
-            "GET /nodes/{node}/lxc/{vmid}/status/current",
-            "pve2 103",
-            "",
-        ),
-        c("GET /nodes/{node}/lxc/{vmid}/migrate", "pve2 103", ""),
-        c("GET /access/ticket", "", ""),
-        c(
-            "POST /access/ticket",
-            "",
-            "username=root@pam&password=secret",
-        ),
-        c("GET /nodes/{node}/config", "pve1", ""),
-        c("GET /nodes/{node}/version", "pve1", ""),
-        c("GET /pools", "", ""),
-        c(
-            "GET /nodes/{node}/lxc/{vmid}/rrddata",
-            "pve2 103",
-            "timeframe=day",
-        ),
+        c("GET /version"),
+        c("GET /cluster/resources"),
+        c("GET /cluster/status"),
+        c("GET /cluster/options"),
+        c("GET /cluster/nextid"),
+        c("GET /cluster/tasks"),
+        c("GET /cluster/ha/resources"),
+        c("GET /cluster/ha/resources/{sid} vm:110"),
+        c("GET /cluster/ha/rules"),
+        c("GET /cluster/ha/status/current"),
+        c("GET /cluster/ha/status/manager_status"),
+        c("GET /nodes"),
+        c("GET /nodes/{node}/status pve1"),
+        c("GET /nodes/{node}/rrddata pve1 ?timeframe=hour"),
+        c("GET /nodes/{node}/storage pve1"),
+        c("GET /nodes/{node}/storage/{storage}/content pve1 local-lvm ?content=images"),
+        c("GET /nodes/{node}/tasks pve1 ?source=all"),
+        on_task("GET /nodes/{node}/tasks/{upid}/status"),
+        on_task("GET /nodes/{node}/tasks/{upid}/log"),
+        c("GET /nodes/{node}/qemu pve1"),
+        c("GET /nodes/{node}/qemu/{vmid}/config pve1 120"),
+        c("GET /nodes/{node}/qemu/{vmid}/status/current pve1 110"),
+        c("GET /nodes/{node}/qemu/{vmid}/rrddata pve1 120 ?timeframe=hour"),
+        c("GET /nodes/{node}/qemu/{vmid}/migrate pve1 101"),
+        c("GET /nodes/{node}/lxc pve2"),
+        c("GET /nodes/{node}/lxc/{vmid}/config pve2 103"),
+        c("GET /nodes/{node}/lxc/{vmid}/status/current pve2 103"),
+        c("GET /nodes/{node}/lxc/{vmid}/migrate pve2 103"),
+        c("GET /access/ticket"),
+        c("POST /access/ticket ?username=root@pam&password=secret"),
+        c("GET /nodes/{node}/config pve1"),
+        c("GET /nodes/{node}/version pve1"),
+        c("GET /pools"),
+        c("GET /nodes/{node}/lxc/{vmid}/rrddata pve2 103 ?timeframe=day"),
         // Writes, in an order that keeps each valid.
-        c(
-            "PUT /nodes/{node}/qemu/{vmid}/config",
-            "pve2 102",
-            "tags=a;b",
-        ),
-        c(
-            "POST /nodes/{node}/qemu/{vmid}/config",
-            "pve2 102",
-            "description=x",
-        ),
-        c("PUT /nodes/{node}/lxc/{vmid}/config", "pve2 104", "tags=c"),
-        c(
-            "PUT /nodes/{node}/qemu/{vmid}/resize",
-            "pve2 102",
-            "disk=scsi0&size=+1G",
-        ),
-        c(
-            "POST /nodes/{node}/qemu/{vmid}/status/start",
-            "pve2 102",
-            "",
-        ),
-        c("POST /nodes/{node}/qemu/{vmid}/status/stop", "pve1 101", ""),
-        c(
-            "POST /nodes/{node}/qemu/{vmid}/status/shutdown",
-            "pve1 120",
-            "",
-        ),
-        c("POST /nodes/{node}/lxc/{vmid}/status/start", "pve2 104", ""),
-        c(
-            "POST /nodes/{node}/lxc/{vmid}/status/shutdown",
-            "pve2 103",
-            "",
-        ),
-        c("POST /nodes/{node}/lxc/{vmid}/status/stop", "pve2 103", ""),
-        c(
-            "POST /nodes/{node}/qemu/{vmid}/clone",
-            "pve1 9000",
-            "newid=400&target=pve3",
-        ),
-        c(
-            "POST /nodes/{node}/qemu",
-            "pve3",
-            "vmid=401&memory=1024&scsi0=ceph:8",
-        ),
-        c(
-            "POST /nodes/{node}/qemu/{vmid}/migrate",
-            "pve2 102",
-            "target=pve3&online=1",
-        ),
-        c(
-            "POST /nodes/{node}/lxc/{vmid}/migrate",
-            "pve2 104",
-            "target=pve3&restart=1",
-        ),
-        c(
-            "PUT /nodes/{node}/config",
-            "pve3",
-            "description=flxp.label.ssd",
-        ),
-        c(
-            "POST /cluster/ha/resources",
-            "",
-            "sid=vm:9001&state=stopped",
-        ),
-        c("PUT /cluster/ha/resources/{sid}", "vm:9001", "comment=tpl"),
-        c(
-            "POST /cluster/ha/resources/{sid}/migrate",
-            "vm:110",
-            "node=pve2",
-        ),
+        c("PUT /nodes/{node}/qemu/{vmid}/config pve2 102 ?tags=a;b"),
+        c("POST /nodes/{node}/qemu/{vmid}/config pve2 102 ?description=x"),
+        c("PUT /nodes/{node}/lxc/{vmid}/config pve2 104 ?tags=c"),
+        c("PUT /nodes/{node}/qemu/{vmid}/resize pve2 102 ?disk=scsi0&size=+1G"),
+        c("POST /nodes/{node}/qemu/{vmid}/status/start pve2 102"),
+        c("POST /nodes/{node}/qemu/{vmid}/status/stop pve1 101"),
+        c("POST /nodes/{node}/qemu/{vmid}/status/shutdown pve1 120"),
+        c("POST /nodes/{node}/lxc/{vmid}/status/start pve2 104"),
+        c("POST /nodes/{node}/lxc/{vmid}/status/shutdown pve2 103"),
+        c("POST /nodes/{node}/lxc/{vmid}/status/stop pve2 103"),
+        c("POST /nodes/{node}/qemu/{vmid}/clone pve1 9000 ?newid=400&target=pve3"),
+        c("POST /nodes/{node}/qemu pve3 ?vmid=401&memory=1024&scsi0=ceph:8"),
+        c("POST /nodes/{node}/qemu/{vmid}/migrate pve2 102 ?target=pve3&online=1"),
+        c("POST /nodes/{node}/lxc/{vmid}/migrate pve2 104 ?target=pve3&restart=1"),
+        c("PUT /nodes/{node}/config pve3 ?description=flxp.label.ssd"),
+        c("POST /cluster/ha/resources ?sid=vm:9001&state=stopped"),
+        c("PUT /cluster/ha/resources/{sid} vm:9001 ?comment=tpl"),
+        c("POST /cluster/ha/resources/{sid}/migrate vm:110 ?node=pve2"),
         // Node power last: the shutdown takes effect after the shutdown time.
-        c("POST /nodes/{node}/wakeonlan", "pve3", ""),
-        c("POST /nodes/{node}/status", "pve2", "command=shutdown"),
-        c(
-            "POST /cluster/ha/resources/{sid}/relocate",
-            "vm:110",
-            "node=pve3",
-        ),
-        c(
-            "POST /cluster/ha/rules",
-            "",
-            "rule=big&type=node-affinity&resources=vm:110&nodes=pve1:2,pve2",
-        ),
-        c("GET /cluster/ha/rules/{rule}", "big", ""),
-        c(
-            "PUT /cluster/ha/rules/{rule}",
-            "big",
-            "type=node-affinity&comment=prefer pve1",
-        ),
-        c("DELETE /cluster/ha/rules/{rule}", "big", ""),
-        c("DELETE /cluster/ha/resources/{sid}", "vm:9001", ""),
-        c("DELETE /nodes/{node}/tasks/{upid}", &on_pve1, ""),
-        c("DELETE /nodes/{node}/qemu/{vmid}", "pve1 9001", ""),
-        c("DELETE /nodes/{node}/lxc/{vmid}", "pve3 104", ""),
+        c("POST /nodes/{node}/wakeonlan pve3"),
+        c("POST /nodes/{node}/status pve2 ?command=shutdown"),
+        c("POST /cluster/ha/resources/{sid}/relocate vm:110 ?node=pve3"),
+        c("POST /cluster/ha/rules ?rule=big&type=node-affinity&resources=vm:110&nodes=pve1:2,pve2"),
+        c("GET /cluster/ha/rules/{rule} big"),
+        c("PUT /cluster/ha/rules/{rule} big ?type=node-affinity&comment=prefer pve1"),
+        c("DELETE /cluster/ha/rules/{rule} big"),
+        c("DELETE /cluster/ha/resources/{sid} vm:9001"),
+        on_task("DELETE /nodes/{node}/tasks/{upid}"),
+        c("DELETE /nodes/{node}/qemu/{vmid} pve1 9001"),
+        c("DELETE /nodes/{node}/lxc/{vmid} pve3 104"),
     ];
     let mut seen = BTreeSet::new();
     for one in &checks {
@@ -296,8 +213,8 @@ async fn every_schema_endpoint_is_served_and_answers_validate() {
     }
     // The pool answer needs a pool with members.
     let p = cluster_with(|doc| doc["resources"][9]["pool"] = json!("web"));
-    seen.insert(check(&p, &c("GET /pools/{poolid}", "web", "")).await);
-    seen.insert(check(&s, &c("GET /access/permissions", "", "")).await);
+    seen.insert(check(&p, &c("GET /pools/{poolid} web")).await);
+    seen.insert(check(&s, &c("GET /access/permissions")).await);
 
     let not_served: BTreeSet<&str> = NOT_SERVED.iter().map(|(e, _)| *e).collect();
     let missing: Vec<&String> = ApiSchema::embedded()
@@ -322,7 +239,7 @@ async fn offline_guests_and_ha_views_validate_too() {
         "GET /cluster/ha/status/manager_status",
         "GET /cluster/status",
     ] {
-        check(&s, &c(e, "", "")).await;
+        check(&s, &c(e)).await;
     }
 }
 
