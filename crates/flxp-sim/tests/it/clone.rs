@@ -15,15 +15,15 @@ async fn linked_clone_of_a_shared_template_lands_on_the_target_node() {
     assert_eq!(r["node"], "pve2");
     assert_eq!(r["lock"], "clone");
     // Tags cannot be written before the clone ends.
-    let locked = s.put("/nodes/pve2/qemu/200/config", &[("tags", "x")]).await;
+    let locked = s.set_config("pve2", "qemu/200", &[("tags", "x")]).await;
     locked.assert_reason("VM is locked (clone)");
     s.wait_ok(&upid).await;
     let r = s.resource("qemu/200").await;
     assert!(r.get("lock").is_none());
     assert_eq!(r["tags"], "template", "tags are copied");
     assert_eq!(r["template"], 0);
-    let c = s.get_data("/nodes/pve2/qemu/200/config").await;
-    let src = s.get_data("/nodes/pve1/qemu/9000/config").await;
+    let c = s.config("pve2", "qemu/200").await;
+    let src = s.config("pve1", "qemu/9000").await;
     assert_eq!(c["name"], "web-9");
     assert_eq!(c["scsi0"], "ceph:base-9000-disk-0/vm-200-disk-0,size=32G");
     assert_eq!(c["ide2"], "ceph:vm-200-cloudinit,media=cdrom");
@@ -58,7 +58,7 @@ async fn full_clone_copies_the_disks_at_the_clone_bandwidth() {
     assert_eq!(s.resource("qemu/201").await["lock"], "clone");
     sleep(1.1).await;
     assert_eq!(s.task(&upid).await["exitstatus"], "OK");
-    let c = s.get_data("/nodes/pve1/qemu/201/config").await;
+    let c = s.config("pve1", "qemu/201").await;
     assert_eq!(c["scsi0"], "local-lvm:vm-201-disk-0,size=16G");
     assert_eq!(c["name"], "Copy-of-VM-local-tpl");
 }
@@ -114,7 +114,7 @@ async fn a_full_clone_of_a_vm_is_the_default_and_can_be_started() {
     let s = TestSim::cluster();
     let upid = s.clone_guest("pve2", "102", &[("newid", "203")]).await;
     s.wait(&upid).await;
-    let c = s.get_data("/nodes/pve2/qemu/203/config").await;
+    let c = s.config("pve2", "qemu/203").await;
     assert!(
         c["scsi0"]
             .as_str()

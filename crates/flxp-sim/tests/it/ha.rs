@@ -122,8 +122,7 @@ async fn strict_node_affinity_blocks_nodes_in_the_precondition_and_in_ha() {
     // The CRM ignores a command its rules forbid: the VM stays.
     let upid = s.live_migrate("pve1", "qemu/110", "pve2").await;
     s.wait(&upid).await;
-    sleep(10.0).await;
-    assert_eq!(s.node_of("qemu/110").await, "pve1");
+    s.assert_node_after(10.0, "qemu/110", "pve1").await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -158,8 +157,7 @@ async fn maintenance_moves_ha_guests_away_and_back() {
     // Non-HA guests stay put: evacuating them is the scheduler's job.
     assert_eq!(s.node_of("qemu/100").await, "pve1");
     assert_eq!(s.set_maintenance("pve1", false).await.status, 200);
-    sleep(7.0).await;
-    assert_eq!(s.node_of("qemu/110").await, "pve1");
+    s.assert_node_after(7.0, "qemu/110", "pve1").await;
     assert_eq!(s.resource("node/pve1").await["hastate"], "online");
 }
 
@@ -173,8 +171,7 @@ async fn a_dead_node_is_fenced_and_its_ha_guests_recovered() {
     assert_eq!(s.resource("qemu/100").await["status"], "unknown");
     let r = s.get("/nodes/pve1/qemu").await;
     assert_eq!(r.status, 595);
-    sleep(30.0).await;
-    assert_eq!(s.node_of("qemu/110").await, "pve1");
+    s.assert_node_after(30.0, "qemu/110", "pve1").await;
     sleep(31.0).await;
     let g = s.resource("qemu/110").await;
     assert_eq!(
@@ -269,8 +266,7 @@ async fn move_100_to_pve3(s: &TestSim) {
     let upid = s.live_migrate("pve1", "qemu/100", "pve3").await;
     assert!(upid.contains(":hamigrate:100:"), "{upid}");
     // HA delay 2 s, then 4 GiB at 1 GiB/s.
-    sleep(6.5).await;
-    assert_eq!(s.node_of("qemu/100").await, "pve3");
+    s.assert_node_after(6.5, "qemu/100", "pve3").await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -293,16 +289,14 @@ async fn failback_undoes_a_move_against_node_affinity() {
         .count();
     assert_eq!(back, 2, "there and back: {tasks:?}");
     // Settled: no further moves.
-    sleep(60.0).await;
-    assert_eq!(s.node_of("qemu/100").await, "pve1");
+    s.assert_node_after(60.0, "qemu/100", "pve1").await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn without_failback_a_moved_guest_stays() {
     let s = with_failback("pve1:2,pve2", 0);
     move_100_to_pve3(&s).await;
-    sleep(60.0).await;
-    assert_eq!(s.node_of("qemu/100").await, "pve3");
+    s.assert_node_after(60.0, "qemu/100", "pve3").await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -310,30 +304,25 @@ async fn failback_picks_the_top_node_with_fewest_ha_services() {
     // pve1 and pve2 share the top priority; pve1 holds 110 and 120, pve2 none.
     let s = with_failback("pve1:2,pve2:2,pve3:1", 1);
     move_100_to_pve3(&s).await;
-    sleep(7.0).await;
-    assert_eq!(s.node_of("qemu/100").await, "pve2");
+    s.assert_node_after(7.0, "qemu/100", "pve2").await;
     // pve2 is in the top class: moving there is not undone.
-    sleep(60.0).await;
-    assert_eq!(s.node_of("qemu/100").await, "pve2");
+    s.assert_node_after(60.0, "qemu/100", "pve2").await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_recovered_guest_fails_back_when_its_node_returns() {
     let s = with_failback("pve1:2,pve2", 1);
     s.set_node_status("pve1", "offline").await;
-    sleep(61.0).await;
-    assert_eq!(s.node_of("qemu/100").await, "pve2");
+    s.assert_node_after(61.0, "qemu/100", "pve2").await;
     s.set_node_status("pve1", "online").await;
-    sleep(7.0).await;
-    assert_eq!(s.node_of("qemu/100").await, "pve1");
+    s.assert_node_after(7.0, "qemu/100", "pve1").await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_scenario_with_a_guest_off_its_preferred_node_fails_back_after_load() {
     let s = with_failback("pve2:2,pve1", 1);
     assert_eq!(s.node_of("qemu/100").await, "pve1");
-    sleep(7.0).await;
-    assert_eq!(s.node_of("qemu/100").await, "pve2");
+    s.assert_node_after(7.0, "qemu/100", "pve2").await;
 }
 
 #[tokio::test(start_paused = true)]

@@ -337,7 +337,7 @@ async fn a_local_template_with_linked_clones_stays_and_so_do_its_clones() {
     let s = TestSim::cluster();
     let upid = s.clone_guest("pve1", "9001", &[("newid", "501")]).await;
     s.wait_ok(&upid).await;
-    let c = s.get_data("/nodes/pve1/qemu/501/config").await;
+    let c = s.config("pve1", "qemu/501").await;
     assert_eq!(
         c["scsi0"],
         "local-lvm:base-9001-disk-0/vm-501-disk-0,size=16G"
@@ -403,7 +403,7 @@ fn no_storage() -> serde_json::Value {
 #[tokio::test(start_paused = true)]
 async fn without_storage_entries_disks_are_shared_and_live_migrate() {
     let s = TestSim::new(no_storage());
-    let config = s.get_data("/nodes/pve1/qemu/100/config").await;
+    let config = s.config("pve1", "qemu/100").await;
     let scsi0 = config["scsi0"].as_str().unwrap().to_string();
     assert!(scsi0.starts_with("shared:vm-100-disk-0"), "{scsi0}");
     let pre = s.get_data("/nodes/pve1/qemu/100/migrate").await;

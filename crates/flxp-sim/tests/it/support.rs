@@ -51,6 +51,20 @@ impl Resp {
         assert_eq!(self.json["errors"][param], text);
     }
 
+    /// Asserts a 200 answer.
+    pub fn assert_ok(&self) {
+        assert_eq!(self.status, 200, "{self:?}");
+    }
+
+    /// Asserts a 400 whose `message` contains `text` (the control endpoint's refusals).
+    pub fn assert_bad_request(&self, text: &str) {
+        assert_eq!(self.status, 400);
+        assert!(
+            self.json["message"].as_str().unwrap().contains(text),
+            "{self:?}"
+        );
+    }
+
     /// The `data` as a string (UPIDs).
     pub fn upid(&self) -> String {
         self.data()
@@ -217,6 +231,24 @@ impl TestSim {
     /// The `data` list of a GET that must answer 200.
     pub async fn list(&self, path: &str) -> Vec<Value> {
         self.get_data(path).await.as_array().unwrap().clone()
+    }
+
+    /// The config of `guest` (`qemu/100`) on `node` (pending values applied).
+    pub async fn config(&self, node: &str, guest: &str) -> Value {
+        self.get_data(&format!("/nodes/{node}/{guest}/config"))
+            .await
+    }
+
+    /// A config write (`PUT`) of `guest` (`qemu/100`) on `node`: the answer as it is.
+    pub async fn set_config(&self, node: &str, guest: &str, params: &[(&str, &str)]) -> Resp {
+        self.put(&format!("/nodes/{node}/{guest}/config"), params)
+            .await
+    }
+
+    /// Waits `secs` of simulated time, then asserts that resource `id` is on `node`.
+    pub async fn assert_node_after(&self, secs: f64, id: &str, node: &str) {
+        sleep(secs).await;
+        assert_eq!(self.node_of(id).await, node);
     }
 
     /// The cluster's task list (`/cluster/tasks`).
