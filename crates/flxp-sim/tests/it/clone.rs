@@ -11,9 +11,8 @@ async fn linked_clone_of_a_shared_template_lands_on_the_target_node() {
     // The task runs on the template's node, its id is the SOURCE vmid.
     assert!(upid.starts_with("UPID:pve1:"), "{upid}");
     assert!(upid.contains(":qmclone:9000:root@pam!test:"), "{upid}");
-    let r = s.resource("qemu/200").await;
-    assert_eq!(r["node"], "pve2");
-    assert_eq!(r["lock"], "clone");
+    s.assert_resource("qemu/200", &[("node", "pve2"), ("lock", "clone")])
+        .await;
     // Tags cannot be written before the clone ends.
     let locked = s.set_config("pve2", "qemu/200", &[("tags", "x")]).await;
     locked.assert_reason("VM is locked (clone)");
@@ -36,12 +35,8 @@ async fn linked_clone_of_a_shared_template_lands_on_the_target_node() {
 #[tokio::test(start_paused = true)]
 async fn local_storage_cannot_be_cloned_to_another_node() {
     let s = TestSim::cluster();
-    let r = s
-        .post(
-            "/nodes/pve1/qemu/9001/clone",
-            &[("newid", "201"), ("target", "pve2"), ("full", "1")],
-        )
-        .await;
+    let params = [("newid", "201"), ("target", "pve2"), ("full", "1")];
+    let r = s.post("/nodes/pve1/qemu/9001/clone", &params).await;
     r.assert_refused(500, "can't clone VM to node 'pve2' (VM uses local storage)");
     assert!(s.resource("qemu/201").await.is_null());
 }

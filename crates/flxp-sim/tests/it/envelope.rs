@@ -47,13 +47,8 @@ async fn parameter_errors_are_400_with_an_errors_map() {
 #[tokio::test(start_paused = true)]
 async fn booleans_must_be_one_or_zero_in_forms_but_json_may_use_true() {
     let s = TestSim::cluster();
-    let r = s
-        .post_migrate(
-            "pve1",
-            "qemu/100",
-            &[("target", "pve2"), ("online", "true")],
-        )
-        .await;
+    let params = [("target", "pve2"), ("online", "true")];
+    let r = s.post_migrate("pve1", "qemu/100", &params).await;
     r.assert_param_error("online", "type check ('boolean') failed - got 'true'");
     let r = s
         .raw(

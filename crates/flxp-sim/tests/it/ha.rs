@@ -195,30 +195,14 @@ async fn ha_resources_can_be_added_changed_and_removed() {
     assert_eq!(list.len(), 1);
     assert_eq!(list[0]["sid"], "vm:110");
     assert_eq!(list[0]["type"], "vm");
-    assert_eq!(
-        s.post(
-            "/cluster/ha/resources",
-            &[("sid", "102"), ("state", "stopped")]
-        )
-        .await
-        .status,
-        200
-    );
+    let stopped = [("sid", "102"), ("state", "stopped")];
+    s.post("/cluster/ha/resources", &stopped).await.assert_ok();
     let r = s.post("/cluster/ha/resources", &[("sid", "vm:102")]).await;
     r.assert_reason("resource ID 'vm:102' already defined");
-    assert_eq!(
-        s.get("/cluster/ha/resources/vm:102").await.data()["state"],
-        "stopped"
-    );
-    assert_eq!(
-        s.put(
-            "/cluster/ha/resources/vm:102",
-            &[("state", "started"), ("comment", "go")]
-        )
-        .await
-        .status,
-        200
-    );
+    let vm102 = "/cluster/ha/resources/vm:102";
+    assert_eq!(s.get_data(vm102).await["state"], "stopped");
+    let started = [("state", "started"), ("comment", "go")];
+    s.put(vm102, &started).await.assert_ok();
     sleep(5.0).await;
     assert_eq!(
         s.resource("qemu/102").await["status"],
@@ -244,14 +228,15 @@ async fn relocation_stops_moves_and_starts_the_vm() {
         .await;
     assert_eq!(r.data()["requested-node"], "pve2");
     sleep(3.0).await; // HA delay 2 s, then the guest is shut down for the move
-    let g = s.resource("qemu/110").await;
-    assert_eq!(g["status"], "stopped");
-    assert_eq!(g["hastate"], "relocate");
+    let relocating = [("status", "stopped"), ("hastate", "relocate")];
+    s.assert_resource("qemu/110", &relocating).await;
     sleep(10.0).await;
-    let g = s.resource("qemu/110").await;
-    assert_eq!(g["node"], "pve2");
-    assert_eq!(g["status"], "running");
-    assert_eq!(g["hastate"], "started");
+    let moved = [
+        ("node", "pve2"),
+        ("status", "running"),
+        ("hastate", "started"),
+    ];
+    s.assert_resource("qemu/110", &moved).await;
 }
 
 fn with_failback(nodes: &str, failback: u8) -> TestSim {
@@ -275,13 +260,11 @@ async fn failback_undoes_a_move_against_node_affinity() {
     move_100_to_pve3(&s).await;
     // The next CRM round (HA delay 2 s) migrates it back to its highest-priority node.
     sleep(2.5).await;
-    let g = s.resource("qemu/100").await;
-    assert_eq!(g["lock"], "migrate");
-    assert_eq!(g["hastate"], "migrate");
+    s.assert_resource("qemu/100", &[("lock", "migrate"), ("hastate", "migrate")])
+        .await;
     sleep(4.0).await;
-    let g = s.resource("qemu/100").await;
-    assert_eq!(g["node"], "pve1");
-    assert_eq!(g["hastate"], "started");
+    s.assert_resource("qemu/100", &[("node", "pve1"), ("hastate", "started")])
+        .await;
     let tasks = s.tasks().await;
     let back = tasks
         .iter()
@@ -360,9 +343,8 @@ async fn an_ha_start_of_a_locked_guest_fails_and_the_service_enters_error() {
         .await;
     assert_eq!(r.status, 200);
     sleep(10.0).await;
-    let g = s.resource("qemu/102").await;
-    assert_eq!(g["status"], "stopped");
-    assert_eq!(g["hastate"], "error");
+    s.assert_resource("qemu/102", &[("status", "stopped"), ("hastate", "error")])
+        .await;
     assert_eq!(s.ha_entry("service:vm:102").await["state"], "error");
     // The failed start is a task with Proxmox's message.
     let tasks = s.tasks().await;

@@ -32,10 +32,8 @@ async fn live_migration_locks_lasts_memory_over_bandwidth_and_flips_the_node() {
         upid.starts_with("UPID:pve1:") && upid.contains(":qmigrate:100:root@pam!test:"),
         "{upid}"
     );
-    let r = s.resource("qemu/100").await;
-    assert_eq!(r["lock"], "migrate");
-    assert_eq!(r["node"], "pve1");
-    assert_eq!(r["status"], "running");
+    let at_source = [("lock", "migrate"), ("node", "pve1"), ("status", "running")];
+    s.assert_resource("qemu/100", &at_source).await;
     let tasks = s.tasks().await;
     let t = tasks.iter().find(|t| t["upid"] == upid.as_str()).unwrap();
     assert_eq!(t["type"], "qmigrate");
@@ -50,10 +48,8 @@ async fn live_migration_locks_lasts_memory_over_bandwidth_and_flips_the_node() {
     let st = s.task(&upid).await;
     assert_eq!(st["status"], "stopped");
     assert_eq!(st["exitstatus"], "OK");
-    let r = s.resource("qemu/100").await;
-    assert_eq!(r["node"], "pve2");
-    assert!(r.get("lock").is_none());
-    assert_eq!(r["status"], "running");
+    s.assert_settled_on("qemu/100", "pve2").await;
+    assert_eq!(s.resource("qemu/100").await["status"], "running");
     let after = s.resource("node/pve2").await["mem"].as_u64().unwrap();
     assert_eq!(
         after - before,
@@ -96,12 +92,10 @@ async fn a_running_vm_needs_online_and_local_disks_need_with_local_disks() {
     let s = TestSim::cluster();
     // Refused by the handler before any task exists, as qemu-server's `migrate_vm` does
     // (issue 11, item 7: it used to be a task that failed).
-    let r = s
-        .post_migrate("pve1", "qemu/100", &[("target", "pve2")])
-        .await;
+    let offline = [("target", "pve2")];
+    let r = s.post_migrate("pve1", "qemu/100", &offline).await;
     r.assert_refused(500, "can't migrate running VM without --online");
-    assert_eq!(s.node_of("qemu/100").await, "pve1");
-    assert!(s.resource("qemu/100").await.get("lock").is_none());
+    s.assert_settled_on("qemu/100", "pve1").await;
 
     let upid = s.live_migrate("pve1", "qemu/101", "pve2").await;
     s.assert_aborted(
@@ -149,9 +143,7 @@ async fn a_migration_that_would_overcommit_the_target_fails() {
         log.iter().any(|l| l.contains("Cannot allocate memory")),
         "{log:?}"
     );
-    let r = s.resource("qemu/120").await;
-    assert_eq!(r["node"], "pve1");
-    assert!(r.get("lock").is_none());
+    s.assert_settled_on("qemu/120", "pve1").await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -201,9 +193,8 @@ async fn containers_migrate_in_restart_mode_only() {
     );
     assert_eq!(r["lock"], "migrate");
     s.wait_ok(&upid).await;
-    let r = s.resource("lxc/103").await;
-    assert_eq!(r["node"], "pve1");
-    assert_eq!(r["status"], "running");
+    s.assert_resource("lxc/103", &[("node", "pve1"), ("status", "running")])
+        .await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -223,9 +214,8 @@ async fn ha_managed_guests_get_hamigrate_and_move_later() {
     );
     // The HA manager acts after its delay (2 s here), then the 4 s migration runs.
     sleep(1.5).await;
-    let r = s.resource("qemu/110").await;
-    assert_eq!(r["hastate"], "migrate");
-    assert_eq!(r["lock"], "migrate");
+    s.assert_resource("qemu/110", &[("hastate", "migrate"), ("lock", "migrate")])
+        .await;
     let tasks = s.tasks().await;
     let real = tasks
         .iter()
@@ -234,9 +224,8 @@ async fn ha_managed_guests_get_hamigrate_and_move_later() {
     assert_eq!(real["user"], "root@pam");
     assert!(real.get("tokenid").is_none());
     sleep(4.5).await;
-    let r = s.resource("qemu/110").await;
-    assert_eq!(r["node"], "pve2");
-    assert_eq!(r["hastate"], "started");
+    s.assert_resource("qemu/110", &[("node", "pve2"), ("hastate", "started")])
+        .await;
     let svc = s.ha_entry("service:vm:110").await;
     assert_eq!(svc["node"], "pve2");
     assert_eq!(svc["status"], "vm:110 (pve2, started)");
@@ -250,9 +239,7 @@ async fn stopping_the_task_aborts_the_migration() {
     assert_eq!(s.delete(&task_path(&upid)).await.status, 200);
     assert_eq!(s.task(&upid).await["exitstatus"], "interrupted by signal");
     sleep(10.0).await;
-    let r = s.resource("qemu/100").await;
-    assert_eq!(r["node"], "pve1");
-    assert!(r.get("lock").is_none());
+    s.assert_settled_on("qemu/100", "pve1").await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -349,8 +336,7 @@ async fn a_local_template_with_linked_clones_stays_and_so_do_its_clones() {
 
     let upid = s.migrate("pve1", "qemu/9001", &[("target", "pve2")]).await;
     s.assert_aborted(&upid, "can't migrate 'local-lvm:base-9001-disk-0' - base volume is still in use by linked clones (VM 501)").await;
-    assert_eq!(s.node_of("qemu/9001").await, "pve1");
-    assert!(s.resource("qemu/9001").await.get("lock").is_none());
+    s.assert_settled_on("qemu/9001", "pve1").await;
 
     // The clone cannot leave its base either.
     let upid = s.migrate("pve1", "qemu/501", &[("target", "pve2")]).await;

@@ -245,6 +245,21 @@ impl TestSim {
             .await
     }
 
+    /// Asserts that resource `id` is on `node` and holds no lock (a move done, refused or failed).
+    pub async fn assert_settled_on(&self, id: &str, node: &str) {
+        let r = self.resource(id).await;
+        assert_eq!(r["node"], node);
+        assert!(r.get("lock").is_none());
+    }
+
+    /// Asserts the string `fields` of the `/cluster/resources` entry with `id`.
+    pub async fn assert_resource(&self, id: &str, fields: &[(&str, &str)]) {
+        let r = self.resource(id).await;
+        for (key, value) in fields {
+            assert_eq!(r[key], *value, "{id}.{key}");
+        }
+    }
+
     /// Waits `secs` of simulated time, then asserts that resource `id` is on `node`.
     pub async fn assert_node_after(&self, secs: f64, id: &str, node: &str) {
         sleep(secs).await;

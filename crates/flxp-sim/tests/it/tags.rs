@@ -5,9 +5,8 @@ use crate::support::TestSim;
 #[tokio::test(start_paused = true)]
 async fn a_tag_proxmox_rejects_is_rejected_the_same_way() {
     let s = TestSim::cluster();
-    let r = s
-        .set_config("pve1", "qemu/100", &[("tags", "flxp/affinity=web")])
-        .await;
+    let bad_chars = [("tags", "flxp/affinity=web")];
+    let r = s.set_config("pve1", "qemu/100", &bad_chars).await;
     r.assert_refused(400, "Parameter verification failed.");
     r.assert_param_error("tags", "invalid format - invalid characters in tag\n");
     for bad in ["-leading", "a:b", "x@y"] {
