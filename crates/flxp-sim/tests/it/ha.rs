@@ -265,12 +265,8 @@ async fn failback_undoes_a_move_against_node_affinity() {
     sleep(4.0).await;
     s.assert_resource("qemu/100", &[("node", "pve1"), ("hastate", "started")])
         .await;
-    let tasks = s.tasks().await;
-    let back = tasks
-        .iter()
-        .filter(|t| t["type"] == "qmigrate" && t["id"] == "100")
-        .count();
-    assert_eq!(back, 2, "there and back: {tasks:?}");
+    let back = s.migrate_tasks("100").await;
+    assert_eq!(back.len(), 2, "there and back: {back:?}");
     // Settled: no further moves.
     s.assert_node_after(60.0, "qemu/100", "pve1").await;
 }

@@ -97,12 +97,9 @@ async fn a_running_vm_needs_online_and_local_disks_need_with_local_disks() {
     r.assert_refused(500, "can't migrate running VM without --online");
     s.assert_settled_on("qemu/100", "pve1").await;
 
+    let why = "can't live migrate attached local disks without with-local-disks option";
     let upid = s.live_migrate("pve1", "qemu/101", "pve2").await;
-    s.assert_aborted(
-        &upid,
-        "can't live migrate attached local disks without with-local-disks option",
-    )
-    .await;
+    s.assert_aborted(&upid, why).await;
     let upid = s
         .live_migrate_with_local_disks("pve1", "qemu/101", "pve2")
         .await;
@@ -122,12 +119,9 @@ async fn bad_targets_are_refused() {
     let r = s.post_migrate("pve1", "qemu/100", &live_to("pve9")).await;
     r.assert_refused(500, "no such cluster node 'pve9'");
     s.set_node_status("pve3", "offline").await;
+    let why = "Can't connect to destination address (10.10.10.3) using public key authentication";
     let upid = s.live_migrate("pve1", "qemu/100", "pve3").await;
-    s.assert_aborted(
-        &upid,
-        "Can't connect to destination address (10.10.10.3) using public key authentication",
-    )
-    .await;
+    s.assert_aborted(&upid, why).await;
     assert_eq!(s.node_of("qemu/100").await, "pve1");
 }
 
@@ -216,11 +210,7 @@ async fn ha_managed_guests_get_hamigrate_and_move_later() {
     sleep(1.5).await;
     s.assert_resource("qemu/110", &[("hastate", "migrate"), ("lock", "migrate")])
         .await;
-    let tasks = s.tasks().await;
-    let real = tasks
-        .iter()
-        .find(|t| t["type"] == "qmigrate" && t["id"] == "110")
-        .unwrap();
+    let real = &s.migrate_tasks("110").await[0];
     assert_eq!(real["user"], "root@pam");
     assert!(real.get("tokenid").is_none());
     sleep(4.5).await;
@@ -413,12 +403,9 @@ async fn without_storage_entries_disks_are_shared_and_live_migrate() {
     let upid = s.live_migrate("pve1", "qemu/100", "pve2").await;
     s.wait_ok(&upid).await;
     assert_eq!(s.node_of("qemu/100").await, "pve2");
+    let why = "can't live migrate attached local disks without with-local-disks option";
     let upid = s.live_migrate("pve1", "qemu/101", "pve2").await;
-    s.assert_aborted(
-        &upid,
-        "can't live migrate attached local disks without with-local-disks option",
-    )
-    .await;
+    s.assert_aborted(&upid, why).await;
 }
 
 /// `local-lvm` listed per node with different sizes, as on real Proxmox where each node has its

@@ -271,6 +271,15 @@ impl TestSim {
         self.list("/cluster/tasks").await
     }
 
+    /// The `qmigrate` tasks of guest `vmid`, in the order `/cluster/tasks` lists them.
+    pub async fn migrate_tasks(&self, vmid: &str) -> Vec<Value> {
+        let tasks = self.tasks().await;
+        tasks
+            .into_iter()
+            .filter(|t| t["type"] == "qmigrate" && t["id"] == vmid)
+            .collect()
+    }
+
     /// The `node` field of the `/cluster/resources` entry with `id` (where a guest is).
     pub async fn node_of(&self, id: &str) -> Value {
         self.resource(id).await["node"].clone()
