@@ -107,8 +107,7 @@ async fn clone_refusals_have_proxmox_texts() {
 #[tokio::test(start_paused = true)]
 async fn a_full_clone_of_a_vm_is_the_default_and_can_be_started() {
     let s = TestSim::cluster();
-    let upid = s.clone_guest("pve2", "102", &[("newid", "203")]).await;
-    s.wait(&upid).await;
+    s.clone_and_wait("pve2", "102", "203").await;
     let c = s.config("pve2", "qemu/203").await;
     assert!(
         c["scsi0"]

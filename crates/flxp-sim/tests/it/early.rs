@@ -194,10 +194,7 @@ async fn a_running_vm_without_online_is_refused_at_once() {
 // that queues the request for the HA manager (`ha-manager migrate vm:110 pve2`).
 #[tokio::test(start_paused = true)]
 async fn an_ha_managed_guest_gets_an_hamigrate_task() {
-    let s = TestSim::cluster();
-    let upid = s.live_migrate("pve1", "qemu/110", "pve2").await;
-    assert!(upid.contains(":hamigrate:110:"), "{upid}");
-    s.wait_ok(&upid).await;
+    TestSim::cluster().ha_migrate_110_to_pve2().await;
 }
 
 // Every `check_lock` names the guest type: a locked container answers "CT is locked (...)" to

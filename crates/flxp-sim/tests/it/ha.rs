@@ -173,12 +173,9 @@ async fn a_dead_node_is_fenced_and_its_ha_guests_recovered() {
     assert_eq!(r.status, 595);
     s.assert_node_after(30.0, "qemu/110", "pve1").await;
     sleep(31.0).await;
-    let g = s.resource("qemu/110").await;
-    assert_eq!(
-        g["node"], "pve2",
-        "recovered to the node with most free memory"
-    );
-    assert_eq!(g["status"], "running");
+    // Recovered to the node with most free memory.
+    s.assert_resource("qemu/110", &[("node", "pve2"), ("status", "running")])
+        .await;
     assert_eq!(
         s.node_of("qemu/100").await,
         "pve1",

@@ -180,12 +180,9 @@ async fn containers_migrate_in_restart_mode_only() {
         .await;
     let upid = s.migrate("pve2", "lxc/103", &restart_to("pve1")).await;
     sleep(1.0).await;
-    let r = s.resource("lxc/103").await;
-    assert_eq!(
-        r["status"], "stopped",
-        "restart mode stops the container first"
-    );
-    assert_eq!(r["lock"], "migrate");
+    // Restart mode stops the container first.
+    s.assert_resource("lxc/103", &[("status", "stopped"), ("lock", "migrate")])
+        .await;
     s.wait_ok(&upid).await;
     s.assert_resource("lxc/103", &[("node", "pve1"), ("status", "running")])
         .await;
@@ -194,9 +191,7 @@ async fn containers_migrate_in_restart_mode_only() {
 #[tokio::test(start_paused = true)]
 async fn ha_managed_guests_get_hamigrate_and_move_later() {
     let s = TestSim::cluster();
-    let upid = s.live_migrate("pve1", "qemu/110", "pve2").await;
-    assert!(upid.contains(":hamigrate:110:"), "{upid}");
-    s.wait_ok(&upid).await;
+    let upid = s.ha_migrate_110_to_pve2().await;
     assert_eq!(
         s.log(&upid).await[0],
         "Requesting HA migration for VM 110 to node pve2"
@@ -312,8 +307,8 @@ async fn bulk_migrate_reports_the_guests_that_failed() {
 #[tokio::test(start_paused = true)]
 async fn a_local_template_with_linked_clones_stays_and_so_do_its_clones() {
     let s = TestSim::cluster();
-    let upid = s.clone_guest("pve1", "9001", &[("newid", "501")]).await;
-    s.wait_ok(&upid).await;
+    let cloned = s.clone_and_wait("pve1", "9001", "501").await;
+    assert_eq!(cloned["exitstatus"], "OK");
     let c = s.config("pve1", "qemu/501").await;
     assert_eq!(
         c["scsi0"],
@@ -347,8 +342,8 @@ async fn a_local_template_with_linked_clones_stays_and_so_do_its_clones() {
 #[tokio::test(start_paused = true)]
 async fn a_shared_template_with_linked_clones_migrates() {
     let s = TestSim::cluster();
-    let upid = s.clone_guest("pve1", "9000", &[("newid", "502")]).await;
-    s.wait_ok(&upid).await;
+    let cloned = s.clone_and_wait("pve1", "9000", "502").await;
+    assert_eq!(cloned["exitstatus"], "OK");
     // Its cloud-init drive is local-free (ceph): the base stays where the clones find it.
     let upid = s.migrate("pve1", "qemu/9000", &[("target", "pve2")]).await;
     s.wait_ok(&upid).await;

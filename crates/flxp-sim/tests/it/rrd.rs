@@ -84,8 +84,7 @@ async fn history_follows_load_changes_step_by_step() {
 #[tokio::test(start_paused = true)]
 async fn a_new_guest_has_no_rows_before_it_existed() {
     let s = TestSim::cluster();
-    let upid = s.clone_guest("pve1", "9000", &[("newid", "500")]).await;
-    s.wait(&upid).await;
+    s.clone_and_wait("pve1", "9000", "500").await;
     sleep(120.0).await;
     let rows = s.list("/nodes/pve1/qemu/500/rrddata?timeframe=hour").await;
     assert!(rows[0].get("cpu").is_none());

@@ -239,6 +239,21 @@ impl TestSim {
             .await
     }
 
+    /// Clones qemu guest `vmid` on `node` to `newid` and waits for the task: its final status.
+    pub async fn clone_and_wait(&self, node: &str, vmid: &str, newid: &str) -> Value {
+        let upid = self.clone_guest(node, vmid, &[("newid", newid)]).await;
+        self.wait(&upid).await
+    }
+
+    /// Asks for a live migration of the HA-managed guest 110 to pve2: asserts that the answer is
+    /// an `hamigrate` task that ends OK, and returns its UPID.
+    pub async fn ha_migrate_110_to_pve2(&self) -> String {
+        let upid = self.live_migrate("pve1", "qemu/110", "pve2").await;
+        assert!(upid.contains(":hamigrate:110:"), "{upid}");
+        self.wait_ok(&upid).await;
+        upid
+    }
+
     /// A config write (`PUT`) of `guest` (`qemu/100`) on `node`: the answer as it is.
     pub async fn set_config(&self, node: &str, guest: &str, params: &[(&str, &str)]) -> Resp {
         self.put(&format!("/nodes/{node}/{guest}/config"), params)
