@@ -358,10 +358,6 @@ fn requests_built_with_the_client_types_validate_against_the_schema() {
         targetstorage: Some("ceph".into()),
         bwlimit: Some(102_400),
     };
-    assert_params(
-        "POST /nodes/{node}/qemu/{vmid}/migrate",
-        decoded(&migrate, &guest),
-    );
     let lxc = LxcMigrateParams {
         target: "pve2".into(),
         restart: Some(true),
@@ -369,10 +365,6 @@ fn requests_built_with_the_client_types_validate_against_the_schema() {
         target_storage: Some("local-lvm".into()),
         bwlimit: Some(1000),
     };
-    assert_params(
-        "POST /nodes/{node}/lxc/{vmid}/migrate",
-        decoded(&lxc, &guest),
-    );
     let clone = CloneParams {
         newid: 4242,
         name: Some("web-42".into()),
@@ -382,10 +374,22 @@ fn requests_built_with_the_client_types_validate_against_the_schema() {
         description: Some("from template".into()),
         ..CloneParams::default()
     };
-    assert_params(
-        "POST /nodes/{node}/qemu/{vmid}/clone",
-        decoded(&clone, &guest),
-    );
+    for (endpoint, params) in [
+        (
+            "POST /nodes/{node}/qemu/{vmid}/migrate",
+            decoded(&migrate, &guest),
+        ),
+        (
+            "POST /nodes/{node}/lxc/{vmid}/migrate",
+            decoded(&lxc, &guest),
+        ),
+        (
+            "POST /nodes/{node}/qemu/{vmid}/clone",
+            decoded(&clone, &guest),
+        ),
+    ] {
+        assert_params(endpoint, params);
+    }
     let create = CreateParams {
         vmid: 4243,
         storage: Some("ceph".into()),

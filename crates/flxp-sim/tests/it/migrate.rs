@@ -251,16 +251,8 @@ async fn migrateall_empties_a_node_with_limited_parallelism() {
     let s = TestSim::cluster();
     // pve1: 100 (ceph), 101 (local disk, needs with-local-disks), 110 (HA), 120 (12 GiB), 9000
     // and 9001 are templates and stay.
-    let upid = s
-        .post_task(
-            "/nodes/pve1/migrateall",
-            &[
-                ("target", "pve2"),
-                ("max-workers", "2"),
-                ("with-local-disks", "1"),
-            ],
-        )
-        .await;
+    let form = "target=pve2&max-workers=2&with-local-disks=1";
+    let upid = s.post_form_task("/nodes/pve1/migrateall", form).await;
     assert!(
         upid.starts_with("UPID:pve1:") && upid.contains(":migrateall::"),
         "{upid}"
@@ -282,15 +274,10 @@ async fn migrateall_empties_a_node_with_limited_parallelism() {
 async fn bulk_migrate_reports_the_guests_that_failed() {
     let s = TestSim::cluster();
     // 101 has a local disk and no with-local-disks: it fails; 102 is stopped and moves offline.
-    let r = s
-        .raw(
-            "POST",
-            "/cluster/bulk-action/guest/migrate",
-            "application/x-www-form-urlencoded",
-            "target=pve3&online=1&vms=101&vms=102&max-workers=4",
-        )
+    let form = "target=pve3&online=1&vms=101&vms=102&max-workers=4";
+    let upid = s
+        .post_form_task("/cluster/bulk-action/guest/migrate", form)
         .await;
-    let upid = r.upid();
     assert!(upid.contains(":bulk-migrate::"), "{upid}");
     let st = s.wait(&upid).await;
     assert_eq!(st["exitstatus"], "1 guest(s) failed to migrate");

@@ -177,6 +177,13 @@ impl TestSim {
             .await
     }
 
+    /// A POST whose form body is given already encoded (repeated keys, as bulk actions take
+    /// them) that starts a task: its UPID.
+    pub async fn post_form_task(&self, path: &str, body: &str) -> String {
+        let form = "application/x-www-form-urlencoded";
+        self.raw("POST", path, form, body).await.upid()
+    }
+
     /// Starts a migration of `guest` (`qemu/100`) on node `from`: its UPID.
     pub async fn migrate(&self, from: &str, guest: &str, params: &[(&str, &str)]) -> String {
         self.post_migrate(from, guest, params).await.upid()
