@@ -46,9 +46,8 @@ async fn a_locked_vm_refuses_config_writes() {
 #[tokio::test(start_paused = true)]
 async fn memory_of_a_running_vm_stays_pending_until_restart() {
     let s = TestSim::cluster();
-    let r = s
-        .set_config("pve1", "qemu/100", &[("memory", "8192")])
-        .await;
+    let memory = [("memory", "8192")];
+    let r = s.set_config("pve1", "qemu/100", &memory).await;
     r.assert_ok();
     assert_eq!(s.config("pve1", "qemu/100").await["memory"], "8192");
     assert_eq!(

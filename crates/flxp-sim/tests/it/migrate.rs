@@ -168,9 +168,8 @@ async fn stopped_guests_migrate_offline() {
 #[tokio::test(start_paused = true)]
 async fn containers_migrate_in_restart_mode_only() {
     let s = TestSim::cluster();
-    let r = s
-        .post_migrate("pve2", "lxc/103", &[("target", "pve1")])
-        .await;
+    let offline = [("target", "pve1")];
+    let r = s.post_migrate("pve2", "lxc/103", &offline).await;
     r.assert_refused(
         500,
         "can't migrate running container without --online or --restart",
