@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::support::{GIB, TestSim, live_to, restart_to, sleep, task_path};
+use crate::support::{GIB, TestSim, live_to, restart_to, sleep, task_path, urlencode};
 
 #[tokio::test(start_paused = true)]
 async fn precondition_lists_allowed_nodes_and_local_disks() {
@@ -230,9 +230,8 @@ async fn stopping_the_task_aborts_the_migration() {
 async fn task_endpoints_answer_for_the_node_in_the_upid_only() {
     let s = TestSim::cluster();
     let upid = s.live_migrate("pve1", "qemu/100", "pve2").await;
-    // The same task path on the other node.
-    let elsewhere = task_path(&upid).replacen("/nodes/pve1/", "/nodes/pve2/", 1);
-    let r = s.get(&format!("{elsewhere}/status")).await;
+    let elsewhere = format!("/nodes/pve2/tasks/{}/status", urlencode(&upid));
+    let r = s.get(&elsewhere).await;
     r.assert_param_error("upid", "no such task");
     let list = s.list("/nodes/pve1/tasks?source=active").await;
     assert!(list.iter().any(|t| t["upid"] == upid.as_str()));
