@@ -46,6 +46,50 @@ async fn per_call(router: &axum::Router, path: &str, n: u32) -> (Duration, usize
     (start.elapsed() / n, bytes)
 }
 
+/// Sends the form-encoded `requests` (method, path, body) one by one, then advances the clock by
+/// `advance` (seconds, and how the table names it) and lets the world catch up once; prints the
+/// mean cost of a call that started a task and of the catch-up.
+async fn churn(
+    sim: &Sim,
+    router: &axum::Router,
+    what: &str,
+    requests: impl Iterator<Item = (&'static str, String, String)>,
+    advance: (f64, &str),
+) {
+    let start = Instant::now();
+    let mut started = 0;
+    for (method, path, body) in requests {
+        let req = Request::builder()
+            .method(method)
+            .uri(format!("/api2/json{path}"))
+            .header("authorization", format!("PVEAPIToken={TOKEN}"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(Body::from(body))
+            .unwrap();
+        if router.clone().oneshot(req).await.unwrap().status() == 200 {
+            started += 1;
+        }
+    }
+    let t_start = start.elapsed();
+    sim.clock().advance(advance.0);
+    let start = Instant::now();
+    drop(sim.world());
+    let t_land = start.elapsed();
+    println!(
+        "{:<52} {:>12}",
+        format!("start {started} {what} (per call)"),
+        format!(
+            "{:.3} ms",
+            t_start.as_secs_f64() * 1e3 / started.max(1) as f64
+        )
+    );
+    println!(
+        "{:<52} {:>12}",
+        format!("land them all (advance {}, one catch-up)", advance.1),
+        format!("{:.1} ms", t_land.as_secs_f64() * 1e3)
+    );
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -121,38 +165,18 @@ fn main() {
                 })
                 .collect()
         };
-        let start = Instant::now();
-        let mut started = 0;
-        for (vmid, node, target) in &targets {
-            let req = Request::builder()
-                .method("POST")
-                .uri(format!("/api2/json/nodes/{node}/qemu/{vmid}/migrate"))
-                .header("authorization", format!("PVEAPIToken={TOKEN}"))
-                .header("content-type", "application/x-www-form-urlencoded")
-                .body(Body::from(format!("target={target}&online=1")))
-                .unwrap();
-            if router.clone().oneshot(req).await.unwrap().status() == 200 {
-                started += 1;
-            }
-        }
-        let t_start = start.elapsed();
-        sim.clock().advance(3600.0);
-        let start = Instant::now();
-        drop(sim.world());
-        let t_land = start.elapsed();
-        println!(
-            "{:<52} {:>12}",
-            format!("start {started} live migrations (per call)"),
-            format!(
-                "{:.3} ms",
-                t_start.as_secs_f64() * 1e3 / started.max(1) as f64
-            )
-        );
-        println!(
-            "{:<52} {:>12}",
-            "land them all (advance 1 h, one catch-up)",
-            format!("{:.1} ms", t_land.as_secs_f64() * 1e3)
-        );
+        let migrations = targets.iter().map(|(vmid, node, target)| {
+            let path = format!("/nodes/{node}/qemu/{vmid}/migrate");
+            ("POST", path, format!("target={target}&online=1"))
+        });
+        churn(
+            &sim,
+            &router,
+            "live migrations",
+            migrations,
+            (3600.0, "1 h"),
+        )
+        .await;
 
         // Resize churn: grow 200 boot disks by 1 GiB (each a `resize` task), then let them land.
         let resizes: Vec<(u32, String)> = {
@@ -164,38 +188,11 @@ fn main() {
                 .map(|g| (g.vmid, g.node.clone()))
                 .collect()
         };
-        let start = Instant::now();
-        let mut started = 0;
-        for (vmid, node) in &resizes {
-            let req = Request::builder()
-                .method("PUT")
-                .uri(format!("/api2/json/nodes/{node}/qemu/{vmid}/resize"))
-                .header("authorization", format!("PVEAPIToken={TOKEN}"))
-                .header("content-type", "application/x-www-form-urlencoded")
-                .body(Body::from("disk=scsi0&size=%2B1G"))
-                .unwrap();
-            if router.clone().oneshot(req).await.unwrap().status() == 200 {
-                started += 1;
-            }
-        }
-        let t_start = start.elapsed();
-        sim.clock().advance(60.0);
-        let start = Instant::now();
-        drop(sim.world());
-        let t_land = start.elapsed();
-        println!(
-            "{:<52} {:>12}",
-            format!("start {started} disk resizes (per call)"),
-            format!(
-                "{:.3} ms",
-                t_start.as_secs_f64() * 1e3 / started.max(1) as f64
-            )
-        );
-        println!(
-            "{:<52} {:>12}",
-            "land them all (advance 1 min, one catch-up)",
-            format!("{:.1} ms", t_land.as_secs_f64() * 1e3)
-        );
+        let grow = resizes.iter().map(|(vmid, node)| {
+            let path = format!("/nodes/{node}/qemu/{vmid}/resize");
+            ("PUT", path, "disk=scsi0&size=%2B1G".to_string())
+        });
+        churn(&sim, &router, "disk resizes", grow, (60.0, "1 min")).await;
 
         // A snapshot-shaped collection over a socket: resources, then per node config and
         // rrddata concurrently, then HA status, rules, resources, options and tasks.

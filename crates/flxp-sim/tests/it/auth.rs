@@ -7,7 +7,7 @@ use axum::body::Body;
 use axum::http::Request;
 use serde_json::json;
 
-use crate::support::{RO_TOKEN, TOKEN, TestSim, cluster};
+use crate::support::{RO_TOKEN, TOKEN, TestSim, cluster_with, live_to};
 
 #[tokio::test(start_paused = true)]
 async fn token_header_in_both_forms_is_accepted() {
@@ -34,9 +34,8 @@ async fn bad_token_is_401_with_empty_body() {
 
 #[tokio::test(start_paused = true)]
 async fn failed_authentication_waits_the_configured_delay() {
-    let mut doc = cluster();
-    doc["sim"]["auth_failure_delay_ms"] = json!(3000);
-    let s = TestSim::new(doc).with_auth(Some("PVEAPIToken=root@pam!test=nope".into()));
+    let s = cluster_with(|doc| doc["sim"]["auth_failure_delay_ms"] = json!(3000))
+        .with_auth(Some("PVEAPIToken=root@pam!test=nope".into()));
     let start = tokio::time::Instant::now();
     assert_eq!(s.get("/version").await.status, 401);
     assert!(
@@ -51,23 +50,15 @@ async fn ticket_login_then_cookie_and_csrf_on_writes() {
     let s = TestSim::cluster();
     let anon = s.with_auth(None);
     assert_eq!(anon.get("/access/ticket").await.data(), &json!(null));
-    let bad = anon
-        .post(
-            "/access/ticket",
-            &[("username", "root@pam"), ("password", "wrong")],
-        )
-        .await;
+    let wrong = [("username", "root@pam"), ("password", "wrong")];
+    let bad = anon.post("/access/ticket", &wrong).await;
     bad.assert_refused(401, "authentication failure");
-    let r = anon
-        .post(
-            "/access/ticket",
-            &[
-                ("username", "root"),
-                ("realm", "pam"),
-                ("password", "secret"),
-            ],
-        )
-        .await;
+    let realm = [
+        ("username", "root"),
+        ("realm", "pam"),
+        ("password", "secret"),
+    ];
+    let r = anon.post("/access/ticket", &realm).await;
     let d = r.data();
     assert_eq!(d["username"], "root@pam");
     let ticket = d["ticket"].as_str().unwrap().to_string();
@@ -99,7 +90,7 @@ async fn ticket_login_then_cookie_and_csrf_on_writes() {
     assert_eq!(r.status, 401);
     assert_eq!(s.send(write(Some(&csrf))).await.status, 200);
     assert_eq!(
-        s.get("/nodes/pve1/config").await.data()["description"],
+        s.get_data("/nodes/pve1/config").await["description"],
         "hello"
     );
 
@@ -117,12 +108,7 @@ async fn ticket_login_then_cookie_and_csrf_on_writes() {
 async fn read_only_token_reads_but_writes_get_403() {
     let s = TestSim::cluster().with_auth(Some(format!("PVEAPIToken={RO_TOKEN}")));
     assert_eq!(s.get("/cluster/resources").await.status, 200);
-    let r = s
-        .post(
-            "/nodes/pve1/qemu/100/migrate",
-            &[("target", "pve2"), ("online", "1")],
-        )
-        .await;
+    let r = s.post_migrate("pve1", "qemu/100", &live_to("pve2")).await;
     r.assert_refused(403, "Permission check failed (/vms/100, VM.Migrate)");
     let perms = s.get("/access/permissions").await;
     assert_eq!(perms.data()["/"]["VM.Audit"], 1);

@@ -5,7 +5,7 @@ use crate::support::{GIB, TestSim};
 #[tokio::test(start_paused = true)]
 async fn config_has_a_digest_and_typed_values() {
     let s = TestSim::cluster();
-    let c = s.get("/nodes/pve1/qemu/100/config").await.data().clone();
+    let c = s.config("pve1", "qemu/100").await;
     let digest = c["digest"].as_str().unwrap();
     assert_eq!(digest.len(), 40);
     assert!(digest.chars().all(|c| c.is_ascii_hexdigit()));
@@ -18,32 +18,19 @@ async fn config_has_a_digest_and_typed_values() {
 #[tokio::test(start_paused = true)]
 async fn a_stale_digest_is_a_checksum_mismatch() {
     let s = TestSim::cluster();
-    let d1 = s.get("/nodes/pve2/qemu/102/config").await.data()["digest"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert_eq!(
-        s.put(
-            "/nodes/pve2/qemu/102/config",
-            &[("description", "x"), ("digest", &d1)]
-        )
-        .await
-        .status,
-        200
-    );
-    let d2 = s.get("/nodes/pve2/qemu/102/config").await.data()["digest"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert_ne!(d1, d2);
+    let d1 = s.config("pve2", "qemu/102").await["digest"].clone();
+    let d1 = d1.as_str().unwrap();
     let r = s
-        .put(
-            "/nodes/pve2/qemu/102/config",
-            &[("description", "y"), ("digest", &d1)],
-        )
+        .set_config("pve2", "qemu/102", &[("description", "x"), ("digest", d1)])
+        .await;
+    r.assert_ok();
+    let d2 = s.config("pve2", "qemu/102").await["digest"].clone();
+    assert_ne!(d1, d2.as_str().unwrap());
+    let r = s
+        .set_config("pve2", "qemu/102", &[("description", "y"), ("digest", d1)])
         .await;
     r.assert_refused(500, "checksum mismatch (file change by other user?)");
-    let r = s.put("/nodes/pve2/qemu/102/config", &[]).await;
+    let r = s.set_config("pve2", "qemu/102", &[]).await;
     r.assert_refused(500, "no options specified");
 }
 
@@ -51,83 +38,51 @@ async fn a_stale_digest_is_a_checksum_mismatch() {
 async fn a_locked_vm_refuses_config_writes() {
     let s = TestSim::cluster();
     s.live_migrate("pve1", "qemu/100", "pve2").await;
-    let r = s.put("/nodes/pve1/qemu/100/config", &[("tags", "x")]).await;
+    let r = s.set_config("pve1", "qemu/100", &[("tags", "x")]).await;
     r.assert_refused(500, "VM is locked (migrate)");
-    assert_eq!(
-        s.get("/nodes/pve1/qemu/100/config").await.data()["lock"],
-        "migrate"
-    );
+    assert_eq!(s.config("pve1", "qemu/100").await["lock"], "migrate");
 }
 
 #[tokio::test(start_paused = true)]
 async fn memory_of_a_running_vm_stays_pending_until_restart() {
     let s = TestSim::cluster();
-    assert_eq!(
-        s.put("/nodes/pve1/qemu/100/config", &[("memory", "8192")])
-            .await
-            .status,
-        200
-    );
-    assert_eq!(
-        s.get("/nodes/pve1/qemu/100/config").await.data()["memory"],
-        "8192"
-    );
+    let memory = [("memory", "8192")];
+    let r = s.set_config("pve1", "qemu/100", &memory).await;
+    r.assert_ok();
+    assert_eq!(s.config("pve1", "qemu/100").await["memory"], "8192");
     assert_eq!(
         s.get("/nodes/pve1/qemu/100/config?current=1").await.data()["memory"],
         "4096"
     );
     assert_eq!(s.resource("qemu/100").await["maxmem"], 4 * GIB);
     let stop = s.post_task("/nodes/pve1/qemu/100/status/stop", &[]).await;
-    assert_eq!(s.wait(&stop).await["exitstatus"], "OK");
+    s.wait_ok(&stop).await;
     assert_eq!(s.resource("qemu/100").await["maxmem"], 8 * GIB);
     assert_eq!(s.resource("qemu/100").await["status"], "stopped");
     let start = s.post_task("/nodes/pve1/qemu/100/status/start", &[]).await;
-    assert_eq!(s.wait(&start).await["exitstatus"], "OK");
+    s.wait_ok(&start).await;
     assert_eq!(s.resource("qemu/100").await["status"], "running");
 }
 
 #[tokio::test(start_paused = true)]
 async fn node_notes_are_the_config_description() {
     let s = TestSim::cluster();
-    let c = s.get("/nodes/pve2/config").await.data().clone();
+    let path = "/nodes/pve2/config";
+    let c = s.get_data(path).await;
     assert!(c.get("description").is_none());
-    let digest = c["digest"].as_str().unwrap().to_string();
-    assert_eq!(
-        s.put(
-            "/nodes/pve2/config",
-            &[
-                ("description", "flxp.label.ssd flxp.taint.gpu"),
-                ("digest", &digest)
-            ]
-        )
+    let digest = c["digest"].as_str().unwrap();
+    let notes = "flxp.label.ssd flxp.taint.gpu";
+    s.put(path, &[("description", notes), ("digest", digest)])
         .await
-        .status,
-        200
-    );
-    assert_eq!(
-        s.get("/nodes/pve2/config").await.data()["description"],
-        "flxp.label.ssd flxp.taint.gpu"
-    );
+        .assert_ok();
+    assert_eq!(s.get_data(path).await["description"], notes);
     let r = s
-        .put(
-            "/nodes/pve2/config",
-            &[("description", "x"), ("digest", &digest)],
-        )
+        .put(path, &[("description", "x"), ("digest", digest)])
         .await;
     assert_eq!(r.status, 500);
-    assert_eq!(
-        s.put("/nodes/pve2/config", &[("delete", "description")])
-            .await
-            .status,
-        200
-    );
-    assert!(
-        s.get("/nodes/pve2/config")
-            .await
-            .data()
-            .get("description")
-            .is_none()
-    );
+    s.put(path, &[("delete", "description")]).await.assert_ok();
+    let c = s.get_data(path).await;
+    assert!(c.get("description").is_none());
 }
 
 #[tokio::test(start_paused = true)]
@@ -185,7 +140,7 @@ async fn create_and_delete_a_vm() {
     assert!(upid.contains(":qmcreate:300:"));
     assert_eq!(s.resource("qemu/300").await["lock"], "create");
     s.wait(&upid).await;
-    let c = s.get("/nodes/pve2/qemu/300/config").await.data().clone();
+    let c = s.config("pve2", "qemu/300").await;
     assert_eq!(c["scsi0"], "ceph:vm-300-disk-0,size=16G");
     assert!(
         c["net0"].as_str().unwrap().starts_with("virtio=BC:24:11:"),
@@ -195,15 +150,9 @@ async fn create_and_delete_a_vm() {
     assert_eq!(c["tags"], "a;b");
     assert_eq!(s.resource("qemu/300").await["status"], "running");
     let r = s.post("/nodes/pve2/qemu", &[("vmid", "300")]).await;
-    assert_eq!(
-        r.reason.as_deref(),
-        Some("unable to create VM 300: config file already exists")
-    );
+    r.assert_reason("unable to create VM 300: config file already exists");
     let r = s.delete("/nodes/pve2/qemu/300").await;
-    assert_eq!(
-        r.reason.as_deref(),
-        Some("VM 300 is running - destroy failed")
-    );
+    r.assert_reason("VM 300 is running - destroy failed");
     s.wait(&s.post_task("/nodes/pve2/qemu/300/status/stop", &[]).await)
         .await;
     let del = s.delete("/nodes/pve2/qemu/300").await.upid();

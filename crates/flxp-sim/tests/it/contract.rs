@@ -17,7 +17,7 @@ use flxp_sim::schema::{ApiSchema, Mode};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::support::{TestSim, urlencode};
+use crate::support::{TestSim, cluster_with, urlencode};
 
 /// Endpoints of the schema file the simulator does not serve, and why.
 const NOT_SERVED: [(&str, &str); 2] = [
@@ -36,26 +36,57 @@ const NOT_SERVED: [(&str, &str); 2] = [
 const PERL_TYPED: [(&str, &str); 1] =
     [("GET /cluster/nextid", "nextid is a JSON string on the wire")];
 
+/// One request of the contract check: the schema endpoint it exercises and what it sends.
 struct Check {
-    endpoint: &'static str,
-    method: &'static str,
+    endpoint: String,
+    method: String,
     path: String,
-    params: Vec<(&'static str, String)>,
+    params: Vec<(String, String)>,
 }
 
-fn c(endpoint: &'static str, path: &str, params: &[(&'static str, &str)]) -> Check {
-    let method = endpoint.split(' ').next().unwrap();
+/// A check written as `METHOD /template/{placeholder} value... ?key=value&key=value`: the endpoint
+/// is `METHOD /template/{placeholder}`, the path fills the placeholders in order with the values,
+/// and the parameters follow `?` as written (not percent-encoded).
+fn c(spec: &str) -> Check {
+    let (request, params) = spec.split_once(" ?").unwrap_or((spec, ""));
+    let mut words = request.split_whitespace();
+    let method = words.next().unwrap().to_string();
+    let template = words.next().unwrap();
+    let mut path = String::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        let close = open + rest[open..].find('}').unwrap();
+        path.push_str(&rest[..open]);
+        path.push_str(
+            words
+                .next()
+                .unwrap_or_else(|| panic!("{spec}: too few values")),
+        );
+        rest = &rest[close + 1..];
+    }
+    path.push_str(rest);
+    assert!(words.next().is_none(), "{spec}: too many values");
+    let params = params
+        .split('&')
+        .filter(|kv| !kv.is_empty())
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap();
+            (k.to_string(), v.to_string())
+        })
+        .collect();
     Check {
-        endpoint,
+        endpoint: format!("{method} {template}"),
         method,
-        path: path.to_string(),
-        params: params.iter().map(|(k, v)| (*k, v.to_string())).collect(),
+        path,
+        params,
     }
 }
 
 async fn run(s: &TestSim, check: &Check) -> Value {
-    let params: Vec<(&str, &str)> = check.params.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let r = match check.method {
+    let params: Vec<(&str, &str)> = (check.params.iter())
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let r = match check.method.as_str() {
         "GET" | "DELETE" => {
             let q = serde_urlencoded::to_string(&params).unwrap();
             let path = if q.is_empty() {
@@ -89,262 +120,88 @@ fn validate(endpoint: &str, data: &Value) {
     assert!(errors.is_empty(), "{endpoint}: {errors:#?}\nin {data:#}");
 }
 
+/// Runs `check` on `s` and validates its answer: the endpoint it checked.
+async fn check(s: &TestSim, check: &Check) -> String {
+    validate(&check.endpoint, &run(s, check).await);
+    check.endpoint.clone()
+}
+
 #[tokio::test(start_paused = true)]
 async fn every_schema_endpoint_is_served_and_answers_validate() {
     let s = TestSim::cluster();
     let task = s.live_migrate("pve1", "qemu/100", "pve2").await;
-    let t = urlencode(&task);
+    // The endpoints of the migration's task, on the node the UPID names.
+    let on_task = |endpoint: &str| c(&format!("{endpoint} pve1 {}", urlencode(&task)));
     let checks = vec![
-        c("GET /version", "/version", &[]),
-        c("GET /cluster/resources", "/cluster/resources", &[]),
-        c("GET /cluster/status", "/cluster/status", &[]),
-        c("GET /cluster/options", "/cluster/options", &[]),
-        c("GET /cluster/nextid", "/cluster/nextid", &[]),
-        c("GET /cluster/tasks", "/cluster/tasks", &[]),
-        c("GET /cluster/ha/resources", "/cluster/ha/resources", &[]),
-        c(
-            "GET /cluster/ha/resources/{sid}",
-            "/cluster/ha/resources/vm:110",
-            &[],
-        ),
-        c("GET /cluster/ha/rules", "/cluster/ha/rules", &[]),
-        c(
-            "GET /cluster/ha/status/current",
-            "/cluster/ha/status/current",
-            &[],
-        ),
-        c(
-            "GET /cluster/ha/status/manager_status",
-            "/cluster/ha/status/manager_status",
-            &[],
-        ),
-        c("GET /nodes", "/nodes", &[]),
-        c("GET /nodes/{node}/status", "/nodes/pve1/status", &[]),
-        c(
-            "GET /nodes/{node}/rrddata",
-            "/nodes/pve1/rrddata",
-            &[("timeframe", "hour")],
-        ),
-        c("GET /nodes/{node}/storage", "/nodes/pve1/storage", &[]),
-        c(
-            "GET /nodes/{node}/storage/{storage}/content",
-            "/nodes/pve1/storage/local-lvm/content",
-            &[("content", "images")],
-        ),
-        c(
-            "GET /nodes/{node}/tasks",
-            "/nodes/pve1/tasks",
-            &[("source", "all")],
-        ),
-        c(
-            "GET /nodes/{node}/tasks/{upid}/status",
-            &format!("/nodes/pve1/tasks/{t}/status"),
-            &[],
-        ),
-        c(
-            "GET /nodes/{node}/tasks/{upid}/log",
-            &format!("/nodes/pve1/tasks/{t}/log"),
-            &[],
-        ),
-        c("GET /nodes/{node}/qemu", "/nodes/pve1/qemu", &[]),
-        c(
-            "GET /nodes/{node}/qemu/{vmid}/config",
-            "/nodes/pve1/qemu/120/config",
-            &[],
-        ),
-        c(
-            "GET /nodes/{node}/qemu/{vmid}/status/current",
-            "/nodes/pve1/qemu/110/status/current",
-            &[],
-        ),
-        c(
-            "GET /nodes/{node}/qemu/{vmid}/rrddata",
-            "/nodes/pve1/qemu/120/rrddata",
-            &[("timeframe", "hour")],
-        ),
-        c(
-            "GET /nodes/{node}/qemu/{vmid}/migrate",
-            "/nodes/pve1/qemu/101/migrate",
-            &[],
-        ),
-        c("GET /nodes/{node}/lxc", "/nodes/pve2/lxc", &[]),
-        c(
-            "GET /nodes/{node}/lxc/{vmid}/config",
-            "/nodes/pve2/lxc/103/config",
-            &[],
-        ),
-        c(
-            "GET /nodes/{node}/lxc/{vmid}/status/current",
-            "/nodes/pve2/lxc/103/status/current",
-            &[],
-        ),
-        c(
-            "GET /nodes/{node}/lxc/{vmid}/migrate",
-            "/nodes/pve2/lxc/103/migrate",
-            &[],
-        ),
-        c("GET /access/ticket", "/access/ticket", &[]),
-        c(
-            "POST /access/ticket",
-            "/access/ticket",
-            &[("username", "root@pam"), ("password", "secret")],
-        ),
-        c("GET /nodes/{node}/config", "/nodes/pve1/config", &[]),
-        c("GET /nodes/{node}/version", "/nodes/pve1/version", &[]),
-        c("GET /pools", "/pools", &[]),
-        c(
-            "GET /nodes/{node}/lxc/{vmid}/rrddata",
-            "/nodes/pve2/lxc/103/rrddata",
-            &[("timeframe", "day")],
-        ),
+        c("GET /version"),
+        c("GET /cluster/resources"),
+        c("GET /cluster/status"),
+        c("GET /cluster/options"),
+        c("GET /cluster/nextid"),
+        c("GET /cluster/tasks"),
+        c("GET /cluster/ha/resources"),
+        c("GET /cluster/ha/resources/{sid} vm:110"),
+        c("GET /cluster/ha/rules"),
+        c("GET /cluster/ha/status/current"),
+        c("GET /cluster/ha/status/manager_status"),
+        c("GET /nodes"),
+        c("GET /nodes/{node}/status pve1"),
+        c("GET /nodes/{node}/rrddata pve1 ?timeframe=hour"),
+        c("GET /nodes/{node}/storage pve1"),
+        c("GET /nodes/{node}/storage/{storage}/content pve1 local-lvm ?content=images"),
+        c("GET /nodes/{node}/tasks pve1 ?source=all"),
+        on_task("GET /nodes/{node}/tasks/{upid}/status"),
+        on_task("GET /nodes/{node}/tasks/{upid}/log"),
+        c("GET /nodes/{node}/qemu pve1"),
+        c("GET /nodes/{node}/qemu/{vmid}/config pve1 120"),
+        c("GET /nodes/{node}/qemu/{vmid}/status/current pve1 110"),
+        c("GET /nodes/{node}/qemu/{vmid}/rrddata pve1 120 ?timeframe=hour"),
+        c("GET /nodes/{node}/qemu/{vmid}/migrate pve1 101"),
+        c("GET /nodes/{node}/lxc pve2"),
+        c("GET /nodes/{node}/lxc/{vmid}/config pve2 103"),
+        c("GET /nodes/{node}/lxc/{vmid}/status/current pve2 103"),
+        c("GET /nodes/{node}/lxc/{vmid}/migrate pve2 103"),
+        c("GET /access/ticket"),
+        c("POST /access/ticket ?username=root@pam&password=secret"),
+        c("GET /nodes/{node}/config pve1"),
+        c("GET /nodes/{node}/version pve1"),
+        c("GET /pools"),
+        c("GET /nodes/{node}/lxc/{vmid}/rrddata pve2 103 ?timeframe=day"),
         // Writes, in an order that keeps each valid.
-        c(
-            "PUT /nodes/{node}/qemu/{vmid}/config",
-            "/nodes/pve2/qemu/102/config",
-            &[("tags", "a;b")],
-        ),
-        c(
-            "POST /nodes/{node}/qemu/{vmid}/config",
-            "/nodes/pve2/qemu/102/config",
-            &[("description", "x")],
-        ),
-        c(
-            "PUT /nodes/{node}/lxc/{vmid}/config",
-            "/nodes/pve2/lxc/104/config",
-            &[("tags", "c")],
-        ),
-        c(
-            "PUT /nodes/{node}/qemu/{vmid}/resize",
-            "/nodes/pve2/qemu/102/resize",
-            &[("disk", "scsi0"), ("size", "+1G")],
-        ),
-        c(
-            "POST /nodes/{node}/qemu/{vmid}/status/start",
-            "/nodes/pve2/qemu/102/status/start",
-            &[],
-        ),
-        c(
-            "POST /nodes/{node}/qemu/{vmid}/status/stop",
-            "/nodes/pve1/qemu/101/status/stop",
-            &[],
-        ),
-        c(
-            "POST /nodes/{node}/qemu/{vmid}/status/shutdown",
-            "/nodes/pve1/qemu/120/status/shutdown",
-            &[],
-        ),
-        c(
-            "POST /nodes/{node}/lxc/{vmid}/status/start",
-            "/nodes/pve2/lxc/104/status/start",
-            &[],
-        ),
-        c(
-            "POST /nodes/{node}/lxc/{vmid}/status/shutdown",
-            "/nodes/pve2/lxc/103/status/shutdown",
-            &[],
-        ),
-        c(
-            "POST /nodes/{node}/lxc/{vmid}/status/stop",
-            "/nodes/pve2/lxc/103/status/stop",
-            &[],
-        ),
-        c(
-            "POST /nodes/{node}/qemu/{vmid}/clone",
-            "/nodes/pve1/qemu/9000/clone",
-            &[("newid", "400"), ("target", "pve3")],
-        ),
-        c(
-            "POST /nodes/{node}/qemu",
-            "/nodes/pve3/qemu",
-            &[("vmid", "401"), ("memory", "1024"), ("scsi0", "ceph:8")],
-        ),
-        c(
-            "POST /nodes/{node}/qemu/{vmid}/migrate",
-            "/nodes/pve2/qemu/102/migrate",
-            &[("target", "pve3"), ("online", "1")],
-        ),
-        c(
-            "POST /nodes/{node}/lxc/{vmid}/migrate",
-            "/nodes/pve2/lxc/104/migrate",
-            &[("target", "pve3"), ("restart", "1")],
-        ),
-        c(
-            "PUT /nodes/{node}/config",
-            "/nodes/pve3/config",
-            &[("description", "flxp.label.ssd")],
-        ),
-        c(
-            "POST /cluster/ha/resources",
-            "/cluster/ha/resources",
-            &[("sid", "vm:9001"), ("state", "stopped")],
-        ),
-        c(
-            "PUT /cluster/ha/resources/{sid}",
-            "/cluster/ha/resources/vm:9001",
-            &[("comment", "tpl")],
-        ),
-        c(
-            "POST /cluster/ha/resources/{sid}/migrate",
-            "/cluster/ha/resources/vm:110/migrate",
-            &[("node", "pve2")],
-        ),
+        c("PUT /nodes/{node}/qemu/{vmid}/config pve2 102 ?tags=a;b"),
+        c("POST /nodes/{node}/qemu/{vmid}/config pve2 102 ?description=x"),
+        c("PUT /nodes/{node}/lxc/{vmid}/config pve2 104 ?tags=c"),
+        c("PUT /nodes/{node}/qemu/{vmid}/resize pve2 102 ?disk=scsi0&size=+1G"),
+        c("POST /nodes/{node}/qemu/{vmid}/status/start pve2 102"),
+        c("POST /nodes/{node}/qemu/{vmid}/status/stop pve1 101"),
+        c("POST /nodes/{node}/qemu/{vmid}/status/shutdown pve1 120"),
+        c("POST /nodes/{node}/lxc/{vmid}/status/start pve2 104"),
+        c("POST /nodes/{node}/lxc/{vmid}/status/shutdown pve2 103"),
+        c("POST /nodes/{node}/lxc/{vmid}/status/stop pve2 103"),
+        c("POST /nodes/{node}/qemu/{vmid}/clone pve1 9000 ?newid=400&target=pve3"),
+        c("POST /nodes/{node}/qemu pve3 ?vmid=401&memory=1024&scsi0=ceph:8"),
+        c("POST /nodes/{node}/qemu/{vmid}/migrate pve2 102 ?target=pve3&online=1"),
+        c("POST /nodes/{node}/lxc/{vmid}/migrate pve2 104 ?target=pve3&restart=1"),
+        c("PUT /nodes/{node}/config pve3 ?description=flxp.label.ssd"),
+        c("POST /cluster/ha/resources ?sid=vm:9001&state=stopped"),
+        c("PUT /cluster/ha/resources/{sid} vm:9001 ?comment=tpl"),
+        c("POST /cluster/ha/resources/{sid}/migrate vm:110 ?node=pve2"),
         // Node power last: the shutdown takes effect after the shutdown time.
-        c("POST /nodes/{node}/wakeonlan", "/nodes/pve3/wakeonlan", &[]),
-        c(
-            "POST /nodes/{node}/status",
-            "/nodes/pve2/status",
-            &[("command", "shutdown")],
-        ),
-        c(
-            "POST /cluster/ha/resources/{sid}/relocate",
-            "/cluster/ha/resources/vm:110/relocate",
-            &[("node", "pve3")],
-        ),
-        c(
-            "POST /cluster/ha/rules",
-            "/cluster/ha/rules",
-            &[
-                ("rule", "big"),
-                ("type", "node-affinity"),
-                ("resources", "vm:110"),
-                ("nodes", "pve1:2,pve2"),
-            ],
-        ),
-        c("GET /cluster/ha/rules/{rule}", "/cluster/ha/rules/big", &[]),
-        c(
-            "PUT /cluster/ha/rules/{rule}",
-            "/cluster/ha/rules/big",
-            &[("type", "node-affinity"), ("comment", "prefer pve1")],
-        ),
-        c(
-            "DELETE /cluster/ha/rules/{rule}",
-            "/cluster/ha/rules/big",
-            &[],
-        ),
-        c(
-            "DELETE /cluster/ha/resources/{sid}",
-            "/cluster/ha/resources/vm:9001",
-            &[],
-        ),
-        c(
-            "DELETE /nodes/{node}/tasks/{upid}",
-            &format!("/nodes/pve1/tasks/{t}"),
-            &[],
-        ),
-        c(
-            "DELETE /nodes/{node}/qemu/{vmid}",
-            "/nodes/pve1/qemu/9001",
-            &[],
-        ),
-        c(
-            "DELETE /nodes/{node}/lxc/{vmid}",
-            "/nodes/pve3/lxc/104",
-            &[],
-        ),
+        c("POST /nodes/{node}/wakeonlan pve3"),
+        c("POST /nodes/{node}/status pve2 ?command=shutdown"),
+        c("POST /cluster/ha/resources/{sid}/relocate vm:110 ?node=pve3"),
+        c("POST /cluster/ha/rules ?rule=big&type=node-affinity&resources=vm:110&nodes=pve1:2,pve2"),
+        c("GET /cluster/ha/rules/{rule} big"),
+        c("PUT /cluster/ha/rules/{rule} big ?type=node-affinity&comment=prefer pve1"),
+        c("DELETE /cluster/ha/rules/{rule} big"),
+        c("DELETE /cluster/ha/resources/{sid} vm:9001"),
+        on_task("DELETE /nodes/{node}/tasks/{upid}"),
+        c("DELETE /nodes/{node}/qemu/{vmid} pve1 9001"),
+        c("DELETE /nodes/{node}/lxc/{vmid} pve3 104"),
     ];
     let mut seen = BTreeSet::new();
-    for check in &checks {
-        if check.endpoint == "DELETE /nodes/{node}/lxc/{vmid}" {
+    for one in &checks {
+        if one.endpoint == "DELETE /nodes/{node}/lxc/{vmid}" {
             // The container migrated to pve3 above; let that land first (restart mode).
             s.control("POST", "/_sim/advance", json!({"seconds": 60}))
                 .await;
@@ -352,28 +209,12 @@ async fn every_schema_endpoint_is_served_and_answers_validate() {
             s.control("POST", "/_sim/advance", json!({"seconds": 5}))
                 .await;
         }
-        let data = run(&s, check).await;
-        validate(check.endpoint, &data);
-        seen.insert(check.endpoint);
+        seen.insert(check(&s, one).await);
     }
     // The pool answer needs a pool with members.
-    let mut doc = crate::support::cluster();
-    doc["resources"][9]["pool"] = json!("web");
-    let p = TestSim::new(doc);
-    validate(
-        "GET /pools/{poolid}",
-        &run(&p, &c("GET /pools/{poolid}", "/pools/web", &[])).await,
-    );
-    seen.insert("GET /pools/{poolid}");
-    validate(
-        "GET /access/permissions",
-        &run(
-            &s,
-            &c("GET /access/permissions", "/access/permissions", &[]),
-        )
-        .await,
-    );
-    seen.insert("GET /access/permissions");
+    let p = cluster_with(|doc| doc["resources"][9]["pool"] = json!("web"));
+    seen.insert(check(&p, &c("GET /pools/{poolid} web")).await);
+    seen.insert(check(&s, &c("GET /access/permissions")).await);
 
     let not_served: BTreeSet<&str> = NOT_SERVED.iter().map(|(e, _)| *e).collect();
     let missing: Vec<&String> = ApiSchema::embedded()
@@ -389,32 +230,16 @@ async fn every_schema_endpoint_is_served_and_answers_validate() {
 #[tokio::test(start_paused = true)]
 async fn offline_guests_and_ha_views_validate_too() {
     let s = TestSim::cluster();
-    s.control(
-        "POST",
-        "/_sim/nodes/pve1/maintenance",
-        json!({"enable": true}),
-    )
-    .await;
-    s.control(
-        "POST",
-        "/_sim/nodes/pve3/status",
-        json!({"status": "offline"}),
-    )
-    .await;
-    for (e, p) in [
-        ("GET /cluster/resources", "/cluster/resources"),
-        ("GET /nodes", "/nodes"),
-        (
-            "GET /cluster/ha/status/current",
-            "/cluster/ha/status/current",
-        ),
-        (
-            "GET /cluster/ha/status/manager_status",
-            "/cluster/ha/status/manager_status",
-        ),
-        ("GET /cluster/status", "/cluster/status"),
+    s.set_maintenance("pve1", true).await;
+    s.set_node_status("pve3", "offline").await;
+    for e in [
+        "GET /cluster/resources",
+        "GET /nodes",
+        "GET /cluster/ha/status/current",
+        "GET /cluster/ha/status/manager_status",
+        "GET /cluster/status",
     ] {
-        validate(e, &run(&s, &c(e, p, &[])).await);
+        check(&s, &c(e)).await;
     }
 }
 
@@ -533,10 +358,6 @@ fn requests_built_with_the_client_types_validate_against_the_schema() {
         targetstorage: Some("ceph".into()),
         bwlimit: Some(102_400),
     };
-    assert_params(
-        "POST /nodes/{node}/qemu/{vmid}/migrate",
-        decoded(&migrate, &guest),
-    );
     let lxc = LxcMigrateParams {
         target: "pve2".into(),
         restart: Some(true),
@@ -544,10 +365,6 @@ fn requests_built_with_the_client_types_validate_against_the_schema() {
         target_storage: Some("local-lvm".into()),
         bwlimit: Some(1000),
     };
-    assert_params(
-        "POST /nodes/{node}/lxc/{vmid}/migrate",
-        decoded(&lxc, &guest),
-    );
     let clone = CloneParams {
         newid: 4242,
         name: Some("web-42".into()),
@@ -557,10 +374,22 @@ fn requests_built_with_the_client_types_validate_against_the_schema() {
         description: Some("from template".into()),
         ..CloneParams::default()
     };
-    assert_params(
-        "POST /nodes/{node}/qemu/{vmid}/clone",
-        decoded(&clone, &guest),
-    );
+    for (endpoint, params) in [
+        (
+            "POST /nodes/{node}/qemu/{vmid}/migrate",
+            decoded(&migrate, &guest),
+        ),
+        (
+            "POST /nodes/{node}/lxc/{vmid}/migrate",
+            decoded(&lxc, &guest),
+        ),
+        (
+            "POST /nodes/{node}/qemu/{vmid}/clone",
+            decoded(&clone, &guest),
+        ),
+    ] {
+        assert_params(endpoint, params);
+    }
     let create = CreateParams {
         vmid: 4243,
         storage: Some("ceph".into()),

@@ -37,14 +37,7 @@ async fn guest_usage_changes_the_guest_and_its_node() {
     let bad = s
         .control("POST", "/_sim/guests/100/usage", json!({"cpus": 0.5}))
         .await;
-    assert_eq!(bad.status, 400);
-    assert!(
-        bad.json["message"]
-            .as_str()
-            .unwrap()
-            .contains("unknown field `cpus`"),
-        "{bad:?}"
-    );
+    bad.assert_bad_request("unknown field `cpus`");
     let missing = s
         .control("POST", "/_sim/guests/999/usage", json!({"cpu": 0.5}))
         .await;

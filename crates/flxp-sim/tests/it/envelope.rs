@@ -27,32 +27,29 @@ async fn parameter_errors_are_400_with_an_errors_map() {
         json!({"data": null, "message": "Parameter verification failed.\n",
                "errors": {"timeframe": "property is missing and it is not optional"}})
     );
-    let r = s.get("/nodes/pve1/rrddata?timeframe=hour&bogus=1").await;
-    assert_eq!(
-        r.json["errors"]["bogus"],
-        "property is not defined in schema and the schema does not allow additional properties"
-    );
-    let r = s.get("/nodes/pve1/rrddata?timeframe=century").await;
-    assert_eq!(
-        r.json["errors"]["timeframe"],
-        "value 'century' does not have a value in the enumeration 'hour, day, week, month, year, decade'"
-    );
+    for (query, param, text) in [
+        (
+            "timeframe=hour&bogus=1",
+            "bogus",
+            "property is not defined in schema and the schema does not allow additional properties",
+        ),
+        (
+            "timeframe=century",
+            "timeframe",
+            "value 'century' does not have a value in the enumeration 'hour, day, week, month, year, decade'",
+        ),
+    ] {
+        let r = s.get(&format!("/nodes/pve1/rrddata?{query}")).await;
+        assert_eq!(r.json["errors"][param], text);
+    }
 }
 
 #[tokio::test(start_paused = true)]
 async fn booleans_must_be_one_or_zero_in_forms_but_json_may_use_true() {
     let s = TestSim::cluster();
-    let r = s
-        .post(
-            "/nodes/pve1/qemu/100/migrate",
-            &[("target", "pve2"), ("online", "true")],
-        )
-        .await;
-    assert_eq!(r.status, 400);
-    assert_eq!(
-        r.json["errors"]["online"],
-        "type check ('boolean') failed - got 'true'"
-    );
+    let params = [("target", "pve2"), ("online", "true")];
+    let r = s.post_migrate("pve1", "qemu/100", &params).await;
+    r.assert_param_error("online", "type check ('boolean') failed - got 'true'");
     let r = s
         .raw(
             "POST",
@@ -79,10 +76,7 @@ async fn forms_split_on_semicolons_and_the_query_overrides_the_body() {
         )
         .await;
     assert_eq!(r.status, 200, "{r:?}");
-    assert_eq!(
-        s.get("/nodes/pve2/qemu/102/config").await.data()["name"],
-        "from-query"
-    );
+    assert_eq!(s.config("pve2", "qemu/102").await["name"], "from-query");
 }
 
 #[tokio::test(start_paused = true)]
@@ -98,10 +92,7 @@ async fn failures_are_500_with_the_die_text_as_reason() {
         "Configuration file 'nodes/pve2/qemu-server/100.conf' does not exist\n"
     );
     let r = s.get("/nodes/pve1/lxc/100/config").await;
-    assert_eq!(
-        r.reason.as_deref(),
-        Some("Configuration file 'nodes/pve1/lxc/100.conf' does not exist")
-    );
+    r.assert_reason("Configuration file 'nodes/pve1/lxc/100.conf' does not exist");
     let r = s.get("/nodes/pve9/qemu").await;
     r.assert_refused(500, "no such cluster node 'pve9'");
 }

@@ -1,30 +1,24 @@
 //! Migration lifecycle: precondition, lock, duration from bandwidth, node flip, failure cases,
 //! LXC rules and HA-managed guests.
 
-use std::time::Duration;
-
 use serde_json::json;
 
-use crate::support::{GIB, TestSim};
-
-async fn sleep(secs: f64) {
-    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
-}
+use crate::support::{GIB, TestSim, live_to, restart_to, sleep, task_path, urlencode};
 
 #[tokio::test(start_paused = true)]
 async fn precondition_lists_allowed_nodes_and_local_disks() {
     let s = TestSim::cluster();
-    let p = s.get("/nodes/pve1/qemu/100/migrate").await.data().clone();
+    let p = s.get_data("/nodes/pve1/qemu/100/migrate").await;
     assert_eq!(p["running"], 1);
     assert_eq!(p["allowed_nodes"], json!(["pve2", "pve3"]));
     assert_eq!(p["local_disks"], json!([]));
-    let p = s.get("/nodes/pve1/qemu/101/migrate").await.data().clone();
+    let p = s.get_data("/nodes/pve1/qemu/101/migrate").await;
     let disks = p["local_disks"].as_array().unwrap();
     assert_eq!(disks.len(), 1);
     assert_eq!(disks[0]["volid"], "local-lvm:vm-101-disk-0");
     assert_eq!(disks[0]["drivename"], "scsi0");
     assert_eq!(disks[0]["size"], 8 * GIB);
-    let ct = s.get("/nodes/pve2/lxc/103/migrate").await.data().clone();
+    let ct = s.get_data("/nodes/pve2/lxc/103/migrate").await;
     assert_eq!(ct["allowed-nodes"], json!(["pve1", "pve3"]));
     assert_eq!(ct["running"], 1);
 }
@@ -38,35 +32,24 @@ async fn live_migration_locks_lasts_memory_over_bandwidth_and_flips_the_node() {
         upid.starts_with("UPID:pve1:") && upid.contains(":qmigrate:100:root@pam!test:"),
         "{upid}"
     );
-    let r = s.resource("qemu/100").await;
-    assert_eq!(r["lock"], "migrate");
-    assert_eq!(r["node"], "pve1");
-    assert_eq!(r["status"], "running");
-    let tasks = s.get("/cluster/tasks").await;
-    let t = tasks
-        .data()
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["upid"] == upid.as_str())
-        .unwrap()
-        .clone();
+    let at_source = [("lock", "migrate"), ("node", "pve1"), ("status", "running")];
+    s.assert_resource("qemu/100", &at_source).await;
+    let tasks = s.tasks().await;
+    let t = tasks.iter().find(|t| t["upid"] == upid.as_str()).unwrap();
     assert_eq!(t["type"], "qmigrate");
     assert_eq!(t["user"], "root@pam");
     assert_eq!(t["tokenid"], "test");
     assert!(t.get("endtime").is_none());
     // 4 GiB at 1 GiB/s = 4 s.
     sleep(3.9).await;
-    assert_eq!(s.resource("qemu/100").await["node"], "pve1");
+    assert_eq!(s.node_of("qemu/100").await, "pve1");
     assert_eq!(s.task(&upid).await["status"], "running");
     sleep(0.2).await;
     let st = s.task(&upid).await;
     assert_eq!(st["status"], "stopped");
     assert_eq!(st["exitstatus"], "OK");
-    let r = s.resource("qemu/100").await;
-    assert_eq!(r["node"], "pve2");
-    assert!(r.get("lock").is_none());
-    assert_eq!(r["status"], "running");
+    s.assert_settled_on("qemu/100", "pve2").await;
+    assert_eq!(s.resource("qemu/100").await["status"], "running");
     let after = s.resource("node/pve2").await["mem"].as_u64().unwrap();
     assert_eq!(
         after - before,
@@ -92,12 +75,8 @@ async fn live_migration_locks_lasts_memory_over_bandwidth_and_flips_the_node() {
 #[tokio::test(start_paused = true)]
 async fn bwlimit_slows_the_migration_down() {
     let s = TestSim::cluster();
-    let upid = s
-        .post_task(
-            "/nodes/pve1/qemu/100/migrate",
-            &[("target", "pve2"), ("online", "1"), ("bwlimit", "524288")],
-        )
-        .await;
+    let params = [("target", "pve2"), ("online", "1"), ("bwlimit", "524288")];
+    let upid = s.migrate("pve1", "qemu/100", &params).await;
     sleep(7.5).await;
     assert_eq!(
         s.task(&upid).await["status"],
@@ -113,68 +92,37 @@ async fn a_running_vm_needs_online_and_local_disks_need_with_local_disks() {
     let s = TestSim::cluster();
     // Refused by the handler before any task exists, as qemu-server's `migrate_vm` does
     // (issue 11, item 7: it used to be a task that failed).
-    let r = s
-        .post("/nodes/pve1/qemu/100/migrate", &[("target", "pve2")])
-        .await;
+    let offline = [("target", "pve2")];
+    let r = s.post_migrate("pve1", "qemu/100", &offline).await;
     r.assert_refused(500, "can't migrate running VM without --online");
-    assert_eq!(s.resource("qemu/100").await["node"], "pve1");
-    assert!(s.resource("qemu/100").await.get("lock").is_none());
+    s.assert_settled_on("qemu/100", "pve1").await;
 
+    let why = "can't live migrate attached local disks without with-local-disks option";
     let upid = s.live_migrate("pve1", "qemu/101", "pve2").await;
-    s.assert_aborted(
-        &upid,
-        "can't live migrate attached local disks without with-local-disks option",
-    )
-    .await;
+    s.assert_aborted(&upid, why).await;
     let upid = s
-        .post_task(
-            "/nodes/pve1/qemu/101/migrate",
-            &[
-                ("target", "pve2"),
-                ("online", "1"),
-                ("with-local-disks", "1"),
-            ],
-        )
+        .live_migrate_with_local_disks("pve1", "qemu/101", "pve2")
         .await;
     // 4 GiB of memory + 8 GiB of disk at 1 GiB/s.
     sleep(11.9).await;
     assert_eq!(s.task(&upid).await["status"], "running");
     sleep(0.2).await;
     assert_eq!(s.task(&upid).await["exitstatus"], "OK");
-    assert_eq!(s.resource("qemu/101").await["node"], "pve2");
+    assert_eq!(s.node_of("qemu/101").await, "pve2");
 }
 
 #[tokio::test(start_paused = true)]
 async fn bad_targets_are_refused() {
     let s = TestSim::cluster();
-    let r = s
-        .post(
-            "/nodes/pve1/qemu/100/migrate",
-            &[("target", "pve1"), ("online", "1")],
-        )
-        .await;
-    assert_eq!(r.status, 400);
-    assert_eq!(r.json["errors"]["target"], "target is local node.");
-    let r = s
-        .post(
-            "/nodes/pve1/qemu/100/migrate",
-            &[("target", "pve9"), ("online", "1")],
-        )
-        .await;
+    let r = s.post_migrate("pve1", "qemu/100", &live_to("pve1")).await;
+    r.assert_param_error("target", "target is local node.");
+    let r = s.post_migrate("pve1", "qemu/100", &live_to("pve9")).await;
     r.assert_refused(500, "no such cluster node 'pve9'");
-    s.control(
-        "POST",
-        "/_sim/nodes/pve3/status",
-        json!({"status": "offline"}),
-    )
-    .await;
+    s.set_node_status("pve3", "offline").await;
+    let why = "Can't connect to destination address (10.10.10.3) using public key authentication";
     let upid = s.live_migrate("pve1", "qemu/100", "pve3").await;
-    s.assert_aborted(
-        &upid,
-        "Can't connect to destination address (10.10.10.3) using public key authentication",
-    )
-    .await;
-    assert_eq!(s.resource("qemu/100").await["node"], "pve1");
+    s.assert_aborted(&upid, why).await;
+    assert_eq!(s.node_of("qemu/100").await, "pve1");
 }
 
 #[tokio::test(start_paused = true)]
@@ -189,9 +137,7 @@ async fn a_migration_that_would_overcommit_the_target_fails() {
         log.iter().any(|l| l.contains("Cannot allocate memory")),
         "{log:?}"
     );
-    let r = s.resource("qemu/120").await;
-    assert_eq!(r["node"], "pve1");
-    assert!(r.get("lock").is_none());
+    s.assert_settled_on("qemu/120", "pve1").await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -210,25 +156,20 @@ async fn concurrent_migrations_reserve_memory_on_the_target() {
 #[tokio::test(start_paused = true)]
 async fn stopped_guests_migrate_offline() {
     let s = TestSim::cluster();
-    let upid = s
-        .post_task("/nodes/pve2/qemu/102/migrate", &[("target", "pve3")])
-        .await;
-    assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
-    assert_eq!(s.resource("qemu/102").await["node"], "pve3");
-    let upid = s
-        .post_task("/nodes/pve2/lxc/104/migrate", &[("target", "pve1")])
-        .await;
+    let upid = s.migrate("pve2", "qemu/102", &[("target", "pve3")]).await;
+    s.wait_ok(&upid).await;
+    assert_eq!(s.node_of("qemu/102").await, "pve3");
+    let upid = s.migrate("pve2", "lxc/104", &[("target", "pve1")]).await;
     assert!(upid.contains(":vzmigrate:104:"));
-    assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
-    assert_eq!(s.resource("lxc/104").await["node"], "pve1");
+    s.wait_ok(&upid).await;
+    assert_eq!(s.node_of("lxc/104").await, "pve1");
 }
 
 #[tokio::test(start_paused = true)]
 async fn containers_migrate_in_restart_mode_only() {
     let s = TestSim::cluster();
-    let r = s
-        .post("/nodes/pve2/lxc/103/migrate", &[("target", "pve1")])
-        .await;
+    let offline = [("target", "pve1")];
+    let r = s.post_migrate("pve2", "lxc/103", &offline).await;
     r.assert_refused(
         500,
         "can't migrate running container without --online or --restart",
@@ -236,61 +177,39 @@ async fn containers_migrate_in_restart_mode_only() {
     let upid = s.live_migrate("pve2", "lxc/103", "pve1").await;
     s.assert_aborted(&upid, "lxc live migration is currently not implemented")
         .await;
-    let upid = s
-        .post_task(
-            "/nodes/pve2/lxc/103/migrate",
-            &[("target", "pve1"), ("restart", "1")],
-        )
-        .await;
+    let upid = s.migrate("pve2", "lxc/103", &restart_to("pve1")).await;
     sleep(1.0).await;
-    let r = s.resource("lxc/103").await;
-    assert_eq!(
-        r["status"], "stopped",
-        "restart mode stops the container first"
-    );
-    assert_eq!(r["lock"], "migrate");
-    assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
-    let r = s.resource("lxc/103").await;
-    assert_eq!(r["node"], "pve1");
-    assert_eq!(r["status"], "running");
+    // Restart mode stops the container first.
+    s.assert_resource("lxc/103", &[("status", "stopped"), ("lock", "migrate")])
+        .await;
+    s.wait_ok(&upid).await;
+    s.assert_resource("lxc/103", &[("node", "pve1"), ("status", "running")])
+        .await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn ha_managed_guests_get_hamigrate_and_move_later() {
     let s = TestSim::cluster();
-    let upid = s.live_migrate("pve1", "qemu/110", "pve2").await;
-    assert!(upid.contains(":hamigrate:110:"), "{upid}");
-    let st = s.wait(&upid).await;
-    assert_eq!(st["exitstatus"], "OK");
+    let upid = s.ha_migrate_110_to_pve2().await;
     assert_eq!(
         s.log(&upid).await[0],
         "Requesting HA migration for VM 110 to node pve2"
     );
     assert_eq!(
-        s.resource("qemu/110").await["node"],
+        s.node_of("qemu/110").await,
         "pve1",
         "the hamigrate task only queues"
     );
     // The HA manager acts after its delay (2 s here), then the 4 s migration runs.
     sleep(1.5).await;
-    let r = s.resource("qemu/110").await;
-    assert_eq!(r["hastate"], "migrate");
-    assert_eq!(r["lock"], "migrate");
-    let tasks = s.get("/cluster/tasks").await;
-    let real = tasks
-        .data()
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["type"] == "qmigrate" && t["id"] == "110")
-        .cloned()
-        .unwrap();
+    s.assert_resource("qemu/110", &[("hastate", "migrate"), ("lock", "migrate")])
+        .await;
+    let real = &s.migrate_tasks("110").await[0];
     assert_eq!(real["user"], "root@pam");
     assert!(real.get("tokenid").is_none());
     sleep(4.5).await;
-    let r = s.resource("qemu/110").await;
-    assert_eq!(r["node"], "pve2");
-    assert_eq!(r["hastate"], "started");
+    s.assert_resource("qemu/110", &[("node", "pve2"), ("hastate", "started")])
+        .await;
     let svc = s.ha_entry("service:vm:110").await;
     assert_eq!(svc["node"], "pve2");
     assert_eq!(svc["status"], "vm:110 (pve2, started)");
@@ -301,42 +220,21 @@ async fn stopping_the_task_aborts_the_migration() {
     let s = TestSim::cluster();
     let upid = s.live_migrate("pve1", "qemu/100", "pve2").await;
     sleep(1.0).await;
-    assert_eq!(
-        s.delete(&format!(
-            "/nodes/pve1/tasks/{}",
-            crate::support::urlencode(&upid)
-        ))
-        .await
-        .status,
-        200
-    );
+    assert_eq!(s.delete(&task_path(&upid)).await.status, 200);
     assert_eq!(s.task(&upid).await["exitstatus"], "interrupted by signal");
     sleep(10.0).await;
-    let r = s.resource("qemu/100").await;
-    assert_eq!(r["node"], "pve1");
-    assert!(r.get("lock").is_none());
+    s.assert_settled_on("qemu/100", "pve1").await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn task_endpoints_answer_for_the_node_in_the_upid_only() {
     let s = TestSim::cluster();
     let upid = s.live_migrate("pve1", "qemu/100", "pve2").await;
-    let r = s
-        .get(&format!(
-            "/nodes/pve2/tasks/{}/status",
-            crate::support::urlencode(&upid)
-        ))
-        .await;
-    assert_eq!(r.status, 400);
-    assert_eq!(r.json["errors"]["upid"], "no such task");
-    let list = s.get("/nodes/pve1/tasks?source=active").await;
-    assert!(
-        list.data()
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|t| t["upid"] == upid.as_str())
-    );
+    let elsewhere = format!("/nodes/pve2/tasks/{}/status", urlencode(&upid));
+    let r = s.get(&elsewhere).await;
+    r.assert_param_error("upid", "no such task");
+    let list = s.list("/nodes/pve1/tasks?source=active").await;
+    assert!(list.iter().any(|t| t["upid"] == upid.as_str()));
     let st = s.task(&upid).await;
     assert_eq!(st["node"], "pve1");
     assert_eq!(st["type"], "qmigrate");
@@ -351,58 +249,38 @@ async fn migrateall_empties_a_node_with_limited_parallelism() {
     let s = TestSim::cluster();
     // pve1: 100 (ceph), 101 (local disk, needs with-local-disks), 110 (HA), 120 (12 GiB), 9000
     // and 9001 are templates and stay.
-    let upid = s
-        .post_task(
-            "/nodes/pve1/migrateall",
-            &[
-                ("target", "pve2"),
-                ("max-workers", "2"),
-                ("with-local-disks", "1"),
-            ],
-        )
-        .await;
+    let form = "target=pve2&max-workers=2&with-local-disks=1";
+    let upid = s.post_form_task("/nodes/pve1/migrateall", form).await;
     assert!(
         upid.starts_with("UPID:pve1:") && upid.contains(":migrateall::"),
         "{upid}"
     );
     sleep(1.0).await;
-    let migrating = s
-        .get("/cluster/resources?type=vm")
-        .await
-        .data()
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| r["lock"] == "migrate")
-        .count();
+    let guests = s.list("/cluster/resources?type=vm").await;
+    let migrating = guests.iter().filter(|r| r["lock"] == "migrate").count();
     assert_eq!(migrating, 2, "two workers");
     let st = s.wait(&upid).await;
     assert_eq!(st["exitstatus"], "OK", "{:?}", s.log(&upid).await);
     sleep(10.0).await; // the HA guest moves when the HA manager acts
     for id in ["qemu/100", "qemu/101", "qemu/110", "qemu/120"] {
-        assert_eq!(s.resource(id).await["node"], "pve2", "{id}");
+        assert_eq!(s.node_of(id).await, "pve2", "{id}");
     }
-    assert_eq!(s.resource("qemu/9000").await["node"], "pve1");
+    assert_eq!(s.node_of("qemu/9000").await, "pve1");
 }
 
 #[tokio::test(start_paused = true)]
 async fn bulk_migrate_reports_the_guests_that_failed() {
     let s = TestSim::cluster();
     // 101 has a local disk and no with-local-disks: it fails; 102 is stopped and moves offline.
-    let r = s
-        .raw(
-            "POST",
-            "/cluster/bulk-action/guest/migrate",
-            "application/x-www-form-urlencoded",
-            "target=pve3&online=1&vms=101&vms=102&max-workers=4",
-        )
+    let form = "target=pve3&online=1&vms=101&vms=102&max-workers=4";
+    let upid = s
+        .post_form_task("/cluster/bulk-action/guest/migrate", form)
         .await;
-    let upid = r.upid();
     assert!(upid.contains(":bulk-migrate::"), "{upid}");
     let st = s.wait(&upid).await;
     assert_eq!(st["exitstatus"], "1 guest(s) failed to migrate");
-    assert_eq!(s.resource("qemu/102").await["node"], "pve3");
-    assert_eq!(s.resource("qemu/101").await["node"], "pve1");
+    assert_eq!(s.node_of("qemu/102").await, "pve3");
+    assert_eq!(s.node_of("qemu/101").await, "pve1");
     let log = s.log(&upid).await.join("\n");
     assert!(
         // The bulk task names each worker's exit status, as Proxmox's does.
@@ -414,71 +292,58 @@ async fn bulk_migrate_reports_the_guests_that_failed() {
 #[tokio::test(start_paused = true)]
 async fn a_local_template_with_linked_clones_stays_and_so_do_its_clones() {
     let s = TestSim::cluster();
-    let upid = s
-        .post_task("/nodes/pve1/qemu/9001/clone", &[("newid", "501")])
-        .await;
-    assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
-    let c = s.get("/nodes/pve1/qemu/501/config").await.data().clone();
+    let cloned = s.clone_and_wait("pve1", "9001", "501").await;
+    assert_eq!(cloned["exitstatus"], "OK");
+    let c = s.config("pve1", "qemu/501").await;
     assert_eq!(
         c["scsi0"],
         "local-lvm:base-9001-disk-0/vm-501-disk-0,size=16G"
     );
 
     // The base volume is listed as a local disk, as Proxmox's precondition lists it.
-    let p = s.get("/nodes/pve1/qemu/9001/migrate").await.data().clone();
+    let p = s.get_data("/nodes/pve1/qemu/9001/migrate").await;
     assert_eq!(p["local_disks"][0]["volid"], "local-lvm:base-9001-disk-0");
 
-    let upid = s
-        .post_task("/nodes/pve1/qemu/9001/migrate", &[("target", "pve2")])
-        .await;
+    let upid = s.migrate("pve1", "qemu/9001", &[("target", "pve2")]).await;
     s.assert_aborted(&upid, "can't migrate 'local-lvm:base-9001-disk-0' - base volume is still in use by linked clones (VM 501)").await;
-    assert_eq!(s.resource("qemu/9001").await["node"], "pve1");
-    assert!(s.resource("qemu/9001").await.get("lock").is_none());
+    s.assert_settled_on("qemu/9001", "pve1").await;
 
     // The clone cannot leave its base either.
-    let upid = s
-        .post_task("/nodes/pve1/qemu/501/migrate", &[("target", "pve2")])
-        .await;
+    let upid = s.migrate("pve1", "qemu/501", &[("target", "pve2")]).await;
     s.assert_aborted(&upid, "can't migrate 'local-lvm:base-9001-disk-0/vm-501-disk-0' as it's a clone of 'base-9001-disk-0'").await;
-    assert_eq!(s.resource("qemu/501").await["node"], "pve1");
+    assert_eq!(s.node_of("qemu/501").await, "pve1");
 
     let r = s.delete("/nodes/pve1/qemu/9001").await;
-    assert_eq!(
-        r.reason.as_deref(),
-        Some("base volume 'local-lvm:base-9001-disk-0' is still in use by linked cloned")
-    );
+    r.assert_reason("base volume 'local-lvm:base-9001-disk-0' is still in use by linked cloned");
 
     // Once the clone is gone the template moves.
     let upid = s.delete("/nodes/pve1/qemu/501").await.upid();
-    assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
-    let upid = s
-        .post_task("/nodes/pve1/qemu/9001/migrate", &[("target", "pve2")])
-        .await;
-    assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
-    assert_eq!(s.resource("qemu/9001").await["node"], "pve2");
+    s.wait_ok(&upid).await;
+    let upid = s.migrate("pve1", "qemu/9001", &[("target", "pve2")]).await;
+    s.wait_ok(&upid).await;
+    assert_eq!(s.node_of("qemu/9001").await, "pve2");
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_shared_template_with_linked_clones_migrates() {
     let s = TestSim::cluster();
-    let upid = s
-        .post_task("/nodes/pve1/qemu/9000/clone", &[("newid", "502")])
-        .await;
-    assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
+    let cloned = s.clone_and_wait("pve1", "9000", "502").await;
+    assert_eq!(cloned["exitstatus"], "OK");
     // Its cloud-init drive is local-free (ceph): the base stays where the clones find it.
-    let upid = s
-        .post_task("/nodes/pve1/qemu/9000/migrate", &[("target", "pve2")])
-        .await;
-    assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
-    assert_eq!(s.resource("qemu/9000").await["node"], "pve2");
+    let upid = s.migrate("pve1", "qemu/9000", &[("target", "pve2")]).await;
+    s.wait_ok(&upid).await;
+    assert_eq!(s.node_of("qemu/9000").await, "pve2");
+}
+
+/// A small online node of the two-node scenarios below.
+fn small_node(n: &str) -> serde_json::Value {
+    json!({"id": format!("node/{n}"), "type": "node", "node": n, "status": "online",
+           "maxcpu": 8, "maxmem": 32 * GIB, "mem": 4 * GIB, "maxdisk": 100 * GIB, "uptime": 100})
 }
 
 /// A scenario without any storage entries: two nodes and one running VM.
 fn no_storage() -> serde_json::Value {
-    let node = |n: &str| {
-        json!({"id": format!("node/{n}"), "type": "node", "node": n, "status": "online",
-               "maxcpu": 8, "maxmem": 32 * GIB, "mem": 4 * GIB, "maxdisk": 100 * GIB, "uptime": 100})
-    };
+    let node = small_node;
     json!({"resources": [node("pve1"), node("pve2"),
         {"id": "qemu/100", "type": "qemu", "vmid": 100, "name": "web", "node": "pve1",
          "status": "running", "maxmem": 4 * GIB, "mem": 2 * GIB, "maxcpu": 2, "maxdisk": 32 * GIB},
@@ -494,17 +359,14 @@ fn no_storage() -> serde_json::Value {
 #[tokio::test(start_paused = true)]
 async fn without_storage_entries_disks_are_shared_and_live_migrate() {
     let s = TestSim::new(no_storage());
-    let config = s.get("/nodes/pve1/qemu/100/config").await;
-    let scsi0 = config.data()["scsi0"].as_str().unwrap().to_string();
+    let config = s.config("pve1", "qemu/100").await;
+    let scsi0 = config["scsi0"].as_str().unwrap().to_string();
     assert!(scsi0.starts_with("shared:vm-100-disk-0"), "{scsi0}");
-    let pre = s.get("/nodes/pve1/qemu/100/migrate").await;
-    assert_eq!(pre.data()["local_disks"], json!([]));
-    assert_eq!(pre.data()["allowed_nodes"], json!(["pve2"]));
-    let storages = s.get("/nodes/pve2/storage").await;
+    let pre = s.get_data("/nodes/pve1/qemu/100/migrate").await;
+    assert_eq!(pre["local_disks"], json!([]));
+    assert_eq!(pre["allowed_nodes"], json!(["pve2"]));
+    let storages = s.list("/nodes/pve2/storage").await;
     let shared: Vec<_> = storages
-        .data()
-        .as_array()
-        .unwrap()
         .iter()
         .map(|st| {
             (
@@ -519,23 +381,17 @@ async fn without_storage_entries_disks_are_shared_and_live_migrate() {
         "{shared:?}"
     );
     let upid = s.live_migrate("pve1", "qemu/100", "pve2").await;
-    assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
-    assert_eq!(s.resource("qemu/100").await["node"], "pve2");
+    s.wait_ok(&upid).await;
+    assert_eq!(s.node_of("qemu/100").await, "pve2");
+    let why = "can't live migrate attached local disks without with-local-disks option";
     let upid = s.live_migrate("pve1", "qemu/101", "pve2").await;
-    s.assert_aborted(
-        &upid,
-        "can't live migrate attached local disks without with-local-disks option",
-    )
-    .await;
+    s.assert_aborted(&upid, why).await;
 }
 
 /// `local-lvm` listed per node with different sizes, as on real Proxmox where each node has its
 /// own thin pool: 101 (30 GiB on local-lvm) on pve1, 102 (8 GiB) on pve2.
 fn local_lvm_per_node() -> serde_json::Value {
-    let node = |n: &str| {
-        json!({"id": format!("node/{n}"), "type": "node", "node": n, "status": "online",
-               "maxcpu": 8, "maxmem": 32 * GIB, "mem": 4 * GIB, "maxdisk": 100 * GIB, "uptime": 100})
-    };
+    let node = small_node;
     json!({"resources": [node("pve1"), node("pve2"),
         {"id": "qemu/101", "type": "qemu", "vmid": 101, "name": "big", "node": "pve1",
          "status": "running", "maxmem": 2 * GIB, "mem": GIB, "maxcpu": 1, "maxdisk": 30 * GIB},
@@ -557,18 +413,7 @@ async fn a_local_storage_id_on_two_nodes_has_each_nodes_own_room() {
     let total = |node: &'static str| {
         let s = &s;
         async move {
-            let list = s
-                .get(&format!("/nodes/{node}/storage"))
-                .await
-                .data()
-                .clone();
-            let st = list
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|st| st["storage"] == "local-lvm")
-                .unwrap_or_else(|| panic!("{list}"))
-                .clone();
+            let st = s.storage(node, "local-lvm").await;
             (st["total"].as_u64().unwrap(), st["avail"].as_u64().unwrap())
         }
     };
@@ -577,14 +422,7 @@ async fn a_local_storage_id_on_two_nodes_has_each_nodes_own_room() {
 
     // 30 GiB do not fit the 12 GiB left on pve2's local-lvm.
     let upid = s
-        .post_task(
-            "/nodes/pve1/qemu/101/migrate",
-            &[
-                ("target", "pve2"),
-                ("online", "1"),
-                ("with-local-disks", "1"),
-            ],
-        )
+        .live_migrate_with_local_disks("pve1", "qemu/101", "pve2")
         .await;
     assert_eq!(s.wait(&upid).await["exitstatus"], "migration aborted");
     let log = s.log(&upid).await.join("\n");
@@ -592,20 +430,13 @@ async fn a_local_storage_id_on_two_nodes_has_each_nodes_own_room() {
         log.contains("local-lvm") && log.contains("pve2"),
         "the log names the storage and the node: {log}"
     );
-    assert_eq!(s.resource("qemu/101").await["node"], "pve1");
+    assert_eq!(s.node_of("qemu/101").await, "pve1");
 
     // 8 GiB fit the 70 GiB left on pve1's.
     let upid = s
-        .post_task(
-            "/nodes/pve2/qemu/102/migrate",
-            &[
-                ("target", "pve1"),
-                ("online", "1"),
-                ("with-local-disks", "1"),
-            ],
-        )
+        .live_migrate_with_local_disks("pve2", "qemu/102", "pve1")
         .await;
-    assert_eq!(s.wait(&upid).await["exitstatus"], "OK");
+    s.wait_ok(&upid).await;
     assert_eq!(total("pve1").await, (100 * GIB, 62 * GIB));
     assert_eq!(total("pve2").await, (20 * GIB, 20 * GIB));
 }

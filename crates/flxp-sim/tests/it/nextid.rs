@@ -12,33 +12,28 @@ async fn nextid_is_the_lowest_free_id_as_a_string() {
         s.get("/cluster/nextid?vmid=150").await.data(),
         &json!("150")
     );
-    let r = s.get("/cluster/nextid?vmid=100").await;
-    assert_eq!(r.status, 400);
-    assert_eq!(r.json["errors"]["vmid"], "VM 100 already exists");
-    let r = s.get("/cluster/nextid?vmid=99").await;
-    assert_eq!(r.status, 400);
-    assert_eq!(
-        r.json["errors"]["vmid"],
-        "invalid format - value does not look like a valid VM ID\n"
-    );
+    for (vmid, text) in [
+        ("100", "VM 100 already exists"),
+        (
+            "99",
+            "invalid format - value does not look like a valid VM ID\n",
+        ),
+    ] {
+        let r = s.get(&format!("/cluster/nextid?vmid={vmid}")).await;
+        r.assert_param_error("vmid", text);
+    }
 }
 
 #[tokio::test(start_paused = true)]
 async fn nextid_is_not_a_reservation_but_follows_creations() {
     let s = TestSim::cluster();
-    let id = s
-        .get("/cluster/nextid")
-        .await
-        .data()
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = s.get_data("/cluster/nextid").await;
+    let id = id.as_str().unwrap();
     assert_eq!(
-        s.get("/cluster/nextid").await.data().as_str().unwrap(),
+        s.get_data("/cluster/nextid").await.as_str().unwrap(),
         id,
         "asking twice gives the same id"
     );
-    s.post_task("/nodes/pve1/qemu/9000/clone", &[("newid", &id)])
-        .await;
+    s.clone_guest("pve1", "9000", &[("newid", id)]).await;
     assert_eq!(s.get("/cluster/nextid").await.data(), &json!("106"));
 }

@@ -1,20 +1,13 @@
 //! `rrddata` rows of nodes and guests: resolution, pressure fields, history that follows changes.
 
-use std::time::Duration;
-
 use serde_json::json;
 
-use crate::support::{GIB, TestSim};
+use crate::support::{GIB, TestSim, sleep};
 
 #[tokio::test(start_paused = true)]
 async fn node_rows_cover_the_hour_with_pressure_fields() {
     let s = TestSim::cluster();
-    let rows = s
-        .get("/nodes/pve1/rrddata?timeframe=hour")
-        .await
-        .data()
-        .clone();
-    let rows = rows.as_array().unwrap();
+    let rows = s.list("/nodes/pve1/rrddata?timeframe=hour").await;
     assert_eq!(rows.len(), 60);
     let last = rows.last().unwrap();
     assert_eq!(last["time"], 1_764_400_000 / 60 * 60);
@@ -41,33 +34,20 @@ async fn node_rows_cover_the_hour_with_pressure_fields() {
         "nodes have no pressurecpufull"
     );
     assert_eq!(last["memtotal"], (64 * GIB) as f64);
-    let week = s
-        .get("/nodes/pve1/rrddata?timeframe=week&cf=MAX")
-        .await
-        .data()
-        .clone();
-    assert_eq!(week.as_array().unwrap().len(), 336);
+    let week = s.list("/nodes/pve1/rrddata?timeframe=week&cf=MAX").await;
+    assert_eq!(week.len(), 336);
 }
 
 #[tokio::test(start_paused = true)]
 async fn guest_rows_differ_by_kind() {
     let s = TestSim::cluster();
-    let vm = s
-        .get("/nodes/pve1/qemu/100/rrddata?timeframe=hour")
-        .await
-        .data()
-        .clone();
-    let last = vm.as_array().unwrap().last().unwrap().clone();
+    let vm = s.list("/nodes/pve1/qemu/100/rrddata?timeframe=hour").await;
+    let last = vm.last().unwrap();
     assert_eq!(last["maxmem"], (4 * GIB) as f64);
     assert_eq!(last["cpu"], 0.25);
     assert!(last.get("memhost").is_some());
     assert!(last.get("pressurecpufull").is_some());
-    let ct = s
-        .get("/nodes/pve2/lxc/103/rrddata?timeframe=day")
-        .await
-        .data()
-        .clone();
-    let rows = ct.as_array().unwrap();
+    let rows = s.list("/nodes/pve2/lxc/103/rrddata?timeframe=day").await;
     assert_eq!(rows.len(), 1440);
     assert!(rows.last().unwrap().get("memhost").is_none());
     assert!(rows.last().unwrap().get("pressurecpufull").is_none());
@@ -79,32 +59,20 @@ async fn guest_rows_differ_by_kind() {
 async fn history_follows_load_changes_step_by_step() {
     let s = TestSim::cluster();
     // Wait for a step boundary, then raise the load half-way through the next step.
-    tokio::time::sleep(Duration::from_secs(60 - 1_764_400_000 % 60 + 30)).await;
+    sleep((60 - 1_764_400_000 % 60 + 30) as f64).await;
     s.control("POST", "/_sim/guests/100/usage", json!({"cpu": 0.75}))
         .await;
-    tokio::time::sleep(Duration::from_secs(31)).await;
-    let rows = s
-        .get("/nodes/pve1/qemu/100/rrddata?timeframe=hour")
-        .await
-        .data()
-        .clone();
-    let rows = rows.as_array().unwrap();
+    sleep(31.0).await;
+    let rows = s.list("/nodes/pve1/qemu/100/rrddata?timeframe=hour").await;
     let last = &rows[rows.len() - 1];
     let before = &rows[rows.len() - 2];
     assert_eq!(before["cpu"], 0.25);
     assert_eq!(last["cpu"], 0.5, "half the step at 0.25, half at 0.75");
     let max = s
-        .get("/nodes/pve1/qemu/100/rrddata?timeframe=hour&cf=MAX")
-        .await
-        .data()
-        .clone();
-    assert_eq!(max.as_array().unwrap().last().unwrap()["cpu"], 0.75);
-    let node = s
-        .get("/nodes/pve1/rrddata?timeframe=hour")
-        .await
-        .data()
-        .clone();
-    let n = node.as_array().unwrap();
+        .list("/nodes/pve1/qemu/100/rrddata?timeframe=hour&cf=MAX")
+        .await;
+    assert_eq!(max.last().unwrap()["cpu"], 0.75);
+    let n = s.list("/nodes/pve1/rrddata?timeframe=hour").await;
     let delta =
         n[n.len() - 1]["loadavg"].as_f64().unwrap() - n[n.len() - 2]["loadavg"].as_f64().unwrap();
     assert!(
@@ -116,17 +84,9 @@ async fn history_follows_load_changes_step_by_step() {
 #[tokio::test(start_paused = true)]
 async fn a_new_guest_has_no_rows_before_it_existed() {
     let s = TestSim::cluster();
-    let upid = s
-        .post_task("/nodes/pve1/qemu/9000/clone", &[("newid", "500")])
-        .await;
-    s.wait(&upid).await;
-    tokio::time::sleep(Duration::from_secs(120)).await;
-    let rows = s
-        .get("/nodes/pve1/qemu/500/rrddata?timeframe=hour")
-        .await
-        .data()
-        .clone();
-    let rows = rows.as_array().unwrap();
+    s.clone_and_wait("pve1", "9000", "500").await;
+    sleep(120.0).await;
+    let rows = s.list("/nodes/pve1/qemu/500/rrddata?timeframe=hour").await;
     assert!(rows[0].get("cpu").is_none());
     assert_eq!(rows[0].as_object().unwrap().len(), 1, "only `time`");
     assert!(rows.last().unwrap().get("maxmem").is_some());

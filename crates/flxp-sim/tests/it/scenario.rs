@@ -1,12 +1,36 @@
 //! Scenario loading: the shipped scenarios load, and bad scenarios get errors naming the entry.
 
 use flxp_sim::Scenario;
-use serde_json::json;
+use serde_json::{Value, json};
 
-use crate::support::cluster;
+use crate::support::{TestSim, cluster, cluster_with, live_with_local_disks, resource_entry};
 
-fn err(doc: serde_json::Value) -> String {
+fn err(doc: Value) -> String {
     Scenario::from_value(doc).unwrap_err().to_string()
+}
+
+/// The standard cluster's document with `value` at `path` (dot-separated keys; a number indexes
+/// an array).
+fn with(path: &str, value: Value) -> Value {
+    let mut doc = cluster();
+    let mut at = &mut doc;
+    for key in path.split('.') {
+        at = match key.parse::<usize>() {
+            Ok(i) if at.is_array() => &mut at[i],
+            _ => &mut at[key],
+        };
+    }
+    *at = value;
+    doc
+}
+
+/// Asserts that the standard cluster with `value` at `path` fails to load with an error that
+/// names every one of `parts`.
+fn assert_refused(path: &str, value: Value, parts: &[&str]) {
+    let e = err(with(path, value));
+    for part in parts {
+        assert!(e.contains(part), "{path}: {e}");
+    }
 }
 
 #[test]
@@ -69,113 +93,88 @@ fn a_bare_resources_dump_is_a_scenario() {
 
 #[test]
 fn bad_scenarios_name_the_offending_entry() {
-    let mut d = cluster();
-    d["resources"][10]["vmid"] = json!(100);
-    let e = err(d);
-    assert!(
-        e.contains("resources[10]") && e.contains("duplicate guest 100"),
-        "{e}"
-    );
+    for (path, value, parts) in [
+        (
+            "resources.10.vmid",
+            json!(100),
+            &["resources[10]", "duplicate guest 100"][..],
+        ),
+        (
+            "resources.9.node",
+            json!("pve9"),
+            &["resources[9].node", "'pve9'"],
+        ),
+        ("sim.tokenz", json!([]), &["sim", "unknown field `tokenz`"]),
+        (
+            "resources.9.tags",
+            json!("ok;not/ok"),
+            &["resources[9].tags", "not/ok"],
+        ),
+        (
+            "sim.guests.100",
+            json!({"config": {"bogus": "1"}}),
+            &["sim.guests.100.config.bogus"],
+        ),
+        (
+            "sim.guests.100",
+            json!({"config": {"net0": "virtio=zz,bridge=vmbr0"}}),
+            &["sim.guests.100.config.net0", "MAC"],
+        ),
+        (
+            "sim.guests.100",
+            json!({"config": {"scsi0": "nowhere:vm-100-disk-0,size=8G"}}),
+            &["no such storage 'nowhere'"],
+        ),
+        ("sim.guests.555", json!({"cpu": 0.5}), &["sim.guests.555"]),
+        ("sim.time_scale", json!(0), &["sim.time_scale"]),
+        (
+            "sim.faults",
+            json!({"errors": [{"path": "/x", "rate": 1.5}]}),
+            &["sim.faults.errors[0].rate"],
+        ),
+        (
+            "ha.resources",
+            json!([{"sid": "vm:777"}]),
+            &["ha.resources[0].sid", "777"],
+        ),
+        (
+            "ha.resources",
+            json!([{"sid": "ct:100"}]),
+            &["guest 100 is qemu"],
+        ),
+        (
+            "ha.rules",
+            json!([{"rule": "r", "type": "location", "resources": "vm:110"}]),
+            &["ha.rules[0].type"],
+        ),
+        (
+            "sim.nodes",
+            json!({"pve7": {"base_cpu": 1}}),
+            &["sim.nodes.pve7"],
+        ),
+        (
+            "resources.3.maxmem",
+            json!("lots"),
+            &["resources[3].maxmem"],
+        ),
+        // u64::MAX bytes used to overflow the memory arithmetic (a panic while loading).
+        (
+            "resources.9.maxmem",
+            json!(u64::MAX),
+            &["resources[9].maxmem", "more than 1 PiB"],
+        ),
+        (
+            "resources.0.maxmem",
+            json!(u64::MAX),
+            &["resources[0].maxmem", "more than 1 PiB"],
+        ),
+    ] {
+        assert_refused(path, value, parts);
+    }
 
-    let mut d = cluster();
-    d["resources"][9]["node"] = json!("pve9");
-    let e = err(d);
-    assert!(
-        e.contains("resources[9].node") && e.contains("'pve9'"),
-        "{e}"
-    );
-
-    let mut d = cluster();
-    d["sim"]["tokenz"] = json!([]);
-    let e = err(d);
-    assert!(
-        e.contains("sim") && e.contains("unknown field `tokenz`"),
-        "{e}"
-    );
-
-    let mut d = cluster();
-    d["sim"]["tokens"] = json!(["root@pam=nosecret"]);
-    let e = err(d);
+    let e = err(with("sim.tokens", json!(["root@pam=nosecret"])));
     assert!(e.contains("sim.tokens[0]"), "{e}");
     assert!(!e.contains("nosecret") || e.contains("root@pam"), "{e}");
-
-    let mut d = cluster();
-    d["resources"][9]["tags"] = json!("ok;not/ok");
-    let e = err(d);
-    assert!(
-        e.contains("resources[9].tags") && e.contains("not/ok"),
-        "{e}"
-    );
-
-    let mut d = cluster();
-    d["sim"]["guests"]["100"] = json!({"config": {"bogus": "1"}});
-    let e = err(d);
-    assert!(e.contains("sim.guests.100.config.bogus"), "{e}");
-
-    let mut d = cluster();
-    d["sim"]["guests"]["100"] = json!({"config": {"net0": "virtio=zz,bridge=vmbr0"}});
-    let e = err(d);
-    assert!(
-        e.contains("sim.guests.100.config.net0") && e.contains("MAC"),
-        "{e}"
-    );
-
-    let mut d = cluster();
-    d["sim"]["guests"]["100"] = json!({"config": {"scsi0": "nowhere:vm-100-disk-0,size=8G"}});
-    let e = err(d);
-    assert!(e.contains("no such storage 'nowhere'"), "{e}");
-
-    let mut d = cluster();
-    d["sim"]["guests"]["555"] = json!({"cpu": 0.5});
-    assert!(err(d).contains("sim.guests.555"));
-
-    let mut d = cluster();
-    d["sim"]["time_scale"] = json!(0);
-    assert!(err(d).contains("sim.time_scale"));
-
-    let mut d = cluster();
-    d["sim"]["faults"] = json!({"errors": [{"path": "/x", "rate": 1.5}]});
-    assert!(err(d).contains("sim.faults.errors[0].rate"));
-
-    let mut d = cluster();
-    d["ha"]["resources"] = json!([{"sid": "vm:777"}]);
-    let e = err(d);
-    assert!(
-        e.contains("ha.resources[0].sid") && e.contains("777"),
-        "{e}"
-    );
-
-    let mut d = cluster();
-    d["ha"]["resources"] = json!([{"sid": "ct:100"}]);
-    assert!(err(d).contains("guest 100 is qemu"));
-
-    let mut d = cluster();
-    d["ha"]["rules"] = json!([{"rule": "r", "type": "location", "resources": "vm:110"}]);
-    assert!(err(d).contains("ha.rules[0].type"));
-
-    let mut d = cluster();
-    d["sim"]["nodes"] = json!({"pve7": {"base_cpu": 1}});
-    assert!(err(d).contains("sim.nodes.pve7"));
-
-    let mut d = cluster();
-    d["resources"][3]["maxmem"] = json!("lots");
-    assert!(err(d).contains("resources[3].maxmem"));
-
-    // u64::MAX bytes used to overflow the memory arithmetic (a panic while loading).
-    let mut d = cluster();
-    d["resources"][9]["maxmem"] = json!(u64::MAX);
-    let e = err(d);
-    assert!(
-        e.contains("resources[9].maxmem") && e.contains("more than 1 PiB"),
-        "{e}"
-    );
-    let mut d = cluster();
-    d["resources"][0]["maxmem"] = json!(u64::MAX);
-    let e = err(d);
-    assert!(
-        e.contains("resources[0].maxmem") && e.contains("more than 1 PiB"),
-        "{e}"
-    );
 
     assert!(
         Scenario::from_json("{not json")
@@ -207,12 +206,10 @@ fn synthetic_scenarios_are_valid_deterministic_and_not_overcommitted() {
 
 #[test]
 fn generated_values_are_checked_under_their_resource_entry() {
-    let mut d = cluster();
-    d["resources"][9]["name"] = json!("Web Server");
-    let e = err(d);
-    assert!(
-        e.contains("resources[9].name") && e.contains("DNS name"),
-        "{e}"
+    assert_refused(
+        "resources.9.name",
+        json!("Web Server"),
+        &["resources[9].name", "DNS name"],
     );
 }
 
@@ -241,23 +238,15 @@ fn a_dump_without_disk_storage_gets_a_local_thin_pool() {
 async fn disks_whose_sizes_add_up_past_u64_do_not_crash_the_server() {
     // Two 16 million TiB disks: each fits a u64, their sum does not. Summing them panicked in
     // the storage view (every /cluster/resources) and in the migration estimate.
-    let mut d = cluster();
-    d["sim"]["guests"]["101"]["config"] = json!({
+    let config = json!({
         "scsi0": "local-lvm:vm-101-disk-0,size=16000000T",
         "scsi1": "local-lvm:vm-101-disk-1,size=16000000T"
     });
-    let sim = crate::support::TestSim::new(d);
+    let sim = TestSim::new(with("sim.guests.101.config", config));
     let r = sim.get("/cluster/resources").await;
     assert_eq!(r.status, 200, "{r:?}");
     let r = sim
-        .post(
-            "/nodes/pve1/qemu/101/migrate",
-            &[
-                ("target", "pve2"),
-                ("online", "1"),
-                ("with-local-disks", "1"),
-            ],
-        )
+        .post_migrate("pve1", "qemu/101", &live_with_local_disks("pve2"))
         .await;
     assert!(r.status == 200 || r.status == 500, "{r:?}");
     assert_eq!(sim.get("/cluster/resources").await.status, 200);
@@ -265,42 +254,38 @@ async fn disks_whose_sizes_add_up_past_u64_do_not_crash_the_server() {
 
 #[test]
 fn impossible_guest_states_are_refused_with_their_path() {
-    let mut d = cluster();
-    assert_eq!(d["resources"][16]["vmid"], 9000);
-    d["resources"][16]["status"] = json!("running");
-    let e = err(d);
-    assert!(
-        e.contains("resources[16].status") && e.contains("guest 9000 is a template"),
-        "{e}"
-    );
+    assert_eq!(cluster()["resources"][16]["vmid"], 9000);
+    let parts = ["resources[16].status", "guest 9000 is a template"];
+    assert_refused("resources.16.status", json!("running"), &parts);
 
     // As `POST /_sim/guests/{vmid}/usage` refuses it.
-    let mut d = cluster();
-    d["sim"]["guests"]["100"] = json!({"cpu": 7});
-    let e = err(d);
-    assert!(
-        e.contains("sim.guests.100.cpu") && e.contains("must be a fraction 0..1"),
-        "{e}"
-    );
-    let mut d = cluster();
-    d["sim"]["guests"]["100"] = json!({"cpu": -0.5});
-    assert!(err(d).contains("sim.guests.100.cpu"));
-
-    let mut d = cluster();
-    d["sim"]["guests"]["100"] = json!({"mem": 1u64 << 51});
-    let e = err(d);
-    assert!(
-        e.contains("sim.guests.100.mem") && e.contains("1 PiB"),
-        "{e}"
-    );
-    let mut d = cluster();
-    d["sim"]["nodes"]["pve1"] = json!({"base_mem": 1u64 << 51});
-    assert!(err(d).contains("sim.nodes.pve1.base_mem"));
+    for (path, value, parts) in [
+        (
+            "sim.guests.100",
+            json!({"cpu": 7}),
+            &["sim.guests.100.cpu", "must be a fraction 0..1"][..],
+        ),
+        (
+            "sim.guests.100",
+            json!({"cpu": -0.5}),
+            &["sim.guests.100.cpu"],
+        ),
+        (
+            "sim.guests.100",
+            json!({"mem": 1u64 << 51}),
+            &["sim.guests.100.mem", "1 PiB"],
+        ),
+        (
+            "sim.nodes.pve1",
+            json!({"base_mem": 1u64 << 51}),
+            &["sim.nodes.pve1.base_mem"],
+        ),
+    ] {
+        assert_refused(path, value, parts);
+    }
 
     // A dump's own guest `cpu` may read a little over 1: it is kept, capped.
-    let mut d = cluster();
-    d["resources"][9]["cpu"] = json!(1.02);
-    Scenario::from_value(d).unwrap();
+    Scenario::from_value(with("resources.9.cpu", json!(1.02))).unwrap();
 }
 
 #[test]
@@ -332,32 +317,14 @@ fn memory_beyond_a_node_is_a_warning_not_an_error() {
 
 #[tokio::test(start_paused = true)]
 async fn a_local_storage_keeps_each_nodes_own_size() {
-    let mut doc = crate::support::cluster();
-    for r in doc["resources"].as_array_mut().unwrap() {
-        if r["id"] == "storage/pve2/local-lvm" {
-            r["maxdisk"] = json!(110u64 << 30);
-            r["disk"] = json!(10u64 << 30);
-        }
-    }
-    let s = crate::support::TestSim::new(doc);
-    let sizes = |node: &str| {
-        let s = &s;
-        let node = node.to_owned();
-        async move {
-            let list = s.get(&format!("/nodes/{node}/storage")).await;
-            let e = list
-                .data()
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|e| e["storage"] == "local-lvm")
-                .cloned()
-                .unwrap();
-            (e["total"].as_u64().unwrap(), e["used"].as_u64().unwrap())
-        }
-    };
-    assert_eq!(sizes("pve2").await.0, 110 << 30);
-    assert_eq!(sizes("pve1").await.0, 4 << 40);
+    let s = cluster_with(|doc| {
+        let r = resource_entry(doc, "storage/pve2/local-lvm");
+        r["maxdisk"] = json!(110u64 << 30);
+        r["disk"] = json!(10u64 << 30);
+    });
+    let total = |e: Value| e["total"].as_u64().unwrap();
+    assert_eq!(total(s.storage("pve2", "local-lvm").await), 110 << 30);
+    assert_eq!(total(s.storage("pve1", "local-lvm").await), 4 << 40);
     let r = s.resource("storage/pve2/local-lvm").await;
     assert_eq!(r["maxdisk"], 110u64 << 30);
     assert!(r["disk"].as_u64().unwrap() >= 10 << 30);

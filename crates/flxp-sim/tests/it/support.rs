@@ -40,6 +40,31 @@ impl Resp {
         );
     }
 
+    /// Asserts the reason phrase alone (whatever the status).
+    pub fn assert_reason(&self, reason: &str) {
+        assert_eq!(self.reason.as_deref(), Some(reason));
+    }
+
+    /// Asserts a 400 whose `errors` map names `param` with `text`.
+    pub fn assert_param_error(&self, param: &str, text: &str) {
+        assert_eq!(self.status, 400);
+        assert_eq!(self.json["errors"][param], text);
+    }
+
+    /// Asserts a 200 answer.
+    pub fn assert_ok(&self) {
+        assert_eq!(self.status, 200, "{self:?}");
+    }
+
+    /// Asserts a 400 whose `message` contains `text` (the control endpoint's refusals).
+    pub fn assert_bad_request(&self, text: &str) {
+        assert_eq!(self.status, 400);
+        assert!(
+            self.json["message"].as_str().unwrap().contains(text),
+            "{self:?}"
+        );
+    }
+
     /// The `data` as a string (UPIDs).
     pub fn upid(&self) -> String {
         self.data()
@@ -146,10 +171,43 @@ impl TestSim {
         self.post(path, params).await.upid()
     }
 
+    /// A migrate request for `guest` (`qemu/100`) on node `from`: the answer as it is.
+    pub async fn post_migrate(&self, from: &str, guest: &str, params: &[(&str, &str)]) -> Resp {
+        self.post(&format!("/nodes/{from}/{guest}/migrate"), params)
+            .await
+    }
+
+    /// A POST whose form body is given already encoded (repeated keys, as bulk actions take
+    /// them) that starts a task: its UPID.
+    pub async fn post_form_task(&self, path: &str, body: &str) -> String {
+        let form = "application/x-www-form-urlencoded";
+        self.raw("POST", path, form, body).await.upid()
+    }
+
+    /// Starts a migration of `guest` (`qemu/100`) on node `from`: its UPID.
+    pub async fn migrate(&self, from: &str, guest: &str, params: &[(&str, &str)]) -> String {
+        self.post_migrate(from, guest, params).await.upid()
+    }
+
     /// Starts a live migration of `guest` (`qemu/100`) from node `from` to `target`: its UPID.
     pub async fn live_migrate(&self, from: &str, guest: &str, target: &str) -> String {
-        let path = format!("/nodes/{from}/{guest}/migrate");
-        self.post_task(&path, &[("target", target), ("online", "1")])
+        self.migrate(from, guest, &live_to(target)).await
+    }
+
+    /// Starts a live migration that also moves the guest's local disks: its UPID.
+    pub async fn live_migrate_with_local_disks(
+        &self,
+        from: &str,
+        guest: &str,
+        target: &str,
+    ) -> String {
+        self.migrate(from, guest, &live_with_local_disks(target))
+            .await
+    }
+
+    /// Starts a clone of guest `vmid` on `node` (a POST to its `clone`): its UPID.
+    pub async fn clone_guest(&self, node: &str, vmid: &str, params: &[(&str, &str)]) -> String {
+        self.post_task(&format!("/nodes/{node}/qemu/{vmid}/clone"), params)
             .await
     }
 
@@ -172,6 +230,106 @@ impl TestSim {
             .await
     }
 
+    /// The `data` of a GET that must answer 200.
+    pub async fn get_data(&self, path: &str) -> Value {
+        self.get(path).await.data().clone()
+    }
+
+    /// The `data` list of a GET that must answer 200.
+    pub async fn list(&self, path: &str) -> Vec<Value> {
+        self.get_data(path).await.as_array().unwrap().clone()
+    }
+
+    /// The config of `guest` (`qemu/100`) on `node` (pending values applied).
+    pub async fn config(&self, node: &str, guest: &str) -> Value {
+        self.get_data(&format!("/nodes/{node}/{guest}/config"))
+            .await
+    }
+
+    /// Clones qemu guest `vmid` on `node` to `newid` and waits for the task: its final status.
+    pub async fn clone_and_wait(&self, node: &str, vmid: &str, newid: &str) -> Value {
+        let upid = self.clone_guest(node, vmid, &[("newid", newid)]).await;
+        self.wait(&upid).await
+    }
+
+    /// Asks for a live migration of the HA-managed guest 110 to pve2: asserts that the answer is
+    /// an `hamigrate` task that ends OK, and returns its UPID.
+    pub async fn ha_migrate_110_to_pve2(&self) -> String {
+        let upid = self.live_migrate("pve1", "qemu/110", "pve2").await;
+        assert!(upid.contains(":hamigrate:110:"), "{upid}");
+        self.wait_ok(&upid).await;
+        upid
+    }
+
+    /// A config write (`PUT`) of `guest` (`qemu/100`) on `node`: the answer as it is.
+    pub async fn set_config(&self, node: &str, guest: &str, params: &[(&str, &str)]) -> Resp {
+        self.put(&format!("/nodes/{node}/{guest}/config"), params)
+            .await
+    }
+
+    /// Asserts that resource `id` is on `node` and holds no lock (a move done, refused or failed).
+    pub async fn assert_settled_on(&self, id: &str, node: &str) {
+        let r = self.resource(id).await;
+        assert_eq!(r["node"], node);
+        assert!(r.get("lock").is_none());
+    }
+
+    /// Asserts the string `fields` of the `/cluster/resources` entry with `id`.
+    pub async fn assert_resource(&self, id: &str, fields: &[(&str, &str)]) {
+        let r = self.resource(id).await;
+        for (key, value) in fields {
+            assert_eq!(r[key], *value, "{id}.{key}");
+        }
+    }
+
+    /// Waits `secs` of simulated time, then asserts that resource `id` is on `node`.
+    pub async fn assert_node_after(&self, secs: f64, id: &str, node: &str) {
+        sleep(secs).await;
+        assert_eq!(self.node_of(id).await, node);
+    }
+
+    /// The cluster's task list (`/cluster/tasks`).
+    pub async fn tasks(&self) -> Vec<Value> {
+        self.list("/cluster/tasks").await
+    }
+
+    /// The `qmigrate` tasks of guest `vmid`, in the order `/cluster/tasks` lists them.
+    pub async fn migrate_tasks(&self, vmid: &str) -> Vec<Value> {
+        let tasks = self.tasks().await;
+        tasks
+            .into_iter()
+            .filter(|t| t["type"] == "qmigrate" && t["id"] == vmid)
+            .collect()
+    }
+
+    /// The `node` field of the `/cluster/resources` entry with `id` (where a guest is).
+    pub async fn node_of(&self, id: &str) -> Value {
+        self.resource(id).await["node"].clone()
+    }
+
+    /// The entry of storage `id` in `/nodes/{node}/storage`; panics when there is none.
+    pub async fn storage(&self, node: &str, id: &str) -> Value {
+        let list = self.list(&format!("/nodes/{node}/storage")).await;
+        list.iter()
+            .find(|st| st["storage"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {id} in {list:?}"))
+    }
+
+    /// Sets a node's status through the control endpoint (`online`, `offline`).
+    pub async fn set_node_status(&self, node: &str, status: &str) -> Resp {
+        let path = format!("/_sim/nodes/{node}/status");
+        self.control("POST", &path, json!({ "status": status }))
+            .await
+    }
+
+    /// Switches a node's HA maintenance mode through the control endpoint.
+    pub async fn set_maintenance(&self, node: &str, enable: bool) -> Resp {
+        let path = format!("/_sim/nodes/{node}/maintenance");
+        self.control("POST", &path, json!({ "enable": enable }))
+            .await
+    }
+
     /// The `/cluster/resources` entry with `id`.
     pub async fn resource(&self, id: &str) -> Value {
         self.entry("/cluster/resources", id).await
@@ -184,21 +342,15 @@ impl TestSim {
 
     /// The entry with `id` of the list at `path`; `null` when there is none.
     async fn entry(&self, path: &str, id: &str) -> Value {
-        let r = self.get(path).await;
-        r.data()
-            .as_array()
-            .unwrap()
-            .iter()
+        let list = self.list(path).await;
+        list.into_iter()
             .find(|e| e["id"] == id)
-            .cloned()
             .unwrap_or(Value::Null)
     }
 
     /// Task status of a UPID (on the node the UPID names).
     pub async fn task(&self, upid: &str) -> Value {
-        let node = upid.split(':').nth(1).unwrap();
-        let path = format!("/nodes/{node}/tasks/{}/status", urlencode(upid));
-        self.get(&path).await.data().clone()
+        self.get_data(&format!("{}/status", task_path(upid))).await
     }
 
     /// Waits (in simulated time) until the task stopped; returns its status.
@@ -211,6 +363,11 @@ impl TestSim {
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
         panic!("task {upid} never ended");
+    }
+
+    /// Waits until the task stopped and asserts it ended `OK`.
+    pub async fn wait_ok(&self, upid: &str) {
+        assert_eq!(self.wait(upid).await["exitstatus"], "OK");
     }
 
     /// Waits for a migration task that Proxmox aborts before or in phase 1: it must end with
@@ -229,17 +386,60 @@ impl TestSim {
 
     /// Task log lines.
     pub async fn log(&self, upid: &str) -> Vec<String> {
-        let node = upid.split(':').nth(1).unwrap();
-        let path = format!("/nodes/{node}/tasks/{}/log?limit=1000", urlencode(upid));
-        self.get(&path)
+        let path = format!("{}/log?limit=1000", task_path(upid));
+        self.list(&path)
             .await
-            .data()
-            .as_array()
-            .unwrap()
             .iter()
             .map(|l| l["t"].as_str().unwrap().to_string())
             .collect()
     }
+}
+
+/// Waits `secs` of (paused, simulated) time.
+pub async fn sleep(secs: f64) {
+    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+}
+
+/// Parameters of a live migration to `target` that also moves local disks.
+pub fn live_with_local_disks(target: &str) -> [(&str, &str); 3] {
+    [
+        ("target", target),
+        ("online", "1"),
+        ("with-local-disks", "1"),
+    ]
+}
+
+/// Parameters of a live migration to `target`.
+pub fn live_to(target: &str) -> [(&str, &str); 2] {
+    [("target", target), ("online", "1")]
+}
+
+/// Parameters of a restart-mode (container) migration to `target`.
+pub fn restart_to(target: &str) -> [(&str, &str); 2] {
+    [("target", target), ("restart", "1")]
+}
+
+/// The API path of the task a UPID names, on the node the UPID names.
+pub fn task_path(upid: &str) -> String {
+    let node = upid.split(':').nth(1).unwrap();
+    format!("/nodes/{node}/tasks/{}", urlencode(upid))
+}
+
+/// The standard cluster with `edit` applied to its scenario document first.
+pub fn cluster_with(edit: impl FnOnce(&mut Value)) -> TestSim {
+    let mut doc = cluster();
+    edit(&mut doc);
+    TestSim::new(doc)
+}
+
+/// The resource entry of `id` in a scenario document.
+pub fn resource_entry<'a>(doc: &'a mut Value, id: &str) -> &'a mut Value {
+    doc["resources"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|r| r["id"] == id)
+        .unwrap()
 }
 
 pub fn urlencode(s: &str) -> String {
