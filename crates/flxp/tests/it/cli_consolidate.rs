@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::cli_balance::{DEMO, SimZone, sim_zone};
-use super::{json, run, temp_file};
+use super::{json, on_file, run, temp_file};
 
 fn names(v: &Value) -> Vec<String> {
     v.as_array()
@@ -29,7 +29,7 @@ fn a_plan_frees_nodes_down_to_the_quorum_floor_and_says_why_others_stay() {
         ));
     }
     let (_d, f) = temp_file("snap.json", &format!("[{}]", entries.join(",")));
-    let (code, out, err) = run(&["consolidate", "--from-file", f.to_str().unwrap(), "--json"]);
+    let (code, out, err) = on_file("consolidate", &f, &["--json"]);
     assert_eq!(code, 0, "{err}");
     let v = json(&out);
     let c = &v["consolidation"];
@@ -45,7 +45,7 @@ fn a_plan_frees_nodes_down_to_the_quorum_floor_and_says_why_others_stay() {
     assert_eq!(migrations.len(), 2);
     assert!(migrations.iter().all(|m| m["to"] != "a" && m["to"] != "b"));
 
-    let (code, out, _) = run(&["consolidate", "--from-file", f.to_str().unwrap()]);
+    let (code, out, _) = on_file("consolidate", &f, &[]);
     assert_eq!(code, 0);
     assert!(out.contains("free a: 1 migration(s) off it"), "{out}");
     // Issue 12: moving nothing reaches a spread too: the bound is on plans emptying a and b.
@@ -59,13 +59,7 @@ fn a_plan_frees_nodes_down_to_the_quorum_floor_and_says_why_others_stay() {
     );
 
     // Waking needs a live zone: with a snapshot file it is refused, not ignored.
-    let (code, _, err) = run(&[
-        "consolidate",
-        "--from-file",
-        f.to_str().unwrap(),
-        "--wake",
-        "a",
-    ]);
+    let (code, _, err) = on_file("consolidate", &f, &["--wake", "a"]);
     assert_eq!(code, 2, "{err}");
     assert!(
         err.contains("--wake powers a node of a live zone on"),
@@ -198,13 +192,11 @@ fn config_mistakes_name_their_key() {
         ),
     ] {
         let (_c, config) = temp_file("flxp.toml", text);
-        let (code, _, err) = run(&[
+        let (code, _, err) = on_file(
             "consolidate",
-            "--from-file",
-            snap.to_str().unwrap(),
-            "--config",
-            config.to_str().unwrap(),
-        ]);
+            &snap,
+            &["--config", config.to_str().unwrap()],
+        );
         assert_ne!(code, 0, "{text}");
         assert!(err.contains(key), "{text}: {err}");
     }

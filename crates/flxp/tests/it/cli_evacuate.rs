@@ -2,7 +2,7 @@
 //! emptying a node of a live zone.
 
 use super::cli_balance::{DEMO, sim_zone};
-use super::{example, json, run, temp_file};
+use super::{example, json, on_file, run, temp_file};
 
 #[test]
 fn an_evacuation_plan_moves_every_guest_off_the_node() {
@@ -78,7 +78,7 @@ fn an_unknown_node_is_a_usage_error_naming_the_nodes() {
         err.contains(r#"node "zulu" is not in the cluster; nodes: alpha, bravo, charlie"#),
         "{err}"
     );
-    let (code, _, err) = run(&["evacuate", "--from-file", f.to_str().unwrap()]);
+    let (code, _, err) = on_file("evacuate", &f, &[]);
     assert_eq!(code, 2, "NODE is required: {err}");
 }
 

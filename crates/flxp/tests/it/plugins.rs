@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use flxp_sim::Scenario;
 use serde_json::{Value, json};
 
-use super::{example, run, temp_file};
+use super::{example, on_file, run, temp_file};
 
 /// The Python interpreter itself (not a version manager's shim, whose start alone can take a
 /// second on a busy machine). Fails (never skips) when python3 is missing, naming how to install it.
@@ -236,16 +236,17 @@ fn config_errors_name_the_plugin_and_the_key() {
 
 fn balance(config: &Path, method: &str) -> (i32, Value, String) {
     let snap = snapshot();
-    let (code, out, err) = run(&[
+    let (code, out, err) = on_file(
         "balance",
-        "--from-file",
         &snap,
-        "--config",
-        config.to_str().unwrap(),
-        "--method",
-        method,
-        "--json",
-    ]);
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--method",
+            method,
+            "--json",
+        ],
+    );
     let v = serde_json::from_str(&out).unwrap_or(Value::Null);
     (code, v, err)
 }
@@ -300,14 +301,11 @@ fn balance_plans_the_plugin_s_safe_proposals_and_refuses_unsafe_ones() {
         &(text.clone() + "[balance]\nmethod = \"drain-fullest\"\n"),
     );
     let snap = snapshot();
-    let (code, out, err) = run(&[
+    let (code, out, err) = on_file(
         "balance",
-        "--from-file",
         &snap,
-        "--config",
-        default.to_str().unwrap(),
-        "--json",
-    ]);
+        &["--config", default.to_str().unwrap(), "--json"],
+    );
     assert!(code == 0 || code == 3, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["method"], "drain-fullest", "{v}");
@@ -623,15 +621,7 @@ fn every_balance_proposal_gets_exactly_one_verdict() {
 
     let snap = snapshot();
     let cfg = config.to_str().unwrap();
-    let (_, out, _) = run(&[
-        "balance",
-        "--from-file",
-        &snap,
-        "--config",
-        cfg,
-        "--method",
-        "unsafe",
-    ]);
+    let (_, out, _) = on_file("balance", &snap, &["--config", cfg, "--method", "unsafe"]);
     let lines: Vec<&str> = out
         .lines()
         .skip_while(|l| !l.starts_with("plugin unsafe proposed 4 migration(s)"))

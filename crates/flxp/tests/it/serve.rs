@@ -18,27 +18,7 @@ pub const KEY: &str =
 pub const PASSWORD: &str = "initial-password-4711";
 
 /// The catalog every test config has.
-pub const CATALOG: &str = r#"
-[compute-profiles.small]
-cores = 1
-memory = "1GiB"
-[compute-profiles.medium]
-cores = 2
-memory = "4GiB"
-[compute-profiles.huge]
-cores = 4
-memory = "300GiB"
-[storage-profiles.standard]
-storage = "ceph"
-disk = "32GiB"
-[images.ubuntu-2404]
-template = 9000
-[networks."100"]
-bridge = "vmbr0"
-vlan = 100
-[create-vm]
-poll-ms = 10
-"#;
+pub const CATALOG: &str = include_str!("catalog.toml");
 
 /// A simulator in this process and `flxp serve` in a child process pointing at it.
 pub struct Service {
@@ -109,11 +89,13 @@ async fn spawn(
     let tls = TlsIdentity::generate(&["127.0.0.1".to_owned()]).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let sim = SimHandle::spawn(listener, Sim::new(scenario).unwrap(), Some(&tls)).unwrap();
-    let (id, secret) = PVE_TOKEN.rsplit_once('=').unwrap();
-    let text = format!(
-        "[zones.lab]\nhosts = [\"{}\"]\ntoken = \"{id}\"\ntoken-secret = \"{secret}\"\nfingerprint = \"{}\"\n{CATALOG}{extra}",
-        sim.addr(),
-        sim.fingerprint().unwrap()
+    let text = super::lab_config(
+        &sim.addr().to_string(),
+        PVE_TOKEN,
+        &format!(
+            "fingerprint = \"{}\"\n{CATALOG}{extra}",
+            sim.fingerprint().unwrap()
+        ),
     );
     let (dir, config) = super::temp_file("flxp.toml", &text);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_flxp"));
