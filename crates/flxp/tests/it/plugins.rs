@@ -402,11 +402,8 @@ async fn serve_explains_plugins_in_placements_and_plans_with_balance_plugins() {
     ) + &exec_plugin("drain-fullest", "balance", "balance_module.py", &["1"], "");
     let s = super::serve::start(Scenario::demo(), &extra, &[]).await;
     let v = s
-        .gql(
-            r#"query { placement(zone: "lab", request: { memory: "2GiB", cores: 1, tags: ["windows"] }, explain: true) {
-                node warnings candidates { node feasible reasons scores { scorer score } } } }"#,
-            json!({}),
-        )
+        .query(r#"query { placement(zone: "lab", request: { memory: "2GiB", cores: 1, tags: ["windows"] }, explain: true) {
+                node warnings candidates { node feasible reasons scores { scorer score } } } }"#)
         .await;
     let p = &v["data"]["placement"];
     let node = p["node"].as_str().unwrap_or_default();
@@ -424,13 +421,10 @@ async fn serve_explains_plugins_in_placements_and_plans_with_balance_plugins() {
         .count();
     assert!(refused > 0, "{v}");
 
-    let v = s.gql("query { balanceMethods { name } }", json!({})).await;
+    let v = s.query("query { balanceMethods { name } }").await;
     assert!(v.to_string().contains("drain-fullest"), "{v}");
     let v = s
-        .gql(
-            r#"query { rebalancePlan(zone: "lab", method: "drain-fullest") { method summary migrations { vmid reason } } }"#,
-            json!({}),
-        )
+        .query(r#"query { rebalancePlan(zone: "lab", method: "drain-fullest") { method summary migrations { vmid reason } } }"#)
         .await;
     assert_eq!(v["data"]["rebalancePlan"]["method"], "drain-fullest", "{v}");
 }
@@ -714,17 +708,13 @@ async fn serve_tells_plugins_the_zone() {
     let extra = plugin("rec", "filter") + &plugin("rec-balance", "balance");
     let s = super::serve::start(Scenario::demo(), &extra, &[]).await;
     let v = s
-        .gql(
+        .query(
             r#"query { placement(zone: "lab", request: { memory: "1GiB", cores: 1 }) { node } }"#,
-            json!({}),
         )
         .await;
     assert!(v["data"]["placement"]["node"].is_string(), "{v}");
     let v = s
-        .gql(
-            r#"query { rebalancePlan(zone: "lab", method: "rec-balance") { method } }"#,
-            json!({}),
-        )
+        .query(r#"query { rebalancePlan(zone: "lab", method: "rec-balance") { method } }"#)
         .await;
     assert_eq!(v["data"]["rebalancePlan"]["method"], "rec-balance", "{v}");
     let lines = std::fs::read_to_string(&seen).unwrap();

@@ -170,6 +170,11 @@ impl Service {
         v
     }
 
+    /// A GraphQL request without variables, with the right token.
+    pub async fn query(&self, query: &str) -> Value {
+        self.gql(query, json!({})).await
+    }
+
     /// GET a path: status and body.
     pub async fn get(&self, path: &str) -> (u16, String) {
         let resp = self
@@ -282,10 +287,7 @@ async fn create_vm_builds_a_running_vm_with_everything_set() {
     }
     // The new VM is visible to the API at once.
     let v = s
-        .gql(
-            "query { guests(zone: \"lab\") { vmid name node status tags } }",
-            json!({}),
-        )
+        .query("query { guests(zone: \"lab\") { vmid name node status tags } }")
         .await;
     let mine: Vec<&Value> = v["data"]["guests"]
         .as_array()
@@ -325,12 +327,9 @@ fn flxp_pve_decode(v: &str) -> String {
 async fn queries_answer_placement_nodes_plans_and_zones() {
     let s = demo().await;
     let v = s
-        .gql(
-            r#"query { placement(zone: "lab", request: { computeProfile: "medium", tags: ["flxp.anti-affinity.web"] }, explain: true) {
+        .query(r#"query { placement(zone: "lab", request: { computeProfile: "medium", tags: ["flxp.anti-affinity.web"] }, explain: true) {
                 node policy warnings
-                candidates { node feasible score reasons scores { scorer score } } } }"#,
-            json!({}),
-        )
+                candidates { node feasible score reasons scores { scorer score } } } }"#)
         .await;
     let p = &v["data"]["placement"];
     assert_eq!(p["node"], "pve4", "{v}");
@@ -350,26 +349,21 @@ async fn queries_answer_placement_nodes_plans_and_zones() {
     );
     // Without explain only the answer; with memory and cores instead of a profile.
     let v = s
-        .gql(
-            r#"query { placement(zone: "lab", request: { memory: "2GiB", cores: 1 }) { node candidates { node } } }"#,
-            json!({}),
-        )
+        .query(r#"query { placement(zone: "lab", request: { memory: "2GiB", cores: 1 }) { node candidates { node } } }"#)
         .await;
     assert_eq!(v["data"]["placement"]["candidates"], json!([]), "{v}");
     assert!(v["data"]["placement"]["node"].is_string());
     // A fraction of a CPU, as a container's cpulimit may be, is a valid request too.
     let v = s
-        .gql(
+        .query(
             r#"query { placement(zone: "lab", request: { memory: "2GiB", cores: 0.5 }) { node } }"#,
-            json!({}),
         )
         .await;
     assert!(v["data"]["placement"]["node"].is_string(), "{v}");
 
     let v = s
-        .gql(
+        .query(
             "query { nodes(zone: \"lab\") { name status mem maxmem running violations { rule } } }",
-            json!({}),
         )
         .await;
     let nodes = v["data"]["nodes"].as_array().unwrap();
@@ -383,7 +377,7 @@ async fn queries_answer_placement_nodes_plans_and_zones() {
     assert_eq!(nodes[0]["maxmem"], 412_316_860_416u64);
 
     let v = s
-        .gql("query { rebalancePlan(zone: \"lab\") { method metric imbalanceBefore imbalanceAfter migrations { vmid from to reason } document } }", json!({}))
+        .query("query { rebalancePlan(zone: \"lab\") { method metric imbalanceBefore imbalanceAfter migrations { vmid from to reason } document } }")
         .await;
     let plan = &v["data"]["rebalancePlan"];
     assert_eq!(plan["method"], "flxp", "{v}");
@@ -394,7 +388,7 @@ async fn queries_answer_placement_nodes_plans_and_zones() {
     );
 
     let v = s
-        .gql("query { evacuationPlan(zone: \"lab\", node: \"pve4\") { method migrations { vmid from to } unplaced { vmid } } }", json!({}))
+        .query("query { evacuationPlan(zone: \"lab\", node: \"pve4\") { method migrations { vmid from to } unplaced { vmid } } }")
         .await;
     let e = &v["data"]["evacuationPlan"];
     assert_eq!(e["method"], "evacuate", "{v}");
@@ -408,7 +402,7 @@ async fn queries_answer_placement_nodes_plans_and_zones() {
     );
 
     let v = s
-        .gql("query { zones { name reachable simulated } }", json!({}))
+        .query("query { zones { name reachable simulated } }")
         .await;
     assert_eq!(
         v["data"]["zones"],
@@ -466,7 +460,7 @@ async fn rebalance_carries_out_its_plan_and_a_dry_run_moves_nothing() {
     .await;
     let before: Vec<(u32, String)> = guests(&s);
     let v = s
-        .gql("mutation { rebalance(zone: \"lab\", dryRun: true) { executed done plan { migrations { vmid to } } } }", json!({}))
+        .query("mutation { rebalance(zone: \"lab\", dryRun: true) { executed done plan { migrations { vmid to } } } }")
         .await;
     let r = &v["data"]["rebalance"];
     assert_eq!(r["executed"], false, "{v}");
@@ -475,7 +469,7 @@ async fn rebalance_carries_out_its_plan_and_a_dry_run_moves_nothing() {
     assert_eq!(guests(&s), before);
 
     let v = s
-        .gql("mutation { rebalance(zone: \"lab\") { executed done failed plan { migrations { vmid to } } } }", json!({}))
+        .query("mutation { rebalance(zone: \"lab\") { executed done failed plan { migrations { vmid to } } } }")
         .await;
     let r = &v["data"]["rebalance"];
     assert_eq!(r["executed"], true, "{v}");
@@ -526,16 +520,11 @@ async fn evacuate_empties_the_node_and_unknown_names_have_their_codes() {
         .1;
     assert_eq!(code(&v), "UNKNOWN_NODE", "{v}");
     assert!(message(&v).contains("nodes: pve1, pve2, pve3, pve4"), "{v}");
-    let v = s
-        .gql("query { nodes(zone: \"mars\") { name } }", json!({}))
-        .await;
+    let v = s.query("query { nodes(zone: \"mars\") { name } }").await;
     assert_eq!(code(&v), "UNKNOWN_ZONE", "{v}");
 
     let v = s
-        .gql(
-            "mutation { evacuate(zone: \"lab\", node: \"pve4\") { executed done failed plan { unplaced { vmid } document } } }",
-            json!({}),
-        )
+        .query("mutation { evacuate(zone: \"lab\", node: \"pve4\") { executed done failed plan { unplaced { vmid } document } } }")
         .await;
     let r = &v["data"]["evacuate"];
     assert_eq!(r["executed"], true, "{v}");
@@ -633,13 +622,11 @@ async fn no_new_vm_lands_on_a_node_while_it_is_emptied_and_migrations_are_counte
             .cloned()
             .unwrap()
     };
-    let before = s.gql(query, json!({})).await;
+    let before = s.query(query).await;
     assert_eq!(pve4(&before)["feasible"], true, "{before}");
 
-    let evacuation = s.gql(
-        "mutation { evacuate(zone: \"lab\", node: \"pve4\") { done failed } }",
-        json!({}),
-    );
+    let evacuation =
+        s.query("mutation { evacuate(zone: \"lab\", node: \"pve4\") { done failed } }");
     tokio::pin!(evacuation);
     let watch = async {
         until(&s, "the evacuation's first migration", 60, || migrating(&s)).await;
@@ -658,7 +645,7 @@ async fn no_new_vm_lands_on_a_node_while_it_is_emptied_and_migrations_are_counte
             "the rebalance should still wait: {gave_up:?}"
         );
         // While the guests leave, pve4 counts as in maintenance for new VMs.
-        let v = s.gql(query, json!({})).await;
+        let v = s.query(query).await;
         assert!(migrating(&s), "the evacuation was not held");
         pve4(&v)
     };
@@ -681,7 +668,7 @@ async fn no_new_vm_lands_on_a_node_while_it_is_emptied_and_migrations_are_counte
     let n = done["data"]["evacuate"]["done"].as_u64().unwrap();
     assert!(n >= 1, "{done}");
 
-    let after = s.gql(query, json!({})).await;
+    let after = s.query(query).await;
     assert_eq!(
         pve4(&after)["feasible"],
         false,
@@ -709,7 +696,7 @@ async fn no_new_vm_lands_on_a_node_while_it_is_emptied_and_migrations_are_counte
 async fn balance_methods_are_listed_and_a_plan_takes_a_registered_one() {
     let s = demo().await;
     let v = s
-        .gql("query { balanceMethods { name description } }", json!({}))
+        .query("query { balanceMethods { name description } }")
         .await;
     let names: Vec<&str> = v["data"]["balanceMethods"]
         .as_array()
@@ -720,17 +707,13 @@ async fn balance_methods_are_listed_and_a_plan_takes_a_registered_one() {
     assert_eq!(names, ["flxp", "pve-bruteforce", "pve-topsis"], "{v}");
 
     let v = s
-        .gql(
-            "query { rebalancePlan(zone: \"lab\", method: \"pve-topsis\") { method } }",
-            json!({}),
-        )
+        .query("query { rebalancePlan(zone: \"lab\", method: \"pve-topsis\") { method } }")
         .await;
     assert_eq!(v["data"]["rebalancePlan"]["method"], "pve-topsis", "{v}");
 
     let v = s
-        .gql(
+        .query(
             "mutation { rebalance(zone: \"lab\", dryRun: true, method: \"fastest\") { executed } }",
-            json!({}),
         )
         .await;
     assert_eq!(code(&v), "BAD_INPUT", "{v}");
@@ -760,10 +743,7 @@ async fn an_evacuated_node_stays_empty_through_daemon_rounds_until_the_api_clear
     )
     .await;
     let v = s
-        .gql(
-            "mutation { evacuate(zone: \"lab\", node: \"pve4\") { executed done failed } }",
-            json!({}),
-        )
+        .query("mutation { evacuate(zone: \"lab\", node: \"pve4\") { executed done failed } }")
         .await;
     assert_eq!(v["data"]["evacuate"]["executed"], true, "{v}");
     let stayed: Vec<u32> = guests(&s)
@@ -794,10 +774,7 @@ async fn an_evacuated_node_stays_empty_through_daemon_rounds_until_the_api_clear
         .await;
     assert!(status == 401 || !v["errors"].is_null(), "{status} {v}");
     let v = s
-        .gql(
-            "mutation { maintenance(zone: \"lab\", node: \"pve4\", on: false) }",
-            json!({}),
-        )
+        .query("mutation { maintenance(zone: \"lab\", node: \"pve4\", on: false) }")
         .await;
     assert_eq!(v["data"]["maintenance"], true, "{v}");
     assert!(!notes_of(&s, "pve4").contains("flxp.maintenance"));
