@@ -386,6 +386,12 @@ fn a_negative_number_names_its_option() {
 /// Proxmox's `test-crs-static-auto-rebalance2` as a snapshot: three equal nodes, four guests of
 /// 2 CPUs and 8 GiB on node1, nothing measured yet, `crs: ha=static` (plus `extra` options).
 fn four_on_node1(crs: &str) -> String {
+    let b = four_on_node1_cluster();
+    serde_json::to_string(&b.option("crs", crs.into()).snapshot()).unwrap()
+}
+
+/// The cluster of [`four_on_node1`] without its options.
+fn four_on_node1_cluster() -> flxp_core::builder::ClusterBuilder {
     use flxp_core::builder::{ClusterBuilder, GIB, node, vm};
     let mut b = ClusterBuilder::new();
     for n in ["node1", "node2", "node3"] {
@@ -399,7 +405,7 @@ fn four_on_node1(crs: &str) -> String {
                 .mem(0, 8 * GIB),
         );
     }
-    serde_json::to_string(&b.option("crs", crs.into()).snapshot()).unwrap()
+    b
 }
 
 #[test]
@@ -629,20 +635,8 @@ fn the_not_met_headline_names_the_budget_or_ha_guests_in_motion() {
     assert!(first.contains("migration budget of 0"), "{out}");
     assert!(!first.contains("no safe move"), "{out}");
 
-    use flxp_core::builder::{ClusterBuilder, GIB, node, vm};
-    let mut b = ClusterBuilder::new();
-    for n in ["node1", "node2", "node3"] {
-        b = b.node(node(n).cpus(24.0).memory(32 * GIB).load(0.0));
-    }
-    for vmid in 101..=104 {
-        b = b.guest(
-            vm(vmid, "node1")
-                .hastate("started")
-                .cores(2.0, 0.0)
-                .mem(0, 8 * GIB),
-        );
-    }
-    b = b.guest(
+    use flxp_core::builder::{GIB, vm};
+    let b = four_on_node1_cluster().guest(
         vm(105, "node2")
             .hastate("migrate")
             .mem(0, GIB)

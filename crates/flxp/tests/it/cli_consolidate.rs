@@ -5,8 +5,16 @@
 use serde_json::Value;
 
 use super::cli_balance::{DEMO, SimZone, sim_zone};
-use super::{json, on_file, run, temp_file};
+use super::{json, on_file, temp_file};
 
+/// The demo zone, fast, with freed nodes switched off and `extra` in `[consolidate]`; `tweak`
+/// edits the scenario.
+fn shutdown_zone(extra: &str, tweak: impl FnOnce(&mut Value)) -> SimZone {
+    let config = format!("\n[consolidate]\nshutdown = true\n{extra}");
+    sim_zone(DEMO, 100_000.0, &config, tweak)
+}
+
+/// The names of the nodes of a `freed` or `kept` list.
 fn names(v: &Value) -> Vec<String> {
     v.as_array()
         .unwrap()
@@ -69,12 +77,7 @@ fn a_plan_frees_nodes_down_to_the_quorum_floor_and_says_why_others_stay() {
 
 #[test]
 fn a_live_zone_is_consolidated_and_the_freed_node_switched_off() {
-    let z = sim_zone(
-        DEMO,
-        100_000.0,
-        "\n[consolidate]\nshutdown = true\n",
-        |_| {},
-    );
+    let z = shutdown_zone("", |_| {});
     let (code, out, err) = z.run(&["consolidate", "--dry-run", "--json"]);
     assert_eq!(code, 0, "{err}\n{out}");
     let dry = json(&out);
@@ -148,29 +151,17 @@ fn a_live_zone_is_consolidated_and_the_freed_node_switched_off() {
 #[test]
 fn waking_an_online_node_says_so_and_a_zero_timeout_is_refused() {
     let z = sim_zone(DEMO, 100_000.0, "", |_| {});
-    let args = |extra: &[&'static str]| {
-        let mut a = vec![
-            "consolidate",
-            "--zone",
-            "lab",
-            "--config",
-            z.config(),
-            "--wake",
-            "pve2",
-        ];
-        a.extend_from_slice(extra);
-        a
-    };
-    let (code, _, err) = run(&args(&["--wake-timeout", "0"]));
+    let wake = |extra: &[&str]| z.run(&[&["consolidate", "--wake", "pve2"], extra].concat());
+    let (code, _, err) = wake(&["--wake-timeout", "0"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--wake-timeout must be at least 1"), "{err}");
-    let (code, out, err) = run(&args(&[]));
+    let (code, out, err) = wake(&[]);
     assert!(code == 0 || code == 3, "{err}\n{out}");
     assert!(
         err.contains("pve2 is online already: no Wake-on-LAN sent"),
         "{err}"
     );
-    let (_, out, _) = run(&args(&["--json"]));
+    let (_, out, _) = wake(&["--json"]);
     assert_eq!(json(&out)["already_online"], true, "{out}");
 }
 
@@ -213,12 +204,7 @@ fn interrupted_on_pve2(z: &SimZone) {
 
 #[test]
 fn a_rerun_finishes_an_interrupted_consolidation() {
-    let z = sim_zone(
-        DEMO,
-        100_000.0,
-        "\n[consolidate]\nshutdown = true\n",
-        |_| {},
-    );
+    let z = shutdown_zone("", |_| {});
     interrupted_on_pve2(&z);
     assert!(z.guests_on("pve2").len() > 1);
     let (code, out, err) = z.run(&["consolidate", "--json"]);
@@ -234,12 +220,7 @@ fn a_rerun_finishes_an_interrupted_consolidation() {
 #[test]
 fn a_rerun_gives_back_a_node_whose_consolidation_cannot_be_finished() {
     // A memory ceiling no other node can take pve2's guests under.
-    let z = sim_zone(
-        DEMO,
-        100_000.0,
-        "\n[consolidate]\nshutdown = true\nmax-memory = 0.05\n",
-        |_| {},
-    );
+    let z = shutdown_zone("max-memory = 0.05\n", |_| {});
     interrupted_on_pve2(&z);
     let (code, out, err) = z.run(&["consolidate", "--json"]);
     assert_eq!(code, 0, "{err}\n{out}");
@@ -270,9 +251,7 @@ fn until_online(z: &super::cli_balance::SimZone, node: &str, online: bool) {
 #[test]
 fn a_wake_that_times_out_leaves_the_node_marked_waking_not_for_another_shutdown() {
     // A boot that outlasts the wait by far.
-    let z = sim_zone(DEMO, 100_000.0, "\n[consolidate]\nshutdown = true\n", |v| {
-        v["sim"]["node_boot_secs"] = 1e9.into()
-    });
+    let z = shutdown_zone("", |v| v["sim"]["node_boot_secs"] = 1e9.into());
     let (code, out, err) = z.run(&["consolidate", "--json"]);
     assert_eq!(code, 0, "{err}\n{out}");
     assert_eq!(json(&out)["shutdown"][0]["node"], "pve2", "{out}");
@@ -311,15 +290,14 @@ fn a_wake_that_times_out_leaves_the_node_marked_waking_not_for_another_shutdown(
 
 #[test]
 fn a_failed_migration_says_which_node_stays_on_and_why() {
-    let extra = "\n[consolidate]\nshutdown = true\n";
-    let z = sim_zone(DEMO, 100_000.0, extra, |_| {});
+    let z = shutdown_zone("", |_| {});
     let (_, out, _) = z.run(&["consolidate", "--dry-run", "--json"]);
     let v = json(&out);
     assert_eq!(names(&v["consolidation"]["freed"]), ["pve2"], "{out}");
     let first = v["consolidation"]["plan"]["migrations"][0]["vmid"]
         .as_u64()
         .unwrap();
-    let z = sim_zone(DEMO, 100_000.0, extra, |v| {
+    let z = shutdown_zone("", |v| {
         v["sim"]["faults"] = serde_json::json!({
             "fail_migrations": [{"vmid": first, "message": "simulated: connection reset"}]
         });
@@ -359,8 +337,7 @@ fn with_empty_pve5(v: &mut serde_json::Value) {
 /// freed node failed to move; each freed node is judged on its own, as the daemon does.
 #[test]
 fn an_empty_freed_node_goes_off_though_another_nodes_migration_failed() {
-    let extra = "\n[consolidate]\nshutdown = true\n";
-    let z = sim_zone(DEMO, 100_000.0, extra, with_empty_pve5);
+    let z = shutdown_zone("", with_empty_pve5);
     let (_, out, _) = z.run(&["consolidate", "--dry-run", "--json"]);
     let v = json(&out);
     let mut freed = names(&v["consolidation"]["freed"]);
@@ -369,7 +346,7 @@ fn an_empty_freed_node_goes_off_though_another_nodes_migration_failed() {
     let first = v["consolidation"]["plan"]["migrations"][0].clone();
     assert_eq!(first["from"], "pve2", "{out}");
     let vmid = first["vmid"].as_u64().unwrap();
-    let z = sim_zone(DEMO, 100_000.0, extra, |v| {
+    let z = shutdown_zone("", |v| {
         with_empty_pve5(v);
         v["sim"]["faults"] = serde_json::json!({
             "fail_migrations": [{"vmid": vmid, "message": "simulated: connection reset"}]
@@ -402,26 +379,14 @@ fn an_empty_freed_node_goes_off_though_another_nodes_migration_failed() {
 
 #[test]
 fn a_dry_run_names_the_nodes_a_real_run_would_give_back() {
-    let z = sim_zone(
-        DEMO,
-        100_000.0,
-        "\n[consolidate]\nshutdown = true\nmax-memory = 0.05\n",
-        |_| {},
-    );
+    let z = shutdown_zone("max-memory = 0.05\n", |_| {});
     interrupted_on_pve2(&z);
     let dry = |json_out: bool| {
-        let mut a = vec![
-            "consolidate",
-            "--zone",
-            "lab",
-            "--config",
-            z.config(),
-            "--dry-run",
-        ];
+        let mut a = vec!["consolidate", "--dry-run"];
         if json_out {
             a.push("--json");
         }
-        run(&a)
+        z.run(&a)
     };
     let (code, out, err) = dry(true);
     assert_eq!(code, 0, "{err}\n{out}");
