@@ -62,6 +62,32 @@ fn exec_plugin(name: &str, kind: &str, file: &str, args: &[&str], extra: &str) -
     )
 }
 
+/// The licence filter plugin, reading the nodes holding a licence (`licences`) from a file in `dir`.
+fn licence_plugin(dir: &Path, licences: &str, extra: &str) -> String {
+    let file = dir.join("licences.txt");
+    std::fs::write(&file, licences).unwrap();
+    exec_plugin(
+        "licences",
+        "filter",
+        "licence_filter.py",
+        &[file.to_str().unwrap()],
+        extra,
+    )
+}
+
+/// The price score plugin, reading every demo node's price from a file in `dir`.
+fn price_plugin(dir: &Path) -> String {
+    let file = dir.join("prices.txt");
+    std::fs::write(&file, "pve1 0.05\npve2 0.05\npve3 0.10\npve4 0.30\n").unwrap();
+    exec_plugin(
+        "price",
+        "score",
+        "price_score.py",
+        &[file.to_str().unwrap()],
+        "",
+    )
+}
+
 fn place(config: &Path, extra: &[&str]) -> (i32, String, String) {
     let snap = snapshot();
     let mut args = vec![
@@ -91,24 +117,11 @@ fn candidate<'a>(v: &'a Value, node: &str) -> &'a Value {
 #[test]
 fn place_honours_the_licence_filter_and_the_price_score() {
     let dir = tempfile::tempdir().unwrap();
-    let licences = dir.path().join("licences.txt");
-    std::fs::write(&licences, "# nodes with a Windows licence\npve3\npve4\n").unwrap();
-    let prices = dir.path().join("prices.txt");
-    std::fs::write(&prices, "pve1 0.05\npve2 0.05\npve3 0.10\npve4 0.30\n").unwrap();
     let config = dir.path().join("flxp.toml");
-    let text = exec_plugin(
-        "licences",
-        "filter",
-        "licence_filter.py",
-        &[licences.to_str().unwrap()],
-        "",
-    ) + &exec_plugin(
-        "price",
-        "score",
-        "price_score.py",
-        &[prices.to_str().unwrap()],
-        "",
-    ) + "[policies.cheap]\nfree-memory = 1\nprice = 5\n";
+    let licences = "# nodes with a Windows licence\npve3\npve4\n";
+    let text = licence_plugin(dir.path(), licences, "")
+        + &price_plugin(dir.path())
+        + "[policies.cheap]\nfree-memory = 1\nprice = 5\n";
     std::fs::write(&config, text).unwrap();
 
     // Without the windows tag the filter allows every node; free-memory picks pve2.
@@ -391,15 +404,8 @@ fn place_honours_an_http_extender() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_explains_plugins_in_placements_and_plans_with_balance_plugins() {
     let dir = tempfile::tempdir().unwrap();
-    let licences = dir.path().join("licences.txt");
-    std::fs::write(&licences, "pve1\npve2\n").unwrap();
-    let extra = exec_plugin(
-        "licences",
-        "filter",
-        "licence_filter.py",
-        &[licences.to_str().unwrap()],
-        "on-failure = \"fail\"",
-    ) + &exec_plugin("drain-fullest", "balance", "balance_module.py", &["1"], "");
+    let extra = licence_plugin(dir.path(), "pve1\npve2\n", "on-failure = \"fail\"")
+        + &exec_plugin("drain-fullest", "balance", "balance_module.py", &["1"], "");
     let s = super::serve::start(Scenario::demo(), &extra, &[]).await;
     let v = s
         .query(r#"query { placement(zone: "lab", request: { memory: "2GiB", cores: 1, tags: ["windows"] }, explain: true) {
@@ -657,15 +663,8 @@ fn every_ignored_plugin_failure_is_logged() {
 #[test]
 fn explain_shows_the_policy_s_weights_and_the_soft_rules_it_carries() {
     let dir = tempfile::tempdir().unwrap();
-    let prices = dir.path().join("prices.txt");
-    std::fs::write(&prices, "pve1 0.05\npve2 0.05\npve3 0.10\npve4 0.30\n").unwrap();
-    let text = exec_plugin(
-        "price",
-        "score",
-        "price_score.py",
-        &[prices.to_str().unwrap()],
-        "",
-    ) + "[policies.cheap]\nfree-memory = 1\nprice = 5\nprefer-no = 0\n";
+    let text =
+        price_plugin(dir.path()) + "[policies.cheap]\nfree-memory = 1\nprice = 5\nprefer-no = 0\n";
     let (_d, config) = temp_file("flxp.toml", &text);
     let (code, out, err) = place(&config, &["--policy", "cheap", "--explain"]);
     assert_eq!(code, 0, "{err}");
