@@ -9,7 +9,7 @@ use flxp_pve::privileges::{Feature, privilege_names, requirements};
 use flxp_sim::Scenario;
 use serde_json::json;
 
-use super::serve::{self, CATALOG, CREATE, options};
+use super::serve::{self, CATALOG};
 use super::{TlsZone, run, temp_file, tls_zone};
 
 const TOKEN: &str = "flxp@pve!flxp=0b6f1c2e-4d3a-4e5f-8a9b-1c2d3e4f5a6b";
@@ -162,10 +162,9 @@ fn consolidation_switches_nodes_off_with_the_balance_role_and_names_sys_power_mg
 async fn create_vm_works_with_its_role_and_is_refused_naming_each_missing_privilege() {
     let features = set(&[Feature::Create]);
     let privs = role(&[Feature::Create]);
-    let create = |name: &str| json!({ "zone": "lab", "name": name, "options": options() });
 
     let s = serve::start_with_privs(Scenario::demo(), privs.clone(), NO_DAEMON).await;
-    let v = s.gql(CREATE, create("web-server")).await;
+    let v = s.create("web-server").await;
     assert!(v["errors"].is_null(), "{v}\n{}", s.log());
     drop(s);
 
@@ -175,7 +174,7 @@ async fn create_vm_works_with_its_role_and_is_refused_naming_each_missing_privil
     {
         let s = serve::start_with_privs(Scenario::demo(), without(&privs, r.privilege), NO_DAEMON)
             .await;
-        let v = s.gql(CREATE, create("web-server")).await;
+        let v = s.create("web-server").await;
         let message = serve::message(&v);
         assert!(
             message.contains("Permission check failed") && message.contains(r.privilege),

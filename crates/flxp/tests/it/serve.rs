@@ -175,6 +175,11 @@ impl Service {
         self.gql(query, json!({})).await
     }
 
+    /// A valid `createVM` of a VM named `name` in zone `lab`, with the right token.
+    pub async fn create(&self, name: &str) -> Value {
+        self.gql(CREATE, create_vars(name)).await
+    }
+
     /// GET a path: status and body.
     pub async fn get(&self, path: &str) -> (u16, String) {
         let resp = self
@@ -224,6 +229,11 @@ mutation Create($zone: String!, $name: String!, $host: String, $options: CreateV
   createVM(zone: $zone, name: $name, host: $host, options: $options) { id name host { id name } }
 }"#;
 
+/// The variables of a valid `createVM` of a VM named `name` in zone `lab`.
+pub fn create_vars(name: &str) -> Value {
+    json!({ "zone": "lab", "name": name, "options": options() })
+}
+
 /// Options of a valid `createVM`.
 pub fn options() -> Value {
     json!({
@@ -254,12 +264,7 @@ pub fn message(v: &Value) -> &str {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_vm_builds_a_running_vm_with_everything_set() {
     let s = demo().await;
-    let v = s
-        .gql(
-            CREATE,
-            json!({ "zone": "lab", "name": "web-server", "options": options() }),
-        )
-        .await;
+    let v = s.create("web-server").await;
     let vm = &v["data"]["createVM"];
     assert!(v["errors"].is_null(), "{v}");
     assert_eq!(vm["name"], "web-server");

@@ -6,11 +6,11 @@ use flxp_sim::Scenario;
 use flxp_sim::scenario::{ErrorFault, FaultSpec};
 use serde_json::{Value, json};
 
-use super::serve::{API_TOKEN, CREATE, PASSWORD, code, demo, message, options};
+use super::serve::{API_TOKEN, CREATE, PASSWORD, code, create_vars, demo, message, options};
 
 /// The `createVM` variables of a `bad_creates.json` case: a valid request with its changes.
 fn bad_create(case: &Value) -> Value {
-    let mut vars = json!({ "zone": "lab", "name": "web", "options": options() });
+    let mut vars = create_vars("web");
     for key in ["zone", "name", "host"] {
         if let Some(v) = case.get(key) {
             vars[key] = v.clone();
@@ -217,12 +217,7 @@ async fn a_failed_start_or_clone_leaves_nothing_behind() {
     let s = demo().await;
     let before = s.guest_count();
     fail(&s, "POST", "/nodes/*/qemu/*/status/start").await;
-    let v = s
-        .gql(
-            CREATE,
-            json!({ "zone": "lab", "name": "web-server", "options": options() }),
-        )
-        .await;
+    let v = s.create("web-server").await;
     assert_eq!(code(&v), "PROXMOX_ERROR", "{v}");
     let m = message(&v);
     assert!(m.starts_with("starting the VM failed for VM "), "{m}");
@@ -234,12 +229,7 @@ async fn a_failed_start_or_clone_leaves_nothing_behind() {
     s.wait_guests(before).await;
 
     fail(&s, "POST", "/nodes/*/qemu/9000/clone").await;
-    let v = s
-        .gql(
-            CREATE,
-            json!({ "zone": "lab", "name": "web-server", "options": options() }),
-        )
-        .await;
+    let v = s.create("web-server").await;
     assert_eq!(code(&v), "PROXMOX_ERROR", "{v}");
     assert!(
         message(&v).starts_with("cloning the template failed"),
