@@ -138,15 +138,25 @@ async fn vmids(b: &Browser, table: &str) -> Vec<u64> {
         .collect()
 }
 
+/// Takes the one browser, starts the service on the demo (with the viewer token) and opens the
+/// page in a window of `width`×`height`; the guard holds the browser until the test ends.
+async fn setup(
+    width: u32,
+    height: u32,
+) -> (tokio::sync::MutexGuard<'static, ()>, Service, Browser) {
+    crate::webdriver::require_browser();
+    let one = ONE_BROWSER.lock().await;
+    let s = start(Scenario::demo(), &viewer_config(), &[]).await;
+    let b = Browser::start(width, height).await;
+    open(&b, &s, "").await;
+    (one, s, b)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
-    crate::webdriver::require_browser();
-    let _one = ONE_BROWSER.lock().await;
-    let s = start(Scenario::demo(), &viewer_config(), &[]).await;
-    let b = Browser::start(1280, 900).await;
+    let (_one, s, b) = setup(1280, 900).await;
 
     // Login: the token goes in a form, never a URL; it is kept in sessionStorage only.
-    open(&b, &s, "").await;
     wait_login_form(&b).await;
     shot(&b, "login").await;
     b.type_into("#token", "not-a-token").await;
@@ -461,11 +471,7 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_viewer_sees_plans_and_is_refused_carrying_them_out() {
-    crate::webdriver::require_browser();
-    let _one = ONE_BROWSER.lock().await;
-    let s = start(Scenario::demo(), &viewer_config(), &[]).await;
-    let b = Browser::start(390, 844).await;
-    open(&b, &s, "").await;
+    let (_one, s, b) = setup(390, 844).await;
     login(&b, VIEWER_TOKEN).await;
     // The role badge is filled in once the page has asked the API who it is, which can come
     // after the zone view under load: wait for it rather than read it at once.

@@ -706,12 +706,7 @@ async fn serve_tells_plugins_the_zone() {
     };
     let extra = plugin("rec", "filter") + &plugin("rec-balance", "balance");
     let s = super::serve::start(Scenario::demo(), &extra, &[]).await;
-    let v = s
-        .query(
-            r#"query { placement(zone: "lab", request: { memory: "1GiB", cores: 1 }) { node } }"#,
-        )
-        .await;
-    assert!(v["data"]["placement"]["node"].is_string(), "{v}");
+    s.assert_placed(r#"{ memory: "1GiB", cores: 1 }"#).await;
     let v = s
         .query(r#"query { rebalancePlan(zone: "lab", method: "rec-balance") { method } }"#)
         .await;

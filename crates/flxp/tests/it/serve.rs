@@ -180,6 +180,18 @@ impl Service {
         self.gql(CREATE, create_vars(name)).await
     }
 
+    /// Places a VM of `request` (a `PlacementInput` literal) in zone `lab` and checks that a node
+    /// is chosen; the answer.
+    pub async fn assert_placed(&self, request: &str) -> Value {
+        let v = self
+            .query(&format!(
+                r#"query {{ placement(zone: "lab", request: {request}) {{ node }} }}"#
+            ))
+            .await;
+        assert!(v["data"]["placement"]["node"].is_string(), "{v}");
+        v
+    }
+
     /// GET a path: status and body.
     pub async fn get(&self, path: &str) -> (u16, String) {
         let resp = self
@@ -359,12 +371,7 @@ async fn queries_answer_placement_nodes_plans_and_zones() {
     assert_eq!(v["data"]["placement"]["candidates"], json!([]), "{v}");
     assert!(v["data"]["placement"]["node"].is_string());
     // A fraction of a CPU, as a container's cpulimit may be, is a valid request too.
-    let v = s
-        .query(
-            r#"query { placement(zone: "lab", request: { memory: "2GiB", cores: 0.5 }) { node } }"#,
-        )
-        .await;
-    assert!(v["data"]["placement"]["node"].is_string(), "{v}");
+    s.assert_placed(r#"{ memory: "2GiB", cores: 0.5 }"#).await;
 
     let v = s
         .query(
