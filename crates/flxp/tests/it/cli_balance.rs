@@ -104,6 +104,11 @@ pub fn sim_zone(
     }
 }
 
+/// [`sim_zone`] at the fast time scale most tests use, the scenario as it is.
+pub fn fast_zone(doc: &str, extra: &str) -> SimZone {
+    sim_zone(doc, 100_000.0, extra, |_| {})
+}
+
 #[test]
 fn a_plan_from_a_file_is_contract_3_json_and_only_a_plan() {
     let (code, out, err) = on_example("balance", "pvesh-4node.json", &["--json"]);
@@ -223,7 +228,7 @@ fn a_soft_weight_is_read_and_a_negative_one_is_refused_naming_the_option() {
 
 #[test]
 fn a_zone_is_balanced_for_real_and_a_second_run_finds_nothing_to_do() {
-    let z = sim_zone(UNBALANCED, 100_000.0, "", |_| {});
+    let z = fast_zone(UNBALANCED, "");
     let (code, out, err) = z.run(&["balance", "--json"]);
     assert_eq!(code, 0, "{err}\n{out}");
     let v = json(&out);
@@ -248,7 +253,7 @@ fn a_zone_is_balanced_for_real_and_a_second_run_finds_nothing_to_do() {
 #[test]
 fn a_failed_migration_in_a_zone_exits_1_and_is_reported() {
     // Plan first to learn which guest moves first, then make its migration fail.
-    let z = sim_zone(UNBALANCED, 100_000.0, "", |_| {});
+    let z = fast_zone(UNBALANCED, "");
     let (_, out, _) = z.run(&["balance", "--dry-run", "--json"]);
     let first = json(&out)["migrations"][0]["vmid"].as_u64().unwrap();
     let z = sim_zone(UNBALANCED, 100_000.0, "", |v| {
@@ -272,7 +277,7 @@ fn a_failed_migration_in_a_zone_exits_1_and_is_reported() {
 
 #[test]
 fn human_output_of_a_run_ends_with_the_report() {
-    let z = sim_zone(UNBALANCED, 100_000.0, "", |_| {});
+    let z = fast_zone(UNBALANCED, "");
     let (code, out, err) = z.run(&["balance"]);
     assert_eq!(code, 0, "{err}");
     let last = out.lines().last().unwrap();
@@ -311,11 +316,7 @@ fn sigterm_mid_round_starts_nothing_new_and_waits_for_running_migrations() {
         .spawn()
         .unwrap();
     z.wait_until_migrating();
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    super::sigterm(&child);
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.code().is_some(), "killed by the signal: {err}");

@@ -23,7 +23,7 @@ mod serve_errors;
 mod webdriver;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output};
 
 use flxp_sim::{Scenario, Sim, SimHandle, TlsIdentity};
 
@@ -126,4 +126,13 @@ pub fn lab_config(host: &str, token: &str, rest: &str) -> String {
     format!(
         "[zones.lab]\nhosts = [\"{host}\"]\ntoken = \"{id}\"\ntoken-secret = \"{secret}\"\n{rest}"
     )
+}
+
+/// Sends SIGTERM to a child this test started, by its pid.
+pub fn sigterm(child: &Child) {
+    let sent = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
 }
