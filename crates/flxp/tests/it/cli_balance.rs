@@ -56,6 +56,18 @@ impl SimZone {
         assert!(self.migrating(), "no migration started");
     }
 
+    /// Checks that `node` is online and not marked for maintenance.
+    pub fn assert_in_service(&self, node: &str) {
+        let w = self.sim.world();
+        assert!(w.nodes[node].online);
+        assert!(!w.nodes[node].notes.contains("flxp.maintenance"));
+    }
+
+    /// A node's notes now.
+    pub fn notes(&self, node: &str) -> String {
+        self.sim.world().nodes[node].notes.clone()
+    }
+
     /// Guests on a node now.
     pub fn guests_on(&self, node: &str) -> Vec<u32> {
         let w = self.sim.world();

@@ -14,6 +14,12 @@ fn shutdown_zone(extra: &str, tweak: impl FnOnce(&mut Value)) -> SimZone {
     sim_zone(DEMO, 100_000.0, &config, tweak)
 }
 
+/// The entry of `node` in the plan's `kept` list.
+pub fn kept<'a>(v: &'a Value, node: &str) -> &'a Value {
+    let kept = v["consolidation"]["kept"].as_array().unwrap();
+    kept.iter().find(|k| k["node"] == node).unwrap()
+}
+
 /// The names of the nodes of a `freed` or `kept` list.
 fn names(v: &Value) -> Vec<String> {
     v.as_array()
@@ -107,10 +113,7 @@ fn a_live_zone_is_consolidated_and_the_freed_node_switched_off() {
         assert_eq!(marks.len(), 1, "one node keeps the power mark");
     }
     // The shutdown takes 30 simulated seconds: well under a second at this time scale.
-    let start = std::time::Instant::now();
-    while z.sim.world().nodes["pve2"].online && start.elapsed().as_secs() < 30 {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    until_online(&z, "pve2", false);
     assert!(!z.sim.world().nodes["pve2"].online, "pve2 switched off");
 
     // Three of four nodes are online: quorum allows no further node to go.
@@ -225,18 +228,11 @@ fn a_rerun_gives_back_a_node_whose_consolidation_cannot_be_finished() {
     let (code, out, err) = z.run(&["consolidate", "--json"]);
     assert_eq!(code, 0, "{err}\n{out}");
     let v = json(&out);
-    let kept = v["consolidation"]["kept"].as_array().unwrap();
-    let pve2 = kept.iter().find(|k| k["node"] == "pve2").unwrap();
-    assert_eq!(pve2["resumed"], true, "{out}");
+    assert_eq!(kept(&v, "pve2")["resumed"], true, "{out}");
     assert_eq!(v["back"][0], "pve2", "{out}");
-    let w = z.sim.world();
-    assert!(w.nodes["pve2"].online);
-    assert!(!w.nodes["pve2"].notes.contains("flxp.maintenance"));
-    assert!(
-        !w.nodes["pve1"].notes.contains("flxp-power"),
-        "{}",
-        w.nodes["pve1"].notes
-    );
+    z.assert_in_service("pve2");
+    let notes = z.notes("pve1");
+    assert!(!notes.contains("flxp-power"), "{notes}");
 }
 
 /// Waits (real time, bounded) until the simulated node is online or offline.

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::cli_balance::{DEMO, SimZone, UNBALANCED, fast_zone, sim_zone};
+use super::cli_consolidate::kept;
 use super::cli_daemon::daemon_command;
 
 /// Freed nodes are switched off, and the zone's lease is on.
@@ -219,8 +220,7 @@ fn a_one_off_consolidation_keeps_the_lease_node() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let freed = v["consolidation"]["freed"].as_array().unwrap();
     assert!(freed.iter().all(|f| f["node"] != "pve2"), "{out}");
-    let kept = v["consolidation"]["kept"].as_array().unwrap();
-    let pve2 = kept.iter().find(|k| k["node"] == "pve2").unwrap();
+    let pve2 = kept(&v, "pve2");
     assert_eq!(pve2["because"], "required", "{out}");
     assert!(
         pve2["reason"]
@@ -230,13 +230,8 @@ fn a_one_off_consolidation_keeps_the_lease_node() {
         "{out}"
     );
     assert!(z.guests_on("pve2").len() >= guests.len());
-    let w = z.sim.world();
-    assert!(w.nodes["pve2"].online);
-    assert!(!w.nodes["pve2"].notes.contains("flxp.maintenance"));
+    z.assert_in_service("pve2");
     // The run gave the lease up at its end.
-    assert!(
-        !w.nodes["pve2"].notes.contains("flxp-lease"),
-        "{}",
-        w.nodes["pve2"].notes
-    );
+    let notes = z.notes("pve2");
+    assert!(!notes.contains("flxp-lease"), "{notes}");
 }

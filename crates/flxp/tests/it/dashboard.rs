@@ -114,6 +114,25 @@ async fn eval(b: &Browser, script: &str) -> Value {
     b.js(script, json!([])).await
 }
 
+/// How many elements match `css`.
+async fn count(b: &Browser, css: &str) -> Value {
+    b.js(
+        "return document.querySelectorAll(arguments[0]).length",
+        json!([css]),
+    )
+    .await
+}
+
+/// The `vmid` of every item of an API list that `keep` keeps, in order.
+fn api_vmids(list: &Value, keep: impl Fn(&Value) -> bool) -> Vec<u64> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| keep(x))
+        .map(|x| x["vmid"].as_u64().unwrap())
+        .collect()
+}
+
 /// The text of the element with `id`.
 async fn text_of(b: &Browser, id: &str) -> Value {
     eval(
@@ -243,13 +262,7 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
     )
     .await;
     let guests = s.query(GUESTS).await;
-    let mut want: Vec<u64> = guests["data"]["guests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|g| g["node"] == node)
-        .map(|g| g["vmid"].as_u64().unwrap())
-        .collect();
+    let mut want = api_vmids(&guests["data"]["guests"], |g| g["node"] == node);
     let mut shown = vmids(&b, "#guest-table").await;
     want.sort_unstable();
     shown.sort_unstable();
@@ -260,20 +273,11 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
     let plan = s
         .query(r#"{ rebalancePlan(zone: "lab") { migrations { vmid to } } }"#)
         .await;
-    let planned: Vec<u64> = plan["data"]["rebalancePlan"]["migrations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["vmid"].as_u64().unwrap())
-        .collect();
+    let planned = api_vmids(&plan["data"]["rebalancePlan"]["migrations"], |_| true);
     assert!(!planned.is_empty(), "the demo zone needs balancing: {plan}");
     open_balance(&b, &s).await;
     assert_eq!(vmids(&b, "#migration-table").await, planned);
-    let bars = eval(
-        &b,
-        "return document.querySelectorAll('#before-after [data-node]').length",
-    )
-    .await;
+    let bars = count(&b, "#before-after [data-node]").await;
     assert_eq!(bars, json!(nodes.len()));
     shot(&b, "balance").await;
 
@@ -295,11 +299,7 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
         )
         .await;
     assert_eq!(state, "finished");
-    let done = eval(
-        &b,
-        "return document.querySelectorAll('#run-table tr[data-state=done]').length",
-    )
-    .await;
+    let done = count(&b, "#run-table tr[data-state=done]").await;
     assert!(done.as_u64().unwrap() >= 1, "{done}");
     let status = text_of(&b, "run-status").await;
     assert!(
@@ -339,11 +339,7 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
         .await;
     let tasks = tasks["data"]["tasks"].as_array().unwrap();
     assert!(tasks.iter().any(|t| t["type"] == "qmigrate"), "{tasks:?}");
-    let rows = eval(
-        &b,
-        "return document.querySelectorAll('#task-table tbody tr').length",
-    )
-    .await;
+    let rows = count(&b, "#task-table tbody tr").await;
     assert_eq!(rows, json!(tasks.len()));
     shot(&b, "history").await;
 
