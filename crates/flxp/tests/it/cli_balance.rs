@@ -642,11 +642,7 @@ fn local_disks_count_in_the_bound_and_a_spread_left_above_the_threshold_exits_3(
 fn the_not_met_headline_names_the_budget_or_ha_guests_in_motion() {
     let (_dir, f) = temp_file("unbalanced.json", UNBALANCED);
     let f = f.to_str().unwrap();
-    let (code, out, _) = on_file("balance", f, &["--max-migrations", "0"]);
-    assert_eq!(code, 3, "{out}");
-    let first = out.lines().next().unwrap();
-    assert!(first.contains("migration budget of 0"), "{out}");
-    assert!(!first.contains("no safe move"), "{out}");
+    not_met_because(f, &["--max-migrations", "0"], "migration budget of 0");
 
     use flxp_core::builder::{GIB, vm};
     let b = four_on_node1_cluster().guest(
@@ -658,10 +654,19 @@ fn the_not_met_headline_names_the_budget_or_ha_guests_in_motion() {
     let snap = serde_json::to_string(&b.option("crs", "ha=static".into()).snapshot()).unwrap();
     let (_dir2, f) = temp_file("ha.json", &snap);
     let f = f.to_str().unwrap();
-    let (code, out, _) = on_file("balance", f, &["--method", "pve-topsis"]);
+    not_met_because(
+        f,
+        &["--method", "pve-topsis"],
+        "1 HA guest(s) in motion (vm:105)",
+    );
+}
+
+/// Runs `flxp balance` on `file`: it exits 3 and its headline names `cause`, not "no safe move".
+fn not_met_because(file: &str, args: &[&str], cause: &str) {
+    let (code, out, _) = on_file("balance", file, args);
     assert_eq!(code, 3, "{out}");
     let first = out.lines().next().unwrap();
-    assert!(first.contains("1 HA guest(s) in motion (vm:105)"), "{out}");
+    assert!(first.contains(cause), "{out}");
     assert!(!first.contains("no safe move"), "{out}");
 }
 

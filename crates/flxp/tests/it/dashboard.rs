@@ -55,12 +55,20 @@ async fn wait_login_form(b: &Browser) {
     .await;
 }
 
+/// Submits the form `form` and waits (up to `secs`) until the script `ready` returns something
+/// true: its value.
+async fn submit(b: &Browser, form: &str, what: &str, ready: &str, secs: u64) -> Value {
+    b.click(&format!("{form} button[type=submit]")).await;
+    b.wait(what, ready, secs).await
+}
+
 /// Logs in on the login form the page shows now.
 async fn login(b: &Browser, token: &str) {
     wait_login_form(b).await;
     b.type_into("#token", token).await;
-    b.click("#login-form button[type=submit]").await;
-    b.wait(
+    submit(
+        b,
+        "#login-form",
         "the zone view",
         "return document.querySelectorAll('#nodes .node').length",
         20,
@@ -179,8 +187,9 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
     wait_login_form(&b).await;
     shot(&b, "login").await;
     b.type_into("#token", "not-a-token").await;
-    b.click("#login-form button[type=submit]").await;
-    b.wait(
+    submit(
+        &b,
+        "#login-form",
         "the refusal",
         "return document.getElementById('login-error').textContent",
         10,
@@ -354,8 +363,9 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
     )
     .await;
     b.type_into("#pl-tags", "flxp.anti-affinity.web").await;
-    b.click("#place-form button[type=submit]").await;
-    b.wait(
+    submit(
+        &b,
+        "#place-form",
         "the placement",
         "return document.getElementById('candidates')",
         20,
@@ -384,8 +394,9 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
         20,
     )
     .await;
-    b.click("#evacuate-form button[type=submit]").await;
-    b.wait(
+    submit(
+        &b,
+        "#evacuate-form",
         "the evacuation plan",
         "return document.getElementById('plan')",
         30,
@@ -432,14 +443,14 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
     b.type_into("#cv-name", "dash-web").await;
     eval(&b, "document.getElementById('cv-compute').value = 'small'").await;
     b.type_into("#cv-key", crate::serve::KEY).await;
-    b.click("#create-form button[type=submit]").await;
-    let vmid = b
-        .wait(
-            "the new VM",
-            "const c = document.getElementById('created'); return c && c.dataset.vmid",
-            60,
-        )
-        .await;
+    let vmid = submit(
+        &b,
+        "#create-form",
+        "the new VM",
+        "const c = document.getElementById('created'); return c && c.dataset.vmid",
+        60,
+    )
+    .await;
     let g = s.query(r#"{ guests(zone: "lab") { vmid name } }"#).await;
     assert!(
         g["data"]["guests"]
