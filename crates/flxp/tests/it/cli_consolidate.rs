@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::cli_balance::{DEMO, SimZone, sim_zone};
-use super::{json, on_file, temp_file};
+use super::{json, on_file, strs, temp_file};
 
 /// The demo zone, fast, with freed nodes switched off and `extra` in `[consolidate]`; `tweak`
 /// edits the scenario.
@@ -21,12 +21,8 @@ pub fn kept<'a>(v: &'a Value, node: &str) -> &'a Value {
 }
 
 /// The names of the nodes of a `freed` or `kept` list.
-fn names(v: &Value) -> Vec<String> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["node"].as_str().unwrap().to_owned())
-        .collect()
+fn names(v: &Value) -> Vec<&str> {
+    strs(v, "node")
 }
 
 #[test]
@@ -276,12 +272,10 @@ fn a_wake_that_times_out_leaves_the_node_marked_waking_not_for_another_shutdown(
     assert_eq!(code, 0, "{err}\n{out}");
     let v = json(&out);
     assert!(
-        !names(&v["consolidation"]["freed"]).contains(&"pve2".to_owned()),
+        !names(&v["consolidation"]["freed"]).contains(&"pve2"),
         "{out}"
     );
-    let kept = v["consolidation"]["kept"].as_array().unwrap();
-    let pve2 = kept.iter().find(|k| k["node"] == "pve2").unwrap();
-    assert_ne!(pve2["resumed"], true, "{out}");
+    assert_ne!(kept(&v, "pve2")["resumed"], true, "{out}");
 }
 
 #[test]

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use super::{example, json, on_file, run, temp_file};
+use super::{example, json, on_file, run, strs, temp_file};
 
 /// The four-node example most tests place on.
 fn four_nodes() -> std::path::PathBuf {
@@ -218,12 +218,7 @@ fn pve_dynamic_spreads_a_burst_of_starts_over_the_guests_ha_is_starting() {
     let (code, out, err) = place(&snap, "4GiB", "2", &["--policy", "pve-dynamic", "--json"]);
     assert_eq!(code, 0, "{err}");
     let v = json(&out);
-    let order: Vec<&str> = v["candidates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["node"].as_str().unwrap())
-        .collect();
+    let order = strs(&v["candidates"], "node");
     assert_eq!(order, ["node3", "node2", "node1"], "{out}");
 }
 

@@ -71,6 +71,14 @@ pub fn json(out: &str) -> serde_json::Value {
     serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"))
 }
 
+/// The string `key` of every item of a JSON list, in order.
+pub fn strs<'a>(list: &'a serde_json::Value, key: &str) -> Vec<&'a str> {
+    let items = list
+        .as_array()
+        .unwrap_or_else(|| panic!("not a list: {list}"));
+    items.iter().map(|x| x[key].as_str().unwrap()).collect()
+}
+
 /// Writes a file into a fresh temp dir and returns both (the dir must outlive the test's use).
 pub fn temp_file(name: &str, content: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();

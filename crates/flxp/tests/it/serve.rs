@@ -710,12 +710,7 @@ async fn balance_methods_are_listed_and_a_plan_takes_a_registered_one() {
     let v = s
         .query("query { balanceMethods { name description } }")
         .await;
-    let names: Vec<&str> = v["data"]["balanceMethods"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["name"].as_str().unwrap())
-        .collect();
+    let names = super::strs(&v["data"]["balanceMethods"], "name");
     assert_eq!(names, ["flxp", "pve-bruteforce", "pve-topsis"], "{v}");
 
     let v = s
