@@ -33,6 +33,14 @@ impl SimZone {
         run(&all)
     }
 
+    /// Runs `flxp` with `args` against this zone, checks that it exits 0 and parses what it
+    /// prints as JSON: the document and the text.
+    pub fn run_json(&self, args: &[&str]) -> (Value, String) {
+        let (code, out, err) = self.run(args);
+        assert_eq!(code, 0, "{err}\n{out}");
+        (json(&out), out)
+    }
+
     /// The node a guest is on now.
     pub fn node_of(&self, vmid: u32) -> String {
         self.sim.world().guests[&vmid].node.clone()
@@ -241,9 +249,7 @@ fn a_soft_weight_is_read_and_a_negative_one_is_refused_naming_the_option() {
 #[test]
 fn a_zone_is_balanced_for_real_and_a_second_run_finds_nothing_to_do() {
     let z = fast_zone(UNBALANCED, "");
-    let (code, out, err) = z.run(&["balance", "--json"]);
-    assert_eq!(code, 0, "{err}\n{out}");
-    let v = json(&out);
+    let (v, out) = z.run_json(&["balance", "--json"]);
     assert_eq!(v["dry_run"], false);
     let done = v["execution"]["done"].as_array().unwrap();
     let planned = v["migrations"].as_array().unwrap();

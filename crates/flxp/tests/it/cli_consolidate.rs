@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::cli_balance::{DEMO, SimZone, sim_zone};
-use super::{json, on_file, strs, temp_file};
+use super::{assert_contains_all, json, on_file, strs, temp_file};
 
 /// The demo zone, fast, with freed nodes switched off and `extra` in `[consolidate]`; `tweak`
 /// edits the scenario.
@@ -57,15 +57,14 @@ fn a_plan_frees_nodes_down_to_the_quorum_floor_and_says_why_others_stay() {
 
     let (code, out, _) = on_file("consolidate", &f, &[]);
     assert_eq!(code, 0);
-    assert!(out.contains("free a: 1 migration(s) off it"), "{out}");
-    // Issue 12: moving nothing reaches a spread too: the bound is on plans emptying a and b.
-    assert!(
-        out.contains("\nlower bound: any plan that empties a, b and reaches spread "),
-        "{out}"
-    );
-    assert!(
-        out.contains("keep c: 3 node(s) must stay online: quorum needs more than half"),
-        "{out}"
+    assert_contains_all(
+        &out,
+        &[
+            "free a: 1 migration(s) off it",
+            // Issue 12: moving nothing reaches a spread too: the bound is on plans emptying a and b.
+            "\nlower bound: any plan that empties a, b and reaches spread ",
+            "keep c: 3 node(s) must stay online: quorum needs more than half",
+        ],
     );
 
     // Waking needs a live zone: with a snapshot file it is refused, not ignored.
@@ -80,15 +79,11 @@ fn a_plan_frees_nodes_down_to_the_quorum_floor_and_says_why_others_stay() {
 #[test]
 fn a_live_zone_is_consolidated_and_the_freed_node_switched_off() {
     let z = shutdown_zone("", |_| {});
-    let (code, out, err) = z.run(&["consolidate", "--dry-run", "--json"]);
-    assert_eq!(code, 0, "{err}\n{out}");
-    let dry = json(&out);
+    let (dry, out) = z.run_json(&["consolidate", "--dry-run", "--json"]);
     assert_eq!(names(&dry["consolidation"]["freed"]), ["pve2"], "{out}");
     assert!(z.guests_on("pve2").len() > 1, "a dry run moves nothing");
 
-    let (code, out, err) = z.run(&["consolidate", "--json"]);
-    assert_eq!(code, 0, "{err}\n{out}");
-    let v = json(&out);
+    let (v, out) = z.run_json(&["consolidate", "--json"]);
     assert!(
         v["execution"]["failed"].as_array().unwrap().is_empty(),
         "{out}"
@@ -113,9 +108,7 @@ fn a_live_zone_is_consolidated_and_the_freed_node_switched_off() {
     assert!(!z.sim.world().nodes["pve2"].online, "pve2 switched off");
 
     // Three of four nodes are online: quorum allows no further node to go.
-    let (code, out, err) = z.run(&["consolidate", "--json"]);
-    assert_eq!(code, 0, "{err}\n{out}");
-    let v = json(&out);
+    let (v, out) = z.run_json(&["consolidate", "--json"]);
     assert!(
         v["consolidation"]["freed"].as_array().unwrap().is_empty(),
         "{out}"
@@ -123,9 +116,7 @@ fn a_live_zone_is_consolidated_and_the_freed_node_switched_off() {
     assert_eq!(v["consolidation"]["nodes_online"], 3);
 
     // Waking it: online after the boot time, the mark cleared, guests balanced back onto it.
-    let (code, out, err) = z.run(&["consolidate", "--wake", "pve2", "--json"]);
-    assert_eq!(code, 0, "{err}\n{out}");
-    let v = json(&out);
+    let (v, out) = z.run_json(&["consolidate", "--wake", "pve2", "--json"]);
     assert!(v["mac"].as_str().unwrap().starts_with("bc:24:11:"), "{out}");
     assert!(z.sim.world().nodes["pve2"].online);
     assert!(
@@ -206,9 +197,7 @@ fn a_rerun_finishes_an_interrupted_consolidation() {
     let z = shutdown_zone("", |_| {});
     interrupted_on_pve2(&z);
     assert!(z.guests_on("pve2").len() > 1);
-    let (code, out, err) = z.run(&["consolidate", "--json"]);
-    assert_eq!(code, 0, "{err}\n{out}");
-    let v = json(&out);
+    let (v, out) = z.run_json(&["consolidate", "--json"]);
     let freed = &v["consolidation"]["freed"];
     assert_eq!(names(freed), ["pve2"], "{out}");
     assert_eq!(freed[0]["resumed"], true, "{out}");
@@ -221,9 +210,7 @@ fn a_rerun_gives_back_a_node_whose_consolidation_cannot_be_finished() {
     // A memory ceiling no other node can take pve2's guests under.
     let z = shutdown_zone("max-memory = 0.05\n", |_| {});
     interrupted_on_pve2(&z);
-    let (code, out, err) = z.run(&["consolidate", "--json"]);
-    assert_eq!(code, 0, "{err}\n{out}");
-    let v = json(&out);
+    let (v, out) = z.run_json(&["consolidate", "--json"]);
     assert_eq!(kept(&v, "pve2")["resumed"], true, "{out}");
     assert_eq!(v["back"][0], "pve2", "{out}");
     z.assert_in_service("pve2");
@@ -268,9 +255,7 @@ fn a_wake_that_times_out_leaves_the_node_marked_waking_not_for_another_shutdown(
     assert!(!notes.contains("node=pve2 state=off"), "{notes}");
     // It boots after the waiter gave up: no consolidation takes it for one left unfinished.
     z.sim.world().set_online("pve2", true);
-    let (code, out, err) = z.run(&["consolidate", "--dry-run", "--json"]);
-    assert_eq!(code, 0, "{err}\n{out}");
-    let v = json(&out);
+    let (v, out) = z.run_json(&["consolidate", "--dry-run", "--json"]);
     assert!(
         !names(&v["consolidation"]["freed"]).contains(&"pve2"),
         "{out}"

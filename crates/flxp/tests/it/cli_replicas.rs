@@ -215,9 +215,7 @@ fn a_one_off_consolidation_keeps_the_lease_node() {
     let text = text.replacen("[zones.lab]\n", "[zones.lab]\nlease-node = \"pve2\"\n", 1);
     std::fs::write(z.config(), text).unwrap();
     let guests = z.guests_on("pve2");
-    let (code, out, err) = z.run(&["consolidate", "--json"]);
-    assert_eq!(code, 0, "{err}\n{out}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let (v, out) = z.run_json(&["consolidate", "--json"]);
     let freed = v["consolidation"]["freed"].as_array().unwrap();
     assert!(freed.iter().all(|f| f["node"] != "pve2"), "{out}");
     let pve2 = kept(&v, "pve2");

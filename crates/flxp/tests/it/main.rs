@@ -71,6 +71,13 @@ pub fn json(out: &str) -> serde_json::Value {
     serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"))
 }
 
+/// Checks that `text` contains each of `wants`, showing `text` when one is missing.
+pub fn assert_contains_all(text: &str, wants: &[&str]) {
+    for want in wants {
+        assert!(text.contains(want), "{want:?} missing in:\n{text}");
+    }
+}
+
 /// The string `key` of every item of a JSON list, in order.
 pub fn strs<'a>(list: &'a serde_json::Value, key: &str) -> Vec<&'a str> {
     let items = list

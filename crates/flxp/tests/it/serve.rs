@@ -320,18 +320,14 @@ async fn create_vm_builds_a_running_vm_with_everything_set() {
     assert!(!s.log().contains(API_TOKEN));
     let (status, metrics) = s.get("/metrics").await;
     assert_eq!(status, 200);
-    assert!(
-        metrics.contains("flxp_create_vm_total{zone=\"lab\",outcome=\"success\"} 1"),
-        "{metrics}"
-    );
-    assert!(metrics.contains("flxp_proxmox_request_duration_seconds_count{zone=\"lab\",endpoint=\"POST /nodes/{node}/qemu/{vmid}/clone\"} 1"), "{metrics}");
-    assert!(
-        metrics.contains("flxp_imbalance{zone=\"lab\"} "),
-        "{metrics}"
-    );
-    assert!(
-        metrics.contains("flxp_reservations{zone=\"lab\"} "),
-        "{metrics}"
+    super::assert_contains_all(
+        &metrics,
+        &[
+            "flxp_create_vm_total{zone=\"lab\",outcome=\"success\"} 1",
+            "flxp_proxmox_request_duration_seconds_count{zone=\"lab\",endpoint=\"POST /nodes/{node}/qemu/{vmid}/clone\"} 1",
+            "flxp_imbalance{zone=\"lab\"} ",
+            "flxp_reservations{zone=\"lab\"} ",
+        ],
     );
 }
 
@@ -462,14 +458,13 @@ async fn health_readiness_graphiql_and_a_clean_sigterm() {
     assert!(log.contains("shutting down"), "{log}");
 }
 
+/// Fast migrations, four at a time and two per node each way.
+const PARALLEL_MIGRATIONS: &str =
+    "[migration]\npoll-secs = 1\nparallel = 4\nper-node-in = 2\nper-node-out = 2\n";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rebalance_carries_out_its_plan_and_a_dry_run_moves_nothing() {
-    let s = start(
-        Scenario::demo(),
-        "[migration]\npoll-secs = 1\nparallel = 4\nper-node-in = 2\nper-node-out = 2\n",
-        &[],
-    )
-    .await;
+    let s = start(Scenario::demo(), PARALLEL_MIGRATIONS, &[]).await;
     let before: Vec<(u32, String)> = guests(&s);
     let v = s
         .query("mutation { rebalance(zone: \"lab\", dryRun: true) { executed done plan { migrations { vmid to } } } }")
@@ -516,12 +511,7 @@ fn guests(s: &Service) -> Vec<(u32, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn evacuate_empties_the_node_and_unknown_names_have_their_codes() {
-    let s = start(
-        Scenario::demo(),
-        "[migration]\npoll-secs = 1\nparallel = 4\nper-node-in = 2\nper-node-out = 2\n",
-        &[],
-    )
-    .await;
+    let s = start(Scenario::demo(), PARALLEL_MIGRATIONS, &[]).await;
     let v = s
         .gql_as(
             Some(API_TOKEN),
@@ -741,14 +731,12 @@ async fn an_evacuated_node_stays_empty_through_daemon_rounds_until_the_api_clear
     // No margin: the demo's pve4 is soft-tainted (`prefer-no.small`) and its guests' local disks
     // make every move costly, so the one guest that prefers pve4 back gains less than the default
     // 10 % margin; what this test pins down is that a cleared node takes guests again at all.
-    let s = start(
-        Scenario::demo(),
-        "[migration]\npoll-secs = 1\nparallel = 4\nper-node-in = 2\nper-node-out = 2\n\
+    let daemon = format!(
+        "{PARALLEL_MIGRATIONS}\
          [daemon]\ninterval-secs = 1\n[balance]\ncooldown-secs = 0\n[balance.trigger]\nhold = 1\n\
-         margin = 0\n",
-        &[],
-    )
-    .await;
+         margin = 0\n"
+    );
+    let s = start(Scenario::demo(), &daemon, &[]).await;
     let v = s
         .query("mutation { evacuate(zone: \"lab\", node: \"pve4\") { executed done failed } }")
         .await;
