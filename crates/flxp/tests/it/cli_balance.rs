@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use flxp_sim::{Scenario, Sim, SimHandle};
 use serde_json::Value;
 
-use super::{example, json, on_example, run, temp_file};
+use super::{example, json, lab_config, on_example, on_file, run, temp_file};
 
 const TOKEN: &str = "root@pam!flxp=0d9b2f4a-6c1e-4b7d-8e3f-5a2c1b0d9e8f";
 pub const UNBALANCED: &str = include_str!("../../../flxp-sim/scenarios/unbalanced.json");
@@ -33,6 +33,14 @@ impl SimZone {
         run(&all)
     }
 
+    /// Runs `flxp` with `args` against this zone, checks that it exits 0 and parses what it
+    /// prints as JSON: the document and the text.
+    pub fn run_json(&self, args: &[&str]) -> (Value, String) {
+        let (code, out, err) = self.run(args);
+        assert_eq!(code, 0, "{err}\n{out}");
+        (json(&out), out)
+    }
+
     /// The node a guest is on now.
     pub fn node_of(&self, vmid: u32) -> String {
         self.sim.world().guests[&vmid].node.clone()
@@ -54,6 +62,18 @@ impl SimZone {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         assert!(self.migrating(), "no migration started");
+    }
+
+    /// Checks that `node` is online and not marked for maintenance.
+    pub fn assert_in_service(&self, node: &str) {
+        let w = self.sim.world();
+        assert!(w.nodes[node].online);
+        assert!(!w.nodes[node].notes.contains("flxp.maintenance"));
+    }
+
+    /// A node's notes now.
+    pub fn notes(&self, node: &str) -> String {
+        self.sim.world().nodes[node].notes.clone()
     }
 
     /// Guests on a node now.
@@ -89,10 +109,10 @@ pub fn sim_zone(
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         SimHandle::spawn(listener, sim.clone(), None).unwrap()
     });
-    let (id, secret) = TOKEN.rsplit_once('=').unwrap();
-    let text = format!(
-        "[zones.lab]\nhosts = [\"http://{}\"]\ntoken = \"{id}\"\ntoken-secret = \"{secret}\"\n\n[migration]\npoll-secs = 1\n{extra}",
-        handle.addr()
+    let text = lab_config(
+        &format!("http://{}", handle.addr()),
+        TOKEN,
+        &format!("\n[migration]\npoll-secs = 1\n{extra}"),
     );
     let (dir, config) = temp_file("flxp.toml", &text);
     SimZone {
@@ -102,6 +122,11 @@ pub fn sim_zone(
         _dir: dir,
         config,
     }
+}
+
+/// [`sim_zone`] at the fast time scale most tests use, the scenario as it is.
+pub fn fast_zone(doc: &str, extra: &str) -> SimZone {
+    sim_zone(doc, 100_000.0, extra, |_| {})
 }
 
 #[test]
@@ -162,17 +187,10 @@ fn no_allowed_move_above_the_threshold_exits_3() {
 fn the_method_is_chosen_on_the_command_line_and_checked() {
     let f = example("pvesh-4node.json");
     let f = f.to_str().unwrap();
-    let (code, out, err) = run(&[
-        "balance",
-        "--from-file",
-        f,
-        "--method",
-        "pve-topsis",
-        "--json",
-    ]);
+    let (code, out, err) = on_file("balance", f, &["--method", "pve-topsis", "--json"]);
     assert!(code == 0 || code == 3, "{err}");
     assert_eq!(json(&out)["method"], "pve-topsis");
-    let (code, _, err) = run(&["balance", "--from-file", f, "--method", "fastest"]);
+    let (code, _, err) = on_file("balance", f, &["--method", "fastest"]);
     assert_eq!(code, 2);
     assert!(
         err.contains("possible values: flxp, pve-bruteforce, pve-topsis"),
@@ -201,14 +219,7 @@ fn the_plan_for_people_is_a_table_with_reasons() {
 #[test]
 fn thorough_mode_reports_its_searches_and_the_plan_its_bounds() {
     let f = example("pvesh-4node.json");
-    let (code, out, err) = run(&[
-        "balance",
-        "--from-file",
-        f.to_str().unwrap(),
-        "--effort",
-        "0.5",
-        "--json",
-    ]);
+    let (code, out, err) = on_file("balance", &f, &["--effort", "0.5", "--json"]);
     assert_eq!(code, 0, "{err}");
     let v = json(&out);
     let summary = v["summary"].as_str().unwrap();
@@ -220,13 +231,7 @@ fn thorough_mode_reports_its_searches_and_the_plan_its_bounds() {
         bounds["migrations_gap"].as_f64().unwrap() >= 1.0,
         "{bounds}"
     );
-    let (code, _, err) = run(&[
-        "balance",
-        "--from-file",
-        f.to_str().unwrap(),
-        "--effort",
-        "-1",
-    ]);
+    let (code, _, err) = on_file("balance", &f, &["--effort", "-1"]);
     assert_ne!(code, 0);
     assert!(err.contains("effort-secs"), "{err}");
 }
@@ -234,30 +239,17 @@ fn thorough_mode_reports_its_searches_and_the_plan_its_bounds() {
 #[test]
 fn a_soft_weight_is_read_and_a_negative_one_is_refused_naming_the_option() {
     let f = example("pvesh-4node.json");
-    let (code, _, err) = run(&[
-        "balance",
-        "--from-file",
-        f.to_str().unwrap(),
-        "--soft-weight",
-        "5",
-    ]);
+    let (code, _, err) = on_file("balance", &f, &["--soft-weight", "5"]);
     assert_eq!(code, 0, "{err}");
-    let (code, _, err) = run(&[
-        "balance",
-        "--from-file",
-        f.to_str().unwrap(),
-        "--soft-weight=-1",
-    ]);
+    let (code, _, err) = on_file("balance", &f, &["--soft-weight=-1"]);
     assert_ne!(code, 0);
     assert!(err.contains("soft-weight"), "{err}");
 }
 
 #[test]
 fn a_zone_is_balanced_for_real_and_a_second_run_finds_nothing_to_do() {
-    let z = sim_zone(UNBALANCED, 100_000.0, "", |_| {});
-    let (code, out, err) = z.run(&["balance", "--json"]);
-    assert_eq!(code, 0, "{err}\n{out}");
-    let v = json(&out);
+    let z = fast_zone(UNBALANCED, "");
+    let (v, out) = z.run_json(&["balance", "--json"]);
     assert_eq!(v["dry_run"], false);
     let done = v["execution"]["done"].as_array().unwrap();
     let planned = v["migrations"].as_array().unwrap();
@@ -279,7 +271,7 @@ fn a_zone_is_balanced_for_real_and_a_second_run_finds_nothing_to_do() {
 #[test]
 fn a_failed_migration_in_a_zone_exits_1_and_is_reported() {
     // Plan first to learn which guest moves first, then make its migration fail.
-    let z = sim_zone(UNBALANCED, 100_000.0, "", |_| {});
+    let z = fast_zone(UNBALANCED, "");
     let (_, out, _) = z.run(&["balance", "--dry-run", "--json"]);
     let first = json(&out)["migrations"][0]["vmid"].as_u64().unwrap();
     let z = sim_zone(UNBALANCED, 100_000.0, "", |v| {
@@ -303,7 +295,7 @@ fn a_failed_migration_in_a_zone_exits_1_and_is_reported() {
 
 #[test]
 fn human_output_of_a_run_ends_with_the_report() {
-    let z = sim_zone(UNBALANCED, 100_000.0, "", |_| {});
+    let z = fast_zone(UNBALANCED, "");
     let (code, out, err) = z.run(&["balance"]);
     assert_eq!(code, 0, "{err}");
     let last = out.lines().last().unwrap();
@@ -342,11 +334,7 @@ fn sigterm_mid_round_starts_nothing_new_and_waits_for_running_migrations() {
         .spawn()
         .unwrap();
     z.wait_until_migrating();
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    super::sigterm(&child);
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.code().is_some(), "killed by the signal: {err}");
@@ -380,14 +368,14 @@ fn an_unsatisfiable_rule_exits_3_and_the_headline_says_why() {
        "mem":4294967296,"maxcpu":2,"cpu":0.1,"tags":"flxp.node.gone"}
     ]"#;
     let (_dir, path) = temp_file("unsat.json", snapshot);
-    let (code, out, _) = run(&["balance", "--from-file", path.to_str().unwrap()]);
+    let (code, out, _) = on_file("balance", &path, &[]);
     assert_eq!(code, 3, "{out}");
     let first = out.lines().next().unwrap_or_default();
     assert_eq!(
         first,
         "not met (exit code 3): 1 guest(s) that must move fit on no node; 1 broken rule(s) cannot be fixed"
     );
-    let (code, out, _) = run(&["balance", "--from-file", path.to_str().unwrap(), "--json"]);
+    let (code, out, _) = on_file("balance", &path, &["--json"]);
     assert_eq!(code, 3);
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
@@ -403,27 +391,13 @@ fn an_unsatisfiable_rule_exits_3_and_the_headline_says_why() {
 #[test]
 fn a_negative_number_names_its_option() {
     let file = example("pvesh-4node.json");
-    let (code, _, err) = run(&[
-        "place",
-        "--from-file",
-        file.to_str().unwrap(),
-        "--memory",
-        "-1",
-        "--cores",
-        "2",
-    ]);
+    let (code, _, err) = on_file("place", &file, &["--memory", "-1", "--cores", "2"]);
     assert_eq!(code, 2, "{err}");
     assert!(
         err.contains("invalid value '-1' for '--memory <SIZE>'"),
         "{err}"
     );
-    let (code, _, err) = run(&[
-        "balance",
-        "--from-file",
-        file.to_str().unwrap(),
-        "--max-migrations",
-        "-3",
-    ]);
+    let (code, _, err) = on_file("balance", &file, &["--max-migrations", "-3"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("'--max-migrations <N>'"), "{err}");
 }
@@ -431,6 +405,12 @@ fn a_negative_number_names_its_option() {
 /// Proxmox's `test-crs-static-auto-rebalance2` as a snapshot: three equal nodes, four guests of
 /// 2 CPUs and 8 GiB on node1, nothing measured yet, `crs: ha=static` (plus `extra` options).
 fn four_on_node1(crs: &str) -> String {
+    let b = four_on_node1_cluster();
+    serde_json::to_string(&b.option("crs", crs.into()).snapshot()).unwrap()
+}
+
+/// The cluster of [`four_on_node1`] without its options.
+fn four_on_node1_cluster() -> flxp_core::builder::ClusterBuilder {
     use flxp_core::builder::{ClusterBuilder, GIB, node, vm};
     let mut b = ClusterBuilder::new();
     for n in ["node1", "node2", "node3"] {
@@ -444,7 +424,7 @@ fn four_on_node1(crs: &str) -> String {
                 .mem(0, 8 * GIB),
         );
     }
-    serde_json::to_string(&b.option("crs", crs.into()).snapshot()).unwrap()
+    b
 }
 
 #[test]
@@ -565,7 +545,7 @@ fn usage_with_a_method_that_ignores_it_is_a_warning_naming_the_flag() {
 #[test]
 fn a_plan_that_lowers_the_spread_has_a_bound_of_at_least_one_migration() {
     let (_dir, f) = temp_file("demo.json", DEMO);
-    let (code, out, err) = run(&["balance", "--from-file", f.to_str().unwrap(), "--json"]);
+    let (code, out, err) = on_file("balance", &f, &["--json"]);
     assert!(code == 0 || code == 3, "{err}");
     let v = json(&out);
     let (before, after) = (
@@ -613,7 +593,7 @@ fn local_disks_snapshot() -> String {
 fn local_disks_count_in_the_bound_and_a_spread_left_above_the_threshold_exits_3() {
     let (_dir, f) = temp_file("disks.json", &local_disks_snapshot());
     let f = f.to_str().unwrap();
-    let (code, out, _) = run(&["balance", "--from-file", f, "--json"]);
+    let (code, out, _) = on_file("balance", f, &["--json"]);
     let v = json(&out);
     assert!(!v["migrations"].as_array().unwrap().is_empty(), "{out}");
     assert!(v["imbalance_after"].as_f64().unwrap() > v["threshold"].as_f64().unwrap());
@@ -633,7 +613,7 @@ fn local_disks_count_in_the_bound_and_a_spread_left_above_the_threshold_exits_3(
         "{}",
         v["bounds"]
     );
-    let (code, out, _) = run(&["balance", "--from-file", f]);
+    let (code, out, _) = on_file("balance", f, &[]);
     assert_eq!(code, 3);
     assert!(
         out.lines()
@@ -668,26 +648,10 @@ fn local_disks_count_in_the_bound_and_a_spread_left_above_the_threshold_exits_3(
 fn the_not_met_headline_names_the_budget_or_ha_guests_in_motion() {
     let (_dir, f) = temp_file("unbalanced.json", UNBALANCED);
     let f = f.to_str().unwrap();
-    let (code, out, _) = run(&["balance", "--from-file", f, "--max-migrations", "0"]);
-    assert_eq!(code, 3, "{out}");
-    let first = out.lines().next().unwrap();
-    assert!(first.contains("migration budget of 0"), "{out}");
-    assert!(!first.contains("no safe move"), "{out}");
+    not_met_because(f, &["--max-migrations", "0"], "migration budget of 0");
 
-    use flxp_core::builder::{ClusterBuilder, GIB, node, vm};
-    let mut b = ClusterBuilder::new();
-    for n in ["node1", "node2", "node3"] {
-        b = b.node(node(n).cpus(24.0).memory(32 * GIB).load(0.0));
-    }
-    for vmid in 101..=104 {
-        b = b.guest(
-            vm(vmid, "node1")
-                .hastate("started")
-                .cores(2.0, 0.0)
-                .mem(0, 8 * GIB),
-        );
-    }
-    b = b.guest(
+    use flxp_core::builder::{GIB, vm};
+    let b = four_on_node1_cluster().guest(
         vm(105, "node2")
             .hastate("migrate")
             .mem(0, GIB)
@@ -696,10 +660,19 @@ fn the_not_met_headline_names_the_budget_or_ha_guests_in_motion() {
     let snap = serde_json::to_string(&b.option("crs", "ha=static".into()).snapshot()).unwrap();
     let (_dir2, f) = temp_file("ha.json", &snap);
     let f = f.to_str().unwrap();
-    let (code, out, _) = run(&["balance", "--from-file", f, "--method", "pve-topsis"]);
+    not_met_because(
+        f,
+        &["--method", "pve-topsis"],
+        "1 HA guest(s) in motion (vm:105)",
+    );
+}
+
+/// Runs `flxp balance` on `file`: it exits 3 and its headline names `cause`, not "no safe move".
+fn not_met_because(file: &str, args: &[&str], cause: &str) {
+    let (code, out, _) = on_file("balance", file, args);
     assert_eq!(code, 3, "{out}");
     let first = out.lines().next().unwrap();
-    assert!(first.contains("1 HA guest(s) in motion (vm:105)"), "{out}");
+    assert!(first.contains(cause), "{out}");
     assert!(!first.contains("no safe move"), "{out}");
 }
 
@@ -743,19 +716,12 @@ fn a_rule_left_broken_by_the_budget_names_the_budget() {
     for (b, budget) in [(pin, "0"), (aa, "1")] {
         let (_dir, f) = snapshot_file(&b);
         let f = f.to_str().unwrap();
-        let (code, out, err) = run(&["balance", "--from-file", f, "--max-migrations", budget]);
+        let (code, out, err) = on_file("balance", f, &["--max-migrations", budget]);
         assert_eq!(code, 3, "{out}{err}");
         let first = out.lines().next().unwrap();
         assert!(first.contains("migration budget of"), "{out}");
         assert!(!first.contains("cannot be fixed"), "{out}");
-        let (code, out, _) = run(&[
-            "balance",
-            "--from-file",
-            f,
-            "--max-migrations",
-            budget,
-            "--json",
-        ]);
+        let (code, out, _) = on_file("balance", f, &["--max-migrations", budget, "--json"]);
         assert_eq!(code, 3, "{out}");
         let v = json(&out);
         let unmet = v["unmet"].to_string();
@@ -803,7 +769,7 @@ fn bad_effort_or_soft_weight_is_bad_usage_with_a_short_message() {
         ("--soft-weight", "NaN"),
     ] {
         let arg = format!("{flag}={value}");
-        let (code, _, err) = run(&["balance", "--from-file", f, &arg]);
+        let (code, _, err) = on_file("balance", f, &[&arg]);
         assert_eq!(code, 2, "{arg}: {err}");
         assert!(err.contains(flag), "{arg}: {err}");
         assert!(err.len() < 400, "{arg}: {err}");

@@ -5,14 +5,24 @@
 use serde_json::Value;
 
 use super::cli_balance::{DEMO, SimZone, sim_zone};
-use super::{json, run, temp_file};
+use super::{assert_contains_all, json, on_file, strs, temp_file};
 
-fn names(v: &Value) -> Vec<String> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["node"].as_str().unwrap().to_owned())
-        .collect()
+/// The demo zone, fast, with freed nodes switched off and `extra` in `[consolidate]`; `tweak`
+/// edits the scenario.
+fn shutdown_zone(extra: &str, tweak: impl FnOnce(&mut Value)) -> SimZone {
+    let config = format!("\n[consolidate]\nshutdown = true\n{extra}");
+    sim_zone(DEMO, 100_000.0, &config, tweak)
+}
+
+/// The entry of `node` in the plan's `kept` list.
+pub fn kept<'a>(v: &'a Value, node: &str) -> &'a Value {
+    let kept = v["consolidation"]["kept"].as_array().unwrap();
+    kept.iter().find(|k| k["node"] == node).unwrap()
+}
+
+/// The names of the nodes of a `freed` or `kept` list.
+fn names(v: &Value) -> Vec<&str> {
+    strs(v, "node")
 }
 
 #[test]
@@ -29,7 +39,7 @@ fn a_plan_frees_nodes_down_to_the_quorum_floor_and_says_why_others_stay() {
         ));
     }
     let (_d, f) = temp_file("snap.json", &format!("[{}]", entries.join(",")));
-    let (code, out, err) = run(&["consolidate", "--from-file", f.to_str().unwrap(), "--json"]);
+    let (code, out, err) = on_file("consolidate", &f, &["--json"]);
     assert_eq!(code, 0, "{err}");
     let v = json(&out);
     let c = &v["consolidation"];
@@ -45,27 +55,20 @@ fn a_plan_frees_nodes_down_to_the_quorum_floor_and_says_why_others_stay() {
     assert_eq!(migrations.len(), 2);
     assert!(migrations.iter().all(|m| m["to"] != "a" && m["to"] != "b"));
 
-    let (code, out, _) = run(&["consolidate", "--from-file", f.to_str().unwrap()]);
+    let (code, out, _) = on_file("consolidate", &f, &[]);
     assert_eq!(code, 0);
-    assert!(out.contains("free a: 1 migration(s) off it"), "{out}");
-    // Issue 12: moving nothing reaches a spread too: the bound is on plans emptying a and b.
-    assert!(
-        out.contains("\nlower bound: any plan that empties a, b and reaches spread "),
-        "{out}"
-    );
-    assert!(
-        out.contains("keep c: 3 node(s) must stay online: quorum needs more than half"),
-        "{out}"
+    assert_contains_all(
+        &out,
+        &[
+            "free a: 1 migration(s) off it",
+            // Issue 12: moving nothing reaches a spread too: the bound is on plans emptying a and b.
+            "\nlower bound: any plan that empties a, b and reaches spread ",
+            "keep c: 3 node(s) must stay online: quorum needs more than half",
+        ],
     );
 
     // Waking needs a live zone: with a snapshot file it is refused, not ignored.
-    let (code, _, err) = run(&[
-        "consolidate",
-        "--from-file",
-        f.to_str().unwrap(),
-        "--wake",
-        "a",
-    ]);
+    let (code, _, err) = on_file("consolidate", &f, &["--wake", "a"]);
     assert_eq!(code, 2, "{err}");
     assert!(
         err.contains("--wake powers a node of a live zone on"),
@@ -75,21 +78,12 @@ fn a_plan_frees_nodes_down_to_the_quorum_floor_and_says_why_others_stay() {
 
 #[test]
 fn a_live_zone_is_consolidated_and_the_freed_node_switched_off() {
-    let z = sim_zone(
-        DEMO,
-        100_000.0,
-        "\n[consolidate]\nshutdown = true\n",
-        |_| {},
-    );
-    let (code, out, err) = z.run(&["consolidate", "--dry-run", "--json"]);
-    assert_eq!(code, 0, "{err}\n{out}");
-    let dry = json(&out);
+    let z = shutdown_zone("", |_| {});
+    let (dry, out) = z.run_json(&["consolidate", "--dry-run", "--json"]);
     assert_eq!(names(&dry["consolidation"]["freed"]), ["pve2"], "{out}");
     assert!(z.guests_on("pve2").len() > 1, "a dry run moves nothing");
 
-    let (code, out, err) = z.run(&["consolidate", "--json"]);
-    assert_eq!(code, 0, "{err}\n{out}");
-    let v = json(&out);
+    let (v, out) = z.run_json(&["consolidate", "--json"]);
     assert!(
         v["execution"]["failed"].as_array().unwrap().is_empty(),
         "{out}"
@@ -110,16 +104,11 @@ fn a_live_zone_is_consolidated_and_the_freed_node_switched_off() {
         assert_eq!(marks.len(), 1, "one node keeps the power mark");
     }
     // The shutdown takes 30 simulated seconds: well under a second at this time scale.
-    let start = std::time::Instant::now();
-    while z.sim.world().nodes["pve2"].online && start.elapsed().as_secs() < 30 {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    until_online(&z, "pve2", false);
     assert!(!z.sim.world().nodes["pve2"].online, "pve2 switched off");
 
     // Three of four nodes are online: quorum allows no further node to go.
-    let (code, out, err) = z.run(&["consolidate", "--json"]);
-    assert_eq!(code, 0, "{err}\n{out}");
-    let v = json(&out);
+    let (v, out) = z.run_json(&["consolidate", "--json"]);
     assert!(
         v["consolidation"]["freed"].as_array().unwrap().is_empty(),
         "{out}"
@@ -127,9 +116,7 @@ fn a_live_zone_is_consolidated_and_the_freed_node_switched_off() {
     assert_eq!(v["consolidation"]["nodes_online"], 3);
 
     // Waking it: online after the boot time, the mark cleared, guests balanced back onto it.
-    let (code, out, err) = z.run(&["consolidate", "--wake", "pve2", "--json"]);
-    assert_eq!(code, 0, "{err}\n{out}");
-    let v = json(&out);
+    let (v, out) = z.run_json(&["consolidate", "--wake", "pve2", "--json"]);
     assert!(v["mac"].as_str().unwrap().starts_with("bc:24:11:"), "{out}");
     assert!(z.sim.world().nodes["pve2"].online);
     assert!(
@@ -154,29 +141,17 @@ fn a_live_zone_is_consolidated_and_the_freed_node_switched_off() {
 #[test]
 fn waking_an_online_node_says_so_and_a_zero_timeout_is_refused() {
     let z = sim_zone(DEMO, 100_000.0, "", |_| {});
-    let args = |extra: &[&'static str]| {
-        let mut a = vec![
-            "consolidate",
-            "--zone",
-            "lab",
-            "--config",
-            z.config(),
-            "--wake",
-            "pve2",
-        ];
-        a.extend_from_slice(extra);
-        a
-    };
-    let (code, _, err) = run(&args(&["--wake-timeout", "0"]));
+    let wake = |extra: &[&str]| z.run(&[&["consolidate", "--wake", "pve2"], extra].concat());
+    let (code, _, err) = wake(&["--wake-timeout", "0"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--wake-timeout must be at least 1"), "{err}");
-    let (code, out, err) = run(&args(&[]));
+    let (code, out, err) = wake(&[]);
     assert!(code == 0 || code == 3, "{err}\n{out}");
     assert!(
         err.contains("pve2 is online already: no Wake-on-LAN sent"),
         "{err}"
     );
-    let (_, out, _) = run(&args(&["--json"]));
+    let (_, out, _) = wake(&["--json"]);
     assert_eq!(json(&out)["already_online"], true, "{out}");
 }
 
@@ -198,13 +173,11 @@ fn config_mistakes_name_their_key() {
         ),
     ] {
         let (_c, config) = temp_file("flxp.toml", text);
-        let (code, _, err) = run(&[
+        let (code, _, err) = on_file(
             "consolidate",
-            "--from-file",
-            snap.to_str().unwrap(),
-            "--config",
-            config.to_str().unwrap(),
-        ]);
+            &snap,
+            &["--config", config.to_str().unwrap()],
+        );
         assert_ne!(code, 0, "{text}");
         assert!(err.contains(key), "{text}: {err}");
     }
@@ -221,17 +194,10 @@ fn interrupted_on_pve2(z: &SimZone) {
 
 #[test]
 fn a_rerun_finishes_an_interrupted_consolidation() {
-    let z = sim_zone(
-        DEMO,
-        100_000.0,
-        "\n[consolidate]\nshutdown = true\n",
-        |_| {},
-    );
+    let z = shutdown_zone("", |_| {});
     interrupted_on_pve2(&z);
     assert!(z.guests_on("pve2").len() > 1);
-    let (code, out, err) = z.run(&["consolidate", "--json"]);
-    assert_eq!(code, 0, "{err}\n{out}");
-    let v = json(&out);
+    let (v, out) = z.run_json(&["consolidate", "--json"]);
     let freed = &v["consolidation"]["freed"];
     assert_eq!(names(freed), ["pve2"], "{out}");
     assert_eq!(freed[0]["resumed"], true, "{out}");
@@ -242,28 +208,14 @@ fn a_rerun_finishes_an_interrupted_consolidation() {
 #[test]
 fn a_rerun_gives_back_a_node_whose_consolidation_cannot_be_finished() {
     // A memory ceiling no other node can take pve2's guests under.
-    let z = sim_zone(
-        DEMO,
-        100_000.0,
-        "\n[consolidate]\nshutdown = true\nmax-memory = 0.05\n",
-        |_| {},
-    );
+    let z = shutdown_zone("max-memory = 0.05\n", |_| {});
     interrupted_on_pve2(&z);
-    let (code, out, err) = z.run(&["consolidate", "--json"]);
-    assert_eq!(code, 0, "{err}\n{out}");
-    let v = json(&out);
-    let kept = v["consolidation"]["kept"].as_array().unwrap();
-    let pve2 = kept.iter().find(|k| k["node"] == "pve2").unwrap();
-    assert_eq!(pve2["resumed"], true, "{out}");
+    let (v, out) = z.run_json(&["consolidate", "--json"]);
+    assert_eq!(kept(&v, "pve2")["resumed"], true, "{out}");
     assert_eq!(v["back"][0], "pve2", "{out}");
-    let w = z.sim.world();
-    assert!(w.nodes["pve2"].online);
-    assert!(!w.nodes["pve2"].notes.contains("flxp.maintenance"));
-    assert!(
-        !w.nodes["pve1"].notes.contains("flxp-power"),
-        "{}",
-        w.nodes["pve1"].notes
-    );
+    z.assert_in_service("pve2");
+    let notes = z.notes("pve1");
+    assert!(!notes.contains("flxp-power"), "{notes}");
 }
 
 /// Waits (real time, bounded) until the simulated node is online or offline.
@@ -278,9 +230,7 @@ fn until_online(z: &super::cli_balance::SimZone, node: &str, online: bool) {
 #[test]
 fn a_wake_that_times_out_leaves_the_node_marked_waking_not_for_another_shutdown() {
     // A boot that outlasts the wait by far.
-    let z = sim_zone(DEMO, 100_000.0, "\n[consolidate]\nshutdown = true\n", |v| {
-        v["sim"]["node_boot_secs"] = 1e9.into()
-    });
+    let z = shutdown_zone("", |v| v["sim"]["node_boot_secs"] = 1e9.into());
     let (code, out, err) = z.run(&["consolidate", "--json"]);
     assert_eq!(code, 0, "{err}\n{out}");
     assert_eq!(json(&out)["shutdown"][0]["node"], "pve2", "{out}");
@@ -305,29 +255,24 @@ fn a_wake_that_times_out_leaves_the_node_marked_waking_not_for_another_shutdown(
     assert!(!notes.contains("node=pve2 state=off"), "{notes}");
     // It boots after the waiter gave up: no consolidation takes it for one left unfinished.
     z.sim.world().set_online("pve2", true);
-    let (code, out, err) = z.run(&["consolidate", "--dry-run", "--json"]);
-    assert_eq!(code, 0, "{err}\n{out}");
-    let v = json(&out);
+    let (v, out) = z.run_json(&["consolidate", "--dry-run", "--json"]);
     assert!(
-        !names(&v["consolidation"]["freed"]).contains(&"pve2".to_owned()),
+        !names(&v["consolidation"]["freed"]).contains(&"pve2"),
         "{out}"
     );
-    let kept = v["consolidation"]["kept"].as_array().unwrap();
-    let pve2 = kept.iter().find(|k| k["node"] == "pve2").unwrap();
-    assert_ne!(pve2["resumed"], true, "{out}");
+    assert_ne!(kept(&v, "pve2")["resumed"], true, "{out}");
 }
 
 #[test]
 fn a_failed_migration_says_which_node_stays_on_and_why() {
-    let extra = "\n[consolidate]\nshutdown = true\n";
-    let z = sim_zone(DEMO, 100_000.0, extra, |_| {});
+    let z = shutdown_zone("", |_| {});
     let (_, out, _) = z.run(&["consolidate", "--dry-run", "--json"]);
     let v = json(&out);
     assert_eq!(names(&v["consolidation"]["freed"]), ["pve2"], "{out}");
     let first = v["consolidation"]["plan"]["migrations"][0]["vmid"]
         .as_u64()
         .unwrap();
-    let z = sim_zone(DEMO, 100_000.0, extra, |v| {
+    let z = shutdown_zone("", |v| {
         v["sim"]["faults"] = serde_json::json!({
             "fail_migrations": [{"vmid": first, "message": "simulated: connection reset"}]
         });
@@ -367,8 +312,7 @@ fn with_empty_pve5(v: &mut serde_json::Value) {
 /// freed node failed to move; each freed node is judged on its own, as the daemon does.
 #[test]
 fn an_empty_freed_node_goes_off_though_another_nodes_migration_failed() {
-    let extra = "\n[consolidate]\nshutdown = true\n";
-    let z = sim_zone(DEMO, 100_000.0, extra, with_empty_pve5);
+    let z = shutdown_zone("", with_empty_pve5);
     let (_, out, _) = z.run(&["consolidate", "--dry-run", "--json"]);
     let v = json(&out);
     let mut freed = names(&v["consolidation"]["freed"]);
@@ -377,7 +321,7 @@ fn an_empty_freed_node_goes_off_though_another_nodes_migration_failed() {
     let first = v["consolidation"]["plan"]["migrations"][0].clone();
     assert_eq!(first["from"], "pve2", "{out}");
     let vmid = first["vmid"].as_u64().unwrap();
-    let z = sim_zone(DEMO, 100_000.0, extra, |v| {
+    let z = shutdown_zone("", |v| {
         with_empty_pve5(v);
         v["sim"]["faults"] = serde_json::json!({
             "fail_migrations": [{"vmid": vmid, "message": "simulated: connection reset"}]
@@ -410,26 +354,14 @@ fn an_empty_freed_node_goes_off_though_another_nodes_migration_failed() {
 
 #[test]
 fn a_dry_run_names_the_nodes_a_real_run_would_give_back() {
-    let z = sim_zone(
-        DEMO,
-        100_000.0,
-        "\n[consolidate]\nshutdown = true\nmax-memory = 0.05\n",
-        |_| {},
-    );
+    let z = shutdown_zone("max-memory = 0.05\n", |_| {});
     interrupted_on_pve2(&z);
     let dry = |json_out: bool| {
-        let mut a = vec![
-            "consolidate",
-            "--zone",
-            "lab",
-            "--config",
-            z.config(),
-            "--dry-run",
-        ];
+        let mut a = vec!["consolidate", "--dry-run"];
         if json_out {
             a.push("--json");
         }
-        run(&a)
+        z.run(&a)
     };
     let (code, out, err) = dry(true);
     assert_eq!(code, 0, "{err}\n{out}");

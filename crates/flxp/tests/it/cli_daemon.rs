@@ -4,19 +4,26 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::cli_balance::{SimZone, UNBALANCED, sim_zone};
-use super::{run, temp_file};
+use super::cli_balance::{DEMO, SimZone, UNBALANCED, fast_zone, sim_zone};
+use super::{run, sigterm, temp_file};
 
-/// `flxp daemon` on the zone, logging at info on a piped stderr.
-fn spawn_daemon(z: &SimZone) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_flxp"))
-        .args(["daemon", "--config", z.config()])
+/// The daemon's config of the balancing tests: a round a second, acting at once.
+const BALANCING: &str = "\n[daemon]\ninterval-secs = 1\n\n[balance.trigger]\nhold = 1\n";
+
+/// `flxp daemon` on the zone, logging at info on a piped stderr (not yet started).
+pub fn daemon_command(z: &SimZone) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_flxp"));
+    cmd.args(["daemon", "--config", z.config()])
         .env_remove("FLXP_CONFIG")
         .env("RUST_LOG", "info")
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// Starts `flxp daemon` on the zone (see [`daemon_command`]).
+fn spawn_daemon(z: &SimZone) -> Child {
+    daemon_command(z).spawn().unwrap()
 }
 
 /// The child's stderr up to and including the first line holding `needle` (or all of it). The
@@ -42,12 +49,7 @@ fn stderr_until(child: &mut Child, needle: &str) -> String {
 
 #[test]
 fn the_daemon_balances_a_zone_and_stops_on_sigterm() {
-    let z = sim_zone(
-        UNBALANCED,
-        100_000.0,
-        "\n[daemon]\ninterval-secs = 1\n\n[balance.trigger]\nhold = 1\n",
-        |_| {},
-    );
+    let z = fast_zone(UNBALANCED, BALANCING);
     let child = spawn_daemon(&z);
     let start = Instant::now();
     // pve1 starts with 12 busy guests; the daemon moves some away.
@@ -55,11 +57,7 @@ fn the_daemon_balances_a_zone_and_stops_on_sigterm() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let moved = 14 - z.guests_on("pve1").len();
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    sigterm(&child);
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
@@ -82,20 +80,13 @@ fn a_config_without_zones_is_refused() {
 fn a_second_stop_signal_quits_without_waiting() {
     // Slow migrations (tens of seconds): the first one is still running when both signals arrive,
     // even on a loaded machine.
-    let z = sim_zone(
-        UNBALANCED,
-        0.2,
-        "\n[daemon]\ninterval-secs = 1\n\n[balance.trigger]\nhold = 1\n",
-        |_| {},
-    );
+    let z = sim_zone(UNBALANCED, 0.2, BALANCING, |_| {});
     let mut child = spawn_daemon(&z);
     z.wait_until_migrating();
-    let pid = child.id().to_string();
-    let term = || Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-    assert!(term().success());
+    sigterm(&child);
     let seen = stderr_until(&mut child, "stop requested");
     assert!(seen.contains("stop requested"), "{seen}");
-    assert!(term().success());
+    sigterm(&child);
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(1), "{seen}");
     assert!(z.migrating(), "it quit while the migration still ran");
@@ -133,12 +124,7 @@ fn a_guest_that_cannot_leave_a_node_in_maintenance_is_named_with_its_reason() {
 
 #[test]
 fn the_daemon_goes_on_when_its_log_reader_goes_away() {
-    let z = sim_zone(
-        UNBALANCED,
-        100_000.0,
-        "\n[daemon]\ninterval-secs = 1\n\n[balance.trigger]\nhold = 1\n",
-        |_| {},
-    );
+    let z = fast_zone(UNBALANCED, BALANCING);
     let mut child = spawn_daemon(&z);
     let seen = stderr_until(&mut child, "daemon started");
     assert!(seen.contains("daemon started"), "{seen}");
@@ -156,11 +142,9 @@ fn the_daemon_goes_on_when_its_log_reader_goes_away() {
 
 #[test]
 fn the_daemon_switches_a_node_off_at_low_load() {
-    let z = sim_zone(
-        super::cli_balance::DEMO,
-        100_000.0,
+    let z = fast_zone(
+        DEMO,
         "\n[daemon]\ninterval-secs = 1\n\n[consolidate]\nenabled = true\nshutdown = true\nmin-interval-secs = 0\n",
-        |_| {},
     );
     let mut child = spawn_daemon(&z);
     // Read the log as it comes: the round explains itself only after the switch-off.

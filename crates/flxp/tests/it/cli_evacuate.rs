@@ -1,19 +1,24 @@
 //! `flxp evacuate NODE`: plans from a file, exit 3 when a guest fits nowhere, unknown nodes, and
 //! emptying a node of a live zone.
 
-use super::cli_balance::{DEMO, sim_zone};
-use super::{example, json, run, temp_file};
+use std::path::Path;
+
+use super::cli_balance::{DEMO, fast_zone};
+use super::{example, json, on_file, run, temp_file};
+
+/// Runs `flxp evacuate NODE --from-file FILE EXTRA...`.
+fn evacuate(node: &str, file: &Path, extra: &[&str]) -> (i32, String, String) {
+    run(&[
+        &["evacuate", node, "--from-file", file.to_str().unwrap()],
+        extra,
+    ]
+    .concat())
+}
 
 #[test]
 fn an_evacuation_plan_moves_every_guest_off_the_node() {
     let f = example("rules-hetero.json");
-    let (code, out, err) = run(&[
-        "evacuate",
-        "alpha",
-        "--from-file",
-        f.to_str().unwrap(),
-        "--json",
-    ]);
+    let (code, out, err) = evacuate("alpha", &f, &["--json"]);
     assert_eq!(
         code, 0,
         "an unrelated broken rule elsewhere is no reason for 3: {err}"
@@ -45,13 +50,7 @@ fn a_guest_that_fits_nowhere_exits_3_with_the_reason() {
         {"id":"qemu/102","type":"qemu","vmid":102,"name":"free","node":"a","status":"running","maxmem":8589934592,"mem":4294967296,"maxcpu":2,"cpu":0.1}
     ]"#;
     let (_d, f) = temp_file("snap.json", snap);
-    let (code, out, _) = run(&[
-        "evacuate",
-        "a",
-        "--from-file",
-        f.to_str().unwrap(),
-        "--json",
-    ]);
+    let (code, out, _) = evacuate("a", &f, &["--json"]);
     assert_eq!(code, 3);
     let v = json(&out);
     assert_eq!(v["unplaced"][0]["vmid"], 101);
@@ -63,7 +62,7 @@ fn a_guest_that_fits_nowhere_exits_3_with_the_reason() {
         "{out}"
     );
     assert_eq!(v["migrations"][0]["vmid"], 102, "the rest still moves");
-    let (code, out, _) = run(&["evacuate", "a", "--from-file", f.to_str().unwrap()]);
+    let (code, out, _) = evacuate("a", &f, &[]);
     assert_eq!(code, 3);
     assert!(out.contains("fit nowhere (1):\n  101 pinned on a"), "{out}");
 }
@@ -71,23 +70,21 @@ fn a_guest_that_fits_nowhere_exits_3_with_the_reason() {
 #[test]
 fn an_unknown_node_is_a_usage_error_naming_the_nodes() {
     let f = example("rules-hetero.json");
-    let (code, out, err) = run(&["evacuate", "zulu", "--from-file", f.to_str().unwrap()]);
+    let (code, out, err) = evacuate("zulu", &f, &[]);
     assert_eq!(code, 2);
     assert!(out.is_empty());
     assert!(
         err.contains(r#"node "zulu" is not in the cluster; nodes: alpha, bravo, charlie"#),
         "{err}"
     );
-    let (code, _, err) = run(&["evacuate", "--from-file", f.to_str().unwrap()]);
+    let (code, _, err) = on_file("evacuate", &f, &[]);
     assert_eq!(code, 2, "NODE is required: {err}");
 }
 
 #[test]
 fn a_live_node_is_emptied() {
-    let z = sim_zone(DEMO, 100_000.0, "", |_| {});
-    let (code, out, err) = z.run(&["evacuate", "pve4", "--json"]);
-    assert_eq!(code, 0, "{err}\n{out}");
-    let v = json(&out);
+    let z = fast_zone(DEMO, "");
+    let (v, out) = z.run_json(&["evacuate", "pve4", "--json"]);
     assert!(
         v["execution"]["failed"].as_array().unwrap().is_empty(),
         "{out}"
@@ -108,7 +105,7 @@ fn a_live_node_is_emptied() {
 fn guests_that_stay_on_the_node_are_listed_with_the_reason() {
     // The text output used to show only "rules still broken after", never why a guest stays.
     let f = example("pvesh-4node.json");
-    let (code, out, _) = run(&["evacuate", "pve1", "--from-file", f.to_str().unwrap()]);
+    let (code, out, _) = evacuate("pve1", &f, &[]);
     assert_eq!(code, 0, "{out}");
     assert!(
         out.contains(
@@ -125,7 +122,7 @@ fn guests_that_stay_on_the_node_are_listed_with_the_reason() {
 #[test]
 fn the_bound_line_of_an_evacuation_names_the_node_emptied() {
     let f = example("rules-hetero.json");
-    let (_, out, err) = run(&["evacuate", "alpha", "--from-file", f.to_str().unwrap()]);
+    let (_, out, err) = evacuate("alpha", &f, &[]);
     let line = out
         .lines()
         .find(|l| l.starts_with("lower bound:"))

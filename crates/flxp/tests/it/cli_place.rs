@@ -1,16 +1,26 @@
 //! `flxp place` as a user runs it.
 
-use super::{example, on_example, run, temp_file};
+use std::path::Path;
+
+use super::{example, json, on_file, run, strs, temp_file};
+
+/// The four-node example most tests place on.
+fn four_nodes() -> std::path::PathBuf {
+    example("pvesh-4node.json")
+}
+
+/// Runs `flxp place --from-file FILE --memory MEMORY --cores CORES EXTRA...`.
+fn place(file: &Path, memory: &str, cores: &str, extra: &[&str]) -> (i32, String, String) {
+    let mut args = vec!["--memory", memory, "--cores", cores];
+    args.extend_from_slice(extra);
+    on_file("place", file, &args)
+}
 
 #[test]
 fn json_prints_one_document_with_the_chosen_node() {
-    let (code, out, _) = on_example(
-        "place",
-        "pvesh-4node.json",
-        &["--memory", "4GiB", "--cores", "2", "--json"],
-    );
+    let (code, out, _) = place(&four_nodes(), "4GiB", "2", &["--json"]);
     assert_eq!(code, 0);
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let v = json(&out);
     assert_eq!(v["node"], "pve2");
     assert_eq!(v["candidates"].as_array().unwrap().len(), 4);
     assert_eq!(v["candidates"][0]["feasible"], true);
@@ -20,36 +30,19 @@ fn json_prints_one_document_with_the_chosen_node() {
 
 #[test]
 fn sizes_accept_every_documented_form_and_agree() {
-    let f = example("pvesh-4node.json");
-    let f = f.to_str().unwrap();
+    let f = four_nodes();
     let outs: Vec<String> = ["4096M", "4G", "4GiB", "4294967296"]
         .iter()
-        .map(|m| {
-            run(&[
-                "place",
-                "--from-file",
-                f,
-                "--memory",
-                m,
-                "--cores",
-                "2",
-                "--json",
-            ])
-            .1
-        })
+        .map(|m| place(&f, m, "2", &["--json"]).1)
         .collect();
     assert!(outs.windows(2).all(|w| w[0] == w[1]));
 }
 
 #[test]
 fn nothing_fits_exits_3_with_null_node_and_reasons() {
-    let (code, out, _) = on_example(
-        "place",
-        "pvesh-4node.json",
-        &["--memory", "1T", "--cores", "2", "--json"],
-    );
+    let (code, out, _) = place(&four_nodes(), "1T", "2", &["--json"]);
     assert_eq!(code, 3);
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let v = json(&out);
     assert!(v["node"].is_null());
     let reasons = v["candidates"][0]["reasons"][0].as_str().unwrap();
     assert!(reasons.starts_with("memory: needs 1.0 TiB"), "{reasons}");
@@ -63,16 +56,7 @@ fn human_output_names_the_node_and_explains_on_request() {
             {"id":"node/b","type":"node","node":"b","status":"online","maxmem":17179869184,"mem":12884901888,"maxcpu":8,"cpu":0.1},
             {"id":"node/c","type":"node","node":"c","status":"offline"}]"#,
     );
-    let (code, out, _) = run(&[
-        "place",
-        "--from-file",
-        f.to_str().unwrap(),
-        "--memory",
-        "2G",
-        "--cores",
-        "1",
-        "--explain",
-    ]);
+    let (code, out, _) = place(&f, "2G", "1", &["--explain"]);
     assert_eq!(code, 0);
     let want = "\
 a (policy free-memory, score 100.0)
@@ -90,61 +74,26 @@ policy free-memory: free-memory 1; soft rules added to every policy unless set t
 
 #[test]
 fn bad_usage_exits_2_and_bad_input_exits_1() {
-    let f = example("pvesh-4node.json");
-    let f = f.to_str().unwrap();
-    let (code, _, err) = run(&[
-        "place",
-        "--from-file",
-        f,
-        "--memory",
-        "lots",
-        "--cores",
-        "2",
-    ]);
+    let f = &four_nodes();
+    let (code, _, err) = place(f, "lots", "2", &[]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("lots"), "{err}");
-    let (code, _, err) = run(&["place", "--from-file", f, "--memory", "1G", "--cores", "0"]);
+    let (code, _, err) = place(f, "1G", "0", &[]);
     assert_eq!(code, 2, "{err}");
     let (code, _, err) = run(&["place", "--memory", "1G", "--cores", "1"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--from-file"), "{err}");
-    let (code, _, err) = run(&[
-        "place",
-        "--from-file",
-        "/nonexistent.json",
-        "--memory",
-        "1G",
-        "--cores",
-        "1",
-    ]);
+    let (code, _, err) = place(Path::new("/nonexistent.json"), "1G", "1", &[]);
     assert_eq!(code, 1);
     assert!(err.contains("/nonexistent.json"), "{err}");
     let (_d, bad) = temp_file(
         "bad.json",
         r#"{"resources":[{"id":"qemu/1","type":"qemu","vmid":"x"}]}"#,
     );
-    let (code, _, err) = run(&[
-        "place",
-        "--from-file",
-        bad.to_str().unwrap(),
-        "--memory",
-        "1G",
-        "--cores",
-        "1",
-    ]);
+    let (code, _, err) = place(&bad, "1G", "1", &[]);
     assert_eq!(code, 1);
     assert!(err.contains("resources[0].vmid"), "{err}");
-    let (code, _, err) = run(&[
-        "place",
-        "--from-file",
-        f,
-        "--memory",
-        "1G",
-        "--cores",
-        "1",
-        "--policy",
-        "nope",
-    ]);
+    let (code, _, err) = place(f, "1G", "1", &["--policy", "nope"]);
     assert_eq!(code, 2, "a flag naming no policy is bad usage");
     assert!(err.contains("unknown policy"), "{err}");
     for (flag, value, want) in [
@@ -155,17 +104,7 @@ fn bad_usage_exits_2_and_bad_input_exits_1() {
         ),
         ("--tag", "flxp.affinity.ü", "is not a valid Proxmox tag"),
     ] {
-        let (code, _, err) = run(&[
-            "place",
-            "--from-file",
-            f,
-            "--memory",
-            "1G",
-            "--cores",
-            "1",
-            flag,
-            value,
-        ]);
+        let (code, _, err) = place(f, "1G", "1", &[flag, value]);
         assert_eq!(code, 2, "{flag} {value}: {err}");
         assert!(err.contains(want), "{err}");
     }
@@ -173,15 +112,10 @@ fn bad_usage_exits_2_and_bad_input_exits_1() {
 
 #[test]
 fn named_host_is_used_when_it_has_room() {
-    let (code, out, _) = on_example(
-        "place",
-        "rules-hetero.json",
-        &[
-            "--memory", "4G", "--cores", "2", "--host", "delta", "--json",
-        ],
-    );
+    let f = example("rules-hetero.json");
+    let (code, out, _) = place(&f, "4G", "2", &["--host", "delta", "--json"]);
     assert_eq!(code, 0);
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let v = json(&out);
     assert_eq!(v["node"], "delta");
     let warnings = v["warnings"].to_string();
     assert!(warnings.contains("taints"), "{warnings}");
@@ -190,7 +124,7 @@ fn named_host_is_used_when_it_has_room() {
 #[test]
 fn json_errors_are_one_document_too_with_the_exit_code() {
     // stdout used to be empty on errors: a script piping `--json` into a parser got nothing.
-    let f = example("pvesh-4node.json");
+    let f = four_nodes();
     let f = f.to_str().unwrap();
     let (_d, huge) = temp_file(
         "huge.json",
@@ -243,23 +177,11 @@ fn json_errors_are_one_document_too_with_the_exit_code() {
 #[test]
 fn cores_take_fractions_and_refuse_zero_negative_and_words_naming_the_flag() {
     // A container's cpulimit may be a fraction (0.5 of a CPU); `--cores` takes one like it.
-    let f = example("pvesh-4node.json");
-    let f = f.to_str().unwrap();
-    let place = |cores: &str| {
-        run(&[
-            "place",
-            "--from-file",
-            f,
-            "--memory",
-            "4GiB",
-            "--cores",
-            cores,
-            "--json",
-        ])
-    };
+    let f = four_nodes();
+    let place = |cores: &str| place(&f, "4GiB", cores, &["--json"]);
     let (code, out, err) = place("0.5");
     assert_eq!(code, 0, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let v = json(&out);
     assert_eq!(v["node"], "pve2");
     for bad in ["0", "-1", "abc"] {
         let (code, _, err) = place(bad);
@@ -293,26 +215,10 @@ fn pve_dynamic_spreads_a_burst_of_starts_over_the_guests_ha_is_starting() {
     // next start goes to node3 (nothing starting), then node2 (one), node1 last (two). Counted
     // by measurements alone, the three nodes tie and node1 would get the whole burst.
     let (_d, snap) = temp_file("burst.json", BURST);
-    let (code, out, err) = run(&[
-        "place",
-        "--from-file",
-        snap.to_str().unwrap(),
-        "--memory",
-        "4GiB",
-        "--cores",
-        "2",
-        "--policy",
-        "pve-dynamic",
-        "--json",
-    ]);
+    let (code, out, err) = place(&snap, "4GiB", "2", &["--policy", "pve-dynamic", "--json"]);
     assert_eq!(code, 0, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let order: Vec<&str> = v["candidates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["node"].as_str().unwrap())
-        .collect();
+    let v = json(&out);
+    let order = strs(&v["candidates"], "node");
     assert_eq!(order, ["node3", "node2", "node1"], "{out}");
 }
 
@@ -323,18 +229,9 @@ fn a_refusal_never_prints_the_need_and_the_room_as_the_same_figure() {
         "s.json",
         r#"[{"id":"node/a","type":"node","node":"a","status":"online","maxmem":8589934592,"mem":6013583360,"maxcpu":8,"cpu":0.1}]"#,
     );
-    let (code, out, err) = run(&[
-        "place",
-        "--from-file",
-        f.to_str().unwrap(),
-        "--memory",
-        "2458M",
-        "--cores",
-        "1",
-        "--json",
-    ]);
+    let (code, out, err) = place(&f, "2458M", "1", &["--json"]);
     assert_eq!(code, 3, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let v = json(&out);
     let reason = v["candidates"][0]["reasons"][0].as_str().unwrap();
     assert!(
         reason.starts_with("memory: needs 2.400 GiB but 2.399 GiB is available"),

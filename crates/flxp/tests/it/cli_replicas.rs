@@ -2,11 +2,16 @@
 //! other takes over within TTL + margin + one renewal.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::cli_balance::{SimZone, UNBALANCED, sim_zone};
+use super::cli_balance::{DEMO, SimZone, UNBALANCED, fast_zone, sim_zone};
+use super::cli_consolidate::kept;
+use super::cli_daemon::daemon_command;
+
+/// Freed nodes are switched off, and the zone's lease is on.
+const SHUTDOWN_LEASED: &str = "\n[consolidate]\nshutdown = true\n\n[lease]\nenabled = true\n";
 
 const TTL: u64 = 6;
 const MARGIN: u64 = 2;
@@ -19,15 +24,7 @@ struct Replica {
 
 impl Replica {
     fn spawn(z: &SimZone) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_flxp"))
-            .args(["daemon", "--config", z.config()])
-            .env_remove("FLXP_CONFIG")
-            .env("RUST_LOG", "info")
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = daemon_command(z).env("NO_COLOR", "1").spawn().unwrap();
         let log = Arc::new(Mutex::new(String::new()));
         let pipe = child.stderr.take().unwrap();
         let sink = Arc::clone(&log);
@@ -168,14 +165,7 @@ fn a_balance_run_refuses_while_another_flxp_holds_the_lease() {
     );
     assert_eq!(z.guests_on("pve1"), before, "nothing moved");
     // A dry run needs no lease.
-    let (code, _, err) = super::run(&[
-        "balance",
-        "--zone",
-        "lab",
-        "--dry-run",
-        "--config",
-        z.config(),
-    ]);
+    let (code, _, err) = z.run(&["balance", "--dry-run"]);
     assert_eq!(code, 0, "{err}");
 }
 
@@ -201,20 +191,12 @@ fn all_notes(z: &SimZone) -> Vec<(String, String)> {
 
 #[test]
 fn a_refused_evacuation_or_consolidation_writes_no_mark() {
-    let z = sim_zone(
-        super::cli_balance::DEMO,
-        100_000.0,
-        "\n[consolidate]\nshutdown = true\n\n[lease]\nenabled = true\n",
-        |_| {},
-    );
+    let z = fast_zone(DEMO, SHUTDOWN_LEASED);
     held_by_another(&z);
     let before = all_notes(&z);
     let guests = z.guests_on("pve2");
-    for args in [
-        &["evacuate", "pve2", "--zone", "lab", "--config", z.config()][..],
-        &["consolidate", "--zone", "lab", "--config", z.config()][..],
-    ] {
-        let (code, _, err) = super::run(args);
+    for args in [&["evacuate", "pve2"][..], &["consolidate"][..]] {
+        let (code, _, err) = z.run(args);
         assert_ne!(code, 0, "{args:?}: {err}");
         assert!(
             err.contains("zone lab is held by another flxp (other-host:7:ab)"),
@@ -227,24 +209,16 @@ fn a_refused_evacuation_or_consolidation_writes_no_mark() {
 
 #[test]
 fn a_one_off_consolidation_keeps_the_lease_node() {
-    let z = sim_zone(
-        super::cli_balance::DEMO,
-        100_000.0,
-        "\n[consolidate]\nshutdown = true\n\n[lease]\nenabled = true\n",
-        |_| {},
-    );
+    let z = fast_zone(DEMO, SHUTDOWN_LEASED);
     // pve2 is the node a consolidation of the demo frees first: let it hold the lease.
     let text = std::fs::read_to_string(z.config()).unwrap();
     let text = text.replacen("[zones.lab]\n", "[zones.lab]\nlease-node = \"pve2\"\n", 1);
     std::fs::write(z.config(), text).unwrap();
     let guests = z.guests_on("pve2");
-    let (code, out, err) = z.run(&["consolidate", "--json"]);
-    assert_eq!(code, 0, "{err}\n{out}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let (v, out) = z.run_json(&["consolidate", "--json"]);
     let freed = v["consolidation"]["freed"].as_array().unwrap();
     assert!(freed.iter().all(|f| f["node"] != "pve2"), "{out}");
-    let kept = v["consolidation"]["kept"].as_array().unwrap();
-    let pve2 = kept.iter().find(|k| k["node"] == "pve2").unwrap();
+    let pve2 = kept(&v, "pve2");
     assert_eq!(pve2["because"], "required", "{out}");
     assert!(
         pve2["reason"]
@@ -254,13 +228,8 @@ fn a_one_off_consolidation_keeps_the_lease_node() {
         "{out}"
     );
     assert!(z.guests_on("pve2").len() >= guests.len());
-    let w = z.sim.world();
-    assert!(w.nodes["pve2"].online);
-    assert!(!w.nodes["pve2"].notes.contains("flxp.maintenance"));
+    z.assert_in_service("pve2");
     // The run gave the lease up at its end.
-    assert!(
-        !w.nodes["pve2"].notes.contains("flxp-lease"),
-        "{}",
-        w.nodes["pve2"].notes
-    );
+    let notes = z.notes("pve2");
+    assert!(!notes.contains("flxp-lease"), "{notes}");
 }

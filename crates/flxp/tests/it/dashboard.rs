@@ -42,17 +42,33 @@ async fn shot(b: &Browser, name: &str) {
     }
 }
 
-/// Logs in on the login form the page shows now.
-async fn login(b: &Browser, token: &str) {
+/// The guests' placement as the API reports it.
+const GUESTS: &str = r#"{ guests(zone: "lab") { vmid node } }"#;
+
+/// Waits until the page shows its login form.
+async fn wait_login_form(b: &Browser) {
     b.wait(
         "the login form",
         "return !document.getElementById('login').hidden",
         20,
     )
     .await;
+}
+
+/// Submits the form `form` and waits (up to `secs`) until the script `ready` returns something
+/// true: its value.
+async fn submit(b: &Browser, form: &str, what: &str, ready: &str, secs: u64) -> Value {
+    b.click(&format!("{form} button[type=submit]")).await;
+    b.wait(what, ready, secs).await
+}
+
+/// Logs in on the login form the page shows now.
+async fn login(b: &Browser, token: &str) {
+    wait_login_form(b).await;
     b.type_into("#token", token).await;
-    b.click("#login-form button[type=submit]").await;
-    b.wait(
+    submit(
+        b,
+        "#login-form",
         "the zone view",
         "return document.querySelectorAll('#nodes .node').length",
         20,
@@ -62,6 +78,76 @@ async fn login(b: &Browser, token: &str) {
 
 async fn open(b: &Browser, s: &Service, hash: &str) {
     b.goto(&format!("{}/{hash}", s.url)).await;
+}
+
+/// Opens a view and waits (up to `secs`) until the script `ready` returns something true: its value.
+async fn open_view(
+    b: &Browser,
+    s: &Service,
+    hash: &str,
+    what: &str,
+    ready: &str,
+    secs: u64,
+) -> Value {
+    open(b, s, hash).await;
+    b.wait(what, ready, secs).await
+}
+
+/// Opens the balance view and waits for its plan.
+async fn open_balance(b: &Browser, s: &Service) {
+    open_view(
+        b,
+        s,
+        "#/balance",
+        "the plan",
+        "return document.getElementById('migration-table')",
+        30,
+    )
+    .await;
+}
+
+/// Asks to carry out the plan shown and waits for the confirmation dialog.
+async fn ask_to_carry_out(b: &Browser) {
+    b.click("#carry-out").await;
+    b.wait(
+        "the confirmation",
+        "return document.getElementById('confirm').open",
+        10,
+    )
+    .await;
+}
+
+/// The value of a script without arguments.
+async fn eval(b: &Browser, script: &str) -> Value {
+    b.js(script, json!([])).await
+}
+
+/// How many elements match `css`.
+async fn count(b: &Browser, css: &str) -> Value {
+    b.js(
+        "return document.querySelectorAll(arguments[0]).length",
+        json!([css]),
+    )
+    .await
+}
+
+/// The `vmid` of every item of an API list that `keep` keeps, in order.
+fn api_vmids(list: &Value, keep: impl Fn(&Value) -> bool) -> Vec<u64> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| keep(x))
+        .map(|x| x["vmid"].as_u64().unwrap())
+        .collect()
+}
+
+/// The text of the element with `id`.
+async fn text_of(b: &Browser, id: &str) -> Value {
+    eval(
+        b,
+        &format!("return document.getElementById('{id}').textContent"),
+    )
+    .await
 }
 
 /// Every `data-vmid` of a table's rows, in order.
@@ -79,39 +165,44 @@ async fn vmids(b: &Browser, table: &str) -> Vec<u64> {
         .collect()
 }
 
+/// Takes the one browser, starts the service on the demo (with the viewer token) and opens the
+/// page in a window of `width`×`height`; the guard holds the browser until the test ends.
+async fn setup(
+    width: u32,
+    height: u32,
+) -> (tokio::sync::MutexGuard<'static, ()>, Service, Browser) {
+    crate::webdriver::require_browser();
+    let one = ONE_BROWSER.lock().await;
+    let s = start(Scenario::demo(), &viewer_config(), &[]).await;
+    let b = Browser::start(width, height).await;
+    open(&b, &s, "").await;
+    (one, s, b)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
-    crate::webdriver::require_browser();
-    let _one = ONE_BROWSER.lock().await;
-    let s = start(Scenario::demo(), &viewer_config(), &[]).await;
-    let b = Browser::start(1280, 900).await;
+    let (_one, s, b) = setup(1280, 900).await;
 
     // Login: the token goes in a form, never a URL; it is kept in sessionStorage only.
-    b.goto(&format!("{}/", s.url)).await;
-    b.wait(
-        "the login form",
-        "return !document.getElementById('login').hidden",
-        20,
-    )
-    .await;
+    wait_login_form(&b).await;
     shot(&b, "login").await;
     b.type_into("#token", "not-a-token").await;
-    b.click("#login-form button[type=submit]").await;
-    b.wait(
+    submit(
+        &b,
+        "#login-form",
         "the refusal",
         "return document.getElementById('login-error').textContent",
         10,
     )
     .await;
     login(&b, API_TOKEN).await;
-    let url = b.js("return location.href", json!([])).await;
+    let url = eval(&b, "return location.href").await;
     assert!(!url.as_str().unwrap().contains(API_TOKEN), "{url}");
-    let kept = b
-        .js(
-            "return [sessionStorage.getItem('flxp.token'), location.href, document.body.innerText]",
-            json!([]),
-        )
-        .await;
+    let kept = eval(
+        &b,
+        "return [sessionStorage.getItem('flxp.token'), location.href, document.body.innerText]",
+    )
+    .await;
     assert_eq!(kept[0], API_TOKEN, "{kept}");
     assert_eq!(
         b.wait(
@@ -125,18 +216,10 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
 
     // Zone view: every node's figures are the API's.
     let api = s
-        .gql(
-            r#"{ nodes(zone: "lab") { name mem maxmem committedMem guests } status(zone: "lab") { running guests imbalance threshold violations { rule } } }"#,
-            json!({}),
-        )
+        .query(r#"{ nodes(zone: "lab") { name mem maxmem committedMem guests } status(zone: "lab") { running guests imbalance threshold violations { rule } } }"#)
         .await;
     let nodes = api["data"]["nodes"].as_array().unwrap();
-    let cards = b
-        .js(
-            "return Array.from(document.querySelectorAll('#nodes .node')).map(c => ({ name: c.dataset.node, maxmem: Number(c.dataset.maxmem), committed: Number(c.dataset.committed), guests: Number(c.dataset.guests), text: c.innerText }))",
-            json!([]),
-        )
-        .await;
+    let cards = eval(&b, "return Array.from(document.querySelectorAll('#nodes .node')).map(c => ({ name: c.dataset.node, maxmem: Number(c.dataset.maxmem), committed: Number(c.dataset.committed), guests: Number(c.dataset.guests), text: c.innerText }))").await;
     let cards = cards.as_array().unwrap();
     assert_eq!(cards.len(), nodes.len());
     for (n, c) in nodes.iter().zip(cards) {
@@ -149,19 +232,9 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
         assert!(text.contains(&format!("{} guests", n["guests"])), "{text}");
     }
     let st = &api["data"]["status"];
-    let total = b
-        .js(
-            "return document.getElementById('guest-total').textContent",
-            json!([]),
-        )
-        .await;
+    let total = text_of(&b, "guest-total").await;
     assert_eq!(total, format!("{} / {}", st["running"], st["guests"]));
-    let imbalance = b
-        .js(
-            "return document.getElementById('imbalance').textContent",
-            json!([]),
-        )
-        .await;
+    let imbalance = text_of(&b, "imbalance").await;
     let want = format!(
         "{:.2} / threshold {:.2}",
         st["imbalance"].as_f64().unwrap(),
@@ -197,16 +270,8 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
         20,
     )
     .await;
-    let guests = s
-        .gql(r#"{ guests(zone: "lab") { vmid node } }"#, json!({}))
-        .await;
-    let mut want: Vec<u64> = guests["data"]["guests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|g| g["node"] == node)
-        .map(|g| g["vmid"].as_u64().unwrap())
-        .collect();
+    let guests = s.query(GUESTS).await;
+    let mut want = api_vmids(&guests["data"]["guests"], |g| g["node"] == node);
     let mut shown = vmids(&b, "#guest-table").await;
     want.sort_unstable();
     shown.sort_unstable();
@@ -215,43 +280,18 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
 
     // What would balance do now: the same plan as the API's.
     let plan = s
-        .gql(
-            r#"{ rebalancePlan(zone: "lab") { migrations { vmid to } } }"#,
-            json!({}),
-        )
+        .query(r#"{ rebalancePlan(zone: "lab") { migrations { vmid to } } }"#)
         .await;
-    let planned: Vec<u64> = plan["data"]["rebalancePlan"]["migrations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["vmid"].as_u64().unwrap())
-        .collect();
+    let planned = api_vmids(&plan["data"]["rebalancePlan"]["migrations"], |_| true);
     assert!(!planned.is_empty(), "the demo zone needs balancing: {plan}");
-    open(&b, &s, "#/balance").await;
-    b.wait(
-        "the plan",
-        "return document.getElementById('migration-table')",
-        30,
-    )
-    .await;
+    open_balance(&b, &s).await;
     assert_eq!(vmids(&b, "#migration-table").await, planned);
-    let bars = b
-        .js(
-            "return document.querySelectorAll('#before-after [data-node]').length",
-            json!([]),
-        )
-        .await;
+    let bars = count(&b, "#before-after [data-node]").await;
     assert_eq!(bars, json!(nodes.len()));
     shot(&b, "balance").await;
 
     // Carry it out, confirmed, and follow it live to its end.
-    b.click("#carry-out").await;
-    b.wait(
-        "the confirmation",
-        "return document.getElementById('confirm').open",
-        10,
-    )
-    .await;
+    ask_to_carry_out(&b).await;
     shot(&b, "balance-confirm").await;
     b.click("#confirm-ok").await;
     b.wait(
@@ -268,38 +308,21 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
         )
         .await;
     assert_eq!(state, "finished");
-    let done = b
-        .js(
-            "return document.querySelectorAll('#run-table tr[data-state=done]').length",
-            json!([]),
-        )
-        .await;
+    let done = count(&b, "#run-table tr[data-state=done]").await;
     assert!(done.as_u64().unwrap() >= 1, "{done}");
-    let status = b
-        .js(
-            "return document.getElementById('run-status').textContent",
-            json!([]),
-        )
-        .await;
+    let status = text_of(&b, "run-status").await;
     assert!(
         status.as_str().unwrap().contains(&format!("{done} done")),
         "{status}"
     );
-    b.js(
+    eval(
+        &b,
         "document.getElementById('run').scrollIntoView({ block: 'center' })",
-        json!([]),
     )
     .await;
     shot(&b, "balance-done").await;
-    let after = s
-        .gql(r#"{ guests(zone: "lab") { vmid node } }"#, json!({}))
-        .await;
-    let moved = b
-        .js(
-            "return Array.from(document.querySelectorAll('#run-table tr[data-state=done]')).map(r => [Number(r.dataset.vmid), r.children[1].textContent.split(' → ')[1]])",
-            json!([]),
-        )
-        .await;
+    let after = s.query(GUESTS).await;
+    let moved = eval(&b, "return Array.from(document.querySelectorAll('#run-table tr[data-state=done]')).map(r => [Number(r.dataset.vmid), r.children[1].textContent.split(' → ')[1]])").await;
     for m in moved.as_array().unwrap() {
         let g = after["data"]["guests"]
             .as_array()
@@ -311,79 +334,69 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
     }
 
     // History: Proxmox's task list, the same as the API's.
-    open(&b, &s, "#/history").await;
-    b.wait(
+    open_view(
+        &b,
+        &s,
+        "#/history",
         "the task history",
         "return document.getElementById('task-table')",
         20,
     )
     .await;
     let tasks = s
-        .gql(
-            r#"{ tasks(zone: "lab", limit: 100) { upid type } }"#,
-            json!({}),
-        )
+        .query(r#"{ tasks(zone: "lab", limit: 100) { upid type } }"#)
         .await;
     let tasks = tasks["data"]["tasks"].as_array().unwrap();
     assert!(tasks.iter().any(|t| t["type"] == "qmigrate"), "{tasks:?}");
-    let rows = b
-        .js(
-            "return document.querySelectorAll('#task-table tbody tr').length",
-            json!([]),
-        )
-        .await;
+    let rows = count(&b, "#task-table tbody tr").await;
     assert_eq!(rows, json!(tasks.len()));
     shot(&b, "history").await;
 
     // What-if placement: the chosen node and every node's verdict are the API's.
-    open(&b, &s, "#/place").await;
-    b.wait(
+    open_view(
+        &b,
+        &s,
+        "#/place",
         "the placement form",
         "return document.getElementById('pl-host').options.length > 1",
         20,
     )
     .await;
     b.type_into("#pl-tags", "flxp.anti-affinity.web").await;
-    b.click("#place-form button[type=submit]").await;
-    b.wait(
+    submit(
+        &b,
+        "#place-form",
         "the placement",
         "return document.getElementById('candidates')",
         20,
     )
     .await;
     let p = s
-        .gql(
-            r#"{ placement(zone: "lab", request: { memory: "4GiB", cores: 2, tags: ["flxp.anti-affinity.web"] }, explain: true) { node candidates { node feasible } } }"#,
-            json!({}),
-        )
+        .query(r#"{ placement(zone: "lab", request: { memory: "4GiB", cores: 2, tags: ["flxp.anti-affinity.web"] }, explain: true) { node candidates { node feasible } } }"#)
         .await;
-    let chosen = b
-        .js(
-            "return document.getElementById('place-choice').dataset.node",
-            json!([]),
-        )
-        .await;
+    let chosen = eval(
+        &b,
+        "return document.getElementById('place-choice').dataset.node",
+    )
+    .await;
     assert_eq!(chosen, p["data"]["placement"]["node"]);
-    let verdicts = b
-        .js(
-            "return Array.from(document.querySelectorAll('#candidates tbody tr')).map(r => ({ node: r.dataset.node, feasible: r.dataset.feasible === 'true' }))",
-            json!([]),
-        )
-        .await;
+    let verdicts = eval(&b, "return Array.from(document.querySelectorAll('#candidates tbody tr')).map(r => ({ node: r.dataset.node, feasible: r.dataset.feasible === 'true' }))").await;
     assert_eq!(verdicts, p["data"]["placement"]["candidates"]);
     shot(&b, "place").await;
 
     // Evacuation plan of a chosen node: the API's.
-    open(&b, &s, "#/evacuate").await;
-    let node = b
-        .wait(
-            "the node list",
-            "return document.getElementById('evac-node').value",
-            20,
-        )
-        .await;
-    b.click("#evacuate-form button[type=submit]").await;
-    b.wait(
+    let node = open_view(
+        &b,
+        &s,
+        "#/evacuate",
+        "the node list",
+        "return document.getElementById('evac-node').value",
+        20,
+    )
+    .await;
+    submit(
+        &b,
+        "#evacuate-form",
         "the evacuation plan",
         "return document.getElementById('plan')",
         30,
@@ -395,12 +408,11 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
             json!({ "n": node }),
         )
         .await;
-    let count = b
-        .js(
-            "return Number(document.getElementById('plan').dataset.migrations)",
-            json!([]),
-        )
-        .await;
+    let count = eval(
+        &b,
+        "return Number(document.getElementById('plan').dataset.migrations)",
+    )
+    .await;
     assert_eq!(
         count,
         json!(
@@ -413,38 +425,33 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
     shot(&b, "evacuate").await;
 
     // createVM with the configured profiles.
-    open(&b, &s, "#/create").await;
-    b.wait(
+    open_view(
+        &b,
+        &s,
+        "#/create",
         "the create form",
         "return document.getElementById('cv-compute').options.length",
         20,
     )
     .await;
-    let profiles = b
-        .js(
-            "return Array.from(document.getElementById('cv-compute').options).map(o => o.value)",
-            json!([]),
-        )
-        .await;
-    assert_eq!(profiles, json!(["huge", "medium", "small"]));
-    b.type_into("#cv-name", "dash-web").await;
-    b.js(
-        "document.getElementById('cv-compute').value = 'small'",
-        json!([]),
+    let profiles = eval(
+        &b,
+        "return Array.from(document.getElementById('cv-compute').options).map(o => o.value)",
     )
     .await;
+    assert_eq!(profiles, json!(["huge", "medium", "small"]));
+    b.type_into("#cv-name", "dash-web").await;
+    eval(&b, "document.getElementById('cv-compute').value = 'small'").await;
     b.type_into("#cv-key", crate::serve::KEY).await;
-    b.click("#create-form button[type=submit]").await;
-    let vmid = b
-        .wait(
-            "the new VM",
-            "const c = document.getElementById('created'); return c && c.dataset.vmid",
-            60,
-        )
-        .await;
-    let g = s
-        .gql(r#"{ guests(zone: "lab") { vmid name } }"#, json!({}))
-        .await;
+    let vmid = submit(
+        &b,
+        "#create-form",
+        "the new VM",
+        "const c = document.getElementById('created'); return c && c.dataset.vmid",
+        60,
+    )
+    .await;
+    let g = s.query(r#"{ guests(zone: "lab") { vmid name } }"#).await;
     assert!(
         g["data"]["guests"]
             .as_array()
@@ -456,7 +463,7 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
     shot(&b, "create").await;
 
     // The vendored GraphiQL renders without reaching any other host.
-    b.goto(&format!("{}/graphql", s.url)).await;
+    open(&b, &s, "graphql").await;
     b.wait(
         "GraphiQL",
         "return document.querySelector('.graphiql-container')",
@@ -464,23 +471,14 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
     )
     .await;
     shot(&b, "graphiql").await;
-    b.goto(&format!("{}/", s.url)).await;
-    let hosts = b
-        .js(
-            "return performance.getEntriesByType('resource').map(e => new URL(e.name).host).filter(h => h !== location.host)",
-            json!([]),
-        )
-        .await;
+    open(&b, &s, "").await;
+    let hosts = eval(&b, "return performance.getEntriesByType('resource').map(e => new URL(e.name).host).filter(h => h !== location.host)").await;
     assert_eq!(hosts, json!([]), "resources from another host");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_viewer_sees_plans_and_is_refused_carrying_them_out() {
-    crate::webdriver::require_browser();
-    let _one = ONE_BROWSER.lock().await;
-    let s = start(Scenario::demo(), &viewer_config(), &[]).await;
-    let b = Browser::start(390, 844).await;
-    b.goto(&format!("{}/", s.url)).await;
+    let (_one, s, b) = setup(390, 844).await;
     login(&b, VIEWER_TOKEN).await;
     // The role badge is filled in once the page has asked the API who it is, which can come
     // after the zone view under load: wait for it rather than read it at once.
@@ -494,24 +492,10 @@ async fn a_viewer_sees_plans_and_is_refused_carrying_them_out() {
         .await;
     assert_eq!(role[0], "viewer", "{role}");
     shot(&b, "zone-phone").await;
-    let before = s
-        .gql(r#"{ guests(zone: "lab") { vmid node } }"#, json!({}))
-        .await;
+    let before = s.query(GUESTS).await;
     let count = s.guest_count();
-    open(&b, &s, "#/balance").await;
-    b.wait(
-        "the plan",
-        "return document.getElementById('migration-table')",
-        30,
-    )
-    .await;
-    b.click("#carry-out").await;
-    b.wait(
-        "the confirmation",
-        "return document.getElementById('confirm').open",
-        10,
-    )
-    .await;
+    open_balance(&b, &s).await;
+    ask_to_carry_out(&b).await;
     b.click("#confirm-ok").await;
     let state = b
         .wait(
@@ -521,17 +505,14 @@ async fn a_viewer_sees_plans_and_is_refused_carrying_them_out() {
         )
         .await;
     assert_eq!(state, "refused");
-    let code = b
-        .js(
-            "return document.querySelector('#run-status [data-code]').dataset.code",
-            json!([]),
-        )
-        .await;
+    let code = eval(
+        &b,
+        "return document.querySelector('#run-status [data-code]').dataset.code",
+    )
+    .await;
     assert_eq!(code, "FORBIDDEN");
     // Refused by the API, not only the page: nothing moved.
-    let after = s
-        .gql(r#"{ guests(zone: "lab") { vmid node } }"#, json!({}))
-        .await;
+    let after = s.query(GUESTS).await;
     assert_eq!(before, after);
     let (status, v) = s
         .gql_as(

@@ -1,45 +1,16 @@
 //! Commands against a live zone: the simulator in-process over HTTPS, pinned by fingerprint.
 
-use std::path::PathBuf;
+use flxp_sim::Scenario;
 
-use flxp_sim::{Scenario, Sim, SimHandle, TlsIdentity};
-
-use super::{run, temp_file};
+use super::{TlsZone, on_file, run, temp_file, tls_zone};
 
 const TOKEN: &str = "root@pam!flxp=5f0c3a8e-1d2b-4c6f-9a7e-3b2d1c0f9e8d";
 
-/// A running simulator on a free loopback port with a config file pointing at it.
-struct Zone {
-    _runtime: tokio::runtime::Runtime,
-    _handle: SimHandle,
-    _dir: tempfile::TempDir,
-    config: PathBuf,
-}
-
-fn zone() -> Zone {
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let (handle, fingerprint) = runtime.block_on(async {
-        let mut scenario = Scenario::demo();
-        scenario.add_token(TOKEN).unwrap();
-        let sim = Sim::new(scenario).unwrap();
-        let tls = TlsIdentity::generate(&["127.0.0.1".to_owned(), "localhost".to_owned()]).unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let handle = SimHandle::spawn(listener, sim, Some(&tls)).unwrap();
-        let fp = handle.fingerprint().unwrap().to_owned();
-        (handle, fp)
-    });
-    let (id, secret) = TOKEN.rsplit_once('=').unwrap();
-    let text = format!(
-        "[zones.lab]\nhosts = [\"{}\"]\ntoken = \"{id}\"\ntoken-secret = \"{secret}\"\nfingerprint = \"{fingerprint}\"\n",
-        handle.addr()
-    );
-    let (dir, config) = temp_file("flxp.toml", &text);
-    Zone {
-        _runtime: runtime,
-        _handle: handle,
-        _dir: dir,
-        config,
-    }
+/// The demo scenario served over HTTPS, pinned by fingerprint.
+fn zone() -> TlsZone {
+    let mut scenario = Scenario::demo();
+    scenario.add_token(TOKEN).unwrap();
+    tls_zone(scenario, TOKEN, "")
 }
 
 #[test]
@@ -61,7 +32,7 @@ fn status_place_and_snapshot_read_a_live_zone() {
     let (code, out, err) = run(&["snapshot", "--zone", "lab", "--config", cfg]);
     assert_eq!(code, 0, "{err}");
     let (_d, snap) = temp_file("snap.json", &out);
-    let (code, from_file, _) = run(&["status", "--from-file", snap.to_str().unwrap(), "--json"]);
+    let (code, from_file, _) = on_file("status", &snap, &["--json"]);
     assert_eq!(code, 0);
     let a: serde_json::Value = serde_json::from_str(&from_file).unwrap();
     assert_eq!(a["nodes"].as_array().unwrap().len(), 4);

@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use flxp_sim::Scenario;
 use serde_json::{Value, json};
 
-use super::{example, run, temp_file};
+use super::{example, on_file, run, temp_file};
 
 /// The Python interpreter itself (not a version manager's shim, whose start alone can take a
 /// second on a busy machine). Fails (never skips) when python3 is missing, naming how to install it.
@@ -62,6 +62,32 @@ fn exec_plugin(name: &str, kind: &str, file: &str, args: &[&str], extra: &str) -
     )
 }
 
+/// The licence filter plugin, reading the nodes holding a licence (`licences`) from a file in `dir`.
+fn licence_plugin(dir: &Path, licences: &str, extra: &str) -> String {
+    let file = dir.join("licences.txt");
+    std::fs::write(&file, licences).unwrap();
+    exec_plugin(
+        "licences",
+        "filter",
+        "licence_filter.py",
+        &[file.to_str().unwrap()],
+        extra,
+    )
+}
+
+/// The price score plugin, reading every demo node's price from a file in `dir`.
+fn price_plugin(dir: &Path) -> String {
+    let file = dir.join("prices.txt");
+    std::fs::write(&file, "pve1 0.05\npve2 0.05\npve3 0.10\npve4 0.30\n").unwrap();
+    exec_plugin(
+        "price",
+        "score",
+        "price_score.py",
+        &[file.to_str().unwrap()],
+        "",
+    )
+}
+
 fn place(config: &Path, extra: &[&str]) -> (i32, String, String) {
     let snap = snapshot();
     let mut args = vec![
@@ -91,24 +117,11 @@ fn candidate<'a>(v: &'a Value, node: &str) -> &'a Value {
 #[test]
 fn place_honours_the_licence_filter_and_the_price_score() {
     let dir = tempfile::tempdir().unwrap();
-    let licences = dir.path().join("licences.txt");
-    std::fs::write(&licences, "# nodes with a Windows licence\npve3\npve4\n").unwrap();
-    let prices = dir.path().join("prices.txt");
-    std::fs::write(&prices, "pve1 0.05\npve2 0.05\npve3 0.10\npve4 0.30\n").unwrap();
     let config = dir.path().join("flxp.toml");
-    let text = exec_plugin(
-        "licences",
-        "filter",
-        "licence_filter.py",
-        &[licences.to_str().unwrap()],
-        "",
-    ) + &exec_plugin(
-        "price",
-        "score",
-        "price_score.py",
-        &[prices.to_str().unwrap()],
-        "",
-    ) + "[policies.cheap]\nfree-memory = 1\nprice = 5\n";
+    let licences = "# nodes with a Windows licence\npve3\npve4\n";
+    let text = licence_plugin(dir.path(), licences, "")
+        + &price_plugin(dir.path())
+        + "[policies.cheap]\nfree-memory = 1\nprice = 5\n";
     std::fs::write(&config, text).unwrap();
 
     // Without the windows tag the filter allows every node; free-memory picks pve2.
@@ -236,16 +249,17 @@ fn config_errors_name_the_plugin_and_the_key() {
 
 fn balance(config: &Path, method: &str) -> (i32, Value, String) {
     let snap = snapshot();
-    let (code, out, err) = run(&[
+    let (code, out, err) = on_file(
         "balance",
-        "--from-file",
         &snap,
-        "--config",
-        config.to_str().unwrap(),
-        "--method",
-        method,
-        "--json",
-    ]);
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--method",
+            method,
+            "--json",
+        ],
+    );
     let v = serde_json::from_str(&out).unwrap_or(Value::Null);
     (code, v, err)
 }
@@ -300,14 +314,11 @@ fn balance_plans_the_plugin_s_safe_proposals_and_refuses_unsafe_ones() {
         &(text.clone() + "[balance]\nmethod = \"drain-fullest\"\n"),
     );
     let snap = snapshot();
-    let (code, out, err) = run(&[
+    let (code, out, err) = on_file(
         "balance",
-        "--from-file",
         &snap,
-        "--config",
-        default.to_str().unwrap(),
-        "--json",
-    ]);
+        &["--config", default.to_str().unwrap(), "--json"],
+    );
     assert!(code == 0 || code == 3, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["method"], "drain-fullest", "{v}");
@@ -393,22 +404,12 @@ fn place_honours_an_http_extender() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_explains_plugins_in_placements_and_plans_with_balance_plugins() {
     let dir = tempfile::tempdir().unwrap();
-    let licences = dir.path().join("licences.txt");
-    std::fs::write(&licences, "pve1\npve2\n").unwrap();
-    let extra = exec_plugin(
-        "licences",
-        "filter",
-        "licence_filter.py",
-        &[licences.to_str().unwrap()],
-        "on-failure = \"fail\"",
-    ) + &exec_plugin("drain-fullest", "balance", "balance_module.py", &["1"], "");
+    let extra = licence_plugin(dir.path(), "pve1\npve2\n", "on-failure = \"fail\"")
+        + &exec_plugin("drain-fullest", "balance", "balance_module.py", &["1"], "");
     let s = super::serve::start(Scenario::demo(), &extra, &[]).await;
     let v = s
-        .gql(
-            r#"query { placement(zone: "lab", request: { memory: "2GiB", cores: 1, tags: ["windows"] }, explain: true) {
-                node warnings candidates { node feasible reasons scores { scorer score } } } }"#,
-            json!({}),
-        )
+        .query(r#"query { placement(zone: "lab", request: { memory: "2GiB", cores: 1, tags: ["windows"] }, explain: true) {
+                node warnings candidates { node feasible reasons scores { scorer score } } } }"#)
         .await;
     let p = &v["data"]["placement"];
     let node = p["node"].as_str().unwrap_or_default();
@@ -426,13 +427,10 @@ async fn serve_explains_plugins_in_placements_and_plans_with_balance_plugins() {
         .count();
     assert!(refused > 0, "{v}");
 
-    let v = s.gql("query { balanceMethods { name } }", json!({})).await;
+    let v = s.query("query { balanceMethods { name } }").await;
     assert!(v.to_string().contains("drain-fullest"), "{v}");
     let v = s
-        .gql(
-            r#"query { rebalancePlan(zone: "lab", method: "drain-fullest") { method summary migrations { vmid reason } } }"#,
-            json!({}),
-        )
+        .query(r#"query { rebalancePlan(zone: "lab", method: "drain-fullest") { method summary migrations { vmid reason } } }"#)
         .await;
     assert_eq!(v["data"]["rebalancePlan"]["method"], "drain-fullest", "{v}");
 }
@@ -623,15 +621,7 @@ fn every_balance_proposal_gets_exactly_one_verdict() {
 
     let snap = snapshot();
     let cfg = config.to_str().unwrap();
-    let (_, out, _) = run(&[
-        "balance",
-        "--from-file",
-        &snap,
-        "--config",
-        cfg,
-        "--method",
-        "unsafe",
-    ]);
+    let (_, out, _) = on_file("balance", &snap, &["--config", cfg, "--method", "unsafe"]);
     let lines: Vec<&str> = out
         .lines()
         .skip_while(|l| !l.starts_with("plugin unsafe proposed 4 migration(s)"))
@@ -673,15 +663,8 @@ fn every_ignored_plugin_failure_is_logged() {
 #[test]
 fn explain_shows_the_policy_s_weights_and_the_soft_rules_it_carries() {
     let dir = tempfile::tempdir().unwrap();
-    let prices = dir.path().join("prices.txt");
-    std::fs::write(&prices, "pve1 0.05\npve2 0.05\npve3 0.10\npve4 0.30\n").unwrap();
-    let text = exec_plugin(
-        "price",
-        "score",
-        "price_score.py",
-        &[prices.to_str().unwrap()],
-        "",
-    ) + "[policies.cheap]\nfree-memory = 1\nprice = 5\nprefer-no = 0\n";
+    let text =
+        price_plugin(dir.path()) + "[policies.cheap]\nfree-memory = 1\nprice = 5\nprefer-no = 0\n";
     let (_d, config) = temp_file("flxp.toml", &text);
     let (code, out, err) = place(&config, &["--policy", "cheap", "--explain"]);
     assert_eq!(code, 0, "{err}");
@@ -723,18 +706,9 @@ async fn serve_tells_plugins_the_zone() {
     };
     let extra = plugin("rec", "filter") + &plugin("rec-balance", "balance");
     let s = super::serve::start(Scenario::demo(), &extra, &[]).await;
+    s.assert_placed(r#"{ memory: "1GiB", cores: 1 }"#).await;
     let v = s
-        .gql(
-            r#"query { placement(zone: "lab", request: { memory: "1GiB", cores: 1 }) { node } }"#,
-            json!({}),
-        )
-        .await;
-    assert!(v["data"]["placement"]["node"].is_string(), "{v}");
-    let v = s
-        .gql(
-            r#"query { rebalancePlan(zone: "lab", method: "rec-balance") { method } }"#,
-            json!({}),
-        )
+        .query(r#"query { rebalancePlan(zone: "lab", method: "rec-balance") { method } }"#)
         .await;
     assert_eq!(v["data"]["rebalancePlan"]["method"], "rec-balance", "{v}");
     let lines = std::fs::read_to_string(&seen).unwrap();

@@ -4,14 +4,13 @@
 //! Proxmox's message naming it.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 
 use flxp_pve::privileges::{Feature, privilege_names, requirements};
-use flxp_sim::{Scenario, Sim, SimHandle, TlsIdentity};
+use flxp_sim::Scenario;
 use serde_json::json;
 
-use super::serve::{self, CATALOG, CREATE, options};
-use super::{run, temp_file};
+use super::serve::{self, CATALOG};
+use super::{TlsZone, run, temp_file, tls_zone};
 
 const TOKEN: &str = "flxp@pve!flxp=0b6f1c2e-4d3a-4e5f-8a9b-1c2d3e4f5a6b";
 /// Daemon off: the zone is only read (and, with the catalog, used for createVM).
@@ -33,52 +32,19 @@ fn without(privs: &[String], gone: &str) -> Vec<String> {
     privs.iter().filter(|p| *p != gone).cloned().collect()
 }
 
-/// A simulator (HTTPS, pinned) whose only token holds `privs`, and a config pointing at it.
-struct Zone {
-    _runtime: tokio::runtime::Runtime,
-    _handle: SimHandle,
-    _dir: tempfile::TempDir,
-    config: PathBuf,
-}
-
-impl Zone {
-    fn cfg(&self) -> &str {
-        self.config.to_str().unwrap()
-    }
-}
-
-fn zone(privs: Vec<String>, extra: &str) -> Zone {
+fn zone(privs: Vec<String>, extra: &str) -> TlsZone {
     zone_at(privs, extra, 200.0)
 }
 
-fn zone_at(privs: Vec<String>, extra: &str, time_scale: f64) -> Zone {
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let (handle, fingerprint) = runtime.block_on(async {
-        let mut scenario = Scenario::demo();
-        scenario
-            .sim
-            .tokens
-            .push(json!({ "token": TOKEN, "privs": privs }));
-        scenario.sim.time_scale = Some(time_scale);
-        let sim = Sim::new(scenario).unwrap();
-        let tls = TlsIdentity::generate(&["127.0.0.1".to_owned()]).unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let handle = SimHandle::spawn(listener, sim, Some(&tls)).unwrap();
-        let fp = handle.fingerprint().unwrap().to_owned();
-        (handle, fp)
-    });
-    let (id, secret) = TOKEN.rsplit_once('=').unwrap();
-    let text = format!(
-        "[zones.lab]\nhosts = [\"{}\"]\ntoken = \"{id}\"\ntoken-secret = \"{secret}\"\nfingerprint = \"{fingerprint}\"\n{extra}",
-        handle.addr()
-    );
-    let (dir, config) = temp_file("flxp.toml", &text);
-    Zone {
-        _runtime: runtime,
-        _handle: handle,
-        _dir: dir,
-        config,
-    }
+/// The demo scenario over HTTPS (pinned) whose only token holds `privs`, at `time_scale`.
+fn zone_at(privs: Vec<String>, extra: &str, time_scale: f64) -> TlsZone {
+    let mut scenario = Scenario::demo();
+    scenario
+        .sim
+        .tokens
+        .push(json!({ "token": TOKEN, "privs": privs }));
+    scenario.sim.time_scale = Some(time_scale);
+    tls_zone(scenario, TOKEN, extra)
 }
 
 #[test]
@@ -196,10 +162,9 @@ fn consolidation_switches_nodes_off_with_the_balance_role_and_names_sys_power_mg
 async fn create_vm_works_with_its_role_and_is_refused_naming_each_missing_privilege() {
     let features = set(&[Feature::Create]);
     let privs = role(&[Feature::Create]);
-    let create = |name: &str| json!({ "zone": "lab", "name": name, "options": options() });
 
     let s = serve::start_with_privs(Scenario::demo(), privs.clone(), NO_DAEMON).await;
-    let v = s.gql(CREATE, create("web-server")).await;
+    let v = s.create("web-server").await;
     assert!(v["errors"].is_null(), "{v}\n{}", s.log());
     drop(s);
 
@@ -209,7 +174,7 @@ async fn create_vm_works_with_its_role_and_is_refused_naming_each_missing_privil
     {
         let s = serve::start_with_privs(Scenario::demo(), without(&privs, r.privilege), NO_DAEMON)
             .await;
-        let v = s.gql(CREATE, create("web-server")).await;
+        let v = s.create("web-server").await;
         let message = serve::message(&v);
         assert!(
             message.contains("Permission check failed") && message.contains(r.privilege),

@@ -18,27 +18,7 @@ pub const KEY: &str =
 pub const PASSWORD: &str = "initial-password-4711";
 
 /// The catalog every test config has.
-pub const CATALOG: &str = r#"
-[compute-profiles.small]
-cores = 1
-memory = "1GiB"
-[compute-profiles.medium]
-cores = 2
-memory = "4GiB"
-[compute-profiles.huge]
-cores = 4
-memory = "300GiB"
-[storage-profiles.standard]
-storage = "ceph"
-disk = "32GiB"
-[images.ubuntu-2404]
-template = 9000
-[networks."100"]
-bridge = "vmbr0"
-vlan = 100
-[create-vm]
-poll-ms = 10
-"#;
+pub const CATALOG: &str = include_str!("catalog.toml");
 
 /// A simulator in this process and `flxp serve` in a child process pointing at it.
 pub struct Service {
@@ -109,11 +89,13 @@ async fn spawn(
     let tls = TlsIdentity::generate(&["127.0.0.1".to_owned()]).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let sim = SimHandle::spawn(listener, Sim::new(scenario).unwrap(), Some(&tls)).unwrap();
-    let (id, secret) = PVE_TOKEN.rsplit_once('=').unwrap();
-    let text = format!(
-        "[zones.lab]\nhosts = [\"{}\"]\ntoken = \"{id}\"\ntoken-secret = \"{secret}\"\nfingerprint = \"{}\"\n{CATALOG}{extra}",
-        sim.addr(),
-        sim.fingerprint().unwrap()
+    let text = super::lab_config(
+        &sim.addr().to_string(),
+        PVE_TOKEN,
+        &format!(
+            "fingerprint = \"{}\"\n{CATALOG}{extra}",
+            sim.fingerprint().unwrap()
+        ),
     );
     let (dir, config) = super::temp_file("flxp.toml", &text);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_flxp"));
@@ -188,6 +170,28 @@ impl Service {
         v
     }
 
+    /// A GraphQL request without variables, with the right token.
+    pub async fn query(&self, query: &str) -> Value {
+        self.gql(query, json!({})).await
+    }
+
+    /// A valid `createVM` of a VM named `name` in zone `lab`, with the right token.
+    pub async fn create(&self, name: &str) -> Value {
+        self.gql(CREATE, create_vars(name)).await
+    }
+
+    /// Places a VM of `request` (a `PlacementInput` literal) in zone `lab` and checks that a node
+    /// is chosen; the answer.
+    pub async fn assert_placed(&self, request: &str) -> Value {
+        let v = self
+            .query(&format!(
+                r#"query {{ placement(zone: "lab", request: {request}) {{ node }} }}"#
+            ))
+            .await;
+        assert!(v["data"]["placement"]["node"].is_string(), "{v}");
+        v
+    }
+
     /// GET a path: status and body.
     pub async fn get(&self, path: &str) -> (u16, String) {
         let resp = self
@@ -237,6 +241,11 @@ mutation Create($zone: String!, $name: String!, $host: String, $options: CreateV
   createVM(zone: $zone, name: $name, host: $host, options: $options) { id name host { id name } }
 }"#;
 
+/// The variables of a valid `createVM` of a VM named `name` in zone `lab`.
+pub fn create_vars(name: &str) -> Value {
+    json!({ "zone": "lab", "name": name, "options": options() })
+}
+
 /// Options of a valid `createVM`.
 pub fn options() -> Value {
     json!({
@@ -267,12 +276,7 @@ pub fn message(v: &Value) -> &str {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_vm_builds_a_running_vm_with_everything_set() {
     let s = demo().await;
-    let v = s
-        .gql(
-            CREATE,
-            json!({ "zone": "lab", "name": "web-server", "options": options() }),
-        )
-        .await;
+    let v = s.create("web-server").await;
     let vm = &v["data"]["createVM"];
     assert!(v["errors"].is_null(), "{v}");
     assert_eq!(vm["name"], "web-server");
@@ -300,10 +304,7 @@ async fn create_vm_builds_a_running_vm_with_everything_set() {
     }
     // The new VM is visible to the API at once.
     let v = s
-        .gql(
-            "query { guests(zone: \"lab\") { vmid name node status tags } }",
-            json!({}),
-        )
+        .query("query { guests(zone: \"lab\") { vmid name node status tags } }")
         .await;
     let mine: Vec<&Value> = v["data"]["guests"]
         .as_array()
@@ -319,18 +320,14 @@ async fn create_vm_builds_a_running_vm_with_everything_set() {
     assert!(!s.log().contains(API_TOKEN));
     let (status, metrics) = s.get("/metrics").await;
     assert_eq!(status, 200);
-    assert!(
-        metrics.contains("flxp_create_vm_total{zone=\"lab\",outcome=\"success\"} 1"),
-        "{metrics}"
-    );
-    assert!(metrics.contains("flxp_proxmox_request_duration_seconds_count{zone=\"lab\",endpoint=\"POST /nodes/{node}/qemu/{vmid}/clone\"} 1"), "{metrics}");
-    assert!(
-        metrics.contains("flxp_imbalance{zone=\"lab\"} "),
-        "{metrics}"
-    );
-    assert!(
-        metrics.contains("flxp_reservations{zone=\"lab\"} "),
-        "{metrics}"
+    super::assert_contains_all(
+        &metrics,
+        &[
+            "flxp_create_vm_total{zone=\"lab\",outcome=\"success\"} 1",
+            "flxp_proxmox_request_duration_seconds_count{zone=\"lab\",endpoint=\"POST /nodes/{node}/qemu/{vmid}/clone\"} 1",
+            "flxp_imbalance{zone=\"lab\"} ",
+            "flxp_reservations{zone=\"lab\"} ",
+        ],
     );
 }
 
@@ -343,12 +340,9 @@ fn flxp_pve_decode(v: &str) -> String {
 async fn queries_answer_placement_nodes_plans_and_zones() {
     let s = demo().await;
     let v = s
-        .gql(
-            r#"query { placement(zone: "lab", request: { computeProfile: "medium", tags: ["flxp.anti-affinity.web"] }, explain: true) {
+        .query(r#"query { placement(zone: "lab", request: { computeProfile: "medium", tags: ["flxp.anti-affinity.web"] }, explain: true) {
                 node policy warnings
-                candidates { node feasible score reasons scores { scorer score } } } }"#,
-            json!({}),
-        )
+                candidates { node feasible score reasons scores { scorer score } } } }"#)
         .await;
     let p = &v["data"]["placement"];
     assert_eq!(p["node"], "pve4", "{v}");
@@ -368,26 +362,16 @@ async fn queries_answer_placement_nodes_plans_and_zones() {
     );
     // Without explain only the answer; with memory and cores instead of a profile.
     let v = s
-        .gql(
-            r#"query { placement(zone: "lab", request: { memory: "2GiB", cores: 1 }) { node candidates { node } } }"#,
-            json!({}),
-        )
+        .query(r#"query { placement(zone: "lab", request: { memory: "2GiB", cores: 1 }) { node candidates { node } } }"#)
         .await;
     assert_eq!(v["data"]["placement"]["candidates"], json!([]), "{v}");
     assert!(v["data"]["placement"]["node"].is_string());
     // A fraction of a CPU, as a container's cpulimit may be, is a valid request too.
-    let v = s
-        .gql(
-            r#"query { placement(zone: "lab", request: { memory: "2GiB", cores: 0.5 }) { node } }"#,
-            json!({}),
-        )
-        .await;
-    assert!(v["data"]["placement"]["node"].is_string(), "{v}");
+    s.assert_placed(r#"{ memory: "2GiB", cores: 0.5 }"#).await;
 
     let v = s
-        .gql(
+        .query(
             "query { nodes(zone: \"lab\") { name status mem maxmem running violations { rule } } }",
-            json!({}),
         )
         .await;
     let nodes = v["data"]["nodes"].as_array().unwrap();
@@ -401,7 +385,7 @@ async fn queries_answer_placement_nodes_plans_and_zones() {
     assert_eq!(nodes[0]["maxmem"], 412_316_860_416u64);
 
     let v = s
-        .gql("query { rebalancePlan(zone: \"lab\") { method metric imbalanceBefore imbalanceAfter migrations { vmid from to reason } document } }", json!({}))
+        .query("query { rebalancePlan(zone: \"lab\") { method metric imbalanceBefore imbalanceAfter migrations { vmid from to reason } document } }")
         .await;
     let plan = &v["data"]["rebalancePlan"];
     assert_eq!(plan["method"], "flxp", "{v}");
@@ -412,7 +396,7 @@ async fn queries_answer_placement_nodes_plans_and_zones() {
     );
 
     let v = s
-        .gql("query { evacuationPlan(zone: \"lab\", node: \"pve4\") { method migrations { vmid from to } unplaced { vmid } } }", json!({}))
+        .query("query { evacuationPlan(zone: \"lab\", node: \"pve4\") { method migrations { vmid from to } unplaced { vmid } } }")
         .await;
     let e = &v["data"]["evacuationPlan"];
     assert_eq!(e["method"], "evacuate", "{v}");
@@ -426,7 +410,7 @@ async fn queries_answer_placement_nodes_plans_and_zones() {
     );
 
     let v = s
-        .gql("query { zones { name reachable simulated } }", json!({}))
+        .query("query { zones { name reachable simulated } }")
         .await;
     assert_eq!(
         v["data"]["zones"],
@@ -474,17 +458,16 @@ async fn health_readiness_graphiql_and_a_clean_sigterm() {
     assert!(log.contains("shutting down"), "{log}");
 }
 
+/// Fast migrations, four at a time and two per node each way.
+const PARALLEL_MIGRATIONS: &str =
+    "[migration]\npoll-secs = 1\nparallel = 4\nper-node-in = 2\nper-node-out = 2\n";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rebalance_carries_out_its_plan_and_a_dry_run_moves_nothing() {
-    let s = start(
-        Scenario::demo(),
-        "[migration]\npoll-secs = 1\nparallel = 4\nper-node-in = 2\nper-node-out = 2\n",
-        &[],
-    )
-    .await;
+    let s = start(Scenario::demo(), PARALLEL_MIGRATIONS, &[]).await;
     let before: Vec<(u32, String)> = guests(&s);
     let v = s
-        .gql("mutation { rebalance(zone: \"lab\", dryRun: true) { executed done plan { migrations { vmid to } } } }", json!({}))
+        .query("mutation { rebalance(zone: \"lab\", dryRun: true) { executed done plan { migrations { vmid to } } } }")
         .await;
     let r = &v["data"]["rebalance"];
     assert_eq!(r["executed"], false, "{v}");
@@ -493,7 +476,7 @@ async fn rebalance_carries_out_its_plan_and_a_dry_run_moves_nothing() {
     assert_eq!(guests(&s), before);
 
     let v = s
-        .gql("mutation { rebalance(zone: \"lab\") { executed done failed plan { migrations { vmid to } } } }", json!({}))
+        .query("mutation { rebalance(zone: \"lab\") { executed done failed plan { migrations { vmid to } } } }")
         .await;
     let r = &v["data"]["rebalance"];
     assert_eq!(r["executed"], true, "{v}");
@@ -528,12 +511,7 @@ fn guests(s: &Service) -> Vec<(u32, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn evacuate_empties_the_node_and_unknown_names_have_their_codes() {
-    let s = start(
-        Scenario::demo(),
-        "[migration]\npoll-secs = 1\nparallel = 4\nper-node-in = 2\nper-node-out = 2\n",
-        &[],
-    )
-    .await;
+    let s = start(Scenario::demo(), PARALLEL_MIGRATIONS, &[]).await;
     let v = s
         .gql_as(
             Some(API_TOKEN),
@@ -544,16 +522,11 @@ async fn evacuate_empties_the_node_and_unknown_names_have_their_codes() {
         .1;
     assert_eq!(code(&v), "UNKNOWN_NODE", "{v}");
     assert!(message(&v).contains("nodes: pve1, pve2, pve3, pve4"), "{v}");
-    let v = s
-        .gql("query { nodes(zone: \"mars\") { name } }", json!({}))
-        .await;
+    let v = s.query("query { nodes(zone: \"mars\") { name } }").await;
     assert_eq!(code(&v), "UNKNOWN_ZONE", "{v}");
 
     let v = s
-        .gql(
-            "mutation { evacuate(zone: \"lab\", node: \"pve4\") { executed done failed plan { unplaced { vmid } document } } }",
-            json!({}),
-        )
+        .query("mutation { evacuate(zone: \"lab\", node: \"pve4\") { executed done failed plan { unplaced { vmid } document } } }")
         .await;
     let r = &v["data"]["evacuate"];
     assert_eq!(r["executed"], true, "{v}");
@@ -651,13 +624,11 @@ async fn no_new_vm_lands_on_a_node_while_it_is_emptied_and_migrations_are_counte
             .cloned()
             .unwrap()
     };
-    let before = s.gql(query, json!({})).await;
+    let before = s.query(query).await;
     assert_eq!(pve4(&before)["feasible"], true, "{before}");
 
-    let evacuation = s.gql(
-        "mutation { evacuate(zone: \"lab\", node: \"pve4\") { done failed } }",
-        json!({}),
-    );
+    let evacuation =
+        s.query("mutation { evacuate(zone: \"lab\", node: \"pve4\") { done failed } }");
     tokio::pin!(evacuation);
     let watch = async {
         until(&s, "the evacuation's first migration", 60, || migrating(&s)).await;
@@ -676,7 +647,7 @@ async fn no_new_vm_lands_on_a_node_while_it_is_emptied_and_migrations_are_counte
             "the rebalance should still wait: {gave_up:?}"
         );
         // While the guests leave, pve4 counts as in maintenance for new VMs.
-        let v = s.gql(query, json!({})).await;
+        let v = s.query(query).await;
         assert!(migrating(&s), "the evacuation was not held");
         pve4(&v)
     };
@@ -699,7 +670,7 @@ async fn no_new_vm_lands_on_a_node_while_it_is_emptied_and_migrations_are_counte
     let n = done["data"]["evacuate"]["done"].as_u64().unwrap();
     assert!(n >= 1, "{done}");
 
-    let after = s.gql(query, json!({})).await;
+    let after = s.query(query).await;
     assert_eq!(
         pve4(&after)["feasible"],
         false,
@@ -727,28 +698,19 @@ async fn no_new_vm_lands_on_a_node_while_it_is_emptied_and_migrations_are_counte
 async fn balance_methods_are_listed_and_a_plan_takes_a_registered_one() {
     let s = demo().await;
     let v = s
-        .gql("query { balanceMethods { name description } }", json!({}))
+        .query("query { balanceMethods { name description } }")
         .await;
-    let names: Vec<&str> = v["data"]["balanceMethods"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["name"].as_str().unwrap())
-        .collect();
+    let names = super::strs(&v["data"]["balanceMethods"], "name");
     assert_eq!(names, ["flxp", "pve-bruteforce", "pve-topsis"], "{v}");
 
     let v = s
-        .gql(
-            "query { rebalancePlan(zone: \"lab\", method: \"pve-topsis\") { method } }",
-            json!({}),
-        )
+        .query("query { rebalancePlan(zone: \"lab\", method: \"pve-topsis\") { method } }")
         .await;
     assert_eq!(v["data"]["rebalancePlan"]["method"], "pve-topsis", "{v}");
 
     let v = s
-        .gql(
+        .query(
             "mutation { rebalance(zone: \"lab\", dryRun: true, method: \"fastest\") { executed } }",
-            json!({}),
         )
         .await;
     assert_eq!(code(&v), "BAD_INPUT", "{v}");
@@ -769,19 +731,14 @@ async fn an_evacuated_node_stays_empty_through_daemon_rounds_until_the_api_clear
     // No margin: the demo's pve4 is soft-tainted (`prefer-no.small`) and its guests' local disks
     // make every move costly, so the one guest that prefers pve4 back gains less than the default
     // 10 % margin; what this test pins down is that a cleared node takes guests again at all.
-    let s = start(
-        Scenario::demo(),
-        "[migration]\npoll-secs = 1\nparallel = 4\nper-node-in = 2\nper-node-out = 2\n\
+    let daemon = format!(
+        "{PARALLEL_MIGRATIONS}\
          [daemon]\ninterval-secs = 1\n[balance]\ncooldown-secs = 0\n[balance.trigger]\nhold = 1\n\
-         margin = 0\n",
-        &[],
-    )
-    .await;
+         margin = 0\n"
+    );
+    let s = start(Scenario::demo(), &daemon, &[]).await;
     let v = s
-        .gql(
-            "mutation { evacuate(zone: \"lab\", node: \"pve4\") { executed done failed } }",
-            json!({}),
-        )
+        .query("mutation { evacuate(zone: \"lab\", node: \"pve4\") { executed done failed } }")
         .await;
     assert_eq!(v["data"]["evacuate"]["executed"], true, "{v}");
     let stayed: Vec<u32> = guests(&s)
@@ -812,10 +769,7 @@ async fn an_evacuated_node_stays_empty_through_daemon_rounds_until_the_api_clear
         .await;
     assert!(status == 401 || !v["errors"].is_null(), "{status} {v}");
     let v = s
-        .gql(
-            "mutation { maintenance(zone: \"lab\", node: \"pve4\", on: false) }",
-            json!({}),
-        )
+        .query("mutation { maintenance(zone: \"lab\", node: \"pve4\", on: false) }")
         .await;
     assert_eq!(v["data"]["maintenance"], true, "{v}");
     assert!(!notes_of(&s, "pve4").contains("flxp.maintenance"));

@@ -6,7 +6,21 @@ use flxp_sim::Scenario;
 use flxp_sim::scenario::{ErrorFault, FaultSpec};
 use serde_json::{Value, json};
 
-use super::serve::{API_TOKEN, CREATE, PASSWORD, code, demo, message, options};
+use super::serve::{API_TOKEN, CREATE, PASSWORD, code, create_vars, demo, message, options};
+
+/// The `createVM` variables of a `bad_creates.json` case: a valid request with its changes.
+fn bad_create(case: &Value) -> Value {
+    let mut vars = create_vars("web");
+    for key in ["zone", "name", "host"] {
+        if let Some(v) = case.get(key) {
+            vars[key] = v.clone();
+        }
+    }
+    for (key, value) in case["options"].as_object().into_iter().flatten() {
+        vars["options"][key] = value.clone();
+    }
+    vars
+}
 
 fn with(key: &str, value: Value) -> Value {
     let mut o = options();
@@ -18,69 +32,12 @@ fn with(key: &str, value: Value) -> Value {
 async fn every_bad_request_has_its_code_and_creates_nothing() {
     let s = demo().await;
     let before = s.guest_count();
-    let cases: Vec<(Value, &str, &str)> = vec![
-        (
-            json!({ "zone": "mars", "name": "web", "options": options() }),
-            "UNKNOWN_ZONE",
-            "zone \"mars\" is not configured; zones: lab",
-        ),
-        (
-            json!({ "zone": "lab", "name": "web", "options": with("computeProfile", json!("xl")) }),
-            "UNKNOWN_PROFILE",
-            "compute profile \"xl\" is not configured; configured: huge, medium, small",
-        ),
-        (
-            json!({ "zone": "lab", "name": "web", "options": with("storageProfile", json!("fast")) }),
-            "UNKNOWN_PROFILE",
-            "storage profile \"fast\" is not configured; configured: standard",
-        ),
-        (
-            json!({ "zone": "lab", "name": "web", "options": with("image", json!("debian")) }),
-            "UNKNOWN_IMAGE",
-            "image \"debian\" is not configured; configured: ubuntu-2404",
-        ),
-        (
-            json!({ "zone": "lab", "name": "web", "options": with("interfaces", json!([{ "network": "200" }])) }),
-            "UNKNOWN_NETWORK",
-            "network \"200\" is not configured; configured: 100",
-        ),
-        (
-            json!({ "zone": "lab", "name": "web_1", "options": options() }),
-            "BAD_INPUT",
-            "name: \"web_1\" is not a DNS name",
-        ),
-        (
-            json!({ "zone": "lab", "name": "web", "options": with("sshPublicKey", json!("ssh-ed25519 AAAAnotakey")) }),
-            "BAD_INPUT",
-            "sshPublicKey: is not an OpenSSH public key",
-        ),
-        (
-            json!({ "zone": "lab", "name": "web", "options": with("password", Value::Null) }),
-            "BAD_INPUT",
-            "password: user \"admin\" needs an initial password",
-        ),
-        (
-            json!({ "zone": "lab", "name": "web", "host": "pve4", "options": with("computeProfile", json!("huge")) }),
-            "NO_CAPACITY",
-            "no node can take the VM: pve4: memory: needs 300.0 GiB",
-        ),
-        (
-            json!({ "zone": "lab", "name": "web", "options": with("computeProfile", json!("huge")) }),
-            "NO_CAPACITY",
-            "no node can take the VM: ",
-        ),
-        (
-            json!({ "zone": "lab", "name": "web", "host": "pve9", "options": options() }),
-            "UNKNOWN_NODE",
-            "host \"pve9\" is not a node of the cluster",
-        ),
-        (
-            json!({ "zone": "lab", "name": "web", "options": with("tags", json!(["flxp/affinity=web"])) }),
-            "BAD_INPUT",
-            "tags: \"flxp/affinity=web\" is not a valid Proxmox tag",
-        ),
-    ];
-    for (vars, want_code, want_message) in cases {
+    // Each case changes a valid request (zone `lab`, name `web`, `options()`) in a few fields.
+    let cases: Vec<Value> = serde_json::from_str(include_str!("bad_creates.json")).unwrap();
+    for case in cases {
+        let vars = bad_create(&case);
+        let want_code = case["code"].as_str().unwrap();
+        let want_message = case["message"].as_str().unwrap();
         let v = s.gql(CREATE, vars.clone()).await;
         assert!(v["data"].is_null(), "{vars}: {v}");
         assert_eq!(code(&v), want_code, "{vars}: {v}");
@@ -99,9 +56,7 @@ async fn every_bad_request_has_its_code_and_creates_nothing() {
         "{metrics}"
     );
     // A malformed request is bad input too, and says what is wrong.
-    let v = s
-        .gql("mutation { createVM(zone: \"lab\") { id } }", json!({}))
-        .await;
+    let v = s.query("mutation { createVM(zone: \"lab\") { id } }").await;
     assert_eq!(code(&v), "BAD_INPUT", "{v}");
     assert!(message(&v).contains("name"), "{v}");
     // Placement questions with impossible numbers name the field (negative cores used to be
@@ -262,12 +217,7 @@ async fn a_failed_start_or_clone_leaves_nothing_behind() {
     let s = demo().await;
     let before = s.guest_count();
     fail(&s, "POST", "/nodes/*/qemu/*/status/start").await;
-    let v = s
-        .gql(
-            CREATE,
-            json!({ "zone": "lab", "name": "web-server", "options": options() }),
-        )
-        .await;
+    let v = s.create("web-server").await;
     assert_eq!(code(&v), "PROXMOX_ERROR", "{v}");
     let m = message(&v);
     assert!(m.starts_with("starting the VM failed for VM "), "{m}");
@@ -279,12 +229,7 @@ async fn a_failed_start_or_clone_leaves_nothing_behind() {
     s.wait_guests(before).await;
 
     fail(&s, "POST", "/nodes/*/qemu/9000/clone").await;
-    let v = s
-        .gql(
-            CREATE,
-            json!({ "zone": "lab", "name": "web-server", "options": options() }),
-        )
-        .await;
+    let v = s.create("web-server").await;
     assert_eq!(code(&v), "PROXMOX_ERROR", "{v}");
     assert!(
         message(&v).starts_with("cloning the template failed"),
@@ -300,7 +245,7 @@ async fn a_failed_start_or_clone_leaves_nothing_behind() {
     assert!(!log.contains(PASSWORD));
     // The room reserved for the failed creations is free again.
     let v = s
-        .gql("query { placement(zone: \"lab\", request: { computeProfile: \"medium\", tags: [\"flxp.anti-affinity.web\"] }) { node } }", json!({}))
+        .query("query { placement(zone: \"lab\", request: { computeProfile: \"medium\", tags: [\"flxp.anti-affinity.web\"] }) { node } }")
         .await;
     assert_eq!(v["data"]["placement"]["node"], "pve4", "{v}");
 }
