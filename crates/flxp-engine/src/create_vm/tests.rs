@@ -198,10 +198,30 @@ impl World {
         });
     }
 
+    /// Creates `req` with every `method path` call failing: the guest count before, the error.
+    async fn create_failing(
+        &self,
+        method: &str,
+        path: &str,
+        req: &VmRequest,
+    ) -> (usize, CreateError) {
+        let before = self.guest_count();
+        self.fail(method, path);
+        (before, self.create(req).await.unwrap_err())
+    }
+
     /// Creates and expects a `no capacity` refusal: its reasons.
     async fn no_capacity(&self, req: &VmRequest) -> Vec<String> {
         let e = self.create(req).await.unwrap_err();
         capacity_reasons(&e).to_vec()
+    }
+
+    /// A creation refused for want of room, the first reason starting with `why`: nothing was
+    /// made.
+    async fn assert_no_room(&self, req: &VmRequest, before: usize, why: &str) {
+        let reasons = self.no_capacity(req).await;
+        assert!(reasons[0].starts_with(why), "{reasons:?}");
+        self.assert_nothing_made(before);
     }
 
     /// Nothing was made: no guest more than `before`, no clone asked for, no room held.
@@ -243,12 +263,23 @@ fn step_failure(e: &CreateError) -> (Step, Option<u32>, &Cleanup, &flxp_pve::Err
     (*step, *vmid, cleanup, source)
 }
 
-/// The text of a step that failed on the simulated fault and whose VM was removed.
-fn assert_removed_after_fault(text: &str) {
+/// Whether `e` is a failure of `step` whose half-made VM ended as `cleanup`.
+fn failed_at(e: &CreateError, step: Step, cleanup: &Cleanup) -> bool {
+    matches!(e, CreateError::Step { step: s, cleanup: c, .. } if *s == step && c == cleanup)
+}
+
+/// `e` is a failure of `step` on the simulated fault whose VM was removed, and says so: the
+/// VM's id and the error's text.
+fn removed_after_fault(e: &CreateError, step: Step) -> (u32, String) {
+    let (failed, vmid, cleanup, _) = step_failure(e);
+    assert_eq!(failed, step);
+    assert_eq!(*cleanup, Cleanup::Removed);
+    let text = e.to_string();
     assert!(
         text.contains("simulated failure") && text.ends_with("the half-made VM was removed"),
         "{text}"
     );
+    (vmid.unwrap(), text)
 }
 
 async fn world() -> World {
@@ -356,53 +387,32 @@ async fn a_named_host_without_room_creates_nothing() {
     let mut req = request();
     req.host = Some("pve4".into());
     req.memory = 200 << 30;
-    let reasons = w.no_capacity(&req).await;
-    assert!(
-        reasons[0].starts_with("pve4: memory: needs 200.0 GiB"),
-        "{reasons:?}"
-    );
-    w.assert_nothing_made(before);
+    w.assert_no_room(&req, before, "pve4: memory: needs 200.0 GiB")
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_start_removes_the_half_made_vm() {
     let w = world().await;
-    let before = w.guest_count();
-    w.fail("POST", "/nodes/*/qemu/*/status/start");
-    let e = w.create(&request()).await.unwrap_err();
-    let (step, vmid, cleanup, _) = step_failure(&e);
-    assert_eq!(step, Step::Start);
-    assert_eq!(*cleanup, Cleanup::Removed);
-    let text = e.to_string();
+    let (before, e) = w
+        .create_failing("POST", "/nodes/*/qemu/*/status/start", &request())
+        .await;
+    let (vmid, text) = removed_after_fault(&e, Step::Start);
     assert!(
-        text.starts_with(&format!(
-            "starting the VM failed for VM {} on pve4: ",
-            vmid.unwrap()
-        )),
+        text.starts_with(&format!("starting the VM failed for VM {vmid} on pve4: ")),
         "{text}"
     );
-    assert_removed_after_fault(&text);
     // Let the destroy task land, then nothing is left.
-    w.assert_removed(before, vmid.unwrap()).await;
+    w.assert_removed(before, vmid).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_configuration_removes_the_clone() {
     let w = world().await;
-    let before = w.guest_count();
-    w.fail("PUT", "/nodes/*/qemu/*/config");
-    let e = w.create(&request()).await.unwrap_err();
-    assert!(
-        matches!(
-            &e,
-            CreateError::Step {
-                step: Step::Configure,
-                cleanup: Cleanup::Removed,
-                ..
-            }
-        ),
-        "{e:?}"
-    );
+    let (before, e) = w
+        .create_failing("PUT", "/nodes/*/qemu/*/config", &request())
+        .await;
+    assert!(failed_at(&e, Step::Configure, &Cleanup::Removed), "{e:?}");
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(w.guest_count(), before);
 }
@@ -410,20 +420,10 @@ async fn a_failed_configuration_removes_the_clone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_clone_leaves_nothing_and_says_so() {
     let w = world().await;
-    let before = w.guest_count();
-    w.fail("POST", "/nodes/*/qemu/9000/clone");
-    let e = w.create(&request()).await.unwrap_err();
-    assert!(
-        matches!(
-            &e,
-            CreateError::Step {
-                step: Step::Clone,
-                cleanup: Cleanup::NotNeeded,
-                ..
-            }
-        ),
-        "{e:?}"
-    );
+    let (before, e) = w
+        .create_failing("POST", "/nodes/*/qemu/9000/clone", &request())
+        .await;
+    assert!(failed_at(&e, Step::Clone, &Cleanup::NotNeeded), "{e:?}");
     assert!(
         e.to_string()
             .starts_with("cloning the template failed for VM "),
@@ -556,28 +556,22 @@ async fn a_smaller_storage_profile_is_refused_before_cloning() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_resize_removes_the_clone_and_starts_nothing() {
     let w = world().await;
-    let before = w.guest_count();
-    w.fail("PUT", "/nodes/*/qemu/*/resize");
     let mut req = request();
     req.disk_bytes = 64 << 30;
-    let e = w.create(&req).await.unwrap_err();
-    let (step, vmid, cleanup, _) = step_failure(&e);
-    assert_eq!(step, Step::Resize);
-    assert_eq!(*cleanup, Cleanup::Removed);
-    let text = e.to_string();
+    let (before, e) = w
+        .create_failing("PUT", "/nodes/*/qemu/*/resize", &req)
+        .await;
+    let (vmid, text) = removed_after_fault(&e, Step::Resize);
     assert!(
         text.starts_with(&format!(
-            "growing the boot disk failed for VM {} on pve4: PUT /nodes/pve4/qemu/{}/resize",
-            vmid.unwrap(),
-            vmid.unwrap()
+            "growing the boot disk failed for VM {vmid} on pve4: PUT /nodes/pve4/qemu/{vmid}/resize"
         )),
         "{text}"
     );
-    assert_removed_after_fault(&text);
     assert_eq!(w.spy.count("start_guest"), 0);
     // Only the flxp.creating marker was written: the VM was never configured.
     assert_eq!(w.spy.count("update_guest_config"), 1);
-    w.assert_removed(before, vmid.unwrap()).await;
+    w.assert_removed(before, vmid).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -644,12 +638,8 @@ async fn a_storage_without_room_for_the_disk_clones_nothing() {
     );
     // A named host short of disk room is a capacity problem too, not bad input.
     req.host = Some("pve4".into());
-    let reasons = w.no_capacity(&req).await;
-    assert!(
-        reasons[0].starts_with("pve4: storage \"ceph\" has "),
-        "{reasons:?}"
-    );
-    w.assert_nothing_made(before);
+    w.assert_no_room(&req, before, "pve4: storage \"ceph\" has ")
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -81,6 +81,14 @@ fn with_local_disk(volid: &str) -> Script {
     }
 }
 
+/// A script whose migration task stops with this exit status.
+fn failing(exitstatus: &str) -> Script {
+    Script {
+        fail: Some(exitstatus.into()),
+        ..Script::default()
+    }
+}
+
 /// A script whose migration task never ends.
 fn endless() -> Script {
     Script {
@@ -210,6 +218,12 @@ fn posts(api: &ScriptedApi, vmid: u32) -> usize {
         .count()
 }
 
+/// The migration of `vmid` was never asked for: the round's first failure says `error`.
+fn assert_not_sent(api: &ScriptedApi, report: &ExecutionReport, vmid: u32, error: &str) {
+    assert_eq!(posts(api, vmid), 0);
+    assert_eq!(report.failed[0].error, error);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_running_vm_goes_online_after_a_fresh_read_and_its_task_is_polled_on_the_upid_node() {
     let api = Arc::new(api());
@@ -268,46 +282,43 @@ async fn local_disks_add_with_local_disks_unless_the_config_forbids_it() {
         ..options()
     };
     let report = executor(&api, no_local).execute(plan, &balance()).await;
-    assert_eq!(posts(&api, 101), 0);
     assert_eq!(report.failed.len(), 1);
-    assert_eq!(
-        report.failed[0].error,
+    assert_not_sent(
+        &api,
+        &report,
+        101,
         "local disks local-lvm:vm-101-disk-0 need with-local-disks for a live migration, which \
-         [migration] with-local-disks = false forbids"
+         [migration] with-local-disks = false forbids",
     );
     assert_eq!(api.node_of(101), "a");
 }
 
 #[tokio::test(start_paused = true)]
 async fn linked_clones_and_disks_the_target_has_no_room_for_are_not_sent() {
-    let api = Arc::new(
-        api()
-            .script(
-                101,
-                with_local_disk("local-lvm:base-9001-disk-0/vm-101-disk-0"),
-            )
-            .storage("b", "local-lvm", 500 * GIB),
-    );
-    let report = run(&api, a_to_b(101)).await;
-    assert_eq!(posts(&api, 101), 0);
-    assert_eq!(
-        report.failed[0].error,
-        "local-lvm:base-9001-disk-0/vm-101-disk-0 is a linked clone of a template on local \
-         storage: Proxmox cannot migrate it"
-    );
-
-    let api = Arc::new(
-        self::api()
-            .script(101, with_local_disk("local-lvm:vm-101-disk-0"))
-            .storage("b", "local-lvm", 20 * GIB),
-    );
-    let report = run(&api, a_to_b(101)).await;
-    assert_eq!(posts(&api, 101), 0);
-    assert_eq!(
-        report.failed[0].error,
-        "storage local-lvm on b has 20.0 GiB free, its local disks need 32.0 GiB"
-    );
-    assert_eq!(api.node_of(101), "a");
+    // (the disk, room for it on b, why it is not sent)
+    let cases = [
+        (
+            "local-lvm:base-9001-disk-0/vm-101-disk-0",
+            500 * GIB,
+            "local-lvm:base-9001-disk-0/vm-101-disk-0 is a linked clone of a template on local \
+             storage: Proxmox cannot migrate it",
+        ),
+        (
+            "local-lvm:vm-101-disk-0",
+            20 * GIB,
+            "storage local-lvm on b has 20.0 GiB free, its local disks need 32.0 GiB",
+        ),
+    ];
+    for (volid, avail, error) in cases {
+        let api = Arc::new(self::api().script(101, with_local_disk(volid)).storage(
+            "b",
+            "local-lvm",
+            avail,
+        ));
+        let report = run(&api, a_to_b(101)).await;
+        assert_not_sent(&api, &report, 101, error);
+        assert_eq!(api.node_of(101), "a");
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -343,10 +354,11 @@ async fn a_target_proxmox_refuses_fails_the_step_with_its_blockers() {
         },
     );
     let report = run(&api, a_to_b(101)).await;
-    assert_eq!(posts(&api, 101), 0);
-    assert_eq!(
-        report.failed[0].error,
-        "Proxmox does not allow b as target: storage local-zfs not available there"
+    assert_not_sent(
+        &api,
+        &report,
+        101,
+        "Proxmox does not allow b as target: storage local-zfs not available there",
     );
 }
 
@@ -430,13 +442,7 @@ async fn a_failed_ha_migration_is_reported_with_proxmox_text() {
 
 #[tokio::test(start_paused = true)]
 async fn a_failed_migration_is_reported_and_the_evacuation_goes_on_without_it() {
-    let api = scripted(
-        101,
-        Script {
-            fail: Some("migration problems".into()),
-            ..Script::default()
-        },
-    );
+    let api = scripted(101, failing("migration problems"));
     let model = Model::from_snapshot(&api.snapshot(), &Overrides::default()).unwrap();
     let goal = evacuate(&["a"]);
     let plan = planning::plan(&model, &placer(), &goal, None).unwrap();
@@ -658,13 +664,7 @@ async fn progress_comes_from_the_task_log() {
 
 #[tokio::test(start_paused = true)]
 async fn the_balance_budget_caps_replans() {
-    let api = scripted(
-        101,
-        Script {
-            fail: Some("migration problems".into()),
-            ..Script::default()
-        },
-    );
+    let api = scripted(101, failing("migration problems"));
     let goal = Goal::Balance(BalanceOptions {
         max_migrations: 1,
         ..BalanceOptions::default()
