@@ -230,9 +230,10 @@ async fn an_interrupted_consolidation_is_finished_by_the_next_round() {
     z.shutdown().await;
 }
 
-/// As a consolidation killed after emptying pve2 leaves it: marked `off` (at `since`), in
-/// maintenance, no guest left (moved to pve1).
-async fn emptied_and_marked(z: &support::Zone, since: i64) {
+/// As a consolidation killed after emptying pve2 leaves it: marked `off` `age` simulated
+/// seconds ago, in maintenance, no guest left (moved to pve1). Returns when it was marked.
+async fn emptied_and_marked(z: &support::Zone, age: i64) -> i64 {
+    let since = z.sim.now() as i64 - age;
     mark_off(z, "pve2", since).await;
     for g in z.sim.world().guests.values_mut() {
         if g.node == "pve2" {
@@ -240,12 +241,13 @@ async fn emptied_and_marked(z: &support::Zone, since: i64) {
         }
     }
     assert_eq!(guests_on(z, "pve2"), 0);
+    since
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_emptied_node_is_given_back_not_switched_off_when_the_load_rose() {
     let z = zone(DEMO, 500.0, |_| {}).await;
-    emptied_and_marked(&z, z.sim.now() as i64).await;
+    emptied_and_marked(&z, 0).await;
     // The demo's load (about a sixth) is above both levels here.
     let d = daemon(&z, auto(0.05, 0.1, Duration::from_secs(86_400)));
     let p = round(&d).await;
@@ -260,8 +262,7 @@ async fn an_emptied_node_is_given_back_not_switched_off_when_the_load_rose() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resumed_shutdown_restarts_the_minimum_interval() {
     let z = zone(DEMO, 500.0, |_| {}).await;
-    let old = z.sim.now() as i64 - 200_000;
-    emptied_and_marked(&z, old).await;
+    let old = emptied_and_marked(&z, 200_000).await;
     let day = Duration::from_secs(86_400);
     let p = round(&daemon(&z, auto(0.4, 0.7, day))).await;
     assert_eq!(p.switched_off, ["pve2"], "{p:#?}");
@@ -489,8 +490,7 @@ async fn a_restart_during_a_migration_off_a_marked_node_finishes_that_node() {
 async fn wake_on_lan_is_sent_again_once_per_wake_timeout() {
     // pve2 was woken long ago and is still off (scale 1: a boot takes minutes of real time).
     let z = zone(DEMO, 1.0, |_| {}).await;
-    let long_ago = z.sim.now() as i64 - 1000;
-    emptied_and_marked(&z, long_ago).await;
+    let long_ago = emptied_and_marked(&z, 1000).await;
     power_mark::set(&z.api, "pve1", "pve2", Some((PowerState::Waking, long_ago)))
         .await
         .unwrap();
