@@ -118,85 +118,107 @@ mod tests {
         }
     }
 
+    /// Migrations of VMs 1, 2, … along these `(from, to)` moves, each its own step and wave.
+    fn chain(moves: &[(&str, &str)]) -> Vec<Migration> {
+        (0u32..)
+            .zip(moves)
+            .map(|(i, (from, to))| m(i + 1, from, to, i, i))
+            .collect()
+    }
+
     const WIDE: Limits = Limits {
         parallel: 10,
         per_node_in: 10,
         per_node_out: 10,
     };
 
-    /// Starts every migration that may start, in order, and returns their vmids.
-    fn start_all(q: &mut Queue, slots: &mut Slots, limits: &Limits) -> Vec<u32> {
-        let mut started = Vec::new();
-        while let Some(i) = q.next_ready(slots, limits) {
-            let g = q.get(i).clone();
-            slots.take(&g.from, &g.to);
-            q.set(i, Status::Running);
-            started.push(g.vmid);
+    /// A queue and its slots as the executor keeps them, under fixed limits.
+    struct Run {
+        q: Queue,
+        slots: Slots,
+        limits: Limits,
+    }
+
+    impl Run {
+        fn new(migrations: Vec<Migration>, limits: Limits) -> Self {
+            Self {
+                q: Queue::new(migrations),
+                slots: Slots::default(),
+                limits,
+            }
         }
-        started
+
+        /// Starts every migration that may start, in order, and returns their vmids.
+        fn start(&mut self) -> Vec<u32> {
+            let mut started = Vec::new();
+            while let Some(i) = self.q.next_ready(&self.slots, &self.limits) {
+                let g = self.q.get(i).clone();
+                self.slots.take(&g.from, &g.to);
+                self.q.set(i, Status::Running);
+                started.push(g.vmid);
+            }
+            started
+        }
+
+        /// Marks the `i`-th migration ended, its slots still taken.
+        fn end(&mut self, i: usize) {
+            self.q.set(i, Status::Ended);
+        }
+
+        /// Gives the `i`-th migration's slots back and marks it ended.
+        fn finish(&mut self, i: usize) {
+            let g = self.q.get(i).clone();
+            self.slots.give(&g.from, &g.to);
+            self.end(i);
+        }
     }
 
     #[test]
     fn steps_on_disjoint_nodes_run_side_by_side() {
-        let mut q = Queue::new(vec![
-            m(1, "a", "b", 0, 0),
-            m(2, "c", "d", 1, 1),
-            m(3, "b", "e", 2, 2),
-        ]);
-        let mut slots = Slots::default();
-        assert_eq!(start_all(&mut q, &mut slots, &WIDE), [1, 2]);
-        q.set(0, Status::Ended);
-        assert_eq!(start_all(&mut q, &mut slots, &WIDE), [3]);
+        let mut r = Run::new(chain(&[("a", "b"), ("c", "d"), ("b", "e")]), WIDE);
+        assert_eq!(r.start(), [1, 2]);
+        r.end(0);
+        assert_eq!(r.start(), [3]);
     }
 
     #[test]
     fn a_later_step_never_overtakes_a_waiting_one_on_a_shared_node() {
         // 2 waits for 1 (node b); 3 shares node c with 2, which has not run yet: 3 waits too.
-        let mut q = Queue::new(vec![
-            m(1, "a", "b", 0, 0),
-            m(2, "b", "c", 1, 1),
-            m(3, "c", "d", 2, 2),
-        ]);
-        let mut slots = Slots::default();
-        assert_eq!(start_all(&mut q, &mut slots, &WIDE), [1]);
-        q.set(0, Status::Ended);
-        assert_eq!(start_all(&mut q, &mut slots, &WIDE), [2]);
-        q.set(1, Status::Ended);
-        assert_eq!(start_all(&mut q, &mut slots, &WIDE), [3]);
-        assert!(q.is_drained());
+        let mut r = Run::new(chain(&[("a", "b"), ("b", "c"), ("c", "d")]), WIDE);
+        assert_eq!(r.start(), [1]);
+        r.end(0);
+        assert_eq!(r.start(), [2]);
+        r.end(1);
+        assert_eq!(r.start(), [3]);
+        assert!(r.q.is_drained());
     }
 
     #[test]
     fn one_wave_runs_in_parallel_within_the_limits_and_a_node_takes_its_waves_in_order() {
         // Evacuating m: wave 0 sends two guests each to x and y, wave 1 one more to x.
-        let mut q = Queue::new(vec![
-            m(1, "m", "x", 0, 0),
-            m(2, "m", "y", 1, 0),
-            m(3, "m", "x", 2, 0),
-            m(4, "m", "y", 3, 0),
-            m(5, "m", "x", 4, 1),
-        ]);
         let limits = Limits {
             parallel: 3,
             per_node_in: 1,
             per_node_out: 4,
         };
-        let mut slots = Slots::default();
-        assert_eq!(start_all(&mut q, &mut slots, &limits), [1, 2]);
-        slots.give("m", "x");
-        q.set(0, Status::Ended);
-        assert_eq!(start_all(&mut q, &mut slots, &limits), [3]);
-        slots.give("m", "y");
-        q.set(1, Status::Ended);
-        assert_eq!(
-            start_all(&mut q, &mut slots, &limits),
-            [4],
-            "wave 1's arrival at x waits for wave 0's"
+        let mut r = Run::new(
+            vec![
+                m(1, "m", "x", 0, 0),
+                m(2, "m", "y", 1, 0),
+                m(3, "m", "x", 2, 0),
+                m(4, "m", "y", 3, 0),
+                m(5, "m", "x", 4, 1),
+            ],
+            limits,
         );
-        slots.give("m", "x");
-        q.set(2, Status::Ended);
+        assert_eq!(r.start(), [1, 2]);
+        r.finish(0);
+        assert_eq!(r.start(), [3]);
+        r.finish(1);
+        assert_eq!(r.start(), [4], "wave 1's arrival at x waits for wave 0's");
+        r.finish(2);
         assert_eq!(
-            start_all(&mut q, &mut slots, &limits),
+            r.start(),
             [5],
             "a departure from m does not wait for another one to y"
         );
@@ -204,30 +226,24 @@ mod tests {
 
     #[test]
     fn departures_from_one_node_overlap_but_an_arrival_there_waits() {
-        let mut q = Queue::new(vec![
-            m(1, "a", "b", 0, 0),
-            m(2, "a", "c", 1, 1),
-            m(3, "d", "a", 2, 2),
-            m(4, "a", "e", 3, 3),
-        ]);
-        let mut slots = Slots::default();
-        assert_eq!(start_all(&mut q, &mut slots, &WIDE), [1, 2]);
-        for (i, to) in [(0, "b"), (1, "c")] {
-            slots.give("a", to);
-            q.set(i, Status::Ended);
-        }
-        assert_eq!(
-            start_all(&mut q, &mut slots, &WIDE),
-            [3],
-            "4 leaves a after 3 arrived, as planned"
+        let mut r = Run::new(
+            chain(&[("a", "b"), ("a", "c"), ("d", "a"), ("a", "e")]),
+            WIDE,
         );
+        assert_eq!(r.start(), [1, 2]);
+        for i in [0, 1] {
+            r.finish(i);
+        }
+        assert_eq!(r.start(), [3], "4 leaves a after 3 arrived, as planned");
     }
 
     #[test]
     fn the_halves_of_a_swap_run_together() {
-        let mut q = Queue::new(vec![m(1, "a", "b", 0, 0), m(2, "b", "a", 0, 1)]);
-        let mut slots = Slots::default();
-        assert_eq!(start_all(&mut q, &mut slots, &Limits::default()), [1, 2]);
-        assert_eq!(q.pending().count(), 0);
+        let mut r = Run::new(
+            vec![m(1, "a", "b", 0, 0), m(2, "b", "a", 0, 1)],
+            Limits::default(),
+        );
+        assert_eq!(r.start(), [1, 2]);
+        assert_eq!(r.q.pending().count(), 0);
     }
 }

@@ -324,18 +324,34 @@ mod tests {
         })
     }
 
+    /// VM 200 running on a with 2 of its 4 GiB used, as a resource to add to [`cluster`].
+    const RUNNING_200: &str = r#",{"id":"qemu/200","type":"qemu","vmid":200,"node":"a","status":"running","maxmem":4294967296,"mem":2147483648}"#;
+
+    /// Books `hold` in a decision on `c` read at `taken` with an empty state: its ticket.
+    fn reserve(
+        book: &Arc<Reservations>,
+        c: &Cluster,
+        taken: Instant,
+        hold: Option<Hold>,
+    ) -> Option<Ticket> {
+        let ((), ticket) = book
+            .decide(c, taken, &State::new(c), |_, _| Ok::<_, ()>(((), hold)))
+            .unwrap();
+        ticket
+    }
+
+    /// How many reservations a snapshot of `c` read at `taken` still counts.
+    fn counted(book: &Reservations, c: &Cluster, taken: Instant) -> usize {
+        book.apply(c, taken, &mut State::new(c))
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_decision_sees_earlier_reservations_until_the_vm_runs() {
         let book = Reservations::new(Duration::from_secs(60));
         let c = cluster("");
         let state = State::new(&c);
         let a = c.node_idx("a").unwrap();
-        let ((), t1) = book
-            .decide(&c, Instant::now(), &state, |_, _| {
-                Ok::<_, ()>(((), hold("a", 4)))
-            })
-            .unwrap();
-        let t1 = t1.unwrap();
+        let t1 = reserve(&book, &c, Instant::now(), hold("a", 4)).unwrap();
         assert_eq!(t1.node(), "a");
         t1.set_vmid(200);
         let (seen, _) = book
@@ -354,14 +370,10 @@ mod tests {
         let stopped = cluster(
             r#",{"id":"qemu/200","type":"qemu","vmid":200,"node":"a","status":"stopped","maxmem":4294967296}"#,
         );
-        let mut s = State::new(&stopped);
-        assert_eq!(book.apply(&stopped, Instant::now(), &mut s), 1);
+        assert_eq!(counted(&book, &stopped, Instant::now()), 1);
         // Running in the snapshot: the snapshot counts it, the reservation ends.
-        let running = cluster(
-            r#",{"id":"qemu/200","type":"qemu","vmid":200,"node":"a","status":"running","maxmem":4294967296,"mem":2147483648}"#,
-        );
-        let mut s = State::new(&running);
-        assert_eq!(book.apply(&running, Instant::now(), &mut s), 0);
+        let running = cluster(RUNNING_200);
+        assert_eq!(counted(&book, &running, Instant::now()), 0);
         assert!(book.is_empty());
     }
 
@@ -370,11 +382,7 @@ mod tests {
         let book = Reservations::new(Duration::from_secs(60));
         let c = cluster("");
         let state = State::new(&c);
-        let (_, t) = book
-            .decide(&c, Instant::now(), &state, |_, _| {
-                Ok::<_, ()>(((), hold("b", 8)))
-            })
-            .unwrap();
+        let t = reserve(&book, &c, Instant::now(), hold("b", 8));
         assert_eq!(book.len(), 1);
         drop(t);
         assert!(book.is_empty());
@@ -389,17 +397,13 @@ mod tests {
     async fn a_completed_reservation_no_snapshot_confirms_expires() {
         let book = Reservations::new(Duration::from_secs(60));
         let c = cluster("");
-        let state = State::new(&c);
-        let (_, t) = book
-            .decide(&c, Instant::now(), &state, |_, _| {
-                Ok::<_, ()>(((), hold("a", 1)))
-            })
-            .unwrap();
-        t.unwrap().complete();
+        reserve(&book, &c, Instant::now(), hold("a", 1))
+            .unwrap()
+            .complete();
         tokio::time::advance(Duration::from_secs(59)).await;
-        assert_eq!(book.apply(&c, Instant::now(), &mut State::new(&c)), 1);
+        assert_eq!(counted(&book, &c, Instant::now()), 1);
         tokio::time::advance(Duration::from_secs(1)).await;
-        assert_eq!(book.apply(&c, Instant::now(), &mut State::new(&c)), 0);
+        assert_eq!(counted(&book, &c, Instant::now()), 0);
         assert!(book.is_empty());
     }
 
@@ -407,13 +411,9 @@ mod tests {
     async fn in_flight_reservations_never_expire() {
         let book = Reservations::new(Duration::from_secs(1));
         let c = cluster("");
-        let (_, t) = book
-            .decide(&c, Instant::now(), &State::new(&c), |_, _| {
-                Ok::<_, ()>(((), hold("a", 1)))
-            })
-            .unwrap();
+        let t = reserve(&book, &c, Instant::now(), hold("a", 1));
         tokio::time::advance(Duration::from_secs(3600)).await;
-        assert_eq!(book.apply(&c, Instant::now(), &mut State::new(&c)), 1);
+        assert_eq!(counted(&book, &c, Instant::now()), 1);
         drop(t);
     }
 
@@ -425,20 +425,13 @@ mod tests {
         let empty = cluster("");
         let a = empty.node_idx("a").unwrap();
         let older = Instant::now();
-        let (_, t) = book
-            .decide(&empty, older, &State::new(&empty), |_, _| {
-                Ok::<_, ()>(((), hold("a", 4)))
-            })
-            .unwrap();
-        let t = t.unwrap();
+        let t = reserve(&book, &empty, older, hold("a", 4)).unwrap();
         t.set_vmid(200);
         t.complete();
         tokio::time::advance(Duration::from_secs(2)).await;
-        let running = cluster(
-            r#",{"id":"qemu/200","type":"qemu","vmid":200,"node":"a","status":"running","maxmem":4294967296,"mem":2147483648}"#,
-        );
+        let running = cluster(RUNNING_200);
         let newer = Instant::now();
-        assert_eq!(book.apply(&running, newer, &mut State::new(&running)), 0);
+        assert_eq!(counted(&book, &running, newer), 0);
         let mut s = State::new(&empty);
         assert_eq!(
             book.apply(&empty, older, &mut s),
@@ -448,12 +441,9 @@ mod tests {
         assert_eq!(s.usage(a).mem, 4 * GIB);
         // A snapshot newer than the one that showed it running no longer counts it (stopped).
         tokio::time::advance(Duration::from_secs(1)).await;
-        assert_eq!(
-            book.apply(&empty, Instant::now(), &mut State::new(&empty)),
-            0
-        );
+        assert_eq!(counted(&book, &empty, Instant::now()), 0);
         // It is forgotten a time-to-live after it was first shown.
         tokio::time::advance(Duration::from_secs(60)).await;
-        assert_eq!(book.apply(&empty, older, &mut State::new(&empty)), 0);
+        assert_eq!(counted(&book, &empty, older), 0);
     }
 }

@@ -200,6 +200,11 @@ pub fn is_collect_call(c: &str) -> bool {
             && !c.contains("/lxc/")
 }
 
+/// Whether a guest's status is `running`.
+fn is_running(g: &Resource) -> bool {
+    g.status.as_deref() == Some("running")
+}
+
 fn die(method: &str, path: &str, message: &str) -> flxp_pve::Error {
     let body = serde_json::json!({"data": null, "message": format!("{message}\n")}).to_string();
     api_error(method, path, 500, message, body.as_bytes())
@@ -248,7 +253,7 @@ impl World {
             return;
         };
         let from = g.node.clone().unwrap_or_default();
-        let running = g.status.as_deref() == Some("running");
+        let running = is_running(g);
         let mem = g.mem.unwrap_or(0);
         g.node = Some(target.to_owned());
         g.lock = None;
@@ -492,16 +497,23 @@ impl ScriptedApi {
         reply(w.snapshot.resources.iter().filter(keep).collect::<Vec<_>>())
     }
 
-    fn cluster_options(&self, _: &Request, _: &Captures) -> Result<Data> {
+    /// Records the read `call` and answers with a part of the snapshot.
+    fn read<T: serde::Serialize>(
+        &self,
+        call: &str,
+        part: impl FnOnce(&Snapshot) -> &T,
+    ) -> Result<Data> {
         let mut w = self.lock();
-        w.calls.push("GET /cluster/options".into());
-        reply(&w.snapshot.options)
+        w.calls.push(call.to_owned());
+        reply(part(&w.snapshot))
+    }
+
+    fn cluster_options(&self, _: &Request, _: &Captures) -> Result<Data> {
+        self.read("GET /cluster/options", |s| &s.options)
     }
 
     fn cluster_tasks(&self, _: &Request, _: &Captures) -> Result<Data> {
-        let mut w = self.lock();
-        w.calls.push("GET /cluster/tasks".into());
-        reply(&w.snapshot.tasks)
+        self.read("GET /cluster/tasks", |s| &s.tasks)
     }
 
     fn node_config(&self, _: &Request, c: &Captures) -> Result<Data> {
@@ -526,11 +538,25 @@ impl ScriptedApi {
         reply(storages.ok_or_else(|| not_routed(request))?)
     }
 
-    fn qemu_precondition(&self, request: &Request, c: &Captures) -> Result<Data> {
+    /// Reads a migrate endpoint's node and vmid and records the call as `METHOD path` and
+    /// `extra`: the node, the vmid, the path and the world, still locked.
+    fn migrate_call<'c>(
+        &self,
+        method: &str,
+        kind: &str,
+        request: &Request,
+        c: &'c Captures,
+        extra: &str,
+    ) -> Result<(&'c str, u32, String, MutexGuard<'_, World>)> {
         let (node, vmid) = (c.get("node"), c.u32("vmid", request)?);
-        let path = format!("/nodes/{node}/qemu/{vmid}/migrate");
+        let path = format!("/nodes/{node}/{kind}/{vmid}/migrate");
         let mut w = self.lock();
-        w.calls.push(format!("GET {path}"));
+        w.calls.push(format!("{method} {path}{extra}"));
+        Ok((node, vmid, path, w))
+    }
+
+    fn qemu_precondition(&self, request: &Request, c: &Captures) -> Result<Data> {
+        let (node, vmid, path, w) = self.migrate_call("GET", "qemu", request, c, "")?;
         let Some(g) = w.guest(vmid).filter(|g| g.node.as_deref() == Some(node)) else {
             return Err(die(
                 "GET",
@@ -546,37 +572,29 @@ impl ScriptedApi {
         if let Some(p) = w.scripts.get(&vmid).and_then(|s| s.precondition.clone()) {
             return reply(p);
         }
-        let running = g.status.as_deref() == Some("running");
         reply(QemuMigratePrecondition {
-            running: Some(running),
+            running: Some(is_running(g)),
             allowed_nodes: w.other_nodes(node),
             ..QemuMigratePrecondition::default()
         })
     }
 
     fn lxc_precondition(&self, request: &Request, c: &Captures) -> Result<Data> {
-        let (node, vmid) = (c.get("node"), c.u32("vmid", request)?);
-        let path = format!("/nodes/{node}/lxc/{vmid}/migrate");
-        let mut w = self.lock();
-        w.calls.push(format!("GET {path}"));
+        let (node, vmid, path, w) = self.migrate_call("GET", "lxc", request, c, "")?;
         let Some(g) = w.guest(vmid).filter(|g| g.node.as_deref() == Some(node)) else {
             return Err(die("GET", &path, "no such container"));
         };
-        let running = g.status.as_deref() == Some("running");
         reply(LxcMigratePrecondition {
-            running: Some(running),
+            running: Some(is_running(g)),
             allowed_nodes: w.other_nodes(node),
             ..LxcMigratePrecondition::default()
         })
     }
 
     fn migrate_qemu(&self, request: &Request, c: &Captures) -> Result<Data> {
-        let (node, vmid) = (c.get("node"), c.u32("vmid", request)?);
         let params: QemuMigrateParams = request.decode_params()?;
-        let path = format!("/nodes/{node}/qemu/{vmid}/migrate");
-        let mut w = self.lock();
-        w.calls
-            .push(format!("POST {path} {}", to_form(&params).unwrap()));
+        let form = format!(" {}", to_form(&params).unwrap());
+        let (node, vmid, path, mut w) = self.migrate_call("POST", "qemu", request, c, &form)?;
         if let Some(lock) = w.guest(vmid).and_then(|g| g.lock.clone()) {
             return Err(die("POST", &path, &format!("VM is locked ({lock})")));
         }
@@ -584,12 +602,9 @@ impl ScriptedApi {
     }
 
     fn migrate_lxc(&self, request: &Request, c: &Captures) -> Result<Data> {
-        let (node, vmid) = (c.get("node"), c.u32("vmid", request)?);
         let params: LxcMigrateParams = request.decode_params()?;
-        let path = format!("/nodes/{node}/lxc/{vmid}/migrate");
-        let mut w = self.lock();
-        w.calls
-            .push(format!("POST {path} {}", to_form(&params).unwrap()));
+        let form = format!(" {}", to_form(&params).unwrap());
+        let (node, vmid, _, mut w) = self.migrate_call("POST", "lxc", request, c, &form)?;
         reply(w.migrate(node, vmid, &params.target, "vzmigrate"))
     }
 
@@ -662,21 +677,15 @@ impl ScriptedApi {
     }
 
     fn ha_resources(&self, _: &Request, _: &Captures) -> Result<Data> {
-        let mut w = self.lock();
-        w.calls.push("GET /cluster/ha/resources".into());
-        reply(&w.snapshot.ha.resources)
+        self.read("GET /cluster/ha/resources", |s| &s.ha.resources)
     }
 
     fn ha_rules(&self, _: &Request, _: &Captures) -> Result<Data> {
-        let mut w = self.lock();
-        w.calls.push("GET /cluster/ha/rules".into());
-        reply(&w.snapshot.ha.rules)
+        self.read("GET /cluster/ha/rules", |s| &s.ha.rules)
     }
 
     fn ha_status(&self, _: &Request, _: &Captures) -> Result<Data> {
-        let mut w = self.lock();
-        w.calls.push("GET /cluster/ha/status/current".into());
-        reply(&w.snapshot.ha.status)
+        self.read("GET /cluster/ha/status/current", |s| &s.ha.status)
     }
 }
 

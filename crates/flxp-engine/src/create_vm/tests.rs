@@ -12,17 +12,17 @@ use std::time::Duration;
 use async_trait::async_trait;
 use flxp_core::placement::{PlacementOptions, Placer};
 use flxp_pve::types::*;
-use flxp_pve::{
-    ClientBuilder, Credentials, Fingerprint, Host, Request, Result, Secret, TlsTrust, Transport,
-};
+use flxp_pve::{Request, Result, Secret, Transport};
 use flxp_sim::scenario::{ErrorFault, FaultSpec};
-use flxp_sim::{Scenario, Sim, SimHandle, TlsIdentity};
+use flxp_sim::{Scenario, Sim, SimHandle};
 
 use super::fixtures::{self, KEY};
 use super::*;
 use crate::reserve::Reservations;
 
-const TOKEN: &str = "root@pam!flxp=2f1c0e8b-8a6c-4d1e-9f9a-0b1c2d3e4f5a";
+// The HTTPS simulator and its pinned client, as the integration tests start them.
+#[path = "../../tests/it/sim_client.rs"]
+mod sim_client;
 
 /// A transport that records every call by the typed method's name; `next_id` answers from a
 /// queue first.
@@ -178,17 +178,108 @@ impl World {
     }
 
     fn fail(&self, method: &str, path: &str) {
+        self.fail_all(&[(method, path)]);
+    }
+
+    /// Every call of these `(method, path)` pairs fails with a 500.
+    fn fail_all(&self, calls: &[(&str, &str)]) {
         self.sim().world().faults.set(FaultSpec {
-            errors: vec![ErrorFault {
-                path: path.into(),
-                method: Some(method.into()),
-                rate: 1.0,
-                status: 500,
-                message: "simulated failure".into(),
-            }],
+            errors: calls
+                .iter()
+                .map(|(method, path)| ErrorFault {
+                    path: (*path).into(),
+                    method: Some((*method).into()),
+                    rate: 1.0,
+                    status: 500,
+                    message: "simulated failure".into(),
+                })
+                .collect(),
             ..FaultSpec::default()
         });
     }
+
+    /// Creates `req` with every `method path` call failing: the guest count before, the error.
+    async fn create_failing(
+        &self,
+        method: &str,
+        path: &str,
+        req: &VmRequest,
+    ) -> (usize, CreateError) {
+        let before = self.guest_count();
+        self.fail(method, path);
+        (before, self.create(req).await.unwrap_err())
+    }
+
+    /// Creates and expects a `no capacity` refusal: its reasons.
+    async fn no_capacity(&self, req: &VmRequest) -> Vec<String> {
+        let e = self.create(req).await.unwrap_err();
+        capacity_reasons(&e).to_vec()
+    }
+
+    /// A creation refused for want of room, the first reason starting with `why`: nothing was
+    /// made.
+    async fn assert_no_room(&self, req: &VmRequest, before: usize, why: &str) {
+        let reasons = self.no_capacity(req).await;
+        assert!(reasons[0].starts_with(why), "{reasons:?}");
+        self.assert_nothing_made(before);
+    }
+
+    /// Nothing was made: no guest more than `before`, no clone asked for, no room held.
+    fn assert_nothing_made(&self, before: usize) {
+        assert_eq!(self.guest_count(), before);
+        assert_eq!(self.spy.count("clone_qemu"), 0);
+        assert!(self.creator.reservations().is_empty());
+    }
+
+    /// Once the destroy task has landed, the half-made VM is gone and holds no room.
+    async fn assert_removed(&self, before: usize, vmid: u32) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(self.guest_count(), before);
+        assert!(!self.sim().world().guests.contains_key(&vmid));
+        assert!(self.creator.reservations().is_empty());
+    }
+}
+
+/// The reasons of a `no capacity` error; any other error fails the test.
+fn capacity_reasons(e: &CreateError) -> &[String] {
+    let CreateError::NoCapacity { reasons, .. } = e else {
+        panic!("{e:?}");
+    };
+    reasons
+}
+
+/// The parts of a failed step: which step, the VM, its cleanup and Proxmox's error.
+fn step_failure(e: &CreateError) -> (Step, Option<u32>, &Cleanup, &flxp_pve::Error) {
+    let CreateError::Step {
+        step,
+        vmid,
+        cleanup,
+        source,
+        ..
+    } = e
+    else {
+        panic!("{e:?}");
+    };
+    (*step, *vmid, cleanup, source)
+}
+
+/// Whether `e` is a failure of `step` whose half-made VM ended as `cleanup`.
+fn failed_at(e: &CreateError, step: Step, cleanup: &Cleanup) -> bool {
+    matches!(e, CreateError::Step { step: s, cleanup: c, .. } if *s == step && c == cleanup)
+}
+
+/// `e` is a failure of `step` on the simulated fault whose VM was removed, and says so: the
+/// VM's id and the error's text.
+fn removed_after_fault(e: &CreateError, step: Step) -> (u32, String) {
+    let (failed, vmid, cleanup, _) = step_failure(e);
+    assert_eq!(failed, step);
+    assert_eq!(*cleanup, Cleanup::Removed);
+    let text = e.to_string();
+    assert!(
+        text.contains("simulated failure") && text.ends_with("the half-made VM was removed"),
+        "{text}"
+    );
+    (vmid.unwrap(), text)
 }
 
 async fn world() -> World {
@@ -196,25 +287,9 @@ async fn world() -> World {
 }
 
 async fn world_with(mut scenario: Scenario) -> World {
-    scenario.add_token(TOKEN).unwrap();
     // Clones take 1 s and starts 2 s of simulated time: a few milliseconds here.
     scenario.sim.time_scale = Some(500.0);
-    let identity = TlsIdentity::generate(&[]).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let handle = SimHandle::spawn(listener, Sim::new(scenario).unwrap(), Some(&identity)).unwrap();
-    let pin: Fingerprint = handle.fingerprint().unwrap().parse().unwrap();
-    let (id, secret) = TOKEN.rsplit_once('=').unwrap();
-    let client = ClientBuilder::new(
-        vec![handle.addr().to_string().parse::<Host>().unwrap()],
-        Credentials::Token {
-            id: id.into(),
-            secret: Secret::new(secret),
-        },
-    )
-    .trust(TlsTrust::Pinned(vec![pin]))
-    .timeout(Duration::from_secs(10))
-    .build()
-    .unwrap();
+    let (handle, client) = sim_client::serve_tls(scenario).await;
     let spy = Arc::new(Spy {
         inner: Arc::clone(client.transport()) as Arc<dyn Transport>,
         calls: Mutex::new(Vec::new()),
@@ -312,72 +387,32 @@ async fn a_named_host_without_room_creates_nothing() {
     let mut req = request();
     req.host = Some("pve4".into());
     req.memory = 200 << 30;
-    let e = w.create(&req).await.unwrap_err();
-    let CreateError::NoCapacity { reasons, .. } = &e else {
-        panic!("{e:?}");
-    };
-    assert!(
-        reasons[0].starts_with("pve4: memory: needs 200.0 GiB"),
-        "{reasons:?}"
-    );
-    assert_eq!(w.guest_count(), before);
-    assert_eq!(w.spy.count("clone_qemu"), 0);
-    assert!(w.creator.reservations().is_empty());
+    w.assert_no_room(&req, before, "pve4: memory: needs 200.0 GiB")
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_start_removes_the_half_made_vm() {
     let w = world().await;
-    let before = w.guest_count();
-    w.fail("POST", "/nodes/*/qemu/*/status/start");
-    let e = w.create(&request()).await.unwrap_err();
-    let CreateError::Step {
-        step,
-        vmid,
-        cleanup,
-        ..
-    } = &e
-    else {
-        panic!("{e:?}");
-    };
-    assert_eq!(*step, Step::Start);
-    assert_eq!(*cleanup, Cleanup::Removed);
-    let text = e.to_string();
+    let (before, e) = w
+        .create_failing("POST", "/nodes/*/qemu/*/status/start", &request())
+        .await;
+    let (vmid, text) = removed_after_fault(&e, Step::Start);
     assert!(
-        text.starts_with(&format!(
-            "starting the VM failed for VM {} on pve4: ",
-            vmid.unwrap()
-        )),
-        "{text}"
-    );
-    assert!(
-        text.contains("simulated failure") && text.ends_with("the half-made VM was removed"),
+        text.starts_with(&format!("starting the VM failed for VM {vmid} on pve4: ")),
         "{text}"
     );
     // Let the destroy task land, then nothing is left.
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    assert_eq!(w.guest_count(), before);
-    assert!(!w.sim().world().guests.contains_key(&vmid.unwrap()));
-    assert!(w.creator.reservations().is_empty());
+    w.assert_removed(before, vmid).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_configuration_removes_the_clone() {
     let w = world().await;
-    let before = w.guest_count();
-    w.fail("PUT", "/nodes/*/qemu/*/config");
-    let e = w.create(&request()).await.unwrap_err();
-    assert!(
-        matches!(
-            &e,
-            CreateError::Step {
-                step: Step::Configure,
-                cleanup: Cleanup::Removed,
-                ..
-            }
-        ),
-        "{e:?}"
-    );
+    let (before, e) = w
+        .create_failing("PUT", "/nodes/*/qemu/*/config", &request())
+        .await;
+    assert!(failed_at(&e, Step::Configure, &Cleanup::Removed), "{e:?}");
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(w.guest_count(), before);
 }
@@ -385,20 +420,10 @@ async fn a_failed_configuration_removes_the_clone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_clone_leaves_nothing_and_says_so() {
     let w = world().await;
-    let before = w.guest_count();
-    w.fail("POST", "/nodes/*/qemu/9000/clone");
-    let e = w.create(&request()).await.unwrap_err();
-    assert!(
-        matches!(
-            &e,
-            CreateError::Step {
-                step: Step::Clone,
-                cleanup: Cleanup::NotNeeded,
-                ..
-            }
-        ),
-        "{e:?}"
-    );
+    let (before, e) = w
+        .create_failing("POST", "/nodes/*/qemu/9000/clone", &request())
+        .await;
+    assert!(failed_at(&e, Step::Clone, &Cleanup::NotNeeded), "{e:?}");
     assert!(
         e.to_string()
             .starts_with("cloning the template failed for VM "),
@@ -525,50 +550,28 @@ async fn a_smaller_storage_profile_is_refused_before_cloning() {
         "storageProfile: the template's boot disk is 32.0 GiB but the storage profile asks for 16.0 GiB: disks cannot shrink; use a larger storage profile"
     );
     assert_eq!(w.spy.count("next_id"), 0);
-    assert_eq!(w.spy.count("clone_qemu"), 0);
-    assert_eq!(w.guest_count(), before);
-    assert!(w.creator.reservations().is_empty());
+    w.assert_nothing_made(before);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_resize_removes_the_clone_and_starts_nothing() {
     let w = world().await;
-    let before = w.guest_count();
-    w.fail("PUT", "/nodes/*/qemu/*/resize");
     let mut req = request();
     req.disk_bytes = 64 << 30;
-    let e = w.create(&req).await.unwrap_err();
-    let CreateError::Step {
-        step,
-        vmid,
-        cleanup,
-        ..
-    } = &e
-    else {
-        panic!("{e:?}");
-    };
-    assert_eq!(*step, Step::Resize);
-    assert_eq!(*cleanup, Cleanup::Removed);
-    let text = e.to_string();
+    let (before, e) = w
+        .create_failing("PUT", "/nodes/*/qemu/*/resize", &req)
+        .await;
+    let (vmid, text) = removed_after_fault(&e, Step::Resize);
     assert!(
         text.starts_with(&format!(
-            "growing the boot disk failed for VM {} on pve4: PUT /nodes/pve4/qemu/{}/resize",
-            vmid.unwrap(),
-            vmid.unwrap()
+            "growing the boot disk failed for VM {vmid} on pve4: PUT /nodes/pve4/qemu/{vmid}/resize"
         )),
-        "{text}"
-    );
-    assert!(
-        text.contains("simulated failure") && text.ends_with("the half-made VM was removed"),
         "{text}"
     );
     assert_eq!(w.spy.count("start_guest"), 0);
     // Only the flxp.creating marker was written: the VM was never configured.
     assert_eq!(w.spy.count("update_guest_config"), 1);
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    assert_eq!(w.guest_count(), before);
-    assert!(!w.sim().world().guests.contains_key(&vmid.unwrap()));
-    assert!(w.creator.reservations().is_empty());
+    w.assert_removed(before, vmid).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -581,27 +584,15 @@ async fn a_resize_task_that_fails_removes_the_clone() {
     let mut req = request();
     req.disk_bytes = 64 << 30;
     let e = w.create(&req).await.unwrap_err();
-    let CreateError::Step {
-        step,
-        vmid,
-        cleanup,
-        source,
-        ..
-    } = &e
-    else {
-        panic!("{e:?}");
-    };
-    assert_eq!(*step, Step::Resize);
+    let (step, vmid, cleanup, source) = step_failure(&e);
+    assert_eq!(step, Step::Resize);
     assert_eq!(*cleanup, Cleanup::Removed);
-    let flxp_pve::Error::TaskFailed { exitstatus, .. } = source.as_ref() else {
+    let flxp_pve::Error::TaskFailed { exitstatus, .. } = source else {
         panic!("{source:?}");
     };
     assert_eq!(exitstatus, "checksum mismatch (file change by other user?)");
     assert_eq!(w.spy.count("start_guest"), 0);
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    assert_eq!(w.guest_count(), before);
-    assert!(!w.sim().world().guests.contains_key(&vmid.unwrap()));
-    assert!(w.creator.reservations().is_empty());
+    w.assert_removed(before, vmid.unwrap()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -637,10 +628,7 @@ async fn a_storage_without_room_for_the_disk_clones_nothing() {
     let mut req = request();
     // The demo's ceph holds 20 TiB, 3 TiB of them used before any guest volume.
     req.disk_bytes = 18 << 40;
-    let e = w.create(&req).await.unwrap_err();
-    let CreateError::NoCapacity { reasons, .. } = &e else {
-        panic!("{e:?}");
-    };
+    let reasons = w.no_capacity(&req).await;
     assert!(
         reasons
             .iter()
@@ -650,17 +638,8 @@ async fn a_storage_without_room_for_the_disk_clones_nothing() {
     );
     // A named host short of disk room is a capacity problem too, not bad input.
     req.host = Some("pve4".into());
-    let e = w.create(&req).await.unwrap_err();
-    let CreateError::NoCapacity { reasons, .. } = &e else {
-        panic!("{e:?}");
-    };
-    assert!(
-        reasons[0].starts_with("pve4: storage \"ceph\" has "),
-        "{reasons:?}"
-    );
-    assert_eq!(w.guest_count(), before);
-    assert_eq!(w.spy.count("clone_qemu"), 0);
-    assert!(w.creator.reservations().is_empty());
+    w.assert_no_room(&req, before, "pve4: storage \"ceph\" has ")
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -698,9 +677,7 @@ async fn creations_in_flight_hold_their_disk_space_too() {
     let (ok, err): (Vec<_>, Vec<_>) = [a, b].into_iter().partition(Result::is_ok);
     assert_eq!(ok.len(), 1, "{err:?}");
     let e = err.into_iter().next().unwrap().unwrap_err();
-    let CreateError::NoCapacity { reasons, .. } = &e else {
-        panic!("{e:?}");
-    };
+    let reasons = capacity_reasons(&e);
     // pve3 is tainted; every other node is refused for the disk the first creation holds.
     assert!(
         reasons
@@ -714,20 +691,10 @@ async fn creations_in_flight_hold_their_disk_space_too() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vm_whose_creation_could_not_finish_nor_be_removed_carries_the_marker() {
     let w = world().await;
-    let fault = |method: &str, path: &str| ErrorFault {
-        path: path.into(),
-        method: Some(method.into()),
-        rate: 1.0,
-        status: 500,
-        message: "simulated failure".into(),
-    };
-    w.sim().world().faults.set(FaultSpec {
-        errors: vec![
-            fault("PUT", "/nodes/*/qemu/*/resize"),
-            fault("DELETE", "/nodes/*/qemu/*"),
-        ],
-        ..FaultSpec::default()
-    });
+    w.fail_all(&[
+        ("PUT", "/nodes/*/qemu/*/resize"),
+        ("DELETE", "/nodes/*/qemu/*"),
+    ]);
     let mut req = request();
     req.disk_bytes = 48 << 30;
     let e = w.create(&req).await.unwrap_err();

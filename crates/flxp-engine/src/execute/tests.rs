@@ -23,15 +23,17 @@ use crate::testapi::{Change, Script, ScriptedApi, local_disk};
 use flxp_core::units::GIB;
 const TIME: i64 = 1_764_400_000;
 
+/// An online 64 GiB node's resource with `mem` GiB used, as JSON.
+fn node(n: &str, mem: u64) -> String {
+    format!(
+        r#"{{"id":"node/{n}","type":"node","node":"{n}","status":"online","maxmem":{},"mem":{},"maxcpu":16,"cpu":0.1}}"#,
+        64 * GIB,
+        mem * GIB
+    )
+}
+
 /// Four 64 GiB nodes; a carries five guests (a stopped one, a container, an HA VM).
 fn world() -> String {
-    let node = |n: &str, mem: u64| {
-        format!(
-            r#"{{"id":"node/{n}","type":"node","node":"{n}","status":"online","maxmem":{},"mem":{},"maxcpu":16,"cpu":0.1}}"#,
-            64 * GIB,
-            mem * GIB
-        )
-    };
     let guest = |kind: &str, vmid: u32, n: &str, running: bool, used: u64, extra: &str| {
         format!(
             r#"{{"id":"{kind}/{vmid}","type":"{kind}","vmid":{vmid},"name":"g{vmid}","node":"{n}","status":"{}","maxmem":{},"mem":{},"maxcpu":2,"cpu":0.1{extra}}}"#,
@@ -60,6 +62,41 @@ fn api() -> ScriptedApi {
     ScriptedApi::from_json(&world())
 }
 
+/// The world with one guest's migration scripted.
+fn scripted(vmid: u32, script: Script) -> Arc<ScriptedApi> {
+    Arc::new(api().script(vmid, script))
+}
+
+/// A script whose precondition answers one local disk of 32 GiB on a running VM allowed to b,
+/// c and d.
+fn with_local_disk(volid: &str) -> Script {
+    Script {
+        precondition: Some(QemuMigratePrecondition {
+            running: Some(true),
+            allowed_nodes: vec!["b".into(), "c".into(), "d".into()],
+            local_disks: vec![local_disk(volid, 32 * GIB)],
+            ..QemuMigratePrecondition::default()
+        }),
+        ..Script::default()
+    }
+}
+
+/// A script whose migration task stops with this exit status.
+fn failing(exitstatus: &str) -> Script {
+    Script {
+        fail: Some(exitstatus.into()),
+        ..Script::default()
+    }
+}
+
+/// A script whose migration task never ends.
+fn endless() -> Script {
+    Script {
+        running_polls: 10_000,
+        ..Script::default()
+    }
+}
+
 fn placer() -> Arc<Placer> {
     Arc::new(Placer::new(PlacementOptions::default(), Vec::new()).unwrap())
 }
@@ -76,6 +113,19 @@ fn executor(api: &Arc<ScriptedApi>, options: ExecuteOptions) -> Executor {
     Executor::new("lab", Pve::from_transport(Arc::clone(api)), placer())
         .with_options(options)
         .with_clock(Arc::new(|| TIME))
+}
+
+/// The one migration of VM `vmid` from a to b.
+fn a_to_b(vmid: u32) -> Vec<Migration> {
+    vec![mig(vmid, GuestKind::Qemu, "a", "b", 0)]
+}
+
+/// 101 and then 102 leave a, for these targets.
+fn leave_a(to_101: &str, to_102: &str) -> Vec<Migration> {
+    vec![
+        mig(101, GuestKind::Qemu, "a", to_101, 0),
+        mig(102, GuestKind::Qemu, "a", to_102, 1),
+    ]
 }
 
 fn mig(vmid: u32, kind: GuestKind, from: &str, to: &str, step: u32) -> Migration {
@@ -110,6 +160,21 @@ fn balance() -> Goal {
     Goal::Balance(BalanceOptions::default())
 }
 
+/// Balances with these migrations as the plan, with the default [`options`].
+async fn run(api: &Arc<ScriptedApi>, migrations: Vec<Migration>) -> ExecutionReport {
+    executor(api, options())
+        .execute(plan_of(api, migrations), &balance())
+        .await
+}
+
+/// An executor whose round is asked to stop as its first migration starts.
+fn stopped_at_start(api: &Arc<ScriptedApi>, options: ExecuteOptions) -> Executor {
+    let (handle, stop) = stop_signal();
+    executor(api, options)
+        .with_stop(stop)
+        .with_progress(Arc::new(StopAtStart(handle)))
+}
+
 fn evacuate(nodes: &[&str]) -> Goal {
     Goal::Evacuate {
         nodes: nodes.iter().map(|n| (*n).to_owned()).collect(),
@@ -131,6 +196,17 @@ fn upid(node: &str, pid: u32, kind: &str, vmid: u32) -> String {
     .to_string()
 }
 
+/// A `qmigrate`/`hamigrate` task of a on `/cluster/tasks`, started at `starttime`.
+fn task(pid: u32, kind: &str, vmid: u32, starttime: i64) -> Task {
+    Task {
+        upid: Some(upid("a", pid, kind, vmid)),
+        kind: Some(kind.into()),
+        id: Some(vmid.to_string()),
+        starttime: Some(starttime),
+        ..Task::default()
+    }
+}
+
 fn status(node: &str, upid: &str) -> String {
     format!("GET /nodes/{node}/tasks/{upid}/status")
 }
@@ -142,12 +218,17 @@ fn posts(api: &ScriptedApi, vmid: u32) -> usize {
         .count()
 }
 
+/// The migration of `vmid` was never asked for: the round's first failure says `error`.
+fn assert_not_sent(api: &ScriptedApi, report: &ExecutionReport, vmid: u32, error: &str) {
+    assert_eq!(posts(api, vmid), 0);
+    assert_eq!(report.failed[0].error, error);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_running_vm_goes_online_after_a_fresh_read_and_its_task_is_polled_on_the_upid_node() {
     let api = Arc::new(api());
-    let plan = plan_of(&api, vec![mig(101, GuestKind::Qemu, "a", "b", 0)]);
     let start = tokio::time::Instant::now();
-    let report = executor(&api, options()).execute(plan, &balance()).await;
+    let report = run(&api, a_to_b(101)).await;
     assert!(report.is_clean(), "{report:?}");
     let t = upid("a", 0x1001, "qmigrate", 101);
     assert_eq!(
@@ -182,19 +263,9 @@ async fn a_running_vm_goes_online_after_a_fresh_read_and_its_task_is_polled_on_t
 
 #[tokio::test(start_paused = true)]
 async fn local_disks_add_with_local_disks_unless_the_config_forbids_it() {
-    let pre = QemuMigratePrecondition {
-        running: Some(true),
-        allowed_nodes: vec!["b".into(), "c".into(), "d".into()],
-        local_disks: vec![local_disk("local-lvm:vm-101-disk-0", 32 * GIB)],
-        ..QemuMigratePrecondition::default()
-    };
-    let script = Script {
-        precondition: Some(pre),
-        ..Script::default()
-    };
-    let api = Arc::new(api().script(101, script.clone()));
-    let plan = plan_of(&api, vec![mig(101, GuestKind::Qemu, "a", "b", 0)]);
-    let report = executor(&api, options()).execute(plan, &balance()).await;
+    let script = with_local_disk("local-lvm:vm-101-disk-0");
+    let api = scripted(101, script.clone());
+    let report = run(&api, a_to_b(101)).await;
     assert!(report.is_clean(), "{report:?}");
     assert!(
         api.actions().contains(
@@ -204,61 +275,50 @@ async fn local_disks_add_with_local_disks_unless_the_config_forbids_it() {
         api.actions()
     );
 
-    let api = Arc::new(self::api().script(101, script));
-    let plan = plan_of(&api, vec![mig(101, GuestKind::Qemu, "a", "b", 0)]);
+    let api = scripted(101, script);
+    let plan = plan_of(&api, a_to_b(101));
     let no_local = ExecuteOptions {
         with_local_disks: false,
         ..options()
     };
     let report = executor(&api, no_local).execute(plan, &balance()).await;
-    assert_eq!(posts(&api, 101), 0);
     assert_eq!(report.failed.len(), 1);
-    assert_eq!(
-        report.failed[0].error,
+    assert_not_sent(
+        &api,
+        &report,
+        101,
         "local disks local-lvm:vm-101-disk-0 need with-local-disks for a live migration, which \
-         [migration] with-local-disks = false forbids"
+         [migration] with-local-disks = false forbids",
     );
     assert_eq!(api.node_of(101), "a");
 }
 
 #[tokio::test(start_paused = true)]
 async fn linked_clones_and_disks_the_target_has_no_room_for_are_not_sent() {
-    let with_disk = |volid: &str| Script {
-        precondition: Some(QemuMigratePrecondition {
-            running: Some(true),
-            allowed_nodes: vec!["b".into(), "c".into(), "d".into()],
-            local_disks: vec![local_disk(volid, 32 * GIB)],
-            ..QemuMigratePrecondition::default()
-        }),
-        ..Script::default()
-    };
-    let api = Arc::new(
-        api()
-            .script(101, with_disk("local-lvm:base-9001-disk-0/vm-101-disk-0"))
-            .storage("b", "local-lvm", 500 * GIB),
-    );
-    let plan = plan_of(&api, vec![mig(101, GuestKind::Qemu, "a", "b", 0)]);
-    let report = executor(&api, options()).execute(plan, &balance()).await;
-    assert_eq!(posts(&api, 101), 0);
-    assert_eq!(
-        report.failed[0].error,
-        "local-lvm:base-9001-disk-0/vm-101-disk-0 is a linked clone of a template on local \
-         storage: Proxmox cannot migrate it"
-    );
-
-    let api = Arc::new(
-        self::api()
-            .script(101, with_disk("local-lvm:vm-101-disk-0"))
-            .storage("b", "local-lvm", 20 * GIB),
-    );
-    let plan = plan_of(&api, vec![mig(101, GuestKind::Qemu, "a", "b", 0)]);
-    let report = executor(&api, options()).execute(plan, &balance()).await;
-    assert_eq!(posts(&api, 101), 0);
-    assert_eq!(
-        report.failed[0].error,
-        "storage local-lvm on b has 20.0 GiB free, its local disks need 32.0 GiB"
-    );
-    assert_eq!(api.node_of(101), "a");
+    // (the disk, room for it on b, why it is not sent)
+    let cases = [
+        (
+            "local-lvm:base-9001-disk-0/vm-101-disk-0",
+            500 * GIB,
+            "local-lvm:base-9001-disk-0/vm-101-disk-0 is a linked clone of a template on local \
+             storage: Proxmox cannot migrate it",
+        ),
+        (
+            "local-lvm:vm-101-disk-0",
+            20 * GIB,
+            "storage local-lvm on b has 20.0 GiB free, its local disks need 32.0 GiB",
+        ),
+    ];
+    for (volid, avail, error) in cases {
+        let api = Arc::new(self::api().script(101, with_local_disk(volid)).storage(
+            "b",
+            "local-lvm",
+            avail,
+        ));
+        let report = run(&api, a_to_b(101)).await;
+        assert_not_sent(&api, &report, 101, error);
+        assert_eq!(api.node_of(101), "a");
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -266,9 +326,7 @@ async fn a_stopped_vm_moves_offline() {
     let api = Arc::new(api());
     let mut m = mig(103, GuestKind::Qemu, "a", "d", 0);
     m.online = false;
-    let report = executor(&api, options())
-        .execute(plan_of(&api, vec![m]), &balance())
-        .await;
+    let report = run(&api, vec![m]).await;
     assert!(report.is_clean(), "{report:?}");
     assert_eq!(api.actions()[1], "POST /nodes/a/qemu/103/migrate target=d");
     assert_eq!(api.node_of(103), "d");
@@ -288,23 +346,19 @@ async fn a_target_proxmox_refuses_fails_the_step_with_its_blockers() {
             ..NotAllowedNode::default()
         },
     );
-    let api = Arc::new(api().script(
+    let api = scripted(
         101,
         Script {
             precondition: Some(pre),
             ..Script::default()
         },
-    ));
-    let report = executor(&api, options())
-        .execute(
-            plan_of(&api, vec![mig(101, GuestKind::Qemu, "a", "b", 0)]),
-            &balance(),
-        )
-        .await;
-    assert_eq!(posts(&api, 101), 0);
-    assert_eq!(
-        report.failed[0].error,
-        "Proxmox does not allow b as target: storage local-zfs not available there"
+    );
+    let report = run(&api, a_to_b(101)).await;
+    assert_not_sent(
+        &api,
+        &report,
+        101,
+        "Proxmox does not allow b as target: storage local-zfs not available there",
     );
 }
 
@@ -312,9 +366,7 @@ async fn a_target_proxmox_refuses_fails_the_step_with_its_blockers() {
 async fn running_containers_restart_only_when_the_round_allows_it() {
     let api = Arc::new(api());
     let m = mig(104, GuestKind::Lxc, "a", "b", 0);
-    let report = executor(&api, options())
-        .execute(plan_of(&api, vec![m.clone()]), &balance())
-        .await;
+    let report = run(&api, vec![m.clone()]).await;
     assert_eq!(posts(&api, 104), 0);
     assert!(
         report.failed[0]
@@ -341,12 +393,7 @@ async fn running_containers_restart_only_when_the_round_allows_it() {
 #[tokio::test(start_paused = true)]
 async fn an_ha_guest_is_followed_until_ha_has_moved_it() {
     let api = Arc::new(api());
-    let report = executor(&api, options())
-        .execute(
-            plan_of(&api, vec![mig(105, GuestKind::Qemu, "a", "b", 0)]),
-            &balance(),
-        )
-        .await;
+    let report = run(&api, a_to_b(105)).await;
     assert!(report.is_clean(), "{report:?}");
     assert!(report.done[0].ha);
     assert_eq!(api.node_of(105), "b");
@@ -376,7 +423,7 @@ async fn an_ha_guest_is_followed_until_ha_has_moved_it() {
 
 #[tokio::test(start_paused = true)]
 async fn a_failed_ha_migration_is_reported_with_proxmox_text() {
-    let api = Arc::new(api().script(
+    let api = scripted(
         105,
         Script {
             ha_fail: Some(
@@ -384,13 +431,8 @@ async fn a_failed_ha_migration_is_reported_with_proxmox_text() {
             ),
             ..Script::default()
         },
-    ));
-    let report = executor(&api, options())
-        .execute(
-            plan_of(&api, vec![mig(105, GuestKind::Qemu, "a", "b", 0)]),
-            &balance(),
-        )
-        .await;
+    );
+    let report = run(&api, a_to_b(105)).await;
     assert_eq!(
         report.failed[0].error,
         "HA's migration failed: migration aborted (duration 00:00:03): target node 'b' went offline"
@@ -400,13 +442,7 @@ async fn a_failed_ha_migration_is_reported_with_proxmox_text() {
 
 #[tokio::test(start_paused = true)]
 async fn a_failed_migration_is_reported_and_the_evacuation_goes_on_without_it() {
-    let api = Arc::new(api().script(
-        101,
-        Script {
-            fail: Some("migration problems".into()),
-            ..Script::default()
-        },
-    ));
+    let api = scripted(101, failing("migration problems"));
     let model = Model::from_snapshot(&api.snapshot(), &Overrides::default()).unwrap();
     let goal = evacuate(&["a"]);
     let plan = planning::plan(&model, &placer(), &goal, None).unwrap();
@@ -431,22 +467,9 @@ async fn a_guest_seen_in_flight_is_never_migrated_again() {
     let api = Arc::new(
         api()
             .on_read(1, vec![Change::Lock(101, "migrate".into())])
-            .task(Task {
-                upid: Some(upid("a", 0x99, "qmigrate", 102)),
-                kind: Some("qmigrate".into()),
-                id: Some("102".into()),
-                starttime: Some(TIME - 5),
-                ..Task::default()
-            }),
+            .task(task(0x99, "qmigrate", 102, TIME - 5)),
     );
-    let plan = plan_of(
-        &api,
-        vec![
-            mig(101, GuestKind::Qemu, "a", "b", 0),
-            mig(102, GuestKind::Qemu, "a", "d", 1),
-        ],
-    );
-    let report = executor(&api, options()).execute(plan, &balance()).await;
+    let report = run(&api, leave_a("b", "d")).await;
     assert_eq!(posts(&api, 101), 0);
     assert_eq!(posts(&api, 102), 0);
     assert_eq!(report.skipped[0].vmid, 101);
@@ -466,14 +489,7 @@ async fn a_guest_seen_in_flight_is_never_migrated_again() {
 async fn a_step_that_no_longer_fits_is_dropped_and_the_rest_replanned() {
     // After the first migration, 107 on b grows to fill b: 102 no longer fits there.
     let api = Arc::new(api().on_read(2, vec![Change::GuestMem(107, 54 * GIB)]));
-    let plan = plan_of(
-        &api,
-        vec![
-            mig(101, GuestKind::Qemu, "a", "b", 0),
-            mig(102, GuestKind::Qemu, "a", "b", 1),
-        ],
-    );
-    let report = executor(&api, options()).execute(plan, &balance()).await;
+    let report = run(&api, leave_a("b", "b")).await;
     assert_eq!(report.done[0].vmid, 101);
     assert_eq!(report.skipped.len(), 1, "{report:?}");
     assert_eq!(report.skipped[0].vmid, 102);
@@ -511,14 +527,11 @@ async fn a_step_that_no_longer_fits_is_dropped_and_the_rest_replanned() {
 
 #[tokio::test(start_paused = true)]
 async fn the_parallel_limit_decides_whether_independent_steps_overlap() {
-    let plan = |api: &ScriptedApi| {
-        plan_of(
-            api,
-            vec![
-                mig(101, GuestKind::Qemu, "a", "b", 0),
-                mig(106, GuestKind::Qemu, "c", "d", 1),
-            ],
-        )
+    let plan = || {
+        vec![
+            mig(101, GuestKind::Qemu, "a", "b", 0),
+            mig(106, GuestKind::Qemu, "c", "d", 1),
+        ]
     };
     let first_end = |api: &ScriptedApi| {
         let t = status("a", &upid("a", 0x1001, "qmigrate", 101));
@@ -532,9 +545,7 @@ async fn the_parallel_limit_decides_whether_independent_steps_overlap() {
     };
     let api = Arc::new(api());
     let start = tokio::time::Instant::now();
-    let report = executor(&api, options())
-        .execute(plan(&api), &balance())
-        .await;
+    let report = run(&api, plan()).await;
     assert_eq!(report.done.len(), 2);
     assert!(first_end(&api), "parallel 2: 106 starts while 101 runs");
     assert_eq!(start.elapsed(), Duration::from_secs(2));
@@ -548,7 +559,9 @@ async fn the_parallel_limit_decides_whether_independent_steps_overlap() {
         ..options()
     };
     let start = tokio::time::Instant::now();
-    let report = executor(&api, one).execute(plan(&api), &balance()).await;
+    let report = executor(&api, one)
+        .execute(plan_of(&api, plan()), &balance())
+        .await;
     assert_eq!(report.done.len(), 2);
     assert!(!first_end(&api), "parallel 1: 106 waits for 101");
     assert_eq!(start.elapsed(), Duration::from_secs(4));
@@ -568,17 +581,8 @@ impl Progress for StopAtStart {
 #[tokio::test(start_paused = true)]
 async fn a_stop_starts_nothing_new_and_lets_the_running_migration_end() {
     let api = Arc::new(api());
-    let (handle, stop) = stop_signal();
-    let plan = plan_of(
-        &api,
-        vec![
-            mig(101, GuestKind::Qemu, "a", "b", 0),
-            mig(102, GuestKind::Qemu, "a", "b", 1),
-        ],
-    );
-    let report = executor(&api, options())
-        .with_stop(stop)
-        .with_progress(Arc::new(StopAtStart(handle)))
+    let plan = plan_of(&api, leave_a("b", "b"));
+    let report = stopped_at_start(&api, options())
         .execute(plan, &balance())
         .await;
     assert_eq!(report.done.len(), 1);
@@ -589,22 +593,13 @@ async fn a_stop_starts_nothing_new_and_lets_the_running_migration_end() {
 
 #[tokio::test(start_paused = true)]
 async fn a_migration_running_past_the_timeout_fails_and_a_drain_gives_up_in_time() {
-    let api = Arc::new(api().script(
-        101,
-        Script {
-            running_polls: 10_000,
-            ..Script::default()
-        },
-    ));
+    let api = scripted(101, endless());
     let short = ExecuteOptions {
         timeout: Duration::from_secs(10),
         ..options()
     };
     let report = executor(&api, short)
-        .execute(
-            plan_of(&api, vec![mig(101, GuestKind::Qemu, "a", "b", 0)]),
-            &balance(),
-        )
+        .execute(plan_of(&api, a_to_b(101)), &balance())
         .await;
     let t = upid("a", 0x1001, "qmigrate", 101);
     assert_eq!(
@@ -612,26 +607,14 @@ async fn a_migration_running_past_the_timeout_fails_and_a_drain_gives_up_in_time
         format!("still running after 10 s (timeout-secs); Proxmox carries on with task {t}")
     );
 
-    let api = Arc::new(self::api().script(
-        101,
-        Script {
-            running_polls: 10_000,
-            ..Script::default()
-        },
-    ));
-    let (handle, stop) = stop_signal();
+    let api = scripted(101, endless());
     let drain = ExecuteOptions {
         drain_timeout: Duration::from_secs(5),
         ..options()
     };
     let start = tokio::time::Instant::now();
-    let report = executor(&api, drain)
-        .with_stop(stop)
-        .with_progress(Arc::new(StopAtStart(handle)))
-        .execute(
-            plan_of(&api, vec![mig(101, GuestKind::Qemu, "a", "b", 0)]),
-            &balance(),
-        )
+    let report = stopped_at_start(&api, drain)
+        .execute(plan_of(&api, a_to_b(101)), &balance())
         .await;
     assert_eq!(start.elapsed(), Duration::from_secs(5));
     assert_eq!(report.unfinished.len(), 1);
@@ -650,20 +633,17 @@ impl Progress for Events {
 
 #[tokio::test(start_paused = true)]
 async fn progress_comes_from_the_task_log() {
-    let api = Arc::new(api().script(
+    let api = scripted(
         101,
         Script {
             running_polls: 4,
             ..Script::default()
         },
-    ));
+    );
     let events = Arc::new(Events::default());
     executor(&api, options())
         .with_progress(Arc::clone(&events) as Arc<dyn Progress>)
-        .execute(
-            plan_of(&api, vec![mig(101, GuestKind::Qemu, "a", "b", 0)]),
-            &balance(),
-        )
+        .execute(plan_of(&api, a_to_b(101)), &balance())
         .await;
     let events = events.0.lock().unwrap().clone();
     let fractions: Vec<f64> = events
@@ -684,22 +664,13 @@ async fn progress_comes_from_the_task_log() {
 
 #[tokio::test(start_paused = true)]
 async fn the_balance_budget_caps_replans() {
-    let api = Arc::new(api().script(
-        101,
-        Script {
-            fail: Some("migration problems".into()),
-            ..Script::default()
-        },
-    ));
+    let api = scripted(101, failing("migration problems"));
     let goal = Goal::Balance(BalanceOptions {
         max_migrations: 1,
         ..BalanceOptions::default()
     });
     let report = executor(&api, options())
-        .execute(
-            plan_of(&api, vec![mig(101, GuestKind::Qemu, "a", "b", 0)]),
-            &goal,
-        )
+        .execute(plan_of(&api, a_to_b(101)), &goal)
         .await;
     assert_eq!(report.failed.len(), 1);
     assert!(
@@ -713,14 +684,7 @@ async fn the_balance_budget_caps_replans() {
 async fn a_cluster_that_cannot_be_read_stops_the_round_after_what_runs() {
     // The first step reads fine; before the second the API goes away.
     let api = Arc::new(api().on_read(2, vec![Change::Unreadable]));
-    let plan = plan_of(
-        &api,
-        vec![
-            mig(101, GuestKind::Qemu, "a", "b", 0),
-            mig(102, GuestKind::Qemu, "a", "d", 1),
-        ],
-    );
-    let report = executor(&api, options()).execute(plan, &balance()).await;
+    let report = run(&api, leave_a("b", "d")).await;
     assert_eq!(report.done.len(), 1);
     assert_eq!(posts(&api, 102), 0);
     let why = report.stopped.as_deref().unwrap();
@@ -738,15 +702,11 @@ async fn a_cluster_that_cannot_be_read_stops_the_round_after_what_runs() {
 async fn a_guest_whose_ha_move_is_queued_is_left_to_ha() {
     // A previous flxp asked HA to move 105 20 s ago; HA has not started the migration yet.
     let api = Arc::new(api().task(Task {
-        upid: Some(upid("a", 0x98, "hamigrate", 105)),
-        kind: Some("hamigrate".into()),
-        id: Some("105".into()),
-        starttime: Some(TIME - 21),
         endtime: Some(TIME - 20),
         status: Some("OK".into()),
-        ..Task::default()
+        ..task(0x98, "hamigrate", 105, TIME - 21)
     }));
-    let plan = plan_of(&api, vec![mig(105, GuestKind::Qemu, "a", "b", 0)]);
+    let plan = plan_of(&api, a_to_b(105));
     let report = executor(&api, options())
         .execute(plan, &evacuate(&["a"]))
         .await;
@@ -790,13 +750,6 @@ fn the_world_fixture_reads() {
 
 /// Twelve guests of one node, leaving it for three others in turn.
 fn twelve_leave_a() -> (Arc<ScriptedApi>, Vec<Migration>) {
-    let node = |n: &str, mem: u64| {
-        format!(
-            r#"{{"id":"node/{n}","type":"node","node":"{n}","status":"online","maxmem":{},"mem":{},"maxcpu":16,"cpu":0.1}}"#,
-            64 * GIB,
-            mem * GIB
-        )
-    };
     let mut items: Vec<String> = [("a", 30), ("b", 4), ("c", 4), ("d", 4)]
         .iter()
         .map(|(n, m)| node(n, *m))

@@ -1,39 +1,15 @@
 //! `collect_snapshot` over HTTPS against the simulated cluster.
 
-use std::time::Duration;
-
 use flxp_core::{Cluster, Overrides, Snapshot};
-use flxp_pve::{ClientBuilder, Credentials, Fingerprint, Host, Secret, TlsTrust};
-use flxp_sim::{Scenario, Sim, SimHandle, TlsIdentity};
+use flxp_sim::Scenario;
 
-const DEMO: &str = include_str!("../../../flxp-sim/scenarios/demo.json");
-const TOKEN: &str = "root@pam!flxp=2f1c0e8b-8a6c-4d1e-9f9a-0b1c2d3e4f5a";
+use crate::sim_client::serve_tls;
+use crate::support::DEMO;
 
 #[tokio::test]
 async fn a_snapshot_of_the_demo_cluster_reads_back_as_the_same_cluster() {
-    let mut scenario = Scenario::from_json(DEMO).unwrap();
-    scenario.add_token(TOKEN).unwrap();
-    let identity = TlsIdentity::generate(&[]).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let sim = SimHandle::spawn(
-        listener,
-        Sim::new(scenario.clone()).unwrap(),
-        Some(&identity),
-    )
-    .unwrap();
-    let pin: Fingerprint = sim.fingerprint().unwrap().parse().unwrap();
-    let (id, secret) = TOKEN.rsplit_once('=').unwrap();
-    let client = ClientBuilder::new(
-        vec![sim.addr().to_string().parse::<Host>().unwrap()],
-        Credentials::Token {
-            id: id.into(),
-            secret: Secret::new(secret),
-        },
-    )
-    .trust(TlsTrust::Pinned(vec![pin]))
-    .timeout(Duration::from_secs(10))
-    .build()
-    .unwrap();
+    let scenario = Scenario::from_json(DEMO).unwrap();
+    let (sim, client) = serve_tls(scenario.clone()).await;
 
     // This machine's clock says a year later: the snapshot keeps the cluster's (the sim's), the
     // clock its task times come from.

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use flxp_core::Overrides;
 use flxp_core::balance::{BalanceOptions, Trigger};
-use flxp_engine::{Daemon, DaemonOptions, Error, ExecuteOptions, StaleAction, StaleOptions, Zone};
+use flxp_engine::{DaemonOptions, Error, StaleAction, StaleOptions};
 use tokio::sync::Notify;
 
-use crate::support::{self, DEMO, FirstStart, UNBALANCED, placer, spread, zone};
+use crate::support::{self, DEMO, FirstStart, UNBALANCED, daemon_execute, spread, zone};
 
 fn options(hold: u32) -> DaemonOptions {
     DaemonOptions {
@@ -22,28 +22,9 @@ fn options(hold: u32) -> DaemonOptions {
             },
             ..BalanceOptions::default()
         },
-        execute: ExecuteOptions {
-            poll: Duration::from_millis(10),
-            timeout: Duration::from_secs(60),
-            ..ExecuteOptions::default()
-        },
+        execute: daemon_execute(),
         ..DaemonOptions::default()
     }
-}
-
-fn daemon(z: &support::Zone, overrides: Overrides, options: DaemonOptions) -> Daemon {
-    let sim = z.sim.clone();
-    Daemon::new(
-        vec![Zone {
-            name: "lab".into(),
-            api: z.api.clone(),
-            overrides,
-            reservations: None,
-        }],
-        placer(),
-        options,
-    )
-    .with_clock(Arc::new(move || sim.now() as i64))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -53,7 +34,7 @@ async fn a_round_evacuates_a_node_the_config_puts_in_maintenance() {
         maintenance: BTreeSet::from(["pve4".to_owned()]),
         ..Overrides::default()
     };
-    let d = daemon(&z, overrides, options(3));
+    let d = z.daemon(overrides, options(3));
     let report = d.run_round("lab").await.unwrap();
     let evac = report.evacuation.as_ref().unwrap();
     assert!(!evac.plan.migrations.is_empty(), "{}", evac.plan.summary);
@@ -64,14 +45,7 @@ async fn a_round_evacuates_a_node_the_config_puts_in_maintenance() {
         "no balancing in a round that evacuated"
     );
     assert_eq!(report.next_in(), Duration::from_secs(3600));
-    let left: Vec<u32> = z
-        .sim
-        .world()
-        .guests
-        .values()
-        .filter(|g| g.node == "pve4")
-        .map(|g| g.vmid)
-        .collect();
+    let left = z.guests_on("pve4");
     assert_eq!(left, [151], "only the flxp.ignore guest stays");
     assert_eq!(d.last_report("lab"), Some(report));
     z.shutdown().await;
@@ -82,7 +56,7 @@ async fn a_node_in_ha_maintenance_is_emptied_of_what_ha_leaves_behind() {
     let z = zone(DEMO, 500.0, |_| {}).await;
     // `ha-manager crm-command node-maintenance enable pve1`: HA moves its own guests (111).
     z.sim.world().set_maintenance("pve1", true);
-    let d = daemon(&z, Overrides::default(), options(3));
+    let d = z.daemon(Overrides::default(), options(3));
     let report = d.run_round("lab").await.unwrap();
     let evac = report.evacuation.as_ref().unwrap();
     assert!(
@@ -101,12 +75,9 @@ async fn a_node_in_ha_maintenance_is_emptied_of_what_ha_leaves_behind() {
         assert_eq!(z.node_of(m.vmid), m.to);
     }
     let left: Vec<u32> = z
-        .sim
-        .world()
-        .guests
-        .values()
-        .filter(|g| g.node == "pve1" && g.vmid != 111)
-        .map(|g| g.vmid)
+        .guests_on("pve1")
+        .into_iter()
+        .filter(|vmid| *vmid != 111)
         .collect();
     assert_eq!(
         left,
@@ -119,7 +90,7 @@ async fn a_node_in_ha_maintenance_is_emptied_of_what_ha_leaves_behind() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_trigger_holds_for_its_count_then_the_round_balances() {
     let z = zone(UNBALANCED, 500.0, |_| {}).await;
-    let d = daemon(&z, Overrides::default(), options(3));
+    let d = z.daemon(Overrides::default(), options(3));
     let before = spread(&z.model());
     for held in 1..=2 {
         let r = d.run_round("lab").await.unwrap();
@@ -142,7 +113,7 @@ async fn the_trigger_holds_for_its_count_then_the_round_balances() {
 #[tokio::test]
 async fn an_unknown_zone_is_named() {
     let z = zone(UNBALANCED, 500.0, |_| {}).await;
-    let d = daemon(&z, Overrides::default(), options(1));
+    let d = z.daemon(Overrides::default(), options(1));
     let e = d.run_round("nope").await.unwrap_err();
     assert!(matches!(e, Error::UnknownZone { .. }));
     assert_eq!(
@@ -157,7 +128,8 @@ async fn a_shutdown_starts_nothing_new_and_waits_for_running_migrations() {
     // 50x: an 8 GiB migration takes 0.16 s.
     let z = zone(UNBALANCED, 50.0, |_| {}).await;
     let started = Arc::new(Notify::new());
-    let d = daemon(&z, Overrides::default(), options(1))
+    let d = z
+        .daemon(Overrides::default(), options(1))
         .with_progress(Arc::new(FirstStart(Arc::clone(&started))));
     let when_started = Arc::clone(&started);
     d.run(async move { when_started.notified().await }).await;
@@ -229,7 +201,7 @@ fn tags_of(z: &support::Zone, vmid: u32) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_marker_is_cleaned_up_and_a_young_one_left_alone() {
     let z = zone(DEMO, 500.0, |v| mark(v, &marks())).await;
-    let d = daemon(&z, Overrides::default(), options(3));
+    let d = z.daemon(Overrides::default(), options(3));
     let report = d.run_round("lab").await.unwrap();
     let outcome = |vmid: u32| {
         report
@@ -272,7 +244,7 @@ async fn stale_markers_are_only_reported_when_configured_to_warn() {
         },
         ..options(3)
     };
-    let d = daemon(&z, Overrides::default(), options);
+    let d = z.daemon(Overrides::default(), options);
     let report = d.run_round("lab").await.unwrap();
     let mut warned: Vec<(u32, &str)> = report
         .stale
@@ -295,7 +267,8 @@ async fn a_node_taken_out_of_maintenance_mid_evacuation_keeps_the_rest_of_its_gu
         .await
         .unwrap();
     let started = Arc::new(Notify::new());
-    let d = daemon(&z, Overrides::default(), options(3))
+    let d = z
+        .daemon(Overrides::default(), options(3))
         .with_progress(Arc::new(FirstStart(Arc::clone(&started))));
     let round = tokio::spawn({
         let d = d.clone();
@@ -319,13 +292,7 @@ async fn a_node_taken_out_of_maintenance_mid_evacuation_keeps_the_rest_of_its_gu
     );
     assert_eq!(execution.replans.len(), 1, "{execution:#?}");
     assert_eq!(execution.replans[0].migrations, 0, "{execution:#?}");
-    let left = z
-        .sim
-        .world()
-        .guests
-        .values()
-        .filter(|g| g.node == "pve4")
-        .count();
+    let left = z.guests_on("pve4").len();
     assert_eq!(left, 3, "the ignored guest and the two not yet moved stay");
     z.shutdown().await;
 }

@@ -6,35 +6,79 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use flxp_core::balance::{BalanceOptions, EvacuateOptions};
-use flxp_engine::{Event, Goal, Limits, Progress};
+use flxp_core::balance::{BalanceOptions, EvacuateOptions, Plan};
+use flxp_engine::{Event, ExecutionReport, Executor, Goal, Limits, Progress};
 use flxp_sim::scenario::{ErrorFault, FailMigration, FaultSpec};
 use tokio::sync::Notify;
 
-use crate::support::{DEMO, FirstStart, GIB, UNBALANCED, Watch, spread, zone};
+use crate::support::{DEMO, FirstStart, GIB, UNBALANCED, Watch, Zone, spread, zone};
 
 fn balance() -> Goal {
     Goal::Balance(BalanceOptions::default())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_balance_ends_as_planned_with_every_step_safe() {
-    let z = zone(UNBALANCED, 500.0, |_| {}).await;
+/// The unbalanced zone at a time scale, an executor of it with the default limits, its balance
+/// plan.
+async fn unbalanced(time_scale: f64) -> (Zone, Executor, Plan) {
+    let z = zone(UNBALANCED, time_scale, |_| {}).await;
     let exec = z.executor(Limits::default());
     let plan = exec.plan(&balance()).await.unwrap();
-    assert!(plan.migrations.len() >= 3, "{}", plan.summary);
-    let watch = Watch::new(&z);
+    (z, exec, plan)
+}
+
+/// Carries out a plan with a [`Watch`] on the world at every step: the report and the watch.
+async fn watched(
+    z: &Zone,
+    exec: Executor,
+    plan: Plan,
+    goal: &Goal,
+) -> (ExecutionReport, Arc<Watch>) {
+    let watch = Watch::new(z);
     let report = exec
         .with_progress(Arc::clone(&watch) as Arc<dyn Progress>)
-        .execute(plan.clone(), &balance())
+        .execute(plan, goal)
         .await;
-    assert!(report.is_clean(), "{report:#?}");
-    assert!(report.replans.is_empty(), "{report:#?}");
-    assert_eq!(report.done.len(), plan.migrations.len());
+    (report, watch)
+}
+
+/// Every planned guest is where the plan sent it, moved by one migration.
+fn assert_landed_once(z: &Zone, plan: &Plan) {
     for m in &plan.migrations {
         assert_eq!(z.node_of(m.vmid), m.to, "{}", m.vmid);
         assert_eq!(z.migrations_of(m.vmid), 1);
     }
+}
+
+/// Every `GET` of `path` fails as if it timed out.
+fn timeout_fault(path: &str) -> ErrorFault {
+    ErrorFault {
+        path: path.into(),
+        method: Some("GET".into()),
+        rate: 1.0,
+        status: 500,
+        message: "simulated timeout".into(),
+    }
+}
+
+/// The first step the round skipped is `vmid`'s, for a reason `why` accepts.
+fn assert_first_skipped(report: &ExecutionReport, vmid: u32, why: impl Fn(&str) -> bool) {
+    assert_eq!(report.skipped[0].vmid, vmid, "{report:#?}");
+    assert!(
+        report.skipped[0].reasons.iter().any(|r| why(r)),
+        "{:?}",
+        report.skipped[0].reasons
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_balance_ends_as_planned_with_every_step_safe() {
+    let (z, exec, plan) = unbalanced(500.0).await;
+    assert!(plan.migrations.len() >= 3, "{}", plan.summary);
+    let (report, watch) = watched(&z, exec, plan.clone(), &balance()).await;
+    assert!(report.is_clean(), "{report:#?}");
+    assert!(report.replans.is_empty(), "{report:#?}");
+    assert_eq!(report.done.len(), plan.migrations.len());
+    assert_landed_once(&z, &plan);
     let after = spread(&z.model());
     assert!(
         (after - plan.imbalance_after).abs() < 0.5,
@@ -64,22 +108,11 @@ async fn an_evacuation_empties_the_node_and_ha_guests_go_through_ha() {
         plan.migrations.iter().any(|m| m.vmid == 111),
         "HA guest 111 moves"
     );
-    let watch = Watch::new(&z);
-    let report = exec
-        .with_progress(Arc::clone(&watch) as Arc<dyn Progress>)
-        .execute(plan.clone(), &goal)
-        .await;
+    let (report, watch) = watched(&z, exec, plan.clone(), &goal).await;
     assert!(report.is_clean(), "{report:#?}");
     let ha = report.done.iter().find(|d| d.vmid == 111).unwrap();
     assert!(ha.ha, "111 is HA-managed: moved by hamigrate");
-    let left: Vec<u32> = z
-        .sim
-        .world()
-        .guests
-        .values()
-        .filter(|g| g.node == "pve1")
-        .map(|g| g.vmid)
-        .collect();
+    let left = z.guests_on("pve1");
     let stays: Vec<u32> = plan.skipped.iter().map(|s| s.vmid).collect();
     for vmid in &left {
         assert!(
@@ -93,9 +126,7 @@ async fn an_evacuation_empties_the_node_and_ha_guests_go_through_ha() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_migration_is_reported_and_the_rest_goes_on() {
-    let z = zone(UNBALANCED, 500.0, |_| {}).await;
-    let exec = z.executor(Limits::default());
-    let plan = exec.plan(&balance()).await.unwrap();
+    let (z, exec, plan) = unbalanced(500.0).await;
     let failing = plan.migrations[0].vmid;
     z.sim.world().faults.set(FaultSpec {
         fail_migrations: vec![FailMigration {
@@ -104,11 +135,7 @@ async fn a_failed_migration_is_reported_and_the_rest_goes_on() {
         }],
         ..FaultSpec::default()
     });
-    let watch = Watch::new(&z);
-    let report = exec
-        .with_progress(Arc::clone(&watch) as Arc<dyn Progress>)
-        .execute(plan.clone(), &balance())
-        .await;
+    let (report, watch) = watched(&z, exec, plan.clone(), &balance()).await;
     assert_eq!(report.failed.len(), 1, "{report:#?}");
     assert_eq!(report.failed[0].vmid, failing);
     assert_eq!(
@@ -138,28 +165,17 @@ async fn a_failed_migration_is_reported_and_the_rest_goes_on() {
 /// as failed ("lost track of task"). The cluster is looked at before a migration is called failed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn landed_migrations_are_done_even_when_their_task_status_cannot_be_read() {
-    let z = zone(UNBALANCED, 500.0, |_| {}).await;
-    let exec = z.executor(Limits::default());
-    let plan = exec.plan(&balance()).await.unwrap();
+    let (z, exec, plan) = unbalanced(500.0).await;
     assert!(!plan.migrations.is_empty(), "{}", plan.summary);
     z.sim.world().faults.set(FaultSpec {
-        errors: vec![ErrorFault {
-            path: "/nodes/*/tasks/*/status".into(),
-            method: Some("GET".into()),
-            rate: 1.0,
-            status: 500,
-            message: "simulated timeout".into(),
-        }],
+        errors: vec![timeout_fault("/nodes/*/tasks/*/status")],
         ..FaultSpec::default()
     });
     let report = exec.execute(plan.clone(), &balance()).await;
     assert!(report.failed.is_empty(), "{report:#?}");
     assert!(report.unknown.is_empty(), "{report:#?}");
     assert_eq!(report.done.len(), plan.migrations.len(), "{report:#?}");
-    for m in &plan.migrations {
-        assert_eq!(z.node_of(m.vmid), m.to, "{}", m.vmid);
-        assert_eq!(z.migrations_of(m.vmid), 1);
-    }
+    assert_landed_once(&z, &plan);
     z.shutdown().await;
 }
 
@@ -181,20 +197,8 @@ async fn a_migration_whose_end_cannot_be_read_at_all_is_reported_unknown() {
     one.migrations.truncate(1);
     let faults = FaultSpec {
         errors: vec![
-            ErrorFault {
-                path: "/nodes/*/tasks/*/status".into(),
-                method: Some("GET".into()),
-                rate: 1.0,
-                status: 500,
-                message: "simulated timeout".into(),
-            },
-            ErrorFault {
-                path: "/cluster/resources".into(),
-                method: Some("GET".into()),
-                rate: 1.0,
-                status: 500,
-                message: "simulated timeout".into(),
-            },
+            timeout_fault("/nodes/*/tasks/*/status"),
+            timeout_fault("/cluster/resources"),
         ],
         ..FaultSpec::default()
     };
@@ -226,9 +230,7 @@ impl Progress for FaultsOnStart {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_executor_aborted_mid_round_and_run_again_migrates_no_guest_twice() {
     // 50x: an 8 GiB live migration takes 0.16 s, long enough to be caught in flight.
-    let z = zone(UNBALANCED, 50.0, |_| {}).await;
-    let exec = z.executor(Limits::default());
-    let plan = exec.plan(&balance()).await.unwrap();
+    let (z, exec, plan) = unbalanced(50.0).await;
     let started = Arc::new(Notify::new());
     let first = exec
         .clone()
@@ -262,11 +264,7 @@ async fn an_executor_aborted_mid_round_and_run_again_migrates_no_guest_twice() {
             plan2.skipped
         );
     }
-    let watch = Watch::new(&z);
-    let report = again
-        .with_progress(Arc::clone(&watch) as Arc<dyn Progress>)
-        .execute(plan2, &balance())
-        .await;
+    let (report, watch) = watched(&z, again, plan2, &balance()).await;
     assert!(report.failed.is_empty(), "{report:#?}");
     // Let the migration the first run started land.
     for _ in 0..200 {
@@ -322,9 +320,7 @@ impl Progress for FillTarget {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_world_that_changes_under_the_plan_is_replanned() {
-    let z = zone(UNBALANCED, 500.0, |_| {}).await;
-    let exec = z.executor(Limits::default());
-    let plan = exec.plan(&balance()).await.unwrap();
+    let (z, exec, plan) = unbalanced(500.0).await;
     let second = plan.migrations[1].clone();
     let fill = FillTarget {
         sim: z.sim.clone(),
@@ -336,15 +332,9 @@ async fn a_world_that_changes_under_the_plan_is_replanned() {
         .execute(plan.clone(), &balance())
         .await;
     assert_eq!(report.skipped.len(), 1, "{report:#?}");
-    assert_eq!(report.skipped[0].vmid, second.vmid);
-    assert!(
-        report.skipped[0]
-            .reasons
-            .iter()
-            .any(|r| r.starts_with(&format!("{}: memory", second.to))),
-        "{:?}",
-        report.skipped[0].reasons
-    );
+    assert_first_skipped(&report, second.vmid, |r| {
+        r.starts_with(&format!("{}: memory", second.to))
+    });
     assert!(!report.replans.is_empty());
     assert_ne!(z.node_of(second.vmid), second.to);
     assert!(report.failed.is_empty(), "{report:#?}");
@@ -353,9 +343,7 @@ async fn a_world_that_changes_under_the_plan_is_replanned() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_target_gone_offline_through_the_control_endpoint_is_planned_around() {
-    let z = zone(UNBALANCED, 500.0, |_| {}).await;
-    let exec = z.executor(Limits::default());
-    let plan = exec.plan(&balance()).await.unwrap();
+    let (z, exec, plan) = unbalanced(500.0).await;
     let first = plan.migrations[0].clone();
     let answer = z
         .control(
@@ -366,15 +354,9 @@ async fn a_target_gone_offline_through_the_control_endpoint_is_planned_around() 
         .await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     let report = exec.execute(plan.clone(), &balance()).await;
-    assert_eq!(report.skipped[0].vmid, first.vmid, "{report:#?}");
-    assert!(
-        report.skipped[0]
-            .reasons
-            .iter()
-            .any(|r| r.starts_with(&format!("{}: ", first.to)) && r.contains("offline")),
-        "{:?}",
-        report.skipped[0].reasons
-    );
+    assert_first_skipped(&report, first.vmid, |r| {
+        r.starts_with(&format!("{}: ", first.to)) && r.contains("offline")
+    });
     assert_eq!(report.replans.len(), 1, "{report:#?}");
     assert!(report.failed.is_empty(), "{report:#?}");
     assert!(report.done.iter().all(|d| d.to != first.to));
@@ -385,12 +367,7 @@ async fn a_target_gone_offline_through_the_control_endpoint_is_planned_around() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plan_never_targets_room_that_a_vm_creation_has_reserved() {
-    let z = zone(UNBALANCED, 500.0, |_| {}).await;
-    let free = z
-        .executor(Limits::default())
-        .plan(&balance())
-        .await
-        .unwrap();
+    let (z, _, free) = unbalanced(500.0).await;
     let target = free
         .migrations
         .first()

@@ -9,4 +9,5 @@ mod inflight;
 mod lease;
 mod plugin_zone;
 mod power;
+mod sim_client;
 mod support;

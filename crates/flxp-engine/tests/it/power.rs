@@ -3,14 +3,14 @@
 //! nothing flaps inside the minimum interval, and an interrupted consolidation is finished. Each
 //! daemon here is fresh where it matters: what flxp switched off is read from Proxmox, not memory.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flxp_core::Overrides;
+use flxp_engine::daemon::LeaseSettings;
 use flxp_engine::power_mark::{self, PowerState};
-use flxp_engine::{AutoConsolidate, Daemon, DaemonOptions, ExecuteOptions, PowerReport, Zone};
+use flxp_engine::{AutoConsolidate, Daemon, DaemonOptions, PowerReport, RoundReport};
 
-use crate::support::{self, DEMO, UNBALANCED, placer, zone};
+use crate::support::{self, DEMO, UNBALANCED, daemon_execute, zone};
 
 fn auto(below: f64, above: f64, min_interval: Duration) -> AutoConsolidate {
     AutoConsolidate {
@@ -31,37 +31,81 @@ fn daemon_with(
     power: AutoConsolidate,
     tweak: impl FnOnce(&mut DaemonOptions),
 ) -> Daemon {
-    let sim = z.sim.clone();
     let mut options = DaemonOptions {
         interval: Duration::from_secs(3600),
         retry_after: Duration::from_secs(1),
-        execute: ExecuteOptions {
-            poll: Duration::from_millis(10),
-            timeout: Duration::from_secs(60),
-            ..ExecuteOptions::default()
-        },
+        execute: daemon_execute(),
         power: Some(power),
         ..DaemonOptions::default()
     };
     tweak(&mut options);
-    Daemon::new(
-        vec![Zone {
-            name: "lab".into(),
-            api: z.api.clone(),
-            overrides: Overrides::default(),
-            reservations: None,
-        }],
-        placer(),
-        options,
-    )
-    .with_clock(Arc::new(move || sim.now() as i64))
+    z.daemon(Overrides::default(), options)
+}
+
+/// A daemon as [`daemon`], with a `[balance] cooldown-secs`.
+fn daemon_cooling(z: &support::Zone, power: AutoConsolidate, cooldown_secs: i64) -> Daemon {
+    daemon_with(z, power, |o| o.balance.cooldown_secs = cooldown_secs)
+}
+
+/// A round of zone `lab` that reports no error.
+async fn clean_round(d: &Daemon) -> RoundReport {
+    let r = d.run_round("lab").await.unwrap();
+    assert!(r.error.is_none(), "{r:#?}");
+    r
 }
 
 async fn round(d: &Daemon) -> PowerReport {
-    let r = d.run_round("lab").await.unwrap();
-    assert!(r.error.is_none(), "{r:#?}");
+    let r = clean_round(d).await;
     let text = format!("{r:#?}");
     r.power.unwrap_or_else(|| panic!("no power report: {text}"))
+}
+
+/// Marks `node` as a consolidation does before emptying it: power mark `off` (at `since`, set
+/// through pve1) and maintenance.
+async fn mark_off(z: &support::Zone, node: &str, since: i64) {
+    power_mark::set(&z.api, "pve1", node, Some((PowerState::Off, since)))
+        .await
+        .unwrap();
+    flxp_engine::maintenance::set(&z.api, node, true)
+        .await
+        .unwrap();
+}
+
+/// pve2 is back in service: no power mark anywhere, no maintenance note on it.
+fn assert_given_back(z: &support::Zone) {
+    assert!(!all_notes(z).contains("flxp-power"), "{}", all_notes(z));
+    assert!(
+        !z.sim.world().nodes["pve2"]
+            .notes
+            .contains("flxp.maintenance")
+    );
+}
+
+/// The round after pve2 woke gives it back, and its balancing moves guests onto it cleanly.
+async fn assert_balanced_back(z: &support::Zone, d: &Daemon) {
+    let r = d.run_round("lab").await.unwrap();
+    let p = r.power.as_ref().unwrap();
+    assert_eq!(p.back, ["pve2"], "{r:#?}");
+    let balance = r.balance.as_ref().unwrap();
+    assert!(
+        balance.plan.migrations.iter().any(|m| m.to == "pve2"),
+        "{}",
+        balance.plan.summary
+    );
+    assert!(balance.execution.as_ref().unwrap().is_clean());
+    assert!(guests_on(z, "pve2") > 0, "guests balanced back onto pve2");
+}
+
+/// The lease of zone `lab`, held by `me:1:1` on `node`.
+fn lease_on(node: &str) -> LeaseSettings {
+    LeaseSettings {
+        options: flxp_engine::LeaseOptions {
+            ttl: Duration::from_secs(30),
+            margin: Duration::from_secs(5),
+            holder: "me:1:1".into(),
+        },
+        nodes: [("lab".to_owned(), node.to_owned())].into(),
+    }
 }
 
 /// Waits (real time, bounded) until the simulated node is online or offline.
@@ -83,12 +127,7 @@ fn all_notes(z: &support::Zone) -> String {
 }
 
 fn guests_on(z: &support::Zone, node: &str) -> usize {
-    z.sim
-        .world()
-        .guests
-        .values()
-        .filter(|g| g.node == node)
-        .count()
+    z.guests_on(node).len()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -132,23 +171,8 @@ async fn low_load_switches_a_node_off_and_high_load_wakes_it_and_balances_back()
     assert!(p.decision.contains("above wake-above"), "{}", p.decision);
     assert!(all_notes(&z).contains("node=pve2 state=waking"));
     until_online(&z, "pve2", true).await;
-    let r = d.run_round("lab").await.unwrap();
-    let p = r.power.as_ref().unwrap();
-    assert_eq!(p.back, ["pve2"], "{r:#?}");
-    assert!(!all_notes(&z).contains("flxp-power"), "{}", all_notes(&z));
-    assert!(
-        !z.sim.world().nodes["pve2"]
-            .notes
-            .contains("flxp.maintenance")
-    );
-    let balance = r.balance.as_ref().unwrap();
-    assert!(
-        balance.plan.migrations.iter().any(|m| m.to == "pve2"),
-        "{}",
-        balance.plan.summary
-    );
-    assert!(balance.execution.as_ref().unwrap().is_clean());
-    assert!(guests_on(&z, "pve2") > 0, "guests balanced back onto pve2");
+    assert_balanced_back(&z, &d).await;
+    assert_given_back(&z);
     z.shutdown().await;
 }
 
@@ -190,19 +214,12 @@ async fn nothing_flaps_inside_the_minimum_interval_but_a_need_for_room_wakes_at_
 async fn an_interrupted_consolidation_is_finished_by_the_next_round() {
     let z = zone(DEMO, 500.0, |_| {}).await;
     // As a consolidation killed mid-way leaves it: pve2 marked and in maintenance, still full.
-    let now = z.sim.now() as i64;
-    power_mark::set(&z.api, "pve1", "pve2", Some((PowerState::Off, now)))
-        .await
-        .unwrap();
-    flxp_engine::maintenance::set(&z.api, "pve2", true)
-        .await
-        .unwrap();
+    mark_off(&z, "pve2", z.sim.now() as i64).await;
     assert!(guests_on(&z, "pve2") > 1);
     // A high consolidate level would not consolidate now: only the resume acts.
     let d = daemon(&z, auto(0.4, 0.7, Duration::from_secs(86_400)));
     for _ in 0..4 {
-        let r = d.run_round("lab").await.unwrap();
-        assert!(r.error.is_none(), "{r:#?}");
+        let r = clean_round(&d).await;
         if r.power.as_ref().is_some_and(|p| !p.switched_off.is_empty()) {
             break;
         }
@@ -213,27 +230,24 @@ async fn an_interrupted_consolidation_is_finished_by_the_next_round() {
     z.shutdown().await;
 }
 
-/// As a consolidation killed after emptying pve2 leaves it: marked `off` (at `since`), in
-/// maintenance, no guest left (moved to pve1).
-async fn emptied_and_marked(z: &support::Zone, since: i64) {
-    power_mark::set(&z.api, "pve1", "pve2", Some((PowerState::Off, since)))
-        .await
-        .unwrap();
-    flxp_engine::maintenance::set(&z.api, "pve2", true)
-        .await
-        .unwrap();
+/// As a consolidation killed after emptying pve2 leaves it: marked `off` `age` simulated
+/// seconds ago, in maintenance, no guest left (moved to pve1). Returns when it was marked.
+async fn emptied_and_marked(z: &support::Zone, age: i64) -> i64 {
+    let since = z.sim.now() as i64 - age;
+    mark_off(z, "pve2", since).await;
     for g in z.sim.world().guests.values_mut() {
         if g.node == "pve2" {
             g.node = "pve1".into();
         }
     }
     assert_eq!(guests_on(z, "pve2"), 0);
+    since
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_emptied_node_is_given_back_not_switched_off_when_the_load_rose() {
     let z = zone(DEMO, 500.0, |_| {}).await;
-    emptied_and_marked(&z, z.sim.now() as i64).await;
+    emptied_and_marked(&z, 0).await;
     // The demo's load (about a sixth) is above both levels here.
     let d = daemon(&z, auto(0.05, 0.1, Duration::from_secs(86_400)));
     let p = round(&d).await;
@@ -241,20 +255,14 @@ async fn an_emptied_node_is_given_back_not_switched_off_when_the_load_rose() {
     assert_eq!(p.back, ["pve2"], "{p:#?}");
     assert!(p.decision.contains("consolidate-below"), "{}", p.decision);
     assert!(z.sim.world().nodes["pve2"].online);
-    assert!(!all_notes(&z).contains("flxp-power"), "{}", all_notes(&z));
-    assert!(
-        !z.sim.world().nodes["pve2"]
-            .notes
-            .contains("flxp.maintenance")
-    );
+    assert_given_back(&z);
     z.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resumed_shutdown_restarts_the_minimum_interval() {
     let z = zone(DEMO, 500.0, |_| {}).await;
-    let old = z.sim.now() as i64 - 200_000;
-    emptied_and_marked(&z, old).await;
+    let old = emptied_and_marked(&z, 200_000).await;
     let day = Duration::from_secs(86_400);
     let p = round(&daemon(&z, auto(0.4, 0.7, day))).await;
     assert_eq!(p.switched_off, ["pve2"], "{p:#?}");
@@ -267,34 +275,6 @@ async fn a_resumed_shutdown_restarts_the_minimum_interval() {
     assert!(p.woken.is_empty(), "{p:#?}");
     assert!(p.decision.contains("last power change"), "{}", p.decision);
     z.shutdown().await;
-}
-
-/// A daemon as [`daemon`], with a `[balance] cooldown-secs`.
-fn daemon_cooling(z: &support::Zone, power: AutoConsolidate, cooldown_secs: i64) -> Daemon {
-    let sim = z.sim.clone();
-    let mut options = DaemonOptions {
-        interval: Duration::from_secs(3600),
-        retry_after: Duration::from_secs(1),
-        execute: ExecuteOptions {
-            poll: Duration::from_millis(10),
-            timeout: Duration::from_secs(60),
-            ..ExecuteOptions::default()
-        },
-        power: Some(power),
-        ..DaemonOptions::default()
-    };
-    options.balance.cooldown_secs = cooldown_secs;
-    Daemon::new(
-        vec![Zone {
-            name: "lab".into(),
-            api: z.api.clone(),
-            overrides: Overrides::default(),
-            reservations: None,
-        }],
-        placer(),
-        options,
-    )
-    .with_clock(Arc::new(move || sim.now() as i64))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -321,17 +301,7 @@ async fn a_woken_node_takes_load_at_once_whatever_the_cooldown() {
     let p = round(&d).await;
     assert_eq!(p.woken, ["pve2"], "{p:#?}");
     until_online(&z, "pve2", true).await;
-    let r = d.run_round("lab").await.unwrap();
-    let p = r.power.as_ref().unwrap();
-    assert_eq!(p.back, ["pve2"], "{r:#?}");
-    let balance = r.balance.as_ref().unwrap();
-    assert!(
-        balance.plan.migrations.iter().any(|m| m.to == "pve2"),
-        "{}",
-        balance.plan.summary
-    );
-    assert!(balance.execution.as_ref().unwrap().is_clean());
-    assert!(guests_on(&z, "pve2") > 0, "guests balanced back onto pve2");
+    assert_balanced_back(&z, &d).await;
     z.shutdown().await;
 }
 
@@ -339,19 +309,12 @@ async fn a_woken_node_takes_load_at_once_whatever_the_cooldown() {
 async fn a_restarted_daemon_gives_an_unfinished_node_back_before_emptying_it() {
     let z = zone(DEMO, 500.0, |_| {}).await;
     // As a consolidation killed mid-way leaves it: pve2 marked and in maintenance, still full.
-    let now = z.sim.now() as i64;
-    power_mark::set(&z.api, "pve1", "pve2", Some((PowerState::Off, now)))
-        .await
-        .unwrap();
-    flxp_engine::maintenance::set(&z.api, "pve2", true)
-        .await
-        .unwrap();
+    mark_off(&z, "pve2", z.sim.now() as i64).await;
     let before = guests_on(&z, "pve2");
     assert!(before > 1);
     // The load (about a sixth) is above consolidate-below now: pve2 is needed back.
     let d = daemon(&z, auto(0.05, 0.1, Duration::from_secs(86_400)));
-    let r = d.run_round("lab").await.unwrap();
-    assert!(r.error.is_none(), "{r:#?}");
+    let r = clean_round(&d).await;
     assert!(r.evacuation.is_none(), "{r:#?}");
     assert_eq!(r.migrations_done(), 0, "{r:#?}");
     assert_eq!(r.power.as_ref().unwrap().back, ["pve2"], "{r:#?}");
@@ -393,8 +356,7 @@ async fn low_load_does_not_balance_onto_nodes_the_consolidation_would_free() {
     let d = daemon_with(&z, auto(0.4, 0.7, Duration::from_secs(86_400)), |o| {
         o.balance.trigger.hold = 1;
     });
-    let r = d.run_round("lab").await.unwrap();
-    assert!(r.error.is_none(), "{r:#?}");
+    let r = clean_round(&d).await;
     let p = r.power.as_ref().unwrap();
     assert!(!p.to_free.is_empty(), "{p:#?}");
     let t = r.trigger.as_ref().unwrap();
@@ -422,17 +384,8 @@ async fn balancing_waits_for_what_the_consolidation_frees_not_the_lease_node() {
     let first = r.power.as_ref().unwrap().to_free[0].clone();
     assert_eq!(r.migrations_done(), 0);
     // The node it would free first holds the lease: it is kept, and not named.
-    let lease = flxp_engine::daemon::LeaseSettings {
-        options: flxp_engine::LeaseOptions {
-            ttl: Duration::from_secs(30),
-            margin: Duration::from_secs(5),
-            holder: "me:1:1".into(),
-        },
-        nodes: [("lab".to_owned(), first.clone())].into(),
-    };
-    let d = daemon_with(&z, waiting, |o| o.balance.trigger.hold = 1).with_lease(lease);
-    let r = d.run_round("lab").await.unwrap();
-    assert!(r.error.is_none(), "{r:#?}");
+    let d = daemon_with(&z, waiting, |o| o.balance.trigger.hold = 1).with_lease(lease_on(&first));
+    let r = clean_round(&d).await;
     let p = r.power.as_ref().unwrap();
     assert!(!p.to_free.contains(&first), "{first}: {p:#?}");
     let t = r.trigger.as_ref().unwrap();
@@ -444,15 +397,7 @@ async fn balancing_waits_for_what_the_consolidation_frees_not_the_lease_node() {
 async fn the_node_holding_the_lease_is_never_consolidated() {
     let z = zone(DEMO, 500.0, |_| {}).await;
     // pve2 is the node a consolidation frees first (above): let it hold the lease.
-    let lease = flxp_engine::daemon::LeaseSettings {
-        options: flxp_engine::LeaseOptions {
-            ttl: Duration::from_secs(30),
-            margin: Duration::from_secs(5),
-            holder: "me:1:1".into(),
-        },
-        nodes: [("lab".to_owned(), "pve2".to_owned())].into(),
-    };
-    let d = daemon(&z, auto(0.4, 0.7, Duration::ZERO)).with_lease(lease);
+    let d = daemon(&z, auto(0.4, 0.7, Duration::ZERO)).with_lease(lease_on("pve2"));
     let p = round(&d).await;
     let c = p.consolidation.as_ref().unwrap();
     assert!(!c.freed_names().contains(&"pve2".to_owned()), "{p:#?}");
@@ -510,13 +455,7 @@ async fn a_restart_during_a_migration_off_a_marked_node_finishes_that_node() {
     // A consolidation killed while 102 was migrating off pve2 (slowly: 1 MiB/s is minutes of
     // simulated time at scale 50): pve2 marked and in maintenance, 102 locked `migrate`.
     let z = zone(DEMO, 50.0, |_| {}).await;
-    let now = z.sim.now() as i64;
-    power_mark::set(&z.api, "pve1", "pve2", Some((PowerState::Off, now)))
-        .await
-        .unwrap();
-    flxp_engine::maintenance::set(&z.api, "pve2", true)
-        .await
-        .unwrap();
+    mark_off(&z, "pve2", z.sim.now() as i64).await;
     let params = flxp_pve::types::QemuMigrateParams {
         target: "pve4".into(),
         online: Some(true),
@@ -551,8 +490,7 @@ async fn a_restart_during_a_migration_off_a_marked_node_finishes_that_node() {
 async fn wake_on_lan_is_sent_again_once_per_wake_timeout() {
     // pve2 was woken long ago and is still off (scale 1: a boot takes minutes of real time).
     let z = zone(DEMO, 1.0, |_| {}).await;
-    let long_ago = z.sim.now() as i64 - 1000;
-    emptied_and_marked(&z, long_ago).await;
+    let long_ago = emptied_and_marked(&z, 1000).await;
     power_mark::set(&z.api, "pve1", "pve2", Some((PowerState::Waking, long_ago)))
         .await
         .unwrap();
@@ -618,12 +556,7 @@ async fn a_failing_migration_backs_off_and_the_empty_node_still_goes_off() {
     let z = zone(DEMO, 50.0, six_nodes).await;
     let now = z.sim.now() as i64;
     for node in ["pve5", "pve6"] {
-        power_mark::set(&z.api, "pve1", node, Some((PowerState::Off, now)))
-            .await
-            .unwrap();
-        flxp_engine::maintenance::set(&z.api, node, true)
-            .await
-            .unwrap();
+        mark_off(&z, node, now).await;
     }
     z.sim.world().faults.set(flxp_sim::scenario::FaultSpec {
         fail_migrations: vec![flxp_sim::scenario::FailMigration {

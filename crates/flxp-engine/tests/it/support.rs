@@ -8,10 +8,14 @@ use flxp_core::balance::{self, Measure, Metric};
 use flxp_core::constraints::{Violation, violations};
 use flxp_core::placement::{PlacementOptions, Placer};
 use flxp_core::{Overrides, Snapshot};
-use flxp_engine::{Event, ExecuteOptions, Executor, Limits, Model, Progress};
-use flxp_pve::{ClientBuilder, Credentials, Host, Pve, Secret};
+use flxp_engine::{
+    Daemon, DaemonOptions, Event, ExecuteOptions, Executor, Limits, Model, Progress,
+};
+use flxp_pve::{Host, Pve};
 use flxp_sim::{Scenario, Sim, SimHandle};
 use serde_json::Value;
+
+use crate::sim_client::token_client;
 
 pub const TOKEN: &str = "root@pam!flxp=7c1e0b5a-4d2f-4e8a-9b6c-1a2b3c4d5e6f";
 pub use flxp_core::units::GIB;
@@ -37,18 +41,8 @@ pub async fn zone(doc: &str, time_scale: f64, tweak: impl FnOnce(&mut Value)) ->
     let sim = Sim::new(scenario).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let handle = SimHandle::spawn(listener, sim.clone(), None).unwrap();
-    let (id, secret) = TOKEN.rsplit_once('=').unwrap();
     let host: Host = format!("http://{}", handle.addr()).parse().unwrap();
-    let client = ClientBuilder::new(
-        vec![host],
-        Credentials::Token {
-            id: id.into(),
-            secret: Secret::new(secret),
-        },
-    )
-    .timeout(Duration::from_secs(10))
-    .build()
-    .unwrap();
+    let client = token_client(host, TOKEN, None);
     Zone {
         handle,
         sim,
@@ -86,6 +80,33 @@ impl Zone {
         self.sim.world().guests[&vmid].node.clone()
     }
 
+    /// The guests on a node now, in the world's order.
+    pub fn guests_on(&self, node: &str) -> Vec<u32> {
+        self.sim
+            .world()
+            .guests
+            .values()
+            .filter(|g| g.node == node)
+            .map(|g| g.vmid)
+            .collect()
+    }
+
+    /// A daemon managing this zone as `lab`, with the simulated clock.
+    pub fn daemon(&self, overrides: Overrides, options: DaemonOptions) -> Daemon {
+        let sim = self.sim.clone();
+        Daemon::new(
+            vec![flxp_engine::Zone {
+                name: "lab".into(),
+                api: self.api.clone(),
+                overrides,
+                reservations: None,
+            }],
+            placer(),
+            options,
+        )
+        .with_clock(Arc::new(move || sim.now() as i64))
+    }
+
     /// Migration tasks the world ran, per guest (`qmigrate`/`vzmigrate`, started by anyone).
     pub fn migrations_of(&self, vmid: u32) -> usize {
         self.sim
@@ -118,6 +139,15 @@ impl Zone {
 
     pub async fn shutdown(self) {
         self.handle.shutdown().await.unwrap();
+    }
+}
+
+/// How a daemon's rounds carry out plans here: polling fast, a minute per migration at most.
+pub fn daemon_execute() -> ExecuteOptions {
+    ExecuteOptions {
+        poll: Duration::from_millis(10),
+        timeout: Duration::from_secs(60),
+        ..ExecuteOptions::default()
     }
 }
 

@@ -1,0 +1,42 @@
+//! Clients of the in-process simulator, shared by the integration tests and the creation unit
+//! tests (`src/create_vm/tests.rs` includes this file by path): one place builds a token client.
+
+use std::time::Duration;
+
+use flxp_pve::{Client, ClientBuilder, Credentials, Fingerprint, Host, Secret, TlsTrust};
+use flxp_sim::{Scenario, Sim, SimHandle, TlsIdentity};
+
+/// The API token the TLS simulator of [`serve_tls`] accepts.
+pub const TLS_TOKEN: &str = "root@pam!flxp=2f1c0e8b-8a6c-4d1e-9f9a-0b1c2d3e4f5a";
+
+/// A client of `host` logging in with `token` (`id=secret`), trusting only `pin` when given.
+pub fn token_client(host: Host, token: &str, pin: Option<Fingerprint>) -> Client {
+    let (id, secret) = token.rsplit_once('=').unwrap();
+    let builder = ClientBuilder::new(
+        vec![host],
+        Credentials::Token {
+            id: id.into(),
+            secret: Secret::new(secret),
+        },
+    )
+    .timeout(Duration::from_secs(10));
+    match pin {
+        Some(pin) => builder.trust(TlsTrust::Pinned(vec![pin])),
+        None => builder,
+    }
+    .build()
+    .unwrap()
+}
+
+/// Serves `scenario` (with [`TLS_TOKEN`] added) over HTTPS on `127.0.0.1:0`, with a client
+/// pinned to its fresh certificate.
+pub async fn serve_tls(mut scenario: Scenario) -> (SimHandle, Client) {
+    scenario.add_token(TLS_TOKEN).unwrap();
+    let identity = TlsIdentity::generate(&[]).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let handle = SimHandle::spawn(listener, Sim::new(scenario).unwrap(), Some(&identity)).unwrap();
+    let pin: Fingerprint = handle.fingerprint().unwrap().parse().unwrap();
+    let host = handle.addr().to_string().parse::<Host>().unwrap();
+    let client = token_client(host, TLS_TOKEN, Some(pin));
+    (handle, client)
+}
