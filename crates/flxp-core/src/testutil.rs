@@ -1,7 +1,15 @@
 //! What the crate's unit tests share: the builders, and the clusters several modules test on.
 
+// Tests may panic: unwrapping is how they fail.
+#![allow(clippy::unwrap_used)]
+
+use crate::balance::draft::Draft;
+use crate::balance::measure::{LoadKind, Measure};
 pub use crate::builder::*;
 use crate::cluster::Cluster;
+use crate::constraints::Rules;
+use crate::placement::{PlacementOptions, Placer};
+use crate::state::State;
 
 /// Issue 12's first cluster (N3, N6): n1 32 GiB, n2 24 GiB, n3 16 GiB; 103 is pinned to n2.
 pub fn floor1() -> Cluster {
@@ -44,4 +52,32 @@ pub fn floor2() -> Cluster {
                 .tagged("flxp.anti-affinity.a"),
         )
         .build()
+}
+
+/// A placer with the default options, no custom policies and no plugins.
+pub fn placer() -> Placer {
+    Placer::new(PlacementOptions::default(), Vec::new()).unwrap()
+}
+
+/// Runs `f` on a fresh draft of `c` (memory load, spread measure, no cooldown, `budget`
+/// migrations, the default placer), with the state it started from.
+pub(crate) fn with_draft<R>(
+    c: &Cluster,
+    budget: usize,
+    f: impl FnOnce(&mut Draft<'_>, &State) -> R,
+) -> R {
+    let rules = Rules::compile(c);
+    let placer = placer();
+    let state = State::new(c);
+    let mut sim = Draft::new(
+        c,
+        &rules,
+        &placer,
+        &state,
+        LoadKind::Memory,
+        Measure::Spread,
+        0,
+        budget,
+    );
+    f(&mut sim, &state)
 }

@@ -766,6 +766,11 @@ mod tests {
     use super::*;
     use crate::testutil::*;
 
+    /// The memory bound for `spread` with every guest free to move and none made to leave.
+    fn memory_need(c: &Cluster, s: &State, spread: f64, tightness: Tightness) -> Option<Need> {
+        need_for_spread(c, s, LoadKind::Memory, spread, tightness, &[], |_| true)
+    }
+
     #[test]
     fn peers_example_90_70_40_20() {
         // docs/rebalancing-reference.md §2: k = 1 → peak ≥ 70 and σ ≥ √(450/4) ≈ 10.6; k = 2 →
@@ -837,17 +842,7 @@ mod tests {
             .guest(vm(105, "c").mem(40 * GIB, 40 * GIB))
             .build();
         let s = State::new(&c);
-        let need = |spread| {
-            need_for_spread(
-                &c,
-                &s,
-                LoadKind::Memory,
-                spread,
-                Tightness::Plain,
-                &[],
-                |_| true,
-            )
-        };
+        let need = |spread| memory_need(&c, &s, spread, Tightness::Plain);
         assert_eq!(need(12.0).unwrap().migrations, 0);
         let n = need(9.0).unwrap();
         assert_eq!(n.migrations, 1);
@@ -883,16 +878,7 @@ mod tests {
         let c = four_full_one_empty();
         let s = State::new(&c);
         // Loads 50, 50, 50, 50 and 0: mean 40, a window of 10 pp ends at 30 below and 50 above.
-        let n = need_for_spread(
-            &c,
-            &s,
-            LoadKind::Memory,
-            10.0,
-            Tightness::Plain,
-            &[],
-            |_| true,
-        )
-        .unwrap();
+        let n = memory_need(&c, &s, 10.0, Tightness::Plain).unwrap();
         assert_eq!(n.migrations, 3);
         assert!(n.bytes >= 30 * GIB - GIB / 1000, "{}", n.bytes);
         assert!(n.bytes <= 30 * GIB, "{}", n.bytes);
@@ -907,26 +893,8 @@ mod tests {
     fn one_window_counts_shedding_and_gaining_together() {
         let c = four_full_one_empty();
         let s = State::new(&c);
-        let plain = need_for_spread(
-            &c,
-            &s,
-            LoadKind::Memory,
-            10.0,
-            Tightness::Plain,
-            &[],
-            |_| true,
-        )
-        .unwrap();
-        let one = need_for_spread(
-            &c,
-            &s,
-            LoadKind::Memory,
-            10.0,
-            Tightness::Window,
-            &[],
-            |_| true,
-        )
-        .unwrap();
+        let plain = memory_need(&c, &s, 10.0, Tightness::Plain).unwrap();
+        let one = memory_need(&c, &s, 10.0, Tightness::Window).unwrap();
         assert_eq!(plain.migrations, 3);
         assert_eq!(one.migrations, 4);
         assert_eq!(one.bytes, plain.bytes, "the bytes bound is the plain one");
@@ -1177,16 +1145,7 @@ mod tests {
             moves_for_trough(&c, &r, &s, LoadKind::Memory, 20.0),
             Some(0)
         );
-        let n = need_for_spread(
-            &c,
-            &s,
-            LoadKind::Memory,
-            30.0,
-            Tightness::Landing,
-            &[],
-            |_| true,
-        )
-        .unwrap();
+        let n = memory_need(&c, &s, 30.0, Tightness::Landing).unwrap();
         assert_eq!(n.migrations, 0);
     }
 
@@ -1194,25 +1153,19 @@ mod tests {
     /// so any plan copies them along with the memory.
     #[test]
     fn the_bytes_bound_counts_local_disks() {
-        let c = ClusterBuilder::new()
+        let mut b = ClusterBuilder::new()
             .node(node("a").memory(100 * GIB))
-            .node(node("b").memory(100 * GIB))
-            .guest(
-                vm(101, "a")
+            .node(node("b").memory(100 * GIB));
+        for vmid in [101, 102] {
+            b = b.guest(
+                vm(vmid, "a")
                     .mem(40 * GIB, 40 * GIB)
                     .local_disk("local-lvm", 100 * GIB),
-            )
-            .guest(
-                vm(102, "a")
-                    .mem(40 * GIB, 40 * GIB)
-                    .local_disk("local-lvm", 100 * GIB),
-            )
-            .build();
+            );
+        }
+        let c = b.build();
         let s = State::new(&c);
-        let n = need_for_spread(&c, &s, LoadKind::Memory, 5.0, Tightness::Plain, &[], |_| {
-            true
-        })
-        .unwrap();
+        let n = memory_need(&c, &s, 5.0, Tightness::Plain).unwrap();
         assert_eq!(n.migrations, 1);
         assert!(n.bytes >= 140 * GIB - 1, "{}", n.bytes);
         assert!(n.bytes <= 140 * GIB, "{}", n.bytes);

@@ -323,45 +323,32 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::balance::measure::{LoadKind, Measure};
-    use crate::placement::{PlacementOptions, Placer};
+    use crate::Cluster;
     use crate::testutil::*;
-    use crate::{Cluster, Rules, State};
 
     fn fixes(c: &Cluster, budget: usize) -> (Vec<(u32, String, Purpose)>, Vec<String>) {
-        let rules = Rules::compile(c);
-        let placer = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
-        let state = State::new(c);
-        let mut sim = Draft::new(
-            c,
-            &rules,
-            &placer,
-            &state,
-            LoadKind::Memory,
-            Measure::Spread,
-            0,
-            budget,
-        );
-        fix_all(
-            &mut sim,
-            &Scope {
-                stopped_off_maintenance: true,
-                make_room: 0,
-                ..Scope::default()
-            },
-        )
-        .unwrap();
-        let moves = sim
-            .migrations
-            .iter()
-            .map(|m| (m.vmid, m.to.clone(), m.purpose))
-            .collect();
-        let notes = sim
-            .skipped
-            .iter()
-            .map(|s| format!("{}: {}", s.vmid, s.reason))
-            .collect();
-        (moves, notes)
+        with_draft(c, budget, |sim, _| {
+            fix_all(
+                sim,
+                &Scope {
+                    stopped_off_maintenance: true,
+                    make_room: 0,
+                    ..Scope::default()
+                },
+            )
+            .unwrap();
+            let moves = sim
+                .migrations
+                .iter()
+                .map(|m| (m.vmid, m.to.clone(), m.purpose))
+                .collect();
+            let notes = sim
+                .skipped
+                .iter()
+                .map(|s| format!("{}: {}", s.vmid, s.reason))
+                .collect();
+            (moves, notes)
+        })
     }
 
     #[test]
@@ -429,25 +416,14 @@ mod tests {
             .guest(vm(102, "a"))
             .guest(vm(103, "a"))
             .build();
-        let rules = Rules::compile(&c);
-        let placer = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
-        let state = State::new(&c);
-        let mut sim = Draft::new(
-            &c,
-            &rules,
-            &placer,
-            &state,
-            LoadKind::Memory,
-            Measure::Spread,
-            0,
-            1,
-        );
-        fix_all(&mut sim, &Scope::default()).unwrap();
-        assert_eq!(sim.migrations.len(), 1);
-        assert_eq!(
-            sim.warnings[0].to_string(),
-            "migration budget of 1 spent: 2 broken rule(s) left for the next plan"
-        );
+        with_draft(&c, 1, |sim, _| {
+            fix_all(sim, &Scope::default()).unwrap();
+            assert_eq!(sim.migrations.len(), 1);
+            assert_eq!(
+                sim.warnings[0].to_string(),
+                "migration budget of 1 spent: 2 broken rule(s) left for the next plan"
+            );
+        });
     }
 
     /// `n` guests pinned by `flxp.node.gone` to a node that does not exist, on 16 nodes, and
@@ -474,26 +450,15 @@ mod tests {
     fn work(c: &Cluster) -> (usize, usize, usize, usize) {
         work::take(&work::DETECTED);
         work::take(&work::TRIED);
-        let rules = Rules::compile(c);
-        let placer = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
-        let state = State::new(c);
-        let mut sim = Draft::new(
-            c,
-            &rules,
-            &placer,
-            &state,
-            LoadKind::Memory,
-            Measure::Spread,
-            0,
-            20,
-        );
-        fix_all(&mut sim, &Scope::default()).unwrap();
-        (
-            work::take(&work::DETECTED),
-            work::take(&work::TRIED),
-            sim.migrations.len(),
-            sim.unplaced.len(),
-        )
+        with_draft(c, 20, |sim, _| {
+            fix_all(sim, &Scope::default()).unwrap();
+            (
+                work::take(&work::DETECTED),
+                work::take(&work::TRIED),
+                sim.migrations.len(),
+                sim.unplaced.len(),
+            )
+        })
     }
 
     #[test]

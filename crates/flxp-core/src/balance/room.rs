@@ -148,10 +148,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::balance::measure::{LoadKind, Measure};
-    use crate::placement::{PlacementOptions, Placer};
     use crate::testutil::*;
-    use crate::{Rules, State};
 
     #[test]
     fn the_largest_guests_make_room_up_to_the_limit() {
@@ -166,29 +163,18 @@ mod tests {
             .guest(vm(104, "a").mem(18 * GIB, 18 * GIB).tagged("flxp.ignore"))
             .guest(vm(105, "b").mem(10 * GIB, 10 * GIB).tagged("flxp.node.a"))
             .build();
-        let rules = Rules::compile(&c);
-        let placer = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
-        let state = State::new(&c);
         let g = c.guest_idx(105).unwrap();
         for (limit, want) in [(1, vec![]), (2, vec![101, 102, 105])] {
-            let mut sim = Draft::new(
-                &c,
-                &rules,
-                &placer,
-                &state,
-                LoadKind::Memory,
-                Measure::Spread,
-                0,
-                10,
-            );
-            let unit = sim.units.of(g);
-            let done =
-                make_room(&mut sim, unit, &[g], Purpose::Fix, limit, "fix flxp.node").unwrap();
-            let moved: Vec<u32> = sim.migrations.iter().map(|m| m.vmid).collect();
-            assert_eq!((done, moved), (!want.is_empty(), want), "limit {limit}");
-            if !done {
-                assert_eq!(sim.state, state, "nothing is applied when it fails");
-            }
+            with_draft(&c, 10, |sim, state| {
+                let unit = sim.units.of(g);
+                let done =
+                    make_room(sim, unit, &[g], Purpose::Fix, limit, "fix flxp.node").unwrap();
+                let moved: Vec<u32> = sim.migrations.iter().map(|m| m.vmid).collect();
+                assert_eq!((done, moved), (!want.is_empty(), want), "limit {limit}");
+                if !done {
+                    assert_eq!(&sim.state, state, "nothing is applied when it fails");
+                }
+            });
         }
     }
 }

@@ -8,13 +8,10 @@ use flxp_core::balance::{
     rank_moves, replay, run_until_stable,
 };
 use flxp_core::builder::*;
-use flxp_core::placement::{PlacementOptions, Placer};
 use flxp_core::snapshot::Task;
 use flxp_core::{Cluster, Rules, State};
 
-pub fn placer() -> Placer {
-    Placer::new(PlacementOptions::default(), Vec::new()).unwrap()
-}
+use crate::support::{placer, skipped};
 
 /// Plans and checks that the plan replays step by step on the snapshot's state.
 pub fn plan_with(c: &Cluster, options: &BalanceOptions) -> Plan {
@@ -499,13 +496,8 @@ fn guests_that_may_not_move_stay_and_are_listed() {
         .build();
     let p = plan_with(&c, &BalanceOptions::default());
     assert_eq!(moves(&p), vec![(105, "a", "b")], "only 105 may move");
-    let skipped: Vec<(u32, &str)> = p
-        .skipped
-        .iter()
-        .map(|s| (s.vmid, s.reason.as_str()))
-        .collect();
     assert_eq!(
-        skipped,
+        skipped(&p),
         vec![
             (
                 101,
@@ -751,6 +743,17 @@ fn pve_bruteforce_replays_dynamic_auto_rebalance2() {
     );
 }
 
+/// Plans for a spread of 5 pp once it is above 10 pp, with at most `max_migrations` migrations.
+fn plan_within_budget(c: &Cluster, max_migrations: usize) -> Plan {
+    plan_with(
+        c,
+        &BalanceOptions {
+            max_migrations,
+            ..spread_options(10.0, 5.0)
+        },
+    )
+}
+
 #[test]
 fn a_budget_too_small_to_lower_the_spread_is_named_as_the_cause() {
     // Two full nodes and two empty ones: one move leaves another node at the top and another at
@@ -761,13 +764,7 @@ fn a_budget_too_small_to_lower_the_spread_is_named_as_the_cause() {
         ("c", 64, &[]),
         ("d", 64, &[]),
     ]);
-    let one = plan_with(
-        &c,
-        &BalanceOptions {
-            max_migrations: 1,
-            ..spread_options(10.0, 5.0)
-        },
-    );
+    let one = plan_within_budget(&c, 1);
     assert!(one.migrations.is_empty(), "{:?}", moves(&one));
     assert!(
         one.summary
@@ -775,13 +772,7 @@ fn a_budget_too_small_to_lower_the_spread_is_named_as_the_cause() {
         "{}",
         one.summary
     );
-    let two = plan_with(
-        &c,
-        &BalanceOptions {
-            max_migrations: 2,
-            ..spread_options(10.0, 5.0)
-        },
-    );
+    let two = plan_within_budget(&c, 2);
     assert_eq!(two.migrations.len(), 2, "{}", two.summary);
     assert!(two.imbalance_after < two.imbalance_before);
 }
@@ -795,13 +786,7 @@ fn a_budget_that_only_allows_gains_below_the_margin_is_named_as_the_cause() {
         ("c", 100, &[]),
         ("d", 100, &[]),
     ]);
-    let one = plan_with(
-        &c,
-        &BalanceOptions {
-            max_migrations: 1,
-            ..spread_options(10.0, 5.0)
-        },
-    );
+    let one = plan_within_budget(&c, 1);
     assert!(one.migrations.is_empty(), "{:?}", moves(&one));
     assert!(
         one.summary.ends_with(
@@ -810,13 +795,7 @@ fn a_budget_that_only_allows_gains_below_the_margin_is_named_as_the_cause() {
         "{}",
         one.summary
     );
-    let two = plan_with(
-        &c,
-        &BalanceOptions {
-            max_migrations: 2,
-            ..spread_options(10.0, 5.0)
-        },
-    );
+    let two = plan_within_budget(&c, 2);
     assert_eq!(two.migrations.len(), 2, "{}", two.summary);
 }
 

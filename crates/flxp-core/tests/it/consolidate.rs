@@ -8,10 +8,10 @@ use std::collections::BTreeSet;
 use flxp_core::balance::{EvacuateOptions, replay};
 use flxp_core::builder::*;
 use flxp_core::consolidate::{ConsolidateOptions, consolidate, headroom_breach, load};
-use flxp_core::constraints::violations;
-use flxp_core::placement::{PlacementOptions, Placer};
 use flxp_core::{Cluster, Rules, State};
 use proptest::prelude::*;
+
+use crate::support::{self, Key, was_broken};
 
 const TAGS: [&str; 6] = [
     "flxp.anti-affinity.web",
@@ -83,21 +83,12 @@ fn build((nodes, guests): &Gen) -> Cluster {
     b.build()
 }
 
-type Key = (String, String, Vec<u32>);
-
+/// The rules `s` breaks, but for maintenance: the nodes being freed are in maintenance by design.
 fn keys(c: &Cluster, rules: &Rules, s: &State) -> BTreeSet<Key> {
-    violations(c, rules, s)
+    support::keys(c, rules, s)
         .into_iter()
-        .filter(|v| v.rule != "maintenance")
-        .map(|v| (v.rule, v.node, v.vmids))
+        .filter(|k| k.0 != "maintenance")
         .collect()
-}
-
-/// Already broken before: the same rule on the same node with no new guest, or the same guests.
-fn was_broken(k: &Key, before: &BTreeSet<Key>) -> bool {
-    before
-        .iter()
-        .any(|a| a.0 == k.0 && ((a.1 == k.1 && k.2.iter().all(|v| a.2.contains(v))) || a.2 == k.2))
 }
 
 proptest! {
@@ -115,7 +106,7 @@ proptest! {
         let c = build(&g);
         let rules = Rules::compile(&c);
         let start = State::new(&c);
-        let placer = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+        let placer = support::placer();
         // An interrupted run: every node in maintenance is one a consolidation began to free.
         let resumed: Vec<String> = if resume {
             c.nodes().iter().filter(|n| n.in_maintenance()).map(|n| n.name.clone()).collect()

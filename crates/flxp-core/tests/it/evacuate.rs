@@ -7,7 +7,7 @@ use flxp_core::cluster::NodeIdx;
 use flxp_core::evacuate::evacuate;
 use flxp_core::{Cluster, Overrides, Rules, State};
 
-use crate::balance::placer;
+use crate::support::{placer, skipped, targets};
 
 fn evac(c: &Cluster, nodes: &[&str], o: &EvacuateOptions) -> Plan {
     let rules = Rules::compile(c);
@@ -51,9 +51,9 @@ fn four_nodes() -> ClusterBuilder {
         .node(node("pve4").memory(32 * GIB))
 }
 
-#[test]
-fn largest_first_spread_by_load_share_in_waves() {
-    let c = four_nodes()
+/// Five guests (42 GiB) on pve1 to evacuate, and some load on pve2 and pve3.
+fn five_of_42_gib_on_pve1() -> Cluster {
+    four_nodes()
         .guest(vm(101, "pve1").mem(4 * GIB, 4 * GIB))
         .guest(vm(102, "pve1").mem(16 * GIB, 16 * GIB))
         .guest(vm(103, "pve1").mem(8 * GIB, 8 * GIB))
@@ -61,15 +61,24 @@ fn largest_first_spread_by_load_share_in_waves() {
         .guest(vm(105, "pve1").mem(2 * GIB, 2 * GIB))
         .guest(vm(201, "pve2").mem(10 * GIB, 10 * GIB))
         .guest(vm(301, "pve3").mem(4 * GIB, 4 * GIB))
-        .build();
-    let p = evac(
-        &c,
+        .build()
+}
+
+/// Evacuates pve1 of [`five_of_42_gib_on_pve1`] with at most one arrival per node and wave.
+fn evac_five_one_arrival_per_wave(o: EvacuateOptions) -> Plan {
+    evac(
+        &five_of_42_gib_on_pve1(),
         &["pve1"],
         &EvacuateOptions {
             max_inflow_per_node: 1,
-            ..EvacuateOptions::default()
+            ..o
         },
-    );
+    )
+}
+
+#[test]
+fn largest_first_spread_by_load_share_in_waves() {
+    let p = evac_five_one_arrival_per_wave(EvacuateOptions::default());
     // Load shares after each arrival (used / size): 102 (16) → pve3 20/64 (pve2 26/64, pve4
     // 16/32); 104 (12) → pve2 22/64 (pve3 32/64, pve4 12/32); 103 (8) → pve4 8/32; 101 (4) → pve3
     // 24/64 = pve4 12/32, tie → name; 105 (2) → pve4 10/32. Every node takes guests, so the waves
@@ -88,24 +97,10 @@ fn largest_first_spread_by_load_share_in_waves() {
 
 #[test]
 fn with_the_free_memory_policy_the_most_free_bytes_take_guests_in_waves() {
-    let c = four_nodes()
-        .guest(vm(101, "pve1").mem(4 * GIB, 4 * GIB))
-        .guest(vm(102, "pve1").mem(16 * GIB, 16 * GIB))
-        .guest(vm(103, "pve1").mem(8 * GIB, 8 * GIB))
-        .guest(vm(104, "pve1").mem(12 * GIB, 12 * GIB))
-        .guest(vm(105, "pve1").mem(2 * GIB, 2 * GIB))
-        .guest(vm(201, "pve2").mem(10 * GIB, 10 * GIB))
-        .guest(vm(301, "pve3").mem(4 * GIB, 4 * GIB))
-        .build();
-    let p = evac(
-        &c,
-        &["pve1"],
-        &EvacuateOptions {
-            max_inflow_per_node: 1,
-            policy: "free-memory".into(),
-            ..EvacuateOptions::default()
-        },
-    );
+    let p = evac_five_one_arrival_per_wave(EvacuateOptions {
+        policy: "free-memory".into(),
+        ..EvacuateOptions::default()
+    });
     // Free before: pve2 54, pve3 60, pve4 32 GiB. 102 (16) → pve3 (44 left), 104 (12) → pve2 (42),
     // 103 (8) → pve3 (36), 101 (4) → pve2 (38), 105 (2) → pve2 (36 ≥ pve3 36, tie → name).
     // With at most one arrival per node and wave, pve2's third arrival waits for wave 2.
@@ -191,13 +186,11 @@ fn affinity_groups_leave_as_bundles_and_anti_affinity_is_honoured() {
         )
         .build();
     let p = evac(&c, &["pve1"], &EvacuateOptions::default());
-    let got: Vec<(u32, &str)> = p
-        .migrations
-        .iter()
-        .map(|m| (m.vmid, m.to.as_str()))
-        .collect();
     // The bundle (12 GiB) first, to the node with most free memory; 103 may only go to pve4.
-    assert_eq!(got, vec![(101, "pve2"), (102, "pve2"), (103, "pve4")]);
+    assert_eq!(
+        targets(&p),
+        vec![(101, "pve2"), (102, "pve2"), (103, "pve4")]
+    );
     assert_eq!(p.migrations[0].bundle, vec![101, 102]);
     assert!(
         p.migrations[0]
@@ -263,13 +256,8 @@ fn guests_that_may_not_move_stay_with_the_reason() {
             .reason
             .starts_with("offline migration (guest is stopped): evacuate")
     );
-    let skipped: Vec<(u32, &str)> = p
-        .skipped
-        .iter()
-        .map(|s| (s.vmid, s.reason.as_str()))
-        .collect();
     assert_eq!(
-        skipped,
+        skipped(&p),
         vec![
             (
                 101,
@@ -320,12 +308,7 @@ fn nodes_in_maintenance_are_found_when_none_are_named_and_ha_guests_are_left_to_
         &EvacuateOptions::default(),
     )
     .unwrap();
-    let got: Vec<(u32, &str)> = p
-        .migrations
-        .iter()
-        .map(|m| (m.vmid, m.to.as_str()))
-        .collect();
-    assert_eq!(got, vec![(102, "pve3"), (201, "pve3")]);
+    assert_eq!(targets(&p), vec![(102, "pve3"), (201, "pve3")]);
     assert_eq!(p.skipped.len(), 1);
     assert!(
         p.skipped[0]

@@ -3,44 +3,32 @@
 
 use flxp_core::balance::{BalanceOptions, Trigger, check_step, plan};
 use flxp_core::builder::*;
-use flxp_core::placement::{PlacementOptions, PlacementRequest, Placer};
-use flxp_core::snapshot::Task;
+use flxp_core::placement::PlacementRequest;
 use flxp_core::{Cluster, Rules, State};
+
+use crate::support::{migrating, placer};
 
 const DB: &str = "flxp.anti-affinity.db";
 
-fn placer() -> Placer {
-    Placer::new(PlacementOptions::default(), Vec::new()).unwrap()
-}
-
-/// A running migration task of `vmid` from `source`, naming `target` when given.
-fn migrating(vmid: u32, source: &str, target: Option<&str>) -> Task {
-    Task {
-        upid: Some(format!(
-            "UPID:{source}:00001234:00005678:00002700:qmigrate:{vmid}:root@pam:"
-        )),
-        node: Some(source.into()),
-        kind: Some("qmigrate".into()),
-        id: Some(vmid.to_string()),
-        starttime: Some(9_900),
-        target: target.map(str::to_owned),
-        ..Task::default()
-    }
-}
-
-/// 101 on a migrating to b (the emptiest node), 102 on c, c crowded so that balancing wants to
-/// move 102 away; d is busy too.
-fn cluster(target: Option<&str>) -> Cluster {
+/// Four nodes of 64 GiB: `db101` (a member of `db` on a) and 102 of `db` on c, c crowded so that
+/// balancing wants to move 102 away; d is busy too.
+fn crowded_c(db101: GuestSpec) -> ClusterBuilder {
     ClusterBuilder::new()
         .node(node("a").memory(64 * GIB))
         .node(node("b").memory(64 * GIB))
         .node(node("c").memory(64 * GIB))
         .node(node("d").memory(64 * GIB))
-        .guest(vm(101, "a").mem(8 * GIB, 8 * GIB).tagged(DB))
+        .guest(db101)
         .guest(vm(102, "c").mem(8 * GIB, 8 * GIB).tagged(DB))
         .guest(vm(103, "a").mem(30 * GIB, 30 * GIB))
         .guest(vm(104, "c").mem(40 * GIB, 40 * GIB))
         .guest(vm(105, "d").mem(30 * GIB, 30 * GIB))
+}
+
+/// 101 on a migrating to b (the emptiest node), 102 on c, c crowded so that balancing wants to
+/// move 102 away; d is busy too.
+fn cluster(target: Option<&str>) -> Cluster {
+    crowded_c(vm(101, "a").mem(8 * GIB, 8 * GIB).tagged(DB))
         .task(migrating(101, "a", target))
         .time(10_000)
         .build()
@@ -81,17 +69,7 @@ fn place_db(c: &Cluster, memory: u64) -> flxp_core::placement::Placement {
 #[test]
 fn the_plan_never_moves_another_member_to_the_target_of_one_in_flight() {
     // Without the migration, 102 goes to b: b is the emptiest node.
-    let idle = ClusterBuilder::new()
-        .node(node("a").memory(64 * GIB))
-        .node(node("b").memory(64 * GIB))
-        .node(node("c").memory(64 * GIB))
-        .node(node("d").memory(64 * GIB))
-        .guest(vm(101, "a").mem(8 * GIB, 8 * GIB).tagged(DB))
-        .guest(vm(102, "c").mem(8 * GIB, 8 * GIB).tagged(DB))
-        .guest(vm(103, "a").mem(30 * GIB, 30 * GIB))
-        .guest(vm(104, "c").mem(40 * GIB, 40 * GIB))
-        .guest(vm(105, "d").mem(30 * GIB, 30 * GIB))
-        .build();
+    let idle = crowded_c(vm(101, "a").mem(8 * GIB, 8 * GIB).tagged(DB)).build();
     assert!(
         balance_moves(&idle).contains(&(102, "b".into())),
         "fixture: 102 would go to b"
@@ -262,16 +240,7 @@ fn a_new_member_of_an_affinity_group_follows_a_member_in_flight_to_its_target() 
 /// 101 of `db` on a, HA-managed, with a move to `target` that HA was asked for and has not
 /// started yet (no migration task runs): `crm_state` `state`, its target from `manager_status`.
 fn ha_moving(state: &str, target: &str) -> Cluster {
-    let mut snapshot = ClusterBuilder::new()
-        .node(node("a").memory(64 * GIB))
-        .node(node("b").memory(64 * GIB))
-        .node(node("c").memory(64 * GIB))
-        .node(node("d").memory(64 * GIB))
-        .guest(vm(101, "a").mem(8 * GIB, 8 * GIB).tagged(DB).hastate(state))
-        .guest(vm(102, "c").mem(8 * GIB, 8 * GIB).tagged(DB))
-        .guest(vm(103, "a").mem(30 * GIB, 30 * GIB))
-        .guest(vm(104, "c").mem(40 * GIB, 40 * GIB))
-        .guest(vm(105, "d").mem(30 * GIB, 30 * GIB))
+    let mut snapshot = crowded_c(vm(101, "a").mem(8 * GIB, 8 * GIB).tagged(DB).hastate(state))
         .time(10_000)
         .snapshot();
     snapshot.ha.status.push(flxp_core::snapshot::HaStatusEntry {

@@ -12,3 +12,4 @@ mod plan_properties;
 mod plugin_schema;
 mod plugins;
 mod quality;
+mod support;

@@ -12,10 +12,12 @@ use flxp_core::balance::{
 use flxp_core::builder::*;
 use flxp_core::constraints::{breaches, violations};
 use flxp_core::evacuate::evacuate;
-use flxp_core::placement::{Ctx, PlacementOptions, Placer, Subject};
+use flxp_core::placement::{Ctx, PlacementOptions, Subject};
 use flxp_core::snapshot::Snapshot;
 use flxp_core::{Cluster, Overrides, Rules, State};
 use proptest::prelude::*;
+
+use crate::support::{keys, placer, was_broken};
 
 const TAGS: [&str; 9] = [
     "flxp.anti-affinity.web",
@@ -187,28 +189,6 @@ fn build((nodes, guests, ha, auto): &Gen) -> ClusterBuilder {
         b = b.guest(spec);
     }
     b
-}
-
-fn placer() -> Placer {
-    Placer::new(PlacementOptions::default(), Vec::new()).unwrap()
-}
-
-/// A broken rule: its name, node and guests.
-type Key = (String, String, Vec<u32>);
-
-fn keys(c: &Cluster, rules: &Rules, s: &State) -> BTreeSet<Key> {
-    violations(c, rules, s)
-        .into_iter()
-        .map(|v| (v.rule, v.node, v.vmids))
-        .collect()
-}
-
-/// Whether a broken rule after a step was already broken before it: the same rule on the same
-/// node with no new guest (a crowd that shrank), or the same guests (a split group).
-fn was_broken(k: &Key, before: &BTreeSet<Key>) -> bool {
-    before
-        .iter()
-        .any(|a| a.0 == k.0 && ((a.1 == k.1 && k.2.iter().all(|v| a.2.contains(v))) || a.2 == k.2))
 }
 
 /// Replays a plan with `State::move_guest` only and checks, after every step: the target is not

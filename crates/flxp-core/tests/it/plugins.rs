@@ -14,6 +14,8 @@ use flxp_core::plugin::{
 use flxp_core::{Cluster, Error, Rules, State};
 use proptest::prelude::*;
 
+use crate::support::migrating;
+
 type Answer = dyn Fn(&Request) -> Result<Vec<u8>, CallError> + Send + Sync;
 
 struct Fake {
@@ -323,36 +325,27 @@ fn random_cluster() -> impl Strategy<Value = (Cluster, Vec<(u32, String)>)> {
                         .tagged(TAGS[*tag]),
                 );
             }
-            let proposals = proposals
-                .into_iter()
-                .map(|(v, t)| {
-                    (
-                        100 + v,
-                        if t < n {
-                            format!("n{t}")
-                        } else {
-                            "ghost".to_owned()
-                        },
-                    )
-                })
-                .collect();
+            let proposals = named_proposals(proposals, n);
             (b.build(), proposals)
         })
 }
 
-/// A running migration task of `vmid` from `source` to `target`.
-fn in_flight(vmid: u32, source: &str, target: &str) -> flxp_core::snapshot::Task {
-    flxp_core::snapshot::Task {
-        upid: Some(format!(
-            "UPID:{source}:00001234:00005678:00002700:qmigrate:{vmid}:root@pam:"
-        )),
-        node: Some(source.into()),
-        kind: Some("qmigrate".into()),
-        id: Some(vmid.to_string()),
-        starttime: Some(9_900),
-        target: Some(target.into()),
-        ..flxp_core::snapshot::Task::default()
-    }
+/// Proposals (guest offset, node index) of a random cluster of `n` nodes as (vmid, node name);
+/// an index past the last node names a node that does not exist.
+fn named_proposals(proposals: Vec<(u32, usize)>, n: usize) -> Vec<(u32, String)> {
+    proposals
+        .into_iter()
+        .map(|(v, t)| {
+            (
+                100 + v,
+                if t < n {
+                    format!("n{t}")
+                } else {
+                    "ghost".to_owned()
+                },
+            )
+        })
+        .collect()
 }
 
 /// Like [`random_cluster`], with some guests migrating (a running task) to another node: the
@@ -383,23 +376,15 @@ fn random_cluster_in_flight() -> impl Strategy<Value = (Cluster, Vec<(u32, Strin
                 let from = at % n;
                 b = b.guest(vm(vmid, &format!("n{from}")).mem(gib * GIB / 2, gib * GIB));
                 if let Some(to) = to.map(|t| t % n).filter(|&t| t != from) {
-                    b = b.task(in_flight(vmid, &format!("n{from}"), &format!("n{to}")));
+                    b = b.task(migrating(
+                        vmid,
+                        &format!("n{from}"),
+                        Some(&format!("n{to}")),
+                    ));
                     moving.push(vmid);
                 }
             }
-            let proposals = proposals
-                .into_iter()
-                .map(|(v, t)| {
-                    (
-                        100 + v,
-                        if t < n {
-                            format!("n{t}")
-                        } else {
-                            "ghost".to_owned()
-                        },
-                    )
-                })
-                .collect();
+            let proposals = named_proposals(proposals, n);
             (b.build(), proposals, moving)
         })
 }

@@ -6,7 +6,7 @@ use flxp_core::balance::{BalanceOptions, Plan, plan, replay};
 use flxp_core::{Cluster, Overrides, Rules, State};
 use proptest::prelude::*;
 
-use crate::balance::placer;
+use crate::support::placer;
 
 /// Budget of search states for the baseline: enough for the generated families.
 const BASELINE: u64 = 20_000_000;
