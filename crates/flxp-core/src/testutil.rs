@@ -3,6 +3,7 @@
 // Tests may panic: unwrapping is how they fail.
 #![allow(clippy::unwrap_used)]
 
+use crate::balance::Plan;
 use crate::balance::draft::Draft;
 use crate::balance::measure::{LoadKind, Measure};
 pub use crate::builder::*;
@@ -80,4 +81,27 @@ pub(crate) fn with_draft<R>(
         budget,
     );
     f(&mut sim, &state)
+}
+
+/// Nodes of `(name, GiB, guests)`, each guest running with its memory (GiB) as used and
+/// configured; vmids count up from 101 in the order given.
+pub fn sized(nodes: &[(&str, u64, &[u64])]) -> Cluster {
+    let mut b = ClusterBuilder::new();
+    let mut vmid = 100;
+    for (name, gib, guests) in nodes {
+        b = b.node(node(name).memory(gib * GIB));
+        for &g in *guests {
+            vmid += 1;
+            b = b.guest(vm(vmid, name).mem(g * GIB, g * GIB));
+        }
+    }
+    b.build()
+}
+
+/// Each migration of the plan as (vmid, target), in plan order.
+pub fn targets(p: &Plan) -> Vec<(u32, &str)> {
+    p.migrations
+        .iter()
+        .map(|m| (m.vmid, m.to.as_str()))
+        .collect()
 }

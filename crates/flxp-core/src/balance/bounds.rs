@@ -831,16 +831,11 @@ mod tests {
     /// 9 pp leaves every node inside the window, yet lower than 12 pp needs a migration.
     #[test]
     fn a_lower_spread_than_the_start_needs_a_migration() {
-        let c = ClusterBuilder::new()
-            .node(node("a").memory(100 * GIB))
-            .node(node("b").memory(100 * GIB))
-            .node(node("c").memory(100 * GIB))
-            .guest(vm(101, "a").mem(30 * GIB, 30 * GIB))
-            .guest(vm(102, "a").mem(30 * GIB, 30 * GIB))
-            .guest(vm(103, "b").mem(52 * GIB, 52 * GIB))
-            .guest(vm(104, "c").mem(8 * GIB, 8 * GIB))
-            .guest(vm(105, "c").mem(40 * GIB, 40 * GIB))
-            .build();
+        let c = sized(&[
+            ("a", 100, &[30, 30]),
+            ("b", 100, &[52]),
+            ("c", 100, &[8, 40]),
+        ]);
         let s = State::new(&c);
         let need = |spread| memory_need(&c, &s, spread, Tightness::Plain);
         assert_eq!(need(12.0).unwrap().migrations, 0);
@@ -1129,16 +1124,7 @@ mod tests {
     /// a, but the start already has spread 30, so reaching the spread takes none.
     #[test]
     fn peak_and_trough_bounds_hold_only_for_plans_ending_there() {
-        let c = ClusterBuilder::new()
-            .node(node("a").memory(100 * GIB))
-            .node(node("b").memory(100 * GIB))
-            .node(node("c").memory(100 * GIB))
-            .guest(vm(101, "a").mem(20 * GIB, 20 * GIB))
-            .guest(vm(102, "a").mem(20 * GIB, 20 * GIB))
-            .guest(vm(103, "a").mem(20 * GIB, 20 * GIB))
-            .guest(vm(104, "b").mem(30 * GIB, 30 * GIB))
-            .guest(vm(105, "c").mem(30 * GIB, 30 * GIB))
-            .build();
+        let c = sized(&[("a", 100, &[20; 3]), ("b", 100, &[30]), ("c", 100, &[30])]);
         let (r, s) = (Rules::compile(&c), State::new(&c));
         assert_eq!(moves_for_peak(&c, &r, &s, LoadKind::Memory, 50.0), Some(1));
         assert_eq!(

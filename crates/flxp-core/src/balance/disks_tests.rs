@@ -3,12 +3,23 @@
 use crate::balance::{BalanceOptions, EvacuateOptions, plan};
 use crate::cluster::Cluster;
 use crate::constraints::Rules;
-use crate::placement::{PlacementOptions, Placer};
 use crate::state::State;
 use crate::testutil::*;
 
-fn placer() -> Placer {
-    Placer::new(PlacementOptions::default(), Vec::new()).unwrap()
+/// Nodes a and b, a's local-lvm with `a_used` of 200 GiB used, b's with 12 GiB free of 100.
+fn a_and_b(a_used: u64) -> ClusterBuilder {
+    ClusterBuilder::new()
+        .node(node("a"))
+        .node(node("b"))
+        .storage("a", "local-lvm", false, 200 * GIB, a_used)
+        .storage("b", "local-lvm", false, 100 * GIB, 88 * GIB)
+}
+
+/// 104 on a: 30 GiB of memory (32 configured) and 40 GiB of local disks.
+fn guest_104() -> GuestSpec {
+    vm(104, "a")
+        .mem(30 * GIB, 32 * GIB)
+        .local_disk("local-lvm", 40 * GIB)
 }
 
 /// a is full; b is the emptiest node but its local-lvm has 12 GiB free; c has room. 104 carries
@@ -21,11 +32,7 @@ fn cluster() -> Cluster {
         .storage("a", "local-lvm", false, 200 * GIB, 60 * GIB)
         .storage("b", "local-lvm", false, 100 * GIB, 88 * GIB)
         .storage("c", "local-lvm", false, 200 * GIB, 20 * GIB)
-        .guest(
-            vm(104, "a")
-                .mem(30 * GIB, 32 * GIB)
-                .local_disk("local-lvm", 40 * GIB),
-        )
+        .guest(guest_104())
         .guest(vm(107, "a").mem(5 * GIB, 8 * GIB))
         .guest(vm(108, "a").mem(5 * GIB, 8 * GIB))
         .guest(vm(109, "c").mem(10 * GIB, 12 * GIB))
@@ -68,17 +75,7 @@ fn a_moves_bytes_are_its_memory_and_its_local_disks_and_the_reason_says_so() {
 
 #[test]
 fn a_guest_whose_disks_fit_nowhere_is_unplaced_with_the_storage_figures() {
-    let c = ClusterBuilder::new()
-        .node(node("a"))
-        .node(node("b"))
-        .storage("a", "local-lvm", false, 200 * GIB, 60 * GIB)
-        .storage("b", "local-lvm", false, 100 * GIB, 88 * GIB)
-        .guest(
-            vm(104, "a")
-                .mem(30 * GIB, 32 * GIB)
-                .local_disk("local-lvm", 40 * GIB),
-        )
-        .build();
+    let c = a_and_b(60 * GIB).guest(guest_104()).build();
     let r = Rules::compile(&c);
     let s = State::new(&c);
     let a = c.node_idx("a").unwrap();
@@ -99,11 +96,7 @@ fn a_guest_whose_disks_fit_nowhere_is_unplaced_with_the_storage_figures() {
 /// reason and the headline say which storage and how much, not just "no safe move".
 #[test]
 fn a_spread_kept_by_storage_room_names_the_storage() {
-    let c = ClusterBuilder::new()
-        .node(node("a"))
-        .node(node("b"))
-        .storage("a", "local-lvm", false, 200 * GIB, 100 * GIB)
-        .storage("b", "local-lvm", false, 100 * GIB, 88 * GIB)
+    let c = a_and_b(100 * GIB)
         .guest(
             vm(104, "a")
                 .mem(20 * GIB, 20 * GIB)

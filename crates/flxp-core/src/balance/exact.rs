@@ -1068,7 +1068,7 @@ mod tests {
     use super::*;
     use crate::Overrides;
     use crate::balance::{BalanceOptions, plan, replay};
-    use crate::placement::PlacementOptions;
+    use crate::testutil::placer;
     use proptest::prelude::*;
 
     fn options() -> BalanceOptions {
@@ -1082,7 +1082,7 @@ mod tests {
     fn solve(f: Family, seed: u64) -> Option<(crate::balance::Plan, Optimum, Cluster)> {
         let c = Cluster::from_snapshot(&f.generate(seed), &Overrides::default()).unwrap();
         let (r, s) = (Rules::compile(&c), State::new(&c));
-        let placer = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+        let placer = placer();
         let o = options();
         let p = plan(&c, &r, &s, &placer, &o).unwrap();
         let goal = Goal::of_plan(&c, &p, &o);
@@ -1129,7 +1129,7 @@ mod tests {
     fn a_split_group_the_search_leaves_makes_its_result_unproven() {
         let (c, goal) = split_group();
         let (r, s) = (Rules::compile(&c), State::new(&c));
-        let placer = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+        let placer = placer();
         let best = fewest_migrations(&c, &r, &s, &placer, &goal, 5, 100_000).unwrap();
         // 101 to c: a 10, b 4, c 20 GiB of 64, spread 25 pp.
         let moved: Vec<u32> = best.moves.iter().map(|m| c.guest(m.0).vmid).collect();
@@ -1158,7 +1158,7 @@ mod tests {
 
     #[test]
     fn the_post_pass_brings_plans_within_a_fifth_of_the_fewest_migrations() {
-        let placer = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+        let placer = placer();
         let (mut with, mut without, mut fewest) = (0, 0, 0);
         for f in [Family::Skewed, Family::Heterogeneous, Family::BrokenRules] {
             for seed in 1..=4 {
@@ -1202,7 +1202,7 @@ mod tests {
 
     #[test]
     fn thorough_mode_never_returns_a_worse_plan() {
-        let placer = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+        let placer = placer();
         for f in Family::ALL {
             let c = Cluster::from_snapshot(&f.generate(7), &Overrides::default()).unwrap();
             let (r, s) = (Rules::compile(&c), State::new(&c));

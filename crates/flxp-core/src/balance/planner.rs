@@ -515,10 +515,6 @@ mod tests {
         b.guest(vm(110, "a").mem(7 * GIB, 8 * GIB)).build()
     }
 
-    fn placer() -> Placer {
-        Placer::new(PlacementOptions::default(), Vec::new()).unwrap()
-    }
-
     #[test]
     fn running_containers_stay_unless_restarting_them_is_allowed() {
         let c = containers_on_one_node();
@@ -571,19 +567,6 @@ mod tests {
         p
     }
 
-    fn sized(nodes: &[(&str, u64, &[u64])]) -> Cluster {
-        let mut b = ClusterBuilder::new();
-        let mut vmid = 100;
-        for (name, gib, guests) in nodes {
-            b = b.node(node(name).memory(gib * GIB));
-            for &g in *guests {
-                vmid += 1;
-                b = b.guest(vm(vmid, name).mem(g * GIB, g * GIB));
-            }
-        }
-        b.build()
-    }
-
     fn trigger(threshold: f64, target: f64) -> BalanceOptions {
         BalanceOptions {
             trigger: Trigger {
@@ -600,12 +583,7 @@ mod tests {
         // a 60 %, b 30 %: moving 10 or 20 GiB both gain 2·10·20 = 400 pp²; 10 GiB wins.
         let c = sized(&[("a", 100, &[10, 20, 30]), ("b", 100, &[30])]);
         let p = run(&c, PlacementOptions::default(), &trigger(20.0, 20.0));
-        let got: Vec<(u32, &str)> = p
-            .migrations
-            .iter()
-            .map(|m| (m.vmid, m.to.as_str()))
-            .collect();
-        assert_eq!(got, vec![(101, "b")]);
+        assert_eq!(targets(&p), vec![(101, "b")]);
         assert!(
             p.migrations[0].reason.contains("(10.0 GiB to copy)"),
             "{}",
@@ -718,31 +696,35 @@ mod tests {
         assert_eq!(p.metric, "cpu+memory");
     }
 
+    /// The default plan of one of issue 12's clusters, checked to reach `imbalance_after` with
+    /// both floors at 0 and a peak bound of one migration, as both clusters have.
+    fn issue12_plan(c: &Cluster, imbalance_after: f64) -> Plan {
+        let p = run(c, PlacementOptions::default(), &BalanceOptions::default());
+        assert!(
+            (p.imbalance_after - imbalance_after).abs() < 1e-9,
+            "{}",
+            p.imbalance_after
+        );
+        let b = &p.bounds;
+        assert_eq!(b.imbalance_floor, 0.0);
+        assert_eq!(b.spread_floor, Some(0.0));
+        assert_eq!(b.peak_migrations, Some(1));
+        p
+    }
+
     /// N3: the floor was 9.72 (a 4 GiB guest the plan put on n3 taken as fixed there) while a
     /// placement at 6.25 pp exists; N6: `migrations` was 1 while reaching 12.5 pp takes 2 (the
     /// 4 GiB guest n1 must shed fits on no node that must gain).
     #[test]
     fn issue12_floor1_bounds_are_bounds() {
-        let p = run(
-            &floor1(),
-            PlacementOptions::default(),
-            &BalanceOptions::default(),
-        );
+        let p = issue12_plan(&floor1(), 12.5);
         let moved: Vec<(u32, &str, &str)> = p
             .migrations
             .iter()
             .map(|m| (m.vmid, m.from.as_str(), m.to.as_str()))
             .collect();
         assert_eq!(moved, [(104, "n1", "n3"), (102, "n1", "n2")]);
-        assert!(
-            (p.imbalance_after - 12.5).abs() < 1e-9,
-            "{}",
-            p.imbalance_after
-        );
         let b = p.bounds;
-        assert_eq!(b.imbalance_floor, 0.0);
-        assert_eq!(b.spread_floor, Some(0.0));
-        assert_eq!(b.peak_migrations, Some(1));
         assert_eq!(b.trough_migrations, Some(2));
         assert_eq!(b.migrations, Some(2));
         assert_eq!(b.migrations_gap, Some(1.0));
@@ -755,21 +737,9 @@ mod tests {
     /// exists (n2 = {101, 102}, n3 = {103, 104, 105, 106}).
     #[test]
     fn issue12_floor2_bounds_are_bounds() {
-        let p = run(
-            &floor2(),
-            PlacementOptions::default(),
-            &BalanceOptions::default(),
-        );
+        let p = issue12_plan(&floor2(), 18.75);
         assert_eq!(p.migrations.len(), 5);
-        assert!(
-            (p.imbalance_after - 18.75).abs() < 1e-9,
-            "{}",
-            p.imbalance_after
-        );
         let b = p.bounds;
-        assert_eq!(b.imbalance_floor, 0.0);
-        assert_eq!(b.spread_floor, Some(0.0));
-        assert_eq!(b.peak_migrations, Some(1));
         assert_eq!(b.trough_migrations, Some(1));
         assert_eq!(b.migrations, Some(4), "the four evacuees");
         assert_eq!(b.bytes, Some(5 * GIB));

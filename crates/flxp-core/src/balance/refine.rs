@@ -289,7 +289,6 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use crate::balance::{BalanceOptions, Plan, plan, replay};
-    use crate::placement::PlacementOptions;
     use crate::testutil::*;
 
     use super::*;
@@ -331,12 +330,18 @@ mod tests {
         b.build()
     }
 
-    fn run(c: &Cluster) -> Plan {
+    /// The plan for `o`, checked to replay.
+    fn run_with(c: &Cluster, o: &BalanceOptions) -> Plan {
         let (r, s) = (Rules::compile(c), State::new(c));
-        let placer = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
-        let p = plan(c, &r, &s, &placer, &BalanceOptions::default()).unwrap();
+        let placer = placer();
+        let p = plan(c, &r, &s, &placer, o).unwrap();
         replay(c, &r, &s, &placer, &p.migrations).unwrap();
         p
+    }
+
+    /// The default planner's plan, checked to replay.
+    fn run(c: &Cluster) -> Plan {
+        run_with(c, &BalanceOptions::default())
     }
 
     /// Issue 12, `m048`: three 64 GiB nodes; pve1 holds the affinity pair 100+101 (8 GiB each)
@@ -365,12 +370,7 @@ mod tests {
         let p = run(&m048());
         assert_eq!(p.migrations.len(), 2, "{}", p.summary);
         assert!((p.imbalance_after - 18.75).abs() < 1e-6, "{}", p.summary);
-        let moved: Vec<(u32, &str)> = p
-            .migrations
-            .iter()
-            .map(|m| (m.vmid, m.to.as_str()))
-            .collect();
-        assert_eq!(moved, vec![(100, "pve3"), (101, "pve3")]);
+        assert_eq!(targets(&p), vec![(100, "pve3"), (101, "pve3")]);
         // One step, checked and run as a bundle.
         assert_eq!(p.migrations[0].step, p.migrations[1].step);
         assert_eq!(p.migrations[0].bundle, vec![100, 101]);
@@ -447,15 +447,13 @@ mod tests {
 
     /// The default planner's plan (a budget of 50, as the quality benchmark), checked to replay.
     fn planned(c: &Cluster) -> Plan {
-        let placer = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
-        let (rules, state) = (Rules::compile(c), State::new(c));
-        let o = BalanceOptions {
-            max_migrations: 50,
-            ..BalanceOptions::default()
-        };
-        let p = plan(c, &rules, &state, &placer, &o).unwrap();
-        replay(c, &rules, &state, &placer, &p.migrations).unwrap();
-        p
+        run_with(
+            c,
+            &BalanceOptions {
+                max_migrations: 50,
+                ..BalanceOptions::default()
+            },
+        )
     }
 
     fn moves(p: &Plan) -> Vec<(u32, &str, &str, u32)> {
