@@ -191,6 +191,15 @@ impl Scene {
     }
 }
 
+/// Nodes node1, node2 and node3 with the given CPUs and memory (bytes).
+fn nodes3(cpus: [f64; 3], bytes: [u64; 3]) -> [(&'static str, f64, u64); 3] {
+    [
+        ("node1", cpus[0], bytes[0]),
+        ("node2", cpus[1], bytes[1]),
+        ("node3", cpus[2], bytes[2]),
+    ]
+}
+
 fn names(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| (*s).to_owned()).collect()
 }
@@ -212,11 +221,7 @@ fn static_rebalance1_spreads_services_started_in_order() {
     // the first round; vm:103.. (2 CPUs, memory growing by 512 MiB from 2 GiB) wait on node3.
     // With rebalance-on-start each lands on the best node given the picks before it.
     let mut sc = Scene::new(
-        &[
-            ("node1", 32.0, 256_000_000_000),
-            ("node2", 32.0, 256_000_000_000),
-            ("node3", 32.0, 256_000_000_000),
-        ],
+        &nodes3([32.0; 3], [256_000_000_000; 3]),
         "ha=static,ha-rebalance-on-start=1",
     )
     .with("node2", &[svc(102, 2.0, 4_000_000_000)]);
@@ -239,11 +244,10 @@ fn static3_shutdown_sends_two_of_three_to_the_twice_as_big_node() {
     // 100 GB); node1 shuts down with the migrate policy and its nine VMs (2 CPUs, 4 GB) leave in
     // sid order: node2, node2, node3, repeated.
     let mut sc = Scene::new(
-        &[
-            ("node1", 32.0, 100_000_000_000),
-            ("node2", 64.0, 200_000_000_000),
-            ("node3", 32.0, 100_000_000_000),
-        ],
+        &nodes3(
+            [32.0, 64.0, 32.0],
+            [100_000_000_000, 200_000_000_000, 100_000_000_000],
+        ),
         "ha=static",
     )
     .down("node1");
@@ -258,15 +262,7 @@ fn static4_an_unlimited_container_fills_its_node_for_the_rest() {
     // test-crs-static4: three nodes of 32 CPUs and 100 GB; node1 shuts down. ct:101 has no CPU
     // limit (counted as all 32 CPUs of its node) and 40 GB: it goes to node2, whose CPUs it then
     // fills, so the eight small containers (2 CPUs, 2 GB) all go to node3.
-    let mut sc = Scene::new(
-        &[
-            ("node1", 32.0, 100_000_000_000),
-            ("node2", 32.0, 100_000_000_000),
-            ("node3", 32.0, 100_000_000_000),
-        ],
-        "ha=static",
-    )
-    .down("node1");
+    let mut sc = Scene::new(&nodes3([32.0; 3], [100_000_000_000; 3]), "ha=static").down("node1");
     let big = ctr(101, 0.0, 40_000_000_000);
     let to = sc.place_as(big, 32.0).unwrap();
     assert_eq!(to, "node2");
@@ -282,11 +278,7 @@ fn static5_small_containers_go_where_cpu_is_left() {
     // 40 GB container and node3 a small one (0.5 CPU each). node1 shuts down: its six containers
     // (0.5 CPU, 200 MB) all go to node3, which has the most CPU left.
     let mut sc = Scene::new(
-        &[
-            ("node1", 32.0, 100_000_000_000),
-            ("node2", 32.0, 100_000_000_000),
-            ("node3", 128.0, 100_000_000_000),
-        ],
+        &nodes3([32.0, 32.0, 128.0], [100_000_000_000; 3]),
         "ha=static",
     )
     .down("node1")
@@ -302,11 +294,7 @@ fn dynamic_rebalance1_spreads_a_start_burst_then_recovers_by_measured_load() {
     // test-crs-dynamic-rebalance1: three nodes of 32 CPUs and 256 GB, five VMs (8 CPUs, 4 GiB) on
     // node3, nothing measured yet. Each start counts at its configured size until it runs, so the
     // burst spreads: node1, node2, node3, node1, node2.
-    let nodes = [
-        ("node1", 32.0, 256_000_000_000),
-        ("node2", 32.0, 256_000_000_000),
-        ("node3", 32.0, 256_000_000_000),
-    ];
+    let nodes = nodes3([32.0; 3], [256_000_000_000; 3]);
     let mut sc = Scene::new(&nodes, "ha=dynamic,ha-rebalance-on-start=1");
     let services: Vec<Svc> = (101..=105).map(|id| svc(id, 8.0, 4 * GIB)).collect();
     let picks = sc.place_in_order(&services, Run::Starting);
@@ -337,11 +325,7 @@ fn dynamic_rebalance1_spreads_a_start_burst_then_recovers_by_measured_load() {
 
 /// test-crs-static-auto-rebalance3's cluster: three nodes of 24 CPUs and 48 GiB.
 fn three_24() -> [(&'static str, f64, u64); 3] {
-    [
-        ("node1", 24.0, N48),
-        ("node2", 24.0, N48),
-        ("node3", 24.0, N48),
-    ]
+    nodes3([24.0; 3], [N48; 3])
 }
 
 #[test]
@@ -514,11 +498,7 @@ fn no_move_where_proxmox_makes_none() {
     // one of three nodes (4 CPUs, 16 GiB) is far above the threshold, but no move lowers the
     // imbalance by the 10 % margin. test-crs-dynamic-auto-rebalance-topsis0: nothing runs.
     // test-crs-dynamic-auto-rebalance4 and -topsis4 end with the spike gone: below the threshold.
-    let small = [
-        ("node1", 4.0, 16 * GIB),
-        ("node2", 4.0, 16 * GIB),
-        ("node3", 4.0, 16 * GIB),
-    ];
+    let small = nodes3([4.0; 3], [16 * GIB; 3]);
     let one = |crs| Scene::new(&small, crs).with("node1", &[used(101, 2.0, 8 * GIB, 1.0, 4 * GIB)]);
     let calm = |crs| {
         dynamic3(crs).with(
