@@ -140,7 +140,6 @@ mod tests {
     use super::*;
     use crate::balance::plan::Purpose;
     use crate::cluster::GuestKind;
-    use crate::placement::PlacementOptions;
     use crate::testutil::*;
 
     fn step(vmid: u32, from: &str, to: &str, bundle: &[u32]) -> Migration {
@@ -181,7 +180,7 @@ mod tests {
             .build();
         let rules = Rules::compile(&c);
         let s = State::new(&c);
-        let p = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+        let p = placer();
         let check = |m: &Migration| check_step(&c, &rules, &s, &p, m);
         assert_eq!(
             check(&step(999, "a", "b", &[])),
@@ -215,7 +214,7 @@ mod tests {
             .guest(vm(102, "a").tagged("flxp.affinity.app;flxp.anti-affinity.x"))
             .build();
         let rules = Rules::compile(&c);
-        let p = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+        let p = placer();
         let err = check_step(
             &c,
             &rules,

@@ -12,8 +12,10 @@
 use flxp_core::balance::methods::{pve_bruteforce, pve_topsis};
 use flxp_core::balance::{BalanceOptions, Measure, MethodName, Plan, plan, run_until_stable};
 use flxp_core::builder::*;
-use flxp_core::placement::{PlacementOptions, PlacementRequest, Placer};
+use flxp_core::placement::PlacementRequest;
 use flxp_core::{Cluster, Rules, State};
+
+use crate::support::placer;
 
 /// The simulator's 48 GiB nodes.
 const N48: u64 = 51_539_607_552;
@@ -151,8 +153,7 @@ impl Scene {
             policy: Some(self.policy().to_owned()),
             ..PlacementRequest::default()
         };
-        Placer::new(PlacementOptions::default(), Vec::new())
-            .unwrap()
+        placer()
             .place(&c, &Rules::compile(&c), &State::new(&c), &request)
             .unwrap()
             .node
@@ -174,7 +175,7 @@ impl Scene {
         let c = self.cluster();
         let rules = Rules::compile(&c);
         let s = State::new(&c);
-        let p = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+        let p = placer();
         // ha-manager 5.2.0 logs and thresholds the raw CV (Proxmox VE 9.2 normalises it).
         let o = BalanceOptions {
             method,

@@ -4,6 +4,8 @@ use flxp_core::builder::*;
 use flxp_core::placement::{PlacementOptions, PlacementRequest, Placer, Policy};
 use flxp_core::{Cluster, Rules, State};
 
+use crate::support;
+
 fn place(c: &Cluster, req: PlacementRequest) -> flxp_core::placement::Placement {
     place_with(c, req, PlacementOptions::default())
 }
@@ -235,7 +237,7 @@ fn custom_policy_weights_mix_scorers() {
 fn bad_requests_are_errors_naming_the_problem() {
     let c = mixed();
     let rules = Rules::compile(&c);
-    let placer = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+    let placer = support::placer();
     let s = State::new(&c);
     let e = placer
         .place(&c, &rules, &s, &req(0, 1, &[]))

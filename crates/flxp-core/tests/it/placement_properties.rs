@@ -2,9 +2,11 @@
 //! node is chosen whenever one fits, and the decision does not depend on input order.
 
 use flxp_core::builder::*;
-use flxp_core::placement::{Ctx, PlacementOptions, PlacementRequest, Placer, Subject};
+use flxp_core::placement::{Ctx, PlacementRequest, Subject};
 use flxp_core::{Cluster, Overrides, Rules, Snapshot, State};
 use proptest::prelude::*;
+
+use crate::support::placer;
 
 const GROUP_TAGS: [&str; 8] = [
     "flxp.affinity.a",
@@ -133,10 +135,7 @@ fn decide(snap: &Snapshot, req: &PlacementRequest) -> (Cluster, flxp_core::place
     let c = Cluster::from_snapshot(snap, &Overrides::default()).unwrap();
     let rules = Rules::compile(&c);
     let state = State::new(&c);
-    let p = Placer::new(PlacementOptions::default(), Vec::new())
-        .unwrap()
-        .place(&c, &rules, &state, req)
-        .unwrap();
+    let p = placer().place(&c, &rules, &state, req).unwrap();
     (c, p)
 }
 
@@ -160,7 +159,7 @@ proptest! {
         // Re-check independently: which nodes pass every filter?
         let rules = Rules::compile(&c);
         let state = State::new(&c);
-        let placer = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+        let placer = placer();
         let (subject, _) = Subject::new_vm(&c, &rules, &req).unwrap();
         let ctx = Ctx::new(&c, &rules, &state, placer.options(), &subject);
         // The fast path must agree with the explained one, filter by filter.

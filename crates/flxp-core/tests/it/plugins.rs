@@ -14,7 +14,7 @@ use flxp_core::plugin::{
 use flxp_core::{Cluster, Error, Rules, State};
 use proptest::prelude::*;
 
-use crate::support::migrating;
+use crate::support::{self, migrating};
 
 type Answer = dyn Fn(&Request) -> Result<Vec<u8>, CallError> + Send + Sync;
 
@@ -534,25 +534,35 @@ fn a_score_plugin_without_spread_has_no_say() {
     }
 }
 
+/// Every accepted step passes flxp's own checks on the state the earlier ones leave, and no node
+/// that gained guests ends above its memory.
+fn replays_safely(c: &Cluster, plan: &flxp_core::balance::Plan) -> Result<(), TestCaseError> {
+    let rules = Rules::compile(c);
+    let start = State::new(c);
+    let after = replay(c, &rules, &start, &support::placer(), &plan.migrations);
+    prop_assert!(after.is_ok(), "{:?}", after.err());
+    let after = after.unwrap();
+    for n in c.node_indexes() {
+        let node = c.node(n);
+        if after.usage(n).guests > start.usage(n).guests {
+            prop_assert!(
+                after.usage(n).mem <= node.maxmem,
+                "{} overcommitted",
+                node.name
+            );
+        }
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     #[test]
     fn no_accepted_balance_proposal_is_an_unsafe_step((c, proposals) in random_cluster(), budget in 1usize..6) {
         let plan = plan_with(&c, proposals, budget);
-        let rules = Rules::compile(&c);
-        let p = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
-        // Every accepted step passes flxp's own checks on the state the earlier ones leave.
-        let after = replay(&c, &rules, &State::new(&c), &p, &plan.migrations);
-        prop_assert!(after.is_ok(), "{:?}", after.err());
+        replays_safely(&c, &plan)?;
         prop_assert!(plan.migrations.len() <= budget);
-        let after = after.unwrap();
-        for n in c.node_indexes() {
-            let node = c.node(n);
-            if after.usage(n).guests > State::new(&c).usage(n).guests {
-                prop_assert!(after.usage(n).mem <= node.maxmem, "{} overcommitted", node.name);
-            }
-        }
         let mut seen = std::collections::BTreeSet::new();
         for m in &plan.migrations {
             prop_assert!(seen.insert(m.vmid), "guest {} moves twice", m.vmid);
@@ -565,20 +575,9 @@ proptest! {
     fn no_balance_proposal_is_an_unsafe_step_with_migrations_in_flight((c, proposals, moving) in random_cluster_in_flight(), budget in 1usize..6) {
         let count = proposals.len();
         let plan = plan_with(&c, proposals, budget);
-        let rules = Rules::compile(&c);
-        let p = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
-        let start = State::new(&c);
-        let after = replay(&c, &rules, &start, &p, &plan.migrations);
-        prop_assert!(after.is_ok(), "{:?}", after.err());
-        let after = after.unwrap();
+        replays_safely(&c, &plan)?;
         for m in &plan.migrations {
             prop_assert!(!moving.contains(&m.vmid), "guest {} is in flight and moves again", m.vmid);
-        }
-        for n in c.node_indexes() {
-            let node = c.node(n);
-            if after.usage(n).guests > start.usage(n).guests {
-                prop_assert!(after.usage(n).mem <= node.maxmem, "{} overcommitted", node.name);
-            }
         }
         let outcome = plan.plugin.as_ref().unwrap();
         prop_assert_eq!(outcome.proposals.len(), count);
