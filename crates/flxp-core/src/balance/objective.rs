@@ -383,12 +383,7 @@ mod tests {
 
     #[test]
     fn equal_nodes_gain_two_s_times_gap_minus_s() {
-        let c = ClusterBuilder::new()
-            .node(node("a").memory(100 * GIB))
-            .node(node("b").memory(100 * GIB))
-            .guest(vm(101, "a").mem(10 * GIB, 10 * GIB))
-            .guest(vm(102, "a").mem(50 * GIB, 50 * GIB))
-            .build();
+        let c = sized(&[("a", 100, &[10, 50]), ("b", 100, &[])]);
         let s = State::new(&c);
         let o = Objective::new(&c, &s, LoadKind::Memory);
         let shift = Shift::of([c.guest(c.guest_idx(101).unwrap())]);
