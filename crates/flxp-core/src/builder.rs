@@ -405,3 +405,18 @@ impl Lcg {
         (self.0 >> 33) % m.max(1)
     }
 }
+
+/// Nodes of `(name, GiB, guests)`, each guest running with its memory (GiB) as used and
+/// configured; vmids count up from 101 in the order given.
+pub fn sized(nodes: &[(&str, u64, &[u64])]) -> Cluster {
+    let mut b = ClusterBuilder::new();
+    let mut vmid = 100;
+    for (name, gib, guests) in nodes {
+        b = b.node(node(name).memory(gib * GIB));
+        for &g in *guests {
+            vmid += 1;
+            b = b.guest(vm(vmid, name).mem(g * GIB, g * GIB));
+        }
+    }
+    b.build()
+}

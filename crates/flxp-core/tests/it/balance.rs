@@ -41,20 +41,6 @@ fn spread_options(threshold: f64, target: f64) -> BalanceOptions {
     }
 }
 
-/// Nodes of `size_gib` each, filled with guests of the given sizes (GiB) in vmid order per node.
-fn cluster_of(nodes: &[(&str, u64, &[u64])]) -> Cluster {
-    let mut b = ClusterBuilder::new();
-    let mut vmid = 100;
-    for (name, size, guests) in nodes {
-        b = b.node(node(name).memory(size * GIB));
-        for &g in *guests {
-            vmid += 1;
-            b = b.guest(vm(vmid, name).mem(g * GIB, g * GIB));
-        }
-    }
-    b.build()
-}
-
 // ---- ProxLB's greedy pass, as docs/rebalancing-reference.md §1.1 describes it (memory, used) ----
 
 #[derive(Clone)]
@@ -182,7 +168,7 @@ fn proxlb_run(c: &Cluster, balanciness: f64) -> (usize, usize, f64, f64) {
 
 #[test]
 fn proxlb_80_20_20_is_balanced_in_four_moves_as_proxlb_does() {
-    let c = cluster_of(&[
+    let c = sized(&[
         ("a", 100, &[10; 8]),
         ("b", 100, &[10, 10]),
         ("c", 100, &[10, 10]),
@@ -207,7 +193,7 @@ fn proxlb_80_20_20_is_balanced_in_four_moves_as_proxlb_does() {
 
 #[test]
 fn proxlb_70_70_10_needs_three_cycles_there_and_one_plan_here() {
-    let c = cluster_of(&[
+    let c = sized(&[
         ("a", 100, &[7; 10]),
         ("b", 100, &[7; 10]),
         ("c", 100, &[7, 3]),
@@ -247,7 +233,7 @@ fn heterogeneous_40() -> Cluster {
     let a: Vec<u64> = [&cycle[..], &cycle[..], &[2, 4, 6, 8, 10, 12, 14]].concat();
     let b: Vec<u64> = [&cycle[..], &[2, 4, 6, 8, 10, 12, 8]].concat();
     assert_eq!((a.iter().sum::<u64>(), b.iter().sum::<u64>()), (200, 122));
-    cluster_of(&[
+    sized(&[
         ("a", 256, &a),
         ("b", 128, &b),
         ("c", 128, &[]),
@@ -364,7 +350,7 @@ fn an_affinity_group_moves_as_one_bundle() {
 
 #[test]
 fn a_swap_balances_when_no_single_move_can() {
-    let c = cluster_of(&[("a", 100, &[30, 30]), ("b", 100, &[20, 20])]);
+    let c = sized(&[("a", 100, &[30, 30]), ("b", 100, &[20, 20])]);
     let p = plan_with(&c, &spread_options(10.0, 5.0));
     assert_eq!(moves(&p), vec![(101, "a", "b"), (103, "b", "a")]);
     assert!(p.migrations.iter().all(|m| m.purpose == Purpose::Swap));
@@ -523,7 +509,7 @@ fn guests_that_may_not_move_stay_and_are_listed() {
 
 #[test]
 fn the_budget_caps_the_plan_and_says_so() {
-    let c = cluster_of(&[("a", 100, &[10; 8]), ("b", 100, &[]), ("c", 100, &[])]);
+    let c = sized(&[("a", 100, &[10; 8]), ("b", 100, &[]), ("c", 100, &[])]);
     let p = plan_with(
         &c,
         &BalanceOptions {
@@ -545,7 +531,7 @@ fn the_budget_caps_the_plan_and_says_so() {
 fn the_margin_drops_balancing_that_gains_too_little() {
     // 1 GiB guests cannot narrow 60/48 much in two moves: 60/48 → 58/50 is 16 % of 12 pp; the
     // margin 0.5 drops it, 0.1 keeps it.
-    let c = cluster_of(&[("a", 100, &[1; 60]), ("b", 100, &[1; 48])]);
+    let c = sized(&[("a", 100, &[1; 60]), ("b", 100, &[1; 48])]);
     let mut o = BalanceOptions {
         max_migrations: 1,
         ..spread_options(10.0, 0.0)
@@ -564,7 +550,7 @@ fn the_margin_drops_balancing_that_gains_too_little() {
 
 #[test]
 fn within_the_threshold_nothing_moves() {
-    let c = cluster_of(&[("a", 100, &[10, 10, 10]), ("b", 100, &[10, 10])]);
+    let c = sized(&[("a", 100, &[10, 10, 10]), ("b", 100, &[10, 10])]);
     let p = plan_with(&c, &BalanceOptions::default());
     assert!(p.is_empty());
     assert!(
@@ -578,7 +564,7 @@ fn within_the_threshold_nothing_moves() {
 
 #[test]
 fn check_step_refuses_a_step_the_world_has_overtaken() {
-    let c = cluster_of(&[("a", 100, &[30, 30]), ("b", 100, &[10])]);
+    let c = sized(&[("a", 100, &[30, 30]), ("b", 100, &[10])]);
     let rules = Rules::compile(&c);
     let p = plan_with(&c, &BalanceOptions::default());
     let m = p.migrations[0].clone();
@@ -586,7 +572,7 @@ fn check_step_refuses_a_step_the_world_has_overtaken() {
     let s = State::new(&c);
     assert_eq!(check_step(&c, &rules, &s, &placer(), &m), Ok(()));
     // Someone else filled b meanwhile.
-    let full = cluster_of(&[("a", 100, &[30, 30]), ("b", 100, &[10, 80])]);
+    let full = sized(&[("a", 100, &[30, 30]), ("b", 100, &[10, 80])]);
     let rules_full = Rules::compile(&full);
     let err = check_step(&full, &rules_full, &State::new(&full), &placer(), &m).unwrap_err();
     assert_eq!(
@@ -758,7 +744,7 @@ fn plan_within_budget(c: &Cluster, max_migrations: usize) -> Plan {
 fn a_budget_too_small_to_lower_the_spread_is_named_as_the_cause() {
     // Two full nodes and two empty ones: one move leaves another node at the top and another at
     // the bottom, so the spread only falls with two moves.
-    let c = cluster_of(&[
+    let c = sized(&[
         ("a", 64, &[16, 16, 16]),
         ("b", 64, &[16, 16, 16]),
         ("c", 64, &[]),
@@ -780,7 +766,7 @@ fn a_budget_too_small_to_lower_the_spread_is_named_as_the_cause() {
 #[test]
 fn a_budget_that_only_allows_gains_below_the_margin_is_named_as_the_cause() {
     // One move lowers the spread from 60 to 55 pp (8 %, under the 10 % margin); two reach 40.
-    let c = cluster_of(&[
+    let c = sized(&[
         ("a", 100, &[10; 6]),
         ("b", 100, &[5; 11]),
         ("c", 100, &[]),
@@ -838,7 +824,7 @@ fn a_soft_taint_on_the_emptiest_node_is_traded_for_balance_by_its_weight() {
 /// migration; the bound said 0.
 #[test]
 fn a_plan_lowering_the_cv_has_a_bound_of_at_least_one_migration() {
-    let c = cluster_of(&[
+    let c = sized(&[
         ("a", 100, &[10, 10, 10, 10]),
         ("b", 100, &[]),
         ("c", 100, &[5]),
