@@ -19,12 +19,7 @@ async fn answer(reply: Reply) -> Error {
 #[tokio::test]
 async fn locked_vm() {
     let e = answer(Reply::error(500, "VM is locked (migrate)", None)).await;
-    assert_eq!(
-        e.kind(),
-        Some(&ApiErrorKind::Locked {
-            lock: "migrate".into()
-        })
-    );
+    assert_eq!(e.kind(), Some(&crate::locked("migrate")));
     assert!(e.is_locked());
     assert_eq!(
         e.to_string(),

@@ -156,22 +156,10 @@ async fn a_live_migration_locks_the_vm_runs_as_a_task_and_lands() {
         (upid.node(), upid.kind(), upid.id()),
         ("pve1", "qmigrate", "100")
     );
-    let e = c
-        .update_guest_config(
-            "pve1",
-            GuestKind::Qemu,
-            100,
-            &ConfigUpdate::new().with("tags", "x"),
-        )
+    let e = crate::set_qemu_tags(&c, "pve1", 100, "x")
         .await
         .unwrap_err();
-    assert_eq!(
-        e.kind(),
-        Some(&ApiErrorKind::Locked {
-            lock: "migrate".into()
-        }),
-        "{e}"
-    );
+    assert_eq!(e.kind(), Some(&crate::locked("migrate")), "{e}");
     let done = c.wait_task(&upid, &fast_wait()).await.unwrap();
     assert_eq!(done.exitstatus.as_deref(), Some("OK"));
     let moved = c.cluster_resources(None).await.unwrap();
