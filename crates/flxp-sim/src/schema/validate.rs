@@ -424,32 +424,44 @@ struct Bound {
     message: fn(f64) -> String,
 }
 
+impl Bound {
+    /// A limit a value must not exceed.
+    const fn upper(key: &'static str, message: fn(f64) -> String) -> Self {
+        Self {
+            key,
+            broken: |value, limit| value > limit,
+            message,
+        }
+    }
+
+    /// A limit a value must not fall below.
+    const fn lower(key: &'static str, message: fn(f64) -> String) -> Self {
+        Self {
+            key,
+            broken: |value, limit| value < limit,
+            message,
+        }
+    }
+}
+
 /// The string length limits, in the order Proxmox checks them.
 const LENGTH_BOUNDS: [Bound; 2] = [
-    Bound {
-        key: "maxLength",
-        broken: |len, max| len > max,
-        message: |max| format!("value may only be {max} characters long"),
-    },
-    Bound {
-        key: "minLength",
-        broken: |len, min| len < min,
-        message: |min| format!("value must be at least {min} characters long"),
-    },
+    Bound::upper("maxLength", |max| {
+        format!("value may only be {max} characters long")
+    }),
+    Bound::lower("minLength", |min| {
+        format!("value must be at least {min} characters long")
+    }),
 ];
 
 /// The numeric value limits, in the order Proxmox checks them.
 const VALUE_BOUNDS: [Bound; 2] = [
-    Bound {
-        key: "maximum",
-        broken: |n, max| n > max,
-        message: |max| format!("value must have a maximum value of {max}"),
-    },
-    Bound {
-        key: "minimum",
-        broken: |n, min| n < min,
-        message: |min| format!("value must have a minimum value of {min}"),
-    },
+    Bound::upper("maximum", |max| {
+        format!("value must have a maximum value of {max}")
+    }),
+    Bound::lower("minimum", |min| {
+        format!("value must have a minimum value of {min}")
+    }),
 ];
 
 /// The message of the first of `bounds` that `schema` sets and `value` breaks.
