@@ -186,19 +186,14 @@ impl<'a> Validator<'a> {
                     fail(errors, &format!(" - got '{t}'"))
                 }
             }
-            ("integer", v) => {
+            ("integer" | "number", v) => {
                 let t = scalar_text(v);
-                if !is_integer(&t) {
-                    return fail(errors, &format!(" - got '{t}'"));
-                }
-                if self.mode == Mode::Wire && v.is_string() {
-                    return fail(errors, &format!(" - got '{t}' (a JSON string)"));
-                }
-                true
-            }
-            ("number", v) => {
-                let t = scalar_text(v);
-                if !is_number(&t) {
+                let numeric = if ty == "integer" {
+                    is_integer(&t)
+                } else {
+                    is_number(&t)
+                };
+                if !numeric {
                     return fail(errors, &format!(" - got '{t}'"));
                 }
                 if self.mode == Mode::Wire && v.is_string() {
