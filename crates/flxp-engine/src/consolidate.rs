@@ -10,13 +10,14 @@ use std::sync::Arc;
 
 use flxp_core::balance::{BalanceOptions, EvacuateOptions};
 use flxp_core::consolidate::{ConsolidateOptions, Consolidation, consolidate};
+use flxp_core::placement::Placer;
 use flxp_pve::types::NodeCommand;
 
 use crate::error::{Error, Result};
 use crate::execute::{Executor, error_chain};
 use crate::maintenance::{self, MarkError};
-use crate::planning::Goal;
-use crate::power_mark::{self, PowerMarkError, PowerState};
+use crate::planning::{Goal, Model};
+use crate::power_mark::{self, PowerMark, PowerMarkError, PowerState};
 
 /// Why an emptied node was not switched off.
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +58,27 @@ pub enum PowerError {
     Maintenance(#[from] MarkError),
 }
 
+/// Plans a consolidation of `model` on a blocking thread: the outer error is the thread's, the
+/// inner the planner's.
+pub(crate) async fn plan_on_blocking_thread(
+    model: Arc<Model>,
+    placer: Arc<Placer>,
+    options: ConsolidateOptions,
+    evacuate: EvacuateOptions,
+) -> Result<flxp_core::Result<Consolidation>> {
+    crate::blocking::run("planning a consolidation", move || {
+        consolidate(
+            &model.cluster,
+            &model.rules,
+            &model.state,
+            &placer,
+            &options,
+            &evacuate,
+        )
+    })
+    .await
+}
+
 impl Executor {
     /// Reads the zone and plans a consolidation on it (the executor's placer: its reserves
     /// count for the headroom). Nodes an earlier consolidation marked `off` and left online in
@@ -68,29 +90,34 @@ impl Executor {
         evacuate: &EvacuateOptions,
     ) -> Result<Consolidation> {
         let (model, notes) = self.read_with_notes().await?;
+        let options = self.consolidation_options(options, &power_mark::read(&notes));
+        plan_on_blocking_thread(
+            Arc::new(model),
+            Arc::clone(&self.placer),
+            options,
+            evacuate.clone(),
+        )
+        .await?
+        .map_err(|source| Error::Plan { source })
+    }
+
+    /// `options` as this executor carries a consolidation out: its kept nodes are never freed,
+    /// and the nodes `marks` say are `off` (left by an interrupted run) are freed first.
+    pub(crate) fn consolidation_options(
+        &self,
+        options: &ConsolidateOptions,
+        marks: &[PowerMark],
+    ) -> ConsolidateOptions {
         let mut options = options.clone();
         options
             .keep
             .extend(self.kept.iter().map(|(n, why)| (n.clone(), why.clone())));
-        options.resume = power_mark::read(&notes)
-            .into_iter()
+        options.resume = marks
+            .iter()
             .filter(|m| m.state == PowerState::Off)
-            .map(|m| m.node)
+            .map(|m| m.node.clone())
             .collect();
-        let placer = Arc::clone(&self.placer);
-        let evacuate = evacuate.clone();
-        crate::blocking::run("planning a consolidation", move || {
-            consolidate(
-                &model.cluster,
-                &model.rules,
-                &model.state,
-                &placer,
-                &options,
-                &evacuate,
-            )
-            .map_err(|source| Error::Plan { source })
-        })
-        .await?
+        options
     }
 
     /// Switches a node off (`POST /nodes/{node}/status`, `shutdown`) after checking on a fresh

@@ -497,7 +497,7 @@ async fn start(
     m: &Migration,
     settings: &MigrateSettings,
 ) -> Result<(Upid, bool), String> {
-    match m.kind {
+    let (started, running) = match m.kind {
         GuestKind::Qemu => {
             let pre = api
                 .qemu_migrate_precondition(&m.from, m.vmid, Some(&m.to))
@@ -544,11 +544,7 @@ async fn start(
                 with_local_disks: with_local.then_some(true),
                 ..QemuMigrateParams::default()
             };
-            let upid = api
-                .migrate_qemu(&m.from, m.vmid, &params)
-                .await
-                .map_err(|e| e.to_string())?;
-            Ok((upid, running))
+            (api.migrate_qemu(&m.from, m.vmid, &params).await, running)
         }
         GuestKind::Lxc => {
             let pre = api
@@ -569,13 +565,10 @@ async fn start(
                 restart: running.then_some(true),
                 ..LxcMigrateParams::default()
             };
-            let upid = api
-                .migrate_lxc(&m.from, m.vmid, &params)
-                .await
-                .map_err(|e| e.to_string())?;
-            Ok((upid, running))
+            (api.migrate_lxc(&m.from, m.vmid, &params).await, running)
         }
-    }
+    };
+    Ok((started.map_err(|e| e.to_string())?, running))
 }
 
 /// Carries out one migration and follows it to its end; emits `Started` and `Progress` events.

@@ -329,6 +329,10 @@ mod tests {
         )
     }
 
+    fn locked(lock: &str) -> ApiErrorKind {
+        ApiErrorKind::Locked { lock: lock.into() }
+    }
+
     #[test]
     fn a_locked_vm_is_told_apart_with_its_lock() {
         let e = classify(
@@ -336,12 +340,7 @@ mod tests {
             "VM is locked (migrate)",
             r#"{"data":null,"message":"VM is locked (migrate)\n"}"#,
         );
-        assert_eq!(
-            e.kind(),
-            Some(&ApiErrorKind::Locked {
-                lock: "migrate".into()
-            })
-        );
+        assert_eq!(e.kind(), Some(&locked("migrate")));
         assert!(e.is_locked());
         assert_eq!(
             e.to_string(),
@@ -352,12 +351,7 @@ mod tests {
             "x",
             r#"{"data":null,"message":"CT is locked (backup)\n"}"#,
         );
-        assert_eq!(
-            ct.kind(),
-            Some(&ApiErrorKind::Locked {
-                lock: "backup".into()
-            })
-        );
+        assert_eq!(ct.kind(), Some(&locked("backup")));
     }
 
     #[test]

@@ -416,14 +416,8 @@ impl FakeTransport {
     }
 
     fn guest_status(&self, request: &Request, c: &Captures) -> Result<Data> {
-        let (kind, vmid) = (kind_of(request, c)?, c.u32("vmid", request)?);
         let state = self.state();
-        let r = guest(&state.snapshot, c.get("node"), kind, vmid).ok_or_else(|| {
-            not_found(
-                request,
-                &format!("Configuration file for {vmid} does not exist"),
-            )
-        })?;
+        let (_, r) = requested_guest(&state.snapshot, request, c)?;
         reply(GuestStatusCurrent {
             entry: list_entry(r),
             ..GuestStatusCurrent::default()
@@ -431,14 +425,8 @@ impl FakeTransport {
     }
 
     fn guest_config(&self, request: &Request, c: &Captures) -> Result<Data> {
-        let (kind, vmid) = (kind_of(request, c)?, c.u32("vmid", request)?);
         let state = self.state();
-        let r = guest(&state.snapshot, c.get("node"), kind, vmid).ok_or_else(|| {
-            not_found(
-                request,
-                &format!("Configuration file for {vmid} does not exist"),
-            )
-        })?;
+        let (vmid, r) = requested_guest(&state.snapshot, request, c)?;
         let mut values = BTreeMap::new();
         if let Some(name) = &r.name {
             values.insert("name".into(), name.clone().into());
@@ -591,6 +579,23 @@ fn guest<'a>(
             && r.vmid == Some(vmid)
             && r.node.as_deref() == Some(node)
     })
+}
+
+/// The guest a `/nodes/{node}/{kind}/{vmid}/...` request names, with its vmid,
+/// or the error Proxmox answers when its config does not exist.
+fn requested_guest<'a>(
+    snapshot: &'a Snapshot,
+    request: &Request,
+    c: &Captures,
+) -> Result<(u32, &'a Resource)> {
+    let (kind, vmid) = (kind_of(request, c)?, c.u32("vmid", request)?);
+    let r = guest(snapshot, c.get("node"), kind, vmid).ok_or_else(|| {
+        not_found(
+            request,
+            &format!("Configuration file for {vmid} does not exist"),
+        )
+    })?;
+    Ok((vmid, r))
 }
 
 fn list_entry(r: &Resource) -> GuestListEntry {

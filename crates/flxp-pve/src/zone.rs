@@ -114,6 +114,29 @@ enum SecretSource<'a> {
     File(&'a Path),
 }
 
+/// One secret's three mutually exclusive keys: `base`, `base-env` and `base-file`.
+struct SecretKeys<'a> {
+    base: &'static str,
+    inline: Option<&'a Secret>,
+    env: Option<&'a String>,
+    file: Option<&'a PathBuf>,
+}
+
+impl<'a> SecretKeys<'a> {
+    fn any(&self) -> bool {
+        self.inline.is_some() || self.env.is_some() || self.file.is_some()
+    }
+
+    /// The source of the login's own secret, refusing any key of `other`
+    /// (the other login's secret) with the `misplaced` message.
+    fn only_source(&self, other: &SecretKeys<'_>, misplaced: &str) -> Result<SecretSource<'a>> {
+        if other.any() {
+            return Err(config_err(other.base, misplaced));
+        }
+        one_source(self.base, self.inline, self.env, self.file)
+    }
+}
+
 fn one_source<'a>(
     base: &str,
     inline: Option<&'a Secret>,
@@ -206,11 +229,18 @@ impl ZoneConfig {
     }
 
     fn auth_sources(&self) -> Result<(bool, SecretSource<'_>)> {
-        let has_password_keys =
-            self.password.is_some() || self.password_env.is_some() || self.password_file.is_some();
-        let has_token_keys = self.token_secret.is_some()
-            || self.token_secret_env.is_some()
-            || self.token_secret_file.is_some();
+        let password = SecretKeys {
+            base: "password",
+            inline: self.password.as_ref(),
+            env: self.password_env.as_ref(),
+            file: self.password_file.as_ref(),
+        };
+        let token_secret = SecretKeys {
+            base: "token-secret",
+            inline: self.token_secret.as_ref(),
+            env: self.token_secret_env.as_ref(),
+            file: self.token_secret_file.as_ref(),
+        };
         match (&self.token, &self.user) {
             (Some(_), Some(_)) => Err(config_err("user", "give either token or user, not both")),
             (None, None) => Err(config_err(
@@ -219,18 +249,8 @@ impl ZoneConfig {
             )),
             (Some(id), None) => {
                 validate_token_id(id).map_err(|e| config_err("token", e.to_string()))?;
-                if has_password_keys {
-                    return Err(config_err(
-                        "password",
-                        "a password belongs to user, not to token",
-                    ));
-                }
-                let source = one_source(
-                    "token-secret",
-                    self.token_secret.as_ref(),
-                    self.token_secret_env.as_ref(),
-                    self.token_secret_file.as_ref(),
-                )?;
+                let source = token_secret
+                    .only_source(&password, "a password belongs to user, not to token")?;
                 Ok((true, source))
             }
             (None, Some(user)) => {
@@ -238,17 +258,9 @@ impl ZoneConfig {
                     Some((u, r)) if !u.is_empty() && !r.is_empty() => {}
                     _ => return Err(config_err("user", "expected USER@REALM, e.g. flxp@pve")),
                 }
-                if has_token_keys {
-                    return Err(config_err(
-                        "token-secret",
-                        "a token secret belongs to token, not to user",
-                    ));
-                }
-                let source = one_source(
-                    "password",
-                    self.password.as_ref(),
-                    self.password_env.as_ref(),
-                    self.password_file.as_ref(),
+                let source = password.only_source(
+                    &token_secret,
+                    "a token secret belongs to token, not to user",
                 )?;
                 Ok((false, source))
             }

@@ -182,9 +182,14 @@ async fn node_status(State(sim): State<Sim>, Path(node): Path<String>, bytes: By
             ));
         }
     };
+    change_node(&sim, &node, |w| w.set_online(&node, online))
+}
+
+/// Applies `change` to the world when `node` exists, and records the new state.
+fn change_node(sim: &Sim, node: &str, change: impl FnOnce(&mut World)) -> Reply {
     let mut w = sim.world();
-    w.node(&node)?;
-    w.set_online(&node, online);
+    w.node(node)?;
+    change(&mut w);
     w.record();
     Ok(Data::null())
 }
@@ -200,11 +205,7 @@ struct MaintenanceBody {
 /// node-maintenance enable <node>` would.
 async fn maintenance(State(sim): State<Sim>, Path(node): Path<String>, bytes: Bytes) -> Reply {
     let b: MaintenanceBody = body(&bytes)?;
-    let mut w = sim.world();
-    w.node(&node)?;
-    w.set_maintenance(&node, b.enable);
-    w.record();
-    Ok(Data::null())
+    change_node(&sim, &node, |w| w.set_maintenance(&node, b.enable))
 }
 
 /// `GET /_sim/faults`.

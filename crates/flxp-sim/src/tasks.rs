@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 
 use flxp_core::snapshot::raw::Task as RawTask;
+use flxp_pve::types::Upid;
 use serde_json::{Value, json};
 
 use crate::clock::log_stamp;
@@ -112,7 +113,12 @@ pub fn encode_upid(
     id: &str,
     user: &str,
 ) -> String {
-    format!("UPID:{node}:{pid:08X}:{pstart:08X}:{starttime:08X}:{kind}:{id}:{user}:")
+    // One formatter for client and simulator: the text is kept whether or not it would parse
+    // (a scenario may name a node the client would refuse), so take it from the error too.
+    match Upid::new(node, pid, pstart, starttime, kind, id, user) {
+        Ok(upid) => upid.to_string(),
+        Err(invalid) => invalid.upid,
+    }
 }
 
 /// Decodes the node of a UPID (the second field), if it has the UPID shape.

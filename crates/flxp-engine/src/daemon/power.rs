@@ -27,6 +27,7 @@ use serde::Serialize;
 
 use super::{Daemon, Executed, RoundReport, ZoneState};
 use crate::blocking;
+use crate::consolidate::plan_on_blocking_thread;
 use crate::error::Result;
 use crate::execute::{Executor, error_chain};
 use crate::planning::Model;
@@ -422,31 +423,13 @@ impl Daemon {
         marks: &[PowerMark],
         auto: &AutoConsolidate,
     ) -> Vec<String> {
-        let mut options = self.consolidate_options(auto);
-        options.keep.extend(
-            executor
-                .kept
-                .iter()
-                .map(|(n, why)| (n.clone(), why.clone())),
-        );
-        options.resume = marks
-            .iter()
-            .filter(|m| m.state == PowerState::Off)
-            .map(|m| m.node.clone())
-            .collect();
-        let model = Arc::clone(model);
-        let placer = Arc::clone(&z.placer);
-        let evacuate = self.inner.parts.options.evacuation.clone();
-        let planned = blocking::run("planning a consolidation", move || {
-            flxp_core::consolidate::consolidate(
-                &model.cluster,
-                &model.rules,
-                &model.state,
-                &placer,
-                &options,
-                &evacuate,
-            )
-        })
+        let options = executor.consolidation_options(&self.consolidate_options(auto), marks);
+        let planned = plan_on_blocking_thread(
+            Arc::clone(model),
+            Arc::clone(&z.placer),
+            options,
+            self.inner.parts.options.evacuation.clone(),
+        )
         .await;
         match planned {
             Ok(Ok(c)) => c

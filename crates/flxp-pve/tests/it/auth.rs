@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use flxp_pve::types::{ConfigUpdate, GuestKind};
 use flxp_pve::{ApiErrorKind, ClientBuilder, Credentials, Host, Secret, TlsTrust};
 
 use crate::server::{Reply, start};
@@ -16,14 +15,7 @@ async fn token_auth_sends_the_pveapitoken_header_on_every_call_and_no_csrf() {
     let s = start(None, |_, _| Reply::data(json!(null))).await;
     let c = crate::client(&[s.host()]);
     c.permissions(&Default::default()).await.unwrap();
-    c.update_guest_config(
-        "pve1",
-        GuestKind::Qemu,
-        105,
-        &ConfigUpdate::new().with("tags", "a"),
-    )
-    .await
-    .unwrap();
+    crate::set_qemu_tags(&c, "pve1", 105, "a").await.unwrap();
     for seen in s.seen() {
         assert_eq!(
             seen.authorization.as_deref(),
@@ -89,14 +81,7 @@ async fn ticket_auth_logs_in_once_sends_the_cookie_and_csrf_only_on_writes() {
     let s = start(None, ticket_server_script(logins.clone())).await;
     let c = password_client(&s.host(), Duration::from_secs(3600));
     c.cluster_options().await.unwrap_or_default();
-    c.update_guest_config(
-        "pve1",
-        GuestKind::Qemu,
-        105,
-        &ConfigUpdate::new().with("tags", "a"),
-    )
-    .await
-    .unwrap();
+    crate::set_qemu_tags(&c, "pve1", 105, "a").await.unwrap();
     c.version().await.ok();
     assert_eq!(logins.load(Ordering::SeqCst), 1);
     let seen = s.seen();

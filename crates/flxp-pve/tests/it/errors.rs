@@ -16,15 +16,15 @@ async fn answer(reply: Reply) -> Error {
         .unwrap_err()
 }
 
+/// The error a call gets when Proxmox answers `status` with `message` and no errors map.
+async fn error_answer(status: u16, message: &str) -> Error {
+    answer(Reply::error(status, message, None)).await
+}
+
 #[tokio::test]
 async fn locked_vm() {
-    let e = answer(Reply::error(500, "VM is locked (migrate)", None)).await;
-    assert_eq!(
-        e.kind(),
-        Some(&ApiErrorKind::Locked {
-            lock: "migrate".into()
-        })
-    );
+    let e = error_answer(500, "VM is locked (migrate)").await;
+    assert_eq!(e.kind(), Some(&crate::locked("migrate")));
     assert!(e.is_locked());
     assert_eq!(
         e.to_string(),
@@ -34,34 +34,23 @@ async fn locked_vm() {
 
 #[tokio::test]
 async fn checksum_mismatch() {
-    let e = answer(Reply::error(
-        500,
-        "checksum mismatch (file change by other user?)",
-        None,
-    ))
-    .await;
+    let e = error_answer(500, "checksum mismatch (file change by other user?)").await;
     assert!(e.is_checksum_mismatch());
 }
 
 #[tokio::test]
 async fn config_does_not_exist() {
-    let e = answer(Reply::error(
+    let e = error_answer(
         500,
         "Configuration file 'nodes/pve1/qemu-server/105.conf' does not exist",
-        None,
-    ))
+    )
     .await;
     assert!(e.is_not_found());
 }
 
 #[tokio::test]
 async fn permission_denied() {
-    let e = answer(Reply::error(
-        403,
-        "Permission check failed (/vms/105, VM.Config.Options)",
-        None,
-    ))
-    .await;
+    let e = error_answer(403, "Permission check failed (/vms/105, VM.Config.Options)").await;
     assert_eq!(e.kind(), Some(&ApiErrorKind::PermissionDenied));
     assert!(
         e.to_string()
@@ -112,11 +101,10 @@ async fn already_exists_on_clone() {
 
 #[tokio::test]
 async fn not_implemented() {
-    let e = answer(Reply::error(
+    let e = error_answer(
         501,
         "Method 'PUT /nodes/pve1/qemu/105/config' not implemented",
-        None,
-    ))
+    )
     .await;
     assert_eq!(e.kind(), Some(&ApiErrorKind::NotImplemented));
 }

@@ -12,7 +12,8 @@ mod tls;
 
 use std::time::Duration;
 
-use flxp_pve::{Client, ClientBuilder, Credentials, Host, Secret, TlsTrust};
+use flxp_pve::types::{ConfigUpdate, GuestKind};
+use flxp_pve::{ApiErrorKind, Client, ClientBuilder, Credentials, Host, Secret, TlsTrust};
 
 /// The token every test client uses.
 pub const TOKEN_ID: &str = "root@pam!flxp";
@@ -38,6 +39,18 @@ pub fn builder(hosts: &[String], trust: TlsTrust) -> ClientBuilder {
 /// A plain-HTTP token client.
 pub fn client(hosts: &[String]) -> Client {
     builder(hosts, TlsTrust::WebRoots).build().unwrap()
+}
+
+/// Sets the tags of qemu guest `vmid` on `node`: the plain config write the tests send.
+pub async fn set_qemu_tags(c: &Client, node: &str, vmid: u32, tags: &str) -> flxp_pve::Result<()> {
+    let update = ConfigUpdate::new().with("tags", tags);
+    c.update_guest_config(node, GuestKind::Qemu, vmid, &update)
+        .await
+}
+
+/// The kind of error a guest locked by `lock` answers with.
+pub fn locked(lock: &str) -> ApiErrorKind {
+    ApiErrorKind::Locked { lock: lock.into() }
 }
 
 #[tokio::test]

@@ -36,6 +36,22 @@ fn client(handle: &SimHandle, pin: Fingerprint, credentials: Credentials) -> Cli
         .unwrap()
 }
 
+/// [`start_sim`] with a token client.
+async fn token_sim(scale: f64) -> (SimHandle, Client) {
+    let (sim, pin) = start_sim(scale).await;
+    let c = client(&sim, pin, token());
+    (sim, c)
+}
+
+/// A live migration to `target`.
+fn live_to(target: &str) -> QemuMigrateParams {
+    QemuMigrateParams {
+        target: target.into(),
+        online: Some(true),
+        ..Default::default()
+    }
+}
+
 fn token() -> Credentials {
     let (id, secret) = TOKEN.rsplit_once('=').unwrap();
     Credentials::Token {
@@ -61,8 +77,7 @@ fn fast_wait() -> TaskWait {
 
 #[tokio::test]
 async fn reads_over_pinned_https_with_a_token() {
-    let (sim, pin) = start_sim(1000.0).await;
-    let c = client(&sim, pin, token());
+    let (sim, c) = token_sim(1000.0).await;
     assert_eq!(c.version().await.unwrap().major(), Some(9));
     let resources = c.cluster_resources(None).await.unwrap();
     let kinds = |k: &str| {
@@ -103,8 +118,7 @@ async fn reads_over_pinned_https_with_a_token() {
 
 #[tokio::test]
 async fn digest_guarded_config_writes() {
-    let (sim, pin) = start_sim(1000.0).await;
-    let c = client(&sim, pin, token());
+    let (sim, c) = token_sim(1000.0).await;
     let before = c.guest_config("pve1", GuestKind::Qemu, 100).await.unwrap();
     let digest = before.digest.clone().unwrap();
     let update = ConfigUpdate::new()
@@ -144,34 +158,17 @@ async fn digest_guarded_config_writes() {
 #[tokio::test]
 async fn a_live_migration_locks_the_vm_runs_as_a_task_and_lands() {
     // 4 GiB at 2 GiB/s is 2 simulated seconds: 200 ms at a scale of 10.
-    let (sim, pin) = start_sim(10.0).await;
-    let c = client(&sim, pin, token());
-    let params = QemuMigrateParams {
-        target: "pve2".into(),
-        online: Some(true),
-        ..Default::default()
-    };
+    let (sim, c) = token_sim(10.0).await;
+    let params = live_to("pve2");
     let upid = c.migrate_qemu("pve1", 100, &params).await.unwrap();
     assert_eq!(
         (upid.node(), upid.kind(), upid.id()),
         ("pve1", "qmigrate", "100")
     );
-    let e = c
-        .update_guest_config(
-            "pve1",
-            GuestKind::Qemu,
-            100,
-            &ConfigUpdate::new().with("tags", "x"),
-        )
+    let e = crate::set_qemu_tags(&c, "pve1", 100, "x")
         .await
         .unwrap_err();
-    assert_eq!(
-        e.kind(),
-        Some(&ApiErrorKind::Locked {
-            lock: "migrate".into()
-        }),
-        "{e}"
-    );
+    assert_eq!(e.kind(), Some(&crate::locked("migrate")), "{e}");
     let done = c.wait_task(&upid, &fast_wait()).await.unwrap();
     assert_eq!(done.exitstatus.as_deref(), Some("OK"));
     let moved = c.cluster_resources(None).await.unwrap();
@@ -186,13 +183,8 @@ async fn a_live_migration_locks_the_vm_runs_as_a_task_and_lands() {
 
 #[tokio::test]
 async fn migration_failures_come_back_typed() {
-    let (sim, pin) = start_sim(1000.0).await;
-    let c = client(&sim, pin, token());
-    let to_self = QemuMigrateParams {
-        target: "pve1".into(),
-        online: Some(true),
-        ..Default::default()
-    };
+    let (sim, c) = token_sim(1000.0).await;
+    let to_self = live_to("pve1");
     let e = c.migrate_qemu("pve1", 100, &to_self).await.unwrap_err();
     let Error::Api { errors, .. } = &e else {
         panic!("{e:?}")

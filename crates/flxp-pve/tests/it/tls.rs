@@ -2,32 +2,40 @@
 
 use serde_json::json;
 
-use flxp_pve::{Error, Fingerprint, TlsTrust};
+use flxp_pve::{Client, Error, Fingerprint, TlsTrust};
 
-use crate::server::{Certs, Reply, start};
+use crate::server::{Certs, Reply, Server, start};
 
 fn version() -> Reply {
     Reply::data(json!({"version": "9.2.11", "release": "9.2", "repoid": "3a6b1f0c"}))
 }
 
+/// A server with a fresh self-signed certificate that answers every call with the version.
+async fn self_signed_server() -> Server {
+    start(Some(Certs::self_signed()), |_, _| version()).await
+}
+
+/// A client of `s` that trusts `trust`.
+fn client_of(s: &Server, trust: TlsTrust) -> Client {
+    crate::builder(&[s.host()], trust).build().unwrap()
+}
+
 #[tokio::test]
 async fn a_self_signed_certificate_with_the_pinned_fingerprint_is_accepted() {
-    let s = start(Some(Certs::self_signed()), |_, _| version()).await;
+    let s = self_signed_server().await;
     let pin = s.fingerprint.unwrap();
     // The GUI format, lower-cased and without colons: all the same pin.
     let text = pin.to_string().to_lowercase().replace(':', "");
     let trust = TlsTrust::Pinned(vec![text.parse().unwrap()]);
-    let c = crate::builder(&[s.host()], trust).build().unwrap();
+    let c = client_of(&s, trust);
     assert_eq!(c.version().await.unwrap().release.as_deref(), Some("9.2"));
 }
 
 #[tokio::test]
 async fn any_other_fingerprint_is_rejected_before_a_request_is_sent() {
-    let s = start(Some(Certs::self_signed()), |_, _| version()).await;
+    let s = self_signed_server().await;
     let wrong = Fingerprint::of_der(b"another certificate");
-    let c = crate::builder(&[s.host()], TlsTrust::Pinned(vec![wrong]))
-        .build()
-        .unwrap();
+    let c = client_of(&s, TlsTrust::Pinned(vec![wrong]));
     let e = c.version().await.unwrap_err();
     let Error::Tls { host, message } = &e else {
         panic!("{e:?}")
@@ -46,10 +54,8 @@ async fn any_other_fingerprint_is_rejected_before_a_request_is_sent() {
 
 #[tokio::test]
 async fn without_a_pin_a_self_signed_certificate_is_rejected() {
-    let s = start(Some(Certs::self_signed()), |_, _| version()).await;
-    let c = crate::builder(&[s.host()], TlsTrust::WebRoots)
-        .build()
-        .unwrap();
+    let s = self_signed_server().await;
+    let c = client_of(&s, TlsTrust::WebRoots);
     let e = c.version().await.unwrap_err();
     assert!(matches!(e, Error::Tls { .. }), "{e:?}");
     assert_eq!(s.count(), 0);
@@ -57,10 +63,8 @@ async fn without_a_pin_a_self_signed_certificate_is_rejected() {
 
 #[tokio::test]
 async fn insecure_mode_accepts_any_certificate() {
-    let s = start(Some(Certs::self_signed()), |_, _| version()).await;
-    let c = crate::builder(&[s.host()], TlsTrust::Insecure)
-        .build()
-        .unwrap();
+    let s = self_signed_server().await;
+    let c = client_of(&s, TlsTrust::Insecure);
     assert!(c.version().await.is_ok());
 }
 
@@ -73,21 +77,21 @@ async fn a_custom_ca_file_verifies_the_chain_and_the_name() {
     std::fs::write(&ca_file, &certs.ca_pem).unwrap();
     let s = start(Some(certs), |_, _| version()).await;
     let trust = TlsTrust::from_ca_file(&ca_file).unwrap();
-    let c = crate::builder(&[s.host()], trust).build().unwrap();
+    let c = client_of(&s, trust);
     assert!(c.version().await.is_ok());
 
     // Another CA does not vouch for this server.
     std::fs::write(&ca_file, Certs::with_ca().ca_pem).unwrap();
     let trust = TlsTrust::from_ca_file(&ca_file).unwrap();
-    let c = crate::builder(&[s.host()], trust).build().unwrap();
+    let c = client_of(&s, trust);
     assert!(matches!(c.version().await, Err(Error::Tls { .. })));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[tokio::test]
 async fn with_several_pins_each_node_certificate_is_accepted() {
-    let a = start(Some(Certs::self_signed()), |_, _| version()).await;
-    let b = start(Some(Certs::self_signed()), |_, _| version()).await;
+    let a = self_signed_server().await;
+    let b = self_signed_server().await;
     let pins = vec![a.fingerprint.unwrap(), b.fingerprint.unwrap()];
     for host in [a.host(), b.host()] {
         let c = crate::builder(&[host], TlsTrust::Pinned(pins.clone()))

@@ -26,99 +26,63 @@ use crate::{ApiError, Sim};
 /// Binds a kind-taking handler to one guest kind.
 macro_rules! kind {
     ($f:ident, $k:expr) => {
-        |State(sim): State<Sim>, call: Call| async move { $f($k, &sim, call) }
+        move |State(sim): State<Sim>, call: Call| async move { $f($k, &sim, call) }
     };
 }
 
 macro_rules! op {
     ($k:expr, $op:expr) => {
-        |State(sim): State<Sim>, call: Call| async move { power($k, $op, &sim, call) }
+        move |State(sim): State<Sim>, call: Call| async move { power($k, $op, &sim, call) }
     };
 }
 
 pub(super) fn routes(r: Router<Sim>) -> Router<Sim> {
     use GuestKind::{Lxc, Qemu};
-    r.route(
-        &p("/nodes/{node}/qemu"),
-        get(kind!(list, Qemu)).post(create),
-    )
-    .route(&p("/nodes/{node}/lxc"), get(kind!(list, Lxc)))
-    .route(
-        &p("/nodes/{node}/qemu/{vmid}"),
-        get(kind!(index, Qemu)).delete(kind!(destroy, Qemu)),
-    )
-    .route(
-        &p("/nodes/{node}/lxc/{vmid}"),
-        get(kind!(index, Lxc)).delete(kind!(destroy, Lxc)),
-    )
-    .route(
-        &p("/nodes/{node}/qemu/{vmid}/config"),
-        get(kind!(config, Qemu))
-            .put(kind!(set_config, Qemu))
-            .post(kind!(set_config_async, Qemu)),
-    )
-    .route(
-        &p("/nodes/{node}/lxc/{vmid}/config"),
-        get(kind!(config, Lxc)).put(kind!(set_config, Lxc)),
-    )
-    .route(
-        &p("/nodes/{node}/qemu/{vmid}/status/current"),
-        get(kind!(current, Qemu)),
-    )
-    .route(
-        &p("/nodes/{node}/lxc/{vmid}/status/current"),
-        get(kind!(current, Lxc)),
-    )
-    .route(
-        &p("/nodes/{node}/qemu/{vmid}/status/start"),
-        post(op!(Qemu, PowerOp::Start)),
-    )
-    .route(
-        &p("/nodes/{node}/qemu/{vmid}/status/stop"),
-        post(op!(Qemu, PowerOp::Stop)),
-    )
-    .route(
-        &p("/nodes/{node}/qemu/{vmid}/status/shutdown"),
-        post(op!(Qemu, PowerOp::Shutdown)),
-    )
-    .route(
-        &p("/nodes/{node}/lxc/{vmid}/status/start"),
-        post(op!(Lxc, PowerOp::Start)),
-    )
-    .route(
-        &p("/nodes/{node}/lxc/{vmid}/status/stop"),
-        post(op!(Lxc, PowerOp::Stop)),
-    )
-    .route(
-        &p("/nodes/{node}/lxc/{vmid}/status/shutdown"),
-        post(op!(Lxc, PowerOp::Shutdown)),
-    )
-    .route(
-        &p("/nodes/{node}/qemu/{vmid}/rrddata"),
-        get(kind!(rrddata, Qemu)),
-    )
-    .route(
-        &p("/nodes/{node}/lxc/{vmid}/rrddata"),
-        get(kind!(rrddata, Lxc)),
-    )
-    .route(
-        &p("/nodes/{node}/qemu/{vmid}/migrate"),
-        get(kind!(precondition, Qemu)).post(kind!(migrate, Qemu)),
-    )
-    .route(
-        &p("/nodes/{node}/lxc/{vmid}/migrate"),
-        get(kind!(precondition, Lxc)).post(kind!(migrate, Lxc)),
-    )
-    .route(&p("/nodes/{node}/qemu/{vmid}/clone"), post(clone))
-    .route(&p("/nodes/{node}/qemu/{vmid}/resize"), put(resize))
-    .route(
-        &p("/nodes/{node}/qemu/{vmid}/status"),
-        get(kind!(status_index, Qemu)),
-    )
-    .route(
-        &p("/nodes/{node}/lxc/{vmid}/status"),
-        get(kind!(status_index, Lxc)),
-    )
+    let r = r
+        .route(
+            &p("/nodes/{node}/qemu"),
+            get(kind!(list, Qemu)).post(create),
+        )
+        .route(&p("/nodes/{node}/lxc"), get(kind!(list, Lxc)))
+        .route(
+            &p("/nodes/{node}/qemu/{vmid}/config"),
+            get(kind!(config, Qemu))
+                .put(kind!(set_config, Qemu))
+                .post(kind!(set_config_async, Qemu)),
+        )
+        .route(
+            &p("/nodes/{node}/lxc/{vmid}/config"),
+            get(kind!(config, Lxc)).put(kind!(set_config, Lxc)),
+        )
+        .route(&p("/nodes/{node}/qemu/{vmid}/clone"), post(clone))
+        .route(&p("/nodes/{node}/qemu/{vmid}/resize"), put(resize));
+    [Qemu, Lxc].into_iter().fold(r, guest_routes)
+}
+
+/// The routes below `/nodes/{node}/{qemu|lxc}/{vmid}` that both kinds serve alike.
+fn guest_routes(r: Router<Sim>, kind: GuestKind) -> Router<Sim> {
+    let at = |tail: &str| p(&format!("/nodes/{{node}}/{}/{{vmid}}{tail}", kind.as_str()));
+    let r = r
+        .route(
+            &at(""),
+            get(kind!(index, kind)).delete(kind!(destroy, kind)),
+        )
+        .route(&at("/status/current"), get(kind!(current, kind)))
+        .route(&at("/rrddata"), get(kind!(rrddata, kind)))
+        .route(
+            &at("/migrate"),
+            get(kind!(precondition, kind)).post(kind!(migrate, kind)),
+        )
+        .route(&at("/status"), get(kind!(status_index, kind)));
+    [
+        ("start", PowerOp::Start),
+        ("stop", PowerOp::Stop),
+        ("shutdown", PowerOp::Shutdown),
+    ]
+    .into_iter()
+    .fold(r, |r, (name, op)| {
+        r.route(&at(&format!("/status/{name}")), post(op!(kind, op)))
+    })
 }
 
 /// `GET /nodes/{node}/{qemu|lxc}`.

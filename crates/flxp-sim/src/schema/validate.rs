@@ -118,47 +118,15 @@ impl<'a> Validator<'a> {
                 return;
             }
         }
-        if let Some(max) = schema.get("maxLength").and_then(as_f64) {
-            if text.chars().count() as f64 > max {
-                add_error(
-                    errors,
-                    path,
-                    &format!("value may only be {max} characters long"),
-                );
-                return;
-            }
-        }
-        if let Some(min) = schema.get("minLength").and_then(as_f64) {
-            if (text.chars().count() as f64) < min {
-                add_error(
-                    errors,
-                    path,
-                    &format!("value must be at least {min} characters long"),
-                );
-                return;
-            }
+        if let Some(msg) = broken_bound(schema, &LENGTH_BOUNDS, text.chars().count() as f64) {
+            add_error(errors, path, &msg);
+            return;
         }
         if is_number(text) {
             let n: f64 = text.parse().unwrap_or(0.0);
-            if let Some(max) = schema.get("maximum").and_then(as_f64) {
-                if n > max {
-                    add_error(
-                        errors,
-                        path,
-                        &format!("value must have a maximum value of {max}"),
-                    );
-                    return;
-                }
-            }
-            if let Some(min) = schema.get("minimum").and_then(as_f64) {
-                if n < min {
-                    add_error(
-                        errors,
-                        path,
-                        &format!("value must have a minimum value of {min}"),
-                    );
-                    return;
-                }
+            if let Some(msg) = broken_bound(schema, &VALUE_BOUNDS, n) {
+                add_error(errors, path, &msg);
+                return;
             }
         }
         if let Some(options) = schema.get("enum").and_then(Value::as_array) {
@@ -218,19 +186,14 @@ impl<'a> Validator<'a> {
                     fail(errors, &format!(" - got '{t}'"))
                 }
             }
-            ("integer", v) => {
+            ("integer" | "number", v) => {
                 let t = scalar_text(v);
-                if !is_integer(&t) {
-                    return fail(errors, &format!(" - got '{t}'"));
-                }
-                if self.mode == Mode::Wire && v.is_string() {
-                    return fail(errors, &format!(" - got '{t}' (a JSON string)"));
-                }
-                true
-            }
-            ("number", v) => {
-                let t = scalar_text(v);
-                if !is_number(&t) {
+                let numeric = if ty == "integer" {
+                    is_integer(&t)
+                } else {
+                    is_number(&t)
+                };
+                if !numeric {
                     return fail(errors, &format!(" - got '{t}'"));
                 }
                 if self.mode == Mode::Wire && v.is_string() {
@@ -446,6 +409,62 @@ pub fn scalar_text(v: &Value) -> String {
         Value::Null => String::new(),
         other => other.to_string(),
     }
+}
+
+/// A limit a schema may set on a scalar: its key, whether a value breaks it, and Proxmox's
+/// message naming the limit.
+struct Bound {
+    key: &'static str,
+    broken: fn(f64, f64) -> bool,
+    message: fn(f64) -> String,
+}
+
+impl Bound {
+    /// A limit a value must not exceed.
+    const fn upper(key: &'static str, message: fn(f64) -> String) -> Self {
+        Self {
+            key,
+            broken: |value, limit| value > limit,
+            message,
+        }
+    }
+
+    /// A limit a value must not fall below.
+    const fn lower(key: &'static str, message: fn(f64) -> String) -> Self {
+        Self {
+            key,
+            broken: |value, limit| value < limit,
+            message,
+        }
+    }
+}
+
+/// The string length limits, in the order Proxmox checks them.
+const LENGTH_BOUNDS: [Bound; 2] = [
+    Bound::upper("maxLength", |max| {
+        format!("value may only be {max} characters long")
+    }),
+    Bound::lower("minLength", |min| {
+        format!("value must be at least {min} characters long")
+    }),
+];
+
+/// The numeric value limits, in the order Proxmox checks them.
+const VALUE_BOUNDS: [Bound; 2] = [
+    Bound::upper("maximum", |max| {
+        format!("value must have a maximum value of {max}")
+    }),
+    Bound::lower("minimum", |min| {
+        format!("value must have a minimum value of {min}")
+    }),
+];
+
+/// The message of the first of `bounds` that `schema` sets and `value` breaks.
+fn broken_bound(schema: &Value, bounds: &[Bound], value: f64) -> Option<String> {
+    bounds.iter().find_map(|b| {
+        let limit = schema.get(b.key).and_then(as_f64)?;
+        (b.broken)(value, limit).then(|| (b.message)(limit))
+    })
 }
 
 fn as_f64(v: &Value) -> Option<f64> {

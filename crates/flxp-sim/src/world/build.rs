@@ -100,14 +100,7 @@ impl World {
                 continue;
             }
             let at = format!("resources[{i}]");
-            let name = r
-                .node
-                .clone()
-                .or_else(|| {
-                    r.id.as_deref()
-                        .and_then(|id| id.strip_prefix("node/"))
-                        .map(str::to_string)
-                })
+            let name = own_or_id_name(&r.node, r.id.as_deref(), |id| id.strip_prefix("node/"))
                 .ok_or_else(|| Error::scenario(&at, "node entry without `node` name"))?;
             if !is_dns_label(&name) {
                 return Err(Error::scenario(
@@ -212,14 +205,7 @@ impl World {
                 continue;
             }
             let at = format!("resources[{i}]");
-            let id = r
-                .storage
-                .clone()
-                .or_else(|| {
-                    r.id.as_deref()
-                        .and_then(|id| id.rsplit('/').next())
-                        .map(str::to_string)
-                })
+            let id = own_or_id_name(&r.storage, r.id.as_deref(), |id| id.rsplit('/').next())
                 .ok_or_else(|| Error::scenario(&at, "storage entry without `storage` id"))?;
             let node = r
                 .node
@@ -728,4 +714,15 @@ fn tag_style(options: &serde_json::Map<String, Value>) -> TagStyle {
         },
         _ => TagStyle::default(),
     }
+}
+
+/// A resource entry's name: its own field (`node`, `storage`) if given, else the part of its `id`
+/// that `from_id` picks (`node/pve1`, `storage/pve1/local`).
+fn own_or_id_name(
+    own: &Option<String>,
+    id: Option<&str>,
+    from_id: fn(&str) -> Option<&str>,
+) -> Option<String> {
+    own.clone()
+        .or_else(|| id.and_then(from_id).map(str::to_string))
 }

@@ -38,6 +38,19 @@ pub(crate) fn enabled(rule: &HaRule) -> bool {
     !rule.disable.unwrap_or(false)
 }
 
+/// The `rules` whose `field` (`type`, `affinity`) is `value`.
+fn rules_where<'a>(
+    rules: &[&'a HaRule],
+    field: fn(&HaRule) -> &Option<String>,
+    value: &str,
+) -> Vec<&'a HaRule> {
+    rules
+        .iter()
+        .copied()
+        .filter(|r| field(r).as_deref() == Some(value))
+        .collect()
+}
+
 impl World {
     /// Rules whose feasibility check fails, with their errors: rule → option → messages.
     pub fn ha_rule_errors(&self) -> BTreeMap<String, BTreeMap<String, Vec<String>>> {
@@ -80,26 +93,10 @@ impl World {
                 .or_default()
                 .push(msg);
         };
-        let node_aff: Vec<&HaRule> = active
-            .iter()
-            .copied()
-            .filter(|r| r.kind.as_deref() == Some("node-affinity"))
-            .collect();
-        let res_aff: Vec<&HaRule> = active
-            .iter()
-            .copied()
-            .filter(|r| r.kind.as_deref() == Some("resource-affinity"))
-            .collect();
-        let positive: Vec<&HaRule> = res_aff
-            .iter()
-            .copied()
-            .filter(|r| r.affinity.as_deref() == Some("positive"))
-            .collect();
-        let negative: Vec<&HaRule> = res_aff
-            .iter()
-            .copied()
-            .filter(|r| r.affinity.as_deref() == Some("negative"))
-            .collect();
+        let node_aff = rules_where(&active, |r| &r.kind, "node-affinity");
+        let res_aff = rules_where(&active, |r| &r.kind, "resource-affinity");
+        let positive = rules_where(&res_aff, |r| &r.affinity, "positive");
+        let negative = rules_where(&res_aff, |r| &r.affinity, "negative");
 
         // A resource may be in one node-affinity rule only.
         let mut users: BTreeMap<String, Vec<String>> = BTreeMap::new();

@@ -306,7 +306,12 @@ impl World {
             g.running = true;
             g.started_at = now;
         }
-        self.tasks.finish(task, now, Ok(()));
+        self.finish_and_settle_ha(task, vmid);
+    }
+
+    /// Ends `task` well, then sets the guest's HA service state to what the guest now is.
+    fn finish_and_settle_ha(&mut self, task: usize, vmid: u32) {
+        self.tasks.finish(task, self.now, Ok(()));
         if let Some(g) = self.guests.get(&vmid) {
             let sid = g.sid();
             let running = g.running;
@@ -467,12 +472,7 @@ impl World {
                 g.config.apply_pending();
             }
         }
-        let sid = g.sid();
-        let running = g.running;
-        self.tasks.finish(task, now, Ok(()));
-        if let Some(s) = self.ha.services.get_mut(&sid) {
-            s.state = if running { "started" } else { "stopped" }.into();
-        }
+        self.finish_and_settle_ha(task, vmid);
     }
 
     /// `DELETE /nodes/{node}/{qemu|lxc}/{vmid}`.

@@ -554,32 +554,32 @@ impl Config {
             })?;
         }
         for (id, p) in &self.compute_profiles {
-            if p.cores == 0 || p.sockets == Some(0) {
-                return Err((
-                    format!("compute-profiles.{id}.cores"),
-                    "cores and sockets must be at least 1".into(),
-                ));
-            }
-            if p.memory.0 < 16 << 20 {
-                return Err((
-                    format!("compute-profiles.{id}.memory"),
-                    "must be at least 16 MiB (Proxmox's minimum)".into(),
-                ));
-            }
+            first_broken(
+                "compute-profiles",
+                id,
+                &[
+                    (
+                        p.cores == 0 || p.sockets == Some(0),
+                        "cores",
+                        "cores and sockets must be at least 1",
+                    ),
+                    (
+                        p.memory.0 < 16 << 20,
+                        "memory",
+                        "must be at least 16 MiB (Proxmox's minimum)",
+                    ),
+                ],
+            )?;
         }
         for (id, s) in &self.storage_profiles {
-            if s.storage.is_empty() {
-                return Err((
-                    format!("storage-profiles.{id}.storage"),
-                    "names no storage".into(),
-                ));
-            }
-            if s.disk.0 < 1 << 30 {
-                return Err((
-                    format!("storage-profiles.{id}.disk"),
-                    "must be at least 1 GiB".into(),
-                ));
-            }
+            first_broken(
+                "storage-profiles",
+                id,
+                &[
+                    (s.storage.is_empty(), "storage", "names no storage"),
+                    (s.disk.0 < 1 << 30, "disk", "must be at least 1 GiB"),
+                ],
+            )?;
         }
         for (id, img) in &self.images {
             for z in img.zones.keys() {
@@ -751,6 +751,19 @@ impl Config {
             name: name.to_owned(),
             known: self.zones.keys().cloned().collect(),
         })
+    }
+}
+
+/// A profile's checks as `(broken, field, message)`, in order: the first broken one as the error
+/// naming `section.id.field`.
+fn first_broken(
+    section: &str,
+    id: &str,
+    checks: &[(bool, &str, &str)],
+) -> Result<(), (String, String)> {
+    match checks.iter().find(|(broken, ..)| *broken) {
+        Some((_, field, message)) => Err((format!("{section}.{id}.{field}"), (*message).into())),
+        None => Ok(()),
     }
 }
 
