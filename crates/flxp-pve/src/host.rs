@@ -43,6 +43,14 @@ impl FromStr for Host {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let s = s.trim();
+        // `user:password@host` is refused before anything echoes the text: it may hold a password.
+        if s.contains('@') {
+            return Err(
+                "credentials in a host (`user:password@`) are not read and the value is not \
+                        shown: give the host alone, and the token or user in the zone's auth keys"
+                    .into(),
+            );
+        }
         let (scheme, rest) = if let Some(r) = s.strip_prefix("https://") {
             ("https", r)
         } else if let Some(r) = s.strip_prefix("http://") {
@@ -133,6 +141,23 @@ mod tests {
         ] {
             let e = text.parse::<Host>().unwrap_err();
             assert!(e.contains(want), "{text}: {e}");
+        }
+    }
+
+    /// A password written into a host (black-box re-check, round 3) is refused, and no error
+    /// shows it, whatever else is wrong with the text.
+    #[test]
+    fn credentials_in_a_host_are_refused_without_showing_them() {
+        for text in [
+            "https://admin:SECRET@pve1:8006",
+            "admin:SECRET@pve1",
+            "ftp://admin:SECRET@pve1",
+            "https://admin:SECRET@pve1/api2",
+            "[fd00::1]:8006@SECRET",
+        ] {
+            let e = text.parse::<Host>().unwrap_err();
+            assert!(e.contains("credentials in a host"), "{text}: {e}");
+            assert!(!e.contains("SECRET"), "{text}: {e}");
         }
     }
 }
