@@ -6,11 +6,12 @@
 //! broken document fails with a path instead of a guess. Integers are read exactly over the whole
 //! `u64`/`i64` range: they pass through a float only when the sender wrote a fraction.
 //!
-//! Wire types put `#[serde_with::skip_serializing_none]` and `#[serde(default)]` on the struct and
-//! one short attribute on each optional field, `#[serde(with = "lenient::opt")]`, which reads any
-//! [`WireValue`] leniently and writes it as Proxmox does (booleans as `0`/`1`). A `None` is
+//! Wire types say it once per struct: `#[serde_with::apply(Option => #[serde(with = "lenient::opt")])]`
+//! above `#[serde_with::skip_serializing_none]` and `#[serde(default)]`. Every `Option` field is then
+//! read leniently as a [`WireValue`] and written as Proxmox does (booleans as `0`/`1`). A `None` is
 //! omitted, except in fields marked `#[serialize_always]` (an entry's identity, written as `null`);
-//! a struct with a required field keeps `default` on each optional field instead.
+//! a struct with a required field puts `default` into the applied attribute instead. A field that
+//! is not a scalar opts out with `#[serde_with(skip_apply)]`.
 
 use std::fmt;
 

@@ -13,101 +13,77 @@ use crate::lenient;
 
 /// One entry of `GET /cluster/resources`: a node, a guest (qemu or lxc), a storage, a pool or an SDN
 /// object. Only `id` and `type` are always present; units are bytes, seconds and CPU fractions.
+#[serde_with::apply(Option => #[serde(with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Resource {
     /// `qemu/105`, `lxc/106`, `node/pve1`, `storage/pve1/local-lvm`, `/pool/web`.
-    #[serde(with = "lenient::opt")]
     #[serialize_always]
     pub id: Option<String>,
     /// `node`, `qemu`, `lxc`, `storage`, `pool`, `sdn`, `network`, `openvz`.
-    #[serde(rename = "type", with = "lenient::opt")]
+    #[serde(rename = "type")]
     #[serialize_always]
     pub kind: Option<String>,
     /// The node the entry belongs to (for guests: where it runs now).
-    #[serde(with = "lenient::opt")]
     pub node: Option<String>,
     /// Guest id, for qemu and lxc.
-    #[serde(with = "lenient::opt")]
     pub vmid: Option<u32>,
     /// Guest name.
-    #[serde(with = "lenient::opt")]
     pub name: Option<String>,
     /// `online`/`offline`/`unknown` for nodes; `running`, `stopped`, `paused`, ... for guests.
-    #[serde(with = "lenient::opt")]
     pub status: Option<String>,
     /// Logical CPUs of a node, or a guest's vCPUs.
     #[serde(with = "lenient::whole")]
+    #[serde_with(skip_apply)]
     pub maxcpu: Option<f64>,
     /// CPU load as a fraction of `maxcpu` (0..1).
-    #[serde(with = "lenient::opt")]
     pub cpu: Option<f64>,
     /// Total memory of a node, or a guest's configured memory, in bytes.
-    #[serde(with = "lenient::opt")]
     pub maxmem: Option<u64>,
     /// Used memory in bytes (node: total − available; guest: guest-reported or cgroup usage).
-    #[serde(with = "lenient::opt")]
     pub mem: Option<u64>,
     /// What the host pays for a qemu guest, in bytes (PVE 9).
-    #[serde(with = "lenient::opt")]
     pub memhost: Option<u64>,
     /// Disk size in bytes (node root fs, storage size, guest boot disk).
-    #[serde(with = "lenient::opt")]
     pub maxdisk: Option<u64>,
     /// Disk used in bytes.
-    #[serde(with = "lenient::opt")]
     pub disk: Option<u64>,
     /// Bytes read by a guest since its start.
-    #[serde(with = "lenient::opt")]
     pub diskread: Option<u64>,
     /// Bytes written by a guest since its start.
-    #[serde(with = "lenient::opt")]
     pub diskwrite: Option<u64>,
     /// Bytes received by a guest since its start.
-    #[serde(with = "lenient::opt")]
     pub netin: Option<u64>,
     /// Bytes sent by a guest since its start.
-    #[serde(with = "lenient::opt")]
     pub netout: Option<u64>,
     /// Seconds since start.
-    #[serde(with = "lenient::opt")]
     pub uptime: Option<u64>,
     /// Whether a guest is a template.
-    #[serde(with = "lenient::opt")]
     pub template: Option<bool>,
     /// `;`-separated guest tags, as Proxmox stores them.
-    #[serde(with = "lenient::opt")]
     pub tags: Option<String>,
     /// Config lock of a guest (`migrate`, `backup`, `clone`, ...).
-    #[serde(with = "lenient::opt")]
     pub lock: Option<String>,
     /// HA state of a guest (`started`, `migrate`, ...) or of a node (`online`, `maintenance`, ...).
-    #[serde(with = "lenient::opt")]
     pub hastate: Option<String>,
     /// Pool of a guest, or the pool id of a pool entry.
-    #[serde(with = "lenient::opt")]
     pub pool: Option<String>,
     /// Subscription level of a node.
-    #[serde(with = "lenient::opt")]
     pub level: Option<String>,
     /// cgroup version of a node.
-    #[serde(rename = "cgroup-mode", with = "lenient::opt")]
+    #[serde(rename = "cgroup-mode")]
     pub cgroup_mode: Option<u32>,
     /// CPU architecture of a node (PVE 9.2).
-    #[serde(rename = "host-arch", with = "lenient::opt")]
+    #[serde(rename = "host-arch")]
     pub host_arch: Option<String>,
     /// Storage id of a storage entry.
-    #[serde(with = "lenient::opt")]
     pub storage: Option<String>,
     /// Storage plugin type (`lvmthin`, `zfspool`, `rbd`, ...).
-    #[serde(with = "lenient::opt")]
     pub plugintype: Option<String>,
     /// Whether a storage is shared between nodes.
-    #[serde(with = "lenient::opt")]
     pub shared: Option<bool>,
     /// Content types of a storage (`images,rootdir`).
-    #[serde(with = "lenient::opt")]
     pub content: Option<String>,
 }
 
@@ -142,25 +118,21 @@ impl NodeExtra {
 }
 
 /// One entry of `GET /nodes/{node}/storage/{storage}/content`: a volume and its owner.
+#[serde_with::apply(Option => #[serde(with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Volume {
     /// `local-lvm:vm-104-disk-0`: the storage id before the colon.
-    #[serde(with = "lenient::opt")]
     #[serialize_always]
     pub volid: Option<String>,
     /// The guest that owns it.
-    #[serde(with = "lenient::opt")]
     pub vmid: Option<u32>,
     /// Size in bytes (what a copy allocates on the target).
-    #[serde(with = "lenient::opt")]
     pub size: Option<u64>,
     /// Content type: `images` (VM disks) or `rootdir` (container volumes); others are not disks.
-    #[serde(with = "lenient::opt")]
     pub content: Option<String>,
     /// Image format (`raw`, `qcow2`, `subvol`).
-    #[serde(with = "lenient::opt")]
     pub format: Option<String>,
 }
 
@@ -213,190 +185,150 @@ impl Ha {
 }
 
 /// One HA rule (`node-affinity` or `resource-affinity`).
+#[serde_with::apply(Option => #[serde(with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct HaRule {
     /// Rule id.
-    #[serde(with = "lenient::opt")]
     #[serialize_always]
     pub rule: Option<String>,
     /// `node-affinity` or `resource-affinity`.
-    #[serde(rename = "type", with = "lenient::opt")]
+    #[serde(rename = "type")]
     #[serialize_always]
     pub kind: Option<String>,
     /// Comma-separated HA resource ids (`vm:100,ct:101`).
-    #[serde(with = "lenient::opt")]
     #[serialize_always]
     pub resources: Option<String>,
     /// Node-affinity nodes: `node[:priority]`, comma-separated.
-    #[serde(with = "lenient::opt")]
     pub nodes: Option<String>,
     /// Node-affinity strictness (default off).
-    #[serde(with = "lenient::opt")]
     pub strict: Option<bool>,
     /// Resource-affinity direction: `positive` or `negative`.
-    #[serde(with = "lenient::opt")]
     pub affinity: Option<String>,
     /// Whether the rule is disabled.
-    #[serde(with = "lenient::opt")]
     pub disable: Option<bool>,
     /// Free-text comment.
-    #[serde(with = "lenient::opt")]
     pub comment: Option<String>,
     /// Position in the rules file.
-    #[serde(with = "lenient::opt")]
     pub order: Option<u64>,
     /// Config digest.
-    #[serde(with = "lenient::opt")]
     pub digest: Option<String>,
     /// Feasibility errors Proxmox found; HA ignores a rule that has them.
+    #[serde_with(skip_apply)]
     pub errors: Option<serde_json::Value>,
 }
 
 /// One HA resource (a guest managed by the HA stack).
+#[serde_with::apply(Option => #[serde(with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct HaResource {
     /// `vm:100` or `ct:101`.
-    #[serde(with = "lenient::opt")]
     #[serialize_always]
     pub sid: Option<String>,
     /// `vm` or `ct`.
-    #[serde(rename = "type", with = "lenient::opt")]
+    #[serde(rename = "type")]
     pub kind: Option<String>,
     /// Requested state: `started`, `stopped`, `enabled`, `disabled`, `ignored`.
-    #[serde(with = "lenient::opt")]
     pub state: Option<String>,
     /// Whether HA moves it back to its preferred node.
-    #[serde(with = "lenient::opt")]
     pub failback: Option<bool>,
     /// Maximal restarts on one node.
-    #[serde(with = "lenient::opt")]
     pub max_restart: Option<u64>,
     /// Maximal relocations.
-    #[serde(with = "lenient::opt")]
     pub max_relocate: Option<u64>,
     /// Legacy HA group.
-    #[serde(with = "lenient::opt")]
     pub group: Option<String>,
     /// Free-text comment.
-    #[serde(with = "lenient::opt")]
     pub comment: Option<String>,
     /// Config digest.
-    #[serde(with = "lenient::opt")]
     pub digest: Option<String>,
 }
 
 /// One entry of `GET /cluster/ha/status/current` (`quorum`, `master`, `lrm`, `service`, `fencing`).
+#[serde_with::apply(Option => #[serde(with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct HaStatusEntry {
     /// Entry id (`quorum`, `master`, `lrm:pve1`, `service:vm:100`).
-    #[serde(with = "lenient::opt")]
     pub id: Option<String>,
     /// Entry type.
-    #[serde(rename = "type", with = "lenient::opt")]
+    #[serde(rename = "type")]
     #[serialize_always]
     pub kind: Option<String>,
     /// Node of an `lrm`, `master` or `service` entry.
-    #[serde(with = "lenient::opt")]
     pub node: Option<String>,
     /// Status text (`pve1 (active, ...)`, `pve1 (maintenance mode)`, ...).
-    #[serde(with = "lenient::opt")]
     pub status: Option<String>,
     /// HA resource id of a `service` entry.
-    #[serde(with = "lenient::opt")]
     pub sid: Option<String>,
     /// Service state (`started`, `migrate`, ...).
-    #[serde(with = "lenient::opt")]
     pub state: Option<String>,
     /// CRM state of a service.
-    #[serde(with = "lenient::opt")]
     pub crm_state: Option<String>,
     /// Requested state of a service.
-    #[serde(with = "lenient::opt")]
     pub request_state: Option<String>,
     /// LRM mode (`active`, `maintenance`, ...), when the source carries it.
-    #[serde(with = "lenient::opt")]
     pub mode: Option<String>,
     /// Fencing state of the `fencing` entry (`armed`, `standby`, `disarming`, `disarmed`).
-    #[serde(rename = "armed-state", with = "lenient::opt")]
+    #[serde(rename = "armed-state")]
     pub armed_state: Option<String>,
     /// Resource mode of a disarmed HA stack (`freeze`, `ignore`).
-    #[serde(with = "lenient::opt")]
     pub resource_mode: Option<String>,
     /// flxp's own field: the node HA moves a `service` to while its `crm_state` is `migrate` or
     /// `relocate`, from `/cluster/ha/status/manager_status` (`status/current` does not name it).
-    #[serde(with = "lenient::opt")]
     pub target: Option<String>,
     /// Maximal restarts of a `service` entry.
-    #[serde(with = "lenient::opt")]
     pub max_restart: Option<u64>,
     /// Maximal relocations of a `service` entry.
-    #[serde(with = "lenient::opt")]
     pub max_relocate: Option<u64>,
     /// Failback of a `service` entry.
-    #[serde(with = "lenient::opt")]
     pub failback: Option<bool>,
     /// Comment of a `service` entry.
-    #[serde(with = "lenient::opt")]
     pub comment: Option<String>,
     /// Quorum flag of the `quorum` entry.
-    #[serde(with = "lenient::opt")]
     pub quorate: Option<bool>,
     /// Timestamp of `master`/`lrm` entries.
-    #[serde(with = "lenient::opt")]
     pub timestamp: Option<i64>,
 }
 
 /// One entry of `GET /cluster/tasks`.
+#[serde_with::apply(Option => #[serde(with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Task {
     /// The task's UPID.
-    #[serde(with = "lenient::opt")]
     #[serialize_always]
     pub upid: Option<String>,
     /// Node the task runs on.
-    #[serde(with = "lenient::opt")]
     pub node: Option<String>,
     /// Process id of the task's worker.
-    #[serde(with = "lenient::opt")]
     pub pid: Option<u64>,
     /// Process start time (clock ticks since boot) of the worker.
-    #[serde(with = "lenient::opt")]
     pub pstart: Option<u64>,
     /// Whether the task log is saved (`1`/`0`).
-    #[serde(with = "lenient::opt")]
     pub saved: Option<String>,
     /// Task type (`qmigrate`, `hamigrate`, `qmstart`, `vzmigrate`, ...).
-    #[serde(rename = "type", with = "lenient::opt")]
+    #[serde(rename = "type")]
     pub kind: Option<String>,
     /// Task object id (a VMID for guest tasks).
-    #[serde(with = "lenient::opt")]
     pub id: Option<String>,
     /// User that started it.
-    #[serde(with = "lenient::opt")]
     pub user: Option<String>,
     /// API token that started it, if any.
-    #[serde(with = "lenient::opt")]
     pub tokenid: Option<String>,
     /// Start time (epoch seconds).
-    #[serde(with = "lenient::opt")]
     pub starttime: Option<i64>,
     /// End time; absent while the task runs.
-    #[serde(with = "lenient::opt")]
     pub endtime: Option<i64>,
     /// Exit status (`OK`, an error text); absent while the task runs.
-    #[serde(with = "lenient::opt")]
     pub status: Option<String>,
     /// flxp's own field: the node a running migration goes to, read from the task's log
     /// (`/cluster/tasks` names only the source). Absent: unknown.
-    #[serde(with = "lenient::opt")]
     pub target: Option<String>,
 }
 

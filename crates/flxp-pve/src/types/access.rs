@@ -30,39 +30,40 @@ pub struct TicketRequest {
 }
 
 /// Answer of `POST /access/ticket`.
+#[serde_with::apply(Option => #[serde(with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct TicketResponse {
     /// The authenticated `user@realm`.
-    #[serde(with = "lenient::opt")]
     #[serialize_always]
     pub username: Option<String>,
     /// `PVE:<user>@<realm>:<HEXTIME>::<signature>`, valid 2 hours; sent as cookie `PVEAuthCookie`.
+    #[serde_with(skip_apply)]
     pub ticket: Option<Secret>,
     /// Header `CSRFPreventionToken` for every write made with the ticket.
     #[serde(rename = "CSRFPreventionToken")]
+    #[serde_with(skip_apply)]
     pub csrf_prevention_token: Option<Secret>,
     /// Cluster name.
-    #[serde(with = "lenient::opt")]
     pub clustername: Option<String>,
     /// Computed capabilities, as sent.
+    #[serde_with(skip_apply)]
     pub cap: Option<serde_json::Value>,
     /// Set when a second factor is still required (the ticket is then only a TFA challenge).
-    #[serde(rename = "NeedTFA", with = "lenient::opt")]
+    #[serde(rename = "NeedTFA")]
     pub need_tfa: Option<bool>,
 }
 
 /// Query of `GET /access/permissions`.
+#[serde_with::apply(Option => #[serde(with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct PermissionsQuery {
     /// Only this ACL path (`/`, `/vms/105`).
-    #[serde(with = "lenient::opt")]
     pub path: Option<String>,
     /// Another user or token to ask about (needs `Sys.Audit`).
-    #[serde(with = "lenient::opt")]
     pub userid: Option<String>,
 }
 

@@ -35,45 +35,36 @@ pub struct ResourcesQuery {
 }
 
 /// One entry of `GET /cluster/status`: the cluster itself or one node.
+#[serde_with::apply(Option => #[serde(with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ClusterStatusEntry {
     /// `cluster` or `node/<name>`.
-    #[serde(with = "lenient::opt")]
     #[serialize_always]
     pub id: Option<String>,
     /// Cluster or node name.
-    #[serde(with = "lenient::opt")]
     #[serialize_always]
     pub name: Option<String>,
     /// `cluster` or `node`.
-    #[serde(rename = "type", with = "lenient::opt")]
+    #[serde(rename = "type")]
     #[serialize_always]
     pub kind: Option<String>,
     /// \[node\] IP of the resolved node name.
-    #[serde(with = "lenient::opt")]
     pub ip: Option<String>,
     /// \[node\] Subscription level.
-    #[serde(with = "lenient::opt")]
     pub level: Option<String>,
     /// \[node\] Whether this is the answering node.
-    #[serde(with = "lenient::opt")]
     pub local: Option<bool>,
     /// \[node\] Corosync node id.
-    #[serde(with = "lenient::opt")]
     pub nodeid: Option<u64>,
     /// \[node\] Whether the node is online.
-    #[serde(with = "lenient::opt")]
     pub online: Option<bool>,
     /// \[cluster\] Node count, offline nodes included.
-    #[serde(with = "lenient::opt")]
     pub nodes: Option<u64>,
     /// \[cluster\] Whether the cluster has quorum.
-    #[serde(with = "lenient::opt")]
     pub quorate: Option<bool>,
     /// \[cluster\] Version of the corosync configuration.
-    #[serde(with = "lenient::opt")]
     pub version: Option<u64>,
 }
 

@@ -211,6 +211,7 @@ pub fn boot_disk_key<'a>(get: impl Fn(&str) -> Option<&'a str>) -> Option<&'a st
 }
 
 /// Body of `PUT /nodes/{node}/qemu/{vmid}/resize`.
+#[serde_with::apply(Option => #[serde(default, with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResizeParams {
@@ -220,10 +221,8 @@ pub struct ResizeParams {
     /// The new size (absolute, or `+` relative); it may not be smaller than the disk.
     pub size: SizeSpec,
     /// Refuse unless the config still has this digest ("checksum mismatch").
-    #[serde(default, with = "lenient::opt")]
     pub digest: Option<String>,
     /// Ignore the config lock (root@pam only).
-    #[serde(default, with = "lenient::opt")]
     pub skiplock: Option<bool>,
 }
 

@@ -16,6 +16,7 @@ use super::quirks::u32_required;
 pub use flxp_core::cluster::GuestKind;
 
 /// One entry of `GET /nodes/{node}/qemu` or `/lxc` (lxc adds `maxswap`, lacks `pressurecpufull`).
+#[serde_with::apply(Option => #[serde(default, with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct GuestListEntry {
@@ -23,86 +24,62 @@ pub struct GuestListEntry {
     #[serde(deserialize_with = "u32_required")]
     pub vmid: u32,
     /// `running` or `stopped`.
-    #[serde(default, with = "lenient::opt")]
     #[serialize_always]
     pub status: Option<String>,
     /// Guest name.
-    #[serde(default, with = "lenient::opt")]
     pub name: Option<String>,
     /// `lxc` for containers (absent for qemu).
-    #[serde(rename = "type", default, with = "lenient::opt")]
+    #[serde(rename = "type")]
     pub kind: Option<String>,
     /// CPU load as a fraction of `cpus`.
-    #[serde(default, with = "lenient::opt")]
     pub cpu: Option<f64>,
     /// vCPUs.
     #[serde(default, with = "lenient::whole")]
+    #[serde_with(skip_apply)]
     pub cpus: Option<f64>,
     /// Used memory in bytes.
-    #[serde(default, with = "lenient::opt")]
     pub mem: Option<u64>,
     /// Configured memory in bytes.
-    #[serde(default, with = "lenient::opt")]
     pub maxmem: Option<u64>,
     /// Host cgroup memory of the QEMU process in bytes (PVE 9).
-    #[serde(default, with = "lenient::opt")]
     pub memhost: Option<u64>,
     /// Configured swap in bytes (lxc).
-    #[serde(default, with = "lenient::opt")]
     pub maxswap: Option<u64>,
     /// Disk used in bytes.
-    #[serde(default, with = "lenient::opt")]
     pub disk: Option<u64>,
     /// Boot or root disk size in bytes.
-    #[serde(default, with = "lenient::opt")]
     pub maxdisk: Option<u64>,
     /// Bytes read since start.
-    #[serde(default, with = "lenient::opt")]
     pub diskread: Option<u64>,
     /// Bytes written since start.
-    #[serde(default, with = "lenient::opt")]
     pub diskwrite: Option<u64>,
     /// Bytes received since start.
-    #[serde(default, with = "lenient::opt")]
     pub netin: Option<u64>,
     /// Bytes sent since start.
-    #[serde(default, with = "lenient::opt")]
     pub netout: Option<u64>,
     /// Seconds since start.
-    #[serde(default, with = "lenient::opt")]
     pub uptime: Option<u64>,
     /// Process id of the running guest.
-    #[serde(default, with = "lenient::opt")]
     pub pid: Option<u64>,
     /// QMP status (`running`, `paused`, ...), qemu only.
-    #[serde(default, with = "lenient::opt")]
     pub qmpstatus: Option<String>,
     /// Config lock.
-    #[serde(default, with = "lenient::opt")]
     pub lock: Option<String>,
     /// `;`-separated tags.
-    #[serde(default, with = "lenient::opt")]
     pub tags: Option<String>,
     /// Whether the guest is a template.
-    #[serde(default, with = "lenient::opt")]
     pub template: Option<bool>,
     /// PSI, CPU some, avg10 in percent.
-    #[serde(default, with = "lenient::opt")]
     pub pressurecpusome: Option<f64>,
     /// PSI, CPU full, avg10 in percent (qemu only).
-    #[serde(default, with = "lenient::opt")]
     pub pressurecpufull: Option<f64>,
     /// PSI, IO some, avg10 in percent.
-    #[serde(default, with = "lenient::opt")]
     pub pressureiosome: Option<f64>,
     /// PSI, IO full, avg10 in percent.
-    #[serde(default, with = "lenient::opt")]
     pub pressureiofull: Option<f64>,
     /// PSI, memory some, avg10 in percent.
-    #[serde(default, with = "lenient::opt")]
     pub pressurememorysome: Option<f64>,
     /// PSI, memory full, avg10 in percent.
-    #[serde(default, with = "lenient::opt")]
     pub pressurememoryfull: Option<f64>,
 }
 
@@ -181,15 +158,14 @@ impl fmt::Debug for GuestConfig {
 }
 
 /// Body of `PUT /nodes/{node}/{qemu|lxc}/{vmid}/config`: keys to set, keys to delete, the digest.
+#[serde_with::apply(Option => #[serde(with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ConfigUpdate {
     /// Comma-separated keys to delete (`tags`, `unused0`).
-    #[serde(with = "lenient::opt")]
     pub delete: Option<String>,
     /// Refuse the write if the config's digest differs (500 "checksum mismatch").
-    #[serde(with = "lenient::opt")]
     pub digest: Option<String>,
     /// Keys to set, with their values as Proxmox's config syntax writes them.
     #[serde(flatten)]

@@ -28,15 +28,14 @@ pub struct ManagerStatusResponse {
 }
 
 /// The `manager_status` block.
+#[serde_with::apply(Option => #[serde(with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ManagerStatus {
     /// The node running the CRM master.
-    #[serde(with = "lenient::opt")]
     pub master_node: Option<String>,
     /// When the CRM last wrote its state (epoch seconds).
-    #[serde(with = "lenient::opt")]
     pub timestamp: Option<i64>,
     /// HA node state: `online`, `maintenance`, `unknown`, `fence`, `gone`.
     #[serde(deserialize_with = "map_or_empty")]
@@ -62,55 +61,49 @@ pub struct NodeRequest {
 }
 
 /// The CRM's view of one HA service.
+#[serde_with::apply(Option => #[serde(with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ServiceStatus {
     /// Node it is on (or being moved from).
-    #[serde(with = "lenient::opt")]
     pub node: Option<String>,
     /// Service state (`started`, `migrate`, `relocate`, ...).
-    #[serde(with = "lenient::opt")]
     pub state: Option<String>,
     /// Target of a running migration.
-    #[serde(with = "lenient::opt")]
     pub target: Option<String>,
     /// Change id.
-    #[serde(with = "lenient::opt")]
     pub uid: Option<String>,
     /// Node it was moved away from for maintenance (it returns there afterwards).
-    #[serde(with = "lenient::opt")]
     pub maintenance_node: Option<String>,
 }
 
 /// Quorum block of `manager_status`.
+#[serde_with::apply(Option => #[serde(with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct HaQuorum {
     /// Answering node.
-    #[serde(with = "lenient::opt")]
     pub node: Option<String>,
     /// Whether the cluster is quorate.
-    #[serde(with = "lenient::opt")]
     pub quorate: Option<bool>,
 }
 
 /// One node's LRM state.
+#[serde_with::apply(Option => #[serde(with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct LrmStatus {
     /// `active`, `maintenance`, `restart`, `shutdown`, `disarm`.
-    #[serde(with = "lenient::opt")]
     pub mode: Option<String>,
     /// `wait_for_agent_lock`, `active`, `lost_agent_lock`, ...
-    #[serde(with = "lenient::opt")]
     pub state: Option<String>,
     /// When the LRM last wrote its state.
-    #[serde(with = "lenient::opt")]
     pub timestamp: Option<i64>,
     /// Results of recent commands, as sent.
+    #[serde_with(skip_apply)]
     pub results: Option<serde_json::Value>,
 }
 
@@ -123,14 +116,14 @@ pub struct HaMigrateParams {
 }
 
 /// Answer of an HA migrate: the request is queued, not done (no UPID).
+#[serde_with::apply(Option => #[serde(with = "lenient::opt")])]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct HaMigrateResponse {
     /// The HA resource that was asked to move.
-    #[serde(with = "lenient::opt")]
     pub sid: Option<String>,
     /// Where it was asked to go.
-    #[serde(rename = "requested-node", with = "lenient::opt")]
+    #[serde(rename = "requested-node")]
     pub requested_node: Option<String>,
     /// Resources moved along by positive resource-affinity rules.
     #[serde(

@@ -12,6 +12,7 @@ use flxp_core::lenient;
 use super::quirks::u32_required;
 
 /// Body of `POST /nodes/{node}/qemu/{vmid}/clone` (`vmid` is the source, usually a template).
+#[serde_with::apply(Option => #[serde(default, with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CloneParams {
@@ -19,32 +20,25 @@ pub struct CloneParams {
     #[serde(deserialize_with = "u32_required")]
     pub newid: u32,
     /// The new guest's name (a DNS name).
-    #[serde(default, with = "lenient::opt")]
     pub name: Option<String>,
     /// Target node; only when every source disk is on shared storage.
-    #[serde(default, with = "lenient::opt")]
     pub target: Option<String>,
     /// Full clone (a linked clone on local storage can never migrate).
-    #[serde(default, with = "lenient::opt")]
     pub full: Option<bool>,
     /// Target storage of a full clone.
-    #[serde(default, with = "lenient::opt")]
     pub storage: Option<String>,
     /// Pool to add the new guest to.
-    #[serde(default, with = "lenient::opt")]
     pub pool: Option<String>,
     /// Description of the new guest.
-    #[serde(default, with = "lenient::opt")]
     pub description: Option<String>,
     /// Disk format of a full clone (`raw`, `qcow2`, `vmdk`).
-    #[serde(default, with = "lenient::opt")]
     pub format: Option<String>,
     /// Bandwidth limit in KiB/s.
-    #[serde(default, with = "lenient::opt")]
     pub bwlimit: Option<u64>,
 }
 
 /// Body of `POST /nodes/{node}/qemu` (create): the id, any config keys, and create-only options.
+#[serde_with::apply(Option => #[serde(default, with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CreateParams {
@@ -52,16 +46,13 @@ pub struct CreateParams {
     #[serde(deserialize_with = "u32_required")]
     pub vmid: u32,
     /// Default storage for new disks.
-    #[serde(default, with = "lenient::opt")]
     pub storage: Option<String>,
     /// Pool to add the guest to.
-    #[serde(default, with = "lenient::opt")]
     pub pool: Option<String>,
     /// Start the guest once created.
-    #[serde(default, with = "lenient::opt")]
     pub start: Option<bool>,
     /// Add the guest as an HA resource (PVE 9).
-    #[serde(rename = "ha-managed", default, with = "lenient::opt")]
+    #[serde(rename = "ha-managed")]
     pub ha_managed: Option<bool>,
     /// Config keys (`name`, `memory`, `cores`, `net0`, `scsi0`, `sshkeys`, ...) in config syntax.
     /// `sshkeys` must be encoded with [`super::form::encode_sshkeys`] first.
@@ -79,41 +70,41 @@ pub struct StartParams {
 }
 
 /// Body of `POST .../status/shutdown` (a clean ACPI shutdown).
+#[serde_with::apply(Option => #[serde(with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ShutdownParams {
     /// Seconds to wait.
-    #[serde(with = "lenient::opt")]
     pub timeout: Option<u64>,
     /// Stop hard if the shutdown does not finish in time.
-    #[serde(rename = "forceStop", with = "lenient::opt")]
+    #[serde(rename = "forceStop")]
     pub force_stop: Option<bool>,
 }
 
 /// Body of `POST .../status/stop` (a hard stop).
+#[serde_with::apply(Option => #[serde(with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct StopParams {
     /// Seconds to wait.
-    #[serde(with = "lenient::opt")]
     pub timeout: Option<u64>,
     /// Abort running shutdown tasks first.
-    #[serde(rename = "overrule-shutdown", with = "lenient::opt")]
+    #[serde(rename = "overrule-shutdown")]
     pub overrule_shutdown: Option<bool>,
 }
 
 /// Query of `DELETE /nodes/{node}/{qemu|lxc}/{vmid}`.
+#[serde_with::apply(Option => #[serde(with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct DeleteParams {
     /// Also remove the id from backup jobs, replication and HA.
-    #[serde(with = "lenient::opt")]
     pub purge: Option<bool>,
     /// Also destroy disks with this id that the config does not reference.
-    #[serde(rename = "destroy-unreferenced-disks", with = "lenient::opt")]
+    #[serde(rename = "destroy-unreferenced-disks")]
     pub destroy_unreferenced_disks: Option<bool>,
 }
 

@@ -12,14 +12,13 @@ use flxp_core::lenient;
 use super::quirks::{map_or_empty, string_list, vec_or_null};
 
 /// An HA resource that keeps a guest from a node (or from being moved at all).
+#[serde_with::apply(Option => #[serde(with = "lenient::opt")])]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct BlockingHaResource {
     /// HA resource id (`vm:101`).
-    #[serde(with = "lenient::opt")]
     pub sid: Option<String>,
     /// `node-affinity` or `resource-affinity`.
-    #[serde(with = "lenient::opt")]
     pub cause: Option<String>,
 }
 
@@ -50,55 +49,44 @@ pub struct NotAllowedNode {
 }
 
 /// A disk on non-shared storage: it needs `with-local-disks=1` for a live migration.
+#[serde_with::apply(Option => #[serde(with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct LocalDisk {
     /// Volume id (`local-lvm:vm-105-disk-0`).
-    #[serde(with = "lenient::opt")]
     #[serialize_always]
     pub volid: Option<String>,
     /// Size in bytes.
-    #[serde(with = "lenient::opt")]
     pub size: Option<u64>,
     /// Config key it is attached as (`scsi0`).
-    #[serde(with = "lenient::opt")]
     pub drivename: Option<String>,
     /// A CD-ROM image.
-    #[serde(with = "lenient::opt")]
     pub cdrom: Option<bool>,
     /// An unused disk.
-    #[serde(with = "lenient::opt")]
     pub is_unused: Option<bool>,
     /// Attached to the running guest.
-    #[serde(with = "lenient::opt")]
     pub is_attached: Option<bool>,
     /// A cloud-init drive.
-    #[serde(with = "lenient::opt")]
     pub is_cloudinit: Option<bool>,
     /// A saved VM state.
-    #[serde(with = "lenient::opt")]
     pub is_vmstate: Option<bool>,
     /// A TPM state volume.
-    #[serde(with = "lenient::opt")]
     pub is_tpmstate: Option<bool>,
     /// Replicated by storage replication.
-    #[serde(with = "lenient::opt")]
     pub replicate: Option<bool>,
     /// On shared storage.
-    #[serde(with = "lenient::opt")]
     pub shared: Option<bool>,
     /// Referenced by a snapshot only.
-    #[serde(with = "lenient::opt")]
     pub referenced_in_snapshot: Option<bool>,
 }
 
 /// `GET /nodes/{node}/qemu/{vmid}/migrate`: where the VM may go and what it drags along.
+#[serde_with::apply(Option => #[serde(with = "lenient::opt")])]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct QemuMigratePrecondition {
     /// Whether the VM runs (then `online=1` is required).
-    #[serde(with = "lenient::opt")]
     pub running: Option<bool>,
     /// Other nodes with no blocker (the local node is never listed).
     #[serde(deserialize_with = "string_list")]
@@ -123,11 +111,7 @@ pub struct QemuMigratePrecondition {
     )]
     pub mapped_resource_info: BTreeMap<String, serde_json::Value>,
     /// Whether the VM has a D-Bus VM state to carry.
-    #[serde(
-        rename = "has-dbus-vmstate",
-        with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(rename = "has-dbus-vmstate", skip_serializing_if = "Option::is_none")]
     pub has_dbus_vmstate: Option<bool>,
     /// HA resources co-migrated by a positive resource-affinity rule.
     #[serde(
@@ -170,6 +154,7 @@ pub struct MigratePreconditionQuery {
 }
 
 /// Body of `POST /nodes/{node}/qemu/{vmid}/migrate`.
+#[serde_with::apply(Option => #[serde(default, with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QemuMigrateParams {
@@ -177,20 +162,18 @@ pub struct QemuMigrateParams {
     #[serde(deserialize_with = "super::quirks::string_required")]
     pub target: String,
     /// Live migration: required for a running VM.
-    #[serde(default, with = "lenient::opt")]
     pub online: Option<bool>,
     /// Live-migrate local disks too.
-    #[serde(rename = "with-local-disks", default, with = "lenient::opt")]
+    #[serde(rename = "with-local-disks")]
     pub with_local_disks: Option<bool>,
     /// Storage mapping `src:dst,...`, one id for all, or `1` for identity.
-    #[serde(default, with = "lenient::opt")]
     pub targetstorage: Option<String>,
     /// Bandwidth limit in KiB/s.
-    #[serde(default, with = "lenient::opt")]
     pub bwlimit: Option<u64>,
 }
 
 /// Body of `POST /nodes/{node}/lxc/{vmid}/migrate`.
+#[serde_with::apply(Option => #[serde(default, with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LxcMigrateParams {
@@ -198,16 +181,13 @@ pub struct LxcMigrateParams {
     #[serde(deserialize_with = "super::quirks::string_required")]
     pub target: String,
     /// Stop, migrate and start again: how a running container moves.
-    #[serde(default, with = "lenient::opt")]
     pub restart: Option<bool>,
     /// Shutdown timeout in seconds for `restart` (default 180).
-    #[serde(default, with = "lenient::opt")]
     pub timeout: Option<u64>,
     /// Storage mapping (note the hyphen, unlike qemu's `targetstorage`).
-    #[serde(rename = "target-storage", default, with = "lenient::opt")]
+    #[serde(rename = "target-storage")]
     pub target_storage: Option<String>,
     /// Bandwidth limit in KiB/s.
-    #[serde(default, with = "lenient::opt")]
     pub bwlimit: Option<u64>,
 }
 

@@ -9,6 +9,7 @@ use flxp_core::lenient;
 use super::quirks::{string_list, string_required};
 
 /// One entry of `GET /nodes`.
+#[serde_with::apply(Option => #[serde(default, with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct NodeListEntry {
@@ -16,113 +17,92 @@ pub struct NodeListEntry {
     #[serde(deserialize_with = "string_required")]
     pub node: String,
     /// `online`, `offline` or `unknown`.
-    #[serde(default, with = "lenient::opt")]
     #[serialize_always]
     pub status: Option<String>,
     /// `node/<name>`.
-    #[serde(default, with = "lenient::opt")]
     pub id: Option<String>,
     /// Always `node`.
-    #[serde(rename = "type", default, with = "lenient::opt")]
+    #[serde(rename = "type")]
     pub kind: Option<String>,
     /// CPU load as a fraction of all logical CPUs.
-    #[serde(default, with = "lenient::opt")]
     pub cpu: Option<f64>,
     /// Logical CPUs.
     #[serde(default, with = "lenient::whole")]
+    #[serde_with(skip_apply)]
     pub maxcpu: Option<f64>,
     /// Used memory in bytes (total − available).
-    #[serde(default, with = "lenient::opt")]
     pub mem: Option<u64>,
     /// Total memory in bytes.
-    #[serde(default, with = "lenient::opt")]
     pub maxmem: Option<u64>,
     /// Root file system used, in bytes.
-    #[serde(default, with = "lenient::opt")]
     pub disk: Option<u64>,
     /// Root file system size, in bytes.
-    #[serde(default, with = "lenient::opt")]
     pub maxdisk: Option<u64>,
     /// Seconds since boot.
-    #[serde(default, with = "lenient::opt")]
     pub uptime: Option<u64>,
     /// Subscription level.
-    #[serde(default, with = "lenient::opt")]
     pub level: Option<String>,
     /// SHA-256 fingerprint of the node's certificate (`AA:BB:...`).
-    #[serde(default, with = "lenient::opt")]
     pub ssl_fingerprint: Option<String>,
 }
 
 /// `cpuinfo` of `GET /nodes/{node}/status`.
+#[serde_with::apply(Option => #[serde(with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct CpuInfo {
     /// CPU model name.
-    #[serde(with = "lenient::opt")]
     pub model: Option<String>,
     /// Physical sockets.
-    #[serde(with = "lenient::opt")]
     pub sockets: Option<u64>,
     /// Physical cores in all sockets.
-    #[serde(with = "lenient::opt")]
     pub cores: Option<u64>,
     /// Logical CPUs.
-    #[serde(with = "lenient::opt")]
     pub cpus: Option<u64>,
     /// Clock in MHz, sent as a string.
-    #[serde(with = "lenient::opt")]
     pub mhz: Option<String>,
     /// Kernel clock ticks per second.
-    #[serde(with = "lenient::opt")]
     pub user_hz: Option<u64>,
     /// CPU vendor.
-    #[serde(with = "lenient::opt")]
     pub vendor: Option<String>,
     /// CPU flags, space-separated.
-    #[serde(with = "lenient::opt")]
     pub flags: Option<String>,
     /// Whether hardware virtualisation is available.
-    #[serde(with = "lenient::opt")]
     pub hvm: Option<bool>,
 }
 
 /// A byte-count block of `GET /nodes/{node}/status` (`memory`, `swap`, `rootfs`).
+#[serde_with::apply(Option => #[serde(with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ByteUsage {
     /// Total bytes.
-    #[serde(with = "lenient::opt")]
     pub total: Option<u64>,
     /// Used bytes (memory: total − available in PVE 9).
-    #[serde(with = "lenient::opt")]
     pub used: Option<u64>,
     /// Free bytes.
-    #[serde(with = "lenient::opt")]
     pub free: Option<u64>,
     /// Available memory (MemAvailable), in bytes (`memory` only).
-    #[serde(with = "lenient::opt")]
     pub available: Option<u64>,
     /// Space available to unprivileged users, in bytes (`rootfs` only).
-    #[serde(with = "lenient::opt")]
     pub avail: Option<u64>,
 }
 
 /// `GET /nodes/{node}/status`: hardware, memory, load; the extra fields Proxmox sends beyond its
 /// schema are kept in `other`.
+#[serde_with::apply(Option => #[serde(with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct NodeStatus {
     /// CPU load as a fraction of all logical CPUs.
-    #[serde(with = "lenient::opt")]
     pub cpu: Option<f64>,
     /// iowait as a fraction.
-    #[serde(with = "lenient::opt")]
     pub wait: Option<f64>,
     /// CPU facts.
+    #[serde_with(skip_apply)]
     pub cpuinfo: Option<CpuInfo>,
     /// Load averages over 1, 5 and 15 minutes, as three strings.
     #[serde(
@@ -131,19 +111,19 @@ pub struct NodeStatus {
     )]
     pub loadavg: Vec<String>,
     /// Memory in bytes.
+    #[serde_with(skip_apply)]
     pub memory: Option<ByteUsage>,
     /// Swap in bytes.
+    #[serde_with(skip_apply)]
     pub swap: Option<ByteUsage>,
     /// Root file system in bytes.
+    #[serde_with(skip_apply)]
     pub rootfs: Option<ByteUsage>,
     /// Seconds since boot.
-    #[serde(with = "lenient::opt")]
     pub uptime: Option<u64>,
     /// `pve-manager/9.2.11/<repoid>`.
-    #[serde(with = "lenient::opt")]
     pub pveversion: Option<String>,
     /// Kernel version line.
-    #[serde(with = "lenient::opt")]
     pub kversion: Option<String>,
     /// Everything else (`ksm`, `current-kernel`, `boot-info`, `idle`, ...), as sent.
     #[serde(flatten)]
@@ -151,15 +131,14 @@ pub struct NodeStatus {
 }
 
 /// `GET /nodes/{node}/config`: the node's notes (`description`) and other options.
+#[serde_with::apply(Option => #[serde(with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct NodeConfig {
     /// The notes, holding flxp's node tokens (`flxp.label.ssd`, `flxp.maintenance`).
-    #[serde(with = "lenient::opt")]
     pub description: Option<String>,
     /// SHA-1 of the node config file.
-    #[serde(with = "lenient::opt")]
     pub digest: Option<String>,
     /// Other options (`wakeonlan`, `startall-onboot-delay`, ...), as sent.
     #[serde(flatten)]
@@ -167,18 +146,16 @@ pub struct NodeConfig {
 }
 
 /// Body of `PUT /nodes/{node}/config`: new notes, deletions, optimistic-lock digest.
+#[serde_with::apply(Option => #[serde(with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct NodeConfigUpdate {
     /// New notes.
-    #[serde(with = "lenient::opt")]
     pub description: Option<String>,
     /// Comma-separated option names to delete.
-    #[serde(with = "lenient::opt")]
     pub delete: Option<String>,
     /// Refuse the change if the config's digest differs.
-    #[serde(with = "lenient::opt")]
     pub digest: Option<String>,
 }
 
@@ -258,6 +235,7 @@ pub struct RrdQuery {
 }
 
 /// One entry of `GET /nodes/{node}/storage`.
+#[serde_with::apply(Option => #[serde(default, with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StorageEntry {
@@ -265,65 +243,53 @@ pub struct StorageEntry {
     #[serde(deserialize_with = "string_required")]
     pub storage: String,
     /// Plugin type (`dir`, `lvmthin`, `zfspool`, `rbd`, ...).
-    #[serde(rename = "type", default, with = "lenient::opt")]
+    #[serde(rename = "type")]
     #[serialize_always]
     pub kind: Option<String>,
     /// Content types (`images,rootdir`).
-    #[serde(default, with = "lenient::opt")]
     #[serialize_always]
     pub content: Option<String>,
     /// Whether it is shared between nodes.
-    #[serde(default, with = "lenient::opt")]
     pub shared: Option<bool>,
     /// Whether it is active on this node.
-    #[serde(default, with = "lenient::opt")]
     pub active: Option<bool>,
     /// Whether it is enabled.
-    #[serde(default, with = "lenient::opt")]
     pub enabled: Option<bool>,
     /// Size in bytes.
-    #[serde(default, with = "lenient::opt")]
     pub total: Option<u64>,
     /// Used bytes.
-    #[serde(default, with = "lenient::opt")]
     pub used: Option<u64>,
     /// Available bytes: what a clone or migration target needs.
-    #[serde(default, with = "lenient::opt")]
     pub avail: Option<u64>,
     /// Used as a fraction of total.
-    #[serde(default, with = "lenient::opt")]
     pub used_fraction: Option<f64>,
 }
 
 /// Query of `GET /nodes/{node}/storage/{storage}/content`.
+#[serde_with::apply(Option => #[serde(with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ContentQuery {
     /// Only volumes of this content type (`images`, `rootdir`).
-    #[serde(with = "lenient::opt")]
     pub content: Option<String>,
     /// Only volumes of this guest.
-    #[serde(with = "lenient::opt")]
     pub vmid: Option<u32>,
 }
 
 /// Query of `GET /nodes/{node}/storage`.
+#[serde_with::apply(Option => #[serde(with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct StorageQuery {
     /// Only storages holding these content types (`images`).
-    #[serde(with = "lenient::opt")]
     pub content: Option<String>,
     /// Only enabled storages.
-    #[serde(with = "lenient::opt")]
     pub enabled: Option<bool>,
     /// Only this storage.
-    #[serde(with = "lenient::opt")]
     pub storage: Option<String>,
     /// Only storages also usable on this node.
-    #[serde(with = "lenient::opt")]
     pub target: Option<String>,
 }
 

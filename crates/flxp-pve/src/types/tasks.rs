@@ -182,48 +182,35 @@ impl<'de> Deserialize<'de> for Upid {
 }
 
 /// `GET /nodes/{node}/tasks/{upid}/status`.
+#[serde_with::apply(Option => #[serde(default, with = "lenient::opt")])]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TaskStatus {
     /// The task's UPID.
     #[serde(deserialize_with = "string_required")]
     pub upid: String,
     /// Node the task runs on.
-    #[serde(default, with = "lenient::opt")]
     pub node: Option<String>,
     /// Worker process id.
-    #[serde(default, with = "lenient::opt")]
     pub pid: Option<u64>,
     /// Worker process start (clock ticks).
-    #[serde(default, with = "lenient::opt")]
     pub pstart: Option<u64>,
     /// Start time (epoch seconds).
-    #[serde(default, with = "lenient::opt")]
     pub starttime: Option<i64>,
     /// Task type.
-    #[serde(rename = "type", default, with = "lenient::opt")]
+    #[serde(rename = "type")]
     pub kind: Option<String>,
     /// Task object id.
-    #[serde(default, with = "lenient::opt")]
     pub id: Option<String>,
     /// User that started it.
-    #[serde(default, with = "lenient::opt")]
     pub user: Option<String>,
     /// API token that started it, if any.
-    #[serde(
-        default,
-        with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub tokenid: Option<String>,
     /// `running` or `stopped`.
     #[serde(deserialize_with = "string_required")]
     pub status: String,
     /// Only when stopped: `OK`, `WARNINGS: <n>`, `unexpected status` or the error text.
-    #[serde(
-        default,
-        with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub exitstatus: Option<String>,
 }
 
@@ -252,27 +239,25 @@ pub fn is_success_exitstatus(exitstatus: &str) -> bool {
 }
 
 /// One line of `GET /nodes/{node}/tasks/{upid}/log`: its number and text.
+#[serde_with::apply(Option => #[serde(with = "lenient::opt")])]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct TaskLogLine {
     /// Line number, from 1.
-    #[serde(with = "lenient::opt")]
     pub n: Option<u64>,
     /// The text of the line.
-    #[serde(with = "lenient::opt")]
     pub t: Option<String>,
 }
 
 /// Query of `GET /nodes/{node}/tasks/{upid}/log`: which lines.
+#[serde_with::apply(Option => #[serde(with = "lenient::opt")])]
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct TaskLogQuery {
     /// First line to return (0-based, default 0).
-    #[serde(with = "lenient::opt")]
     pub start: Option<u64>,
     /// How many lines (default 50).
-    #[serde(with = "lenient::opt")]
     pub limit: Option<u64>,
 }
 

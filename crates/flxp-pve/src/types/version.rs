@@ -5,20 +5,18 @@ use serde::{Deserialize, Serialize};
 use flxp_core::lenient;
 
 /// The Proxmox VE version of the answering node (`release` gates PVE-9-only features).
+#[serde_with::apply(Option => #[serde(with = "lenient::opt")])]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Version {
     /// Full version, e.g. `9.2.11`.
-    #[serde(with = "lenient::opt")]
     pub version: Option<String>,
     /// Release, e.g. `9.2`.
-    #[serde(with = "lenient::opt")]
     pub release: Option<String>,
     /// Git commit id of pve-manager (8 to 64 hex digits).
-    #[serde(with = "lenient::opt")]
     pub repoid: Option<String>,
     /// Default console viewer (`applet`, `vv`, `html5`, `xtermjs`).
-    #[serde(with = "lenient::opt", skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub console: Option<String>,
 }
 
