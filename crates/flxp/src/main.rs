@@ -27,9 +27,8 @@ fn main() -> ExitCode {
             let e = explain_empty_config_env(e);
             // `--json` promises one JSON document on stdout, also for a mistyped command line.
             if e.use_stderr() && std::env::args_os().any(|a| a == "--json") {
-                let text = e.render().to_string();
-                let first = text.lines().next().unwrap_or_default();
-                output::print_json_error(first.trim_start_matches("error: "), 2);
+                let line = output::usage_error_line(&e.render().to_string());
+                output::print_json_error(&line, 2);
             }
             e.exit()
         }

@@ -37,6 +37,23 @@ pub fn print_json_error(message: &str, exit_code: u8) {
     let _ = print_json(&doc);
 }
 
+/// A percentage with one decimal, a tie rounded away from zero as the JSON figures are (`{:.1}`
+/// alone would show 6.25 as 6.2 in one table and 6.3 in another).
+fn percent(x: f64) -> String {
+    format!("{:.1}", (x * 10.0).round() / 10.0)
+}
+
+/// A command-line error as one line for `--json`: clap's first paragraph (which holds the
+/// arguments it names, such as the missing ones), without its `error: ` prefix or usage text.
+pub fn usage_error_line(rendered: &str) -> String {
+    let paragraph: Vec<&str> = rendered
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    paragraph.join(" ").trim_start_matches("error: ").to_owned()
+}
+
 /// An aligned table without borders, like `kubectl get`.
 pub fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
@@ -155,13 +172,13 @@ pub fn print_status(r: &StatusReport) {
                 fmt_bytes(n.figures.mem),
                 fmt_bytes(n.figures.maxmem)
             ),
-            format!("{:.1}", n.figures.mem_percent),
+            percent(n.figures.mem_percent),
             format!(
                 "{} / {}",
                 fmt_cores(n.figures.cpu),
                 fmt_cores(n.figures.maxcpu)
             ),
-            format!("{:.1}", n.figures.cpu_percent),
+            percent(n.figures.cpu_percent),
             format!("{} / {}", n.running, n.guests),
             n.labels.join(","),
             n.taints.join(","),
@@ -304,8 +321,8 @@ pub fn print_plan(plan: &flxp_core::balance::Plan, unmet: &[String]) {
         t.add_row(row(vec![
             b.node.clone(),
             status,
-            format!("{:.1}%", b.load),
-            format!("{:.1}%", a.load),
+            format!("{}%", percent(b.load)),
+            format!("{}%", percent(a.load)),
             format!(
                 "{} / {}",
                 fmt_bytes(a.figures.mem),
@@ -459,5 +476,35 @@ pub fn print_execution(report: &flxp_engine::ExecutionReport) {
             "still running in Proxmox: {} {} → {}",
             u.vmid, u.from, u.to
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentages_round_a_tie_away_from_zero_in_every_table() {
+        assert_eq!(percent(6.25), "6.3");
+        assert_eq!(percent(6.3), "6.3");
+        assert_eq!(percent(6.24), "6.2");
+        assert_eq!(percent(0.0), "0.0");
+        assert_eq!(percent(100.0), "100.0");
+    }
+
+    #[test]
+    fn a_usage_error_keeps_the_arguments_it_names_and_drops_the_usage() {
+        let missing = "error: the following required arguments were not provided:\n  --zone <ZONE>\n\n\
+                       Usage: flxp consolidate --zone <ZONE>\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            usage_error_line(missing),
+            "the following required arguments were not provided: --zone <ZONE>"
+        );
+        let unknown =
+            "error: unexpected argument '--frobnicate' found\n\nUsage: flxp status [OPTIONS]\n";
+        assert_eq!(
+            usage_error_line(unknown),
+            "unexpected argument '--frobnicate' found"
+        );
     }
 }

@@ -1,5 +1,6 @@
-//! `flxp config check`: the config file, then per zone: reachable, certificate trusted, and the
-//! token holding every privilege the zone's features need (named when missing).
+//! `flxp config check`: the config file, then per zone: reachable, certificate trusted, the
+//! `lease-node` (when set) a member of the cluster, and the token holding every privilege the
+//! zone's features need (named when missing).
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -136,6 +137,9 @@ async fn check_zone(config: &Config, name: &str, features: &BTreeSet<Feature>) -
             return out;
         }
     }
+    if let Some(node) = zone.and_then(|z| z.lease_node.as_deref()) {
+        out.push(lease_node_finding(&client, node).await);
+    }
     let names: Vec<&str> = features.iter().map(|f| f.name()).collect();
     let needed = requirements(features);
     let mut paths: Vec<&str> = needed.iter().map(|r| r.path).collect();
@@ -178,4 +182,30 @@ async fn check_zone(config: &Config, name: &str, features: &BTreeSet<Feature>) -
         )));
     }
     out
+}
+
+/// Whether the configured lease node is a cluster member: a misspelt one would leave every
+/// replica unable to take the lease (its notes cannot be written), which the file alone can't show.
+async fn lease_node_finding(client: &flxp_pve::Client, node: &str) -> Finding {
+    let status = match client.cluster_status().await {
+        Ok(s) => s,
+        Err(e) => {
+            return problem(format!(
+                "cannot read the cluster membership (GET /cluster/status) to check lease-node {node}: {e}"
+            ));
+        }
+    };
+    let members: Vec<String> = status
+        .into_iter()
+        .filter(|e| e.kind.as_deref() == Some("node"))
+        .filter_map(|e| e.name)
+        .collect();
+    if members.iter().any(|m| m == node) {
+        ok(format!("lease-node {node} is a member of the cluster"))
+    } else {
+        problem(format!(
+            "lease-node {node} is not a node of this cluster (its nodes: {})",
+            members.join(", ")
+        ))
+    }
 }

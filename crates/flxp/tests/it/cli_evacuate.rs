@@ -79,6 +79,15 @@ fn an_unknown_node_is_a_usage_error_naming_the_nodes() {
     );
     let (code, _, err) = on_file("evacuate", &f, &[]);
     assert_eq!(code, 2, "NODE is required: {err}");
+    // `--json` names the missing argument too, on one line, without the usage text.
+    let (code, out, _) = on_file("evacuate", &f, &["--json"]);
+    assert_eq!(code, 2, "{out}");
+    let v = json(&out);
+    assert_eq!(
+        v["error"],
+        "the following required arguments were not provided: <NODE>"
+    );
+    assert_eq!(v["exit_code"], 2);
 }
 
 #[test]

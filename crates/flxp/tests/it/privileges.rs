@@ -93,6 +93,30 @@ fn config_check_places_file_mistakes_and_reports_unreachable_zones() {
 }
 
 #[test]
+fn config_check_names_a_lease_node_that_is_not_in_the_cluster() {
+    let privs = role(&[Feature::Read]);
+    let z = zone(
+        privs.clone(),
+        &format!("lease-node = \"pve2\"\n{NO_DAEMON}"),
+    );
+    let (code, out, err) = run(&["config", "check", "--config", z.cfg()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("zone lab: lease-node pve2 is a member of the cluster"),
+        "{out}"
+    );
+
+    let z = zone(privs, &format!("lease-node = \"pve9\"\n{NO_DAEMON}"));
+    let (code, out, err) = run(&["config", "check", "--config", z.cfg()]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains("zone lab: lease-node pve9 is not a node of this cluster (its nodes: pve1, pve2, pve3, pve4)"),
+        "{out}"
+    );
+    assert!(out.contains("1 problem(s) found"), "{out}");
+}
+
+#[test]
 fn reading_works_with_the_read_role_and_names_sys_audit_when_it_is_missing() {
     let read = role(&[Feature::Read]);
     let z = zone(read.clone(), NO_DAEMON);
