@@ -29,7 +29,7 @@ use crate::pve_crs::{
 };
 use crate::state::State;
 
-use super::draft::Draft;
+use super::draft::{Draft, Step};
 use super::explain::{left_in_place, left_phrase};
 use super::measure::{Measure, Metric, balanced_nodes};
 use super::methods::{MethodName, pve_bruteforce, pve_topsis};
@@ -523,7 +523,14 @@ fn choose(
     };
     let group = sim.units.get(unit).group.clone();
     let first = sim.migrations.len();
-    sim.apply(&members, to, Purpose::Balance, &why, group.as_deref());
+    sim.apply(
+        &members,
+        to,
+        Purpose::Balance,
+        &why,
+        group.as_deref(),
+        Step::New,
+    );
     // The draft appends its own measured figures; the why line quotes those of the usage the
     // method balanced on (static or dynamic), as the summary does.
     let m = sim.measure;
