@@ -499,24 +499,10 @@ fn window_migrations(
     // Departures when the window starts at `x` (slack so float noise never over-counts).
     let departures = |x: f64| -> usize {
         let top = x + spread + 1e-9;
-        let mut total = must;
-        for (load, pcts) in above {
-            let mut left = *load;
-            if left <= top {
-                continue;
-            }
-            for pct in pcts {
-                left -= pct;
-                total += 1;
-                if left <= top {
-                    break;
-                }
-            }
-            if left > top {
-                return usize::MAX;
-            }
-        }
-        total
+        let shed = above
+            .iter()
+            .map(|(load, pcts)| shed_count(*load, pcts.iter(), top));
+        sum_or_max(must, shed)
     };
     // Arrivals when the window starts at `x`.
     let arrivals_at = |x: f64| -> usize {
@@ -527,17 +513,9 @@ fn window_migrations(
                 continue;
             }
             let deficit = (bottom - load) / 100.0 * cap * (1.0 - 1e-9);
-            let (mut sum, mut count) = (0.0, 0usize);
-            for &a in arrivals {
-                if sum >= deficit {
-                    break;
-                }
-                sum += a;
-                count += 1;
-            }
-            if sum < deficit {
+            let Some(count) = fill_count(arrivals, deficit) else {
                 return usize::MAX;
-            }
+            };
             total += count;
         }
         total
@@ -564,6 +542,45 @@ fn window_migrations(
     }
     // x ≤ p: departures at least fp; x ≥ q: arrivals at least gq; between: at least fq and gp.
     fp.min(gq).min(fq.max(gp))
+}
+
+/// How many guests a node at `load` % sheds, largest first (`pcts`, each as pp of the node), to
+/// come down to `top`; `None` when shedding all of them does not.
+fn shed_count<'a>(load: f64, pcts: impl Iterator<Item = &'a f64>, top: f64) -> Option<usize> {
+    let (mut left, mut count) = (load, 0);
+    for pct in pcts {
+        if left <= top {
+            break;
+        }
+        left -= pct;
+        count += 1;
+    }
+    (left <= top).then_some(count)
+}
+
+/// How many of `amounts`, largest first, together reach `deficit`; `None` when all of them do not.
+fn fill_count(amounts: &[f64], deficit: f64) -> Option<usize> {
+    let (mut sum, mut count) = (0.0, 0);
+    for &a in amounts {
+        if sum >= deficit {
+            break;
+        }
+        sum += a;
+        count += 1;
+    }
+    (sum >= deficit).then_some(count)
+}
+
+/// `first` plus every count, or `usize::MAX` when one of them is `None` (no way at all).
+fn sum_or_max(first: usize, counts: impl Iterator<Item = Option<usize>>) -> usize {
+    let mut total = first;
+    for count in counts {
+        let Some(count) = count else {
+            return usize::MAX;
+        };
+        total += count;
+    }
+    total
 }
 
 /// A balanced node as [`landing_migrations`] sees it.
@@ -595,21 +612,10 @@ fn landing_migrations(
     // and a higher one for where guests may land.
     let departures = |x: f64| -> usize {
         let top = x + spread + 1e-9;
-        let mut total = must;
-        for n in nodes.iter().filter(|n| n.load > top) {
-            let mut left = n.load;
-            for (pct, _) in &n.guests {
-                left -= pct;
-                total += 1;
-                if left <= top {
-                    break;
-                }
-            }
-            if left > top {
-                return usize::MAX;
-            }
-        }
-        total
+        let shed = nodes
+            .iter()
+            .map(|n| shed_count(n.load, n.guests.iter().map(|g| &g.0), top));
+        sum_or_max(must, shed)
     };
     // The nodes that need arrivals at `x`: the same set for both counts below.
     let short = |x: f64| nodes.iter().filter(move |n| n.load < x - 1e-9);
@@ -619,17 +625,9 @@ fn landing_migrations(
         let mut total = 0usize;
         for n in short(at) {
             let deficit = (from - 1e-9 - n.load) / 100.0 * n.cap * (1.0 - 1e-9);
-            let (mut sum, mut count) = (0.0, 0usize);
-            for &a in arrivals {
-                if sum >= deficit {
-                    break;
-                }
-                sum += a;
-                count += 1;
-            }
-            if sum < deficit {
+            let Some(count) = fill_count(arrivals, deficit) else {
                 return usize::MAX;
-            }
+            };
             total += count.max(1);
         }
         total
@@ -710,17 +708,7 @@ impl Arrivals {
     fn cover(&self, deficit: f64) -> Option<(usize, u64)> {
         // Float rounding must never lift the bound above a real plan.
         let deficit = deficit * (1.0 - 1e-9);
-        let (mut sum, mut count) = (0.0, 0);
-        for &a in &self.by_amount {
-            if sum >= deficit {
-                break;
-            }
-            sum += a;
-            count += 1;
-        }
-        if sum < deficit {
-            return None;
-        }
+        let count = fill_count(&self.by_amount, deficit)?;
         let (mut left, mut frac) = (deficit, 0.0);
         for &(amount, bytes) in &self.by_rate {
             if left <= 0.0 {
