@@ -473,7 +473,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::balance::{EvacuateOptions, Purpose, Stay, Trigger};
+    use crate::balance::{Purpose, Stay, Trigger};
     use crate::placement::PlacementOptions;
     use crate::testutil::*;
 
@@ -521,11 +521,7 @@ mod tests {
     #[test]
     fn evacuation_always_moves_running_containers() {
         let c = containers_on_one_node();
-        let r = Rules::compile(&c);
-        let s = State::new(&c);
-        let a = c.node_idx("a").unwrap();
-        let e = crate::evacuate::evacuate(&c, &r, &s, &placer(), &[a], &EvacuateOptions::default())
-            .unwrap();
+        let e = crate::evacuate::evacuate_node(&c, "a");
         assert_eq!(e.migrations.len(), 7, "{}", e.summary);
     }
 
