@@ -754,6 +754,13 @@ mod tests {
     use super::*;
     use crate::testutil::*;
 
+    /// Nodes a and b of 100 GiB each, so a GiB of a guest is a percent of its node.
+    fn a_and_b() -> ClusterBuilder {
+        ClusterBuilder::new()
+            .node(node("a").memory(100 * GIB))
+            .node(node("b").memory(100 * GIB))
+    }
+
     /// The memory bound for `spread` with every guest free to move and none made to leave.
     fn memory_need(c: &Cluster, s: &State, spread: f64, tightness: Tightness) -> Option<Need> {
         need_for_spread(c, s, LoadKind::Memory, spread, tightness, &[], |_| true)
@@ -778,9 +785,7 @@ mod tests {
 
     #[test]
     fn fixed_load_keeps_a_floor_under_the_spread() {
-        let c = ClusterBuilder::new()
-            .node(node("a").memory(100 * GIB))
-            .node(node("b").memory(100 * GIB))
+        let c = a_and_b()
             .guest(vm(101, "a").mem(60 * GIB, 64 * GIB).tagged("flxp.ignore"))
             .guest(vm(102, "b").mem(20 * GIB, 24 * GIB))
             .build();
@@ -792,9 +797,7 @@ mod tests {
 
     #[test]
     fn moves_for_a_peak_take_the_largest_movable_guests_first() {
-        let c = ClusterBuilder::new()
-            .node(node("a").memory(100 * GIB))
-            .node(node("b").memory(100 * GIB))
+        let c = a_and_b()
             .guest(vm(101, "a").mem(30 * GIB, 30 * GIB).tagged("flxp.ignore"))
             .guest(vm(102, "a").mem(20 * GIB, 20 * GIB))
             .guest(vm(103, "a").mem(10 * GIB, 10 * GIB))
@@ -1127,9 +1130,7 @@ mod tests {
     /// so any plan copies them along with the memory.
     #[test]
     fn the_bytes_bound_counts_local_disks() {
-        let mut b = ClusterBuilder::new()
-            .node(node("a").memory(100 * GIB))
-            .node(node("b").memory(100 * GIB));
+        let mut b = a_and_b();
         for vmid in [101, 102] {
             b = b.guest(
                 vm(vmid, "a")
