@@ -497,12 +497,9 @@ fn window_migrations(
     must: usize,
 ) -> usize {
     // Departures when the window starts at `x` (slack so float noise never over-counts).
-    let departures = |x: f64| -> usize {
-        let top = x + spread + 1e-9;
-        let shed = above
-            .iter()
-            .map(|(load, pcts)| shed_count(*load, pcts.iter(), top));
-        sum_or_max(must, shed)
+    let departures = |x: f64| {
+        let shedding = above.iter().map(|(load, pcts)| (*load, pcts.iter()));
+        shed_total(must, x + spread + 1e-9, shedding)
     };
     // Arrivals when the window starts at `x`.
     let arrivals_at = |x: f64| -> usize {
@@ -571,11 +568,16 @@ fn fill_count(amounts: &[f64], deficit: f64) -> Option<usize> {
     (sum >= deficit).then_some(count)
 }
 
-/// `first` plus every count, or `usize::MAX` when one of them is `None` (no way at all).
-fn sum_or_max(first: usize, counts: impl Iterator<Item = Option<usize>>) -> usize {
-    let mut total = first;
-    for count in counts {
-        let Some(count) = count else {
+/// Departures from a window topped at `top`: the `must` guests that must leave plus what each
+/// node `(load, pcts)` sheds (see [`shed_count`]); `usize::MAX` when a node cannot come down.
+fn shed_total<'a, P: Iterator<Item = &'a f64>>(
+    must: usize,
+    top: f64,
+    nodes: impl Iterator<Item = (f64, P)>,
+) -> usize {
+    let mut total = must;
+    for (load, pcts) in nodes {
+        let Some(count) = shed_count(load, pcts, top) else {
             return usize::MAX;
         };
         total += count;
@@ -610,12 +612,11 @@ fn landing_migrations(
 ) -> usize {
     // Float slack always towards fewer migrations: a higher top, a lower bottom for arrivals
     // and a higher one for where guests may land.
-    let departures = |x: f64| -> usize {
-        let top = x + spread + 1e-9;
-        let shed = nodes
+    let departures = |x: f64| {
+        let shedding = nodes
             .iter()
-            .map(|n| shed_count(n.load, n.guests.iter().map(|g| &g.0), top));
-        sum_or_max(must, shed)
+            .map(|n| (n.load, n.guests.iter().map(|g| &g.0)));
+        shed_total(must, x + spread + 1e-9, shedding)
     };
     // The nodes that need arrivals at `x`: the same set for both counts below.
     let short = |x: f64| nodes.iter().filter(move |n| n.load < x - 1e-9);
