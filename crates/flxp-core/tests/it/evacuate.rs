@@ -7,7 +7,7 @@ use flxp_core::cluster::NodeIdx;
 use flxp_core::evacuate::evacuate;
 use flxp_core::{Cluster, Overrides, Rules, State};
 
-use crate::support::{assert_reason, placer, skipped, targets};
+use crate::support::{placer, skipped, targets};
 
 fn evac(c: &Cluster, nodes: &[&str], o: &EvacuateOptions) -> Plan {
     let rules = Rules::compile(c);
@@ -192,9 +192,13 @@ fn affinity_groups_leave_as_bundles_and_anti_affinity_is_honoured() {
         vec![(101, "pve2"), (102, "pve2"), (103, "pve4")]
     );
     assert_eq!(p.migrations[0].bundle, vec![101, 102]);
-    assert_reason(&p, 0, |r| {
-        r.contains("group flxp.affinity.app moves together")
-    });
+    assert!(
+        p.migrations[0]
+            .reason
+            .contains("group flxp.affinity.app moves together"),
+        "{}",
+        p.migrations[0].reason
+    );
     assert!(p.violations_after.is_empty(), "{:?}", p.violations_after);
 }
 

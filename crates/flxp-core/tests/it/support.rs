@@ -1,5 +1,5 @@
 //! Helpers several test files share: the default placer, a migration task in flight, the
-//! targets of a plan, its migrations' reasons and the rules a state breaks.
+//! targets of a plan and the rules a state breaks.
 
 use std::collections::BTreeSet;
 
@@ -35,12 +35,6 @@ pub fn targets(p: &Plan) -> Vec<(u32, &str)> {
         .iter()
         .map(|m| (m.vmid, m.to.as_str()))
         .collect()
-}
-
-/// Asserts that the reason of migration `i` of `p` passes `check`, showing the reason if not.
-pub fn assert_reason(p: &Plan, i: usize, check: impl FnOnce(&str) -> bool) {
-    let reason = &p.migrations[i].reason;
-    assert!(check(reason), "{reason}");
 }
 
 /// Each guest the plan leaves where it is as (vmid, reason), in plan order.
