@@ -1193,20 +1193,29 @@ mod tests {
         );
     }
 
-    /// Nodes a..e with one 8 GiB guest each; `marked` carries an earlier run's maintenance mark.
-    fn five_nodes_one_marked(marked: &str) -> Cluster {
+    /// One node per name with one 8 GiB guest each (vmids from 101), as `guest` finishes it; the
+    /// nodes in `marked` carry an earlier run's maintenance mark.
+    fn one_guest_each(
+        names: &[&str],
+        marked: &[&str],
+        guest: impl Fn(&str, GuestSpec) -> GuestSpec,
+    ) -> ClusterBuilder {
         let mut b = ClusterBuilder::new();
-        for (i, n) in ["a", "b", "c", "d", "e"].iter().enumerate() {
-            let spec = if *n == marked {
+        for (i, n) in names.iter().enumerate() {
+            let spec = if marked.contains(n) {
                 node(n).notes("flxp.maintenance")
             } else {
                 node(n)
             };
-            b = b
-                .node(spec)
-                .guest(vm(101 + i as u32, n).mem(8 * GIB, 8 * GIB));
+            let g = guest(n, vm(101 + i as u32, n).mem(8 * GIB, 8 * GIB));
+            b = b.node(spec).guest(g);
         }
-        b.build()
+        b
+    }
+
+    /// Nodes a..e with one 8 GiB guest each; `marked` carries an earlier run's maintenance mark.
+    fn five_nodes_one_marked(marked: &str) -> Cluster {
+        one_guest_each(&["a", "b", "c", "d", "e"], &[marked], |_, g| g).build()
     }
 
     #[test]
@@ -1237,22 +1246,11 @@ mod tests {
             target: Some(to.into()),
             ..crate::snapshot::Task::default()
         };
-        let mut b = ClusterBuilder::new();
-        for (i, n) in ["a", "b", "c", "d", "e"].iter().enumerate() {
-            let spec = if *n == "b" {
-                node(n).notes("flxp.maintenance")
-            } else {
-                node(n)
-            };
-            let guest = vm(101 + i as u32, n).mem(8 * GIB, 8 * GIB);
-            let guest = if *n == "b" {
-                guest.locked("migrate")
-            } else {
-                guest
-            };
-            b = b.node(spec).guest(guest);
-        }
-        b.task(task).time(1010).build()
+        let locked = |n: &str, g: GuestSpec| if n == "b" { g.locked("migrate") } else { g };
+        one_guest_each(&["a", "b", "c", "d", "e"], &["b"], locked)
+            .task(task)
+            .time(1010)
+            .build()
     }
 
     #[test]
@@ -1316,26 +1314,13 @@ mod tests {
     fn each_unfinished_node_is_given_up_for_its_own_guest() {
         // a and b were both marked by an interrupted run; a's guest may not move (ignored), b's
         // may: a is given back naming its own guest, b is still freed.
-        let mut b = ClusterBuilder::new();
-        for (i, n) in ["a", "b", "c", "d", "e", "f", "g"].iter().enumerate() {
-            let spec = if *n == "a" || *n == "b" {
-                node(n).notes("flxp.maintenance")
-            } else {
-                node(n)
-            };
-            let guest = vm(101 + i as u32, n).mem(8 * GIB, 8 * GIB);
-            let guest = if *n == "a" {
-                guest.tagged("flxp.ignore")
-            } else {
-                guest
-            };
-            b = b.node(spec).guest(guest);
-        }
+        let ignored = |n: &str, g: GuestSpec| if n == "a" { g.tagged("flxp.ignore") } else { g };
+        let cluster = one_guest_each(&["a", "b", "c", "d", "e", "f", "g"], &["a", "b"], ignored);
         let o = ConsolidateOptions {
             resume: vec!["a".into(), "b".into()],
             ..ConsolidateOptions::default()
         };
-        let c = run(&b.build(), &o);
+        let c = run(&cluster.build(), &o);
         let a = c.kept.iter().find(|k| k.node == "a").unwrap();
         assert!(a.resumed, "{a:?}");
         assert!(a.reason.contains("101"), "{}", a.reason);

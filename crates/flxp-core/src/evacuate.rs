@@ -182,6 +182,24 @@ fn assign_waves(migrations: &mut [Migration], limit: u32) {
     }
 }
 
+/// The unit tests' evacuation of the node named `node` with the default options and placer.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // Tests may panic: unwrapping is how they fail.
+pub(crate) fn evacuate_node(cluster: &Cluster, node: &str) -> Plan {
+    let (rules, state) = (Rules::compile(cluster), State::new(cluster));
+    let n = cluster.node_idx(node).unwrap();
+    let placer = crate::testutil::placer();
+    evacuate(
+        cluster,
+        &rules,
+        &state,
+        &placer,
+        &[n],
+        &EvacuateOptions::default(),
+    )
+    .unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     // Tests may panic: unwrapping is how they fail.

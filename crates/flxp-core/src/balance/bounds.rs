@@ -497,26 +497,9 @@ fn window_migrations(
     must: usize,
 ) -> usize {
     // Departures when the window starts at `x` (slack so float noise never over-counts).
-    let departures = |x: f64| -> usize {
-        let top = x + spread + 1e-9;
-        let mut total = must;
-        for (load, pcts) in above {
-            let mut left = *load;
-            if left <= top {
-                continue;
-            }
-            for pct in pcts {
-                left -= pct;
-                total += 1;
-                if left <= top {
-                    break;
-                }
-            }
-            if left > top {
-                return usize::MAX;
-            }
-        }
-        total
+    let departures = |x: f64| {
+        let shedding = above.iter().map(|(load, pcts)| (*load, pcts.iter()));
+        shed_total(must, x + spread + 1e-9, shedding)
     };
     // Arrivals when the window starts at `x`.
     let arrivals_at = |x: f64| -> usize {
@@ -527,17 +510,9 @@ fn window_migrations(
                 continue;
             }
             let deficit = (bottom - load) / 100.0 * cap * (1.0 - 1e-9);
-            let (mut sum, mut count) = (0.0, 0usize);
-            for &a in arrivals {
-                if sum >= deficit {
-                    break;
-                }
-                sum += a;
-                count += 1;
-            }
-            if sum < deficit {
+            let Some(count) = fill_count(arrivals, deficit) else {
                 return usize::MAX;
-            }
+            };
             total += count;
         }
         total
@@ -564,6 +539,50 @@ fn window_migrations(
     }
     // x ≤ p: departures at least fp; x ≥ q: arrivals at least gq; between: at least fq and gp.
     fp.min(gq).min(fq.max(gp))
+}
+
+/// How many guests a node at `load` % sheds, largest first (`pcts`, each as pp of the node), to
+/// come down to `top`; `None` when shedding all of them does not.
+fn shed_count<'a>(load: f64, pcts: impl Iterator<Item = &'a f64>, top: f64) -> Option<usize> {
+    let (mut left, mut count) = (load, 0);
+    for pct in pcts {
+        if left <= top {
+            break;
+        }
+        left -= pct;
+        count += 1;
+    }
+    (left <= top).then_some(count)
+}
+
+/// How many of `amounts`, largest first, together reach `deficit`; `None` when all of them do not.
+fn fill_count(amounts: &[f64], deficit: f64) -> Option<usize> {
+    let (mut sum, mut count) = (0.0, 0);
+    for &a in amounts {
+        if sum >= deficit {
+            break;
+        }
+        sum += a;
+        count += 1;
+    }
+    (sum >= deficit).then_some(count)
+}
+
+/// Departures from a window topped at `top`: the `must` guests that must leave plus what each
+/// node `(load, pcts)` sheds (see [`shed_count`]); `usize::MAX` when a node cannot come down.
+fn shed_total<'a, P: Iterator<Item = &'a f64>>(
+    must: usize,
+    top: f64,
+    nodes: impl Iterator<Item = (f64, P)>,
+) -> usize {
+    let mut total = must;
+    for (load, pcts) in nodes {
+        let Some(count) = shed_count(load, pcts, top) else {
+            return usize::MAX;
+        };
+        total += count;
+    }
+    total
 }
 
 /// A balanced node as [`landing_migrations`] sees it.
@@ -593,23 +612,11 @@ fn landing_migrations(
 ) -> usize {
     // Float slack always towards fewer migrations: a higher top, a lower bottom for arrivals
     // and a higher one for where guests may land.
-    let departures = |x: f64| -> usize {
-        let top = x + spread + 1e-9;
-        let mut total = must;
-        for n in nodes.iter().filter(|n| n.load > top) {
-            let mut left = n.load;
-            for (pct, _) in &n.guests {
-                left -= pct;
-                total += 1;
-                if left <= top {
-                    break;
-                }
-            }
-            if left > top {
-                return usize::MAX;
-            }
-        }
-        total
+    let departures = |x: f64| {
+        let shedding = nodes
+            .iter()
+            .map(|n| (n.load, n.guests.iter().map(|g| &g.0)));
+        shed_total(must, x + spread + 1e-9, shedding)
     };
     // The nodes that need arrivals at `x`: the same set for both counts below.
     let short = |x: f64| nodes.iter().filter(move |n| n.load < x - 1e-9);
@@ -619,17 +626,9 @@ fn landing_migrations(
         let mut total = 0usize;
         for n in short(at) {
             let deficit = (from - 1e-9 - n.load) / 100.0 * n.cap * (1.0 - 1e-9);
-            let (mut sum, mut count) = (0.0, 0usize);
-            for &a in arrivals {
-                if sum >= deficit {
-                    break;
-                }
-                sum += a;
-                count += 1;
-            }
-            if sum < deficit {
+            let Some(count) = fill_count(arrivals, deficit) else {
                 return usize::MAX;
-            }
+            };
             total += count.max(1);
         }
         total
@@ -710,17 +709,7 @@ impl Arrivals {
     fn cover(&self, deficit: f64) -> Option<(usize, u64)> {
         // Float rounding must never lift the bound above a real plan.
         let deficit = deficit * (1.0 - 1e-9);
-        let (mut sum, mut count) = (0.0, 0);
-        for &a in &self.by_amount {
-            if sum >= deficit {
-                break;
-            }
-            sum += a;
-            count += 1;
-        }
-        if sum < deficit {
-            return None;
-        }
+        let count = fill_count(&self.by_amount, deficit)?;
         let (mut left, mut frac) = (deficit, 0.0);
         for &(amount, bytes) in &self.by_rate {
             if left <= 0.0 {
@@ -766,6 +755,13 @@ mod tests {
     use super::*;
     use crate::testutil::*;
 
+    /// Nodes a and b of 100 GiB each, so a GiB of a guest is a percent of its node.
+    fn a_and_b() -> ClusterBuilder {
+        ClusterBuilder::new()
+            .node(node("a").memory(100 * GIB))
+            .node(node("b").memory(100 * GIB))
+    }
+
     /// The memory bound for `spread` with every guest free to move and none made to leave.
     fn memory_need(c: &Cluster, s: &State, spread: f64, tightness: Tightness) -> Option<Need> {
         need_for_spread(c, s, LoadKind::Memory, spread, tightness, &[], |_| true)
@@ -790,9 +786,7 @@ mod tests {
 
     #[test]
     fn fixed_load_keeps_a_floor_under_the_spread() {
-        let c = ClusterBuilder::new()
-            .node(node("a").memory(100 * GIB))
-            .node(node("b").memory(100 * GIB))
+        let c = a_and_b()
             .guest(vm(101, "a").mem(60 * GIB, 64 * GIB).tagged("flxp.ignore"))
             .guest(vm(102, "b").mem(20 * GIB, 24 * GIB))
             .build();
@@ -804,9 +798,7 @@ mod tests {
 
     #[test]
     fn moves_for_a_peak_take_the_largest_movable_guests_first() {
-        let c = ClusterBuilder::new()
-            .node(node("a").memory(100 * GIB))
-            .node(node("b").memory(100 * GIB))
+        let c = a_and_b()
             .guest(vm(101, "a").mem(30 * GIB, 30 * GIB).tagged("flxp.ignore"))
             .guest(vm(102, "a").mem(20 * GIB, 20 * GIB))
             .guest(vm(103, "a").mem(10 * GIB, 10 * GIB))
@@ -1139,9 +1131,7 @@ mod tests {
     /// so any plan copies them along with the memory.
     #[test]
     fn the_bytes_bound_counts_local_disks() {
-        let mut b = ClusterBuilder::new()
-            .node(node("a").memory(100 * GIB))
-            .node(node("b").memory(100 * GIB));
+        let mut b = a_and_b();
         for vmid in [101, 102] {
             b = b.guest(
                 vm(vmid, "a")

@@ -1,6 +1,6 @@
 //! Local disks in plans: their bytes are part of a move's cost and a target needs room for them.
 
-use crate::balance::{BalanceOptions, EvacuateOptions, plan};
+use crate::balance::{BalanceOptions, plan};
 use crate::cluster::Cluster;
 use crate::constraints::Rules;
 use crate::state::State;
@@ -56,12 +56,8 @@ fn no_move_lands_local_disks_on_a_storage_without_room() {
 #[test]
 fn a_moves_bytes_are_its_memory_and_its_local_disks_and_the_reason_says_so() {
     let c = cluster();
-    let r = Rules::compile(&c);
-    let s = State::new(&c);
     // Evacuating a moves every guest: 104 can only go to c, and copies memory and disks.
-    let a = c.node_idx("a").unwrap();
-    let e = crate::evacuate::evacuate(&c, &r, &s, &placer(), &[a], &EvacuateOptions::default())
-        .unwrap();
+    let e = crate::evacuate::evacuate_node(&c, "a");
     let m = e.migrations.iter().find(|m| m.vmid == 104).unwrap();
     assert_eq!(m.to, "c", "{:#?}", e.migrations);
     assert_eq!(m.bytes, 30 * GIB + 40 * GIB, "{m:#?}");
@@ -76,11 +72,7 @@ fn a_moves_bytes_are_its_memory_and_its_local_disks_and_the_reason_says_so() {
 #[test]
 fn a_guest_whose_disks_fit_nowhere_is_unplaced_with_the_storage_figures() {
     let c = a_and_b(60 * GIB).guest(guest_104()).build();
-    let r = Rules::compile(&c);
-    let s = State::new(&c);
-    let a = c.node_idx("a").unwrap();
-    let e = crate::evacuate::evacuate(&c, &r, &s, &placer(), &[a], &EvacuateOptions::default())
-        .unwrap();
+    let e = crate::evacuate::evacuate_node(&c, "a");
     assert!(e.migrations.is_empty(), "{}", e.summary);
     let u = e.unplaced.iter().find(|u| u.vmid == 104).unwrap();
     assert!(

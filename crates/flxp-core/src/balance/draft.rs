@@ -21,6 +21,15 @@ use super::objective::{Objective, Shift};
 use super::plan::{Migration, Purpose, Skipped, Unplaced};
 use super::units::{UnitId, Units};
 
+/// Whether an applied move opens a decision of its own or joins the previous one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// A step of its own.
+    New,
+    /// Part of the previous step (the second half of a swap).
+    Joined,
+}
+
 /// The working state of one plan while it is drafted: moves so far, their state, notes.
 pub(crate) struct Draft<'a> {
     /// The cluster.
@@ -217,11 +226,22 @@ impl<'a> Draft<'a> {
             .unwrap_or(&self.placer.options().policy)
     }
 
+    /// The placement context of a subject on the current state, for the placer's filters and
+    /// scorers.
+    pub fn ctx<'s>(&'s self, subject: &'s Subject) -> Ctx<'s> {
+        Ctx::new(
+            self.cluster,
+            self.rules,
+            &self.state,
+            self.placer.options(),
+            subject,
+        )
+    }
+
     /// Feasible targets for a subject on the current state, except the given nodes, ranked best
     /// first by the target policy (the placement default unless set).
     pub fn ranked_targets(&self, subject: &Subject, except: &[NodeIdx]) -> Result<Vec<Ranked>> {
-        let opts = self.placer.options();
-        let ctx = Ctx::new(self.cluster, self.rules, &self.state, opts, subject);
+        let ctx = self.ctx(subject);
         let feasible: Vec<NodeIdx> = self
             .cluster
             .node_indexes()
@@ -233,13 +253,7 @@ impl<'a> Draft<'a> {
 
     /// Why no node but the given ones takes a subject, condensed.
     pub fn why_nowhere(&self, subject: &Subject, except: &[NodeIdx]) -> String {
-        let ctx = Ctx::new(
-            self.cluster,
-            self.rules,
-            &self.state,
-            self.placer.options(),
-            subject,
-        );
+        let ctx = self.ctx(subject);
         explain::condensed_failures(
             &ctx,
             self.placer,
@@ -255,13 +269,7 @@ impl<'a> Draft<'a> {
         except: &[NodeIdx],
         fixed: impl Fn(&Reason) -> bool,
     ) -> bool {
-        let ctx = Ctx::new(
-            self.cluster,
-            self.rules,
-            &self.state,
-            self.placer.options(),
-            subject,
-        );
+        let ctx = self.ctx(subject);
         self.cluster
             .node_indexes()
             .filter(|n| !except.contains(n))
@@ -275,18 +283,13 @@ impl<'a> Draft<'a> {
 
     /// Whether a subject may go to a node on the current state.
     pub fn feasible(&self, subject: &Subject, node: NodeIdx) -> bool {
-        let ctx = Ctx::new(
-            self.cluster,
-            self.rules,
-            &self.state,
-            self.placer.options(),
-            subject,
-        );
+        let ctx = self.ctx(subject);
         self.placer.feasible(&ctx, node)
     }
 
-    /// Applies the migrations of some guests to one node as a new decision, in the given order;
-    /// guests already there are left alone. `reason` gets the measure's change appended.
+    /// Applies the migrations of some guests to one node, in the given order, as a new decision
+    /// or as part of the previous one (`kind`); guests already there are left alone.
+    /// `reason` gets the measure's change appended.
     pub fn apply(
         &mut self,
         members: &[GuestIdx],
@@ -294,33 +297,10 @@ impl<'a> Draft<'a> {
         purpose: Purpose,
         reason: &str,
         group: Option<&str>,
-    ) {
-        self.apply_step(members, to, purpose, reason, group, true);
-    }
-
-    /// Like [`Draft::apply`], as part of the previous decision (the second half of a swap).
-    pub fn apply_joined(
-        &mut self,
-        members: &[GuestIdx],
-        to: NodeIdx,
-        purpose: Purpose,
-        reason: &str,
-        group: Option<&str>,
-    ) {
-        self.apply_step(members, to, purpose, reason, group, false);
-    }
-
-    fn apply_step(
-        &mut self,
-        members: &[GuestIdx],
-        to: NodeIdx,
-        purpose: Purpose,
-        reason: &str,
-        group: Option<&str>,
-        new_step: bool,
+        kind: Step,
     ) {
         let step = match self.migrations.last() {
-            Some(last) if new_step => last.step + 1,
+            Some(last) if kind == Step::New => last.step + 1,
             Some(last) => last.step,
             None => 0,
         };
@@ -475,9 +455,9 @@ mod tests {
         );
         let g = |v| c.guest_idx(v).unwrap();
         let (a, b) = (c.node_idx("a").unwrap(), c.node_idx("b").unwrap());
-        sim.apply(&[g(101)], b, Purpose::Balance, "one", None);
-        sim.apply(&[g(102)], b, Purpose::Swap, "two", None);
-        sim.apply_joined(&[g(103)], a, Purpose::Swap, "two", None);
+        sim.apply(&[g(101)], b, Purpose::Balance, "one", None, Step::New);
+        sim.apply(&[g(102)], b, Purpose::Swap, "two", None, Step::New);
+        sim.apply(&[g(103)], a, Purpose::Swap, "two", None, Step::Joined);
         let steps: Vec<u32> = sim.migrations.iter().map(|m| m.step).collect();
         assert_eq!(steps, vec![0, 1, 1]);
         assert_eq!(sim.budget_left(), 2);

@@ -243,7 +243,7 @@ pub fn fewest_migrations(
     max_migrations: usize,
     budget: u64,
 ) -> Result<Optimum, Gave> {
-    run(
+    beating(
         cluster,
         rules,
         state,
@@ -254,33 +254,14 @@ pub fn fewest_migrations(
     )
 }
 
-/// A plan reaching `goal` that beats an incumbent of `migrations` migrations copying `bytes` and
-/// leaving the cluster as `end`: fewer migrations, or as many and fewer bytes; the best such plan
-/// within `budget` states. When proving the fewest runs out, the first plans with fewer
-/// migrations are looked for near `end` first (see [`Search::descend`]). With a `deadline`
-/// (thorough mode, not deterministic) the search also stops there, proving the fewest at two
-/// thirds of the time left, so the fallback keeps a third; never before the default's states.
+/// A plan reaching `goal` within `max_migrations`: the fewest migrations (then bytes), or with an
+/// incumbent (`cap` bytes, leaving the cluster as `hint`) a plan that beats it: fewer migrations,
+/// or as many and fewer bytes; the best such plan within `budget` states. When proving the fewest
+/// runs out, the first plans with fewer migrations are looked for near `hint` first (see
+/// [`Search::descend`]). With a `deadline` (thorough mode, not deterministic) the search also
+/// stops there, proving the fewest at two thirds of the time left, so the fallback keeps a third;
+/// never before the default's states.
 pub(crate) fn beating(
-    cluster: &Cluster,
-    rules: &Rules,
-    state: &State,
-    placer: &Placer,
-    goal: &Goal,
-    (migrations, bytes, end): (usize, u64, &State),
-    (budget, deadline): (u64, Option<Instant>),
-) -> Result<Optimum, Gave> {
-    run(
-        cluster,
-        rules,
-        state,
-        placer,
-        goal,
-        (migrations, Some(bytes), Some(end)),
-        (budget, deadline),
-    )
-}
-
-fn run(
     cluster: &Cluster,
     rules: &Rules,
     state: &State,

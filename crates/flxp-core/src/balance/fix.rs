@@ -17,7 +17,7 @@ use crate::cluster::{GuestIdx, NodeIdx};
 use crate::placement::Reason;
 use crate::units::fmt_bytes;
 
-use super::draft::Draft;
+use super::draft::{Draft, Step};
 use super::explain::target_phrase;
 use super::movable::Intent;
 use super::plan::Purpose;
@@ -211,7 +211,14 @@ fn try_fix(sim: &mut Draft, p: &Problem, scope: &Scope) -> Result<Attempt> {
             "{prefix}{verb}; {what}{}",
             target_phrase(sim.cluster, sim.target_policy_name(), &ranked)
         );
-        sim.apply(&p.members, to, p.purpose, &reason, label.as_deref());
+        sim.apply(
+            &p.members,
+            to,
+            p.purpose,
+            &reason,
+            label.as_deref(),
+            Step::New,
+        );
         return Ok(Attempt::Fixed);
     }
     // No move in this plan can open a node that such a rule refuses, nor make room there.
@@ -280,7 +287,14 @@ fn join(sim: &mut Draft, p: &Problem) -> Result<Option<String>> {
                 sim.cluster.node(t).name,
                 fmt_bytes(bytes)
             );
-            sim.apply(&moving, t, Purpose::Fix, &reason, label.as_deref());
+            sim.apply(
+                &moving,
+                t,
+                Purpose::Fix,
+                &reason,
+                label.as_deref(),
+                Step::New,
+            );
             Ok(None)
         }
         None => {

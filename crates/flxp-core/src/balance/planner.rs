@@ -49,42 +49,27 @@ pub fn plan(
 
 /// The `flxp` method: rule fixes, then the greedy search; in thorough mode (`effort_secs`), the
 /// best of several searches within that time; on small clusters, then the exact search.
-pub(crate) fn plan_flxp(
-    cluster: &Cluster,
-    rules: &Rules,
-    state: &State,
-    placer: &Placer,
-    options: &BalanceOptions,
-) -> Result<Plan> {
+pub(crate) fn plan_flxp(input: &PlanInput<'_>, options: &BalanceOptions) -> Result<Plan> {
     // Thorough mode's time budget covers the exact step too (it counts states, which run slower
     // on a loaded machine).
     let deadline = (options.effort_secs > 0.0).then(|| {
         std::time::Instant::now() + std::time::Duration::from_secs_f64(options.effort_secs)
     });
-    let first = plan_once(cluster, rules, state, placer, options)?;
+    let first = plan_once(input, options)?;
     let greedy = if options.effort_secs <= 0.0 || first.migrations.is_empty() {
         first
     } else {
-        thorough(cluster, rules, state, placer, options, first)?
+        thorough(input, options, first)?
     };
     // Small clusters: an exact search within a work budget may beat the greedy plan.
-    Ok(super::refine::improve(
-        cluster, rules, state, placer, options, greedy, deadline,
-    ))
+    Ok(super::refine::improve(input, options, greedy, deadline))
 }
 
 /// Thorough mode: searches again with other move costs, with and without swaps and over every
 /// node, within `effort_secs`, and keeps the plan that reaches the first one's imbalance (or
 /// better) and no more broken rules with the fewest migrations, then bytes, then the lowest
 /// imbalance. Time-bound, so not deterministic: the default mode is.
-fn thorough(
-    cluster: &Cluster,
-    rules: &Rules,
-    state: &State,
-    placer: &Placer,
-    options: &BalanceOptions,
-    first: Plan,
-) -> Result<Plan> {
+fn thorough(input: &PlanInput<'_>, options: &BalanceOptions, first: Plan) -> Result<Plan> {
     let started = std::time::Instant::now();
     let budget = std::time::Duration::from_secs_f64(options.effort_secs);
     let (k0, b0) = (first.migrations.len(), first.bytes);
@@ -110,7 +95,7 @@ fn thorough(
                     continue;
                 }
                 tried += 1;
-                let p = plan_once(cluster, rules, state, placer, &o)?;
+                let p = plan_once(input, &o)?;
                 if better(&p, &best) {
                     best = p;
                 }
@@ -142,14 +127,8 @@ fn better(p: &Plan, best: &Plan) -> bool {
 }
 
 /// One search: rule fixes, then the greedy search and its post-pass.
-fn plan_once(
-    cluster: &Cluster,
-    rules: &Rules,
-    state: &State,
-    placer: &Placer,
-    options: &BalanceOptions,
-) -> Result<Plan> {
-    let (mut plan, mut outcome, fixes) = search_plan(cluster, rules, state, placer, options)?;
+fn plan_once(input: &PlanInput<'_>, options: &BalanceOptions) -> Result<Plan> {
+    let (mut plan, mut outcome, fixes) = search_plan(input, options)?;
     let balanced = plan.migrations.len() - fixes;
     if outcome.budget_bound && (balanced == 0 || outcome.stop == Stop::Margin) {
         // The summary would blame the budget for balancing nothing: name it only if a larger
@@ -161,7 +140,7 @@ fn plan_once(
                 .max(options.max_migrations.saturating_add(20)),
             ..options.clone()
         };
-        let (more, _, _) = search_plan(cluster, rules, state, placer, &wider)?;
+        let (more, _, _) = search_plan(input, &wider)?;
         let better = more.imbalance_after < plan.imbalance_after - 1e-9
             || more.violations_after.len() < plan.violations_after.len();
         if !better {
@@ -179,12 +158,10 @@ fn plan_once(
 
 /// Fixes, then balances: the plan, how the search ended, and how many migrations are fixes.
 fn search_plan(
-    cluster: &Cluster,
-    rules: &Rules,
-    state: &State,
-    placer: &Placer,
+    input: &PlanInput<'_>,
     options: &BalanceOptions,
 ) -> Result<(Plan, search::Outcome, usize)> {
+    let (cluster, rules, state, placer) = (input.cluster, input.rules, input.state, input.placer);
     let measure = options.measure;
     let mut sim = Draft::for_options(cluster, rules, placer, state, options);
     let scope = Scope {
@@ -398,13 +375,7 @@ pub(crate) fn finish(
         },
     };
     let mut warnings: Vec<Warning> = cluster.warnings.clone();
-    warnings.extend(rules.warnings.iter().cloned());
-    warnings.extend(
-        rules
-            .conflicts
-            .iter()
-            .map(|c| Warning::general(c.to_string())),
-    );
+    warnings.extend(rules.report_warnings());
     warnings.extend(sim_warnings);
     skipped.sort_by_key(|s| s.vmid);
     let mut unplaced = unplaced;
@@ -502,7 +473,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::balance::{EvacuateOptions, Purpose, Stay, Trigger};
+    use crate::balance::{Purpose, Stay, Trigger};
     use crate::placement::PlacementOptions;
     use crate::testutil::*;
 
@@ -550,11 +521,7 @@ mod tests {
     #[test]
     fn evacuation_always_moves_running_containers() {
         let c = containers_on_one_node();
-        let r = Rules::compile(&c);
-        let s = State::new(&c);
-        let a = c.node_idx("a").unwrap();
-        let e = crate::evacuate::evacuate(&c, &r, &s, &placer(), &[a], &EvacuateOptions::default())
-            .unwrap();
+        let e = crate::evacuate::evacuate_node(&c, "a");
         assert_eq!(e.migrations.len(), 7, "{}", e.summary);
     }
 

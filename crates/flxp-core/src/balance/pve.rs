@@ -29,7 +29,7 @@ use crate::pve_crs::{
 };
 use crate::state::State;
 
-use super::draft::Draft;
+use super::draft::{Draft, Step};
 use super::explain::{left_in_place, left_phrase};
 use super::measure::{Measure, Metric, balanced_nodes};
 use super::methods::{MethodName, pve_bruteforce, pve_topsis};
@@ -523,7 +523,14 @@ fn choose(
     };
     let group = sim.units.get(unit).group.clone();
     let first = sim.migrations.len();
-    sim.apply(&members, to, Purpose::Balance, &why, group.as_deref());
+    sim.apply(
+        &members,
+        to,
+        Purpose::Balance,
+        &why,
+        group.as_deref(),
+        Step::New,
+    );
     // The draft appends its own measured figures; the why line quotes those of the usage the
     // method balanced on (static or dynamic), as the summary does.
     let m = sim.measure;
@@ -674,17 +681,13 @@ mod tests {
 
     /// `pve-bruteforce`'s plan of `c` from where its guests are, on Proxmox's raw CV.
     fn bruteforce(c: &Cluster) -> Plan {
+        bruteforce_with(c, &raw_cv(pve_bruteforce::NAME))
+    }
+
+    /// `pve-bruteforce`'s plan of `c` from where its guests are, with options `o`.
+    fn bruteforce_with(c: &Cluster, o: &BalanceOptions) -> Plan {
         let rules = Rules::compile(c);
-        let o = raw_cv(pve_bruteforce::NAME);
-        plan(
-            c,
-            &rules,
-            &State::new(c),
-            &placer(),
-            &o,
-            Ranking::Bruteforce,
-        )
-        .unwrap()
+        plan(c, &rules, &State::new(c), &placer(), o, Ranking::Bruteforce).unwrap()
     }
 
     #[test]
@@ -761,17 +764,15 @@ mod tests {
     fn dynamic_usage_sees_no_imbalance_without_measurements_and_the_option_overrides_crs() {
         // Measured usage is zero everywhere: dynamic mode (Proxmox's ha=dynamic) moves nothing.
         let c = four_on_node1("ha=dynamic").build();
-        let rules = Rules::compile(&c);
-        let s = State::new(&c);
         let o = raw_cv(pve_bruteforce::NAME);
-        let p = plan(&c, &rules, &s, &placer(), &o, Ranking::Bruteforce).unwrap();
+        let p = bruteforce_with(&c, &o);
         assert!(p.migrations.is_empty());
         assert_eq!(p.usage.unwrap().mode, UsageMode::Dynamic);
         let o = BalanceOptions {
             usage: UsageChoice::Static,
             ..o
         };
-        let p = plan(&c, &rules, &s, &placer(), &o, Ranking::Bruteforce).unwrap();
+        let p = bruteforce_with(&c, &o);
         assert_eq!(p.migrations.len(), 1);
         assert_eq!(p.usage.unwrap().from, "the usage option");
         // Basic mode: Proxmox does not rebalance; flxp shows what ha=dynamic would do, and says so.

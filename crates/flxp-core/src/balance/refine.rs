@@ -17,14 +17,15 @@
 
 use crate::cluster::{Cluster, GuestIdx, NodeIdx};
 use crate::constraints::Rules;
-use crate::placement::{Ctx, Placer, Subject};
+use crate::placement::{Placer, Subject};
 use crate::state::State;
 use crate::units::fmt_bytes;
 
 use super::check::replay;
-use super::draft::Draft;
+use super::draft::{Draft, Step};
 use super::exact::{Goal, Optimum, beating, movable};
 use super::measure::balanced_nodes;
+use super::methods::PlanInput;
 use super::options::BalanceOptions;
 use super::plan::{Plan, Purpose};
 use super::planner::finish;
@@ -49,14 +50,12 @@ const EFFORT_SIZE: usize = 8;
 /// and fewer bytes) to reach what it reaches. In thorough mode the search also stops at
 /// `deadline` (the end of `effort_secs`).
 pub(crate) fn improve(
-    cluster: &Cluster,
-    rules: &Rules,
-    state: &State,
-    placer: &Placer,
+    input: &PlanInput<'_>,
     options: &BalanceOptions,
     greedy: Plan,
     deadline: Option<std::time::Instant>,
 ) -> Plan {
+    let (cluster, rules, state, placer) = (input.cluster, input.rules, input.state, input.placer);
     if !options.prune || greedy.migrations.is_empty() {
         return greedy;
     }
@@ -99,7 +98,7 @@ pub(crate) fn improve(
             end.move_guest(cluster, g, t);
         }
     }
-    let incumbent = (greedy.migrations.len(), greedy.bytes, &end);
+    let incumbent = (greedy.migrations.len(), Some(greedy.bytes), Some(&end));
     let budget = (budget, deadline.filter(|_| thorough));
     let Ok(best) = beating(cluster, rules, state, placer, &goal, incumbent, budget) else {
         return greedy;
@@ -148,14 +147,14 @@ fn adopt(
         );
         // The decision after this one starts past this one's members.
         let next = i + members.len();
-        if best.joined.contains(&i) {
+        let step = if best.joined.contains(&i) {
             reason.push_str(&format!(
                 "; closes one decision with {}'s move before it: the two together do not raise \
                  {}",
                 vmid(i - 1),
                 measure.as_str()
             ));
-            sim.apply_joined(&members, t, purpose, &reason, group.as_deref());
+            Step::Joined
         } else {
             if best.joined.contains(&next) {
                 reason.push_str(&format!(
@@ -165,8 +164,9 @@ fn adopt(
                     measure.as_str()
                 ));
             }
-            sim.apply(&members, t, purpose, &reason, group.as_deref());
-        }
+            Step::New
+        };
+        sim.apply(&members, t, purpose, &reason, group.as_deref(), step);
     }
     let mut plan = finish(
         sim,
@@ -254,13 +254,7 @@ fn reason(
             } else {
                 Subject::bundle(sim.cluster, sim.rules, "group".into(), members, s)
             };
-            let ctx = Ctx::new(
-                sim.cluster,
-                sim.rules,
-                &sim.state,
-                sim.placer.options(),
-                &subject,
-            );
+            let ctx = sim.ctx(&subject);
             let worse = penalty(&ctx, t).saturating_sub(penalty(&ctx, s));
             let together = match group {
                 Some(name) if members.len() > 1 => format!("group {name} moves together, "),

@@ -9,10 +9,10 @@
 
 use crate::Result;
 use crate::cluster::{GuestIdx, NodeIdx};
-use crate::placement::{Ctx, Reason};
+use crate::placement::Reason;
 use crate::units::fmt_bytes;
 
-use super::draft::Draft;
+use super::draft::{Draft, Step};
 use super::explain::target_phrase;
 use super::movable::Intent;
 use super::plan::Purpose;
@@ -31,13 +31,7 @@ pub(super) fn make_room(
     let label = sim.units.get(unit).group.clone();
     let subject = sim.subject(members, label.as_deref());
     let from = sim.state.location(members[0]);
-    let ctx = Ctx::new(
-        sim.cluster,
-        sim.rules,
-        &sim.state,
-        sim.placer.options(),
-        &subject,
-    );
+    let ctx = sim.ctx(&subject);
     let mut short: Vec<(u64, NodeIdx)> = Vec::new();
     for t in sim.cluster.node_indexes().filter(|&t| t != from) {
         let fails = sim.placer.failures(&ctx, t);
@@ -130,13 +124,13 @@ pub(super) fn make_room(
                 subject.label,
                 fmt_bytes(deficit)
             );
-            sim.apply(&[g], to, Purpose::MakeRoom, &reason, None);
+            sim.apply(&[g], to, Purpose::MakeRoom, &reason, None, Step::New);
         }
         let reason = format!(
             "{verb}; {target} has room once {} guest(s) moved off",
             chosen.len()
         );
-        sim.apply(members, t, purpose, &reason, label.as_deref());
+        sim.apply(members, t, purpose, &reason, label.as_deref(), Step::New);
         return Ok(true);
     }
     Ok(false)

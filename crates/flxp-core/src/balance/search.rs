@@ -21,11 +21,11 @@ use std::collections::{BinaryHeap, HashMap, HashSet};
 use crate::Result;
 use crate::Warning;
 use crate::cluster::NodeIdx;
-use crate::placement::{Ctx, Subject};
+use crate::placement::Subject;
 use crate::state::State;
 use crate::units::fmt_bytes;
 
-use super::draft::Draft;
+use super::draft::{Draft, Step};
 use super::movable::{Intent, Stay};
 use super::objective::{Effect, Shift};
 use super::options::BalanceOptions;
@@ -650,13 +650,7 @@ fn best_move(
 
 /// Why a move to `t` is refused when the `storage` filter is the only one that refuses it.
 fn storage_refusal(sim: &Draft, subject: &Subject, t: NodeIdx) -> Option<String> {
-    let ctx = Ctx::new(
-        sim.cluster,
-        sim.rules,
-        &sim.state,
-        sim.placer.options(),
-        subject,
-    );
+    let ctx = sim.ctx(subject);
     match sim.placer.failures(&ctx, t).as_slice() {
         [(name, _, reason)] if *name == crate::placement::filters::storage::NAME => {
             Some(reason.to_string())
@@ -668,13 +662,7 @@ fn storage_refusal(sim: &Draft, subject: &Subject, t: NodeIdx) -> Option<String>
 /// Whether a subject may go from `s` to `t` on the current state (every filter passes), and if so
 /// how many more of its soft rules the move leaves unmet (0: none worse off).
 fn soft_cost(sim: &Draft, subject: &Subject, s: NodeIdx, t: NodeIdx) -> Option<usize> {
-    let ctx = Ctx::new(
-        sim.cluster,
-        sim.rules,
-        &sim.state,
-        sim.placer.options(),
-        subject,
-    );
+    let ctx = sim.ctx(subject);
     sim.placer
         .feasible(&ctx, t)
         .then(|| penalty(&ctx, t).saturating_sub(penalty(&ctx, s)))
@@ -819,30 +807,18 @@ fn apply(sim: &mut Draft, m: &Move) {
             e.from.1,
             e.to.1,
         );
-        if kind == 1 {
-            sim.apply(
-                &unit.members,
-                t,
-                Purpose::Balance,
-                &reason,
-                unit.group.as_deref(),
-            );
-        } else if i == 0 {
-            sim.apply(
-                &unit.members,
-                t,
-                Purpose::Swap,
-                &reason,
-                unit.group.as_deref(),
-            );
-        } else {
-            sim.apply_joined(
-                &unit.members,
-                t,
-                Purpose::Swap,
-                &reason,
-                unit.group.as_deref(),
-            );
-        }
+        let (purpose, step) = match (kind, i) {
+            (1, _) => (Purpose::Balance, Step::New),
+            (_, 0) => (Purpose::Swap, Step::New),
+            _ => (Purpose::Swap, Step::Joined),
+        };
+        sim.apply(
+            &unit.members,
+            t,
+            purpose,
+            &reason,
+            unit.group.as_deref(),
+            step,
+        );
     }
 }

@@ -206,28 +206,22 @@ impl Breach {
     /// What is wrong, in a sentence (the violation's message).
     pub fn message(&self, cluster: &Cluster) -> String {
         match self {
-            Self::NodeRule {
-                guest,
-                node,
-                rule,
-                allowed,
-            } => format!(
-                "guest {} runs on {}, but {}",
-                cluster.guest(*guest).label(),
-                cluster.node(*node).name,
-                allows_only(cluster, rule, allowed)
-            ),
-            Self::Selector { guest, node, label } => format!(
-                "guest {} runs on {}, which lacks label {label}",
-                cluster.guest(*guest).label(),
-                cluster.node(*node).name
-            ),
-            Self::Maintenance { guest, node } => format!(
-                "guest {} runs on {}, which is in maintenance ({})",
-                cluster.guest(*guest).label(),
-                cluster.node(*node).name,
-                maintenance_sources(cluster, *node)
-            ),
+            Self::NodeRule { guest, node, .. }
+            | Self::Selector { guest, node, .. }
+            | Self::Maintenance { guest, node } => {
+                // A node rule names the allowed nodes, which the guest's node is not one of.
+                let but = if matches!(self, Self::NodeRule { .. }) {
+                    "but "
+                } else {
+                    ""
+                };
+                format!(
+                    "guest {} runs on {}, {but}{}",
+                    cluster.guest(*guest).label(),
+                    cluster.node(*node).name,
+                    self.node_lacks(cluster)
+                )
+            }
             Self::Crowded { node, guests, .. } => format!(
                 "guests {:?} must be on different nodes but share {}",
                 vmids(cluster, guests),
@@ -255,21 +249,11 @@ impl Breach {
     /// moves is its choice.
     pub fn reason(&self, cluster: &Cluster) -> String {
         match self {
-            Self::NodeRule {
-                guest,
-                node,
-                rule,
-                allowed,
-            } => format!(
+            Self::NodeRule { guest, node, .. } | Self::Selector { guest, node, .. } => format!(
                 "{} is on {}, {}",
                 cluster.guest(*guest).label(),
                 cluster.node(*node).name,
-                allows_only(cluster, rule, allowed)
-            ),
-            Self::Selector { guest, node, label } => format!(
-                "{} is on {}, which lacks label {label}",
-                cluster.guest(*guest).label(),
-                cluster.node(*node).name
+                self.node_lacks(cluster)
             ),
             Self::Maintenance { node, .. } => format!(
                 "{} is in maintenance ({})",
@@ -277,6 +261,21 @@ impl Breach {
                 maintenance_sources(cluster, *node)
             ),
             Self::Crowded { .. } | Self::Split { .. } => self.message(cluster),
+        }
+    }
+
+    /// For a one-guest breach, what its node lacks, as the clause shared by the message and the
+    /// reason (`which lacks label ssd`); empty for a group's breach, which no one node is to
+    /// blame for.
+    fn node_lacks(&self, cluster: &Cluster) -> String {
+        match self {
+            Self::NodeRule { rule, allowed, .. } => allows_only(cluster, rule, allowed),
+            Self::Selector { label, .. } => format!("which lacks label {label}"),
+            Self::Maintenance { node, .. } => format!(
+                "which is in maintenance ({})",
+                maintenance_sources(cluster, *node)
+            ),
+            Self::Crowded { .. } | Self::Split { .. } => String::new(),
         }
     }
 }

@@ -182,6 +182,16 @@ impl Rules {
         (r, warnings)
     }
 
+    /// What a plan or placement reports about the rules: the compile warnings, then each
+    /// conflict as a general warning.
+    pub fn report_warnings(&self) -> impl Iterator<Item = Warning> + '_ {
+        self.warnings.iter().cloned().chain(
+            self.conflicts
+                .iter()
+                .map(|c| Warning::general(c.to_string())),
+        )
+    }
+
     /// The group with this name.
     pub fn group_id(&self, name: &str) -> Option<GroupId> {
         self.group_by_name.get(name).copied()

@@ -133,24 +133,14 @@ fn parse_flxp(tag: &str, rest: &str) -> TagParse {
 
 fn parse_proxlb(tag: &str, rest: &str) -> TagParse {
     // ProxLB matches by prefix and uses the whole tag as the group name.
+    let names_group = |prefix: &str| rest.strip_prefix(prefix).is_some_and(|g| !g.is_empty());
+    let (group, hard) = (tag.to_owned(), true);
     if rest.starts_with("ignore") {
         TagParse::Token(GuestToken::Ignore)
-    } else if rest
-        .strip_prefix("anti_affinity_")
-        .is_some_and(|g| !g.is_empty())
-    {
-        TagParse::Token(GuestToken::AntiAffinity {
-            group: tag.to_owned(),
-            hard: true,
-        })
-    } else if rest
-        .strip_prefix("affinity_")
-        .is_some_and(|g| !g.is_empty())
-    {
-        TagParse::Token(GuestToken::Affinity {
-            group: tag.to_owned(),
-            hard: true,
-        })
+    } else if names_group("anti_affinity_") {
+        TagParse::Token(GuestToken::AntiAffinity { group, hard })
+    } else if names_group("affinity_") {
+        TagParse::Token(GuestToken::Affinity { group, hard })
     } else if let Some(node) = rest.strip_prefix("pin_").filter(|n| !n.is_empty()) {
         TagParse::Token(GuestToken::Pin(node.to_owned()))
     } else {

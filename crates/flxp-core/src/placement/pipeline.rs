@@ -337,13 +337,7 @@ impl Placer {
         };
         let request_warnings = warnings.len();
         warnings.extend(cluster.warnings.iter().cloned());
-        warnings.extend(rules.warnings.iter().cloned());
-        warnings.extend(
-            rules
-                .conflicts
-                .iter()
-                .map(|c| Warning::general(c.to_string())),
-        );
+        warnings.extend(rules.report_warnings());
         Ok(Placement {
             warnings,
             request_warnings,

@@ -10,5 +10,5 @@ pub const NAME: MethodName = MethodName::builtin("flxp");
 pub static METHOD: Builtin = Builtin {
     name: NAME,
     description: "flxp's planner: rule fixes, then many moves at once with bundles and swaps (the default)",
-    plan: |i, options| planner::plan_flxp(i.cluster, i.rules, i.state, i.placer, options),
+    plan: planner::plan_flxp,
 };

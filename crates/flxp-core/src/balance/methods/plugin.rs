@@ -8,7 +8,7 @@ use crate::placement::FilterKind;
 use crate::plugin::{self, OnFailure, PROTOCOL_VERSION, PluginKind, Proposal, Request};
 use crate::{Error, Result};
 
-use super::super::draft::Draft;
+use super::super::draft::{Draft, Step};
 use super::super::movable::Intent;
 use super::super::options::BalanceOptions;
 use super::super::plan::{Plan, PluginOutcome, ProposalVerdict, Purpose, Refusal};
@@ -182,13 +182,7 @@ fn step(sim: &mut Draft, plugin: &str, p: &Proposal) -> std::result::Result<(), 
     }
     let group = sim.units.get(unit).group.clone();
     let subject = sim.subject(&members, group.as_deref());
-    let ctx = crate::placement::Ctx::new(
-        cluster,
-        sim.rules,
-        &sim.state,
-        sim.placer.options(),
-        &subject,
-    );
+    let ctx = sim.ctx(&subject);
     let fails = sim.placer.failures(&ctx, to);
     if !fails.is_empty() {
         let why: Vec<String> = fails.iter().map(|(f, _, r)| format!("{f}: {r}")).collect();
@@ -206,6 +200,13 @@ fn step(sim: &mut Draft, plugin: &str, p: &Proposal) -> std::result::Result<(), 
         Some(r) if !r.is_empty() => format!("plugin {plugin}: {r}"),
         _ => format!("plugin {plugin}"),
     };
-    sim.apply(&members, to, Purpose::Balance, &reason, group.as_deref());
+    sim.apply(
+        &members,
+        to,
+        Purpose::Balance,
+        &reason,
+        group.as_deref(),
+        Step::New,
+    );
     Ok(())
 }
