@@ -485,11 +485,16 @@ mod tests {
 
     #[test]
     fn percentages_round_a_tie_away_from_zero_in_every_table() {
-        assert_eq!(percent(6.25), "6.3");
-        assert_eq!(percent(6.3), "6.3");
-        assert_eq!(percent(6.24), "6.2");
-        assert_eq!(percent(0.0), "0.0");
-        assert_eq!(percent(100.0), "100.0");
+        let cases = [
+            (6.25, "6.3"),
+            (6.3, "6.3"),
+            (6.24, "6.2"),
+            (0.0, "0.0"),
+            (100.0, "100.0"),
+        ];
+        for (x, shown) in cases {
+            assert_eq!(percent(x), shown, "{x}");
+        }
     }
 
     #[test]
