@@ -538,6 +538,7 @@ impl ScriptedApi {
     }
 }
 
+/// The round's reads, routed by [`flxp_pve::Router::round_reads`]; each records its call too.
 impl RoundReads for ScriptedApi {
     fn cluster_resources(&self, request: &Request, _: &Captures) -> Result<Data> {
         let ResourcesQuery { kind } = request.decode_params()?;

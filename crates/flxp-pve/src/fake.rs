@@ -409,6 +409,7 @@ impl FakeTransport {
     }
 }
 
+/// The round's reads, routed by [`Router::round_reads`], answered from its state.
 impl RoundReads for FakeTransport {
     fn cluster_resources(&self, request: &Request, _: &Captures) -> Result<Data> {
         let ResourcesQuery { kind } = request.decode_params()?;
