@@ -21,7 +21,9 @@ use flxp_core::snapshot::Task;
 use flxp_pve::types::form::to_form;
 use flxp_pve::types::migrate::LocalDisk;
 use flxp_pve::types::*;
-use flxp_pve::{Captures, Data, Request, Result, Router, Transport, api_error, not_routed, reply};
+use flxp_pve::{
+    Captures, Data, Request, Result, RoundReads, Router, Transport, api_error, not_routed, reply,
+};
 
 /// How one guest's migration goes.
 #[derive(Debug, Clone)]
@@ -430,15 +432,7 @@ impl Transport for ScriptedApi {
         static ROUTES: OnceLock<Router<ScriptedApi>> = OnceLock::new();
         let routes = ROUTES.get_or_init(|| {
             Router::new()
-                .route("GET /cluster/resources", ScriptedApi::cluster_resources)
-                .route("GET /cluster/options", ScriptedApi::cluster_options)
-                .route("GET /cluster/tasks", ScriptedApi::cluster_tasks)
-                .route("GET /cluster/ha/resources", ScriptedApi::ha_resources)
-                .route("GET /cluster/ha/rules", ScriptedApi::ha_rules)
-                .route("GET /cluster/ha/status/current", ScriptedApi::ha_status)
-                .route("GET /nodes/{node}/config", ScriptedApi::node_config)
-                .route("GET /nodes/{node}/rrddata", ScriptedApi::node_rrddata)
-                .route("GET /nodes/{node}/storage", ScriptedApi::node_storage)
+                .round_reads()
                 .route(
                     "GET /nodes/{node}/qemu/{vmid}/migrate",
                     ScriptedApi::qemu_precondition,
@@ -455,11 +449,6 @@ impl Transport for ScriptedApi {
                     "POST /nodes/{node}/lxc/{vmid}/migrate",
                     ScriptedApi::migrate_lxc,
                 )
-                .route(
-                    "GET /nodes/{node}/tasks/{upid}/status",
-                    ScriptedApi::task_status,
-                )
-                .route("GET /nodes/{node}/tasks/{upid}/log", ScriptedApi::task_log)
         });
         routes.handle(self, &request)
     }
@@ -467,36 +456,6 @@ impl Transport for ScriptedApi {
 
 /// The routed endpoints: each records its call as `METHOD /path` (writes with their form body).
 impl ScriptedApi {
-    fn cluster_resources(&self, request: &Request, _: &Captures) -> Result<Data> {
-        let ResourcesQuery { kind } = request.decode_params()?;
-        let mut w = self.lock();
-        match kind {
-            None => {
-                w.calls.push("GET /cluster/resources".into());
-                w.read_resources();
-                if w.unreadable {
-                    return Err(api_error(
-                        "GET",
-                        "/cluster/resources",
-                        595,
-                        "Connection refused",
-                        b"",
-                    ));
-                }
-            }
-            Some(ResourceType::Vm) => {
-                w.calls.push("GET /cluster/resources?type=vm".into());
-                w.ha_tick();
-            }
-            Some(_) => return Err(not_routed(request)),
-        }
-        let keep = |r: &&Resource| match kind {
-            Some(ResourceType::Vm) => matches!(r.kind.as_deref(), Some("qemu" | "lxc")),
-            _ => true,
-        };
-        reply(w.snapshot.resources.iter().filter(keep).collect::<Vec<_>>())
-    }
-
     /// Records the read `call` and answers with a part of the snapshot.
     fn read<T: serde::Serialize>(
         &self,
@@ -506,36 +465,6 @@ impl ScriptedApi {
         let mut w = self.lock();
         w.calls.push(call.to_owned());
         reply(part(&w.snapshot))
-    }
-
-    fn cluster_options(&self, _: &Request, _: &Captures) -> Result<Data> {
-        self.read("GET /cluster/options", |s| &s.options)
-    }
-
-    fn cluster_tasks(&self, _: &Request, _: &Captures) -> Result<Data> {
-        self.read("GET /cluster/tasks", |s| &s.tasks)
-    }
-
-    fn node_config(&self, _: &Request, c: &Captures) -> Result<Data> {
-        let node = c.get("node");
-        let mut w = self.lock();
-        w.calls.push(format!("GET /nodes/{node}/config"));
-        reply(NodeConfig {
-            description: w.snapshot.nodes.get(node).and_then(|n| n.notes.clone()),
-            ..NodeConfig::default()
-        })
-    }
-
-    fn node_rrddata(&self, _: &Request, c: &Captures) -> Result<Data> {
-        self.record(format!("GET /nodes/{}/rrddata", c.get("node")));
-        reply(Vec::<RrdRow>::new())
-    }
-
-    fn node_storage(&self, request: &Request, c: &Captures) -> Result<Data> {
-        let node = c.get("node");
-        self.record(format!("GET /nodes/{node}/storage"));
-        let storages = self.lock().storages.get(node).cloned();
-        reply(storages.ok_or_else(|| not_routed(request))?)
     }
 
     /// Reads a migrate endpoint's node and vmid and records the call as `METHOD path` and
@@ -607,6 +536,81 @@ impl ScriptedApi {
         let (node, vmid, _, mut w) = self.migrate_call("POST", "lxc", request, c, &form)?;
         reply(w.migrate(node, vmid, &params.target, "vzmigrate"))
     }
+}
+
+/// The round's reads, routed by [`flxp_pve::Router::round_reads`]; each records its call too.
+impl RoundReads for ScriptedApi {
+    fn cluster_resources(&self, request: &Request, _: &Captures) -> Result<Data> {
+        let ResourcesQuery { kind } = request.decode_params()?;
+        let mut w = self.lock();
+        match kind {
+            None => {
+                w.calls.push("GET /cluster/resources".into());
+                w.read_resources();
+                if w.unreadable {
+                    return Err(api_error(
+                        "GET",
+                        "/cluster/resources",
+                        595,
+                        "Connection refused",
+                        b"",
+                    ));
+                }
+            }
+            Some(ResourceType::Vm) => {
+                w.calls.push("GET /cluster/resources?type=vm".into());
+                w.ha_tick();
+            }
+            Some(_) => return Err(not_routed(request)),
+        }
+        let keep = |r: &&Resource| match kind {
+            Some(ResourceType::Vm) => matches!(r.kind.as_deref(), Some("qemu" | "lxc")),
+            _ => true,
+        };
+        reply(w.snapshot.resources.iter().filter(keep).collect::<Vec<_>>())
+    }
+
+    fn cluster_options(&self, _: &Request, _: &Captures) -> Result<Data> {
+        self.read("GET /cluster/options", |s| &s.options)
+    }
+
+    fn cluster_tasks(&self, _: &Request, _: &Captures) -> Result<Data> {
+        self.read("GET /cluster/tasks", |s| &s.tasks)
+    }
+
+    fn ha_resources(&self, _: &Request, _: &Captures) -> Result<Data> {
+        self.read("GET /cluster/ha/resources", |s| &s.ha.resources)
+    }
+
+    fn ha_rules(&self, _: &Request, _: &Captures) -> Result<Data> {
+        self.read("GET /cluster/ha/rules", |s| &s.ha.rules)
+    }
+
+    fn ha_status(&self, _: &Request, _: &Captures) -> Result<Data> {
+        self.read("GET /cluster/ha/status/current", |s| &s.ha.status)
+    }
+
+    fn node_config(&self, _: &Request, c: &Captures) -> Result<Data> {
+        let node = c.get("node");
+        let mut w = self.lock();
+        w.calls.push(format!("GET /nodes/{node}/config"));
+        reply(NodeConfig {
+            description: w.snapshot.nodes.get(node).and_then(|n| n.notes.clone()),
+            ..NodeConfig::default()
+        })
+    }
+
+    fn node_rrddata(&self, _: &Request, c: &Captures) -> Result<Data> {
+        self.record(format!("GET /nodes/{}/rrddata", c.get("node")));
+        reply(Vec::<RrdRow>::new())
+    }
+
+    fn node_storage(&self, request: &Request, c: &Captures) -> Result<Data> {
+        let node = c.get("node");
+        self.record(format!("GET /nodes/{node}/storage"));
+        let storages = self.lock().storages.get(node).cloned();
+        reply(storages.ok_or_else(|| not_routed(request))?)
+    }
 
     fn task_status(&self, _: &Request, c: &Captures) -> Result<Data> {
         let upid: Upid = c.get("upid").parse().unwrap();
@@ -674,18 +678,6 @@ impl ScriptedApi {
             })
             .collect();
         reply(lines)
-    }
-
-    fn ha_resources(&self, _: &Request, _: &Captures) -> Result<Data> {
-        self.read("GET /cluster/ha/resources", |s| &s.ha.resources)
-    }
-
-    fn ha_rules(&self, _: &Request, _: &Captures) -> Result<Data> {
-        self.read("GET /cluster/ha/rules", |s| &s.ha.rules)
-    }
-
-    fn ha_status(&self, _: &Request, _: &Captures) -> Result<Data> {
-        self.read("GET /cluster/ha/status/current", |s| &s.ha.status)
     }
 }
 

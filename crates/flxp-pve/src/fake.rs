@@ -18,7 +18,7 @@ use flxp_core::Snapshot;
 use crate::error::{Result, api_error};
 use crate::pve::Pve;
 use crate::request::Request;
-use crate::router::{Captures, Router, reply};
+use crate::router::{Captures, RoundReads, Router, reply};
 use crate::transport::{Data, Transport};
 use crate::types::{
     ClusterStatusEntry, GuestConfig, GuestKind, GuestListEntry, GuestStatusCurrent,
@@ -156,15 +156,10 @@ fn routes() -> &'static Router<FakeTransport> {
     static ROUTES: OnceLock<Router<FakeTransport>> = OnceLock::new();
     ROUTES.get_or_init(|| {
         Router::new()
+            .round_reads()
             .route("GET /version", FakeTransport::version)
-            .route("GET /cluster/resources", FakeTransport::cluster_resources)
             .route("GET /cluster/status", FakeTransport::cluster_status)
-            .route("GET /cluster/options", FakeTransport::cluster_options)
-            .route("GET /cluster/tasks", FakeTransport::cluster_tasks)
             .route("GET /cluster/nextid", FakeTransport::next_id)
-            .route("GET /cluster/ha/resources", FakeTransport::ha_resources)
-            .route("GET /cluster/ha/rules", FakeTransport::ha_rules)
-            .route("GET /cluster/ha/status/current", FakeTransport::ha_status)
             .route(
                 "GET /cluster/ha/status/manager_status",
                 FakeTransport::ha_manager_status,
@@ -174,20 +169,9 @@ fn routes() -> &'static Router<FakeTransport> {
             .route("GET /pools/{poolid}", FakeTransport::pool)
             .route("GET /nodes", FakeTransport::nodes)
             .route("GET /nodes/{node}/status", FakeTransport::node_status)
-            .route("GET /nodes/{node}/config", FakeTransport::node_config)
-            .route("GET /nodes/{node}/rrddata", FakeTransport::node_rrddata)
-            .route("GET /nodes/{node}/storage", FakeTransport::node_storage)
             .route(
                 "GET /nodes/{node}/storage/{storage}/content",
                 FakeTransport::storage_content,
-            )
-            .route(
-                "GET /nodes/{node}/tasks/{upid}/status",
-                FakeTransport::task_status,
-            )
-            .route(
-                "GET /nodes/{node}/tasks/{upid}/log",
-                FakeTransport::task_log,
             )
             .route("GET /nodes/{node}/{kind}", FakeTransport::guests)
             .route(
@@ -231,25 +215,6 @@ impl FakeTransport {
         })
     }
 
-    fn cluster_resources(&self, request: &Request, _: &Captures) -> Result<Data> {
-        let ResourcesQuery { kind } = request.decode_params()?;
-        let keep = |r: &&Resource| match kind {
-            None => true,
-            Some(ResourceType::Vm) => matches!(r.kind.as_deref(), Some("qemu" | "lxc")),
-            Some(ResourceType::Node) => r.kind.as_deref() == Some("node"),
-            Some(ResourceType::Storage) => r.kind.as_deref() == Some("storage"),
-            Some(ResourceType::Sdn) => r.kind.as_deref() == Some("sdn"),
-        };
-        reply(
-            self.state()
-                .snapshot
-                .resources
-                .iter()
-                .filter(keep)
-                .collect::<Vec<_>>(),
-        )
-    }
-
     fn cluster_status(&self, _: &Request, _: &Captures) -> Result<Data> {
         let state = self.state();
         let entries: Vec<ClusterStatusEntry> = nodes_of(&state.snapshot)
@@ -262,14 +227,6 @@ impl FakeTransport {
             })
             .collect();
         reply(entries)
-    }
-
-    fn cluster_options(&self, _: &Request, _: &Captures) -> Result<Data> {
-        reply(&self.state().snapshot.options)
-    }
-
-    fn cluster_tasks(&self, _: &Request, _: &Captures) -> Result<Data> {
-        reply(&self.state().snapshot.tasks)
     }
 
     fn next_id(&self, request: &Request, _: &Captures) -> Result<Data> {
@@ -326,61 +283,6 @@ impl FakeTransport {
             uptime: r.uptime,
             ..NodeStatus::default()
         })
-    }
-
-    fn node_config(&self, request: &Request, c: &Captures) -> Result<Data> {
-        let node = c.get("node");
-        let state = self.state();
-        node_resource(&state.snapshot, node).ok_or_else(|| not_found(request, "no such node"))?;
-        reply(NodeConfig {
-            description: state.snapshot.nodes.get(node).and_then(|n| n.notes.clone()),
-            ..NodeConfig::default()
-        })
-    }
-
-    fn node_rrddata(&self, request: &Request, c: &Captures) -> Result<Data> {
-        let node = c.get("node");
-        let state = self.state();
-        node_resource(&state.snapshot, node).ok_or_else(|| not_found(request, "no such node"))?;
-        if let Some(rows) = state.rrd_rows.get(node) {
-            return reply(rows);
-        }
-        let rows: Vec<&RrdRow> = state
-            .snapshot
-            .nodes
-            .get(node)
-            .and_then(|n| n.rrddata.as_ref())
-            .into_iter()
-            .collect();
-        reply(rows)
-    }
-
-    fn node_storage(&self, _: &Request, c: &Captures) -> Result<Data> {
-        let node = c.get("node");
-        let state = self.state();
-        let avail = state.snapshot.nodes.get(node).map(|n| &n.storage_avail);
-        let entries: Vec<StorageEntry> = state
-            .snapshot
-            .resources
-            .iter()
-            .filter(|r| r.kind.as_deref() == Some("storage") && r.node.as_deref() == Some(node))
-            .map(|r| {
-                let storage = r.storage.clone().unwrap_or_default();
-                let known = avail.and_then(|a| a.get(&storage).copied());
-                StorageEntry {
-                    kind: r.plugintype.clone(),
-                    content: r.content.clone(),
-                    shared: r.shared,
-                    active: Some(true),
-                    total: r.maxdisk,
-                    used: r.disk,
-                    avail: known.or(r.maxdisk.zip(r.disk).map(|(t, u)| t.saturating_sub(u))),
-                    storage,
-                    ..StorageEntry::default()
-                }
-            })
-            .collect();
-        reply(entries)
     }
 
     /// The snapshot's volumes of the node on that storage.
@@ -443,44 +345,6 @@ impl FakeTransport {
         })
     }
 
-    fn task_status(&self, request: &Request, c: &Captures) -> Result<Data> {
-        let mut state = self.state();
-        let queue = state.tasks.get_mut(c.get("upid")).ok_or_else(|| {
-            api_error(
-                "GET",
-                &request.path,
-                400,
-                "Parameter verification failed.",
-                br#"{"data":null,"errors":{"upid":"no such task"}}"#,
-            )
-        })?;
-        let status = if queue.len() > 1 {
-            queue.pop_front()
-        } else {
-            queue.front().cloned()
-        };
-        reply(status.ok_or_else(|| not_found(request, "no such task"))?)
-    }
-
-    fn task_log(&self, request: &Request, c: &Captures) -> Result<Data> {
-        let query: TaskLogQuery = request.decode_params()?;
-        let lines = self
-            .state()
-            .task_logs
-            .get(c.get("upid"))
-            .cloned()
-            .unwrap_or_default();
-        let start = usize::try_from(query.start.unwrap_or(0)).unwrap_or(usize::MAX);
-        let limit = usize::try_from(query.limit.unwrap_or(50)).unwrap_or(usize::MAX);
-        reply(
-            lines
-                .into_iter()
-                .skip(start)
-                .take(limit)
-                .collect::<Vec<_>>(),
-        )
-    }
-
     fn resize(&self, request: &Request, c: &Captures) -> Result<Data> {
         let vmid = c.u32("vmid", request)?;
         let mut state = self.state();
@@ -491,18 +355,6 @@ impl FakeTransport {
         let params: ResizeParams = request.decode_params()?;
         state.resizes.push((c.get("node").to_owned(), vmid, params));
         reply(answer)
-    }
-
-    fn ha_resources(&self, _: &Request, _: &Captures) -> Result<Data> {
-        reply(&self.state().snapshot.ha.resources)
-    }
-
-    fn ha_rules(&self, _: &Request, _: &Captures) -> Result<Data> {
-        reply(&self.state().snapshot.ha.rules)
-    }
-
-    fn ha_status(&self, _: &Request, _: &Captures) -> Result<Data> {
-        reply(&self.state().snapshot.ha.status)
     }
 
     fn ha_manager_status(&self, _: &Request, _: &Captures) -> Result<Data> {
@@ -554,6 +406,141 @@ impl FakeTransport {
                 .cloned()
                 .collect(),
         })
+    }
+}
+
+/// The round's reads, routed by [`Router::round_reads`], answered from its state.
+impl RoundReads for FakeTransport {
+    fn cluster_resources(&self, request: &Request, _: &Captures) -> Result<Data> {
+        let ResourcesQuery { kind } = request.decode_params()?;
+        let keep = |r: &&Resource| match kind {
+            None => true,
+            Some(ResourceType::Vm) => matches!(r.kind.as_deref(), Some("qemu" | "lxc")),
+            Some(ResourceType::Node) => r.kind.as_deref() == Some("node"),
+            Some(ResourceType::Storage) => r.kind.as_deref() == Some("storage"),
+            Some(ResourceType::Sdn) => r.kind.as_deref() == Some("sdn"),
+        };
+        reply(
+            self.state()
+                .snapshot
+                .resources
+                .iter()
+                .filter(keep)
+                .collect::<Vec<_>>(),
+        )
+    }
+
+    fn cluster_options(&self, _: &Request, _: &Captures) -> Result<Data> {
+        reply(&self.state().snapshot.options)
+    }
+
+    fn cluster_tasks(&self, _: &Request, _: &Captures) -> Result<Data> {
+        reply(&self.state().snapshot.tasks)
+    }
+
+    fn ha_resources(&self, _: &Request, _: &Captures) -> Result<Data> {
+        reply(&self.state().snapshot.ha.resources)
+    }
+
+    fn ha_rules(&self, _: &Request, _: &Captures) -> Result<Data> {
+        reply(&self.state().snapshot.ha.rules)
+    }
+
+    fn ha_status(&self, _: &Request, _: &Captures) -> Result<Data> {
+        reply(&self.state().snapshot.ha.status)
+    }
+
+    fn node_config(&self, request: &Request, c: &Captures) -> Result<Data> {
+        let node = c.get("node");
+        let state = self.state();
+        node_resource(&state.snapshot, node).ok_or_else(|| not_found(request, "no such node"))?;
+        reply(NodeConfig {
+            description: state.snapshot.nodes.get(node).and_then(|n| n.notes.clone()),
+            ..NodeConfig::default()
+        })
+    }
+
+    fn node_rrddata(&self, request: &Request, c: &Captures) -> Result<Data> {
+        let node = c.get("node");
+        let state = self.state();
+        node_resource(&state.snapshot, node).ok_or_else(|| not_found(request, "no such node"))?;
+        if let Some(rows) = state.rrd_rows.get(node) {
+            return reply(rows);
+        }
+        let rows: Vec<&RrdRow> = state
+            .snapshot
+            .nodes
+            .get(node)
+            .and_then(|n| n.rrddata.as_ref())
+            .into_iter()
+            .collect();
+        reply(rows)
+    }
+
+    fn node_storage(&self, _: &Request, c: &Captures) -> Result<Data> {
+        let node = c.get("node");
+        let state = self.state();
+        let avail = state.snapshot.nodes.get(node).map(|n| &n.storage_avail);
+        let entries: Vec<StorageEntry> = state
+            .snapshot
+            .resources
+            .iter()
+            .filter(|r| r.kind.as_deref() == Some("storage") && r.node.as_deref() == Some(node))
+            .map(|r| {
+                let storage = r.storage.clone().unwrap_or_default();
+                let known = avail.and_then(|a| a.get(&storage).copied());
+                StorageEntry {
+                    kind: r.plugintype.clone(),
+                    content: r.content.clone(),
+                    shared: r.shared,
+                    active: Some(true),
+                    total: r.maxdisk,
+                    used: r.disk,
+                    avail: known.or(r.maxdisk.zip(r.disk).map(|(t, u)| t.saturating_sub(u))),
+                    storage,
+                    ..StorageEntry::default()
+                }
+            })
+            .collect();
+        reply(entries)
+    }
+
+    fn task_status(&self, request: &Request, c: &Captures) -> Result<Data> {
+        let mut state = self.state();
+        let queue = state.tasks.get_mut(c.get("upid")).ok_or_else(|| {
+            api_error(
+                "GET",
+                &request.path,
+                400,
+                "Parameter verification failed.",
+                br#"{"data":null,"errors":{"upid":"no such task"}}"#,
+            )
+        })?;
+        let status = if queue.len() > 1 {
+            queue.pop_front()
+        } else {
+            queue.front().cloned()
+        };
+        reply(status.ok_or_else(|| not_found(request, "no such task"))?)
+    }
+
+    fn task_log(&self, request: &Request, c: &Captures) -> Result<Data> {
+        let query: TaskLogQuery = request.decode_params()?;
+        let lines = self
+            .state()
+            .task_logs
+            .get(c.get("upid"))
+            .cloned()
+            .unwrap_or_default();
+        let start = usize::try_from(query.start.unwrap_or(0)).unwrap_or(usize::MAX);
+        let limit = usize::try_from(query.limit.unwrap_or(50)).unwrap_or(usize::MAX);
+        reply(
+            lines
+                .into_iter()
+                .skip(start)
+                .take(limit)
+                .collect::<Vec<_>>(),
+        )
     }
 }
 

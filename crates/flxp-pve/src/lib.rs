@@ -52,7 +52,7 @@ pub use error::{ApiErrorKind, Error, Result, api_error};
 pub use host::{DEFAULT_PORT, Host};
 pub use pve::Pve;
 pub use request::Request;
-pub use router::{Captures, Handler, Router, not_routed, reply};
+pub use router::{Captures, Handler, RoundReads, Router, not_routed, reply};
 pub use secret::Secret;
 pub use tls::{Fingerprint, TlsTrust};
 pub use transport::{Data, Transport};

@@ -99,6 +99,51 @@ impl<S> Router<S> {
     }
 }
 
+/// The reads of a scheduling round that every in-memory double answers: the cluster's resources,
+/// options, tasks and HA state, a node's config, rrd data and storage, a task's status and log.
+pub trait RoundReads {
+    /// `GET /cluster/resources`
+    fn cluster_resources(&self, request: &Request, c: &Captures) -> Result<Data>;
+    /// `GET /cluster/options`
+    fn cluster_options(&self, request: &Request, c: &Captures) -> Result<Data>;
+    /// `GET /cluster/tasks`
+    fn cluster_tasks(&self, request: &Request, c: &Captures) -> Result<Data>;
+    /// `GET /cluster/ha/resources`
+    fn ha_resources(&self, request: &Request, c: &Captures) -> Result<Data>;
+    /// `GET /cluster/ha/rules`
+    fn ha_rules(&self, request: &Request, c: &Captures) -> Result<Data>;
+    /// `GET /cluster/ha/status/current`
+    fn ha_status(&self, request: &Request, c: &Captures) -> Result<Data>;
+    /// `GET /nodes/{node}/config`
+    fn node_config(&self, request: &Request, c: &Captures) -> Result<Data>;
+    /// `GET /nodes/{node}/rrddata`
+    fn node_rrddata(&self, request: &Request, c: &Captures) -> Result<Data>;
+    /// `GET /nodes/{node}/storage`
+    fn node_storage(&self, request: &Request, c: &Captures) -> Result<Data>;
+    /// `GET /nodes/{node}/tasks/{upid}/status`
+    fn task_status(&self, request: &Request, c: &Captures) -> Result<Data>;
+    /// `GET /nodes/{node}/tasks/{upid}/log`
+    fn task_log(&self, request: &Request, c: &Captures) -> Result<Data>;
+}
+
+impl<S: RoundReads> Router<S> {
+    /// Adds the [`RoundReads`] routes. Their paths overlap no other double's routes except a
+    /// catch-all like `/nodes/{node}/{kind}`, which must come after them.
+    pub fn round_reads(self) -> Self {
+        self.route("GET /cluster/resources", S::cluster_resources)
+            .route("GET /cluster/options", S::cluster_options)
+            .route("GET /cluster/tasks", S::cluster_tasks)
+            .route("GET /cluster/ha/resources", S::ha_resources)
+            .route("GET /cluster/ha/rules", S::ha_rules)
+            .route("GET /cluster/ha/status/current", S::ha_status)
+            .route("GET /nodes/{node}/config", S::node_config)
+            .route("GET /nodes/{node}/rrddata", S::node_rrddata)
+            .route("GET /nodes/{node}/storage", S::node_storage)
+            .route("GET /nodes/{node}/tasks/{upid}/status", S::task_status)
+            .route("GET /nodes/{node}/tasks/{upid}/log", S::task_log)
+    }
+}
+
 /// The 501 of a call no route answers.
 pub fn not_routed(request: &Request) -> Error {
     api_error(

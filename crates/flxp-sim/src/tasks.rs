@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use flxp_core::snapshot::raw::Task as RawTask;
-use flxp_pve::types::Upid;
+use flxp_pve::types::{Upid, UpidError};
 use serde_json::{Value, json};
 
 use crate::clock::log_stamp;
@@ -103,19 +103,13 @@ impl Task {
     }
 }
 
-/// Encodes a UPID: `UPID:{node}:{pid:08X}:{pstart:08X}:{starttime:08X}:{type}:{id}:{user}:`.
-pub fn encode_upid(
-    node: &str,
-    pid: u32,
-    pstart: u64,
-    starttime: i64,
-    kind: &str,
-    id: &str,
-    user: &str,
-) -> String {
-    // One formatter for client and simulator: the text is kept whether or not it would parse
-    // (a scenario may name a node the client would refuse), so take it from the error too.
-    match Upid::new(node, pid, pstart, starttime, kind, id, user) {
+/// The text of a UPID built with [`Upid::new`]
+/// (`UPID:{node}:{pid:08X}:{pstart:08X}:{starttime:08X}:{type}:{id}:{user}:`).
+///
+/// One formatter for client and simulator: the text is kept whether or not it would parse (a
+/// scenario may name a node the client would refuse), so take it from the error too.
+pub fn upid_text(built: Result<Upid, UpidError>) -> String {
+    match built {
         Ok(upid) => upid.to_string(),
         Err(invalid) => invalid.upid,
     }
@@ -155,7 +149,7 @@ impl TaskTable {
         let pid = 100_000 + self.next_pid;
         let starttime = now.floor() as i64;
         let pstart = ((now - node_booted).max(0.0) * 100.0) as u64 + u64::from(self.next_pid);
-        let upid = encode_upid(node, pid, pstart, starttime, kind, id, user);
+        let upid = upid_text(Upid::new(node, pid, pstart, starttime, kind, id, user));
         let task = Task {
             upid: upid.clone(),
             node: node.to_string(),
@@ -295,7 +289,7 @@ mod tests {
 
     #[test]
     fn upids_have_the_schema_shape() {
-        let upid = encode_upid(
+        let upid = upid_text(Upid::new(
             "pve1",
             0x1234,
             0xABCDEF,
@@ -303,7 +297,7 @@ mod tests {
             "qmigrate",
             "100",
             "root@pam!flxp",
-        );
+        ));
         assert_eq!(
             upid,
             "UPID:pve1:00001234:00ABCDEF:692A9B80:qmigrate:100:root@pam!flxp:"

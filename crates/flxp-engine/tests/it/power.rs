@@ -9,6 +9,7 @@ use flxp_core::Overrides;
 use flxp_engine::daemon::LeaseSettings;
 use flxp_engine::power_mark::{self, PowerState};
 use flxp_engine::{AutoConsolidate, Daemon, DaemonOptions, PowerReport, RoundReport};
+use flxp_sim::scenario::add_node_like;
 
 use crate::support::{self, DEMO, UNBALANCED, daemon_execute, zone};
 
@@ -527,23 +528,8 @@ async fn wake_on_lan_is_sent_again_once_per_wake_timeout() {
 /// DEMO with two more nodes like pve4 (pve5 empty, pve6 holding 102): six nodes, so quorum lets
 /// two go.
 fn six_nodes(v: &mut serde_json::Value) {
-    let resources = v["resources"].as_array_mut().unwrap();
-    let like_pve4: Vec<serde_json::Value> = resources
-        .iter()
-        .filter(|r| r["node"] == "pve4" && (r["type"] == "node" || r["type"] == "storage"))
-        .cloned()
-        .collect();
     for name in ["pve5", "pve6"] {
-        for r in &like_pve4 {
-            let mut r = r.clone();
-            r["node"] = name.into();
-            let id = r["id"].as_str().unwrap().replace("pve4", name);
-            r["id"] = id.into();
-            resources.push(r);
-        }
-    }
-    for name in ["pve5", "pve6"] {
-        v["nodes"][name] = serde_json::json!({"notes": ""});
+        add_node_like(v, "pve4", name);
     }
     let resources = v["resources"].as_array_mut().unwrap();
     for r in resources.iter_mut().filter(|r| r["vmid"] == 102) {

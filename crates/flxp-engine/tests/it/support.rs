@@ -33,12 +33,7 @@ pub struct Zone {
 
 /// Starts a scenario document at a time scale (simulated seconds per real second).
 pub async fn zone(doc: &str, time_scale: f64, tweak: impl FnOnce(&mut Value)) -> Zone {
-    let mut v: Value = serde_json::from_str(doc).unwrap();
-    v["sim"]["time_scale"] = time_scale.into();
-    tweak(&mut v);
-    let mut scenario = Scenario::from_value(v).unwrap();
-    scenario.add_token(TOKEN).unwrap();
-    let sim = Sim::new(scenario).unwrap();
+    let sim = Sim::new(Scenario::variant(doc, time_scale, TOKEN, tweak).unwrap()).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let handle = SimHandle::spawn(listener, sim.clone(), None).unwrap();
     let host: Host = format!("http://{}", handle.addr()).parse().unwrap();

@@ -40,13 +40,7 @@ impl Scenario {
     /// Parses and checks a scenario document: the snapshot's fields plus `sim`, or any other form
     /// Contract 1 accepts (a bare resources array, `{"data": [...]}`).
     pub fn from_json(text: &str) -> Result<Self> {
-        let value: Value = serde_json::from_str(text).map_err(|e| {
-            Error::scenario(
-                format!("line {} column {}", e.line(), e.column()),
-                e.to_string(),
-            )
-        })?;
-        Self::from_value(value)
+        Self::from_value(parse(text)?)
     }
 
     /// Like [`Scenario::from_json`], from a parsed value.
@@ -69,6 +63,22 @@ impl Scenario {
         })?;
         let scenario = Scenario { snapshot, sim };
         scenario.validate()?;
+        Ok(scenario)
+    }
+
+    /// A variant of a scenario document for end-to-end tests: run at `time_scale` simulated
+    /// seconds per real second, changed by `edit` before loading, accepting API `token`.
+    pub fn variant(
+        doc: &str,
+        time_scale: f64,
+        token: &str,
+        edit: impl FnOnce(&mut Value),
+    ) -> Result<Self> {
+        let mut value = parse(doc)?;
+        value["sim"]["time_scale"] = time_scale.into();
+        edit(&mut value);
+        let mut scenario = Self::from_value(value)?;
+        scenario.add_token(token)?;
         Ok(scenario)
     }
 
@@ -158,4 +168,36 @@ impl Scenario {
             .map(|t| t as f64)
             .unwrap_or_else(|| crate::clock::wall_epoch() as f64)
     }
+}
+
+/// A scenario document's JSON, a syntax error located by line and column.
+fn parse(text: &str) -> Result<Value> {
+    serde_json::from_str(text).map_err(|e| {
+        Error::scenario(
+            format!("line {} column {}", e.line(), e.column()),
+            e.to_string(),
+        )
+    })
+}
+
+/// Edits a scenario document (before [`Scenario::from_value`]): adds node `name` with copies of
+/// `model`'s node and storage resources (ids renamed) and an empty `nodes` entry, so a test can
+/// grow a cluster by nodes just like one it has.
+pub fn add_node_like(doc: &mut Value, model: &str, name: &str) {
+    if let Some(resources) = doc["resources"].as_array_mut() {
+        let copies: Vec<Value> = resources
+            .iter()
+            .filter(|r| r["node"] == model && (r["type"] == "node" || r["type"] == "storage"))
+            .map(|r| {
+                let mut r = r.clone();
+                r["node"] = name.into();
+                if let Some(id) = r["id"].as_str().map(|id| id.replace(model, name)) {
+                    r["id"] = id.into();
+                }
+                r
+            })
+            .collect();
+        resources.extend(copies);
+    }
+    doc["nodes"][name] = serde_json::json!({"notes": ""});
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use flxp_core::snapshot::raw::HaRule;
 
-use super::migrate::MigrationPlan;
+use super::migrate::MigrateRequest;
 use super::{Action, Guest, PowerOp, World};
 
 /// An HA resource's configuration (`/cluster/ha/resources`).
@@ -213,7 +213,9 @@ impl World {
                     s.target = Some(target.clone());
                 }
                 let _ = crm;
-                self.begin_migration(MigrationPlan {
+                self.begin_migration(MigrateRequest {
+                    kind: guest.kind,
+                    node: guest.node.clone(),
                     vmid,
                     target: target.clone(),
                     // Containers move offline after a shutdown (pve-ha-manager

@@ -42,18 +42,6 @@ pub struct MigrateRequest {
     pub user: String,
 }
 
-/// How a started migration runs.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct MigrationPlan {
-    pub vmid: u32,
-    pub target: String,
-    pub online: bool,
-    pub with_local_disks: bool,
-    pub restart: bool,
-    pub bwlimit_kib: Option<f64>,
-    pub user: String,
-}
-
 impl World {
     /// `GET /nodes/{node}/{qemu|lxc}/{vmid}/migrate`: running, allowed and blocked nodes, local
     /// disks (qemu keys with underscores, lxc with hyphens).
@@ -224,15 +212,7 @@ impl World {
             self.ha_request(&sid, request);
             return Ok(self.upid(task));
         }
-        let task = self.begin_migration(MigrationPlan {
-            vmid: req.vmid,
-            target: req.target,
-            online: req.online,
-            with_local_disks: req.with_local_disks,
-            restart: req.restart,
-            bwlimit_kib: req.bwlimit_kib,
-            user: req.user,
-        });
+        let task = self.begin_migration(req);
         Ok(self.upid(task))
     }
 
@@ -261,8 +241,9 @@ impl World {
     }
 
     /// Starts the migration worker (`qmigrate`/`vzmigrate`) on the guest's node. Failures the
-    /// worker finds in its prepare phase end the task quickly with Proxmox's text.
-    pub(crate) fn begin_migration(&mut self, plan: MigrationPlan) -> usize {
+    /// worker finds in its prepare phase end the task quickly with Proxmox's text. The guest's
+    /// own kind and node count, not `plan.kind`/`plan.node` (the API checked those; HA fills them).
+    pub(crate) fn begin_migration(&mut self, plan: MigrateRequest) -> usize {
         let now = self.now;
         let Some(g) = self.guests.get(&plan.vmid).cloned() else {
             return usize::MAX;

@@ -1,7 +1,9 @@
 //! Cross-checks of the simulator's format checks against the regexes the schema file documents
 //! (`supplements.formats`): the hand-written checks and the reference agree on a corpus.
 
+use flxp_pve::types::Upid;
 use flxp_sim::schema::{ApiSchema, Errors, Mode};
+use flxp_sim::tasks::upid_text;
 use regex::Regex;
 use serde_json::{Value, json};
 
@@ -85,7 +87,7 @@ fn produced_upids_match_the_documented_decode_regex() {
             .unwrap(),
     )
     .unwrap();
-    let upid = flxp_sim::tasks::encode_upid(
+    let upid = upid_text(Upid::new(
         "pve-2",
         0x1F00,
         0x1_0000_0000,
@@ -93,11 +95,11 @@ fn produced_upids_match_the_documented_decode_regex() {
         "qmigrate",
         "100",
         "root@pam!flxp",
-    );
+    ));
     let caps = re.captures(&upid).unwrap_or_else(|| panic!("{upid}"));
     assert_eq!(&caps[1], "pve-2");
     assert_eq!(&caps[6], "qmigrate");
     assert_eq!(&caps[8], "root@pam!flxp");
-    let short = flxp_sim::tasks::encode_upid("pve1", 1, 2, 3, "qmstart", "101", "root@pam");
+    let short = upid_text(Upid::new("pve1", 1, 2, 3, "qmstart", "101", "root@pam"));
     assert!(re.is_match(&short), "{short}");
 }

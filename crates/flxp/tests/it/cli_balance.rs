@@ -99,12 +99,7 @@ pub fn sim_zone(
         .enable_all()
         .build()
         .unwrap();
-    let mut v: Value = serde_json::from_str(doc).unwrap();
-    v["sim"]["time_scale"] = time_scale.into();
-    tweak(&mut v);
-    let mut scenario = Scenario::from_value(v).unwrap();
-    scenario.add_token(TOKEN).unwrap();
-    let sim = Sim::new(scenario).unwrap();
+    let sim = Sim::new(Scenario::variant(doc, time_scale, TOKEN, tweak).unwrap()).unwrap();
     let handle = runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         SimHandle::spawn(listener, sim.clone(), None).unwrap()

@@ -2,6 +2,7 @@
 //! a live simulated zone it empties the freed node, marks it, keeps rules and headroom, switches it
 //! off through the API, and never goes below the quorum floor.
 
+use flxp_sim::scenario::add_node_like;
 use serde_json::Value;
 
 use super::cli_balance::{DEMO, SimZone, sim_zone};
@@ -294,18 +295,7 @@ fn a_failed_migration_says_which_node_stays_on_and_why() {
 
 /// DEMO with pve5, an empty node like pve4: five nodes, so quorum lets two go.
 fn with_empty_pve5(v: &mut serde_json::Value) {
-    let resources = v["resources"].as_array_mut().unwrap();
-    let like_pve4: Vec<serde_json::Value> = resources
-        .iter()
-        .filter(|r| r["node"] == "pve4" && (r["type"] == "node" || r["type"] == "storage"))
-        .cloned()
-        .collect();
-    for mut r in like_pve4 {
-        r["node"] = "pve5".into();
-        r["id"] = r["id"].as_str().unwrap().replace("pve4", "pve5").into();
-        resources.push(r);
-    }
-    v["nodes"]["pve5"] = serde_json::json!({"notes": ""});
+    add_node_like(v, "pve4", "pve5");
 }
 
 /// Tester re-check D1: a one-off run left an empty freed node on because a guest of another
