@@ -1,6 +1,7 @@
 //! Hard filters, one file each defining a [`BuiltinFilter`] as `FILTER`, listed once below;
 //! `../registry.rs` serves the list.
 
+use super::Reason;
 use super::registry::BuiltinFilter;
 
 /// Declares each filter module and lists its filter in [`ALL`], one line per module.
@@ -24,6 +25,28 @@ filters! {
     taints::FILTER,
     affinity::FILTER,
     anti_affinity::FILTER,
+}
+
+/// Judges an optional overcommit cap, for `cpu` and `memory` (their `passes` and `check` both
+/// call it, so all compare alike): `Ok` when no cap is set (`ratio` is `None`) or `committed`
+/// is not `over` the node's `cap` for the ratio; else the reason `breach` builds from
+/// `(committed, cap, ratio)`.
+fn judge_cap<T: Copy>(
+    ratio: Option<f64>,
+    committed: T,
+    cap: impl FnOnce(f64) -> T,
+    over: impl FnOnce(T, T) -> bool,
+    breach: impl FnOnce(T, T, f64) -> Reason,
+) -> Result<(), Reason> {
+    let Some(ratio) = ratio else {
+        return Ok(());
+    };
+    let cap = cap(ratio);
+    if over(committed, cap) {
+        Err(breach(committed, cap, ratio))
+    } else {
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -13,23 +13,21 @@ fn applies(ctx: &Ctx) -> bool {
     !ctx.subject.rules.selectors.is_empty()
 }
 
-fn passes(ctx: &Ctx, node: &NodeView) -> bool {
+/// The selected labels the node does not carry, in selector order.
+fn missing<'a>(ctx: &'a Ctx, node: &'a NodeView) -> impl Iterator<Item = &'a String> {
     ctx.subject
         .rules
         .selectors
         .iter()
-        .all(|l| node.node.labels.contains(l))
+        .filter(|l| !node.node.labels.contains(*l))
+}
+
+fn passes(ctx: &Ctx, node: &NodeView) -> bool {
+    missing(ctx, node).next().is_none()
 }
 
 fn check(ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
-    let missing: Vec<String> = ctx
-        .subject
-        .rules
-        .selectors
-        .iter()
-        .filter(|l| !node.node.labels.contains(*l))
-        .cloned()
-        .collect();
+    let missing: Vec<String> = missing(ctx, node).cloned().collect();
     if missing.is_empty() {
         Ok(())
     } else {

@@ -17,7 +17,7 @@ fn members_on(groups: &[GroupPresence], node: &NodeView) -> f64 {
 pub static AFFINITY: BuiltinScorer = BuiltinScorer::each(NAME, "nodes holding members of soft affinity groups", affinity_score).applies_when(affinity_applies).normalized(min_max);
 
 fn affinity_applies(ctx: &Ctx) -> bool {
-    ctx.prefer_affinity.iter().any(|p| !p.nodes.is_empty())
+    GroupPresence::any_running(&ctx.prefer_affinity)
 }
 
 fn affinity_score(ctx: &Ctx, node: &NodeView) -> f64 {
@@ -28,7 +28,7 @@ fn affinity_score(ctx: &Ctx, node: &NodeView) -> f64 {
 pub static ANTI_AFFINITY: BuiltinScorer = BuiltinScorer::each(ANTI_NAME, "nodes without members of soft anti-affinity groups", anti_affinity_score).applies_when(anti_affinity_applies).normalized(min_max);
 
 fn anti_affinity_applies(ctx: &Ctx) -> bool {
-    ctx.prefer_anti_affinity.iter().any(|p| !p.nodes.is_empty())
+    GroupPresence::any_running(&ctx.prefer_anti_affinity)
 }
 
 fn anti_affinity_score(ctx: &Ctx, node: &NodeView) -> f64 {
