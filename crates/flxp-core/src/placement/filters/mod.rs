@@ -71,6 +71,13 @@ pub(crate) mod testing {
             .unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// The filter's verdict on `node` for a plain new VM (1 GiB, 1 core, no tags) under the
+    /// default options.
+    pub fn plain_verdict(f: &dyn Filter, c: &Cluster, node: &str) -> Result<(), Reason> {
+        let s = new_vm(c, crate::units::GIB, 1, &[]);
+        verdict(f, c, &s, &PlacementOptions::default(), node)
+    }
+
     /// The filter's verdict on a node.
     pub fn verdict(
         f: &dyn Filter,
