@@ -27,6 +27,16 @@ filters! {
     anti_affinity::FILTER,
 }
 
+/// `Ok` when nothing was `found`, else the reason `refuse` makes of it: for the filters that
+/// list what a node lacks or breaks (`selector`, `taints`, `node-rules`).
+fn refuse_any<T>(found: Vec<T>, refuse: impl FnOnce(Vec<T>) -> Reason) -> Result<(), Reason> {
+    if found.is_empty() {
+        Ok(())
+    } else {
+        Err(refuse(found))
+    }
+}
+
 /// Judges an optional overcommit cap, for `cpu` and `memory` (their `passes` and `check` both
 /// call it, so all compare alike): `Ok` when no cap is set (`ratio` is `None`) or `committed`
 /// is not `over` the node's `cap` for the ratio; else the reason `breach` builds from

@@ -1,5 +1,6 @@
 //! `selector`: `flxp.select.<label>` tags; a node must carry every selected label.
 
+use super::refuse_any;
 use crate::placement::registry::BuiltinFilter;
 use crate::placement::{Ctx, FilterKind, NodeView, Reason};
 
@@ -27,12 +28,9 @@ fn passes(ctx: &Ctx, node: &NodeView) -> bool {
 }
 
 fn check(ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
-    let missing: Vec<String> = missing(ctx, node).cloned().collect();
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(Reason::MissingLabels { labels: missing })
-    }
+    refuse_any(missing(ctx, node).cloned().collect(), |labels| {
+        Reason::MissingLabels { labels }
+    })
 }
 
 #[cfg(test)]
