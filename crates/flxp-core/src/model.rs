@@ -63,24 +63,6 @@ impl Model {
     }
 }
 
-/// What a decision reports about its input, after its own warnings: the snapshot's warnings, the
-/// rules' warnings, then each rule conflict as a general warning.
-pub fn input_warnings<'a>(
-    cluster: &'a Cluster,
-    rules: &'a Rules,
-) -> impl Iterator<Item = Warning> + 'a {
-    let conflicts = rules
-        .conflicts
-        .iter()
-        .map(|c| Warning::general(c.to_string()));
-    cluster
-        .warnings
-        .iter()
-        .chain(&rules.warnings)
-        .cloned()
-        .chain(conflicts)
-}
-
 #[cfg(test)]
 mod tests {
     // Tests may panic: unwrapping is how they fail.

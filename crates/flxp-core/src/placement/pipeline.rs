@@ -10,7 +10,6 @@ use super::{
 use crate::balance::methods::{Registry, plugin::PluginMethod};
 use crate::cluster::{Cluster, NodeIdx};
 use crate::constraints::Rules;
-use crate::model::input_warnings;
 use crate::plugin::{PluginKind, PluginSpec, Plugins};
 use crate::state::State;
 use crate::{Error, Result, Warning};
@@ -337,7 +336,14 @@ impl Placer {
             None => self.place_by_policy(&ctx, policy_name, request, &mut warnings)?,
         };
         let request_warnings = warnings.len();
-        warnings.extend(input_warnings(cluster, rules));
+        warnings.extend(cluster.warnings.iter().cloned());
+        warnings.extend(rules.warnings.iter().cloned());
+        warnings.extend(
+            rules
+                .conflicts
+                .iter()
+                .map(|c| Warning::general(c.to_string())),
+        );
         Ok(Placement {
             warnings,
             request_warnings,
