@@ -55,6 +55,13 @@ pub fn floor2() -> Cluster {
         .build()
 }
 
+/// The text of the error a resources JSON is refused with (default overrides).
+pub fn refusal(json: &str) -> String {
+    Cluster::from_json(json, &crate::Overrides::default())
+        .unwrap_err()
+        .to_string()
+}
+
 /// A placer with the default options, no custom policies and no plugins.
 pub fn placer() -> Placer {
     Placer::new(PlacementOptions::default(), Vec::new()).unwrap()

@@ -12,13 +12,17 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark panics on setup errors
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use flxp_sim::{Scenario, Sim, SimHandle, TlsIdentity};
 use serde_json::json;
+
+#[path = "../tests/it/serve_command.rs"]
+mod serve_command;
+use serve_command::serve_command;
 
 const API_TOKEN: &str = "bench-token";
 const PVE_TOKEN: &str = "root@pam!flxp=5f0c3a8e-1d2b-4c6f-9a7e-3b2d1c0f9e8d";
@@ -51,17 +55,9 @@ async fn serve(scenario: Scenario) -> (SimHandle, Child, String, tempfile::TempD
         ),
     )
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_flxp"))
-        .args([
-            "serve",
-            "--config",
-            config.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-        ])
+    let mut child = serve_command(&config)
         .env("FLXP_API_TOKEN", API_TOKEN)
         .env("RUST_LOG", "warn")
-        .env_remove("FLXP_CONFIG")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

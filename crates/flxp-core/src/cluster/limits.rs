@@ -86,10 +86,13 @@ pub(super) fn check(nodes: &[Node], guests: &[(String, Guest)]) -> Result<()> {
 mod tests {
     // Tests may panic on a broken fixture: that is the failure report.
     #![allow(clippy::unwrap_used)]
+    use crate::testutil::refusal;
     use crate::{Cluster, Overrides};
 
-    fn build(json: &str) -> crate::Result<Cluster> {
-        Cluster::from_json(json, &Overrides::default())
+    /// Asserts the snapshot is refused with an error starting with `start`.
+    fn assert_refused_with(json: &str, start: &str) {
+        let e = refusal(json);
+        assert!(e.starts_with(start), "{e}");
     }
 
     #[test]
@@ -99,7 +102,7 @@ mod tests {
         let json = r#"[{"type":"node","node":"a","status":"online","maxmem":68719476736,"mem":1,"maxcpu":8},
             {"id":"qemu/100","type":"qemu","vmid":100,"node":"a","status":"running","maxmem":18446744073709551615,"mem":18446744073709551615},
             {"id":"qemu/101","type":"qemu","vmid":101,"node":"a","status":"running","maxmem":18446744073709551615,"mem":18446744073709551615}]"#;
-        let e = build(json).unwrap_err().to_string();
+        let e = refusal(json);
         assert_eq!(
             e,
             "invalid resource qemu/100: maxmem 18446744073709551615 bytes is more than 1.0 PiB \
@@ -111,16 +114,14 @@ mod tests {
     fn node_figures_and_memhost_are_bounded_too() {
         let node =
             r#"[{"type":"node","node":"a","status":"online","maxmem":2251799813685248,"mem":1}]"#;
-        let e = build(node).unwrap_err().to_string();
-        assert!(
-            e.starts_with("invalid resource node/a: maxmem 2251799813685248 bytes"),
-            "{e}"
+        assert_refused_with(
+            node,
+            "invalid resource node/a: maxmem 2251799813685248 bytes",
         );
         let memhost = r#"[{"id":"lxc/7","type":"lxc","vmid":7,"node":"a","status":"running","memhost":1e18}]"#;
-        let e = build(memhost).unwrap_err().to_string();
-        assert!(
-            e.starts_with("invalid resource lxc/7: memhost 1000000000000000000 bytes"),
-            "{e}"
+        assert_refused_with(
+            memhost,
+            "invalid resource lxc/7: memhost 1000000000000000000 bytes",
         );
     }
 
@@ -134,9 +135,7 @@ mod tests {
                 r#"{{"type":"qemu","vmid":{vmid},"node":"a","status":"running","maxmem":1125899906842624}}"#
             ));
         }
-        let e = build(&format!("[{}]", entries.join(",")))
-            .unwrap_err()
-            .to_string();
+        let e = refusal(&format!("[{}]", entries.join(",")));
         assert!(
             e.contains("add up to") && e.contains("more than 4 EiB"),
             "{e}"
@@ -146,11 +145,11 @@ mod tests {
     #[test]
     fn negative_cpu_counts_are_errors_naming_the_entry() {
         let json = r#"[{"id":"node/a","type":"node","node":"a","status":"online","maxmem":1024,"maxcpu":-8}]"#;
-        let e = build(json).unwrap_err().to_string();
+        let e = refusal(json);
         assert_eq!(e, "invalid resource node/a: negative maxcpu -8");
         let json = r#"[{"type":"node","node":"a","status":"online","maxmem":1024,"maxcpu":8},
             {"id":"qemu/100","type":"qemu","vmid":100,"node":"a","status":"running","maxcpu":-2}]"#;
-        let e = build(json).unwrap_err().to_string();
+        let e = refusal(json);
         assert_eq!(e, "invalid resource qemu/100: negative maxcpu -2");
     }
 
@@ -160,18 +159,14 @@ mod tests {
         // NaN, outside 0..=100": a bug report for a bad input).
         let json = r#"[{"type":"node","node":"a","status":"online","maxmem":1024,"maxcpu":8},
             {"id":"qemu/100","type":"qemu","vmid":100,"node":"a","status":"running","maxcpu":2,"cpu":1e308}]"#;
-        let e = build(json).unwrap_err().to_string();
+        let e = refusal(json);
         assert_eq!(
             e,
             "invalid resource qemu/100: cpu 1e308 is more than 1048576 (no machine has that many CPUs)"
         );
         let json =
             r#"[{"type":"node","node":"a","status":"online","maxmem":1024,"maxcpu":"1e300"}]"#;
-        let e = build(json).unwrap_err().to_string();
-        assert!(
-            e.starts_with("invalid resource node/a: maxcpu 1e300 is more than"),
-            "{e}"
-        );
+        assert_refused_with(json, "invalid resource node/a: maxcpu 1e300 is more than");
     }
 
     #[test]
@@ -179,7 +174,7 @@ mod tests {
         // 48 TiB, the largest single-system-image server sold today, with a guest of half of it.
         let json = r#"[{"type":"node","node":"a","status":"online","maxmem":52776558133248,"mem":1,"maxcpu":896},
             {"type":"qemu","vmid":100,"node":"a","status":"running","maxmem":26388279066624,"mem":26388279066624}]"#;
-        let c = build(json).unwrap();
+        let c = Cluster::from_json(json, &Overrides::default()).unwrap();
         assert_eq!(c.guests[0].maxmem, 26_388_279_066_624);
     }
 }

@@ -824,14 +824,10 @@ mod tests {
     #[test]
     fn duplicate_vmids_and_missing_fields_are_errors_naming_the_entry() {
         let dup = r#"[{"id":"qemu/101","type":"qemu","vmid":101,"node":"x"},{"id":"lxc/101","type":"lxc","vmid":101,"node":"x"}]"#;
-        let e = Cluster::from_json(dup, &Overrides::default())
-            .unwrap_err()
-            .to_string();
+        let e = crate::testutil::refusal(dup);
         assert!(e.contains("vmid 101 appears more than once"), "{e}");
         let no_node = r#"[{"id":"qemu/101","type":"qemu","vmid":101}]"#;
-        let e = Cluster::from_json(no_node, &Overrides::default())
-            .unwrap_err()
-            .to_string();
+        let e = crate::testutil::refusal(no_node);
         assert!(
             e.contains("qemu/101") && e.contains("without a node"),
             "{e}"

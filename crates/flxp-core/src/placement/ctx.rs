@@ -18,6 +18,12 @@ pub struct GroupPresence {
 }
 
 impl GroupPresence {
+    /// Whether any of `groups` has a running member somewhere: only then can it favour or
+    /// refuse a node.
+    pub fn any_running(groups: &[GroupPresence]) -> bool {
+        groups.iter().any(|p| !p.nodes.is_empty())
+    }
+
     /// The members on a node.
     pub fn on(&self, node: NodeIdx) -> &[u32] {
         self.nodes

@@ -12,12 +12,12 @@
 //! plus running non-HA guests); every node they name must be among the nodes given. Nodes come
 //! back in input order, guests are added in input order.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use serde::Serialize;
 
 use super::error::{CrsError, CrsResult};
-use super::stats::{NodeStats, NodeUsage, ResourceStats, check_nodes};
+use super::stats::{NodeStats, NodeUsage, ResourceStats, index_nodes};
 
 /// A guest as the node-stats builders see it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -66,12 +66,7 @@ fn aggregate(
     guests: &[GuestUsage],
     counts: impl Fn(&GuestUsage) -> bool,
 ) -> CrsResult<Vec<NodeUsage>> {
-    check_nodes(nodes)?;
-    let index: HashMap<&str, usize> = nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.name.as_str(), i))
-        .collect();
+    let index = index_nodes(nodes)?;
     let mut seen = HashSet::with_capacity(guests.len());
     for guest in guests {
         let fail = |message: String| CrsError::Resource {

@@ -13,13 +13,11 @@
 //! Neither plans sequences: Proxmox makes one move per balancing round. Choosing whether to move at
 //! all (threshold, hold duration, margin) is the caller's business.
 
-use std::collections::HashMap;
-
 use super::criteria::{LoadAccumulator, LoadCriteria, pve_criteria};
 use super::error::{CrsError, CrsResult};
 use super::imbalance::{Imbalance, of_checked_loads};
 use super::scored_migration::{MigrationCandidate, ScoredMigration, TopsisMigration};
-use super::stats::{NodeStats, NodeUsage, check_nodes};
+use super::stats::{NodeStats, NodeUsage, index_nodes};
 use super::topsis;
 
 /// Ranks `candidates` by the imbalance each leaves, lowest first (ties: sid, source, target).
@@ -150,12 +148,7 @@ fn resolve<'a>(
     nodes: &[NodeUsage],
     candidates: &'a [MigrationCandidate],
 ) -> CrsResult<(Baseline, Vec<Move<'a>>)> {
-    check_nodes(nodes)?;
-    let index: HashMap<&str, usize> = nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.name.as_str(), i))
-        .collect();
+    let index = index_nodes(nodes)?;
     let moves = candidates
         .iter()
         .map(|candidate| {
@@ -367,20 +360,7 @@ mod tests {
             prop::collection::vec((1u32..=64, 0.0f64..1.5, 1u64..=512, 0.0f64..1.0), 2..=12);
         let moves = prop::collection::vec((0usize..64, 1usize..64, 0.0f64..8.0, 0u64..=64), 0..=24);
         (nodes, moves).prop_map(|(nodes, moves)| {
-            let nodes: Vec<NodeUsage> = nodes
-                .into_iter()
-                .enumerate()
-                .map(|(i, (cores, cpu, gib, mem))| {
-                    let (maxcpu, maxmem) = (f64::from(cores), gib * GIB);
-                    node(
-                        &format!("node{i}"),
-                        cpu * maxcpu,
-                        maxcpu,
-                        (mem * maxmem as f64) as u64,
-                        maxmem,
-                    )
-                })
-                .collect();
+            let nodes = nodes_from_shares(nodes);
             let n = nodes.len();
             let candidates = moves
                 .into_iter()

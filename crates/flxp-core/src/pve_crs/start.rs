@@ -428,25 +428,8 @@ mod tests {
     }
 
     fn cluster() -> impl Strategy<Value = Vec<NodeUsage>> {
-        prop::collection::vec((1u32..=128, 0.0f64..1.5, 1u64..=1024, 0.0f64..1.2), 1..=64).prop_map(
-            |nodes| {
-                nodes
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, (cores, cpu, gib, mem))| {
-                        let maxmem = gib * GIB;
-                        let maxcpu = f64::from(cores);
-                        node(
-                            &format!("node{i}"),
-                            cpu * maxcpu,
-                            maxcpu,
-                            (mem * maxmem as f64) as u64,
-                            maxmem,
-                        )
-                    })
-                    .collect()
-            },
-        )
+        prop::collection::vec((1u32..=128, 0.0f64..1.5, 1u64..=1024, 0.0f64..1.2), 1..=64)
+            .prop_map(nodes_from_shares)
     }
 
     fn guest() -> impl Strategy<Value = ResourceStats> {

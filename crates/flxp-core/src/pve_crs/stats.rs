@@ -3,6 +3,7 @@
 //! Mirrors the stats types of `proxmox-resource-scheduling` (docs/proxmox-behaviour.md §1.3-1.4):
 //! CPU in cores (not fractions), memory in bytes. No scoring happens here.
 
+use std::collections::HashMap;
 use std::iter::Sum;
 use std::ops::Add;
 
@@ -184,6 +185,16 @@ pub(crate) fn check_nodes(nodes: &[NodeUsage]) -> CrsResult<()> {
         }
     }
     Ok(())
+}
+
+/// Checks the nodes as [`check_nodes`] does, then maps each name to its position.
+pub(crate) fn index_nodes(nodes: &[NodeUsage]) -> CrsResult<HashMap<&str, usize>> {
+    check_nodes(nodes)?;
+    Ok(nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.name.as_str(), i))
+        .collect())
 }
 
 #[cfg(test)]

@@ -36,6 +36,25 @@ pub fn three_nodes_heterogeneous() -> Vec<NodeUsage> {
     ]
 }
 
+/// Nodes `node0`, `node1`, ... from generated figures: `(cores, share of them in use, GiB, share
+/// of the memory in use)`; the property tests' clusters.
+pub fn nodes_from_shares(figures: Vec<(u32, f64, u64, f64)>) -> Vec<NodeUsage> {
+    figures
+        .into_iter()
+        .enumerate()
+        .map(|(i, (cores, cpu, gib, mem))| {
+            let (maxcpu, maxmem) = (f64::from(cores), gib * GIB);
+            node(
+                &format!("node{i}"),
+                cpu * maxcpu,
+                maxcpu,
+                (mem * maxmem as f64) as u64,
+                maxmem,
+            )
+        })
+        .collect()
+}
+
 /// Resource stats, all four figures explicit.
 pub fn resource(cpu: f64, maxcpu: f64, mem: u64, maxmem: u64) -> ResourceStats {
     ResourceStats {

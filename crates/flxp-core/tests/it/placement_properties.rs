@@ -27,24 +27,12 @@ const NOTES: [&str; 6] = [
     "flxp.label.ssd flxp.taint.gpu",
 ];
 
-#[derive(Debug, Clone)]
-struct NodeGen {
-    mem_gib: u64,
-    used_pct: u64,
-    cpus: u32,
-    notes: usize,
-    offline: bool,
-}
+/// A generated node: memory GiB, used percent, CPUs, index into `NOTES`, offline.
+type NodeGen = (u64, u64, u32, usize, bool);
 
-#[derive(Debug, Clone)]
-struct GuestGen {
-    node: usize,
-    mem_gib: u64,
-    cores: u32,
-    tags: Vec<usize>,
-    pin: Option<usize>,
-    running: bool,
-}
+/// A generated guest: node index, memory GiB, cores, indexes into `GROUP_TAGS`, the node index
+/// it is pinned to, running.
+type GuestGen = (usize, u64, u32, Vec<usize>, Option<usize>, bool);
 
 fn node_gen() -> impl Strategy<Value = NodeGen> {
     (
@@ -54,13 +42,6 @@ fn node_gen() -> impl Strategy<Value = NodeGen> {
         0..NOTES.len(),
         prop::bool::weighted(0.1),
     )
-        .prop_map(|(mem_gib, used_pct, cpus, notes, offline)| NodeGen {
-            mem_gib,
-            used_pct,
-            cpus,
-            notes,
-            offline,
-        })
 }
 
 fn guest_gen(nodes: usize) -> impl Strategy<Value = GuestGen> {
@@ -72,14 +53,6 @@ fn guest_gen(nodes: usize) -> impl Strategy<Value = GuestGen> {
         prop::option::weighted(0.15, 0..nodes),
         prop::bool::weighted(0.85),
     )
-        .prop_map(|(node, mem_gib, cores, tags, pin, running)| GuestGen {
-            node,
-            mem_gib,
-            cores,
-            tags,
-            pin,
-            running,
-        })
 }
 
 fn cluster_gen() -> impl Strategy<Value = (Vec<NodeGen>, Vec<GuestGen>)> {
@@ -102,28 +75,28 @@ fn request_gen() -> impl Strategy<Value = (u64, u32, Vec<usize>, usize)> {
 
 fn snapshot(nodes: &[NodeGen], guests: &[GuestGen]) -> Snapshot {
     let mut b = ClusterBuilder::new();
-    for (i, n) in nodes.iter().enumerate() {
+    for (i, &(mem_gib, used_pct, cpus, notes, offline)) in nodes.iter().enumerate() {
         let mut spec = node(&format!("n{i:02}"))
-            .memory(n.mem_gib * GIB)
-            .used(n.mem_gib * GIB * n.used_pct / 100)
-            .cpus(f64::from(n.cpus))
-            .load(n.used_pct as f64 / 200.0)
-            .notes(NOTES[n.notes]);
-        if n.offline {
+            .memory(mem_gib * GIB)
+            .used(mem_gib * GIB * used_pct / 100)
+            .cpus(f64::from(cpus))
+            .load(used_pct as f64 / 200.0)
+            .notes(NOTES[notes]);
+        if offline {
             spec = spec.offline();
         }
         b = b.node(spec);
     }
-    for (i, g) in guests.iter().enumerate() {
-        let mut tags: Vec<String> = g.tags.iter().map(|&t| GROUP_TAGS[t].to_owned()).collect();
-        if let Some(p) = g.pin {
+    for (i, (on, mem_gib, cores, tags, pin, running)) in guests.iter().enumerate() {
+        let mut tags: Vec<String> = tags.iter().map(|&t| GROUP_TAGS[t].to_owned()).collect();
+        if let Some(p) = pin {
             tags.push(format!("flxp.node.n{p:02}"));
         }
-        let mut spec = vm(100 + i as u32, &format!("n{:02}", g.node))
-            .mem(g.mem_gib * GIB / 2, g.mem_gib * GIB)
-            .cores(f64::from(g.cores), 0.3)
+        let mut spec = vm(100 + i as u32, &format!("n{on:02}"))
+            .mem(mem_gib * GIB / 2, mem_gib * GIB)
+            .cores(f64::from(*cores), 0.3)
             .tagged(&tags.join(";"));
-        if !g.running {
+        if !running {
             spec = spec.stopped();
         }
         b = b.guest(spec);

@@ -77,6 +77,11 @@ impl AppState {
         })
     }
 
+    /// [`Self::model`] of the zone named `name` (an unknown name is `UNKNOWN_ZONE`).
+    pub async fn zone_model(&self, name: &str) -> Result<(Arc<ClusterModel>, State), ApiError> {
+        self.model(self.zone(name)?).await
+    }
+
     /// A fresh model of a zone and its state with the reservations of creations in flight.
     pub async fn model(&self, zone: &Arc<Zone>) -> Result<(Arc<ClusterModel>, State), ApiError> {
         let model = zone

@@ -18,6 +18,7 @@ mod local_disks;
 mod plugins;
 mod privileges;
 mod serve;
+mod serve_command;
 mod serve_concurrency;
 mod serve_errors;
 mod webdriver;

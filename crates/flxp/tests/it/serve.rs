@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 use flxp_sim::{Scenario, Sim, SimHandle, TlsIdentity};
 use serde_json::{Value, json};
 
+use super::serve_command::serve_command;
+
 pub const API_TOKEN: &str = "test-api-token-7f3a9c";
 const PVE_TOKEN: &str = "root@pam!flxp=5f0c3a8e-1d2b-4c6f-9a7e-3b2d1c0f9e8d";
 pub const KEY: &str =
@@ -98,20 +100,12 @@ async fn spawn(
         ),
     );
     let (dir, config) = super::temp_file("flxp.toml", &text);
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_flxp"));
-    cmd.args([
-        "serve",
-        "--config",
-        config.to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-    ])
-    .env_remove("FLXP_CONFIG")
-    .env("FLXP_API_TOKEN", API_TOKEN)
-    .env("RUST_LOG", "debug")
-    .stdin(Stdio::null())
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped());
+    let mut cmd = serve_command(&config);
+    cmd.env("FLXP_API_TOKEN", API_TOKEN)
+        .env("RUST_LOG", "debug")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -478,10 +472,7 @@ async fn rebalance_carries_out_its_plan_and_a_dry_run_moves_nothing() {
     let v = s
         .query("mutation { rebalance(zone: \"lab\") { executed done failed plan { migrations { vmid to } } } }")
         .await;
-    let r = &v["data"]["rebalance"];
-    assert_eq!(r["executed"], true, "{v}");
-    assert_eq!(r["failed"], json!([]), "{v}");
-    assert!(r["done"].as_u64().unwrap() >= 1, "{v}");
+    let r = executed_cleanly(&v, "rebalance");
     let after = guests(&s);
     let moved = before.iter().zip(&after).filter(|(a, b)| a != b).count();
     assert_eq!(
@@ -497,6 +488,16 @@ async fn rebalance_carries_out_its_plan_and_a_dry_run_moves_nothing() {
         )),
         "{metrics}"
     );
+}
+
+/// The answer of an executing mutation named `field`, after asserting it ran, at least one
+/// migration is done and none failed.
+fn executed_cleanly<'a>(v: &'a Value, field: &str) -> &'a Value {
+    let r = &v["data"][field];
+    assert_eq!(r["executed"], true, "{v}");
+    assert_eq!(r["failed"], json!([]), "{v}");
+    assert!(r["done"].as_u64().unwrap() >= 1, "{v}");
+    r
 }
 
 fn guests(s: &Service) -> Vec<(u32, String)> {
@@ -528,10 +529,7 @@ async fn evacuate_empties_the_node_and_unknown_names_have_their_codes() {
     let v = s
         .query("mutation { evacuate(zone: \"lab\", node: \"pve4\") { executed done failed plan { unplaced { vmid } document } } }")
         .await;
-    let r = &v["data"]["evacuate"];
-    assert_eq!(r["executed"], true, "{v}");
-    assert_eq!(r["failed"], json!([]), "{v}");
-    assert!(r["done"].as_u64().unwrap() >= 1, "{v}");
+    let r = executed_cleanly(&v, "evacuate");
     // Every guest but those the plan could not place or left in place has left pve4.
     let doc = &r["plan"]["document"];
     let unplaced: Vec<u64> = doc["unplaced"]

@@ -7,6 +7,7 @@ use flxp_sim::scenario::{ErrorFault, FaultSpec};
 use serde_json::{Value, json};
 
 use super::serve::{API_TOKEN, CREATE, PASSWORD, code, create_vars, demo, message, options};
+use super::serve_command::serve_command;
 
 /// The `createVM` variables of a `bad_creates.json` case: a valid request with its changes.
 fn bad_create(case: &Value) -> Value {
@@ -276,16 +277,8 @@ fn a_config_without_api_tokens_is_refused() {
         "flxp.toml",
         "[zones.lab]\nhosts = [\"127.0.0.1:1\"]\ntoken = \"root@pam!flxp\"\ntoken-secret = \"s\"\n",
     );
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_flxp"))
-        .args([
-            "serve",
-            "--config",
-            config.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-        ])
+    let out = serve_command(&config)
         .env_remove("FLXP_API_TOKEN")
-        .env_remove("FLXP_CONFIG")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));

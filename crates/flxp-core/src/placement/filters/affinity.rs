@@ -3,7 +3,7 @@
 //! by name, as Proxmox picks). A group with no running member elsewhere constrains nothing.
 
 use crate::placement::registry::BuiltinFilter;
-use crate::placement::{Ctx, FilterKind, NodeView, Reason};
+use crate::placement::{Ctx, FilterKind, GroupPresence, NodeView, Reason};
 
 /// Registered name.
 pub const NAME: &str = "affinity";
@@ -13,7 +13,7 @@ pub static FILTER: BuiltinFilter = BuiltinFilter::new(NAME, FilterKind::Rule, "h
 
 /// Only a group with running members somewhere decides the node.
 fn applies(ctx: &Ctx) -> bool {
-    ctx.affinity.iter().any(|p| !p.nodes.is_empty())
+    GroupPresence::any_running(&ctx.affinity)
 }
 
 fn passes(ctx: &Ctx, node: &NodeView) -> bool {

@@ -2,7 +2,7 @@
 //! negative HA resource-affinity). A node with a running member takes no other member.
 
 use crate::placement::registry::BuiltinFilter;
-use crate::placement::{Ctx, FilterKind, NodeView, Reason};
+use crate::placement::{Ctx, FilterKind, GroupPresence, NodeView, Reason};
 
 /// Registered name.
 pub const NAME: &str = "anti-affinity";
@@ -11,7 +11,7 @@ pub const NAME: &str = "anti-affinity";
 pub static FILTER: BuiltinFilter = BuiltinFilter::new(NAME, FilterKind::Rule, "no member of a hard anti-affinity group runs here", check).with_passes(passes).applies_when(applies);
 
 fn applies(ctx: &Ctx) -> bool {
-    ctx.anti_affinity.iter().any(|p| !p.nodes.is_empty())
+    GroupPresence::any_running(&ctx.anti_affinity)
 }
 
 fn passes(ctx: &Ctx, node: &NodeView) -> bool {

@@ -1,6 +1,7 @@
 //! `cpu`: the subject's vCPUs are not more than the node's CPUs, and (optionally) the vCPU
 //! overcommit cap holds.
 
+use super::judge_cap;
 use crate::placement::registry::BuiltinFilter;
 use crate::placement::{Ctx, FilterKind, NodeView, Reason};
 
@@ -19,8 +20,18 @@ fn passes(ctx: &Ctx, node: &NodeView) -> bool {
     if ctx.subject.cores > have {
         return false;
     }
-    !matches!(ctx.options.max_vcpu_ratio,
-        Some(ratio) if node.usage.committed_cpus + ctx.subject.committed_cpus > have * ratio + 1e-9)
+    vcpu_cap(ctx, node).is_ok()
+}
+
+/// The optional vCPU overcommit cap (a rounding slack of 1e-9).
+fn vcpu_cap(ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
+    judge_cap(
+        ctx.options.max_vcpu_ratio,
+        node.usage.committed_cpus + ctx.subject.committed_cpus,
+        |ratio| node.node.maxcpu * ratio,
+        |committed, cap| committed > cap + 1e-9,
+        |committed, cap, ratio| Reason::VcpuCap { committed, cap, ratio },
+    )
 }
 
 fn check(ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
@@ -35,18 +46,7 @@ fn check(ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
             have,
         });
     }
-    if let Some(ratio) = ctx.options.max_vcpu_ratio {
-        let cap = have * ratio;
-        let committed = node.usage.committed_cpus + ctx.subject.committed_cpus;
-        if committed > cap + 1e-9 {
-            return Err(Reason::VcpuCap {
-                committed,
-                cap,
-                ratio,
-            });
-        }
-    }
-    Ok(())
+    vcpu_cap(ctx, node)
 }
 
 #[cfg(test)]

@@ -31,7 +31,6 @@ fn check(_ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::placement::PlacementOptions;
     use crate::placement::filters::testing::*;
     use crate::testutil::*;
 
@@ -42,16 +41,14 @@ mod tests {
             .node(node("b").hastate("maintenance"))
             .node(node("c"))
             .build();
-        let s = new_vm(&c, GIB, 1, &[]);
-        let o = PlacementOptions::default();
-        let a = verdict(&FILTER, &c, &s, &o, "a")
+        let a = plain_verdict(&FILTER, &c, "a")
             .unwrap_err()
             .to_string();
         assert!(a.contains("flxp.maintenance in node notes"), "{a}");
-        let b = verdict(&FILTER, &c, &s, &o, "b")
+        let b = plain_verdict(&FILTER, &c, "b")
             .unwrap_err()
             .to_string();
         assert!(b.contains("Proxmox HA"), "{b}");
-        assert_eq!(verdict(&FILTER, &c, &s, &o, "c"), Ok(()));
+        assert_eq!(plain_verdict(&FILTER, &c, "c"), Ok(()));
     }
 }

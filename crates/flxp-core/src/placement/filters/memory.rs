@@ -4,6 +4,7 @@
 //! Available memory is total − used − reserve, where used is what the node reports (Proxmox's
 //! `mem` = MemTotal − MemAvailable) adjusted by planned moves.
 
+use super::judge_cap;
 use crate::placement::registry::BuiltinFilter;
 use crate::placement::{Ctx, FilterKind, NodeView, Reason};
 
@@ -21,7 +22,7 @@ pub fn available(ctx: &Ctx, node: &NodeView) -> u64 {
         .saturating_sub(ctx.options.reserve_for(node.node))
 }
 
-/// `check` without building the reason.
+/// `check` as a yes or no: the same comparisons, without the memory reason's figures.
 fn passes(ctx: &Ctx, node: &NodeView) -> bool {
     if !node.node.is_online() {
         return true;
@@ -29,9 +30,18 @@ fn passes(ctx: &Ctx, node: &NodeView) -> bool {
     if ctx.subject.memory > available(ctx, node) {
         return false;
     }
-    !matches!(ctx.options.max_memory_commit,
-        Some(ratio) if node.usage.committed_mem + ctx.subject.committed_mem
-            > (node.node.maxmem as f64 * ratio) as u64)
+    memory_commit_cap(ctx, node).is_ok()
+}
+
+/// The optional committed-memory cap.
+fn memory_commit_cap(ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
+    judge_cap(
+        ctx.options.max_memory_commit,
+        node.usage.committed_mem + ctx.subject.committed_mem,
+        |ratio| (node.node.maxmem as f64 * ratio) as u64,
+        |committed, cap| committed > cap,
+        |committed, cap, ratio| Reason::MemoryCommitCap { committed, cap, ratio },
+    )
 }
 
 fn check(ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
@@ -50,18 +60,7 @@ fn check(ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
             reserve: ctx.options.reserve_for(node.node),
         });
     }
-    if let Some(ratio) = ctx.options.max_memory_commit {
-        let cap = (node.node.maxmem as f64 * ratio) as u64;
-        let committed = node.usage.committed_mem + ctx.subject.committed_mem;
-        if committed > cap {
-            return Err(Reason::MemoryCommitCap {
-                committed,
-                cap,
-                ratio,
-            });
-        }
-    }
-    Ok(())
+    memory_commit_cap(ctx, node)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Hard filters, one file each defining a [`BuiltinFilter`] as `FILTER`, listed once below;
 //! `../registry.rs` serves the list.
 
+use super::Reason;
 use super::registry::BuiltinFilter;
 
 /// Declares each filter module and lists its filter in [`ALL`], one line per module.
@@ -26,6 +27,38 @@ filters! {
     anti_affinity::FILTER,
 }
 
+/// `Ok` when nothing was `found`, else the reason `refuse` makes of it: for the filters that
+/// list what a node lacks or breaks (`selector`, `taints`, `node-rules`).
+fn refuse_any<T>(found: Vec<T>, refuse: impl FnOnce(Vec<T>) -> Reason) -> Result<(), Reason> {
+    if found.is_empty() {
+        Ok(())
+    } else {
+        Err(refuse(found))
+    }
+}
+
+/// Judges an optional overcommit cap, for `cpu` and `memory` (their `passes` and `check` both
+/// call it, so all compare alike): `Ok` when no cap is set (`ratio` is `None`) or `committed`
+/// is not `over` the node's `cap` for the ratio; else the reason `breach` builds from
+/// `(committed, cap, ratio)`.
+fn judge_cap<T: Copy>(
+    ratio: Option<f64>,
+    committed: T,
+    cap: impl FnOnce(f64) -> T,
+    over: impl FnOnce(T, T) -> bool,
+    breach: impl FnOnce(T, T, f64) -> Reason,
+) -> Result<(), Reason> {
+    let Some(ratio) = ratio else {
+        return Ok(());
+    };
+    let cap = cap(ratio);
+    if over(committed, cap) {
+        Err(breach(committed, cap, ratio))
+    } else {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod testing {
     //! Running one filter on one node of a built cluster.
@@ -46,6 +79,13 @@ pub(crate) mod testing {
         Subject::new_vm(c, &rules, &req)
             .map(|(s, _)| s)
             .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The filter's verdict on `node` for a plain new VM (1 GiB, 1 core, no tags) under the
+    /// default options.
+    pub fn plain_verdict(f: &dyn Filter, c: &Cluster, node: &str) -> Result<(), Reason> {
+        let s = new_vm(c, crate::units::GIB, 1, &[]);
+        verdict(f, c, &s, &PlacementOptions::default(), node)
     }
 
     /// The filter's verdict on a node.

@@ -1,6 +1,7 @@
 //! `node-rules`: `flxp.node.<node>` tags, ProxLB pins and strict HA node-affinity. A node must be
 //! allowed by every one of them.
 
+use super::refuse_any;
 use crate::placement::registry::BuiltinFilter;
 use crate::placement::{Ctx, FilterKind, NodeView, Reason};
 
@@ -32,11 +33,7 @@ fn check(ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
             (r.rule.clone(), nodes)
         })
         .collect();
-    if refusing.is_empty() {
-        Ok(())
-    } else {
-        Err(Reason::NodeRules { rules: refusing })
-    }
+    refuse_any(refusing, |rules| Reason::NodeRules { rules })
 }
 
 #[cfg(test)]

@@ -32,7 +32,6 @@ fn check(_ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::placement::PlacementOptions;
     use crate::placement::filters::testing::*;
     use crate::testutil::*;
 
@@ -42,11 +41,9 @@ mod tests {
             .node(node("a"))
             .node(node("b").offline())
             .build();
-        let s = new_vm(&c, GIB, 1, &[]);
-        let o = PlacementOptions::default();
-        assert_eq!(verdict(&FILTER, &c, &s, &o, "a"), Ok(()));
+        assert_eq!(plain_verdict(&FILTER, &c, "a"), Ok(()));
         assert_eq!(
-            verdict(&FILTER, &c, &s, &o, "b"),
+            plain_verdict(&FILTER, &c, "b"),
             Err(Reason::NotOnline {
                 status: "offline".into()
             })
@@ -60,16 +57,14 @@ mod tests {
             let i = c.node_idx(name).unwrap();
             c.node_mut(i).ha_state = Some(state.into());
         }
-        let s = new_vm(&c, GIB, 1, &[]);
-        let o = PlacementOptions::default();
-        assert_eq!(verdict(&FILTER, &c, &s, &o, "a"), Ok(()));
+        assert_eq!(plain_verdict(&FILTER, &c, "a"), Ok(()));
         assert_eq!(
-            verdict(&FILTER, &c, &s, &o, "b"),
+            plain_verdict(&FILTER, &c, "b"),
             Err(Reason::HaNotOnline {
                 state: "fence".into()
             })
         );
-        assert!(verdict(&FILTER, &c, &s, &o, "c").is_err());
-        assert_eq!(verdict(&FILTER, &c, &s, &o, "d"), Ok(()), "no HA in use");
+        assert!(plain_verdict(&FILTER, &c, "c").is_err());
+        assert_eq!(plain_verdict(&FILTER, &c, "d"), Ok(()), "no HA in use");
     }
 }

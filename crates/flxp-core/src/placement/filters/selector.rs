@@ -1,5 +1,6 @@
 //! `selector`: `flxp.select.<label>` tags; a node must carry every selected label.
 
+use super::refuse_any;
 use crate::placement::registry::BuiltinFilter;
 use crate::placement::{Ctx, FilterKind, NodeView, Reason};
 
@@ -13,28 +14,23 @@ fn applies(ctx: &Ctx) -> bool {
     !ctx.subject.rules.selectors.is_empty()
 }
 
-fn passes(ctx: &Ctx, node: &NodeView) -> bool {
+/// The selected labels the node does not carry, in selector order.
+fn missing<'a>(ctx: &'a Ctx, node: &'a NodeView) -> impl Iterator<Item = &'a String> {
     ctx.subject
         .rules
         .selectors
         .iter()
-        .all(|l| node.node.labels.contains(l))
+        .filter(|l| !node.node.labels.contains(*l))
+}
+
+fn passes(ctx: &Ctx, node: &NodeView) -> bool {
+    missing(ctx, node).next().is_none()
 }
 
 fn check(ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
-    let missing: Vec<String> = ctx
-        .subject
-        .rules
-        .selectors
-        .iter()
-        .filter(|l| !node.node.labels.contains(*l))
-        .cloned()
-        .collect();
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(Reason::MissingLabels { labels: missing })
-    }
+    refuse_any(missing(ctx, node).cloned().collect(), |labels| {
+        Reason::MissingLabels { labels }
+    })
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! `taints`: a node tainted `flxp.taint.<t>` takes no new guest and no migration unless the guest
 //! tolerates `<t>`. Guests already there stay (that is not a violation).
 
+use super::refuse_any;
 use crate::cluster::Node;
 use crate::constraints::GuestRules;
 use crate::placement::registry::BuiltinFilter;
@@ -32,12 +33,9 @@ fn check(ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
     if node.node.taints.is_empty() {
         return Ok(());
     }
-    let taints = untolerated(&ctx.subject.rules, node.node);
-    if taints.is_empty() {
-        Ok(())
-    } else {
-        Err(Reason::Tainted { taints })
-    }
+    refuse_any(untolerated(&ctx.subject.rules, node.node), |taints| {
+        Reason::Tainted { taints }
+    })
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ fn members_on(groups: &[GroupPresence], node: &NodeView) -> f64 {
 pub static AFFINITY: BuiltinScorer = BuiltinScorer::each(NAME, "nodes holding members of soft affinity groups", affinity_score).applies_when(affinity_applies).normalized(min_max);
 
 fn affinity_applies(ctx: &Ctx) -> bool {
-    ctx.prefer_affinity.iter().any(|p| !p.nodes.is_empty())
+    GroupPresence::any_running(&ctx.prefer_affinity)
 }
 
 fn affinity_score(ctx: &Ctx, node: &NodeView) -> f64 {
@@ -28,7 +28,7 @@ fn affinity_score(ctx: &Ctx, node: &NodeView) -> f64 {
 pub static ANTI_AFFINITY: BuiltinScorer = BuiltinScorer::each(ANTI_NAME, "nodes without members of soft anti-affinity groups", anti_affinity_score).applies_when(anti_affinity_applies).normalized(min_max);
 
 fn anti_affinity_applies(ctx: &Ctx) -> bool {
-    ctx.prefer_anti_affinity.iter().any(|p| !p.nodes.is_empty())
+    GroupPresence::any_running(&ctx.prefer_anti_affinity)
 }
 
 fn anti_affinity_score(ctx: &Ctx, node: &NodeView) -> f64 {
@@ -51,32 +51,24 @@ mod tests {
             .build()
     }
 
+    /// The scores of a new VM tagged `tag` on [`cluster`].
+    fn scores_on_cluster(scorer: &BuiltinScorer, tag: &str) -> Vec<(String, f64)> {
+        let c = cluster();
+        scores(scorer, &c, &new_vm(&c, GIB, 1, &[tag])).unwrap()
+    }
+
     #[test]
     fn soft_affinity_prefers_where_most_members_run() {
-        let c = cluster();
-        let got = scores(
-            &AFFINITY,
-            &c,
-            &new_vm(&c, GIB, 1, &["flxp.prefer-affinity.cache"]),
-        )
-        .unwrap();
         assert_eq!(
-            got,
+            scores_on_cluster(&AFFINITY, "flxp.prefer-affinity.cache"),
             vec![("a".into(), 100.0), ("b".into(), 50.0), ("c".into(), 0.0)]
         );
     }
 
     #[test]
     fn soft_anti_affinity_avoids_members() {
-        let c = cluster();
-        let got = scores(
-            &ANTI_AFFINITY,
-            &c,
-            &new_vm(&c, GIB, 1, &["flxp.prefer-anti-affinity.web"]),
-        )
-        .unwrap();
         assert_eq!(
-            got,
+            scores_on_cluster(&ANTI_AFFINITY, "flxp.prefer-anti-affinity.web"),
             vec![("a".into(), 0.0), ("b".into(), 0.0), ("c".into(), 100.0)]
         );
     }

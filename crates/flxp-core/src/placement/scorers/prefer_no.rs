@@ -1,6 +1,7 @@
 //! `prefer-no`: soft taints (`flxp.prefer-no.<t>` in node notes). A node with an untolerated soft
 //! taint scores 0, others 100: avoided unless nothing else fits.
 
+use crate::cluster::Node;
 use crate::placement::registry::BuiltinScorer;
 use crate::placement::{Ctx, NodeView, as_is};
 
@@ -10,24 +11,17 @@ pub const NAME: &str = "prefer-no";
 /// Avoids nodes with soft taints the subject does not tolerate.
 pub static SCORER: BuiltinScorer = BuiltinScorer::each(NAME, "nodes without untolerated flxp.prefer-no taints", score).applies_when(applies).normalized(as_is);
 
+/// Whether `node` has a soft taint the subject does not tolerate.
+fn avoided(ctx: &Ctx, node: &Node) -> bool {
+    node.prefer_no.iter().any(|t| !ctx.subject.rules.tolerates(t))
+}
+
 fn applies(ctx: &Ctx) -> bool {
-    ctx.cluster
-        .nodes()
-        .iter()
-        .any(|n| n.prefer_no.iter().any(|t| !ctx.subject.rules.tolerates(t)))
+    ctx.cluster.nodes().iter().any(|n| avoided(ctx, n))
 }
 
 fn score(ctx: &Ctx, node: &NodeView) -> f64 {
-    if node
-        .node
-        .prefer_no
-        .iter()
-        .any(|t| !ctx.subject.rules.tolerates(t))
-    {
-        0.0
-    } else {
-        100.0
-    }
+    if avoided(ctx, node.node) { 0.0 } else { 100.0 }
 }
 
 #[cfg(test)]

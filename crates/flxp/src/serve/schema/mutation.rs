@@ -111,8 +111,7 @@ impl Mutation {
         #[graphql(default = false)] dry_run: bool,
     ) -> Result<RunResult> {
         let s = state(ctx)?;
-        let z = s.zone(&zone)?;
-        let (model, st) = s.model(z).await?;
+        let (model, st) = s.zone_model(&zone).await?;
         let plan = evacuation(s, &zone, Arc::clone(&model), st, &node).await?;
         if dry_run {
             return Ok(dry(&plan));

@@ -74,8 +74,7 @@ impl Query {
     /// hard rules broken on each.
     async fn nodes(&self, ctx: &Context<'_>, zone: String) -> Result<Vec<Node>> {
         let s = state(ctx)?;
-        let z = s.zone(&zone)?;
-        let (model, st) = s.model(z).await?;
+        let (model, st) = s.zone_model(&zone).await?;
         blocking("judging the nodes", move || {
             let report = flxp_core::status::status(&model.cluster, &model.rules, &st);
             report
@@ -91,8 +90,7 @@ impl Query {
     /// The guests of a zone.
     async fn guests(&self, ctx: &Context<'_>, zone: String) -> Result<Vec<Guest>> {
         let s = state(ctx)?;
-        let z = s.zone(&zone)?;
-        let (model, st) = s.model(z).await?;
+        let (model, st) = s.zone_model(&zone).await?;
         Ok(Guest::all(&model.cluster, &st))
     }
 
@@ -141,8 +139,7 @@ impl Query {
     ) -> Result<PlanResult> {
         let s = state(ctx)?;
         let options = balance_options(s, method.as_deref(), s.placer.methods())?;
-        let z = s.zone(&zone)?;
-        let (model, st) = s.model(z).await?;
+        let (model, st) = s.zone_model(&zone).await?;
         let plan = rebalance(s, &zone, model, st, options).await?;
         Ok(PlanResult::from(&plan))
     }
@@ -155,8 +152,7 @@ impl Query {
         node: String,
     ) -> Result<PlanResult> {
         let s = state(ctx)?;
-        let z = s.zone(&zone)?;
-        let (model, st) = s.model(z).await?;
+        let (model, st) = s.zone_model(&zone).await?;
         let plan = evacuation(s, &zone, model, st, &node).await?;
         Ok(PlanResult::from(&plan))
     }

@@ -173,8 +173,7 @@ impl ViewQuery {
     /// warnings.
     async fn status(&self, ctx: &Context<'_>, zone: String) -> Result<ZoneStatus> {
         let s = state(ctx)?;
-        let z = s.zone(&zone)?;
-        let (model, st) = s.model(z).await?;
+        let (model, st) = s.zone_model(&zone).await?;
         let report = flxp_core::status::status(&model.cluster, &model.rules, &st);
         let o = &s.config.balance;
         let imbalance = flxp_core::balance::imbalance(&model.cluster, &st, o.measure, o.metric);
@@ -221,8 +220,7 @@ impl ViewQuery {
     /// The rules that apply to each guest of a zone.
     async fn guest_rules(&self, ctx: &Context<'_>, zone: String) -> Result<Vec<GuestRules>> {
         let s = state(ctx)?;
-        let z = s.zone(&zone)?;
-        let (model, _) = s.model(z).await?;
+        let (model, _) = s.zone_model(&zone).await?;
         Ok(model
             .cluster
             .guest_indexes()
