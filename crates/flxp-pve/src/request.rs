@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use reqwest::Method;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -72,42 +73,35 @@ impl fmt::Display for Request {
     }
 }
 
+/// What a path segment encodes: all but RFC 3986's `pchar` (unreserved, sub-delims, `:` and `@`),
+/// and `%` itself, so a segment can never add a `/`, `?` or `#` to the path.
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~')
+    .remove(b'!')
+    .remove(b'$')
+    .remove(b'&')
+    .remove(b'\'')
+    .remove(b'(')
+    .remove(b')')
+    .remove(b'*')
+    .remove(b'+')
+    .remove(b',')
+    .remove(b';')
+    .remove(b'=')
+    .remove(b':')
+    .remove(b'@');
+
 /// Percent-encodes one path segment (a node name, a sid, a UPID) so it cannot change the path.
 pub(crate) fn seg(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        // RFC 3986 pchar without '%': unreserved, sub-delims, ':' and '@'.
-        if b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    utf8_percent_encode(s, SEGMENT).to_string()
 }
 
 /// Undoes [`seg`]: a path segment as the caller gave it (for test doubles reading paths).
 pub(crate) fn unseg(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(b)) => {
-                out.push(b);
-                i += 3;
-            }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_decode_str(s).decode_utf8_lossy().into_owned()
 }
 
 #[cfg(test)]
@@ -123,6 +117,10 @@ mod tests {
         assert_eq!(seg("vm:100"), "vm:100");
         assert_eq!(seg("../x y?#"), "..%2Fx%20y%3F%23");
         assert_eq!(unseg("..%2Fx%20y%3F%23"), "../x y?#");
+        // `%` and non-ASCII are encoded too, so decoding gives back exactly what was given.
+        assert_eq!(seg("50%é"), "50%25%C3%A9");
+        assert_eq!(unseg("50%25%C3%A9"), "50%é");
+        assert_eq!(unseg("%zz%4"), "%zz%4");
     }
 
     #[test]
