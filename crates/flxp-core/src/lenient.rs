@@ -13,10 +13,11 @@
 //! a struct with a required field puts `default` into the applied attribute instead. A field that
 //! is not a scalar opts out with `#[serde_with(skip_apply)]`.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::de::{self, Deserializer, Visitor};
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Serialize, Serializer};
 
 /// A scalar Proxmox sends loosely: [`opt`] reads and writes `Option`s of it.
 pub trait WireValue: Sized {
@@ -140,6 +141,28 @@ pub fn bool<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
 /// Reads an optional string; numbers are accepted and rendered as text (Perl is loose about both).
 pub fn string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
     <String as WireValue>::read(d)
+}
+
+/// Reads a list that may be `null` (read as empty), as Perl sends an empty one now and then.
+pub fn vec_or_null<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: de::DeserializeOwned,
+{
+    Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
+}
+
+/// Reads a map of byte counts by name leniently: `null` is empty, figures may be numeric strings,
+/// and a `null` figure (unknown) is left out.
+pub fn u64_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, u64>, D::Error> {
+    #[derive(Deserialize)]
+    struct Figure(#[serde(deserialize_with = "u64")] Option<u64>);
+    let map: Option<BTreeMap<String, Figure>> = Option::deserialize(d)?;
+    Ok(map
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, Figure(v))| Some((k, v?)))
+        .collect())
 }
 
 /// `#[serde(with = "lenient::whole")]`: an `Option<f64>` read leniently and written as an integer

@@ -270,6 +270,34 @@ mod tests {
     }
 
     #[test]
+    fn free_bytes_and_volumes_are_read_leniently() {
+        let snap = from_json(
+            r#"{"resources":[{"id":"node/a","type":"node"}],"nodes":{"a":{
+                "storage_avail":{"local":"1099511627776","gone":null,"big":18446744073709551615},
+                "volumes":null}}}"#,
+        )
+        .unwrap();
+        let a = &snap.nodes["a"];
+        let avail: Vec<(&str, u64)> = a
+            .storage_avail
+            .iter()
+            .map(|(k, v)| (k.as_str(), *v))
+            .collect();
+        assert_eq!(avail, [("big", u64::MAX), ("local", 1 << 40)]);
+        assert!(a.volumes.is_empty());
+        let e = from_json(
+            r#"{"resources":[{"id":"node/a","type":"node"}],"nodes":{"a":{"storage_avail":{"x":"lots"}}}}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("nodes.a.storage_avail"), "{e}");
+        let e = from_json(
+            r#"{"resources":[{"id":"node/a","type":"node"}],"nodes":{"a":{"storage_avail":null}}}"#,
+        );
+        assert!(e.unwrap().nodes["a"].storage_avail.is_empty());
+    }
+
+    #[test]
     fn round_trip_is_stable() {
         let text = r#"{"resources":[{"id":"qemu/100","type":"qemu","vmid":"100","node":"pve1","maxcpu":4,"template":0,"tags":"a;b"}],
             "nodes":{"pve1":{"notes":"flxp.label.ssd","rrddata":{"time":1,"pressurememoryfull":"0.5"}}},

@@ -99,11 +99,17 @@ pub struct NodeExtra {
     pub rrddata: Option<RrdRow>,
     /// flxp's own summary of `GET /nodes/{node}/storage`: each active storage's `avail` bytes, by
     /// storage id (what a migration's local disks need on the target). Absent: unknown.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        deserialize_with = "lenient::u64_map",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
     pub storage_avail: BTreeMap<String, u64>,
     /// Guest volumes on the node's local (not shared) storages, as
     /// `GET /nodes/{node}/storage/{storage}/content` lists them: the disks a migration copies.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        deserialize_with = "lenient::vec_or_null",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub volumes: Vec<Volume>,
 }
 

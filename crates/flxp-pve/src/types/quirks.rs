@@ -22,14 +22,7 @@ pub fn string_required<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Err
     lenient::string(d)?.ok_or_else(|| de::Error::custom("expected a string, got null"))
 }
 
-/// Reads a list that may be `null` (read as empty).
-pub fn vec_or_null<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
-where
-    D: Deserializer<'de>,
-    T: DeserializeOwned,
-{
-    Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
-}
+pub use flxp_core::lenient::vec_or_null;
 
 /// Reads a list of strings whose items may arrive as numbers (`loadavg`, node lists).
 pub fn string_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
