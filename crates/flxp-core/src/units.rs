@@ -9,6 +9,12 @@ pub const GIB: u64 = 1 << 30;
 /// Bytes in a TiB.
 pub const TIB: u64 = 1 << 40;
 
+/// A figure with one decimal, a tie rounded away from zero as the JSON figures are: `{:.1}` alone
+/// would show 6.25 as 6.2 in a message and the JSON's rounded 6.3 elsewhere.
+pub fn one_decimal(x: f64) -> String {
+    format!("{:.1}", (x * 10.0).round() / 10.0)
+}
+
 /// Bytes in binary units with one decimal (`4.0 GiB`, `512.0 MiB`, `0 B`).
 pub fn fmt_bytes(bytes: u64) -> String {
     bytes_with(bytes, 1)
@@ -75,6 +81,20 @@ pub fn fmt_cores_apart(a: f64, b: f64) -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn percentages_round_a_tie_away_from_zero_in_every_table_and_message() {
+        let cases = [
+            (6.25, "6.3"),
+            (6.3, "6.3"),
+            (6.24, "6.2"),
+            (0.0, "0.0"),
+            (100.0, "100.0"),
+        ];
+        for (x, shown) in cases {
+            assert_eq!(one_decimal(x), shown, "{x}");
+        }
+    }
 
     #[test]
     fn bytes_render_in_binary_units() {

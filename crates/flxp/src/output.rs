@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use comfy_table::{CellAlignment, Table, presets};
 use flxp_core::placement::Placement;
 use flxp_core::status::StatusReport;
-use flxp_core::units::{fmt_bytes, fmt_cores};
+use flxp_core::units::{fmt_bytes, fmt_cores, one_decimal};
 use serde::Serialize;
 
 use crate::terminal;
@@ -35,12 +35,6 @@ pub fn print_json<T: Serialize>(value: &T) -> Result<()> {
 pub fn print_json_error(message: &str, exit_code: u8) {
     let doc = serde_json::json!({ "error": message, "exit_code": exit_code });
     let _ = print_json(&doc);
-}
-
-/// A percentage with one decimal, a tie rounded away from zero as the JSON figures are (`{:.1}`
-/// alone would show 6.25 as 6.2 in one table and 6.3 in another).
-fn percent(x: f64) -> String {
-    format!("{:.1}", (x * 10.0).round() / 10.0)
 }
 
 /// A command-line error as one line for `--json`: clap's first paragraph (which holds the
@@ -172,13 +166,13 @@ pub fn print_status(r: &StatusReport) {
                 fmt_bytes(n.figures.mem),
                 fmt_bytes(n.figures.maxmem)
             ),
-            percent(n.figures.mem_percent),
+            one_decimal(n.figures.mem_percent),
             format!(
                 "{} / {}",
                 fmt_cores(n.figures.cpu),
                 fmt_cores(n.figures.maxcpu)
             ),
-            percent(n.figures.cpu_percent),
+            one_decimal(n.figures.cpu_percent),
             format!("{} / {}", n.running, n.guests),
             n.labels.join(","),
             n.taints.join(","),
@@ -321,8 +315,8 @@ pub fn print_plan(plan: &flxp_core::balance::Plan, unmet: &[String]) {
         t.add_row(row(vec![
             b.node.clone(),
             status,
-            format!("{}%", percent(b.load)),
-            format!("{}%", percent(a.load)),
+            format!("{}%", one_decimal(b.load)),
+            format!("{}%", one_decimal(a.load)),
             format!(
                 "{} / {}",
                 fmt_bytes(a.figures.mem),
@@ -482,20 +476,6 @@ pub fn print_execution(report: &flxp_engine::ExecutionReport) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn percentages_round_a_tie_away_from_zero_in_every_table() {
-        let cases = [
-            (6.25, "6.3"),
-            (6.3, "6.3"),
-            (6.24, "6.2"),
-            (0.0, "0.0"),
-            (100.0, "100.0"),
-        ];
-        for (x, shown) in cases {
-            assert_eq!(percent(x), shown, "{x}");
-        }
-    }
 
     #[test]
     fn a_usage_error_keeps_the_arguments_it_names_and_drops_the_usage() {

@@ -123,7 +123,7 @@ impl Measure {
     /// A value rendered for messages: one decimal for spread, three for a CV.
     pub fn fmt(self, value: f64) -> String {
         match self {
-            Self::Spread => format!("{value:.1} pp"),
+            Self::Spread => format!("{} pp", crate::units::one_decimal(value)),
             Self::Cv | Self::CvRaw => format!("{value:.3}"),
         }
     }

@@ -19,7 +19,7 @@ use crate::cluster::{Cluster, GuestIdx, NodeIdx};
 use crate::constraints::Rules;
 use crate::placement::{Placer, Subject};
 use crate::state::State;
-use crate::units::fmt_bytes;
+use crate::units::{fmt_bytes, one_decimal};
 
 use super::check::replay;
 use super::draft::{Draft, Step};
@@ -261,12 +261,12 @@ fn reason(
                 _ => String::new(),
             };
             format!(
-                "balance {}: {together}{cs} {:.1} % → {:.1} %, {ct} {:.1} % → {:.1} %{}",
+                "balance {}: {together}{cs} {} % → {} %, {ct} {} % → {} %{}",
                 sim.objective.kind().as_str(),
-                sim.objective.load(s),
-                e.from.1,
-                sim.objective.load(t),
-                e.to.1,
+                one_decimal(sim.objective.load(s)),
+                one_decimal(e.from.1),
+                one_decimal(sim.objective.load(t)),
+                one_decimal(e.to.1),
                 traded(sim.soft_weight, worse)
             )
         }

@@ -23,7 +23,7 @@ use crate::Warning;
 use crate::cluster::NodeIdx;
 use crate::placement::Subject;
 use crate::state::State;
-use crate::units::fmt_bytes;
+use crate::units::{fmt_bytes, one_decimal};
 
 use super::draft::{Draft, Step};
 use super::movable::{Intent, Stay};
@@ -802,10 +802,12 @@ fn apply(sim: &mut Draft, m: &Move) {
             )
         };
         let reason = format!(
-            "balance {}: {who}{cs} {ls:.1} % → {:.1} %, {ct} {lt:.1} % → {:.1} %; {why}{trade}",
+            "balance {}: {who}{cs} {} % → {} %, {ct} {} % → {} %; {why}{trade}",
             sim.objective.kind().as_str(),
-            e.from.1,
-            e.to.1,
+            one_decimal(ls),
+            one_decimal(e.from.1),
+            one_decimal(lt),
+            one_decimal(e.to.1),
         );
         let (purpose, step) = match (kind, i) {
             (1, _) => (Purpose::Balance, Step::New),
