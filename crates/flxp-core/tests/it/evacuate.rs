@@ -121,7 +121,7 @@ fn with_the_free_memory_policy_the_most_free_bytes_take_guests_in_waves() {
     );
     assert_eq!(
         p.migrations[0].reason,
-        "evacuate: pve1 is in maintenance (maintenance requested); pve3 ranks first of 3 feasible nodes under policy free-memory (score 100.0, next 86.4); spread 15.6 pp → 31.2 pp"
+        "evacuate: pve1 is in maintenance (maintenance requested); pve3 ranks first of 3 feasible nodes under policy free-memory (score 100.0, next 86.4); spread 15.6 pp → 31.3 pp"
     );
     assert!(p.unplaced.is_empty());
     assert!(p.violations_after.is_empty());
