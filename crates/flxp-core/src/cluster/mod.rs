@@ -613,6 +613,11 @@ fn collect_guests(
         if r.maxmem.is_none() && !template {
             warn("has no maxmem: counted as 0 bytes, so memory checks cannot see it".to_owned());
         }
+        if running && !is_known_status(&status) {
+            warn(format!(
+                "status {status:?} is not one Proxmox reports: counted as running, so it keeps its memory on the node"
+            ));
+        }
         let name = r.name.clone().unwrap_or_default();
         if !name.is_empty() && !crate::names::is_dns_name(&name) {
             // A name is cosmetic: flxp keeps it (escaped wherever it is shown) and carries on.
@@ -768,6 +773,33 @@ fn ha_maintenance_nodes(ha: &Ha) -> BTreeSet<&str> {
         })
         .filter_map(|e| e.node.as_deref())
         .collect()
+}
+
+/// A guest status Proxmox reports: `stopped`, `unknown` (no report yet), or a QEMU run state as QMP
+/// names them (`qapi/run-state.json` in QEMU); containers only use `running` and `stopped`.
+fn is_known_status(status: &str) -> bool {
+    matches!(
+        status,
+        "running"
+            | "stopped"
+            | "unknown"
+            | ""
+            | "paused"
+            | "prelaunch"
+            | "suspended"
+            | "inmigrate"
+            | "postmigrate"
+            | "finish-migrate"
+            | "debug"
+            | "internal-error"
+            | "io-error"
+            | "restore-vm"
+            | "save-vm"
+            | "shutdown"
+            | "watchdog"
+            | "guest-panicked"
+            | "colo"
+    )
 }
 
 #[cfg(test)]
@@ -942,6 +974,14 @@ mod input_checks {
             (
                 r#"{"id":"qemu/101","type":"qemu","vmid":101,"node":"a","status":"running"}"#,
                 vec!["resources[1] (qemu/101): has no maxmem: counted as 0 bytes, so memory checks cannot see it".into()],
+            ),
+            (
+                r#"{"id":"qemu/104","type":"qemu","vmid":104,"node":"a","maxmem":1,"status":"banana"}"#,
+                vec![r#"resources[1] (qemu/104): status "banana" is not one Proxmox reports: counted as running, so it keeps its memory on the node"#.into()],
+            ),
+            (
+                r#"{"id":"qemu/104","type":"qemu","vmid":104,"node":"a","maxmem":1,"status":"paused"}"#,
+                vec![],
             ),
             (
                 r#"{"id":"lxc/101","type":"lxc","vmid":101,"node":"a","maxmem":null,"status":"stopped"}"#,

@@ -195,17 +195,24 @@ async fn lease_node_finding(client: &flxp_pve::Client, node: &str) -> Finding {
             ));
         }
     };
-    let members: Vec<String> = status
+    let members: Vec<(String, bool)> = status
         .into_iter()
         .filter(|e| e.kind.as_deref() == Some("node"))
-        .filter_map(|e| e.name)
+        .filter_map(|e| Some((e.name?, e.online.unwrap_or(false))))
         .collect();
-    if members.iter().any(|m| m == node) {
-        ok(format!("lease-node {node} is a member of the cluster"))
-    } else {
-        problem(format!(
-            "lease-node {node} is not a node of this cluster (its nodes: {})",
-            members.join(", ")
-        ))
+    match members.iter().find(|(m, _)| m == node) {
+        Some((_, true)) => ok(format!("lease-node {node} is a member of the cluster")),
+        // Not a mistake in the file, but while it lasts no replica can take or renew the lease.
+        Some((_, false)) => ok(format!(
+            "lease-node {node} is a member of the cluster, but offline now: \
+             no replica can take the lease until it is back"
+        )),
+        None => {
+            let names: Vec<&str> = members.iter().map(|(m, _)| m.as_str()).collect();
+            problem(format!(
+                "lease-node {node} is not a node of this cluster (its nodes: {})",
+                names.join(", ")
+            ))
+        }
     }
 }
