@@ -17,7 +17,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use flxp_pve::Pve;
-use flxp_pve::types::NodeConfigUpdate;
+use flxp_pve::types::{ClusterStatusEntry, NodeConfigUpdate};
 use tokio::time::Instant;
 
 /// Lease settings (the config's `[lease]` table).
@@ -310,10 +310,10 @@ impl LeaseKeeper {
             .map_err(|e| format!("cannot read the cluster membership: {e}"))?;
         let first = status
             .iter()
-            .filter(|e| e.kind.as_deref() == Some("node"))
-            .filter_map(|e| e.name.clone())
+            .filter_map(ClusterStatusEntry::node_name)
             .min()
-            .ok_or("the cluster status lists no node")?;
+            .ok_or("the cluster status lists no node")?
+            .to_owned();
         self.lock().node = Some(first.clone());
         Ok(first)
     }

@@ -68,6 +68,16 @@ pub struct ClusterStatusEntry {
     pub version: Option<u64>,
 }
 
+impl ClusterStatusEntry {
+    /// The node's name when this entry is a node (the other entry is the cluster itself).
+    pub fn node_name(&self) -> Option<&str> {
+        match self.kind.as_deref() {
+            Some("node") => self.name.as_deref(),
+            _ => None,
+        }
+    }
+}
+
 /// `GET /cluster/options`: the datacenter configuration (`crs`, `tag-style`, `next-id`, ...), kept
 /// as Proxmox sends it because Contract 1 stores it verbatim.
 pub type ClusterOptions = serde_json::Map<String, serde_json::Value>;

@@ -195,12 +195,11 @@ async fn lease_node_finding(client: &flxp_pve::Client, node: &str) -> Finding {
             ));
         }
     };
-    let members: Vec<(String, bool)> = status
-        .into_iter()
-        .filter(|e| e.kind.as_deref() == Some("node"))
-        .filter_map(|e| Some((e.name?, e.online.unwrap_or(false))))
+    let members: Vec<(&str, bool)> = status
+        .iter()
+        .filter_map(|e| Some((e.node_name()?, e.online.unwrap_or(false))))
         .collect();
-    match members.iter().find(|(m, _)| m == node) {
+    match members.iter().find(|(m, _)| *m == node) {
         Some((_, true)) => ok(format!("lease-node {node} is a member of the cluster")),
         // Not a mistake in the file, but while it lasts no replica can take or renew the lease.
         Some((_, false)) => ok(format!(
@@ -208,7 +207,7 @@ async fn lease_node_finding(client: &flxp_pve::Client, node: &str) -> Finding {
              no replica can take the lease until it is back"
         )),
         None => {
-            let names: Vec<&str> = members.iter().map(|(m, _)| m.as_str()).collect();
+            let names: Vec<&str> = members.iter().map(|(m, _)| *m).collect();
             problem(format!(
                 "lease-node {node} is not a node of this cluster (its nodes: {})",
                 names.join(", ")
