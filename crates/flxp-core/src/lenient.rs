@@ -190,8 +190,8 @@ pub(crate) struct Whole(pub f64);
 
 impl Serialize for Whole {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        // 9e15 is just above 2^53: past it a float no longer holds every integer.
-        if self.0.fract() == 0.0 && self.0.abs() < 9.0e15 {
+        // Below 2^53 every whole float is an integer `i64` holds as it is.
+        if self.0.fract() == 0.0 && self.0.abs() < TWO_TO_53 {
             s.serialize_i64(self.0 as i64)
         } else {
             s.serialize_f64(self.0)
@@ -212,10 +212,17 @@ fn integer<'de, T: TryFrom<i128>, D: Deserializer<'de>>(
             Err(_) => v.to_string(),
         },
         Some(Num::Float(v, text)) => {
-            // `as` saturates far outside i128, which `try_from` then refuses; NaN is caught first.
             let whole = v.trunc();
-            if whole.is_finite() && !(unsigned && v < 0.0) {
-                if let Ok(n) = T::try_from(whole as i128) {
+            // From 2^53 on a float no longer holds every integer: the integer part is read from
+            // the text when there is one in plain decimal form, and refused otherwise.
+            let exact = if whole.abs() < TWO_TO_53 {
+                // `as` is exact here; NaN fails `is_finite`.
+                whole.is_finite().then_some(whole as i128)
+            } else {
+                text.as_deref().and_then(integer_part)
+            };
+            if let Some(n) = exact.filter(|_| !(unsigned && v < 0.0)) {
+                if let Ok(n) = T::try_from(n) {
                     return Ok(Some(n));
                 }
             }
@@ -227,12 +234,28 @@ fn integer<'de, T: TryFrom<i128>, D: Deserializer<'de>>(
     )))
 }
 
+/// 2^53: below it every integer is a float, at and above it not every one is.
+const TWO_TO_53: f64 = 9_007_199_254_740_992.0;
+
+/// The integer part of a plain decimal (`-12.75` is -12), exactly; `None` for other forms
+/// (exponents), whose digits are not all written out.
+fn integer_part(text: &str) -> Option<i128> {
+    let (int, frac) = text.split_once('.').unwrap_or((text, ""));
+    if !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    match int {
+        "" | "-" | "+" => Some(0),
+        _ => int.parse().ok(),
+    }
+}
+
 /// A JSON float for an error message, never as a different number than the one sent: huge ones in
 /// exponent form, and integers past 2^53 (which a float may have rounded) without digits.
 fn show(v: f64) -> String {
     if !v.is_finite() || v.abs() >= 1e21 {
         format!("{v:e}")
-    } else if v.fract() == 0.0 && v.abs() >= 9_007_199_254_740_992.0 {
+    } else if v.fract() == 0.0 && v.abs() >= TWO_TO_53 {
         "a number too large to read exactly".to_owned()
     } else {
         format!("{v}")
@@ -447,8 +470,24 @@ mod tests {
             (r#"{"n": 18446744073709551615}"#, u64::MAX),
             (r#"{"n": " 18446744073709551615 "}"#, u64::MAX),
             (r#"{"n": 2.5}"#, 2),
+            // A fraction past 2^53 in text: the integer part is read from the digits.
+            (r#"{"n": "9007199254740993.5"}"#, 9_007_199_254_740_993),
+            (r#"{"n": "18446744073709551615.0"}"#, u64::MAX),
         ] {
             assert_eq!(parse(json).unwrap().n, Some(want), "{json}");
+        }
+    }
+
+    #[test]
+    fn fractions_past_two_to_the_fifty_three_without_their_digits_are_errors() {
+        // A JSON number with a fraction arrives as a float: its last digits are already gone.
+        for json in [
+            r#"{"n": 9007199254740993.5}"#,
+            r#"{"n": "9.007199254740993e15"}"#,
+            r#"{"n": 1.8e19}"#,
+        ] {
+            let e = parse(json).unwrap_err().to_string();
+            assert!(e.contains("expected a non-negative integer"), "{json}: {e}");
         }
     }
 

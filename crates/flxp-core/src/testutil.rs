@@ -12,7 +12,7 @@ use crate::constraints::Rules;
 use crate::placement::{PlacementOptions, Placer};
 use crate::state::State;
 
-/// Issue 12's first cluster (N3, N6): n1 32 GiB, n2 24 GiB, n3 16 GiB; 103 is pinned to n2.
+/// Issue 12's first cluster: n1 32 GiB, n2 24 GiB, n3 16 GiB; 103 is pinned to n2.
 pub fn floor1() -> Cluster {
     ClusterBuilder::new()
         .node(node("n1").memory(32 * GIB).cpus(4.0))
@@ -31,7 +31,7 @@ pub fn floor1() -> Cluster {
         .build()
 }
 
-/// Issue 12's second cluster (N3): three 16 GiB nodes, n1 in maintenance.
+/// Issue 12's second cluster: three 16 GiB nodes, n1 in maintenance.
 pub fn floor2() -> Cluster {
     ClusterBuilder::new()
         .node(

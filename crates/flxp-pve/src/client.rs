@@ -136,6 +136,11 @@ impl ClientBuilder {
 pub type Client = Pve<HttpTransport>;
 
 /// The [`Transport`] over HTTPS behind a [`Client`]: auth, host failover and retries.
+///
+/// Failover and retries live here rather than in a layer around any transport: which host to try
+/// next, whether a connection (not Proxmox) failed, and whether a ticket must be renewed first
+/// are facts of HTTP to a set of hosts that another transport (the fakes, the metrics layer)
+/// does not have. Layers wrap this whole transport, retries included.
 pub struct HttpTransport {
     http: reqwest::Client,
     hosts: Vec<Host>,
@@ -174,11 +179,6 @@ enum Auth {
 }
 
 impl Client {
-    /// The cluster's clock from the last answer's `Date` header, if any answer carried one.
-    pub fn last_server_time(&self) -> Option<i64> {
-        self.transport().last_server_time()
-    }
-
     /// The configured API hosts, in failover order.
     pub fn hosts(&self) -> &[Host] {
         &self.transport().hosts
@@ -202,17 +202,13 @@ impl Transport for HttpTransport {
         self.call(method, &path, params).await
     }
 
+    /// The cluster's clock from the last answer's `Date` header, if any answer carried one.
     fn server_time(&self) -> Option<i64> {
-        self.last_server_time()
+        Some(self.server_time.load(Ordering::Relaxed)).filter(|&t| t > 0)
     }
 }
 
 impl HttpTransport {
-    /// The cluster's clock from the last answer's `Date` header, if any answer carried one.
-    pub fn last_server_time(&self) -> Option<i64> {
-        Some(self.server_time.load(Ordering::Relaxed)).filter(|&t| t > 0)
-    }
-
     /// The host that answered last (tried first by the next call).
     pub fn preferred_host(&self) -> &Host {
         let i = self.preferred.load(Ordering::Relaxed) % self.hosts.len();

@@ -33,6 +33,10 @@ pub enum Error {
     /// The self-signed certificate could not be generated or loaded.
     #[error("TLS set-up failed: {0}")]
     Tls(String),
+    /// The API schema built into the simulator cannot be read: a defect of the build, not of
+    /// the scenario. Without it requests would go unvalidated, so no simulator starts.
+    #[error("the embedded Proxmox API schema is unreadable: {0}")]
+    Schema(String),
     /// The server's socket failed.
     #[error("server I/O failed: {0}")]
     Io(#[from] std::io::Error),

@@ -87,6 +87,7 @@ impl std::fmt::Debug for Sim {
 impl Sim {
     /// Starts the simulated cluster of a scenario; its clock starts now.
     pub fn new(scenario: Scenario) -> Result<Self> {
+        crate::schema::ApiSchema::load()?;
         let tokens: Vec<TokenSpec> = scenario.tokens()?;
         let users = scenario
             .sim

@@ -679,8 +679,8 @@ mod tests {
         p
     }
 
-    /// N3: the floor was 9.72 (a 4 GiB guest the plan put on n3 taken as fixed there) while a
-    /// placement at 6.25 pp exists; N6: `migrations` was 1 while reaching 12.5 pp takes 2 (the
+    /// Before the fix the floor was 9.72 (a 4 GiB guest the plan put on n3 taken as fixed there) while a
+    /// placement at 6.25 pp exists, and `migrations` was 1 while reaching 12.5 pp takes 2 (the
     /// 4 GiB guest n1 must shed fits on no node that must gain).
     #[test]
     fn issue12_floor1_bounds_are_bounds() {
@@ -700,7 +700,7 @@ mod tests {
         assert_eq!(b.bytes_gap, Some(4.5));
     }
 
-    /// N3: the floor was 9.375 (n1's evacuees taken as fixed on n3) while a placement at 0 pp
+    /// Before the fix the floor was 9.375 (n1's evacuees taken as fixed on n3) while a placement at 0 pp
     /// exists (n2 = {101, 102}, n3 = {103, 104, 105, 106}).
     #[test]
     fn issue12_floor2_bounds_are_bounds() {

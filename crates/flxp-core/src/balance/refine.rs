@@ -375,7 +375,7 @@ mod tests {
         );
     }
 
-    /// Issue 12, `a008-noaff`: the greedy plan swaps and moves the affinity pair 103+109
+    /// Issue 12: the greedy plan swaps and moves the affinity pair 103+109
     /// (11 migrations, 3.12 pp); 4 single moves reach a lower spread.
     #[test]
     fn the_exact_step_replaces_a_greedy_plan_with_bundles_and_swaps() {
@@ -406,7 +406,7 @@ mod tests {
         assert!(p.imbalance_after <= 3.125 + 1e-6, "{}", p.summary);
     }
 
-    /// Issue 12, `aff2-a026`: the greedy plan moves the pair 100+110 and stops at 10.94 pp after
+    /// Issue 12: the greedy plan moves the pair 100+110 and stops at 10.94 pp after
     /// 4 migrations; 2 single moves (105 to pve4, 102 to pve2) reach 9.90 pp, under 10.
     #[test]
     fn the_exact_step_beats_a_greedy_plan_with_a_bundle() {

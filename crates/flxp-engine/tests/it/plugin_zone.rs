@@ -1,4 +1,4 @@
-//! A balance plugin in a daemon round is told the zone it plans for (issue 13, tester defect 6:
+//! A balance plugin in a daemon round is told the zone it plans for (issue 13, found by a tester:
 //! `zone` was null outside `flxp place/balance --zone`).
 
 use std::sync::{Arc, Mutex};

@@ -13,6 +13,8 @@ use std::sync::OnceLock;
 
 use serde_json::{Map, Value};
 
+use crate::error::Error;
+
 pub use formats::{is_dns_label, is_storage_id, is_vmid, parse_size};
 pub use validate::{Errors, Mode, Validator, family_schema, parse_boolean, scalar_text};
 
@@ -28,32 +30,58 @@ pub struct ApiSchema {
 }
 
 impl ApiSchema {
-    /// The schema compiled into the simulator.
+    /// The schema compiled into the simulator, or why it cannot be read.
+    ///
+    /// [`crate::Sim::new`] calls this and refuses to start on an error, so a simulator never
+    /// serves without validating requests.
+    pub fn load() -> Result<&'static ApiSchema, Error> {
+        static SCHEMA: OnceLock<Result<ApiSchema, String>> = OnceLock::new();
+        SCHEMA
+            .get_or_init(ApiSchema::parse)
+            .as_ref()
+            .map_err(|message| Error::Schema(message.clone()))
+    }
+
+    /// The schema compiled into the simulator, for handlers of a simulator that started (and so
+    /// loaded it, see [`ApiSchema::load`]).
     pub fn embedded() -> &'static ApiSchema {
-        static SCHEMA: OnceLock<ApiSchema> = OnceLock::new();
-        SCHEMA.get_or_init(|| {
-            // Both documents are part of the crate and covered by tests; an unreadable one is a
-            // build defect, so fall back to an empty schema rather than panic in a server.
-            let doc: Value = serde_json::from_str(SCHEMA_JSON).unwrap_or(Value::Null);
-            let mut endpoints = doc
-                .get("endpoints")
+        static EMPTY: OnceLock<ApiSchema> = OnceLock::new();
+        // Only reachable without a schema outside a started simulator (a test reading it),
+        // where the contract tests fail on the load error itself.
+        ApiSchema::load().unwrap_or_else(|_| {
+            EMPTY.get_or_init(|| ApiSchema {
+                endpoints: Map::new(),
+                defs: Map::new(),
+                supplements: Value::Null,
+            })
+        })
+    }
+
+    /// Reads both documents; every part the simulator serves by must be there.
+    fn parse() -> Result<ApiSchema, String> {
+        let doc: Value =
+            serde_json::from_str(SCHEMA_JSON).map_err(|e| format!("pve-api-schema.json: {e}"))?;
+        let part = |key: &str| {
+            doc.get(key)
                 .and_then(Value::as_object)
                 .cloned()
-                .unwrap_or_default();
-            if let Ok(Value::Object(extra)) = serde_json::from_str::<Value>(EXTRA_JSON) {
-                for (k, v) in extra {
-                    endpoints.entry(k).or_insert(v);
-                }
-            }
-            ApiSchema {
-                endpoints,
-                defs: doc
-                    .get("defs")
-                    .and_then(Value::as_object)
-                    .cloned()
-                    .unwrap_or_default(),
-                supplements: doc.get("supplements").cloned().unwrap_or(Value::Null),
-            }
+                .ok_or_else(|| format!("pve-api-schema.json has no object `{key}`"))
+        };
+        let mut endpoints = part("endpoints")?;
+        let defs = part("defs")?;
+        let supplements = doc
+            .get("supplements")
+            .cloned()
+            .ok_or("pve-api-schema.json has no `supplements`")?;
+        let extra: Map<String, Value> =
+            serde_json::from_str(EXTRA_JSON).map_err(|e| format!("extra.json: {e}"))?;
+        for (k, v) in extra {
+            endpoints.entry(k).or_insert(v);
+        }
+        Ok(ApiSchema {
+            endpoints,
+            defs,
+            supplements,
         })
     }
 
@@ -120,7 +148,12 @@ mod tests {
 
     #[test]
     fn embedded_schema_has_the_endpoints_we_serve() {
-        let s = ApiSchema::embedded();
+        // `load`, not `embedded`: a schema that fails to read must fail here, not serve empty.
+        let s = match ApiSchema::load() {
+            Ok(s) => s,
+            Err(e) => panic!("{e}"),
+        };
+        assert!(!s.defs.is_empty() && s.supplements.is_object());
         for key in [
             "GET /cluster/resources",
             "POST /nodes/{node}/qemu/{vmid}/migrate",
