@@ -329,6 +329,7 @@ pub(crate) fn finish(
         warnings: sim_warnings,
         budget,
         fixes_cut,
+        restart_containers,
         ..
     } = sim;
     let kind = objective.kind();
@@ -347,8 +348,7 @@ pub(crate) fn finish(
         rules,
         start,
         &migrations,
-        measure,
-        kind,
+        (measure, kind, restart_containers),
         (imbalance_before, imbalance_after),
     );
     let bounds = Bounds {
@@ -414,17 +414,21 @@ pub(crate) fn finish(
 /// with the guests it moves off nodes outside the balance (shedding and gaining taken together at
 /// every window of that width; this plan's own `peak_migrations` and `trough_migrations` bound
 /// only plans ending at its peak and trough, not every plan reaching its spread, issue 12); for a
-/// CV, just those guests (at least one when the CV fell).
+/// CV, just those guests (at least one when the CV fell). Guests these options never move (a
+/// running container without `restart-containers`) are not among what any such plan could move.
 fn plan_need(
     cluster: &Cluster,
     rules: &Rules,
     start: &State,
     migrations: &[super::plan::Migration],
-    measure: Measure,
-    kind: super::measure::LoadKind,
+    (measure, kind, restart_containers): (Measure, super::measure::LoadKind, bool),
     (before, reached): (f64, f64),
 ) -> Option<Need> {
     let must_leave = leaving_unschedulable(cluster, migrations);
+    let movable_by_kind = |g| {
+        let guest = cluster.guest(g);
+        restart_containers || !(guest.running && guest.kind == crate::cluster::GuestKind::Lxc)
+    };
     match measure {
         Measure::Spread => need_for_spread(
             cluster,
@@ -433,7 +437,7 @@ fn plan_need(
             reached,
             Tightness::Landing,
             &must_leave,
-            |g| can_leave(cluster, rules, start, g),
+            |g| movable_by_kind(g) && can_leave(cluster, rules, start, g),
         ),
         // Zero migrations leave the CV where it was: a lower one takes at least one.
         Measure::Cv | Measure::CvRaw => Some(Need {
@@ -665,6 +669,38 @@ mod tests {
 
     /// The default plan of one of issue 12's clusters, checked to reach `imbalance_after` with
     /// both floors at 0 and a peak bound of one migration, as both clusters have.
+    /// A running container these options never move (no `restart-containers`) is not the
+    /// cheapest migration any plan could make: three 100 GiB nodes at 80, 20 and 20 % of 10 GiB
+    /// guests need two of them moved to reach 30 pp, with or without a 512 MiB container on n3.
+    #[test]
+    fn a_container_that_cannot_move_does_not_lower_the_bytes_bound() {
+        let with_container = |container: bool| {
+            let mut b = ClusterBuilder::new()
+                .node(node("n1").memory(100 * GIB).used(80 * GIB).cpus(32.0))
+                .node(node("n2").memory(100 * GIB).used(20 * GIB).cpus(32.0))
+                .node(node("n3").memory(100 * GIB).used(20 * GIB).cpus(32.0));
+            for (vmid, at) in (101..=112).zip(["n1"; 8].into_iter().chain(["n2", "n2", "n3", "n3"]))
+            {
+                b = b.guest(vm(vmid, at).mem(10 * GIB, 12 * GIB));
+            }
+            if container {
+                b = b.guest(ct(900, "n3").mem(GIB / 2, GIB));
+            }
+            let o = BalanceOptions {
+                max_migrations: 2,
+                ..BalanceOptions::default()
+            };
+            run(&b.build(), PlacementOptions::default(), &o)
+        };
+        for container in [false, true] {
+            let p = with_container(container);
+            assert_eq!(p.migrations.len(), 2, "{}", p.summary);
+            assert_eq!(p.bounds.migrations, Some(2), "container: {container}");
+            assert_eq!(p.bounds.bytes, Some(20 * GIB), "container: {container}");
+            assert_eq!(p.bounds.bytes_gap, Some(1.0), "container: {container}");
+        }
+    }
+
     fn issue12_plan(c: &Cluster, imbalance_after: f64) -> Plan {
         let p = run(c, PlacementOptions::default(), &BalanceOptions::default());
         assert!(
