@@ -472,8 +472,8 @@ impl Daemon {
                 return report;
             }
             // Holding it, the keeper knows its node: never consolidated away.
-            if let Ok((node, why)) = k.node_to_keep().await {
-                kept.insert(node, why);
+            if let Ok(held) = k.node_to_keep().await {
+                kept.insert(held.node.clone(), held.to_string());
             }
         }
         let executor = Executor::new(

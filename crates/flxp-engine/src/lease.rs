@@ -138,7 +138,68 @@ pub fn rewrite(notes: &str, zone: &str, record: Option<&LeaseRecord>) -> String 
 
 /// Why a consolidation keeps the lease's node in service.
 pub fn kept_because(node: &str, zone: &str) -> String {
-    format!("{node} holds flxp's lease of zone {zone}: switched off, no flxp could act on the zone")
+    HoldsLease {
+        node: node.to_owned(),
+        zone: zone.to_owned(),
+    }
+    .to_string()
+}
+
+/// The node whose notes hold a zone's lease: a consolidation keeps it in service, because
+/// switched off its notes are out of reach and no flxp could act on the zone again. Its
+/// `Display` is the reason given for keeping it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HoldsLease {
+    /// The node.
+    pub node: String,
+    /// The zone whose lease it holds.
+    pub zone: String,
+}
+
+impl std::fmt::Display for HoldsLease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} holds flxp's lease of zone {}: switched off, no flxp could act on the zone",
+            self.node, self.zone
+        )
+    }
+}
+
+/// Why the lease could not be read or written.
+// The Proxmox errors are fields named `error`, not `#[source]`: the message already holds them,
+// and a chain printer (`{:#}`) would repeat them.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LeaseError {
+    /// The cluster membership, which names the default lease node, could not be read.
+    #[error("cannot read the cluster membership: {error}")]
+    Membership {
+        /// Proxmox's answer.
+        error: flxp_pve::Error,
+    },
+    /// The cluster status names no node to keep the lease on.
+    #[error("the cluster status lists no node")]
+    NoNode,
+    /// The lease node's config could not be read.
+    #[error("cannot read the lease on node {node}: {error}")]
+    Read {
+        /// The lease node.
+        node: String,
+        /// Proxmox's answer.
+        error: flxp_pve::Error,
+    },
+    /// Proxmox's answer had no `Date` header, so there is no clock to judge expiry by.
+    #[error("Proxmox sent no Date header: no clock to judge the lease by")]
+    NoClock,
+    /// The lease node's config could not be written (down, refused, or a lost race).
+    #[error("cannot write the lease on node {node}: {error}")]
+    Write {
+        /// The lease node.
+        node: String,
+        /// Proxmox's answer.
+        error: flxp_pve::Error,
+    },
 }
 
 /// What to do with the lease as read.
@@ -199,6 +260,7 @@ pub enum LeaseState {
 
 /// Why this process may not act in a zone: it does not hold the zone's lease.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum LeaseRefused {
     /// Another flxp holds it.
     #[error(
@@ -291,15 +353,17 @@ impl LeaseKeeper {
 
     /// The node whose notes hold the lease, with why a consolidation must keep it in service:
     /// switched off, its notes are out of reach and no replica could act on the zone again.
-    pub async fn node_to_keep(&self) -> Result<(String, String), String> {
+    pub async fn node_to_keep(&self) -> Result<HoldsLease, LeaseError> {
         let node = self.lease_node().await?;
-        let why = kept_because(&node, &self.zone);
-        Ok((node, why))
+        Ok(HoldsLease {
+            node,
+            zone: self.zone.clone(),
+        })
     }
 
     /// The node holding the lease: configured, or the alphabetically first cluster member
     /// (offline ones included, so that every replica picks the same).
-    async fn lease_node(&self) -> Result<String, String> {
+    async fn lease_node(&self) -> Result<String, LeaseError> {
         if let Some(n) = self.node.clone().or_else(|| self.lock().node.clone()) {
             return Ok(n);
         }
@@ -307,12 +371,12 @@ impl LeaseKeeper {
             .api
             .cluster_status()
             .await
-            .map_err(|e| format!("cannot read the cluster membership: {e}"))?;
+            .map_err(|error| LeaseError::Membership { error })?;
         let first = status
             .iter()
             .filter_map(ClusterStatusEntry::node_name)
             .min()
-            .ok_or("the cluster status lists no node")?
+            .ok_or(LeaseError::NoNode)?
             .to_owned();
         self.lock().node = Some(first.clone());
         Ok(first)
@@ -324,7 +388,7 @@ impl LeaseKeeper {
         let sent = Instant::now();
         let state = match self.try_tick(sent).await {
             Ok(s) => s,
-            Err(e) => LeaseState::Unknown(e),
+            Err(e) => LeaseState::Unknown(e.to_string()),
         };
         let mut st = self.lock();
         match &state {
@@ -356,17 +420,17 @@ impl LeaseKeeper {
         state
     }
 
-    async fn try_tick(&self, _sent: Instant) -> Result<LeaseState, String> {
+    async fn try_tick(&self, _sent: Instant) -> Result<LeaseState, LeaseError> {
         let node = self.lease_node().await?;
         let cfg = self
             .api
             .node_config(&node)
             .await
-            .map_err(|e| format!("cannot read the lease on node {node}: {e}"))?;
-        let now = self
-            .api
-            .server_time()
-            .ok_or("Proxmox sent no Date header: no clock to judge the lease by")?;
+            .map_err(|error| LeaseError::Read {
+                node: node.clone(),
+                error,
+            })?;
+        let now = self.api.server_time().ok_or(LeaseError::NoClock)?;
         let notes = cfg.description.unwrap_or_default();
         let current = find(&notes, &self.zone);
         match judge(
@@ -394,7 +458,7 @@ impl LeaseKeeper {
         notes: &str,
         record: Option<&LeaseRecord>,
         digest: Option<String>,
-    ) -> Result<(), String> {
+    ) -> Result<(), LeaseError> {
         let update = NodeConfigUpdate {
             description: Some(rewrite(notes, &self.zone, record)),
             delete: None,
@@ -403,7 +467,10 @@ impl LeaseKeeper {
         self.api
             .update_node_config(node, &update)
             .await
-            .map_err(|e| format!("cannot write the lease on node {node}: {e}"))
+            .map_err(|error| LeaseError::Write {
+                node: node.to_owned(),
+                error,
+            })
     }
 
     /// Gives the lease up if held (on a clean stop), so another replica takes over at once.

@@ -54,7 +54,7 @@ pub mod daemon;
 pub mod lease;
 pub mod stale;
 pub use daemon::{AutoConsolidate, Daemon, DaemonOptions, PowerReport, RoundReport, Zone};
-pub use lease::{LeaseKeeper, LeaseOptions, LeaseRefused, LeaseState};
+pub use lease::{HoldsLease, LeaseError, LeaseKeeper, LeaseOptions, LeaseRefused, LeaseState};
 pub use stale::{StaleAction, StaleMarker, StaleOptions};
 mod round;
 #[cfg(test)]

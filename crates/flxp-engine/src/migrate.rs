@@ -64,6 +64,7 @@ pub struct Landed {
 
 /// Why a migration did not land, in words for the report (Proxmox's error text where it gave one).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Failure {
     /// It failed, or flxp did not start it (precondition blockers, a timeout).
     Failed(String),
@@ -92,6 +93,96 @@ impl std::fmt::Display for Failure {
             Self::Failed(t) => f.write_str(t),
             Self::Unknown(t) => write!(f, "outcome unknown: {t}"),
         }
+    }
+}
+
+/// Why a migration could not be started, or its guest not be found: the words become a
+/// [`Failure`]'s (or, for an unreadable cluster, part of one).
+// The Proxmox errors are fields named `error`, not `#[source]`: the message already holds them,
+// and a chain printer (`{:#}`) would repeat them. Boxed: Proxmox's error is large, and every
+// step's `Result` carries this type.
+#[derive(Debug, thiserror::Error)]
+enum MigrateError {
+    /// `/cluster/resources` could not be read.
+    #[error("{error}")]
+    ClusterUnreadable {
+        /// Proxmox's answer.
+        error: Box<flxp_pve::Error>,
+    },
+    /// The precondition check (`GET .../migrate`) failed.
+    #[error("precondition check failed: {error}")]
+    Precondition {
+        /// Proxmox's answer.
+        error: Box<flxp_pve::Error>,
+    },
+    /// The precondition check does not allow the target.
+    #[error("Proxmox does not allow {to} as target: {}", why.join("; "))]
+    TargetNotAllowed {
+        /// The target node.
+        to: String,
+        /// The blockers, in words (at least one).
+        why: Vec<String>,
+    },
+    /// Local devices pin the VM to its node.
+    #[error(
+        "local devices {} keep it on {from} (only root@pam may force such a migration)",
+        devices.join(", ")
+    )]
+    LocalDevices {
+        /// The devices Proxmox names.
+        devices: Vec<String>,
+        /// The node it stays on.
+        from: String,
+    },
+    /// A linked clone on local storage, which Proxmox refuses only after starting the task.
+    #[error("{volid} is a linked clone of a template on local storage: Proxmox cannot migrate it")]
+    LinkedClone {
+        /// The clone's volume.
+        volid: String,
+    },
+    /// A target storage has less room than the local disks copied onto it.
+    #[error(
+        "storage {storage} on {node} has {} free, its local disks need {}",
+        flxp_core::units::fmt_bytes(*avail),
+        flxp_core::units::fmt_bytes(*need)
+    )]
+    NoRoom {
+        /// The storage id.
+        storage: String,
+        /// The target node.
+        node: String,
+        /// Its free bytes.
+        avail: u64,
+        /// The bytes the disks need.
+        need: u64,
+    },
+    /// A live migration would copy local disks, which the config forbids.
+    #[error(
+        "local disks {} need with-local-disks for a live migration, which [migration] \
+         with-local-disks = false forbids",
+        disks.join(", ")
+    )]
+    LocalDisksForbidden {
+        /// The local volumes.
+        disks: Vec<String>,
+    },
+    /// A running container would have to restart, which the config forbids.
+    #[error(
+        "a running container cannot live-migrate and restarting it is not allowed \
+         ([balance] restart-containers = false)"
+    )]
+    RestartForbidden,
+    /// The migrate call itself failed.
+    #[error("{error}")]
+    Start {
+        /// Proxmox's answer.
+        error: Box<flxp_pve::Error>,
+    },
+}
+
+impl From<MigrateError> for Failure {
+    fn from(e: MigrateError) -> Self {
+        Self::Failed(e.to_string())
     }
 }
 
@@ -154,12 +245,12 @@ impl Follow<'_> {
     }
 
     /// Where the cluster shows the guest now; `Err` when it cannot be read.
-    async fn seen(&self) -> Result<Seen, String> {
+    async fn seen(&self) -> Result<Seen, MigrateError> {
         let resources = self
             .api
             .cluster_resources(Some(ResourceType::Vm))
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| MigrateError::ClusterUnreadable { error: Box::new(e) })?;
         let guest = resources.iter().find(|r| {
             r.vmid == Some(self.m.vmid) && matches!(r.kind.as_deref(), Some("qemu" | "lxc"))
         });
@@ -398,7 +489,7 @@ fn allowed_target(
     to: &str,
     allowed: &[String],
     not_allowed: &BTreeMap<String, NotAllowedNode>,
-) -> Result<(), String> {
+) -> Result<(), MigrateError> {
     if allowed.iter().any(|n| n == to) {
         return Ok(());
     }
@@ -434,10 +525,10 @@ fn allowed_target(
             }
         ));
     }
-    Err(format!(
-        "Proxmox does not allow {to} as target: {}",
-        why.join("; ")
-    ))
+    Err(MigrateError::TargetNotAllowed {
+        to: to.to_owned(),
+        why,
+    })
 }
 
 /// Whether a volume id is a linked clone's (`local-lvm:base-9001-disk-0/vm-501-disk-0`).
@@ -453,7 +544,7 @@ async fn target_room(
     api: &Pve,
     to: &str,
     disks: &[&flxp_pve::types::migrate::LocalDisk],
-) -> Result<(), String> {
+) -> Result<(), MigrateError> {
     let mut need: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
     for d in disks {
         let storage = d
@@ -481,11 +572,12 @@ async fn target_room(
             .find(|s| s.storage == storage)
             .and_then(|s| s.avail);
         if let Some(avail) = avail.filter(|&a| a < bytes) {
-            return Err(format!(
-                "storage {storage} on {to} has {} free, its local disks need {}",
-                flxp_core::units::fmt_bytes(avail),
-                flxp_core::units::fmt_bytes(bytes)
-            ));
+            return Err(MigrateError::NoRoom {
+                storage: storage.to_owned(),
+                node: to.to_owned(),
+                avail,
+                need: bytes,
+            });
         }
     }
     Ok(())
@@ -496,20 +588,19 @@ async fn start(
     api: &Pve,
     m: &Migration,
     settings: &MigrateSettings,
-) -> Result<(Upid, bool), String> {
+) -> Result<(Upid, bool), MigrateError> {
     let (started, running) = match m.kind {
         GuestKind::Qemu => {
             let pre = api
                 .qemu_migrate_precondition(&m.from, m.vmid, Some(&m.to))
                 .await
-                .map_err(|e| format!("precondition check failed: {e}"))?;
+                .map_err(|e| MigrateError::Precondition { error: Box::new(e) })?;
             allowed_target(&m.to, &pre.allowed_nodes, &pre.not_allowed_nodes)?;
             if !pre.local_resources.is_empty() {
-                return Err(format!(
-                    "local devices {} keep it on {} (only root@pam may force such a migration)",
-                    pre.local_resources.join(", "),
-                    m.from
-                ));
+                return Err(MigrateError::LocalDevices {
+                    devices: pre.local_resources.clone(),
+                    from: m.from.clone(),
+                });
             }
             let running = pre.running.unwrap_or(m.online);
             let disks: Vec<&flxp_pve::types::migrate::LocalDisk> = pre
@@ -523,20 +614,18 @@ async fn start(
                 .collect();
             // Proxmox refuses these only after the task started; say why before asking.
             if let Some(v) = local.iter().find(|v| is_linked_clone(v)) {
-                return Err(format!(
-                    "{v} is a linked clone of a template on local storage: Proxmox cannot migrate it"
-                ));
+                return Err(MigrateError::LinkedClone {
+                    volid: (*v).to_owned(),
+                });
             }
             if !disks.is_empty() {
                 target_room(api, &m.to, &disks).await?;
             }
             let with_local = running && !local.is_empty();
             if with_local && !settings.with_local_disks {
-                return Err(format!(
-                    "local disks {} need with-local-disks for a live migration, which [migration] \
-                     with-local-disks = false forbids",
-                    local.join(", ")
-                ));
+                return Err(MigrateError::LocalDisksForbidden {
+                    disks: local.iter().map(|&d| d.to_owned()).collect(),
+                });
             }
             let params = QemuMigrateParams {
                 target: m.to.clone(),
@@ -550,15 +639,11 @@ async fn start(
             let pre = api
                 .lxc_migrate_precondition(&m.from, m.vmid, Some(&m.to))
                 .await
-                .map_err(|e| format!("precondition check failed: {e}"))?;
+                .map_err(|e| MigrateError::Precondition { error: Box::new(e) })?;
             allowed_target(&m.to, &pre.allowed_nodes, &pre.not_allowed_nodes)?;
             let running = pre.running.unwrap_or(m.online);
             if running && !settings.allow_restart {
-                return Err(
-                    "a running container cannot live-migrate and restarting it is not allowed \
-                     ([balance] restart-containers = false)"
-                        .to_owned(),
-                );
+                return Err(MigrateError::RestartForbidden);
             }
             let params = LxcMigrateParams {
                 target: m.to.clone(),
@@ -568,7 +653,10 @@ async fn start(
             (api.migrate_lxc(&m.from, m.vmid, &params).await, running)
         }
     };
-    Ok((started.map_err(|e| e.to_string())?, running))
+    Ok((
+        started.map_err(|e| MigrateError::Start { error: Box::new(e) })?,
+        running,
+    ))
 }
 
 /// Carries out one migration and follows it to its end; emits `Started` and `Progress` events.
@@ -627,7 +715,7 @@ pub async fn migrate(
 
 #[cfg(test)]
 mod tests {
-    use super::with_cause;
+    use super::{MigrateError, allowed_target, with_cause};
 
     #[test]
     fn a_failure_names_the_cause_the_task_log_gives_once() {
@@ -655,6 +743,48 @@ mod tests {
                 Some("VM is locked (backup)".into())
             ),
             "VM is locked (backup)"
+        );
+    }
+
+    #[test]
+    fn refusals_before_the_start_read_as_they_always_did() {
+        let refused = allowed_target("pve3", &["pve2".into()], &Default::default()).unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "Proxmox does not allow pve3 as target: not among the allowed nodes (pve2)"
+        );
+        assert!(allowed_target("pve2", &["pve2".into()], &Default::default()).is_ok());
+        let disks = MigrateError::LocalDisksForbidden {
+            disks: vec!["local-lvm:vm-1-disk-0".into(), "local:1/a.qcow2".into()],
+        };
+        assert_eq!(
+            disks.to_string(),
+            "local disks local-lvm:vm-1-disk-0, local:1/a.qcow2 need with-local-disks for a live \
+             migration, which [migration] with-local-disks = false forbids"
+        );
+        assert_eq!(
+            MigrateError::RestartForbidden.to_string(),
+            "a running container cannot live-migrate and restarting it is not allowed ([balance] \
+             restart-containers = false)"
+        );
+        let room = MigrateError::NoRoom {
+            storage: "local-lvm".into(),
+            node: "pve2".into(),
+            avail: 1 << 30,
+            need: 2 << 30,
+        };
+        assert!(
+            room.to_string()
+                .starts_with("storage local-lvm on pve2 has "),
+            "{room}"
+        );
+        assert_eq!(
+            super::Failure::from(MigrateError::LinkedClone {
+                volid: "local-lvm:base-9-disk-0/vm-5-disk-0".into()
+            })
+            .to_string(),
+            "local-lvm:base-9-disk-0/vm-5-disk-0 is a linked clone of a template on local \
+             storage: Proxmox cannot migrate it"
         );
     }
 }

@@ -10,6 +10,7 @@ use serde::Serialize;
 /// One thing that happened while carrying out a plan.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum Event {
     /// A migration was started.
     Started {

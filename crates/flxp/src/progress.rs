@@ -194,6 +194,8 @@ impl Progress for Bars {
             } => {
                 self.line(format!("replanned ({reason}): {migrations} migration(s)"));
             }
+            // A kind of event added later has no bar or line until it is given one here.
+            _ => {}
         }
     }
 }

@@ -1,12 +1,14 @@
 //! The lease's pure rules, and two keepers racing over an in-memory node config under paused time.
 // Tests may panic on malformed fixtures: that is the failure report.
 #![allow(clippy::unwrap_used)]
+// Route handlers answer with `flxp_pve::Error`, as the HTTP transport does; its size is its own.
+#![allow(clippy::result_large_err)]
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
-use flxp_pve::{Request, Transport};
+use flxp_pve::{Captures, Data, Request, Router, Transport, reply};
 
 use super::*;
 
@@ -130,41 +132,55 @@ impl Transport for Node {
                 b"",
             ));
         }
-        let mut notes = self.notes.lock().unwrap();
-        match request.endpoint {
-            "GET /cluster/status" => flxp_pve::reply(serde_json::json!([
-                {"type": "cluster", "name": "lab"},
-                {"type": "node", "name": "pve2"},
-                {"type": "node", "name": "pve1"}
-            ])),
-            "GET /nodes/{node}/config" => {
-                assert_eq!(request.path, "/nodes/pve1/config");
-                flxp_pve::reply(
-                    serde_json::json!({"description": *notes, "digest": Self::digest(&notes)}),
-                )
-            }
-            "PUT /nodes/{node}/config" => {
-                let u: NodeConfigUpdate = request.decode_params().unwrap();
-                if u.digest.as_deref() != Some(Self::digest(&notes).as_str()) {
-                    return Err(flxp_pve::api_error(
-                        "PUT",
-                        request.endpoint,
-                        500,
-                        "detected modified configuration - file changed by other user? Try again.",
-                        b"",
-                    ));
-                }
-                *notes = u.description.unwrap_or_default();
-                self.writes.fetch_add(1, Ordering::Relaxed);
-                flxp_pve::reply(serde_json::Value::Null)
-            }
-            other => panic!("unexpected call {other}"),
-        }
+        // Anything not routed is a 501 naming the call, as in every other double.
+        static ROUTES: OnceLock<Router<Node>> = OnceLock::new();
+        ROUTES
+            .get_or_init(|| {
+                Router::new()
+                    .route("GET /cluster/status", Node::cluster_status)
+                    .route("GET /nodes/{node}/config", Node::config)
+                    .route("PUT /nodes/{node}/config", Node::write_config)
+            })
+            .handle(self, &request)
     }
 
     fn server_time(&self) -> Option<i64> {
         let elapsed = i64::try_from(self.start.elapsed().as_secs()).unwrap();
         Some(self.epoch + elapsed)
+    }
+}
+
+/// The routed endpoints.
+impl Node {
+    fn cluster_status(&self, _: &Request, _: &Captures) -> flxp_pve::Result<Data> {
+        reply(serde_json::json!([
+            {"type": "cluster", "name": "lab"},
+            {"type": "node", "name": "pve2"},
+            {"type": "node", "name": "pve1"}
+        ]))
+    }
+
+    fn config(&self, request: &Request, _: &Captures) -> flxp_pve::Result<Data> {
+        assert_eq!(request.path, "/nodes/pve1/config");
+        let notes = self.notes.lock().unwrap();
+        reply(serde_json::json!({"description": *notes, "digest": Self::digest(&notes)}))
+    }
+
+    fn write_config(&self, request: &Request, _: &Captures) -> flxp_pve::Result<Data> {
+        let mut notes = self.notes.lock().unwrap();
+        let u: NodeConfigUpdate = request.decode_params().unwrap();
+        if u.digest.as_deref() != Some(Self::digest(&notes).as_str()) {
+            return Err(flxp_pve::api_error(
+                "PUT",
+                request.endpoint,
+                500,
+                "detected modified configuration - file changed by other user? Try again.",
+                b"",
+            ));
+        }
+        *notes = u.description.unwrap_or_default();
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        reply(serde_json::Value::Null)
     }
 }
 
@@ -278,4 +294,35 @@ async fn a_start_and_a_round_ticking_at_once_both_hold_without_a_failed_write() 
     assert_eq!(a.tick().await, LeaseState::Held, "the first renewal");
     assert_eq!(a.last(), Some(LeaseState::Held));
     assert_eq!(node.writes.load(Ordering::Relaxed), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_node_to_keep_is_the_first_member_and_an_unread_membership_says_why() {
+    let node = Node::new();
+    let a = keeper(&node, "a");
+    let held = a.node_to_keep().await.unwrap();
+    assert_eq!(held.node, "pve1");
+    assert_eq!(
+        held.to_string(),
+        "pve1 holds flxp's lease of zone lab: switched off, no flxp could act on the zone"
+    );
+    assert_eq!(held.to_string(), kept_because("pve1", "lab"));
+
+    let b = keeper(&node, "b");
+    node.down.store(true, Ordering::Relaxed);
+    let e = b.node_to_keep().await.unwrap_err();
+    assert!(matches!(e, LeaseError::Membership { .. }), "{e:?}");
+    assert!(
+        e.to_string()
+            .starts_with("cannot read the cluster membership: "),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn a_call_the_double_does_not_route_is_a_501() {
+    let node = Node::new();
+    let api = Pve::from_arc(Arc::clone(&node) as Arc<dyn Transport>);
+    let e = api.cluster_resources(None).await.unwrap_err();
+    assert_eq!(e.status(), Some(501), "{e}");
 }

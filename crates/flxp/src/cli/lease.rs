@@ -56,11 +56,11 @@ fn keeper(config: &Config, zone: &str, api: &flxp_pve::Pve) -> Option<Arc<LeaseK
 /// a lease (or when its node cannot be told: then the run that needs the lease refuses anyway).
 pub(crate) async fn kept_nodes(keeper: Option<&LeaseKeeper>) -> BTreeMap<String, String> {
     let mut kept = BTreeMap::new();
-    if let Some(Ok((node, why))) = match keeper {
+    if let Some(Ok(held)) = match keeper {
         Some(k) => Some(k.node_to_keep().await),
         None => None,
     } {
-        kept.insert(node, why);
+        kept.insert(held.node.clone(), held.to_string());
     }
     kept
 }
