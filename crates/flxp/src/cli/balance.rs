@@ -99,8 +99,8 @@ impl MethodArg {
 /// `--method`'s help line; the registered methods follow it, listed by its value parser.
 fn method_help() -> String {
     format!(
-        "How balancing moves are chosen (default from [balance], else {}): one of the possible values, or a \
-         balance plugin from the config",
+        "How balancing moves are chosen (default from [balance], else {}): one of the possible \
+         values, or a balance plugin from the config",
         MethodName::default()
     )
 }
@@ -296,13 +296,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     if let (Some(u), Some(methods)) = (args.usage, methods) {
         options.usage = u;
-        let reads = |m: &&'static dyn flxp_core::balance::BalanceMethod| m.reads_usage();
-        if !methods
+        let reads = methods
             .get(options.method.as_str())
-            .is_some_and(|m| reads(&m))
-        {
+            .is_some_and(|m| m.reads_usage());
+        if !reads {
             // Said, not refused: the flag may come from a wrapper script that also picks methods.
-            let readers: Vec<&str> = methods.iter().filter(reads).map(|m| m.name()).collect();
+            let readers: Vec<&str> = methods
+                .iter()
+                .filter(|m| m.reads_usage())
+                .map(|m| m.name())
+                .collect();
             let who = if readers.is_empty() {
                 "no method balances on it".to_owned()
             } else {
