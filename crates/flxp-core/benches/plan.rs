@@ -445,14 +445,14 @@ fn quality() {
                 gib: gib(pl.bytes),
             }
         };
-        let pve = |method, margin| {
+        let pve = |(method, ranking), margin| {
             let o = BalanceOptions {
                 method,
                 measure: Measure::Cv,
                 trigger: Trigger { margin, ..trigger },
                 ..BalanceOptions::default()
             };
-            let (end, moves) = run_until_stable(&c, &rules, &s, &p, &o, 500).expect("pve");
+            let (end, moves) = run_until_stable(&c, &rules, &s, &p, &o, ranking, 500).expect("pve");
             Row {
                 before: cv(&s),
                 after: cv(&end),
@@ -460,11 +460,11 @@ fn quality() {
                 gib: gib(moves.iter().map(|m| m.bytes).sum()),
             }
         };
-        let b1 = pve(pve_bruteforce::NAME, 0.1);
-        let b0 = pve(pve_bruteforce::NAME, 0.0);
+        let b1 = pve((pve_bruteforce::NAME, pve_bruteforce::RANKING), 0.1);
+        let b0 = pve((pve_bruteforce::NAME, pve_bruteforce::RANKING), 0.0);
         let same = flxp(b0.moves.max(1), 0.0);
         let own = flxp(500, trigger.margin);
-        let t0 = pve(pve_topsis::NAME, 0.0);
+        let t0 = pve((pve_topsis::NAME, pve_topsis::RANKING), 0.0);
         println!(
             "| {name} | {:.3} | {:.3} | {} | {:.3} | {} | {:.0} | {:.3} | {:.0} | {:.3} | {} | {:.0} | {:.3} | {} | {:.0} |",
             b1.before,

@@ -3,8 +3,8 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use flxp::{cli, output};
+use flxp_core::balance::Registry;
 
 /// clap reports an empty `FLXP_CONFIG=` as a missing `--config` value the user never typed: say
 /// which variable it is instead.
@@ -21,7 +21,7 @@ fn explain_empty_config_env(e: clap::Error) -> clap::Error {
 }
 
 fn main() -> ExitCode {
-    let args = match cli::Cli::try_parse() {
+    let args = match cli::Cli::try_parse_with(Registry::builtin(), std::env::args_os()) {
         Ok(args) => args,
         Err(e) => {
             let e = explain_empty_config_env(e);

@@ -54,5 +54,5 @@ pub use plan::{
     Skipped, Unplaced, UsageMode, UsageUsed,
 };
 pub use planner::plan;
-pub use pve::{PveMove, rank_moves, run_until_stable};
+pub use pve::{PveMove, Ranking, rank_moves, run_until_stable};
 pub use trigger::{Decision, PressureGate, Trigger};

@@ -173,7 +173,8 @@ pub struct Bounds {
 /// A plan of migrations with its before and after.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Plan {
-    /// `flxp`, `pve-bruteforce`, `pve-topsis` or `evacuate`.
+    /// What made the plan: the name of a method of the [`Registry`](super::Registry) (a
+    /// built-in one or a balance plugin), or `evacuate` for an evacuation.
     pub method: String,
     /// How imbalance is summed up: `spread`, `cv` or `cv-raw`.
     pub measure: Measure,

@@ -32,7 +32,7 @@ use crate::state::State;
 use super::draft::{Draft, Step};
 use super::explain::{left_in_place, left_phrase};
 use super::measure::{Measure, Metric, balanced_nodes};
-use super::methods::{MethodName, pve_bruteforce, pve_topsis};
+use super::methods::{pve_bruteforce, pve_topsis};
 use super::movable::{Intent, Mover};
 use super::options::{BalanceOptions, UsageChoice};
 use super::plan::{Migration, Plan, Purpose, UsageMode, UsageUsed};
@@ -216,9 +216,10 @@ fn allowed(sim: &Draft, unit: UnitId, to: NodeIdx) -> bool {
     sim.feasible(&subject, to)
 }
 
-/// How Proxmox ranks the candidate moves: its two auto-rebalance methods.
+/// How Proxmox ranks the candidate moves: its two auto-rebalance methods. Each method's file
+/// names its own (`pve_bruteforce::RANKING`, `pve_topsis::RANKING`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Ranking {
+pub enum Ranking {
     /// `bruteforce`: by the imbalance each move leaves.
     Bruteforce,
     /// `topsis`: TOPSIS over every move.
@@ -226,24 +227,6 @@ pub(crate) enum Ranking {
 }
 
 impl Ranking {
-    /// The ranking of a Proxmox method; other methods are refused, not ranked as bruteforce.
-    fn of(method: MethodName) -> Result<Self> {
-        if method == pve_bruteforce::NAME {
-            Ok(Self::Bruteforce)
-        } else if method == pve_topsis::NAME {
-            Ok(Self::Topsis)
-        } else {
-            Err(crate::Error::Option {
-                name: "method".into(),
-                message: format!(
-                    "{method} is not one of Proxmox's methods ({}, {})",
-                    pve_bruteforce::NAME,
-                    pve_topsis::NAME
-                ),
-            })
-        }
-    }
-
     /// The method's name, as plans report it.
     fn name(self) -> &'static str {
         match self {
@@ -290,16 +273,15 @@ fn rank(c: &Candidates, ranking: Ranking) -> Result<Vec<(usize, PveMove)>> {
     })
 }
 
-/// Every move Proxmox's method would consider on this state, ranked best first; `options.method`
-/// must be `pve-bruteforce` or `pve-topsis`.
+/// Every move Proxmox's method of this `ranking` would consider on this state, ranked best first.
 pub fn rank_moves(
     cluster: &Cluster,
     rules: &Rules,
     state: &State,
     placer: &Placer,
     options: &BalanceOptions,
+    ranking: Ranking,
 ) -> Result<Vec<PveMove>> {
-    let ranking = Ranking::of(options.method)?;
     let sim = new_sim(cluster, rules, state, placer, options);
     let c = candidates(&sim, true, usage_of(cluster, options.usage).mode);
     Ok(rank(&c, ranking)?.into_iter().map(|(_, m)| m).collect())
@@ -550,17 +532,17 @@ fn choose(
 
 /// Repeats Proxmox's one-move round on the state each move leaves, until it makes no move or
 /// `max_rounds` rounds ran: the sequence Proxmox would carry out over that many balancing rounds.
-/// Guests may move more than once, as Proxmox keeps no memory between rounds. `options.method`
-/// must be `pve-bruteforce` or `pve-topsis`.
+/// Guests may move more than once, as Proxmox keeps no memory between rounds. The `ranking` says
+/// which of Proxmox's methods.
 pub fn run_until_stable(
     cluster: &Cluster,
     rules: &Rules,
     state: &State,
     placer: &Placer,
     options: &BalanceOptions,
+    ranking: Ranking,
     max_rounds: usize,
 ) -> Result<(State, Vec<Migration>)> {
-    let ranking = Ranking::of(options.method)?;
     let mut s = state.clone();
     let mut all = Vec::new();
     for _ in 0..max_rounds {
@@ -623,7 +605,7 @@ mod tests {
             measure: Measure::Cv,
             ..BalanceOptions::default()
         };
-        let moves = rank_moves(&c, &rules, &s, &p, &o).unwrap();
+        let moves = rank_moves(&c, &rules, &s, &p, &o, Ranking::Bruteforce).unwrap();
         assert_eq!(moves.len(), 1, "{moves:?}");
         assert_eq!(
             (moves[0].sid.as_str(), moves[0].to.as_str()),
@@ -667,7 +649,7 @@ mod tests {
         b.option("crs", serde_json::json!(crs))
     }
 
-    fn raw_cv(method: MethodName) -> BalanceOptions {
+    fn raw_cv(method: super::super::methods::MethodName) -> BalanceOptions {
         BalanceOptions {
             method,
             measure: Measure::CvRaw,
@@ -722,7 +704,8 @@ mod tests {
             (UsageMode::Static, "crs ha=static")
         );
         assert_eq!(p.nodes_before[0].load, round(50.0 * (8.0 / 24.0 + 1.0), 2));
-        let (_, all) = run_until_stable(&c, &rules, &s, &placer(), &o, 10).unwrap();
+        let (_, all) =
+            run_until_stable(&c, &rules, &s, &placer(), &o, Ranking::Bruteforce, 10).unwrap();
         let got: Vec<(u32, &str)> = all.iter().map(|m| (m.vmid, m.to.as_str())).collect();
         assert_eq!(got, vec![(101, "node2"), (102, "node3")]);
         // TOPSIS balances on the same static figures.

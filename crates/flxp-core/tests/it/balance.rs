@@ -639,12 +639,21 @@ fn pve_methods_rank_the_fixture_moves_as_proxmox_does() {
             &s,
             &placer(),
             &pve_options(pve_bruteforce::NAME),
+            pve_bruteforce::RANKING,
         )
         .unwrap();
         let targets: Vec<&str> = brute.iter().map(|m| m.to.as_str()).collect();
         assert_eq!(targets, ["node3", "node2"]);
         assert!(brute.iter().all(|m| m.sid == "vm:101" && m.from == "node1"));
-        let topsis = rank_moves(&c, &rules, &s, &placer(), &pve_options(pve_topsis::NAME)).unwrap();
+        let topsis = rank_moves(
+            &c,
+            &rules,
+            &s,
+            &placer(),
+            &pve_options(pve_topsis::NAME),
+            pve_topsis::RANKING,
+        )
+        .unwrap();
         let targets: Vec<&str> = topsis.iter().map(|m| m.to.as_str()).collect();
         assert_eq!(targets, ["node2", "node3"]);
         // Each move raises the imbalance here, so neither method moves (the margin).
@@ -689,7 +698,16 @@ fn pve_bruteforce_replays_dynamic_auto_rebalance2() {
         ..BalanceOptions::default()
     };
     let s = State::new(&c);
-    let (end, done) = run_until_stable(&c, &rules, &s, &placer(), &options, 10).unwrap();
+    let (end, done) = run_until_stable(
+        &c,
+        &rules,
+        &s,
+        &placer(),
+        &options,
+        pve_bruteforce::RANKING,
+        10,
+    )
+    .unwrap();
     let got: Vec<(u32, &str, String)> = done
         .iter()
         .map(|m| (m.vmid, m.to.as_str(), format!("{:.2}", m.imbalance_after)))

@@ -10,12 +10,21 @@
 //! normalises it).
 
 use flxp_core::balance::methods::{pve_bruteforce, pve_topsis};
-use flxp_core::balance::{BalanceOptions, Measure, MethodName, Plan, plan, run_until_stable};
+use flxp_core::balance::{
+    BalanceOptions, Measure, MethodName, Plan, Ranking, plan, run_until_stable,
+};
 use flxp_core::builder::*;
 use flxp_core::placement::PlacementRequest;
 use flxp_core::{Cluster, Rules, State};
 
 use crate::support::placer;
+
+/// One of Proxmox's methods: its name, for the plan, and its ranking, for the rounds after.
+type Pve = (MethodName, Ranking);
+/// `pve-bruteforce`.
+const BRUTEFORCE: Pve = (pve_bruteforce::NAME, pve_bruteforce::RANKING);
+/// `pve-topsis`.
+const TOPSIS: Pve = (pve_topsis::NAME, pve_topsis::RANKING);
 
 /// The simulator's 48 GiB nodes.
 const N48: u64 = 51_539_607_552;
@@ -171,7 +180,7 @@ impl Scene {
         picks
     }
 
-    fn balance(&self, method: MethodName) -> (Plan, Vec<(u32, String, String)>) {
+    fn balance(&self, (method, ranking): Pve) -> (Plan, Vec<(u32, String, String)>) {
         let c = self.cluster();
         let rules = Rules::compile(&c);
         let s = State::new(&c);
@@ -183,7 +192,7 @@ impl Scene {
             ..BalanceOptions::default()
         };
         let first = plan(&c, &rules, &s, &p, &o).unwrap();
-        let (_, all) = run_until_stable(&c, &rules, &s, &p, &o, 10).unwrap();
+        let (_, all) = run_until_stable(&c, &rules, &s, &p, &o, ranking, 10).unwrap();
         let moves = all
             .iter()
             .map(|m| (m.vmid, m.to.clone(), format!("{:.2}", m.imbalance_after)))
@@ -340,7 +349,7 @@ fn static_auto_rebalance3_makes_four_moves_as_sizes_change() {
         .with("node1", &[small(101), small(102)])
         .with("node2", &[small(103), small(104)])
         .with("node3", &[big(105), big(106), big(107)]);
-    let (first, _) = sc.balance(pve_bruteforce::NAME);
+    let (first, _) = sc.balance(BRUTEFORCE);
     assert_eq!(two(first.imbalance_before), "0.88", "{}", first.summary);
     let got: Vec<(u32, &str, String)> = first
         .migrations
@@ -355,7 +364,7 @@ fn static_auto_rebalance3_makes_four_moves_as_sizes_change() {
         .with("node1", &[tiny(101), tiny(102), tiny(105)])
         .with("node2", &[tiny(103), tiny(104)])
         .with("node3", &[big(106), big(107)]);
-    let (first, all) = sc.balance(pve_bruteforce::NAME);
+    let (first, all) = sc.balance(BRUTEFORCE);
     assert_eq!(two(first.imbalance_before), "0.91");
     assert_eq!(
         all,
@@ -431,7 +440,7 @@ fn dynamic_auto_rebalance3_follows_measured_usage() {
     // test-crs-dynamic-auto-rebalance3: the spike moves vm:105 to node2 (0.85 → 0.42); after the
     // next change vm:103 goes to node1 (0.81 → 0.40), then vm:105 to node3 (0.40 → 0.21).
     let crs = "ha=dynamic,ha-auto-rebalance=1";
-    let (first, _) = dynamic3_spike(crs).balance(pve_bruteforce::NAME);
+    let (first, _) = dynamic3_spike(crs).balance(BRUTEFORCE);
     assert_eq!(two(first.imbalance_before), "0.85", "{}", first.summary);
     assert_eq!(first.migrations.len(), 1);
     let m = &first.migrations[0];
@@ -439,7 +448,7 @@ fn dynamic_auto_rebalance3_follows_measured_usage() {
         (m.vmid, m.to.as_str(), two(m.imbalance_after).as_str()),
         (105, "node2", "0.42")
     );
-    let (first, all) = dynamic3_later(crs).balance(pve_bruteforce::NAME);
+    let (first, all) = dynamic3_later(crs).balance(BRUTEFORCE);
     assert_eq!(two(first.imbalance_before), "0.81");
     assert_eq!(
         all,
@@ -453,13 +462,13 @@ fn dynamic_auto_rebalance_topsis3_picks_its_own_moves() {
     // node2 (0.85 → 0.42), then vm:103 to node3 (0.81 → 0.43), then vm:105 to node1 (0.43 → 0.24),
     // not the moves with the lowest imbalance.
     let crs = "ha=dynamic,ha-auto-rebalance=1,ha-auto-rebalance-method=topsis";
-    let (first, _) = dynamic3_spike(crs).balance(pve_topsis::NAME);
+    let (first, _) = dynamic3_spike(crs).balance(TOPSIS);
     let m = &first.migrations[0];
     assert_eq!(
         (m.vmid, m.to.as_str(), two(m.imbalance_after).as_str()),
         (105, "node2", "0.42")
     );
-    let (_, all) = dynamic3_later(crs).balance(pve_topsis::NAME);
+    let (_, all) = dynamic3_later(crs).balance(TOPSIS);
     assert_eq!(
         all,
         moves(&[(103, "node3", "0.43"), (105, "node1", "0.24")])
@@ -485,7 +494,7 @@ fn dynamic_constrained_auto_rebalance4_keeps_negative_partners_apart() {
         ("vms-stay-apart1", "vm:101,vm:103"),
         ("vms-stay-apart2", "vm:102,vm:103"),
     ];
-    let (first, all) = sc.balance(pve_bruteforce::NAME);
+    let (first, all) = sc.balance(BRUTEFORCE);
     assert_eq!(two(first.imbalance_before), "1.04", "{}", first.summary);
     assert_eq!(
         all,
@@ -515,32 +524,32 @@ fn no_move_where_proxmox_makes_none() {
         (
             "static-auto-rebalance1",
             one("ha=static,ha-auto-rebalance=1"),
-            pve_bruteforce::NAME,
+            BRUTEFORCE,
         ),
         (
             "dynamic-auto-rebalance1",
             one("ha=dynamic,ha-auto-rebalance=1"),
-            pve_bruteforce::NAME,
+            BRUTEFORCE,
         ),
         (
             "dynamic-auto-rebalance-topsis1",
             one("ha=dynamic,ha-auto-rebalance=1"),
-            pve_topsis::NAME,
+            TOPSIS,
         ),
         (
             "dynamic-auto-rebalance-topsis0",
             Scene::new(&small, "ha=dynamic,ha-auto-rebalance=1"),
-            pve_topsis::NAME,
+            TOPSIS,
         ),
         (
             "dynamic-auto-rebalance4",
             calm("ha=dynamic,ha-auto-rebalance=1"),
-            pve_bruteforce::NAME,
+            BRUTEFORCE,
         ),
         (
             "dynamic-auto-rebalance-topsis4",
             calm("ha=dynamic,ha-auto-rebalance=1"),
-            pve_topsis::NAME,
+            TOPSIS,
         ),
     ];
     for (name, sc, method) in cases {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use flxp_core::balance::{Plan, Purpose, UsageChoice};
+use flxp_core::balance::{MethodName, Plan, Purpose, Registry, UsageChoice};
 use flxp_engine::{
     ExecuteOptions, ExecutionReport, Executor, Goal, LeaseKeeper, Limits, Model, planning,
 };
@@ -29,10 +29,10 @@ use crate::{output, progress};
 pub struct Args {
     #[command(flatten)]
     pub(crate) run: RunArgs,
-    /// How balancing moves are chosen (default from [balance], else flxp): flxp, pve-bruteforce,
-    /// pve-topsis, or a balance plugin from the config.
-    #[arg(long, value_name = "M")]
-    method: Option<String>,
+    /// How balancing moves are chosen: set with its value parser from a registry by
+    /// [`with_methods`], which lists the registered methods.
+    #[arg(long, value_name = "M", help = method_help(), value_parser = method_parser(Registry::builtin()))]
+    pub(crate) method: Option<MethodArg>,
     /// Most migrations in the plan, rule fixes included (default from [balance], else 20).
     #[arg(long, value_name = "N")]
     max_migrations: Option<usize>,
@@ -76,17 +76,86 @@ fn usage_parser() -> impl clap::builder::TypedValueParser<Value = UsageChoice> {
         .map(|name: String| UsageChoice::from_name(&name).unwrap_or_default())
 }
 
-/// Parses `--method` against a registry, whose names and descriptions `--help` lists.
-#[cfg(test)]
+/// `--method`'s value, read before the config: a method of the command line's registry, or
+/// another name, which may be a balance plugin of the config (checked once it is read).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum MethodArg {
+    /// A method the registry holds.
+    Registered(MethodName),
+    /// A name the registry lacks.
+    Other(String),
+}
+
+impl MethodArg {
+    /// The name as typed.
+    pub(crate) fn as_str(&self) -> &str {
+        match self {
+            Self::Registered(name) => name.as_str(),
+            Self::Other(name) => name,
+        }
+    }
+}
+
+/// `--method`'s help line; the registered methods follow it, listed by its value parser.
+fn method_help() -> String {
+    format!(
+        "How balancing moves are chosen (default from [balance], else {}): one of the possible \
+         values, or a balance plugin from the config",
+        MethodName::default()
+    )
+}
+
+/// Parses `--method` against a registry, whose names and descriptions `--help` lists. Any other
+/// name passes, to be checked once the config, whose balance plugins are methods too, is read.
 pub(crate) fn method_parser(
-    registry: &'static flxp_core::balance::Registry,
-) -> impl clap::builder::TypedValueParser<Value = flxp_core::balance::MethodName> {
-    use clap::builder::TypedValueParser;
-    let values = registry
-        .iter()
-        .map(|m| clap::builder::PossibleValue::new(m.name()).help(m.description()));
-    clap::builder::PossibleValuesParser::new(values)
-        .try_map(move |name: String| registry.parse(&name))
+    registry: &'static Registry,
+) -> impl clap::builder::TypedValueParser<Value = MethodArg> {
+    MethodParser(registry)
+}
+
+/// [`method_parser`]'s parser.
+#[derive(Clone, Copy)]
+struct MethodParser(&'static Registry);
+
+impl clap::builder::TypedValueParser for MethodParser {
+    type Value = MethodArg;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> std::result::Result<MethodArg, clap::Error> {
+        let name = clap::builder::StringValueParser::new().parse_ref(cmd, arg, value)?;
+        Ok(match self.0.parse(&name) {
+            Ok(registered) => MethodArg::Registered(registered),
+            Err(_) => MethodArg::Other(name),
+        })
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(self.0.iter().map(|m| {
+            clap::builder::PossibleValue::new(m.name()).help(m.description())
+        })))
+    }
+}
+
+/// `flxp balance` with `--method` parsed against `registry` and its help listing that registry.
+pub(crate) fn with_methods(cmd: clap::Command, registry: &'static Registry) -> clap::Command {
+    cmd.mut_arg("method", |a| {
+        a.help(method_help()).value_parser(method_parser(registry))
+    })
+}
+
+/// "a", "a and b", "a, b and c".
+fn and_list(names: &[&str]) -> String {
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        Some((last, _)) => (*last).to_owned(),
+        None => String::new(),
+    }
 }
 
 /// How the `[migration]` table carries out plans.
@@ -192,11 +261,17 @@ pub fn is_unsatisfiable(plan: &Plan, goal: &Goal) -> bool {
 pub fn run(args: Args) -> Result<ExitCode> {
     let config = load::config(&args.run.source)?;
     let mut options = config.balance.clone();
-    if let Some(m) = args.method {
-        // Checked here, with the config read: its balance plugins are methods too.
-        let placer = load::placer(&config)?;
-        let methods = placer.methods();
-        options.method = methods.parse(&m).map_err(|_| {
+    // Loaded only when `--method` or `--usage` asks about the methods: the config's balance
+    // plugins are methods too.
+    let placer = if args.method.is_some() || args.usage.is_some() {
+        Some(load::placer(&config)?)
+    } else {
+        None
+    };
+    let methods = placer.as_ref().map(|p| p.methods());
+    if let (Some(arg), Some(methods)) = (&args.method, methods) {
+        let m = arg.as_str();
+        options.method = methods.parse(m).map_err(|_| {
             if let Some(p) = config.plugin.iter().find(|p| p.name == m) {
                 // A filter or score plugin is no method: say what it is and where it belongs.
                 return UsageError(format!(
@@ -219,15 +294,26 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if let Some(n) = args.max_migrations {
         options.max_migrations = n;
     }
-    if let Some(u) = args.usage {
+    if let (Some(u), Some(methods)) = (args.usage, methods) {
         options.usage = u;
-        if !flxp_core::balance::methods::reads_usage(options.method) {
+        let reads = methods
+            .get(options.method.as_str())
+            .is_some_and(|m| m.reads_usage());
+        if !reads {
             // Said, not refused: the flag may come from a wrapper script that also picks methods.
+            let readers: Vec<&str> = methods
+                .iter()
+                .filter(|m| m.reads_usage())
+                .map(|m| m.name())
+                .collect();
+            let who = if readers.is_empty() {
+                "no method balances on it".to_owned()
+            } else {
+                format!("only {} balance on it", and_list(&readers))
+            };
             crate::output::tell(format!(
-                "warning: --usage is ignored by method {}: only {} and {} balance on it",
+                "warning: --usage is ignored by method {}: {who}",
                 options.method,
-                flxp_core::balance::methods::pve_bruteforce::NAME,
-                flxp_core::balance::methods::pve_topsis::NAME,
             ));
         }
     }

@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::CommandFactory;
 use clap_complete::Shell;
 
 /// Arguments of `flxp generate`.
@@ -23,7 +22,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     for dir in [&completions, &man] {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    let mut cmd = super::Cli::command();
+    let mut cmd = super::Cli::command_with(flxp_core::balance::Registry::builtin());
     for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
         clap_complete::generate_to(shell, &mut cmd, "flxp", &completions)
             .with_context(|| format!("writing the {shell} completion"))?;

@@ -21,7 +21,8 @@ mod tests;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Subcommand};
+use flxp_core::balance::Registry;
 
 pub use source::{RunArgs, SourceArgs};
 
@@ -29,7 +30,7 @@ pub use source::{RunArgs, SourceArgs};
 pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("FLXP_COMMIT"), ")");
 
 /// Command-line arguments of `flxp`.
-#[derive(Debug, Parser)]
+#[derive(Debug, clap::Parser)]
 #[command(name = "flxp", version = VERSION, about = "Dynamic resource scheduling for Proxmox VE", long_about = None)]
 pub struct Cli {
     /// More log output on stderr (-v debug, -vv trace); RUST_LOG overrides.
@@ -85,6 +86,23 @@ impl From<crate::config::UnknownZone> for UsageError {
 pub const UNSATISFIABLE: u8 = 3;
 
 impl Cli {
+    /// The command line with `balance --method` parsed against `registry` and its help listing
+    /// that registry's methods; the binary's is [`Registry::builtin`].
+    pub fn command_with(registry: &'static Registry) -> clap::Command {
+        Self::command().mut_subcommand("balance", |c| balance::with_methods(c, registry))
+    }
+
+    /// Parses `args` (the program name first) with [`Cli::command_with`] this registry.
+    pub fn try_parse_with<I, T>(registry: &'static Registry, args: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let mut cmd = Self::command_with(registry);
+        let mut matches = cmd.try_get_matches_from_mut(args)?;
+        Self::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut cmd))
+    }
+
     /// Whether the command was asked for `--json` output.
     pub fn wants_json(&self) -> bool {
         match &self.command {

@@ -6,12 +6,12 @@
 
 use std::sync::LazyLock;
 
-use clap::{CommandFactory, Parser};
+use clap::Parser;
 use flxp_core::balance::{BalanceMethod, BalanceOptions, MethodName, Plan, PlanInput, Registry};
 
 use super::Cli;
-use super::balance::method_parser;
-use crate::serve::schema::BalanceMethodInfo;
+use super::balance::MethodArg;
+use crate::serve::schema::{BalanceMethodInfo, method_name};
 
 #[path = "../../tests/it/docs_check.rs"]
 mod docs_check;
@@ -47,10 +47,8 @@ fn a_registered_method_is_parsed_listed_and_its_docs_demanded() {
     assert_eq!(registry.parse("gentle").unwrap().as_str(), "gentle");
     assert!(Registry::builtin().parse("gentle").is_err());
 
-    // `--method` parses against the registry it is given, and `--help` lists it.
-    let mut cli = Cli::command().mut_subcommand("balance", |c| {
-        c.mut_arg("method", |a| a.value_parser(method_parser(registry)))
-    });
+    // The binary's own command line (`Cli::try_parse_with`), built from the registry at run time:
+    // `--method` parses against it, and `--help` lists it.
     let args = [
         "flxp",
         "balance",
@@ -59,24 +57,46 @@ fn a_registered_method_is_parsed_listed_and_its_docs_demanded() {
         "--method",
         "gentle",
     ];
-    let matches = cli.try_get_matches_from_mut(args).unwrap();
-    let balance = matches.subcommand_matches("balance").unwrap();
+    let method = |cli: Cli| match cli.command {
+        super::Command::Balance(a) => a.method,
+        _ => None,
+    };
     assert_eq!(
-        balance.get_one::<MethodName>("method").unwrap().as_str(),
-        "gentle"
+        method(Cli::try_parse_with(registry, args).unwrap()),
+        Some(MethodArg::Registered(registry.parse("gentle").unwrap()))
     );
-    let help = cli
+    let help = Cli::command_with(registry)
         .find_subcommand_mut("balance")
         .unwrap()
         .render_long_help()
         .to_string();
     assert!(help.contains("- gentle:"), "{help}");
     assert!(help.contains("a test method: flxp without swaps"), "{help}");
-    // The binary's own parser takes any name: it is checked once the config is read, whose
+    // The built-in command line takes any name: it is checked once the config is read, whose
     // balance plugins are methods too (`flxp balance` then refuses an unknown one, exit 2).
-    assert!(Cli::try_parse_from(args).is_ok());
+    assert_eq!(
+        method(Cli::try_parse_with(Registry::builtin(), args).unwrap()),
+        Some(MethodArg::Other("gentle".into()))
+    );
+    let help = Cli::command_with(Registry::builtin())
+        .find_subcommand_mut("balance")
+        .unwrap()
+        .render_long_help()
+        .to_string();
+    for m in Registry::builtin().iter() {
+        assert!(help.contains(&format!("- {}:", m.name())), "{help}");
+    }
+    assert!(!help.contains("gentle"), "{help}");
 
-    // GraphQL's `balanceMethods` lists what the registry holds.
+    // GraphQL's `method` arguments take what the registry holds, and `balanceMethods` lists it.
+    assert_eq!(method_name("gentle", registry).unwrap().as_str(), "gentle");
+    let e = method_name("gentle", Registry::builtin()).unwrap_err();
+    assert!(
+        e.message
+            .contains("known: flxp, pve-bruteforce, pve-topsis"),
+        "{}",
+        e.message
+    );
     let listed = BalanceMethodInfo::all(registry);
     assert_eq!(
         listed.last(),

@@ -11,4 +11,5 @@ pub static METHOD: Builtin = Builtin {
     name: NAME,
     description: "flxp's planner: rule fixes, then many moves at once with bundles and swaps (the default)",
     plan: planner::plan_flxp,
+    reads_usage: false,
 };

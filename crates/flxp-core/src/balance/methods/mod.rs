@@ -29,6 +29,11 @@ pub trait BalanceMethod: Send + Sync {
     fn description(&self) -> &'static str;
     /// The plan on `input`; `options` are already validated.
     fn plan(&self, input: &PlanInput<'_>, options: &BalanceOptions) -> Result<Plan>;
+    /// Whether the method balances on [`BalanceOptions::usage`] (`--usage`): Proxmox's methods
+    /// do; the others weigh their own figures, so the option means nothing to them.
+    fn reads_usage(&self) -> bool {
+        false
+    }
 }
 
 /// What every method plans on.
@@ -50,6 +55,7 @@ pub struct Builtin {
     name: MethodName,
     description: &'static str,
     plan: fn(&PlanInput<'_>, &BalanceOptions) -> Result<Plan>,
+    reads_usage: bool,
 }
 
 impl BalanceMethod for Builtin {
@@ -64,12 +70,10 @@ impl BalanceMethod for Builtin {
     fn plan(&self, input: &PlanInput<'_>, options: &BalanceOptions) -> Result<Plan> {
         (self.plan)(input, options)
     }
-}
 
-/// Whether a method balances on [`BalanceOptions::usage`] (`--usage`): Proxmox's methods do; the
-/// others weigh their own figures, so the option means nothing to them.
-pub fn reads_usage(method: MethodName) -> bool {
-    method == pve_bruteforce::NAME || method == pve_topsis::NAME
+    fn reads_usage(&self) -> bool {
+        self.reads_usage
+    }
 }
 
 /// Declares each method's module and lists it in [`BUILTIN`], so a method is one line here.

@@ -12,7 +12,7 @@ thread_local! {
     static PLUGINS: std::cell::RefCell<Vec<&'static str>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// The name of a registered balancing method (`flxp`, `pve-bruteforce`, `pve-topsis`).
+/// The name of a registered balancing method: one [`Registry::builtin`] holds, or a balance plugin.
 ///
 /// Only [`Registry::parse`] makes one from outside input, so holding one means the name was
 /// registered; serde and [`FromStr`] parse against [`Registry::builtin`].

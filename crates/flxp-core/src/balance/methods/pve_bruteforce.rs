@@ -6,9 +6,13 @@ use super::{Builtin, MethodName};
 /// The method's name.
 pub const NAME: MethodName = MethodName::builtin("pve-bruteforce");
 
+/// How it ranks moves, for [`pve::rank_moves`] and [`pve::run_until_stable`].
+pub const RANKING: Ranking = Ranking::Bruteforce;
+
 /// One round of Proxmox's bruteforce selection.
 pub static METHOD: Builtin = Builtin {
     name: NAME,
     description: "Proxmox's bruteforce auto-rebalance selection: the single move with the lowest CV",
-    plan: |i, options| pve::plan(i.cluster, i.rules, i.state, i.placer, options, Ranking::Bruteforce),
+    plan: |i, options| pve::plan(i.cluster, i.rules, i.state, i.placer, options, RANKING),
+    reads_usage: true,
 };

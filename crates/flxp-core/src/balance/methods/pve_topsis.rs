@@ -6,9 +6,13 @@ use super::{Builtin, MethodName};
 /// The method's name.
 pub const NAME: MethodName = MethodName::builtin("pve-topsis");
 
+/// How it ranks moves, for [`pve::rank_moves`] and [`pve::run_until_stable`].
+pub const RANKING: Ranking = Ranking::Topsis;
+
 /// One round of Proxmox's TOPSIS selection.
 pub static METHOD: Builtin = Builtin {
     name: NAME,
     description: "Proxmox's topsis auto-rebalance selection: the single move TOPSIS ranks best",
-    plan: |i, options| pve::plan(i.cluster, i.rules, i.state, i.placer, options, Ranking::Topsis),
+    plan: |i, options| pve::plan(i.cluster, i.rules, i.state, i.placer, options, RANKING),
+    reads_usage: true,
 };

@@ -17,6 +17,9 @@ use async_graphql::{EmptySubscription, ErrorExtensions, MergedObject, Schema};
 
 pub use mutation::Mutation;
 pub use query::Query;
+// For the test that registers a method and checks every place that parses method names.
+#[cfg(test)]
+pub(crate) use query::method_name;
 #[cfg(test)]
 pub(crate) use types::BalanceMethodInfo;
 pub use views::ViewQuery;

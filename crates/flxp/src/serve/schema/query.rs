@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use async_graphql::{Context, Object, Result};
 use flxp_core::State;
-use flxp_core::balance::{BalanceOptions, Registry};
+use flxp_core::balance::{BalanceOptions, MethodName, Registry};
 use flxp_core::placement::PlacementRequest;
 use flxp_engine::ClusterModel;
 
@@ -36,11 +36,17 @@ pub(super) fn balance_options(
 ) -> Result<BalanceOptions, ApiError> {
     let mut options = s.config.balance.clone();
     if let Some(name) = method {
-        options.method = registry
-            .parse(name)
-            .map_err(|e| ApiError::bad_input(e.to_string()))?;
+        options.method = method_name(name, registry)?;
     }
     Ok(options)
+}
+
+/// A `method` argument checked against the registry (the service's: built-in methods and balance
+/// plugins); an unknown name is a bad-input error listing the known ones.
+pub(crate) fn method_name(name: &str, registry: &Registry) -> Result<MethodName, ApiError> {
+    registry
+        .parse(name)
+        .map_err(|e| ApiError::bad_input(e.to_string()))
 }
 
 /// Maps a core error: a refused request is bad input, anything else a bug.

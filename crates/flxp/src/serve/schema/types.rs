@@ -379,7 +379,7 @@ impl BalanceMethodInfo {
 /// A rebalancing or evacuation plan.
 #[derive(SimpleObject, Debug, Clone)]
 pub struct PlanResult {
-    /// `flxp`, `pve-bruteforce`, `pve-topsis` or `evacuate`.
+    /// What made the plan: a name `balanceMethods` lists, or `evacuate` for an evacuation.
     pub method: String,
     /// What the loads are of (`memory`, `cpu`, ...).
     pub metric: String,

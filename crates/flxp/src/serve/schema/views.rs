@@ -194,7 +194,6 @@ impl ViewQuery {
                 }
             })
             .collect();
-        let word = |v: serde_json::Value| v.as_str().map(str::to_owned).unwrap_or_default();
         Ok(ZoneStatus {
             zone: zone.clone(),
             nodes: report
@@ -205,8 +204,8 @@ impl ViewQuery {
             ha,
             imbalance,
             threshold: o.trigger.threshold_for(o.measure),
-            metric: word(serde_json::to_value(o.metric).unwrap_or_default()),
-            measure: word(serde_json::to_value(o.measure).unwrap_or_default()),
+            metric: o.metric.as_str().to_owned(),
+            measure: o.measure.as_str().to_owned(),
             memory_spread: report.memory_spread,
             cpu_spread: report.cpu_spread,
             running: u32::try_from(report.running).unwrap_or(u32::MAX),
