@@ -19,9 +19,10 @@ use tracing::{info, warn};
 
 use super::{
     CREATING_SINCE_PREFIX, CREATING_TAG, Cleanup, ClonePlan, CreateError, CreateStep, CreatedVm,
-    Creator, DiskInfo, DiskSize, VmRequest, boot_disk, customize, disk_size, disks, plan_clone,
+    Creator, DiskInfo, DiskSize, VmRequest, boot_disk, customize, disk_size, disks,
+    is_creating_tag, plan_clone,
 };
-use crate::reserve::{ClusterModel, DiskHold, DiskHolds, Hold, Ticket};
+use crate::reserve::{ClusterModel, DiskHold, DiskHolds, NodeHold, Ticket};
 
 /// Carries out the steps for `req` on `model`; see the module docs.
 pub(super) async fn run(
@@ -343,7 +344,7 @@ fn reserve(
                 let p = c.placer.place(cluster, &model.rules, state, &request)?;
                 let node = choose(&p, req, &|n: &str| target.landing(n, held))?;
                 let shared = target.is_shared(&req.storage);
-                let hold = Hold {
+                let hold = NodeHold {
                     node: node.clone(),
                     memory: req.memory,
                     cores: hold_cores,
@@ -570,10 +571,10 @@ pub(crate) async fn remove_marker(
         .await
 }
 
-/// Whether a tag is part of the creation marker.
+/// Whether a tag is part of the creation marker: [`CREATING_TAG`], or any tag with the
+/// `creating-since` prefix (a malformed one too: it only ever comes from the marker).
 fn is_marker_tag(tag: &str) -> bool {
-    let t = tag.to_ascii_lowercase();
-    t == CREATING_TAG || t.starts_with(CREATING_SINCE_PREFIX)
+    is_creating_tag(tag) || tag.to_ascii_lowercase().starts_with(CREATING_SINCE_PREFIX)
 }
 
 fn epoch_now() -> u64 {

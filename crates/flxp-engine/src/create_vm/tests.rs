@@ -249,7 +249,7 @@ fn capacity_reasons(e: &CreateError) -> &[String] {
 }
 
 /// The parts of a failed step: which step, the VM, its cleanup and Proxmox's error.
-fn step_failure(e: &CreateError) -> (Step, Option<u32>, &Cleanup, &flxp_pve::Error) {
+fn step_failure(e: &CreateError) -> (CreateStep, Option<u32>, &Cleanup, &flxp_pve::Error) {
     let CreateError::Step {
         step,
         vmid,
@@ -264,13 +264,13 @@ fn step_failure(e: &CreateError) -> (Step, Option<u32>, &Cleanup, &flxp_pve::Err
 }
 
 /// Whether `e` is a failure of `step` whose half-made VM ended as `cleanup`.
-fn failed_at(e: &CreateError, step: Step, cleanup: &Cleanup) -> bool {
+fn failed_at(e: &CreateError, step: CreateStep, cleanup: &Cleanup) -> bool {
     matches!(e, CreateError::Step { step: s, cleanup: c, .. } if *s == step && c == cleanup)
 }
 
 /// `e` is a failure of `step` on the simulated fault whose VM was removed, and says so: the
 /// VM's id and the error's text.
-fn removed_after_fault(e: &CreateError, step: Step) -> (u32, String) {
+fn removed_after_fault(e: &CreateError, step: CreateStep) -> (u32, String) {
     let (failed, vmid, cleanup, _) = step_failure(e);
     assert_eq!(failed, step);
     assert_eq!(*cleanup, Cleanup::Removed);
@@ -397,7 +397,7 @@ async fn a_failed_start_removes_the_half_made_vm() {
     let (before, e) = w
         .create_failing("POST", "/nodes/*/qemu/*/status/start", &request())
         .await;
-    let (vmid, text) = removed_after_fault(&e, Step::Start);
+    let (vmid, text) = removed_after_fault(&e, CreateStep::Start);
     assert!(
         text.starts_with(&format!("starting the VM failed for VM {vmid} on pve4: ")),
         "{text}"
@@ -412,7 +412,10 @@ async fn a_failed_configuration_removes_the_clone() {
     let (before, e) = w
         .create_failing("PUT", "/nodes/*/qemu/*/config", &request())
         .await;
-    assert!(failed_at(&e, Step::Configure, &Cleanup::Removed), "{e:?}");
+    assert!(
+        failed_at(&e, CreateStep::Configure, &Cleanup::Removed),
+        "{e:?}"
+    );
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(w.guest_count(), before);
 }
@@ -423,7 +426,10 @@ async fn a_refused_clone_leaves_nothing_and_says_so() {
     let (before, e) = w
         .create_failing("POST", "/nodes/*/qemu/9000/clone", &request())
         .await;
-    assert!(failed_at(&e, Step::Clone, &Cleanup::NotNeeded), "{e:?}");
+    assert!(
+        failed_at(&e, CreateStep::Clone, &Cleanup::NotNeeded),
+        "{e:?}"
+    );
     assert!(
         e.to_string()
             .starts_with("cloning the template failed for VM "),
@@ -561,7 +567,7 @@ async fn a_failed_resize_removes_the_clone_and_starts_nothing() {
     let (before, e) = w
         .create_failing("PUT", "/nodes/*/qemu/*/resize", &req)
         .await;
-    let (vmid, text) = removed_after_fault(&e, Step::Resize);
+    let (vmid, text) = removed_after_fault(&e, CreateStep::Resize);
     assert!(
         text.starts_with(&format!(
             "growing the boot disk failed for VM {vmid} on pve4: PUT /nodes/pve4/qemu/{vmid}/resize"
@@ -585,7 +591,7 @@ async fn a_resize_task_that_fails_removes_the_clone() {
     req.disk_bytes = 64 << 30;
     let e = w.create(&req).await.unwrap_err();
     let (step, vmid, cleanup, source) = step_failure(&e);
-    assert_eq!(step, Step::Resize);
+    assert_eq!(step, CreateStep::Resize);
     assert_eq!(*cleanup, Cleanup::Removed);
     let flxp_pve::Error::TaskFailed { exitstatus, .. } = source else {
         panic!("{source:?}");
