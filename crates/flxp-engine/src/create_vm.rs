@@ -32,8 +32,8 @@ pub use config::{
     is_disk_key, parse_disk, parse_size, plan_clone,
 };
 pub use input::{
-    DnsNameError, ImageSource, MAX_INTERFACES, Nic, SshKeyError, VmRequest, check_dns_name,
-    check_ssh_key,
+    DnsNameError, ImageSource, MAX_INTERFACES, MIN_DISK_BYTES, Nic, SshKeyError, VmRequest,
+    check_dns_name, check_ssh_key,
 };
 
 use crate::reserve::{ClusterModel, Reservations};

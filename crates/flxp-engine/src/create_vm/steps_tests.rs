@@ -5,13 +5,12 @@
 #![allow(clippy::unwrap_used)]
 
 use flxp_core::placement::PlacementOptions;
+use flxp_core::units::GIB;
 use flxp_core::{Overrides, Snapshot};
 use flxp_pve::fake::FakeApi;
 
 use super::fixtures::request;
 use super::*;
-
-const GIB: u64 = 1 << 30;
 
 /// Two 64 GiB nodes sharing a `ceph` storage with 1 TiB free; template 9000 on pve1, VM 101 on
 /// pve2 is no template.
