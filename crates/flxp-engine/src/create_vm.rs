@@ -290,7 +290,7 @@ impl Creator {
     #[tracing::instrument(skip_all, fields(name = %req.name))]
     pub async fn create(
         &self,
-        model: &ClusterModel,
+        model: &Arc<ClusterModel>,
         req: &VmRequest,
     ) -> Result<CreatedVm, CreateError> {
         steps::run(self, model, req).await

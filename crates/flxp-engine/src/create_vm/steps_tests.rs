@@ -47,7 +47,7 @@ fn snapshot() -> Snapshot {
 }
 
 /// A creator on the fake API, the model of [`snapshot`] and the fake, to count its calls.
-fn creator() -> (Creator, ClusterModel, Arc<FakeApi>) {
+fn creator() -> (Creator, Arc<ClusterModel>, Arc<FakeApi>) {
     let snap = snapshot();
     let api = Arc::new(FakeApi::new(snap.clone()));
     let placer = Arc::new(Placer::new(PlacementOptions::default(), Vec::new()).unwrap());
@@ -58,7 +58,7 @@ fn creator() -> (Creator, ClusterModel, Arc<FakeApi>) {
         CreateOptions::default(),
     );
     let model = ClusterModel::from_snapshot(&snap, &Overrides::default()).unwrap();
-    (creator, model, api)
+    (creator, Arc::new(model), api)
 }
 
 #[tokio::test(flavor = "current_thread")]
