@@ -23,6 +23,7 @@ pub(crate) use steps::remove_marker;
 use std::fmt;
 use std::sync::Arc;
 
+use flxp_core::constraints::tags::{GuestToken, TagParse, parse_guest_tag};
 use flxp_core::placement::{Placement, Placer};
 use flxp_pve::{Pve, TaskWait};
 
@@ -31,8 +32,8 @@ pub use config::{
     is_disk_key, parse_disk, parse_size, plan_clone,
 };
 pub use input::{
-    DnsNameError, ImageSource, MAX_INTERFACES, Nic, SshKeyError, VmRequest, check_dns_name,
-    check_ssh_key,
+    DnsNameError, ImageSource, MAX_INTERFACES, MIN_DISK_BYTES, Nic, SshKeyError, VmRequest,
+    check_dns_name, check_ssh_key,
 };
 
 use crate::reserve::{ClusterModel, Reservations};
@@ -64,9 +65,6 @@ pub enum CreateStep {
     /// Removing the half-made VM after a failed step.
     CleanUp,
 }
-
-/// The former name of [`CreateStep`].
-pub type Step = CreateStep;
 
 impl fmt::Display for CreateStep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -223,11 +221,28 @@ impl Default for CreateOptions {
 }
 
 /// The tag a VM carries while flxp creates it, from the clone until it is complete (see
-/// [`Creator::create`]).
-pub const CREATING_TAG: &str = "flxp.creating";
+/// [`Creator::create`]); the core's tag grammar reads it as [`GuestToken::Creating`].
+pub use flxp_core::constraints::tags::CREATING_TAG;
 
 /// The prefix of the tag that says since when (epoch seconds) a VM carries [`CREATING_TAG`].
 pub const CREATING_SINCE_PREFIX: &str = "flxp.creating-since.";
+
+/// Whether `tag` (any case) is [`CREATING_TAG`], read with the core's tag grammar.
+pub fn is_creating_tag(tag: &str) -> bool {
+    matches!(
+        parse_guest_tag(&tag.to_ascii_lowercase()),
+        TagParse::Token(GuestToken::Creating)
+    )
+}
+
+/// The epoch seconds of a `flxp.creating-since.<epoch>` tag (any case), read with the core's tag
+/// grammar; `None` for any other tag.
+pub fn creating_since(tag: &str) -> Option<i64> {
+    match parse_guest_tag(&tag.to_ascii_lowercase()) {
+        TagParse::Token(GuestToken::CreatingSince(t)) => Some(t),
+        _ => None,
+    }
+}
 
 /// Creates VMs in one zone: the API, the placement pipeline and the zone's reservations.
 pub struct Creator {
@@ -275,7 +290,7 @@ impl Creator {
     #[tracing::instrument(skip_all, fields(name = %req.name))]
     pub async fn create(
         &self,
-        model: &ClusterModel,
+        model: &Arc<ClusterModel>,
         req: &VmRequest,
     ) -> Result<CreatedVm, CreateError> {
         steps::run(self, model, req).await

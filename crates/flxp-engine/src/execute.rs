@@ -28,7 +28,7 @@ use crate::collect::collect_snapshot;
 use crate::error::Result;
 use crate::limits::Limits;
 use crate::migrate::MigrateSettings;
-use crate::planning::{self, Goal, Hold, Model};
+use crate::planning::{self, Goal, HoldReason, Model};
 use crate::progress::{NoProgress, Progress};
 use crate::report::ExecutionReport;
 use crate::round::Round;
@@ -235,7 +235,7 @@ impl Executor {
     /// `budget` caps balancing migrations.
     pub(crate) async fn replan(
         &self,
-        held: &BTreeMap<u32, Hold>,
+        held: &BTreeMap<u32, HoldReason>,
         goal: &Goal,
         budget: Option<usize>,
     ) -> Result<Plan> {
@@ -255,7 +255,7 @@ impl Executor {
     /// is what `then` may read, are as read, so no copy of the snapshot is kept.
     async fn with_model<T, F>(
         &self,
-        held: &BTreeMap<u32, Hold>,
+        held: &BTreeMap<u32, HoldReason>,
         what: &'static str,
         then: F,
     ) -> Result<T>
@@ -286,7 +286,7 @@ impl Executor {
     pub(crate) async fn recheck(
         &self,
         m: &Migration,
-        held: &BTreeMap<u32, Hold>,
+        held: &BTreeMap<u32, HoldReason>,
         goal: &Goal,
     ) -> Result<(), NoStart> {
         let placer = Arc::clone(&self.placer);

@@ -63,7 +63,7 @@ pub fn node(model: &Model, name: &str) -> Result<NodeIdx> {
 
 /// Why a round leaves a guest alone from now on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Hold {
+pub enum HoldReason {
     /// Its migration failed in this round.
     Failed,
     /// It was migrated in this round already (no guest moves twice in a round).
@@ -72,7 +72,7 @@ pub enum Hold {
     HaPending,
 }
 
-impl Hold {
+impl HoldReason {
     /// The lock word the core reads: a locked guest is never moved, and the plan says why.
     pub fn lock_word(self) -> &'static str {
         match self {
@@ -85,7 +85,7 @@ impl Hold {
 
 /// Marks guests as locked in a snapshot so that a replan leaves them where they are (they still
 /// count as load where they are).
-pub fn hold_guests(snapshot: &mut Snapshot, held: &BTreeMap<u32, Hold>) {
+pub fn hold_guests(snapshot: &mut Snapshot, held: &BTreeMap<u32, HoldReason>) {
     if held.is_empty() {
         return;
     }
@@ -140,13 +140,13 @@ pub fn ha_move_pending(snapshot: &Snapshot, vmid: u32, now: i64) -> Option<Strin
 
 /// Locks every guest with a pending HA move ([`ha_move_pending`]) so that plans leave it to HA.
 pub fn hold_pending_ha(snapshot: &mut Snapshot, now: i64) {
-    let pending: BTreeMap<u32, Hold> = snapshot
+    let pending: BTreeMap<u32, HoldReason> = snapshot
         .resources
         .iter()
         .filter(|r| matches!(r.kind.as_deref(), Some("qemu" | "lxc")))
         .filter_map(|r| r.vmid)
         .filter(|&vmid| ha_move_pending(snapshot, vmid, now).is_some())
-        .map(|vmid| (vmid, Hold::HaPending))
+        .map(|vmid| (vmid, HoldReason::HaPending))
         .collect();
     hold_guests(snapshot, &pending);
 }
@@ -208,7 +208,7 @@ mod tests {
         let moved: Vec<u32> = first.migrations.iter().map(|m| m.vmid).collect();
 
         let mut held_snap = snap.clone();
-        let held = moved.iter().map(|&v| (v, Hold::Failed)).collect();
+        let held = moved.iter().map(|&v| (v, HoldReason::Failed)).collect();
         hold_guests(&mut held_snap, &held);
         let lock = |s: &Snapshot, vmid: u32| {
             s.resources

@@ -22,42 +22,45 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use flxp_core::{Cluster, Model, Rules, Snapshot, State, cluster::Overrides};
+use flxp_core::{Cluster, Model, Snapshot, State, cluster::Overrides};
 use tokio::time::{Duration, Instant};
 
-/// A cluster ready for decisions: the model built once from a snapshot, its rules and its state.
+/// A cluster ready for decisions: the core's [`Model`] built once from a snapshot, and when that
+/// snapshot was taken (reservations are judged against it). Derefs to the [`Model`].
 #[derive(Debug, Clone)]
 pub struct ClusterModel {
-    /// The typed cluster.
-    pub cluster: Cluster,
-    /// Its compiled rules.
-    pub rules: Rules,
-    /// Its state as reported.
-    pub state: State,
+    /// The cluster, its rules and its state.
+    pub model: Model,
     /// When reading the snapshot began: the cluster is at least as new as this.
     pub taken: Instant,
 }
 
 impl ClusterModel {
-    /// Builds model, rules and state from a snapshot with the zone's overrides.
+    /// A model whose snapshot began to be read at `taken`.
+    pub fn new(model: Model, taken: Instant) -> Self {
+        Self { model, taken }
+    }
+
+    /// Builds model, rules and state from a snapshot with the zone's overrides, taken now.
     pub fn from_snapshot(snapshot: &Snapshot, overrides: &Overrides) -> flxp_core::Result<Self> {
-        let Model {
-            cluster,
-            rules,
-            state,
-        } = Model::from_snapshot(snapshot, overrides)?;
-        Ok(Self {
-            cluster,
-            rules,
-            state,
-            taken: Instant::now(),
-        })
+        Ok(Self::new(
+            Model::from_snapshot(snapshot, overrides)?,
+            Instant::now(),
+        ))
+    }
+}
+
+impl std::ops::Deref for ClusterModel {
+    type Target = Model;
+
+    fn deref(&self) -> &Model {
+        &self.model
     }
 }
 
 /// What a decision asks to hold on a node.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Hold {
+pub struct NodeHold {
     /// Node name.
     pub node: String,
     /// Memory in bytes (the VM's full size: a new VM may use all of it).
@@ -100,7 +103,7 @@ impl DiskHolds {
 
 #[derive(Debug, Clone)]
 struct Entry {
-    hold: Hold,
+    hold: NodeHold,
     vmid: Option<u32>,
     /// When the creation succeeded; `None` while it is in flight.
     completed: Option<Instant>,
@@ -217,7 +220,7 @@ impl Reservations {
         cluster: &Cluster,
         taken: Instant,
         state: &State,
-        decide: impl FnOnce(&State, &DiskHolds) -> Result<(T, Option<Hold>), E>,
+        decide: impl FnOnce(&State, &DiskHolds) -> Result<(T, Option<NodeHold>), E>,
     ) -> Result<(T, Option<Ticket>), E> {
         let mut book = self.lock();
         let mut state = state.clone();
@@ -315,8 +318,8 @@ mod tests {
         Cluster::from_json(&text, &Overrides::default()).unwrap()
     }
 
-    fn hold(node: &str, gib: u64) -> Option<Hold> {
-        Some(Hold {
+    fn hold(node: &str, gib: u64) -> Option<NodeHold> {
+        Some(NodeHold {
             node: node.into(),
             memory: gib * GIB,
             cores: 2.0,
@@ -332,7 +335,7 @@ mod tests {
         book: &Arc<Reservations>,
         c: &Cluster,
         taken: Instant,
-        hold: Option<Hold>,
+        hold: Option<NodeHold>,
     ) -> Option<Ticket> {
         let ((), ticket) = book
             .decide(c, taken, &State::new(c), |_, _| Ok::<_, ()>(((), hold)))

@@ -18,7 +18,7 @@ use tracing::instrument::WithSubscriber;
 use crate::execute::{Executor, NoStart, error_chain};
 use crate::limits::Slots;
 use crate::migrate::{Failure, Landed, MigrateSettings, migrate};
-use crate::planning::{Goal, Hold};
+use crate::planning::{Goal, HoldReason};
 use crate::progress::Event;
 use crate::queue::{Queue, Status};
 use crate::report::{Done, Dropped, ExecutionReport, Failed, Replan, Unfinished};
@@ -32,7 +32,7 @@ pub(crate) struct Round<'e> {
     queue: Queue,
     slots: Slots,
     /// Guests the rest of the round leaves alone, and why.
-    held: BTreeMap<u32, Hold>,
+    held: BTreeMap<u32, HoldReason>,
     /// Every guest a migration was started for: never one twice.
     started: BTreeSet<u32>,
     /// Bundles some member of which was started.
@@ -149,7 +149,7 @@ impl<'e> Round<'e> {
                 Ok(()) => self.spawn(i, m),
                 Err(NoStart::HaPending(why)) => {
                     self.queue.set(i, Status::Ended);
-                    self.held.insert(m.vmid, Hold::HaPending);
+                    self.held.insert(m.vmid, HoldReason::HaPending);
                     self.replan = Some(format!("{why}: not moved again"));
                     self.drop_step(&m, vec![why]);
                     return;
@@ -215,7 +215,7 @@ impl<'e> Round<'e> {
                     to: m.to.clone(),
                     secs: landed.secs,
                 });
-                self.held.insert(m.vmid, Hold::Moved);
+                self.held.insert(m.vmid, HoldReason::Moved);
                 self.report.done.push(Done {
                     vmid: m.vmid,
                     name: m.name,
@@ -244,7 +244,7 @@ impl<'e> Round<'e> {
                     error: error.clone(),
                 });
                 // Either way the guest is left alone for the rest of the round.
-                self.held.insert(m.vmid, Hold::Failed);
+                self.held.insert(m.vmid, HoldReason::Failed);
                 if self.replan.is_none() {
                     self.replan = Some(format!("migration of {} to {} failed", m.vmid, m.to));
                 }
@@ -343,15 +343,17 @@ impl<'e> Round<'e> {
 /// The guests a replan leaves alone: those the round holds, except the moved members of a bundle
 /// that did not all move, so that the planner may bring the split group back together.
 pub(crate) fn replan_holds(
-    held: &BTreeMap<u32, Hold>,
+    held: &BTreeMap<u32, HoldReason>,
     bundles: &[Vec<u32>],
-) -> BTreeMap<u32, Hold> {
+) -> BTreeMap<u32, HoldReason> {
     let mut holds = held.clone();
     for bundle in bundles {
-        let whole = bundle.iter().all(|v| held.get(v) == Some(&Hold::Moved));
+        let whole = bundle
+            .iter()
+            .all(|v| held.get(v) == Some(&HoldReason::Moved));
         if !whole {
             for v in bundle {
-                if holds.get(v) == Some(&Hold::Moved) {
+                if holds.get(v) == Some(&HoldReason::Moved) {
                     holds.remove(v);
                 }
             }

@@ -27,7 +27,7 @@ use flxp_pve::types::{DeleteParams, GuestKind};
 use flxp_pve::{Pve, TaskWait};
 use serde::{Deserialize, Serialize};
 
-use crate::create_vm::{CREATING_SINCE_PREFIX, CREATING_TAG, remove_marker};
+use crate::create_vm::{creating_since, is_creating_tag, remove_marker};
 
 /// What to do with a stale marker (`[create-vm] stale-action`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -94,16 +94,12 @@ pub fn marked(cluster: &Cluster, in_flight: &[u32]) -> Vec<Marked> {
         .guests()
         .iter()
         .filter(|g| g.kind == CoreKind::Qemu && !g.template && !in_flight.contains(&g.vmid))
-        .filter(|g| g.tags.iter().any(|t| t.eq_ignore_ascii_case(CREATING_TAG)))
+        .filter(|g| g.tags.iter().any(|t| is_creating_tag(t)))
         .map(|g| Marked {
             vmid: g.vmid,
             node: cluster.node(g.node).name.clone(),
             running: g.running,
-            since: g.tags.iter().find_map(|t| {
-                t.to_ascii_lowercase()
-                    .strip_prefix(CREATING_SINCE_PREFIX)
-                    .and_then(|n| n.parse().ok())
-            }),
+            since: g.tags.iter().find_map(|t| creating_since(t)),
             lock: g.lock.clone(),
         })
         .collect()
@@ -187,7 +183,7 @@ async fn delete(api: &Pve, node: &str, vmid: u32, wait: &TaskWait) -> flxp_pve::
     let still_marked = cfg.get("tags").is_some_and(|t| {
         flxp_core::cluster::split_tags(&t)
             .iter()
-            .any(|t| t.eq_ignore_ascii_case(CREATING_TAG))
+            .any(|t| is_creating_tag(t))
     });
     let status = api.guest_status(node, GuestKind::Qemu, vmid).await?;
     if !still_marked || status.entry.status.as_deref() != Some("stopped") {

@@ -18,6 +18,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 use async_trait::async_trait;
 use flxp_core::Snapshot;
 use flxp_core::snapshot::Task;
+use flxp_core::units::GIB;
 use flxp_pve::types::form::to_form;
 use flxp_pve::types::migrate::LocalDisk;
 use flxp_pve::types::*;
@@ -97,7 +98,6 @@ pub struct ScriptedApi {
     world: Mutex<World>,
 }
 
-const GIB: u64 = 1 << 30;
 const TIME: i64 = 1_764_400_000;
 
 impl ScriptedApi {

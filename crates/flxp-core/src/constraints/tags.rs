@@ -3,6 +3,9 @@
 //! A tag is ours, someone else's (ignored), or ours but malformed (a warning). The shape is
 //! `flxp.<kind>[.<argument>]`; the argument is everything after the second dot.
 
+/// The tag of a VM flxp is creating ([`GuestToken::Creating`]).
+pub const CREATING_TAG: &str = "flxp.creating";
+
 /// A rule read from one guest tag.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GuestToken {

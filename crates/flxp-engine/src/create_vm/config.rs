@@ -4,12 +4,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use flxp_core::units::MIB;
 use flxp_pve::types::form::encode_sshkeys;
-use flxp_pve::types::{ConfigUpdate, GuestConfig, boot_disk_key};
+use flxp_pve::types::{ConfigUpdate, GuestConfig, SizeSpec, boot_disk_key};
 
 use super::input::VmRequest;
-
-const MIB: u64 = 1 << 20;
 
 /// One disk of a guest config.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,22 +64,20 @@ pub fn parse_disk(key: &str, value: &str) -> DiskInfo {
     }
 }
 
-/// Parses a Proxmox size (`32G`, `512M`, `1T`, `4096K`, plain bytes).
+/// Parses a Proxmox size (`32G`, `512M`, `1T`, `4096K`, plain bytes) as a disk's `size=` holds
+/// it, with [`SizeSpec`]'s grammar; any case, and a `B` unit for bytes, are read too.
 pub fn parse_size(text: &str) -> Option<u64> {
-    let (num, unit) = match text.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
-        Some((i, _)) => text.split_at(i),
-        None => (text, ""),
+    let upper = text.to_ascii_uppercase();
+    // `SizeSpec` writes bytes without a unit; an explicit `B` after the digits means the same.
+    let text = match upper.strip_suffix('B') {
+        Some(number) if number.ends_with(|c: char| c.is_ascii_digit()) => number,
+        _ => &upper,
     };
-    let factor: u64 = match unit.to_ascii_uppercase().as_str() {
-        "" | "B" => 1,
-        "K" => 1 << 10,
-        "M" => 1 << 20,
-        "G" => 1 << 30,
-        "T" => 1 << 40,
-        _ => return None,
-    };
-    let n: f64 = num.parse().ok()?;
-    (n.is_finite() && n >= 0.0).then(|| (n * factor as f64).round() as u64)
+    match text.parse::<SizeSpec>().ok()? {
+        SizeSpec::Absolute(bytes) => Some(bytes),
+        // A disk's size is never relative.
+        SizeSpec::Grow(_) => None,
+    }
 }
 
 /// Every disk of a config, in key order.

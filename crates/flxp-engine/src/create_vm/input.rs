@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use flxp_core::units::GIB;
 use flxp_pve::Secret;
 
 use super::{CreateError, CreateStep};
@@ -72,6 +73,9 @@ pub struct Nic {
 /// Most interfaces a VM can have (`net0`..`net31`).
 pub const MAX_INTERFACES: usize = 32;
 
+/// The smallest boot disk a VM (and a storage profile) may ask for.
+pub const MIN_DISK_BYTES: u64 = GIB;
+
 fn invalid(field: &str, message: impl Into<String>) -> CreateError {
     CreateError::Invalid {
         field: field.to_owned(),
@@ -93,7 +97,7 @@ impl VmRequest {
         if self.storage.is_empty() {
             return Err(invalid("storage", "names no storage"));
         }
-        if self.disk_bytes < 1 << 30 {
+        if self.disk_bytes < MIN_DISK_BYTES {
             return Err(invalid("disk", "must be at least 1 GiB"));
         }
         if let Some(key) = &self.ssh_public_key {

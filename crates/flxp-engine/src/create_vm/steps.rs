@@ -1,16 +1,20 @@
 //! The steps of a creation, each a named function, and the runner that carries them out in
-//! order: [`validate`], [`template`], [`reserve`] (which runs [`choose`] under the zone's lock),
-//! [`source`], [`clone`], [`resize`], [`configure`], [`start`], [`unmark`]. The runner records which steps
-//! succeeded; when one fails after the clone was asked for, it runs [`clean_up`] (stop if it may
-//! run, delete with purge), and the error names the failed step ([`CreateError::step`]).
+//! order: [`validate`], [`template`], [`reserve`] (which runs [`decide`], the Choose step, under
+//! the zone's lock on the blocking pool), [`source`] (the chosen node's template, still the
+//! Template step), [`clone_with_fresh_id`], [`clone`], [`resize`], [`configure`], [`start`],
+//! [`unmark`]. The runner records which steps succeeded, in the order they ran; when one fails
+//! after the clone was asked for, it runs [`clean_up`] (stop if it may run, delete with purge),
+//! and the error names the failed step ([`CreateError::step`]).
 //!
 //! Steps before the clone change nothing in Proxmox: their errors need no cleanup, and dropping
 //! the reservation's ticket frees the room they booked.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
+use flxp_core::State;
 use flxp_core::cluster::Cluster;
-use flxp_core::placement::{Placement, PlacementRequest};
+use flxp_core::placement::{Placement, PlacementRequest, Placer};
 use flxp_core::units::{fmt_bytes, fmt_bytes_apart};
 use flxp_pve::types::{
     CloneParams, DeleteParams, GuestKind, ResizeParams, StartParams, StopParams, Upid,
@@ -19,14 +23,15 @@ use tracing::{info, warn};
 
 use super::{
     CREATING_SINCE_PREFIX, CREATING_TAG, Cleanup, ClonePlan, CreateError, CreateStep, CreatedVm,
-    Creator, DiskInfo, DiskSize, VmRequest, boot_disk, customize, disk_size, disks, plan_clone,
+    Creator, DiskInfo, DiskSize, VmRequest, boot_disk, customize, disk_size, disks,
+    is_creating_tag, plan_clone,
 };
-use crate::reserve::{ClusterModel, DiskHold, DiskHolds, Hold, Ticket};
+use crate::reserve::{ClusterModel, DiskHold, DiskHolds, NodeHold, Ticket};
 
 /// Carries out the steps for `req` on `model`; see the module docs.
 pub(super) async fn run(
     creator: &Creator,
-    model: &ClusterModel,
+    model: &Arc<ClusterModel>,
     req: &VmRequest,
 ) -> Result<CreatedVm, CreateError> {
     let mut runner = Runner {
@@ -55,21 +60,32 @@ struct Runner<'c> {
 impl Runner<'_> {
     async fn steps(
         &mut self,
-        model: &ClusterModel,
+        model: &Arc<ClusterModel>,
         req: &VmRequest,
     ) -> Result<CreatedVm, CreateError> {
         let c = self.creator;
         let mut target = validate(model, req, c.options.full_clone)?;
         self.done.push(CreateStep::Validate);
         target.shared = template(c, &target).await?;
-        let (placement, node, ticket) = reserve(c, model, &target)?;
+        self.done.push(CreateStep::Template);
+        let target = Arc::new(target);
+        let (placement, node, ticket) = reserve(c, &target).await?;
         self.done.push(CreateStep::Choose);
         self.done.push(CreateStep::Reserve);
         info!(node = %node, policy = %placement.policy, "placed");
+        // The chosen node's own template, read now: part of the Template step, recorded once.
         let (plan, grow) = source(c, &target, &node).await?;
-        self.done.push(CreateStep::Template);
 
-        let (vmid, upid) = clone_with_fresh_id(c, &plan, req, &node).await?;
+        let (vmid, upid) = match clone_with_fresh_id(c, &plan, req, &node).await {
+            Ok(claimed) => claimed,
+            Err(Unclaimed::Refused(e)) => return Err(e),
+            Err(Unclaimed::MayExist { vmid, error }) => {
+                let made = Made { node, vmid };
+                return Err(self
+                    .failed_after_clone(CreateStep::Clone, &made, error)
+                    .await);
+            }
+        };
         ticket.set_vmid(vmid);
         info!(vmid, node = %node, template = plan.template, full = plan.full, "clone started");
         let made = Made { node, vmid };
@@ -123,28 +139,32 @@ impl Runner<'_> {
                 self.done.push(step);
                 Ok(())
             }
-            Err(e) => {
-                let may_run = step == CreateStep::Start;
-                let cleanup = clean_up(self.creator, &made.node, made.vmid, may_run).await;
-                if cleanup == Cleanup::Removed {
-                    self.done.push(CreateStep::CleanUp);
-                }
-                Err(step_err(
-                    step,
-                    Some(made.vmid),
-                    Some(&made.node),
-                    e,
-                    cleanup,
-                ))
-            }
+            Err(e) => Err(self.failed_after_clone(step, made, e).await),
         }
+    }
+
+    /// Cleans up after `step` failed with `error` on a VM that exists or may exist (a VM that may
+    /// have started is stopped first): the error, with what the cleanup did.
+    async fn failed_after_clone(
+        &mut self,
+        step: CreateStep,
+        made: &Made,
+        error: flxp_pve::Error,
+    ) -> CreateError {
+        let may_run = step == CreateStep::Start;
+        let cleanup = clean_up(self.creator, &made.node, made.vmid, may_run).await;
+        if cleanup == Cleanup::Removed {
+            self.done.push(CreateStep::CleanUp);
+        }
+        step_err(step, Some(made.vmid), Some(&made.node), error, cleanup)
     }
 }
 
-/// What a request needs of the zone, as the snapshot shows it.
-struct Target<'a> {
-    cluster: &'a Cluster,
-    req: &'a VmRequest,
+/// What a request needs of the zone, as the snapshot shows it. It owns its data (the model
+/// shared, the request copied) so that the decision can run on the blocking pool.
+struct Target {
+    model: Arc<ClusterModel>,
+    req: VmRequest,
     /// Nodes that have the storage.
     storage_nodes: Vec<String>,
     /// The image's per-node templates that are templates on their node.
@@ -191,11 +211,11 @@ impl Source {
 }
 
 /// Checks the request and finds its storage and templates in the snapshot.
-fn validate<'a>(
-    model: &'a ClusterModel,
-    req: &'a VmRequest,
+fn validate(
+    model: &Arc<ClusterModel>,
+    req: &VmRequest,
     full_clone: bool,
-) -> Result<Target<'a>, CreateError> {
+) -> Result<Target, CreateError> {
     req.validate()?;
     let cluster = &model.cluster;
     let storage_nodes: Vec<String> = cluster
@@ -247,8 +267,8 @@ fn validate<'a>(
         });
     }
     Ok(Target {
-        cluster,
-        req,
+        model: Arc::clone(model),
+        req: req.clone(),
         storage_nodes,
         per_node,
         shared_at,
@@ -258,16 +278,20 @@ fn validate<'a>(
 }
 
 /// Reads the shared template's config (its disks decide where it can be cloned to).
-async fn template(c: &Creator, target: &Target<'_>) -> Result<Option<Source>, CreateError> {
+async fn template(c: &Creator, target: &Target) -> Result<Option<Source>, CreateError> {
     let Some((vmid, node)) = &target.shared_at else {
         return Ok(None);
     };
     Source::read(c, *vmid, node).await.map(Some)
 }
 
-impl Target<'_> {
+impl Target {
+    fn cluster(&self) -> &Cluster {
+        &self.model.cluster
+    }
+
     fn is_shared(&self, storage: &str) -> bool {
-        self.cluster
+        self.cluster()
             .storages
             .iter()
             .any(|x| x.storage == storage && x.shared)
@@ -276,7 +300,7 @@ impl Target<'_> {
     /// Whether the VM can land on `node`: storage there with room (beyond the disks `held` for
     /// creations in flight) and a template that can be cloned there.
     fn landing(&self, node: &str, held: &DiskHolds) -> Result<(), Unfit> {
-        let req = self.req;
+        let req = &self.req;
         if !self.storage_nodes.iter().any(|n| n == node) {
             return Err(Unfit::Cannot(format!(
                 "storage {:?} is not available there",
@@ -285,7 +309,7 @@ impl Target<'_> {
         }
         // A storage reporting no size (inactive, or not reported) is not judged here: the clone
         // itself says whether it fits.
-        if let Some(free) = storage_free(self.cluster, &req.storage, node) {
+        if let Some(free) = storage_free(self.cluster(), &req.storage, node) {
             // Disks of creations in flight are not in the snapshot's figures yet.
             let free =
                 free.saturating_sub(held.on(&req.storage, node, self.is_shared(&req.storage)));
@@ -320,41 +344,29 @@ impl Target<'_> {
     }
 }
 
-/// Decides the node under the zone's lock, with creations in flight counted, and books the VM's
-/// memory, cores and disk there: the ticket holds the room until the VM shows in a snapshot.
-fn reserve(
+/// Runs [`decide`] under the zone's lock, with creations in flight counted, and books the VM's
+/// memory, cores and disk on the node it chose: the ticket holds the room until the VM shows in a
+/// snapshot. Placement runs every filter and scorer over every node, so all of it runs on the
+/// blocking pool, never on an async worker.
+async fn reserve(
     c: &Creator,
-    model: &ClusterModel,
-    target: &Target<'_>,
+    target: &Arc<Target>,
 ) -> Result<(Placement, String, Ticket), CreateError> {
-    let req = target.req;
-    let request = PlacementRequest {
-        memory: req.memory,
-        cores: f64::from(req.cores.saturating_mul(req.sockets)),
-        tags: req.tags.clone(),
-        host: req.host.clone(),
-        policy: req.policy.clone(),
-    };
-    let hold_cores = request.cores;
-    let cluster = target.cluster;
-    let ((placement, node), ticket) =
-        c.reservations
-            .decide(cluster, model.taken, &model.state, |state, held| {
-                let p = c.placer.place(cluster, &model.rules, state, &request)?;
-                let node = choose(&p, req, &|n: &str| target.landing(n, held))?;
-                let shared = target.is_shared(&req.storage);
-                let hold = Hold {
-                    node: node.clone(),
-                    memory: req.memory,
-                    cores: hold_cores,
-                    disk: Some(DiskHold {
-                        storage: req.storage.clone(),
-                        node: (!shared).then(|| node.clone()),
-                        bytes: req.disk_bytes,
-                    }),
-                };
-                Ok::<_, CreateError>(((p, node), Some(hold)))
-            })?;
+    let reservations = Arc::clone(&c.reservations);
+    let placer = Arc::clone(&c.placer);
+    let target = Arc::clone(target);
+    let decided = crate::blocking::run("placing the VM", move || {
+        let model = &target.model;
+        reservations.decide(&model.cluster, model.taken, &model.state, |state, held| {
+            decide(&placer, &target, state, held).map(|(p, node, hold)| ((p, node), Some(hold)))
+        })
+    })
+    .await
+    .map_err(|e| CreateError::Internal {
+        step: CreateStep::Choose,
+        message: e.to_string(),
+    })?;
+    let ((placement, node), ticket) = decided?;
     let Some(ticket) = ticket else {
         return Err(CreateError::Internal {
             step: CreateStep::Reserve,
@@ -364,15 +376,48 @@ fn reserve(
     Ok((placement, node, ticket))
 }
 
+/// The Choose step: places the VM on `state` (the snapshot's, plus creations in flight), picks
+/// the node it can land on beside the disks `held` ([`choose`]), and says what to hold there.
+fn decide(
+    placer: &Placer,
+    target: &Target,
+    state: &State,
+    held: &DiskHolds,
+) -> Result<(Placement, String, NodeHold), CreateError> {
+    let req = &target.req;
+    let request = PlacementRequest {
+        memory: req.memory,
+        cores: f64::from(req.cores.saturating_mul(req.sockets)),
+        tags: req.tags.clone(),
+        host: req.host.clone(),
+        policy: req.policy.clone(),
+    };
+    let model = &target.model;
+    let p = placer.place(&model.cluster, &model.rules, state, &request)?;
+    let node = choose(&p, req, &|n: &str| target.landing(n, held))?;
+    let shared = target.is_shared(&req.storage);
+    let hold = NodeHold {
+        node: node.clone(),
+        memory: req.memory,
+        cores: request.cores,
+        disk: Some(DiskHold {
+            storage: req.storage.clone(),
+            node: (!shared).then(|| node.clone()),
+            bytes: req.disk_bytes,
+        }),
+    };
+    Ok((p, node, hold))
+}
+
 /// The template for the chosen node (its own, else the shared one), how to clone it there, and
 /// whether the boot disk must grow. Disks only grow: a storage profile below the template's boot
 /// disk is refused here, before anything is cloned.
 async fn source(
     c: &Creator,
-    target: &Target<'_>,
+    target: &Target,
     node: &str,
 ) -> Result<(ClonePlan, bool), CreateError> {
-    let req = target.req;
+    let req = &target.req;
     let unknown = |message: String| CreateError::UnknownImage {
         image: req.image.id.clone(),
         message,
@@ -423,21 +468,39 @@ async fn source(
     Ok((plan, grow))
 }
 
+/// Why no clone was started.
+enum Unclaimed {
+    /// Nothing was made: the error says why.
+    Refused(CreateError),
+    /// The clone call for `vmid` failed, but it may have been applied: the runner removes the VM.
+    MayExist {
+        /// The VMID the clone call asked for.
+        vmid: u32,
+        /// Why the call failed.
+        error: flxp_pve::Error,
+    },
+}
+
 /// Takes a VMID and claims it with the clone call, retrying when someone else took it. A clone
-/// call whose answer never came may still have created the VM: it is removed.
+/// call whose answer never came may still have created the VM: the runner cleans that up.
 async fn clone_with_fresh_id(
     c: &Creator,
     plan: &ClonePlan,
     req: &VmRequest,
     node: &str,
-) -> Result<(u32, Upid), CreateError> {
+) -> Result<(u32, Upid), Unclaimed> {
     let _claim = c.vmid_lock.lock().await;
     let mut last = None;
     for _ in 0..c.options.nextid_attempts.max(1) {
-        let vmid =
-            c.api.next_id(None).await.map_err(|e| {
-                step_err(CreateStep::NextId, None, Some(node), e, Cleanup::NotNeeded)
-            })?;
+        let vmid = c.api.next_id(None).await.map_err(|e| {
+            Unclaimed::Refused(step_err(
+                CreateStep::NextId,
+                None,
+                Some(node),
+                e,
+                Cleanup::NotNeeded,
+            ))
+        })?;
         let params = CloneParams {
             newid: vmid,
             name: Some(req.name.clone()),
@@ -457,29 +520,27 @@ async fn clone_with_fresh_id(
                 warn!(vmid, "VMID taken by someone else meanwhile; taking another");
                 last = Some(e);
             }
+            Err(e) if e.may_have_been_applied() => {
+                return Err(Unclaimed::MayExist { vmid, error: e });
+            }
             Err(e) => {
-                let cleanup = if e.may_have_been_applied() {
-                    clean_up(c, node, vmid, false).await
-                } else {
-                    Cleanup::NotNeeded
-                };
-                return Err(step_err(
+                return Err(Unclaimed::Refused(step_err(
                     CreateStep::Clone,
                     Some(vmid),
                     Some(node),
                     e,
-                    cleanup,
-                ));
+                    Cleanup::NotNeeded,
+                )));
             }
         }
     }
-    Err(match last {
+    Err(Unclaimed::Refused(match last {
         Some(e) => step_err(CreateStep::NextId, None, Some(node), e, Cleanup::NotNeeded),
         None => CreateError::Internal {
             step: CreateStep::NextId,
             message: "no VMID attempt was made".into(),
         },
-    })
+    }))
 }
 
 /// Follows the clone task to its end.
@@ -570,10 +631,10 @@ pub(crate) async fn remove_marker(
         .await
 }
 
-/// Whether a tag is part of the creation marker.
+/// Whether a tag is part of the creation marker: [`CREATING_TAG`], or any tag with the
+/// `creating-since` prefix (a malformed one too: it only ever comes from the marker).
 fn is_marker_tag(tag: &str) -> bool {
-    let t = tag.to_ascii_lowercase();
-    t == CREATING_TAG || t.starts_with(CREATING_SINCE_PREFIX)
+    is_creating_tag(tag) || tag.to_ascii_lowercase().starts_with(CREATING_SINCE_PREFIX)
 }
 
 fn epoch_now() -> u64 {

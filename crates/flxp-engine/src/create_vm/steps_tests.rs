@@ -5,13 +5,12 @@
 #![allow(clippy::unwrap_used)]
 
 use flxp_core::placement::PlacementOptions;
+use flxp_core::units::GIB;
 use flxp_core::{Overrides, Snapshot};
 use flxp_pve::fake::FakeApi;
 
 use super::fixtures::request;
 use super::*;
-
-const GIB: u64 = 1 << 30;
 
 /// Two 64 GiB nodes sharing a `ceph` storage with 1 TiB free; template 9000 on pve1, VM 101 on
 /// pve2 is no template.
@@ -48,7 +47,7 @@ fn snapshot() -> Snapshot {
 }
 
 /// A creator on the fake API, the model of [`snapshot`] and the fake, to count its calls.
-fn creator() -> (Creator, ClusterModel, Arc<FakeApi>) {
+fn creator() -> (Creator, Arc<ClusterModel>, Arc<FakeApi>) {
     let snap = snapshot();
     let api = Arc::new(FakeApi::new(snap.clone()));
     let placer = Arc::new(Placer::new(PlacementOptions::default(), Vec::new()).unwrap());
@@ -59,7 +58,7 @@ fn creator() -> (Creator, ClusterModel, Arc<FakeApi>) {
         CreateOptions::default(),
     );
     let model = ClusterModel::from_snapshot(&snap, &Overrides::default()).unwrap();
-    (creator, model, api)
+    (creator, Arc::new(model), api)
 }
 
 #[tokio::test(flavor = "current_thread")]

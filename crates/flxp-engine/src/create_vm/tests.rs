@@ -24,8 +24,8 @@ use crate::reserve::Reservations;
 #[path = "../../tests/it/sim_client.rs"]
 mod sim_client;
 
-/// A transport that records every call by the typed method's name; `next_id` answers from a
-/// queue first.
+/// A transport that records every call as its endpoint (`METHOD /path` template); `nextid`
+/// answers from a queue first.
 struct Spy {
     inner: Arc<dyn Transport>,
     calls: Mutex<Vec<String>>,
@@ -50,7 +50,12 @@ impl Spy {
             .lock()
             .unwrap()
             .iter()
-            .filter(|c| !matches!(c.as_str(), "task_status" | "task_log"))
+            .filter(|c| {
+                !matches!(
+                    c.as_str(),
+                    "GET /nodes/{node}/tasks/{upid}/status" | "GET /nodes/{node}/tasks/{upid}/log"
+                )
+            })
             .cloned()
             .collect()
     }
@@ -65,74 +70,32 @@ impl Spy {
     }
 }
 
-/// The typed method a call of this endpoint template comes from: the names the steps read as.
-fn method_name(endpoint: &'static str) -> &'static str {
-    match endpoint {
-        "GET /version" => "version",
-        "GET /cluster/resources" => "cluster_resources",
-        "GET /cluster/status" => "cluster_status",
-        "GET /cluster/options" => "cluster_options",
-        "GET /cluster/tasks" => "cluster_tasks",
-        "GET /cluster/nextid" => "next_id",
-        "GET /nodes" => "nodes",
-        "GET /nodes/{node}/status" => "node_status",
-        "GET /nodes/{node}/config" => "node_config",
-        "PUT /nodes/{node}/config" => "update_node_config",
-        "GET /nodes/{node}/rrddata" => "node_rrddata",
-        "GET /nodes/{node}/storage" => "node_storage",
-        "GET /nodes/{node}/{kind}" => "guests",
-        "GET /nodes/{node}/{kind}/{vmid}/status/current" => "guest_status",
-        "GET /nodes/{node}/{kind}/{vmid}/config" => "guest_config",
-        "PUT /nodes/{node}/{kind}/{vmid}/config" => "update_guest_config",
-        "GET /nodes/{node}/qemu/{vmid}/migrate" => "qemu_migrate_precondition",
-        "GET /nodes/{node}/lxc/{vmid}/migrate" => "lxc_migrate_precondition",
-        "POST /nodes/{node}/qemu/{vmid}/migrate" => "migrate_qemu",
-        "POST /nodes/{node}/lxc/{vmid}/migrate" => "migrate_lxc",
-        "GET /nodes/{node}/tasks/{upid}/status" => "task_status",
-        "GET /nodes/{node}/tasks/{upid}/log" => "task_log",
-        "POST /nodes/{node}/qemu/{vmid}/clone" => "clone_qemu",
-        "POST /nodes/{node}/qemu" => "create_qemu",
-        "PUT /nodes/{node}/qemu/{vmid}/resize" => "resize_disk",
-        "POST /nodes/{node}/{kind}/{vmid}/status/start" => "start_guest",
-        "POST /nodes/{node}/{kind}/{vmid}/status/shutdown" => "shutdown_guest",
-        "POST /nodes/{node}/{kind}/{vmid}/status/stop" => "stop_guest",
-        "DELETE /nodes/{node}/{kind}/{vmid}" => "delete_guest",
-        "GET /cluster/ha/resources" => "ha_resources",
-        "GET /cluster/ha/rules" => "ha_rules",
-        "GET /cluster/ha/status/current" => "ha_status_current",
-        "GET /cluster/ha/status/manager_status" => "ha_manager_status",
-        "POST /cluster/ha/resources/{sid}/migrate" => "ha_migrate",
-        "GET /access/permissions" => "permissions",
-        "GET /pools" => "pools",
-        "GET /pools/{poolid}" => "pool",
-        other => other,
-    }
-}
-
 #[async_trait]
 impl Transport for Spy {
     async fn send(&self, request: Request) -> Result<flxp_pve::Data> {
-        let name = method_name(request.endpoint);
+        let name = request.endpoint;
         self.note(name);
         let dead = {
             let from = *self.dead_from.lock().unwrap();
             from.is_some_and(|f| self.count(f) > 0)
         };
-        let refused = name == "update_guest_config"
+        let refused = name == "PUT /nodes/{node}/{kind}/{vmid}/config"
             && self.refuse_config_after_start.load(Ordering::SeqCst)
-            && self.count("start_guest") > 0;
+            && self.count("POST /nodes/{node}/{kind}/{vmid}/status/start") > 0;
         if dead || refused {
             return Err(flxp_pve::Error::Connect {
                 host: "pve".into(),
                 message: "Connection refused".into(),
             });
         }
-        if name == "next_id" {
+        if name == "GET /cluster/nextid" {
             if let Some(id) = self.next_ids.lock().unwrap().pop_front() {
                 return flxp_pve::reply(id.to_string());
             }
         }
-        if name == "resize_disk" && self.stale_resize_digest.load(Ordering::SeqCst) {
+        if name == "PUT /nodes/{node}/qemu/{vmid}/resize"
+            && self.stale_resize_digest.load(Ordering::SeqCst)
+        {
             let params: ResizeParams = request.decode_params()?;
             let stale = ResizeParams {
                 digest: Some("0".repeat(40)),
@@ -161,11 +124,11 @@ impl World {
         self.handle.sim()
     }
 
-    async fn model(&self) -> ClusterModel {
+    async fn model(&self) -> Arc<ClusterModel> {
         let snap = crate::collect_snapshot(&self.api, 1_764_400_000)
             .await
             .unwrap();
-        ClusterModel::from_snapshot(&snap, &flxp_core::Overrides::default()).unwrap()
+        Arc::new(ClusterModel::from_snapshot(&snap, &flxp_core::Overrides::default()).unwrap())
     }
 
     async fn create(&self, req: &VmRequest) -> Result<CreatedVm, CreateError> {
@@ -227,7 +190,7 @@ impl World {
     /// Nothing was made: no guest more than `before`, no clone asked for, no room held.
     fn assert_nothing_made(&self, before: usize) {
         assert_eq!(self.guest_count(), before);
-        assert_eq!(self.spy.count("clone_qemu"), 0);
+        assert_eq!(self.spy.count("POST /nodes/{node}/qemu/{vmid}/clone"), 0);
         assert!(self.creator.reservations().is_empty());
     }
 
@@ -249,7 +212,7 @@ fn capacity_reasons(e: &CreateError) -> &[String] {
 }
 
 /// The parts of a failed step: which step, the VM, its cleanup and Proxmox's error.
-fn step_failure(e: &CreateError) -> (Step, Option<u32>, &Cleanup, &flxp_pve::Error) {
+fn step_failure(e: &CreateError) -> (CreateStep, Option<u32>, &Cleanup, &flxp_pve::Error) {
     let CreateError::Step {
         step,
         vmid,
@@ -264,13 +227,13 @@ fn step_failure(e: &CreateError) -> (Step, Option<u32>, &Cleanup, &flxp_pve::Err
 }
 
 /// Whether `e` is a failure of `step` whose half-made VM ended as `cleanup`.
-fn failed_at(e: &CreateError, step: Step, cleanup: &Cleanup) -> bool {
+fn failed_at(e: &CreateError, step: CreateStep, cleanup: &Cleanup) -> bool {
     matches!(e, CreateError::Step { step: s, cleanup: c, .. } if *s == step && c == cleanup)
 }
 
 /// `e` is a failure of `step` on the simulated fault whose VM was removed, and says so: the
 /// VM's id and the error's text.
-fn removed_after_fault(e: &CreateError, step: Step) -> (u32, String) {
+fn removed_after_fault(e: &CreateError, step: CreateStep) -> (u32, String) {
     let (failed, vmid, cleanup, _) = step_failure(e);
     assert_eq!(failed, step);
     assert_eq!(*cleanup, Cleanup::Removed);
@@ -397,7 +360,7 @@ async fn a_failed_start_removes_the_half_made_vm() {
     let (before, e) = w
         .create_failing("POST", "/nodes/*/qemu/*/status/start", &request())
         .await;
-    let (vmid, text) = removed_after_fault(&e, Step::Start);
+    let (vmid, text) = removed_after_fault(&e, CreateStep::Start);
     assert!(
         text.starts_with(&format!("starting the VM failed for VM {vmid} on pve4: ")),
         "{text}"
@@ -412,7 +375,10 @@ async fn a_failed_configuration_removes_the_clone() {
     let (before, e) = w
         .create_failing("PUT", "/nodes/*/qemu/*/config", &request())
         .await;
-    assert!(failed_at(&e, Step::Configure, &Cleanup::Removed), "{e:?}");
+    assert!(
+        failed_at(&e, CreateStep::Configure, &Cleanup::Removed),
+        "{e:?}"
+    );
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(w.guest_count(), before);
 }
@@ -423,7 +389,10 @@ async fn a_refused_clone_leaves_nothing_and_says_so() {
     let (before, e) = w
         .create_failing("POST", "/nodes/*/qemu/9000/clone", &request())
         .await;
-    assert!(failed_at(&e, Step::Clone, &Cleanup::NotNeeded), "{e:?}");
+    assert!(
+        failed_at(&e, CreateStep::Clone, &Cleanup::NotNeeded),
+        "{e:?}"
+    );
     assert!(
         e.to_string()
             .starts_with("cloning the template failed for VM "),
@@ -440,8 +409,8 @@ async fn a_vmid_someone_else_took_is_replaced_by_a_fresh_one() {
     w.spy.next_ids.lock().unwrap().push_back(101);
     let vm = w.create(&request()).await.unwrap();
     assert_ne!(vm.vmid, 101);
-    assert_eq!(w.spy.count("next_id"), 2);
-    assert_eq!(w.spy.count("clone_qemu"), 2);
+    assert_eq!(w.spy.count("GET /cluster/nextid"), 2);
+    assert_eq!(w.spy.count("POST /nodes/{node}/qemu/{vmid}/clone"), 2);
     assert!(w.sim().world().guests[&vm.vmid].running);
 }
 
@@ -461,7 +430,7 @@ async fn templates_that_are_missing_or_no_templates_are_unknown_images() {
         e.to_string().contains("VM 101 (web-1) is not a template"),
         "{e}"
     );
-    assert_eq!(w.spy.count("clone_qemu"), 0);
+    assert_eq!(w.spy.count("POST /nodes/{node}/qemu/{vmid}/clone"), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -507,30 +476,52 @@ async fn a_larger_storage_profile_grows_the_boot_disk_before_the_start() {
     assert_eq!(r.maxdisk, Some(64 << 30));
     let steps = w.spy.steps();
     let at = |name: &str| steps.iter().position(|c| c == name).unwrap();
-    assert!(at("clone_qemu") < at("resize_disk"), "{steps:?}");
+    assert!(
+        at("POST /nodes/{node}/qemu/{vmid}/clone") < at("PUT /nodes/{node}/qemu/{vmid}/resize"),
+        "{steps:?}"
+    );
     // The config writes: the flxp.creating marker after the clone, the shape after the resize
     // and before the start, the marker's removal after the start (issue 10: it stays on the VM
     // until the VM is complete).
     let updates: Vec<usize> = (0..steps.len())
-        .filter(|&i| steps[i] == "update_guest_config")
+        .filter(|&i| steps[i] == "PUT /nodes/{node}/{kind}/{vmid}/config")
         .collect();
     assert_eq!(updates.len(), 3, "{steps:?}");
-    assert!(at("clone_qemu") < updates[0], "{steps:?}");
-    assert!(at("resize_disk") < updates[1], "{steps:?}");
-    assert!(updates[1] < at("start_guest"), "{steps:?}");
-    assert!(at("start_guest") < updates[2], "{steps:?}");
-    assert_eq!(w.spy.count("resize_disk"), 1);
+    assert!(
+        at("POST /nodes/{node}/qemu/{vmid}/clone") < updates[0],
+        "{steps:?}"
+    );
+    assert!(
+        at("PUT /nodes/{node}/qemu/{vmid}/resize") < updates[1],
+        "{steps:?}"
+    );
+    assert!(
+        updates[1] < at("POST /nodes/{node}/{kind}/{vmid}/status/start"),
+        "{steps:?}"
+    );
+    assert!(
+        at("POST /nodes/{node}/{kind}/{vmid}/status/start") < updates[2],
+        "{steps:?}"
+    );
+    assert_eq!(w.spy.count("PUT /nodes/{node}/qemu/{vmid}/resize"), 1);
     // The resize task is followed before anything else happens to the VM.
     let calls = w.spy.calls.lock().unwrap().clone();
-    let resized = calls.iter().position(|c| c == "resize_disk").unwrap();
-    assert_eq!(calls[resized + 1], "task_status", "{calls:?}");
+    let resized = calls
+        .iter()
+        .position(|c| c == "PUT /nodes/{node}/qemu/{vmid}/resize")
+        .unwrap();
+    assert_eq!(
+        calls[resized + 1],
+        "GET /nodes/{node}/tasks/{upid}/status",
+        "{calls:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_profile_of_the_template_size_resizes_nothing() {
     let w = world().await;
     let vm = w.create(&request()).await.unwrap();
-    assert_eq!(w.spy.count("resize_disk"), 0);
+    assert_eq!(w.spy.count("PUT /nodes/{node}/qemu/{vmid}/resize"), 0);
     assert!(w.sim().world().guests[&vm.vmid].config.values["scsi0"].contains("size=32G"));
 }
 
@@ -549,7 +540,7 @@ async fn a_smaller_storage_profile_is_refused_before_cloning() {
         e.to_string(),
         "storageProfile: the template's boot disk is 32.0 GiB but the storage profile asks for 16.0 GiB: disks cannot shrink; use a larger storage profile"
     );
-    assert_eq!(w.spy.count("next_id"), 0);
+    assert_eq!(w.spy.count("GET /cluster/nextid"), 0);
     w.assert_nothing_made(before);
 }
 
@@ -561,16 +552,19 @@ async fn a_failed_resize_removes_the_clone_and_starts_nothing() {
     let (before, e) = w
         .create_failing("PUT", "/nodes/*/qemu/*/resize", &req)
         .await;
-    let (vmid, text) = removed_after_fault(&e, Step::Resize);
+    let (vmid, text) = removed_after_fault(&e, CreateStep::Resize);
     assert!(
         text.starts_with(&format!(
             "growing the boot disk failed for VM {vmid} on pve4: PUT /nodes/pve4/qemu/{vmid}/resize"
         )),
         "{text}"
     );
-    assert_eq!(w.spy.count("start_guest"), 0);
+    assert_eq!(
+        w.spy.count("POST /nodes/{node}/{kind}/{vmid}/status/start"),
+        0
+    );
     // Only the flxp.creating marker was written: the VM was never configured.
-    assert_eq!(w.spy.count("update_guest_config"), 1);
+    assert_eq!(w.spy.count("PUT /nodes/{node}/{kind}/{vmid}/config"), 1);
     w.assert_removed(before, vmid).await;
 }
 
@@ -585,13 +579,16 @@ async fn a_resize_task_that_fails_removes_the_clone() {
     req.disk_bytes = 64 << 30;
     let e = w.create(&req).await.unwrap_err();
     let (step, vmid, cleanup, source) = step_failure(&e);
-    assert_eq!(step, Step::Resize);
+    assert_eq!(step, CreateStep::Resize);
     assert_eq!(*cleanup, Cleanup::Removed);
     let flxp_pve::Error::TaskFailed { exitstatus, .. } = source else {
         panic!("{source:?}");
     };
     assert_eq!(exitstatus, "checksum mismatch (file change by other user?)");
-    assert_eq!(w.spy.count("start_guest"), 0);
+    assert_eq!(
+        w.spy.count("POST /nodes/{node}/{kind}/{vmid}/status/start"),
+        0
+    );
     w.assert_removed(before, vmid.unwrap()).await;
 }
 
@@ -744,7 +741,10 @@ fn new_vmid(w: &World, before: &[u32]) -> u32 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_creation_killed_before_or_during_the_start_leaves_a_marked_vm() {
     // Killed as the start is asked for: resized and configured, not started, not cleaned up.
-    for dies_at in ["resize_disk", "start_guest"] {
+    for dies_at in [
+        "PUT /nodes/{node}/qemu/{vmid}/resize",
+        "POST /nodes/{node}/{kind}/{vmid}/status/start",
+    ] {
         let w = world().await;
         let before: Vec<u32> = w.sim().world().guests.keys().copied().collect();
         *w.spy.dead_from.lock().unwrap() = Some(dies_at);
@@ -773,7 +773,7 @@ async fn a_creation_killed_before_or_during_the_start_leaves_a_marked_vm() {
                 .is_some_and(|n| n.parse::<i64>().is_ok())),
             "killed at {dies_at}: {marker:?}"
         );
-        if dies_at == "start_guest" {
+        if dies_at == "POST /nodes/{node}/{kind}/{vmid}/status/start" {
             // Configured: the requested tags are there beside the marker.
             let world = w.sim().world();
             let tags = &world.guests[&vmid].config.values["tags"];
@@ -792,9 +792,12 @@ async fn the_marker_comes_off_last_after_the_start() {
     let steps = w.spy.steps();
     let last_update = steps
         .iter()
-        .rposition(|c| c == "update_guest_config")
+        .rposition(|c| c == "PUT /nodes/{node}/{kind}/{vmid}/config")
         .unwrap();
-    let started = steps.iter().position(|c| c == "start_guest").unwrap();
+    let started = steps
+        .iter()
+        .position(|c| c == "POST /nodes/{node}/{kind}/{vmid}/status/start")
+        .unwrap();
     assert!(started < last_update, "{steps:?}");
     // A template without tags and a request without: the VM ends with none at all.
     let mut req = request();
@@ -839,5 +842,5 @@ async fn a_request_cannot_carry_the_marker() {
         );
         assert!(e.to_string().contains(tag), "{e}");
     }
-    assert_eq!(w.spy.count("clone_qemu"), 0);
+    assert_eq!(w.spy.count("POST /nodes/{node}/qemu/{vmid}/clone"), 0);
 }

@@ -16,13 +16,12 @@ use flxp_core::Snapshot;
 use flxp_core::balance::BalanceOptions;
 use flxp_core::builder::{ClusterBuilder, node, vm};
 use flxp_core::placement::{PlacementOptions, Placer};
+use flxp_core::units::GIB;
 use futures_util::FutureExt;
 
 use super::*;
 use crate::testapi::ScriptedApi;
 use flxp_pve::Pve;
-
-const GIB: u64 = 1 << 30;
 
 /// Two nodes, one full and one empty: a plan with moves to compute.
 fn unbalanced() -> Snapshot {

@@ -723,20 +723,20 @@ async fn a_guest_whose_ha_move_is_queued_is_left_to_ha() {
 #[test]
 fn moved_members_of_a_split_bundle_may_be_replanned() {
     let held = BTreeMap::from([
-        (1, Hold::Moved),
-        (2, Hold::Failed),
-        (3, Hold::Moved),
-        (4, Hold::Moved),
-        (5, Hold::Moved),
+        (1, HoldReason::Moved),
+        (2, HoldReason::Failed),
+        (3, HoldReason::Moved),
+        (4, HoldReason::Moved),
+        (5, HoldReason::Moved),
     ]);
     let holds = replan_holds(&held, &[vec![1, 2], vec![4, 5]]);
     assert_eq!(
         holds,
         BTreeMap::from([
-            (2, Hold::Failed),
-            (3, Hold::Moved),
-            (4, Hold::Moved),
-            (5, Hold::Moved)
+            (2, HoldReason::Failed),
+            (3, HoldReason::Moved),
+            (4, HoldReason::Moved),
+            (5, HoldReason::Moved)
         ]),
         "1 moved without 2: free to join it again; 4 and 5 moved together: held"
     );

@@ -378,7 +378,7 @@ async fn a_plan_never_targets_room_that_a_vm_creation_has_reserved() {
     let model = z.model();
     let node = model.cluster.node(model.cluster.node_idx(&target).unwrap());
     let book = flxp_engine::Reservations::new(Duration::from_secs(60));
-    let hold = flxp_engine::Hold {
+    let hold = flxp_engine::NodeHold {
         node: target.clone(),
         memory: node.maxmem,
         cores: 1.0,

@@ -36,6 +36,7 @@ use std::path::{Path, PathBuf};
 use flxp_core::Overrides;
 use flxp_core::balance::{BalanceOptions, EvacuateOptions};
 use flxp_core::placement::{PlacementOptions, Policy};
+use flxp_engine::create_vm::MIN_DISK_BYTES;
 use flxp_pve::ZoneConfig;
 use serde::Deserialize;
 
@@ -577,7 +578,7 @@ impl Config {
                 id,
                 &[
                     (s.storage.is_empty(), "storage", "names no storage"),
-                    (s.disk.0 < 1 << 30, "disk", "must be at least 1 GiB"),
+                    (s.disk.0 < MIN_DISK_BYTES, "disk", "must be at least 1 GiB"),
                 ],
             )?;
         }

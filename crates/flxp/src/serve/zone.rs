@@ -164,12 +164,13 @@ impl Zone {
         );
         // Building the model is CPU work (100+ ms at a thousand nodes): off the async workers.
         let built = flxp_engine::blocking::run("building the cluster model", move || {
-            ClusterModel::from_snapshot(&snapshot, &overrides)
+            flxp_core::Model::from_snapshot(&snapshot, &overrides)
+                .map(|model| ClusterModel::new(model, taken))
         })
         .await
         .map_err(|e| ReadError(format!("zone {}: {e}", self.name)))?;
         built
-            .map(|model| Arc::new(ClusterModel { taken, ..model }))
+            .map(Arc::new)
             .map_err(|e| ReadError(format!("zone {}: {e}", self.name)))
     }
 

@@ -8,6 +8,7 @@ use super::query::state;
 use super::types::{Node, Violation};
 use super::{ApiError, Code};
 use crate::config::Role;
+use crate::serve::state::blocking;
 
 /// The dashboard's queries (merged into the query root).
 #[derive(Debug, Default)]
@@ -174,26 +175,32 @@ impl ViewQuery {
     async fn status(&self, ctx: &Context<'_>, zone: String) -> Result<ZoneStatus> {
         let s = state(ctx)?;
         let (model, st) = s.zone_model(&zone).await?;
-        let report = flxp_core::status::status(&model.cluster, &model.rules, &st);
         let o = &s.config.balance;
-        let imbalance = flxp_core::balance::imbalance(&model.cluster, &st, o.measure, o.metric);
-        let ha = model
-            .cluster
-            .node_indexes()
-            .map(|i| {
-                let n = model.cluster.node(i);
-                let managed = model
-                    .cluster
-                    .guest_indexes()
-                    .filter(|g| st.location(*g) == i && model.cluster.guest(*g).ha_managed)
-                    .count();
-                NodeHa {
-                    node: n.name.clone(),
-                    state: n.ha_state.clone(),
-                    managed: u32::try_from(managed).unwrap_or(u32::MAX),
-                }
-            })
-            .collect();
+        let (measure, metric) = (o.measure, o.metric);
+        // Judging every node and guest is CPU work: off the async workers, as `Query::nodes` does.
+        let (report, imbalance, ha) = blocking("judging the zone", move || {
+            let report = flxp_core::status::status(&model.cluster, &model.rules, &st);
+            let imbalance = flxp_core::balance::imbalance(&model.cluster, &st, measure, metric);
+            let ha: Vec<NodeHa> = model
+                .cluster
+                .node_indexes()
+                .map(|i| {
+                    let n = model.cluster.node(i);
+                    let managed = model
+                        .cluster
+                        .guest_indexes()
+                        .filter(|g| st.location(*g) == i && model.cluster.guest(*g).ha_managed)
+                        .count();
+                    NodeHa {
+                        node: n.name.clone(),
+                        state: n.ha_state.clone(),
+                        managed: u32::try_from(managed).unwrap_or(u32::MAX),
+                    }
+                })
+                .collect();
+            (report, imbalance, ha)
+        })
+        .await?;
         Ok(ZoneStatus {
             zone: zone.clone(),
             nodes: report
