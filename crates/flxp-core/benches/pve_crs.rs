@@ -80,7 +80,7 @@ fn main() {
             for t in 0..n {
                 if t != source {
                     candidates.push(MigrationCandidate {
-                        migration: Migration::new(
+                        migration: CrsMigration::new(
                             format!("vm:{}", 100 + i),
                             nodes[source].name.clone(),
                             nodes[t].name.clone(),

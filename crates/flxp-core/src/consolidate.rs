@@ -109,6 +109,7 @@ impl ConsolidateOptions {
 /// Why a node is not freed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum KeptBecause {
     /// Freeing it would leave too few nodes online for quorum or too few for HA.
     Floor,

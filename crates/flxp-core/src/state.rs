@@ -82,7 +82,7 @@ impl State {
         let mut room = Vec::new();
         if cluster.has_local_disks() {
             room = cluster
-                .storages
+                .storages()
                 .iter()
                 .map(|s| i128::from(s.free()))
                 .collect();
@@ -105,7 +105,7 @@ impl State {
     pub fn storage_free(&self, cluster: &Cluster, storage: usize) -> u64 {
         match self.room.get(storage) {
             Some(&r) => u64::try_from(r.max(0)).unwrap_or(u64::MAX),
-            None => cluster.storages[storage].free(),
+            None => cluster.storages()[storage].free(),
         }
     }
 

@@ -15,6 +15,7 @@ use crate::state::{State, Usage};
 /// What a node's load is measured in.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum Metric {
     /// Used memory (node `mem`, guests' `mem`) as a share of node memory.
     #[default]
@@ -49,6 +50,7 @@ impl Metric {
 /// How the imbalance of a cluster is summed up in one number.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum Measure {
     /// Most minus least loaded node of one [`Metric`], in percentage points (ProxLB's
     /// "balanciness", flex.plane's default).
@@ -132,6 +134,7 @@ impl Measure {
 /// The per-node quantity a measure looks at, in percent of the node's capacity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum LoadKind {
     /// Used memory.
     Memory,

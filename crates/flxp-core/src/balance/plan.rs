@@ -262,6 +262,7 @@ pub struct ProposalVerdict {
 /// Why flxp refused a balance plugin's proposal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum Refusal {
     /// No guest of that vmid in the zone.
     UnknownGuest,

@@ -24,7 +24,7 @@ use crate::cluster::{Cluster, CrsMode, Guest, NodeIdx};
 use crate::constraints::Rules;
 use crate::placement::{Ctx, Placer};
 use crate::pve_crs::{
-    Imbalance, Migration as CrsMove, MigrationCandidate, NodeStats, NodeUsage, ResourceStats,
+    CrsMigration as CrsMove, Imbalance, MigrationCandidate, NodeStats, NodeUsage, ResourceStats,
     rank_bruteforce, rank_topsis,
 };
 use crate::state::State;

@@ -44,8 +44,8 @@ pub struct Cluster {
     nodes: Vec<Node>,
     /// Guests, sorted by vmid; private for the same reason.
     guests: Vec<Guest>,
-    /// Storages, per node.
-    pub storages: Vec<Storage>,
+    /// Storages, per node; private because `storages_by_node` holds positions into it.
+    storages: Vec<Storage>,
     /// HA rules, resources and status, as read.
     pub ha: Ha,
     /// Proxmox's own cluster resource scheduler settings (`crs` option).
@@ -322,6 +322,11 @@ impl Cluster {
     /// All guests, in vmid order.
     pub fn guests(&self) -> &[Guest] {
         &self.guests
+    }
+
+    /// All storages, per node; [`Cluster::storages_of`] and [`Cluster::storage_on`] index into it.
+    pub fn storages(&self) -> &[Storage] {
+        &self.storages
     }
 
     /// Puts a node into maintenance as requested by the caller (evacuation), if it is not already.

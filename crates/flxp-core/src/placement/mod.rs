@@ -45,6 +45,7 @@ pub struct NodeView<'a> {
 
 /// How a filter's verdict weighs when the user names a host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FilterKind {
     /// The node must be up: never bypassed.
     Availability,

@@ -157,10 +157,10 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::plugin::protocol::NodeFigures;
+    use crate::plugin::protocol::PluginNodeFigures;
 
     fn request() -> Request {
-        let node = |name: &str| NodeFigures {
+        let node = |name: &str| PluginNodeFigures {
             name: name.into(),
             status: "online".into(),
             maintenance: false,

@@ -4,7 +4,7 @@ use crate::cluster::{Cluster, GuestIdx, NodeIdx};
 use crate::placement::{PlacementOptions, PlacementRequest};
 use crate::state::State;
 
-use super::protocol::{GuestFigures, NodeFigures};
+use super::protocol::{GuestFigures, PluginNodeFigures};
 
 /// A node's figures in a state.
 pub fn node_figures(
@@ -12,10 +12,10 @@ pub fn node_figures(
     state: &State,
     options: &PlacementOptions,
     idx: NodeIdx,
-) -> NodeFigures {
+) -> PluginNodeFigures {
     let n = cluster.node(idx);
     let u = state.usage(idx);
-    NodeFigures {
+    PluginNodeFigures {
         name: n.name.clone(),
         status: n.status.as_str().to_owned(),
         maintenance: n.in_maintenance(),

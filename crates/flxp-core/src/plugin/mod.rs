@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize};
 pub use answer::{parse_balance, parse_filter, parse_score};
 pub use figures::{guest_figures, new_vm_figures, node_figures};
 pub use protocol::{
-    BalanceAnswer, FilterAnswer, GuestFigures, NodeFigures, NodeScore, NodeVerdict,
-    PROTOCOL_VERSION, PluginKind, Proposal, Request, ScoreAnswer,
+    BalanceAnswer, FilterAnswer, GuestFigures, NodeVerdict, PROTOCOL_VERSION, PluginKind,
+    PluginNodeFigures, PluginNodeScore, Proposal, Request, ScoreAnswer,
 };
 
 /// What a failed call does to the decision.

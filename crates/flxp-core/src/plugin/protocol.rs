@@ -47,7 +47,7 @@ pub struct Request {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub guest: Option<GuestFigures>,
     /// Candidate nodes (filter, score) or every node of the zone (balance).
-    pub nodes: Vec<NodeFigures>,
+    pub nodes: Vec<PluginNodeFigures>,
     /// Every guest of the zone (balance).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub guests: Option<Vec<GuestFigures>>,
@@ -79,7 +79,7 @@ pub struct GuestFigures {
 
 /// A node with the figures flxp decides on (after the moves planned so far, if any).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct NodeFigures {
+pub struct PluginNodeFigures {
     /// Node name: answers must use exactly these.
     pub name: String,
     /// `online`, `offline` or `unknown`.
@@ -137,12 +137,12 @@ pub struct ScoreAnswer {
     /// Must be `score`.
     pub kind: PluginKind,
     /// Exactly one score per candidate node.
-    pub scores: Vec<NodeScore>,
+    pub scores: Vec<PluginNodeScore>,
 }
 
 /// One node's raw score, higher is better; flxp rescales to 0..=100 like its own scorers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct NodeScore {
+pub struct PluginNodeScore {
     /// A candidate node's name.
     pub node: String,
     /// Any finite number.

@@ -193,7 +193,7 @@ mod tests {
 
     use proptest::prelude::*;
 
-    use super::super::scored_migration::Migration;
+    use super::super::scored_migration::CrsMigration;
     use super::super::testutil::*;
     use super::*;
 
@@ -202,13 +202,13 @@ mod tests {
         let stats = resource(0.7, 4.0, 8 * GIB, 16 * GIB);
         ["node2", "node3"]
             .map(|target| MigrationCandidate {
-                migration: Migration::new("vm:101", "node1", target),
+                migration: CrsMigration::new("vm:101", "node1", target),
                 stats,
             })
             .into()
     }
 
-    fn targets(migrations: impl IntoIterator<Item = Migration>) -> Vec<String> {
+    fn targets(migrations: impl IntoIterator<Item = CrsMigration>) -> Vec<String> {
         migrations.into_iter().map(|m| m.target).collect()
     }
 
@@ -271,7 +271,7 @@ mod tests {
         );
         let exact = imbalance_after(&nodes, &vm101_candidates()[1]).unwrap();
         assert_eq!(
-            ScoredMigration::new(Migration::new("", "", ""), exact.normalized).imbalance,
+            ScoredMigration::new(CrsMigration::new("", "", ""), exact.normalized).imbalance,
             brute[0].imbalance
         );
     }
@@ -294,7 +294,7 @@ mod tests {
         let stats = resource(4.0, 4.0, 8 * GIB, 8 * GIB);
         let candidates: Vec<MigrationCandidate> = ["c", "b"]
             .map(|t| MigrationCandidate {
-                migration: Migration::new("vm:100", "a", t),
+                migration: CrsMigration::new("vm:100", "a", t),
                 stats,
             })
             .into();
@@ -368,7 +368,7 @@ mod tests {
                 .map(|(i, (source, step, cpu, gib))| {
                     let (source, target) = (source % n, (source + 1 + step % (n - 1)) % n);
                     MigrationCandidate {
-                        migration: Migration::new(
+                        migration: CrsMigration::new(
                             format!("vm:{}", 100 + i % 5),
                             nodes[source].name.clone(),
                             nodes[target].name.clone(),

@@ -45,9 +45,9 @@ pub use criteria::{LoadCriteria, PVE_CRITERIA, pve_criteria};
 pub use error::{CrsError, CrsResult};
 pub use imbalance::Imbalance;
 pub use migration::{imbalance_after, rank_bruteforce, rank_topsis};
-pub use scored_migration::{Migration, MigrationCandidate, ScoredMigration, TopsisMigration};
+pub use scored_migration::{CrsMigration, MigrationCandidate, ScoredMigration, TopsisMigration};
 pub use start::{
-    FAST_START_MIN_NODES, NodeScore, rank_nodes_to_start, score_nodes_to_start,
+    CrsNodeScore, FAST_START_MIN_NODES, rank_nodes_to_start, score_nodes_to_start,
     score_nodes_to_start_fast, score_nodes_to_start_reference, score_stats_to_start,
     sort_best_first,
 };

@@ -12,7 +12,7 @@ use super::stats::ResourceStats;
 
 /// A possible move of a resource bundle, named by its leader.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub struct Migration {
+pub struct CrsMigration {
     /// The leading resource's id (`vm:101`).
     pub sid: String,
     /// The node it is on.
@@ -21,7 +21,7 @@ pub struct Migration {
     pub target: String,
 }
 
-impl Migration {
+impl CrsMigration {
     /// A move of `sid` from `source` to `target`.
     pub fn new(
         sid: impl Into<String>,
@@ -40,7 +40,7 @@ impl Migration {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MigrationCandidate {
     /// The move.
-    pub migration: Migration,
+    pub migration: CrsMigration,
     /// What leaves the source and arrives at the target: `cpu` (cores) and `mem` (bytes).
     pub stats: ResourceStats,
 }
@@ -49,14 +49,14 @@ pub struct MigrationCandidate {
 #[derive(Debug, Clone, Serialize)]
 pub struct ScoredMigration {
     /// The move.
-    pub migration: Migration,
+    pub migration: CrsMigration,
     /// Normalised imbalance after the move, truncated to 15 decimals.
     pub imbalance: f64,
 }
 
 impl ScoredMigration {
     /// Scores `migration` with `imbalance`, truncated to 15 decimals.
-    pub fn new(migration: Migration, imbalance: f64) -> Self {
+    pub fn new(migration: CrsMigration, imbalance: f64) -> Self {
         // Two moves that balance equally can differ in the last bits of their sums; cutting at
         // f64's 15 significant decimals lets the move's name, not that noise, decide.
         let factor = 10f64.powi(f64::DIGITS as i32);
@@ -110,15 +110,15 @@ mod tests {
     #[test]
     fn scored_migration_order() {
         let m1 = ScoredMigration::new(
-            Migration::new("vm:102", "node1", "node2"),
+            CrsMigration::new("vm:102", "node1", "node2"),
             0.7231749488916931,
         );
         let m2 = ScoredMigration::new(
-            Migration::new("vm:102", "node1", "node3"),
+            CrsMigration::new("vm:102", "node1", "node3"),
             0.723174948891693,
         );
         let m3 = ScoredMigration::new(
-            Migration::new("vm:101", "node1", "node2"),
+            CrsMigration::new("vm:101", "node1", "node2"),
             0.723174948891693 + 1e-15,
         );
         assert_eq!(m1.imbalance, m2.imbalance);

@@ -32,7 +32,7 @@ pub const FAST_START_MIN_NODES: usize = 32;
 
 /// One node's TOPSIS score for starting a resource there, and the state it was judged on.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct NodeScore {
+pub struct CrsNodeScore {
     /// The node.
     pub node: String,
     /// TOPSIS score, 0..=1, higher is better.
@@ -48,7 +48,7 @@ pub struct NodeScore {
 pub fn score_nodes_to_start(
     nodes: &[NodeUsage],
     resource: &ResourceStats,
-) -> CrsResult<Vec<NodeScore>> {
+) -> CrsResult<Vec<CrsNodeScore>> {
     if nodes.len() >= FAST_START_MIN_NODES {
         score_nodes_to_start_fast(nodes, resource)
     } else {
@@ -81,14 +81,14 @@ pub fn score_stats_to_start<'a>(
 pub fn rank_nodes_to_start(
     nodes: &[NodeUsage],
     resource: &ResourceStats,
-) -> CrsResult<Vec<NodeScore>> {
+) -> CrsResult<Vec<CrsNodeScore>> {
     let mut scores = score_nodes_to_start(nodes, resource)?;
     sort_best_first(&mut scores);
     Ok(scores)
 }
 
 /// Sorts by score, best first, then by node name.
-pub fn sort_best_first(scores: &mut [NodeScore]) {
+pub fn sort_best_first(scores: &mut [CrsNodeScore]) {
     scores.sort_by(|a, b| {
         b.score
             .total_cmp(&a.score)
@@ -100,7 +100,7 @@ pub fn sort_best_first(scores: &mut [NodeScore]) {
 pub fn score_nodes_to_start_reference(
     nodes: &[NodeUsage],
     resource: &ResourceStats,
-) -> CrsResult<Vec<NodeScore>> {
+) -> CrsResult<Vec<CrsNodeScore>> {
     check(nodes, resource)?;
     let alternatives = reference_alternatives(nodes.iter().map(|n| &n.stats), resource);
     score_alternatives(nodes, alternatives)
@@ -128,7 +128,7 @@ fn reference_alternatives<'a>(
 pub fn score_nodes_to_start_fast(
     nodes: &[NodeUsage],
     resource: &ResourceStats,
-) -> CrsResult<Vec<NodeScore>> {
+) -> CrsResult<Vec<CrsNodeScore>> {
     check(nodes, resource)?;
     let alternatives = fast_alternatives(nodes.iter().map(|n| &n.stats), resource);
     score_alternatives(nodes, alternatives)
@@ -165,14 +165,14 @@ fn check(nodes: &[NodeUsage], resource: &ResourceStats) -> CrsResult<()> {
 fn score_alternatives(
     nodes: &[NodeUsage],
     alternatives: Vec<LoadCriteria>,
-) -> CrsResult<Vec<NodeScore>> {
+) -> CrsResult<Vec<CrsNodeScore>> {
     let matrix: Vec<[f64; 4]> = alternatives.iter().map(|c| c.to_row()).collect();
     let scores = topsis::score(&matrix, &pve_criteria()?)?;
     Ok(nodes
         .iter()
         .zip(scores)
         .zip(alternatives)
-        .map(|((node, score), criteria)| NodeScore {
+        .map(|((node, score), criteria)| CrsNodeScore {
             node: node.name.clone(),
             score,
             criteria,
@@ -243,7 +243,7 @@ mod tests {
     use super::super::testutil::*;
     use super::*;
 
-    type Scorer = fn(&[NodeUsage], &ResourceStats) -> CrsResult<Vec<NodeScore>>;
+    type Scorer = fn(&[NodeUsage], &ResourceStats) -> CrsResult<Vec<CrsNodeScore>>;
     const EVALUATIONS: [(&str, Scorer); 3] = [
         ("reference", score_nodes_to_start_reference),
         ("fast", score_nodes_to_start_fast),
@@ -400,7 +400,7 @@ mod tests {
 
     /// Scores within 1e-12, and rankings equal up to reordering nodes whose reference scores are
     /// themselves within 1e-12 (a near-tie can flip on the last bit of either sum).
-    fn assert_same_scores(reference: &[NodeScore], fast: &[NodeScore]) {
+    fn assert_same_scores(reference: &[CrsNodeScore], fast: &[CrsNodeScore]) {
         assert_eq!(reference.len(), fast.len());
         for (r, f) in reference.iter().zip(fast) {
             assert_eq!(r.node, f.node);

@@ -6,7 +6,7 @@ use flxp_core::State;
 use flxp_core::builder::*;
 use flxp_core::placement::{PlacementOptions, PlacementRequest};
 use flxp_core::plugin::{
-    self, BalanceAnswer, FilterAnswer, NodeScore, NodeVerdict, PROTOCOL_VERSION, PluginKind,
+    self, BalanceAnswer, FilterAnswer, NodeVerdict, PROTOCOL_VERSION, PluginKind, PluginNodeScore,
     Proposal, Request, ScoreAnswer,
 };
 use serde_json::Value;
@@ -154,7 +154,7 @@ fn requests_and_answers_match_the_committed_schema() {
             serde_json::to_value(ScoreAnswer {
                 protocol: 1,
                 kind: PluginKind::Score,
-                scores: vec![NodeScore {
+                scores: vec![PluginNodeScore {
                     node: "a".into(),
                     score: -1.5,
                 }],

@@ -219,7 +219,7 @@ fn validate(
     req.validate()?;
     let cluster = &model.cluster;
     let storage_nodes: Vec<String> = cluster
-        .storages
+        .storages()
         .iter()
         .filter(|s| s.storage == req.storage)
         .map(|s| cluster.node(s.node).name.clone())
@@ -292,7 +292,7 @@ impl Target {
 
     fn is_shared(&self, storage: &str) -> bool {
         self.cluster()
-            .storages
+            .storages()
             .iter()
             .any(|x| x.storage == storage && x.shared)
     }
@@ -760,7 +760,7 @@ fn template_problem(model: &ClusterModel, vmid: u32) -> String {
 /// Free bytes of `storage` as `node` sees it, when the snapshot reports its size.
 fn storage_free(cluster: &Cluster, storage: &str, node: &str) -> Option<u64> {
     cluster
-        .storages
+        .storages()
         .iter()
         .find(|s| s.storage == storage && cluster.node(s.node).name == node && s.maxdisk > 0)
         .map(|s| s.maxdisk.saturating_sub(s.disk))

@@ -52,11 +52,11 @@ pub fn check_catalog(config: &Config, clusters: &Clusters<'_>) -> Result<(), (St
     for (id, p) in &config.storage_profiles {
         let found = clusters
             .values()
-            .any(|c| c.storages.iter().any(|s| s.storage == p.storage));
+            .any(|c| c.storages().iter().any(|s| s.storage == p.storage));
         if !found {
             let mut known: Vec<&str> = clusters
                 .values()
-                .flat_map(|c| c.storages.iter().map(|s| s.storage.as_str()))
+                .flat_map(|c| c.storages().iter().map(|s| s.storage.as_str()))
                 .collect();
             known.sort_unstable();
             known.dedup();

@@ -44,6 +44,7 @@ pub fn build(state: AppState) -> FlxpSchema {
 
 /// The stable error codes of `extensions.code`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Code {
     /// No or a wrong bearer token (HTTP 401).
     Unauthenticated,
