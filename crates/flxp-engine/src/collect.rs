@@ -255,7 +255,7 @@ async fn node_extra<T: Transport + ?Sized>(
     node: String,
     storages: NodeStorages,
     has_guests: bool,
-) -> Result<(String, NodeExtra), CollectError> {
+) -> Result<(String, Option<NodeExtra>), CollectError> {
     let query = RrdQuery {
         timeframe: RrdTimeframe::Hour,
         cf: None,
@@ -270,6 +270,15 @@ async fn node_extra<T: Transport + ?Sized>(
         api.node_rrddata(&node, &query),
         local_volumes(api, &node, local)
     );
+    // A node listed online that Proxmox's proxy cannot reach now (595: it is shutting down or
+    // just lost its link) is as good as offline for this round: no migration reaches it.
+    if unreachable(config.as_ref().err()) || unreachable(rrd.as_ref().err()) {
+        tracing::warn!(
+            node,
+            "unreachable through Proxmox's proxy while the snapshot was read: counted offline"
+        );
+        return Ok((node, None));
+    }
     let config = optional(&format!("GET /nodes/{node}/config"), config)?;
     let rows = optional(&format!("GET /nodes/{node}/rrddata"), rrd)?;
     let extra = NodeExtra {
@@ -278,12 +287,17 @@ async fn node_extra<T: Transport + ?Sized>(
         storage_avail: storages.avail,
         volumes: volumes?,
     };
-    Ok((node, extra))
+    Ok((node, Some(extra)))
 }
 
 /// Collects Contract 1 from a live API; `time` is the cluster's clock when its answers say it
 /// ([`Pve::server_time`]), else `now` (epoch seconds of this machine).
 ///
+/// Whether a per-node call failed because Proxmox's proxy cannot reach the node (595-599).
+fn unreachable(error: Option<&flxp_pve::Error>) -> bool {
+    error.is_some_and(|e| e.kind() == Some(&flxp_pve::ApiErrorKind::ProxyUnreachable))
+}
+
 /// Calls: one `/cluster/resources`, then concurrently two per online node (notes and RRD, and one
 /// per local guest-disk storage of a node with guests) plus HA rules, resources, status, options
 /// and tasks. HA, notes, RRD rows and volume listings that the token may not read (403) or this
@@ -292,7 +306,7 @@ pub async fn collect_snapshot<T: Transport + ?Sized>(
     api: &Pve<T>,
     now: i64,
 ) -> Result<Snapshot, CollectError> {
-    let resources = api
+    let mut resources = api
         .cluster_resources(None)
         .await
         .map_err(api_err("GET /cluster/resources"))?;
@@ -338,9 +352,19 @@ pub async fn collect_snapshot<T: Transport + ?Sized>(
 
     let mut nodes = BTreeMap::new();
     for item in per_node {
-        let (node, extra) = item?;
-        if !extra.is_empty() {
-            nodes.insert(node, extra);
+        match item? {
+            (node, Some(extra)) => {
+                if !extra.is_empty() {
+                    nodes.insert(node, extra);
+                }
+            }
+            (node, None) => {
+                for r in resources.iter_mut().filter(|r| {
+                    r.kind.as_deref() == Some("node") && r.node.as_deref() == Some(node.as_str())
+                }) {
+                    r.status = Some("offline".into());
+                }
+            }
         }
     }
     Ok(Snapshot {
@@ -781,6 +805,22 @@ mod tests {
         let snap = collect_snapshot(&fake, 0).await.unwrap();
         assert!(snap.ha.is_empty());
         assert_eq!(snap.resources.len(), 6);
+    }
+
+    #[tokio::test]
+    async fn a_node_the_proxy_cannot_reach_is_counted_offline_not_a_failed_snapshot() {
+        let fake =
+            FakeApi::new(cluster(3, 4)).fail("GET /nodes/pve2/config", 595, "Connection refused");
+        let snap = collect_snapshot(&fake, 0).await.unwrap();
+        let status = |n: &str| {
+            snap.resources
+                .iter()
+                .find(|r| r.kind.as_deref() == Some("node") && r.node.as_deref() == Some(n))
+                .and_then(|r| r.status.clone())
+        };
+        assert_eq!(status("pve2").as_deref(), Some("offline"));
+        assert_eq!(status("pve1").as_deref(), Some("online"));
+        assert!(!snap.nodes.contains_key("pve2"));
     }
 
     #[tokio::test]
