@@ -21,9 +21,9 @@ use serde::{Deserialize, Serialize};
 use crate::balance::draft::Draft;
 use crate::balance::planner::finish;
 use crate::balance::{EvacuateOptions, Plan};
-use crate::cluster::{Cluster, NodeIdx};
+use crate::cluster::{Cluster, MaintenanceSource, NodeIdx};
 use crate::constraints::Rules;
-use crate::evacuate::evacuate;
+use crate::evacuate::empty_nodes;
 use crate::placement::{PlacementOptions, Placer};
 use crate::state::State;
 use crate::units::fmt_bytes;
@@ -246,11 +246,11 @@ pub fn consolidate(
     let marked = std::mem::take(&mut resumed);
     let required = |n: NodeIdx| options.keep.get(&cluster.node(n).name);
     // Frees the nodes of `set` and `n` together: `set` grows and `best` holds its plan, or why
-    // not, with the nodes tried.
+    // not.
     let grow = |set: &mut Vec<NodeIdx>,
                 n: NodeIdx,
                 best: &mut Option<Plan>|
-     -> Result<Option<(KeptBecause, String, Vec<NodeIdx>)>> {
+     -> Result<Option<(KeptBecause, String)>> {
         let trial = [set.as_slice(), &[n]].concat();
         Ok(
             match try_free(
@@ -261,7 +261,7 @@ pub fn consolidate(
                     *best = Some(plan);
                     None
                 }
-                Err((because, reason)) => Some((because, reason, trial)),
+                Err(why) => Some(why),
             },
         )
     };
@@ -269,7 +269,7 @@ pub fn consolidate(
         let name = cluster.node(n).name.clone();
         if let Some(why) = required(n) {
             given_up.push(Kept::given_back(name, KeptBecause::Required, why));
-        } else if let Some((because, reason, _)) = grow(&mut resumed, n, &mut best)? {
+        } else if let Some((because, reason)) = grow(&mut resumed, n, &mut best)? {
             given_up.push(Kept::given_back(name, because, &reason));
         }
     }
@@ -354,8 +354,8 @@ pub fn consolidate(
             kept.push(Kept::new(name, KeptBecause::Unmovable, reason));
             continue;
         }
-        if let Some((because, reason, trial)) = grow(&mut freed, n, &mut best)? {
-            kept.push(Kept::new(name, because, untried(cluster, &trial, reason)));
+        if let Some((because, reason)) = grow(&mut freed, n, &mut best)? {
+            kept.push(Kept::new(name, because, reason));
         }
     }
 
@@ -364,7 +364,7 @@ pub fn consolidate(
         None => empty_plan(cluster, rules, state, &ceiling, &evac),
     };
     plan.method = "consolidate".into();
-    explain_freed(cluster, &mut plan, &freed);
+    renumber_steps(&mut plan);
     let freed: Vec<Freed> = freed
         .iter()
         .map(|&n| {
@@ -421,66 +421,8 @@ fn cooling(cluster: &Cluster, state: &State, n: NodeIdx, cooldown_secs: i64) -> 
         })
 }
 
-/// The maintenance filter's words for a node only hypothetically in maintenance.
-const MAINTENANCE_FILTER: &str = "node is in maintenance (maintenance requested)";
-
-/// What a node tried as freed is called in a kept node's reason.
-const FREED_WORDS: &str = "being freed by this plan";
-
-/// A kept node's reason without the evacuation planner's claim that the nodes tried are in
-/// maintenance: they only were hypothetically (those really in maintenance keep the words).
-fn untried(cluster: &Cluster, trial: &[NodeIdx], mut reason: String) -> String {
-    for &n in trial {
-        let node = cluster.node(n);
-        if node.in_maintenance() {
-            continue;
-        }
-        let claim = format!("{} is in maintenance (maintenance requested)", node.name);
-        reason = reason
-            .replace(&format!("; {claim}"), "")
-            .replace(&claim, &format!("{} would be freed", node.name))
-            // The placement filter's words, for one node or a group it is the example of.
-            .replace(
-                &format!("maintenance (e.g. {}: {MAINTENANCE_FILTER})", node.name),
-                FREED_WORDS,
-            );
-    }
-    reason.replace(&format!("maintenance ({MAINTENANCE_FILTER})"), FREED_WORDS)
-}
-
-/// Words for the nodes the plan frees: the evacuation planner treats them as in maintenance, but
-/// only those already marked are; the others are freed to be switched off, and no rule is broken
-/// before. Steps are numbered in the order they run (waves reorder the planning steps).
-fn explain_freed(cluster: &Cluster, plan: &mut Plan, freed: &[NodeIdx]) {
-    for &n in freed {
-        let node = cluster.node(n);
-        if node.in_maintenance() {
-            continue;
-        }
-        let name = &node.name;
-        let claim = format!("{name} is in maintenance (maintenance requested)");
-        let truth = format!("{name} is being freed by the consolidation");
-        for m in &mut plan.migrations {
-            if m.reason.contains(&claim) {
-                m.reason = m
-                    .reason
-                    .replacen("evacuate: ", "consolidate: ", 1)
-                    .replace(&claim, &truth);
-            }
-        }
-        for s in &mut plan.skipped {
-            s.reason = s.reason.replace(&claim, &truth);
-        }
-        for u in &mut plan.unplaced {
-            u.reason = u.reason.replace(&claim, &truth);
-        }
-        for v in [&mut plan.violations_before, &mut plan.violations_after] {
-            v.retain(|v| !(v.rule == "maintenance" && v.node == *name));
-        }
-        for l in plan.nodes_before.iter_mut().filter(|l| l.node == *name) {
-            l.maintenance = false;
-        }
-    }
+/// Numbers the plan's steps in the order they run: waves reorder the planning steps.
+fn renumber_steps(plan: &mut Plan) {
     let mut renumbered: Vec<u32> = Vec::new();
     for m in &mut plan.migrations {
         let at = match renumbered.iter().position(|&s| s == m.step) {
@@ -512,23 +454,29 @@ fn try_free(
 ) -> Result<std::result::Result<Plan, (KeptBecause, String)>> {
     let mut closed: Vec<NodeIdx> = Vec::new();
     let mut first_cpu: Option<String> = None;
+    // The trial's nodes are emptied as freed by this consolidation, not as in maintenance:
+    // the plan's words and its broken rules say so.
+    let free = |placer: &Placer| {
+        empty_nodes(
+            cluster,
+            rules,
+            state,
+            placer,
+            trial,
+            evac,
+            MaintenanceSource::Consolidation,
+        )
+    };
     loop {
         let plan = if closed.is_empty() {
-            evacuate(cluster, rules, state, ceiling, trial, evac)?
+            free(ceiling)?
         } else {
             let mut o = ceiling.options().clone();
             for &n in &closed {
                 let node = cluster.node(n);
                 o.node_reserve_bytes.insert(node.name.clone(), node.maxmem);
             }
-            evacuate(
-                cluster,
-                rules,
-                state,
-                &ceiling.with_options(o)?,
-                trial,
-                evac,
-            )?
+            free(&ceiling.with_options(o)?)?
         };
         match judge(cluster, state, placer, options, hosts, trial, &plan) {
             Ok(()) => return Ok(Ok(plan)),

@@ -15,7 +15,7 @@ use crate::balance::draft::Draft;
 use crate::balance::fix::{self, Scope};
 use crate::balance::planner::finish;
 use crate::balance::{EvacuateOptions, Measure, Metric, Migration, Plan, imbalance};
-use crate::cluster::{Cluster, NodeIdx};
+use crate::cluster::{Cluster, MaintenanceSource, NodeIdx};
 use crate::constraints::Rules;
 use crate::placement::Placer;
 use crate::state::State;
@@ -34,6 +34,28 @@ pub fn evacuate(
     nodes: &[NodeIdx],
     options: &EvacuateOptions,
 ) -> Result<Plan> {
+    empty_nodes(
+        cluster,
+        rules,
+        state,
+        placer,
+        nodes,
+        options,
+        MaintenanceSource::Requested,
+    )
+}
+
+/// [`evacuate`], with the nodes named emptied for `why`: a consolidation frees its nodes
+/// ([`MaintenanceSource::Consolidation`]), and the plan's words say so instead of maintenance.
+pub(crate) fn empty_nodes(
+    cluster: &Cluster,
+    rules: &Rules,
+    state: &State,
+    placer: &Placer,
+    nodes: &[NodeIdx],
+    options: &EvacuateOptions,
+    why: MaintenanceSource,
+) -> Result<Plan> {
     let mut c = cluster.clone();
     let mut targets: Vec<NodeIdx> = if nodes.is_empty() {
         c.node_indexes()
@@ -45,7 +67,7 @@ pub fn evacuate(
     targets.sort();
     targets.dedup();
     for &n in &targets {
-        c.request_maintenance(n);
+        c.empty_for(n, why.clone());
     }
     let measure = options.measure;
     let kind = measure.load_kind(options.metric);

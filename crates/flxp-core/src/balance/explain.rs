@@ -44,20 +44,26 @@ pub(crate) fn condensed_failures(
         .iter()
         .map(|f| f.name)
         .collect();
-    type Fails = Vec<(&'static str, String)>;
-    let mut groups: BTreeMap<Vec<usize>, Vec<(NodeIdx, Fails)>> = BTreeMap::new();
+    // Each failed filter's name, words, and whether the words read alone.
+    type Fails = Vec<(&'static str, String, bool)>;
+    // A filter's place in the pipeline, and whether its words read alone.
+    type Key = Vec<(usize, bool)>;
+    let mut groups: BTreeMap<Key, Vec<(NodeIdx, Fails)>> = BTreeMap::new();
     for n in nodes {
         let fails: Fails = placer
             .failures(ctx, n)
             .into_iter()
-            .map(|(name, _, reason)| (name, reason.to_string()))
+            .map(|(name, _, reason)| (name, reason.to_string(), reason.reads_alone()))
             .collect();
         if fails.is_empty() {
             continue;
         }
-        let key: Vec<usize> = fails
+        let key: Key = fails
             .iter()
-            .map(|(name, _)| order.iter().position(|o| o == name).unwrap_or(usize::MAX))
+            .map(|(name, _, alone)| {
+                let at = order.iter().position(|o| o == name).unwrap_or(usize::MAX);
+                (at, *alone)
+            })
             .collect();
         groups.entry(key).or_default().push((n, fails));
     }
@@ -81,8 +87,10 @@ pub(crate) fn condensed_failures(
             let reasons: Vec<String> = fails
                 .iter()
                 .enumerate()
-                .map(|(i, (filter, reason))| {
-                    if i == 0 && nodes.len() > 1 {
+                .map(|(i, (filter, reason, alone))| {
+                    if *alone {
+                        reason.clone()
+                    } else if i == 0 && nodes.len() > 1 {
                         format!("{filter} ({example}{}: {reason})", names[0])
                     } else {
                         format!("{filter} ({reason})")

@@ -166,6 +166,7 @@ fn refusal_is_fixed(reason: &Reason) -> bool {
         Reason::NotOnline { .. }
             | Reason::HaNotOnline { .. }
             | Reason::Maintenance { .. }
+            | Reason::BeingFreed
             | Reason::CurrentNode
             | Reason::TooManyCores { .. }
             | Reason::NodeRules { .. }
@@ -202,6 +203,10 @@ fn try_fix(sim: &mut Draft, p: &Problem, scope: &Scope) -> Result<Attempt> {
         (None, _) => String::new(),
     };
     let verb = match p.purpose {
+        // A node a consolidation frees is not in maintenance: the step says which it is.
+        Purpose::Evacuate if sim.cluster.node(from).is_being_freed() => {
+            format!("consolidate: {}", p.why)
+        }
         Purpose::Evacuate => format!("evacuate: {}", p.why),
         _ => format!("fix {}: {}", p.rule, p.why),
     };

@@ -381,6 +381,12 @@ pub(crate) fn finish(
     let mut unplaced = unplaced;
     unplaced.sort_by_key(|u| u.vmid);
     let bytes = migrations.iter().map(|m| m.bytes).sum();
+    let mut nodes_before = node_loads(cluster, start, kind);
+    // A node a consolidation frees is marked in maintenance as the plan is carried out: after
+    // it, not before.
+    for (row, node) in nodes_before.iter_mut().zip(cluster.nodes()) {
+        row.maintenance = node.in_maintenance_reported();
+    }
     Plan {
         method: method.to_owned(),
         measure,
@@ -390,7 +396,7 @@ pub(crate) fn finish(
         imbalance_before,
         imbalance_after,
         bytes,
-        nodes_before: node_loads(cluster, start, kind),
+        nodes_before,
         nodes_after: node_loads(cluster, &state, kind),
         violations_before: violations(cluster, rules, start),
         violations_after: violations(cluster, rules, &state),

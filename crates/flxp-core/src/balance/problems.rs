@@ -97,7 +97,7 @@ pub(super) fn detect(sim: &mut Draft, scope: &Scope, scoped: Option<&[UnitId]>) 
             }
             let why = split_reason(cluster, &at);
             if let Some((g, stay)) = sim.unit_stays(id, Intent::Fix) {
-                stay_notes.extend(stay_note(sim, id, g, &stay, &why));
+                stay_notes.extend(stay_note(sim, id, g, &stay, Some(&why)));
                 continue;
             }
             let group = unit.group.clone().unwrap_or_default();
@@ -143,7 +143,11 @@ pub(super) fn detect(sim: &mut Draft, scope: &Scope, scoped: Option<&[UnitId]>) 
             let why = breach.reason(cluster);
             if let Some((g, stay)) = sim.unit_stays(id, Intent::Fix) {
                 // Ignored guests on a node in maintenance are not a violation: they stay by design.
-                stay_notes.extend(stay_note(sim, id, g, &stay, &why));
+                // On a node a consolidation would free, what holds them is the whole story: the
+                // node is kept, and its reason names the guest.
+                let freed = matches!(breach, Breach::Maintenance { node, .. }
+                    if cluster.node(*node).is_being_freed());
+                stay_notes.extend(stay_note(sim, id, g, &stay, (!freed).then_some(&why)));
                 continue;
             }
             let bytes = sim.bytes(&unit.members);
@@ -185,7 +189,7 @@ pub(super) fn detect(sim: &mut Draft, scope: &Scope, scoped: Option<&[UnitId]>) 
                 continue;
             }
             if let Some((g, stay)) = sim.unit_stays(unit, Intent::Fix) {
-                stay_notes.extend(stay_note(sim, unit, g, &stay, &why));
+                stay_notes.extend(stay_note(sim, unit, g, &stay, Some(&why)));
                 continue;
             }
             seen[unit] = true;
@@ -209,26 +213,28 @@ pub(super) fn detect(sim: &mut Draft, scope: &Scope, scoped: Option<&[UnitId]>) 
     out
 }
 
-/// Why each member of a unit stays: the member that may not move, and the others with it.
+/// Why each member of a unit stays: the member that may not move, and the others with it,
+/// each followed by the rule it breaks so, when there is one to name (`why`).
 fn stay_note(
     sim: &Draft,
     unit: UnitId,
     blocker: GuestIdx,
     stay: &Stay,
-    why: &str,
+    why: Option<&String>,
 ) -> Vec<(GuestIdx, String)> {
     let u = sim.units.get(unit);
     let vmid = sim.cluster.guest(blocker).vmid;
+    let breaking = why.map_or(String::new(), |w| format!("; {w}"));
     u.members
         .iter()
         .map(|&m| {
             if m == blocker {
-                (m, format!("{stay}; {why}"))
+                (m, format!("{stay}{breaking}"))
             } else {
                 let group = u.group.as_deref().unwrap_or("its group");
                 (
                     m,
-                    format!("moves only with {group}, and {vmid} stays ({stay}); {why}"),
+                    format!("moves only with {group}, and {vmid} stays ({stay}){breaking}"),
                 )
             }
         })

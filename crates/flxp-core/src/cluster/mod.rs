@@ -331,9 +331,15 @@ impl Cluster {
 
     /// Puts a node into maintenance as requested by the caller (evacuation), if it is not already.
     pub fn request_maintenance(&mut self, node: NodeIdx) {
+        self.empty_for(node, MaintenanceSource::Requested);
+    }
+
+    /// Marks a node to be emptied for `why` (a request, a consolidation), if it is not already
+    /// in maintenance for any reason.
+    pub fn empty_for(&mut self, node: NodeIdx, why: MaintenanceSource) {
         if let Some(n) = self.nodes.get_mut(node.get()) {
             if !n.in_maintenance() {
-                n.maintenance.push(MaintenanceSource::Requested);
+                n.maintenance.push(why);
             }
         }
     }

@@ -58,6 +58,9 @@ pub enum MaintenanceSource {
     Ha,
     /// Named by the caller (config file or command line).
     Requested,
+    /// Tried or chosen by a consolidation, to be emptied and switched off: not in maintenance
+    /// yet, so no rule is broken by its guests and it is not said to be in maintenance.
+    Consolidation,
 }
 
 impl MaintenanceSource {
@@ -67,6 +70,7 @@ impl MaintenanceSource {
             Self::Notes => "flxp.maintenance in node notes",
             Self::Ha => "Proxmox HA maintenance mode",
             Self::Requested => "maintenance requested",
+            Self::Consolidation => "being freed by the consolidation",
         }
     }
 }
@@ -131,6 +135,22 @@ impl Node {
     /// Whether the node is being emptied.
     pub fn in_maintenance(&self) -> bool {
         !self.maintenance.is_empty()
+    }
+
+    /// Whether the node is only being freed by a consolidation: emptied like a node in
+    /// maintenance, but not in maintenance (yet).
+    pub fn is_being_freed(&self) -> bool {
+        self.in_maintenance()
+            && self
+                .maintenance
+                .iter()
+                .all(|s| *s == MaintenanceSource::Consolidation)
+    }
+
+    /// Whether the node is in maintenance as a reader would say it: a node a consolidation only
+    /// plans to free is not.
+    pub fn in_maintenance_reported(&self) -> bool {
+        self.in_maintenance() && !self.is_being_freed()
     }
 
     /// The node's HA state when HA has lost or is fencing it (`fence`, `unknown`, `gone`): it

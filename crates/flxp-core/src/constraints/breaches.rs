@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use super::rules::{GroupId, GroupKind, Rules};
-use crate::cluster::{Cluster, GuestIdx, NodeIdx};
+use crate::cluster::{Cluster, GuestIdx, MaintenanceSource, NodeIdx};
 use crate::state::State;
 
 /// One broken hard rule, with what it is about.
@@ -196,8 +196,11 @@ impl Breach {
             Self::NodeRule { guest, .. } | Self::Selector { guest, .. } => {
                 cluster.guest(*guest).running
             }
-            Self::Maintenance { guest, .. } => {
-                cluster.guest(*guest).running && !rules.guest(*guest).ignore
+            // A node a consolidation frees is emptied by choice: its guests break no rule.
+            Self::Maintenance { guest, node } => {
+                cluster.guest(*guest).running
+                    && !rules.guest(*guest).ignore
+                    && !cluster.node(*node).is_being_freed()
             }
             Self::Crowded { .. } | Self::Split { .. } => true,
         }
@@ -256,9 +259,9 @@ impl Breach {
                 self.node_lacks(cluster)
             ),
             Self::Maintenance { node, .. } => format!(
-                "{} is in maintenance ({})",
+                "{} {}",
                 cluster.node(*node).name,
-                maintenance_sources(cluster, *node)
+                maintenance_clause(cluster, *node)
             ),
             Self::Crowded { .. } | Self::Split { .. } => self.message(cluster),
         }
@@ -271,10 +274,9 @@ impl Breach {
         match self {
             Self::NodeRule { rule, allowed, .. } => allows_only(cluster, rule, allowed),
             Self::Selector { label, .. } => format!("which lacks label {label}"),
-            Self::Maintenance { node, .. } => format!(
-                "which is in maintenance ({})",
-                maintenance_sources(cluster, *node)
-            ),
+            Self::Maintenance { node, .. } => {
+                format!("which {}", maintenance_clause(cluster, *node))
+            }
             Self::Crowded { .. } | Self::Split { .. } => String::new(),
         }
     }
@@ -311,14 +313,15 @@ fn allows_only(cluster: &Cluster, rule: &str, allowed: &[NodeIdx]) -> String {
     crate::placement::allows_only(rule, &names)
 }
 
-fn maintenance_sources(cluster: &Cluster, node: NodeIdx) -> String {
-    cluster
-        .node(node)
-        .maintenance
-        .iter()
-        .map(|m| m.describe())
-        .collect::<Vec<_>>()
-        .join(", ")
+/// Why a node is emptied, as the predicate of a clause: `is in maintenance (<sources>)`, or
+/// `is being freed by the consolidation` for a node only a consolidation empties.
+fn maintenance_clause(cluster: &Cluster, node: NodeIdx) -> String {
+    let node = cluster.node(node);
+    if node.is_being_freed() {
+        return format!("is {}", MaintenanceSource::Consolidation.describe());
+    }
+    let sources: Vec<&str> = node.maintenance.iter().map(|m| m.describe()).collect();
+    format!("is in maintenance ({})", sources.join(", "))
 }
 
 fn vmids(cluster: &Cluster, guests: &[GuestIdx]) -> Vec<u32> {
@@ -357,6 +360,51 @@ mod tests {
         assert_eq!(
             all[2].message(&c),
             "guest 103 (qemu103) runs on a, which is in maintenance (flxp.maintenance in node notes)"
+        );
+    }
+
+    /// A node a consolidation frees is emptied like one in maintenance, but its guests break no
+    /// rule and the words say what it is; a node also in maintenance keeps saying so.
+    #[test]
+    fn a_node_being_freed_is_emptied_without_a_violation() {
+        let mut c = ClusterBuilder::new()
+            .node(node("a"))
+            .node(node("b").notes("flxp.maintenance"))
+            .node(node("c"))
+            .guest(vm(101, "a"))
+            .guest(vm(102, "b"))
+            .build();
+        for n in ["a", "b"] {
+            let idx = c.node_idx(n).unwrap();
+            c.empty_for(idx, MaintenanceSource::Consolidation);
+        }
+        let rules = Rules::compile(&c);
+        let all = breaches(&c, &rules, &State::new(&c));
+        let got: Vec<(u32, String, bool)> = all
+            .iter()
+            .map(|b| {
+                let vmid = c.guest(b.guests()[0]).vmid;
+                (vmid, b.reason(&c), b.is_violation(&c, &rules))
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    101,
+                    "a is being freed by the consolidation".to_owned(),
+                    false
+                ),
+                (
+                    102,
+                    "b is in maintenance (flxp.maintenance in node notes)".to_owned(),
+                    true
+                ),
+            ]
+        );
+        assert_eq!(
+            all[0].message(&c),
+            "guest 101 (qemu101) runs on a, which is being freed by the consolidation"
         );
     }
 }

@@ -26,6 +26,9 @@ pub enum Reason {
         /// Where the maintenance comes from.
         sources: Vec<String>,
     },
+    /// The node is one the plan frees (a consolidation): it takes nothing, though it is not in
+    /// maintenance.
+    BeingFreed,
     /// The subject is already on this node.
     CurrentNode,
     /// Not enough available memory.
@@ -117,6 +120,14 @@ pub enum Reason {
     },
 }
 
+impl Reason {
+    /// Whether it reads on its own in a list of failed filters, without the filter's name and
+    /// an example node: `n5: being freed by this plan`, not `maintenance (...)`.
+    pub fn reads_alone(&self) -> bool {
+        matches!(self, Self::BeingFreed)
+    }
+}
+
 impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -125,6 +136,7 @@ impl fmt::Display for Reason {
             Self::Maintenance { sources } => {
                 write!(f, "node is in maintenance ({})", sources.join(", "))
             }
+            Self::BeingFreed => f.write_str("being freed by this plan"),
             Self::CurrentNode => f.write_str("already there"),
             Self::InsufficientMemory {
                 need,

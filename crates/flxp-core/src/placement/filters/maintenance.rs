@@ -14,7 +14,9 @@ fn passes(_ctx: &Ctx, node: &NodeView) -> bool {
 }
 
 fn check(_ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
-    if node.node.in_maintenance() {
+    if node.node.is_being_freed() {
+        Err(Reason::BeingFreed)
+    } else if node.node.in_maintenance() {
         Err(Reason::Maintenance {
             sources: node
                 .node
@@ -50,5 +52,17 @@ mod tests {
             .to_string();
         assert!(b.contains("Proxmox HA"), "{b}");
         assert_eq!(plain_verdict(&FILTER, &c, "c"), Ok(()));
+    }
+
+    #[test]
+    fn a_node_being_freed_takes_nothing_and_says_so() {
+        let mut c = ClusterBuilder::new().node(node("a")).node(node("b")).build();
+        let a = c.node_idx("a").unwrap();
+        c.empty_for(a, crate::cluster::MaintenanceSource::Consolidation);
+        let refused = plain_verdict(&FILTER, &c, "a").unwrap_err();
+        assert_eq!(refused, Reason::BeingFreed);
+        assert!(refused.reads_alone());
+        assert_eq!(refused.to_string(), "being freed by this plan");
+        assert_eq!(plain_verdict(&FILTER, &c, "b"), Ok(()));
     }
 }
