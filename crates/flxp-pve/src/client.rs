@@ -1,10 +1,11 @@
 //! The HTTP client: one call = pick a host, authenticate, send, read Proxmox's envelope.
 //!
-//! Failover and retries follow one rule: a request is repeated only when repeating cannot do a
-//! second write. Connection and TLS failures happen before anything is sent, so every method moves
-//! on to the next host (and, after a round over all hosts, retries with backoff). Reads (GET) are
-//! also retried on timeouts, broken connections and 5xx/59x answers. A write that may have reached
-//! Proxmox is never repeated: its timeout or error is returned as is.
+//! Failover and retries follow one rule ([`crate::retry::worth_repeating`]): a request is repeated
+//! only when repeating cannot do a second write. Connection and TLS failures happen before
+//! anything is sent, so every method moves on to the next host (and, after a round over all
+//! hosts, the [`Retry`] layer tries again with backoff, unless a certificate was refused). Reads
+//! (GET) are also repeated on timeouts, broken connections and 5xx/59x answers. A write that may
+//! have reached Proxmox is never repeated: its timeout or error is returned as is.
 
 use std::fmt;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
@@ -22,6 +23,7 @@ use crate::error::{ApiErrorKind, Error, Result, api_error};
 use crate::host::Host;
 use crate::pve::Pve;
 use crate::request::Request;
+use crate::retry::{Retry, repeatable};
 use crate::tls::{TlsTrust, client_config};
 use crate::transport::{Data, Transport};
 use crate::types::{TicketRequest, TicketResponse, form};
@@ -118,29 +120,29 @@ impl ClientBuilder {
                 key: "tls".into(),
                 message: e.to_string(),
             })?;
-        Ok(Pve::typed(HttpTransport {
+        let https = HttpTransport {
             http,
             hosts: self.hosts,
             preferred: AtomicUsize::new(0),
             server_time: AtomicI64::new(0),
             credentials: self.credentials,
             ticket: Mutex::new(None),
-            retries: self.retries,
-            backoff: self.backoff,
             renew_after: self.renew_after,
-        }))
+        };
+        Ok(Pve::typed(Retry::new(https, self.retries, self.backoff)))
     }
 }
 
-/// A Proxmox VE API client over HTTPS; cheap to clone (clones share connections and the ticket).
-pub type Client = Pve<HttpTransport>;
+/// A Proxmox VE API client over HTTPS, failed calls repeated where that is safe ([`Retry`]);
+/// cheap to clone (clones share connections and the ticket).
+pub type Client = Pve<Retry<HttpTransport>>;
 
-/// The [`Transport`] over HTTPS behind a [`Client`]: auth, host failover and retries.
+/// The [`Transport`] over HTTPS behind a [`Client`]: auth and host failover.
 ///
-/// Failover and retries live here rather than in a layer around any transport: which host to try
-/// next, whether a connection (not Proxmox) failed, and whether a ticket must be renewed first
-/// are facts of HTTP to a set of hosts that another transport (the fakes, the metrics layer)
-/// does not have. Layers wrap this whole transport, retries included.
+/// Failover lives here rather than in a layer: which host to try next, whether a connection (not
+/// Proxmox) failed, and whether a ticket must be renewed first are facts of HTTP to a set of
+/// hosts that another transport does not have. Each call tries every host once; the [`Retry`]
+/// layer around it adds rounds, and other layers (metrics) wrap both.
 pub struct HttpTransport {
     http: reqwest::Client,
     hosts: Vec<Host>,
@@ -150,8 +152,6 @@ pub struct HttpTransport {
     server_time: AtomicI64,
     credentials: Credentials,
     ticket: Mutex<Option<Ticket>>,
-    retries: u32,
-    backoff: Duration,
     renew_after: Duration,
 }
 
@@ -181,12 +181,12 @@ enum Auth {
 impl Client {
     /// The configured API hosts, in failover order.
     pub fn hosts(&self) -> &[Host] {
-        &self.transport().hosts
+        &self.transport().inner().hosts
     }
 
     /// The host that answered last (tried first by the next call).
     pub fn preferred_host(&self) -> &Host {
-        self.transport().preferred_host()
+        self.transport().inner().preferred_host()
     }
 }
 
@@ -241,7 +241,8 @@ impl HttpTransport {
         data_of(path, &body)
     }
 
-    /// Sends one request with failover and retries; returns the body of a 2xx answer.
+    /// Sends one request, failing over to each host in turn; returns the body of a 2xx answer.
+    /// Rounds after a failed one are the [`Retry`] layer's.
     async fn execute(
         &self,
         method: &Method,
@@ -251,55 +252,45 @@ impl HttpTransport {
     ) -> Result<Vec<u8>> {
         let hosts = self.hosts.len();
         let is_read = *method == Method::GET;
-        if matches!(auth, Auth::Client) && matches!(self.credentials, Credentials::Password { .. })
-        {
-            // Log in (if due) before picking a host: the login fails over by itself and leaves
-            // the working host preferred, so the call does not knock on a dead host again.
-            Box::pin(self.ticket()).await?;
-        }
-        let mut round = 0;
-        loop {
-            let start = self.preferred.load(Ordering::Relaxed);
-            let mut last = None;
-            let mut any_tls = false;
-            for step in 0..hosts {
-                let index = (start + step) % hosts;
-                match self.attempt(index, method, path, params, &auth).await {
-                    Ok(body) => {
-                        self.preferred.store(index, Ordering::Relaxed);
-                        return Ok(body);
+        // The same headers for every host. Logging in (if due) comes first: the login fails
+        // over by itself and leaves the working host preferred, so the call does not knock on a
+        // dead host again; a failed login is returned as it is.
+        let headers = match auth {
+            Auth::Client => Box::pin(self.auth_headers(method)).await?,
+            Auth::None => Vec::new(),
+        };
+        let start = self.preferred.load(Ordering::Relaxed);
+        let mut last = None;
+        for step in 0..hosts {
+            let index = (start + step) % hosts;
+            match self.attempt(index, method, path, params, &headers).await {
+                Ok(body) => {
+                    self.preferred.store(index, Ordering::Relaxed);
+                    return Ok(body);
+                }
+                Err(Failed { error, sent }) => {
+                    if sent && !repeatable(is_read, &error) {
+                        return Err(error);
                     }
-                    Err(Failed { error, sent }) => {
-                        if sent && !(is_read && is_retryable_read(&error)) {
-                            return Err(error);
-                        }
-                        any_tls |= matches!(error, Error::Tls { .. });
-                        tracing::warn!(
-                            host = %self.hosts[index],
-                            %method,
-                            path,
-                            error = %error,
-                            "API call failed on this host"
-                        );
+                    tracing::warn!(
+                        host = %self.hosts[index],
+                        %method,
+                        path,
+                        error = %error,
+                        "API call failed on this host"
+                    );
+                    // A refused certificate is the failure to report: the [`Retry`] layer
+                    // does not repeat it, since it will be refused again.
+                    if !matches!(last, Some(Error::Tls { .. })) {
                         last = Some(error);
                     }
                 }
             }
-            // A certificate that was refused will be refused again: retry rounds cannot help.
-            if round >= self.retries || any_tls {
-                return Err(last.unwrap_or_else(|| Error::Config {
-                    key: "hosts".into(),
-                    message: "no API host configured".into(),
-                }));
-            }
-            let wait = self
-                .backoff
-                .saturating_mul(1 << round.min(16))
-                .min(Duration::from_secs(30));
-            round += 1;
-            tracing::debug!(path, round, ?wait, "retrying after backoff");
-            tokio::time::sleep(wait).await;
         }
+        Err(last.unwrap_or_else(|| Error::Config {
+            key: "hosts".into(),
+            message: "no API host configured".into(),
+        }))
     }
 
     /// One request to one host.
@@ -309,7 +300,7 @@ impl HttpTransport {
         method: &Method,
         path: &str,
         params: Option<&str>,
-        auth: &Auth,
+        headers: &[(reqwest::header::HeaderName, HeaderValue)],
     ) -> std::result::Result<Vec<u8>, Failed> {
         let host = &self.hosts[index];
         let mut url = format!("{}{}", host.base_url(), path);
@@ -319,16 +310,8 @@ impl HttpTransport {
             url.push_str(p);
         }
         let mut request = self.http.request(method.clone(), url);
-        if let Auth::Client = auth {
-            // A failed login was already retried and failed over inside `ticket()`: marking it
-            // as sent makes `execute` hand it back instead of repeating it on every host.
-            for (name, value) in self
-                .auth_headers(method)
-                .await
-                .map_err(|error| Failed { error, sent: true })?
-            {
-                request = request.header(name, value);
-            }
+        for (name, value) in headers {
+            request = request.header(name, value.clone());
         }
         if let Some(p) = params.filter(|_| !in_query) {
             request = request
@@ -480,17 +463,6 @@ fn decode<T: DeserializeOwned>(path: &str, body: &[u8]) -> Result<T> {
 /// it in one pass). A missing or `null` one reads as `null`.
 fn data_of(path: &str, body: &[u8]) -> Result<Data> {
     decode::<Option<Data>>(path, body).map(|data| data.unwrap_or_else(|| RawValue::NULL.to_owned()))
-}
-
-/// Whether a failed read is worth another try (on another host, or after backoff).
-fn is_retryable_read(error: &Error) -> bool {
-    match error {
-        Error::Timeout { .. } | Error::Transport { .. } => true,
-        Error::Api { kind, .. } => {
-            matches!(kind, ApiErrorKind::Server | ApiErrorKind::ProxyUnreachable)
-        }
-        _ => false,
-    }
 }
 
 /// Sorts a failed send into "nothing sent" (connect, TLS) and "maybe sent" (timeout, broken).

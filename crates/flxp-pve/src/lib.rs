@@ -5,7 +5,7 @@
 //! - [`Pve`]: one async method per endpoint, written once over a [`Transport`]; the type-erased
 //!   `Pve` (cheap to clone) is what the engine holds.
 //! - [`Transport`]: the one seam: sends a [`Request`] (method, path, form parameters, endpoint
-//!   label) and returns the answer's `data` as JSON text ([`Data`]). Layers (metrics) wrap a transport; test doubles
+//!   label) and returns the answer's `data` as JSON text ([`Data`]). Layers ([`Retry`], metrics) wrap a transport; test doubles
 //!   answer in memory through a [`Router`] (`GET /nodes/{node}/status` → handler).
 //! - [`Client`]: `Pve` over HTTPS ([`HttpTransport`]) with token or ticket auth, pinned or
 //!   CA-verified TLS, host failover and retries that never repeat a write.
@@ -38,6 +38,7 @@ mod host;
 pub mod privileges;
 mod pve;
 mod request;
+pub mod retry;
 mod router;
 mod secret;
 pub mod tls;
@@ -52,6 +53,7 @@ pub use error::{ApiErrorKind, Error, Result, api_error};
 pub use host::{DEFAULT_PORT, Host};
 pub use pve::Pve;
 pub use request::Request;
+pub use retry::Retry;
 pub use router::{Captures, Handler, RoundReads, Router, not_routed, reply};
 pub use secret::Secret;
 pub use tls::{Fingerprint, TlsTrust};
