@@ -62,7 +62,7 @@ pub fn evacuate(
     let mut plan = finish(
         sim,
         state,
-        "evacuate",
+        crate::balance::PlanSource::Evacuate,
         options.metric,
         threshold,
         threshold / 2.0,
