@@ -363,7 +363,7 @@ pub fn consolidate(
         Some(p) => p,
         None => empty_plan(cluster, rules, state, &ceiling, &evac),
     };
-    plan.method = "consolidate".into();
+    plan.method = crate::balance::PlanSource::Consolidate;
     renumber_steps(&mut plan);
     let freed: Vec<Freed> = freed
         .iter()
@@ -786,7 +786,7 @@ fn empty_plan(
     finish(
         sim,
         state,
-        "consolidate",
+        crate::balance::PlanSource::Consolidate,
         options.metric,
         threshold,
         threshold / 2.0,

@@ -84,7 +84,7 @@ pub(crate) fn empty_nodes(
     let mut plan = finish(
         sim,
         state,
-        "evacuate",
+        crate::balance::PlanSource::Evacuate,
         options.metric,
         threshold,
         threshold / 2.0,

@@ -7,7 +7,7 @@ use crate::cluster::{Cluster, GuestKind, NodeIdx};
 use crate::placement::{Ctx, Placer, Ranked};
 
 use super::draft::Draft;
-use super::movable::{Intent, Stay, stays_for};
+use super::movable::{Intent, Stay, StayKind, stays_for};
 use super::plan::LeftInPlace;
 
 /// Why the first ranked node won, e.g. `pve3 ranks first of 4 feasible nodes under policy
@@ -121,7 +121,7 @@ type Counted = (Vec<u32>, Vec<String>, i64);
 /// the order a reader needs them (HA and motion first, then locks, ..., stopped guests last).
 pub(crate) fn left_in_place(sim: &Draft) -> Vec<LeftInPlace> {
     let cluster = sim.cluster;
-    let mut by_kind: BTreeMap<(usize, &'static str), Counted> = BTreeMap::new();
+    let mut by_kind: BTreeMap<(usize, StayKind), Counted> = BTreeMap::new();
     for g in cluster.guest_indexes() {
         if sim.has_moved(g) {
             continue;
@@ -148,8 +148,8 @@ pub(crate) fn left_in_place(sim: &Draft) -> Vec<LeftInPlace> {
         let Some(stay) = stay else {
             continue;
         };
-        let (rank, kind) = stay_kind(&stay);
-        let entry = by_kind.entry((rank, kind)).or_default();
+        let kind = stay.kind();
+        let entry = by_kind.entry((stay_rank(kind), kind)).or_default();
         entry.0.push(guest.vmid);
         match &stay {
             Stay::Locked { lock } if !entry.1.contains(lock) => entry.1.push(lock.clone()),
@@ -165,30 +165,29 @@ pub(crate) fn left_in_place(sim: &Draft) -> Vec<LeftInPlace> {
             vmids.sort_unstable();
             let n = vmids.len();
             LeftInPlace {
-                kind: kind.to_owned(),
+                kind,
                 count: n,
-                reason: stay_words(kind, n, &details.join(", "), cooldown),
+                reason: stay_words(kind.as_str(), n, &details.join(", "), cooldown),
                 vmids,
             }
         })
         .collect()
 }
 
-/// A reason's order in the list and its kind, as `Stay` is serialised.
-fn stay_kind(stay: &Stay) -> (usize, &'static str) {
-    match stay {
-        Stay::HaAutoRebalance => (0, "ha-auto-rebalance"),
-        Stay::NotHa => (0, "not-ha"),
-        Stay::HaEvacuates => (1, "ha-evacuates"),
-        Stay::Migrating => (2, "migrating"),
-        Stay::Cooldown { .. } => (3, "cooldown"),
-        Stay::Locked { .. } => (4, "locked"),
-        Stay::NodeDown { .. } => (5, "node-down"),
-        Stay::Conflict { .. } => (6, "conflict"),
-        Stay::RunningContainer => (7, "running-container"),
-        Stay::Ignored => (8, "ignored"),
-        Stay::Template => (9, "template"),
-        Stay::Stopped => (10, "stopped"),
+/// A reason's order in the list.
+fn stay_rank(kind: StayKind) -> usize {
+    match kind {
+        StayKind::HaAutoRebalance | StayKind::NotHa => 0,
+        StayKind::HaEvacuates => 1,
+        StayKind::Migrating => 2,
+        StayKind::Cooldown => 3,
+        StayKind::Locked => 4,
+        StayKind::NodeDown => 5,
+        StayKind::Conflict => 6,
+        StayKind::RunningContainer => 7,
+        StayKind::Ignored => 8,
+        StayKind::Template => 9,
+        StayKind::Stopped => 10,
     }
 }
 

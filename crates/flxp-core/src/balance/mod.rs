@@ -47,11 +47,11 @@ pub(crate) mod units;
 pub use check::{StepFailure, check_step, replay};
 pub use measure::{LoadKind, Measure, Metric, NodeFigures, NodeLoad, cv, imbalance, spread};
 pub use methods::{BalanceMethod, MethodError, MethodName, PlanInput, Registry};
-pub use movable::{Intent, Stay, stays};
+pub use movable::{Intent, Stay, StayKind, stays};
 pub use options::{BalanceOptions, EvacuateOptions, UsageChoice};
 pub use plan::{
-    Bounds, LeftInPlace, Migration, Plan, PluginOutcome, ProposalVerdict, Purpose, Refusal,
-    Skipped, Unplaced, UsageMode, UsageUsed,
+    Bounds, LeftInPlace, Migration, Plan, PlanSource, PluginOutcome, ProposalVerdict, Purpose,
+    Refusal, Skipped, Unplaced, UsageMode, UsageUsed,
 };
 pub use planner::plan;
 pub use pve::{PveMove, Ranking, rank_moves, run_until_stable};

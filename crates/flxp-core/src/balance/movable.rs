@@ -57,6 +57,84 @@ pub enum Stay {
     },
 }
 
+/// The kind of a [`Stay`], without its details: how plans count guests left in place. Serialised
+/// as `Stay`'s `kind` tag (`ha-auto-rebalance`, `locked`, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum StayKind {
+    /// [`Stay::Ignored`].
+    Ignored,
+    /// [`Stay::Template`].
+    Template,
+    /// [`Stay::Locked`].
+    Locked,
+    /// [`Stay::Migrating`].
+    Migrating,
+    /// [`Stay::Cooldown`].
+    Cooldown,
+    /// [`Stay::HaAutoRebalance`].
+    HaAutoRebalance,
+    /// [`Stay::NotHa`].
+    NotHa,
+    /// [`Stay::HaEvacuates`].
+    HaEvacuates,
+    /// [`Stay::NodeDown`].
+    NodeDown,
+    /// [`Stay::Stopped`].
+    Stopped,
+    /// [`Stay::RunningContainer`].
+    RunningContainer,
+    /// [`Stay::Conflict`].
+    Conflict,
+}
+
+impl StayKind {
+    /// The name in output, as `Stay` is tagged.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ignored => "ignored",
+            Self::Template => "template",
+            Self::Locked => "locked",
+            Self::Migrating => "migrating",
+            Self::Cooldown => "cooldown",
+            Self::HaAutoRebalance => "ha-auto-rebalance",
+            Self::NotHa => "not-ha",
+            Self::HaEvacuates => "ha-evacuates",
+            Self::NodeDown => "node-down",
+            Self::Stopped => "stopped",
+            Self::RunningContainer => "running-container",
+            Self::Conflict => "conflict",
+        }
+    }
+}
+
+impl fmt::Display for StayKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Stay {
+    /// Its kind, without the details.
+    pub fn kind(&self) -> StayKind {
+        match self {
+            Self::Ignored => StayKind::Ignored,
+            Self::Template => StayKind::Template,
+            Self::Locked { .. } => StayKind::Locked,
+            Self::Migrating => StayKind::Migrating,
+            Self::Cooldown { .. } => StayKind::Cooldown,
+            Self::HaAutoRebalance => StayKind::HaAutoRebalance,
+            Self::NotHa => StayKind::NotHa,
+            Self::HaEvacuates => StayKind::HaEvacuates,
+            Self::NodeDown { .. } => StayKind::NodeDown,
+            Self::Stopped => StayKind::Stopped,
+            Self::RunningContainer => StayKind::RunningContainer,
+            Self::Conflict { .. } => StayKind::Conflict,
+        }
+    }
+}
+
 impl fmt::Display for Stay {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -190,6 +268,39 @@ mod tests {
     use super::*;
     use crate::snapshot::Task;
     use crate::testutil::*;
+
+    #[test]
+    fn a_stay_kind_is_named_as_the_stay_is_tagged() {
+        let every = [
+            Stay::Ignored,
+            Stay::Template,
+            Stay::Locked {
+                lock: "backup".into(),
+            },
+            Stay::Migrating,
+            Stay::Cooldown {
+                ago_secs: 10,
+                cooldown_secs: 60,
+            },
+            Stay::HaAutoRebalance,
+            Stay::NotHa,
+            Stay::HaEvacuates,
+            Stay::NodeDown {
+                status: "offline".into(),
+            },
+            Stay::Stopped,
+            Stay::RunningContainer,
+            Stay::Conflict {
+                rule: "apart".into(),
+            },
+        ];
+        for stay in every {
+            let kind = stay.kind();
+            let tag = serde_json::to_value(&stay).unwrap()["kind"].clone();
+            assert_eq!(serde_json::to_value(kind).unwrap(), tag, "{stay:?}");
+            assert_eq!(kind.as_str(), tag, "{stay:?}");
+        }
+    }
 
     fn migration(vmid: &str, start: i64, end: Option<i64>) -> Task {
         Task {

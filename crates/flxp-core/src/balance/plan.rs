@@ -7,9 +7,13 @@
 //! stay, with why. Migrations are in the order they are to run: each was checked against the state
 //! all earlier ones leave behind.
 
-use serde::Serialize;
+use std::fmt;
+
+use serde::{Serialize, Serializer};
 
 use super::measure::{LoadKind, Measure, NodeLoad};
+use super::methods::MethodName;
+use super::movable::StayKind;
 use crate::Warning;
 use crate::cluster::GuestKind;
 use crate::constraints::Violation;
@@ -102,7 +106,7 @@ pub struct Skipped {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LeftInPlace {
     /// The reason's kind, as in [`super::Stay`]: `ha-auto-rebalance`, `locked`, `migrating`, ...
-    pub kind: String,
+    pub kind: StayKind,
     /// How many guests.
     pub count: usize,
     /// The reason in words, with the count: `2 guests are locked (backup)`.
@@ -170,12 +174,60 @@ pub struct Bounds {
     pub bytes_gap: Option<f64>,
 }
 
+/// What made a plan, serialised as its name: the balancing method's (`flxp`, `pve-topsis`, a
+/// balance plugin's), `evacuate` or `consolidate`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PlanSource {
+    /// A balancing method of the [`Registry`](super::Registry).
+    Balance(MethodName),
+    /// An evacuation of nodes in maintenance.
+    Evacuate,
+    /// A consolidation onto fewer nodes.
+    Consolidate,
+}
+
+impl PlanSource {
+    /// The name in output: the method's, `evacuate` or `consolidate`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Balance(method) => method.as_str(),
+            Self::Evacuate => "evacuate",
+            Self::Consolidate => "consolidate",
+        }
+    }
+}
+
+impl fmt::Display for PlanSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for PlanSource {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl PartialEq<str> for PlanSource {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for PlanSource {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 /// A plan of migrations with its before and after.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Plan {
-    /// What made the plan: the name of a method of the [`Registry`](super::Registry) (a
-    /// built-in one or a balance plugin), or `evacuate` for an evacuation.
-    pub method: String,
+    /// What made the plan: a method of the [`Registry`](super::Registry) (a built-in one or a
+    /// balance plugin), an evacuation or a consolidation; serialised as its name.
+    pub method: PlanSource,
     /// How imbalance is summed up: `spread`, `cv` or `cv-raw`.
     pub measure: Measure,
     /// What the per-node loads are of: `memory`, `memory-assigned`, `cpu`, `cpu+memory`.
@@ -310,5 +362,29 @@ impl Plan {
     /// Whether something had to move and could not (exit code 3 for evacuation).
     pub fn has_unplaced(&self) -> bool {
         !self.unplaced.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    // Tests may panic: unwrapping is how they fail.
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::balance::methods::{flxp, pve_topsis};
+
+    #[test]
+    fn a_plan_source_serialises_as_the_name_plans_always_had() {
+        let cases = [
+            (PlanSource::Balance(flxp::NAME), "flxp"),
+            (PlanSource::Balance(pve_topsis::NAME), "pve-topsis"),
+            (PlanSource::Evacuate, "evacuate"),
+            (PlanSource::Consolidate, "consolidate"),
+        ];
+        for (source, name) in cases {
+            assert_eq!(serde_json::to_value(source).unwrap(), name, "{source:?}");
+            assert_eq!(source.to_string(), name, "{source:?}");
+            assert_eq!(source, name);
+        }
     }
 }

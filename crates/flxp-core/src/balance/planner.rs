@@ -21,7 +21,7 @@ use super::fix::{self, Scope};
 use super::measure::{Measure, Metric, balanced_loads, imbalance, node_loads};
 use super::methods::{self, PlanInput};
 use super::options::BalanceOptions;
-use super::plan::{Bounds, Plan};
+use super::plan::{Bounds, Plan, PlanSource};
 use super::search::{self, Stop};
 
 /// Plans migrations that fix broken hard rules and then balance the cluster, every step safe on
@@ -102,7 +102,7 @@ fn thorough(input: &PlanInput<'_>, options: &BalanceOptions, first: Plan) -> Res
             }
         }
     }
-    best.method = methods::flxp::NAME.as_str().to_owned();
+    best.method = PlanSource::Balance(methods::flxp::NAME);
     best.summary = format!(
         "{} (thorough mode: best of {tried} searches in {:.1} s; the first had {k0} migration(s), {})",
         best.summary,
@@ -178,7 +178,7 @@ fn search_plan(
     let mut plan = finish(
         sim,
         state,
-        methods::flxp::NAME.as_str(),
+        PlanSource::Balance(methods::flxp::NAME),
         options.metric,
         threshold,
         target,
@@ -312,7 +312,7 @@ fn storage_words(outcome: &search::Outcome, most: usize) -> String {
 pub(crate) fn finish(
     sim: Draft,
     start: &State,
-    method: &str,
+    method: PlanSource,
     metric: Metric,
     threshold: f64,
     target: f64,
@@ -388,7 +388,7 @@ pub(crate) fn finish(
         row.maintenance = node.in_maintenance_reported();
     }
     Plan {
-        method: method.to_owned(),
+        method,
         measure,
         metric: kind,
         threshold,

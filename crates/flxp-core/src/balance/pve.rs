@@ -32,10 +32,10 @@ use crate::state::State;
 use super::draft::{Draft, Step};
 use super::explain::{left_in_place, left_phrase};
 use super::measure::{Measure, Metric, balanced_nodes};
-use super::methods::{pve_bruteforce, pve_topsis};
+use super::methods::{MethodName, pve_bruteforce, pve_topsis};
 use super::movable::{Intent, Mover};
 use super::options::{BalanceOptions, UsageChoice};
-use super::plan::{Migration, Plan, Purpose, UsageMode, UsageUsed};
+use super::plan::{Migration, Plan, PlanSource, Purpose, UsageMode, UsageUsed};
 use super::planner::finish;
 use super::units::UnitId;
 
@@ -227,12 +227,17 @@ pub enum Ranking {
 }
 
 impl Ranking {
-    /// The method's name, as plans report it.
-    fn name(self) -> &'static str {
+    /// The method, as plans report it.
+    fn method(self) -> MethodName {
         match self {
-            Self::Bruteforce => pve_bruteforce::NAME.as_str(),
-            Self::Topsis => pve_topsis::NAME.as_str(),
+            Self::Bruteforce => pve_bruteforce::NAME,
+            Self::Topsis => pve_topsis::NAME,
         }
+    }
+
+    /// The method's name, for reasons and summaries.
+    fn name(self) -> &'static str {
+        self.method().as_str()
     }
 }
 
@@ -337,7 +342,6 @@ pub(crate) fn plan(
     let usage = usage_of(cluster, options.usage);
     let mode = usage.mode;
     let mut sim = new_sim(cluster, rules, state, placer, options);
-    let method = ranking.name();
     let scale = |normalized: f64, n: usize| match measure {
         Measure::CvRaw => Imbalance::raw_from_normalized(normalized, n),
         _ => normalized,
@@ -372,7 +376,8 @@ pub(crate) fn plan(
         Imbalance::of_nodes(&after_nodes)?.normalized,
         after_nodes.len(),
     );
-    let mut plan = finish(sim, state, method, Metric::Memory, threshold, threshold);
+    let source = PlanSource::Balance(ranking.method());
+    let mut plan = finish(sim, state, source, Metric::Memory, threshold, threshold);
     if mode == UsageMode::Static {
         // The plan's figures are those the method balanced on, not the measured ones.
         plan.imbalance_before = value;
@@ -843,7 +848,7 @@ mod tests {
         let counted = |p: &Plan| -> Vec<(String, usize)> {
             p.left_in_place
                 .iter()
-                .map(|l| (l.kind.clone(), l.count))
+                .map(|l| (l.kind.as_str().to_owned(), l.count))
                 .collect()
         };
         let want = |v: &[(&str, usize)]| -> Vec<(String, usize)> {

@@ -171,7 +171,7 @@ fn adopt(
     let mut plan = finish(
         sim,
         state,
-        &greedy.method,
+        greedy.method,
         options.metric,
         greedy.threshold,
         greedy.target,

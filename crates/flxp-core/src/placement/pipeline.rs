@@ -24,6 +24,24 @@ pub(super) struct CompiledPolicy {
     pub(super) plugin_scorers: Vec<(PluginSpec, f64)>,
 }
 
+/// `base` plus a method per balance plugin; `made` holds the plugins' methods registered before
+/// (reused: each new one is leaked). A plugin named like a method of `base` is refused.
+fn plugin_methods(base: Registry, plugins: &Plugins, made: Option<&Registry>) -> Result<Registry> {
+    let mut methods = base;
+    for spec in plugins.of_kind(PluginKind::Balance) {
+        let method = match made.and_then(|m| m.get(spec.name)) {
+            Some(m) => m,
+            // One small registration per configured plugin and config load.
+            None => Box::leak(Box::new(PluginMethod { name: spec.name })),
+        };
+        methods = methods.with(method).map_err(|e| Error::Option {
+            name: format!("plugin.{}", spec.name),
+            message: e.to_string(),
+        })?;
+    }
+    Ok(methods)
+}
+
 /// A node with its weighted score, best first when sorted.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Ranked {
@@ -69,17 +87,27 @@ impl Placer {
         custom: Vec<Policy>,
         plugins: Plugins,
     ) -> Result<Self> {
+        let methods = plugin_methods(Registry::builtin().clone(), &plugins, None)?;
+        Self::assemble(options, custom, plugins, methods)
+    }
+
+    /// The pipeline with its balancing methods on `base` instead of [`Registry::builtin`] (an
+    /// embedder's own methods): the balance plugins are added on top of it, and one sharing a
+    /// name with a method of `base` is refused.
+    pub fn with_methods(mut self, base: Registry) -> Result<Self> {
+        self.methods = plugin_methods(base, &self.plugins, Some(&self.methods))?;
+        Ok(self)
+    }
+
+    /// The pipeline of these options, policies, plugins and balancing methods (the plugins'
+    /// included).
+    fn assemble(
+        options: PlacementOptions,
+        custom: Vec<Policy>,
+        plugins: Plugins,
+        methods: Registry,
+    ) -> Result<Self> {
         options.validate()?;
-        let mut methods = Registry::builtin().clone();
-        for spec in plugins.of_kind(PluginKind::Balance) {
-            // One small registration per configured plugin and config load.
-            let method: &'static PluginMethod =
-                Box::leak(Box::new(PluginMethod { name: spec.name }));
-            methods = methods.with(method).map_err(|e| Error::Option {
-                name: format!("plugin.{}", spec.name),
-                message: e.to_string(),
-            })?;
-        }
         let mut policies = BTreeMap::new();
         let builtins = Policy::builtin_names()
             .into_iter()
@@ -138,16 +166,23 @@ impl Placer {
         &self.plugins
     }
 
-    /// The balancing methods: the built-in ones and the balance plugins.
+    /// The balancing methods: the built-in ones (or those of [`Placer::with_methods`]) and the
+    /// balance plugins.
     pub fn methods(&self) -> &Registry {
         &self.methods
     }
 
-    /// The same pipeline, policies, plugins and zone with other options (consolidation's
-    /// ceiling as reserves).
+    /// The same pipeline, policies, plugins, balancing methods and zone with other options
+    /// (consolidation's ceiling as reserves).
     pub fn with_options(&self, options: PlacementOptions) -> Result<Self> {
         let policies = self.policies.values().map(|p| p.policy.clone()).collect();
-        Ok(Self::with_plugins(options, policies, self.plugins.clone())?.in_zone(self.zone.clone()))
+        let placer = Self::assemble(
+            options,
+            policies,
+            self.plugins.clone(),
+            self.methods.clone(),
+        )?;
+        Ok(placer.in_zone(self.zone.clone()))
     }
 
     /// The options it was built with.

@@ -1,5 +1,6 @@
 //! A rebalancing method registered in a test shows up wherever methods are parsed or listed: the
-//! registry, `--method` and its help, GraphQL's `balanceMethods`, and the GUIDE's docs check.
+//! registry, `--method` and its help, GraphQL's `balanceMethods`, and the GUIDE's docs check; and
+//! a GraphQL server built with that registry, running in this process, lists it and plans with it.
 
 // Tests may panic: unwrapping is how they fail.
 #![allow(clippy::unwrap_used)]
@@ -113,6 +114,91 @@ fn a_registered_method_is_parsed_listed_and_its_docs_demanded() {
         docs_check::undocumented_methods(guide, registry),
         vec!["gentle"]
     );
+}
+
+/// A running `flxp serve` built with a registry ([`crate::serve::state_with_methods`]), on a free
+/// loopback port over the in-process simulator of the embedded zone `sim`.
+struct Served {
+    url: String,
+    server: tokio::task::JoinHandle<()>,
+}
+
+const TOKEN: &str = "methods-test-token";
+
+impl Served {
+    async fn start(config: &crate::config::Config, methods: &Registry) -> Self {
+        let tokens = crate::serve::state::Tokens::new([TOKEN]);
+        let state = crate::serve::state_with_methods(config, tokens, methods).unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let router = crate::serve::http::router(state);
+        let server = tokio::spawn(async move {
+            axum::serve(listener, router).await.unwrap();
+        });
+        Self { url, server }
+    }
+
+    async fn query(&self, query: &str) -> serde_json::Value {
+        let response = reqwest::Client::new()
+            .post(format!("{}/graphql", self.url))
+            .bearer_auth(TOKEN)
+            .json(&serde_json::json!({ "query": query }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        response.json().await.unwrap()
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registered_method_reaches_a_running_graphql_server() {
+    let sim = crate::serve::embedded::start().await.unwrap();
+    let zone = crate::serve::embedded::ZONE;
+    let plan = format!(r#"{{ rebalancePlan(zone: "{zone}", method: "gentle") {{ method }} }}"#);
+
+    let served = Served::start(&sim.config, &REGISTRY).await;
+    let v = served
+        .query("{ balanceMethods { name description } }")
+        .await;
+    let listed = v["data"]["balanceMethods"].as_array().unwrap();
+    assert_eq!(
+        listed.last().unwrap(),
+        &serde_json::json!({ "name": "gentle", "description": "a test method: flxp without swaps" }),
+        "{v}"
+    );
+    assert_eq!(listed.len(), Registry::builtin().iter().count() + 1, "{v}");
+    let v = served.query(&plan).await;
+    assert_eq!(v["data"]["rebalancePlan"]["method"], "gentle", "{v}");
+    drop(served);
+
+    // Built with the built-in registry, the same server lists no `gentle` and refuses it.
+    let served = Served::start(&sim.config, Registry::builtin()).await;
+    let v = served.query("{ balanceMethods { name } }").await;
+    let names: Vec<&str> = v["data"]["balanceMethods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["name"].as_str())
+        .collect();
+    assert_eq!(names, ["flxp", "pve-bruteforce", "pve-topsis"], "{v}");
+    let v = served.query(&plan).await;
+    assert_eq!(v["errors"][0]["extensions"]["code"], "BAD_INPUT", "{v}");
+    let message = v["errors"][0]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(
+            r#"unknown balancing method "gentle" (known: flxp, pve-bruteforce, pve-topsis)"#
+        ),
+        "{v}"
+    );
+    drop(served);
+    sim.handle.shutdown().await.ok();
 }
 
 /// `--wake-timeout` only means something with `--wake`: alone it is refused, not ignored.

@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
+use flxp_core::balance::Registry;
 use flxp_core::placement::Placer;
 use flxp_engine::create_vm::CreateOptions;
 use flxp_engine::daemon::{DaemonOptions, Zone as DaemonZone};
@@ -78,7 +79,13 @@ pub async fn run(
     };
 
     let (stop_handle, stop) = stop_signal();
-    let state = build(&config, token.tokens, simulated, stop.clone())?;
+    let state = build(
+        &config,
+        token.tokens,
+        simulated,
+        stop.clone(),
+        Registry::builtin(),
+    )?;
 
     if let Source::File(path, text, _) = &source {
         preflight(&state, &config, text, path).await?;
@@ -233,9 +240,10 @@ fn tokens_for(config: &Config, simulated: bool) -> anyhow::Result<(TokenSet, boo
     ))
 }
 
-/// The placement pipeline the config describes.
-fn placer(config: &Config) -> anyhow::Result<Placer> {
-    crate::plugins::placer(config)
+/// The placement pipeline the config describes, with `methods` as its balancing methods (the
+/// config's balance plugins on top).
+fn pipeline(config: &Config, methods: &Registry) -> anyhow::Result<Placer> {
+    Ok(crate::plugins::placer(config)?.with_methods(methods.clone())?)
 }
 
 /// The shared state: zones with metered clients and creators, tokens, metrics.
@@ -244,11 +252,24 @@ fn build(
     tokens: Tokens,
     simulated: bool,
     stop: flxp_engine::Stop,
+    methods: &Registry,
 ) -> anyhow::Result<AppState> {
     let clients = |name: &str| -> anyhow::Result<Arc<dyn Transport>> {
         Ok(Arc::clone(config.client(name)?.transport()) as Arc<dyn Transport>)
     };
-    build_over(config, tokens, simulated, stop, &clients)
+    build_over(config, tokens, simulated, stop, &clients, methods)
+}
+
+/// The shared state of `flxp serve` for a config, with `methods` as its balancing methods
+/// instead of [`Registry::builtin`] (the config's balance plugins are added on top): how an
+/// embedder serves its own methods. Serve [`http::router`] of it on a listener; the daemon loop
+/// (`AppState::daemon`) runs only if the embedder runs it.
+pub fn state_with_methods(
+    config: &Config,
+    tokens: Tokens,
+    methods: &Registry,
+) -> anyhow::Result<AppState> {
+    build(config, tokens, false, flxp_engine::Stop::never(), methods)
 }
 
 /// The shared state over the given transport of each zone instead of the config's HTTPS
@@ -258,7 +279,15 @@ pub fn state_over(
     tokens: Tokens,
     transport: &dyn Fn(&str) -> anyhow::Result<Arc<dyn Transport>>,
 ) -> anyhow::Result<AppState> {
-    build_over(config, tokens, true, flxp_engine::Stop::never(), transport)
+    let methods = Registry::builtin();
+    build_over(
+        config,
+        tokens,
+        true,
+        flxp_engine::Stop::never(),
+        transport,
+        methods,
+    )
 }
 
 fn build_over(
@@ -267,9 +296,10 @@ fn build_over(
     simulated: bool,
     stop: flxp_engine::Stop,
     transport: &dyn Fn(&str) -> anyhow::Result<Arc<dyn Transport>>,
+    methods: &Registry,
 ) -> anyhow::Result<AppState> {
     let metrics = Arc::new(Metrics::new());
-    let placer = Arc::new(placer(config)?);
+    let placer = Arc::new(pipeline(config, methods)?);
     let c = &config.create_vm;
     let create = CreateOptions {
         wait: TaskWait {
@@ -284,7 +314,7 @@ fn build_over(
     let mut placers = BTreeMap::new();
     for name in config.zones.keys() {
         // Each zone's own pipeline, so that plugins are told the zone they decide for.
-        let zone_placer = Arc::new(crate::plugins::placer(config)?.in_zone(Some(name.clone())));
+        let zone_placer = Arc::new(pipeline(config, methods)?.in_zone(Some(name.clone())));
         placers.insert(name.clone(), Arc::clone(&zone_placer));
         let last = metered::SharedContact::default();
         let api = Pve::from_transport(MeteredTransport::new(

@@ -27,7 +27,8 @@ pub trait BalanceMethod: Send + Sync {
     fn name(&self) -> &'static str;
     /// One line for users: CLI help, GraphQL and the GUIDE.
     fn description(&self) -> &'static str;
-    /// The plan on `input`; `options` are already validated.
+    /// The plan on `input`; `options` are already validated. [`Registry::plan`] sets the plan's
+    /// `method` to this method, also when it plans through another.
     fn plan(&self, input: &PlanInput<'_>, options: &BalanceOptions) -> Result<Plan>;
     /// Whether the method balances on [`BalanceOptions::usage`] (`--usage`): Proxmox's methods
     /// do; the others weigh their own figures, so the option means nothing to them.

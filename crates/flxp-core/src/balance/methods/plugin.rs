@@ -11,9 +11,9 @@ use crate::{Error, Result};
 use super::super::draft::{Draft, Step};
 use super::super::movable::Intent;
 use super::super::options::BalanceOptions;
-use super::super::plan::{Plan, PluginOutcome, ProposalVerdict, Purpose, Refusal};
+use super::super::plan::{Plan, PlanSource, PluginOutcome, ProposalVerdict, Purpose, Refusal};
 use super::super::planner::finish;
-use super::{BalanceMethod, PlanInput};
+use super::{BalanceMethod, MethodName, PlanInput};
 
 /// A configured balance plugin, registered under its name.
 pub struct PluginMethod {
@@ -103,7 +103,8 @@ impl BalanceMethod for PluginMethod {
         }
         let threshold = options.trigger.threshold_for(measure);
         let target = options.trigger.target_for(measure);
-        let mut plan = finish(sim, state, self.name, options.metric, threshold, target);
+        let source = PlanSource::Balance(MethodName::registered(self.name));
+        let mut plan = finish(sim, state, source, options.metric, threshold, target);
         for (i, m) in plan.migrations.iter_mut().enumerate() {
             m.wave = i as u32;
         }

@@ -5,7 +5,7 @@ use std::sync::LazyLock;
 use crate::Result;
 
 use super::super::options::BalanceOptions;
-use super::super::plan::Plan;
+use super::super::plan::{Plan, PlanSource};
 use super::{BUILTIN, BalanceMethod, MethodName, PlanInput};
 
 /// A method name that is not registered, or registered twice.
@@ -113,13 +113,17 @@ impl Registry {
         }
     }
 
-    /// Validates the options and plans with the method they name.
+    /// Validates the options and plans with the method they name; the plan names that method.
     pub fn plan(&self, input: &PlanInput<'_>, options: &BalanceOptions) -> Result<Plan> {
         options.validate()?;
         // A name parsed against another registry is refused, never replaced by a default.
         let name = options.method.as_str();
         let method = self.get(name).ok_or_else(|| self.unknown(name))?;
-        method.plan(input, options)
+        let mut plan = method.plan(input, options)?;
+        // A method that plans through another (an embedder's, wrapping `flxp`) is still the one
+        // that made the plan.
+        plan.method = PlanSource::Balance(MethodName::registered(method.name()));
+        Ok(plan)
     }
 }
 
@@ -177,12 +181,77 @@ mod tests {
             method: registry.parse("still").unwrap(),
             ..BalanceOptions::default()
         };
-        assert_eq!(registry.plan(&input, &options).unwrap().summary, "still");
+        let plan = registry.plan(&input, &options).unwrap();
+        assert_eq!(plan.summary, "still");
+        // Planned by flxp's method, but for `still`.
+        assert_eq!(plan.method, PlanSource::Balance(options.method));
+        assert_eq!(serde_json::to_value(&plan).unwrap()["method"], "still");
         let e = Registry::builtin()
             .plan(&input, &options)
             .unwrap_err()
             .to_string();
         assert!(e.contains(r#"unknown balancing method "still""#), "{e}");
+    }
+
+    /// A plugin host that is never reached: these tests only register plugins.
+    struct Unreached;
+
+    impl crate::plugin::PluginHost for Unreached {
+        fn call(
+            &self,
+            plugin: &str,
+            _: &crate::plugin::Request,
+        ) -> std::result::Result<Vec<u8>, crate::plugin::CallError> {
+            Err(crate::plugin::CallError(format!("{plugin} is not reached")))
+        }
+    }
+
+    #[test]
+    fn a_placer_keeps_the_methods_it_is_given_with_balance_plugins_on_top() {
+        use crate::plugin::{OnFailure, PluginKind, PluginSpec, Plugins};
+        let plugins = |name: &str| {
+            Plugins::new(
+                vec![PluginSpec::new(name, PluginKind::Balance, OnFailure::Fail)],
+                std::sync::Arc::new(Unreached),
+            )
+        };
+        let base = Registry::builtin().with(&STILL).unwrap();
+        let placer = Placer::with_plugins(PlacementOptions::default(), Vec::new(), plugins("rec"))
+            .unwrap()
+            .with_methods(base.clone())
+            .unwrap();
+        let names = |p: &Placer| p.methods().names().collect::<Vec<_>>().join(", ");
+        assert_eq!(
+            names(&placer),
+            "flxp, pve-bruteforce, pve-topsis, still, rec"
+        );
+        // Other options (consolidation's ceiling) keep the methods, not the built-in ones.
+        let other = PlacementOptions {
+            reserve_bytes: 1 << 30,
+            ..PlacementOptions::default()
+        };
+        assert_eq!(names(&placer.with_options(other).unwrap()), names(&placer));
+        // The plugin's method is the one registered before, not a new one.
+        let before =
+            Placer::with_plugins(PlacementOptions::default(), Vec::new(), plugins("rec")).unwrap();
+        let first = before.methods().get("rec").unwrap() as *const dyn BalanceMethod;
+        let again = before.with_methods(base).unwrap();
+        let kept = again.methods().get("rec").unwrap() as *const dyn BalanceMethod;
+        assert!(std::ptr::addr_eq(first, kept));
+        // A plugin named like a method of the base is refused, naming the plugin.
+        let e = Placer::with_plugins(PlacementOptions::default(), Vec::new(), plugins("still"))
+            .unwrap()
+            .with_methods(Registry::builtin().with(&STILL).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("plugin.still"), "{e}");
+        assert!(
+            e.contains(r#"balancing method "still" is registered twice"#),
+            "{e}"
+        );
+        // `Placer::new` keeps the built-in methods.
+        let plain = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+        assert_eq!(names(&plain), "flxp, pve-bruteforce, pve-topsis");
     }
 
     #[test]

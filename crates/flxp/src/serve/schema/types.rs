@@ -408,7 +408,7 @@ pub struct PlanResult {
 impl From<&Plan> for PlanResult {
     fn from(p: &Plan) -> Self {
         Self {
-            method: p.method.clone(),
+            method: p.method.to_string(),
             metric: p.metric.as_str().to_owned(),
             imbalance_before: p.imbalance_before,
             imbalance_after: p.imbalance_after,
