@@ -48,20 +48,41 @@ fn api_err(endpoint: impl Into<String>) -> impl FnOnce(flxp_pve::Error) -> Colle
     }
 }
 
-/// Whether a failure means "this optional part is not available to us" rather than a fault:
-/// no permission (403) or an endpoint this Proxmox does not have (501, e.g. HA rules before 9).
-fn is_unavailable(e: &flxp_pve::Error) -> bool {
-    matches!(
-        e.kind(),
-        Some(ApiErrorKind::PermissionDenied | ApiErrorKind::NotImplemented)
-    )
+/// What a failed read of one part of the snapshot means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failure {
+    /// The part is not available to us: no permission (403) or an endpoint this Proxmox does
+    /// not have (501, e.g. HA rules before 9). It is left out.
+    Unavailable,
+    /// Proxmox's proxy cannot reach the node the call is about (595-599): it is shutting down
+    /// or just lost its link, as good as offline for this read.
+    NodeUnreachable,
+    /// Anything else: the snapshot cannot be trusted, so reading it fails.
+    Fault,
+}
+
+impl Failure {
+    fn of(e: &flxp_pve::Error) -> Self {
+        match e.kind() {
+            Some(ApiErrorKind::PermissionDenied | ApiErrorKind::NotImplemented) => {
+                Self::Unavailable
+            }
+            Some(ApiErrorKind::ProxyUnreachable) => Self::NodeUnreachable,
+            _ => Self::Fault,
+        }
+    }
+
+    /// How a call's result failed, if it did.
+    fn of_result<T>(result: &flxp_pve::Result<T>) -> Option<Self> {
+        result.as_ref().err().map(Self::of)
+    }
 }
 
 /// Reads an optional part: unavailable is empty (with a warning), any other failure an error.
 fn optional<T: Default>(endpoint: &str, result: flxp_pve::Result<T>) -> Result<T, CollectError> {
     match result {
         Ok(v) => Ok(v),
-        Err(e) if is_unavailable(&e) => {
+        Err(e) if Failure::of(&e) == Failure::Unavailable => {
             tracing::warn!(endpoint, error = %e, "left out of the snapshot");
             Ok(T::default())
         }
@@ -272,7 +293,8 @@ async fn node_extra<T: Transport + ?Sized>(
     );
     // A node listed online that Proxmox's proxy cannot reach now (595: it is shutting down or
     // just lost its link) is as good as offline for this round: no migration reaches it.
-    if unreachable(config.as_ref().err()) || unreachable(rrd.as_ref().err()) {
+    let unreachable = Some(Failure::NodeUnreachable);
+    if Failure::of_result(&config) == unreachable || Failure::of_result(&rrd) == unreachable {
         tracing::warn!(
             node,
             "unreachable through Proxmox's proxy while the snapshot was read: counted offline"
@@ -293,11 +315,6 @@ async fn node_extra<T: Transport + ?Sized>(
 /// Collects Contract 1 from a live API; `time` is the cluster's clock when its answers say it
 /// ([`Pve::server_time`]), else `now` (epoch seconds of this machine).
 ///
-/// Whether a per-node call failed because Proxmox's proxy cannot reach the node (595-599).
-fn unreachable(error: Option<&flxp_pve::Error>) -> bool {
-    error.is_some_and(|e| e.kind() == Some(&flxp_pve::ApiErrorKind::ProxyUnreachable))
-}
-
 /// Calls: one `/cluster/resources`, then concurrently two per online node (notes and RRD, and one
 /// per local guest-disk storage of a node with guests) plus HA rules, resources, status, options
 /// and tasks. HA, notes, RRD rows and volume listings that the token may not read (403) or this
