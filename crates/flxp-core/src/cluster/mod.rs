@@ -1046,11 +1046,11 @@ mod input_checks {
             ),
             (
                 r#"{"resources":[{"type":"node","node":"a"}],"nodes":{"a":{"notes":true}}}"#,
-                "invalid snapshot at nodes.a.notes: invalid type: boolean `true`, expected a string",
+                "invalid snapshot at nodes.a.notes: expected a string, got true",
             ),
             (
                 r#"{"resources":[{"type":"node","node":"a"}],"nodes":{"a":{"notes":["flxp.maintenance"]}}}"#,
-                "invalid snapshot at nodes.a.notes: invalid type: sequence, expected a string",
+                "invalid snapshot at nodes.a.notes: expected a string, got an array",
             ),
         ];
         for (json, want) in cases {
