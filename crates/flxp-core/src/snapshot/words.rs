@@ -38,11 +38,18 @@ fn rewrite(text: &str) -> Option<String> {
         // `expected` is what the reader's code says it wants, so it never holds this separator;
         // a string value sent may, hence the last one.
         let (got, expected) = rest.rsplit_once(", expected ")?;
-        return Some(format!("expected {}, got {}", expected_words(expected), got_words(got)));
+        return Some(format!(
+            "expected {}, got {}",
+            expected_words(expected),
+            got_words(got)
+        ));
     }
     if let Some(rest) = text.strip_prefix("invalid length ") {
         let (len, expected) = rest.split_once(", expected ")?;
-        return Some(format!("expected {}, got {len} items", expected_words(expected)));
+        return Some(format!(
+            "expected {}, got {len} items",
+            expected_words(expected)
+        ));
     }
     if let Some(field) = text.strip_prefix("missing field ") {
         return Some(format!("the field {field} is missing"));

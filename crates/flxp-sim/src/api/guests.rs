@@ -18,8 +18,8 @@ use crate::http::{Call, Data, Reply};
 use crate::schema::{ApiSchema, scalar_text};
 use crate::tags::split_list;
 use crate::world::{
-    CloneRequest, Config, ConfigChange, GUEST_FIELDS, GuestKind, MigrateRequest, PowerOp, ResizeRequest,
-    Timeframe,
+    CloneRequest, Config, ConfigChange, GUEST_FIELDS, GuestKind, MigrateRequest, PowerOp,
+    ResizeRequest, Timeframe,
 };
 use crate::{ApiError, Sim};
 

@@ -167,9 +167,13 @@ async fn create_and_delete_a_vm() {
 async fn a_cloud_init_password_is_never_answered_back() {
     let s = TestSim::cluster();
     let secret = "s3cret-initial-pw";
-    s.set_config("pve1", "qemu/100", &[("cipassword", secret), ("ciuser", "admin")])
-        .await
-        .assert_ok();
+    s.set_config(
+        "pve1",
+        "qemu/100",
+        &[("cipassword", secret), ("ciuser", "admin")],
+    )
+    .await
+    .assert_ok();
     // As qemu-server's `vm_config`: the password is set, but shown only as stars.
     let c = s.config("pve1", "qemu/100").await;
     assert_eq!(c["cipassword"], "**********", "{c}");
