@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::http::{Data, Reply};
 use crate::scenario::FaultSpec;
-use crate::world::{Pressure, World};
+use crate::world::{Config, Pressure, World};
 use crate::{ApiError, Sim};
 
 /// Adds the `/_sim` routes.
@@ -73,8 +73,8 @@ pub fn state_json(w: &World) -> Value {
                 "vmid": g.vmid, "type": g.kind.as_str(), "node": g.node, "name": g.name(),
                 "running": g.running, "lock": g.lock(), "tags": g.tags(), "template": g.is_template(),
                 "cpu": g.usage.cpu, "mem": g.usage.mem, "memhost": s.memhost, "maxmem": s.maxmem,
-                "maxcpu": s.maxcpu, "pool": g.pool, "config": g.config.values,
-                "pending": g.config.pending, "digest": g.config.digest(),
+                "maxcpu": s.maxcpu, "pool": g.pool, "config": Config::shown(g.config.values.clone()),
+                "pending": Config::shown(g.config.pending.clone()), "digest": g.config.digest(),
             })
         })
         .collect();

@@ -137,6 +137,16 @@ pub fn print_placement(p: &Placement, explain: bool) {
     say(t);
 }
 
+/// A load in percent, or `-` when the node reports no capacity for it: its load is unknown, and a
+/// 0.0 would read as an empty node (the report's warnings say why).
+fn percent_of(percent: f64, has_capacity: bool) -> String {
+    if has_capacity {
+        one_decimal(percent)
+    } else {
+        "-".to_owned()
+    }
+}
+
 /// The status report for people.
 pub fn print_status(r: &StatusReport) {
     print_warnings(&r.warnings);
@@ -166,13 +176,13 @@ pub fn print_status(r: &StatusReport) {
                 fmt_bytes(n.figures.mem),
                 fmt_bytes(n.figures.maxmem)
             ),
-            one_decimal(n.figures.mem_percent),
+            percent_of(n.figures.mem_percent, n.figures.maxmem > 0),
             format!(
                 "{} / {}",
                 fmt_cores(n.figures.cpu),
                 fmt_cores(n.figures.maxcpu)
             ),
-            one_decimal(n.figures.cpu_percent),
+            percent_of(n.figures.cpu_percent, n.figures.maxcpu > 0.0),
             format!("{} / {}", n.running, n.guests),
             n.labels.join(","),
             n.taints.join(","),

@@ -74,7 +74,7 @@ impl Cluster {
     pub fn from_snapshot(snapshot: &Snapshot, overrides: &Overrides) -> Result<Self> {
         let mut warnings = Vec::new();
         warn_dropped_entries(&snapshot.resources, &mut warnings);
-        let (mut nodes, no_maxmem) = collect_nodes(&snapshot.resources)?;
+        let (mut nodes, no_maxmem) = collect_nodes(&snapshot.resources, &mut warnings)?;
         let raw_guests = collect_guests(&snapshot.resources, &mut warnings)?;
 
         // Guests may name nodes the dump does not list (a `--type vm` dump): add them as unknown
@@ -118,11 +118,11 @@ impl Cluster {
         for n in &nodes {
             // Proxmox's `mem` is total minus available, so it never exceeds `maxmem`.
             if let Some(mem) = n.mem.filter(|&m| n.maxmem > 0 && m > n.maxmem) {
+                let (used, total) = crate::units::fmt_bytes_apart(mem, n.maxmem);
                 warnings.push(Warning::node(
                     &n.name,
                     format!(
-                        "reports mem {mem} above its maxmem {}: read as full, no guest can be placed on it",
-                        n.maxmem
+                        "reports {used} of memory used of {total}: counted as full, no guest can be placed on it"
                     ),
                 ));
             }
@@ -513,8 +513,12 @@ fn check_node_name(name: &str, entry: impl FnOnce() -> String) -> Result<()> {
     })
 }
 
-/// The nodes, and the names of those whose entry has no `maxmem` at all.
-fn collect_nodes(resources: &[Resource]) -> Result<(Vec<Node>, BTreeSet<String>)> {
+/// The nodes, and the names of those whose entry has no `maxmem` at all; a status Proxmox never
+/// reports for a node is a warning naming the node and the value.
+fn collect_nodes(
+    resources: &[Resource],
+    warnings: &mut Vec<Warning>,
+) -> Result<(Vec<Node>, BTreeSet<String>)> {
     let mut nodes: Vec<Node> = Vec::new();
     let mut no_maxmem = BTreeSet::new();
     let mut seen = BTreeSet::new();
@@ -548,6 +552,16 @@ fn collect_nodes(resources: &[Resource]) -> Result<(Vec<Node>, BTreeSet<String>)
         })?;
         let mut node = empty_node(name);
         node.status = NodeReachability::from_word(r.status.as_deref());
+        if let Some(status) = r.status.as_deref().filter(|s| !is_node_status(s)) {
+            // A number or a typo would otherwise make a node silently unusable.
+            warnings.push(Warning::node(
+                &node.name,
+                format!(
+                    "status {status:?} is not one Proxmox reports for a node (online, offline, \
+                     unknown): read as unknown, so no guest is placed on it or moved to it"
+                ),
+            ));
+        }
         node.maxcpu = maxcpu;
         node.cpu = cpu;
         node.maxmem = r.maxmem.unwrap_or(0);
@@ -788,6 +802,11 @@ fn ha_maintenance_nodes(ha: &Ha) -> BTreeSet<&str> {
 
 /// A guest status Proxmox reports: `stopped`, `unknown` (no report yet), or a QEMU run state as QMP
 /// names them (`qapi/run-state.json` in QEMU); containers only use `running` and `stopped`.
+/// Whether Proxmox reports this status for a node entry of `/cluster/resources`.
+fn is_node_status(status: &str) -> bool {
+    matches!(status, "online" | "offline" | "unknown")
+}
+
 fn is_known_status(status: &str) -> bool {
     matches!(
         status,
@@ -980,7 +999,23 @@ mod input_checks {
             ),
             (
                 r#"{"type":"node","node":"b","status":"online","maxcpu":4,"maxmem":100,"mem":101}"#,
-                vec!["node b: reports mem 101 above its maxmem 100: read as full, no guest can be placed on it".into()],
+                vec!["node b: reports 101 B of memory used of 100 B: counted as full, no guest can be placed on it".into()],
+            ),
+            (
+                r#"{"type":"node","node":"b","status":"online","maxcpu":4,"maxmem":68719476736,"mem":75161927680}"#,
+                vec!["node b: reports 70.0 GiB of memory used of 64.0 GiB: counted as full, no guest can be placed on it".into()],
+            ),
+            (
+                r#"{"type":"node","node":"b","status":1,"maxcpu":4,"maxmem":100}"#,
+                vec![r#"node b: status "1" is not one Proxmox reports for a node (online, offline, unknown): read as unknown, so no guest is placed on it or moved to it"#.into()],
+            ),
+            (
+                r#"{"type":"node","node":"b","status":"Online","maxcpu":4,"maxmem":100}"#,
+                vec![r#"node b: status "Online" is not one Proxmox reports for a node (online, offline, unknown): read as unknown, so no guest is placed on it or moved to it"#.into()],
+            ),
+            (
+                r#"{"type":"node","node":"b","status":"offline","maxcpu":4,"maxmem":100}"#,
+                vec![],
             ),
             (
                 r#"{"id":"qemu/101","type":"qemu","vmid":101,"node":"a","status":"running"}"#,
@@ -1052,11 +1087,11 @@ mod input_checks {
             ),
             (
                 r#"{"resources":[{"type":"node","node":"a"}],"nodes":{"a":{"notes":true}}}"#,
-                "invalid snapshot at nodes.a.notes: invalid type: boolean `true`, expected a string",
+                "invalid snapshot at nodes.a.notes: expected a string, got true",
             ),
             (
                 r#"{"resources":[{"type":"node","node":"a"}],"nodes":{"a":{"notes":["flxp.maintenance"]}}}"#,
-                "invalid snapshot at nodes.a.notes: invalid type: sequence, expected a string",
+                "invalid snapshot at nodes.a.notes: expected a string, got an array",
             ),
         ];
         for (json, want) in cases {

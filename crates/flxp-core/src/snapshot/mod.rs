@@ -5,6 +5,7 @@
 
 mod parse;
 pub mod raw;
+mod words;
 
 use std::collections::BTreeMap;
 

@@ -130,7 +130,7 @@ where
             } else {
                 path
             },
-            message: e.into_inner().to_string(),
+            message: super::words::plain(&e.into_inner().to_string()),
         }
     })
 }
@@ -243,6 +243,45 @@ mod tests {
         assert!(e.contains("object or array"), "{e}");
         let e = from_json(r#"[{"id": "a""#).unwrap_err().to_string();
         assert!(e.contains("snapshot"), "{e}");
+    }
+
+    #[test]
+    fn errors_say_what_was_expected_in_json_words() {
+        let cases = [
+            (
+                "[1,2]",
+                "invalid snapshot at resources[0]: expected an object (one entry of /cluster/resources), got the number 1 at line 1 column 2",
+            ),
+            (
+                r#"{"resources":{"a":1}}"#,
+                "invalid snapshot at resources: expected an array, got an object at line 1 column 13",
+            ),
+            (
+                r#"{"resources":[],"nodes":{"a":"x"}}"#,
+                r#"invalid snapshot at nodes.a: expected an object (a node's notes, rrddata, storage_avail and volumes), got the string "x" at line 1 column 32"#,
+            ),
+            (
+                r#"{"resources":[],"tasks":[5]}"#,
+                "invalid snapshot at tasks[0]: expected an object (one entry of /cluster/tasks), got the number 5 at line 1 column 26",
+            ),
+            (
+                r#"{"resources":[],"ha":{"rules":{}}}"#,
+                "invalid snapshot at ha.rules: expected an array, got an object at line 1 column 30",
+            ),
+            (
+                r#"{"resources":[{"id":"node/a","type":"node","status":true}]}"#,
+                "invalid snapshot at resources[0].status: expected a string, got true at line 1 column 56",
+            ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(from_json(text).unwrap_err().to_string(), want, "{text}");
+        }
+        // From a parsed value serde_json knows no line.
+        let value = serde_json::json!({"resources": [], "options": [1]});
+        assert_eq!(
+            from_value(value).unwrap_err().to_string(),
+            "invalid snapshot at options: expected an object, got an array"
+        );
     }
 
     #[test]

@@ -18,8 +18,8 @@ use crate::http::{Call, Data, Reply};
 use crate::schema::{ApiSchema, scalar_text};
 use crate::tags::split_list;
 use crate::world::{
-    CloneRequest, ConfigChange, GUEST_FIELDS, GuestKind, MigrateRequest, PowerOp, ResizeRequest,
-    Timeframe,
+    CloneRequest, Config, ConfigChange, GUEST_FIELDS, GuestKind, MigrateRequest, PowerOp,
+    ResizeRequest, Timeframe,
 };
 use crate::{ApiError, Sim};
 
@@ -153,11 +153,11 @@ fn config(kind: GuestKind, sim: &Sim, call: Call) -> Reply {
     if let Some(snap) = call.params.text("snapshot") {
         return Err(ApiError::die(format!("snapshot '{snap}' does not exist")));
     }
-    let values = if call.params.is_set("current") {
+    let values = Config::shown(if call.params.is_set("current") {
         g.config.values.clone()
     } else {
         g.config.effective_map()
-    };
+    });
     Data::of(&GuestConfig {
         digest: Some(g.config.digest()),
         values: values

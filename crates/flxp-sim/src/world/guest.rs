@@ -201,7 +201,21 @@ pub struct Config {
     pub pending_delete: BTreeSet<String>,
 }
 
+/// What Proxmox answers in place of a secret config value (`SECRET_CONFIG_KEYS`: qemu-server's
+/// `vm_config` replaces a set cloud-init password with it before answering).
+const HIDDEN: &str = "**********";
+
 impl Config {
+    /// `map` as Proxmox shows a config to a caller: every set secret replaced by [`HIDDEN`].
+    pub fn shown(mut map: BTreeMap<String, String>) -> BTreeMap<String, String> {
+        for key in flxp_pve::types::guests::SECRET_CONFIG_KEYS {
+            if let Some(v) = map.get_mut(*key).filter(|v| !v.is_empty()) {
+                *v = HIDDEN.to_owned();
+            }
+        }
+        map
+    }
+
     /// A value with pending changes applied (what `GET config` shows by default).
     pub fn effective(&self, key: &str) -> Option<&str> {
         if self.pending_delete.contains(key) {

@@ -162,3 +162,25 @@ async fn create_and_delete_a_vm() {
     let r = s.delete("/nodes/pve1/qemu/110").await;
     assert_eq!(r.status, 500, "{r:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_cloud_init_password_is_never_answered_back() {
+    let s = TestSim::cluster();
+    let secret = "s3cret-initial-pw";
+    s.set_config(
+        "pve1",
+        "qemu/100",
+        &[("cipassword", secret), ("ciuser", "admin")],
+    )
+    .await
+    .assert_ok();
+    // As qemu-server's `vm_config`: the password is set, but shown only as stars.
+    let c = s.config("pve1", "qemu/100").await;
+    assert_eq!(c["cipassword"], "**********", "{c}");
+    assert_eq!(c["ciuser"], "admin", "{c}");
+    let current = s.get("/nodes/pve1/qemu/100/config?current=1").await;
+    assert_eq!(current.data()["cipassword"], "**********");
+    let text = s.get_data("/_sim/state").await.to_string();
+    assert!(text.contains("\"cipassword\":\"**********\""), "{text}");
+    assert!(!text.contains(secret), "{text}");
+}

@@ -29,6 +29,27 @@ fn table_shows_load_guests_and_spread() {
 }
 
 #[test]
+fn a_node_without_capacity_shows_its_load_as_unknown_not_empty() {
+    let (_d, f) = temp_file(
+        "s.json",
+        r#"[{"id":"node/a","type":"node","node":"a","status":"online","maxmem":17179869184,"mem":8589934592,"maxcpu":8,"cpu":0.25},
+            {"id":"node/c","type":"node","node":"c","status":"online","mem":1073741824}]"#,
+    );
+    let (code, out, err) = run(&["status", "--from-file", f.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    let want =
+        " NODE  STATUS              MEMORY  MEM%    CPU  CPU%  GUESTS  LABELS  TAINTS  VIOLATIONS 
+ a     online  8.0 GiB / 16.0 GiB  50.0  2 / 8  25.0   0 / 0                           0 
+ c     online       1.0 GiB / 0 B     -  0 / 0     -   0 / 0                           0 
+";
+    assert!(out.starts_with(want), "{out}");
+    assert!(
+        err.contains("node c: online but reports no maxmem: no guest can be placed on it"),
+        "{err}"
+    );
+}
+
+#[test]
 fn json_reports_violations_conflicts_and_warnings() {
     let (code, out, _) = on_example("status", "rules-hetero.json", &["--json"]);
     assert_eq!(code, 0);

@@ -42,11 +42,12 @@ pub(super) fn balance_options(
 }
 
 /// A `method` argument checked against the registry (the service's: built-in methods and balance
-/// plugins); an unknown name is a bad-input error listing the known ones.
+/// plugins); an unknown name is a bad-input error naming the argument, as the other argument
+/// errors do (`policy: ...`, `request.memory: ...`), and listing the known methods.
 pub(crate) fn method_name(name: &str, registry: &Registry) -> Result<MethodName, ApiError> {
     registry
         .parse(name)
-        .map_err(|e| ApiError::bad_input(e.to_string()))
+        .map_err(|e| ApiError::bad_input(format!("method: {e}")))
 }
 
 /// Maps a core error: a refused request is bad input, anything else a bug.
@@ -250,4 +251,19 @@ fn placement_request(s: &AppState, r: PlacementInput) -> Result<PlacementRequest
         host: r.host,
         policy: r.policy,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_method_is_bad_input_named_by_its_argument() {
+        let e = method_name("fastest", Registry::builtin()).unwrap_err();
+        assert_eq!(e.code, Code::BadInput);
+        assert_eq!(
+            e.message,
+            r#"method: unknown balancing method "fastest" (known: flxp, pve-bruteforce, pve-topsis)"#
+        );
+    }
 }
