@@ -23,7 +23,7 @@ use crate::balance::planner::finish;
 use crate::balance::{EvacuateOptions, Plan};
 use crate::cluster::{Cluster, MaintenanceSource, NodeIdx};
 use crate::constraints::Rules;
-use crate::evacuate::empty_nodes;
+use crate::evacuate::evacuate;
 use crate::placement::{PlacementOptions, Placer};
 use crate::state::State;
 use crate::units::fmt_bytes;
@@ -235,8 +235,11 @@ pub fn consolidate(
     resumed.sort_unstable();
     resumed.dedup();
     let ceiling = ceiling_placer(cluster, placer, options)?;
+    // The nodes tried are emptied as freed by this consolidation, not as in maintenance: the
+    // plan's words and its broken rules say so.
     let evac = EvacuateOptions {
         include_stopped: true,
+        emptied_as: MaintenanceSource::Consolidation,
         ..evacuate_options.clone()
     };
     // Finishing them must keep every limit too; else they are given up, each with its own
@@ -454,29 +457,23 @@ fn try_free(
 ) -> Result<std::result::Result<Plan, (KeptBecause, String)>> {
     let mut closed: Vec<NodeIdx> = Vec::new();
     let mut first_cpu: Option<String> = None;
-    // The trial's nodes are emptied as freed by this consolidation, not as in maintenance:
-    // the plan's words and its broken rules say so.
-    let free = |placer: &Placer| {
-        empty_nodes(
-            cluster,
-            rules,
-            state,
-            placer,
-            trial,
-            evac,
-            MaintenanceSource::Consolidation,
-        )
-    };
     loop {
         let plan = if closed.is_empty() {
-            free(ceiling)?
+            evacuate(cluster, rules, state, ceiling, trial, evac)?
         } else {
             let mut o = ceiling.options().clone();
             for &n in &closed {
                 let node = cluster.node(n);
                 o.node_reserve_bytes.insert(node.name.clone(), node.maxmem);
             }
-            free(&ceiling.with_options(o)?)?
+            evacuate(
+                cluster,
+                rules,
+                state,
+                &ceiling.with_options(o)?,
+                trial,
+                evac,
+            )?
         };
         match judge(cluster, state, placer, options, hosts, trial, &plan) {
             Ok(()) => return Ok(Ok(plan)),

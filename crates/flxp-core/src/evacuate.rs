@@ -15,7 +15,7 @@ use crate::balance::draft::Draft;
 use crate::balance::fix::{self, Scope};
 use crate::balance::planner::finish;
 use crate::balance::{EvacuateOptions, Measure, Metric, Migration, Plan, imbalance};
-use crate::cluster::{Cluster, MaintenanceSource, NodeIdx};
+use crate::cluster::{Cluster, NodeIdx};
 use crate::constraints::Rules;
 use crate::placement::Placer;
 use crate::state::State;
@@ -23,8 +23,8 @@ use crate::units::fmt_bytes;
 
 /// Plans the evacuation of `nodes`, or of every node in maintenance when `nodes` is empty.
 ///
-/// Nodes named here count as in maintenance for this plan even if the snapshot does not say so:
-/// nothing is moved onto them. `Err` only for a scorer bug; guests that cannot go anywhere are in
+/// Nodes named here count as in maintenance for this plan even if the snapshot does not say so
+/// (or as freed by a consolidation: [`EvacuateOptions::emptied_as`]): nothing is moved onto them. `Err` only for a scorer bug; guests that cannot go anywhere are in
 /// `unplaced` with the reason.
 pub fn evacuate(
     cluster: &Cluster,
@@ -33,28 +33,6 @@ pub fn evacuate(
     placer: &Placer,
     nodes: &[NodeIdx],
     options: &EvacuateOptions,
-) -> Result<Plan> {
-    empty_nodes(
-        cluster,
-        rules,
-        state,
-        placer,
-        nodes,
-        options,
-        MaintenanceSource::Requested,
-    )
-}
-
-/// [`evacuate`], with the nodes named emptied for `why`: a consolidation frees its nodes
-/// ([`MaintenanceSource::Consolidation`]), and the plan's words say so instead of maintenance.
-pub(crate) fn empty_nodes(
-    cluster: &Cluster,
-    rules: &Rules,
-    state: &State,
-    placer: &Placer,
-    nodes: &[NodeIdx],
-    options: &EvacuateOptions,
-    why: MaintenanceSource,
 ) -> Result<Plan> {
     let mut c = cluster.clone();
     let mut targets: Vec<NodeIdx> = if nodes.is_empty() {
@@ -67,7 +45,7 @@ pub(crate) fn empty_nodes(
     targets.sort();
     targets.dedup();
     for &n in &targets {
-        c.empty_for(n, why.clone());
+        c.empty_for(n, options.emptied_as.clone());
     }
     let measure = options.measure;
     let kind = measure.load_kind(options.metric);

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use super::measure::{Measure, Metric};
 use super::methods::MethodName;
 use super::trigger::Trigger;
+use crate::cluster::MaintenanceSource;
 use crate::{Error, Result};
 
 /// What the planner may do and how it judges balance.
@@ -173,6 +174,10 @@ pub struct EvacuateOptions {
     /// The placement policy that picks each guest's target; `least-loaded` spreads guests so the
     /// nodes' load shares even out instead of filling the biggest node first.
     pub policy: String,
+    /// What the nodes named are emptied as: in maintenance as requested, or freed by a
+    /// consolidation (whose plan then says so, and counts no rule broken by its guests).
+    #[serde(skip)]
+    pub emptied_as: MaintenanceSource,
 }
 
 impl Default for EvacuateOptions {
@@ -183,6 +188,7 @@ impl Default for EvacuateOptions {
             measure: Measure::Spread,
             metric: Metric::Memory,
             policy: "least-loaded".into(),
+            emptied_as: MaintenanceSource::Requested,
         }
     }
 }
