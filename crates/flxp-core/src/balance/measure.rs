@@ -190,11 +190,18 @@ impl LoadKind {
     }
 }
 
-/// Nodes that take part in the balance: online and not in maintenance.
+/// Nodes that take part in the balance: online, not in maintenance, and reporting their memory
+/// (an online node without `maxmem` takes no guest and has no load to compare: counted at 0 %,
+/// it would widen the spread that no migration could narrow).
 pub fn balanced_nodes(cluster: &Cluster) -> impl Iterator<Item = NodeIdx> + '_ {
     cluster
         .node_indexes()
-        .filter(|&n| cluster.node(n).is_schedulable())
+        .filter(|&n| is_balanced(cluster.node(n)))
+}
+
+/// Whether a node takes part in the balance ([`balanced_nodes`]).
+fn is_balanced(node: &Node) -> bool {
+    node.is_schedulable() && node.maxmem > 0
 }
 
 /// A node's load in percent of its capacity (0 for a node without capacity).
@@ -329,7 +336,7 @@ pub fn node_loads(cluster: &Cluster, state: &State, kind: LoadKind) -> Vec<NodeL
                 node: n.name.clone(),
                 status: n.status_text(),
                 maintenance: n.in_maintenance(),
-                balanced: n.is_schedulable(),
+                balanced: is_balanced(n),
                 load: round(kind.load(n, u), 2),
                 figures: NodeFigures::of(n, u, 2),
                 guests: u.guests,
@@ -459,6 +466,25 @@ mod tests {
         // Both nodes at (50 + 10) / 2 = 30 %: perfectly balanced although each resource is not.
         assert_eq!(imbalance(&c, &s, Measure::Cv, Metric::Memory), 0.0);
         assert_eq!(imbalance(&c, &s, Measure::Spread, Metric::Memory), 40.0);
+    }
+
+    /// An online node reporting no memory takes no guest: at 0 % it would be the spread's
+    /// floor, and a rebalance would chase a gap no migration can close.
+    #[test]
+    fn a_node_without_maxmem_is_left_out_of_the_balance() {
+        let c = ClusterBuilder::new()
+            .node(node("a").memory(100 * GIB).used(50 * GIB))
+            .node(node("b").memory(100 * GIB).used(50 * GIB))
+            .node(node("c").memory(0))
+            .build();
+        let s = State::new(&c);
+        assert_eq!(balanced_nodes(&c).count(), 2);
+        assert_eq!(imbalance(&c, &s, Measure::Spread, Metric::Memory), 0.0);
+        let rows = node_loads(&c, &s, LoadKind::Memory);
+        assert_eq!(
+            rows.iter().map(|r| r.balanced).collect::<Vec<_>>(),
+            vec![true, true, false]
+        );
     }
 
     #[test]

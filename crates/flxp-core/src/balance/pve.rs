@@ -32,7 +32,7 @@ use crate::state::State;
 use super::draft::{Draft, Step};
 use super::explain::{left_in_place, left_phrase};
 use super::measure::{Measure, Metric, balanced_nodes};
-use super::methods::{MethodName, pve_bruteforce, pve_topsis};
+use super::methods::{MethodName, PlanInput, pve_bruteforce, pve_topsis};
 use super::movable::{Intent, Mover};
 use super::options::{BalanceOptions, UsageChoice};
 use super::plan::{Migration, Plan, PlanSource, Purpose, UsageMode, UsageUsed};
@@ -327,13 +327,16 @@ fn pve_measure(options: &BalanceOptions) -> Measure {
 
 /// One round of Proxmox's balancing as a plan of at most one move (one bundle).
 pub(crate) fn plan(
-    cluster: &Cluster,
-    rules: &Rules,
-    state: &State,
-    placer: &Placer,
+    input: &PlanInput<'_>,
     options: &BalanceOptions,
     ranking: Ranking,
 ) -> Result<Plan> {
+    let &PlanInput {
+        cluster,
+        rules,
+        state,
+        placer,
+    } = input;
     let measure = pve_measure(options);
     let threshold = match options.measure {
         Measure::Spread => measure.default_threshold(),
@@ -551,7 +554,13 @@ pub fn run_until_stable(
     let mut s = state.clone();
     let mut all = Vec::new();
     for _ in 0..max_rounds {
-        let p = plan(cluster, rules, &s, placer, options, ranking)?;
+        let input = PlanInput {
+            cluster,
+            rules,
+            state: &s,
+            placer,
+        };
+        let p = plan(&input, options, ranking)?;
         if p.migrations.is_empty() {
             break;
         }
@@ -616,7 +625,13 @@ mod tests {
             (moves[0].sid.as_str(), moves[0].to.as_str()),
             ("vm:1000", "b")
         );
-        let plan = plan(&c, &rules, &s, &p, &o, Ranking::Bruteforce).unwrap();
+        let input = PlanInput {
+            cluster: &c,
+            rules: &rules,
+            state: &s,
+            placer: &p,
+        };
+        let plan = plan(&input, &o, Ranking::Bruteforce).unwrap();
         let got: Vec<u32> = plan.migrations.iter().map(|m| m.vmid).collect();
         assert_eq!(got, vec![999, 1000]);
         assert!(
@@ -673,8 +688,14 @@ mod tests {
 
     /// `pve-bruteforce`'s plan of `c` from where its guests are, with options `o`.
     fn bruteforce_with(c: &Cluster, o: &BalanceOptions) -> Plan {
-        let rules = Rules::compile(c);
-        plan(c, &rules, &State::new(c), &placer(), o, Ranking::Bruteforce).unwrap()
+        let (rules, state, placer) = (Rules::compile(c), State::new(c), placer());
+        let input = PlanInput {
+            cluster: c,
+            rules: &rules,
+            state: &state,
+            placer: &placer,
+        };
+        plan(&input, o, Ranking::Bruteforce).unwrap()
     }
 
     #[test]
@@ -686,7 +707,7 @@ mod tests {
         let rules = Rules::compile(&c);
         let s = State::new(&c);
         let o = raw_cv(pve_bruteforce::NAME);
-        let p = plan(&c, &rules, &s, &placer(), &o, Ranking::Bruteforce).unwrap();
+        let p = bruteforce_with(&c, &o);
         let got: Vec<(u32, &str)> = p
             .migrations
             .iter()
@@ -714,15 +735,14 @@ mod tests {
         let got: Vec<(u32, &str)> = all.iter().map(|m| (m.vmid, m.to.as_str())).collect();
         assert_eq!(got, vec![(101, "node2"), (102, "node3")]);
         // TOPSIS balances on the same static figures.
-        let t = plan(
-            &c,
-            &rules,
-            &s,
-            &placer(),
-            &raw_cv(pve_topsis::NAME),
-            Ranking::Topsis,
-        )
-        .unwrap();
+        let placer = placer();
+        let input = PlanInput {
+            cluster: &c,
+            rules: &rules,
+            state: &s,
+            placer: &placer,
+        };
+        let t = plan(&input, &raw_cv(pve_topsis::NAME), Ranking::Topsis).unwrap();
         assert_eq!(t.migrations.len(), 1, "{}", t.summary);
     }
 

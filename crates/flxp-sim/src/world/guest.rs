@@ -206,7 +206,7 @@ pub struct Config {
 const HIDDEN: &str = "**********";
 
 impl Config {
-    /// `map` as Proxmox shows a config to a caller: every set secret replaced by [`HIDDEN`].
+    /// `map` as Proxmox shows a config to a caller: every set secret replaced by `**********`.
     pub fn shown(mut map: BTreeMap<String, String>) -> BTreeMap<String, String> {
         for key in flxp_pve::types::guests::SECRET_CONFIG_KEYS {
             if let Some(v) = map.get_mut(*key).filter(|v| !v.is_empty()) {

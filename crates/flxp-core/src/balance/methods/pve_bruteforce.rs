@@ -13,6 +13,6 @@ pub const RANKING: Ranking = Ranking::Bruteforce;
 pub static METHOD: Builtin = Builtin {
     name: NAME,
     description: "Proxmox's bruteforce auto-rebalance selection: the single move with the lowest CV",
-    plan: |i, options| pve::plan(i.cluster, i.rules, i.state, i.placer, options, RANKING),
+    plan: |input, options| pve::plan(input, options, RANKING),
     reads_usage: true,
 };

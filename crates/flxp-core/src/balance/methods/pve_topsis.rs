@@ -13,6 +13,6 @@ pub const RANKING: Ranking = Ranking::Topsis;
 pub static METHOD: Builtin = Builtin {
     name: NAME,
     description: "Proxmox's topsis auto-rebalance selection: the single move TOPSIS ranks best",
-    plan: |i, options| pve::plan(i.cluster, i.rules, i.state, i.placer, options, RANKING),
+    plan: |input, options| pve::plan(input, options, RANKING),
     reads_usage: true,
 };
