@@ -21,6 +21,7 @@ use tokio::time::{Duration, Instant};
 use crate::auth::{Credentials, TICKET_LIFETIME, Ticket};
 use crate::error::{ApiErrorKind, Error, Result, api_error};
 use crate::host::Host;
+use crate::logged::Logged;
 use crate::pve::Pve;
 use crate::request::Request;
 use crate::retry::{Retry, repeatable};
@@ -129,20 +130,25 @@ impl ClientBuilder {
             ticket: Mutex::new(None),
             renew_after: self.renew_after,
         };
-        Ok(Pve::typed(Retry::new(https, self.retries, self.backoff)))
+        Ok(Pve::typed(Logged::new(Retry::new(
+            https,
+            self.retries,
+            self.backoff,
+        ))))
     }
 }
 
-/// A Proxmox VE API client over HTTPS, failed calls repeated where that is safe ([`Retry`]);
-/// cheap to clone (clones share connections and the ticket).
-pub type Client = Pve<Retry<HttpTransport>>;
+/// A Proxmox VE API client over HTTPS, failed calls repeated where that is safe ([`Retry`]),
+/// each call logged once ([`Logged`]); cheap to clone (clones share connections and the ticket).
+pub type Client = Pve<Logged<Retry<HttpTransport>>>;
 
 /// The [`Transport`] over HTTPS behind a [`Client`]: auth and host failover.
 ///
 /// Failover lives here rather than in a layer: which host to try next, whether a connection (not
 /// Proxmox) failed, and whether a ticket must be renewed first are facts of HTTP to a set of
 /// hosts that another transport does not have. Each call tries every host once; the [`Retry`]
-/// layer around it adds rounds, and other layers (metrics) wrap both.
+/// layer around it adds rounds, [`Logged`] logs each call once, and other layers (metrics) wrap
+/// them all.
 pub struct HttpTransport {
     http: reqwest::Client,
     hosts: Vec<Host>,
@@ -179,14 +185,19 @@ enum Auth {
 }
 
 impl Client {
+    /// The HTTPS transport below the layers.
+    fn https(&self) -> &HttpTransport {
+        self.transport().inner().inner()
+    }
+
     /// The configured API hosts, in failover order.
     pub fn hosts(&self) -> &[Host] {
-        &self.transport().inner().hosts
+        &self.https().hosts
     }
 
     /// The host that answered last (tried first by the next call).
     pub fn preferred_host(&self) -> &Host {
-        self.transport().inner().preferred_host()
+        self.https().preferred_host()
     }
 }
 

@@ -5,7 +5,7 @@
 //! - [`Pve`]: one async method per endpoint, written once over a [`Transport`]; the type-erased
 //!   `Pve` (cheap to clone) is what the engine holds.
 //! - [`Transport`]: the one seam: sends a [`Request`] (method, path, form parameters, endpoint
-//!   label) and returns the answer's `data` as JSON text ([`Data`]). Layers ([`Retry`], metrics) wrap a transport; test doubles
+//!   label) and returns the answer's `data` as JSON text ([`Data`]). Layers ([`Retry`], [`Logged`], metrics) wrap a transport; test doubles
 //!   answer in memory through a [`Router`] (`GET /nodes/{node}/status` → handler).
 //! - [`Client`]: `Pve` over HTTPS ([`HttpTransport`]) with token or ticket auth, pinned or
 //!   CA-verified TLS, host failover and retries that never repeat a write.
@@ -35,6 +35,7 @@ mod error;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
 mod host;
+pub mod logged;
 pub mod privileges;
 mod pve;
 mod request;
@@ -51,6 +52,7 @@ pub use auth::{Credentials, TICKET_LIFETIME, TokenIdError, validate_token_id};
 pub use client::{Client, ClientBuilder, HttpTransport};
 pub use error::{ApiErrorKind, Error, Result, api_error};
 pub use host::{DEFAULT_PORT, Host};
+pub use logged::Logged;
 pub use pve::Pve;
 pub use request::Request;
 pub use retry::Retry;
