@@ -183,8 +183,8 @@ struct ZoneState {
     low_since: std::sync::Mutex<Option<i64>>,
     /// When this process last changed a node's power state.
     last_power: std::sync::Mutex<Option<i64>>,
-    /// An evacuation or a VM creation found no room: wake a node next round.
-    room_wanted: std::sync::atomic::AtomicBool,
+    /// Evacuations and VM creations that found no room: the power step wakes a node.
+    room: power::RoomWants,
     /// Nodes this process asked to shut down, and when (power saving): not asked twice.
     shutting: std::sync::Mutex<BTreeMap<String, i64>>,
 }
@@ -287,7 +287,7 @@ impl Daemon {
                         taken: Arc::new(tokio::sync::Notify::new()),
                         low_since: std::sync::Mutex::new(None),
                         last_power: std::sync::Mutex::new(None),
-                        room_wanted: std::sync::atomic::AtomicBool::new(false),
+                        room: power::RoomWants::default(),
                         shutting: std::sync::Mutex::new(BTreeMap::new()),
                     },
                 )
@@ -380,7 +380,7 @@ impl Daemon {
     /// round wakes a node flxp switched off. Unknown zones are ignored.
     pub fn want_room(&self, zone: &str) {
         if let Some(z) = self.inner.zones.get(zone) {
-            z.room_wanted.store(true, Ordering::Relaxed);
+            z.room.ask();
         }
     }
 
@@ -511,6 +511,8 @@ impl Daemon {
     ) -> Result<()> {
         let o = &self.inner.parts.options;
         let placer = &z.placer;
+        // Read before the cluster: requests for room made later wait for a round that sees them.
+        let mut room_seen = z.room.seen();
         let (model, notes) = executor.read_with_notes().await?;
         let model = Arc::new(model);
         let marks = crate::power_mark::read(&notes);
@@ -536,7 +538,9 @@ impl Daemon {
             });
         if unfinished
             && !self.is_stopped()
-            && self.power(z, executor, &model, &marks, report).await?
+            && self
+                .power(z, executor, &model, &marks, room_seen, report)
+                .await?
         {
             return Ok(());
         }
@@ -553,7 +557,8 @@ impl Daemon {
             // Guests that fit nowhere, off a node power saving did not choose: wake a node.
             let switched = |n: &str| marks.iter().any(|m| m.node == n);
             if o.power.is_some() && plan.unplaced.iter().any(|u| !switched(&u.node)) {
-                z.room_wanted.store(true, Ordering::Relaxed);
+                // Found on this round's read: its own power step may answer it.
+                room_seen = z.room.ask();
             }
             let execution = if moves {
                 self.still_holding(z)?;
@@ -570,7 +575,9 @@ impl Daemon {
 
         if !unfinished
             && !self.is_stopped()
-            && self.power(z, executor, &model, &marks, report).await?
+            && self
+                .power(z, executor, &model, &marks, room_seen, report)
+                .await?
         {
             // The cluster changed: the next round measures it anew.
             return Ok(());

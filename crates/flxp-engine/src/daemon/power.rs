@@ -18,7 +18,7 @@
 //! round; the next round measures anew.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use flxp_core::cluster::NodeIdx;
@@ -183,6 +183,32 @@ fn hold_back(
     still_on
 }
 
+/// Requests for room (an evacuation or a VM creation found none), counted, so that a round
+/// answers only those made before it read the cluster: one asked while a round is already past
+/// its read (and its power marks) is left for the next round, not dropped unanswered.
+#[derive(Debug, Default)]
+pub(super) struct RoomWants {
+    asked: AtomicU64,
+    answered: AtomicU64,
+}
+
+impl RoomWants {
+    /// Asks for room.
+    pub(super) fn ask(&self) -> u64 {
+        self.asked.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// How many requests there are so far; a round reads it before it reads the cluster.
+    pub(super) fn seen(&self) -> u64 {
+        self.asked.load(Ordering::Relaxed)
+    }
+
+    /// Whether requests up to `seen` are not answered yet; they count as answered from now.
+    fn take(&self, seen: u64) -> bool {
+        self.answered.fetch_max(seen, Ordering::Relaxed) < seen
+    }
+}
+
 impl Daemon {
     /// The power step of a round; `Ok(true)` when it changed the zone (the round ends there).
     pub(super) async fn power(
@@ -191,6 +217,7 @@ impl Daemon {
         executor: &Executor,
         model: &Arc<Model>,
         marks: &[PowerMark],
+        room_seen: u64,
         report: &mut RoundReport,
     ) -> Result<bool> {
         let Some(auto) = self.inner.parts.options.power.clone() else {
@@ -330,7 +357,7 @@ impl Daemon {
                 now
             }
         };
-        let room = z.room_wanted.swap(false, Ordering::Relaxed);
+        let room = z.room.take(room_seen);
         let high = pr.load > auto.wake_above;
         if (room || (high && quiet)) && !waking {
             // The roomiest node flxp switched off.
@@ -679,5 +706,27 @@ impl Daemon {
             .await;
         report.power = Some(pr);
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RoomWants;
+
+    /// A creation that finds no room while a round is past its read is answered by the next
+    /// round, which reads the node switched off meanwhile: the first does not drop it.
+    #[test]
+    fn a_request_for_room_after_a_rounds_read_waits_for_the_next_round() {
+        let room = RoomWants::default();
+        assert!(!room.take(room.seen()), "nothing asked");
+        let round1 = room.seen();
+        room.ask();
+        assert!(!room.take(round1), "asked after round 1 read the cluster");
+        let round2 = room.seen();
+        assert!(room.take(round2), "round 2 answers it");
+        assert!(!room.take(room.seen()), "answered once");
+        // Asked during a round, from that round's own read (an evacuation): answered at once.
+        let seen = room.ask();
+        assert!(room.take(seen));
     }
 }
