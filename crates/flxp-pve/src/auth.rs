@@ -58,6 +58,13 @@ pub enum TokenIdError {
     /// The realm is not an identifier.
     #[error("realm {0:?} is not a valid realm name")]
     Realm(String),
+    /// The token part holds `=`: the secret was pasted with the id (`USER@REALM!TOKENID=SECRET`).
+    /// The message never shows the value.
+    #[error(
+        "holds '=', as USER@REALM!TOKENID=SECRET does: give only USER@REALM!TOKENID here, and the secret with \
+         token-secret, token-secret-env or token-secret-file (the value is not shown)"
+    )]
+    WithSecret,
     /// The token name is not an identifier.
     #[error(
         "token id {0:?} must be at least 2 characters, start with a letter and hold only letters, digits, '.', '-', '_'"
@@ -68,6 +75,10 @@ pub enum TokenIdError {
 /// Checks a token id `USER@REALM!TOKENID` against Proxmox's formats.
 pub fn validate_token_id(id: &str) -> Result<(), TokenIdError> {
     let (userid, token) = id.rsplit_once('!').ok_or(TokenIdError::NoBang)?;
+    // Checked first: every other error quotes the part it is about.
+    if token.contains('=') {
+        return Err(TokenIdError::WithSecret);
+    }
     let (user, realm) = userid.rsplit_once('@').ok_or(TokenIdError::NoAt)?;
     if user.is_empty() || user.contains(|c: char| c.is_whitespace() || c == ':' || c == '/') {
         return Err(TokenIdError::User(user.to_owned()));
@@ -146,5 +157,17 @@ mod tests {
             let e = validate_token_id(id).unwrap_err().to_string();
             assert!(e.contains(want), "{id}: {e}");
         }
+    }
+
+    /// `USER@REALM!TOKENID=SECRET` pasted whole (the form `flxp sim --token` takes) is refused
+    /// without quoting the secret.
+    #[test]
+    fn a_token_id_with_its_secret_is_refused_without_showing_it() {
+        let e =
+            validate_token_id("root@pam!flxp=11111111-2222-3333-4444-555555555555").unwrap_err();
+        assert_eq!(e, TokenIdError::WithSecret);
+        let message = e.to_string();
+        assert!(!message.contains("1111"), "{message}");
+        assert!(message.contains("token-secret-file"), "{message}");
     }
 }
