@@ -15,7 +15,8 @@ use super::metrics::{Endpoint, EndpointError, Metrics};
 pub struct Contact {
     /// The last call Proxmox answered (even with an error answer: the zone is reachable).
     pub last_answer: Option<Instant>,
-    /// The last call that reached no one (refused, TLS, timeout, broken connection).
+    /// The last call that reached no one (refused, TLS, timeout, broken connection) or whose
+    /// credentials Proxmox refused (401).
     pub last_failure: Option<Instant>,
     /// Whether the newest outcome is such a failure: a zone that refused a connection a moment
     /// ago is not reachable, however recent its last answer.
@@ -77,6 +78,11 @@ impl MeteredTransport {
                     })
                     .inc();
                 match e {
+                    // Refused credentials: Proxmox answers, but flxp can do nothing there.
+                    Error::Api {
+                        kind: ApiErrorKind::AuthFailed,
+                        ..
+                    } => Some(false),
                     Error::Api { .. } | Error::TaskFailed { .. } => Some(true),
                     Error::Connect { .. }
                     | Error::Tls { .. }
@@ -188,6 +194,28 @@ mod tests {
             last.lock().unwrap().last_answer.is_some(),
             "an error answer is an answer"
         );
+    }
+
+    /// A zone whose token Proxmox refuses answers every call with 401: not ready, since flxp
+    /// can read and do nothing there.
+    #[tokio::test]
+    async fn refused_credentials_make_the_zone_unreachable() {
+        let fake = FakeApi::new(Snapshot::default()).fail(
+            "GET /cluster/tasks",
+            401,
+            "authentication failure",
+        );
+        let contact = SharedContact::default();
+        let api = Pve::from_transport(MeteredTransport::new(
+            Arc::clone(fake.transport()) as Arc<dyn Transport>,
+            "lab",
+            Arc::new(Metrics::new()),
+            Arc::clone(&contact),
+        ));
+        api.cluster_tasks().await.unwrap_err();
+        let c = *contact.lock().unwrap();
+        assert!(c.last_failure.is_some());
+        assert!(!c.reachable_within(Duration::from_secs(60)));
     }
 
     /// Answers until `refuse` is set, then refuses every connection.
