@@ -976,7 +976,7 @@ mod tests {
         assert_eq!(kept(&c, "a"), KeptBecause::Cpu);
     }
 
-    /// The tester's cpu4b: n1 runs near the CPU ceiling and is the least loaded by memory among
+    /// n1 runs near the CPU ceiling and is the least loaded by memory among
     /// the targets. The cheapest node, n3, is freed onto a node that stays under the ceiling,
     /// not kept because n1 would go over it.
     #[test]
@@ -998,7 +998,7 @@ mod tests {
         assert_eq!(kept(&c, "n1"), KeptBecause::Floor);
     }
 
-    /// The tester's cpu4: a node already above the ceiling receives nothing, and does not keep
+    /// A node already above the ceiling receives nothing, and does not keep
     /// every other node.
     #[test]
     fn a_node_above_the_cpu_ceiling_takes_nothing_but_keeps_nothing() {
@@ -1015,7 +1015,7 @@ mod tests {
         assert_ne!(c.plan.migrations[0].to, "n1");
     }
 
-    /// The tester's aa5: four anti-affine guests on n1..n4 and one large guest on n5. Once n1
+    /// Four anti-affine guests on n1..n4 and one large guest on n5. Once n1
     /// is freed (its guest onto n5), n5 is kept for that guest: the reason says so, and calls
     /// the nodes the plan frees "being freed", not "in maintenance".
     #[test]
@@ -1214,7 +1214,7 @@ mod tests {
         assert!(c.freed_names().iter().all(|n| n != "a"), "{:#?}", c.freed);
     }
 
-    /// The tester's r1: n5's guest uses 7.2 of 8 CPUs. The reason n5 stays names that guest,
+    /// n5's guest uses 7.2 of 8 CPUs. The reason n5 stays names that guest,
     /// not one node it would overload, which the same plan may free.
     #[test]
     fn a_cpu_reason_names_the_guest_not_a_node_being_freed() {

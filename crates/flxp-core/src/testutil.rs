@@ -12,7 +12,8 @@ use crate::constraints::Rules;
 use crate::placement::{PlacementOptions, Placer};
 use crate::state::State;
 
-/// Issue 12's first cluster: n1 32 GiB, n2 24 GiB, n3 16 GiB; 103 is pinned to n2.
+/// Three unequal nodes, n1 32 GiB, n2 24 GiB, n3 16 GiB; 103 is pinned to n2. On it the imbalance
+/// floor once read above a spread some placement reaches.
 pub fn floor1() -> Cluster {
     ClusterBuilder::new()
         .node(node("n1").memory(32 * GIB).cpus(4.0))
@@ -31,7 +32,7 @@ pub fn floor1() -> Cluster {
         .build()
 }
 
-/// Issue 12's second cluster: three 16 GiB nodes, n1 in maintenance.
+/// Three 16 GiB nodes, n1 in maintenance; the imbalance floor once read above reachable spreads here too.
 pub fn floor2() -> Cluster {
     ClusterBuilder::new()
         .node(

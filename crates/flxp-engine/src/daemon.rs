@@ -189,7 +189,7 @@ struct ZoneState {
     shutting: std::sync::Mutex<BTreeMap<String, i64>>,
 }
 
-/// The pipeline for one zone, telling plugins its name (issue 13); the shared one when it names a
+/// The pipeline for one zone, telling plugins its name; the shared one when it names a
 /// zone already, has no plugins, or cannot be rebuilt. Built once per zone, not per round.
 fn zone_placer(placer: &Arc<Placer>, zone: &str) -> Arc<Placer> {
     if placer.zone().is_some() || placer.plugins().specs().is_empty() {

@@ -144,7 +144,7 @@ mod tests {
         }
     }
 
-    /// A password written into a host (black-box re-check, round 3) is refused, and no error
+    /// A password written into a host (`https://user:password@host`) is refused, and no error
     /// shows it, whatever else is wrong with the text.
     #[test]
     fn credentials_in_a_host_are_refused_without_showing_them() {

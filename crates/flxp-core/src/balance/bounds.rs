@@ -101,7 +101,7 @@ pub(crate) fn can_leave(
 /// capacity-weighted mean, and that mean is at most what the balanced nodes carry in `state` plus
 /// every running guest elsewhere; the node with the most fixed load never goes below
 /// that load. `state` may be any placement (a plan's end): a node's guests are the ones `state`
-/// puts there, not the snapshot's, so a guest a plan brought in counts as movable (issue 12: one
+/// puts there, not the snapshot's, so a guest a plan brought in counts as movable (a guest
 /// that had arrived on a small node was taken as fixed there, and the floor beat real plans).
 pub fn pinned_spread_floor(cluster: &Cluster, rules: &Rules, state: &State, kind: LoadKind) -> f64 {
     let Some((cap_of, amount_of)) = amounts(kind) else {
@@ -468,14 +468,14 @@ pub enum Tightness {
     Plain,
     /// Both at one window: the loads end in `[x, x + spread]` for one `x` between `M − spread`
     /// and `M`, so the nodes above `x + spread` shed and those below `x` gain at that same `x`.
-    /// The exact search prunes with it (issue 12: at 10 and more migrations the plain bound left
+    /// The exact search prunes with it (at 10 and more migrations the plain bound left
     /// most placements open on medium clusters).
     Window,
     /// One window, and where departing guests can land: at a window `[x, x + spread]`, a node
     /// above `x + spread` that cannot shed its excess with guests small enough to stay on some
     /// node below `x` (on top of that node's fixed load) sends at least one guest away whose last
     /// migration ends on a node that is not below `x`, so it is a migration on top of every
-    /// arrival those nodes need (issue 12: on n1 32 GiB at 26.6 %, n2 24 GiB and n3 16 GiB
+    /// arrival those nodes need (for instance, on n1 32 GiB at 26.6 %, n2 24 GiB and n3 16 GiB
     /// empty, the 4 GiB guest n1 must shed does not fit on n3 under the window, so n3's arrival
     /// is a second migration). What a plan's report states; the exact search keeps the cheaper
     /// window bound.
@@ -819,7 +819,7 @@ mod tests {
         assert_eq!(t(31.0), Some(2));
     }
 
-    /// Issue 12: nodes at 60, 52 and 48 % with a mean of 53.3 %: a spread of
+    /// Nodes at 60, 52 and 48 % with a mean of 53.3 %: a spread of
     /// 9 pp leaves every node inside the window, yet lower than 12 pp needs a migration.
     #[test]
     fn a_lower_spread_than_the_start_needs_a_migration() {
@@ -857,7 +857,7 @@ mod tests {
         b.build()
     }
 
-    /// Issue 12 leftover: no node is above the window, but the empty node must gain 30 pp, and
+    /// No node is above the window, but the empty node must gain 30 pp, and
     /// the largest guest (20 GiB) with the next ones (7 GiB) needs three arrivals, which copy at
     /// least the 30 GiB they bring (one largest guest per arrival would say 2 and 2 GiB).
     #[test]
@@ -946,7 +946,7 @@ mod tests {
                 }
                 None => proptest::prop_assert_eq!(fewest, usize::MAX),
             }
-            // The landing bound too (issue 12), and it is never below the window bound.
+            // The landing bound too, and it is never below the window bound.
             match land {
                 Some(n) => {
                     proptest::prop_assert!(n.migrations <= fewest, "landing {} > {fewest}", n.migrations);
@@ -957,7 +957,7 @@ mod tests {
         }
     }
 
-    /// Issue 12: n1 32 GiB, n2 24 GiB and n3 16 GiB; after a plan moved a 4 GiB guest to n3
+    /// n1 32 GiB, n2 24 GiB and n3 16 GiB; after a plan moved a 4 GiB guest to n3
     /// (25 % of it), that guest counted as load n3 can never shed, so the floor read
     /// 25 − 15.28 = 9.72 pp while a placement at 6.25 pp exists. Only the pinned 0.5 GiB stays
     /// put, far below the mean: the floor is 0.
@@ -988,7 +988,7 @@ mod tests {
         assert!((f - (25.0 - 100.0 * 11.0 / 72.0)).abs() < 1e-9, "{f}");
     }
 
-    /// Issue 12 (`floor2`): n1 is in maintenance; a plan put its four guests and 105 on n3. They
+    /// `floor2`: n1 is in maintenance; a plan put its four guests and 105 on n3. They
     /// all may move again, so nothing is fixed: the floor is 0 (a placement at 0 pp exists),
     /// not 56.25 − 46.875 = 9.375.
     #[test]
@@ -1011,7 +1011,7 @@ mod tests {
             ..proptest::prelude::ProptestConfig::default()
         })]
 
-        /// Issue 12: the imbalance floor, taken at the start or at any placement that keeps
+        /// The imbalance floor, taken at the start or at any placement that keeps
         /// the pins (a plan's end), never exceeds the lowest spread of any such placement: up to
         /// 6 guests on 3 or 4 nodes of 16 to 64 GiB with host memory, every placement tried.
         /// Guests are plain, pinned to a node (`flxp.node`), ignored or stopped; one node may be
@@ -1111,7 +1111,7 @@ mod tests {
         }
     }
 
-    /// Why `bounds.migrations` is not the larger of the peak and trough bounds (issue 12): a
+    /// Why `bounds.migrations` is not the larger of the peak and trough bounds: a
     /// plan ending at 20, 50 and 50 % (spread 30) brought its peak to 50, which takes a move off
     /// a, but the start already has spread 30, so reaching the spread takes none.
     #[test]
@@ -1127,7 +1127,7 @@ mod tests {
         assert_eq!(n.migrations, 0);
     }
 
-    /// Issue 12: every guest on the full node carries 100 GiB of local disks,
+    /// Every guest on the full node carries 100 GiB of local disks,
     /// so any plan copies them along with the memory.
     #[test]
     fn the_bytes_bound_counts_local_disks() {

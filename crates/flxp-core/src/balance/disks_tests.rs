@@ -84,7 +84,7 @@ fn a_guest_whose_disks_fit_nowhere_is_unplaced_with_the_storage_figures() {
     );
 }
 
-/// Issue 12 leftover: when storage room is what refuses the moves that would balance, the stop
+/// When storage room is what refuses the moves that would balance, the stop
 /// reason and the headline say which storage and how much, not just "no safe move".
 #[test]
 fn a_spread_kept_by_storage_room_names_the_storage() {

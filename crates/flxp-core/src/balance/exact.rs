@@ -24,7 +24,7 @@
 //! search takes, with half as many states again, the first plan it finds with one migration fewer
 //! than the incumbent, then one fewer than that, and so on (not proven the fewest). That search
 //! tries each guest's node in the incumbent's final placement first: on medium clusters a goal
-//! placement is rare far from it (issue 12: none within 125,000 states from the largest guests
+//! placement is rare far from it (none within 125,000 states from the largest guests
 //! staying put), and common near it.
 //!
 //! In strict mode (the planner's) an order must also keep what the greedy planner keeps: a
@@ -34,7 +34,7 @@
 //! decision is one balancing move, or two in a row when the first alone would break that rule:
 //! the pair is judged as a whole, as the greedy planner judges a swap (each move still passes the
 //! placement filters on the state before it). Without pairs some clusters need an extra migration
-//! only to keep every single step from raising the measure (issue 12: two guests trading places
+//! only to keep every single step from raising the measure (two guests trading places
 //! so that a third move reaches the target). The baseline leaves strict mode off: it is the
 //! optimum of every safe plan.
 

@@ -419,7 +419,7 @@ pub(crate) fn finish(
 /// What any plan needs to reach what this one reaches: for spread, [`need_for_spread`] at [`Tightness::Landing`]
 /// with the guests it moves off nodes outside the balance (shedding and gaining taken together at
 /// every window of that width; this plan's own `peak_migrations` and `trough_migrations` bound
-/// only plans ending at its peak and trough, not every plan reaching its spread, issue 12); for a
+/// only plans ending at its peak and trough, not every plan reaching its spread); for a
 /// CV, just those guests (at least one when the CV fell). Guests these options never move (a
 /// running container without `restart-containers`) are not among what any such plan could move.
 fn plan_need(
@@ -673,7 +673,7 @@ mod tests {
         assert_eq!(p.metric, "cpu+memory");
     }
 
-    /// The default plan of one of issue 12's clusters, checked to reach `imbalance_after` with
+    /// The default plan of `floor1` or `floor2`, checked to reach `imbalance_after` with
     /// both floors at 0 and a peak bound of one migration, as both clusters have.
     /// A running container these options never move (no `restart-containers`) is not the
     /// cheapest migration any plan could make: three 100 GiB nodes at 80, 20 and 20 % of 10 GiB

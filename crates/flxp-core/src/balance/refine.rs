@@ -33,7 +33,7 @@ use super::softness::{penalty, traded};
 use super::units::Units;
 
 /// Largest problem solved exactly by default: guests the search may move × balanced nodes
-/// (36 guests on 9 nodes is 324). Issue 12: at the former 192 (16 guests on 6 nodes) clusters of
+/// (36 guests on 9 nodes is 324). At the former 192 (16 guests on 6 nodes) clusters of
 /// 7–9 nodes and 20–36 guests got the greedy plan alone, 1.30× the fewest migrations on average
 /// in the quality benchmark's medium family; [`WORK`] bounds the time instead.
 pub(crate) const SMALL: usize = 384;
@@ -338,7 +338,7 @@ mod tests {
         run_with(c, &BalanceOptions::default())
     }
 
-    /// Issue 12, `m048`: three 64 GiB nodes; pve1 holds the affinity pair 100+101 (8 GiB each)
+    /// Three 64 GiB nodes; pve1 holds the affinity pair 100+101 (8 GiB each)
     /// and three small guests. Moving the pair to pve3 (2 migrations) reaches 18.75 pp, as the
     /// greedy plan's 3 small moves do.
     fn m048() -> Cluster {
@@ -375,7 +375,7 @@ mod tests {
         );
     }
 
-    /// Issue 12: the greedy plan swaps and moves the affinity pair 103+109
+    /// A regression: the greedy plan swaps and moves the affinity pair 103+109
     /// (11 migrations, 3.12 pp); 4 single moves reach a lower spread.
     #[test]
     fn the_exact_step_replaces_a_greedy_plan_with_bundles_and_swaps() {
@@ -406,7 +406,7 @@ mod tests {
         assert!(p.imbalance_after <= 3.125 + 1e-6, "{}", p.summary);
     }
 
-    /// Issue 12: the greedy plan moves the pair 100+110 and stops at 10.94 pp after
+    /// The greedy plan moves the pair 100+110 and stops at 10.94 pp after
     /// 4 migrations; 2 single moves (105 to pve4, 102 to pve2) reach 9.90 pp, under 10.
     #[test]
     fn the_exact_step_beats_a_greedy_plan_with_a_bundle() {
@@ -457,7 +457,7 @@ mod tests {
             .collect()
     }
 
-    /// Issue 12, the quality benchmark's tight #19: four 32 GiB nodes about 80 % full. Three
+    /// A tight cluster from the quality benchmark: four 32 GiB nodes about 80 % full. Three
     /// migrations reach 3.1 pp, but only if 113 and 115 trade places first, which leaves the
     /// spread where it was and passes through 34.4 pp in between; no order of single steps that
     /// each keep the spread from rising exists, so before two-move decisions flxp needed four.
@@ -516,7 +516,7 @@ mod tests {
         assert!(p.migrations.iter().all(|m| m.purpose == Purpose::Balance));
     }
 
-    /// Issue 12, the quality benchmark's broken rules #6: two anti-affinity pairs sharing a node,
+    /// A broken-rules cluster from the quality benchmark: two anti-affinity pairs sharing a node,
     /// a guest pinned elsewhere, nodes of 32 to 128 GiB. Seven migrations fix every rule and
     /// reach 4.7 pp; the exact step used to spend its 250,000 states on placements of seven
     /// moves with no order of single steps and kept the greedy plan's nine.
@@ -558,7 +558,7 @@ mod tests {
         assert!(p.summary.contains("the fewest migrations"), "{}", p.summary);
     }
 
-    /// Issue 12: the quality benchmark's medium #20 (8 nodes, 30 guests; the greedy plan needs
+    /// A medium cluster from the quality benchmark (8 nodes, 30 guests; the greedy plan needs
     /// 17 migrations, 9 reach its spread). With the plain spread bound proving the fewest ran out
     /// of budget and the fallback near the greedy plan's placement reached 12; the one-window
     /// bound (`bounds::need_for_spread` at `Tightness::Window`) prunes enough that the search proves 9.
@@ -577,7 +577,7 @@ mod tests {
         assert!(p.summary.contains("the fewest migrations"), "{}", p.summary);
     }
 
-    /// Issue 12: the quality benchmark's medium #5 (7–9 nodes, 20–36 guests) was past the size
+    /// A medium cluster from the quality benchmark (7–9 nodes, 20–36 guests) was past the size
     /// cap, so it got the greedy plan of 10 migrations; the exact step now finds the fewest, 6.
     #[test]
     fn a_medium_cluster_gets_the_exact_step() {

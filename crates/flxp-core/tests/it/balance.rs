@@ -838,7 +838,7 @@ fn a_soft_taint_on_the_emptiest_node_is_traded_for_balance_by_its_weight() {
     assert!(plan_with(&c, &weighted(Some(25.0))).is_empty());
 }
 
-/// Issue 12 (tester LOW): under a CV measure a plan that lowers the CV needs at least one
+/// Under a CV measure a plan that lowers the CV needs at least one
 /// migration; the bound said 0.
 #[test]
 fn a_plan_lowering_the_cv_has_a_bound_of_at_least_one_migration() {

@@ -1,5 +1,5 @@
 //! A migration in flight counts on its source and its target until it lands: in the planner,
-//! the pre-step check, placement and the node's memory (issue 10).
+//! the pre-step check, placement and the node's memory.
 
 use flxp_core::balance::{BalanceOptions, Trigger, check_step, plan};
 use flxp_core::builder::*;

@@ -267,7 +267,7 @@ fn a_balance_plugin_s_unsafe_proposals_are_refused_with_the_reason() {
     let moved: Vec<u32> = plan.migrations.iter().map(|m| m.vmid).collect();
     assert_eq!(moved, [101]);
     assert!(plan.migrations[0].reason.starts_with("plugin power: test"));
-    // Issue 13, found by a tester: refusals are the proposals' verdicts (one each), no longer
+    // Refusals are the proposals' verdicts (one each), no longer
     // guests `skipped` as unmovable or warnings.
     let outcome = plan.plugin.as_ref().unwrap();
     let why = |i: usize| outcome.proposals[i].why.clone().unwrap_or_default();
@@ -494,7 +494,7 @@ fn a_failed_balance_plugin_with_ignore_is_recorded_in_the_plan() {
     );
 }
 
-/// Issue 13, found by a tester: a score plugin that gives every node the same score has no say:
+/// A score plugin that gives every node the same score has no say:
 /// it neither counts in the weighted mean (diluting the other scorers) nor shows in the
 /// breakdown, like a built-in scorer that has nothing to say.
 #[test]

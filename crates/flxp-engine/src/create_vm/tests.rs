@@ -481,7 +481,7 @@ async fn a_larger_storage_profile_grows_the_boot_disk_before_the_start() {
         "{steps:?}"
     );
     // The config writes: the flxp.creating marker after the clone, the shape after the resize
-    // and before the start, the marker's removal after the start (issue 10: it stays on the VM
+    // and before the start, the marker's removal after the start (it stays on the VM
     // until the VM is complete).
     let updates: Vec<usize> = (0..steps.len())
         .filter(|&i| steps[i] == "PUT /nodes/{node}/{kind}/{vmid}/config")

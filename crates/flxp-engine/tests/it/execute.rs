@@ -161,7 +161,7 @@ async fn a_failed_migration_is_reported_and_the_rest_goes_on() {
     z.shutdown().await;
 }
 
-/// Issue 10: with every task-status call failing, migrations that land were reported
+/// With every task-status call failing, migrations that land were reported
 /// as failed ("lost track of task"). The cluster is looked at before a migration is called failed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn landed_migrations_are_done_even_when_their_task_status_cannot_be_read() {

@@ -1,4 +1,4 @@
-//! A migration in flight counts on its target (issue 10): started by hand towards a
+//! A migration in flight counts on its target: started by hand towards a
 //! node, it keeps every other member of its anti-affinity group away from that node in the plan
 //! and in every step of the execution, until it lands.
 

@@ -1,4 +1,4 @@
-//! A balance plugin in a daemon round is told the zone it plans for (issue 13, found by a tester:
+//! A balance plugin in a daemon round is told the zone it plans for (it once was not:
 //! `zone` was null outside `flxp place/balance --zone`).
 
 use std::sync::{Arc, Mutex};

@@ -197,7 +197,7 @@ async fn migration_failures_come_back_typed() {
         target: "pve2".into(),
         ..Default::default()
     };
-    // Refused at once with HTTP 500, as qemu-server's `migrate_vm` does (issue 11, item 7).
+    // Refused at once with HTTP 500, as qemu-server's `migrate_vm` does.
     let e = c.migrate_qemu("pve1", 100, &offline).await.unwrap_err();
     assert!(
         e.to_string()

@@ -182,7 +182,7 @@ async fn a_running_container_needs_restart_at_once() {
 }
 
 // qemu: a running VM without `online` is refused in the handler, right after the lock check
-// ("can't migrate running VM without --online", 500), before any task exists (issue 11, item 7).
+// ("can't migrate running VM without --online", 500), before any task exists.
 #[tokio::test(start_paused = true)]
 async fn a_running_vm_without_online_is_refused_at_once() {
     let s = TestSim::cluster();

@@ -91,7 +91,7 @@ async fn bwlimit_slows_the_migration_down() {
 async fn a_running_vm_needs_online_and_local_disks_need_with_local_disks() {
     let s = TestSim::cluster();
     // Refused by the handler before any task exists, as qemu-server's `migrate_vm` does
-    // (issue 11, item 7: it used to be a task that failed).
+    // (it used to be a task that failed).
     let offline = [("target", "pve2")];
     let r = s.post_migrate("pve1", "qemu/100", &offline).await;
     r.assert_refused(500, "can't migrate running VM without --online");
@@ -405,7 +405,7 @@ fn local_lvm_per_node() -> serde_json::Value {
                            "102": {"config": {"scsi0": "local-lvm:vm-102-disk-0,size=8G"}}}}})
 }
 
-/// Issue 12 leftover: one storage id on two nodes is two storages: each node's entry keeps its
+/// One storage id on two nodes is two storages: each node's entry keeps its
 /// own size, and a migration with local disks needs room on the target's own storage.
 #[tokio::test(start_paused = true)]
 async fn a_local_storage_id_on_two_nodes_has_each_nodes_own_room() {

@@ -799,7 +799,7 @@ mod tests {
 
     #[test]
     fn durations_past_their_bound_are_refused_naming_the_key() {
-        // Issue 10: a lease of i64::MAX seconds passed the check, then the daemon panicked on
+        // Once a lease of i64::MAX seconds passed the check, then the daemon panicked on
         // the clock and left a lease that never ends in the node's notes.
         let e = parse(&format!(
             "{ZONE}[lease]\nenabled = true\nttl-secs = 9223372036854775807\n"

@@ -187,7 +187,7 @@ mod tests {
 
     #[test]
     fn a_token_from_the_environment_is_printed_ready_to_paste() {
-        // Issue 5: the banner prints the token in use, whoever chose it, so the curl works as is.
+        // The banner prints the token in use, whoever chose it, so the curl works as is.
         let b = banner("http://127.0.0.1:8080", "my-own-t0ken", false, &sim());
         assert!(
             b.contains("API token:    my-own-t0ken   (from FLXP_API_TOKEN)"),

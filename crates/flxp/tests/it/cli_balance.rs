@@ -352,7 +352,7 @@ fn sigterm_mid_round_starts_nothing_new_and_waits_for_running_migrations() {
     assert!(!z.migrating(), "no migration left running after exit");
 }
 
-/// Issue 10: a cluster whose only problem is a rule no node satisfies exits 3, and the
+/// A cluster whose only problem is a rule no node satisfies exits 3, and the
 /// first line says why instead of only "no balancing needed"; `--json` names it in `unmet`.
 #[test]
 fn an_unsatisfiable_rule_exits_3_and_the_headline_says_why() {
@@ -382,7 +382,7 @@ fn an_unsatisfiable_rule_exits_3_and_the_headline_says_why() {
     );
 }
 
-/// Issue 10: a negative number is a bad value of its option, not an unknown argument.
+/// A negative number is a bad value of its option, not an unknown argument.
 #[test]
 fn a_negative_number_names_its_option() {
     let file = example("pvesh-4node.json");
@@ -535,7 +535,7 @@ fn usage_with_a_method_that_ignores_it_is_a_warning_naming_the_flag() {
     assert!(!err.contains("--usage"), "{err}");
 }
 
-/// Issue 12: the demo's plan lowers the spread, so its lower bound names at
+/// The demo's plan lowers the spread, so its lower bound names at
 /// least one migration and the bytes of one.
 #[test]
 fn a_plan_that_lowers_the_spread_has_a_bound_of_at_least_one_migration() {
@@ -582,7 +582,7 @@ fn local_disks_snapshot() -> String {
     serde_json::to_string(&b.snapshot()).unwrap()
 }
 
-/// Issue 12 (bounds defects 2 and 3): with local disks the bytes bound counts them, and a plan
+/// With local disks the bytes bound counts them, and a plan
 /// that stops above the threshold exits 3 and says why.
 #[test]
 fn local_disks_count_in_the_bound_and_a_spread_left_above_the_threshold_exits_3() {
@@ -637,7 +637,7 @@ fn local_disks_count_in_the_bound_and_a_spread_left_above_the_threshold_exits_3(
     );
 }
 
-/// Issue 12: the headline names the actual stop reason: the migration budget,
+/// The headline names the actual stop reason: the migration budget,
 /// or HA guests in motion for the pve-* methods.
 #[test]
 fn the_not_met_headline_names_the_budget_or_ha_guests_in_motion() {
@@ -676,7 +676,7 @@ fn snapshot_file(b: &flxp_core::builder::ClusterBuilder) -> (tempfile::TempDir, 
     temp_file("snap.json", &serde_json::to_string(&b.snapshot()).unwrap())
 }
 
-/// Issue 12: a broken rule the budget leaves unfixed names the budget in the
+/// A broken rule the budget leaves unfixed names the budget in the
 /// headline and in `unmet`, not "cannot be fixed" (with one more migration it is fixed).
 #[test]
 fn a_rule_left_broken_by_the_budget_names_the_budget() {
@@ -725,7 +725,7 @@ fn a_rule_left_broken_by_the_budget_names_the_budget() {
     }
 }
 
-/// Issue 12: for the pve-* methods `unmet` names what the summary names (the
+/// For the pve-* methods `unmet` names what the summary names (the
 /// budget, the margin), not "no safe move lowers it".
 #[test]
 fn pve_methods_name_the_budget_or_margin_in_unmet() {
@@ -750,7 +750,7 @@ fn pve_methods_name_the_budget_or_margin_in_unmet() {
     }
 }
 
-/// Issue 12 (tester LOW): a bad `--effort` or `--soft-weight` is bad usage (exit 2) with a short
+/// A bad `--effort` or `--soft-weight` is bad usage (exit 2) with a short
 /// message, not a 300-digit number.
 #[test]
 fn bad_effort_or_soft_weight_is_bad_usage_with_a_short_message() {
@@ -771,7 +771,7 @@ fn bad_effort_or_soft_weight_is_bad_usage_with_a_short_message() {
     }
 }
 
-/// Issue 12 (tester LOW): a snapshot read from `-` is "stdin" in every error, also in those the
+/// A snapshot read from `-` is "stdin" in every error, also in those the
 /// model raises after the snapshot parsed.
 #[test]
 fn errors_name_a_snapshot_on_stdin_stdin() {

@@ -47,7 +47,7 @@ fn a_plan_frees_nodes_down_to_the_quorum_floor_and_says_why_others_stay() {
     assert_eq!(names(&c["freed"]), ["a", "b"], "{out}");
     assert_eq!(c["min_online"], 3);
     assert_eq!(v["dry_run"], true);
-    // Issue 12: `back` is always there (as `shutdown` is), empty when no node went back.
+    // `back` is always there (as `shutdown` is), empty when no node went back.
     assert_eq!(v["back"], Value::Array(Vec::new()), "{out}");
     let kept = c["kept"].as_array().unwrap();
     assert_eq!(kept.len(), 3);
@@ -62,7 +62,7 @@ fn a_plan_frees_nodes_down_to_the_quorum_floor_and_says_why_others_stay() {
         &out,
         &[
             "free a: 1 migration(s) off it",
-            // Issue 12: moving nothing reaches a spread too: the bound is on plans emptying a and b.
+            // Moving nothing reaches a spread too: the bound is on plans emptying a and b.
             "\nlower bound: any plan that empties a, b and reaches spread ",
             "keep c: 3 node(s) must stay online: quorum needs more than half",
         ],

@@ -126,7 +126,7 @@ fn guests_that_stay_on_the_node_are_listed_with_the_reason() {
     );
 }
 
-/// Issue 12 (tester LOW): moving nothing reaches some spread too, so the evacuation's bound line
+/// Moving nothing reaches some spread too, so the evacuation's bound line
 /// names the node emptied, not "any plan reaching spread X".
 #[test]
 fn the_bound_line_of_an_evacuation_names_the_node_emptied() {

@@ -68,7 +68,7 @@ a (policy free-memory, score 100.0)
 
 policy free-memory: free-memory 1; soft rules added to every policy unless set to 0: prefer-node 10, prefer-affinity 10, prefer-anti-affinity 10, prefer-no 10
 ";
-    // Issue 13, found by a tester: `--explain` says which soft-rule scorers the policy carries.
+    // `--explain` says which soft-rule scorers the policy carries.
     assert_eq!(out, want);
 }
 

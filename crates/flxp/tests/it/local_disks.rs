@@ -46,7 +46,7 @@ fn the_plan_avoids_a_target_whose_local_storage_lacks_room_and_every_move_lands(
     let z = sim_zone(&scenario(), 100_000.0, "", |_| {});
     let (code, out, err) = z.run(&["balance", "--json"]);
     let v: Value = serde_json::from_str(&out).unwrap();
-    // Issue 12: a plan that stops above the threshold exits 3 (it exited 0, the defect).
+    // A plan that stops above the threshold exits 3 (it used to exit 0).
     let above = v["imbalance_after"].as_f64() > v["threshold"].as_f64();
     assert_eq!(code, if above { 3 } else { 0 }, "{err}\n{out}");
     let planned = v["migrations"].as_array().unwrap();

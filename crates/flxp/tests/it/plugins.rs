@@ -295,7 +295,7 @@ fn balance_plans_the_plugin_s_safe_proposals_and_refuses_unsafe_ones() {
     let (_, v, err) = balance(&tight, "unsafe");
     let plan = &v;
     assert_eq!(plan["migrations"], json!([]), "{v} {err}");
-    // Issue 13, found by a tester: refusals are the proposals' verdicts, not `skipped` guests or
+    // Refusals are the proposals' verdicts, not `skipped` guests or
     // warnings.
     let proposals = plan["plugin"]["proposals"].to_string();
     assert!(
@@ -435,7 +435,7 @@ async fn serve_explains_plugins_in_placements_and_plans_with_balance_plugins() {
     assert_eq!(v["data"]["rebalancePlan"]["method"], "drain-fullest", "{v}");
 }
 
-/// Issue 13, tester defects 3 and 4: an error in the second `[[plugin]]` points at that table's
+/// An error in the second `[[plugin]]` points at that table's
 /// line, not the first one's, and names the plugin and the key in plain words.
 #[test]
 fn a_config_error_points_at_the_plugin_that_is_wrong() {
@@ -474,7 +474,7 @@ fn a_config_error_points_at_the_plugin_that_is_wrong() {
     }
 }
 
-/// Issue 13, found by a tester: a filter or balance plugin named in a policy says what it is and
+/// A filter or balance plugin named in a policy says what it is and
 /// where it belongs, rather than "unknown scorer".
 #[test]
 fn a_plugin_of_another_kind_in_a_policy_says_where_it_belongs() {
@@ -511,7 +511,7 @@ fn a_plugin_of_another_kind_in_a_policy_says_where_it_belongs() {
     );
 }
 
-/// Issue 13, found by a tester: a balance plugin that fails is the headline, by name and error,
+/// A balance plugin that fails is the headline, by name and error,
 /// and the exit code says the request is unmet (3 with `ignore`) or refused (1 with `fail`),
 /// never "the imbalance stays above the threshold".
 #[test]
@@ -578,7 +578,7 @@ fn a_failed_balance_plugin_is_the_headline_and_the_exit_code() {
     }
 }
 
-/// Issue 13, found by a tester: every proposal gets exactly one verdict, accepted or refused with
+/// Every proposal gets exactly one verdict, accepted or refused with
 /// its kind and reason, in `--json` and for people; refusals are not "not movable" guests.
 #[test]
 fn every_balance_proposal_gets_exactly_one_verdict() {
@@ -637,7 +637,7 @@ fn every_balance_proposal_gets_exactly_one_verdict() {
     assert!(!out.contains("not movable (ignored, locked"), "{out}");
 }
 
-/// Issue 13, found by a tester: with `ignore`, every failure is logged as a warning naming the
+/// With `ignore`, every failure is logged as a warning naming the
 /// plugin and what was wrong, answer-format failures included.
 #[test]
 fn every_ignored_plugin_failure_is_logged() {
@@ -658,7 +658,7 @@ fn every_ignored_plugin_failure_is_logged() {
     }
 }
 
-/// Issue 13, found by a tester: soft-rule scorers join custom policies on purpose; `--explain`
+/// Soft-rule scorers join custom policies on purpose; `--explain`
 /// says so, with the policy's weights.
 #[test]
 fn explain_shows_the_policy_s_weights_and_the_soft_rules_it_carries() {
@@ -679,7 +679,7 @@ fn explain_shows_the_policy_s_weights_and_the_soft_rules_it_carries() {
     assert!(!out.contains("prefer-no 10"), "{out}");
 }
 
-/// Issue 13, found by a tester: plugins called by `flxp serve` (placement, createVM, plans) are
+/// Plugins called by `flxp serve` (placement, createVM, plans) are
 /// told the zone, as `flxp place --zone` tells them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_tells_plugins_the_zone() {
