@@ -43,7 +43,7 @@ pub use error::{Error, Result};
 pub use model::Model;
 pub use snapshot::Snapshot;
 pub use state::State;
-pub use warning::Warning;
+pub use warning::{Warning, WarningKind};
 
 #[cfg(test)]
 mod testutil;

@@ -11,6 +11,19 @@ pub struct Warning {
     pub subject: String,
     /// What is wrong and what flxp does about it.
     pub message: String,
+    /// What caused it, for code that acts on warnings; not part of the rendered form.
+    pub kind: WarningKind,
+}
+
+/// What caused a warning, so code can filter warnings without reading their words.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum WarningKind {
+    /// Any warning without a more specific kind.
+    #[default]
+    Other,
+    /// The migration budget was spent before the plan did all it would.
+    BudgetSpent,
 }
 
 impl Warning {
@@ -19,6 +32,7 @@ impl Warning {
         Self {
             subject: format!("node {name}"),
             message: message.into(),
+            kind: WarningKind::Other,
         }
     }
 
@@ -27,6 +41,7 @@ impl Warning {
         Self {
             subject: subject.into(),
             message: message.into(),
+            kind: WarningKind::Other,
         }
     }
 
@@ -35,7 +50,15 @@ impl Warning {
         Self {
             subject: String::new(),
             message: message.into(),
+            kind: WarningKind::Other,
         }
+    }
+}
+
+impl Warning {
+    /// The same warning, marked with what caused it.
+    pub fn with_kind(self, kind: WarningKind) -> Self {
+        Self { kind, ..self }
     }
 }
 
@@ -52,5 +75,21 @@ impl fmt::Display for Warning {
 impl Serialize for Warning {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kind_is_not_rendered() {
+        let w = Warning::general("migration budget of 1 spent").with_kind(WarningKind::BudgetSpent);
+        assert_eq!(w.kind, WarningKind::BudgetSpent);
+        assert_eq!(Warning::general("x").kind, WarningKind::Other);
+        assert_eq!(
+            serde_json::to_string(&w).unwrap(),
+            "\"migration budget of 1 spent\""
+        );
     }
 }

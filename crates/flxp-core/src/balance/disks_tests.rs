@@ -104,7 +104,7 @@ fn a_spread_kept_by_storage_room_names_the_storage() {
     let s = State::new(&c);
     let p = plan(&c, &r, &s, &placer(), &BalanceOptions::default()).unwrap();
     assert!(p.migrations.is_empty(), "{}", p.summary);
-    let stop = p.stop.as_deref().unwrap_or_default();
+    let stop = p.stop.as_ref().map(ToString::to_string).unwrap_or_default();
     assert!(
         stop.contains(
             "storage local-lvm on b has 12.0 GiB free, guest 104 (qemu104) needs 40.0 GiB"

@@ -12,10 +12,10 @@
 use std::collections::BTreeMap;
 
 use crate::Result;
-use crate::Warning;
 use crate::cluster::{GuestIdx, NodeIdx};
 use crate::placement::Reason;
 use crate::units::fmt_bytes;
+use crate::warning::{Warning, WarningKind};
 
 use super::draft::{Draft, Step};
 use super::explain::target_phrase;
@@ -95,7 +95,8 @@ pub(crate) fn fix_all(sim: &mut Draft, scope: &Scope) -> Result<()> {
                 sim.warnings.push(Warning::general(format!(
                     "migration budget of {} spent: {left} broken rule(s) left for the next plan",
                     sim.budget
-                )));
+                ))
+                .with_kind(WarningKind::BudgetSpent));
                 return Ok(());
             }
             match try_fix(sim, &problem, scope)? {

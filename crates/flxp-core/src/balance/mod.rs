@@ -41,6 +41,7 @@ mod refine;
 mod room;
 mod search;
 mod softness;
+mod stop;
 pub mod trigger;
 pub(crate) mod units;
 
@@ -55,4 +56,5 @@ pub use plan::{
 };
 pub use planner::plan;
 pub use pve::{PveMove, Ranking, rank_moves, run_until_stable};
+pub use stop::PlanStop;
 pub use trigger::{Decision, PressureGate, Trigger};

@@ -14,6 +14,7 @@ use serde::{Serialize, Serializer};
 use super::measure::{LoadKind, Measure, NodeLoad};
 use super::methods::MethodName;
 use super::movable::StayKind;
+use super::stop::PlanStop;
 use crate::Warning;
 use crate::cluster::GuestKind;
 use crate::constraints::Violation;
@@ -269,11 +270,11 @@ pub struct Plan {
     /// Why balancing stopped while the imbalance stays above the threshold (the budget, the
     /// margin, HA guests in motion, no safe move); absent when it did not stop early.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub stop: Option<String>,
+    pub stop: Option<PlanStop>,
     /// Why hard rules stay broken when fixing stopped early (the migration budget ran out before
     /// a fix); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub rules_stop: Option<String>,
+    pub rules_stop: Option<PlanStop>,
     /// Problems in the input, conflicts, limits reached.
     pub warnings: Vec<Warning>,
     /// For a balance plugin: what it answered and the verdict on each proposal; absent for the

@@ -5,12 +5,12 @@
 //! however its JSON lists things.
 
 use crate::Result;
-use crate::Warning;
 use crate::cluster::Cluster;
 use crate::constraints::{Rules, violations};
 use crate::placement::Placer;
 use crate::state::State;
 use crate::units::fmt_bytes;
+use crate::warning::{Warning, WarningKind};
 
 use super::bounds::{
     Need, Tightness, can_leave, moves_for_peak, moves_for_trough, need_for_spread,
@@ -23,6 +23,7 @@ use super::methods::{self, PlanInput};
 use super::options::BalanceOptions;
 use super::plan::{Bounds, Plan, PlanSource};
 use super::search::{self, Stop};
+use super::stop::PlanStop;
 
 /// Plans migrations that fix broken hard rules and then balance the cluster, every step safe on
 /// the state the earlier steps leave.
@@ -56,20 +57,56 @@ pub(crate) fn plan_flxp(input: &PlanInput<'_>, options: &BalanceOptions) -> Resu
         std::time::Instant::now() + std::time::Duration::from_secs_f64(options.effort_secs)
     });
     let first = plan_once(input, options)?;
-    let greedy = if options.effort_secs <= 0.0 || first.migrations.is_empty() {
-        first
+    let (greedy, note) = if options.effort_secs <= 0.0 || first.migrations.is_empty() {
+        (first, None)
     } else {
-        thorough(input, options, first)?
+        let (best, note) = thorough(input, options, first)?;
+        (best, Some(note))
     };
     // Small clusters: an exact search within a work budget may beat the greedy plan.
-    Ok(super::refine::improve(input, options, greedy, deadline))
+    let mut plan = super::refine::improve(input, options, greedy, deadline);
+    // Thorough mode's note on its searches ends the summary, whichever plan won.
+    if let Some(note) = note {
+        plan.summary.push_str(&format!(" ({note})"));
+    }
+    Ok(plan)
+}
+
+/// What thorough mode searched, for the summary of the plan it chose.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct ThoroughNote {
+    /// Searches run, the first one included.
+    tried: usize,
+    /// Seconds they took.
+    secs: f64,
+    /// Migrations in the first search's plan.
+    first_migrations: usize,
+    /// Bytes the first search's plan copies.
+    first_bytes: u64,
+}
+
+impl std::fmt::Display for ThoroughNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "thorough mode: best of {} searches in {:.1} s; the first had {} migration(s), {}",
+            self.tried,
+            self.secs,
+            self.first_migrations,
+            fmt_bytes(self.first_bytes)
+        )
+    }
 }
 
 /// Thorough mode: searches again with other move costs, with and without swaps and over every
 /// node, within `effort_secs`, and keeps the plan that reaches the first one's imbalance (or
 /// better) and no more broken rules with the fewest migrations, then bytes, then the lowest
 /// imbalance. Time-bound, so not deterministic: the default mode is.
-fn thorough(input: &PlanInput<'_>, options: &BalanceOptions, first: Plan) -> Result<Plan> {
+fn thorough(
+    input: &PlanInput<'_>,
+    options: &BalanceOptions,
+    first: Plan,
+) -> Result<(Plan, ThoroughNote)> {
     let started = std::time::Instant::now();
     let budget = std::time::Duration::from_secs_f64(options.effort_secs);
     let (k0, b0) = (first.migrations.len(), first.bytes);
@@ -103,13 +140,13 @@ fn thorough(input: &PlanInput<'_>, options: &BalanceOptions, first: Plan) -> Res
         }
     }
     best.method = PlanSource::Balance(methods::flxp::NAME);
-    best.summary = format!(
-        "{} (thorough mode: best of {tried} searches in {:.1} s; the first had {k0} migration(s), {})",
-        best.summary,
-        started.elapsed().as_secs_f64(),
-        fmt_bytes(b0)
-    );
-    Ok(best)
+    let note = ThoroughNote {
+        tried,
+        secs: started.elapsed().as_secs_f64(),
+        first_migrations: k0,
+        first_bytes: b0,
+    };
+    Ok((best, note))
 }
 
 /// Whether `p` is a better plan than `best`: no more broken rules or unplaced guests, an
@@ -148,8 +185,7 @@ fn plan_once(input: &PlanInput<'_>, options: &BalanceOptions) -> Result<Plan> {
             if outcome.stop == Stop::Budget {
                 outcome.stop = Stop::NoGain;
             }
-            plan.warnings
-                .retain(|w| !w.message.starts_with("migration budget of"));
+            plan.warnings.retain(|w| w.kind != WarningKind::BudgetSpent);
         }
     }
     summarize(&mut plan, &outcome, fixes, options);
@@ -253,30 +289,15 @@ fn summarize(plan: &mut Plan, outcome: &search::Outcome, fixes: usize, options: 
     };
     parts.push(balance_part);
     if plan.imbalance_after > threshold && threshold < f64::MAX {
+        let budget = options.max_migrations;
+        let storage = || outcome.storage.clone();
         plan.stop = Some(match outcome.stop {
-            Stop::Budget if bal == 0 => format!(
-                "the migration budget of {} leaves too few migrations for balancing \
-                 (raise --max-migrations)",
-                options.max_migrations
-            ),
-            Stop::Budget => format!(
-                "the migration budget of {} is spent (raise --max-migrations)",
-                options.max_migrations
-            ),
-            Stop::Margin if outcome.budget_bound => format!(
-                "within the migration budget of {}, balancing would gain less than the margin \
-                 (raise --max-migrations)",
-                options.max_migrations
-            ),
-            Stop::Margin => "balancing would gain less than the margin".to_owned(),
-            _ if bal == 0 => format!(
-                "no safe move lowers it{}",
-                storage_words(outcome, usize::MAX)
-            ),
-            _ => format!(
-                "no further safe move lowers it enough{}",
-                storage_words(outcome, usize::MAX)
-            ),
+            Stop::Budget if bal == 0 => PlanStop::BudgetTooSmall { budget },
+            Stop::Budget => PlanStop::BudgetSpent { budget },
+            Stop::Margin if outcome.budget_bound => PlanStop::MarginWithinBudget { budget },
+            Stop::Margin => PlanStop::Margin,
+            _ if bal == 0 => PlanStop::NoSafeMove { storage: storage() },
+            _ => PlanStop::NoFurtherMove { storage: storage() },
         });
     }
     plan.summary = format!(
@@ -410,8 +431,7 @@ pub(crate) fn finish(
         summary: String::new(),
         stop: None,
         // The unmet line counts the rules; this says why they stay broken.
-        rules_stop: fixes_cut
-            .then(|| format!("the migration budget of {budget} is spent (raise --max-migrations)")),
+        rules_stop: fixes_cut.then_some(PlanStop::BudgetSpent { budget }),
         warnings,
     }
 }
@@ -752,5 +772,70 @@ mod tests {
         assert_eq!(b.trough_migrations, Some(1));
         assert_eq!(b.migrations, Some(4), "the four evacuees");
         assert_eq!(b.bytes, Some(5 * GIB));
+    }
+
+    /// n1 at 80 %, n2 and n3 at 20 %: one migration cannot bring the spread within 10 points.
+    fn one_heavy_node() -> Cluster {
+        let mut b = ClusterBuilder::new()
+            .node(node("n1").memory(100 * GIB).used(80 * GIB).cpus(32.0))
+            .node(node("n2").memory(100 * GIB).used(20 * GIB).cpus(32.0))
+            .node(node("n3").memory(100 * GIB).used(20 * GIB).cpus(32.0));
+        for (vmid, at) in (101..=112).zip(["n1"; 8].into_iter().chain(["n2", "n2", "n3", "n3"])) {
+            b = b.guest(vm(vmid, at).mem(10 * GIB, 12 * GIB));
+        }
+        b.build()
+    }
+
+    #[test]
+    fn a_spent_budget_is_a_typed_stop_and_a_typed_warning() {
+        let o = BalanceOptions {
+            max_migrations: 1,
+            ..trigger(10.0, 0.0)
+        };
+        let p = run(&one_heavy_node(), PlacementOptions::default(), &o);
+        assert_eq!(p.migrations.len(), 1, "{}", p.summary);
+        assert_eq!(
+            p.stop,
+            Some(PlanStop::BudgetSpent { budget: 1 }),
+            "{}",
+            p.summary
+        );
+        assert!(
+            p.warnings
+                .iter()
+                .any(|w| w.kind == WarningKind::BudgetSpent),
+            "{:?}",
+            p.warnings
+        );
+    }
+
+    #[test]
+    fn thorough_mode_adds_its_note_once_at_the_end() {
+        let o = BalanceOptions {
+            effort_secs: 0.2,
+            ..trigger(10.0, 0.0)
+        };
+        let p = run(&one_heavy_node(), PlacementOptions::default(), &o);
+        assert_eq!(
+            p.summary.matches("(thorough mode: ").count(),
+            1,
+            "{}",
+            p.summary
+        );
+        assert!(
+            p.summary.ends_with(" MiB)") || p.summary.ends_with(" GiB)"),
+            "{}",
+            p.summary
+        );
+        let note = ThoroughNote {
+            tried: 3,
+            secs: 1.5,
+            first_migrations: 4,
+            first_bytes: 40 * GIB,
+        };
+        assert_eq!(
+            note.to_string(),
+            "thorough mode: best of 3 searches in 1.5 s; the first had 4 migration(s), 40.0 GiB"
+        );
     }
 }

@@ -37,6 +37,7 @@ use super::movable::{Intent, Mover};
 use super::options::{BalanceOptions, UsageChoice};
 use super::plan::{Migration, Plan, PlanSource, Purpose, UsageMode, UsageUsed};
 use super::planner::finish;
+use super::stop::PlanStop;
 use super::units::UnitId;
 
 /// One ranked move of Proxmox's method.
@@ -366,11 +367,9 @@ pub(crate) fn plan(
                 moving.len(),
                 moving.join(", ")
             ),
-            Some(format!(
-                "{} HA guest(s) in motion ({})",
-                moving.len(),
-                moving.join(", ")
-            )),
+            Some(PlanStop::HaInMotion {
+                guests: moving.clone(),
+            }),
         )
     };
     let left = left_in_place(&sim);
@@ -438,7 +437,7 @@ fn choose(
     threshold: f64,
     options: &BalanceOptions,
     scale: &dyn Fn(f64, usize) -> f64,
-) -> Result<(String, Option<String>)> {
+) -> Result<(String, Option<PlanStop>)> {
     let method = ranking.name();
     if value <= threshold {
         return Ok((
@@ -474,7 +473,7 @@ fn choose(
             format!(
                 "cv {value:.3} is above the threshold {threshold}, but nothing can move: {why}"
             ),
-            Some(format!("nothing can move: {why}")),
+            Some(PlanStop::NothingCanMove { why }),
         ));
     };
     let after = scale(best.imbalance, n);
@@ -489,16 +488,17 @@ fn choose(
             100.0 * relative,
             100.0 * options.trigger.margin
         );
-        return Ok((format!("{gain}: no move"), Some(gain)));
+        return Ok((
+            format!("{gain}: no move"),
+            Some(PlanStop::BestMoveBelowMargin { detail: gain }),
+        ));
     }
     if members.len() > sim.budget_left() {
-        let why = format!(
-            "the best move needs {} migration(s), more than the migration budget of {} allows \
-             (raise --max-migrations)",
-            members.len(),
-            sim.budget
-        );
-        return Ok((why.clone(), Some(why)));
+        let stop = PlanStop::MoveOverBudget {
+            needed: members.len(),
+            budget: sim.budget,
+        };
+        return Ok((stop.to_string(), Some(stop)));
     }
     let why = match ranking {
         Ranking::Topsis => format!(
@@ -821,6 +821,25 @@ mod tests {
             .build();
         let p = bruteforce(&c);
         assert_eq!(p.migrations.len(), 1, "{}", p.summary);
+    }
+
+    #[test]
+    fn an_ha_guest_in_motion_is_the_typed_stop() {
+        let c = four_on_node1("ha=static")
+            .guest(
+                vm(105, "node2")
+                    .hastate("migrate")
+                    .mem(0, GIB)
+                    .cores(1.0, 0.0),
+            )
+            .build();
+        let p = bruteforce(&c);
+        assert_eq!(
+            p.stop,
+            Some(PlanStop::HaInMotion {
+                guests: vec!["vm:105".to_owned()]
+            })
+        );
     }
 
     #[test]

@@ -224,10 +224,6 @@ fn adopt(
         greedy.migrations.len(),
         fmt_bytes(greedy.bytes)
     );
-    // Thorough mode's note on its searches stays.
-    if let Some(at) = greedy.summary.find(" (thorough mode: ") {
-        plan.summary.push_str(&greedy.summary[at..]);
-    }
     plan
 }
 

@@ -19,11 +19,11 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 
 use crate::Result;
-use crate::Warning;
 use crate::cluster::NodeIdx;
 use crate::placement::Subject;
 use crate::state::State;
 use crate::units::{fmt_bytes, one_decimal};
+use crate::warning::{Warning, WarningKind};
 
 use super::draft::{Draft, Step};
 use super::movable::{Intent, Stay};
@@ -276,12 +276,15 @@ pub(crate) fn balance(sim: &mut Draft, opts: &BalanceOptions) -> Result<Outcome>
         });
     }
     if budget_bound && !rewound && end_value > target {
-        sim.warnings.push(Warning::general(format!(
-            "migration budget of {} spent before {} reached the target {}",
-            sim.budget,
-            measure.as_str(),
-            measure.fmt(target)
-        )));
+        sim.warnings.push(
+            Warning::general(format!(
+                "migration budget of {} spent before {} reached the target {}",
+                sim.budget,
+                measure.as_str(),
+                measure.fmt(target)
+            ))
+            .with_kind(WarningKind::BudgetSpent),
+        );
     }
     if stop != Stop::NoGain {
         storage.clear();

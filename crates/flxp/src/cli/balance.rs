@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use flxp_core::balance::{MethodName, Plan, Purpose, Registry, UsageChoice};
+use flxp_core::balance::{MethodName, Plan, PlanStop, Purpose, Registry, UsageChoice};
 use flxp_engine::{
     ExecuteOptions, ExecutionReport, Executor, Goal, LeaseKeeper, Limits, Model, planning,
 };
@@ -236,14 +236,16 @@ pub fn unmet(plan: &Plan, goal: &Goal) -> Vec<String> {
             .iter()
             .map(|l| l.reason.as_str())
             .collect();
-        let cause = plan.stop.as_deref().unwrap_or("no safe move lowers it");
+        let cause = plan.stop.clone().unwrap_or(PlanStop::NoSafeMove {
+            storage: Vec::new(),
+        });
         let threshold = plan.measure.fmt(plan.threshold);
-        why.push(if cause.starts_with("no ") && !left.is_empty() {
+        why.push(if cause.is_no_move() && !left.is_empty() {
             format!(
                 "the imbalance stays above the threshold {threshold} and {cause} ({})",
                 left.join("; ")
             )
-        } else if cause.starts_with("no ") {
+        } else if cause.is_no_move() {
             format!("the imbalance stays above the threshold {threshold} and {cause}")
         } else {
             format!("the imbalance stays above the threshold {threshold}: {cause}")
