@@ -727,7 +727,7 @@ mod tests {
         }
     }
 
-    fn issue12_plan(c: &Cluster, imbalance_after: f64) -> Plan {
+    fn floor_plan(c: &Cluster, imbalance_after: f64) -> Plan {
         let p = run(c, PlacementOptions::default(), &BalanceOptions::default());
         assert!(
             (p.imbalance_after - imbalance_after).abs() < 1e-9,
@@ -745,8 +745,8 @@ mod tests {
     /// placement at 6.25 pp exists, and `migrations` was 1 while reaching 12.5 pp takes 2 (the
     /// 4 GiB guest n1 must shed fits on no node that must gain).
     #[test]
-    fn issue12_floor1_bounds_are_bounds() {
-        let p = issue12_plan(&floor1(), 12.5);
+    fn floor1_bounds_are_bounds() {
+        let p = floor_plan(&floor1(), 12.5);
         let moved: Vec<(u32, &str, &str)> = p
             .migrations
             .iter()
@@ -765,8 +765,8 @@ mod tests {
     /// Before the fix the floor was 9.375 (n1's evacuees taken as fixed on n3) while a placement at 0 pp
     /// exists (n2 = {101, 102}, n3 = {103, 104, 105, 106}).
     #[test]
-    fn issue12_floor2_bounds_are_bounds() {
-        let p = issue12_plan(&floor2(), 18.75);
+    fn floor2_bounds_are_bounds() {
+        let p = floor_plan(&floor2(), 18.75);
         assert_eq!(p.migrations.len(), 5);
         let b = p.bounds;
         assert_eq!(b.trough_migrations, Some(1));
