@@ -102,6 +102,7 @@ impl fmt::Debug for Fingerprint {
 
 /// How the client decides to trust a server certificate.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum TlsTrust {
     /// The usual chain and name checks against the built-in web roots.
     #[default]

@@ -80,6 +80,7 @@ pub struct ZoneConfig {
 /// `fingerprint = "AA:.."` or `fingerprint = ["AA:..", "BB:.."]` (each node has its own cert).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(untagged)]
+#[non_exhaustive]
 pub enum Fingerprints {
     /// One fingerprint.
     One(String),

@@ -108,7 +108,8 @@ impl Serialize for StepReason {
 /// Compares the line users see, so tests can state reasons as text.
 impl PartialEq<&str> for StepReason {
     fn eq(&self, other: &&str) -> bool {
-        self.to_string() == *other
+        let line: &str = &self.to_string();
+        line == *other
     }
 }
 

@@ -62,6 +62,7 @@ pub struct BalanceOptions {
 /// What Proxmox's balancing methods take as a node's load (docs: Proxmox's `crs: ha=`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum UsageChoice {
     /// As the cluster's `crs` option says: static for `ha=static`, else dynamic.
     #[default]
