@@ -76,6 +76,7 @@ fn run(runtime: &tokio::runtime::Runtime, case: Case) {
             ..Overrides::default()
         },
         Goal::Balance(_) => Overrides::default(),
+        other => panic!("the bench does not know goal {other:?}"),
     };
     let spread = |sim: &Sim| {
         let m = Model::from_snapshot(&sim.world().snapshot(), &overrides).unwrap();

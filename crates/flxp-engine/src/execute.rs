@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use flxp_core::balance::{Migration, Plan, Purpose, check_step};
+use flxp_core::balance::{Migration, Plan, Purpose, StepReason, check_step};
 use flxp_core::placement::Placer;
 use flxp_core::{Overrides, Snapshot};
 use flxp_pve::Pve;
@@ -106,12 +106,26 @@ impl std::fmt::Debug for Executor {
     }
 }
 
+/// Why a planned step no longer holds; its `Display` is the line shown to users.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Stale {
+    /// The core's re-check refuses the step.
+    #[error(transparent)]
+    Step(#[from] StepReason),
+    /// An evacuation step's source node left maintenance meanwhile.
+    #[error("node {node} is no longer in maintenance")]
+    LeftMaintenance {
+        /// The source node.
+        node: String,
+    },
+}
+
 /// Why a migration could not start.
 pub(crate) enum NoStart {
     /// The cluster could not be read or used: the round stops.
     Unreadable(String),
     /// The step no longer holds: replan.
-    Stale(Vec<String>),
+    Stale(Vec<Stale>),
     /// Proxmox HA is about to move or is moving the guest: leave it alone, replan.
     HaPending(String),
 }
@@ -304,15 +318,15 @@ impl Executor {
                     .node_idx(&step.from)
                     .is_some_and(|i| !model.cluster.node(i).in_maintenance());
                 if left {
-                    return Ok(Err(NoStart::Stale(vec![format!(
-                        "node {} is no longer in maintenance",
-                        step.from
-                    )])));
+                    return Ok(Err(NoStart::Stale(vec![Stale::LeftMaintenance {
+                        node: step.from.clone(),
+                    }])));
                 }
             }
             Ok(
-                check_step(&model.cluster, &model.rules, &model.state, &placer, &step)
-                    .map_err(NoStart::Stale),
+                check_step(&model.cluster, &model.rules, &model.state, &placer, &step).map_err(
+                    |reasons| NoStart::Stale(reasons.into_iter().map(Stale::from).collect()),
+                ),
             )
         })
         .await

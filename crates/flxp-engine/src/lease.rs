@@ -244,6 +244,7 @@ fn secs(d: Duration) -> i64 {
 
 /// What a lease attempt found.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LeaseState {
     /// This process holds it.
     Held,

@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 
 /// What a round is for, so that it can be planned again on a fresh cluster.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Goal {
     /// Fix broken rules, then balance.
     Balance(BalanceOptions),
@@ -63,6 +64,7 @@ pub fn node(model: &Model, name: &str) -> Result<NodeIdx> {
 
 /// Why a round leaves a guest alone from now on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum HoldReason {
     /// Its migration failed in this round.
     Failed,

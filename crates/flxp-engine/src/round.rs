@@ -155,6 +155,7 @@ impl<'e> Round<'e> {
                     return;
                 }
                 Err(NoStart::Stale(reasons)) => {
+                    let reasons: Vec<String> = reasons.iter().map(ToString::to_string).collect();
                     self.queue.set(i, Status::Ended);
                     self.replan = Some(format!(
                         "step of {} {} → {} no longer holds: {}",

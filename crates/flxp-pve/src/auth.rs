@@ -13,6 +13,7 @@ pub const TICKET_LIFETIME: Duration = Duration::from_secs(2 * 3600);
 
 /// How the client authenticates; secrets are redacted in `Debug`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Credentials {
     /// An API token: `USER@REALM!TOKENID` and its secret (a UUID).
     Token {

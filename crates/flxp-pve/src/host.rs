@@ -38,54 +38,104 @@ impl fmt::Display for Host {
     }
 }
 
+/// Why a text is not a host.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HostError {
+    /// The text holds `user:password@`; it is never shown.
+    #[error(
+        "credentials in a host (`user:password@`) are not read and the value is not \
+         shown: give the host alone, and the token or user in the zone's auth keys"
+    )]
+    Credentials,
+    /// A scheme other than https or http.
+    #[error("{text:?}: only https:// (or http:// for the simulator) is supported")]
+    Scheme {
+        /// The host as given.
+        text: String,
+    },
+    /// Nothing but a scheme or slashes.
+    #[error("empty host")]
+    Empty,
+    /// A path after the host.
+    #[error("{text:?}: give a host or host:port, not a path")]
+    Path {
+        /// The host as given.
+        text: String,
+    },
+    /// A port that is not 1 to 65535.
+    #[error("{text:?}: port {port:?} is not a number from 1 to 65535")]
+    Port {
+        /// The host as given.
+        text: String,
+        /// The port as given.
+        port: String,
+    },
+    /// `[` without `]`.
+    #[error("{text:?}: missing ']' after the IPv6 address")]
+    MissingBracket {
+        /// The host as given.
+        text: String,
+    },
+    /// Something other than `:port` after `]`.
+    #[error("{text:?}: expected ':port' after ']'")]
+    AfterBracket {
+        /// The host as given.
+        text: String,
+    },
+    /// An empty name or one with white space.
+    #[error("{text:?}: invalid host name")]
+    Name {
+        /// The host as given.
+        text: String,
+    },
+}
+
 impl FromStr for Host {
-    type Err = String;
+    type Err = HostError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let s = s.trim();
         // `user:password@host` is refused before anything echoes the text: it may hold a password.
         if s.contains('@') {
-            return Err(
-                "credentials in a host (`user:password@`) are not read and the value is not \
-                        shown: give the host alone, and the token or user in the zone's auth keys"
-                    .into(),
-            );
+            return Err(HostError::Credentials);
         }
         let (scheme, rest) = if let Some(r) = s.strip_prefix("https://") {
             ("https", r)
         } else if let Some(r) = s.strip_prefix("http://") {
             ("http", r)
         } else if s.contains("://") {
-            return Err(format!(
-                "{s:?}: only https:// (or http:// for the simulator) is supported"
-            ));
+            return Err(HostError::Scheme { text: s.to_owned() });
         } else {
             ("https", s)
         };
         let rest = rest.trim_end_matches('/');
         if rest.is_empty() {
-            return Err("empty host".into());
+            return Err(HostError::Empty);
         }
         if rest.contains('/') {
-            return Err(format!("{s:?}: give a host or host:port, not a path"));
+            return Err(HostError::Path { text: s.to_owned() });
         }
         let port = |p: &str| {
             p.parse::<u16>()
                 .ok()
                 .filter(|p| *p != 0)
-                .ok_or_else(|| format!("{s:?}: port {p:?} is not a number from 1 to 65535"))
+                .ok_or_else(|| HostError::Port {
+                    text: s.to_owned(),
+                    port: p.to_owned(),
+                })
         };
         let (name, port) = if let Some(v6) = rest.strip_prefix('[') {
             let (name, after) = v6
                 .split_once(']')
-                .ok_or_else(|| format!("{s:?}: missing ']' after the IPv6 address"))?;
+                .ok_or_else(|| HostError::MissingBracket { text: s.to_owned() })?;
             match after {
                 "" => (name, DEFAULT_PORT),
                 p => (
                     name,
                     port(
                         p.strip_prefix(':')
-                            .ok_or_else(|| format!("{s:?}: expected ':port' after ']'"))?,
+                            .ok_or_else(|| HostError::AfterBracket { text: s.to_owned() })?,
                     )?,
                 ),
             }
@@ -98,7 +148,7 @@ impl FromStr for Host {
             (rest, DEFAULT_PORT)
         };
         if name.is_empty() || name.contains(char::is_whitespace) {
-            return Err(format!("{s:?}: invalid host name"));
+            return Err(HostError::Name { text: s.to_owned() });
         }
         Ok(Self {
             scheme,
@@ -139,7 +189,7 @@ mod tests {
             ("pve1/api2", "not a path"),
             ("[fd00::1", "missing ']'"),
         ] {
-            let e = text.parse::<Host>().unwrap_err();
+            let e = text.parse::<Host>().unwrap_err().to_string();
             assert!(e.contains(want), "{text}: {e}");
         }
     }
@@ -155,7 +205,7 @@ mod tests {
             "https://admin:SECRET@pve1/api2",
             "[fd00::1]:8006@SECRET",
         ] {
-            let e = text.parse::<Host>().unwrap_err();
+            let e = text.parse::<Host>().unwrap_err().to_string();
             assert!(e.contains("credentials in a host"), "{text}: {e}");
             assert!(!e.contains("SECRET"), "{text}: {e}");
         }

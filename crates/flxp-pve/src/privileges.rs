@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 
 /// What a zone is used for; each needs its own privileges on top of [`Feature::Read`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum Feature {
     /// Status, plans, snapshots, `place` (nothing is changed).
     Read,

@@ -37,23 +37,46 @@ impl Fingerprint {
     }
 }
 
+/// Why a text is not a SHA-256 fingerprint.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FingerprintError {
+    /// Not 64 hex digits once the colons are dropped.
+    #[error(
+        "expected 32 hex pairs (a SHA-256 fingerprint like AA:BB:...), got {digits} hex digits"
+    )]
+    Length {
+        /// How many digits there were.
+        digits: usize,
+    },
+    /// A character that is not ASCII split a pair.
+    #[error("not ASCII hex")]
+    NotAscii,
+    /// A pair that is not hex.
+    #[error("{pair:?} is not a hex pair")]
+    NotHex {
+        /// The pair as given.
+        pair: String,
+    },
+}
+
 impl FromStr for Fingerprint {
-    type Err = String;
+    type Err = FingerprintError;
 
     /// Reads hex pairs, case-insensitive, with or without `:` between them.
     fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
         let hex: String = s.trim().chars().filter(|c| *c != ':').collect();
         if hex.len() != 64 {
-            return Err(format!(
-                "expected 32 hex pairs (a SHA-256 fingerprint like AA:BB:...), got {} hex digits",
-                hex.len()
-            ));
+            return Err(FingerprintError::Length { digits: hex.len() });
         }
         let mut out = [0u8; 32];
         for (i, byte) in out.iter_mut().enumerate() {
-            let pair = hex.get(2 * i..2 * i + 2).ok_or("not ASCII hex")?;
-            *byte =
-                u8::from_str_radix(pair, 16).map_err(|_| format!("{pair:?} is not a hex pair"))?;
+            let pair = hex
+                .get(2 * i..2 * i + 2)
+                .ok_or(FingerprintError::NotAscii)?;
+            *byte = u8::from_str_radix(pair, 16).map_err(|_| FingerprintError::NotHex {
+                pair: pair.to_owned(),
+            })?;
         }
         Ok(Self(out))
     }
@@ -79,6 +102,7 @@ impl fmt::Debug for Fingerprint {
 
 /// How the client decides to trust a server certificate.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum TlsTrust {
     /// The usual chain and name checks against the built-in web roots.
     #[default]
@@ -245,9 +269,13 @@ mod tests {
 
     #[test]
     fn bad_fingerprints_say_why() {
-        let e = "AA:BB".parse::<Fingerprint>().unwrap_err();
+        let e = "AA:BB".parse::<Fingerprint>().unwrap_err().to_string();
         assert!(e.contains("got 4 hex digits"), "{e}");
-        let e = GUI.replace("9A", "ZZ").parse::<Fingerprint>().unwrap_err();
+        let e = GUI
+            .replace("9A", "ZZ")
+            .parse::<Fingerprint>()
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("\"ZZ\" is not a hex pair"), "{e}");
     }
 

@@ -80,6 +80,7 @@ pub struct ZoneConfig {
 /// `fingerprint = "AA:.."` or `fingerprint = ["AA:..", "BB:.."]` (each node has its own cert).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(untagged)]
+#[non_exhaustive]
 pub enum Fingerprints {
     /// One fingerprint.
     One(String),
@@ -224,7 +225,10 @@ impl ZoneConfig {
         self.hosts
             .iter()
             .enumerate()
-            .map(|(i, h)| h.parse().map_err(|e| config_err(&format!("hosts[{i}]"), e)))
+            .map(|(i, h)| {
+                h.parse::<Host>()
+                    .map_err(|e| config_err(&format!("hosts[{i}]"), e.to_string()))
+            })
             .collect()
     }
 
@@ -295,7 +299,10 @@ impl ZoneConfig {
             }
             let pins = items
                 .into_iter()
-                .map(|(key, text)| text.parse::<Fingerprint>().map_err(|e| config_err(&key, e)))
+                .map(|(key, text)| {
+                    text.parse::<Fingerprint>()
+                        .map_err(|e| config_err(&key, e.to_string()))
+                })
                 .collect::<Result<Vec<_>>>()?;
             return Ok(Some(TlsTrust::Pinned(pins)));
         }

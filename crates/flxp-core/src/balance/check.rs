@@ -6,14 +6,14 @@
 //! [`replay`] applies a whole plan step by step with the same check, which is how tests and
 //! `--dry-run` prove a plan safe at every intermediate state.
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
-use crate::cluster::{Cluster, GuestIdx};
+use crate::cluster::{Cluster, GuestIdx, GuestKind};
 use crate::constraints::Rules;
-use crate::placement::{Ctx, Placer, Subject};
+use crate::placement::{Ctx, Placer, Reason, Subject};
 use crate::state::State;
 
-use super::movable::{Intent, stays};
+use super::movable::{Intent, Stay, stays};
 use super::plan::Migration;
 use super::units::anti_conflict;
 
@@ -24,8 +24,93 @@ pub struct StepFailure {
     pub step: usize,
     /// The guest.
     pub vmid: u32,
-    /// Why not, one line per problem.
-    pub reasons: Vec<String>,
+    /// Why not, one per problem.
+    pub reasons: Vec<StepReason>,
+}
+
+/// Why a planned migration cannot run now; its `Display` is the line shown to users.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StepReason {
+    /// The guest is no longer in the cluster.
+    #[error("guest {vmid} is not in the cluster")]
+    GuestMissing {
+        /// The guest.
+        vmid: u32,
+    },
+    /// The guest is of another type than the plan has.
+    #[error("guest {vmid} is of type {}, the plan has type {}", actual.as_str(), planned.as_str())]
+    KindChanged {
+        /// The guest.
+        vmid: u32,
+        /// Its type now.
+        actual: GuestKind,
+        /// Its type in the plan.
+        planned: GuestKind,
+    },
+    /// The source or the target node is no longer in the cluster.
+    #[error("node {from} or {to} is not in the cluster")]
+    NodeMissing {
+        /// The plan's source node.
+        from: String,
+        /// The plan's target node.
+        to: String,
+    },
+    /// The guest is on another node than the plan's source.
+    #[error("guest {vmid} is on {on}, not on {from}")]
+    GuestElsewhere {
+        /// The guest.
+        vmid: u32,
+        /// Where it is now.
+        on: String,
+        /// Where the plan has it.
+        from: String,
+    },
+    /// The target is the node the guest is on.
+    #[error("guest {vmid} would migrate to the node it is on")]
+    SameNode {
+        /// The guest.
+        vmid: u32,
+    },
+    /// The guest may no longer be moved.
+    #[error("guest {vmid}: {stay}")]
+    Stays {
+        /// The guest.
+        vmid: u32,
+        /// Why it stays.
+        stay: Stay,
+    },
+    /// The bundle's guests must share a node and be apart at once.
+    #[error("the bundle's guests must share a node and also be apart ({rule}): the rules conflict")]
+    RulesConflict {
+        /// The anti-affinity rule the bundle breaks.
+        rule: String,
+    },
+    /// The target fails a placement filter.
+    #[error("{node}: {filter}: {reason}")]
+    Filter {
+        /// The target node.
+        node: String,
+        /// The filter's name.
+        filter: &'static str,
+        /// Why the filter refuses the node.
+        reason: Reason,
+    },
+}
+
+/// JSON shows each reason as its line, as it did when reasons were strings.
+impl Serialize for StepReason {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// Compares the line users see, so tests can state reasons as text.
+impl PartialEq<&str> for StepReason {
+    fn eq(&self, other: &&str) -> bool {
+        let line: &str = &self.to_string();
+        line == *other
+    }
 }
 
 /// Whether a migration may run now on this state: the guest is still where the plan has it, may
@@ -37,41 +122,39 @@ pub fn check_step(
     state: &State,
     placer: &Placer,
     m: &Migration,
-) -> Result<(), Vec<String>> {
+) -> Result<(), Vec<StepReason>> {
     let Some(g) = cluster.guest_idx(m.vmid) else {
-        return Err(vec![format!("guest {} is not in the cluster", m.vmid)]);
+        return Err(vec![StepReason::GuestMissing { vmid: m.vmid }]);
     };
     let guest = cluster.guest(g);
     let mut errs = Vec::new();
     if guest.kind != m.kind {
-        errs.push(format!(
-            "guest {} is of type {}, the plan has type {}",
-            m.vmid,
-            guest.kind.as_str(),
-            m.kind.as_str()
-        ));
+        errs.push(StepReason::KindChanged {
+            vmid: m.vmid,
+            actual: guest.kind,
+            planned: m.kind,
+        });
     }
     let (Some(from), Some(to)) = (cluster.node_idx(&m.from), cluster.node_idx(&m.to)) else {
-        errs.push(format!("node {} or {} is not in the cluster", m.from, m.to));
+        errs.push(StepReason::NodeMissing {
+            from: m.from.clone(),
+            to: m.to.clone(),
+        });
         return Err(errs);
     };
     let at = state.location(g);
     if at != from {
-        errs.push(format!(
-            "guest {} is on {}, not on {}",
-            m.vmid,
-            cluster.node(at).name,
-            m.from
-        ));
+        errs.push(StepReason::GuestElsewhere {
+            vmid: m.vmid,
+            on: cluster.node(at).name.clone(),
+            from: m.from.clone(),
+        });
     }
     if from == to {
-        errs.push(format!(
-            "guest {} would migrate to the node it is on",
-            m.vmid
-        ));
+        errs.push(StepReason::SameNode { vmid: m.vmid });
     }
     if let Some(stay) = stays(cluster, rules, g, Intent::Fix, 0) {
-        errs.push(format!("guest {}: {stay}", m.vmid));
+        errs.push(StepReason::Stays { vmid: m.vmid, stay });
     }
     if !errs.is_empty() {
         return Err(errs);
@@ -86,9 +169,7 @@ pub fn check_step(
     }
     members.sort();
     if let Some(rule) = anti_conflict(rules, &members) {
-        return Err(vec![format!(
-            "the bundle's guests must share a node and also be apart ({rule}): the rules conflict"
-        )]);
+        return Err(vec![StepReason::RulesConflict { rule }]);
     }
     let subject = if members.len() == 1 {
         Subject::guest(cluster, rules, g, from)
@@ -103,7 +184,11 @@ pub fn check_step(
     } else {
         Err(fails
             .into_iter()
-            .map(|(f, _, r)| format!("{}: {f}: {r}", m.to))
+            .map(|(filter, _, reason)| StepReason::Filter {
+                node: m.to.clone(),
+                filter,
+                reason,
+            })
             .collect())
     }
 }
@@ -181,7 +266,11 @@ mod tests {
         let rules = Rules::compile(&c);
         let s = State::new(&c);
         let p = placer();
-        let check = |m: &Migration| check_step(&c, &rules, &s, &p, m);
+        // The reasons as the lines users see.
+        let check = |m: &Migration| {
+            check_step(&c, &rules, &s, &p, m)
+                .map_err(|e| e.iter().map(ToString::to_string).collect::<Vec<_>>())
+        };
         assert_eq!(
             check(&step(999, "a", "b", &[])),
             Err(vec!["guest 999 is not in the cluster".to_owned()])
@@ -223,6 +312,6 @@ mod tests {
             &step(101, "a", "b", &[101, 102]),
         )
         .unwrap_err();
-        assert!(err[0].contains("the rules conflict"), "{err:?}");
+        assert!(err[0].to_string().contains("the rules conflict"), "{err:?}");
     }
 }

@@ -45,7 +45,7 @@ mod stop;
 pub mod trigger;
 pub(crate) mod units;
 
-pub use check::{StepFailure, check_step, replay};
+pub use check::{StepFailure, StepReason, check_step, replay};
 pub use measure::{LoadKind, Measure, Metric, NodeFigures, NodeLoad, cv, imbalance, spread};
 pub use methods::{BalanceMethod, MethodError, MethodName, PlanInput, Registry};
 pub use movable::{Intent, Stay, StayKind, stays};

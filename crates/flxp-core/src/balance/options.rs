@@ -62,6 +62,7 @@ pub struct BalanceOptions {
 /// What Proxmox's balancing methods take as a node's load (docs: Proxmox's `crs: ha=`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum UsageChoice {
     /// As the cluster's `crs` option says: static for `ha=static`, else dynamic.
     #[default]
@@ -73,7 +74,10 @@ pub enum UsageChoice {
 }
 
 impl UsageChoice {
-    /// The name used in options.
+    /// Every choice, in the order help lists them; names derive from [`Self::as_str`].
+    pub const ALL: [Self; 3] = [Self::Auto, Self::Static, Self::Dynamic];
+
+    /// The name used in options (the serde name too).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Auto => "auto",
@@ -84,12 +88,7 @@ impl UsageChoice {
 
     /// Parses the name used in options.
     pub fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "auto" => Some(Self::Auto),
-            "static" => Some(Self::Static),
-            "dynamic" => Some(Self::Dynamic),
-            _ => None,
-        }
+        Self::ALL.into_iter().find(|u| u.as_str() == name)
     }
 }
 

@@ -9,6 +9,7 @@ use crate::warning::Warning;
 /// Proxmox's CRS mode (`crs: ha=...`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum CrsMode {
     /// Count of services per node.
     #[default]

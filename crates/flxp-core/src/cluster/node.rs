@@ -18,6 +18,7 @@ impl NodeIdx {
 /// A node's cluster status as `/cluster/resources` reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum NodeReachability {
     /// Reachable and in quorum.
     Online,

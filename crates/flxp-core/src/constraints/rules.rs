@@ -16,6 +16,7 @@ pub struct GroupId(pub u32);
 /// Together or apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum GroupKind {
     /// All running members on one node.
     Affinity,

@@ -24,6 +24,7 @@ pub use protocol::{
 /// What a failed call does to the decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum OnFailure {
     /// Decide without the plugin and say so in the decision's warnings.
     #[default]

@@ -11,6 +11,7 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// What a plugin does: judge nodes, score nodes, or propose migrations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum PluginKind {
     /// Allows or refuses each candidate node, with a reason for each refusal.
     Filter,

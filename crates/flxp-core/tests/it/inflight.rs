@@ -102,7 +102,7 @@ fn the_pre_step_check_refuses_the_target_of_a_member_in_flight() {
     };
     let err = check_step(&c, &rules, &State::new(&c), &placer(), &m).unwrap_err();
     assert!(
-        err[0].contains("anti-affinity") && err[0].contains("101"),
+        err[0].to_string().contains("anti-affinity") && err[0].to_string().contains("101"),
         "{err:?}"
     );
 }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use flxp_core::units::GIB;
+use flxp_core::units::{GIB, MIB};
 use flxp_pve::Secret;
 
 use super::{CreateError, CreateStep};
@@ -88,7 +88,7 @@ impl VmRequest {
     /// Every check that needs no cluster; the error names the field.
     pub fn validate(&self) -> Result<(), CreateError> {
         check_dns_name(&self.name).map_err(|e| invalid("name", e.to_string()))?;
-        if self.memory < 16 << 20 {
+        if self.memory < 16 * MIB {
             return Err(invalid("memory", "must be at least 16 MiB"));
         }
         if self.cores == 0 || self.sockets == 0 {

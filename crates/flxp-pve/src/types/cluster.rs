@@ -14,6 +14,7 @@ use super::quirks::u32_required;
 /// The `type` filter of `GET /cluster/resources` (`vm` returns qemu and lxc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum ResourceType {
     /// qemu and lxc guests.
     Vm,

@@ -148,6 +148,11 @@ pub fn parse_size(v: &str) -> Option<u64> {
     if !num.chars().all(|c| c.is_ascii_digit() || c == '.') || num.matches('.').count() > 1 {
         return None;
     }
+    // Whole numbers stay in integers: through f64 they would lose bytes above 2^53. Past u64 they
+    // fall through to f64, which saturates as before.
+    if let Some(bytes) = num.parse::<u64>().ok().and_then(|n| n.checked_mul(mult)) {
+        return Some(bytes);
+    }
     let n: f64 = num.parse().ok()?;
     Some((n * mult as f64) as u64)
 }
@@ -155,6 +160,14 @@ pub fn parse_size(v: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn whole_sizes_above_2_pow_53_are_exact() {
+        let n = (1u64 << 53) + 1;
+        assert_eq!(parse_size(&n.to_string()), Some(n));
+        assert_eq!(parse_size("8388609G"), Some(8_388_609 * GIB));
+        assert_eq!(parse_size("0.5K"), Some(512));
+    }
 
     #[test]
     fn named_formats_give_proxmox_texts() {

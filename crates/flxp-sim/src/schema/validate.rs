@@ -279,7 +279,7 @@ impl<'a> Validator<'a> {
     }
 
     /// `parse_property_string`: `key=value,...` with a default key, aliases and typed values.
-    pub fn parse_property_string(
+    pub(crate) fn parse_property_string(
         &self,
         format: &'a Map<String, Value>,
         data: &str,

@@ -72,8 +72,12 @@ fn soft_weight_parser(text: &str) -> std::result::Result<f64, String> {
 /// Parses `--usage`.
 fn usage_parser() -> impl clap::builder::TypedValueParser<Value = UsageChoice> {
     use clap::builder::TypedValueParser;
-    clap::builder::PossibleValuesParser::new(["auto", "static", "dynamic"])
-        .map(|name: String| UsageChoice::from_name(&name).unwrap_or_default())
+    clap::builder::PossibleValuesParser::new(UsageChoice::ALL.map(UsageChoice::as_str)).try_map(
+        |name: String| {
+            // The possible values come from ALL, so this only fails if the two lists drift.
+            UsageChoice::from_name(&name).ok_or_else(|| format!("unknown usage {name:?}"))
+        },
+    )
 }
 
 /// `--method`'s value, read before the config: a method of the command line's registry, or

@@ -729,6 +729,11 @@ impl Config {
                 "plugin {name:?} is a balance plugin: use it as a method (`--method {name}`, \
                  `[balance] method`), not in a policy (only score plugins are weighed in a policy)"
             )),
+            // A kind added later is refused by name until someone decides where it belongs.
+            other => Some(format!(
+                "plugin {name:?} is a {} plugin: only score plugins are weighed in a policy",
+                other.as_str()
+            )),
         }
     }
 
