@@ -778,10 +778,10 @@ fn empty_plan(
 ) -> Plan {
     let measure = options.measure;
     let kind = measure.load_kind(options.metric);
-    let sim = Draft::new(cluster, rules, placer, state, kind, measure, 0, usize::MAX);
+    let draft = Draft::new(cluster, rules, placer, state, kind, measure, 0, usize::MAX);
     let threshold = measure.default_threshold();
     finish(
-        sim,
+        draft,
         state,
         crate::balance::PlanSource::Consolidate,
         options.metric,

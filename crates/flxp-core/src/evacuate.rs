@@ -49,18 +49,18 @@ pub fn evacuate(
     }
     let measure = options.measure;
     let kind = measure.load_kind(options.metric);
-    let mut sim = Draft::new(&c, rules, placer, state, kind, measure, 0, usize::MAX);
+    let mut draft = Draft::new(&c, rules, placer, state, kind, measure, 0, usize::MAX);
     placer.policy_def(&options.policy)?;
-    sim.target_policy = Some(options.policy.clone());
+    draft.target_policy = Some(options.policy.clone());
     let scope = Scope {
         only_nodes: Some(targets.clone()),
         stopped_off_maintenance: options.include_stopped,
         make_room: 0,
     };
-    fix::fix_all(&mut sim, &scope)?;
+    fix::fix_all(&mut draft, &scope)?;
     let threshold = measure.default_threshold();
     let mut plan = finish(
-        sim,
+        draft,
         state,
         crate::balance::PlanSource::Evacuate,
         options.metric,

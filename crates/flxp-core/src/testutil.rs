@@ -78,7 +78,7 @@ pub(crate) fn with_draft<R>(
     let rules = Rules::compile(c);
     let placer = placer();
     let state = State::new(c);
-    let mut sim = Draft::new(
+    let mut draft = Draft::new(
         c,
         &rules,
         &placer,
@@ -88,7 +88,7 @@ pub(crate) fn with_draft<R>(
         0,
         budget,
     );
-    f(&mut sim, &state)
+    f(&mut draft, &state)
 }
 
 /// Each migration of the plan as (vmid, target), in plan order.

@@ -84,7 +84,7 @@ impl<'a> Draft<'a> {
         options: &super::options::BalanceOptions,
     ) -> Self {
         let measure = options.measure;
-        let mut sim = Self::new(
+        let mut draft = Self::new(
             cluster,
             rules,
             placer,
@@ -94,9 +94,9 @@ impl<'a> Draft<'a> {
             options.cooldown_secs,
             options.max_migrations,
         );
-        sim.restart_containers = options.restart_containers;
-        sim.soft_weight = options.soft_weight;
-        sim
+        draft.restart_containers = options.restart_containers;
+        draft.soft_weight = options.soft_weight;
+        draft
     }
 
     /// Starts from a state.
@@ -443,7 +443,7 @@ mod tests {
         let rules = Rules::compile(&c);
         let p = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
         let start = State::new(&c);
-        let mut sim = Draft::new(
+        let mut draft = Draft::new(
             &c,
             &rules,
             &p,
@@ -455,19 +455,19 @@ mod tests {
         );
         let g = |v| c.guest_idx(v).unwrap();
         let (a, b) = (c.node_idx("a").unwrap(), c.node_idx("b").unwrap());
-        sim.apply(&[g(101)], b, Purpose::Balance, "one", None, Step::New);
-        sim.apply(&[g(102)], b, Purpose::Swap, "two", None, Step::New);
-        sim.apply(&[g(103)], a, Purpose::Swap, "two", None, Step::Joined);
-        let steps: Vec<u32> = sim.migrations.iter().map(|m| m.step).collect();
+        draft.apply(&[g(101)], b, Purpose::Balance, "one", None, Step::New);
+        draft.apply(&[g(102)], b, Purpose::Swap, "two", None, Step::New);
+        draft.apply(&[g(103)], a, Purpose::Swap, "two", None, Step::Joined);
+        let steps: Vec<u32> = draft.migrations.iter().map(|m| m.step).collect();
         assert_eq!(steps, vec![0, 1, 1]);
-        assert_eq!(sim.budget_left(), 2);
-        assert!(sim.has_moved(g(103)));
-        assert_eq!(sim.migrations[0].reason, "one; spread 3.1 pp → 3.1 pp");
-        sim.rewind(&start, 0, 1);
-        assert_eq!(sim.migrations.len(), 1);
-        assert!(!sim.has_moved(g(102)) && !sim.has_moved(g(103)));
-        assert_eq!(sim.state.location(g(101)), b);
-        assert_eq!(sim.state.location(g(102)), a);
-        assert_eq!(sim.objective.measure(Measure::Spread), 3.125);
+        assert_eq!(draft.budget_left(), 2);
+        assert!(draft.has_moved(g(103)));
+        assert_eq!(draft.migrations[0].reason, "one; spread 3.1 pp → 3.1 pp");
+        draft.rewind(&start, 0, 1);
+        assert_eq!(draft.migrations.len(), 1);
+        assert!(!draft.has_moved(g(102)) && !draft.has_moved(g(103)));
+        assert_eq!(draft.state.location(g(101)), b);
+        assert_eq!(draft.state.location(g(102)), a);
+        assert_eq!(draft.objective.measure(Measure::Spread), 3.125);
     }
 }

@@ -119,22 +119,22 @@ type Counted = (Vec<u32>, Vec<String>, i64);
 
 /// Every guest the draft has not moved and that balancing may not touch, counted by reason, in
 /// the order a reader needs them (HA and motion first, then locks, ..., stopped guests last).
-pub(crate) fn left_in_place(sim: &Draft) -> Vec<LeftInPlace> {
-    let cluster = sim.cluster;
+pub(crate) fn left_in_place(draft: &Draft) -> Vec<LeftInPlace> {
+    let cluster = draft.cluster;
     let mut by_kind: BTreeMap<(usize, StayKind), Counted> = BTreeMap::new();
     for g in cluster.guest_indexes() {
-        if sim.has_moved(g) {
+        if draft.has_moved(g) {
             continue;
         }
         let guest = cluster.guest(g);
-        let unit = sim.units.get(sim.units.of(g));
+        let unit = draft.units.get(draft.units.of(g));
         let stay = stays_for(
             cluster,
-            sim.rules,
+            draft.rules,
             g,
             Intent::Balance,
-            sim.cooldown_secs,
-            sim.mover,
+            draft.cooldown_secs,
+            draft.mover,
         )
         .or_else(|| {
             unit.conflict
@@ -142,7 +142,7 @@ pub(crate) fn left_in_place(sim: &Draft) -> Vec<LeftInPlace> {
                 .map(|rule| Stay::Conflict { rule: rule.clone() })
         })
         .or_else(|| {
-            (!sim.restart_containers && guest.running && guest.kind == GuestKind::Lxc)
+            (!draft.restart_containers && guest.running && guest.kind == GuestKind::Lxc)
                 .then_some(Stay::RunningContainer)
         });
         let Some(stay) = stay else {

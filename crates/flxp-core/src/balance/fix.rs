@@ -56,15 +56,15 @@ struct Failed {
 /// without the units out of tries; a unit that fits nowhere is retried at most [`MAX_TRIES`]
 /// times, only after moves, and never when rules no move changes (node rules, labels, taints,
 /// offline or maintenance nodes) refuse every node.
-pub(crate) fn fix_all(sim: &mut Draft, scope: &Scope) -> Result<()> {
+pub(crate) fn fix_all(draft: &mut Draft, scope: &Scope) -> Result<()> {
     // With a scope, only units with a member on its nodes can have a problem there; nothing moves
     // onto those nodes (they are in maintenance), so finding them once is enough.
     let mut scoped: Option<Vec<UnitId>> = scope.only_nodes.as_ref().map(|nodes| {
-        let mut v: Vec<UnitId> = sim
+        let mut v: Vec<UnitId> = draft
             .cluster
             .guest_indexes()
-            .filter(|&g| nodes.contains(&sim.state.location(g)))
-            .map(|g| sim.units.of(g))
+            .filter(|&g| nodes.contains(&draft.state.location(g)))
+            .map(|g| draft.units.of(g))
             .collect();
         v.sort_unstable();
         v.dedup();
@@ -72,7 +72,7 @@ pub(crate) fn fix_all(sim: &mut Draft, scope: &Scope) -> Result<()> {
     });
     let mut failed: BTreeMap<UnitId, Failed> = BTreeMap::new();
     'detect: loop {
-        let problems = detect(sim, scope, scoped.as_deref());
+        let problems = detect(draft, scope, scoped.as_deref());
         // Fixes never break a rule (every target passes the filters), so only units with a
         // problem now can have one later: only they are looked at again, except those out of
         // tries (they are not tried again; the last detection below looks at them).
@@ -80,7 +80,7 @@ pub(crate) fn fix_all(sim: &mut Draft, scope: &Scope) -> Result<()> {
             Some(units(problems.iter().map(|p| p.unit).filter(|u| {
                 failed.get(u).is_none_or(|f| f.tries < MAX_TRIES)
             })));
-        let planned = sim.migrations.len();
+        let planned = draft.migrations.len();
         for problem in problems {
             let eligible = failed
                 .get(&problem.unit)
@@ -88,25 +88,25 @@ pub(crate) fn fix_all(sim: &mut Draft, scope: &Scope) -> Result<()> {
             if !eligible {
                 continue;
             }
-            if sim.budget_left() < problem.members.len() {
+            if draft.budget_left() < problem.members.len() {
                 let all = with_failed(scoped.as_deref(), &failed);
-                let left = detect(sim, scope, Some(&all)).len();
-                sim.fixes_cut = true;
-                sim.warnings.push(Warning::general(format!(
+                let left = detect(draft, scope, Some(&all)).len();
+                draft.fixes_cut = true;
+                draft.warnings.push(Warning::general(format!(
                     "migration budget of {} spent: {left} broken rule(s) left for the next plan",
-                    sim.budget
+                    draft.budget
                 ))
                 .with_kind(WarningKind::BudgetSpent));
                 return Ok(());
             }
-            match try_fix(sim, &problem, scope)? {
+            match try_fix(draft, &problem, scope)? {
                 Attempt::Fixed => {
                     failed.remove(&problem.unit);
                 }
                 Attempt::Failed { reason, hopeless } => {
                     let tries = failed.get(&problem.unit).map_or(0, |f| f.tries) + 1;
                     let failure = Failed {
-                        at: sim.migrations.len(),
+                        at: draft.migrations.len(),
                         tries: if hopeless { MAX_TRIES } else { tries },
                         reason,
                     };
@@ -115,18 +115,18 @@ pub(crate) fn fix_all(sim: &mut Draft, scope: &Scope) -> Result<()> {
             }
             // A move changes what is broken and what fits: find the problems again. A failed
             // try moved nothing, so the rest of this list is what a new detection would give.
-            if sim.migrations.len() != planned {
+            if draft.migrations.len() != planned {
                 continue 'detect;
             }
         }
         break;
     }
     let all = with_failed(scoped.as_deref(), &failed);
-    let still: Vec<Problem> = detect(sim, scope, Some(&all));
+    let still: Vec<Problem> = detect(draft, scope, Some(&all));
     for p in still {
         if let Some(f) = failed.get(&p.unit) {
             let reason = f.reason.clone();
-            sim.unplaced(&p.members, &p.rule, &reason);
+            draft.unplaced(&p.members, &p.rule, &reason);
         }
     }
     Ok(())
@@ -177,11 +177,11 @@ fn refusal_is_fixed(reason: &Reason) -> bool {
 }
 
 /// Fixes one problem, or says why nothing fits.
-fn try_fix(sim: &mut Draft, p: &Problem, scope: &Scope) -> Result<Attempt> {
+fn try_fix(draft: &mut Draft, p: &Problem, scope: &Scope) -> Result<Attempt> {
     #[cfg(test)]
     work::add(&work::TRIED, 1);
     if p.split {
-        return Ok(match join(sim, p)? {
+        return Ok(match join(draft, p)? {
             None => Attempt::Fixed,
             Some(reason) => Attempt::Failed {
                 reason,
@@ -189,11 +189,11 @@ fn try_fix(sim: &mut Draft, p: &Problem, scope: &Scope) -> Result<Attempt> {
             },
         });
     }
-    let label = sim.units.get(p.unit).group.clone();
-    let subject = sim.subject(&p.members, label.as_deref());
-    let from = sim.state.location(p.members[0]);
-    let ranked = sim.ranked_targets(&subject, &[from])?;
-    let stopped = p.members.len() == 1 && !sim.cluster.guest(p.members[0]).running;
+    let label = draft.units.get(p.unit).group.clone();
+    let subject = draft.subject(&p.members, label.as_deref());
+    let from = draft.state.location(p.members[0]);
+    let ranked = draft.ranked_targets(&subject, &[from])?;
+    let stopped = p.members.len() == 1 && !draft.cluster.guest(p.members[0]).running;
     let prefix = if stopped {
         "offline migration (guest is stopped): "
     } else {
@@ -205,7 +205,7 @@ fn try_fix(sim: &mut Draft, p: &Problem, scope: &Scope) -> Result<Attempt> {
     };
     let verb = match p.purpose {
         // A node a consolidation frees is not in maintenance: the step says which it is.
-        Purpose::Evacuate if sim.cluster.node(from).is_being_freed() => {
+        Purpose::Evacuate if draft.cluster.node(from).is_being_freed() => {
             format!("consolidate: {}", p.why)
         }
         Purpose::Evacuate => format!("evacuate: {}", p.why),
@@ -215,9 +215,9 @@ fn try_fix(sim: &mut Draft, p: &Problem, scope: &Scope) -> Result<Attempt> {
         let to = best.node;
         let reason = format!(
             "{prefix}{verb}; {what}{}",
-            target_phrase(sim.cluster, sim.target_policy_name(), &ranked)
+            target_phrase(draft.cluster, draft.target_policy_name(), &ranked)
         );
-        sim.apply(
+        draft.apply(
             &p.members,
             to,
             p.purpose,
@@ -228,11 +228,11 @@ fn try_fix(sim: &mut Draft, p: &Problem, scope: &Scope) -> Result<Attempt> {
         return Ok(Attempt::Fixed);
     }
     // No move in this plan can open a node that such a rule refuses, nor make room there.
-    let hopeless = sim.refused_by_fixed_rules(&subject, &[from], refusal_is_fixed);
+    let hopeless = draft.refused_by_fixed_rules(&subject, &[from], refusal_is_fixed);
     if !hopeless
         && scope.make_room > 0
         && room::make_room(
-            sim,
+            draft,
             p.unit,
             &p.members,
             p.purpose,
@@ -243,40 +243,40 @@ fn try_fix(sim: &mut Draft, p: &Problem, scope: &Scope) -> Result<Attempt> {
         return Ok(Attempt::Fixed);
     }
     Ok(Attempt::Failed {
-        reason: sim.why_nowhere(&subject, &[from]),
+        reason: draft.why_nowhere(&subject, &[from]),
         hopeless,
     })
 }
 
 /// Brings a split affinity group together on the node that needs the fewest bytes moved.
-fn join(sim: &mut Draft, p: &Problem) -> Result<Option<String>> {
-    let label = sim.units.get(p.unit).group.clone();
+fn join(draft: &mut Draft, p: &Problem) -> Result<Option<String>> {
+    let label = draft.units.get(p.unit).group.clone();
     let mut best: Option<(u64, usize, NodeIdx, Vec<GuestIdx>)> = None;
-    for t in sim.cluster.node_indexes() {
+    for t in draft.cluster.node_indexes() {
         let mut moving: Vec<GuestIdx> = p
             .members
             .iter()
             .copied()
-            .filter(|&m| sim.state.location(m) != t)
+            .filter(|&m| draft.state.location(m) != t)
             .collect();
         if moving.is_empty()
             || moving
                 .iter()
-                .any(|&m| sim.unit_stays(sim.units.of(m), Intent::Fix).is_some())
+                .any(|&m| draft.unit_stays(draft.units.of(m), Intent::Fix).is_some())
         {
             continue;
         }
         moving.sort_by_key(|&m| {
             (
-                std::cmp::Reverse(sim.cluster.guest(m).mem_footprint()),
-                sim.cluster.guest(m).vmid,
+                std::cmp::Reverse(draft.cluster.guest(m).mem_footprint()),
+                draft.cluster.guest(m).vmid,
             )
         });
-        let subject = sim.subject(&moving, label.as_deref());
-        if !sim.feasible(&subject, t) {
+        let subject = draft.subject(&moving, label.as_deref());
+        if !draft.feasible(&subject, t) {
             continue;
         }
-        let key = (sim.bytes(&moving), moving.len(), t);
+        let key = (draft.bytes(&moving), moving.len(), t);
         if best
             .as_ref()
             .is_none_or(|b| (key.0, key.1, key.2) < (b.0, b.1, b.2))
@@ -290,10 +290,10 @@ fn join(sim: &mut Draft, p: &Problem) -> Result<Option<String>> {
                 "fix {}: {}; {} needs the fewest bytes moved ({})",
                 p.rule,
                 p.why,
-                sim.cluster.node(t).name,
+                draft.cluster.node(t).name,
                 fmt_bytes(bytes)
             );
-            sim.apply(
+            draft.apply(
                 &moving,
                 t,
                 Purpose::Fix,
@@ -304,10 +304,10 @@ fn join(sim: &mut Draft, p: &Problem) -> Result<Option<String>> {
             Ok(None)
         }
         None => {
-            let subject = sim.subject(&p.members, label.as_deref());
+            let subject = draft.subject(&p.members, label.as_deref());
             Ok(Some(format!(
                 "no node can take the whole group: {}",
-                sim.why_nowhere(&subject, &[])
+                draft.why_nowhere(&subject, &[])
             )))
         }
     }
@@ -347,9 +347,9 @@ mod tests {
     use crate::testutil::*;
 
     fn fixes(c: &Cluster, budget: usize) -> (Vec<(u32, String, Purpose)>, Vec<String>) {
-        with_draft(c, budget, |sim, _| {
+        with_draft(c, budget, |draft, _| {
             fix_all(
-                sim,
+                draft,
                 &Scope {
                     stopped_off_maintenance: true,
                     make_room: 0,
@@ -357,12 +357,12 @@ mod tests {
                 },
             )
             .unwrap();
-            let moves = sim
+            let moves = draft
                 .migrations
                 .iter()
                 .map(|m| (m.vmid, m.to.clone(), m.purpose))
                 .collect();
-            let notes = sim
+            let notes = draft
                 .skipped
                 .iter()
                 .map(|s| format!("{}: {}", s.vmid, s.reason))
@@ -436,11 +436,11 @@ mod tests {
             .guest(vm(102, "a"))
             .guest(vm(103, "a"))
             .build();
-        with_draft(&c, 1, |sim, _| {
-            fix_all(sim, &Scope::default()).unwrap();
-            assert_eq!(sim.migrations.len(), 1);
+        with_draft(&c, 1, |draft, _| {
+            fix_all(draft, &Scope::default()).unwrap();
+            assert_eq!(draft.migrations.len(), 1);
             assert_eq!(
-                sim.warnings[0].to_string(),
+                draft.warnings[0].to_string(),
                 "migration budget of 1 spent: 2 broken rule(s) left for the next plan"
             );
         });
@@ -470,13 +470,13 @@ mod tests {
     fn work(c: &Cluster) -> (usize, usize, usize, usize) {
         work::take(&work::DETECTED);
         work::take(&work::TRIED);
-        with_draft(c, 20, |sim, _| {
-            fix_all(sim, &Scope::default()).unwrap();
+        with_draft(c, 20, |draft, _| {
+            fix_all(draft, &Scope::default()).unwrap();
             (
                 work::take(&work::DETECTED),
                 work::take(&work::TRIED),
-                sim.migrations.len(),
-                sim.unplaced.len(),
+                draft.migrations.len(),
+                draft.unplaced.len(),
             )
         })
     }

@@ -199,20 +199,20 @@ fn search_plan(
 ) -> Result<(Plan, search::Outcome, usize)> {
     let (cluster, rules, state, placer) = (input.cluster, input.rules, input.state, input.placer);
     let measure = options.measure;
-    let mut sim = Draft::for_options(cluster, rules, placer, state, options);
+    let mut draft = Draft::for_options(cluster, rules, placer, state, options);
     let scope = Scope {
         only_nodes: None,
         stopped_off_maintenance: true,
         make_room: options.make_room,
     };
-    fix::fix_all(&mut sim, &scope)?;
-    let fixes = sim.migrations.len();
-    let outcome = search::balance(&mut sim, options)?;
+    fix::fix_all(&mut draft, &scope)?;
+    let fixes = draft.migrations.len();
+    let outcome = search::balance(&mut draft, options)?;
     let threshold = options.trigger.threshold_for(measure);
     let target = options.trigger.target_for(measure);
-    let left = super::explain::left_in_place(&sim);
+    let left = super::explain::left_in_place(&draft);
     let mut plan = finish(
-        sim,
+        draft,
         state,
         PlanSource::Balance(methods::flxp::NAME),
         options.metric,
@@ -331,7 +331,7 @@ fn storage_words(outcome: &search::Outcome, most: usize) -> String {
 
 /// Turns a finished simulation into a plan: before and after, violations, bounds, warnings.
 pub(crate) fn finish(
-    sim: Draft,
+    draft: Draft,
     start: &State,
     method: PlanSource,
     metric: Metric,
@@ -352,7 +352,7 @@ pub(crate) fn finish(
         fixes_cut,
         restart_containers,
         ..
-    } = sim;
+    } = draft;
     let kind = objective.kind();
     let imbalance_before = imbalance(cluster, start, measure, metric);
     let imbalance_after = imbalance(cluster, &state, measure, metric);

@@ -31,25 +31,25 @@ pub(super) struct Problem {
 
 /// Every broken rule on the current state, in the order they are fixed: the checker's breaches
 /// of the units' guests, grouped by unit, within the scope, minus units that moved or stay.
-pub(super) fn detect(sim: &mut Draft, scope: &Scope, scoped: Option<&[UnitId]>) -> Vec<Problem> {
-    let (cluster, rules) = (sim.cluster, sim.rules);
+pub(super) fn detect(draft: &mut Draft, scope: &Scope, scoped: Option<&[UnitId]>) -> Vec<Problem> {
+    let (cluster, rules) = (draft.cluster, draft.rules);
     let mut out: Vec<Problem> = Vec::new();
     let in_scope = |n: NodeIdx| scope.only_nodes.as_ref().is_none_or(|v| v.contains(&n));
-    let mut seen: Vec<bool> = vec![false; sim.units.all.len()];
+    let mut seen: Vec<bool> = vec![false; draft.units.all.len()];
     let mut stay_notes: Vec<(GuestIdx, String)> = Vec::new();
     let units: Vec<UnitId> = match scoped {
         Some(v) => v.to_vec(),
-        None => (0..sim.units.all.len()).collect(),
+        None => (0..draft.units.all.len()).collect(),
     };
     #[cfg(test)]
     super::fix::work::add(&super::fix::work::DETECTED, units.len());
     let found = breaches_among(
         cluster,
         rules,
-        &sim.state,
+        &draft.state,
         units
             .iter()
-            .flat_map(|&u| sim.units.get(u).members.iter().copied()),
+            .flat_map(|&u| draft.units.get(u).members.iter().copied()),
     );
     let mut of_guest: HashMap<GuestIdx, Vec<&Breach>> = HashMap::new();
     let mut split: HashSet<GroupId> = HashSet::new();
@@ -74,8 +74,8 @@ pub(super) fn detect(sim: &mut Draft, scope: &Scope, scoped: Option<&[UnitId]>) 
     let breaches_of = |g: GuestIdx| of_guest.get(&g).map_or(&[][..], Vec::as_slice);
 
     for &id in &units {
-        let unit = sim.units.get(id);
-        if sim.unit_moved(id) {
+        let unit = draft.units.get(id);
+        if draft.unit_moved(id) {
             continue;
         }
         // A bundle's members are the running members of connected hard affinity groups: it is
@@ -88,7 +88,7 @@ pub(super) fn detect(sim: &mut Draft, scope: &Scope, scoped: Option<&[UnitId]>) 
         if is_split {
             let mut at: BTreeMap<NodeIdx, Vec<u32>> = BTreeMap::new();
             for &m in &unit.members {
-                at.entry(sim.state.location(m))
+                at.entry(draft.state.location(m))
                     .or_default()
                     .push(cluster.guest(m).vmid);
             }
@@ -96,8 +96,8 @@ pub(super) fn detect(sim: &mut Draft, scope: &Scope, scoped: Option<&[UnitId]>) 
                 continue;
             }
             let why = split_reason(cluster, &at);
-            if let Some((g, stay)) = sim.unit_stays(id, Intent::Fix) {
-                stay_notes.extend(stay_note(sim, id, g, &stay, Some(&why)));
+            if let Some((g, stay)) = draft.unit_stays(id, Intent::Fix) {
+                stay_notes.extend(stay_note(draft, id, g, &stay, Some(&why)));
                 continue;
             }
             let group = unit.group.clone().unwrap_or_default();
@@ -116,7 +116,7 @@ pub(super) fn detect(sim: &mut Draft, scope: &Scope, scoped: Option<&[UnitId]>) 
         let Some(&first) = unit.members.first() else {
             continue;
         };
-        if !in_scope(sim.state.location(first)) {
+        if !in_scope(draft.state.location(first)) {
             continue;
         }
         // The first member's first refusing node rule or missing label; else, when a member
@@ -141,16 +141,16 @@ pub(super) fn detect(sim: &mut Draft, scope: &Scope, scoped: Option<&[UnitId]>) 
         }
         if let Some((cat, breach, purpose)) = found {
             let why = breach.reason(cluster);
-            if let Some((g, stay)) = sim.unit_stays(id, Intent::Fix) {
+            if let Some((g, stay)) = draft.unit_stays(id, Intent::Fix) {
                 // Ignored guests on a node in maintenance are not a violation: they stay by design.
                 // On a node a consolidation would free, what holds them is the whole story: the
                 // node is kept, and its reason names the guest.
                 let freed = matches!(breach, Breach::Maintenance { node, .. }
                     if cluster.node(*node).is_being_freed());
-                stay_notes.extend(stay_note(sim, id, g, &stay, (!freed).then_some(&why)));
+                stay_notes.extend(stay_note(draft, id, g, &stay, (!freed).then_some(&why)));
                 continue;
             }
-            let bytes = sim.bytes(&unit.members);
+            let bytes = draft.bytes(&unit.members);
             out.push(Problem {
                 unit: id,
                 members: unit.members.clone(),
@@ -174,8 +174,8 @@ pub(super) fn detect(sim: &mut Draft, scope: &Scope, scoped: Option<&[UnitId]>) 
         // the lowest vmid; move the others.
         let mut members = guests.to_vec();
         members.sort_by_key(|&m| {
-            let unit = sim.units.of(m);
-            let fixed = sim.unit_moved(unit) || sim.unit_stays(unit, Intent::Fix).is_some();
+            let unit = draft.units.of(m);
+            let fixed = draft.unit_moved(unit) || draft.unit_stays(unit, Intent::Fix).is_some();
             (
                 !fixed,
                 std::cmp::Reverse(cluster.guest(m).mem_footprint()),
@@ -183,18 +183,18 @@ pub(super) fn detect(sim: &mut Draft, scope: &Scope, scoped: Option<&[UnitId]>) 
             )
         });
         for &m in &members[1..] {
-            let unit = sim.units.of(m);
+            let unit = draft.units.of(m);
             let why = crowded_reason(cluster, m, node, members[0]);
-            if seen[unit] || sim.unit_moved(unit) {
+            if seen[unit] || draft.unit_moved(unit) {
                 continue;
             }
-            if let Some((g, stay)) = sim.unit_stays(unit, Intent::Fix) {
-                stay_notes.extend(stay_note(sim, unit, g, &stay, Some(&why)));
+            if let Some((g, stay)) = draft.unit_stays(unit, Intent::Fix) {
+                stay_notes.extend(stay_note(draft, unit, g, &stay, Some(&why)));
                 continue;
             }
             seen[unit] = true;
-            let members = sim.units.get(unit).members.clone();
-            let bytes = sim.bytes(&members);
+            let members = draft.units.get(unit).members.clone();
+            let bytes = draft.bytes(&members);
             out.push(Problem {
                 unit,
                 members,
@@ -207,7 +207,7 @@ pub(super) fn detect(sim: &mut Draft, scope: &Scope, scoped: Option<&[UnitId]>) 
         }
     }
     for (g, note) in stay_notes {
-        sim.skip(g, note);
+        draft.skip(g, note);
     }
     out.sort_by_key(|p| p.order);
     out
@@ -216,14 +216,14 @@ pub(super) fn detect(sim: &mut Draft, scope: &Scope, scoped: Option<&[UnitId]>) 
 /// Why each member of a unit stays: the member that may not move, and the others with it,
 /// each followed by the rule it breaks so, when there is one to name (`why`).
 fn stay_note(
-    sim: &Draft,
+    draft: &Draft,
     unit: UnitId,
     blocker: GuestIdx,
     stay: &Stay,
     why: Option<&String>,
 ) -> Vec<(GuestIdx, String)> {
-    let u = sim.units.get(unit);
-    let vmid = sim.cluster.guest(blocker).vmid;
+    let u = draft.units.get(unit);
+    let vmid = draft.cluster.guest(blocker).vmid;
     let breaking = why.map_or(String::new(), |w| format!("; {w}"));
     u.members
         .iter()

@@ -164,17 +164,17 @@ fn ha_in_motion(cluster: &Cluster) -> Vec<String> {
 }
 
 /// Every (bundle, target) move; with `filter`, only targets the placement filters accept.
-fn candidates(sim: &Draft, filter: bool, mode: UsageMode) -> Candidates {
-    let (cluster, state) = (sim.cluster, &sim.state);
+fn candidates(draft: &Draft, filter: bool, mode: UsageMode) -> Candidates {
+    let (cluster, state) = (draft.cluster, &draft.state);
     let scorable = scorable(cluster);
     let nodes = node_usages(cluster, state, mode);
     let mut moves = Vec::new();
     let mut units = Vec::new();
-    for (id, unit) in sim.units.all.iter().enumerate() {
+    for (id, unit) in draft.units.all.iter().enumerate() {
         let Some(from) = unit.node(state) else {
             continue;
         };
-        if !scorable.contains(&from) || sim.unit_stays(id, Intent::Balance).is_some() {
+        if !scorable.contains(&from) || draft.unit_stays(id, Intent::Balance).is_some() {
             continue;
         }
         let members: Vec<&crate::cluster::Guest> =
@@ -186,11 +186,21 @@ fn candidates(sim: &Draft, filter: bool, mode: UsageMode) -> Candidates {
             .iter()
             .map(|g| guest_stats(g, mode, cluster.node(from).maxcpu))
             .sum();
-        let subject = sim.subject(&unit.members, unit.group.as_deref());
-        let ctx =
-            filter.then(|| Ctx::new(cluster, sim.rules, state, sim.placer.options(), &subject));
+        let subject = draft.subject(&unit.members, unit.group.as_deref());
+        let ctx = filter.then(|| {
+            Ctx::new(
+                cluster,
+                draft.rules,
+                state,
+                draft.placer.options(),
+                &subject,
+            )
+        });
         for &to in scorable.iter().filter(|&&t| t != from) {
-            if ctx.as_ref().is_none_or(|ctx| sim.placer.feasible(ctx, to)) {
+            if ctx
+                .as_ref()
+                .is_none_or(|ctx| draft.placer.feasible(ctx, to))
+            {
                 moves.push(MigrationCandidate {
                     migration: CrsMove::new(
                         sid.clone(),
@@ -211,10 +221,10 @@ fn candidates(sim: &Draft, filter: bool, mode: UsageMode) -> Candidates {
 }
 
 /// Whether the placement filters let a unit go to a node on the current state.
-fn allowed(sim: &Draft, unit: UnitId, to: NodeIdx) -> bool {
-    let u = sim.units.get(unit);
-    let subject = sim.subject(&u.members, u.group.as_deref());
-    sim.feasible(&subject, to)
+fn allowed(draft: &Draft, unit: UnitId, to: NodeIdx) -> bool {
+    let u = draft.units.get(unit);
+    let subject = draft.subject(&u.members, u.group.as_deref());
+    draft.feasible(&subject, to)
 }
 
 /// How Proxmox ranks the candidate moves: its two auto-rebalance methods. Each method's file
@@ -288,8 +298,8 @@ pub fn rank_moves(
     options: &BalanceOptions,
     ranking: Ranking,
 ) -> Result<Vec<PveMove>> {
-    let sim = new_sim(cluster, rules, state, placer, options);
-    let c = candidates(&sim, true, usage_of(cluster, options.usage).mode);
+    let draft = new_sim(cluster, rules, state, placer, options);
+    let c = candidates(&draft, true, usage_of(cluster, options.usage).mode);
     Ok(rank(&c, ranking)?.into_iter().map(|(_, m)| m).collect())
 }
 
@@ -301,7 +311,7 @@ fn new_sim<'a>(
     options: &BalanceOptions,
 ) -> Draft<'a> {
     let measure = pve_measure(options);
-    let mut sim = Draft::new(
+    let mut draft = Draft::new(
         cluster,
         rules,
         placer,
@@ -311,9 +321,9 @@ fn new_sim<'a>(
         options.cooldown_secs,
         options.max_migrations,
     );
-    sim.restart_containers = options.restart_containers;
-    sim.mover = Mover::ProxmoxHa;
-    sim
+    draft.restart_containers = options.restart_containers;
+    draft.mover = Mover::ProxmoxHa;
+    draft
 }
 
 /// Proxmox judges by its CV; a spread setting means the normalised CV with its default threshold
@@ -345,7 +355,7 @@ pub(crate) fn plan(
     };
     let usage = usage_of(cluster, options.usage);
     let mode = usage.mode;
-    let mut sim = new_sim(cluster, rules, state, placer, options);
+    let mut draft = new_sim(cluster, rules, state, placer, options);
     let scale = |normalized: f64, n: usize| match measure {
         Measure::CvRaw => Imbalance::raw_from_normalized(normalized, n),
         _ => normalized,
@@ -357,7 +367,7 @@ pub(crate) fn plan(
     );
     let moving = ha_in_motion(cluster);
     let (summary, stop) = if moving.is_empty() {
-        choose(&mut sim, ranking, mode, value, threshold, options, &scale)?
+        choose(&mut draft, ranking, mode, value, threshold, options, &scale)?
     } else {
         // Proxmox's `load_balance` returns before it looks at the imbalance while any HA
         // resource is migrating or relocating, or has such a command queued.
@@ -372,14 +382,14 @@ pub(crate) fn plan(
             }),
         )
     };
-    let left = left_in_place(&sim);
-    let after_nodes = node_usages(cluster, &sim.state, mode);
+    let left = left_in_place(&draft);
+    let after_nodes = node_usages(cluster, &draft.state, mode);
     let after = scale(
         Imbalance::of_nodes(&after_nodes)?.normalized,
         after_nodes.len(),
     );
     let source = PlanSource::Balance(ranking.method());
-    let mut plan = finish(sim, state, source, Metric::Memory, threshold, threshold);
+    let mut plan = finish(draft, state, source, Metric::Memory, threshold, threshold);
     if mode == UsageMode::Static {
         // The plan's figures are those the method balanced on, not the measured ones.
         plan.imbalance_before = value;
@@ -430,7 +440,7 @@ fn static_load(cluster: &Cluster, state: &State, n: NodeIdx) -> f64 {
 
 /// Picks and applies the round's move, if any; returns the plan's summary.
 fn choose(
-    sim: &mut Draft,
+    draft: &mut Draft,
     ranking: Ranking,
     mode: UsageMode,
     value: f64,
@@ -449,21 +459,22 @@ fn choose(
     // allowed moves; bruteforce scores each move alone, so it may rank all and check filters
     // only down the ranking until one passes.
     let lazy = ranking == Ranking::Bruteforce;
-    let c = candidates(sim, !lazy, mode);
+    let c = candidates(draft, !lazy, mode);
     let n = c.nodes.len();
     let mut ranked = rank(&c, ranking)?;
     if lazy {
-        if let Some(pos) = ranked
-            .iter()
-            .position(|(i, _)| c.units.get(*i).is_some_and(|&(u, to)| allowed(sim, u, to)))
-        {
+        if let Some(pos) = ranked.iter().position(|(i, _)| {
+            c.units
+                .get(*i)
+                .is_some_and(|&(u, to)| allowed(draft, u, to))
+        }) {
             ranked.drain(..pos);
         } else {
             ranked.clear();
         }
     }
     let Some((i, best)) = ranked.first().filter(|(i, _)| *i < c.units.len()) else {
-        let left = left_phrase(&left_in_place(sim));
+        let left = left_phrase(&left_in_place(draft));
         let why = match (c.moves.is_empty(), left.is_empty()) {
             (false, _) => "no target passes the placement filters for any movable guest".to_owned(),
             (true, true) => "no guest is on a node that can be balanced".to_owned(),
@@ -479,7 +490,7 @@ fn choose(
     let after = scale(best.imbalance, n);
     let relative = (value - after) / value;
     let (unit, to) = c.units[*i];
-    let members = sim.units.get(unit).members.clone();
+    let members = draft.units.get(unit).members.clone();
     if relative < options.trigger.margin {
         let gain = format!(
             "the best move ({} to {}) would change cv {value:.3} → {after:.3} ({:.0} %), less than the {:.0} % margin",
@@ -493,10 +504,10 @@ fn choose(
             Some(PlanStop::BestMoveBelowMargin { detail: gain }),
         ));
     }
-    if members.len() > sim.budget_left() {
+    if members.len() > draft.budget_left() {
         let stop = PlanStop::MoveOverBudget {
             needed: members.len(),
-            budget: sim.budget,
+            budget: draft.budget,
         };
         return Ok((stop.to_string(), Some(stop)));
     }
@@ -511,9 +522,9 @@ fn choose(
             ranked.len()
         ),
     };
-    let group = sim.units.get(unit).group.clone();
-    let first = sim.migrations.len();
-    sim.apply(
+    let group = draft.units.get(unit).group.clone();
+    let first = draft.migrations.len();
+    draft.apply(
         &members,
         to,
         Purpose::Balance,
@@ -523,9 +534,9 @@ fn choose(
     );
     // The draft appends its own measured figures; the why line quotes those of the usage the
     // method balanced on (static or dynamic), as the summary does.
-    let m = sim.measure;
+    let m = draft.measure;
     let text = format!("{why}; {} {} → {}", m.as_str(), m.fmt(value), m.fmt(after));
-    for mig in &mut sim.migrations[first..] {
+    for mig in &mut draft.migrations[first..] {
         mig.reason.clone_from(&text);
         mig.imbalance_after = after;
     }

@@ -118,7 +118,7 @@ fn adopt(
     best: &Optimum,
 ) -> Plan {
     let measure = options.measure;
-    let mut sim = Draft::for_options(cluster, rules, placer, state, options);
+    let mut draft = Draft::for_options(cluster, rules, placer, state, options);
     let why = if best.exact {
         format!(
             "one of the fewest migrations ({}) that reach",
@@ -138,7 +138,7 @@ fn adopt(
         };
         let group = units.get(units.of(g)).group.clone();
         let mut reason = reason(
-            &sim,
+            &draft,
             (&members, group.as_deref()),
             t,
             purpose,
@@ -166,10 +166,10 @@ fn adopt(
             }
             Step::New
         };
-        sim.apply(&members, t, purpose, &reason, group.as_deref(), step);
+        draft.apply(&members, t, purpose, &reason, group.as_deref(), step);
     }
     let mut plan = finish(
-        sim,
+        draft,
         state,
         greedy.method,
         options.metric,
@@ -229,7 +229,7 @@ fn adopt(
 
 /// Why the exact plan moves a guest there.
 fn reason(
-    sim: &Draft,
+    draft: &Draft,
     (members, group): (&[GuestIdx], Option<&str>),
     t: NodeIdx,
     purpose: Purpose,
@@ -237,20 +237,22 @@ fn reason(
     m: &str,
 ) -> String {
     let g = members[0];
-    let s = sim.state.location(g);
-    let (cs, ct) = (&sim.cluster.node(s).name, &sim.cluster.node(t).name);
+    let s = draft.state.location(g);
+    let (cs, ct) = (&draft.cluster.node(s).name, &draft.cluster.node(t).name);
     let what = match purpose {
         Purpose::Evacuate => format!("empties {cs}, which is outside the balance"),
         Purpose::Fix => "fixes a broken hard rule".to_owned(),
         _ => {
-            let shift = sim.shift(members);
-            let e = sim.objective.effect(sim.cluster, &sim.state, s, t, &shift);
+            let shift = draft.shift(members);
+            let e = draft
+                .objective
+                .effect(draft.cluster, &draft.state, s, t, &shift);
             let subject = if members.len() == 1 {
-                Subject::guest(sim.cluster, sim.rules, g, s)
+                Subject::guest(draft.cluster, draft.rules, g, s)
             } else {
-                Subject::bundle(sim.cluster, sim.rules, "group".into(), members, s)
+                Subject::bundle(draft.cluster, draft.rules, "group".into(), members, s)
             };
-            let ctx = sim.ctx(&subject);
+            let ctx = draft.ctx(&subject);
             let worse = penalty(&ctx, t).saturating_sub(penalty(&ctx, s));
             let together = match group {
                 Some(name) if members.len() > 1 => format!("group {name} moves together, "),
@@ -258,18 +260,18 @@ fn reason(
             };
             format!(
                 "balance {}: {together}{cs} {} % → {} %, {ct} {} % → {} %{}",
-                sim.objective.kind().as_str(),
-                one_decimal(sim.objective.load(s)),
+                draft.objective.kind().as_str(),
+                one_decimal(draft.objective.load(s)),
                 one_decimal(e.from.1),
-                one_decimal(sim.objective.load(t)),
+                one_decimal(draft.objective.load(t)),
                 one_decimal(e.to.1),
-                traded(sim.soft_weight, worse)
+                traded(draft.soft_weight, worse)
             )
         }
     };
     format!(
         "{what}; {why} this {m} (exact search, {} to copy)",
-        fmt_bytes(sim.bytes(members))
+        fmt_bytes(draft.bytes(members))
     )
 }
 

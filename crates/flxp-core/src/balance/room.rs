@@ -21,20 +21,20 @@ use super::units::UnitId;
 /// Moves up to `limit` guests off a node that lacks only memory for the problem, then the
 /// problem there. Tried on a copy of the state first; nothing is applied unless the fix fits.
 pub(super) fn make_room(
-    sim: &mut Draft,
+    draft: &mut Draft,
     unit: UnitId,
     members: &[GuestIdx],
     purpose: Purpose,
     limit: usize,
     verb: &str,
 ) -> Result<bool> {
-    let label = sim.units.get(unit).group.clone();
-    let subject = sim.subject(members, label.as_deref());
-    let from = sim.state.location(members[0]);
-    let ctx = sim.ctx(&subject);
+    let label = draft.units.get(unit).group.clone();
+    let subject = draft.subject(members, label.as_deref());
+    let from = draft.state.location(members[0]);
+    let ctx = draft.ctx(&subject);
     let mut short: Vec<(u64, NodeIdx)> = Vec::new();
-    for t in sim.cluster.node_indexes().filter(|&t| t != from) {
-        let fails = sim.placer.failures(&ctx, t);
+    for t in draft.cluster.node_indexes().filter(|&t| t != from) {
+        let fails = draft.placer.failures(&ctx, t);
         if let [
             (
                 _,
@@ -50,28 +50,28 @@ pub(super) fn make_room(
     }
     short.sort();
     for (deficit, t) in short.into_iter().take(4) {
-        let mut evictable: Vec<GuestIdx> = sim
+        let mut evictable: Vec<GuestIdx> = draft
             .cluster
             .guests_on(t)
             .iter()
             .copied()
-            .filter(|&g| sim.state.location(g) == t && sim.cluster.guest(g).running)
+            .filter(|&g| draft.state.location(g) == t && draft.cluster.guest(g).running)
             .filter(|&g| {
-                let u = sim.units.of(g);
-                !sim.units.get(u).is_bundle()
+                let u = draft.units.of(g);
+                !draft.units.get(u).is_bundle()
                     && !members.contains(&g)
-                    && !sim.unit_moved(u)
-                    && sim.unit_stays(u, Intent::Balance).is_none()
+                    && !draft.unit_moved(u)
+                    && draft.unit_stays(u, Intent::Balance).is_none()
             })
             .collect();
         evictable.sort_by_key(|&g| {
             (
-                sim.cluster.guest(g).mem_footprint(),
-                sim.cluster.guest(g).vmid,
+                draft.cluster.guest(g).mem_footprint(),
+                draft.cluster.guest(g).vmid,
             )
         });
         evictable.dedup();
-        let size = |g: GuestIdx| sim.cluster.guest(g).mem_footprint();
+        let size = |g: GuestIdx| draft.cluster.guest(g).mem_footprint();
         let chosen: Vec<GuestIdx> = match evictable.iter().find(|&&g| size(g) >= deficit) {
             Some(&g) => vec![g],
             None => {
@@ -90,21 +90,21 @@ pub(super) fn make_room(
                 v
             }
         };
-        if chosen.len() > limit || chosen.len() + members.len() > sim.budget_left() {
+        if chosen.len() > limit || chosen.len() + members.len() > draft.budget_left() {
             continue;
         }
         // Try it on a copy.
-        let saved = sim.state.clone();
+        let saved = draft.state.clone();
         let mut moves: Vec<(GuestIdx, NodeIdx, String)> = Vec::new();
         let mut ok = true;
         for &g in &chosen {
-            let s = sim.subject(&[g], None);
-            let ranked = sim.ranked_targets(&s, &[t])?;
+            let s = draft.subject(&[g], None);
+            let ranked = draft.ranked_targets(&s, &[t])?;
             match ranked.first() {
                 Some(best) => {
-                    let phrase = target_phrase(sim.cluster, sim.target_policy_name(), &ranked);
+                    let phrase = target_phrase(draft.cluster, draft.target_policy_name(), &ranked);
                     moves.push((g, best.node, phrase));
-                    sim.state.move_guest(sim.cluster, g, best.node);
+                    draft.state.move_guest(draft.cluster, g, best.node);
                 }
                 None => {
                     ok = false;
@@ -112,25 +112,25 @@ pub(super) fn make_room(
                 }
             }
         }
-        let fits = ok && sim.feasible(&subject, t);
-        sim.state = saved;
+        let fits = ok && draft.feasible(&subject, t);
+        draft.state = saved;
         if !fits {
             continue;
         }
-        let target = sim.cluster.node(t).name.clone();
+        let target = draft.cluster.node(t).name.clone();
         for (g, to, phrase) in moves {
             let reason = format!(
                 "make room on {target} for {}: it lacks {}; {phrase}",
                 subject.label,
                 fmt_bytes(deficit)
             );
-            sim.apply(&[g], to, Purpose::MakeRoom, &reason, None, Step::New);
+            draft.apply(&[g], to, Purpose::MakeRoom, &reason, None, Step::New);
         }
         let reason = format!(
             "{verb}; {target} has room once {} guest(s) moved off",
             chosen.len()
         );
-        sim.apply(members, t, purpose, &reason, label.as_deref(), Step::New);
+        draft.apply(members, t, purpose, &reason, label.as_deref(), Step::New);
         return Ok(true);
     }
     Ok(false)
@@ -159,14 +159,14 @@ mod tests {
             .build();
         let g = c.guest_idx(105).unwrap();
         for (limit, want) in [(1, vec![]), (2, vec![101, 102, 105])] {
-            with_draft(&c, 10, |sim, state| {
-                let unit = sim.units.of(g);
+            with_draft(&c, 10, |draft, state| {
+                let unit = draft.units.of(g);
                 let done =
-                    make_room(sim, unit, &[g], Purpose::Fix, limit, "fix flxp.node").unwrap();
-                let moved: Vec<u32> = sim.migrations.iter().map(|m| m.vmid).collect();
+                    make_room(draft, unit, &[g], Purpose::Fix, limit, "fix flxp.node").unwrap();
+                let moved: Vec<u32> = draft.migrations.iter().map(|m| m.vmid).collect();
                 assert_eq!((done, moved), (!want.is_empty(), want), "limit {limit}");
                 if !done {
-                    assert_eq!(&sim.state, state, "nothing is applied when it fails");
+                    assert_eq!(&draft.state, state, "nothing is applied when it fails");
                 }
             });
         }

@@ -141,11 +141,11 @@ fn best_first(cands: Vec<Move>) -> impl Iterator<Item = Move> {
     std::iter::from_fn(move || heap.pop().map(|Reverse((_, i))| cands[i]))
 }
 
-/// Balances the sim's state within its budget.
-pub(crate) fn balance(sim: &mut Draft, opts: &BalanceOptions) -> Result<Outcome> {
-    let measure = sim.measure;
+/// Balances the draft's state within its budget.
+pub(crate) fn balance(draft: &mut Draft, opts: &BalanceOptions) -> Result<Outcome> {
+    let measure = draft.measure;
     let trigger = &opts.trigger;
-    let start_value = sim.objective.measure(measure);
+    let start_value = draft.objective.measure(measure);
     if start_value <= trigger.threshold_for(measure) {
         return Ok(Outcome {
             stop: Stop::Within,
@@ -155,40 +155,40 @@ pub(crate) fn balance(sim: &mut Draft, opts: &BalanceOptions) -> Result<Outcome>
         });
     }
     let target = trigger.target_for(measure);
-    let n = sim.cluster.nodes().len();
+    let n = draft.cluster.nodes().len();
     let mut by_node: Vec<Vec<UnitId>> = vec![Vec::new(); n];
-    let mut shifts: Vec<Option<Shift>> = vec![None; sim.units.all.len()];
-    let labels: HashSet<&str> = sim
+    let mut shifts: Vec<Option<Shift>> = vec![None; draft.units.all.len()];
+    let labels: HashSet<&str> = draft
         .cluster
         .nodes()
         .iter()
         .flat_map(|n| n.labels.iter().map(String::as_str))
         .collect();
     for (id, shift) in shifts.iter_mut().enumerate() {
-        if sim.unit_moved(id) {
+        if draft.unit_moved(id) {
             continue;
         }
-        let Some(node) = sim.units.get(id).node(&sim.state) else {
+        let Some(node) = draft.units.get(id).node(&draft.state) else {
             continue;
         };
-        if held_in_place(sim, id, node, &labels) {
+        if held_in_place(draft, id, node, &labels) {
             continue;
         }
-        if !sim.objective.is_balanced(node) {
+        if !draft.objective.is_balanced(node) {
             continue;
         }
-        if let Some((g, stay)) = sim.unit_stays(id, Intent::Balance) {
+        if let Some((g, stay)) = draft.unit_stays(id, Intent::Balance) {
             if !matches!(stay, Stay::Stopped | Stay::Template) {
-                sim.skip(g, format!("not moved to balance: {stay}"));
+                draft.skip(g, format!("not moved to balance: {stay}"));
             }
             continue;
         }
-        *shift = Some(sim.shift(&sim.units.get(id).members));
+        *shift = Some(draft.shift(&draft.units.get(id).members));
         by_node[node.get()].push(id);
     }
 
-    let start_state = sim.state.clone();
-    let start_len = sim.migrations.len();
+    let start_state = draft.state.clone();
+    let start_len = draft.migrations.len();
     let mut history: Vec<(usize, f64)> = Vec::new();
     let mut applied: Vec<Move> = Vec::new();
     let mut value = start_value;
@@ -197,24 +197,24 @@ pub(crate) fn balance(sim: &mut Draft, opts: &BalanceOptions) -> Result<Outcome>
         if value <= target {
             break Stop::Target;
         }
-        if sim.budget_left() == 0 {
+        if draft.budget_left() == 0 {
             break Stop::Budget;
         }
         storage.clear();
-        let found = match best_move(sim, opts, &by_node, &shifts, value, &mut storage)? {
+        let found = match best_move(draft, opts, &by_node, &shifts, value, &mut storage)? {
             Some(m) => Some(m),
-            None if opts.swaps => best_swap(sim, opts, &by_node, &shifts, value)?,
+            None if opts.swaps => best_swap(draft, opts, &by_node, &shifts, value)?,
             None => None,
         };
         let Some(m) = found else {
             break Stop::NoGain;
         };
-        apply(sim, &m);
+        apply(draft, &m);
         for &(u, from, _) in m.moves() {
             by_node[from.get()].retain(|&x| x != u);
         }
-        value = sim.objective.measure(measure);
-        history.push((sim.migrations.len() - start_len, value));
+        value = draft.objective.measure(measure);
+        history.push((draft.migrations.len() - start_len, value));
         applied.push(m);
     };
 
@@ -227,9 +227,9 @@ pub(crate) fn balance(sim: &mut Draft, opts: &BalanceOptions) -> Result<Outcome>
         });
     let kept = best.filter(|&(_, v)| v < start_value - EPS);
     let keep = kept.map_or(0, |(len, _)| len);
-    let rewound = keep < sim.migrations.len() - start_len;
+    let rewound = keep < draft.migrations.len() - start_len;
     if rewound {
-        sim.rewind(&start_state, start_len, keep);
+        draft.rewind(&start_state, start_len, keep);
     }
     let budget_bound = stop == Stop::Budget;
     let end_value = kept.map_or(start_value, |(_, v)| v);
@@ -242,9 +242,9 @@ pub(crate) fn balance(sim: &mut Draft, opts: &BalanceOptions) -> Result<Outcome>
         POLISH_WORK
     };
     if opts.prune
-        && (prune(sim, &start_state, &mut applied, start_value, end_value)
+        && (prune(draft, &start_state, &mut applied, start_value, end_value)
             | merge(
-                sim,
+                draft,
                 opts,
                 &start_state,
                 &shifts,
@@ -253,13 +253,13 @@ pub(crate) fn balance(sim: &mut Draft, opts: &BalanceOptions) -> Result<Outcome>
                 &mut work,
             ))
     {
-        sim.rewind(&start_state, start_len, 0);
+        draft.rewind(&start_state, start_len, 0);
         for m in &applied {
-            apply(sim, m);
+            apply(draft, m);
         }
     }
     if keep > 0 && !trigger.worth(start_value, end_value) {
-        sim.warnings.push(Warning::general(format!(
+        draft.warnings.push(Warning::general(format!(
             "balancing would lower {} only from {} to {} ({:.0} %), less than the {:.0} % margin: no balancing moves",
             measure.as_str(),
             measure.fmt(start_value),
@@ -267,7 +267,7 @@ pub(crate) fn balance(sim: &mut Draft, opts: &BalanceOptions) -> Result<Outcome>
             100.0 * (start_value - end_value) / start_value,
             100.0 * trigger.margin
         )));
-        sim.rewind(&start_state, start_len, 0);
+        draft.rewind(&start_state, start_len, 0);
         return Ok(Outcome {
             stop: Stop::Margin,
             budget_bound,
@@ -276,10 +276,10 @@ pub(crate) fn balance(sim: &mut Draft, opts: &BalanceOptions) -> Result<Outcome>
         });
     }
     if budget_bound && !rewound && end_value > target {
-        sim.warnings.push(
+        draft.warnings.push(
             Warning::general(format!(
                 "migration budget of {} spent before {} reached the target {}",
-                sim.budget,
+                draft.budget,
                 measure.as_str(),
                 measure.fmt(target)
             ))
@@ -301,9 +301,9 @@ pub(crate) fn balance(sim: &mut Draft, opts: &BalanceOptions) -> Result<Outcome>
 /// most bytes first, is left out if the others still run safely in order, never raise the measure,
 /// end on a decision that lowers it, and reach `end_value` or better. Greedy steps that lowered the
 /// sum of squares but not the extremes the reported measure looks at are what it removes. Whether
-/// any was dropped (the sim is untouched; the caller replays what is left).
+/// any was dropped (the draft is untouched; the caller replays what is left).
 fn prune(
-    sim: &mut Draft,
+    draft: &mut Draft,
     start: &State,
     applied: &mut Vec<Move>,
     start_value: f64,
@@ -314,17 +314,17 @@ fn prune(
         let bytes: u64 = m
             .moves()
             .iter()
-            .map(|&(u, _, _)| sim.bytes(&sim.units.get(u).members))
+            .map(|&(u, _, _)| draft.bytes(&draft.units.get(u).members))
             .sum();
         let count: usize = m
             .moves()
             .iter()
-            .map(|&(u, _, _)| sim.units.get(u).members.len())
+            .map(|&(u, _, _)| draft.units.get(u).members.len())
             .sum();
         (Reverse(count), Reverse(bytes))
     };
     order.sort_by_key(|&i| weight(&applied[i]));
-    let saved = sim.state.clone();
+    let saved = draft.state.clone();
     let mut dropped = vec![false; applied.len()];
     let mut any = false;
     for i in order {
@@ -335,14 +335,14 @@ fn prune(
             .filter(|(_, d)| !**d)
             .map(|(m, _)| m)
             .collect();
-        if replays_within(sim, start, &trial, start_value, end_value) {
+        if replays_within(draft, start, &trial, start_value, end_value) {
             any = true;
         } else {
             dropped[i] = false;
         }
     }
-    sim.state = saved;
-    sim.objective.refresh_all(sim.cluster, &sim.state);
+    draft.state = saved;
+    draft.objective.refresh_all(draft.cluster, &draft.state);
     if any {
         let mut keep = dropped.iter().map(|d| !d);
         applied.retain(|_| keep.next().unwrap_or(true));
@@ -355,9 +355,9 @@ fn prune(
 /// larger guest does, or a larger guest where a smaller one does. A single move changes two
 /// nodes, so it can only help when the rest already fit the window; its source is one of the two
 /// fullest nodes and its target one of the two emptiest, screened in O(1) before a full replay.
-/// Whether anything changed (the sim's state is restored).
+/// Whether anything changed (the draft's state is restored).
 fn merge(
-    sim: &mut Draft,
+    draft: &mut Draft,
     opts: &BalanceOptions,
     start: &State,
     shifts: &[Option<Shift>],
@@ -365,12 +365,12 @@ fn merge(
     (start_value, end_value): (f64, f64),
     work: &mut usize,
 ) -> bool {
-    let saved = sim.state.clone();
+    let saved = draft.state.clone();
     let mut any = false;
-    let mut home: Vec<Vec<UnitId>> = vec![Vec::new(); sim.cluster.nodes().len()];
+    let mut home: Vec<Vec<UnitId>> = vec![Vec::new(); draft.cluster.nodes().len()];
     for (u, shift) in shifts.iter().enumerate() {
         if shift.is_some() {
-            if let Some(n) = sim.units.get(u).node(start) {
+            if let Some(n) = draft.units.get(u).node(start) {
                 home[n.get()].push(u);
             }
         }
@@ -386,7 +386,8 @@ fn merge(
         }
         tries.extend((0..k).map(|i| (i, None)));
         for (i, j) in tries {
-            let cost = applied.len() + sim.cluster.nodes().len() + sim.cluster.guests().len() / 8;
+            let cost =
+                applied.len() + draft.cluster.nodes().len() + draft.cluster.guests().len() / 8;
             if *work < cost {
                 break 'scan;
             }
@@ -403,7 +404,7 @@ fn merge(
             let count = |m: &Move| -> usize {
                 m.moves()
                     .iter()
-                    .map(|&(u, _, _)| sim.units.get(u).members.len())
+                    .map(|&(u, _, _)| draft.units.get(u).members.len())
                     .sum()
             };
             let bytes_of = |m: &Move| -> u64 {
@@ -415,7 +416,7 @@ fn merge(
             let old_count: usize = removed.iter().map(|m| count(m)).sum();
             let old_bytes: u64 = removed.iter().map(|m| bytes_of(m)).sum();
             let Some(new) = one_move(
-                sim,
+                draft,
                 opts,
                 start,
                 (shifts, &home),
@@ -430,7 +431,7 @@ fn merge(
                 *work = work.saturating_sub(applied.len() * 8);
                 let mut trial = rest.clone();
                 trial.insert(at.min(trial.len()), &new);
-                if replays_within(sim, start, &trial, start_value, end_value) {
+                if replays_within(draft, start, &trial, start_value, end_value) {
                     let trial: Vec<Move> = trial.into_iter().copied().collect();
                     *applied = trial;
                     any = true;
@@ -440,8 +441,8 @@ fn merge(
         }
         break;
     }
-    sim.state = saved;
-    sim.objective.refresh_all(sim.cluster, &sim.state);
+    draft.state = saved;
+    draft.objective.refresh_all(draft.cluster, &draft.state);
     any
 }
 
@@ -449,7 +450,7 @@ fn merge(
 /// the state the `rest` leave to `end_value` or better, by the O(1) screen; not yet checked for
 /// safety.
 fn one_move(
-    sim: &mut Draft,
+    draft: &mut Draft,
     opts: &BalanceOptions,
     start: &State,
     (shifts, home): (&[Option<Shift>], &[Vec<UnitId>]),
@@ -457,18 +458,18 @@ fn one_move(
     end_value: f64,
     better: impl Fn(usize, u64) -> bool,
 ) -> Option<Move> {
-    sim.state.clone_from(start);
+    draft.state.clone_from(start);
     let mut moved: HashSet<UnitId> = HashSet::new();
     for m in rest {
         for &(u, _, t) in m.moves() {
             moved.insert(u);
-            for &g in &sim.units.get(u).members {
-                sim.state.move_guest(sim.cluster, g, t);
+            for &g in &draft.units.get(u).members {
+                draft.state.move_guest(draft.cluster, g, t);
             }
         }
     }
-    sim.objective.refresh_all(sim.cluster, &sim.state);
-    let hot = sim.objective.hottest_first();
+    draft.objective.refresh_all(draft.cluster, &draft.state);
+    let hot = draft.objective.hottest_first();
     let sources: Vec<NodeIdx> = hot.iter().copied().take(2).collect();
     let targets: Vec<NodeIdx> = hot.iter().rev().copied().take(2).collect();
     let mut best: Option<(usize, u64, u32, Move)> = None;
@@ -480,8 +481,8 @@ fn one_move(
         if moved.contains(&u) {
             continue;
         }
-        let unit = sim.units.get(u);
-        let Some(s) = unit.node(&sim.state) else {
+        let unit = draft.units.get(u);
+        let Some(s) = unit.node(&draft.state) else {
             continue;
         };
         if !sources.contains(&s) {
@@ -491,7 +492,7 @@ fn one_move(
         if !better(c, b) {
             continue;
         }
-        let vmid = sim.cluster.guest(unit.members[0]).vmid;
+        let vmid = draft.cluster.guest(unit.members[0]).vmid;
         if best
             .as_ref()
             .is_some_and(|&(bc, bb, bv, _)| (bc, bb, bv) <= (c, b, vmid))
@@ -499,10 +500,12 @@ fn one_move(
             continue;
         }
         for &t in targets.iter().filter(|&&t| t != s) {
-            let effect = sim.objective.effect(sim.cluster, &sim.state, s, t, shift);
-            if sim
+            let effect = draft
                 .objective
-                .raises(sim.measure, &[effect.from, effect.to], end_value, SCREEN)
+                .effect(draft.cluster, &draft.state, s, t, shift);
+            if draft
+                .objective
+                .raises(draft.measure, &[effect.from, effect.to], end_value, SCREEN)
             {
                 continue;
             }
@@ -514,37 +517,37 @@ fn one_move(
     best.map(|(_, _, _, m)| m)
 }
 
-/// Whether decisions run safely one after the other from `start` (on the sim's state, which is
+/// Whether decisions run safely one after the other from `start` (on the draft's state, which is
 /// left changed), never raise the measure, end on one that lowers it, and reach `end_value`.
 fn replays_within(
-    sim: &mut Draft,
+    draft: &mut Draft,
     start: &State,
     moves: &[&Move],
     start_value: f64,
     end_value: f64,
 ) -> bool {
-    sim.state = start.clone();
+    draft.state = start.clone();
     let mut before = start_value;
     let mut last_gain = false;
     for m in moves {
         let mut worse = 0;
         for &(u, s, t) in m.moves() {
-            let unit = sim.units.get(u);
-            if unit.members.iter().any(|&g| sim.state.location(g) != s) {
+            let unit = draft.units.get(u);
+            if unit.members.iter().any(|&g| draft.state.location(g) != s) {
                 return false;
             }
-            let subject = sim.subject(&unit.members, unit.group.as_deref());
-            let Some(w) = soft_cost(sim, &subject, s, t) else {
+            let subject = draft.subject(&unit.members, unit.group.as_deref());
+            let Some(w) = soft_cost(draft, &subject, s, t) else {
                 return false;
             };
             worse += w;
-            for &g in &sim.units.get(u).members {
-                sim.state.move_guest(sim.cluster, g, t);
+            for &g in &draft.units.get(u).members {
+                draft.state.move_guest(draft.cluster, g, t);
             }
         }
-        sim.objective.refresh_all(sim.cluster, &sim.state);
-        let v = sim.objective.measure(sim.measure);
-        if v > before + EPS || !worth_trading(sim.soft_weight, worse, before - v) {
+        draft.objective.refresh_all(draft.cluster, &draft.state);
+        let v = draft.objective.measure(draft.measure);
+        if v > before + EPS || !worth_trading(draft.soft_weight, worse, before - v) {
             return false;
         }
         last_gain = v < before - 1e-12;
@@ -554,12 +557,12 @@ fn replays_within(
 }
 
 fn candidates_nodes(
-    sim: &Draft,
+    draft: &Draft,
     opts: &BalanceOptions,
     by_node: &[Vec<UnitId>],
     width: usize,
 ) -> (Vec<NodeIdx>, Vec<NodeIdx>) {
-    let hot = sim.objective.hottest_first();
+    let hot = draft.objective.hottest_first();
     let sources: Vec<NodeIdx> = hot
         .iter()
         .copied()
@@ -578,29 +581,31 @@ fn candidates_nodes(
 /// The best single move, or `None`; the best candidates that only storage room refused go to
 /// `storage` (their reasons, for the stop reason).
 fn best_move(
-    sim: &Draft,
+    draft: &Draft,
     opts: &BalanceOptions,
     by_node: &[Vec<UnitId>],
     shifts: &[Option<Shift>],
     value: f64,
     storage: &mut Vec<String>,
 ) -> Result<Option<Move>> {
-    let (sources, targets) = candidates_nodes(sim, opts, by_node, usize::MAX);
+    let (sources, targets) = candidates_nodes(draft, opts, by_node, usize::MAX);
     let mut cands: Vec<Move> = Vec::new();
     for &s in &sources {
         for &u in &by_node[s.get()] {
             let Some(shift) = &shifts[u] else {
                 continue;
             };
-            let members = &sim.units.get(u).members;
-            if members.len() > sim.budget_left() {
+            let members = &draft.units.get(u).members;
+            if members.len() > draft.budget_left() {
                 continue;
             }
             let count = members.len() as f64;
             for &t in targets.iter().filter(|&&t| t != s) {
-                let effect = sim.objective.effect(sim.cluster, &sim.state, s, t, shift);
+                let effect = draft
+                    .objective
+                    .effect(draft.cluster, &draft.state, s, t, shift);
                 if opts.trigger.gain_ok(effect.gain / count) {
-                    let vmid = sim.cluster.guest(members[0]).vmid;
+                    let vmid = draft.cluster.guest(members[0]).vmid;
                     cands.push(Move::new(
                         &[(u, s, t)],
                         effect,
@@ -617,29 +622,29 @@ fn best_move(
     let mut asked = 0;
     for m in best_first(cands).take(MAX_CHECKS) {
         let (u, s, t) = m.units[0];
-        if sim
+        if draft
             .objective
-            .raises(sim.measure, &[m.effect.from, m.effect.to], value, SCREEN)
+            .raises(draft.measure, &[m.effect.from, m.effect.to], value, SCREEN)
         {
             continue;
         }
         let subject = subjects.entry(u).or_insert_with(|| {
-            let unit = sim.units.get(u);
-            sim.subject(&unit.members, unit.group.as_deref())
+            let unit = draft.units.get(u);
+            draft.subject(&unit.members, unit.group.as_deref())
         });
         let reduction = value
-            - sim
+            - draft
                 .objective
-                .measure_with(sim.measure, &[m.effect.from, m.effect.to]);
-        match soft_cost(sim, subject, s, t) {
-            Some(w) if worth_trading(sim.soft_weight, w, reduction) => return Ok(Some(m)),
+                .measure_with(draft.measure, &[m.effect.from, m.effect.to]);
+        match soft_cost(draft, subject, s, t) {
+            Some(w) if worth_trading(draft.soft_weight, w, reduction) => return Ok(Some(m)),
             Some(_) => {}
             None if storage.len() < STORAGE_REASONS
                 && asked < REFUSALS_ASKED
-                && sim.cluster.has_local_disks() =>
+                && draft.cluster.has_local_disks() =>
             {
                 asked += 1;
-                if let Some(why) = storage_refusal(sim, subject, t)
+                if let Some(why) = storage_refusal(draft, subject, t)
                     && !storage.contains(&why)
                 {
                     storage.push(why);
@@ -652,9 +657,9 @@ fn best_move(
 }
 
 /// Why a move to `t` is refused when the `storage` filter is the only one that refuses it.
-fn storage_refusal(sim: &Draft, subject: &Subject, t: NodeIdx) -> Option<String> {
-    let ctx = sim.ctx(subject);
-    match sim.placer.failures(&ctx, t).as_slice() {
+fn storage_refusal(draft: &Draft, subject: &Subject, t: NodeIdx) -> Option<String> {
+    let ctx = draft.ctx(subject);
+    match draft.placer.failures(&ctx, t).as_slice() {
         [(name, _, reason)] if *name == crate::placement::filters::storage::NAME => {
             Some(reason.to_string())
         }
@@ -664,22 +669,23 @@ fn storage_refusal(sim: &Draft, subject: &Subject, t: NodeIdx) -> Option<String>
 
 /// Whether a subject may go from `s` to `t` on the current state (every filter passes), and if so
 /// how many more of its soft rules the move leaves unmet (0: none worse off).
-fn soft_cost(sim: &Draft, subject: &Subject, s: NodeIdx, t: NodeIdx) -> Option<usize> {
-    let ctx = sim.ctx(subject);
-    sim.placer
+fn soft_cost(draft: &Draft, subject: &Subject, s: NodeIdx, t: NodeIdx) -> Option<usize> {
+    let ctx = draft.ctx(subject);
+    draft
+        .placer
         .feasible(&ctx, t)
         .then(|| penalty(&ctx, t).saturating_sub(penalty(&ctx, s)))
 }
 
 fn best_swap(
-    sim: &mut Draft,
+    draft: &mut Draft,
     opts: &BalanceOptions,
     by_node: &[Vec<UnitId>],
     shifts: &[Option<Shift>],
     value: f64,
 ) -> Result<Option<Move>> {
-    let (sources, _) = candidates_nodes(sim, opts, by_node, SWAP_NODES);
-    let hot = sim.objective.hottest_first();
+    let (sources, _) = candidates_nodes(draft, opts, by_node, SWAP_NODES);
+    let hot = draft.objective.hottest_first();
     let targets: Vec<NodeIdx> = hot
         .iter()
         .rev()
@@ -695,14 +701,16 @@ fn best_swap(
                     let (Some(sx), Some(sy)) = (&shifts[x], &shifts[y]) else {
                         continue;
                     };
-                    let effect = sim
-                        .objective
-                        .swap_effect(sim.cluster, &sim.state, (s, t), sx, sy);
-                    let count =
-                        (sim.units.get(x).members.len() + sim.units.get(y).members.len()) as f64;
+                    let effect =
+                        draft
+                            .objective
+                            .swap_effect(draft.cluster, &draft.state, (s, t), sx, sy);
+                    let count = (draft.units.get(x).members.len()
+                        + draft.units.get(y).members.len()) as f64;
                     let per_migration = effect.gain / count;
-                    if opts.trigger.gain_ok(per_migration) && count as usize <= sim.budget_left() {
-                        let vmid = sim.cluster.guest(sim.units.get(x).members[0]).vmid;
+                    if opts.trigger.gain_ok(per_migration) && count as usize <= draft.budget_left()
+                    {
+                        let vmid = draft.cluster.guest(draft.units.get(x).members[0]).vmid;
                         let units = [(x, s, t), (y, t, s)];
                         cands.push(Move::new(
                             &units,
@@ -718,19 +726,19 @@ fn best_swap(
         }
     }
     for mut m in best_first(cands).take(64) {
-        if sim
+        if draft
             .objective
-            .raises(sim.measure, &[m.effect.from, m.effect.to], value, SCREEN)
+            .raises(draft.measure, &[m.effect.from, m.effect.to], value, SCREEN)
         {
             continue;
         }
         let reduction = value
-            - sim
+            - draft
                 .objective
-                .measure_with(sim.measure, &[m.effect.from, m.effect.to]);
+                .measure_with(draft.measure, &[m.effect.from, m.effect.to]);
         // Either order may be the safe one: the first move needs room before the second frees it.
         for order in [m.units, [m.units[1], m.units[0]]] {
-            if swap_is_safe(sim, &order, reduction) {
+            if swap_is_safe(draft, &order, reduction) {
                 m.units = order;
                 return Ok(Some(m));
             }
@@ -743,9 +751,9 @@ fn best_swap(
 /// node but this one, or a selected label no node has. Every move of such a unit fails the
 /// filters, so it is no candidate: as one, it would only cost work (pairs of them in swaps grow
 /// with the square of the guests per node).
-fn held_in_place(sim: &Draft, unit: UnitId, node: NodeIdx, labels: &HashSet<&str>) -> bool {
-    sim.units.get(unit).members.iter().any(|&m| {
-        let r = sim.rules.guest(m);
+fn held_in_place(draft: &Draft, unit: UnitId, node: NodeIdx, labels: &HashSet<&str>) -> bool {
+    draft.units.get(unit).members.iter().any(|&m| {
+        let r = draft.rules.guest(m);
         r.node_rules
             .iter()
             .any(|nr| nr.nodes.iter().all(|&n| n == node))
@@ -756,37 +764,39 @@ fn held_in_place(sim: &Draft, unit: UnitId, node: NodeIdx, labels: &HashSet<&str
 /// Whether two unit moves pass the filters one after the other, each on the state the previous
 /// leaves, and leave no soft rule worse off unless the swap's `reduction` of the measure is worth
 /// it.
-fn swap_is_safe(sim: &mut Draft, order: &[(UnitId, NodeIdx, NodeIdx)], reduction: f64) -> bool {
-    let saved = sim.state.clone();
+fn swap_is_safe(draft: &mut Draft, order: &[(UnitId, NodeIdx, NodeIdx)], reduction: f64) -> bool {
+    let saved = draft.state.clone();
     let mut worse = Some(0);
     for &(u, s, t) in order {
-        let unit = sim.units.get(u);
-        let subject = sim.subject(&unit.members, unit.group.as_deref());
+        let unit = draft.units.get(u);
+        let subject = draft.subject(&unit.members, unit.group.as_deref());
         worse = worse
-            .zip(soft_cost(sim, &subject, s, t))
+            .zip(soft_cost(draft, &subject, s, t))
             .map(|(a, b)| a + b);
         if worse.is_none() {
             break;
         }
-        for &g in &sim.units.get(u).members {
-            sim.state.move_guest(sim.cluster, g, t);
+        for &g in &draft.units.get(u).members {
+            draft.state.move_guest(draft.cluster, g, t);
         }
     }
-    sim.state = saved;
-    worse.is_some_and(|w| worth_trading(sim.soft_weight, w, reduction))
+    draft.state = saved;
+    worse.is_some_and(|w| worth_trading(draft.soft_weight, w, reduction))
 }
 
-fn apply(sim: &mut Draft, m: &Move) {
+fn apply(draft: &mut Draft, m: &Move) {
     let kind = m.count;
     for (i, &(u, s, t)) in m.moves().iter().enumerate() {
-        let unit = sim.units.get(u).clone();
-        let subject = sim.subject(&unit.members, unit.group.as_deref());
-        let trade =
-            soft_cost(sim, &subject, s, t).map_or(String::new(), |w| traded(sim.soft_weight, w));
-        let (ls, lt) = (sim.objective.load(s), sim.objective.load(t));
-        let shift = sim.shift(&unit.members);
-        let e = sim.objective.effect(sim.cluster, &sim.state, s, t, &shift);
-        let (cs, ct) = (&sim.cluster.node(s).name, &sim.cluster.node(t).name);
+        let unit = draft.units.get(u).clone();
+        let subject = draft.subject(&unit.members, unit.group.as_deref());
+        let trade = soft_cost(draft, &subject, s, t)
+            .map_or(String::new(), |w| traded(draft.soft_weight, w));
+        let (ls, lt) = (draft.objective.load(s), draft.objective.load(t));
+        let shift = draft.shift(&unit.members);
+        let e = draft
+            .objective
+            .effect(draft.cluster, &draft.state, s, t, &shift);
+        let (cs, ct) = (&draft.cluster.node(s).name, &draft.cluster.node(t).name);
         let who = match &unit.group {
             Some(g) => format!("group {g} moves together, "),
             None => String::new(),
@@ -794,19 +804,19 @@ fn apply(sim: &mut Draft, m: &Move) {
         let why = if kind == 1 {
             format!(
                 "the largest balance gain per migration among moves off the fullest nodes ({} to copy)",
-                fmt_bytes(sim.bytes(&unit.members))
+                fmt_bytes(draft.bytes(&unit.members))
             )
         } else {
             let other = m.units[1 - i].0;
-            let vmid = sim.cluster.guest(sim.units.get(other).members[0]).vmid;
+            let vmid = draft.cluster.guest(draft.units.get(other).members[0]).vmid;
             format!(
                 "swapped with {vmid} because no single move helps ({} to copy)",
-                fmt_bytes(sim.bytes(&unit.members))
+                fmt_bytes(draft.bytes(&unit.members))
             )
         };
         let reason = format!(
             "balance {}: {who}{cs} {} % → {} %, {ct} {} % → {} %; {why}{trade}",
-            sim.objective.kind().as_str(),
+            draft.objective.kind().as_str(),
             one_decimal(ls),
             one_decimal(e.from.1),
             one_decimal(lt),
@@ -817,7 +827,7 @@ fn apply(sim: &mut Draft, m: &Move) {
             (_, 0) => (Purpose::Swap, Step::New),
             _ => (Purpose::Swap, Step::Joined),
         };
-        sim.apply(
+        draft.apply(
             &unit.members,
             t,
             purpose,

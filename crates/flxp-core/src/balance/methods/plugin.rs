@@ -46,7 +46,7 @@ impl BalanceMethod for PluginMethod {
                 message: format!("{} is not a configured balance plugin", self.name),
             })?;
         let measure = options.measure;
-        let mut sim = Draft::for_options(cluster, rules, placer, state, options);
+        let mut draft = Draft::for_options(cluster, rules, placer, state, options);
         let request = Request {
             protocol: PROTOCOL_VERSION,
             kind: PluginKind::Balance,
@@ -85,7 +85,7 @@ impl BalanceMethod for PluginMethod {
             }
             Ok(proposals) => {
                 for p in proposals {
-                    let verdict = step(&mut sim, spec.name, &p);
+                    let verdict = step(&mut draft, spec.name, &p);
                     let (refused, why) = match verdict {
                         Ok(()) => (None, None),
                         Err((kind, why)) => (Some(kind), Some(why)),
@@ -104,7 +104,7 @@ impl BalanceMethod for PluginMethod {
         let threshold = options.trigger.threshold_for(measure);
         let target = options.trigger.target_for(measure);
         let source = PlanSource::Balance(MethodName::registered(self.name));
-        let mut plan = finish(sim, state, source, options.metric, threshold, target);
+        let mut plan = finish(draft, state, source, options.metric, threshold, target);
         for (i, m) in plan.migrations.iter_mut().enumerate() {
             m.wave = i as u32;
         }
@@ -129,8 +129,12 @@ impl BalanceMethod for PluginMethod {
 }
 
 /// Checks one proposal on the draft's state and applies it, or says why not.
-fn step(sim: &mut Draft, plugin: &str, p: &Proposal) -> std::result::Result<(), (Refusal, String)> {
-    let cluster: &Cluster = sim.cluster;
+fn step(
+    draft: &mut Draft,
+    plugin: &str,
+    p: &Proposal,
+) -> std::result::Result<(), (Refusal, String)> {
+    let cluster: &Cluster = draft.cluster;
     let g = cluster.guest_idx(p.vmid).ok_or_else(|| {
         (
             Refusal::UnknownGuest,
@@ -143,18 +147,18 @@ fn step(sim: &mut Draft, plugin: &str, p: &Proposal) -> std::result::Result<(), 
             format!("node {:?} is not in the zone", p.target),
         )
     })?;
-    if sim.has_moved(g) {
+    if draft.has_moved(g) {
         return Err((Refusal::Duplicate, "it moves in this plan already".into()));
     }
-    let unit = sim.units.of(g);
-    let members = sim.units.get(unit).members.clone();
-    if members.iter().all(|&m| sim.state.location(m) == to) {
+    let unit = draft.units.of(g);
+    let members = draft.units.get(unit).members.clone();
+    if members.iter().all(|&m| draft.state.location(m) == to) {
         return Err((
             Refusal::AlreadyThere,
             format!("it is on {} already", p.target),
         ));
     }
-    if let Some((m, stay)) = sim.unit_stays(unit, Intent::Balance) {
+    if let Some((m, stay)) = draft.unit_stays(unit, Intent::Balance) {
         let why = if m == g {
             stay.to_string()
         } else {
@@ -162,7 +166,7 @@ fn step(sim: &mut Draft, plugin: &str, p: &Proposal) -> std::result::Result<(), 
         };
         return Err((Refusal::NotMovable, why));
     }
-    if sim.unit_moved(unit) {
+    if draft.unit_moved(unit) {
         return Err((
             Refusal::Duplicate,
             "a member of its group moves in this plan already".into(),
@@ -170,21 +174,21 @@ fn step(sim: &mut Draft, plugin: &str, p: &Proposal) -> std::result::Result<(), 
     }
     let moving = members
         .iter()
-        .filter(|&&m| sim.state.location(m) != to)
+        .filter(|&&m| draft.state.location(m) != to)
         .count();
-    if moving > sim.budget_left() {
+    if moving > draft.budget_left() {
         return Err((
             Refusal::Budget,
             format!(
                 "beyond the migration budget of {} (raise --max-migrations)",
-                sim.budget
+                draft.budget
             ),
         ));
     }
-    let group = sim.units.get(unit).group.clone();
-    let subject = sim.subject(&members, group.as_deref());
-    let ctx = sim.ctx(&subject);
-    let fails = sim.placer.failures(&ctx, to);
+    let group = draft.units.get(unit).group.clone();
+    let subject = draft.subject(&members, group.as_deref());
+    let ctx = draft.ctx(&subject);
+    let fails = draft.placer.failures(&ctx, to);
     if !fails.is_empty() {
         let why: Vec<String> = fails.iter().map(|(f, _, r)| format!("{f}: {r}")).collect();
         let has = |k: FilterKind| fails.iter().any(|(_, kind, _)| *kind == k);
@@ -201,7 +205,7 @@ fn step(sim: &mut Draft, plugin: &str, p: &Proposal) -> std::result::Result<(), 
         Some(r) if !r.is_empty() => format!("plugin {plugin}: {r}"),
         _ => format!("plugin {plugin}"),
     };
-    sim.apply(
+    draft.apply(
         &members,
         to,
         Purpose::Balance,
