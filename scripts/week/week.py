@@ -1,0 +1,429 @@
+#!/usr/bin/env python3
+"""A week in motion: one contender balances a simulated cluster whose load follows a trace.
+
+It starts `flxp sim` with a scenario and a load trace (generated for a family and seed, or read
+from a file) at a time scale that makes one balancing round (`--round-secs` simulated seconds)
+last `--round-real` real seconds, runs one contender on it, each unmodified, every round at the
+same simulated interval, and stops after `--days` simulated days. Meanwhile a checker thread reads
+`/_sim/state` every ~100 ms and counts hard-rule breaches (anti-affinity, affinity with nothing in
+flight, node pins; flxp's and ProxLB's tags) at any instant. At the end it reads the simulator's
+own records (`/_sim/records`) and prints the measures of `measure.py`; `--json` writes them.
+
+Contenders:
+- `flxp`: `flxp daemon` with the default config (only the zone and the round interval set);
+- `pve-topsis`, `pve-bruteforce`: Proxmox VE 9.2's dynamic load balancer as flxp reimplements it
+  (`flxp daemon` with `[balance] method = "pve-topsis"`, usage `dynamic`, Proxmox's CV measure,
+  threshold 0.3, hold 3 rounds and margin 0.1; it moves HA-managed guests only, one per round);
+- `proxlb`, `proxlb-cpsat`: ProxLB 2.3 (PyPI `proxlb`) run once per round (`service.daemon:
+  false`), greedy or with its CP-SAT planner (PyPI `proxlb-solver`, `solver: {enable: true, mode:
+  active}`); `--python` names the interpreter that has them (scripts/week.sh makes a venv).
+
+Python 3 standard library only. `scripts/week.sh` builds flxp and calls this.
+"""
+import argparse
+import json
+import math
+import os
+import re
+import signal
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+
+import measure
+
+CONTENDERS = ("flxp", "pve-topsis", "pve-bruteforce", "proxlb", "proxlb-cpsat")
+TLS = ssl.create_default_context()
+TLS.check_hostname = False
+TLS.verify_mode = ssl.CERT_NONE
+
+
+def log(msg):
+    print(f"[week {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+class Api:
+    """A tiny Proxmox API client (token auth) for the simulator's API and its `/_sim` calls."""
+
+    def __init__(self, base, token):
+        self.base = base.rstrip("/")
+        self.auth = f"PVEAPIToken={token}"
+
+    def get(self, path, timeout=30):
+        req = urllib.request.Request(self.base + path, headers={"Authorization": self.auth})
+        with urllib.request.urlopen(req, timeout=timeout, context=TLS) as r:
+            return json.loads(r.read() or b"null").get("data")
+
+
+def tag_list(tags):
+    if isinstance(tags, list):
+        return [t for t in tags if t]
+    return [t for t in re.split(r"[;, ]", tags or "") if t]
+
+
+RULE_TAGS = (
+    ("anti", ("flxp.anti-affinity.", "plb_anti_affinity_")),
+    ("aff", ("flxp.affinity.", "plb_affinity_")),
+    ("pin", ("flxp.node.", "plb_pin_")),
+)
+
+
+def rules_of(guests):
+    """Hard rules from the tags, flxp's and ProxLB's: anti-affinity, affinity, node pins."""
+    rules = {"anti": {}, "aff": {}, "pin": {}}
+    for g in guests.values():
+        for t in tag_list(g.get("tags")):
+            for kind, prefixes in RULE_TAGS:
+                for p in prefixes:
+                    if t.startswith(p):
+                        key = g["vmid"] if kind == "pin" else t[len(p):]
+                        value = t[len(p):] if kind == "pin" else g["vmid"]
+                        rules[kind].setdefault(key, set()).add(value)
+    return rules
+
+
+class Checker(threading.Thread):
+    """Counts hard-rule breaches at every observed instant; knows nothing of any contender."""
+
+    def __init__(self, api, grace):
+        super().__init__(daemon=True)
+        self.api = api
+        self.grace = grace
+        self.stop = threading.Event()
+        self.breaches = []  # (sim time, what), one per episode
+        self.active = set()
+        self.split_since = {}
+        self.polls = 0
+        self.errors = 0
+
+    def check(self, s):
+        now = s["time"]
+        guests = {g["vmid"]: g for g in s["guests"]}
+        inflight = {m["vmid"]: m["target"] for m in s.get("migrations", [])}
+        places = {}
+        for g in guests.values():
+            if g["running"]:
+                places[g["vmid"]] = {g["node"]} | ({inflight[g["vmid"]]} if g["vmid"] in inflight else set())
+        rules = rules_of(guests)
+        seen = set()
+
+        def breach(key, what):
+            seen.add(key)
+            if key not in self.active:
+                self.active.add(key)
+                self.breaches.append((now, what))
+                log(f"BREACH t={now}: {what}")
+
+        for group, members in rules["anti"].items():
+            per_node = {}
+            for vm in members:
+                for p in places.get(vm, ()):
+                    per_node.setdefault(p, []).append(vm)
+            for node, vms in per_node.items():
+                if len(vms) > 1:
+                    breach(("anti", group, node), f"anti-affinity {group}: {sorted(vms)} on {node}")
+        for group, members in rules["aff"].items():
+            running = [vm for vm in members if vm in places]
+            homes = {guests[vm]["node"] for vm in running}
+            if len(homes) > 1 and not any(vm in inflight for vm in running):
+                since = self.split_since.setdefault(group, now)
+                if now - since > self.grace:
+                    breach(("aff", group), f"affinity {group} split over {sorted(homes)}")
+            else:
+                self.split_since.pop(group, None)
+        for vm, allowed in rules["pin"].items():
+            for p in places.get(vm, ()):
+                if p not in allowed:
+                    breach(("pin", vm), f"guest {vm} pinned to {sorted(allowed)} is on {p}")
+        self.active &= seen
+
+    def run(self):
+        while not self.stop.is_set():
+            try:
+                self.check(self.api.get("/_sim/state"))
+                self.polls += 1
+            except (urllib.error.URLError, OSError, ValueError, KeyError):
+                self.errors += 1
+            self.stop.wait(0.1)
+
+
+def start_sim(args, tokens, workdir):
+    """`flxp sim` on a free loopback port; returns (process, base URL, fingerprint)."""
+    cmd = [args.flxp, "sim", "--scenario", args.scenario, "--listen", "127.0.0.1:0",
+           "--time-scale", str(args.time_scale), "--seed", str(args.seed)]
+    if args.trace_file:
+        cmd += ["--trace-file", args.trace_file]
+    else:
+        cmd += ["--trace", args.trace, "--days", str(math.ceil(args.days) + 1)]
+    for t in tokens:
+        cmd += ["--token", t]
+    out_path = os.path.join(workdir, "sim.out")
+    with open(out_path, "wb") as out, open(os.path.join(workdir, "sim.log"), "wb") as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err)
+    for _ in range(600):
+        with open(out_path) as f:
+            text = f.read()
+        url = re.search(r"base URL:\s*(\S+)", text)
+        fp = re.search(r"fingerprint:\s*(\S+)", text)
+        if url and fp:
+            return proc, url.group(1), fp.group(1)
+        if proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    with open(os.path.join(workdir, "sim.log")) as f:
+        sys.stderr.write(f.read())
+    raise SystemExit("flxp sim did not start")
+
+
+FLXP_CONFIG = """# Written by scripts/week/week.py.
+[zones.week]
+hosts = ["{host}"]
+token = "{user}"
+token-secret = "{secret}"
+fingerprint = "{fingerprint}"
+
+[daemon]
+interval-secs = {interval}
+{extra}"""
+
+PVE_BALANCER = """
+[balance]
+method = "{method}"
+usage = "dynamic"
+measure = "cv"
+
+[balance.trigger]
+threshold = 0.3
+hold = 3
+margin = 0.1
+"""
+
+PROXLB_CONFIG = """proxmox_api:
+  hosts: ['{host}']
+  user: {user}
+  token_id: {token_id}
+  token_secret: {secret}
+  ssl_verification: false
+  timeout: 30
+proxmox_cluster:
+  maintenance_nodes: []
+  ignore_nodes: []
+balancing:
+  enable: true
+  enforce_affinity: true
+  parallel: false
+  live: true
+  with_local_disks: true
+  balance_types: ['vm', 'ct']
+  max_job_validation: 1800
+  balanciness: 5
+  method: memory
+  mode: used
+service:
+  daemon: false
+  log_level: WARNING
+{solver}"""
+
+
+class Contender:
+    """One contender's process(es), started and stopped by the run."""
+
+    def __init__(self, args, host, fingerprint, token, workdir):
+        self.args = args
+        self.name = args.contender
+        self.workdir = workdir
+        self.user, rest = token.split("!", 1)
+        self.token_id, self.secret = rest.rsplit("=", 1)
+        self.principal = f"{self.user}!{self.token_id}"
+        self.host = host
+        self.fingerprint = fingerprint
+        self.proc = None
+        self.thread = None
+        self.stop = threading.Event()
+        self.rounds = 0
+        self.late_rounds = 0
+        self.log = open(os.path.join(workdir, f"{self.name}.log"), "ab")
+
+    def start(self, sim_clock):
+        if self.name.startswith("proxlb"):
+            self.thread = threading.Thread(target=self.proxlb_loop, args=(sim_clock,), daemon=True)
+            self.thread.start()
+            return
+        extra = ""
+        if self.name.startswith("pve-"):
+            extra = PVE_BALANCER.format(method=self.name)
+        path = os.path.join(self.workdir, "flxp.toml")
+        with open(path, "w") as f:
+            f.write(FLXP_CONFIG.format(host=self.host, user=self.principal, secret=self.secret,
+                                       fingerprint=self.fingerprint,
+                                       interval=max(1, round(self.args.round_real)), extra=extra))
+        self.proc = subprocess.Popen([self.args.flxp, "daemon", "--config", path],
+                                     stdout=self.log, stderr=subprocess.STDOUT,
+                                     env={**os.environ, "RUST_LOG": "info"})
+
+    def proxlb_loop(self, sim_clock):
+        """ProxLB once per round at the same simulated interval; a run that overruns delays the next."""
+        solver = "" if self.name == "proxlb" else "solver:\n  enable: true\n  mode: active\n"
+        path = os.path.join(self.workdir, "proxlb.yaml")
+        with open(path, "w") as f:
+            f.write(PROXLB_CONFIG.format(host=self.host, user=self.user, token_id=self.token_id,
+                                         secret=self.secret, solver=solver))
+        next_round = sim_clock()
+        while not self.stop.is_set():
+            now = sim_clock()
+            if now < next_round:
+                self.stop.wait(min(1.0, (next_round - now) / self.args.time_scale))
+                continue
+            if now > next_round + self.args.round_secs:
+                self.late_rounds += 1
+            next_round = max(next_round + self.args.round_secs, now)
+            self.proc = subprocess.Popen([self.args.python, "-m", "proxlb", "-c", path],
+                                         stdout=self.log, stderr=subprocess.STDOUT)
+            self.proc.wait()
+            self.rounds += 1
+
+    def end(self):
+        self.stop.set()
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.thread:
+            self.thread.join(timeout=120)
+
+    def alive(self):
+        return self.thread.is_alive() if self.thread else self.proc.poll() is None
+
+
+def table(rows):
+    """Contenders side by side: one line per measure."""
+    keys = list(rows[0]["measures"].keys())
+    names = [r["contender"] for r in rows]
+    width = max(len(k) for k in keys)
+    cols = [max(len(n), 10) for n in names]
+    out = [" " * width + "  " + "  ".join(n.rjust(c) for n, c in zip(names, cols))]
+    for k in keys:
+        out.append(k.ljust(width) + "  " + "  ".join(
+            str(r["measures"][k]).rjust(c) for r, c in zip(rows, cols)))
+    return "\n".join(out)
+
+
+def run(args):
+    workdir = args.workdir or tempfile.mkdtemp(prefix="flxp-week-")
+    os.makedirs(workdir, exist_ok=True)
+    log(f"workdir {workdir}")
+    bench = f"root@pam!bench={uuid.uuid4()}"
+    contender_token = f"root@pam!{args.contender.replace('-', '')}={uuid.uuid4()}"
+    sim, url, fingerprint = start_sim(args, [bench, contender_token], workdir)
+    base = re.match(r"(https?://[^/]+)", url).group(1)
+    host = base.split("://", 1)[1]
+    api = Api(base, bench)
+    checker = Checker(api, args.affinity_grace)
+    contender = None
+    try:
+        first = api.get("/_sim/state")
+        start = first["time"]
+        end = start + args.days * 86400
+        checker.check(first)
+        checker.start()
+        clock = lambda: api.get("/_sim/state")["time"]  # noqa: E731
+        contender = Contender(args, host, fingerprint, contender_token, workdir)
+        contender.start(clock)
+        log(f"{args.contender} on {len(first['nodes'])} nodes, {len(first['guests'])} guests, "
+            f"{args.days} simulated day(s) at {args.time_scale:g}x")
+        died = None
+        next_report = time.monotonic() + 30
+        while True:
+            now = clock()
+            if now >= end:
+                break
+            if not contender.alive():
+                died = f"{args.contender} stopped by itself (see {workdir}/{args.contender}.log)"
+                log(died)
+                break
+            if time.monotonic() >= next_report:
+                log(f"day {(now - start) / 86400:.2f} of {args.days}, {len(checker.breaches)} breaches")
+                next_report = time.monotonic() + 30
+            time.sleep(min(1.0, max(0.05, (end - now) / args.time_scale)))
+        contender.end()
+        checker.stop.set()
+        checker.join(timeout=10)
+        records = api.get(f"/_sim/records?since={start}", timeout=300)
+        users = {contender.principal, contender.user}
+        result = {
+            "contender": args.contender,
+            "trace": args.trace or args.trace_file,
+            "seed": args.seed,
+            "scenario": args.scenario,
+            "round_secs": args.round_secs,
+            "time_scale": args.time_scale,
+            "nodes": len(first["nodes"]),
+            "guests_at_start": len(first["guests"]),
+            "measures": measure.measures(records, start, end, users, len(checker.breaches)),
+            "breaches": [{"time": t, "what": w} for t, w in checker.breaches],
+            "rounds_late": contender.late_rounds,
+            "checker_polls": checker.polls,
+            "error": died,
+        }
+        return result
+    finally:
+        if contender:
+            contender.end()
+        sim.send_signal(signal.SIGTERM)
+        try:
+            sim.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            sim.kill()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--flxp", required=True, help="the flxp binary")
+    ap.add_argument("--python", default=sys.executable, help="the Python that has ProxLB")
+    ap.add_argument("--scenario", default="demo", help="a scenario file or built-in name")
+    ap.add_argument("--trace", help="a trace family (office-hours, night-batch, ...)")
+    ap.add_argument("--trace-file", help="a trace file instead of a family")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--days", type=float, default=7)
+    ap.add_argument("--contender", choices=CONTENDERS, default="flxp")
+    ap.add_argument("--round-secs", type=int, default=300, help="simulated seconds per round")
+    ap.add_argument("--round-real", type=float, default=None,
+                    help="real seconds per round (default 1, 5 for ProxLB: a Python start is slow)")
+    ap.add_argument("--affinity-grace", type=int, default=600,
+                    help="simulated seconds an affinity group may stay split with nothing in flight")
+    ap.add_argument("--json", help="write the result here")
+    ap.add_argument("--compare", nargs="+", metavar="JSON",
+                    help="print result files side by side and exit")
+    ap.add_argument("--workdir")
+    args = ap.parse_args()
+    if args.compare:
+        rows = [json.load(open(p)) for p in args.compare]
+        print(table(rows))
+        return 0
+    if not args.trace and not args.trace_file:
+        ap.error("give --trace FAMILY or --trace-file F")
+    if args.round_real is None:
+        args.round_real = 5.0 if args.contender.startswith("proxlb") else 1.0
+    args.time_scale = args.round_secs / args.round_real
+    result = run(args)
+    print(table([result]))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+    if result["error"]:
+        return 1
+    return 2 if result["measures"]["breaches"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
