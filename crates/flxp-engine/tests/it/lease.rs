@@ -17,6 +17,7 @@ fn keeper(z: &super::support::Zone, holder: &str) -> LeaseKeeper {
             ttl: Duration::from_secs(30),
             margin: Duration::from_secs(5),
             holder: holder.into(),
+            command: None,
         },
     )
 }

@@ -401,7 +401,7 @@ fn daemon(
         ..DaemonOptions::default()
     };
     let metrics = Arc::clone(metrics);
-    let daemon = match config.lease_settings() {
+    let daemon = match config.lease_settings("serve") {
         Some(lease) => Daemon::new(zones, Arc::clone(placer), options).with_lease(lease),
         None => Daemon::new(zones, Arc::clone(placer), options),
     };
