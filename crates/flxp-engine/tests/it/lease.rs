@@ -111,7 +111,11 @@ async fn a_zone_without_rounds_keeps_its_lease_and_runs_no_round() {
     let run = tokio::spawn(async move { runner.run(std::future::pending()).await });
     let start = std::time::Instant::now();
     while !z.notes("pve1").contains("holder=serve:1:1") {
-        assert!(start.elapsed() < Duration::from_secs(30), "{}", z.notes("pve1"));
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{}",
+            z.notes("pve1")
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(d.may_act("lab").await, Ok(()));
@@ -128,6 +132,10 @@ async fn a_zone_without_rounds_keeps_its_lease_and_runs_no_round() {
     d.stop();
     run.await.unwrap();
     d.release_leases().await;
-    assert!(!z.notes("pve1").contains("flxp-lease"), "{}", z.notes("pve1"));
+    assert!(
+        !z.notes("pve1").contains("flxp-lease"),
+        "{}",
+        z.notes("pve1")
+    );
     assert_eq!(z.migrations_of(100), 0);
 }

@@ -277,3 +277,70 @@ fn a_balance_and_an_evacuation_started_together_never_act_at_once() {
         assert!(z.guests_on("pve1").is_empty());
     }
 }
+
+/// Starts `flxp daemon` or `flxp serve` on the zone and waits until it holds the lease.
+fn holding(z: &SimZone, command: &str) -> Child {
+    let mut cmd = match command {
+        "daemon" => super::cli_daemon::daemon_command(z),
+        _ => super::serve_command::serve_command(&z.config),
+    };
+    // Few log lines: the pipe is read only if the holder fails to start.
+    let mut child = cmd
+        .env("RUST_LOG", "warn")
+        .env("FLXP_API_TOKEN", "lease-test-operator-token")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while !z.notes("pve1").contains(&format!("command={command} ")) {
+        if start.elapsed() > Duration::from_secs(60) || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            panic!("`flxp {command}` took no lease: {}\n{err}", z.notes("pve1"));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child
+}
+
+#[test]
+fn a_run_beside_a_daemon_or_serve_is_refused_naming_it() {
+    // An hour between rounds: the holder acts at its start, then only keeps the lease.
+    for command in ["daemon", "serve"] {
+        let z = sim_zone(
+            &six_groups_of_four(),
+            TIME_SCALE,
+            "\n[daemon]\ninterval-secs = 3600\n",
+            |_| {},
+        );
+        let mut holder = holding(&z, command);
+        let before = z.guests_on("pve3");
+        let (code, _, err) = z.run(&["evacuate", "pve3"]);
+        let (dry, _, dry_err) = z.run(&["evacuate", "pve3", "--dry-run"]);
+        let (mark, _, mark_err) = z.run(&["maintenance", "pve3"]);
+        let _ = holder.kill();
+        let _ = holder.wait();
+        assert_eq!(code, 1, "{command}: {err}");
+        assert!(
+            err.contains(&format!(":{}:", holder.id()))
+                && err.contains(&format!("running `flxp {command}`) until "))
+                && err.contains(&format!(
+                    "that `flxp {command}` acts on the zone all the time"
+                )),
+            "{command}: {err}"
+        );
+        assert_eq!(z.guests_on("pve3"), before, "{command}");
+        // Marking a node makes the holder empty it: refused too.
+        assert_eq!(mark, 1, "{command}: {mark_err}");
+        assert!(
+            mark_err.contains(&format!("running `flxp {command}`) until ")),
+            "{command}: {mark_err}"
+        );
+        assert!(!z.notes("pve3").contains("flxp.maintenance"), "{command}");
+        // Planning needs no lease.
+        assert_eq!(dry, 0, "{command}: {dry_err}");
+    }
+}
