@@ -238,31 +238,37 @@ pub enum LeaseError {
 impl LeaseError {
     /// A failed read of the lease node's config, naming the privilege when Proxmox refused it.
     fn read(node: &str, error: flxp_pve::Error) -> Self {
-        let node = node.to_owned();
-        if matches!(error.kind(), Some(flxp_pve::ApiErrorKind::PermissionDenied)) {
-            Self::Denied {
-                node,
-                action: "read",
-                privilege: "Sys.Audit",
-                error,
-            }
-        } else {
-            Self::Read { node, error }
-        }
+        Self::denied_or(node, "read", "Sys.Audit", error, |node, error| Self::Read {
+            node,
+            error,
+        })
     }
 
     /// A failed write of the lease node's config, naming the privilege when Proxmox refused it.
     fn write(node: &str, error: flxp_pve::Error) -> Self {
+        Self::denied_or(node, "write", "Sys.Modify", error, |node, error| {
+            Self::Write { node, error }
+        })
+    }
+
+    /// `Denied` when Proxmox refused the privilege (403), else what `other` makes of the error.
+    fn denied_or(
+        node: &str,
+        action: &'static str,
+        privilege: &'static str,
+        error: flxp_pve::Error,
+        other: impl FnOnce(String, flxp_pve::Error) -> Self,
+    ) -> Self {
         let node = node.to_owned();
         if matches!(error.kind(), Some(flxp_pve::ApiErrorKind::PermissionDenied)) {
             Self::Denied {
                 node,
-                action: "write",
-                privilege: "Sys.Modify",
+                action,
+                privilege,
                 error,
             }
         } else {
-            Self::Write { node, error }
+            other(node, error)
         }
     }
 

@@ -200,18 +200,19 @@ fn refusal(refused: &LeaseRefused, wait: Option<Duration>) -> String {
         LeaseRefused::HeldElsewhere { command, .. } => {
             let what = match command.as_deref() {
                 Some("serve") => {
-                    "that `flxp serve` acts on the zone all the time: act through its API \
+                    "That `flxp serve` acts on the zone all the time: act through its API \
                      (GraphQL mutations, dashboard), or stop it first"
                 }
                 Some("daemon") => {
-                    "that `flxp daemon` acts on the zone all the time: stop it first (a clean \
+                    "That `flxp daemon` acts on the zone all the time: stop it first (a clean \
                      stop gives the lease up at once)"
                 }
-                _ => "wait for that run to end, or pass --wait SECS to wait for it that long",
+                _ => "Wait for that run to end, or pass --wait SECS to wait for it that long",
             };
             format!(
-                ". {what}. A lease left by a flxp that was killed ends by itself at its expiry \
-                 (ttl-secs after its last renewal, 30 s by default)"
+                ". {what}. A lease left by a flxp that was killed ends by itself: it is free \
+                 margin-secs (5 s by default) after that expiry, which is at most ttl-secs (30 s by \
+                 default) after its holder's last renewal"
             )
         }
         _ => String::new(),

@@ -203,7 +203,9 @@ fn assert_refused_by(loser: &Ran, winner: &Ran, command: &str) {
     assert!(
         loser.err.contains("nothing was changed")
             && loser.err.contains("--wait SECS")
-            && loser.err.contains("ends by itself at its expiry"),
+            && loser
+                .err
+                .contains("A lease left by a flxp that was killed ends by itself"),
         "{}",
         loser.err
     );
@@ -328,7 +330,7 @@ fn a_run_beside_a_daemon_or_serve_is_refused_naming_it() {
             err.contains(&format!(":{}:", holder.id()))
                 && err.contains(&format!("running `flxp {command}`) until "))
                 && err.contains(&format!(
-                    "that `flxp {command}` acts on the zone all the time"
+                    "That `flxp {command}` acts on the zone all the time"
                 )),
             "{command}: {err}"
         );
