@@ -22,6 +22,7 @@ mod serve;
 mod serve_command;
 mod serve_concurrency;
 mod serve_errors;
+mod serve_lease;
 mod webdriver;
 
 use std::path::{Path, PathBuf};
