@@ -317,6 +317,13 @@ pub fn valid_until(sent: Instant, ttl: Duration, margin: Duration) -> Instant {
     sent + ttl.saturating_sub(margin).min(CENTURY)
 }
 
+/// What follows a holder's name when the lease names its command: ", running" and the command.
+fn running(command: Option<&str>) -> String {
+    command
+        .map(|c| format!(", running `flxp {c}`"))
+        .unwrap_or_default()
+}
+
 fn secs(d: Duration) -> i64 {
     i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
 }
@@ -350,7 +357,7 @@ pub enum LeaseRefused {
     #[error(
         "zone {zone} is held by another flxp ({holder}{}) until {expires} (Proxmox clock, epoch \
          seconds: {} s from now)",
-        command.as_deref().map(|c| format!(", running `flxp {c}`")).unwrap_or_default(),
+        running(command.as_deref()),
         expires.saturating_sub(*now).max(0)
     )]
     HeldElsewhere {
@@ -490,14 +497,18 @@ impl LeaseKeeper {
                 }
             }
             LeaseState::Standby {
-                holder, expires, ..
+                holder,
+                expires,
+                command,
+                ..
             } => {
                 st.valid_until = None;
                 let same =
                     matches!(&st.last, Some(LeaseState::Standby { holder: h, .. }) if h == holder);
                 if !same {
+                    let running = running(command.as_deref());
                     tracing::info!(
-                        "standby: zone {} is held by {holder} until {expires} (Proxmox clock, epoch seconds)",
+                        "standby: zone {} is held by {holder}{running} until {expires} (Proxmox clock, epoch seconds)",
                         self.zone
                     );
                 }
