@@ -14,7 +14,7 @@
 //! shutdown future, or [`Daemon::stop`]) nothing new starts, running migrations are followed until
 //! they end or the drain timeout passes, and `run` returns.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -171,6 +171,8 @@ impl RoundReport {
 /// round's report.
 struct ZoneState {
     zone: Zone,
+    /// Rounds run here; `false` for a zone only leased (see [`Daemon::with_idle_zones`]).
+    rounds: bool,
     /// The placement pipeline for this zone: plugins are told its name.
     placer: Arc<Placer>,
     held: AtomicU32,
@@ -214,6 +216,8 @@ struct Parts {
     clock: Clock,
     listener: Option<RoundListener>,
     lease: Option<LeaseSettings>,
+    /// Zones without rounds, only leased.
+    idle: BTreeSet<String>,
 }
 
 /// The lease every zone's rounds need (see [`crate::lease`]).
@@ -259,6 +263,7 @@ impl Daemon {
             clock: system_clock(),
             listener: None,
             lease: None,
+            idle: BTreeSet::new(),
         })
     }
 
@@ -272,6 +277,7 @@ impl Daemon {
                     z.name.clone(),
                     ZoneState {
                         zone: z.clone(),
+                        rounds: !parts.idle.contains(&z.name),
                         placer: zone_placer(&parts.placer, &z.name),
                         held: AtomicU32::new(0),
                         last: std::sync::Mutex::new(None),
@@ -331,6 +337,16 @@ impl Daemon {
         self.rebuild(|p| p.lease = Some(lease))
     }
 
+    /// The same daemon also keeping the lease of `zones`, where it runs no rounds (`flxp serve`'s
+    /// zones outside `[daemon] zones`): what the API carries out there is as exclusive as in the
+    /// others (a fresh daemon: call before sharing it).
+    pub fn with_idle_zones(self, zones: Vec<Zone>) -> Self {
+        self.rebuild(|p| {
+            p.idle.extend(zones.iter().map(|z| z.name.clone()));
+            p.zones.extend(zones);
+        })
+    }
+
     /// Whether this process may act in a zone now: `Err` names the lease holder when another
     /// flxp holds it (a zone without a lease, or an unknown zone, is `Ok`).
     pub async fn may_act(&self, zone: &str) -> std::result::Result<(), LeaseRefused> {
@@ -360,7 +376,12 @@ impl Daemon {
 
     /// The managed zones, by name.
     pub fn zones(&self) -> Vec<&str> {
-        self.inner.zones.keys().map(String::as_str).collect()
+        self.inner
+            .zones
+            .iter()
+            .filter(|(_, z)| z.rounds)
+            .map(|(name, _)| name.as_str())
+            .collect()
     }
 
     /// The options in force.
@@ -409,7 +430,14 @@ impl Daemon {
     /// Runs one round in a zone now (waiting for a round of that zone already running). `Err`
     /// only for a zone not managed here; a zone that cannot be read is a report with `error`.
     pub async fn run_round(&self, zone: &str) -> Result<RoundReport> {
-        let z = self.zone_state(zone)?;
+        let z = self
+            .zone_state(zone)
+            .ok()
+            .filter(|z| z.rounds)
+            .ok_or_else(|| Error::UnknownZone {
+                zone: zone.to_owned(),
+                known: self.zones().join(", "),
+            })?;
         Ok(self.locked_round(z).await)
     }
 
@@ -689,6 +717,11 @@ impl Daemon {
 
     async fn zone_loop(&self, z: &ZoneState) {
         let rounds = async {
+            if !z.rounds {
+                // Only leased: renewed below until the daemon stops.
+                self.inner.stop.clone().stopped().await;
+                return;
+            }
             let mut stop = self.inner.stop.clone();
             loop {
                 let report = self.locked_round(z).await;

@@ -2,7 +2,9 @@
 //!
 //! The lease is one HTML comment line in the `description` of `GET/PUT /nodes/{node}/config`
 //! (invisible in the rendered notes):
-//! `<!-- flxp-lease zone=<zone> holder=<host:pid:random> expires=<epoch secs> -->`. A write sends
+//! `<!-- flxp-lease zone=<zone> holder=<host:pid:random> expires=<epoch secs> command=<cmd> -->`
+//! (`command`, the flxp command holding it, is optional: older flxp neither write nor need it,
+//! and ignore it when reading). A write sends
 //! the `digest` it read, and Proxmox refuses it under the node config's cluster-wide lock when the
 //! file changed in between (pve-manager `PVE/API2/NodeConfig.pm`, `PVE::Tools::assert_if_modified`):
 //! of two replicas writing at once, one wins.
@@ -29,6 +31,9 @@ pub struct LeaseOptions {
     pub margin: Duration,
     /// This process's name in the lease, `host:pid:random`.
     pub holder: String,
+    /// The flxp command holding it (`serve`, `daemon`, `evacuate`, ...), written beside the holder
+    /// so that a refused run can say what to do (stop a daemon, or wait for a one-off run).
+    pub command: Option<String>,
 }
 
 impl Default for LeaseOptions {
@@ -37,6 +42,7 @@ impl Default for LeaseOptions {
             ttl: Duration::from_secs(30),
             margin: Duration::from_secs(5),
             holder: holder_id(),
+            command: None,
         }
     }
 }
@@ -75,13 +81,20 @@ pub struct LeaseRecord {
     pub holder: String,
     /// End of validity, epoch seconds in Proxmox's clock.
     pub expires: i64,
+    /// The flxp command holding it, when written (`serve`, `daemon`, `evacuate`, ...).
+    pub command: Option<String>,
 }
 
 impl LeaseRecord {
     /// The notes line.
     pub fn line(&self) -> String {
+        let command = self
+            .command
+            .as_deref()
+            .map(|c| format!(" command={c}"))
+            .unwrap_or_default();
         format!(
-            "<!-- flxp-lease zone={} holder={} expires={} -->",
+            "<!-- flxp-lease zone={} holder={} expires={}{command} -->",
             self.zone, self.holder, self.expires
         )
     }
@@ -97,12 +110,13 @@ impl LeaseRecord {
         if words.next()? != "flxp-lease" {
             return None;
         }
-        let (mut zone, mut holder, mut expires) = (None, None, None);
+        let (mut zone, mut holder, mut expires, mut command) = (None, None, None, None);
         for w in words {
             match w.split_once('=')? {
                 ("zone", v) => zone = Some(v.to_owned()),
                 ("holder", v) => holder = Some(v.to_owned()),
                 ("expires", v) => expires = v.parse().ok(),
+                ("command", v) if !v.is_empty() => command = Some(v.to_owned()),
                 _ => {}
             }
         }
@@ -110,6 +124,7 @@ impl LeaseRecord {
             zone: zone?,
             holder: holder?,
             expires: expires?,
+            command,
         })
     }
 }
@@ -200,6 +215,67 @@ pub enum LeaseError {
         /// Proxmox's answer.
         error: flxp_pve::Error,
     },
+    /// The API token lacks the privilege to read or write the lease node's notes.
+    #[error(
+        "the API token may not {action} the lease in node {node}'s notes: it needs {privilege} on \
+         /nodes/{node} ({error}); grant it to the token's role, or turn the lease off with \
+         `[lease] enabled = false` in flxp's config (then nothing keeps two flxp from acting on \
+         the zone at once)"
+    )]
+    Denied {
+        /// The lease node.
+        node: String,
+        /// `read` or `write`.
+        action: &'static str,
+        /// The privilege needed: `Sys.Audit` to read, `Sys.Modify` to write
+        /// (pve-manager `PVE/API2/NodeConfig.pm`).
+        privilege: &'static str,
+        /// Proxmox's answer.
+        error: flxp_pve::Error,
+    },
+}
+
+impl LeaseError {
+    /// A failed read of the lease node's config, naming the privilege when Proxmox refused it.
+    fn read(node: &str, error: flxp_pve::Error) -> Self {
+        Self::denied_or(node, "read", "Sys.Audit", error, |node, error| Self::Read {
+            node,
+            error,
+        })
+    }
+
+    /// A failed write of the lease node's config, naming the privilege when Proxmox refused it.
+    fn write(node: &str, error: flxp_pve::Error) -> Self {
+        Self::denied_or(node, "write", "Sys.Modify", error, |node, error| {
+            Self::Write { node, error }
+        })
+    }
+
+    /// `Denied` when Proxmox refused the privilege (403), else what `other` makes of the error.
+    fn denied_or(
+        node: &str,
+        action: &'static str,
+        privilege: &'static str,
+        error: flxp_pve::Error,
+        other: impl FnOnce(String, flxp_pve::Error) -> Self,
+    ) -> Self {
+        let node = node.to_owned();
+        if matches!(error.kind(), Some(flxp_pve::ApiErrorKind::PermissionDenied)) {
+            Self::Denied {
+                node,
+                action,
+                privilege,
+                error,
+            }
+        } else {
+            other(node, error)
+        }
+    }
+
+    /// Whether the write lost a race with another writer (a stale digest): read again.
+    fn lost_race(&self) -> bool {
+        matches!(self, Self::Write { error, .. } if error.is_checksum_mismatch())
+    }
 }
 
 /// What to do with the lease as read.
@@ -215,6 +291,8 @@ pub enum Verdict {
         holder: String,
         /// Its expiry, Proxmox clock.
         expires: i64,
+        /// The flxp command holding it, when written.
+        command: Option<String>,
     },
 }
 
@@ -227,6 +305,7 @@ pub fn judge(current: Option<&LeaseRecord>, me: &str, now: i64, margin: Duration
         Some(r) => Verdict::Wait {
             holder: r.holder.clone(),
             expires: r.expires,
+            command: r.command.clone(),
         },
     }
 }
@@ -236,6 +315,13 @@ pub fn valid_until(sent: Instant, ttl: Duration, margin: Duration) -> Instant {
     // Capped at a century: a monotonic clock cannot go much further, and that long is forever.
     const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
     sent + ttl.saturating_sub(margin).min(CENTURY)
+}
+
+/// What follows a holder's name when the lease names its command: ", running" and the command.
+fn running(command: Option<&str>) -> String {
+    command
+        .map(|c| format!(", running `flxp {c}`"))
+        .unwrap_or_default()
 }
 
 fn secs(d: Duration) -> i64 {
@@ -254,6 +340,10 @@ pub enum LeaseState {
         holder: String,
         /// Its expiry, epoch seconds in Proxmox's clock.
         expires: i64,
+        /// The flxp command holding it, when written (`serve`, `daemon`, `evacuate`, ...).
+        command: Option<String>,
+        /// Proxmox's clock when the lease was read, epoch seconds.
+        now: i64,
     },
     /// The lease could not be read or written (lease node down, refused, lost a race).
     Unknown(String),
@@ -265,7 +355,10 @@ pub enum LeaseState {
 pub enum LeaseRefused {
     /// Another flxp holds it.
     #[error(
-        "zone {zone} is held by another flxp ({holder}) until {expires} (Proxmox clock, epoch seconds)"
+        "zone {zone} is held by another flxp ({holder}{}) until {expires} (Proxmox clock, epoch \
+         seconds: {} s from now)",
+        running(command.as_deref()),
+        expires.saturating_sub(*now).max(0)
     )]
     HeldElsewhere {
         /// The zone.
@@ -274,6 +367,10 @@ pub enum LeaseRefused {
         holder: String,
         /// Its expiry, epoch seconds in Proxmox's clock.
         expires: i64,
+        /// The flxp command holding it, when written.
+        command: Option<String>,
+        /// Proxmox's clock when the lease was read, epoch seconds.
+        now: i64,
     },
     /// The lease could not be read or written.
     #[error("this flxp does not hold the lease of zone {zone}: {error}")]
@@ -399,13 +496,19 @@ impl LeaseKeeper {
                     tracing::info!(zone = %self.zone, holder = %self.options.holder, "lease taken: this replica acts on the zone");
                 }
             }
-            LeaseState::Standby { holder, expires } => {
+            LeaseState::Standby {
+                holder,
+                expires,
+                command,
+                ..
+            } => {
                 st.valid_until = None;
                 let same =
                     matches!(&st.last, Some(LeaseState::Standby { holder: h, .. }) if h == holder);
                 if !same {
+                    let running = running(command.as_deref());
                     tracing::info!(
-                        "standby: zone {} is held by {holder} until {expires} (Proxmox clock, epoch seconds)",
+                        "standby: zone {} is held by {holder}{running} until {expires} (Proxmox clock, epoch seconds)",
                         self.zone
                     );
                 }
@@ -422,15 +525,25 @@ impl LeaseKeeper {
     }
 
     async fn try_tick(&self, _sent: Instant) -> Result<LeaseState, LeaseError> {
+        match self.attempt().await {
+            // Another writer came first (two flxp starting at the same moment): read again, so
+            // that the answer names the winner instead of a checksum error.
+            Err(e) if e.lost_race() => {
+                tracing::debug!(zone = %self.zone, "lost a race for the lease: reading it again");
+                self.attempt().await
+            }
+            other => other,
+        }
+    }
+
+    /// Reads the lease once and takes, renews or reports it.
+    async fn attempt(&self) -> Result<LeaseState, LeaseError> {
         let node = self.lease_node().await?;
         let cfg = self
             .api
             .node_config(&node)
             .await
-            .map_err(|error| LeaseError::Read {
-                node: node.clone(),
-                error,
-            })?;
+            .map_err(|error| LeaseError::read(&node, error))?;
         let now = self.api.server_time().ok_or(LeaseError::NoClock)?;
         let notes = cfg.description.unwrap_or_default();
         let current = find(&notes, &self.zone);
@@ -440,12 +553,22 @@ impl LeaseKeeper {
             now,
             self.options.margin,
         ) {
-            Verdict::Wait { holder, expires } => Ok(LeaseState::Standby { holder, expires }),
+            Verdict::Wait {
+                holder,
+                expires,
+                command,
+            } => Ok(LeaseState::Standby {
+                holder,
+                expires,
+                command,
+                now,
+            }),
             Verdict::Renew | Verdict::Take => {
                 let record = LeaseRecord {
                     zone: self.zone.clone(),
                     holder: self.options.holder.clone(),
                     expires: now.saturating_add(secs(self.options.ttl).max(1)),
+                    command: self.options.command.clone(),
                 };
                 self.write(&node, &notes, Some(&record), cfg.digest).await?;
                 Ok(LeaseState::Held)
@@ -468,10 +591,7 @@ impl LeaseKeeper {
         self.api
             .update_node_config(node, &update)
             .await
-            .map_err(|error| LeaseError::Write {
-                node: node.to_owned(),
-                error,
-            })
+            .map_err(|error| LeaseError::write(node, error))
     }
 
     /// Gives the lease up if held (on a clean stop), so another replica takes over at once.
@@ -514,10 +634,17 @@ impl LeaseKeeper {
     pub fn refused(&self) -> LeaseRefused {
         let zone = self.zone.clone();
         match self.last() {
-            Some(LeaseState::Standby { holder, expires }) => LeaseRefused::HeldElsewhere {
+            Some(LeaseState::Standby {
+                holder,
+                expires,
+                command,
+                now,
+            }) => LeaseRefused::HeldElsewhere {
                 zone,
                 holder,
                 expires,
+                command,
+                now,
             },
             Some(LeaseState::Unknown(error)) => LeaseRefused::Unknown { zone, error },
             _ => LeaseRefused::NotHeld { zone },

@@ -19,6 +19,7 @@ fn record(holder: &str, expires: i64) -> LeaseRecord {
         zone: "lab".into(),
         holder: holder.into(),
         expires,
+        command: None,
     }
 }
 
@@ -42,6 +43,16 @@ fn a_lease_line_round_trips_and_other_lines_are_kept() {
         rewrite(&renewed, "lab", None).matches("zone=lab").count(),
         0
     );
+    // The command holding it rides along; a line without one (older flxp) still reads.
+    let served = LeaseRecord {
+        command: Some("serve".into()),
+        ..r.clone()
+    };
+    assert_eq!(
+        served.line(),
+        "<!-- flxp-lease zone=lab holder=h1:42:abc expires=1000 command=serve -->"
+    );
+    assert_eq!(LeaseRecord::parse_line(&served.line()), Some(served));
     for bad in [
         "<!-- a comment -->",
         "<!-- flxp-lease zone=lab holder=x -->",
@@ -62,7 +73,8 @@ fn a_contender_takes_only_past_expiry_plus_margin() {
             judge(Some(&r), "me", now, MARGIN),
             Verdict::Wait {
                 holder: "other".into(),
-                expires: 1_000
+                expires: 1_000,
+                command: None,
             },
             "at {now}"
         );
@@ -96,6 +108,8 @@ struct Node {
     start: Instant,
     epoch: i64,
     down: std::sync::atomic::AtomicBool,
+    /// Writes are refused as for a token without `Sys.Modify`.
+    denied: std::sync::atomic::AtomicBool,
     writes: AtomicI64,
 }
 
@@ -106,6 +120,7 @@ impl Node {
             start: Instant::now(),
             epoch: 1_764_400_000,
             down: false.into(),
+            denied: false.into(),
             writes: AtomicI64::new(0),
         })
     }
@@ -167,6 +182,15 @@ impl Node {
     }
 
     fn write_config(&self, request: &Request, _: &Captures) -> flxp_pve::Result<Data> {
+        if self.denied.load(Ordering::Relaxed) {
+            return Err(flxp_pve::api_error(
+                "PUT",
+                &request.path,
+                403,
+                "Forbidden",
+                br#"{"data":null,"message":"Permission check failed (/nodes/pve1, Sys.Modify)\n"}"#,
+            ));
+        }
         let mut notes = self.notes.lock().unwrap();
         let u: NodeConfigUpdate = request.decode_params().unwrap();
         if u.digest.as_deref() != Some(Self::digest(&notes).as_str()) {
@@ -194,6 +218,7 @@ fn keeper(node: &Arc<Node>, holder: &str) -> LeaseKeeper {
             ttl: Duration::from_secs(30),
             margin: MARGIN,
             holder: holder.into(),
+            command: Some("evacuate".into()),
         },
     )
 }
@@ -207,7 +232,8 @@ async fn one_of_two_keepers_holds_and_the_other_takes_over_after_ttl_and_margin(
     assert!(matches!(b.tick().await, LeaseState::Standby { ref holder, .. } if holder == "a"));
     assert!(a.holding() && !b.holding());
     assert!(
-        b.refusal().contains("held by another flxp (a)"),
+        b.refusal()
+            .contains("held by another flxp (a, running `flxp evacuate`)"),
         "{}",
         b.refusal()
     );
@@ -267,6 +293,35 @@ async fn of_two_writers_with_the_same_digest_one_wins() {
     let held = [&x, &y].iter().filter(|s| ***s == LeaseState::Held).count();
     assert_eq!(held, 1, "{x:?} {y:?}");
     assert_eq!(node.writes.load(Ordering::Relaxed), 1);
+    // The loser read the lease again: it names the winner, not a checksum error.
+    let (winner, loser) = if a.holding() { ("a", &b) } else { ("b", &a) };
+    assert_eq!(
+        loser.refusal(),
+        format!(
+            "zone lab is held by another flxp ({winner}, running `flxp evacuate`) until \
+             1764400030 (Proxmox clock, epoch seconds: 30 s from now)"
+        )
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_token_without_sys_modify_is_refused_naming_the_privilege_and_the_opt_out() {
+    let node = Node::new();
+    node.denied.store(true, Ordering::Relaxed);
+    let a = keeper(&node, "a");
+    assert!(matches!(a.tick().await, LeaseState::Unknown(_)));
+    assert!(!a.holding());
+    let why = a.refusal();
+    assert!(
+        why.starts_with(
+            "this flxp does not hold the lease of zone lab: the API token may not write the \
+             lease in node pve1's notes: it needs Sys.Modify on /nodes/pve1 (PUT \
+             /nodes/pve1/config: permission denied (HTTP 403): Permission check failed \
+             (/nodes/pve1, Sys.Modify)); grant it to the token's role, or turn the lease off \
+             with `[lease] enabled = false`"
+        ),
+        "{why}"
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -17,6 +17,7 @@ fn keeper(z: &super::support::Zone, holder: &str) -> LeaseKeeper {
             ttl: Duration::from_secs(30),
             margin: Duration::from_secs(5),
             holder: holder.into(),
+            command: None,
         },
     )
 }
@@ -77,4 +78,64 @@ async fn of_two_keepers_on_the_simulator_one_holds_the_lease() {
         1,
         "{notes}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zone_without_rounds_keeps_its_lease_and_runs_no_round() {
+    // `flxp serve` with `[daemon] zones` naming others: the API acts here, so the lease is kept.
+    let z = zone(UNBALANCED, 1.0, |_| {}).await;
+    let lab = flxp_engine::Zone {
+        name: "lab".into(),
+        api: z.api.clone(),
+        overrides: flxp_core::Overrides::default(),
+        reservations: None,
+    };
+    let lease = flxp_engine::daemon::LeaseSettings {
+        options: LeaseOptions {
+            ttl: Duration::from_secs(30),
+            margin: Duration::from_secs(5),
+            holder: "serve:1:1".into(),
+            command: Some("serve".into()),
+        },
+        nodes: std::collections::BTreeMap::new(),
+    };
+    let d = flxp_engine::Daemon::new(
+        Vec::new(),
+        super::support::placer(),
+        flxp_engine::DaemonOptions::default(),
+    )
+    .with_idle_zones(vec![lab])
+    .with_lease(lease);
+    assert!(d.zones().is_empty(), "{:?}", d.zones());
+    let runner = d.clone();
+    let run = tokio::spawn(async move { runner.run(std::future::pending()).await });
+    let start = std::time::Instant::now();
+    while !z.notes("pve1").contains("holder=serve:1:1") {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{}",
+            z.notes("pve1")
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(d.may_act("lab").await, Ok(()));
+    let cli = keeper(&z, "cli:2:2");
+    assert!(matches!(cli.tick().await, LeaseState::Standby { .. }));
+    assert!(
+        cli.refusal()
+            .starts_with("zone lab is held by another flxp (serve:1:1, running `flxp serve`)"),
+        "{}",
+        cli.refusal()
+    );
+    let e = d.run_round("lab").await.unwrap_err();
+    assert!(matches!(e, flxp_engine::Error::UnknownZone { .. }), "{e}");
+    d.stop();
+    run.await.unwrap();
+    d.release_leases().await;
+    assert!(
+        !z.notes("pve1").contains("flxp-lease"),
+        "{}",
+        z.notes("pve1")
+    );
+    assert_eq!(z.migrations_of(100), 0);
 }

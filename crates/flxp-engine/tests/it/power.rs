@@ -104,6 +104,7 @@ fn lease_on(node: &str) -> LeaseSettings {
             ttl: Duration::from_secs(30),
             margin: Duration::from_secs(5),
             holder: "me:1:1".into(),
+            command: None,
         },
         nodes: [("lab".to_owned(), node.to_owned())].into(),
     }

@@ -102,6 +102,11 @@ impl Zone {
         .with_clock(Arc::new(move || sim.now() as i64))
     }
 
+    /// A node's notes now.
+    pub fn notes(&self, node: &str) -> String {
+        self.sim.world().nodes[node].notes.clone()
+    }
+
     /// Migration tasks the world ran, per guest (`qmigrate`/`vzmigrate`, started by anyone).
     pub fn migrations_of(&self, vmid: u32) -> usize {
         self.sim

@@ -336,7 +336,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         &args.run.source,
         &config,
         &goal,
-        args.run.dry_run,
+        args.run.acting("balance"),
         args.run.json,
     )
 }
@@ -348,9 +348,10 @@ pub fn carry_out(
     source: &SourceArgs,
     config: &Config,
     goal: &Goal,
-    dry_run: bool,
+    acting: super::lease::Acting<'_>,
     json: bool,
 ) -> Result<ExitCode> {
+    let dry_run = acting.dry_run;
     let placer = Arc::new(load::placer(config)?.in_zone(source.zone.clone()));
     let (plan, execution) = match (&source.from_file, &source.zone) {
         (Some(path), _) => (plan_on(&load::model_to_plan(path)?, &placer, goal)?, None),
@@ -360,7 +361,7 @@ pub fn carry_out(
                 async |executor, held: Option<&super::lease::Held>, _: Option<&LeaseKeeper>| {
                     plan_and_run(executor, goal, None, dry_run, json, zone, held).await
                 };
-            super::lease::run_in_zone(config, zone, Arc::clone(&placer), dry_run, work)?
+            super::lease::run_in_zone(config, zone, Arc::clone(&placer), acting, work)?
         }
         (None, None) => return Err(load::no_cluster()),
     };

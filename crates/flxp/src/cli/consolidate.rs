@@ -93,7 +93,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         (Some(path), _) => {
             let m = load::model_to_plan(path)?;
             let mut options = options.clone();
-            if let Some(l) = config.lease_settings() {
+            if let Some(l) = config.lease_settings("consolidate") {
                 // As in a zone: the lease's node (configured, else the first) stays in service.
                 let zone = args.run.source.zone.as_deref();
                 let configured = zone.and_then(|z| l.nodes.get(z).cloned());
@@ -128,7 +128,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 let executor = executor.with_kept_nodes(super::lease::kept_nodes(keeper).await);
                 in_zone(executor, &config, &args, zone, held).await
             };
-            super::lease::run_in_zone(&config, zone, Arc::clone(&placer), args.run.dry_run, work)?
+            let acting = args.run.acting("consolidate");
+            super::lease::run_in_zone(&config, zone, Arc::clone(&placer), acting, work)?
         }
         (None, None) => return Err(load::no_cluster()),
     };
@@ -341,7 +342,12 @@ fn wake(
             let api = executor.api().clone();
             wake_in_zone(executor, &api, args, zone, node, config, held).await
         };
-    super::lease::run_in_zone(config, zone, placer, false, work)
+    // Waking acts (powers a node on, clears marks, rebalances): never dry.
+    let acting = super::lease::Acting {
+        dry_run: false,
+        ..args.run.acting("consolidate")
+    };
+    super::lease::run_in_zone(config, zone, placer, acting, work)
 }
 
 /// `--wake` carried out, under the zone's lease when `[lease] enabled`.

@@ -146,7 +146,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .build()
         .context("cannot start the async runtime")?;
     let mut daemon = Daemon::new(zones, placer, options.clone()).on_round(Arc::new(log_round));
-    if let Some(lease) = config.lease_settings() {
+    if let Some(lease) = config.lease_settings("daemon") {
         tracing::info!(
             holder = %lease.options.holder,
             ttl_secs = lease.options.ttl.as_secs(),
@@ -154,6 +154,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
             "acting only while holding each zone's lease"
         );
         daemon = daemon.with_lease(lease);
+    } else {
+        tracing::warn!(
+            "[lease] enabled = false: nothing keeps another flxp from acting on these zones at the same time"
+        );
     }
     tracing::info!(
         zones = %daemon.zones().join(", "),

@@ -31,7 +31,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         &args.run.source,
         &config,
         &goal,
-        args.run.dry_run,
+        args.run.acting("evacuate"),
         args.run.json,
     )
 }

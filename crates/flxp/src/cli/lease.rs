@@ -1,25 +1,43 @@
-//! The zone's lease for a one-off run with `--zone` (`balance`, `evacuate`, `consolidate`): taken
-//! before anything is written (marks included), renewed while the run lasts, released at its end.
+//! The zone's lease for a one-off run with `--zone` (`balance`, `evacuate`, `consolidate`,
+//! `maintenance`): taken before anything is written (marks included), renewed while the run lasts,
+//! released at its end. A zone another flxp acts on is refused naming it, or waited for with
+//! `--wait SECS`; dry runs never take or wait for the lease.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use flxp_core::placement::Placer;
-use flxp_engine::{Executor, LeaseKeeper, Stop, stop_signal};
+use flxp_engine::{Executor, LeaseKeeper, LeaseRefused, Stop, stop_signal};
 
 use super::UsageError;
 use crate::config::Config;
 
+/// How a one-off run that may act takes the zone's lease.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Acting<'a> {
+    /// The flxp command (`evacuate`), written beside the holder so that others can name it.
+    pub(crate) command: &'a str,
+    /// Only plans: takes no lease and waits for none.
+    pub(crate) dry_run: bool,
+    /// How long to wait for the lease of a zone another flxp acts on (`--wait SECS`); `None`
+    /// refuses at once.
+    pub(crate) wait: Option<Duration>,
+}
+
+/// How often a run waiting for the lease reads it again: a released lease is taken within this.
+const WAIT_POLL: Duration = Duration::from_secs(1);
+
 /// Runs `work` in `zone` with the zone's executor on a runtime of its own, under the zone's lease
-/// when `[lease] enabled` and the run writes (not `dry_run`): taken before anything is written
-/// (marks included), released when `work` ends. `work` gets the keeper too, to ask which node the
-/// lease keeps in service.
+/// (unless `[lease] enabled = false` or the run is dry): taken before anything is written (marks
+/// included), released when `work` ends. `work` gets the keeper too, to ask which node the lease
+/// keeps in service.
 pub(crate) fn run_in_zone<T>(
     config: &Config,
     zone: &str,
     placer: Arc<Placer>,
-    dry_run: bool,
+    acting: Acting<'_>,
     work: impl AsyncFnOnce(Executor, Option<&Held>, Option<&LeaseKeeper>) -> Result<T>,
 ) -> Result<T> {
     config.zone(zone).map_err(UsageError::from)?;
@@ -27,22 +45,41 @@ pub(crate) fn run_in_zone<T>(
     let executor = Executor::new(zone.to_owned(), api.clone(), placer)
         .with_overrides(config.overrides(zone))
         .with_options(super::balance::execute_options(config));
+    under_lease(config, zone, &api, acting, async |held, keeper| {
+        work(executor, held, keeper).await
+    })
+}
+
+/// Runs `work` on a runtime of its own under `zone`'s lease (see [`run_in_zone`]), for a run
+/// that needs no executor (`flxp maintenance`).
+pub(crate) fn under_lease<T>(
+    config: &Config,
+    zone: &str,
+    api: &flxp_pve::Pve,
+    acting: Acting<'_>,
+    work: impl AsyncFnOnce(Option<&Held>, Option<&LeaseKeeper>) -> Result<T>,
+) -> Result<T> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let keeper = keeper(config, zone, &api);
+    let keeper = keeper(config, zone, api, acting.command);
     runtime.block_on(async {
-        let held = Held::take_if(keeper.as_ref(), dry_run).await?;
-        let result = work(executor, held.as_ref(), keeper.as_deref()).await;
+        let held = Held::take_if(keeper.as_ref(), acting).await?;
+        let result = work(held.as_ref(), keeper.as_deref()).await;
         Held::end(held, result).await
     })
 }
 
-/// The zone's lease keeper, when `[lease] enabled`.
-fn keeper(config: &Config, zone: &str, api: &flxp_pve::Pve) -> Option<Arc<LeaseKeeper>> {
-    config.lease_settings().map(|l| {
+/// The zone's lease keeper, unless `[lease] enabled = false`.
+fn keeper(
+    config: &Config,
+    zone: &str,
+    api: &flxp_pve::Pve,
+    command: &str,
+) -> Option<Arc<LeaseKeeper>> {
+    config.lease_settings(command).map(|l| {
         Arc::new(LeaseKeeper::new(
             api.clone(),
             zone.to_owned(),
@@ -73,14 +110,30 @@ pub(crate) struct Held {
 }
 
 impl Held {
-    /// Takes the lease, or refuses naming the holder; nothing has been written either way.
-    pub(crate) async fn take(keeper: Arc<LeaseKeeper>) -> Result<Self> {
-        keeper.tick().await;
-        if !keeper.holding() {
-            anyhow::bail!(
-                "{}; nothing was changed (stop that flxp, or try again later)",
-                keeper.refusal()
-            );
+    /// Takes the lease, waiting up to `wait` while another flxp holds it, or refuses naming the
+    /// holder; nothing has been written either way.
+    pub(crate) async fn take(keeper: Arc<LeaseKeeper>, wait: Option<Duration>) -> Result<Self> {
+        let start = tokio::time::Instant::now();
+        let mut told = false;
+        loop {
+            keeper.tick().await;
+            if keeper.holding() {
+                break;
+            }
+            let refused = keeper.refused();
+            let left = wait.map_or(Duration::ZERO, |w| w.saturating_sub(start.elapsed()));
+            // Only a holder goes away by waiting: an error (a missing privilege) stays.
+            if left.is_zero() || !matches!(refused, LeaseRefused::HeldElsewhere { .. }) {
+                anyhow::bail!("{}", refusal(&refused, wait));
+            }
+            if !told {
+                crate::output::tell(format!(
+                    "{refused}: waiting up to {} s for it",
+                    left.as_secs()
+                ));
+                told = true;
+            }
+            tokio::time::sleep(left.min(WAIT_POLL)).await;
         }
         let (lapse, lapsed) = stop_signal();
         let k = Arc::clone(&keeper);
@@ -118,10 +171,13 @@ impl Held {
         self.keeper.release().await;
     }
 
-    /// Takes the lease when a run needs it (not dry, `[lease] enabled`).
-    async fn take_if(keeper: Option<&Arc<LeaseKeeper>>, dry_run: bool) -> Result<Option<Self>> {
+    /// Takes the lease when a run needs it (not dry, lease not turned off).
+    async fn take_if(
+        keeper: Option<&Arc<LeaseKeeper>>,
+        acting: Acting<'_>,
+    ) -> Result<Option<Self>> {
         match keeper {
-            Some(k) if !dry_run => Ok(Some(Self::take(Arc::clone(k)).await?)),
+            Some(k) if !acting.dry_run => Ok(Some(Self::take(Arc::clone(k), acting.wait).await?)),
             _ => Ok(None),
         }
     }
@@ -133,4 +189,33 @@ impl Held {
         }
         result
     }
+}
+
+/// Why a one-off run does not act, with what to do about it: the holder's kind decides.
+fn refusal(refused: &LeaseRefused, wait: Option<Duration>) -> String {
+    let waited = wait.map_or(String::new(), |w| {
+        format!("after waiting {} s: ", w.as_secs())
+    });
+    let advice = match refused {
+        LeaseRefused::HeldElsewhere { command, .. } => {
+            let what = match command.as_deref() {
+                Some("serve") => {
+                    "That `flxp serve` acts on the zone all the time: act through its API \
+                     (GraphQL mutations, dashboard), or stop it first"
+                }
+                Some("daemon") => {
+                    "That `flxp daemon` acts on the zone all the time: stop it first (a clean \
+                     stop gives the lease up at once)"
+                }
+                _ => "Wait for that run to end, or pass --wait SECS to wait for it that long",
+            };
+            format!(
+                ". {what}. A lease left by a flxp that was killed ends by itself: it is free \
+                 margin-secs (5 s by default) after that expiry, which is at most ttl-secs (30 s by \
+                 default) after its holder's last renewal"
+            )
+        }
+        _ => String::new(),
+    };
+    format!("{waited}{refused}; nothing was changed{advice}")
 }

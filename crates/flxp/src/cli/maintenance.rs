@@ -1,5 +1,7 @@
 //! `flxp maintenance NODE --zone Z [--off]`: set or clear the `flxp.maintenance` token in a node's
-//! notes, as `flxp evacuate` sets it; clearing removes exact `flxp.maintenance` tokens only.
+//! notes, as `flxp evacuate` sets it; clearing removes exact `flxp.maintenance` tokens only. A mark
+//! makes the acting flxp empty the node (or fill it again), so it is written under the zone's
+//! lease, as every run that acts.
 
 use std::process::ExitCode;
 
@@ -22,6 +24,10 @@ pub struct Args {
     /// Config file (else FLXP_CONFIG, else /etc/flxp/flxp.toml).
     #[arg(long, value_name = "F", env = "FLXP_CONFIG")]
     config: Option<std::path::PathBuf>,
+    /// When another flxp acts on the zone (holds its lease), wait up to SECS seconds for it
+    /// instead of refusing at once.
+    #[arg(long, value_name = "SECS")]
+    wait: Option<u64>,
 }
 
 /// Runs `flxp maintenance`: prints whether the notes changed.
@@ -34,12 +40,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let config = load::config(&source)?;
     config.zone(&args.zone).map_err(UsageError::from)?;
     let api: flxp_pve::Pve = config.client(&args.zone)?.into();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
     let on = !args.off;
-    let changed = runtime.block_on(async {
+    let acting = super::lease::Acting {
+        command: "maintenance",
+        dry_run: false,
+        wait: args.wait.map(std::time::Duration::from_secs),
+    };
+    let changed = super::lease::under_lease(&config, &args.zone, &api, acting, async |_, _| {
         let nodes = api
             .nodes()
             .await

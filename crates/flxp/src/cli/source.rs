@@ -31,4 +31,19 @@ pub struct RunArgs {
     /// Print one JSON document on stdout: the plan, and what carrying it out did.
     #[arg(long)]
     pub json: bool,
+    /// When another flxp acts on the zone (holds its lease), wait up to SECS seconds for it
+    /// instead of refusing at once.
+    #[arg(long, value_name = "SECS")]
+    pub wait: Option<u64>,
+}
+
+impl RunArgs {
+    /// How this run takes the zone's lease, as the flxp `command`.
+    pub(crate) fn acting<'a>(&self, command: &'a str) -> super::lease::Acting<'a> {
+        super::lease::Acting {
+            command,
+            dry_run: self.dry_run,
+            wait: self.wait.map(std::time::Duration::from_secs),
+        }
+    }
 }

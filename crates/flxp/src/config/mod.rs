@@ -268,14 +268,16 @@ impl Config {
         }
     }
 
-    /// The zone lease the daemon and on-demand runs need, when `[lease] enabled`.
-    pub fn lease_settings(&self) -> Option<flxp_engine::daemon::LeaseSettings> {
+    /// The zone lease that acting needs (the daemon, serve, one-off runs), unless `[lease]
+    /// enabled = false`; `command` (`serve`, `evacuate`, ...) is written beside the holder.
+    pub fn lease_settings(&self, command: &str) -> Option<flxp_engine::daemon::LeaseSettings> {
         let l = &self.lease;
         l.enabled.then(|| flxp_engine::daemon::LeaseSettings {
             options: flxp_engine::LeaseOptions {
                 ttl: std::time::Duration::from_secs(l.ttl_secs),
                 margin: std::time::Duration::from_secs(l.margin_secs),
                 holder: flxp_engine::lease::holder_id(),
+                command: Some(command.to_owned()),
             },
             nodes: self
                 .zones
@@ -801,6 +803,22 @@ mod tests {
     }
 
     const ZONE: &str = "[zones.eu]\nhosts = [\"pve1:8006\"]\ntoken = \"root@pam!flxp\"\ntoken-secret = \"s3cret\"\n";
+
+    #[test]
+    fn the_lease_is_on_by_default_and_off_only_when_said() {
+        let c = parse(ZONE).unwrap();
+        assert!(c.lease.enabled);
+        let l = c.lease_settings("evacuate").unwrap();
+        assert_eq!(l.options.ttl, std::time::Duration::from_secs(30));
+        assert_eq!(l.options.margin, std::time::Duration::from_secs(5));
+        assert_eq!(l.options.command.as_deref(), Some("evacuate"));
+        let pid = format!(":{}:", std::process::id());
+        assert!(l.options.holder.contains(&pid), "{}", l.options.holder);
+        // An empty table keeps the default; an existing opt-out keeps working.
+        assert!(parse(&format!("{ZONE}[lease]\n")).unwrap().lease.enabled);
+        let off = parse(&format!("{ZONE}[lease]\nenabled = false\n")).unwrap();
+        assert!(off.lease_settings("evacuate").is_none());
+    }
 
     #[test]
     fn durations_past_their_bound_are_refused_naming_the_key() {

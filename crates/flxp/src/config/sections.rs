@@ -109,11 +109,12 @@ impl Default for DaemonSection {
     }
 }
 
-/// `[lease]`: one active flxp per zone, through a lease in the lease node's notes.
+/// `[lease]`: one actor per zone, through a lease in the lease node's notes; on by default.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
 pub struct LeaseSection {
-    /// Act in a zone only while holding its lease (needs `Sys.Modify` on the lease node).
+    /// Act in a zone only while holding its lease (needs `Sys.Modify` on the lease node). On by
+    /// default: off, two flxp acting at once can each break a rule the other's moves respect.
     pub enabled: bool,
     /// Seconds a lease is valid without renewal (renewed every third of it).
     pub ttl_secs: u64,
@@ -124,7 +125,7 @@ pub struct LeaseSection {
 impl Default for LeaseSection {
     fn default() -> Self {
         Self {
-            enabled: false,
+            enabled: true,
             ttl_secs: 30,
             margin_secs: 5,
         }

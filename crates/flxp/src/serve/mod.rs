@@ -372,23 +372,23 @@ async fn preflight(
     Ok(())
 }
 
-/// The daemon over every zone (or `[daemon].zones`), reporting migrations to the metrics.
+/// The daemon over every zone (or `[daemon].zones`, the others only leased), reporting migrations
+/// to the metrics.
 fn daemon(
     config: &Config,
     zones: &BTreeMap<String, Arc<Zone>>,
     placer: &Arc<Placer>,
     metrics: &Arc<Metrics>,
 ) -> Daemon {
-    let zones: Vec<DaemonZone> = zones
+    let (zones, idle): (Vec<DaemonZone>, Vec<DaemonZone>) = zones
         .values()
-        .filter(|z| config.daemon.zones.is_empty() || config.daemon.zones.contains(&z.name))
         .map(|z| DaemonZone {
             name: z.name.clone(),
             api: z.api.clone(),
             overrides: z.overrides.clone(),
             reservations: Some(Arc::clone(z.creator.reservations())),
         })
-        .collect();
+        .partition(|z| config.daemon.zones.is_empty() || config.daemon.zones.contains(&z.name));
     let options = DaemonOptions {
         interval: Duration::from_secs(config.daemon.interval_secs),
         rebalance: config.daemon.rebalance,
@@ -401,8 +401,12 @@ fn daemon(
         ..DaemonOptions::default()
     };
     let metrics = Arc::clone(metrics);
-    let daemon = match config.lease_settings() {
-        Some(lease) => Daemon::new(zones, Arc::clone(placer), options).with_lease(lease),
+    let daemon = match config.lease_settings("serve") {
+        // Zones outside `[daemon] zones` get no rounds, but their lease all the same: the API
+        // acts there too, and must not beside another flxp.
+        Some(lease) => Daemon::new(zones, Arc::clone(placer), options)
+            .with_idle_zones(idle)
+            .with_lease(lease),
         None => Daemon::new(zones, Arc::clone(placer), options),
     };
     daemon.on_round(Arc::new(move |r| {

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::{example, json, lab_config, on_example, on_file, run, temp_file};
 
-const TOKEN: &str = "root@pam!flxp=0d9b2f4a-6c1e-4b7d-8e3f-5a2c1b0d9e8f";
+pub const TOKEN: &str = "root@pam!flxp=0d9b2f4a-6c1e-4b7d-8e3f-5a2c1b0d9e8f";
 pub const UNBALANCED: &str = include_str!("../../../flxp-sim/scenarios/unbalanced.json");
 pub const DEMO: &str = include_str!("../../../flxp-sim/scenarios/demo.json");
 
@@ -24,6 +24,11 @@ pub struct SimZone {
 impl SimZone {
     pub fn config(&self) -> &str {
         self.config.to_str().unwrap()
+    }
+
+    /// The simulator's base URL (plain HTTP on loopback).
+    pub fn url(&self) -> String {
+        format!("http://{}", self._handle.addr())
     }
 
     /// Runs `flxp` with `args` against this zone (`--zone lab --config …` appended).

@@ -28,7 +28,8 @@ fn names(v: &Value) -> Vec<&str> {
 
 #[test]
 fn a_plan_frees_nodes_down_to_the_quorum_floor_and_says_why_others_stay() {
-    // Five idle nodes with one small guest each: two can go, three must stay for quorum.
+    // Five idle nodes with one small guest each: two can go, three must stay for quorum. The
+    // first, a, would hold the zone's lease (on by default): it stays, as in a zone.
     let mut entries = Vec::new();
     for (i, n) in ["a", "b", "c", "d", "e"].iter().enumerate() {
         entries.push(format!(
@@ -44,27 +45,29 @@ fn a_plan_frees_nodes_down_to_the_quorum_floor_and_says_why_others_stay() {
     assert_eq!(code, 0, "{err}");
     let v = json(&out);
     let c = &v["consolidation"];
-    assert_eq!(names(&c["freed"]), ["a", "b"], "{out}");
+    assert_eq!(names(&c["freed"]), ["b", "c"], "{out}");
     assert_eq!(c["min_online"], 3);
     assert_eq!(v["dry_run"], true);
     // `back` is always there (as `shutdown` is), empty when no node went back.
     assert_eq!(v["back"], Value::Array(Vec::new()), "{out}");
     let kept = c["kept"].as_array().unwrap();
-    assert_eq!(kept.len(), 3);
-    assert!(kept.iter().all(|k| k["because"] == "floor"), "{out}");
+    assert_eq!(names(&c["kept"]), ["a", "d", "e"], "{out}");
+    assert_eq!(kept[0]["because"], "required", "{out}");
+    assert!(kept[1..].iter().all(|k| k["because"] == "floor"), "{out}");
     let migrations = c["plan"]["migrations"].as_array().unwrap();
     assert_eq!(migrations.len(), 2);
-    assert!(migrations.iter().all(|m| m["to"] != "a" && m["to"] != "b"));
+    assert!(migrations.iter().all(|m| m["to"] != "b" && m["to"] != "c"));
 
     let (code, out, _) = on_file("consolidate", &f, &[]);
     assert_eq!(code, 0);
     assert_contains_all(
         &out,
         &[
-            "free a: 1 migration(s) off it",
-            // Moving nothing reaches a spread too: the bound is on plans emptying a and b.
-            "\nlower bound: any plan that empties a, b and reaches spread ",
-            "keep c: 3 node(s) must stay online: quorum needs more than half",
+            "free b: 1 migration(s) off it",
+            // Moving nothing reaches a spread too: the bound is on plans emptying b and c.
+            "\nlower bound: any plan that empties b, c and reaches spread ",
+            "keep a: a holds flxp's lease of zone (the file)",
+            "keep d: 3 node(s) must stay online: quorum needs more than half",
         ],
     );
 

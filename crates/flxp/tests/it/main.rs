@@ -5,6 +5,7 @@ mod cli_balance;
 mod cli_consolidate;
 mod cli_daemon;
 mod cli_evacuate;
+mod cli_lease;
 mod cli_place;
 mod cli_replicas;
 mod cli_setup;
@@ -21,6 +22,7 @@ mod serve;
 mod serve_command;
 mod serve_concurrency;
 mod serve_errors;
+mod serve_lease;
 mod webdriver;
 
 use std::path::{Path, PathBuf};

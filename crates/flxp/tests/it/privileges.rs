@@ -10,7 +10,7 @@ use flxp_sim::Scenario;
 use serde_json::json;
 
 use super::serve::{self, CATALOG};
-use super::{TlsZone, run, temp_file, tls_zone};
+use super::{TlsZone, assert_contains_all, run, temp_file, tls_zone};
 
 const TOKEN: &str = "flxp@pve!flxp=0b6f1c2e-4d3a-4e5f-8a9b-1c2d3e4f5a6b";
 /// Daemon off: the zone is only read (and, with the catalog, used for createVM).
@@ -229,4 +229,26 @@ async fn create_vm_works_with_its_role_and_is_refused_naming_each_missing_privil
             r.privilege
         );
     }
+}
+
+#[test]
+fn without_sys_modify_an_evacuation_is_refused_before_anything_naming_the_privilege_and_the_opt_out()
+ {
+    let balance = role(&[Feature::Balance]);
+    let z = zone(without(&balance, "Sys.Modify"), "");
+    let (code, out, err) = run(&["evacuate", "pve1", "--zone", "lab", "--config", z.cfg()]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.is_empty(),
+        "no plan printed, nothing carried out: {out}"
+    );
+    assert_contains_all(
+        &err,
+        &[
+            "the API token may not write the lease in node pve1's notes: it needs Sys.Modify on /nodes/pve1",
+            "Permission check failed (/nodes/pve1, Sys.Modify)",
+            "`[lease] enabled = false`",
+            "nothing was changed",
+        ],
+    );
 }

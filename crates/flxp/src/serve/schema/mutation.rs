@@ -159,6 +159,11 @@ impl Mutation {
             .into());
         };
         let name = model.cluster.node(i).name.clone();
+        // A mark makes the acting flxp empty (or refill) the node: only the lease's holder writes it.
+        s.daemon
+            .may_act(&zone)
+            .await
+            .map_err(|why| ApiError::new(Code::Unavailable, why.to_string()))?;
         let changed = flxp_engine::maintenance::set(&z.api, &name, on)
             .await
             .map_err(|e| ApiError::new(Code::ProxmoxError, chain(&e)))?;
