@@ -180,6 +180,62 @@ async fn malformed_or_huge_bodies_get_a_graphql_error_with_bad_input() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deeply_nested_input_values_are_bad_input_and_the_server_stays_up() {
+    let s = demo().await;
+    let literal = "query { placement(zone: \"lab\", request: { memory: VALUE }) { node } }";
+    let variable = "query($r: PlacementInput!) { placement(zone: \"lab\", request: $r) { node } }";
+    // 800 levels overflowed a worker's stack and aborted the process; 3,000 do in a release build.
+    for depth in [40, 800, 3000] {
+        let list = format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
+        let object = format!("{}1{}", "{a:".repeat(depth), "}".repeat(depth));
+        for value in [&list, &object] {
+            let v = s.query(&literal.replace("VALUE", value)).await;
+            assert_eq!(code(&v), "BAD_INPUT", "{depth}: {v}");
+            assert_eq!(
+                message(&v),
+                "an input value nests lists or objects more than 32 levels deep",
+                "{depth}"
+            );
+        }
+        // As JSON variables: serde_json refuses past 128 levels, flxp past 32.
+        let json_object = format!("{}1{}", "{\"a\":".repeat(depth), "}".repeat(depth));
+        for value in [&list, &json_object] {
+            let body = format!(
+                r#"{{"query": {}, "variables": {{"r": {{"memory": {value}}}}}}}"#,
+                Value::from(variable)
+            );
+            let resp = s
+                .http
+                .post(format!("{}/graphql", s.url))
+                .bearer_auth(API_TOKEN)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status().as_u16();
+            let v: Value = resp.json().await.unwrap();
+            assert_eq!(code(&v), "BAD_INPUT", "{depth}: {v}");
+            let want = if depth < 128 {
+                (
+                    200,
+                    "variable $r nests lists or objects more than 32 levels deep",
+                )
+            } else {
+                (400, "the request is not a GraphQL request: ")
+            };
+            assert_eq!(status, want.0, "{depth}: {v}");
+            assert!(message(&v).starts_with(want.1), "{depth}: {v}");
+        }
+        let v = s.query("query { zones { name } }").await;
+        assert_eq!(v["data"]["zones"][0]["name"], "lab", "{depth}: {v}");
+    }
+    // The useful depths still work.
+    s.assert_placed(r#"{ memory: "1G", cores: 1, tags: ["flxp.anti-affinity.x"] }"#)
+        .await;
+}
+
 /// Writes one raw HTTP request and reads the answer until the server closes or 2 s pass.
 async fn raw_http(addr: &str, request: &[u8]) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
