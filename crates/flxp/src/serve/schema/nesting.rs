@@ -107,7 +107,8 @@ pub fn check_document(text: &str) -> Result<(), TooDeep> {
                 }
             }
             b')' | b']' | b'}' => {
-                if open.pop() == Some(b'(') {
+                let closed = open.pop();
+                if closed == Some(b'(') {
                     parens.pop();
                 }
             }
