@@ -334,12 +334,7 @@ async fn null_for_a_nullable_input_field_means_its_default() {
         vars["options"][key] = Value::Null;
     }
     let v = s.gql(CREATE, vars).await;
-    assert!(v["errors"].is_null(), "{v}");
-    let vmid: u32 = v["data"]["createVM"]["id"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let vmid = created_vmid(&v);
     {
         let world = s.sim.sim().world();
         let c = &world.guests[&vmid].config.values;
@@ -351,6 +346,16 @@ async fn null_for_a_nullable_input_field_means_its_default() {
     }
     s.assert_placed(r#"{ memory: "1G", cores: 1, tags: null }"#)
         .await;
+}
+
+/// The VMID of a `createVM` answer without errors.
+fn created_vmid(v: &Value) -> u32 {
+    assert!(v["errors"].is_null(), "{v}");
+    v["data"]["createVM"]["id"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
 }
 
 /// Decodes `sshkeys` as Proxmox stores it (percent-encoded).
@@ -587,12 +592,7 @@ async fn create_vm_grows_the_boot_disk_to_a_larger_storage_profile() {
             json!({ "zone": "lab", "name": "big-disk", "options": o }),
         )
         .await;
-    assert!(v["errors"].is_null(), "{v}");
-    let vmid: u32 = v["data"]["createVM"]["id"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let vmid = created_vmid(&v);
     let world = s.sim.sim().world();
     let disk = world.guests[&vmid].config.values["scsi0"].clone();
     assert!(disk.contains("size=64G"), "{disk}");
