@@ -118,6 +118,11 @@ fn config_check_runs_serves_live_checks_and_warns_of_unknown_nodes() {
         out.contains("warning: placement.node-reserve names node \"pve9\", which is not in zone lab (nodes: pve1, pve2, pve3, pve4)"),
         "{out}"
     );
+    // A refusal of one command only is a note: a config for `flxp daemon` needs no API token.
+    assert!(
+        out.contains("note: flxp serve would refuse to start: no API token: set [api].tokens in the config file or FLXP_API_TOKEN"),
+        "{out}"
+    );
 }
 
 #[test]
