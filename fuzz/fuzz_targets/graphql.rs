@@ -3,7 +3,9 @@
 //! without a socket: parsing, validation and execution must answer every one, never panic.
 //!
 //! The input is the document, then a NUL byte and the variables as JSON (ignored unless they are
-//! a JSON object). The caller has the viewer role: queries, plans and `dryRun` mutations run in
+//! a JSON object). An input starting with byte 0x01 is a recipe for a deeply nested input value
+//! instead (see [`nested`]): lists or objects, as a literal or a variable, up to 65,535 levels;
+//! such values once overflowed the stack of the parser and validator. The caller has the viewer role: queries, plans and `dryRun` mutations run in
 //! full; carrying a plan out or creating a VM is refused by the role check (itself fuzzed), so a
 //! run has no side effect beyond reading the simulated cluster. The schema and the simulator are
 //! built anew every few hundred inputs, so whatever they cache stays bounded.
@@ -121,16 +123,60 @@ thread_local! {
     static HARNESS: RefCell<Harness> = RefCell::new(harness());
 }
 
-fuzz_target!(|data: &[u8]| {
-    let (document, variables) = match data.iter().position(|&b| b == 0) {
-        Some(i) => (&data[..i], &data[i + 1..]),
-        None => (data, &[][..]),
+/// A request with a deeply nested input value, from a recipe: byte 1 and 2 the depth (big
+/// endian), byte 3's bit 0 objects instead of lists, bit 1 a variable instead of a literal; the
+/// rest is the innermost value (a literal's text, or JSON for a variable).
+fn nested(recipe: &[u8]) -> async_graphql::Request {
+    let depth = usize::from(u16::from_be_bytes([
+        recipe.first().copied().unwrap_or(0),
+        recipe.get(1).copied().unwrap_or(0),
+    ]));
+    let flags = recipe.get(2).copied().unwrap_or(0);
+    let leaf = String::from_utf8_lossy(recipe.get(3..).unwrap_or_default());
+    let leaf = if leaf.is_empty() { "1".into() } else { leaf };
+    let objects = flags & 1 != 0;
+    let as_variable = flags & 2 != 0;
+    let (open, close) = match (objects, as_variable) {
+        (false, _) => ("[", "]"),
+        (true, false) => ("{a:", "}"),
+        (true, true) => ("{\"a\":", "}"),
     };
-    let document = String::from_utf8_lossy(document).into_owned();
-    let mut request = async_graphql::Request::new(document).data(Role::Viewer);
-    if let Ok(v @ serde_json::Value::Object(_)) = serde_json::from_slice(variables) {
-        request = request.variables(async_graphql::Variables::from_json(v));
+    let value = format!("{}{leaf}{}", open.repeat(depth), close.repeat(depth));
+    if as_variable {
+        let request = async_graphql::Request::new(
+            "query($r: PlacementInput!) { placement(zone: \"sim\", request: $r) { node } }",
+        );
+        // What the HTTP layer does: serde_json parses the body first (refusing past 128 levels).
+        match serde_json::from_str::<serde_json::Value>(&format!("{{\"memory\": {value}}}")) {
+            Ok(v) => request.variables(async_graphql::Variables::from_json(
+                serde_json::json!({ "r": v }),
+            )),
+            Err(_) => request,
+        }
+    } else {
+        async_graphql::Request::new(format!(
+            "{{ placement(zone: \"sim\", request: {{memory: {value}}}) {{ node }} }}"
+        ))
     }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let mut request = match data.split_first() {
+        Some((&1, recipe)) => nested(recipe),
+        _ => {
+            let (document, variables) = match data.iter().position(|&b| b == 0) {
+                Some(i) => (&data[..i], &data[i + 1..]),
+                None => (data, &[][..]),
+            };
+            let document = String::from_utf8_lossy(document).into_owned();
+            let mut request = async_graphql::Request::new(document);
+            if let Ok(v @ serde_json::Value::Object(_)) = serde_json::from_slice(variables) {
+                request = request.variables(async_graphql::Variables::from_json(v));
+            }
+            request
+        }
+    };
+    request = request.data(Role::Viewer);
     HARNESS.with(|h| {
         let mut h = h.borrow_mut();
         h.served += 1;

@@ -24,7 +24,7 @@ use serde_json::json;
 mod serve_command;
 use serve_command::serve_command;
 
-const API_TOKEN: &str = "bench-token";
+const API_TOKEN: &str = "bench-api-token-4c2e9a";
 const PVE_TOKEN: &str = "root@pam!flxp=5f0c3a8e-1d2b-4c6f-9a7e-3b2d1c0f9e8d";
 const QUERY: &str = r#"query { placement(zone: "lab", request: { memory: "4GiB", cores: 2 }, explain: true) { node candidates { node score } } }"#;
 

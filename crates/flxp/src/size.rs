@@ -29,6 +29,12 @@ pub enum SizeError {
 
 /// Parses a size into bytes; the error names the text and the accepted forms.
 pub fn parse(text: &str) -> Result<u64, SizeError> {
+    if text.trim_start().starts_with('-') {
+        return Err(SizeError::Invalid {
+            text: text.to_owned(),
+            reason: "a size cannot be negative".into(),
+        });
+    }
     let bytes = PARSER
         .parse_size(text.trim())
         .map_err(|e| SizeError::Invalid {
@@ -71,5 +77,9 @@ mod tests {
             assert!(parse(text).is_err(), "{text}");
         }
         assert!(parse("4X").unwrap_err().to_string().contains("4GiB"));
+        assert_eq!(
+            parse("-5G").unwrap_err().to_string(),
+            "invalid size \"-5G\" (a size cannot be negative); use e.g. 4GiB, 4G, 4096M or a byte count"
+        );
     }
 }

@@ -1,6 +1,9 @@
-//! `flxp config check`: the config file, then per zone: reachable, certificate trusted, the
-//! `lease-node` (when set) a member of the cluster, and the token holding every privilege the
-//! zone's features need (named when missing).
+//! `flxp config check`: the config file and every check `flxp serve` and `flxp daemon` make at
+//! start ([`startup::check`]: API tokens, plugins, secrets), then per zone: reachable,
+//! certificate trusted, the `lease-node` (when set) a member of the cluster, the token holding
+//! every privilege the zone's features need (named when missing); then the checks `serve` makes
+//! against the live zones (storages, templates, overrides), and warnings for per-node settings
+//! naming a node of no zone.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -10,7 +13,10 @@ use anyhow::Context;
 use flxp_pve::privileges::{Feature, requirements};
 use flxp_pve::types::PermissionsQuery;
 
-use crate::config::Config;
+use flxp_core::Cluster;
+
+use crate::config::{Config, startup};
+use crate::serve::preflight;
 
 /// Arguments of `flxp config`.
 #[derive(Debug, clap::Args)]
@@ -44,23 +50,47 @@ fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let path = Config::path(args.config.as_deref());
     // A mistake in the file is an error with its file:line, exactly as at start.
     let config = Config::load(&path)?;
+    // Every check `flxp serve` and `flxp daemon` make at start, with their messages.
+    let env_token = std::env::var(startup::TOKEN_ENV).ok();
+    let checked = startup::check(&config, env_token.as_deref())?;
     crate::output::say(format!("config {}: ok", path.display()));
     if config.zones.is_empty() {
         crate::output::say("no zones configured".to_owned());
+    }
+    // Refusals of one command only: a config for the other one alone is not wrong.
+    if let Some(refusal) = startup::serve_refusal(&checked.tokens) {
+        crate::output::say(format!("note: flxp serve would refuse to start: {refusal}"));
+    }
+    if let Some(refusal) = startup::daemon_refusal(&config) {
+        crate::output::say(format!(
+            "note: flxp daemon would refuse to start: {refusal}"
+        ));
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
     let mut problems = 0;
+    let mut read = Vec::new();
     for name in config.zones.keys() {
         let features = zone_features(&config, name);
-        for line in runtime.block_on(check_zone(&config, name, &features)) {
+        let (findings, cluster) = runtime.block_on(check_zone(&config, name, &features));
+        for line in findings {
             if line.problem {
                 problems += 1;
             }
             crate::output::say(format!("zone {name}: {}", line.text));
         }
+        read.extend(cluster.map(|c| (name.as_str(), c)));
+    }
+    // What `flxp serve` checks against the zones at start, on the zones that could be read.
+    let clusters: preflight::Clusters = read.iter().map(|(n, c)| (*n, c)).collect();
+    if let Err((key, message)) = preflight::check_catalog(&config, &clusters) {
+        problems += 1;
+        crate::output::say(format!("{:#}", config.error_at(&key, message)));
+    }
+    for w in preflight::unknown_nodes(&config, &clusters) {
+        crate::output::say(format!("warning: {w}"));
     }
     if problems > 0 {
         crate::output::say(format!("{problems} problem(s) found"));
@@ -108,12 +138,41 @@ pub fn zone_features(config: &Config, zone: &str) -> BTreeSet<Feature> {
     features
 }
 
-async fn check_zone(config: &Config, name: &str, features: &BTreeSet<Feature>) -> Vec<Finding> {
-    let mut out = Vec::new();
+/// The findings about zone `name`, and its cluster when it could be read.
+async fn check_zone(
+    config: &Config,
+    name: &str,
+    features: &BTreeSet<Feature>,
+) -> (Vec<Finding>, Option<Cluster>) {
     let client = match config.client(name) {
         Ok(c) => c,
-        Err(e) => return vec![problem(e.to_string())],
+        Err(e) => return (vec![problem(e.to_string())], None),
     };
+    let mut out = check_access(config, name, &client, features).await;
+    if out.iter().any(|f| f.problem) {
+        return (out, None);
+    }
+    let read = flxp_engine::collect_snapshot(&client, super::load::now())
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|s| Cluster::from_snapshot(&s, &Default::default()).map_err(|e| e.to_string()));
+    match read {
+        Ok(cluster) => (out, Some(cluster)),
+        Err(e) => {
+            out.push(problem(format!("cannot read the cluster: {e}")));
+            (out, None)
+        }
+    }
+}
+
+/// Reachability, certificate, lease node and privileges of zone `name`.
+async fn check_access(
+    config: &Config,
+    name: &str,
+    client: &flxp_pve::Client,
+    features: &BTreeSet<Feature>,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
     let zone = config.zones.get(name);
     // `version` needs no privilege: a failure here is the connection, TLS or the credentials.
     match client.version().await {
@@ -138,7 +197,7 @@ async fn check_zone(config: &Config, name: &str, features: &BTreeSet<Feature>) -
         }
     }
     if let Some(node) = zone.and_then(|z| z.lease_node.as_deref()) {
-        out.push(lease_node_finding(&client, node).await);
+        out.push(lease_node_finding(client, node).await);
     }
     let names: Vec<&str> = features.iter().map(|f| f.name()).collect();
     let needed = requirements(features);

@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use flxp_engine::{Daemon, DaemonOptions, RoundReport, Zone};
 
-use super::{UsageError, balance, load};
+use super::{UsageError, balance};
 use crate::config::Config;
 
 /// Arguments of `flxp daemon`.
@@ -48,11 +48,8 @@ pub fn zones(config: &Config) -> Result<Vec<Zone>> {
     } else {
         config.daemon.zones.clone()
     };
-    if names.is_empty() {
-        return Err(UsageError(
-            "the config file defines no zone to manage: add a [zones.<name>] table".into(),
-        )
-        .into());
+    if let Some(refusal) = crate::config::startup::daemon_refusal(config) {
+        return Err(UsageError(refusal).into());
     }
     names
         .into_iter()
@@ -68,6 +65,28 @@ pub fn zones(config: &Config) -> Result<Vec<Zone>> {
             })
         })
         .collect()
+}
+
+/// Logs once, at start, each per-node setting naming a node of no zone, as `flxp config check`
+/// warns of it. Reads the zones only when there is such a setting; a zone that cannot be read is
+/// left to the first round to report.
+async fn warn_unknown_nodes(config: &Config, zones: &[Zone]) {
+    if config.placement.node_reserve.is_empty() {
+        return;
+    }
+    let mut read = Vec::new();
+    for z in zones {
+        let Ok(snapshot) = flxp_engine::collect_snapshot(&z.api, super::load::now()).await else {
+            continue;
+        };
+        if let Ok(cluster) = flxp_core::Cluster::from_snapshot(&snapshot, &z.overrides) {
+            read.push((z.name.as_str(), cluster));
+        }
+    }
+    let clusters: crate::serve::preflight::Clusters = read.iter().map(|(n, c)| (*n, c)).collect();
+    for w in crate::serve::preflight::unknown_nodes(config, &clusters) {
+        tracing::warn!("{w}");
+    }
 }
 
 /// One warning per guest a round's plans had to leave where it is, with why: "1 guest(s) fit
@@ -137,7 +156,8 @@ fn log_round(r: &RoundReport) {
 /// Runs `flxp daemon`.
 pub fn run(args: Args) -> Result<ExitCode> {
     let config = Config::load(&Config::path(args.config.as_deref()))?;
-    let placer = Arc::new(load::placer(&config)?);
+    // What `flxp config check` runs too: the same config passes both or neither.
+    let placer = Arc::new(crate::config::startup::check_engine(&config)?);
     let zones = zones(&config)?;
     let options = options(&config);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -145,6 +165,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    runtime.block_on(warn_unknown_nodes(&config, &zones));
     let mut daemon = Daemon::new(zones, placer, options.clone()).on_round(Arc::new(log_round));
     if let Some(lease) = config.lease_settings("daemon") {
         tracing::info!(

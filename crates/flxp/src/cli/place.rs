@@ -16,11 +16,12 @@ pub struct Args {
     #[command(flatten)]
     source: SourceArgs,
     /// Memory of the new VM: 4GiB, 4G, 4096M or bytes (binary units).
-    #[arg(long, value_name = "SIZE", value_parser = size::parse)]
+    // `-5G` is not a number to clap: without hyphen values it would read as flags `-5 -G`.
+    #[arg(long, value_name = "SIZE", value_parser = size::parse, allow_hyphen_values = true)]
     memory: u64,
     /// vCPUs of the new VM: a whole count, or a fraction of a CPU such as 0.5 (a container's
     /// cpulimit).
-    #[arg(long, value_name = "N", value_parser = flxp_core::placement::parse_cores)]
+    #[arg(long, value_name = "N", value_parser = flxp_core::placement::parse_cores, allow_hyphen_values = true)]
     cores: f64,
     /// A tag the VM will carry (repeatable; flxp rules such as flxp.anti-affinity.web).
     #[arg(long = "tag", value_name = "T")]

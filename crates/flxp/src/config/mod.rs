@@ -28,6 +28,7 @@
 
 mod locate;
 mod sections;
+pub mod startup;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;

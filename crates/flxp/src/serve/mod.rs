@@ -40,8 +40,7 @@ use zone::Zone;
 /// Where `flxp serve` listens unless told otherwise.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 
-/// The environment variable holding an API token.
-pub const TOKEN_ENV: &str = "FLXP_API_TOKEN";
+pub use crate::config::startup::TOKEN_ENV;
 
 /// How long shutdown waits for creations and migrations in flight.
 const DRAIN: Duration = Duration::from_secs(120);
@@ -69,7 +68,10 @@ pub async fn run(
         Source::Embedded(e) => e.config.clone(),
     };
     let simulated = matches!(source, Source::Embedded(_));
-    let (token, generated) = tokens_for(&config, simulated)?;
+    // What `flxp config check` runs too: the same config passes both or neither.
+    let env_token = std::env::var(TOKEN_ENV).ok();
+    let checked = crate::config::startup::check(&config, env_token.as_deref())?;
+    let (token, generated) = tokens_for(checked.tokens, simulated)?;
     let listen = match (listen_flag, &config.api.listen) {
         (Some(a), _) => a,
         (None, Some(text)) => text.parse().context("api.listen")?,
@@ -167,54 +169,14 @@ struct TokenSet {
     viewer: Option<String>,
 }
 
-/// Tokens from `[api].tokens` and `FLXP_API_TOKEN`; the embedded zone generates one if neither
-/// gives any. A config without tokens is refused: the API would be open to anyone.
-fn tokens_for(config: &Config, simulated: bool) -> anyhow::Result<(TokenSet, bool)> {
-    let mut list: Vec<(String, Role)> = Vec::new();
-    for (i, t) in config.api.tokens.iter().enumerate() {
-        let value = match (&t.value, &t.env, &t.file) {
-            (Some(v), _, _) => v.clone(),
-            (_, Some(var), _) => std::env::var(var).map_err(|_| {
-                config.error_at(
-                    "api.tokens",
-                    format!("tokens[{i}]: environment variable {var} is not set"),
-                )
-            })?,
-            (_, _, Some(file)) => std::fs::read_to_string(file)
-                .map_err(|e| {
-                    config.error_at(
-                        "api.tokens",
-                        format!("tokens[{i}]: cannot read {}: {e}", file.display()),
-                    )
-                })?
-                .trim_end()
-                .to_owned(),
-            _ => {
-                return Err(config.error_at(
-                    "api.tokens",
-                    format!("tokens[{i}]: give one of value, env or file"),
-                ));
-            }
-        };
-        // A header value loses its surrounding blanks on the way: keep the token as it arrives.
-        let value = value.trim();
-        if value.is_empty() {
-            return Err(config.error_at("api.tokens", format!("tokens[{i}]: the token is empty")));
-        }
-        list.push((value.to_owned(), t.role));
-    }
-    let env = std::env::var(TOKEN_ENV)
-        .ok()
-        .filter(|t| !t.trim().is_empty());
-    if let Some(t) = &env {
-        list.push((t.trim().to_owned(), Role::Operator));
-    }
+/// The accepted tokens (checked by [`crate::config::startup::check`]); the embedded zone
+/// generates one if there are none. A config without tokens is refused: the API would be open to
+/// anyone.
+fn tokens_for(mut list: Vec<(String, Role)>, simulated: bool) -> anyhow::Result<(TokenSet, bool)> {
     let mut generated = false;
     if list.is_empty() {
-        if !simulated {
-            anyhow::bail!(
-                "no API token: set [api].tokens in the config file or {TOKEN_ENV}, so that the API is not open to anyone"
-            );
+        if let Some(refusal) = crate::config::startup::serve_refusal(&list).filter(|_| !simulated) {
+            anyhow::bail!(refusal);
         }
         list.push((state::generate_token()?, Role::Operator));
         generated = true;
@@ -369,6 +331,9 @@ async fn preflight(
     }
     let clusters: preflight::Clusters = models.iter().map(|(n, m)| (*n, &m.cluster)).collect();
     preflight::check(config, &clusters, text, path)?;
+    for w in preflight::unknown_nodes(config, &clusters) {
+        tracing::warn!("{w}");
+    }
     Ok(())
 }
 

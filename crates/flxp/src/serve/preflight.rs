@@ -110,6 +110,26 @@ pub fn check_catalog(config: &Config, clusters: &Clusters<'_>) -> Result<(), (St
     Ok(())
 }
 
+/// Per-node settings naming a node of no zone read (`placement.node-reserve` applies to every
+/// zone, so a node missing from one of several zones is normal): one warning per zone, naming
+/// the node and the zone. A typo there would otherwise reserve nothing, silently.
+pub fn unknown_nodes(config: &Config, clusters: &Clusters<'_>) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for node in config.placement.node_reserve.keys() {
+        if clusters.values().any(|c| c.node_idx(node).is_some()) {
+            continue;
+        }
+        for (zone, cluster) in clusters {
+            let names: Vec<&str> = cluster.nodes().iter().map(|n| n.name.as_str()).collect();
+            warnings.push(format!(
+                "placement.node-reserve names node {node:?}, which is not in zone {zone} (nodes: {})",
+                names.join(", ")
+            ));
+        }
+    }
+    warnings
+}
+
 /// Why `vmid` is not a VM template (on `node`, when given), or `None` when it is.
 fn template_problem(cluster: &Cluster, vmid: u32, node: Option<&str>) -> Option<String> {
     let Some(idx) = cluster.guest_idx(vmid) else {
@@ -157,6 +177,22 @@ mod tests {
             "[storage-profiles.std]\nstorage = \"ceph\"\ndisk = \"32G\"\n[images.u]\ntemplate = 9000\n",
         )
         .unwrap();
+    }
+
+    #[test]
+    fn a_node_reserve_for_a_node_of_no_zone_is_a_warning_naming_both() {
+        let text =
+            format!("{ZONE}[placement]\nnode-reserve = {{ pve1 = \"1G\", pve9 = \"2G\" }}\n");
+        let config = Config::parse(&text, Path::new("flxp.toml")).unwrap();
+        let c = demo();
+        let clusters: Clusters = [("lab", &c)].into_iter().collect();
+        assert_eq!(
+            unknown_nodes(&config, &clusters),
+            [
+                "placement.node-reserve names node \"pve9\", which is not in zone lab (nodes: pve1, pve2, pve3, pve4)"
+            ]
+        );
+        assert!(check(&config, &clusters, &text, Path::new("flxp.toml")).is_ok());
     }
 
     #[test]

@@ -77,6 +77,20 @@ fn a_config_without_zones_is_refused() {
 }
 
 #[test]
+fn a_node_reserve_for_a_node_of_no_zone_is_logged_once_at_start() {
+    let z = fast_zone(
+        UNBALANCED,
+        "\n[daemon]\ninterval-secs = 60\n\n[placement]\nnode-reserve = { pve9 = \"1G\" }\n",
+    );
+    let mut child = spawn_daemon(&z);
+    let seen = stderr_until(&mut child, "daemon started");
+    let _ = child.kill();
+    let _ = child.wait();
+    let want = "placement.node-reserve names node \"pve9\", which is not in zone lab (nodes: ";
+    assert_eq!(seen.matches(want).count(), 1, "{seen}");
+}
+
+#[test]
 fn a_second_stop_signal_quits_without_waiting() {
     // Slow migrations (tens of seconds): the first one is still running when both signals arrive,
     // even on a loaded machine.

@@ -111,6 +111,34 @@ fn bad_usage_exits_2_and_bad_input_exits_1() {
 }
 
 #[test]
+fn negative_sizes_and_counts_reach_their_parser_and_exit_2() {
+    // `-5G` used to be "unexpected argument '-5' found", naming no option.
+    let f = &four_nodes();
+    for (memory, cores, want) in [
+        (
+            "-5G",
+            "1",
+            "invalid value '-5G' for '--memory <SIZE>': invalid size \"-5G\" (a size cannot be negative)",
+        ),
+        (
+            "-5",
+            "1",
+            "invalid value '-5' for '--memory <SIZE>': invalid size \"-5\" (a size cannot be negative)",
+        ),
+        (
+            "1G",
+            "-1",
+            "invalid value '-1' for '--cores <N>': -1 is not a vCPU count",
+        ),
+        ("1G", "-2x", "invalid value '-2x' for '--cores <N>':"),
+    ] {
+        let (code, _, err) = place(f, memory, cores, &[]);
+        assert_eq!(code, 2, "{memory} {cores}: {err}");
+        assert!(err.starts_with(&format!("error: {want}")), "{err}");
+    }
+}
+
+#[test]
 fn named_host_is_used_when_it_has_room() {
     let f = example("rules-hetero.json");
     let (code, out, _) = place(&f, "4G", "2", &["--host", "delta", "--json"]);

@@ -93,6 +93,39 @@ fn config_check_places_file_mistakes_and_reports_unreachable_zones() {
 }
 
 #[test]
+fn config_check_runs_serves_live_checks_and_warns_of_unknown_nodes() {
+    let read = role(&[Feature::Read]);
+    // What `serve` refuses at start against the live zone, with the same placed message.
+    let z = zone(
+        read.clone(),
+        &format!("{NO_DAEMON}[storage-profiles.fast]\nstorage = \"nvme\"\ndisk = \"32GiB\"\n"),
+    );
+    let (code, out, err) = run(&["config", "check", "--config", z.cfg()]);
+    assert_eq!(code, 1, "{out}{err}");
+    let want = format!(
+        "config file {}:10:1: storage-profiles.fast.storage: storage \"nvme\" exists in no zone (lab); storages: ceph, local, local-lvm",
+        z.cfg()
+    );
+    assert!(out.lines().any(|l| l == want), "{out}");
+    // A per-node setting for a node the zone does not have is a warning naming both.
+    let z = zone(
+        read,
+        &format!("{NO_DAEMON}[placement]\nnode-reserve = {{ pve9 = \"1G\" }}\n"),
+    );
+    let (code, out, err) = run(&["config", "check", "--config", z.cfg()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("warning: placement.node-reserve names node \"pve9\", which is not in zone lab (nodes: pve1, pve2, pve3, pve4)"),
+        "{out}"
+    );
+    // A refusal of one command only is a note: a config for `flxp daemon` needs no API token.
+    assert!(
+        out.contains("note: flxp serve would refuse to start: no API token: set [api].tokens in the config file or FLXP_API_TOKEN"),
+        "{out}"
+    );
+}
+
+#[test]
 fn config_check_names_a_lease_node_that_is_not_in_the_cluster() {
     let privs = role(&[Feature::Read]);
     let z = zone(

@@ -325,6 +325,39 @@ async fn create_vm_builds_a_running_vm_with_everything_set() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn null_for_a_nullable_input_field_means_its_default() {
+    let s = demo().await;
+    // `tags: null` used to be refused ("expected type [String!]") though the field is nullable.
+    let mut vars = create_vars("web-null");
+    for key in ["tags", "interfaces", "backup"] {
+        vars["options"][key] = Value::Null;
+    }
+    let v = s.gql(CREATE, vars).await;
+    let vmid = created_vmid(&v);
+    {
+        let world = s.sim.sim().world();
+        let c = &world.guests[&vmid].config.values;
+        assert_eq!(c.get("tags"), None, "{c:?}");
+        // No interface of ours: net0 stays the template's (no VLAN tag of network 100).
+        assert!(!c["net0"].contains("tag=100"), "{c:?}");
+        // Backups include the disk, as when `backup` is absent.
+        assert!(!c["scsi0"].contains("backup=0"), "{c:?}");
+    }
+    s.assert_placed(r#"{ memory: "1G", cores: 1, tags: null }"#)
+        .await;
+}
+
+/// The VMID of a `createVM` answer without errors.
+fn created_vmid(v: &Value) -> u32 {
+    assert!(v["errors"].is_null(), "{v}");
+    v["data"]["createVM"]["id"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
 /// Decodes `sshkeys` as Proxmox stores it (percent-encoded).
 fn flxp_pve_decode(v: &str) -> String {
     flxp_pve::types::form::decode_sshkeys(v).expect("sshkeys is valid percent-encoding")
@@ -559,12 +592,7 @@ async fn create_vm_grows_the_boot_disk_to_a_larger_storage_profile() {
             json!({ "zone": "lab", "name": "big-disk", "options": o }),
         )
         .await;
-    assert!(v["errors"].is_null(), "{v}");
-    let vmid: u32 = v["data"]["createVM"]["id"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let vmid = created_vmid(&v);
     let world = s.sim.sim().world();
     let disk = world.guests[&vmid].config.values["scsi0"].clone();
     assert!(disk.contains("size=64G"), "{disk}");

@@ -180,6 +180,62 @@ async fn malformed_or_huge_bodies_get_a_graphql_error_with_bad_input() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deeply_nested_input_values_are_bad_input_and_the_server_stays_up() {
+    let s = demo().await;
+    let literal = "query { placement(zone: \"lab\", request: { memory: VALUE }) { node } }";
+    let variable = "query($r: PlacementInput!) { placement(zone: \"lab\", request: $r) { node } }";
+    // 800 levels overflowed a worker's stack and aborted the process; 3,000 do in a release build.
+    for depth in [40, 800, 3000] {
+        let list = format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
+        let object = format!("{}1{}", "{a:".repeat(depth), "}".repeat(depth));
+        for value in [&list, &object] {
+            let v = s.query(&literal.replace("VALUE", value)).await;
+            assert_eq!(code(&v), "BAD_INPUT", "{depth}: {v}");
+            assert_eq!(
+                message(&v),
+                "an input value nests lists or objects more than 32 levels deep",
+                "{depth}"
+            );
+        }
+        // As JSON variables: serde_json refuses past 128 levels, flxp past 32.
+        let json_object = format!("{}1{}", "{\"a\":".repeat(depth), "}".repeat(depth));
+        for value in [&list, &json_object] {
+            let body = format!(
+                r#"{{"query": {}, "variables": {{"r": {{"memory": {value}}}}}}}"#,
+                Value::from(variable)
+            );
+            let resp = s
+                .http
+                .post(format!("{}/graphql", s.url))
+                .bearer_auth(API_TOKEN)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status().as_u16();
+            let v: Value = resp.json().await.unwrap();
+            assert_eq!(code(&v), "BAD_INPUT", "{depth}: {v}");
+            let want = if depth < 128 {
+                (
+                    200,
+                    "variable $r nests lists or objects more than 32 levels deep",
+                )
+            } else {
+                (400, "the request is not a GraphQL request: ")
+            };
+            assert_eq!(status, want.0, "{depth}: {v}");
+            assert!(message(&v).starts_with(want.1), "{depth}: {v}");
+        }
+        let v = s.query("query { zones { name } }").await;
+        assert_eq!(v["data"]["zones"][0]["name"], "lab", "{depth}: {v}");
+    }
+    // The useful depths still work.
+    s.assert_placed(r#"{ memory: "1G", cores: 1, tags: ["flxp.anti-affinity.x"] }"#)
+        .await;
+}
+
 /// Writes one raw HTTP request and reads the answer until the server closes or 2 s pass.
 async fn raw_http(addr: &str, request: &[u8]) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -284,6 +340,96 @@ fn a_config_without_api_tokens_is_refused() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("no API token"), "{err}");
+}
+
+/// The `error: ` line of a command's stderr.
+fn error_line(stderr: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stderr);
+    text.lines()
+        .find(|l| l.starts_with("error: "))
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn config_check_refuses_every_config_serve_refuses_at_start_with_its_message() {
+    const LONG: &str = "api-token-0123456789";
+    let zone =
+        "[zones.lab]\nhosts = [\"127.0.0.1:1\"]\ntoken = \"root@pam!flxp\"\ntoken-secret = \"s\"\n";
+    // (config after the zone, FLXP_API_TOKEN, the error's end)
+    let cases = [
+        (
+            "[api]\ntokens = [{ value = \"\" }]\n".to_owned(),
+            Some(LONG),
+            "api.tokens: tokens[0]: the token is empty",
+        ),
+        (
+            "[api]\ntokens = [{ value = \"x\" }]\n".to_owned(),
+            None,
+            "api.tokens: tokens[0]: the token is shorter than 16 characters",
+        ),
+        (
+            format!(
+                "[api]\ntokens = [{{ value = \"{LONG}\", role = \"viewer\" }}, {{ value = \"{LONG}\" }}]\n"
+            ),
+            None,
+            "api.tokens: tokens[1]: the same token as tokens[0]: list each token once, with one role",
+        ),
+        (
+            format!("[api]\ntokens = [{{ value = \"{LONG}\", role = \"viewer\" }}]\n"),
+            Some(LONG),
+            "FLXP_API_TOKEN: the same token as api.tokens[0]: FLXP_API_TOKEN is an operator token, list each token once",
+        ),
+        (
+            String::new(),
+            Some("short"),
+            "FLXP_API_TOKEN: the token is shorter than 16 characters",
+        ),
+        (
+            "[api]\ntokens = [{ env = \"FLXP_TEST_UNSET_TOKEN_VAR\" }]\n".to_owned(),
+            None,
+            "api.tokens: tokens[0]: environment variable FLXP_TEST_UNSET_TOKEN_VAR is not set",
+        ),
+        (
+            "[api]\ntokens = [{ file = \"/nonexistent/flxp-api.token\" }]\n".to_owned(),
+            None,
+            "api.tokens: tokens[0]: cannot read /nonexistent/flxp-api.token: ",
+        ),
+    ];
+    for (extra, env, want) in cases {
+        let (_d, config) = super::temp_file("flxp.toml", &format!("{zone}{extra}"));
+        let with_env = |mut cmd: std::process::Command| {
+            cmd.env_remove("FLXP_API_TOKEN").env_remove("FLXP_CONFIG");
+            if let Some(t) = env {
+                cmd.env("FLXP_API_TOKEN", t);
+            }
+            cmd.output().unwrap()
+        };
+        let served = with_env(serve_command(&config));
+        let mut check = std::process::Command::new(env!("CARGO_BIN_EXE_flxp"));
+        check.args(["config", "check", "--config", config.to_str().unwrap()]);
+        let checked = with_env(check);
+        let (serve_err, check_err) = (error_line(&served.stderr), error_line(&checked.stderr));
+        assert_eq!(served.status.code(), Some(1), "{extra}: {serve_err}");
+        assert_eq!(checked.status.code(), Some(1), "{extra}: {check_err}");
+        assert!(serve_err.contains(want), "{extra}: {serve_err}");
+        assert_eq!(check_err, serve_err, "{extra}");
+        assert!(!serve_err.contains(LONG), "{serve_err}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_reserve_for_a_node_of_no_zone_is_logged_once_at_start() {
+    let s = super::serve::start(
+        Scenario::demo(),
+        "[placement]\nnode-reserve = { pve9 = \"1G\" }\n",
+        &[],
+    )
+    .await;
+    let want = "placement.node-reserve names node \"pve9\", which is not in zone lab (nodes: pve1, pve2, pve3, pve4)";
+    let log = s.log_with(want).await;
+    assert_eq!(log.matches(want).count(), 1, "{log}");
+    assert!(log.contains(" WARN "), "{log}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,6 +7,7 @@
 //! a generic message naming an incident id. Passwords and tokens never reach either.
 
 mod mutation;
+pub mod nesting;
 mod query;
 mod types;
 mod views;
@@ -39,6 +40,8 @@ pub fn build(state: AppState) -> FlxpSchema {
         .data(state)
         // Deep nesting only costs: the deepest useful selection is about 5 levels.
         .limit_depth(16)
+        // Before the library parses anything: its parser and validator recurse over values.
+        .extension(nesting::InputDepth)
         .finish()
 }
 

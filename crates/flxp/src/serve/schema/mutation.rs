@@ -329,8 +329,9 @@ async fn create(
         template: per_zone.and_then(|p| p.template).or(image.template),
         per_node: per_zone.map(|p| p.nodes.clone()).unwrap_or_default(),
     };
-    let mut interfaces = Vec::with_capacity(o.interfaces.len());
-    for i in &o.interfaces {
+    let wanted = o.interfaces.unwrap_or_default();
+    let mut interfaces = Vec::with_capacity(wanted.len());
+    for i in &wanted {
         let n = c
             .networks
             .get(&i.network)
@@ -356,8 +357,8 @@ async fn create(
         user: o.user,
         password: o.password.map(Secret::new),
         interfaces,
-        backup: o.backup,
-        tags: o.tags,
+        backup: o.backup.unwrap_or(true),
+        tags: o.tags.unwrap_or_default(),
         policy: o.policy,
     };
     // Refuse what needs no cluster before reading it.

@@ -247,7 +247,7 @@ fn placement_request(s: &AppState, r: PlacementInput) -> Result<PlacementRequest
     Ok(PlacementRequest {
         memory,
         cores,
-        tags: r.tags,
+        tags: r.tags.unwrap_or_default(),
         host: r.host,
         policy: r.policy,
     })

@@ -209,9 +209,9 @@ pub struct PlacementInput {
     // f64, not u32: a fraction, a negative or an oversized count then reaches
     // `placement_request`, whose error names the field.
     pub cores: Option<f64>,
-    /// Tags the VM would carry (flxp rules among them).
-    #[graphql(default)]
-    pub tags: Vec<String>,
+    /// Tags the VM would carry (flxp rules among them); none when absent or null.
+    // Option, not a default: a nullable list must take `null` as well as an absent field.
+    pub tags: Option<Vec<String>>,
     /// A node to check instead of choosing one.
     pub host: Option<String>,
     /// Placement policy; the configured default when absent.
@@ -468,20 +468,18 @@ pub struct CreateVmOptions {
     pub storage_profile: String,
     /// An OpenSSH public key for cloud-init.
     pub ssh_public_key: Option<String>,
-    /// Network interfaces, `net0` first.
-    #[graphql(default)]
-    pub interfaces: Vec<InterfaceInput>,
+    /// Network interfaces, `net0` first; none when absent or null.
+    pub interfaces: Option<Vec<InterfaceInput>>,
     /// Cloud-init user.
     pub user: Option<String>,
     /// Cloud-init password (never logged).
     #[graphql(secret)]
     pub password: Option<String>,
-    /// Whether backups include the VM's disks.
-    #[graphql(default = true)]
-    pub backup: bool,
-    /// Tags for the VM, flxp constraint tags among them.
-    #[graphql(default)]
-    pub tags: Vec<String>,
+    /// Whether backups include the VM's disks; true when absent or null.
+    #[graphql(default_with = "Some(true)")]
+    pub backup: Option<bool>,
+    /// Tags for the VM, flxp constraint tags among them; none when absent or null.
+    pub tags: Option<Vec<String>>,
     /// Placement policy; the configured default when absent.
     pub policy: Option<String>,
 }

@@ -1,0 +1,184 @@
+//! The checks of a config that need more than its text (secrets in files and variables, the
+//! plugins, each zone's client), in one place: `flxp serve` and `flxp daemon` run [`check`] at
+//! start and `flxp config check` runs it too, so that what the check passes the commands start
+//! with, and what they refuse the check refuses, with the same message.
+
+use flxp_core::placement::Placer;
+
+use super::{Config, Role};
+
+/// The environment variable holding an operator token for the API.
+pub const TOKEN_ENV: &str = "FLXP_API_TOKEN";
+
+/// The shortest API token accepted, in characters: a bearer token is the API's only credential,
+/// and a short one is guessed.
+pub const MIN_TOKEN_CHARS: usize = 16;
+
+/// What [`check`] found usable.
+pub struct Checked {
+    /// The API tokens with their roles, `[api].tokens` first, then `FLXP_API_TOKEN`.
+    pub tokens: Vec<(String, Role)>,
+    /// The placement pipeline (the config's policies and plugins).
+    pub placer: Placer,
+}
+
+impl std::fmt::Debug for Checked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Checked")
+            .field("tokens", &self.tokens.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Every start check that needs no zone: the API tokens (readable, not empty, at least
+/// [`MIN_TOKEN_CHARS`] long, each listed once), then [`check_engine`]. `env_token` is
+/// `FLXP_API_TOKEN`'s value. What `flxp serve` runs, and `flxp config check`.
+pub fn check(config: &Config, env_token: Option<&str>) -> anyhow::Result<Checked> {
+    let tokens = api_tokens(config, env_token)?;
+    let placer = check_engine(config)?;
+    Ok(Checked { tokens, placer })
+}
+
+/// The start checks of what decides and acts: the placement pipeline with its policies and
+/// plugins, and the client of each zone (its secret readable). What `flxp daemon` runs, which
+/// serves no API.
+pub fn check_engine(config: &Config) -> anyhow::Result<Placer> {
+    let placer = crate::plugins::placer(config)?;
+    for name in config.zones.keys() {
+        config.client(name)?;
+    }
+    Ok(placer)
+}
+
+/// Why `flxp serve` would not start with these tokens (none at all), or `None`.
+pub fn serve_refusal(tokens: &[(String, Role)]) -> Option<String> {
+    tokens.is_empty().then(|| {
+        format!(
+            "no API token: set [api].tokens in the config file or {TOKEN_ENV}, so that the API is not open to anyone"
+        )
+    })
+}
+
+/// Why `flxp daemon` would not start with this config (no zone to manage), or `None`.
+pub fn daemon_refusal(config: &Config) -> Option<String> {
+    (config.daemon.zones.is_empty() && config.zones.is_empty())
+        .then(|| "the config file defines no zone to manage: add a [zones.<name>] table".to_owned())
+}
+
+/// The API tokens of `[api].tokens` and `FLXP_API_TOKEN` (an operator), each read and checked.
+/// Errors name the token's position, never the token.
+fn api_tokens(config: &Config, env_token: Option<&str>) -> anyhow::Result<Vec<(String, Role)>> {
+    let mut list: Vec<(String, Role)> = Vec::new();
+    let at = |i: usize, message: String| {
+        config.error_at("api.tokens", format!("tokens[{i}]: {message}"))
+    };
+    for (i, t) in config.api.tokens.iter().enumerate() {
+        let value = match (&t.value, &t.env, &t.file) {
+            (Some(v), _, _) => v.clone(),
+            (_, Some(var), _) => std::env::var(var)
+                .map_err(|_| at(i, format!("environment variable {var} is not set")))?,
+            (_, _, Some(file)) => std::fs::read_to_string(file)
+                .map_err(|e| at(i, format!("cannot read {}: {e}", file.display())))?,
+            _ => return Err(at(i, "give one of value, env or file".into())),
+        };
+        // A header value loses its surrounding blanks on the way: keep the token as it arrives.
+        let value = value.trim();
+        if value.is_empty() {
+            return Err(at(i, "the token is empty".into()));
+        }
+        if value.chars().count() < MIN_TOKEN_CHARS {
+            return Err(at(
+                i,
+                format!("the token is shorter than {MIN_TOKEN_CHARS} characters"),
+            ));
+        }
+        if let Some(j) = list.iter().position(|(t, _)| t == value) {
+            return Err(at(
+                i,
+                format!("the same token as tokens[{j}]: list each token once, with one role"),
+            ));
+        }
+        list.push((value.to_owned(), t.role));
+    }
+    if let Some(value) = env_token.map(str::trim).filter(|t| !t.is_empty()) {
+        if value.chars().count() < MIN_TOKEN_CHARS {
+            anyhow::bail!("{TOKEN_ENV}: the token is shorter than {MIN_TOKEN_CHARS} characters");
+        }
+        if let Some(j) = list.iter().position(|(t, _)| t == value) {
+            anyhow::bail!(
+                "{TOKEN_ENV}: the same token as api.tokens[{j}]: {TOKEN_ENV} is an operator token, list each token once"
+            );
+        }
+        list.push((value.to_owned(), Role::Operator));
+    }
+    Ok(list)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // tests may panic
+
+    use std::path::Path;
+
+    use super::*;
+
+    const LONG: &str = "0123456789abcdef";
+
+    fn tokens(text: &str, env: Option<&str>) -> Result<Vec<(String, Role)>, String> {
+        let config = Config::parse(text, Path::new("flxp.toml")).unwrap();
+        api_tokens(&config, env).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn tokens_are_read_with_their_roles() {
+        let got = tokens(
+            &format!("[api]\ntokens = [{{ value = \" {LONG}\\n\" }}, {{ value = \"{LONG}-v\", role = \"viewer\" }}]\n"),
+            Some("operator-from-the-env"),
+        )
+        .unwrap();
+        let want = [
+            (LONG.to_owned(), Role::Operator),
+            (format!("{LONG}-v"), Role::Viewer),
+            ("operator-from-the-env".to_owned(), Role::Operator),
+        ];
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_token_listed_twice_or_too_short_is_an_error_naming_its_position_only() {
+        let cases = [
+            (
+                format!(
+                    "[api]\ntokens = [{{ value = \"{LONG}\", role = \"viewer\" }}, {{ value = \"{LONG}\" }}]\n"
+                ),
+                None,
+                "config file flxp.toml:2:1: api.tokens: tokens[1]: the same token as tokens[0]: list each token once, with one role",
+            ),
+            (
+                format!("[api]\ntokens = [{{ value = \"{LONG}\", role = \"viewer\" }}]\n"),
+                Some(LONG),
+                "FLXP_API_TOKEN: the same token as api.tokens[0]: FLXP_API_TOKEN is an operator token, list each token once",
+            ),
+            (
+                "[api]\ntokens = [{ value = \"x\" }]\n".to_owned(),
+                None,
+                "config file flxp.toml:2:1: api.tokens: tokens[0]: the token is shorter than 16 characters",
+            ),
+            (
+                "[api]\ntokens = [{ value = \"  \" }]\n".to_owned(),
+                None,
+                "config file flxp.toml:2:1: api.tokens: tokens[0]: the token is empty",
+            ),
+            (
+                String::new(),
+                Some("short"),
+                "FLXP_API_TOKEN: the token is shorter than 16 characters",
+            ),
+        ];
+        for (text, env, want) in cases {
+            let e = tokens(&text, env).unwrap_err();
+            assert_eq!(e, want, "{text}");
+            assert!(!e.contains(LONG), "{e}");
+        }
+    }
+}
