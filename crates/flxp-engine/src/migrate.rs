@@ -30,6 +30,7 @@ use flxp_pve::types::{
 use tokio::time::Instant;
 
 use crate::progress::{Event, Progress, fraction_from_log};
+use crate::refresh::ReadCache;
 
 /// Task types of the migration worker that HA starts for a queued move.
 const HA_WORKER_TYPES: [&str; 2] = ["qmigrate", "vzmigrate"];
@@ -209,6 +210,8 @@ enum Seen {
 /// One migration in flight, for progress events.
 struct Follow<'a> {
     api: &'a Pve,
+    /// The task list every migration in flight polls ([`ReadCache::tasks`]).
+    board: &'a ReadCache,
     m: &'a Migration,
     zone: &'a str,
     settings: &'a MigrateSettings,
@@ -293,7 +296,11 @@ impl Follow<'_> {
     async fn task(&mut self, upid: &Upid, with_progress: bool) -> Result<Ended, Failure> {
         let mut log_at = 0u64;
         loop {
-            let status = match self.api.task_status(upid).await {
+            let status = match self
+                .board
+                .task_status(self.api, upid, self.settings.poll, self.started)
+                .await
+            {
                 Ok(status) => status,
                 // An unreadable status says nothing of the task: it may well have ended.
                 Err(e) => {
@@ -396,7 +403,11 @@ impl Follow<'_> {
                 }
             }
             // HA's own migration worker for this guest, started after our request, failed.
-            if let Ok(tasks) = self.api.cluster_tasks().await {
+            if let Ok(tasks) = self
+                .board
+                .tasks(self.api, self.settings.poll, self.started)
+                .await
+            {
                 let failed = tasks.iter().find(|t| {
                     t.kind
                         .as_deref()
@@ -667,6 +678,19 @@ pub async fn migrate(
     settings: &MigrateSettings,
     progress: &dyn Progress,
 ) -> Result<Landed, Failure> {
+    migrate_polling(api, m, zone, settings, progress, &ReadCache::new()).await
+}
+
+/// [`migrate`], its task polled through `board`'s task list, which every migration in flight
+/// shares: one `/cluster/tasks` per poll interval for all of them.
+pub(crate) async fn migrate_polling(
+    api: &Pve,
+    m: &Migration,
+    zone: &str,
+    settings: &MigrateSettings,
+    progress: &dyn Progress,
+    board: &ReadCache,
+) -> Result<Landed, Failure> {
     let started = Instant::now();
     let (upid, online) = start(api, m, settings).await?;
     let ha = upid.kind() == "hamigrate";
@@ -691,6 +715,7 @@ pub async fn migrate(
     });
     let mut follow = Follow {
         api,
+        board,
         m,
         zone,
         settings,

@@ -159,9 +159,10 @@ impl Mutation {
             .into());
         };
         let name = model.cluster.node(i).name.clone();
-        let changed = flxp_engine::maintenance::set(&z.api, &name, on)
-            .await
-            .map_err(|e| ApiError::new(Code::ProxmoxError, chain(&e)))?;
+        let changed = flxp_engine::maintenance::set(&z.api, &name, on).await;
+        // Written or not (a timeout may still have written it), the daemon reads it back.
+        s.daemon.notes_written(&zone, &name);
+        let changed = changed.map_err(|e| ApiError::new(Code::ProxmoxError, chain(&e)))?;
         Ok(changed)
     }
 }
@@ -227,6 +228,7 @@ async fn run(s: &AppState, zone: &str, goal: Goal) -> Result<RunResult, ApiError
     if let Goal::Evacuate { nodes, .. } = &goal {
         for node in nodes {
             mark(z, node, true).await;
+            s.daemon.notes_written(zone, node);
         }
     }
     let task = s.work.spawn(
