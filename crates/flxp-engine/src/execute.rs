@@ -335,6 +335,11 @@ impl Executor {
         let placer = Arc::clone(&self.placer);
         let step = m.clone();
         let maintenance_only = evacuates_maintenance(goal);
+        if maintenance_only && step.purpose == Purpose::Evacuate {
+            // Whether the source is still in maintenance is in its notes, which an admin may
+            // have edited since: read them fresh (one call) for the check below.
+            self.cache.notes_written(&step.from);
+        }
         self.with_model(held, "re-checking a step", move |snapshot, now, model| {
             if let Some(why) = planning::ha_move_pending(snapshot, step.vmid, now) {
                 return Ok(Err(NoStart::HaPending(why)));
