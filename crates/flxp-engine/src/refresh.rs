@@ -308,6 +308,18 @@ impl ReadCache {
         s.baseline = Some(base);
     }
 
+    /// Keeps a node's notes read again on their own.
+    fn keep_notes(&self, node: &str, notes: Option<String>) {
+        if let Some(extra) = self
+            .lock()
+            .settled
+            .as_mut()
+            .and_then(|s| s.nodes.get_mut(node))
+        {
+            extra.notes = notes;
+        }
+    }
+
     /// Keeps what a full read found.
     fn store(&self, settled: &Settled, now: i64) {
         let mut s = self.lock();
@@ -381,16 +393,13 @@ fn guest_nodes(resources: &[Resource]) -> BTreeMap<u32, String> {
         .collect()
 }
 
-/// HA's status without what changes on its own: timestamps (in `timestamp` and in the
-/// parenthesis of an LRM's `status`, pve-ha-manager `PVE/API2/HA/Status.pm`).
+/// HA's status without what changes on its own: timestamps (in `timestamp` and at the end of
+/// the parenthesis of an LRM's or master's `status`, pve-ha-manager `PVE/API2/HA/Status.pm`).
 fn ha_digest(status: &[HaStatusEntry]) -> Vec<String> {
     let mut out: Vec<String> = status
         .iter()
         .map(|e| {
-            let status = e
-                .status
-                .as_deref()
-                .map(|s| s.split(" (").next().unwrap_or(s));
+            let status = e.status.as_deref().map(without_time);
             format!(
                 "{:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
                 e.id,
@@ -408,6 +417,15 @@ fn ha_digest(status: &[HaStatusEntry]) -> Vec<String> {
         .collect();
     out.sort();
     out
+}
+
+/// An LRM's or master's status without the time it ends with: `pve1 (active, Sat Nov 29
+/// 07:15:34 2025)` is `pve1 (active)`.
+fn without_time(status: &str) -> String {
+    match (status.strip_suffix(')'), status.rfind(", ")) {
+        (Some(_), Some(at)) if status[..at].contains(" (") => format!("{})", &status[..at]),
+        _ => status.to_owned(),
+    }
 }
 
 /// A full read: every part of Contract 1, kept in `cache` for the refreshes after it.
@@ -453,6 +471,7 @@ pub(crate) async fn read(
             for node in noted {
                 if let Some(extra) = settled.nodes.get_mut(&node) {
                     extra.notes = read_notes(api, &node).await?;
+                    cache.keep_notes(&node, extra.notes.clone());
                 }
             }
             settled
@@ -484,5 +503,181 @@ impl Transport for Watched {
 
     fn server_time(&self) -> Option<i64> {
         self.inner.server_time()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    // Tests may panic on malformed fixtures: that is the failure report.
+    #![allow(clippy::unwrap_used)]
+
+    use flxp_core::snapshot::{NodeExtra, Volume};
+
+    use super::*;
+
+    fn node(name: &str, status: &str) -> Resource {
+        Resource {
+            kind: Some("node".into()),
+            node: Some(name.into()),
+            status: Some(status.into()),
+            ..Resource::default()
+        }
+    }
+
+    fn guest(vmid: u32, node: &str) -> Resource {
+        Resource {
+            kind: Some("qemu".into()),
+            vmid: Some(vmid),
+            node: Some(node.into()),
+            ..Resource::default()
+        }
+    }
+
+    fn moving(tasks: Vec<Task>, ha: Vec<HaStatusEntry>) -> Moving {
+        Moving {
+            tasks: Ok(tasks),
+            ha_status: Ok(ha),
+        }
+    }
+
+    fn migration(upid: &str, node: &str, vmid: u32) -> Task {
+        Task {
+            upid: Some(upid.into()),
+            node: Some(node.into()),
+            kind: Some("qmigrate".into()),
+            id: Some(vmid.to_string()),
+            ..Task::default()
+        }
+    }
+
+    fn lrm(node: &str, status: &str) -> HaStatusEntry {
+        HaStatusEntry {
+            id: Some(format!("lrm:{node}")),
+            kind: Some("lrm".into()),
+            node: Some(node.into()),
+            status: Some(status.into()),
+            ..HaStatusEntry::default()
+        }
+    }
+
+    #[test]
+    fn the_time_in_an_lrm_status_is_not_a_change_and_its_mode_is() {
+        assert_eq!(
+            without_time("pve1 (active, Sat Nov 29 07:15:34 2025)"),
+            "pve1 (active)"
+        );
+        assert_eq!(
+            without_time("pve2 (maintenance mode, x)"),
+            "pve2 (maintenance mode)"
+        );
+        assert_eq!(without_time("OK"), "OK");
+        let cache = ReadCache::new();
+        let resources = vec![node("a", "online"), guest(100, "a")];
+        let at = |t: &str| moving(Vec::new(), vec![lrm("a", &format!("a (active, {t})"))]);
+        cache.observe(&resources, &at("07:15:34"));
+        assert_eq!(cache.unexpected(&resources, &at("07:20:00")), None);
+        let maintenance = moving(Vec::new(), vec![lrm("a", "a (maintenance mode, 07:20:00)")]);
+        assert_eq!(
+            cache.unexpected(&resources, &maintenance).as_deref(),
+            Some("HA's status changed")
+        );
+    }
+
+    #[test]
+    fn only_what_this_process_did_not_do_is_unexpected() {
+        let cache = ReadCache::new();
+        let before = vec![node("a", "online"), node("b", "online"), guest(100, "a")];
+        let quiet = moving(Vec::new(), Vec::new());
+        assert_eq!(
+            cache.unexpected(&before, &quiet).as_deref(),
+            Some("no read yet")
+        );
+        cache.observe(&before, &quiet);
+        // This process's migration of 100 to b: its task and the guest on b are expected.
+        cache.expect_move(100, "a", "b");
+        let ours = moving(vec![migration("UPID:a:1", "a", 100)], Vec::new());
+        assert_eq!(cache.unexpected(&before, &ours), None);
+        let landed = vec![node("a", "online"), node("b", "online"), guest(100, "b")];
+        assert_eq!(cache.unexpected(&landed, &quiet), None);
+        cache.observe(&landed, &quiet);
+        // Someone else's: a task, a move, a new guest, a node going down.
+        let foreign = moving(vec![migration("UPID:b:2", "b", 100)], Vec::new());
+        assert_eq!(
+            cache.unexpected(&landed, &foreign).as_deref(),
+            Some("task UPID:b:2 started")
+        );
+        let back = vec![node("a", "online"), node("b", "online"), guest(100, "a")];
+        assert_eq!(
+            cache.unexpected(&back, &quiet).as_deref(),
+            Some("guest 100 moved from b to a")
+        );
+        let mut more = landed.clone();
+        more.push(guest(101, "a"));
+        assert_eq!(
+            cache.unexpected(&more, &quiet).as_deref(),
+            Some("guest 101 appeared on a")
+        );
+        let down = vec![node("a", "online"), node("b", "offline"), guest(100, "b")];
+        assert_eq!(
+            cache.unexpected(&down, &quiet).as_deref(),
+            Some("a node's status changed")
+        );
+    }
+
+    #[test]
+    fn kept_volumes_follow_their_guest_and_free_room_comes_from_the_resources() {
+        let cache = ReadCache::new();
+        let volume = Volume {
+            volid: Some("local-lvm:vm-100-disk-0".into()),
+            vmid: Some(100),
+            size: Some(64),
+            content: Some("images".into()),
+            format: Some("raw".into()),
+        };
+        let extra = |volumes: Vec<Volume>| NodeExtra {
+            notes: Some("flxp.label.ssd".into()),
+            volumes,
+            ..NodeExtra::default()
+        };
+        let mut settled = Settled::default();
+        settled
+            .nodes
+            .insert("a".into(), extra(vec![volume.clone()]));
+        settled.nodes.insert("b".into(), extra(Vec::new()));
+        cache.store(&settled, 0);
+        let storage = Resource {
+            kind: Some("storage".into()),
+            node: Some("b".into()),
+            storage: Some("local-lvm".into()),
+            status: Some("available".into()),
+            maxdisk: Some(100),
+            disk: Some(40),
+            ..Resource::default()
+        };
+        let resources = vec![
+            node("a", "online"),
+            node("b", "online"),
+            guest(100, "b"),
+            storage,
+        ];
+        let (got, noted) = cache.settled_for(&resources);
+        assert!(noted.is_empty());
+        assert!(got.nodes["a"].volumes.is_empty());
+        assert_eq!(got.nodes["b"].volumes, [volume]);
+        assert_eq!(got.nodes["b"].storage_avail["local-lvm"], 60);
+        assert_eq!(got.nodes["b"].notes.as_deref(), Some("flxp.label.ssd"));
+    }
+
+    #[test]
+    fn a_full_read_is_due_at_once_then_after_its_interval() {
+        let cache = ReadCache::new();
+        let every = Duration::from_secs(600);
+        assert_eq!(cache.due(0, every).as_deref(), Some("no full read yet"));
+        cache.store(&Settled::default(), 1000);
+        assert_eq!(cache.due(1599, every), None);
+        assert_eq!(
+            cache.due(1600, every).as_deref(),
+            Some("the last full read is 600 s old (full-read-secs = 600)")
+        );
     }
 }
