@@ -308,14 +308,11 @@ impl ReadCache {
         s.baseline = Some(base);
     }
 
-    /// Keeps a node's notes read again on their own.
+    /// Keeps a node's notes read again on their own: no longer to be read.
     fn keep_notes(&self, node: &str, notes: Option<String>) {
-        if let Some(extra) = self
-            .lock()
-            .settled
-            .as_mut()
-            .and_then(|s| s.nodes.get_mut(node))
-        {
+        let mut s = self.lock();
+        s.noted.remove(node);
+        if let Some(extra) = s.settled.as_mut().and_then(|s| s.nodes.get_mut(node)) {
             extra.notes = notes;
         }
     }
@@ -331,10 +328,10 @@ impl ReadCache {
 
     /// The kept slow parts brought up to date with a fresh `/cluster/resources`: free storage
     /// from it, each guest's volumes on the node it is on now. Also the nodes whose notes this
-    /// process wrote since (taken: the caller reads them).
+    /// process wrote since (the caller reads them, then [`Self::keep_notes`]).
     fn settled_for(&self, resources: &[Resource]) -> (Settled, BTreeSet<String>) {
-        let mut s = self.lock();
-        let noted = std::mem::take(&mut s.noted);
+        let s = self.lock();
+        let noted = s.noted.clone();
         let mut settled = s.settled.clone().unwrap_or_default();
         drop(s);
         let mut avail = storage_avail_by_node(resources);
@@ -468,11 +465,17 @@ pub(crate) async fn read(
         }
         None => {
             let (mut settled, noted) = cache.settled_for(&resources);
+            // A node read before it could be is kept in the list: a failed read leaves it there.
             for node in noted {
-                if let Some(extra) = settled.nodes.get_mut(&node) {
-                    extra.notes = read_notes(api, &node).await?;
-                    cache.keep_notes(&node, extra.notes.clone());
-                }
+                let notes = match settled.nodes.get_mut(&node) {
+                    Some(extra) => {
+                        extra.notes = read_notes(api, &node).await?;
+                        extra.notes.clone()
+                    }
+                    // Not online at the last full read: nothing kept to update.
+                    None => None,
+                };
+                cache.keep_notes(&node, notes);
             }
             settled
         }
@@ -660,8 +663,15 @@ mod tests {
             guest(100, "b"),
             storage,
         ];
+        cache.notes_written("a");
         let (got, noted) = cache.settled_for(&resources);
+        assert_eq!(noted, BTreeSet::from(["a".to_owned()]));
+        // Until read and kept, it stays to be read.
+        assert_eq!(cache.settled_for(&resources).1, noted);
+        cache.keep_notes("a", Some("flxp.maintenance".into()));
+        let (kept, noted) = cache.settled_for(&resources);
         assert!(noted.is_empty());
+        assert_eq!(kept.nodes["a"].notes.as_deref(), Some("flxp.maintenance"));
         assert!(got.nodes["a"].volumes.is_empty());
         assert_eq!(got.nodes["b"].volumes, [volume]);
         assert_eq!(got.nodes["b"].storage_avail["local-lvm"], 60);

@@ -356,7 +356,6 @@ impl flxp_engine::Progress for MoveOnto {
         }
         let mut w = self.sim.world();
         let max = w.nodes[&self.target].maxmem;
-        let base = w.nodes[&self.target].base_mem;
         let movable: Vec<u32> = w
             .guests
             .values()
@@ -364,13 +363,7 @@ impl flxp_engine::Progress for MoveOnto {
             .map(|g| g.vmid)
             .collect();
         for vmid in movable {
-            let used: u64 = base
-                + w.guests
-                    .values()
-                    .filter(|g| g.node == self.target)
-                    .map(|g| g.host_mem())
-                    .sum::<u64>();
-            if max - used < 4 * GIB {
+            if max - crate::support::carried(&w, &self.target) < 4 * GIB {
                 break;
             }
             w.guests.get_mut(&vmid).unwrap().node = self.target.clone();

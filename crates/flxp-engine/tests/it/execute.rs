@@ -304,14 +304,8 @@ impl Progress for FillTarget {
             return;
         }
         let mut w = self.sim.world();
-        let n = &w.nodes[&self.target];
-        let (max, base) = (n.maxmem, n.base_mem);
-        let used: u64 = base
-            + w.guests
-                .values()
-                .filter(|g| g.node == self.target)
-                .map(|g| g.host_mem())
-                .sum::<u64>();
+        let max = w.nodes[&self.target].maxmem;
+        let used = crate::support::carried(&w, &self.target);
         let extra = (max - 2 * GIB).saturating_sub(used);
         // Something outside the guests (a ZFS ARC, a host process) takes the room.
         if let Some(n) = w.nodes.get_mut(&self.target) {
