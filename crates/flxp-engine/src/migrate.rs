@@ -5,7 +5,10 @@
 //!   named); a running VM goes `online=1`, with `with-local-disks=1` when it has local disks (if
 //!   the config allows it); a stopped one moves offline.
 //! - lxc: running containers cannot live-migrate: `restart=1` when the round allows it.
-//! - The task is polled on the node of its UPID until it stops. For an HA-managed guest Proxmox
+//! - The task is polled until it stops, in the task list every migration in flight shares
+//!   (`refresh.rs`: one `/cluster/tasks` per poll interval for all), or on the node of its UPID
+//!   while the list does not hold it; progress bars read its log at most every 5 s
+//!   (`PROGRESS_LOG_EVERY`). For an HA-managed guest Proxmox
 //!   answers with an `hamigrate` task that only queues the move: the guest is then followed in
 //!   `/cluster/resources` until it is on its target, or HA's own migration task fails, or the
 //!   service errors, or the timeout passes.
@@ -36,6 +39,9 @@ use crate::refresh::ReadCache;
 const HA_WORKER_TYPES: [&str; 2] = ["qmigrate", "vzmigrate"];
 /// Log lines read per poll when following progress.
 const LOG_PAGE: u64 = 200;
+/// Least time between two reads of a migration's log for its progress: the polls in between
+/// cost no call of their own (the task list is shared), the bar moves a little less often.
+const PROGRESS_LOG_EVERY: Duration = Duration::from_secs(5);
 /// Progress from elapsed time never claims more than this before the task says it is done.
 const MAX_GUESSED_FRACTION: f64 = 0.95;
 
@@ -295,6 +301,7 @@ impl Follow<'_> {
     /// Polls a task until it stops; reads new log lines for progress when wanted.
     async fn task(&mut self, upid: &Upid, with_progress: bool) -> Result<Ended, Failure> {
         let mut log_at = 0u64;
+        let mut log_read: Option<Instant> = None;
         loop {
             let status = match self
                 .board
@@ -329,7 +336,14 @@ impl Follow<'_> {
                     self.settings.timeout.as_secs()
                 )));
             }
-            if with_progress && self.progress.wants_fractions() {
+            let wants = with_progress && self.progress.wants_fractions();
+            let log_due = log_read.is_none_or(|t: Instant| t.elapsed() >= PROGRESS_LOG_EVERY);
+            if wants && !log_due && !self.log_has_fractions {
+                // Between log reads, elapsed time moves a bar that has no figures yet.
+                self.guess();
+            }
+            if wants && log_due {
+                log_read = Some(Instant::now());
                 let query = TaskLogQuery {
                     start: Some(log_at),
                     limit: Some(LOG_PAGE),

@@ -642,7 +642,12 @@ async fn progress_comes_from_the_task_log() {
         },
     );
     let events = Arc::new(Events::default());
-    executor(&api, options())
+    // Polled as often as the log is read for progress: every poll gives a figure.
+    let every_log = ExecuteOptions {
+        poll: Duration::from_secs(5),
+        ..options()
+    };
+    executor(&api, every_log)
         .with_progress(Arc::clone(&events) as Arc<dyn Progress>)
         .execute(plan_of(&api, a_to_b(101)), &balance())
         .await;
@@ -661,6 +666,29 @@ async fn progress_comes_from_the_task_log() {
         api.actions().iter().any(|c| c.ends_with("/log")),
         "the log is read when fractions are wanted"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn progress_reads_the_log_at_most_every_five_seconds_whatever_the_poll() {
+    let api = scripted(
+        101,
+        Script {
+            running_polls: 12,
+            ..Script::default()
+        },
+    );
+    let events = Arc::new(Events::default());
+    executor(&api, options())
+        .with_progress(Arc::clone(&events) as Arc<dyn Progress>)
+        .execute(plan_of(&api, a_to_b(101)), &balance())
+        .await;
+    let logs: Vec<String> = api
+        .actions()
+        .into_iter()
+        .filter(|c| c.contains("/log"))
+        .collect();
+    // Polled every second while it runs (about 12 s): the log at 0, 5 and 10 s.
+    assert_eq!(logs.len(), 3, "{logs:#?}");
 }
 
 #[tokio::test(start_paused = true)]
