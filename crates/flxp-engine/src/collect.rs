@@ -279,13 +279,15 @@ async fn local_volumes<T: Transport + ?Sized>(
     Ok(volumes)
 }
 
-/// Notes, the latest RRD row and the storage figures of one online node; `storages` comes from
-/// `/cluster/resources`, and its local guest-disk storages are listed when the node has guests.
+/// Notes, the latest RRD row (when `rrd`) and the storage figures of one online node;
+/// `storages` comes from `/cluster/resources`, and its local guest-disk storages are listed when
+/// the node has guests.
 async fn node_extra<T: Transport + ?Sized>(
     api: &Pve<T>,
     node: String,
     storages: NodeStorages,
     has_guests: bool,
+    rrd: bool,
 ) -> Result<(String, Option<NodeExtra>), CollectError> {
     let query = RrdQuery {
         timeframe: RrdTimeframe::Hour,
@@ -296,9 +298,15 @@ async fn node_extra<T: Transport + ?Sized>(
     } else {
         &[]
     };
+    let rrd_rows = async {
+        match rrd {
+            true => api.node_rrddata(&node, &query).await,
+            false => Ok(Vec::new()),
+        }
+    };
     let (config, rrd, volumes) = futures_util::join!(
         api.node_config(&node),
-        api.node_rrddata(&node, &query),
+        rrd_rows,
         local_volumes(api, &node, local)
     );
     // A node listed online that Proxmox's proxy cannot reach now (595: it is shutting down or
@@ -399,11 +407,13 @@ pub(crate) struct Settled {
     pub options: serde_json::Map<String, serde_json::Value>,
 }
 
-/// Reads [`Settled`] for the online nodes of `resources`: two calls per online node (and one per
-/// local guest-disk storage of a node with guests), HA rules, HA resources and options.
+/// Reads [`Settled`] for the online nodes of `resources`: two calls per online node (one without
+/// `rrd`; and one per local guest-disk storage of a node with guests), HA rules, HA resources and
+/// options.
 pub(crate) async fn read_settled<T: Transport + ?Sized>(
     api: &Pve<T>,
     resources: &[Resource],
+    rrd: bool,
 ) -> Result<Settled, CollectError> {
     let online: Vec<String> = resources
         .iter()
@@ -425,7 +435,7 @@ pub(crate) async fn read_settled<T: Transport + ?Sized>(
         .map(|node| {
             let has_guests = with_guests.contains(node.as_str());
             let node_storages = storages.remove(node.as_str()).unwrap_or_default();
-            node_extra(api, node, node_storages, has_guests)
+            node_extra(api, node, node_storages, has_guests, rrd)
         })
         .buffer_unordered(NODE_CONCURRENCY)
         .collect::<Vec<_>>();
@@ -528,8 +538,10 @@ pub(crate) async fn collect_parts<T: Transport + ?Sized>(
     known: &(dyn Fn(&Task) -> Option<String> + Sync),
 ) -> Result<(Vec<Resource>, Moving, Settled, i64), CollectError> {
     let (resources, now) = read_resources(api, now).await?;
-    let (settled, moving) =
-        futures_util::join!(read_settled(api, &resources), read_moving(api, known, true));
+    let (settled, moving) = futures_util::join!(
+        read_settled(api, &resources, true),
+        read_moving(api, known, true)
+    );
     Ok((resources, moving, settled?, now))
 }
 

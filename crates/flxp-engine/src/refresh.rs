@@ -317,6 +317,19 @@ impl ReadCache {
         }
     }
 
+    /// Gives a read made without RRD rows the kept ones, and keeps it as the last full read
+    /// (its time stays that of the read that had the rows: the next timed one is not put off).
+    fn keep_rrd(&self, settled: &mut Settled) {
+        let mut s = self.lock();
+        if let Some(kept) = &s.settled {
+            for (node, extra) in &mut settled.nodes {
+                extra.rrddata = kept.nodes.get(node).and_then(|e| e.rrddata.clone());
+            }
+        }
+        s.settled = Some(settled.clone());
+        s.noted.clear();
+    }
+
     /// Keeps what a full read found.
     fn store(&self, settled: &Settled, now: i64) {
         let mut s = self.lock();
@@ -446,7 +459,7 @@ pub(crate) async fn read(
         tracing::debug!(%why, "full read");
         let known = |t: &Task| cache.known_target(t);
         let (settled, moving) = futures_util::join!(
-            read_settled(api, &resources),
+            read_settled(api, &resources, true),
             read_moving(api, &known, true)
         );
         let settled = settled?;
@@ -459,8 +472,10 @@ pub(crate) async fn read(
     let settled = match cache.unexpected(&resources, &moving) {
         Some(why) => {
             tracing::info!(%why, "the cluster changed unexpectedly: reading all of it");
-            let settled = read_settled(api, &resources).await?;
-            cache.store(&settled, now);
+            // All but the RRD rows (pressure, a trigger's input, no step's safety): those are
+            // read on the timed full reads only, so at most once per `full-read-secs`.
+            let mut settled = read_settled(api, &resources, false).await?;
+            cache.keep_rrd(&mut settled);
             settled
         }
         None => {
