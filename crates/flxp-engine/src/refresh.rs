@@ -100,7 +100,9 @@ impl ReadCache {
         })
     }
 
-    /// Books a successful write made through [`Self::watch`]'s transport.
+    /// Books a write made through [`Self::watch`]'s transport: a migration once Proxmox took
+    /// it, notes and HA or option changes even when the answer was an error (a timeout may
+    /// still have written them).
     fn wrote(&self, request: &Request) {
         let parts: Vec<&str> = request.path.split('/').collect();
         let segment = |i: usize| parts.get(i).map(|s| (*s).to_owned());
@@ -172,6 +174,10 @@ impl ReadCache {
         }
         if s.rewritten {
             return Some("flxp changed HA rules or cluster options".into());
+        }
+        if now < s.full_at {
+            // The cluster's clock went back: the age of what is kept is unknown.
+            return Some("the cluster's clock went back".into());
         }
         let every = i64::try_from(full_every.as_secs()).unwrap_or(i64::MAX);
         (now.saturating_sub(s.full_at) >= every).then(|| {
@@ -700,6 +706,10 @@ mod tests {
         assert_eq!(cache.due(0, every).as_deref(), Some("no full read yet"));
         cache.store(&Settled::default(), 1000);
         assert_eq!(cache.due(1599, every), None);
+        assert_eq!(
+            cache.due(999, every).as_deref(),
+            Some("the cluster's clock went back")
+        );
         assert_eq!(
             cache.due(1600, every).as_deref(),
             Some("the last full read is 600 s old (full-read-secs = 600)")
