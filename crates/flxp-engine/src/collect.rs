@@ -115,9 +115,19 @@ const MIGRATION_TASKS: [&str; 2] = ["qmigrate", "vzmigrate"];
 /// Log lines read per running migration: the target is on the first, after any HA preamble.
 const TARGET_LOG_LINES: u64 = 10;
 
-/// The task list, each running `qmigrate`/`vzmigrate` with its `target` read from its log.
-async fn tasks_with_targets<T: Transport + ?Sized>(api: &Pve<T>) -> flxp_pve::Result<Vec<Task>> {
+/// The task list, each running `qmigrate`/`vzmigrate` with its `target`: from `known` when it
+/// knows it, else read from its log.
+async fn tasks_with_targets<T: Transport + ?Sized>(
+    api: &Pve<T>,
+    known: &(dyn Fn(&Task) -> Option<String> + Sync),
+) -> flxp_pve::Result<Vec<Task>> {
     let mut tasks = api.cluster_tasks().await?;
+    for t in tasks
+        .iter_mut()
+        .filter(|t| t.is_running() && t.target.is_none())
+    {
+        t.target = known(t);
+    }
     let running: Vec<usize> = tasks
         .iter()
         .enumerate()
@@ -269,13 +279,15 @@ async fn local_volumes<T: Transport + ?Sized>(
     Ok(volumes)
 }
 
-/// Notes, the latest RRD row and the storage figures of one online node; `storages` comes from
-/// `/cluster/resources`, and its local guest-disk storages are listed when the node has guests.
+/// Notes, the latest RRD row (when `rrd`) and the storage figures of one online node;
+/// `storages` comes from `/cluster/resources`, and its local guest-disk storages are listed when
+/// the node has guests.
 async fn node_extra<T: Transport + ?Sized>(
     api: &Pve<T>,
     node: String,
     storages: NodeStorages,
     has_guests: bool,
+    rrd: bool,
 ) -> Result<(String, Option<NodeExtra>), CollectError> {
     let query = RrdQuery {
         timeframe: RrdTimeframe::Hour,
@@ -286,9 +298,15 @@ async fn node_extra<T: Transport + ?Sized>(
     } else {
         &[]
     };
+    let rrd_rows = async {
+        match rrd {
+            true => api.node_rrddata(&node, &query).await,
+            false => Ok(Vec::new()),
+        }
+    };
     let (config, rrd, volumes) = futures_util::join!(
         api.node_config(&node),
-        api.node_rrddata(&node, &query),
+        rrd_rows,
         local_volumes(api, &node, local)
     );
     // A node listed online that Proxmox's proxy cannot reach now (595: it is shutting down or
@@ -312,6 +330,221 @@ async fn node_extra<T: Transport + ?Sized>(
     Ok((node, Some(extra)))
 }
 
+/// What changes as guests move, read on every read of the cluster: the task list (running
+/// migrations with their targets) and HA's status (HA moves with theirs).
+pub(crate) struct Moving {
+    /// `GET /cluster/tasks`, running migrations with their `target`.
+    pub tasks: flxp_pve::Result<Vec<Task>>,
+    /// `GET /cluster/ha/status/current`, HA moves with their `target`.
+    pub ha_status: Result<Vec<HaStatusEntry>, CollectError>,
+}
+
+/// Whether HA's status has a service whose move target only the manager status names: one in
+/// `migrate`/`relocate` without a target, or one without a CRM state.
+fn needs_manager_status(status: &[HaStatusEntry]) -> bool {
+    status.iter().any(|e| {
+        e.kind.as_deref() == Some("service")
+            && e.target.is_none()
+            && e.crm_state
+                .as_deref()
+                .is_none_or(|s| matches!(s, "migrate" | "relocate"))
+    })
+}
+
+/// Reads [`Moving`]; `known` gives the target of a running migration when it is already known
+/// (its log is then not read); `always_manager` reads HA's manager status even when no service
+/// needs it (the full read does, so that its call count does not depend on HA's state).
+pub(crate) async fn read_moving<T: Transport + ?Sized>(
+    api: &Pve<T>,
+    known: &(dyn Fn(&Task) -> Option<String> + Sync),
+    always_manager: bool,
+) -> Moving {
+    let (tasks, ha_status) = futures_util::join!(
+        tasks_with_targets(api, known),
+        ha_status_with_targets(api, always_manager)
+    );
+    Moving { tasks, ha_status }
+}
+
+/// HA's current status, each move HA has queued with the target its manager status names.
+async fn ha_status_with_targets<T: Transport + ?Sized>(
+    api: &Pve<T>,
+    always_manager: bool,
+) -> Result<Vec<HaStatusEntry>, CollectError> {
+    let (status, manager) = if always_manager {
+        let (s, m) = futures_util::join!(api.ha_status_current(), api.ha_manager_status());
+        (s, Some(m))
+    } else {
+        (api.ha_status_current().await, None)
+    };
+    let mut status = optional("GET /cluster/ha/status/current", status)?;
+    let manager = match manager {
+        Some(m) => Some(m),
+        None if needs_manager_status(&status) => Some(api.ha_manager_status().await),
+        None => None,
+    };
+    if let Some(manager) = manager {
+        // Without the targets of HA moves, a move HA has queued counts on its source only.
+        let manager = optional("GET /cluster/ha/status/manager_status", manager)?;
+        add_ha_targets(&mut status, &manager.manager_status);
+    }
+    Ok(status)
+}
+
+/// What changes only when someone edits it: node notes, RRD rows, guest volumes on local
+/// storages, HA rules and resources, the datacenter options. Read on a full read only.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Settled {
+    /// Notes, latest RRD row, storage figures and local volumes of each online node read.
+    pub nodes: BTreeMap<String, NodeExtra>,
+    /// Nodes listed online that Proxmox's proxy could not reach: counted offline.
+    pub unreachable: std::collections::BTreeSet<String>,
+    /// `GET /cluster/ha/rules`.
+    pub ha_rules: Vec<flxp_core::snapshot::HaRule>,
+    /// `GET /cluster/ha/resources`.
+    pub ha_resources: Vec<flxp_core::snapshot::HaResource>,
+    /// `GET /cluster/options`.
+    pub options: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Reads [`Settled`] for the online nodes of `resources`: two calls per online node (one without
+/// `rrd`; and one per local guest-disk storage of a node with guests), HA rules, HA resources and
+/// options.
+pub(crate) async fn read_settled<T: Transport + ?Sized>(
+    api: &Pve<T>,
+    resources: &[Resource],
+    rrd: bool,
+) -> Result<Settled, CollectError> {
+    let online: Vec<String> = resources
+        .iter()
+        .filter(|r| r.kind.as_deref() == Some("node") && r.status.as_deref() == Some("online"))
+        .filter_map(|r| r.node.clone())
+        .collect();
+    tracing::debug!(
+        resources = resources.len(),
+        online_nodes = online.len(),
+        "collecting per-node data"
+    );
+    let with_guests: std::collections::BTreeSet<&str> = resources
+        .iter()
+        .filter(|r| matches!(r.kind.as_deref(), Some("qemu" | "lxc")))
+        .filter_map(|r| r.node.as_deref())
+        .collect();
+    let mut storages = storages_by_node(resources);
+    let per_node = stream::iter(online)
+        .map(|node| {
+            let has_guests = with_guests.contains(node.as_str());
+            let node_storages = storages.remove(node.as_str()).unwrap_or_default();
+            node_extra(api, node, node_storages, has_guests, rrd)
+        })
+        .buffer_unordered(NODE_CONCURRENCY)
+        .collect::<Vec<_>>();
+    let (per_node, rules, ha_resources, options) = futures_util::join!(
+        per_node,
+        api.ha_rules(),
+        api.ha_resources(),
+        api.cluster_options(),
+    );
+    let mut settled = Settled::default();
+    for item in per_node {
+        match item? {
+            (node, Some(extra)) => {
+                settled.nodes.insert(node, extra);
+            }
+            (node, None) => {
+                settled.unreachable.insert(node);
+            }
+        }
+    }
+    settled.ha_rules = optional("GET /cluster/ha/rules", rules)?;
+    settled.ha_resources = optional("GET /cluster/ha/resources", ha_resources)?;
+    settled.options = optional("GET /cluster/options", options)?;
+    Ok(settled)
+}
+
+/// The notes of one node (`description` of its config), for a re-read of only what flxp itself
+/// wrote; `Ok(None)` when the token may not read them.
+pub(crate) async fn read_notes<T: Transport + ?Sized>(
+    api: &Pve<T>,
+    node: &str,
+) -> Result<Option<String>, CollectError> {
+    let config = optional(
+        &format!("GET /nodes/{node}/config"),
+        api.node_config(node).await,
+    )?;
+    Ok(config.description.filter(|d| !d.trim().is_empty()))
+}
+
+/// The free bytes per storage of each node, from the `storage` entries of `/cluster/resources`.
+pub(crate) fn storage_avail_by_node(
+    resources: &[Resource],
+) -> BTreeMap<String, BTreeMap<String, u64>> {
+    storages_by_node(resources)
+        .into_iter()
+        .map(|(n, s)| (n.to_owned(), s.avail))
+        .collect()
+}
+
+/// Contract 1 from its parts: unreachable nodes are counted offline, empty node extras left out.
+pub(crate) fn assemble(
+    mut resources: Vec<Resource>,
+    moving: Moving,
+    settled: Settled,
+    now: i64,
+) -> Result<Snapshot, CollectError> {
+    for r in resources.iter_mut().filter(|r| {
+        r.kind.as_deref() == Some("node")
+            && r.node
+                .as_deref()
+                .is_some_and(|n| settled.unreachable.contains(n))
+    }) {
+        r.status = Some("offline".into());
+    }
+    let nodes = settled
+        .nodes
+        .into_iter()
+        .filter(|(_, e)| !e.is_empty())
+        .collect();
+    Ok(Snapshot {
+        resources,
+        nodes,
+        ha: Ha {
+            rules: settled.ha_rules,
+            resources: settled.ha_resources,
+            status: moving.ha_status?,
+        },
+        options: settled.options,
+        tasks: optional("GET /cluster/tasks", moving.tasks)?,
+        time: Some(now),
+    })
+}
+
+/// Reads `/cluster/resources` and the cluster's time (its answers' `Date`, else `now`).
+pub(crate) async fn read_resources<T: Transport + ?Sized>(
+    api: &Pve<T>,
+    now: i64,
+) -> Result<(Vec<Resource>, i64), CollectError> {
+    let resources = api
+        .cluster_resources(None)
+        .await
+        .map_err(api_err("GET /cluster/resources"))?;
+    Ok((resources, api.server_time().unwrap_or(now)))
+}
+
+/// A full read split into its parts (see [`collect_snapshot`]).
+pub(crate) async fn collect_parts<T: Transport + ?Sized>(
+    api: &Pve<T>,
+    now: i64,
+    known: &(dyn Fn(&Task) -> Option<String> + Sync),
+) -> Result<(Vec<Resource>, Moving, Settled, i64), CollectError> {
+    let (resources, now) = read_resources(api, now).await?;
+    let (settled, moving) = futures_util::join!(
+        read_settled(api, &resources, true),
+        read_moving(api, known, true)
+    );
+    Ok((resources, moving, settled?, now))
+}
+
 /// Collects Contract 1 from a live API; `time` is the cluster's clock when its answers say it
 /// ([`Pve::server_time`]), else `now` (epoch seconds of this machine).
 ///
@@ -323,79 +556,8 @@ pub async fn collect_snapshot<T: Transport + ?Sized>(
     api: &Pve<T>,
     now: i64,
 ) -> Result<Snapshot, CollectError> {
-    let mut resources = api
-        .cluster_resources(None)
-        .await
-        .map_err(api_err("GET /cluster/resources"))?;
-    let now = api.server_time().unwrap_or(now);
-    let online: Vec<String> = resources
-        .iter()
-        .filter(|r| r.kind.as_deref() == Some("node") && r.status.as_deref() == Some("online"))
-        .filter_map(|r| r.node.clone())
-        .collect();
-    tracing::debug!(
-        resources = resources.len(),
-        online_nodes = online.len(),
-        "collecting per-node data"
-    );
-
-    let with_guests: std::collections::BTreeSet<&str> = resources
-        .iter()
-        .filter(|r| matches!(r.kind.as_deref(), Some("qemu" | "lxc")))
-        .filter_map(|r| r.node.as_deref())
-        .collect();
-    let mut storages = storages_by_node(&resources);
-    let per_node = stream::iter(online)
-        .map(|node| {
-            let has_guests = with_guests.contains(node.as_str());
-            let node_storages = storages.remove(node.as_str()).unwrap_or_default();
-            node_extra(api, node, node_storages, has_guests)
-        })
-        .buffer_unordered(NODE_CONCURRENCY)
-        .collect::<Vec<_>>();
-    let (per_node, rules, ha_resources, ha_status, manager, options, tasks) = futures_util::join!(
-        per_node,
-        api.ha_rules(),
-        api.ha_resources(),
-        api.ha_status_current(),
-        api.ha_manager_status(),
-        api.cluster_options(),
-        tasks_with_targets(api),
-    );
-    let mut ha_status = optional("GET /cluster/ha/status/current", ha_status)?;
-    // Without the targets of HA moves, a move HA has queued counts on its source only.
-    let manager = optional("GET /cluster/ha/status/manager_status", manager)?;
-    add_ha_targets(&mut ha_status, &manager.manager_status);
-
-    let mut nodes = BTreeMap::new();
-    for item in per_node {
-        match item? {
-            (node, Some(extra)) => {
-                if !extra.is_empty() {
-                    nodes.insert(node, extra);
-                }
-            }
-            (node, None) => {
-                for r in resources.iter_mut().filter(|r| {
-                    r.kind.as_deref() == Some("node") && r.node.as_deref() == Some(node.as_str())
-                }) {
-                    r.status = Some("offline".into());
-                }
-            }
-        }
-    }
-    Ok(Snapshot {
-        resources,
-        nodes,
-        ha: Ha {
-            rules: optional("GET /cluster/ha/rules", rules)?,
-            resources: optional("GET /cluster/ha/resources", ha_resources)?,
-            status: ha_status,
-        },
-        options: optional("GET /cluster/options", options)?,
-        tasks: optional("GET /cluster/tasks", tasks)?,
-        time: Some(now),
-    })
+    let (resources, moving, settled, now) = collect_parts(api, now, &|_| None).await?;
+    assemble(resources, moving, settled, now)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The daemon: every managed zone, at an interval, is read, judged by the core and acted on.
 //!
-//! A round in one zone: collect the cluster; if a node is in maintenance (node notes, Proxmox HA
+//! A round in one zone: read the cluster (a refresh between full reads: the zone's
+//! [`crate::ReadCache`] lives across rounds, in memory only); if a node is in maintenance (node notes, Proxmox HA
 //! maintenance, config overrides) plan its evacuation and carry it out; otherwise ask the core's
 //! trigger whether to rebalance (the hold count lives here, per zone, in memory: lost on restart
 //! by design, as Proxmox's own is) and carry out the plan when it says so, or when hard rules are
@@ -189,6 +190,8 @@ struct ZoneState {
     room: power::RoomWants,
     /// Nodes this process asked to shut down, and when (power saving): not asked twice.
     shutting: std::sync::Mutex<BTreeMap<String, i64>>,
+    /// What the rounds' reads know between them: an idle round refreshes, not reads all again.
+    cache: Arc<crate::ReadCache>,
 }
 
 /// The pipeline for one zone, telling plugins its name; the shared one when it names a
@@ -295,6 +298,7 @@ impl Daemon {
                         last_power: std::sync::Mutex::new(None),
                         room: power::RoomWants::default(),
                         shutting: std::sync::Mutex::new(BTreeMap::new()),
+                        cache: Arc::new(crate::ReadCache::new()),
                     },
                 )
             })
@@ -405,6 +409,15 @@ impl Daemon {
         }
     }
 
+    /// Says that this process wrote a node's notes (a maintenance mark) outside the daemon's
+    /// rounds: the next round reads them back at once instead of at its next full read. Unknown
+    /// zones are ignored.
+    pub fn notes_written(&self, zone: &str, node: &str) {
+        if let Some(z) = self.inner.zones.get(zone) {
+            z.cache.notes_written(node);
+        }
+    }
+
     /// Asks every round to stop: nothing new starts, running migrations are followed to their end
     /// (within the drain timeout), and [`Daemon::run`] returns.
     pub fn stop(&self) {
@@ -512,6 +525,7 @@ impl Daemon {
         .with_overrides(z.zone.overrides.clone())
         .with_reservations(z.zone.reservations.clone())
         .with_options(o.execute.clone())
+        .with_read_cache(Arc::clone(&z.cache))
         .with_progress(Arc::clone(&self.inner.parts.progress))
         .with_clock(Arc::clone(&self.inner.parts.clock))
         .with_stop(self.inner.stop.clone())

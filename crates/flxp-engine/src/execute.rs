@@ -2,7 +2,9 @@
 //! [`Executor`] (what it talks to and how), its re-check of a step; the loop of a round is in
 //! `round.rs`.
 //!
-//! Before each migration the cluster is read again and the step re-checked by the core
+//! Before each migration the cluster is read again (a refresh, see `refresh.rs`: what can change
+//! the check fresh, the rest as the last full read found it unless something unexpected changed)
+//! and the step re-checked by the core
 //! (`check_step`) on that fresh state: the guest must still be where the plan has it, movable (not
 //! locked, no migration of it running) and the target must still pass every placement filter. If
 //! it does not hold, or a migration fails, the executor starts nothing new, lets what runs end,
@@ -24,12 +26,12 @@ use flxp_core::{Overrides, Snapshot};
 use flxp_pve::Pve;
 
 use crate::blocking;
-use crate::collect::collect_snapshot;
 use crate::error::Result;
 use crate::limits::Limits;
 use crate::migrate::MigrateSettings;
 use crate::planning::{self, Goal, HoldReason, Model};
 use crate::progress::{NoProgress, Progress};
+use crate::refresh::{self, ReadCache};
 use crate::report::ExecutionReport;
 use crate::round::Round;
 use crate::stop::Stop;
@@ -64,6 +66,9 @@ pub struct ExecuteOptions {
     pub drain_timeout: Duration,
     /// Bytes per second assumed when progress is guessed from elapsed time.
     pub expected_bandwidth: f64,
+    /// Longest time between full reads of the cluster (node notes, RRD); reads in between
+    /// refresh only what a step's check needs, unless something unexpected changed.
+    pub full_read_every: Duration,
 }
 
 impl Default for ExecuteOptions {
@@ -76,6 +81,7 @@ impl Default for ExecuteOptions {
             max_replans: 10,
             drain_timeout: Duration::from_secs(600),
             expected_bandwidth: (1u64 << 30) as f64,
+            full_read_every: Duration::from_secs(900),
         }
     }
 }
@@ -84,7 +90,12 @@ impl Default for ExecuteOptions {
 #[derive(Clone)]
 pub struct Executor {
     pub(crate) zone: String,
+    /// The zone's API through the read cache's watch (it learns what flxp writes).
     pub(crate) api: Pve,
+    /// The zone's API as given.
+    base_api: Pve,
+    /// What the reads of this zone know between them.
+    pub(crate) cache: Arc<ReadCache>,
     pub(crate) placer: Arc<Placer>,
     overrides: Arc<Overrides>,
     pub(crate) options: ExecuteOptions,
@@ -134,9 +145,12 @@ impl Executor {
     /// An executor for a zone with default options, no overrides, no progress events, the system
     /// clock and no stop signal.
     pub fn new(zone: impl Into<String>, api: Pve, placer: Arc<Placer>) -> Self {
+        let cache = Arc::new(ReadCache::new());
         Self {
             zone: zone.into(),
-            api,
+            api: cache.watch(&api),
+            base_api: api,
+            cache,
             placer,
             overrides: Arc::default(),
             options: ExecuteOptions::default(),
@@ -159,6 +173,14 @@ impl Executor {
     /// nodes, so a migration never takes the room a creation has just reserved.
     pub fn with_reservations(mut self, reservations: Option<Arc<crate::Reservations>>) -> Self {
         self.reservations = reservations;
+        self
+    }
+
+    /// Shares what reads know between executors of one zone (the daemon's rounds): reads refresh
+    /// instead of reading all again ([`crate::refresh`]).
+    pub fn with_read_cache(mut self, cache: Arc<ReadCache>) -> Self {
+        self.api = cache.watch(&self.base_api);
+        self.cache = cache;
         self
     }
 
@@ -207,9 +229,16 @@ impl Executor {
         &self.zone
     }
 
-    /// Reads the zone's cluster now.
+    /// Reads all of the zone's cluster now (a full read, kept for the refreshes after it).
     pub async fn snapshot(&self) -> Result<Snapshot> {
-        Ok(collect_snapshot(&self.api, (self.clock)()).await?)
+        Ok(refresh::full(&self.api, (self.clock)(), &self.cache).await?)
+    }
+
+    /// Reads the zone's cluster for a decision: a refresh, or a full read when one is due or
+    /// something unexpected changed ([`crate::refresh`]).
+    async fn current(&self) -> Result<Snapshot> {
+        let full_every = self.options.full_read_every;
+        Ok(refresh::read(&self.api, (self.clock)(), &self.cache, full_every).await?)
     }
 
     /// Reads the zone's cluster and plans a goal on it.
@@ -278,7 +307,7 @@ impl Executor {
         T: Send + 'static,
     {
         let taken = tokio::time::Instant::now();
-        let mut snapshot = self.snapshot().await?;
+        let mut snapshot = self.current().await?;
         // The cluster's own time when it gave one: HA task times come from its clock.
         let now = snapshot.time.unwrap_or_else(|| (self.clock)());
         let held = held.clone();
@@ -306,6 +335,11 @@ impl Executor {
         let placer = Arc::clone(&self.placer);
         let step = m.clone();
         let maintenance_only = evacuates_maintenance(goal);
+        if maintenance_only && step.purpose == Purpose::Evacuate {
+            // Whether the source is still in maintenance is in its notes, which an admin may
+            // have edited since: read them fresh (one call) for the check below.
+            self.cache.notes_written(&step.from);
+        }
         self.with_model(held, "re-checking a step", move |snapshot, now, model| {
             if let Some(why) = planning::ha_move_pending(snapshot, step.vmid, now) {
                 return Ok(Err(NoStart::HaPending(why)));

@@ -5,7 +5,10 @@
 //!   named); a running VM goes `online=1`, with `with-local-disks=1` when it has local disks (if
 //!   the config allows it); a stopped one moves offline.
 //! - lxc: running containers cannot live-migrate: `restart=1` when the round allows it.
-//! - The task is polled on the node of its UPID until it stops. For an HA-managed guest Proxmox
+//! - The task is polled until it stops, in the task list every migration in flight shares
+//!   (`refresh.rs`: one `/cluster/tasks` per poll interval for all), or on the node of its UPID
+//!   while the list does not hold it; progress bars read its log at most every 5 s
+//!   (`PROGRESS_LOG_EVERY`). For an HA-managed guest Proxmox
 //!   answers with an `hamigrate` task that only queues the move: the guest is then followed in
 //!   `/cluster/resources` until it is on its target, or HA's own migration task fails, or the
 //!   service errors, or the timeout passes.
@@ -30,11 +33,15 @@ use flxp_pve::types::{
 use tokio::time::Instant;
 
 use crate::progress::{Event, Progress, fraction_from_log};
+use crate::refresh::ReadCache;
 
 /// Task types of the migration worker that HA starts for a queued move.
 const HA_WORKER_TYPES: [&str; 2] = ["qmigrate", "vzmigrate"];
 /// Log lines read per poll when following progress.
 const LOG_PAGE: u64 = 200;
+/// Least time between two reads of a migration's log for its progress: the polls in between
+/// cost no call of their own (the task list is shared), the bar moves a little less often.
+const PROGRESS_LOG_EVERY: Duration = Duration::from_secs(5);
 /// Progress from elapsed time never claims more than this before the task says it is done.
 const MAX_GUESSED_FRACTION: f64 = 0.95;
 
@@ -209,6 +216,8 @@ enum Seen {
 /// One migration in flight, for progress events.
 struct Follow<'a> {
     api: &'a Pve,
+    /// The task list every migration in flight polls ([`ReadCache::tasks`]).
+    board: &'a ReadCache,
     m: &'a Migration,
     zone: &'a str,
     settings: &'a MigrateSettings,
@@ -292,8 +301,13 @@ impl Follow<'_> {
     /// Polls a task until it stops; reads new log lines for progress when wanted.
     async fn task(&mut self, upid: &Upid, with_progress: bool) -> Result<Ended, Failure> {
         let mut log_at = 0u64;
+        let mut log_read: Option<Instant> = None;
         loop {
-            let status = match self.api.task_status(upid).await {
+            let status = match self
+                .board
+                .task_status(self.api, upid, self.settings.poll, self.started)
+                .await
+            {
                 Ok(status) => status,
                 // An unreadable status says nothing of the task: it may well have ended.
                 Err(e) => {
@@ -322,7 +336,14 @@ impl Follow<'_> {
                     self.settings.timeout.as_secs()
                 )));
             }
-            if with_progress && self.progress.wants_fractions() {
+            let wants = with_progress && self.progress.wants_fractions();
+            let log_due = log_read.is_none_or(|t: Instant| t.elapsed() >= PROGRESS_LOG_EVERY);
+            if wants && !log_due && !self.log_has_fractions {
+                // Between log reads, elapsed time moves a bar that has no figures yet.
+                self.guess();
+            }
+            if wants && log_due {
+                log_read = Some(Instant::now());
                 let query = TaskLogQuery {
                     start: Some(log_at),
                     limit: Some(LOG_PAGE),
@@ -396,7 +417,11 @@ impl Follow<'_> {
                 }
             }
             // HA's own migration worker for this guest, started after our request, failed.
-            if let Ok(tasks) = self.api.cluster_tasks().await {
+            if let Ok(tasks) = self
+                .board
+                .tasks(self.api, self.settings.poll, self.started)
+                .await
+            {
                 let failed = tasks.iter().find(|t| {
                     t.kind
                         .as_deref()
@@ -667,6 +692,19 @@ pub async fn migrate(
     settings: &MigrateSettings,
     progress: &dyn Progress,
 ) -> Result<Landed, Failure> {
+    migrate_polling(api, m, zone, settings, progress, &ReadCache::new()).await
+}
+
+/// [`migrate`], its task polled through `board`'s task list, which every migration in flight
+/// shares: one `/cluster/tasks` per poll interval for all of them.
+pub(crate) async fn migrate_polling(
+    api: &Pve,
+    m: &Migration,
+    zone: &str,
+    settings: &MigrateSettings,
+    progress: &dyn Progress,
+    board: &ReadCache,
+) -> Result<Landed, Failure> {
     let started = Instant::now();
     let (upid, online) = start(api, m, settings).await?;
     let ha = upid.kind() == "hamigrate";
@@ -691,6 +729,7 @@ pub async fn migrate(
     });
     let mut follow = Follow {
         api,
+        board,
         m,
         zone,
         settings,

@@ -17,7 +17,7 @@ use tracing::instrument::WithSubscriber;
 
 use crate::execute::{Executor, NoStart, error_chain};
 use crate::limits::Slots;
-use crate::migrate::{Failure, Landed, MigrateSettings, migrate};
+use crate::migrate::{Failure, Landed, MigrateSettings, migrate_polling};
 use crate::planning::{Goal, HoldReason};
 use crate::progress::Event;
 use crate::queue::{Queue, Status};
@@ -184,13 +184,17 @@ impl<'e> Round<'e> {
         if !m.bundle.is_empty() && !self.bundles.contains(&m.bundle) {
             self.bundles.push(m.bundle.clone());
         }
+        // Booked before the request: the next step's read may see its task first.
+        self.exec.cache.expect_move(m.vmid, &m.from, &m.to);
         let api = self.exec.api.clone();
+        let board = Arc::clone(&self.exec.cache);
         let progress = Arc::clone(&self.exec.progress);
         let settings = Arc::clone(&self.settings);
         let zone = self.exec.zone.clone();
         let moving = m.clone();
-        let follow =
-            async move { migrate(&api, &moving, &zone, &settings, progress.as_ref()).await };
+        let follow = async move {
+            migrate_polling(&api, &moving, &zone, &settings, progress.as_ref(), &board).await
+        };
         // The follower logs in this round's span, to this round's subscriber.
         let handle = self
             .followers

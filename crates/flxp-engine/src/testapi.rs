@@ -79,6 +79,8 @@ struct World {
     unreadable: bool,
     /// `GET /nodes/{node}/storage` answers; nodes absent answer 501.
     storages: BTreeMap<String, Vec<StorageEntry>>,
+    /// When each guest landed: the number of calls made by then.
+    landed: BTreeMap<u32, usize>,
 }
 
 /// A change the world goes through on its own.
@@ -115,6 +117,11 @@ impl ScriptedApi {
     /// A world from a JSON resources array.
     pub fn from_json(json: &str) -> Self {
         Self::new(Snapshot::from_json(json).unwrap())
+    }
+
+    /// How many calls were made when a guest landed, if it did.
+    pub fn landed_at(&self, vmid: u32) -> Option<usize> {
+        self.lock().landed.get(&vmid).copied()
     }
 
     /// Scripts one guest's migration.
@@ -251,6 +258,8 @@ impl World {
 
     /// Moves a guest and its memory to a node.
     fn land(&mut self, vmid: u32, target: &str) {
+        let at = self.calls.len();
+        self.landed.insert(vmid, at);
         let Some(g) = self.guest_mut(vmid) else {
             return;
         };
@@ -307,6 +316,27 @@ impl World {
         });
         self.tasks.insert(upid.to_string(), running);
         upid
+    }
+
+    /// One poll of a played task: `None` while it runs, its exit status once it stopped (the
+    /// guest lands or stays).
+    fn advance(&mut self, upid: &str) -> Option<String> {
+        let t = self.tasks.get_mut(upid)?;
+        if t.polls_left > 0 {
+            t.polls_left -= 1;
+            return None;
+        }
+        let t = t.clone();
+        let exit = t.fail.clone().unwrap_or_else(|| "OK".into());
+        if t.fail.is_none() && !t.ha {
+            self.land(t.vmid, &t.target);
+        } else if let Some(g) = self.guest_mut(t.vmid) {
+            if g.lock.as_deref() == Some("migrate") {
+                g.lock = None;
+            }
+        }
+        self.end_task(upid, &exit);
+        Some(exit)
     }
 
     fn end_task(&mut self, upid: &str, status: &str) {
@@ -575,6 +605,21 @@ impl RoundReads for ScriptedApi {
     }
 
     fn cluster_tasks(&self, _: &Request, _: &Captures) -> Result<Data> {
+        // A read of the list is a poll of every played task still running, as a status call is.
+        {
+            let mut w = self.lock();
+            let running: Vec<String> = w
+                .snapshot
+                .tasks
+                .iter()
+                .filter(|t| t.is_running())
+                .filter_map(|t| t.upid.clone())
+                .filter(|u| w.tasks.contains_key(u))
+                .collect();
+            for upid in running {
+                w.advance(&upid);
+            }
+        }
         self.read("GET /cluster/tasks", |s| &s.tasks)
     }
 
@@ -634,25 +679,15 @@ impl RoundReads for ScriptedApi {
             status: "running".into(),
             ..TaskStatus::default()
         };
-        if t.polls_left > 0 {
-            t.polls_left -= 1;
-            return reply(base);
+        let _ = t;
+        match w.advance(upid.as_str()) {
+            None => reply(base),
+            Some(exit) => reply(TaskStatus {
+                status: "stopped".into(),
+                exitstatus: Some(exit),
+                ..base
+            }),
         }
-        let t = t.clone();
-        let exit = t.fail.clone().unwrap_or_else(|| "OK".into());
-        if t.fail.is_none() && !t.ha {
-            w.land(t.vmid, &t.target);
-        } else if let Some(g) = w.guest_mut(t.vmid) {
-            if g.lock.as_deref() == Some("migrate") {
-                g.lock = None;
-            }
-        }
-        w.end_task(upid.as_str(), &exit);
-        reply(TaskStatus {
-            status: "stopped".into(),
-            exitstatus: Some(exit),
-            ..base
-        })
     }
 
     fn task_log(&self, request: &Request, c: &Captures) -> Result<Data> {

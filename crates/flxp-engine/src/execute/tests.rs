@@ -236,8 +236,8 @@ async fn a_running_vm_goes_online_after_a_fresh_read_and_its_task_is_polled_on_t
         [
             "GET /nodes/a/qemu/101/migrate".to_owned(),
             "POST /nodes/a/qemu/101/migrate target=b&online=1".to_owned(),
-            status("a", &t),
-            status("a", &t),
+            // Then polled in the task list every migration in flight shares, and on the UPID's
+            // node while the list does not hold it yet.
             status("a", &t),
         ]
     );
@@ -413,10 +413,10 @@ async fn an_ha_guest_is_followed_until_ha_has_moved_it() {
         "POST /nodes/a/qemu/105/migrate target=b&online=1".to_owned(),
         status("a", &ha),
     ];
-    // HA moves it on the third look: two full polls, then the look that finds it on b.
-    for _ in 0..2 {
-        want.extend(follow.iter().map(|s| (*s).to_owned()));
-    }
+    // HA moves it on the third look: two full polls (the first reuses the task list read a
+    // moment before), then the look that finds it on b.
+    want.extend([follow[0], follow[2]].iter().map(|s| (*s).to_owned()));
+    want.extend(follow.iter().map(|s| (*s).to_owned()));
     want.push(follow[0].to_owned());
     assert_eq!(calls[pre..], want);
 }
@@ -533,15 +533,16 @@ async fn the_parallel_limit_decides_whether_independent_steps_overlap() {
             mig(106, GuestKind::Qemu, "c", "d", 1),
         ]
     };
+    // 101 ends when its task is seen stopped, in the shared task list: the last list read
+    // before the call that lands it.
     let first_end = |api: &ScriptedApi| {
-        let t = status("a", &upid("a", 0x1001, "qmigrate", 101));
         let calls = api.calls();
-        let last_poll = calls.iter().rposition(|c| *c == t).unwrap();
+        let landed = api.landed_at(101).unwrap();
         let second_post = calls
             .iter()
             .position(|c| c.starts_with("POST /nodes/c/qemu/106/migrate"))
             .unwrap();
-        second_post < last_poll
+        second_post < landed
     };
     let api = Arc::new(api());
     let start = tokio::time::Instant::now();
@@ -641,7 +642,12 @@ async fn progress_comes_from_the_task_log() {
         },
     );
     let events = Arc::new(Events::default());
-    executor(&api, options())
+    // Polled as often as the log is read for progress: every poll gives a figure.
+    let every_log = ExecuteOptions {
+        poll: Duration::from_secs(5),
+        ..options()
+    };
+    executor(&api, every_log)
         .with_progress(Arc::clone(&events) as Arc<dyn Progress>)
         .execute(plan_of(&api, a_to_b(101)), &balance())
         .await;
@@ -660,6 +666,29 @@ async fn progress_comes_from_the_task_log() {
         api.actions().iter().any(|c| c.ends_with("/log")),
         "the log is read when fractions are wanted"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn progress_reads_the_log_at_most_every_five_seconds_whatever_the_poll() {
+    let api = scripted(
+        101,
+        Script {
+            running_polls: 12,
+            ..Script::default()
+        },
+    );
+    let events = Arc::new(Events::default());
+    executor(&api, options())
+        .with_progress(Arc::clone(&events) as Arc<dyn Progress>)
+        .execute(plan_of(&api, a_to_b(101)), &balance())
+        .await;
+    let logs: Vec<String> = api
+        .actions()
+        .into_iter()
+        .filter(|c| c.contains("/log"))
+        .collect();
+    // Polled every second while it runs (about 12 s): the log at 0, 5 and 10 s.
+    assert_eq!(logs.len(), 3, "{logs:#?}");
 }
 
 #[tokio::test(start_paused = true)]

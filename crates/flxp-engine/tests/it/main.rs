@@ -4,6 +4,7 @@
 
 mod collect;
 mod daemon;
+mod economy;
 mod execute;
 mod inflight;
 mod lease;

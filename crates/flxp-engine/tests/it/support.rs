@@ -156,6 +156,16 @@ pub fn placer() -> Arc<Placer> {
     Arc::new(Placer::new(PlacementOptions::default(), Vec::new()).unwrap())
 }
 
+/// The memory a node of the simulated world carries: its base and its guests' (uncapped).
+pub fn carried(w: &flxp_sim::world::World, node: &str) -> u64 {
+    w.nodes[node].base_mem
+        + w.guests
+            .values()
+            .filter(|g| g.node == node)
+            .map(|g| g.host_mem())
+            .sum::<u64>()
+}
+
 /// The memory spread of a model.
 pub fn spread(model: &Model) -> f64 {
     balance::imbalance(

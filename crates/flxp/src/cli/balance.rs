@@ -176,6 +176,7 @@ pub fn execute_options(config: &Config) -> ExecuteOptions {
         with_local_disks: m.with_local_disks,
         max_replans: m.max_replans,
         drain_timeout: Duration::from_secs(m.drain_timeout_secs),
+        full_read_every: Duration::from_secs(config.daemon.full_read_secs),
         ..ExecuteOptions::default()
     }
 }

@@ -317,6 +317,7 @@ impl Config {
                 self.migration.drain_timeout_secs,
             ),
             ("daemon.interval-secs", self.daemon.interval_secs),
+            ("daemon.full-read-secs", self.daemon.full_read_secs),
             ("lease.margin-secs", self.lease.margin_secs),
             ("create-vm.timeout-secs", self.create_vm.timeout_secs),
             (

@@ -96,6 +96,9 @@ pub struct DaemonSection {
     pub rebalance: bool,
     /// Evacuate nodes in maintenance.
     pub evacuate: bool,
+    /// Longest time between full reads of a zone (node notes, RRD); in between, reads refresh
+    /// guests, tasks and HA state only, unless something unexpected changed.
+    pub full_read_secs: u64,
 }
 
 impl Default for DaemonSection {
@@ -105,6 +108,7 @@ impl Default for DaemonSection {
             zones: Vec::new(),
             rebalance: true,
             evacuate: true,
+            full_read_secs: 900,
         }
     }
 }

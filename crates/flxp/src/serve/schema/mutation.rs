@@ -164,9 +164,10 @@ impl Mutation {
             .may_act(&zone)
             .await
             .map_err(|why| ApiError::new(Code::Unavailable, why.to_string()))?;
-        let changed = flxp_engine::maintenance::set(&z.api, &name, on)
-            .await
-            .map_err(|e| ApiError::new(Code::ProxmoxError, chain(&e)))?;
+        let changed = flxp_engine::maintenance::set(&z.api, &name, on).await;
+        // Written or not (a timeout may still have written it), the daemon reads it back.
+        s.daemon.notes_written(&zone, &name);
+        let changed = changed.map_err(|e| ApiError::new(Code::ProxmoxError, chain(&e)))?;
         Ok(changed)
     }
 }
@@ -232,6 +233,7 @@ async fn run(s: &AppState, zone: &str, goal: Goal) -> Result<RunResult, ApiError
     if let Goal::Evacuate { nodes, .. } = &goal {
         for node in nodes {
             mark(z, node, true).await;
+            s.daemon.notes_written(zone, node);
         }
     }
     let task = s.work.spawn(

@@ -1,0 +1,423 @@
+//! Calls to the Proxmox API per migration and per daemon round, counted at the transport against
+//! the simulator on a generated cluster.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use flxp_core::Overrides;
+use flxp_core::balance::{BalanceOptions, EvacuateOptions};
+use flxp_engine::{DaemonOptions, ExecuteOptions, Executor, Goal, Limits};
+use flxp_pve::{Data, Pve, Request, Transport};
+use serde_json::json;
+
+use crate::support::{GIB, Zone, daemon_execute, placer, zone};
+
+/// Counts every call by `METHOD /path` on its way to another transport.
+struct Counter {
+    inner: Arc<dyn Transport>,
+    calls: Mutex<Vec<String>>,
+}
+
+#[async_trait]
+impl Transport for Counter {
+    async fn send(&self, request: Request) -> flxp_pve::Result<Data> {
+        let call = format!("{:?} {}", request.method, request.path);
+        self.calls.lock().unwrap().push(call);
+        self.inner.send(request).await
+    }
+
+    fn server_time(&self) -> Option<i64> {
+        self.inner.server_time()
+    }
+}
+
+/// A zone's API with a call counter in front.
+struct Counted {
+    api: Pve,
+    counter: Arc<Counter>,
+}
+
+impl Counted {
+    fn new(z: &Zone) -> Self {
+        let counter = Arc::new(Counter {
+            inner: Arc::clone(z.api.transport()),
+            calls: Mutex::new(Vec::new()),
+        });
+        Self {
+            api: Pve::from_arc(Arc::clone(&counter) as Arc<dyn Transport>),
+            counter,
+        }
+    }
+
+    /// The calls so far, and forgets them.
+    fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.counter.calls.lock().unwrap())
+    }
+}
+
+/// Calls by kind, for messages: `GET /cluster/resources` → count; node paths folded.
+fn by_kind(calls: &[String]) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for c in calls {
+        let folded: Vec<&str> = c
+            .split('/')
+            .enumerate()
+            .map(|(i, part)| {
+                if i == 2 && c.contains(" /nodes/") {
+                    "{node}"
+                } else if part.starts_with("UPID:") {
+                    "{upid}"
+                } else if part.parse::<u32>().is_ok() {
+                    "{vmid}"
+                } else {
+                    part
+                }
+            })
+            .collect();
+        *out.entry(folded.join("/")).or_default() += 1;
+    }
+    out
+}
+
+/// `nodes` nodes of 64 GiB; `crowded` of them carry `per_crowded` guests of 4 GiB, the others
+/// two each.
+fn generated(nodes: usize, crowded: usize, per_crowded: usize) -> String {
+    let mut resources = Vec::new();
+    let mut vmid = 100;
+    for i in 1..=nodes {
+        let node = format!("pve{i}");
+        let guests = if i <= crowded { per_crowded } else { 2 };
+        resources.push(json!({
+            "id": format!("node/{node}"), "type": "node", "node": node, "status": "online",
+            "maxcpu": 32, "cpu": 0.05, "maxmem": 64 * GIB, "mem": 2 * GIB,
+            "maxdisk": 100 * GIB, "disk": 10 * GIB, "uptime": 864_000, "level": ""
+        }));
+        resources.push(json!({
+            "id": format!("storage/{node}/ceph"), "type": "storage", "node": node,
+            "storage": "ceph", "plugintype": "rbd", "shared": 1, "content": "images,rootdir",
+            "maxdisk": 1u64 << 50, "disk": 0, "status": "available"
+        }));
+        for _ in 0..guests {
+            resources.push(json!({
+                "id": format!("qemu/{vmid}"), "type": "qemu", "vmid": vmid,
+                "name": format!("g{vmid}"), "node": node, "status": "running",
+                "maxmem": 4 * GIB, "mem": 4 * GIB, "maxcpu": 2, "cpu": 0.1,
+                "maxdisk": 32 * GIB, "uptime": 3600
+            }));
+            vmid += 1;
+        }
+    }
+    serde_json::to_string(&json!({ "resources": resources, "time": 1_764_400_000 })).unwrap()
+}
+
+fn fast() -> ExecuteOptions {
+    ExecuteOptions {
+        limits: Limits::default(),
+        poll: Duration::from_millis(10),
+        timeout: Duration::from_secs(60),
+        drain_timeout: Duration::from_secs(30),
+        // The simulator runs 500 times faster than the clock here: a slow machine would reach
+        // a timed full read within a run. Those are tested on their own.
+        full_read_every: Duration::from_secs(365 * 86_400),
+        ..ExecuteOptions::default()
+    }
+}
+
+fn executor(z: &Zone, c: &Counted) -> Executor {
+    let sim = z.sim.clone();
+    Executor::new("sim", c.api.clone(), placer())
+        .with_options(fast())
+        .with_clock(Arc::new(move || sim.now() as i64))
+}
+
+/// Plans and carries out `goal`; the migrations done and the calls made.
+async fn run(z: &Zone, c: &Counted, goal: &Goal) -> (usize, Vec<String>) {
+    let exec = executor(z, c);
+    let plan = exec.plan(goal).await.unwrap();
+    let report = exec.execute(plan, goal).await;
+    assert!(report.is_clean(), "{report:#?}");
+    (report.done.len(), c.take())
+}
+
+/// The calls of a full read at `nodes` online nodes without local guest disks: resources, notes
+/// and RRD of each node, HA rules, resources, status and manager status, options, tasks.
+fn full_read(nodes: usize) -> usize {
+    1 + 2 * nodes + 6
+}
+
+/// Checks a run's calls: the whole cluster read once, and at most six calls per migration
+/// besides following them (one task list per poll interval for all of them); returns the
+/// calls per migration with and without following, for the figures.
+fn check_run(what: &str, nodes: usize, migrations: usize, calls: &[String]) -> (f64, f64) {
+    let kinds = by_kind(calls);
+    let count = |k: &str| kinds.get(k).copied().unwrap_or(0);
+    assert!(migrations >= 10, "{what}: {migrations} migrations");
+    assert_eq!(
+        count("GET /nodes/{node}/config"),
+        nodes,
+        "{what}: {kinds:#?}"
+    );
+    assert_eq!(
+        count("GET /nodes/{node}/rrddata"),
+        nodes,
+        "{what}: {kinds:#?}"
+    );
+    // Every refresh reads resources and tasks together; the other task lists are the polls.
+    let polls = count("GET /cluster/tasks") - count("GET /cluster/resources")
+        + count("GET /nodes/{node}/tasks/{upid}/status");
+    let c = full_read(nodes);
+    assert!(
+        calls.len() - polls <= 6 * migrations + c,
+        "{what}: {} calls besides {polls} polls for {migrations} migrations: {kinds:#?}",
+        calls.len() - polls
+    );
+    let per = |n: usize| (n - c) as f64 / migrations as f64;
+    (per(calls.len() - polls), per(calls.len()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn balance_and_evacuate_make_at_most_six_calls_per_migration_at_32_nodes() {
+    let z = zone(&generated(32, 2, 12), 500.0, |_| {}).await;
+    let c = Counted::new(&z);
+    let (n, calls) = run(&z, &c, &Goal::Balance(BalanceOptions::default())).await;
+    let (besides, all) = check_run("balance", 32, n, &calls);
+    eprintln!(
+        "balance, 32 nodes: {n} migrations, {} calls, {besides:.2} per migration besides polls, {all:.2} with them",
+        calls.len()
+    );
+    z.shutdown().await;
+
+    let z = zone(&generated(32, 1, 12), 500.0, |_| {}).await;
+    let c = Counted::new(&z);
+    let goal = Goal::Evacuate {
+        nodes: vec!["pve1".into()],
+        options: EvacuateOptions::default(),
+    };
+    let (n, calls) = run(&z, &c, &goal).await;
+    let (besides, all) = check_run("evacuate", 32, n, &calls);
+    eprintln!(
+        "evacuate, 32 nodes: {n} migrations, {} calls, {besides:.2} per migration besides polls, {all:.2} with them",
+        calls.len()
+    );
+    assert_eq!(n, 12);
+    z.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_balance_at_6_nodes_reads_the_cluster_once() {
+    let z = zone(&generated(6, 2, 12), 500.0, |_| {}).await;
+    let c = Counted::new(&z);
+    let (n, calls) = run(&z, &c, &Goal::Balance(BalanceOptions::default())).await;
+    let (besides, all) = check_run("balance", 6, n, &calls);
+    eprintln!(
+        "balance, 6 nodes: {n} migrations, {} calls, {besides:.2} per migration besides polls, {all:.2} with them",
+        calls.len()
+    );
+    z.shutdown().await;
+}
+
+/// A daemon over the counted zone, only evacuating, with full reads every `full_read_secs`.
+fn daemon(c: &Counted, z: &Zone, full_read_secs: u64) -> flxp_engine::Daemon {
+    let sim = z.sim.clone();
+    flxp_engine::Daemon::new(
+        vec![flxp_engine::Zone {
+            name: "lab".into(),
+            api: c.api.clone(),
+            overrides: Overrides::default(),
+            reservations: None,
+        }],
+        placer(),
+        DaemonOptions {
+            rebalance: false,
+            execute: ExecuteOptions {
+                full_read_every: Duration::from_secs(full_read_secs),
+                // Time stands still in the tests of marks: what they start never lands.
+                timeout: Duration::from_secs(1),
+                ..daemon_execute()
+            },
+            ..DaemonOptions::default()
+        },
+    )
+    .with_clock(Arc::new(move || sim.now() as i64))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_daemon_round_makes_three_calls_whatever_the_node_count() {
+    for nodes in [6, 32] {
+        let z = zone(&generated(nodes, 0, 0), 1.0, |_| {}).await;
+        let c = Counted::new(&z);
+        let d = daemon(&c, &z, 900);
+        let first = d.run_round("lab").await.unwrap();
+        assert_eq!(first.error, None);
+        let calls = c.take();
+        let kinds = by_kind(&calls);
+        // The first round reads everything: each node's RRD once.
+        assert_eq!(calls.len(), full_read(nodes), "{kinds:#?}");
+        assert_eq!(kinds["GET /nodes/{node}/rrddata"], nodes);
+        for _ in 0..2 {
+            d.run_round("lab").await.unwrap();
+            let calls = c.take();
+            assert_eq!(
+                calls,
+                [
+                    "GET /cluster/resources",
+                    "GET /cluster/tasks",
+                    "GET /cluster/ha/status/current"
+                ]
+                .map(String::from)
+                .iter()
+                .filter(|c| calls.contains(c))
+                .cloned()
+                .collect::<Vec<_>>()
+            );
+            assert_eq!(calls.len(), 3, "{nodes} nodes: {calls:?}");
+        }
+        z.shutdown().await;
+    }
+}
+
+/// Writes node notes as an admin does in Proxmox's GUI: straight into the world, past flxp.
+fn note_by_hand(z: &Zone, node: &str, notes: &str) {
+    z.sim.world().nodes.get_mut(node).unwrap().notes = notes.into();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mark_set_by_hand_is_seen_at_the_first_round_a_full_read_is_due() {
+    // Time all but stands still; the test moves it.
+    let z = zone(&generated(8, 0, 0), 1e-9, |_| {}).await;
+    let c = Counted::new(&z);
+    let d = daemon(&c, &z, 600);
+    let first = d.run_round("lab").await.unwrap();
+    assert!(first.evacuation.is_none());
+    note_by_hand(&z, "pve3", "flxp.maintenance");
+    c.take();
+    z.sim.clock().advance(599.0);
+    let before = d.run_round("lab").await.unwrap();
+    assert!(before.evacuation.is_none(), "{before:#?}");
+    assert_eq!(c.take().len(), 3);
+    z.sim.clock().advance(1.0);
+    let due = d.run_round("lab").await.unwrap();
+    let evacuation = due.evacuation.expect("evacuated at the full read");
+    let from: Vec<&str> = evacuation
+        .plan
+        .migrations
+        .iter()
+        .map(|m| m.from.as_str())
+        .collect();
+    assert_eq!(from, ["pve3", "pve3"]);
+    z.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mark_this_process_writes_is_read_back_at_the_next_round() {
+    let z = zone(&generated(8, 0, 0), 1e-9, |_| {}).await;
+    let c = Counted::new(&z);
+    let d = daemon(&c, &z, 600);
+    d.run_round("lab").await.unwrap();
+    flxp_engine::maintenance::set(&z.api, "pve4", true)
+        .await
+        .unwrap();
+    d.notes_written("lab", "pve4");
+    c.take();
+    let next = d.run_round("lab").await.unwrap();
+    let calls = c.take();
+    assert_eq!(
+        calls[..4],
+        [
+            "GET /cluster/resources",
+            "GET /cluster/tasks",
+            "GET /cluster/ha/status/current",
+            "GET /nodes/pve4/config",
+        ]
+        .map(String::from),
+        "{calls:#?}"
+    );
+    let evacuation = next.evacuation.expect("evacuated at once");
+    assert!(evacuation.plan.migrations.iter().all(|m| m.from == "pve4"));
+    assert_eq!(evacuation.plan.migrations.len(), 2);
+    z.shutdown().await;
+}
+
+/// At the end of the first migration, an admin moves guests by hand onto the second step's
+/// target until it has no room for the second step's guest.
+struct MoveOnto {
+    sim: flxp_sim::Sim,
+    target: String,
+    first: u32,
+    planned: Vec<u32>,
+}
+
+impl flxp_engine::Progress for MoveOnto {
+    fn event(&self, event: &flxp_engine::Event) {
+        let flxp_engine::Event::Done { vmid, .. } = event else {
+            return;
+        };
+        if *vmid != self.first {
+            return;
+        }
+        let mut w = self.sim.world();
+        let max = w.nodes[&self.target].maxmem;
+        let movable: Vec<u32> = w
+            .guests
+            .values()
+            .filter(|g| g.node != self.target && !self.planned.contains(&g.vmid))
+            .map(|g| g.vmid)
+            .collect();
+        for vmid in movable {
+            if max - crate::support::carried(&w, &self.target) < 4 * GIB {
+                break;
+            }
+            w.guests.get_mut(&vmid).unwrap().node = self.target.clone();
+        }
+    }
+
+    fn wants_fractions(&self) -> bool {
+        false
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guest_moved_by_hand_onto_the_target_makes_the_next_step_replan() {
+    let z = zone(&generated(16, 2, 12), 500.0, |_| {}).await;
+    let c = Counted::new(&z);
+    let goal = Goal::Balance(BalanceOptions::default());
+    let exec = executor(&z, &c).with_options(ExecuteOptions {
+        limits: Limits {
+            parallel: 1,
+            ..Limits::default()
+        },
+        ..fast()
+    });
+    let plan = exec.plan(&goal).await.unwrap();
+    let second = plan.migrations[1].clone();
+    let hand = MoveOnto {
+        sim: z.sim.clone(),
+        target: second.to.clone(),
+        first: plan.migrations[0].vmid,
+        planned: plan.migrations.iter().map(|m| m.vmid).collect(),
+    };
+    let report = exec
+        .with_progress(Arc::new(hand))
+        .execute(plan.clone(), &goal)
+        .await;
+    assert_eq!(report.skipped[0].vmid, second.vmid, "{report:#?}");
+    assert!(
+        report.skipped[0]
+            .reasons
+            .iter()
+            .any(|r| r.starts_with(&format!("{}: memory", second.to))),
+        "{:?}",
+        report.skipped[0].reasons
+    );
+    assert!(!report.replans.is_empty());
+    assert!(report.failed.is_empty(), "{report:#?}");
+    assert_ne!(z.node_of(second.vmid), second.to);
+    // The move was no one's flxp knew of: the cluster was read whole again.
+    let kinds = by_kind(&c.take());
+    assert_eq!(kinds["GET /nodes/{node}/config"], 2 * 16, "{kinds:#?}");
+    // RRD rows (pressure) only on the timed full reads: once in this run.
+    assert_eq!(kinds["GET /nodes/{node}/rrddata"], 16, "{kinds:#?}");
+    z.shutdown().await;
+}
