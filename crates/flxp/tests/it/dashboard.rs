@@ -198,11 +198,15 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
     login(&b, API_TOKEN).await;
     let url = eval(&b, "return location.href").await;
     assert!(!url.as_str().unwrap().contains(API_TOKEN), "{url}");
-    let kept = eval(
-        &b,
-        "return [sessionStorage.getItem('flxp.token'), location.href, document.body.innerText]",
-    )
-    .await;
+    // The zone view may be drawn before the login's answer stores the token: wait for it.
+    let kept = b
+        .wait(
+            "the token kept in the tab",
+            "return sessionStorage.getItem('flxp.token') && \
+             [sessionStorage.getItem('flxp.token'), location.href, document.body.innerText]",
+            20,
+        )
+        .await;
     assert_eq!(kept[0], API_TOKEN, "{kept}");
     assert_eq!(
         b.wait(
