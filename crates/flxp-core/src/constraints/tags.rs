@@ -3,6 +3,42 @@
 //! A tag is ours, someone else's (ignored), or ours but malformed (a warning). The shape is
 //! `flxp.<kind>[.<argument>]`; the argument is everything after the second dot.
 
+/// How many distinct tags flxp reads per guest; the rest are ignored with one warning.
+///
+/// Proxmox sets no limit (pve-common `PVE::JSONSchema`'s `pve-tag-list` format has no count or
+/// length bound), so anyone allowed to edit a guest's tags could hand every plan millions of them.
+/// Real guests carry a handful; a thousand is far beyond any rule set and keeps every decision's
+/// cost bounded.
+pub const MAX_GUEST_TAGS: usize = 1000;
+
+/// Whether a tag is read as a rule (flxp's `flxp.` or ProxLB's `plb_`), not someone else's.
+pub fn is_rule_tag(tag: &str) -> bool {
+    tag.starts_with("flxp.") || tag.starts_with("plb_")
+}
+
+/// Keeps at most [`MAX_GUEST_TAGS`] tags, in their order, rule tags first in line (so that other
+/// tools' tags never push a rule out); returns how many were dropped.
+pub fn keep_within_limit(tags: &mut Vec<String>) -> usize {
+    if tags.len() <= MAX_GUEST_TAGS {
+        return 0;
+    }
+    let rules = tags.iter().filter(|t| is_rule_tag(t)).count();
+    let mut rules_left = rules.min(MAX_GUEST_TAGS);
+    let mut others_left = MAX_GUEST_TAGS - rules_left;
+    let before = tags.len();
+    tags.retain(|t| {
+        let left = if is_rule_tag(t) {
+            &mut rules_left
+        } else {
+            &mut others_left
+        };
+        let keep = *left > 0;
+        *left = left.saturating_sub(1);
+        keep
+    });
+    before - tags.len()
+}
+
 /// The tag of a VM flxp is creating ([`GuestToken::Creating`]).
 pub const CREATING_TAG: &str = "flxp.creating";
 
@@ -231,6 +267,25 @@ mod tests {
         assert_eq!(tok("plb_ignore_vm"), GuestToken::Ignore);
         assert_eq!(tok("plb_pin_pve3"), GuestToken::Pin("pve3".into()));
         assert_eq!(parse_guest_tag("plb_other"), TagParse::NotOurs);
+    }
+
+    #[test]
+    fn past_the_limit_rule_tags_are_kept_before_other_tags() {
+        let mut tags: Vec<String> = (0..MAX_GUEST_TAGS + 500).map(|i| format!("a{i}")).collect();
+        tags.push("flxp.anti-affinity.db".into());
+        tags.push("plb_pin_pve1".into());
+        assert_eq!(keep_within_limit(&mut tags), 502);
+        assert_eq!(tags.len(), MAX_GUEST_TAGS);
+        assert_eq!(tags[0], "a0");
+        assert_eq!(tags[MAX_GUEST_TAGS - 3], format!("a{}", MAX_GUEST_TAGS - 3));
+        assert_eq!(
+            tags[MAX_GUEST_TAGS - 2..],
+            ["flxp.anti-affinity.db", "plb_pin_pve1"]
+        );
+
+        let mut few = vec!["b".to_owned(), "a".to_owned()];
+        assert_eq!(keep_within_limit(&mut few), 0);
+        assert_eq!(few, ["b", "a"]);
     }
 
     #[test]
