@@ -135,6 +135,26 @@ mod tests {
     }
 
     #[test]
+    fn a_node_reporting_more_memory_than_it_has_is_shown_full_and_warned_about() {
+        let c = ClusterBuilder::new()
+            .node(node("a").memory(64 * GIB).used(320 * GIB))
+            .node(node("b").memory(64 * GIB).used(32 * GIB))
+            .build();
+        let s = status(&c, &Rules::compile(&c), &State::new(&c));
+        assert_eq!(s.nodes[0].figures.mem_percent, 100.0);
+        assert_eq!(s.nodes[0].figures.mem, 64 * GIB);
+        assert_eq!(s.memory_spread, 50.0);
+        let w: Vec<String> = s.warnings.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            w,
+            [
+                "node a: reports 320.0 GiB of memory used of 64.0 GiB: counted as full, no guest can \
+              be placed on it"
+            ]
+        );
+    }
+
+    #[test]
     fn a_node_ha_is_fencing_shows_so_and_is_left_out_of_the_spread() {
         let mut c = ClusterBuilder::new()
             .node(node("a").memory(100 * GIB).used(2 * GIB))

@@ -576,6 +576,24 @@ mod tests {
     }
 
     #[test]
+    fn a_node_reporting_five_times_its_memory_is_measured_and_planned_as_full() {
+        // a reports 320 GiB used of 64 GiB: counted as 100 %, so a's and b's 25 % are 75 points
+        // apart, and one 16 GiB move brings them to 75 % and 50 %.
+        let c = ClusterBuilder::new()
+            .node(node("a").memory(64 * GIB).used(320 * GIB).cpus(8.0))
+            .node(node("b").memory(64 * GIB).used(16 * GIB).cpus(8.0))
+            .guest(vm(101, "a").mem(16 * GIB, 16 * GIB))
+            .guest(vm(102, "a").mem(16 * GIB, 16 * GIB))
+            .build();
+        let p = run(&c, PlacementOptions::default(), &trigger(20.0, 30.0));
+        assert_eq!(p.imbalance_before, 75.0);
+        assert_eq!(p.imbalance_after, 25.0);
+        assert_eq!(p.migrations.len(), 1, "{}", p.summary);
+        let a = p.nodes_before.iter().find(|n| n.node == "a").unwrap();
+        assert_eq!(a.figures.mem_percent, 100.0);
+    }
+
+    #[test]
     fn for_equal_gain_fewer_bytes_win() {
         // a 60 %, b 30 %: moving 10 or 20 GiB both gain 2·10·20 = 400 pp²; 10 GiB wins.
         let c = sized(&[("a", 100, &[10, 20, 30]), ("b", 100, &[30])]);

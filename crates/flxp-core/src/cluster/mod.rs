@@ -117,9 +117,13 @@ impl Cluster {
                 }
             }
         }
-        for n in &nodes {
-            // Proxmox's `mem` is total minus available, so it never exceeds `maxmem`.
+        for n in &mut nodes {
+            // Proxmox's `mem` is total minus available, so it never exceeds `maxmem`. A report
+            // that does is measured as what the warning says, full: everywhere (status, the
+            // imbalance measure, balance's trigger and plan), so that one wrong figure does not
+            // make a spread of hundreds of points; the over-report shows in the warning only.
             if let Some(mem) = n.mem.filter(|&m| n.maxmem > 0 && m > n.maxmem) {
+                n.mem = Some(n.maxmem);
                 let (used, total) = crate::units::fmt_bytes_apart(mem, n.maxmem);
                 warnings.push(Warning::node(
                     &n.name,
