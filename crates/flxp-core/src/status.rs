@@ -20,9 +20,12 @@ pub struct NodeSummary {
     /// Its memory and CPU, percentages to one decimal.
     #[serde(flatten)]
     pub figures: NodeFigures,
-    /// Running guests.
+    /// Running guests, those migrating here in flight included (their memory is counted here).
     pub running: u32,
-    /// All guests (stopped and templates included).
+    /// Of `running`, guests migrating here in flight: Proxmox still lists them on their source,
+    /// so they are not among this node's `guests`.
+    pub arriving: u32,
+    /// All guests on the node as Proxmox lists them (stopped and templates included).
     pub guests: usize,
     /// Labels from notes.
     pub labels: Vec<String>,
@@ -56,6 +59,12 @@ pub struct StatusReport {
 /// Builds the report for a state (the snapshot's, usually).
 pub fn status(cluster: &Cluster, rules: &Rules, state: &State) -> StatusReport {
     let violations = violations(cluster, rules, state);
+    let mut arriving = vec![0u32; cluster.nodes().len()];
+    for g in cluster.guests().iter().filter(|g| g.running) {
+        if let Some(to) = g.migrating_to() {
+            arriving[to.get()] += 1;
+        }
+    }
     let nodes = cluster
         .node_indexes()
         .map(|i| {
@@ -71,6 +80,7 @@ pub fn status(cluster: &Cluster, rules: &Rules, state: &State) -> StatusReport {
                     .collect(),
                 figures: NodeFigures::of(n, u, 1),
                 running: u.guests,
+                arriving: arriving[i.get()],
                 guests: cluster.guests_on(i).len(),
                 labels: n.labels.iter().cloned().collect(),
                 taints: n.taints.iter().cloned().collect(),
@@ -132,6 +142,31 @@ mod tests {
         assert_eq!(s.nodes[0].violations, 1);
         assert_eq!(s.nodes[1].running, 0);
         assert_eq!(s.nodes[1].guests, 1);
+    }
+
+    #[test]
+    fn a_guest_migrating_in_flight_is_shown_arriving_on_its_target() {
+        let c = ClusterBuilder::new()
+            .nodes(&["a", "b"])
+            .guest(vm(101, "a"))
+            .guest(vm(102, "b"))
+            .task(crate::snapshot::Task {
+                upid: Some("UPID:a:00001234:00005678:00002700:qmigrate:101:root@pam:".into()),
+                node: Some("a".into()),
+                kind: Some("qmigrate".into()),
+                id: Some("101".into()),
+                starttime: Some(9_900),
+                target: Some("b".into()),
+                ..Default::default()
+            })
+            .build();
+        let s = status(&c, &Rules::compile(&c), &State::new(&c));
+        let counts: Vec<(u32, u32, usize)> = s
+            .nodes
+            .iter()
+            .map(|n| (n.running, n.arriving, n.guests))
+            .collect();
+        assert_eq!(counts, [(1, 0, 1), (2, 1, 1)]);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::io::Write;
 use anyhow::{Context, Result};
 use comfy_table::{CellAlignment, Table, presets};
 use flxp_core::placement::Placement;
-use flxp_core::status::StatusReport;
+use flxp_core::status::{NodeSummary, StatusReport};
 use flxp_core::units::{fmt_bytes, fmt_cores, one_decimal};
 use serde::Serialize;
 
@@ -147,6 +147,21 @@ fn percent_of(percent: f64, has_capacity: bool) -> String {
     }
 }
 
+/// A node's GUESTS cell, running / all: `3 / 4`, or `1 (+1 arriving) / 1` while a migration
+/// to the node is in flight (Proxmox lists the guest on its source until it lands).
+fn guests_cell(n: &NodeSummary) -> String {
+    if n.arriving == 0 {
+        format!("{} / {}", n.running, n.guests)
+    } else {
+        format!(
+            "{} (+{} arriving) / {}",
+            n.running.saturating_sub(n.arriving),
+            n.arriving,
+            n.guests
+        )
+    }
+}
+
 /// The status report for people.
 pub fn print_status(r: &StatusReport) {
     print_warnings(&r.warnings);
@@ -183,7 +198,7 @@ pub fn print_status(r: &StatusReport) {
                 fmt_cores(n.figures.maxcpu)
             ),
             percent_of(n.figures.cpu_percent, n.figures.maxcpu > 0.0),
-            format!("{} / {}", n.running, n.guests),
+            guests_cell(n),
             n.labels.join(","),
             n.taints.join(","),
             n.violations.to_string(),
@@ -486,6 +501,29 @@ pub fn print_execution(report: &flxp_engine::ExecutionReport) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_guest_arriving_in_flight_is_shown_apart_from_the_node_s_own() {
+        use flxp_core::builder::{ClusterBuilder, vm};
+        use flxp_core::{Rules, State};
+        let c = ClusterBuilder::new()
+            .nodes(&["a", "b"])
+            .guest(vm(101, "a"))
+            .guest(vm(102, "b"))
+            .task(flxp_core::snapshot::Task {
+                upid: Some("UPID:a:00001234:00005678:00002700:qmigrate:101:root@pam:".into()),
+                node: Some("a".into()),
+                kind: Some("qmigrate".into()),
+                id: Some("101".into()),
+                starttime: Some(9_900),
+                target: Some("b".into()),
+                ..Default::default()
+            })
+            .build();
+        let r = flxp_core::status::status(&c, &Rules::compile(&c), &State::new(&c));
+        let cells: Vec<String> = r.nodes.iter().map(guests_cell).collect();
+        assert_eq!(cells, ["1 / 1", "1 (+1 arriving) / 1"]);
+    }
 
     #[test]
     fn a_usage_error_keeps_the_arguments_it_names_and_drops_the_usage() {
