@@ -365,6 +365,15 @@ pub fn print_plan(plan: &flxp_core::balance::Plan, unmet: &[String]) {
             }
         }
     }
+    if !plan.waiting.is_empty() {
+        say(format!(
+            "\nwaiting for migrations in flight ({}; the next run fixes them once they land):",
+            plan.waiting.len()
+        ));
+        for w in &plan.waiting {
+            say(format!("  {w}"));
+        }
+    }
     if !plan.unplaced.is_empty() {
         say(format!("\nfit nowhere ({}):", plan.unplaced.len()));
         for u in &plan.unplaced {

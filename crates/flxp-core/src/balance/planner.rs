@@ -408,6 +408,8 @@ pub(crate) fn finish(
     for (row, node) in nodes_before.iter_mut().zip(cluster.nodes()) {
         row.maintenance = node.in_maintenance_reported();
     }
+    let violations_after = violations(cluster, rules, &state);
+    let waiting = super::plan::waiting_rules(cluster, &violations_after);
     Plan {
         method,
         measure,
@@ -420,7 +422,8 @@ pub(crate) fn finish(
         nodes_before,
         nodes_after: node_loads(cluster, &state, kind),
         violations_before: violations(cluster, rules, start),
-        violations_after: violations(cluster, rules, &state),
+        violations_after,
+        waiting,
         migrations,
         unplaced,
         skipped,
