@@ -162,6 +162,22 @@ fn guests_cell(n: &NodeSummary) -> String {
     }
 }
 
+/// What the plan promised and what the round achieved, in the plan's measure.
+fn imbalance_line(report: &flxp_engine::ExecutionReport) -> String {
+    let m = report.measure;
+    match report.imbalance_achieved {
+        Some(got) => format!(
+            "imbalance: {} achieved (the plan promised {})",
+            m.fmt(got),
+            m.fmt(report.imbalance_planned)
+        ),
+        None => format!(
+            "imbalance: the plan promised {}; achieved unknown (the cluster could not be read again)",
+            m.fmt(report.imbalance_planned)
+        ),
+    }
+}
+
 /// The status report for people.
 pub fn print_status(r: &StatusReport) {
     print_warnings(&r.warnings);
@@ -464,6 +480,7 @@ fn print_skipped(plan: &flxp_core::balance::Plan) {
 pub fn print_execution(report: &flxp_engine::ExecutionReport) {
     say("");
     say(report.summary());
+    say(imbalance_line(report));
     for (title, list) in [
         ("failed", &report.failed),
         (
@@ -510,6 +527,24 @@ pub fn print_execution(report: &flxp_engine::ExecutionReport) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_execution_shows_the_imbalance_achieved_beside_the_one_planned() {
+        let mut r = flxp_engine::ExecutionReport {
+            imbalance_planned: 10.9375,
+            imbalance_achieved: Some(21.875),
+            ..Default::default()
+        };
+        assert_eq!(
+            imbalance_line(&r),
+            "imbalance: 21.9 pp achieved (the plan promised 10.9 pp)"
+        );
+        r.imbalance_achieved = None;
+        assert_eq!(
+            imbalance_line(&r),
+            "imbalance: the plan promised 10.9 pp; achieved unknown (the cluster could not be read again)"
+        );
+    }
 
     #[test]
     fn a_guest_arriving_in_flight_is_shown_apart_from_the_node_s_own() {

@@ -407,6 +407,28 @@ impl Refusal {
 }
 
 impl Plan {
+    /// The imbalance of another state of the cluster (as re-read after the plan was carried
+    /// out), measured as this plan measured its own: the same measure and metric, and for the
+    /// `pve-*` methods on configured sizes, the same usage. `None` when the measure is undefined.
+    pub fn imbalance_on(&self, cluster: &crate::Cluster, state: &crate::State) -> Option<f64> {
+        if let Some(UsageUsed {
+            mode: UsageMode::Static,
+            ..
+        }) = &self.usage
+        {
+            return super::pve::usage_imbalance(cluster, state, UsageMode::Static, self.measure);
+        }
+        Some(match self.measure {
+            Measure::Spread => {
+                self.measure
+                    .of_loads(&super::measure::balanced_loads(cluster, state, self.metric))
+            }
+            _ => self
+                .measure
+                .of_loads(&super::measure::pve_loads(cluster, state)),
+        })
+    }
+
     /// Whether the plan moves nothing.
     pub fn is_empty(&self) -> bool {
         self.migrations.is_empty()
