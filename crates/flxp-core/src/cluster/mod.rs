@@ -22,7 +22,7 @@ pub use storage::{LocalDisk, Storage};
 pub use tasks::TaskIndex;
 
 use crate::constraints::notes::{self, NodeTokens};
-use crate::constraints::tags::{MAX_GUEST_TAGS, is_valid_tag_text, keep_within_limit};
+use crate::constraints::tags::{GuestTags, MAX_GUEST_TAGS, read_guest_tags};
 use crate::snapshot::{Ha, HaStatusEntry, Resource, Snapshot};
 use crate::warning::{CappedWarnings, Warning};
 use crate::{Error, Result};
@@ -655,28 +655,22 @@ fn collect_guests(
                 "name {name:?} is not a DNS name, which Proxmox requires of guest names"
             ));
         }
-        let mut tags = split_tags(r.tags.as_deref().unwrap_or(""));
         let mut bad = CappedWarnings::new(entry_subject(r, i));
-        tags.retain(|t| {
-            let ok = is_valid_tag_text(t);
-            if !ok {
-                bad.push(format!(
-                    "tag {t:?} has characters Proxmox does not allow in tags; ignored"
-                ));
-            }
-            ok
+        let GuestTags { tags, over } = read_guest_tags(r.tags.as_deref().unwrap_or(""), &mut |t| {
+            bad.push(format!(
+                "tag {:?} has characters Proxmox does not allow in tags; ignored",
+                t.to_ascii_lowercase()
+            ));
         });
         bad.finish(
             "tags with characters Proxmox does not allow, ignored",
             warnings,
         );
-        let dropped = keep_within_limit(&mut tags);
-        if dropped > 0 {
+        if over > 0 {
             warnings.push(Warning::about(
                 entry_subject(r, i),
                 format!(
-                    "has {} distinct tags; flxp reads at most {MAX_GUEST_TAGS} (flxp and ProxLB tags first) and ignores the other {dropped}",
-                    tags.len() + dropped
+                    "has more than {MAX_GUEST_TAGS} distinct tags; flxp reads {MAX_GUEST_TAGS} of them (flxp and ProxLB tags first) and ignores the other {over} entries"
                 ),
             ));
         }

@@ -385,8 +385,9 @@ mod tests {
         assert_eq!(
             limit,
             [format!(
-                "resources[2] (qemu/101): has 200000 distinct tags; flxp reads at most {MAX_GUEST_TAGS} (flxp and \
-                 ProxLB tags first) and ignores the other 199000"
+                "resources[2] (qemu/101): has more than {MAX_GUEST_TAGS} distinct tags; flxp reads \
+                 {MAX_GUEST_TAGS} of them (flxp and ProxLB tags first) and ignores the other 199000 \
+                 entries"
             )]
         );
         assert_eq!(
