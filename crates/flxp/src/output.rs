@@ -479,8 +479,8 @@ fn print_skipped(plan: &flxp_core::balance::Plan) {
 /// What carrying out a plan did, for people.
 pub fn print_execution(report: &flxp_engine::ExecutionReport) {
     say("");
-    say(report.summary());
     say(imbalance_line(report));
+    say(report.summary());
     for (title, list) in [
         ("failed", &report.failed),
         (
