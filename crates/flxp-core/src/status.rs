@@ -150,15 +150,7 @@ mod tests {
             .nodes(&["a", "b"])
             .guest(vm(101, "a"))
             .guest(vm(102, "b"))
-            .task(crate::snapshot::Task {
-                upid: Some("UPID:a:00001234:00005678:00002700:qmigrate:101:root@pam:".into()),
-                node: Some("a".into()),
-                kind: Some("qmigrate".into()),
-                id: Some("101".into()),
-                starttime: Some(9_900),
-                target: Some("b".into()),
-                ..Default::default()
-            })
+            .migrating(101, "a", "b")
             .build();
         let s = status(&c, &Rules::compile(&c), &State::new(&c));
         let counts: Vec<(u32, u32, usize)> = s

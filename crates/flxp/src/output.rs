@@ -554,15 +554,7 @@ mod tests {
             .nodes(&["a", "b"])
             .guest(vm(101, "a"))
             .guest(vm(102, "b"))
-            .task(flxp_core::snapshot::Task {
-                upid: Some("UPID:a:00001234:00005678:00002700:qmigrate:101:root@pam:".into()),
-                node: Some("a".into()),
-                kind: Some("qmigrate".into()),
-                id: Some("101".into()),
-                starttime: Some(9_900),
-                target: Some("b".into()),
-                ..Default::default()
-            })
+            .migrating(101, "a", "b")
             .build();
         let r = flxp_core::status::status(&c, &Rules::compile(&c), &State::new(&c));
         let cells: Vec<String> = r.nodes.iter().map(guests_cell).collect();
