@@ -341,6 +341,25 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// Within the limit, reading a list is splitting it (lowercase, no repeats) and dropping
+        /// what Proxmox would refuse.
+        #[test]
+        fn within_the_limit_reading_is_splitting_without_invalid_tags(
+            list in "[a-zA-Z0-9_.+/;, -]{0,200}"
+        ) {
+            let read = read_guest_tags(&list, &mut |_| {});
+            let split: Vec<String> = crate::cluster::split_tags(&list)
+                .into_iter()
+                .filter(|t| is_valid_tag_text(t))
+                .collect();
+            proptest::prop_assert_eq!(read.tags, split);
+            proptest::prop_assert_eq!(read.over, 0);
+        }
+    }
+
     #[test]
     fn foreign_tags_are_not_ours() {
         for t in ["production", "flxp", "flxpx.node.a", "web"] {
