@@ -112,6 +112,22 @@ fn guest(kind: &str, vmid: u32, node: &str) -> GuestSpec {
     }
 }
 
+/// A running migration task of `vmid` from `source` (started at 9,900), naming `target` when
+/// given, as `flxp snapshot` records it.
+pub fn migration_task(vmid: u32, source: &str, target: Option<&str>) -> Task {
+    Task {
+        upid: Some(format!(
+            "UPID:{source}:00001234:00005678:00002700:qmigrate:{vmid}:root@pam:"
+        )),
+        node: Some(source.into()),
+        kind: Some("qmigrate".into()),
+        id: Some(vmid.to_string()),
+        starttime: Some(9_900),
+        target: target.map(str::to_owned),
+        ..Task::default()
+    }
+}
+
 /// Starts a qemu guest spec.
 pub fn vm(vmid: u32, node: &str) -> GuestSpec {
     guest("qemu", vmid, node)
@@ -287,6 +303,10 @@ impl ClusterBuilder {
     pub fn task(mut self, task: Task) -> Self {
         self.tasks.push(task);
         self
+    }
+    /// Adds a running migration task of `vmid` from `source` to `target` ([`migration_task`]).
+    pub fn migrating(self, vmid: u32, source: &str, target: &str) -> Self {
+        self.task(migration_task(vmid, source, Some(target)))
     }
     /// Sets a cluster option (`crs`, ...).
     pub fn option(mut self, key: &str, value: serde_json::Value) -> Self {

@@ -20,9 +20,12 @@ pub struct NodeSummary {
     /// Its memory and CPU, percentages to one decimal.
     #[serde(flatten)]
     pub figures: NodeFigures,
-    /// Running guests.
+    /// Running guests, those migrating here in flight included (their memory is counted here).
     pub running: u32,
-    /// All guests (stopped and templates included).
+    /// Of `running`, guests migrating here in flight: Proxmox still lists them on their source,
+    /// so they are not among this node's `guests`.
+    pub arriving: u32,
+    /// All guests on the node as Proxmox lists them (stopped and templates included).
     pub guests: usize,
     /// Labels from notes.
     pub labels: Vec<String>,
@@ -56,6 +59,12 @@ pub struct StatusReport {
 /// Builds the report for a state (the snapshot's, usually).
 pub fn status(cluster: &Cluster, rules: &Rules, state: &State) -> StatusReport {
     let violations = violations(cluster, rules, state);
+    let mut arriving = vec![0u32; cluster.nodes().len()];
+    for g in cluster.guests().iter().filter(|g| g.running) {
+        if let Some(to) = g.migrating_to() {
+            arriving[to.get()] += 1;
+        }
+    }
     let nodes = cluster
         .node_indexes()
         .map(|i| {
@@ -71,6 +80,7 @@ pub fn status(cluster: &Cluster, rules: &Rules, state: &State) -> StatusReport {
                     .collect(),
                 figures: NodeFigures::of(n, u, 1),
                 running: u.guests,
+                arriving: arriving[i.get()],
                 guests: cluster.guests_on(i).len(),
                 labels: n.labels.iter().cloned().collect(),
                 taints: n.taints.iter().cloned().collect(),
@@ -132,6 +142,43 @@ mod tests {
         assert_eq!(s.nodes[0].violations, 1);
         assert_eq!(s.nodes[1].running, 0);
         assert_eq!(s.nodes[1].guests, 1);
+    }
+
+    #[test]
+    fn a_guest_migrating_in_flight_is_shown_arriving_on_its_target() {
+        let c = ClusterBuilder::new()
+            .nodes(&["a", "b"])
+            .guest(vm(101, "a"))
+            .guest(vm(102, "b"))
+            .migrating(101, "a", "b")
+            .build();
+        let s = status(&c, &Rules::compile(&c), &State::new(&c));
+        let counts: Vec<(u32, u32, usize)> = s
+            .nodes
+            .iter()
+            .map(|n| (n.running, n.arriving, n.guests))
+            .collect();
+        assert_eq!(counts, [(1, 0, 1), (2, 1, 1)]);
+    }
+
+    #[test]
+    fn a_node_reporting_more_memory_than_it_has_is_shown_full_and_warned_about() {
+        let c = ClusterBuilder::new()
+            .node(node("a").memory(64 * GIB).used(320 * GIB))
+            .node(node("b").memory(64 * GIB).used(32 * GIB))
+            .build();
+        let s = status(&c, &Rules::compile(&c), &State::new(&c));
+        assert_eq!(s.nodes[0].figures.mem_percent, 100.0);
+        assert_eq!(s.nodes[0].figures.mem, 64 * GIB);
+        assert_eq!(s.memory_spread, 50.0);
+        let w: Vec<String> = s.warnings.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            w,
+            [
+                "node a: reports 320.0 GiB of memory used of 64.0 GiB: counted as full, no guest can \
+              be placed on it"
+            ]
+        );
     }
 
     #[test]

@@ -62,6 +62,51 @@ impl Warning {
     }
 }
 
+/// Warnings of one kind about one subject, of which only the first few are listed: input from
+/// outside (tags, notes, HA rule lists) may hold millions of bad items, and one line each would
+/// bury everything else.
+#[derive(Debug)]
+pub(crate) struct CappedWarnings {
+    subject: String,
+    listed: Vec<Warning>,
+    more: usize,
+}
+
+impl CappedWarnings {
+    /// How many warnings are listed before the rest are summed up in one line.
+    pub const LISTED: usize = 10;
+
+    /// An empty list about `subject`.
+    pub fn new(subject: impl Into<String>) -> Self {
+        Self {
+            subject: subject.into(),
+            listed: Vec::new(),
+            more: 0,
+        }
+    }
+
+    /// Adds a warning about the subject; past [`Self::LISTED`] it is only counted.
+    pub fn push(&mut self, message: impl Into<String>) {
+        if self.listed.len() < Self::LISTED {
+            self.listed
+                .push(Warning::about(self.subject.clone(), message));
+        } else {
+            self.more += 1;
+        }
+    }
+
+    /// The listed warnings, then one that counts the rest (`what` names them and what was done).
+    pub fn finish(self, what: &str, into: &mut Vec<Warning>) {
+        into.extend(self.listed);
+        if self.more > 0 {
+            into.push(Warning::about(
+                self.subject,
+                format!("{} more {what} (not listed)", self.more),
+            ));
+        }
+    }
+}
+
 impl fmt::Display for Warning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.subject.is_empty() {
@@ -90,6 +135,22 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&w).unwrap(),
             "\"migration budget of 1 spent\""
+        );
+    }
+
+    #[test]
+    fn capped_warnings_list_the_first_ten_and_count_the_rest() {
+        let mut c = CappedWarnings::new("qemu/101");
+        for i in 0..25 {
+            c.push(format!("bad {i}"));
+        }
+        let mut out = Vec::new();
+        c.finish("bad things", &mut out);
+        assert_eq!(out.len(), 11);
+        assert_eq!(out[9].to_string(), "qemu/101: bad 9");
+        assert_eq!(
+            out[10].to_string(),
+            "qemu/101: 15 more bad things (not listed)"
         );
     }
 }

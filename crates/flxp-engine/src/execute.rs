@@ -381,7 +381,23 @@ impl Executor {
     /// wrong is in the report (failed migrations, dropped steps, why it stopped early).
     #[tracing::instrument(skip_all, fields(zone = %self.zone, goal = goal.as_str()))]
     pub async fn execute(&self, plan: Plan, goal: &Goal) -> ExecutionReport {
-        Round::new(self, plan, goal).run().await
+        let planned = plan.clone();
+        let mut report = Round::new(self, plan, goal).run().await;
+        report.measure = planned.measure;
+        report.imbalance_planned = planned.imbalance_after;
+        // What the round achieved, measured as the plan measured: failed or dropped migrations
+        // leave it short of the plan's promise, and people should see both.
+        report.imbalance_achieved = match self.read().await {
+            Ok(model) => planned.imbalance_on(&model.cluster, &model.state),
+            Err(e) => {
+                tracing::warn!(
+                    error = %error_chain(&e),
+                    "cannot read the cluster after the round: the imbalance achieved is unknown"
+                );
+                None
+            }
+        };
+        report
     }
 }
 

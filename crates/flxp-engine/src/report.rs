@@ -1,6 +1,7 @@
 //! What carrying out a plan did: `flxp balance --json` prints it as `execution`, the daemon keeps
 //! it in its round report.
 
+use flxp_core::balance::Measure;
 use serde::Serialize;
 
 /// A migration that ended with the guest on its target.
@@ -101,6 +102,16 @@ pub struct ExecutionReport {
     pub stopped: Option<String>,
     /// Wall time of the round, seconds.
     pub secs: f64,
+    /// How the two imbalances below are summed up: the plan's measure (`spread` in percentage
+    /// points, `cv`, `cv-raw`).
+    pub measure: Measure,
+    /// The imbalance the plan promised once every migration had run: its `imbalance_after`.
+    pub imbalance_planned: f64,
+    /// The imbalance measured the same way on the cluster as re-read after the round: what
+    /// was achieved, failed, dropped and replanned migrations included. Absent when the cluster
+    /// could not be read again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub imbalance_achieved: Option<f64>,
 }
 
 impl ExecutionReport {

@@ -9,7 +9,7 @@ use std::io::Write;
 use anyhow::{Context, Result};
 use comfy_table::{CellAlignment, Table, presets};
 use flxp_core::placement::Placement;
-use flxp_core::status::StatusReport;
+use flxp_core::status::{NodeSummary, StatusReport};
 use flxp_core::units::{fmt_bytes, fmt_cores, one_decimal};
 use serde::Serialize;
 
@@ -147,6 +147,37 @@ fn percent_of(percent: f64, has_capacity: bool) -> String {
     }
 }
 
+/// A node's GUESTS cell, running / all: `3 / 4`, or `1 (+1 arriving) / 1` while a migration
+/// to the node is in flight (Proxmox lists the guest on its source until it lands).
+fn guests_cell(n: &NodeSummary) -> String {
+    if n.arriving == 0 {
+        format!("{} / {}", n.running, n.guests)
+    } else {
+        format!(
+            "{} (+{} arriving) / {}",
+            n.running.saturating_sub(n.arriving),
+            n.arriving,
+            n.guests
+        )
+    }
+}
+
+/// What the plan promised and what the round achieved, in the plan's measure.
+fn imbalance_line(report: &flxp_engine::ExecutionReport) -> String {
+    let m = report.measure;
+    match report.imbalance_achieved {
+        Some(got) => format!(
+            "imbalance: {} achieved (the plan promised {})",
+            m.fmt(got),
+            m.fmt(report.imbalance_planned)
+        ),
+        None => format!(
+            "imbalance: the plan promised {}; achieved unknown (the cluster could not be read again)",
+            m.fmt(report.imbalance_planned)
+        ),
+    }
+}
+
 /// The status report for people.
 pub fn print_status(r: &StatusReport) {
     print_warnings(&r.warnings);
@@ -183,7 +214,7 @@ pub fn print_status(r: &StatusReport) {
                 fmt_cores(n.figures.maxcpu)
             ),
             percent_of(n.figures.cpu_percent, n.figures.maxcpu > 0.0),
-            format!("{} / {}", n.running, n.guests),
+            guests_cell(n),
             n.labels.join(","),
             n.taints.join(","),
             n.violations.to_string(),
@@ -350,6 +381,15 @@ pub fn print_plan(plan: &flxp_core::balance::Plan, unmet: &[String]) {
             }
         }
     }
+    if !plan.waiting.is_empty() {
+        say(format!(
+            "\nwaiting for migrations in flight ({}; the next run fixes them once they land):",
+            plan.waiting.len()
+        ));
+        for w in &plan.waiting {
+            say(format!("  {w}"));
+        }
+    }
     if !plan.unplaced.is_empty() {
         say(format!("\nfit nowhere ({}):", plan.unplaced.len()));
         for u in &plan.unplaced {
@@ -439,6 +479,7 @@ fn print_skipped(plan: &flxp_core::balance::Plan) {
 /// What carrying out a plan did, for people.
 pub fn print_execution(report: &flxp_engine::ExecutionReport) {
     say("");
+    say(imbalance_line(report));
     say(report.summary());
     for (title, list) in [
         ("failed", &report.failed),
@@ -486,6 +527,39 @@ pub fn print_execution(report: &flxp_engine::ExecutionReport) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_execution_shows_the_imbalance_achieved_beside_the_one_planned() {
+        let mut r = flxp_engine::ExecutionReport {
+            imbalance_planned: 10.9375,
+            imbalance_achieved: Some(21.875),
+            ..Default::default()
+        };
+        assert_eq!(
+            imbalance_line(&r),
+            "imbalance: 21.9 pp achieved (the plan promised 10.9 pp)"
+        );
+        r.imbalance_achieved = None;
+        assert_eq!(
+            imbalance_line(&r),
+            "imbalance: the plan promised 10.9 pp; achieved unknown (the cluster could not be read again)"
+        );
+    }
+
+    #[test]
+    fn a_guest_arriving_in_flight_is_shown_apart_from_the_node_s_own() {
+        use flxp_core::builder::{ClusterBuilder, vm};
+        use flxp_core::{Rules, State};
+        let c = ClusterBuilder::new()
+            .nodes(&["a", "b"])
+            .guest(vm(101, "a"))
+            .guest(vm(102, "b"))
+            .migrating(101, "a", "b")
+            .build();
+        let r = flxp_core::status::status(&c, &Rules::compile(&c), &State::new(&c));
+        let cells: Vec<String> = r.nodes.iter().map(guests_cell).collect();
+        assert_eq!(cells, ["1 / 1", "1 (+1 arriving) / 1"]);
+    }
 
     #[test]
     fn a_usage_error_keeps_the_arguments_it_names_and_drops_the_usage() {

@@ -52,7 +52,7 @@ pub use movable::{Intent, Stay, StayKind, stays};
 pub use options::{BalanceOptions, EvacuateOptions, UsageChoice};
 pub use plan::{
     Bounds, LeftInPlace, Migration, Plan, PlanSource, PluginOutcome, ProposalVerdict, Purpose,
-    Refusal, Skipped, Unplaced, UsageMode, UsageUsed,
+    Refusal, Skipped, Unplaced, UsageMode, UsageUsed, WaitingRule,
 };
 pub use planner::plan;
 pub use pve::{PveMove, Ranking, rank_moves, run_until_stable};

@@ -253,6 +253,11 @@ pub struct Plan {
     pub violations_before: Vec<Violation>,
     /// Hard rules still broken afterwards.
     pub violations_after: Vec<Violation>,
+    /// Of `violations_after`, the rules that wait for a migration in flight: a guest they involve
+    /// is migrating now, so no plan may move it, and the next run, once it has landed, fixes the
+    /// rule. Not an unmet goal (no exit code 3); absent when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<WaitingRule>,
     /// Guests that had to move but fit nowhere, with every node's reason.
     pub unplaced: Vec<Unplaced>,
     /// Guests left in place that a rule or maintenance would move, or that balance may not touch.
@@ -281,6 +286,53 @@ pub struct Plan {
     /// other methods.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plugin: Option<PluginOutcome>,
+}
+
+/// A broken hard rule that waits for a migration in flight to land before it can be fixed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WaitingRule {
+    /// The rule, as listed in `violations_after`.
+    pub violation: Violation,
+    /// Its guests migrating now, by vmid.
+    pub in_flight: Vec<u32>,
+}
+
+impl fmt::Display for WaitingRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let vmids: Vec<String> = self.in_flight.iter().map(u32::to_string).collect();
+        write!(
+            f,
+            "{} waits for the migration in flight of {}",
+            self.violation.rule,
+            vmids.join(", ")
+        )
+    }
+}
+
+/// The broken rules of `violations` that involve a guest migrating now.
+pub(crate) fn waiting_rules(
+    cluster: &crate::Cluster,
+    violations: &[Violation],
+) -> Vec<WaitingRule> {
+    violations
+        .iter()
+        .filter_map(|v| {
+            let in_flight: Vec<u32> = v
+                .vmids
+                .iter()
+                .copied()
+                .filter(|&vmid| {
+                    cluster
+                        .guest_idx(vmid)
+                        .is_some_and(|g| cluster.guest(g).migrating.is_some())
+                })
+                .collect();
+            (!in_flight.is_empty()).then(|| WaitingRule {
+                violation: v.clone(),
+                in_flight,
+            })
+        })
+        .collect()
 }
 
 /// What a balance plugin answered and what flxp made of each proposal.
@@ -355,6 +407,28 @@ impl Refusal {
 }
 
 impl Plan {
+    /// The imbalance of another state of the cluster (as re-read after the plan was carried
+    /// out), measured as this plan measured its own: the same measure and metric, and for the
+    /// `pve-*` methods on configured sizes, the same usage. `None` when the measure is undefined.
+    pub fn imbalance_on(&self, cluster: &crate::Cluster, state: &crate::State) -> Option<f64> {
+        if let Some(UsageUsed {
+            mode: UsageMode::Static,
+            ..
+        }) = &self.usage
+        {
+            return super::pve::usage_imbalance(cluster, state, UsageMode::Static, self.measure);
+        }
+        Some(match self.measure {
+            Measure::Spread => {
+                self.measure
+                    .of_loads(&super::measure::balanced_loads(cluster, state, self.metric))
+            }
+            _ => self
+                .measure
+                .of_loads(&super::measure::pve_loads(cluster, state)),
+        })
+    }
+
     /// Whether the plan moves nothing.
     pub fn is_empty(&self) -> bool {
         self.migrations.is_empty()

@@ -408,6 +408,8 @@ pub(crate) fn finish(
     for (row, node) in nodes_before.iter_mut().zip(cluster.nodes()) {
         row.maintenance = node.in_maintenance_reported();
     }
+    let violations_after = violations(cluster, rules, &state);
+    let waiting = super::plan::waiting_rules(cluster, &violations_after);
     Plan {
         method,
         measure,
@@ -420,7 +422,8 @@ pub(crate) fn finish(
         nodes_before,
         nodes_after: node_loads(cluster, &state, kind),
         violations_before: violations(cluster, rules, start),
-        violations_after: violations(cluster, rules, &state),
+        violations_after,
+        waiting,
         migrations,
         unplaced,
         skipped,
@@ -573,6 +576,24 @@ mod tests {
             },
             ..BalanceOptions::default()
         }
+    }
+
+    #[test]
+    fn a_node_reporting_five_times_its_memory_is_measured_and_planned_as_full() {
+        // a reports 320 GiB used of 64 GiB: counted as 100 %, so a's and b's 25 % are 75 points
+        // apart, and one 16 GiB move brings them to 75 % and 50 %.
+        let c = ClusterBuilder::new()
+            .node(node("a").memory(64 * GIB).used(320 * GIB).cpus(8.0))
+            .node(node("b").memory(64 * GIB).used(16 * GIB).cpus(8.0))
+            .guest(vm(101, "a").mem(16 * GIB, 16 * GIB))
+            .guest(vm(102, "a").mem(16 * GIB, 16 * GIB))
+            .build();
+        let p = run(&c, PlacementOptions::default(), &trigger(20.0, 30.0));
+        assert_eq!(p.imbalance_before, 75.0);
+        assert_eq!(p.imbalance_after, 25.0);
+        assert_eq!(p.migrations.len(), 1, "{}", p.summary);
+        let a = p.nodes_before.iter().find(|n| n.node == "a").unwrap();
+        assert_eq!(a.figures.mem_percent, 100.0);
     }
 
     #[test]

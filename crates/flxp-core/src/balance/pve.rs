@@ -136,6 +136,22 @@ fn guest_stats(g: &Guest, mode: UsageMode, node_cpus: f64) -> ResourceStats {
 }
 
 /// The scorable nodes' usage in a state.
+/// The imbalance of a state as the `pve-*` methods measure it on `mode`'s usage (`None` when
+/// Proxmox's measure is undefined for it, e.g. no node to score).
+pub(crate) fn usage_imbalance(
+    cluster: &Cluster,
+    state: &State,
+    mode: UsageMode,
+    measure: Measure,
+) -> Option<f64> {
+    let nodes = node_usages(cluster, state, mode);
+    let normalized = Imbalance::of_nodes(&nodes).ok()?.normalized;
+    Some(match measure {
+        Measure::CvRaw => Imbalance::raw_from_normalized(normalized, nodes.len()),
+        _ => normalized,
+    })
+}
+
 fn node_usages(cluster: &Cluster, state: &State, mode: UsageMode) -> Vec<NodeUsage> {
     scorable(cluster)
         .into_iter()

@@ -12,7 +12,7 @@ mod node;
 mod storage;
 mod tasks;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 pub use crs::{Crs, CrsMode};
 pub use guest::{Guest, GuestIdx, GuestKind, Landing};
@@ -22,9 +22,9 @@ pub use storage::{LocalDisk, Storage};
 pub use tasks::TaskIndex;
 
 use crate::constraints::notes::{self, NodeTokens};
-use crate::constraints::tags::is_valid_tag_text;
+use crate::constraints::tags::{GuestTags, MAX_GUEST_TAGS, read_guest_tags};
 use crate::snapshot::{Ha, HaStatusEntry, Resource, Snapshot};
-use crate::warning::Warning;
+use crate::warning::{CappedWarnings, Warning};
 use crate::{Error, Result};
 
 /// Caller-side overrides applied while building the model (from the config file or command line).
@@ -57,6 +57,8 @@ pub struct Cluster {
     /// Problems found while reading that do not stop a decision.
     pub warnings: Vec<Warning>,
     node_by_name: HashMap<String, NodeIdx>,
+    /// Lowercased names, for [`Cluster::node_idx_loose`]; the first node by name wins a clash.
+    node_by_lower: HashMap<String, NodeIdx>,
     guest_by_vmid: HashMap<u32, GuestIdx>,
     guests_by_node: Vec<Vec<GuestIdx>>,
     guests_by_tag: BTreeMap<String, Vec<GuestIdx>>,
@@ -115,9 +117,13 @@ impl Cluster {
                 }
             }
         }
-        for n in &nodes {
-            // Proxmox's `mem` is total minus available, so it never exceeds `maxmem`.
+        for n in &mut nodes {
+            // Proxmox's `mem` is total minus available, so it never exceeds `maxmem`. A report
+            // that does is measured as what the warning says, full: everywhere (status, the
+            // imbalance measure, balance's trigger and plan), so that one wrong figure does not
+            // make a spread of hundreds of points; the over-report shows in the warning only.
             if let Some(mem) = n.mem.filter(|&m| n.maxmem > 0 && m > n.maxmem) {
+                n.mem = Some(n.maxmem);
                 let (used, total) = crate::units::fmt_bytes_apart(mem, n.maxmem);
                 warnings.push(Warning::node(
                     &n.name,
@@ -217,6 +223,7 @@ impl Cluster {
             })
             .collect();
 
+        let node_by_lower = lowercase_index(&nodes);
         Ok(Self {
             nodes,
             guests,
@@ -226,6 +233,7 @@ impl Cluster {
             tasks,
             time,
             warnings,
+            node_by_lower,
             node_by_name,
             guest_by_vmid,
             guests_by_node,
@@ -274,12 +282,9 @@ impl Cluster {
 
     /// The node with this name compared case-insensitively (tags are lowercased by Proxmox).
     pub fn node_idx_loose(&self, name: &str) -> Option<NodeIdx> {
-        self.node_idx(name).or_else(|| {
-            self.nodes
-                .iter()
-                .position(|n| n.name.eq_ignore_ascii_case(name))
-                .map(|i| NodeIdx(i as u32))
-        })
+        // An index, not a scan: names come from tags and HA rules, any number of them.
+        self.node_idx(name)
+            .or_else(|| self.node_by_lower.get(&name.to_ascii_lowercase()).copied())
     }
 
     /// The node at an index.
@@ -650,16 +655,25 @@ fn collect_guests(
                 "name {name:?} is not a DNS name, which Proxmox requires of guest names"
             ));
         }
-        let mut tags = split_tags(r.tags.as_deref().unwrap_or(""));
-        tags.retain(|t| {
-            let ok = is_valid_tag_text(t);
-            if !ok {
-                warn(format!(
-                    "tag {t:?} has characters Proxmox does not allow in tags; ignored"
-                ));
-            }
-            ok
+        let mut bad = CappedWarnings::new(entry_subject(r, i));
+        let GuestTags { tags, over } = read_guest_tags(r.tags.as_deref().unwrap_or(""), &mut |t| {
+            bad.push(format!(
+                "tag {:?} has characters Proxmox does not allow in tags; ignored",
+                t.to_ascii_lowercase()
+            ));
         });
+        bad.finish(
+            "tags with characters Proxmox does not allow, ignored",
+            warnings,
+        );
+        if over > 0 {
+            warnings.push(Warning::about(
+                entry_subject(r, i),
+                format!(
+                    "has more than {MAX_GUEST_TAGS} distinct tags; flxp reads {MAX_GUEST_TAGS} of them (flxp and ProxLB tags first) and ignores the other {over} entries"
+                ),
+            ));
+        }
         out.push((
             node.clone(),
             Guest {
@@ -690,16 +704,28 @@ fn collect_guests(
     Ok(out)
 }
 
+/// Node indexes by lowercased name; nodes are sorted by name, so the first of a clash wins.
+fn lowercase_index(nodes: &[Node]) -> HashMap<String, NodeIdx> {
+    let mut out = HashMap::with_capacity(nodes.len());
+    for (i, n) in nodes.iter().enumerate() {
+        out.entry(n.name.to_ascii_lowercase())
+            .or_insert(NodeIdx(i as u32));
+    }
+    out
+}
+
 /// Splits a Proxmox tag list (`;`, `,` or white space) into lowercase tags, dropping empties and
 /// repeats.
 pub fn split_tags(tags: &str) -> Vec<String> {
+    // A set beside the list keeps this linear: a guest may carry any number of tags.
+    let mut seen: HashSet<String> = HashSet::new();
     let mut out: Vec<String> = Vec::new();
     for t in tags.split(|c: char| c == ';' || c == ',' || c.is_whitespace()) {
         if t.is_empty() {
             continue;
         }
         let t = t.to_ascii_lowercase();
-        if !out.contains(&t) {
+        if seen.insert(t.clone()) {
             out.push(t);
         }
     }

@@ -107,9 +107,10 @@ pub(super) fn find(cluster: &Cluster, rules: &Rules) -> Vec<Conflict> {
                 })
                 .collect();
             let mut rule_names = names.clone();
+            let mut seen: BTreeSet<&str> = names.iter().map(String::as_str).collect();
             for &g in &members {
                 for nr in &rules.guest(g).node_rules {
-                    if !rule_names.contains(&nr.rule) {
+                    if seen.insert(&nr.rule) {
                         rule_names.push(nr.rule.clone());
                     }
                 }
@@ -152,7 +153,17 @@ pub(super) fn find(cluster: &Cluster, rules: &Rules) -> Vec<Conflict> {
         if group.kind != GroupKind::AntiAffinity || !group.hard {
             continue;
         }
-        let members: Vec<GuestIdx> = group.members.iter().copied().filter(relevant).collect();
+        // A member no node can host has its own conflict above; without it, fewer than two
+        // members cannot break "apart" (else a guest in many groups repeats one conflict per group).
+        let members: Vec<GuestIdx> = group
+            .members
+            .iter()
+            .copied()
+            .filter(|g| relevant(g) && !nodes_of(*g).is_empty())
+            .collect();
+        if members.len() < 2 {
+            continue;
+        }
         let adjacency: Vec<Option<&[NodeIdx]>> = members
             .iter()
             .map(|&g| eligible[g.get()].as_deref())

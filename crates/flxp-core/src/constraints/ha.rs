@@ -10,13 +10,24 @@
 //! there may only move within that class, or HA would undo the move and the two schedulers would
 //! take turns.
 
+use std::collections::{HashMap, HashSet};
+
 use super::rules::{GroupKind, NodeRule, Preference, Rules};
 use crate::cluster::{Cluster, GuestIdx, MaintenanceSource, NodeIdx};
-use crate::warning::Warning;
+use crate::snapshot::HaResource;
+use crate::warning::{CappedWarnings, Warning};
 
 pub(super) fn compile(cluster: &Cluster, rules: &mut Rules) {
     let mut failback: Vec<(GuestIdx, NodeRule)> = Vec::new();
-    let mut in_resource_affinity: Vec<GuestIdx> = Vec::new();
+    // Sets and maps, not scans: rules may list any number of resources.
+    let mut in_resource_affinity: HashSet<GuestIdx> = HashSet::new();
+    let mut ha_resources: HashMap<&str, &HaResource> = HashMap::new();
+    for r in &cluster.ha.resources {
+        if let Some(sid) = r.sid.as_deref() {
+            // The first entry of a sid counts, as a scan from the front would find it.
+            ha_resources.entry(sid).or_insert(r);
+        }
+    }
     for rule in &cluster.ha.rules {
         let Some(id) = rule.rule.as_deref().filter(|r| !r.is_empty()) else {
             rules
@@ -63,7 +74,8 @@ pub(super) fn compile(cluster: &Cluster, rules: &mut Rules) {
                 let top = failback_class(cluster, &nodes);
                 for g in members {
                     if let Some(top) = top.as_ref().filter(|t| {
-                        fails_back(cluster, g) && t.contains(&cluster.guest(g).node)
+                        fails_back(cluster, &ha_resources, g)
+                            && t.binary_search(&cluster.guest(g).node).is_ok()
                     }) {
                         failback.push((
                             g,
@@ -112,7 +124,7 @@ pub(super) fn compile(cluster: &Cluster, rules: &mut Rules) {
                 for g in members {
                     let id = rules.join(Some(g), &name, kind, true);
                     rules.guests[g.get()].groups.push(id);
-                    in_resource_affinity.push(g);
+                    in_resource_affinity.insert(g);
                 }
             }
             other => rules.warnings.push(Warning::about(
@@ -142,6 +154,7 @@ fn resolve_resources(
     list: &str,
 ) -> Vec<GuestIdx> {
     let mut out = Vec::new();
+    let mut unknown = CappedWarnings::new(name);
     for sid in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (prefix, id) = sid.split_once(':').unwrap_or(("vm", sid));
         let guest = id
@@ -151,12 +164,15 @@ fn resolve_resources(
             .filter(|&g| cluster.guest(g).kind.ha_prefix() == prefix);
         match guest {
             Some(g) => out.push(g),
-            None => rules.warnings.push(Warning::about(
-                name,
-                format!("HA resource `{sid}` is not a guest of the cluster; skipped"),
+            None => unknown.push(format!(
+                "HA resource `{sid}` is not a guest of the cluster; skipped"
             )),
         }
     }
+    unknown.finish(
+        "HA resources that are not guests of the cluster, skipped",
+        &mut rules.warnings,
+    );
     out.sort();
     out.dedup();
     out
@@ -186,17 +202,12 @@ fn failback_class(cluster: &Cluster, nodes: &[(NodeIdx, i64)]) -> Option<Vec<Nod
 }
 
 /// Whether HA would move the guest back: its resource is started and has failback on (default).
-fn fails_back(cluster: &Cluster, g: GuestIdx) -> bool {
+fn fails_back(cluster: &Cluster, resources: &HashMap<&str, &HaResource>, g: GuestIdx) -> bool {
     let guest = cluster.guest(g);
     let sid = format!("{}:{}", guest.kind.ha_prefix(), guest.vmid);
-    cluster
-        .ha
-        .resources
-        .iter()
-        .find(|r| r.sid.as_deref() == Some(sid.as_str()))
-        .is_some_and(|r| {
-            r.failback != Some(false) && matches!(r.state.as_deref(), Some("started" | "enabled"))
-        })
+    resources.get(sid.as_str()).is_some_and(|r| {
+        r.failback != Some(false) && matches!(r.state.as_deref(), Some("started" | "enabled"))
+    })
 }
 
 /// `node[:priority]` list to (node, priority); unknown nodes and bad priorities are warnings.
@@ -207,14 +218,15 @@ fn parse_nodes(
     list: &str,
 ) -> Vec<(NodeIdx, i64)> {
     let mut out: Vec<(NodeIdx, i64)> = Vec::new();
+    let mut seen = vec![false; cluster.nodes().len()];
+    let mut bad = CappedWarnings::new(name);
     for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (node, prio) = match item.split_once(':') {
             Some((n, p)) => match p.trim().parse::<i64>() {
                 Ok(p) => (n.trim(), p),
                 Err(_) => {
-                    rules.warnings.push(Warning::about(
-                        name,
-                        format!("node `{item}` has a priority that is not a number; read as 0"),
+                    bad.push(format!(
+                        "node `{item}` has a priority that is not a number; read as 0"
                     ));
                     (n.trim(), 0)
                 }
@@ -222,14 +234,12 @@ fn parse_nodes(
             None => (item, 0),
         };
         match cluster.node_idx_loose(node) {
-            Some(n) if !out.iter().any(|(m, _)| *m == n) => out.push((n, prio)),
+            Some(n) if !std::mem::replace(&mut seen[n.get()], true) => out.push((n, prio)),
             Some(_) => {}
-            None => rules.warnings.push(Warning::about(
-                name,
-                format!("names node `{node}`, which is not in the cluster"),
-            )),
+            None => bad.push(format!("names node `{node}`, which is not in the cluster")),
         }
     }
+    bad.finish("node entries with problems like these", &mut rules.warnings);
     out.sort();
     out
 }
@@ -241,6 +251,34 @@ mod tests {
 
     use crate::cluster::{Cluster, Overrides};
     use crate::constraints::Rules;
+
+    #[test]
+    fn a_rule_naming_100000_unknown_resources_warns_ten_times_and_sums_up() {
+        let unknown: Vec<String> = (0..100_000).map(|i| format!("vm:{}", 10_000 + i)).collect();
+        let doc = format!(
+            r#"{{"resources": [
+            {{"id":"node/a","type":"node","node":"a","status":"online","maxmem":1073741824,"maxcpu":4}},
+            {{"id":"qemu/100","type":"qemu","vmid":100,"node":"a","status":"running","maxmem":1,"maxcpu":1}},
+            {{"id":"qemu/101","type":"qemu","vmid":101,"node":"a","status":"running","maxmem":1,"maxcpu":1}}],
+          "ha": {{"resources": [{{"sid":"vm:100"}},{{"sid":"vm:101"}}], "rules": [
+            {{"rule":"apart","type":"resource-affinity","resources":"vm:100,vm:101,{}","affinity":"negative"}}]}}}}"#,
+            unknown.join(",")
+        );
+        let c = Cluster::from_json(&doc, &Overrides::default()).unwrap();
+        let r = Rules::compile(&c);
+        let w: Vec<String> = r.warnings.iter().map(ToString::to_string).collect();
+        assert_eq!(w.len(), 11, "{w:#?}");
+        assert_eq!(
+            w[0],
+            "ha:apart: HA resource `vm:10000` is not a guest of the cluster; skipped"
+        );
+        assert_eq!(
+            w[10],
+            "ha:apart: 99990 more HA resources that are not guests of the cluster, skipped (not listed)"
+        );
+        assert_eq!(r.groups.len(), 1);
+        assert_eq!(r.groups[0].members.len(), 2);
+    }
 
     #[test]
     fn skipped_rules_say_why_in_words() {

@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 
 use super::tags::is_valid_tag_text;
-use crate::warning::Warning;
+use crate::warning::{CappedWarnings, Warning};
 
 /// What a node's notes say.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -26,10 +26,16 @@ pub struct NodeTokens {
     pub warnings: Vec<Warning>,
 }
 
+/// How many `flxp.` tokens flxp reads from one node's notes; the rest are ignored with one
+/// warning. Notes are free text of any length, and a real node needs a handful of tokens.
+pub const MAX_NODE_TOKENS: usize = 1000;
+
 /// Reads the `flxp.` tokens of one node's notes.
 pub fn parse(node: &str, text: &str) -> NodeTokens {
     let mut out = NodeTokens::default();
     let text = without_struck_spans(text);
+    let mut bad = CappedWarnings::new(format!("node {node}"));
+    let (mut read, mut skipped) = (0usize, 0usize);
     for raw in text.split(|c: char| c == ',' || c.is_whitespace()) {
         let Some(token) = token_in(raw) else {
             continue;
@@ -39,16 +45,16 @@ pub fn parse(node: &str, text: &str) -> NodeTokens {
         let Some(rest) = token.strip_prefix("flxp.") else {
             continue;
         };
+        if read == MAX_NODE_TOKENS {
+            skipped += 1;
+            continue;
+        }
+        read += 1;
         let (kind, arg) = match rest.split_once('.') {
             Some((k, a)) => (k, Some(a)),
             None => (rest, None),
         };
-        let mut warn = |why: &str| {
-            out.warnings.push(Warning::node(
-                node,
-                format!("notes token `{token}` {why}; ignored"),
-            ))
-        };
+        let mut warn = |why: &str| bad.push(format!("notes token `{token}` {why}; ignored"));
         match (kind, arg) {
             ("maintenance", None) => out.maintenance = true,
             ("label" | "taint" | "prefer-no", Some(a)) if is_valid_tag_text(a) => {
@@ -78,6 +84,19 @@ pub fn parse(node: &str, text: &str) -> NodeTokens {
             ) => warn("is a guest tag, not a node token"),
             _ => warn("is not a known flxp node token (label, taint, prefer-no, maintenance)"),
         }
+    }
+    bad.finish(
+        "malformed or unknown notes tokens, ignored",
+        &mut out.warnings,
+    );
+    if skipped > 0 {
+        out.warnings.push(Warning::node(
+            node,
+            format!(
+                "notes hold {} flxp tokens; flxp reads the first {MAX_NODE_TOKENS} and ignores the other {skipped}",
+                read + skipped
+            ),
+        ));
     }
     out
 }
@@ -181,6 +200,34 @@ mod tests {
         assert_eq!(t.prefer_no, BTreeSet::from(["batch".to_owned()]));
         assert!(t.maintenance);
         assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+    }
+
+    #[test]
+    fn notes_with_200000_tokens_are_read_up_to_the_limit_with_warnings_summed_up() {
+        let mut text: Vec<String> = (0..500).map(|i| format!("flxp.label.l{i}")).collect();
+        text.extend((0..500).map(|i| format!("flxp.bogus{i}")));
+        text.extend((0..199_000).map(|i| format!("flxp.taint.t{i}")));
+        let t = parse("pve1", &text.join(" "));
+        assert_eq!(t.labels.len(), 500);
+        assert!(t.taints.is_empty());
+        let w: Vec<String> = t.warnings.iter().map(ToString::to_string).collect();
+        assert_eq!(w.len(), 12, "{w:#?}");
+        assert_eq!(
+            w[0],
+            "node pve1: notes token `flxp.bogus0` is not a known flxp node token (label, taint, \
+             prefer-no, maintenance); ignored"
+        );
+        assert_eq!(
+            w[10],
+            "node pve1: 490 more malformed or unknown notes tokens, ignored (not listed)"
+        );
+        assert_eq!(
+            w[11],
+            format!(
+                "node pve1: notes hold 200000 flxp tokens; flxp reads the first {MAX_NODE_TOKENS} \
+                 and ignores the other 199000"
+            )
+        );
     }
 
     #[test]

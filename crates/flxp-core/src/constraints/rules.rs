@@ -1,13 +1,13 @@
 //! The compiled rules: per guest, per group, with warnings and conflicts.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use serde::Serialize;
 
-use super::tags::{GuestToken, TagParse, parse_guest_tag};
+use super::tags::{GuestToken, TagParse, is_rule_tag, parse_guest_tag};
 use super::{Conflict, conflicts, ha};
 use crate::cluster::{Cluster, GuestIdx, NodeIdx};
-use crate::warning::Warning;
+use crate::warning::{CappedWarnings, Warning};
 
 /// Index of a group in `Rules::groups`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -52,7 +52,7 @@ pub struct NodeRule {
 pub struct Preference {
     /// `flxp.prefer-node` or `ha:<rule-id>`.
     pub rule: String,
-    /// Listed nodes and their priority.
+    /// Listed nodes and their priority, sorted by node.
     pub priorities: Vec<(NodeIdx, i64)>,
     /// Priority of every other node.
     pub default: i64,
@@ -62,9 +62,8 @@ impl Preference {
     /// The priority of a node under this preference.
     pub fn priority(&self, node: NodeIdx) -> i64 {
         self.priorities
-            .iter()
-            .find(|(n, _)| *n == node)
-            .map_or(self.default, |(_, p)| *p)
+            .binary_search_by_key(&node, |(n, _)| *n)
+            .map_or(self.default, |i| self.priorities[i].1)
     }
 }
 
@@ -75,7 +74,7 @@ pub struct GuestRules {
     pub node_rules: Vec<NodeRule>,
     /// Labels a node must carry (all of them).
     pub selectors: Vec<String>,
-    /// Taints the guest tolerates.
+    /// Taints the guest tolerates, sorted.
     pub tolerations: Vec<String>,
     /// Soft node preferences.
     pub preferences: Vec<Preference>,
@@ -102,7 +101,10 @@ impl GuestRules {
 
     /// Whether the guest tolerates a taint.
     pub fn tolerates(&self, taint: &str) -> bool {
-        self.tolerations.iter().any(|t| t == taint)
+        // Sorted, so a node with many taints costs a guest with many tolerations little.
+        self.tolerations
+            .binary_search_by(|t| t.as_str().cmp(taint))
+            .is_ok()
     }
 
     /// Whether there is nothing at all to enforce or prefer.
@@ -134,10 +136,7 @@ impl Rules {
         };
         for idx in cluster.guest_indexes() {
             let g = cluster.guest(idx);
-            if g.tags
-                .iter()
-                .all(|t| !t.starts_with("flxp.") && !t.starts_with("plb_"))
-            {
+            if !g.tags.iter().any(|t| is_rule_tag(t)) {
                 continue;
             }
             let subject = format!("{} {}", g.kind.as_str(), g.label());
@@ -254,14 +253,15 @@ fn compile_tags(
     let mut node_names: Vec<String> = Vec::new();
     let mut pin_names: Vec<String> = Vec::new();
     let mut prefer_names: Vec<String> = Vec::new();
+    // Sets, not `Vec::contains`: a guest may carry any number of tags (see `MAX_GUEST_TAGS`).
+    let mut selectors: BTreeSet<String> = BTreeSet::new();
+    let mut tolerations: BTreeSet<String> = BTreeSet::new();
+    let mut malformed = CappedWarnings::new(subject);
     for tag in tags {
         let token = match parse_guest_tag(tag) {
             TagParse::NotOurs => continue,
             TagParse::Malformed(why) => {
-                warnings.push(Warning::about(
-                    subject,
-                    format!("tag `{tag}` {why}; ignored"),
-                ));
+                malformed.push(format!("tag `{tag}` {why}; ignored"));
                 continue;
             }
             TagParse::Token(t) => t,
@@ -277,8 +277,14 @@ fn compile_tags(
             GuestToken::Node(n) => node_names.push(n),
             GuestToken::Pin(n) => pin_names.push(n),
             GuestToken::PreferNode(n) => prefer_names.push(n),
-            GuestToken::Select(l) => push_unique(&mut out.selectors, l),
-            GuestToken::Tolerate(t) => push_unique(&mut out.tolerations, t),
+            GuestToken::Select(l) => {
+                if selectors.insert(l.clone()) {
+                    out.selectors.push(l);
+                }
+            }
+            GuestToken::Tolerate(t) => {
+                tolerations.insert(t);
+            }
             GuestToken::Ignore => out.ignore = true,
             // The age of a `flxp.creating` marker, which warns on its own.
             GuestToken::CreatingSince(_) => {}
@@ -289,6 +295,8 @@ fn compile_tags(
             )),
         }
     }
+    malformed.finish("malformed or unknown flxp tags, ignored", warnings);
+    out.tolerations = tolerations.into_iter().collect();
     for (rule, names) in [("flxp.node", node_names), ("plb_pin", pin_names)] {
         if names.is_empty() {
             continue;
@@ -327,15 +335,19 @@ fn resolve_nodes(
     names: &[String],
 ) -> Vec<NodeIdx> {
     let mut nodes = Vec::new();
+    let mut unknown = CappedWarnings::new(subject);
     for name in names {
         match cluster.node_idx_loose(name) {
             Some(n) => nodes.push(n),
-            None => warnings.push(Warning::about(
-                subject,
-                format!("{rule} names node `{name}`, which is not in the cluster"),
+            None => unknown.push(format!(
+                "{rule} names node `{name}`, which is not in the cluster"
             )),
         }
     }
+    unknown.finish(
+        &format!("{rule} tags naming nodes not in the cluster"),
+        warnings,
+    );
     nodes.sort();
     nodes.dedup();
     nodes
@@ -348,16 +360,69 @@ impl GroupId {
     }
 }
 
-fn push_unique(v: &mut Vec<String>, s: String) {
-    if !v.contains(&s) {
-        v.push(s);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::testutil::*;
+
+    #[test]
+    fn a_guest_with_200000_tags_is_read_up_to_the_limit_with_warnings_summed_up() {
+        use crate::constraints::tags::MAX_GUEST_TAGS;
+        // 1,000 rule tags that count (in this order), then 100,000 rule tags and 99,000 foreign
+        // tags past the limit.
+        let mut tags = vec!["flxp.tolerate.gpu".to_owned()];
+        tags.extend((0..600).map(|i| format!("flxp.bogus{i}")));
+        tags.extend((0..300).map(|i| format!("flxp.anti-affinity.g{i}")));
+        tags.extend((0..99).map(|i| format!("flxp.node.nowhere{i}")));
+        tags.extend((0..100_000).map(|i| format!("flxp.anti-affinity.late{i}")));
+        tags.extend((0..99_000).map(|i| format!("t{i}")));
+        assert_eq!(tags.len(), 200_000);
+        let c = ClusterBuilder::new()
+            .nodes(&["pve1", "pve2"])
+            .guest(vm(101, "pve1").tagged(&tags.join(";")))
+            .build();
+        let limit: Vec<String> = c.warnings.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            limit,
+            [format!(
+                "resources[2] (qemu/101): has more than {MAX_GUEST_TAGS} distinct tags; flxp reads \
+                 {MAX_GUEST_TAGS} of them (flxp and ProxLB tags first) and ignores the other 199000 \
+                 entries"
+            )]
+        );
+        assert_eq!(
+            c.guest(c.guest_idx(101).unwrap()).tags.len(),
+            MAX_GUEST_TAGS
+        );
+
+        let r = Rules::compile(&c);
+        let g = r.guest(c.guest_idx(101).unwrap());
+        assert_eq!(r.groups.len(), 300);
+        assert_eq!(g.groups.len(), 300);
+        assert_eq!(g.tolerations, ["gpu"]);
+        assert_eq!(g.node_rules.len(), 1);
+        assert!(g.node_rules[0].nodes.is_empty());
+        let w: Vec<String> = r.warnings.iter().map(ToString::to_string).collect();
+        assert_eq!(w.len(), 22, "{w:#?}");
+        assert_eq!(
+            w[0],
+            "qemu 101 (qemu101): tag `flxp.bogus0` is not a known flxp tag (affinity, anti-affinity, \
+             prefer-affinity, prefer-anti-affinity, node, prefer-node, select, tolerate, ignore); ignored"
+        );
+        assert_eq!(
+            w[10],
+            "qemu 101 (qemu101): 590 more malformed or unknown flxp tags, ignored (not listed)"
+        );
+        assert_eq!(
+            w[11],
+            "qemu 101 (qemu101): flxp.node names node `nowhere0`, which is not in the cluster"
+        );
+        assert_eq!(
+            w[21],
+            "qemu 101 (qemu101): 89 more flxp.node tags naming nodes not in the cluster (not listed)"
+        );
+        assert_eq!(r.conflicts.len(), 1, "{:?}", r.conflicts);
+    }
 
     #[test]
     fn tags_compile_into_node_rules_groups_and_preferences() {

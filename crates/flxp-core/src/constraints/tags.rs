@@ -3,6 +3,82 @@
 //! A tag is ours, someone else's (ignored), or ours but malformed (a warning). The shape is
 //! `flxp.<kind>[.<argument>]`; the argument is everything after the second dot.
 
+use std::collections::HashSet;
+
+/// How many distinct tags flxp reads per guest; the rest are ignored with one warning.
+///
+/// Proxmox sets no limit (pve-common `PVE::JSONSchema`'s `pve-tag-list` format has no count or
+/// length bound), so anyone allowed to edit a guest's tags could hand every plan millions of them.
+/// Real guests carry a handful; a thousand is far beyond any rule set and keeps every decision's
+/// cost bounded.
+pub const MAX_GUEST_TAGS: usize = 1000;
+
+/// Whether a tag is read as a rule (flxp's `flxp.` or ProxLB's `plb_`), not someone else's.
+pub fn is_rule_tag(tag: &str) -> bool {
+    tag.starts_with("flxp.") || tag.starts_with("plb_")
+}
+
+/// A guest's tag list as flxp reads it: at most [`MAX_GUEST_TAGS`] distinct tags, lowercased,
+/// in their order, rule tags first in line (so that other tools' tags never push a rule out).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GuestTags {
+    /// The tags read.
+    pub tags: Vec<String>,
+    /// Entries of the list past the limit, not read (repeats among them counted each time).
+    pub over: usize,
+}
+
+/// Reads a Proxmox tag list (`;`, `,` or white space) within [`MAX_GUEST_TAGS`]; `invalid` is
+/// told each entry with characters Proxmox does not allow (not read, not counted).
+///
+/// Linear, and past the limit cheap: only the tags kept are hashed into the set of those seen,
+/// so a list of millions costs a scan, not a table of millions.
+pub fn read_guest_tags(list: &str, invalid: &mut dyn FnMut(&str)) -> GuestTags {
+    let pieces = || {
+        list.split(|c: char| c == ';' || c == ',' || c.is_whitespace())
+            .filter(|t| !t.is_empty())
+    };
+    let is_rule = |t: &str| {
+        t.get(..5).is_some_and(|p| p.eq_ignore_ascii_case("flxp."))
+            || t.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("plb_"))
+    };
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut kept: Vec<(usize, String)> = Vec::new();
+    let mut over = 0;
+    let mut buf = String::new();
+    // Rule tags first, then the others into what room is left.
+    for rules in [true, false] {
+        for (i, t) in pieces().enumerate() {
+            if is_rule(t) != rules {
+                continue;
+            }
+            if !is_valid_tag_text(t) {
+                continue;
+            }
+            buf.clear();
+            buf.push_str(t);
+            buf.make_ascii_lowercase();
+            if seen.contains(buf.as_str()) {
+                continue;
+            }
+            if seen.len() == MAX_GUEST_TAGS {
+                over += 1;
+                continue;
+            }
+            seen.insert(buf.clone());
+            kept.push((i, buf.clone()));
+        }
+    }
+    for t in pieces().filter(|t| !is_valid_tag_text(t)) {
+        invalid(t);
+    }
+    kept.sort_by_key(|(i, _)| *i);
+    GuestTags {
+        tags: kept.into_iter().map(|(_, t)| t).collect(),
+        over,
+    }
+}
+
 /// The tag of a VM flxp is creating ([`GuestToken::Creating`]).
 pub const CREATING_TAG: &str = "flxp.creating";
 
@@ -231,6 +307,57 @@ mod tests {
         assert_eq!(tok("plb_ignore_vm"), GuestToken::Ignore);
         assert_eq!(tok("plb_pin_pve3"), GuestToken::Pin("pve3".into()));
         assert_eq!(parse_guest_tag("plb_other"), TagParse::NotOurs);
+    }
+
+    #[test]
+    fn past_the_limit_rule_tags_are_kept_before_other_tags() {
+        let mut list: Vec<String> = (0..MAX_GUEST_TAGS + 500).map(|i| format!("a{i}")).collect();
+        list.push("FLXP.Anti-Affinity.db".into());
+        list.push("plb_pin_pve1".into());
+        list.push("a0".into());
+        list.push("bad/tag".into());
+        let mut bad = Vec::new();
+        let read = read_guest_tags(&list.join(";"), &mut |t| bad.push(t.to_owned()));
+        assert_eq!(read.over, 502);
+        assert_eq!(read.tags.len(), MAX_GUEST_TAGS);
+        assert_eq!(read.tags[0], "a0");
+        assert_eq!(
+            read.tags[MAX_GUEST_TAGS - 3],
+            format!("a{}", MAX_GUEST_TAGS - 3)
+        );
+        assert_eq!(
+            read.tags[MAX_GUEST_TAGS - 2..],
+            ["flxp.anti-affinity.db", "plb_pin_pve1"]
+        );
+        assert_eq!(bad, ["bad/tag"]);
+
+        let few = read_guest_tags("b;a,B a", &mut |_| {});
+        assert_eq!(
+            few,
+            GuestTags {
+                tags: vec!["b".into(), "a".into()],
+                over: 0
+            }
+        );
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// Within the limit, reading a list is splitting it (lowercase, no repeats) and dropping
+        /// what Proxmox would refuse.
+        #[test]
+        fn within_the_limit_reading_is_splitting_without_invalid_tags(
+            list in "[a-zA-Z0-9_.+/;, -]{0,200}"
+        ) {
+            let read = read_guest_tags(&list, &mut |_| {});
+            let split: Vec<String> = crate::cluster::split_tags(&list)
+                .into_iter()
+                .filter(|t| is_valid_tag_text(t))
+                .collect();
+            proptest::prop_assert_eq!(read.tags, split);
+            proptest::prop_assert_eq!(read.over, 0);
+        }
     }
 
     #[test]

@@ -147,6 +147,8 @@ impl Subject {
     ) -> Self {
         let mut r = GuestRules::default();
         let mut tolerations: Option<Vec<String>> = None;
+        // A set: members may carry many selectors each (tags from outside).
+        let mut seen_selectors = std::collections::BTreeSet::new();
         let (mut memory, mut cores, mut committed_cpus, mut cpu, mut committed_mem) =
             (0u64, 0f64, 0f64, 0f64, 0u64);
         for &m in members {
@@ -166,7 +168,7 @@ impl Subject {
                 });
             }
             for s in &gr.selectors {
-                if !r.selectors.contains(s) {
+                if seen_selectors.insert(s.as_str()) {
                     r.selectors.push(s.clone());
                 }
             }
@@ -175,10 +177,7 @@ impl Subject {
             r.ignore |= gr.ignore;
             tolerations = Some(match tolerations {
                 None => gr.tolerations.clone(),
-                Some(t) => t
-                    .into_iter()
-                    .filter(|x| gr.tolerations.contains(x))
-                    .collect(),
+                Some(t) => t.into_iter().filter(|x| gr.tolerates(x)).collect(),
             });
         }
         r.tolerations = tolerations.unwrap_or_default();

@@ -16,17 +16,7 @@ pub fn placer() -> Placer {
 
 /// A running migration task of `vmid` from `source`, naming `target` when given.
 pub fn migrating(vmid: u32, source: &str, target: Option<&str>) -> Task {
-    Task {
-        upid: Some(format!(
-            "UPID:{source}:00001234:00005678:00002700:qmigrate:{vmid}:root@pam:"
-        )),
-        node: Some(source.into()),
-        kind: Some("qmigrate".into()),
-        id: Some(vmid.to_string()),
-        starttime: Some(9_900),
-        target: target.map(str::to_owned),
-        ..Task::default()
-    }
+    flxp_core::builder::migration_task(vmid, source, target)
 }
 
 /// Each migration of the plan as (vmid, target), in plan order.

@@ -418,7 +418,34 @@ async fn an_ha_guest_is_followed_until_ha_has_moved_it() {
     want.extend([follow[0], follow[2]].iter().map(|s| (*s).to_owned()));
     want.extend(follow.iter().map(|s| (*s).to_owned()));
     want.push(follow[0].to_owned());
-    assert_eq!(calls[pre..], want);
+    // Then the cluster is read once more, to measure what the round achieved.
+    assert_eq!(calls[pre..pre + want.len()], want);
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_failed_migration_the_report_gives_the_planned_and_the_achieved_imbalance() {
+    let api = scripted(101, failing("migration aborted"));
+    let plan = plan_of(&api, leave_a("b", "c"));
+    let planned = plan.imbalance_after;
+    let report = executor(&api, options()).execute(plan, &balance()).await;
+    assert_eq!(report.failed.len(), 1, "{report:?}");
+    assert_eq!(report.replans.len(), 1, "{report:?}");
+    let done: Vec<(u32, &str)> = report
+        .done
+        .iter()
+        .map(|d| (d.vmid, d.to.as_str()))
+        .collect();
+    assert_eq!(done, [(102, "b"), (105, "d")]);
+    assert_eq!(report.measure, flxp_core::balance::Measure::Spread);
+    assert_eq!(report.imbalance_planned, planned);
+    assert_eq!(planned, 10.9375);
+    // 102 and 105 (6 GiB each) left a for b and d: a 28 GiB, b 14, c 20, d 14 of 64 each, so
+    // the memory spread is 43.75 % − 21.875 % = 21.875 points, twice what the plan promised.
+    assert_eq!(report.imbalance_achieved, Some(21.875));
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["imbalance_planned"], 10.9375);
+    assert_eq!(json["imbalance_achieved"], 21.875);
+    assert_eq!(json["measure"], "spread");
 }
 
 #[tokio::test(start_paused = true)]

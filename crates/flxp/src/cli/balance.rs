@@ -216,17 +216,17 @@ pub fn unmet(plan: &Plan, goal: &Goal) -> Vec<String> {
         }
         return why;
     }
-    if !plan.violations_after.is_empty() {
+    // A rule waiting for a migration in flight is being fixed: the next run, once the guest has
+    // landed, moves the rest. Only the others leave the request unmet.
+    let broken = plan
+        .violations_after
+        .len()
+        .saturating_sub(plan.waiting.len());
+    if broken > 0 {
         // The budget stopped fixing: that is the cause, not that no node fits.
         why.push(match &plan.rules_stop {
-            Some(cause) => format!(
-                "{} broken rule(s) stay broken: {cause}",
-                plan.violations_after.len()
-            ),
-            None => format!(
-                "{} broken rule(s) cannot be fixed",
-                plan.violations_after.len()
-            ),
+            Some(cause) => format!("{broken} broken rule(s) stay broken: {cause}"),
+            None => format!("{broken} broken rule(s) cannot be fixed"),
         });
     }
     let balanced = plan

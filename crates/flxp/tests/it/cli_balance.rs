@@ -642,6 +642,40 @@ fn local_disks_count_in_the_bound_and_a_spread_left_above_the_threshold_exits_3(
     );
 }
 
+/// An affinity group split while a member migrates elsewhere waits for that migration: the
+/// plan names the rule as waiting, and exits 0 (the next run, once it landed, fixes the group).
+#[test]
+fn a_split_group_with_a_member_in_flight_waits_and_exits_0() {
+    let snapshot = r#"{"resources":[
+      {"type":"node","node":"a","status":"online","maxmem":68719476736,"mem":17179869184,"maxcpu":8,"cpu":0.1},
+      {"type":"node","node":"b","status":"online","maxmem":68719476736,"mem":17179869184,"maxcpu":8,"cpu":0.1},
+      {"type":"node","node":"c","status":"online","maxmem":68719476736,"mem":17179869184,"maxcpu":8,"cpu":0.1},
+      {"type":"qemu","vmid":101,"node":"a","status":"running","maxmem":4294967296,"mem":2147483648,
+       "maxcpu":2,"cpu":0.1,"lock":"migrate","tags":"flxp.affinity.web"},
+      {"type":"qemu","vmid":102,"node":"b","status":"running","maxmem":4294967296,"mem":2147483648,
+       "maxcpu":2,"cpu":0.1,"tags":"flxp.affinity.web"}],
+      "tasks":[{"upid":"UPID:a:00001234:00005678:00002700:qmigrate:101:root@pam:","node":"a",
+        "type":"qmigrate","id":"101","starttime":9900,"target":"c"}],
+      "time":10000}"#;
+    let (_dir, path) = temp_file("inflight.json", snapshot);
+    let (code, out, _) = on_file("balance", &path, &[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(
+            "\nwaiting for migrations in flight (1; the next run fixes them once they land):\n  \
+             flxp.affinity.web waits for the migration in flight of 101\n"
+        ),
+        "{out}"
+    );
+    let (code, out, _) = on_file("balance", &path, &["--json"]);
+    assert_eq!(code, 0);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert!(v["unmet"].is_null(), "met: no `unmet` list");
+    assert_eq!(v["violations_after"].as_array().map(Vec::len), Some(1));
+    assert_eq!(v["waiting"][0]["violation"]["rule"], "flxp.affinity.web");
+    assert_eq!(v["waiting"][0]["in_flight"], serde_json::json!([101]));
+}
+
 /// The headline names the actual stop reason: the migration budget,
 /// or HA guests in motion for the pve-* methods.
 #[test]
