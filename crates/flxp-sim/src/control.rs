@@ -272,8 +272,7 @@ async fn records(
 /// {...}}`, as in a trace; `{}` removes it).
 async fn set_model(State(sim): State<Sim>, Path(vmid): Path<u32>, bytes: Bytes) -> Reply {
     let model: crate::load::GuestModel = body(&bytes)?;
-    crate::load::model::check_model(&model)
-        .map_err(|(path, msg)| ApiError::param(&path, msg))?;
+    crate::load::model::check_model(&model).map_err(|(path, msg)| ApiError::param(&path, msg))?;
     let mut w = sim.world();
     if !w.guests.contains_key(&vmid) {
         return Err(ApiError::die(format!("no such guest {vmid}")));

@@ -174,8 +174,7 @@ pub fn generate(family: Family, scenario: &Scenario, seed: u64, days: u32) -> Tr
                         for day in 0..days {
                             for _ in 0..rng.int(3, 6) {
                                 cpu.spikes.push(Spike {
-                                    at: f64::from(day) * DAY
-                                        + (rng.int(0, 1439) * 60) as f64,
+                                    at: f64::from(day) * DAY + (rng.int(0, 1439) * 60) as f64,
                                     minutes: rng.int(5, 30) as u32,
                                     height: rng.range(0.5, 0.9),
                                 });

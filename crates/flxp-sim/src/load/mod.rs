@@ -7,4 +7,6 @@ pub mod trace;
 
 pub use generate::{Family, generate};
 pub use model::{GuestModel, Signal, Spike, Wave, Window};
-pub use trace::{CreateEvent, DeleteEvent, Event, MaintenanceEvent, MaintenanceVia, ModelEvent, Trace};
+pub use trace::{
+    CreateEvent, DeleteEvent, Event, MaintenanceEvent, MaintenanceVia, ModelEvent, Trace,
+};

@@ -201,7 +201,10 @@ pub fn check_model(m: &GuestModel) -> Result<(), (String, String)> {
             return bad("level", format!("must be a fraction 0..1, got {}", s.level));
         }
         if !(s.noise.is_finite() && s.noise >= 0.0) {
-            return bad("noise", format!("must be a non-negative fraction, got {}", s.noise));
+            return bad(
+                "noise",
+                format!("must be a non-negative fraction, got {}", s.noise),
+            );
         }
         if !s.growth_per_day.is_finite() {
             return bad("growth_per_day", "must be a number".into());
@@ -258,16 +261,28 @@ mod tests {
         };
         assert!(office.contains(MONDAY + 8.0 * 3600.0));
         assert!(!office.contains(MONDAY + 18.0 * 3600.0));
-        assert!(!office.contains(MONDAY + 5.0 * DAY + 10.0 * 3600.0), "Saturday");
+        assert!(
+            !office.contains(MONDAY + 5.0 * DAY + 10.0 * 3600.0),
+            "Saturday"
+        );
         let night = Window {
             from: 22.0,
             to: 2.0,
             add: 0.5,
             days: Some(vec![4]),
         };
-        assert!(night.contains(MONDAY + 4.0 * DAY + 23.0 * 3600.0), "Friday 23:00");
-        assert!(night.contains(MONDAY + 5.0 * DAY + 3600.0), "Saturday 01:00 is Friday's night");
-        assert!(!night.contains(MONDAY + 4.0 * DAY + 3600.0), "Friday 01:00 is Thursday's");
+        assert!(
+            night.contains(MONDAY + 4.0 * DAY + 23.0 * 3600.0),
+            "Friday 23:00"
+        );
+        assert!(
+            night.contains(MONDAY + 5.0 * DAY + 3600.0),
+            "Saturday 01:00 is Friday's night"
+        );
+        assert!(
+            !night.contains(MONDAY + 4.0 * DAY + 3600.0),
+            "Friday 01:00 is Thursday's"
+        );
     }
 
     #[test]
@@ -284,18 +299,32 @@ mod tests {
         };
         let v = |t: f64| s.value(1, 100, Resource::Cpu, MONDAY, MONDAY + t);
         assert_eq!(v(59.0), 0.2 + 0.1 * 0.0);
-        assert_eq!(v(60.0), 0.2 + 0.1 * 60.0 / DAY + 0.5, "the spike starts at its minute");
+        assert_eq!(
+            v(60.0),
+            0.2 + 0.1 * 60.0 / DAY + 0.5,
+            "the spike starts at its minute"
+        );
         assert_eq!(v(179.0), 0.2 + 0.1 * 120.0 / DAY + 0.5);
-        assert_eq!(v(180.0), 0.2 + 0.1 * 180.0 / DAY, "and ends two minutes later");
+        assert_eq!(
+            v(180.0),
+            0.2 + 0.1 * 180.0 / DAY,
+            "and ends two minutes later"
+        );
         assert_eq!(v(DAY * 3.0), 0.2 + 0.3);
         assert_eq!(v(DAY * 30.0), 1.0, "clamped");
     }
 
     #[test]
     fn noise_is_seeded_and_bounded() {
-        let a: Vec<f64> = (0..100).map(|m| noise_draw(7, 100, Resource::Cpu, m)).collect();
-        let b: Vec<f64> = (0..100).map(|m| noise_draw(7, 100, Resource::Cpu, m)).collect();
-        let c: Vec<f64> = (0..100).map(|m| noise_draw(8, 100, Resource::Cpu, m)).collect();
+        let a: Vec<f64> = (0..100)
+            .map(|m| noise_draw(7, 100, Resource::Cpu, m))
+            .collect();
+        let b: Vec<f64> = (0..100)
+            .map(|m| noise_draw(7, 100, Resource::Cpu, m))
+            .collect();
+        let c: Vec<f64> = (0..100)
+            .map(|m| noise_draw(8, 100, Resource::Cpu, m))
+            .collect();
         assert_eq!(a, b);
         assert_ne!(a, c);
         assert!(a.iter().all(|v| (-1.0..1.0).contains(v)));

@@ -192,7 +192,10 @@ impl Trace {
             }
             if let Some(c) = &e.create {
                 if c.cores == 0 {
-                    return Err(trace_error(format!("{at}.create.cores"), "must be at least 1"));
+                    return Err(trace_error(
+                        format!("{at}.create.cores"),
+                        "must be at least 1",
+                    ));
                 }
                 if c.memory < 16 {
                     return Err(trace_error(

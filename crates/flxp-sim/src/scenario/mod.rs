@@ -165,7 +165,9 @@ impl Scenario {
         crate::faults::check(&self.sim.faults, "sim.faults")?;
         if let Some(t) = &self.sim.trace {
             t.check().map_err(|e| match e {
-                Error::Trace { path, message } => Error::scenario(format!("sim.trace.{path}"), message),
+                Error::Trace { path, message } => {
+                    Error::scenario(format!("sim.trace.{path}"), message)
+                }
                 other => other,
             })?;
         }

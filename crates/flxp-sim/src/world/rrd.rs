@@ -179,10 +179,12 @@ impl Archive {
     /// row, `Some(NaN)` when the row has no data for the field.
     fn get(&self, end: i64, f: usize, max: bool) -> Option<f64> {
         if end == self.open_end {
-            return self.open_values().nth(f).map(|(a, m)| if max { m } else { a });
+            return self
+                .open_values()
+                .nth(f)
+                .map(|(a, m)| if max { m } else { a });
         }
-        if self.data.is_empty() || end < self.front_end || (end - self.front_end) % self.step != 0
-        {
+        if self.data.is_empty() || end < self.front_end || (end - self.front_end) % self.step != 0 {
             return None;
         }
         let row = ((end - self.front_end) / self.step) as usize;
@@ -342,15 +344,13 @@ impl Series {
             let mut row = BTreeMap::new();
             row.insert("time".to_string(), end as f64);
             for (f, name) in fields.iter().enumerate() {
-                let v = archive
-                    .and_then(|a| a.get(end, f, max))
-                    .or_else(|| {
-                        // Before the first row, a series that reaches back forever shows its
-                        // first values.
-                        (end < earliest)
-                            .then(|| self.backfill.as_ref()?.get(f).copied())
-                            .flatten()
-                    });
+                let v = archive.and_then(|a| a.get(end, f, max)).or_else(|| {
+                    // Before the first row, a series that reaches back forever shows its
+                    // first values.
+                    (end < earliest)
+                        .then(|| self.backfill.as_ref()?.get(f).copied())
+                        .flatten()
+                });
                 if let Some(v) = v.filter(|v| !v.is_nan()) {
                     row.insert((*name).to_string(), v);
                 }
@@ -496,7 +496,11 @@ mod tests {
         assert_eq!(s.archives[0].rows(), 1440, "a day of minutes");
         assert_eq!(s.value_at(2999.5 * 60.0), Some(&[2999.0][..]));
         let hour = s.rows(&["v"], 2999.0 * 60.0, Timeframe::Hour, false);
-        assert_eq!(hour[59].get("v"), Some(2998.0), "the minute ending at 2999 min");
+        assert_eq!(
+            hour[59].get("v"),
+            Some(2998.0),
+            "the minute ending at 2999 min"
+        );
     }
 
     #[test]

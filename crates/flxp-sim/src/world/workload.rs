@@ -106,7 +106,10 @@ impl World {
             return;
         };
         let mut config = BTreeMap::new();
-        config.insert("name".to_string(), c.name.clone().unwrap_or(format!("vm-{vmid}")));
+        config.insert(
+            "name".to_string(),
+            c.name.clone().unwrap_or(format!("vm-{vmid}")),
+        );
         config.insert("cores".to_string(), c.cores.to_string());
         config.insert("memory".to_string(), c.memory.to_string());
         config.insert("net0".to_string(), "virtio,bridge=vmbr0".to_string());
@@ -136,7 +139,10 @@ impl World {
             .filter(|n| n.online)
             .max_by_key(|n| {
                 let used = table.get(&n.name).map_or(0, |s| s.mem);
-                (n.maxmem.saturating_sub(used), std::cmp::Reverse(n.name.clone()))
+                (
+                    n.maxmem.saturating_sub(used),
+                    std::cmp::Reverse(n.name.clone()),
+                )
             })
             .map(|n| n.name.clone())
     }
@@ -197,8 +203,16 @@ impl World {
 
     /// Notes a guest that now exists (a create or clone task ended well).
     pub(crate) fn note_created(&mut self, task: usize, vmid: u32) {
-        let user = self.tasks.get(task).map(|t| t.user.clone()).unwrap_or_default();
-        let node = self.guests.get(&vmid).map(|g| g.node.clone()).unwrap_or_default();
+        let user = self
+            .tasks
+            .get(task)
+            .map(|t| t.user.clone())
+            .unwrap_or_default();
+        let node = self
+            .guests
+            .get(&vmid)
+            .map(|g| g.node.clone())
+            .unwrap_or_default();
         let time = self.now;
         self.records.lifecycle(LifecycleRecord {
             time,
@@ -211,7 +225,11 @@ impl World {
 
     /// Notes a guest deleted by `task` from `node`, and drops its model.
     pub(crate) fn note_deleted(&mut self, task: usize, vmid: u32, node: String) {
-        let user = self.tasks.get(task).map(|t| t.user.clone()).unwrap_or_default();
+        let user = self
+            .tasks
+            .get(task)
+            .map(|t| t.user.clone())
+            .unwrap_or_default();
         let time = self.now;
         self.load.models.remove(&vmid);
         self.records.lifecycle(LifecycleRecord {
