@@ -66,7 +66,10 @@ impl World {
             cancelled: Default::default(),
             bulk: Vec::new(),
             ha_round_pending: false,
-            load: super::LoadState::default(),
+            load: super::LoadState {
+                next_sample: ((start / 60.0).floor() + 1.0) * 60.0,
+                ..super::LoadState::default()
+            },
             records: super::Records::default(),
         };
         world.build_nodes(scenario)?;

@@ -244,7 +244,8 @@ impl World {
         let now_ms = (now * 1000.0).floor() as i64;
         let mut applied = false;
         loop {
-            let minute = ((self.now / 60.0).floor() + 1.0) * 60.0;
+            // The next minute to sample (an event landing on a minute boundary does not skip it).
+            let minute = self.load.next_sample;
             let minute_ms = (minute * 1000.0).round() as i64;
             let due = self
                 .events
@@ -264,6 +265,7 @@ impl World {
                 applied = true;
             } else if minute <= now {
                 self.now = minute;
+                self.load.next_sample = minute + 60.0;
                 self.sample_minute();
             } else {
                 break;

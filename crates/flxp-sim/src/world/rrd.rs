@@ -155,6 +155,13 @@ impl Archive {
         if self.data.is_empty() {
             self.front_end = self.open_end;
         }
+        // Grow by 64 rows at a time, exactly: doubling would leave up to half of a full
+        // archive unused, on every series of a large cluster.
+        let stride = self.stride();
+        if self.data.len() + stride > self.data.capacity() {
+            let rows = (self.cap + 1).saturating_sub(self.rows()).clamp(1, 64);
+            self.data.reserve_exact(rows * stride);
+        }
         let values: Vec<(f64, f64)> = self.open_values().collect();
         for (avg, _) in &values {
             self.data.push_back(*avg as f32);
@@ -165,7 +172,6 @@ impl Archive {
             }
         }
         if self.rows() > self.cap {
-            let stride = self.stride();
             self.data.drain(..stride);
             self.front_end += self.step;
         }

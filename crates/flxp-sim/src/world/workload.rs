@@ -26,6 +26,8 @@ pub struct LoadState {
     pub models: BTreeMap<u32, GuestModel>,
     /// The trace's events, by index (scheduled as [`Action::Trace`]).
     pub events: Vec<Event>,
+    /// The next whole minute to sample, epoch seconds.
+    pub next_sample: f64,
 }
 
 impl World {
@@ -44,6 +46,7 @@ impl World {
             seed: trace.seed,
             models,
             events: trace.events.clone(),
+            next_sample: self.load.next_sample,
         };
         for (index, e) in trace.events.iter().enumerate() {
             self.schedule(start + e.at, Action::Trace { index });

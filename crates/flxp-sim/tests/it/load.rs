@@ -293,6 +293,13 @@ async fn the_workload_driver_creates_and_deletes_guests_at_their_time() {
     assert!(events[1].1 > 900.0 && events[1].1 < 960.0, "{events:?}");
 
     advance_to(&s, START + 1201.0).await;
+    // Events on minute boundaries (300, 900 and 1200 s after a start 40 s into its minute are
+    // not) and between them leave no minute unsampled.
+    let minutes = records(&s, 0.0).await["node_samples"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(minutes, 3 * 20, "{minutes}");
     let notes = s.get_data("/nodes/pve3/config").await;
     assert!(
         notes["description"]
@@ -305,7 +312,11 @@ async fn the_workload_driver_creates_and_deletes_guests_at_their_time() {
 
 #[tokio::test(start_paused = true)]
 async fn a_day_jump_samples_every_minute_and_requests_are_counted() {
-    let s = TestSim::cluster();
+    // A model change due exactly on a minute boundary must not take that minute's sample.
+    let s = with_trace(json!({"events": [
+        {"at": 20, "model": {"vmid": 100, "model": {"cpu": {"level": 0.5}}}},
+        {"at": 80, "model": {"vmid": 100, "model": {"cpu": {"level": 0.6}}}}
+    ]}));
     s.get("/cluster/resources").await.assert_ok();
     s.get("/cluster/resources").await.assert_ok();
     advance_to(&s, START_MINUTE + 86_400.0).await;
@@ -398,4 +409,72 @@ fn a_malformed_trace_is_refused_naming_the_json_path() {
         Scenario::from_value(doc).unwrap_err().to_string(),
         "invalid scenario at sim.trace.models.100.mem.windows[0].to: must be an hour 0..24, got 30"
     );
+}
+
+#[test]
+fn the_trace_schema_names_every_field_of_the_format() {
+    let schema: Value =
+        serde_json::from_str(include_str!("../../trace.schema.json")).expect("valid JSON");
+    let keys = |v: &Value| -> Vec<String> {
+        let mut k: Vec<String> = v["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        k.sort();
+        k
+    };
+    let defs = &schema["$defs"];
+    let full = json!({
+        "family": "x", "seed": 1,
+        "models": {"100": {"cpu": {"level": 0.1, "idle": true, "daily": {"amplitude": 0.1, "peak": 1},
+            "weekly": {"amplitude": 0.1, "peak": 1},
+            "windows": [{"from": 1, "to": 2, "add": 0.1, "days": [0]}], "noise": 0.1,
+            "spikes": [{"at": 1, "minutes": 1, "height": 0.1}], "growth_per_day": 0.1},
+            "mem": {"level": 0.1}}},
+        "events": [
+            {"at": 1, "create": {"vmid": 700, "node": "pve1", "name": "n", "cores": 1, "memory": 64,
+                                  "disk_gib": 1, "tags": "t", "model": {}}},
+            {"at": 1, "delete": {"vmid": 700}},
+            {"at": 1, "maintenance": {"node": "pve1", "enable": true, "via": "note"}},
+            {"at": 1, "model": {"vmid": 100, "model": {}}}
+        ]
+    });
+    // The document parses, and writes back every field the schema describes.
+    let trace = Trace::from_json(&full.to_string()).unwrap();
+    let back: Value = serde_json::from_str(&trace.to_json()).unwrap();
+    let names = |v: &Value| -> Vec<String> {
+        let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    assert_eq!(keys(&schema), names(&back));
+    assert_eq!(keys(&defs["signal"]), names(&back["models"]["100"]["cpu"]));
+    assert_eq!(keys(&defs["model"]), names(&back["models"]["100"]));
+    assert_eq!(
+        keys(&defs["window"]),
+        names(&back["models"]["100"]["cpu"]["windows"][0])
+    );
+    assert_eq!(
+        keys(&defs["spike"]),
+        names(&back["models"]["100"]["cpu"]["spikes"][0])
+    );
+    assert_eq!(
+        keys(&defs["wave"]),
+        names(&back["models"]["100"]["cpu"]["daily"])
+    );
+    assert_eq!(keys(&defs["create"]), names(&back["events"][0]["create"]));
+    assert_eq!(keys(&defs["delete"]), names(&back["events"][1]["delete"]));
+    assert_eq!(
+        keys(&defs["maintenance"]),
+        names(&back["events"][2]["maintenance"])
+    );
+    assert_eq!(
+        keys(&defs["model_change"]),
+        names(&back["events"][3]["model"])
+    );
+    let mut event = keys(&defs["event"]);
+    event.retain(|k| k != "at");
+    assert_eq!(event, ["create", "delete", "maintenance", "model"]);
 }
