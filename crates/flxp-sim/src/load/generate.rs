@@ -93,7 +93,7 @@ fn guests(scenario: &Scenario) -> Vec<u32> {
 
 /// A trace of `family` for the scenario's guests over `days` days, the same for equal seeds.
 pub fn generate(family: Family, scenario: &Scenario, seed: u64, days: u32) -> Trace {
-    let mut rng = Rng(seed ^ 0x5EED_0F_7ACE);
+    let mut rng = Rng(seed ^ 0x005E_ED0F_7ACE);
     let ids = guests(scenario);
     let mut models = BTreeMap::new();
     let mut events = Vec::new();

@@ -1,5 +1,5 @@
 //! Load that moves over time: usage models per guest ([`model`]), traces of models and workload
-//! events ([`trace`]), and generators of traces ([`generate`]).
+//! events ([`trace`]), and generators of traces ([`generate()`]).
 
 pub mod generate;
 pub mod model;

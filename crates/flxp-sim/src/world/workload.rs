@@ -24,7 +24,7 @@ pub struct LoadState {
     pub seed: u64,
     /// Models by VMID (a guest's model follows it wherever it runs).
     pub models: BTreeMap<u32, GuestModel>,
-    /// The trace's events, by index (scheduled as [`Action::Trace`]).
+    /// The trace's events, by index (each scheduled at its time).
     pub events: Vec<Event>,
     /// The next whole minute to sample, epoch seconds.
     pub next_sample: f64,
