@@ -51,15 +51,12 @@ struct Rng(u64);
 impl Rng {
     fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        super::model::mix64(self.0)
     }
 
     /// Uniform in `lo..hi`, rounded to 3 decimals (readable traces).
     fn range(&mut self, lo: f64, hi: f64) -> f64 {
-        let u = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
+        let u = super::model::unit(self.next());
         ((lo + u * (hi - lo)) * 1000.0).round() / 1000.0
     }
 

@@ -118,20 +118,28 @@ pub fn hour_of_day(t: f64) -> f64 {
     t.rem_euclid(DAY) / 3600.0
 }
 
+/// The splitmix64 finaliser: a well-mixed 64-bit value of `z`.
+pub(crate) fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// 53 random bits of `z` as a float in `0..1`.
+pub(crate) fn unit(z: u64) -> f64 {
+    (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
 /// A deterministic draw in `-1..1` for (seed, guest, resource, minute).
 pub fn noise_draw(seed: u64, vmid: u32, resource: Resource, minute: i64) -> f64 {
-    let mut z = seed
+    let z = seed
         ^ (u64::from(vmid)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
         ^ (minute as u64).wrapping_mul(0xD1B5_4A32_D192_ED03)
         ^ match resource {
             Resource::Cpu => 0x1234_5678,
             Resource::Mem => 0x8765_4321_0000,
         };
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^= z >> 31;
-    // 53 random bits to a float in 0..1, then to -1..1.
-    ((z >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+    unit(mix64(z)) * 2.0 - 1.0
 }
 
 impl Signal {

@@ -397,10 +397,7 @@ impl World {
     /// A deterministic 64-bit value from the world's generator.
     pub(crate) fn next_random(&mut self) -> u64 {
         self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.rng;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        crate::load::model::mix64(self.rng)
     }
 
     /// A new MAC address with Proxmox's default prefix `BC:24:11`.
