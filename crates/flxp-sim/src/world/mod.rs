@@ -372,6 +372,11 @@ impl World {
 
     /// Records the current statistics into the RRD history.
     pub fn record(&mut self) {
+        self.record_stats();
+    }
+
+    /// [`World::record`], answering the node statistics it recorded.
+    pub(crate) fn record_stats(&mut self) -> BTreeMap<String, NodeStats> {
         let now = self.now;
         let table = self.node_stats_all();
         let nodes: Vec<(String, Vec<f64>)> = table
@@ -392,6 +397,7 @@ impl World {
         for (id, created, v) in guests {
             self.history.push_guest(id, created, now, v);
         }
+        table
     }
 
     /// A deterministic 64-bit value from the world's generator.

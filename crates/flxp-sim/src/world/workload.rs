@@ -247,9 +247,8 @@ impl World {
     /// The sample of a simulated minute: statistics into the RRD archives, nodes into the
     /// records.
     pub(crate) fn sample_minute(&mut self) {
-        self.record();
+        let table = self.record_stats();
         let time = self.now.round() as i64;
-        let table = self.node_stats_all();
         let mut running: BTreeMap<&str, u32> = BTreeMap::new();
         for g in self.guests.values().filter(|g| g.running) {
             *running.entry(g.node.as_str()).or_default() += 1;
