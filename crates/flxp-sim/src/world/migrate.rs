@@ -189,6 +189,7 @@ impl World {
                 GuestKind::Lxc => "CT",
             };
             let task = self.start_task(&req.node, "hamigrate", &req.vmid.to_string(), &req.user);
+            self.records.ha_requested(req.vmid, &req.user);
             let now = self.now;
             self.tasks.log(
                 task,
@@ -446,7 +447,10 @@ impl World {
             &plan.target,
         );
         let upid = self.upid(task);
+        // The HA manager migrates as root@pam; whoever asked it is the requester.
+        let requested_by = self.records.ha_requests.remove(&plan.vmid);
         self.records.migration_started(super::MigrationRecord {
+            requested_by,
             vmid: plan.vmid,
             from: g.node.clone(),
             to: plan.target.clone(),

@@ -31,8 +31,12 @@ pub struct MigrationRecord {
     pub end: Option<f64>,
     /// Bytes copied: memory of a live migration plus local disks.
     pub bytes: u64,
-    /// Who started it (`root@pam`, `flxp@pve!daemon`).
+    /// Who started it (`root@pam`, `flxp@pve!daemon`; the HA manager's are `root@pam`).
     pub user: String,
+    /// For a migration by the HA manager: who asked for it (an `hamigrate` task or the HA
+    /// resource's `migrate`/`relocate` call); absent for its own moves (failback, recovery).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requested_by: Option<String>,
     /// The task's UPID.
     pub upid: String,
     /// Whether the guest landed (absent while it runs).
@@ -109,6 +113,8 @@ pub struct Records {
     pub requests: BTreeMap<RequestKey, u64>,
     /// Requests per simulated hour (epoch seconds of its start) and user.
     pub requests_per_hour: BTreeMap<(i64, String), u64>,
+    /// Who last asked the HA manager to move a guest, until it does.
+    pub ha_requests: BTreeMap<u32, String>,
 }
 
 impl Records {
@@ -118,6 +124,11 @@ impl Records {
         if self.migrations.len() > MAX_MIGRATIONS {
             self.migrations.pop_front();
         }
+    }
+
+    /// Notes that `user` asked the HA manager to move guest `vmid`.
+    pub fn ha_requested(&mut self, vmid: u32, user: &str) {
+        self.ha_requests.insert(vmid, user.to_string());
     }
 
     /// Notes the end of the migration with task `upid`.

@@ -318,7 +318,8 @@ impl World {
             return vec![f64::NAN; super::rrd::NODE_FIELDS.len()];
         };
         vec![
-            s.used_cores,
+            // The load average counts tasks waiting for a CPU too: demand, not what is served.
+            s.cpu_demand,
             f64::from(node.maxcpu),
             s.cpu,
             0.002,

@@ -185,6 +185,10 @@ async fn pressure_rises_when_demand_passes_capacity() {
     let last = rows.last().unwrap();
     assert!((last["pressurecpusome"].as_f64().unwrap() - psi).abs() < 1e-4);
     assert_eq!(last["cpu"], 1.0);
+    assert!(
+        (last["loadavg"].as_f64().unwrap() - demand).abs() < 1e-4,
+        "waiting tasks count"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -477,4 +481,18 @@ fn the_trace_schema_names_every_field_of_the_format() {
     let mut event = keys(&defs["event"]);
     event.retain(|k| k != "at");
     assert_eq!(event, ["create", "delete", "maintenance", "model"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_ha_migration_is_recorded_with_who_asked_for_it() {
+    let s = TestSim::cluster();
+    s.ha_migrate_110_to_pve2().await;
+    crate::support::sleep(30.0).await;
+    let r = records(&s, 0.0).await;
+    let m = r["migrations"].as_array().unwrap();
+    assert_eq!(m.len(), 1, "{m:?}");
+    assert_eq!(m[0]["vmid"], 110);
+    assert_eq!(m[0]["user"], "root@pam", "the HA manager moves it");
+    assert_eq!(m[0]["requested_by"], "root@pam!test");
+    assert_eq!(m[0]["ok"], true);
 }
