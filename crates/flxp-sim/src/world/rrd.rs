@@ -64,7 +64,8 @@ const RECENT_POINTS: usize = 64;
 const PDP_STEP: i64 = 60;
 
 /// Archives of the PVE 9 RRD layout (pve-cluster `src/pmxcfs/status.c`): (steps of 60 s per
-/// row, rows). Each row holds the average and the maximum of its primary data points.
+/// row, rows). Each row holds the average and the maximum of its primary data points; with the
+/// layout's xff of 0.5, a row with fewer than half of its points known is unknown.
 const ARCHIVES: [(i64, usize); 4] = [(1, 1440), (30, 1440), (360, 1440), (10_080, 570)];
 
 /// One round-robin archive: consecutive rows of `step` seconds, oldest first, plus the row being
@@ -117,6 +118,11 @@ impl Archive {
 
     /// Adds the primary data point of the minute ending at `end`.
     fn feed(&mut self, end: i64, pdp: &[f64]) {
+        self.feed_n(end, pdp, 1);
+    }
+
+    /// Adds `n` equal primary data points, the last of them ending at `end` (all in one row).
+    fn feed_n(&mut self, end: i64, pdp: &[f64], n: u32) {
         let row_end = end.div_euclid(self.step) * self.step
             + if end.rem_euclid(self.step) == 0 {
                 0
@@ -128,9 +134,9 @@ impl Archive {
             self.open_end = row_end;
         }
         for (f, v) in pdp.iter().enumerate().take(self.fields) {
-            if !v.is_nan() {
-                self.sum[f] += v;
-                self.count[f] += 1;
+            if !v.is_nan() && n > 0 {
+                self.sum[f] += v * f64::from(n);
+                self.count[f] += n;
                 self.max[f] = self.max[f].max(*v);
             }
         }
@@ -138,8 +144,9 @@ impl Archive {
 
     /// The open row's values (average, maximum) per field.
     fn open_values(&self) -> impl Iterator<Item = (f64, f64)> + '_ {
-        (0..self.fields).map(|f| {
-            if self.count[f] == 0 {
+        let pdps = (self.step / PDP_STEP) as f64;
+        (0..self.fields).map(move |f| {
+            if self.count[f] == 0 || f64::from(self.count[f]) < 0.5 * pdps {
                 (f64::NAN, f64::NAN)
             } else {
                 (self.sum[f] / f64::from(self.count[f]), self.max[f])
@@ -284,8 +291,19 @@ impl Series {
             return;
         }
         if self.folded == f64::NEG_INFINITY {
-            // A series reaching back forever starts folding at the minute it is first seen.
-            self.folded = (t / PDP_STEP as f64).floor() * PDP_STEP as f64;
+            // A series reaching back forever starts folding at the minute it is first seen;
+            // the earlier minutes of each archive's first row held its first values.
+            let minute = (t / PDP_STEP as f64).floor() as i64 * PDP_STEP;
+            self.folded = minute as f64;
+            if let Some(first) = &self.backfill {
+                for a in &mut self.archives {
+                    let row_start = minute.div_euclid(a.step) * a.step;
+                    let before = ((minute - row_start) / PDP_STEP) as u32;
+                    if before > 0 {
+                        a.feed_n(minute, first, before);
+                    }
+                }
+            }
         }
         let mut done: Vec<(i64, Vec<f64>)> = Vec::new();
         while self.folded < t {
@@ -490,6 +508,32 @@ mod tests {
         let max = s.rows(&["v"], 7200.0, Timeframe::Week, true);
         let row = max.iter().find(|r| r.get("time") == Some(3600.0)).cloned();
         assert_eq!(row.and_then(|r| r.get("v")), Some(59.0));
+    }
+
+    #[test]
+    fn a_row_needs_half_its_minutes_and_a_series_from_before_fills_its_first_row() {
+        // A guest that appears 10 minutes before a half hour ends: that row is unknown (10 of
+        // 30 minutes known, xff 0.5); the next one is not.
+        let mut fresh = Series::default();
+        fresh.push(1800.0 - 600.0, vec![1.0]);
+        fresh.advance_to(3600.0);
+        let week = fresh.rows(&["v"], 3600.0, Timeframe::Week, false);
+        let at = |rows: &[RrdRow], end: f64| {
+            rows.iter()
+                .find(|r| r.get("time") == Some(end))
+                .and_then(|r| r.get("v"))
+        };
+        assert_eq!(at(&week, 1800.0), None);
+        assert_eq!(at(&week, 3600.0), Some(1.0));
+
+        // A scenario's series reaches back: seen first 20 minutes into a half hour with 1, then
+        // 4 from there on, its row averages 20 minutes of 1 and 10 of 4.
+        let mut old = Series::default();
+        old.push(f64::NEG_INFINITY, vec![1.0]);
+        old.push(1200.0, vec![4.0]);
+        old.advance_to(1800.0);
+        let week = old.rows(&["v"], 1800.0, Timeframe::Week, false);
+        assert_eq!(at(&week, 1800.0), Some(2.0));
     }
 
     #[test]
