@@ -190,6 +190,16 @@ impl Trace {
                     "needs exactly one of create, delete, maintenance, model",
                 ));
             }
+            let vmid = e
+                .create
+                .as_ref()
+                .and_then(|c| c.vmid.map(|v| ("create", v)))
+                .or(e.delete.as_ref().map(|d| ("delete", d.vmid)))
+                .or(e.model.as_ref().map(|m| ("model", m.vmid)));
+            if let Some((action, v)) = vmid {
+                parse_vmid(&v.to_string())
+                    .map_err(|msg| trace_error(format!("{at}.{action}.vmid"), msg))?;
+            }
             if let Some(c) = &e.create {
                 if c.cores == 0 {
                     return Err(trace_error(

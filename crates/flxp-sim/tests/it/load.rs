@@ -397,6 +397,10 @@ fn a_malformed_trace_is_refused_naming_the_json_path() {
             .starts_with("invalid trace at models.100.cpu.levle: unknown field `levle`"),
     );
     assert_eq!(
+        err(r#"{"events": [{"at": 1, "delete": {"vmid": 42}}]}"#),
+        "invalid trace at events[0].delete.vmid: '42' is not a VMID (100..999999999)"
+    );
+    assert_eq!(
         err(r#"{"events": [{"at": 1}]}"#),
         "invalid trace at events[0]: needs exactly one of create, delete, maintenance, model"
     );
