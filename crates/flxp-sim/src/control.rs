@@ -27,6 +27,8 @@ pub fn routes(r: Router<Sim>) -> Router<Sim> {
             get(faults).put(set_faults).delete(clear_faults),
         )
         .route("/_sim/advance", post(advance))
+        .route("/_sim/records", get(records))
+        .route("/_sim/guests/{vmid}/model", post(set_model))
 }
 
 fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ApiError> {
@@ -49,7 +51,7 @@ async fn state(State(sim): State<Sim>) -> Reply {
 /// The whole world as JSON.
 pub fn state_json(w: &World) -> Value {
     let table = w.node_stats_all();
-    let cpu_of = |node: &str| table.get(node).map_or(0.0, |s| s.cpu);
+    let cpu_of = |node: &str| table.get(node).map_or(Default::default(), |s| s.load());
     let nodes: Vec<Value> = w
         .nodes
         .values()
@@ -72,7 +74,7 @@ pub fn state_json(w: &World) -> Value {
             json!({
                 "vmid": g.vmid, "type": g.kind.as_str(), "node": g.node, "name": g.name(),
                 "running": g.running, "lock": g.lock(), "tags": g.tags(), "template": g.is_template(),
-                "cpu": g.usage.cpu, "mem": g.usage.mem, "memhost": s.memhost, "maxmem": s.maxmem,
+                "cpu": w.demand(g).cpu, "mem": w.demand(g).mem, "memhost": s.memhost, "maxmem": s.maxmem,
                 "maxcpu": s.maxcpu, "pool": g.pool, "config": Config::shown(g.config.values.clone()),
                 "pending": Config::shown(g.config.pending.clone()), "digest": g.config.digest(),
             })
@@ -243,4 +245,43 @@ async fn advance(State(sim): State<Sim>, bytes: Bytes) -> Reply {
     sim.clock().advance(b.seconds);
     let w = sim.world();
     Ok(Data::value(json!({"time": w.now})))
+}
+
+/// Query of `GET /_sim/records`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecordsQuery {
+    /// Simulated epoch seconds; default everything.
+    since: Option<f64>,
+}
+
+/// `GET /_sim/records?since=T`: what happened from simulated time `T` on (migrations, node
+/// samples per minute, creations and deletions, API requests).
+async fn records(
+    State(sim): State<Sim>,
+    axum::extract::Query(q): axum::extract::Query<RecordsQuery>,
+) -> Reply {
+    let since = q.since.unwrap_or(f64::NEG_INFINITY);
+    let w = sim.world();
+    let mut v = w.records.since(since);
+    v["time"] = json!(w.now);
+    Ok(Data::value(v))
+}
+
+/// `POST /_sim/guests/{vmid}/model`: replaces a guest's usage model (`{"cpu": {...}, "mem":
+/// {...}}`, as in a trace; `{}` removes it).
+async fn set_model(State(sim): State<Sim>, Path(vmid): Path<u32>, bytes: Bytes) -> Reply {
+    let model: crate::load::GuestModel = body(&bytes)?;
+    crate::load::model::check_model(&model).map_err(|(path, msg)| ApiError::param(&path, msg))?;
+    let mut w = sim.world();
+    if !w.guests.contains_key(&vmid) {
+        return Err(ApiError::die(format!("no such guest {vmid}")));
+    }
+    if model.cpu.is_none() && model.mem.is_none() {
+        w.load.models.remove(&vmid);
+    } else {
+        w.load.models.insert(vmid, model);
+    }
+    w.record();
+    Ok(Data::null())
 }

@@ -22,6 +22,15 @@ pub enum Error {
         /// What is wrong there.
         message: String,
     },
+    /// A trace (usage models and workload events) is not valid JSON or breaks a rule; `path`
+    /// names the offending field (`events[3].create.cores`).
+    #[error("invalid trace{}: {message}", if path.is_empty() { String::new() } else { format!(" at {path}") })]
+    Trace {
+        /// JSON path of the offending field.
+        path: String,
+        /// What is wrong there.
+        message: String,
+    },
     /// An API token given on the command line or in the scenario is malformed.
     #[error("invalid API token {token}: {message}")]
     Token {

@@ -28,6 +28,7 @@ pub mod control;
 mod error;
 pub mod faults;
 pub mod http;
+pub mod load;
 pub mod scenario;
 pub mod schema;
 mod server;

@@ -69,6 +69,11 @@ impl WorldGuard<'_> {
         &mut self.inner.world.faults
     }
 
+    /// The records, to count a request: they change nothing derived from the world.
+    pub fn records_mut(&mut self) -> &mut crate::world::Records {
+        &mut self.inner.world.records
+    }
+
     /// Whether the storage use is summed and kept (for tests of when it is dropped).
     pub fn storage_use_kept(&self) -> bool {
         self.inner.storage_use.is_some()

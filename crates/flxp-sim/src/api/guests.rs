@@ -90,12 +90,12 @@ fn list(kind: GuestKind, sim: &Sim, call: Call) -> Reply {
     let w = sim.world();
     let node = call.params.node()?;
     w.node(&node)?;
-    let node_cpu = w.node_stats(&node).cpu;
+    let node_load = w.node_stats(&node).load();
     let out: Vec<_> = w
         .guests
         .values()
         .filter(|g| g.kind == kind && g.node == node)
-        .map(|g| w.guest_list_entry_in(g, node_cpu))
+        .map(|g| w.guest_list_entry_in(g, node_load))
         .collect();
     Data::of(&out)
 }

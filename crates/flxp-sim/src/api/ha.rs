@@ -216,6 +216,9 @@ fn move_resource(State(sim): State<Sim>, call: Call, relocate: bool) -> Reply {
             HaRequest::Migrate(node.clone())
         };
         w.ha_request(&sid, request);
+        if let Some(vmid) = sid.split_once(':').and_then(|(_, id)| id.parse().ok()) {
+            w.records_mut().ha_requested(vmid, &call.user());
+        }
     }
     Data::of(&HaMigrateResponse {
         sid: Some(sid),

@@ -22,7 +22,12 @@ fn members(w: &World, pool: &str, kind: Option<&str>) -> Vec<Resource> {
         .values()
         .filter(|g| g.pool.as_deref() == Some(pool))
         .filter(|g| kind.is_none_or(|k| k == g.kind.as_str()))
-        .map(|g| w.guest_resource_in(g, table.get(&g.node).map_or(0.0, |s| s.cpu)))
+        .map(|g| {
+            w.guest_resource_in(
+                g,
+                table.get(&g.node).map_or(Default::default(), |s| s.load()),
+            )
+        })
         .collect()
 }
 

@@ -96,6 +96,12 @@ impl Scenario {
         synthetic::scenario(nodes, guests, seed)
     }
 
+    /// Runs `trace` (usage models and workload events) in this scenario, replacing any.
+    pub fn set_trace(&mut self, trace: crate::load::Trace) -> Result<()> {
+        self.sim.trace = Some(trace);
+        self.validate()
+    }
+
     /// Adds an accepted API token (`USER@REALM!ID=SECRET`), e.g. from `--token`.
     pub fn add_token(&mut self, token: &str) -> Result<()> {
         TokenSpec::parse(token, false)?;
@@ -157,6 +163,14 @@ impl Scenario {
             }
         }
         crate::faults::check(&self.sim.faults, "sim.faults")?;
+        if let Some(t) = &self.sim.trace {
+            t.check().map_err(|e| match e {
+                Error::Trace { path, message } => {
+                    Error::scenario(format!("sim.trace.{path}"), message)
+                }
+                other => other,
+            })?;
+        }
         crate::world::World::build(self, 0.0).map(|_| ())
     }
 

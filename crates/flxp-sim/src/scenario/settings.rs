@@ -68,6 +68,8 @@ pub struct SimSection {
     /// Faults active from the start.
     #[serde(skip_serializing_if = "FaultSpec::is_empty")]
     pub faults: FaultSpec,
+    /// Usage models and workload events (`trace.schema.json`); times count from the start.
+    pub trace: Option<crate::load::Trace>,
 }
 
 /// A user that may log in.

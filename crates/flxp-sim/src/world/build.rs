@@ -66,6 +66,11 @@ impl World {
             cancelled: Default::default(),
             bulk: Vec::new(),
             ha_round_pending: false,
+            load: super::LoadState {
+                next_sample: ((start / 60.0).floor() + 1.0) * 60.0,
+                ..super::LoadState::default()
+            },
+            records: super::Records::default(),
         };
         world.build_nodes(scenario)?;
         world.build_storages(scenario)?;
@@ -88,6 +93,11 @@ impl World {
                     );
                 }
             }
+        }
+        if let Some(trace) = &sim.trace {
+            world
+                .load_trace(trace, start)
+                .map_err(|(path, msg)| Error::scenario(format!("sim.trace.{path}"), msg))?;
         }
         world.record();
         Ok(world)

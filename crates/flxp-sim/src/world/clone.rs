@@ -252,6 +252,7 @@ impl World {
                 g.config.values.remove("lock");
             }
             self.tasks.finish(task, now, Ok(()));
+            self.note_created(task, newid);
         } else {
             self.tasks
                 .finish(task, now, Err(format!("clone failed: VM {newid} vanished")));

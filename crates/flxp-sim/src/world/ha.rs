@@ -143,7 +143,8 @@ impl World {
     fn ha_pick_node(&self, sid: &str, exclude: &str) -> Option<String> {
         let vmid: u32 = sid.split_once(':')?.1.parse().ok()?;
         let guest = self.guests.get(&vmid)?;
-        let need = guest.host_mem().max(guest.usage.mem);
+        let d = self.demand(guest);
+        let need = d.host_mem.max(d.mem);
         let affinity = self.ha_node_affinity(sid);
         let mut best: Option<(i64, u64, String)> = None;
         for n in self.nodes.values() {

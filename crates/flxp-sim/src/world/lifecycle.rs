@@ -306,6 +306,7 @@ impl World {
             g.running = true;
             g.started_at = now;
         }
+        self.note_created(task, vmid);
         self.finish_and_settle_ha(task, vmid);
     }
 
@@ -532,7 +533,9 @@ impl World {
 
     pub(crate) fn on_destroy_end(&mut self, task: usize, vmid: u32) {
         let now = self.now;
-        self.guests.remove(&vmid);
+        if let Some(g) = self.guests.remove(&vmid) {
+            self.note_deleted(task, vmid, g.node);
+        }
         self.reservations.remove(&vmid);
         self.history.forget_guest(vmid);
         self.tasks.finish(task, now, Ok(()));

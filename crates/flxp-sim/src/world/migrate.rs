@@ -189,6 +189,7 @@ impl World {
                 GuestKind::Lxc => "CT",
             };
             let task = self.start_task(&req.node, "hamigrate", &req.vmid.to_string(), &req.user);
+            self.records.ha_requested(req.vmid, &req.user);
             let now = self.now;
             self.tasks.log(
                 task,
@@ -392,7 +393,8 @@ impl World {
             }
         }
         let needs_memory = g.running;
-        let cost = g.host_mem().max(if g.running { g.usage.mem } else { 0 });
+        let d = self.demand(&g);
+        let cost = d.host_mem.max(if g.running { d.mem } else { 0 });
         if needs_memory && self.free_mem(&plan.target) < cost {
             let msg = "start failed: QEMU exited with code 1".to_owned();
             self.tasks.log_stamped(
@@ -444,6 +446,21 @@ impl World {
             live,
             &plan.target,
         );
+        let upid = self.upid(task);
+        // The HA manager migrates as root@pam; whoever asked it is the requester.
+        let requested_by = self.records.ha_requests.remove(&plan.vmid);
+        self.records.migration_started(super::MigrationRecord {
+            requested_by,
+            vmid: plan.vmid,
+            from: g.node.clone(),
+            to: plan.target.clone(),
+            start: now,
+            end: None,
+            bytes,
+            user: plan.user.clone(),
+            upid,
+            ok: None,
+        });
         let fail = self.faults.migration_failure(plan.vmid);
         let end = if fail.is_some() {
             now + duration / 2.0
@@ -587,6 +604,8 @@ impl World {
                 guest.started_at = now;
             }
         }
+        let upid = self.upid(task);
+        self.records.migration_ended(&upid, now, failure.is_none());
         match failure {
             Some(msg) => {
                 tracing::info!(vmid, to = %target, reason = %msg, "migration failed");

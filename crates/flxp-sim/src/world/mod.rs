@@ -20,11 +20,13 @@ mod lifecycle;
 mod migrate;
 mod node;
 mod power;
+mod records;
 mod resize;
 mod rrd;
 mod stats;
 mod storage_use;
 mod views;
+mod workload;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -40,10 +42,12 @@ pub use ha::{HaRequest, HaResourceConf, HaState, ServiceStatus};
 pub use lifecycle::{ConfigChange, PowerOp};
 pub use migrate::MigrateRequest;
 pub use node::{Node, Pool, Storage};
+pub use records::{LifecycleRecord, MigrationRecord, NodeSample, Records, RequestKey};
 pub use resize::ResizeRequest;
-pub use rrd::{GUEST_FIELDS, History, NODE_FIELDS, Timeframe};
-pub use stats::{GuestStats, NodeStats};
+pub use rrd::{GUEST_FIELDS, History, NODE_FIELDS, Series, Timeframe};
+pub use stats::{Demand, GuestStats, NodeLoad, NodeStats};
 pub use storage_use::StorageUse;
+pub use workload::{LoadState, WORKLOAD_USER};
 
 use crate::ApiError;
 use crate::faults::Faults;
@@ -131,6 +135,10 @@ pub(crate) enum Action {
     NodePowerOff { node: String, reboot: bool },
     /// A woken or rebooting node is online again.
     NodeBooted { node: String },
+    /// A trace event is due.
+    Trace { index: usize },
+    /// The workload driver tries (again) to delete a guest.
+    WorkloadDelete { vmid: u32, tries: u32 },
 }
 
 impl Action {
@@ -148,7 +156,9 @@ impl Action {
             | Action::HaFence { .. }
             | Action::HaRound
             | Action::NodePowerOff { .. }
-            | Action::NodeBooted { .. } => None,
+            | Action::NodeBooted { .. }
+            | Action::Trace { .. }
+            | Action::WorkloadDelete { .. } => None,
         }
     }
 }
@@ -201,6 +211,10 @@ pub struct World {
     pub history: History,
     /// Memory reserved on migration targets: VMID → (target, bytes).
     pub reservations: BTreeMap<u32, (String, u64)>,
+    /// Usage models and trace events.
+    pub load: LoadState,
+    /// What happened, for measuring a run (`/_sim/records`).
+    pub records: Records,
     events: BinaryHeap<Reverse<Scheduled>>,
     seq: u64,
     rng: u64,
@@ -222,23 +236,40 @@ impl World {
     }
 
     /// Applies every event due up to `now`, in time order, then sets the world's time to `now`
-    /// (time never runs backwards). Returns whether any event was applied (anything but the
-    /// time changed).
+    /// (time never runs backwards). Every simulated minute passed on the way is sampled (RRD
+    /// archives, node records) at its own time, after the events due by then, so a jump of a
+    /// day fills them as if the day had passed. Returns whether any event was applied (anything
+    /// but the time and the figures of usage models changed).
     pub fn advance(&mut self, now: f64) -> bool {
         let now_ms = (now * 1000.0).floor() as i64;
         let mut applied = false;
-        while self.events.peek().is_some_and(|e| e.0.due_ms <= now_ms) {
-            let Some(Reverse(event)) = self.events.pop() else {
+        loop {
+            // The next minute to sample (an event landing on a minute boundary does not skip it).
+            let minute = self.load.next_sample;
+            let minute_ms = (minute * 1000.0).round() as i64;
+            let due = self
+                .events
+                .peek()
+                .is_some_and(|e| e.0.due_ms <= now_ms && e.0.due_ms <= minute_ms);
+            if due {
+                let Some(Reverse(event)) = self.events.pop() else {
+                    break;
+                };
+                let at = event.due_ms as f64 / 1000.0;
+                if at > self.now {
+                    self.now = at;
+                }
+                self.apply(event.action);
+                self.bulk_step();
+                self.record();
+                applied = true;
+            } else if minute <= now {
+                self.now = minute;
+                self.load.next_sample = minute + 60.0;
+                self.sample_minute();
+            } else {
                 break;
-            };
-            let at = event.due_ms as f64 / 1000.0;
-            if at > self.now {
-                self.now = at;
             }
-            self.apply(event.action);
-            self.bulk_step();
-            self.record();
-            applied = true;
         }
         if now > self.now {
             self.now = now;
@@ -283,6 +314,8 @@ impl World {
             Action::HaRound => self.on_ha_round(),
             Action::NodePowerOff { node, reboot } => self.on_node_power_off(&node, reboot),
             Action::NodeBooted { node } => self.on_node_booted(&node),
+            Action::Trace { index } => self.on_trace_event(index),
+            Action::WorkloadDelete { vmid, tries } => self.workload_delete(vmid, tries),
         }
     }
 
@@ -303,6 +336,7 @@ impl World {
             .finish(index, now, Err("interrupted by signal".into()));
         self.cancelled.insert(index);
         if matches!(task.kind.as_str(), "qmigrate" | "vzmigrate") {
+            self.records.migration_ended(upid, now, false);
             if let Ok(vmid) = task.id.parse::<u32>() {
                 self.reservations.remove(&vmid);
                 if let Some(g) = self.guests.get_mut(&vmid) {
@@ -338,6 +372,11 @@ impl World {
 
     /// Records the current statistics into the RRD history.
     pub fn record(&mut self) {
+        self.record_stats();
+    }
+
+    /// [`World::record`], answering the node statistics it recorded.
+    pub(crate) fn record_stats(&mut self) -> BTreeMap<String, NodeStats> {
         let now = self.now;
         let table = self.node_stats_all();
         let nodes: Vec<(String, Vec<f64>)> = table
@@ -348,8 +387,8 @@ impl World {
             .guests
             .values()
             .map(|g| {
-                let node_cpu = table.get(&g.node).map_or(0.0, |s| s.cpu);
-                (g.vmid, g.created_at, self.guest_rrd_values(g, node_cpu))
+                let node = table.get(&g.node).map_or(NodeLoad::default(), |s| s.load());
+                (g.vmid, g.created_at, self.guest_rrd_values(g, node))
             })
             .collect();
         for (n, v) in nodes {
@@ -358,15 +397,13 @@ impl World {
         for (id, created, v) in guests {
             self.history.push_guest(id, created, now, v);
         }
+        table
     }
 
     /// A deterministic 64-bit value from the world's generator.
     pub(crate) fn next_random(&mut self) -> u64 {
         self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.rng;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        crate::load::model::mix64(self.rng)
     }
 
     /// A new MAC address with Proxmox's default prefix `BC:24:11`.

@@ -1,6 +1,8 @@
 //! What nodes and guests use right now, derived from the world: a node's usage is its base usage
 //! plus the running guests on it (plus memory reserved by incoming migrations); pressure rises
-//! with load above a threshold on top of each entity's base pressure.
+//! with load above a threshold on top of each entity's base pressure, and with demand beyond
+//! capacity (an overcommitted node's guests get less CPU than they ask for, the shortfall shows
+//! as CPU pressure; memory beyond the node's as memory and I/O pressure).
 
 use std::collections::BTreeMap;
 
@@ -16,9 +18,10 @@ struct Acc {
 }
 
 impl Acc {
-    fn add(&mut self, g: &Guest, host_cpus: u32) {
-        self.cores += g.usage.cpu * g.maxcpu(host_cpus);
-        self.mem = self.mem.saturating_add(g.host_mem());
+    fn add(&mut self, w: &World, g: &Guest, host_cpus: u32) {
+        let d = w.demand(g);
+        self.cores += d.cpu * g.maxcpu(host_cpus);
+        self.mem = self.mem.saturating_add(d.host_mem);
         self.netin += g.usage.netin_rate;
         self.netout += g.usage.netout_rate;
     }
@@ -39,6 +42,46 @@ pub struct NodeStats {
     pub netout: f64,
     /// Current pressure.
     pub pressure: Pressure,
+    /// Cores asked for by the base load and the running guests (may exceed `maxcpu`).
+    pub cpu_demand: f64,
+    /// Memory asked for, bytes (may exceed `maxmem`; `mem` is capped there).
+    pub mem_demand: u64,
+}
+
+impl NodeStats {
+    /// What a guest on this node sees of its load.
+    pub fn load(&self) -> NodeLoad {
+        let over = if self.cpu_demand > self.used_cores && self.cpu_demand > 0.0 {
+            (self.cpu_demand - self.used_cores) / self.cpu_demand
+        } else {
+            0.0
+        };
+        NodeLoad {
+            cpu: self.cpu,
+            unserved: over,
+        }
+    }
+}
+
+/// A node's load as its guests feel it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct NodeLoad {
+    /// CPU load, fraction of the node's CPUs.
+    pub cpu: f64,
+    /// Share of the CPU demand the node cannot serve (0 unless overcommitted): every guest gets
+    /// `1 - unserved` of what it asks for.
+    pub unserved: f64,
+}
+
+/// What a guest asks for right now (its model's figures, or the fixed ones).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Demand {
+    /// CPU, fraction of its vCPUs.
+    pub cpu: f64,
+    /// Guest-reported memory, bytes.
+    pub mem: u64,
+    /// Host memory, bytes.
+    pub host_mem: u64,
 }
 
 /// A guest's current statistics.
@@ -72,6 +115,15 @@ pub struct GuestStats {
     pub pressure: Pressure,
 }
 
+/// Share of `demand` beyond `capacity` (0 when it fits).
+fn excess(demand: f64, capacity: f64) -> f64 {
+    if demand > capacity && demand > 0.0 {
+        (demand - capacity) / demand
+    } else {
+        0.0
+    }
+}
+
 /// Pressure added by load above `threshold` (0 below it, 50 % at full load).
 fn load_term(load: f64, threshold: f64) -> f64 {
     if load > threshold {
@@ -87,7 +139,7 @@ impl World {
     pub fn node_stats(&self, name: &str) -> NodeStats {
         let mut acc = Acc::default();
         for g in self.guests.values().filter(|g| g.node == name && g.running) {
-            acc.add(g, self.nodes.get(name).map(|n| n.maxcpu).unwrap_or(1));
+            acc.add(self, g, self.nodes.get(name).map(|n| n.maxcpu).unwrap_or(1));
         }
         self.finish_node_stats(name, acc)
     }
@@ -97,7 +149,9 @@ impl World {
         let mut accs: BTreeMap<&str, Acc> = BTreeMap::new();
         for g in self.guests.values().filter(|g| g.running) {
             let host_cpus = self.nodes.get(&g.node).map(|n| n.maxcpu).unwrap_or(1);
-            accs.entry(g.node.as_str()).or_default().add(g, host_cpus);
+            accs.entry(g.node.as_str())
+                .or_default()
+                .add(self, g, host_cpus);
         }
         self.nodes
             .keys()
@@ -119,6 +173,8 @@ impl World {
                 netin: 0.0,
                 netout: 0.0,
                 pressure: Pressure::default(),
+                cpu_demand: 0.0,
+                mem_demand: 0,
             };
         };
         let cores = node.base_cpu + acc.cores;
@@ -130,20 +186,26 @@ impl World {
         }
         let maxcpu = f64::from(node.maxcpu.max(1));
         let cpu = (cores / maxcpu).clamp(0.0, 1.0);
+        let mem_demand = mem;
         let mem = mem.min(node.maxmem);
         let mem_frac = if node.maxmem > 0 {
             mem as f64 / node.maxmem as f64
         } else {
             0.0
         };
+        // Shares of demand the node cannot serve: they stall tasks, as PSI measures.
+        let cpu_over = excess(cores, maxcpu);
+        let mem_over = excess(mem_demand as f64, node.maxmem as f64);
         let base = node.pressure;
         let pressure = Pressure {
-            cpu_some: (base.cpu_some + load_term(cpu, 0.8)).min(100.0),
+            cpu_some: (base.cpu_some + load_term(cpu, 0.8) * 0.4 + 100.0 * cpu_over).min(100.0),
             cpu_full: 0.0,
-            io_some: base.io_some,
-            io_full: base.io_full,
-            memory_some: (base.memory_some + load_term(mem_frac, 0.9)).min(100.0),
-            memory_full: (base.memory_full + load_term(mem_frac, 0.95) / 2.0).min(100.0),
+            io_some: (base.io_some + 50.0 * mem_over).min(100.0),
+            io_full: (base.io_full + 25.0 * mem_over).min(100.0),
+            memory_some: (base.memory_some + load_term(mem_frac, 0.9) + 100.0 * mem_over)
+                .min(100.0),
+            memory_full: (base.memory_full + load_term(mem_frac, 0.95) / 2.0 + 50.0 * mem_over)
+                .min(100.0),
         };
         NodeStats {
             cpu,
@@ -152,6 +214,8 @@ impl World {
             netin: acc.netin,
             netout: acc.netout,
             pressure,
+            cpu_demand: cores,
+            mem_demand,
         }
     }
 
@@ -165,40 +229,74 @@ impl World {
 
     /// The statistics of a guest (one pass over the guests for its node's load).
     pub fn guest_stats(&self, g: &Guest) -> GuestStats {
-        let node_cpu = if g.running {
-            self.node_stats(&g.node).cpu
+        let node = if g.running {
+            self.node_stats(&g.node).load()
         } else {
-            0.0
+            NodeLoad::default()
         };
-        self.guest_stats_in(g, node_cpu)
+        self.guest_stats_in(g, node)
     }
 
-    /// The statistics of a guest whose node runs at `node_cpu` (fraction).
-    pub fn guest_stats_in(&self, g: &Guest, node_cpu: f64) -> GuestStats {
+    /// What a guest asks for now: its usage model at the world's time, else its fixed figures.
+    pub fn demand(&self, g: &Guest) -> Demand {
+        let model = self.load.models.get(&g.vmid);
+        let at = |s: &crate::load::Signal, r| {
+            s.value(self.load.seed, g.vmid, r, self.load.start, self.now)
+        };
+        let cpu = model
+            .and_then(|m| m.cpu.as_ref())
+            .map_or(g.usage.cpu, |s| at(s, crate::load::model::Resource::Cpu));
+        match model.and_then(|m| m.mem.as_ref()) {
+            Some(s) => {
+                let mem = (at(s, crate::load::model::Resource::Mem) * g.maxmem() as f64) as u64;
+                Demand {
+                    cpu,
+                    mem,
+                    host_mem: mem,
+                }
+            }
+            None => Demand {
+                cpu,
+                mem: g.usage.mem,
+                host_mem: g.host_mem(),
+            },
+        }
+    }
+
+    /// The statistics of a guest whose node is loaded as `node` says.
+    pub fn guest_stats_in(&self, g: &Guest, node: NodeLoad) -> GuestStats {
         let host_cpus = self.nodes.get(&g.node).map(|n| n.maxcpu).unwrap_or(1);
         let uptime = g.uptime(self.now);
         let counter = |rate: f64| (rate * uptime as f64) as u64;
+        let d = self.demand(g);
         let node_cpu_term = if g.running {
-            load_term(node_cpu, 0.8)
+            load_term(node.cpu, 0.8)
         } else {
             0.0
         };
         let base = g.usage.pressure;
         let pressure = if g.running {
             Pressure {
-                cpu_some: (base.cpu_some + node_cpu_term + load_term(g.usage.cpu, 0.9) / 2.0)
+                cpu_some: (base.cpu_some
+                    + node_cpu_term
+                    + load_term(d.cpu, 0.9) / 2.0
+                    + 100.0 * node.unserved)
                     .min(100.0),
-                cpu_full: (base.cpu_full + node_cpu_term / 2.0).min(100.0),
+                cpu_full: (base.cpu_full + node_cpu_term / 2.0 + 50.0 * node.unserved).min(100.0),
                 ..base
             }
         } else {
             Pressure::default()
         };
         GuestStats {
-            cpu: if g.running { g.usage.cpu } else { 0.0 },
+            cpu: if g.running {
+                d.cpu * (1.0 - node.unserved)
+            } else {
+                0.0
+            },
             maxcpu: g.maxcpu(host_cpus),
-            mem: if g.running { g.usage.mem } else { 0 },
-            memhost: g.host_mem(),
+            mem: if g.running { d.mem } else { 0 },
+            memhost: d.host_mem,
             maxmem: g.maxmem(),
             disk: match g.kind {
                 GuestKind::Lxc => g.usage.disk,
@@ -220,7 +318,8 @@ impl World {
             return vec![f64::NAN; super::rrd::NODE_FIELDS.len()];
         };
         vec![
-            s.used_cores,
+            // The load average counts tasks waiting for a CPU too: demand, not what is served.
+            s.cpu_demand,
             f64::from(node.maxcpu),
             s.cpu,
             0.002,
@@ -243,11 +342,11 @@ impl World {
     }
 
     /// Guest RRD values in [`super::rrd::GUEST_FIELDS`] order (NaN while its node is offline).
-    pub(crate) fn guest_rrd_values(&self, g: &Guest, node_cpu: f64) -> Vec<f64> {
+    pub(crate) fn guest_rrd_values(&self, g: &Guest, node: NodeLoad) -> Vec<f64> {
         if !self.nodes.get(&g.node).is_some_and(|n| n.online) {
             return vec![f64::NAN; super::rrd::GUEST_FIELDS.len()];
         }
-        let s = self.guest_stats_in(g, node_cpu);
+        let s = self.guest_stats_in(g, node);
         let rate = |r: f64| if g.running { r } else { 0.0 };
         vec![
             s.maxcpu,

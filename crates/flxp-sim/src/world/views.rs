@@ -6,7 +6,7 @@ use flxp_core::snapshot::raw::{Ha, HaStatusEntry, NodeExtra, Resource, Volume};
 use flxp_core::units::MIB;
 use flxp_pve::types::GuestListEntry;
 
-use super::{Guest, GuestKind, Node, NodeStats, World};
+use super::{Guest, GuestKind, Node, NodeLoad, NodeStats, World};
 
 impl World {
     /// The `/cluster/resources` entry of a node (only id, node, status, level while offline).
@@ -60,13 +60,13 @@ impl World {
 
     /// The `/cluster/resources` entry of a guest.
     pub fn guest_resource(&self, g: &Guest) -> Resource {
-        self.guest_resource_in(g, self.node_stats(&g.node).cpu)
+        self.guest_resource_in(g, self.node_stats(&g.node).load())
     }
 
-    /// [`World::guest_resource`] for a guest whose node runs at `node_cpu`.
-    pub fn guest_resource_in(&self, g: &Guest, node_cpu: f64) -> Resource {
+    /// [`World::guest_resource`] for a guest whose node is loaded as `node` says.
+    pub fn guest_resource_in(&self, g: &Guest, node: NodeLoad) -> Resource {
         let node_online = self.nodes.get(&g.node).is_some_and(|n| n.online);
-        let s = self.guest_stats_in(g, node_cpu);
+        let s = self.guest_stats_in(g, node);
         let status = if !node_online {
             "unknown"
         } else if g.running {
@@ -132,7 +132,7 @@ impl World {
         let mut out = Vec::new();
         let want = |t: &str| filter.is_none() || filter == Some(t);
         let table = self.node_stats_all();
-        let cpu_of = |node: &str| table.get(node).map_or(0.0, |s| s.cpu);
+        let cpu_of = |node: &str| table.get(node).map_or(NodeLoad::default(), |s| s.load());
         if want("vm") {
             out.extend(
                 self.guests
@@ -274,12 +274,12 @@ impl World {
 
     /// An entry of `GET /nodes/{node}/qemu` or `/lxc`.
     pub fn guest_list_entry(&self, g: &Guest) -> GuestListEntry {
-        self.guest_list_entry_in(g, self.node_stats(&g.node).cpu)
+        self.guest_list_entry_in(g, self.node_stats(&g.node).load())
     }
 
-    /// [`World::guest_list_entry`] for a guest whose node runs at `node_cpu`.
-    pub fn guest_list_entry_in(&self, g: &Guest, node_cpu: f64) -> GuestListEntry {
-        let s = self.guest_stats_in(g, node_cpu);
+    /// [`World::guest_list_entry`] for a guest whose node is loaded as `node` says.
+    pub fn guest_list_entry_in(&self, g: &Guest, node: NodeLoad) -> GuestListEntry {
+        let s = self.guest_stats_in(g, node);
         let p = s.pressure;
         let qemu = g.kind == GuestKind::Qemu;
         GuestListEntry {

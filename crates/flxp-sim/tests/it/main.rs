@@ -14,6 +14,7 @@ mod envelope;
 mod faults;
 mod ha;
 mod invariant;
+mod load;
 mod migrate;
 mod nextid;
 mod power;

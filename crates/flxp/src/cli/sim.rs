@@ -14,10 +14,26 @@ use flxp_sim::{Scenario, Sim, TlsIdentity};
 // A negative number is a value the parser names its option for, not an unknown flag.
 #[command(after_long_help = STORAGE_HELP, allow_negative_numbers = true)]
 pub struct Args {
+    /// `trace FAMILY`: print a generated trace instead of serving.
+    #[command(subcommand)]
+    pub command: Option<SimCommand>,
     /// Scenario file: a Contract 1 snapshot plus an optional `sim` section (`demo` for the
     /// built-in demo world when no such file exists).
+    #[arg(long, value_name = "FILE", global = true)]
+    pub scenario: Option<PathBuf>,
+    /// Run a generated trace of this family (office-hours, night-batch, noisy-neighbours,
+    /// growth-churn) over the scenario's guests.
+    #[arg(long, value_name = "FAMILY", conflicts_with = "trace_file")]
+    pub trace: Option<String>,
+    /// Run the trace in this file (usage models and workload events, see GUIDE.md).
     #[arg(long, value_name = "FILE")]
-    pub scenario: PathBuf,
+    pub trace_file: Option<PathBuf>,
+    /// Seed of a generated trace.
+    #[arg(long, value_name = "N", default_value_t = 0, global = true)]
+    pub seed: u64,
+    /// Days a generated trace covers.
+    #[arg(long, value_name = "N", default_value_t = 7, global = true)]
+    pub days: u32,
     /// Address to listen on.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8006")]
     pub listen: SocketAddr,
@@ -30,6 +46,17 @@ pub struct Args {
     /// Simulated seconds per real second (overrides the scenario's `sim.time_scale`).
     #[arg(long, value_name = "FACTOR")]
     pub time_scale: Option<f64>,
+}
+
+/// What `flxp sim` does besides serving.
+#[derive(Debug, clap::Subcommand)]
+pub enum SimCommand {
+    /// Print a generated trace (JSON) for the scenario's guests, e.g. to edit it and run it
+    /// with `--trace-file`.
+    Trace {
+        /// office-hours, night-batch, noisy-neighbours or growth-churn.
+        family: String,
+    },
 }
 
 /// How a scenario describes storage (shown by `flxp sim --help`).
@@ -48,7 +75,28 @@ works without copying disks.";
 
 /// Runs `flxp sim`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let mut scenario = load(&args.scenario)?;
+    let Some(path) = args.scenario.clone() else {
+        return Err(super::UsageError("--scenario FILE is required (or `demo`)".into()).into());
+    };
+    let mut scenario = load(&path)?;
+    if let Some(SimCommand::Trace { family }) = &args.command {
+        let trace = flxp_sim::load::generate(family_of(family)?, &scenario, args.seed, args.days);
+        crate::output::say(trace.to_json());
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(family) = &args.trace {
+        let trace = flxp_sim::load::generate(family_of(family)?, &scenario, args.seed, args.days);
+        scenario
+            .set_trace(trace)
+            .context("running the generated trace")?;
+    }
+    if let Some(file) = &args.trace_file {
+        let trace = flxp_sim::load::Trace::load(file)
+            .with_context(|| format!("loading trace {}", file.display()))?;
+        scenario
+            .set_trace(trace)
+            .with_context(|| format!("running trace {}", file.display()))?;
+    }
     for t in &args.token {
         scenario
             .add_token(t)
@@ -79,6 +127,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .context("starting the async runtime")?;
     runtime.block_on(serve(args, sim, token))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The trace family called `name`, or a usage error listing them.
+fn family_of(name: &str) -> anyhow::Result<flxp_sim::load::Family> {
+    flxp_sim::load::Family::parse(name).ok_or_else(|| {
+        let names: Vec<&str> = flxp_sim::load::Family::ALL
+            .iter()
+            .map(|f| f.name())
+            .collect();
+        super::UsageError(format!(
+            "unknown trace family '{name}': expected one of {}",
+            names.join(", ")
+        ))
+        .into()
+    })
 }
 
 /// Reads the scenario file, or the built-in demo for `demo` when no such file exists.
