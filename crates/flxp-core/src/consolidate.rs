@@ -11,7 +11,9 @@
 //!   configured reserves kept) on the other remaining nodes;
 //! - the quorum floor: powering a node off does not lower Proxmox's expected votes (corosync counts
 //!   every configured node), so more than half of all the cluster's nodes must stay online;
-//! - the HA floor: at least `min-nodes` nodes that can take guests.
+//! - the HA floor: at least `min-nodes` nodes that can take guests;
+//! - no guest arriving: a node a running migration is taking a guest to is not empty (the guest
+//!   stays on its source until it lands, so an evacuation of the target would not move it).
 //!
 //! Every node that stays says why: the floor, a guest that fits nowhere else or may not move, the
 //! CPU ceiling, or the headroom.
@@ -129,6 +131,8 @@ pub enum KeptBecause {
     Required,
     /// Only an interrupted consolidation is finished now (`finish_only`): no new node is freed.
     Finishing,
+    /// A guest is migrating onto it: it is not empty, and will hold that guest once it lands.
+    Arriving,
 }
 
 /// A node the plan empties.
@@ -272,6 +276,8 @@ pub fn consolidate(
         let name = cluster.node(n).name.clone();
         if let Some(why) = required(n) {
             given_up.push(Kept::given_back(name, KeptBecause::Required, why));
+        } else if let Some(reason) = arriving(cluster, &[n]) {
+            given_up.push(Kept::given_back(name, KeptBecause::Arriving, &reason));
         } else if let Some((because, reason)) = grow(&mut resumed, n, &mut best)? {
             given_up.push(Kept::given_back(name, because, &reason));
         }
@@ -353,6 +359,10 @@ pub fn consolidate(
             kept.push(Kept::new(name, KeptBecause::Floor, reason));
             continue;
         }
+        if let Some(reason) = arriving(cluster, &[n]) {
+            kept.push(Kept::new(name, KeptBecause::Arriving, reason));
+            continue;
+        }
         if let Some(reason) = cooling(cluster, state, n, options.cooldown_secs) {
             kept.push(Kept::new(name, KeptBecause::Unmovable, reason));
             continue;
@@ -422,6 +432,29 @@ fn cooling(cluster: &Cluster, state: &State, n: NodeIdx, cooldown_secs: i64) -> 
                 )
             })
         })
+}
+
+/// Why the nodes of `nodes` are not empty though nothing is on them: a guest whose running
+/// migration takes it onto one of them (the last of `nodes` first), named with where it comes
+/// from; `None` when none is arriving. Such a guest is on its source until it lands, so an
+/// evacuation of its target does not move it, and a target switched off stops it.
+pub fn arriving(cluster: &Cluster, nodes: &[NodeIdx]) -> Option<String> {
+    let onto = |n: NodeIdx| {
+        cluster
+            .guests()
+            .iter()
+            .find(|g| g.migrating_to() == Some(n))
+    };
+    nodes.iter().rev().find_map(|&n| {
+        onto(n).map(|g| {
+            format!(
+                "guest {} is migrating onto {} (from {}): it holds the node once it lands",
+                g.label(),
+                cluster.node(n).name,
+                cluster.node(g.node).name
+            )
+        })
+    })
 }
 
 /// Numbers the plan's steps in the order they run: waves reorder the planning steps.
@@ -595,6 +628,9 @@ fn judge(
             ),
         };
         return Err((KeptBecause::NoRoom, reason));
+    }
+    if let Some(reason) = arriving(cluster, trial) {
+        return Err((KeptBecause::Arriving, reason));
     }
     let after = apply(cluster, state, plan);
     // A guest whose migration off its node is in flight (an interrupted run's, say) is leaving,
@@ -798,9 +834,13 @@ mod tests {
     use super::*;
     use crate::testutil::*;
 
+    fn placer() -> Placer {
+        Placer::new(PlacementOptions::default(), Vec::new()).unwrap()
+    }
+
     fn run(c: &Cluster, o: &ConsolidateOptions) -> Consolidation {
         let rules = Rules::compile(c);
-        let p = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+        let p = placer();
         consolidate(
             c,
             &rules,
@@ -1212,6 +1252,66 @@ mod tests {
         // Landing on another node being freed, it would still be stuck there.
         let c = run(&b_migrating_to("a"), &o);
         assert!(c.freed_names().iter().all(|n| n != "a"), "{:#?}", c.freed);
+    }
+
+    #[test]
+    fn a_node_a_guest_is_migrating_onto_is_not_freed_and_says_which_guest() {
+        // 105 runs on e and is migrating onto a (started by hand): a, the cheapest node, holds
+        // nothing yet, but is not empty.
+        let task = crate::snapshot::Task {
+            kind: Some("qmigrate".into()),
+            id: Some("105".into()),
+            node: Some("e".into()),
+            starttime: Some(1000),
+            target: Some("a".into()),
+            ..crate::snapshot::Task::default()
+        };
+        let mut b = ClusterBuilder::new();
+        for (i, n) in ["a", "b", "c", "d", "e"].iter().enumerate() {
+            let g = vm(101 + i as u32, n).mem(8 * GIB, 8 * GIB);
+            let g = if *n == "e" { g.locked("migrate") } else { g };
+            b = b.node(node(n)).guest(g);
+        }
+        let cluster = b.task(task).time(1010).build();
+        let c = run(&cluster, &ConsolidateOptions::default());
+        assert_eq!(c.freed_names(), vec!["b", "c"], "{:#?}", c.kept);
+        let a = c.kept.iter().find(|k| k.node == "a").unwrap();
+        assert_eq!(a.because, KeptBecause::Arriving, "{a:?}");
+        assert_eq!(
+            a.reason,
+            "guest 105 (qemu105) is migrating onto a (from e): it holds the node once it lands"
+        );
+        // The judge says so too, whatever tried the node: a set holding it is refused.
+        let hosts: Vec<NodeIdx> = cluster.node_indexes().collect();
+        let trial = [
+            cluster.node_idx("b").unwrap(),
+            cluster.node_idx("a").unwrap(),
+        ];
+        let rules = Rules::compile(&cluster);
+        let state = State::new(&cluster);
+        let plan = empty_plan(
+            &cluster,
+            &rules,
+            &state,
+            &placer(),
+            &EvacuateOptions::default(),
+        );
+        let why = judge(
+            &cluster,
+            &state,
+            &placer(),
+            &ConsolidateOptions::default(),
+            &hosts,
+            &trial,
+            &plan,
+        )
+        .unwrap_err();
+        assert_eq!(why.0, KeptBecause::Arriving);
+        assert!(
+            why.1.starts_with("guest 105 (qemu105) is migrating onto a"),
+            "{}",
+            why.1
+        );
     }
 
     /// n5's guest uses 7.2 of 8 CPUs. The reason n5 stays names that guest,
