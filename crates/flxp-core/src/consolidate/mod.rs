@@ -16,20 +16,45 @@
 //!   stays on its source until it lands, so an evacuation of the target would not move it).
 //!
 //! Every node that stays says why: the floor, a guest that fits nowhere else or may not move, the
-//! CPU ceiling, or the headroom.
+//! CPU ceiling, the headroom, or a guest arriving.
+//!
+//! On small clusters (guests × nodes at most [`EXACT_SIZE`]) each candidate is tried by planning
+//! the evacuation of it and every node freed before it anew. On larger ones that re-plan grows
+//! with the square of the nodes freed, so a candidate is tried by placing only its own guests on
+//! the state the nodes freed before leave ([`incremental`]); the plan is the sum of those steps.
+//! Either way the work is counted in units (a guest placed on one node's view; a sweep over the
+//! guests to judge a trial) against a deterministic budget ([`WORK`], raised by `effort-secs`):
+//! once it is spent no further node is tried, the rest say so, and the plan (safe, as every
+//! accepted step was judged) carries a warning of kind `budget-spent`.
+
+mod incremental;
 
 use serde::{Deserialize, Serialize};
 
 use crate::balance::draft::Draft;
 use crate::balance::planner::finish;
 use crate::balance::{EvacuateOptions, Plan};
+use crate::balance::{Skipped, Unplaced};
 use crate::cluster::{Cluster, MaintenanceSource, NodeIdx};
 use crate::constraints::Rules;
 use crate::evacuate::evacuate;
 use crate::placement::{PlacementOptions, Placer};
 use crate::state::State;
 use crate::units::fmt_bytes;
-use crate::{Error, Result};
+use crate::{Error, Result, Warning, WarningKind};
+
+/// Largest cluster (guests × candidate nodes) whose candidates are each tried by a full re-plan
+/// of every node freed so far; larger ones are tried incrementally (module doc).
+pub const EXACT_SIZE: usize = 20_000;
+/// Work units (module doc) a consolidation may spend by default: about five seconds on one core
+/// of the project's shared machine (some 3 million units a second; the 300-node benchmark
+/// cluster, 15,000 guests, needs 13 million).
+pub const WORK: u64 = 15_000_000;
+/// Work units per second of `effort-secs` (thorough mode raises the budget, never lowers it).
+const WORK_PER_SEC: f64 = 3_000_000.0;
+/// Most targets a try closes for the CPU ceiling before it gives up on the node (each closing
+/// plans the try again).
+const MAX_CLOSED: usize = 16;
 
 /// The limits of a consolidation (`[consolidate]` in the config file).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -63,6 +88,11 @@ pub struct ConsolidateOptions {
     /// switched off, no replica could act again).
     #[serde(skip)]
     pub keep: std::collections::BTreeMap<String, String>,
+    /// Seconds of work to allow beyond the default budget (`--effort`; 0: the default [`WORK`]).
+    pub effort_secs: f64,
+    /// The work budget in units, when set (tests and benchmarks); else from `effort_secs`.
+    #[serde(skip)]
+    pub work_budget: Option<u64>,
 }
 
 impl Default for ConsolidateOptions {
@@ -77,6 +107,8 @@ impl Default for ConsolidateOptions {
             finish_only: false,
             cooldown_secs: 0,
             keep: std::collections::BTreeMap::new(),
+            effort_secs: 0.0,
+            work_budget: None,
         }
     }
 }
@@ -92,6 +124,12 @@ impl ConsolidateOptions {
                 });
             }
         }
+        if !self.effort_secs.is_finite() || !(0.0..=86_400.0).contains(&self.effort_secs) {
+            return Err(Error::Option {
+                name: "consolidate.effort-secs".into(),
+                message: format!("must be from 0 to 86400 seconds, got {}", self.effort_secs),
+            });
+        }
         if self.min_nodes == 0 {
             return Err(Error::Option {
                 name: "consolidate.min-nodes".into(),
@@ -99,6 +137,12 @@ impl ConsolidateOptions {
             });
         }
         Ok(())
+    }
+
+    /// The work budget in units: `work_budget` when set, else [`WORK`] raised by `effort_secs`.
+    pub fn budget(&self) -> u64 {
+        self.work_budget
+            .unwrap_or_else(|| WORK.max((self.effort_secs * WORK_PER_SEC) as u64))
     }
 
     /// [`Self::validate`]. A `min-nodes` above the cluster's node count is no error: the plan
@@ -133,6 +177,8 @@ pub enum KeptBecause {
     Finishing,
     /// A guest is migrating onto it: it is not empty, and will hold that guest once it lands.
     Arriving,
+    /// The planner's work budget was spent before it was tried (`effort-secs` raises it).
+    Budget,
 }
 
 /// A node the plan empties.
@@ -179,6 +225,8 @@ pub struct Consolidation {
     pub min_online: usize,
     /// One sentence: what it frees.
     pub summary: String,
+    /// Work units the planner spent (module doc), against its budget.
+    pub work: u64,
 }
 
 impl Kept {
@@ -246,39 +294,43 @@ pub fn consolidate(
         emptied_as: MaintenanceSource::Consolidation,
         ..evacuate_options.clone()
     };
+    let per_node = NodeFacts::new(cluster, state, options.cooldown_secs);
+    let landing: Vec<crate::cluster::GuestIdx> = cluster
+        .guest_indexes()
+        .filter(|&g| cluster.guest(g).migrating_to().is_some())
+        .collect();
+    let mut search = Search::new(
+        Ctx {
+            cluster,
+            rules,
+            state,
+            placer,
+            ceiling: &ceiling,
+            options,
+            evac: &evac,
+            hosts: &hosts,
+            landing: &landing,
+        },
+        &per_node,
+    );
     // Finishing them must keep every limit too; else they are given up, each with its own
     // reason: tried one by one, so that one node's stuck guest does not keep another.
     let mut given_up: Vec<Kept> = Vec::new();
-    let mut best: Option<Plan> = None;
     let marked = std::mem::take(&mut resumed);
     let required = |n: NodeIdx| options.keep.get(&cluster.node(n).name);
-    // Frees the nodes of `set` and `n` together: `set` grows and `best` holds its plan, or why
-    // not.
-    let grow = |set: &mut Vec<NodeIdx>,
-                n: NodeIdx,
-                best: &mut Option<Plan>|
-     -> Result<Option<(KeptBecause, String)>> {
-        let trial = [set.as_slice(), &[n]].concat();
-        Ok(
-            match try_free(
-                cluster, rules, state, placer, &ceiling, options, &evac, &hosts, &trial,
-            )? {
-                Ok(plan) => {
-                    *set = trial;
-                    *best = Some(plan);
-                    None
-                }
-                Err(why) => Some(why),
-            },
-        )
-    };
     for n in marked {
         let name = cluster.node(n).name.clone();
         if let Some(why) = required(n) {
             given_up.push(Kept::given_back(name, KeptBecause::Required, why));
-        } else if let Some(reason) = arriving(cluster, &[n]) {
+        } else if let Some(reason) = per_node.arriving(n) {
             given_up.push(Kept::given_back(name, KeptBecause::Arriving, &reason));
-        } else if let Some((because, reason)) = grow(&mut resumed, n, &mut best)? {
+        } else if search.spent() {
+            given_up.push(Kept::given_back(
+                name,
+                KeptBecause::Budget,
+                &search.spent_words(),
+            ));
+        } else if let Some((because, reason)) = search.grow(&mut resumed, n)? {
             given_up.push(Kept::given_back(name, because, &reason));
         }
     }
@@ -306,7 +358,7 @@ pub fn consolidate(
     kept.append(&mut given_up);
     let mut order = hosts.clone();
     order.sort_by_cached_key(|&n| {
-        let (mem, count) = guests_on(cluster, state, n);
+        let (mem, count) = per_node.guests(n);
         (mem, count, cluster.node(n).name.clone())
     });
 
@@ -359,23 +411,39 @@ pub fn consolidate(
             kept.push(Kept::new(name, KeptBecause::Floor, reason));
             continue;
         }
-        if let Some(reason) = arriving(cluster, &[n]) {
+        if let Some(reason) = per_node.arriving(n) {
             kept.push(Kept::new(name, KeptBecause::Arriving, reason));
             continue;
         }
-        if let Some(reason) = cooling(cluster, state, n, options.cooldown_secs) {
+        if let Some(reason) = per_node.cooling(n) {
             kept.push(Kept::new(name, KeptBecause::Unmovable, reason));
             continue;
         }
-        if let Some((because, reason)) = grow(&mut freed, n, &mut best)? {
+        if search.spent() {
+            kept.push(Kept::new(name, KeptBecause::Budget, search.spent_words()));
+            continue;
+        }
+        if let Some((because, reason)) = search.grow(&mut freed, n)? {
             kept.push(Kept::new(name, because, reason));
         }
     }
 
-    let mut plan = match best {
+    let work = search.work;
+    let budget_spent = kept.iter().any(|k| k.because == KeptBecause::Budget);
+    let mut plan = match search.plan(&freed)? {
         Some(p) => p,
         None => empty_plan(cluster, rules, state, &ceiling, &evac),
     };
+    if budget_spent {
+        plan.warnings.push(
+            Warning::general(format!(
+                "work budget of {} units spent after {work}: the nodes not tried yet stay (raise \
+                 --effort to try them)",
+                options.budget()
+            ))
+            .with_kind(WarningKind::BudgetSpent),
+        );
+    }
     plan.method = crate::balance::PlanSource::Consolidate;
     renumber_steps(&mut plan);
     let freed: Vec<Freed> = freed
@@ -412,26 +480,195 @@ pub fn consolidate(
         nodes_online: online,
         min_online: quorum.max(options.min_nodes.min(hosts.len())),
         summary,
+        work,
     })
 }
 
-/// Why node `n` is not freed now: a guest on it migrated within the cooldown; `None` otherwise.
-fn cooling(cluster: &Cluster, state: &State, n: NodeIdx, cooldown_secs: i64) -> Option<String> {
-    let now = cluster.time.or_else(|| cluster.tasks.newest_time())?;
-    cluster
-        .guest_indexes()
-        .filter(|&g| state.location(g) == n)
-        .find_map(|g| {
+/// What every trial reads: the cluster, the limits and the nodes that can take guests.
+#[derive(Clone, Copy)]
+struct Ctx<'a> {
+    cluster: &'a Cluster,
+    rules: &'a Rules,
+    /// The state as the snapshot reports it.
+    state: &'a State,
+    /// The zone's pipeline (its reserves count for the headroom).
+    placer: &'a Placer,
+    /// The pipeline with the memory ceiling added to the reserves (targets are chosen with it).
+    ceiling: &'a Placer,
+    options: &'a ConsolidateOptions,
+    evac: &'a EvacuateOptions,
+    hosts: &'a [NodeIdx],
+    /// Guests migrating to a known node.
+    landing: &'a [crate::cluster::GuestIdx],
+}
+
+/// Per-node facts read once (each would be a sweep over every guest per node).
+struct NodeFacts {
+    /// Memory of the running guests and how many guests (any state), per node.
+    guests: Vec<(u64, usize)>,
+    /// Why a node is not freed now (a guest moved within the cooldown), per node.
+    cooling: Vec<Option<String>>,
+    /// Why a node is not empty though nothing is on it (a guest arriving), per node.
+    arriving: Vec<Option<String>>,
+}
+
+impl NodeFacts {
+    fn new(cluster: &Cluster, state: &State, cooldown_secs: i64) -> Self {
+        let n = cluster.nodes().len();
+        let mut guests = vec![(0u64, 0usize); n];
+        let mut cooling: Vec<Option<String>> = vec![None; n];
+        let now = cluster.time.or_else(|| cluster.tasks.newest_time());
+        for g in cluster.guest_indexes() {
             let guest = cluster.guest(g);
-            let ago = now - cluster.tasks.last_migration(guest.vmid)?;
-            (ago < cooldown_secs).then(|| {
-                format!(
-                    "guest {} migrated {} s ago, within the {cooldown_secs} s cooldown",
-                    guest.label(),
-                    ago.max(0)
-                )
-            })
+            let at = state.location(g).get();
+            guests[at].1 += 1;
+            if guest.running {
+                guests[at].0 += guest.mem_footprint();
+            }
+            if cooling[at].is_none() {
+                cooling[at] = now.and_then(|now| cooling_words(cluster, g, now, cooldown_secs));
+            }
+        }
+        let arriving = cluster
+            .node_indexes()
+            .map(|n| arriving(cluster, &[n]))
+            .collect();
+        Self {
+            guests,
+            cooling,
+            arriving,
+        }
+    }
+
+    fn guests(&self, n: NodeIdx) -> (u64, usize) {
+        self.guests[n.get()]
+    }
+
+    fn cooling(&self, n: NodeIdx) -> Option<String> {
+        self.cooling[n.get()].clone()
+    }
+
+    fn arriving(&self, n: NodeIdx) -> Option<String> {
+        self.arriving[n.get()].clone()
+    }
+}
+
+/// The trials, their work count, and (on large clusters) the incremental packing.
+struct Search<'a> {
+    ctx: Ctx<'a>,
+    facts: &'a NodeFacts,
+    /// Work units spent so far.
+    work: u64,
+    budget: u64,
+    /// The plan of the last accepted full re-plan (small clusters).
+    best: Option<Plan>,
+    /// The incremental packing (large clusters).
+    packer: Option<incremental::Packer<'a>>,
+}
+
+impl<'a> Search<'a> {
+    fn new(ctx: Ctx<'a>, facts: &'a NodeFacts) -> Self {
+        let size = ctx.cluster.guests().len().saturating_mul(ctx.hosts.len());
+        Self {
+            ctx,
+            facts,
+            work: 0,
+            budget: ctx.options.budget(),
+            best: None,
+            packer: (size > EXACT_SIZE).then(|| incremental::Packer::new(ctx)),
+        }
+    }
+
+    /// Whether the budget is spent: no further node is tried.
+    fn spent(&self) -> bool {
+        self.work >= self.budget
+    }
+
+    fn spent_words(&self) -> String {
+        format!(
+            "not tried: the planner's work budget of {} units was spent (raise --effort)",
+            self.budget
+        )
+    }
+
+    /// Frees the nodes of `set` and `n` together: `set` grows, or why not.
+    fn grow(
+        &mut self,
+        set: &mut Vec<NodeIdx>,
+        n: NodeIdx,
+    ) -> Result<Option<(KeptBecause, String)>> {
+        let ctx = self.ctx;
+        let trial = [set.as_slice(), &[n]].concat();
+        let guests = ctx.cluster.guests().len() as u64;
+        let hosts = ctx.hosts.len() as u64;
+        let outcome = match &mut self.packer {
+            Some(packer) => {
+                // Only n's guests are placed, each judged over every host; then one sweep.
+                let cost = self.facts.guests(n).1 as u64 * hosts + guests;
+                packer.try_add(&trial, (&mut self.work, cost))?
+            }
+            None => {
+                let placed: u64 = trial.iter().map(|&t| self.facts.guests(t).1 as u64).sum();
+                let cost = placed * hosts + guests;
+                let run = |p: &Placer| -> Result<Trial<Plan>> {
+                    let plan = evacuate(ctx.cluster, ctx.rules, ctx.state, p, &trial, ctx.evac)?;
+                    Ok(Trial {
+                        unplaced: plan.unplaced.clone(),
+                        skipped: plan.skipped.clone(),
+                        after: apply(ctx.cluster, ctx.state, &plan),
+                        payload: plan,
+                    })
+                };
+                match try_free(
+                    &ctx,
+                    &trial,
+                    (&mut self.work, cost),
+                    (Vec::new(), false),
+                    run,
+                )? {
+                    Ok(t) => {
+                        self.best = Some(t.payload);
+                        Ok(())
+                    }
+                    Err(why) => Err(why),
+                }
+            }
+        };
+        Ok(match outcome {
+            Ok(()) => {
+                *set = trial;
+                None
+            }
+            Err(why) => Some(why),
         })
+    }
+
+    /// The plan that frees `freed` (the nodes accepted); `None` when none is.
+    fn plan(self, freed: &[NodeIdx]) -> Result<Option<Plan>> {
+        match self.packer {
+            Some(packer) if !freed.is_empty() => packer.plan(freed).map(Some),
+            Some(_) => Ok(None),
+            None => Ok(self.best),
+        }
+    }
+}
+
+/// Why node `n` is not freed now: guest `g` on it migrated within the cooldown; `None` otherwise.
+fn cooling_words(
+    cluster: &Cluster,
+    g: crate::cluster::GuestIdx,
+    now: i64,
+    cooldown_secs: i64,
+) -> Option<String> {
+    let guest = cluster.guest(g);
+    let ago = now - cluster.tasks.last_migration(guest.vmid)?;
+    (ago < cooldown_secs).then(|| {
+        format!(
+            "guest {} migrated {} s ago, within the {cooldown_secs} s cooldown",
+            guest.label(),
+            ago.max(0)
+        )
+    })
 }
 
 /// Why the nodes of `nodes` are not empty though nothing is on them: a guest whose running
@@ -439,21 +676,39 @@ fn cooling(cluster: &Cluster, state: &State, n: NodeIdx, cooldown_secs: i64) -> 
 /// from; `None` when none is arriving. Such a guest is on its source until it lands, so an
 /// evacuation of its target does not move it, and a target switched off stops it.
 pub fn arriving(cluster: &Cluster, nodes: &[NodeIdx]) -> Option<String> {
-    let onto = |n: NodeIdx| {
-        cluster
-            .guests()
-            .iter()
-            .find(|g| g.migrating_to() == Some(n))
-    };
-    nodes.iter().rev().find_map(|&n| {
-        onto(n).map(|g| {
-            format!(
-                "guest {} is migrating onto {} (from {}): it holds the node once it lands",
-                g.label(),
-                cluster.node(n).name,
-                cluster.node(g.node).name
-            )
-        })
+    let mut among = vec![false; cluster.nodes().len()];
+    for &n in nodes {
+        among[n.get()] = true;
+    }
+    arriving_among(cluster, cluster.guests(), &among, nodes.last().copied())
+}
+
+/// [`arriving`] for the nodes flagged in `among` (indexed like `Cluster::nodes`), a guest
+/// arriving on `first` named first: one sweep over the guests.
+fn arriving_among<'c>(
+    cluster: &'c Cluster,
+    guests: impl IntoIterator<Item = &'c crate::cluster::Guest>,
+    among: &[bool],
+    first: Option<NodeIdx>,
+) -> Option<String> {
+    let mut found: Option<&crate::cluster::Guest> = None;
+    for g in guests {
+        if let Some(to) = g.migrating_to().filter(|to| among[to.get()]) {
+            if Some(to) == first {
+                found = Some(g);
+                break;
+            }
+            found.get_or_insert(g);
+        }
+    }
+    found.and_then(|g| {
+        let to = g.migrating_to()?;
+        Some(format!(
+            "guest {} is migrating onto {} (from {}): it holds the node once it lands",
+            g.label(),
+            cluster.node(to).name,
+            cluster.node(g.node).name
+        ))
     })
 }
 
@@ -472,60 +727,66 @@ fn renumber_steps(plan: &mut Plan) {
     }
 }
 
-/// The evacuation of `trial` that keeps every limit, or why none was found. The evacuation
-/// places by memory; a target it would push over the CPU ceiling is closed to it and the
-/// evacuation planned again, so the ceiling shapes the choice of targets and does not only veto
-/// the first choice. When no plan is found, the first CPU breach is the reason given.
-#[allow(clippy::too_many_arguments)]
-fn try_free(
-    cluster: &Cluster,
-    rules: &Rules,
-    state: &State,
-    placer: &Placer,
-    ceiling: &Placer,
-    options: &ConsolidateOptions,
-    evac: &EvacuateOptions,
-    hosts: &[NodeIdx],
+/// What one try at freeing a set of nodes left: the guests that fit nowhere or stayed, the state
+/// after its moves, and what the caller keeps of it (a plan, or migrations).
+struct Trial<T> {
+    unplaced: Vec<Unplaced>,
+    skipped: Vec<Skipped>,
+    after: State,
+    payload: T,
+}
+
+/// The try (`run`, handed the pipeline to place with) that frees `trial` within every limit, or
+/// why none was found. It places by memory; a target it would push over the CPU ceiling is closed
+/// to it and it runs again, so the ceiling shapes the choice of targets and does not only veto
+/// the first choice, up to [`MAX_CLOSED`] runs again. When none is found, the first CPU breach
+/// is the reason given. Each run adds `cost` to `work`. `closed` starts closed (targets that
+/// cannot take more CPU anyway); with `close_all`, every target a run overloads is closed at
+/// once, not only the first (fewer runs on large clusters).
+fn try_free<T>(
+    ctx: &Ctx<'_>,
     trial: &[NodeIdx],
-) -> Result<std::result::Result<Plan, (KeptBecause, String)>> {
-    let mut closed: Vec<NodeIdx> = Vec::new();
+    (work, cost): (&mut u64, u64),
+    (mut closed, close_all): (Vec<NodeIdx>, bool),
+    mut run: impl FnMut(&Placer) -> Result<Trial<T>>,
+) -> Result<std::result::Result<Trial<T>, (KeptBecause, String)>> {
+    let (cluster, state, options) = (ctx.cluster, ctx.state, ctx.options);
+    let mut reruns = 0;
     let mut first_cpu: Option<String> = None;
+    let mut in_trial = vec![false; cluster.nodes().len()];
+    for &n in trial {
+        in_trial[n.get()] = true;
+    }
+    let remaining: Vec<NodeIdx> = ctx
+        .hosts
+        .iter()
+        .copied()
+        .filter(|n| !in_trial[n.get()])
+        .collect();
     loop {
-        let plan = if closed.is_empty() {
-            evacuate(cluster, rules, state, ceiling, trial, evac)?
+        *work += cost;
+        let t = if closed.is_empty() {
+            run(ctx.ceiling)?
         } else {
-            let mut o = ceiling.options().clone();
+            let mut o = ctx.ceiling.options().clone();
             for &n in &closed {
                 let node = cluster.node(n);
                 o.node_reserve_bytes.insert(node.name.clone(), node.maxmem);
             }
-            evacuate(
-                cluster,
-                rules,
-                state,
-                &ceiling.with_options(o)?,
-                trial,
-                evac,
-            )?
+            run(&ctx.ceiling.with_options(o)?)?
         };
-        match judge(cluster, state, placer, options, hosts, trial, &plan) {
-            Ok(()) => return Ok(Ok(plan)),
+        match judge(ctx, trial, &in_trial, &remaining, &t) {
+            Ok(()) => return Ok(Ok(t)),
             Err((because, reason)) => {
-                let remaining: Vec<NodeIdx> = hosts
-                    .iter()
-                    .copied()
-                    .filter(|n| !trial.contains(n))
-                    .collect();
-                let after = apply(cluster, state, &plan);
                 let breach = (because == KeptBecause::Cpu)
-                    .then(|| cpu_breach(cluster, state, &after, options, &remaining))
+                    .then(|| cpu_breach(cluster, state, &t.after, options, &remaining))
                     .flatten()
-                    .filter(|(n, _)| !closed.contains(n));
+                    .filter(|(n, _)| !closed.contains(n) && reruns < MAX_CLOSED);
                 match breach {
                     Some((n, _)) => {
                         // Named by the guest that needs the CPUs: the node it would overload
                         // may be one this plan frees later.
-                        let why = cpu_hungry(cluster, state, &after, n)
+                        let why = cpu_hungry(cluster, state, &t.after, n)
                             .map(|g| {
                                 let guest = cluster.guest(g);
                                 format!(
@@ -539,6 +800,15 @@ fn try_free(
                             .unwrap_or(reason);
                         first_cpu.get_or_insert(why);
                         closed.push(n);
+                        reruns += 1;
+                        if close_all {
+                            let more = remaining.iter().copied().filter(|&r| {
+                                r != n
+                                    && !closed.contains(&r)
+                                    && cpu_over(cluster, state, &t.after, options, r)
+                            });
+                            closed.extend(more.collect::<Vec<_>>());
+                        }
                     }
                     None => {
                         return Ok(Err(match first_cpu {
@@ -571,6 +841,19 @@ fn cpu_hungry(
         })
 }
 
+/// Whether `after` puts node `r` above the CPU ceiling with more than `state` has on it.
+fn cpu_over(
+    cluster: &Cluster,
+    state: &State,
+    after: &State,
+    options: &ConsolidateOptions,
+    r: NodeIdx,
+) -> bool {
+    let cap = cluster.node(r).maxcpu * options.max_cpu;
+    let (was, now) = (state.usage(r).cpu, after.usage(r).cpu);
+    now > was + 1e-9 && now > cap + 1e-9
+}
+
 /// A remaining node the plan's result pushes above the CPU ceiling, and the words for it.
 fn cpu_breach(
     cluster: &Cluster,
@@ -597,23 +880,23 @@ fn cpu_breach(
     })
 }
 
-/// Whether the evacuation of `trial` keeps every limit; else why not.
-fn judge(
-    cluster: &Cluster,
-    state: &State,
-    placer: &Placer,
-    options: &ConsolidateOptions,
-    hosts: &[NodeIdx],
+/// Whether the try at freeing `trial` (flagged in `in_trial`; `remaining` the other hosts) keeps
+/// every limit; else why not.
+fn judge<T>(
+    ctx: &Ctx<'_>,
     trial: &[NodeIdx],
-    plan: &Plan,
+    in_trial: &[bool],
+    remaining: &[NodeIdx],
+    t: &Trial<T>,
 ) -> std::result::Result<(), (KeptBecause, String)> {
+    let (cluster, state, options) = (ctx.cluster, ctx.state, ctx.options);
     // The node just added to the trial first: its own guest is the reason it stays.
     let newest = trial.last().map(|&n| cluster.node(n).name.as_str());
-    if let Some(u) = plan
+    if let Some(u) = t
         .unplaced
         .iter()
         .find(|u| Some(u.node.as_str()) == newest)
-        .or_else(|| plan.unplaced.first())
+        .or_else(|| t.unplaced.first())
     {
         // A guest of a node freed before this one: this node was its only room.
         let reason = match newest {
@@ -629,18 +912,19 @@ fn judge(
         };
         return Err((KeptBecause::NoRoom, reason));
     }
-    if let Some(reason) = arriving(cluster, trial) {
+    let landing = ctx.landing.iter().map(|&g| cluster.guest(g));
+    if let Some(reason) = arriving_among(cluster, landing, in_trial, trial.last().copied()) {
         return Err((KeptBecause::Arriving, reason));
     }
-    let after = apply(cluster, state, plan);
+    let after = &t.after;
     // A guest whose migration off its node is in flight (an interrupted run's, say) is leaving,
     // unless it lands on a node being freed too.
     let leaving = |g: crate::cluster::GuestIdx| {
         let guest = cluster.guest(g);
         after.location(g) == guest.node
-            && guest.migrating_to().is_some_and(|to| !trial.contains(&to))
+            && guest.migrating_to().is_some_and(|to| !in_trial[to.get()])
     };
-    let stuck = |g: &crate::cluster::GuestIdx| trial.contains(&after.location(*g)) && !leaving(*g);
+    let stuck = |g: &crate::cluster::GuestIdx| in_trial[after.location(*g).get()] && !leaving(*g);
     if let Some(g) = cluster
         .guest_indexes()
         .filter(stuck)
@@ -648,7 +932,7 @@ fn judge(
         .or_else(|| cluster.guest_indexes().find(stuck))
     {
         let guest = cluster.guest(g);
-        let why = plan
+        let why = t
             .skipped
             .iter()
             .find(|s| s.vmid == guest.vmid)
@@ -662,16 +946,11 @@ fn judge(
             ),
         ));
     }
-    let remaining: Vec<NodeIdx> = hosts
-        .iter()
-        .copied()
-        .filter(|n| !trial.contains(n))
-        .collect();
-    if let Some((_, reason)) = cpu_breach(cluster, state, &after, options, &remaining) {
+    if let Some((_, reason)) = cpu_breach(cluster, state, after, options, remaining) {
         return Err((KeptBecause::Cpu, reason));
     }
     if let Some(max) = options.max_load {
-        let l = load(cluster, &after, &remaining);
+        let l = load(cluster, after, remaining);
         if l > max + 1e-9 {
             return Err((
                 KeptBecause::Load,
@@ -686,7 +965,7 @@ fn judge(
         }
     }
     if options.headroom {
-        if let Some(why) = headroom_breach(cluster, &after, &remaining, placer.options()) {
+        if let Some(why) = headroom_breach(cluster, after, remaining, ctx.placer.options()) {
             return Err((KeptBecause::Headroom, why));
         }
     }
@@ -697,39 +976,57 @@ fn judge(
 /// on the others (their free memory less the reserves) if it failed; `None` when every node's
 /// would. Packed largest guest first, each onto the node with the most room left: a packing it
 /// finds exists, so `None` is a proof.
+///
+/// A failed node's m guests only ever land on the m roomiest other nodes (each goes to the
+/// roomiest, and an untouched node is touched only once it is the roomiest left), so the rooms
+/// are sorted once and each failure packs onto its own few: O(H log H + G log G) in all.
 pub fn headroom_breach(
     cluster: &Cluster,
     state: &State,
     hosts: &[NodeIdx],
     options: &PlacementOptions,
 ) -> Option<String> {
+    let mut slot = vec![usize::MAX; cluster.nodes().len()];
+    for (i, &h) in hosts.iter().enumerate() {
+        slot[h.get()] = i;
+    }
     let mut on: Vec<Vec<u64>> = vec![Vec::new(); hosts.len()];
     for g in cluster.guest_indexes() {
         let guest = cluster.guest(g);
         if !guest.running {
             continue;
         }
-        if let Some(i) = hosts.iter().position(|&h| h == state.location(g)) {
-            on[i].push(guest.mem_footprint());
+        if let Some(items) = on.get_mut(slot[state.location(g).get()]) {
+            items.push(guest.mem_footprint());
         }
     }
+    // Every host's room, roomiest first (ties by position, so the order is fixed).
+    let room: Vec<u64> = hosts
+        .iter()
+        .map(|&h| {
+            let node = cluster.node(h);
+            node.maxmem
+                .saturating_sub(state.usage(h).mem)
+                .saturating_sub(options.reserve_for(node))
+        })
+        .collect();
+    let mut roomiest: Vec<usize> = (0..hosts.len()).collect();
+    roomiest.sort_by(|&a, &b| room[b].cmp(&room[a]).then(a.cmp(&b)));
     for (i, &failed) in hosts.iter().enumerate() {
-        let mut items = on[i].clone();
+        let mut items = std::mem::take(&mut on[i]);
+        if items.is_empty() {
+            continue;
+        }
         items.sort_unstable_by(|a, b| b.cmp(a));
-        let mut free: Vec<u64> = hosts
+        let mut free: std::collections::BinaryHeap<u64> = roomiest
             .iter()
-            .filter(|&&h| h != failed)
-            .map(|&h| {
-                let node = cluster.node(h);
-                node.maxmem
-                    .saturating_sub(state.usage(h).mem)
-                    .saturating_sub(options.reserve_for(node))
-            })
+            .filter(|&&j| j != i)
+            .take(items.len())
+            .map(|&j| room[j])
             .collect();
         for &item in &items {
-            let roomiest = free.iter_mut().max();
-            match roomiest {
-                Some(room) if *room >= item => *room -= item,
+            match free.peek_mut() {
+                Some(mut top) if *top >= item => *top -= item,
                 _ => {
                     let sum: u64 = items.iter().sum();
                     return Some(format!(
@@ -775,22 +1072,6 @@ fn ceiling_placer(
         o.node_reserve_bytes.insert(node.name.clone(), reserve);
     }
     placer.with_options(o)
-}
-
-/// Memory of the running guests on a node and how many guests (any state) it holds.
-fn guests_on(cluster: &Cluster, state: &State, node: NodeIdx) -> (u64, usize) {
-    let mut mem = 0u64;
-    let mut count = 0usize;
-    for g in cluster.guest_indexes() {
-        if state.location(g) == node {
-            count += 1;
-            let guest = cluster.guest(g);
-            if guest.running {
-                mem += guest.mem_footprint();
-            }
-        }
-    }
-    (mem, count)
 }
 
 /// The state once a plan's migrations have run.
@@ -1283,35 +1564,138 @@ mod tests {
         );
         // The judge says so too, whatever tried the node: a set holding it is refused.
         let hosts: Vec<NodeIdx> = cluster.node_indexes().collect();
-        let trial = [
-            cluster.node_idx("b").unwrap(),
+        let (a, b) = (
             cluster.node_idx("a").unwrap(),
-        ];
+            cluster.node_idx("b").unwrap(),
+        );
         let rules = Rules::compile(&cluster);
         let state = State::new(&cluster);
-        let plan = empty_plan(
-            &cluster,
-            &rules,
-            &state,
-            &placer(),
-            &EvacuateOptions::default(),
+        let (p, o, evac) = (
+            placer(),
+            ConsolidateOptions::default(),
+            EvacuateOptions::default(),
         );
-        let why = judge(
-            &cluster,
-            &state,
-            &placer(),
-            &ConsolidateOptions::default(),
-            &hosts,
-            &trial,
-            &plan,
-        )
-        .unwrap_err();
+        let ctx = Ctx {
+            cluster: &cluster,
+            rules: &rules,
+            state: &state,
+            placer: &p,
+            ceiling: &p,
+            options: &o,
+            evac: &evac,
+            hosts: &hosts,
+            landing: &[cluster.guest_idx(105).unwrap()],
+        };
+        let mut in_trial = vec![false; hosts.len()];
+        in_trial[a.get()] = true;
+        in_trial[b.get()] = true;
+        let remaining: Vec<NodeIdx> = hosts
+            .iter()
+            .copied()
+            .filter(|&n| n != a && n != b)
+            .collect();
+        let nothing = Trial {
+            unplaced: Vec::new(),
+            skipped: Vec::new(),
+            after: state.clone(),
+            payload: (),
+        };
+        let why = judge(&ctx, &[b, a], &in_trial, &remaining, &nothing).unwrap_err();
         assert_eq!(why.0, KeptBecause::Arriving);
         assert!(
             why.1.starts_with("guest 105 (qemu105) is migrating onto a"),
             "{}",
             why.1
         );
+    }
+
+    /// 40 nodes of 64 GiB with 15 guests of 1 GiB each: 24,000 guest-nodes, above
+    /// [`EXACT_SIZE`], so candidates are tried incrementally.
+    fn forty_light_nodes() -> Cluster {
+        let mut b = ClusterBuilder::new();
+        for i in 0..40u32 {
+            let n = format!("n{i:02}");
+            b = b.node(node(&n));
+            for j in 0..15 {
+                b = b.guest(vm(1000 + 15 * i + j, &n).mem(GIB, GIB));
+            }
+        }
+        b.build()
+    }
+
+    #[test]
+    fn a_large_cluster_is_packed_incrementally_down_to_the_floor_and_safely() {
+        let c = forty_light_nodes();
+        assert!(c.guests().len() * c.nodes().len() > EXACT_SIZE);
+        let o = ConsolidateOptions::default();
+        let out = run(&c, &o);
+        // Quorum: 21 of 40 stay online, so 19 are freed.
+        assert_eq!(out.freed.len(), 19, "{:#?}", out.kept);
+        assert_eq!(out.plan.migrations.len(), 19 * 15);
+        assert!(out.work < o.budget(), "{}", out.work);
+        assert!(
+            out.plan
+                .warnings
+                .iter()
+                .all(|w| w.kind != WarningKind::BudgetSpent)
+        );
+        // Each step passes the placement filters on the state the steps before it leave, and no
+        // guest stays on a freed node.
+        let rules = Rules::compile(&c);
+        let state = State::new(&c);
+        let end =
+            crate::balance::replay(&c, &rules, &state, &placer(), &out.plan.migrations).unwrap();
+        for f in &out.freed {
+            let n = c.node_idx(&f.node).unwrap();
+            assert_eq!(end.usage(n).guests, 0, "{}", f.node);
+            assert_eq!(f.migrations, 15);
+        }
+        let steps: Vec<u32> = out.plan.migrations.iter().map(|m| m.step).collect();
+        assert!(steps.windows(2).all(|w| w[0] <= w[1]), "{steps:?}");
+    }
+
+    #[test]
+    fn the_work_budget_bounds_the_planner_and_says_so() {
+        let c = forty_light_nodes();
+        // One try costs 15 guests × 40 hosts + 600 guests = 1,200 units: a budget of 5,000
+        // lets five tries start (the fifth ends past it), then no node is tried.
+        let o = ConsolidateOptions {
+            work_budget: Some(5_000),
+            ..ConsolidateOptions::default()
+        };
+        let out = run(&c, &o);
+        assert_eq!(out.work, 6_000);
+        assert_eq!(out.freed.len(), 5, "{:#?}", out.kept);
+        let budget: Vec<&Kept> = out
+            .kept
+            .iter()
+            .filter(|k| k.because == KeptBecause::Budget)
+            .collect();
+        assert_eq!(budget.len(), 35);
+        assert_eq!(
+            budget[0].reason,
+            "not tried: the planner's work budget of 5000 units was spent (raise --effort)"
+        );
+        let w = out
+            .plan
+            .warnings
+            .iter()
+            .find(|w| w.kind == WarningKind::BudgetSpent)
+            .unwrap();
+        assert!(
+            w.message
+                .starts_with("work budget of 5000 units spent after 6000"),
+            "{w:?}"
+        );
+        // Still a whole plan: the five nodes are emptied.
+        assert_eq!(out.plan.migrations.len(), 5 * 15);
+        // `effort-secs` only raises the default budget.
+        let thorough = ConsolidateOptions {
+            effort_secs: 60.0,
+            ..ConsolidateOptions::default()
+        };
+        assert_eq!(thorough.budget(), 180_000_000);
+        assert_eq!(ConsolidateOptions::default().budget(), WORK);
     }
 
     /// n5's guest uses 7.2 of 8 CPUs. The reason n5 stays names that guest,
