@@ -588,13 +588,14 @@ fn quality() {
 
 /// Consolidation plans on generated clusters of 100, 300 and 1,000 nodes with 50 guests each
 /// (5,000 to 50,000 guests), default `[consolidate]` limits: time, nodes freed, migrations, and
-/// the planner's work units against its budget.
+/// the planner's work units against its budget; a default balance plan of the same cluster for
+/// scale.
 fn timing_consolidate(quick: bool, only: Option<usize>) {
     println!("## Consolidation plan time (ms)\n");
     println!(
-        "| nodes | guests | build model | consolidate | freed | migrations | work units | budget spent |"
+        "| nodes | guests | build model | consolidate | freed | migrations | work units | budget spent | balance plan, default |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---|---:|");
     let mut sizes = vec![100usize, 300];
     if !quick {
         sizes.push(1000);
@@ -620,20 +621,24 @@ fn timing_consolidate(quick: bool, only: Option<usize>) {
             )
             .expect("consolidation")
         });
+        let (_, t_balance) = time(|| {
+            plan(&c, &rules, &state, &p, &BalanceOptions::default()).expect("balance plan")
+        });
         let spent = out
             .plan
             .warnings
             .iter()
             .any(|w| w.kind == flxp_core::WarningKind::BudgetSpent);
         println!(
-            "| {n} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {n} | {} | {} | {} | {} | {} | {} | {} | {} |",
             c.guests().len(),
             ms(t_build),
             ms(t),
             out.freed.len(),
             out.plan.migrations.len(),
             out.work,
-            if spent { "yes" } else { "no" }
+            if spent { "yes" } else { "no" },
+            ms(t_balance)
         );
     }
     println!();
