@@ -299,7 +299,7 @@ fn with_empty_pve5(v: &mut serde_json::Value) {
     add_node_like(v, "pve4", "pve5");
 }
 
-/// Tester re-check D1: a one-off run left an empty freed node on because a guest of another
+/// A one-off run must not leave an empty freed node on because a guest of another
 /// freed node failed to move; each freed node is judged on its own, as the daemon does.
 #[test]
 fn an_empty_freed_node_goes_off_though_another_nodes_migration_failed() {
