@@ -153,6 +153,12 @@ fn once_each(migrations: Vec<Migration>) -> Vec<Migration> {
             continue;
         }
         if let Some(from) = origin.remove(&m.vmid) {
+            // The reason names the node it leaves: where it really is until then.
+            let (was, now) = (
+                format!("{} is being freed", m.from),
+                format!("{from} is being freed"),
+            );
+            m.reason = m.reason.replacen(&was, &now, 1);
             m.from = from;
         }
         out.push(m);

@@ -21,7 +21,8 @@
 //! On small clusters (guests × nodes at most [`EXACT_SIZE`]) each candidate is tried by planning
 //! the evacuation of it and every node freed before it anew. On larger ones that re-plan grows
 //! with the square of the nodes freed, so a candidate is tried by placing only its own guests on
-//! the state the nodes freed before leave ([`incremental`]); the plan is the sum of those steps.
+//! the state the nodes freed before leave (module `incremental`); the plan is the sum of those
+//! steps.
 //! Either way the work is counted in units (a guest placed on one node's view; a sweep over the
 //! guests to judge a trial) against a deterministic budget ([`WORK`], raised by `effort-secs`):
 //! once it is spent no further node is tried, the rest say so, and the plan (safe, as every
@@ -1649,6 +1650,10 @@ mod tests {
             let n = c.node_idx(&f.node).unwrap();
             assert_eq!(end.usage(n).guests, 0, "{}", f.node);
             assert_eq!(f.migrations, 15);
+        }
+        for m in &out.plan.migrations {
+            let from = format!("consolidate: {} is being freed", m.from);
+            assert!(m.reason.contains(&from), "{m:?}");
         }
         let steps: Vec<u32> = out.plan.migrations.iter().map(|m| m.step).collect();
         assert!(steps.windows(2).all(|w| w[0] <= w[1]), "{steps:?}");
