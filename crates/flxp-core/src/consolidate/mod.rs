@@ -47,9 +47,9 @@ use crate::{Error, Result, Warning, WarningKind};
 /// Largest cluster (guests × candidate nodes) whose candidates are each tried by a full re-plan
 /// of every node freed so far; larger ones are tried incrementally (module doc).
 pub const EXACT_SIZE: usize = 20_000;
-/// Work units (module doc) a consolidation may spend by default: about five seconds on one core
-/// of the project's shared machine (some 3 million units a second; the 300-node benchmark
-/// cluster, 15,000 guests, needs 13 million).
+/// Work units (module doc) a consolidation may spend by default: a few seconds on one core of
+/// the project's shared machine (3 to 6 million units a second; the 300-node benchmark cluster,
+/// 15,000 guests, needs 13 million).
 pub const WORK: u64 = 15_000_000;
 /// Work units per second of `effort-secs` (thorough mode raises the budget, never lowers it).
 const WORK_PER_SEC: f64 = 3_000_000.0;
