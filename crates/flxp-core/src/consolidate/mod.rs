@@ -530,10 +530,18 @@ impl NodeFacts {
                 cooling[at] = now.and_then(|now| cooling_words(cluster, g, now, cooldown_secs));
             }
         }
-        let arriving = cluster
-            .node_indexes()
-            .map(|n| arriving(cluster, &[n]))
-            .collect();
+        // The first guest (by vmid) arriving on each node, as `arriving` names it: one sweep.
+        let mut arriving: Vec<Option<String>> = vec![None; n];
+        for g in cluster.guests() {
+            if let Some(to) = g.migrating_to() {
+                if arriving[to.get()].is_none() {
+                    let among = std::iter::once(g);
+                    let mut only = vec![false; n];
+                    only[to.get()] = true;
+                    arriving[to.get()] = arriving_among(cluster, among, &only, Some(to));
+                }
+            }
+        }
         Self {
             guests,
             cooling,
