@@ -69,6 +69,19 @@ fn a_plan_frees_nodes_down_to_the_quorum_floor_and_says_why_others_stay() {
         ],
     );
 
+    // `--effort` raises the planner's work budget (the same plan here, far below it); a
+    // negative one is bad usage, named by its range.
+    let (code, out, err) = on_file("consolidate", &f, &["--json", "--effort", "2"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        names(&json(&out)["consolidation"]["freed"]),
+        ["a", "b"],
+        "{out}"
+    );
+    let (code, _, err) = on_file("consolidate", &f, &["--effort=-1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("from 0 to 86400"), "{err}");
+
     // Waking needs a live zone: with a snapshot file it is refused, not ignored.
     let (code, _, err) = on_file("consolidate", &f, &["--wake", "a"]);
     assert_eq!(code, 2, "{err}");
