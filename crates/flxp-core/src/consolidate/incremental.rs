@@ -3,7 +3,8 @@
 //! grows with the square of the nodes freed). The plan is the accepted steps in order, judged by
 //! the same limits after each step; it must not hold anything the small-cluster path would refuse.
 
-use super::{Ctx, KeptBecause, Trial, try_free};
+use super::judge::{Trial, try_free};
+use super::{Ctx, KeptBecause};
 use crate::Result;
 use crate::balance::draft::Draft;
 use crate::balance::fix::{self, Scope};
