@@ -16,7 +16,7 @@
 //!
 //! Run: `cargo bench -p flxp-core --bench plan` (`-- quick` skips the 1,000-node cluster, `-- time`
 //! or `-- quality` runs one part, `-- time nodes=1000` one size, `-- unsatisfiable` only the unsatisfiable
-//! rule case).
+//! rule case, `-- consolidate` the consolidation plans of 100, 300 and 1,000 nodes).
 
 use std::time::{Duration, Instant};
 
@@ -27,6 +27,7 @@ use flxp_core::balance::{
     replay, run_until_stable,
 };
 use flxp_core::builder::*;
+use flxp_core::consolidate::{ConsolidateOptions, consolidate};
 use flxp_core::evacuate::evacuate;
 use flxp_core::placement::{PlacementOptions, Placer};
 use flxp_core::{Cluster, Overrides, Rules, Snapshot, State};
@@ -37,6 +38,12 @@ use flxp_core::{Cluster, Overrides, Rules, Snapshot, State};
 /// three neighbouring nodes, every 11th pair of guests on a node is an affinity group, one guest
 /// in 50 is pinned to its node, one in 40 is `flxp.ignore`.
 fn generate(nodes: usize, lo: u64, hi: u64, seed: u64) -> Snapshot {
+    generate_with(nodes, lo, hi, seed, true)
+}
+
+/// [`generate`], with `pins` false: no guest pinned to its node nor `flxp.ignore`, and a tenth
+/// of the CPU load (every node could be emptied within the CPU ceiling, as consolidation needs).
+fn generate_with(nodes: usize, lo: u64, hi: u64, seed: u64, pins: bool) -> Snapshot {
     let mut r = Lcg(seed);
     let mut b = ClusterBuilder::new().time(1_000_000);
     let mut vmid = 100u32;
@@ -67,16 +74,19 @@ fn generate(nodes: usize, lo: u64, hi: u64, seed: u64) -> Snapshot {
             if slot % 11 == 1 || slot % 11 == 2 {
                 tags.push(format!("flxp.affinity.p{i}-{}", slot / 11));
             }
-            if vmid % 50 == 3 {
+            if pins && vmid % 50 == 3 {
                 tags.push(format!("flxp.node.{name}"));
             }
-            if vmid % 40 == 5 {
+            if pins && vmid % 40 == 5 {
                 tags.push("flxp.ignore".into());
             }
             b = b.guest(
                 vm(vmid, &name)
                     .mem(size * GIB, (size + r.next(4)) * GIB)
-                    .cores((1 + r.next(8)) as f64, r.next(100) as f64 / 100.0)
+                    .cores(
+                        (1 + r.next(8)) as f64,
+                        r.next(100) as f64 / if pins { 100.0 } else { 1000.0 },
+                    )
                     .tagged(&tags.join(";")),
             );
             vmid += 1;
@@ -576,6 +586,64 @@ fn quality() {
     );
 }
 
+/// Consolidation plans on generated clusters of 100, 300 and 1,000 nodes with 50 guests each
+/// (5,000 to 50,000 guests), default `[consolidate]` limits: time, nodes freed, migrations, and
+/// the planner's work units against its budget; a default balance plan of the same cluster for
+/// scale.
+fn timing_consolidate(quick: bool, only: Option<usize>) {
+    println!("## Consolidation plan time (ms)\n");
+    println!(
+        "| nodes | guests | build model | consolidate | freed | migrations | work units | budget spent | balance plan, default |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---|---:|");
+    let mut sizes = vec![100usize, 300];
+    if !quick {
+        sizes.push(1000);
+    }
+    sizes.retain(|n| only.is_none_or(|o| o == *n));
+    for n in sizes {
+        let snap = generate_with(n, 50, 50, 7, false);
+        let (c, t_build) = time(|| {
+            Cluster::from_snapshot(&snap, &Overrides::default()).expect("generated snapshot")
+        });
+        let rules = Rules::compile(&c);
+        let state = State::new(&c);
+        let p = placer();
+        let runs = if n >= 300 { 1 } else { 3 };
+        let (out, t) = best_of(runs, || {
+            consolidate(
+                &c,
+                &rules,
+                &state,
+                &p,
+                &ConsolidateOptions::default(),
+                &EvacuateOptions::default(),
+            )
+            .expect("consolidation")
+        });
+        let (_, t_balance) = time(|| {
+            plan(&c, &rules, &state, &p, &BalanceOptions::default()).expect("balance plan")
+        });
+        let spent = out
+            .plan
+            .warnings
+            .iter()
+            .any(|w| w.kind == flxp_core::WarningKind::BudgetSpent);
+        println!(
+            "| {n} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            c.guests().len(),
+            ms(t_build),
+            ms(t),
+            out.freed.len(),
+            out.plan.migrations.len(),
+            out.work,
+            if spent { "yes" } else { "no" },
+            ms(t_balance)
+        );
+    }
+    println!();
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let has = |a: &str| args.iter().any(|x| x == a);
@@ -585,6 +653,10 @@ fn main() {
         .find_map(|a| a.strip_prefix("nodes=").and_then(|n| n.parse().ok()));
     if has("unsatisfiable") {
         timing_unsatisfiable(quick);
+        return;
+    }
+    if has("consolidate") {
+        timing_consolidate(quick, only);
         return;
     }
     if !has("quality") {

@@ -58,6 +58,19 @@ pub fn evacuate(
         make_room: 0,
     };
     fix::fix_all(&mut draft, &scope)?;
+    Ok(finish_evacuation(draft, state, &targets, options))
+}
+
+/// The evacuation plan of `targets` (sorted) from a draft that emptied them, starting at
+/// `state`: figures, waves, the order they run in and the summary.
+pub(crate) fn finish_evacuation(
+    draft: Draft,
+    state: &State,
+    targets: &[NodeIdx],
+    options: &EvacuateOptions,
+) -> Plan {
+    let c = draft.cluster;
+    let measure = options.measure;
     let threshold = measure.default_threshold();
     let mut plan = finish(
         draft,
@@ -70,7 +83,7 @@ pub fn evacuate(
 
     assign_waves(&mut plan.migrations, options.max_inflow_per_node);
     plan.migrations.sort_by_key(|m| m.wave);
-    imbalance_in_order(&c, state, measure, options.metric, &mut plan.migrations);
+    imbalance_in_order(c, state, measure, options.metric, &mut plan.migrations);
     let names: Vec<&str> = targets.iter().map(|&n| c.node(n).name.as_str()).collect();
     let waves = plan
         .migrations
@@ -92,7 +105,7 @@ pub fn evacuate(
             n => format!("; {n} guest(s) fit nowhere"),
         }
     );
-    Ok(plan)
+    plan
 }
 
 /// Sets each migration's `imbalance_after` to the imbalance once it and every migration listed

@@ -2,13 +2,15 @@
 //! as an evacuation of the freed nodes (the executor re-checks every step and replans as an
 //! evacuation of the same nodes), and switch emptied nodes off or wake them through the API.
 //!
-//! A node is switched off only when a fresh read shows it empty and in maintenance, and only if
+//! A node is switched off only when a fresh read shows it empty (no guest on it, none migrating
+//! onto it or possibly landing there) and in maintenance, and only if
 //! more than half of all the cluster's nodes stay online without it (a switched-off node still
 //! counts as an expected vote, so quorum needs that majority).
 
 use std::sync::Arc;
 
 use flxp_core::balance::{BalanceOptions, EvacuateOptions};
+use flxp_core::cluster::{Landing, NodeIdx};
 use flxp_core::consolidate::{ConsolidateOptions, Consolidation, consolidate};
 use flxp_core::placement::Placer;
 use flxp_pve::types::NodeCommand;
@@ -121,8 +123,8 @@ impl Executor {
     }
 
     /// Switches a node off (`POST /nodes/{node}/status`, `shutdown`) after checking on a fresh
-    /// read that it holds no guest, is in maintenance, and that more than half of all nodes stay
-    /// online without it.
+    /// read that it holds no guest and none is migrating onto it ([`occupied`]), that it is in
+    /// maintenance, and that more than half of all nodes stay online without it.
     pub async fn shut_down_if_empty(&self, node: &str) -> std::result::Result<(), PowerError> {
         let model = self.read().await.map_err(|e| PowerError::Unreadable {
             node: node.to_owned(),
@@ -143,13 +145,8 @@ impl Executor {
         if !n.in_maintenance() {
             return Err(refuse("it is not in maintenance".into()));
         }
-        let left: Vec<u32> = c
-            .guest_indexes()
-            .filter(|&g| model.state.location(g) == idx)
-            .map(|g| c.guest(g).vmid)
-            .collect();
-        if !left.is_empty() {
-            return Err(refuse(format!("it still holds guest(s) {left:?}")));
+        if let Some(why) = occupied(&model, idx) {
+            return Err(refuse(why));
         }
         let total = c.nodes().len();
         let online = c.nodes().iter().filter(|n| n.is_online()).count();
@@ -290,6 +287,39 @@ impl Executor {
         tracing::info!(zone = self.zone(), node, %mac, "node woken");
         Ok(mac)
     }
+}
+
+/// Why node `idx` of `model` is not empty: a guest on it (any state, one migrating off it
+/// included), a guest migrating onto it, or a migration whose target flxp cannot tell (it may
+/// land on it); `None` when nothing is on it or on its way. A guest migrating is on its source
+/// until it lands, so a node switched off while one lands on it stops that guest.
+pub fn occupied(model: &Model, idx: NodeIdx) -> Option<String> {
+    let c = &model.cluster;
+    let left: Vec<u32> = c
+        .guest_indexes()
+        .filter(|&g| model.state.location(g) == idx)
+        .map(|g| c.guest(g).vmid)
+        .collect();
+    if !left.is_empty() {
+        return Some(format!("it still holds guest(s) {left:?}"));
+    }
+    if let Some(why) = flxp_core::consolidate::arriving(c, &[idx]) {
+        return Some(why);
+    }
+    // A migration without a known target (its task names none, or only the lock shows it).
+    c.guests()
+        .iter()
+        .find(|g| {
+            g.migrating == Some(Landing::Unknown)
+                || (g.migrating.is_none() && g.lock.as_deref() == Some("migrate"))
+        })
+        .map(|g| {
+            format!(
+                "guest {} is migrating off {} to a node flxp cannot tell: it may land on this one",
+                g.label(),
+                c.node(g.node).name
+            )
+        })
 }
 
 /// The goal the consolidation's migrations run under: evacuating the nodes it frees (replans

@@ -44,8 +44,8 @@ pub(crate) struct Draft<'a> {
     pub state: State,
     /// The objective over `state`.
     pub objective: Objective,
-    /// Guests grouped into what moves together.
-    pub units: Units,
+    /// Guests grouped into what moves together (borrowed when many drafts share them).
+    pub units: std::borrow::Cow<'a, Units>,
     /// Migrations so far, in run order.
     pub migrations: Vec<Migration>,
     /// Guests that had to move and could not.
@@ -111,6 +111,32 @@ impl<'a> Draft<'a> {
         cooldown_secs: i64,
         budget: usize,
     ) -> Self {
+        let units = std::borrow::Cow::Owned(Units::new(cluster, rules));
+        Self::with_units(
+            cluster,
+            rules,
+            placer,
+            state,
+            (kind, measure),
+            cooldown_secs,
+            budget,
+            units,
+        )
+    }
+
+    /// [`Self::new`] with the units given (built once and borrowed by many drafts of one
+    /// cluster: they depend on its guests and rules only, not on its maintenance marks).
+    #[allow(clippy::too_many_arguments)] // as `new`, plus the units
+    pub fn with_units(
+        cluster: &'a Cluster,
+        rules: &'a Rules,
+        placer: &'a Placer,
+        state: &State,
+        (kind, measure): (LoadKind, Measure),
+        cooldown_secs: i64,
+        budget: usize,
+        units: std::borrow::Cow<'a, Units>,
+    ) -> Self {
         Self {
             cluster,
             rules,
@@ -118,7 +144,7 @@ impl<'a> Draft<'a> {
             measure,
             objective: Objective::new(cluster, state, kind),
             state: state.clone(),
-            units: Units::new(cluster, rules),
+            units,
             migrations: Vec::new(),
             unplaced: Vec::new(),
             skipped: Vec::new(),

@@ -349,6 +349,16 @@ impl Cluster {
         }
     }
 
+    /// Takes back a mark [`Self::empty_for`] set for `why` (a consolidation's trial that failed);
+    /// a node in maintenance for any other reason keeps it.
+    pub fn unmark_emptied(&mut self, node: NodeIdx, why: &MaintenanceSource) {
+        if let Some(n) = self.nodes.get_mut(node.get()) {
+            if n.maintenance.len() == 1 && n.maintenance[0] == *why {
+                n.maintenance.clear();
+            }
+        }
+    }
+
     /// A node to change in a test fixture (never its name: the indexes hold it).
     #[cfg(test)]
     pub(crate) fn node_mut(&mut self, idx: NodeIdx) -> &mut Node {

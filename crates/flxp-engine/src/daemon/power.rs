@@ -286,7 +286,8 @@ impl Daemon {
                     }
                 }
                 (PowerState::Off, true) => {
-                    let empty = !c.guest_indexes().any(|g| model.state.location(g) == idx);
+                    // A guest migrating onto it counts: it is not empty until that lands.
+                    let empty = crate::consolidate::occupied(model, idx).is_none();
                     // Asked to shut down lately and still going down: not asked again (which
                     // would re-date its mark).
                     if empty && going_down(z, &auto, &m.node, now) {

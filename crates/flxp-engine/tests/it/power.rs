@@ -581,3 +581,76 @@ async fn a_failing_migration_backs_off_and_the_empty_node_still_goes_off() {
     assert_eq!(z.node_of(102), "pve6");
     z.shutdown().await;
 }
+
+/// Starts a live migration of qemu guest `vmid` from `from` to `to` by hand at 1 KiB/s (hours of
+/// real time here): it is in flight for the whole test.
+async fn migrate_slowly(z: &support::Zone, vmid: u32, from: &str, to: &str) {
+    let params = flxp_pve::types::QemuMigrateParams {
+        target: to.into(),
+        online: Some(true),
+        bwlimit: Some(1),
+        ..flxp_pve::types::QemuMigrateParams::default()
+    };
+    z.api.migrate_qemu(from, vmid, &params).await.unwrap();
+    assert_eq!(z.sim.world().guests[&vmid].lock(), Some("migrate"));
+}
+
+/// DEMO with pve5, an empty node like pve4, in maintenance, and guest 101 migrating onto it.
+async fn landing_on_pve5(marked_off: bool) -> support::Zone {
+    let z = zone(DEMO, 500.0, |v| add_node_like(v, "pve4", "pve5")).await;
+    if marked_off {
+        mark_off(&z, "pve5", z.sim.now() as i64).await;
+    } else {
+        flxp_engine::maintenance::set(&z.api, "pve5", true)
+            .await
+            .unwrap();
+    }
+    migrate_slowly(&z, 101, "pve1", "pve5").await;
+    z
+}
+
+/// The guest stays running, on its way to pve5, and pve5 stays on.
+fn assert_still_landing(z: &support::Zone) {
+    let w = z.sim.world();
+    assert!(w.nodes["pve5"].online, "pve5 stays on");
+    assert!(w.guests[&101].running, "101 keeps running");
+    assert_eq!(w.guests[&101].lock(), Some("migrate"), "101 is on its way");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_check_refuses_a_node_a_guest_is_migrating_onto() {
+    let z = landing_on_pve5(false).await;
+    let exec = z.executor(flxp_engine::Limits::default());
+    match exec.shut_down_if_empty("pve5").await {
+        Err(flxp_engine::consolidate::PowerError::Refused { node, reason }) => {
+            assert_eq!(node, "pve5");
+            assert_eq!(
+                reason,
+                "guest 101 (web-1) is migrating onto pve5 (from pve1): it holds the node once it \
+                 lands"
+            );
+        }
+        other => panic!("not refused: {other:?}"),
+    }
+    assert_still_landing(&z);
+    z.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_marked_node_a_guest_is_migrating_onto_goes_back_not_off() {
+    let z = landing_on_pve5(true).await;
+    let d = daemon(&z, auto(0.4, 0.7, Duration::from_secs(86_400)));
+    let p = round(&d).await;
+    assert!(p.switched_off.is_empty(), "{p:#?}");
+    assert_eq!(p.back, ["pve5"], "{p:#?}");
+    let c = p.consolidation.as_ref().unwrap();
+    let k = c.kept.iter().find(|k| k.node == "pve5").unwrap();
+    assert!(
+        k.reason
+            .contains("guest 101 (web-1) is migrating onto pve5"),
+        "{k:?}"
+    );
+    assert_still_landing(&z);
+    assert!(!all_notes(&z).contains("flxp-power"), "{}", all_notes(&z));
+    z.shutdown().await;
+}

@@ -54,7 +54,7 @@ pub struct Args {
 }
 
 /// Parses `--effort`: bad usage (exit 2) is caught here, with the range of `effort-secs`.
-fn effort_parser(text: &str) -> std::result::Result<f64, String> {
+pub(super) fn effort_parser(text: &str) -> std::result::Result<f64, String> {
     text.parse::<f64>()
         .ok()
         .filter(|s| (0.0..=86_400.0).contains(s))

@@ -26,6 +26,10 @@ pub struct Args {
     /// With `--wake`: the longest wait for the node to come online, seconds.
     #[arg(long, value_name = "S", default_value_t = 900, requires = "wake")]
     wake_timeout: u64,
+    /// Seconds of planning work to allow on a large cluster before the nodes not tried yet stay
+    /// (default from [consolidate] effort-secs, else the default budget of a few seconds).
+    #[arg(long, value_name = "SECONDS", value_parser = balance::effort_parser)]
+    effort: Option<f64>,
 }
 
 /// `flxp consolidate --wake NODE --json`.
@@ -75,7 +79,10 @@ struct Output<'a> {
 pub fn run(args: Args) -> Result<ExitCode> {
     let config = load::config(&args.run.source)?;
     let placer = Arc::new(load::placer(&config)?);
-    let options = config.consolidate.options();
+    let mut options = config.consolidate.options();
+    if let Some(secs) = args.effort {
+        options.effort_secs = secs;
+    }
     if args.wake.is_some() && args.wake_timeout == 0 {
         return Err(UsageError(
             "--wake-timeout must be at least 1 second: 0 would give up before the node boots"
@@ -126,7 +133,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
                               held: Option<&super::lease::Held>,
                               keeper: Option<&LeaseKeeper>| {
                 let executor = executor.with_kept_nodes(super::lease::kept_nodes(keeper).await);
-                in_zone(executor, &config, &args, zone, held).await
+                in_zone(executor, &config, &options, &args, zone, held).await
             };
             let acting = args.run.acting("consolidate");
             super::lease::run_in_zone(&config, zone, Arc::clone(&placer), acting, work)?
@@ -184,6 +191,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
 async fn in_zone(
     executor: Executor,
     config: &Config,
+    options: &flxp_core::consolidate::ConsolidateOptions,
     args: &Args,
     zone: &str,
     lease: Option<&super::lease::Held>,
@@ -194,7 +202,7 @@ async fn in_zone(
     Vec<String>,
 )> {
     let c = executor
-        .plan_consolidation(&config.consolidate.options(), &config.evacuate)
+        .plan_consolidation(options, &config.evacuate)
         .await
         .with_context(|| format!("cannot plan a consolidation in zone {zone}"))?;
     if !args.run.json {

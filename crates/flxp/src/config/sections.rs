@@ -376,6 +376,8 @@ pub struct ConsolidateSection {
     pub min_interval_secs: u64,
     /// Seconds a woken node may take to come online before Wake-on-LAN is sent again.
     pub wake_timeout_secs: u64,
+    /// Seconds of planning work beyond the default budget (large clusters; 0: the default).
+    pub effort_secs: f64,
 }
 
 impl Default for ConsolidateSection {
@@ -392,6 +394,7 @@ impl Default for ConsolidateSection {
             wake_above: 0.7,
             min_interval_secs: 1800,
             wake_timeout_secs: 900,
+            effort_secs: o.effort_secs,
         }
     }
 }
@@ -404,6 +407,7 @@ impl ConsolidateSection {
             max_cpu: self.max_cpu,
             min_nodes: self.min_nodes,
             headroom: self.headroom,
+            effort_secs: self.effort_secs,
             ..flxp_core::consolidate::ConsolidateOptions::default()
         }
     }

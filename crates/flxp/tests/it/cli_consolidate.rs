@@ -3,6 +3,7 @@
 //! off through the API, and never goes below the quorum floor.
 
 use flxp_sim::scenario::add_node_like;
+use flxp_sim::world::{GuestKind, MigrateRequest};
 use serde_json::Value;
 
 use super::cli_balance::{DEMO, SimZone, sim_zone};
@@ -70,6 +71,19 @@ fn a_plan_frees_nodes_down_to_the_quorum_floor_and_says_why_others_stay() {
             "keep d: 3 node(s) must stay online: quorum needs more than half",
         ],
     );
+
+    // `--effort` raises the planner's work budget (the same plan here, far below it); a
+    // negative one is bad usage, named by its range.
+    let (code, out, err) = on_file("consolidate", &f, &["--json", "--effort", "2"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        names(&json(&out)["consolidation"]["freed"]),
+        ["a", "b"],
+        "{out}"
+    );
+    let (code, _, err) = on_file("consolidate", &f, &["--effort=-1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("from 0 to 86400"), "{err}");
 
     // Waking needs a live zone: with a snapshot file it is refused, not ignored.
     let (code, _, err) = on_file("consolidate", &f, &["--wake", "a"]);
@@ -301,7 +315,7 @@ fn with_empty_pve5(v: &mut serde_json::Value) {
     add_node_like(v, "pve4", "pve5");
 }
 
-/// Tester re-check D1: a one-off run left an empty freed node on because a guest of another
+/// A one-off run must not leave an empty freed node on because a guest of another
 /// freed node failed to move; each freed node is judged on its own, as the daemon does.
 #[test]
 fn an_empty_freed_node_goes_off_though_another_nodes_migration_failed() {
@@ -372,4 +386,79 @@ fn a_dry_run_names_the_nodes_a_real_run_would_give_back() {
             .notes
             .contains("flxp.maintenance")
     );
+}
+
+/// Starts a live migration of qemu guest `vmid` from `from` to `to` by hand, as an admin would,
+/// at 1 KiB/s: it stays in flight for the whole test.
+pub fn migrate_slowly(z: &SimZone, vmid: u32, from: &str, to: &str) {
+    z.sim
+        .world()
+        .migrate(MigrateRequest {
+            kind: GuestKind::Qemu,
+            node: from.into(),
+            vmid,
+            target: to.into(),
+            online: true,
+            with_local_disks: false,
+            restart: false,
+            bwlimit_kib: Some(1.0),
+            user: "root@pam".into(),
+        })
+        .unwrap();
+}
+
+/// A guest is migrating onto pve5, an empty node the consolidation would free first: pve5 is
+/// kept (the plan, the dry run and the text name the guest), never switched off, and the guest
+/// keeps running on its way.
+#[test]
+fn a_node_a_guest_is_migrating_onto_stays_on_and_the_guest_keeps_running() {
+    let six = |v: &mut Value| {
+        add_node_like(v, "pve4", "pve5");
+        add_node_like(v, "pve4", "pve6");
+    };
+    // 4 GiB at 1 KiB/s is over 400 s of real time at this scale; the plan's moves take ms.
+    let z = sim_zone(DEMO, 10_000.0, "\n[consolidate]\nshutdown = true\n", six);
+    let (dry, out) = z.run_json(&["consolidate", "--dry-run", "--json"]);
+    assert!(
+        names(&dry["consolidation"]["freed"]).contains(&"pve5"),
+        "without the migration pve5 is freed: {out}"
+    );
+    migrate_slowly(&z, 101, "pve1", "pve5");
+    assert!(z.migrating());
+
+    let (dry, out) = z.run_json(&["consolidate", "--dry-run", "--json"]);
+    assert!(
+        !names(&dry["consolidation"]["freed"]).contains(&"pve5"),
+        "{out}"
+    );
+    let k = kept(&dry, "pve5");
+    assert_eq!(k["because"], "arriving", "{out}");
+    assert!(
+        k["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("guest 101 (web-1) is migrating onto pve5 (from pve1)"),
+        "{out}"
+    );
+    let (code, text, err) = z.run(&["consolidate", "--dry-run"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        text.contains("keep pve5: guest 101 (web-1) is migrating onto pve5 (from pve1)"),
+        "{text}"
+    );
+
+    let (v, out) = z.run_json(&["consolidate", "--json"]);
+    let freed = names(&v["consolidation"]["freed"]);
+    assert!(!freed.is_empty() && !freed.contains(&"pve5"), "{out}");
+    let shutdown = v["shutdown"].as_array().unwrap();
+    assert!(shutdown.iter().all(|s| s["node"] != "pve5"), "{out}");
+    for node in &freed {
+        until_online(&z, node, false);
+    }
+    let w = z.sim.world();
+    assert!(w.nodes["pve5"].online, "pve5 stays on");
+    assert!(!w.nodes["pve5"].notes.contains("flxp.maintenance"));
+    let g = &w.guests[&101];
+    assert!(g.running, "101 keeps running");
+    assert_eq!(g.lock(), Some("migrate"), "101 is still on its way");
 }

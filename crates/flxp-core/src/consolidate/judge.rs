@@ -1,0 +1,383 @@
+//! Whether freeing a set of nodes keeps every limit: the CPU ceiling (targets closed and the try
+//! run again), rules, guests stuck or arriving, the auto mode's load cap and N+1 headroom.
+
+use super::{ConsolidateOptions, Ctx, KeptBecause, MAX_CLOSED};
+use crate::Result;
+use crate::balance::{Skipped, Unplaced};
+use crate::cluster::{Cluster, NodeIdx};
+use crate::placement::{PlacementOptions, Placer};
+use crate::state::State;
+use crate::units::fmt_bytes;
+
+/// Why the nodes of `nodes` are not empty though nothing is on them: a guest whose running
+/// migration takes it onto one of them (the last of `nodes` first), named with where it comes
+/// from; `None` when none is arriving. Such a guest is on its source until it lands, so an
+/// evacuation of its target does not move it, and a target switched off stops it.
+pub fn arriving(cluster: &Cluster, nodes: &[NodeIdx]) -> Option<String> {
+    let mut among = vec![false; cluster.nodes().len()];
+    for &n in nodes {
+        among[n.get()] = true;
+    }
+    arriving_among(cluster, cluster.guests(), &among, nodes.last().copied())
+}
+
+/// [`arriving`] for the nodes flagged in `among` (indexed like `Cluster::nodes`), a guest
+/// arriving on `first` named first: one sweep over the guests.
+pub(super) fn arriving_among<'c>(
+    cluster: &'c Cluster,
+    guests: impl IntoIterator<Item = &'c crate::cluster::Guest>,
+    among: &[bool],
+    first: Option<NodeIdx>,
+) -> Option<String> {
+    let mut found: Option<&crate::cluster::Guest> = None;
+    for g in guests {
+        if let Some(to) = g.migrating_to().filter(|to| among[to.get()]) {
+            if Some(to) == first {
+                found = Some(g);
+                break;
+            }
+            found.get_or_insert(g);
+        }
+    }
+    found.and_then(|g| {
+        let to = g.migrating_to()?;
+        Some(format!(
+            "guest {} is migrating onto {} (from {}): it holds the node once it lands",
+            g.label(),
+            cluster.node(to).name,
+            cluster.node(g.node).name
+        ))
+    })
+}
+
+/// What one try at freeing a set of nodes left: the guests that fit nowhere or stayed, the state
+/// after its moves, and what the caller keeps of it (a plan, or migrations).
+pub(super) struct Trial<T> {
+    pub(super) unplaced: Vec<Unplaced>,
+    pub(super) skipped: Vec<Skipped>,
+    pub(super) after: State,
+    pub(super) payload: T,
+}
+
+/// The try (`run`, handed the pipeline to place with) that frees `trial` within every limit, or
+/// why none was found. It places by memory; a target it would push over the CPU ceiling is closed
+/// to it and it runs again, so the ceiling shapes the choice of targets and does not only veto
+/// the first choice, up to [`MAX_CLOSED`] runs again. When none is found, the first CPU breach
+/// is the reason given. Each run adds `cost` to `work`. `closed` starts closed (targets that
+/// cannot take more CPU anyway); with `close_all`, every target a run overloads is closed at
+/// once, not only the first (fewer runs on large clusters).
+pub(super) fn try_free<T>(
+    ctx: &Ctx<'_>,
+    trial: &[NodeIdx],
+    (work, cost): (&mut u64, u64),
+    (mut closed, close_all): (Vec<NodeIdx>, bool),
+    mut run: impl FnMut(&Placer) -> Result<Trial<T>>,
+) -> Result<std::result::Result<Trial<T>, (KeptBecause, String)>> {
+    let (cluster, state, options) = (ctx.cluster, ctx.state, ctx.options);
+    let mut reruns = 0;
+    let mut first_cpu: Option<String> = None;
+    let mut in_trial = vec![false; cluster.nodes().len()];
+    for &n in trial {
+        in_trial[n.get()] = true;
+    }
+    let remaining: Vec<NodeIdx> = ctx
+        .hosts
+        .iter()
+        .copied()
+        .filter(|n| !in_trial[n.get()])
+        .collect();
+    loop {
+        *work += cost;
+        let t = if closed.is_empty() {
+            run(ctx.ceiling)?
+        } else {
+            let mut o = ctx.ceiling.options().clone();
+            for &n in &closed {
+                let node = cluster.node(n);
+                o.node_reserve_bytes.insert(node.name.clone(), node.maxmem);
+            }
+            run(&ctx.ceiling.with_options(o)?)?
+        };
+        match judge(ctx, trial, &in_trial, &remaining, &t) {
+            Ok(()) => return Ok(Ok(t)),
+            Err((because, reason)) => {
+                let breach = (because == KeptBecause::Cpu)
+                    .then(|| cpu_breach(cluster, state, &t.after, options, &remaining))
+                    .flatten()
+                    .filter(|(n, _)| !closed.contains(n) && reruns < MAX_CLOSED);
+                match breach {
+                    Some((n, _)) => {
+                        // Named by the guest that needs the CPUs: the node it would overload
+                        // may be one this plan frees later.
+                        let why = cpu_hungry(cluster, state, &t.after, n)
+                            .map(|g| {
+                                let guest = cluster.guest(g);
+                                format!(
+                                    "guest {} uses {:.1} CPUs: no remaining node can take it \
+                                     within the {:.0}% CPU ceiling",
+                                    guest.label(),
+                                    guest.cpu_cores(),
+                                    100.0 * options.max_cpu
+                                )
+                            })
+                            .unwrap_or(reason);
+                        first_cpu.get_or_insert(why);
+                        closed.push(n);
+                        reruns += 1;
+                        if close_all {
+                            let more = remaining.iter().copied().filter(|&r| {
+                                r != n
+                                    && !closed.contains(&r)
+                                    && cpu_over(cluster, state, &t.after, options, r)
+                            });
+                            closed.extend(more.collect::<Vec<_>>());
+                        }
+                    }
+                    None => {
+                        return Ok(Err(match first_cpu {
+                            Some(cpu) => (KeptBecause::Cpu, cpu),
+                            None => (because, reason),
+                        }));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The guest moved onto `node` by the plan (from `state` to `after`) that uses the most CPU.
+fn cpu_hungry(
+    cluster: &Cluster,
+    state: &State,
+    after: &State,
+    node: NodeIdx,
+) -> Option<crate::cluster::GuestIdx> {
+    cluster
+        .guest_indexes()
+        .filter(|&g| after.location(g) == node && state.location(g) != node)
+        .max_by(|&a, &b| {
+            cluster
+                .guest(a)
+                .cpu_cores()
+                .total_cmp(&cluster.guest(b).cpu_cores())
+                .then(cluster.guest(b).vmid.cmp(&cluster.guest(a).vmid))
+        })
+}
+
+/// Whether `after` puts node `r` above the CPU ceiling with more than `state` has on it.
+fn cpu_over(
+    cluster: &Cluster,
+    state: &State,
+    after: &State,
+    options: &ConsolidateOptions,
+    r: NodeIdx,
+) -> bool {
+    let cap = cluster.node(r).maxcpu * options.max_cpu;
+    let (was, now) = (state.usage(r).cpu, after.usage(r).cpu);
+    now > was + 1e-9 && now > cap + 1e-9
+}
+
+/// A remaining node the plan's result pushes above the CPU ceiling, and the words for it.
+fn cpu_breach(
+    cluster: &Cluster,
+    state: &State,
+    after: &State,
+    options: &ConsolidateOptions,
+    remaining: &[NodeIdx],
+) -> Option<(NodeIdx, String)> {
+    remaining.iter().find_map(|&r| {
+        let node = cluster.node(r);
+        let cap = node.maxcpu * options.max_cpu;
+        let (was, now) = (state.usage(r).cpu, after.usage(r).cpu);
+        (now > was + 1e-9 && now > cap + 1e-9).then(|| {
+            (
+                r,
+                format!(
+                    "{} would use {:.0}% of its CPUs, above the {:.0}% ceiling",
+                    node.name,
+                    100.0 * now / node.maxcpu.max(f64::MIN_POSITIVE),
+                    100.0 * options.max_cpu
+                ),
+            )
+        })
+    })
+}
+
+/// Whether the try at freeing `trial` (flagged in `in_trial`; `remaining` the other hosts) keeps
+/// every limit; else why not.
+pub(super) fn judge<T>(
+    ctx: &Ctx<'_>,
+    trial: &[NodeIdx],
+    in_trial: &[bool],
+    remaining: &[NodeIdx],
+    t: &Trial<T>,
+) -> std::result::Result<(), (KeptBecause, String)> {
+    let (cluster, state, options) = (ctx.cluster, ctx.state, ctx.options);
+    // The node just added to the trial first: its own guest is the reason it stays.
+    let newest = trial.last().map(|&n| cluster.node(n).name.as_str());
+    if let Some(u) = t
+        .unplaced
+        .iter()
+        .find(|u| Some(u.node.as_str()) == newest)
+        .or_else(|| t.unplaced.first())
+    {
+        // A guest of a node freed before this one: this node was its only room.
+        let reason = match newest {
+            Some(newest) if newest != u.node => format!(
+                "freeing {newest} too would leave guest {} of {}, which is freed, no node within \
+                 the limits: {}",
+                u.vmid, u.node, u.reason
+            ),
+            _ => format!(
+                "guest {} on {} fits on no other node within the limits: {}",
+                u.vmid, u.node, u.reason
+            ),
+        };
+        return Err((KeptBecause::NoRoom, reason));
+    }
+    let landing = ctx.landing.iter().map(|&g| cluster.guest(g));
+    if let Some(reason) = arriving_among(cluster, landing, in_trial, trial.last().copied()) {
+        return Err((KeptBecause::Arriving, reason));
+    }
+    let after = &t.after;
+    // A guest whose migration off its node is in flight (an interrupted run's, say) is leaving,
+    // unless it lands on a node being freed too.
+    let leaving = |g: crate::cluster::GuestIdx| {
+        let guest = cluster.guest(g);
+        after.location(g) == guest.node
+            && guest.migrating_to().is_some_and(|to| !in_trial[to.get()])
+    };
+    let stuck = |g: &crate::cluster::GuestIdx| in_trial[after.location(*g).get()] && !leaving(*g);
+    if let Some(g) = cluster
+        .guest_indexes()
+        .filter(stuck)
+        .find(|&g| trial.last() == Some(&after.location(g)))
+        .or_else(|| cluster.guest_indexes().find(stuck))
+    {
+        let guest = cluster.guest(g);
+        let why = t
+            .skipped
+            .iter()
+            .find(|s| s.vmid == guest.vmid)
+            .map_or_else(|| "it cannot be moved".to_owned(), |s| s.reason.clone());
+        return Err((
+            KeptBecause::Unmovable,
+            format!(
+                "guest {} stays on {}: {why}",
+                guest.label(),
+                cluster.node(after.location(g)).name
+            ),
+        ));
+    }
+    if let Some((_, reason)) = cpu_breach(cluster, state, after, options, remaining) {
+        return Err((KeptBecause::Cpu, reason));
+    }
+    if let Some(max) = options.max_load {
+        let l = load(cluster, after, remaining);
+        if l > max + 1e-9 {
+            return Err((
+                KeptBecause::Load,
+                format!(
+                    "the other {} node(s) would carry {:.0}% of their capacity, above the {:.0}% \
+                     the auto mode allows (halfway between consolidate-below and wake-above)",
+                    remaining.len(),
+                    100.0 * l,
+                    100.0 * max
+                ),
+            ));
+        }
+    }
+    if options.headroom {
+        if let Some(why) = headroom_breach(cluster, after, remaining, ctx.placer.options()) {
+            return Err((KeptBecause::Headroom, why));
+        }
+    }
+    Ok(())
+}
+
+/// Why the nodes `hosts` lack N+1 headroom in `state`: a node whose running guests would not fit
+/// on the others (their free memory less the reserves) if it failed; `None` when every node's
+/// would. Packed largest guest first, each onto the node with the most room left: a packing it
+/// finds exists, so `None` is a proof.
+///
+/// A failed node's m guests only ever land on the m roomiest other nodes (each goes to the
+/// roomiest, and an untouched node is touched only once it is the roomiest left), so the rooms
+/// are sorted once and each failure packs onto its own few: O(H log H + G log G) in all.
+pub fn headroom_breach(
+    cluster: &Cluster,
+    state: &State,
+    hosts: &[NodeIdx],
+    options: &PlacementOptions,
+) -> Option<String> {
+    let mut slot = vec![usize::MAX; cluster.nodes().len()];
+    for (i, &h) in hosts.iter().enumerate() {
+        slot[h.get()] = i;
+    }
+    let mut on: Vec<Vec<u64>> = vec![Vec::new(); hosts.len()];
+    for g in cluster.guest_indexes() {
+        let guest = cluster.guest(g);
+        if !guest.running {
+            continue;
+        }
+        if let Some(items) = on.get_mut(slot[state.location(g).get()]) {
+            items.push(guest.mem_footprint());
+        }
+    }
+    // Every host's room, roomiest first (ties by position, so the order is fixed).
+    let room: Vec<u64> = hosts
+        .iter()
+        .map(|&h| {
+            let node = cluster.node(h);
+            node.maxmem
+                .saturating_sub(state.usage(h).mem)
+                .saturating_sub(options.reserve_for(node))
+        })
+        .collect();
+    let mut roomiest: Vec<usize> = (0..hosts.len()).collect();
+    roomiest.sort_by(|&a, &b| room[b].cmp(&room[a]).then(a.cmp(&b)));
+    for (i, &failed) in hosts.iter().enumerate() {
+        let mut items = std::mem::take(&mut on[i]);
+        if items.is_empty() {
+            continue;
+        }
+        items.sort_unstable_by(|a, b| b.cmp(a));
+        let mut free: std::collections::BinaryHeap<u64> = roomiest
+            .iter()
+            .filter(|&&j| j != i)
+            .take(items.len())
+            .map(|&j| room[j])
+            .collect();
+        for &item in &items {
+            match free.peek_mut() {
+                Some(mut top) if *top >= item => *top -= item,
+                _ => {
+                    let sum: u64 = items.iter().sum();
+                    return Some(format!(
+                        "if {} failed, its {} running guest(s) ({}) would not fit on the other {} node(s)",
+                        cluster.node(failed).name,
+                        items.len(),
+                        fmt_bytes(sum),
+                        hosts.len() - 1
+                    ));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The load of some nodes: the larger of the shares of their memory and of their CPUs in use
+/// (0 for no capacity). The daemon's auto mode compares it with its two levels.
+pub fn load(cluster: &Cluster, state: &State, nodes: &[NodeIdx]) -> f64 {
+    let (mut mem, mut maxmem, mut cpu, mut maxcpu) = (0.0, 0.0, 0.0, 0.0);
+    for &n in nodes {
+        let node = cluster.node(n);
+        let u = state.usage(n);
+        mem += u.mem as f64;
+        maxmem += node.maxmem as f64;
+        cpu += u.cpu;
+        maxcpu += node.maxcpu;
+    }
+    let share = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+    share(mem, maxmem).max(share(cpu, maxcpu))
+}
