@@ -25,6 +25,7 @@ pub mod consolidate;
 pub mod constraints;
 mod error;
 pub mod evacuate;
+pub mod left_running;
 pub mod lenient;
 pub mod model;
 pub mod names;

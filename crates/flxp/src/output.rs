@@ -260,6 +260,10 @@ pub struct PlanOutput<'a> {
     /// Why the request stays unmet (the reasons for exit code 3); absent when met.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unmet: Vec<String>,
+    /// Running guests an evacuation leaves on the nodes it empties (read after the run, or
+    /// what the plan would leave), each with why; absent when none.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub left_running: &'a [flxp_core::left_running::LeftRunning],
 }
 
 /// How far the plan is from the fewest migrations and bytes any plan needs to reach what it

@@ -259,11 +259,6 @@ pub fn unmet(plan: &Plan, goal: &Goal) -> Vec<String> {
     why
 }
 
-/// Whether a plan leaves the request unmet (exit code 3); see [`unmet`].
-pub fn is_unsatisfiable(plan: &Plan, goal: &Goal) -> bool {
-    !unmet(plan, goal).is_empty()
-}
-
 /// Runs `flxp balance`.
 pub fn run(args: Args) -> Result<ExitCode> {
     let config = load::config(&args.run.source)?;
@@ -354,34 +349,56 @@ pub fn carry_out(
 ) -> Result<ExitCode> {
     let dry_run = acting.dry_run;
     let placer = Arc::new(load::placer(config)?.in_zone(source.zone.clone()));
-    let (plan, execution) = match (&source.from_file, &source.zone) {
-        (Some(path), _) => (plan_on(&load::model_to_plan(path)?, &placer, goal)?, None),
+    let (plan, execution, left) = match (&source.from_file, &source.zone) {
+        (Some(path), _) => {
+            let model = load::model_to_plan(path)?;
+            let plan = plan_on(&model, &placer, goal)?;
+            let left = super::left::on_model(&model, goal, &plan, false);
+            (plan, None, left)
+        }
         (None, Some(zone)) => {
             // Before anything is written: evacuate's maintenance mark too.
-            let work =
-                async |executor, held: Option<&super::lease::Held>, _: Option<&LeaseKeeper>| {
-                    plan_and_run(executor, goal, None, dry_run, json, zone, held).await
-                };
+            let work = async |executor: Executor,
+                              held: Option<&super::lease::Held>,
+                              _: Option<&LeaseKeeper>| {
+                let reader = executor.clone();
+                let (plan, report) =
+                    plan_and_run(executor, goal, None, dry_run, json, zone, held).await?;
+                // Read again: what runs on the emptied nodes now, whatever the plan meant.
+                let left = super::left::in_zone(&reader, goal, &plan, report.is_some()).await;
+                Ok((plan, report, left))
+            };
             super::lease::run_in_zone(config, zone, Arc::clone(&placer), acting, work)?
         }
         (None, None) => return Err(load::no_cluster()),
     };
     let dry = execution.is_none();
+    let mut why = unmet(&plan, goal);
+    why.extend(super::left::phrase(&left, !dry));
     if json {
         output::print_json(&output::PlanOutput {
             plan: &plan,
             dry_run: dry,
             execution: execution.as_ref(),
-            unmet: unmet(&plan, goal),
+            unmet: why.clone(),
+            left_running: &left,
         })?;
     } else if let Some(report) = &execution {
         output::print_execution(report);
+        super::left::print(&left, true);
+        if let Some(p) = super::left::phrase(&left, true) {
+            output::say(format!("not met (exit code 3): {p}"));
+        }
     } else if source.from_file.is_some() {
-        output::print_plan(&plan, &unmet(&plan, goal));
+        output::print_plan(&plan, &why);
+        super::left::print(&left, false);
+    } else {
+        // A dry run in a zone printed its plan before this read.
+        super::left::print(&left, false);
     }
     Ok(match &execution {
         Some(r) if !r.is_clean() => ExitCode::from(1),
-        _ if is_unsatisfiable(&plan, goal) => ExitCode::from(UNSATISFIABLE),
+        _ if !why.is_empty() => ExitCode::from(UNSATISFIABLE),
         _ => ExitCode::SUCCESS,
     })
 }
@@ -416,7 +433,11 @@ pub(crate) async fn plan_and_run(
         },
     };
     if !json {
-        output::print_plan(&plan, &unmet(&plan, goal));
+        let mut why = unmet(&plan, goal);
+        // An evacuation that would leave a running guest says so first.
+        let left = super::left::in_zone(&executor, goal, &plan, false).await;
+        why.extend(super::left::phrase(&left, false));
+        output::print_plan(&plan, &why);
     }
     if let (Goal::Evacuate { nodes, .. }, false) = (goal, dry_run) {
         mark_maintenance(&executor, nodes).await;

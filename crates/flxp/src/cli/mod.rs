@@ -7,6 +7,7 @@ pub mod daemon;
 mod evacuate;
 mod generate;
 mod lease;
+mod left;
 mod load;
 mod maintenance;
 mod place;

@@ -78,7 +78,7 @@ fn a_plan_frees_nodes_down_to_the_quorum_floor_and_says_why_others_stay() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(
         names(&json(&out)["consolidation"]["freed"]),
-        ["a", "b"],
+        ["b", "c"],
         "{out}"
     );
     let (code, _, err) = on_file("consolidate", &f, &["--effort=-1"]);

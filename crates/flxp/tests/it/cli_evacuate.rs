@@ -93,12 +93,15 @@ fn an_unknown_node_is_a_usage_error_naming_the_nodes() {
 #[test]
 fn a_live_node_is_emptied() {
     let z = fast_zone(DEMO, "");
-    let (v, out) = z.run_json(&["evacuate", "pve4", "--json"]);
+    // 151 is tagged flxp.ignore: it stays running, so the node is not safe to reboot and the
+    // run exits 3 naming it (`evacuate pve4 && reboot` must not reboot).
+    let (code, out, err) = z.run(&["evacuate", "pve4", "--json"]);
+    assert_eq!(code, 3, "{err}\n{out}");
+    let v = json(&out);
     assert!(
         v["execution"]["failed"].as_array().unwrap().is_empty(),
         "{out}"
     );
-    // 151 is tagged flxp.ignore: it stays, and the plan says why.
     assert_eq!(z.guests_on("pve4"), [151]);
     assert!(
         v["skipped"]
@@ -108,6 +111,35 @@ fn a_live_node_is_emptied() {
             .any(|s| s["vmid"] == 151),
         "{out}"
     );
+    let left = v["left_running"].as_array().unwrap();
+    assert_eq!(left.len(), 1, "{out}");
+    assert_eq!(left[0]["vmid"], 151);
+    assert_eq!(left[0]["node"], "pve4");
+    assert!(
+        left[0]["reason"].as_str().unwrap().contains("flxp.ignore"),
+        "{out}"
+    );
+    assert!(
+        v["unmet"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("1 running guest(s) still on pve4: not safe to reboot"),
+        "{out}"
+    );
+    // The human run says it last, with the guest and why.
+    let z = fast_zone(DEMO, "");
+    let (code, out, _) = z.run(&["evacuate", "pve4"]);
+    assert_eq!(code, 3, "{out}");
+    assert!(
+        out.contains("still running on the emptied node(s) (1):\n  151 "),
+        "{out}"
+    );
+    assert!(
+        out.trim_end().ends_with(
+            "not met (exit code 3): 1 running guest(s) still on pve4: not safe to reboot"
+        ),
+        "{out}"
+    );
 }
 
 #[test]
@@ -115,7 +147,18 @@ fn guests_that_stay_on_the_node_are_listed_with_the_reason() {
     // The text output used to show only "rules still broken after", never why a guest stays.
     let f = example("pvesh-4node.json");
     let (code, out, _) = evacuate("pve1", &f, &[]);
-    assert_eq!(code, 0, "{out}");
+    // 123 runs (locked for a backup): the node is not safe to reboot, said first, exit 3.
+    assert_eq!(code, 3, "{out}");
+    assert!(
+        out.starts_with(
+            "not met (exit code 3): 1 running guest(s) would stay on pve1: not safe to reboot\n"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("would stay running on the emptied node(s) (1):\n  123 backup-target on pve1: locked (backup)"),
+        "{out}"
+    );
     assert!(
         out.contains(
             "stay on a node in maintenance (2):\n  \
