@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Writes scripts/week/scenario.json: the week benchmark's cluster. 8 nodes of two sizes
-(4 x 16 CPUs / 128 GiB, 4 x 32 CPUs / 256 GiB), 120 guests of 2-16 GiB, every guest HA-managed
-(Proxmox's dynamic balancer moves HA guests only), hard rules as ProxLB tags, which flxp and ProxLB
-both read: four anti-affinity groups and two affinity pairs, none broken at the start. Placed
-unevenly, as a cluster grown by hand is. Deterministic; rerun after editing to regenerate it."""
+(4 x 16 CPUs / 128 GiB, 4 x 32 CPUs / 256 GiB), 120 guests of 2-16 GiB and 1-4 vCPUs (about 230
+vCPUs against 192 CPUs: a busy hour can overload a node while the cluster as a whole has room),
+every guest HA-managed (Proxmox's dynamic balancer moves HA guests only), hard rules as ProxLB tags,
+which flxp and ProxLB both read: four anti-affinity groups and two affinity pairs, none broken at
+the start. Placed unevenly, as a cluster grown by hand is; the clock starts on a Monday.
+Deterministic; rerun after editing to regenerate it."""
 import json
 import os
 import random
@@ -33,7 +35,7 @@ for vmid in range(100, 220):
         while committed[node] + maxmem > 0.8 * CAPACITY[node]:
             node = NAMES[(NAMES.index(node) + 1) % 8]
     committed[node] += maxmem
-    cores = rng.choice([1, 2, 2, 4, 4, 8])
+    cores = rng.choice([1, 1, 2, 2, 2, 4])
     guests.append({
         "id": f"qemu/{vmid}", "type": "qemu", "vmid": vmid, "name": f"week-{vmid}",
         "node": node, "status": "running", "maxmem": maxmem, "maxcpu": cores,
@@ -52,6 +54,8 @@ for n, cpus, mem in NODES:
     })
 
 scenario = {
+    # Monday 2026-01-05 00:00 UTC: a week starts with a working day, so day 1 has office hours.
+    "time": 1767571200,
     "resources": nodes + guests,
     "ha": {"resources": [{"sid": f"vm:{g['vmid']}", "state": "started"} for g in guests]},
     "sim": {"cluster_name": "week", "ha_delay_secs": 10, "seed": 25},
