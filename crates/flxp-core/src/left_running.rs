@@ -2,13 +2,19 @@
 //! now?". A guest counts when it runs on one of the nodes, or is migrating onto one (it lands
 //! there and keeps running). Each says why it is there: the plan's reason when the plan skipped
 //! it, else that it arrives, that the plan moves it (before a run), or that it did not leave.
+//!
+//! [`maintenance_state`] answers the same question for one node in maintenance without a plan
+//! (`flxp status`, the dashboard, the daemon's warning): empty, stopped guests only, or which
+//! guests still run there and why.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use serde::Serialize;
 
-use crate::balance::Plan;
+use crate::balance::{Intent, Plan, stays};
 use crate::cluster::{Cluster, NodeIdx};
+use crate::constraints::Rules;
 
 /// A running guest on a node being emptied, and why it is there.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -85,6 +91,117 @@ pub fn left_running(
     left
 }
 
+/// Whether a node in maintenance may be rebooted now, from what it holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub enum MaintenanceState {
+    /// No guest at all: safe to reboot.
+    Empty,
+    /// Stopped guests and templates only: safe to reboot.
+    StoppedOnly {
+        /// How many guests (stopped ones and templates).
+        stopped: u32,
+    },
+    /// Guests still run there (or are migrating onto it): not safe to reboot.
+    Running {
+        /// Each with why it is there, in vmid order.
+        guests: Vec<LeftRunning>,
+    },
+}
+
+impl MaintenanceState {
+    /// From the running guests already found on `node` (by [`left_running`], say, read after a
+    /// run): those on other nodes are left out.
+    pub fn from_left(cluster: &Cluster, node: NodeIdx, left: &[LeftRunning]) -> Self {
+        let name = &cluster.node(node).name;
+        let guests: Vec<LeftRunning> = left.iter().filter(|l| &l.node == name).cloned().collect();
+        if !guests.is_empty() {
+            return Self::Running { guests };
+        }
+        match u32::try_from(cluster.guests_on(node).len()).unwrap_or(u32::MAX) {
+            0 => Self::Empty,
+            stopped => Self::StoppedOnly { stopped },
+        }
+    }
+
+    /// Whether nothing runs there: rebooting stops no guest.
+    pub fn safe_to_reboot(&self) -> bool {
+        !matches!(self, Self::Running { .. })
+    }
+
+    /// The running guests still there (none when safe).
+    pub fn running(&self) -> &[LeftRunning] {
+        match self {
+            Self::Running { guests } => guests,
+            _ => &[],
+        }
+    }
+
+    /// The state's name as serialised (`empty`, `stopped-only`, `running`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Empty => "empty",
+            Self::StoppedOnly { .. } => "stopped-only",
+            Self::Running { .. } => "running",
+        }
+    }
+}
+
+impl fmt::Display for MaintenanceState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Empty => f.write_str("empty, safe to reboot"),
+            Self::StoppedOnly { stopped } => {
+                write!(f, "stopped guests only ({stopped}), safe to reboot")
+            }
+            Self::Running { guests } => write!(
+                f,
+                "{} running guest{} still here, not safe to reboot",
+                guests.len(),
+                if guests.len() == 1 { "" } else { "s" }
+            ),
+        }
+    }
+}
+
+/// What `node` holds now, without a plan: each running guest says why it stays (what the core
+/// says when it would not move it), or that it simply runs there and an evacuation would move it.
+pub fn maintenance_state(cluster: &Cluster, rules: &Rules, node: NodeIdx) -> MaintenanceState {
+    let mut guests: Vec<LeftRunning> = cluster
+        .guests()
+        .iter()
+        .filter(|g| g.running && !g.template)
+        .filter_map(|g| {
+            let arriving = g.migrating_to().filter(|&to| to == node);
+            if arriving.is_none() && g.node != node {
+                return None;
+            }
+            let reason = if arriving.is_some() {
+                format!(
+                    "migrating onto it from {}: it lands there and keeps running",
+                    cluster.node(g.node).name
+                )
+            } else {
+                cluster
+                    .guest_idx(g.vmid)
+                    .and_then(|i| stays(cluster, rules, i, Intent::Fix, 0))
+                    .map_or_else(
+                        || "runs here; an evacuation would move it".to_owned(),
+                        |stay| stay.to_string(),
+                    )
+            };
+            Some(LeftRunning {
+                vmid: g.vmid,
+                name: g.name.clone(),
+                node: cluster.node(node).name.clone(),
+                reason,
+            })
+        })
+        .collect();
+    guests.sort_by_key(|l| l.vmid);
+    MaintenanceState::from_left(cluster, node, &guests)
+}
+
 #[cfg(test)]
 mod tests {
     // Tests may panic: unwrapping is how they fail.
@@ -93,6 +210,72 @@ mod tests {
     use super::*;
     use crate::builder::{ClusterBuilder, vm};
     use crate::evacuate::evacuate_node;
+
+    fn state_of(c: &Cluster, node: &str) -> MaintenanceState {
+        maintenance_state(c, &Rules::compile(c), c.node_idx(node).unwrap())
+    }
+
+    #[test]
+    fn a_node_with_no_guest_is_empty_and_safe_to_reboot() {
+        let c = ClusterBuilder::new()
+            .nodes(&["a", "b"])
+            .guest(vm(101, "b"))
+            .build();
+        let s = state_of(&c, "a");
+        assert_eq!(s, MaintenanceState::Empty);
+        assert_eq!(s.to_string(), "empty, safe to reboot");
+        assert!(s.safe_to_reboot());
+    }
+
+    #[test]
+    fn a_node_with_stopped_guests_and_templates_only_is_safe_to_reboot() {
+        let c = ClusterBuilder::new()
+            .nodes(&["a", "b"])
+            .guest(vm(101, "a").stopped())
+            .guest(vm(102, "a").stopped().tagged("flxp.ignore"))
+            .build();
+        let s = state_of(&c, "a");
+        assert_eq!(s, MaintenanceState::StoppedOnly { stopped: 2 });
+        assert_eq!(s.to_string(), "stopped guests only (2), safe to reboot");
+        assert!(s.safe_to_reboot());
+    }
+
+    #[test]
+    fn running_guests_say_why_they_stay_or_that_they_only_run_there() {
+        let c = ClusterBuilder::new()
+            .nodes(&["a", "b", "c"])
+            .guest(vm(101, "a"))
+            .guest(vm(102, "a").tagged("flxp.ignore"))
+            .guest(vm(103, "a").stopped())
+            .guest(vm(105, "c"))
+            .migrating(105, "c", "a")
+            .build();
+        let s = state_of(&c, "a");
+        let got: Vec<(u32, &str)> = s
+            .running()
+            .iter()
+            .map(|l| (l.vmid, l.reason.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (101, "runs here; an evacuation would move it"),
+                (102, "tagged flxp.ignore / plb_ignore: never moved"),
+                (
+                    105,
+                    "migrating onto it from c: it lands there and keeps running"
+                ),
+            ]
+        );
+        assert_eq!(
+            s.to_string(),
+            "3 running guests still here, not safe to reboot"
+        );
+        assert!(!s.safe_to_reboot());
+        assert!(s.running().iter().all(|l| l.node == "a"));
+        // b is the source of nothing and holds nothing.
+        assert_eq!(state_of(&c, "b"), MaintenanceState::Empty);
+    }
 
     #[test]
     fn a_guest_arriving_on_the_emptied_node_is_left_running_and_named_with_its_source() {
