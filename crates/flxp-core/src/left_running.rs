@@ -7,7 +7,7 @@
 //! (`flxp status`, the dashboard, the daemon's warning): empty, stopped guests only, or which
 //! guests still run there and why.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use serde::Serialize;
@@ -167,13 +167,35 @@ impl fmt::Display for MaintenanceState {
 /// What `node` holds now, without a plan: each running guest says why it stays (what the core
 /// says when it would not move it), or that it simply runs there and an evacuation would move it.
 pub fn maintenance_state(cluster: &Cluster, rules: &Rules, node: NodeIdx) -> MaintenanceState {
+    state_without(cluster, rules, node, &BTreeSet::new())
+}
+
+/// What `node` holds once `plan` has run as planned: the guests it migrates are gone, the rest
+/// stay as [`maintenance_state`] says.
+pub fn maintenance_state_planned(
+    cluster: &Cluster,
+    rules: &Rules,
+    node: NodeIdx,
+    plan: &Plan,
+) -> MaintenanceState {
+    let moved: BTreeSet<u32> = plan.migrations.iter().map(|m| m.vmid).collect();
+    state_without(cluster, rules, node, &moved)
+}
+
+/// [`maintenance_state`] with the guests in `moved` gone from the node.
+fn state_without(
+    cluster: &Cluster,
+    rules: &Rules,
+    node: NodeIdx,
+    moved: &BTreeSet<u32>,
+) -> MaintenanceState {
     let mut guests: Vec<LeftRunning> = cluster
         .guests()
         .iter()
         .filter(|g| g.running && !g.template)
         .filter_map(|g| {
             let arriving = g.migrating_to().filter(|&to| to == node);
-            if arriving.is_none() && g.node != node {
+            if arriving.is_none() && (g.node != node || moved.contains(&g.vmid)) {
                 return None;
             }
             let reason = if arriving.is_some() {
@@ -199,7 +221,18 @@ pub fn maintenance_state(cluster: &Cluster, rules: &Rules, node: NodeIdx) -> Mai
         })
         .collect();
     guests.sort_by_key(|l| l.vmid);
-    MaintenanceState::from_left(cluster, node, &guests)
+    if !guests.is_empty() {
+        return MaintenanceState::Running { guests };
+    }
+    let staying = cluster
+        .guests_on(node)
+        .iter()
+        .filter(|&&g| !moved.contains(&cluster.guest(g).vmid))
+        .count();
+    match u32::try_from(staying).unwrap_or(u32::MAX) {
+        0 => MaintenanceState::Empty,
+        stopped => MaintenanceState::StoppedOnly { stopped },
+    }
 }
 
 #[cfg(test)]
@@ -275,6 +308,40 @@ mod tests {
         assert!(s.running().iter().all(|l| l.node == "a"));
         // b is the source of nothing and holds nothing.
         assert_eq!(state_of(&c, "b"), MaintenanceState::Empty);
+    }
+
+    #[test]
+    fn once_its_evacuation_has_run_only_what_the_plan_leaves_is_counted() {
+        let c = ClusterBuilder::new()
+            .nodes(&["a", "b"])
+            .guest(vm(101, "a"))
+            .guest(vm(102, "a").tagged("flxp.ignore"))
+            .guest(vm(103, "a").stopped())
+            .build();
+        let a = c.node_idx("a").unwrap();
+        let plan = evacuate_node(&c, "a");
+        let s = maintenance_state_planned(&c, &Rules::compile(&c), a, &plan);
+        assert_eq!(
+            s.running().iter().map(|l| l.vmid).collect::<Vec<_>>(),
+            [102]
+        );
+        // Without the ignored guest, the plan moves both (stopped guests go offline by default).
+        let c = ClusterBuilder::new()
+            .nodes(&["a", "b"])
+            .guest(vm(101, "a"))
+            .guest(vm(103, "a").stopped())
+            .build();
+        let plan = evacuate_node(&c, "a");
+        let s = maintenance_state_planned(&c, &Rules::compile(&c), a, &plan);
+        assert_eq!(plan.migrations.len(), 2);
+        assert_eq!(s, MaintenanceState::Empty);
+        // Before the run, the stopped guest is still there.
+        assert_eq!(
+            maintenance_state(&c, &Rules::compile(&c), a)
+                .running()
+                .len(),
+            1
+        );
     }
 
     #[test]

@@ -78,3 +78,54 @@ async fn evacuate_returns_the_ignored_guest_still_running_and_the_node_says_so()
         "{v}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_round_warns_of_and_counts_the_guest_still_running_on_a_node_in_maintenance() {
+    let extra = format!(
+        "{PARALLEL_MIGRATIONS}[daemon]\ninterval-secs = 3600\n\n[overrides.lab.pve4]\nmaintenance = true\n"
+    );
+    let s = start(Scenario::demo(), &extra, &[]).await;
+    // The first round runs at start; one an hour after: this is the only one.
+    let log = s
+        .log_with("node in maintenance still runs guests: not safe to reboot")
+        .await;
+    let line = log
+        .lines()
+        .find(|l| l.contains("node in maintenance still runs guests"))
+        .unwrap_or_else(|| panic!("no warning:\n{log}"));
+    assert!(line.contains("WARN"), "{line}");
+    assert!(line.contains("node=pve4"), "{line}");
+    assert!(line.contains("running=1"), "{line}");
+    assert!(line.contains("vmids=[151]"), "{line}");
+    assert!(
+        line.contains("151 monitoring (tagged flxp.ignore"),
+        "{line}"
+    );
+    // The round evacuated the rest: 151 alone is counted (the gauge is set as the round ends).
+    let log = s.log_with("round ended").await;
+    assert!(log.contains("round ended"), "{log}");
+    let mut metrics = String::new();
+    for _ in 0..100 {
+        metrics = s.get("/metrics").await.1;
+        if metrics.contains("flxp_maintenance_guests_running{") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let series: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("flxp_maintenance_guests_running{"))
+        .collect();
+    assert_eq!(
+        series,
+        ["flxp_maintenance_guests_running{zone=\"lab\",node=\"pve4\"} 1"],
+        "{metrics}"
+    );
+    // One warning per node per round, and one round ran.
+    let warnings = s
+        .log()
+        .lines()
+        .filter(|l| l.contains("node in maintenance still runs guests"))
+        .count();
+    assert_eq!(warnings, 1, "{}", s.log());
+}
