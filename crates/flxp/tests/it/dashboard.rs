@@ -600,6 +600,11 @@ async fn the_evacuation_view_shows_the_guest_still_running_after_the_run() {
         text.contains("still here: 151 monitoring: tagged flxp.ignore / plb_ignore: never moved"),
         "{text}"
     );
+    eval(
+        &b,
+        "document.getElementById('left-running').scrollIntoView({ block: 'center' })",
+    )
+    .await;
     shot(&b, "evacuate-left-running").await;
 
     // The zone view's card of pve4 (now marked in maintenance) says the same.
