@@ -13,7 +13,7 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::balance::{Intent, Plan, stays};
-use crate::cluster::{Cluster, NodeIdx};
+use crate::cluster::{Cluster, Guest, NodeIdx};
 use crate::constraints::Rules;
 
 /// A running guest on a node being emptied, and why it is there.
@@ -27,6 +27,26 @@ pub struct LeftRunning {
     pub node: String,
     /// Why it is there, in words.
     pub reason: String,
+}
+
+impl LeftRunning {
+    /// Guest `g` on `node`, for `reason`.
+    fn of(g: &Guest, node: &str, reason: String) -> Self {
+        Self {
+            vmid: g.vmid,
+            name: g.name.clone(),
+            node: node.to_owned(),
+            reason,
+        }
+    }
+}
+
+/// Why a guest migrating onto a node is there.
+fn arriving_from(cluster: &Cluster, g: &Guest) -> String {
+    format!(
+        "migrating onto it from {}: it lands there and keeps running",
+        cluster.node(g.node).name
+    )
 }
 
 /// The running guests on `nodes` (or arriving there) that `plan` does not take away, in vmid
@@ -68,10 +88,7 @@ pub fn left_running(
                 return None;
             }
             let reason = match (arriving, skipped.get(&g.vmid)) {
-                (Some(_), _) => format!(
-                    "migrating onto it from {}: it lands there and keeps running",
-                    cluster.node(g.node).name
-                ),
+                (Some(_), _) => arriving_from(cluster, g),
                 (None, Some(why)) => why.clone(),
                 (None, None) if carried_out => match moved.get(&g.vmid) {
                     Some(to) => format!("its migration to {to} did not happen (see the report)"),
@@ -79,12 +96,7 @@ pub fn left_running(
                 },
                 (None, None) => "not moved by the plan".to_owned(),
             };
-            Some(LeftRunning {
-                vmid: g.vmid,
-                name: g.name.clone(),
-                node: cluster.node(here).name.clone(),
-                reason,
-            })
+            Some(LeftRunning::of(g, &cluster.node(here).name, reason))
         })
         .collect();
     left.sort_by_key(|l| l.vmid);
@@ -199,10 +211,7 @@ fn state_without(
                 return None;
             }
             let reason = if arriving.is_some() {
-                format!(
-                    "migrating onto it from {}: it lands there and keeps running",
-                    cluster.node(g.node).name
-                )
+                arriving_from(cluster, g)
             } else {
                 cluster
                     .guest_idx(g.vmid)
@@ -212,12 +221,7 @@ fn state_without(
                         |stay| stay.to_string(),
                     )
             };
-            Some(LeftRunning {
-                vmid: g.vmid,
-                name: g.name.clone(),
-                node: cluster.node(node).name.clone(),
-                reason,
-            })
+            Some(LeftRunning::of(g, &cluster.node(node).name, reason))
         })
         .collect();
     guests.sort_by_key(|l| l.vmid);
