@@ -2,13 +2,19 @@
 //! now?". A guest counts when it runs on one of the nodes, or is migrating onto one (it lands
 //! there and keeps running). Each says why it is there: the plan's reason when the plan skipped
 //! it, else that it arrives, that the plan moves it (before a run), or that it did not leave.
+//!
+//! [`maintenance_state`] answers the same question for one node in maintenance without a plan
+//! (`flxp status`, the dashboard, the daemon's warning): empty, stopped guests only, or which
+//! guests still run there and why.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 
 use serde::Serialize;
 
-use crate::balance::Plan;
-use crate::cluster::{Cluster, NodeIdx};
+use crate::balance::{Intent, Plan, stays};
+use crate::cluster::{Cluster, Guest, NodeIdx};
+use crate::constraints::Rules;
 
 /// A running guest on a node being emptied, and why it is there.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -21,6 +27,26 @@ pub struct LeftRunning {
     pub node: String,
     /// Why it is there, in words.
     pub reason: String,
+}
+
+impl LeftRunning {
+    /// Guest `g` on `node`, for `reason`.
+    fn of(g: &Guest, node: &str, reason: String) -> Self {
+        Self {
+            vmid: g.vmid,
+            name: g.name.clone(),
+            node: node.to_owned(),
+            reason,
+        }
+    }
+}
+
+/// Why a guest migrating onto a node is there.
+fn arriving_from(cluster: &Cluster, g: &Guest) -> String {
+    format!(
+        "migrating onto it from {}: it lands there and keeps running",
+        cluster.node(g.node).name
+    )
 }
 
 /// The running guests on `nodes` (or arriving there) that `plan` does not take away, in vmid
@@ -62,10 +88,7 @@ pub fn left_running(
                 return None;
             }
             let reason = match (arriving, skipped.get(&g.vmid)) {
-                (Some(_), _) => format!(
-                    "migrating onto it from {}: it lands there and keeps running",
-                    cluster.node(g.node).name
-                ),
+                (Some(_), _) => arriving_from(cluster, g),
                 (None, Some(why)) => why.clone(),
                 (None, None) if carried_out => match moved.get(&g.vmid) {
                     Some(to) => format!("its migration to {to} did not happen (see the report)"),
@@ -73,16 +96,147 @@ pub fn left_running(
                 },
                 (None, None) => "not moved by the plan".to_owned(),
             };
-            Some(LeftRunning {
-                vmid: g.vmid,
-                name: g.name.clone(),
-                node: cluster.node(here).name.clone(),
-                reason,
-            })
+            Some(LeftRunning::of(g, &cluster.node(here).name, reason))
         })
         .collect();
     left.sort_by_key(|l| l.vmid);
     left
+}
+
+/// Whether a node in maintenance may be rebooted now, from what it holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub enum MaintenanceState {
+    /// No guest at all: safe to reboot.
+    Empty,
+    /// Stopped guests and templates only: safe to reboot.
+    StoppedOnly {
+        /// How many guests (stopped ones and templates).
+        stopped: u32,
+    },
+    /// Guests still run there (or are migrating onto it): not safe to reboot.
+    Running {
+        /// Each with why it is there, in vmid order.
+        guests: Vec<LeftRunning>,
+    },
+}
+
+impl MaintenanceState {
+    /// From the running guests already found on `node` (by [`left_running`], say, read after a
+    /// run): those on other nodes are left out.
+    pub fn from_left(cluster: &Cluster, node: NodeIdx, left: &[LeftRunning]) -> Self {
+        let name = &cluster.node(node).name;
+        let guests: Vec<LeftRunning> = left.iter().filter(|l| &l.node == name).cloned().collect();
+        if !guests.is_empty() {
+            return Self::Running { guests };
+        }
+        match u32::try_from(cluster.guests_on(node).len()).unwrap_or(u32::MAX) {
+            0 => Self::Empty,
+            stopped => Self::StoppedOnly { stopped },
+        }
+    }
+
+    /// Whether nothing runs there: rebooting stops no guest.
+    pub fn safe_to_reboot(&self) -> bool {
+        !matches!(self, Self::Running { .. })
+    }
+
+    /// The running guests still there (none when safe).
+    pub fn running(&self) -> &[LeftRunning] {
+        match self {
+            Self::Running { guests } => guests,
+            _ => &[],
+        }
+    }
+
+    /// The state's name as serialised (`empty`, `stopped-only`, `running`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Empty => "empty",
+            Self::StoppedOnly { .. } => "stopped-only",
+            Self::Running { .. } => "running",
+        }
+    }
+}
+
+impl fmt::Display for MaintenanceState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Empty => f.write_str("empty, safe to reboot"),
+            Self::StoppedOnly { stopped } => {
+                write!(f, "stopped guests only ({stopped}), safe to reboot")
+            }
+            Self::Running { guests } => write!(
+                f,
+                "{} running guest{} still here, not safe to reboot",
+                guests.len(),
+                if guests.len() == 1 { "" } else { "s" }
+            ),
+        }
+    }
+}
+
+/// What `node` holds now, without a plan: each running guest says why it stays (what the core
+/// says when it would not move it), or that it simply runs there and an evacuation would move it.
+pub fn maintenance_state(cluster: &Cluster, rules: &Rules, node: NodeIdx) -> MaintenanceState {
+    state_without(cluster, rules, node, &BTreeSet::new())
+}
+
+/// What `node` holds once `plan` has run as planned: the guests it migrates are gone, the rest
+/// stay as [`maintenance_state`] says.
+pub fn maintenance_state_planned(
+    cluster: &Cluster,
+    rules: &Rules,
+    node: NodeIdx,
+    plan: &Plan,
+) -> MaintenanceState {
+    let moved: BTreeSet<u32> = plan.migrations.iter().map(|m| m.vmid).collect();
+    state_without(cluster, rules, node, &moved)
+}
+
+/// [`maintenance_state`] with the guests in `moved` gone from the node.
+fn state_without(
+    cluster: &Cluster,
+    rules: &Rules,
+    node: NodeIdx,
+    moved: &BTreeSet<u32>,
+) -> MaintenanceState {
+    let mut guests: Vec<LeftRunning> = cluster
+        .guests()
+        .iter()
+        .filter(|g| g.running && !g.template)
+        .filter_map(|g| {
+            let arriving = g.migrating_to().filter(|&to| to == node);
+            if arriving.is_none() && (g.node != node || moved.contains(&g.vmid)) {
+                return None;
+            }
+            let reason = if arriving.is_some() {
+                arriving_from(cluster, g)
+            } else {
+                cluster
+                    .guest_idx(g.vmid)
+                    .and_then(|i| stays(cluster, rules, i, Intent::Fix, 0))
+                    .map_or_else(
+                        || "runs here; an evacuation would move it".to_owned(),
+                        |stay| stay.to_string(),
+                    )
+            };
+            Some(LeftRunning::of(g, &cluster.node(node).name, reason))
+        })
+        .collect();
+    guests.sort_by_key(|l| l.vmid);
+    if !guests.is_empty() {
+        return MaintenanceState::Running { guests };
+    }
+    let staying = cluster
+        .guests_on(node)
+        .iter()
+        .filter(|&&g| !moved.contains(&cluster.guest(g).vmid))
+        .count();
+    match u32::try_from(staying).unwrap_or(u32::MAX) {
+        0 => MaintenanceState::Empty,
+        stopped => MaintenanceState::StoppedOnly { stopped },
+    }
 }
 
 #[cfg(test)]
@@ -93,6 +247,106 @@ mod tests {
     use super::*;
     use crate::builder::{ClusterBuilder, vm};
     use crate::evacuate::evacuate_node;
+
+    fn state_of(c: &Cluster, node: &str) -> MaintenanceState {
+        maintenance_state(c, &Rules::compile(c), c.node_idx(node).unwrap())
+    }
+
+    #[test]
+    fn a_node_with_no_guest_is_empty_and_safe_to_reboot() {
+        let c = ClusterBuilder::new()
+            .nodes(&["a", "b"])
+            .guest(vm(101, "b"))
+            .build();
+        let s = state_of(&c, "a");
+        assert_eq!(s, MaintenanceState::Empty);
+        assert_eq!(s.to_string(), "empty, safe to reboot");
+        assert!(s.safe_to_reboot());
+    }
+
+    #[test]
+    fn a_node_with_stopped_guests_and_templates_only_is_safe_to_reboot() {
+        let c = ClusterBuilder::new()
+            .nodes(&["a", "b"])
+            .guest(vm(101, "a").stopped())
+            .guest(vm(102, "a").stopped().tagged("flxp.ignore"))
+            .build();
+        let s = state_of(&c, "a");
+        assert_eq!(s, MaintenanceState::StoppedOnly { stopped: 2 });
+        assert_eq!(s.to_string(), "stopped guests only (2), safe to reboot");
+        assert!(s.safe_to_reboot());
+    }
+
+    #[test]
+    fn running_guests_say_why_they_stay_or_that_they_only_run_there() {
+        let c = ClusterBuilder::new()
+            .nodes(&["a", "b", "c"])
+            .guest(vm(101, "a"))
+            .guest(vm(102, "a").tagged("flxp.ignore"))
+            .guest(vm(103, "a").stopped())
+            .guest(vm(105, "c"))
+            .migrating(105, "c", "a")
+            .build();
+        let s = state_of(&c, "a");
+        let got: Vec<(u32, &str)> = s
+            .running()
+            .iter()
+            .map(|l| (l.vmid, l.reason.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (101, "runs here; an evacuation would move it"),
+                (102, "tagged flxp.ignore / plb_ignore: never moved"),
+                (
+                    105,
+                    "migrating onto it from c: it lands there and keeps running"
+                ),
+            ]
+        );
+        assert_eq!(
+            s.to_string(),
+            "3 running guests still here, not safe to reboot"
+        );
+        assert!(!s.safe_to_reboot());
+        assert!(s.running().iter().all(|l| l.node == "a"));
+        // b is the source of nothing and holds nothing.
+        assert_eq!(state_of(&c, "b"), MaintenanceState::Empty);
+    }
+
+    #[test]
+    fn once_its_evacuation_has_run_only_what_the_plan_leaves_is_counted() {
+        let c = ClusterBuilder::new()
+            .nodes(&["a", "b"])
+            .guest(vm(101, "a"))
+            .guest(vm(102, "a").tagged("flxp.ignore"))
+            .guest(vm(103, "a").stopped())
+            .build();
+        let a = c.node_idx("a").unwrap();
+        let plan = evacuate_node(&c, "a");
+        let s = maintenance_state_planned(&c, &Rules::compile(&c), a, &plan);
+        assert_eq!(
+            s.running().iter().map(|l| l.vmid).collect::<Vec<_>>(),
+            [102]
+        );
+        // Without the ignored guest, the plan moves both (stopped guests go offline by default).
+        let c = ClusterBuilder::new()
+            .nodes(&["a", "b"])
+            .guest(vm(101, "a"))
+            .guest(vm(103, "a").stopped())
+            .build();
+        let plan = evacuate_node(&c, "a");
+        let s = maintenance_state_planned(&c, &Rules::compile(&c), a, &plan);
+        assert_eq!(plan.migrations.len(), 2);
+        assert_eq!(s, MaintenanceState::Empty);
+        // Before the run, the stopped guest is still there.
+        assert_eq!(
+            maintenance_state(&c, &Rules::compile(&c), a)
+                .running()
+                .len(),
+            1
+        );
+    }
 
     #[test]
     fn a_guest_arriving_on_the_emptied_node_is_left_running_and_named_with_its_source() {

@@ -6,6 +6,7 @@ use crate::Warning;
 use crate::balance::{Metric, NodeFigures, spread};
 use crate::cluster::Cluster;
 use crate::constraints::{Conflict, Rules, Violation, violations};
+use crate::left_running::{MaintenanceState, maintenance_state};
 use crate::state::State;
 
 /// One node's line.
@@ -33,6 +34,9 @@ pub struct NodeSummary {
     pub taints: Vec<String>,
     /// Hard rules broken on this node.
     pub violations: usize,
+    /// Whether it is safe to reboot, for a node in maintenance (absent for the others).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub maintenance_state: Option<MaintenanceState>,
 }
 
 /// The whole report: `flxp status --json`.
@@ -85,6 +89,9 @@ pub fn status(cluster: &Cluster, rules: &Rules, state: &State) -> StatusReport {
                 labels: n.labels.iter().cloned().collect(),
                 taints: n.taints.iter().cloned().collect(),
                 violations: violations.iter().filter(|v| v.node == n.name).count(),
+                maintenance_state: n
+                    .in_maintenance_reported()
+                    .then(|| maintenance_state(cluster, rules, i)),
             }
         })
         .collect();

@@ -24,6 +24,7 @@ use std::time::Duration;
 use flxp_core::Overrides;
 use flxp_core::balance::{self, BalanceOptions, Decision, EvacuateOptions, Plan};
 use flxp_core::constraints::violations;
+use flxp_core::left_running::{MaintenanceState, maintenance_state, maintenance_state_planned};
 use flxp_core::placement::Placer;
 use flxp_pve::Pve;
 use serde::Serialize;
@@ -132,6 +133,10 @@ pub struct RoundReport {
     /// Stale `flxp.creating` markers found and what was done about each.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub stale: Vec<StaleMarker>,
+    /// Each node in maintenance and whether it is safe to reboot, as the round read it, less
+    /// the guests the round's evacuation plans to move away.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub maintenance: Vec<NodeMaintenance>,
     /// Why the round could not do its work (the zone unreadable, planning refused).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -140,6 +145,55 @@ pub struct RoundReport {
     pub standby: Option<String>,
     /// When to run the next round, seconds from the end of this one.
     pub next_in_secs: f64,
+}
+
+/// A node in maintenance and what it still holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NodeMaintenance {
+    /// Node name.
+    pub node: String,
+    /// Whether it is safe to reboot, and the running guests still there with why.
+    #[serde(flatten)]
+    pub state: MaintenanceState,
+}
+
+/// Each node in maintenance (reported so, not only being freed by a consolidation) and its
+/// state; with the round's evacuation `plan`, the guests it moves count as gone.
+fn maintenance_states(model: &flxp_core::Model, plan: Option<&Plan>) -> Vec<NodeMaintenance> {
+    let c = &model.cluster;
+    c.node_indexes()
+        .filter(|&i| c.node(i).in_maintenance_reported())
+        .map(|i| NodeMaintenance {
+            node: c.node(i).name.clone(),
+            state: match plan {
+                Some(p) => maintenance_state_planned(c, &model.rules, i, p),
+                None => maintenance_state(c, &model.rules, i),
+            },
+        })
+        .collect()
+}
+
+/// One warning per node in maintenance that still runs a guest: rebooting it would stop them.
+fn warn_running_in_maintenance(report: &RoundReport) {
+    for m in &report.maintenance {
+        let running = m.state.running();
+        if running.is_empty() {
+            continue;
+        }
+        let guests = running
+            .iter()
+            .map(|l| format!("{} {} ({})", l.vmid, l.name, l.reason))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let vmids: Vec<u32> = running.iter().map(|l| l.vmid).collect();
+        tracing::warn!(
+            node = %m.node,
+            running = running.len(),
+            vmids = ?vmids,
+            %guests,
+            "node in maintenance still runs guests: not safe to reboot"
+        );
+    }
 }
 
 impl RoundReport {
@@ -493,6 +547,7 @@ impl Daemon {
             balance: None,
             power: None,
             stale: Vec::new(),
+            maintenance: Vec::new(),
             error: None,
             standby: None,
             next_in_secs: o.interval.as_secs_f64(),
@@ -536,6 +591,7 @@ impl Daemon {
             report.error = Some(e);
             report.next_in_secs = o.retry_after.min(o.interval).as_secs_f64();
         }
+        warn_running_in_maintenance(&report);
         tracing::info!(
             done = report.migrations_done(),
             failed = report.migrations_failed(),
@@ -558,6 +614,11 @@ impl Daemon {
         let (model, notes) = executor.read_with_notes().await?;
         let model = Arc::new(model);
         let marks = crate::power_mark::read(&notes);
+        let judged = Arc::clone(&model);
+        report.maintenance = blocking::run("reading the nodes in maintenance", move || {
+            maintenance_states(&judged, None)
+        })
+        .await?;
         report.stale = self.clean_stale(z, &model.cluster, report.time).await;
         if report.stale.iter().any(|m| m.outcome == "deleted") {
             // The cluster changed: the next round plans on a fresh read.
@@ -595,6 +656,11 @@ impl Daemon {
             let plan =
                 blocking::plan(Arc::clone(&model), Arc::clone(placer), goal.clone(), None).await?;
             tracing::info!(summary = %plan.summary, "evacuation planned");
+            let (judged, planned) = (Arc::clone(&model), plan.clone());
+            report.maintenance = blocking::run("reading the nodes in maintenance", move || {
+                maintenance_states(&judged, Some(&planned))
+            })
+            .await?;
             let moves = !plan.migrations.is_empty();
             // Guests that fit nowhere, off a node power saving did not choose: wake a node.
             let switched = |n: &str| marks.iter().any(|m| m.node == n);

@@ -55,7 +55,9 @@ pub use execute::{Clock, ExecuteOptions, Executor, system_clock};
 pub mod daemon;
 pub mod lease;
 pub mod stale;
-pub use daemon::{AutoConsolidate, Daemon, DaemonOptions, PowerReport, RoundReport, Zone};
+pub use daemon::{
+    AutoConsolidate, Daemon, DaemonOptions, NodeMaintenance, PowerReport, RoundReport, Zone,
+};
 pub use lease::{HoldsLease, LeaseError, LeaseKeeper, LeaseOptions, LeaseRefused, LeaseState};
 pub use stale::{StaleAction, StaleMarker, StaleOptions};
 mod round;

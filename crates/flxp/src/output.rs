@@ -231,6 +231,7 @@ pub fn print_status(r: &StatusReport) {
         r.memory_spread,
         r.cpu_spread
     ));
+    print_maintenance(&r.nodes);
     if !r.violations.is_empty() {
         say(format!("\n{} rule violations:", r.violations.len()));
         for v in &r.violations {
@@ -241,6 +242,24 @@ pub fn print_status(r: &StatusReport) {
         say(format!("\n{} rule conflicts:", r.conflicts.len()));
         for c in &r.conflicts {
             say(format!("  {c}"));
+        }
+    }
+}
+
+/// Whether each node in maintenance is safe to reboot, and which guests still run there, why.
+fn print_maintenance(nodes: &[NodeSummary]) {
+    let states: Vec<_> = nodes
+        .iter()
+        .filter_map(|n| n.maintenance_state.as_ref().map(|s| (&n.node, s)))
+        .collect();
+    if states.is_empty() {
+        return;
+    }
+    say("\nin maintenance:");
+    for (node, state) in states {
+        say(format!("  {node}: {state}"));
+        for l in state.running() {
+            say(format!("    {} {}: {}", l.vmid, l.name, l.reason));
         }
     }
 }

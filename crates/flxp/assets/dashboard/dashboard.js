@@ -188,7 +188,17 @@
   }
   function loading(sec) { var p = h('p', { class: 'hint' }, 'Loading…'); sec.appendChild(p); return p; }
 
-  var NODE_FIELDS = 'name status maintenance mem maxmem memPercent cpu maxcpu cpuPercent committedMem running guests labels taints violations { rule node vmids message }';
+  var STATE_FIELDS = 'maintenanceState { state safeToReboot summary stopped running { vmid name node reason } }';
+  var NODE_FIELDS = 'name status maintenance mem maxmem memPercent cpu maxcpu cpuPercent committedMem running guests labels taints violations { rule node vmids message } ' + STATE_FIELDS;
+
+  // Whether a node in maintenance is safe to reboot, and each guest still running there with why.
+  function maintenanceBox(state, left, prefix) {
+    if (!state) return null;
+    var guests = left || state.running;
+    return h('div', { class: 'maintenance-state', 'data-state': state.state, 'data-safe': String(state.safeToReboot) },
+      h('p', { class: state.safeToReboot ? 'ok' : 'warn' }, state.summary),
+      guests.length ? list(guests.map(function (g) { return prefix + g.vmid + ' ' + g.name + ': ' + g.reason; }), 'warn') : null);
+  }
 
   function overview() {
     var sec = view('Zone ' + S.zone);
@@ -245,6 +255,7 @@
         ha ? ' · ' + ha.managed + ' HA-managed' : '',
         n.labels.length ? ' · labels ' + n.labels.join(', ') : '',
         n.taints.length ? ' · taints ' + n.taints.join(', ') : ''),
+      maintenanceBox(n.maintenanceState, null, 'still here: '),
       n.violations.length ? list(n.violations.map(function (v) { return v.rule + ': ' + v.message; }), 'error') : null);
   }
 
@@ -252,9 +263,14 @@
     var sec = view('Node ' + name);
     sec.appendChild(h('p', null, h('a', { href: '#/overview' }, '← zone ' + S.zone)));
     var wait = loading(sec);
-    gql('query($z: String!) { guests(zone: $z) { vmid name type node status template maxcpu maxmem mem tags lock haManaged } guestRules(zone: $z) { vmid rules ignored } }', { z: S.zone })
+    gql('query($z: String!) { nodes(zone: $z) { name ' + STATE_FIELDS + ' } guests(zone: $z) { vmid name type node status template maxcpu maxmem mem tags lock haManaged } guestRules(zone: $z) { vmid rules ignored } }', { z: S.zone })
       .then(function (d) {
         wait.remove();
+        var self = d.nodes.filter(function (n) { return n.name === name; })[0];
+        if (self && self.maintenanceState) {
+          sec.appendChild(h('div', { class: 'card', id: 'node-maintenance' }, h('h2', null, 'In maintenance'),
+            maintenanceBox(self.maintenanceState, null, 'still here: ')));
+        }
         var rules = {};
         d.guestRules.forEach(function (r) { rules[r.vmid] = r; });
         var gs = d.guests.filter(function (g) { return g.node === name; });
@@ -273,7 +289,7 @@
       .catch(function (e) { wait.replaceWith(errorBox(e)); });
   }
 
-  var PLAN_FIELDS = 'method metric imbalanceBefore imbalanceAfter threshold summary warnings migrations { vmid type name from to reason purpose online wave imbalanceAfter } unplaced { vmid name node rule reason } violationsBefore { rule node message } violationsAfter { rule node message } document';
+  var PLAN_FIELDS = 'method metric imbalanceBefore imbalanceAfter threshold summary warnings leftRunning { vmid name node reason } migrations { vmid type name from to reason purpose online wave imbalanceAfter } unplaced { vmid name node rule reason } violationsBefore { rule node message } violationsAfter { rule node message } document';
 
   function planView(sec, plan, carry) {
     var box = h('div', { class: 'card', id: 'plan', 'data-migrations': plan.migrations.length });
@@ -284,6 +300,8 @@
       h('div', null, h('dt', null, 'Threshold'), h('dd', null, num(plan.threshold, 2))),
       h('div', null, h('dt', null, 'Migrations'), h('dd', { id: 'plan-count' }, String(plan.migrations.length)))));
     if (plan.warnings.length) box.appendChild(h('div', null, h('h2', null, 'Warnings'), list(plan.warnings, 'warn')));
+    if (plan.leftRunning.length) box.appendChild(h('div', { id: 'plan-left-running' }, h('h2', null, 'Would stay running (not safe to reboot)'),
+      list(plan.leftRunning.map(function (l) { return l.vmid + ' ' + l.name + ': ' + l.reason; }), 'warn')));
     if (plan.unplaced.length) box.appendChild(h('div', null, h('h2', null, 'Cannot move'), list(plan.unplaced.map(function (u) { return u.vmid + ' (' + u.name + ') on ' + u.node + ', ' + u.rule + ': ' + u.reason; }), 'error')));
     sec.appendChild(box);
 
@@ -358,9 +376,11 @@
         .then(function (d) {
           wait.remove();
           var plan = d.evacuationPlan;
+          var stays = plan.leftRunning.length ?
+            ' ' + plan.leftRunning.length + ' running guests would stay: ' + plan.leftRunning.map(function (l) { return l.vmid + ' ' + l.name; }).join(', ') + '.' : '';
           planView(out, plan, function () {
-            run('Evacuate ' + node, 'Move ' + plan.migrations.length + ' guests off ' + node + '.',
-              'mutation($z: String!, $n: String!) { evacuate(zone: $z, node: $n, dryRun: false) { executed done failed plan { migrations { vmid } } } }', { z: S.zone, n: node }, 'evacuate');
+            run('Evacuate ' + node, 'Move ' + plan.migrations.length + ' guests off ' + node + '.' + stays,
+              'mutation($z: String!, $n: String!) { evacuate(zone: $z, node: $n, dryRun: false) { executed done failed plan { migrations { vmid } } leftRunning { vmid name node reason } nodeState { state safeToReboot summary stopped running { vmid } } } }', { z: S.zone, n: node }, 'evacuate');
           });
         })
         .catch(function (e) { wait.replaceWith(errorBox(e)); });
@@ -446,6 +466,12 @@
         status.dataset.state = 'finished';
         status.dataset.done = r.done;
         if (r.failed.length) box.appendChild(list(r.failed, 'error'));
+        // An evacuation says what it left: the node read again after the run.
+        if (r.nodeState) {
+          var left = maintenanceBox(r.nodeState, r.leftRunning, 'still here: ');
+          left.id = 'left-running';
+          box.appendChild(left);
+        }
         box.appendChild(h('p', null, h('button', { type: 'button', id: 'plan-again', onclick: route }, 'Plan again on the cluster as it is now')));
       }).catch(function (e) {
         status.textContent = '';

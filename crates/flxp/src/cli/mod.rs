@@ -7,7 +7,7 @@ pub mod daemon;
 mod evacuate;
 mod generate;
 mod lease;
-mod left;
+pub(crate) mod left;
 mod load;
 mod maintenance;
 mod place;

@@ -1,9 +1,10 @@
 //! The service's metrics, served at `/metrics` in the Prometheus text format (OpenMetrics, via
 //! `prometheus-client`): decisions and `createVM` calls by outcome, migrations, the imbalance per
-//! zone, reservations held, and Proxmox API latency and errors by endpoint.
+//! zone, reservations held, running guests on nodes in maintenance, and Proxmox API latency and
+//! errors by endpoint.
 //!
-//! Labels hold zone, outcome and endpoint templates (`GET /nodes/{node}/status`), never a VMID,
-//! a name or anything a user typed, so the number of series stays bounded.
+//! Labels hold zone, node, outcome and endpoint templates (`GET /nodes/{node}/status`), never a
+//! VMID, a guest's name or anything a user typed, so the number of series stays bounded.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -38,6 +39,15 @@ pub struct Decision {
 pub struct ZoneLabel {
     /// Zone name.
     pub zone: String,
+}
+
+/// Labels of a per-node value.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NodeLabel {
+    /// Zone name.
+    pub zone: String,
+    /// Node name.
+    pub node: String,
 }
 
 /// Labels of a Proxmox API call.
@@ -89,6 +99,12 @@ pub struct Metrics {
     pub api_seconds: Family<Endpoint, Histogram, fn() -> Histogram>,
     /// Failed Proxmox API calls by zone, endpoint and kind.
     pub api_errors: Family<EndpointError, Counter>,
+    /// Running guests on each node in maintenance, by zone and node, as the last daemon round
+    /// saw them: above 0, the node is not safe to reboot.
+    pub maintenance_running: Family<NodeLabel, Gauge>,
+    /// The nodes of each zone with a `maintenance_running` series, so that a node leaving
+    /// maintenance loses its series instead of keeping a stale value.
+    maintenance_nodes: std::sync::Mutex<std::collections::BTreeMap<String, Vec<String>>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -157,8 +173,16 @@ impl Metrics {
             "Failed Proxmox API calls by zone, endpoint and kind",
             api_errors.clone(),
         );
+        let maintenance_running = Family::<NodeLabel, Gauge>::default();
+        registry.register(
+            "maintenance_guests_running",
+            "Running guests on a node in maintenance (above 0: not safe to reboot), by zone and node",
+            maintenance_running.clone(),
+        );
         Self {
             registry,
+            maintenance_running,
+            maintenance_nodes: std::sync::Mutex::default(),
             decisions,
             create_vm,
             create_vm_seconds,
@@ -219,6 +243,36 @@ impl Metrics {
             .set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
+    /// Records the running guests of each node in maintenance in a zone (`nodes`: name and
+    /// count); nodes no longer listed lose their series.
+    pub fn set_maintenance(&self, zone: &str, nodes: &[(String, usize)]) {
+        let mut known = self
+            .maintenance_nodes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let now: Vec<String> = nodes.iter().map(|(n, _)| n.clone()).collect();
+        for gone in known
+            .get(zone)
+            .into_iter()
+            .flatten()
+            .filter(|n| !now.contains(n))
+        {
+            self.maintenance_running.remove(&NodeLabel {
+                zone: zone.to_owned(),
+                node: gone.clone(),
+            });
+        }
+        for (node, running) in nodes {
+            self.maintenance_running
+                .get_or_create(&NodeLabel {
+                    zone: zone.to_owned(),
+                    node: node.clone(),
+                })
+                .set(i64::try_from(*running).unwrap_or(i64::MAX));
+        }
+        known.insert(zone.to_owned(), now);
+    }
+
     /// The whole registry in the text exposition format.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -272,5 +326,23 @@ mod tests {
         );
         assert!(text.contains("flxp_imbalance{zone=\"eu\"} 12.5"), "{text}");
         assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    #[test]
+    fn a_node_leaving_maintenance_loses_its_series() {
+        let m = Metrics::new();
+        m.set_maintenance("eu", &[("pve4".into(), 1), ("pve5".into(), 0)]);
+        let text = m.render();
+        assert!(
+            text.contains("flxp_maintenance_guests_running{zone=\"eu\",node=\"pve4\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("flxp_maintenance_guests_running{zone=\"eu\",node=\"pve5\"} 0"),
+            "{text}"
+        );
+        m.set_maintenance("eu", &[("pve5".into(), 0)]);
+        let text = m.render();
+        assert!(!text.contains("node=\"pve4\""), "{text}");
     }
 }

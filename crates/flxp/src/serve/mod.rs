@@ -379,6 +379,15 @@ fn daemon(
         crate::cli::daemon::log_power(r);
         metrics.migrations(&r.zone, "done", r.migrations_done() as u64);
         metrics.migrations(&r.zone, "failed", r.migrations_failed() as u64);
+        // A round that could not read the zone (or stood by) knows nothing new: keep the last.
+        if r.error.is_none() && r.standby.is_none() {
+            let running: Vec<(String, usize)> = r
+                .maintenance
+                .iter()
+                .map(|m| (m.node.clone(), m.state.running().len()))
+                .collect();
+            metrics.set_maintenance(&r.zone, &running);
+        }
         if let Some(e) = &r.error {
             tracing::warn!(zone = %r.zone, error = %e, "daemon round could not run");
         }

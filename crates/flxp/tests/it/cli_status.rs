@@ -91,3 +91,53 @@ fn an_empty_flxp_config_is_named_not_blamed_on_a_flag() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("FLXP_CONFIG is set but empty"), "{err}");
 }
+
+/// Three nodes in maintenance: c still runs an ignored guest, d holds a stopped one, e nothing.
+const MAINTENANCE: &str = r#"{"resources":[
+    {"id":"node/a","type":"node","node":"a","status":"online","maxmem":17179869184,"mem":4294967296,"maxcpu":8,"cpu":0.25},
+    {"id":"node/c","type":"node","node":"c","status":"online","maxmem":17179869184,"mem":4294967296,"maxcpu":8,"cpu":0.25},
+    {"id":"node/d","type":"node","node":"d","status":"online","maxmem":17179869184,"mem":4294967296,"maxcpu":8,"cpu":0.25},
+    {"id":"node/e","type":"node","node":"e","status":"online","maxmem":17179869184,"mem":4294967296,"maxcpu":8,"cpu":0.25},
+    {"id":"qemu/151","type":"qemu","vmid":151,"node":"c","status":"running","maxmem":2147483648,"mem":1073741824,"maxcpu":2,"cpu":0.1,"tags":"flxp.ignore","name":"monitoring"},
+    {"id":"qemu/152","type":"qemu","vmid":152,"node":"d","status":"stopped","maxmem":2147483648,"name":"old"}],
+   "nodes":{"c":{"notes":"flxp.maintenance"},"d":{"notes":"flxp.maintenance"},"e":{"notes":"flxp.maintenance"}}}"#;
+
+#[test]
+fn a_node_in_maintenance_says_whether_it_is_safe_to_reboot_and_who_still_runs_there() {
+    let (_d, f) = temp_file("s.json", MAINTENANCE);
+    let (code, out, _) = run(&["status", "--from-file", f.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    let want = "
+in maintenance:
+  c: 1 running guest still here, not safe to reboot
+    151 monitoring: tagged flxp.ignore / plb_ignore: never moved
+  d: stopped guests only (1), safe to reboot
+  e: empty, safe to reboot
+";
+    let tail = out.split_once("CPU spread").map(|(_, t)| t).unwrap_or("");
+    assert_eq!(tail.split_once('\n').map(|(_, t)| t), Some(want), "{out}");
+}
+
+#[test]
+fn json_gives_each_node_in_maintenance_its_state_and_the_guests_still_running() {
+    let (_d, f) = temp_file("s.json", MAINTENANCE);
+    let (code, out, _) = run(&["status", "--from-file", f.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let states: Vec<&serde_json::Value> = v["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| &n["maintenance_state"])
+        .collect();
+    assert_eq!(
+        states,
+        [
+            &serde_json::Value::Null,
+            &serde_json::json!({"state": "running", "guests": [{"vmid": 151, "name": "monitoring",
+                "node": "c", "reason": "tagged flxp.ignore / plb_ignore: never moved"}]}),
+            &serde_json::json!({"state": "stopped-only", "stopped": 1}),
+            &serde_json::json!({"state": "empty"}),
+        ]
+    );
+}

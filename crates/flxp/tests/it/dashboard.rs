@@ -540,3 +540,89 @@ async fn a_viewer_sees_plans_and_is_refused_carrying_them_out() {
     assert_eq!(s.get("/events").await.0, 401);
     shot(&b, "viewer-refused").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_evacuation_view_shows_the_guest_still_running_after_the_run() {
+    let (_one, s, b) = setup(1280, 900).await;
+    login(&b, API_TOKEN).await;
+    open_view(
+        &b,
+        &s,
+        "#/evacuate",
+        "the node list",
+        "return document.getElementById('evac-node').options.length === 4",
+        20,
+    )
+    .await;
+    eval(&b, "document.getElementById('evac-node').value = 'pve4'").await;
+    submit(
+        &b,
+        "#evacuate-form",
+        "the evacuation plan",
+        "return document.getElementById('plan')",
+        30,
+    )
+    .await;
+    // Before: the plan says the demo's ignored 151 would stay.
+    let would = text_of(&b, "plan-left-running").await;
+    assert!(
+        would
+            .as_str()
+            .unwrap()
+            .contains("151 monitoring: tagged flxp.ignore"),
+        "{would}"
+    );
+    ask_to_carry_out(&b).await;
+    let confirm = text_of(&b, "confirm-text").await;
+    assert!(
+        confirm
+            .as_str()
+            .unwrap()
+            .ends_with("1 running guests would stay: 151 monitoring."),
+        "{confirm}"
+    );
+    b.click("#confirm-ok").await;
+    let left = b
+        .wait(
+            "what the run left",
+            "const l = document.getElementById('left-running'); return l && [l.dataset.state, l.dataset.safe, l.innerText]",
+            90,
+        )
+        .await;
+    assert_eq!(left[0], "running", "{left}");
+    assert_eq!(left[1], "false", "{left}");
+    let text = left[2].as_str().unwrap();
+    assert!(
+        text.starts_with("1 running guest still here, not safe to reboot"),
+        "{text}"
+    );
+    assert!(
+        text.contains("still here: 151 monitoring: tagged flxp.ignore / plb_ignore: never moved"),
+        "{text}"
+    );
+    eval(
+        &b,
+        "document.getElementById('left-running').scrollIntoView({ block: 'center' })",
+    )
+    .await;
+    shot(&b, "evacuate-left-running").await;
+
+    // The zone view's card of pve4 (now marked in maintenance) says the same.
+    open_view(
+        &b,
+        &s,
+        "#/overview",
+        "the zone view",
+        "return document.querySelector(\"#nodes .node[data-node='pve4'] .maintenance-state\")",
+        20,
+    )
+    .await;
+    let card = eval(&b, "return document.querySelector(\"#nodes .node[data-node='pve4'] .maintenance-state\").innerText").await;
+    assert!(
+        card.as_str()
+            .unwrap()
+            .starts_with("1 running guest still here, not safe to reboot"),
+        "{card}"
+    );
+    assert_eq!(count(&b, "#nodes .maintenance-state").await, json!(1));
+}

@@ -23,6 +23,7 @@ mod serve_command;
 mod serve_concurrency;
 mod serve_errors;
 mod serve_lease;
+mod serve_maintenance;
 mod webdriver;
 
 use std::path::{Path, PathBuf};

@@ -486,7 +486,7 @@ async fn health_readiness_graphiql_and_a_clean_sigterm() {
 }
 
 /// Fast migrations, four at a time and two per node each way.
-const PARALLEL_MIGRATIONS: &str =
+pub const PARALLEL_MIGRATIONS: &str =
     "[migration]\npoll-secs = 1\nparallel = 4\nper-node-in = 2\nper-node-out = 2\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -525,7 +525,7 @@ async fn rebalance_carries_out_its_plan_and_a_dry_run_moves_nothing() {
 
 /// The answer of an executing mutation named `field`, after asserting it ran, at least one
 /// migration is done and none failed.
-fn executed_cleanly<'a>(v: &'a Value, field: &str) -> &'a Value {
+pub fn executed_cleanly<'a>(v: &'a Value, field: &str) -> &'a Value {
     let r = &v["data"][field];
     assert_eq!(r["executed"], true, "{v}");
     assert_eq!(r["failed"], json!([]), "{v}");

@@ -11,8 +11,8 @@ use flxp_pve::Secret;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::query::{balance_options, core_error, evacuation, rebalance, state};
-use super::types::{CreateVmOptions, Host, PlanResult, RunResult, Vm};
+use super::query::{balance_options, core_error, evacuation, evacuation_result, rebalance, state};
+use super::types::{CreateVmOptions, GuestLeft, Host, MaintenanceState, PlanResult, RunResult, Vm};
 use super::{ApiError, Code};
 use crate::serve::dashboard::live::LiveProgress;
 use crate::serve::metrics::MigrationMeter;
@@ -114,7 +114,12 @@ impl Mutation {
         let (model, st) = s.zone_model(&zone).await?;
         let plan = evacuation(s, &zone, Arc::clone(&model), st, &node).await?;
         if dry_run {
-            return Ok(dry(&plan));
+            let (plan_result, now) = evacuation_result(&model, &node, &plan);
+            let mut result = dry(&plan);
+            result.left_running = plan_result.left_running.clone();
+            result.node_state = now.as_ref().map(MaintenanceState::from);
+            result.plan = plan_result;
+            return Ok(result);
         }
         super::views::require_operator(ctx, "evacuate without dryRun")?;
         let name = model
@@ -187,6 +192,8 @@ fn dry(plan: &flxp_core::balance::Plan) -> RunResult {
         done: 0,
         failed: Vec::new(),
         report: None,
+        left_running: Vec::new(),
+        node_state: None,
     }
 }
 
@@ -252,22 +259,25 @@ async fn run(s: &AppState, zone: &str, goal: Goal) -> Result<RunResult, ApiError
                 .as_ref()
                 .map_or((0, 0), |r| (r.done.len(), r.failed.len()));
             live.run_ended(&live_zone, goal.as_str(), done, failed);
-            Ok::<_, flxp_engine::Error>((plan, report))
+            let after = left_after(&executor, &goal, &plan).await;
+            Ok::<_, flxp_engine::Error>((plan, report, after))
         }
         .instrument(span),
     );
-    let (plan, report) = task
-        .await
-        .map_err(ApiError::internal)?
-        .map_err(|e| match e {
-            flxp_engine::Error::Plan { source } => core_error(source),
-            flxp_engine::Error::UnknownNode { .. } => {
-                ApiError::new(Code::UnknownNode, e.to_string())
-            }
-            other => ApiError::new(Code::Unavailable, chain(&other)),
-        })?;
+    let (plan, report, (left, node_state)) =
+        task.await
+            .map_err(ApiError::internal)?
+            .map_err(|e| match e {
+                flxp_engine::Error::Plan { source } => core_error(source),
+                flxp_engine::Error::UnknownNode { .. } => {
+                    ApiError::new(Code::UnknownNode, e.to_string())
+                }
+                other => ApiError::new(Code::Unavailable, chain(&other)),
+            })?;
     Ok(RunResult {
         plan: PlanResult::from(&plan),
+        left_running: left.iter().map(GuestLeft::from).collect(),
+        node_state: node_state.as_ref().map(MaintenanceState::from),
         executed: true,
         done: report
             .as_ref()
@@ -291,6 +301,34 @@ async fn run(s: &AppState, zone: &str, goal: Goal) -> Result<RunResult, ApiError
             .unwrap_or_default(),
         report: report.map(|r| async_graphql::Json(serde_json::to_value(&r).unwrap_or_default())),
     })
+}
+
+/// After an evacuation, the running guests still on the emptied node and its state, read from
+/// the zone again; nothing for other goals, or when the zone cannot be read (logged).
+async fn left_after(
+    executor: &Executor,
+    goal: &Goal,
+    plan: &flxp_core::balance::Plan,
+) -> (
+    Vec<flxp_core::left_running::LeftRunning>,
+    Option<flxp_core::left_running::MaintenanceState>,
+) {
+    let Goal::Evacuate { nodes, .. } = goal else {
+        return (Vec::new(), None);
+    };
+    let model = match executor.read().await {
+        Ok(m) => m,
+        Err(e) => {
+            tracing::warn!(error = %chain(&e), "cannot read the zone to tell what still runs on the emptied node");
+            return (Vec::new(), None);
+        }
+    };
+    let left = crate::cli::left::on_model(&model, goal, plan, true);
+    let state = nodes
+        .first()
+        .and_then(|n| model.cluster.node_idx_loose(n))
+        .map(|i| flxp_core::left_running::MaintenanceState::from_left(&model.cluster, i, &left));
+    (left, state)
 }
 
 fn chain(e: &dyn std::error::Error) -> String {

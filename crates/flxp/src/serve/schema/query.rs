@@ -9,7 +9,8 @@ use flxp_core::placement::PlacementRequest;
 use flxp_engine::ClusterModel;
 
 use super::types::{
-    BalanceMethodInfo, Guest, Node, PlacementInput, PlacementResult, PlanResult, ZoneInfo,
+    BalanceMethodInfo, Guest, GuestLeft, Node, PlacementInput, PlacementResult, PlanResult,
+    ZoneInfo,
 };
 use super::{ApiError, Code};
 use crate::serve::state::{AppState, blocking};
@@ -160,9 +161,29 @@ impl Query {
     ) -> Result<PlanResult> {
         let s = state(ctx)?;
         let (model, st) = s.zone_model(&zone).await?;
-        let plan = evacuation(s, &zone, model, st, &node).await?;
-        Ok(PlanResult::from(&plan))
+        let plan = evacuation(s, &zone, Arc::clone(&model), st, &node).await?;
+        Ok(evacuation_result(&model, &node, &plan).0)
     }
+}
+
+/// An evacuation plan of `node` as GraphQL answers it, with the running guests it would leave
+/// there, and the node's state now.
+pub(super) fn evacuation_result(
+    model: &flxp_core::Model,
+    node: &str,
+    plan: &flxp_core::balance::Plan,
+) -> (
+    PlanResult,
+    Option<flxp_core::left_running::MaintenanceState>,
+) {
+    let mut result = PlanResult::from(plan);
+    let Some(idx) = model.cluster.node_idx_loose(node) else {
+        return (result, None);
+    };
+    let left = flxp_core::left_running::left_running(&model.cluster, &[idx], plan, false);
+    result.left_running = left.iter().map(GuestLeft::from).collect();
+    let now = flxp_core::left_running::maintenance_state(&model.cluster, &model.rules, idx);
+    (result, Some(now))
 }
 
 /// The rebalancing plan on a model, computed off the async workers.

@@ -7,6 +7,7 @@
 
 use async_graphql::{ID, InputObject, Json, SimpleObject};
 use flxp_core::balance::{Migration, Plan, Registry};
+use flxp_core::left_running::LeftRunning;
 use flxp_core::placement::Placement;
 use flxp_core::status::NodeSummary;
 use flxp_core::{Cluster, State};
@@ -106,6 +107,63 @@ pub struct Node {
     pub taints: Vec<String>,
     /// Hard rules broken on it.
     pub violations: Vec<Violation>,
+    /// Whether it is safe to reboot, for a node in maintenance; null for the others.
+    pub maintenance_state: Option<MaintenanceState>,
+}
+
+/// A running guest on a node being emptied, and why it is there.
+#[derive(SimpleObject, Debug, Clone)]
+pub struct GuestLeft {
+    /// The VMID.
+    pub vmid: u32,
+    /// Its name.
+    pub name: String,
+    /// The node it keeps running on.
+    pub node: String,
+    /// Why it is there, in words.
+    pub reason: String,
+}
+
+impl From<&LeftRunning> for GuestLeft {
+    fn from(l: &LeftRunning) -> Self {
+        Self {
+            vmid: l.vmid,
+            name: l.name.clone(),
+            node: l.node.clone(),
+            reason: l.reason.clone(),
+        }
+    }
+}
+
+/// Whether a node in maintenance is safe to reboot, from what it holds.
+#[derive(SimpleObject, Debug, Clone)]
+pub struct MaintenanceState {
+    /// `empty`, `stopped-only` or `running`.
+    pub state: String,
+    /// Whether no guest runs there: rebooting stops none.
+    pub safe_to_reboot: bool,
+    /// In words: `empty, safe to reboot`, `2 running guests still here, not safe to reboot`.
+    pub summary: String,
+    /// Guests there that do not run (stopped ones and templates) when only those are left.
+    pub stopped: u32,
+    /// The guests still running there, each with why.
+    pub running: Vec<GuestLeft>,
+}
+
+impl From<&flxp_core::left_running::MaintenanceState> for MaintenanceState {
+    fn from(s: &flxp_core::left_running::MaintenanceState) -> Self {
+        use flxp_core::left_running::MaintenanceState as S;
+        Self {
+            state: s.as_str().to_owned(),
+            safe_to_reboot: s.safe_to_reboot(),
+            summary: s.to_string(),
+            stopped: match s {
+                S::StoppedOnly { stopped } => *stopped,
+                _ => 0,
+            },
+            running: s.running().iter().map(GuestLeft::from).collect(),
+        }
+    }
 }
 
 impl Node {
@@ -132,6 +190,7 @@ impl Node {
                 .filter(|v| v.node == n.node)
                 .map(Violation::from)
                 .collect(),
+            maintenance_state: n.maintenance_state.as_ref().map(MaintenanceState::from),
         }
     }
 }
@@ -401,6 +460,9 @@ pub struct PlanResult {
     pub summary: String,
     /// Problems in the input, conflicts, limits reached.
     pub warnings: Vec<String>,
+    /// For an evacuation plan (`evacuationPlan`, a dry run): the running guests it would leave
+    /// on the node, each with why; empty otherwise (a run's result says what stayed).
+    pub left_running: Vec<GuestLeft>,
     /// The plan as `flxp balance --json` prints it.
     pub document: Json<serde_json::Value>,
 }
@@ -429,6 +491,7 @@ impl From<&Plan> for PlanResult {
             violations_after: p.violations_after.iter().map(Violation::from).collect(),
             summary: p.summary.clone(),
             warnings: p.warnings.iter().map(ToString::to_string).collect(),
+            left_running: Vec::new(),
             document: Json(serde_json::to_value(p).unwrap_or_default()),
         }
     }
@@ -447,6 +510,12 @@ pub struct RunResult {
     pub failed: Vec<String>,
     /// The execution report as JSON, when carried out.
     pub report: Option<Json<serde_json::Value>>,
+    /// For an evacuation: the running guests still on the node (read after the run; for a dry
+    /// run, those the plan would leave), each with why; empty when it is safe to reboot.
+    pub left_running: Vec<GuestLeft>,
+    /// For an evacuation: the emptied node's state (read after the run; before it for a dry
+    /// run); null for a rebalance, or when the zone could not be read again.
+    pub node_state: Option<MaintenanceState>,
 }
 
 /// A network interface of a new VM.

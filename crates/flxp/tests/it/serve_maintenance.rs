@@ -1,0 +1,131 @@
+//! A node in maintenance through the GraphQL API: whether it is safe to reboot, and which
+//! guests an evacuation left running there, with why.
+
+use flxp_sim::Scenario;
+use serde_json::{Value, json};
+
+use super::serve::{PARALLEL_MIGRATIONS, executed_cleanly, start};
+
+const LEFT: &str = "leftRunning { vmid name node reason }";
+const STATE: &str = "{ state safeToReboot summary stopped running { vmid reason } }";
+
+/// The demo's 151 (monitoring) on pve4 is tagged `flxp.ignore`.
+const IGNORED: &str = "tagged flxp.ignore / plb_ignore: never moved";
+/// What an evacuation plan says of it: why it stays, and the rule it breaks so.
+const IGNORED_IN_PLAN: &str =
+    "tagged flxp.ignore / plb_ignore: never moved; pve4 is in maintenance (maintenance requested)";
+/// The same after the run, which marked the node in its notes first.
+const IGNORED_AFTER_RUN: &str = "tagged flxp.ignore / plb_ignore: never moved; pve4 is in \
+     maintenance (flxp.maintenance in node notes)";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evacuate_returns_the_ignored_guest_still_running_and_the_node_says_so() {
+    let s = start(Scenario::demo(), PARALLEL_MIGRATIONS, &[]).await;
+    // Before: the plan says what it would leave.
+    let v = s
+        .query(&format!(
+            "query {{ evacuationPlan(zone: \"lab\", node: \"pve4\") {{ {LEFT} }} }}"
+        ))
+        .await;
+    assert_eq!(
+        v["data"]["evacuationPlan"]["leftRunning"],
+        json!([{"vmid": 151, "name": "monitoring", "node": "pve4", "reason": IGNORED_IN_PLAN}]),
+        "{v}"
+    );
+
+    let v = s
+        .query(&format!(
+            "mutation {{ evacuate(zone: \"lab\", node: \"pve4\") {{ executed done failed {LEFT} nodeState {STATE} }} }}"
+        ))
+        .await;
+    let r = executed_cleanly(&v, "evacuate");
+    assert_eq!(
+        r["leftRunning"],
+        json!([{"vmid": 151, "name": "monitoring", "node": "pve4", "reason": IGNORED_AFTER_RUN}]),
+        "{v}"
+    );
+    assert_eq!(
+        r["nodeState"],
+        json!({"state": "running", "safeToReboot": false,
+               "summary": "1 running guest still here, not safe to reboot", "stopped": 0,
+               "running": [{"vmid": 151, "reason": IGNORED_AFTER_RUN}]}),
+        "{v}"
+    );
+
+    // The node, now marked in maintenance, says the same; the others say nothing.
+    let v = s
+        .query(&format!(
+            "query {{ nodes(zone: \"lab\") {{ name maintenanceState {STATE} }} }}"
+        ))
+        .await;
+    let states: Vec<(&str, &Value)> = v["data"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| (n["name"].as_str().unwrap(), &n["maintenanceState"]))
+        .collect();
+    let pve4 = json!({"state": "running", "safeToReboot": false,
+        "summary": "1 running guest still here, not safe to reboot", "stopped": 0,
+        "running": [{"vmid": 151, "reason": IGNORED}]});
+    assert_eq!(
+        states,
+        [
+            ("pve1", &Value::Null),
+            ("pve2", &Value::Null),
+            ("pve3", &Value::Null),
+            ("pve4", &pve4)
+        ],
+        "{v}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_round_warns_of_and_counts_the_guest_still_running_on_a_node_in_maintenance() {
+    let extra = format!(
+        "{PARALLEL_MIGRATIONS}[daemon]\ninterval-secs = 3600\n\n[overrides.lab.pve4]\nmaintenance = true\n"
+    );
+    let s = start(Scenario::demo(), &extra, &[]).await;
+    // The first round runs at start; one an hour after: this is the only one.
+    let log = s
+        .log_with("node in maintenance still runs guests: not safe to reboot")
+        .await;
+    let line = log
+        .lines()
+        .find(|l| l.contains("node in maintenance still runs guests"))
+        .unwrap_or_else(|| panic!("no warning:\n{log}"));
+    assert!(line.contains("WARN"), "{line}");
+    assert!(line.contains("node=pve4"), "{line}");
+    assert!(line.contains("running=1"), "{line}");
+    assert!(line.contains("vmids=[151]"), "{line}");
+    assert!(
+        line.contains("151 monitoring (tagged flxp.ignore"),
+        "{line}"
+    );
+    // The round evacuated the rest: 151 alone is counted (the gauge is set as the round ends).
+    let log = s.log_with("round ended").await;
+    assert!(log.contains("round ended"), "{log}");
+    let mut metrics = String::new();
+    for _ in 0..100 {
+        metrics = s.get("/metrics").await.1;
+        if metrics.contains("flxp_maintenance_guests_running{") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let series: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("flxp_maintenance_guests_running{"))
+        .collect();
+    assert_eq!(
+        series,
+        ["flxp_maintenance_guests_running{zone=\"lab\",node=\"pve4\"} 1"],
+        "{metrics}"
+    );
+    // One warning per node per round, and one round ran.
+    let warnings = s
+        .log()
+        .lines()
+        .filter(|l| l.contains("node in maintenance still runs guests"))
+        .count();
+    assert_eq!(warnings, 1, "{}", s.log());
+}
