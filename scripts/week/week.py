@@ -11,6 +11,7 @@ own records (`/_sim/records`) and prints the measures of `measure.py`; `--json` 
 
 Contenders:
 - `flxp`: `flxp daemon` with the default config (only the zone and the round interval set);
+- `flxp-cpu`: the same with `[balance] metric = "cpu"` (balances CPU use instead of memory);
 - `pve-topsis`, `pve-bruteforce`: Proxmox VE 9.2's dynamic load balancer as flxp reimplements it
   (`flxp daemon` with `[balance] method = "pve-topsis"`, usage `dynamic`, Proxmox's CV measure,
   threshold 0.3, hold 3 rounds and margin 0.1; it moves HA-managed guests only, one per round);
@@ -39,7 +40,7 @@ import uuid
 
 import measure
 
-CONTENDERS = ("flxp", "pve-topsis", "pve-bruteforce", "proxlb", "proxlb-cpsat")
+CONTENDERS = ("flxp", "flxp-cpu", "pve-topsis", "pve-bruteforce", "proxlb", "proxlb-cpsat")
 TLS = ssl.create_default_context()
 TLS.check_hostname = False
 TLS.verify_mode = ssl.CERT_NONE
@@ -257,6 +258,8 @@ class Contender:
             self.thread.start()
             return
         extra = ""
+        if self.name == "flxp-cpu":
+            extra = '\n[balance]\nmetric = "cpu"\n'
         if self.name.startswith("pve-"):
             extra = PVE_BALANCER.format(method=self.name)
         path = os.path.join(self.workdir, "flxp.toml")
@@ -387,6 +390,8 @@ def run(args):
 
 
 def main():
+    # SIGTERM unwinds like Ctrl-C, so that the simulator and the contender are stopped too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--flxp", required=True, help="the flxp binary")
     ap.add_argument("--python", default=sys.executable, help="the Python that has ProxLB")
