@@ -4,31 +4,11 @@
 use crate::balance::{BalanceOptions, Plan, StayKind, plan};
 use crate::cluster::Cluster;
 use crate::constraints::Rules;
-use crate::snapshot::Task;
 use crate::state::State;
 use crate::testutil::*;
 
 /// The snapshot's time.
 const NOW: i64 = 1_000_000;
-
-/// A finished, successful migration of `vmid` off `node` that ended `ago` seconds before
-/// [`NOW`], as `/cluster/tasks` lists it: the task ran on the node the guest left.
-fn left(vmid: u32, node: &str, ago: i64) -> Task {
-    let end = NOW - ago;
-    Task {
-        upid: Some(format!(
-            "UPID:{node}:00001234:00005678:{:08X}:qmigrate:{vmid}:root@pam:",
-            end - 60
-        )),
-        node: Some(node.into()),
-        kind: Some("qmigrate".into()),
-        id: Some(vmid.to_string()),
-        starttime: Some(end - 60),
-        endtime: Some(end),
-        status: Some("OK".into()),
-        ..Task::default()
-    }
-}
 
 /// pve1 holds 101 (16 GiB) and 102 (16 GiB, never moved); pve2 is empty, the best target; with
 /// `third`, pve3 holds 103 (8 GiB, never moved). 101 left pve2 `ago` seconds before the snapshot.
@@ -47,7 +27,7 @@ fn cluster(third: bool, ago: i64, tag: &str) -> Cluster {
                 .mem(16 * GIB, 16 * GIB)
                 .tagged("flxp.ignore"),
         )
-        .task(left(101, "pve2", ago))
+        .task(finished_migration_task(101, "pve2", NOW - ago))
         .time(NOW)
         .build()
 }

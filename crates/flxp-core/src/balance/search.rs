@@ -239,14 +239,6 @@ pub(crate) fn balance(draft: &mut Draft, opts: &BalanceOptions) -> Result<Outcom
     if rewound {
         draft.rewind(&start_state, start_len, keep);
     }
-    // A guest whose best target the return hold refused, and that did not move after all, says
-    // so (the plan's left-in-place counts read `draft.held`).
-    for (g, stay) in held {
-        if !draft.has_moved(g) {
-            draft.skip(g, format!("not moved to balance: its best target {stay}"));
-            draft.held.entry(g).or_insert(stay);
-        }
-    }
     let budget_bound = stop == Stop::Budget;
     let end_value = kept.map_or(start_value, |(_, v)| v);
     let steps = history.iter().take_while(|(len, _)| *len <= keep).count();
@@ -272,6 +264,14 @@ pub(crate) fn balance(draft: &mut Draft, opts: &BalanceOptions) -> Result<Outcom
         draft.rewind(&start_state, start_len, 0);
         for m in &applied {
             apply(draft, m);
+        }
+    }
+    // A guest whose best target the return hold refused, and that did not move after all (the
+    // post-pass may have moved it elsewhere), says so; the left-in-place counts read `draft.held`.
+    for (g, stay) in held {
+        if !draft.has_moved(g) {
+            draft.skip(g, format!("not moved to balance: its best target {stay}"));
+            draft.held.entry(g).or_insert(stay);
         }
     }
     if keep > 0 && !trigger.worth(start_value, end_value) {

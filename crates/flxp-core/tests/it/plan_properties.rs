@@ -473,16 +473,7 @@ proptest! {
             }
             let (vmid, node) = (100 + guest as u32, format!("n{}", node % nodes));
             let end = 100_000 - ago;
-            b = b.task(flxp_core::snapshot::Task {
-                upid: Some(format!("UPID:{node}:00001234:00005678:{:08X}:qmigrate:{vmid}:root@pam:", end - 60)),
-                node: Some(node.clone()),
-                kind: Some("qmigrate".into()),
-                id: Some(vmid.to_string()),
-                starttime: Some(end - 60),
-                endtime: Some(end),
-                status: Some("OK".into()),
-                ..flxp_core::snapshot::Task::default()
-            });
+            b = b.task(finished_migration_task(vmid, &node, end));
             let e = left.entry((vmid, node)).or_insert(end);
             *e = (*e).max(end);
         }
