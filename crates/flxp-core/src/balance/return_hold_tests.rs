@@ -112,3 +112,40 @@ fn a_fix_returns_a_guest_within_the_hold_and_says_so() {
         "{reason}"
     );
 }
+
+#[test]
+fn a_held_guest_another_plan_moves_is_no_longer_counted_as_held() {
+    use crate::balance::LeftInPlace;
+    let held = |vmids: Vec<u32>, reason: &str| LeftInPlace {
+        kind: StayKind::ReturnHold,
+        count: vmids.len(),
+        reason: reason.into(),
+        vmids,
+    };
+    let locked = LeftInPlace {
+        kind: StayKind::Locked,
+        count: 1,
+        reason: "1 guest is locked (backup)".into(),
+        vmids: vec![105],
+    };
+    let left = vec![
+        held(
+            vec![101, 102],
+            "2 guests would return to a node they left within the 6 h return hold",
+        ),
+        locked.clone(),
+    ];
+    let kept = super::explain::without_moved(left.clone(), &[102, 105], 21_600);
+    assert_eq!(
+        kept,
+        [
+            held(
+                vec![101],
+                "1 guest would return to a node it left within the 6 h return hold"
+            ),
+            locked.clone()
+        ]
+    );
+    let kept = super::explain::without_moved(left, &[101, 102], 21_600);
+    assert_eq!(kept, [locked]);
+}
