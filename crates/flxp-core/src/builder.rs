@@ -128,6 +128,24 @@ pub fn migration_task(vmid: u32, source: &str, target: Option<&str>) -> Task {
     }
 }
 
+/// A finished, successful migration of `vmid` off `source` that ended at `end` (it ran a minute),
+/// as `/cluster/tasks` lists it: the task ran on the node the guest left.
+pub fn finished_migration_task(vmid: u32, source: &str, end: i64) -> Task {
+    Task {
+        upid: Some(format!(
+            "UPID:{source}:00001234:00005678:{:08X}:qmigrate:{vmid}:root@pam:",
+            end - 60
+        )),
+        node: Some(source.into()),
+        kind: Some("qmigrate".into()),
+        id: Some(vmid.to_string()),
+        starttime: Some(end - 60),
+        endtime: Some(end),
+        status: Some("OK".into()),
+        ..Task::default()
+    }
+}
+
 /// Starts a qemu guest spec.
 pub fn vm(vmid: u32, node: &str) -> GuestSpec {
     guest("qemu", vmid, node)

@@ -56,6 +56,19 @@ pub fn fmt_signed_bytes(bytes: i128) -> String {
     }
 }
 
+/// A duration for people: `45 s`, `12 min`, `2 h`, `1.5 h`.
+pub fn fmt_secs(secs: i64) -> String {
+    if secs < 120 {
+        format!("{secs} s")
+    } else if secs < 3_600 {
+        format!("{} min", secs / 60)
+    } else if secs % 3_600 == 0 {
+        format!("{} h", secs / 3_600)
+    } else {
+        format!("{:.1} h", secs as f64 / 3_600.0)
+    }
+}
+
 /// CPU cores with up to two decimals (`3.25`, `16`).
 pub fn fmt_cores(cores: f64) -> String {
     cores_with(cores, 2)
@@ -81,6 +94,22 @@ pub fn fmt_cores_apart(a: f64, b: f64) -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_read_in_the_unit_that_fits() {
+        let cases = [
+            (0, "0 s"),
+            (119, "119 s"),
+            (120, "2 min"),
+            (3_599, "59 min"),
+            (3_600, "1 h"),
+            (5_400, "1.5 h"),
+            (21_600, "6 h"),
+        ];
+        for (secs, shown) in cases {
+            assert_eq!(fmt_secs(secs), shown, "{secs}");
+        }
+    }
 
     #[test]
     fn percentages_round_a_tie_away_from_zero_in_every_table_and_message() {

@@ -116,6 +116,15 @@ impl PartialEq<&str> for StepReason {
 /// Whether a migration may run now on this state: the guest is still where the plan has it, may
 /// still be moved, and the target passes every placement filter (for a bundle: all its members
 /// not yet there, together).
+///
+/// The cooldown and the return hold are planning rules and are not checked again here. A step
+/// can only become a return between planning and running if someone else migrated the guest
+/// off its source to the target and back again meanwhile: its plan moves each guest once, so
+/// its own earlier steps never do this. A migration by someone else mid-run is caught here
+/// already: while it runs the guest [`Stay::Migrating`]; once it lands elsewhere the guest is
+/// not on the plan's source. Only a full round trip (source, target, source) within one run
+/// slips through, and it is not refused: it is rare, it is someone else's doing, and the step was
+/// judged worth its migration when it was planned.
 pub fn check_step(
     cluster: &Cluster,
     rules: &Rules,

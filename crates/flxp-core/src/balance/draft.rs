@@ -5,7 +5,7 @@
 //! most once per plan (no ping-pong inside a plan), every target passes the placement filters on
 //! the current state, and the budget is never exceeded.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 use crate::Result;
 use crate::Warning;
@@ -16,7 +16,7 @@ use crate::state::State;
 
 use super::explain;
 use super::measure::{LoadKind, Measure};
-use super::movable::{Intent, Mover, Stay, stays_for};
+use super::movable::{Intent, Mover, Stay, returns, stays_for};
 use super::objective::{Objective, Shift};
 use super::plan::{Migration, Purpose, Skipped, Unplaced};
 use super::units::{UnitId, Units};
@@ -56,6 +56,11 @@ pub(crate) struct Draft<'a> {
     pub warnings: Vec<Warning>,
     /// Balance cooldown, seconds.
     pub cooldown_secs: i64,
+    /// Balancing takes no guest back to a node it left less than this many seconds ago (0: off).
+    pub return_hold_secs: i64,
+    /// Guests whose best balancing target the return hold refused, with that refusal: why they
+    /// stay if they do.
+    pub held: BTreeMap<GuestIdx, Stay>,
     /// Most migrations in the plan.
     pub budget: usize,
     /// Whether running containers may move (by a restart); evacuation always, balancing by option.
@@ -96,6 +101,7 @@ impl<'a> Draft<'a> {
         );
         draft.restart_containers = options.restart_containers;
         draft.soft_weight = options.soft_weight;
+        draft.return_hold_secs = options.return_hold_secs;
         draft
     }
 
@@ -150,6 +156,8 @@ impl<'a> Draft<'a> {
             skipped: Vec::new(),
             warnings: Vec::new(),
             cooldown_secs,
+            return_hold_secs: 0,
+            held: BTreeMap::new(),
             budget,
             restart_containers: true,
             mover: Mover::Flxp,
@@ -199,6 +207,37 @@ impl<'a> Draft<'a> {
                     (g.running && g.kind == GuestKind::Lxc).then_some((m, Stay::RunningContainer))
                 })
             })
+    }
+
+    /// Why balancing may not take these guests to `to`: the first that would return to a node it
+    /// left within the return hold, with the [`Stay::ReturnHold`].
+    pub fn returning(&self, members: &[GuestIdx], to: NodeIdx) -> Option<(GuestIdx, Stay)> {
+        members.iter().find_map(|&m| {
+            (self.state.location(m) != to)
+                .then(|| returns(self.cluster, m, to, self.return_hold_secs))
+                .flatten()
+                .map(|s| (m, s))
+        })
+    }
+
+    /// For a move that may return a guest (a fix, an evacuation, making room for them):
+    /// `returns to pve2, which it left 2 h ago, to ` when one of these guests does so within the
+    /// return hold, else nothing; the step's own reason follows.
+    pub fn return_words(&self, members: &[GuestIdx], to: NodeIdx) -> String {
+        match self.returning(members, to) {
+            Some((m, Stay::ReturnHold { node, ago_secs, .. })) => {
+                let who = if members.len() > 1 {
+                    format!("{} ", self.cluster.guest(m).vmid)
+                } else {
+                    String::new()
+                };
+                format!(
+                    "{who}returns to {node}, which it left {} ago, to ",
+                    crate::units::fmt_secs(ago_secs)
+                )
+            }
+            _ => String::new(),
+        }
     }
 
     /// Whether any member of a unit has moved in this plan.

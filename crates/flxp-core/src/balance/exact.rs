@@ -47,7 +47,7 @@ use crate::state::State;
 
 use super::bounds::{Tightness, need_for_spread};
 use super::measure::{Measure, Metric, balanced_nodes, imbalance};
-use super::movable::{Intent, stays};
+use super::movable::{Intent, returns, stays};
 use super::plan::Purpose;
 use super::refine::WORK;
 use super::softness::{penalty, worth_trading};
@@ -71,6 +71,9 @@ pub struct Goal {
     pub must_leave: Vec<GuestIdx>,
     /// Cooldown for balancing moves, as the planner applies it.
     pub cooldown_secs: i64,
+    /// In strict mode, the return hold: no balancing move takes a guest back to a node it left
+    /// less than this many seconds ago (0: off), as the planner applies it.
+    pub return_hold_secs: i64,
     /// Whether running containers may move (by a restart), as the planner's option says.
     pub restart_containers: bool,
     /// Strict mode: the orders the planner itself may return (see the module docs).
@@ -746,7 +749,18 @@ impl Search<'_> {
                 Purpose::Balance
             };
             let left = moves.len() - done.count_ones() as usize;
-            let Some(next) = self.judge(walk, next, purpose, worse, j, left) else {
+            // Strict mode: a balancing move takes no guest back within the return hold.
+            let back = self.goal.strict
+                && purpose == Purpose::Balance
+                && members
+                    .iter()
+                    .any(|&m| returns(self.cluster, m, t, self.goal.return_hold_secs).is_some());
+            let judged = if back {
+                None
+            } else {
+                self.judge(walk, next, purpose, worse, j, left)
+            };
+            let Some(next) = judged else {
                 for &m in &members {
                     state.move_guest(self.cluster, m, from);
                 }
@@ -868,6 +882,7 @@ impl Goal {
             violations: plan.violations_after.len(),
             must_leave,
             cooldown_secs: options.cooldown_secs,
+            return_hold_secs: options.return_hold_secs,
             restart_containers: options.restart_containers,
             strict: false,
             soft_weight: options.soft_weight,
@@ -1099,6 +1114,7 @@ mod tests {
             violations: 1,
             must_leave: Vec::new(),
             cooldown_secs: 0,
+            return_hold_secs: 0,
             restart_containers: false,
             strict: false,
             soft_weight: None,

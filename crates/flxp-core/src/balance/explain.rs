@@ -114,7 +114,8 @@ pub(crate) fn placement_list(cluster: &Cluster, at: &BTreeMap<NodeIdx, Vec<u32>>
         .join(", ")
 }
 
-/// The guests of one reason: vmids, details met (locks, rules, node states), the cooldown.
+/// The guests of one reason: vmids, details met (locks, rules, node states), the cooldown or the
+/// return hold.
 type Counted = (Vec<u32>, Vec<String>, i64);
 
 /// Every guest the draft has not moved and that balancing may not touch, counted by reason, in
@@ -144,7 +145,8 @@ pub(crate) fn left_in_place(draft: &Draft) -> Vec<LeftInPlace> {
         .or_else(|| {
             (!draft.restart_containers && guest.running && guest.kind == GuestKind::Lxc)
                 .then_some(Stay::RunningContainer)
-        });
+        })
+        .or_else(|| draft.held.get(&g).cloned());
         let Some(stay) = stay else {
             continue;
         };
@@ -156,6 +158,8 @@ pub(crate) fn left_in_place(draft: &Draft) -> Vec<LeftInPlace> {
             Stay::Conflict { rule } if !entry.1.contains(rule) => entry.1.push(rule.clone()),
             Stay::NodeDown { status } if !entry.1.contains(status) => entry.1.push(status.clone()),
             Stay::Cooldown { cooldown_secs, .. } => entry.2 = *cooldown_secs,
+            // Each guest's node and time are in `skipped`: the count stays one line.
+            Stay::ReturnHold { hold_secs, .. } => entry.2 = *hold_secs,
             _ => {}
         }
     }
@@ -174,6 +178,26 @@ pub(crate) fn left_in_place(draft: &Draft) -> Vec<LeftInPlace> {
         .collect()
 }
 
+/// The counts of another plan of the same cluster, without the guests this plan moves: only a
+/// guest held by the return hold (`hold_secs`) may move in one plan and not in another (its best
+/// target was refused there, another taken here); the other reasons hold for every plan.
+pub(crate) fn without_moved(
+    left: Vec<LeftInPlace>,
+    moved: &[u32],
+    hold_secs: i64,
+) -> Vec<LeftInPlace> {
+    left.into_iter()
+        .filter_map(|mut l| {
+            if l.kind == StayKind::ReturnHold && l.vmids.iter().any(|v| moved.contains(v)) {
+                l.vmids.retain(|v| !moved.contains(v));
+                l.count = l.vmids.len();
+                l.reason = stay_words(l.kind.as_str(), l.count, "", hold_secs);
+            }
+            (l.count > 0).then_some(l)
+        })
+        .collect()
+}
+
 /// A reason's order in the list.
 fn stay_rank(kind: StayKind) -> usize {
     match kind {
@@ -181,6 +205,7 @@ fn stay_rank(kind: StayKind) -> usize {
         StayKind::HaEvacuates => 1,
         StayKind::Migrating => 2,
         StayKind::Cooldown => 3,
+        StayKind::ReturnHold => 3,
         StayKind::Locked => 4,
         StayKind::NodeDown => 5,
         StayKind::Conflict => 6,
@@ -191,7 +216,8 @@ fn stay_rank(kind: StayKind) -> usize {
     }
 }
 
-/// `2 guests are locked (backup)`: one reason with its count.
+/// `2 guests are locked (backup)`: one reason with its count (`cooldown`: the cooldown or the
+/// return hold, seconds).
 fn stay_words(kind: &str, n: usize, details: &str, cooldown: i64) -> String {
     let (guests, are) = if n == 1 {
         ("guest", "is")
@@ -210,6 +236,11 @@ fn stay_words(kind: &str, n: usize, details: &str, cooldown: i64) -> String {
         ),
         "migrating" => format!("{n} {guests} {are} migrating"),
         "cooldown" => format!("{n} {guests} migrated within the {cooldown} s cooldown"),
+        "return-hold" => format!(
+            "{n} {guests} would return to a node {} left within the {} return hold",
+            if n == 1 { "it" } else { "they" },
+            crate::units::fmt_secs(cooldown)
+        ),
         "locked" => format!("{n} {guests} {are} locked ({details})"),
         "node-down" => format!("{n} {guests} {are} on a node that is not online ({details})"),
         "conflict" => format!(

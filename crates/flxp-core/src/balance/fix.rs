@@ -213,8 +213,10 @@ fn try_fix(draft: &mut Draft, p: &Problem, scope: &Scope) -> Result<Attempt> {
     };
     if let Some(best) = ranked.first() {
         let to = best.node;
+        // The return hold binds balancing only: a fix may take a guest back, and says so.
+        let back = draft.return_words(&p.members, to);
         let reason = format!(
-            "{prefix}{verb}; {what}{}",
+            "{prefix}{back}{verb}; {what}{}",
             target_phrase(draft.cluster, draft.target_policy_name(), &ranked)
         );
         draft.apply(
@@ -287,7 +289,8 @@ fn join(draft: &mut Draft, p: &Problem) -> Result<Option<String>> {
     match best {
         Some((bytes, _, t, moving)) => {
             let reason = format!(
-                "fix {}: {}; {} needs the fewest bytes moved ({})",
+                "{}fix {}: {}; {} needs the fewest bytes moved ({})",
+                draft.return_words(&moving, t),
                 p.rule,
                 p.why,
                 draft.cluster.node(t).name,

@@ -38,6 +38,8 @@ pub(crate) mod planner;
 mod problems;
 mod pve;
 mod refine;
+#[cfg(test)]
+mod return_hold_tests;
 mod room;
 mod search;
 mod softness;

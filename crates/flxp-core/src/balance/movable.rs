@@ -2,14 +2,16 @@
 //!
 //! Everything here is read from the snapshot: tags, locks, the task history and HA settings. No
 //! memory of earlier rounds is kept; the cooldown is the time since the guest's last migration
-//! task, so a restarted flxp sees the same thing.
+//! task, and the return hold the time since it left a node (the node its migration task ran on),
+//! so a restarted flxp sees the same thing.
 
 use std::fmt;
 
 use serde::Serialize;
 
-use crate::cluster::{Cluster, GuestIdx, MaintenanceSource};
+use crate::cluster::{Cluster, GuestIdx, MaintenanceSource, NodeIdx};
 use crate::constraints::Rules;
+use crate::units::fmt_secs;
 
 /// Why a guest stays where it is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -55,6 +57,16 @@ pub enum Stay {
         /// The anti-affinity group inside the affinity group.
         rule: String,
     },
+    /// Its best target is a node it left less than the return hold before the snapshot:
+    /// balancing does not take a guest back there (no ping-pong).
+    ReturnHold {
+        /// The node it left.
+        node: String,
+        /// Seconds since it left.
+        ago_secs: i64,
+        /// The return hold.
+        hold_secs: i64,
+    },
 }
 
 /// The kind of a [`Stay`], without its details: how plans count guests left in place. Serialised
@@ -87,6 +99,8 @@ pub enum StayKind {
     RunningContainer,
     /// [`Stay::Conflict`].
     Conflict,
+    /// [`Stay::ReturnHold`].
+    ReturnHold,
 }
 
 impl StayKind {
@@ -105,6 +119,7 @@ impl StayKind {
             Self::Stopped => "stopped",
             Self::RunningContainer => "running-container",
             Self::Conflict => "conflict",
+            Self::ReturnHold => "return-hold",
         }
     }
 }
@@ -131,6 +146,7 @@ impl Stay {
             Self::Stopped => StayKind::Stopped,
             Self::RunningContainer => StayKind::RunningContainer,
             Self::Conflict { .. } => StayKind::Conflict,
+            Self::ReturnHold { .. } => StayKind::ReturnHold,
         }
     }
 }
@@ -166,6 +182,16 @@ impl fmt::Display for Stay {
             Self::Conflict { rule } => write!(
                 f,
                 "its affinity group also must be apart ({rule}): the rules conflict, so it is not moved"
+            ),
+            Self::ReturnHold {
+                node,
+                ago_secs,
+                hold_secs,
+            } => write!(
+                f,
+                "{node} is a node it left {} ago, within the {} return hold",
+                fmt_secs(*ago_secs),
+                fmt_secs(*hold_secs)
             ),
         }
     }
@@ -260,6 +286,26 @@ pub fn stays_for(
     None
 }
 
+/// Why balancing may not take a guest to `node`: it left that node by a successful migration
+/// less than `hold_secs` before the snapshot (a [`Stay::ReturnHold`]), or `None` when it may
+/// (also without a snapshot time, or with the hold at 0).
+pub(crate) fn returns(
+    cluster: &Cluster,
+    guest: GuestIdx,
+    node: NodeIdx,
+    hold_secs: i64,
+) -> Option<Stay> {
+    let now = cluster.time.filter(|_| hold_secs > 0)?;
+    let name = &cluster.node(node).name;
+    let left = cluster.tasks.left_at(cluster.guest(guest).vmid, name)?;
+    let ago = now - left;
+    (ago < hold_secs).then(|| Stay::ReturnHold {
+        node: name.clone(),
+        ago_secs: ago.max(0),
+        hold_secs,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     // Tests may panic: unwrapping is how they fail.
@@ -292,6 +338,11 @@ mod tests {
             Stay::RunningContainer,
             Stay::Conflict {
                 rule: "apart".into(),
+            },
+            Stay::ReturnHold {
+                node: "pve2".into(),
+                ago_secs: 3_600,
+                hold_secs: 21_600,
             },
         ];
         for stay in every {

@@ -25,6 +25,11 @@ pub struct BalanceOptions {
     /// A guest migrated less than this many seconds before the snapshot is not moved to balance
     /// (read from the task history; rule fixes and evacuation ignore it).
     pub cooldown_secs: i64,
+    /// A balancing move never takes a guest back to a node it left (by a successful migration,
+    /// read from the task history) less than this many seconds before the snapshot, so guests do
+    /// not ping-pong between two nodes; 0 switches it off. Rule fixes and evacuation may return
+    /// a guest (their reason says so).
+    pub return_hold_secs: i64,
     /// Try swapping two guests when no single move helps.
     pub swaps: bool,
     /// Search width: the most loaded and least loaded nodes considered per step as sources and
@@ -101,6 +106,7 @@ impl Default for BalanceOptions {
             trigger: Trigger::default(),
             max_migrations: 20,
             cooldown_secs: 1800,
+            return_hold_secs: 21_600,
             swaps: true,
             candidate_nodes: 16,
             make_room: 2,
@@ -122,6 +128,15 @@ impl BalanceOptions {
             return Err(Error::Option {
                 name: "cooldown-secs".into(),
                 message: format!("must be ≥ 0 seconds, got {}", self.cooldown_secs),
+            });
+        }
+        if self.return_hold_secs < 0 {
+            return Err(Error::Option {
+                name: "return-hold-secs".into(),
+                message: format!(
+                    "must be ≥ 0 seconds (0 switches it off), got {}",
+                    self.return_hold_secs
+                ),
             });
         }
         if !self.move_cost_gib.is_finite() || self.move_cost_gib < 0.0 {
@@ -246,6 +261,13 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("candidate-nodes"), "{e}");
+        let e = serde_json::from_str::<BalanceOptions>(r#"{"return-hold-secs":-1}"#)
+            .unwrap()
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("return-hold-secs"), "{e}");
+        assert_eq!(BalanceOptions::default().return_hold_secs, 21_600);
         assert!(BalanceOptions::default().validate().is_ok());
     }
 }

@@ -387,6 +387,8 @@ pub enum Refusal {
     Rule,
     /// The target has no room (memory, CPU).
     Overcommit,
+    /// The guest left the target less than the return hold ago (no ping-pong).
+    ReturnHold,
 }
 
 impl Refusal {
@@ -402,6 +404,7 @@ impl Refusal {
             Self::Unavailable => "node unavailable",
             Self::Rule => "rule",
             Self::Overcommit => "overcommit",
+            Self::ReturnHold => "return hold",
         }
     }
 }

@@ -216,6 +216,7 @@ fn candidates(draft: &Draft, filter: bool, mode: UsageMode) -> Candidates {
             if ctx
                 .as_ref()
                 .is_none_or(|ctx| draft.placer.feasible(ctx, to))
+                && draft.returning(&unit.members, to).is_none()
             {
                 moves.push(MigrationCandidate {
                     migration: CrsMove::new(
@@ -338,6 +339,7 @@ fn new_sim<'a>(
         options.max_migrations,
     );
     draft.restart_containers = options.restart_containers;
+    draft.return_hold_secs = options.return_hold_secs;
     draft.mover = Mover::ProxmoxHa;
     draft
 }

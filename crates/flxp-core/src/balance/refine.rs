@@ -194,7 +194,8 @@ fn adopt(
         .filter(|s| !moved.contains(&s.vmid))
         .collect();
     plan.unplaced = greedy.unplaced;
-    plan.left_in_place = greedy.left_in_place;
+    plan.left_in_place =
+        super::explain::without_moved(greedy.left_in_place, &moved, options.return_hold_secs);
     plan.warnings = greedy.warnings;
     plan.rules_stop = greedy
         .rules_stop

@@ -120,14 +120,16 @@ pub(super) fn make_room(
         let target = draft.cluster.node(t).name.clone();
         for (g, to, phrase) in moves {
             let reason = format!(
-                "make room on {target} for {}: it lacks {}; {phrase}",
+                "{}make room on {target} for {}: it lacks {}; {phrase}",
+                draft.return_words(&[g], to),
                 subject.label,
                 fmt_bytes(deficit)
             );
             draft.apply(&[g], to, Purpose::MakeRoom, &reason, None, Step::New);
         }
         let reason = format!(
-            "{verb}; {target} has room once {} guest(s) moved off",
+            "{}{verb}; {target} has room once {} guest(s) moved off",
+            draft.return_words(members, t),
             chosen.len()
         );
         draft.apply(members, t, purpose, &reason, label.as_deref(), Step::New);

@@ -16,10 +16,10 @@
 //! only on the best candidates until one passes, so no step runs filters for every guest and node.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
 
 use crate::Result;
-use crate::cluster::NodeIdx;
+use crate::cluster::{GuestIdx, NodeIdx};
 use crate::placement::Subject;
 use crate::state::State;
 use crate::units::{fmt_bytes, one_decimal};
@@ -193,6 +193,7 @@ pub(crate) fn balance(draft: &mut Draft, opts: &BalanceOptions) -> Result<Outcom
     let mut applied: Vec<Move> = Vec::new();
     let mut value = start_value;
     let mut storage: Vec<String> = Vec::new();
+    let mut held: BTreeMap<GuestIdx, Stay> = BTreeMap::new();
     let stop = loop {
         if value <= target {
             break Stop::Target;
@@ -201,7 +202,14 @@ pub(crate) fn balance(draft: &mut Draft, opts: &BalanceOptions) -> Result<Outcom
             break Stop::Budget;
         }
         storage.clear();
-        let found = match best_move(draft, opts, &by_node, &shifts, value, &mut storage)? {
+        let found = match best_move(
+            draft,
+            opts,
+            (&by_node, &shifts),
+            value,
+            &mut storage,
+            &mut held,
+        )? {
             Some(m) => Some(m),
             None if opts.swaps => best_swap(draft, opts, &by_node, &shifts, value)?,
             None => None,
@@ -256,6 +264,14 @@ pub(crate) fn balance(draft: &mut Draft, opts: &BalanceOptions) -> Result<Outcom
         draft.rewind(&start_state, start_len, 0);
         for m in &applied {
             apply(draft, m);
+        }
+    }
+    // A guest whose best target the return hold refused, and that did not move after all (the
+    // post-pass may have moved it elsewhere), says so; the left-in-place counts read `draft.held`.
+    for (g, stay) in held {
+        if !draft.has_moved(g) {
+            draft.skip(g, format!("not moved to balance: its best target {stay}"));
+            draft.held.entry(g).or_insert(stay);
         }
     }
     if keep > 0 && !trigger.worth(start_value, end_value) {
@@ -536,6 +552,9 @@ fn replays_within(
             if unit.members.iter().any(|&g| draft.state.location(g) != s) {
                 return false;
             }
+            if draft.returning(&unit.members, t).is_some() {
+                return false;
+            }
             let subject = draft.subject(&unit.members, unit.group.as_deref());
             let Some(w) = soft_cost(draft, &subject, s, t) else {
                 return false;
@@ -579,14 +598,15 @@ fn candidates_nodes(
 }
 
 /// The best single move, or `None`; the best candidates that only storage room refused go to
-/// `storage` (their reasons, for the stop reason).
+/// `storage` (their reasons, for the stop reason), and guests whose best target the return hold
+/// refuses to `held`.
 fn best_move(
     draft: &Draft,
     opts: &BalanceOptions,
-    by_node: &[Vec<UnitId>],
-    shifts: &[Option<Shift>],
+    (by_node, shifts): (&[Vec<UnitId>], &[Option<Shift>]),
     value: f64,
     storage: &mut Vec<String>,
+    held: &mut BTreeMap<GuestIdx, Stay>,
 ) -> Result<Option<Move>> {
     let (sources, targets) = candidates_nodes(draft, opts, by_node, usize::MAX);
     let mut cands: Vec<Move> = Vec::new();
@@ -620,12 +640,21 @@ fn best_move(
     }
     let mut subjects: HashMap<UnitId, Subject> = HashMap::new();
     let mut asked = 0;
+    // Units whose best candidate was seen: later candidates of theirs are second choices.
+    let mut seen: HashSet<UnitId> = HashSet::new();
     for m in best_first(cands).take(MAX_CHECKS) {
         let (u, s, t) = m.units[0];
         if draft
             .objective
             .raises(draft.measure, &[m.effect.from, m.effect.to], value, SCREEN)
         {
+            continue;
+        }
+        let best_of_unit = seen.insert(u);
+        if let Some((g, stay)) = draft.returning(&draft.units.get(u).members, t) {
+            if best_of_unit {
+                held.entry(g).or_insert(stay);
+            }
             continue;
         }
         let subject = subjects.entry(u).or_insert_with(|| {
@@ -769,6 +798,10 @@ fn swap_is_safe(draft: &mut Draft, order: &[(UnitId, NodeIdx, NodeIdx)], reducti
     let mut worse = Some(0);
     for &(u, s, t) in order {
         let unit = draft.units.get(u);
+        if draft.returning(&unit.members, t).is_some() {
+            worse = None;
+            break;
+        }
         let subject = draft.subject(&unit.members, unit.group.as_deref());
         worse = worse
             .zip(soft_cost(draft, &subject, s, t))

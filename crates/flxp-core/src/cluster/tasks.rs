@@ -1,7 +1,8 @@
-//! What the task history says about guests: migrations in flight, recent ones, guests starting.
+//! What the task history says about guests: migrations in flight, recent ones, the nodes they
+//! left, guests starting.
 //!
-//! This is how flxp stays stateless: cooldowns and "already moving" are read from Proxmox's
-//! `/cluster/tasks`, never remembered.
+//! This is how flxp stays stateless: cooldowns, the return hold and "already moving" are read from
+//! Proxmox's `/cluster/tasks`, never remembered.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -19,6 +20,8 @@ pub struct TaskIndex {
     migrating: BTreeMap<u32, Option<String>>,
     starting: BTreeSet<u32>,
     last_migration: BTreeMap<u32, i64>,
+    /// Per vmid, the nodes it left by a successful migration, each with the newest such time.
+    left: BTreeMap<u32, BTreeMap<String, i64>>,
     newest: Option<i64>,
 }
 
@@ -45,6 +48,21 @@ impl TaskIndex {
                 }
                 if let Some(time) = time {
                     let e = ix.last_migration.entry(vmid).or_insert(time);
+                    *e = (*e).max(time);
+                }
+                // A migration task runs on the guest's source node (qemu-server PVE/API2/Qemu.pm
+                // `migrate_vm` has `proxyto => 'node'`, the guest's node), so its UPID names the
+                // node the guest left; only a finished, successful one left it.
+                if let (Some(time), Some(node)) = (time, source_node(t))
+                    && !t.is_running()
+                    && t.status.as_deref().is_some_and(succeeded)
+                {
+                    let e = ix
+                        .left
+                        .entry(vmid)
+                        .or_default()
+                        .entry(node.to_owned())
+                        .or_insert(time);
                     *e = (*e).max(time);
                 }
             } else if START_TYPES.contains(&kind) && t.is_running() {
@@ -79,10 +97,43 @@ impl TaskIndex {
         self.last_migration.get(&vmid).copied()
     }
 
+    /// When this guest last left `node` by a successful migration (task end), epoch seconds.
+    pub fn left_at(&self, vmid: u32, node: &str) -> Option<i64> {
+        self.left.get(&vmid)?.get(node).copied()
+    }
+
+    /// The nodes this guest left by a successful migration, each with the newest such time, in
+    /// node name order.
+    pub fn departures(&self, vmid: u32) -> impl Iterator<Item = (&str, i64)> + '_ {
+        self.left
+            .get(&vmid)
+            .into_iter()
+            .flat_map(|m| m.iter().map(|(n, &t)| (n.as_str(), t)))
+    }
+
     /// The newest task time seen, a stand-in for "now" when the snapshot has no time.
     pub fn newest_time(&self) -> Option<i64> {
         self.newest
     }
+}
+
+/// The node a task ran on: the UPID's (`UPID:{node}:...`), else the entry's `node` field.
+fn source_node(t: &Task) -> Option<&str> {
+    t.upid
+        .as_deref()
+        .and_then(|u| u.strip_prefix("UPID:"))
+        .and_then(|rest| rest.split(':').next())
+        .or(t.node.as_deref())
+        .filter(|n| !n.is_empty())
+}
+
+/// Proxmox's success rule for a task's exit status: `OK` or `WARNINGS: <n>` (pve-common
+/// `PVE/Tools.pm` `upid_status_is_error`).
+fn succeeded(status: &str) -> bool {
+    status == "OK"
+        || status
+            .strip_prefix("WARNINGS: ")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 #[cfg(test)]
@@ -120,5 +171,85 @@ mod tests {
         assert_eq!(ix.migration_target(102), None);
         assert_eq!(ix.newest_time(), Some(400));
         assert_eq!(ix.migration_target(105), Some("pve2"));
+    }
+
+    /// A finished migration task as `/cluster/tasks` lists it, run on `node`.
+    fn finished(kind: &str, vmid: u32, node: &str, end: i64, status: &str) -> Task {
+        Task {
+            upid: Some(format!(
+                "UPID:{node}:00001234:00005678:{:08X}:{kind}:{vmid}:root@pam:",
+                end - 30
+            )),
+            node: Some(node.into()),
+            kind: Some(kind.into()),
+            id: Some(vmid.to_string()),
+            starttime: Some(end - 30),
+            endtime: Some(end),
+            status: Some(status.into()),
+            ..Task::default()
+        }
+    }
+
+    #[test]
+    fn the_node_a_successful_migration_ran_on_is_the_node_its_guest_left() {
+        let ix = TaskIndex::new(&[
+            finished("qmigrate", 101, "pve2", 1_000, "OK"),
+            finished("qmigrate", 101, "pve2", 400, "OK"),
+            finished("hamigrate", 101, "pve3", 2_000, "OK"),
+            finished("vzmigrate", 102, "pve1", 1_500, "WARNINGS: 2"),
+            // A failed migration left nothing: the guest is still there.
+            finished("qmigrate", 103, "pve1", 1_700, "migration aborted"),
+            // A running one has not left yet.
+            Task {
+                endtime: None,
+                status: None,
+                ..finished("qmigrate", 104, "pve1", 1_800, "OK")
+            },
+            // The UPID names the node, even when the entry's own field disagrees.
+            Task {
+                node: Some("elsewhere".into()),
+                ..finished("qmigrate", 105, "pve4", 1_900, "OK")
+            },
+            // Without a UPID, the entry's node.
+            Task {
+                upid: None,
+                ..finished("qmigrate", 106, "pve5", 1_950, "OK")
+            },
+            // Not a migration.
+            finished("qmstart", 107, "pve1", 1_990, "OK"),
+        ]);
+        let left = |vmid: u32| -> Vec<(String, i64)> {
+            ix.departures(vmid)
+                .map(|(n, t)| (n.to_owned(), t))
+                .collect()
+        };
+        assert_eq!(
+            left(101),
+            [("pve2".to_owned(), 1_000), ("pve3".to_owned(), 2_000)]
+        );
+        assert_eq!(ix.left_at(101, "pve2"), Some(1_000));
+        assert_eq!(ix.left_at(101, "pve1"), None);
+        assert_eq!(left(102), [("pve1".to_owned(), 1_500)]);
+        assert_eq!(left(103), []);
+        assert_eq!(left(104), []);
+        assert_eq!(left(105), [("pve4".to_owned(), 1_900)]);
+        assert_eq!(left(106), [("pve5".to_owned(), 1_950)]);
+        assert_eq!(left(107), []);
+        // The cooldown still counts the failed one: it tried to move.
+        assert_eq!(ix.last_migration(103), Some(1_700));
+    }
+
+    #[test]
+    fn only_ok_and_warnings_are_success() {
+        for (status, ok) in [
+            ("OK", true),
+            ("WARNINGS: 3", true),
+            ("WARNINGS: ", false),
+            ("WARNINGS: x", false),
+            ("unexpected status", false),
+            ("", false),
+        ] {
+            assert_eq!(succeeded(status), ok, "{status:?}");
+        }
     }
 }

@@ -4,7 +4,7 @@
 //! however the snapshot lists things, and evacuation leaves no guest that could have gone
 //! somewhere.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use flxp_core::balance::{
     BalanceOptions, EvacuateOptions, Measure, Plan, Purpose, Trigger, plan, replay,
@@ -451,6 +451,48 @@ proptest! {
                 // A bundle member may fit alone but not with its group.
                 let in_bundle = p.unplaced.iter().filter(|u| u.rule == p.unplaced.iter().find(|x| x.vmid == vmid).unwrap().rule).count() > 1;
                 prop_assert!(fits.is_empty() || in_bundle, "{vmid} could go to {fits:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn no_balancing_move_returns_a_guest_within_the_hold(
+        g in cluster_gen(),
+        departures in prop::collection::vec((0usize..28, 0usize..6, 0i64..40_000), 0..=24),
+        hold in prop_oneof![Just(21_600i64), Just(3_600)],
+        budget in 1usize..12,
+        topsis in prop::bool::weighted(0.25),
+    ) {
+        let mut b = build(&g);
+        let nodes = g.0.len();
+        // When each guest last left each node, kept here apart from flxp's own task index.
+        let mut left: BTreeMap<(u32, String), i64> = BTreeMap::new();
+        for &(guest, node, ago) in &departures {
+            if guest >= g.1.len() {
+                continue;
+            }
+            let (vmid, node) = (100 + guest as u32, format!("n{}", node % nodes));
+            let end = 100_000 - ago;
+            b = b.task(finished_migration_task(vmid, &node, end));
+            let e = left.entry((vmid, node)).or_insert(end);
+            *e = (*e).max(end);
+        }
+        let c = b.build();
+        let rules = Rules::compile(&c);
+        let start = State::new(&c);
+        let mut o = options(budget, 0.0);
+        o.return_hold_secs = hold;
+        if topsis {
+            o.method = flxp_core::balance::methods::pve_topsis::NAME;
+        }
+        let p = plan(&c, &rules, &start, &placer(), &o).unwrap();
+        for m in p.migrations.iter().filter(|m| matches!(m.purpose, Purpose::Balance | Purpose::Swap)) {
+            if let Some(&end) = left.get(&(m.vmid, m.to.clone())) {
+                prop_assert!(
+                    100_000 - end >= hold,
+                    "{} returns to {}, left {} s ago (hold {hold}): {}",
+                    m.vmid, m.to, 100_000 - end, m.reason
+                );
             }
         }
     }

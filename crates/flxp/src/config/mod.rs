@@ -858,6 +858,7 @@ spread = 0.5
 
 [balance]
 max-migrations = 7
+return-hold-secs = 3600
 [balance.trigger]
 threshold = 15
 
@@ -889,6 +890,7 @@ vlan = 100
         assert_eq!(p.reserve_bytes, 2 << 30);
         assert_eq!(p.node_reserve_bytes["pve1"], 1 << 30);
         assert_eq!(c.balance.max_migrations, 7);
+        assert_eq!(c.balance.return_hold_secs, 3600);
         assert_eq!(c.balance.trigger.threshold, Some(15.0));
         assert_eq!(c.policies().unwrap()[0].weights["spread"], 0.5);
         let o = c.overrides("eu");

@@ -757,10 +757,12 @@ async fn an_evacuated_node_stays_empty_through_daemon_rounds_until_the_api_clear
     // No margin: the demo's pve4 is soft-tainted (`prefer-no.small`) and its guests' local disks
     // make every move costly, so the one guest that prefers pve4 back gains less than the default
     // 10 % margin; what this test pins down is that a cleared node takes guests again at all.
+    // Only the guests evacuated from pve4 prefer it, and the return hold would keep them off it
+    // for hours: it is off here, as the cooldown is.
     let daemon = format!(
         "{PARALLEL_MIGRATIONS}\
-         [daemon]\ninterval-secs = 1\n[balance]\ncooldown-secs = 0\n[balance.trigger]\nhold = 1\n\
-         margin = 0\n"
+         [daemon]\ninterval-secs = 1\n[balance]\ncooldown-secs = 0\nreturn-hold-secs = 0\n\
+         [balance.trigger]\nhold = 1\nmargin = 0\n"
     );
     let s = start(Scenario::demo(), &daemon, &[]).await;
     let v = s

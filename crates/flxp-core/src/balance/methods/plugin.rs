@@ -185,6 +185,14 @@ fn step(
             ),
         ));
     }
+    if let Some((m, stay)) = draft.returning(&members, to) {
+        let why = if m == g {
+            stay.to_string()
+        } else {
+            format!("its group member {}: {stay}", cluster.guest(m).vmid)
+        };
+        return Err((Refusal::ReturnHold, why));
+    }
     let group = draft.units.get(unit).group.clone();
     let subject = draft.subject(&members, group.as_deref());
     let ctx = draft.ctx(&subject);
