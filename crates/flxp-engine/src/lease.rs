@@ -1,4 +1,6 @@
-//! One active flxp per zone: a lease kept in one node's notes, written with compare-and-swap.
+//! One active flxp per cluster: a lease kept in one node's notes, written with compare-and-swap.
+//! The zone name in the line is for people: any lease line is the cluster's one lease, so two
+//! configs naming one cluster differently still take turns.
 //!
 //! The lease is one HTML comment line in the `description` of `GET/PUT /nodes/{node}/config`
 //! (invisible in the rendered notes):
@@ -129,20 +131,22 @@ impl LeaseRecord {
     }
 }
 
-/// The lease of `zone` in these notes.
-pub fn find(notes: &str, zone: &str) -> Option<LeaseRecord> {
+/// The cluster's lease in these notes, whatever zone name wrote it: two configs may name one
+/// cluster differently, and both must see one lease. Of several lines (written by an older flxp,
+/// one per zone name) the one valid longest counts, another holder's first on a tie.
+pub fn find(notes: &str, me: &str) -> Option<LeaseRecord> {
     notes
         .lines()
         .filter_map(LeaseRecord::parse_line)
-        .find(|r| r.zone == zone)
+        .max_by_key(|r| (r.expires, r.holder != me))
 }
 
-/// The notes with `zone`'s lease line replaced by `record` (or removed when `None`); every other
-/// line is kept as it was.
-pub fn rewrite(notes: &str, zone: &str, record: Option<&LeaseRecord>) -> String {
+/// The notes with the lease line (every one, whatever its zone name) replaced by `record`, or
+/// removed when `None`; every other line is kept as it was.
+pub fn rewrite(notes: &str, record: Option<&LeaseRecord>) -> String {
     let mut lines: Vec<String> = notes
         .lines()
-        .filter(|l| LeaseRecord::parse_line(l).is_none_or(|r| r.zone != zone))
+        .filter(|l| LeaseRecord::parse_line(l).is_none())
         .map(str::to_owned)
         .collect();
     if let Some(r) = record {
@@ -546,7 +550,7 @@ impl LeaseKeeper {
             .map_err(|error| LeaseError::read(&node, error))?;
         let now = self.api.server_time().ok_or(LeaseError::NoClock)?;
         let notes = cfg.description.unwrap_or_default();
-        let current = find(&notes, &self.zone);
+        let current = find(&notes, &self.options.holder);
         match judge(
             current.as_ref(),
             &self.options.holder,
@@ -584,7 +588,7 @@ impl LeaseKeeper {
         digest: Option<String>,
     ) -> Result<(), LeaseError> {
         let update = NodeConfigUpdate {
-            description: Some(rewrite(notes, &self.zone, record)),
+            description: Some(rewrite(notes, record)),
             delete: None,
             digest,
         };
@@ -605,7 +609,7 @@ impl LeaseKeeper {
             return;
         };
         let notes = cfg.description.unwrap_or_default();
-        if find(&notes, &self.zone).is_some_and(|r| r.holder == self.options.holder) {
+        if find(&notes, &self.options.holder).is_some_and(|r| r.holder == self.options.holder) {
             match self.write(&node, &notes, None, cfg.digest).await {
                 Ok(()) => tracing::info!(zone = %self.zone, "lease released"),
                 Err(e) => tracing::warn!(zone = %self.zone, error = %e, "cannot release the lease"),

@@ -32,17 +32,15 @@ fn a_lease_line_round_trips_and_other_lines_are_kept() {
     );
     assert_eq!(LeaseRecord::parse_line(&r.line()), Some(r.clone()));
     let notes = "flxp.label.ssd\n<!-- flxp-lease zone=other holder=x expires=5 -->";
-    let written = rewrite(notes, "lab", Some(&r));
-    assert_eq!(find(&written, "lab"), Some(r.clone()));
-    assert_eq!(find(&written, "other").map(|o| o.holder), Some("x".into()));
+    // One lease per cluster: taking it replaces a line another zone name wrote.
+    let written = rewrite(notes, Some(&r));
+    assert_eq!(find(&written, "h1:42:abc"), Some(r.clone()));
+    assert_eq!(written.matches("flxp-lease").count(), 1, "{written}");
     assert!(written.starts_with("flxp.label.ssd\n"));
     // Renewal replaces the line, never adds a second one.
-    let renewed = rewrite(&written, "lab", Some(&record("h1:42:abc", 2_000)));
+    let renewed = rewrite(&written, Some(&record("h1:42:abc", 2_000)));
     assert_eq!(renewed.matches("zone=lab").count(), 1);
-    assert_eq!(
-        rewrite(&renewed, "lab", None).matches("zone=lab").count(),
-        0
-    );
+    assert_eq!(rewrite(&renewed, None).matches("flxp-lease").count(), 0);
     // The command holding it rides along; a line without one (older flxp) still reads.
     let served = LeaseRecord {
         command: Some("serve".into()),
@@ -324,6 +322,26 @@ async fn a_token_without_sys_modify_is_refused_naming_the_privilege_and_the_opt_
     );
 }
 
+#[test]
+fn a_lease_written_under_another_zone_name_is_the_clusters_lease() {
+    // Two configs naming one cluster `lab` and `lab2` each took a lease of their own, and both
+    // acted at once. Whatever the name, the line in the lease node's notes is the one lease.
+    let notes = "<!-- flxp-lease zone=lab2 holder=other:7:f expires=1000 -->";
+    let current = find(notes, "me:1:a");
+    assert_eq!(
+        current.as_ref().map(|r| r.holder.as_str()),
+        Some("other:7:f")
+    );
+    assert!(matches!(
+        judge(current.as_ref(), "me:1:a", 990, MARGIN),
+        Verdict::Wait { .. }
+    ));
+    // Of lines an older flxp left, one per zone name, the one valid longest counts.
+    let both = "<!-- flxp-lease zone=lab holder=me:1:a expires=900 -->\n\
+                <!-- flxp-lease zone=lab2 holder=other:7:f expires=1000 -->";
+    assert_eq!(find(both, "me:1:a").unwrap().holder, "other:7:f");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_released_lease_is_taken_at_once() {
     let node = Node::new();
@@ -334,7 +352,7 @@ async fn a_released_lease_is_taken_at_once() {
     assert!(!a.holding());
     assert_eq!(b.tick().await, LeaseState::Held);
     let notes = node.notes.lock().unwrap().clone();
-    assert_eq!(find(&notes, "lab").unwrap().holder, "b");
+    assert_eq!(find(&notes, "b").unwrap().holder, "b");
     assert_eq!(notes.lines().count(), 2, "{notes}");
 }
 

@@ -146,9 +146,14 @@ impl Poller {
 
 /// Starts `flxp ARGS --zone lab --config CFG` without waiting for it.
 fn spawn(z: &SimZone, args: &[&str]) -> Child {
+    spawn_as(args, "lab", z.config())
+}
+
+/// Starts `flxp ARGS --zone ZONE --config CONFIG` without waiting for it.
+fn spawn_as(args: &[&str], zone: &str, config: &str) -> Child {
     Command::new(env!("CARGO_BIN_EXE_flxp"))
         .args(args)
-        .args(["--zone", "lab", "--config", z.config()])
+        .args(["--zone", zone, "--config", config])
         .env_remove("FLXP_CONFIG")
         .env("RUST_LOG", "warn")
         .env("NO_COLOR", "1")
@@ -241,6 +246,36 @@ fn two_evacuations_started_together_never_act_at_once() {
             z.notes("pve1")
         );
     }
+}
+
+#[test]
+fn two_configs_naming_the_cluster_differently_share_its_one_lease() {
+    // The lease belongs to the cluster, not to a config's zone name: with one config calling it
+    // `lab` and another `lab2`, each took a lease of its own and both evacuated at once.
+    let z = zone();
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("lab2.toml");
+    let text = std::fs::read_to_string(z.config()).unwrap();
+    assert!(text.contains("[zones.lab]"), "{text}");
+    std::fs::write(&other, text.replace("[zones.lab]", "[zones.lab2]")).unwrap();
+    let poller = Poller::start(&z);
+    let (x, y) = (
+        spawn(&z, &["evacuate", "pve1"]),
+        spawn_as(&["evacuate", "pve2"], "lab2", other.to_str().unwrap()),
+    );
+    let (one, two) = (finish(x), finish(y));
+    let (_, found) = poller.finish();
+    assert!(found.is_empty(), "{found:#?}");
+    assert_eq!(
+        [one.code, two.code].iter().filter(|&&c| c == 0).count(),
+        1,
+        "exactly one acted:\n{}\n{}",
+        one.err,
+        two.err
+    );
+    let loser = if one.code == 0 { &two } else { &one };
+    assert_eq!(loser.code, 1, "{}", loser.err);
+    assert!(loser.err.contains("is held by another flxp ("), "{}", loser.err);
 }
 
 #[test]
