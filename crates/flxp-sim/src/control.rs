@@ -236,11 +236,25 @@ struct AdvanceBody {
     seconds: f64,
 }
 
+/// Longest jump of one `POST /_sim/advance`, seconds.
+const MAX_ADVANCE_SECS: f64 = 7.0 * 86_400.0;
+
 /// `POST /_sim/advance`: moves simulated time forward (migrations land, HA acts).
 async fn advance(State(sim): State<Sim>, bytes: Bytes) -> Reply {
     let b: AdvanceBody = body(&bytes)?;
     if !(b.seconds.is_finite() && b.seconds >= 0.0) {
         return Err(ApiError::param("seconds", "must be a non-negative number"));
+    }
+    // Every simulated minute is sampled on the way (records, RRD, the trace's events): a jump
+    // of a billion seconds would hold the world for hours. A week per call; call again for more.
+    if b.seconds > MAX_ADVANCE_SECS {
+        return Err(ApiError::param(
+            "seconds",
+            &format!(
+                "at most {MAX_ADVANCE_SECS} (a week) per call, got {}",
+                b.seconds
+            ),
+        ));
     }
     sim.clock().advance(b.seconds);
     let w = sim.world();

@@ -74,6 +74,25 @@ async fn advancing_time_lands_migrations() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_jump_past_a_week_is_refused_and_the_simulator_still_answers() {
+    // Every minute of a jump is sampled: 10^12 s used to hold the world for hours.
+    let s = TestSim::cluster();
+    let r = s
+        .control("POST", "/_sim/advance", json!({"seconds": 1e12}))
+        .await;
+    assert_eq!(r.status, 400);
+    assert!(
+        r.body.contains("at most 604800 (a week) per call"),
+        "{}",
+        r.body
+    );
+    let r = s
+        .control("POST", "/_sim/advance", json!({"seconds": 60}))
+        .await;
+    assert_eq!(r.data()["time"], 1_764_400_060.0);
+}
+
+#[tokio::test(start_paused = true)]
 async fn the_control_endpoint_needs_credentials() {
     let s = TestSim::cluster();
     let r = s.with_auth(None).get("/_sim/state").await;

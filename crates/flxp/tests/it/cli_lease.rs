@@ -275,7 +275,11 @@ fn two_configs_naming_the_cluster_differently_share_its_one_lease() {
     );
     let loser = if one.code == 0 { &two } else { &one };
     assert_eq!(loser.code, 1, "{}", loser.err);
-    assert!(loser.err.contains("is held by another flxp ("), "{}", loser.err);
+    assert!(
+        loser.err.contains("is held by another flxp ("),
+        "{}",
+        loser.err
+    );
 }
 
 #[test]
