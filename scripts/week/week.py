@@ -199,6 +199,7 @@ PVE_BALANCER = """
 method = "{method}"
 usage = "dynamic"
 measure = "cv"
+return-hold-secs = 0         # Proxmox keeps no memory of earlier moves
 
 [balance.trigger]
 threshold = 0.3

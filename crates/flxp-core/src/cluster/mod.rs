@@ -132,6 +132,18 @@ impl Cluster {
                     ),
                 ));
             }
+            // Proxmox's node `cpu` is a fraction of its CPUs (0..1); more is a wrong figure,
+            // measured as fully busy for the same reason.
+            if n.cpu > 1.0 {
+                warnings.push(Warning::node(
+                    &n.name,
+                    format!(
+                        "reports CPU use of {:.0} % of its CPUs: counted as fully busy (100 %)",
+                        n.cpu * 100.0
+                    ),
+                ));
+                n.cpu = 1.0;
+            }
         }
         if nodes.is_empty() {
             warnings.push(Warning::general(
@@ -1040,6 +1052,10 @@ mod input_checks {
             (
                 r#"{"type":"node","node":"b","status":"online","maxcpu":4,"maxmem":68719476736,"mem":75161927680}"#,
                 vec!["node b: reports 70.0 GiB of memory used of 64.0 GiB: counted as full, no guest can be placed on it".into()],
+            ),
+            (
+                r#"{"type":"node","node":"b","status":"online","maxcpu":4,"maxmem":100,"cpu":5}"#,
+                vec!["node b: reports CPU use of 500 % of its CPUs: counted as fully busy (100 %)".into()],
             ),
             (
                 r#"{"type":"node","node":"b","status":1,"maxcpu":4,"maxmem":100}"#,
