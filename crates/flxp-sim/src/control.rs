@@ -250,7 +250,7 @@ async fn advance(State(sim): State<Sim>, bytes: Bytes) -> Reply {
     if b.seconds > MAX_ADVANCE_SECS {
         return Err(ApiError::param(
             "seconds",
-            &format!(
+            format!(
                 "at most {MAX_ADVANCE_SECS} (a week) per call, got {}",
                 b.seconds
             ),
