@@ -14,7 +14,7 @@ use axum::extract::Request;
 use axum::middleware::from_fn_with_state;
 use axum::response::{IntoResponse, Response};
 
-use crate::http::gate::{API_PREFIX, gate};
+use crate::http::gate::{API_PREFIX, count, gate};
 use crate::{ApiError, Sim};
 
 /// The full path of an API route.
@@ -32,7 +32,8 @@ pub fn router(sim: Sim) -> Router {
     r = guests::routes(r);
     r = pools::routes(r);
     r = crate::control::routes(r);
-    r.fallback(not_implemented)
+    r.route_layer(from_fn_with_state(sim.clone(), count))
+        .fallback(not_implemented)
         .method_not_allowed_fallback(not_implemented)
         .layer(from_fn_with_state(sim.clone(), gate))
         .with_state(sim)

@@ -97,12 +97,6 @@ impl FromRequest<Sim> for Call {
                 params.insert(k.to_string(), Value::String(v.to_string()));
             }
         }
-        {
-            let mut w = sim.world();
-            let now = w.now;
-            w.records_mut()
-                .request(&method, &template, &principal.task_user(), now);
-        }
         let endpoint = format!("{method} {template}");
         let schema = ApiSchema::embedded();
         let entry = schema.endpoint(&endpoint);

@@ -16,6 +16,30 @@ fn is_public(api_path: &str) -> bool {
     api_path == "/access/ticket"
 }
 
+/// Counts every routed request in the records (method, route template, principal), whatever
+/// its handler: the week benchmark's API-call figures read them. A route layer, so that the
+/// matched template is known and the gate has already named the principal.
+pub async fn count(State(sim): State<Sim>, req: Request, next: Next) -> Response {
+    let matched = req
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map(|m| m.as_str().to_string())
+        .unwrap_or_default();
+    let template = matched.strip_prefix(API_PREFIX).unwrap_or(&matched);
+    let user = req
+        .extensions()
+        .get::<crate::auth::Principal>()
+        .map(|p| p.task_user())
+        .unwrap_or_default();
+    {
+        let mut w = sim.world();
+        let now = w.now;
+        w.records_mut()
+            .request(req.method().as_str(), template, &user, now);
+    }
+    next.run(req).await
+}
+
 /// Latency, authentication and faults, in that order; every answer is dated by the simulated
 /// clock, as Proxmox's are by the cluster's, so clients compare task times with the same clock.
 pub async fn gate(State(sim): State<Sim>, req: Request, next: Next) -> Response {

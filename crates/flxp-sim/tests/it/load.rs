@@ -323,6 +323,9 @@ async fn a_day_jump_samples_every_minute_and_requests_are_counted() {
     ]}));
     s.get("/cluster/resources").await.assert_ok();
     s.get("/cluster/resources").await.assert_ok();
+    // Every routed call counts, whatever its handler reads (these two read no parameters).
+    s.get("/cluster/tasks").await.assert_ok();
+    s.get("/cluster/ha/status/current").await.assert_ok();
     advance_to(&s, START_MINUTE + 86_400.0).await;
     let r = records(&s, 0.0).await;
     let samples = r["node_samples"].as_array().unwrap();
@@ -337,6 +340,17 @@ async fn a_day_jump_samples_every_minute_and_requests_are_counted() {
         .clone();
     assert_eq!(count["user"], "root@pam!test");
     assert_eq!(count["count"], 2);
+    let counted = |path: &str| {
+        r["requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|q| q["path"] == path)
+            .map(|q| q["count"].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    assert_eq!(counted("/cluster/tasks"), 1);
+    assert_eq!(counted("/cluster/ha/status/current"), 1);
     let day = s.list("/nodes/pve1/rrddata?timeframe=day").await;
     assert_eq!(day.len(), 1440);
     assert!(
