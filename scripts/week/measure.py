@@ -102,6 +102,13 @@ def api_calls(records, users, hours, nodes):
     return per_hour, per_hour / nodes if nodes else 0.0
 
 
+def calls_by_path(records, users):
+    """The contender's API calls since the simulator started, per method and path, most first."""
+    rows = [r for r in records.get("requests", []) if r["user"] in users]
+    rows.sort(key=lambda r: (-r["count"], r["method"], r["path"]))
+    return [{"method": r["method"], "path": r["path"], "count": r["count"]} for r in rows]
+
+
 def measures(records, start, end, users, breaches=0):
     """Every measure of one run between simulated times `start` and `end`.
 

@@ -263,6 +263,8 @@ class Contender:
             extra = '\n[balance]\nmetric = "cpu"\n'
         if self.name.startswith("pve-"):
             extra = PVE_BALANCER.format(method=self.name)
+        if self.args.flxp_extra:
+            extra += "\n" + self.args.flxp_extra.replace("\\n", "\n") + "\n"
         path = os.path.join(self.workdir, "flxp.toml")
         with open(path, "w") as f:
             f.write(FLXP_CONFIG.format(host=self.host, user=self.principal, secret=self.secret,
@@ -363,6 +365,8 @@ def run(args):
         checker.stop.set()
         checker.join(timeout=10)
         records = api.get(f"/_sim/records?since={start}", timeout=300)
+        with open(os.path.join(workdir, "records.json"), "w") as f:
+            json.dump(records, f)
         users = {contender.principal, contender.user}
         result = {
             "contender": args.contender,
@@ -375,6 +379,7 @@ def run(args):
             "guests_at_start": len(first["guests"]),
             "measures": measure.measures(records, start, end, users, len(checker.breaches)),
             "breaches": [{"time": t, "what": w} for t, w in checker.breaches],
+            "api_calls_by_path": measure.calls_by_path(records, users),
             "rounds_late": contender.late_rounds,
             "checker_polls": checker.polls,
             "error": died,
@@ -407,6 +412,9 @@ def main():
                     help="real seconds per round (default 1, 5 for ProxLB: a Python start is slow)")
     ap.add_argument("--affinity-grace", type=int, default=600,
                     help="simulated seconds an affinity group may stay split with nothing in flight")
+    ap.add_argument("--flxp-extra", metavar="TOML",
+                    help="config lines added to a flxp contender's config (\\n for new lines), "
+                         "to try a setting")
     ap.add_argument("--json", help="write the result here")
     ap.add_argument("--compare", nargs="+", metavar="JSON",
                     help="print result files side by side and exit")
