@@ -279,7 +279,24 @@ async fn local_volumes<T: Transport + ?Sized>(
     Ok(volumes)
 }
 
-/// Notes, the latest RRD row (when `rrd`) and the storage figures of one online node;
+/// Which of the per-node parts a read of [`Settled`] reads; notes always.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Parts {
+    /// The latest RRD row (node pressure).
+    pub rrd: bool,
+    /// Guest volumes on local storages (one call per such storage of a node with guests).
+    pub volumes: bool,
+}
+
+impl Parts {
+    /// Every part: a one-off read.
+    pub const ALL: Self = Self {
+        rrd: true,
+        volumes: true,
+    };
+}
+
+/// Notes, the latest RRD row and the storage figures of one online node, as `parts` asks;
 /// `storages` comes from `/cluster/resources`, and its local guest-disk storages are listed when
 /// the node has guests.
 async fn node_extra<T: Transport + ?Sized>(
@@ -287,13 +304,14 @@ async fn node_extra<T: Transport + ?Sized>(
     node: String,
     storages: NodeStorages,
     has_guests: bool,
-    rrd: bool,
+    parts: Parts,
 ) -> Result<(String, Option<NodeExtra>), CollectError> {
+    let rrd = parts.rrd;
     let query = RrdQuery {
         timeframe: RrdTimeframe::Hour,
         cf: None,
     };
-    let local: &[String] = if has_guests {
+    let local: &[String] = if has_guests && parts.volumes {
         &storages.local_disks
     } else {
         &[]
@@ -407,13 +425,13 @@ pub(crate) struct Settled {
     pub options: serde_json::Map<String, serde_json::Value>,
 }
 
-/// Reads [`Settled`] for the online nodes of `resources`: two calls per online node (one without
-/// `rrd`; and one per local guest-disk storage of a node with guests), HA rules, HA resources and
-/// options.
+/// Reads [`Settled`] for the online nodes of `resources`: per online node its notes, with
+/// `parts.rrd` its RRD, with `parts.volumes` one call per local guest-disk storage of a node with
+/// guests; then HA rules, HA resources and options.
 pub(crate) async fn read_settled<T: Transport + ?Sized>(
     api: &Pve<T>,
     resources: &[Resource],
-    rrd: bool,
+    parts: Parts,
 ) -> Result<Settled, CollectError> {
     let online: Vec<String> = resources
         .iter()
@@ -435,7 +453,7 @@ pub(crate) async fn read_settled<T: Transport + ?Sized>(
         .map(|node| {
             let has_guests = with_guests.contains(node.as_str());
             let node_storages = storages.remove(node.as_str()).unwrap_or_default();
-            node_extra(api, node, node_storages, has_guests, rrd)
+            node_extra(api, node, node_storages, has_guests, parts)
         })
         .buffer_unordered(NODE_CONCURRENCY)
         .collect::<Vec<_>>();
@@ -539,7 +557,7 @@ pub(crate) async fn collect_parts<T: Transport + ?Sized>(
 ) -> Result<(Vec<Resource>, Moving, Settled, i64), CollectError> {
     let (resources, now) = read_resources(api, now).await?;
     let (settled, moving) = futures_util::join!(
-        read_settled(api, &resources, true),
+        read_settled(api, &resources, Parts::ALL),
         read_moving(api, known, true)
     );
     Ok((resources, moving, settled?, now))

@@ -69,6 +69,9 @@ pub struct ExecuteOptions {
     /// Longest time between full reads of the cluster (node notes, RRD); reads in between
     /// refresh only what a step's check needs, unless something unexpected changed.
     pub full_read_every: Duration,
+    /// Whether the timed full reads read each node's RRD (its pressure): only a pressure gate on
+    /// the trigger needs it, and it costs one call per node.
+    pub read_pressure: bool,
 }
 
 impl Default for ExecuteOptions {
@@ -82,6 +85,7 @@ impl Default for ExecuteOptions {
             drain_timeout: Duration::from_secs(600),
             expected_bandwidth: (1u64 << 30) as f64,
             full_read_every: Duration::from_secs(900),
+            read_pressure: true,
         }
     }
 }
@@ -238,7 +242,8 @@ impl Executor {
     /// something unexpected changed ([`crate::refresh`]).
     async fn current(&self) -> Result<Snapshot> {
         let full_every = self.options.full_read_every;
-        Ok(refresh::read(&self.api, (self.clock)(), &self.cache, full_every).await?)
+        let rrd = self.options.read_pressure;
+        Ok(refresh::read(&self.api, (self.clock)(), &self.cache, full_every, rrd).await?)
     }
 
     /// Reads the zone's cluster and plans a goal on it.

@@ -30,7 +30,7 @@ use flxp_pve::{Data, Pve, Request, Transport};
 use tokio::time::Instant;
 
 use crate::collect::{
-    CollectError, Moving, Settled, assemble, collect_parts, read_moving, read_notes,
+    CollectError, Moving, Parts, Settled, assemble, collect_parts, read_moving, read_notes,
     read_resources, read_settled, storage_avail_by_node,
 };
 
@@ -44,6 +44,8 @@ struct Baseline {
     nodes: BTreeMap<String, String>,
     /// Guest → node.
     guests: BTreeMap<u32, String>,
+    /// Guest → disk size (`maxdisk`): a disk added or resized changes the volumes kept.
+    disks: BTreeMap<u32, u64>,
     /// Tasks listed.
     tasks: BTreeSet<String>,
     /// HA's status, without its clocks.
@@ -56,6 +58,8 @@ struct State {
     settled: Option<Settled>,
     /// When it was read, epoch seconds of the cluster.
     full_at: i64,
+    /// When guest volumes were last listed, epoch seconds of the cluster.
+    volumes_at: i64,
     /// What the last read saw; `None` before the first.
     baseline: Option<Baseline>,
     /// Migrations this process started: vmid → (source, or `None` for an HA move, target).
@@ -81,6 +85,19 @@ pub struct ReadCache {
 
 /// A read the last read of a zone did not expect, in words (why a full read was made).
 type Why = String;
+
+/// Every this many timed full reads at most, guest volumes are listed again too.
+const VOLUMES_EVERY: i64 = 4;
+
+/// What a due full read must read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Due {
+    /// Everything.
+    All,
+    /// The timed read: what no cluster-wide call shows (notes, HA's config, options, RRD when
+    /// wanted); guest volumes only if the cluster changed unexpectedly since the last read.
+    Timed,
+}
 
 impl ReadCache {
     /// An empty cache: the first read is a full one.
@@ -166,25 +183,31 @@ impl ReadCache {
         ours.then(|| to.clone())
     }
 
-    /// Why the next read must be a full one before anything else is read, if it must.
-    fn due(&self, now: i64, full_every: Duration) -> Option<Why> {
+    /// Why the next read must be a full one before anything else is read, if it must, and
+    /// whether it is only the timed one (what can change unseen, node notes and HA's config, is
+    /// read again; the guest volumes kept are still true unless the cluster changed unexpectedly).
+    fn due(&self, now: i64, full_every: Duration) -> Option<(Why, Due)> {
         let s = self.lock();
         if s.settled.is_none() {
-            return Some("no full read yet".into());
+            return Some(("no full read yet".into(), Due::All));
         }
         if s.rewritten {
-            return Some("flxp changed HA rules or cluster options".into());
+            return Some(("flxp changed HA rules or cluster options".into(), Due::All));
         }
         if now < s.full_at {
             // The cluster's clock went back: the age of what is kept is unknown.
-            return Some("the cluster's clock went back".into());
+            return Some(("the cluster's clock went back".into(), Due::All));
         }
         let every = i64::try_from(full_every.as_secs()).unwrap_or(i64::MAX);
         (now.saturating_sub(s.full_at) >= every).then(|| {
-            format!(
+            let why = format!(
                 "the last full read is {} s old (full-read-secs = {every})",
                 now - s.full_at
-            )
+            );
+            // A disk added by hand shows in no cluster-wide figure: list volumes again now and
+            // then even when nothing else changed.
+            let stale = now.saturating_sub(s.volumes_at) >= every.saturating_mul(VOLUMES_EVERY);
+            (why, if stale { Due::All } else { Due::Timed })
         })
     }
 
@@ -215,6 +238,10 @@ impl ReadCache {
         }
         if let Some(gone) = base.guests.keys().find(|v| !guests.contains_key(v)) {
             return Some(format!("guest {gone} is gone"));
+        }
+        let disks = guest_disks(resources);
+        if let Some((vmid, _)) = disks.iter().find(|(v, d)| base.disks.get(v) != Some(d)) {
+            return Some(format!("guest {vmid}'s disk size changed"));
         }
         if let Ok(tasks) = &moving.tasks {
             let foreign = tasks.iter().find(|t| {
@@ -297,6 +324,7 @@ impl ReadCache {
         let mut base = Baseline {
             nodes: node_statuses(resources),
             guests,
+            disks: guest_disks(resources),
             ..Baseline::default()
         };
         if let Ok(tasks) = &moving.tasks {
@@ -323,22 +351,44 @@ impl ReadCache {
         }
     }
 
-    /// Gives a read made without RRD rows the kept ones, and keeps it as the last full read
-    /// (its time stays that of the read that had the rows: the next timed one is not put off).
-    fn keep_rrd(&self, settled: &mut Settled) {
-        let mut s = self.lock();
+    /// Gives a timed read made without guest volumes the kept ones, each on the node
+    /// `resources` shows its guest on now.
+    fn keep_volumes(&self, settled: &mut Settled, resources: &[Resource]) {
+        let (kept, _) = self.settled_for(resources);
+        for (node, extra) in &mut settled.nodes {
+            extra.volumes = kept
+                .nodes
+                .get(node)
+                .map(|e| e.volumes.clone())
+                .unwrap_or_default();
+        }
+    }
+
+    /// Gives a timed read made without RRD rows the kept ones (not stored: the caller stores).
+    fn keep_rrd_rows(&self, settled: &mut Settled) {
+        let s = self.lock();
         if let Some(kept) = &s.settled {
             for (node, extra) in &mut settled.nodes {
                 extra.rrddata = kept.nodes.get(node).and_then(|e| e.rrddata.clone());
             }
         }
+    }
+
+    /// Gives a read made without RRD rows the kept ones, and keeps it as the last full read
+    /// (its time stays that of the read that had the rows: the next timed one is not put off).
+    fn keep_rrd(&self, settled: &mut Settled) {
+        self.keep_rrd_rows(settled);
+        let mut s = self.lock();
         s.settled = Some(settled.clone());
         s.noted.clear();
     }
 
-    /// Keeps what a full read found.
-    fn store(&self, settled: &Settled, now: i64) {
+    /// Keeps what a full read found; `volumes`: it listed guest volumes.
+    fn store(&self, settled: &Settled, now: i64, volumes: bool) {
         let mut s = self.lock();
+        if volumes {
+            s.volumes_at = now;
+        }
         s.settled = Some(settled.clone());
         s.full_at = now;
         s.noted.clear();
@@ -401,6 +451,14 @@ fn node_statuses(resources: &[Resource]) -> BTreeMap<String, String> {
         .collect()
 }
 
+fn guest_disks(resources: &[Resource]) -> BTreeMap<u32, u64> {
+    resources
+        .iter()
+        .filter(|r| matches!(r.kind.as_deref(), Some("qemu" | "lxc")))
+        .filter_map(|r| Some((r.vmid?, r.maxdisk.unwrap_or(0))))
+        .collect()
+}
+
 fn guest_nodes(resources: &[Resource]) -> BTreeMap<u32, String> {
     resources
         .iter()
@@ -448,7 +506,7 @@ fn without_time(status: &str) -> String {
 pub(crate) async fn full(api: &Pve, now: i64, cache: &ReadCache) -> Result<Snapshot, CollectError> {
     let known = |t: &Task| cache.known_target(t);
     let (resources, moving, settled, now) = collect_parts(api, now, &known).await?;
-    cache.store(&settled, now);
+    cache.store(&settled, now, true);
     cache.observe(&resources, &moving);
     assemble(resources, moving, settled, now)
 }
@@ -459,28 +517,62 @@ pub(crate) async fn read(
     now: i64,
     cache: &ReadCache,
     full_every: Duration,
+    rrd: bool,
 ) -> Result<Snapshot, CollectError> {
     let (resources, now) = read_resources(api, now).await?;
-    if let Some(why) = cache.due(now, full_every) {
+    let known = |t: &Task| cache.known_target(t);
+    if let Some((why, due)) = cache.due(now, full_every) {
         tracing::debug!(%why, "full read");
-        let known = |t: &Task| cache.known_target(t);
+        let parts = match due {
+            Due::All => Parts::ALL,
+            Due::Timed => Parts {
+                rrd,
+                volumes: false,
+            },
+        };
         let (settled, moving) = futures_util::join!(
-            read_settled(api, &resources, true),
+            read_settled(api, &resources, parts),
             read_moving(api, &known, true)
         );
-        let settled = settled?;
-        cache.store(&settled, now);
+        let mut settled = settled?;
+        let mut listed = due == Due::All;
+        if due == Due::Timed {
+            match cache.unexpected(&resources, &moving) {
+                Some(why) => {
+                    listed = true;
+                    tracing::info!(%why, "the cluster changed unexpectedly: reading all of it");
+                    let volumes = Parts {
+                        rrd: false,
+                        volumes: true,
+                    };
+                    let rows = std::mem::take(&mut settled.nodes);
+                    settled = read_settled(api, &resources, volumes).await?;
+                    for (node, extra) in &mut settled.nodes {
+                        extra.rrddata = rows.get(node).and_then(|e| e.rrddata.clone());
+                    }
+                }
+                None => cache.keep_volumes(&mut settled, &resources),
+            }
+            if !rrd {
+                // Not wanted by this reader: the rows kept (if any) stay as they were.
+                cache.keep_rrd_rows(&mut settled);
+            }
+        }
+        cache.store(&settled, now, listed);
         cache.observe(&resources, &moving);
         return assemble(resources, moving, settled, now);
     }
-    let known = |t: &Task| cache.known_target(t);
     let moving = read_moving(api, &known, false).await;
     let settled = match cache.unexpected(&resources, &moving) {
         Some(why) => {
             tracing::info!(%why, "the cluster changed unexpectedly: reading all of it");
             // All but the RRD rows (pressure, a trigger's input, no step's safety): those are
             // read on the timed full reads only, so at most once per `full-read-secs`.
-            let mut settled = read_settled(api, &resources, false).await?;
+            let no_rrd = Parts {
+                rrd: false,
+                volumes: true,
+            };
+            let mut settled = read_settled(api, &resources, no_rrd).await?;
             cache.keep_rrd(&mut settled);
             settled
         }
@@ -668,7 +760,7 @@ mod tests {
             .nodes
             .insert("a".into(), extra(vec![volume.clone()]));
         settled.nodes.insert("b".into(), extra(Vec::new()));
-        cache.store(&settled, 0);
+        cache.store(&settled, 0, true);
         let storage = Resource {
             kind: Some("storage".into()),
             node: Some("b".into()),
@@ -704,7 +796,7 @@ mod tests {
         let cache = ReadCache::new();
         let every = Duration::from_secs(600);
         assert_eq!(cache.due(0, every).as_deref(), Some("no full read yet"));
-        cache.store(&Settled::default(), 1000);
+        cache.store(&Settled::default(), 1000, true);
         assert_eq!(cache.due(1599, every), None);
         assert_eq!(
             cache.due(999, every).as_deref(),

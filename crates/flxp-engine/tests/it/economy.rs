@@ -421,3 +421,146 @@ async fn a_guest_moved_by_hand_onto_the_target_makes_the_next_step_replan() {
     assert_eq!(kinds["GET /nodes/{node}/rrddata"], 16, "{kinds:#?}");
     z.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timed_full_read_rereads_notes_and_ha_config_only_and_rrd_only_when_asked() {
+    for read_pressure in [false, true] {
+        // Time all but stands still; the test moves it.
+        let z = zone(&generated(8, 0, 0), 1e-9, |_| {}).await;
+        let c = Counted::new(&z);
+        let sim = z.sim.clone();
+        let d = flxp_engine::Daemon::new(
+            vec![flxp_engine::Zone {
+                name: "lab".into(),
+                api: c.api.clone(),
+                overrides: Overrides::default(),
+                reservations: None,
+            }],
+            placer(),
+            DaemonOptions {
+                rebalance: false,
+                execute: ExecuteOptions {
+                    full_read_every: Duration::from_secs(600),
+                    read_pressure,
+                    ..daemon_execute()
+                },
+                ..DaemonOptions::default()
+            },
+        )
+        .with_clock(Arc::new(move || sim.now() as i64));
+        d.run_round("lab").await.unwrap();
+        let first = by_kind(&c.take());
+        // The first read is whole, whatever is asked: a one-off read shows pressure too.
+        assert_eq!(first["GET /nodes/{node}/rrddata"], 8, "{first:#?}");
+        z.sim.clock().advance(600.0);
+        d.run_round("lab").await.unwrap();
+        let calls = c.take();
+        let kinds = by_kind(&calls);
+        let rrd = kinds.get("GET /nodes/{node}/rrddata").copied().unwrap_or(0);
+        assert_eq!(rrd, if read_pressure { 8 } else { 0 }, "{kinds:#?}");
+        assert_eq!(kinds["GET /nodes/{node}/config"], 8, "{kinds:#?}");
+        // Resources, tasks, HA status and manager status, HA rules and resources, options.
+        assert_eq!(calls.len(), 8 + rrd + 7, "{kinds:#?}");
+        z.shutdown().await;
+    }
+}
+
+/// pve1 carries VMs 104 and 105 with a 40 GiB disk each on its local-lvm; pve2 is empty.
+fn local_disks() -> String {
+    let gib: u64 = 1 << 30;
+    let node = |name: &str| {
+        json!({"id": format!("node/{name}"), "type": "node", "node": name, "status": "online",
+               "maxcpu": 16, "cpu": 0.05, "maxmem": 64 * gib})
+    };
+    let storage = |node: &str| {
+        json!({"id": format!("storage/{node}/local-lvm"), "type": "storage", "node": node,
+               "storage": "local-lvm", "plugintype": "lvmthin", "shared": 0,
+               "content": "images,rootdir", "status": "available", "maxdisk": 200 * gib,
+               "disk": 0})
+    };
+    let vm = |vmid: u32| {
+        json!({"id": format!("qemu/{vmid}"), "type": "qemu", "vmid": vmid, "node": "pve1",
+               "name": format!("vm{vmid}"), "status": "running", "maxcpu": 2, "cpu": 0.1,
+               "maxmem": 8 * gib, "mem": 6 * gib, "maxdisk": 40 * gib})
+    };
+    let disk =
+        |vmid: u32| json!({"config": {"scsi0": format!("local-lvm:vm-{vmid}-disk-0,size=40G")}});
+    let resources = vec![
+        node("pve1"),
+        node("pve2"),
+        storage("pve1"),
+        storage("pve2"),
+        vm(104),
+        vm(105),
+    ];
+    json!({"resources": resources, "sim": {"guests": {"104": disk(104), "105": disk(105)}}})
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timed_full_read_keeps_the_local_volumes_it_knows_until_the_cluster_changes() {
+    let z = zone(&local_disks(), 1e-9, |_| {}).await;
+    let c = Counted::new(&z);
+    let sim = z.sim.clone();
+    let exec = Executor::new("sim", c.api.clone(), placer())
+        .with_options(ExecuteOptions {
+            full_read_every: Duration::from_secs(600),
+            read_pressure: false,
+            ..fast()
+        })
+        .with_clock(Arc::new(move || sim.now() as i64));
+    let disks = |m: &flxp_core::Model| -> Vec<u64> {
+        m.cluster
+            .guests()
+            .iter()
+            .map(|g| g.local_disk_bytes())
+            .collect()
+    };
+    let first = exec.read().await.unwrap();
+    assert_eq!(disks(&first), [40 << 30, 40 << 30]);
+    let kinds = by_kind(&c.take());
+    assert_eq!(
+        kinds
+            .get("GET /nodes/{node}/storage/local-lvm/content")
+            .copied()
+            .unwrap_or(0),
+        1,
+        "{kinds:#?}"
+    );
+    z.sim.clock().advance(600.0);
+    let timed = exec.read().await.unwrap();
+    let kinds = by_kind(&c.take());
+    assert_eq!(
+        kinds.get("GET /nodes/{node}/config").copied().unwrap_or(0),
+        2,
+        "{kinds:#?}"
+    );
+    assert!(
+        !kinds.contains_key("GET /nodes/{node}/storage/local-lvm/content"),
+        "{kinds:#?}"
+    );
+    assert_eq!(disks(&timed), disks(&first));
+    // A disk grown by hand shows in the guest's size: the volumes are listed again.
+    let grown = "local-lvm:vm-105-disk-0,size=50G".to_string();
+    let mut world = z.sim.world();
+    world
+        .guests
+        .get_mut(&105)
+        .unwrap()
+        .config
+        .values
+        .insert("scsi0".into(), grown);
+    drop(world);
+    z.sim.clock().advance(600.0);
+    exec.read().await.unwrap();
+    let kinds = by_kind(&c.take());
+    assert_eq!(
+        kinds
+            .get("GET /nodes/{node}/storage/local-lvm/content")
+            .copied()
+            .unwrap_or(0),
+        1,
+        "{kinds:#?}"
+    );
+    z.shutdown().await;
+}

@@ -177,6 +177,7 @@ pub fn execute_options(config: &Config) -> ExecuteOptions {
         max_replans: m.max_replans,
         drain_timeout: Duration::from_secs(m.drain_timeout_secs),
         full_read_every: Duration::from_secs(config.daemon.full_read_secs),
+        read_pressure: config.balance.trigger.pressure.is_enabled(),
         ..ExecuteOptions::default()
     }
 }
