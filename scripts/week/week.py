@@ -192,6 +192,12 @@ fingerprint = "{fingerprint}"
 
 [daemon]
 interval-secs = {interval}
+{daemon}
+
+# Migrations are followed every 2 simulated seconds, as flxp does by default in real time: at
+# the benchmark's time scale the default 2 real seconds would be many simulated minutes.
+[migration]
+poll-secs = {poll}
 {extra}"""
 
 PVE_BALANCER = """
@@ -263,13 +269,22 @@ class Contender:
             extra = '\n[balance]\nmetric = "cpu"\n'
         if self.name.startswith("pve-"):
             extra = PVE_BALANCER.format(method=self.name)
+        daemon = ""
         if self.args.flxp_extra:
-            extra += "\n" + self.args.flxp_extra.replace("\\n", "\n") + "\n"
+            lines = self.args.flxp_extra.replace("\\n", "\n")
+            # Keys of [daemon] join the table the config already has (TOML has no second one).
+            if lines.startswith("[daemon]\n"):
+                daemon, _, lines = lines[len("[daemon]\n"):].partition("\n[")
+                lines = "[" + lines if lines else ""
+            extra += "\n" + lines + "\n"
         path = os.path.join(self.workdir, "flxp.toml")
         with open(path, "w") as f:
             f.write(FLXP_CONFIG.format(host=self.host, user=self.principal, secret=self.secret,
                                        fingerprint=self.fingerprint,
-                                       interval=max(1, round(self.args.round_real)), extra=extra))
+                                       interval=max(1, round(self.args.round_real)),
+                                       poll=round(max(0.01, 2.0 / self.args.time_scale), 3),
+                                       daemon=daemon,
+                                       extra=extra))
         self.proc = subprocess.Popen([self.args.flxp, "daemon", "--config", path],
                                      stdout=self.log, stderr=subprocess.STDOUT,
                                      env={**os.environ, "RUST_LOG": "info"})

@@ -48,7 +48,7 @@ pub fn evacuate(
         c.empty_for(n, options.emptied_as.clone());
     }
     let measure = options.measure;
-    let kind = measure.load_kind(options.metric);
+    let kind = measure.kind_for(options.metric, &c, state);
     let mut draft = Draft::new(&c, rules, placer, state, kind, measure, 0, usize::MAX);
     placer.policy_def(&options.policy)?;
     draft.target_policy = Some(options.policy.clone());

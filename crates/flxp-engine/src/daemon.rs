@@ -83,6 +83,9 @@ pub struct DaemonOptions {
     pub stale: StaleOptions,
     /// Power saving: consolidate at low load, wake nodes at high load; `None`: off.
     pub power: Option<AutoConsolidate>,
+    /// Time constant of the CPU averages the rounds plan on ([`crate::smoothing`]); zero: the
+    /// instant figures.
+    pub smoothing: Duration,
 }
 
 impl Default for DaemonOptions {
@@ -97,6 +100,7 @@ impl Default for DaemonOptions {
             execute: ExecuteOptions::default(),
             stale: StaleOptions::default(),
             power: None,
+            smoothing: Duration::from_secs(1800),
         }
     }
 }
@@ -246,6 +250,8 @@ struct ZoneState {
     shutting: std::sync::Mutex<BTreeMap<String, i64>>,
     /// What the rounds' reads know between them: an idle round refreshes, not reads all again.
     cache: Arc<crate::ReadCache>,
+    /// The CPU averages the rounds plan on.
+    smoother: Arc<crate::smoothing::Smoother>,
 }
 
 /// The pipeline for one zone, telling plugins its name; the shared one when it names a
@@ -353,6 +359,9 @@ impl Daemon {
                         room: power::RoomWants::default(),
                         shutting: std::sync::Mutex::new(BTreeMap::new()),
                         cache: Arc::new(crate::ReadCache::new()),
+                        smoother: Arc::new(crate::smoothing::Smoother::new(
+                            parts.options.smoothing,
+                        )),
                     },
                 )
             })
@@ -581,6 +590,7 @@ impl Daemon {
         .with_reservations(z.zone.reservations.clone())
         .with_options(o.execute.clone())
         .with_read_cache(Arc::clone(&z.cache))
+        .with_smoothing(Arc::clone(&z.smoother))
         .with_progress(Arc::clone(&self.inner.parts.progress))
         .with_clock(Arc::clone(&self.inner.parts.clock))
         .with_stop(self.inner.stop.clone())

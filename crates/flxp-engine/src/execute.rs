@@ -110,6 +110,8 @@ pub struct Executor {
     reservations: Option<Arc<crate::Reservations>>,
     /// Nodes a consolidation never frees, each with why (the zone lease's node).
     pub(crate) kept: std::collections::BTreeMap<String, String>,
+    /// CPU averages across reads ([`crate::smoothing`]); `None`: instant figures.
+    smoothing: Option<Arc<crate::smoothing::Smoother>>,
 }
 
 impl std::fmt::Debug for Executor {
@@ -163,6 +165,7 @@ impl Executor {
             stop: Stop::never(),
             reservations: None,
             kept: std::collections::BTreeMap::new(),
+            smoothing: None,
         }
     }
 
@@ -177,6 +180,12 @@ impl Executor {
     /// nodes, so a migration never takes the room a creation has just reserved.
     pub fn with_reservations(mut self, reservations: Option<Arc<crate::Reservations>>) -> Self {
         self.reservations = reservations;
+        self
+    }
+
+    /// The same executor planning on CPU figures averaged across its reads.
+    pub fn with_smoothing(mut self, smoother: Arc<crate::smoothing::Smoother>) -> Self {
+        self.smoothing = Some(smoother);
         self
     }
 
@@ -318,7 +327,11 @@ impl Executor {
         let held = held.clone();
         let overrides = Arc::clone(&self.overrides);
         let reservations = self.reservations.clone();
+        let smoothing = self.smoothing.clone();
         blocking::run(what, move || {
+            if let Some(s) = &smoothing {
+                s.apply(&mut snapshot, now);
+            }
             planning::hold_pending_ha(&mut snapshot, now);
             planning::hold_guests(&mut snapshot, &held);
             let mut model = planning::model(&snapshot, &overrides)?;

@@ -92,7 +92,9 @@ const VOLUMES_EVERY: i64 = 4;
 /// What a due full read must read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Due {
-    /// Everything.
+    /// The first read: everything, node RRD too.
+    First,
+    /// Everything the reader wants.
     All,
     /// The timed read: what no cluster-wide call shows (notes, HA's config, options, RRD when
     /// wanted); guest volumes only if the cluster changed unexpectedly since the last read.
@@ -189,7 +191,7 @@ impl ReadCache {
     fn due(&self, now: i64, full_every: Duration) -> Option<(Why, Due)> {
         let s = self.lock();
         if s.settled.is_none() {
-            return Some(("no full read yet".into(), Due::All));
+            return Some(("no full read yet".into(), Due::First));
         }
         if s.rewritten {
             return Some(("flxp changed HA rules or cluster options".into(), Due::All));
@@ -468,11 +470,27 @@ fn guest_nodes(resources: &[Resource]) -> BTreeMap<u32, String> {
 }
 
 /// HA's status without what changes on its own: timestamps (in `timestamp` and at the end of
-/// the parenthesis of an LRM's or master's `status`, pve-ha-manager `PVE/API2/HA/Status.pm`).
+/// the parenthesis of an LRM's or master's `status`, pve-ha-manager `PVE/API2/HA/Status.pm`),
+/// and a service's node, target and the states it passes through while it moves (`started`,
+/// `migrate`, `relocate`): a move shows in `/cluster/resources` and the task list, which the
+/// refresh compares on their own, so a move this process asked HA for is not taken for someone
+/// else's change.
 fn ha_digest(status: &[HaStatusEntry]) -> Vec<String> {
+    let moving = |s: &Option<String>| {
+        s.as_deref()
+            .is_some_and(|s| matches!(s, "started" | "migrate" | "relocate"))
+    };
     let mut out: Vec<String> = status
         .iter()
         .map(|e| {
+            if e.kind.as_deref() == Some("service") {
+                let state = (!moving(&e.state)).then_some(&e.state);
+                let crm = (!moving(&e.crm_state)).then_some(&e.crm_state);
+                return format!(
+                    "{:?} {:?} {:?} {:?} {:?}",
+                    e.id, state, crm, e.request_state, e.mode
+                );
+            }
             let status = e.status.as_deref().map(without_time);
             format!(
                 "{:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
@@ -524,7 +542,8 @@ pub(crate) async fn read(
     if let Some((why, due)) = cache.due(now, full_every) {
         tracing::debug!(%why, "full read");
         let parts = match due {
-            Due::All => Parts::ALL,
+            Due::First => Parts::ALL,
+            Due::All => Parts { rrd, volumes: true },
             Due::Timed => Parts {
                 rrd,
                 volumes: false,
@@ -535,7 +554,7 @@ pub(crate) async fn read(
             read_moving(api, &known, true)
         );
         let mut settled = settled?;
-        let mut listed = due == Due::All;
+        let mut listed = due != Due::Timed;
         if due == Due::Timed {
             match cache.unexpected(&resources, &moving) {
                 Some(why) => {
@@ -553,10 +572,10 @@ pub(crate) async fn read(
                 }
                 None => cache.keep_volumes(&mut settled, &resources),
             }
-            if !rrd {
-                // Not wanted by this reader: the rows kept (if any) stay as they were.
-                cache.keep_rrd_rows(&mut settled);
-            }
+        }
+        if !parts.rrd {
+            // Not wanted by this reader: the rows kept (if any) stay as they were.
+            cache.keep_rrd_rows(&mut settled);
         }
         cache.store(&settled, now, listed);
         cache.observe(&resources, &moving);
@@ -700,6 +719,41 @@ mod tests {
     }
 
     #[test]
+    fn a_service_moving_is_not_a_change_of_ha_status_and_a_new_request_state_is() {
+        let service = |node: &str, state: &str, request: &str| HaStatusEntry {
+            id: Some("service:vm:100".into()),
+            kind: Some("service".into()),
+            node: Some(node.into()),
+            state: Some(state.into()),
+            crm_state: Some(state.into()),
+            request_state: Some(request.into()),
+            ..HaStatusEntry::default()
+        };
+        let cache = ReadCache::new();
+        let resources = vec![node("a", "online"), node("b", "online"), guest(100, "a")];
+        let ha = |e: HaStatusEntry| moving(Vec::new(), vec![e]);
+        cache.observe(&resources, &ha(service("a", "started", "started")));
+        // HA moving the guest this process asked it to move: states and node change.
+        let migrating = ha(service("a", "migrate", "started"));
+        assert_eq!(cache.unexpected(&resources, &migrating), None);
+        assert_eq!(
+            cache.unexpected(&resources, &ha(service("b", "started", "started"))),
+            None
+        );
+        // An admin stopping it through HA, or HA fencing it, is a change.
+        let stopped = ha(service("a", "started", "stopped"));
+        assert_eq!(
+            cache.unexpected(&resources, &stopped).as_deref(),
+            Some("HA's status changed")
+        );
+        let fenced = ha(service("a", "fence", "started"));
+        assert_eq!(
+            cache.unexpected(&resources, &fenced).as_deref(),
+            Some("HA's status changed")
+        );
+    }
+
+    #[test]
     fn only_what_this_process_did_not_do_is_unexpected() {
         let cache = ReadCache::new();
         let before = vec![node("a", "online"), node("b", "online"), guest(100, "a")];
@@ -795,16 +849,19 @@ mod tests {
     fn a_full_read_is_due_at_once_then_after_its_interval() {
         let cache = ReadCache::new();
         let every = Duration::from_secs(600);
-        assert_eq!(cache.due(0, every).as_deref(), Some("no full read yet"));
+        let due = |now: i64| cache.due(now, every);
+        assert_eq!(due(0), Some(("no full read yet".into(), Due::First)));
         cache.store(&Settled::default(), 1000, true);
-        assert_eq!(cache.due(1599, every), None);
+        assert_eq!(due(1599), None);
         assert_eq!(
-            cache.due(999, every).as_deref(),
-            Some("the cluster's clock went back")
+            due(999),
+            Some(("the cluster's clock went back".into(), Due::All))
         );
-        assert_eq!(
-            cache.due(1600, every).as_deref(),
-            Some("the last full read is 600 s old (full-read-secs = 600)")
-        );
+        let timed = "the last full read is 600 s old (full-read-secs = 600)".to_string();
+        assert_eq!(due(1600), Some((timed, Due::Timed)));
+        // Volumes listed at 1000 are listed again by the timed read at least 4 intervals on.
+        cache.store(&Settled::default(), 3400, false);
+        let old = "the last full read is 600 s old (full-read-secs = 600)".to_string();
+        assert_eq!(due(4000), Some((old, Due::All)));
     }
 }

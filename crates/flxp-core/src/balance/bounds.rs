@@ -249,7 +249,7 @@ fn amounts(kind: LoadKind) -> Option<Amounts> {
         LoadKind::Memory => Some((|n| n.maxmem as f64, |g| g.mem_footprint() as f64)),
         LoadKind::MemoryAssigned => Some((|n| n.maxmem as f64, |g| g.maxmem as f64)),
         LoadKind::Cpu => Some((|n| n.maxcpu, |g| g.cpu_cores())),
-        LoadKind::CpuMemory => None,
+        LoadKind::CpuMemory | LoadKind::Dominant => None,
     }
 }
 

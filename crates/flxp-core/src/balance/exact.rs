@@ -877,7 +877,8 @@ impl Goal {
         let must_leave = super::planner::leaving_unschedulable(cluster, &plan.migrations);
         Self {
             measure: plan.measure,
-            metric: options.metric,
+            // The metric the plan weighed (`dominant` may have planned on memory).
+            metric: plan.metric.metric().unwrap_or(options.metric),
             imbalance: plan.imbalance_after,
             violations: plan.violations_after.len(),
             must_leave,

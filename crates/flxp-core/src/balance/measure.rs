@@ -18,12 +18,15 @@ use crate::state::{State, Usage};
 #[non_exhaustive]
 pub enum Metric {
     /// Used memory (node `mem`, guests' `mem`) as a share of node memory.
-    #[default]
     Memory,
     /// Configured memory of running guests (`maxmem`) as a share of node memory.
     MemoryAssigned,
     /// CPU cores in use as a share of node CPUs.
     Cpu,
+    /// The larger of the two shares above, CPU and used memory: the resource a node runs out of
+    /// first, so a node short of CPU counts as loaded even while its memory is balanced.
+    #[default]
+    Dominant,
 }
 
 impl Metric {
@@ -33,7 +36,25 @@ impl Metric {
             Self::Memory => "memory",
             Self::MemoryAssigned => "memory-assigned",
             Self::Cpu => "cpu",
+            Self::Dominant => "dominant",
         }
+    }
+
+    /// The metric a plan on this cluster weighs: itself, except that `dominant` is plain used
+    /// memory unless some balanced node is busy on CPU (its CPU share above its memory share
+    /// and above [`CPU_BUSY_PCT`]). Below that the two rank nodes alike where it matters, and
+    /// memory is additive: the exact step and the lower bounds work on it, which they cannot on
+    /// a maximum of two resources.
+    pub fn effective(self, cluster: &Cluster, state: &State) -> Self {
+        if self != Self::Dominant {
+            return self;
+        }
+        let busy = balanced_nodes(cluster).any(|n| {
+            let (node, usage) = (cluster.node(n), state.usage(n));
+            let cpu = LoadKind::Cpu.load(node, usage);
+            cpu >= CPU_BUSY_PCT && cpu > LoadKind::Memory.load(node, usage)
+        });
+        if busy { Self::Dominant } else { Self::Memory }
     }
 
     /// Parses the name used in options.
@@ -42,10 +63,15 @@ impl Metric {
             "memory" | "memory-used" => Some(Self::Memory),
             "memory-assigned" => Some(Self::MemoryAssigned),
             "cpu" => Some(Self::Cpu),
+            "dominant" => Some(Self::Dominant),
             _ => None,
         }
     }
 }
+
+/// A node's CPU share (percent) from which the `dominant` metric weighs CPU when it exceeds the
+/// node's memory share ([`Measure::kind_for`]).
+pub const CPU_BUSY_PCT: f64 = 50.0;
 
 /// How the imbalance of a cluster is summed up in one number.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -100,9 +126,16 @@ impl Measure {
                 Metric::Memory => LoadKind::Memory,
                 Metric::MemoryAssigned => LoadKind::MemoryAssigned,
                 Metric::Cpu => LoadKind::Cpu,
+                Metric::Dominant => LoadKind::Dominant,
             },
             Self::Cv | Self::CvRaw => LoadKind::CpuMemory,
         }
+    }
+
+    /// The resource a plan on this cluster weighs: [`Self::load_kind`] of
+    /// [`Metric::effective`].
+    pub fn kind_for(self, metric: Metric, cluster: &Cluster, state: &State) -> LoadKind {
+        self.load_kind(metric.effective(cluster, state))
     }
 
     /// The imbalance of a list of per-node loads (percent) under this measure.
@@ -145,6 +178,8 @@ pub enum LoadKind {
     /// Mean of CPU and memory load (Proxmox's per-node load, docs/proxmox-behaviour.md §2.3).
     #[serde(rename = "cpu+memory")]
     CpuMemory,
+    /// The larger of CPU and used memory.
+    Dominant,
 }
 
 impl fmt::Display for LoadKind {
@@ -167,6 +202,18 @@ impl LoadKind {
             Self::MemoryAssigned => "memory-assigned",
             Self::Cpu => "cpu",
             Self::CpuMemory => "cpu+memory",
+            Self::Dominant => "dominant",
+        }
+    }
+
+    /// The metric whose loads these are (`None` for the CVs' mean of CPU and memory).
+    pub fn metric(self) -> Option<Metric> {
+        match self {
+            Self::Memory => Some(Metric::Memory),
+            Self::MemoryAssigned => Some(Metric::MemoryAssigned),
+            Self::Cpu => Some(Metric::Cpu),
+            Self::Dominant => Some(Metric::Dominant),
+            Self::CpuMemory => None,
         }
     }
 
@@ -186,6 +233,7 @@ impl LoadKind {
             Self::MemoryAssigned => pct(usage.committed_mem as f64, node.maxmem as f64),
             Self::Cpu => cpu(),
             Self::CpuMemory => (cpu() + mem()) / 2.0,
+            Self::Dominant => cpu().max(mem()),
         }
     }
 }
@@ -230,9 +278,11 @@ pub fn balanced_loads(cluster: &Cluster, state: &State, kind: LoadKind) -> Vec<f
 /// of Proxmox's fractional loads, so they match its figures to the last bit.
 pub fn imbalance(cluster: &Cluster, state: &State, measure: Measure, metric: Metric) -> f64 {
     match measure {
-        Measure::Spread => {
-            measure.of_loads(&balanced_loads(cluster, state, measure.load_kind(metric)))
-        }
+        Measure::Spread => measure.of_loads(&balanced_loads(
+            cluster,
+            state,
+            measure.kind_for(metric, cluster, state),
+        )),
         Measure::Cv | Measure::CvRaw => measure.of_loads(&pve_loads(cluster, state)),
     }
 }
@@ -466,6 +516,43 @@ mod tests {
         // Both nodes at (50 + 10) / 2 = 30 %: perfectly balanced although each resource is not.
         assert_eq!(imbalance(&c, &s, Measure::Cv, Metric::Memory), 0.0);
         assert_eq!(imbalance(&c, &s, Measure::Spread, Metric::Memory), 40.0);
+    }
+
+    #[test]
+    fn dominant_weighs_cpu_only_once_a_node_is_busy_on_it() {
+        let cluster = |cpu_a: f64| {
+            ClusterBuilder::new()
+                .node(
+                    node("a")
+                        .memory(100 * GIB)
+                        .used(40 * GIB)
+                        .cpus(10.0)
+                        .load(cpu_a),
+                )
+                .node(
+                    node("b")
+                        .memory(100 * GIB)
+                        .used(30 * GIB)
+                        .cpus(10.0)
+                        .load(0.1),
+                )
+                .build()
+        };
+        // a at 45 % CPU, above its memory but not busy: the plan weighs memory alone.
+        let quiet = cluster(0.45);
+        let s = State::new(&quiet);
+        assert_eq!(Metric::Dominant.effective(&quiet, &s), Metric::Memory);
+        assert_eq!(
+            imbalance(&quiet, &s, Measure::Spread, Metric::Dominant),
+            10.0
+        );
+        // a at 80 % CPU: the larger share counts, 80 against b's 30 % of memory.
+        let busy = cluster(0.8);
+        let s = State::new(&busy);
+        assert_eq!(Metric::Dominant.effective(&busy, &s), Metric::Dominant);
+        assert!((imbalance(&busy, &s, Measure::Spread, Metric::Dominant) - 50.0).abs() < 1e-9);
+        assert_eq!(Metric::from_name("dominant"), Some(Metric::Dominant));
+        assert_eq!(Metric::default(), Metric::Dominant);
     }
 
     /// An online node reporting no memory takes no guest: at 0 % it would be the spread's

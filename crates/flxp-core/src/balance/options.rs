@@ -102,7 +102,7 @@ impl Default for BalanceOptions {
         Self {
             method: MethodName::default(),
             measure: Measure::Spread,
-            metric: Metric::Memory,
+            metric: Metric::Dominant,
             trigger: Trigger::default(),
             max_migrations: 20,
             cooldown_secs: 1800,
@@ -200,7 +200,7 @@ impl Default for EvacuateOptions {
             max_inflow_per_node: 2,
             include_stopped: true,
             measure: Measure::Spread,
-            metric: Metric::Memory,
+            metric: Metric::Dominant,
             policy: "least-loaded".into(),
             emptied_as: MaintenanceSource::Requested,
         }

@@ -45,6 +45,14 @@ pub fn plan(
         state,
         placer,
     };
+    let effective = options.metric.effective(cluster, state);
+    if effective != options.metric {
+        let options = BalanceOptions {
+            metric: effective,
+            ..options.clone()
+        };
+        return placer.methods().plan(&input, &options);
+    }
     placer.methods().plan(&input, options)
 }
 

@@ -60,7 +60,7 @@ impl<'a> Packer<'a> {
         let (marked, state, units) = (&self.marked, &self.state, &self.units);
         let run = |p: &Placer| -> Result<Trial<Vec<Migration>>> {
             let measure = ctx.evac.measure;
-            let kind = (measure.load_kind(ctx.evac.metric), measure);
+            let kind = (measure.kind_for(ctx.evac.metric, marked, state), measure);
             let units = std::borrow::Cow::Borrowed(units);
             let mut draft =
                 Draft::with_units(marked, ctx.rules, p, state, kind, 0, usize::MAX, units);
@@ -117,7 +117,7 @@ impl<'a> Packer<'a> {
     pub(super) fn plan(self, freed: &[NodeIdx]) -> Result<Plan> {
         let ctx = self.ctx;
         let measure = ctx.evac.measure;
-        let kind = measure.load_kind(ctx.evac.metric);
+        let kind = measure.kind_for(ctx.evac.metric, &self.marked, &self.state);
         let mut draft = Draft::new(
             &self.marked,
             ctx.rules,

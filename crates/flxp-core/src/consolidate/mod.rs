@@ -734,7 +734,7 @@ fn empty_plan(
     options: &EvacuateOptions,
 ) -> Plan {
     let measure = options.measure;
-    let kind = measure.load_kind(options.metric);
+    let kind = measure.kind_for(options.metric, cluster, state);
     let draft = Draft::new(cluster, rules, placer, state, kind, measure, 0, usize::MAX);
     let threshold = measure.default_threshold();
     finish(

@@ -11,4 +11,5 @@ mod lease;
 mod plugin_zone;
 mod power;
 mod sim_client;
+mod smoothing;
 mod support;

@@ -171,7 +171,7 @@ pub fn execute_options(config: &Config) -> ExecuteOptions {
             per_node_in: m.per_node_in,
             per_node_out: m.per_node_out,
         },
-        poll: Duration::from_secs(m.poll_secs),
+        poll: Duration::from_secs_f64(m.poll_secs),
         timeout: Duration::from_secs(m.timeout_secs),
         with_local_disks: m.with_local_disks,
         max_replans: m.max_replans,

@@ -368,7 +368,7 @@ async fn wake_in_zone(
     config: &Config,
     lease: Option<&super::lease::Held>,
 ) -> Result<ExitCode> {
-    let poll = std::time::Duration::from_secs(config.migration.poll_secs.max(1));
+    let poll = std::time::Duration::from_secs_f64(config.migration.poll_secs);
     let timeout = std::time::Duration::from_secs(args.wake_timeout);
     let model = executor
         .read()

@@ -38,6 +38,7 @@ pub fn options(config: &Config) -> DaemonOptions {
         execute: balance::execute_options(config),
         stale: config.create_vm.stale(),
         power: config.consolidate.auto(),
+        smoothing: Duration::from_secs(config.daemon.smoothing_secs),
     }
 }
 

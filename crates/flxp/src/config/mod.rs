@@ -311,13 +311,13 @@ impl Config {
         }
         let secs = [
             ("migration.timeout-secs", self.migration.timeout_secs),
-            ("migration.poll-secs", self.migration.poll_secs),
             (
                 "migration.drain-timeout-secs",
                 self.migration.drain_timeout_secs,
             ),
             ("daemon.interval-secs", self.daemon.interval_secs),
             ("daemon.full-read-secs", self.daemon.full_read_secs),
+            ("daemon.smoothing-secs", self.daemon.smoothing_secs),
             ("lease.margin-secs", self.lease.margin_secs),
             ("create-vm.timeout-secs", self.create_vm.timeout_secs),
             (
@@ -520,10 +520,13 @@ impl Config {
                 return Err((format!("migration.{key}"), "must be at least 1".into()));
             }
         }
-        if m.poll_secs == 0 || m.timeout_secs == 0 {
+        if m.timeout_secs == 0 {
+            return Err(("migration.timeout-secs".into(), "must be at least 1".into()));
+        }
+        if !(0.01..=3600.0).contains(&m.poll_secs) {
             return Err((
-                "migration".into(),
-                "poll-secs and timeout-secs must be at least 1".into(),
+                "migration.poll-secs".into(),
+                format!("{} is not between 0.01 and 3600 seconds", m.poll_secs),
             ));
         }
         if self.daemon.interval_secs == 0 {
@@ -820,6 +823,23 @@ mod tests {
         assert!(parse(&format!("{ZONE}[lease]\n")).unwrap().lease.enabled);
         let off = parse(&format!("{ZONE}[lease]\nenabled = false\n")).unwrap();
         assert!(off.lease_settings("evacuate").is_none());
+    }
+
+    #[test]
+    fn the_poll_interval_may_be_a_fraction_of_a_second_within_its_bounds() {
+        let c = parse(&format!("{ZONE}[migration]\npoll-secs = 0.25\n")).unwrap();
+        assert_eq!(c.migration.poll_secs, 0.25);
+        assert_eq!(
+            parse(&format!("{ZONE}[migration]\npoll-secs = 3\n"))
+                .unwrap()
+                .migration
+                .poll_secs,
+            3.0
+        );
+        for bad in ["0", "0.001", "-1", "7200", "nan"] {
+            let e = parse(&format!("{ZONE}[migration]\npoll-secs = {bad}\n")).unwrap_err();
+            assert!(e.to_string().contains("poll-secs"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -57,8 +57,9 @@ pub struct MigrationSection {
     pub per_node_out: u32,
     /// Give up following a migration after this many seconds.
     pub timeout_secs: u64,
-    /// Seconds between task status polls.
-    pub poll_secs: u64,
+    /// Seconds between task status polls (fractions allowed: a simulator run faster than real
+    /// time needs them).
+    pub poll_secs: f64,
     /// Live-migrate local disks too (`with-local-disks`) when the precondition check asks for it.
     pub with_local_disks: bool,
     /// Most replans in one round: when the cluster keeps changing under the plan, the round ends
@@ -76,7 +77,7 @@ impl Default for MigrationSection {
             per_node_in: 1,
             per_node_out: 1,
             timeout_secs: 3600,
-            poll_secs: 2,
+            poll_secs: 2.0,
             with_local_disks: true,
             max_replans: 10,
             drain_timeout_secs: 600,
@@ -99,6 +100,8 @@ pub struct DaemonSection {
     /// Longest time between full reads of a zone (node notes, RRD); in between, reads refresh
     /// guests, tasks and HA state only, unless something unexpected changed.
     pub full_read_secs: u64,
+    /// Time constant, seconds, of the CPU averages the rounds plan on (0: instant figures).
+    pub smoothing_secs: u64,
 }
 
 impl Default for DaemonSection {
@@ -109,6 +112,7 @@ impl Default for DaemonSection {
             rebalance: true,
             evacuate: true,
             full_read_secs: 900,
+            smoothing_secs: 1800,
         }
     }
 }

@@ -363,6 +363,7 @@ fn daemon(
         execute: crate::cli::balance::execute_options(config),
         stale: config.create_vm.stale(),
         power: config.consolidate.auto(),
+        smoothing: Duration::from_secs(config.daemon.smoothing_secs),
         ..DaemonOptions::default()
     };
     let metrics = Arc::clone(metrics);

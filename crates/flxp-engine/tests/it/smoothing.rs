@@ -1,0 +1,71 @@
+//! The daemon plans on smoothed CPU: a spike shorter than the hold moves nothing, a rise that
+//! lasts moves a guest. The test moves the clock 5 minutes a round; the simulator adds little.
+
+use std::time::Duration;
+
+use flxp_core::Overrides;
+use flxp_engine::DaemonOptions;
+use serde_json::{Value, json};
+
+use crate::support::{GIB, daemon_execute, zone};
+
+/// Three nodes of 16 CPUs and 64 GiB, four 8-vCPU guests on each using a fifth of their CPUs
+/// (40 % of a node) and 2 GiB; guest 100 on pve1 rises by `height` of its vCPUs `at` seconds
+/// after the start for `minutes`.
+fn cluster(at: u64, minutes: u64, height: f64) -> String {
+    let mut resources: Vec<Value> = Vec::new();
+    let mut models = serde_json::Map::new();
+    for (i, node) in ["pve1", "pve2", "pve3"].iter().enumerate() {
+        resources.push(json!({"id": format!("node/{node}"), "type": "node", "node": node,
+            "status": "online", "maxcpu": 16, "cpu": 0.0, "maxmem": 64 * GIB}));
+        for j in 0..4 {
+            let vmid = 100 + 10 * i as u32 + j;
+            resources.push(json!({"id": format!("qemu/{vmid}"), "type": "qemu", "vmid": vmid,
+                "node": node, "name": format!("vm{vmid}"), "status": "running", "maxcpu": 8,
+                "cpu": 0.2, "maxmem": 4 * GIB, "mem": 2 * GIB}));
+            let mut cpu = json!({"level": 0.2});
+            if vmid == 100 {
+                cpu["spikes"] = json!([{"at": at, "minutes": minutes, "height": height}]);
+            }
+            models.insert(vmid.to_string(), json!({"cpu": cpu}));
+        }
+    }
+    json!({"resources": resources, "sim": {"trace": {"seed": 1, "models": models}}}).to_string()
+}
+
+/// Runs a daemon round every 5 simulated minutes for `rounds` rounds; the migrations started.
+async fn migrations(doc: &str, smoothing_secs: u64, rounds: usize) -> usize {
+    // Fast enough for a migration to land within a round, slow beside the 5-minute steps.
+    let z = zone(doc, 100.0, |_| {}).await;
+    let d = z.daemon(
+        Overrides::default(),
+        DaemonOptions {
+            execute: daemon_execute(),
+            smoothing: Duration::from_secs(smoothing_secs),
+            ..DaemonOptions::default()
+        },
+    );
+    let mut moved = 0;
+    for _ in 0..rounds {
+        let report = d.run_round("lab").await.unwrap();
+        assert_eq!(report.error, None, "{report:#?}");
+        moved += report.migrations_done() + report.migrations_failed();
+        z.sim.clock().advance(300.0);
+    }
+    z.shutdown().await;
+    moved
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spike_shorter_than_the_hold_moves_nothing_a_sustained_rise_does() {
+    // Half of guest 100's vCPUs more for 15 minutes: pve1 reads 65 % of its CPUs at three
+    // checks in a row, 25 pp above the others.
+    let spike = cluster(600, 15, 0.5);
+    // On the instant figures the hold of three checks is met inside the spike: a guest moves.
+    assert!(migrations(&spike, 0, 12).await > 0);
+    // Smoothed over 30 minutes the spike lifts pve1 by under 6 pp: nothing moves.
+    assert_eq!(migrations(&spike, 1800, 12).await, 0);
+    // The same rise for three hours is followed: a guest moves off pve1.
+    let rise = cluster(600, 180, 0.5);
+    assert!(migrations(&rise, 1800, 30).await > 0);
+}
