@@ -16,13 +16,17 @@ fn cluster(at: u64, minutes: u64, height: f64) -> String {
     let mut resources: Vec<Value> = Vec::new();
     let mut models = serde_json::Map::new();
     for (i, node) in ["pve1", "pve2", "pve3"].iter().enumerate() {
-        resources.push(json!({"id": format!("node/{node}"), "type": "node", "node": node,
-            "status": "online", "maxcpu": 16, "cpu": 0.0, "maxmem": 64 * GIB}));
+        resources.push(
+            json!({"id": format!("node/{node}"), "type": "node", "node": node,
+            "status": "online", "maxcpu": 16, "cpu": 0.0, "maxmem": 64 * GIB}),
+        );
         for j in 0..4 {
             let vmid = 100 + 10 * i as u32 + j;
-            resources.push(json!({"id": format!("qemu/{vmid}"), "type": "qemu", "vmid": vmid,
+            resources.push(
+                json!({"id": format!("qemu/{vmid}"), "type": "qemu", "vmid": vmid,
                 "node": node, "name": format!("vm{vmid}"), "status": "running", "maxcpu": 8,
-                "cpu": 0.2, "maxmem": 4 * GIB, "mem": 2 * GIB}));
+                "cpu": 0.2, "maxmem": 4 * GIB, "mem": 2 * GIB}),
+            );
             let mut cpu = json!({"level": 0.2});
             if vmid == 100 {
                 cpu["spikes"] = json!([{"at": at, "minutes": minutes, "height": height}]);
