@@ -44,6 +44,14 @@ pub(crate) const WORK: u64 = 250_000;
 /// Thorough mode: search states per second of `effort_secs`, and how much larger a problem it
 /// solves exactly.
 const WORK_PER_SEC: f64 = 400_000.0;
+/// Largest problem (guests × balanced nodes) where the exact search still runs, on the guests
+/// near the greedy plan only: 800 guests on 16 nodes.
+const NEAR_SIZE: usize = 16 * 800;
+/// Search states of the search near the greedy plan (and half as many again for its fallback):
+/// its states cost more than on small clusters (more guests, longer plans).
+const NEAR_WORK: u64 = 125_000;
+/// Guests the search near the greedy plan may move beyond the greedy plan's own, at least.
+const NEAR_EXTRA: usize = 8;
 const EFFORT_SIZE: usize = 8;
 
 /// The greedy plan, or a plan the exact search found that needs fewer migrations (or as many
@@ -68,14 +76,24 @@ pub(crate) fn improve(
     let nodes = balanced_nodes(cluster).count();
     // Cheap first: running guests bound the guests the search may move (large clusters stop here).
     let running = cluster.guests().iter().filter(|g| g.running).count();
-    if (running + goal.must_leave.len()).saturating_mul(nodes) > limit {
+    let size = (running + goal.must_leave.len()).saturating_mul(nodes);
+    // Past the size cap, up to `NEAR_SIZE`: the search moves only the guests near the greedy
+    // plan (see `near`), the rest stay.
+    let only = if size <= limit {
+        None
+    } else if size <= NEAR_SIZE {
+        Some(near(cluster, rules, state, &goal, &greedy, nodes, limit))
+    } else {
         return greedy;
-    }
+    };
     // The search need not reproduce the greedy plan's balancing steps (bundles, swaps, moves that
     // make room), only reach what they reach. A fix or evacuation of a guest it may not move (a
     // stopped guest sent to its pin, a split group joined) may mend what the goal does not count,
     // so then the greedy plan stands.
-    let movable = movable(cluster, rules, state, &goal);
+    let mut movable = movable(cluster, rules, state, &goal);
+    if let Some(only) = &only {
+        movable.retain(|g| only.contains(g));
+    }
     let unmatched = greedy.migrations.iter().any(|m| {
         matches!(m.purpose, Purpose::Fix | Purpose::Evacuate)
             && cluster
@@ -87,6 +105,8 @@ pub(crate) fn improve(
     }
     let budget = if thorough {
         WORK.max((options.effort_secs * WORK_PER_SEC) as u64)
+    } else if only.is_some() {
+        NEAR_WORK
     } else {
         WORK
     };
@@ -100,10 +120,81 @@ pub(crate) fn improve(
     }
     let incumbent = (greedy.migrations.len(), Some(greedy.bytes), Some(&end));
     let budget = (budget, deadline.filter(|_| thorough));
-    let Ok(best) = beating(cluster, rules, state, placer, &goal, incumbent, budget) else {
+    let Ok(best) = beating(
+        cluster,
+        rules,
+        state,
+        placer,
+        &goal,
+        incumbent,
+        budget,
+        only.as_deref(),
+    ) else {
         return greedy;
     };
     adopt(cluster, rules, state, placer, options, greedy, &best)
+}
+
+/// The guests the exact search may move on a cluster past the size cap: those the greedy plan
+/// moves, then the largest running guests on the nodes it unloads (taken in turn from each),
+/// up to `limit` guests × nodes (at least the greedy plan's guests and a few more). Fewer,
+/// larger moves are what the greedy plan misses: it takes the best move at each step, often a
+/// small guest that a later move must follow.
+fn near(
+    cluster: &Cluster,
+    rules: &Rules,
+    state: &State,
+    goal: &Goal,
+    greedy: &Plan,
+    nodes: usize,
+    limit: usize,
+) -> Vec<GuestIdx> {
+    let mut only: Vec<GuestIdx> = goal.must_leave.clone();
+    for m in &greedy.migrations {
+        if let Some(g) = cluster.guest_idx(m.vmid) {
+            if !only.contains(&g) {
+                only.push(g);
+            }
+        }
+    }
+    let room = (limit / nodes.max(1)).max(only.len() + NEAR_EXTRA);
+    // Nodes the greedy plan takes memory off, and their guests the search could move, largest
+    // first.
+    let mut end = state.clone();
+    for m in &greedy.migrations {
+        if let (Some(g), Some(t)) = (cluster.guest_idx(m.vmid), cluster.node_idx(&m.to)) {
+            end.move_guest(cluster, g, t);
+        }
+    }
+    let may = movable(cluster, rules, state, goal);
+    let mut lists: Vec<Vec<GuestIdx>> = balanced_nodes(cluster)
+        .filter(|&n| end.usage(n).mem < state.usage(n).mem)
+        .map(|n| {
+            let mut on: Vec<GuestIdx> = cluster
+                .guests_on(n)
+                .iter()
+                .copied()
+                .filter(|g| may.contains(g) && !only.contains(g))
+                .collect();
+            on.sort_by_key(|&g| (std::cmp::Reverse(cluster.guest(g).mem_footprint()), g));
+            on
+        })
+        .collect();
+    for k in 0.. {
+        let mut any = false;
+        for list in &mut lists {
+            if let Some(&g) = list.get(k) {
+                any = true;
+                if only.len() < room {
+                    only.push(g);
+                }
+            }
+        }
+        if !any || only.len() >= room {
+            break;
+        }
+    }
+    only
 }
 
 /// The exact result as a plan, if it replays safely and ends no worse than the greedy plan;
