@@ -254,10 +254,7 @@ pub fn fewest_migrations(
     budget: u64,
 ) -> Result<Optimum, Gave> {
     beating(
-        cluster,
-        rules,
-        state,
-        placer,
+        (cluster, rules, state, placer),
         goal,
         (max_migrations, None, None),
         (budget, None),
@@ -274,10 +271,7 @@ pub fn fewest_migrations(
 /// never before the default's states. With `only`, the search moves those guests alone (the
 /// others stay where they are), and proves nothing fewest.
 pub(crate) fn beating(
-    cluster: &Cluster,
-    rules: &Rules,
-    state: &State,
-    placer: &Placer,
+    (cluster, rules, state, placer): (&Cluster, &Rules, &State, &Placer),
     goal: &Goal,
     (max_migrations, cap, hint): (usize, Option<u64>, Option<&State>),
     (budget, deadline): (u64, Option<Instant>),

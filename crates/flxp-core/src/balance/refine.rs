@@ -114,19 +114,11 @@ pub(crate) fn improve(
     };
     // Where the greedy plan leaves every guest: the search looks near it first for a plan with
     // fewer migrations when proving the fewest runs out.
-    let mut end = state.clone();
-    for m in &greedy.migrations {
-        if let (Some(g), Some(t)) = (cluster.guest_idx(m.vmid), cluster.node_idx(&m.to)) {
-            end.move_guest(cluster, g, t);
-        }
-    }
+    let end = ends(cluster, state, &greedy);
     let incumbent = (greedy.migrations.len(), Some(greedy.bytes), Some(&end));
     let budget = (budget, deadline.filter(|_| thorough));
     let Ok(best) = beating(
-        cluster,
-        rules,
-        state,
-        placer,
+        (cluster, rules, state, placer),
         &goal,
         incumbent,
         budget,
@@ -141,6 +133,17 @@ pub(crate) fn improve(
         &best,
         only.is_some(),
     )
+}
+
+/// Where `plan` leaves every guest.
+fn ends(cluster: &Cluster, state: &State, plan: &Plan) -> State {
+    let mut end = state.clone();
+    for m in &plan.migrations {
+        if let (Some(g), Some(t)) = (cluster.guest_idx(m.vmid), cluster.node_idx(&m.to)) {
+            end.move_guest(cluster, g, t);
+        }
+    }
+    end
 }
 
 /// The guests the exact search may move on a cluster past the size cap: those the greedy plan
@@ -168,12 +171,7 @@ fn near(
     let room = (limit / nodes.max(1)).max(only.len() + NEAR_EXTRA);
     // Nodes the greedy plan takes memory off, and their guests the search could move, largest
     // first.
-    let mut end = state.clone();
-    for m in &greedy.migrations {
-        if let (Some(g), Some(t)) = (cluster.guest_idx(m.vmid), cluster.node_idx(&m.to)) {
-            end.move_guest(cluster, g, t);
-        }
-    }
+    let end = ends(cluster, state, greedy);
     let may = movable(cluster, rules, state, goal);
     let mut lists: Vec<Vec<GuestIdx>> = balanced_nodes(cluster)
         .filter(|&n| end.usage(n).mem < state.usage(n).mem)
