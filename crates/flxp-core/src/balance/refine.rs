@@ -48,8 +48,9 @@ const WORK_PER_SEC: f64 = 400_000.0;
 /// greedy plan only: balanced nodes, and running guests.
 const NEAR_NODES: usize = 16;
 const NEAR_GUESTS: usize = 800;
-/// Search states of the search near the greedy plan (and half as many again for its fallback):
-/// its states cost more than on small clusters (more guests, longer plans).
+/// Search states of the search near the greedy plan on up to 8 nodes, fewer on more (and half
+/// as many again for its fallback): its states cost more than on small clusters (more guests,
+/// longer plans).
 const NEAR_WORK: u64 = 125_000;
 /// Guests the search near the greedy plan may move beyond the greedy plan's own, at least.
 const NEAR_EXTRA: usize = 8;
@@ -108,7 +109,9 @@ pub(crate) fn improve(
     let budget = if thorough {
         WORK.max((options.effort_secs * WORK_PER_SEC) as u64)
     } else if only.is_some() {
-        NEAR_WORK
+        // A state costs more with more nodes (each walks more targets): past 8 nodes, fewer
+        // states keep a 16-node plan within about half a second of one core.
+        NEAR_WORK * 8 / nodes.max(8) as u64
     } else {
         WORK
     };
