@@ -276,6 +276,21 @@ pub fn need_for_spread(
     must_leave: &[GuestIdx],
     may_move: impl Fn(GuestIdx) -> bool,
 ) -> Option<Need> {
+    let among: Vec<GuestIdx> = cluster.guest_indexes().filter(|&g| may_move(g)).collect();
+    need_among(cluster, state, kind, spread, tightness, must_leave, &among)
+}
+
+/// [`need_for_spread`] with the guests that may move listed (in index order): the exact search
+/// knows them, so each of its states costs what they do, not what the whole cluster does.
+pub(crate) fn need_among(
+    cluster: &Cluster,
+    state: &State,
+    kind: LoadKind,
+    spread: f64,
+    tightness: Tightness,
+    must_leave: &[GuestIdx],
+    among: &[GuestIdx],
+) -> Option<Need> {
     let window = tightness != Tightness::Plain;
     let (cap_of, amount_of) = amounts(kind)?;
     let nodes: Vec<NodeIdx> = balanced_nodes(cluster).collect();
@@ -312,10 +327,14 @@ pub fn need_for_spread(
         + must_amount;
     let mean = 100.0 * used / cap;
     let (hi, lo) = (mean + spread + 1e-9, mean - spread - 1e-9);
-    let movable: Vec<GuestIdx> = cluster
-        .guest_indexes()
-        .filter(|&g| running(g) && may_move(g))
-        .collect();
+    let movable: Vec<GuestIdx> = among.iter().copied().filter(|&g| running(g)).collect();
+    // The guests that may move from a node, as `state` places them.
+    let on = |n: NodeIdx| {
+        movable
+            .iter()
+            .copied()
+            .filter(move |&g| state.location(g) == n)
+    };
     // What moving each guest does: its amount of the load and the bytes it copies.
     let bytes_of = |g: GuestIdx| cluster.guest(g).move_bytes();
     // Every guest that could arrive on a node below the window (a superset: the node's own
@@ -337,11 +356,8 @@ pub fn need_for_spread(
         let node = cluster.node(n);
         let c = cap_of(node);
         if window && load > mean && load <= hi {
-            let mut pcts: Vec<f64> = cluster
-                .guests_on(n)
-                .iter()
-                .filter(|&&g| state.location(g) == n && running(g) && may_move(g))
-                .map(|&g| 100.0 * amount_of(cluster.guest(g)) / c)
+            let mut pcts: Vec<f64> = on(n)
+                .map(|g| 100.0 * amount_of(cluster.guest(g)) / c)
                 .collect();
             pcts.sort_by(|a, b| b.total_cmp(a));
             above.push((load, pcts));
@@ -349,11 +365,8 @@ pub fn need_for_spread(
             below.push((load, c));
         }
         if load > hi {
-            let mut sizes: Vec<(f64, u64)> = cluster
-                .guests_on(n)
-                .iter()
-                .filter(|&&g| state.location(g) == n && running(g) && may_move(g))
-                .map(|&g| (100.0 * amount_of(cluster.guest(g)) / c, bytes_of(g)))
+            let mut sizes: Vec<(f64, u64)> = on(n)
+                .map(|g| (100.0 * amount_of(cluster.guest(g)) / c, bytes_of(g)))
                 .collect();
             sizes.sort_by(|a, b| b.0.total_cmp(&a.0));
             if window {
@@ -415,9 +428,7 @@ pub fn need_for_spread(
             .zip(&loads)
             .map(|(&n, &load)| {
                 let c = cap_of(cluster.node(n));
-                let mut guests: Vec<(f64, f64)> = cluster
-                    .guest_indexes()
-                    .filter(|&g| state.location(g) == n && running(g) && may_move(g))
+                let mut guests: Vec<(f64, f64)> = on(n)
                     .map(|g| amount_of(cluster.guest(g)))
                     .map(|a| (if c > 0.0 { 100.0 * a / c } else { 0.0 }, a))
                     .collect();

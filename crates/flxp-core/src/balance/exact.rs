@@ -45,7 +45,7 @@ use crate::constraints::{Rules, violations};
 use crate::placement::{Ctx, Placer, Subject};
 use crate::state::State;
 
-use super::bounds::{Tightness, need_for_spread};
+use super::bounds::{Tightness, need_among};
 use super::measure::{Measure, Metric, balanced_nodes, imbalance};
 use super::movable::{Intent, returns, stays};
 use super::plan::Purpose;
@@ -182,7 +182,7 @@ pub(crate) fn movable(
     state: &State,
     goal: &Goal,
 ) -> Vec<GuestIdx> {
-    decisions(cluster, rules, state, goal)
+    decisions(cluster, rules, state, goal, None)
         .0
         .into_iter()
         .flatten()
@@ -192,12 +192,14 @@ pub(crate) fn movable(
 /// What the search may move, each as one decision: guests that must leave, running guests
 /// balancing may move, and the running members of a hard affinity group on one node, all of which
 /// balancing may move (together). Also whether a guest a plan might move is left out (a member of
-/// a group split over nodes or whose rules conflict): then the search proves nothing fewest.
+/// a group split over nodes or whose rules conflict, or one outside `only`): then the search
+/// proves nothing fewest. With `only`, a decision some of whose guests are not in it stays.
 fn decisions(
     cluster: &Cluster,
     rules: &Rules,
     state: &State,
     goal: &Goal,
+    only: Option<&[GuestIdx]>,
 ) -> (Vec<Vec<GuestIdx>>, bool) {
     let units = Units::new(cluster, rules);
     let may = |g: GuestIdx| {
@@ -232,6 +234,11 @@ fn decisions(
                 .map(|&g| vec![g]),
         );
     }
+    if let Some(only) = only {
+        let before = out.len();
+        out.retain(|m| m.iter().all(|g| only.contains(g)));
+        left_out |= out.len() < before;
+    }
     (out, left_out)
 }
 
@@ -247,13 +254,11 @@ pub fn fewest_migrations(
     budget: u64,
 ) -> Result<Optimum, Gave> {
     beating(
-        cluster,
-        rules,
-        state,
-        placer,
+        (cluster, rules, state, placer),
         goal,
         (max_migrations, None, None),
         (budget, None),
+        None,
     )
 }
 
@@ -263,18 +268,17 @@ pub fn fewest_migrations(
 /// runs out, the first plans with fewer migrations are looked for near `hint` first (see
 /// [`Search::descend`]). With a `deadline` (thorough mode, not deterministic) the search also
 /// stops there, proving the fewest at two thirds of the time left, so the fallback keeps a third;
-/// never before the default's states.
+/// never before the default's states. With `only`, the search moves those guests alone (the
+/// others stay where they are), and proves nothing fewest.
 pub(crate) fn beating(
-    cluster: &Cluster,
-    rules: &Rules,
-    state: &State,
-    placer: &Placer,
+    (cluster, rules, state, placer): (&Cluster, &Rules, &State, &Placer),
     goal: &Goal,
     (max_migrations, cap, hint): (usize, Option<u64>, Option<&State>),
     (budget, deadline): (u64, Option<Instant>),
+    only: Option<&[GuestIdx]>,
 ) -> Result<Optimum, Gave> {
     let balanced: Vec<NodeIdx> = balanced_nodes(cluster).collect();
-    let (mut members, left_out) = decisions(cluster, rules, state, goal);
+    let (mut members, left_out) = decisions(cluster, rules, state, goal, only);
     let footprint =
         |m: &[GuestIdx]| -> u64 { m.iter().map(|&g| cluster.guest(g).mem_footprint()).sum() };
     members.sort_by_key(|m| (std::cmp::Reverse(footprint(m)), state.location(m[0]), m[0]));
@@ -516,15 +520,16 @@ impl Search<'_> {
                     .sum(),
             });
         }
-        let pos = &self.pos;
-        need_for_spread(
+        let mut among: Vec<GuestIdx> = self.members[i..].iter().flatten().copied().collect();
+        among.sort_unstable();
+        need_among(
             self.cluster,
             &self.state,
             kind,
             self.goal.imbalance,
             Tightness::Window,
             &must,
-            |g| pos[g.get()] != usize::MAX && pos[g.get()] >= i,
+            &among,
         )
     }
 
@@ -947,6 +952,17 @@ pub enum Family {
     /// Slightly larger: 7–9 nodes of 64 and 128 GiB, 20–36 guests, a third of them on the first
     /// node, an anti-affinity pair sharing a node; past the planner's former size cap of 192.
     Medium,
+    /// 4–8 equal nodes, 60–130 guests, most on one node.
+    BigSkewed,
+    /// 4–8 nodes of 32, 64 and 128 GiB, 60–130 guests anywhere.
+    BigHeterogeneous,
+    /// 4–8 nodes of 64 GiB filled to about 83 %, 60–130 guests.
+    BigTight,
+    /// 4–8 nodes of 32, 64 and 128 GiB, 60–130 guests, anti-affinity pairs sharing a node and a
+    /// guest pinned elsewhere.
+    BigBrokenRules,
+    /// 16 nodes of 64 and 128 GiB, 700–800 guests, a third of them on the first four nodes.
+    Wide,
 }
 
 impl Family {
@@ -963,6 +979,16 @@ impl Family {
     /// seconds on each, too slow for unit tests.
     pub const LARGER: [Family; 1] = [Family::Medium];
 
+    /// Families past the exact search's reach (4–16 nodes, 60–800 guests): the quality
+    /// benchmark compares them with an external CP-SAT model of the final placement.
+    pub const BIG: [Family; 5] = [
+        Family::BigSkewed,
+        Family::BigHeterogeneous,
+        Family::BigTight,
+        Family::BigBrokenRules,
+        Family::Wide,
+    ];
+
     /// Its name in reports.
     pub fn name(self) -> &'static str {
         match self {
@@ -972,23 +998,37 @@ impl Family {
             Family::BrokenRules => "broken rules",
             Family::Maintenance => "maintenance",
             Family::Medium => "medium",
+            Family::BigSkewed => "big skewed",
+            Family::BigHeterogeneous => "big heterogeneous",
+            Family::BigTight => "big tight",
+            Family::BigBrokenRules => "big broken rules",
+            Family::Wide => "wide",
         }
     }
 
-    /// A cluster of this family: 4–6 nodes and 10–16 running VMs (medium: 7–9 and 20–36), the
-    /// same for the same seed.
+    /// A cluster of this family: 4–6 nodes and 10–16 running VMs (medium: 7–9 and 20–36; big:
+    /// 4–8 and 60–130; wide: 16 and 700–800), the same for the same seed.
     pub fn generate(self, seed: u64) -> crate::Snapshot {
         use crate::builder::{ClusterBuilder, Lcg, node, vm};
         const GIB: u64 = crate::units::GIB;
+        const MIB: u64 = GIB / 1024;
         let mut r = Lcg(seed.wrapping_mul(2654435761).wrapping_add(self as u64));
         let (nodes, guests) = match self {
             Family::Medium => (7 + r.next(3) as usize, 20 + r.next(17) as usize),
+            Family::BigSkewed
+            | Family::BigHeterogeneous
+            | Family::BigTight
+            | Family::BigBrokenRules => (4 + r.next(5) as usize, 60 + r.next(71) as usize),
+            Family::Wide => (16, 700 + r.next(101) as usize),
             _ => (4 + r.next(3) as usize, 10 + r.next(7) as usize),
         };
         let sizes: Vec<u64> = (0..nodes)
             .map(|_| match self {
-                Family::Heterogeneous | Family::BrokenRules => [32, 64, 128][r.next(3) as usize],
-                Family::Medium => [64, 128][r.next(2) as usize],
+                Family::Heterogeneous
+                | Family::BrokenRules
+                | Family::BigHeterogeneous
+                | Family::BigBrokenRules => [32, 64, 128][r.next(3) as usize],
+                Family::Medium | Family::Wide => [64, 128][r.next(2) as usize],
                 Family::Tight => 32,
                 _ => 64,
             })
@@ -1003,21 +1043,37 @@ impl Family {
         }
         let mut used = vec![0u64; nodes];
         let total: u64 = sizes.iter().sum();
-        // Tight: about 80 % of all memory in guests; others 40-60 %.
+        // Tight: about 80 % of all memory in guests (big tight 83 %); others 40-60 %.
         let fill = match self {
             Family::Tight => 80,
+            Family::BigTight => 83,
             _ => 40 + r.next(21),
         };
         let avg = (total * fill / 100 / guests as u64).max(1);
+        // Sizes in MiB. The big families draw them from a wider, heavy-tailed range (a fifth of
+        // the guests 1.5–4.5× the mean), not rounded to whole GiB, as real clusters hold.
+        let big = Family::BIG.contains(&self);
+        let avg_mib = total * 1024 * fill / 100 / guests as u64;
         let mut placed: Vec<usize> = Vec::new();
         for k in 0..guests {
-            let size = (avg * (40 + r.next(121)) / 100).clamp(1, 16);
+            let size = if big {
+                let factor = if r.next(5) == 0 {
+                    150 + r.next(301)
+                } else {
+                    20 + r.next(101)
+                };
+                (avg_mib * factor / 100).clamp(256, 32 * 1024)
+            } else {
+                (avg * (40 + r.next(121)) / 100).clamp(1, 16) * 1024
+            };
             let want = match self {
-                Family::Skewed if r.next(10) < 7 => 0,
+                Family::Skewed | Family::BigSkewed if r.next(10) < 7 => 0,
+                Family::BigTight if r.next(10) < 4 => 0,
+                Family::Wide if r.next(3) == 0 => r.next(4) as usize,
                 Family::Maintenance if k < 3 => nodes - 1,
                 Family::Tight if r.next(10) < 4 => 0,
                 // Each anti-affinity pair starts on one node.
-                Family::BrokenRules if k == 1 || k == 3 => placed[k - 1],
+                Family::BrokenRules | Family::BigBrokenRules if k == 1 || k == 3 => placed[k - 1],
                 Family::Medium if k == 1 => placed[0],
                 Family::Medium if r.next(3) == 0 => 0,
                 _ => r.next(nodes as u64) as usize,
@@ -1025,7 +1081,7 @@ impl Family {
             // The first node from `want` with room (under 95 %).
             let Some(at) = (0..nodes)
                 .map(|d| (want + d) % nodes)
-                .find(|&n| (used[n] + size) * 100 <= sizes[n] * 95)
+                .find(|&n| (used[n] + size) * 100 <= sizes[n] * 1024 * 95)
             else {
                 placed.push(want);
                 continue;
@@ -1037,7 +1093,7 @@ impl Family {
             if self == Family::Medium && k < 2 {
                 tags.push("flxp.anti-affinity.pair0".to_owned());
             }
-            if self == Family::BrokenRules {
+            if matches!(self, Family::BrokenRules | Family::BigBrokenRules) {
                 if k < 4 {
                     tags.push(format!("flxp.anti-affinity.pair{}", k / 2));
                 }
@@ -1046,7 +1102,7 @@ impl Family {
                 }
             }
             let mut g = vm(vmid, &format!("n{at}"))
-                .mem(size * GIB, size * GIB)
+                .mem(size * MIB, size.div_ceil(1024) * GIB)
                 .cores(2.0, 0.2);
             if !tags.is_empty() {
                 g = g.tagged(&tags.join(";"));

@@ -172,7 +172,7 @@ fn better(p: &Plan, best: &Plan) -> bool {
 }
 
 /// One search: rule fixes, then the greedy search and its post-pass.
-fn plan_once(input: &PlanInput<'_>, options: &BalanceOptions) -> Result<Plan> {
+pub(super) fn plan_once(input: &PlanInput<'_>, options: &BalanceOptions) -> Result<Plan> {
     let (mut plan, mut outcome, fixes) = search_plan(input, options)?;
     let balanced = plan.migrations.len() - fixes;
     if outcome.budget_bound && (balanced == 0 || outcome.stop == Stop::Margin) {
