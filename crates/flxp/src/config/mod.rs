@@ -1106,6 +1106,59 @@ vlan = 100
     }
 
     #[test]
+    fn webhooks_are_checked_naming_the_webhook_never_its_url() {
+        let ok = parse(
+            "[[webhook]]\nurl = \"https://chat.example.com/hooks/s3cr3t\"\nevents = [\"migration.failed\", \"lease.lost\"]\nheaders = { Authorization = \"Bearer x\" }\n",
+        )
+        .unwrap();
+        assert_eq!(ok.webhook[0].shown_url(), "https://chat.example.com");
+        assert_eq!(ok.webhook[0].retries, 3);
+        let debug = format!("{:?}", ok.webhook[0]);
+        assert!(!debug.contains("s3cr3t") && !debug.contains("Bearer"), "{debug}");
+        let cases = [
+            (
+                "[[webhook]]\nurl = \"ftp://chat.example.com/x\"\n",
+                "config file flxp.toml:2:1: webhook[0].url: the scheme is \"ftp\"; use http or https",
+            ),
+            (
+                "[[webhook]]\nurl = \"chat.example.com/hooks/s3cr3t\"\n",
+                "config file flxp.toml:2:1: webhook[0].url: not a URL: relative URL without a base",
+            ),
+            (
+                "[[webhook]]\nurl = \"https://a.example\"\n[[webhook]]\nurl = \"https://b.example\"\nevents = [\"migration.fail\"]\n",
+                "config file flxp.toml:5:1: webhook[1].events: unknown event \"migration.fail\"; events: migration.failed, evacuation.incomplete, plan.unmet, node.woken, node.shutdown, maintenance.step, lease.taken, lease.lost",
+            ),
+            (
+                "[[webhook]]\nurl = \"https://a.example\"\nheaders = { \"Bad Name\" = \"s3cr3t\" }\n",
+                "config file flxp.toml:3:1: webhook[0].headers: \"Bad Name\" is not a header name",
+            ),
+            (
+                "[[webhook]]\nurl = \"https://a.example\"\nqueue = 0\n",
+                "config file flxp.toml:3:1: webhook[0].queue: must be between 1 and 100000",
+            ),
+        ];
+        for (text, want) in cases {
+            let got = parse(text).unwrap_err().to_string();
+            assert_eq!(got, want);
+            assert!(!got.contains("s3cr3t"));
+        }
+    }
+
+    #[test]
+    fn the_audit_log_is_on_by_default_and_its_size_is_bounded() {
+        let c = parse("").unwrap();
+        assert!(c.audit.enabled);
+        assert_eq!((c.audit.max_size.0, c.audit.keep), (10 << 20, 5));
+        let c = parse("[audit]\npath = \"/srv/flxp/audit.jsonl\"\nmax-size = \"1MiB\"\nkeep = 2\n").unwrap();
+        assert_eq!(c.audit.path.as_deref(), Some(Path::new("/srv/flxp/audit.jsonl")));
+        assert_eq!((c.audit.max_size.0, c.audit.keep), (1 << 20, 2));
+        assert_eq!(
+            parse("[audit]\nmax-size = 100\n").unwrap_err().to_string(),
+            "config file flxp.toml:2:1: audit.max-size: must be at least 4KiB: every rotation would keep a few lines only"
+        );
+    }
+
+    #[test]
     fn api_tokens_have_a_role_and_a_bare_token_is_an_operator() {
         let c = parse(
             "[api]\ntokens = [{ value = \"a\" }, { env = \"V\", role = \"viewer\" }, { file = \"/f\", role = \"operator\" }]\n",
