@@ -1114,7 +1114,10 @@ vlan = 100
         assert_eq!(ok.webhook[0].shown_url(), "https://chat.example.com");
         assert_eq!(ok.webhook[0].retries, 3);
         let debug = format!("{:?}", ok.webhook[0]);
-        assert!(!debug.contains("s3cr3t") && !debug.contains("Bearer"), "{debug}");
+        assert!(
+            !debug.contains("s3cr3t") && !debug.contains("Bearer"),
+            "{debug}"
+        );
         let cases = [
             (
                 "[[webhook]]\nurl = \"ftp://chat.example.com/x\"\n",
@@ -1149,8 +1152,12 @@ vlan = 100
         let c = parse("").unwrap();
         assert!(c.audit.enabled);
         assert_eq!((c.audit.max_size.0, c.audit.keep), (10 << 20, 5));
-        let c = parse("[audit]\npath = \"/srv/flxp/audit.jsonl\"\nmax-size = \"1MiB\"\nkeep = 2\n").unwrap();
-        assert_eq!(c.audit.path.as_deref(), Some(Path::new("/srv/flxp/audit.jsonl")));
+        let c = parse("[audit]\npath = \"/srv/flxp/audit.jsonl\"\nmax-size = \"1MiB\"\nkeep = 2\n")
+            .unwrap();
+        assert_eq!(
+            c.audit.path.as_deref(),
+            Some(Path::new("/srv/flxp/audit.jsonl"))
+        );
         assert_eq!((c.audit.max_size.0, c.audit.keep), (1 << 20, 2));
         assert_eq!(
             parse("[audit]\nmax-size = 100\n").unwrap_err().to_string(),

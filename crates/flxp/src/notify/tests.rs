@@ -101,7 +101,12 @@ async fn a_webhook_gets_only_the_events_it_lists() {
     n.send(failed_migration());
     n.send(Event::new(LEASE_LOST, "lab", "lost", json!({})));
     assert!(n.flush(Duration::from_secs(60)).await);
-    let events: Vec<Value> = got.lock().unwrap().iter().map(|(_, b)| b["event"].clone()).collect();
+    let events: Vec<Value> = got
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, b)| b["event"].clone())
+        .collect();
     assert_eq!(events, [json!("lease.lost")]);
 }
 
@@ -172,7 +177,8 @@ fn round(standby: Option<&str>) -> RoundReport {
 #[test]
 fn the_lease_is_told_when_taken_and_when_lost_not_every_round() {
     let w = RoundWatch::new(true);
-    let kinds = |r: &RoundReport| -> Vec<&'static str> { w.events(r).iter().map(|e| e.event).collect() };
+    let kinds =
+        |r: &RoundReport| -> Vec<&'static str> { w.events(r).iter().map(|e| e.event).collect() };
     assert_eq!(kinds(&round(Some("held by other"))), Vec::<&str>::new());
     assert_eq!(kinds(&round(None)), [LEASE_TAKEN]);
     assert_eq!(kinds(&round(None)), Vec::<&str>::new());
