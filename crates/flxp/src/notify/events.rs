@@ -16,7 +16,7 @@ use super::{
 };
 
 /// One event per failed migration, and per migration whose outcome is unknown.
-fn failed(zone: &str, report: &ExecutionReport) -> Vec<Event> {
+pub fn failed(zone: &str, report: &ExecutionReport) -> Vec<Event> {
     let unknown = report.unknown.iter().map(|f| (f, true));
     report
         .failed
@@ -99,6 +99,26 @@ pub fn from_run(
         out.push(unmet(zone, goal.as_str(), &why));
     }
     out
+}
+
+/// Power saving woke `node`; `why` is the decision.
+pub fn woken(zone: &str, node: &str, why: &str) -> Event {
+    Event::new(
+        NODE_WOKEN,
+        zone,
+        format!("flxp: woke node {node} in zone {zone} (power saving: more room needed)"),
+        json!({ "node": node, "decision": why }),
+    )
+}
+
+/// Power saving shut `node` down; `why` is the decision.
+pub fn shut_down(zone: &str, node: &str, why: &str) -> Event {
+    Event::new(
+        NODE_SHUTDOWN,
+        zone,
+        format!("flxp: shut node {node} down in zone {zone} (power saving)"),
+        json!({ "node": node, "decision": why }),
+    )
 }
 
 /// A node entered (`on`) or left maintenance through flxp.
@@ -222,22 +242,8 @@ impl RoundWatch {
             }
         }
         if let Some(p) = &r.power {
-            for n in &p.woken {
-                out.push(Event::new(
-                    NODE_WOKEN,
-                    zone,
-                    format!("flxp: woke node {n} in zone {zone} (power saving: more room needed)"),
-                    json!({ "node": n, "decision": p.decision }),
-                ));
-            }
-            for n in &p.switched_off {
-                out.push(Event::new(
-                    NODE_SHUTDOWN,
-                    zone,
-                    format!("flxp: shut node {n} down in zone {zone} (power saving)"),
-                    json!({ "node": n, "decision": p.decision }),
-                ));
-            }
+            out.extend(p.woken.iter().map(|n| woken(zone, n, &p.decision)));
+            out.extend(p.switched_off.iter().map(|n| shut_down(zone, n, &p.decision)));
         }
         out
     }

@@ -235,3 +235,29 @@ async fn serve_sends_its_lease_and_maintenance_events_to_a_webhook() {
         "{kinds:?}"
     );
 }
+
+/// A one-off command sends its events before it exits: `flxp maintenance` marks a node, and the
+/// webhook has the step when the command has returned.
+#[test]
+fn a_one_off_command_sends_its_events_before_it_exits() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (url, got) = runtime.block_on(receiver());
+    let doc = json!({ "resources": [
+        { "id": "node/pve1", "type": "node", "node": "pve1", "status": "online", "maxmem": 68719476736u64, "mem": 8589934592u64, "maxcpu": 16, "cpu": 0.1 },
+        { "id": "node/pve2", "type": "node", "node": "pve2", "status": "online", "maxmem": 68719476736u64, "mem": 8589934592u64, "maxcpu": 16, "cpu": 0.1 }
+    ], "time": 1_764_400_000 })
+    .to_string();
+    let z = super::cli_balance::sim_zone(
+        &doc,
+        100.0,
+        &format!("[[webhook]]\nurl = \"{url}\"\n"),
+        |_| {},
+    );
+    let (code, _, err) = z.run(&["maintenance", "pve2"]);
+    assert_eq!(code, 0, "{err}");
+    let got = got.lock().unwrap().clone();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["event"], "maintenance.step");
+    assert_eq!(got[0]["source"], "maintenance");
+    assert_eq!(got[0]["details"], json!({ "node": "pve2", "step": "entered" }));
+}
