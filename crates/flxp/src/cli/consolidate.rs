@@ -129,25 +129,23 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
         (None, Some(zone)) => {
             // Before anything is written: the marks of the nodes to free too.
-            let work = async |executor: Executor,
-                              held: Option<&super::lease::Held>,
-                              keeper: Option<&LeaseKeeper>| {
-                let executor = executor.with_kept_nodes(super::lease::kept_nodes(keeper).await);
-                let out = in_zone(executor, &config, &options, &args, zone, held).await?;
-                let (_, execution, shutdown, _) = &out;
-                let mut events = execution
-                    .as_ref()
-                    .map(|r| crate::notify::events::failed(zone, r))
-                    .unwrap_or_default();
-                events.extend(
-                    shutdown
-                        .iter()
-                        .filter(|p| p.ok)
-                        .map(|p| crate::notify::events::shut_down(zone, &p.node, "flxp consolidate")),
-                );
-                crate::notify::send_once(&config, "consolidate", events).await;
-                Ok(out)
-            };
+            let work =
+                async |executor: Executor,
+                       held: Option<&super::lease::Held>,
+                       keeper: Option<&LeaseKeeper>| {
+                    let executor = executor.with_kept_nodes(super::lease::kept_nodes(keeper).await);
+                    let out = in_zone(executor, &config, &options, &args, zone, held).await?;
+                    let (_, execution, shutdown, _) = &out;
+                    let mut events = execution
+                        .as_ref()
+                        .map(|r| crate::notify::events::failed(zone, r))
+                        .unwrap_or_default();
+                    events.extend(shutdown.iter().filter(|p| p.ok).map(|p| {
+                        crate::notify::events::shut_down(zone, &p.node, "flxp consolidate")
+                    }));
+                    crate::notify::send_once(&config, "consolidate", events).await;
+                    Ok(out)
+                };
             let acting = args.run.acting("consolidate");
             super::lease::run_in_zone(&config, zone, Arc::clone(&placer), acting, work)?
         }

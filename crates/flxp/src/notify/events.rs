@@ -243,7 +243,11 @@ impl RoundWatch {
         }
         if let Some(p) = &r.power {
             out.extend(p.woken.iter().map(|n| woken(zone, n, &p.decision)));
-            out.extend(p.switched_off.iter().map(|n| shut_down(zone, n, &p.decision)));
+            out.extend(
+                p.switched_off
+                    .iter()
+                    .map(|n| shut_down(zone, n, &p.decision)),
+            );
         }
         out
     }

@@ -259,5 +259,8 @@ fn a_one_off_command_sends_its_events_before_it_exits() {
     assert_eq!(got.len(), 1, "{got:?}");
     assert_eq!(got[0]["event"], "maintenance.step");
     assert_eq!(got[0]["source"], "maintenance");
-    assert_eq!(got[0]["details"], json!({ "node": "pve2", "step": "entered" }));
+    assert_eq!(
+        got[0]["details"],
+        json!({ "node": "pve2", "step": "entered" })
+    );
 }

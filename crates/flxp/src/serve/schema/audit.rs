@@ -4,7 +4,7 @@
 //!
 //! The extension sees each top-level mutation field: its arguments (variables filled in, secrets
 //! redacted), the caller the HTTP layer found, and the outcome. A resolver that carried a plan
-//! out adds the plan and the result through [`note`], so the record says what was done, not
+//! out adds the plan and the result through `note`, so the record says what was done, not
 //! only what was asked.
 
 use std::sync::{Arc, Mutex};
