@@ -167,6 +167,30 @@ mod tests {
     }
 
     #[test]
+    fn tokens_are_named_by_their_name_or_position_and_a_name_is_given_once() {
+        let config = Config::parse(
+            &format!("[api]\ntokens = [{{ value = \"{LONG}\", name = \"ci\" }}, {{ value = \"{LONG}-v\", role = \"viewer\" }}]\n"),
+            Path::new("flxp.toml"),
+        )
+        .unwrap();
+        let names: Vec<String> = api_tokens(&config, Some("operator-from-the-env"))
+            .unwrap()
+            .into_iter()
+            .map(|k| k.name)
+            .collect();
+        assert_eq!(names, ["ci", "api.tokens[1]", "FLXP_API_TOKEN"]);
+        let config = Config::parse(
+            &format!("[api]\ntokens = [{{ value = \"{LONG}\", name = \"ci\" }}, {{ value = \"{LONG}-v\", name = \"ci\" }}]\n"),
+            Path::new("flxp.toml"),
+        )
+        .unwrap();
+        assert_eq!(
+            api_tokens(&config, None).unwrap_err().to_string(),
+            "config file flxp.toml:2:1: api.tokens: tokens[1]: the name \"ci\" is taken: give each token its own name"
+        );
+    }
+
+    #[test]
     fn tokens_are_read_with_their_roles() {
         let got = tokens(
             &format!("[api]\ntokens = [{{ value = \" {LONG}\\n\" }}, {{ value = \"{LONG}-v\", role = \"viewer\" }}]\n"),
