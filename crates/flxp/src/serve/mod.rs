@@ -162,6 +162,8 @@ pub async fn run(
             DRAIN.as_secs()
         );
     }
+    // What the last runs and rounds told is sent before the process goes, within bounds.
+    state.notify.flush(crate::cli::daemon::FLUSH).await;
     if let Source::Embedded(e) = source {
         e.handle.shutdown().await.ok();
     }
