@@ -4,9 +4,11 @@
 //! The binary (`main.rs`) only parses and dispatches; this library is what it dispatches to, and
 //! what the fuzz targets (`fuzz/`) reach the config parser and the GraphQL schema through.
 
+pub mod audit;
 pub mod cli;
 pub mod config;
 mod input;
+pub mod notify;
 pub mod output;
 pub mod plugins;
 mod progress;

@@ -594,9 +594,39 @@
     });
   }
 
+  // What a record of the audit log did, in a few words.
+  function auditWhat(e) {
+    var a = e.args || {}, r = e.result || {};
+    var bits = [];
+    if (a.node) bits.push(a.node);
+    if (a.name) bits.push(a.name);
+    if (e.action === 'maintenance' && a.on !== undefined) bits.push(a.on ? 'on' : 'off');
+    if (r.done !== undefined) bits.push(r.done + ' moved' + (r.failed && r.failed.length ? ', ' + r.failed.length + ' failed' : ''));
+    if (r.vmid) bits.push('VM ' + r.vmid + ' on ' + r.node);
+    return bits.join(' · ');
+  }
+
   function historyView() {
     var sec = view('History of ' + S.zone);
-    sec.appendChild(h('p', { class: 'hint' }, 'Recent migrations and creations from Proxmox\'s task history (flxp keeps none of its own).'));
+    sec.appendChild(h('h2', null, 'Actions through flxp'));
+    sec.appendChild(h('p', { class: 'hint' }, 'flxp\'s audit log: what each API token asked for, and what came of it.'));
+    var audit = h('div');
+    sec.appendChild(audit);
+    var waitAudit = loading(audit);
+    gql('query($z: String!) { auditLog(zone: $z, limit: 100) { time token role action outcome error args result } }', { z: S.zone })
+      .then(function (d) {
+        waitAudit.remove();
+        if (!d.auditLog.length) { audit.appendChild(h('p', { id: 'no-audit' }, 'No action recorded.')); return; }
+        audit.appendChild(table(['When', 'Action', 'Token', 'Role', 'What', 'Result'], d.auditLog.map(function (e) {
+          return h('tr', null,
+            h('td', null, time(e.time)), h('td', null, e.action), h('td', null, e.token), h('td', null, e.role),
+            h('td', null, auditWhat(e)),
+            h('td', { class: e.outcome === 'ok' ? 'ok' : 'error', title: e.error || null }, e.outcome + (e.error ? ': ' + e.error : '')));
+        }), { id: 'audit-table' }));
+      })
+      .catch(function (e) { waitAudit.replaceWith(errorBox(e)); });
+    sec.appendChild(h('h2', null, 'Proxmox tasks'));
+    sec.appendChild(h('p', { class: 'hint' }, 'Recent migrations and creations from Proxmox\'s task history.'));
     var wait = loading(sec);
     gql('query($z: String!) { tasks(zone: $z, limit: 100) { upid node type id user starttime endtime status } }', { z: S.zone })
       .then(function (d) {

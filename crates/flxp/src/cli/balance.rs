@@ -367,6 +367,11 @@ pub fn carry_out(
                     plan_and_run(executor, goal, None, dry_run, json, zone, held).await?;
                 // Read again: what runs on the emptied nodes now, whatever the plan meant.
                 let left = super::left::in_zone(&reader, goal, &plan, report.is_some()).await;
+                if !dry_run {
+                    let events =
+                        crate::notify::events::from_run(zone, goal, &plan, report.as_ref(), &left);
+                    crate::notify::send_once(config, acting.command, events).await;
+                }
                 Ok((plan, report, left))
             };
             super::lease::run_in_zone(config, zone, Arc::clone(&placer), acting, work)?

@@ -129,12 +129,23 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
         (None, Some(zone)) => {
             // Before anything is written: the marks of the nodes to free too.
-            let work = async |executor: Executor,
-                              held: Option<&super::lease::Held>,
-                              keeper: Option<&LeaseKeeper>| {
-                let executor = executor.with_kept_nodes(super::lease::kept_nodes(keeper).await);
-                in_zone(executor, &config, &options, &args, zone, held).await
-            };
+            let work =
+                async |executor: Executor,
+                       held: Option<&super::lease::Held>,
+                       keeper: Option<&LeaseKeeper>| {
+                    let executor = executor.with_kept_nodes(super::lease::kept_nodes(keeper).await);
+                    let out = in_zone(executor, &config, &options, &args, zone, held).await?;
+                    let (_, execution, shutdown, _) = &out;
+                    let mut events = execution
+                        .as_ref()
+                        .map(|r| crate::notify::events::failed(zone, r))
+                        .unwrap_or_default();
+                    events.extend(shutdown.iter().filter(|p| p.ok).map(|p| {
+                        crate::notify::events::shut_down(zone, &p.node, "flxp consolidate")
+                    }));
+                    crate::notify::send_once(&config, "consolidate", events).await;
+                    Ok(out)
+                };
             let acting = args.run.acting("consolidate");
             super::lease::run_in_zone(&config, zone, Arc::clone(&placer), acting, work)?
         }
@@ -398,6 +409,8 @@ async fn wake_in_zone(
             .await
             .with_context(|| format!("cannot mark {name} as waking"))?;
         let mac = executor.wake(&name).await?;
+        let woke = crate::notify::events::woken(zone, &name, "flxp consolidate --wake");
+        crate::notify::send_once(config, "consolidate", vec![woke]).await;
         if !args.run.json {
             output::tell(format!(
                 "{name}: Wake-on-LAN sent ({mac}); waiting until it is online"

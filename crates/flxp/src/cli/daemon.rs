@@ -13,6 +13,9 @@ use flxp_engine::{Daemon, DaemonOptions, RoundReport, Zone};
 use super::{UsageError, balance};
 use crate::config::Config;
 
+/// How long a stopping process waits for its webhooks.
+pub const FLUSH: Duration = Duration::from_secs(15);
+
 /// Arguments of `flxp daemon`.
 #[derive(Debug, clap::Args)]
 // A negative number is a value the parser names its option for, not an unknown flag.
@@ -167,7 +170,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(warn_unknown_nodes(&config, &zones));
-    let mut daemon = Daemon::new(zones, placer, options.clone()).on_round(Arc::new(log_round));
+    let notify = {
+        let _in = runtime.enter();
+        crate::notify::Notifier::start(&config, "daemon")
+    };
+    let watch = crate::notify::RoundWatch::new(config.lease.enabled);
+    let sender = notify.clone();
+    let mut daemon = Daemon::new(zones, placer, options.clone()).on_round(Arc::new(move |r| {
+        sender.send_all(watch.events(r));
+        log_round(r);
+    }));
     if let Some(lease) = config.lease_settings("daemon") {
         tracing::info!(
             holder = %lease.options.holder,
@@ -206,6 +218,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         });
     }));
     runtime.block_on(daemon.release_leases());
+    // What the last rounds told is sent before the process goes, within bounds.
+    runtime.block_on(notify.flush(FLUSH));
     tracing::info!("daemon stopped");
     Ok(ExitCode::SUCCESS)
 }

@@ -58,7 +58,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
             .ok_or_else(|| {
                 UsageError(format!("node {:?} is not in zone {}", args.node, args.zone))
             })?;
-        anyhow::Ok(flxp_engine::maintenance::set(&api, &node, on).await?)
+        let changed = flxp_engine::maintenance::set(&api, &node, on).await?;
+        if changed {
+            let step = crate::notify::events::maintenance_step(&args.zone, &node, on);
+            crate::notify::send_once(&config, "maintenance", vec![step]).await;
+        }
+        anyhow::Ok(changed)
     })?;
     crate::output::tell(match (on, changed) {
         (true, true) => format!("{}: flxp.maintenance added to its notes", args.node),

@@ -46,8 +46,9 @@ pub use sections::CreateVmSection;
 #[cfg(test)]
 use sections::Size;
 pub use sections::{
-    ApiSection, ComputeProfile, ConsolidateSection, DaemonSection, Image, LeaseSection,
-    MigrationSection, Network, NodeOverride, PlacementSection, PluginSection, Role, StorageProfile,
+    ApiSection, AuditSection, ComputeProfile, ConsolidateSection, DaemonSection, Image,
+    LeaseSection, MigrationSection, Network, NodeOverride, PlacementSection, PluginSection, Role,
+    StorageProfile, WebhookSection,
 };
 
 /// Where the config file is when neither `--config` nor `FLXP_CONFIG` says.
@@ -91,6 +92,10 @@ pub struct Config {
     pub lease: LeaseSection,
     /// External filters, scorers and balancing methods (`[[plugin]]`).
     pub plugin: Vec<PluginSection>,
+    /// The audit log of API actions.
+    pub audit: AuditSection,
+    /// Where events are POSTed (`[[webhook]]`).
+    pub webhook: Vec<WebhookSection>,
     /// The file and text it was read from, to place mistakes found later (unreadable secrets).
     #[serde(skip)]
     origin: Option<Origin>,
@@ -288,6 +293,63 @@ impl Config {
         })
     }
 
+    /// Checks each `[[webhook]]`: an http(s) URL with a host, known event names, header names
+    /// and values HTTP accepts, sane limits. Errors name the webhook by position, never its URL
+    /// or a header value (both may hold a secret).
+    fn check_webhooks(&self) -> Result<(), (String, String)> {
+        for (i, w) in self.webhook.iter().enumerate() {
+            let at = |key: &str, message: String| Err((format!("webhook[{i}].{key}"), message));
+            match reqwest::Url::parse(&w.url) {
+                Err(e) => return at("url", format!("not a URL: {e}")),
+                Ok(u) if !matches!(u.scheme(), "http" | "https") => {
+                    return at(
+                        "url",
+                        format!("the scheme is {:?}; use http or https", u.scheme()),
+                    );
+                }
+                Ok(u) if u.host_str().is_none_or(str::is_empty) => {
+                    return at("url", "names no host".into());
+                }
+                Ok(_) => {}
+            }
+            for e in &w.events {
+                if !crate::notify::EVENTS.contains(&e.as_str()) {
+                    return at(
+                        "events",
+                        format!(
+                            "unknown event {e:?}; events: {}",
+                            crate::notify::EVENTS.join(", ")
+                        ),
+                    );
+                }
+            }
+            for (name, value) in &w.headers {
+                if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                    return at("headers", format!("{name:?} is not a header name"));
+                }
+                if reqwest::header::HeaderValue::from_str(value).is_err() {
+                    return at(
+                        "headers",
+                        format!("the value of {name} is not a valid header value"),
+                    );
+                }
+            }
+            if w.timeout_secs == 0 || w.timeout_secs > 300 {
+                return at("timeout-secs", "must be between 1 and 300".into());
+            }
+            if w.retries > 20 {
+                return at("retries", "must be at most 20".into());
+            }
+            if w.backoff_ms > 3_600_000 {
+                return at("backoff-ms", "must be at most an hour".into());
+            }
+            if w.queue == 0 || w.queue > 100_000 {
+                return at("queue", "must be between 1 and 100000".into());
+            }
+        }
+        Ok(())
+    }
+
     /// Checks each `[[plugin]]`: a unique name of its own, exactly one of `command` and `url`,
     /// sane limits. Errors name the plugin and the key.
     /// Every duration within bounds: a year at most (more is a typo, and would overflow clock
@@ -426,6 +488,13 @@ impl Config {
 
     /// Checks what serde cannot: references between tables, ranges, names.
     fn check(&self) -> Result<(), (String, String)> {
+        self.check_webhooks()?;
+        if self.audit.enabled && self.audit.max_size.0 < 4096 {
+            return Err((
+                "audit.max-size".into(),
+                "must be at least 4KiB: every rotation would keep a few lines only".into(),
+            ));
+        }
         for (name, zone) in &self.zones {
             zone.validate().map_err(|e| match e {
                 flxp_pve::Error::Config { key, message } => {
@@ -1054,6 +1123,66 @@ vlan = 100
         assert!(e.starts_with("config file flxp.toml:4:"), "{e}");
         assert!(e.contains("zones.eu"), "{e}");
         assert!(e.contains("/nonexistent/flxp.secret"), "{e}");
+    }
+
+    #[test]
+    fn webhooks_are_checked_naming_the_webhook_never_its_url() {
+        let ok = parse(
+            "[[webhook]]\nurl = \"https://chat.example.com/hooks/s3cr3t\"\nevents = [\"migration.failed\", \"lease.lost\"]\nheaders = { Authorization = \"Bearer x\" }\n",
+        )
+        .unwrap();
+        assert_eq!(ok.webhook[0].shown_url(), "https://chat.example.com");
+        assert_eq!(ok.webhook[0].retries, 3);
+        let debug = format!("{:?}", ok.webhook[0]);
+        assert!(
+            !debug.contains("s3cr3t") && !debug.contains("Bearer"),
+            "{debug}"
+        );
+        let cases = [
+            (
+                "[[webhook]]\nurl = \"ftp://chat.example.com/x\"\n",
+                "config file flxp.toml:2:1: webhook[0].url: the scheme is \"ftp\"; use http or https",
+            ),
+            (
+                "[[webhook]]\nurl = \"chat.example.com/hooks/s3cr3t\"\n",
+                "config file flxp.toml:2:1: webhook[0].url: not a URL: relative URL without a base",
+            ),
+            (
+                "[[webhook]]\nurl = \"https://a.example\"\n[[webhook]]\nurl = \"https://b.example\"\nevents = [\"migration.fail\"]\n",
+                "config file flxp.toml:5:1: webhook[1].events: unknown event \"migration.fail\"; events: migration.failed, evacuation.incomplete, plan.unmet, node.woken, node.shutdown, maintenance.step, lease.taken, lease.lost",
+            ),
+            (
+                "[[webhook]]\nurl = \"https://a.example\"\nheaders = { \"Bad Name\" = \"s3cr3t\" }\n",
+                "config file flxp.toml:3:1: webhook[0].headers: \"Bad Name\" is not a header name",
+            ),
+            (
+                "[[webhook]]\nurl = \"https://a.example\"\nqueue = 0\n",
+                "config file flxp.toml:3:1: webhook[0].queue: must be between 1 and 100000",
+            ),
+        ];
+        for (text, want) in cases {
+            let got = parse(text).unwrap_err().to_string();
+            assert_eq!(got, want);
+            assert!(!got.contains("s3cr3t"));
+        }
+    }
+
+    #[test]
+    fn the_audit_log_is_on_by_default_and_its_size_is_bounded() {
+        let c = parse("").unwrap();
+        assert!(c.audit.enabled);
+        assert_eq!((c.audit.max_size.0, c.audit.keep), (10 << 20, 5));
+        let c = parse("[audit]\npath = \"/srv/flxp/audit.jsonl\"\nmax-size = \"1MiB\"\nkeep = 2\n")
+            .unwrap();
+        assert_eq!(
+            c.audit.path.as_deref(),
+            Some(Path::new("/srv/flxp/audit.jsonl"))
+        );
+        assert_eq!((c.audit.max_size.0, c.audit.keep), (1 << 20, 2));
+        assert_eq!(
+            parse("[audit]\nmax-size = 100\n").unwrap_err().to_string(),
+            "config file flxp.toml:2:1: audit.max-size: must be at least 4KiB: every rotation would keep a few lines only"
+        );
     }
 
     #[test]

@@ -182,6 +182,8 @@ pub struct ApiToken {
     pub file: Option<PathBuf>,
     /// What the token may do (`operator` when absent).
     pub role: Role,
+    /// The name the audit log records for it (`api.tokens[<i>]` when absent): never the secret.
+    pub name: Option<String>,
 }
 
 impl std::fmt::Debug for ApiToken {
@@ -191,6 +193,7 @@ impl std::fmt::Debug for ApiToken {
             .field("env", &self.env)
             .field("file", &self.file)
             .field("role", &self.role)
+            .field("name", &self.name)
             .finish()
     }
 }
@@ -458,5 +461,98 @@ impl ConsolidateSection {
             ));
         }
         Ok(())
+    }
+}
+
+/// `[audit]`: the append-only log of what the API was asked to do.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct AuditSection {
+    /// Keep the log (on by default).
+    pub enabled: bool,
+    /// The file; by default `audit.jsonl` in systemd's `$STATE_DIRECTORY` (`/var/lib/flxp`),
+    /// else in `$XDG_STATE_HOME/flxp` or `~/.local/state/flxp`.
+    pub path: Option<PathBuf>,
+    /// The file is rotated before it grows past this size.
+    pub max_size: Size,
+    /// Rotated files kept (`audit.jsonl.1` is the newest).
+    pub keep: u32,
+}
+
+impl Default for AuditSection {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            path: None,
+            max_size: Size(10 << 20),
+            keep: 5,
+        }
+    }
+}
+
+/// A `[[webhook]]`: where events are POSTed as JSON. Its `Debug` hides the URL's path and the
+/// header values: both often carry a secret (a chat system's hook key, an `Authorization`).
+#[derive(Clone, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct WebhookSection {
+    /// `http://` or `https://` URL.
+    pub url: String,
+    /// Event names sent there (`migration.failed`, ...); all events when empty.
+    #[serde(default)]
+    pub events: Vec<String>,
+    /// Extra request headers (`Authorization = "Bearer ..."`); never logged.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Seconds one attempt may take.
+    #[serde(default = "webhook_timeout_secs")]
+    pub timeout_secs: u64,
+    /// Attempts after the first one failed.
+    #[serde(default = "webhook_retries")]
+    pub retries: u32,
+    /// Wait before the first retry, milliseconds; doubled for each further one.
+    #[serde(default = "webhook_backoff_ms")]
+    pub backoff_ms: u64,
+    /// Events waiting to be sent; more are dropped with a warning.
+    #[serde(default = "webhook_queue")]
+    pub queue: usize,
+}
+
+fn webhook_timeout_secs() -> u64 {
+    10
+}
+fn webhook_retries() -> u32 {
+    3
+}
+fn webhook_backoff_ms() -> u64 {
+    1000
+}
+fn webhook_queue() -> usize {
+    100
+}
+
+impl WebhookSection {
+    /// The URL without its path, query or credentials: what logs may show.
+    pub fn shown_url(&self) -> String {
+        match reqwest::Url::parse(&self.url) {
+            Ok(u) => format!(
+                "{}://{}{}",
+                u.scheme(),
+                u.host_str().unwrap_or(""),
+                u.port().map(|p| format!(":{p}")).unwrap_or_default()
+            ),
+            Err(_) => "(invalid URL)".to_owned(),
+        }
+    }
+}
+
+impl std::fmt::Debug for WebhookSection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebhookSection")
+            .field("url", &self.shown_url())
+            .field("events", &self.events)
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("timeout_secs", &self.timeout_secs)
+            .field("retries", &self.retries)
+            .finish_non_exhaustive()
     }
 }

@@ -14,10 +14,30 @@ pub const TOKEN_ENV: &str = "FLXP_API_TOKEN";
 /// and a short one is guessed.
 pub const MIN_TOKEN_CHARS: usize = 16;
 
+/// An accepted API token: its secret, role and the name the audit log records.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey {
+    /// The bearer token itself.
+    pub secret: String,
+    /// What it may do.
+    pub role: Role,
+    /// Its configured name, `api.tokens[<i>]`, or `FLXP_API_TOKEN`: never the secret.
+    pub name: String,
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiKey")
+            .field("name", &self.name)
+            .field("role", &self.role)
+            .finish_non_exhaustive()
+    }
+}
+
 /// What [`check`] found usable.
 pub struct Checked {
     /// The API tokens with their roles, `[api].tokens` first, then `FLXP_API_TOKEN`.
-    pub tokens: Vec<(String, Role)>,
+    pub tokens: Vec<ApiKey>,
     /// The placement pipeline (the config's policies and plugins).
     pub placer: Placer,
 }
@@ -51,7 +71,7 @@ pub fn check_engine(config: &Config) -> anyhow::Result<Placer> {
 }
 
 /// Why `flxp serve` would not start with these tokens (none at all), or `None`.
-pub fn serve_refusal(tokens: &[(String, Role)]) -> Option<String> {
+pub fn serve_refusal(tokens: &[ApiKey]) -> Option<String> {
     tokens.is_empty().then(|| {
         format!(
             "no API token: set [api].tokens in the config file or {TOKEN_ENV}, so that the API is not open to anyone"
@@ -67,8 +87,8 @@ pub fn daemon_refusal(config: &Config) -> Option<String> {
 
 /// The API tokens of `[api].tokens` and `FLXP_API_TOKEN` (an operator), each read and checked.
 /// Errors name the token's position, never the token.
-fn api_tokens(config: &Config, env_token: Option<&str>) -> anyhow::Result<Vec<(String, Role)>> {
-    let mut list: Vec<(String, Role)> = Vec::new();
+fn api_tokens(config: &Config, env_token: Option<&str>) -> anyhow::Result<Vec<ApiKey>> {
+    let mut list: Vec<ApiKey> = Vec::new();
     let at = |i: usize, message: String| {
         config.error_at("api.tokens", format!("tokens[{i}]: {message}"))
     };
@@ -92,24 +112,39 @@ fn api_tokens(config: &Config, env_token: Option<&str>) -> anyhow::Result<Vec<(S
                 format!("the token is shorter than {MIN_TOKEN_CHARS} characters"),
             ));
         }
-        if let Some(j) = list.iter().position(|(t, _)| t == value) {
+        if let Some(j) = list.iter().position(|k| k.secret == value) {
             return Err(at(
                 i,
                 format!("the same token as tokens[{j}]: list each token once, with one role"),
             ));
         }
-        list.push((value.to_owned(), t.role));
+        let name = t.name.clone().unwrap_or_else(|| format!("api.tokens[{i}]"));
+        if list.iter().any(|k| k.name == name) {
+            return Err(at(
+                i,
+                format!("the name {name:?} is taken: give each token its own name"),
+            ));
+        }
+        list.push(ApiKey {
+            secret: value.to_owned(),
+            role: t.role,
+            name,
+        });
     }
     if let Some(value) = env_token.map(str::trim).filter(|t| !t.is_empty()) {
         if value.chars().count() < MIN_TOKEN_CHARS {
             anyhow::bail!("{TOKEN_ENV}: the token is shorter than {MIN_TOKEN_CHARS} characters");
         }
-        if let Some(j) = list.iter().position(|(t, _)| t == value) {
+        if let Some(j) = list.iter().position(|k| k.secret == value) {
             anyhow::bail!(
                 "{TOKEN_ENV}: the same token as api.tokens[{j}]: {TOKEN_ENV} is an operator token, list each token once"
             );
         }
-        list.push((value.to_owned(), Role::Operator));
+        list.push(ApiKey {
+            secret: value.to_owned(),
+            role: Role::Operator,
+            name: TOKEN_ENV.to_owned(),
+        });
     }
     Ok(list)
 }
@@ -126,7 +161,33 @@ mod tests {
 
     fn tokens(text: &str, env: Option<&str>) -> Result<Vec<(String, Role)>, String> {
         let config = Config::parse(text, Path::new("flxp.toml")).unwrap();
-        api_tokens(&config, env).map_err(|e| e.to_string())
+        api_tokens(&config, env)
+            .map(|list| list.into_iter().map(|k| (k.secret, k.role)).collect())
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn tokens_are_named_by_their_name_or_position_and_a_name_is_given_once() {
+        let config = Config::parse(
+            &format!("[api]\ntokens = [{{ value = \"{LONG}\", name = \"ci\" }}, {{ value = \"{LONG}-v\", role = \"viewer\" }}]\n"),
+            Path::new("flxp.toml"),
+        )
+        .unwrap();
+        let names: Vec<String> = api_tokens(&config, Some("operator-from-the-env"))
+            .unwrap()
+            .into_iter()
+            .map(|k| k.name)
+            .collect();
+        assert_eq!(names, ["ci", "api.tokens[1]", "FLXP_API_TOKEN"]);
+        let config = Config::parse(
+            &format!("[api]\ntokens = [{{ value = \"{LONG}\", name = \"ci\" }}, {{ value = \"{LONG}-v\", name = \"ci\" }}]\n"),
+            Path::new("flxp.toml"),
+        )
+        .unwrap();
+        assert_eq!(
+            api_tokens(&config, None).unwrap_err().to_string(),
+            "config file flxp.toml:2:1: api.tokens: tokens[1]: the name \"ci\" is taken: give each token its own name"
+        );
     }
 
     #[test]

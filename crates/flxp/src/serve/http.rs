@@ -25,7 +25,7 @@ use serde_json::json;
 
 use super::dashboard;
 use super::schema::{Code, FlxpSchema};
-use super::state::{AppState, Role};
+use super::state::{AppState, Caller, Role};
 
 /// What the handlers share.
 #[derive(Clone)]
@@ -66,10 +66,11 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 /// handler. The answer never says which part was wrong beyond "missing" or "not accepted", and
 /// never echoes the token.
 async fn require_token(State(s): State<HttpState>, mut request: Request, next: Next) -> Response {
-    let role = bearer(request.headers()).map(|t| s.app.tokens.role(t));
-    let message = match role {
-        Some(Some(role)) => {
-            request.extensions_mut().insert(role);
+    let caller = bearer(request.headers()).map(|t| s.app.tokens.caller(t));
+    let message = match caller {
+        Some(Some(caller)) => {
+            request.extensions_mut().insert(caller.role);
+            request.extensions_mut().insert(caller);
             return next.run(request).await;
         }
         Some(None) => "the bearer token is not accepted",
@@ -103,6 +104,7 @@ fn refused(status: StatusCode, message: &str) -> Response {
 async fn graphql(State(s): State<HttpState>, request: Request) -> Response {
     // Set by `require_token`; without it the schema treats the caller as a viewer.
     let role = request.extensions().get::<Role>().copied();
+    let caller = request.extensions().get::<Caller>().cloned();
     let too_large = || {
         refused(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -133,10 +135,17 @@ async fn graphql(State(s): State<HttpState>, request: Request) -> Response {
         async_graphql::http::receive_body(content_type, body.as_ref(), MultipartOptions::default())
             .await;
     let req = match parsed {
-        Ok(r) => match role {
-            Some(role) => r.data(role),
-            None => r,
-        },
+        Ok(r) => {
+            let r = match role {
+                Some(role) => r.data(role),
+                None => r,
+            };
+            // Who asked, by token name, for the audit log.
+            match caller {
+                Some(c) => r.data(c),
+                None => r,
+            }
+        }
         Err(e) => {
             return refused(
                 StatusCode::BAD_REQUEST,

@@ -31,6 +31,7 @@ use flxp_engine::{Creator, Daemon, Reservations, stop_signal};
 use flxp_pve::{Pve, TaskWait, Transport};
 use tokio::time::Duration;
 
+use crate::config::startup::ApiKey;
 use crate::config::{Config, DEFAULT_PATH, Role};
 use metered::MeteredTransport;
 use metrics::Metrics;
@@ -81,7 +82,7 @@ pub async fn run(
     };
 
     let (stop_handle, stop) = stop_signal();
-    let state = build(
+    let mut state = build(
         &config,
         token.tokens,
         simulated,
@@ -89,6 +90,22 @@ pub async fn run(
         Registry::builtin(),
     )?;
 
+    let demo_dir = simulated
+        .then(|| std::env::temp_dir().join(format!("flxp-demo-audit-{}", std::process::id())));
+    state.audit = match &demo_dir {
+        // The demo's cluster ends with the process: so does its audit log.
+        Some(dir) => {
+            let mut section = config.audit.clone();
+            section.path = Some(dir.join(crate::audit::FILE_NAME));
+            crate::audit::AuditLog::open(&section)?
+        }
+        None => crate::audit::AuditLog::open(&config.audit)?,
+    }
+    .map(Arc::new);
+    match &state.audit {
+        Some(log) => tracing::info!(path = %log.path().display(), "audit log"),
+        None => tracing::warn!("[audit] enabled = false: actions through the API are not recorded"),
+    }
     if let Source::File(path, text, _) = &source {
         preflight(&state, &config, text, path).await?;
     }
@@ -145,8 +162,13 @@ pub async fn run(
             DRAIN.as_secs()
         );
     }
+    // What the last runs and rounds told is sent before the process goes, within bounds.
+    state.notify.flush(crate::cli::daemon::FLUSH).await;
     if let Source::Embedded(e) = source {
         e.handle.shutdown().await.ok();
+    }
+    if let Some(dir) = demo_dir {
+        std::fs::remove_dir_all(dir).ok();
     }
     served.context("the HTTP server failed")?;
     tracing::info!("stopped");
@@ -172,29 +194,40 @@ struct TokenSet {
 /// The accepted tokens (checked by [`crate::config::startup::check`]); the embedded zone
 /// generates one if there are none. A config without tokens is refused: the API would be open to
 /// anyone.
-fn tokens_for(mut list: Vec<(String, Role)>, simulated: bool) -> anyhow::Result<(TokenSet, bool)> {
+fn tokens_for(mut list: Vec<ApiKey>, simulated: bool) -> anyhow::Result<(TokenSet, bool)> {
     let mut generated = false;
     if list.is_empty() {
         if let Some(refusal) = crate::config::startup::serve_refusal(&list).filter(|_| !simulated) {
             anyhow::bail!(refusal);
         }
-        list.push((state::generate_token()?, Role::Operator));
+        list.push(ApiKey {
+            secret: state::generate_token()?,
+            role: Role::Operator,
+            name: "generated".to_owned(),
+        });
         generated = true;
     }
     let shown = simulated
-        .then(|| list.last().map(|(t, _)| t.clone()))
+        .then(|| list.last().map(|k| k.secret.clone()))
         .flatten();
     // The demo zone also hands out a read-only token, so the refusal of a viewer can be tried.
     let viewer = if simulated {
         let v = state::generate_token()?;
-        list.push((v.clone(), Role::Viewer));
+        list.push(ApiKey {
+            secret: v.clone(),
+            role: Role::Viewer,
+            name: "generated-viewer".to_owned(),
+        });
         Some(v)
     } else {
         None
     };
     Ok((
         TokenSet {
-            tokens: Tokens::with_roles(list.iter().map(|(t, r)| (t.as_str(), *r))),
+            tokens: Tokens::named(
+                list.iter()
+                    .map(|k| (k.secret.as_str(), k.role, k.name.clone())),
+            ),
             shown,
             viewer,
         },
@@ -295,7 +328,8 @@ fn build_over(
         zones.insert(name.clone(), Arc::new(zone));
     }
     let zones = Arc::new(zones);
-    let daemon = daemon(config, &zones, &placer, &metrics);
+    let notify = crate::notify::Notifier::start(config, "serve");
+    let daemon = daemon(config, &zones, &placer, &metrics, &notify);
     Ok(AppState {
         zones,
         config: Arc::new(config.clone()),
@@ -310,6 +344,8 @@ fn build_over(
         stop,
         work: Arc::new(Work::default()),
         live: Arc::default(),
+        audit: None,
+        notify,
     })
 }
 
@@ -344,6 +380,7 @@ fn daemon(
     zones: &BTreeMap<String, Arc<Zone>>,
     placer: &Arc<Placer>,
     metrics: &Arc<Metrics>,
+    notify: &crate::notify::Notifier,
 ) -> Daemon {
     let (zones, idle): (Vec<DaemonZone>, Vec<DaemonZone>) = zones
         .values()
@@ -367,6 +404,10 @@ fn daemon(
         ..DaemonOptions::default()
     };
     let metrics = Arc::clone(metrics);
+    let (notify, watch) = (
+        notify.clone(),
+        crate::notify::RoundWatch::new(config.lease.enabled),
+    );
     let daemon = match config.lease_settings("serve") {
         // Zones outside `[daemon] zones` get no rounds, but their lease all the same: the API
         // acts there too, and must not beside another flxp.
@@ -376,6 +417,7 @@ fn daemon(
         None => Daemon::new(zones, Arc::clone(placer), options),
     };
     daemon.on_round(Arc::new(move |r| {
+        notify.send_all(watch.events(r));
         crate::cli::daemon::log_unplaced(r);
         crate::cli::daemon::log_power(r);
         metrics.migrations(&r.zone, "done", r.migrations_done() as u64);

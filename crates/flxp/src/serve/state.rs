@@ -47,6 +47,10 @@ pub struct AppState {
     pub work: Arc<Work>,
     /// Live progress of runs, for `GET /events`.
     pub live: Arc<Live>,
+    /// The audit log of actions asked of the API; `None` when `[audit] enabled = false`.
+    pub audit: Option<Arc<crate::audit::AuditLog>>,
+    /// The webhooks.
+    pub notify: crate::notify::Notifier,
 }
 
 impl std::fmt::Debug for AppState {
@@ -169,10 +173,19 @@ impl Work {
     }
 }
 
-/// The accepted bearer tokens, kept as SHA-256 digests with their roles and compared in constant
-/// time.
+/// Who sent an API request: the name of the token it carried (never the token) and its role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The token's configured name.
+    pub name: String,
+    /// What it may do.
+    pub role: Role,
+}
+
+/// The accepted bearer tokens, kept as SHA-256 digests with their roles and names, and compared
+/// in constant time.
 pub struct Tokens {
-    digests: Vec<([u8; 32], Role)>,
+    digests: Vec<([u8; 32], Role, String)>,
 }
 
 impl std::fmt::Debug for Tokens {
@@ -195,13 +208,24 @@ impl Tokens {
         Self::with_roles(tokens.into_iter().map(|t| (t, Role::Operator)))
     }
 
-    /// Accepts these tokens, each with its role (empty strings are ignored).
+    /// Accepts these tokens, each with its role, named `token-<i>` (empty strings are ignored).
     pub fn with_roles<'a>(tokens: impl IntoIterator<Item = (&'a str, Role)>) -> Self {
+        Self::named(
+            tokens
+                .into_iter()
+                .enumerate()
+                .map(|(i, (t, r))| (t, r, format!("token-{i}"))),
+        )
+    }
+
+    /// Accepts these tokens, each with its role and the name the audit log records (empty
+    /// secrets are ignored).
+    pub fn named<'a>(tokens: impl IntoIterator<Item = (&'a str, Role, String)>) -> Self {
         Self {
             digests: tokens
                 .into_iter()
-                .filter(|(t, _)| !t.is_empty())
-                .map(|(t, r)| (digest(t), r))
+                .filter(|(t, _, _)| !t.is_empty())
+                .map(|(t, r, n)| (digest(t), r, n))
                 .collect(),
         }
     }
@@ -223,26 +247,35 @@ impl Tokens {
         self.role(presented).is_some()
     }
 
-    /// The role of a presented token, if it is accepted. It compares digests in constant time
-    /// and looks at every one of them; a token listed twice gets the higher role.
+    /// The role of a presented token, if it is accepted.
     pub fn role(&self, presented: &str) -> Option<Role> {
+        self.caller(presented).map(|c| c.role)
+    }
+
+    /// The name and role of a presented token, if it is accepted. It compares digests in
+    /// constant time and looks at every one of them; a token listed twice gets the higher role.
+    pub fn caller(&self, presented: &str) -> Option<Caller> {
         use subtle::ConditionallySelectable;
         let d = digest(presented);
         // 0: none, 1: viewer, 2: operator.
         let mut best = 0u8;
-        for (known, role) in &self.digests {
+        let mut which = 0u32;
+        for (i, (known, role, _)) in self.digests.iter().enumerate() {
             let rank = match role {
                 Role::Viewer => 1u8,
                 Role::Operator => 2u8,
             };
             let higher = known.ct_eq(&d) & subtle::Choice::from(u8::from(rank > best));
             best.conditional_assign(&rank, higher);
+            which.conditional_assign(&u32::try_from(i).unwrap_or(u32::MAX), higher);
         }
-        match best {
-            1 => Some(Role::Viewer),
-            2 => Some(Role::Operator),
-            _ => None,
-        }
+        let role = match best {
+            1 => Role::Viewer,
+            2 => Role::Operator,
+            _ => return None,
+        };
+        let name = self.digests.get(which as usize)?.2.clone();
+        Some(Caller { name, role })
     }
 }
 
@@ -287,5 +320,17 @@ mod tests {
         assert_eq!(t.role("lookx"), None);
         assert!(t.accepts("look"));
         assert_eq!(Tokens::new(["bare"]).role("bare"), Some(Role::Operator));
+    }
+
+    #[test]
+    fn a_caller_is_known_by_its_token_name() {
+        let t = Tokens::named([
+            ("look-secret", Role::Viewer, "grafana".to_owned()),
+            ("act-secret", Role::Operator, "ci".to_owned()),
+        ]);
+        let who = |s: &str| t.caller(s).map(|c| (c.name, c.role));
+        assert_eq!(who("look-secret"), Some(("grafana".into(), Role::Viewer)));
+        assert_eq!(who("act-secret"), Some(("ci".into(), Role::Operator)));
+        assert_eq!(who("act-secre"), None);
     }
 }

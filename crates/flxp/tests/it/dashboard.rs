@@ -337,16 +337,27 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
         assert_eq!(g["node"], m[1], "{m}");
     }
 
-    // History: Proxmox's task list, the same as the API's.
+    // History: flxp's audit log and Proxmox's task list, the same as the API's.
     open_view(
         &b,
         &s,
         "#/history",
-        "the task history",
-        "return document.getElementById('task-table')",
+        "the audit log and the task history",
+        "return document.getElementById('task-table') && document.getElementById('audit-table')",
         20,
     )
     .await;
+    let audit = s
+        .query(r#"{ auditLog(zone: "lab") { action outcome } }"#)
+        .await;
+    let audit = audit["data"]["auditLog"].as_array().unwrap();
+    assert!(
+        audit
+            .iter()
+            .any(|e| e["action"] == "rebalance" && e["outcome"] == "ok"),
+        "{audit:?}"
+    );
+    assert_eq!(count(&b, "#audit-table tbody tr").await, json!(audit.len()));
     let tasks = s
         .query(r#"{ tasks(zone: "lab", limit: 100) { upid type } }"#)
         .await;

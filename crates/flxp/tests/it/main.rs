@@ -1,6 +1,7 @@
 //! End-to-end tests of the flxp binary: run it as a user would and compare what it prints.
 #![allow(clippy::unwrap_used)] // tests panic on unexpected errors by design
 
+mod audit;
 mod cli_balance;
 mod cli_consolidate;
 mod cli_daemon;

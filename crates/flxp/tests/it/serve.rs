@@ -101,7 +101,9 @@ async fn spawn(
     );
     let (dir, config) = super::temp_file("flxp.toml", &text);
     let mut cmd = serve_command(&config);
-    cmd.env("FLXP_API_TOKEN", API_TOKEN)
+    // The audit log goes where systemd's `StateDirectory=` would put it: here, the test's dir.
+    cmd.env("STATE_DIRECTORY", dir.path())
+        .env("FLXP_API_TOKEN", API_TOKEN)
         .env("RUST_LOG", "debug")
         .stdin(Stdio::null())
         .stdout(Stdio::null())

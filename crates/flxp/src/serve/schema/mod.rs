@@ -6,6 +6,7 @@
 //! errors with the message the user gets; internal failures are logged in full and answered with
 //! a generic message naming an incident id. Passwords and tokens never reach either.
 
+pub mod audit;
 mod mutation;
 pub mod nesting;
 mod query;
@@ -27,7 +28,7 @@ pub use views::ViewQuery;
 
 /// The query root: the API's queries and the dashboard's.
 #[derive(MergedObject, Debug, Default)]
-pub struct QueryRoot(Query, ViewQuery);
+pub struct QueryRoot(Query, ViewQuery, audit::AuditQuery);
 
 use super::state::AppState;
 
@@ -42,6 +43,7 @@ pub fn build(state: AppState) -> FlxpSchema {
         .limit_depth(16)
         // Before the library parses anything: its parser and validator recurse over values.
         .extension(nesting::InputDepth)
+        .extension(audit::Audit)
         .finish()
 }
 

@@ -65,7 +65,8 @@ impl Mutation {
         let started = Instant::now();
         let result = create(s, &zone, name, host, options).await;
         match &result {
-            Ok(_) => {
+            Ok(vm) => {
+                super::audit::note_vm(ctx, vm);
                 s.metrics.create_vm(&zone, "success");
                 s.metrics
                     .create_vm_seconds
@@ -99,7 +100,9 @@ impl Mutation {
             return Ok(dry(&plan));
         }
         super::views::require_operator(ctx, "rebalance without dryRun")?;
-        Ok(run(s, &zone, Goal::Balance(options)).await?)
+        let result = run(s, &zone, Goal::Balance(options)).await?;
+        super::audit::note(ctx, &result);
+        Ok(result)
     }
 
     /// Empties a node: plans its evacuation, and carries it out unless `dryRun`.
@@ -131,7 +134,9 @@ impl Mutation {
             nodes: vec![name],
             options: s.config.evacuate.clone(),
         };
-        Ok(run(s, &zone, goal).await?)
+        let result = run(s, &zone, goal).await?;
+        super::audit::note(ctx, &result);
+        Ok(result)
     }
 
     /// Sets or clears the `flxp.maintenance` token in a node's notes (an evacuation sets it);
@@ -173,6 +178,15 @@ impl Mutation {
         // Written or not (a timeout may still have written it), the daemon reads it back.
         s.daemon.notes_written(&zone, &name);
         let changed = changed.map_err(|e| ApiError::new(Code::ProxmoxError, chain(&e)))?;
+        if changed {
+            s.notify
+                .send(crate::notify::events::maintenance_step(&zone, &name, on));
+        }
+        super::audit::note_values(
+            ctx,
+            serde_json::Value::Null,
+            serde_json::json!({ "node": name, "changed": changed }),
+        );
         Ok(changed)
     }
 }
@@ -211,6 +225,7 @@ async fn run(s: &AppState, zone: &str, goal: Goal) -> Result<RunResult, ApiError
         }));
     let live = Arc::clone(&s.live);
     let live_zone = zone.to_owned();
+    let notify = s.notify.clone();
     let span = tracing::info_span!("run", zone = %zone, goal = goal.as_str());
     // One run at a time in a zone, and none during a daemon round, so two executors never book
     // the same room. Waiting happens here, in the request: a client that gives up while another
@@ -260,6 +275,13 @@ async fn run(s: &AppState, zone: &str, goal: Goal) -> Result<RunResult, ApiError
                 .map_or((0, 0), |r| (r.done.len(), r.failed.len()));
             live.run_ended(&live_zone, goal.as_str(), done, failed);
             let after = left_after(&executor, &goal, &plan).await;
+            notify.send_all(crate::notify::events::from_run(
+                &live_zone,
+                &goal,
+                &plan,
+                report.as_ref(),
+                &after.0,
+            ));
             Ok::<_, flxp_engine::Error>((plan, report, after))
         }
         .instrument(span),
