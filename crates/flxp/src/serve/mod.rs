@@ -310,6 +310,7 @@ fn build_over(
         stop,
         work: Arc::new(Work::default()),
         live: Arc::default(),
+        idempotency: Arc::default(),
     })
 }
 

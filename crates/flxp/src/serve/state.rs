@@ -47,6 +47,8 @@ pub struct AppState {
     pub work: Arc<Work>,
     /// Live progress of runs, for `GET /events`.
     pub live: Arc<Live>,
+    /// The idempotency keys `createVM` was given.
+    pub idempotency: Arc<super::schema::Idempotency>,
 }
 
 impl std::fmt::Debug for AppState {

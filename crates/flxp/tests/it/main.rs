@@ -24,6 +24,7 @@ mod serve_concurrency;
 mod serve_errors;
 mod serve_lease;
 mod serve_maintenance;
+mod serve_safety;
 mod webdriver;
 
 use std::path::{Path, PathBuf};

@@ -11,7 +11,11 @@ use flxp_pve::Secret;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::query::{balance_options, core_error, evacuation, evacuation_result, rebalance, state};
+use super::query::{
+    balance_goal, balance_options, core_error, evacuation, evacuation_goal, evacuation_result,
+    rebalance, state,
+};
+use super::safety::{Claim, answer, fingerprint as fingerprint_of};
 use super::types::{CreateVmOptions, GuestLeft, Host, MaintenanceState, PlanResult, RunResult, Vm};
 use super::{ApiError, Code};
 use crate::serve::dashboard::live::LiveProgress;
@@ -59,25 +63,18 @@ impl Mutation {
         name: String,
         host: Option<String>,
         options: CreateVmOptions,
+        #[graphql(
+            desc = "Makes retries safe: a request with a key used before (within an hour) creates \
+                    nothing and answers what the first one did, even while it still runs."
+        )]
+        idempotency_key: Option<String>,
     ) -> Result<Vm> {
         let s = state(ctx)?;
         super::views::require_operator(ctx, "createVM")?;
-        let started = Instant::now();
-        let result = create(s, &zone, name, host, options).await;
-        match &result {
-            Ok(_) => {
-                s.metrics.create_vm(&zone, "success");
-                s.metrics
-                    .create_vm_seconds
-                    .get_or_create(&crate::serve::metrics::ZoneLabel { zone: zone.clone() })
-                    .observe(started.elapsed().as_secs_f64());
-            }
-            // A name no zone has is one label, whatever a client sends: series stay bounded.
-            Err(e) if !s.zones.contains_key(&zone) => {
-                s.metrics.create_vm("(unknown)", e.code.outcome());
-            }
-            Err(e) => s.metrics.create_vm(&zone, e.code.outcome()),
-        }
+        let result = match idempotency_key {
+            None => counted(s, zone, name, host, options).await,
+            Some(key) => once(s, key, zone, name, host, options).await,
+        };
         Ok(result?)
     }
 
@@ -89,17 +86,27 @@ impl Mutation {
         #[graphql(default = false)] dry_run: bool,
         #[graphql(desc = "A name `balanceMethods` lists; the configured method if absent.")]
         method: Option<String>,
+        #[graphql(
+            desc = "A plan's `fingerprint`: carry out only if the cluster is still the one \
+                          that plan was made on (else `STALE_PLAN`)."
+        )]
+        fingerprint: Option<String>,
     ) -> Result<RunResult> {
         let s = state(ctx)?;
         let options = balance_options(s, method.as_deref(), s.placer.methods())?;
         let z = s.zone(&zone)?;
+        let goal = balance_goal(&options);
         if dry_run {
             let (model, st) = s.model(z).await?;
+            let now = fingerprint_of(&goal, &model.cluster);
             let plan = rebalance(s, &zone, model, st, options.clone()).await?;
-            return Ok(dry(&plan));
+            let mut result = dry(&plan);
+            result.plan.fingerprint = Some(now);
+            return Ok(result);
         }
         super::views::require_operator(ctx, "rebalance without dryRun")?;
-        Ok(run(s, &zone, Goal::Balance(options)).await?)
+        let expect = fingerprint.map(|f| (goal, f));
+        Ok(run(s, &zone, Goal::Balance(options), expect).await?)
     }
 
     /// Empties a node: plans its evacuation, and carries it out unless `dryRun`.
@@ -109,6 +116,11 @@ impl Mutation {
         zone: String,
         node: String,
         #[graphql(default = false)] dry_run: bool,
+        #[graphql(
+            desc = "A plan's `fingerprint`: carry out only if the cluster is still the one \
+                          that plan was made on (else `STALE_PLAN`)."
+        )]
+        fingerprint: Option<String>,
     ) -> Result<RunResult> {
         let s = state(ctx)?;
         let (model, st) = s.zone_model(&zone).await?;
@@ -127,11 +139,12 @@ impl Mutation {
             .node_idx_loose(&node)
             .map(|i| model.cluster.node(i).name.clone())
             .unwrap_or(node);
+        let expect = fingerprint.map(|f| (evacuation_goal(&name), f));
         let goal = Goal::Evacuate {
             nodes: vec![name],
             options: s.config.evacuate.clone(),
         };
-        Ok(run(s, &zone, goal).await?)
+        Ok(run(s, &zone, goal, expect).await?)
     }
 
     /// Sets or clears the `flxp.maintenance` token in a node's notes (an evacuation sets it);
@@ -197,8 +210,14 @@ fn dry(plan: &flxp_core::balance::Plan) -> RunResult {
     }
 }
 
-/// Plans and carries out a goal in its own task.
-async fn run(s: &AppState, zone: &str, goal: Goal) -> Result<RunResult, ApiError> {
+/// Plans and carries out a goal in its own task; with `expect` (a goal's name and a plan's
+/// fingerprint), only if the cluster is still the one that plan was made on.
+async fn run(
+    s: &AppState,
+    zone: &str,
+    goal: Goal,
+    expect: Option<(String, String)>,
+) -> Result<RunResult, ApiError> {
     let z = s.zone(zone)?;
     let executor = Executor::new(zone, z.api.clone(), s.placer_for(zone))
         .with_overrides(z.overrides.clone())
@@ -228,6 +247,21 @@ async fn run(s: &AppState, zone: &str, goal: Goal) -> Result<RunResult, ApiError
         .may_act(zone)
         .await
         .map_err(|why| ApiError::new(Code::Unavailable, why.to_string()))?;
+    // Checked with the zone's locks held: of two requests carrying out one plan (a double
+    // click), the second finds the cluster the first changed.
+    if let Some((goal_name, want)) = expect {
+        let model = z
+            .model()
+            .await
+            .map_err(|e| ApiError::new(Code::Unavailable, e.0))?;
+        if fingerprint_of(&goal_name, &model.cluster) != want {
+            return Err(ApiError::new(
+                Code::StalePlan,
+                "the cluster changed since this plan was made (it was carried out already, or \
+                 guests or nodes changed): plan again and check the new plan",
+            ));
+        }
+    }
     // New VMs keep off the nodes being emptied until the run ends.
     let evacuating = match &goal {
         Goal::Evacuate { nodes, .. } => Some(z.evacuating(nodes)),
@@ -333,6 +367,80 @@ async fn left_after(
 
 fn chain(e: &dyn std::error::Error) -> String {
     crate::serve::zone::chain(e)
+}
+
+/// [`create`], counted in the metrics.
+async fn counted(
+    s: &AppState,
+    zone: String,
+    name: String,
+    host: Option<String>,
+    options: CreateVmOptions,
+) -> Result<Vm, ApiError> {
+    let started = Instant::now();
+    let result = create(s, &zone, name, host, options).await;
+    match &result {
+        Ok(_) => {
+            s.metrics.create_vm(&zone, "success");
+            s.metrics
+                .create_vm_seconds
+                .get_or_create(&crate::serve::metrics::ZoneLabel { zone: zone.clone() })
+                .observe(started.elapsed().as_secs_f64());
+        }
+        // A name no zone has is one label, whatever a client sends: series stay bounded.
+        Err(e) if !s.zones.contains_key(&zone) => {
+            s.metrics.create_vm("(unknown)", e.code.outcome());
+        }
+        Err(e) => s.metrics.create_vm(&zone, e.code.outcome()),
+    }
+    result
+}
+
+/// [`counted`] once per idempotency key: the first request with `key` creates, in its own task
+/// (a client that hangs up does not lose the answer for its retry); every other one waits for
+/// that answer and returns it, success or error.
+async fn once(
+    s: &AppState,
+    key: String,
+    zone: String,
+    name: String,
+    host: Option<String>,
+    options: CreateVmOptions,
+) -> Result<Vm, ApiError> {
+    let request = match &host {
+        Some(h) => format!("zone {zone}, name {name}, host {h}"),
+        None => format!("zone {zone}, name {name}"),
+    };
+    match s.idempotency.claim(&key, &request)? {
+        Claim::First(tx) => {
+            let state = s.clone();
+            let task = s.work.spawn(async move {
+                let result = counted(&state, zone, name, host, options).await;
+                let _ = tx.send(Some(result.clone()));
+                result
+            });
+            match task.await {
+                Ok(result) => result,
+                Err(e) => {
+                    s.idempotency.forget(&key);
+                    Err(ApiError::internal(e))
+                }
+            }
+        }
+        Claim::Wait(rx) => {
+            tracing::info!(
+                key,
+                "createVM repeated with its idempotency key: answering the first"
+            );
+            answer(rx).await.unwrap_or_else(|| {
+                s.idempotency.forget(&key);
+                Err(ApiError::new(
+                    Code::Unavailable,
+                    "the first request with this idempotencyKey ended without an answer; retry",
+                ))
+            })
+        }
+    }
 }
 
 /// Resolves names to a [`VmRequest`] and creates the VM in its own task.

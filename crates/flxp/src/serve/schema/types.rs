@@ -371,6 +371,8 @@ pub struct PlanMigration {
     pub purpose: String,
     /// Live migration of a running guest.
     pub online: bool,
+    /// Bytes to copy: the memory of a running guest plus its local disks.
+    pub bytes: u64,
     /// Wave: migrations of one wave may run together.
     pub wave: u32,
     /// Imbalance after this migration.
@@ -391,6 +393,7 @@ impl From<&Migration> for PlanMigration {
                 .and_then(|v| v.as_str().map(str::to_owned))
                 .unwrap_or_default(),
             online: m.online,
+            bytes: m.bytes,
             wave: m.wave,
             imbalance_after: m.imbalance_after,
         }
@@ -465,6 +468,9 @@ pub struct PlanResult {
     pub left_running: Vec<GuestLeft>,
     /// The plan as `flxp balance --json` prints it.
     pub document: Json<serde_json::Value>,
+    /// A digest of the goal and of the cluster the plan was made on: `rebalance` and `evacuate`
+    /// given it carry the plan out only while the cluster is still the same (else `STALE_PLAN`).
+    pub fingerprint: Option<String>,
 }
 
 impl From<&Plan> for PlanResult {
@@ -493,6 +499,7 @@ impl From<&Plan> for PlanResult {
             warnings: p.warnings.iter().map(ToString::to_string).collect(),
             left_running: Vec::new(),
             document: Json(serde_json::to_value(p).unwrap_or_default()),
+            fingerprint: None,
         }
     }
 }
