@@ -126,6 +126,7 @@ pub async fn run(
         }
     });
     let probe = tokio::spawn(probe_loop(state.clone()));
+    let poller = tokio::spawn(dashboard::live::poll(state.clone()));
     let daemon = state.daemon.clone();
     let server = {
         let mut stop = stop.clone();
@@ -138,6 +139,7 @@ pub async fn run(
     };
     let (served, ()) = tokio::join!(server, daemon_run);
     probe.abort();
+    poller.abort();
     if !state.work.idle(DRAIN).await {
         tracing::warn!(
             running = state.work.running(),
@@ -295,7 +297,8 @@ fn build_over(
         zones.insert(name.clone(), Arc::new(zone));
     }
     let zones = Arc::new(zones);
-    let daemon = daemon(config, &zones, &placer, &metrics);
+    let live: Arc<dashboard::live::Live> = Arc::default();
+    let daemon = daemon(config, &zones, &placer, &metrics, &live);
     Ok(AppState {
         zones,
         config: Arc::new(config.clone()),
@@ -309,7 +312,7 @@ fn build_over(
         execute: crate::cli::balance::execute_options(config),
         stop,
         work: Arc::new(Work::default()),
-        live: Arc::default(),
+        live,
         idempotency: Arc::default(),
     })
 }
@@ -345,6 +348,7 @@ fn daemon(
     zones: &BTreeMap<String, Arc<Zone>>,
     placer: &Arc<Placer>,
     metrics: &Arc<Metrics>,
+    live: &Arc<dashboard::live::Live>,
 ) -> Daemon {
     let (zones, idle): (Vec<DaemonZone>, Vec<DaemonZone>) = zones
         .values()
@@ -367,6 +371,7 @@ fn daemon(
         ..DaemonOptions::default()
     };
     let metrics = Arc::clone(metrics);
+    let live = Arc::clone(live);
     let daemon = match config.lease_settings("serve") {
         // Zones outside `[daemon] zones` get no rounds, but their lease all the same: the API
         // acts there too, and must not beside another flxp.
@@ -376,6 +381,7 @@ fn daemon(
         None => Daemon::new(zones, Arc::clone(placer), options),
     };
     daemon.on_round(Arc::new(move |r| {
+        live.round(r);
         crate::cli::daemon::log_unplaced(r);
         crate::cli::daemon::log_power(r);
         metrics.migrations(&r.zone, "done", r.migrations_done() as u64);

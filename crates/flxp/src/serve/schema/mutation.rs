@@ -186,6 +186,7 @@ impl Mutation {
         // Written or not (a timeout may still have written it), the daemon reads it back.
         s.daemon.notes_written(&zone, &name);
         let changed = changed.map_err(|e| ApiError::new(Code::ProxmoxError, chain(&e)))?;
+        s.live.maintenance(&zone, &name, on, changed);
         Ok(changed)
     }
 }
@@ -512,6 +513,7 @@ async fn create(
     // Refuse what needs no cluster before reading it.
     req.validate().map_err(|e| create_error(s, zone, e))?;
     let (model, _) = s.model(z).await?;
+    let began = crate::serve::zone::epoch_now();
     let zone_arc = Arc::clone(z);
     let span = tracing::info_span!("create_vm", zone = %zone);
     let task = s
@@ -522,6 +524,15 @@ async fn create(
         .map_err(ApiError::internal)?
         .map_err(|e| create_error(s, zone, e))?;
     s.metrics.decision(zone, "create_vm", "placed");
+    s.live.created(
+        zone,
+        crate::serve::dashboard::live::Created {
+            vmid: created.vmid,
+            name: created.name.clone(),
+            node: created.node.clone(),
+            span: (began, crate::serve::zone::epoch_now()),
+        },
+    );
     let warnings: Vec<String> = created
         .placement
         .request_warnings()

@@ -88,7 +88,7 @@ impl Query {
             report
                 .nodes
                 .iter()
-                .map(|n| Node::new(n, &report.violations))
+                .map(|n| Node::new(n, &report.violations, &model.cluster))
                 .collect::<Vec<_>>()
         })
         .await

@@ -105,6 +105,8 @@ pub struct Node {
     pub labels: Vec<String>,
     /// Taints from its notes.
     pub taints: Vec<String>,
+    /// Soft taints (`flxp.prefer-no.<taint>`): avoided unless tolerated, never refused.
+    pub soft_taints: Vec<String>,
     /// Hard rules broken on it.
     pub violations: Vec<Violation>,
     /// Whether it is safe to reboot, for a node in maintenance; null for the others.
@@ -168,7 +170,11 @@ impl From<&flxp_core::left_running::MaintenanceState> for MaintenanceState {
 
 impl Node {
     /// From the status report's line and the report's violations.
-    pub fn new(n: &NodeSummary, violations: &[flxp_core::constraints::Violation]) -> Self {
+    pub fn new(
+        n: &NodeSummary,
+        violations: &[flxp_core::constraints::Violation],
+        cluster: &Cluster,
+    ) -> Self {
         Self {
             id: ID(n.node.clone()),
             name: n.node.clone(),
@@ -185,6 +191,10 @@ impl Node {
             guests: u32::try_from(n.guests).unwrap_or(u32::MAX),
             labels: n.labels.clone(),
             taints: n.taints.clone(),
+            soft_taints: cluster
+                .node_idx(&n.node)
+                .map(|i| cluster.node(i).prefer_no.iter().cloned().collect())
+                .unwrap_or_default(),
             violations: violations
                 .iter()
                 .filter(|v| v.node == n.node)
