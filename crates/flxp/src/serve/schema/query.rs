@@ -129,7 +129,13 @@ impl Query {
             "no_capacity"
         };
         s.metrics.decision(&zone, "placement", outcome);
-        Ok(PlacementResult::new(&decision, explain))
+        let mut result = PlacementResult::new(&decision, explain);
+        if let Ok(policy) = s.placer_for(&zone).policy_def(&decision.policy) {
+            for score in result.candidates.iter_mut().flat_map(|c| &mut c.scores) {
+                score.weight = policy.weights.get(&score.scorer).copied().unwrap_or(1.0);
+            }
+        }
+        Ok(result)
     }
 
     /// The rebalancing methods `rebalancePlan` and `rebalance` take as `method`.

@@ -294,6 +294,8 @@ pub struct Score {
     pub scorer: String,
     /// 0..=100.
     pub score: f64,
+    /// Its weight in the policy: what the score counts in the node's total.
+    pub weight: f64,
 }
 
 /// One node's verdict.
@@ -347,6 +349,7 @@ impl PlacementResult {
                             .map(|(k, v)| Score {
                                 scorer: k.clone(),
                                 score: *v,
+                                weight: 1.0,
                             })
                             .collect(),
                     })
