@@ -12,6 +12,7 @@ mod cli_setup;
 mod cli_sim;
 mod cli_status;
 mod dashboard;
+mod dashboard_live;
 mod docs;
 mod docs_check;
 mod live_zone;

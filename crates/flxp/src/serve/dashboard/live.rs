@@ -53,8 +53,8 @@ pub struct Created {
     pub name: String,
     /// The node it was created on.
     pub node: String,
-    /// When the creation started and ended, epoch seconds.
-    pub span: (i64, i64),
+    /// The UPID of the clone task that made it.
+    pub clone_task: String,
 }
 
 /// The broadcast of live events, as JSON documents, and what the history remembers.
@@ -92,19 +92,10 @@ impl Live {
         c.push_back(vm);
     }
 
-    /// The VM a clone task that ran from `start` to `end` made, if this service made it.
-    pub fn clone_made(&self, start: i64, end: Option<i64>) -> Option<Created> {
+    /// The VM the clone task `upid` made, if this service made it (since it started).
+    pub fn clone_made(&self, upid: &str) -> Option<Created> {
         let c = self.created.lock().unwrap_or_else(|p| p.into_inner());
-        // The clone runs inside the creation: it starts after the creation started and ends
-        // before it ended (seconds are whole: one second of slack each way).
-        c.iter()
-            .rev()
-            .find(|v| {
-                v.span.0 - 1 <= start
-                    && end.is_none_or(|e| e <= v.span.1 + 1)
-                    && start <= v.span.1 + 1
-            })
-            .cloned()
+        c.iter().rev().find(|v| v.clone_task == upid).cloned()
     }
 
     /// The target node of a migration task, from its log (remembered once read).

@@ -513,7 +513,6 @@ async fn create(
     // Refuse what needs no cluster before reading it.
     req.validate().map_err(|e| create_error(s, zone, e))?;
     let (model, _) = s.model(z).await?;
-    let began = crate::serve::zone::epoch_now();
     let zone_arc = Arc::clone(z);
     let span = tracing::info_span!("create_vm", zone = %zone);
     let task = s
@@ -530,7 +529,7 @@ async fn create(
             vmid: created.vmid,
             name: created.name.clone(),
             node: created.node.clone(),
-            span: (began, crate::serve::zone::epoch_now()),
+            clone_task: created.clone_task.clone(),
         },
     );
     let warnings: Vec<String> = created

@@ -335,8 +335,7 @@ impl ViewQuery {
                     t.target = s.live.migration_target(&z.api, &t.upid).await;
                 }
                 "qmclone" => {
-                    if let Some(made) = t.starttime.and_then(|at| s.live.clone_made(at, t.endtime))
-                    {
+                    if let Some(made) = s.live.clone_made(&t.upid) {
                         t.new_vmid = Some(made.vmid);
                         t.new_name = Some(made.name);
                     }
