@@ -177,7 +177,7 @@
 
   function login(token) {
     S.token = token;
-    return gql('{ role zones { name reachable simulated } catalog { computeProfiles { id cores sockets memory } storageProfiles { id storage disk } images networks policies defaultPolicy } }')
+    return gql('{ role zones { name reachable simulated power } catalog { computeProfiles { id cores sockets memory } storageProfiles { id storage disk } images networks policies defaultPolicy } }')
       .then(function (d) {
         try { sessionStorage.setItem(TOKEN_KEY, token); } catch (e) { /* storage off */ }
         S.role = d.role; S.zones = d.zones; S.catalog = d.catalog;
@@ -235,6 +235,7 @@
     created: function (e) { return 'flxp: created VM ' + e.vmid + ' (' + e.name + ') on ' + e.node; },
     maintenance: function (e) { return 'flxp: maintenance ' + (e.on ? 'set on ' : 'cleared on ') + e.node + (e.changed ? '' : ' (no change)'); },
     round: function (e) { return 'daemon round: ' + e.summary; },
+    power: function (e) { return 'flxp: ' + e.summary; },
     started: function (e) { return 'flxp: migrating ' + e.vmid + (e.name ? ' ' + e.name : '') + ' ' + (e.from || '') + ' → ' + (e.to || ''); },
     done: function (e) { return 'flxp: migrated ' + e.vmid + ' in ' + num(e.secs) + ' s'; },
     failed: function (e) { return 'flxp: migration of ' + e.vmid + ' failed: ' + e.error; },
@@ -294,7 +295,7 @@
   }
 
   // Events after which a zone's figures are worth reading again.
-  var CHANGES = ['zone', 'created', 'maintenance', 'run-ended', 'round', 'done'];
+  var CHANGES = ['zone', 'created', 'maintenance', 'run-ended', 'round', 'done', 'power'];
 
   function overview() {
     var sec = view('Zone ' + S.zone);
@@ -402,12 +403,34 @@
         });
       };
     }
+    function power(action) {
+      return function (ev) {
+        var btn = ev.currentTarget;
+        var body = action === 'SHUTDOWN' ?
+          [h('p', null, 'Switches ' + self.name + ' off through Proxmox. flxp refuses unless the node is in maintenance, holds no guest and more than half the nodes stay online.')] :
+          [h('p', null, 'Sends Wake-on-LAN to ' + self.name + '. It stays in maintenance until you clear the mark.')];
+        confirmRun((action === 'SHUTDOWN' ? 'Shut down ' : 'Wake ') + self.name, body, action === 'SHUTDOWN' ? 'Shut down' : 'Wake').then(function (ok) {
+          if (!ok) return;
+          busy(btn, function () {
+            out.textContent = '';
+            return gql('mutation($z: String!, $n: String!, $a: PowerAction!) { power(zone: $z, node: $n, action: $a) }', { z: S.zone, n: self.name, a: action })
+              .then(function (d) { out.appendChild(h('p', { class: 'ok', id: 'power-done' }, d.power + '.')); })
+              .catch(function (e) { out.appendChild(errorBox(e)); });
+          });
+        });
+      };
+    }
+    var zone = S.zones.filter(function (z) { return z.name === S.zone; })[0] || {};
+    var powerButtons = !zone.power ? null : self.status === 'online' ?
+      h('button', { type: 'button', id: 'power-off', class: 'danger', onclick: power('SHUTDOWN') }, 'Shut down…') :
+      h('button', { type: 'button', id: 'power-on', onclick: power('WAKE') }, 'Wake…');
     var note = S.role === 'operator' ? null : h('p', { class: 'hint' }, 'Your token is a viewer token: flxp will refuse these actions.');
     return h('div', { class: 'card', id: 'node-actions' }, h('h2', null, 'Actions'), note,
       h('div', { class: 'actions-row' },
         marked ? h('button', { type: 'button', id: 'maintenance-off', onclick: setMaintenance(false) }, 'Clear maintenance…') :
           h('button', { type: 'button', id: 'maintenance-on', class: 'danger', onclick: setMaintenance(true) }, 'Set maintenance…'),
-        h('a', { class: 'button danger', id: 'evacuate-node', href: '#/evacuate/' + encodeURIComponent(self.name) }, 'Evacuate this node…')),
+        h('a', { class: 'button danger', id: 'evacuate-node', href: '#/evacuate/' + encodeURIComponent(self.name) }, 'Evacuate this node…'),
+        powerButtons),
       out);
   }
 

@@ -630,7 +630,7 @@ fn migrating(s: &Service) -> bool {
 }
 
 /// Polls `cond` until it holds, at most `secs` (generous: the machine may be loaded).
-async fn until(s: &Service, what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
+pub async fn until(s: &Service, what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
     let t = Instant::now();
     while !cond() {
         if t.elapsed() > Duration::from_secs(secs) {

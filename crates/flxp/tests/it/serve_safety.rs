@@ -132,3 +132,47 @@ async fn a_plan_carried_out_once_or_made_on_another_cluster_is_refused_as_stale(
         .await;
     assert_eq!(own["data"]["evacuate"]["executed"], true, "{own}");
 }
+
+const POWER: &str =
+    r#"mutation($n: String!, $a: PowerAction!) { power(zone: "lab", node: $n, action: $a) }"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn power_switches_an_emptied_node_off_and_wakes_it_only_where_configured() {
+    let off = demo().await;
+    let v = off.query("{ zones { name power } }").await;
+    assert_eq!(
+        v["data"]["zones"],
+        json!([{ "name": "lab", "power": false }])
+    );
+    let v = off
+        .gql(POWER, json!({ "n": "pve2", "a": "SHUTDOWN" }))
+        .await;
+    assert_eq!(code(&v), "BAD_INPUT", "{v}");
+
+    let s = start(Scenario::demo(), "[consolidate]\nshutdown = true\n", &[]).await;
+    let v = s.query("{ zones { power } }").await;
+    assert_eq!(v["data"]["zones"][0]["power"], true, "{v}");
+    let v = s.gql(POWER, json!({ "n": "pve2", "a": "SHUTDOWN" })).await;
+    assert_eq!(code(&v), "BAD_INPUT", "{v}");
+    assert_eq!(
+        v["errors"][0]["message"],
+        "node pve2 is not switched off: it is not in maintenance"
+    );
+    let v = s.gql(POWER, json!({ "n": "nope", "a": "WAKE" })).await;
+    assert_eq!(code(&v), "UNKNOWN_NODE", "{v}");
+    let ev = s
+        .query(
+            r#"mutation { evacuate(zone: "lab", node: "pve2") { executed leftRunning { vmid } } }"#,
+        )
+        .await;
+    assert_eq!(ev["data"]["evacuate"]["executed"], true, "{ev}");
+    let v = s.gql(POWER, json!({ "n": "PVE2", "a": "SHUTDOWN" })).await;
+    assert_eq!(v["data"]["power"], "pve2 is shutting down", "{v}");
+    crate::serve::until(&s, "pve2 off", 30, || {
+        !s.sim.sim().world().nodes["pve2"].online
+    })
+    .await;
+    let v = s.gql(POWER, json!({ "n": "pve2", "a": "WAKE" })).await;
+    let text = v["data"]["power"].as_str().unwrap_or_else(|| panic!("{v}"));
+    assert!(text.starts_with("Wake-on-LAN sent to pve2 ("), "{text}");
+}

@@ -123,6 +123,11 @@ impl Live {
         self.send(json!({ "event": "maintenance", "zone": zone, "node": node, "on": on, "changed": changed }));
     }
 
+    /// A node was switched off or woken through the API.
+    pub fn power(&self, zone: &str, node: &str, what: &str) {
+        self.send(json!({ "event": "power", "zone": zone, "node": node, "summary": what }));
+    }
+
     /// A daemon round ended: what it decided and why, in a sentence or a few.
     pub fn round(&self, r: &flxp_engine::daemon::RoundReport) {
         self.send(json!({

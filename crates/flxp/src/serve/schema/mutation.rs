@@ -16,7 +16,9 @@ use super::query::{
     rebalance, state,
 };
 use super::safety::{Claim, answer, fingerprint as fingerprint_of};
-use super::types::{CreateVmOptions, GuestLeft, Host, MaintenanceState, PlanResult, RunResult, Vm};
+use super::types::{
+    CreateVmOptions, GuestLeft, Host, MaintenanceState, PlanResult, PowerAction, RunResult, Vm,
+};
 use super::{ApiError, Code};
 use crate::serve::dashboard::live::LiveProgress;
 use crate::serve::metrics::MigrationMeter;
@@ -160,23 +162,7 @@ impl Mutation {
         super::views::require_operator(ctx, "maintenance")?;
         let z = s.zone(&zone)?;
         let (model, _) = s.model(z).await?;
-        let Some(i) = model.cluster.node_idx_loose(&node) else {
-            let known: Vec<&str> = model
-                .cluster
-                .nodes()
-                .iter()
-                .map(|n| n.name.as_str())
-                .collect();
-            return Err(ApiError::new(
-                Code::UnknownNode,
-                format!(
-                    "node {node:?} is not in zone {zone}; nodes: {}",
-                    known.join(", ")
-                ),
-            )
-            .into());
-        };
-        let name = model.cluster.node(i).name.clone();
+        let name = node_name(&model, &zone, &node)?;
         // A mark makes the acting flxp empty (or refill) the node: only the lease's holder writes it.
         s.daemon
             .may_act(&zone)
@@ -188,6 +174,84 @@ impl Mutation {
         let changed = changed.map_err(|e| ApiError::new(Code::ProxmoxError, chain(&e)))?;
         s.live.maintenance(&zone, &name, on, changed);
         Ok(changed)
+    }
+
+    /// Switches a node off or wakes it, where `[consolidate] shutdown = true` allows power
+    /// changes: `SHUTDOWN` only an empty node in maintenance with more than half the nodes
+    /// staying online (checked on a fresh read), `WAKE` sends Wake-on-LAN. What was done, in a
+    /// sentence.
+    async fn power(
+        &self,
+        ctx: &Context<'_>,
+        zone: String,
+        node: String,
+        action: PowerAction,
+    ) -> Result<String> {
+        let s = state(ctx)?;
+        super::views::require_operator(ctx, "power")?;
+        if !s.config.consolidate.shutdown {
+            return Err(ApiError::bad_input(
+                "power changes are off in this flxp: set [consolidate] shutdown = true (and give \
+                 the token Sys.PowerMgmt) to switch nodes off and wake them",
+            )
+            .into());
+        }
+        let z = s.zone(&zone)?;
+        let (model, _) = s.model(z).await?;
+        let name = node_name(&model, &zone, &node)?;
+        s.daemon
+            .may_act(&zone)
+            .await
+            .map_err(|why| ApiError::new(Code::Unavailable, why.to_string()))?;
+        let executor = Executor::new(&zone, z.api.clone(), s.placer_for(&zone))
+            .with_overrides(z.overrides.clone());
+        let power_error = |e: flxp_engine::consolidate::PowerError| match e {
+            flxp_engine::consolidate::PowerError::Refused { .. } => {
+                ApiError::bad_input(e.to_string())
+            }
+            other => ApiError::new(Code::ProxmoxError, chain(&other)),
+        };
+        let done = match action {
+            PowerAction::Shutdown => {
+                executor
+                    .shut_down_if_empty(&name)
+                    .await
+                    .map_err(power_error)?;
+                format!("{name} is shutting down")
+            }
+            PowerAction::Wake => {
+                let mac = executor.wake(&name).await.map_err(power_error)?;
+                format!("Wake-on-LAN sent to {name} ({mac})")
+            }
+        };
+        s.live.power(&zone, &name, &done);
+        Ok(done)
+    }
+}
+
+/// A node of a zone by a name the user typed (any case), or `UNKNOWN_NODE` listing the nodes.
+fn node_name(
+    model: &flxp_engine::ClusterModel,
+    zone: &str,
+    node: &str,
+) -> Result<String, ApiError> {
+    match model.cluster.node_idx_loose(node) {
+        Some(i) => Ok(model.cluster.node(i).name.clone()),
+        None => {
+            let known: Vec<&str> = model
+                .cluster
+                .nodes()
+                .iter()
+                .map(|n| n.name.as_str())
+                .collect();
+            Err(ApiError::new(
+                Code::UnknownNode,
+                format!(
+                    "node {node:?} is not in zone {zone}; nodes: {}",
+                    known.join(", ")
+                ),
+            ))
+        }
     }
 }
 

@@ -74,6 +74,7 @@ impl Query {
                 name: z.name.clone(),
                 reachable: z.answered_within(s.ready_window),
                 simulated: s.simulated,
+                power: s.config.consolidate.shutdown,
             })
             .collect())
     }

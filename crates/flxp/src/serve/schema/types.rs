@@ -46,6 +46,17 @@ pub struct ZoneInfo {
     pub reachable: bool,
     /// Whether it is the built-in simulated zone.
     pub simulated: bool,
+    /// Whether `power` may switch its nodes off and wake them (`[consolidate] shutdown = true`).
+    pub power: bool,
+}
+
+/// What `power` does to a node.
+#[derive(async_graphql::Enum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PowerAction {
+    /// Switch it off: only an empty node in maintenance, with more than half the nodes online.
+    Shutdown,
+    /// Send it Wake-on-LAN.
+    Wake,
 }
 
 /// A broken hard rule.
