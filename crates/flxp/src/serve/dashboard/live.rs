@@ -420,4 +420,63 @@ mod tests {
         assert_eq!(second["event"], "run-ended");
         assert_eq!(second["done"], 1);
     }
+
+    fn report() -> flxp_engine::daemon::RoundReport {
+        flxp_engine::daemon::RoundReport {
+            zone: "eu".into(),
+            time: 1_764_400_000,
+            evacuation: None,
+            trigger: None,
+            balance: None,
+            power: None,
+            stale: Vec::new(),
+            maintenance: Vec::new(),
+            error: None,
+            standby: None,
+            next_in_secs: 60.0,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_round_says_what_it_decided_or_why_it_did_nothing() {
+        let live = Live::default();
+        let mut rx = live.tx.subscribe();
+        let mut quiet = report();
+        quiet.trigger = Some(flxp_core::balance::trigger::Decision {
+            act: false,
+            held: 0,
+            reason: "imbalance 3.10 is below the threshold 10.00".into(),
+        });
+        live.round(&quiet);
+        let e = rx.recv().await.unwrap();
+        assert_eq!(e["event"], "round");
+        assert_eq!(
+            e["summary"],
+            "nothing to balance: imbalance 3.10 is below the threshold 10.00"
+        );
+        assert_eq!(e["nextInSecs"], 60.0);
+        assert_eq!(
+            round_summary(&report()),
+            "nothing to do: no node in maintenance and balancing is off"
+        );
+        let mut failed = report();
+        failed.error = Some("zone unreadable".into());
+        assert_eq!(round_summary(&failed), "could not run: zone unreadable");
+        let mut standby = report();
+        standby.standby = Some("held by flxp-b".into());
+        assert_eq!(round_summary(&standby), "standing by: held by flxp-b");
+    }
+
+    #[test]
+    fn a_migration_target_is_read_from_the_first_log_line() {
+        assert_eq!(
+            target_in("2026-12-01 18:00:00 starting migration of VM 105 to node 'pve2' (10.0.0.2)"),
+            Some("pve2".to_owned())
+        );
+        assert_eq!(
+            target_in("starting migration of CT 200 to node 'b' (::1)"),
+            Some("b".to_owned())
+        );
+        assert_eq!(target_in("migration active, transferred 1 GiB"), None);
+    }
 }

@@ -42,7 +42,7 @@ pub enum Claim {
     Wait(watch::Receiver<Answer>),
 }
 
-/// The idempotency keys of `createVM`, kept in memory for [`KEY_TTL`].
+/// The idempotency keys of `createVM`, kept in memory for an hour.
 #[derive(Debug)]
 pub struct Idempotency {
     ttl: Duration,
@@ -65,7 +65,7 @@ impl Idempotency {
     }
 
     /// Claims `key` for a creation described by `request` (zone, name, host). Atomic: of any
-    /// number of concurrent requests with one key exactly one is [`Claim::First`].
+    /// number of concurrent requests with one key exactly one is `Claim::First`.
     pub fn claim(&self, key: &str, request: &str) -> Result<Claim, ApiError> {
         if key.is_empty() || key.len() > KEY_MAX || key.chars().any(char::is_control) {
             return Err(ApiError::bad_input(format!(
