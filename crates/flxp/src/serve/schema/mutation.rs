@@ -160,14 +160,8 @@ impl Mutation {
     ) -> Result<bool> {
         let s = state(ctx)?;
         super::views::require_operator(ctx, "maintenance")?;
-        let z = s.zone(&zone)?;
-        let (model, _) = s.model(z).await?;
-        let name = node_name(&model, &zone, &node)?;
         // A mark makes the acting flxp empty (or refill) the node: only the lease's holder writes it.
-        s.daemon
-            .may_act(&zone)
-            .await
-            .map_err(|why| ApiError::new(Code::Unavailable, why.to_string()))?;
+        let (z, name) = node_to_act_on(s, &zone, &node).await?;
         let changed = flxp_engine::maintenance::set(&z.api, &name, on).await;
         // Written or not (a timeout may still have written it), the daemon reads it back.
         s.daemon.notes_written(&zone, &name);
@@ -196,13 +190,7 @@ impl Mutation {
             )
             .into());
         }
-        let z = s.zone(&zone)?;
-        let (model, _) = s.model(z).await?;
-        let name = node_name(&model, &zone, &node)?;
-        s.daemon
-            .may_act(&zone)
-            .await
-            .map_err(|why| ApiError::new(Code::Unavailable, why.to_string()))?;
+        let (z, name) = node_to_act_on(s, &zone, &node).await?;
         let executor = Executor::new(&zone, z.api.clone(), s.placer_for(&zone))
             .with_overrides(z.overrides.clone());
         let power_error = |e: flxp_engine::consolidate::PowerError| match e {
@@ -253,6 +241,23 @@ fn node_name(
             ))
         }
     }
+}
+
+/// The zone and the node's name as Proxmox spells it, for an action on the node; refused
+/// unless this flxp may act in the zone (with `[lease]`, only the lease's holder).
+async fn node_to_act_on<'a>(
+    s: &'a AppState,
+    zone: &str,
+    node: &str,
+) -> Result<(&'a Arc<crate::serve::zone::Zone>, String), ApiError> {
+    let z = s.zone(zone)?;
+    let (model, _) = s.model(z).await?;
+    let name = node_name(&model, zone, node)?;
+    s.daemon
+        .may_act(zone)
+        .await
+        .map_err(|why| ApiError::new(Code::Unavailable, why.to_string()))?;
+    Ok((z, name))
 }
 
 /// Writes the maintenance mark before an evacuation; a node whose notes cannot be written (the
