@@ -279,7 +279,8 @@ pub async fn poll(state: crate::serve::state::AppState) {
 }
 
 /// Each node's figures and guest counts from one `/cluster/resources` read. Memory is rounded to
-/// MiB and CPU to a percent, so that noise alone sends nothing.
+/// a percent and CPU to 5 percent, so that noise alone sends nothing (each change makes the pages
+/// shown read the zone again).
 async fn zone_figures(api: &flxp_pve::Pve) -> Option<Value> {
     let resources = match api.cluster_resources(None).await {
         Ok(r) => r,
@@ -299,9 +300,12 @@ async fn zone_figures(api: &flxp_pve::Pve) -> Option<Value> {
                     json!({
                         "name": name,
                         "status": r.status,
-                        "memMiB": r.mem.map(|m| m >> 20),
-                        "maxmemMiB": r.maxmem.map(|m| m >> 20),
-                        "cpuPercent": r.cpu.map(|c| (c * 100.0).round()),
+                        "memPercent": match (r.mem, r.maxmem) {
+                            (Some(m), Some(max)) if max > 0 => Some(100 * m / max),
+                            _ => None,
+                        },
+                        "maxmem": r.maxmem,
+                        "cpuPercent": r.cpu.map(|c| (c * 20.0).round() * 5.0),
                         "maxcpu": r.maxcpu,
                     }),
                 );

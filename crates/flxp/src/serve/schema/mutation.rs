@@ -468,7 +468,8 @@ async fn counted(
 
 /// [`counted`] once per idempotency key: the first request with `key` creates, in its own task
 /// (a client that hangs up does not lose the answer for its retry); every other one waits for
-/// that answer and returns it, success or error.
+/// that answer and returns it. A VM created is the answer for an hour; an error only for the
+/// requests that waited for it.
 async fn once(
     s: &AppState,
     key: String,
@@ -489,13 +490,13 @@ async fn once(
                 let _ = tx.send(Some(result.clone()));
                 result
             });
-            match task.await {
-                Ok(result) => result,
-                Err(e) => {
-                    s.idempotency.forget(&key);
-                    Err(ApiError::internal(e))
-                }
+            let result = task.await.unwrap_or_else(|e| Err(ApiError::internal(e)));
+            // A failed creation leaves no VM (the steps after the clone remove it): the requests
+            // that waited get its error, and a later retry with the key tries again.
+            if result.is_err() {
+                s.idempotency.forget(&key);
             }
+            result
         }
         Claim::Wait(rx) => {
             tracing::info!(
