@@ -194,6 +194,8 @@ pub struct CreatedVm {
     pub placement: Placement,
     /// What went wrong after the VM was complete (the marker could not be removed).
     pub warnings: Vec<String>,
+    /// The UPID of the clone task that made it: Proxmox's task names only the template.
+    pub clone_task: String,
 }
 
 /// Knobs of the creation steps.

@@ -123,6 +123,7 @@ impl Runner<'_> {
             node: made.node,
             placement,
             warnings,
+            clone_task: upid.as_str().to_owned(),
         })
     }
 

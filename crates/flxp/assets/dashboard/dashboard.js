@@ -7,7 +7,7 @@
 
   var TOKEN_KEY = 'flxp.token';
   var ZONE_KEY = 'flxp.zone';
-  var S = { token: null, role: null, zones: [], zone: null, catalog: null };
+  var S = { token: null, role: null, zones: [], zone: null, catalog: null, live: null, listeners: [], actions: [], tasks: {} };
 
   // ---- small helpers -------------------------------------------------------------------------
 
@@ -42,6 +42,27 @@
     return (n / 1024 / 1024).toFixed(0) + ' MiB';
   }
   function pct(x) { return (Math.round(x * 10) / 10).toFixed(1) + ' %'; }
+  // Spreads are differences of percentages: percentage points, as the CLI prints them.
+  function pp(x) { return (Math.round(x * 10) / 10).toFixed(1) + ' pp'; }
+  // A random key per submission: the API creates one VM per key, however often it arrives.
+  function newKey() {
+    var a = new Uint8Array(16);
+    crypto.getRandomValues(a);
+    return Array.prototype.map.call(a, function (b) { return ('0' + b.toString(16)).slice(-2); }).join('');
+  }
+  // Runs work() with the button disabled until it settles: a second click does nothing.
+  function busy(btn, work) {
+    if (btn.disabled) return Promise.resolve();
+    btn.disabled = true;
+    btn.setAttribute('aria-busy', 'true');
+    return Promise.resolve().then(work).then(function (x) { return x; }, function (e) { return e; }).then(function (x) {
+      btn.disabled = false;
+      btn.removeAttribute('aria-busy');
+      return x;
+    });
+  }
+  // Calls fn(event) for each live event of the zone shown, until the view changes.
+  function onLive(fn) { S.listeners.push(fn); }
   function num(x, d) { return (x === null || x === undefined) ? '–' : Number(x).toFixed(d === undefined ? 1 : d); }
   function clamp(x) { return Math.max(0, Math.min(100, x)); }
   function time(t) { return t ? new Date(t * 1000).toLocaleString() : '–'; }
@@ -138,6 +159,7 @@
 
   function showLogin(message) {
     $('nav').hidden = true;
+    $('tasks').hidden = true;
     $('session').hidden = true;
     $('view').textContent = '';
     $('login').hidden = false;
@@ -149,12 +171,13 @@
   function logout(message) {
     try { sessionStorage.removeItem(TOKEN_KEY); } catch (e) { /* storage off */ }
     S.token = null;
+    if (S.live) { S.live.abort(); S.live = null; }
     showLogin(message);
   }
 
   function login(token) {
     S.token = token;
-    return gql('{ role zones { name reachable simulated } catalog { computeProfiles { id cores sockets memory } storageProfiles { id storage disk } images networks policies defaultPolicy } }')
+    return gql('{ role zones { name reachable simulated power } catalog { computeProfiles { id cores sockets memory } storageProfiles { id storage disk } images networks policies defaultPolicy } }')
       .then(function (d) {
         try { sessionStorage.setItem(TOKEN_KEY, token); } catch (e) { /* storage off */ }
         S.role = d.role; S.zones = d.zones; S.catalog = d.catalog;
@@ -170,16 +193,87 @@
         $('role').textContent = S.role;
         $('role').className = 'badge ' + (S.role === 'operator' ? 'warn' : '');
         $('login').hidden = true;
+        $('tasks').hidden = false;
         $('nav').hidden = false;
         $('session').hidden = false;
+        startLive();
         if (!location.hash || location.hash === '#/') location.hash = '#/overview';
         else route();
       });
   }
 
+  // ---- live ----------------------------------------------------------------------------------
+
+  // One stream for the whole session: the task pane and the view shown listen to it. It
+  // reconnects after a break (the server restarting, a proxy's timeout).
+  function startLive() {
+    if (S.live) S.live.abort();
+    var ctrl = new AbortController();
+    S.live = ctrl;
+    var stream = follow(ctrl.signal, dispatch);
+    S.liveReady = stream.ready;
+    stream.done.then(function () {
+      if (S.live === ctrl && S.token) setTimeout(function () { if (S.live === ctrl) startLive(); }, 2000);
+    });
+  }
+
+  function dispatch(e) {
+    if (e.zone && e.zone !== S.zone) return;
+    taskPane(e);
+    S.listeners.slice().forEach(function (fn) { try { fn(e); } catch (x) { /* a view's bug stays there */ } });
+  }
+
+  // Coalesces bursts of events into one call of fn after `ms`.
+  function debounce(fn, ms) {
+    var t = null;
+    return function () { if (t) clearTimeout(t); t = setTimeout(function () { t = null; fn(); }, ms); };
+  }
+
+  var ACTION_TEXT = {
+    'run-started': function (e) { return 'flxp: ' + e.goal + ' started, ' + e.migrations + ' migrations planned'; },
+    'run-ended': function (e) { return 'flxp: ' + e.goal + ' ended, ' + e.done + ' done, ' + e.failed + ' failed'; },
+    created: function (e) { return 'flxp: created VM ' + e.vmid + ' (' + e.name + ') on ' + e.node; },
+    maintenance: function (e) { return 'flxp: maintenance ' + (e.on ? 'set on ' : 'cleared on ') + e.node + (e.changed ? '' : ' (no change)'); },
+    round: function (e) { return 'daemon round: ' + e.summary; },
+    power: function (e) { return 'flxp: ' + e.summary; },
+    started: function (e) { return 'flxp: migrating ' + e.vmid + (e.name ? ' ' + e.name : '') + ' ' + (e.from || '') + ' → ' + (e.to || ''); },
+    done: function (e) { return 'flxp: migrated ' + e.vmid + ' in ' + num(e.secs) + ' s'; },
+    failed: function (e) { return 'flxp: migration of ' + e.vmid + ' failed: ' + e.error; },
+  };
+
+  // The task pane: flxp's actions as they happen, and the zone's Proxmox tasks with their state,
+  // in the style of Proxmox's task log.
+  function taskPane(e) {
+    var pane = $('tasks');
+    if (!pane) return;
+    var text = ACTION_TEXT[e.event];
+    if (text) {
+      S.actions.unshift({ at: e.time ? e.time * 1000 : Date.now(), text: text(e), kind: e.event });
+      S.actions.length = Math.min(S.actions.length, 50);
+      var ul = $('action-list');
+      ul.textContent = '';
+      S.actions.forEach(function (a) {
+        ul.appendChild(h('li', { 'data-kind': a.kind }, h('time', null, new Date(a.at).toLocaleTimeString()), ' ', a.text));
+      });
+    }
+    if (e.event === 'tasks') {
+      var body = $('ptask-rows');
+      body.textContent = '';
+      e.tasks.forEach(function (t) {
+        var running = !t.endtime && (!t.status || t.status === 'running');
+        var state = running ? (t.fraction !== undefined && t.fraction !== null ? Math.round(100 * t.fraction) + ' %' : 'running') : t.status;
+        body.appendChild(h('tr', { 'data-upid': t.upid, 'data-type': t.type, 'data-state': running ? 'running' : (t.status === 'OK' ? 'ok' : 'error') },
+          h('td', null, time(t.starttime)), h('td', null, t.node), h('td', null, t.type + ' ' + (t.id || '') + (t.target ? ' → ' + t.target : '')),
+          h('td', null, t.user), h('td', { class: running ? 'warn' : (t.status === 'OK' ? 'ok' : 'error') }, state)));
+      });
+      $('tasks-count').textContent = String(e.tasks.filter(function (t) { return !t.endtime; }).length);
+    }
+  }
+
   // ---- views ---------------------------------------------------------------------------------
 
   function view(title) {
+    S.listeners = [];
     var v = $('view');
     v.textContent = '';
     var sec = h('section', { 'aria-labelledby': 'view-title' }, h('h1', { id: 'view-title' }, title));
@@ -189,7 +283,7 @@
   function loading(sec) { var p = h('p', { class: 'hint' }, 'Loading…'); sec.appendChild(p); return p; }
 
   var STATE_FIELDS = 'maintenanceState { state safeToReboot summary stopped running { vmid name node reason } }';
-  var NODE_FIELDS = 'name status maintenance mem maxmem memPercent cpu maxcpu cpuPercent committedMem running guests labels taints violations { rule node vmids message } ' + STATE_FIELDS;
+  var NODE_FIELDS = 'name status maintenance mem maxmem memPercent cpu maxcpu cpuPercent committedMem running guests labels taints softTaints violations { rule node vmids message } ' + STATE_FIELDS;
 
   // Whether a node in maintenance is safe to reboot, and each guest still running there with why.
   function maintenanceBox(state, left, prefix) {
@@ -200,9 +294,21 @@
       guests.length ? list(guests.map(function (g) { return prefix + g.vmid + ' ' + g.name + ': ' + g.reason; }), 'warn') : null);
   }
 
+  // Events after which a zone's figures are worth reading again.
+  var CHANGES = ['zone', 'created', 'maintenance', 'run-ended', 'round', 'done', 'power'];
+
   function overview() {
     var sec = view('Zone ' + S.zone);
-    var wait = loading(sec);
+    var body = h('div', { id: 'overview-body' });
+    sec.appendChild(body);
+    var redraw = debounce(function () { drawOverview(body, true); }, 500);
+    onLive(function (e) { if (CHANGES.indexOf(e.event) >= 0) redraw(); });
+    drawOverview(body, false);
+  }
+
+  function drawOverview(out, again) {
+    var sec = again ? h('div') : out;
+    var wait = again ? h('p') : loading(sec);
     gql('query($z: String!) { status(zone: $z) { imbalance threshold metric measure memorySpread cpuSpread running guests conflicts warnings violations { rule node vmids message } ha { node state managed } nodes { ' + NODE_FIELDS + ' } } }', { z: S.zone })
       .then(function (d) {
         wait.remove();
@@ -213,8 +319,8 @@
             h('div', null, h('dt', null, 'Imbalance (' + st.measure + ' of ' + st.metric + ')'),
               h('dd', { id: 'imbalance' }, num(st.imbalance, 2) + ' / threshold ' + num(st.threshold, 2) + ' ',
                 h('span', { class: 'badge ' + (over ? 'warn' : 'ok') }, over ? 'above threshold' : 'balanced'))),
-            h('div', null, h('dt', null, 'Memory spread'), h('dd', null, pct(st.memorySpread))),
-            h('div', null, h('dt', null, 'CPU spread'), h('dd', null, pct(st.cpuSpread))),
+            h('div', null, h('dt', null, 'Memory spread'), h('dd', { id: 'memory-spread' }, pp(st.memorySpread))),
+            h('div', null, h('dt', null, 'CPU spread'), h('dd', { id: 'cpu-spread' }, pp(st.cpuSpread))),
             h('div', null, h('dt', null, 'Guests (running / all)'), h('dd', { id: 'guest-total' }, st.running + ' / ' + st.guests)),
             h('div', null, h('dt', null, 'Broken rules'), h('dd', { id: 'violation-count' }, String(st.violations.length))),
             h('div', null, h('dt', null, 'Rule conflicts'), h('dd', null, String(st.conflicts.length))))));
@@ -227,11 +333,15 @@
         var ha = {};
         st.ha.forEach(function (x) { ha[x.node] = x; });
         sec.appendChild(h('div', { class: 'grid', id: 'nodes' }, st.nodes.map(function (n) { return nodeCard(n, ha[n.name]); })));
+        sec.appendChild(h('p', { class: 'hint', id: 'updated', 'data-at': Date.now() }, 'Updated ' + new Date().toLocaleTimeString() + ' (live).'));
+        if (again) { out.textContent = ''; append(out, Array.prototype.slice.call(sec.childNodes)); }
       })
-      .catch(function (e) { wait.replaceWith(errorBox(e)); });
+      .catch(function (e) { if (again) return; wait.replaceWith(errorBox(e)); });
   }
 
   function nodeCard(n, ha) {
+    // An offline node reports nothing: its figures are unknown, not zero.
+    var known = n.status === 'online' && n.maxmem > 0;
     var memPct = n.maxmem ? 100 * n.mem / n.maxmem : 0;
     var comPct = n.maxmem ? 100 * n.committedMem / n.maxmem : 0;
     var badges = [h('span', { class: 'badge ' + (n.status === 'online' ? 'ok' : 'bad') }, n.status)];
@@ -246,27 +356,93 @@
       h('div', { class: 'barline' }, h('span', { class: 'label' }, 'Memory'),
         bar([{ cls: 'committed', pct: comPct }, { cls: 'used', pct: memPct }],
           'memory used ' + pct(memPct) + ', committed ' + pct(comPct)),
-        h('span', { class: 'figure mem' }, bytes(n.mem) + ' used · ' + bytes(n.committedMem) + ' committed · ' + bytes(n.maxmem))),
+        h('span', { class: 'figure mem' }, known ? bytes(n.mem) + ' used · ' + bytes(n.committedMem) + ' committed · ' + bytes(n.maxmem) : 'unknown (node ' + n.status + ')')),
       h('div', { class: 'barline' }, h('span', { class: 'label' }, 'CPU'),
         bar([{ cls: 'cpu', pct: n.cpuPercent }], 'CPU ' + pct(n.cpuPercent)),
-        h('span', { class: 'figure cpu' }, pct(n.cpuPercent) + ' of ' + num(n.maxcpu, 0) + ' CPUs')),
+        h('span', { class: 'figure cpu' }, known ? pct(n.cpuPercent) + ' of ' + num(n.maxcpu, 0) + ' CPUs' : 'unknown')),
       h('p', { class: 'hint' },
         h('span', { class: 'guests' }, n.guests + ' guests'), ' (' + n.running + ' running)',
         ha ? ' · ' + ha.managed + ' HA-managed' : '',
         n.labels.length ? ' · labels ' + n.labels.join(', ') : '',
-        n.taints.length ? ' · taints ' + n.taints.join(', ') : ''),
+        n.taints.length ? ' · taints ' + n.taints.join(', ') : '',
+        n.softTaints.length ? h('span', { class: 'soft-taints' }, ' · soft taints (avoided) ' + n.softTaints.join(', ')) : ''),
       maintenanceBox(n.maintenanceState, null, 'still here: '),
       n.violations.length ? list(n.violations.map(function (v) { return v.rule + ': ' + v.message; }), 'error') : null);
   }
 
   function nodeView(name) {
     var sec = view('Node ' + name);
+    var body = h('div', { id: 'node-body' });
+    sec.appendChild(body);
+    var redraw = debounce(function () { drawNode(body, name, true); }, 500);
+    onLive(function (e) { if (CHANGES.indexOf(e.event) >= 0) redraw(); });
+    drawNode(body, name, false);
+  }
+
+  // What an operator can do to a node from its page, each confirmed first.
+  function nodeActions(self) {
+    var marked = self.maintenance.some(function (m) { return m.indexOf('flxp.maintenance') >= 0; });
+    var out = h('div', { id: 'node-actions-out', role: 'status' });
+    function setMaintenance(on) {
+      return function (ev) {
+        var btn = ev.currentTarget;
+        var consequences = on ?
+          [h('p', null, 'Writes flxp.maintenance into the notes of ' + self.name + '. The daemon (with [daemon] evacuate) then moves its guests away, and no new VM is placed there until the mark is cleared.')] :
+          [h('p', null, 'Removes flxp.maintenance from the notes of ' + self.name + '. The node takes new VMs again, and balancing may move guests back to it.')];
+        confirmRun((on ? 'Set maintenance on ' : 'Clear maintenance on ') + self.name, consequences, on ? 'Set maintenance' : 'Clear maintenance').then(function (ok) {
+          if (!ok) return;
+          busy(btn, function () {
+            out.textContent = '';
+            return gql('mutation($z: String!, $n: String!, $on: Boolean!) { maintenance(zone: $z, node: $n, on: $on) }', { z: S.zone, n: self.name, on: on })
+              .then(function (d) {
+                out.appendChild(h('p', { class: 'ok', id: 'maintenance-done', 'data-on': String(on) },
+                  (on ? 'Maintenance set on ' : 'Maintenance cleared on ') + self.name + (d.maintenance ? '.' : ' (it already was).')));
+              })
+              .catch(function (e) { out.appendChild(errorBox(e)); });
+          });
+        });
+      };
+    }
+    function power(action) {
+      return function (ev) {
+        var btn = ev.currentTarget;
+        var body = action === 'SHUTDOWN' ?
+          [h('p', null, 'Switches ' + self.name + ' off through Proxmox. flxp refuses unless the node is in maintenance, holds no guest and more than half the nodes stay online.')] :
+          [h('p', null, 'Sends Wake-on-LAN to ' + self.name + '. It stays in maintenance until you clear the mark.')];
+        confirmRun((action === 'SHUTDOWN' ? 'Shut down ' : 'Wake ') + self.name, body, action === 'SHUTDOWN' ? 'Shut down' : 'Wake').then(function (ok) {
+          if (!ok) return;
+          busy(btn, function () {
+            out.textContent = '';
+            return gql('mutation($z: String!, $n: String!, $a: PowerAction!) { power(zone: $z, node: $n, action: $a) }', { z: S.zone, n: self.name, a: action })
+              .then(function (d) { out.appendChild(h('p', { class: 'ok', id: 'power-done' }, d.power + '.')); })
+              .catch(function (e) { out.appendChild(errorBox(e)); });
+          });
+        });
+      };
+    }
+    var zone = S.zones.filter(function (z) { return z.name === S.zone; })[0] || {};
+    var powerButtons = !zone.power ? null : self.status === 'online' ?
+      h('button', { type: 'button', id: 'power-off', class: 'danger', onclick: power('SHUTDOWN') }, 'Shut down…') :
+      h('button', { type: 'button', id: 'power-on', onclick: power('WAKE') }, 'Wake…');
+    var note = S.role === 'operator' ? null : h('p', { class: 'hint' }, 'Your token is a viewer token: flxp will refuse these actions.');
+    return h('div', { class: 'card', id: 'node-actions' }, h('h2', null, 'Actions'), note,
+      h('div', { class: 'actions-row' },
+        marked ? h('button', { type: 'button', id: 'maintenance-off', onclick: setMaintenance(false) }, 'Clear maintenance…') :
+          h('button', { type: 'button', id: 'maintenance-on', class: 'danger', onclick: setMaintenance(true) }, 'Set maintenance…'),
+        h('a', { class: 'button danger', id: 'evacuate-node', href: '#/evacuate/' + encodeURIComponent(self.name) }, 'Evacuate this node…'),
+        powerButtons),
+      out);
+  }
+
+  function drawNode(out, name, again) {
+    var sec = again ? h('div') : out;
     sec.appendChild(h('p', null, h('a', { href: '#/overview' }, '← zone ' + S.zone)));
-    var wait = loading(sec);
-    gql('query($z: String!) { nodes(zone: $z) { name ' + STATE_FIELDS + ' } guests(zone: $z) { vmid name type node status template maxcpu maxmem mem tags lock haManaged } guestRules(zone: $z) { vmid rules ignored } }', { z: S.zone })
+    var wait = again ? h('p') : loading(sec);
+    gql('query($z: String!) { nodes(zone: $z) { name status maintenance ' + STATE_FIELDS + ' } guests(zone: $z) { vmid name type node status template maxcpu maxmem mem tags lock haManaged } guestRules(zone: $z) { vmid rules ignored } }', { z: S.zone })
       .then(function (d) {
         wait.remove();
         var self = d.nodes.filter(function (n) { return n.name === name; })[0];
+        if (self) sec.appendChild(nodeActions(self));
         if (self && self.maintenanceState) {
           sec.appendChild(h('div', { class: 'card', id: 'node-maintenance' }, h('h2', null, 'In maintenance'),
             maintenanceBox(self.maintenanceState, null, 'still here: ')));
@@ -285,11 +461,42 @@
               h('td', null, h('span', { class: 'tags' }, g.tags.map(function (t) { return h('code', null, t); }))),
               h('td', null, r.rules.join(', ') + (r.ignored ? ' (ignored by balance)' : '')));
           }), { id: 'guest-table' }));
+        if (again) { out.textContent = ''; append(out, Array.prototype.slice.call(sec.childNodes)); }
       })
-      .catch(function (e) { wait.replaceWith(errorBox(e)); });
+      .catch(function (e) { if (again) return; wait.replaceWith(errorBox(e)); });
   }
 
-  var PLAN_FIELDS = 'method metric imbalanceBefore imbalanceAfter threshold summary warnings leftRunning { vmid name node reason } migrations { vmid type name from to reason purpose online wave imbalanceAfter } unplaced { vmid name node rule reason } violationsBefore { rule node message } violationsAfter { rule node message } document';
+  var PLAN_FIELDS = 'method metric imbalanceBefore imbalanceAfter threshold summary warnings leftRunning { vmid name node reason } migrations { vmid type name from to reason purpose online bytes wave imbalanceAfter } unplaced { vmid name node rule reason } violationsBefore { rule node message } violationsAfter { rule node message } document fingerprint';
+
+  // What carrying a plan out does, for its confirmation: each migration, the bytes to copy, the
+  // containers that restart (downtime) and the marks set.
+  function consequences(plan, marks) {
+    var total = plan.migrations.reduce(function (t, m) { return t + m.bytes; }, 0);
+    var restarts = plan.migrations.filter(function (m) { return m.type === 'lxc' && m.online; });
+    return [
+      h('p', { id: 'confirm-summary' }, plan.migrations.length + ' migrations, ' + bytes(total) + ' to copy.'),
+      h('ul', { class: 'list', id: 'confirm-migrations' }, plan.migrations.map(function (m) {
+        var how = !m.online ? 'offline' : (m.type === 'lxc' ? 'restart' : 'live');
+        return h('li', { 'data-vmid': m.vmid }, m.vmid + ' ' + m.name + ': ' + m.from + ' → ' + m.to + ' (' + how + ', ' + bytes(m.bytes) + ')');
+      })),
+      h('p', { id: 'confirm-restarts', class: restarts.length ? 'warn' : null }, restarts.length ?
+        'Containers that restart (down while they move): ' + restarts.map(function (m) { return m.vmid + ' ' + m.name; }).join(', ') + '.' :
+        'No container restarts.'),
+      h('p', { id: 'confirm-marks', class: marks.length ? 'warn' : null }, marks.length ? marks.join(' ') : 'No node is marked.'),
+    ];
+  }
+
+  // Which migrations differ between the plan shown before and the plan now.
+  function planChanges(old, now) {
+    function key(m) { return m.vmid + ' ' + m.name + ': ' + m.from + ' → ' + m.to; }
+    var a = old.migrations.map(key), b = now.migrations.map(key);
+    var items = a.filter(function (x) { return b.indexOf(x) < 0; }).map(function (x) { return 'no longer planned: ' + x; })
+      .concat(b.filter(function (x) { return a.indexOf(x) < 0; }).map(function (x) { return 'newly planned: ' + x; }));
+    return h('div', { class: 'card warn-card', id: 'plan-changed', role: 'alert' },
+      h('h2', null, 'The cluster changed: this is the plan now'),
+      h('p', null, 'The plan shown before was carried out already or made on a cluster that has changed since; flxp refused to carry it out as it stood. Check the new plan.'),
+      list(items.length ? items : ['the same migrations as before (the cluster changed elsewhere)']));
+  }
 
   function planView(sec, plan, carry) {
     var box = h('div', { class: 'card', id: 'plan', 'data-migrations': plan.migrations.length });
@@ -338,25 +545,29 @@
           h('button', { type: 'button', class: 'danger', id: 'carry-out', onclick: carry }, 'Carry out…'), note,
           h('div', { id: 'run' })));
       }
+    } else {
+      sec.appendChild(h('p', { id: 'nothing-to-do', class: 'ok' }, 'Nothing to carry out.'));
     }
   }
 
-  function balanceView() {
+  function balanceView(old) {
     var sec = view('Balance ' + S.zone + ': what would flxp do now');
     var wait = loading(sec);
     gql('query($z: String!) { rebalancePlan(zone: $z) { ' + PLAN_FIELDS + ' } }', { z: S.zone })
       .then(function (d) {
         wait.remove();
         var plan = d.rebalancePlan;
+        if (old) sec.appendChild(planChanges(old, plan));
         planView(sec, plan, function () {
-          run('Rebalance zone ' + S.zone, plan.migrations.length + ' migrations as planned now (replanned if the cluster changed).',
-            'mutation($z: String!) { rebalance(zone: $z, dryRun: false) { executed done failed plan { migrations { vmid } } } }', { z: S.zone }, 'rebalance');
+          run('Rebalance zone ' + S.zone, consequences(plan, []),
+            'mutation($z: String!, $f: String) { rebalance(zone: $z, dryRun: false, fingerprint: $f) { executed done failed plan { migrations { vmid } } } }',
+            { z: S.zone, f: plan.fingerprint }, 'rebalance', function () { balanceView(plan); });
         });
       })
       .catch(function (e) { wait.replaceWith(errorBox(e)); });
   }
 
-  function evacuateView() {
+  function evacuateView(chosen) {
     var sec = view('Evacuate a node of ' + S.zone);
     var form = h('form', { class: 'stack', id: 'evacuate-form' },
       h('label', { for: 'evac-node' }, 'Node'), h('select', { id: 'evac-node', required: true }),
@@ -364,33 +575,43 @@
     sec.appendChild(h('div', { class: 'card' }, form));
     var out = h('div', { id: 'evac-out' });
     sec.appendChild(out);
-    gql('query($z: String!) { nodes(zone: $z) { name status guests } }', { z: S.zone }).then(function (d) {
-      d.nodes.forEach(function (n) { $('evac-node').appendChild(h('option', { value: n.name }, n.name + ' (' + n.guests + ' guests)')); });
-    }).catch(function (e) { out.appendChild(errorBox(e)); });
-    form.addEventListener('submit', function (ev) {
-      ev.preventDefault();
-      var node = $('evac-node').value;
+    function planFor(node, old) {
       out.textContent = '';
       var wait = loading(out);
       gql('query($z: String!, $n: String!) { evacuationPlan(zone: $z, node: $n) { ' + PLAN_FIELDS + ' } }', { z: S.zone, n: node })
         .then(function (d) {
           wait.remove();
           var plan = d.evacuationPlan;
+          if (old) out.appendChild(planChanges(old, plan));
           var stays = plan.leftRunning.length ?
-            ' ' + plan.leftRunning.length + ' running guests would stay: ' + plan.leftRunning.map(function (l) { return l.vmid + ' ' + l.name; }).join(', ') + '.' : '';
+            plan.leftRunning.length + ' running guests would stay: ' + plan.leftRunning.map(function (l) { return l.vmid + ' ' + l.name; }).join(', ') + '.' : 'No running guest would stay.';
           planView(out, plan, function () {
-            run('Evacuate ' + node, 'Move ' + plan.migrations.length + ' guests off ' + node + '.' + stays,
-              'mutation($z: String!, $n: String!) { evacuate(zone: $z, node: $n, dryRun: false) { executed done failed plan { migrations { vmid } } leftRunning { vmid name node reason } nodeState { state safeToReboot summary stopped running { vmid } } } }', { z: S.zone, n: node }, 'evacuate');
+            var c = consequences(plan, ['Node ' + node + ' is marked flxp.maintenance in its notes: it takes no new VM until the mark is cleared (on its page).']);
+            c.push(h('p', { id: 'confirm-stays' }, stays));
+            run('Evacuate ' + node, c,
+              'mutation($z: String!, $n: String!, $f: String) { evacuate(zone: $z, node: $n, dryRun: false, fingerprint: $f) { executed done failed plan { migrations { vmid } } leftRunning { vmid name node reason } nodeState { state safeToReboot summary stopped running { vmid } } } }',
+              { z: S.zone, n: node, f: plan.fingerprint }, 'evacuate', function () { planFor(node, plan); });
           });
         })
         .catch(function (e) { wait.replaceWith(errorBox(e)); });
+    }
+    gql('query($z: String!) { nodes(zone: $z) { name status guests } }', { z: S.zone }).then(function (d) {
+      d.nodes.forEach(function (n) { $('evac-node').appendChild(h('option', { value: n.name, selected: n.name === chosen }, n.name + ' (' + n.guests + ' guests)')); });
+      if (chosen) planFor(chosen);
+    }).catch(function (e) { out.appendChild(errorBox(e)); });
+    form.addEventListener('submit', function (ev) {
+      ev.preventDefault();
+      planFor($('evac-node').value);
     });
   }
 
-  function confirmRun(title, text) {
+  function confirmRun(title, body, okLabel) {
     var d = $('confirm');
     $('confirm-title').textContent = title + '?';
-    $('confirm-text').textContent = text;
+    var text = $('confirm-text');
+    text.textContent = '';
+    append(text, body);
+    $('confirm-ok').textContent = okLabel || 'Carry out';
     return new Promise(function (res) {
       d.addEventListener('close', function once() {
         d.removeEventListener('close', once);
@@ -402,11 +623,12 @@
   }
 
   // Carries out a plan: confirm, subscribe to /events, send the mutation, follow every migration.
-  function run(title, text, mutation, vars, field) {
-    confirmRun(title, text).then(function (ok) {
-      if (!ok) return;
+  function run(title, body, mutation, vars, field, replan) {
+    var btn = $('carry-out');
+    if (btn.disabled) return;
+    confirmRun(title, body).then(function (ok) {
+      if (!ok || btn.disabled) return;
       var box = $('run');
-      var btn = $('carry-out');
       btn.disabled = true;
       box.textContent = '';
       var status = h('p', { id: 'run-status', 'data-state': 'starting', role: 'status' }, 'Starting…');
@@ -436,9 +658,9 @@
       var counts = { done: 0, failed: 0 };
       var ended;
       var endedP = new Promise(function (res) { ended = res; });
-      var ctrl = new AbortController();
-      var stream = follow(ctrl.signal, function (e) {
-        if (e.zone && e.zone !== S.zone) return;
+      var finished = false;
+      onLive(function (e) {
+        if (finished) return;
         var r;
         switch (e.event) {
           case 'run-started': status.textContent = 'Running: ' + e.migrations + ' migrations planned.'; status.dataset.state = 'running'; break;
@@ -453,7 +675,7 @@
         }
         if (status.dataset.state === 'running') status.textContent = 'Running: ' + counts.done + ' done, ' + counts.failed + ' failed so far.';
       });
-      stream.ready.then(function () {
+      (S.liveReady || Promise.resolve()).then(function () {
         return gql(mutation, vars);
       }).then(function (d) {
         // The answer and the stream's last events travel on two connections: let the stream
@@ -473,13 +695,19 @@
           box.appendChild(left);
         }
         box.appendChild(h('p', null, h('button', { type: 'button', id: 'plan-again', onclick: route }, 'Plan again on the cluster as it is now')));
+        // Carried out: this plan is history, never to be carried out again from here.
+        btn.hidden = true;
+        btn.dataset.state = 'carried-out';
+        return true;
       }).catch(function (e) {
         status.textContent = '';
         status.dataset.state = 'refused';
         status.appendChild(errorBox(e));
-      }).then(function () {
-        ctrl.abort();
-        btn.disabled = false;
+        if (e.code === 'STALE_PLAN' && replan) { replan(); return true; }
+        return false;
+      }).then(function (keep) {
+        finished = true;
+        if (!keep) btn.disabled = false;
       });
     });
   }
@@ -524,22 +752,24 @@
       if ($('pl-host').value) req.host = $('pl-host').value;
       out.textContent = '';
       var wait = loading(out);
-      gql('query($z: String!, $r: PlacementInput!) { placement(zone: $z, request: $r, explain: true) { node policy warnings candidates { node feasible reasons score scores { scorer score } } } }', { z: S.zone, r: req })
+      gql('query($z: String!, $r: PlacementInput!) { placement(zone: $z, request: $r, explain: true) { node policy warnings candidates { node feasible reasons score scores { scorer score weight } } } }', { z: S.zone, r: req })
         .then(function (d) {
           wait.remove();
           var p = d.placement;
           out.appendChild(h('div', { class: 'card' },
             h('p', { id: 'place-choice', 'data-node': p.node || '' }, p.node ? h('strong', null, 'Chosen node: ' + p.node) : h('strong', { class: 'error' }, 'No node can take it.'),
               ' (policy ' + p.policy + ')'),
+            decided(p),
             p.warnings.length ? list(p.warnings, 'warn') : null,
-            table(['Node', 'Verdict', { text: 'Score', cls: 'num' }, 'Score shares', 'Why'], p.candidates.map(function (cd) {
-              var total = cd.scores.reduce(function (s, x) { return s + x.score; }, 0) || 1;
-              var shares = h('div', { class: 'shares', role: 'img', 'aria-label': cd.scores.map(function (x) { return x.scorer + ' ' + num(x.score); }).join(', ') },
-                cd.scores.map(function (x) { var s = h('span', { title: x.scorer + ' ' + num(x.score) }); s.style.width = (100 * x.score / total) + '%'; return s; }));
+            table(['Node', 'Verdict', { text: 'Score', cls: 'num' }, 'Score shares (weighted)', 'Why'], p.candidates.map(function (cd) {
+              // Each scorer's part of the total is its score times its weight.
+              var total = cd.scores.reduce(function (s, x) { return s + x.score * x.weight; }, 0) || 1;
+              var shares = h('div', { class: 'shares', role: 'img', 'aria-label': cd.scores.map(function (x) { return x.scorer + ' ' + num(x.score) + ' × ' + num(x.weight, 0); }).join(', ') },
+                cd.scores.map(function (x) { var s = h('span', { title: x.scorer + ' ' + num(x.score) + ' × weight ' + num(x.weight, 0), 'data-scorer': x.scorer, 'data-share': (100 * x.score * x.weight / total).toFixed(1) }); s.style.width = (100 * x.score * x.weight / total) + '%'; return s; }));
               return h('tr', { class: cd.node === p.node ? 'chosen' : null, 'data-node': cd.node, 'data-feasible': String(cd.feasible) },
                 h('td', null, cd.node), h('td', null, cd.feasible ? h('span', { class: 'ok' }, 'fits') : h('span', { class: 'error' }, 'refused')),
                 h('td', { class: 'num' }, cd.score === null ? '–' : num(cd.score)),
-                h('td', null, cd.scores.length ? [shares, h('div', { class: 'hint' }, cd.scores.map(function (x) { return x.scorer + ' ' + num(x.score); }).join(' · '))] : '–'),
+                h('td', null, cd.scores.length ? [shares, h('div', { class: 'hint' }, cd.scores.map(function (x) { return x.scorer + ' ' + num(x.score) + ' × ' + num(x.weight, 0); }).join(' · '))] : '–'),
                 h('td', null, cd.reasons.length ? list(cd.reasons) : ''));
             }), { id: 'candidates' })));
         })
@@ -547,12 +777,45 @@
     });
   }
 
+  // One line on what decided a placement: the scorer whose weighted score set the chosen node
+  // furthest ahead of the runner-up.
+  function decided(p) {
+    var scored = p.candidates.filter(function (c) { return c.feasible && c.score !== null; });
+    if (!p.node || scored.length < 2) {
+      var only = scored.length === 1 ? 'the only node that fits' : (p.node ? 'chosen' : 'no node fits');
+      return h('p', { id: 'place-decided' }, p.node ? p.node + ': ' + only + '.' : only + '.');
+    }
+    var win = scored.filter(function (c) { return c.node === p.node; })[0] || scored[0];
+    var next = scored.filter(function (c) { return c !== win; })[0];
+    var theirs = {};
+    next.scores.forEach(function (x) { theirs[x.scorer] = x; });
+    var best = null;
+    win.scores.forEach(function (x) {
+      var o = theirs[x.scorer];
+      var lead = (x.score - (o ? o.score : 0)) * x.weight;
+      if (!best || lead > best.lead) best = { x: x, o: o, lead: lead };
+    });
+    var text = p.node + ' over ' + next.node + ' (' + num(win.score) + ' to ' + num(next.score) + ')';
+    if (best) text += ': decided by ' + best.x.scorer + ' (weight ' + num(best.x.weight, 0) + ', ' + num(best.x.score) + ' to ' + num(best.o ? best.o.score : 0) + ')';
+    return h('p', { id: 'place-decided', 'data-scorer': best ? best.x.scorer : '' }, text + '.');
+  }
+
   function createView() {
     var sec = view('Create a VM in ' + S.zone);
     var c = S.catalog;
     if (S.role !== 'operator') sec.appendChild(h('p', { class: 'hint' }, 'Your token is a viewer token: flxp will refuse to create VMs.'));
+    var missing = [];
+    if (!c.images.length) missing.push('no image ([images.<id>] with a template VMID)');
+    if (!c.computeProfiles.length) missing.push('no compute profile ([compute-profiles.<id>])');
+    if (!c.storageProfiles.length) missing.push('no storage profile ([storage-profiles.<id>])');
+    if (missing.length) {
+      sec.appendChild(h('div', { class: 'card', id: 'create-missing', role: 'alert' },
+        h('p', { class: 'warn' }, 'VMs cannot be created here yet: the config has ' + missing.join(', ') + '. Add them to flxp.toml (see the guide, "Creating VMs") and restart flxp serve.')));
+    }
     var form = h('form', { class: 'stack', id: 'create-form' },
-      field('cv-name', 'Name', h('input', { type: 'text', required: true, pattern: '[A-Za-z0-9][A-Za-z0-9.-]*' })),
+      // Chromium compiles `pattern` with the `v` flag, where a bare `-` in a class is an error.
+      field('cv-name', 'Name', h('input', { type: 'text', required: true, pattern: '[A-Za-z0-9][A-Za-z0-9.\\-]*', title: 'letters, digits, dots and hyphens; starting with a letter or digit', autocomplete: 'off' }),
+        'letters, digits, dots and hyphens (a DNS name)'),
       field('cv-image', 'Image', options(h('select', { required: true }), c.images)),
       field('cv-compute', 'Compute profile', options(h('select', { required: true }), c.computeProfiles.map(function (p) {
         return { value: p.id, label: p.id + ' (' + p.cores * p.sockets + ' vCPU, ' + bytes(p.memory) + ')' };
@@ -567,7 +830,7 @@
       field('cv-tags', 'Tags', h('input', { type: 'text' }), 'space or comma separated; flxp rules among them'),
       field('cv-policy', 'Policy', options(h('select'), c.policies, 'default (' + c.defaultPolicy + ')')),
       field('cv-backup', 'Include in backups', h('input', { type: 'checkbox', checked: true })),
-      h('div', { class: 'full' }, h('button', { type: 'submit', class: 'primary' }, 'Create VM')));
+      h('div', { class: 'full' }, h('button', { type: 'submit', class: 'primary', id: 'create-submit', disabled: missing.length > 0 }, 'Create VM')));
     sec.appendChild(h('div', { class: 'card' }, form));
     var out = h('div', { id: 'create-out', role: 'status' });
     sec.appendChild(out);
@@ -582,15 +845,19 @@
       if ($('cv-user').value) o.user = $('cv-user').value;
       if ($('cv-password').value) o.password = $('cv-password').value;
       if ($('cv-policy').value) o.policy = $('cv-policy').value;
-      out.textContent = 'Creating…';
-      gql('mutation($z: String!, $n: String!, $o: CreateVMOptions!) { createVM(zone: $z, name: $n, options: $o) { id name host { name } warnings } }', { z: S.zone, n: $('cv-name').value, o: o })
-        .then(function (d) {
-          var vm = d.createVM;
-          out.textContent = '';
-          out.appendChild(h('p', { class: 'ok', id: 'created', 'data-vmid': vm.id }, 'Created VM ' + vm.id + ' (' + vm.name + ') on ' + vm.host.name + '.'));
-          if (vm.warnings.length) out.appendChild(list(vm.warnings, 'warn'));
-        })
-        .catch(function (e) { out.textContent = ''; out.appendChild(errorBox(e)); });
+      // One key per submission: a repeated request (a retry, a second tab) creates no second VM.
+      var key = newKey();
+      busy($('create-submit'), function () {
+        out.textContent = 'Creating…';
+        return gql('mutation($z: String!, $n: String!, $o: CreateVMOptions!, $k: String) { createVM(zone: $z, name: $n, options: $o, idempotencyKey: $k) { id name host { name } warnings } }', { z: S.zone, n: $('cv-name').value, o: o, k: key })
+          .then(function (d) {
+            var vm = d.createVM;
+            out.textContent = '';
+            out.appendChild(h('p', { class: 'ok', id: 'created', 'data-vmid': vm.id }, 'Created VM ' + vm.id + ' (' + vm.name + ') on ' + vm.host.name + '.'));
+            if (vm.warnings.length) out.appendChild(list(vm.warnings, 'warn'));
+          })
+          .catch(function (e) { out.textContent = ''; out.appendChild(errorBox(e)); });
+      });
     });
   }
 
@@ -604,6 +871,12 @@
     if (r.done !== undefined) bits.push(r.done + ' moved' + (r.failed && r.failed.length ? ', ' + r.failed.length + ' failed' : ''));
     if (r.vmid) bits.push('VM ' + r.vmid + ' on ' + r.node);
     return bits.join(' · ');
+  }
+
+  // The guest a task is about, as a person reads it: the new VM of a clone, not its template.
+  function taskGuest(t) {
+    if (t.type === 'qmclone') return t.newVmid ? t.newVmid + (t.newName ? ' ' + t.newName : '') + ' (from template ' + t.id + ')' : 'clone of template ' + t.id;
+    return t.id;
   }
 
   function historyView() {
@@ -627,20 +900,29 @@
       .catch(function (e) { waitAudit.replaceWith(errorBox(e)); });
     sec.appendChild(h('h2', null, 'Proxmox tasks'));
     sec.appendChild(h('p', { class: 'hint' }, 'Recent migrations and creations from Proxmox\'s task history.'));
-    var wait = loading(sec);
-    gql('query($z: String!) { tasks(zone: $z, limit: 100) { upid node type id user starttime endtime status } }', { z: S.zone })
+    var body = h('div', { id: 'history-body' });
+    sec.appendChild(body);
+    var redraw = debounce(function () { drawHistory(body); }, 500);
+    onLive(function (e) { if (e.event === 'tasks' || e.event === 'created') redraw(); });
+    loading(body);
+    drawHistory(body);
+  }
+
+  function drawHistory(sec) {
+    gql('query($z: String!) { tasks(zone: $z, limit: 100) { upid node type id user starttime endtime status target newVmid newName } }', { z: S.zone })
       .then(function (d) {
-        wait.remove();
+        sec.textContent = '';
         if (!d.tasks.length) { sec.appendChild(h('p', { id: 'no-tasks' }, 'No migrations or creations in the task history.')); return; }
         sec.appendChild(table(['Started', 'Type', 'Guest', 'Node', 'By', 'Took', 'Result'], d.tasks.map(function (t) {
           var took = t.endtime && t.starttime ? (t.endtime - t.starttime) + ' s' : 'running';
-          return h('tr', { 'data-upid': t.upid },
-            h('td', null, time(t.starttime)), h('td', null, t.type), h('td', null, t.id), h('td', null, t.node),
+          var where = t.target ? t.node + ' → ' + t.target : t.node;
+          return h('tr', { 'data-upid': t.upid, 'data-type': t.type },
+            h('td', null, time(t.starttime)), h('td', null, t.type), h('td', { class: 'guest' }, taskGuest(t)), h('td', { class: 'where' }, where),
             h('td', null, t.user), h('td', null, took),
             h('td', { class: t.status && t.status !== 'OK' ? 'error' : 'ok' }, t.status || 'running'));
         }), { id: 'task-table' }));
       })
-      .catch(function (e) { wait.replaceWith(errorBox(e)); });
+      .catch(function (e) { sec.textContent = ''; sec.appendChild(errorBox(e)); });
   }
 
   // ---- routing -------------------------------------------------------------------------------
@@ -658,6 +940,7 @@
       else a.removeAttribute('aria-current');
     });
     if (name === 'node' && parts[1]) nodeView(decodeURIComponent(parts[1]));
+    else if (name === 'evacuate' && parts[1]) evacuateView(decodeURIComponent(parts[1]));
     else (VIEWS[name] || overview)();
     document.title = 'flxp · ' + name + ' · ' + S.zone;
   }

@@ -143,6 +143,7 @@ pub async fn run(
         }
     });
     let probe = tokio::spawn(probe_loop(state.clone()));
+    let poller = tokio::spawn(dashboard::live::poll(state.clone()));
     let daemon = state.daemon.clone();
     let server = {
         let mut stop = stop.clone();
@@ -155,6 +156,7 @@ pub async fn run(
     };
     let (served, ()) = tokio::join!(server, daemon_run);
     probe.abort();
+    poller.abort();
     if !state.work.idle(DRAIN).await {
         tracing::warn!(
             running = state.work.running(),
@@ -329,7 +331,8 @@ fn build_over(
     }
     let zones = Arc::new(zones);
     let notify = crate::notify::Notifier::start(config, "serve");
-    let daemon = daemon(config, &zones, &placer, &metrics, &notify);
+    let live: Arc<dashboard::live::Live> = Arc::default();
+    let daemon = daemon(config, &zones, &placer, &metrics, &notify, &live);
     Ok(AppState {
         zones,
         config: Arc::new(config.clone()),
@@ -343,9 +346,10 @@ fn build_over(
         execute: crate::cli::balance::execute_options(config),
         stop,
         work: Arc::new(Work::default()),
-        live: Arc::default(),
+        live,
         audit: None,
         notify,
+        idempotency: Arc::default(),
     })
 }
 
@@ -381,6 +385,7 @@ fn daemon(
     placer: &Arc<Placer>,
     metrics: &Arc<Metrics>,
     notify: &crate::notify::Notifier,
+    live: &Arc<dashboard::live::Live>,
 ) -> Daemon {
     let (zones, idle): (Vec<DaemonZone>, Vec<DaemonZone>) = zones
         .values()
@@ -408,6 +413,7 @@ fn daemon(
         notify.clone(),
         crate::notify::RoundWatch::new(config.lease.enabled),
     );
+    let live = Arc::clone(live);
     let daemon = match config.lease_settings("serve") {
         // Zones outside `[daemon] zones` get no rounds, but their lease all the same: the API
         // acts there too, and must not beside another flxp.
@@ -418,6 +424,7 @@ fn daemon(
     };
     daemon.on_round(Arc::new(move |r| {
         notify.send_all(watch.events(r));
+        live.round(r);
         crate::cli::daemon::log_unplaced(r);
         crate::cli::daemon::log_power(r);
         metrics.migrations(&r.zone, "done", r.migrations_done() as u64);

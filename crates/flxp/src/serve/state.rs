@@ -51,6 +51,8 @@ pub struct AppState {
     pub audit: Option<Arc<crate::audit::AuditLog>>,
     /// The webhooks.
     pub notify: crate::notify::Notifier,
+    /// The idempotency keys `createVM` was given.
+    pub idempotency: Arc<super::schema::Idempotency>,
 }
 
 impl std::fmt::Debug for AppState {

@@ -30,7 +30,7 @@ fn gib(n: u64) -> String {
     format!("{:.1} GiB", n as f64 / (1u64 << 30) as f64)
 }
 
-async fn shot(b: &Browser, name: &str) {
+pub(crate) async fn shot(b: &Browser, name: &str) {
     // Let the page paint what the last step changed before the picture is taken.
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let png = b.screenshot().await;
@@ -43,10 +43,10 @@ async fn shot(b: &Browser, name: &str) {
 }
 
 /// The guests' placement as the API reports it.
-const GUESTS: &str = r#"{ guests(zone: "lab") { vmid node } }"#;
+pub(crate) const GUESTS: &str = r#"{ guests(zone: "lab") { vmid node } }"#;
 
 /// Waits until the page shows its login form.
-async fn wait_login_form(b: &Browser) {
+pub(crate) async fn wait_login_form(b: &Browser) {
     b.wait(
         "the login form",
         "return !document.getElementById('login').hidden",
@@ -57,13 +57,13 @@ async fn wait_login_form(b: &Browser) {
 
 /// Submits the form `form` and waits (up to `secs`) until the script `ready` returns something
 /// true: its value.
-async fn submit(b: &Browser, form: &str, what: &str, ready: &str, secs: u64) -> Value {
+pub(crate) async fn submit(b: &Browser, form: &str, what: &str, ready: &str, secs: u64) -> Value {
     b.click(&format!("{form} button[type=submit]")).await;
     b.wait(what, ready, secs).await
 }
 
 /// Logs in on the login form the page shows now.
-async fn login(b: &Browser, token: &str) {
+pub(crate) async fn login(b: &Browser, token: &str) {
     wait_login_form(b).await;
     b.type_into("#token", token).await;
     submit(
@@ -76,12 +76,12 @@ async fn login(b: &Browser, token: &str) {
     .await;
 }
 
-async fn open(b: &Browser, s: &Service, hash: &str) {
+pub(crate) async fn open(b: &Browser, s: &Service, hash: &str) {
     b.goto(&format!("{}/{hash}", s.url)).await;
 }
 
 /// Opens a view and waits (up to `secs`) until the script `ready` returns something true: its value.
-async fn open_view(
+pub(crate) async fn open_view(
     b: &Browser,
     s: &Service,
     hash: &str,
@@ -94,7 +94,7 @@ async fn open_view(
 }
 
 /// Opens the balance view and waits for its plan.
-async fn open_balance(b: &Browser, s: &Service) {
+pub(crate) async fn open_balance(b: &Browser, s: &Service) {
     open_view(
         b,
         s,
@@ -107,7 +107,7 @@ async fn open_balance(b: &Browser, s: &Service) {
 }
 
 /// Asks to carry out the plan shown and waits for the confirmation dialog.
-async fn ask_to_carry_out(b: &Browser) {
+pub(crate) async fn ask_to_carry_out(b: &Browser) {
     b.click("#carry-out").await;
     b.wait(
         "the confirmation",
@@ -118,12 +118,12 @@ async fn ask_to_carry_out(b: &Browser) {
 }
 
 /// The value of a script without arguments.
-async fn eval(b: &Browser, script: &str) -> Value {
+pub(crate) async fn eval(b: &Browser, script: &str) -> Value {
     b.js(script, json!([])).await
 }
 
 /// How many elements match `css`.
-async fn count(b: &Browser, css: &str) -> Value {
+pub(crate) async fn count(b: &Browser, css: &str) -> Value {
     b.js(
         "return document.querySelectorAll(arguments[0]).length",
         json!([css]),
@@ -132,7 +132,7 @@ async fn count(b: &Browser, css: &str) -> Value {
 }
 
 /// The `vmid` of every item of an API list that `keep` keeps, in order.
-fn api_vmids(list: &Value, keep: impl Fn(&Value) -> bool) -> Vec<u64> {
+pub(crate) fn api_vmids(list: &Value, keep: impl Fn(&Value) -> bool) -> Vec<u64> {
     list.as_array()
         .unwrap()
         .iter()
@@ -142,7 +142,7 @@ fn api_vmids(list: &Value, keep: impl Fn(&Value) -> bool) -> Vec<u64> {
 }
 
 /// The text of the element with `id`.
-async fn text_of(b: &Browser, id: &str) -> Value {
+pub(crate) async fn text_of(b: &Browser, id: &str) -> Value {
     eval(
         b,
         &format!("return document.getElementById('{id}').textContent"),
@@ -151,7 +151,7 @@ async fn text_of(b: &Browser, id: &str) -> Value {
 }
 
 /// Every `data-vmid` of a table's rows, in order.
-async fn vmids(b: &Browser, table: &str) -> Vec<u64> {
+pub(crate) async fn vmids(b: &Browser, table: &str) -> Vec<u64> {
     let v = b
         .js(
             "return Array.from(document.querySelectorAll(arguments[0] + ' tbody tr')).map(r => Number(r.dataset.vmid))",
@@ -167,7 +167,7 @@ async fn vmids(b: &Browser, table: &str) -> Vec<u64> {
 
 /// Takes the one browser, starts the service on the demo (with the viewer token) and opens the
 /// page in a window of `width`×`height`; the guard holds the browser until the test ends.
-async fn setup(
+pub(crate) async fn setup(
     width: u32,
     height: u32,
 ) -> (tokio::sync::MutexGuard<'static, ()>, Service, Browser) {

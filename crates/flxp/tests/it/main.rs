@@ -13,6 +13,7 @@ mod cli_setup;
 mod cli_sim;
 mod cli_status;
 mod dashboard;
+mod dashboard_live;
 mod docs;
 mod docs_check;
 mod live_zone;
@@ -25,6 +26,7 @@ mod serve_concurrency;
 mod serve_errors;
 mod serve_lease;
 mod serve_maintenance;
+mod serve_safety;
 mod webdriver;
 
 use std::path::{Path, PathBuf};

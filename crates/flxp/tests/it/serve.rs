@@ -52,6 +52,16 @@ pub async fn start_with_privs(scenario: Scenario, privs: Vec<String>, extra: &st
     start_inner(scenario, Some(privs), extra, &[]).await
 }
 
+/// Like [`start`], with no catalog (no profiles, images or networks): only `extra`.
+pub async fn start_without_catalog(scenario: Scenario, extra: &str) -> Service {
+    let (mut service, rx) = spawn_with(scenario, None, extra, &[], "").await;
+    service.url = match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(Ok(url)) => url,
+        _ => panic!("flxp serve did not start:\n{}", service.log()),
+    };
+    service
+}
+
 async fn start_inner(
     scenario: Scenario,
     privs: Option<Vec<String>>,
@@ -74,10 +84,20 @@ pub async fn start_unchecked(scenario: Scenario, extra: &str) -> Service {
 type Started = std::sync::mpsc::Receiver<Result<String, ()>>;
 
 async fn spawn(
+    scenario: Scenario,
+    privs: Option<Vec<String>>,
+    extra: &str,
+    env: &[(&str, &str)],
+) -> (Service, Started) {
+    spawn_with(scenario, privs, extra, env, CATALOG).await
+}
+
+async fn spawn_with(
     mut scenario: Scenario,
     privs: Option<Vec<String>>,
     extra: &str,
     env: &[(&str, &str)],
+    catalog: &str,
 ) -> (Service, Started) {
     match privs {
         None => scenario.add_token(PVE_TOKEN).unwrap(),
@@ -95,7 +115,7 @@ async fn spawn(
         &sim.addr().to_string(),
         PVE_TOKEN,
         &format!(
-            "fingerprint = \"{}\"\n{CATALOG}{extra}",
+            "fingerprint = \"{}\"\n{catalog}{extra}",
             sim.fingerprint().unwrap()
         ),
     );
@@ -612,7 +632,7 @@ fn migrating(s: &Service) -> bool {
 }
 
 /// Polls `cond` until it holds, at most `secs` (generous: the machine may be loaded).
-async fn until(s: &Service, what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
+pub async fn until(s: &Service, what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
     let t = Instant::now();
     while !cond() {
         if t.elapsed() > Duration::from_secs(secs) {

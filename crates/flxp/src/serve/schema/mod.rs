@@ -10,6 +10,7 @@ pub mod audit;
 mod mutation;
 pub mod nesting;
 mod query;
+mod safety;
 mod types;
 mod views;
 
@@ -19,6 +20,7 @@ use async_graphql::{EmptySubscription, ErrorExtensions, MergedObject, Schema};
 
 pub use mutation::Mutation;
 pub use query::Query;
+pub use safety::Idempotency;
 // For the test that registers a method and checks every place that parses method names.
 #[cfg(test)]
 pub(crate) use query::method_name;
@@ -73,6 +75,8 @@ pub enum Code {
     ProxmoxError,
     /// The zone cannot be read right now.
     Unavailable,
+    /// The plan was made on a cluster that has changed since (or it was carried out already).
+    StalePlan,
     /// A bug or an unexpected failure (details in the log).
     Internal,
 }
@@ -92,6 +96,7 @@ impl Code {
             Self::NoCapacity => "NO_CAPACITY",
             Self::ProxmoxError => "PROXMOX_ERROR",
             Self::Unavailable => "UNAVAILABLE",
+            Self::StalePlan => "STALE_PLAN",
             Self::Internal => "INTERNAL",
         }
     }

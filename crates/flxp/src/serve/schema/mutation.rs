@@ -11,8 +11,14 @@ use flxp_pve::Secret;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::query::{balance_options, core_error, evacuation, evacuation_result, rebalance, state};
-use super::types::{CreateVmOptions, GuestLeft, Host, MaintenanceState, PlanResult, RunResult, Vm};
+use super::query::{
+    balance_goal, balance_options, core_error, evacuation, evacuation_goal, evacuation_result,
+    rebalance, state,
+};
+use super::safety::{Claim, answer, fingerprint as fingerprint_of};
+use super::types::{
+    CreateVmOptions, GuestLeft, Host, MaintenanceState, PlanResult, PowerAction, RunResult, Vm,
+};
 use super::{ApiError, Code};
 use crate::serve::dashboard::live::LiveProgress;
 use crate::serve::metrics::MigrationMeter;
@@ -59,25 +65,20 @@ impl Mutation {
         name: String,
         host: Option<String>,
         options: CreateVmOptions,
+        #[graphql(
+            desc = "Makes retries safe: a request with a key used before (within an hour) creates \
+                    nothing and answers what the first one did, even while it still runs."
+        )]
+        idempotency_key: Option<String>,
     ) -> Result<Vm> {
         let s = state(ctx)?;
         super::views::require_operator(ctx, "createVM")?;
-        let started = Instant::now();
-        let result = create(s, &zone, name, host, options).await;
-        match &result {
-            Ok(vm) => {
-                super::audit::note_vm(ctx, vm);
-                s.metrics.create_vm(&zone, "success");
-                s.metrics
-                    .create_vm_seconds
-                    .get_or_create(&crate::serve::metrics::ZoneLabel { zone: zone.clone() })
-                    .observe(started.elapsed().as_secs_f64());
-            }
-            // A name no zone has is one label, whatever a client sends: series stay bounded.
-            Err(e) if !s.zones.contains_key(&zone) => {
-                s.metrics.create_vm("(unknown)", e.code.outcome());
-            }
-            Err(e) => s.metrics.create_vm(&zone, e.code.outcome()),
+        let result = match idempotency_key {
+            None => counted(s, zone, name, host, options).await,
+            Some(key) => once(s, key, zone, name, host, options).await,
+        };
+        if let Ok(vm) = &result {
+            super::audit::note_vm(ctx, vm);
         }
         Ok(result?)
     }
@@ -90,17 +91,27 @@ impl Mutation {
         #[graphql(default = false)] dry_run: bool,
         #[graphql(desc = "A name `balanceMethods` lists; the configured method if absent.")]
         method: Option<String>,
+        #[graphql(
+            desc = "A plan's `fingerprint`: carry out only if the cluster is still the one \
+                          that plan was made on (else `STALE_PLAN`)."
+        )]
+        fingerprint: Option<String>,
     ) -> Result<RunResult> {
         let s = state(ctx)?;
         let options = balance_options(s, method.as_deref(), s.placer.methods())?;
         let z = s.zone(&zone)?;
+        let goal = balance_goal(&options);
         if dry_run {
             let (model, st) = s.model(z).await?;
+            let now = fingerprint_of(&goal, &model.cluster);
             let plan = rebalance(s, &zone, model, st, options.clone()).await?;
-            return Ok(dry(&plan));
+            let mut result = dry(&plan);
+            result.plan.fingerprint = Some(now);
+            return Ok(result);
         }
         super::views::require_operator(ctx, "rebalance without dryRun")?;
-        let result = run(s, &zone, Goal::Balance(options)).await?;
+        let expect = fingerprint.map(|f| (goal, f));
+        let result = run(s, &zone, Goal::Balance(options), expect).await?;
         super::audit::note(ctx, &result);
         Ok(result)
     }
@@ -112,6 +123,11 @@ impl Mutation {
         zone: String,
         node: String,
         #[graphql(default = false)] dry_run: bool,
+        #[graphql(
+            desc = "A plan's `fingerprint`: carry out only if the cluster is still the one \
+                          that plan was made on (else `STALE_PLAN`)."
+        )]
+        fingerprint: Option<String>,
     ) -> Result<RunResult> {
         let s = state(ctx)?;
         let (model, st) = s.zone_model(&zone).await?;
@@ -130,11 +146,12 @@ impl Mutation {
             .node_idx_loose(&node)
             .map(|i| model.cluster.node(i).name.clone())
             .unwrap_or(node);
+        let expect = fingerprint.map(|f| (evacuation_goal(&name), f));
         let goal = Goal::Evacuate {
             nodes: vec![name],
             options: s.config.evacuate.clone(),
         };
-        let result = run(s, &zone, goal).await?;
+        let result = run(s, &zone, goal, expect).await?;
         super::audit::note(ctx, &result);
         Ok(result)
     }
@@ -150,34 +167,13 @@ impl Mutation {
     ) -> Result<bool> {
         let s = state(ctx)?;
         super::views::require_operator(ctx, "maintenance")?;
-        let z = s.zone(&zone)?;
-        let (model, _) = s.model(z).await?;
-        let Some(i) = model.cluster.node_idx_loose(&node) else {
-            let known: Vec<&str> = model
-                .cluster
-                .nodes()
-                .iter()
-                .map(|n| n.name.as_str())
-                .collect();
-            return Err(ApiError::new(
-                Code::UnknownNode,
-                format!(
-                    "node {node:?} is not in zone {zone}; nodes: {}",
-                    known.join(", ")
-                ),
-            )
-            .into());
-        };
-        let name = model.cluster.node(i).name.clone();
         // A mark makes the acting flxp empty (or refill) the node: only the lease's holder writes it.
-        s.daemon
-            .may_act(&zone)
-            .await
-            .map_err(|why| ApiError::new(Code::Unavailable, why.to_string()))?;
+        let (z, name) = node_to_act_on(s, &zone, &node).await?;
         let changed = flxp_engine::maintenance::set(&z.api, &name, on).await;
         // Written or not (a timeout may still have written it), the daemon reads it back.
         s.daemon.notes_written(&zone, &name);
         let changed = changed.map_err(|e| ApiError::new(Code::ProxmoxError, chain(&e)))?;
+        s.live.maintenance(&zone, &name, on, changed);
         if changed {
             s.notify
                 .send(crate::notify::events::maintenance_step(&zone, &name, on));
@@ -189,6 +185,95 @@ impl Mutation {
         );
         Ok(changed)
     }
+
+    /// Switches a node off or wakes it, where `[consolidate] shutdown = true` allows power
+    /// changes: `SHUTDOWN` only an empty node in maintenance with more than half the nodes
+    /// staying online (checked on a fresh read), `WAKE` sends Wake-on-LAN. What was done, in a
+    /// sentence.
+    async fn power(
+        &self,
+        ctx: &Context<'_>,
+        zone: String,
+        node: String,
+        action: PowerAction,
+    ) -> Result<String> {
+        let s = state(ctx)?;
+        super::views::require_operator(ctx, "power")?;
+        if !s.config.consolidate.shutdown {
+            return Err(ApiError::bad_input(
+                "power changes are off in this flxp: set [consolidate] shutdown = true (and give \
+                 the token Sys.PowerMgmt) to switch nodes off and wake them",
+            )
+            .into());
+        }
+        let (z, name) = node_to_act_on(s, &zone, &node).await?;
+        let executor = Executor::new(&zone, z.api.clone(), s.placer_for(&zone))
+            .with_overrides(z.overrides.clone());
+        let power_error = |e: flxp_engine::consolidate::PowerError| match e {
+            flxp_engine::consolidate::PowerError::Refused { .. } => {
+                ApiError::bad_input(e.to_string())
+            }
+            other => ApiError::new(Code::ProxmoxError, chain(&other)),
+        };
+        let done = match action {
+            PowerAction::Shutdown => {
+                executor
+                    .shut_down_if_empty(&name)
+                    .await
+                    .map_err(power_error)?;
+                format!("{name} is shutting down")
+            }
+            PowerAction::Wake => {
+                let mac = executor.wake(&name).await.map_err(power_error)?;
+                format!("Wake-on-LAN sent to {name} ({mac})")
+            }
+        };
+        s.live.power(&zone, &name, &done);
+        Ok(done)
+    }
+}
+
+/// A node of a zone by a name the user typed (any case), or `UNKNOWN_NODE` listing the nodes.
+fn node_name(
+    model: &flxp_engine::ClusterModel,
+    zone: &str,
+    node: &str,
+) -> Result<String, ApiError> {
+    match model.cluster.node_idx_loose(node) {
+        Some(i) => Ok(model.cluster.node(i).name.clone()),
+        None => {
+            let known: Vec<&str> = model
+                .cluster
+                .nodes()
+                .iter()
+                .map(|n| n.name.as_str())
+                .collect();
+            Err(ApiError::new(
+                Code::UnknownNode,
+                format!(
+                    "node {node:?} is not in zone {zone}; nodes: {}",
+                    known.join(", ")
+                ),
+            ))
+        }
+    }
+}
+
+/// The zone and the node's name as Proxmox spells it, for an action on the node; refused
+/// unless this flxp may act in the zone (with `[lease]`, only the lease's holder).
+async fn node_to_act_on<'a>(
+    s: &'a AppState,
+    zone: &str,
+    node: &str,
+) -> Result<(&'a Arc<crate::serve::zone::Zone>, String), ApiError> {
+    let z = s.zone(zone)?;
+    let (model, _) = s.model(z).await?;
+    let name = node_name(&model, zone, node)?;
+    s.daemon
+        .may_act(zone)
+        .await
+        .map_err(|why| ApiError::new(Code::Unavailable, why.to_string()))?;
+    Ok((z, name))
 }
 
 /// Writes the maintenance mark before an evacuation; a node whose notes cannot be written (the
@@ -211,8 +296,14 @@ fn dry(plan: &flxp_core::balance::Plan) -> RunResult {
     }
 }
 
-/// Plans and carries out a goal in its own task.
-async fn run(s: &AppState, zone: &str, goal: Goal) -> Result<RunResult, ApiError> {
+/// Plans and carries out a goal in its own task; with `expect` (a goal's name and a plan's
+/// fingerprint), only if the cluster is still the one that plan was made on.
+async fn run(
+    s: &AppState,
+    zone: &str,
+    goal: Goal,
+    expect: Option<(String, String)>,
+) -> Result<RunResult, ApiError> {
     let z = s.zone(zone)?;
     let executor = Executor::new(zone, z.api.clone(), s.placer_for(zone))
         .with_overrides(z.overrides.clone())
@@ -243,6 +334,21 @@ async fn run(s: &AppState, zone: &str, goal: Goal) -> Result<RunResult, ApiError
         .may_act(zone)
         .await
         .map_err(|why| ApiError::new(Code::Unavailable, why.to_string()))?;
+    // Checked with the zone's locks held: of two requests carrying out one plan (a double
+    // click), the second finds the cluster the first changed.
+    if let Some((goal_name, want)) = expect {
+        let model = z
+            .model()
+            .await
+            .map_err(|e| ApiError::new(Code::Unavailable, e.0))?;
+        if fingerprint_of(&goal_name, &model.cluster) != want {
+            return Err(ApiError::new(
+                Code::StalePlan,
+                "the cluster changed since this plan was made (it was carried out already, or \
+                 guests or nodes changed): plan again and check the new plan",
+            ));
+        }
+    }
     // New VMs keep off the nodes being emptied until the run ends.
     let evacuating = match &goal {
         Goal::Evacuate { nodes, .. } => Some(z.evacuating(nodes)),
@@ -357,6 +463,81 @@ fn chain(e: &dyn std::error::Error) -> String {
     crate::serve::zone::chain(e)
 }
 
+/// [`create`], counted in the metrics.
+async fn counted(
+    s: &AppState,
+    zone: String,
+    name: String,
+    host: Option<String>,
+    options: CreateVmOptions,
+) -> Result<Vm, ApiError> {
+    let started = Instant::now();
+    let result = create(s, &zone, name, host, options).await;
+    match &result {
+        Ok(_) => {
+            s.metrics.create_vm(&zone, "success");
+            s.metrics
+                .create_vm_seconds
+                .get_or_create(&crate::serve::metrics::ZoneLabel { zone: zone.clone() })
+                .observe(started.elapsed().as_secs_f64());
+        }
+        // A name no zone has is one label, whatever a client sends: series stay bounded.
+        Err(e) if !s.zones.contains_key(&zone) => {
+            s.metrics.create_vm("(unknown)", e.code.outcome());
+        }
+        Err(e) => s.metrics.create_vm(&zone, e.code.outcome()),
+    }
+    result
+}
+
+/// [`counted`] once per idempotency key: the first request with `key` creates, in its own task
+/// (a client that hangs up does not lose the answer for its retry); every other one waits for
+/// that answer and returns it. A VM created is the answer for an hour; an error only for the
+/// requests that waited for it.
+async fn once(
+    s: &AppState,
+    key: String,
+    zone: String,
+    name: String,
+    host: Option<String>,
+    options: CreateVmOptions,
+) -> Result<Vm, ApiError> {
+    let request = match &host {
+        Some(h) => format!("zone {zone}, name {name}, host {h}"),
+        None => format!("zone {zone}, name {name}"),
+    };
+    match s.idempotency.claim(&key, &request)? {
+        Claim::First(tx) => {
+            let state = s.clone();
+            let task = s.work.spawn(async move {
+                let result = counted(&state, zone, name, host, options).await;
+                let _ = tx.send(Some(result.clone()));
+                result
+            });
+            let result = task.await.unwrap_or_else(|e| Err(ApiError::internal(e)));
+            // A failed creation leaves no VM (the steps after the clone remove it): the requests
+            // that waited get its error, and a later retry with the key tries again.
+            if result.is_err() {
+                s.idempotency.forget(&key);
+            }
+            result
+        }
+        Claim::Wait(rx) => {
+            tracing::info!(
+                key,
+                "createVM repeated with its idempotency key: answering the first"
+            );
+            answer(rx).await.unwrap_or_else(|| {
+                s.idempotency.forget(&key);
+                Err(ApiError::new(
+                    Code::Unavailable,
+                    "the first request with this idempotencyKey ended without an answer; retry",
+                ))
+            })
+        }
+    }
+}
+
 /// Resolves names to a [`VmRequest`] and creates the VM in its own task.
 async fn create(
     s: &AppState,
@@ -436,6 +617,15 @@ async fn create(
         .map_err(ApiError::internal)?
         .map_err(|e| create_error(s, zone, e))?;
     s.metrics.decision(zone, "create_vm", "placed");
+    s.live.created(
+        zone,
+        crate::serve::dashboard::live::Created {
+            vmid: created.vmid,
+            name: created.name.clone(),
+            node: created.node.clone(),
+            clone_task: created.clone_task.clone(),
+        },
+    );
     let warnings: Vec<String> = created
         .placement
         .request_warnings()

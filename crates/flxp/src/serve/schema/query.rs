@@ -74,6 +74,7 @@ impl Query {
                 name: z.name.clone(),
                 reachable: z.answered_within(s.ready_window),
                 simulated: s.simulated,
+                power: s.config.consolidate.shutdown,
             })
             .collect())
     }
@@ -88,7 +89,7 @@ impl Query {
             report
                 .nodes
                 .iter()
-                .map(|n| Node::new(n, &report.violations))
+                .map(|n| Node::new(n, &report.violations, &model.cluster))
                 .collect::<Vec<_>>()
         })
         .await
@@ -129,7 +130,13 @@ impl Query {
             "no_capacity"
         };
         s.metrics.decision(&zone, "placement", outcome);
-        Ok(PlacementResult::new(&decision, explain))
+        let mut result = PlacementResult::new(&decision, explain);
+        if let Ok(policy) = s.placer_for(&zone).policy_def(&decision.policy) {
+            for score in result.candidates.iter_mut().flat_map(|c| &mut c.scores) {
+                score.weight = policy.weights.get(&score.scorer).copied().unwrap_or(1.0);
+            }
+        }
+        Ok(result)
     }
 
     /// The rebalancing methods `rebalancePlan` and `rebalance` take as `method`.
@@ -148,8 +155,12 @@ impl Query {
         let s = state(ctx)?;
         let options = balance_options(s, method.as_deref(), s.placer.methods())?;
         let (model, st) = s.zone_model(&zone).await?;
+        let goal = balance_goal(&options);
+        let fingerprint = super::safety::fingerprint(&goal, &model.cluster);
         let plan = rebalance(s, &zone, model, st, options).await?;
-        Ok(PlanResult::from(&plan))
+        let mut result = PlanResult::from(&plan);
+        result.fingerprint = Some(fingerprint);
+        Ok(result)
     }
 
     /// The plan to empty a node (nothing is moved).
@@ -166,6 +177,16 @@ impl Query {
     }
 }
 
+/// What a rebalancing plan's fingerprint says it is for.
+pub(super) fn balance_goal(options: &BalanceOptions) -> String {
+    format!("balance {}", options.method)
+}
+
+/// What an evacuation plan's fingerprint says it is for.
+pub(super) fn evacuation_goal(node: &str) -> String {
+    format!("evacuate {node}")
+}
+
 /// An evacuation plan of `node` as GraphQL answers it, with the running guests it would leave
 /// there, and the node's state now.
 pub(super) fn evacuation_result(
@@ -180,6 +201,10 @@ pub(super) fn evacuation_result(
     let Some(idx) = model.cluster.node_idx_loose(node) else {
         return (result, None);
     };
+    result.fingerprint = Some(super::safety::fingerprint(
+        &evacuation_goal(&model.cluster.node(idx).name),
+        &model.cluster,
+    ));
     let left = flxp_core::left_running::left_running(&model.cluster, &[idx], plan, false);
     result.left_running = left.iter().map(GuestLeft::from).collect();
     let now = flxp_core::left_running::maintenance_state(&model.cluster, &model.rules, idx);

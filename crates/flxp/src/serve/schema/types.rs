@@ -46,6 +46,17 @@ pub struct ZoneInfo {
     pub reachable: bool,
     /// Whether it is the built-in simulated zone.
     pub simulated: bool,
+    /// Whether `power` may switch its nodes off and wake them (`[consolidate] shutdown = true`).
+    pub power: bool,
+}
+
+/// What `power` does to a node.
+#[derive(async_graphql::Enum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PowerAction {
+    /// Switch it off: only an empty node in maintenance, with more than half the nodes online.
+    Shutdown,
+    /// Send it Wake-on-LAN.
+    Wake,
 }
 
 /// A broken hard rule.
@@ -105,6 +116,8 @@ pub struct Node {
     pub labels: Vec<String>,
     /// Taints from its notes.
     pub taints: Vec<String>,
+    /// Soft taints (`flxp.prefer-no.<taint>`): avoided unless tolerated, never refused.
+    pub soft_taints: Vec<String>,
     /// Hard rules broken on it.
     pub violations: Vec<Violation>,
     /// Whether it is safe to reboot, for a node in maintenance; null for the others.
@@ -168,7 +181,11 @@ impl From<&flxp_core::left_running::MaintenanceState> for MaintenanceState {
 
 impl Node {
     /// From the status report's line and the report's violations.
-    pub fn new(n: &NodeSummary, violations: &[flxp_core::constraints::Violation]) -> Self {
+    pub fn new(
+        n: &NodeSummary,
+        violations: &[flxp_core::constraints::Violation],
+        cluster: &Cluster,
+    ) -> Self {
         Self {
             id: ID(n.node.clone()),
             name: n.node.clone(),
@@ -185,6 +202,10 @@ impl Node {
             guests: u32::try_from(n.guests).unwrap_or(u32::MAX),
             labels: n.labels.clone(),
             taints: n.taints.clone(),
+            soft_taints: cluster
+                .node_idx(&n.node)
+                .map(|i| cluster.node(i).prefer_no.iter().cloned().collect())
+                .unwrap_or_default(),
             violations: violations
                 .iter()
                 .filter(|v| v.node == n.node)
@@ -284,6 +305,8 @@ pub struct Score {
     pub scorer: String,
     /// 0..=100.
     pub score: f64,
+    /// Its weight in the policy: what the score counts in the node's total.
+    pub weight: f64,
 }
 
 /// One node's verdict.
@@ -337,6 +360,7 @@ impl PlacementResult {
                             .map(|(k, v)| Score {
                                 scorer: k.clone(),
                                 score: *v,
+                                weight: 1.0,
                             })
                             .collect(),
                     })
@@ -371,6 +395,8 @@ pub struct PlanMigration {
     pub purpose: String,
     /// Live migration of a running guest.
     pub online: bool,
+    /// Bytes to copy: the memory of a running guest plus its local disks.
+    pub bytes: u64,
     /// Wave: migrations of one wave may run together.
     pub wave: u32,
     /// Imbalance after this migration.
@@ -391,6 +417,7 @@ impl From<&Migration> for PlanMigration {
                 .and_then(|v| v.as_str().map(str::to_owned))
                 .unwrap_or_default(),
             online: m.online,
+            bytes: m.bytes,
             wave: m.wave,
             imbalance_after: m.imbalance_after,
         }
@@ -465,6 +492,9 @@ pub struct PlanResult {
     pub left_running: Vec<GuestLeft>,
     /// The plan as `flxp balance --json` prints it.
     pub document: Json<serde_json::Value>,
+    /// A digest of the goal and of the cluster the plan was made on: `rebalance` and `evacuate`
+    /// given it carry the plan out only while the cluster is still the same (else `STALE_PLAN`).
+    pub fingerprint: Option<String>,
 }
 
 impl From<&Plan> for PlanResult {
@@ -493,6 +523,7 @@ impl From<&Plan> for PlanResult {
             warnings: p.warnings.iter().map(ToString::to_string).collect(),
             left_running: Vec::new(),
             document: Json(serde_json::to_value(p).unwrap_or_default()),
+            fingerprint: None,
         }
     }
 }

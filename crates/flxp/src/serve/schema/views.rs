@@ -130,6 +130,12 @@ pub struct TaskEntry {
     pub endtime: Option<i64>,
     /// `OK` or the error; null while it runs.
     pub status: Option<String>,
+    /// For a migration: the node it goes to, from its log; null when unknown.
+    pub target: Option<String>,
+    /// For a clone: the new VM's id, when this flxp created it (the task names the template).
+    pub new_vmid: Option<u32>,
+    /// For a clone: the new VM's name, when this flxp created it.
+    pub new_name: Option<String>,
 }
 
 /// Task types that move or create guests: what the history shows unless asked for all.
@@ -178,8 +184,13 @@ impl ViewQuery {
         let o = &s.config.balance;
         let (measure, metric) = (o.measure, o.metric);
         // Judging every node and guest is CPU work: off the async workers, as `Query::nodes` does.
-        let (report, imbalance, ha) = blocking("judging the zone", move || {
+        let (report, imbalance, ha, nodes) = blocking("judging the zone", move || {
             let report = flxp_core::status::status(&model.cluster, &model.rules, &st);
+            let nodes: Vec<Node> = report
+                .nodes
+                .iter()
+                .map(|n| Node::new(n, &report.violations, &model.cluster))
+                .collect();
             let imbalance = flxp_core::balance::imbalance(&model.cluster, &st, measure, metric);
             let ha: Vec<NodeHa> = model
                 .cluster
@@ -198,16 +209,12 @@ impl ViewQuery {
                     }
                 })
                 .collect();
-            (report, imbalance, ha)
+            (report, imbalance, ha, nodes)
         })
         .await?;
         Ok(ZoneStatus {
             zone: zone.clone(),
-            nodes: report
-                .nodes
-                .iter()
-                .map(|n| Node::new(n, &report.violations))
-                .collect(),
+            nodes,
             ha,
             imbalance,
             threshold: o.trigger.threshold_for(o.measure),
@@ -315,10 +322,27 @@ impl ViewQuery {
                 starttime: t.starttime,
                 endtime: t.endtime,
                 status: t.status,
+                target: None,
+                new_vmid: None,
+                new_name: None,
             })
             .collect();
         out.sort_by_key(|t| std::cmp::Reverse(t.starttime));
         out.truncate(usize::try_from(limit.max(0)).unwrap_or(0));
+        for t in &mut out {
+            match t.kind.as_str() {
+                "qmigrate" | "vzmigrate" => {
+                    t.target = s.live.migration_target(&z.api, &t.upid).await;
+                }
+                "qmclone" => {
+                    if let Some(made) = s.live.clone_made(&t.upid) {
+                        t.new_vmid = Some(made.vmid);
+                        t.new_name = Some(made.name);
+                    }
+                }
+                _ => {}
+            }
+        }
         Ok(out)
     }
 }
