@@ -514,3 +514,21 @@ async fn an_ha_migration_is_recorded_with_who_asked_for_it() {
     assert_eq!(m[0]["requested_by"], "root@pam!test");
     assert_eq!(m[0]["ok"], true);
 }
+
+#[tokio::test(start_paused = true)]
+async fn without_a_trace_a_day_jump_samples_its_last_minute_only() {
+    // Nothing changes a static cluster's figures between events: sampling each of the 1,440
+    // minutes cost a clock run 100,000 times faster than real time most of its CPU.
+    let s = TestSim::new(cluster());
+    advance_to(&s, START_MINUTE + 86_400.0).await;
+    let hour = s.list("/nodes/pve1/rrddata?timeframe=hour").await;
+    assert!(
+        hour.last().is_some_and(|r| r.get("cpu").is_some()),
+        "the last minute has its row"
+    );
+    let minutes = records(&s, 0.0).await["node_samples"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(minutes, 3, "one sample per node");
+}
