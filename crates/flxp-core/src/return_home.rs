@@ -165,15 +165,16 @@ mod tests {
             .build();
         let p = plan_home(&c, "a", &[101, 102, 103, 999]);
         assert_eq!(moves(&p), vec![(101, "b", "a"), (102, "c", "a")]);
-        assert!(p.migrations.iter().all(|m| m.purpose == Purpose::ReturnHome));
+        assert!(
+            p.migrations
+                .iter()
+                .all(|m| m.purpose == Purpose::ReturnHome)
+        );
         assert_eq!(
             p.migrations[0].reason,
             "back home to a after its maintenance; spread 3.1 pp → 3.1 pp"
         );
-        assert_eq!(
-            p.summary,
-            "back home to a: 2 migration(s), 4.0 GiB to copy"
-        );
+        assert_eq!(p.summary, "back home to a: 2 migration(s), 4.0 GiB to copy");
     }
 
     #[test]

@@ -6,6 +6,7 @@ mod cli_consolidate;
 mod cli_daemon;
 mod cli_evacuate;
 mod cli_lease;
+mod cli_maintenance;
 mod cli_place;
 mod cli_replicas;
 mod cli_setup;
