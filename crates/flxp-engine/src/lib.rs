@@ -43,6 +43,7 @@ pub use limits::Limits;
 pub mod progress;
 pub mod queue;
 pub mod refresh;
+pub mod rolling;
 pub use progress::{Event, NoProgress, Progress};
 pub use refresh::ReadCache;
 pub mod report;
