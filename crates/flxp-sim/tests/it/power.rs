@@ -139,7 +139,7 @@ async fn a_reboot_changes_the_boot_time_and_quorum_follows_the_offline_nodes() {
 #[tokio::test(start_paused = true)]
 async fn a_node_set_to_fail_its_boot_stays_offline() {
     let s = sim();
-    s.control("POST", "/_sim/faults", json!({"fail_boots": ["pve3"]}))
+    s.control("PUT", "/_sim/faults", json!({"fail_boots": ["pve3"]}))
         .await
         .assert_ok();
     s.post("/nodes/pve3/status", &[("command", "reboot")])

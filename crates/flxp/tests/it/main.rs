@@ -9,6 +9,7 @@ mod cli_lease;
 mod cli_maintenance;
 mod cli_place;
 mod cli_replicas;
+mod cli_rolling;
 mod cli_setup;
 mod cli_sim;
 mod cli_status;
