@@ -149,11 +149,13 @@ impl Executor {
             c.guest_idx(v)
                 .is_some_and(|g| Some(model.state.location(g)) != idx)
         };
-        let left = std::cell::RefCell::new(BTreeSet::new());
+        let left = std::sync::Mutex::new(BTreeSet::new());
         crate::notes_edit::edit(self.api(), node, |text| {
             let still: BTreeSet<u32> = read(text).into_iter().filter(|&v| away(v)).collect();
             let change = edited(text, &still);
-            *left.borrow_mut() = still;
+            if let Ok(mut l) = left.lock() {
+                *l = still;
+            }
             change
         })
         .await
@@ -161,7 +163,7 @@ impl Executor {
             node: node.to_owned(),
             source,
         })?;
-        Ok(left.into_inner())
+        Ok(left.into_inner().unwrap_or_default())
     }
 }
 

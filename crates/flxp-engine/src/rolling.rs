@@ -203,8 +203,28 @@ pub struct RollingReport {
     pub migrations: usize,
 }
 
-/// One line of news for the person watching.
-pub type Tell<'a> = &'a (dyn Fn(String) + Sync);
+/// News of a node's step, for the person (or the metrics) watching.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct News {
+    /// The node.
+    pub node: String,
+    /// The step it is at now.
+    pub step: Step,
+    /// One line for people.
+    pub line: String,
+}
+
+/// Where news goes.
+pub type Tell<'a> = &'a (dyn Fn(News) + Sync);
+
+/// News of `node` at `step`.
+fn news(node: &str, step: Step, line: String) -> News {
+    News {
+        node: node.to_owned(),
+        step,
+        line,
+    }
+}
 
 impl Executor {
     /// The progress lines of the zone now, and the notes of the online nodes.
@@ -265,7 +285,11 @@ impl Executor {
             .cloned()
             .collect();
         for n in &report.skipped {
-            tell(format!("{n}: done by an earlier run, skipped"));
+            tell(news(
+                n,
+                Step::Done,
+                format!("{n}: done by an earlier run, skipped"),
+            ));
         }
         loop {
             let progress = self
@@ -380,12 +404,20 @@ impl Executor {
         let mut migrations = 0;
         let mut step = match &at {
             Some(p) => {
-                tell(format!("{node}: continuing at step {}", p.step.as_str()));
+                tell(news(
+                    node,
+                    p.step,
+                    format!("{node}: continuing at step {}", p.step.as_str()),
+                ));
                 p.step
             }
             None => {
                 self.take_out(node, all, options).await?;
-                tell(format!("{node}: out of service, being emptied"));
+                tell(news(
+                    node,
+                    Step::Evacuating,
+                    format!("{node}: out of service, being emptied"),
+                ));
                 Step::Evacuating
             }
         };
@@ -399,7 +431,11 @@ impl Executor {
                         Some(hook) => match run_hook(hook, node).await {
                             Ok(true) => Step::Hooked,
                             Ok(false) => {
-                                tell(format!("{node}: hook says nothing to do: no reboot"));
+                                tell(news(
+                                    node,
+                                    Step::Returning,
+                                    format!("{node}: hook says nothing to do: no reboot"),
+                                ));
                                 Step::Returning
                             }
                             Err(why) => return Err(fail(step, why)),
@@ -419,7 +455,7 @@ impl Executor {
                             .await
                             .map_err(|r| fail(step, r))?;
                         self.reboot(node).await.map_err(|r| fail(step, r))?;
-                        tell(format!("{node}: rebooting"));
+                        tell(news(node, Step::Rebooting, format!("{node}: rebooting")));
                         resumed = false;
                         step = Step::Rebooting;
                     } else {
@@ -433,7 +469,11 @@ impl Executor {
                     self.wait_back(node, boot, resumed, options)
                         .await
                         .map_err(|r| fail(step, r))?;
-                    tell(format!("{node}: back online, the cluster quorate"));
+                    tell(news(
+                        node,
+                        Step::Returning,
+                        format!("{node}: back online, the cluster quorate"),
+                    ));
                     step = Step::Returning;
                     self.set_progress(node, Some((step, 0)), all)
                         .await
@@ -453,7 +493,7 @@ impl Executor {
                     self.set_progress(node, Some((step, 0)), all)
                         .await
                         .map_err(|r| fail(step, r))?;
-                    tell(format!("{node}: done"));
+                    tell(news(node, Step::Done, format!("{node}: done")));
                 }
                 Step::Done => return Ok(migrations),
             }

@@ -87,7 +87,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         if args.dry_run {
             return schedule(&executor, &args.nodes, &options, bandwidth).await;
         }
-        let told = |line: String| tell(line);
+        let told = |n: flxp_engine::rolling::News| tell(n.line);
         match executor.rolling(&args.nodes, &options, &told).await {
             Ok(r) => {
                 say(format!(

@@ -129,3 +129,41 @@ async fn a_daemon_round_warns_of_and_counts_the_guest_still_running_on_a_node_in
         .count();
     assert_eq!(warnings, 1, "{}", s.log());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_maintenance_runs_in_the_background_and_its_progress_is_readable() {
+    let s = start(Scenario::demo(), PARALLEL_MIGRATIONS, &[]).await;
+    let before = super::serve::guests(&s);
+    let booted = s.sim.sim().world().nodes["pve2"].booted_at;
+    let v = s
+        .query(
+            "mutation { rollingMaintenance(zone: \"lab\", nodes: [\"pve2\"]) { node step boot } }",
+        )
+        .await;
+    assert!(v["errors"].is_null(), "{v}");
+    // Followed through Proxmox: a line per node while it runs, none once it is done.
+    let start = std::time::Instant::now();
+    let mut seen = Vec::new();
+    loop {
+        let v = s
+            .query("query { rollingProgress(zone: \"lab\") { node step } }")
+            .await;
+        let steps = v["data"]["rollingProgress"].as_array().unwrap().clone();
+        if let Some(step) = steps.first() {
+            let step = step["step"].as_str().unwrap().to_owned();
+            if seen.last() != Some(&step) {
+                seen.push(step);
+            }
+        } else if !seen.is_empty() {
+            break;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(180),
+            "{seen:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(seen.contains(&"rebooting".to_owned()), "{seen:?}");
+    assert!(s.sim.sim().world().nodes["pve2"].booted_at > booted);
+    assert_eq!(super::serve::guests(&s), before);
+}

@@ -12,7 +12,9 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::query::{balance_options, core_error, evacuation, evacuation_result, rebalance, state};
-use super::types::{CreateVmOptions, GuestLeft, Host, MaintenanceState, PlanResult, RunResult, Vm};
+use super::types::{
+    CreateVmOptions, GuestLeft, Host, MaintenanceState, PlanResult, RollingNode, RunResult, Vm,
+};
 use super::{ApiError, Code};
 use crate::serve::dashboard::live::LiveProgress;
 use crate::serve::metrics::MigrationMeter;
@@ -175,6 +177,70 @@ impl Mutation {
         let changed = changed.map_err(|e| ApiError::new(Code::ProxmoxError, chain(&e)))?;
         Ok(changed)
     }
+
+    /// Starts a rolling maintenance of `nodes` (none: every node, by name) in the background, as
+    /// `flxp rolling` runs it without a hook: each node emptied, rebooted (unless `reboot` is
+    /// false), back online and quorate, its guests back home, one at a time. Answers the progress
+    /// at the start; `rollingProgress` follows it (kept in Proxmox: a restarted flxp, or the CLI,
+    /// continues it).
+    async fn rolling_maintenance(
+        &self,
+        ctx: &Context<'_>,
+        zone: String,
+        #[graphql(default)] nodes: Vec<String>,
+        #[graphql(default = true)] reboot: bool,
+    ) -> Result<Vec<RollingNode>> {
+        let s = state(ctx)?;
+        super::views::require_operator(ctx, "rollingMaintenance")?;
+        let z = s.zone(&zone)?;
+        s.daemon
+            .may_act(&zone)
+            .await
+            .map_err(|why| ApiError::new(Code::Unavailable, why.to_string()))?;
+        let executor = executor_for(s, &zone, z);
+        let options = flxp_engine::rolling::RollingOptions {
+            evacuate: s.config.evacuate.clone(),
+            hook: None,
+            reboot,
+            poll: s.execute.poll,
+            return_home: s.config.evacuate.return_home,
+            ..flxp_engine::rolling::RollingOptions::default()
+        };
+        let (runs, daemon, name) = (Arc::clone(&z.runs), s.daemon.clone(), zone.clone());
+        let metrics = Arc::clone(&s.metrics);
+        let reader = executor.clone();
+        s.work.spawn(async move {
+            // Like every run: none beside it in the zone, and no daemon round meanwhile.
+            let _run = runs.lock_owned().await;
+            let _round = daemon.lock_zone(&name).await.ok();
+            let tell = |n: flxp_engine::rolling::News| {
+                metrics.rolling_step(&name, &n.node, n.step);
+                tracing::info!(zone = %name, "rolling maintenance: {}", n.line);
+            };
+            match executor.rolling(&nodes, &options, &tell).await {
+                Ok(r) => tracing::info!(zone = %name, done = r.done.len(), migrations = r.migrations, "rolling maintenance done"),
+                Err(e) => tracing::error!(zone = %name, error = %e, "rolling maintenance stopped"),
+            }
+        });
+        let progress = reader
+            .rolling_progress()
+            .await
+            .map_err(|e| ApiError::new(Code::ProxmoxError, chain(&e)))?;
+        Ok(progress.values().map(RollingNode::from).collect())
+    }
+}
+
+/// The executor runs of a zone carry plans out with: its reservations, options, stop and progress.
+fn executor_for(s: &AppState, zone: &str, z: &crate::serve::zone::Zone) -> Executor {
+    Executor::new(zone, z.api.clone(), s.placer_for(zone))
+        .with_overrides(z.overrides.clone())
+        .with_reservations(Some(Arc::clone(z.creator.reservations())))
+        .with_options(s.execute.clone())
+        .with_stop(s.stop.clone())
+        .with_progress(Arc::new(LiveProgress {
+            meter: MigrationMeter(Arc::clone(&s.metrics)),
+            live: Arc::clone(&s.live),
+        }))
 }
 
 /// Writes the maintenance mark before an evacuation; a node whose notes cannot be written (the
@@ -200,15 +266,7 @@ fn dry(plan: &flxp_core::balance::Plan) -> RunResult {
 /// Plans and carries out a goal in its own task.
 async fn run(s: &AppState, zone: &str, goal: Goal) -> Result<RunResult, ApiError> {
     let z = s.zone(zone)?;
-    let executor = Executor::new(zone, z.api.clone(), s.placer_for(zone))
-        .with_overrides(z.overrides.clone())
-        .with_reservations(Some(Arc::clone(z.creator.reservations())))
-        .with_options(s.execute.clone())
-        .with_stop(s.stop.clone())
-        .with_progress(Arc::new(LiveProgress {
-            meter: MigrationMeter(Arc::clone(&s.metrics)),
-            live: Arc::clone(&s.live),
-        }));
+    let executor = executor_for(s, zone, z);
     let live = Arc::clone(&s.live);
     let live_zone = zone.to_owned();
     let span = tracing::info_span!("run", zone = %zone, goal = goal.as_str());
@@ -239,6 +297,11 @@ async fn run(s: &AppState, zone: &str, goal: Goal) -> Result<RunResult, ApiError
     // would read it and empty the node itself, beside this run.
     if let Goal::Evacuate { nodes, .. } = &goal {
         for node in nodes {
+            // Where its guests come from, before the first moves: they go back when the
+            // maintenance ends.
+            if let Err(e) = executor.record_homes(node).await {
+                tracing::warn!(zone = %z.name, node, error = %chain(&e), "where the guests come from is not recorded: they will not go back by themselves");
+            }
             mark(z, node, true).await;
             s.daemon.notes_written(zone, node);
         }
@@ -331,7 +394,7 @@ async fn left_after(
     (left, state)
 }
 
-fn chain(e: &dyn std::error::Error) -> String {
+pub(super) fn chain(e: &dyn std::error::Error) -> String {
     crate::serve::zone::chain(e)
 }
 
