@@ -1,6 +1,6 @@
 //! `flxp maintenance NODE --zone Z [--off [--stay]]`: set or clear the `flxp.maintenance` token in
-//! a node's notes, as `flxp evacuate` sets it; clearing removes exact `flxp.maintenance` tokens
-//! only, then takes the guests an evacuation recorded back home (unless `--stay` or `[evacuate]
+//! a node's notes, as `flxp evacuate` sets it (recording first where its guests are at home); clearing removes exact `flxp.maintenance` tokens
+//! only, then takes the guests recorded back home (unless `--stay` or `[evacuate]
 //! return-home = false`). A mark makes the acting flxp empty the node (or fill it again), so it
 //! is written under the zone's lease, as every run that acts.
 
@@ -66,6 +66,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
             .map(|n| n.node)
             .find(|n| n.eq_ignore_ascii_case(&args.node))
             .ok_or_else(|| UsageError(format!("node {:?} is not in zone {zone}", args.node)))?;
+        if on {
+            // The daemon empties the node once it reads the mark: where its guests come from is
+            // written first, so that they go back when the maintenance ends.
+            executor.record_homes(&node).await?;
+        }
         let changed = flxp_engine::maintenance::set(executor.api(), &node, on).await?;
         crate::output::tell(match (on, changed) {
             (true, true) => format!("{node}: flxp.maintenance added to its notes"),

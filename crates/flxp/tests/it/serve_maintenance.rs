@@ -167,3 +167,31 @@ async fn a_rolling_maintenance_runs_in_the_background_and_its_progress_is_readab
     assert!(s.sim.sim().world().nodes["pve2"].booted_at > booted);
     assert_eq!(super::serve::guests(&s), before);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ending_a_maintenance_takes_the_evacuated_guests_back_home() {
+    let s = start(Scenario::demo(), PARALLEL_MIGRATIONS, &[]).await;
+    let before = super::serve::guests(&s);
+    let v = s
+        .query("mutation { evacuate(zone: \"lab\", node: \"pve4\") { executed done } }")
+        .await;
+    assert_eq!(v["data"]["evacuate"]["executed"], true, "{v}");
+    assert_ne!(super::serve::guests(&s), before);
+    let v = s
+        .query("mutation { maintenance(zone: \"lab\", node: \"pve4\", on: false) }")
+        .await;
+    assert_eq!(v["data"]["maintenance"], true, "{v}");
+    let start = std::time::Instant::now();
+    while super::serve::guests(&s) != before
+        || s.sim.sim().world().nodes["pve4"]
+            .notes
+            .contains("flxp-home")
+    {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(120),
+            "{:?}",
+            super::serve::guests(&s)
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

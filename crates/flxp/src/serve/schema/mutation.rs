@@ -171,10 +171,20 @@ impl Mutation {
             .may_act(&zone)
             .await
             .map_err(|why| ApiError::new(Code::Unavailable, why.to_string()))?;
+        if on {
+            // Before the daemon reads the mark and empties the node: where its guests come from.
+            let executor = executor_for(s, &zone, z);
+            if let Err(e) = executor.record_homes(&name).await {
+                tracing::warn!(zone = %zone, node = %name, error = %chain(&e), "where the guests come from is not recorded: they will not go back by themselves");
+            }
+        }
         let changed = flxp_engine::maintenance::set(&z.api, &name, on).await;
         // Written or not (a timeout may still have written it), the daemon reads it back.
         s.daemon.notes_written(&zone, &name);
         let changed = changed.map_err(|e| ApiError::new(Code::ProxmoxError, chain(&e)))?;
+        if !on && s.config.evacuate.return_home {
+            go_home(s, &zone, z, name);
+        }
         Ok(changed)
     }
 
@@ -228,6 +238,30 @@ impl Mutation {
             .map_err(|e| ApiError::new(Code::ProxmoxError, chain(&e)))?;
         Ok(progress.values().map(RollingNode::from).collect())
     }
+}
+
+/// Takes the guests recorded on `node` back home in the background, as a run (the zone's run and
+/// round locks held); what went wrong is logged.
+fn go_home(s: &AppState, zone: &str, z: &crate::serve::zone::Zone, node: String) {
+    let executor = executor_for(s, zone, z);
+    let (runs, daemon, name) = (Arc::clone(&z.runs), s.daemon.clone(), zone.to_owned());
+    let options = s.config.evacuate.clone();
+    s.work.spawn(async move {
+        let _run = runs.lock_owned().await;
+        let _round = daemon.lock_zone(&name).await.ok();
+        match executor.plan_return(&node, &options).await {
+            Ok((goal, plan)) => {
+                if !plan.migrations.is_empty() {
+                    let report = executor.execute(plan, &goal).await;
+                    tracing::info!(zone = %name, node, summary = %report.summary(), "guests back home");
+                }
+                if let Err(e) = executor.settle_homes(&node).await {
+                    tracing::warn!(zone = %name, node, error = %chain(&e), "cannot update where the guests come from");
+                }
+            }
+            Err(e) => tracing::error!(zone = %name, node, error = %chain(&e), "cannot plan the guests back home"),
+        }
+    });
 }
 
 /// The executor runs of a zone carry plans out with: its reservations, options, stop and progress.
