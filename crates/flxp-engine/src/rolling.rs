@@ -119,6 +119,11 @@ fn line(node: &str, step: Step, boot: i64) -> String {
     format!("{PREFIX}node={node} step={} boot={boot} -->", step.as_str())
 }
 
+/// Seconds a boot time computed from the cluster's clock and the node's uptime may wander
+/// between reads (both are whole seconds, from two clocks): a boot time must be later than the
+/// one before the reboot by more than this to count as a new boot.
+const BOOT_SLACK_SECS: i64 = 10;
+
 /// What runs on a node once it is empty, before its reboot: an admin's command, given the node's
 /// name as its last argument.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -145,6 +150,9 @@ pub struct RollingOptions {
     pub poll: Duration,
     /// Take the guests back home once a node is done.
     pub return_home: bool,
+    /// Reboot a node even when running guests stay on it (ignored, locked): the reboot stops
+    /// them. Off: such a node stops the run before its reboot.
+    pub stop_left: bool,
 }
 
 impl Default for RollingOptions {
@@ -156,6 +164,7 @@ impl Default for RollingOptions {
             boot_timeout: Duration::from_secs(900),
             poll: Duration::from_secs(2),
             return_home: true,
+            stop_left: false,
         }
     }
 }
@@ -577,7 +586,7 @@ impl Executor {
         let model = self.read().await.map_err(|e| error_chain(&e))?;
         if let Some(idx) = model.cluster.node_idx(node) {
             let left = left_running(&model.cluster, &[idx], &plan, true);
-            if !left.is_empty() && options.reboot {
+            if !left.is_empty() && options.reboot && !options.stop_left {
                 let who: Vec<String> = left
                     .iter()
                     .map(|l| format!("{} ({})", l.vmid, l.reason))
@@ -614,8 +623,8 @@ impl Executor {
         let mut asked_again = !resumed;
         loop {
             match self.boot_state(node).await {
-                Ok((Some(b), true, true)) if b > boot => return Ok(()),
-                Ok((Some(b), true, _)) if b <= boot && !asked_again => {
+                Ok((Some(b), true, true)) if b > boot + BOOT_SLACK_SECS => return Ok(()),
+                Ok((Some(b), true, _)) if b <= boot + BOOT_SLACK_SECS && !asked_again => {
                     self.reboot(node).await?;
                     asked_again = true;
                 }

@@ -40,6 +40,10 @@ pub struct Args {
     /// Leave the evacuated guests where they are instead of taking them back home.
     #[arg(long)]
     stay: bool,
+    /// Reboot a node even when running guests stay on it (flxp.ignore, locked): the reboot stops
+    /// them. Without it such a node stops the run before its reboot.
+    #[arg(long)]
+    stop_left: bool,
     /// Print the schedule only.
     #[arg(long)]
     dry_run: bool,
@@ -74,6 +78,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         boot_timeout: Duration::from_secs(args.boot_timeout),
         poll: Duration::from_secs(config.migration.poll_secs.max(1)),
         return_home: !args.stay && config.evacuate.return_home,
+        stop_left: args.stop_left,
     };
     let placer = Arc::new(load::placer(&config)?.in_zone(Some(args.zone.clone())));
     let acting = super::lease::Acting {

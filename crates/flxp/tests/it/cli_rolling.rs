@@ -168,3 +168,27 @@ fn a_node_whose_guests_fit_nowhere_else_is_not_taken_out() {
     );
     assert!(out.starts_with("pve1: evacuate 7 migration(s), "), "{out}");
 }
+
+#[test]
+fn a_running_guest_left_stops_the_run_before_the_reboot_unless_stop_left() {
+    let z = zone();
+    let before = placement(&z);
+    let booted = boots(&z);
+    // 151 is tagged flxp.ignore and runs on pve4.
+    let (code, out, err) = z.run(&["rolling", "pve4"]);
+    assert_eq!(code, 1, "{err}\n{out}");
+    assert!(
+        out.contains(
+            "stopped (exit code 1): node pve4 stopped at step evacuating: 1 running guest(s) still \
+             on it, a reboot would stop them: 151 (tagged flxp.ignore"
+        ),
+        "{out}"
+    );
+    assert_eq!(boots(&z)["pve4"], booted["pve4"]);
+    let (code, out, err) = z.run(&["rolling", "pve4", "--stop-left"]);
+    assert_eq!(code, 0, "{err}\n{out}");
+    assert!(boots(&z)["pve4"] > booted["pve4"]);
+    assert_eq!(placement(&z), before);
+    assert!(!z.sim.world().guests[&151].running, "stopped by the reboot");
+    assert_notes_clean(&z);
+}
