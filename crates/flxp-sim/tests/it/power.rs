@@ -110,7 +110,7 @@ async fn a_reboot_changes_the_boot_time_and_quorum_follows_the_offline_nodes() {
         }
     };
     let before = uptime(&s).await;
-    assert!(before > 1000, "{before}");
+    assert!(before >= 1000, "{before}");
     s.post("/nodes/pve2/status", &[("command", "reboot")])
         .await
         .data();
@@ -148,7 +148,7 @@ async fn a_node_set_to_fail_its_boot_stays_offline() {
     sleep(21.0 + 90.0 + 60.0).await;
     assert_eq!(s.resource("node/pve3").await["status"], "offline");
     // The fault lifted, a wake brings it back.
-    s.control("POST", "/_sim/faults", json!({}))
+    s.control("DELETE", "/_sim/faults", json!({}))
         .await
         .assert_ok();
     s.post("/nodes/pve3/wakeonlan", &[]).await.data();
