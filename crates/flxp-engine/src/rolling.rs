@@ -189,6 +189,12 @@ pub enum RollingError {
         /// Why not.
         reason: String,
     },
+    /// The zone could not be read (or its progress lines not written); nothing was started.
+    #[error("cannot read the zone: {reason}")]
+    Unreadable {
+        /// Why, with the causes.
+        reason: String,
+    },
     /// A step failed; the node's progress line says where it stopped.
     #[error("node {node} stopped at step {}: {reason}", step.as_str())]
     Failed {
@@ -255,10 +261,7 @@ impl Executor {
             step,
             reason,
         };
-        let model = self
-            .read()
-            .await
-            .map_err(|e| fail("-", Step::Evacuating, error_chain(&e)))?;
+        let model = self.read().await.map_err(|e| unreadable(&e))?;
         let mut all: Vec<String> = model
             .cluster
             .nodes()
@@ -284,10 +287,7 @@ impl Executor {
                 .collect::<Result<_, _>>()?
         };
         let mut report = RollingReport::default();
-        let progress = self
-            .rolling_progress()
-            .await
-            .map_err(|e| fail("-", Step::Evacuating, error_chain(&e)))?;
+        let progress = self.rolling_progress().await.map_err(|e| unreadable(&e))?;
         report.skipped = targets
             .iter()
             .filter(|n| progress.get(*n).is_some_and(|p| p.step == Step::Done))
@@ -301,10 +301,7 @@ impl Executor {
             ));
         }
         loop {
-            let progress = self
-                .rolling_progress()
-                .await
-                .map_err(|e| fail("-", Step::Evacuating, error_chain(&e)))?;
+            let progress = self.rolling_progress().await.map_err(|e| unreadable(&e))?;
             // A node out (any step but done) is finished first, even one another run started.
             let out = progress
                 .values()
@@ -326,7 +323,7 @@ impl Executor {
         for p in self
             .rolling_progress()
             .await
-            .map_err(|e| fail("-", Step::Done, error_chain(&e)))?
+            .map_err(|e| unreadable(&e))?
             .values()
         {
             self.set_progress(&p.node, None, &all)
@@ -657,6 +654,13 @@ impl Executor {
         }
         self.settle_homes(node).await.map_err(|e| error_chain(&e))?;
         Ok(n)
+    }
+}
+
+/// A read of the zone that failed, as the run's error.
+fn unreadable(e: &crate::Error) -> RollingError {
+    RollingError::Unreadable {
+        reason: error_chain(e),
     }
 }
 
