@@ -32,6 +32,7 @@ pub mod names;
 pub mod placement;
 pub mod plugin;
 pub mod pve_crs;
+pub mod return_home;
 pub mod snapshot;
 pub mod state;
 pub mod status;

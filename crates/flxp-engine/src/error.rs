@@ -58,6 +58,12 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// Where evacuated guests come from could not be read from the node's notes.
+    #[error("cannot read where the guests come from: {reason}")]
+    Home {
+        /// Why, with the causes.
+        reason: String,
+    },
 }
 
 /// Result with the engine's error.

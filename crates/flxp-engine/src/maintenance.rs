@@ -8,7 +8,6 @@
 
 use flxp_core::constraints::notes;
 use flxp_pve::Pve;
-use flxp_pve::types::NodeConfigUpdate;
 
 /// The notes token that puts a node in maintenance.
 pub const TOKEN: &str = "flxp.maintenance";
@@ -75,36 +74,24 @@ pub fn unmarked(text: &str) -> Option<String> {
 /// changed. A write that lost a race with another edit (digest mismatch) is retried once on the
 /// notes read again.
 pub async fn set(api: &Pve, node: &str, on: bool) -> Result<bool, MarkError> {
-    let error = |source| MarkError {
-        node: node.to_owned(),
-        on,
-        source,
-    };
-    let mut retried = false;
-    loop {
-        let config = api.node_config(node).await.map_err(error)?;
-        let text = config.description.unwrap_or_default();
-        let new = if on { marked(&text) } else { unmarked(&text) };
-        let Some(new) = new else {
-            return Ok(false);
-        };
-        let update = NodeConfigUpdate {
-            description: (!new.is_empty()).then(|| new.clone()),
-            delete: new.is_empty().then(|| "description".to_owned()),
-            digest: config.digest,
-        };
-        match api.update_node_config(node, &update).await {
-            Ok(()) => {
-                tracing::info!(node, on, "maintenance mark written to the node's notes");
-                return Ok(true);
-            }
-            Err(e) if e.is_checksum_mismatch() && !retried => {
-                tracing::info!(node, "node notes changed meanwhile: reading them again");
-                retried = true;
-            }
-            Err(e) => return Err(error(e)),
-        }
+    let changed =
+        crate::notes_edit::edit(
+            api,
+            node,
+            |text| {
+                if on { marked(text) } else { unmarked(text) }
+            },
+        )
+        .await
+        .map_err(|source| MarkError {
+            node: node.to_owned(),
+            on,
+            source,
+        })?;
+    if changed {
+        tracing::info!(node, on, "maintenance mark written to the node's notes");
     }
+    Ok(changed)
 }
 
 #[cfg(test)]

@@ -26,6 +26,15 @@ pub enum Goal {
         /// Evacuation options.
         options: EvacuateOptions,
     },
+    /// Take these guests back to the node they were evacuated from.
+    ReturnHome {
+        /// The home node.
+        node: String,
+        /// The guests recorded as at home there.
+        vmids: Vec<u32>,
+        /// Evacuation options (measure, metric).
+        options: EvacuateOptions,
+    },
 }
 
 impl Goal {
@@ -34,15 +43,16 @@ impl Goal {
     pub fn allows_restart(&self) -> bool {
         match self {
             Self::Balance(o) => o.restart_containers,
-            Self::Evacuate { .. } => true,
+            Self::Evacuate { .. } | Self::ReturnHome { .. } => true,
         }
     }
 
-    /// `balance` or `evacuate`.
+    /// `balance`, `evacuate` or `return-home`.
     pub fn as_str(&self) -> &'static str {
         match self {
             Self::Balance(_) => "balance",
             Self::Evacuate { .. } => "evacuate",
+            Self::ReturnHome { .. } => "return-home",
         }
     }
 }
@@ -174,6 +184,14 @@ pub fn plan(model: &Model, placer: &Placer, goal: &Goal, budget: Option<usize>) 
                 .map(|n| node(model, n))
                 .collect::<Result<Vec<_>>>()?;
             flxp_core::evacuate::evacuate(cluster, rules, state, placer, &idx, options)
+        }
+        Goal::ReturnHome {
+            node: home,
+            vmids,
+            options,
+        } => {
+            let idx = node(model, home)?;
+            flxp_core::return_home::return_home(cluster, rules, state, placer, idx, vmids, options)
         }
     };
     planned.map_err(|source| Error::Plan { source })

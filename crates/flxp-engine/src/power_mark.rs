@@ -13,7 +13,6 @@
 use std::collections::BTreeMap;
 
 use flxp_pve::Pve;
-use flxp_pve::types::NodeConfigUpdate;
 use serde::Serialize;
 
 /// The start of a mark line.
@@ -106,20 +105,12 @@ pub fn read(notes: &BTreeMap<String, String>) -> Vec<PowerMark> {
 /// The notes without the lines marking `node`, and with `mark` added when given; `None` when
 /// nothing changes.
 fn edited(text: &str, node: &str, mark: Option<(PowerState, i64)>) -> Option<String> {
-    let mut lines: Vec<&str> = text
-        .lines()
-        .filter(|l| parse(l).is_none_or(|(n, _, _)| n != node))
-        .collect();
-    let new;
-    if let Some((state, since)) = mark {
-        new = line(node, state, since);
-        while lines.last().is_some_and(|l| l.trim().is_empty()) {
-            lines.pop();
-        }
-        lines.push(&new);
-    }
-    let out = lines.join("\n");
-    (out.trim_end() != text.trim_end()).then_some(out)
+    let new = mark.map(|(state, since)| line(node, state, since));
+    crate::notes_edit::with_line(
+        text,
+        |l| parse(l).is_some_and(|(n, _, _)| n == node),
+        new.as_deref(),
+    )
 }
 
 /// Writes (`Some`) or removes (`None`) the mark of `node` in the notes of `holder`. A write that
@@ -130,32 +121,17 @@ pub async fn set(
     node: &str,
     mark: Option<(PowerState, i64)>,
 ) -> Result<(), PowerMarkError> {
-    let error = |source| PowerMarkError {
-        node: node.to_owned(),
-        holder: holder.to_owned(),
-        source,
-    };
-    let mut retried = false;
-    loop {
-        let config = api.node_config(holder).await.map_err(error)?;
-        let text = config.description.unwrap_or_default();
-        let Some(new) = edited(&text, node, mark) else {
-            return Ok(());
-        };
-        let update = NodeConfigUpdate {
-            description: (!new.is_empty()).then(|| new.clone()),
-            delete: new.is_empty().then(|| "description".to_owned()),
-            digest: config.digest,
-        };
-        match api.update_node_config(holder, &update).await {
-            Ok(()) => {
-                tracing::info!(node, holder, ?mark, "power mark written");
-                return Ok(());
-            }
-            Err(e) if e.is_checksum_mismatch() && !retried => retried = true,
-            Err(e) => return Err(error(e)),
-        }
+    let changed = crate::notes_edit::edit(api, holder, |text| edited(text, node, mark))
+        .await
+        .map_err(|source| PowerMarkError {
+            node: node.to_owned(),
+            holder: holder.to_owned(),
+            source,
+        })?;
+    if changed {
+        tracing::info!(node, holder, ?mark, "power mark written");
     }
+    Ok(())
 }
 
 #[cfg(test)]

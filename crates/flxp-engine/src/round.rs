@@ -314,7 +314,7 @@ impl<'e> Round<'e> {
         }
         let budget = match self.goal {
             Goal::Balance(o) => Some(o.max_migrations.saturating_sub(self.started.len())),
-            Goal::Evacuate { .. } => None,
+            Goal::Evacuate { .. } | Goal::ReturnHome { .. } => None,
         };
         if budget == Some(0) {
             tracing::info!(%reason, "migration budget spent: no replan");

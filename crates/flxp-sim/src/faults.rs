@@ -62,6 +62,11 @@ impl Faults {
             })
     }
 
+    /// Whether `node` is set to fail its boot (stay offline after a reboot or a wake).
+    pub fn boot_fails(&self, node: &str) -> bool {
+        self.spec.fail_boots.iter().any(|n| n == node)
+    }
+
     /// splitmix64, scaled to [0, 1).
     fn next_unit(&mut self) -> f64 {
         self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -173,6 +178,7 @@ mod tests {
                 vmid: 105,
                 message: None,
             }],
+            fail_boots: vec!["pve3".into()],
         };
         let mut a = Faults::new(spec.clone(), 7);
         let mut b = Faults::new(spec, 7);
@@ -192,5 +198,7 @@ mod tests {
             Some("migration problems")
         );
         assert_eq!(a.migration_failure(106), None);
+        assert!(a.boot_fails("pve3"));
+        assert!(!a.boot_fails("pve2"));
     }
 }

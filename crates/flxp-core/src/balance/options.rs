@@ -188,6 +188,9 @@ pub struct EvacuateOptions {
     /// The placement policy that picks each guest's target; `least-loaded` spreads guests so the
     /// nodes' load shares even out instead of filling the biggest node first.
     pub policy: String,
+    /// Whether the guests an evacuation took off a node go back to it once its maintenance ends
+    /// (`flxp maintenance NODE --off`, a rolling maintenance), as Proxmox's HA does.
+    pub return_home: bool,
     /// What the nodes named are emptied as: in maintenance as requested, or freed by a
     /// consolidation (whose plan then says so, and counts no rule broken by its guests).
     #[serde(skip)]
@@ -202,6 +205,7 @@ impl Default for EvacuateOptions {
             measure: Measure::Spread,
             metric: Metric::Dominant,
             policy: "least-loaded".into(),
+            return_home: true,
             emptied_as: MaintenanceSource::Requested,
         }
     }

@@ -34,6 +34,8 @@ pub enum Purpose {
     Balance,
     /// One half of a swap that lowers the imbalance when no single move can.
     Swap,
+    /// Takes a guest back to the node it was evacuated from, once that node's maintenance ended.
+    ReturnHome,
 }
 
 /// One migration.
@@ -186,6 +188,8 @@ pub enum PlanSource {
     Evacuate,
     /// A consolidation onto fewer nodes.
     Consolidate,
+    /// Guests going back to a node whose maintenance ended.
+    ReturnHome,
 }
 
 impl PlanSource {
@@ -195,6 +199,7 @@ impl PlanSource {
             Self::Balance(method) => method.as_str(),
             Self::Evacuate => "evacuate",
             Self::Consolidate => "consolidate",
+            Self::ReturnHome => "return-home",
         }
     }
 }

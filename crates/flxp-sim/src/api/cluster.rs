@@ -65,7 +65,7 @@ async fn status(State(sim): State<Sim>) -> Reply {
         name: Some(w.settings.cluster_name.clone()),
         kind: Some("cluster".into()),
         nodes: Some(w.nodes.len() as u64),
-        quorate: Some(w.nodes.values().filter(|n| n.online).count() * 2 > w.nodes.len()),
+        quorate: Some(w.quorate()),
         version: Some(w.nodes.len() as u64 + 1),
         ..ClusterStatusEntry::default()
     }];

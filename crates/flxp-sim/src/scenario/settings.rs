@@ -197,12 +197,18 @@ pub struct FaultSpec {
     /// Guests whose migrations fail.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub fail_migrations: Vec<FailMigration>,
+    /// Nodes that do not come back from a reboot or a wake: they stay offline (a failed boot).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fail_boots: Vec<String>,
 }
 
 impl FaultSpec {
     /// Whether no fault is configured.
     pub fn is_empty(&self) -> bool {
-        self.latency.is_empty() && self.errors.is_empty() && self.fail_migrations.is_empty()
+        self.latency.is_empty()
+            && self.errors.is_empty()
+            && self.fail_migrations.is_empty()
+            && self.fail_boots.is_empty()
     }
 }
 

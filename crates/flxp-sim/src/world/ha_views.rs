@@ -11,13 +11,21 @@ use super::World;
 use crate::clock::perl_localtime;
 
 impl World {
+    /// Whether more than half of all nodes are online (every node has one vote, as corosync
+    /// counts them by default).
+    pub fn quorate(&self) -> bool {
+        self.nodes.values().filter(|n| n.online).count() * 2 > self.nodes.len()
+    }
+
     /// `GET /cluster/ha/status/current`.
     pub fn ha_status_current(&self) -> Vec<Value> {
         let now = self.now;
         let master = self.ha_master();
         let local = master.clone().unwrap_or_default();
+        let quorate = self.quorate();
         let mut out = vec![json!({
-            "id": "quorum", "type": "quorum", "node": local, "status": "OK", "quorate": 1,
+            "id": "quorum", "type": "quorum", "node": local,
+            "status": if quorate { "OK" } else { "No quorum on node" }, "quorate": u8::from(quorate),
         })];
         if !self.ha_in_use() {
             return out;
@@ -71,7 +79,7 @@ impl World {
         let master = self.ha_master().unwrap_or_default();
         let quorum = Some(HaQuorum {
             node: Some(master.clone()),
-            quorate: Some(true),
+            quorate: Some(self.quorate()),
         });
         if !self.ha_in_use() {
             return ManagerStatusResponse {

@@ -8,7 +8,8 @@
 //! shutdown time every guest on the node is stopped and the node goes offline, and HA recovers
 //! its started services through the usual fence path. Wake-on-LAN answers the node's MAC address
 //! (Proxmox's return value) and the node is online again after the boot time; waking a node that
-//! is up or already booting changes nothing, as a magic packet would.
+//! is up or already booting changes nothing, as a magic packet would. A node named in the
+//! `fail_boots` fault never comes back: it stays offline after its boot time.
 
 use super::{Action, World};
 use crate::ApiError;
@@ -103,10 +104,19 @@ impl World {
         }
     }
 
-    /// The boot time is over: the node is online again.
+    /// The boot time is over: the node is online again, with a new boot time, unless it is set
+    /// to fail its boot (`fail_boots`): then it stays offline, as a node stuck in its firmware or
+    /// without its network would.
     pub(crate) fn on_node_booted(&mut self, node: &str) {
         if let Some(n) = self.nodes.get_mut(node) {
             n.booting = false;
+        }
+        if self.faults.boot_fails(node) {
+            tracing::warn!(
+                node,
+                "node failed to boot (injected fault): it stays offline"
+            );
+            return;
         }
         self.set_online(node, true);
     }

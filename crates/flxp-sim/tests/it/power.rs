@@ -97,3 +97,61 @@ async fn power_calls_are_checked_as_proxmox_checks_them() {
         .await;
     assert_eq!(r.status, 595, "{r:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_reboot_changes_the_boot_time_and_quorum_follows_the_offline_nodes() {
+    let s = sim();
+    let uptime = |s: &TestSim| {
+        let s = s.clone();
+        async move {
+            s.get_data("/nodes/pve2/status").await["uptime"]
+                .as_u64()
+                .unwrap()
+        }
+    };
+    let before = uptime(&s).await;
+    assert!(before >= 1000, "{before}");
+    s.post("/nodes/pve2/status", &[("command", "reboot")])
+        .await
+        .data();
+    sleep(21.0).await;
+    // Three nodes, one down: two of three votes keep quorum.
+    let status = s.get_data("/cluster/status").await;
+    assert_eq!(status[0]["quorate"], 1, "{status}");
+    sleep(90.0).await;
+    let after = uptime(&s).await;
+    assert!(after < 100, "booted anew: uptime {after}");
+
+    // With two of three nodes down, the cluster is no longer quorate, and HA says so.
+    s.post("/nodes/pve1/status", &[("command", "shutdown")])
+        .await
+        .data();
+    s.post("/nodes/pve2/status", &[("command", "shutdown")])
+        .await
+        .data();
+    sleep(21.0).await;
+    let status = s.get_data("/cluster/status").await;
+    assert_eq!(status[0]["quorate"], 0, "{status}");
+    let ha = s.get_data("/cluster/ha/status/current").await;
+    assert_eq!(ha[0]["quorate"], 0, "{ha}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_set_to_fail_its_boot_stays_offline() {
+    let s = sim();
+    s.control("PUT", "/_sim/faults", json!({"fail_boots": ["pve3"]}))
+        .await
+        .assert_ok();
+    s.post("/nodes/pve3/status", &[("command", "reboot")])
+        .await
+        .data();
+    sleep(21.0 + 90.0 + 60.0).await;
+    assert_eq!(s.resource("node/pve3").await["status"], "offline");
+    // The fault lifted, a wake brings it back.
+    s.control("DELETE", "/_sim/faults", json!({}))
+        .await
+        .assert_ok();
+    s.post("/nodes/pve3/wakeonlan", &[]).await.data();
+    sleep(91.0).await;
+    assert_eq!(s.resource("node/pve3").await["status"], "online");
+}

@@ -429,6 +429,7 @@ pub(crate) async fn plan_and_run(
     zone: &str,
     lease: Option<&super::lease::Held>,
 ) -> Result<(Plan, Option<ExecutionReport>)> {
+    let planned_here = planned.is_none();
     let plan = match planned {
         Some(plan) => plan,
         None => match executor.plan(goal).await {
@@ -446,6 +447,10 @@ pub(crate) async fn plan_and_run(
         output::print_plan(&plan, &why);
     }
     if let (Goal::Evacuate { nodes, .. }, false) = (goal, dry_run) {
+        // A plan handed in is a consolidation's: its guests have no home to go back to.
+        if planned_here {
+            record_homes(&executor, nodes).await;
+        }
         mark_maintenance(&executor, nodes).await;
     }
     if dry_run || plan.migrations.is_empty() {
@@ -484,6 +489,21 @@ pub(crate) async fn plan_and_run(
         None => round.await,
     };
     Ok((plan, Some(report)))
+}
+
+/// Records in the notes of each node an evacuation empties the guests now on it, so that they go
+/// back once its maintenance ends; a node whose notes cannot be written is still emptied, with a
+/// warning.
+async fn record_homes(executor: &Executor, nodes: &[String]) {
+    for node in nodes {
+        if let Err(e) = executor.record_homes(node).await {
+            output::tell(format!(
+                "warning: where the guests of {node} come from is not recorded (they will not go \
+                 back by themselves): {}",
+                crate::serve::zone::chain(&e)
+            ));
+        }
+    }
 }
 
 /// Marks the nodes an evacuation empties as in maintenance in their notes, so that no later round

@@ -11,6 +11,7 @@ pub(crate) mod left;
 mod load;
 mod maintenance;
 mod place;
+mod rolling;
 mod serve;
 mod setup;
 mod sim;
@@ -53,6 +54,8 @@ enum Command {
     Consolidate(consolidate::Args),
     /// Set or clear a node's maintenance mark (`flxp.maintenance` in its notes).
     Maintenance(maintenance::Args),
+    /// Take nodes through maintenance one at a time: evacuate, hook, reboot, back, guests home.
+    Rolling(rolling::Args),
     /// Show each node's load, guests and rule violations.
     Status(status::Args),
     /// Write the cluster snapshot (Contract 1) of a zone to stdout.
@@ -123,6 +126,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Place(a) => place::run(a),
         Command::Status(a) => status::run(a),
         Command::Maintenance(a) => maintenance::run(a),
+        Command::Rolling(a) => rolling::run(a),
         Command::Balance(a) => balance::run(a),
         Command::Evacuate(a) => evacuate::run(a),
         Command::Consolidate(a) => consolidate::run(a),

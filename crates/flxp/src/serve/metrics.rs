@@ -102,6 +102,8 @@ pub struct Metrics {
     /// Running guests on each node in maintenance, by zone and node, as the last daemon round
     /// saw them: above 0, the node is not safe to reboot.
     pub maintenance_running: Family<NodeLabel, Gauge>,
+    /// The step each node of a rolling maintenance reached (1 evacuating … 5 done).
+    pub rolling: Family<NodeLabel, Gauge>,
     /// The nodes of each zone with a `maintenance_running` series, so that a node leaving
     /// maintenance loses its series instead of keeping a stale value.
     maintenance_nodes: std::sync::Mutex<std::collections::BTreeMap<String, Vec<String>>>,
@@ -179,8 +181,16 @@ impl Metrics {
             "Running guests on a node in maintenance (above 0: not safe to reboot), by zone and node",
             maintenance_running.clone(),
         );
+        let rolling = Family::<NodeLabel, Gauge>::default();
+        registry.register(
+            "rolling_step",
+            "Step of each node a rolling maintenance reached: 1 evacuating, 2 hooked, 3 rebooting, \
+             4 returning, 5 done, by zone and node",
+            rolling.clone(),
+        );
         Self {
             registry,
+            rolling,
             maintenance_running,
             maintenance_nodes: std::sync::Mutex::default(),
             decisions,
@@ -241,6 +251,24 @@ impl Metrics {
                 zone: zone.to_owned(),
             })
             .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// Records the step a rolling maintenance reached on a node.
+    pub fn rolling_step(&self, zone: &str, node: &str, step: flxp_engine::rolling::Step) {
+        use flxp_engine::rolling::Step;
+        let n = match step {
+            Step::Evacuating => 1,
+            Step::Hooked => 2,
+            Step::Rebooting => 3,
+            Step::Returning => 4,
+            Step::Done => 5,
+        };
+        self.rolling
+            .get_or_create(&NodeLabel {
+                zone: zone.to_owned(),
+                node: node.to_owned(),
+            })
+            .set(n);
     }
 
     /// Records the running guests of each node in maintenance in a zone (`nodes`: name and

@@ -555,7 +555,7 @@ pub fn executed_cleanly<'a>(v: &'a Value, field: &str) -> &'a Value {
     r
 }
 
-fn guests(s: &Service) -> Vec<(u32, String)> {
+pub fn guests(s: &Service) -> Vec<(u32, String)> {
     s.sim
         .sim()
         .world()

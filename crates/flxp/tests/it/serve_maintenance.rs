@@ -129,3 +129,69 @@ async fn a_daemon_round_warns_of_and_counts_the_guest_still_running_on_a_node_in
         .count();
     assert_eq!(warnings, 1, "{}", s.log());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_maintenance_runs_in_the_background_and_its_progress_is_readable() {
+    let s = start(Scenario::demo(), PARALLEL_MIGRATIONS, &[]).await;
+    let before = super::serve::guests(&s);
+    let booted = s.sim.sim().world().nodes["pve2"].booted_at;
+    let v = s
+        .query(
+            "mutation { rollingMaintenance(zone: \"lab\", nodes: [\"pve2\"]) { node step boot } }",
+        )
+        .await;
+    assert!(v["errors"].is_null(), "{v}");
+    // Followed through Proxmox: a line per node while it runs, none once it is done.
+    let start = std::time::Instant::now();
+    let mut seen = Vec::new();
+    loop {
+        let v = s
+            .query("query { rollingProgress(zone: \"lab\") { node step } }")
+            .await;
+        let steps = v["data"]["rollingProgress"].as_array().unwrap().clone();
+        if let Some(step) = steps.first() {
+            let step = step["step"].as_str().unwrap().to_owned();
+            if seen.last() != Some(&step) {
+                seen.push(step);
+            }
+        } else if !seen.is_empty() {
+            break;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(180),
+            "{seen:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(seen.contains(&"rebooting".to_owned()), "{seen:?}");
+    assert!(s.sim.sim().world().nodes["pve2"].booted_at > booted);
+    assert_eq!(super::serve::guests(&s), before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ending_a_maintenance_takes_the_evacuated_guests_back_home() {
+    let s = start(Scenario::demo(), PARALLEL_MIGRATIONS, &[]).await;
+    let before = super::serve::guests(&s);
+    let v = s
+        .query("mutation { evacuate(zone: \"lab\", node: \"pve4\") { executed done } }")
+        .await;
+    assert_eq!(v["data"]["evacuate"]["executed"], true, "{v}");
+    assert_ne!(super::serve::guests(&s), before);
+    let v = s
+        .query("mutation { maintenance(zone: \"lab\", node: \"pve4\", on: false) }")
+        .await;
+    assert_eq!(v["data"]["maintenance"], true, "{v}");
+    let start = std::time::Instant::now();
+    while super::serve::guests(&s) != before
+        || s.sim.sim().world().nodes["pve4"]
+            .notes
+            .contains("flxp-home")
+    {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(120),
+            "{:?}",
+            super::serve::guests(&s)
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

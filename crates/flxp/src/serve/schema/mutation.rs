@@ -17,7 +17,8 @@ use super::query::{
 };
 use super::safety::{Claim, answer, fingerprint as fingerprint_of};
 use super::types::{
-    CreateVmOptions, GuestLeft, Host, MaintenanceState, PlanResult, PowerAction, RunResult, Vm,
+    CreateVmOptions, GuestLeft, Host, MaintenanceState, PlanResult, PowerAction, RollingNode,
+    RunResult, Vm,
 };
 use super::{ApiError, Code};
 use crate::serve::dashboard::live::LiveProgress;
@@ -169,6 +170,13 @@ impl Mutation {
         super::views::require_operator(ctx, "maintenance")?;
         // A mark makes the acting flxp empty (or refill) the node: only the lease's holder writes it.
         let (z, name) = node_to_act_on(s, &zone, &node).await?;
+        if on {
+            // Before the daemon reads the mark and empties the node: where its guests come from.
+            let executor = executor_for(s, &zone, z);
+            if let Err(e) = executor.record_homes(&name).await {
+                tracing::warn!(zone = %zone, node = %name, error = %chain(&e), "where the guests come from is not recorded: they will not go back by themselves");
+            }
+        }
         let changed = flxp_engine::maintenance::set(&z.api, &name, on).await;
         // Written or not (a timeout may still have written it), the daemon reads it back.
         s.daemon.notes_written(&zone, &name);
@@ -183,6 +191,9 @@ impl Mutation {
             serde_json::Value::Null,
             serde_json::json!({ "node": name, "changed": changed }),
         );
+        if !on && s.config.evacuate.return_home {
+            go_home(s, &zone, z, name);
+        }
         Ok(changed)
     }
 
@@ -231,6 +242,57 @@ impl Mutation {
         s.live.power(&zone, &name, &done);
         Ok(done)
     }
+
+    /// Starts a rolling maintenance of `nodes` (none: every node, by name) in the background, as
+    /// `flxp rolling` runs it without a hook: each node emptied, rebooted (unless `reboot` is
+    /// false), back online and quorate, its guests back home, one at a time. Answers the progress
+    /// at the start; `rollingProgress` follows it (kept in Proxmox: a restarted flxp, or the CLI,
+    /// continues it).
+    async fn rolling_maintenance(
+        &self,
+        ctx: &Context<'_>,
+        zone: String,
+        #[graphql(default)] nodes: Vec<String>,
+        #[graphql(default = true)] reboot: bool,
+    ) -> Result<Vec<RollingNode>> {
+        let s = state(ctx)?;
+        super::views::require_operator(ctx, "rollingMaintenance")?;
+        let z = s.zone(&zone)?;
+        s.daemon
+            .may_act(&zone)
+            .await
+            .map_err(|why| ApiError::new(Code::Unavailable, why.to_string()))?;
+        let executor = executor_for(s, &zone, z);
+        let options = flxp_engine::rolling::RollingOptions {
+            evacuate: s.config.evacuate.clone(),
+            hook: None,
+            reboot,
+            poll: s.execute.poll,
+            return_home: s.config.evacuate.return_home,
+            ..flxp_engine::rolling::RollingOptions::default()
+        };
+        let (runs, daemon, name) = (Arc::clone(&z.runs), s.daemon.clone(), zone.clone());
+        let metrics = Arc::clone(&s.metrics);
+        let reader = executor.clone();
+        s.work.spawn(async move {
+            // Like every run: none beside it in the zone, and no daemon round meanwhile.
+            let _run = runs.lock_owned().await;
+            let _round = daemon.lock_zone(&name).await.ok();
+            let tell = |n: flxp_engine::rolling::News| {
+                metrics.rolling_step(&name, &n.node, n.step);
+                tracing::info!(zone = %name, "rolling maintenance: {}", n.line);
+            };
+            match executor.rolling(&nodes, &options, &tell).await {
+                Ok(r) => tracing::info!(zone = %name, done = r.done.len(), migrations = r.migrations, "rolling maintenance done"),
+                Err(e) => tracing::error!(zone = %name, error = %e, "rolling maintenance stopped"),
+            }
+        });
+        let progress = reader
+            .rolling_progress()
+            .await
+            .map_err(|e| ApiError::new(Code::ProxmoxError, chain(&e)))?;
+        Ok(progress.values().map(RollingNode::from).collect())
+    }
 }
 
 /// A node of a zone by a name the user typed (any case), or `UNKNOWN_NODE` listing the nodes.
@@ -257,6 +319,43 @@ fn node_name(
             ))
         }
     }
+}
+
+/// Takes the guests recorded on `node` back home in the background, as a run (the zone's run and
+/// round locks held); what went wrong is logged.
+fn go_home(s: &AppState, zone: &str, z: &crate::serve::zone::Zone, node: String) {
+    let executor = executor_for(s, zone, z);
+    let (runs, daemon, name) = (Arc::clone(&z.runs), s.daemon.clone(), zone.to_owned());
+    let options = s.config.evacuate.clone();
+    s.work.spawn(async move {
+        let _run = runs.lock_owned().await;
+        let _round = daemon.lock_zone(&name).await.ok();
+        match executor.plan_return(&node, &options).await {
+            Ok((goal, plan)) => {
+                if !plan.migrations.is_empty() {
+                    let report = executor.execute(plan, &goal).await;
+                    tracing::info!(zone = %name, node, summary = %report.summary(), "guests back home");
+                }
+                if let Err(e) = executor.settle_homes(&node).await {
+                    tracing::warn!(zone = %name, node, error = %chain(&e), "cannot update where the guests come from");
+                }
+            }
+            Err(e) => tracing::error!(zone = %name, node, error = %chain(&e), "cannot plan the guests back home"),
+        }
+    });
+}
+
+/// The executor runs of a zone carry plans out with: its reservations, options, stop and progress.
+fn executor_for(s: &AppState, zone: &str, z: &crate::serve::zone::Zone) -> Executor {
+    Executor::new(zone, z.api.clone(), s.placer_for(zone))
+        .with_overrides(z.overrides.clone())
+        .with_reservations(Some(Arc::clone(z.creator.reservations())))
+        .with_options(s.execute.clone())
+        .with_stop(s.stop.clone())
+        .with_progress(Arc::new(LiveProgress {
+            meter: MigrationMeter(Arc::clone(&s.metrics)),
+            live: Arc::clone(&s.live),
+        }))
 }
 
 /// The zone and the node's name as Proxmox spells it, for an action on the node; refused
@@ -305,15 +404,7 @@ async fn run(
     expect: Option<(String, String)>,
 ) -> Result<RunResult, ApiError> {
     let z = s.zone(zone)?;
-    let executor = Executor::new(zone, z.api.clone(), s.placer_for(zone))
-        .with_overrides(z.overrides.clone())
-        .with_reservations(Some(Arc::clone(z.creator.reservations())))
-        .with_options(s.execute.clone())
-        .with_stop(s.stop.clone())
-        .with_progress(Arc::new(LiveProgress {
-            meter: MigrationMeter(Arc::clone(&s.metrics)),
-            live: Arc::clone(&s.live),
-        }));
+    let executor = executor_for(s, zone, z);
     let live = Arc::clone(&s.live);
     let live_zone = zone.to_owned();
     let notify = s.notify.clone();
@@ -360,6 +451,11 @@ async fn run(
     // would read it and empty the node itself, beside this run.
     if let Goal::Evacuate { nodes, .. } = &goal {
         for node in nodes {
+            // Where its guests come from, before the first moves: they go back when the
+            // maintenance ends.
+            if let Err(e) = executor.record_homes(node).await {
+                tracing::warn!(zone = %z.name, node, error = %chain(&e), "where the guests come from is not recorded: they will not go back by themselves");
+            }
             mark(z, node, true).await;
             s.daemon.notes_written(zone, node);
         }
@@ -459,7 +555,7 @@ async fn left_after(
     (left, state)
 }
 
-fn chain(e: &dyn std::error::Error) -> String {
+pub(super) fn chain(e: &dyn std::error::Error) -> String {
     crate::serve::zone::chain(e)
 }
 

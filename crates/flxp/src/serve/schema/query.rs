@@ -10,7 +10,7 @@ use flxp_engine::ClusterModel;
 
 use super::types::{
     BalanceMethodInfo, Guest, GuestLeft, Node, PlacementInput, PlacementResult, PlanResult,
-    ZoneInfo,
+    RollingNode, ZoneInfo,
 };
 use super::{ApiError, Code};
 use crate::serve::state::{AppState, blocking};
@@ -161,6 +161,21 @@ impl Query {
         let mut result = PlanResult::from(&plan);
         result.fingerprint = Some(fingerprint);
         Ok(result)
+    }
+
+    /// The progress of a rolling maintenance in a zone: one entry per node it has reached
+    /// (empty when none runs or the last one finished).
+    async fn rolling_progress(&self, ctx: &Context<'_>, zone: String) -> Result<Vec<RollingNode>> {
+        let s = state(ctx)?;
+        let z = s.zone(&zone)?;
+        let executor =
+            flxp_engine::Executor::new(zone.as_str(), z.api.clone(), s.placer_for(&zone))
+                .with_overrides(z.overrides.clone());
+        let progress = executor
+            .rolling_progress()
+            .await
+            .map_err(|e| ApiError::new(Code::ProxmoxError, super::mutation::chain(&e)))?;
+        Ok(progress.values().map(RollingNode::from).collect())
     }
 
     /// The plan to empty a node (nothing is moved).

@@ -598,3 +598,24 @@ impl std::fmt::Debug for CreateVmOptions {
             .finish_non_exhaustive()
     }
 }
+
+/// One node's step in a rolling maintenance, as kept in Proxmox.
+#[derive(SimpleObject, Debug, Clone)]
+pub struct RollingNode {
+    /// The node.
+    pub node: String,
+    /// `evacuating`, `hooked`, `rebooting`, `returning` or `done`.
+    pub step: String,
+    /// For `rebooting`: its boot time before the reboot (epoch seconds).
+    pub boot: Option<i64>,
+}
+
+impl From<&flxp_engine::rolling::NodeProgress> for RollingNode {
+    fn from(p: &flxp_engine::rolling::NodeProgress) -> Self {
+        Self {
+            node: p.node.clone(),
+            step: p.step.as_str().to_owned(),
+            boot: (p.step == flxp_engine::rolling::Step::Rebooting).then_some(p.boot),
+        }
+    }
+}

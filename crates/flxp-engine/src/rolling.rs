@@ -1,0 +1,733 @@
+//! Rolling maintenance: nodes taken through maintenance one at a time — evacuate, an optional
+//! admin hook, an optional reboot through the API, back online and quorate, maintenance cleared,
+//! guests back home — stopping at the first failure.
+//!
+//! Progress is kept in Proxmox, never in memory, so that a rerun (after a failure fixed, or a
+//! `kill -9`) continues where the last run stopped: one HTML comment line per node,
+//! `<!-- flxp-rolling node=<node> step=<step> boot=<epoch secs> -->`, in the notes of another
+//! node (the first by name that is not the one it is about), so it stays readable while its node
+//! reboots. Each line is written before its step acts. A node whose line says `done` is skipped;
+//! a node with any other step is the one out, and is finished first. The lines go when every node
+//! of the run is done. Only one node is out at a time; before one goes, every other node must be
+//! online, more than half of all nodes must stay online without it (quorum), and its guests must
+//! fit on the others (N+1) with every hard rule kept.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use flxp_core::balance::EvacuateOptions;
+use flxp_core::left_running::left_running;
+use flxp_pve::types::{NodeCommand, ResourceType};
+
+use crate::execute::{Executor, error_chain};
+use crate::maintenance;
+use crate::planning::Goal;
+
+/// The start of a progress line.
+const PREFIX: &str = "<!-- flxp-rolling ";
+
+/// Where a node is in its maintenance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Step {
+    /// Homes recorded and maintenance marked: being emptied.
+    Evacuating,
+    /// Empty, hook done: to be rebooted.
+    Hooked,
+    /// Reboot asked for; `boot` holds the boot time before it.
+    Rebooting,
+    /// Back (or not rebooted): maintenance cleared, guests going home.
+    Returning,
+    /// Done.
+    Done,
+}
+
+impl Step {
+    /// The word in the progress line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Evacuating => "evacuating",
+            Self::Hooked => "hooked",
+            Self::Rebooting => "rebooting",
+            Self::Returning => "returning",
+            Self::Done => "done",
+        }
+    }
+
+    fn parse(word: &str) -> Option<Self> {
+        [
+            Self::Evacuating,
+            Self::Hooked,
+            Self::Rebooting,
+            Self::Returning,
+            Self::Done,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == word)
+    }
+}
+
+/// One node's progress as kept in Proxmox.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct NodeProgress {
+    /// The node.
+    pub node: String,
+    /// Its step.
+    pub step: Step,
+    /// For `rebooting`: its boot time (epoch secs, the cluster's clock) before the reboot.
+    pub boot: i64,
+    /// The node whose notes hold the line.
+    pub holder: String,
+}
+
+/// The progress line's fields; `None` for any other line.
+fn parse(line: &str) -> Option<(String, Step, i64)> {
+    let body = line.trim().strip_prefix(PREFIX)?.strip_suffix("-->")?;
+    let (mut node, mut step, mut boot) = (None, None, 0);
+    for word in body.split_whitespace() {
+        match word.split_once('=') {
+            Some(("node", v)) if !v.is_empty() => node = Some(v.to_owned()),
+            Some(("step", v)) => step = Step::parse(v),
+            Some(("boot", v)) => boot = v.parse().unwrap_or(0),
+            _ => {}
+        }
+    }
+    Some((node?, step?, boot))
+}
+
+/// Every node's progress in the notes of the online nodes (node name → notes).
+pub fn read(notes: &BTreeMap<String, String>) -> BTreeMap<String, NodeProgress> {
+    let mut out = BTreeMap::new();
+    for (holder, text) in notes {
+        for (node, step, boot) in text.lines().filter_map(parse) {
+            out.insert(
+                node.clone(),
+                NodeProgress {
+                    node,
+                    step,
+                    boot,
+                    holder: holder.clone(),
+                },
+            );
+        }
+    }
+    out
+}
+
+/// The line of `node` at `step`.
+fn line(node: &str, step: Step, boot: i64) -> String {
+    format!("{PREFIX}node={node} step={} boot={boot} -->", step.as_str())
+}
+
+/// Seconds a boot time computed from the cluster's clock and the node's uptime may wander
+/// between reads (both are whole seconds, from two clocks): a boot time must be later than the
+/// one before the reboot by more than this to count as a new boot.
+const BOOT_SLACK_SECS: i64 = 10;
+
+/// What runs on a node once it is empty, before its reboot: an admin's command, given the node's
+/// name as its last argument.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hook {
+    /// The program and its first arguments.
+    pub command: Vec<String>,
+}
+
+/// The hook's exit code that says "nothing to do": the node needs no reboot.
+pub const HOOK_NOTHING_TO_DO: i32 = 10;
+
+/// How a rolling maintenance runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RollingOptions {
+    /// How nodes are emptied.
+    pub evacuate: EvacuateOptions,
+    /// The admin's hook, if any.
+    pub hook: Option<Hook>,
+    /// Reboot each node through the API (`POST /nodes/{node}/status`, `reboot`).
+    pub reboot: bool,
+    /// Longest wait for a rebooted node to be online and the cluster quorate.
+    pub boot_timeout: Duration,
+    /// Pause between reads while waiting.
+    pub poll: Duration,
+    /// Take the guests back home once a node is done.
+    pub return_home: bool,
+    /// Reboot a node even when running guests stay on it (ignored, locked): the reboot stops
+    /// them. Off: such a node stops the run before its reboot.
+    pub stop_left: bool,
+}
+
+impl Default for RollingOptions {
+    fn default() -> Self {
+        Self {
+            evacuate: EvacuateOptions::default(),
+            hook: None,
+            reboot: true,
+            boot_timeout: Duration::from_secs(900),
+            poll: Duration::from_secs(2),
+            return_home: true,
+            stop_left: false,
+        }
+    }
+}
+
+/// Why a rolling maintenance stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RollingError {
+    /// A node named is not in the cluster.
+    #[error("node {node:?} is not in the cluster; nodes: {known}")]
+    UnknownNode {
+        /// The name given.
+        node: String,
+        /// The cluster's nodes.
+        known: String,
+    },
+    /// Taking the node out now would not be safe (quorum, N+1, a node down): nothing changed on it.
+    #[error("node {node} is not taken out: {reason}")]
+    Unsafe {
+        /// The node.
+        node: String,
+        /// Why not.
+        reason: String,
+    },
+    /// The zone could not be read (or its progress lines not written); nothing was started.
+    #[error("cannot read the zone: {reason}")]
+    Unreadable {
+        /// Why, with the causes.
+        reason: String,
+    },
+    /// A step failed; the node's progress line says where it stopped.
+    #[error("node {node} stopped at step {}: {reason}", step.as_str())]
+    Failed {
+        /// The node.
+        node: String,
+        /// The step that failed.
+        step: Step,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// What a finished rolling maintenance did.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct RollingReport {
+    /// Nodes taken through maintenance by this run, in order.
+    pub done: Vec<String>,
+    /// Nodes an earlier run had done already.
+    pub skipped: Vec<String>,
+    /// Migrations carried out (evacuations and returns).
+    pub migrations: usize,
+}
+
+/// News of a node's step, for the person (or the metrics) watching.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct News {
+    /// The node.
+    pub node: String,
+    /// The step it is at now.
+    pub step: Step,
+    /// One line for people.
+    pub line: String,
+}
+
+/// Where news goes.
+pub type Tell<'a> = &'a (dyn Fn(News) + Sync);
+
+/// News of `node` at `step`.
+fn news(node: &str, step: Step, line: String) -> News {
+    News {
+        node: node.to_owned(),
+        step,
+        line,
+    }
+}
+
+impl Executor {
+    /// The progress lines of the zone now, and the notes of the online nodes.
+    pub async fn rolling_progress(&self) -> crate::Result<BTreeMap<String, NodeProgress>> {
+        let (_, notes) = self.read_with_notes().await?;
+        Ok(read(&notes))
+    }
+
+    /// Takes `nodes` (none: every node, by name) through maintenance one at a time; see the
+    /// module docs. A rerun continues where an earlier run stopped.
+    pub async fn rolling(
+        &self,
+        nodes: &[String],
+        options: &RollingOptions,
+        tell: Tell<'_>,
+    ) -> Result<RollingReport, RollingError> {
+        let fail = |node: &str, step: Step, reason: String| RollingError::Failed {
+            node: node.to_owned(),
+            step,
+            reason,
+        };
+        let model = self.read().await.map_err(|e| unreadable(&e))?;
+        let mut all: Vec<String> = model
+            .cluster
+            .nodes()
+            .iter()
+            .map(|n| n.name.clone())
+            .collect();
+        all.sort();
+        let targets: Vec<String> = if nodes.is_empty() {
+            all.clone()
+        } else {
+            nodes
+                .iter()
+                .map(|n| {
+                    model
+                        .cluster
+                        .node_idx_loose(n)
+                        .map(|i| model.cluster.node(i).name.clone())
+                        .ok_or_else(|| RollingError::UnknownNode {
+                            node: n.clone(),
+                            known: all.join(", "),
+                        })
+                })
+                .collect::<Result<_, _>>()?
+        };
+        let mut report = RollingReport::default();
+        let progress = self.rolling_progress().await.map_err(|e| unreadable(&e))?;
+        report.skipped = targets
+            .iter()
+            .filter(|n| progress.get(*n).is_some_and(|p| p.step == Step::Done))
+            .cloned()
+            .collect();
+        for n in &report.skipped {
+            tell(news(
+                n,
+                Step::Done,
+                format!("{n}: done by an earlier run, skipped"),
+            ));
+        }
+        loop {
+            let progress = self.rolling_progress().await.map_err(|e| unreadable(&e))?;
+            // A node out (any step but done) is finished first, even one another run started.
+            let out = progress
+                .values()
+                .find(|p| p.step != Step::Done)
+                .map(|p| (p.node.clone(), Some(p.clone())));
+            let next = out.or_else(|| {
+                targets
+                    .iter()
+                    .find(|n| !progress.contains_key(*n))
+                    .map(|n| (n.clone(), None))
+            });
+            let Some((node, at)) = next else {
+                break;
+            };
+            report.migrations += self.one_node(&node, at, &all, options, tell).await?;
+            report.done.push(node);
+        }
+        // Every node is done: the run's lines go.
+        for p in self
+            .rolling_progress()
+            .await
+            .map_err(|e| unreadable(&e))?
+            .values()
+        {
+            self.set_progress(&p.node, None, &all)
+                .await
+                .map_err(|e| fail(&p.node, Step::Done, e))?;
+        }
+        Ok(report)
+    }
+
+    /// Writes (`Some`) or removes (`None`) the progress line of `node`, held by the first other
+    /// node by name; lines of it held elsewhere go.
+    async fn set_progress(
+        &self,
+        node: &str,
+        at: Option<(Step, i64)>,
+        all: &[String],
+    ) -> Result<(), String> {
+        let holder = all
+            .iter()
+            .find(|n| n.as_str() != node)
+            .ok_or_else(|| "no other node to keep the progress in".to_owned())?;
+        let (_, notes) = self.read_with_notes().await.map_err(|e| error_chain(&e))?;
+        let mine = |l: &str| parse(l).is_some_and(|(n, _, _)| n == node);
+        for (other, text) in &notes {
+            if other != holder && text.lines().any(mine) {
+                crate::notes_edit::edit(self.api(), other, |t| {
+                    crate::notes_edit::with_line(t, mine, None)
+                })
+                .await
+                .map_err(|e| error_chain(&e))?;
+            }
+        }
+        let new = at.map(|(step, boot)| line(node, step, boot));
+        crate::notes_edit::edit(self.api(), holder, |t| {
+            crate::notes_edit::with_line(t, mine, new.as_deref())
+        })
+        .await
+        .map_err(|e| error_chain(&e))?;
+        Ok(())
+    }
+
+    /// The boot time of `node` (epoch secs, the cluster's clock) and whether it is online, and
+    /// whether the cluster is quorate.
+    async fn boot_state(&self, node: &str) -> Result<(Option<i64>, bool, bool), String> {
+        let resources = self
+            .api()
+            .cluster_resources(Some(ResourceType::Node))
+            .await
+            .map_err(|e| error_chain(&e))?;
+        let now = self.api().server_time().unwrap_or_else(|| self.now());
+        let r = resources.iter().find(|r| r.node.as_deref() == Some(node));
+        let online = r.is_some_and(|r| r.status.as_deref() == Some("online"));
+        let boot = r
+            .and_then(|r| r.uptime)
+            .filter(|_| online)
+            .map(|u| now - i64::try_from(u).unwrap_or(i64::MAX));
+        let quorate = self
+            .api()
+            .cluster_status()
+            .await
+            .map_err(|e| error_chain(&e))?
+            .iter()
+            .find(|e| e.kind.as_deref() == Some("cluster"))
+            .and_then(|e| e.quorate)
+            .unwrap_or(false);
+        Ok((boot, online, quorate))
+    }
+
+    /// Takes one node through its remaining steps, from `at` (none: not started); the
+    /// migrations carried out.
+    async fn one_node(
+        &self,
+        node: &str,
+        at: Option<NodeProgress>,
+        all: &[String],
+        options: &RollingOptions,
+        tell: Tell<'_>,
+    ) -> Result<usize, RollingError> {
+        let fail = |step: Step, reason: String| RollingError::Failed {
+            node: node.to_owned(),
+            step,
+            reason,
+        };
+        let mut migrations = 0;
+        let mut step = match &at {
+            Some(p) => {
+                tell(news(
+                    node,
+                    p.step,
+                    format!("{node}: continuing at step {}", p.step.as_str()),
+                ));
+                p.step
+            }
+            None => {
+                self.take_out(node, all, options).await?;
+                tell(news(
+                    node,
+                    Step::Evacuating,
+                    format!("{node}: out of service, being emptied"),
+                ));
+                Step::Evacuating
+            }
+        };
+        let mut boot = at.as_ref().map_or(0, |p| p.boot);
+        let mut resumed = at.is_some();
+        loop {
+            match step {
+                Step::Evacuating => {
+                    migrations += self.empty(node, options).await.map_err(|r| fail(step, r))?;
+                    let next = match &options.hook {
+                        Some(hook) => match run_hook(hook, node).await {
+                            Ok(true) => Step::Hooked,
+                            Ok(false) => {
+                                tell(news(
+                                    node,
+                                    Step::Returning,
+                                    format!("{node}: hook says nothing to do: no reboot"),
+                                ));
+                                Step::Returning
+                            }
+                            Err(why) => return Err(fail(step, why)),
+                        },
+                        None => Step::Hooked,
+                    };
+                    step = next;
+                    self.set_progress(node, Some((step, 0)), all)
+                        .await
+                        .map_err(|r| fail(step, r))?;
+                }
+                Step::Hooked => {
+                    if options.reboot {
+                        let (b, _, _) = self.boot_state(node).await.map_err(|r| fail(step, r))?;
+                        boot = b.unwrap_or(0);
+                        self.set_progress(node, Some((Step::Rebooting, boot)), all)
+                            .await
+                            .map_err(|r| fail(step, r))?;
+                        self.reboot(node).await.map_err(|r| fail(step, r))?;
+                        tell(news(node, Step::Rebooting, format!("{node}: rebooting")));
+                        resumed = false;
+                        step = Step::Rebooting;
+                    } else {
+                        step = Step::Returning;
+                        self.set_progress(node, Some((step, 0)), all)
+                            .await
+                            .map_err(|r| fail(step, r))?;
+                    }
+                }
+                Step::Rebooting => {
+                    self.wait_back(node, boot, resumed, options)
+                        .await
+                        .map_err(|r| fail(step, r))?;
+                    tell(news(
+                        node,
+                        Step::Returning,
+                        format!("{node}: back online, the cluster quorate"),
+                    ));
+                    step = Step::Returning;
+                    self.set_progress(node, Some((step, 0)), all)
+                        .await
+                        .map_err(|r| fail(step, r))?;
+                }
+                Step::Returning => {
+                    maintenance::set(self.api(), node, false)
+                        .await
+                        .map_err(|e| fail(step, error_chain(&e)))?;
+                    if options.return_home {
+                        migrations += self
+                            .go_home(node, options)
+                            .await
+                            .map_err(|r| fail(step, r))?;
+                    }
+                    step = Step::Done;
+                    self.set_progress(node, Some((step, 0)), all)
+                        .await
+                        .map_err(|r| fail(step, r))?;
+                    tell(news(node, Step::Done, format!("{node}: done")));
+                }
+                Step::Done => return Ok(migrations),
+            }
+        }
+    }
+
+    /// Checks that `node` may go out now, then records its guests' homes, marks it in
+    /// maintenance and writes its progress line, in that order.
+    async fn take_out(
+        &self,
+        node: &str,
+        all: &[String],
+        options: &RollingOptions,
+    ) -> Result<(), RollingError> {
+        let unsafe_ = |reason: String| RollingError::Unsafe {
+            node: node.to_owned(),
+            reason,
+        };
+        let model = self.read().await.map_err(|e| unsafe_(error_chain(&e)))?;
+        let c = &model.cluster;
+        let down: Vec<&str> = c
+            .nodes()
+            .iter()
+            .filter(|n| !n.is_online())
+            .map(|n| n.name.as_str())
+            .collect();
+        if !down.is_empty() {
+            return Err(unsafe_(format!(
+                "node(s) {} are not online: one node out at a time",
+                down.join(", ")
+            )));
+        }
+        let total = c.nodes().len();
+        if 2 * (total - 1) <= total {
+            return Err(unsafe_(format!(
+                "{} of {total} node(s) would stay online: quorum needs more than half",
+                total - 1
+            )));
+        }
+        let goal = evacuation(node, options);
+        let plan = self
+            .plan(&goal)
+            .await
+            .map_err(|e| unsafe_(error_chain(&e)))?;
+        if !plan.unplaced.is_empty() {
+            let who: Vec<String> = plan
+                .unplaced
+                .iter()
+                .map(|u| format!("{} ({})", u.vmid, u.reason))
+                .collect();
+            return Err(unsafe_(format!(
+                "{} guest(s) fit on no other node: {}",
+                who.len(),
+                who.join("; ")
+            )));
+        }
+        self.record_homes(node)
+            .await
+            .map_err(|e| unsafe_(error_chain(&e)))?;
+        maintenance::set(self.api(), node, true)
+            .await
+            .map_err(|e| unsafe_(error_chain(&e)))?;
+        self.set_progress(node, Some((Step::Evacuating, 0)), all)
+            .await
+            .map_err(unsafe_)?;
+        Ok(())
+    }
+
+    /// Empties `node`; the migrations done. A failed migration, a guest that fits nowhere, or
+    /// (before a reboot) a running guest left on it is a failure.
+    async fn empty(&self, node: &str, options: &RollingOptions) -> Result<usize, String> {
+        let goal = evacuation(node, options);
+        let plan = self.plan(&goal).await.map_err(|e| error_chain(&e))?;
+        let n = plan.migrations.len();
+        if n > 0 {
+            let report = self.execute(plan.clone(), &goal).await;
+            if !report.is_clean() {
+                return Err(format!("evacuation: {}", report.summary()));
+            }
+        }
+        let model = self.read().await.map_err(|e| error_chain(&e))?;
+        if let Some(idx) = model.cluster.node_idx(node) {
+            let left = left_running(&model.cluster, &[idx], &plan, true);
+            if !left.is_empty() && options.reboot && !options.stop_left {
+                let who: Vec<String> = left
+                    .iter()
+                    .map(|l| format!("{} ({})", l.vmid, l.reason))
+                    .collect();
+                return Err(format!(
+                    "{} running guest(s) still on it, a reboot would stop them: {}",
+                    left.len(),
+                    who.join("; ")
+                ));
+            }
+        }
+        Ok(n)
+    }
+
+    /// Asks Proxmox to reboot `node`.
+    async fn reboot(&self, node: &str) -> Result<(), String> {
+        self.api()
+            .node_command(node, NodeCommand::Reboot)
+            .await
+            .map_err(|e| format!("reboot refused: {}", error_chain(&e)))
+    }
+
+    /// Waits until `node` booted after `boot` (epoch secs), is online and the cluster quorate,
+    /// up to the boot timeout. A resumed wait on a node still up from before asks for the reboot
+    /// again: the run may have been stopped between writing its line and asking.
+    async fn wait_back(
+        &self,
+        node: &str,
+        boot: i64,
+        resumed: bool,
+        options: &RollingOptions,
+    ) -> Result<(), String> {
+        let start = tokio::time::Instant::now();
+        let mut asked_again = !resumed;
+        loop {
+            match self.boot_state(node).await {
+                Ok((Some(b), true, true)) if b > boot + BOOT_SLACK_SECS => return Ok(()),
+                Ok((Some(b), true, _)) if b <= boot + BOOT_SLACK_SECS && !asked_again => {
+                    self.reboot(node).await?;
+                    asked_again = true;
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(node, error = %e, "cannot read the node's state"),
+            }
+            if start.elapsed() >= options.boot_timeout {
+                return Err(format!(
+                    "not back online and quorate within {} s of the reboot",
+                    options.boot_timeout.as_secs()
+                ));
+            }
+            tokio::time::sleep(options.poll).await;
+        }
+    }
+
+    /// Takes the guests recorded on `node` back home; the migrations done. One that failed is a
+    /// failure; guests that may not go back are left away, kept in the node's notes.
+    async fn go_home(&self, node: &str, options: &RollingOptions) -> Result<usize, String> {
+        let (goal, plan) = self
+            .plan_return(node, &options.evacuate)
+            .await
+            .map_err(|e| error_chain(&e))?;
+        let n = plan.migrations.len();
+        if n > 0 {
+            let report = self.execute(plan, &goal).await;
+            if !report.is_clean() {
+                return Err(format!("back home: {}", report.summary()));
+            }
+        }
+        self.settle_homes(node).await.map_err(|e| error_chain(&e))?;
+        Ok(n)
+    }
+}
+
+/// A read of the zone that failed, as the run's error.
+fn unreadable(e: &crate::Error) -> RollingError {
+    RollingError::Unreadable {
+        reason: error_chain(e),
+    }
+}
+
+/// The goal that empties `node` for a rolling maintenance.
+fn evacuation(node: &str, options: &RollingOptions) -> Goal {
+    Goal::Evacuate {
+        nodes: vec![node.to_owned()],
+        options: options.evacuate.clone(),
+    }
+}
+
+/// Runs the hook for `node` off the async workers: `Ok(true)` done, `Ok(false)` nothing to do
+/// ([`HOOK_NOTHING_TO_DO`]), `Err` with the exit status and its last output otherwise.
+async fn run_hook(hook: &Hook, node: &str) -> Result<bool, String> {
+    let Some((program, args)) = hook.command.split_first() else {
+        return Err("the hook command is empty".into());
+    };
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args).arg(node).env("FLXP_NODE", node);
+    let shown = hook.command.join(" ");
+    let out = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .map_err(|e| format!("hook did not finish: {e}"))?
+        .map_err(|e| format!("cannot run hook {shown:?}: {e}"))?;
+    match out.status.code() {
+        Some(0) => Ok(true),
+        Some(HOOK_NOTHING_TO_DO) => Ok(false),
+        code => {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let last = stderr.lines().last().unwrap_or_default();
+            Err(format!(
+                "hook {shown:?} failed ({}){}",
+                code.map_or("killed by a signal".to_owned(), |c| format!(
+                    "exit code {c}"
+                )),
+                if last.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {last}")
+                }
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_lines_are_read_from_any_online_nodes_notes() {
+        let notes = BTreeMap::from([
+            (
+                "pve1".to_owned(),
+                format!("Rack 4\n{}", line("pve2", Step::Rebooting, 1_700_000_000)),
+            ),
+            ("pve2".to_owned(), line("pve1", Step::Done, 0)),
+        ]);
+        let p = read(&notes);
+        assert_eq!(p.len(), 2);
+        assert_eq!(p["pve2"].step, Step::Rebooting);
+        assert_eq!(p["pve2"].boot, 1_700_000_000);
+        assert_eq!(p["pve2"].holder, "pve1");
+        assert_eq!(p["pve1"].step, Step::Done);
+        assert_eq!(
+            parse("<!-- flxp-rolling node=a step=asleep boot=1 -->"),
+            None
+        );
+    }
+}
