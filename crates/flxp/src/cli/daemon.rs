@@ -165,6 +165,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    // What `flxp config check` refuses, refused here too.
+    let apis = zones.iter().map(|z| (z.name.as_str(), &z.api));
+    runtime.block_on(crate::config::startup::check_lease_nodes(&config, apis))?;
     runtime.block_on(warn_unknown_nodes(&config, &zones));
     let mut daemon = Daemon::new(zones, placer, options.clone()).on_round(Arc::new(log_round));
     if let Some(lease) = config.lease_settings("daemon") {
