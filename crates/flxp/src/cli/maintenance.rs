@@ -16,7 +16,10 @@ pub struct Args {
     #[arg(value_name = "NODE")]
     node: String,
     /// The zone of the config file the node is in.
-    #[arg(long, value_name = "Z")]
+    // Needed all the same: not `required` to clap's parser, which checks before it hands the
+    // subcommand a `--zone` given before it (`flxp --zone Z ...`); the field's conversion
+    // refuses a missing one after.
+    #[arg(long, value_name = "Z", required = false)]
     zone: String,
     /// Clear the mark instead of setting it.
     #[arg(long)]

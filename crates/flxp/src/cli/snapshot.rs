@@ -11,7 +11,10 @@ use crate::config::Config;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Zone (a Proxmox cluster) of the config file to read.
-    #[arg(long, value_name = "Z")]
+    // Needed all the same: not `required` to clap's parser, which checks before it hands the
+    // subcommand a `--zone` given before it (`flxp --zone Z ...`); the field's conversion
+    // refuses a missing one after.
+    #[arg(long, value_name = "Z", required = false)]
     pub zone: String,
     /// Config file (else FLXP_CONFIG, else /etc/flxp/flxp.toml).
     #[arg(long, value_name = "F", env = "FLXP_CONFIG")]
