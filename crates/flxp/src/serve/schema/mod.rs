@@ -7,6 +7,7 @@
 //! a generic message naming an incident id. Passwords and tokens never reach either.
 
 mod mutation;
+pub mod order;
 pub mod nesting;
 mod query;
 mod types;
@@ -42,6 +43,8 @@ pub fn build(state: AppState) -> FlxpSchema {
         .limit_depth(16)
         // Before the library parses anything: its parser and validator recurse over values.
         .extension(nesting::InputDepth)
+        // async-graphql answers in the order fields finish, not the order they were asked.
+        .extension(order::RequestOrder)
         .finish()
 }
 
