@@ -287,3 +287,32 @@ fn config_zone_and_json_go_before_or_after_the_command() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_thousand_aliases_come_back_in_the_order_asked() {
+    // Each alias reads the zone: past tokio's budget some wait, and async-graphql answered them
+    // in the order they finished.
+    let sim = crate::serve::embedded::start().await.unwrap();
+    let zone = crate::serve::embedded::ZONE;
+    let served = Served::start(&sim.config, Registry::builtin()).await;
+    let fields: Vec<String> = (0..3000)
+        .map(|i| format!(r#"n{i}: nodes(zone: "{zone}") {{ name }}"#))
+        .collect();
+    let response = reqwest::Client::new()
+        .post(format!("{}/graphql", served.url))
+        .bearer_auth(TOKEN)
+        .json(&serde_json::json!({ "query": format!("{{ {} }}", fields.join(" ")) }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    // serde_json's map sorts keys: the order is read from the text.
+    let text = response.text().await.unwrap();
+    let at: Vec<usize> = (0..3000)
+        .map(|i| text.find(&format!(r#""n{i}":"#)).unwrap())
+        .collect();
+    let first_out_of_order = at.windows(2).position(|w| w[0] > w[1]);
+    assert_eq!(first_out_of_order, None, "{}", &text[..text.len().min(500)]);
+    drop(served);
+    sim.handle.shutdown().await.ok();
+}
