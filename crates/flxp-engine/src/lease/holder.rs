@@ -133,16 +133,48 @@ mod tests {
         let here = Some("4026531836@b1");
         let dead = |_| false;
         let live = |_| true;
-        let cases: [(&str, &str, Option<&str>, bool, Option<u32>); 9] = [
-            ("dead, this host, this pid space", "pve-admin:42:ab", here, false, Some(42)),
+        // Name, holder, its pidns, whether its pid runs, the pid judged gone.
+        type Case<'a> = (&'a str, &'a str, Option<&'a str>, bool, Option<u32>);
+        let cases: [Case<'_>; 9] = [
+            (
+                "dead, this host, this pid space",
+                "pve-admin:42:ab",
+                here,
+                false,
+                Some(42),
+            ),
             ("alive", "pve-admin:42:ab", here, true, None),
             ("another host", "other:42:ab", here, false, None),
-            ("another pid namespace", "pve-admin:42:ab", Some("4026532000@b1"), false, None),
-            ("after a reboot", "pve-admin:42:ab", Some("4026531836@b2"), false, None),
-            ("an older record without pidns", "pve-admin:42:ab", None, false, None),
+            (
+                "another pid namespace",
+                "pve-admin:42:ab",
+                Some("4026532000@b1"),
+                false,
+                None,
+            ),
+            (
+                "after a reboot",
+                "pve-admin:42:ab",
+                Some("4026531836@b2"),
+                false,
+                None,
+            ),
+            (
+                "an older record without pidns",
+                "pve-admin:42:ab",
+                None,
+                false,
+                None,
+            ),
             ("this process's pid", "pve-admin:100:cd", here, false, None),
             ("not host:pid:random", "pve-admin:42", here, false, None),
-            ("a pid that is no number", "pve-admin:x:ab", here, false, None),
+            (
+                "a pid that is no number",
+                "pve-admin:x:ab",
+                here,
+                false,
+                None,
+            ),
         ];
         for (name, holder, pidns, is_alive, want) in cases {
             let got = if is_alive {

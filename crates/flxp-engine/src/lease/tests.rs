@@ -51,7 +51,10 @@ fn a_lease_line_round_trips_and_other_lines_are_kept() {
         served.line(),
         "<!-- flxp-lease zone=lab holder=h1:42:abc expires=1000 command=serve -->"
     );
-    assert_eq!(LeaseRecord::parse_line(&served.line()), Some(served.clone()));
+    assert_eq!(
+        LeaseRecord::parse_line(&served.line()),
+        Some(served.clone())
+    );
     // So does the holder's pid space, which lets a flxp on its host see that it died.
     let spaced = LeaseRecord {
         pidns: Some("4026531836@6c1b".into()),

@@ -238,9 +238,21 @@ fn parsed(args: &[&str]) -> String {
 fn config_zone_and_json_go_before_or_after_the_command() {
     // `flxp --config F evacuate NODE` was refused: `--config` was the subcommand's alone.
     let orders: [&[&str]; 3] = [
-        &["flxp", "--config", "f.toml", "--zone", "lab", "--json", "evacuate", "pve1"],
-        &["flxp", "evacuate", "pve1", "--config", "f.toml", "--zone", "lab", "--json"],
-        &["flxp", "--json", "evacuate", "--zone", "lab", "pve1", "--config=f.toml"],
+        &[
+            "flxp", "--config", "f.toml", "--zone", "lab", "--json", "evacuate", "pve1",
+        ],
+        &[
+            "flxp", "evacuate", "pve1", "--config", "f.toml", "--zone", "lab", "--json",
+        ],
+        &[
+            "flxp",
+            "--json",
+            "evacuate",
+            "--zone",
+            "lab",
+            "pve1",
+            "--config=f.toml",
+        ],
     ];
     for args in orders {
         let cli = Cli::try_parse_from(args).unwrap();
@@ -248,7 +260,11 @@ fn config_zone_and_json_go_before_or_after_the_command() {
             panic!("{args:?}: {cli:?}");
         };
         let source = &a.run.source;
-        assert_eq!(source.config.as_deref(), Some("f.toml".as_ref()), "{args:?}");
+        assert_eq!(
+            source.config.as_deref(),
+            Some("f.toml".as_ref()),
+            "{args:?}"
+        );
         assert_eq!(source.zone.as_deref(), Some("lab"), "{args:?}");
         assert!(a.run.json && cli.wants_json(), "{args:?}");
         assert_eq!(cli.refuse_unused_globals().map_err(|e| e.0), Ok(()));
@@ -257,12 +273,26 @@ fn config_zone_and_json_go_before_or_after_the_command() {
     let want = r#"config: Some("f.toml")"#;
     for (args, also) in [
         (
-            &["flxp", "--zone", "lab", "--config", "f.toml", "maintenance", "pve1"][..],
+            &[
+                "flxp",
+                "--zone",
+                "lab",
+                "--config",
+                "f.toml",
+                "maintenance",
+                "pve1",
+            ][..],
             r#"zone: "lab""#,
         ),
         (&["flxp", "--config", "f.toml", "daemon"][..], "Daemon"),
-        (&["flxp", "--config", "f.toml", "config", "check"][..], "Check"),
-        (&["flxp", "config", "--config", "f.toml", "check"][..], "Check"),
+        (
+            &["flxp", "--config", "f.toml", "config", "check"][..],
+            "Check",
+        ),
+        (
+            &["flxp", "config", "--config", "f.toml", "check"][..],
+            "Check",
+        ),
     ] {
         let got = parsed(args);
         assert!(got.contains(want) && got.contains(also), "{args:?}: {got}");
@@ -272,9 +302,18 @@ fn config_zone_and_json_go_before_or_after_the_command() {
     assert_eq!(e.kind(), clap::error::ErrorKind::MissingRequiredArgument);
     // A command without a use for one refuses it, on either side.
     for (args, flag) in [
-        (&["flxp", "--config", "f.toml", "sim"][..], "`flxp sim` takes no --config"),
-        (&["flxp", "sim", "--zone", "lab"][..], "`flxp sim` takes no --zone"),
-        (&["flxp", "daemon", "--json"][..], "`flxp daemon` takes no --json"),
+        (
+            &["flxp", "--config", "f.toml", "sim"][..],
+            "`flxp sim` takes no --config",
+        ),
+        (
+            &["flxp", "sim", "--zone", "lab"][..],
+            "`flxp sim` takes no --zone",
+        ),
+        (
+            &["flxp", "daemon", "--json"][..],
+            "`flxp daemon` takes no --json",
+        ),
         (
             &["flxp", "--zone", "lab", "balance", "--from-file", "s.json"][..],
             "--from-file and --zone both name the cluster: give one",

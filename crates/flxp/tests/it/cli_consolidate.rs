@@ -292,7 +292,9 @@ fn power_mark_since(z: &SimZone, node: &str) -> i64 {
         .find(|l| l.starts_with(&prefix))
         .unwrap_or_else(|| panic!("no power mark of {node}"))
         .to_owned();
-    let since = line.split_whitespace().find_map(|w| w.strip_prefix("since="));
+    let since = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("since="));
     since.unwrap().parse().unwrap()
 }
 
@@ -302,12 +304,9 @@ fn power_marks_are_dated_in_proxmoxs_clock_not_this_machines() {
     // clock instead, a skew between the two wakes a node too early or too late.
     // 200 times real time (not `shutdown_zone`'s 100,000): the simulator samples every
     // simulated minute, and catching up on days of them outlasts the lease under load.
-    let z = sim_zone(
-        DEMO,
-        200.0,
-        "\n[consolidate]\nshutdown = true\n",
-        |v| v["sim"]["node_boot_secs"] = 1e9.into(),
-    );
+    let z = sim_zone(DEMO, 200.0, "\n[consolidate]\nshutdown = true\n", |v| {
+        v["sim"]["node_boot_secs"] = 1e9.into()
+    });
     // The scenario's clock is a year or so behind this machine's already; an hour more.
     z.sim.clock().advance(3600.0);
     let before = z.sim.now().floor() as i64;

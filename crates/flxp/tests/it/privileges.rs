@@ -181,7 +181,8 @@ fn config_check_names_a_lease_node_that_is_not_in_the_cluster() {
             "serve" => super::serve_command::serve_command(&z.config),
             _ => {
                 let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_flxp"));
-                c.args(["daemon", "--config", z.cfg()]).env_remove("FLXP_CONFIG");
+                c.args(["daemon", "--config", z.cfg()])
+                    .env_remove("FLXP_CONFIG");
                 c
             }
         };
@@ -217,7 +218,12 @@ fn exit_within(cmd: &mut std::process::Command) -> (Option<i32>, String) {
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
     let mut err = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
     (code, err)
 }
 

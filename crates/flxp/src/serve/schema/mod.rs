@@ -7,8 +7,8 @@
 //! a generic message naming an incident id. Passwords and tokens never reach either.
 
 mod mutation;
-pub mod order;
 pub mod nesting;
+pub mod order;
 mod query;
 mod types;
 mod views;

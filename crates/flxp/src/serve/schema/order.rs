@@ -75,7 +75,11 @@ impl Extension for Reorder {
 }
 
 /// Puts the keys of `data`, the answer to `operation_name` of `document`, in selection order.
-pub fn in_request_order(data: &mut Value, document: &ExecutableDocument, operation_name: Option<&str>) {
+pub fn in_request_order(
+    data: &mut Value,
+    document: &ExecutableDocument,
+    operation_name: Option<&str>,
+) {
     let operation = match (&document.operations, operation_name) {
         (DocumentOperations::Single(op), _) => op,
         (DocumentOperations::Multiple(ops), Some(name)) => match ops.get(name) {
@@ -88,7 +92,11 @@ pub fn in_request_order(data: &mut Value, document: &ExecutableDocument, operati
         },
         (DocumentOperations::Multiple(_), None) => return,
     };
-    reorder(data, &[&operation.node.selection_set.node], &document.fragments);
+    reorder(
+        data,
+        &[&operation.node.selection_set.node],
+        &document.fragments,
+    );
 }
 
 type Fragments = HashMap<Name, Positioned<FragmentDefinition>>;
@@ -138,12 +146,7 @@ struct Keys<'a> {
 }
 
 /// Appends the response keys `set` selects, first appearance first.
-fn collect<'a>(
-    set: &'a SelectionSet,
-    fragments: &'a Fragments,
-    depth: usize,
-    keys: &mut Keys<'a>,
-) {
+fn collect<'a>(set: &'a SelectionSet, fragments: &'a Fragments, depth: usize, keys: &mut Keys<'a>) {
     for selection in &set.items {
         match &selection.node {
             Selection::Field(field) => {
