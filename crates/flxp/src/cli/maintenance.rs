@@ -16,11 +16,10 @@ pub struct Args {
     #[arg(value_name = "NODE")]
     node: String,
     /// The zone of the config file the node is in.
-    // Needed all the same: not `required` to clap's parser, which checks before it hands the
-    // subcommand a `--zone` given before it (`flxp --zone Z ...`); the field's conversion
-    // refuses a missing one after.
-    #[arg(long, value_name = "Z", required = false)]
-    zone: String,
+    // Needed all the same, but not `required` to clap's parser: it checks before it hands the
+    // subcommand a `--zone` given ahead of it (`flxp --zone Z ...`); `run` refuses a missing one.
+    #[arg(long, value_name = "Z")]
+    zone: Option<String>,
     /// Clear the mark instead of setting it.
     #[arg(long)]
     off: bool,
@@ -35,32 +34,31 @@ pub struct Args {
 
 /// Runs `flxp maintenance`: prints whether the notes changed.
 pub fn run(args: Args) -> Result<ExitCode> {
+    let zone = super::required_zone(args.zone.as_deref(), "maintenance")?.to_owned();
     let source = super::SourceArgs {
         from_file: None,
-        zone: Some(args.zone.clone()),
+        zone: Some(zone.clone()),
         config: args.config.clone(),
     };
     let config = load::config(&source)?;
-    config.zone(&args.zone).map_err(UsageError::from)?;
-    let api: flxp_pve::Pve = config.client(&args.zone)?.into();
+    config.zone(&zone).map_err(UsageError::from)?;
+    let api: flxp_pve::Pve = config.client(&zone)?.into();
     let on = !args.off;
     let acting = super::lease::Acting {
         command: "maintenance",
         dry_run: false,
         wait: args.wait.map(std::time::Duration::from_secs),
     };
-    let changed = super::lease::under_lease(&config, &args.zone, &api, acting, async |_, _| {
+    let changed = super::lease::under_lease(&config, &zone, &api, acting, async |_, _| {
         let nodes = api
             .nodes()
             .await
-            .with_context(|| format!("cannot read zone {}", args.zone))?;
+            .with_context(|| format!("cannot read zone {zone}"))?;
         let node = nodes
             .into_iter()
             .map(|n| n.node)
             .find(|n| n.eq_ignore_ascii_case(&args.node))
-            .ok_or_else(|| {
-                UsageError(format!("node {:?} is not in zone {}", args.node, args.zone))
-            })?;
+            .ok_or_else(|| UsageError(format!("node {:?} is not in zone {}", args.node, zone)))?;
         anyhow::Ok(flxp_engine::maintenance::set(&api, &node, on).await?)
     })?;
     crate::output::tell(match (on, changed) {

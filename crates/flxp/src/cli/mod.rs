@@ -204,6 +204,15 @@ impl Cli {
     }
 }
 
+/// The `--zone` a command cannot do without (given before or after it).
+fn required_zone<'a>(zone: Option<&'a str>, command: &str) -> Result<&'a str, UsageError> {
+    zone.ok_or_else(|| {
+        UsageError(format!(
+            "`flxp {command}` needs --zone Z: a zone of the config file"
+        ))
+    })
+}
+
 /// Runs the chosen subcommand and returns the exit code.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     cli.refuse_unused_globals()?;
