@@ -232,9 +232,11 @@ impl Executor {
         &self.api
     }
 
-    /// "Now" by the executor's clock, epoch seconds (what marks are dated with).
+    /// "Now" in Proxmox's clock (the `Date` of its last answer), else the executor's clock,
+    /// epoch seconds: what marks are dated with. Their ages are judged against snapshot times,
+    /// which are Proxmox's clock too, so a skewed local clock must not date them.
     pub fn now(&self) -> i64 {
-        (self.clock)()
+        self.api.server_time().unwrap_or_else(|| (self.clock)())
     }
 
     /// The zone's name.

@@ -4,9 +4,10 @@
 //!
 //! The lease is one HTML comment line in the `description` of `GET/PUT /nodes/{node}/config`
 //! (invisible in the rendered notes):
-//! `<!-- flxp-lease zone=<zone> holder=<host:pid:random> expires=<epoch secs> command=<cmd> -->`
-//! (`command`, the flxp command holding it, is optional: older flxp neither write nor need it,
-//! and ignore it when reading). A write sends
+//! `<!-- flxp-lease zone=<zone> holder=<host:pid:random> expires=<epoch secs> command=<cmd>
+//! pidns=<pid space> -->` (`command`, the flxp command holding it, and `pidns`, the pid space of
+//! the holder's pid, are optional: older flxp neither write nor need them, and ignore them when
+//! reading). A write sends
 //! the `digest` it read, and Proxmox refuses it under the node config's cluster-wide lock when the
 //! file changed in between (pve-manager `PVE/API2/NodeConfig.pm`, `PVE::Tools::assert_if_modified`):
 //! of two replicas writing at once, one wins.
@@ -15,7 +16,8 @@
 //! answers), never this machine's. A holder stops acting when its own monotonic clock says
 //! `renew-sent + ttl - margin` passed without a successful renewal; a contender takes over only
 //! when Proxmox's clock is past `expires + margin`. The margin covers clock skew between the
-//! cluster's nodes (each may answer the API).
+//! cluster's nodes (each may answer the API). One exception: a holder that ran on this host, in
+//! this pid space, and whose process is gone (killed) is taken over at once (see `holder.rs`).
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -23,6 +25,10 @@ use std::time::Duration;
 use flxp_pve::Pve;
 use flxp_pve::types::{ClusterStatusEntry, NodeConfigUpdate};
 use tokio::time::Instant;
+
+mod holder;
+
+pub use holder::{Process, holder_id};
 
 /// Lease settings (the config's `[lease]` table).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,24 +62,6 @@ impl LeaseOptions {
     }
 }
 
-/// `host:pid:random`: unique per process, readable by an admin.
-pub fn holder_id() -> String {
-    let host = std::fs::read_to_string("/etc/hostname")
-        .ok()
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".into());
-    let host: String = host
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.'))
-        .collect();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let random = u64::from(nanos) ^ (u64::from(std::process::id()) << 32);
-    format!("{host}:{}:{random:x}", std::process::id())
-}
-
 /// One zone's lease as written in the notes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseRecord {
@@ -85,6 +73,9 @@ pub struct LeaseRecord {
     pub expires: i64,
     /// The flxp command holding it, when written (`serve`, `daemon`, `evacuate`, ...).
     pub command: Option<String>,
+    /// The pid space of the holder's pid, when written: lets a flxp on the same host take over
+    /// at once from a holder that died (see [`Process::gone_holder`]).
+    pub pidns: Option<String>,
 }
 
 impl LeaseRecord {
@@ -95,8 +86,13 @@ impl LeaseRecord {
             .as_deref()
             .map(|c| format!(" command={c}"))
             .unwrap_or_default();
+        let pidns = self
+            .pidns
+            .as_deref()
+            .map(|p| format!(" pidns={p}"))
+            .unwrap_or_default();
         format!(
-            "<!-- flxp-lease zone={} holder={} expires={}{command} -->",
+            "<!-- flxp-lease zone={} holder={} expires={}{command}{pidns} -->",
             self.zone, self.holder, self.expires
         )
     }
@@ -112,13 +108,15 @@ impl LeaseRecord {
         if words.next()? != "flxp-lease" {
             return None;
         }
-        let (mut zone, mut holder, mut expires, mut command) = (None, None, None, None);
+        let (mut zone, mut holder, mut expires) = (None, None, None);
+        let (mut command, mut pidns) = (None, None);
         for w in words {
             match w.split_once('=')? {
                 ("zone", v) => zone = Some(v.to_owned()),
                 ("holder", v) => holder = Some(v.to_owned()),
                 ("expires", v) => expires = v.parse().ok(),
                 ("command", v) if !v.is_empty() => command = Some(v.to_owned()),
+                ("pidns", v) if !v.is_empty() => pidns = Some(v.to_owned()),
                 _ => {}
             }
         }
@@ -127,6 +125,7 @@ impl LeaseRecord {
             holder: holder?,
             expires: expires?,
             command,
+            pidns,
         })
     }
 }
@@ -405,6 +404,8 @@ pub struct LeaseKeeper {
     zone: String,
     node: Option<String>,
     options: LeaseOptions,
+    /// This process, to recognise a holder on this host that died.
+    process: Process,
     state: Mutex<KeeperState>,
     /// One attempt at a time: the renewal loop and a round's check both tick at start, and two
     /// writes with the same digest would fail one of them ("checksum mismatch").
@@ -429,6 +430,7 @@ impl LeaseKeeper {
             zone,
             node,
             options,
+            process: Process::current(),
             state: Mutex::new(KeeperState::default()),
             ticking: tokio::sync::Mutex::new(()),
         }
@@ -551,12 +553,26 @@ impl LeaseKeeper {
         let now = self.api.server_time().ok_or(LeaseError::NoClock)?;
         let notes = cfg.description.unwrap_or_default();
         let current = find(&notes, &self.options.holder);
-        match judge(
+        let mut verdict = judge(
             current.as_ref(),
             &self.options.holder,
             now,
             self.options.margin,
-        ) {
+        );
+        // A holder on this host that was killed (`kill -9`, a crash) cannot renew: waiting for
+        // its lease to expire would only keep the zone idle for ttl + margin.
+        if let Verdict::Wait { holder, .. } = &verdict {
+            if let Some(pid) = self.gone(current.as_ref()) {
+                tracing::warn!(
+                    zone = %self.zone,
+                    holder = %holder,
+                    pid,
+                    "the lease's holder, process {pid} on this host, is gone: taking the lease over"
+                );
+                verdict = Verdict::Take;
+            }
+        }
+        match verdict {
             Verdict::Wait {
                 holder,
                 expires,
@@ -573,11 +589,20 @@ impl LeaseKeeper {
                     holder: self.options.holder.clone(),
                     expires: now.saturating_add(secs(self.options.ttl).max(1)),
                     command: self.options.command.clone(),
+                    pidns: self.process.pidns.clone(),
                 };
                 self.write(&node, &notes, Some(&record), cfg.digest).await?;
                 Ok(LeaseState::Held)
             }
         }
+    }
+
+    /// The pid of the lease's holder when it ran on this host and is gone (see
+    /// [`Process::gone_holder`]).
+    fn gone(&self, current: Option<&LeaseRecord>) -> Option<u32> {
+        let r = current?;
+        self.process
+            .gone_holder(&r.holder, r.pidns.as_deref(), holder::alive)
     }
 
     async fn write(

@@ -20,6 +20,7 @@ fn record(holder: &str, expires: i64) -> LeaseRecord {
         holder: holder.into(),
         expires,
         command: None,
+        pidns: None,
     }
 }
 
@@ -50,7 +51,21 @@ fn a_lease_line_round_trips_and_other_lines_are_kept() {
         served.line(),
         "<!-- flxp-lease zone=lab holder=h1:42:abc expires=1000 command=serve -->"
     );
-    assert_eq!(LeaseRecord::parse_line(&served.line()), Some(served));
+    assert_eq!(
+        LeaseRecord::parse_line(&served.line()),
+        Some(served.clone())
+    );
+    // So does the holder's pid space, which lets a flxp on its host see that it died.
+    let spaced = LeaseRecord {
+        pidns: Some("4026531836@6c1b".into()),
+        ..served
+    };
+    assert_eq!(
+        spaced.line(),
+        "<!-- flxp-lease zone=lab holder=h1:42:abc expires=1000 command=serve \
+         pidns=4026531836@6c1b -->"
+    );
+    assert_eq!(LeaseRecord::parse_line(&spaced.line()), Some(spaced));
     for bad in [
         "<!-- a comment -->",
         "<!-- flxp-lease zone=lab holder=x -->",
@@ -266,6 +281,47 @@ async fn one_of_two_keepers_holds_and_the_other_takes_over_after_ttl_and_margin(
     assert!(!a.holding());
     // Back, a finds b holding and stands by.
     assert!(matches!(a.tick().await, LeaseState::Standby { ref holder, .. } if holder == "b"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lease_left_by_a_dead_process_on_this_host_is_taken_at_once() {
+    let me = Process::current();
+    assert!(me.pidns.is_some(), "this test needs /proc");
+    let node = Node::new();
+    // Valid for another hour, written by a process of this host and pid space.
+    let left_by = |pid: u32, pidns: Option<String>| LeaseRecord {
+        zone: "lab".into(),
+        holder: format!("{}:{pid}:ab", me.host),
+        expires: node.epoch + 3600,
+        command: Some("daemon".into()),
+        pidns,
+    };
+    // Pid 1 always runs; no pid reaches 4e9 (Linux caps pids at 2^22); the last is our own.
+    for (pid, pidns, taken) in [
+        (1, me.pidns.clone(), false),
+        (4_000_000_000, me.pidns.clone(), true),
+        (4_000_000_000, Some("1@another-boot".into()), false),
+        (4_000_000_000, None, false),
+        (me.pid, me.pidns.clone(), false),
+    ] {
+        let left = left_by(pid, pidns.clone());
+        *node.notes.lock().unwrap() = format!("flxp.label.ssd\n{}", left.line());
+        let b = keeper(&node, "b");
+        let state = b.tick().await;
+        if taken {
+            assert_eq!(state, LeaseState::Held, "pid {pid} {pidns:?}");
+            let notes = node.notes.lock().unwrap().clone();
+            assert!(
+                notes.contains(&format!("holder=b expires={} ", node.epoch + 30)),
+                "{notes}"
+            );
+        } else {
+            assert!(
+                matches!(&state, LeaseState::Standby { holder, .. } if *holder == left.holder),
+                "pid {pid} {pidns:?}: {state:?}"
+            );
+        }
+    }
 }
 
 #[tokio::test(start_paused = true)]

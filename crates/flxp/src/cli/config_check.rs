@@ -244,33 +244,22 @@ async fn check_access(
 }
 
 /// Whether the configured lease node is a cluster member: a misspelt one would leave every
-/// replica unable to take the lease (its notes cannot be written), which the file alone can't show.
+/// replica unable to take the lease (its notes cannot be written), which the file alone can't
+/// show. `flxp serve` and `flxp daemon` refuse it at start ([`startup::check_lease_nodes`]).
 async fn lease_node_finding(client: &flxp_pve::Client, node: &str) -> Finding {
-    let status = match client.cluster_status().await {
-        Ok(s) => s,
-        Err(e) => {
-            return problem(format!(
-                "cannot read the cluster membership (GET /cluster/status) to check lease-node {node}: {e}"
-            ));
+    let api: flxp_pve::Pve = client.clone().into();
+    match startup::lease_node(&api, node).await {
+        Err(e) => problem(format!(
+            "cannot read the cluster membership (GET /cluster/status) to check lease-node {node}: {e}"
+        )),
+        Ok(startup::LeaseNode::Online) => {
+            ok(format!("lease-node {node} is a member of the cluster"))
         }
-    };
-    let members: Vec<(&str, bool)> = status
-        .iter()
-        .filter_map(|e| Some((e.node_name()?, e.online.unwrap_or(false))))
-        .collect();
-    match members.iter().find(|(m, _)| *m == node) {
-        Some((_, true)) => ok(format!("lease-node {node} is a member of the cluster")),
         // Not a mistake in the file, but while it lasts no replica can take or renew the lease.
-        Some((_, false)) => ok(format!(
+        Ok(startup::LeaseNode::Offline) => ok(format!(
             "lease-node {node} is a member of the cluster, but offline now: \
              no replica can take the lease until it is back"
         )),
-        None => {
-            let names: Vec<&str> = members.iter().map(|(m, _)| *m).collect();
-            problem(format!(
-                "lease-node {node} is not a node of this cluster (its nodes: {})",
-                names.join(", ")
-            ))
-        }
+        Ok(absent) => problem(absent.problem(node).unwrap_or_default()),
     }
 }

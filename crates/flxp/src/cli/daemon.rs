@@ -169,6 +169,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    // What `flxp config check` refuses, refused here too.
+    let apis = zones.iter().map(|z| (z.name.as_str(), &z.api));
+    runtime.block_on(crate::config::startup::check_lease_nodes(&config, apis))?;
     runtime.block_on(warn_unknown_nodes(&config, &zones));
     let notify = {
         let _in = runtime.enter();

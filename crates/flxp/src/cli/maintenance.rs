@@ -19,8 +19,10 @@ pub struct Args {
     #[arg(value_name = "NODE")]
     node: String,
     /// The zone of the config file the node is in.
+    // Needed all the same, but not `required` to clap's parser: it checks before it hands the
+    // subcommand a `--zone` given ahead of it (`flxp --zone Z ...`); `run` refuses a missing one.
     #[arg(long, value_name = "Z")]
-    zone: String,
+    zone: Option<String>,
     /// Clear the mark instead of setting it.
     #[arg(long)]
     off: bool,
@@ -38,13 +40,14 @@ pub struct Args {
 
 /// Runs `flxp maintenance`: prints whether the notes changed, and the guests' way back home.
 pub fn run(args: Args) -> Result<ExitCode> {
+    let zone = super::required_zone(args.zone.as_deref(), "maintenance")?.to_owned();
     let source = super::SourceArgs {
         from_file: None,
-        zone: Some(args.zone.clone()),
+        zone: Some(zone.clone()),
         config: args.config.clone(),
     };
     let config = load::config(&source)?;
-    config.zone(&args.zone).map_err(UsageError::from)?;
+    config.zone(&zone).map_err(UsageError::from)?;
     let on = !args.off;
     let back = !on && !args.stay && config.evacuate.return_home;
     let acting = super::lease::Acting {
@@ -52,8 +55,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         dry_run: false,
         wait: args.wait.map(std::time::Duration::from_secs),
     };
-    let placer = Arc::new(load::placer(&config)?.in_zone(Some(args.zone.clone())));
-    let zone = args.zone.clone();
+    let placer = Arc::new(load::placer(&config)?.in_zone(Some(zone.clone())));
     let options = config.evacuate.clone();
     let work = async |executor: Executor, held: Option<&super::lease::Held>, _: Option<&_>| {
         let nodes = executor
@@ -87,7 +89,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
         go_home(executor, &node, &options, &zone, held).await
     };
-    super::lease::run_in_zone(&config, &args.zone, placer, acting, work)
+    super::lease::run_in_zone(&config, &zone, placer, acting, work)
 }
 
 /// Takes the guests recorded as at home on `node` back there, then keeps in its notes only those

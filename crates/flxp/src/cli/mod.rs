@@ -38,6 +38,18 @@ pub struct Cli {
     /// More log output on stderr (-v debug, -vv trace); RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// Config file (else FLXP_CONFIG, else /etc/flxp/flxp.toml); before or after the command.
+    // Global, so `flxp --config F evacuate NODE` reads as `flxp evacuate NODE --config F`: clap
+    // hands the value to the subcommand's own `--config` (which keeps FLXP_CONFIG). Hidden in
+    // the subcommands without one, and refused there (see `refuse_unused_globals`).
+    #[arg(long, value_name = "F", global = true, hide = true)]
+    config: Option<std::path::PathBuf>,
+    /// The zone of the config file to act on; before or after the command.
+    #[arg(long, value_name = "Z", global = true, hide = true)]
+    zone: Option<String>,
+    /// One JSON document on stdout; before or after the command.
+    #[arg(long, global = true, hide = true)]
+    json: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -120,8 +132,94 @@ impl Cli {
     }
 }
 
+impl Command {
+    /// The name the user typed.
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Place(_) => "place",
+            Self::Balance(_) => "balance",
+            Self::Evacuate(_) => "evacuate",
+            Self::Consolidate(_) => "consolidate",
+            Self::Maintenance(_) => "maintenance",
+            Self::Rolling(_) => "rolling",
+            Self::Status(_) => "status",
+            Self::Snapshot(_) => "snapshot",
+            Self::Daemon(_) => "daemon",
+            Self::Serve(_) => "serve",
+            Self::Sim(_) => "sim",
+            Self::Config(_) => "config",
+            Self::Setup(_) => "setup",
+            Self::Generate(_) => "generate",
+        }
+    }
+
+    /// Where the command reads the cluster from, for those that take `--from-file`.
+    fn source(&self) -> Option<&SourceArgs> {
+        match self {
+            Self::Place(a) => Some(&a.source),
+            Self::Status(a) => Some(&a.source),
+            Self::Balance(a) => Some(&a.run.source),
+            Self::Evacuate(a) => Some(&a.run.source),
+            Self::Consolidate(a) => Some(&a.run.source),
+            _ => None,
+        }
+    }
+
+    /// Which of the global options `--config`, `--zone` and `--json` this command takes.
+    fn takes(&self) -> [bool; 3] {
+        match self {
+            Self::Place(_)
+            | Self::Balance(_)
+            | Self::Evacuate(_)
+            | Self::Consolidate(_)
+            | Self::Status(_) => [true, true, true],
+            Self::Maintenance(_) | Self::Rolling(_) | Self::Snapshot(_) => [true, true, false],
+            Self::Daemon(_) | Self::Serve(_) | Self::Config(_) => [true, false, false],
+            Self::Sim(_) | Self::Setup(_) | Self::Generate(_) => [false, false, false],
+        }
+    }
+}
+
+impl Cli {
+    /// A global option given to a command that has no use for it: clap accepts the global
+    /// everywhere, but `flxp sim --config F` must stay the mistake it was before.
+    fn refuse_unused_globals(&self) -> Result<(), UsageError> {
+        let given = [
+            ("--config", self.config.is_some()),
+            ("--zone", self.zone.is_some()),
+            ("--json", self.json),
+        ];
+        // clap checks `--from-file`'s conflict with `--zone` before a `--zone` given ahead of
+        // the command reaches it.
+        if self.zone.is_some() && self.command.source().is_some_and(|s| s.from_file.is_some()) {
+            return Err(UsageError(
+                "--from-file and --zone both name the cluster: give one".into(),
+            ));
+        }
+        for ((flag, given), takes) in given.into_iter().zip(self.command.takes()) {
+            if given && !takes {
+                return Err(UsageError(format!(
+                    "`flxp {}` takes no {flag}",
+                    self.command.name()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The `--zone` a command cannot do without (given before or after it).
+fn required_zone<'a>(zone: Option<&'a str>, command: &str) -> Result<&'a str, UsageError> {
+    zone.ok_or_else(|| {
+        UsageError(format!(
+            "`flxp {command}` needs --zone Z: a zone of the config file"
+        ))
+    })
+}
+
 /// Runs the chosen subcommand and returns the exit code.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    cli.refuse_unused_globals()?;
     match cli.command {
         Command::Place(a) => place::run(a),
         Command::Status(a) => status::run(a),

@@ -14,7 +14,7 @@ use crate::{output, size};
 #[command(allow_negative_numbers = true)]
 pub struct Args {
     #[command(flatten)]
-    source: SourceArgs,
+    pub(crate) source: SourceArgs,
     /// Memory of the new VM: 4GiB, 4G, 4096M or bytes (binary units).
     // `-5G` is not a number to clap: without hyphen values it would read as flags `-5 -G`.
     #[arg(long, value_name = "SIZE", value_parser = size::parse, allow_hyphen_values = true)]

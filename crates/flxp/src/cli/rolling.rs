@@ -22,8 +22,10 @@ pub struct Args {
     #[arg(value_name = "NODE")]
     nodes: Vec<String>,
     /// The zone of the config file.
+    // Needed all the same, but not `required` to clap's parser: it checks before it hands the
+    // subcommand a `--zone` given ahead of it (`flxp --zone Z ...`); `run` refuses a missing one.
     #[arg(long, value_name = "Z")]
-    zone: String,
+    zone: Option<String>,
     /// Config file (else FLXP_CONFIG, else /etc/flxp/flxp.toml).
     #[arg(long, value_name = "F", env = "FLXP_CONFIG")]
     config: Option<std::path::PathBuf>,
@@ -54,13 +56,14 @@ pub struct Args {
 
 /// Runs `flxp rolling`: exit 0 all done, 1 a step failed, 3 a node could not go out safely.
 pub fn run(args: Args) -> Result<ExitCode> {
+    let zone = super::required_zone(args.zone.as_deref(), "rolling")?.to_owned();
     let source = super::SourceArgs {
         from_file: None,
-        zone: Some(args.zone.clone()),
+        zone: Some(zone.clone()),
         config: args.config.clone(),
     };
     let config = load::config(&source)?;
-    config.zone(&args.zone).map_err(UsageError::from)?;
+    config.zone(&zone).map_err(UsageError::from)?;
     let hook = match &args.hook {
         Some(text) => {
             let words: Vec<String> = text.split_whitespace().map(str::to_owned).collect();
@@ -80,7 +83,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         return_home: !args.stay && config.evacuate.return_home,
         stop_left: args.stop_left,
     };
-    let placer = Arc::new(load::placer(&config)?.in_zone(Some(args.zone.clone())));
+    let placer = Arc::new(load::placer(&config)?.in_zone(Some(zone.clone())));
     let acting = super::lease::Acting {
         command: "rolling",
         dry_run: args.dry_run,
@@ -123,7 +126,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             }
         }
     };
-    super::lease::run_in_zone(&config, &args.zone, placer, acting, work)
+    super::lease::run_in_zone(&config, &zone, placer, acting, work)
 }
 
 /// Prints the schedule: per node, what leaves it, the bytes, an estimate of the time at

@@ -11,7 +11,7 @@ use crate::output;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    source: SourceArgs,
+    pub(crate) source: SourceArgs,
     /// Print one JSON document on stdout.
     #[arg(long)]
     pub(crate) json: bool,

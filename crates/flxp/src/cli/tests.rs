@@ -228,3 +228,135 @@ fn wake_timeout_needs_wake() {
     assert!(Cli::try_parse_from(with).is_ok());
     assert!(Cli::try_parse_from(["flxp", "consolidate", "--zone", "lab"]).is_ok());
 }
+
+/// The command line parsed, as its `Debug` shows it (the subcommands' fields are private).
+fn parsed(args: &[&str]) -> String {
+    format!("{:?}", Cli::try_parse_from(args).unwrap())
+}
+
+#[test]
+fn config_zone_and_json_go_before_or_after_the_command() {
+    // `flxp --config F evacuate NODE` was refused: `--config` was the subcommand's alone.
+    let orders: [&[&str]; 3] = [
+        &[
+            "flxp", "--config", "f.toml", "--zone", "lab", "--json", "evacuate", "pve1",
+        ],
+        &[
+            "flxp", "evacuate", "pve1", "--config", "f.toml", "--zone", "lab", "--json",
+        ],
+        &[
+            "flxp",
+            "--json",
+            "evacuate",
+            "--zone",
+            "lab",
+            "pve1",
+            "--config=f.toml",
+        ],
+    ];
+    for args in orders {
+        let cli = Cli::try_parse_from(args).unwrap();
+        let super::Command::Evacuate(a) = &cli.command else {
+            panic!("{args:?}: {cli:?}");
+        };
+        let source = &a.run.source;
+        assert_eq!(
+            source.config.as_deref(),
+            Some("f.toml".as_ref()),
+            "{args:?}"
+        );
+        assert_eq!(source.zone.as_deref(), Some("lab"), "{args:?}");
+        assert!(a.run.json && cli.wants_json(), "{args:?}");
+        assert_eq!(cli.refuse_unused_globals().map_err(|e| e.0), Ok(()));
+    }
+    // A required `--zone` given before the command, and commands one level further down: the
+    // subcommand's own option holds the value.
+    for (args, want) in [
+        (
+            &[
+                "flxp",
+                "--zone",
+                "lab",
+                "--config",
+                "f.toml",
+                "maintenance",
+                "pve1",
+            ][..],
+            r#"Maintenance(Args { node: "pve1", zone: Some("lab"), off: false, config: Some("f.toml")"#,
+        ),
+        (
+            &["flxp", "--config", "f.toml", "daemon"][..],
+            r#"Daemon(Args { config: Some("f.toml") })"#,
+        ),
+        (
+            &["flxp", "--config", "f.toml", "config", "check"][..],
+            r#"Check(CheckArgs { config: Some("f.toml") })"#,
+        ),
+        (
+            &["flxp", "config", "--config", "f.toml", "check"][..],
+            r#"Check(CheckArgs { config: Some("f.toml") })"#,
+        ),
+    ] {
+        let got = parsed(args);
+        assert!(got.contains(want), "{args:?}: {got}");
+    }
+    // `--zone` is still needed where it was required.
+    assert_eq!(
+        super::required_zone(None, "maintenance").map_err(|e| e.0),
+        Err("`flxp maintenance` needs --zone Z: a zone of the config file".to_owned())
+    );
+    // A command without a use for one refuses it, on either side.
+    for (args, flag) in [
+        (
+            &["flxp", "--config", "f.toml", "sim"][..],
+            "`flxp sim` takes no --config",
+        ),
+        (
+            &["flxp", "sim", "--zone", "lab"][..],
+            "`flxp sim` takes no --zone",
+        ),
+        (
+            &["flxp", "daemon", "--json"][..],
+            "`flxp daemon` takes no --json",
+        ),
+        (
+            &["flxp", "--zone", "lab", "balance", "--from-file", "s.json"][..],
+            "--from-file and --zone both name the cluster: give one",
+        ),
+    ] {
+        let cli = Cli::try_parse_from(args).unwrap();
+        assert_eq!(
+            cli.refuse_unused_globals().map_err(|e| e.0),
+            Err(flag.to_owned())
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_thousand_aliases_come_back_in_the_order_asked() {
+    // Each alias reads the zone: past tokio's budget some wait, and async-graphql answered them
+    // in the order they finished.
+    let sim = crate::serve::embedded::start().await.unwrap();
+    let zone = crate::serve::embedded::ZONE;
+    let served = Served::start(&sim.config, Registry::builtin()).await;
+    let fields: Vec<String> = (0..3000)
+        .map(|i| format!(r#"n{i}: nodes(zone: "{zone}") {{ name }}"#))
+        .collect();
+    let response = reqwest::Client::new()
+        .post(format!("{}/graphql", served.url))
+        .bearer_auth(TOKEN)
+        .json(&serde_json::json!({ "query": format!("{{ {} }}", fields.join(" ")) }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    // serde_json's map sorts keys: the order is read from the text.
+    let text = response.text().await.unwrap();
+    let at: Vec<usize> = (0..3000)
+        .map(|i| text.find(&format!(r#""n{i}":"#)).unwrap())
+        .collect();
+    let first_out_of_order = at.windows(2).position(|w| w[0] > w[1]);
+    assert_eq!(first_out_of_order, None, "{}", &text[..text.len().min(500)]);
+    drop(served);
+    sim.handle.shutdown().await.ok();
+}

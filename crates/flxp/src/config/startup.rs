@@ -1,9 +1,10 @@
 //! The checks of a config that need more than its text (secrets in files and variables, the
-//! plugins, each zone's client), in one place: `flxp serve` and `flxp daemon` run [`check`] at
+//! plugins, each zone's client, each zone's lease node), in one place: `flxp serve` and `flxp daemon` run [`check`] at
 //! start and `flxp config check` runs it too, so that what the check passes the commands start
 //! with, and what they refuse the check refuses, with the same message.
 
 use flxp_core::placement::Placer;
+use flxp_pve::Pve;
 
 use super::{Config, Role};
 
@@ -83,6 +84,79 @@ pub fn serve_refusal(tokens: &[ApiKey]) -> Option<String> {
 pub fn daemon_refusal(config: &Config) -> Option<String> {
     (config.daemon.zones.is_empty() && config.zones.is_empty())
         .then(|| "the config file defines no zone to manage: add a [zones.<name>] table".to_owned())
+}
+
+/// A zone's `lease-node` as the cluster's membership (`GET /cluster/status`) shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseNode {
+    /// A member, online.
+    Online,
+    /// A member, offline now: no replica can take the lease until it is back.
+    Offline,
+    /// Not a member: its notes cannot hold the lease, so no replica could ever act.
+    Absent {
+        /// The cluster's nodes.
+        members: Vec<String>,
+    },
+}
+
+impl LeaseNode {
+    /// Why a config with this `lease-node` is refused, or `None`.
+    pub fn problem(&self, node: &str) -> Option<String> {
+        match self {
+            Self::Absent { members } => Some(format!(
+                "lease-node {node} is not a node of this cluster (its nodes: {})",
+                members.join(", ")
+            )),
+            Self::Online | Self::Offline => None,
+        }
+    }
+}
+
+/// Where `node` stands in the cluster's membership.
+pub async fn lease_node(api: &Pve, node: &str) -> Result<LeaseNode, flxp_pve::Error> {
+    let status = api.cluster_status().await?;
+    let member = status
+        .iter()
+        .find(|e| e.node_name() == Some(node))
+        .map(|e| e.online.unwrap_or(false));
+    Ok(match member {
+        Some(true) => LeaseNode::Online,
+        Some(false) => LeaseNode::Offline,
+        None => LeaseNode::Absent {
+            members: status
+                .iter()
+                .filter_map(|e| e.node_name().map(str::to_owned))
+                .collect(),
+        },
+    })
+}
+
+/// The start check of each zone's `lease-node` (`flxp serve`, `flxp daemon`), as `flxp config
+/// check` makes it: a node the cluster does not have is refused, placed at its key. A zone whose
+/// membership cannot be read now is not a mistake in the file: logged, and the lease tells later.
+pub async fn check_lease_nodes<'a>(
+    config: &Config,
+    zones: impl IntoIterator<Item = (&'a str, &'a Pve)>,
+) -> anyhow::Result<()> {
+    for (name, api) in zones {
+        let Some(node) = config.zones.get(name).and_then(|z| z.lease_node.as_deref()) else {
+            continue;
+        };
+        match lease_node(api, node).await {
+            Ok(found) => {
+                if let Some(problem) = found.problem(node) {
+                    return Err(config.error_at(&format!("zones.{name}.lease-node"), problem));
+                }
+            }
+            Err(e) => tracing::warn!(
+                zone = name,
+                error = %e,
+                "cannot read the cluster membership to check lease-node {node}"
+            ),
+        }
+    }
+    Ok(())
 }
 
 /// The API tokens of `[api].tokens` and `FLXP_API_TOKEN` (an operator), each read and checked.

@@ -353,13 +353,17 @@ fn build_over(
     })
 }
 
-/// Reads every zone once and checks the config's catalog against them.
+/// Checks each zone's lease node, then reads every zone once and checks the config's catalog
+/// against them.
 async fn preflight(
     state: &AppState,
     config: &Config,
     text: &str,
     path: &Path,
 ) -> anyhow::Result<()> {
+    // What `flxp config check` refuses, refused here too.
+    let apis = state.zones.values().map(|z| (z.name.as_str(), &z.api));
+    crate::config::startup::check_lease_nodes(config, apis).await?;
     let mut models = Vec::new();
     for z in state.zones.values() {
         match z.model().await {

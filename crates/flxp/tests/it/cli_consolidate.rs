@@ -281,6 +281,49 @@ fn a_wake_that_times_out_leaves_the_node_marked_waking_not_for_another_shutdown(
     assert_ne!(kept(&v, "pve2")["resumed"], true, "{out}");
 }
 
+/// The `since=` of `node`'s power mark, wherever it is kept.
+fn power_mark_since(z: &SimZone, node: &str) -> i64 {
+    let w = z.sim.world();
+    let prefix = format!("<!-- flxp-power node={node} ");
+    let line = w
+        .nodes
+        .values()
+        .flat_map(|n| n.notes.lines())
+        .find(|l| l.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no power mark of {node}"))
+        .to_owned();
+    let since = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("since="));
+    since.unwrap().parse().unwrap()
+}
+
+#[test]
+fn power_marks_are_dated_in_proxmoxs_clock_not_this_machines() {
+    // Marks are aged against snapshot times, which are Proxmox's clock: dated by this machine's
+    // clock instead, a skew between the two wakes a node too early or too late.
+    // 200 times real time (not `shutdown_zone`'s 100,000): the simulator samples every
+    // simulated minute, and catching up on days of them outlasts the lease under load.
+    let z = sim_zone(DEMO, 200.0, "\n[consolidate]\nshutdown = true\n", |v| {
+        v["sim"]["node_boot_secs"] = 1e9.into()
+    });
+    // The scenario's clock is a year or so behind this machine's already; an hour more.
+    z.sim.clock().advance(3600.0);
+    let before = z.sim.now().floor() as i64;
+    let (code, out, err) = z.run(&["consolidate", "--json"]);
+    assert_eq!(code, 0, "{err}\n{out}");
+    until_online(&z, "pve2", false);
+    let off = power_mark_since(&z, "pve2");
+    let (code, _, err) = z.run(&["consolidate", "--wake", "pve2", "--wake-timeout", "1"]);
+    assert_eq!(code, 1, "{err}");
+    let waking = power_mark_since(&z, "pve2");
+    let after = z.sim.now().ceil() as i64;
+    assert!(
+        before <= off && off <= waking && waking <= after,
+        "off since {off}, waking since {waking}: not within Proxmox's clock {before}..={after}"
+    );
+}
+
 #[test]
 fn a_failed_migration_says_which_node_stays_on_and_why() {
     let z = shutdown_zone("", |_| {});

@@ -385,3 +385,30 @@ fn a_run_beside_a_daemon_or_serve_is_refused_naming_it() {
         assert_eq!(dry, 0, "{command}: {dry_err}");
     }
 }
+
+#[test]
+fn a_lease_left_by_a_daemon_killed_on_this_host_is_taken_at_once() {
+    // `kill -9` leaves the daemon's lease valid for up to ttl + margin (35 simulated seconds,
+    // 14 real ones here); the next flxp on the host sees the holder is gone and takes it.
+    let z = sim_zone(
+        &six_groups_of_four(),
+        TIME_SCALE,
+        "\n[daemon]\ninterval-secs = 3600\n",
+        |_| {},
+    );
+    let mut daemon = holding(&z, "daemon");
+    let pid = daemon.id();
+    daemon.kill().unwrap();
+    daemon.wait().unwrap();
+    let notes = z.notes("pve1");
+    assert!(notes.contains(&format!(":{pid}:")), "{notes}");
+    let (code, _, err) = z.run(&["evacuate", "pve3"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(&format!(
+            "the lease's holder, process {pid} on this host, is gone: taking the lease over"
+        )),
+        "{err}"
+    );
+    assert!(z.guests_on("pve3").is_empty());
+}

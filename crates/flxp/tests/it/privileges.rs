@@ -170,6 +170,61 @@ fn config_check_names_a_lease_node_that_is_not_in_the_cluster() {
         "{out}"
     );
     assert!(out.contains("1 problem(s) found"), "{out}");
+
+    // `flxp serve` and `flxp daemon` refuse it at start, with the same words at the same key.
+    let want = format!(
+        "config file {}:6:1: zones.lab.lease-node: lease-node pve9 is not a node of this cluster (its nodes: pve1, pve2, pve3, pve4)",
+        z.cfg()
+    );
+    for command in ["serve", "daemon"] {
+        let mut cmd = match command {
+            "serve" => super::serve_command::serve_command(&z.config),
+            _ => {
+                let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_flxp"));
+                c.args(["daemon", "--config", z.cfg()])
+                    .env_remove("FLXP_CONFIG");
+                c
+            }
+        };
+        let (code, err) = exit_within(
+            cmd.env("FLXP_API_TOKEN", "lease-node-test-operator-token")
+                .env("RUST_LOG", "warn"),
+        );
+        assert_eq!(code, Some(1), "{command} started: {err}");
+        assert!(err.contains(&want), "{command}: {err}");
+    }
+}
+
+/// Runs `cmd` for up to 60 seconds: its exit code (`None` if still running, then killed) and
+/// its stderr.
+fn exit_within(cmd: &mut std::process::Command) -> (Option<i32>, String) {
+    use std::io::Read;
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    let code = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status.code();
+        }
+        if start.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    (code, err)
 }
 
 #[test]

@@ -9,6 +9,7 @@
 pub mod audit;
 mod mutation;
 pub mod nesting;
+pub mod order;
 mod query;
 mod safety;
 mod types;
@@ -46,6 +47,8 @@ pub fn build(state: AppState) -> FlxpSchema {
         // Before the library parses anything: its parser and validator recurse over values.
         .extension(nesting::InputDepth)
         .extension(audit::Audit)
+        // async-graphql answers in the order fields finish, not the order they were asked.
+        .extension(order::RequestOrder)
         .finish()
 }
 
