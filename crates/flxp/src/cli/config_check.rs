@@ -54,8 +54,15 @@ fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let env_token = std::env::var(startup::TOKEN_ENV).ok();
     let checked = startup::check(&config, env_token.as_deref())?;
     crate::output::say(format!("config {}: ok", path.display()));
+    let mut problems = 0;
     if config.zones.is_empty() {
-        crate::output::say("no zones configured".to_owned());
+        // Nothing to check is not "ok": the shipped config has every zone commented out.
+        problems += 1;
+        crate::output::say(format!(
+            "no zones configured: nothing to check. Add a [zones.NAME] table with hosts, token and \
+             token-secret-file to {} (flxp.toml(5); `flxp setup token` creates the token)",
+            path.display()
+        ));
     }
     // Refusals of one command only: a config for the other one alone is not wrong.
     if let Some(refusal) = startup::serve_refusal(&checked.tokens) {
@@ -70,7 +77,6 @@ fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let mut problems = 0;
     let mut read = Vec::new();
     for name in config.zones.keys() {
         let features = zone_features(&config, name);

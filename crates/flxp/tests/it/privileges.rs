@@ -285,3 +285,19 @@ fn without_sys_modify_an_evacuation_is_refused_before_anything_naming_the_privil
         ],
     );
 }
+
+#[test]
+fn config_check_without_zones_fails_with_a_hint() {
+    // The shipped config: every zone commented out. Nothing was checked, so it is not "ok".
+    let shipped = include_str!("../../debian/flxp.toml");
+    let (_d, cfg) = temp_file("flxp.toml", shipped);
+    let (code, out, err) = run(&["config", "check", "--config", cfg.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}{err}");
+    let hint = format!(
+        "no zones configured: nothing to check. Add a [zones.NAME] table with hosts, token and \
+         token-secret-file to {} (flxp.toml(5); `flxp setup token` creates the token)",
+        cfg.display()
+    );
+    assert!(out.lines().any(|l| l == hint), "{out}");
+    assert!(out.lines().any(|l| l == "1 problem(s) found"), "{out}");
+}
