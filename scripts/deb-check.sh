@@ -54,10 +54,12 @@ for f in /usr/bin/flxp /etc/flxp/flxp.toml \
     /usr/share/fish/vendor_completions.d/flxp.fish \
     /usr/share/man/man1/flxp.1.gz /usr/share/man/man1/flxp-serve.1.gz \
     /usr/share/man/man1/flxp-config-check.1.gz /usr/share/man/man1/flxp-setup-token.1.gz \
+    /usr/share/man/man1/flxp-daemon.1.gz /usr/share/man/man5/flxp.toml.5.gz \
     /usr/share/doc/flxp/GUIDE.md; do
     grep -qx "$f" <<<"$contents" || fail "the package lacks $f"
 done
 if grep -q "flxp-generate" <<<"$contents"; then fail "the hidden generate command has a man page"; fi
+if grep -q "flxp-help" <<<"$contents"; then fail "a man page for the help subcommand"; fi
 dpkg-deb -I "$deb" conffiles | grep -qx /etc/flxp/flxp.toml || fail "/etc/flxp/flxp.toml is not a conffile"
 for s in postinst postrm; do dpkg-deb -I "$deb" "$s" >/dev/null || fail "no $s script"; done
 echo "contents ok: binary, conffile, units, completions, man pages, docs"
@@ -112,10 +114,25 @@ getent passwd flxp >/dev/null || fail "no flxp user after install"
 [ "$(stat -c '%U:%G %a' /etc/flxp/flxp.toml)" = "root:flxp 640" ] || fail "flxp.toml mode: $(stat -c '%U:%G %a' /etc/flxp/flxp.toml)"
 /usr/bin/flxp --version | grep -Eq '^flxp [0-9.]+ \((unknown|[0-9a-f]{4,})\)$' || fail "--version: $(/usr/bin/flxp --version)"
 man -w flxp-config-check >/dev/null 2>&1 || [ -f /usr/share/man/man1/flxp-config-check.1.gz ] || fail "man page not installed"
+# Every page the man pages and the shipped config name is installed; no help page is named.
+for page in /usr/share/man/man1/flxp*.1.gz /usr/share/man/man5/flxp.toml.5.gz; do
+    for ref in $(zcat "$page" | sed 's/\\-/-/g' | grep -o 'flxp[a-z.-]*([15])' | sort -u); do
+        n="${ref%(*}"; sec="${ref#*(}"; sec="${sec%)}"
+        [ -f "/usr/share/man/man$sec/$n.$sec.gz" ] || fail "$page refers to $ref, which is not installed"
+    done
+    for s in 'EXIT STATUS' ENVIRONMENT FILES EXAMPLES; do
+        case "$page" in *flxp.toml.5.gz) [ "$s" = EXAMPLES ] || continue ;; esac
+        zcat "$page" | grep -q "^\.SH \"\{0,1\}$s" || fail "$page has no $s section"
+    done
+done
+for f in $(grep -o '/usr/share/doc/flxp/[A-Za-z.]*' /etc/flxp/flxp.toml); do
+    [ -f "$f" ] || fail "the shipped config points to $f, which is not installed"
+done
 
 # Checks syntax, directives, that ExecStart's binary exists (now installed) and that every
 # man: page the units name is installed (--man=yes).
-systemd-analyze verify --man=yes "$unit_dir/flxp.service" "$unit_dir/flxp-daemon.service" \
+man_check=no; command -v man >/dev/null && man_check=yes
+systemd-analyze verify --man="$man_check" "$unit_dir/flxp.service" "$unit_dir/flxp-daemon.service" \
     || fail "systemd-analyze verify"
 echo "systemd-analyze verify: ok"
 

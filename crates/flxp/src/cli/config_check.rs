@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use flxp_pve::privileges::{Feature, requirements};
+use flxp_pve::privileges::{Feature, acls, granted, requirements};
 use flxp_pve::types::PermissionsQuery;
 
 use flxp_core::Cluster;
@@ -126,12 +126,19 @@ fn problem(text: String) -> Finding {
 }
 
 /// The features a zone is used for according to the config: read always; balance when the
-/// daemon manages it and rebalances or evacuates; create when an image can be cloned in it.
+/// daemon manages it and rebalances or evacuates; power (and so balance) when consolidation
+/// switches nodes off (`[consolidate] shutdown`) or the daemon saves power (`enabled`); create
+/// when an image can be cloned in it.
 pub fn zone_features(config: &Config, zone: &str) -> BTreeSet<Feature> {
     let mut features = BTreeSet::from([Feature::Read]);
     let d = &config.daemon;
     let managed = d.zones.is_empty() || d.zones.iter().any(|z| z == zone);
     if managed && (d.rebalance || d.evacuate) {
+        features.insert(Feature::Balance);
+    }
+    let c = &config.consolidate;
+    if c.shutdown || (managed && c.enabled) {
+        features.insert(Feature::Power);
         features.insert(Feature::Balance);
     }
     if config
@@ -245,6 +252,44 @@ async fn check_access(
             r.feature.name(),
             r.why
         )));
+    }
+    out.extend(beyond_need(client, features, &names).await);
+    out
+}
+
+/// Privileges the token holds beyond what the zone's features need, path by path (a note, not a
+/// problem: least privilege is the admin's call). Held is what `GET /access/permissions` reports
+/// for every path; needed is what `flxp setup token` grants there.
+async fn beyond_need(
+    client: &flxp_pve::Client,
+    features: &BTreeSet<Feature>,
+    names: &[&str],
+) -> Vec<Finding> {
+    let query = PermissionsQuery {
+        path: None,
+        userid: None,
+    };
+    let Ok(held) = client.permissions(&query).await else {
+        return Vec::new();
+    };
+    let acls = acls(features);
+    let mut out = Vec::new();
+    for (path, privs) in &held.0 {
+        let needed = granted(&acls, path);
+        // The value is whether it propagates; held either way.
+        let extra: Vec<&str> = privs
+            .keys()
+            .map(String::as_str)
+            .filter(|p| !needed.contains(p))
+            .collect();
+        if !extra.is_empty() {
+            out.push(ok(format!(
+                "note: token holds {} on {path} beyond what {} need{} (`flxp setup token` grants only what is needed)",
+                extra.join(", "),
+                names.join(", "),
+                if names.len() == 1 { "s" } else { "" },
+            )));
+        }
     }
     out
 }

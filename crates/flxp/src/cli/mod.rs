@@ -9,6 +9,7 @@ mod generate;
 mod lease;
 pub(crate) mod left;
 mod load;
+mod manual;
 mod maintenance;
 mod place;
 mod serve;

@@ -45,10 +45,23 @@ fn setup_token_prints_the_pveum_commands_the_guide_shows() {
     let (code, out, _) = run(&["setup", "token", "--features", "read,create"]);
     assert_eq!(code, 0);
     assert!(
-        out.contains("pveum role add FlxpCreate -privs \"Sys.Audit VM.Audit"),
+        out.contains("pveum role add FlxpCreateVMs -privs \"VM.Audit VM.Clone"),
         "{out}"
     );
     assert!(!out.contains("VM.Migrate"), "{out}");
+    assert!(!out.contains("Sys.PowerMgmt"), "{out}");
+    // Power management only with the feature that needs it, on /nodes and nowhere else.
+    let (code, out, _) = run(&["setup", "token", "--features", "power"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("pveum role add FlxpBalancePowerNodes -privs \"Sys.Audit Sys.Modify Sys.PowerMgmt\""),
+        "{out}"
+    );
+    assert!(
+        out.contains("pveum acl modify /nodes -user flxp@pve -role FlxpBalancePowerNodes\n"),
+        "{out}"
+    );
+    assert_eq!(out.matches("Sys.PowerMgmt").count(), 2, "{out}");
     let (code, _, err) = run(&["setup", "token", "--features", "everything"]);
     assert_eq!(code, 2, "{err}");
 }
@@ -79,6 +92,36 @@ fn generate_writes_completions_and_a_man_page_per_visible_command() {
         assert!(pages.contains(p), "{pages:?}");
     }
     assert!(!pages.iter().any(|p| p.contains("generate")), "{pages:?}");
+    assert!(pages.contains("flxp.toml.5"), "{pages:?}");
+    assert!(!pages.iter().any(|p| p.contains("help")), "{pages:?}");
+    // Every page has the sections an admin looks for, and names only pages that exist.
+    for p in &pages {
+        let text = std::fs::read_to_string(dir.path().join("man").join(p)).unwrap();
+        for s in [
+            ".SH \"EXIT STATUS\"",
+            ".SH ENVIRONMENT",
+            ".SH FILES",
+            ".SH EXAMPLES",
+            ".SH \"SEE ALSO\"",
+        ] {
+            assert!(p == "flxp.toml.5" || text.contains(s), "{p} lacks {s}");
+        }
+        let plain = text.replace("\\-", "-").replace("\\fB", "").replace("\\fR", "");
+        for (at, _) in plain.match_indices("flxp") {
+            let rest = &plain[at..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '.'))
+                .unwrap_or(rest.len());
+            let (name, after) = rest.split_at(end);
+            let Some(section) = after.strip_prefix('(').and_then(|a| a.chars().next()) else {
+                continue;
+            };
+            if section.is_ascii_digit() && after[2..].starts_with(')') {
+                let page = format!("{name}.{section}");
+                assert!(pages.contains(&page), "{p} refers to {name}({section}), which does not exist");
+            }
+        }
+    }
     let (_, help, _) = run(&["--help"]);
     assert!(!help.contains("generate"), "{help}");
 }
