@@ -119,6 +119,12 @@ pub const REQUIREMENTS: &[Requirement] = &[
     ),
     req(
         Feature::Balance,
+        "Sys.Console",
+        "/",
+        "POST /cluster/ha/resources/{sid}/migrate: migrating HA-managed guests (checked on / itself)",
+    ),
+    req(
+        Feature::Balance,
         "Sys.Modify",
         "/nodes",
         "PUT /nodes/{node}/config: the flxp.maintenance mark an evacuation leaves, and the replica lease",
@@ -316,7 +322,9 @@ pub fn granted(acls: &[Acl], path: &str) -> BTreeSet<&'static str> {
 /// checked under it, the ACLs, and an API token (`--privsep 0`: the token has the user's
 /// privileges, one set of ACLs to keep).
 pub fn pveum_commands(features: &BTreeSet<Feature>, user: &str, token_name: &str) -> Vec<String> {
-    let mut cmds = vec![format!("pveum user add {user} --comment \"flxp scheduler\"")];
+    let mut cmds = vec![format!(
+        "pveum user add {user} --comment \"flxp scheduler\""
+    )];
     for acl in acls(features) {
         cmds.push(format!(
             "pveum role add {} -privs \"{}\"",
@@ -353,6 +361,7 @@ mod tests {
                 "VM.Audit",
                 "Datastore.Audit",
                 "VM.Migrate",
+                "Sys.Console",
                 "Sys.Modify"
             ]
         );
@@ -372,6 +381,7 @@ mod tests {
                 "VM.Audit",
                 "Datastore.Audit",
                 "VM.Migrate",
+                "Sys.Console",
                 "Sys.Modify",
                 "Sys.PowerMgmt"
             ]
@@ -391,7 +401,7 @@ mod tests {
             cmds,
             [
                 "pveum user add flxp@pve --comment \"flxp scheduler\"",
-                "pveum role add FlxpBalanceRoot -privs \"Sys.Audit\"",
+                "pveum role add FlxpBalanceRoot -privs \"Sys.Audit Sys.Console\"",
                 "pveum acl modify / -user flxp@pve -role FlxpBalanceRoot -propagate 0",
                 "pveum role add FlxpBalanceNodes -privs \"Sys.Audit Sys.Modify\"",
                 "pveum acl modify /nodes -user flxp@pve -role FlxpBalanceNodes",
@@ -408,8 +418,9 @@ mod tests {
     fn granted_follows_proxmox_inheritance() {
         let balance = acls(&set(&[Feature::Balance]));
         let at = |p: &str| granted(&balance, p).into_iter().collect::<Vec<_>>();
-        assert_eq!(at("/"), ["Sys.Audit"]);
-        // `/` does not propagate: the user tree, pools and mappings stay out of reach.
+        assert_eq!(at("/"), ["Sys.Audit", "Sys.Console"]);
+        // `/` does not propagate: the user tree, pools, mappings and node consoles stay out of
+        // reach.
         assert!(at("/access/users").is_empty());
         assert!(at("/pool/prod").is_empty());
         // A deeper ACL replaces what is inherited, so /nodes repeats Sys.Audit.

@@ -7,6 +7,7 @@
 pub mod cli;
 pub mod config;
 mod input;
+pub mod journal;
 pub mod output;
 pub mod plugins;
 mod progress;

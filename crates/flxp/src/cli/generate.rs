@@ -28,8 +28,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         clap_complete::generate_to(shell, &mut cmd, "flxp", &completions)
             .with_context(|| format!("writing the {shell} completion"))?;
     }
-    // `flxp help` is `--help`: no page of its own, and none of the pages names one.
-    let mut cmd = without_help_subcommands(cmd);
+    // `flxp help` is `--help`: no page of its own, and none of the pages names one. A fresh
+    // command: generating the completions built `cmd`, help subcommands included.
+    let mut cmd = without_help_subcommands(super::Cli::command_with(
+        flxp_core::balance::Registry::builtin(),
+    ));
     cmd.build();
     write_pages(&cmd, &man)?;
     let file = man.join("flxp.toml.5");
@@ -72,10 +75,11 @@ fn write_pages(cmd: &clap::Command, dir: &Path) -> anyhow::Result<()> {
     })();
     rendered.with_context(|| format!("rendering the man page of {name}"))?;
     buf.extend_from_slice(super::manual::sections(&name).as_bytes());
-    let mut tail = Vec::new();
-    man.render_version_section(&mut tail)
-        .with_context(|| format!("rendering the man page of {name}"))?;
-    buf.extend_from_slice(&tail);
+    // clap_mangen's VERSION section needs a version, which only the top command has.
+    if cmd.get_version().is_some() {
+        man.render_version_section(&mut buf)
+            .with_context(|| format!("rendering the man page of {name}"))?;
+    }
     let file = dir.join(format!("{name}.1"));
     std::fs::write(&file, buf).with_context(|| format!("writing {}", file.display()))?;
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {

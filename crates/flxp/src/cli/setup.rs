@@ -75,7 +75,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .join(", ")
     ));
     for r in requirements(&features) {
-        say(format!("#   {:<24} on {:<11} {}", r.privilege, r.path, r.why));
+        say(format!(
+            "#   {:<24} on {:<11} {}",
+            r.privilege, r.path, r.why
+        ));
     }
     for cmd in pveum_commands(&features, &a.user, &a.token_name) {
         say(cmd);

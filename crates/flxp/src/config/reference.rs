@@ -224,7 +224,9 @@ fn keys_of(source: &str, strukt: &str, default: Option<&str>) -> Vec<Key> {
         } else if l.starts_with("#[serde(") {
             let args = l.trim_start_matches("#[serde(").trim_end_matches(")]");
             let args: Vec<&str> = args.split(',').map(str::trim).collect();
-            skipped |= args.iter().any(|a| *a == "skip" || *a == "skip_deserializing");
+            skipped |= args
+                .iter()
+                .any(|a| *a == "skip" || *a == "skip_deserializing");
             field_default |= args.iter().any(|a| a.starts_with("default"));
         } else if let Some(rest) = l.strip_prefix("pub ") {
             let field = rest.split(':').next().unwrap_or("").trim();

@@ -54,7 +54,9 @@ fn setup_token_prints_the_pveum_commands_the_guide_shows() {
     let (code, out, _) = run(&["setup", "token", "--features", "power"]);
     assert_eq!(code, 0);
     assert!(
-        out.contains("pveum role add FlxpBalancePowerNodes -privs \"Sys.Audit Sys.Modify Sys.PowerMgmt\""),
+        out.contains(
+            "pveum role add FlxpBalancePowerNodes -privs \"Sys.Audit Sys.Modify Sys.PowerMgmt\""
+        ),
         "{out}"
     );
     assert!(
@@ -106,7 +108,10 @@ fn generate_writes_completions_and_a_man_page_per_visible_command() {
         ] {
             assert!(p == "flxp.toml.5" || text.contains(s), "{p} lacks {s}");
         }
-        let plain = text.replace("\\-", "-").replace("\\fB", "").replace("\\fR", "");
+        let plain = text
+            .replace("\\-", "-")
+            .replace("\\fB", "")
+            .replace("\\fR", "");
         for (at, _) in plain.match_indices("flxp") {
             let rest = &plain[at..];
             let end = rest
@@ -118,10 +123,62 @@ fn generate_writes_completions_and_a_man_page_per_visible_command() {
             };
             if section.is_ascii_digit() && after[2..].starts_with(')') {
                 let page = format!("{name}.{section}");
-                assert!(pages.contains(&page), "{p} refers to {name}({section}), which does not exist");
+                assert!(
+                    pages.contains(&page),
+                    "{p} refers to {name}({section}), which does not exist"
+                );
             }
         }
     }
     let (_, help, _) = run(&["--help"]);
     assert!(!help.contains("generate"), "{help}");
+}
+
+/// Runs `flxp -v config check` on a file with no zone, stderr going to a file; with
+/// `JOURNAL_STREAM` naming that file when `journal` is set, as systemd does for a unit.
+fn log_lines(journal: bool) -> Vec<String> {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("flxp.toml");
+    std::fs::write(&cfg, "").unwrap();
+    let log = dir.path().join("stderr");
+    let file = std::fs::File::create(&log).unwrap();
+    let meta = file.metadata().unwrap();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_flxp"));
+    cmd.args(["-v", "config", "check", "--config", cfg.to_str().unwrap()])
+        .env_remove("RUST_LOG")
+        .env_remove("JOURNAL_STREAM")
+        .stdout(std::process::Stdio::null())
+        .stderr(file);
+    if journal {
+        cmd.env("JOURNAL_STREAM", format!("{}:{}", meta.dev(), meta.ino()));
+    }
+    let status = cmd.status().unwrap();
+    assert_eq!(status.code(), Some(1));
+    std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn under_systemd_log_lines_carry_their_priority_and_no_timestamp() {
+    let journal = log_lines(true);
+    let read = journal
+        .iter()
+        .find(|l| l.contains("read the config file"))
+        .unwrap_or_else(|| panic!("{journal:?}"));
+    assert!(read.starts_with("<7>DEBUG read the config file"), "{read}");
+    // Elsewhere as before: the time first, no priority.
+    let plain = log_lines(false);
+    let read = plain
+        .iter()
+        .find(|l| l.contains("read the config file"))
+        .unwrap_or_else(|| panic!("{plain:?}"));
+    assert!(!read.starts_with('<'), "{read}");
+    assert!(
+        read.starts_with("20") && read.contains("DEBUG read the config file"),
+        "{read}"
+    );
 }
