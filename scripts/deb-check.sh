@@ -80,8 +80,9 @@ trap cleanup EXIT
 
 # --- the binary carries no debug info (it goes into the -dbgsym package) ----------------------
 dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/bin/flxp >"$work/flxp.bin"
-if readelf -S --wide "$work/flxp.bin" | grep -q ' \.debug_'; then
-    fail "/usr/bin/flxp in the package carries debug info: $(readelf -S --wide "$work/flxp.bin" | grep -o '\.debug_[a-z_]*' | tr '\n' ' ')"
+# DWARF sections; `.debug_gdb_scripts` is not one (rustc's loaded section naming gdb's pretty-printers).
+if readelf -S --wide "$work/flxp.bin" | grep -qE ' \.(z?debug_(info|line|str|abbrev|ranges|rnglists|loclists|aranges)|symtab) '; then
+    fail "/usr/bin/flxp in the package carries debug info: $(readelf -S --wide "$work/flxp.bin" | grep -oE '\.(z?debug_[a-z_]*|symtab)' | tr '\n' ' ')"
 fi
 bin_bytes="$(stat -c %s "$work/flxp.bin")"
 echo "stripped: /usr/bin/flxp $((bin_bytes / 1048576)) MiB, .deb $(($(stat -c %s "$deb") / 1048576)) MiB, installed size $(($(dpkg-deb -f "$deb" Installed-Size) / 1024)) MiB"
@@ -125,7 +126,7 @@ for page in /usr/share/man/man1/flxp*.1.gz /usr/share/man/man5/flxp.toml.5.gz; d
         zcat "$page" | grep -q "^\.SH \"\{0,1\}$s" || fail "$page has no $s section"
     done
 done
-for f in $(grep -o '/usr/share/doc/flxp/[A-Za-z.]*' /etc/flxp/flxp.toml); do
+for f in $(grep -oE '/usr/share/doc/flxp/[A-Za-z.]*[A-Za-z]' /etc/flxp/flxp.toml); do
     [ -f "$f" ] || fail "the shipped config points to $f, which is not installed"
 done
 
