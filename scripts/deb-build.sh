@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Debian package into target/debian/: the release binary, then the shell completions
-# and man pages generated from the command line (`flxp generate`), then `cargo deb --no-build`
-# (configured in crates/flxp/Cargo.toml). Installs the pinned cargo-deb when it is missing.
+# and man pages generated from the command line and the config's definitions (`flxp generate`),
+# then `cargo deb --no-build` (configured in crates/flxp/Cargo.toml): flxp_*.deb with a stripped
+# binary, and flxp-dbgsym_*.ddeb with its debug info. Installs the pinned cargo-deb when it is missing.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -22,5 +23,5 @@ cargo build --release --locked -p flxp
 assets="$target_dir/release/assets"
 rm -rf "$assets"
 "$target_dir/release/flxp" generate --out "$assets"
-gzip -9n "$assets"/man/*.1
+gzip -9n "$assets"/man/*.1 "$assets"/man/*.5
 cargo deb -p flxp --no-build --output "$target_dir/debian/"

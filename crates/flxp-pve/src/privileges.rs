@@ -2,8 +2,11 @@
 //! verifies, `flxp setup token` turns into `pveum` commands, and GUIDE.md lists.
 //!
 //! Each entry names the endpoints that check it, as Proxmox's API schema (`permissions`) and
-//! qemu-server's `check_vm_modify_config_perm` / `check_storage_access` do (PVE 8). flxp grants
-//! them on `/` (propagated), so one role on one ACL covers every node, guest, storage and bridge.
+//! qemu-server's `check_vm_modify_config_perm` / `check_storage_access` do (PVE 8), and the
+//! narrowest ACL path covering every place it is checked (`/nodes` for `/nodes/{node}`). Each
+//! path gets its own role and ACL ([`acls`]): in Proxmox an ACL on a deeper path replaces what a
+//! user inherits from above (pve-access-control `PVE::AccessControl::permission`), so a role
+//! holds every privilege checked under its path.
 
 use std::collections::BTreeSet;
 
@@ -17,11 +20,18 @@ pub enum Feature {
     Balance,
     /// `createVM`: clone a template, configure, resize, start (and clean up a failed one).
     Create,
+    /// Consolidation switching freed nodes off and waking them (needs [`Feature::Balance`]).
+    Power,
 }
 
 impl Feature {
     /// Every feature, in the order they build on each other.
-    pub const ALL: [Feature; 3] = [Feature::Read, Feature::Balance, Feature::Create];
+    pub const ALL: [Feature; 4] = [
+        Feature::Read,
+        Feature::Balance,
+        Feature::Create,
+        Feature::Power,
+    ];
 
     /// The name used on the command line and in messages.
     pub fn name(self) -> &'static str {
@@ -29,6 +39,16 @@ impl Feature {
             Feature::Read => "read",
             Feature::Balance => "balance",
             Feature::Create => "create",
+            Feature::Power => "power",
+        }
+    }
+
+    /// The features this one cannot work without (power switches off nodes a consolidation
+    /// emptied by migration).
+    pub fn implies(self) -> &'static [Feature] {
+        match self {
+            Feature::Power => &[Feature::Balance],
+            _ => &[],
         }
     }
 
@@ -71,7 +91,13 @@ pub const REQUIREMENTS: &[Requirement] = &[
         Feature::Read,
         "Sys.Audit",
         "/",
-        "node status, config (notes) and rrddata; cluster options and HA state; nodes in /cluster/resources",
+        "cluster options (/cluster/options) and HA state (/cluster/ha/*), checked on / itself",
+    ),
+    req(
+        Feature::Read,
+        "Sys.Audit",
+        "/nodes",
+        "node status, config (notes) and rrddata; nodes in /cluster/resources",
     ),
     req(
         Feature::Read,
@@ -93,15 +119,21 @@ pub const REQUIREMENTS: &[Requirement] = &[
     ),
     req(
         Feature::Balance,
+        "Sys.Console",
+        "/",
+        "POST /cluster/ha/resources/{sid}/migrate: migrating HA-managed guests (checked on / itself)",
+    ),
+    req(
+        Feature::Balance,
         "Sys.Modify",
         "/nodes",
         "PUT /nodes/{node}/config: the flxp.maintenance mark an evacuation leaves, and the replica lease",
     ),
     req(
-        Feature::Balance,
+        Feature::Power,
         "Sys.PowerMgmt",
         "/nodes",
-        "POST /nodes/{node}/status and /nodes/{node}/wakeonlan: `flxp consolidate` switching freed nodes off and waking them",
+        "POST /nodes/{node}/status and /nodes/{node}/wakeonlan: consolidation switching freed nodes off and waking them",
     ),
     req(
         Feature::Create,
@@ -171,11 +203,23 @@ pub const REQUIREMENTS: &[Requirement] = &[
     ),
 ];
 
-/// The requirements of a set of features (read is always part of it), in definition order.
+/// The features a set stands for: read always, and what each feature implies.
+pub fn with_implied(features: &BTreeSet<Feature>) -> BTreeSet<Feature> {
+    let mut all = BTreeSet::from([Feature::Read]);
+    for f in features {
+        all.insert(*f);
+        all.extend(f.implies().iter().copied());
+    }
+    all
+}
+
+/// The requirements of a set of features (read and implied ones always part of it), in
+/// definition order.
 pub fn requirements(features: &BTreeSet<Feature>) -> Vec<Requirement> {
+    let all = with_implied(features);
     REQUIREMENTS
         .iter()
-        .filter(|r| r.feature == Feature::Read || features.contains(&r.feature))
+        .filter(|r| all.contains(&r.feature))
         .copied()
         .collect()
 }
@@ -193,9 +237,8 @@ pub fn privilege_names(features: &BTreeSet<Feature>) -> Vec<&'static str> {
 /// The role name for a set of features: `FlxpRead`, `FlxpBalance`, `FlxpBalanceCreate`.
 pub fn role_name(features: &BTreeSet<Feature>) -> String {
     let mut name = String::from("Flxp");
-    let beyond_read: Vec<Feature> = features
-        .iter()
-        .copied()
+    let beyond_read: Vec<Feature> = with_implied(features)
+        .into_iter()
         .filter(|f| *f != Feature::Read)
         .collect();
     if beyond_read.is_empty() {
@@ -209,17 +252,95 @@ pub fn role_name(features: &BTreeSet<Feature>) -> String {
     name
 }
 
-/// The `pveum` commands that create a user, a role with exactly these privileges, an ACL on `/`
-/// and an API token (`--privsep 0`: the token has the user's privileges, one ACL to keep).
+/// One ACL entry `flxp setup token` creates: a role with `privileges` on `path`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Acl {
+    /// The ACL path (`/nodes`).
+    pub path: &'static str,
+    /// The role's name (`FlxpBalanceNodes`).
+    pub role: String,
+    /// The role's privileges, in definition order.
+    pub privileges: Vec<&'static str>,
+    /// Whether it reaches the paths below. `/` does not: every subtree flxp needs has its own
+    /// ACL, and the rest of the tree (users, pools, mappings) stays out of reach.
+    pub propagate: bool,
+}
+
+/// The ACLs for a set of features: one per path a requirement names, in definition order.
+pub fn acls(features: &BTreeSet<Feature>) -> Vec<Acl> {
+    let base = role_name(features);
+    let needed = requirements(features);
+    let mut out: Vec<Acl> = Vec::new();
+    for r in &needed {
+        if let Some(acl) = out.iter_mut().find(|a| a.path == r.path) {
+            if !acl.privileges.contains(&r.privilege) {
+                acl.privileges.push(r.privilege);
+            }
+            continue;
+        }
+        let suffix = match r.path.trim_start_matches('/').split('/').next() {
+            Some("") | None => "Root".to_owned(),
+            Some("vms") => "VMs".to_owned(),
+            Some("sdn") => "SDN".to_owned(),
+            Some(seg) => format!("{}{}", seg[..1].to_ascii_uppercase(), &seg[1..]),
+        };
+        out.push(Acl {
+            path: r.path,
+            role: format!("{base}{suffix}"),
+            privileges: vec![r.privilege],
+            propagate: r.path != "/",
+        });
+    }
+    out
+}
+
+/// Whether `path` is `ancestor` or below it (`/nodes/pve1` is below `/nodes`; `/nodesx` is not).
+pub fn is_within(path: &str, ancestor: &str) -> bool {
+    ancestor == "/"
+        || path == ancestor
+        || path
+            .strip_prefix(ancestor)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// The privileges these ACLs give on `path`, as Proxmox computes them: walking from `/` down, the
+/// ACL of each level on the way replaces what was inherited when it propagates or is the
+/// path's own (pve-access-control `PVE::AccessControl::permission`).
+pub fn granted(acls: &[Acl], path: &str) -> BTreeSet<&'static str> {
+    let mut on_the_way: Vec<&Acl> = acls.iter().filter(|a| is_within(path, a.path)).collect();
+    on_the_way.sort_by_key(|a| a.path.len());
+    let mut held = BTreeSet::new();
+    for a in on_the_way {
+        if a.propagate || a.path == path {
+            held = a.privileges.iter().copied().collect();
+        }
+    }
+    held
+}
+
+/// The `pveum` commands that create a user, one role per ACL path with exactly the privileges
+/// checked under it, the ACLs, and an API token (`--privsep 0`: the token has the user's
+/// privileges, one set of ACLs to keep).
 pub fn pveum_commands(features: &BTreeSet<Feature>, user: &str, token_name: &str) -> Vec<String> {
-    let role = role_name(features);
-    let privs = privilege_names(features).join(" ");
-    vec![
-        format!("pveum user add {user} --comment \"flxp scheduler\""),
-        format!("pveum role add {role} -privs \"{privs}\""),
-        format!("pveum acl modify / -user {user} -role {role}"),
-        format!("pveum user token add {user} {token_name} --privsep 0"),
-    ]
+    let mut cmds = vec![format!(
+        "pveum user add {user} --comment \"flxp scheduler\""
+    )];
+    for acl in acls(features) {
+        cmds.push(format!(
+            "pveum role add {} -privs \"{}\"",
+            acl.role,
+            acl.privileges.join(" ")
+        ));
+        let propagate = if acl.propagate { "" } else { " -propagate 0" };
+        cmds.push(format!(
+            "pveum acl modify {} -user {user} -role {}{propagate}",
+            acl.path, acl.role
+        ));
+    }
+    cmds.push(format!(
+        "pveum user token add {user} {token_name} --privsep 0"
+    ));
+    cmds
 }
 
 #[cfg(test)]
@@ -231,7 +352,7 @@ mod tests {
     }
 
     #[test]
-    fn read_is_always_included_and_roles_are_named_after_features() {
+    fn read_is_always_included_and_power_only_with_its_feature() {
         let balance = set(&[Feature::Balance]);
         assert_eq!(
             privilege_names(&balance),
@@ -240,8 +361,8 @@ mod tests {
                 "VM.Audit",
                 "Datastore.Audit",
                 "VM.Migrate",
-                "Sys.Modify",
-                "Sys.PowerMgmt"
+                "Sys.Console",
+                "Sys.Modify"
             ]
         );
         assert_eq!(role_name(&balance), "FlxpBalance");
@@ -250,20 +371,70 @@ mod tests {
             role_name(&set(&[Feature::Read, Feature::Create, Feature::Balance])),
             "FlxpBalanceCreate"
         );
+        // Power switches off nodes a consolidation emptied: it brings balance with it.
+        let power = set(&[Feature::Power]);
+        assert_eq!(role_name(&power), "FlxpBalancePower");
+        assert_eq!(
+            privilege_names(&power),
+            [
+                "Sys.Audit",
+                "VM.Audit",
+                "Datastore.Audit",
+                "VM.Migrate",
+                "Sys.Console",
+                "Sys.Modify",
+                "Sys.PowerMgmt"
+            ]
+        );
         let create = privilege_names(&set(&[Feature::Create]));
         assert!(create.contains(&"SDN.Use") && !create.contains(&"VM.Migrate"));
+        assert!(!create.contains(&"Sys.PowerMgmt"));
         assert_eq!(Feature::parse("create"), Some(Feature::Create));
+        assert_eq!(Feature::parse("power"), Some(Feature::Power));
         assert_eq!(Feature::parse("all"), None);
     }
 
     #[test]
-    fn pveum_commands_create_user_role_acl_and_token() {
-        let cmds = pveum_commands(&set(&[Feature::Read]), "flxp@pve", "flxp");
+    fn pveum_commands_grant_each_role_on_its_narrowest_path() {
+        let cmds = pveum_commands(&set(&[Feature::Balance]), "flxp@pve", "flxp");
         assert_eq!(
-            cmds[1],
-            "pveum role add FlxpRead -privs \"Sys.Audit VM.Audit Datastore.Audit\""
+            cmds,
+            [
+                "pveum user add flxp@pve --comment \"flxp scheduler\"",
+                "pveum role add FlxpBalanceRoot -privs \"Sys.Audit Sys.Console\"",
+                "pveum acl modify / -user flxp@pve -role FlxpBalanceRoot -propagate 0",
+                "pveum role add FlxpBalanceNodes -privs \"Sys.Audit Sys.Modify\"",
+                "pveum acl modify /nodes -user flxp@pve -role FlxpBalanceNodes",
+                "pveum role add FlxpBalanceVMs -privs \"VM.Audit VM.Migrate\"",
+                "pveum acl modify /vms -user flxp@pve -role FlxpBalanceVMs",
+                "pveum role add FlxpBalanceStorage -privs \"Datastore.Audit\"",
+                "pveum acl modify /storage -user flxp@pve -role FlxpBalanceStorage",
+                "pveum user token add flxp@pve flxp --privsep 0",
+            ]
         );
-        assert_eq!(cmds[2], "pveum acl modify / -user flxp@pve -role FlxpRead");
-        assert_eq!(cmds[3], "pveum user token add flxp@pve flxp --privsep 0");
+    }
+
+    #[test]
+    fn granted_follows_proxmox_inheritance() {
+        let balance = acls(&set(&[Feature::Balance]));
+        let at = |p: &str| granted(&balance, p).into_iter().collect::<Vec<_>>();
+        assert_eq!(at("/"), ["Sys.Audit", "Sys.Console"]);
+        // `/` does not propagate: the user tree, pools, mappings and node consoles stay out of
+        // reach.
+        assert!(at("/access/users").is_empty());
+        assert!(at("/pool/prod").is_empty());
+        // A deeper ACL replaces what is inherited, so /nodes repeats Sys.Audit.
+        assert_eq!(at("/nodes/pve1"), ["Sys.Audit", "Sys.Modify"]);
+        assert_eq!(at("/vms/100"), ["VM.Audit", "VM.Migrate"]);
+        assert_eq!(at("/storage/local"), ["Datastore.Audit"]);
+        assert!(at("/sdn/zones/localnetwork/vmbr0").is_empty());
+        let create = acls(&set(&[Feature::Create]));
+        assert_eq!(
+            granted(&create, "/sdn/zones/localnetwork/vmbr0")
+                .into_iter()
+                .collect::<Vec<_>>(),
+            ["SDN.Use"]
+        );
+        assert!(is_within("/nodes/pve1", "/nodes") && !is_within("/nodesx", "/nodes"));
     }
 }

@@ -8,6 +8,7 @@ pub mod audit;
 pub mod cli;
 pub mod config;
 mod input;
+pub mod journal;
 pub mod notify;
 pub mod output;
 pub mod plugins;

@@ -53,7 +53,8 @@ fn main() -> ExitCode {
     }
 }
 
-/// Logs go to stderr: stdout belongs to `--json`.
+/// Logs go to stderr: stdout belongs to `--json`. Under systemd, stderr is the journal: each line
+/// then carries its level's priority and no timestamp, since the journal stamps lines itself.
 fn init_tracing(verbose: u8) {
     use tracing_subscriber::EnvFilter;
     let default = match verbose {
@@ -62,6 +63,20 @@ fn init_tracing(verbose: u8) {
         _ => "trace",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    if flxp::journal::stderr_is_journal() {
+        let format = tracing_subscriber::fmt::format()
+            .without_time()
+            .with_target(false)
+            .with_ansi(false);
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            // As below: a closed stderr must not panic (the setting survives `event_format`).
+            .log_internal_errors(false)
+            .event_format(flxp::journal::Priority(format))
+            .init();
+        return;
+    }
     // Colours only for a person at a terminal: a journal or a log file gets plain text.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt()

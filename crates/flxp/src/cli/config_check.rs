@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use flxp_pve::privileges::{Feature, requirements};
+use flxp_pve::privileges::{Feature, acls, granted, requirements};
 use flxp_pve::types::PermissionsQuery;
 
 use flxp_core::Cluster;
@@ -54,8 +54,15 @@ fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let env_token = std::env::var(startup::TOKEN_ENV).ok();
     let checked = startup::check(&config, env_token.as_deref())?;
     crate::output::say(format!("config {}: ok", path.display()));
+    let mut problems = 0;
     if config.zones.is_empty() {
-        crate::output::say("no zones configured".to_owned());
+        // Nothing to check is not "ok": the shipped config has every zone commented out.
+        problems += 1;
+        crate::output::say(format!(
+            "no zones configured: nothing to check. Add a [zones.NAME] table with hosts, token and \
+             token-secret-file to {} (flxp.toml(5); `flxp setup token` creates the token)",
+            path.display()
+        ));
     }
     // Refusals of one command only: a config for the other one alone is not wrong.
     if let Some(refusal) = startup::serve_refusal(&checked.tokens) {
@@ -70,7 +77,6 @@ fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let mut problems = 0;
     let mut read = Vec::new();
     for name in config.zones.keys() {
         let features = zone_features(&config, name);
@@ -120,12 +126,19 @@ fn problem(text: String) -> Finding {
 }
 
 /// The features a zone is used for according to the config: read always; balance when the
-/// daemon manages it and rebalances or evacuates; create when an image can be cloned in it.
+/// daemon manages it and rebalances or evacuates; power (and so balance) when consolidation
+/// switches nodes off (`[consolidate] shutdown`) or the daemon saves power (`enabled`); create
+/// when an image can be cloned in it.
 pub fn zone_features(config: &Config, zone: &str) -> BTreeSet<Feature> {
     let mut features = BTreeSet::from([Feature::Read]);
     let d = &config.daemon;
     let managed = d.zones.is_empty() || d.zones.iter().any(|z| z == zone);
     if managed && (d.rebalance || d.evacuate) {
+        features.insert(Feature::Balance);
+    }
+    let c = &config.consolidate;
+    if c.shutdown || (managed && c.enabled) {
+        features.insert(Feature::Power);
         features.insert(Feature::Balance);
     }
     if config
@@ -239,6 +252,44 @@ async fn check_access(
             r.feature.name(),
             r.why
         )));
+    }
+    out.extend(beyond_need(client, features, &names).await);
+    out
+}
+
+/// Privileges the token holds beyond what the zone's features need, path by path (a note, not a
+/// problem: least privilege is the admin's call). Held is what `GET /access/permissions` reports
+/// for every path; needed is what `flxp setup token` grants there.
+async fn beyond_need(
+    client: &flxp_pve::Client,
+    features: &BTreeSet<Feature>,
+    names: &[&str],
+) -> Vec<Finding> {
+    let query = PermissionsQuery {
+        path: None,
+        userid: None,
+    };
+    let Ok(held) = client.permissions(&query).await else {
+        return Vec::new();
+    };
+    let acls = acls(features);
+    let mut out = Vec::new();
+    for (path, privs) in &held.0 {
+        let needed = granted(&acls, path);
+        // The value is whether it propagates; held either way.
+        let extra: Vec<&str> = privs
+            .keys()
+            .map(String::as_str)
+            .filter(|p| !needed.contains(p))
+            .collect();
+        if !extra.is_empty() {
+            out.push(ok(format!(
+                "note: token holds {} on {path} beyond what {} need{} (`flxp setup token` grants only what is needed)",
+                extra.join(", "),
+                names.join(", "),
+                if names.len() == 1 { "s" } else { "" },
+            )));
+        }
     }
     out
 }

@@ -10,6 +10,7 @@ mod lease;
 pub(crate) mod left;
 mod load;
 mod maintenance;
+mod manual;
 mod place;
 mod rolling;
 mod serve;

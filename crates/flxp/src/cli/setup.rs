@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::process::ExitCode;
 
-use flxp_pve::privileges::{Feature, pveum_commands, requirements, role_name};
+use flxp_pve::privileges::{Feature, pveum_commands, requirements, role_name, with_implied};
 
 /// Arguments of `flxp setup`.
 #[derive(Debug, clap::Args)]
@@ -42,6 +42,8 @@ enum FeatureArg {
     Balance,
     /// createVM.
     Create,
+    /// Consolidation switching freed nodes off and waking them (brings balance).
+    Power,
 }
 
 impl From<FeatureArg> for Feature {
@@ -50,6 +52,7 @@ impl From<FeatureArg> for Feature {
             FeatureArg::Read => Feature::Read,
             FeatureArg::Balance => Feature::Balance,
             FeatureArg::Create => Feature::Create,
+            FeatureArg::Power => Feature::Power,
         }
     }
 }
@@ -57,8 +60,8 @@ impl From<FeatureArg> for Feature {
 /// Runs `flxp setup ...`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let Command::Token(a) = args.command;
-    let mut features: BTreeSet<Feature> = a.features.into_iter().map(Feature::from).collect();
-    features.insert(Feature::Read);
+    let chosen: BTreeSet<Feature> = a.features.into_iter().map(Feature::from).collect();
+    let features = with_implied(&chosen);
     flxp_pve::validate_token_id(&format!("{}!{}", a.user, a.token_name))
         .map_err(|e| super::UsageError(e.to_string()))?;
     let say = crate::output::say;
@@ -72,7 +75,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .join(", ")
     ));
     for r in requirements(&features) {
-        say(format!("#   {:<24} {}", r.privilege, r.why));
+        say(format!(
+            "#   {:<24} on {:<11} {}",
+            r.privilege, r.path, r.why
+        ));
     }
     for cmd in pveum_commands(&features, &a.user, &a.token_name) {
         say(cmd);

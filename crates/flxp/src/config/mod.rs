@@ -27,6 +27,7 @@
 //! ```
 
 mod locate;
+pub mod reference;
 mod sections;
 pub mod startup;
 

@@ -50,11 +50,12 @@ fn zone_at(privs: Vec<String>, extra: &str, time_scale: f64) -> TlsZone {
 #[test]
 fn config_check_accepts_each_role_and_names_every_missing_privilege() {
     let create_only = format!("{NO_DAEMON}{CATALOG}");
-    let cases: [(&[Feature], &str); 4] = [
+    let cases: [(&[Feature], &str); 5] = [
         (&[Feature::Read], NO_DAEMON),
         (&[Feature::Balance], ""),
         (&[Feature::Create], &create_only),
         (&[Feature::Balance, Feature::Create], CATALOG),
+        (&[Feature::Power], "[consolidate]\nshutdown = true\n"),
     ];
     for (features, extra) in cases {
         let privs = role(features);
@@ -273,11 +274,13 @@ fn evacuation_works_with_the_balance_role_and_is_refused_without_vm_migrate() {
 }
 
 #[test]
-fn consolidation_switches_nodes_off_with_the_balance_role_and_names_sys_power_mgmt_without_it() {
+fn consolidation_switches_nodes_off_with_the_power_role_and_names_sys_power_mgmt_without_it() {
     let extra = "[migration]\npoll-secs = 1\n\n[consolidate]\nshutdown = true\n";
     let args = |cfg: &str| run(&["consolidate", "--zone", "lab", "--config", cfg, "--json"]);
+    // The balance role has no power management: switching nodes off is refused, naming it.
     let balance = role(&[Feature::Balance]);
-    let z = zone_at(without(&balance, "Sys.PowerMgmt"), extra, 100_000.0);
+    assert!(!balance.iter().any(|p| p == "Sys.PowerMgmt"), "{balance:?}");
+    let z = zone_at(balance, extra, 100_000.0);
     let (code, out, err) = args(z.cfg());
     assert_eq!(code, 1, "{out}{err}");
     let both = format!("{out}{err}");
@@ -285,12 +288,33 @@ fn consolidation_switches_nodes_off_with_the_balance_role_and_names_sys_power_mg
         both.contains("Permission check failed (/nodes/pve2, Sys.PowerMgmt)"),
         "{both}"
     );
+    // config check sees the zone needs power (shutdown = true) and names the missing privilege.
+    let (code, out, _) = run(&["config", "check", "--config", z.cfg()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("missing privilege Sys.PowerMgmt on /nodes (needed for power: "),
+        "{out}"
+    );
 
-    let z = zone_at(balance, extra, 100_000.0);
+    let z = zone_at(role(&[Feature::Power]), extra, 100_000.0);
     let (code, out, err) = args(z.cfg());
     assert_eq!(code, 0, "{out}{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["shutdown"][0]["ok"], true, "{out}");
+}
+
+#[test]
+fn config_check_names_privileges_beyond_what_the_features_need() {
+    // A read-only zone whose token also holds the balance role's privileges.
+    let z = zone(role(&[Feature::Balance]), NO_DAEMON);
+    let (code, out, err) = run(&["config", "check", "--config", z.cfg()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.lines().any(|l| l
+            == "zone lab: note: token holds Datastore.Audit, Sys.Modify, VM.Audit, VM.Migrate on / \
+                beyond what read needs (`flxp setup token` grants only what is needed)"),
+        "{out}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -339,4 +363,141 @@ fn without_sys_modify_an_evacuation_is_refused_before_anything_naming_the_privil
             "nothing was changed",
         ],
     );
+}
+
+#[test]
+fn config_check_without_zones_fails_with_a_hint() {
+    // The shipped config: every zone commented out. Nothing was checked, so it is not "ok".
+    let shipped = include_str!("../../debian/flxp.toml");
+    let (_d, cfg) = temp_file("flxp.toml", shipped);
+    let (code, out, err) = run(&["config", "check", "--config", cfg.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}{err}");
+    let hint = format!(
+        "no zones configured: nothing to check. Add a [zones.NAME] table with hosts, token and \
+         token-secret-file to {} (flxp.toml(5); `flxp setup token` creates the token)",
+        cfg.display()
+    );
+    assert!(out.lines().any(|l| l == hint), "{out}");
+    assert!(out.lines().any(|l| l == "1 problem(s) found"), "{out}");
+}
+
+/// `(path, privileges, any)` of each `perm` check in a schema `permissions.check`: all of an
+/// `and`, the first way of an `or` (the one flxp takes: no pool parameter).
+fn perm_checks(check: &serde_json::Value, out: &mut Vec<(String, Vec<String>, bool)>) {
+    let Some(items) = check.as_array() else {
+        return;
+    };
+    match items.first().and_then(|v| v.as_str()) {
+        Some("perm") => {
+            let path = items[1].as_str().unwrap().to_owned();
+            let privs: Vec<String> = items[2]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p.as_str().unwrap().to_owned())
+                .collect();
+            let any = items.iter().skip(3).any(|v| v.as_str() == Some("any"));
+            out.push((path, privs, any));
+        }
+        Some("and") => items[1..].iter().for_each(|c| perm_checks(c, out)),
+        Some("or") => perm_checks(&items[1], out),
+        _ => {}
+    }
+}
+
+#[test]
+fn every_schema_check_of_the_endpoints_flxp_calls_is_met_by_the_acls_setup_token_grants() {
+    use flxp_pve::privileges::{REQUIREMENTS, acls, granted};
+    let schema = flxp_sim::schema::ApiSchema::load().unwrap();
+    let source = include_str!("../../../flxp-pve/src/endpoints.rs");
+    // Every endpoint key written in the file (`"GET /cluster/resources"`), `{kind}` as both.
+    let keys: BTreeSet<String> = source
+        .split('"')
+        .skip(1)
+        .step_by(2)
+        .filter(|s| {
+            ["GET /", "POST /", "PUT /", "DELETE /"]
+                .iter()
+                .any(|m| s.starts_with(m))
+        })
+        .flat_map(|s| {
+            ["qemu", "lxc"]
+                .into_iter()
+                .map(move |kind| s.replace("{kind}", kind))
+        })
+        .collect();
+    assert!(keys.len() > 20, "{keys:?}");
+    let everything = set(&Feature::ALL);
+    let granted_all = acls(&everything);
+    let mut checked = 0;
+    // Wrapped by flxp-pve for library users, called by no flxp command or daemon.
+    let unused = ["GET /pools", "GET /pools/{poolid}"];
+    for key in keys.iter().filter(|k| !unused.contains(&k.as_str())) {
+        let entry = schema
+            .endpoint(key.as_str())
+            .unwrap_or_else(|| panic!("{key} is not in Proxmox's API schema"));
+        let mut checks = Vec::new();
+        if let Some(c) = entry.get("permissions").and_then(|p| p.get("check")) {
+            perm_checks(c, &mut checks);
+        }
+        for (template, privs, any) in checks {
+            let path = template
+                .replace("{node}", "pve1")
+                .replace("{vmid}", "100")
+                .replace("{newid}", "101")
+                .replace("{storage}", "local");
+            let held = granted(&granted_all, &path);
+            let met = if any {
+                privs.iter().any(|p| held.contains(p.as_str()))
+            } else {
+                privs.iter().all(|p| held.contains(p.as_str()))
+            };
+            assert!(
+                met,
+                "{key}: Proxmox checks {privs:?} on {path}; the ACLs give {held:?} there"
+            );
+            // Each privilege flxp needs there is one a requirement names on a path covering it.
+            for p in privs.iter().filter(|p| held.contains(p.as_str())) {
+                assert!(
+                    REQUIREMENTS.iter().any(|r| r.privilege == p
+                        && flxp_pve::privileges::is_within(&path, r.path)),
+                    "{key}: {p} on {path} is granted by no requirement's path"
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 10, "only {checked} checks");
+}
+
+#[test]
+fn each_feature_grants_its_privileges_only_on_their_paths() {
+    use flxp_pve::privileges::{acls, granted};
+    // Where flxp's calls are checked, one concrete path per subtree.
+    let places = [
+        "/",
+        "/nodes/pve1",
+        "/vms/100",
+        "/storage/local",
+        "/sdn/zones/localnetwork/vmbr0",
+        "/access/users",
+        "/pool/prod",
+    ];
+    for feature in Feature::ALL {
+        let features = set(&[feature]);
+        let given = acls(&features);
+        for place in places {
+            let held = granted(&given, place);
+            let want: BTreeSet<&str> = requirements(&features)
+                .into_iter()
+                .filter(|r| flxp_pve::privileges::is_within(place, r.path))
+                // `/` itself only: its ACL does not propagate.
+                .filter(|r| r.path != "/" || place == "/")
+                .map(|r| r.privilege)
+                .collect();
+            assert_eq!(held, want, "{feature:?} on {place}");
+        }
+        let power = granted(&given, "/nodes/pve1").contains("Sys.PowerMgmt");
+        assert_eq!(power, feature == Feature::Power, "{feature:?}");
+    }
 }
