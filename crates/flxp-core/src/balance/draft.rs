@@ -94,7 +94,7 @@ impl<'a> Draft<'a> {
             rules,
             placer,
             state,
-            measure.kind_for(options.metric, cluster, state),
+            measure.load_kind(options.metric),
             measure,
             options.cooldown_secs,
             options.max_migrations,

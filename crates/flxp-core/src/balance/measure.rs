@@ -18,6 +18,7 @@ use crate::state::{State, Usage};
 #[non_exhaustive]
 pub enum Metric {
     /// Used memory (node `mem`, guests' `mem`) as a share of node memory.
+    #[default]
     Memory,
     /// Configured memory of running guests (`maxmem`) as a share of node memory.
     MemoryAssigned,
@@ -25,7 +26,6 @@ pub enum Metric {
     Cpu,
     /// The larger of the two shares above, CPU and used memory: the resource a node runs out of
     /// first, so a node short of CPU counts as loaded even while its memory is balanced.
-    #[default]
     Dominant,
 }
 
@@ -227,7 +227,9 @@ impl LoadKind {
             }
         };
         let mem = || pct(usage.mem as f64, node.maxmem as f64);
-        let cpu = || pct(usage.cpu, node.maxcpu);
+        // CPU use is a sum of floats: rounded to a billionth of a percent, the same guests
+        // listed in another order give the same load, and so the same plan.
+        let cpu = || (pct(usage.cpu, node.maxcpu) * 1e9).round() / 1e9;
         match self {
             Self::Memory => mem(),
             Self::MemoryAssigned => pct(usage.committed_mem as f64, node.maxmem as f64),
@@ -552,7 +554,7 @@ mod tests {
         assert_eq!(Metric::Dominant.effective(&busy, &s), Metric::Dominant);
         assert!((imbalance(&busy, &s, Measure::Spread, Metric::Dominant) - 50.0).abs() < 1e-9);
         assert_eq!(Metric::from_name("dominant"), Some(Metric::Dominant));
-        assert_eq!(Metric::default(), Metric::Dominant);
+        assert_eq!(Metric::default(), Metric::Memory);
     }
 
     /// An online node reporting no memory takes no guest: at 0 % it would be the spread's

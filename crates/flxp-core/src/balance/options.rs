@@ -102,7 +102,7 @@ impl Default for BalanceOptions {
         Self {
             method: MethodName::default(),
             measure: Measure::Spread,
-            metric: Metric::Dominant,
+            metric: Metric::Memory,
             trigger: Trigger::default(),
             max_migrations: 20,
             cooldown_secs: 1800,
@@ -203,7 +203,7 @@ impl Default for EvacuateOptions {
             max_inflow_per_node: 2,
             include_stopped: true,
             measure: Measure::Spread,
-            metric: Metric::Dominant,
+            metric: Metric::Memory,
             policy: "least-loaded".into(),
             return_home: true,
             emptied_as: MaintenanceSource::Requested,

@@ -47,11 +47,16 @@ pub fn plan(
     };
     let effective = options.metric.effective(cluster, state);
     if effective != options.metric {
-        let options = BalanceOptions {
+        let on_memory = BalanceOptions {
             metric: effective,
             ..options.clone()
         };
-        return placer.methods().plan(&input, &options);
+        let plan = placer.methods().plan(&input, &on_memory)?;
+        // Planned on memory, it must not make a node busy on CPU: then CPU counts after all.
+        let end = super::replay(cluster, rules, state, placer, &plan.migrations).ok();
+        if end.is_none_or(|end| options.metric.effective(cluster, &end) == effective) {
+            return Ok(plan);
+        }
     }
     placer.methods().plan(&input, options)
 }

@@ -180,7 +180,29 @@ const PAGES: &[Page] = &[
                 "clear the mark",
             ),
         ],
-        see_also: &["flxp(1)", "flxp-evacuate(1)"],
+        see_also: &["flxp(1)", "flxp-evacuate(1)", "flxp-rolling(1)"],
+    },
+    Page {
+        name: "flxp-rolling",
+        exit: &[(
+            3,
+            "a node could not be taken out safely (quorum, room for its guests, a running guest \
+             left without --stop-left)",
+        )],
+        config: true,
+        env: &[],
+        files: &[],
+        examples: &[
+            (
+                "flxp rolling --zone eu-central --dry-run",
+                "the schedule: per node its migrations, bytes and an estimated time",
+            ),
+            (
+                "flxp rolling pve1 pve2 --zone eu-central --hook /usr/local/bin/upgrade-node",
+                "empty, upgrade, reboot and refill pve1, then pve2; a rerun continues where it stopped",
+            ),
+        ],
+        see_also: &["flxp(1)", "flxp-maintenance(1)", "flxp-evacuate(1)"],
     },
     Page {
         name: "flxp-status",

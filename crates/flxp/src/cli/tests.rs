@@ -282,7 +282,7 @@ fn config_zone_and_json_go_before_or_after_the_command() {
                 "maintenance",
                 "pve1",
             ][..],
-            r#"Maintenance(Args { node: "pve1", zone: Some("lab"), off: false, config: Some("f.toml")"#,
+            r#"Maintenance(Args { node: "pve1", zone: Some("lab"), off: false, stay: false, config: Some("f.toml")"#,
         ),
         (
             &["flxp", "--config", "f.toml", "daemon"][..],

@@ -311,7 +311,7 @@ fn config_check_names_privileges_beyond_what_the_features_need() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(
         out.lines().any(|l| l
-            == "zone lab: note: token holds Datastore.Audit, Sys.Modify, VM.Audit, VM.Migrate on / \
+            == "zone lab: note: token holds Datastore.Audit, Sys.Console, Sys.Modify, VM.Audit, VM.Migrate on / \
                 beyond what read needs (`flxp setup token` grants only what is needed)"),
         "{out}"
     );
