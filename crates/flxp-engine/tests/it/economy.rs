@@ -220,6 +220,16 @@ async fn a_balance_at_6_nodes_reads_the_cluster_once() {
 
 /// A daemon over the counted zone, only evacuating, with full reads every `full_read_secs`.
 fn daemon(c: &Counted, z: &Zone, full_read_secs: u64) -> flxp_engine::Daemon {
+    daemon_reading(c, z, full_read_secs, true)
+}
+
+/// [`daemon`], reading node RRD on timed reads only with `read_pressure`.
+fn daemon_reading(
+    c: &Counted,
+    z: &Zone,
+    full_read_secs: u64,
+    read_pressure: bool,
+) -> flxp_engine::Daemon {
     let sim = z.sim.clone();
     flxp_engine::Daemon::new(
         vec![flxp_engine::Zone {
@@ -233,6 +243,7 @@ fn daemon(c: &Counted, z: &Zone, full_read_secs: u64) -> flxp_engine::Daemon {
             rebalance: false,
             execute: ExecuteOptions {
                 full_read_every: Duration::from_secs(full_read_secs),
+                read_pressure,
                 // Time stands still in the tests of marks: what they start never lands.
                 timeout: Duration::from_secs(1),
                 ..daemon_execute()
@@ -428,26 +439,7 @@ async fn a_timed_full_read_rereads_notes_and_ha_config_only_and_rrd_only_when_as
         // Time all but stands still; the test moves it.
         let z = zone(&generated(8, 0, 0), 1e-9, |_| {}).await;
         let c = Counted::new(&z);
-        let sim = z.sim.clone();
-        let d = flxp_engine::Daemon::new(
-            vec![flxp_engine::Zone {
-                name: "lab".into(),
-                api: c.api.clone(),
-                overrides: Overrides::default(),
-                reservations: None,
-            }],
-            placer(),
-            DaemonOptions {
-                rebalance: false,
-                execute: ExecuteOptions {
-                    full_read_every: Duration::from_secs(600),
-                    read_pressure,
-                    ..daemon_execute()
-                },
-                ..DaemonOptions::default()
-            },
-        )
-        .with_clock(Arc::new(move || sim.now() as i64));
+        let d = daemon_reading(&c, &z, 600, read_pressure);
         d.run_round("lab").await.unwrap();
         let first = by_kind(&c.take());
         // The first read is whole, whatever is asked: a one-off read shows pressure too.
