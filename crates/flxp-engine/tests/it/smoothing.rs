@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use flxp_core::Overrides;
+use flxp_core::balance::{BalanceOptions, Metric};
 use flxp_engine::DaemonOptions;
 use serde_json::{Value, json};
 
@@ -44,6 +45,11 @@ async fn migrations(doc: &str, smoothing_secs: u64, rounds: usize) -> usize {
     let d = z.daemon(
         Overrides::default(),
         DaemonOptions {
+            // CPU counts for balancing with `dominant` only (memory is the default).
+            balance: BalanceOptions {
+                metric: Metric::Dominant,
+                ..BalanceOptions::default()
+            },
             execute: daemon_execute(),
             smoothing: Duration::from_secs(smoothing_secs),
             ..DaemonOptions::default()
