@@ -569,8 +569,11 @@
 
   function evacuateView(chosen) {
     var sec = view('Evacuate a node of ' + S.zone);
+    // This view's own list: a view drawn again meanwhile (a live update) has its own, and the
+    // answer for this one must not fill that one twice.
+    var select = h('select', { id: 'evac-node', required: true });
     var form = h('form', { class: 'stack', id: 'evacuate-form' },
-      h('label', { for: 'evac-node' }, 'Node'), h('select', { id: 'evac-node', required: true }),
+      h('label', { for: 'evac-node' }, 'Node'), select,
       h('div', { class: 'full' }, h('button', { type: 'submit', class: 'primary' }, 'Plan the evacuation')));
     sec.appendChild(h('div', { class: 'card' }, form));
     var out = h('div', { id: 'evac-out' });
@@ -596,12 +599,13 @@
         .catch(function (e) { wait.replaceWith(errorBox(e)); });
     }
     gql('query($z: String!) { nodes(zone: $z) { name status guests } }', { z: S.zone }).then(function (d) {
-      d.nodes.forEach(function (n) { $('evac-node').appendChild(h('option', { value: n.name, selected: n.name === chosen }, n.name + ' (' + n.guests + ' guests)')); });
+      select.textContent = '';
+      d.nodes.forEach(function (n) { select.appendChild(h('option', { value: n.name, selected: n.name === chosen }, n.name + ' (' + n.guests + ' guests)')); });
       if (chosen) planFor(chosen);
     }).catch(function (e) { out.appendChild(errorBox(e)); });
     form.addEventListener('submit', function (ev) {
       ev.preventDefault();
-      planFor($('evac-node').value);
+      planFor(select.value);
     });
   }
 
