@@ -171,8 +171,10 @@ user="$(sed -n 's/^User=//p' "$unit_dir/flxp.service")"
 [ "$user" = flxp ] || fail "the unit runs as '$user'"
 read -r -a argv <<<"$exec_start"
 # setpriv execs flxp itself (no wrapper process in between), so SIGTERM reaches it as from systemd.
-(cd /var/lib/flxp && exec setpriv --reuid="$user" --regid="$user" --init-groups --no-new-privs \
-    -- "${argv[@]}") >"$work/serve.out" 2>"$work/serve.log" &
+# The unit's StateDirectory=flxp: systemd hands it to flxp as STATE_DIRECTORY (the audit log lives there).
+state_dir="/var/lib/$(sed -n 's/^StateDirectory=//p' "$unit_dir/flxp.service")"
+(cd /var/lib/flxp && STATE_DIRECTORY="$state_dir" exec setpriv --reuid="$user" --regid="$user" \
+    --init-groups --no-new-privs -- "${argv[@]}") >"$work/serve.out" 2>"$work/serve.log" &
 pid=$!
 for _ in $(seq 1 150); do
     curl -fsS "http://127.0.0.1:$api_port/healthz" >/dev/null 2>&1 && break
