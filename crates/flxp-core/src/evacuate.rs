@@ -76,7 +76,6 @@ pub(crate) fn finish_evacuation(
         draft,
         state,
         crate::balance::PlanSource::Evacuate,
-        options.metric,
         threshold,
         threshold / 2.0,
     );

@@ -107,7 +107,6 @@ pub fn return_home(
         draft,
         state,
         PlanSource::ReturnHome,
-        options.metric,
         threshold,
         threshold / 2.0,
     );

@@ -144,6 +144,10 @@ pub fn pinned_spread_floor(cluster: &Cluster, rules: &Rules, state: &State, kind
 /// `docs/rebalancing-reference.md` §2, bound 5): a node above it must shed its excess, and the
 /// fewest of its movable guests that add up to the excess, largest first, is the least it needs.
 /// `None` when some node cannot get there even by moving every guest that may move at all.
+///
+/// The larger of two shares is not additive (two guests together can lower it by more than
+/// their two drops), so for [`LoadKind::Dominant`] a node needs what its CPU and its memory
+/// each need on their own, whichever is more.
 pub fn moves_for_peak(
     cluster: &Cluster,
     rules: &Rules,
@@ -153,41 +157,60 @@ pub fn moves_for_peak(
 ) -> Option<usize> {
     let mut total = 0;
     for n in balanced_nodes(cluster) {
-        let node = cluster.node(n);
-        let u = state.usage(n);
-        let load = kind.load(node, u);
-        if load <= peak {
-            continue;
-        }
-        let mut sizes: Vec<f64> = cluster
-            .guests_on(n)
-            .iter()
-            .filter(|&&g| state.location(g) == n)
-            .filter(|&&g| can_leave(cluster, rules, state, g))
-            .map(|&g| load - kind.load(node, &Shift::of([cluster.guest(g)]).apply(u, false)))
-            .collect();
-        sizes.sort_by(|a, b| b.total_cmp(a));
-        let mut shed = 0.0;
-        let mut count = 0;
-        for s in sizes {
-            if load - shed <= peak {
-                break;
-            }
-            shed += s;
-            count += 1;
-        }
-        if load - shed > peak + 1e-9 {
-            return None;
-        }
-        total += count;
+        total += match kind {
+            LoadKind::Dominant => [LoadKind::Cpu, LoadKind::Memory]
+                .into_iter()
+                .map(|k| sheds_for_peak(cluster, rules, state, k, n, peak))
+                .try_fold(0, |most, need| need.map(|need| need.max(most)))?,
+            _ => sheds_for_peak(cluster, rules, state, kind, n, peak)?,
+        };
     }
     Some(total)
+}
+
+/// Fewest of a node's movable guests whose departure brings its load of an additive `kind` to at
+/// most `peak` ([`moves_for_peak`]); `None` when even all of them do not.
+fn sheds_for_peak(
+    cluster: &Cluster,
+    rules: &Rules,
+    state: &State,
+    kind: LoadKind,
+    n: NodeIdx,
+    peak: f64,
+) -> Option<usize> {
+    let node = cluster.node(n);
+    let u = state.usage(n);
+    let load = kind.load(node, u);
+    if load <= peak {
+        return Some(0);
+    }
+    let mut sizes: Vec<f64> = cluster
+        .guests_on(n)
+        .iter()
+        .filter(|&&g| state.location(g) == n)
+        .filter(|&&g| can_leave(cluster, rules, state, g))
+        .map(|&g| load - kind.load(node, &Shift::of([cluster.guest(g)]).apply(u, false)))
+        .collect();
+    sizes.sort_by(|a, b| b.total_cmp(a));
+    let mut shed = 0.0;
+    let mut count = 0;
+    for s in sizes {
+        if load - shed <= peak {
+            break;
+        }
+        shed += s;
+        count += 1;
+    }
+    (load - shed <= peak + 1e-9).then_some(count)
 }
 
 /// Fewest migrations that can lift every balanced node's load to at least `trough` (percent): each
 /// migration brings one guest to one node, and no movable guest adds more than the largest one
 /// (its memory, CPU and configured memory together), so a node short of the trough needs at least
 /// its deficit over that. `None` when nothing can move.
+///
+/// For [`LoadKind::Dominant`] a node reaches the trough once its CPU or its memory does, so it
+/// needs the fewer of what each needs on its own (the larger share is not additive).
 pub fn moves_for_trough(
     cluster: &Cluster,
     rules: &Rules,
@@ -210,19 +233,25 @@ pub fn moves_for_trough(
         largest.committed_cpus = largest.committed_cpus.max(s.committed_cpus);
         largest.guests = 1;
     }
-    let mut total = 0;
-    for n in balanced_nodes(cluster) {
+    let gains = |k: LoadKind, n: NodeIdx| -> Option<usize> {
         let node = cluster.node(n);
         let u = state.usage(n);
-        let load = kind.load(node, u);
+        let load = k.load(node, u);
         if load >= trough {
-            continue;
+            return Some(0);
         }
-        let most = kind.load(node, &largest.apply(u, true)) - load;
-        if most <= 0.0 {
-            return None;
-        }
-        total += ((trough - load) / most).ceil() as usize;
+        let most = k.load(node, &largest.apply(u, true)) - load;
+        (most > 0.0).then(|| ((trough - load) / most).ceil() as usize)
+    };
+    let mut total = 0;
+    for n in balanced_nodes(cluster) {
+        total += match kind {
+            LoadKind::Dominant => [LoadKind::Cpu, LoadKind::Memory]
+                .into_iter()
+                .filter_map(|k| gains(k, n))
+                .min()?,
+            _ => gains(kind, n)?,
+        };
     }
     Some(total)
 }

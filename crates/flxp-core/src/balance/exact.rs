@@ -46,7 +46,7 @@ use crate::placement::{Ctx, Placer, Subject};
 use crate::state::State;
 
 use super::bounds::{Tightness, need_among};
-use super::measure::{Measure, Metric, balanced_nodes, imbalance};
+use super::measure::{Measure, Metric, balanced_nodes, imbalance_in};
 use super::movable::{Intent, returns, stays};
 use super::plan::Purpose;
 use super::refine::WORK;
@@ -666,7 +666,12 @@ impl Search<'_> {
 
     fn reaches_goal(&self) -> bool {
         let g = self.goal;
-        imbalance(self.cluster, &self.state, g.measure, g.metric) <= g.imbalance + EPS
+        imbalance_in(
+            self.cluster,
+            &self.state,
+            g.measure,
+            g.measure.load_kind(g.metric),
+        ) <= g.imbalance + EPS
             && violations(self.cluster, self.rules, &self.state).len() <= g.violations
     }
 
@@ -682,7 +687,12 @@ impl Search<'_> {
         let mut joined = Vec::new();
         let mut state = self.start.clone();
         let walk = Walk {
-            measure: imbalance(self.cluster, &state, self.goal.measure, self.goal.metric),
+            measure: imbalance_in(
+                self.cluster,
+                &state,
+                self.goal.measure,
+                self.goal.measure.load_kind(self.goal.metric),
+            ),
             broken: violations(self.cluster, self.rules, &state).len(),
             last_balance_lowered: None,
             open: None,
@@ -742,7 +752,12 @@ impl Search<'_> {
                 state.move_guest(self.cluster, m, t);
             }
             let next = Walk {
-                measure: imbalance(self.cluster, state, self.goal.measure, self.goal.metric),
+                measure: imbalance_in(
+                    self.cluster,
+                    state,
+                    self.goal.measure,
+                    self.goal.measure.load_kind(self.goal.metric),
+                ),
                 broken: violations(self.cluster, self.rules, state).len(),
                 ..walk
             };
@@ -1143,7 +1158,10 @@ mod tests {
             fewest_migrations(&c, &r, &s, &placer, &goal, p.migrations.len(), 3_000_000).ok()?;
         // The optimum's own plan is safe and reaches the goal.
         let end = replay(&c, &r, &s, &placer, &best.migrations(&c)).unwrap();
-        assert!(imbalance(&c, &end, goal.measure, goal.metric) <= goal.imbalance + 1e-9);
+        assert!(
+            imbalance_in(&c, &end, goal.measure, goal.measure.load_kind(goal.metric))
+                <= goal.imbalance + 1e-9
+        );
         Some((p, best, c))
     }
 

@@ -279,12 +279,19 @@ pub fn balanced_loads(cluster: &Cluster, state: &State, kind: LoadKind) -> Vec<f
 /// The imbalance of a state under a measure (the metric matters only for spread). CVs are taken
 /// of Proxmox's fractional loads, so they match its figures to the last bit.
 pub fn imbalance(cluster: &Cluster, state: &State, measure: Measure, metric: Metric) -> f64 {
+    imbalance_in(
+        cluster,
+        state,
+        measure,
+        measure.kind_for(metric, cluster, state),
+    )
+}
+
+/// The imbalance of a state in one load kind as it is, without [`Metric::effective`]'s choice:
+/// what a plan that weighed `kind` reports before and after, so both ends are in the same unit.
+pub fn imbalance_in(cluster: &Cluster, state: &State, measure: Measure, kind: LoadKind) -> f64 {
     match measure {
-        Measure::Spread => measure.of_loads(&balanced_loads(
-            cluster,
-            state,
-            measure.kind_for(metric, cluster, state),
-        )),
+        Measure::Spread => measure.of_loads(&balanced_loads(cluster, state, kind)),
         Measure::Cv | Measure::CvRaw => measure.of_loads(&pve_loads(cluster, state)),
     }
 }

@@ -48,7 +48,9 @@ pub mod trigger;
 pub(crate) mod units;
 
 pub use check::{StepFailure, StepReason, check_step, replay};
-pub use measure::{LoadKind, Measure, Metric, NodeFigures, NodeLoad, cv, imbalance, spread};
+pub use measure::{
+    LoadKind, Measure, Metric, NodeFigures, NodeLoad, cv, imbalance, imbalance_in, spread,
+};
 pub use methods::{BalanceMethod, MethodError, MethodName, PlanInput, Registry};
 pub use movable::{Intent, Stay, StayKind, stays};
 pub use options::{BalanceOptions, EvacuateOptions, UsageChoice};

@@ -102,7 +102,7 @@ impl Default for BalanceOptions {
         Self {
             method: MethodName::default(),
             measure: Measure::Spread,
-            metric: Metric::Memory,
+            metric: Metric::Dominant,
             trigger: Trigger::default(),
             max_migrations: 20,
             cooldown_secs: 1800,

@@ -18,7 +18,7 @@ use super::bounds::{
 };
 use super::draft::Draft;
 use super::fix::{self, Scope};
-use super::measure::{Measure, Metric, balanced_loads, imbalance, node_loads};
+use super::measure::{Measure, balanced_loads, imbalance_in, node_loads};
 use super::methods::{self, PlanInput};
 use super::options::BalanceOptions;
 use super::plan::{Bounds, Plan, PlanSource};
@@ -228,7 +228,6 @@ fn search_plan(
         draft,
         state,
         PlanSource::Balance(methods::flxp::NAME),
-        options.metric,
         threshold,
         target,
     );
@@ -347,7 +346,6 @@ pub(crate) fn finish(
     draft: Draft,
     start: &State,
     method: PlanSource,
-    metric: Metric,
     threshold: f64,
     target: f64,
 ) -> Plan {
@@ -367,8 +365,8 @@ pub(crate) fn finish(
         ..
     } = draft;
     let kind = objective.kind();
-    let imbalance_before = imbalance(cluster, start, measure, metric);
-    let imbalance_after = imbalance(cluster, &state, measure, metric);
+    let imbalance_before = imbalance_in(cluster, start, measure, kind);
+    let imbalance_after = imbalance_in(cluster, &state, measure, kind);
     let k = migrations.len();
     let floor = match measure {
         Measure::Spread => pinned_spread_floor(cluster, rules, &state, kind),

@@ -407,7 +407,7 @@ pub(crate) fn plan(
         after_nodes.len(),
     );
     let source = PlanSource::Balance(ranking.method());
-    let mut plan = finish(draft, state, source, Metric::Memory, threshold, threshold);
+    let mut plan = finish(draft, state, source, threshold, threshold);
     if mode == UsageMode::Static {
         // The plan's figures are those the method balanced on, not the measured ones.
         plan.imbalance_before = value;

@@ -741,7 +741,6 @@ fn empty_plan(
         draft,
         state,
         crate::balance::PlanSource::Consolidate,
-        options.metric,
         threshold,
         threshold / 2.0,
     )

@@ -285,7 +285,7 @@ proptest! {
         prop_assert_eq!(&replayed, &end);
         // In the metric the plan weighed (`dominant` plans on memory while no node is busy on CPU).
         let weighed = p.metric.metric().unwrap_or(o.metric);
-        let claimed = flxp_core::balance::imbalance(&c, &end, o.measure, weighed);
+        let claimed = flxp_core::balance::imbalance_in(&c, &end, o.measure, o.measure.load_kind(weighed));
         prop_assert_eq!(claimed, p.imbalance_after);
         // Balancing decisions never raise the imbalance (judged once all of a decision ran).
         let mut before = p.imbalance_before;

@@ -11,7 +11,7 @@ use flxp_engine::{Event, ExecutionReport, Executor, Goal, Limits, Progress};
 use flxp_sim::scenario::{ErrorFault, FailMigration, FaultSpec};
 use tokio::sync::Notify;
 
-use crate::support::{DEMO, FirstStart, GIB, UNBALANCED, Watch, Zone, spread, zone};
+use crate::support::{DEMO, FirstStart, GIB, UNBALANCED, Watch, Zone, spread_in, zone};
 
 fn balance() -> Goal {
     Goal::Balance(BalanceOptions::default())
@@ -79,7 +79,7 @@ async fn a_balance_ends_as_planned_with_every_step_safe() {
     assert!(report.replans.is_empty(), "{report:#?}");
     assert_eq!(report.done.len(), plan.migrations.len());
     assert_landed_once(&z, &plan);
-    let after = spread(&z.model());
+    let after = spread_in(&z.model(), plan.metric);
     assert!(
         (after - plan.imbalance_after).abs() < 0.5,
         "the cluster ends as planned: {after} vs {}",
@@ -149,7 +149,7 @@ async fn a_failed_migration_is_reported_and_the_rest_goes_on() {
         report.done.len() >= plan.migrations.len() - 1,
         "the rest is done: {report:#?}"
     );
-    let after = spread(&z.model());
+    let after = spread_in(&z.model(), plan.metric);
     assert!(after < plan.imbalance_before - 20.0, "{after}");
     assert_eq!(watch.problems(), Vec::<String>::new());
     let failed = watch
@@ -283,7 +283,7 @@ async fn an_executor_aborted_mid_round_and_run_again_migrates_no_guest_twice() {
         assert!(z.migrations_of(vmid) <= 1, "{vmid} migrated twice");
     }
     assert_eq!(watch.problems(), Vec::<String>::new());
-    let after = spread(&z.model());
+    let after = spread_in(&z.model(), plan.metric);
     assert!(after < plan.imbalance_before - 20.0, "{after}");
     z.shutdown().await;
 }
@@ -357,7 +357,7 @@ async fn a_target_gone_offline_through_the_control_endpoint_is_planned_around() 
     assert!(report.failed.is_empty(), "{report:#?}");
     assert!(report.done.iter().all(|d| d.to != first.to));
     assert!(!report.done.is_empty());
-    assert!(spread(&z.model()) < plan.imbalance_before - 20.0);
+    assert!(spread_in(&z.model(), plan.metric) < plan.imbalance_before - 20.0);
     z.shutdown().await;
 }
 

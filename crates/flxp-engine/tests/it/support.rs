@@ -176,6 +176,11 @@ pub fn spread(model: &Model) -> f64 {
     )
 }
 
+/// The spread of a model in the load kind a plan weighed (`plan.metric`).
+pub fn spread_in(model: &Model, kind: balance::LoadKind) -> f64 {
+    balance::imbalance_in(&model.cluster, &model.state, Measure::Spread, kind)
+}
+
 /// Watches the simulated world at every event: no node over its memory, no hard rule broken that
 /// was not broken at the start. Also keeps the events.
 pub struct Watch {

@@ -104,7 +104,7 @@ impl BalanceMethod for PluginMethod {
         let threshold = options.trigger.threshold_for(measure);
         let target = options.trigger.target_for(measure);
         let source = PlanSource::Balance(MethodName::registered(self.name));
-        let mut plan = finish(draft, state, source, options.metric, threshold, target);
+        let mut plan = finish(draft, state, source, threshold, target);
         for (i, m) in plan.migrations.iter_mut().enumerate() {
             m.wave = i as u32;
         }
