@@ -15,8 +15,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::measure::Measure;
+use super::measure::{LoadKind, Measure, balanced_nodes};
 use crate::cluster::{Cluster, Node};
+use crate::state::State;
 use crate::{Error, Result};
 
 /// Pressure thresholds (PSI `avg10`, percent); a node is "under pressure" when any set threshold is
@@ -76,6 +77,12 @@ pub struct Trigger {
     pub min_gain: f64,
     /// The optional pressure gate.
     pub pressure: PressureGate,
+    /// A node whose CPU use is above this share of its CPUs (percent, on the figures the plan
+    /// weighs: the daemon's smoothed ones) is overloaded, and the trigger acts at the first check
+    /// that finds it instead of waiting out the hold; 0 switches it off.
+    pub overload_cpu: f64,
+    /// The same for used memory (percent of the node's memory).
+    pub overload_memory: f64,
 }
 
 impl Default for Trigger {
@@ -87,6 +94,8 @@ impl Default for Trigger {
             margin: 0.1,
             min_gain: 1.0,
             pressure: PressureGate::default(),
+            overload_cpu: 90.0,
+            overload_memory: 95.0,
         }
     }
 }
@@ -136,6 +145,17 @@ impl Trigger {
                 format!("must be a share in 0..1 (0.1 = 10 %), got {}", self.margin),
             );
         }
+        for (name, v) in [
+            ("overload-cpu", self.overload_cpu),
+            ("overload-memory", self.overload_memory),
+        ] {
+            if !(0.0..=100.0).contains(&v) {
+                return bad(
+                    name,
+                    format!("must be a percentage in 0..=100 (0: off), got {v}"),
+                );
+            }
+        }
         if !self.min_gain.is_finite() || self.min_gain < 0.0 {
             return bad(
                 "min-gain",
@@ -159,11 +179,35 @@ impl Trigger {
         Ok(())
     }
 
+    /// The balanced nodes above an overload line in `state`, as `pve1 (CPU 97 % > 90 %)`.
+    pub fn overloaded(&self, cluster: &Cluster, state: &State) -> Vec<String> {
+        balanced_nodes(cluster)
+            .filter_map(|n| {
+                let (node, usage) = (cluster.node(n), state.usage(n));
+                let over: Vec<String> = [
+                    ("CPU", LoadKind::Cpu, self.overload_cpu),
+                    ("memory", LoadKind::Memory, self.overload_memory),
+                ]
+                .into_iter()
+                .filter(|&(_, _, line)| line > 0.0)
+                .filter_map(|(name, kind, line)| {
+                    let load = kind.load(node, usage);
+                    (load > line).then(|| format!("{name} {load:.0} % > {line:.0} %"))
+                })
+                .collect();
+                (!over.is_empty()).then(|| format!("{} ({})", node.name, over.join(", ")))
+            })
+            .collect()
+    }
+
     /// One check: given the current imbalance and the counter from the previous check, whether to
-    /// act now and the counter for the next check.
+    /// act now and the counter for the next check. An overloaded node ([`Self::overloaded`])
+    /// acts without waiting out the hold: the hold is there to ignore a passing imbalance, and a
+    /// node past its capacity on smoothed figures is not passing.
     pub fn check(
         &self,
         cluster: &Cluster,
+        state: &State,
         measure: Measure,
         imbalance: f64,
         held: u32,
@@ -182,7 +226,12 @@ impl Trigger {
             };
         }
         let held = held.saturating_add(1);
-        if held < self.hold {
+        let hot = if held < self.hold {
+            self.overloaded(cluster, state)
+        } else {
+            Vec::new()
+        };
+        if held < self.hold && hot.is_empty() {
             return Decision {
                 act: false,
                 held,
@@ -230,11 +279,16 @@ impl Trigger {
                 ),
             };
         }
+        let overload = if hot.is_empty() {
+            String::new()
+        } else {
+            format!(", and overloaded: {}", hot.join("; "))
+        };
         Decision {
             act: true,
             held: 0,
             reason: format!(
-                "{} {} is above the threshold {} for {held} check(s)",
+                "{} {} is above the threshold {} for {held} check(s){overload}",
                 measure.as_str(),
                 measure.fmt(imbalance),
                 measure.fmt(threshold)
@@ -279,24 +333,74 @@ mod tests {
     }
 
     #[test]
+    fn an_overloaded_node_acts_at_the_first_check_above_the_threshold() {
+        // a: 15.2 of 16 CPUs busy (95 %); b: idle. Memory even.
+        let c = ClusterBuilder::new()
+            .node(node("a"))
+            .node(node("b"))
+            .guest(vm(100, "a").mem(8 * GIB, 8 * GIB).cores(16.0, 0.95))
+            .guest(vm(101, "b").mem(8 * GIB, 8 * GIB).cores(1.0, 0.0))
+            .build();
+        let s = State::new(&c);
+        let t = Trigger::default();
+        assert_eq!(t.overloaded(&c, &s), ["a (CPU 95 % > 90 %)"]);
+        let d = t.check(&c, &s, Measure::Spread, 95.0, 0);
+        assert_eq!((d.act, d.held), (true, 0), "{}", d.reason);
+        assert!(
+            d.reason
+                .ends_with("for 1 check(s), and overloaded: a (CPU 95 % > 90 %)"),
+            "{}",
+            d.reason
+        );
+        // Within the threshold an overloaded node alone does not act: nothing would help.
+        assert!(!t.check(&c, &s, Measure::Spread, 5.0, 0).act);
+        // Above the line only: at 95 % a line of 96 waits out the hold; 0 switches it off.
+        for line in [96.0, 0.0] {
+            let t = Trigger {
+                overload_cpu: line,
+                ..Trigger::default()
+            };
+            assert!(t.overloaded(&c, &s).is_empty());
+            assert_eq!(t.check(&c, &s, Measure::Spread, 95.0, 0).held, 1);
+        }
+        let bad = Trigger {
+            overload_memory: 101.0,
+            ..Trigger::default()
+        };
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("overload-memory")
+        );
+    }
+
+    #[test]
     fn acts_after_hold_consecutive_checks_strictly_above_the_threshold_and_restarts() {
         let c = cluster();
         let t = Trigger::default();
         let m = Measure::Spread;
-        let d = t.check(&c, m, 10.0, 0);
+        let d = t.check(&c, &State::new(&c), m, 10.0, 0);
         assert_eq!(
             (d.act, d.held),
             (false, 0),
             "equal to the threshold is not above it"
         );
-        let d1 = t.check(&c, m, 12.0, 0);
-        let d2 = t.check(&c, m, 11.0, d1.held);
-        let d3 = t.check(&c, m, 15.0, d2.held);
+        let d1 = t.check(&c, &State::new(&c), m, 12.0, 0);
+        let d2 = t.check(&c, &State::new(&c), m, 11.0, d1.held);
+        let d3 = t.check(&c, &State::new(&c), m, 15.0, d2.held);
         assert_eq!((d1.act, d1.held, d2.act, d2.held), (false, 1, false, 2));
         assert_eq!((d3.act, d3.held), (true, 0), "{}", d3.reason);
-        assert_eq!(t.check(&c, m, 9.0, 2).held, 0, "dropping below resets");
+        assert_eq!(
+            t.check(&c, &State::new(&c), m, 9.0, 2).held,
+            0,
+            "dropping below resets"
+        );
         let now = Trigger { hold: 0, ..t };
-        assert!(now.check(&c, m, 10.5, 0).act, "hold 0 acts at once");
+        assert!(
+            now.check(&c, &State::new(&c), m, 10.5, 0).act,
+            "hold 0 acts at once"
+        );
     }
 
     #[test]
@@ -310,7 +414,7 @@ mod tests {
             },
             ..Trigger::default()
         };
-        let d = gated.check(&c, Measure::Spread, 20.0, 0);
+        let d = gated.check(&c, &State::new(&c), Measure::Spread, 20.0, 0);
         assert!(
             !d.act,
             "c is under pressure but in maintenance: {}",
@@ -318,7 +422,9 @@ mod tests {
         );
         assert_eq!(d.held, 1, "the imbalance still counts");
         assert!(
-            !gated.check(&c, Measure::Spread, 5.0, 0).act,
+            !gated
+                .check(&c, &State::new(&c), Measure::Spread, 5.0, 0)
+                .act,
             "never the only trigger"
         );
         let cpu = Trigger {
@@ -328,7 +434,7 @@ mod tests {
             },
             ..gated
         };
-        let d = cpu.check(&c, Measure::Spread, 20.0, 0);
+        let d = cpu.check(&c, &State::new(&c), Measure::Spread, 20.0, 0);
         assert!(d.act);
         assert!(d.reason.contains("a (cpu some 30.0 ≥ 25)"), "{}", d.reason);
     }
