@@ -3,14 +3,18 @@
 //! node overloaded.
 //!
 //! Each read updates an exponential moving average of every running guest's CPU cores in use,
-//! weighed by the cluster time since its last sample (`1 − e^(−Δt/τ)`, τ = `window`), and the
-//! snapshot then carries the averages: a guest's `cpu`, and its node's `cpu` moved by the
+//! weighed by the cluster time since its last sample (`1 − e^(−Δt/τ)`, τ = `window`). A guest's
+//! figure is that average, or the least it used at every read of the last `window` when that is
+//! more: a rise that lasted a whole window is a level, taken at its height at once, where the
+//! average alone would still be catching up for another two windows (a fall is followed by the
+//! average only, so a guest that just quietened still counts as busy for a while). The
+//! snapshot then carries these figures: a guest's `cpu`, and its node's `cpu` moved by the
 //! difference between its guests' averages and their instant figures (the host's own use stays
 //! instant). Memory stays as read: a node cannot overcommit it, and every step is checked
 //! against it. The averages live in memory, like the trigger's hold: a restarted daemon starts
 //! again from the instant figures, and no state is kept outside Proxmox.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -20,8 +24,33 @@ use flxp_core::Snapshot;
 #[derive(Debug)]
 pub struct Smoother {
     window: f64,
-    /// vmid → (average cores in use, cluster time of the last sample).
-    seen: Mutex<BTreeMap<u32, (f64, f64)>>,
+    /// vmid → what its reads left.
+    seen: Mutex<BTreeMap<u32, Seen>>,
+}
+
+/// One guest's CPU history as the averages need it.
+#[derive(Debug, Clone)]
+struct Seen {
+    /// Average cores in use.
+    average: f64,
+    /// Cluster time of the last sample.
+    at: f64,
+    /// The samples of the last window, oldest first, and the last one before it: (time, cores).
+    recent: VecDeque<(f64, f64)>,
+}
+
+impl Seen {
+    /// The least the guest used at every read since `now − window`, once the reads reach back
+    /// that far (a sample at or before the window's start is kept for exactly that).
+    fn sustained(&self, now: f64, window: f64) -> Option<f64> {
+        let (first, _) = *self.recent.front()?;
+        (first <= now - window).then(|| {
+            self.recent
+                .iter()
+                .map(|&(_, cores)| cores)
+                .fold(f64::INFINITY, f64::min)
+        })
+    }
 }
 
 impl Smoother {
@@ -56,18 +85,39 @@ impl Smoother {
                 continue;
             }
             let cores = cpu * maxcpu;
-            let average = match seen.get(&vmid) {
-                Some(&(avg, at)) if now >= at => {
-                    let weight = 1.0 - (-(now - at) / self.window).exp();
-                    avg + weight * (cores - avg)
+            let mut next = match seen.remove(&vmid) {
+                Some(mut s) if now >= s.at => {
+                    let weight = 1.0 - (-(now - s.at) / self.window).exp();
+                    s.average += weight * (cores - s.average);
+                    s.at = now;
+                    s.recent.push_back((now, cores));
+                    // Keep one sample at or before the window's start, none older.
+                    while s
+                        .recent
+                        .get(1)
+                        .is_some_and(|&(t, _)| t <= now - self.window)
+                    {
+                        s.recent.pop_front();
+                    }
+                    s
                 }
                 // First seen, or the cluster's clock went back: start from the instant.
-                _ => cores,
+                _ => Seen {
+                    average: cores,
+                    at: now,
+                    recent: VecDeque::from([(now, cores)]),
+                },
             };
-            live.insert(vmid, (average, now));
-            r.cpu = Some(average / maxcpu);
+            let figure = next
+                .sustained(now, self.window)
+                .map_or(next.average, |level| level.max(next.average));
+            // A level is where the average restarts from, so that the fall after it is
+            // followed as gradually as any other.
+            next.average = figure;
+            live.insert(vmid, next);
+            r.cpu = Some(figure / maxcpu);
             if let Some(node) = &r.node {
-                *shift.entry(node.clone()).or_default() += average - cores;
+                *shift.entry(node.clone()).or_default() += figure - cores;
             }
         }
         // Guests gone or stopped are forgotten: started again, they start from the instant.
@@ -146,6 +196,45 @@ mod tests {
         let mut late = snapshot(1.0, 5.0 / 16.0);
         s.apply(&mut late, 600 + 3 * 3600);
         assert!(cpus(&late).1 > 0.95, "{:?}", cpus(&late));
+    }
+
+    #[test]
+    fn a_rise_that_lasted_a_window_counts_at_its_height_a_shorter_one_does_not() {
+        let s = Smoother::new(Duration::from_secs(1800));
+        // Reads every 10 minutes; the guest uses 1 of its 4 cores, then all 4 from t = 600.
+        let read = |cpu: f64, t: i64| {
+            let mut snap = snapshot(cpu, cpu * 4.0 / 16.0);
+            s.apply(&mut snap, t);
+            cpus(&snap).1 * 4.0
+        };
+        assert_eq!(read(0.25, 0), 1.0);
+        let w = 1.0 - (-600.0f64 / 1800.0).exp();
+        let mut average = 1.0;
+        for t in [600, 1200, 1800] {
+            average += w * (4.0 - average);
+            let got = read(1.0, t);
+            assert!((got - average).abs() < 1e-12, "t={t}: {got} ≠ {average}");
+        }
+        // At t = 2400 every read since 600 (a whole window back) saw 4 cores: a level.
+        assert_eq!(read(1.0, 2400), 4.0);
+        // The fall is followed by the average from the level, not at once.
+        let fallen = read(0.25, 3000);
+        assert!((fallen - (4.0 + w * (1.0 - 4.0))).abs() < 1e-12, "{fallen}");
+        // A 20-minute spike never counts at its height.
+        let s2 = Smoother::new(Duration::from_secs(1800));
+        let mut peak: f64 = 0.0;
+        for (t, cpu) in [
+            (0, 0.25),
+            (600, 1.0),
+            (1200, 1.0),
+            (1800, 0.25),
+            (2400, 0.25),
+        ] {
+            let mut snap = snapshot(cpu, cpu * 4.0 / 16.0);
+            s2.apply(&mut snap, t);
+            peak = peak.max(cpus(&snap).1 * 4.0);
+        }
+        assert!(peak < 3.0, "{peak}");
     }
 
     #[test]
