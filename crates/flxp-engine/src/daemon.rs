@@ -464,6 +464,12 @@ impl Daemon {
             .map(|z| z.held.load(Ordering::Relaxed))
     }
 
+    /// The CPU averages a zone's rounds plan on ([`crate::smoothing`]), for other readers of the
+    /// zone (placement) to decide on the same figures; `None` for a zone it does not run.
+    pub fn smoother(&self, zone: &str) -> Option<Arc<crate::smoothing::Smoother>> {
+        self.inner.zones.get(zone).map(|z| Arc::clone(&z.smoother))
+    }
+
     /// Says that a zone needs room (a VM creation found none): with power saving on, the next
     /// round wakes a node flxp switched off. Unknown zones are ignored.
     pub fn want_room(&self, zone: &str) {
@@ -711,9 +717,10 @@ impl Daemon {
             let measure = options.measure;
             let imbalance =
                 balance::imbalance(&judged.cluster, &judged.state, measure, options.metric);
-            let decision = options
-                .trigger
-                .check(&judged.cluster, measure, imbalance, held);
+            let decision =
+                options
+                    .trigger
+                    .check(&judged.cluster, &judged.state, measure, imbalance, held);
             let broken = !violations(&judged.cluster, &judged.rules, &judged.state).is_empty();
             (decision, broken)
         })

@@ -333,6 +333,11 @@ fn build_over(
     let notify = crate::notify::Notifier::start(config, "serve");
     let live: Arc<dashboard::live::Live> = Arc::default();
     let daemon = daemon(config, &zones, &placer, &metrics, &notify, &live);
+    for z in zones.values() {
+        if let Some(s) = daemon.smoother(&z.name) {
+            z.smooth_with(s);
+        }
+    }
     Ok(AppState {
         zones,
         config: Arc::new(config.clone()),

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use flxp_core::Overrides;
+use flxp_engine::smoothing::Smoother;
 use flxp_engine::{ClusterModel, Creator};
 use flxp_pve::Pve;
 use tokio::sync::watch;
@@ -55,6 +56,9 @@ pub struct Zone {
     evacuating: Arc<Mutex<BTreeMap<String, usize>>>,
     generations: Mutex<Generations>,
     collected: watch::Sender<Collected>,
+    /// The daemon's CPU averages of this zone, when it runs the zone: models are built on them,
+    /// so a new VM is placed on the figures the rounds balance on.
+    smoother: std::sync::OnceLock<Arc<Smoother>>,
 }
 
 impl std::fmt::Debug for Zone {
@@ -82,7 +86,14 @@ impl Zone {
             evacuating: Arc::default(),
             generations: Mutex::new(Generations::default()),
             collected: watch::Sender::new(None),
+            smoother: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Builds this zone's models on the daemon's CPU averages from now on (set once; a later
+    /// call is ignored).
+    pub fn smooth_with(&self, smoother: Arc<Smoother>) {
+        let _ = self.smoother.set(smoother);
     }
 
     /// Marks `nodes` as being emptied until the mark is dropped: models read meanwhile treat them
@@ -151,9 +162,11 @@ impl Zone {
 
     async fn read(&self) -> Result<Arc<ClusterModel>, ReadError> {
         let taken = tokio::time::Instant::now();
-        let snapshot = flxp_engine::collect_snapshot(&self.api, epoch_now())
+        let now = epoch_now();
+        let mut snapshot = flxp_engine::collect_snapshot(&self.api, now)
             .await
             .map_err(|e| ReadError(format!("cannot read zone {}: {}", self.name, chain(&e))))?;
+        let smoother = self.smoother.get().cloned();
         let mut overrides = self.overrides.clone();
         overrides.maintenance.extend(
             self.evacuating
@@ -164,6 +177,11 @@ impl Zone {
         );
         // Building the model is CPU work (100+ ms at a thousand nodes): off the async workers.
         let built = flxp_engine::blocking::run("building the cluster model", move || {
+            if let Some(s) = smoother {
+                // In the cluster's clock, as the daemon's reads are.
+                let at = snapshot.time.unwrap_or(now);
+                s.apply(&mut snapshot, at);
+            }
             flxp_core::Model::from_snapshot(&snapshot, &overrides)
                 .map(|model| ClusterModel::new(model, taken))
         })
@@ -298,6 +316,41 @@ mod tests {
         // A call after all of them reads the cluster again.
         z.model().await.unwrap();
         assert_eq!(resources_calls(&fake), 3);
+    }
+
+    #[tokio::test]
+    async fn a_zone_the_daemon_runs_is_modelled_on_the_daemons_cpu_averages() {
+        let snapshot = flxp_sim::Scenario::demo().snapshot;
+        let busy = snapshot
+            .resources
+            .iter()
+            .find(|r| r.kind.as_deref() == Some("qemu") && r.cpu.is_some_and(|c| c > 0.05))
+            .cloned()
+            .unwrap();
+        let vmid = busy.vmid.unwrap();
+        let fake = Arc::new(FakeApi::new(snapshot.clone()));
+        let instant = zone(Arc::clone(&fake)).model().await.unwrap();
+        let cpu_of = |m: &ClusterModel| {
+            let c = &m.cluster;
+            c.guest(c.guest_idx(vmid).unwrap()).cpu
+        };
+        // The daemon saw the guest idle a minute ago: a 30-minute average has barely moved.
+        let smoother = Arc::new(Smoother::new(Duration::from_secs(1800)));
+        let mut idle = snapshot;
+        for r in idle.resources.iter_mut().filter(|r| r.vmid == Some(vmid)) {
+            r.cpu = Some(0.0);
+        }
+        smoother.apply(&mut idle, epoch_now() - 60);
+        let z = zone(fake);
+        z.smooth_with(smoother);
+        let smoothed = z.model().await.unwrap();
+        assert!(cpu_of(&instant) > 0.0);
+        assert!(
+            cpu_of(&smoothed) < cpu_of(&instant) * 0.1,
+            "{} vs {}",
+            cpu_of(&smoothed),
+            cpu_of(&instant)
+        );
     }
 
     #[tokio::test(start_paused = true)]
