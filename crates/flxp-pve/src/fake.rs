@@ -157,33 +157,48 @@ fn routes() -> &'static Router<FakeTransport> {
     ROUTES.get_or_init(|| {
         Router::new()
             .round_reads()
-            .route("GET /version", FakeTransport::version)
-            .route("GET /cluster/status", FakeTransport::cluster_status)
-            .route("GET /cluster/nextid", FakeTransport::next_id)
+            .route(crate::endpoint!(GET "/version"), FakeTransport::version)
             .route(
-                "GET /cluster/ha/status/manager_status",
+                crate::endpoint!(GET "/cluster/status"),
+                FakeTransport::cluster_status,
+            )
+            .route(
+                crate::endpoint!(GET "/cluster/nextid"),
+                FakeTransport::next_id,
+            )
+            .route(
+                crate::endpoint!(GET "/cluster/ha/status/manager_status"),
                 FakeTransport::ha_manager_status,
             )
-            .route("GET /access/permissions", FakeTransport::permissions)
-            .route("GET /pools", FakeTransport::pools)
-            .route("GET /pools/{poolid}", FakeTransport::pool)
-            .route("GET /nodes", FakeTransport::nodes)
-            .route("GET /nodes/{node}/status", FakeTransport::node_status)
             .route(
-                "GET /nodes/{node}/storage/{storage}/content",
+                crate::endpoint!(GET "/access/permissions"),
+                FakeTransport::permissions,
+            )
+            .route(crate::endpoint!(GET "/pools"), FakeTransport::pools)
+            .route(crate::endpoint!(GET "/pools/{poolid}"), FakeTransport::pool)
+            .route(crate::endpoint!(GET "/nodes"), FakeTransport::nodes)
+            .route(
+                crate::endpoint!(GET "/nodes/{node}/status"),
+                FakeTransport::node_status,
+            )
+            .route(
+                crate::endpoint!(GET "/nodes/{node}/storage/{storage}/content"),
                 FakeTransport::storage_content,
             )
-            .route("GET /nodes/{node}/{kind}", FakeTransport::guests)
             .route(
-                "GET /nodes/{node}/{kind}/{vmid}/status/current",
+                crate::endpoint!(GET "/nodes/{node}/{kind}"),
+                FakeTransport::guests,
+            )
+            .route(
+                crate::endpoint!(GET "/nodes/{node}/{kind}/{vmid}/status/current"),
                 FakeTransport::guest_status,
             )
             .route(
-                "GET /nodes/{node}/{kind}/{vmid}/config",
+                crate::endpoint!(GET "/nodes/{node}/{kind}/{vmid}/config"),
                 FakeTransport::guest_config,
             )
             .route(
-                "PUT /nodes/{node}/qemu/{vmid}/resize",
+                crate::endpoint!(PUT "/nodes/{node}/qemu/{vmid}/resize"),
                 FakeTransport::resize,
             )
     })
