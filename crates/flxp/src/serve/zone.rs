@@ -151,9 +151,15 @@ impl Zone {
 
     async fn read(&self) -> Result<Arc<ClusterModel>, ReadError> {
         let taken = tokio::time::Instant::now();
-        let snapshot = flxp_engine::collect_snapshot(&self.api, epoch_now())
+        let snapshot = flxp_engine::collect_snapshot(&self.api, flxp_engine::epoch_now())
             .await
-            .map_err(|e| ReadError(format!("cannot read zone {}: {}", self.name, chain(&e))))?;
+            .map_err(|e| {
+                ReadError(format!(
+                    "cannot read zone {}: {}",
+                    self.name,
+                    flxp_engine::error_chain(&e)
+                ))
+            })?;
         let mut overrides = self.overrides.clone();
         overrides.maintenance.extend(
             self.evacuating
@@ -190,18 +196,6 @@ impl Zone {
     }
 }
 
-/// An error with its sources, one line.
-pub fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
-}
-
 /// Nodes marked as being emptied; dropping it lifts the mark.
 #[derive(Debug)]
 pub struct EvacuationMark {
@@ -221,14 +215,6 @@ impl Drop for EvacuationMark {
             }
         }
     }
-}
-
-/// Seconds since the epoch: the time a snapshot is taken at.
-pub fn epoch_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-        .unwrap_or_default()
 }
 
 #[cfg(test)]
