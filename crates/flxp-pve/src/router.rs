@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::endpoint;
 use crate::error::{Error, Result, api_error};
 use crate::request::{Endpoint, Method, Request, unseg};
 use crate::transport::Data;
@@ -133,38 +134,20 @@ impl<S: RoundReads> Router<S> {
     /// Adds the [`RoundReads`] routes. Their paths overlap no other double's routes except a
     /// catch-all like `/nodes/{node}/{kind}`, which must come after them.
     pub fn round_reads(self) -> Self {
-        self.route(
-            crate::endpoint!(GET "/cluster/resources"),
-            S::cluster_resources,
-        )
-        .route(crate::endpoint!(GET "/cluster/options"), S::cluster_options)
-        .route(crate::endpoint!(GET "/cluster/tasks"), S::cluster_tasks)
-        .route(
-            crate::endpoint!(GET "/cluster/ha/resources"),
-            S::ha_resources,
-        )
-        .route(crate::endpoint!(GET "/cluster/ha/rules"), S::ha_rules)
-        .route(
-            crate::endpoint!(GET "/cluster/ha/status/current"),
-            S::ha_status,
-        )
-        .route(crate::endpoint!(GET "/nodes/{node}/config"), S::node_config)
-        .route(
-            crate::endpoint!(GET "/nodes/{node}/rrddata"),
-            S::node_rrddata,
-        )
-        .route(
-            crate::endpoint!(GET "/nodes/{node}/storage"),
-            S::node_storage,
-        )
-        .route(
-            crate::endpoint!(GET "/nodes/{node}/tasks/{upid}/status"),
-            S::task_status,
-        )
-        .route(
-            crate::endpoint!(GET "/nodes/{node}/tasks/{upid}/log"),
-            S::task_log,
-        )
+        self.route(endpoint!(GET "/cluster/resources"), S::cluster_resources)
+            .route(endpoint!(GET "/cluster/options"), S::cluster_options)
+            .route(endpoint!(GET "/cluster/tasks"), S::cluster_tasks)
+            .route(endpoint!(GET "/cluster/ha/resources"), S::ha_resources)
+            .route(endpoint!(GET "/cluster/ha/rules"), S::ha_rules)
+            .route(endpoint!(GET "/cluster/ha/status/current"), S::ha_status)
+            .route(endpoint!(GET "/nodes/{node}/config"), S::node_config)
+            .route(endpoint!(GET "/nodes/{node}/rrddata"), S::node_rrddata)
+            .route(endpoint!(GET "/nodes/{node}/storage"), S::node_storage)
+            .route(
+                endpoint!(GET "/nodes/{node}/tasks/{upid}/status"),
+                S::task_status,
+            )
+            .route(endpoint!(GET "/nodes/{node}/tasks/{upid}/log"), S::task_log)
     }
 }
 
@@ -206,9 +189,9 @@ mod tests {
     #[test]
     fn routes_match_method_and_pattern_and_capture_segments() {
         let router = Router::new()
-            .route(crate::endpoint!(GET "/nodes/{node}/config"), config)
-            .route(crate::endpoint!(GET "/nodes/{node}/{what}"), status);
-        let get = |path: &str| Request::new(crate::endpoint!(GET "/x"), path.into());
+            .route(endpoint!(GET "/nodes/{node}/config"), config)
+            .route(endpoint!(GET "/nodes/{node}/{what}"), status);
+        let get = |path: &str| Request::new(endpoint!(GET "/x"), path.into());
         assert_eq!(
             router
                 .handle(&(), &get("/nodes/pve%201/status"))
@@ -224,7 +207,7 @@ mod tests {
             r#""config""#
         );
         let put = Request::new(
-            crate::endpoint!(PUT "/nodes/{node}/config"),
+            endpoint!(PUT "/nodes/{node}/config"),
             "/nodes/pve1/config".into(),
         );
         let e = router.handle(&(), &put).unwrap_err();
