@@ -39,14 +39,17 @@ use crate::stop::Stop;
 /// "Now" in epoch seconds, for snapshots (cooldowns are measured against it).
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
 
+/// Now, in Unix seconds, from this machine's clock (0 before 1970).
+pub fn epoch_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or_default()
+}
+
 /// The system clock.
 pub fn system_clock() -> Clock {
-    Arc::new(|| {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-            .unwrap_or_default()
-    })
+    Arc::new(epoch_now)
 }
 
 /// How plans are carried out (the `[migration]` config table).
@@ -427,8 +430,8 @@ fn evacuates_maintenance(goal: &Goal) -> bool {
     matches!(goal, Goal::Evacuate { nodes, .. } if nodes.is_empty())
 }
 
-/// An error with its causes, on one line.
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+/// An error with its causes, on one line (`what failed: why: deeper cause`).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cause = e.source();
     while let Some(c) = cause {

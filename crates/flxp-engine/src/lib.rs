@@ -55,7 +55,7 @@ pub mod stop;
 pub use stop::{Stop, StopHandle, stop_signal};
 pub mod execute;
 pub mod migrate;
-pub use execute::{Clock, ExecuteOptions, Executor, system_clock};
+pub use execute::{Clock, ExecuteOptions, Executor, epoch_now, error_chain, system_clock};
 pub mod daemon;
 pub mod lease;
 pub mod stale;

@@ -464,19 +464,19 @@ impl Transport for ScriptedApi {
             Router::new()
                 .round_reads()
                 .route(
-                    "GET /nodes/{node}/qemu/{vmid}/migrate",
+                    flxp_pve::endpoint!(GET "/nodes/{node}/qemu/{vmid}/migrate"),
                     ScriptedApi::qemu_precondition,
                 )
                 .route(
-                    "GET /nodes/{node}/lxc/{vmid}/migrate",
+                    flxp_pve::endpoint!(GET "/nodes/{node}/lxc/{vmid}/migrate"),
                     ScriptedApi::lxc_precondition,
                 )
                 .route(
-                    "POST /nodes/{node}/qemu/{vmid}/migrate",
+                    flxp_pve::endpoint!(POST "/nodes/{node}/qemu/{vmid}/migrate"),
                     ScriptedApi::migrate_qemu,
                 )
                 .route(
-                    "POST /nodes/{node}/lxc/{vmid}/migrate",
+                    flxp_pve::endpoint!(POST "/nodes/{node}/lxc/{vmid}/migrate"),
                     ScriptedApi::migrate_lxc,
                 )
         });

@@ -11,7 +11,6 @@ use std::fmt;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 
 use async_trait::async_trait;
-use reqwest::Method;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, COOKIE, DATE, HeaderValue};
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
@@ -23,7 +22,7 @@ use crate::error::{ApiErrorKind, Error, Result, api_error};
 use crate::host::Host;
 use crate::logged::Logged;
 use crate::pve::Pve;
-use crate::request::Request;
+use crate::request::{Method, Request};
 use crate::retry::{Retry, repeatable};
 use crate::tls::{TlsTrust, client_config};
 use crate::transport::{Data, Transport};
@@ -262,7 +261,7 @@ impl HttpTransport {
         auth: Auth,
     ) -> Result<Vec<u8>> {
         let hosts = self.hosts.len();
-        let is_read = *method == Method::GET;
+        let is_read = method.is_read();
         // The same headers for every host. Logging in (if due) comes first: the login fails
         // over by itself and leaves the working host preferred, so the call does not knock on a
         // dead host again; a failed login is returned as it is.
@@ -315,12 +314,12 @@ impl HttpTransport {
     ) -> std::result::Result<Vec<u8>, Failed> {
         let host = &self.hosts[index];
         let mut url = format!("{}{}", host.base_url(), path);
-        let in_query = matches!(*method, Method::GET | Method::DELETE);
+        let in_query = method.params_in_query();
         if let Some(p) = params.filter(|p| in_query && !p.is_empty()) {
             url.push('?');
             url.push_str(p);
         }
-        let mut request = self.http.request(method.clone(), url);
+        let mut request = self.http.request(reqwest::Method::from(*method), url);
         for (name, value) in headers {
             request = request.header(name, value.clone());
         }
@@ -390,7 +389,7 @@ impl HttpTransport {
                 &format!("PVEAuthCookie={}", ticket.ticket.expose()),
             )?,
         )];
-        if *method != Method::GET {
+        if !method.is_read() {
             headers.push((
                 reqwest::header::HeaderName::from_static("csrfpreventiontoken"),
                 sensitive("CSRFPreventionToken", ticket.csrf.expose())?,
@@ -424,7 +423,7 @@ impl HttpTransport {
             message: e.to_string(),
         })?;
         // Boxed: login runs through `execute`, which may call back here (for other requests).
-        let answer = Box::pin(self.execute(&Method::POST, path, Some(&body), Auth::None)).await?;
+        let answer = Box::pin(self.execute(&Method::Post, path, Some(&body), Auth::None)).await?;
         let response: TicketResponse = decode(path, &answer)?;
         if response.need_tfa == Some(true) {
             return Err(Error::Config {

@@ -2,6 +2,7 @@
 //! form-encoded parameters), sends it through the [`Pve`] handle's transport and decodes the
 //! answer into the wire types.
 
+use crate::endpoint;
 use crate::error::Result;
 use crate::pve::Pve;
 use crate::request::{Request, seg};
@@ -34,21 +35,24 @@ fn task_path(upid: &Upid) -> String {
 impl<T: Transport + ?Sized> Pve<T> {
     /// `GET /version`.
     pub async fn version(&self) -> Result<Version> {
-        self.call(Request::new("GET /version", "/version".into()))
+        self.call(Request::new(endpoint!(GET "/version"), "/version".into()))
             .await
     }
 
     /// `GET /cluster/resources[?type=...]`: the one call the scheduler lives on.
     pub async fn cluster_resources(&self, kind: Option<ResourceType>) -> Result<Vec<Resource>> {
-        let r = Request::new("GET /cluster/resources", "/cluster/resources".into())
-            .params(&ResourcesQuery { kind })?;
+        let r = Request::new(
+            endpoint!(GET "/cluster/resources"),
+            "/cluster/resources".into(),
+        )
+        .params(&ResourcesQuery { kind })?;
         self.call(r).await
     }
 
     /// `GET /cluster/status`.
     pub async fn cluster_status(&self) -> Result<Vec<ClusterStatusEntry>> {
         self.call(Request::new(
-            "GET /cluster/status",
+            endpoint!(GET "/cluster/status"),
             "/cluster/status".into(),
         ))
         .await
@@ -57,7 +61,7 @@ impl<T: Transport + ?Sized> Pve<T> {
     /// `GET /cluster/options`.
     pub async fn cluster_options(&self) -> Result<ClusterOptions> {
         self.call(Request::new(
-            "GET /cluster/options",
+            endpoint!(GET "/cluster/options"),
             "/cluster/options".into(),
         ))
         .await
@@ -65,13 +69,16 @@ impl<T: Transport + ?Sized> Pve<T> {
 
     /// `GET /cluster/tasks`: running and recent tasks of all nodes.
     pub async fn cluster_tasks(&self) -> Result<Vec<Task>> {
-        self.call(Request::new("GET /cluster/tasks", "/cluster/tasks".into()))
-            .await
+        self.call(Request::new(
+            endpoint!(GET "/cluster/tasks"),
+            "/cluster/tasks".into(),
+        ))
+        .await
     }
 
     /// `GET /cluster/nextid[?vmid=...]`: the lowest free VMID (not reserved), or a check of one.
     pub async fn next_id(&self, vmid: Option<u32>) -> Result<u32> {
-        let r = Request::new("GET /cluster/nextid", "/cluster/nextid".into())
+        let r = Request::new(endpoint!(GET "/cluster/nextid"), "/cluster/nextid".into())
             .params(&NextIdQuery { vmid })?;
         let id: NextId = self.call(r).await?;
         Ok(id.0)
@@ -79,27 +86,28 @@ impl<T: Transport + ?Sized> Pve<T> {
 
     /// `GET /nodes`.
     pub async fn nodes(&self) -> Result<Vec<NodeListEntry>> {
-        self.call(Request::new("GET /nodes", "/nodes".into())).await
+        self.call(Request::new(endpoint!(GET "/nodes"), "/nodes".into()))
+            .await
     }
 
     /// `GET /nodes/{node}/status`.
     pub async fn node_status(&self, node: &str) -> Result<NodeStatus> {
         let path = node_path(node, "/status");
-        self.call(Request::new("GET /nodes/{node}/status", path))
+        self.call(Request::new(endpoint!(GET "/nodes/{node}/status"), path))
             .await
     }
 
     /// `GET /nodes/{node}/config`: the notes are its `description`.
     pub async fn node_config(&self, node: &str) -> Result<NodeConfig> {
         let path = node_path(node, "/config");
-        self.call(Request::new("GET /nodes/{node}/config", path))
+        self.call(Request::new(endpoint!(GET "/nodes/{node}/config"), path))
             .await
     }
 
     /// `PUT /nodes/{node}/config`.
     pub async fn update_node_config(&self, node: &str, update: &NodeConfigUpdate) -> Result<()> {
         let path = node_path(node, "/config");
-        self.call(Request::new("PUT /nodes/{node}/config", path).params(update)?)
+        self.call(Request::new(endpoint!(PUT "/nodes/{node}/config"), path).params(update)?)
             .await
     }
 
@@ -108,7 +116,7 @@ impl<T: Transport + ?Sized> Pve<T> {
     pub async fn node_command(&self, node: &str, command: NodeCommand) -> Result<()> {
         let path = node_path(node, "/status");
         let params = NodeCommandParams { command };
-        self.call(Request::new("POST /nodes/{node}/status", path).params(&params)?)
+        self.call(Request::new(endpoint!(POST "/nodes/{node}/status"), path).params(&params)?)
             .await
     }
 
@@ -116,14 +124,17 @@ impl<T: Transport + ?Sized> Pve<T> {
     /// request reaches (`Sys.PowerMgmt`); the MAC address it was built from.
     pub async fn wake_on_lan(&self, node: &str) -> Result<String> {
         let path = node_path(node, "/wakeonlan");
-        self.call(Request::new("POST /nodes/{node}/wakeonlan", path))
-            .await
+        self.call(Request::new(
+            endpoint!(POST "/nodes/{node}/wakeonlan"),
+            path,
+        ))
+        .await
     }
 
     /// `GET /nodes/{node}/rrddata`: one row per step, oldest first.
     pub async fn node_rrddata(&self, node: &str, query: &RrdQuery) -> Result<Vec<RrdRow>> {
         let path = node_path(node, "/rrddata");
-        self.call(Request::new("GET /nodes/{node}/rrddata", path).params(query)?)
+        self.call(Request::new(endpoint!(GET "/nodes/{node}/rrddata"), path).params(query)?)
             .await
     }
 
@@ -134,7 +145,7 @@ impl<T: Transport + ?Sized> Pve<T> {
         query: &StorageQuery,
     ) -> Result<Vec<StorageEntry>> {
         let path = node_path(node, "/storage");
-        self.call(Request::new("GET /nodes/{node}/storage", path).params(query)?)
+        self.call(Request::new(endpoint!(GET "/nodes/{node}/storage"), path).params(query)?)
             .await
     }
 
@@ -146,14 +157,20 @@ impl<T: Transport + ?Sized> Pve<T> {
         query: &ContentQuery,
     ) -> Result<Vec<Volume>> {
         let path = node_path(node, &format!("/storage/{}/content", seg(storage)));
-        self.call(Request::new("GET /nodes/{node}/storage/{storage}/content", path).params(query)?)
-            .await
+        self.call(
+            Request::new(
+                endpoint!(GET "/nodes/{node}/storage/{storage}/content"),
+                path,
+            )
+            .params(query)?,
+        )
+        .await
     }
 
     /// `GET /nodes/{node}/qemu` or `/lxc`.
     pub async fn guests(&self, node: &str, kind: GuestKind) -> Result<Vec<GuestListEntry>> {
         let path = node_path(node, &format!("/{}", kind.as_str()));
-        self.call(Request::new("GET /nodes/{node}/{kind}", path))
+        self.call(Request::new(endpoint!(GET "/nodes/{node}/{kind}"), path))
             .await
     }
 
@@ -165,7 +182,7 @@ impl<T: Transport + ?Sized> Pve<T> {
         vmid: u32,
     ) -> Result<GuestStatusCurrent> {
         let path = format!("{}/status/current", guest_path(node, kind, vmid));
-        let endpoint = "GET /nodes/{node}/{kind}/{vmid}/status/current";
+        let endpoint = endpoint!(GET "/nodes/{node}/{kind}/{vmid}/status/current");
         self.call(Request::new(endpoint, path)).await
     }
 
@@ -177,8 +194,11 @@ impl<T: Transport + ?Sized> Pve<T> {
         vmid: u32,
     ) -> Result<GuestConfig> {
         let path = format!("{}/config", guest_path(node, kind, vmid));
-        self.call(Request::new("GET /nodes/{node}/{kind}/{vmid}/config", path))
-            .await
+        self.call(Request::new(
+            endpoint!(GET "/nodes/{node}/{kind}/{vmid}/config"),
+            path,
+        ))
+        .await
     }
 
     /// `PUT /nodes/{node}/{kind}/{vmid}/config` (synchronous; send the digest read before).
@@ -190,7 +210,7 @@ impl<T: Transport + ?Sized> Pve<T> {
         update: &ConfigUpdate,
     ) -> Result<()> {
         let path = format!("{}/config", guest_path(node, kind, vmid));
-        let endpoint = "PUT /nodes/{node}/{kind}/{vmid}/config";
+        let endpoint = endpoint!(PUT "/nodes/{node}/{kind}/{vmid}/config");
         self.call(Request::new(endpoint, path).params(update)?)
             .await
     }
@@ -206,7 +226,7 @@ impl<T: Transport + ?Sized> Pve<T> {
             target: target.map(str::to_owned),
         };
         let path = format!("{}/migrate", guest_path(node, GuestKind::Qemu, vmid));
-        let endpoint = "GET /nodes/{node}/qemu/{vmid}/migrate";
+        let endpoint = endpoint!(GET "/nodes/{node}/qemu/{vmid}/migrate");
         self.call(Request::new(endpoint, path).params(&query)?)
             .await
     }
@@ -222,7 +242,7 @@ impl<T: Transport + ?Sized> Pve<T> {
             target: target.map(str::to_owned),
         };
         let path = format!("{}/migrate", guest_path(node, GuestKind::Lxc, vmid));
-        let endpoint = "GET /nodes/{node}/lxc/{vmid}/migrate";
+        let endpoint = endpoint!(GET "/nodes/{node}/lxc/{vmid}/migrate");
         self.call(Request::new(endpoint, path).params(&query)?)
             .await
     }
@@ -235,7 +255,7 @@ impl<T: Transport + ?Sized> Pve<T> {
         params: &QemuMigrateParams,
     ) -> Result<Upid> {
         let path = format!("{}/migrate", guest_path(node, GuestKind::Qemu, vmid));
-        let endpoint = "POST /nodes/{node}/qemu/{vmid}/migrate";
+        let endpoint = endpoint!(POST "/nodes/{node}/qemu/{vmid}/migrate");
         self.call(Request::new(endpoint, path).params(params)?)
             .await
     }
@@ -248,7 +268,7 @@ impl<T: Transport + ?Sized> Pve<T> {
         params: &LxcMigrateParams,
     ) -> Result<Upid> {
         let path = format!("{}/migrate", guest_path(node, GuestKind::Lxc, vmid));
-        let endpoint = "POST /nodes/{node}/lxc/{vmid}/migrate";
+        let endpoint = endpoint!(POST "/nodes/{node}/lxc/{vmid}/migrate");
         self.call(Request::new(endpoint, path).params(params)?)
             .await
     }
@@ -256,21 +276,24 @@ impl<T: Transport + ?Sized> Pve<T> {
     /// `GET /nodes/{node-of-upid}/tasks/{upid}/status`.
     pub async fn task_status(&self, upid: &Upid) -> Result<TaskStatus> {
         let path = format!("{}/status", task_path(upid));
-        self.call(Request::new("GET /nodes/{node}/tasks/{upid}/status", path))
-            .await
+        self.call(Request::new(
+            endpoint!(GET "/nodes/{node}/tasks/{upid}/status"),
+            path,
+        ))
+        .await
     }
 
     /// `GET /nodes/{node-of-upid}/tasks/{upid}/log`.
     pub async fn task_log(&self, upid: &Upid, query: &TaskLogQuery) -> Result<Vec<TaskLogLine>> {
         let path = format!("{}/log", task_path(upid));
-        let endpoint = "GET /nodes/{node}/tasks/{upid}/log";
+        let endpoint = endpoint!(GET "/nodes/{node}/tasks/{upid}/log");
         self.call(Request::new(endpoint, path).params(query)?).await
     }
 
     /// `POST /nodes/{node}/qemu/{vmid}/clone` → `qmclone` (task id = the source VMID).
     pub async fn clone_qemu(&self, node: &str, vmid: u32, params: &CloneParams) -> Result<Upid> {
         let path = format!("{}/clone", guest_path(node, GuestKind::Qemu, vmid));
-        let endpoint = "POST /nodes/{node}/qemu/{vmid}/clone";
+        let endpoint = endpoint!(POST "/nodes/{node}/qemu/{vmid}/clone");
         self.call(Request::new(endpoint, path).params(params)?)
             .await
     }
@@ -278,7 +301,7 @@ impl<T: Transport + ?Sized> Pve<T> {
     /// `POST /nodes/{node}/qemu` → `qmcreate`.
     pub async fn create_qemu(&self, node: &str, params: &CreateParams) -> Result<Upid> {
         let path = node_path(node, "/qemu");
-        self.call(Request::new("POST /nodes/{node}/qemu", path).params(params)?)
+        self.call(Request::new(endpoint!(POST "/nodes/{node}/qemu"), path).params(params)?)
             .await
     }
 
@@ -293,7 +316,7 @@ impl<T: Transport + ?Sized> Pve<T> {
     ) -> Result<Option<Upid>> {
         // A PUT: `execute` never repeats it once it may have reached Proxmox.
         let path = format!("{}/resize", guest_path(node, GuestKind::Qemu, vmid));
-        let endpoint = "PUT /nodes/{node}/qemu/{vmid}/resize";
+        let endpoint = endpoint!(PUT "/nodes/{node}/qemu/{vmid}/resize");
         self.call(Request::new(endpoint, path).params(params)?)
             .await
     }
@@ -307,7 +330,7 @@ impl<T: Transport + ?Sized> Pve<T> {
         params: &StartParams,
     ) -> Result<Upid> {
         let path = format!("{}/status/start", guest_path(node, kind, vmid));
-        let endpoint = "POST /nodes/{node}/{kind}/{vmid}/status/start";
+        let endpoint = endpoint!(POST "/nodes/{node}/{kind}/{vmid}/status/start");
         self.call(Request::new(endpoint, path).params(params)?)
             .await
     }
@@ -321,7 +344,7 @@ impl<T: Transport + ?Sized> Pve<T> {
         params: &ShutdownParams,
     ) -> Result<Upid> {
         let path = format!("{}/status/shutdown", guest_path(node, kind, vmid));
-        let endpoint = "POST /nodes/{node}/{kind}/{vmid}/status/shutdown";
+        let endpoint = endpoint!(POST "/nodes/{node}/{kind}/{vmid}/status/shutdown");
         self.call(Request::new(endpoint, path).params(params)?)
             .await
     }
@@ -335,7 +358,7 @@ impl<T: Transport + ?Sized> Pve<T> {
         params: &StopParams,
     ) -> Result<Upid> {
         let path = format!("{}/status/stop", guest_path(node, kind, vmid));
-        let endpoint = "POST /nodes/{node}/{kind}/{vmid}/status/stop";
+        let endpoint = endpoint!(POST "/nodes/{node}/{kind}/{vmid}/status/stop");
         self.call(Request::new(endpoint, path).params(params)?)
             .await
     }
@@ -349,7 +372,7 @@ impl<T: Transport + ?Sized> Pve<T> {
         params: &DeleteParams,
     ) -> Result<Upid> {
         let path = guest_path(node, kind, vmid);
-        let endpoint = "DELETE /nodes/{node}/{kind}/{vmid}";
+        let endpoint = endpoint!(DELETE "/nodes/{node}/{kind}/{vmid}");
         self.call(Request::new(endpoint, path).params(params)?)
             .await
     }
@@ -357,14 +380,14 @@ impl<T: Transport + ?Sized> Pve<T> {
     /// `GET /cluster/ha/resources`.
     pub async fn ha_resources(&self) -> Result<Vec<HaResource>> {
         let path = "/cluster/ha/resources".to_owned();
-        self.call(Request::new("GET /cluster/ha/resources", path))
+        self.call(Request::new(endpoint!(GET "/cluster/ha/resources"), path))
             .await
     }
 
     /// `GET /cluster/ha/rules`.
     pub async fn ha_rules(&self) -> Result<Vec<HaRule>> {
         self.call(Request::new(
-            "GET /cluster/ha/rules",
+            endpoint!(GET "/cluster/ha/rules"),
             "/cluster/ha/rules".into(),
         ))
         .await
@@ -373,15 +396,21 @@ impl<T: Transport + ?Sized> Pve<T> {
     /// `GET /cluster/ha/status/current`.
     pub async fn ha_status_current(&self) -> Result<Vec<HaStatusEntry>> {
         let path = "/cluster/ha/status/current".to_owned();
-        self.call(Request::new("GET /cluster/ha/status/current", path))
-            .await
+        self.call(Request::new(
+            endpoint!(GET "/cluster/ha/status/current"),
+            path,
+        ))
+        .await
     }
 
     /// `GET /cluster/ha/status/manager_status`.
     pub async fn ha_manager_status(&self) -> Result<ManagerStatusResponse> {
         let path = "/cluster/ha/status/manager_status".to_owned();
-        self.call(Request::new("GET /cluster/ha/status/manager_status", path))
-            .await
+        self.call(Request::new(
+            endpoint!(GET "/cluster/ha/status/manager_status"),
+            path,
+        ))
+        .await
     }
 
     /// `POST /cluster/ha/resources/{sid}/migrate`: queues the move, answers no UPID.
@@ -391,27 +420,32 @@ impl<T: Transport + ?Sized> Pve<T> {
         params: &HaMigrateParams,
     ) -> Result<HaMigrateResponse> {
         let path = format!("/cluster/ha/resources/{}/migrate", seg(sid));
-        let endpoint = "POST /cluster/ha/resources/{sid}/migrate";
+        let endpoint = endpoint!(POST "/cluster/ha/resources/{sid}/migrate");
         self.call(Request::new(endpoint, path).params(params)?)
             .await
     }
 
     /// `GET /access/permissions`.
     pub async fn permissions(&self, query: &PermissionsQuery) -> Result<Permissions> {
-        let r =
-            Request::new("GET /access/permissions", "/access/permissions".into()).params(query)?;
+        let r = Request::new(
+            endpoint!(GET "/access/permissions"),
+            "/access/permissions".into(),
+        )
+        .params(query)?;
         self.call(r).await
     }
 
     /// `GET /pools`.
     pub async fn pools(&self) -> Result<Vec<PoolListEntry>> {
-        self.call(Request::new("GET /pools", "/pools".into())).await
+        self.call(Request::new(endpoint!(GET "/pools"), "/pools".into()))
+            .await
     }
 
     /// `GET /pools/{poolid}`.
     pub async fn pool(&self, poolid: &str) -> Result<Pool> {
         let path = format!("/pools/{}", seg(poolid));
-        self.call(Request::new("GET /pools/{poolid}", path)).await
+        self.call(Request::new(endpoint!(GET "/pools/{poolid}"), path))
+            .await
     }
 
     /// Polls a task until it stops; `Ok` for `OK`/`WARNINGS: n`, else [`crate::Error::TaskFailed`]

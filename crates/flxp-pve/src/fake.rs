@@ -15,6 +15,7 @@ use tokio::time::Duration;
 
 use flxp_core::Snapshot;
 
+use crate::endpoint;
 use crate::error::{Result, api_error};
 use crate::pve::Pve;
 use crate::request::Request;
@@ -157,33 +158,42 @@ fn routes() -> &'static Router<FakeTransport> {
     ROUTES.get_or_init(|| {
         Router::new()
             .round_reads()
-            .route("GET /version", FakeTransport::version)
-            .route("GET /cluster/status", FakeTransport::cluster_status)
-            .route("GET /cluster/nextid", FakeTransport::next_id)
+            .route(endpoint!(GET "/version"), FakeTransport::version)
             .route(
-                "GET /cluster/ha/status/manager_status",
+                endpoint!(GET "/cluster/status"),
+                FakeTransport::cluster_status,
+            )
+            .route(endpoint!(GET "/cluster/nextid"), FakeTransport::next_id)
+            .route(
+                endpoint!(GET "/cluster/ha/status/manager_status"),
                 FakeTransport::ha_manager_status,
             )
-            .route("GET /access/permissions", FakeTransport::permissions)
-            .route("GET /pools", FakeTransport::pools)
-            .route("GET /pools/{poolid}", FakeTransport::pool)
-            .route("GET /nodes", FakeTransport::nodes)
-            .route("GET /nodes/{node}/status", FakeTransport::node_status)
             .route(
-                "GET /nodes/{node}/storage/{storage}/content",
+                endpoint!(GET "/access/permissions"),
+                FakeTransport::permissions,
+            )
+            .route(endpoint!(GET "/pools"), FakeTransport::pools)
+            .route(endpoint!(GET "/pools/{poolid}"), FakeTransport::pool)
+            .route(endpoint!(GET "/nodes"), FakeTransport::nodes)
+            .route(
+                endpoint!(GET "/nodes/{node}/status"),
+                FakeTransport::node_status,
+            )
+            .route(
+                endpoint!(GET "/nodes/{node}/storage/{storage}/content"),
                 FakeTransport::storage_content,
             )
-            .route("GET /nodes/{node}/{kind}", FakeTransport::guests)
+            .route(endpoint!(GET "/nodes/{node}/{kind}"), FakeTransport::guests)
             .route(
-                "GET /nodes/{node}/{kind}/{vmid}/status/current",
+                endpoint!(GET "/nodes/{node}/{kind}/{vmid}/status/current"),
                 FakeTransport::guest_status,
             )
             .route(
-                "GET /nodes/{node}/{kind}/{vmid}/config",
+                endpoint!(GET "/nodes/{node}/{kind}/{vmid}/config"),
                 FakeTransport::guest_config,
             )
             .route(
-                "PUT /nodes/{node}/qemu/{vmid}/resize",
+                endpoint!(PUT "/nodes/{node}/qemu/{vmid}/resize"),
                 FakeTransport::resize,
             )
     })

@@ -54,7 +54,7 @@ pub use error::{ApiErrorKind, Error, Result, api_error};
 pub use host::{DEFAULT_PORT, Host, HostError};
 pub use logged::Logged;
 pub use pve::Pve;
-pub use request::Request;
+pub use request::{Endpoint, Method, Request};
 pub use retry::Retry;
 pub use router::{Captures, Handler, RoundReads, Router, not_routed, reply};
 pub use secret::Secret;

@@ -32,7 +32,7 @@ impl<T> Logged<T> {
 #[async_trait]
 impl<T: Transport> Transport for Logged<T> {
     async fn send(&self, request: Request) -> Result<Data> {
-        let (method, path) = (request.method.clone(), request.path.clone());
+        let (method, path) = (request.method, request.path.clone());
         let start = Instant::now();
         let answer = self.inner.send(request).await;
         let ms = start.elapsed().as_millis();
@@ -61,19 +61,25 @@ mod tests {
     async fn a_logged_call_answers_as_the_transport_below() {
         let fake = FakeTransport::default();
         let direct = fake
-            .send(Request::new("GET /version", "/version".into()))
+            .send(Request::new(
+                crate::endpoint!(GET "/version"),
+                "/version".into(),
+            ))
             .await
             .unwrap();
         let logged = Logged::new(fake);
         let through = logged
-            .send(Request::new("GET /version", "/version".into()))
+            .send(Request::new(
+                crate::endpoint!(GET "/version"),
+                "/version".into(),
+            ))
             .await
             .unwrap();
         assert_eq!(through.get(), direct.get());
         assert_eq!(logged.server_time(), logged.inner().server_time());
         let missing = logged
             .send(Request::new(
-                "GET /nodes/{node}/status",
+                crate::endpoint!(GET "/nodes/{node}/status"),
                 "/nodes/nowhere/status".into(),
             ))
             .await;

@@ -4,17 +4,130 @@
 use std::fmt;
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
-use reqwest::Method;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::{Error, Result};
 use crate::types::form;
 
+/// The HTTP methods of Proxmox's API: a closed set, so a misspelt method cannot compile (a
+/// fallback to GET would turn a write into a read that the [`crate::Retry`] layer repeats).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Method {
+    /// A read: changes nothing, so it may be repeated.
+    Get,
+    /// A write that creates or starts something (a task, a guest, a ticket).
+    Post,
+    /// A write that sets something (a config).
+    Put,
+    /// A write that removes something.
+    Delete,
+}
+
+impl Method {
+    /// The method as HTTP spells it (`GET`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Get => "GET",
+            Self::Post => "POST",
+            Self::Put => "PUT",
+            Self::Delete => "DELETE",
+        }
+    }
+
+    /// Whether repeating the call cannot change anything in the cluster (a GET).
+    pub const fn is_read(self) -> bool {
+        matches!(self, Self::Get)
+    }
+
+    /// Whether the parameters travel in the query string (GET, DELETE) rather than the body.
+    pub const fn params_in_query(self) -> bool {
+        matches!(self, Self::Get | Self::Delete)
+    }
+}
+
+impl fmt::Display for Method {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<Method> for reqwest::Method {
+    fn from(method: Method) -> Self {
+        match method {
+            Method::Get => Self::GET,
+            Method::Post => Self::POST,
+            Method::Put => Self::PUT,
+            Method::Delete => Self::DELETE,
+        }
+    }
+}
+
+/// An endpoint: its [`Method`] and its label (`GET /nodes/{node}/status`), the method's name
+/// followed by the path template. Built by [`crate::endpoint!`], so the two always agree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Endpoint {
+    method: Method,
+    label: &'static str,
+}
+
+impl Endpoint {
+    /// Use [`crate::endpoint!`]: it writes the label from the method, so they cannot disagree.
+    #[doc(hidden)]
+    pub const fn from_parts(method: Method, label: &'static str) -> Self {
+        Self { method, label }
+    }
+
+    /// The HTTP method.
+    pub const fn method(self) -> Method {
+        self.method
+    }
+
+    /// `GET /nodes/{node}/status`: a bounded label for metrics and logs.
+    pub const fn label(self) -> &'static str {
+        self.label
+    }
+
+    /// The path template (`/nodes/{node}/status`).
+    pub fn template(self) -> &'static str {
+        self.label.split_once(' ').map_or(self.label, |(_, t)| t)
+    }
+}
+
+/// An [`Endpoint`] from a method and a path template: `endpoint!(GET "/nodes/{node}/status")`.
+/// The method is one of `GET`, `POST`, `PUT`, `DELETE`; anything else does not compile.
+///
+/// ```
+/// let e = flxp_pve::endpoint!(POST "/nodes/{node}/qemu/{vmid}/migrate");
+/// assert_eq!(e.method(), flxp_pve::Method::Post);
+/// assert_eq!(e.label(), "POST /nodes/{node}/qemu/{vmid}/migrate");
+/// ```
+///
+/// A misspelt method is a compile error, never a GET:
+///
+/// ```compile_fail
+/// let e = flxp_pve::endpoint!(PSOT "/nodes/{node}/qemu/{vmid}/migrate");
+/// ```
+#[macro_export]
+macro_rules! endpoint {
+    (GET $template:literal) => {
+        $crate::Endpoint::from_parts($crate::Method::Get, concat!("GET ", $template))
+    };
+    (POST $template:literal) => {
+        $crate::Endpoint::from_parts($crate::Method::Post, concat!("POST ", $template))
+    };
+    (PUT $template:literal) => {
+        $crate::Endpoint::from_parts($crate::Method::Put, concat!("PUT ", $template))
+    };
+    (DELETE $template:literal) => {
+        $crate::Endpoint::from_parts($crate::Method::Delete, concat!("DELETE ", $template))
+    };
+}
+
 /// One API call: what a [`crate::Transport`] sends and what test doubles route on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
-    /// HTTP method.
+    /// HTTP method (the endpoint's).
     pub method: Method,
     /// Path below `/api2/json`, its segments already percent-encoded.
     pub path: String,
@@ -25,20 +138,14 @@ pub struct Request {
 }
 
 impl Request {
-    /// A call of `endpoint` (`"GET /nodes/{node}/status"`) at this concrete path, without
-    /// parameters. The method is the template's first word.
-    pub fn new(endpoint: &'static str, path: String) -> Self {
-        let method = match endpoint.split_once(' ').map_or(endpoint, |(m, _)| m) {
-            "POST" => Method::POST,
-            "PUT" => Method::PUT,
-            "DELETE" => Method::DELETE,
-            _ => Method::GET,
-        };
+    /// A call of `endpoint` (`endpoint!(GET "/nodes/{node}/status")`) at this concrete path,
+    /// without parameters.
+    pub fn new(endpoint: Endpoint, path: String) -> Self {
         Self {
-            method,
+            method: endpoint.method(),
             path,
             params: None,
-            endpoint,
+            endpoint: endpoint.label(),
         }
     }
 
@@ -54,7 +161,7 @@ impl Request {
 
     /// Whether repeating the call cannot change anything in the cluster (a GET).
     pub fn is_read(&self) -> bool {
-        self.method == Method::GET
+        self.method.is_read()
     }
 
     /// Decodes the parameters back into a parameter type (for test doubles).
@@ -125,9 +232,29 @@ mod tests {
 
     #[test]
     fn the_method_comes_from_the_endpoint_template() {
-        let r = Request::new("PUT /nodes/{node}/config", "/nodes/pve1/config".into());
-        assert_eq!(r.method, Method::PUT);
+        let r = Request::new(
+            endpoint!(PUT "/nodes/{node}/config"),
+            "/nodes/pve1/config".into(),
+        );
+        assert_eq!(r.method, Method::Put);
         assert!(!r.is_read());
         assert_eq!(r.to_string(), "PUT /nodes/pve1/config");
+        assert_eq!(r.endpoint, "PUT /nodes/{node}/config");
+    }
+
+    #[test]
+    fn an_endpoint_label_is_its_method_and_template() {
+        let e = endpoint!(DELETE "/nodes/{node}/qemu/{vmid}");
+        assert_eq!(e.method(), Method::Delete);
+        assert_eq!(e.label(), "DELETE /nodes/{node}/qemu/{vmid}");
+        assert_eq!(e.template(), "/nodes/{node}/qemu/{vmid}");
+        assert!(endpoint!(GET "/version").method().is_read());
+        for m in [Method::Post, Method::Put, Method::Delete] {
+            assert!(!m.is_read(), "{m}");
+        }
+        assert_eq!(
+            reqwest::Method::from(Method::Delete),
+            reqwest::Method::DELETE
+        );
     }
 }

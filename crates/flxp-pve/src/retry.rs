@@ -149,12 +149,12 @@ mod tests {
     }
 
     fn read() -> Request {
-        Request::new("GET /version", "/version".into())
+        Request::new(crate::endpoint!(GET "/version"), "/version".into())
     }
 
     fn write() -> Request {
         Request::new(
-            "POST /nodes/{node}/qemu/{vmid}/migrate",
+            crate::endpoint!(POST "/nodes/{node}/qemu/{vmid}/migrate"),
             "/nodes/a/qemu/101/migrate".into(),
         )
     }

@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::endpoint;
 use crate::error::{Error, Result, api_error};
-use crate::request::{Request, unseg};
+use crate::request::{Endpoint, Method, Request, unseg};
 use crate::transport::Data;
 
 /// A handler: the double's state, the request, and the path's `{name}` captures.
@@ -39,7 +40,7 @@ impl Captures {
 
 /// Routes requests to handlers by method and path pattern; the first route that matches wins.
 pub struct Router<S> {
-    routes: Vec<(&'static str, Vec<&'static str>, Handler<S>)>,
+    routes: Vec<(Method, Vec<&'static str>, Handler<S>)>,
 }
 
 impl<S> Default for Router<S> {
@@ -66,11 +67,14 @@ impl<S> Router<S> {
         Self::default()
     }
 
-    /// Adds a route: `"GET /nodes/{node}/status"` (`{name}` matches one segment).
-    pub fn route(mut self, endpoint: &'static str, handler: Handler<S>) -> Self {
-        let (method, path) = endpoint.split_once(' ').unwrap_or(("GET", endpoint));
-        let pattern = path.trim_start_matches('/').split('/').collect();
-        self.routes.push((method, pattern, handler));
+    /// Adds a route: `endpoint!(GET "/nodes/{node}/status")` (`{name}` matches one segment).
+    pub fn route(mut self, endpoint: Endpoint, handler: Handler<S>) -> Self {
+        let pattern = endpoint
+            .template()
+            .trim_start_matches('/')
+            .split('/')
+            .collect();
+        self.routes.push((endpoint.method(), pattern, handler));
         self
     }
 
@@ -78,7 +82,7 @@ impl<S> Router<S> {
     pub fn handle(&self, state: &S, request: &Request) -> Result<Data> {
         let segments: Vec<&str> = request.path.trim_start_matches('/').split('/').collect();
         for (method, pattern, handler) in &self.routes {
-            if *method != request.method.as_str() || pattern.len() != segments.len() {
+            if *method != request.method || pattern.len() != segments.len() {
                 continue;
             }
             let mut captures = Captures::default();
@@ -130,17 +134,20 @@ impl<S: RoundReads> Router<S> {
     /// Adds the [`RoundReads`] routes. Their paths overlap no other double's routes except a
     /// catch-all like `/nodes/{node}/{kind}`, which must come after them.
     pub fn round_reads(self) -> Self {
-        self.route("GET /cluster/resources", S::cluster_resources)
-            .route("GET /cluster/options", S::cluster_options)
-            .route("GET /cluster/tasks", S::cluster_tasks)
-            .route("GET /cluster/ha/resources", S::ha_resources)
-            .route("GET /cluster/ha/rules", S::ha_rules)
-            .route("GET /cluster/ha/status/current", S::ha_status)
-            .route("GET /nodes/{node}/config", S::node_config)
-            .route("GET /nodes/{node}/rrddata", S::node_rrddata)
-            .route("GET /nodes/{node}/storage", S::node_storage)
-            .route("GET /nodes/{node}/tasks/{upid}/status", S::task_status)
-            .route("GET /nodes/{node}/tasks/{upid}/log", S::task_log)
+        self.route(endpoint!(GET "/cluster/resources"), S::cluster_resources)
+            .route(endpoint!(GET "/cluster/options"), S::cluster_options)
+            .route(endpoint!(GET "/cluster/tasks"), S::cluster_tasks)
+            .route(endpoint!(GET "/cluster/ha/resources"), S::ha_resources)
+            .route(endpoint!(GET "/cluster/ha/rules"), S::ha_rules)
+            .route(endpoint!(GET "/cluster/ha/status/current"), S::ha_status)
+            .route(endpoint!(GET "/nodes/{node}/config"), S::node_config)
+            .route(endpoint!(GET "/nodes/{node}/rrddata"), S::node_rrddata)
+            .route(endpoint!(GET "/nodes/{node}/storage"), S::node_storage)
+            .route(
+                endpoint!(GET "/nodes/{node}/tasks/{upid}/status"),
+                S::task_status,
+            )
+            .route(endpoint!(GET "/nodes/{node}/tasks/{upid}/log"), S::task_log)
     }
 }
 
@@ -182,9 +189,9 @@ mod tests {
     #[test]
     fn routes_match_method_and_pattern_and_capture_segments() {
         let router = Router::new()
-            .route("GET /nodes/{node}/config", config)
-            .route("GET /nodes/{node}/{what}", status);
-        let get = |path: &str| Request::new("GET /x", path.into());
+            .route(endpoint!(GET "/nodes/{node}/config"), config)
+            .route(endpoint!(GET "/nodes/{node}/{what}"), status);
+        let get = |path: &str| Request::new(endpoint!(GET "/x"), path.into());
         assert_eq!(
             router
                 .handle(&(), &get("/nodes/pve%201/status"))
@@ -199,7 +206,10 @@ mod tests {
                 .get(),
             r#""config""#
         );
-        let put = Request::new("PUT /nodes/{node}/config", "/nodes/pve1/config".into());
+        let put = Request::new(
+            endpoint!(PUT "/nodes/{node}/config"),
+            "/nodes/pve1/config".into(),
+        );
         let e = router.handle(&(), &put).unwrap_err();
         assert_eq!(e.status(), Some(501));
         assert!(

@@ -229,13 +229,6 @@ pub fn redact(value: serde_json::Value) -> serde_json::Value {
     }
 }
 
-/// Now, Unix seconds.
-pub fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)] // tests may panic

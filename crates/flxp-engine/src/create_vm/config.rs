@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use flxp_core::units::MIB;
 use flxp_pve::types::form::encode_sshkeys;
-use flxp_pve::types::{ConfigUpdate, GuestConfig, SizeSpec, boot_disk_key};
+use flxp_pve::types::{ConfigUpdate, GuestConfig, boot_disk_key};
 
 use super::input::VmRequest;
 
@@ -65,7 +65,8 @@ pub fn parse_disk(key: &str, value: &str) -> DiskInfo {
 }
 
 /// Parses a Proxmox size (`32G`, `512M`, `1T`, `4096K`, plain bytes) as a disk's `size=` holds
-/// it, with [`SizeSpec`]'s grammar; any case, and a `B` unit for bytes, are read too.
+/// it, with [`flxp_pve::types::parse_size`]'s grammar; any case, and a `B` unit for bytes, are
+/// read too.
 pub fn parse_size(text: &str) -> Option<u64> {
     let upper = text.to_ascii_uppercase();
     // `SizeSpec` writes bytes without a unit; an explicit `B` after the digits means the same.
@@ -73,11 +74,8 @@ pub fn parse_size(text: &str) -> Option<u64> {
         Some(number) if number.ends_with(|c: char| c.is_ascii_digit()) => number,
         _ => &upper,
     };
-    match text.parse::<SizeSpec>().ok()? {
-        SizeSpec::Absolute(bytes) => Some(bytes),
-        // A disk's size is never relative.
-        SizeSpec::Grow(_) => None,
-    }
+    // A disk's size is never relative.
+    flxp_pve::types::parse_size(text)
 }
 
 /// Every disk of a config, in key order.

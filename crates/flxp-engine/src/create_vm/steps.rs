@@ -589,7 +589,7 @@ async fn mark_creating(c: &Creator, node: &str, vmid: u32) {
             .unwrap_or_default();
         tags.retain(|t| !is_marker_tag(t));
         tags.push(CREATING_TAG.to_owned());
-        tags.push(format!("{CREATING_SINCE_PREFIX}{}", epoch_now()));
+        tags.push(format!("{CREATING_SINCE_PREFIX}{}", crate::epoch_now()));
         let mut update = flxp_pve::types::ConfigUpdate::new().with("tags", tags.join(";"));
         update.digest = cfg.digest.clone();
         c.api
@@ -636,13 +636,6 @@ pub(crate) async fn remove_marker(
 /// `creating-since` prefix (a malformed one too: it only ever comes from the marker).
 fn is_marker_tag(tag: &str) -> bool {
     is_creating_tag(tag) || tag.to_ascii_lowercase().starts_with(CREATING_SINCE_PREFIX)
-}
-
-fn epoch_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or_default()
 }
 
 /// Reads the clone's config and writes the requested shape onto it (digest-guarded).

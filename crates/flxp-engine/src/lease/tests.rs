@@ -165,9 +165,18 @@ impl Transport for Node {
         ROUTES
             .get_or_init(|| {
                 Router::new()
-                    .route("GET /cluster/status", Node::cluster_status)
-                    .route("GET /nodes/{node}/config", Node::config)
-                    .route("PUT /nodes/{node}/config", Node::write_config)
+                    .route(
+                        flxp_pve::endpoint!(GET "/cluster/status"),
+                        Node::cluster_status,
+                    )
+                    .route(
+                        flxp_pve::endpoint!(GET "/nodes/{node}/config"),
+                        Node::config,
+                    )
+                    .route(
+                        flxp_pve::endpoint!(PUT "/nodes/{node}/config"),
+                        Node::write_config,
+                    )
             })
             .handle(self, &request)
     }

@@ -23,7 +23,7 @@ struct Counter {
 #[async_trait]
 impl Transport for Counter {
     async fn send(&self, request: Request) -> flxp_pve::Result<Data> {
-        let call = format!("{:?} {}", request.method, request.path);
+        let call = format!("{} {}", request.method, request.path);
         self.calls.lock().unwrap().push(call);
         self.inner.send(request).await
     }

@@ -49,6 +49,15 @@ impl fmt::Display for SizeSpec {
     }
 }
 
+/// A fixed size (`32G`, `1.5T`, `1024`) in bytes, as a drive's `size=` holds it, in
+/// [`SizeSpec`]'s grammar; `None` for a relative size (`+32G`) or a text that is not a size.
+pub fn parse_size(text: &str) -> Option<u64> {
+    match text.parse::<SizeSpec>().ok()? {
+        SizeSpec::Absolute(bytes) => Some(bytes),
+        SizeSpec::Grow(_) => None,
+    }
+}
+
 /// A size text that is not in Proxmox's `\+?\d+(\.\d+)?[KMGT]?` syntax.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("size {text:?}: {reason}")]

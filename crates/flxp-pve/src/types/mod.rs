@@ -29,6 +29,7 @@ pub use cluster::{
 };
 pub use disks::{
     ResizeParams, SizeError, SizeSpec, boot_disk_key, format_size, is_cdrom_drive, is_drive_key,
+    parse_size,
 };
 pub use guests::{
     ConfigUpdate, GuestConfig, GuestKind, GuestListEntry, GuestStatusCurrent, LxcListEntry,

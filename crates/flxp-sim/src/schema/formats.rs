@@ -3,7 +3,7 @@
 
 pub use flxp_core::names::is_dns_label;
 use flxp_core::names::is_dns_name;
-use flxp_core::units::{GIB, KIB, MIB, TIB};
+pub use flxp_pve::types::parse_size;
 
 use crate::tags;
 
@@ -133,32 +133,10 @@ fn is_ha_sid(v: &str) -> bool {
     }
 }
 
-/// Parses a Proxmox size (`32G`, `512M`, `1024`, `1.5T`) into bytes.
-pub fn parse_size(v: &str) -> Option<u64> {
-    let (num, mult) = match v.chars().last()? {
-        'K' => (&v[..v.len() - 1], KIB),
-        'M' => (&v[..v.len() - 1], MIB),
-        'G' => (&v[..v.len() - 1], GIB),
-        'T' => (&v[..v.len() - 1], TIB),
-        _ => (v, 1),
-    };
-    if num.is_empty() || num.starts_with('.') || num.ends_with('.') {
-        return None;
-    }
-    if !num.chars().all(|c| c.is_ascii_digit() || c == '.') || num.matches('.').count() > 1 {
-        return None;
-    }
-    // Whole numbers stay in integers: through f64 they would lose bytes above 2^53. Past u64 they
-    // fall through to f64, which saturates as before.
-    if let Some(bytes) = num.parse::<u64>().ok().and_then(|n| n.checked_mul(mult)) {
-        return Some(bytes);
-    }
-    let n: f64 = num.parse().ok()?;
-    Some((n * mult as f64) as u64)
-}
-
 #[cfg(test)]
 mod tests {
+    use flxp_core::units::GIB;
+
     use super::*;
 
     #[test]

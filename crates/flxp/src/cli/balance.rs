@@ -500,7 +500,7 @@ async fn record_homes(executor: &Executor, nodes: &[String]) {
             output::tell(format!(
                 "warning: where the guests of {node} come from is not recorded (they will not go \
                  back by themselves): {}",
-                crate::serve::zone::chain(&e)
+                flxp_engine::error_chain(&e)
             ));
         }
     }
@@ -525,7 +525,7 @@ async fn mark_maintenance(executor: &Executor, nodes: &[String]) {
         if let Err(e) = flxp_engine::maintenance::set(executor.api(), node, true).await {
             output::tell(format!(
                 "warning: {node} is not marked in its notes (a later round may fill it again): {}",
-                crate::serve::zone::chain(&e)
+                flxp_engine::error_chain(&e)
             ));
         }
     }

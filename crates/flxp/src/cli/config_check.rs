@@ -165,7 +165,7 @@ async fn check_zone(
     if out.iter().any(|f| f.problem) {
         return (out, None);
     }
-    let read = flxp_engine::collect_snapshot(&client, super::load::now())
+    let read = flxp_engine::collect_snapshot(&client, flxp_engine::epoch_now())
         .await
         .map_err(|e| e.to_string())
         .and_then(|s| Cluster::from_snapshot(&s, &Default::default()).map_err(|e| e.to_string()));

@@ -283,13 +283,13 @@ async fn in_zone(
                 // The interval before a wake runs from the shutdown (not from the start of the
                 // run, before the migrations), a resumed one too.
                 if let Err(e) = executor.stamp_power_mark(&node, executor.now()).await {
-                    tracing::warn!(node, error = %crate::serve::zone::chain(&e), "power mark not re-dated");
+                    tracing::warn!(node, error = %flxp_engine::error_chain(&e), "power mark not re-dated");
                 }
             }
             shutdown.push(PowerOutcome {
                 node,
                 ok: r.is_ok(),
-                error: r.err().map(|e| crate::serve::zone::chain(&e)),
+                error: r.err().map(|e| flxp_engine::error_chain(&e)),
             });
         }
     }

@@ -80,7 +80,8 @@ async fn warn_unknown_nodes(config: &Config, zones: &[Zone]) {
     }
     let mut read = Vec::new();
     for z in zones {
-        let Ok(snapshot) = flxp_engine::collect_snapshot(&z.api, super::load::now()).await else {
+        let Ok(snapshot) = flxp_engine::collect_snapshot(&z.api, flxp_engine::epoch_now()).await
+        else {
             continue;
         };
         if let Ok(cluster) = flxp_core::Cluster::from_snapshot(&snapshot, &z.overrides) {

@@ -2,7 +2,6 @@
 //! config that goes with it.
 
 use std::path::Path;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use flxp_core::placement::Placer;
@@ -48,14 +47,6 @@ pub fn placer(config: &Config) -> Result<Placer> {
     crate::plugins::placer(config)
 }
 
-/// Seconds since the epoch, for snapshots taken now.
-pub fn now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-        .unwrap_or_default()
-}
-
 /// Takes a live snapshot of a zone.
 pub fn live_snapshot(config: &Config, zone: &str) -> Result<Snapshot> {
     config.zone(zone).map_err(UsageError::from)?;
@@ -65,7 +56,10 @@ pub fn live_snapshot(config: &Config, zone: &str) -> Result<Snapshot> {
         .build()
         .context("cannot start the async runtime")?;
     runtime
-        .block_on(flxp_engine::collect_snapshot(&client, now()))
+        .block_on(flxp_engine::collect_snapshot(
+            &client,
+            flxp_engine::epoch_now(),
+        ))
         .with_context(|| format!("cannot read zone {zone}"))
 }
 

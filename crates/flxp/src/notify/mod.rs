@@ -83,7 +83,7 @@ impl Event {
         Self {
             event: kind,
             zone: zone.to_owned(),
-            time: crate::audit::now(),
+            time: flxp_engine::epoch_now(),
             source: String::new(),
             text: text.into(),
             details,

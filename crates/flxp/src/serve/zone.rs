@@ -162,10 +162,16 @@ impl Zone {
 
     async fn read(&self) -> Result<Arc<ClusterModel>, ReadError> {
         let taken = tokio::time::Instant::now();
-        let now = epoch_now();
+        let now = flxp_engine::epoch_now();
         let mut snapshot = flxp_engine::collect_snapshot(&self.api, now)
             .await
-            .map_err(|e| ReadError(format!("cannot read zone {}: {}", self.name, chain(&e))))?;
+            .map_err(|e| {
+                ReadError(format!(
+                    "cannot read zone {}: {}",
+                    self.name,
+                    flxp_engine::error_chain(&e)
+                ))
+            })?;
         let smoother = self.smoother.get().cloned();
         let mut overrides = self.overrides.clone();
         overrides.maintenance.extend(
@@ -208,18 +214,6 @@ impl Zone {
     }
 }
 
-/// An error with its sources, one line.
-pub fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
-}
-
 /// Nodes marked as being emptied; dropping it lifts the mark.
 #[derive(Debug)]
 pub struct EvacuationMark {
@@ -239,14 +233,6 @@ impl Drop for EvacuationMark {
             }
         }
     }
-}
-
-/// Seconds since the epoch: the time a snapshot is taken at.
-pub fn epoch_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -340,7 +326,7 @@ mod tests {
         for r in idle.resources.iter_mut().filter(|r| r.vmid == Some(vmid)) {
             r.cpu = Some(0.0);
         }
-        smoother.apply(&mut idle, epoch_now() - 60);
+        smoother.apply(&mut idle, flxp_engine::epoch_now() - 60);
         let z = zone(fake);
         z.smooth_with(smoother);
         let smoothed = z.model().await.unwrap();

@@ -18,6 +18,7 @@ mod dashboard;
 mod dashboard_live;
 mod docs;
 mod docs_check;
+mod graphql_schema;
 mod live_zone;
 mod local_disks;
 mod plugins;

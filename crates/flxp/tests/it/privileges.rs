@@ -410,15 +410,15 @@ fn every_schema_check_of_the_endpoints_flxp_calls_is_met_by_the_acls_setup_token
     use flxp_pve::privileges::{REQUIREMENTS, acls, granted};
     let schema = flxp_sim::schema::ApiSchema::load().unwrap();
     let source = include_str!("../../../flxp-pve/src/endpoints.rs");
-    // Every endpoint key written in the file (`"GET /cluster/resources"`), `{kind}` as both.
+    // Every endpoint written in the file (`endpoint!(GET "/cluster/resources")`) as its key
+    // (`GET /cluster/resources`), `{kind}` as both.
     let keys: BTreeSet<String> = source
-        .split('"')
+        .split("endpoint!(")
         .skip(1)
-        .step_by(2)
-        .filter(|s| {
-            ["GET /", "POST /", "PUT /", "DELETE /"]
-                .iter()
-                .any(|m| s.starts_with(m))
+        .filter_map(|s| {
+            let (method, rest) = s.split_once(" \"")?;
+            let (template, _) = rest.split_once('"')?;
+            Some(format!("{method} {template}"))
         })
         .flat_map(|s| {
             ["qemu", "lxc"]

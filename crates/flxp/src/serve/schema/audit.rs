@@ -98,7 +98,7 @@ impl Extension for Audit {
         if info.parent_type != "Mutation" || info.path_node.parent.is_some() {
             return next.run(ctx, info).await;
         }
-        let time = crate::audit::now();
+        let time = flxp_engine::epoch_now();
         let pending = ctx.data_opt::<Arc<Pending>>().cloned();
         let args = arguments(&info, pending.as_deref());
         let action = info.name.to_owned();

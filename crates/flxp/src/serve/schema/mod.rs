@@ -17,7 +17,7 @@ mod views;
 
 use std::fmt;
 
-use async_graphql::{EmptySubscription, ErrorExtensions, MergedObject, Schema};
+use async_graphql::{EmptySubscription, ErrorExtensions, MergedObject, Schema, SchemaBuilder};
 
 pub use mutation::Mutation;
 pub use query::Query;
@@ -38,12 +38,19 @@ use super::state::AppState;
 /// The schema type.
 pub type FlxpSchema = Schema<QueryRoot, Mutation, EmptySubscription>;
 
-/// Builds the schema over the service's state.
-pub fn build(state: AppState) -> FlxpSchema {
+/// The schema's types and validation limits, without state or extensions: what [`build`]
+/// serves, and what the committed SDL (`docs/schema.graphql`) and the dashboard's queries are
+/// checked against.
+pub fn builder() -> SchemaBuilder<QueryRoot, Mutation, EmptySubscription> {
     Schema::build(QueryRoot::default(), Mutation, EmptySubscription)
-        .data(state)
         // Deep nesting only costs: the deepest useful selection is about 5 levels.
         .limit_depth(16)
+}
+
+/// Builds the schema over the service's state.
+pub fn build(state: AppState) -> FlxpSchema {
+    builder()
+        .data(state)
         // Before the library parses anything: its parser and validator recurse over values.
         .extension(nesting::InputDepth)
         .extension(audit::Audit)

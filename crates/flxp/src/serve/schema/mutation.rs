@@ -174,13 +174,14 @@ impl Mutation {
             // Before the daemon reads the mark and empties the node: where its guests come from.
             let executor = executor_for(s, &zone, z);
             if let Err(e) = executor.record_homes(&name).await {
-                tracing::warn!(zone = %zone, node = %name, error = %chain(&e), "where the guests come from is not recorded: they will not go back by themselves");
+                tracing::warn!(zone = %zone, node = %name, error = %flxp_engine::error_chain(&e), "where the guests come from is not recorded: they will not go back by themselves");
             }
         }
         let changed = flxp_engine::maintenance::set(&z.api, &name, on).await;
         // Written or not (a timeout may still have written it), the daemon reads it back.
         s.daemon.notes_written(&zone, &name);
-        let changed = changed.map_err(|e| ApiError::new(Code::ProxmoxError, chain(&e)))?;
+        let changed =
+            changed.map_err(|e| ApiError::new(Code::ProxmoxError, flxp_engine::error_chain(&e)))?;
         s.live.maintenance(&zone, &name, on, changed);
         if changed {
             s.notify
@@ -224,7 +225,7 @@ impl Mutation {
             flxp_engine::consolidate::PowerError::Refused { .. } => {
                 ApiError::bad_input(e.to_string())
             }
-            other => ApiError::new(Code::ProxmoxError, chain(&other)),
+            other => ApiError::new(Code::ProxmoxError, flxp_engine::error_chain(&other)),
         };
         let done = match action {
             PowerAction::Shutdown => {
@@ -290,7 +291,7 @@ impl Mutation {
         let progress = reader
             .rolling_progress()
             .await
-            .map_err(|e| ApiError::new(Code::ProxmoxError, chain(&e)))?;
+            .map_err(|e| ApiError::new(Code::ProxmoxError, flxp_engine::error_chain(&e)))?;
         Ok(progress.values().map(RollingNode::from).collect())
     }
 }
@@ -337,10 +338,10 @@ fn go_home(s: &AppState, zone: &str, z: &crate::serve::zone::Zone, node: String)
                     tracing::info!(zone = %name, node, summary = %report.summary(), "guests back home");
                 }
                 if let Err(e) = executor.settle_homes(&node).await {
-                    tracing::warn!(zone = %name, node, error = %chain(&e), "cannot update where the guests come from");
+                    tracing::warn!(zone = %name, node, error = %flxp_engine::error_chain(&e), "cannot update where the guests come from");
                 }
             }
-            Err(e) => tracing::error!(zone = %name, node, error = %chain(&e), "cannot plan the guests back home"),
+            Err(e) => tracing::error!(zone = %name, node, error = %flxp_engine::error_chain(&e), "cannot plan the guests back home"),
         }
     });
 }
@@ -379,7 +380,7 @@ async fn node_to_act_on<'a>(
 /// token lacks `Sys.Modify` on `/nodes`) is still emptied, with a warning.
 async fn mark(z: &crate::serve::zone::Zone, node: &str, on: bool) {
     if let Err(e) = flxp_engine::maintenance::set(&z.api, node, on).await {
-        tracing::warn!(zone = %z.name, node, error = %chain(&e), "the evacuated node is not marked in its notes: a later round may fill it again");
+        tracing::warn!(zone = %z.name, node, error = %flxp_engine::error_chain(&e), "the evacuated node is not marked in its notes: a later round may fill it again");
     }
 }
 
@@ -454,7 +455,7 @@ async fn run(
             // Where its guests come from, before the first moves: they go back when the
             // maintenance ends.
             if let Err(e) = executor.record_homes(node).await {
-                tracing::warn!(zone = %z.name, node, error = %chain(&e), "where the guests come from is not recorded: they will not go back by themselves");
+                tracing::warn!(zone = %z.name, node, error = %flxp_engine::error_chain(&e), "where the guests come from is not recorded: they will not go back by themselves");
             }
             mark(z, node, true).await;
             s.daemon.notes_written(zone, node);
@@ -496,7 +497,7 @@ async fn run(
                 flxp_engine::Error::UnknownNode { .. } => {
                     ApiError::new(Code::UnknownNode, e.to_string())
                 }
-                other => ApiError::new(Code::Unavailable, chain(&other)),
+                other => ApiError::new(Code::Unavailable, flxp_engine::error_chain(&other)),
             })?;
     Ok(RunResult {
         plan: PlanResult::from(&plan),
@@ -543,7 +544,7 @@ async fn left_after(
     let model = match executor.read().await {
         Ok(m) => m,
         Err(e) => {
-            tracing::warn!(error = %chain(&e), "cannot read the zone to tell what still runs on the emptied node");
+            tracing::warn!(error = %flxp_engine::error_chain(&e), "cannot read the zone to tell what still runs on the emptied node");
             return (Vec::new(), None);
         }
     };
@@ -553,10 +554,6 @@ async fn left_after(
         .and_then(|n| model.cluster.node_idx_loose(n))
         .map(|i| flxp_core::left_running::MaintenanceState::from_left(&model.cluster, i, &left));
     (left, state)
-}
-
-pub(super) fn chain(e: &dyn std::error::Error) -> String {
-    crate::serve::zone::chain(e)
 }
 
 /// [`create`], counted in the metrics.

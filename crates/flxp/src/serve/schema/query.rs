@@ -174,7 +174,7 @@ impl Query {
         let progress = executor
             .rolling_progress()
             .await
-            .map_err(|e| ApiError::new(Code::ProxmoxError, super::mutation::chain(&e)))?;
+            .map_err(|e| ApiError::new(Code::ProxmoxError, flxp_engine::error_chain(&e)))?;
         Ok(progress.values().map(RollingNode::from).collect())
     }
 
