@@ -838,6 +838,17 @@ mod tests {
         );
     }
 
+    /// A cluster of the big broken-rules family: its nodes and guests, and the default plan's
+    /// migrations and bytes, every rule mended, and the greedy plan's migrations.
+    fn broken_rules(seed: u64, size: (usize, usize), plan: (usize, u64), greedy: usize) {
+        let (c, p) = big(super::super::exact::Family::BigBrokenRules, seed);
+        assert_eq!((c.nodes().len(), c.guests().len()), size);
+        assert_eq!((p.migrations.len(), p.bytes), plan, "{}", p.summary);
+        assert!(p.violations_after.is_empty());
+        let needed = format!("the greedy search needed {greedy} migration(s)");
+        assert!(p.summary.contains(&needed), "{}", p.summary);
+    }
+
     /// Six nodes of 32–128 GiB, 118 guests, two anti-affinity pairs sharing a node and a guest
     /// off its pinned node: the greedy plan fixes each pair with its smaller guest and balances
     /// with small guests, 14 migrations where 9 reach its spread (CP-SAT proves 9), and the exact
@@ -845,34 +856,14 @@ mod tests {
     /// 11, the local search over placements 10.
     #[test]
     fn a_broken_rules_cluster_of_118_guests_gets_four_migrations_fewer() {
-        let (c, p) = big(super::super::exact::Family::BigBrokenRules, 12);
-        assert_eq!((c.nodes().len(), c.guests().len()), (6, 118));
-        assert_eq!(p.migrations.len(), 10, "{}", p.summary);
-        assert_eq!(p.bytes, 71_854_718_976);
-        assert!(p.violations_after.is_empty());
-        assert!(
-            p.summary
-                .contains("the greedy search needed 14 migration(s)"),
-            "{}",
-            p.summary
-        );
+        broken_rules(12, (6, 118), (10, 71_854_718_976), 14);
     }
 
     /// Six nodes, 112 guests, broken rules as above: the greedy plan's 15 migrations stood; the
     /// search now finds 14, the fewest (CP-SAT proves it).
     #[test]
     fn a_broken_rules_cluster_of_112_guests_gets_the_fewest_migrations() {
-        let (c, p) = big(super::super::exact::Family::BigBrokenRules, 5);
-        assert_eq!((c.nodes().len(), c.guests().len()), (6, 112));
-        assert_eq!(p.migrations.len(), 14, "{}", p.summary);
-        assert_eq!(p.bytes, 44_395_659_264);
-        assert!(p.violations_after.is_empty());
-        assert!(
-            p.summary
-                .contains("the greedy search needed 15 migration(s)"),
-            "{}",
-            p.summary
-        );
+        broken_rules(5, (6, 112), (14, 44_395_659_264), 15);
     }
 
     /// 17 nodes of 64 GiB, 40 guests of 2 GiB, 24 of them on the first: past the size cap and

@@ -16,7 +16,7 @@ use crate::constraints::{Rules, violations};
 use crate::placement::{Ctx, Placer, Subject};
 use crate::state::State;
 
-use super::exact::Goal;
+use super::exact::{Goal, allowed};
 use super::measure::{balanced_loads, balanced_nodes, imbalance};
 use super::units::Units;
 
@@ -39,13 +39,7 @@ pub(crate) fn fewer_moves(
 ) -> Option<State> {
     let units = Units::new(cluster, rules);
     let balanced: Vec<NodeIdx> = balanced_nodes(cluster).collect();
-    let allowed = |g: GuestIdx, n: NodeIdx| {
-        let r = rules.guest(g);
-        r.allows(n)
-            && r.selectors
-                .iter()
-                .all(|l| cluster.node(n).labels.contains(l))
-    };
+    let allowed = |g: GuestIdx, n: NodeIdx| allowed(cluster, rules, g, n);
     let guests: Vec<GuestIdx> = may
         .iter()
         .copied()
