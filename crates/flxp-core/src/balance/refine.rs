@@ -9,6 +9,9 @@
 //! from the start of planning; states run slower on a loaded machine), though never before the
 //! default's states. The exact plan is kept only if it replays safely step by step and keeps the
 //! greedy planner's rules for balancing decisions (strict mode); otherwise the greedy plan stands.
+//! Past the size cap the search runs over two neighbourhoods of the greedy plan in turn, sharing
+//! the budget; when no search proves the fewest, a local search over final placements
+//! (`shorten.rs`) looks for one with fewer moves, which the exact search then orders.
 //!
 //! Two balancing moves the search judged as one decision share a `step`, run in that order, and
 //! say so in their reasons: the first alone raises the measure, the pair does not. A plan cut
