@@ -242,6 +242,15 @@ fn decisions(
     (out, left_out)
 }
 
+/// Whether a guest's hard node rules (pins, selectors) allow it on a node.
+pub(crate) fn allowed(cluster: &Cluster, rules: &Rules, g: GuestIdx, n: NodeIdx) -> bool {
+    let r = rules.guest(g);
+    r.allows(n)
+        && r.selectors
+            .iter()
+            .all(|l| cluster.node(n).labels.contains(l))
+}
+
 /// The fewest migrations (then bytes) reaching `goal` from `state`, searching at most
 /// `max_migrations` deep and visiting at most `budget` search states.
 pub fn fewest_migrations(
@@ -289,13 +298,7 @@ pub(crate) fn beating(
             pos[g.get()] = i;
         }
     }
-    let fits = |g: GuestIdx, n: NodeIdx| {
-        let r = rules.guest(g);
-        r.allows(n)
-            && r.selectors
-                .iter()
-                .all(|l| cluster.node(n).labels.contains(l))
-    };
+    let fits = |g: GuestIdx, n: NodeIdx| allowed(cluster, rules, g, n);
     let targets = members
         .iter()
         .map(|m| {

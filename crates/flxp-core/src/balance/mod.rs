@@ -42,6 +42,7 @@ mod refine;
 mod return_hold_tests;
 mod room;
 mod search;
+mod shorten;
 mod softness;
 mod stop;
 pub mod trigger;
