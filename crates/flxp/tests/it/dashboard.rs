@@ -17,11 +17,11 @@ use crate::webdriver::Browser;
 const VIEWER_TOKEN: &str = "viewer-token-5b1e";
 
 /// One browser at a time: Chromium is heavy, and the other tests of this binary time things.
-static ONE_BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+pub(crate) static ONE_BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The `[api]` section giving the test's viewer token its role (the operator's comes from
 /// `FLXP_API_TOKEN`, which has no role of its own and so is an operator).
-fn viewer_config() -> String {
+pub(crate) fn viewer_config() -> String {
     format!("[api]\ntokens = [{{ value = \"{VIEWER_TOKEN}\", role = \"viewer\" }}]\n")
 }
 

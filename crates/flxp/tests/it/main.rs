@@ -16,6 +16,7 @@ mod cli_sim;
 mod cli_status;
 mod dashboard;
 mod dashboard_live;
+mod dashboard_rolling;
 mod docs;
 mod docs_check;
 mod live_zone;

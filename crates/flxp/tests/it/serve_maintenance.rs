@@ -163,7 +163,7 @@ async fn a_rolling_maintenance_runs_in_the_background_and_its_progress_is_readab
         );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    assert!(seen.contains(&"rebooting".to_owned()), "{seen:?}");
+    assert!(seen.contains(&"waiting".to_owned()), "{seen:?}");
     assert!(s.sim.sim().world().nodes["pve2"].booted_at > booted);
     assert_eq!(super::serve::guests(&s), before);
 }

@@ -4,13 +4,19 @@
 //!
 //! Progress is kept in Proxmox, never in memory, so that a rerun (after a failure fixed, or a
 //! `kill -9`) continues where the last run stopped: one HTML comment line per node,
-//! `<!-- flxp-rolling node=<node> step=<step> boot=<epoch secs> -->`, in the notes of another
-//! node (the first by name that is not the one it is about), so it stays readable while its node
-//! reboots. Each line is written before its step acts. A node whose line says `done` is skipped;
+//! `<!-- flxp-rolling node=<node> step=<step> boot=<epoch secs> [error=<reason>] -->`, in the
+//! notes of another node (the first by name that is not the one it is about), so it stays
+//! readable while its node reboots. Each line is written before its step acts; a step that
+//! failed adds its reason (percent-encoded), which the next run clears as it continues, so that
+//! whoever reads the progress (the dashboard after a reload, another flxp) sees why it stopped.
+//! A node whose line says `done` is skipped;
 //! a node with any other step is the one out, and is finished first. The lines go when every node
 //! of the run is done. Only one node is out at a time; before one goes, every other node must be
 //! online, more than half of all nodes must stay online without it (quorum), and its guests must
 //! fit on the others (N+1) with every hard rule kept.
+
+mod schedule;
+pub use schedule::{Schedule, ScheduledNode};
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -32,10 +38,15 @@ const PREFIX: &str = "<!-- flxp-rolling ";
 pub enum Step {
     /// Homes recorded and maintenance marked: being emptied.
     Evacuating,
+    /// Empty: the admin's hook runs (a rerun runs it again).
+    Hook,
     /// Empty, hook done: to be rebooted.
     Hooked,
-    /// Reboot asked for; `boot` holds the boot time before it.
+    /// About to ask for the reboot; `boot` holds the boot time before it.
     Rebooting,
+    /// Reboot accepted: waiting for the node to be back online and the cluster quorate; `boot`
+    /// holds the boot time before the reboot.
+    Waiting,
     /// Back (or not rebooted): maintenance cleared, guests going home.
     Returning,
     /// Done.
@@ -47,8 +58,10 @@ impl Step {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Evacuating => "evacuating",
+            Self::Hook => "hook",
             Self::Hooked => "hooked",
             Self::Rebooting => "rebooting",
+            Self::Waiting => "waiting",
             Self::Returning => "returning",
             Self::Done => "done",
         }
@@ -57,8 +70,10 @@ impl Step {
     fn parse(word: &str) -> Option<Self> {
         [
             Self::Evacuating,
+            Self::Hook,
             Self::Hooked,
             Self::Rebooting,
+            Self::Waiting,
             Self::Returning,
             Self::Done,
         ]
@@ -78,35 +93,92 @@ pub struct NodeProgress {
     pub boot: i64,
     /// The node whose notes hold the line.
     pub holder: String,
+    /// Why the step failed, when the run stopped there; `None` while it goes on (or a rerun
+    /// continues it).
+    pub error: Option<String>,
+}
+
+/// A progress line's fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Line {
+    node: String,
+    step: Step,
+    boot: i64,
+    error: Option<String>,
 }
 
 /// The progress line's fields; `None` for any other line.
-fn parse(line: &str) -> Option<(String, Step, i64)> {
+fn parse(line: &str) -> Option<Line> {
     let body = line.trim().strip_prefix(PREFIX)?.strip_suffix("-->")?;
-    let (mut node, mut step, mut boot) = (None, None, 0);
+    let (mut node, mut step, mut boot, mut error) = (None, None, 0, None);
     for word in body.split_whitespace() {
         match word.split_once('=') {
             Some(("node", v)) if !v.is_empty() => node = Some(v.to_owned()),
             Some(("step", v)) => step = Step::parse(v),
             Some(("boot", v)) => boot = v.parse().unwrap_or(0),
+            Some(("error", v)) if !v.is_empty() => error = Some(decode(v)),
             _ => {}
         }
     }
-    Some((node?, step?, boot))
+    Some(Line {
+        node: node?,
+        step: step?,
+        boot,
+        error,
+    })
+}
+
+/// `text` as one word that cannot end the HTML comment: `%`, `-`, `<`, `>`, white space,
+/// controls and anything not ASCII as `%XX` (UTF-8 bytes).
+fn encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_graphic() && !matches!(b, b'%' | b'-' | b'<' | b'>') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The text [`encode`] wrote (a stray `%` stays as it is).
+fn decode(word: &str) -> String {
+    let bytes = word.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Every node's progress in the notes of the online nodes (node name → notes).
 pub fn read(notes: &BTreeMap<String, String>) -> BTreeMap<String, NodeProgress> {
     let mut out = BTreeMap::new();
     for (holder, text) in notes {
-        for (node, step, boot) in text.lines().filter_map(parse) {
+        for l in text.lines().filter_map(parse) {
             out.insert(
-                node.clone(),
+                l.node.clone(),
                 NodeProgress {
-                    node,
-                    step,
-                    boot,
+                    node: l.node,
+                    step: l.step,
+                    boot: l.boot,
                     holder: holder.clone(),
+                    error: l.error,
                 },
             );
         }
@@ -114,9 +186,13 @@ pub fn read(notes: &BTreeMap<String, String>) -> BTreeMap<String, NodeProgress> 
     out
 }
 
-/// The line of `node` at `step`.
-fn line(node: &str, step: Step, boot: i64) -> String {
-    format!("{PREFIX}node={node} step={} boot={boot} -->", step.as_str())
+/// The line of `node` at `step`, with why it failed there if it did.
+fn line(node: &str, step: Step, boot: i64, error: Option<&str>) -> String {
+    let error = error.map_or(String::new(), |e| format!(" error={}", encode(e)));
+    format!(
+        "{PREFIX}node={node} step={} boot={boot}{error} -->",
+        step.as_str()
+    )
 }
 
 /// Seconds a boot time computed from the cluster's clock and the node's uptime may wander
@@ -316,7 +392,15 @@ impl Executor {
             let Some((node, at)) = next else {
                 break;
             };
-            report.migrations += self.one_node(&node, at, &all, options, tell).await?;
+            match self.one_node(&node, at, &all, options, tell).await {
+                Ok(n) => report.migrations += n,
+                Err(e) => {
+                    if let RollingError::Failed { node, reason, .. } = &e {
+                        self.keep_failure(node, reason, &all).await;
+                    }
+                    return Err(e);
+                }
+            }
             report.done.push(node);
         }
         // Every node is done: the run's lines go.
@@ -341,12 +425,41 @@ impl Executor {
         at: Option<(Step, i64)>,
         all: &[String],
     ) -> Result<(), String> {
+        self.write_line(node, at.map(|(step, boot)| line(node, step, boot, None)), all)
+            .await
+    }
+
+    /// Keeps in the progress line of `node` why its run stopped (at the step and boot time the
+    /// line has), for whoever reads the progress later; a failure to write it is logged only.
+    async fn keep_failure(&self, node: &str, reason: &str, all: &[String]) {
+        let at = match self.rolling_progress().await {
+            Ok(p) => p.get(node).map(|p| (p.step, p.boot)),
+            Err(e) => {
+                tracing::warn!(node, error = %error_chain(&e), "cannot read the rolling progress");
+                return;
+            }
+        };
+        let Some((step, boot)) = at else { return };
+        let new = line(node, step, boot, Some(reason));
+        if let Err(e) = self.write_line(node, Some(new), all).await {
+            tracing::warn!(node, error = %e, "cannot keep why the rolling maintenance stopped");
+        }
+    }
+
+    /// Writes (`Some`) or removes (`None`) the progress line of `node` in the notes of its
+    /// holder; lines of it held elsewhere go.
+    async fn write_line(
+        &self,
+        node: &str,
+        new: Option<String>,
+        all: &[String],
+    ) -> Result<(), String> {
         let holder = all
             .iter()
             .find(|n| n.as_str() != node)
             .ok_or_else(|| "no other node to keep the progress in".to_owned())?;
         let (_, notes) = self.read_with_notes().await.map_err(|e| error_chain(&e))?;
-        let mine = |l: &str| parse(l).is_some_and(|(n, _, _)| n == node);
+        let mine = |l: &str| parse(l).is_some_and(|l| l.node == node);
         for (other, text) in &notes {
             if other != holder && text.lines().any(mine) {
                 crate::notes_edit::edit(self.api(), other, |t| {
@@ -356,7 +469,6 @@ impl Executor {
                 .map_err(|e| error_chain(&e))?;
             }
         }
-        let new = at.map(|(step, boot)| line(node, step, boot));
         crate::notes_edit::edit(self.api(), holder, |t| {
             crate::notes_edit::with_line(t, mine, new.as_deref())
         })
@@ -415,6 +527,12 @@ impl Executor {
                     p.step,
                     format!("{node}: continuing at step {}", p.step.as_str()),
                 ));
+                if p.error.is_some() {
+                    // Going on: the reason of the last stop no longer holds.
+                    self.set_progress(node, Some((p.step, p.boot)), all)
+                        .await
+                        .map_err(|r| fail(p.step, r))?;
+                }
                 p.step
             }
             None => {
@@ -428,27 +546,35 @@ impl Executor {
             }
         };
         let mut boot = at.as_ref().map_or(0, |p| p.boot);
-        let mut resumed = at.is_some();
         loop {
             match step {
                 Step::Evacuating => {
                     migrations += self.empty(node, options).await.map_err(|r| fail(step, r))?;
-                    let next = match &options.hook {
-                        Some(hook) => match run_hook(hook, node).await {
-                            Ok(true) => Step::Hooked,
-                            Ok(false) => {
-                                tell(news(
-                                    node,
-                                    Step::Returning,
-                                    format!("{node}: hook says nothing to do: no reboot"),
-                                ));
-                                Step::Returning
-                            }
-                            Err(why) => return Err(fail(step, why)),
-                        },
-                        None => Step::Hooked,
+                    step = if options.hook.is_some() {
+                        tell(news(node, Step::Hook, format!("{node}: empty, running the hook")));
+                        Step::Hook
+                    } else {
+                        Step::Hooked
                     };
-                    step = next;
+                    self.set_progress(node, Some((step, 0)), all)
+                        .await
+                        .map_err(|r| fail(step, r))?;
+                }
+                Step::Hook => {
+                    let done = match &options.hook {
+                        Some(hook) => run_hook(hook, node).await.map_err(|r| fail(step, r))?,
+                        None => true,
+                    };
+                    step = if done {
+                        Step::Hooked
+                    } else {
+                        tell(news(
+                            node,
+                            Step::Returning,
+                            format!("{node}: hook says nothing to do: no reboot"),
+                        ));
+                        Step::Returning
+                    };
                     self.set_progress(node, Some((step, 0)), all)
                         .await
                         .map_err(|r| fail(step, r))?;
@@ -460,10 +586,14 @@ impl Executor {
                         self.set_progress(node, Some((Step::Rebooting, boot)), all)
                             .await
                             .map_err(|r| fail(step, r))?;
-                        self.reboot(node).await.map_err(|r| fail(step, r))?;
-                        tell(news(node, Step::Rebooting, format!("{node}: rebooting")));
-                        resumed = false;
-                        step = Step::Rebooting;
+                        self.reboot(node)
+                            .await
+                            .map_err(|r| fail(Step::Rebooting, r))?;
+                        step = Step::Waiting;
+                        self.set_progress(node, Some((step, boot)), all)
+                            .await
+                            .map_err(|r| fail(step, r))?;
+                        tell(news(node, Step::Waiting, format!("{node}: rebooting")));
                     } else {
                         step = Step::Returning;
                         self.set_progress(node, Some((step, 0)), all)
@@ -471,8 +601,10 @@ impl Executor {
                             .map_err(|r| fail(step, r))?;
                     }
                 }
-                Step::Rebooting => {
-                    self.wait_back(node, boot, resumed, options)
+                Step::Rebooting | Step::Waiting => {
+                    // At `rebooting` a run may have stopped before Proxmox accepted the reboot:
+                    // a node still up from before is asked again.
+                    self.wait_back(node, boot, step == Step::Rebooting, options)
                         .await
                         .map_err(|r| fail(step, r))?;
                     tell(news(
@@ -607,17 +739,17 @@ impl Executor {
     }
 
     /// Waits until `node` booted after `boot` (epoch secs), is online and the cluster quorate,
-    /// up to the boot timeout. A resumed wait on a node still up from before asks for the reboot
-    /// again: the run may have been stopped between writing its line and asking.
+    /// up to the boot timeout. With `ask`, a node still up from before is asked for the reboot
+    /// once more: the run may have been stopped between writing its line and asking.
     async fn wait_back(
         &self,
         node: &str,
         boot: i64,
-        resumed: bool,
+        ask: bool,
         options: &RollingOptions,
     ) -> Result<(), String> {
         let start = tokio::time::Instant::now();
-        let mut asked_again = !resumed;
+        let mut asked_again = !ask;
         loop {
             match self.boot_state(node).await {
                 Ok((Some(b), true, true)) if b > boot + BOOT_SLACK_SECS => return Ok(()),
@@ -715,19 +847,32 @@ mod tests {
         let notes = BTreeMap::from([
             (
                 "pve1".to_owned(),
-                format!("Rack 4\n{}", line("pve2", Step::Rebooting, 1_700_000_000)),
+                format!("Rack 4\n{}", line("pve2", Step::Waiting, 1_700_000_000, None)),
             ),
-            ("pve2".to_owned(), line("pve1", Step::Done, 0)),
+            ("pve2".to_owned(), line("pve1", Step::Done, 0, None)),
         ]);
         let p = read(&notes);
         assert_eq!(p.len(), 2);
-        assert_eq!(p["pve2"].step, Step::Rebooting);
+        assert_eq!(p["pve2"].step, Step::Waiting);
         assert_eq!(p["pve2"].boot, 1_700_000_000);
         assert_eq!(p["pve2"].holder, "pve1");
         assert_eq!(p["pve1"].step, Step::Done);
+        assert_eq!(p["pve2"].error, None);
         assert_eq!(
             parse("<!-- flxp-rolling node=a step=asleep boot=1 -->"),
             None
         );
+    }
+
+    #[test]
+    fn a_failures_reason_survives_its_line_and_cannot_end_the_comment() {
+        let reason = "hook \"sh /tmp/x y.sh\" failed (exit code 7): apt --fix: 100% <done> -->ü";
+        let text = line("pve2", Step::Hook, 0, Some(reason));
+        assert_eq!(text.matches("-->").count(), 1, "{text}");
+        assert!(text.ends_with(" -->"), "{text}");
+        let l = parse(&text).unwrap();
+        assert_eq!(l.step, Step::Hook);
+        assert_eq!(l.error.as_deref(), Some(reason));
+        assert_eq!(decode("50%-off%zz"), "50%-off%zz");
     }
 }

@@ -1,0 +1,110 @@
+//! The schedule of a rolling maintenance, as a dry run shows it before anything moves: per node
+//! the evacuation's migrations, the bytes to copy and an estimate of the time they take at the
+//! executor's expected bandwidth, the guests that fit nowhere else, and the steps after. Plans
+//! only: nothing is changed.
+
+use flxp_core::balance::Plan;
+
+use super::{RollingOptions, Step};
+use crate::execute::Executor;
+use crate::planning::Goal;
+
+/// One node of a schedule.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ScheduledNode {
+    /// The node.
+    pub node: String,
+    /// An earlier run took it through already: skipped.
+    pub done_before: bool,
+    /// The plan that empties it, on the cluster as it is now (`None` when skipped).
+    pub plan: Option<Plan>,
+    /// Seconds the evacuation's copies take at the expected bandwidth.
+    pub secs: i64,
+    /// The steps after the evacuation, in words.
+    pub steps: Vec<String>,
+}
+
+/// The schedule of a rolling maintenance.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct Schedule {
+    /// The nodes, in the order they go.
+    pub nodes: Vec<ScheduledNode>,
+    /// Migrations out, over every node (as many go back home).
+    pub migrations: usize,
+    /// Bytes to copy out, over every node.
+    pub bytes: u64,
+    /// Seconds the copies out take at the expected bandwidth.
+    pub secs: i64,
+    /// Some guest fits on no other node: the run would stop at its node.
+    pub unmet: bool,
+}
+
+impl Executor {
+    /// The schedule of a rolling maintenance of `nodes` (none: every node, by name).
+    pub async fn rolling_schedule(
+        &self,
+        nodes: &[String],
+        options: &RollingOptions,
+    ) -> crate::Result<Schedule> {
+        let model = self.read().await?;
+        let progress = self.rolling_progress().await?;
+        let names: Vec<String> = if nodes.is_empty() {
+            let mut all: Vec<String> = model
+                .cluster
+                .nodes()
+                .iter()
+                .map(|n| n.name.clone())
+                .collect();
+            all.sort();
+            all
+        } else {
+            nodes.to_vec()
+        };
+        let bandwidth = self.options.expected_bandwidth.max(1.0);
+        let secs = |bytes: u64| (bytes as f64 / bandwidth).ceil() as i64;
+        let mut out = Schedule::default();
+        for node in names {
+            if progress.get(&node).is_some_and(|p| p.step == Step::Done) {
+                out.nodes.push(ScheduledNode {
+                    node,
+                    done_before: true,
+                    plan: None,
+                    secs: 0,
+                    steps: Vec::new(),
+                });
+                continue;
+            }
+            let goal = Goal::Evacuate {
+                nodes: vec![node.clone()],
+                options: options.evacuate.clone(),
+            };
+            let plan = self.plan(&goal).await?;
+            let mut steps = Vec::new();
+            if let Some(h) = &options.hook {
+                steps.push(format!("hook {} {node}", h.command.join(" ")));
+            }
+            if options.reboot {
+                steps.push(format!(
+                    "reboot, wait up to {} for it",
+                    flxp_core::units::fmt_secs(options.boot_timeout.as_secs() as i64)
+                ));
+            }
+            steps.push("clear maintenance".into());
+            if options.return_home {
+                steps.push(format!("{} guest(s) back home", plan.migrations.len()));
+            }
+            out.migrations += plan.migrations.len();
+            out.bytes += plan.bytes;
+            out.unmet |= !plan.unplaced.is_empty();
+            out.nodes.push(ScheduledNode {
+                secs: secs(plan.bytes),
+                node,
+                done_before: false,
+                plan: Some(plan),
+                steps,
+            });
+        }
+        out.secs = secs(out.bytes);
+        Ok(out)
+    }
+}
