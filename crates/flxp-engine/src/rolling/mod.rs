@@ -1,21 +1,26 @@
-//! Rolling maintenance: nodes taken through maintenance one at a time — evacuate, an optional
-//! admin hook, an optional reboot through the API, back online and quorate, maintenance cleared,
-//! guests back home — stopping at the first failure.
+//! Rolling maintenance: nodes taken through maintenance one at a time (or a few, see [`wave`]) —
+//! evacuate, an optional admin hook, an optional reboot through the API, back online and
+//! quorate, maintenance cleared, guests back home — stopping at the first failure.
 //!
 //! Progress is kept in Proxmox, never in memory, so that a rerun (after a failure fixed, or a
 //! `kill -9`) continues where the last run stopped: one HTML comment line per node,
 //! `<!-- flxp-rolling node=<node> step=<step> boot=<epoch secs> [error=<reason>] -->`, in the
-//! notes of another node (the first by name that is not the one it is about), so it stays
-//! readable while its node reboots. Each line is written before its step acts; a step that
-//! failed adds its reason (percent-encoded), which the next run clears as it continues, so that
-//! whoever reads the progress (the dashboard after a reload, another flxp) sees why it stopped.
-//! A node whose line says `done` is skipped;
-//! a node with any other step is the one out, and is finished first. The lines go when every node
-//! of the run is done. Only one node is out at a time; before one goes, every other node must be
-//! online, more than half of all nodes must stay online without it (quorum), and its guests must
-//! fit on the others (N+1) with every hard rule kept.
+//! notes of another node (the first by name that is not out with it), so it stays readable
+//! while its node reboots. Each line is written before its step acts; a step that failed adds
+//! its reason (percent-encoded), which the next run clears as it continues, so that whoever
+//! reads the progress (the dashboard after a reload, another flxp) sees why it stopped. A node
+//! whose line says `done` is skipped; nodes with any other step are the ones out, and are
+//! finished first. The lines go when every node of the run is done.
+//!
+//! One node is out at a time, or up to [`RollingOptions::parallel`] in a wave; before one goes,
+//! every other node (but those of its wave) must be online, more than half of all nodes must
+//! stay online without the wave (quorum), and its guests must fit on the others with every hard
+//! rule kept. Within a wave, emptying nodes and taking guests home run one node at a time (each
+//! plan sees the moves before it); hooks, reboots and the waits for them run side by side. A
+//! failure in a wave lets the wave's other nodes finish, then stops the run.
 
 mod schedule;
+pub mod wave;
 pub use schedule::{Schedule, ScheduledNode};
 
 use std::collections::BTreeMap;
@@ -229,6 +234,9 @@ pub struct RollingOptions {
     /// Reboot a node even when running guests stay on it (ignored, locked): the reboot stops
     /// them. Off: such a node stops the run before its reboot.
     pub stop_left: bool,
+    /// Most nodes out at a time (0 counts as 1); fewer while quorum, room, N+1 headroom or the
+    /// rules demand.
+    pub parallel: usize,
 }
 
 impl Default for RollingOptions {
@@ -241,6 +249,7 @@ impl Default for RollingOptions {
             poll: Duration::from_secs(2),
             return_home: true,
             stop_left: false,
+            parallel: 1,
         }
     }
 }
@@ -376,32 +385,69 @@ impl Executor {
                 format!("{n}: done by an earlier run, skipped"),
             ));
         }
+        // Emptying nodes and taking guests home go one node at a time, even within a wave.
+        let moves = tokio::sync::Mutex::new(());
         loop {
             let progress = self.rolling_progress().await.map_err(|e| unreadable(&e))?;
-            // A node out (any step but done) is finished first, even one another run started.
-            let out = progress
+            // Nodes out (any step but done) are finished first, even ones another run started.
+            let out: Vec<(String, Option<NodeProgress>)> = progress
                 .values()
-                .find(|p| p.step != Step::Done)
-                .map(|p| (p.node.clone(), Some(p.clone())));
-            let next = out.or_else(|| {
-                targets
+                .filter(|p| p.step != Step::Done)
+                .map(|p| (p.node.clone(), Some(p.clone())))
+                .collect();
+            let wave = if out.is_empty() {
+                let rest: Vec<String> = targets
                     .iter()
-                    .find(|n| !progress.contains_key(*n))
-                    .map(|n| (n.clone(), None))
-            });
-            let Some((node, at)) = next else {
-                break;
+                    .filter(|n| !progress.contains_key(*n))
+                    .cloned()
+                    .collect();
+                if rest.is_empty() {
+                    break;
+                }
+                let (wave, waits) = self.next_wave(&rest, options).await;
+                if let Some((n, why)) = waits {
+                    tracing::info!(node = %n, "rolling maintenance: waits for a later wave: {why}");
+                }
+                wave.into_iter().map(|n| (n, None)).collect()
+            } else {
+                out
             };
-            match self.one_node(&node, at, &all, options, tell).await {
-                Ok(n) => report.migrations += n,
-                Err(e) => {
-                    if let RollingError::Failed { node, reason, .. } = &e {
-                        self.keep_failure(node, reason, &all).await;
+            let names: Vec<String> = wave.iter().map(|(n, _)| n.clone()).collect();
+            // Progress lines stay on nodes that are not out, readable while the wave reboots.
+            let mut holders: Vec<String> = all
+                .iter()
+                .filter(|n| !names.contains(n))
+                .cloned()
+                .collect();
+            if holders.is_empty() {
+                holders = all.clone();
+            }
+            let (names, holders, moves) = (&names, &holders, &moves);
+            let results = futures_util::future::join_all(wave.into_iter().map(|(n, at)| async move {
+                let r = self
+                    .one_node(&n, at, names, holders, moves, options, tell)
+                    .await;
+                (n, r)
+            }))
+            .await;
+            let mut first = None;
+            for (node, r) in results {
+                match r {
+                    Ok(n) => {
+                        report.migrations += n;
+                        report.done.push(node);
                     }
-                    return Err(e);
+                    Err(e) => {
+                        if let RollingError::Failed { node, reason, .. } = &e {
+                            self.keep_failure(node, reason, holders).await;
+                        }
+                        first.get_or_insert(e);
+                    }
                 }
             }
-            report.done.push(node);
+            if let Some(e) = first {
+                return Err(e);
+            }
         }
         // Every node is done: the run's lines go.
         for p in self
@@ -506,11 +552,14 @@ impl Executor {
 
     /// Takes one node through its remaining steps, from `at` (none: not started); the
     /// migrations carried out.
+    #[allow(clippy::too_many_arguments)] // one node of a wave: its run's shared parts
     async fn one_node(
         &self,
         node: &str,
         at: Option<NodeProgress>,
+        wave: &[String],
         all: &[String],
+        moves: &tokio::sync::Mutex<()>,
         options: &RollingOptions,
         tell: Tell<'_>,
     ) -> Result<usize, RollingError> {
@@ -536,7 +585,8 @@ impl Executor {
                 p.step
             }
             None => {
-                self.take_out(node, all, options).await?;
+                let _moving = moves.lock().await;
+                self.take_out(node, wave, all, options).await?;
                 tell(news(
                     node,
                     Step::Evacuating,
@@ -549,6 +599,7 @@ impl Executor {
         loop {
             match step {
                 Step::Evacuating => {
+                    let _moving = moves.lock().await;
                     migrations += self.empty(node, options).await.map_err(|r| fail(step, r))?;
                     step = if options.hook.is_some() {
                         tell(news(node, Step::Hook, format!("{node}: empty, running the hook")));
@@ -618,6 +669,7 @@ impl Executor {
                         .map_err(|r| fail(step, r))?;
                 }
                 Step::Returning => {
+                    let _moving = moves.lock().await;
                     maintenance::set(self.api(), node, false)
                         .await
                         .map_err(|e| fail(step, error_chain(&e)))?;
@@ -638,11 +690,13 @@ impl Executor {
         }
     }
 
-    /// Checks that `node` may go out now, then records its guests' homes, marks it in
-    /// maintenance and writes its progress line, in that order.
+    /// Checks that `node` may go out now (the other nodes of its `wave` may be out already),
+    /// then records its guests' homes, marks it in maintenance and writes its progress line, in
+    /// that order.
     async fn take_out(
         &self,
         node: &str,
+        wave: &[String],
         all: &[String],
         options: &RollingOptions,
     ) -> Result<(), RollingError> {
@@ -655,20 +709,21 @@ impl Executor {
         let down: Vec<&str> = c
             .nodes()
             .iter()
-            .filter(|n| !n.is_online())
+            .filter(|n| !n.is_online() && !wave.contains(&n.name))
             .map(|n| n.name.as_str())
             .collect();
         if !down.is_empty() {
             return Err(unsafe_(format!(
-                "node(s) {} are not online: one node out at a time",
+                "node(s) {} are not online: only the nodes of a wave are out at a time",
                 down.join(", ")
             )));
         }
         let total = c.nodes().len();
-        if 2 * (total - 1) <= total {
+        let out = wave.len().max(1).min(total);
+        if 2 * (total - out) <= total {
             return Err(unsafe_(format!(
                 "{} of {total} node(s) would stay online: quorum needs more than half",
-                total - 1
+                total - out
             )));
         }
         let goal = evacuation(node, options);

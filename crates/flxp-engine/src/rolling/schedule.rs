@@ -22,6 +22,11 @@ pub struct ScheduledNode {
     pub secs: i64,
     /// The steps after the evacuation, in words.
     pub steps: Vec<String>,
+    /// The wave it goes out with (1 the first; 0 when skipped): the nodes of a wave are out
+    /// together, up to the run's `parallel`.
+    pub wave: usize,
+    /// Why it does not go out with the wave before it, when that wave had room for it.
+    pub held_back: Option<String>,
 }
 
 /// The schedule of a rolling maintenance.
@@ -71,6 +76,8 @@ impl Executor {
                     plan: None,
                     secs: 0,
                     steps: Vec::new(),
+                    wave: 0,
+                    held_back: None,
                 });
                 continue;
             }
@@ -102,9 +109,34 @@ impl Executor {
                 done_before: false,
                 plan: Some(plan),
                 steps,
+                wave: 0,
+                held_back: None,
             });
         }
         out.secs = secs(out.bytes);
+        // Waves, on the cluster as it is now.
+        let mut rest: Vec<String> = out
+            .nodes
+            .iter()
+            .filter(|n| !n.done_before)
+            .map(|n| n.node.clone())
+            .collect();
+        let mut number = 0;
+        while !rest.is_empty() {
+            number += 1;
+            let (wave, waits) = self.next_wave(&rest, options).await;
+            for n in out.nodes.iter_mut() {
+                if wave.contains(&n.node) {
+                    n.wave = number;
+                }
+                if let Some((held, why)) = &waits {
+                    if &n.node == held {
+                        n.held_back = Some(why.clone());
+                    }
+                }
+            }
+            rest.retain(|n| !wave.contains(n));
+        }
         Ok(out)
     }
 }

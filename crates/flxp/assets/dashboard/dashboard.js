@@ -679,7 +679,7 @@
 
   function rollingView() {
     var sec = view('Rolling maintenance of ' + S.zone);
-    sec.appendChild(h('p', { class: 'hint' }, 'Each node in turn: emptied (rules kept), the hook of the server\'s config, a reboot, back online and quorate, maintenance cleared, its guests back home. One node is out at a time; a node goes out only while quorum and the other nodes\' room allow. Progress is kept in Proxmox: a reload, flxp restarting or the CLI (flxp rolling) carry on the same run.'));
+    sec.appendChild(h('p', { class: 'hint' }, 'Each node in turn: emptied (rules kept), the hook of the server\'s config, a reboot, back online and quorate, maintenance cleared, its guests back home. One node is out at a time (up to [rolling] parallel in the server\'s config); a node goes out only while quorum, the other nodes\' room and N+1 headroom allow. Progress is kept in Proxmox: a reload, flxp restarting or the CLI (flxp rolling) carry on the same run.'));
     rollingProgressBox(sec);
     var boxes = h('div', { class: 'checks', id: 'rl-nodes' });
     var form = h('form', { class: 'stack', id: 'rolling-form' },
@@ -711,7 +711,7 @@
       if (!nodes.length && !names.length) return;
       out.textContent = '';
       var wait = loading(out);
-      gql('query($z: String!, $n: [String!]!, $r: Boolean!) { rollingSchedule(zone: $z, nodes: $n, reboot: $r) { migrations bytes estimatedSecs unmet hook reboot nodes { node doneBefore bytes estimatedSecs steps plan { migrations { vmid name from to bytes online type } unplaced { vmid name reason } leftRunning { vmid name reason } } } } }', { z: S.zone, n: nodes, r: reboot })
+      gql('query($z: String!, $n: [String!]!, $r: Boolean!) { rollingSchedule(zone: $z, nodes: $n, reboot: $r) { migrations bytes estimatedSecs unmet hook reboot parallel nodes { node doneBefore bytes estimatedSecs steps wave heldBack plan { migrations { vmid name from to bytes online type } unplaced { vmid name reason } leftRunning { vmid name reason } } } } }', { z: S.zone, n: nodes, r: reboot })
         .then(function (d) { wait.remove(); scheduleView(out, d.rollingSchedule, nodes, reboot); })
         .catch(function (e) { wait.replaceWith(errorBox(e)); });
     });
@@ -723,13 +723,15 @@
     box.appendChild(h('h2', null, 'Schedule'));
     box.appendChild(h('p', { id: 'rolling-hook' }, sc.hook ? 'Hook (from the server\'s config): ' + sc.hook + ' NODE' : 'No hook is configured ([rolling] hook in the server\'s config).'));
     box.appendChild(h('p', { id: 'rolling-total' }, sc.migrations + ' migrations out (as many back home), ' + bytes(sc.bytes) + ' to copy, about ' + secs(sc.estimatedSecs) + ' of migrations' + (reboot ? ', and a reboot per node.' : ', no reboot.')));
-    box.appendChild(table(['#', 'Node', 'Migrations', 'To copy', 'About', 'Then'], sc.nodes.map(function (n, i) {
+    if (sc.parallel > 1) box.appendChild(h('p', { id: 'rolling-parallel' }, 'Up to ' + sc.parallel + ' nodes out at a time ([rolling] parallel), fewer where quorum, room, N+1 headroom or the rules demand: the nodes of a wave are out together.'));
+    box.appendChild(table(['#', 'Wave', 'Node', 'Migrations', 'To copy', 'About', 'Then'], sc.nodes.map(function (n, i) {
       var p = n.plan;
       var moves = p ? p.migrations.map(function (m) { return m.vmid + ' ' + m.name + ' → ' + m.to + ' (' + bytes(m.bytes) + (m.online ? '' : ', offline') + ')'; }) : [];
       var stuck = p ? p.unplaced.map(function (u) { return u.vmid + ' ' + u.name + ' fits on no other node: ' + u.reason; }) : [];
       var left = p ? p.leftRunning.map(function (l) { return l.vmid + ' ' + l.name + ' would stay running: ' + l.reason; }) : [];
-      return h('tr', { 'data-node': n.node, 'data-migrations': p ? p.migrations.length : 0, 'data-bytes': n.bytes, 'data-secs': n.estimatedSecs, 'data-done-before': String(n.doneBefore) },
-        h('td', null, String(i + 1)), h('td', null, n.node),
+      return h('tr', { 'data-node': n.node, 'data-migrations': p ? p.migrations.length : 0, 'data-bytes': n.bytes, 'data-secs': n.estimatedSecs, 'data-done-before': String(n.doneBefore), 'data-wave': n.wave },
+        h('td', null, String(i + 1)), h('td', null, n.wave ? String(n.wave) : '–'),
+        h('td', null, n.node, n.heldBack ? h('p', { class: 'hint held-back' }, 'not out with the wave before: ' + n.heldBack) : null),
         h('td', null, n.doneBefore ? 'done by an earlier run: skipped' : [String(p.migrations.length), moves.length ? list(moves) : null, stuck.length ? list(stuck, 'error') : null, left.length ? list(left, 'warn') : null]),
         h('td', { class: 'num' }, bytes(n.bytes)), h('td', { class: 'num' }, secs(n.estimatedSecs)),
         h('td', null, n.steps.join(' → ')));
@@ -743,7 +745,7 @@
     start.addEventListener('click', function () {
       var todo = sc.nodes.filter(function (n) { return !n.doneBefore; });
       var body = [
-        h('p', { id: 'confirm-summary' }, todo.length + ' nodes, one at a time: ' + sc.migrations + ' migrations out and as many back home, ' + bytes(sc.bytes) + ' to copy.'),
+        h('p', { id: 'confirm-summary' }, todo.length + ' nodes, ' + (sc.parallel > 1 ? 'up to ' + sc.parallel + ' at a time: ' : 'one at a time: ') + sc.migrations + ' migrations out and as many back home, ' + bytes(sc.bytes) + ' to copy.'),
         h('ul', { class: 'list' }, todo.map(function (n) { return h('li', null, n.node + ': ' + n.plan.migrations.length + ' migrations, then ' + n.steps.join(' → ')); })),
         h('p', { class: 'warn' }, (reboot ? 'Each node is rebooted through Proxmox. ' : '') + (sc.hook ? 'The hook runs on each: ' + sc.hook + '. ' : '') + 'The run stops at the first failure and says why here.'),
       ];

@@ -41,6 +41,10 @@ pub struct Args {
     /// `[rolling] boot-timeout-secs`, 900).
     #[arg(long, value_name = "SECS")]
     boot_timeout: Option<u64>,
+    /// Most nodes out at a time, while quorum, room, N+1 headroom and the rules allow (else
+    /// `[rolling] parallel`, 1).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    parallel: Option<u16>,
     /// Leave the evacuated guests where they are instead of taking them back home.
     #[arg(long)]
     stay: bool,
@@ -81,6 +85,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
         poll: Duration::from_secs_f64(config.migration.poll_secs),
         return_home: !args.stay && config.evacuate.return_home,
         stop_left: args.stop_left,
+        parallel: args
+            .parallel
+            .map_or(config.rolling.parallel, usize::from),
     };
     let placer = Arc::new(load::placer(&config)?.in_zone(Some(zone.clone())));
     let acting = super::lease::Acting {
@@ -152,7 +159,15 @@ async fn schedule(
             fmt_secs(n.secs)
         )];
         steps.extend(n.steps.iter().cloned());
-        say(steps.join(" → "));
+        let wave = if options.parallel > 1 {
+            format!("wave {}: ", n.wave)
+        } else {
+            String::new()
+        };
+        say(format!("{wave}{}", steps.join(" → ")));
+        if let Some(why) = &n.held_back {
+            say(format!("    not out with the wave before: {why}"));
+        }
         for m in &plan.migrations {
             say(format!(
                 "    {} {} → {} ({})",

@@ -493,6 +493,12 @@ impl Config {
     /// Checks what serde cannot: references between tables, ranges, names.
     fn check(&self) -> Result<(), (String, String)> {
         self.check_webhooks()?;
+        if self.rolling.parallel == 0 {
+            return Err((
+                "rolling.parallel".into(),
+                "must be at least 1: the number of nodes out at a time".into(),
+            ));
+        }
         if self.audit.enabled && self.audit.max_size.0 < 4096 {
             return Err((
                 "audit.max-size".into(),

@@ -367,6 +367,9 @@ pub struct RollingSection {
     /// A command run once a node is empty, split on white space, with the node's name as its
     /// last argument (exit 0 done, 10 nothing to do); `flxp rolling --hook` overrides it.
     pub hook: Option<String>,
+    /// Most nodes out at a time, while quorum, room, N+1 headroom and the rules allow (fewer
+    /// otherwise); `flxp rolling --parallel` overrides it.
+    pub parallel: usize,
     /// Longest wait, seconds, for a rebooted node to be online and the cluster quorate.
     pub boot_timeout_secs: u64,
 }
@@ -375,6 +378,7 @@ impl Default for RollingSection {
     fn default() -> Self {
         Self {
             hook: None,
+            parallel: 1,
             boot_timeout_secs: 900,
         }
     }

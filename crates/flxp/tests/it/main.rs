@@ -11,6 +11,7 @@ mod cli_maintenance;
 mod cli_place;
 mod cli_replicas;
 mod cli_rolling;
+mod cli_rolling_waves;
 mod cli_setup;
 mod cli_sim;
 mod cli_status;

@@ -298,6 +298,7 @@ pub(super) fn rolling_options(s: &AppState, reboot: bool) -> flxp_engine::rollin
         boot_timeout: std::time::Duration::from_secs(s.config.rolling.boot_timeout_secs),
         poll: s.execute.poll,
         return_home: s.config.evacuate.return_home,
+        parallel: s.config.rolling.parallel,
         ..flxp_engine::rolling::RollingOptions::default()
     }
 }

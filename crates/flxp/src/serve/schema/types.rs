@@ -639,6 +639,10 @@ pub struct RollingScheduleNode {
     pub estimated_secs: i64,
     /// The steps after the evacuation, in words.
     pub steps: Vec<String>,
+    /// The wave it goes out with (1 the first; 0 when skipped): a wave's nodes are out together.
+    pub wave: usize,
+    /// Why it does not go out with the wave before it, when that wave had room for it.
+    pub held_back: Option<String>,
 }
 
 /// What a rolling maintenance would do, node after node (nothing is changed).
@@ -658,6 +662,8 @@ pub struct RollingSchedule {
     pub hook: Option<String>,
     /// Whether each node is rebooted.
     pub reboot: bool,
+    /// Most nodes out at a time (`[rolling] parallel`).
+    pub parallel: usize,
 }
 
 impl RollingSchedule {
@@ -677,6 +683,8 @@ impl RollingSchedule {
                     bytes: n.plan.as_ref().map_or(0, |p| p.bytes),
                     estimated_secs: n.secs,
                     steps: n.steps.clone(),
+                    wave: n.wave,
+                    held_back: n.held_back.clone(),
                 })
                 .collect(),
             migrations: s.migrations,
@@ -685,6 +693,7 @@ impl RollingSchedule {
             unmet: s.unmet,
             hook: options.hook.as_ref().map(|h| h.command.join(" ")),
             reboot: options.reboot,
+            parallel: options.parallel,
         }
     }
 }
