@@ -395,7 +395,8 @@ impl Executor {
                 .filter(|p| p.step != Step::Done)
                 .map(|p| (p.node.clone(), Some(p.clone())))
                 .collect();
-            let wave = if out.is_empty() {
+            let fresh = out.is_empty();
+            let wave = if fresh {
                 let rest: Vec<String> = targets
                     .iter()
                     .filter(|n| !progress.contains_key(*n))
@@ -422,11 +423,37 @@ impl Executor {
             if holders.is_empty() {
                 holders = all.clone();
             }
-            let (names, holders, moves) = (&names, &holders, &moves);
+            let wave = if fresh {
+                // Every node of the wave is marked before any is emptied, so that no guest is
+                // moved onto a node about to go. A node that may not go after all (the cluster
+                // changed since the wave was chosen) waits for a later wave; the first one's
+                // refusal stops the run, as it would alone.
+                let mut taken: Vec<String> = Vec::new();
+                for (n, _) in &wave {
+                    let mut with = taken.clone();
+                    with.push(n.clone());
+                    match self.take_out(n, &with, &holders, options).await {
+                        Ok(()) => {
+                            tell(news(
+                                n,
+                                Step::Evacuating,
+                                format!("{n}: out of service, being emptied"),
+                            ));
+                            taken = with;
+                        }
+                        Err(e) if taken.is_empty() => return Err(e),
+                        Err(e) => {
+                            tracing::info!(node = %n, "rolling maintenance: waits for a later wave: {e}");
+                        }
+                    }
+                }
+                taken.into_iter().map(|n| (n, None)).collect()
+            } else {
+                wave
+            };
+            let (holders, moves) = (&holders, &moves);
             let results = futures_util::future::join_all(wave.into_iter().map(|(n, at)| async move {
-                let r = self
-                    .one_node(&n, at, names, holders, moves, options, tell)
-                    .await;
+                let r = self.one_node(&n, at, holders, moves, options, tell).await;
                 (n, r)
             }))
             .await;
@@ -550,14 +577,12 @@ impl Executor {
         Ok((boot, online, quorate))
     }
 
-    /// Takes one node through its remaining steps, from `at` (none: not started); the
+    /// Takes one node through its remaining steps, from `at` (none: just taken out); the
     /// migrations carried out.
-    #[allow(clippy::too_many_arguments)] // one node of a wave: its run's shared parts
     async fn one_node(
         &self,
         node: &str,
         at: Option<NodeProgress>,
-        wave: &[String],
         all: &[String],
         moves: &tokio::sync::Mutex<()>,
         options: &RollingOptions,
@@ -584,16 +609,7 @@ impl Executor {
                 }
                 p.step
             }
-            None => {
-                let _moving = moves.lock().await;
-                self.take_out(node, wave, all, options).await?;
-                tell(news(
-                    node,
-                    Step::Evacuating,
-                    format!("{node}: out of service, being emptied"),
-                ));
-                Step::Evacuating
-            }
+            None => Step::Evacuating,
         };
         let mut boot = at.as_ref().map_or(0, |p| p.boot);
         loop {
@@ -690,8 +706,8 @@ impl Executor {
         }
     }
 
-    /// Checks that `node` may go out now (the other nodes of its `wave` may be out already),
-    /// then records its guests' homes, marks it in maintenance and writes its progress line, in
+    /// Checks that `node` may go out now (the other nodes of its `wave` taken out before it may
+    /// be out already), then records its guests' homes, marks it in maintenance and writes its progress line, in
     /// that order.
     async fn take_out(
         &self,

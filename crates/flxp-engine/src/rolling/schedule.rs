@@ -98,11 +98,9 @@ impl Executor {
             }
             steps.push("clear maintenance".into());
             if options.return_home {
-                steps.push(format!("{} guest(s) back home", plan.migrations.len()));
+                // Counted again below once the waves are known.
+                steps.push(String::new());
             }
-            out.migrations += plan.migrations.len();
-            out.bytes += plan.bytes;
-            out.unmet |= !plan.unplaced.is_empty();
             out.nodes.push(ScheduledNode {
                 secs: secs(plan.bytes),
                 node,
@@ -113,7 +111,6 @@ impl Executor {
                 held_back: None,
             });
         }
-        out.secs = secs(out.bytes);
         // Waves, on the cluster as it is now.
         let mut rest: Vec<String> = out
             .nodes
@@ -136,6 +133,37 @@ impl Executor {
                 }
             }
             rest.retain(|n| !wave.contains(n));
+            if wave.len() > 1 {
+                // Out together, the wave's nodes take none of each other's guests: their
+                // migrations are those of one plan emptying them all.
+                let goal = Goal::Evacuate {
+                    nodes: wave.clone(),
+                    options: options.evacuate.clone(),
+                };
+                let together = self.plan(&goal).await?;
+                for n in out.nodes.iter_mut().filter(|n| wave.contains(&n.node)) {
+                    let mut plan = together.clone();
+                    plan.migrations.retain(|m| m.from == n.node);
+                    plan.unplaced.retain(|u| u.node == n.node);
+                    plan.skipped.retain(|k| k.node == n.node);
+                    plan.bytes = plan.migrations.iter().map(|m| m.bytes).sum();
+                    n.secs = secs(plan.bytes);
+                    n.plan = Some(plan);
+                }
+            }
+        }
+        // The totals of the plans as the waves run them.
+        let plans = || out.nodes.iter().filter_map(|n| n.plan.as_ref());
+        out.migrations = plans().map(|p| p.migrations.len()).sum();
+        out.bytes = plans().map(|p| p.bytes).sum();
+        out.unmet = plans().any(|p| !p.unplaced.is_empty());
+        out.secs = secs(out.bytes);
+        for n in &mut out.nodes {
+            if let (Some(plan), Some(last)) = (&n.plan, n.steps.last_mut()) {
+                if options.return_home {
+                    *last = format!("{} guest(s) back home", plan.migrations.len());
+                }
+            }
         }
         Ok(out)
     }

@@ -134,6 +134,32 @@ fn invariants(allowed: usize, most: Arc<AtomicUsize>) -> super::cli_lease::Check
     })
 }
 
+/// The migrations of a `--dry-run` schedule whose target goes out in the same wave as its
+/// source.
+fn moves_within_a_wave(schedule: &str) -> Vec<String> {
+    let mut wave_of = BTreeMap::new();
+    let mut moves = Vec::new();
+    let mut at = (String::new(), String::new());
+    for line in schedule.lines() {
+        if let Some(rest) = line.strip_prefix("wave ") {
+            let (wave, rest) = rest.split_once(": ").unwrap();
+            let node = rest.split_once(':').unwrap().0;
+            wave_of.insert(node.to_owned(), wave.to_owned());
+            at = (wave.to_owned(), node.to_owned());
+        } else if let Some((_, to)) = line.split_once(" → ") {
+            if line.starts_with("    ") {
+                let to = to.split_once(' ').unwrap().0.to_owned();
+                moves.push((at.clone(), to, line.trim().to_owned()));
+            }
+        }
+    }
+    moves
+        .into_iter()
+        .filter(|((wave, _), to, _)| wave_of.get(to) == Some(wave))
+        .map(|((_, from), _, line)| format!("{from}: {line}"))
+        .collect()
+}
+
 /// The zone at a time scale where a reboot (120 simulated seconds) takes 2.4 s.
 fn zone(nodes: usize) -> SimZone {
     sim_zone(&cluster(nodes), 50.0, "", |_| {})
@@ -167,6 +193,19 @@ fn five_nodes_two_at_a_time_keep_every_rule_and_come_home() {
     assert_eq!(code, 0, "{out}");
     assert!(out.starts_with("wave 1: pve1: evacuate "), "{out}");
     assert!(out.contains("\nwave 3: pve5: evacuate "), "{out}");
+    assert_eq!(moves_within_a_wave(&out), Vec::<String>::new(), "{out}");
+    // Three out of five would leave two online: not a majority, so the third waits.
+    let (code, out3, _) = z.run(&["rolling", "--parallel", "3", "--dry-run"]);
+    assert_eq!(code, 0, "{out3}");
+    assert!(
+        out3.contains(
+            "\nwave 2: pve3: evacuate 5 migration(s), 5.0 GiB to copy, about 5 s → reboot, wait \
+             up to 15 min for it → clear maintenance → 5 guest(s) back home\n    \
+             not out with the wave before: 3 node(s) out would leave 2 of 5 online: quorum needs \
+             more than half\n"
+        ),
+        "{out3}"
+    );
     let most = Arc::new(AtomicUsize::new(0));
     let poller = Poller::start_with(&z, invariants(2, Arc::clone(&most)));
     let (code, out, err) = z.run(&["rolling", "--parallel", "2", "--stop-left"]);
@@ -175,8 +214,9 @@ fn five_nodes_two_at_a_time_keep_every_rule_and_come_home() {
     assert!(reads > 10, "{reads} reads");
     assert_eq!(found, Vec::<String>::new());
     assert_eq!(most.load(Ordering::SeqCst), 2, "never two nodes out at once");
+    // Each guest out once and home once: none was moved onto a node of its own wave.
     assert!(
-        out.contains("rolling maintenance done: 5 node(s) done by this run"),
+        out.contains("rolling maintenance done: 5 node(s) done by this run, 46 migration(s)"),
         "{out}"
     );
     assert_finished(&z, &before, &booted);
