@@ -415,11 +415,8 @@ impl Executor {
             };
             let names: Vec<String> = wave.iter().map(|(n, _)| n.clone()).collect();
             // Progress lines stay on nodes that are not out, readable while the wave reboots.
-            let mut holders: Vec<String> = all
-                .iter()
-                .filter(|n| !names.contains(n))
-                .cloned()
-                .collect();
+            let mut holders: Vec<String> =
+                all.iter().filter(|n| !names.contains(n)).cloned().collect();
             if holders.is_empty() {
                 holders = all.clone();
             }
@@ -452,11 +449,12 @@ impl Executor {
                 wave
             };
             let (holders, moves) = (&holders, &moves);
-            let results = futures_util::future::join_all(wave.into_iter().map(|(n, at)| async move {
-                let r = self.one_node(&n, at, holders, moves, options, tell).await;
-                (n, r)
-            }))
-            .await;
+            let results =
+                futures_util::future::join_all(wave.into_iter().map(|(n, at)| async move {
+                    let r = self.one_node(&n, at, holders, moves, options, tell).await;
+                    (n, r)
+                }))
+                .await;
             let mut first = None;
             for (node, r) in results {
                 match r {
@@ -498,8 +496,12 @@ impl Executor {
         at: Option<(Step, i64)>,
         all: &[String],
     ) -> Result<(), String> {
-        self.write_line(node, at.map(|(step, boot)| line(node, step, boot, None)), all)
-            .await
+        self.write_line(
+            node,
+            at.map(|(step, boot)| line(node, step, boot, None)),
+            all,
+        )
+        .await
     }
 
     /// Keeps in the progress line of `node` why its run stopped (at the step and boot time the
@@ -618,7 +620,11 @@ impl Executor {
                     let _moving = moves.lock().await;
                     migrations += self.empty(node, options).await.map_err(|r| fail(step, r))?;
                     step = if options.hook.is_some() {
-                        tell(news(node, Step::Hook, format!("{node}: empty, running the hook")));
+                        tell(news(
+                            node,
+                            Step::Hook,
+                            format!("{node}: empty, running the hook"),
+                        ));
                         Step::Hook
                     } else {
                         Step::Hooked
@@ -918,7 +924,10 @@ mod tests {
         let notes = BTreeMap::from([
             (
                 "pve1".to_owned(),
-                format!("Rack 4\n{}", line("pve2", Step::Waiting, 1_700_000_000, None)),
+                format!(
+                    "Rack 4\n{}",
+                    line("pve2", Step::Waiting, 1_700_000_000, None)
+                ),
             ),
             ("pve2".to_owned(), line("pve1", Step::Done, 0, None)),
         ]);

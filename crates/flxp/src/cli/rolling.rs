@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use flxp_core::units::{fmt_bytes, fmt_secs};
-use flxp_engine::rolling::{Hook, RollingError, RollingOptions};
 use flxp_engine::Executor;
+use flxp_engine::rolling::{Hook, RollingError, RollingOptions};
 
 use super::{UNSATISFIABLE, UsageError, load};
 use crate::output::{say, tell};
@@ -85,9 +85,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         poll: Duration::from_secs_f64(config.migration.poll_secs),
         return_home: !args.stay && config.evacuate.return_home,
         stop_left: args.stop_left,
-        parallel: args
-            .parallel
-            .map_or(config.rolling.parallel, usize::from),
+        parallel: args.parallel.map_or(config.rolling.parallel, usize::from),
     };
     let placer = Arc::new(load::placer(&config)?.in_zone(Some(zone.clone())));
     let acting = super::lease::Acting {

@@ -133,9 +133,10 @@ fn a_failing_hook_stops_the_run_and_a_rerun_continues() {
     );
     // Left as it stopped: empty, in maintenance, not rebooted.
     assert!(z.notes("pve2").contains("flxp.maintenance"));
-    assert!(z.notes("pve1").contains(
-        "node=pve2 step=hook boot=0 error=hook%20\"sh%20"
-    ));
+    assert!(
+        z.notes("pve1")
+            .contains("node=pve2 step=hook boot=0 error=hook%20\"sh%20")
+    );
     assert_eq!(boots(&z)["pve2"], booted["pve2"]);
     // "Nothing to do" (exit 10): no reboot, the guests come home.
     let (_d2, nothing) = temp_file("hook.sh", "exit 10\n");

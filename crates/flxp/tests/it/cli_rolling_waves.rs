@@ -68,9 +68,7 @@ fn cluster(nodes: usize) -> String {
             guest(300 + 10 * n as u32 + k, n, "", true);
         }
     }
-    let local = |vmid: u32| {
-        json!({ "config": { "scsi0": format!("local-lvm:vm-{vmid}-disk-0,size=32G") } })
-    };
+    let local = |vmid: u32| json!({ "config": { "scsi0": format!("local-lvm:vm-{vmid}-disk-0,size=32G") } });
     json!({
         "resources": r,
         "ha": { "resources": [
@@ -114,7 +112,10 @@ fn invariants(allowed: usize, most: Arc<AtomicUsize>) -> super::cli_lease::Check
         for n in state["nodes"].as_array().unwrap() {
             let name = n["node"].as_str().unwrap().to_owned();
             let online = n["online"].as_bool().unwrap();
-            let marked = n["notes"].as_str().unwrap_or_default().contains("flxp.maintenance");
+            let marked = n["notes"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("flxp.maintenance");
             if !online || marked {
                 out.push(name.clone());
             }
@@ -213,7 +214,11 @@ fn five_nodes_two_at_a_time_keep_every_rule_and_come_home() {
     assert_eq!(code, 0, "{err}\n{out}");
     assert!(reads > 10, "{reads} reads");
     assert_eq!(found, Vec::<String>::new());
-    assert_eq!(most.load(Ordering::SeqCst), 2, "never two nodes out at once");
+    assert_eq!(
+        most.load(Ordering::SeqCst),
+        2,
+        "never two nodes out at once"
+    );
     // Each guest out once and home once: none was moved onto a node of its own wave.
     assert!(
         out.contains("rolling maintenance done: 5 node(s) done by this run, 46 migration(s)"),
@@ -263,18 +268,14 @@ fn eight_nodes_three_at_a_time_killed_halfway_are_finished_by_a_rerun() {
     }
     child.kill().unwrap();
     child.wait().unwrap();
-    let (code, out, err) = z.run(&[
-        "rolling",
-        "--parallel",
-        "3",
-        "--stop-left",
-        "--wait",
-        "120",
-    ]);
+    let (code, out, err) = z.run(&["rolling", "--parallel", "3", "--stop-left", "--wait", "120"]);
     let (_, found) = poller.finish();
     assert_eq!(code, 0, "{err}\n{out}");
     assert!(err.contains(": continuing at step "), "{err}");
     assert_eq!(found, Vec::<String>::new());
-    assert!(most.load(Ordering::SeqCst) >= 2, "never more than one node out");
+    assert!(
+        most.load(Ordering::SeqCst) >= 2,
+        "never more than one node out"
+    );
     assert_finished(&z, &before, &booted);
 }

@@ -94,7 +94,11 @@ async fn a_rolling_maintenance_is_planned_started_and_followed_across_a_reload()
     )
     .await;
     assert_eq!(
-        eval(&b, "return document.getElementById('rolling-status').dataset.state").await,
+        eval(
+            &b,
+            "return document.getElementById('rolling-status').dataset.state"
+        )
+        .await,
         "idle"
     );
 
@@ -144,15 +148,17 @@ async fn a_rolling_maintenance_is_planned_started_and_followed_across_a_reload()
     let failed = row_in(&b, "pve2", "failed", 120).await;
     assert_eq!(
         failed[0],
-        format!(
-            "stopped at hook: hook \"{hook_cmd}\" failed (exit code 7): apt: no space left"
-        ),
+        format!("stopped at hook: hook \"{hook_cmd}\" failed (exit code 7): apt: no space left"),
         "{failed}"
     );
     assert_eq!(failed[1], "empty, safe to reboot", "{failed}");
     assert_eq!(failed[2], "true", "{failed}");
     assert_eq!(
-        eval(&b, "return document.getElementById('rolling-status').dataset.state").await,
+        eval(
+            &b,
+            "return document.getElementById('rolling-status').dataset.state"
+        )
+        .await,
         "stopped"
     );
 
@@ -195,7 +201,10 @@ async fn a_rolling_maintenance_is_planned_started_and_followed_across_a_reload()
     );
     assert_eq!(left[2], "false");
     shot(&b, "rolling-still-here").await;
-    assert!(s.sim.sim().world().nodes["pve2"].booted_at > booted, "pve2 rebooted");
+    assert!(
+        s.sim.sim().world().nodes["pve2"].booted_at > booted,
+        "pve2 rebooted"
+    );
     // pve2's guests are home (with some of pve4's); pve4's are away while it stays in
     // maintenance.
     let after = s.query(GUESTS).await;
