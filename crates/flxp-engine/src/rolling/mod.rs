@@ -347,13 +347,7 @@ impl Executor {
             reason,
         };
         let model = self.read().await.map_err(|e| unreadable(&e))?;
-        let mut all: Vec<String> = model
-            .cluster
-            .nodes()
-            .iter()
-            .map(|n| n.name.clone())
-            .collect();
-        all.sort();
+        let all = names(&model.cluster);
         let targets: Vec<String> = if nodes.is_empty() {
             all.clone()
         } else {
@@ -727,43 +721,14 @@ impl Executor {
             reason,
         };
         let model = self.read().await.map_err(|e| unsafe_(error_chain(&e)))?;
-        let c = &model.cluster;
-        let down: Vec<&str> = c
-            .nodes()
-            .iter()
-            .filter(|n| !n.is_online() && !wave.contains(&n.name))
-            .map(|n| n.name.as_str())
-            .collect();
-        if !down.is_empty() {
-            return Err(unsafe_(format!(
-                "node(s) {} are not online: only the nodes of a wave are out at a time",
-                down.join(", ")
-            )));
-        }
-        let total = c.nodes().len();
-        let out = wave.len().max(1).min(total);
-        if 2 * (total - out) <= total {
-            return Err(unsafe_(format!(
-                "{} of {total} node(s) would stay online: quorum needs more than half",
-                total - out
-            )));
-        }
+        wave::may_leave(&model.cluster, wave).map_err(unsafe_)?;
         let goal = evacuation(node, options);
         let plan = self
             .plan(&goal)
             .await
             .map_err(|e| unsafe_(error_chain(&e)))?;
-        if !plan.unplaced.is_empty() {
-            let who: Vec<String> = plan
-                .unplaced
-                .iter()
-                .map(|u| format!("{} ({})", u.vmid, u.reason))
-                .collect();
-            return Err(unsafe_(format!(
-                "{} guest(s) fit on no other node: {}",
-                who.len(),
-                who.join("; ")
-            )));
+        if let Some(why) = wave::fit_nowhere(&plan) {
+            return Err(unsafe_(why));
         }
         self.record_homes(node)
             .await
@@ -864,6 +829,13 @@ impl Executor {
         self.settle_homes(node).await.map_err(|e| error_chain(&e))?;
         Ok(n)
     }
+}
+
+/// The names of the cluster's nodes, in order.
+fn names(cluster: &flxp_core::Cluster) -> Vec<String> {
+    let mut all: Vec<String> = cluster.nodes().iter().map(|n| n.name.clone()).collect();
+    all.sort();
+    all
 }
 
 /// A read of the zone that failed, as the run's error.

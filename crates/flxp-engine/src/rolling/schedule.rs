@@ -54,14 +54,7 @@ impl Executor {
         let model = self.read().await?;
         let progress = self.rolling_progress().await?;
         let names: Vec<String> = if nodes.is_empty() {
-            let mut all: Vec<String> = model
-                .cluster
-                .nodes()
-                .iter()
-                .map(|n| n.name.clone())
-                .collect();
-            all.sort();
-            all
+            super::names(&model.cluster)
         } else {
             nodes.to_vec()
         };

@@ -4,11 +4,55 @@
 //! (any one of them may fail and its running guests still fit on the rest). The first node that
 //! may not join ends the wave, with the reason.
 
+use flxp_core::Cluster;
 use flxp_core::consolidate::headroom_breach;
 
 use super::RollingOptions;
 use crate::execute::{Executor, error_chain};
 use crate::planning::Goal;
+
+/// Whether the nodes `set` may all be out: every other node online, and more than half of all
+/// nodes online without them (quorum); why not otherwise.
+pub(super) fn may_leave(cluster: &Cluster, set: &[String]) -> Result<(), String> {
+    let down: Vec<&str> = cluster
+        .nodes()
+        .iter()
+        .filter(|n| !n.is_online() && !set.contains(&n.name))
+        .map(|n| n.name.as_str())
+        .collect();
+    if !down.is_empty() {
+        return Err(format!(
+            "node(s) {} are not online: only the nodes of a wave are out at a time",
+            down.join(", ")
+        ));
+    }
+    let total = cluster.nodes().len();
+    let out = set.len().clamp(1, total);
+    if 2 * (total - out) <= total {
+        return Err(format!(
+            "{} of {total} node(s) would stay online: quorum needs more than half",
+            total - out
+        ));
+    }
+    Ok(())
+}
+
+/// The guests an evacuation plan places nowhere, in words; `None` when it places every one.
+pub(super) fn fit_nowhere(plan: &flxp_core::balance::Plan) -> Option<String> {
+    if plan.unplaced.is_empty() {
+        return None;
+    }
+    let who: Vec<String> = plan
+        .unplaced
+        .iter()
+        .map(|u| format!("{} ({})", u.vmid, u.reason))
+        .collect();
+    Some(format!(
+        "{} guest(s) fit on no other node: {}",
+        who.len(),
+        who.join("; ")
+    ))
+}
 
 impl Executor {
     /// The next wave from `rest` (not empty; its first node always leads the wave, and is
@@ -41,39 +85,14 @@ impl Executor {
     ) -> Result<(), String> {
         let model = self.read().await.map_err(|e| error_chain(&e))?;
         let c = &model.cluster;
-        let down: Vec<&str> = c
-            .nodes()
-            .iter()
-            .filter(|n| !n.is_online() && !set.contains(&n.name))
-            .map(|n| n.name.as_str())
-            .collect();
-        if !down.is_empty() {
-            return Err(format!("node(s) {} are not online", down.join(", ")));
-        }
-        let (total, k) = (c.nodes().len(), set.len());
-        if 2 * (total - k.min(total)) <= total {
-            return Err(format!(
-                "{k} node(s) out would leave {} of {total} online: quorum needs more than half",
-                total - k.min(total)
-            ));
-        }
+        may_leave(c, set)?;
         let goal = Goal::Evacuate {
             nodes: set.to_vec(),
             options: options.evacuate.clone(),
         };
         let plan = self.plan(&goal).await.map_err(|e| error_chain(&e))?;
-        if !plan.unplaced.is_empty() {
-            let who: Vec<String> = plan
-                .unplaced
-                .iter()
-                .map(|u| format!("{} ({})", u.vmid, u.reason))
-                .collect();
-            return Err(format!(
-                "with {} out together, {} guest(s) fit on no other node: {}",
-                set.join(", "),
-                who.len(),
-                who.join("; ")
-            ));
+        if let Some(why) = fit_nowhere(&plan) {
+            return Err(format!("with {} out together, {why}", set.join(", ")));
         }
         let mut after = model.state.clone();
         for m in &plan.migrations {

@@ -15,7 +15,7 @@ fn zone() -> SimZone {
 }
 
 /// Where every guest is.
-fn placement(z: &SimZone) -> BTreeMap<u32, String> {
+pub(crate) fn placement(z: &SimZone) -> BTreeMap<u32, String> {
     z.sim
         .world()
         .guests
@@ -25,7 +25,7 @@ fn placement(z: &SimZone) -> BTreeMap<u32, String> {
 }
 
 /// When each node booted (simulated time).
-fn boots(z: &SimZone) -> BTreeMap<String, f64> {
+pub(crate) fn boots(z: &SimZone) -> BTreeMap<String, f64> {
     z.sim
         .world()
         .nodes
@@ -48,7 +48,7 @@ fn assert_notes_clean(z: &SimZone) {
 }
 
 /// Starts `flxp ARGS --zone lab --config CFG` without waiting for it.
-fn spawn(z: &SimZone, args: &[&str]) -> Child {
+pub(crate) fn spawn(z: &SimZone, args: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_flxp"))
         .args(args)
         .args(["--zone", "lab", "--config", z.config()])

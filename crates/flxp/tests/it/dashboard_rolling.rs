@@ -7,7 +7,8 @@ use flxp_sim::Scenario;
 use serde_json::json;
 
 use crate::dashboard::{
-    GUESTS, ONE_BROWSER, eval, login, open_view, shot, submit, text_of, viewer_config,
+    GUESTS, ONE_BROWSER, click_and_confirm, eval, login, open_view, shot, submit, text_of,
+    viewer_config,
 };
 use crate::serve::{API_TOKEN, start};
 use crate::webdriver::Browser;
@@ -31,14 +32,7 @@ async fn plan_and_start(b: &Browser) {
         30,
     )
     .await;
-    b.click("#rolling-start").await;
-    b.wait(
-        "the confirmation",
-        "return document.getElementById('confirm').open",
-        10,
-    )
-    .await;
-    b.click("#confirm-ok").await;
+    click_and_confirm(b, "#rolling-start").await;
     b.wait(
         "the run started",
         "return document.getElementById('rolling-running')",
@@ -137,14 +131,7 @@ async fn a_rolling_maintenance_is_planned_started_and_followed_across_a_reload()
     shot(&b, "rolling-schedule").await;
 
     // Started: the hook fails; the page says why, and that the emptied node is safe to reboot.
-    b.click("#rolling-start").await;
-    b.wait(
-        "the confirmation",
-        "return document.getElementById('confirm').open",
-        10,
-    )
-    .await;
-    b.click("#confirm-ok").await;
+    click_and_confirm(&b, "#rolling-start").await;
     let failed = row_in(&b, "pve2", "failed", 120).await;
     assert_eq!(
         failed[0],
