@@ -662,7 +662,7 @@
               var n = nodes[x.node] || {};
               return h('tr', { 'data-node': x.node, 'data-state': word, 'data-step': x.step },
                 h('td', null, x.node),
-                h('td', { class: x.error ? 'error' : (x.step === 'done' ? 'ok' : 'warn') }, word),
+                h('td', { class: 'state ' + (x.error ? 'error' : (x.step === 'done' ? 'ok' : 'warn')) }, word),
                 h('td', { class: 'detail' }, detail),
                 h('td', null, n.status && n.status !== 'online' ? h('p', { class: 'warn' }, n.status) : null,
                   maintenanceBox(n.maintenanceState, null, 'still here: ')));
