@@ -348,23 +348,7 @@ impl Executor {
         };
         let model = self.read().await.map_err(|e| unreadable(&e))?;
         let all = names(&model.cluster);
-        let targets: Vec<String> = if nodes.is_empty() {
-            all.clone()
-        } else {
-            nodes
-                .iter()
-                .map(|n| {
-                    model
-                        .cluster
-                        .node_idx_loose(n)
-                        .map(|i| model.cluster.node(i).name.clone())
-                        .ok_or_else(|| RollingError::UnknownNode {
-                            node: n.clone(),
-                            known: all.join(", "),
-                        })
-                })
-                .collect::<Result<_, _>>()?
-        };
+        let targets = targets(&model.cluster, nodes)?;
         let mut report = RollingReport::default();
         let progress = self.rolling_progress().await.map_err(|e| unreadable(&e))?;
         report.skipped = targets
@@ -706,9 +690,52 @@ impl Executor {
         }
     }
 
-    /// Checks that `node` may go out now (the other nodes of its `wave` taken out before it may
-    /// be out already), then records its guests' homes, marks it in maintenance and writes its progress line, in
-    /// that order.
+    /// Whether a rolling maintenance of `nodes` (none: every node) could start now: when no
+    /// node is out, whether the first it would take out may go. The error such a run would stop
+    /// with at once, before changing anything; changes nothing itself.
+    pub async fn rolling_check(
+        &self,
+        nodes: &[String],
+        options: &RollingOptions,
+    ) -> Result<(), RollingError> {
+        let model = self.read().await.map_err(|e| unreadable(&e))?;
+        let targets = targets(&model.cluster, nodes)?;
+        let progress = self.rolling_progress().await.map_err(|e| unreadable(&e))?;
+        if progress.values().any(|p| p.step != Step::Done) {
+            return Ok(());
+        }
+        match targets.iter().find(|n| !progress.contains_key(*n)) {
+            Some(first) => self.may_go(first, &[first.clone()], options).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Whether `node` may go out now (the other nodes of its `wave` taken out before it may be
+    /// out already): every other node online, quorum, and its guests placed on the others.
+    async fn may_go(
+        &self,
+        node: &str,
+        wave: &[String],
+        options: &RollingOptions,
+    ) -> Result<(), RollingError> {
+        let unsafe_ = |reason: String| RollingError::Unsafe {
+            node: node.to_owned(),
+            reason,
+        };
+        let model = self.read().await.map_err(|e| unsafe_(error_chain(&e)))?;
+        wave::may_leave(&model.cluster, wave).map_err(unsafe_)?;
+        let plan = self
+            .plan(&evacuation(node, options))
+            .await
+            .map_err(|e| unsafe_(error_chain(&e)))?;
+        match wave::fit_nowhere(&plan) {
+            Some(why) => Err(unsafe_(why)),
+            None => Ok(()),
+        }
+    }
+
+    /// Checks that `node` may go out now ([`Self::may_go`]), then records its guests' homes,
+    /// marks it in maintenance and writes its progress line, in that order.
     async fn take_out(
         &self,
         node: &str,
@@ -720,16 +747,7 @@ impl Executor {
             node: node.to_owned(),
             reason,
         };
-        let model = self.read().await.map_err(|e| unsafe_(error_chain(&e)))?;
-        wave::may_leave(&model.cluster, wave).map_err(unsafe_)?;
-        let goal = evacuation(node, options);
-        let plan = self
-            .plan(&goal)
-            .await
-            .map_err(|e| unsafe_(error_chain(&e)))?;
-        if let Some(why) = wave::fit_nowhere(&plan) {
-            return Err(unsafe_(why));
-        }
+        self.may_go(node, wave, options).await?;
         self.record_homes(node)
             .await
             .map_err(|e| unsafe_(error_chain(&e)))?;
@@ -829,6 +847,27 @@ impl Executor {
         self.settle_homes(node).await.map_err(|e| error_chain(&e))?;
         Ok(n)
     }
+}
+
+/// The nodes a run of `nodes` goes through, as Proxmox spells them (none named: every node, by
+/// name).
+fn targets(cluster: &flxp_core::Cluster, nodes: &[String]) -> Result<Vec<String>, RollingError> {
+    let all = names(cluster);
+    if nodes.is_empty() {
+        return Ok(all);
+    }
+    nodes
+        .iter()
+        .map(|n| {
+            cluster
+                .node_idx_loose(n)
+                .map(|i| cluster.node(i).name.clone())
+                .ok_or_else(|| RollingError::UnknownNode {
+                    node: n.clone(),
+                    known: all.join(", "),
+                })
+        })
+        .collect()
 }
 
 /// The names of the cluster's nodes, in order.

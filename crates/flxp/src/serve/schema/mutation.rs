@@ -265,6 +265,20 @@ impl Mutation {
             .map_err(|why| ApiError::new(Code::Unavailable, why.to_string()))?;
         let executor = executor_for(s, &zone, z);
         let options = rolling_options(s, reboot);
+        // What would stop the run at once (an unknown node, a first node that may not go) is
+        // the caller's answer, not only a line in the log.
+        executor
+            .rolling_check(&nodes, &options)
+            .await
+            .map_err(|e| match e {
+                flxp_engine::rolling::RollingError::UnknownNode { .. } => {
+                    ApiError::new(Code::UnknownNode, e.to_string())
+                }
+                flxp_engine::rolling::RollingError::Unsafe { .. } => {
+                    ApiError::new(Code::NoCapacity, e.to_string())
+                }
+                other => ApiError::new(Code::Unavailable, other.to_string()),
+            })?;
         let (runs, daemon, name) = (Arc::clone(&z.runs), s.daemon.clone(), zone.clone());
         let metrics = Arc::clone(&s.metrics);
         let reader = executor.clone();
