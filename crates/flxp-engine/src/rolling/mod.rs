@@ -705,7 +705,10 @@ impl Executor {
             return Ok(());
         }
         match targets.iter().find(|n| !progress.contains_key(*n)) {
-            Some(first) => self.may_go(first, &[first.clone()], options).await,
+            Some(first) => {
+                self.may_go(first, std::slice::from_ref(first), options)
+                    .await
+            }
             None => Ok(()),
         }
     }
