@@ -609,6 +609,163 @@
     });
   }
 
+  // ---- rolling maintenance -------------------------------------------------------------------
+
+  // What a node's step in a rolling maintenance means, as the page names it.
+  var ROLLING_STATE = {
+    evacuating: ['evacuating', 'in maintenance, its guests moving to the other nodes'],
+    hook: ['hook', 'empty: the hook of the server\'s config runs'],
+    hooked: ['rebooting', 'hook done: the reboot is next'],
+    rebooting: ['rebooting', 'asking Proxmox to reboot it'],
+    waiting: ['waiting', 'rebooting: waiting until it is back online and the cluster quorate'],
+    returning: ['returning', 'back: maintenance cleared, its guests going home'],
+    done: ['done', 'done'],
+  };
+
+  function secs(n) {
+    if (n < 60) return n + ' s';
+    if (n < 3600) return Math.round(n / 60) + ' min';
+    return (n / 3600).toFixed(1) + ' h';
+  }
+
+  // The progress of the zone's rolling maintenance, as kept in Proxmox (so a reload, or another
+  // tab, shows the same), with each node's maintenance state. Read again every few seconds
+  // while the view is shown.
+  function rollingProgressBox(sec) {
+    var box = h('div', { class: 'card', id: 'rolling-progress' }, h('h2', null, 'Progress'), h('p', { class: 'hint' }, 'Loading…'));
+    var seen = false;
+    function draw() {
+      if (!document.body.contains(box)) return;
+      gql('query($z: String!) { rollingProgress(zone: $z) { node step boot error } nodes(zone: $z) { name status ' + STATE_FIELDS + ' } }', { z: S.zone })
+        .then(function (d) {
+          var nodes = {};
+          d.nodes.forEach(function (n) { nodes[n.name] = n; });
+          var p = d.rollingProgress;
+          var failed = p.filter(function (x) { return x.error; });
+          var open = p.filter(function (x) { return x.step !== 'done'; });
+          var state = failed.length ? 'stopped' : (open.length ? 'running' : (p.length ? 'finishing' : (seen ? 'finished' : 'idle')));
+          if (p.length) seen = true;
+          var text = {
+            stopped: 'Stopped: ' + failed.map(function (x) { return x.node + ' at ' + x.step; }).join(', ') + '. Fix the cause and start it again: it continues where it stopped.',
+            running: 'Running: ' + open.map(function (x) { return x.node + ' ' + (ROLLING_STATE[x.step] || [x.step])[0]; }).join(', ') + '.',
+            finishing: 'Every node reached is done.',
+            finished: 'Finished: every node done.',
+            idle: 'No rolling maintenance in progress.',
+          }[state];
+          box.textContent = '';
+          box.appendChild(h('h2', null, 'Progress'));
+          box.appendChild(h('p', { id: 'rolling-status', role: 'status', 'data-state': state, class: state === 'stopped' ? 'error' : (state === 'running' ? 'warn' : 'ok') }, text));
+          if (p.length) {
+            box.appendChild(table(['Node', 'State', 'Detail', 'On the node'], p.map(function (x) {
+              var word = x.error ? 'failed' : (ROLLING_STATE[x.step] || [x.step])[0];
+              var detail = x.error ? 'stopped at ' + x.step + ': ' + x.error : (ROLLING_STATE[x.step] || [x.step, x.step])[1];
+              var n = nodes[x.node] || {};
+              return h('tr', { 'data-node': x.node, 'data-state': word, 'data-step': x.step },
+                h('td', null, x.node),
+                h('td', { class: 'state ' + (x.error ? 'error' : (x.step === 'done' ? 'ok' : 'warn')) }, word),
+                h('td', { class: 'detail' }, detail),
+                h('td', null, n.status && n.status !== 'online' ? h('p', { class: 'warn' }, n.status) : null,
+                  maintenanceBox(n.maintenanceState, null, 'still here: ')));
+            }), { id: 'rolling-table' }));
+          }
+          box.appendChild(h('p', { class: 'hint' }, 'Read from Proxmox ' + new Date().toLocaleTimeString() + '.'));
+        })
+        .catch(function (e) { box.appendChild(errorBox(e)); })
+        .then(function () { setTimeout(draw, 2000); });
+    }
+    sec.appendChild(box);
+    draw();
+  }
+
+  function rollingView() {
+    var sec = view('Rolling maintenance of ' + S.zone);
+    sec.appendChild(h('p', { class: 'hint' }, 'Each node in turn: emptied (rules kept), the hook of the server\'s config, a reboot, back online and quorate, maintenance cleared, its guests back home. One node is out at a time (up to [rolling] parallel in the server\'s config); a node goes out only while quorum, the other nodes\' room and N+1 headroom allow. Progress is kept in Proxmox: a reload, flxp restarting or the CLI (flxp rolling) carry on the same run.'));
+    rollingProgressBox(sec);
+    var boxes = h('div', { class: 'checks', id: 'rl-nodes' });
+    var form = h('form', { class: 'stack', id: 'rolling-form' },
+      h('span', { class: 'label' }, 'Nodes'), boxes,
+      field('rl-reboot', 'Reboot each node', h('input', { type: 'checkbox', checked: true })),
+      h('div', { class: 'full' }, h('button', { type: 'submit', class: 'primary' }, 'Plan the schedule (dry run)')));
+    sec.appendChild(h('div', { class: 'card' }, form));
+    var out = h('div', { id: 'rolling-out' });
+    sec.appendChild(out);
+    var names = [];
+    gql('query($z: String!) { nodes(zone: $z) { name guests } }', { z: S.zone }).then(function (d) {
+      names = d.nodes.map(function (n) { return n.name; }).sort();
+      boxes.textContent = '';
+      d.nodes.slice().sort(function (a, b) { return a.name < b.name ? -1 : 1; }).forEach(function (n) {
+        var id = 'rl-node-' + n.name;
+        boxes.appendChild(h('label', { for: id }, h('input', { type: 'checkbox', id: id, name: 'rl-node', value: n.name, checked: true }), ' ' + n.name + ' (' + n.guests + ' guests)'));
+      });
+    }).catch(function (e) { out.appendChild(errorBox(e)); });
+    function chosen() {
+      var c = Array.prototype.filter.call(boxes.querySelectorAll('input[name=rl-node]'), function (x) { return x.checked; })
+        .map(function (x) { return x.value; });
+      // Every node: none named, as the CLI does.
+      return c.length === names.length ? [] : c;
+    }
+    form.addEventListener('submit', function (ev) {
+      ev.preventDefault();
+      var nodes = chosen();
+      var reboot = $('rl-reboot').checked;
+      if (!nodes.length && !names.length) return;
+      out.textContent = '';
+      var wait = loading(out);
+      gql('query($z: String!, $n: [String!]!, $r: Boolean!) { rollingSchedule(zone: $z, nodes: $n, reboot: $r) { migrations bytes estimatedSecs unmet hook reboot parallel nodes { node doneBefore bytes estimatedSecs steps wave heldBack plan { migrations { vmid name from to bytes online type } unplaced { vmid name reason } leftRunning { vmid name reason } } } } }', { z: S.zone, n: nodes, r: reboot })
+        .then(function (d) { wait.remove(); scheduleView(out, d.rollingSchedule, nodes, reboot); })
+        .catch(function (e) { wait.replaceWith(errorBox(e)); });
+    });
+  }
+
+  // The dry run's schedule, and the action that starts the run once confirmed.
+  function scheduleView(out, sc, nodes, reboot) {
+    var box = h('div', { class: 'card', id: 'rolling-schedule', 'data-migrations': sc.migrations, 'data-bytes': sc.bytes, 'data-unmet': String(sc.unmet) });
+    box.appendChild(h('h2', null, 'Schedule'));
+    box.appendChild(h('p', { id: 'rolling-hook' }, sc.hook ? 'Hook (from the server\'s config): ' + sc.hook + ' NODE' : 'No hook is configured ([rolling] hook in the server\'s config).'));
+    box.appendChild(h('p', { id: 'rolling-total' }, sc.migrations + ' migrations out (as many back home), ' + bytes(sc.bytes) + ' to copy, about ' + secs(sc.estimatedSecs) + ' of migrations' + (reboot ? ', and a reboot per node.' : ', no reboot.')));
+    if (sc.parallel > 1) box.appendChild(h('p', { id: 'rolling-parallel' }, 'Up to ' + sc.parallel + ' nodes out at a time ([rolling] parallel), fewer where quorum, room, N+1 headroom or the rules demand: the nodes of a wave are out together.'));
+    box.appendChild(table(['#', 'Wave', 'Node', 'Migrations', 'To copy', 'About', 'Then'], sc.nodes.map(function (n, i) {
+      var p = n.plan;
+      var moves = p ? p.migrations.map(function (m) { return m.vmid + ' ' + m.name + ' → ' + m.to + ' (' + bytes(m.bytes) + (m.online ? '' : ', offline') + ')'; }) : [];
+      var stuck = p ? p.unplaced.map(function (u) { return u.vmid + ' ' + u.name + ' fits on no other node: ' + u.reason; }) : [];
+      var left = p ? p.leftRunning.map(function (l) { return l.vmid + ' ' + l.name + ' would stay running: ' + l.reason; }) : [];
+      return h('tr', { 'data-node': n.node, 'data-migrations': p ? p.migrations.length : 0, 'data-bytes': n.bytes, 'data-secs': n.estimatedSecs, 'data-done-before': String(n.doneBefore), 'data-wave': n.wave },
+        h('td', null, String(i + 1)), h('td', null, n.wave ? String(n.wave) : '–'),
+        h('td', null, n.node, n.heldBack ? h('p', { class: 'hint held-back' }, 'not out with the wave before: ' + n.heldBack) : null),
+        h('td', null, n.doneBefore ? 'done by an earlier run: skipped' : [String(p.migrations.length), moves.length ? list(moves) : null, stuck.length ? list(stuck, 'error') : null, left.length ? list(left, 'warn') : null]),
+        h('td', { class: 'num' }, bytes(n.bytes)), h('td', { class: 'num' }, secs(n.estimatedSecs)),
+        h('td', null, n.steps.join(' → ')));
+    }), { id: 'rolling-schedule-table' }));
+    if (sc.unmet) box.appendChild(h('p', { class: 'error', id: 'rolling-unmet' }, 'A guest fits on no other node: the run would stop at its node, with nothing changed there.'));
+    var note = S.role === 'operator' ? null : h('p', { class: 'hint' }, 'Your token is a viewer token: flxp will refuse to start this.');
+    var start = h('button', { type: 'button', class: 'danger', id: 'rolling-start' }, 'Start the rolling maintenance…');
+    var res = h('div', { id: 'rolling-started', role: 'status' });
+    box.appendChild(h('div', null, start, note, res));
+    out.appendChild(box);
+    start.addEventListener('click', function () {
+      var todo = sc.nodes.filter(function (n) { return !n.doneBefore; });
+      var body = [
+        h('p', { id: 'confirm-summary' }, todo.length + ' nodes, ' + (sc.parallel > 1 ? 'up to ' + sc.parallel + ' at a time: ' : 'one at a time: ') + sc.migrations + ' migrations out and as many back home, ' + bytes(sc.bytes) + ' to copy.'),
+        h('ul', { class: 'list' }, todo.map(function (n) { return h('li', null, n.node + ': ' + n.plan.migrations.length + ' migrations, then ' + n.steps.join(' → ')); })),
+        h('p', { class: 'warn' }, (reboot ? 'Each node is rebooted through Proxmox. ' : '') + (sc.hook ? 'The hook runs on each: ' + sc.hook + '. ' : '') + 'The run stops at the first failure and says why here.'),
+      ];
+      confirmRun('Start the rolling maintenance', body, 'Start').then(function (ok) {
+        if (!ok) return;
+        busy(start, function () {
+          res.textContent = '';
+          return gql('mutation($z: String!, $n: [String!]!, $r: Boolean!) { rollingMaintenance(zone: $z, nodes: $n, reboot: $r) { node step } }', { z: S.zone, n: nodes, r: reboot })
+            .then(function () {
+              res.appendChild(h('p', { class: 'ok', id: 'rolling-running' }, 'Started: the progress above follows it.'));
+              start.hidden = true;
+              var p = $('rolling-progress');
+              if (p) p.scrollIntoView({ block: 'start' });
+            })
+            .catch(function (e) { res.appendChild(errorBox(e)); });
+        });
+      });
+    });
+  }
+
   function confirmRun(title, body, okLabel) {
     var d = $('confirm');
     $('confirm-title').textContent = title + '?';
@@ -931,7 +1088,7 @@
 
   // ---- routing -------------------------------------------------------------------------------
 
-  var VIEWS = { overview: overview, balance: balanceView, evacuate: evacuateView, place: placeView, create: createView, history: historyView };
+  var VIEWS = { overview: overview, balance: balanceView, evacuate: evacuateView, rolling: rollingView, place: placeView, create: createView, history: historyView };
 
   function route() {
     if (!S.token) return;

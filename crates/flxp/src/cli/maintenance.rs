@@ -40,14 +40,8 @@ pub struct Args {
 
 /// Runs `flxp maintenance`: prints whether the notes changed, and the guests' way back home.
 pub fn run(args: Args) -> Result<ExitCode> {
-    let zone = super::required_zone(args.zone.as_deref(), "maintenance")?.to_owned();
-    let source = super::SourceArgs {
-        from_file: None,
-        zone: Some(zone.clone()),
-        config: args.config.clone(),
-    };
-    let config = load::config(&source)?;
-    config.zone(&zone).map_err(UsageError::from)?;
+    let (zone, config) =
+        super::zone_config(args.zone.as_deref(), args.config.as_deref(), "maintenance")?;
     let on = !args.off;
     let back = !on && !args.stay && config.evacuate.return_home;
     let acting = super::lease::Acting {

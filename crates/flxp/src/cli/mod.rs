@@ -218,6 +218,24 @@ fn required_zone<'a>(zone: Option<&'a str>, command: &str) -> Result<&'a str, Us
     })
 }
 
+/// The `--zone` a command acting on a live zone needs, and the config file (`--config`, else
+/// FLXP_CONFIG, else the default path) read and checked to define that zone.
+fn zone_config(
+    zone: Option<&str>,
+    config: Option<&std::path::Path>,
+    command: &str,
+) -> anyhow::Result<(String, crate::config::Config)> {
+    let zone = required_zone(zone, command)?.to_owned();
+    let source = SourceArgs {
+        from_file: None,
+        zone: Some(zone.clone()),
+        config: config.map(std::path::Path::to_path_buf),
+    };
+    let config = load::config(&source)?;
+    config.zone(&zone).map_err(UsageError::from)?;
+    Ok((zone, config))
+}
+
 /// Runs the chosen subcommand and returns the exit code.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     cli.refuse_unused_globals()?;

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use flxp_core::units::{fmt_bytes, fmt_secs};
-use flxp_engine::rolling::{Hook, RollingError, RollingOptions, Step};
-use flxp_engine::{Executor, Goal};
+use flxp_engine::Executor;
+use flxp_engine::rolling::{Hook, RollingError, RollingOptions};
 
 use super::{UNSATISFIABLE, UsageError, load};
 use crate::output::{say, tell};
@@ -31,14 +31,20 @@ pub struct Args {
     config: Option<std::path::PathBuf>,
     /// A command run once a node is empty, with the node's name as its last argument (and in
     /// FLXP_NODE): exit 0 done, 10 nothing to do (no reboot), any other code fails the run.
+    /// Else `[rolling] hook` of the config.
     #[arg(long, value_name = "CMD")]
     hook: Option<String>,
     /// Do not reboot the nodes through the API.
     #[arg(long)]
     no_reboot: bool,
-    /// Longest wait for a rebooted node to be online and the cluster quorate.
-    #[arg(long, value_name = "SECS", default_value_t = 900)]
-    boot_timeout: u64,
+    /// Longest wait for a rebooted node to be online and the cluster quorate (else
+    /// `[rolling] boot-timeout-secs`, 900).
+    #[arg(long, value_name = "SECS")]
+    boot_timeout: Option<u64>,
+    /// Most nodes out at a time, while quorum, room, N+1 headroom and the rules allow (else
+    /// `[rolling] parallel`, 1).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    parallel: Option<u16>,
     /// Leave the evacuated guests where they are instead of taking them back home.
     #[arg(long)]
     stay: bool,
@@ -56,14 +62,8 @@ pub struct Args {
 
 /// Runs `flxp rolling`: exit 0 all done, 1 a step failed, 3 a node could not go out safely.
 pub fn run(args: Args) -> Result<ExitCode> {
-    let zone = super::required_zone(args.zone.as_deref(), "rolling")?.to_owned();
-    let source = super::SourceArgs {
-        from_file: None,
-        zone: Some(zone.clone()),
-        config: args.config.clone(),
-    };
-    let config = load::config(&source)?;
-    config.zone(&zone).map_err(UsageError::from)?;
+    let (zone, config) =
+        super::zone_config(args.zone.as_deref(), args.config.as_deref(), "rolling")?;
     let hook = match &args.hook {
         Some(text) => {
             let words: Vec<String> = text.split_whitespace().map(str::to_owned).collect();
@@ -72,16 +72,20 @@ pub fn run(args: Args) -> Result<ExitCode> {
             }
             Some(Hook { command: words })
         }
-        None => None,
+        None => config.rolling.hook(),
     };
     let options = RollingOptions {
         evacuate: config.evacuate.clone(),
         hook,
         reboot: !args.no_reboot,
-        boot_timeout: Duration::from_secs(args.boot_timeout),
+        boot_timeout: Duration::from_secs(
+            args.boot_timeout
+                .unwrap_or(config.rolling.boot_timeout_secs),
+        ),
         poll: Duration::from_secs_f64(config.migration.poll_secs),
         return_home: !args.stay && config.evacuate.return_home,
         stop_left: args.stop_left,
+        parallel: args.parallel.map_or(config.rolling.parallel, usize::from),
     };
     let placer = Arc::new(load::placer(&config)?.in_zone(Some(zone.clone())));
     let acting = super::lease::Acting {
@@ -89,11 +93,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
         dry_run: args.dry_run,
         wait: args.wait.map(Duration::from_secs),
     };
-    // Migrations are assumed to copy at the executor's expected bandwidth.
-    let bandwidth = super::balance::execute_options(&config).expected_bandwidth;
     let work = async |executor: Executor, _: Option<&super::lease::Held>, _: Option<&_>| {
         if args.dry_run {
-            return schedule(&executor, &args.nodes, &options, bandwidth).await;
+            return schedule(&executor, &args.nodes, &options).await;
         }
         let told = |n: flxp_engine::rolling::News| tell(n.line);
         match executor.rolling(&args.nodes, &options, &told).await {
@@ -129,69 +131,41 @@ pub fn run(args: Args) -> Result<ExitCode> {
     super::lease::run_in_zone(&config, &zone, placer, acting, work)
 }
 
-/// Prints the schedule: per node, what leaves it, the bytes, an estimate of the time at
-/// `bandwidth` bytes per second, and the steps after.
+/// Prints the schedule: per node, what leaves it, the bytes, an estimate of the time at the
+/// expected bandwidth, and the steps after.
 async fn schedule(
     executor: &Executor,
     nodes: &[String],
     options: &RollingOptions,
-    bandwidth: f64,
 ) -> Result<ExitCode> {
-    let model = executor.read().await.context("cannot read the zone")?;
-    let progress = executor.rolling_progress().await?;
-    let mut names: Vec<String> = if nodes.is_empty() {
-        model
-            .cluster
-            .nodes()
-            .iter()
-            .map(|n| n.name.clone())
-            .collect()
-    } else {
-        nodes.to_vec()
+    let schedule = match executor.rolling_schedule(nodes, options).await {
+        Err(e @ flxp_engine::Error::UnknownNode { .. }) => {
+            return Err(UsageError(e.to_string()).into());
+        }
+        other => other.context("cannot plan the rolling maintenance")?,
     };
-    if nodes.is_empty() {
-        names.sort();
-    }
-    let mut unmet = false;
-    let (mut total_bytes, mut total_moves) = (0u64, 0usize);
-    for node in &names {
-        if progress.get(node).is_some_and(|p| p.step == Step::Done) {
+    for n in &schedule.nodes {
+        let node = &n.node;
+        let Some(plan) = &n.plan else {
             say(format!("{node}: done by an earlier run, skipped"));
             continue;
-        }
-        let goal = Goal::Evacuate {
-            nodes: vec![node.clone()],
-            options: options.evacuate.clone(),
         };
-        let plan = match executor.plan(&goal).await {
-            Err(e @ flxp_engine::Error::UnknownNode { .. }) => {
-                return Err(UsageError(e.to_string()).into());
-            }
-            other => other.with_context(|| format!("cannot plan the evacuation of {node}"))?,
-        };
-        let secs = (plan.bytes as f64 / bandwidth.max(1.0)).ceil() as i64;
-        total_bytes += plan.bytes;
-        total_moves += plan.migrations.len();
         let mut steps = vec![format!(
             "{node}: evacuate {} migration(s), {} to copy, about {}",
             plan.migrations.len(),
             fmt_bytes(plan.bytes),
-            fmt_secs(secs)
+            fmt_secs(n.secs)
         )];
-        if let Some(h) = &options.hook {
-            steps.push(format!("hook {} {node}", h.command.join(" ")));
+        steps.extend(n.steps.iter().cloned());
+        let wave = if options.parallel > 1 {
+            format!("wave {}: ", n.wave)
+        } else {
+            String::new()
+        };
+        say(format!("{wave}{}", steps.join(" → ")));
+        if let Some(why) = &n.held_back {
+            say(format!("    not out with the wave before: {why}"));
         }
-        if options.reboot {
-            steps.push(format!(
-                "reboot, wait up to {} for it",
-                fmt_secs(options.boot_timeout.as_secs() as i64)
-            ));
-        }
-        steps.push("clear maintenance".into());
-        if options.return_home {
-            steps.push(format!("{} guest(s) back home", plan.migrations.len()));
-        }
-        say(steps.join(" → "));
         for m in &plan.migrations {
             say(format!(
                 "    {} {} → {} ({})",
@@ -202,7 +176,6 @@ async fn schedule(
             ));
         }
         for u in &plan.unplaced {
-            unmet = true;
             say(format!(
                 "    {} {} fits on no other node: {}",
                 u.vmid, u.name, u.reason
@@ -210,11 +183,12 @@ async fn schedule(
         }
     }
     say(format!(
-        "total: {total_moves} migration(s) out, {} to copy, about {} of migrations (as many back home)",
-        fmt_bytes(total_bytes),
-        fmt_secs((total_bytes as f64 / bandwidth.max(1.0)).ceil() as i64)
+        "total: {} migration(s) out, {} to copy, about {} of migrations (as many back home)",
+        schedule.migrations,
+        fmt_bytes(schedule.bytes),
+        fmt_secs(schedule.secs)
     ));
-    Ok(if unmet {
+    Ok(if schedule.unmet {
         ExitCode::from(UNSATISFIABLE)
     } else {
         ExitCode::SUCCESS

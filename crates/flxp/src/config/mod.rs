@@ -49,7 +49,7 @@ use sections::Size;
 pub use sections::{
     ApiSection, AuditSection, ComputeProfile, ConsolidateSection, DaemonSection, Image,
     LeaseSection, MigrationSection, Network, NodeOverride, PlacementSection, PluginSection, Role,
-    StorageProfile, WebhookSection,
+    RollingSection, StorageProfile, WebhookSection,
 };
 
 /// Where the config file is when neither `--config` nor `FLXP_CONFIG` says.
@@ -73,6 +73,8 @@ pub struct Config {
     pub consolidate: ConsolidateSection,
     /// Limits on carrying out migrations.
     pub migration: MigrationSection,
+    /// Rolling maintenance: the hook, nodes out at a time, the boot timeout.
+    pub rolling: RollingSection,
     /// The periodic loop.
     pub daemon: DaemonSection,
     /// The API server.
@@ -399,6 +401,7 @@ impl Config {
                 "consolidate.wake-timeout-secs",
                 self.consolidate.wake_timeout_secs,
             ),
+            ("rolling.boot-timeout-secs", self.rolling.boot_timeout_secs),
         ];
         for (key, value) in secs {
             if value > YEAR_SECS {
@@ -490,6 +493,12 @@ impl Config {
     /// Checks what serde cannot: references between tables, ranges, names.
     fn check(&self) -> Result<(), (String, String)> {
         self.check_webhooks()?;
+        if self.rolling.parallel == 0 {
+            return Err((
+                "rolling.parallel".into(),
+                "must be at least 1: the number of nodes out at a time".into(),
+            ));
+        }
         if self.audit.enabled && self.audit.max_size.0 < 4096 {
             return Err((
                 "audit.max-size".into(),

@@ -84,6 +84,13 @@ const TABLES: &[Table] = &[
         header: None,
     },
     Table {
+        path: "rolling",
+        strukt: "RollingSection",
+        source: SECTIONS_RS,
+        default: Some(dbg::<sections::RollingSection>),
+        header: None,
+    },
+    Table {
         path: "consolidate",
         strukt: "ConsolidateSection",
         source: SECTIONS_RS,

@@ -359,6 +359,44 @@ fn plugin_max_answer_bytes() -> u64 {
     1 << 20
 }
 
+/// `[rolling]`: how `flxp rolling`, and the dashboard's and the API's rolling maintenance, take
+/// nodes through maintenance.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct RollingSection {
+    /// A command run once a node is empty, split on white space, with the node's name as its
+    /// last argument (exit 0 done, 10 nothing to do); `flxp rolling --hook` overrides it.
+    pub hook: Option<String>,
+    /// Most nodes out at a time, while quorum, room, N+1 headroom and the rules allow (fewer
+    /// otherwise); `flxp rolling --parallel` overrides it.
+    pub parallel: usize,
+    /// Longest wait, seconds, for a rebooted node to be online and the cluster quorate.
+    pub boot_timeout_secs: u64,
+}
+
+impl Default for RollingSection {
+    fn default() -> Self {
+        Self {
+            hook: None,
+            parallel: 1,
+            boot_timeout_secs: 900,
+        }
+    }
+}
+
+impl RollingSection {
+    /// The hook as program and arguments; `None` when none is set or it is only white space.
+    pub fn hook(&self) -> Option<flxp_engine::rolling::Hook> {
+        let words: Vec<String> = self
+            .hook
+            .as_deref()?
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        (!words.is_empty()).then_some(flxp_engine::rolling::Hook { command: words })
+    }
+}
+
 /// `[consolidate]`: the limits of `flxp consolidate` and whether emptied nodes are switched off.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, rename_all = "kebab-case", deny_unknown_fields)]

@@ -102,7 +102,8 @@ pub struct Metrics {
     /// Running guests on each node in maintenance, by zone and node, as the last daemon round
     /// saw them: above 0, the node is not safe to reboot.
     pub maintenance_running: Family<NodeLabel, Gauge>,
-    /// The step each node of a rolling maintenance reached (1 evacuating … 5 done).
+    /// The step each node of a rolling maintenance reached (1 evacuating … 5 done, 6 hook,
+    /// 7 waiting).
     pub rolling: Family<NodeLabel, Gauge>,
     /// The nodes of each zone with a `maintenance_running` series, so that a node leaving
     /// maintenance loses its series instead of keeping a stale value.
@@ -185,7 +186,7 @@ impl Metrics {
         registry.register(
             "rolling_step",
             "Step of each node a rolling maintenance reached: 1 evacuating, 2 hooked, 3 rebooting, \
-             4 returning, 5 done, by zone and node",
+             4 returning, 5 done, 6 hook running, 7 waiting for the reboot, by zone and node",
             rolling.clone(),
         );
         Self {
@@ -262,6 +263,8 @@ impl Metrics {
             Step::Rebooting => 3,
             Step::Returning => 4,
             Step::Done => 5,
+            Step::Hook => 6,
+            Step::Waiting => 7,
         };
         self.rolling
             .get_or_create(&NodeLabel {

@@ -46,6 +46,16 @@ impl SimZone {
         (json(&out), out)
     }
 
+    /// The notes of every node, one after the other.
+    pub fn all_notes(&self) -> String {
+        self.sim
+            .world()
+            .nodes
+            .values()
+            .map(|n| n.notes.clone())
+            .collect()
+    }
+
     /// The node a guest is on now.
     pub fn node_of(&self, vmid: u32) -> String {
         self.sim.world().guests[&vmid].node.clone()

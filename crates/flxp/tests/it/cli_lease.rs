@@ -56,7 +56,7 @@ fn zone() -> SimZone {
 
 /// Breaches of anti-affinity in one `/_sim/state`: a migrating guest counts on its source and
 /// on its target.
-fn breaches(state: &Value) -> Vec<String> {
+pub(crate) fn breaches(state: &Value) -> Vec<String> {
     let targets: Vec<(u64, &str)> = state["migrations"]
         .as_array()
         .unwrap()
@@ -87,14 +87,23 @@ fn breaches(state: &Value) -> Vec<String> {
         .collect()
 }
 
+/// What a poller checks in each `/_sim/state`: the breaches it finds (it may keep state between
+/// reads).
+pub(crate) type Check = Box<dyn FnMut(&Value) -> Vec<String> + Send>;
+
 /// Reads `/_sim/state` over HTTP every 50 ms until stopped; collects every breach seen.
-struct Poller {
+pub(crate) struct Poller {
     stop: Arc<AtomicBool>,
     thread: std::thread::JoinHandle<(usize, Vec<String>)>,
 }
 
 impl Poller {
     fn start(z: &SimZone) -> Self {
+        Self::start_with(z, Box::new(breaches))
+    }
+
+    /// Polls with `check` instead of the anti-affinity check.
+    pub(crate) fn start_with(z: &SimZone, mut check: Check) -> Self {
         let url = format!("{}/_sim/state", z.url());
         let (id, secret) = TOKEN.rsplit_once('=').unwrap();
         let auth = format!("PVEAPIToken={id}={secret}");
@@ -121,7 +130,7 @@ impl Poller {
                         .await
                         .unwrap();
                     reads += 1;
-                    for b in breaches(&v["data"]) {
+                    for b in check(&v["data"]) {
                         // A breach that lasts shows once, at the first read that saw it.
                         if !found.iter().any(|f: &String| f.ends_with(&b)) {
                             found.push(format!("t={} {b}", v["data"]["time"]));
@@ -138,7 +147,7 @@ impl Poller {
     }
 
     /// Stops polling: how many reads, and every breach seen.
-    fn finish(self) -> (usize, Vec<String>) {
+    pub(crate) fn finish(self) -> (usize, Vec<String>) {
         self.stop.store(true, Ordering::SeqCst);
         self.thread.join().unwrap()
     }

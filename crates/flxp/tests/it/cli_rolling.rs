@@ -15,7 +15,7 @@ fn zone() -> SimZone {
 }
 
 /// Where every guest is.
-fn placement(z: &SimZone) -> BTreeMap<u32, String> {
+pub(crate) fn placement(z: &SimZone) -> BTreeMap<u32, String> {
     z.sim
         .world()
         .guests
@@ -25,7 +25,7 @@ fn placement(z: &SimZone) -> BTreeMap<u32, String> {
 }
 
 /// When each node booted (simulated time).
-fn boots(z: &SimZone) -> BTreeMap<String, f64> {
+pub(crate) fn boots(z: &SimZone) -> BTreeMap<String, f64> {
     z.sim
         .world()
         .nodes
@@ -48,7 +48,7 @@ fn assert_notes_clean(z: &SimZone) {
 }
 
 /// Starts `flxp ARGS --zone lab --config CFG` without waiting for it.
-fn spawn(z: &SimZone, args: &[&str]) -> Child {
+pub(crate) fn spawn(z: &SimZone, args: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_flxp"))
         .args(args)
         .args(["--zone", "lab", "--config", z.config()])
@@ -88,9 +88,9 @@ fn a_run_killed_halfway_is_finished_by_the_next_one() {
     let before = placement(&z);
     let booted = boots(&z);
     let mut child = spawn(&z, &["rolling", "pve2", "pve1"]);
-    // Killed once pve2 is on its way down: its line says it is rebooting.
+    // Killed once pve2 is on its way down: its line says it waits for the reboot.
     let start = Instant::now();
-    while !z.notes("pve1").contains("node=pve2 step=rebooting") {
+    while !z.notes("pve1").contains("node=pve2 step=waiting") {
         assert!(
             start.elapsed() < Duration::from_secs(120),
             "never rebooting"
@@ -103,7 +103,7 @@ fn a_run_killed_halfway_is_finished_by_the_next_one() {
     // The rerun waits out the lease the killed run left, then goes on where it stopped.
     let (code, out, err) = z.run(&["rolling", "pve2", "pve1", "--wait", "120"]);
     assert_eq!(code, 0, "{err}\n{out}");
-    assert!(err.contains("pve2: continuing at step rebooting"), "{err}");
+    assert!(err.contains("pve2: continuing at step waiting"), "{err}");
     let after = boots(&z);
     assert!(after["pve1"] > booted["pve1"]);
     assert!(after["pve2"] > booted["pve2"]);
@@ -126,14 +126,17 @@ fn a_failing_hook_stops_the_run_and_a_rerun_continues() {
     assert_eq!(code, 1, "{err}\n{out}");
     assert!(
         out.contains(&format!(
-            "stopped (exit code 1): node pve2 stopped at step evacuating: hook \"{hook}\" failed \
+            "stopped (exit code 1): node pve2 stopped at step hook: hook \"{hook}\" failed \
              (exit code 7): apt: no space left; fix the cause"
         )),
         "{out}"
     );
     // Left as it stopped: empty, in maintenance, not rebooted.
     assert!(z.notes("pve2").contains("flxp.maintenance"));
-    assert!(z.notes("pve1").contains("node=pve2 step=evacuating"));
+    assert!(
+        z.notes("pve1")
+            .contains("node=pve2 step=hook boot=0 error=hook%20\"sh%20")
+    );
     assert_eq!(boots(&z)["pve2"], booted["pve2"]);
     // "Nothing to do" (exit 10): no reboot, the guests come home.
     let (_d2, nothing) = temp_file("hook.sh", "exit 10\n");

@@ -17,11 +17,11 @@ use crate::webdriver::Browser;
 const VIEWER_TOKEN: &str = "viewer-token-5b1e";
 
 /// One browser at a time: Chromium is heavy, and the other tests of this binary time things.
-static ONE_BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+pub(crate) static ONE_BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The `[api]` section giving the test's viewer token its role (the operator's comes from
 /// `FLXP_API_TOKEN`, which has no role of its own and so is an operator).
-fn viewer_config() -> String {
+pub(crate) fn viewer_config() -> String {
     format!("[api]\ntokens = [{{ value = \"{VIEWER_TOKEN}\", role = \"viewer\" }}]\n")
 }
 
@@ -106,15 +106,26 @@ pub(crate) async fn open_balance(b: &Browser, s: &Service) {
     .await;
 }
 
-/// Asks to carry out the plan shown and waits for the confirmation dialog.
-pub(crate) async fn ask_to_carry_out(b: &Browser) {
-    b.click("#carry-out").await;
+/// Clicks what `css` finds and waits for the confirmation dialog.
+pub(crate) async fn ask(b: &Browser, css: &str) {
+    b.click(css).await;
     b.wait(
         "the confirmation",
         "return document.getElementById('confirm').open",
         10,
     )
     .await;
+}
+
+/// Asks to carry out the plan shown and waits for the confirmation dialog.
+pub(crate) async fn ask_to_carry_out(b: &Browser) {
+    ask(b, "#carry-out").await;
+}
+
+/// Clicks what `css` finds, waits for the confirmation dialog and confirms.
+pub(crate) async fn click_and_confirm(b: &Browser, css: &str) {
+    ask(b, css).await;
+    b.click("#confirm-ok").await;
 }
 
 /// The value of a script without arguments.

@@ -321,13 +321,7 @@ async fn a_node_page_sets_and_clears_maintenance_and_a_phone_never_scrolls_sidew
     )
     .await;
     assert_eq!(overflows(&b).await, json!(false), "node view");
-    b.click("#maintenance-on").await;
-    b.wait(
-        "the confirmation",
-        "return document.getElementById('confirm').open",
-        10,
-    )
-    .await;
+    crate::dashboard::ask(&b, "#maintenance-on").await;
     let text = text_of(&b, "confirm-text").await;
     assert!(
         text.as_str()
@@ -345,14 +339,7 @@ async fn a_node_page_sets_and_clears_maintenance_and_a_phone_never_scrolls_sidew
     .await;
     let notes = s.sim.sim().world().nodes["pve2"].notes.clone();
     assert!(notes.contains("flxp.maintenance"), "{notes}");
-    b.click("#maintenance-off").await;
-    b.wait(
-        "the confirmation",
-        "return document.getElementById('confirm').open",
-        10,
-    )
-    .await;
-    b.click("#confirm-ok").await;
+    crate::dashboard::click_and_confirm(&b, "#maintenance-off").await;
     b.wait(
         "the set button",
         "return document.getElementById('maintenance-on')",

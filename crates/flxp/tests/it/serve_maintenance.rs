@@ -163,9 +163,31 @@ async fn a_rolling_maintenance_runs_in_the_background_and_its_progress_is_readab
         );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    assert!(seen.contains(&"rebooting".to_owned()), "{seen:?}");
+    assert!(seen.contains(&"waiting".to_owned()), "{seen:?}");
     assert!(s.sim.sim().world().nodes["pve2"].booted_at > booted);
     assert_eq!(super::serve::guests(&s), before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_maintenance_that_would_stop_at_once_is_refused_with_the_reason() {
+    let s = start(Scenario::demo(), PARALLEL_MIGRATIONS, &[]).await;
+    // 141 needs the gpu label only pve3 has.
+    let v = s
+        .query("mutation { rollingMaintenance(zone: \"lab\", nodes: [\"pve3\"]) { node } }")
+        .await;
+    assert_eq!(crate::serve::code(&v), "NO_CAPACITY", "{v}");
+    assert_eq!(
+        v["errors"][0]["message"],
+        "node pve3 is not taken out: 1 guest(s) fit on no other node: 141 (pve1, pve2, pve4: \
+         selector (e.g. pve1: node lacks label gpu))",
+        "{v}"
+    );
+    let v = s
+        .query("mutation { rollingMaintenance(zone: \"lab\", nodes: [\"pve9\"]) { node } }")
+        .await;
+    assert_eq!(crate::serve::code(&v), "UNKNOWN_NODE", "{v}");
+    let notes = s.sim.sim().world().nodes["pve3"].notes.clone();
+    assert!(!notes.contains("flxp.maintenance"), "{notes}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -245,7 +245,8 @@ impl Mutation {
     }
 
     /// Starts a rolling maintenance of `nodes` (none: every node, by name) in the background, as
-    /// `flxp rolling` runs it without a hook: each node emptied, rebooted (unless `reboot` is
+    /// `flxp rolling` runs it with the config's `[rolling]` hook and boot timeout (a caller
+    /// cannot name a command): each node emptied, the hook, rebooted (unless `reboot` is
     /// false), back online and quorate, its guests back home, one at a time. Answers the progress
     /// at the start; `rollingProgress` follows it (kept in Proxmox: a restarted flxp, or the CLI,
     /// continues it).
@@ -264,14 +265,21 @@ impl Mutation {
             .await
             .map_err(|why| ApiError::new(Code::Unavailable, why.to_string()))?;
         let executor = executor_for(s, &zone, z);
-        let options = flxp_engine::rolling::RollingOptions {
-            evacuate: s.config.evacuate.clone(),
-            hook: None,
-            reboot,
-            poll: s.execute.poll,
-            return_home: s.config.evacuate.return_home,
-            ..flxp_engine::rolling::RollingOptions::default()
-        };
+        let options = rolling_options(s, reboot);
+        // What would stop the run at once (an unknown node, a first node that may not go) is
+        // the caller's answer, not only a line in the log.
+        executor
+            .rolling_check(&nodes, &options)
+            .await
+            .map_err(|e| match e {
+                flxp_engine::rolling::RollingError::UnknownNode { .. } => {
+                    ApiError::new(Code::UnknownNode, e.to_string())
+                }
+                flxp_engine::rolling::RollingError::Unsafe { .. } => {
+                    ApiError::new(Code::NoCapacity, e.to_string())
+                }
+                other => ApiError::new(Code::Unavailable, other.to_string()),
+            })?;
         let (runs, daemon, name) = (Arc::clone(&z.runs), s.daemon.clone(), zone.clone());
         let metrics = Arc::clone(&s.metrics);
         let reader = executor.clone();
@@ -293,6 +301,20 @@ impl Mutation {
             .await
             .map_err(|e| ApiError::new(Code::ProxmoxError, flxp_engine::error_chain(&e)))?;
         Ok(progress.values().map(RollingNode::from).collect())
+    }
+}
+
+/// How the API's rolling maintenance runs: the config's evacuation, hook and boot timeout.
+pub(super) fn rolling_options(s: &AppState, reboot: bool) -> flxp_engine::rolling::RollingOptions {
+    flxp_engine::rolling::RollingOptions {
+        evacuate: s.config.evacuate.clone(),
+        hook: s.config.rolling.hook(),
+        reboot,
+        boot_timeout: std::time::Duration::from_secs(s.config.rolling.boot_timeout_secs),
+        poll: s.execute.poll,
+        return_home: s.config.evacuate.return_home,
+        parallel: s.config.rolling.parallel,
+        ..flxp_engine::rolling::RollingOptions::default()
     }
 }
 
@@ -347,7 +369,7 @@ fn go_home(s: &AppState, zone: &str, z: &crate::serve::zone::Zone, node: String)
 }
 
 /// The executor runs of a zone carry plans out with: its reservations, options, stop and progress.
-fn executor_for(s: &AppState, zone: &str, z: &crate::serve::zone::Zone) -> Executor {
+pub(super) fn executor_for(s: &AppState, zone: &str, z: &crate::serve::zone::Zone) -> Executor {
     Executor::new(zone, z.api.clone(), s.placer_for(zone))
         .with_overrides(z.overrides.clone())
         .with_reservations(Some(Arc::clone(z.creator.reservations())))

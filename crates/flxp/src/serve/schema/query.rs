@@ -10,7 +10,7 @@ use flxp_engine::ClusterModel;
 
 use super::types::{
     BalanceMethodInfo, Guest, GuestLeft, Node, PlacementInput, PlacementResult, PlanResult,
-    RollingNode, ZoneInfo,
+    RollingNode, RollingSchedule, ZoneInfo,
 };
 use super::{ApiError, Code};
 use crate::serve::state::{AppState, blocking};
@@ -176,6 +176,31 @@ impl Query {
             .await
             .map_err(|e| ApiError::new(Code::ProxmoxError, flxp_engine::error_chain(&e)))?;
         Ok(progress.values().map(RollingNode::from).collect())
+    }
+
+    /// What `rollingMaintenance` with the same arguments would do, node after node: each
+    /// evacuation's migrations, bytes and estimated time, guests that fit nowhere else, the
+    /// steps after (nothing is changed).
+    async fn rolling_schedule(
+        &self,
+        ctx: &Context<'_>,
+        zone: String,
+        #[graphql(default)] nodes: Vec<String>,
+        #[graphql(default = true)] reboot: bool,
+    ) -> Result<RollingSchedule> {
+        let s = state(ctx)?;
+        let z = s.zone(&zone)?;
+        let options = super::mutation::rolling_options(s, reboot);
+        let schedule = super::mutation::executor_for(s, &zone, z)
+            .rolling_schedule(&nodes, &options)
+            .await
+            .map_err(|e| match e {
+                flxp_engine::Error::UnknownNode { .. } => {
+                    ApiError::new(Code::UnknownNode, e.to_string())
+                }
+                other => ApiError::new(Code::ProxmoxError, super::mutation::chain(&other)),
+            })?;
+        Ok(RollingSchedule::new(&schedule, &options))
     }
 
     /// The plan to empty a node (nothing is moved).

@@ -604,18 +604,96 @@ impl std::fmt::Debug for CreateVmOptions {
 pub struct RollingNode {
     /// The node.
     pub node: String,
-    /// `evacuating`, `hooked`, `rebooting`, `returning` or `done`.
+    /// `evacuating`, `hook`, `hooked`, `rebooting`, `waiting`, `returning` or `done`.
     pub step: String,
-    /// For `rebooting`: its boot time before the reboot (epoch seconds).
+    /// For `rebooting` and `waiting`: its boot time before the reboot (epoch seconds).
     pub boot: Option<i64>,
+    /// Why the run stopped at this step; none while it goes on. Kept in Proxmox with the step.
+    pub error: Option<String>,
 }
 
 impl From<&flxp_engine::rolling::NodeProgress> for RollingNode {
     fn from(p: &flxp_engine::rolling::NodeProgress) -> Self {
+        use flxp_engine::rolling::Step;
         Self {
             node: p.node.clone(),
             step: p.step.as_str().to_owned(),
-            boot: (p.step == flxp_engine::rolling::Step::Rebooting).then_some(p.boot),
+            boot: matches!(p.step, Step::Rebooting | Step::Waiting).then_some(p.boot),
+            error: p.error.clone(),
+        }
+    }
+}
+
+/// One node of a rolling maintenance's schedule.
+#[derive(SimpleObject, Debug, Clone)]
+pub struct RollingScheduleNode {
+    /// The node.
+    pub node: String,
+    /// An earlier run took it through already: skipped.
+    pub done_before: bool,
+    /// The evacuation that empties it, on the cluster as it is now (none when skipped).
+    pub plan: Option<PlanResult>,
+    /// Bytes the evacuation copies.
+    pub bytes: u64,
+    /// Seconds the evacuation's copies take at the expected migration bandwidth.
+    pub estimated_secs: i64,
+    /// The steps after the evacuation, in words.
+    pub steps: Vec<String>,
+    /// The wave it goes out with (1 the first; 0 when skipped): a wave's nodes are out together.
+    pub wave: usize,
+    /// Why it does not go out with the wave before it, when that wave had room for it.
+    pub held_back: Option<String>,
+}
+
+/// What a rolling maintenance would do, node after node (nothing is changed).
+#[derive(SimpleObject, Debug, Clone)]
+pub struct RollingSchedule {
+    /// The nodes, in the order they go.
+    pub nodes: Vec<RollingScheduleNode>,
+    /// Migrations out, over every node (as many go back home).
+    pub migrations: usize,
+    /// Bytes to copy out, over every node.
+    pub bytes: u64,
+    /// Seconds the copies out take at the expected migration bandwidth.
+    pub estimated_secs: i64,
+    /// Some guest fits on no other node: the run would stop at its node.
+    pub unmet: bool,
+    /// The hook the server's config runs on each emptied node (`[rolling] hook`), if any.
+    pub hook: Option<String>,
+    /// Whether each node is rebooted.
+    pub reboot: bool,
+    /// Most nodes out at a time (`[rolling] parallel`).
+    pub parallel: usize,
+}
+
+impl RollingSchedule {
+    /// The schedule as GraphQL answers it, with the hook and reboot it was made for.
+    pub fn new(
+        s: &flxp_engine::rolling::Schedule,
+        options: &flxp_engine::rolling::RollingOptions,
+    ) -> Self {
+        Self {
+            nodes: s
+                .nodes
+                .iter()
+                .map(|n| RollingScheduleNode {
+                    node: n.node.clone(),
+                    done_before: n.done_before,
+                    plan: n.plan.as_ref().map(PlanResult::from),
+                    bytes: n.plan.as_ref().map_or(0, |p| p.bytes),
+                    estimated_secs: n.secs,
+                    steps: n.steps.clone(),
+                    wave: n.wave,
+                    held_back: n.held_back.clone(),
+                })
+                .collect(),
+            migrations: s.migrations,
+            bytes: s.bytes,
+            estimated_secs: s.secs,
+            unmet: s.unmet,
+            hook: options.hook.as_ref().map(|h| h.command.join(" ")),
+            reboot: options.reboot,
+            parallel: options.parallel,
         }
     }
 }

@@ -1,16 +1,27 @@
-//! Rolling maintenance: nodes taken through maintenance one at a time — evacuate, an optional
-//! admin hook, an optional reboot through the API, back online and quorate, maintenance cleared,
-//! guests back home — stopping at the first failure.
+//! Rolling maintenance: nodes taken through maintenance one at a time (or a few, see [`wave`]) —
+//! evacuate, an optional admin hook, an optional reboot through the API, back online and
+//! quorate, maintenance cleared, guests back home — stopping at the first failure.
 //!
 //! Progress is kept in Proxmox, never in memory, so that a rerun (after a failure fixed, or a
 //! `kill -9`) continues where the last run stopped: one HTML comment line per node,
-//! `<!-- flxp-rolling node=<node> step=<step> boot=<epoch secs> -->`, in the notes of another
-//! node (the first by name that is not the one it is about), so it stays readable while its node
-//! reboots. Each line is written before its step acts. A node whose line says `done` is skipped;
-//! a node with any other step is the one out, and is finished first. The lines go when every node
-//! of the run is done. Only one node is out at a time; before one goes, every other node must be
-//! online, more than half of all nodes must stay online without it (quorum), and its guests must
-//! fit on the others (N+1) with every hard rule kept.
+//! `<!-- flxp-rolling node=<node> step=<step> boot=<epoch secs> [error=<reason>] -->`, in the
+//! notes of another node (the first by name that is not out with it), so it stays readable
+//! while its node reboots. Each line is written before its step acts; a step that failed adds
+//! its reason (percent-encoded), which the next run clears as it continues, so that whoever
+//! reads the progress (the dashboard after a reload, another flxp) sees why it stopped. A node
+//! whose line says `done` is skipped; nodes with any other step are the ones out, and are
+//! finished first. The lines go when every node of the run is done.
+//!
+//! One node is out at a time, or up to [`RollingOptions::parallel`] in a wave; before one goes,
+//! every other node (but those of its wave) must be online, more than half of all nodes must
+//! stay online without the wave (quorum), and its guests must fit on the others with every hard
+//! rule kept. Within a wave, emptying nodes and taking guests home run one node at a time (each
+//! plan sees the moves before it); hooks, reboots and the waits for them run side by side. A
+//! failure in a wave lets the wave's other nodes finish, then stops the run.
+
+mod schedule;
+pub mod wave;
+pub use schedule::{Schedule, ScheduledNode};
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -32,10 +43,15 @@ const PREFIX: &str = "<!-- flxp-rolling ";
 pub enum Step {
     /// Homes recorded and maintenance marked: being emptied.
     Evacuating,
+    /// Empty: the admin's hook runs (a rerun runs it again).
+    Hook,
     /// Empty, hook done: to be rebooted.
     Hooked,
-    /// Reboot asked for; `boot` holds the boot time before it.
+    /// About to ask for the reboot; `boot` holds the boot time before it.
     Rebooting,
+    /// Reboot accepted: waiting for the node to be back online and the cluster quorate; `boot`
+    /// holds the boot time before the reboot.
+    Waiting,
     /// Back (or not rebooted): maintenance cleared, guests going home.
     Returning,
     /// Done.
@@ -47,8 +63,10 @@ impl Step {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Evacuating => "evacuating",
+            Self::Hook => "hook",
             Self::Hooked => "hooked",
             Self::Rebooting => "rebooting",
+            Self::Waiting => "waiting",
             Self::Returning => "returning",
             Self::Done => "done",
         }
@@ -57,8 +75,10 @@ impl Step {
     fn parse(word: &str) -> Option<Self> {
         [
             Self::Evacuating,
+            Self::Hook,
             Self::Hooked,
             Self::Rebooting,
+            Self::Waiting,
             Self::Returning,
             Self::Done,
         ]
@@ -78,35 +98,92 @@ pub struct NodeProgress {
     pub boot: i64,
     /// The node whose notes hold the line.
     pub holder: String,
+    /// Why the step failed, when the run stopped there; `None` while it goes on (or a rerun
+    /// continues it).
+    pub error: Option<String>,
+}
+
+/// A progress line's fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Line {
+    node: String,
+    step: Step,
+    boot: i64,
+    error: Option<String>,
 }
 
 /// The progress line's fields; `None` for any other line.
-fn parse(line: &str) -> Option<(String, Step, i64)> {
+fn parse(line: &str) -> Option<Line> {
     let body = line.trim().strip_prefix(PREFIX)?.strip_suffix("-->")?;
-    let (mut node, mut step, mut boot) = (None, None, 0);
+    let (mut node, mut step, mut boot, mut error) = (None, None, 0, None);
     for word in body.split_whitespace() {
         match word.split_once('=') {
             Some(("node", v)) if !v.is_empty() => node = Some(v.to_owned()),
             Some(("step", v)) => step = Step::parse(v),
             Some(("boot", v)) => boot = v.parse().unwrap_or(0),
+            Some(("error", v)) if !v.is_empty() => error = Some(decode(v)),
             _ => {}
         }
     }
-    Some((node?, step?, boot))
+    Some(Line {
+        node: node?,
+        step: step?,
+        boot,
+        error,
+    })
+}
+
+/// `text` as one word that cannot end the HTML comment: `%`, `-`, `<`, `>`, white space,
+/// controls and anything not ASCII as `%XX` (UTF-8 bytes).
+fn encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_graphic() && !matches!(b, b'%' | b'-' | b'<' | b'>') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The text [`encode`] wrote (a stray `%` stays as it is).
+fn decode(word: &str) -> String {
+    let bytes = word.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Every node's progress in the notes of the online nodes (node name → notes).
 pub fn read(notes: &BTreeMap<String, String>) -> BTreeMap<String, NodeProgress> {
     let mut out = BTreeMap::new();
     for (holder, text) in notes {
-        for (node, step, boot) in text.lines().filter_map(parse) {
+        for l in text.lines().filter_map(parse) {
             out.insert(
-                node.clone(),
+                l.node.clone(),
                 NodeProgress {
-                    node,
-                    step,
-                    boot,
+                    node: l.node,
+                    step: l.step,
+                    boot: l.boot,
                     holder: holder.clone(),
+                    error: l.error,
                 },
             );
         }
@@ -114,9 +191,13 @@ pub fn read(notes: &BTreeMap<String, String>) -> BTreeMap<String, NodeProgress> 
     out
 }
 
-/// The line of `node` at `step`.
-fn line(node: &str, step: Step, boot: i64) -> String {
-    format!("{PREFIX}node={node} step={} boot={boot} -->", step.as_str())
+/// The line of `node` at `step`, with why it failed there if it did.
+fn line(node: &str, step: Step, boot: i64, error: Option<&str>) -> String {
+    let error = error.map_or(String::new(), |e| format!(" error={}", encode(e)));
+    format!(
+        "{PREFIX}node={node} step={} boot={boot}{error} -->",
+        step.as_str()
+    )
 }
 
 /// Seconds a boot time computed from the cluster's clock and the node's uptime may wander
@@ -153,6 +234,9 @@ pub struct RollingOptions {
     /// Reboot a node even when running guests stay on it (ignored, locked): the reboot stops
     /// them. Off: such a node stops the run before its reboot.
     pub stop_left: bool,
+    /// Most nodes out at a time (0 counts as 1); fewer while quorum, room, N+1 headroom or the
+    /// rules demand.
+    pub parallel: usize,
 }
 
 impl Default for RollingOptions {
@@ -165,6 +249,7 @@ impl Default for RollingOptions {
             poll: Duration::from_secs(2),
             return_home: true,
             stop_left: false,
+            parallel: 1,
         }
     }
 }
@@ -262,30 +347,8 @@ impl Executor {
             reason,
         };
         let model = self.read().await.map_err(|e| unreadable(&e))?;
-        let mut all: Vec<String> = model
-            .cluster
-            .nodes()
-            .iter()
-            .map(|n| n.name.clone())
-            .collect();
-        all.sort();
-        let targets: Vec<String> = if nodes.is_empty() {
-            all.clone()
-        } else {
-            nodes
-                .iter()
-                .map(|n| {
-                    model
-                        .cluster
-                        .node_idx_loose(n)
-                        .map(|i| model.cluster.node(i).name.clone())
-                        .ok_or_else(|| RollingError::UnknownNode {
-                            node: n.clone(),
-                            known: all.join(", "),
-                        })
-                })
-                .collect::<Result<_, _>>()?
-        };
+        let all = names(&model.cluster);
+        let targets = targets(&model.cluster, nodes)?;
         let mut report = RollingReport::default();
         let progress = self.rolling_progress().await.map_err(|e| unreadable(&e))?;
         report.skipped = targets
@@ -300,24 +363,94 @@ impl Executor {
                 format!("{n}: done by an earlier run, skipped"),
             ));
         }
+        // Emptying nodes and taking guests home go one node at a time, even within a wave.
+        let moves = tokio::sync::Mutex::new(());
         loop {
             let progress = self.rolling_progress().await.map_err(|e| unreadable(&e))?;
-            // A node out (any step but done) is finished first, even one another run started.
-            let out = progress
+            // Nodes out (any step but done) are finished first, even ones another run started.
+            let out: Vec<(String, Option<NodeProgress>)> = progress
                 .values()
-                .find(|p| p.step != Step::Done)
-                .map(|p| (p.node.clone(), Some(p.clone())));
-            let next = out.or_else(|| {
-                targets
+                .filter(|p| p.step != Step::Done)
+                .map(|p| (p.node.clone(), Some(p.clone())))
+                .collect();
+            let fresh = out.is_empty();
+            let wave = if fresh {
+                let rest: Vec<String> = targets
                     .iter()
-                    .find(|n| !progress.contains_key(*n))
-                    .map(|n| (n.clone(), None))
-            });
-            let Some((node, at)) = next else {
-                break;
+                    .filter(|n| !progress.contains_key(*n))
+                    .cloned()
+                    .collect();
+                if rest.is_empty() {
+                    break;
+                }
+                let (wave, waits) = self.next_wave(&rest, options).await;
+                if let Some((n, why)) = waits {
+                    tracing::info!(node = %n, "rolling maintenance: waits for a later wave: {why}");
+                }
+                wave.into_iter().map(|n| (n, None)).collect()
+            } else {
+                out
             };
-            report.migrations += self.one_node(&node, at, &all, options, tell).await?;
-            report.done.push(node);
+            let names: Vec<String> = wave.iter().map(|(n, _)| n.clone()).collect();
+            // Progress lines stay on nodes that are not out, readable while the wave reboots.
+            let mut holders: Vec<String> =
+                all.iter().filter(|n| !names.contains(n)).cloned().collect();
+            if holders.is_empty() {
+                holders = all.clone();
+            }
+            let wave = if fresh {
+                // Every node of the wave is marked before any is emptied, so that no guest is
+                // moved onto a node about to go. A node that may not go after all (the cluster
+                // changed since the wave was chosen) waits for a later wave; the first one's
+                // refusal stops the run, as it would alone.
+                let mut taken: Vec<String> = Vec::new();
+                for (n, _) in &wave {
+                    let mut with = taken.clone();
+                    with.push(n.clone());
+                    match self.take_out(n, &with, &holders, options).await {
+                        Ok(()) => {
+                            tell(news(
+                                n,
+                                Step::Evacuating,
+                                format!("{n}: out of service, being emptied"),
+                            ));
+                            taken = with;
+                        }
+                        Err(e) if taken.is_empty() => return Err(e),
+                        Err(e) => {
+                            tracing::info!(node = %n, "rolling maintenance: waits for a later wave: {e}");
+                        }
+                    }
+                }
+                taken.into_iter().map(|n| (n, None)).collect()
+            } else {
+                wave
+            };
+            let (holders, moves) = (&holders, &moves);
+            let results =
+                futures_util::future::join_all(wave.into_iter().map(|(n, at)| async move {
+                    let r = self.one_node(&n, at, holders, moves, options, tell).await;
+                    (n, r)
+                }))
+                .await;
+            let mut first = None;
+            for (node, r) in results {
+                match r {
+                    Ok(n) => {
+                        report.migrations += n;
+                        report.done.push(node);
+                    }
+                    Err(e) => {
+                        if let RollingError::Failed { node, reason, .. } = &e {
+                            self.keep_failure(node, reason, holders).await;
+                        }
+                        first.get_or_insert(e);
+                    }
+                }
+            }
+            if let Some(e) = first {
+                return Err(e);
+            }
         }
         // Every node is done: the run's lines go.
         for p in self
@@ -341,12 +474,45 @@ impl Executor {
         at: Option<(Step, i64)>,
         all: &[String],
     ) -> Result<(), String> {
+        self.write_line(
+            node,
+            at.map(|(step, boot)| line(node, step, boot, None)),
+            all,
+        )
+        .await
+    }
+
+    /// Keeps in the progress line of `node` why its run stopped (at the step and boot time the
+    /// line has), for whoever reads the progress later; a failure to write it is logged only.
+    async fn keep_failure(&self, node: &str, reason: &str, all: &[String]) {
+        let at = match self.rolling_progress().await {
+            Ok(p) => p.get(node).map(|p| (p.step, p.boot)),
+            Err(e) => {
+                tracing::warn!(node, error = %error_chain(&e), "cannot read the rolling progress");
+                return;
+            }
+        };
+        let Some((step, boot)) = at else { return };
+        let new = line(node, step, boot, Some(reason));
+        if let Err(e) = self.write_line(node, Some(new), all).await {
+            tracing::warn!(node, error = %e, "cannot keep why the rolling maintenance stopped");
+        }
+    }
+
+    /// Writes (`Some`) or removes (`None`) the progress line of `node` in the notes of its
+    /// holder; lines of it held elsewhere go.
+    async fn write_line(
+        &self,
+        node: &str,
+        new: Option<String>,
+        all: &[String],
+    ) -> Result<(), String> {
         let holder = all
             .iter()
             .find(|n| n.as_str() != node)
             .ok_or_else(|| "no other node to keep the progress in".to_owned())?;
         let (_, notes) = self.read_with_notes().await.map_err(|e| error_chain(&e))?;
-        let mine = |l: &str| parse(l).is_some_and(|(n, _, _)| n == node);
+        let mine = |l: &str| parse(l).is_some_and(|l| l.node == node);
         for (other, text) in &notes {
             if other != holder && text.lines().any(mine) {
                 crate::notes_edit::edit(self.api(), other, |t| {
@@ -356,7 +522,6 @@ impl Executor {
                 .map_err(|e| error_chain(&e))?;
             }
         }
-        let new = at.map(|(step, boot)| line(node, step, boot));
         crate::notes_edit::edit(self.api(), holder, |t| {
             crate::notes_edit::with_line(t, mine, new.as_deref())
         })
@@ -392,13 +557,14 @@ impl Executor {
         Ok((boot, online, quorate))
     }
 
-    /// Takes one node through its remaining steps, from `at` (none: not started); the
+    /// Takes one node through its remaining steps, from `at` (none: just taken out); the
     /// migrations carried out.
     async fn one_node(
         &self,
         node: &str,
         at: Option<NodeProgress>,
         all: &[String],
+        moves: &tokio::sync::Mutex<()>,
         options: &RollingOptions,
         tell: Tell<'_>,
     ) -> Result<usize, RollingError> {
@@ -415,40 +581,51 @@ impl Executor {
                     p.step,
                     format!("{node}: continuing at step {}", p.step.as_str()),
                 ));
+                if p.error.is_some() {
+                    // Going on: the reason of the last stop no longer holds.
+                    self.set_progress(node, Some((p.step, p.boot)), all)
+                        .await
+                        .map_err(|r| fail(p.step, r))?;
+                }
                 p.step
             }
-            None => {
-                self.take_out(node, all, options).await?;
-                tell(news(
-                    node,
-                    Step::Evacuating,
-                    format!("{node}: out of service, being emptied"),
-                ));
-                Step::Evacuating
-            }
+            None => Step::Evacuating,
         };
         let mut boot = at.as_ref().map_or(0, |p| p.boot);
-        let mut resumed = at.is_some();
         loop {
             match step {
                 Step::Evacuating => {
+                    let _moving = moves.lock().await;
                     migrations += self.empty(node, options).await.map_err(|r| fail(step, r))?;
-                    let next = match &options.hook {
-                        Some(hook) => match run_hook(hook, node).await {
-                            Ok(true) => Step::Hooked,
-                            Ok(false) => {
-                                tell(news(
-                                    node,
-                                    Step::Returning,
-                                    format!("{node}: hook says nothing to do: no reboot"),
-                                ));
-                                Step::Returning
-                            }
-                            Err(why) => return Err(fail(step, why)),
-                        },
-                        None => Step::Hooked,
+                    step = if options.hook.is_some() {
+                        tell(news(
+                            node,
+                            Step::Hook,
+                            format!("{node}: empty, running the hook"),
+                        ));
+                        Step::Hook
+                    } else {
+                        Step::Hooked
                     };
-                    step = next;
+                    self.set_progress(node, Some((step, 0)), all)
+                        .await
+                        .map_err(|r| fail(step, r))?;
+                }
+                Step::Hook => {
+                    let done = match &options.hook {
+                        Some(hook) => run_hook(hook, node).await.map_err(|r| fail(step, r))?,
+                        None => true,
+                    };
+                    step = if done {
+                        Step::Hooked
+                    } else {
+                        tell(news(
+                            node,
+                            Step::Returning,
+                            format!("{node}: hook says nothing to do: no reboot"),
+                        ));
+                        Step::Returning
+                    };
                     self.set_progress(node, Some((step, 0)), all)
                         .await
                         .map_err(|r| fail(step, r))?;
@@ -460,10 +637,14 @@ impl Executor {
                         self.set_progress(node, Some((Step::Rebooting, boot)), all)
                             .await
                             .map_err(|r| fail(step, r))?;
-                        self.reboot(node).await.map_err(|r| fail(step, r))?;
-                        tell(news(node, Step::Rebooting, format!("{node}: rebooting")));
-                        resumed = false;
-                        step = Step::Rebooting;
+                        self.reboot(node)
+                            .await
+                            .map_err(|r| fail(Step::Rebooting, r))?;
+                        step = Step::Waiting;
+                        self.set_progress(node, Some((step, boot)), all)
+                            .await
+                            .map_err(|r| fail(step, r))?;
+                        tell(news(node, Step::Waiting, format!("{node}: rebooting")));
                     } else {
                         step = Step::Returning;
                         self.set_progress(node, Some((step, 0)), all)
@@ -471,8 +652,10 @@ impl Executor {
                             .map_err(|r| fail(step, r))?;
                     }
                 }
-                Step::Rebooting => {
-                    self.wait_back(node, boot, resumed, options)
+                Step::Rebooting | Step::Waiting => {
+                    // At `rebooting` a run may have stopped before Proxmox accepted the reboot:
+                    // a node still up from before is asked again.
+                    self.wait_back(node, boot, step == Step::Rebooting, options)
                         .await
                         .map_err(|r| fail(step, r))?;
                     tell(news(
@@ -486,6 +669,7 @@ impl Executor {
                         .map_err(|r| fail(step, r))?;
                 }
                 Step::Returning => {
+                    let _moving = moves.lock().await;
                     maintenance::set(self.api(), node, false)
                         .await
                         .map_err(|e| fail(step, error_chain(&e)))?;
@@ -506,12 +690,35 @@ impl Executor {
         }
     }
 
-    /// Checks that `node` may go out now, then records its guests' homes, marks it in
-    /// maintenance and writes its progress line, in that order.
-    async fn take_out(
+    /// Whether a rolling maintenance of `nodes` (none: every node) could start now: when no
+    /// node is out, whether the first it would take out may go. The error such a run would stop
+    /// with at once, before changing anything; changes nothing itself.
+    pub async fn rolling_check(
+        &self,
+        nodes: &[String],
+        options: &RollingOptions,
+    ) -> Result<(), RollingError> {
+        let model = self.read().await.map_err(|e| unreadable(&e))?;
+        let targets = targets(&model.cluster, nodes)?;
+        let progress = self.rolling_progress().await.map_err(|e| unreadable(&e))?;
+        if progress.values().any(|p| p.step != Step::Done) {
+            return Ok(());
+        }
+        match targets.iter().find(|n| !progress.contains_key(*n)) {
+            Some(first) => {
+                self.may_go(first, std::slice::from_ref(first), options)
+                    .await
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Whether `node` may go out now (the other nodes of its `wave` taken out before it may be
+    /// out already): every other node online, quorum, and its guests placed on the others.
+    async fn may_go(
         &self,
         node: &str,
-        all: &[String],
+        wave: &[String],
         options: &RollingOptions,
     ) -> Result<(), RollingError> {
         let unsafe_ = |reason: String| RollingError::Unsafe {
@@ -519,43 +726,31 @@ impl Executor {
             reason,
         };
         let model = self.read().await.map_err(|e| unsafe_(error_chain(&e)))?;
-        let c = &model.cluster;
-        let down: Vec<&str> = c
-            .nodes()
-            .iter()
-            .filter(|n| !n.is_online())
-            .map(|n| n.name.as_str())
-            .collect();
-        if !down.is_empty() {
-            return Err(unsafe_(format!(
-                "node(s) {} are not online: one node out at a time",
-                down.join(", ")
-            )));
-        }
-        let total = c.nodes().len();
-        if 2 * (total - 1) <= total {
-            return Err(unsafe_(format!(
-                "{} of {total} node(s) would stay online: quorum needs more than half",
-                total - 1
-            )));
-        }
-        let goal = evacuation(node, options);
+        wave::may_leave(&model.cluster, wave).map_err(unsafe_)?;
         let plan = self
-            .plan(&goal)
+            .plan(&evacuation(node, options))
             .await
             .map_err(|e| unsafe_(error_chain(&e)))?;
-        if !plan.unplaced.is_empty() {
-            let who: Vec<String> = plan
-                .unplaced
-                .iter()
-                .map(|u| format!("{} ({})", u.vmid, u.reason))
-                .collect();
-            return Err(unsafe_(format!(
-                "{} guest(s) fit on no other node: {}",
-                who.len(),
-                who.join("; ")
-            )));
+        match wave::fit_nowhere(&plan) {
+            Some(why) => Err(unsafe_(why)),
+            None => Ok(()),
         }
+    }
+
+    /// Checks that `node` may go out now ([`Self::may_go`]), then records its guests' homes,
+    /// marks it in maintenance and writes its progress line, in that order.
+    async fn take_out(
+        &self,
+        node: &str,
+        wave: &[String],
+        all: &[String],
+        options: &RollingOptions,
+    ) -> Result<(), RollingError> {
+        let unsafe_ = |reason: String| RollingError::Unsafe {
+            node: node.to_owned(),
+            reason,
+        };
+        self.may_go(node, wave, options).await?;
         self.record_homes(node)
             .await
             .map_err(|e| unsafe_(error_chain(&e)))?;
@@ -607,17 +802,17 @@ impl Executor {
     }
 
     /// Waits until `node` booted after `boot` (epoch secs), is online and the cluster quorate,
-    /// up to the boot timeout. A resumed wait on a node still up from before asks for the reboot
-    /// again: the run may have been stopped between writing its line and asking.
+    /// up to the boot timeout. With `ask`, a node still up from before is asked for the reboot
+    /// once more: the run may have been stopped between writing its line and asking.
     async fn wait_back(
         &self,
         node: &str,
         boot: i64,
-        resumed: bool,
+        ask: bool,
         options: &RollingOptions,
     ) -> Result<(), String> {
         let start = tokio::time::Instant::now();
-        let mut asked_again = !resumed;
+        let mut asked_again = !ask;
         loop {
             match self.boot_state(node).await {
                 Ok((Some(b), true, true)) if b > boot + BOOT_SLACK_SECS => return Ok(()),
@@ -655,6 +850,34 @@ impl Executor {
         self.settle_homes(node).await.map_err(|e| error_chain(&e))?;
         Ok(n)
     }
+}
+
+/// The nodes a run of `nodes` goes through, as Proxmox spells them (none named: every node, by
+/// name).
+fn targets(cluster: &flxp_core::Cluster, nodes: &[String]) -> Result<Vec<String>, RollingError> {
+    let all = names(cluster);
+    if nodes.is_empty() {
+        return Ok(all);
+    }
+    nodes
+        .iter()
+        .map(|n| {
+            cluster
+                .node_idx_loose(n)
+                .map(|i| cluster.node(i).name.clone())
+                .ok_or_else(|| RollingError::UnknownNode {
+                    node: n.clone(),
+                    known: all.join(", "),
+                })
+        })
+        .collect()
+}
+
+/// The names of the cluster's nodes, in order.
+fn names(cluster: &flxp_core::Cluster) -> Vec<String> {
+    let mut all: Vec<String> = cluster.nodes().iter().map(|n| n.name.clone()).collect();
+    all.sort();
+    all
 }
 
 /// A read of the zone that failed, as the run's error.
@@ -715,19 +938,35 @@ mod tests {
         let notes = BTreeMap::from([
             (
                 "pve1".to_owned(),
-                format!("Rack 4\n{}", line("pve2", Step::Rebooting, 1_700_000_000)),
+                format!(
+                    "Rack 4\n{}",
+                    line("pve2", Step::Waiting, 1_700_000_000, None)
+                ),
             ),
-            ("pve2".to_owned(), line("pve1", Step::Done, 0)),
+            ("pve2".to_owned(), line("pve1", Step::Done, 0, None)),
         ]);
         let p = read(&notes);
         assert_eq!(p.len(), 2);
-        assert_eq!(p["pve2"].step, Step::Rebooting);
+        assert_eq!(p["pve2"].step, Step::Waiting);
         assert_eq!(p["pve2"].boot, 1_700_000_000);
         assert_eq!(p["pve2"].holder, "pve1");
         assert_eq!(p["pve1"].step, Step::Done);
+        assert_eq!(p["pve2"].error, None);
         assert_eq!(
             parse("<!-- flxp-rolling node=a step=asleep boot=1 -->"),
             None
         );
+    }
+
+    #[test]
+    fn a_failures_reason_survives_its_line_and_cannot_end_the_comment() {
+        let reason = "hook \"sh /tmp/x y.sh\" failed (exit code 7): apt --fix: 100% <done> -->ü";
+        let text = line("pve2", Step::Hook, 0, Some(reason));
+        assert_eq!(text.matches("-->").count(), 1, "{text}");
+        assert!(text.ends_with(" -->"), "{text}");
+        let l = parse(&text).unwrap();
+        assert_eq!(l.step, Step::Hook);
+        assert_eq!(l.error.as_deref(), Some(reason));
+        assert_eq!(decode("50%-off%zz"), "50%-off%zz");
     }
 }
