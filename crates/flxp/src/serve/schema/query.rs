@@ -198,7 +198,7 @@ impl Query {
                 flxp_engine::Error::UnknownNode { .. } => {
                     ApiError::new(Code::UnknownNode, e.to_string())
                 }
-                other => ApiError::new(Code::ProxmoxError, super::mutation::chain(&other)),
+                other => ApiError::new(Code::ProxmoxError, flxp_engine::error_chain(&other)),
             })?;
         Ok(RollingSchedule::new(&schedule, &options))
     }
