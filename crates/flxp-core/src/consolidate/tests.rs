@@ -491,8 +491,12 @@ fn a_node_a_guest_is_migrating_onto_is_not_freed_and_says_which_guest() {
         skipped: Vec::new(),
         after: state.clone(),
         payload: (),
+        moved: None,
+        closed: Vec::new(),
     };
-    let why = judge(&ctx, &[b, a], &in_trial, &remaining, &nothing).unwrap_err();
+    let why = judge(&ctx, &[b, a], &in_trial, &remaining, &nothing, None)
+        .0
+        .unwrap_err();
     assert_eq!(why.0, KeptBecause::Arriving);
     assert!(
         why.1.starts_with("guest 105 (qemu105) is migrating onto a"),
@@ -547,6 +551,44 @@ fn a_large_cluster_is_packed_incrementally_down_to_the_floor_and_safely() {
     }
     let steps: Vec<u32> = out.plan.migrations.iter().map(|m| m.step).collect();
     assert!(steps.windows(2).all(|w| w[0] <= w[1]), "{steps:?}");
+}
+
+/// `nodes` nodes of 64 GiB with `per` guests of 1 GiB each, named n0000... in order.
+fn light_nodes(nodes: u32, per: u32) -> Cluster {
+    let mut b = ClusterBuilder::new();
+    for i in 0..nodes {
+        let n = format!("n{i:04}");
+        b = b.node(node(&n));
+        for j in 0..per {
+            b = b.guest(vm(1000 + per * i + j, &n).mem(GIB, GIB));
+        }
+    }
+    b.build()
+}
+
+/// At 1,000 nodes and 20,000 guests the default budget reaches the quorum floor: a try places
+/// only its own node's guests and judges only what it changed, so the work grows with the
+/// guests moved times the nodes, not with the nodes freed times every guest.
+#[test]
+fn a_thousand_nodes_reach_the_quorum_floor_within_the_default_budget() {
+    let c = light_nodes(1000, 20);
+    let o = ConsolidateOptions::default();
+    let out = run(&c, &o);
+    // Quorum: 501 of 1,000 stay online, so 499 are freed, each guest moved once.
+    assert_eq!(out.freed.len(), 499);
+    assert_eq!(out.plan.migrations.len(), 499 * 20);
+    assert!(out.kept.iter().all(|k| k.because == KeptBecause::Floor));
+    // Placing the 9,980 guests over the 1,000 hosts: 9,980,000 units; closing targets, 1,000
+    // per try: 499,000; the guests left on the nodes being freed, 134,730 in all; the N+1
+    // check, a unit per remaining node: 374,250, and 20,000 for the guests it packed one by one.
+    assert_eq!(out.work, 11_007_980);
+    assert!(out.work < o.budget());
+    assert!(
+        out.plan
+            .warnings
+            .iter()
+            .all(|w| w.kind != WarningKind::BudgetSpent)
+    );
 }
 
 #[test]
