@@ -231,7 +231,12 @@ impl<'a> Packer<'a> {
 
 /// The guests a try's migrations moved (a bundle's members too), from `before` to `after`, once
 /// each.
-fn moved(cluster: &Cluster, before: &State, after: &State, migrations: &[Migration]) -> Vec<GuestIdx> {
+fn moved(
+    cluster: &Cluster,
+    before: &State,
+    after: &State,
+    migrations: &[Migration],
+) -> Vec<GuestIdx> {
     let mut v: Vec<GuestIdx> = migrations
         .iter()
         .flat_map(|m| std::iter::once(m.vmid).chain(m.bundle.iter().copied()))

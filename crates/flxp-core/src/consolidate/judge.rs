@@ -298,7 +298,10 @@ fn judge_counted<T>(
     // before the try can stay there: in guest order, as the sweep finds them.
     let candidates: Vec<GuestIdx> = match local {
         Some(l) => {
-            let mut v: Vec<GuestIdx> = trial.iter().flat_map(|&n| l.on[n.get()].iter().copied()).collect();
+            let mut v: Vec<GuestIdx> = trial
+                .iter()
+                .flat_map(|&n| l.on[n.get()].iter().copied())
+                .collect();
             *work += (trial.len() + v.len()) as u64;
             v.sort_unstable();
             v
@@ -348,7 +351,9 @@ fn judge_counted<T>(
     if options.headroom {
         let placement = ctx.placer.options();
         let why = match (local, &t.moved) {
-            (Some(l), Some(moved)) => headroom_local(cluster, after, remaining, placement, l, moved, work),
+            (Some(l), Some(moved)) => {
+                headroom_local(cluster, after, remaining, placement, l, moved, work)
+            }
             _ => headroom_breach(cluster, after, remaining, placement),
         };
         if let Some(why) = why {
@@ -375,7 +380,11 @@ fn headroom_local(
 ) -> Option<String> {
     let footprint = |g: GuestIdx| {
         let guest = cluster.guest(g);
-        if guest.running { guest.mem_footprint() } else { 0 }
+        if guest.running {
+            guest.mem_footprint()
+        } else {
+            0
+        }
     };
     // Running memory per node after the try: before, less what left, plus what came.
     let mut running: Vec<u64> = local.running.to_vec();
