@@ -22,9 +22,13 @@
 //! the evacuation of it and every node freed before it anew. On larger ones that re-plan grows
 //! with the square of the nodes freed, so a candidate is tried by placing only its own guests on
 //! the state the nodes freed before leave (module `incremental`); the plan is the sum of those
-//! steps.
+//! steps. Such a try judges only what it changed (the guests on the nodes being freed, the ones
+//! it moved, each remaining node once for the ceilings and N+1), keeps closed the targets an
+//! earlier try found full of CPU and the nodes to be tried next (a guest put there would move
+//! again), and runs again with them open before it gives a node up.
 //! Either way the work is counted in units (a guest placed on one node's view; a sweep over the
-//! guests to judge a trial) against a deterministic budget ([`WORK`], raised by `effort-secs`):
+//! guests to judge a full re-plan; a guest or node an incremental judgement looks at) against a
+//! deterministic budget ([`WORK`], raised by `effort-secs`):
 //! once it is spent no further node is tried, the rest say so, and the plan (safe, as every
 //! accepted step was judged) carries a warning of kind `budget-spent`.
 
@@ -51,9 +55,9 @@ pub use judge::{arriving, headroom_breach, load};
 /// Largest cluster (guests × candidate nodes) whose candidates are each tried by a full re-plan
 /// of every node freed so far; larger ones are tried incrementally (module doc).
 pub const EXACT_SIZE: usize = 20_000;
-/// Work units (module doc) a consolidation may spend by default: a few seconds on one core of
-/// the project's shared machine (3 to 6 million units a second; the 300-node benchmark cluster,
-/// 15,000 guests, needs 13 million).
+/// Work units (module doc) a consolidation may spend by default: about 4 to 13 seconds on one
+/// core of the project's shared machine (2 to 7 million units a second, by its load); the
+/// 1,000-node benchmark cluster, 50,000 guests, needs 30 million to reach its quorum floor.
 pub const WORK: u64 = 40_000_000;
 /// Work units per second of `effort-secs` (thorough mode raises the budget, never lowers it).
 const WORK_PER_SEC: f64 = 3_000_000.0;
