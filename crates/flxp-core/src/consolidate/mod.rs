@@ -34,6 +34,7 @@
 
 mod incremental;
 mod judge;
+pub mod power;
 
 use serde::{Deserialize, Serialize};
 
