@@ -394,24 +394,14 @@ fn headroom_local(
         running[from] = running[from].saturating_sub(fp);
         running[after.location(g).get()] += fp;
     }
-    let room: Vec<u64> = hosts
-        .iter()
-        .map(|&h| {
-            let node = cluster.node(h);
-            node.maxmem
-                .saturating_sub(after.usage(h).mem)
-                .saturating_sub(options.reserve_for(node))
-        })
-        .collect();
-    let mut roomiest: Vec<usize> = (0..hosts.len()).collect();
-    roomiest.sort_by(|&a, &b| room[b].cmp(&room[a]).then(a.cmp(&b)));
+    let (room, roomiest) = rooms(cluster, after, hosts, options);
     *work += hosts.len() as u64;
     for (i, &failed) in hosts.iter().enumerate() {
         let top = roomiest.iter().find(|&&j| j != i).map(|&j| room[j]);
         if top.is_some_and(|top| top >= running[failed.get()]) {
             continue;
         }
-        let mut items: Vec<u64> = local.on[failed.get()]
+        let items: Vec<u64> = local.on[failed.get()]
             .iter()
             .chain(moved)
             .copied()
@@ -419,30 +409,8 @@ fn headroom_local(
             .map(|g| cluster.guest(g).mem_footprint())
             .collect();
         *work += items.len() as u64;
-        if items.is_empty() {
-            continue;
-        }
-        items.sort_unstable_by(|a, b| b.cmp(a));
-        let mut free: std::collections::BinaryHeap<u64> = roomiest
-            .iter()
-            .filter(|&&j| j != i)
-            .take(items.len())
-            .map(|&j| room[j])
-            .collect();
-        for &item in &items {
-            match free.peek_mut() {
-                Some(mut top) if *top >= item => *top -= item,
-                _ => {
-                    let sum: u64 = items.iter().sum();
-                    return Some(format!(
-                        "if {} failed, its {} running guest(s) ({}) would not fit on the other {} node(s)",
-                        cluster.node(failed).name,
-                        items.len(),
-                        fmt_bytes(sum),
-                        hosts.len() - 1
-                    ));
-                }
-            }
+        if let Some(why) = pack_failed(cluster, hosts, (i, failed), items, &room, &roomiest) {
+            return Some(why);
         }
     }
     None
@@ -476,7 +444,24 @@ pub fn headroom_breach(
             items.push(guest.mem_footprint());
         }
     }
-    // Every host's room, roomiest first (ties by position, so the order is fixed).
+    let (room, roomiest) = rooms(cluster, state, hosts, options);
+    for (i, &failed) in hosts.iter().enumerate() {
+        let items = std::mem::take(&mut on[i]);
+        if let Some(why) = pack_failed(cluster, hosts, (i, failed), items, &room, &roomiest) {
+            return Some(why);
+        }
+    }
+    None
+}
+
+/// Every host's free memory less its reserve in `state`, and the hosts roomiest first (ties by
+/// position, so the order is fixed).
+fn rooms(
+    cluster: &Cluster,
+    state: &State,
+    hosts: &[NodeIdx],
+    options: &PlacementOptions,
+) -> (Vec<u64>, Vec<usize>) {
     let room: Vec<u64> = hosts
         .iter()
         .map(|&h| {
@@ -488,31 +473,42 @@ pub fn headroom_breach(
         .collect();
     let mut roomiest: Vec<usize> = (0..hosts.len()).collect();
     roomiest.sort_by(|&a, &b| room[b].cmp(&room[a]).then(a.cmp(&b)));
-    for (i, &failed) in hosts.iter().enumerate() {
-        let mut items = std::mem::take(&mut on[i]);
-        if items.is_empty() {
-            continue;
-        }
-        items.sort_unstable_by(|a, b| b.cmp(a));
-        let mut free: std::collections::BinaryHeap<u64> = roomiest
-            .iter()
-            .filter(|&&j| j != i)
-            .take(items.len())
-            .map(|&j| room[j])
-            .collect();
-        for &item in &items {
-            match free.peek_mut() {
-                Some(mut top) if *top >= item => *top -= item,
-                _ => {
-                    let sum: u64 = items.iter().sum();
-                    return Some(format!(
-                        "if {} failed, its {} running guest(s) ({}) would not fit on the other {} node(s)",
-                        cluster.node(failed).name,
-                        items.len(),
-                        fmt_bytes(sum),
-                        hosts.len() - 1
-                    ));
-                }
+    (room, roomiest)
+}
+
+/// Why the running guests `items` of `hosts[i]` (= `failed`) would not fit on the other hosts
+/// if it failed, packed largest first each onto the roomiest of its m roomiest peers (`room`
+/// per host, `roomiest` their order); `None` when they fit.
+fn pack_failed(
+    cluster: &Cluster,
+    hosts: &[NodeIdx],
+    (i, failed): (usize, NodeIdx),
+    mut items: Vec<u64>,
+    room: &[u64],
+    roomiest: &[usize],
+) -> Option<String> {
+    if items.is_empty() {
+        return None;
+    }
+    items.sort_unstable_by(|a, b| b.cmp(a));
+    let mut free: std::collections::BinaryHeap<u64> = roomiest
+        .iter()
+        .filter(|&&j| j != i)
+        .take(items.len())
+        .map(|&j| room[j])
+        .collect();
+    for &item in &items {
+        match free.peek_mut() {
+            Some(mut top) if *top >= item => *top -= item,
+            _ => {
+                let sum: u64 = items.iter().sum();
+                return Some(format!(
+                    "if {} failed, its {} running guest(s) ({}) would not fit on the other {} node(s)",
+                    cluster.node(failed).name,
+                    items.len(),
+                    fmt_bytes(sum),
+                    hosts.len() - 1
+                ));
             }
         }
     }
