@@ -114,11 +114,8 @@ pub(super) fn try_free<T>(
             }
             run(&ctx.ceiling.with_options(o)?)?
         };
-        let (verdict, judged) = judge(ctx, trial, &in_trial, &remaining, &t, local);
-        if local.is_some() {
-            // An incremental judgement counts what it looked at (a full one is in `cost`).
-            *work += judged;
-        }
+        // An incremental judgement counts what it looks at (a full one is in `cost`).
+        let verdict = judge(ctx, trial, &in_trial, &remaining, &t, (local, &mut *work));
         match verdict {
             Ok(()) => {
                 let mut t = t;
@@ -233,7 +230,7 @@ fn cpu_breach(
 
 /// Whether the try at freeing `trial` (flagged in `in_trial`; `remaining` the other hosts) keeps
 /// every limit; else why not. With `local` (an incremental try), only the guests on the nodes
-/// being freed and those the try moved are looked at, and the work that took comes back too (in
+/// being freed and those the try moved are looked at, and what that took is added to `work` (in
 /// units: a guest or a node looked at).
 pub(super) fn judge<T>(
     ctx: &Ctx<'_>,
@@ -241,22 +238,7 @@ pub(super) fn judge<T>(
     in_trial: &[bool],
     remaining: &[NodeIdx],
     t: &Trial<T>,
-    local: Option<&Local<'_>>,
-) -> (std::result::Result<(), (KeptBecause, String)>, u64) {
-    let mut work = 0;
-    let verdict = judge_counted(ctx, trial, in_trial, remaining, t, local, &mut work);
-    (verdict, work)
-}
-
-/// [`judge`], adding the work to `work`.
-fn judge_counted<T>(
-    ctx: &Ctx<'_>,
-    trial: &[NodeIdx],
-    in_trial: &[bool],
-    remaining: &[NodeIdx],
-    t: &Trial<T>,
-    local: Option<&Local<'_>>,
-    work: &mut u64,
+    (local, work): (Option<&Local<'_>>, &mut u64),
 ) -> std::result::Result<(), (KeptBecause, String)> {
     let (cluster, state, options) = (ctx.cluster, ctx.state, ctx.options);
     // The node just added to the trial first: its own guest is the reason it stays.

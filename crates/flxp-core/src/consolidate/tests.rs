@@ -494,9 +494,15 @@ fn a_node_a_guest_is_migrating_onto_is_not_freed_and_says_which_guest() {
         moved: None,
         closed: Vec::new(),
     };
-    let why = judge(&ctx, &[b, a], &in_trial, &remaining, &nothing, None)
-        .0
-        .unwrap_err();
+    let why = judge(
+        &ctx,
+        &[b, a],
+        &in_trial,
+        &remaining,
+        &nothing,
+        (None, &mut 0),
+    )
+    .unwrap_err();
     assert_eq!(why.0, KeptBecause::Arriving);
     assert!(
         why.1.starts_with("guest 105 (qemu105) is migrating onto a"),
