@@ -16,6 +16,9 @@
 //! online gets its maintenance mark cleared, its power mark removed, and a rebalance moves guests
 //! onto it, without the per-guest cooldown ([`crate::consolidate::after_wake`]). One change per
 //! round; the next round measures anew.
+//!
+//! The decisions are pure functions of the read ([`flxp_core::consolidate::power`]); this module
+//! carries them out: API calls, Wake-on-LAN, planning and running the consolidation.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
