@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use flxp_core::balance::{BalanceOptions, EvacuateOptions};
-use flxp_core::cluster::{Landing, NodeIdx};
+use flxp_core::cluster::NodeIdx;
 use flxp_core::consolidate::{ConsolidateOptions, Consolidation, consolidate};
 use flxp_core::placement::Placer;
 use flxp_pve::types::NodeCommand;
@@ -134,30 +134,10 @@ impl Executor {
             node: node.to_owned(),
             reason,
         };
-        let c = &model.cluster;
-        let idx = c
-            .node_idx(node)
-            .ok_or_else(|| refuse("it is not in the cluster".into()))?;
-        let n = c.node(idx);
-        if !n.is_online() {
-            return Err(refuse(format!("it is {}", n.status_text())));
-        }
-        if !n.in_maintenance() {
-            return Err(refuse("it is not in maintenance".into()));
-        }
-        if let Some(why) = occupied(&model, idx) {
-            return Err(refuse(why));
-        }
-        let total = c.nodes().len();
-        let online = c.nodes().iter().filter(|n| n.is_online()).count();
-        if 2 * (online - 1) <= total {
-            return Err(refuse(format!(
-                "{} of {total} node(s) would stay online: quorum needs more than half",
-                online - 1
-            )));
-        }
+        flxp_core::consolidate::power::may_switch_off(&model.cluster, &model.state, node)
+            .map_err(refuse)?;
         self.api()
-            .node_command(&n.name, NodeCommand::Shutdown)
+            .node_command(node, NodeCommand::Shutdown)
             .await
             .map_err(|source| PowerError::Api {
                 node: node.to_owned(),
@@ -294,32 +274,7 @@ impl Executor {
 /// land on it); `None` when nothing is on it or on its way. A guest migrating is on its source
 /// until it lands, so a node switched off while one lands on it stops that guest.
 pub fn occupied(model: &Model, idx: NodeIdx) -> Option<String> {
-    let c = &model.cluster;
-    let left: Vec<u32> = c
-        .guest_indexes()
-        .filter(|&g| model.state.location(g) == idx)
-        .map(|g| c.guest(g).vmid)
-        .collect();
-    if !left.is_empty() {
-        return Some(format!("it still holds guest(s) {left:?}"));
-    }
-    if let Some(why) = flxp_core::consolidate::arriving(c, &[idx]) {
-        return Some(why);
-    }
-    // A migration without a known target (its task names none, or only the lock shows it).
-    c.guests()
-        .iter()
-        .find(|g| {
-            g.migrating == Some(Landing::Unknown)
-                || (g.migrating.is_none() && g.lock.as_deref() == Some("migrate"))
-        })
-        .map(|g| {
-            format!(
-                "guest {} is migrating off {} to a node flxp cannot tell: it may land on this one",
-                g.label(),
-                c.node(g.node).name
-            )
-        })
+    flxp_core::consolidate::power::occupied(&model.cluster, &model.state, idx)
 }
 
 /// The goal the consolidation's migrations run under: evacuating the nodes it frees (replans

@@ -3,14 +3,14 @@
 //! grows with the square of the nodes freed). The plan is the accepted steps in order, judged by
 //! the same limits after each step; it must not hold anything the small-cluster path would refuse.
 
-use super::judge::{Trial, try_free};
+use super::judge::{Local, Trial, try_free};
 use super::{Ctx, KeptBecause};
 use crate::Result;
 use crate::balance::draft::Draft;
 use crate::balance::fix::{self, Scope};
 use crate::balance::units::Units;
 use crate::balance::{Migration, Plan, Skipped};
-use crate::cluster::{Cluster, NodeIdx};
+use crate::cluster::{Cluster, GuestIdx, NodeIdx};
 use crate::evacuate::finish_evacuation;
 use crate::placement::Placer;
 use crate::state::State;
@@ -28,11 +28,29 @@ pub(super) struct Packer<'a> {
     skipped: Vec<Skipped>,
     /// What moves together, built once (each try's draft borrows it).
     units: Units,
+    /// Guests per node in `state` (any state), kept up to date as steps are accepted.
+    on: Vec<Vec<GuestIdx>>,
+    /// Memory of the running guests per node in `state`, kept up to date likewise.
+    running: Vec<u64>,
+    /// Targets a try found it would push over the CPU ceiling: the later tries start with them
+    /// closed (a target only ever gains guests), so each is found once, not once per try.
+    cpu_full: Vec<NodeIdx>,
 }
 
 impl<'a> Packer<'a> {
     /// Nothing accepted yet.
     pub(super) fn new(ctx: Ctx<'a>) -> Self {
+        let nodes = ctx.cluster.nodes().len();
+        let mut on: Vec<Vec<GuestIdx>> = vec![Vec::new(); nodes];
+        let mut running = vec![0u64; nodes];
+        for g in ctx.cluster.guest_indexes() {
+            let at = ctx.state.location(g).get();
+            on[at].push(g);
+            let guest = ctx.cluster.guest(g);
+            if guest.running {
+                running[at] += guest.mem_footprint();
+            }
+        }
         Self {
             ctx,
             marked: ctx.cluster.clone(),
@@ -40,6 +58,9 @@ impl<'a> Packer<'a> {
             migrations: Vec::new(),
             skipped: Vec::new(),
             units: Units::new(ctx.cluster, ctx.rules),
+            on,
+            running,
+            cpu_full: Vec::new(),
         }
     }
 
@@ -49,7 +70,8 @@ impl<'a> Packer<'a> {
     pub(super) fn try_add(
         &mut self,
         trial: &[NodeIdx],
-        work: (&mut u64, u64),
+        next: &[NodeIdx],
+        work: &mut u64,
     ) -> Result<std::result::Result<(), (KeptBecause, String)>> {
         let Some(&n) = trial.last() else {
             return Ok(Ok(()));
@@ -57,6 +79,9 @@ impl<'a> Packer<'a> {
         let ctx = self.ctx;
         let fresh = !self.marked.node(n).in_maintenance();
         self.marked.empty_for(n, ctx.evac.emptied_as.clone());
+        // The guests on n now (some may have come from a node freed before), each judged over
+        // every host.
+        let cost = self.on[n.get()].len() as u64 * ctx.hosts.len() as u64;
         let (marked, state, units) = (&self.marked, &self.state, &self.units);
         let run = |p: &Placer| -> Result<Trial<Vec<Migration>>> {
             let measure = ctx.evac.measure;
@@ -72,25 +97,73 @@ impl<'a> Packer<'a> {
                 make_room: 0,
             };
             fix::fix_all(&mut draft, &scope)?;
+            let moved = moved(marked, state, &draft.state, &draft.migrations);
             Ok(Trial {
                 unplaced: draft.unplaced,
                 skipped: draft.skipped,
                 after: draft.state,
                 payload: draft.migrations,
+                moved: Some(moved),
+                closed: Vec::new(),
             })
         };
-        // Targets at the CPU ceiling already take nothing that uses CPU: closed at once.
+        // Targets at the CPU ceiling already take nothing that uses CPU: closed at once; so
+        // are those an earlier try found it would push over.
+        let mut in_trial = vec![false; self.marked.nodes().len()];
+        for &t in trial {
+            in_trial[t.get()] = true;
+        }
         let full: Vec<NodeIdx> = ctx
             .hosts
             .iter()
             .copied()
-            .filter(|r| !trial.contains(r))
+            .filter(|r| !in_trial[r.get()])
             .filter(|&r| {
                 let cap = self.marked.node(r).maxcpu * ctx.options.max_cpu;
                 self.state.usage(r).cpu >= cap - 1e-9
             })
             .collect();
-        match try_free(&ctx, trial, work, (full, true), run)? {
+        // Closed besides: the targets an earlier try found full of CPU, and the nodes to be
+        // tried next (a guest put there would move again when they are freed).
+        let mut shut = vec![false; in_trial.len()];
+        for &r in &full {
+            shut[r.get()] = true;
+        }
+        let mut closed = full.clone();
+        for &r in self.cpu_full.iter().chain(next) {
+            if !in_trial[r.get()] && !shut[r.get()] {
+                shut[r.get()] = true;
+                closed.push(r);
+            }
+        }
+        let local = Local {
+            on: &self.on,
+            running: &self.running,
+            before: &self.state,
+        };
+        // The nodes looked at to close them.
+        *work += ctx.hosts.len() as u64;
+        let mut outcome = try_free(
+            &ctx,
+            trial,
+            (&mut *work, cost),
+            (closed.clone(), true),
+            Some(&local),
+            &run,
+        )?;
+        if outcome.is_err() && closed.len() > full.len() {
+            // Tried again with only the full targets closed, so that keeping the others closed
+            // never keeps a node an open try would free.
+            outcome = try_free(
+                &ctx,
+                trial,
+                (&mut *work, cost),
+                (full.clone(), true),
+                Some(&local),
+                &run,
+            )?;
+        }
+        match outcome {
             Ok(t) => {
                 // Each step numbers from 0: after the accepted ones.
                 let base = self.migrations.last().map_or(0, |m| m.step + 1);
@@ -100,6 +173,24 @@ impl<'a> Packer<'a> {
                         ..m
                     }));
                 self.skipped.extend(t.skipped);
+                for &g in t.moved.as_deref().unwrap_or_default() {
+                    let (from, to) = (self.state.location(g), t.after.location(g));
+                    self.on[from.get()].retain(|&x| x != g);
+                    self.on[to.get()].push(g);
+                    let guest = ctx.cluster.guest(g);
+                    if guest.running {
+                        let fp = guest.mem_footprint();
+                        self.running[from.get()] = self.running[from.get()].saturating_sub(fp);
+                        self.running[to.get()] += fp;
+                    }
+                }
+                // Targets the step closed for the CPU ceiling stay closed to the next steps.
+                for &r in &t.closed {
+                    if !shut[r.get()] {
+                        shut[r.get()] = true;
+                        self.cpu_full.push(r);
+                    }
+                }
                 self.state = t.after;
                 Ok(Ok(()))
             }
@@ -136,6 +227,25 @@ impl<'a> Packer<'a> {
         targets.sort();
         Ok(finish_evacuation(draft, ctx.state, &targets, ctx.evac))
     }
+}
+
+/// The guests a try's migrations moved (a bundle's members too), from `before` to `after`, once
+/// each.
+fn moved(
+    cluster: &Cluster,
+    before: &State,
+    after: &State,
+    migrations: &[Migration],
+) -> Vec<GuestIdx> {
+    let mut v: Vec<GuestIdx> = migrations
+        .iter()
+        .flat_map(|m| std::iter::once(m.vmid).chain(m.bundle.iter().copied()))
+        .filter_map(|vmid| cluster.guest_idx(vmid))
+        .filter(|&g| before.location(g) != after.location(g))
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
 }
 
 /// The migrations with each guest moved once: a guest an early step put on a node a later step

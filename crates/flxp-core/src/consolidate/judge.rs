@@ -4,7 +4,7 @@
 use super::{ConsolidateOptions, Ctx, KeptBecause, MAX_CLOSED};
 use crate::Result;
 use crate::balance::{Skipped, Unplaced};
-use crate::cluster::{Cluster, NodeIdx};
+use crate::cluster::{Cluster, GuestIdx, NodeIdx};
 use crate::placement::{PlacementOptions, Placer};
 use crate::state::State;
 use crate::units::fmt_bytes;
@@ -57,6 +57,21 @@ pub(super) struct Trial<T> {
     pub(super) skipped: Vec<Skipped>,
     pub(super) after: State,
     pub(super) payload: T,
+    /// The guests the try moved, when the caller knows them (else every guest is swept).
+    pub(super) moved: Option<Vec<GuestIdx>>,
+    /// The targets closed to the try that was kept (set by [`try_free`]).
+    pub(super) closed: Vec<NodeIdx>,
+}
+
+/// What an incremental try knows of the state it starts from, so that its judgement looks only
+/// at what the try changed instead of sweeping every guest.
+pub(super) struct Local<'a> {
+    /// Guests per node (any state) before the try, indexed like `Cluster::nodes`.
+    pub(super) on: &'a [Vec<GuestIdx>],
+    /// Memory of the running guests per node before the try.
+    pub(super) running: &'a [u64],
+    /// The state before the try.
+    pub(super) before: &'a State,
 }
 
 /// The try (`run`, handed the pipeline to place with) that frees `trial` within every limit, or
@@ -71,6 +86,7 @@ pub(super) fn try_free<T>(
     trial: &[NodeIdx],
     (work, cost): (&mut u64, u64),
     (mut closed, close_all): (Vec<NodeIdx>, bool),
+    local: Option<&Local<'_>>,
     mut run: impl FnMut(&Placer) -> Result<Trial<T>>,
 ) -> Result<std::result::Result<Trial<T>, (KeptBecause, String)>> {
     let (cluster, state, options) = (ctx.cluster, ctx.state, ctx.options);
@@ -98,8 +114,14 @@ pub(super) fn try_free<T>(
             }
             run(&ctx.ceiling.with_options(o)?)?
         };
-        match judge(ctx, trial, &in_trial, &remaining, &t) {
-            Ok(()) => return Ok(Ok(t)),
+        // An incremental judgement counts what it looks at (a full one is in `cost`).
+        let verdict = judge(ctx, trial, &in_trial, &remaining, &t, (local, &mut *work));
+        match verdict {
+            Ok(()) => {
+                let mut t = t;
+                t.closed = closed;
+                return Ok(Ok(t));
+            }
             Err((because, reason)) => {
                 let breach = (because == KeptBecause::Cpu)
                     .then(|| cpu_breach(cluster, state, &t.after, options, &remaining))
@@ -109,7 +131,7 @@ pub(super) fn try_free<T>(
                     Some((n, _)) => {
                         // Named by the guest that needs the CPUs: the node it would overload
                         // may be one this plan frees later.
-                        let why = cpu_hungry(cluster, state, &t.after, n)
+                        let why = cpu_hungry(cluster, state, &t, n)
                             .map(|g| {
                                 let guest = cluster.guest(g);
                                 format!(
@@ -146,15 +168,18 @@ pub(super) fn try_free<T>(
 }
 
 /// The guest moved onto `node` by the plan (from `state` to `after`) that uses the most CPU.
-fn cpu_hungry(
+fn cpu_hungry<T>(
     cluster: &Cluster,
     state: &State,
-    after: &State,
+    t: &Trial<T>,
     node: NodeIdx,
-) -> Option<crate::cluster::GuestIdx> {
-    cluster
-        .guest_indexes()
-        .filter(|&g| after.location(g) == node && state.location(g) != node)
+) -> Option<GuestIdx> {
+    let after = &t.after;
+    let all: Box<dyn Iterator<Item = GuestIdx>> = match &t.moved {
+        Some(moved) => Box::new(moved.iter().copied()),
+        None => Box::new(cluster.guest_indexes()),
+    };
+    all.filter(|&g| after.location(g) == node && state.location(g) != node)
         .max_by(|&a, &b| {
             cluster
                 .guest(a)
@@ -204,13 +229,16 @@ fn cpu_breach(
 }
 
 /// Whether the try at freeing `trial` (flagged in `in_trial`; `remaining` the other hosts) keeps
-/// every limit; else why not.
+/// every limit; else why not. With `local` (an incremental try), only the guests on the nodes
+/// being freed and those the try moved are looked at, and what that took is added to `work` (in
+/// units: a guest or a node looked at).
 pub(super) fn judge<T>(
     ctx: &Ctx<'_>,
     trial: &[NodeIdx],
     in_trial: &[bool],
     remaining: &[NodeIdx],
     t: &Trial<T>,
+    (local, work): (Option<&Local<'_>>, &mut u64),
 ) -> std::result::Result<(), (KeptBecause, String)> {
     let (cluster, state, options) = (ctx.cluster, ctx.state, ctx.options);
     // The node just added to the trial first: its own guest is the reason it stays.
@@ -248,11 +276,26 @@ pub(super) fn judge<T>(
             && guest.migrating_to().is_some_and(|to| !in_trial[to.get()])
     };
     let stuck = |g: &crate::cluster::GuestIdx| in_trial[after.location(*g).get()] && !leaving(*g);
-    if let Some(g) = cluster
-        .guest_indexes()
+    // Nothing moves onto a node being freed (it is in maintenance), so only the guests on them
+    // before the try can stay there: in guest order, as the sweep finds them.
+    let candidates: Vec<GuestIdx> = match local {
+        Some(l) => {
+            let mut v: Vec<GuestIdx> = trial
+                .iter()
+                .flat_map(|&n| l.on[n.get()].iter().copied())
+                .collect();
+            *work += (trial.len() + v.len()) as u64;
+            v.sort_unstable();
+            v
+        }
+        None => cluster.guest_indexes().collect(),
+    };
+    if let Some(g) = candidates
+        .iter()
+        .copied()
         .filter(stuck)
         .find(|&g| trial.last() == Some(&after.location(g)))
-        .or_else(|| cluster.guest_indexes().find(stuck))
+        .or_else(|| candidates.iter().copied().find(stuck))
     {
         let guest = cluster.guest(g);
         let why = t
@@ -288,11 +331,71 @@ pub(super) fn judge<T>(
         }
     }
     if options.headroom {
-        if let Some(why) = headroom_breach(cluster, after, remaining, ctx.placer.options()) {
+        let placement = ctx.placer.options();
+        let why = match (local, &t.moved) {
+            (Some(l), Some(moved)) => {
+                headroom_local(cluster, after, remaining, placement, l, moved, work)
+            }
+            _ => headroom_breach(cluster, after, remaining, placement),
+        };
+        if let Some(why) = why {
             return Err((KeptBecause::Headroom, why));
         }
     }
     Ok(())
+}
+
+/// [`headroom_breach`] of an incremental try, the same verdict and words without a sweep over
+/// every guest: a failed node whose running guests use no more memory than the roomiest other
+/// node has free passes at once (packed largest first, each onto the roomiest, they all fit:
+/// the roomiest always has at least what that one node has left, which is at least what is left
+/// to place); only the others are packed guest by guest. Adds the nodes and guests looked at to
+/// `work`.
+fn headroom_local(
+    cluster: &Cluster,
+    after: &State,
+    hosts: &[NodeIdx],
+    options: &PlacementOptions,
+    local: &Local<'_>,
+    moved: &[GuestIdx],
+    work: &mut u64,
+) -> Option<String> {
+    let footprint = |g: GuestIdx| {
+        let guest = cluster.guest(g);
+        if guest.running {
+            guest.mem_footprint()
+        } else {
+            0
+        }
+    };
+    // Running memory per node after the try: before, less what left, plus what came.
+    let mut running: Vec<u64> = local.running.to_vec();
+    for &g in moved {
+        let fp = footprint(g);
+        let from = local.before.location(g).get();
+        running[from] = running[from].saturating_sub(fp);
+        running[after.location(g).get()] += fp;
+    }
+    let (room, roomiest) = rooms(cluster, after, hosts, options);
+    *work += hosts.len() as u64;
+    for (i, &failed) in hosts.iter().enumerate() {
+        let top = roomiest.iter().find(|&&j| j != i).map(|&j| room[j]);
+        if top.is_some_and(|top| top >= running[failed.get()]) {
+            continue;
+        }
+        let items: Vec<u64> = local.on[failed.get()]
+            .iter()
+            .chain(moved)
+            .copied()
+            .filter(|&g| after.location(g) == failed && cluster.guest(g).running)
+            .map(|g| cluster.guest(g).mem_footprint())
+            .collect();
+        *work += items.len() as u64;
+        if let Some(why) = pack_failed(cluster, hosts, (i, failed), items, &room, &roomiest) {
+            return Some(why);
+        }
+    }
+    None
 }
 
 /// Why the nodes `hosts` lack N+1 headroom in `state`: a node whose running guests would not fit
@@ -323,7 +426,24 @@ pub fn headroom_breach(
             items.push(guest.mem_footprint());
         }
     }
-    // Every host's room, roomiest first (ties by position, so the order is fixed).
+    let (room, roomiest) = rooms(cluster, state, hosts, options);
+    for (i, &failed) in hosts.iter().enumerate() {
+        let items = std::mem::take(&mut on[i]);
+        if let Some(why) = pack_failed(cluster, hosts, (i, failed), items, &room, &roomiest) {
+            return Some(why);
+        }
+    }
+    None
+}
+
+/// Every host's free memory less its reserve in `state`, and the hosts roomiest first (ties by
+/// position, so the order is fixed).
+fn rooms(
+    cluster: &Cluster,
+    state: &State,
+    hosts: &[NodeIdx],
+    options: &PlacementOptions,
+) -> (Vec<u64>, Vec<usize>) {
     let room: Vec<u64> = hosts
         .iter()
         .map(|&h| {
@@ -335,31 +455,42 @@ pub fn headroom_breach(
         .collect();
     let mut roomiest: Vec<usize> = (0..hosts.len()).collect();
     roomiest.sort_by(|&a, &b| room[b].cmp(&room[a]).then(a.cmp(&b)));
-    for (i, &failed) in hosts.iter().enumerate() {
-        let mut items = std::mem::take(&mut on[i]);
-        if items.is_empty() {
-            continue;
-        }
-        items.sort_unstable_by(|a, b| b.cmp(a));
-        let mut free: std::collections::BinaryHeap<u64> = roomiest
-            .iter()
-            .filter(|&&j| j != i)
-            .take(items.len())
-            .map(|&j| room[j])
-            .collect();
-        for &item in &items {
-            match free.peek_mut() {
-                Some(mut top) if *top >= item => *top -= item,
-                _ => {
-                    let sum: u64 = items.iter().sum();
-                    return Some(format!(
-                        "if {} failed, its {} running guest(s) ({}) would not fit on the other {} node(s)",
-                        cluster.node(failed).name,
-                        items.len(),
-                        fmt_bytes(sum),
-                        hosts.len() - 1
-                    ));
-                }
+    (room, roomiest)
+}
+
+/// Why the running guests `items` of `hosts[i]` (= `failed`) would not fit on the other hosts
+/// if it failed, packed largest first each onto the roomiest of its m roomiest peers (`room`
+/// per host, `roomiest` their order); `None` when they fit.
+fn pack_failed(
+    cluster: &Cluster,
+    hosts: &[NodeIdx],
+    (i, failed): (usize, NodeIdx),
+    mut items: Vec<u64>,
+    room: &[u64],
+    roomiest: &[usize],
+) -> Option<String> {
+    if items.is_empty() {
+        return None;
+    }
+    items.sort_unstable_by(|a, b| b.cmp(a));
+    let mut free: std::collections::BinaryHeap<u64> = roomiest
+        .iter()
+        .filter(|&&j| j != i)
+        .take(items.len())
+        .map(|&j| room[j])
+        .collect();
+    for &item in &items {
+        match free.peek_mut() {
+            Some(mut top) if *top >= item => *top -= item,
+            _ => {
+                let sum: u64 = items.iter().sum();
+                return Some(format!(
+                    "if {} failed, its {} running guest(s) ({}) would not fit on the other {} node(s)",
+                    cluster.node(failed).name,
+                    items.len(),
+                    fmt_bytes(sum),
+                    hosts.len() - 1
+                ));
             }
         }
     }

@@ -22,14 +22,19 @@
 //! the evacuation of it and every node freed before it anew. On larger ones that re-plan grows
 //! with the square of the nodes freed, so a candidate is tried by placing only its own guests on
 //! the state the nodes freed before leave (module `incremental`); the plan is the sum of those
-//! steps.
+//! steps. Such a try judges only what it changed (the guests on the nodes being freed, the ones
+//! it moved, each remaining node once for the ceilings and N+1), keeps closed the targets an
+//! earlier try found full of CPU and the nodes to be tried next (a guest put there would move
+//! again), and runs again with them open before it gives a node up.
 //! Either way the work is counted in units (a guest placed on one node's view; a sweep over the
-//! guests to judge a trial) against a deterministic budget ([`WORK`], raised by `effort-secs`):
+//! guests to judge a full re-plan; a guest or node an incremental judgement looks at) against a
+//! deterministic budget ([`WORK`], raised by `effort-secs`):
 //! once it is spent no further node is tried, the rest say so, and the plan (safe, as every
 //! accepted step was judged) carries a warning of kind `budget-spent`.
 
 mod incremental;
 mod judge;
+pub mod power;
 
 use serde::{Deserialize, Serialize};
 
@@ -51,10 +56,10 @@ pub use judge::{arriving, headroom_breach, load};
 /// Largest cluster (guests × candidate nodes) whose candidates are each tried by a full re-plan
 /// of every node freed so far; larger ones are tried incrementally (module doc).
 pub const EXACT_SIZE: usize = 20_000;
-/// Work units (module doc) a consolidation may spend by default: a few seconds on one core of
-/// the project's shared machine (3 to 6 million units a second; the 300-node benchmark cluster,
-/// 15,000 guests, needs 13 million).
-pub const WORK: u64 = 15_000_000;
+/// Work units (module doc) a consolidation may spend by default: about 4 to 13 seconds on one
+/// core of the project's shared machine (2 to 7 million units a second, by its load); the
+/// 1,000-node benchmark cluster, 50,000 guests, needs 30 million to reach its quorum floor.
+pub const WORK: u64 = 40_000_000;
 /// Work units per second of `effort-secs` (thorough mode raises the budget, never lowers it).
 const WORK_PER_SEC: f64 = 3_000_000.0;
 /// Most targets a try closes for the CPU ceiling before it gives up on the node (each closing
@@ -335,7 +340,7 @@ pub fn consolidate(
                 KeptBecause::Budget,
                 &search.spent_words(),
             ));
-        } else if let Some((because, reason)) = search.grow(&mut resumed, n)? {
+        } else if let Some((because, reason)) = search.grow(&mut resumed, n, &[])? {
             given_up.push(Kept::given_back(name, because, &reason));
         }
     }
@@ -368,7 +373,7 @@ pub fn consolidate(
     });
 
     let mut freed: Vec<NodeIdx> = resumed.clone();
-    for &n in &order {
+    for (i, &n) in order.iter().enumerate() {
         let name = cluster.node(n).name.clone();
         if let Some(why) = required(n) {
             kept.push(Kept::new(name, KeptBecause::Required, why.clone()));
@@ -428,7 +433,12 @@ pub fn consolidate(
             kept.push(Kept::new(name, KeptBecause::Budget, search.spent_words()));
             continue;
         }
-        if let Some((because, reason)) = search.grow(&mut freed, n)? {
+        // The nodes to be tried next, as many as the floors leave room to free after n: the
+        // incremental packing keeps guests off them while it can, so that a guest is not moved
+        // onto a node that is emptied a few steps later.
+        let slots = max_free - (freed.len() - resumed.len());
+        let next = &order[(i + 1).min(order.len())..(i + slots).min(order.len())];
+        if let Some((because, reason)) = search.grow(&mut freed, n, next)? {
             kept.push(Kept::new(name, because, reason));
         }
     }
@@ -604,22 +614,22 @@ impl<'a> Search<'a> {
         )
     }
 
-    /// Frees the nodes of `set` and `n` together: `set` grows, or why not.
+    /// Frees the nodes of `set` and `n` together: `set` grows, or why not. `next` are the
+    /// nodes to be tried after n (the incremental packing avoids them as targets).
     fn grow(
         &mut self,
         set: &mut Vec<NodeIdx>,
         n: NodeIdx,
+        next: &[NodeIdx],
     ) -> Result<Option<(KeptBecause, String)>> {
         let ctx = self.ctx;
         let trial = [set.as_slice(), &[n]].concat();
         let guests = ctx.cluster.guests().len() as u64;
         let hosts = ctx.hosts.len() as u64;
         let outcome = match &mut self.packer {
-            Some(packer) => {
-                // Only n's guests are placed, each judged over every host; then one sweep.
-                let cost = self.facts.guests(n).1 as u64 * hosts + guests;
-                packer.try_add(&trial, (&mut self.work, cost))?
-            }
+            // Only the guests on n are placed, each judged over every host; the judgement adds
+            // what it looks at.
+            Some(packer) => packer.try_add(&trial, next, &mut self.work)?,
             None => {
                 let placed: u64 = trial.iter().map(|&t| self.facts.guests(t).1 as u64).sum();
                 let cost = placed * hosts + guests;
@@ -630,6 +640,8 @@ impl<'a> Search<'a> {
                         skipped: plan.skipped.clone(),
                         after: apply(ctx.cluster, ctx.state, &plan),
                         payload: plan,
+                        moved: None,
+                        closed: Vec::new(),
                     })
                 };
                 match try_free(
@@ -637,6 +649,7 @@ impl<'a> Search<'a> {
                     &trial,
                     (&mut self.work, cost),
                     (Vec::new(), false),
+                    None,
                     run,
                 )? {
                     Ok(t) => {

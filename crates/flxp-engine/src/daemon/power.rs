@@ -16,12 +16,18 @@
 //! online gets its maintenance mark cleared, its power mark removed, and a rebalance moves guests
 //! onto it, without the per-guest cooldown ([`crate::consolidate::after_wake`]). One change per
 //! round; the next round measures anew.
+//!
+//! The decisions are pure functions of the read ([`flxp_core::consolidate::power`]); this module
+//! carries them out: API calls, Wake-on-LAN, planning and running the consolidation.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use flxp_core::cluster::NodeIdx;
+use flxp_core::consolidate::power::{
+    self as decide, Change, Finishing, Levels, Mark, MarkState, Timing,
+};
 use flxp_core::consolidate::{ConsolidateOptions, Consolidation, load};
 use serde::Serialize;
 
@@ -70,6 +76,32 @@ impl AutoConsolidate {
     pub fn max_load(&self) -> f64 {
         (self.consolidate_below + self.wake_above) / 2.0
     }
+
+    /// The levels the pure power decisions read.
+    fn levels(&self) -> Levels {
+        Levels {
+            shutdown: self.shutdown,
+            consolidate_below: self.consolidate_below,
+            wake_above: self.wake_above,
+            min_interval_secs: self.min_interval.as_secs() as i64,
+            wake_timeout_secs: self.wake_timeout.as_secs() as i64,
+        }
+    }
+}
+
+/// The marks as the pure power decisions read them.
+fn core_marks(marks: &[PowerMark]) -> Vec<Mark> {
+    marks
+        .iter()
+        .map(|m| Mark {
+            node: m.node.clone(),
+            state: match m.state {
+                PowerState::Off => MarkState::Off,
+                PowerState::Waking => MarkState::Waking,
+            },
+            since: m.since,
+        })
+        .collect()
 }
 
 /// What the power saving did in a round.
@@ -118,11 +150,7 @@ async fn give_back(
 
 /// Nodes in service: online, not in maintenance, not lost by HA.
 fn in_service(model: &Model) -> Vec<NodeIdx> {
-    model
-        .cluster
-        .node_indexes()
-        .filter(|&n| model.cluster.node(n).is_schedulable())
-        .collect()
+    decide::in_service(&model.cluster)
 }
 
 /// Whether this process asked `node` to shut down less than `wake-timeout` ago (it may still be
@@ -232,81 +260,63 @@ impl Daemon {
         let api = executor.api();
 
         // Finish what earlier rounds (or an interrupted flxp) began.
-        let mut pending: Vec<NodeIdx> = Vec::new();
-        let mut asleep: Vec<&PowerMark> = Vec::new();
-        let mut waking = false;
-        for m in marks {
-            let Some(idx) = c.node_idx(&m.node) else {
-                continue;
-            };
-            let n = c.node(idx);
-            match (m.state, n.is_online()) {
-                (PowerState::Waking, true) => {
+        let levels = auto.levels();
+        let core = core_marks(marks);
+        let going: std::collections::BTreeSet<String> = marks
+            .iter()
+            .filter(|m| going_down(z, &auto, &m.node, now))
+            .map(|m| m.node.clone())
+            .collect();
+        let found = decide::finish(c, &model.state, &core, now, &levels, &going);
+        for f in &found.finishing {
+            match f {
+                Finishing::BackInService(node) => {
                     let back = async {
-                        crate::maintenance::set(api, &m.node, false).await?;
-                        executor.clear_power_mark(&m.node).await?;
+                        crate::maintenance::set(api, node, false).await?;
+                        executor.clear_power_mark(node).await?;
                         Ok::<_, crate::consolidate::PowerError>(())
                     };
                     match back.await {
-                        Ok(()) => pr.back.push(m.node.clone()),
+                        Ok(()) => pr.back.push(node.clone()),
                         Err(e) => pr.errors.push(error_chain(&e)),
                     }
                 }
-                (PowerState::Waking, false) => {
-                    waking = true;
-                    let late = now - m.since > auto.wake_timeout.as_secs() as i64;
-                    if late {
-                        pr.errors.push(format!(
-                            "{} is not online {} s after Wake-on-LAN: sending it again",
-                            m.node,
-                            now - m.since
-                        ));
-                        // Re-dated first, so that the next try (and warning) comes one
-                        // wake-timeout later, not every round.
-                        let redate = power_mark::set(
-                            api,
-                            &m.holder,
-                            &m.node,
-                            Some((PowerState::Waking, now)),
-                        )
-                        .await;
-                        if let Err(e) = redate {
-                            pr.errors.push(error_chain(&e));
-                        }
-                        match executor.wake(&m.node).await {
-                            Ok(_) => pr.woken.push(m.node.clone()),
-                            Err(e) => pr.errors.push(error_chain(&e)),
-                        }
+                Finishing::WakeAgain { node, late_secs } => {
+                    pr.errors.push(format!(
+                        "{node} is not online {late_secs} s after Wake-on-LAN: sending it again"
+                    ));
+                    let holder = marks
+                        .iter()
+                        .find(|m| &m.node == node)
+                        .map(|m| m.holder.clone())
+                        .unwrap_or_default();
+                    // Re-dated first, so that the next try (and warning) comes one
+                    // wake-timeout later, not every round.
+                    let redate =
+                        power_mark::set(api, &holder, node, Some((PowerState::Waking, now))).await;
+                    if let Err(e) = redate {
+                        pr.errors.push(error_chain(&e));
+                    }
+                    match executor.wake(node).await {
+                        Ok(_) => pr.woken.push(node.clone()),
+                        Err(e) => pr.errors.push(error_chain(&e)),
                     }
                 }
-                (PowerState::Off, true) if !n.in_maintenance() => {
+                Finishing::ClearStaleMark(node) => {
                     // An admin put it back in service: the mark is stale.
-                    if let Err(e) = executor.clear_power_mark(&m.node).await {
+                    if let Err(e) = executor.clear_power_mark(node).await {
                         pr.errors.push(error_chain(&e));
                     }
                 }
-                (PowerState::Off, true) => {
-                    // A guest migrating onto it counts: it is not empty until that lands.
-                    let empty = crate::consolidate::occupied(model, idx).is_none();
-                    // Asked to shut down lately and still going down: not asked again (which
-                    // would re-date its mark).
-                    if empty && going_down(z, &auto, &m.node, now) {
-                        asleep.push(m);
-                    } else if auto.shutdown || !empty {
-                        pending.push(idx);
-                    } else {
-                        asleep.push(m);
-                    }
-                }
-                (PowerState::Off, false) => {
+                Finishing::WentDown(node) => {
                     z.shutting
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
-                        .remove(&m.node);
-                    asleep.push(m);
+                        .remove(node);
                 }
             }
         }
+        let pending = &found.pending;
         if !pr.back.is_empty() {
             pr.decision = format!("{} back in service: rebalancing", pr.back.join(", "));
             *z.last_power.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
@@ -334,49 +344,24 @@ impl Daemon {
             return Ok(true);
         }
         if !pending.is_empty() {
-            self.finish_consolidation(z, executor, model, &pending, &auto, now, &mut pr)
+            self.finish_consolidation(z, executor, model, pending, &auto, now, &mut pr)
                 .await?;
             report.power = Some(pr);
             return Ok(true);
         }
 
         // Decide.
-        let last = marks
-            .iter()
-            .map(|m| m.since)
-            .chain(*z.last_power.lock().unwrap_or_else(|p| p.into_inner()))
-            .max();
-        let interval = auto.min_interval.as_secs() as i64;
-        let quiet_for = last.map(|t| now - t);
-        let quiet = quiet_for.is_none_or(|q| q >= interval);
-        let low_since = {
-            let mut low = z.low_since.lock().unwrap_or_else(|p| p.into_inner());
-            if pr.load < auto.consolidate_below {
-                *low.get_or_insert(now)
-            } else {
-                *low = None;
-                now
-            }
+        let timing = Timing {
+            last_power: *z.last_power.lock().unwrap_or_else(|p| p.into_inner()),
+            low_since: *z.low_since.lock().unwrap_or_else(|p| p.into_inner()),
+            room: z.room.take(room_seen),
         };
-        let room = z.room.take(room_seen);
-        let high = pr.load > auto.wake_above;
-        if (room || (high && quiet)) && !waking {
-            // The roomiest node flxp switched off.
-            let pick = asleep
-                .iter()
-                .filter_map(|m| c.node_idx(&m.node).map(|i| (c.node(i).maxmem, &m.node)))
-                .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(a.1)));
-            if let Some((_, node)) = pick {
-                let why = if room {
-                    "room is needed".to_owned()
-                } else {
-                    format!(
-                        "load {:.0}% is above wake-above {:.0}%",
-                        100.0 * pr.load,
-                        100.0 * auto.wake_above
-                    )
-                };
-                self.wake_node(z, executor, node, marks, now, &mut pr).await;
+        let decision = decide::decide(c, &model.state, &core, &found, now, &levels, timing);
+        *z.low_since.lock().unwrap_or_else(|p| p.into_inner()) = decision.low_since;
+        match decision.change {
+            Change::Wake { node, why } => {
+                self.wake_node(z, executor, &node, marks, now, &mut pr)
+                    .await;
                 pr.decision = format!("wake {node}: {why}");
                 report.power = Some(pr);
                 // Look again soon: the node is back in service once it is online.
@@ -387,47 +372,18 @@ impl Daemon {
                     .retry_after
                     .min(self.inner.parts.options.interval)
                     .as_secs_f64();
-                return Ok(true);
+                Ok(true)
             }
-            if room {
-                pr.decision = "room is needed, but no node flxp switched off is left".into();
-            }
-        }
-        if high && !quiet && !asleep.is_empty() {
-            pr.decision = format!(
-                "load {:.0}% is above wake-above {:.0}%, but the last power change was {} s ago \
-                 (min-interval-secs = {interval})",
-                100.0 * pr.load,
-                100.0 * auto.wake_above,
-                quiet_for.unwrap_or(0)
-            );
-        }
-        if pr.load < auto.consolidate_below {
-            if now - low_since < interval || !quiet {
-                pr.decision = format!(
-                    "load {:.0}% is below consolidate-below {:.0}% since {} s; waiting for \
-                     min-interval-secs = {interval}{}",
-                    100.0 * pr.load,
-                    100.0 * auto.consolidate_below,
-                    now - low_since,
-                    if quiet {
-                        ""
-                    } else {
-                        " since the last power change"
-                    }
-                );
-                if !waking {
+            Change::Consolidate => self.consolidate(z, executor, &auto, now, pr, report).await,
+            Change::Nothing => {
+                pr.decision = decision.sentence;
+                if decision.preview {
                     pr.to_free = self.would_free(z, executor, model, marks, &auto).await;
                 }
-            } else if !waking {
-                return self.consolidate(z, executor, &auto, now, pr, report).await;
+                report.power = Some(pr);
+                Ok(false)
             }
         }
-        if pr.decision.is_empty() {
-            pr.decision = format!("load {:.0}%: nothing to change", 100.0 * pr.load);
-        }
-        report.power = Some(pr);
-        Ok(false)
     }
 
     /// The consolidation's limits in auto mode: the load cap, and the balance cooldown (guests
