@@ -55,12 +55,12 @@ impl BalanceMethod for PluginMethod {
             guest: None,
             nodes: cluster
                 .node_indexes()
-                .map(|n| plugin::node_figures(cluster, state, placer.options(), n))
+                .map(|n| crate::placement::node_figures(cluster, state, placer.options(), n))
                 .collect(),
             guests: Some(
                 cluster
                     .guest_indexes()
-                    .map(|g| plugin::guest_figures(cluster, state, g))
+                    .map(|g| crate::placement::guest_figures(cluster, state, g))
                     .collect(),
             ),
         };
