@@ -271,8 +271,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
     } else {
         None
     };
-    let methods = placer.as_ref().map(|p| p.methods());
-    if let (Some(arg), Some(methods)) = (&args.method, methods) {
+    let methods = match &placer {
+        Some(p) => Some(Registry::builtin().with_plugins(p.plugins())?),
+        None => None,
+    };
+    if let (Some(arg), Some(methods)) = (&args.method, &methods) {
         let m = arg.as_str();
         options.method = methods.parse(m).map_err(|_| {
             if let Some(p) = config.plugin.iter().find(|p| p.name == m) {

@@ -237,10 +237,9 @@ fn tokens_for(mut list: Vec<ApiKey>, simulated: bool) -> anyhow::Result<(TokenSe
     ))
 }
 
-/// The placement pipeline the config describes, with `methods` as its balancing methods (the
-/// config's balance plugins on top).
-fn pipeline(config: &Config, methods: &Registry) -> anyhow::Result<Placer> {
-    Ok(crate::plugins::placer(config)?.with_methods(methods.clone())?)
+/// The placement pipeline the config describes.
+fn pipeline(config: &Config) -> anyhow::Result<Placer> {
+    crate::plugins::placer(config)
 }
 
 /// The shared state: zones with metered clients and creators, tokens, metrics.
@@ -296,7 +295,9 @@ fn build_over(
     methods: &Registry,
 ) -> anyhow::Result<AppState> {
     let metrics = Arc::new(Metrics::new());
-    let placer = Arc::new(pipeline(config, methods)?);
+    let placer = Arc::new(pipeline(config)?);
+    // The balancing methods: `methods` with the config's balance plugins on top.
+    let methods = methods.with_plugins(placer.plugins())?;
     let c = &config.create_vm;
     let create = CreateOptions {
         wait: TaskWait {
@@ -311,7 +312,7 @@ fn build_over(
     let mut placers = BTreeMap::new();
     for name in config.zones.keys() {
         // Each zone's own pipeline, so that plugins are told the zone they decide for.
-        let zone_placer = Arc::new(pipeline(config, methods)?.in_zone(Some(name.clone())));
+        let zone_placer = Arc::new(pipeline(config)?.in_zone(Some(name.clone())));
         placers.insert(name.clone(), Arc::clone(&zone_placer));
         let last = metered::SharedContact::default();
         let api = Pve::from_transport(MeteredTransport::new(
@@ -338,6 +339,7 @@ fn build_over(
         config: Arc::new(config.clone()),
         placer,
         placers: Arc::new(placers),
+        methods: Arc::new(methods),
         metrics,
         daemon,
         tokens: Arc::new(tokens),

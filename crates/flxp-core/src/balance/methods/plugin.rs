@@ -103,7 +103,7 @@ impl BalanceMethod for PluginMethod {
         }
         let threshold = options.trigger.threshold_for(measure);
         let target = options.trigger.target_for(measure);
-        let source = PlanSource::Balance(MethodName::registered(self.name));
+        let source = PlanSource::Balance(MethodName::plugin(self.name));
         let mut plan = finish(draft, state, source, options.metric, threshold, target);
         for (i, m) in plan.migrations.iter_mut().enumerate() {
             m.wave = i as u32;

@@ -6,7 +6,9 @@ use crate::Result;
 
 use super::super::options::BalanceOptions;
 use super::super::plan::{Plan, PlanSource};
+use super::plugin::PluginMethod;
 use super::{BUILTIN, BalanceMethod, MethodName, PlanInput};
+use crate::plugin::{PluginKind, Plugins};
 
 /// A method name that is not registered, or registered twice.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -76,6 +78,22 @@ impl Registry {
         Ok(registry)
     }
 
+    /// This registry plus a method per balance plugin; a plugin named like one of its methods
+    /// is refused, naming the plugin.
+    pub fn with_plugins(&self, plugins: &Plugins) -> Result<Self> {
+        let mut methods = self.clone();
+        for spec in plugins.of_kind(PluginKind::Balance) {
+            // One small registration per configured plugin and config load.
+            let method: &'static PluginMethod =
+                Box::leak(Box::new(PluginMethod { name: spec.name }));
+            methods.add(method).map_err(|e| crate::Error::Option {
+                name: format!("plugin.{}", spec.name),
+                message: e.to_string(),
+            })?;
+        }
+        Ok(methods)
+    }
+
     fn add(&mut self, method: &'static dyn BalanceMethod) -> std::result::Result<(), MethodError> {
         if self.get(method.name()).is_some() {
             return Err(MethodError::Duplicate(method.name()));
@@ -102,7 +120,7 @@ impl Registry {
     /// Checks a name; the error lists the registered ones.
     pub fn parse(&self, name: &str) -> std::result::Result<MethodName, MethodError> {
         self.get(name)
-            .map(|m| MethodName::registered(m.name()))
+            .map(MethodName::registered)
             .ok_or_else(|| self.unknown(name))
     }
 
@@ -118,13 +136,20 @@ impl Registry {
         options.validate()?;
         // A name parsed against another registry is refused, never replaced by a default.
         let name = options.method.as_str();
-        let method = self.get(name).ok_or_else(|| self.unknown(name))?;
-        let mut plan = method.plan(input, options)?;
-        // A method that plans through another (an embedder's, wrapping `flxp`) is still the one
-        // that made the plan.
-        plan.method = PlanSource::Balance(MethodName::registered(method.name()));
-        Ok(plan)
+        self.get(name).ok_or_else(|| self.unknown(name))?;
+        run(input, options)
     }
+}
+
+/// Validates the options and plans with the method `options.method` carries; the plan names that
+/// method.
+pub(crate) fn run(input: &PlanInput<'_>, options: &BalanceOptions) -> Result<Plan> {
+    options.validate()?;
+    let mut plan = options.method.plan(input, options)?;
+    // A method that plans through another (an embedder's, wrapping `flxp`) is still the one
+    // that made the plan.
+    plan.method = PlanSource::Balance(options.method);
+    Ok(plan)
 }
 
 #[cfg(test)]
@@ -207,7 +232,7 @@ mod tests {
     }
 
     #[test]
-    fn a_placer_keeps_the_methods_it_is_given_with_balance_plugins_on_top() {
+    fn a_registry_takes_balance_plugins_on_top_of_its_methods() {
         use crate::plugin::{OnFailure, PluginKind, PluginSpec, Plugins};
         let plugins = |name: &str| {
             Plugins::new(
@@ -216,42 +241,54 @@ mod tests {
             )
         };
         let base = Registry::builtin().with(&STILL).unwrap();
-        let placer = Placer::with_plugins(PlacementOptions::default(), Vec::new(), plugins("rec"))
-            .unwrap()
-            .with_methods(base.clone())
-            .unwrap();
-        let names = |p: &Placer| p.methods().names().collect::<Vec<_>>().join(", ");
+        let names = |r: &Registry| r.names().collect::<Vec<_>>().join(", ");
+        let methods = base.with_plugins(&plugins("rec")).unwrap();
         assert_eq!(
-            names(&placer),
+            names(&methods),
             "flxp, pve-bruteforce, pve-topsis, still, rec"
         );
-        // Other options (consolidation's ceiling) keep the methods, not the built-in ones.
-        let other = PlacementOptions {
-            reserve_bytes: 1 << 30,
-            ..PlacementOptions::default()
-        };
-        assert_eq!(names(&placer.with_options(other).unwrap()), names(&placer));
-        // The plugin's method is the one registered before, not a new one.
-        let before =
-            Placer::with_plugins(PlacementOptions::default(), Vec::new(), plugins("rec")).unwrap();
-        let first = before.methods().get("rec").unwrap() as *const dyn BalanceMethod;
-        let again = before.with_methods(base).unwrap();
-        let kept = again.methods().get("rec").unwrap() as *const dyn BalanceMethod;
-        assert!(std::ptr::addr_eq(first, kept));
         // A plugin named like a method of the base is refused, naming the plugin.
-        let e = Placer::with_plugins(PlacementOptions::default(), Vec::new(), plugins("still"))
+        let e = Registry::builtin()
+            .with(&STILL)
             .unwrap()
-            .with_methods(Registry::builtin().with(&STILL).unwrap())
-            .unwrap_err()
+            .with_plugins(&plugins("still"))
+            .err()
+            .unwrap()
             .to_string();
         assert!(e.contains("plugin.still"), "{e}");
         assert!(
             e.contains(r#"balancing method "still" is registered twice"#),
             "{e}"
         );
-        // `Placer::new` keeps the built-in methods.
-        let plain = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+        // Without plugins, the built-in methods.
+        let plain = Registry::builtin()
+            .with_plugins(&Plugins::default())
+            .unwrap();
         assert_eq!(names(&plain), "flxp, pve-bruteforce, pve-topsis");
+    }
+
+    #[test]
+    fn a_parsed_name_plans_with_its_method_wherever_the_options_go() {
+        let c = ClusterBuilder::new()
+            .node(node("a"))
+            .node(node("b"))
+            .guest(vm(101, "a"))
+            .build();
+        let rules = Rules::compile(&c);
+        let state = State::new(&c);
+        // The placer holds no methods: the name brings `still` along.
+        let placer = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+        let options = BalanceOptions {
+            method: Registry::builtin()
+                .with(&STILL)
+                .unwrap()
+                .parse("still")
+                .unwrap(),
+            ..BalanceOptions::default()
+        };
+        let plan = crate::balance::plan(&c, &rules, &state, &placer, &options).unwrap();
+        assert_eq!(plan.summary, "still");
+        assert_eq!(plan.method, PlanSource::Balance(options.method));
     }
 
     #[test]

@@ -99,7 +99,7 @@ impl Mutation {
         fingerprint: Option<String>,
     ) -> Result<RunResult> {
         let s = state(ctx)?;
-        let options = balance_options(s, method.as_deref(), s.placer.methods())?;
+        let options = balance_options(s, method.as_deref(), &s.methods)?;
         let z = s.zone(&zone)?;
         let goal = balance_goal(&options);
         if dry_run {
