@@ -283,13 +283,13 @@ async fn in_zone(
                 // The interval before a wake runs from the shutdown (not from the start of the
                 // run, before the migrations), a resumed one too.
                 if let Err(e) = executor.stamp_power_mark(&node, executor.now()).await {
-                    tracing::warn!(node, error = %crate::serve::zone::chain(&e), "power mark not re-dated");
+                    tracing::warn!(node, error = %crate::app::chain(&e), "power mark not re-dated");
                 }
             }
             shutdown.push(PowerOutcome {
                 node,
                 ok: r.is_ok(),
-                error: r.err().map(|e| crate::serve::zone::chain(&e)),
+                error: r.err().map(|e| crate::app::chain(&e)),
             });
         }
     }
@@ -458,7 +458,7 @@ async fn wake_in_zone(
         lease,
     )
     .await?;
-    let unmet = balance::unmet(&plan, &goal);
+    let unmet = crate::app::plan::unmet(&plan, &goal);
     let code = if report.as_ref().is_some_and(|r| !r.is_clean()) {
         ExitCode::from(1)
     } else if !unmet.is_empty() {

@@ -7,7 +7,6 @@ pub mod daemon;
 mod evacuate;
 mod generate;
 mod lease;
-pub(crate) mod left;
 mod load;
 mod maintenance;
 mod manual;

@@ -90,7 +90,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         wait: args.wait.map(Duration::from_secs),
     };
     // Migrations are assumed to copy at the executor's expected bandwidth.
-    let bandwidth = super::balance::execute_options(&config).expected_bandwidth;
+    let bandwidth = crate::app::daemon::execute_options(&config).expected_bandwidth;
     let work = async |executor: Executor, _: Option<&super::lease::Held>, _: Option<&_>| {
         if args.dry_run {
             return schedule(&executor, &args.nodes, &options, bandwidth).await;

@@ -18,6 +18,7 @@ use tokio::sync::watch;
 use tokio::time::{Duration, Instant};
 
 use super::metered::{Contact, SharedContact};
+use crate::app::chain;
 
 /// Why a zone's cluster could not be read.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -188,18 +189,6 @@ impl Zone {
     pub fn contact(&self) -> Contact {
         *self.contact.lock().unwrap_or_else(|p| p.into_inner())
     }
-}
-
-/// An error with its sources, one line.
-pub fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }
 
 /// Nodes marked as being emptied; dropping it lifts the mark.

@@ -547,7 +547,7 @@ async fn left_after(
             return (Vec::new(), None);
         }
     };
-    let left = crate::cli::left::on_model(&model, goal, plan, true);
+    let left = crate::app::left::on_model(&model, goal, plan, true);
     let state = nodes
         .first()
         .and_then(|n| model.cluster.node_idx_loose(n))
@@ -556,7 +556,7 @@ async fn left_after(
 }
 
 pub(super) fn chain(e: &dyn std::error::Error) -> String {
-    crate::serve::zone::chain(e)
+    crate::app::chain(e)
 }
 
 /// [`create`], counted in the metrics.

@@ -309,7 +309,7 @@ impl ViewQuery {
             .api
             .cluster_tasks()
             .await
-            .map_err(|e| ApiError::new(Code::Unavailable, crate::serve::zone::chain(&e)))?;
+            .map_err(|e| ApiError::new(Code::Unavailable, crate::app::chain(&e)))?;
         let mut out: Vec<TaskEntry> = tasks
             .into_iter()
             .filter(|t| all || MOVES_AND_CREATIONS.contains(&t.kind.as_deref().unwrap_or("")))

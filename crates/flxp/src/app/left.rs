@@ -42,7 +42,7 @@ pub(crate) async fn in_zone(
         Err(e) => {
             crate::output::tell(format!(
                 "warning: cannot read the zone to tell what still runs on the emptied node(s): {}",
-                crate::serve::zone::chain(&e)
+                crate::app::chain(&e)
             ));
             Vec::new()
         }
