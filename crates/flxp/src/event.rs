@@ -1,5 +1,7 @@
-//! The names of the events flxp sends to webhooks ([`crate::notify`]), which the config's
-//! `[[webhook]] events` lists are checked against.
+//! The events flxp sends to webhooks ([`crate::notify`]): their names, which the config's
+//! `[[webhook]] events` lists are checked against, and their JSON body.
+
+use serde::Serialize;
 
 /// Every event name, as `[[webhook]] events` lists them.
 pub const EVENTS: &[&str] = &[
@@ -30,3 +32,40 @@ pub const MAINTENANCE_STEP: &str = "maintenance.step";
 pub const LEASE_TAKEN: &str = "lease.taken";
 /// This flxp lost the zone's lease: another one acts there now.
 pub const LEASE_LOST: &str = "lease.lost";
+
+/// One event: the JSON body of a webhook request. `text` is a sentence, so that chat systems
+/// that read a `text` field (Slack, Mattermost, Rocket.Chat) show it as it is.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Event {
+    /// Its name ([`EVENTS`]).
+    pub event: &'static str,
+    /// The zone.
+    pub zone: String,
+    /// When, Unix seconds.
+    pub time: i64,
+    /// What sent it: `daemon`, `serve` or the one-off command (`balance`, `evacuate`, ...).
+    pub source: String,
+    /// One sentence for people.
+    pub text: String,
+    /// The facts, by event: `vmid`, `node`, `guests`, `reasons`, ...
+    pub details: serde_json::Value,
+}
+
+impl Event {
+    /// An event of `kind` in `zone`, now; the notifier fills in `source`.
+    pub fn new(
+        kind: &'static str,
+        zone: &str,
+        text: impl Into<String>,
+        details: serde_json::Value,
+    ) -> Self {
+        Self {
+            event: kind,
+            zone: zone.to_owned(),
+            time: crate::audit::now(),
+            source: String::new(),
+            text: text.into(),
+            details,
+        }
+    }
+}

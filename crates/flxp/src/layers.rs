@@ -8,10 +8,10 @@ mod imports;
 /// the ones below.
 const LAYERS: &[&[&str]] = &[
     &[
-        "lib", "main", "size", "terminal", "signal", "input", "journal", "event",
+        "lib", "main", "size", "terminal", "signal", "input", "journal",
     ],
     &["output", "progress"],
-    &["config", "audit"],
+    &["config", "audit", "event"],
     &["plugins"],
     &["app"],
     &["notify"],
@@ -19,8 +19,9 @@ const LAYERS: &[&[&str]] = &[
     &["cli"],
 ];
 
-/// Cycles still left, as the prefixes of the files they run through.
-const KNOWN_CYCLES: &[&[&str]] = &[&["cli/"], &["notify/"], &["serve/"]];
+/// Cycles still left, as the prefixes of the files they run through: the GraphQL schema's
+/// files, its state and the dashboard's live feed.
+const KNOWN_CYCLES: &[&[&str]] = &[&["serve/"]];
 
 /// Imports up a layer still left.
 const KNOWN_UPWARD: &[&str] = &[];

@@ -10,7 +10,7 @@ use flxp_core::left_running::LeftRunning;
 use flxp_engine::{ExecutionReport, Goal, RoundReport};
 use serde_json::json;
 
-use super::{
+use crate::event::{
     EVACUATION_INCOMPLETE, Event, LEASE_LOST, LEASE_TAKEN, MAINTENANCE_STEP, MIGRATION_FAILED,
     NODE_SHUTDOWN, NODE_WOKEN, PLAN_UNMET,
 };

@@ -17,56 +17,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::{Config, WebhookSection};
 
 pub use crate::event::{
-    EVACUATION_INCOMPLETE, EVENTS, LEASE_LOST, LEASE_TAKEN, MAINTENANCE_STEP, MIGRATION_FAILED,
-    NODE_SHUTDOWN, NODE_WOKEN, PLAN_UNMET,
+    EVACUATION_INCOMPLETE, EVENTS, Event, LEASE_LOST, LEASE_TAKEN, MAINTENANCE_STEP,
+    MIGRATION_FAILED, NODE_SHUTDOWN, NODE_WOKEN, PLAN_UNMET,
 };
 pub use events::RoundWatch;
 
 /// How long a stopping process waits for its webhooks.
 pub const FLUSH: Duration = Duration::from_secs(15);
-
-/// One event: the JSON body of a webhook request. `text` is a sentence, so that chat systems
-/// that read a `text` field (Slack, Mattermost, Rocket.Chat) show it as it is.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Event {
-    /// Its name ([`EVENTS`]).
-    pub event: &'static str,
-    /// The zone.
-    pub zone: String,
-    /// When, Unix seconds.
-    pub time: i64,
-    /// What sent it: `daemon`, `serve` or the one-off command (`balance`, `evacuate`, ...).
-    pub source: String,
-    /// One sentence for people.
-    pub text: String,
-    /// The facts, by event: `vmid`, `node`, `guests`, `reasons`, ...
-    pub details: serde_json::Value,
-}
-
-impl Event {
-    /// An event of `kind` in `zone`, now; the notifier fills in `source`.
-    pub fn new(
-        kind: &'static str,
-        zone: &str,
-        text: impl Into<String>,
-        details: serde_json::Value,
-    ) -> Self {
-        Self {
-            event: kind,
-            zone: zone.to_owned(),
-            time: crate::audit::now(),
-            source: String::new(),
-            text: text.into(),
-            details,
-        }
-    }
-}
 
 /// What a webhook's task is handed.
 enum Msg {
