@@ -143,7 +143,10 @@ pub async fn run(
         }
     });
     let probe = tokio::spawn(probe_loop(state.clone()));
-    let poller = tokio::spawn(dashboard::live::poll(state.clone()));
+    let poller = tokio::spawn(dashboard::live::poll(
+        Arc::clone(&state.live),
+        Arc::clone(&state.zones),
+    ));
     let daemon = state.daemon.clone();
     let server = {
         let mut stop = stop.clone();

@@ -11,6 +11,7 @@ use flxp_pve::Secret;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use super::error::unknown;
 use super::query::{
     balance_goal, balance_options, core_error, evacuation, evacuation_goal, evacuation_result,
     rebalance, state,
@@ -21,6 +22,7 @@ use super::types::{
     RunResult, Vm,
 };
 use super::{ApiError, Code};
+use crate::app::chain;
 use crate::serve::dashboard::live::LiveProgress;
 use crate::serve::metrics::MigrationMeter;
 use crate::serve::state::AppState;
@@ -28,31 +30,6 @@ use crate::serve::state::AppState;
 /// The mutation root.
 #[derive(Debug, Default)]
 pub struct Mutation;
-
-/// `UNKNOWN_PROFILE`-style error listing what is configured.
-pub(super) fn unknown<'a>(
-    what: &str,
-    id: &str,
-    known: impl Iterator<Item = &'a String>,
-) -> ApiError {
-    let code = match what {
-        "image" => Code::UnknownImage,
-        "network" => Code::UnknownNetwork,
-        _ => Code::UnknownProfile,
-    };
-    let known: Vec<&str> = known.map(String::as_str).collect();
-    ApiError::new(
-        code,
-        format!(
-            "{what} {id:?} is not configured; configured: {}",
-            if known.is_empty() {
-                "none".to_owned()
-            } else {
-                known.join(", ")
-            }
-        ),
-    )
-}
 
 #[Object]
 impl Mutation {
@@ -553,10 +530,6 @@ async fn left_after(
         .and_then(|n| model.cluster.node_idx_loose(n))
         .map(|i| flxp_core::left_running::MaintenanceState::from_left(&model.cluster, i, &left));
     (left, state)
-}
-
-pub(super) fn chain(e: &dyn std::error::Error) -> String {
-    crate::app::chain(e)
 }
 
 /// [`create`], counted in the metrics.

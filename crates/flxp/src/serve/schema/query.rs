@@ -174,7 +174,7 @@ impl Query {
         let progress = executor
             .rolling_progress()
             .await
-            .map_err(|e| ApiError::new(Code::ProxmoxError, super::mutation::chain(&e)))?;
+            .map_err(|e| ApiError::new(Code::ProxmoxError, crate::app::chain(&e)))?;
         Ok(progress.values().map(RollingNode::from).collect())
     }
 
@@ -286,7 +286,7 @@ fn placement_request(s: &AppState, r: PlacementInput) -> Result<PlacementRequest
     let (memory, cores) = match (&r.compute_profile, &r.memory, r.cores) {
         (Some(id), None, None) => {
             let p = s.config.compute_profiles.get(id).ok_or_else(|| {
-                super::mutation::unknown("compute profile", id, s.config.compute_profiles.keys())
+                super::error::unknown("compute profile", id, s.config.compute_profiles.keys())
             })?;
             (
                 p.memory.0,
