@@ -139,7 +139,7 @@ impl clap::builder::TypedValueParser for MethodParser {
         &self,
     ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
         Some(Box::new(self.0.iter().map(|m| {
-            clap::builder::PossibleValue::new(m.name()).help(m.description())
+            clap::builder::PossibleValue::new(m.as_str()).help(m.description())
         })))
     }
 }
@@ -210,7 +210,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             let readers: Vec<&str> = methods
                 .iter()
                 .filter(|m| m.reads_usage())
-                .map(|m| m.name())
+                .map(|m| m.as_str())
                 .collect();
             let who = if readers.is_empty() {
                 "no method balances on it".to_owned()

@@ -51,6 +51,23 @@ impl MethodName {
         Self(Named::Plugin(name))
     }
 
+    /// One line for users (CLI help, GraphQL, the GUIDE).
+    pub fn description(self) -> &'static str {
+        match self.0 {
+            Named::Method(m) => m.description(),
+            Named::Plugin(_) => super::plugin::DESCRIPTION,
+        }
+    }
+
+    /// Whether the method balances on [`BalanceOptions::usage`] (see
+    /// [`BalanceMethod::reads_usage`]).
+    pub fn reads_usage(self) -> bool {
+        match self.0 {
+            Named::Method(m) => m.reads_usage(),
+            Named::Plugin(name) => PluginMethod { name }.reads_usage(),
+        }
+    }
+
     /// Plans with the named method; `options` are already validated.
     pub(super) fn plan(self, input: &PlanInput<'_>, options: &BalanceOptions) -> Result<Plan> {
         match self.0 {

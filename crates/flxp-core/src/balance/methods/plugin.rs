@@ -15,6 +15,10 @@ use super::super::plan::{Plan, PlanSource, PluginOutcome, ProposalVerdict, Purpo
 use super::super::planner::finish;
 use super::{BalanceMethod, MethodName, PlanInput};
 
+/// What a balance plugin is, for users.
+pub(super) const DESCRIPTION: &str =
+    "a balance plugin from the config: its proposals, each checked by flxp";
+
 /// A configured balance plugin, registered under its name.
 pub struct PluginMethod {
     /// The plugin's name.
@@ -27,7 +31,7 @@ impl BalanceMethod for PluginMethod {
     }
 
     fn description(&self) -> &'static str {
-        "a balance plugin from the config: its proposals, each checked by flxp"
+        DESCRIPTION
     }
 
     fn plan(&self, input: &PlanInput<'_>, options: &BalanceOptions) -> Result<Plan> {

@@ -6,7 +6,6 @@ use crate::Result;
 
 use super::super::options::BalanceOptions;
 use super::super::plan::{Plan, PlanSource};
-use super::plugin::PluginMethod;
 use super::{BUILTIN, BalanceMethod, MethodName, PlanInput};
 use crate::plugin::{PluginKind, Plugins};
 
@@ -36,15 +35,20 @@ impl From<MethodError> for crate::Error {
     }
 }
 
-/// Balancing methods by name, in registration order.
+/// Balancing methods by name, in registration order: a value, built once per config load (the
+/// built-in methods, an embedder's, the config's balance plugins).
 #[derive(Clone)]
 pub struct Registry {
-    methods: Vec<&'static dyn BalanceMethod>,
+    methods: Vec<MethodName>,
 }
 
 static BUILTIN_REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry {
     // The list is checked for duplicates by a test.
-    methods: BUILTIN.to_vec(),
+    methods: BUILTIN
+        .iter()
+        .copied()
+        .map(MethodName::registered)
+        .collect(),
 });
 
 impl Registry {
@@ -56,7 +60,7 @@ impl Registry {
             methods: Vec::new(),
         };
         for m in methods {
-            registry.add(m)?;
+            registry.add(MethodName::registered(m))?;
         }
         Ok(registry)
     }
@@ -74,7 +78,7 @@ impl Registry {
         let mut registry = Self {
             methods: self.methods.clone(),
         };
-        registry.add(method)?;
+        registry.add(MethodName::registered(method))?;
         Ok(registry)
     }
 
@@ -83,9 +87,7 @@ impl Registry {
     pub fn with_plugins(&self, plugins: &Plugins) -> Result<Self> {
         let mut methods = self.clone();
         for spec in plugins.of_kind(PluginKind::Balance) {
-            // One small registration per configured plugin and config load.
-            let method: &'static PluginMethod =
-                Box::leak(Box::new(PluginMethod { name: spec.name }));
+            let method = MethodName::plugin(spec.name);
             methods.add(method).map_err(|e| crate::Error::Option {
                 name: format!("plugin.{}", spec.name),
                 message: e.to_string(),
@@ -94,34 +96,32 @@ impl Registry {
         Ok(methods)
     }
 
-    fn add(&mut self, method: &'static dyn BalanceMethod) -> std::result::Result<(), MethodError> {
-        if self.get(method.name()).is_some() {
-            return Err(MethodError::Duplicate(method.name()));
+    fn add(&mut self, method: MethodName) -> std::result::Result<(), MethodError> {
+        if self.get(method.as_str()).is_some() {
+            return Err(MethodError::Duplicate(method.as_str()));
         }
         self.methods.push(method);
         Ok(())
     }
 
     /// Every method, in registration order.
-    pub fn iter(&self) -> impl Iterator<Item = &'static dyn BalanceMethod> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = MethodName> + '_ {
         self.methods.iter().copied()
     }
 
     /// Every method's name, in registration order.
     pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
-        self.iter().map(|m| m.name())
+        self.iter().map(MethodName::as_str)
     }
 
     /// The method of a name.
-    pub fn get(&self, name: &str) -> Option<&'static dyn BalanceMethod> {
-        self.iter().find(|m| m.name() == name)
+    pub fn get(&self, name: &str) -> Option<MethodName> {
+        self.iter().find(|m| m.as_str() == name)
     }
 
     /// Checks a name; the error lists the registered ones.
     pub fn parse(&self, name: &str) -> std::result::Result<MethodName, MethodError> {
-        self.get(name)
-            .map(MethodName::registered)
-            .ok_or_else(|| self.unknown(name))
+        self.get(name).ok_or_else(|| self.unknown(name))
     }
 
     fn unknown(&self, name: &str) -> MethodError {
@@ -216,6 +216,10 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains(r#"unknown balancing method "still""#), "{e}");
+        // The placer holds no methods: the parsed name brings `still` along to the planner.
+        let plan = crate::balance::plan(&c, &rules, &state, &placer, &options).unwrap();
+        assert_eq!(plan.summary, "still");
+        assert_eq!(plan.method, PlanSource::Balance(options.method));
     }
 
     /// A plugin host that is never reached: these tests only register plugins.
@@ -268,35 +272,11 @@ mod tests {
     }
 
     #[test]
-    fn a_parsed_name_plans_with_its_method_wherever_the_options_go() {
-        let c = ClusterBuilder::new()
-            .node(node("a"))
-            .node(node("b"))
-            .guest(vm(101, "a"))
-            .build();
-        let rules = Rules::compile(&c);
-        let state = State::new(&c);
-        // The placer holds no methods: the name brings `still` along.
-        let placer = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
-        let options = BalanceOptions {
-            method: Registry::builtin()
-                .with(&STILL)
-                .unwrap()
-                .parse("still")
-                .unwrap(),
-            ..BalanceOptions::default()
-        };
-        let plan = crate::balance::plan(&c, &rules, &state, &placer, &options).unwrap();
-        assert_eq!(plan.summary, "still");
-        assert_eq!(plan.method, PlanSource::Balance(options.method));
-    }
-
-    #[test]
     fn builtin_names_are_unique_documented_and_the_constants_registered() {
         let r = Registry::new(BUILTIN.iter().copied()).unwrap();
         for m in r.iter() {
-            assert!(!m.description().is_empty(), "{}", m.name());
-            assert!(!m.description().contains('\n'), "{}", m.name());
+            assert!(!m.description().is_empty(), "{}", m.as_str());
+            assert!(!m.description().contains('\n'), "{}", m.as_str());
         }
         for name in [flxp::NAME, pve_bruteforce::NAME, pve_topsis::NAME] {
             assert_eq!(r.parse(name.as_str()).unwrap(), name);
@@ -306,7 +286,7 @@ mod tests {
         let reading: Vec<&str> = r
             .iter()
             .filter(|m| m.reads_usage())
-            .map(|m| m.name())
+            .map(|m| m.as_str())
             .collect();
         assert_eq!(
             reading,
