@@ -4,9 +4,11 @@
 //! The binary (`main.rs`) only parses and dispatches; this library is what it dispatches to, and
 //! what the fuzz targets (`fuzz/`) reach the config parser and the GraphQL schema through.
 
+pub mod app;
 pub mod audit;
 pub mod cli;
 pub mod config;
+mod event;
 mod input;
 pub mod journal;
 pub mod notify;
@@ -17,3 +19,6 @@ pub mod serve;
 mod signal;
 mod size;
 mod terminal;
+
+#[cfg(test)]
+mod layers;

@@ -103,17 +103,6 @@ pub(crate) fn condensed_failures(
     parts.join("; ")
 }
 
-/// `a (101), b (102, 103)`: where the members of a group are.
-pub(crate) fn placement_list(cluster: &Cluster, at: &BTreeMap<NodeIdx, Vec<u32>>) -> String {
-    at.iter()
-        .map(|(n, v)| {
-            let ids: Vec<String> = v.iter().map(u32::to_string).collect();
-            format!("{} ({})", cluster.node(*n).name, ids.join(", "))
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// The guests of one reason: vmids, details met (locks, rules, node states), the cooldown or the
 /// return hold.
 type Counted = (Vec<u32>, Vec<String>, i64);
@@ -270,6 +259,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use crate::constraints::placement_list;
     use crate::placement::{PlacementOptions, Subject};
     use crate::testutil::*;
     use crate::{Rules, State};

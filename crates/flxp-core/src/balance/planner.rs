@@ -28,8 +28,8 @@ use super::stop::PlanStop;
 /// Plans migrations that fix broken hard rules and then balance the cluster, every step safe on
 /// the state the earlier steps leave.
 ///
-/// The method is the one `options.method` names among the placer's methods: the built-in
-/// [`methods::Registry`] plus configured balance plugins.
+/// The method is the one `options.method` names (a name parsed against a [`methods::Registry`]
+/// carries its method).
 ///
 /// `Err` only for bad options or a scorer bug; "nothing can be done" is a plan with reasons.
 pub fn plan(
@@ -51,14 +51,14 @@ pub fn plan(
             metric: effective,
             ..options.clone()
         };
-        let plan = placer.methods().plan(&input, &on_memory)?;
+        let plan = methods::run(&input, &on_memory)?;
         // Planned on memory, it must not make a node busy on CPU: then CPU counts after all.
         let end = super::replay(cluster, rules, state, placer, &plan.migrations).ok();
         if end.is_none_or(|end| options.metric.effective(cluster, &end) == effective) {
             return Ok(plan);
         }
     }
-    placer.methods().plan(&input, options)
+    methods::run(&input, options)
 }
 
 /// The `flxp` method: rule fixes, then the greedy search; in thorough mode (`effort_secs`), the

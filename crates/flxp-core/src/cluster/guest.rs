@@ -4,7 +4,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::{LocalDisk, NodeIdx};
+use super::NodeIdx;
 
 /// Index of a guest in `Cluster::guests`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -194,4 +194,13 @@ impl Guest {
             format!("{} ({})", self.vmid, self.name)
         }
     }
+}
+
+/// A guest's volumes on one local storage of its node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LocalDisk {
+    /// Storage id.
+    pub storage: String,
+    /// Bytes of its volumes there.
+    pub bytes: u64,
 }

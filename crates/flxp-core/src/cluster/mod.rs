@@ -9,23 +9,25 @@ mod crs;
 mod guest;
 mod limits;
 mod node;
+pub mod notes;
 mod storage;
+pub mod tags;
 mod tasks;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 pub use crs::{Crs, CrsMode};
-pub use guest::{Guest, GuestIdx, GuestKind, Landing};
+pub use guest::{Guest, GuestIdx, GuestKind, Landing, LocalDisk};
 pub use limits::{MAX_BYTES, MAX_CPUS, MAX_TOTAL_BYTES};
 pub use node::{MaintenanceSource, Node, NodeIdx, NodeReachability, Pressure};
-pub use storage::{LocalDisk, Storage};
+pub use storage::Storage;
 pub use tasks::TaskIndex;
 
-use crate::constraints::notes::{self, NodeTokens};
-use crate::constraints::tags::{GuestTags, MAX_GUEST_TAGS, read_guest_tags};
 use crate::snapshot::{Ha, HaStatusEntry, Resource, Snapshot};
 use crate::warning::{CappedWarnings, Warning};
 use crate::{Error, Result};
+use notes::NodeTokens;
+use tags::{GuestTags, MAX_GUEST_TAGS, read_guest_tags};
 
 /// Caller-side overrides applied while building the model (from the config file or command line).
 #[derive(Debug, Clone, Default)]

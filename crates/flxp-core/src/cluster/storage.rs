@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::{Guest, NodeIdx};
+use super::{Guest, LocalDisk, NodeIdx};
 use crate::snapshot::{Resource, Snapshot};
 
 /// A storage as seen from one node.
@@ -37,15 +37,6 @@ impl Storage {
         self.avail
             .unwrap_or_else(|| self.maxdisk.saturating_sub(self.disk))
     }
-}
-
-/// A guest's volumes on one local storage of its node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LocalDisk {
-    /// Storage id.
-    pub storage: String,
-    /// Bytes of its volumes there.
-    pub bytes: u64,
 }
 
 /// The storage entries of `/cluster/resources` on known nodes, with `avail` from the node extras.

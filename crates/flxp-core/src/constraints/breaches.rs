@@ -272,7 +272,7 @@ impl Breach {
     /// blame for.
     fn node_lacks(&self, cluster: &Cluster) -> String {
         match self {
-            Self::NodeRule { rule, allowed, .. } => allows_only(cluster, rule, allowed),
+            Self::NodeRule { rule, allowed, .. } => node_rule_clause(cluster, rule, allowed),
             Self::Selector { label, .. } => format!("which lacks label {label}"),
             Self::Maintenance { node, .. } => {
                 format!("which {}", maintenance_clause(cluster, *node))
@@ -299,18 +299,36 @@ pub(crate) fn crowded_reason(
 
 /// The fix clause for guests that must share a node but are spread as `at` says (node → vmids).
 pub(crate) fn split_reason(cluster: &Cluster, at: &BTreeMap<NodeIdx, Vec<u32>>) -> String {
-    format!(
-        "members are split over {}",
-        crate::balance::explain::placement_list(cluster, at)
-    )
+    format!("members are split over {}", placement_list(cluster, at))
 }
 
-fn allows_only(cluster: &Cluster, rule: &str, allowed: &[NodeIdx]) -> String {
+fn node_rule_clause(cluster: &Cluster, rule: &str, allowed: &[NodeIdx]) -> String {
     let names: Vec<&str> = allowed
         .iter()
         .map(|&n| cluster.node(n).name.as_str())
         .collect();
-    crate::placement::allows_only(rule, &names)
+    allows_only(rule, &names)
+}
+
+/// `a (101), b (102, 103)`: where the members of a group are.
+pub(crate) fn placement_list(cluster: &Cluster, at: &BTreeMap<NodeIdx, Vec<u32>>) -> String {
+    at.iter()
+        .map(|(n, v)| {
+            let ids: Vec<String> = v.iter().map(u32::to_string).collect();
+            format!("{} ({})", cluster.node(*n).name, ids.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// "`rule` allows only {a, b}", or, when the rule names no node of the cluster, that (an empty
+/// `{}` reads like a rendering bug).
+pub(crate) fn allows_only(rule: &str, nodes: &[impl AsRef<str>]) -> String {
+    if nodes.is_empty() {
+        return format!("{rule} names no node of the cluster");
+    }
+    let names: Vec<&str> = nodes.iter().map(AsRef::as_ref).collect();
+    format!("{rule} allows only {{{}}}", names.join(", "))
 }
 
 /// Why a node is emptied, as the predicate of a clause: `is in maintenance (<sources>)`, or

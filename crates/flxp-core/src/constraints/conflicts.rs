@@ -6,27 +6,9 @@
 //! host (by bipartite matching, so it is exact); a pair that must be both together and apart.
 
 use std::collections::BTreeSet;
-use std::fmt;
 
-use serde::Serialize;
-
-use super::rules::{GroupKind, Rules};
+use super::rules::{Conflict, GroupKind, Rules};
 use crate::cluster::{Cluster, GuestIdx, NodeIdx};
-
-/// A set of rules that cannot all hold, with the rule names and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Conflict {
-    /// The rules involved, by name (`flxp.affinity.web`, `ha:keep-apart`, `flxp.node`).
-    pub rules: Vec<String>,
-    /// What cannot hold.
-    pub message: String,
-}
-
-impl fmt::Display for Conflict {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "conflict ({}): {}", self.rules.join(", "), self.message)
-    }
-}
 
 /// Nodes a guest may ever be on by its node rules and selectors (taints only bar new arrivals).
 pub fn eligible_nodes(cluster: &Cluster, rules: &Rules, guest: GuestIdx) -> Vec<NodeIdx> {

@@ -6,15 +6,17 @@
 //! planning only ever look at the compiled form.
 
 mod breaches;
+mod compile;
 mod conflicts;
 mod ha;
-pub mod notes;
 mod rules;
-pub mod tags;
 mod violations;
 
+pub use crate::cluster::{notes, tags};
 pub use breaches::{Breach, breaches, breaches_among};
-pub(crate) use breaches::{crowded_reason, split_reason};
-pub use conflicts::Conflict;
-pub use rules::{Group, GroupId, GroupKind, GuestRules, NodeRule, Preference, Rules};
+pub(crate) use breaches::{allows_only, crowded_reason, split_reason};
+// Shown by balance explanations too; their tests check it.
+#[cfg(test)]
+pub(crate) use breaches::placement_list;
+pub use rules::{Conflict, Group, GroupId, GroupKind, GuestRules, NodeRule, Preference, Rules};
 pub use violations::{Violation, violations};

@@ -1,11 +1,11 @@
 //! The compiled rules: per guest, per group, with warnings and conflicts.
 
 use std::collections::{BTreeSet, HashMap};
+use std::fmt;
 
 use serde::Serialize;
 
-use super::tags::{GuestToken, TagParse, is_rule_tag, parse_guest_tag};
-use super::{Conflict, conflicts, ha};
+use super::tags::{GuestToken, TagParse, parse_guest_tag};
 use crate::cluster::{Cluster, GuestIdx, NodeIdx};
 use crate::warning::{CappedWarnings, Warning};
 
@@ -124,42 +124,25 @@ pub struct Rules {
     pub warnings: Vec<Warning>,
     /// Rules that cannot all hold.
     pub conflicts: Vec<Conflict>,
-    group_by_name: HashMap<String, GroupId>,
+    pub(super) group_by_name: HashMap<String, GroupId>,
+}
+
+/// A set of rules that cannot all hold, with the rule names and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Conflict {
+    /// The rules involved, by name (`flxp.affinity.web`, `ha:keep-apart`, `flxp.node`).
+    pub rules: Vec<String>,
+    /// What cannot hold.
+    pub message: String,
+}
+
+impl fmt::Display for Conflict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "conflict ({}): {}", self.rules.join(", "), self.message)
+    }
 }
 
 impl Rules {
-    /// Compiles every guest's tags and the HA rules of a cluster.
-    pub fn compile(cluster: &Cluster) -> Self {
-        let mut rules = Self {
-            guests: vec![GuestRules::default(); cluster.guests().len()],
-            ..Self::default()
-        };
-        for idx in cluster.guest_indexes() {
-            let g = cluster.guest(idx);
-            if !g.tags.iter().any(|t| is_rule_tag(t)) {
-                continue;
-            }
-            let subject = format!("{} {}", g.kind.as_str(), g.label());
-            let mut warnings = Vec::new();
-            let compiled = compile_tags(
-                cluster,
-                &g.tags,
-                &subject,
-                &mut warnings,
-                &mut |name, kind, hard| Some(rules.join(Some(idx), name, kind, hard)),
-            );
-            rules.warnings.extend(warnings);
-            rules.guests[idx.get()] = compiled;
-        }
-        ha::compile(cluster, &mut rules);
-        for r in &mut rules.guests {
-            r.groups.sort();
-            r.groups.dedup();
-        }
-        rules.conflicts = conflicts::find(cluster, &rules);
-        rules
-    }
-
     /// Compiles the tags of a placement request against the existing groups; new group names
     /// have no members yet and so constrain nothing.
     pub fn compile_request(
@@ -242,7 +225,7 @@ impl Rules {
     }
 }
 /// Compiles one guest's (or request's) tags; `group` resolves a group name (creating it, or not).
-fn compile_tags(
+pub(super) fn compile_tags(
     cluster: &Cluster,
     tags: &[String],
     subject: &str,

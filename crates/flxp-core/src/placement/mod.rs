@@ -8,6 +8,7 @@
 
 mod ctx;
 mod decision;
+mod figures;
 pub mod filters;
 mod normalize;
 mod options;
@@ -21,12 +22,12 @@ mod subject;
 
 pub use ctx::{Ctx, GroupPresence};
 pub use decision::{Candidate, Placement};
+pub use figures::{guest_figures, new_vm_figures, node_figures};
 pub use normalize::{as_is, by_max, min_max};
 pub use options::PlacementOptions;
 pub use pipeline::{Placer, Ranked};
 pub use policy::{Policy, SOFT_RULE_WEIGHT, SOFT_RULES};
 pub use reason::Reason;
-pub(crate) use reason::allows_only;
 pub use subject::{NotCores, PlacementRequest, Subject, check_cores, parse_cores};
 
 use crate::cluster::{Node, NodeIdx};

@@ -7,7 +7,6 @@ use super::{
     Candidate, Ctx, Filter, FilterKind, NodeView, Placement, PlacementOptions, PlacementRequest,
     Policy, Reason, Scorer, Subject,
 };
-use crate::balance::methods::{Registry, plugin::PluginMethod};
 use crate::cluster::{Cluster, NodeIdx};
 use crate::constraints::Rules;
 use crate::plugin::{PluginKind, PluginSpec, Plugins};
@@ -22,24 +21,6 @@ pub(super) struct CompiledPolicy {
     scorers: Vec<(&'static dyn Scorer, f64)>,
     /// Score plugins with their weights: consulted by placements, not by the planner.
     pub(super) plugin_scorers: Vec<(PluginSpec, f64)>,
-}
-
-/// `base` plus a method per balance plugin; `made` holds the plugins' methods registered before
-/// (reused: each new one is leaked). A plugin named like a method of `base` is refused.
-fn plugin_methods(base: Registry, plugins: &Plugins, made: Option<&Registry>) -> Result<Registry> {
-    let mut methods = base;
-    for spec in plugins.of_kind(PluginKind::Balance) {
-        let method = match made.and_then(|m| m.get(spec.name)) {
-            Some(m) => m,
-            // One small registration per configured plugin and config load.
-            None => Box::leak(Box::new(PluginMethod { name: spec.name })),
-        };
-        methods = methods.with(method).map_err(|e| Error::Option {
-            name: format!("plugin.{}", spec.name),
-            message: e.to_string(),
-        })?;
-    }
-    Ok(methods)
 }
 
 /// A node with its weighted score, best first when sorted.
@@ -60,7 +41,6 @@ pub struct Placer {
     filters: &'static [&'static BuiltinFilter],
     policies: BTreeMap<String, CompiledPolicy>,
     pub(super) plugins: Plugins,
-    methods: Registry,
     pub(super) zone: Option<String>,
 }
 
@@ -81,31 +61,12 @@ impl Placer {
     }
 
     /// Like [`Placer::new`], with external plugins: filter plugins join every placement, score
-    /// plugins may be named in policies, balance plugins become balancing methods.
+    /// plugins may be named in policies; balance plugins are methods for the balancing method
+    /// registry (`Registry::with_plugins`), which the pipeline does not hold.
     pub fn with_plugins(
         options: PlacementOptions,
         custom: Vec<Policy>,
         plugins: Plugins,
-    ) -> Result<Self> {
-        let methods = plugin_methods(Registry::builtin().clone(), &plugins, None)?;
-        Self::assemble(options, custom, plugins, methods)
-    }
-
-    /// The pipeline with its balancing methods on `base` instead of [`Registry::builtin`] (an
-    /// embedder's own methods): the balance plugins are added on top of it, and one sharing a
-    /// name with a method of `base` is refused.
-    pub fn with_methods(mut self, base: Registry) -> Result<Self> {
-        self.methods = plugin_methods(base, &self.plugins, Some(&self.methods))?;
-        Ok(self)
-    }
-
-    /// The pipeline of these options, policies, plugins and balancing methods (the plugins'
-    /// included).
-    fn assemble(
-        options: PlacementOptions,
-        custom: Vec<Policy>,
-        plugins: Plugins,
-        methods: Registry,
     ) -> Result<Self> {
         options.validate()?;
         let mut policies = BTreeMap::new();
@@ -143,7 +104,6 @@ impl Placer {
             options,
             policies,
             plugins,
-            methods,
             zone: None,
         };
         placer.policy(&placer.options.policy)?;
@@ -166,22 +126,11 @@ impl Placer {
         &self.plugins
     }
 
-    /// The balancing methods: the built-in ones (or those of [`Placer::with_methods`]) and the
-    /// balance plugins.
-    pub fn methods(&self) -> &Registry {
-        &self.methods
-    }
-
-    /// The same pipeline, policies, plugins, balancing methods and zone with other options
-    /// (consolidation's ceiling as reserves).
+    /// The same pipeline, policies, plugins and zone with other options (consolidation's
+    /// ceiling as reserves).
     pub fn with_options(&self, options: PlacementOptions) -> Result<Self> {
         let policies = self.policies.values().map(|p| p.policy.clone()).collect();
-        let placer = Self::assemble(
-            options,
-            policies,
-            self.plugins.clone(),
-            self.methods.clone(),
-        )?;
+        let placer = Self::with_plugins(options, policies, self.plugins.clone())?;
         Ok(placer.in_zone(self.zone.clone()))
     }
 

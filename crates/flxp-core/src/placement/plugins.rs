@@ -25,10 +25,10 @@ impl Placer {
             kind: spec.kind,
             plugin: spec.name.to_owned(),
             zone: self.zone.clone(),
-            guest: Some(plugin::new_vm_figures(request)),
+            guest: Some(super::new_vm_figures(request)),
             nodes: nodes
                 .iter()
-                .map(|&n| plugin::node_figures(ctx.cluster, ctx.state, ctx.options, n))
+                .map(|&n| super::node_figures(ctx.cluster, ctx.state, ctx.options, n))
                 .collect(),
             guests: None,
         }

@@ -4,6 +4,7 @@ use std::fmt;
 
 use serde::Serialize;
 
+use crate::constraints::allows_only;
 use crate::units::{fmt_bytes, fmt_bytes_apart, fmt_cores_apart};
 
 /// One failed filter on one node.
@@ -214,16 +215,6 @@ impl fmt::Display for Reason {
             }
         }
     }
-}
-
-/// "`rule` allows only {a, b}", or, when the rule names no node of the cluster, that (an empty
-/// `{}` reads like a rendering bug).
-pub(crate) fn allows_only(rule: &str, nodes: &[impl AsRef<str>]) -> String {
-    if nodes.is_empty() {
-        return format!("{rule} names no node of the cluster");
-    }
-    let names: Vec<&str> = nodes.iter().map(AsRef::as_ref).collect();
-    format!("{rule} allows only {{{}}}", names.join(", "))
 }
 
 #[cfg(test)]

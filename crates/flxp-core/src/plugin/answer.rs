@@ -4,9 +4,9 @@ use std::collections::BTreeMap;
 
 use serde::de::DeserializeOwned;
 
-use super::CallError;
 use super::protocol::{
-    BalanceAnswer, FilterAnswer, PROTOCOL_VERSION, PluginKind, Proposal, Request, ScoreAnswer,
+    BalanceAnswer, CallError, FilterAnswer, PROTOCOL_VERSION, PluginKind, Proposal, Request,
+    ScoreAnswer,
 };
 
 /// The verdicts of a filter answer by node name (`None`: allowed, `Some(reason)`: refused).

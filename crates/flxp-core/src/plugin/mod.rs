@@ -7,7 +7,6 @@
 //! or refuse the decision.
 
 mod answer;
-mod figures;
 pub mod protocol;
 
 use std::sync::Arc;
@@ -15,10 +14,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 pub use answer::{parse_balance, parse_filter, parse_score};
-pub use figures::{guest_figures, new_vm_figures, node_figures};
 pub use protocol::{
-    BalanceAnswer, FilterAnswer, GuestFigures, NodeVerdict, PROTOCOL_VERSION, PluginKind,
-    PluginNodeFigures, PluginNodeScore, Proposal, Request, ScoreAnswer,
+    BalanceAnswer, CallError, FilterAnswer, GuestFigures, NodeVerdict, PROTOCOL_VERSION,
+    PluginKind, PluginNodeFigures, PluginNodeScore, Proposal, Request, ScoreAnswer,
 };
 
 /// What a failed call does to the decision.
@@ -56,12 +54,6 @@ impl PluginSpec {
         }
     }
 }
-
-/// Why a plugin call failed: a message that names what went wrong (the plugin's name is added
-/// where it is reported).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct CallError(pub String);
 
 /// Carries one request to a plugin and brings back its raw answer; implemented by the caller's
 /// transports. Called from blocking code only: it may take up to the plugin's timeout.

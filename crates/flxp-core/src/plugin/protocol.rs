@@ -172,3 +172,9 @@ pub struct Proposal {
     #[serde(default)]
     pub reason: Option<String>,
 }
+
+/// Why a plugin call failed: a message that names what went wrong (the plugin's name is added
+/// where it is reported).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct CallError(pub String);

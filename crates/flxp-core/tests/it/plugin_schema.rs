@@ -4,9 +4,9 @@
 
 use flxp_core::State;
 use flxp_core::builder::*;
-use flxp_core::placement::{PlacementOptions, PlacementRequest};
+use flxp_core::placement::{self, PlacementOptions, PlacementRequest};
 use flxp_core::plugin::{
-    self, BalanceAnswer, FilterAnswer, NodeVerdict, PROTOCOL_VERSION, PluginKind, PluginNodeScore,
+    BalanceAnswer, FilterAnswer, NodeVerdict, PROTOCOL_VERSION, PluginKind, PluginNodeScore,
     Proposal, Request, ScoreAnswer,
 };
 use serde_json::Value;
@@ -105,7 +105,7 @@ fn requests_and_answers_match_the_committed_schema() {
     let opts = PlacementOptions::default();
     let nodes: Vec<_> = c
         .node_indexes()
-        .map(|n| plugin::node_figures(&c, &state, &opts, n))
+        .map(|n| placement::node_figures(&c, &state, &opts, n))
         .collect();
     let req = PlacementRequest {
         memory: GIB,
@@ -118,7 +118,7 @@ fn requests_and_answers_match_the_committed_schema() {
         kind: PluginKind::Filter,
         plugin: "lic".into(),
         zone: Some("eu".into()),
-        guest: Some(plugin::new_vm_figures(&req)),
+        guest: Some(placement::new_vm_figures(&req)),
         nodes: nodes.clone(),
         guests: None,
     };
@@ -129,7 +129,7 @@ fn requests_and_answers_match_the_committed_schema() {
         guest: None,
         guests: Some(
             c.guest_indexes()
-                .map(|g| plugin::guest_figures(&c, &state, g))
+                .map(|g| placement::guest_figures(&c, &state, g))
                 .collect(),
         ),
         ..filter

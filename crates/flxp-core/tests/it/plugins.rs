@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use flxp_core::balance::{BalanceOptions, replay};
+use flxp_core::balance::{BalanceOptions, Registry, replay};
 use flxp_core::builder::*;
 use flxp_core::placement::{PlacementOptions, PlacementRequest, Placer, Policy};
 use flxp_core::plugin::{
@@ -234,7 +234,11 @@ fn plan_with(c: &Cluster, moves: Vec<(u32, String)>, budget: usize) -> flxp_core
         host,
         Vec::new(),
     );
-    let method = p.methods().parse("power").unwrap();
+    let method = Registry::builtin()
+        .with_plugins(p.plugins())
+        .unwrap()
+        .parse("power")
+        .unwrap();
     let options = BalanceOptions {
         method,
         max_migrations: budget,
@@ -477,7 +481,11 @@ fn a_failed_balance_plugin_with_ignore_is_recorded_in_the_plan() {
         Vec::new(),
     );
     let options = BalanceOptions {
-        method: p.methods().parse("power").unwrap(),
+        method: Registry::builtin()
+            .with_plugins(p.plugins())
+            .unwrap()
+            .parse("power")
+            .unwrap(),
         ..BalanceOptions::default()
     };
     let plan =

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flxp_core::Overrides;
-use flxp_core::balance::{BalanceOptions, Trigger};
+use flxp_core::balance::{BalanceOptions, Registry, Trigger};
 use flxp_core::placement::{PlacementOptions, Placer};
 use flxp_core::plugin::{
     CallError, OnFailure, PluginHost, PluginKind, PluginSpec, Plugins, Request,
@@ -36,7 +36,11 @@ async fn a_daemon_round_tells_a_balance_plugin_its_zone() {
     let options = DaemonOptions {
         interval: Duration::from_secs(3600),
         balance: BalanceOptions {
-            method: placer.methods().parse("rec").unwrap(),
+            method: Registry::builtin()
+                .with_plugins(placer.plugins())
+                .unwrap()
+                .parse("rec")
+                .unwrap(),
             trigger: Trigger {
                 hold: 1,
                 ..Trigger::default()

@@ -6,16 +6,14 @@
 
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{Context, Result};
-use flxp_core::balance::{MethodName, Plan, PlanStop, Purpose, Registry, UsageChoice};
-use flxp_engine::{
-    ExecuteOptions, ExecutionReport, Executor, Goal, LeaseKeeper, Limits, Model, planning,
-};
+use flxp_core::balance::{MethodName, Plan, Registry, UsageChoice};
+use flxp_engine::{ExecutionReport, Executor, Goal, LeaseKeeper, Model, planning};
 use tracing::instrument::WithSubscriber;
 
 use super::{RunArgs, SourceArgs, UNSATISFIABLE, UsageError, load};
+use crate::app::plan::unmet;
 use crate::config::Config;
 use crate::{output, progress};
 
@@ -141,7 +139,7 @@ impl clap::builder::TypedValueParser for MethodParser {
         &self,
     ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
         Some(Box::new(self.0.iter().map(|m| {
-            clap::builder::PossibleValue::new(m.name()).help(m.description())
+            clap::builder::PossibleValue::new(m.as_str()).help(m.description())
         })))
     }
 }
@@ -162,104 +160,6 @@ fn and_list(names: &[&str]) -> String {
     }
 }
 
-/// How the `[migration]` table carries out plans.
-pub fn execute_options(config: &Config) -> ExecuteOptions {
-    let m = &config.migration;
-    ExecuteOptions {
-        limits: Limits {
-            parallel: m.parallel,
-            per_node_in: m.per_node_in,
-            per_node_out: m.per_node_out,
-        },
-        poll: Duration::from_secs_f64(m.poll_secs),
-        timeout: Duration::from_secs(m.timeout_secs),
-        with_local_disks: m.with_local_disks,
-        max_replans: m.max_replans,
-        drain_timeout: Duration::from_secs(m.drain_timeout_secs),
-        full_read_every: Duration::from_secs(config.daemon.full_read_secs),
-        read_pressure: config.balance.trigger.pressure.is_enabled(),
-        ..ExecuteOptions::default()
-    }
-}
-
-/// Why a plan leaves the request unmet, one phrase each (empty: met). Evacuation: a guest that
-/// must leave fits nowhere. Balancing: that, or hard rules stay broken, or the imbalance is above
-/// the threshold and no safe move lowers it. Exit code 3 is this list being non-empty, and the
-/// human headline and `--json` (`unmet`) name it, so a plan never says "no balancing needed"
-/// while exiting 3 without saying why.
-pub fn unmet(plan: &Plan, goal: &Goal) -> Vec<String> {
-    let mut why = Vec::new();
-    if !plan.unplaced.is_empty() {
-        why.push(format!(
-            "{} guest(s) that must move fit on no node",
-            plan.unplaced.len()
-        ));
-    }
-    if matches!(goal, Goal::Evacuate { .. }) {
-        return why;
-    }
-    // A balance plugin that failed (with `ignore`) is why nothing moves: say that, not that the
-    // cluster offers no safe move.
-    if let Some((p, e)) = plan
-        .plugin
-        .as_ref()
-        .and_then(|p| p.error.as_ref().map(|e| (p, e)))
-    {
-        why.push(format!(
-            "balance plugin {} failed: {e}; planned no migration",
-            p.plugin
-        ));
-        if !plan.violations_after.is_empty() {
-            why.push(format!(
-                "{} broken rule(s) stay broken",
-                plan.violations_after.len()
-            ));
-        }
-        return why;
-    }
-    // A rule waiting for a migration in flight is being fixed: the next run, once the guest has
-    // landed, moves the rest. Only the others leave the request unmet.
-    let broken = plan
-        .violations_after
-        .len()
-        .saturating_sub(plan.waiting.len());
-    if broken > 0 {
-        // The budget stopped fixing: that is the cause, not that no node fits.
-        why.push(match &plan.rules_stop {
-            Some(cause) => format!("{broken} broken rule(s) stay broken: {cause}"),
-            None => format!("{broken} broken rule(s) cannot be fixed"),
-        });
-    }
-    let balanced = plan
-        .migrations
-        .iter()
-        .any(|m| matches!(m.purpose, Purpose::Balance | Purpose::Swap));
-    // Above the threshold it is unmet when nothing balanced, or when balancing stopped early
-    // (budget, margin, no further gain): the headline names that cause.
-    if plan.imbalance_after > plan.threshold && (!balanced || plan.stop.is_some()) {
-        let left: Vec<&str> = plan
-            .left_in_place
-            .iter()
-            .map(|l| l.reason.as_str())
-            .collect();
-        let cause = plan.stop.clone().unwrap_or(PlanStop::NoSafeMove {
-            storage: Vec::new(),
-        });
-        let threshold = plan.measure.fmt(plan.threshold);
-        why.push(if cause.is_no_move() && !left.is_empty() {
-            format!(
-                "the imbalance stays above the threshold {threshold} and {cause} ({})",
-                left.join("; ")
-            )
-        } else if cause.is_no_move() {
-            format!("the imbalance stays above the threshold {threshold} and {cause}")
-        } else {
-            format!("the imbalance stays above the threshold {threshold}: {cause}")
-        });
-    }
-    why
-}
-
 /// Runs `flxp balance`.
 pub fn run(args: Args) -> Result<ExitCode> {
     let config = load::config(&args.run.source)?;
@@ -271,8 +171,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
     } else {
         None
     };
-    let methods = placer.as_ref().map(|p| p.methods());
-    if let (Some(arg), Some(methods)) = (&args.method, methods) {
+    let methods = match &placer {
+        Some(p) => Some(Registry::builtin().with_plugins(p.plugins())?),
+        None => None,
+    };
+    if let (Some(arg), Some(methods)) = (&args.method, &methods) {
         let m = arg.as_str();
         options.method = methods.parse(m).map_err(|_| {
             if let Some(p) = config.plugin.iter().find(|p| p.name == m) {
@@ -307,7 +210,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             let readers: Vec<&str> = methods
                 .iter()
                 .filter(|m| m.reads_usage())
-                .map(|m| m.name())
+                .map(|m| m.as_str())
                 .collect();
             let who = if readers.is_empty() {
                 "no method balances on it".to_owned()
@@ -354,7 +257,7 @@ pub fn carry_out(
         (Some(path), _) => {
             let model = load::model_to_plan(path)?;
             let plan = plan_on(&model, &placer, goal)?;
-            let left = super::left::on_model(&model, goal, &plan, false);
+            let left = crate::app::left::on_model(&model, goal, &plan, false);
             (plan, None, left)
         }
         (None, Some(zone)) => {
@@ -366,7 +269,7 @@ pub fn carry_out(
                 let (plan, report) =
                     plan_and_run(executor, goal, None, dry_run, json, zone, held).await?;
                 // Read again: what runs on the emptied nodes now, whatever the plan meant.
-                let left = super::left::in_zone(&reader, goal, &plan, report.is_some()).await;
+                let left = crate::app::left::in_zone(&reader, goal, &plan, report.is_some()).await;
                 if !dry_run {
                     let events =
                         crate::notify::events::from_run(zone, goal, &plan, report.as_ref(), &left);
@@ -380,7 +283,7 @@ pub fn carry_out(
     };
     let dry = execution.is_none();
     let mut why = unmet(&plan, goal);
-    why.extend(super::left::phrase(&left, !dry));
+    why.extend(crate::app::left::phrase(&left, !dry));
     if json {
         output::print_json(&output::PlanOutput {
             plan: &plan,
@@ -391,16 +294,16 @@ pub fn carry_out(
         })?;
     } else if let Some(report) = &execution {
         output::print_execution(report);
-        super::left::print(&left, true);
-        if let Some(p) = super::left::phrase(&left, true) {
+        crate::app::left::print(&left, true);
+        if let Some(p) = crate::app::left::phrase(&left, true) {
             output::say(format!("not met (exit code 3): {p}"));
         }
     } else if source.from_file.is_some() {
         output::print_plan(&plan, &why);
-        super::left::print(&left, false);
+        crate::app::left::print(&left, false);
     } else {
         // A dry run in a zone printed its plan before this read.
-        super::left::print(&left, false);
+        crate::app::left::print(&left, false);
     }
     Ok(match &execution {
         Some(r) if !r.is_clean() => ExitCode::from(1),
@@ -442,8 +345,8 @@ pub(crate) async fn plan_and_run(
     if !json {
         let mut why = unmet(&plan, goal);
         // An evacuation that would leave a running guest says so first.
-        let left = super::left::in_zone(&executor, goal, &plan, false).await;
-        why.extend(super::left::phrase(&left, false));
+        let left = crate::app::left::in_zone(&executor, goal, &plan, false).await;
+        why.extend(crate::app::left::phrase(&left, false));
         output::print_plan(&plan, &why);
     }
     if let (Goal::Evacuate { nodes, .. }, false) = (goal, dry_run) {

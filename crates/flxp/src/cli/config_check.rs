@@ -15,8 +15,9 @@ use flxp_pve::types::PermissionsQuery;
 
 use flxp_core::Cluster;
 
-use crate::config::{Config, startup};
-use crate::serve::preflight;
+use crate::app::preflight;
+use crate::app::startup;
+use crate::config::Config;
 
 /// Arguments of `flxp config`.
 #[derive(Debug, clap::Args)]

@@ -458,7 +458,7 @@ async fn wake_in_zone(
         lease,
     )
     .await?;
-    let unmet = balance::unmet(&plan, &goal);
+    let unmet = crate::app::plan::unmet(&plan, &goal);
     let code = if report.as_ref().is_some_and(|r| !r.is_clean()) {
         ExitCode::from(1)
     } else if !unmet.is_empty() {

@@ -10,11 +10,8 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use flxp_engine::{Daemon, DaemonOptions, RoundReport, Zone};
 
-use super::{UsageError, balance};
+use super::UsageError;
 use crate::config::Config;
-
-/// How long a stopping process waits for its webhooks.
-pub const FLUSH: Duration = Duration::from_secs(15);
 
 /// Arguments of `flxp daemon`.
 #[derive(Debug, clap::Args)]
@@ -38,7 +35,7 @@ pub fn options(config: &Config) -> DaemonOptions {
         evacuate: d.evacuate,
         balance: config.balance.clone(),
         evacuation: config.evacuate.clone(),
-        execute: balance::execute_options(config),
+        execute: crate::app::daemon::execute_options(config),
         stale: config.create_vm.stale(),
         power: config.consolidate.auto(),
         smoothing: Duration::from_secs(config.daemon.smoothing_secs),
@@ -52,7 +49,7 @@ pub fn zones(config: &Config) -> Result<Vec<Zone>> {
     } else {
         config.daemon.zones.clone()
     };
-    if let Some(refusal) = crate::config::startup::daemon_refusal(config) {
+    if let Some(refusal) = crate::app::startup::daemon_refusal(config) {
         return Err(UsageError(refusal).into());
     }
     names
@@ -88,41 +85,16 @@ async fn warn_unknown_nodes(config: &Config, zones: &[Zone]) {
             read.push((z.name.as_str(), cluster));
         }
     }
-    let clusters: crate::serve::preflight::Clusters = read.iter().map(|(n, c)| (*n, c)).collect();
-    for w in crate::serve::preflight::unknown_nodes(config, &clusters) {
+    let clusters: crate::app::preflight::Clusters = read.iter().map(|(n, c)| (*n, c)).collect();
+    for w in crate::app::preflight::unknown_nodes(config, &clusters) {
         tracing::warn!("{w}");
-    }
-}
-
-/// One warning per guest a round's plans had to leave where it is, with why: "1 guest(s) fit
-/// nowhere" every round is no help without the name and the reason.
-pub fn log_unplaced(r: &RoundReport) {
-    for executed in [&r.evacuation, &r.balance].into_iter().flatten() {
-        for u in &executed.plan.unplaced {
-            tracing::warn!(
-                zone = %r.zone,
-                vmid = u.vmid,
-                name = %u.name,
-                node = %u.node,
-                rule = %u.rule,
-                reason = %u.reason,
-                "guest stays: no node can take it"
-            );
-        }
-    }
-}
-
-/// One warning per thing power saving could not do in a round.
-pub fn log_power(r: &RoundReport) {
-    for e in r.power.iter().flat_map(|p| &p.errors) {
-        tracing::warn!(zone = %r.zone, error = %e, "power saving");
     }
 }
 
 /// One log line per round.
 fn log_round(r: &RoundReport) {
-    log_unplaced(r);
-    log_power(r);
+    crate::app::daemon::log_unplaced(r);
+    crate::app::daemon::log_power(r);
     let what = |e: &Option<flxp_engine::daemon::Executed>| {
         e.as_ref().map(|x| {
             let done = x.execution.as_ref().map_or(0, |r| r.done.len());
@@ -162,7 +134,7 @@ fn log_round(r: &RoundReport) {
 pub fn run(args: Args) -> Result<ExitCode> {
     let config = Config::load(&Config::path(args.config.as_deref()))?;
     // What `flxp config check` runs too: the same config passes both or neither.
-    let placer = Arc::new(crate::config::startup::check_engine(&config)?);
+    let placer = Arc::new(crate::app::startup::check_engine(&config)?);
     let zones = zones(&config)?;
     let options = options(&config);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -172,7 +144,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .context("cannot start the async runtime")?;
     // What `flxp config check` refuses, refused here too.
     let apis = zones.iter().map(|z| (z.name.as_str(), &z.api));
-    runtime.block_on(crate::config::startup::check_lease_nodes(&config, apis))?;
+    runtime.block_on(crate::app::startup::check_lease_nodes(&config, apis))?;
     runtime.block_on(warn_unknown_nodes(&config, &zones));
     let notify = {
         let _in = runtime.enter();
@@ -223,7 +195,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }));
     runtime.block_on(daemon.release_leases());
     // What the last rounds told is sent before the process goes, within bounds.
-    runtime.block_on(notify.flush(FLUSH));
+    runtime.block_on(notify.flush(crate::notify::FLUSH));
     tracing::info!("daemon stopped");
     Ok(ExitCode::SUCCESS)
 }

@@ -44,7 +44,7 @@ pub(crate) fn run_in_zone<T>(
     let api: flxp_pve::Pve = config.client(zone)?.into();
     let executor = Executor::new(zone.to_owned(), api.clone(), placer)
         .with_overrides(config.overrides(zone))
-        .with_options(super::balance::execute_options(config));
+        .with_options(crate::app::daemon::execute_options(config));
     under_lease(config, zone, &api, acting, async |held, keeper| {
         work(executor, held, keeper).await
     })

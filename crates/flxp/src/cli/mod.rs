@@ -7,7 +7,6 @@ pub mod daemon;
 mod evacuate;
 mod generate;
 mod lease;
-pub(crate) mod left;
 mod load;
 mod maintenance;
 mod manual;
@@ -21,6 +20,7 @@ mod source;
 mod status;
 #[cfg(test)]
 mod tests;
+mod usage;
 
 use std::process::ExitCode;
 
@@ -28,6 +28,7 @@ use clap::{CommandFactory, FromArgMatches, Subcommand};
 use flxp_core::balance::Registry;
 
 pub use source::{RunArgs, SourceArgs};
+pub use usage::UsageError;
 
 /// `flxp --version`: the crate version and the commit it was built from (see build.rs).
 pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("FLXP_COMMIT"), ")");
@@ -86,17 +87,6 @@ enum Command {
     /// Write shell completions and man pages (used when building the package).
     #[command(hide = true)]
     Generate(generate::Args),
-}
-
-/// An error in what the user typed, found after parsing (exit code 2).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct UsageError(pub String);
-
-impl From<crate::config::UnknownZone> for UsageError {
-    fn from(e: crate::config::UnknownZone) -> Self {
-        Self(e.to_string())
-    }
 }
 
 /// Exit code 3: nothing can satisfy the request (no node fits, no safe plan).

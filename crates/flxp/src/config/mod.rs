@@ -29,7 +29,6 @@
 mod locate;
 pub mod reference;
 mod sections;
-pub mod startup;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -162,6 +161,15 @@ impl ConfigError {
 }
 
 impl Config {
+    /// Names of the config's plugins of one kind.
+    pub fn plugin_names(&self, kind: flxp_core::plugin::PluginKind) -> Vec<&str> {
+        self.plugin
+            .iter()
+            .filter(|p| p.kind == kind)
+            .map(|p| p.name.as_str())
+            .collect()
+    }
+
     /// The config path: the flag, else `FLXP_CONFIG` (clap fills the flag from it), else the default.
     pub fn path(flag: Option<&Path>) -> PathBuf {
         flag.map_or_else(|| PathBuf::from(DEFAULT_PATH), Path::to_path_buf)
@@ -316,12 +324,12 @@ impl Config {
                 Ok(_) => {}
             }
             for e in &w.events {
-                if !crate::notify::EVENTS.contains(&e.as_str()) {
+                if !crate::event::EVENTS.contains(&e.as_str()) {
                     return at(
                         "events",
                         format!(
                             "unknown event {e:?}; events: {}",
-                            crate::notify::EVENTS.join(", ")
+                            crate::event::EVENTS.join(", ")
                         ),
                     );
                 }
@@ -780,7 +788,7 @@ impl Config {
 
     /// Configured policies for the core.
     pub fn policies(&self) -> Result<Vec<Policy>, (String, String)> {
-        let scorers = crate::plugins::names(self, flxp_core::plugin::PluginKind::Score);
+        let scorers = self.plugin_names(flxp_core::plugin::PluginKind::Score);
         for (name, weights) in &self.policies {
             for scorer in weights.keys() {
                 if let Some(why) = self.plugin_misplaced(scorer) {

@@ -10,7 +10,7 @@ use flxp_core::left_running::LeftRunning;
 use flxp_engine::{ExecutionReport, Goal, RoundReport};
 use serde_json::json;
 
-use super::{
+use crate::event::{
     EVACUATION_INCOMPLETE, Event, LEASE_LOST, LEASE_TAKEN, MAINTENANCE_STEP, MIGRATION_FAILED,
     NODE_SHUTDOWN, NODE_WOKEN, PLAN_UNMET,
 };
@@ -94,7 +94,7 @@ pub fn from_run(
         }
         out.extend(by_node.into_iter().map(|(n, l)| incomplete(zone, n, &l)));
     }
-    let why = crate::cli::balance::unmet(plan, goal);
+    let why = crate::app::plan::unmet(plan, goal);
     if !why.is_empty() {
         out.push(unmet(zone, goal.as_str(), &why));
     }
@@ -234,7 +234,7 @@ impl RoundWatch {
         ];
         for (name, executed, goal) in plans {
             let why = executed
-                .map(|x| crate::cli::balance::unmet(&x.plan, &goal))
+                .map(|x| crate::app::plan::unmet(&x.plan, &goal))
                 .unwrap_or_default();
             let before = seen.unmet.insert(name, why.clone());
             if !why.is_empty() && before.as_ref() != Some(&why) {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flxp_core::placement::Placer;
-use flxp_core::plugin::{CallError, PluginHost, PluginKind, PluginSpec, Plugins, Request};
+use flxp_core::plugin::{CallError, PluginHost, PluginSpec, Plugins, Request};
 
 use crate::config::{Config, PluginSection};
 
@@ -116,14 +116,4 @@ pub fn placer(config: &Config) -> anyhow::Result<Placer> {
         policies,
         plugins(config),
     )?)
-}
-
-/// Names of the config's plugins of one kind.
-pub fn names(config: &Config, kind: PluginKind) -> Vec<&str> {
-    config
-        .plugin
-        .iter()
-        .filter(|p| p.kind == kind)
-        .map(|p| p.name.as_str())
-        .collect()
 }

@@ -12,7 +12,6 @@ pub mod embedded;
 pub mod http;
 pub mod metered;
 pub mod metrics;
-pub mod preflight;
 pub mod schema;
 pub mod state;
 pub mod zone;
@@ -31,7 +30,8 @@ use flxp_engine::{Creator, Daemon, Reservations, stop_signal};
 use flxp_pve::{Pve, TaskWait, Transport};
 use tokio::time::Duration;
 
-use crate::config::startup::ApiKey;
+use crate::app::preflight;
+use crate::app::startup::ApiKey;
 use crate::config::{Config, DEFAULT_PATH, Role};
 use metered::MeteredTransport;
 use metrics::Metrics;
@@ -41,7 +41,7 @@ use zone::Zone;
 /// Where `flxp serve` listens unless told otherwise.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 
-pub use crate::config::startup::TOKEN_ENV;
+pub use crate::app::startup::TOKEN_ENV;
 
 /// How long shutdown waits for creations and migrations in flight.
 const DRAIN: Duration = Duration::from_secs(120);
@@ -71,7 +71,7 @@ pub async fn run(
     let simulated = matches!(source, Source::Embedded(_));
     // What `flxp config check` runs too: the same config passes both or neither.
     let env_token = std::env::var(TOKEN_ENV).ok();
-    let checked = crate::config::startup::check(&config, env_token.as_deref())?;
+    let checked = crate::app::startup::check(&config, env_token.as_deref())?;
     let (token, generated) = tokens_for(checked.tokens, simulated)?;
     let listen = match (listen_flag, &config.api.listen) {
         (Some(a), _) => a,
@@ -143,7 +143,10 @@ pub async fn run(
         }
     });
     let probe = tokio::spawn(probe_loop(state.clone()));
-    let poller = tokio::spawn(dashboard::live::poll(state.clone()));
+    let poller = tokio::spawn(dashboard::live::poll(
+        Arc::clone(&state.live),
+        Arc::clone(&state.zones),
+    ));
     let daemon = state.daemon.clone();
     let server = {
         let mut stop = stop.clone();
@@ -165,7 +168,7 @@ pub async fn run(
         );
     }
     // What the last runs and rounds told is sent before the process goes, within bounds.
-    state.notify.flush(crate::cli::daemon::FLUSH).await;
+    state.notify.flush(crate::notify::FLUSH).await;
     if let Source::Embedded(e) = source {
         e.handle.shutdown().await.ok();
     }
@@ -193,13 +196,13 @@ struct TokenSet {
     viewer: Option<String>,
 }
 
-/// The accepted tokens (checked by [`crate::config::startup::check`]); the embedded zone
+/// The accepted tokens (checked by [`crate::app::startup::check`]); the embedded zone
 /// generates one if there are none. A config without tokens is refused: the API would be open to
 /// anyone.
 fn tokens_for(mut list: Vec<ApiKey>, simulated: bool) -> anyhow::Result<(TokenSet, bool)> {
     let mut generated = false;
     if list.is_empty() {
-        if let Some(refusal) = crate::config::startup::serve_refusal(&list).filter(|_| !simulated) {
+        if let Some(refusal) = crate::app::startup::serve_refusal(&list).filter(|_| !simulated) {
             anyhow::bail!(refusal);
         }
         list.push(ApiKey {
@@ -237,10 +240,9 @@ fn tokens_for(mut list: Vec<ApiKey>, simulated: bool) -> anyhow::Result<(TokenSe
     ))
 }
 
-/// The placement pipeline the config describes, with `methods` as its balancing methods (the
-/// config's balance plugins on top).
-fn pipeline(config: &Config, methods: &Registry) -> anyhow::Result<Placer> {
-    Ok(crate::plugins::placer(config)?.with_methods(methods.clone())?)
+/// The placement pipeline the config describes.
+fn pipeline(config: &Config) -> anyhow::Result<Placer> {
+    crate::plugins::placer(config)
 }
 
 /// The shared state: zones with metered clients and creators, tokens, metrics.
@@ -296,7 +298,9 @@ fn build_over(
     methods: &Registry,
 ) -> anyhow::Result<AppState> {
     let metrics = Arc::new(Metrics::new());
-    let placer = Arc::new(pipeline(config, methods)?);
+    let placer = Arc::new(pipeline(config)?);
+    // The balancing methods: `methods` with the config's balance plugins on top.
+    let methods = methods.with_plugins(placer.plugins())?;
     let c = &config.create_vm;
     let create = CreateOptions {
         wait: TaskWait {
@@ -311,7 +315,7 @@ fn build_over(
     let mut placers = BTreeMap::new();
     for name in config.zones.keys() {
         // Each zone's own pipeline, so that plugins are told the zone they decide for.
-        let zone_placer = Arc::new(pipeline(config, methods)?.in_zone(Some(name.clone())));
+        let zone_placer = Arc::new(pipeline(config)?.in_zone(Some(name.clone())));
         placers.insert(name.clone(), Arc::clone(&zone_placer));
         let last = metered::SharedContact::default();
         let api = Pve::from_transport(MeteredTransport::new(
@@ -343,12 +347,13 @@ fn build_over(
         config: Arc::new(config.clone()),
         placer,
         placers: Arc::new(placers),
+        methods: Arc::new(methods),
         metrics,
         daemon,
         tokens: Arc::new(tokens),
         ready_window: Duration::from_secs(config.api.ready_secs.unwrap_or(60)),
         simulated,
-        execute: crate::cli::balance::execute_options(config),
+        execute: crate::app::daemon::execute_options(config),
         stop,
         work: Arc::new(Work::default()),
         live,
@@ -368,7 +373,7 @@ async fn preflight(
 ) -> anyhow::Result<()> {
     // What `flxp config check` refuses, refused here too.
     let apis = state.zones.values().map(|z| (z.name.as_str(), &z.api));
-    crate::config::startup::check_lease_nodes(config, apis).await?;
+    crate::app::startup::check_lease_nodes(config, apis).await?;
     let mut models = Vec::new();
     for z in state.zones.values() {
         match z.model().await {
@@ -411,7 +416,7 @@ fn daemon(
         evacuate: config.daemon.evacuate,
         balance: config.balance.clone(),
         evacuation: config.evacuate.clone(),
-        execute: crate::cli::balance::execute_options(config),
+        execute: crate::app::daemon::execute_options(config),
         stale: config.create_vm.stale(),
         power: config.consolidate.auto(),
         smoothing: Duration::from_secs(config.daemon.smoothing_secs),
@@ -434,8 +439,8 @@ fn daemon(
     daemon.on_round(Arc::new(move |r| {
         notify.send_all(watch.events(r));
         live.round(r);
-        crate::cli::daemon::log_unplaced(r);
-        crate::cli::daemon::log_power(r);
+        crate::app::daemon::log_unplaced(r);
+        crate::app::daemon::log_power(r);
         metrics.migrations(&r.zone, "done", r.migrations_done() as u64);
         metrics.migrations(&r.zone, "failed", r.migrations_failed() as u64);
         // A round that could not read the zone (or stood by) knows nothing new: keep the last.

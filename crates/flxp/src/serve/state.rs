@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use flxp_core::State;
+use flxp_core::balance::Registry;
 use flxp_core::placement::Placer;
 use flxp_engine::{ClusterModel, Daemon, ExecuteOptions, Stop};
 use subtle::ConstantTimeEq;
@@ -29,6 +30,9 @@ pub struct AppState {
     pub placer: Arc<Placer>,
     /// The same pipeline per zone, telling plugins the zone's name.
     pub placers: Arc<BTreeMap<String, Arc<Placer>>>,
+    /// The balancing methods names are parsed against: the built-in ones (or an embedder's)
+    /// and the config's balance plugins.
+    pub methods: Arc<Registry>,
     /// The metrics.
     pub metrics: Arc<Metrics>,
     /// The daemon loop; on-demand plans hold its zone lock so the two never overlap.

@@ -10,6 +10,7 @@ pub mod plugin;
 mod registry;
 
 pub use name::MethodName;
+pub(crate) use registry::run;
 pub use registry::{MethodError, Registry};
 
 use crate::Result;
@@ -53,7 +54,7 @@ pub struct PlanInput<'a> {
 /// A built-in method: its name, a line for users and the function that plans. Each method file
 /// defines one as `METHOD`, so a method is data, not another copy of the trait's plumbing.
 pub struct Builtin {
-    name: MethodName,
+    name: &'static str,
     description: &'static str,
     plan: fn(&PlanInput<'_>, &BalanceOptions) -> Result<Plan>,
     reads_usage: bool,
@@ -61,7 +62,7 @@ pub struct Builtin {
 
 impl BalanceMethod for Builtin {
     fn name(&self) -> &'static str {
-        self.name.as_str()
+        self.name
     }
 
     fn description(&self) -> &'static str {

@@ -15,6 +15,10 @@ use super::super::plan::{Plan, PlanSource, PluginOutcome, ProposalVerdict, Purpo
 use super::super::planner::finish;
 use super::{BalanceMethod, MethodName, PlanInput};
 
+/// What a balance plugin is, for users.
+pub(super) const DESCRIPTION: &str =
+    "a balance plugin from the config: its proposals, each checked by flxp";
+
 /// A configured balance plugin, registered under its name.
 pub struct PluginMethod {
     /// The plugin's name.
@@ -27,7 +31,7 @@ impl BalanceMethod for PluginMethod {
     }
 
     fn description(&self) -> &'static str {
-        "a balance plugin from the config: its proposals, each checked by flxp"
+        DESCRIPTION
     }
 
     fn plan(&self, input: &PlanInput<'_>, options: &BalanceOptions) -> Result<Plan> {
@@ -55,12 +59,12 @@ impl BalanceMethod for PluginMethod {
             guest: None,
             nodes: cluster
                 .node_indexes()
-                .map(|n| plugin::node_figures(cluster, state, placer.options(), n))
+                .map(|n| crate::placement::node_figures(cluster, state, placer.options(), n))
                 .collect(),
             guests: Some(
                 cluster
                     .guest_indexes()
-                    .map(|g| plugin::guest_figures(cluster, state, g))
+                    .map(|g| crate::placement::guest_figures(cluster, state, g))
                     .collect(),
             ),
         };
@@ -103,7 +107,7 @@ impl BalanceMethod for PluginMethod {
         }
         let threshold = options.trigger.threshold_for(measure);
         let target = options.trigger.target_for(measure);
-        let source = PlanSource::Balance(MethodName::registered(self.name));
+        let source = PlanSource::Balance(MethodName::plugin(self.name));
         let mut plan = finish(draft, state, source, threshold, target);
         for (i, m) in plan.migrations.iter_mut().enumerate() {
             m.wave = i as u32;

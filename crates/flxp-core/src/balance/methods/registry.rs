@@ -7,6 +7,7 @@ use crate::Result;
 use super::super::options::BalanceOptions;
 use super::super::plan::{Plan, PlanSource};
 use super::{BUILTIN, BalanceMethod, MethodName, PlanInput};
+use crate::plugin::{PluginKind, Plugins};
 
 /// A method name that is not registered, or registered twice.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -34,15 +35,20 @@ impl From<MethodError> for crate::Error {
     }
 }
 
-/// Balancing methods by name, in registration order.
+/// Balancing methods by name, in registration order: a value, built once per config load (the
+/// built-in methods, an embedder's, the config's balance plugins).
 #[derive(Clone)]
 pub struct Registry {
-    methods: Vec<&'static dyn BalanceMethod>,
+    methods: Vec<MethodName>,
 }
 
 static BUILTIN_REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry {
     // The list is checked for duplicates by a test.
-    methods: BUILTIN.to_vec(),
+    methods: BUILTIN
+        .iter()
+        .copied()
+        .map(MethodName::registered)
+        .collect(),
 });
 
 impl Registry {
@@ -54,7 +60,7 @@ impl Registry {
             methods: Vec::new(),
         };
         for m in methods {
-            registry.add(m)?;
+            registry.add(MethodName::registered(m))?;
         }
         Ok(registry)
     }
@@ -72,38 +78,50 @@ impl Registry {
         let mut registry = Self {
             methods: self.methods.clone(),
         };
-        registry.add(method)?;
+        registry.add(MethodName::registered(method))?;
         Ok(registry)
     }
 
-    fn add(&mut self, method: &'static dyn BalanceMethod) -> std::result::Result<(), MethodError> {
-        if self.get(method.name()).is_some() {
-            return Err(MethodError::Duplicate(method.name()));
+    /// This registry plus a method per balance plugin; a plugin named like one of its methods
+    /// is refused, naming the plugin.
+    pub fn with_plugins(&self, plugins: &Plugins) -> Result<Self> {
+        let mut methods = self.clone();
+        for spec in plugins.of_kind(PluginKind::Balance) {
+            let method = MethodName::plugin(spec.name);
+            methods.add(method).map_err(|e| crate::Error::Option {
+                name: format!("plugin.{}", spec.name),
+                message: e.to_string(),
+            })?;
+        }
+        Ok(methods)
+    }
+
+    fn add(&mut self, method: MethodName) -> std::result::Result<(), MethodError> {
+        if self.get(method.as_str()).is_some() {
+            return Err(MethodError::Duplicate(method.as_str()));
         }
         self.methods.push(method);
         Ok(())
     }
 
     /// Every method, in registration order.
-    pub fn iter(&self) -> impl Iterator<Item = &'static dyn BalanceMethod> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = MethodName> + '_ {
         self.methods.iter().copied()
     }
 
     /// Every method's name, in registration order.
     pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
-        self.iter().map(|m| m.name())
+        self.iter().map(MethodName::as_str)
     }
 
     /// The method of a name.
-    pub fn get(&self, name: &str) -> Option<&'static dyn BalanceMethod> {
-        self.iter().find(|m| m.name() == name)
+    pub fn get(&self, name: &str) -> Option<MethodName> {
+        self.iter().find(|m| m.as_str() == name)
     }
 
     /// Checks a name; the error lists the registered ones.
     pub fn parse(&self, name: &str) -> std::result::Result<MethodName, MethodError> {
-        self.get(name)
-            .map(|m| MethodName::registered(m.name()))
-            .ok_or_else(|| self.unknown(name))
+        self.get(name).ok_or_else(|| self.unknown(name))
     }
 
     fn unknown(&self, name: &str) -> MethodError {
@@ -118,13 +136,20 @@ impl Registry {
         options.validate()?;
         // A name parsed against another registry is refused, never replaced by a default.
         let name = options.method.as_str();
-        let method = self.get(name).ok_or_else(|| self.unknown(name))?;
-        let mut plan = method.plan(input, options)?;
-        // A method that plans through another (an embedder's, wrapping `flxp`) is still the one
-        // that made the plan.
-        plan.method = PlanSource::Balance(MethodName::registered(method.name()));
-        Ok(plan)
+        self.get(name).ok_or_else(|| self.unknown(name))?;
+        run(input, options)
     }
+}
+
+/// Validates the options and plans with the method `options.method` carries; the plan names that
+/// method.
+pub(crate) fn run(input: &PlanInput<'_>, options: &BalanceOptions) -> Result<Plan> {
+    options.validate()?;
+    let mut plan = options.method.plan(input, options)?;
+    // A method that plans through another (an embedder's, wrapping `flxp`) is still the one
+    // that made the plan.
+    plan.method = PlanSource::Balance(options.method);
+    Ok(plan)
 }
 
 #[cfg(test)]
@@ -191,6 +216,10 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains(r#"unknown balancing method "still""#), "{e}");
+        // The placer holds no methods: the parsed name brings `still` along to the planner.
+        let plan = crate::balance::plan(&c, &rules, &state, &placer, &options).unwrap();
+        assert_eq!(plan.summary, "still");
+        assert_eq!(plan.method, PlanSource::Balance(options.method));
     }
 
     /// A plugin host that is never reached: these tests only register plugins.
@@ -207,7 +236,7 @@ mod tests {
     }
 
     #[test]
-    fn a_placer_keeps_the_methods_it_is_given_with_balance_plugins_on_top() {
+    fn a_registry_takes_balance_plugins_on_top_of_its_methods() {
         use crate::plugin::{OnFailure, PluginKind, PluginSpec, Plugins};
         let plugins = |name: &str| {
             Plugins::new(
@@ -216,41 +245,29 @@ mod tests {
             )
         };
         let base = Registry::builtin().with(&STILL).unwrap();
-        let placer = Placer::with_plugins(PlacementOptions::default(), Vec::new(), plugins("rec"))
-            .unwrap()
-            .with_methods(base.clone())
-            .unwrap();
-        let names = |p: &Placer| p.methods().names().collect::<Vec<_>>().join(", ");
+        let names = |r: &Registry| r.names().collect::<Vec<_>>().join(", ");
+        let methods = base.with_plugins(&plugins("rec")).unwrap();
         assert_eq!(
-            names(&placer),
+            names(&methods),
             "flxp, pve-bruteforce, pve-topsis, still, rec"
         );
-        // Other options (consolidation's ceiling) keep the methods, not the built-in ones.
-        let other = PlacementOptions {
-            reserve_bytes: 1 << 30,
-            ..PlacementOptions::default()
-        };
-        assert_eq!(names(&placer.with_options(other).unwrap()), names(&placer));
-        // The plugin's method is the one registered before, not a new one.
-        let before =
-            Placer::with_plugins(PlacementOptions::default(), Vec::new(), plugins("rec")).unwrap();
-        let first = before.methods().get("rec").unwrap() as *const dyn BalanceMethod;
-        let again = before.with_methods(base).unwrap();
-        let kept = again.methods().get("rec").unwrap() as *const dyn BalanceMethod;
-        assert!(std::ptr::addr_eq(first, kept));
         // A plugin named like a method of the base is refused, naming the plugin.
-        let e = Placer::with_plugins(PlacementOptions::default(), Vec::new(), plugins("still"))
+        let e = Registry::builtin()
+            .with(&STILL)
             .unwrap()
-            .with_methods(Registry::builtin().with(&STILL).unwrap())
-            .unwrap_err()
+            .with_plugins(&plugins("still"))
+            .err()
+            .unwrap()
             .to_string();
         assert!(e.contains("plugin.still"), "{e}");
         assert!(
             e.contains(r#"balancing method "still" is registered twice"#),
             "{e}"
         );
-        // `Placer::new` keeps the built-in methods.
-        let plain = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
+        // Without plugins, the built-in methods.
+        let plain = Registry::builtin()
+            .with_plugins(&Plugins::default())
+            .unwrap();
         assert_eq!(names(&plain), "flxp, pve-bruteforce, pve-topsis");
     }
 
@@ -258,8 +275,8 @@ mod tests {
     fn builtin_names_are_unique_documented_and_the_constants_registered() {
         let r = Registry::new(BUILTIN.iter().copied()).unwrap();
         for m in r.iter() {
-            assert!(!m.description().is_empty(), "{}", m.name());
-            assert!(!m.description().contains('\n'), "{}", m.name());
+            assert!(!m.description().is_empty(), "{}", m.as_str());
+            assert!(!m.description().contains('\n'), "{}", m.as_str());
         }
         for name in [flxp::NAME, pve_bruteforce::NAME, pve_topsis::NAME] {
             assert_eq!(r.parse(name.as_str()).unwrap(), name);
@@ -269,7 +286,7 @@ mod tests {
         let reading: Vec<&str> = r
             .iter()
             .filter(|m| m.reads_usage())
-            .map(|m| m.name())
+            .map(|m| m.as_str())
             .collect();
         assert_eq!(
             reading,

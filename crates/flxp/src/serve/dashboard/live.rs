@@ -247,30 +247,26 @@ struct Seen {
 
 /// The shared poller: while anybody follows the stream, reads each zone every [`POLL`] and sends
 /// its figures and tasks when they changed. Runs until the service stops.
-pub async fn poll(state: crate::serve::state::AppState) {
+pub async fn poll(live: Arc<Live>, zones: Arc<BTreeMap<String, Arc<crate::serve::zone::Zone>>>) {
     let mut seen: BTreeMap<String, Seen> = BTreeMap::new();
     loop {
         tokio::time::sleep(POLL).await;
-        if !state.live.followed() {
+        if !live.followed() {
             // A reader that comes later gets everything anew.
             seen.clear();
             continue;
         }
-        for z in state.zones.values() {
+        for z in zones.values() {
             let last = seen.entry(z.name.clone()).or_default();
             if let Some(figures) = zone_figures(&z.api).await {
                 if last.figures.as_ref() != Some(&figures) {
-                    state
-                        .live
-                        .send(json!({ "event": "zone", "zone": z.name, "figures": figures }));
+                    live.send(json!({ "event": "zone", "zone": z.name, "figures": figures }));
                     last.figures = Some(figures);
                 }
             }
-            if let Some(tasks) = zone_tasks(&state.live, &z.api).await {
+            if let Some(tasks) = zone_tasks(&live, &z.api).await {
                 if last.tasks.as_ref() != Some(&tasks) {
-                    state
-                        .live
-                        .send(json!({ "event": "tasks", "zone": z.name, "tasks": tasks }));
+                    live.send(json!({ "event": "tasks", "zone": z.name, "tasks": tasks }));
                     last.tasks = Some(tasks);
                 }
             }

@@ -11,6 +11,7 @@ use flxp_pve::Secret;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use super::error::unknown;
 use super::query::{
     balance_goal, balance_options, core_error, evacuation, evacuation_goal, evacuation_result,
     rebalance, state,
@@ -28,31 +29,6 @@ use crate::serve::state::AppState;
 /// The mutation root.
 #[derive(Debug, Default)]
 pub struct Mutation;
-
-/// `UNKNOWN_PROFILE`-style error listing what is configured.
-pub(super) fn unknown<'a>(
-    what: &str,
-    id: &str,
-    known: impl Iterator<Item = &'a String>,
-) -> ApiError {
-    let code = match what {
-        "image" => Code::UnknownImage,
-        "network" => Code::UnknownNetwork,
-        _ => Code::UnknownProfile,
-    };
-    let known: Vec<&str> = known.map(String::as_str).collect();
-    ApiError::new(
-        code,
-        format!(
-            "{what} {id:?} is not configured; configured: {}",
-            if known.is_empty() {
-                "none".to_owned()
-            } else {
-                known.join(", ")
-            }
-        ),
-    )
-}
 
 #[Object]
 impl Mutation {
@@ -99,7 +75,7 @@ impl Mutation {
         fingerprint: Option<String>,
     ) -> Result<RunResult> {
         let s = state(ctx)?;
-        let options = balance_options(s, method.as_deref(), s.placer.methods())?;
+        let options = balance_options(s, method.as_deref(), &s.methods)?;
         let z = s.zone(&zone)?;
         let goal = balance_goal(&options);
         if dry_run {
@@ -570,7 +546,7 @@ async fn left_after(
             return (Vec::new(), None);
         }
     };
-    let left = crate::cli::left::on_model(&model, goal, plan, true);
+    let left = crate::app::left::on_model(&model, goal, plan, true);
     let state = nodes
         .first()
         .and_then(|n| model.cluster.node_idx_loose(n))

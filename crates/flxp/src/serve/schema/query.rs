@@ -141,7 +141,7 @@ impl Query {
 
     /// The rebalancing methods `rebalancePlan` and `rebalance` take as `method`.
     async fn balance_methods(&self, ctx: &Context<'_>) -> Result<Vec<BalanceMethodInfo>> {
-        Ok(BalanceMethodInfo::all(state(ctx)?.placer.methods()))
+        Ok(BalanceMethodInfo::all(&state(ctx)?.methods))
     }
 
     /// The rebalancing plan for a zone now (nothing is moved).
@@ -153,7 +153,7 @@ impl Query {
         method: Option<String>,
     ) -> Result<PlanResult> {
         let s = state(ctx)?;
-        let options = balance_options(s, method.as_deref(), s.placer.methods())?;
+        let options = balance_options(s, method.as_deref(), &s.methods)?;
         let (model, st) = s.zone_model(&zone).await?;
         let goal = balance_goal(&options);
         let fingerprint = super::safety::fingerprint(&goal, &model.cluster);
@@ -311,7 +311,7 @@ fn placement_request(s: &AppState, r: PlacementInput) -> Result<PlacementRequest
     let (memory, cores) = match (&r.compute_profile, &r.memory, r.cores) {
         (Some(id), None, None) => {
             let p = s.config.compute_profiles.get(id).ok_or_else(|| {
-                super::mutation::unknown("compute profile", id, s.config.compute_profiles.keys())
+                super::error::unknown("compute profile", id, s.config.compute_profiles.keys())
             })?;
             (
                 p.memory.0,

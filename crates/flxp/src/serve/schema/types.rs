@@ -455,7 +455,7 @@ impl BalanceMethodInfo {
         registry
             .iter()
             .map(|m| Self {
-                name: m.name().to_owned(),
+                name: m.as_str().to_owned(),
                 description: m.description().to_owned(),
             })
             .collect()

@@ -4,7 +4,7 @@ use crate::cluster::{Cluster, GuestIdx, NodeIdx};
 use crate::placement::{PlacementOptions, PlacementRequest};
 use crate::state::State;
 
-use super::protocol::{GuestFigures, PluginNodeFigures};
+use crate::plugin::protocol::{GuestFigures, PluginNodeFigures};
 
 /// A node's figures in a state.
 pub fn node_figures(

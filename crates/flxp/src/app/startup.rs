@@ -6,7 +6,7 @@
 use flxp_core::placement::Placer;
 use flxp_pve::Pve;
 
-use super::{Config, Role};
+use crate::config::{Config, Role};
 
 /// The environment variable holding an operator token for the API.
 pub const TOKEN_ENV: &str = "FLXP_API_TOKEN";
