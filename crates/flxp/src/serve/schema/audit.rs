@@ -15,7 +15,7 @@ use async_graphql::extensions::{
 use async_graphql::{Context, Json, Object, Request, Result, ServerResult, SimpleObject, Value};
 use serde_json::json;
 
-use super::query::state;
+use super::ctx::state;
 use super::types::{RunResult, Vm};
 use crate::audit::{Entry, redact};
 use crate::serve::state::{AppState, Caller, blocking};

@@ -7,11 +7,13 @@
 //! a generic message naming an incident id. Passwords and tokens never reach either.
 
 pub mod audit;
+mod ctx;
 mod error;
 mod mutation;
 pub mod nesting;
 pub mod order;
 mod query;
+mod run;
 mod safety;
 mod types;
 mod views;

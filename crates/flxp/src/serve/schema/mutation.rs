@@ -16,14 +16,13 @@ use super::query::{
     balance_goal, balance_options, core_error, evacuation, evacuation_goal, evacuation_result,
     rebalance, state,
 };
+use super::run::{executor_for, rolling_options};
 use super::safety::{Claim, answer, fingerprint as fingerprint_of};
 use super::types::{
     CreateVmOptions, GuestLeft, Host, MaintenanceState, PlanResult, PowerAction, RollingNode,
     RunResult, Vm,
 };
 use super::{ApiError, Code};
-use crate::serve::dashboard::live::LiveProgress;
-use crate::serve::metrics::MigrationMeter;
 use crate::serve::state::AppState;
 
 /// The mutation root.
@@ -280,20 +279,6 @@ impl Mutation {
     }
 }
 
-/// How the API's rolling maintenance runs: the config's evacuation, hook and boot timeout.
-pub(super) fn rolling_options(s: &AppState, reboot: bool) -> flxp_engine::rolling::RollingOptions {
-    flxp_engine::rolling::RollingOptions {
-        evacuate: s.config.evacuate.clone(),
-        hook: s.config.rolling.hook(),
-        reboot,
-        boot_timeout: std::time::Duration::from_secs(s.config.rolling.boot_timeout_secs),
-        poll: s.execute.poll,
-        return_home: s.config.evacuate.return_home,
-        parallel: s.config.rolling.parallel,
-        ..flxp_engine::rolling::RollingOptions::default()
-    }
-}
-
 /// A node of a zone by a name the user typed (any case), or `UNKNOWN_NODE` listing the nodes.
 fn node_name(
     model: &flxp_engine::ClusterModel,
@@ -342,19 +327,6 @@ fn go_home(s: &AppState, zone: &str, z: &crate::serve::zone::Zone, node: String)
             Err(e) => tracing::error!(zone = %name, node, error = %flxp_engine::error_chain(&e), "cannot plan the guests back home"),
         }
     });
-}
-
-/// The executor runs of a zone carry plans out with: its reservations, options, stop and progress.
-pub(super) fn executor_for(s: &AppState, zone: &str, z: &crate::serve::zone::Zone) -> Executor {
-    Executor::new(zone, z.api.clone(), s.placer_for(zone))
-        .with_overrides(z.overrides.clone())
-        .with_reservations(Some(Arc::clone(z.creator.reservations())))
-        .with_options(s.execute.clone())
-        .with_stop(s.stop.clone())
-        .with_progress(Arc::new(LiveProgress {
-            meter: MigrationMeter(Arc::clone(&s.metrics)),
-            live: Arc::clone(&s.live),
-        }))
 }
 
 /// The zone and the node's name as Proxmox spells it, for an action on the node; refused

@@ -19,11 +19,7 @@ use crate::serve::state::{AppState, blocking};
 #[derive(Debug, Default)]
 pub struct Query;
 
-/// The state every resolver reads.
-pub(super) fn state<'a>(ctx: &Context<'a>) -> Result<&'a AppState, ApiError> {
-    ctx.data::<AppState>()
-        .map_err(|e| ApiError::internal(format!("no service state in the schema: {}", e.message)))
-}
+pub(super) use super::ctx::state;
 
 /// The balancing options with `method` (a registered name) in place of the configured one.
 ///
@@ -190,8 +186,8 @@ impl Query {
     ) -> Result<RollingSchedule> {
         let s = state(ctx)?;
         let z = s.zone(&zone)?;
-        let options = super::mutation::rolling_options(s, reboot);
-        let schedule = super::mutation::executor_for(s, &zone, z)
+        let options = super::run::rolling_options(s, reboot);
+        let schedule = super::run::executor_for(s, &zone, z)
             .rolling_schedule(&nodes, &options)
             .await
             .map_err(|e| match e {

@@ -4,7 +4,7 @@
 
 use async_graphql::{Context, Object, Result, SimpleObject};
 
-use super::query::state;
+use super::ctx::state;
 use super::types::{Node, Violation};
 use super::{ApiError, Code};
 use crate::config::Role;

@@ -1,0 +1,37 @@
+//! How the API carries plans out: a zone's executor and the options of a rolling maintenance,
+//! shared by the queries that show a schedule and the mutations that act.
+
+use std::sync::Arc;
+
+use flxp_engine::Executor;
+
+use crate::serve::dashboard::live::LiveProgress;
+use crate::serve::metrics::MigrationMeter;
+use crate::serve::state::AppState;
+
+/// How the API's rolling maintenance runs: the config's evacuation, hook and boot timeout.
+pub(crate) fn rolling_options(s: &AppState, reboot: bool) -> flxp_engine::rolling::RollingOptions {
+    flxp_engine::rolling::RollingOptions {
+        evacuate: s.config.evacuate.clone(),
+        hook: s.config.rolling.hook(),
+        reboot,
+        boot_timeout: std::time::Duration::from_secs(s.config.rolling.boot_timeout_secs),
+        poll: s.execute.poll,
+        return_home: s.config.evacuate.return_home,
+        parallel: s.config.rolling.parallel,
+        ..flxp_engine::rolling::RollingOptions::default()
+    }
+}
+
+/// The executor runs of a zone carry plans out with: its reservations, options, stop and progress.
+pub(crate) fn executor_for(s: &AppState, zone: &str, z: &crate::serve::zone::Zone) -> Executor {
+    Executor::new(zone, z.api.clone(), s.placer_for(zone))
+        .with_overrides(z.overrides.clone())
+        .with_reservations(Some(Arc::clone(z.creator.reservations())))
+        .with_options(s.execute.clone())
+        .with_stop(s.stop.clone())
+        .with_progress(Arc::new(LiveProgress {
+            meter: MigrationMeter(Arc::clone(&s.metrics)),
+            live: Arc::clone(&s.live),
+        }))
+}
