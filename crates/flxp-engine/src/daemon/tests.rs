@@ -98,3 +98,208 @@ async fn a_held_zone_lock_keeps_rounds_out() {
     assert_eq!(seen.lock().unwrap().len(), 1);
     assert!(d.lock_zone("nope").await.is_err());
 }
+
+/// The fake zone with node `a`'s config (the lease node's) kept in memory with Proxmox's digest
+/// check, and a Proxmox clock that follows the paused time: each call to `a`'s config is logged
+/// with its time, seconds from the start.
+struct LeaseNode {
+    fake: Arc<flxp_pve::fake::FakeTransport>,
+    notes: Mutex<String>,
+    start: tokio::time::Instant,
+    calls: Mutex<Vec<(u64, &'static str)>>,
+}
+
+impl LeaseNode {
+    fn new() -> Arc<Self> {
+        let fake = FakeApi::new(Snapshot::from_json(BALANCED).unwrap());
+        Arc::new(Self {
+            fake: Arc::clone(fake.transport()),
+            notes: Mutex::new(String::new()),
+            start: tokio::time::Instant::now(),
+            calls: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn digest(notes: &str) -> String {
+        format!(
+            "{:x}",
+            notes.len() * 31 + notes.bytes().map(usize::from).sum::<usize>()
+        )
+    }
+
+    /// The calls to the lease node's config until `until` seconds from the start.
+    fn calls_until(&self, until: u64) -> Vec<(u64, &'static str)> {
+        let calls = self.calls.lock().unwrap();
+        calls.iter().filter(|(t, _)| *t < until).cloned().collect()
+    }
+}
+
+#[async_trait::async_trait]
+impl flxp_pve::Transport for LeaseNode {
+    async fn send(&self, request: flxp_pve::Request) -> flxp_pve::Result<flxp_pve::Data> {
+        if request.path != "/nodes/a/config" {
+            return self.fake.send(request).await;
+        }
+        let put = request.method.as_str() == "PUT";
+        let at = self.start.elapsed().as_secs();
+        self.calls
+            .lock()
+            .unwrap()
+            .push((at, if put { "PUT" } else { "GET" }));
+        let mut notes = self.notes.lock().unwrap();
+        if !put {
+            return flxp_pve::reply(
+                serde_json::json!({"description": *notes, "digest": Self::digest(&notes)}),
+            );
+        }
+        let u: flxp_pve::types::NodeConfigUpdate = request.decode_params().unwrap();
+        if u.digest.as_deref() != Some(Self::digest(&notes).as_str()) {
+            return Err(flxp_pve::api_error(
+                "PUT",
+                request.endpoint,
+                500,
+                "detected modified configuration - file changed by other user? Try again.",
+                b"",
+            ));
+        }
+        *notes = u.description.unwrap_or_default();
+        flxp_pve::reply(serde_json::Value::Null)
+    }
+
+    fn server_time(&self) -> Option<i64> {
+        Some(1_764_400_000 + i64::try_from(self.start.elapsed().as_secs()).unwrap())
+    }
+}
+
+fn lease_options(holder: &str, command: &str, hold: LeaseHold) -> LeaseOptions {
+    LeaseOptions {
+        ttl: Duration::from_secs(30),
+        margin: Duration::from_secs(5),
+        holder: holder.into(),
+        command: Some(command.into()),
+        hold,
+    }
+}
+
+/// A daemon over the lease node's zone, its lease held as `hold` says.
+fn leased_daemon(node: &Arc<LeaseNode>, hold: LeaseHold) -> (Daemon, Seen) {
+    let api = flxp_pve::Pve::from_arc(Arc::clone(node) as Arc<dyn flxp_pve::Transport>);
+    let placer = Arc::new(Placer::new(PlacementOptions::default(), Vec::new()).unwrap());
+    let zone = Zone {
+        name: "lab".into(),
+        api,
+        overrides: Overrides::default(),
+        reservations: None,
+    };
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    let start = tokio::time::Instant::now();
+    let d = Daemon::new(vec![zone], placer, DaemonOptions::default())
+        .with_clock(Arc::new(|| 1_764_400_000))
+        .with_lease(LeaseSettings {
+            options: lease_options("daemon:1:1", "daemon", hold),
+            nodes: BTreeMap::new(),
+        })
+        .on_round(Arc::new(move |r: &RoundReport| {
+            log.lock()
+                .unwrap()
+                .push((start.elapsed().as_secs_f64(), r.clone()));
+        }));
+    (d, seen)
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_daemon_holding_while_acting_calls_the_lease_node_only_in_its_rounds() {
+    let node = LeaseNode::new();
+    let (d, seen) = leased_daemon(&node, LeaseHold::Acting);
+    d.run(tokio::time::sleep(Duration::from_secs(1000))).await;
+    let at: Vec<f64> = seen.lock().unwrap().iter().map(|(t, _)| *t).collect();
+    assert_eq!(at, [0.0, 300.0, 600.0, 900.0]);
+    assert!(
+        seen.lock()
+            .unwrap()
+            .iter()
+            .all(|(_, r)| r.standby.is_none())
+    );
+    // Each round: read and write to take the lease, read and write to give it back; nothing in
+    // between. The rounds at 0 and 900 s also read the node's notes (a full read, every 900 s).
+    let round = |t| {
+        let notes = [(t, "GET")].into_iter().filter(move |_| t % 900 == 0);
+        [(t, "GET"), (t, "PUT")]
+            .into_iter()
+            .chain(notes)
+            .chain([(t, "GET"), (t, "PUT")])
+    };
+    let want: Vec<_> = [0, 300, 600, 900].into_iter().flat_map(round).collect();
+    assert_eq!(node.calls_until(1000), want);
+    assert_eq!(*node.notes.lock().unwrap(), "", "released after each round");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_daemon_holding_always_renews_every_third_of_the_ttl() {
+    let node = LeaseNode::new();
+    let (d, seen) = leased_daemon(&node, LeaseHold::Always);
+    d.run(tokio::time::sleep(Duration::from_secs(1000))).await;
+    assert_eq!(seen.lock().unwrap().len(), 4);
+    let calls = node.calls_until(1000);
+    let mut puts: Vec<u64> = calls
+        .iter()
+        .filter(|(_, m)| *m == "PUT")
+        .map(|(t, _)| *t)
+        .collect();
+    let written = puts.len();
+    // At the start the first round and the renewal may both write (whichever comes second
+    // renews); then a renewal, a read and a write, every 10 s, rounds or not.
+    puts.dedup();
+    let every_10s: Vec<u64> = (0..100).map(|i| i * 10).collect();
+    assert_eq!(puts, every_10s);
+    assert!(written == 100 || written == 101, "{written}");
+    // Besides, the rounds at 0 and 900 s read the node's notes (a full read, every 900 s).
+    assert_eq!(calls.len(), 2 * written + 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_one_off_run_between_rounds_takes_the_lease_and_the_round_meanwhile_stands_by() {
+    let node = LeaseNode::new();
+    let (d, seen) = leased_daemon(&node, LeaseHold::Acting);
+    let runner = d.clone();
+    let run = tokio::spawn(async move {
+        runner
+            .run(tokio::time::sleep(Duration::from_secs(650)))
+            .await;
+    });
+    // Between the rounds at 0 and 300 s, a one-off run takes the lease and holds it until 395 s.
+    tokio::time::sleep(Duration::from_secs(100)).await;
+    let api = flxp_pve::Pve::from_arc(Arc::clone(&node) as Arc<dyn flxp_pve::Transport>);
+    let cli = Arc::new(LeaseKeeper::new(
+        api,
+        "lab".into(),
+        None,
+        lease_options("cli:2:2", "evacuate", LeaseHold::Acting),
+    ));
+    let guard = cli.demand().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(295)).await;
+    assert!(guard.holding(), "renewed while the run lasts");
+    drop(guard);
+    run.await.unwrap();
+    let seen = seen.lock().unwrap();
+    let rounds: Vec<(f64, Option<&str>)> = seen
+        .iter()
+        .map(|(t, r)| (*t, r.standby.as_deref()))
+        .collect();
+    let standby = "zone lab is held by another flxp (cli:2:2, running `flxp evacuate`) until";
+    assert_eq!(rounds[0], (0.0, None));
+    // From 300 s the rounds stand by, looking again every 10 s, naming the one-off run; the
+    // first round after it ended acts.
+    let standing: Vec<f64> = rounds
+        .iter()
+        .filter(|(_, s)| s.is_some_and(|s| s.starts_with(standby)))
+        .map(|(t, _)| *t)
+        .collect();
+    let every_10s: Vec<f64> = (0..10).map(|i| 300.0 + 10.0 * f64::from(i)).collect();
+    assert_eq!(standing, every_10s, "{rounds:?}");
+    assert_eq!(rounds[11], (400.0, None), "{rounds:?}");
+    assert!(rounds[11..].iter().all(|(_, s)| s.is_none()), "{rounds:?}");
+    assert_eq!(rounds.len(), 12, "{rounds:?}");
+    assert_eq!(*node.notes.lock().unwrap(), "");
+}

@@ -232,6 +232,7 @@ fn keeper(node: &Arc<Node>, holder: &str) -> LeaseKeeper {
             margin: MARGIN,
             holder: holder.into(),
             command: Some("evacuate".into()),
+            hold: LeaseHold::Acting,
         },
     )
 }

@@ -349,12 +349,13 @@ fn holding(z: &SimZone, command: &str) -> Child {
 
 #[test]
 fn a_run_beside_a_daemon_or_serve_is_refused_naming_it() {
-    // An hour between rounds: the holder acts at its start, then only keeps the lease.
+    // An hour between rounds: the holder acts at its start, then only keeps the lease (held all
+    // the time, what this test is about).
     for command in ["daemon", "serve"] {
         let z = sim_zone(
             &six_groups_of_four(),
             TIME_SCALE,
-            "\n[daemon]\ninterval-secs = 3600\n",
+            "\n[daemon]\ninterval-secs = 3600\n\n[lease]\nhold = \"always\"\n",
             |_| {},
         );
         let mut holder = holding(&z, command);
@@ -368,9 +369,7 @@ fn a_run_beside_a_daemon_or_serve_is_refused_naming_it() {
         assert!(
             err.contains(&format!(":{}:", holder.id()))
                 && err.contains(&format!("running `flxp {command}`) until "))
-                && err.contains(&format!(
-                    "That `flxp {command}` acts on the zone all the time"
-                )),
+                && err.contains(&format!("That `flxp {command}` holds it while a round")),
             "{command}: {err}"
         );
         assert_eq!(z.guests_on("pve3"), before, "{command}");
@@ -387,13 +386,45 @@ fn a_run_beside_a_daemon_or_serve_is_refused_naming_it() {
 }
 
 #[test]
-fn a_lease_left_by_a_daemon_killed_on_this_host_is_taken_at_once() {
-    // `kill -9` leaves the daemon's lease valid for up to ttl + margin (35 simulated seconds,
-    // 14 real ones here); the next flxp on the host sees the holder is gone and takes it.
+fn a_run_beside_a_daemon_holding_only_while_acting_runs_between_its_rounds() {
+    // The default `[lease] hold = "acting"`: the daemon holds the lease for its first round only;
+    // a one-off run waits for that round at most, then acts.
     let z = sim_zone(
         &six_groups_of_four(),
         TIME_SCALE,
         "\n[daemon]\ninterval-secs = 3600\n",
+        |_| {},
+    );
+    let mut daemon = super::cli_daemon::daemon_command(&z)
+        .env("RUST_LOG", "warn")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (code, _, err) = z.run(&["evacuate", "pve3", "--wait", "60"]);
+    let alive = daemon.try_wait().unwrap().is_none();
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    assert!(alive, "the daemon ran beside the evacuation");
+    assert_eq!(code, 0, "{err}");
+    assert!(z.guests_on("pve3").is_empty());
+    assert!(
+        !z.notes("pve1").contains("flxp-lease"),
+        "{}",
+        z.notes("pve1")
+    );
+}
+
+#[test]
+fn a_lease_left_by_a_daemon_killed_on_this_host_is_taken_at_once() {
+    // `kill -9` leaves the daemon's lease valid for up to ttl + margin (35 simulated seconds,
+    // 14 real ones here); the next flxp on the host sees the holder is gone and takes it. Held
+    // all the time, so that the daemon holds it when killed.
+    let z = sim_zone(
+        &six_groups_of_four(),
+        TIME_SCALE,
+        "\n[daemon]\ninterval-secs = 3600\n\n[lease]\nhold = \"always\"\n",
         |_| {},
     );
     let mut daemon = holding(&z, "daemon");
