@@ -825,4 +825,4 @@ impl LeaseKeeper {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

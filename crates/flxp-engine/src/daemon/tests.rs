@@ -19,7 +19,7 @@ const BALANCED: &str = r#"[
 /// Each round's report with the (paused) time it ended at, seconds from the start.
 type Seen = Arc<Mutex<Vec<(f64, RoundReport)>>>;
 
-fn daemon(api: FakeApi, options: DaemonOptions) -> (Daemon, Seen) {
+fn daemon(api: impl Into<flxp_pve::Pve>, options: DaemonOptions) -> (Daemon, Seen) {
     let placer = Arc::new(Placer::new(PlacementOptions::default(), Vec::new()).unwrap());
     let zone = Zone {
         name: "lab".into(),
@@ -99,12 +99,12 @@ async fn a_held_zone_lock_keeps_rounds_out() {
     assert!(d.lock_zone("nope").await.is_err());
 }
 
-/// The fake zone with node `a`'s config (the lease node's) kept in memory with Proxmox's digest
-/// check, and a Proxmox clock that follows the paused time: each call to `a`'s config is logged
-/// with its time, seconds from the start.
+/// The fake zone with the lease kept in node pve1's config (in memory, with Proxmox's digest
+/// check and a clock following the paused time): each call to it is logged with its time,
+/// seconds from the start.
 struct LeaseNode {
     fake: Arc<flxp_pve::fake::FakeTransport>,
-    notes: Mutex<String>,
+    lease: Arc<crate::lease::tests::Node>,
     start: tokio::time::Instant,
     calls: Mutex<Vec<(u64, &'static str)>>,
 }
@@ -114,17 +114,15 @@ impl LeaseNode {
         let fake = FakeApi::new(Snapshot::from_json(BALANCED).unwrap());
         Arc::new(Self {
             fake: Arc::clone(fake.transport()),
-            notes: Mutex::new(String::new()),
+            lease: crate::lease::tests::Node::new(),
             start: tokio::time::Instant::now(),
             calls: Mutex::new(Vec::new()),
         })
     }
 
-    fn digest(notes: &str) -> String {
-        format!(
-            "{:x}",
-            notes.len() * 31 + notes.bytes().map(usize::from).sum::<usize>()
-        )
+    /// The lease node's notes.
+    fn notes(&self) -> String {
+        self.lease.notes.lock().unwrap().clone()
     }
 
     /// The calls to the lease node's config until `until` seconds from the start.
@@ -137,37 +135,21 @@ impl LeaseNode {
 #[async_trait::async_trait]
 impl flxp_pve::Transport for LeaseNode {
     async fn send(&self, request: flxp_pve::Request) -> flxp_pve::Result<flxp_pve::Data> {
-        if request.path != "/nodes/a/config" {
+        if request.path != "/nodes/pve1/config" {
             return self.fake.send(request).await;
         }
-        let put = request.method.as_str() == "PUT";
+        let method = if request.method.as_str() == "PUT" {
+            "PUT"
+        } else {
+            "GET"
+        };
         let at = self.start.elapsed().as_secs();
-        self.calls
-            .lock()
-            .unwrap()
-            .push((at, if put { "PUT" } else { "GET" }));
-        let mut notes = self.notes.lock().unwrap();
-        if !put {
-            return flxp_pve::reply(
-                serde_json::json!({"description": *notes, "digest": Self::digest(&notes)}),
-            );
-        }
-        let u: flxp_pve::types::NodeConfigUpdate = request.decode_params().unwrap();
-        if u.digest.as_deref() != Some(Self::digest(&notes).as_str()) {
-            return Err(flxp_pve::api_error(
-                "PUT",
-                request.endpoint,
-                500,
-                "detected modified configuration - file changed by other user? Try again.",
-                b"",
-            ));
-        }
-        *notes = u.description.unwrap_or_default();
-        flxp_pve::reply(serde_json::Value::Null)
+        self.calls.lock().unwrap().push((at, method));
+        flxp_pve::Transport::send(&*self.lease, request).await
     }
 
     fn server_time(&self) -> Option<i64> {
-        Some(1_764_400_000 + i64::try_from(self.start.elapsed().as_secs()).unwrap())
+        flxp_pve::Transport::server_time(&*self.lease)
     }
 }
 
@@ -184,28 +166,12 @@ fn lease_options(holder: &str, command: &str, hold: LeaseHold) -> LeaseOptions {
 /// A daemon over the lease node's zone, its lease held as `hold` says.
 fn leased_daemon(node: &Arc<LeaseNode>, hold: LeaseHold) -> (Daemon, Seen) {
     let api = flxp_pve::Pve::from_arc(Arc::clone(node) as Arc<dyn flxp_pve::Transport>);
-    let placer = Arc::new(Placer::new(PlacementOptions::default(), Vec::new()).unwrap());
-    let zone = Zone {
-        name: "lab".into(),
-        api,
-        overrides: Overrides::default(),
-        reservations: None,
+    let (d, seen) = daemon(api, DaemonOptions::default());
+    let lease = LeaseSettings {
+        options: lease_options("daemon:1:1", "daemon", hold),
+        nodes: [("lab".to_owned(), "pve1".to_owned())].into(),
     };
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let log = Arc::clone(&seen);
-    let start = tokio::time::Instant::now();
-    let d = Daemon::new(vec![zone], placer, DaemonOptions::default())
-        .with_clock(Arc::new(|| 1_764_400_000))
-        .with_lease(LeaseSettings {
-            options: lease_options("daemon:1:1", "daemon", hold),
-            nodes: BTreeMap::new(),
-        })
-        .on_round(Arc::new(move |r: &RoundReport| {
-            log.lock()
-                .unwrap()
-                .push((start.elapsed().as_secs_f64(), r.clone()));
-        }));
-    (d, seen)
+    (d.with_lease(lease), seen)
 }
 
 #[tokio::test(start_paused = true)]
@@ -222,17 +188,11 @@ async fn an_idle_daemon_holding_while_acting_calls_the_lease_node_only_in_its_ro
             .all(|(_, r)| r.standby.is_none())
     );
     // Each round: read and write to take the lease, read and write to give it back; nothing in
-    // between. The rounds at 0 and 900 s also read the node's notes (a full read, every 900 s).
-    let round = |t| {
-        let notes = [(t, "GET")].into_iter().filter(move |_| t % 900 == 0);
-        [(t, "GET"), (t, "PUT")]
-            .into_iter()
-            .chain(notes)
-            .chain([(t, "GET"), (t, "PUT")])
-    };
+    // between.
+    let round = |t| [(t, "GET"), (t, "PUT"), (t, "GET"), (t, "PUT")];
     let want: Vec<_> = [0, 300, 600, 900].into_iter().flat_map(round).collect();
     assert_eq!(node.calls_until(1000), want);
-    assert_eq!(*node.notes.lock().unwrap(), "", "released after each round");
+    assert_eq!(node.notes(), "flxp.label.ssd", "released after each round");
 }
 
 #[tokio::test(start_paused = true)]
@@ -254,8 +214,7 @@ async fn an_idle_daemon_holding_always_renews_every_third_of_the_ttl() {
     let every_10s: Vec<u64> = (0..100).map(|i| i * 10).collect();
     assert_eq!(puts, every_10s);
     assert!(written == 100 || written == 101, "{written}");
-    // Besides, the rounds at 0 and 900 s read the node's notes (a full read, every 900 s).
-    assert_eq!(calls.len(), 2 * written + 2);
+    assert_eq!(calls.len(), 2 * written);
 }
 
 #[tokio::test(start_paused = true)]
@@ -274,7 +233,7 @@ async fn a_one_off_run_between_rounds_takes_the_lease_and_the_round_meanwhile_st
     let cli = Arc::new(LeaseKeeper::new(
         api,
         "lab".into(),
-        None,
+        Some("pve1".into()),
         lease_options("cli:2:2", "evacuate", LeaseHold::Acting),
     ));
     let guard = cli.demand().await.unwrap();
@@ -301,5 +260,5 @@ async fn a_one_off_run_between_rounds_takes_the_lease_and_the_round_meanwhile_st
     assert_eq!(rounds[11], (400.0, None), "{rounds:?}");
     assert!(rounds[11..].iter().all(|(_, s)| s.is_none()), "{rounds:?}");
     assert_eq!(rounds.len(), 12, "{rounds:?}");
-    assert_eq!(*node.notes.lock().unwrap(), "");
+    assert_eq!(node.notes(), "flxp.label.ssd");
 }

@@ -115,9 +115,9 @@ async fn a_ttl_past_what_the_clock_holds_is_a_century_not_a_panic() {
 }
 
 /// One node's config in memory: notes, digest check, and a Proxmox clock that follows paused
-/// tokio time.
-struct Node {
-    notes: std::sync::Mutex<String>,
+/// tokio time (the daemon's tests keep their lease here too).
+pub(crate) struct Node {
+    pub(crate) notes: std::sync::Mutex<String>,
     start: Instant,
     epoch: i64,
     down: std::sync::atomic::AtomicBool,
@@ -127,7 +127,7 @@ struct Node {
 }
 
 impl Node {
-    fn new() -> Arc<Self> {
+    pub(crate) fn new() -> Arc<Self> {
         Arc::new(Self {
             notes: std::sync::Mutex::new("flxp.label.ssd".into()),
             start: Instant::now(),

@@ -319,21 +319,25 @@ fn a_balance_and_an_evacuation_started_together_never_act_at_once() {
     }
 }
 
+/// Starts `flxp daemon` or `flxp serve` as `cmd` says, with few log lines: the pipe is read only
+/// if it fails to start.
+fn quiet(cmd: &mut std::process::Command) -> Child {
+    cmd.env("RUST_LOG", "warn")
+        .env("FLXP_API_TOKEN", "lease-test-operator-token")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// Starts `flxp daemon` or `flxp serve` on the zone and waits until it holds the lease.
 fn holding(z: &SimZone, command: &str) -> Child {
     let mut cmd = match command {
         "daemon" => super::cli_daemon::daemon_command(z),
         _ => super::serve_command::serve_command(&z.config),
     };
-    // Few log lines: the pipe is read only if the holder fails to start.
-    let mut child = cmd
-        .env("RUST_LOG", "warn")
-        .env("FLXP_API_TOKEN", "lease-test-operator-token")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = quiet(&mut cmd);
     let start = std::time::Instant::now();
     while !z.notes("pve1").contains(&format!("command={command} ")) {
         if start.elapsed() > Duration::from_secs(60) || child.try_wait().unwrap().is_some() {
@@ -395,13 +399,7 @@ fn a_run_beside_a_daemon_holding_only_while_acting_runs_between_its_rounds() {
         "\n[daemon]\ninterval-secs = 3600\n",
         |_| {},
     );
-    let mut daemon = super::cli_daemon::daemon_command(&z)
-        .env("RUST_LOG", "warn")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut daemon = quiet(&mut super::cli_daemon::daemon_command(&z));
     let (code, _, err) = z.run(&["evacuate", "pve3", "--wait", "60"]);
     let alive = daemon.try_wait().unwrap().is_none();
     let _ = daemon.kill();
