@@ -392,15 +392,21 @@ fn a_run_beside_a_daemon_or_serve_is_refused_naming_it() {
 #[test]
 fn a_run_beside_a_daemon_holding_only_while_acting_runs_between_its_rounds() {
     // The default `[lease] hold = "acting"`: the daemon holds the lease for its first round only;
-    // a one-off run waits for that round at most, then acts.
+    // a one-off run after that round acts (held all the time, it would wait 20 s and give up).
     let z = sim_zone(
         &six_groups_of_four(),
         TIME_SCALE,
         "\n[daemon]\ninterval-secs = 3600\n",
         |_| {},
     );
-    let mut daemon = quiet(&mut super::cli_daemon::daemon_command(&z));
-    let (code, _, err) = z.run(&["evacuate", "pve3", "--wait", "60"]);
+    let mut daemon = super::cli_daemon::daemon_command(&z).spawn().unwrap();
+    let log = super::cli_daemon::stderr_until(&mut daemon, "next_in_secs=");
+    assert!(
+        log.contains("next_in_secs=3600"),
+        "the first round ended: {log}"
+    );
+    // The round's release follows its end at once: the wait covers only that.
+    let (code, _, err) = z.run(&["evacuate", "pve3", "--wait", "20"]);
     let alive = daemon.try_wait().unwrap().is_none();
     let _ = daemon.kill();
     let _ = daemon.wait();
