@@ -32,7 +32,7 @@ use serde::Serialize;
 use crate::blocking;
 use crate::error::{Error, Result};
 use crate::execute::{Clock, ExecuteOptions, Executor, error_chain, system_clock};
-use crate::lease::{LeaseKeeper, LeaseOptions, LeaseRefused};
+use crate::lease::{LeaseGuard, LeaseHold, LeaseKeeper, LeaseOptions, LeaseRefused};
 use crate::planning::Goal;
 use crate::progress::{NoProgress, Progress};
 use crate::report::ExecutionReport;
@@ -414,21 +414,17 @@ impl Daemon {
         })
     }
 
-    /// Whether this process may act in a zone now: `Err` names the lease holder when another
-    /// flxp holds it (a zone without a lease, or an unknown zone, is `Ok`).
-    pub async fn may_act(&self, zone: &str) -> std::result::Result<(), LeaseRefused> {
+    /// The zone's lease for the time the guard lives, which the caller keeps while it acts:
+    /// `Err` names the lease holder when another flxp holds it (a zone without a lease, or an
+    /// unknown zone, is `Ok(None)`). With `hold = acting` the lease is taken here and released
+    /// after the last guard drops.
+    pub async fn may_act(
+        &self,
+        zone: &str,
+    ) -> std::result::Result<Option<LeaseGuard>, LeaseRefused> {
         match self.inner.zones.get(zone).and_then(|z| z.lease.as_ref()) {
-            None => Ok(()),
-            Some(k) => {
-                if !k.holding() {
-                    k.tick().await;
-                }
-                if k.holding() {
-                    Ok(())
-                } else {
-                    Err(k.refused())
-                }
-            }
+            None => Ok(None),
+            Some(k) => k.demand().await.map(Some),
         }
     }
 
@@ -572,16 +568,20 @@ impl Daemon {
             return report;
         }
         let mut kept = BTreeMap::new();
+        // Held until the round ends: with `hold = acting`, released then.
+        let _lease = match &z.lease {
+            Some(k) => match k.demand().await {
+                Ok(g) => Some(g),
+                Err(why) => {
+                    // Another flxp acts; look again soon, so a takeover is not an interval late.
+                    report.standby = Some(why.to_string());
+                    report.next_in_secs = o.interval.min(k.options().renew_every()).as_secs_f64();
+                    return report;
+                }
+            },
+            None => None,
+        };
         if let Some(k) = &z.lease {
-            if !k.holding() {
-                k.tick().await;
-            }
-            if !k.holding() {
-                // Another replica acts; look again soon, so a takeover is not an interval late.
-                report.standby = Some(k.refusal());
-                report.next_in_secs = o.interval.min(k.options().renew_every()).as_secs_f64();
-                return report;
-            }
             // Holding it, the keeper knows its node: never consolidated away.
             if let Ok(held) = k.node_to_keep().await {
                 kept.insert(held.node.clone(), held.to_string());
@@ -833,9 +833,9 @@ impl Daemon {
             }
         };
         match &z.lease {
-            // The lease is renewed beside the rounds: a round carrying out a long plan must not
-            // let it lapse.
-            Some(k) => {
+            // With `hold = always` the lease is renewed beside the rounds, all the time; with
+            // `acting`, each round (and each API action) demands it for the time it acts.
+            Some(k) if k.options().hold == LeaseHold::Always => {
                 // Renewal goes on while a stop drains running migrations, and ends with the rounds.
                 let renew = k.keep(|| z.taken.notify_one());
                 tokio::select! {
@@ -843,7 +843,7 @@ impl Daemon {
                     () = renew => {}
                 }
             }
-            None => rounds.await,
+            _ => rounds.await,
         }
     }
 }

@@ -19,7 +19,7 @@
 //! cluster's nodes (each may answer the API). One exception: a holder that ran on this host, in
 //! this pid space, and whose process is gone (killed) is taken over at once (see `holder.rs`).
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flxp_pve::Pve;
@@ -42,6 +42,8 @@ pub struct LeaseOptions {
     /// The flxp command holding it (`serve`, `daemon`, `evacuate`, ...), written beside the holder
     /// so that a refused run can say what to do (stop a daemon, or wait for a one-off run).
     pub command: Option<String>,
+    /// When the lease is held: only while acting, or all the time.
+    pub hold: LeaseHold,
 }
 
 impl Default for LeaseOptions {
@@ -51,8 +53,20 @@ impl Default for LeaseOptions {
             margin: Duration::from_secs(5),
             holder: holder_id(),
             command: None,
+            hold: LeaseHold::default(),
         }
     }
+}
+
+/// When a long-running flxp (`serve`, `daemon`) holds a zone's lease (the config's `[lease] hold`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LeaseHold {
+    /// Only while it acts: taken on demand (see [`LeaseKeeper::demand`]), renewed while demanded,
+    /// released when the last [`LeaseGuard`] drops; no lease calls at all between rounds.
+    #[default]
+    Acting,
+    /// All the time, renewed every third of the TTL (a read and a write each) beside the rounds.
+    Always,
 }
 
 impl LeaseOptions {
@@ -396,6 +410,12 @@ struct KeeperState {
     valid_until: Option<Instant>,
     node: Option<String>,
     last: Option<LeaseState>,
+    /// Live [`LeaseGuard`]s.
+    demand: usize,
+    /// Whether the renewal on demand runs (`hold = acting`).
+    renewing: bool,
+    /// Whether this process wrote the lease line and has not removed it since.
+    written: bool,
 }
 
 /// Takes and renews one zone's lease over its API (the I/O edge of this module).
@@ -410,6 +430,43 @@ pub struct LeaseKeeper {
     /// One attempt at a time: the renewal loop and a round's check both tick at start, and two
     /// writes with the same digest would fail one of them ("checksum mismatch").
     ticking: tokio::sync::Mutex<()>,
+    /// Raised when the last [`LeaseGuard`] drops: the renewal on demand releases the lease.
+    idle: tokio::sync::Notify,
+}
+
+/// The lease demanded for as long as this lives (see [`LeaseKeeper::demand`]): with
+/// `hold = acting`, renewed while any guard lives and released after the last one drops.
+#[must_use = "the lease is held only while the guard lives"]
+pub struct LeaseGuard {
+    keeper: Arc<LeaseKeeper>,
+}
+
+impl std::fmt::Debug for LeaseGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaseGuard")
+            .field("zone", &self.keeper.zone)
+            .finish()
+    }
+}
+
+impl LeaseGuard {
+    /// Whether the lease is still valid by this process's clock (see [`LeaseKeeper::holding`]).
+    pub fn holding(&self) -> bool {
+        self.keeper.holding()
+    }
+}
+
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        let last = {
+            let mut st = self.keeper.lock();
+            st.demand = st.demand.saturating_sub(1);
+            st.demand == 0
+        };
+        if last {
+            self.keeper.idle.notify_one();
+        }
+    }
 }
 
 impl std::fmt::Debug for LeaseKeeper {
@@ -433,6 +490,7 @@ impl LeaseKeeper {
             process: Process::current(),
             state: Mutex::new(KeeperState::default()),
             ticking: tokio::sync::Mutex::new(()),
+            idle: tokio::sync::Notify::new(),
         }
     }
 
@@ -498,6 +556,7 @@ impl LeaseKeeper {
         match &state {
             LeaseState::Held => {
                 st.valid_until = Some(valid_until(sent, self.options.ttl, self.options.margin));
+                st.written = true;
                 if st.last != Some(LeaseState::Held) {
                     tracing::info!(zone = %self.zone, holder = %self.options.holder, "lease taken: this replica acts on the zone");
                 }
@@ -627,18 +686,102 @@ impl LeaseKeeper {
     pub async fn release(&self) {
         let _one = self.ticking.lock().await;
         self.lock().valid_until = None;
+        if self.remove_line().await {
+            tracing::info!(zone = %self.zone, "lease released");
+        }
+    }
+
+    /// Removes this process's lease line with compare-and-swap; when that fails, the lease
+    /// lapses at its expiry. Whether it was removed.
+    async fn remove_line(&self) -> bool {
+        self.lock().written = false;
         let Ok(node) = self.lease_node().await else {
-            return;
+            return false;
         };
         let Ok(cfg) = self.api.node_config(&node).await else {
-            return;
+            return false;
         };
         let notes = cfg.description.unwrap_or_default();
-        if find(&notes, &self.options.holder).is_some_and(|r| r.holder == self.options.holder) {
-            match self.write(&node, &notes, None, cfg.digest).await {
-                Ok(()) => tracing::info!(zone = %self.zone, "lease released"),
-                Err(e) => tracing::warn!(zone = %self.zone, error = %e, "cannot release the lease"),
+        if find(&notes, &self.options.holder).is_none_or(|r| r.holder != self.options.holder) {
+            return false;
+        }
+        match self.write(&node, &notes, None, cfg.digest).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(zone = %self.zone, error = %e, "cannot release the lease");
+                false
             }
+        }
+    }
+
+    /// Takes the lease for the time the returned guard lives, or refuses naming the holder. With
+    /// `hold = acting` the first demand reads and writes the lease (unless still valid), a
+    /// renewal follows every third of the TTL while any guard lives, and the lease is released
+    /// once the last guard drops; with `hold = always`, [`LeaseKeeper::keep`] renews it
+    /// beside, and a demand only checks it (taking it when not held).
+    pub async fn demand(self: &Arc<Self>) -> Result<LeaseGuard, LeaseRefused> {
+        let (holding, spawn) = {
+            let mut st = self.lock();
+            st.demand += 1;
+            let spawn = self.options.hold == LeaseHold::Acting && !st.renewing;
+            st.renewing |= spawn;
+            (st.valid_until.is_some_and(|t| Instant::now() < t), spawn)
+        };
+        // Made before anything can fail, so that every way out gives the demand back.
+        let guard = LeaseGuard {
+            keeper: Arc::clone(self),
+        };
+        if spawn {
+            tokio::spawn(Arc::clone(self).renew_while_demanded());
+        }
+        if !holding {
+            self.tick().await;
+        }
+        if self.holding() {
+            Ok(guard)
+        } else {
+            Err(self.refused())
+        }
+    }
+
+    /// With `hold = acting`: renews while any guard lives, releases when none is left, and ends.
+    async fn renew_while_demanded(self: Arc<Self>) {
+        let mut next = Instant::now() + self.options.renew_every();
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep_until(next) => {}
+                () = self.idle.notified() => {}
+            }
+            if self.lock().demand > 0 {
+                if Instant::now() >= next {
+                    self.tick().await;
+                    next = Instant::now() + self.options.renew_every();
+                }
+                continue;
+            }
+            self.release_idle().await;
+            let mut st = self.lock();
+            if st.demand == 0 {
+                st.renewing = false;
+                return;
+            }
+            // Demanded again while releasing: that demand took the lease anew.
+            next = Instant::now() + self.options.renew_every();
+        }
+    }
+
+    /// Releases the lease unless it was demanded again meanwhile (then its holder keeps it).
+    async fn release_idle(&self) {
+        let _one = self.ticking.lock().await;
+        {
+            let mut st = self.lock();
+            if st.demand > 0 || !st.written {
+                return;
+            }
+            st.valid_until = None;
+        }
+        if self.remove_line().await {
+            tracing::debug!(zone = %self.zone, "lease released: this flxp acts no more for now");
         }
     }
 
@@ -682,4 +825,4 @@ impl LeaseKeeper {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -62,7 +62,10 @@ pub mod stale;
 pub use daemon::{
     AutoConsolidate, Daemon, DaemonOptions, NodeMaintenance, PowerReport, RoundReport, Zone,
 };
-pub use lease::{HoldsLease, LeaseError, LeaseKeeper, LeaseOptions, LeaseRefused, LeaseState};
+pub use lease::{
+    HoldsLease, LeaseError, LeaseGuard, LeaseHold, LeaseKeeper, LeaseOptions, LeaseRefused,
+    LeaseState,
+};
 pub use stale::{StaleAction, StaleMarker, StaleOptions};
 mod round;
 #[cfg(test)]

@@ -19,7 +19,7 @@ const BALANCED: &str = r#"[
 /// Each round's report with the (paused) time it ended at, seconds from the start.
 type Seen = Arc<Mutex<Vec<(f64, RoundReport)>>>;
 
-fn daemon(api: FakeApi, options: DaemonOptions) -> (Daemon, Seen) {
+fn daemon(api: impl Into<flxp_pve::Pve>, options: DaemonOptions) -> (Daemon, Seen) {
     let placer = Arc::new(Placer::new(PlacementOptions::default(), Vec::new()).unwrap());
     let zone = Zone {
         name: "lab".into(),
@@ -97,4 +97,168 @@ async fn a_held_zone_lock_keeps_rounds_out() {
     assert_eq!(round.await.unwrap().unwrap(), "lab");
     assert_eq!(seen.lock().unwrap().len(), 1);
     assert!(d.lock_zone("nope").await.is_err());
+}
+
+/// The fake zone with the lease kept in node pve1's config (in memory, with Proxmox's digest
+/// check and a clock following the paused time): each call to it is logged with its time,
+/// seconds from the start.
+struct LeaseNode {
+    fake: Arc<flxp_pve::fake::FakeTransport>,
+    lease: Arc<crate::lease::tests::Node>,
+    start: tokio::time::Instant,
+    calls: Mutex<Vec<(u64, &'static str)>>,
+}
+
+impl LeaseNode {
+    fn new() -> Arc<Self> {
+        let fake = FakeApi::new(Snapshot::from_json(BALANCED).unwrap());
+        Arc::new(Self {
+            fake: Arc::clone(fake.transport()),
+            lease: crate::lease::tests::Node::new(),
+            start: tokio::time::Instant::now(),
+            calls: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The lease node's notes.
+    fn notes(&self) -> String {
+        self.lease.notes.lock().unwrap().clone()
+    }
+
+    /// The calls to the lease node's config until `until` seconds from the start.
+    fn calls_until(&self, until: u64) -> Vec<(u64, &'static str)> {
+        let calls = self.calls.lock().unwrap();
+        calls.iter().filter(|(t, _)| *t < until).cloned().collect()
+    }
+}
+
+#[async_trait::async_trait]
+impl flxp_pve::Transport for LeaseNode {
+    async fn send(&self, request: flxp_pve::Request) -> flxp_pve::Result<flxp_pve::Data> {
+        if request.path != "/nodes/pve1/config" {
+            return self.fake.send(request).await;
+        }
+        let method = if request.method.as_str() == "PUT" {
+            "PUT"
+        } else {
+            "GET"
+        };
+        let at = self.start.elapsed().as_secs();
+        self.calls.lock().unwrap().push((at, method));
+        flxp_pve::Transport::send(&*self.lease, request).await
+    }
+
+    fn server_time(&self) -> Option<i64> {
+        flxp_pve::Transport::server_time(&*self.lease)
+    }
+}
+
+fn lease_options(holder: &str, command: &str, hold: LeaseHold) -> LeaseOptions {
+    LeaseOptions {
+        ttl: Duration::from_secs(30),
+        margin: Duration::from_secs(5),
+        holder: holder.into(),
+        command: Some(command.into()),
+        hold,
+    }
+}
+
+/// A daemon over the lease node's zone, its lease held as `hold` says.
+fn leased_daemon(node: &Arc<LeaseNode>, hold: LeaseHold) -> (Daemon, Seen) {
+    let api = flxp_pve::Pve::from_arc(Arc::clone(node) as Arc<dyn flxp_pve::Transport>);
+    let (d, seen) = daemon(api, DaemonOptions::default());
+    let lease = LeaseSettings {
+        options: lease_options("daemon:1:1", "daemon", hold),
+        nodes: [("lab".to_owned(), "pve1".to_owned())].into(),
+    };
+    (d.with_lease(lease), seen)
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_daemon_holding_while_acting_calls_the_lease_node_only_in_its_rounds() {
+    let node = LeaseNode::new();
+    let (d, seen) = leased_daemon(&node, LeaseHold::Acting);
+    d.run(tokio::time::sleep(Duration::from_secs(1000))).await;
+    let at: Vec<f64> = seen.lock().unwrap().iter().map(|(t, _)| *t).collect();
+    assert_eq!(at, [0.0, 300.0, 600.0, 900.0]);
+    assert!(
+        seen.lock()
+            .unwrap()
+            .iter()
+            .all(|(_, r)| r.standby.is_none())
+    );
+    // Each round: read and write to take the lease, read and write to give it back; nothing in
+    // between.
+    let round = |t| [(t, "GET"), (t, "PUT"), (t, "GET"), (t, "PUT")];
+    let want: Vec<_> = [0, 300, 600, 900].into_iter().flat_map(round).collect();
+    assert_eq!(node.calls_until(1000), want);
+    assert_eq!(node.notes(), "flxp.label.ssd", "released after each round");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_daemon_holding_always_renews_every_third_of_the_ttl() {
+    let node = LeaseNode::new();
+    let (d, seen) = leased_daemon(&node, LeaseHold::Always);
+    d.run(tokio::time::sleep(Duration::from_secs(1000))).await;
+    assert_eq!(seen.lock().unwrap().len(), 4);
+    let calls = node.calls_until(1000);
+    let mut puts: Vec<u64> = calls
+        .iter()
+        .filter(|(_, m)| *m == "PUT")
+        .map(|(t, _)| *t)
+        .collect();
+    let written = puts.len();
+    // At the start the first round and the renewal may both write (whichever comes second
+    // renews); then a renewal, a read and a write, every 10 s, rounds or not.
+    puts.dedup();
+    let every_10s: Vec<u64> = (0..100).map(|i| i * 10).collect();
+    assert_eq!(puts, every_10s);
+    assert!(written == 100 || written == 101, "{written}");
+    assert_eq!(calls.len(), 2 * written);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_one_off_run_between_rounds_takes_the_lease_and_the_round_meanwhile_stands_by() {
+    let node = LeaseNode::new();
+    let (d, seen) = leased_daemon(&node, LeaseHold::Acting);
+    let runner = d.clone();
+    let run = tokio::spawn(async move {
+        runner
+            .run(tokio::time::sleep(Duration::from_secs(650)))
+            .await;
+    });
+    // Between the rounds at 0 and 300 s, a one-off run takes the lease and holds it until 395 s.
+    tokio::time::sleep(Duration::from_secs(100)).await;
+    let api = flxp_pve::Pve::from_arc(Arc::clone(&node) as Arc<dyn flxp_pve::Transport>);
+    let cli = Arc::new(LeaseKeeper::new(
+        api,
+        "lab".into(),
+        Some("pve1".into()),
+        lease_options("cli:2:2", "evacuate", LeaseHold::Acting),
+    ));
+    let guard = cli.demand().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(295)).await;
+    assert!(guard.holding(), "renewed while the run lasts");
+    drop(guard);
+    run.await.unwrap();
+    let seen = seen.lock().unwrap();
+    let rounds: Vec<(f64, Option<&str>)> = seen
+        .iter()
+        .map(|(t, r)| (*t, r.standby.as_deref()))
+        .collect();
+    let standby = "zone lab is held by another flxp (cli:2:2, running `flxp evacuate`) until";
+    assert_eq!(rounds[0], (0.0, None));
+    // From 300 s the rounds stand by, looking again every 10 s, naming the one-off run; the
+    // first round after it ended acts.
+    let standing: Vec<f64> = rounds
+        .iter()
+        .filter(|(_, s)| s.is_some_and(|s| s.starts_with(standby)))
+        .map(|(t, _)| *t)
+        .collect();
+    let every_10s: Vec<f64> = (0..10).map(|i| 300.0 + 10.0 * f64::from(i)).collect();
+    assert_eq!(standing, every_10s, "{rounds:?}");
+    assert_eq!(rounds[11], (400.0, None), "{rounds:?}");
+    assert!(rounds[11..].iter().all(|(_, s)| s.is_none()), "{rounds:?}");
+    assert_eq!(rounds.len(), 12, "{rounds:?}");
+    assert_eq!(node.notes(), "flxp.label.ssd");
 }

@@ -115,9 +115,9 @@ async fn a_ttl_past_what_the_clock_holds_is_a_century_not_a_panic() {
 }
 
 /// One node's config in memory: notes, digest check, and a Proxmox clock that follows paused
-/// tokio time.
-struct Node {
-    notes: std::sync::Mutex<String>,
+/// tokio time (the daemon's tests keep their lease here too).
+pub(crate) struct Node {
+    pub(crate) notes: std::sync::Mutex<String>,
     start: Instant,
     epoch: i64,
     down: std::sync::atomic::AtomicBool,
@@ -127,7 +127,7 @@ struct Node {
 }
 
 impl Node {
-    fn new() -> Arc<Self> {
+    pub(crate) fn new() -> Arc<Self> {
         Arc::new(Self {
             notes: std::sync::Mutex::new("flxp.label.ssd".into()),
             start: Instant::now(),
@@ -241,6 +241,7 @@ fn keeper(node: &Arc<Node>, holder: &str) -> LeaseKeeper {
             margin: MARGIN,
             holder: holder.into(),
             command: Some("evacuate".into()),
+            hold: LeaseHold::Acting,
         },
     )
 }
@@ -463,4 +464,45 @@ async fn a_call_the_double_does_not_route_is_a_501() {
     let api = Pve::from_arc(Arc::clone(&node) as Arc<dyn Transport>);
     let e = api.cluster_resources(None).await.unwrap_err();
     assert_eq!(e.status(), Some(501), "{e}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn demands_share_one_lease_released_after_the_last_and_a_refused_one_writes_nothing() {
+    let node = Node::new();
+    let a = Arc::new(keeper(&node, "a"));
+    let first = a.demand().await.unwrap();
+    let second = a.demand().await.unwrap();
+    assert_eq!(node.writes.load(Ordering::Relaxed), 1, "taken once");
+    // Renewed every 10 s while demanded.
+    tokio::time::sleep(Duration::from_secs(25)).await;
+    assert_eq!(node.writes.load(Ordering::Relaxed), 3);
+    drop(first);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        node.notes.lock().unwrap().contains("holder=a "),
+        "one guard left"
+    );
+    assert!(second.holding());
+    // Another keeper is refused naming the holder, and writes nothing.
+    let b = Arc::new(keeper(&node, "b"));
+    let refused = b.demand().await.unwrap_err();
+    assert!(
+        matches!(refused, LeaseRefused::HeldElsewhere { ref holder, .. } if holder == "a"),
+        "{refused}"
+    );
+    drop(second);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(*node.notes.lock().unwrap(), "flxp.label.ssd", "released");
+    assert!(!a.holding());
+    assert_eq!(
+        node.writes.load(Ordering::Relaxed),
+        4,
+        "3 by a, its release"
+    );
+    // Nothing more without demand.
+    tokio::time::sleep(Duration::from_secs(300)).await;
+    assert_eq!(node.writes.load(Ordering::Relaxed), 4);
+    // Free now, b takes it.
+    let taken = b.demand().await.unwrap();
+    assert!(taken.holding());
 }

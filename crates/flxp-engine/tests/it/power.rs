@@ -105,6 +105,8 @@ fn lease_on(node: &str) -> LeaseSettings {
             margin: Duration::from_secs(5),
             holder: "me:1:1".into(),
             command: None,
+            // Held after the round, so that the test reads it in the node's notes.
+            hold: flxp_engine::LeaseHold::Always,
         },
         nodes: [("lab".to_owned(), node.to_owned())].into(),
     }

@@ -200,12 +200,14 @@ fn refusal(refused: &LeaseRefused, wait: Option<Duration>) -> String {
         LeaseRefused::HeldElsewhere { command, .. } => {
             let what = match command.as_deref() {
                 Some("serve") => {
-                    "That `flxp serve` acts on the zone all the time: act through its API \
-                     (GraphQL mutations, dashboard), or stop it first"
+                    "That `flxp serve` holds it while a round or an API action acts (all the \
+                     time with `[lease] hold = \"always\"`): pass --wait SECS to run after it, \
+                     act through its API (GraphQL mutations, dashboard), or stop it first"
                 }
                 Some("daemon") => {
-                    "That `flxp daemon` acts on the zone all the time: stop it first (a clean \
-                     stop gives the lease up at once)"
+                    "That `flxp daemon` holds it while a round acts (all the time with `[lease] \
+                     hold = \"always\"`): pass --wait SECS to run after it, or stop it first (a \
+                     clean stop gives the lease up at once)"
                 }
                 _ => "Wait for that run to end, or pass --wait SECS to wait for it that long",
             };

@@ -295,6 +295,7 @@ impl Config {
                 margin: std::time::Duration::from_secs(l.margin_secs),
                 holder: flxp_engine::lease::holder_id(),
                 command: Some(command.to_owned()),
+                hold: l.hold.into(),
             },
             nodes: self
                 .zones
@@ -910,6 +911,17 @@ mod tests {
         assert!(parse(&format!("{ZONE}[lease]\n")).unwrap().lease.enabled);
         let off = parse(&format!("{ZONE}[lease]\nenabled = false\n")).unwrap();
         assert!(off.lease_settings("evacuate").is_none());
+    }
+
+    #[test]
+    fn the_lease_is_held_while_acting_unless_always_is_said() {
+        let hold = |text: &str| parse(&format!("{ZONE}{text}")).map(|c| c.lease_settings("serve"));
+        let acting = hold("").unwrap().unwrap();
+        assert_eq!(acting.options.hold, flxp_engine::LeaseHold::Acting);
+        let always = hold("[lease]\nhold = \"always\"\n").unwrap().unwrap();
+        assert_eq!(always.options.hold, flxp_engine::LeaseHold::Always);
+        let e = hold("[lease]\nhold = \"sometimes\"\n").unwrap_err();
+        assert_eq!(e.key, "lease.hold", "{e}");
     }
 
     #[test]

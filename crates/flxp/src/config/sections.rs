@@ -128,6 +128,29 @@ pub struct LeaseSection {
     pub ttl_secs: u64,
     /// Seconds allowed for clock skew between the cluster's nodes.
     pub margin_secs: u64,
+    /// When `serve` and `daemon` hold the lease: `acting` (only while a round or an API action
+    /// acts, the default) or `always` (renewed every third of the TTL, between rounds too).
+    pub hold: LeaseHold,
+}
+
+/// `[lease] hold`: when a long-running flxp holds a zone's lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LeaseHold {
+    /// Only while acting: no lease calls between rounds.
+    #[default]
+    Acting,
+    /// All the time: a read and a write of the lease node's config every third of the TTL.
+    Always,
+}
+
+impl From<LeaseHold> for flxp_engine::LeaseHold {
+    fn from(h: LeaseHold) -> Self {
+        match h {
+            LeaseHold::Acting => Self::Acting,
+            LeaseHold::Always => Self::Always,
+        }
+    }
 }
 
 impl Default for LeaseSection {
@@ -136,6 +159,7 @@ impl Default for LeaseSection {
             enabled: true,
             ttl_secs: 30,
             margin_secs: 5,
+            hold: LeaseHold::default(),
         }
     }
 }

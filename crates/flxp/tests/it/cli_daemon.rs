@@ -28,7 +28,7 @@ fn spawn_daemon(z: &SimZone) -> Child {
 
 /// The child's stderr up to and including the first line holding `needle` (or all of it). The
 /// pipe goes back to the child afterwards, so it stays open while the child runs on.
-fn stderr_until(child: &mut Child, needle: &str) -> String {
+pub fn stderr_until(child: &mut Child, needle: &str) -> String {
     let mut seen = String::new();
     let Some(pipe) = child.stderr.take() else {
         return seen;

@@ -328,21 +328,25 @@ fn a_balance_and_an_evacuation_started_together_never_act_at_once() {
     }
 }
 
+/// Starts `flxp daemon` or `flxp serve` as `cmd` says, with few log lines: the pipe is read only
+/// if it fails to start.
+fn quiet(cmd: &mut std::process::Command) -> Child {
+    cmd.env("RUST_LOG", "warn")
+        .env("FLXP_API_TOKEN", "lease-test-operator-token")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// Starts `flxp daemon` or `flxp serve` on the zone and waits until it holds the lease.
 fn holding(z: &SimZone, command: &str) -> Child {
     let mut cmd = match command {
         "daemon" => super::cli_daemon::daemon_command(z),
         _ => super::serve_command::serve_command(&z.config),
     };
-    // Few log lines: the pipe is read only if the holder fails to start.
-    let mut child = cmd
-        .env("RUST_LOG", "warn")
-        .env("FLXP_API_TOKEN", "lease-test-operator-token")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = quiet(&mut cmd);
     let start = std::time::Instant::now();
     while !z.notes("pve1").contains(&format!("command={command} ")) {
         if start.elapsed() > Duration::from_secs(60) || child.try_wait().unwrap().is_some() {
@@ -358,12 +362,13 @@ fn holding(z: &SimZone, command: &str) -> Child {
 
 #[test]
 fn a_run_beside_a_daemon_or_serve_is_refused_naming_it() {
-    // An hour between rounds: the holder acts at its start, then only keeps the lease.
+    // An hour between rounds: the holder acts at its start, then only keeps the lease (held all
+    // the time, what this test is about).
     for command in ["daemon", "serve"] {
         let z = sim_zone(
             &six_groups_of_four(),
             TIME_SCALE,
-            "\n[daemon]\ninterval-secs = 3600\n",
+            "\n[daemon]\ninterval-secs = 3600\n\n[lease]\nhold = \"always\"\n",
             |_| {},
         );
         let mut holder = holding(&z, command);
@@ -377,9 +382,7 @@ fn a_run_beside_a_daemon_or_serve_is_refused_naming_it() {
         assert!(
             err.contains(&format!(":{}:", holder.id()))
                 && err.contains(&format!("running `flxp {command}`) until "))
-                && err.contains(&format!(
-                    "That `flxp {command}` acts on the zone all the time"
-                )),
+                && err.contains(&format!("That `flxp {command}` holds it while a round")),
             "{command}: {err}"
         );
         assert_eq!(z.guests_on("pve3"), before, "{command}");
@@ -396,13 +399,45 @@ fn a_run_beside_a_daemon_or_serve_is_refused_naming_it() {
 }
 
 #[test]
-fn a_lease_left_by_a_daemon_killed_on_this_host_is_taken_at_once() {
-    // `kill -9` leaves the daemon's lease valid for up to ttl + margin (35 simulated seconds,
-    // 14 real ones here); the next flxp on the host sees the holder is gone and takes it.
+fn a_run_beside_a_daemon_holding_only_while_acting_runs_between_its_rounds() {
+    // The default `[lease] hold = "acting"`: the daemon holds the lease for its first round only;
+    // a one-off run after that round acts (held all the time, it would wait 20 s and give up).
     let z = sim_zone(
         &six_groups_of_four(),
         TIME_SCALE,
         "\n[daemon]\ninterval-secs = 3600\n",
+        |_| {},
+    );
+    let mut daemon = super::cli_daemon::daemon_command(&z).spawn().unwrap();
+    let log = super::cli_daemon::stderr_until(&mut daemon, "next_in_secs=");
+    assert!(
+        log.contains("next_in_secs=3600"),
+        "the first round ended: {log}"
+    );
+    // The round's release follows its end at once: the wait covers only that.
+    let (code, _, err) = z.run(&["evacuate", "pve3", "--wait", "20"]);
+    let alive = daemon.try_wait().unwrap().is_none();
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    assert!(alive, "the daemon ran beside the evacuation");
+    assert_eq!(code, 0, "{err}");
+    assert!(z.guests_on("pve3").is_empty());
+    assert!(
+        !z.notes("pve1").contains("flxp-lease"),
+        "{}",
+        z.notes("pve1")
+    );
+}
+
+#[test]
+fn a_lease_left_by_a_daemon_killed_on_this_host_is_taken_at_once() {
+    // `kill -9` leaves the daemon's lease valid for up to ttl + margin (35 simulated seconds,
+    // 14 real ones here); the next flxp on the host sees the holder is gone and takes it. Held
+    // all the time, so that the daemon holds it when killed.
+    let z = sim_zone(
+        &six_groups_of_four(),
+        TIME_SCALE,
+        "\n[daemon]\ninterval-secs = 3600\n\n[lease]\nhold = \"always\"\n",
         |_| {},
     );
     let mut daemon = holding(&z, "daemon");

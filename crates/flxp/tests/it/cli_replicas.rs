@@ -77,11 +77,13 @@ fn migrations(z: &SimZone) -> Vec<(String, i64, Option<f64>)> {
 #[test]
 fn of_two_replicas_one_acts_and_the_other_takes_over_when_it_dies() {
     // Real-time simulated clock: the lease's expiry is read from the simulator's `Date` header.
+    // Held all the time (what this test is about): while acting only, the replicas would take
+    // turns between rounds.
     let z = sim_zone(
         UNBALANCED,
         1.0,
         &format!(
-            "\n[daemon]\ninterval-secs = 1\n\n[balance.trigger]\nhold = 1\n\n[lease]\nenabled = true\nttl-secs = {TTL}\nmargin-secs = {MARGIN}\n"
+            "\n[daemon]\ninterval-secs = 1\n\n[balance.trigger]\nhold = 1\n\n[lease]\nenabled = true\nhold = \"always\"\nttl-secs = {TTL}\nmargin-secs = {MARGIN}\n"
         ),
         |_| {},
     );

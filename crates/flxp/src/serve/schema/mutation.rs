@@ -144,7 +144,7 @@ impl Mutation {
         let s = state(ctx)?;
         super::views::require_operator(ctx, "maintenance")?;
         // A mark makes the acting flxp empty (or refill) the node: only the lease's holder writes it.
-        let (z, name) = node_to_act_on(s, &zone, &node).await?;
+        let (z, name, _lease) = node_to_act_on(s, &zone, &node).await?;
         if on {
             // Before the daemon reads the mark and empties the node: where its guests come from.
             let executor = executor_for(s, &zone, z);
@@ -193,7 +193,7 @@ impl Mutation {
             )
             .into());
         }
-        let (z, name) = node_to_act_on(s, &zone, &node).await?;
+        let (z, name, _lease) = node_to_act_on(s, &zone, &node).await?;
         let executor = Executor::new(&zone, z.api.clone(), s.placer_for(&zone))
             .with_overrides(z.overrides.clone());
         let power_error = |e: flxp_engine::consolidate::PowerError| match e {
@@ -235,10 +235,7 @@ impl Mutation {
         let s = state(ctx)?;
         super::views::require_operator(ctx, "rollingMaintenance")?;
         let z = s.zone(&zone)?;
-        s.daemon
-            .may_act(&zone)
-            .await
-            .map_err(|why| ApiError::new(Code::Unavailable, why.to_string()))?;
+        let lease = act_lease(s, &zone).await?;
         let executor = executor_for(s, &zone, z);
         let options = rolling_options(s, reboot);
         // What would stop the run at once (an unknown node, a first node that may not go) is
@@ -262,6 +259,8 @@ impl Mutation {
             // Like every run: none beside it in the zone, and no daemon round meanwhile.
             let _run = runs.lock_owned().await;
             let _round = daemon.lock_zone(&name).await.ok();
+            // Held while the maintenance runs, released at its end.
+            let _lease = lease;
             let tell = |n: flxp_engine::rolling::News| {
                 metrics.rolling_step(&name, &n.node, n.step);
                 tracing::info!(zone = %name, "rolling maintenance: {}", n.line);
@@ -329,21 +328,35 @@ fn go_home(s: &AppState, zone: &str, z: &crate::serve::zone::Zone, node: String)
     });
 }
 
-/// The zone and the node's name as Proxmox spells it, for an action on the node; refused
-/// unless this flxp may act in the zone (with `[lease]`, only the lease's holder).
+/// The zone, the node's name as Proxmox spells it and the zone's lease to hold while acting,
+/// for an action on the node; refused unless this flxp may act in the zone (with `[lease]`,
+/// only the lease's holder).
 async fn node_to_act_on<'a>(
     s: &'a AppState,
     zone: &str,
     node: &str,
-) -> Result<(&'a Arc<crate::serve::zone::Zone>, String), ApiError> {
+) -> Result<
+    (
+        &'a Arc<crate::serve::zone::Zone>,
+        String,
+        Option<flxp_engine::LeaseGuard>,
+    ),
+    ApiError,
+> {
     let z = s.zone(zone)?;
     let (model, _) = s.model(z).await?;
     let name = node_name(&model, zone, node)?;
+    let lease = act_lease(s, zone).await?;
+    Ok((z, name, lease))
+}
+
+/// The zone's lease for the time this action acts (taken now with `[lease] hold = acting`), or
+/// the refusal naming its holder.
+async fn act_lease(s: &AppState, zone: &str) -> Result<Option<flxp_engine::LeaseGuard>, ApiError> {
     s.daemon
         .may_act(zone)
         .await
-        .map_err(|why| ApiError::new(Code::Unavailable, why.to_string()))?;
-    Ok((z, name))
+        .map_err(|why| ApiError::new(Code::Unavailable, why.to_string()))
 }
 
 /// Writes the maintenance mark before an evacuation; a node whose notes cannot be written (the
@@ -391,11 +404,9 @@ async fn run(
         }
     };
     let round = s.daemon.lock_zone(zone).await.ok();
-    // With `[lease] enabled`, only the replica holding the zone's lease moves guests there.
-    s.daemon
-        .may_act(zone)
-        .await
-        .map_err(|why| ApiError::new(Code::Unavailable, why.to_string()))?;
+    // With `[lease] enabled`, only the replica holding the zone's lease moves guests there; it
+    // is held until the run ends.
+    let lease = act_lease(s, zone).await?;
     // Checked with the zone's locks held: of two requests carrying out one plan (a double
     // click), the second finds the cluster the first changed.
     if let Some((goal_name, want)) = expect {
@@ -435,7 +446,7 @@ async fn run(
         async move {
             // Once started, a run goes on to its end even if its client hangs up: migrations
             // are not left half-followed.
-            let _held = (run_lock, round, evacuating);
+            let _held = (run_lock, round, evacuating, lease);
             let plan = executor.plan(&goal).await?;
             live.run_started(&live_zone, goal.as_str(), plan.migrations.len());
             let report = if plan.is_empty() {
