@@ -133,8 +133,20 @@ fn a_live_zone_is_consolidated_and_the_freed_node_switched_off() {
     );
     assert_eq!(v["consolidation"]["nodes_online"], 3);
 
-    // Waking it: online after the boot time, the mark cleared, guests balanced back onto it.
-    let (v, out) = z.run_json(&["consolidate", "--wake", "pve2", "--json"]);
+    // Waking it: online after the boot time, the mark cleared, guests balanced back onto it. On
+    // the default `dominant` metric the demo's CPU spread stays above the threshold (its busiest
+    // guests are containers, which move only by a restart): the rebalance does what it safely
+    // can and says the rest, with exit 3.
+    let (code, out, err) = z.run(&["consolidate", "--wake", "pve2", "--json"]);
+    assert_eq!(code, 3, "{err}\n{out}");
+    let v = json(&out);
+    assert!(
+        v["unmet"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("the imbalance stays above the threshold"),
+        "{out}"
+    );
     assert!(v["mac"].as_str().unwrap().starts_with("bc:24:11:"), "{out}");
     assert!(z.sim.world().nodes["pve2"].online);
     assert!(
