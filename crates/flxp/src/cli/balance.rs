@@ -284,6 +284,11 @@ pub fn carry_out(
     let dry = execution.is_none();
     let mut why = unmet(&plan, goal);
     why.extend(crate::app::left::phrase(&left, !dry));
+    let code = match &execution {
+        Some(r) if !r.is_clean() => 1,
+        _ if !why.is_empty() => UNSATISFIABLE,
+        _ => 0,
+    };
     if json {
         output::print_json(&output::PlanOutput {
             plan: &plan,
@@ -296,7 +301,8 @@ pub fn carry_out(
         output::print_execution(report);
         crate::app::left::print(&left, true);
         if let Some(p) = crate::app::left::phrase(&left, true) {
-            output::say(format!("not met (exit code 3): {p}"));
+            // A run that stopped early or saw a migration fail exits 1, which says more.
+            output::say(format!("not met (exit code {code}): {p}"));
         }
     } else if source.from_file.is_some() {
         output::print_plan(&plan, &why);
@@ -305,11 +311,7 @@ pub fn carry_out(
         // A dry run in a zone printed its plan before this read.
         crate::app::left::print(&left, false);
     }
-    Ok(match &execution {
-        Some(r) if !r.is_clean() => ExitCode::from(1),
-        _ if !why.is_empty() => ExitCode::from(UNSATISFIABLE),
-        _ => ExitCode::SUCCESS,
-    })
+    Ok(ExitCode::from(code))
 }
 
 /// Plans on a model; an unknown node is a usage error.

@@ -184,3 +184,21 @@ fn the_bound_line_of_an_evacuation_names_the_node_emptied() {
         "{line}"
     );
 }
+
+#[test]
+fn an_evacuation_with_a_failed_migration_says_the_exit_code_it_returns() {
+    // pve4's first planned guest cannot leave: the run exits 1 (a migration failed), and the
+    // line naming the guest left says 1, not the 3 of a plan that leaves it.
+    let z = fast_zone(DEMO, "");
+    let (_, out, _) = z.run(&["evacuate", "pve4", "--dry-run", "--json"]);
+    let first = json(&out)["migrations"][0]["vmid"].as_u64().unwrap();
+    let z = super::cli_balance::sim_zone(DEMO, 100_000.0, "", |v| {
+        v["sim"]["faults"] = serde_json::json!({
+            "fail_migrations": [{"vmid": first, "message": "migration aborted: no route to host"}]
+        });
+    });
+    let (code, out, err) = z.run(&["evacuate", "pve4"]);
+    assert_eq!(code, 1, "{err}\n{out}");
+    let last = out.trim_end().lines().last().unwrap();
+    assert!(last.starts_with("not met (exit code 1): "), "{out}");
+}
