@@ -2,12 +2,10 @@
 //! guests per node, affinity groups and labels: on a prepared snapshot (model, rules and state
 //! built once) and from raw JSON (parse, index, compile rules, decide).
 //!
-//! Run: `cargo bench -p flxp-core --bench placement` (add `-- quick` for shorter rounds, node
-//! counts such as `-- quick 1000` to measure only those sizes, and column names such as
-//! `-- 1000 fast pve-static` to measure only those paths, e.g. under `perf record`).
+//! Run: `cargo bench -p flxp-core --bench placement` on divan; a name filter such as `-- fast`
+//! measures only that path (e.g. under `perf record`), and each node count is its own row.
 
-use std::hint::black_box;
-use std::time::{Duration, Instant};
+use divan::{Bencher, black_box};
 
 use flxp_core::builder::*;
 use flxp_core::placement::{Ctx, PlacementOptions, PlacementRequest, Placer, Subject};
@@ -69,99 +67,84 @@ fn request() -> PlacementRequest {
     }
 }
 
-/// Calls per second of `f` formatted with `decimals`, or `-` when the column is not measured.
-fn measure(on: bool, decimals: usize, budget: Duration, f: impl FnMut()) -> String {
-    if on {
-        format!("{:.decimals$}", rate(budget, f).0)
-    } else {
-        "-".into()
-    }
-}
-
-/// Runs `f` repeatedly for about `budget` and returns calls per second.
-fn rate(budget: Duration, mut f: impl FnMut()) -> (f64, u32) {
-    let start = Instant::now();
-    let mut calls = 0u32;
-    while start.elapsed() < budget || calls < 3 {
-        f();
-        calls += 1;
-    }
-    (f64::from(calls) / start.elapsed().as_secs_f64(), calls)
-}
+/// Node counts measured (30 guests per node).
+const NODES: &[usize] = &[32, 1_000, 10_000];
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "quick");
-    let budget = Duration::from_millis(if quick { 300 } else { 2000 });
-    // Columns may be named (`-- quick 1000 fast pve-static`) to measure only those (for
-    // profiling one path); the others print as `-`.
-    let columns = ["explained", "fast", "pve-static", "raw"];
-    let named: Vec<String> = std::env::args()
-        .filter(|a| columns.contains(&a.as_str()))
-        .collect();
-    let wanted = |c: &str| named.is_empty() || named.iter().any(|n| n == c);
-    println!(
-        "placement decisions per second, one core (4 GiB, 2 vCPUs, anti-affinity + selector request)"
-    );
-    println!(
-        "{:>7} {:>8} {:>12} {:>14} {:>14} {:>14} {:>12}",
-        "nodes", "guests", "json MiB", "explained/s", "fast/s", "pve-static/s", "raw json/s"
-    );
-    // Node counts may be given as arguments (`-- quick 1000`); the default is the published set.
-    let sizes: Vec<usize> = std::env::args().filter_map(|a| a.parse().ok()).collect();
-    let sizes = if sizes.is_empty() {
-        vec![32, 1_000, 10_000]
-    } else {
-        sizes
-    };
-    for n in sizes {
-        let snap = synthetic(n);
-        let json = serde_json::to_string(&snap).unwrap_or_default();
-        let cluster =
-            Cluster::from_snapshot(&snap, &Overrides::default()).expect("valid synthetic cluster");
+    divan::main();
+}
+
+/// A cluster of `n` nodes with its rules, state and the default placer, built once per row.
+struct Fixture {
+    cluster: Cluster,
+    rules: Rules,
+    state: State,
+    placer: Placer,
+}
+
+impl Fixture {
+    fn new(n: usize) -> Self {
+        let cluster = Cluster::from_snapshot(&synthetic(n), &Overrides::default())
+            .expect("valid synthetic cluster");
         let rules = Rules::compile(&cluster);
         let state = State::new(&cluster);
         let placer = Placer::new(PlacementOptions::default(), Vec::new()).expect("default placer");
-        let req = request();
-        let explained = measure(wanted("explained"), 0, budget, || {
-            black_box(
-                placer
-                    .place(&cluster, &rules, &state, &req)
-                    .expect("decision"),
-            );
-        });
-        let (subject, _) = Subject::new_vm(&cluster, &rules, &req).expect("subject");
-        let fast = measure(wanted("fast"), 0, budget, || {
-            let ctx = Ctx::new(&cluster, &rules, &state, placer.options(), &subject);
-            black_box(placer.best(&ctx, None).expect("decision"));
-        });
-        let pve_static = if placer.policy_names().contains(&"pve-static") {
-            let mut r = req.clone();
-            r.policy = Some("pve-static".into());
-            measure(wanted("pve-static"), 0, budget, || {
-                black_box(
-                    placer
-                        .place(&cluster, &rules, &state, &r)
-                        .expect("decision"),
-                );
-            })
-        } else {
-            "-".into()
-        };
-        let raw = measure(wanted("raw"), 2, budget, || {
-            let c = Cluster::from_json(&json, &Overrides::default()).expect("valid json");
-            let r = Rules::compile(&c);
-            let s = State::new(&c);
-            black_box(placer.place(&c, &r, &s, &req).expect("decision"));
-        });
-        println!(
-            "{:>7} {:>8} {:>12.1} {:>14} {:>14} {:>14} {:>12}",
-            n,
-            cluster.guests().len(),
-            json.len() as f64 / (1 << 20) as f64,
-            explained,
-            fast,
-            pve_static,
-            raw
-        );
+        Self {
+            cluster,
+            rules,
+            state,
+            placer,
+        }
     }
+}
+
+/// `Placer::place`, what `flxp place --json` and the `placement` query return: every node's
+/// verdict, every refusal as text, every scorer's share.
+#[divan::bench(args = NODES, sample_count = 30)]
+fn explained(bencher: Bencher, n: usize) {
+    let f = Fixture::new(n);
+    let req = request();
+    bencher.bench_local(|| {
+        f.placer
+            .place(&f.cluster, &f.rules, &f.state, &req)
+            .expect("decision")
+    });
+}
+
+/// `Placer::best`, the decision without explanations (what the planner uses per step).
+#[divan::bench(args = NODES, sample_count = 30)]
+fn fast(bencher: Bencher, n: usize) {
+    let f = Fixture::new(n);
+    let (subject, _) = Subject::new_vm(&f.cluster, &f.rules, &request()).expect("subject");
+    bencher.bench_local(|| {
+        let ctx = Ctx::new(&f.cluster, &f.rules, &f.state, f.placer.options(), &subject);
+        f.placer.best(&ctx, None).expect("decision")
+    });
+}
+
+/// `Placer::place` under the `pve-static` policy (Proxmox's TOPSIS over configured sizes).
+#[divan::bench(args = NODES, sample_count = 30)]
+fn pve_static(bencher: Bencher, n: usize) {
+    let f = Fixture::new(n);
+    let mut req = request();
+    req.policy = Some("pve-static".into());
+    bencher.bench_local(|| {
+        f.placer
+            .place(&f.cluster, &f.rules, &f.state, &req)
+            .expect("decision")
+    });
+}
+
+/// Parse the snapshot's JSON, build the model and its indexes, compile the rules, decide.
+#[divan::bench(args = NODES, sample_count = 5)]
+fn raw_json(bencher: Bencher, n: usize) {
+    let json = serde_json::to_string(&synthetic(n)).expect("a snapshot serializes");
+    let placer = Placer::new(PlacementOptions::default(), Vec::new()).expect("default placer");
+    let req = request();
+    bencher.bench_local(|| {
+        let c = Cluster::from_json(black_box(&json), &Overrides::default()).expect("valid json");
+        let r = Rules::compile(&c);
+        let s = State::new(&c);
+        placer.place(&c, &r, &s, &req).expect("decision")
+    });
 }
