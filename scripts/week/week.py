@@ -18,6 +18,10 @@ Contenders:
 - `proxlb`, `proxlb-cpsat`: ProxLB 2.3 (PyPI `proxlb`) run once per round (`service.daemon:
   false`), greedy or with its CP-SAT planner (PyPI `proxlb-solver`, `solver: {enable: true, mode:
   active}`); `--python` names the interpreter that has them (scripts/week.sh makes a venv).
+  While one of its runs computes and migrates, simulated time runs at `--contender-scale` (1: real
+  speed, as on a real cluster, which does not wait for it) and at the round's scale between runs,
+  so that it runs every round however long a Python start and its hundreds of calls take; a run
+  that still overruns its round delays the next (`rounds_run` against `rounds_due`).
 
 Python 3 standard library only. `scripts/week.sh` builds flxp and calls this.
 """
@@ -59,6 +63,13 @@ class Api:
 
     def get(self, path, timeout=30):
         req = urllib.request.Request(self.base + path, headers={"Authorization": self.auth})
+        with urllib.request.urlopen(req, timeout=timeout, context=TLS) as r:
+            return json.loads(r.read() or b"null").get("data")
+
+    def post(self, path, body, timeout=30):
+        req = urllib.request.Request(self.base + path, data=json.dumps(body).encode(),
+                                     headers={"Authorization": self.auth,
+                                              "Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=timeout, context=TLS) as r:
             return json.loads(r.read() or b"null").get("data")
 
@@ -259,9 +270,10 @@ class Contender:
         self.late_rounds = 0
         self.log = open(os.path.join(workdir, f"{self.name}.log"), "ab")
 
-    def start(self, sim_clock):
+    def start(self, sim_clock, api):
         if self.name.startswith("proxlb"):
-            self.thread = threading.Thread(target=self.proxlb_loop, args=(sim_clock,), daemon=True)
+            self.thread = threading.Thread(target=self.proxlb_loop, args=(sim_clock, api),
+                                           daemon=True)
             self.thread.start()
             return
         extra = ""
@@ -289,8 +301,13 @@ class Contender:
                                      stdout=self.log, stderr=subprocess.STDOUT,
                                      env={**os.environ, "RUST_LOG": "info"})
 
-    def proxlb_loop(self, sim_clock):
-        """ProxLB once per round at the same simulated interval; a run that overruns delays the next."""
+    def pace(self, api, scale):
+        """Simulated time runs `scale` times real speed from now on."""
+        api.post("/_sim/clock", {"time_scale": scale})
+
+    def proxlb_loop(self, sim_clock, api):
+        """ProxLB once per round at the same simulated interval, at `--contender-scale` while it
+        runs; a run that still overruns its round delays the next."""
         solver = "" if self.name == "proxlb" else "solver:\n  enable: true\n  mode: active\n"
         path = os.path.join(self.workdir, "proxlb.yaml")
         with open(path, "w") as f:
@@ -305,9 +322,13 @@ class Contender:
             if now > next_round + self.args.round_secs:
                 self.late_rounds += 1
             next_round = max(next_round + self.args.round_secs, now)
-            self.proc = subprocess.Popen([self.args.python, "-m", "proxlb", "-c", path],
-                                         stdout=self.log, stderr=subprocess.STDOUT)
-            self.proc.wait()
+            self.pace(api, self.args.contender_scale)
+            try:
+                self.proc = subprocess.Popen([self.args.python, "-m", "proxlb", "-c", path],
+                                             stdout=self.log, stderr=subprocess.STDOUT)
+                self.proc.wait()
+            finally:
+                self.pace(api, self.args.time_scale)
             self.rounds += 1
 
     def end(self):
@@ -336,6 +357,15 @@ def table(rows):
     for k in keys:
         out.append(k.ljust(width) + "  " + "  ".join(
             str(r["measures"][k]).rjust(c) for r, c in zip(rows, cols)))
+
+    def rounds(r):
+        # A daemon keeps its own interval; a one-shot contender's runs are counted.
+        if "rounds_run" not in r:
+            return "?"
+        run = r["rounds_run"]
+        return "daemon" if run is None else f"{run}/{r.get('rounds_due', '?')}"
+    out.append("rounds_run".ljust(width) + "  " + "  ".join(
+        rounds(r).rjust(c) for r, c in zip(rows, cols)))
     return "\n".join(out)
 
 
@@ -359,7 +389,7 @@ def run(args):
         checker.start()
         clock = lambda: api.get("/_sim/state")["time"]  # noqa: E731
         contender = Contender(args, host, fingerprint, contender_token, workdir)
-        contender.start(clock)
+        contender.start(clock, api)
         log(f"{args.contender} on {len(first['nodes'])} nodes, {len(first['guests'])} guests, "
             f"{args.days} simulated day(s) at {args.time_scale:g}x")
         died = None
@@ -396,6 +426,9 @@ def run(args):
             "breaches": [{"time": t, "what": w} for t, w in checker.breaches],
             "api_calls_by_path": measure.calls_by_path(records, users),
             "rounds_late": contender.late_rounds,
+            # One-shot contenders: the rounds they ran against the rounds the days had.
+            "rounds_run": contender.rounds if contender.thread else None,
+            "rounds_due": math.ceil(args.days * 86400 / args.round_secs),
             "checker_polls": checker.polls,
             "error": died,
         }
@@ -425,6 +458,8 @@ def main():
     ap.add_argument("--round-secs", type=int, default=300, help="simulated seconds per round")
     ap.add_argument("--round-real", type=float, default=None,
                     help="real seconds per round (default 1, 5 for ProxLB: a Python start is slow)")
+    ap.add_argument("--contender-scale", type=float, default=1.0,
+                    help="time scale while a one-shot contender (ProxLB) runs (default 1: real speed)")
     ap.add_argument("--affinity-grace", type=int, default=600,
                     help="simulated seconds an affinity group may stay split with nothing in flight")
     ap.add_argument("--flxp-extra", metavar="TOML",

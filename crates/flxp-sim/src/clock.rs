@@ -12,42 +12,70 @@ use tokio::time::Instant;
 /// The simulator's clock.
 #[derive(Debug)]
 pub struct Clock {
-    /// Simulated epoch seconds at `origin`.
+    pace: Mutex<Pace>,
+}
+
+/// Where simulated time stood when the scale last changed, and how fast it runs since.
+#[derive(Debug, Clone, Copy)]
+struct Pace {
+    /// Simulated epoch seconds at `origin` (with every `advance` so far).
     origin_epoch: f64,
     origin: Instant,
     /// Simulated seconds per real second.
     scale: f64,
-    /// Seconds added by `advance`.
-    offset: Mutex<f64>,
+}
+
+impl Pace {
+    fn now(&self) -> f64 {
+        self.origin_epoch + self.origin.elapsed().as_secs_f64() * self.scale
+    }
 }
 
 impl Clock {
     /// A clock that reads `start_epoch` now and runs `scale` times real speed.
     pub fn new(start_epoch: f64, scale: f64) -> Self {
         Clock {
-            origin_epoch: start_epoch,
-            origin: Instant::now(),
-            scale,
-            offset: Mutex::new(0.0),
+            pace: Mutex::new(Pace {
+                origin_epoch: start_epoch,
+                origin: Instant::now(),
+                scale,
+            }),
         }
+    }
+
+    fn pace(&self) -> std::sync::MutexGuard<'_, Pace> {
+        self.pace.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The current simulated time in epoch seconds.
     pub fn now(&self) -> f64 {
-        let offset = *self.offset.lock().unwrap_or_else(|e| e.into_inner());
-        self.origin_epoch + offset + self.origin.elapsed().as_secs_f64() * self.scale
+        self.pace().now()
     }
 
     /// Moves simulated time forward by `seconds` at once (negative values are ignored).
     pub fn advance(&self, seconds: f64) {
         if seconds.is_finite() && seconds > 0.0 {
-            *self.offset.lock().unwrap_or_else(|e| e.into_inner()) += seconds;
+            self.pace().origin_epoch += seconds;
         }
     }
 
     /// Simulated seconds per real second.
     pub fn scale(&self) -> f64 {
-        self.scale
+        self.pace().scale
+    }
+
+    /// Runs `scale` times real speed from now on; simulated time goes on from where it is, so it
+    /// never jumps or runs backwards (a benchmark slows it while a contender computes, as a real
+    /// cluster would not wait for it). Values that are not finite and positive are ignored.
+    pub fn set_scale(&self, scale: f64) {
+        if scale.is_finite() && scale > 0.0 {
+            let mut pace = self.pace();
+            *pace = Pace {
+                origin_epoch: pace.now(),
+                origin: Instant::now(),
+                scale,
+            };
+        }
     }
 }
 
@@ -107,5 +135,22 @@ mod tests {
         clock.advance(60.0);
         clock.advance(-5.0);
         assert!((clock.now() - 1065.0).abs() < 1e-6, "{}", clock.now());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_new_scale_goes_on_from_now() {
+        let clock = Clock::new(1000.0, 10.0);
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        clock.set_scale(1.0);
+        clock.set_scale(f64::NAN);
+        clock.set_scale(0.0);
+        assert_eq!(clock.scale(), 1.0);
+        assert!((clock.now() - 1010.0).abs() < 1e-6, "{}", clock.now());
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        assert!((clock.now() - 1012.0).abs() < 1e-6, "{}", clock.now());
+        clock.advance(8.0);
+        clock.set_scale(100.0);
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        assert!((clock.now() - 1070.0).abs() < 1e-6, "{}", clock.now());
     }
 }

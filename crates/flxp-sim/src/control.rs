@@ -27,6 +27,7 @@ pub fn routes(r: Router<Sim>) -> Router<Sim> {
             get(faults).put(set_faults).delete(clear_faults),
         )
         .route("/_sim/advance", post(advance))
+        .route("/_sim/clock", get(clock).post(set_clock))
         .route("/_sim/records", get(records))
         .route("/_sim/guests/{vmid}/model", post(set_model))
 }
@@ -259,6 +260,44 @@ async fn advance(State(sim): State<Sim>, bytes: Bytes) -> Reply {
     sim.clock().advance(b.seconds);
     let w = sim.world();
     Ok(Data::value(json!({"time": w.now})))
+}
+
+/// Body of `POST /_sim/clock`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClockBody {
+    time_scale: f64,
+}
+
+/// Fastest scale `POST /_sim/clock` accepts: a simulated year per real minute.
+const MAX_TIME_SCALE: f64 = 525_600.0;
+
+/// `GET /_sim/clock`: simulated time and how fast it runs.
+async fn clock(State(sim): State<Sim>) -> Reply {
+    let clock = sim.clock();
+    Ok(Data::value(
+        json!({"time": clock.now(), "time_scale": clock.scale()}),
+    ))
+}
+
+/// `POST /_sim/clock`: runs simulated time at a new scale from now on (it goes on from where it
+/// is); a benchmark slows it while a one-shot contender computes its round.
+async fn set_clock(State(sim): State<Sim>, bytes: Bytes) -> Reply {
+    let b: ClockBody = body(&bytes)?;
+    if !(b.time_scale.is_finite() && b.time_scale > 0.0 && b.time_scale <= MAX_TIME_SCALE) {
+        return Err(ApiError::param(
+            "time_scale",
+            format!(
+                "must be a number above 0 and at most {MAX_TIME_SCALE}, got {}",
+                b.time_scale
+            ),
+        ));
+    }
+    let clock = sim.clock();
+    clock.set_scale(b.time_scale);
+    Ok(Data::value(
+        json!({"time": clock.now(), "time_scale": clock.scale()}),
+    ))
 }
 
 /// Query of `GET /_sim/records`.

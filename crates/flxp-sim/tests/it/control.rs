@@ -143,6 +143,10 @@ async fn read_only_principals_may_look_but_not_change_the_world() {
         .await;
     assert_eq!(r.status, 403, "{r:?}");
     assert_eq!(ro.delete("/_sim/faults").await.status, 403);
+    let r = ro
+        .control("POST", "/_sim/clock", json!({"time_scale": 100}))
+        .await;
+    assert_eq!(r.status, 403, "{r:?}");
     assert_eq!(s.resource("node/pve1").await["status"], "online");
 }
 
@@ -158,4 +162,35 @@ async fn answers_are_dated_by_the_simulated_clock() {
         .unwrap()
         .as_secs();
     assert_eq!(t, 1_764_400_005, "{date}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_clock_can_run_faster_or_slower_from_now_on() {
+    let s = TestSim::cluster();
+    tokio::time::advance(Duration::from_secs(10)).await;
+    let r = s
+        .control("POST", "/_sim/clock", json!({"time_scale": 60}))
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.data()["time"], 1_764_400_010.0);
+    tokio::time::advance(Duration::from_secs(2)).await;
+    let r = s.get("/_sim/clock").await;
+    assert_eq!(r.data()["time"], 1_764_400_130.0);
+    assert_eq!(r.data()["time_scale"], 60.0);
+    // A migration started now lands by the simulated clock, whatever its pace.
+    let upid = s.live_migrate("pve1", "qemu/100", "pve2").await;
+    tokio::time::advance(Duration::from_secs(2)).await;
+    assert_eq!(s.task(&upid).await["exitstatus"], "OK");
+    for bad in [
+        json!({"time_scale": 0}),
+        json!({"time_scale": -1}),
+        json!({"time_scale": 1e9}),
+    ] {
+        let r = s.control("POST", "/_sim/clock", bad).await;
+        assert_eq!(r.status, 400, "{r:?}");
+        assert!(r.body.contains("time_scale"), "{}", r.body);
+    }
+    let r = s.control("POST", "/_sim/clock", json!({"scale": 2})).await;
+    r.assert_bad_request("unknown field `scale`");
+    assert_eq!(s.get("/_sim/clock").await.data()["time_scale"], 60.0);
 }
