@@ -41,6 +41,20 @@ pub enum PowerError {
         /// Why not.
         reason: String,
     },
+    /// The node was switched off, but a guest began migrating onto it between flxp's last
+    /// check and the shutdown (started by hand or by another tool): Proxmox stops that
+    /// migration and the guest stays on its source.
+    #[error(
+        "node {node} was switched off, but {reason} (the migration began after flxp's last \
+         check: Proxmox stops it and the guest stays where it was; start it again once the \
+         node is back or choose another target)"
+    )]
+    Raced {
+        /// The node.
+        node: String,
+        /// What was landing on it, as [`occupied`] says it.
+        reason: String,
+    },
     /// Proxmox refused the call.
     #[error("node {node}: {action} failed")]
     Api {
@@ -124,7 +138,9 @@ impl Executor {
 
     /// Switches a node off (`POST /nodes/{node}/status`, `shutdown`) after checking on a fresh
     /// read that it holds no guest and none is migrating onto it ([`occupied`]), that it is in
-    /// maintenance, and that more than half of all nodes stay online without it.
+    /// maintenance, and that more than half of all nodes stay online without it. A read after
+    /// the call tells whether a migration onto it began in between ([`PowerError::Raced`]): the
+    /// node is off then, and the caller reports the guest instead of a clean shutdown.
     pub async fn shut_down_if_empty(&self, node: &str) -> std::result::Result<(), PowerError> {
         let model = self.read().await.map_err(|e| PowerError::Unreadable {
             node: node.to_owned(),
@@ -145,6 +161,24 @@ impl Executor {
                 source,
             })?;
         tracing::info!(zone = self.zone(), node, "node switched off");
+        // Nothing stops an admin from starting a migration onto the node between the check and
+        // the call; Proxmox then stops it with the node. Say so rather than a clean shutdown.
+        match self.read().await {
+            Ok(after) => {
+                if let Some(idx) = after.cluster.node_idx(node) {
+                    if let Some(reason) = occupied(&after, idx) {
+                        tracing::warn!(zone = self.zone(), node, %reason, "a migration onto a node switched off");
+                        return Err(PowerError::Raced {
+                            node: node.to_owned(),
+                            reason,
+                        });
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(zone = self.zone(), node, error = %error_chain(&e), "cannot read the cluster after the shutdown");
+            }
+        }
         Ok(())
     }
 

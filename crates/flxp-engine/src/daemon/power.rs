@@ -603,8 +603,13 @@ impl Daemon {
                     continue;
                 }
             }
-            match executor.shut_down_if_empty(node).await {
-                Ok(()) => {
+            let outcome = executor.shut_down_if_empty(node).await;
+            if let Err(e @ crate::consolidate::PowerError::Raced { .. }) = &outcome {
+                // Off, but a guest was landing: counted as switched off, and said.
+                pr.errors.push(error_chain(e));
+            }
+            match outcome {
+                Ok(()) | Err(crate::consolidate::PowerError::Raced { .. }) => {
                     // The round began before the migrations: the shutdown is dated now.
                     let at = executor.now().max(now);
                     pr.switched_off.push(node.clone());

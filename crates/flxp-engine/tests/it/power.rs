@@ -656,3 +656,54 @@ async fn a_marked_node_a_guest_is_migrating_onto_goes_back_not_off() {
     assert!(!all_notes(&z).contains("flxp-power"), "{}", all_notes(&z));
     z.shutdown().await;
 }
+
+/// GET requests made so far to `path` (a route template), by anyone.
+fn gets(z: &support::Zone, path: &str) -> u64 {
+    let w = z.sim.world();
+    w.records
+        .requests
+        .iter()
+        .filter(|(k, _)| k.method == "GET" && k.path == path)
+        .map(|(_, n)| n)
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_migration_begun_while_the_shutdown_call_travels_is_reported_not_hidden() {
+    let z = zone(DEMO, 500.0, |v| add_node_like(v, "pve4", "pve5")).await;
+    flxp_engine::maintenance::set(&z.api, "pve5", true)
+        .await
+        .unwrap();
+    // The shutdown call takes 3 real seconds to arrive: time enough for an admin's migration to
+    // begin after flxp's last check read the node empty.
+    z.sim.world().faults.set(flxp_sim::scenario::FaultSpec {
+        latency: vec![flxp_sim::scenario::LatencyFault {
+            path: "/nodes/pve5/status".into(),
+            method: Some("POST".into()),
+            ms: 3000,
+        }],
+        ..flxp_sim::scenario::FaultSpec::default()
+    });
+    let (resources, tasks) = (gets(&z, "/cluster/resources"), gets(&z, "/cluster/tasks"));
+    let exec = z.executor(flxp_engine::Limits::default());
+    let shutdown = tokio::spawn(async move { exec.shut_down_if_empty("pve5").await });
+    // The check's read is answered (the call itself waits in the gate): the admin acts now.
+    while gets(&z, "/cluster/resources") == resources || gets(&z, "/cluster/tasks") == tasks {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Counted as they arrive: give their answers a moment to be written.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    migrate_slowly(&z, 101, "pve1", "pve5").await;
+    match shutdown.await.unwrap() {
+        Err(flxp_engine::consolidate::PowerError::Raced { node, reason }) => {
+            assert_eq!(node, "pve5");
+            assert_eq!(
+                reason,
+                "guest 101 (web-1) is migrating onto pve5 (from pve1): it holds the node once it \
+                 lands"
+            );
+        }
+        other => panic!("a clean shutdown with a guest landing: {other:?}"),
+    }
+    z.shutdown().await;
+}

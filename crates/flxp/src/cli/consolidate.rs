@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use flxp_core::consolidate::{Consolidation, consolidate};
+use flxp_engine::consolidate::PowerError;
 use flxp_engine::{ExecutionReport, Executor, LeaseKeeper};
 use serde::Serialize;
 
@@ -56,7 +57,8 @@ struct PowerOutcome {
     node: String,
     /// Switched off.
     ok: bool,
-    /// Why not, when not.
+    /// Why not, when not; when switched off, a guest that began migrating onto it meanwhile
+    /// (Proxmox stopped that migration).
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
 }
@@ -75,7 +77,8 @@ struct Output<'a> {
     back: &'a [String],
 }
 
-/// Runs `flxp consolidate`: exit 1 when a migration failed or a node could not be switched off.
+/// Runs `flxp consolidate`: exit 1 when a migration failed, a node could not be switched off, or
+/// one was switched off while a guest began migrating onto it.
 pub fn run(args: Args) -> Result<ExitCode> {
     let config = load::config(&args.run.source)?;
     let placer = Arc::new(load::placer(&config)?);
@@ -176,6 +179,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         for s in &shutdown {
             output::say(match &s.error {
                 None => format!("{}: switched off", s.node),
+                // It names the node and the guest that was landing.
+                Some(e) if s.ok => e.clone(),
                 Some(e) => {
                     // The refusal names the node and says so itself: said once.
                     let own = format!("node {} is not switched off: ", s.node);
@@ -188,8 +193,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
             });
         }
     }
-    let failed =
-        execution.as_ref().is_some_and(|r| !r.is_clean()) || shutdown.iter().any(|s| !s.ok);
+    let failed = execution.as_ref().is_some_and(|r| !r.is_clean())
+        || shutdown.iter().any(|s| s.error.is_some());
     Ok(if failed {
         ExitCode::from(1)
     } else {
@@ -279,7 +284,9 @@ async fn in_zone(
                 continue;
             }
             let r = executor.shut_down_if_empty(&node).await;
-            if r.is_ok() {
+            // Off either way when a migration raced it (the report names the guest).
+            let off = matches!(r, Ok(()) | Err(PowerError::Raced { .. }));
+            if off {
                 // The interval before a wake runs from the shutdown (not from the start of the
                 // run, before the migrations), a resumed one too.
                 if let Err(e) = executor.stamp_power_mark(&node, executor.now()).await {
@@ -288,7 +295,7 @@ async fn in_zone(
             }
             shutdown.push(PowerOutcome {
                 node,
-                ok: r.is_ok(),
+                ok: off,
                 error: r.err().map(|e| flxp_engine::error_chain(&e)),
             });
         }
