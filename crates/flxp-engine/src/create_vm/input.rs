@@ -139,6 +139,15 @@ impl VmRequest {
                 ));
             }
         }
+        // flxp reads at most this many per guest and warns about the rest on every read: a
+        // request for more would make a VM it warns about forever.
+        let max_tags = flxp_core::cluster::tags::MAX_GUEST_TAGS;
+        if self.tags.len() > max_tags {
+            return Err(invalid(
+                "tags",
+                format!("{} tags; at most {max_tags} per VM", self.tags.len()),
+            ));
+        }
         for t in &self.tags {
             // Only flxp marks a VM in creation: a request carrying the marker would make a
             // complete VM look half-made, or hide a half-made one.
@@ -377,6 +386,14 @@ mod tests {
         let mut r = request();
         r.user = Some("-x".into());
         assert_eq!(field_of(&r), "user");
+        let mut r = request();
+        r.tags = (0..1001).map(|i| format!("t{i}")).collect();
+        assert_eq!(
+            r.validate().map_err(|e| e.to_string()),
+            Err("tags: 1001 tags; at most 1000 per VM".to_owned())
+        );
+        r.tags.pop();
+        assert!(r.validate().is_ok());
         let mut r = request();
         r.password = Some(Secret::new("p".repeat(900_000)));
         assert_eq!(field_of(&r), "password");
