@@ -92,6 +92,39 @@ impl AuditLog {
         Ok(Some(log))
     }
 
+    /// Whether [`Self::open`] would succeed, leaving nothing behind: what it would create (the
+    /// file, missing directories) is created and removed again, an existing file is opened
+    /// without a change. `flxp config check` runs it, so that it refuses what `serve` refuses.
+    pub fn check(section: &AuditSection) -> anyhow::Result<()> {
+        use anyhow::Context;
+        if !section.enabled {
+            return Ok(());
+        }
+        let Some(path) = section.path.clone().or_else(default_path) else {
+            // `open` says why, with its advice.
+            return Self::open(section).map(drop);
+        };
+        let log = Self::at(path, section.max_size.0, section.keep);
+        let missing: Vec<PathBuf> = log
+            .path
+            .ancestors()
+            .skip(1)
+            .filter(|d| !d.as_os_str().is_empty())
+            .take_while(|d| !d.exists())
+            .map(Path::to_path_buf)
+            .collect();
+        let existed = log.path.exists();
+        let result = log.touch();
+        if !existed {
+            // Removal failures leave only an empty file or directory, which serve would create.
+            let _ = std::fs::remove_file(&log.path);
+            for dir in &missing {
+                let _ = std::fs::remove_dir(dir);
+            }
+        }
+        result.with_context(|| format!("audit log {} cannot be written", log.path.display()))
+    }
+
     /// A log at `path`, rotated before it grows past `max_bytes`, keeping `keep` old files.
     pub fn at(path: PathBuf, max_bytes: u64, keep: u32) -> Self {
         Self {
@@ -250,6 +283,38 @@ mod tests {
             plan: None,
             result: None,
         }
+    }
+
+    #[test]
+    fn the_check_refuses_what_open_refuses_and_leaves_nothing_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = |path: PathBuf| AuditSection {
+            path: Some(path),
+            ..AuditSection::default()
+        };
+        // A directory, and a path under a regular file: serve could not write either.
+        let e = AuditLog::check(&at(dir.path().to_path_buf())).unwrap_err();
+        assert_eq!(
+            format!("{e:#}").split(':').next().unwrap(),
+            format!("audit log {} cannot be written", dir.path().display())
+        );
+        std::fs::write(dir.path().join("file"), "x").unwrap();
+        assert!(AuditLog::check(&at(dir.path().join("file/audit.jsonl"))).is_err());
+        // Missing directories: fine for serve (it creates them); the check removes what it made.
+        let deep = dir.path().join("a/b/audit.jsonl");
+        AuditLog::check(&at(deep.clone())).unwrap();
+        assert!(!dir.path().join("a").exists());
+        // An existing log is opened, not changed.
+        std::fs::create_dir(dir.path().join("logs")).unwrap();
+        let kept = dir.path().join("logs/audit.jsonl");
+        std::fs::write(&kept, "{}\n").unwrap();
+        AuditLog::check(&at(kept.clone())).unwrap();
+        assert_eq!(std::fs::read_to_string(&kept).unwrap(), "{}\n");
+        assert!(AuditLog::check(&AuditSection {
+            enabled: false,
+            ..at(dir.path().to_path_buf())
+        })
+        .is_ok());
     }
 
     #[test]

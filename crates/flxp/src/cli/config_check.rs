@@ -69,6 +69,9 @@ fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     if let Some(refusal) = startup::serve_refusal(&checked.tokens) {
         crate::output::say(format!("note: flxp serve would refuse to start: {refusal}"));
     }
+    if let Err(e) = crate::audit::AuditLog::check(&config.audit) {
+        crate::output::say(format!("note: flxp serve would refuse to start: {e:#}"));
+    }
     if let Some(refusal) = startup::daemon_refusal(&config) {
         crate::output::say(format!(
             "note: flxp daemon would refuse to start: {refusal}"
