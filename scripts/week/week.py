@@ -364,8 +364,16 @@ def table(rows):
             return "?"
         run = r["rounds_run"]
         return "daemon" if run is None else f"{run}/{r.get('rounds_due', '?')}"
+
+    def per_round(r):
+        # Calls per round the contender ran (a daemon: every round due).
+        run = r.get("rounds_run") or r.get("rounds_due")
+        calls = sum(c["count"] for c in r.get("api_calls_by_path", []))
+        return f"{calls / run:.1f}" if run else "?"
     out.append("rounds_run".ljust(width) + "  " + "  ".join(
         rounds(r).rjust(c) for r, c in zip(rows, cols)))
+    out.append("api_calls_per_round".ljust(width) + "  " + "  ".join(
+        per_round(r).rjust(c) for r, c in zip(rows, cols)))
     return "\n".join(out)
 
 
