@@ -147,43 +147,31 @@ impl Default for RawBalanceOptions {
 impl<M> BalanceOptionsOf<M> {
     /// The same options with `method` as the method.
     fn with_method<N>(self, method: N) -> BalanceOptionsOf<N> {
-        // Every field by name: a new option must be carried over here too.
-        let Self {
-            method: _,
-            measure,
-            metric,
-            trigger,
-            max_migrations,
-            cooldown_secs,
-            return_hold_secs,
-            swaps,
-            candidate_nodes,
-            make_room,
-            move_cost_gib,
-            restart_containers,
-            usage,
-            prune,
-            effort_secs,
-            soft_weight,
-        } = self;
-        BalanceOptionsOf {
-            method,
-            measure,
-            metric,
-            trigger,
-            max_migrations,
-            cooldown_secs,
-            return_hold_secs,
-            swaps,
-            candidate_nodes,
-            make_room,
-            move_cost_gib,
-            restart_containers,
-            usage,
-            prune,
-            effort_secs,
-            soft_weight,
+        /// Moves every other field over; each is named once, and the pattern has no `..`, so a
+        /// new option fails to compile until it is listed here.
+        macro_rules! carry {
+            ($($field:ident),* $(,)?) => {{
+                let Self { method: _, $($field),* } = self;
+                BalanceOptionsOf { method, $($field),* }
+            }};
         }
+        carry!(
+            measure,
+            metric,
+            trigger,
+            max_migrations,
+            cooldown_secs,
+            return_hold_secs,
+            swaps,
+            candidate_nodes,
+            make_room,
+            move_cost_gib,
+            restart_containers,
+            usage,
+            prune,
+            effort_secs,
+            soft_weight,
+        )
     }
 
     /// Checks ranges; the error names the option.

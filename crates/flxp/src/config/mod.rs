@@ -788,12 +788,22 @@ impl RawConfig {
         let methods = methods
             .with_specs(&specs)
             .map_err(|e| ("plugin".to_owned(), e.to_string()))?;
-        // Every field by name: a new section must be carried over here too.
-        let ConfigOf {
+        let balance = |b: RawBalanceOptions| {
+            b.resolve(&methods)
+                .map_err(|e| ("balance.method".to_owned(), e.to_string()))
+        };
+        /// Moves every other section over; each is named once, and the pattern has no `..`, so
+        /// a new section fails to compile until it is listed here.
+        macro_rules! carry {
+            ($($field:ident),* $(,)?) => {{
+                let ConfigOf { balance: raw, $($field),* } = self;
+                Ok(ConfigOf { balance: balance(raw)?, $($field),* })
+            }};
+        }
+        carry!(
             zones,
             placement,
             policies,
-            balance,
             evacuate,
             consolidate,
             migration,
@@ -811,33 +821,7 @@ impl RawConfig {
             audit,
             webhook,
             origin,
-        } = self;
-        let balance = balance
-            .resolve(&methods)
-            .map_err(|e| ("balance.method".to_owned(), e.to_string()))?;
-        Ok(ConfigOf {
-            zones,
-            placement,
-            policies,
-            balance,
-            evacuate,
-            consolidate,
-            migration,
-            rolling,
-            daemon,
-            api,
-            overrides,
-            compute_profiles,
-            storage_profiles,
-            images,
-            networks,
-            create_vm,
-            lease,
-            plugin,
-            audit,
-            webhook,
-            origin,
-        })
+        )
     }
 }
 
