@@ -54,7 +54,9 @@ pub use measure::{
 };
 pub use methods::{BalanceMethod, MethodError, MethodName, PlanInput, Registry};
 pub use movable::{Intent, Stay, StayKind, stays};
-pub use options::{BalanceOptions, EvacuateOptions, UsageChoice};
+pub use options::{
+    BalanceOptions, BalanceOptionsOf, EvacuateOptions, RawBalanceOptions, UsageChoice,
+};
 pub use plan::{
     Bounds, LeftInPlace, Migration, Plan, PlanSource, PluginOutcome, ProposalVerdict, Purpose,
     Refusal, Skipped, Unplaced, UsageMode, UsageUsed, WaitingRule,

@@ -3,17 +3,26 @@
 use serde::{Deserialize, Serialize};
 
 use super::measure::{Measure, Metric};
-use super::methods::MethodName;
+use super::methods::{MethodError, MethodName, Registry};
 use super::trigger::Trigger;
 use crate::cluster::MaintenanceSource;
 use crate::{Error, Result};
 
 /// What the planner may do and how it judges balance.
+pub type BalanceOptions = BalanceOptionsOf<MethodName>;
+
+/// [`BalanceOptions`] as read from a file: the method's name not yet checked (see
+/// [`RawBalanceOptions::resolve`]).
+pub type RawBalanceOptions = BalanceOptionsOf<String>;
+
+/// What the planner may do and how it judges balance, with the method held as `M`: a
+/// [`MethodName`] checked against a registry ([`BalanceOptions`]), or the name as written
+/// ([`RawBalanceOptions`]), for a config whose methods are known only once its plugins are read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
-pub struct BalanceOptions {
+pub struct BalanceOptionsOf<M> {
     /// How moves are chosen: a registered method's name (`flxp` by default).
-    pub method: MethodName,
+    pub method: M,
     /// How imbalance is summed up (spread by default).
     pub measure: Measure,
     /// The resource spread is taken of (memory by default).
@@ -99,8 +108,23 @@ impl UsageChoice {
 
 impl Default for BalanceOptions {
     fn default() -> Self {
+        RawBalanceOptions::default().with_method(MethodName::default())
+    }
+}
+
+impl RawBalanceOptions {
+    /// The same options with the method checked against `registry`; the error names the
+    /// method and the registry's names.
+    pub fn resolve(self, registry: &Registry) -> std::result::Result<BalanceOptions, MethodError> {
+        let method = registry.parse(&self.method)?;
+        Ok(self.with_method(method))
+    }
+}
+
+impl Default for RawBalanceOptions {
+    fn default() -> Self {
         Self {
-            method: MethodName::default(),
+            method: MethodName::default().as_str().to_owned(),
             measure: Measure::Spread,
             metric: Metric::Dominant,
             trigger: Trigger::default(),
@@ -120,7 +144,36 @@ impl Default for BalanceOptions {
     }
 }
 
-impl BalanceOptions {
+impl<M> BalanceOptionsOf<M> {
+    /// The same options with `method` as the method.
+    fn with_method<N>(self, method: N) -> BalanceOptionsOf<N> {
+        /// Moves every other field over; each is named once, and the pattern has no `..`, so a
+        /// new option fails to compile until it is listed here.
+        macro_rules! carry {
+            ($($field:ident),* $(,)?) => {{
+                let Self { method: _, $($field),* } = self;
+                BalanceOptionsOf { method, $($field),* }
+            }};
+        }
+        carry!(
+            measure,
+            metric,
+            trigger,
+            max_migrations,
+            cooldown_secs,
+            return_hold_secs,
+            swaps,
+            candidate_nodes,
+            make_room,
+            move_cost_gib,
+            restart_containers,
+            usage,
+            prune,
+            effort_secs,
+            soft_weight,
+        )
+    }
+
     /// Checks ranges; the error names the option.
     pub fn validate(&self) -> Result<()> {
         self.trigger.validate()?;
@@ -252,6 +305,30 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&o).unwrap()["method"],
             "pve-bruteforce"
+        );
+    }
+
+    #[test]
+    fn raw_options_read_any_name_and_resolve_it_against_a_registry() {
+        use crate::plugin::{OnFailure, PluginKind, PluginSpec};
+        let raw: RawBalanceOptions =
+            serde_json::from_str(r#"{"method":"rec","max-migrations":3}"#).unwrap();
+        assert_eq!(raw.method, "rec");
+        let e = raw.clone().resolve(Registry::builtin()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            r#"unknown balancing method "rec" (known: flxp, pve-bruteforce, pve-topsis)"#
+        );
+        let spec = PluginSpec::new("rec", PluginKind::Balance, OnFailure::Fail);
+        let registry = Registry::builtin().with_specs([&spec]).unwrap();
+        let o = raw.resolve(&registry).unwrap();
+        assert_eq!(o.method, "rec");
+        assert_eq!(o.max_migrations, 3);
+        assert_eq!(
+            RawBalanceOptions::default()
+                .resolve(Registry::builtin())
+                .unwrap(),
+            BalanceOptions::default()
         );
     }
 

@@ -179,7 +179,7 @@ pub struct Bounds {
 
 /// What made a plan, serialised as its name: the balancing method's (`flxp`, `pve-topsis`, a
 /// balance plugin's), `evacuate` or `consolidate`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum PlanSource {
     /// A balancing method of the [`Registry`](super::Registry).
@@ -194,7 +194,7 @@ pub enum PlanSource {
 
 impl PlanSource {
     /// The name in output: the method's, `evacuate` or `consolidate`.
-    pub fn as_str(self) -> &'static str {
+    pub fn as_str(&self) -> &str {
         match self {
             Self::Balance(method) => method.as_str(),
             Self::Evacuate => "evacuate",
@@ -465,7 +465,7 @@ mod tests {
             (PlanSource::Consolidate, "consolidate"),
         ];
         for (source, name) in cases {
-            assert_eq!(serde_json::to_value(source).unwrap(), name, "{source:?}");
+            assert_eq!(serde_json::to_value(&source).unwrap(), name, "{source:?}");
             assert_eq!(source.to_string(), name, "{source:?}");
             assert_eq!(source, name);
         }

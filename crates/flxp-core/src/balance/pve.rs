@@ -32,7 +32,7 @@ use crate::state::State;
 use super::draft::{Draft, Step};
 use super::explain::{left_in_place, left_phrase};
 use super::measure::{Measure, Metric, balanced_nodes};
-use super::methods::{MethodName, PlanInput, pve_bruteforce, pve_topsis};
+use super::methods::{BalanceMethod, MethodName, PlanInput, pve_bruteforce, pve_topsis};
 use super::movable::{Intent, Mover};
 use super::options::{BalanceOptions, UsageChoice};
 use super::plan::{Migration, Plan, PlanSource, Purpose, UsageMode, UsageUsed};
@@ -265,7 +265,10 @@ impl Ranking {
 
     /// The method's name, for reasons and summaries.
     fn name(self) -> &'static str {
-        self.method().as_str()
+        match self {
+            Self::Bruteforce => pve_bruteforce::METHOD.name(),
+            Self::Topsis => pve_topsis::METHOD.name(),
+        }
     }
 }
 

@@ -360,7 +360,13 @@ fn adopt(
         };
         draft.apply(&members, t, purpose, &reason, group.as_deref(), step);
     }
-    let mut plan = finish(draft, state, greedy.method, greedy.threshold, greedy.target);
+    let mut plan = finish(
+        draft,
+        state,
+        greedy.method.clone(),
+        greedy.threshold,
+        greedy.target,
+    );
     let safe = replay(cluster, rules, state, placer, &plan.migrations).is_ok();
     let no_new_breaks = plan
         .violations_after

@@ -1,6 +1,7 @@
 //! The pipeline: every filter on every node, the policy's scorers on the feasible ones, the pick.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::registry::{self, BuiltinFilter, FILTERS};
 use super::{
@@ -22,6 +23,12 @@ pub(super) struct CompiledPolicy {
     /// Score plugins with their weights: consulted by placements, not by the planner.
     pub(super) plugin_scorers: Vec<(PluginSpec, f64)>,
 }
+
+/// A score plugin's answer: its name, its weight and its normalised score per node.
+pub(super) type PluginScores = (Arc<str>, f64, Vec<f64>);
+
+/// A node, its weighted score and, when asked, each scorer's normalised score.
+type Scored<'e> = (NodeIdx, f64, Vec<(&'e str, f64)>);
 
 /// A node with its weighted score, best first when sorted.
 #[derive(Debug, Clone, PartialEq)]
@@ -192,50 +199,57 @@ impl Placer {
         nodes: &[NodeIdx],
         breakdown: bool,
     ) -> Result<Vec<Ranked>> {
-        self.rank_with(ctx, policy, nodes, breakdown, &[])
+        let ranked = self.rank_with(ctx, policy, nodes, breakdown, &[])?;
+        Ok(ranked
+            .into_iter()
+            .map(|(node, score, scores)| Ranked {
+                node,
+                score,
+                scores,
+            })
+            .collect())
     }
 
     /// [`Placer::rank`] with extra normalised scores per node (score plugins' answers), each with
-    /// its weight.
-    pub(super) fn rank_with(
+    /// its name and weight: each node with its total and, when asked, its breakdown.
+    pub(super) fn rank_with<'e>(
         &self,
         ctx: &Ctx,
         policy: &str,
         nodes: &[NodeIdx],
         breakdown: bool,
-        extra: &[(&'static str, f64, Vec<f64>)],
-    ) -> Result<Vec<Ranked>> {
+        extra: &'e [PluginScores],
+    ) -> Result<Vec<Scored<'e>>> {
         let policy = self.policy(policy)?;
-        let mut parts: Vec<Vec<(&'static str, f64)>> =
+        let mut parts: Vec<Vec<(&'e str, f64)>> =
             vec![Vec::new(); if breakdown { nodes.len() } else { 0 }];
         let totals = self.totals(ctx, policy, nodes, breakdown.then_some(&mut parts), extra)?;
-        let mut ranked: Vec<Ranked> = nodes
+        let mut ranked: Vec<Scored<'e>> = nodes
             .iter()
             .enumerate()
-            .map(|(i, &node)| Ranked {
-                node,
-                score: totals[i],
-                scores: if breakdown {
+            .map(|(i, &node)| {
+                let scores = if breakdown {
                     std::mem::take(&mut parts[i])
                 } else {
                     Vec::new()
-                },
+                };
+                (node, totals[i], scores)
             })
             .collect();
         // Nodes are distinct, so the order is total and the same as a stable sort's.
-        ranked.sort_by_cached_key(|r| (std::cmp::Reverse(tie_key(r.score)), r.node));
+        ranked.sort_by_cached_key(|r| (std::cmp::Reverse(tie_key(r.1)), r.0));
         Ok(ranked)
     }
 
     /// Weighted totals per node (Σ weight × score / Σ weight over the scorers that apply),
     /// checking the score contract; fills each node's breakdown when asked.
-    fn totals(
+    fn totals<'e>(
         &self,
         ctx: &Ctx,
         policy: &CompiledPolicy,
         nodes: &[NodeIdx],
-        mut parts: Option<&mut Vec<Vec<(&'static str, f64)>>>,
-        extra: &[(&'static str, f64, Vec<f64>)],
+        mut parts: Option<&mut Vec<Vec<(&'e str, f64)>>>,
+        extra: &'e [PluginScores],
     ) -> Result<Vec<f64>> {
         let views: Vec<NodeView> = nodes.iter().map(|&n| ctx.view(n)).collect();
         let mut totals = vec![0.0; views.len()];
@@ -265,7 +279,7 @@ impl Placer {
             for (i, s) in scores.iter().enumerate().take(views.len()) {
                 totals[i] += weight * s;
                 if let Some(parts) = parts.as_deref_mut() {
-                    parts[i].push((name, *s));
+                    parts[i].push((&**name, *s));
                 }
             }
             weight_sum += weight;
@@ -368,16 +382,15 @@ impl Placer {
         let ranked = self.rank_with(ctx, policy, &feasible, true, &extra)?;
         let node = ranked
             .first()
-            .map(|r| ctx.cluster.node(r.node).name.clone());
+            .map(|&(n, _, _)| ctx.cluster.node(n).name.clone());
         let mut candidates: Vec<Candidate> = ranked
             .into_iter()
-            .map(|r| Candidate {
-                node: ctx.cluster.node(r.node).name.clone(),
+            .map(|(n, score, scores)| Candidate {
+                node: ctx.cluster.node(n).name.clone(),
                 feasible: true,
                 reasons: Vec::new(),
-                score: Some(round2(r.score)),
-                scores: r
-                    .scores
+                score: Some(round2(score)),
+                scores: scores
                     .into_iter()
                     .map(|(k, v)| (k.to_owned(), round2(v)))
                     .collect(),

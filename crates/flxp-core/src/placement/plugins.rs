@@ -1,6 +1,8 @@
 //! Filter and score plugins in a placement: one call per plugin with all candidates, the answer
 //! checked, and the plugin's failure policy applied (decide without it and warn, or refuse).
 
+use std::sync::Arc;
+
 use crate::cluster::NodeIdx;
 use crate::plugin::{
     self, CallError, OnFailure, PROTOCOL_VERSION, PluginKind, PluginSpec, Request,
@@ -8,7 +10,7 @@ use crate::plugin::{
 use crate::{Error, Result, Warning};
 
 use super::normalize::by_max;
-use super::pipeline::Placer;
+use super::pipeline::{Placer, PluginScores};
 use super::{Ctx, PlacementRequest};
 
 impl Placer {
@@ -23,7 +25,7 @@ impl Placer {
         Request {
             protocol: PROTOCOL_VERSION,
             kind: spec.kind,
-            plugin: spec.name.to_owned(),
+            plugin: spec.name.to_string(),
             zone: self.zone.clone(),
             guest: Some(super::new_vm_figures(request)),
             nodes: nodes
@@ -87,7 +89,7 @@ impl Placer {
         request: &PlacementRequest,
         nodes: &[NodeIdx],
         warnings: &mut Vec<Warning>,
-    ) -> Result<Vec<(&'static str, f64, Vec<f64>)>> {
+    ) -> Result<Vec<PluginScores>> {
         let mut out = Vec::new();
         if nodes.is_empty() {
             return Ok(out);
@@ -115,7 +117,7 @@ impl Placer {
                         continue;
                     }
                     by_max(&mut raw);
-                    out.push((spec.name, *weight, raw));
+                    out.push((Arc::clone(&spec.name), *weight, raw));
                 }
                 Err(e) => {
                     self.plugins.failed(spec, &e);
@@ -131,7 +133,7 @@ impl Placer {
 fn failed(spec: &PluginSpec, e: CallError, warnings: &mut Vec<Warning>) -> Result<()> {
     match spec.on_failure {
         OnFailure::Fail => Err(Error::Plugin {
-            plugin: spec.name.to_owned(),
+            plugin: spec.name.to_string(),
             message: e.to_string(),
         }),
         OnFailure::Ignore => {

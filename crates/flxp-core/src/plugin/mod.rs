@@ -35,7 +35,7 @@ pub enum OnFailure {
 #[derive(Debug, Clone, PartialEq)]
 pub struct PluginSpec {
     /// Its name, used in policies, `--method` and explanations.
-    pub name: &'static str,
+    pub name: Arc<str>,
     /// What it does.
     pub kind: PluginKind,
     /// What a failed call does.
@@ -43,12 +43,10 @@ pub struct PluginSpec {
 }
 
 impl PluginSpec {
-    /// A spec; the name is kept for the life of the process, as configured names are.
+    /// A spec of a plugin named `name`.
     pub fn new(name: &str, kind: PluginKind, on_failure: OnFailure) -> Self {
         Self {
-            // Names are few and read once per config load; a `&'static str` lets plugins stand
-            // where built-in scorer and method names stand.
-            name: Box::leak(name.to_owned().into_boxed_str()),
+            name: name.into(),
             kind,
             on_failure,
         }
@@ -102,20 +100,20 @@ impl Plugins {
 
     /// The plugin of a name.
     pub fn get(&self, name: &str) -> Option<&PluginSpec> {
-        self.specs.iter().find(|s| s.name == name)
+        self.specs.iter().find(|s| &*s.name == name)
     }
 
     /// Tells the host a call failed (a transport failure or an answer flxp refused).
     pub fn failed(&self, plugin: &PluginSpec, error: &CallError) {
         if let Some(host) = &self.host {
-            host.failed(plugin.name, error);
+            host.failed(&plugin.name, error);
         }
     }
 
     /// Calls a plugin and returns its raw answer.
     pub fn call(&self, plugin: &PluginSpec, request: &Request) -> Result<Vec<u8>, CallError> {
         match &self.host {
-            Some(host) => host.call(plugin.name, request),
+            Some(host) => host.call(&plugin.name, request),
             None => Err(CallError("no plugin transport is set up".into())),
         }
     }

@@ -116,6 +116,24 @@ fn a_registered_method_is_parsed_listed_and_its_docs_demanded() {
     );
 }
 
+#[test]
+fn a_config_may_name_a_method_of_the_registry_it_is_read_with() {
+    let text = "[balance]\nmethod = \"gentle\"\n";
+    let path = std::path::Path::new("flxp.toml");
+    let config = crate::config::Config::parse_with(text, path, &REGISTRY).unwrap();
+    assert_eq!(config.balance.method, "gentle");
+    assert_eq!(
+        config.balance.method.description(),
+        "a test method: flxp without swaps"
+    );
+    let e = crate::config::Config::parse(text, path).unwrap_err();
+    assert_eq!(e.key, "balance.method");
+    assert_eq!(
+        e.message,
+        r#"unknown balancing method "gentle" (known: flxp, pve-bruteforce, pve-topsis)"#
+    );
+}
+
 /// A running `flxp serve` built with a registry ([`crate::serve::state_with_methods`]), on a free
 /// loopback port over the in-process simulator of the embedded zone `sim`.
 struct Served {

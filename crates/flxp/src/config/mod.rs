@@ -35,7 +35,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use flxp_core::Overrides;
-use flxp_core::balance::{BalanceOptions, EvacuateOptions};
+use flxp_core::balance::{BalanceOptions, EvacuateOptions, RawBalanceOptions, Registry};
 use flxp_core::placement::{PlacementOptions, Policy};
 use flxp_engine::create_vm::MIN_DISK_BYTES;
 use flxp_pve::ZoneConfig;
@@ -54,10 +54,18 @@ pub use sections::{
 /// Where the config file is when neither `--config` nor `FLXP_CONFIG` says.
 pub const DEFAULT_PATH: &str = "/etc/flxp/flxp.toml";
 
-/// The whole config file.
+/// The whole config file, its names checked: what [`Config::load`] returns.
+pub type Config = ConfigOf<BalanceOptions>;
+
+/// The config file as serde reads it: the balancing method still a name (stage 1 of
+/// [`Config::parse`]; [`RawConfig::resolve`] is stage 2).
+pub type RawConfig = ConfigOf<RawBalanceOptions>;
+
+/// The whole config file, with the `[balance]` section held as `B`: the method as written
+/// ([`RawConfig`]) or checked against the balancing methods' registry ([`Config`]).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
-pub struct Config {
+pub struct ConfigOf<B> {
     /// Proxmox clusters by zone name.
     pub zones: BTreeMap<String, ZoneConfig>,
     /// Placement filters' knobs and the default policy.
@@ -65,7 +73,7 @@ pub struct Config {
     /// Configured policies: name → scorer → weight.
     pub policies: BTreeMap<String, BTreeMap<String, f64>>,
     /// Rebalancing planner and trigger.
-    pub balance: BalanceOptions,
+    pub balance: B,
     /// Evacuation planner.
     pub evacuate: EvacuateOptions,
     /// Consolidation (power saving): limits of `flxp consolidate` and whether it switches nodes off.
@@ -192,28 +200,27 @@ impl Config {
         Self::parse(&text, path)
     }
 
-    /// Parses and checks config text; `path` is only used in errors.
+    /// Parses and checks config text; `path` is only used in errors. `[balance] method` names a
+    /// built-in method or a balance plugin of the same file.
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        Self::parse_with(text, path, Registry::builtin())
+    }
+
+    /// [`Config::parse`] with the balancing methods of `methods` (an embedder's) in place of the
+    /// built-in ones, and the file's balance plugins on top of them.
+    pub fn parse_with(text: &str, path: &Path, methods: &Registry) -> Result<Self, ConfigError> {
         let locator = locate::Locator::new(text);
-        // `[balance] method` may name a balance plugin of the same file: read their names first.
-        #[derive(Deserialize)]
-        struct PluginNames {
-            #[serde(default)]
-            plugin: Vec<toml::Table>,
-        }
-        let names: Vec<String> = toml::from_str::<PluginNames>(text)
-            .map(|p| {
-                p.plugin
-                    .iter()
-                    .filter(|t| t.get("kind").and_then(|k| k.as_str()) == Some("balance"))
-                    .filter_map(|t| t.get("name")?.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let names: Vec<&str> = names.iter().map(String::as_str).collect();
-        let parsed =
-            flxp_core::balance::MethodName::with_plugins(&names, || toml::from_str::<Config>(text));
-        let mut config: Config = parsed.map_err(|e| {
+        let at_key = |(key, message): (String, String)| {
+            let segments: Vec<&str> = key.split('.').collect();
+            ConfigError {
+                file: path.to_path_buf(),
+                place: locator.find(&segments),
+                key,
+                message,
+            }
+        };
+        // Stage 1: the file as written, names as text.
+        let raw: RawConfig = toml::from_str(text).map_err(|e| {
             let mut key = e
                 .span()
                 .and_then(|s| locator.key_at(s.start))
@@ -242,15 +249,11 @@ impl Config {
                 message,
             }
         })?;
-        config.check().map_err(|(key, message)| {
-            let segments: Vec<&str> = key.split('.').collect();
-            ConfigError {
-                file: path.to_path_buf(),
-                place: locator.find(&segments),
-                key,
-                message,
-            }
-        })?;
+        // Stage 2: names resolved once, against the methods plus the file's balance plugins
+        // (checked first: the registry refuses two methods of one name).
+        check_plugins(&raw.plugin).map_err(at_key)?;
+        let mut config = raw.resolve(methods).map_err(at_key)?;
+        config.check().map_err(at_key)?;
         config.origin = Some(Origin {
             file: path.to_path_buf(),
             text: text.to_owned(),
@@ -362,8 +365,6 @@ impl Config {
         Ok(())
     }
 
-    /// Checks each `[[plugin]]`: a unique name of its own, exactly one of `command` and `url`,
-    /// sane limits. Errors name the plugin and the key.
     /// Every duration within bounds: a year at most (more is a typo, and would overflow clock
     /// arithmetic), a lease an hour at most (a holder that dies keeps the zone locked that long).
     fn check_durations(&self) -> Result<(), (String, String)> {
@@ -424,81 +425,6 @@ impl Config {
         Ok(())
     }
 
-    fn check_plugins(&self) -> Result<(), (String, String)> {
-        let mut seen = BTreeSet::new();
-        for (i, p) in self.plugin.iter().enumerate() {
-            let name = &p.name;
-            // The key path points at this `[[plugin]]` table, not the first one.
-            let err = |key: &str, m: String| {
-                (
-                    format!("plugin[{i}].{key}"),
-                    format!("plugin {name:?}: {key} {m}"),
-                )
-            };
-            let valid = !name.is_empty()
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.');
-            if !valid {
-                return Err(err("name", "must be letters, digits, - _ . only".into()));
-            }
-            let builtin = flxp_core::placement::registry::SCORERS
-                .iter()
-                .any(|s| s.name == name)
-                || flxp_core::placement::registry::FILTERS
-                    .iter()
-                    .any(|f| f.name == name)
-                || flxp_core::balance::Registry::builtin().get(name).is_some();
-            if builtin {
-                return Err(err(
-                    "name",
-                    "is a built-in filter, scorer or method: pick another".into(),
-                ));
-            }
-            if !seen.insert(name.as_str()) {
-                return Err(err("name", "is used by two plugins".into()));
-            }
-            match (&p.command, &p.url) {
-                (Some(_), Some(_)) | (None, None) => {
-                    let key = if p.url.is_some() {
-                        format!("plugin[{i}].url")
-                    } else {
-                        format!("plugin[{i}]")
-                    };
-                    return Err((
-                        key,
-                        format!("plugin {name:?}: give exactly one of `command` or `url`"),
-                    ));
-                }
-                (Some(argv), None) if argv.first().is_none_or(|p| p.is_empty()) => {
-                    return Err(err(
-                        "command",
-                        "must name a program: [\"/path/to/plugin\", \"arg\"]".into(),
-                    ));
-                }
-                (None, Some(url))
-                    if !(url.starts_with("http://") || url.starts_with("https://")) =>
-                {
-                    return Err(err(
-                        "url",
-                        format!("must start with http:// or https://, got {url:?}"),
-                    ));
-                }
-                _ => {}
-            }
-            if p.timeout_ms == 0 || p.timeout_ms > 600_000 {
-                return Err(err(
-                    "timeout-ms",
-                    format!("must be 1..=600000, got {}", p.timeout_ms),
-                ));
-            }
-            if p.max_answer_bytes == 0 {
-                return Err(err("max-answer-bytes", "must be at least 1".into()));
-            }
-        }
-        Ok(())
-    }
-
     /// Checks what serde cannot: references between tables, ranges, names.
     fn check(&self) -> Result<(), (String, String)> {
         self.check_webhooks()?;
@@ -551,7 +477,6 @@ impl Config {
                 ),
             ));
         }
-        self.check_plugins()?;
         let policies = self.policies()?;
         self.placement_options()
             .validate()
@@ -855,6 +780,126 @@ impl Config {
     }
 }
 
+impl RawConfig {
+    /// The same config with its names checked against `methods` plus its balance plugins; the
+    /// error is `(key, message)`, naming the unknown method and the known ones.
+    pub fn resolve(self, methods: &Registry) -> Result<Config, (String, String)> {
+        let specs: Vec<_> = self.plugin.iter().map(PluginSection::spec).collect();
+        let methods = methods
+            .with_specs(&specs)
+            .map_err(|e| ("plugin".to_owned(), e.to_string()))?;
+        let balance = |b: RawBalanceOptions| {
+            b.resolve(&methods)
+                .map_err(|e| ("balance.method".to_owned(), e.to_string()))
+        };
+        /// Moves every other section over; each is named once, and the pattern has no `..`, so
+        /// a new section fails to compile until it is listed here.
+        macro_rules! carry {
+            ($($field:ident),* $(,)?) => {{
+                let ConfigOf { balance: raw, $($field),* } = self;
+                Ok(ConfigOf { balance: balance(raw)?, $($field),* })
+            }};
+        }
+        carry!(
+            zones,
+            placement,
+            policies,
+            evacuate,
+            consolidate,
+            migration,
+            rolling,
+            daemon,
+            api,
+            overrides,
+            compute_profiles,
+            storage_profiles,
+            images,
+            networks,
+            create_vm,
+            lease,
+            plugin,
+            audit,
+            webhook,
+            origin,
+        )
+    }
+}
+
+/// Checks each `[[plugin]]`: a unique name of its own, exactly one of `command` and `url`,
+/// sane limits. Errors name the plugin and the key.
+fn check_plugins(plugins: &[PluginSection]) -> Result<(), (String, String)> {
+    let mut seen = BTreeSet::new();
+    for (i, p) in plugins.iter().enumerate() {
+        let name = &p.name;
+        // The key path points at this `[[plugin]]` table, not the first one.
+        let err = |key: &str, m: String| {
+            (
+                format!("plugin[{i}].{key}"),
+                format!("plugin {name:?}: {key} {m}"),
+            )
+        };
+        let valid = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.');
+        if !valid {
+            return Err(err("name", "must be letters, digits, - _ . only".into()));
+        }
+        let builtin = flxp_core::placement::registry::SCORERS
+            .iter()
+            .any(|s| s.name == name)
+            || flxp_core::placement::registry::FILTERS
+                .iter()
+                .any(|f| f.name == name)
+            || flxp_core::balance::Registry::builtin().get(name).is_some();
+        if builtin {
+            return Err(err(
+                "name",
+                "is a built-in filter, scorer or method: pick another".into(),
+            ));
+        }
+        if !seen.insert(name.as_str()) {
+            return Err(err("name", "is used by two plugins".into()));
+        }
+        match (&p.command, &p.url) {
+            (Some(_), Some(_)) | (None, None) => {
+                let key = if p.url.is_some() {
+                    format!("plugin[{i}].url")
+                } else {
+                    format!("plugin[{i}]")
+                };
+                return Err((
+                    key,
+                    format!("plugin {name:?}: give exactly one of `command` or `url`"),
+                ));
+            }
+            (Some(argv), None) if argv.first().is_none_or(|p| p.is_empty()) => {
+                return Err(err(
+                    "command",
+                    "must name a program: [\"/path/to/plugin\", \"arg\"]".into(),
+                ));
+            }
+            (None, Some(url)) if !(url.starts_with("http://") || url.starts_with("https://")) => {
+                return Err(err(
+                    "url",
+                    format!("must start with http:// or https://, got {url:?}"),
+                ));
+            }
+            _ => {}
+        }
+        if p.timeout_ms == 0 || p.timeout_ms > 600_000 {
+            return Err(err(
+                "timeout-ms",
+                format!("must be 1..=600000, got {}", p.timeout_ms),
+            ));
+        }
+        if p.max_answer_bytes == 0 {
+            return Err(err("max-answer-bytes", "must be at least 1".into()));
+        }
+    }
+    Ok(())
+}
+
 /// A profile's checks as `(broken, field, message)`, in order: the first broken one as the error
 /// naming `section.id.field`.
 fn first_broken(
@@ -896,6 +941,74 @@ mod tests {
     }
 
     const ZONE: &str = "[zones.eu]\nhosts = [\"pve1:8006\"]\ntoken = \"root@pam!flxp\"\ntoken-secret = \"s3cret\"\n";
+
+    /// A config with a balance plugin `rec` and a filter plugin `lic`, balancing with `method`.
+    fn with_plugins(method: &str) -> String {
+        format!(
+            "{ZONE}[balance]\nmethod = \"{method}\"\n\
+             [[plugin]]\nname = \"rec\"\nkind = \"balance\"\ncommand = [\"/bin/rec\"]\n\
+             [[plugin]]\nname = \"lic\"\nkind = \"filter\"\ncommand = [\"/bin/lic\"]\n"
+        )
+    }
+
+    #[test]
+    fn an_unknown_method_names_the_key_and_the_known_methods_balance_plugins_included() {
+        let c = parse(&with_plugins("rec")).unwrap();
+        assert_eq!(c.balance.method, "rec");
+        for method in ["nope", "lic"] {
+            let e = parse(&with_plugins(method)).unwrap_err();
+            assert_eq!(e.key, "balance.method", "{e}");
+            assert_eq!(
+                e.message,
+                format!(
+                    "unknown balancing method {method:?} (known: flxp, pve-bruteforce, pve-topsis, rec)"
+                ),
+            );
+            // The `method` line of `[balance]`, right after the zone's four lines.
+            assert_eq!(e.place.map(|p| p.line), Some(6), "{e}");
+        }
+        // Without the plugin, its name is unknown like any other.
+        let e = parse(&format!("{ZONE}[balance]\nmethod = \"rec\"\n")).unwrap_err();
+        assert_eq!(
+            e.message,
+            r#"unknown balancing method "rec" (known: flxp, pve-bruteforce, pve-topsis)"#
+        );
+    }
+
+    #[test]
+    fn configs_parsed_on_two_threads_at_once_each_resolve_against_their_own_plugins() {
+        // Method names were once checked through a per-thread list of plugin names, set while a
+        // config was read: the registry is now a value each parse builds for itself.
+        let with = with_plugins("rec");
+        let without = format!("{ZONE}[balance]\nmethod = \"rec\"\n");
+        let start = std::sync::Barrier::new(2);
+        std::thread::scope(|s| {
+            let a = s.spawn(|| {
+                start.wait();
+                (0..50)
+                    .map(|_| parse(&with).map(|c| c.balance.method.to_string()))
+                    .collect::<Vec<_>>()
+            });
+            let b = s.spawn(|| {
+                start.wait();
+                (0..50)
+                    .map(|_| parse(&without).map_err(|e| e.message))
+                    .collect::<Vec<_>>()
+            });
+            for got in a.join().unwrap() {
+                assert_eq!(got.unwrap(), "rec");
+            }
+            for got in b.join().unwrap() {
+                assert_eq!(
+                    got.unwrap_err(),
+                    r#"unknown balancing method "rec" (known: flxp, pve-bruteforce, pve-topsis)"#
+                );
+            }
+        });
+        // And on this thread, between and after them, the same answers.
+        assert_eq!(parse(&with).unwrap().balance.method, "rec");
+        assert!(parse(&without).is_err());
+    }
 
     #[test]
     fn the_lease_is_on_by_default_and_off_only_when_said() {

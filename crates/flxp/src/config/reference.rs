@@ -12,7 +12,7 @@ use super::sections;
 struct Table {
     /// The table as written in the file (`zones.NAME`, `[[plugin]]` as `plugin`).
     path: &'static str,
-    /// The struct's name in `source`.
+    /// The struct's name in `source`, with its type parameters.
     strukt: &'static str,
     /// The source file defining it.
     source: &'static str,
@@ -36,7 +36,7 @@ fn dbg<T: std::fmt::Debug + Default>() -> String {
 const TABLES: &[Table] = &[
     Table {
         path: "",
-        strukt: "Config",
+        strukt: "ConfigOf<B>",
         source: CONFIG_RS,
         default: None,
         header: Some("top level"),
@@ -57,7 +57,7 @@ const TABLES: &[Table] = &[
     },
     Table {
         path: "balance",
-        strukt: "BalanceOptions",
+        strukt: "BalanceOptionsOf<M>",
         source: OPTIONS_RS,
         default: Some(dbg::<flxp_core::balance::BalanceOptions>),
         header: None,

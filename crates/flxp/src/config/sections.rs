@@ -375,6 +375,13 @@ pub struct PluginSection {
     pub on_failure: flxp_core::plugin::OnFailure,
 }
 
+impl PluginSection {
+    /// The plugin as the core knows it.
+    pub fn spec(&self) -> flxp_core::plugin::PluginSpec {
+        flxp_core::plugin::PluginSpec::new(&self.name, self.kind, self.on_failure)
+    }
+}
+
 fn plugin_timeout_ms() -> u64 {
     2000
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flxp_core::placement::Placer;
-use flxp_core::plugin::{CallError, PluginHost, PluginSpec, Plugins, Request};
+use flxp_core::plugin::{CallError, PluginHost, Plugins, Request};
 
 use crate::config::{Config, PluginSection};
 
@@ -98,11 +98,7 @@ impl PluginHost for Host {
 
 /// The config's plugins for the core, called through a [`Host`].
 pub fn plugins(config: &Config) -> Plugins {
-    let specs = config
-        .plugin
-        .iter()
-        .map(|p| PluginSpec::new(&p.name, p.kind, p.on_failure))
-        .collect();
+    let specs = config.plugin.iter().map(PluginSection::spec).collect();
     Plugins::new(specs, Arc::new(Host::from_config(&config.plugin)))
 }
 

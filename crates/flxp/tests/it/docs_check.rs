@@ -4,7 +4,7 @@
 use flxp_core::balance::Registry;
 
 /// The registry's methods GUIDE.md does not document with a list line of their own (`` - `name` ``).
-pub fn undocumented_methods(guide: &str, registry: &Registry) -> Vec<&'static str> {
+pub fn undocumented_methods<'r>(guide: &str, registry: &'r Registry) -> Vec<&'r str> {
     registry
         .names()
         .filter(|name| {

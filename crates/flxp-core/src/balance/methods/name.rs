@@ -3,36 +3,33 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::plugin::PluginMethod;
+use super::plugin;
 use super::registry::{MethodError, Registry};
 use super::{BalanceMethod, PlanInput};
 use crate::Result;
 use crate::balance::{BalanceOptions, Plan};
 
-thread_local! {
-    /// Balance plugin names accepted while a config file is read ([`MethodName::with_plugins`]).
-    static PLUGINS: std::cell::RefCell<Vec<&'static str>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
 /// The name of a registered balancing method: one [`Registry::builtin`] holds, or a balance plugin.
 ///
-/// Only [`Registry::parse`] makes one from outside input, so holding one means the name was
-/// registered; serde and [`FromStr`] parse against [`Registry::builtin`]. It carries the method
-/// it names, so options plan with it wherever they go (the placement pipeline holds no methods).
-/// Two names are equal, hash and order by their text.
-#[derive(Clone, Copy)]
+/// Only a [`Registry`] makes one from outside input ([`Registry::parse`]), so holding one means
+/// the name was registered; serde and [`FromStr`] parse against [`Registry::builtin`] (a config
+/// naming balance plugins reads the name as text and resolves it against its own registry). It
+/// carries the method it names, so options plan with it wherever they go (the placement pipeline
+/// holds no methods). Two names are equal, hash and order by their text.
+#[derive(Clone)]
 pub struct MethodName(Named);
 
 /// What a [`MethodName`] names.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 enum Named {
-    /// A method object: a built-in one, an embedder's or a registered balance plugin.
+    /// A method object: a built-in one or an embedder's.
     Method(&'static dyn BalanceMethod),
-    /// A balance plugin read from a config file, called through the placer's plugins.
-    Plugin(&'static str),
+    /// A configured balance plugin, called through the placer's plugins.
+    Plugin(Arc<str>),
 }
 
 impl MethodName {
@@ -47,62 +44,43 @@ impl MethodName {
     }
 
     /// The name of a balance plugin (its spec's name).
-    pub(super) fn plugin(name: &'static str) -> Self {
+    pub(super) fn plugin(name: Arc<str>) -> Self {
         Self(Named::Plugin(name))
     }
 
     /// One line for users (CLI help, GraphQL, the GUIDE).
-    pub fn description(self) -> &'static str {
-        match self.0 {
+    pub fn description(&self) -> &'static str {
+        match &self.0 {
             Named::Method(m) => m.description(),
-            Named::Plugin(_) => super::plugin::DESCRIPTION,
+            Named::Plugin(_) => plugin::DESCRIPTION,
         }
     }
 
     /// Whether the method balances on [`BalanceOptions::usage`] (see
     /// [`BalanceMethod::reads_usage`]).
-    pub fn reads_usage(self) -> bool {
-        match self.0 {
+    pub fn reads_usage(&self) -> bool {
+        match &self.0 {
             Named::Method(m) => m.reads_usage(),
-            Named::Plugin(name) => PluginMethod { name }.reads_usage(),
+            Named::Plugin(_) => plugin::READS_USAGE,
         }
     }
 
     /// Plans with the named method; `options` are already validated.
-    pub(super) fn plan(self, input: &PlanInput<'_>, options: &BalanceOptions) -> Result<Plan> {
-        match self.0 {
+    pub(super) fn plan(&self, input: &PlanInput<'_>, options: &BalanceOptions) -> Result<Plan> {
+        match &self.0 {
             Named::Method(m) => m.plan(input, options),
-            Named::Plugin(name) => PluginMethod { name }.plan(input, options),
+            Named::Plugin(name) => plugin::plan(name, input, options),
         }
     }
 
-    /// Parses a name against the built-in registry, plus the plugin methods of an enclosing
-    /// [`MethodName::with_plugins`].
+    /// Parses a name against the built-in registry ([`Registry::parse`] parses against another).
     pub fn parse(name: &str) -> Result<Self, MethodError> {
-        let plugin = PLUGINS.with(|p| p.borrow().iter().copied().find(|p| *p == name));
-        match plugin {
-            Some(p) => Ok(Self::plugin(p)),
-            None => Registry::builtin().parse(name),
-        }
-    }
-
-    /// Runs `f` (reading a config file) with these balance plugins' names accepted by
-    /// [`MethodName::parse`] and serde on this thread, besides the built-in methods.
-    pub fn with_plugins<R>(names: &[&str], f: impl FnOnce() -> R) -> R {
-        let leaked: Vec<&'static str> = names
-            .iter()
-            // A few names per config load, like the plugin specs themselves.
-            .map(|n| &*Box::leak((*n).to_owned().into_boxed_str()))
-            .collect();
-        let before = PLUGINS.with(|p| std::mem::replace(&mut *p.borrow_mut(), leaked));
-        let out = f();
-        PLUGINS.with(|p| *p.borrow_mut() = before);
-        out
+        Registry::builtin().parse(name)
     }
 
     /// The name used in options and output.
-    pub fn as_str(self) -> &'static str {
-        match self.0 {
+    pub fn as_str(&self) -> &str {
+        match &self.0 {
             Named::Method(m) => m.name(),
             Named::Plugin(name) => name,
         }

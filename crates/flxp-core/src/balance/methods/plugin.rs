@@ -13,123 +13,111 @@ use super::super::movable::Intent;
 use super::super::options::BalanceOptions;
 use super::super::plan::{Plan, PlanSource, PluginOutcome, ProposalVerdict, Purpose, Refusal};
 use super::super::planner::finish;
-use super::{BalanceMethod, MethodName, PlanInput};
+use super::{MethodName, PlanInput};
 
 /// What a balance plugin is, for users.
 pub(super) const DESCRIPTION: &str =
     "a balance plugin from the config: its proposals, each checked by flxp";
 
-/// A configured balance plugin, registered under its name.
-pub struct PluginMethod {
-    /// The plugin's name.
-    pub name: &'static str,
-}
+/// Whether a balance plugin balances on `--usage`: it weighs its own figures.
+pub(super) const READS_USAGE: bool = false;
 
-impl BalanceMethod for PluginMethod {
-    fn name(&self) -> &'static str {
-        self.name
-    }
-
-    fn description(&self) -> &'static str {
-        DESCRIPTION
-    }
-
-    fn plan(&self, input: &PlanInput<'_>, options: &BalanceOptions) -> Result<Plan> {
-        let PlanInput {
-            cluster,
-            rules,
-            state,
-            placer,
-        } = *input;
-        let plugins = placer.plugins();
-        let spec = plugins
-            .get(self.name)
-            .filter(|s| s.kind == PluginKind::Balance)
-            .ok_or_else(|| Error::Option {
-                name: "method".into(),
-                message: format!("{} is not a configured balance plugin", self.name),
-            })?;
-        let measure = options.measure;
-        let mut draft = Draft::for_options(cluster, rules, placer, state, options);
-        let request = Request {
-            protocol: PROTOCOL_VERSION,
-            kind: PluginKind::Balance,
-            plugin: spec.name.to_owned(),
-            zone: placer.zone().map(str::to_owned),
-            guest: None,
-            nodes: cluster
-                .node_indexes()
-                .map(|n| crate::placement::node_figures(cluster, state, placer.options(), n))
+/// Plans with the balance plugin `name` of the placer's plugins; `options` are already validated.
+pub(super) fn plan(name: &str, input: &PlanInput<'_>, options: &BalanceOptions) -> Result<Plan> {
+    let PlanInput {
+        cluster,
+        rules,
+        state,
+        placer,
+    } = *input;
+    let plugins = placer.plugins();
+    let spec = plugins
+        .get(name)
+        .filter(|s| s.kind == PluginKind::Balance)
+        .ok_or_else(|| Error::Option {
+            name: "method".into(),
+            message: format!("{name} is not a configured balance plugin"),
+        })?;
+    let measure = options.measure;
+    let mut draft = Draft::for_options(cluster, rules, placer, state, options);
+    let request = Request {
+        protocol: PROTOCOL_VERSION,
+        kind: PluginKind::Balance,
+        plugin: spec.name.to_string(),
+        zone: placer.zone().map(str::to_owned),
+        guest: None,
+        nodes: cluster
+            .node_indexes()
+            .map(|n| crate::placement::node_figures(cluster, state, placer.options(), n))
+            .collect(),
+        guests: Some(
+            cluster
+                .guest_indexes()
+                .map(|g| crate::placement::guest_figures(cluster, state, g))
                 .collect(),
-            guests: Some(
-                cluster
-                    .guest_indexes()
-                    .map(|g| crate::placement::guest_figures(cluster, state, g))
-                    .collect(),
-            ),
-        };
-        let answer = plugins
-            .call(spec, &request)
-            .and_then(|b| plugin::parse_balance(&b));
-        let mut outcome = PluginOutcome {
-            plugin: spec.name.to_owned(),
-            error: None,
-            proposals: Vec::new(),
-        };
-        match answer {
-            Err(e) => {
-                plugins.failed(spec, &e);
-                if spec.on_failure == OnFailure::Fail {
-                    return Err(Error::Plugin {
-                        plugin: spec.name.to_owned(),
-                        message: e.to_string(),
-                    });
-                }
-                outcome.error = Some(e.to_string());
+        ),
+    };
+    let answer = plugins
+        .call(spec, &request)
+        .and_then(|b| plugin::parse_balance(&b));
+    let mut outcome = PluginOutcome {
+        plugin: spec.name.to_string(),
+        error: None,
+        proposals: Vec::new(),
+    };
+    match answer {
+        Err(e) => {
+            plugins.failed(spec, &e);
+            if spec.on_failure == OnFailure::Fail {
+                return Err(Error::Plugin {
+                    plugin: spec.name.to_string(),
+                    message: e.to_string(),
+                });
             }
-            Ok(proposals) => {
-                for p in proposals {
-                    let verdict = step(&mut draft, spec.name, &p);
-                    let (refused, why) = match verdict {
-                        Ok(()) => (None, None),
-                        Err((kind, why)) => (Some(kind), Some(why)),
-                    };
-                    outcome.proposals.push(ProposalVerdict {
-                        vmid: p.vmid,
-                        target: p.target,
-                        reason: p.reason,
-                        accepted: refused.is_none(),
-                        refused,
-                        why,
-                    });
-                }
+            outcome.error = Some(e.to_string());
+        }
+        Ok(proposals) => {
+            for p in proposals {
+                let verdict = step(&mut draft, &spec.name, &p);
+                let (refused, why) = match verdict {
+                    Ok(()) => (None, None),
+                    Err((kind, why)) => (Some(kind), Some(why)),
+                };
+                outcome.proposals.push(ProposalVerdict {
+                    vmid: p.vmid,
+                    target: p.target,
+                    reason: p.reason,
+                    accepted: refused.is_none(),
+                    refused,
+                    why,
+                });
             }
         }
-        let threshold = options.trigger.threshold_for(measure);
-        let target = options.trigger.target_for(measure);
-        let source = PlanSource::Balance(MethodName::plugin(self.name));
-        let mut plan = finish(draft, state, source, threshold, target);
-        for (i, m) in plan.migrations.iter_mut().enumerate() {
-            m.wave = i as u32;
-        }
-        let accepted = outcome.proposals.iter().filter(|p| p.accepted).count();
-        let refused = outcome.proposals.len() - accepted;
-        plan.summary = match &outcome.error {
-            Some(e) => format!(
-                "plugin {} failed: {e}; planned no migration (on-failure = \"ignore\")",
-                self.name
-            ),
-            None => format!(
-                "plugin {}: {accepted} proposed migration(s) accepted, {refused} refused as unsafe; {} {} → {}",
-                self.name,
-                measure.as_str(),
-                measure.fmt(plan.imbalance_before),
-                measure.fmt(plan.imbalance_after),
-            ),
-        };
-        plan.plugin = Some(outcome);
-        Ok(plan)
     }
+    let threshold = options.trigger.threshold_for(measure);
+    let target = options.trigger.target_for(measure);
+    let source = PlanSource::Balance(MethodName::plugin(std::sync::Arc::clone(&spec.name)));
+    let mut plan = finish(draft, state, source, threshold, target);
+    for (i, m) in plan.migrations.iter_mut().enumerate() {
+        m.wave = i as u32;
+    }
+    let accepted = outcome.proposals.iter().filter(|p| p.accepted).count();
+    let refused = outcome.proposals.len() - accepted;
+    plan.summary = match &outcome.error {
+        Some(e) => format!(
+            "plugin {} failed: {e}; planned no migration (on-failure = \"ignore\")",
+            name
+        ),
+        None => format!(
+            "plugin {}: {accepted} proposed migration(s) accepted, {refused} refused as unsafe; {} {} → {}",
+            name,
+            measure.as_str(),
+            measure.fmt(plan.imbalance_before),
+            measure.fmt(plan.imbalance_after),
+        ),
+    };
+    plan.plugin = Some(outcome);
+    Ok(plan)
 }
 
 /// Checks one proposal on the draft's state and applies it, or says why not.

@@ -1,13 +1,13 @@
 //! [`Registry`]: the balancing methods by name, duplicates refused.
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use crate::Result;
 
 use super::super::options::BalanceOptions;
 use super::super::plan::{Plan, PlanSource};
 use super::{BUILTIN, BalanceMethod, MethodName, PlanInput};
-use crate::plugin::{PluginKind, Plugins};
+use crate::plugin::{PluginKind, PluginSpec, Plugins};
 
 /// A method name that is not registered, or registered twice.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -23,7 +23,7 @@ pub enum MethodError {
     },
     /// Two methods share a name.
     #[error("balancing method {0:?} is registered twice")]
-    Duplicate(&'static str),
+    Duplicate(String),
 }
 
 impl From<MethodError> for crate::Error {
@@ -85,9 +85,15 @@ impl Registry {
     /// This registry plus a method per balance plugin; a plugin named like one of its methods
     /// is refused, naming the plugin.
     pub fn with_plugins(&self, plugins: &Plugins) -> Result<Self> {
+        self.with_specs(plugins.specs())
+    }
+
+    /// [`Registry::with_plugins`] from the plugins' specs alone (a config read before any
+    /// transport is set up); specs of other kinds are skipped.
+    pub fn with_specs<'s>(&self, specs: impl IntoIterator<Item = &'s PluginSpec>) -> Result<Self> {
         let mut methods = self.clone();
-        for spec in plugins.of_kind(PluginKind::Balance) {
-            let method = MethodName::plugin(spec.name);
+        for spec in specs.into_iter().filter(|s| s.kind == PluginKind::Balance) {
+            let method = MethodName::plugin(Arc::clone(&spec.name));
             methods.add(method).map_err(|e| crate::Error::Option {
                 name: format!("plugin.{}", spec.name),
                 message: e.to_string(),
@@ -98,30 +104,30 @@ impl Registry {
 
     fn add(&mut self, method: MethodName) -> std::result::Result<(), MethodError> {
         if self.get(method.as_str()).is_some() {
-            return Err(MethodError::Duplicate(method.as_str()));
+            return Err(MethodError::Duplicate(method.as_str().to_owned()));
         }
         self.methods.push(method);
         Ok(())
     }
 
     /// Every method, in registration order.
-    pub fn iter(&self) -> impl Iterator<Item = MethodName> + '_ {
-        self.methods.iter().copied()
+    pub fn iter(&self) -> impl Iterator<Item = &MethodName> + '_ {
+        self.methods.iter()
     }
 
     /// Every method's name, in registration order.
-    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+    pub fn names(&self) -> impl Iterator<Item = &str> + '_ {
         self.iter().map(MethodName::as_str)
     }
 
     /// The method of a name.
-    pub fn get(&self, name: &str) -> Option<MethodName> {
+    pub fn get(&self, name: &str) -> Option<&MethodName> {
         self.iter().find(|m| m.as_str() == name)
     }
 
     /// Checks a name; the error lists the registered ones.
     pub fn parse(&self, name: &str) -> std::result::Result<MethodName, MethodError> {
-        self.get(name).ok_or_else(|| self.unknown(name))
+        self.get(name).cloned().ok_or_else(|| self.unknown(name))
     }
 
     fn unknown(&self, name: &str) -> MethodError {
@@ -148,7 +154,7 @@ pub(crate) fn run(input: &PlanInput<'_>, options: &BalanceOptions) -> Result<Pla
     let mut plan = options.method.plan(input, options)?;
     // A method that plans through another (an embedder's, wrapping `flxp`) is still the one
     // that made the plan.
-    plan.method = PlanSource::Balance(options.method);
+    plan.method = PlanSource::Balance(options.method.clone());
     Ok(plan)
 }
 
@@ -209,7 +215,7 @@ mod tests {
         let plan = registry.plan(&input, &options).unwrap();
         assert_eq!(plan.summary, "still");
         // Planned by flxp's method, but for `still`.
-        assert_eq!(plan.method, PlanSource::Balance(options.method));
+        assert_eq!(plan.method, PlanSource::Balance(options.method.clone()));
         assert_eq!(serde_json::to_value(&plan).unwrap()["method"], "still");
         let e = Registry::builtin()
             .plan(&input, &options)
@@ -298,7 +304,7 @@ mod tests {
     #[test]
     fn duplicates_and_unknown_names_are_refused_with_the_known_names() {
         let e = Registry::builtin().with(&flxp::METHOD).err().unwrap();
-        assert_eq!(e, MethodError::Duplicate("flxp"));
+        assert_eq!(e, MethodError::Duplicate("flxp".into()));
         let e = Registry::builtin()
             .parse("fastest")
             .unwrap_err()
