@@ -106,14 +106,39 @@ fn presence(
 /// the registered ones' ([`PlacementOptions::extra_filters`]).
 pub(super) struct Prepared {
     builtin: [Option<Box<FilterState>>; COUNT],
+    /// Bit `i` set: built-in filter `i` has a state (it may refuse a node to this subject).
+    active: u32,
+    /// Bit `i` set: built-in filter `i` judges only some subjects ([`Filter::is_conditional`]).
+    conditional: u32,
     extra: Vec<Option<Box<FilterState>>>,
 }
 
 impl Prepared {
     const NONE: Self = Self {
         builtin: [const { None }; COUNT],
+        active: 0,
+        conditional: 0,
         extra: Vec::new(),
     };
+}
+
+const _: () = assert!(COUNT <= u32::BITS as usize);
+
+/// The indexes of the set bits, lowest first.
+#[derive(Clone)]
+struct Bits(u32);
+
+impl Iterator for Bits {
+    type Item = usize;
+    #[inline]
+    fn next(&mut self) -> Option<usize> {
+        if self.0 == 0 {
+            return None;
+        }
+        let i = self.0.trailing_zeros() as usize;
+        self.0 &= self.0 - 1;
+        Some(i)
+    }
 }
 
 /// Shared inputs of one decision.
@@ -144,6 +169,7 @@ impl std::fmt::Debug for Prepared {
         let on = |s: &Option<Box<FilterState>>| s.is_some();
         f.debug_struct("Prepared")
             .field("builtin", &self.builtin.iter().map(on).collect::<Vec<_>>())
+            .field("conditional", &Bits(self.conditional).collect::<Vec<_>>())
             .field("extra", &self.extra.iter().map(on).collect::<Vec<_>>())
             .finish()
     }
@@ -170,15 +196,22 @@ impl<'a> Ctx<'a> {
             prefer_anti_affinity: soft(GroupKind::AntiAffinity),
             prepared: Prepared::NONE,
         };
-        let mut prepared = Prepared::NONE;
-        for (slot, f) in prepared.builtin.iter_mut().zip(FILTERS) {
-            *slot = f.prepare(&ctx);
+        // Filled in place: a state borrows nothing from the context it is prepared from.
+        for (i, f) in FILTERS.iter().enumerate().take(COUNT) {
+            let state = f.prepare(&ctx);
+            if state.is_some() {
+                ctx.prepared.active |= 1 << i;
+                if f.is_conditional() {
+                    ctx.prepared.conditional |= 1 << i;
+                }
+            }
+            ctx.prepared.builtin[i] = state;
         }
         let extra = options.extra_filters.as_slice();
         if !extra.is_empty() {
-            prepared.extra = extra.iter().map(|f| f.prepare(&ctx)).collect();
+            let states = extra.iter().map(|f| f.prepare(&ctx)).collect();
+            ctx.prepared.extra = states;
         }
-        ctx.prepared = prepared;
         ctx
     }
 
@@ -195,11 +228,40 @@ impl<'a> Ctx<'a> {
     /// pipeline order (built-in, then registered); the others pass everywhere.
     pub(super) fn active_filters(
         &self,
-    ) -> impl Iterator<Item = (&'static dyn Filter, &FilterState)> + Clone + '_ {
-        let builtin = FILTERS.iter().copied().zip(&self.prepared.builtin);
+    ) -> impl Iterator<Item = (&'static dyn Filter, &FilterState)> + '_ {
+        self.active_builtin(u32::MAX).chain(self.active_extra())
+    }
+
+    /// [`Ctx::active_filters`] with the conditional ones first (the planner's fast path: they
+    /// tend to leave few nodes for the others).
+    pub(super) fn active_filters_conditional_first(
+        &self,
+    ) -> impl Iterator<Item = (&'static dyn Filter, &FilterState)> + '_ {
+        let conditional = self.prepared.conditional;
+        let extra = self.active_extra();
+        let (first, then): (Vec<_>, Vec<_>) = extra.partition(|(f, _)| f.is_conditional());
+        self.active_builtin(conditional)
+            .chain(first)
+            .chain(self.active_builtin(!conditional))
+            .chain(then)
+    }
+
+    /// The built-in filters of `mask` that may refuse a node to this subject, in order.
+    fn active_builtin(
+        &self,
+        mask: u32,
+    ) -> impl Iterator<Item = (&'static dyn Filter, &FilterState)> + '_ {
+        Bits(self.prepared.active & mask).filter_map(|i| {
+            let state = self.prepared.builtin.get(i)?.as_deref()?;
+            Some((*FILTERS.get(i)?, state))
+        })
+    }
+
+    /// The registered filters that may refuse a node to this subject, in order.
+    fn active_extra(&self) -> impl Iterator<Item = (&'static dyn Filter, &FilterState)> + '_ {
         let extra = self.options.extra_filters.as_slice().iter().copied();
-        builtin
-            .chain(extra.zip(&self.prepared.extra))
+        extra
+            .zip(&self.prepared.extra)
             .filter_map(|(f, s)| s.as_deref().map(|s| (f, s)))
     }
 }

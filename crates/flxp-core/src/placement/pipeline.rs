@@ -299,9 +299,7 @@ impl Placer {
         // the earlier ones let through. The subject's own rules go first: a pin, an affinity
         // group or a selector leaves the checks every node needs fewer nodes to look at.
         let mut feasible: Vec<NodeIdx> = ctx.cluster.node_indexes().collect();
-        let active = ctx.active_filters();
-        let rules = active.clone().filter(|(f, _)| f.is_conditional());
-        for (f, state) in rules.chain(active.filter(|(f, _)| !f.is_conditional())) {
+        for (f, state) in ctx.active_filters_conditional_first() {
             f.retain(ctx, state, &mut feasible);
         }
         let policy = self.policy(policy.unwrap_or(&self.options.policy))?;
