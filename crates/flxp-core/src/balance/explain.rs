@@ -40,10 +40,7 @@ pub(crate) fn condensed_failures(
     nodes: impl Iterator<Item = NodeIdx>,
 ) -> String {
     // Keyed by the failing filters in pipeline order, so groups come out most basic first.
-    let order: Vec<&'static str> = crate::placement::registry::FILTERS
-        .iter()
-        .map(|f| f.name)
-        .collect();
+    let order: Vec<&'static str> = placer.filters().map(|f| f.name()).collect();
     // Each failed filter's name, words, and whether the words read alone.
     type Fails = Vec<(&'static str, String, bool)>;
     // A filter's place in the pipeline, and whether its words read alone.

@@ -2,7 +2,8 @@
 //!
 //! A filter or scorer is one file under `filters/` or `scorers/` plus one line in their `mod.rs`.
 //! Filters judge one node of a possibly hypothetical state (the planner hands them the cluster after
-//! earlier moves); work shared by all nodes is done once in [`Ctx`]. The pipeline, not each scorer,
+//! earlier moves); work shared by all nodes is done once per decision, each filter's own in its
+//! prepared state ([`Filter::prepare`]), what filters and scorers share in [`Ctx`]. The pipeline, not each scorer,
 //! enforces the score contract (0..=100 after normalisation), applies weights and keeps each
 //! scorer's share per node: that breakdown is `--explain`.
 
@@ -24,11 +25,13 @@ pub use ctx::{Ctx, GroupPresence};
 pub use decision::{Candidate, Placement};
 pub use figures::{guest_figures, new_vm_figures, node_figures};
 pub use normalize::{as_is, by_max, min_max};
-pub use options::PlacementOptions;
+pub use options::{ExtraFilters, PlacementOptions};
 pub use pipeline::{Placer, Ranked};
 pub use policy::{Policy, SOFT_RULE_WEIGHT, SOFT_RULES};
 pub use reason::Reason;
 pub use subject::{NotCores, PlacementRequest, Subject, check_cores, parse_cores};
+
+use std::any::Any;
 
 use crate::cluster::{Node, NodeIdx};
 use crate::state::Usage;
@@ -56,18 +59,56 @@ pub enum FilterKind {
     Rule,
 }
 
+/// What a filter works out once per decision for every node to use: its own, typed state
+/// behind `Any`, which only that filter reads back (kube-scheduler's PreFilter state in its
+/// CycleState). A filter without state prepares `()`, which a box holds without allocating.
+pub type FilterState = dyn Any + Send + Sync;
+
 /// A hard check of one node.
+///
+/// The pipeline calls [`Filter::prepare`] once per decision ([`Ctx::new`]) and hands each
+/// filter its own state back on every node, so a filter keeps what it precomputes and why it
+/// refuses to itself: built-in filters are [`registry::BuiltinFilter`] (no state) or
+/// [`registry::StatefulFilter`] (typed state) statics listed in `filters/mod.rs`; others are
+/// registered on a pipeline with [`Placer::with_filter`] and refuse with [`Reason::Custom`].
 pub trait Filter: Send + Sync {
     /// Stable kebab-case name, shown in explanations.
     fn name(&self) -> &'static str;
+    /// One line for users (GUIDE, explanations).
+    fn doc(&self) -> &'static str;
     /// Whether `--host` may bypass it.
     fn kind(&self) -> FilterKind;
-    /// `Ok` if the subject may go to the node, else why not.
-    fn check(&self, ctx: &Ctx, node: &NodeView) -> Result<(), Reason>;
+    /// Whether it judges only some subjects (those with rules of its kind, or local disks): such
+    /// a filter tends to leave few nodes, so the planner's fast path runs it first.
+    fn is_conditional(&self) -> bool {
+        false
+    }
+    /// The work shared by every node of one decision, done once: `None` when it passes every
+    /// node for this subject (the pipeline then skips it). Must depend only on what
+    /// [`Ctx::new`] is given.
+    fn prepare(&self, ctx: &Ctx) -> Option<Box<FilterState>>;
+    /// `Ok` if the subject may go to the node, else why not; `state` is what [`Filter::prepare`]
+    /// returned for this `ctx`.
+    fn check_with(&self, ctx: &Ctx, state: &FilterState, node: &NodeView) -> Result<(), Reason>;
     /// Whether the node passes, without building the reason (the planner's hot path); must agree
-    /// with `check`.
+    /// with [`Filter::check_with`].
+    fn passes_with(&self, ctx: &Ctx, state: &FilterState, node: &NodeView) -> bool {
+        self.check_with(ctx, state, node).is_ok()
+    }
+    /// Keeps the nodes that pass, in order (the fast path: one call per filter, not per node).
+    fn retain(&self, ctx: &Ctx, state: &FilterState, nodes: &mut Vec<NodeIdx>) {
+        nodes.retain(|&n| self.passes_with(ctx, state, &ctx.view(n)));
+    }
+    /// [`Filter::check_with`] on a state prepared for this call alone (tests, one-off checks;
+    /// the pipeline prepares once per decision).
+    fn check(&self, ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
+        self.prepare(ctx)
+            .map_or(Ok(()), |state| self.check_with(ctx, &*state, node))
+    }
+    /// [`Filter::passes_with`] on a state prepared for this call alone.
     fn passes(&self, ctx: &Ctx, node: &NodeView) -> bool {
-        self.check(ctx, node).is_ok()
+        self.prepare(ctx)
+            .is_none_or(|state| self.passes_with(ctx, &*state, node))
     }
 }
 

@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::Filter;
+use super::registry::FILTERS;
 use crate::cluster::Node;
 use crate::{Error, Result};
 
@@ -22,6 +24,12 @@ pub struct PlacementOptions {
     pub max_vcpu_ratio: Option<f64>,
     /// The default policy's name.
     pub policy: String,
+    /// Filters registered besides the built-in ones ([`Placer::with_filter`]), run after them.
+    /// Set in code, never in the config file.
+    ///
+    /// [`Placer::with_filter`]: super::Placer::with_filter
+    #[serde(skip)]
+    pub extra_filters: ExtraFilters,
 }
 
 impl Default for PlacementOptions {
@@ -32,6 +40,7 @@ impl Default for PlacementOptions {
             max_memory_commit: None,
             max_vcpu_ratio: None,
             policy: "free-memory".into(),
+            extra_filters: ExtraFilters::default(),
         }
     }
 }
@@ -61,5 +70,52 @@ impl PlacementOptions {
             }
         }
         Ok(())
+    }
+}
+
+/// Filters a pipeline runs besides the built-in ones, in registration order, each under a name
+/// of its own.
+#[derive(Clone, Default)]
+pub struct ExtraFilters(Vec<&'static dyn Filter>);
+
+impl ExtraFilters {
+    /// Adds a filter after the others; its name must be new (not a built-in's, not a registered
+    /// one's), since explanations and `--explain` tell filters apart by name.
+    pub fn push(&mut self, filter: &'static dyn Filter) -> Result<()> {
+        let name = filter.name();
+        if FILTERS.iter().chain(&self.0).any(|f| f.name() == name) {
+            return Err(Error::Option {
+                name: format!("filters.{name}"),
+                message: "a filter of this name is registered already".into(),
+            });
+        }
+        self.0.push(filter);
+        Ok(())
+    }
+
+    /// The registered filters, in order.
+    pub fn as_slice(&self) -> &[&'static dyn Filter] {
+        &self.0
+    }
+}
+
+/// The filters' names.
+impl std::fmt::Debug for ExtraFilters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|x| x.name()))
+            .finish()
+    }
+}
+
+/// The same filters: the same names in the same order (a name is registered once).
+impl PartialEq for ExtraFilters {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.len() == other.0.len()
+            && self
+                .0
+                .iter()
+                .zip(&other.0)
+                .all(|(a, b)| a.name() == b.name())
     }
 }

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::registry::{self, BuiltinFilter, FILTERS};
+use super::registry::{self, FILTERS};
 use super::{
     Candidate, Ctx, Filter, FilterKind, NodeView, Placement, PlacementOptions, PlacementRequest,
     Policy, Reason, Scorer, Subject,
@@ -43,9 +43,9 @@ pub struct Ranked {
 
 /// The placement pipeline, built once from options and policies and reused for every decision.
 pub struct Placer {
+    /// The options, with the filters registered besides the built-in ones: every [`Ctx`] made
+    /// with them prepares those filters too.
     options: PlacementOptions,
-    /// [`FILTERS`], in order: [`Ctx`] marks by position the ones that may refuse its subject.
-    filters: &'static [&'static BuiltinFilter],
     policies: BTreeMap<String, CompiledPolicy>,
     pub(super) plugins: Plugins,
     pub(super) zone: Option<String>,
@@ -107,7 +107,6 @@ impl Placer {
             );
         }
         let placer = Self {
-            filters: FILTERS,
             options,
             policies,
             plugins,
@@ -133,9 +132,14 @@ impl Placer {
         &self.plugins
     }
 
-    /// The same pipeline, policies, plugins and zone with other options (consolidation's
-    /// ceiling as reserves).
+    /// The same pipeline, policies, plugins, registered filters and zone with other options
+    /// (consolidation's ceiling as reserves).
     pub fn with_options(&self, options: PlacementOptions) -> Result<Self> {
+        // The registered filters are part of the pipeline, whatever the options came from.
+        let options = PlacementOptions {
+            extra_filters: self.options.extra_filters.clone(),
+            ..options
+        };
         let policies = self.policies.values().map(|p| p.policy.clone()).collect();
         let placer = Self::with_plugins(options, policies, self.plugins.clone())?;
         Ok(placer.in_zone(self.zone.clone()))
@@ -166,28 +170,38 @@ impl Placer {
         })
     }
 
-    /// The filters that may refuse a node to the context's subject, in filter order; the others
-    /// pass everywhere.
-    fn active<'s>(&'s self, ctx: &Ctx) -> impl Iterator<Item = &'static BuiltinFilter> + 's {
-        let mask = ctx.filters;
-        self.filters
+    /// The same pipeline with one more filter, run after the built-in ones and those registered
+    /// before, for every decision and plan it makes: a filter that is not built in is its file
+    /// plus this one line. Its name must be new.
+    pub fn with_filter(mut self, filter: &'static dyn Filter) -> Result<Self> {
+        self.options.extra_filters.push(filter)?;
+        Ok(self)
+    }
+
+    /// Every filter it runs, in pipeline order: the built-in ones, then the registered ones.
+    pub fn filters(&self) -> impl Iterator<Item = &'static dyn Filter> + '_ {
+        FILTERS
             .iter()
-            .enumerate()
-            .filter(move |(i, _)| mask & (1 << i) != 0)
-            .map(|(_, &f)| f)
+            .chain(self.options.extra_filters.as_slice())
+            .copied()
     }
 
     /// Whether every filter passes; stops at the first failure (the planner's fast path).
     pub fn feasible(&self, ctx: &Ctx, node: NodeIdx) -> bool {
         let view = ctx.view(node);
-        self.active(ctx).all(|f| f.passes(ctx, &view))
+        ctx.active_filters()
+            .all(|(f, state)| f.passes_with(ctx, state, &view))
     }
 
     /// Every failed filter on a node, in filter order.
     pub fn failures(&self, ctx: &Ctx, node: NodeIdx) -> Vec<(&'static str, FilterKind, Reason)> {
         let view = ctx.view(node);
-        self.active(ctx)
-            .filter_map(|f| f.check(ctx, &view).err().map(|r| (f.name(), f.kind(), r)))
+        ctx.active_filters()
+            .filter_map(|(f, state)| {
+                f.check_with(ctx, state, &view)
+                    .err()
+                    .map(|r| (f.name(), f.kind(), r))
+            })
             .collect()
     }
 
@@ -299,9 +313,8 @@ impl Placer {
         // the earlier ones let through. The subject's own rules go first: a pin, an affinity
         // group or a selector leaves the checks every node needs fewer nodes to look at.
         let mut feasible: Vec<NodeIdx> = ctx.cluster.node_indexes().collect();
-        let rules = self.active(ctx).filter(|f| f.is_conditional());
-        for f in rules.chain(self.active(ctx).filter(|f| !f.is_conditional())) {
-            feasible.retain(|&n| f.passes(ctx, &ctx.view(n)));
+        for (f, state) in ctx.active_filters_conditional_first() {
+            f.retain(ctx, state, &mut feasible);
         }
         let policy = self.policy(policy.unwrap_or(&self.options.policy))?;
         let totals = self.totals(ctx, policy, &feasible, None, &[])?;

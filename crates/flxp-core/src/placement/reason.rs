@@ -1,5 +1,6 @@
 //! Why a node cannot take the subject, with the numbers, in user words.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::Serialize;
@@ -119,9 +120,41 @@ pub enum Reason {
         /// Members already on the node.
         vmids: Vec<u32>,
     },
+    /// A filter that is not built in refuses the node: every such filter reports through this
+    /// one variant, so adding a filter never adds one. Reads as its `message`.
+    Custom {
+        /// The filter's name.
+        filter: String,
+        /// Why, as a stable kebab-case word for programs (`name-ends-in-3`).
+        code: String,
+        /// Why, in user words, with the numbers.
+        message: String,
+        /// The numbers behind it, by name (may be empty).
+        figures: BTreeMap<String, f64>,
+    },
 }
 
 impl Reason {
+    /// A refusal by a filter that is not built in, without figures ([`Reason::with_figure`]
+    /// adds them).
+    pub fn custom(filter: &str, code: &str, message: impl Into<String>) -> Self {
+        Self::Custom {
+            filter: filter.to_owned(),
+            code: code.to_owned(),
+            message: message.into(),
+            figures: BTreeMap::new(),
+        }
+    }
+
+    /// With one more figure of a [`Reason::Custom`]; other reasons carry theirs in their fields
+    /// and stay as they are.
+    pub fn with_figure(mut self, name: &str, value: f64) -> Self {
+        if let Self::Custom { figures, .. } = &mut self {
+            figures.insert(name.to_owned(), value);
+        }
+        self
+    }
+
     /// Whether it reads on its own in a list of failed filters, without the filter's name and
     /// an example node: `n5: being freed by this plan`, not `maintenance (...)`.
     pub fn reads_alone(&self) -> bool {
@@ -213,6 +246,7 @@ impl fmt::Display for Reason {
                 let v: Vec<String> = vmids.iter().map(u32::to_string).collect();
                 write!(f, "{group} already has {} here", v.join(", "))
             }
+            Self::Custom { message, .. } => f.write_str(message),
         }
     }
 }
@@ -236,5 +270,32 @@ mod tests {
             rules: vec![("flxp.node".into(), Vec::new())],
         };
         assert_eq!(r.to_string(), "flxp.node names no node of the cluster");
+    }
+
+    #[test]
+    fn a_custom_refusal_reads_as_its_message_and_serializes_every_part() {
+        let r = Reason::custom("ends-in-3", "name-ends-in-3", "node name ends in 3")
+            .with_figure("digit", 3.0);
+        assert_eq!(r.to_string(), "node name ends in 3");
+        assert!(!r.reads_alone());
+        assert_eq!(
+            serde_json::to_value(&r).unwrap(),
+            serde_json::json!({
+                "kind": "custom",
+                "filter": "ends-in-3",
+                "code": "name-ends-in-3",
+                "message": "node name ends in 3",
+                "figures": {"digit": 3.0},
+            })
+        );
+        // The built-in reasons keep their form.
+        assert_eq!(
+            serde_json::to_value(Reason::AntiAffinity {
+                group: "g".into(),
+                vmids: vec![101]
+            })
+            .unwrap(),
+            serde_json::json!({"kind": "anti-affinity", "group": "g", "vmids": [101]})
+        );
     }
 }

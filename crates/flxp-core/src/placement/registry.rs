@@ -1,11 +1,15 @@
 //! The one list of filters and scorers, as data: a built-in filter or scorer is a name, a line for
-//! users and the functions that judge ([`BuiltinFilter`], [`BuiltinScorer`]), as the rebalancing
-//! methods are. A new one is its file plus one line in `filters/mod.rs` or `scorers/mod.rs`.
+//! users and the functions that judge ([`BuiltinFilter`], [`StatefulFilter`], [`BuiltinScorer`]),
+//! as the rebalancing methods are. A new one is its file plus one line in `filters/mod.rs` or
+//! `scorers/mod.rs`.
+
+use std::marker::PhantomData;
 
 use super::normalize::by_max;
-use super::{Ctx, Filter, FilterKind, NodeView, Reason, Scorer};
+use super::{Ctx, Filter, FilterKind, FilterState, NodeView, Reason, Scorer};
+use crate::cluster::NodeIdx;
 
-/// A built-in filter: its name, a line for users and its checks.
+/// A built-in filter without state of its own: its name, a line for users and its checks.
 pub struct BuiltinFilter {
     /// Stable kebab-case name.
     pub name: &'static str,
@@ -59,10 +63,12 @@ impl BuiltinFilter {
         self.applies.is_none_or(|applies| applies(ctx))
     }
 
-    /// Whether it judges only some subjects (those with rules of its kind, or local disks): such
-    /// a filter tends to leave few nodes.
-    pub fn is_conditional(&self) -> bool {
-        self.applies.is_some()
+    #[inline]
+    fn admits(&self, ctx: &Ctx, node: &NodeView) -> bool {
+        match self.passes {
+            Some(passes) => passes(ctx, node),
+            None => (self.check)(ctx, node).is_ok(),
+        }
     }
 }
 
@@ -70,18 +76,132 @@ impl Filter for BuiltinFilter {
     fn name(&self) -> &'static str {
         self.name
     }
+    fn doc(&self) -> &'static str {
+        self.doc
+    }
     fn kind(&self) -> FilterKind {
         self.kind
     }
-    fn check(&self, ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
+    fn is_conditional(&self) -> bool {
+        self.applies.is_some()
+    }
+    fn prepare(&self, ctx: &Ctx) -> Option<Box<FilterState>> {
+        // `()` in a box allocates nothing.
+        self.applies(ctx).then(|| Box::new(()) as Box<FilterState>)
+    }
+    fn check_with(&self, ctx: &Ctx, _: &FilterState, node: &NodeView) -> Result<(), Reason> {
         (self.check)(ctx, node)
     }
     #[inline]
-    fn passes(&self, ctx: &Ctx, node: &NodeView) -> bool {
-        match self.passes {
-            Some(passes) => passes(ctx, node),
-            None => (self.check)(ctx, node).is_ok(),
+    fn passes_with(&self, ctx: &Ctx, _: &FilterState, node: &NodeView) -> bool {
+        self.admits(ctx, node)
+    }
+    fn retain(&self, ctx: &Ctx, _: &FilterState, nodes: &mut Vec<NodeIdx>) {
+        nodes.retain(|&n| self.admits(ctx, &ctx.view(n)));
+    }
+}
+
+/// A filter with state of its own, worked out once per decision by `prepare` and handed to its
+/// checks on every node: typed (`S`), and private to the filter. `prepare` returning `None`
+/// means it passes every node for this subject, so the pipeline skips it.
+pub struct StatefulFilter<S> {
+    /// Stable kebab-case name.
+    pub name: &'static str,
+    /// One line for users (GUIDE, explanations).
+    pub doc: &'static str,
+    kind: FilterKind,
+    prepare: fn(&Ctx) -> Option<S>,
+    check: fn(&Ctx, &S, &NodeView) -> Result<(), Reason>,
+    passes: Option<fn(&Ctx, &S, &NodeView) -> bool>,
+    state: PhantomData<fn() -> S>,
+}
+
+impl<S: Send + Sync + 'static> StatefulFilter<S> {
+    /// A filter preparing its state with `prepare` and judging with `check`; whether it passes
+    /// is derived from the check.
+    pub const fn new(
+        name: &'static str,
+        kind: FilterKind,
+        doc: &'static str,
+        prepare: fn(&Ctx) -> Option<S>,
+        check: fn(&Ctx, &S, &NodeView) -> Result<(), Reason>,
+    ) -> Self {
+        Self {
+            name,
+            doc,
+            kind,
+            prepare,
+            check,
+            passes: None,
+            state: PhantomData,
         }
+    }
+
+    /// With a verdict that skips building the reason (the planner's hot path); must agree with
+    /// the check.
+    pub const fn with_passes(self, passes: fn(&Ctx, &S, &NodeView) -> bool) -> Self {
+        Self {
+            passes: Some(passes),
+            ..self
+        }
+    }
+
+    /// Runs `judge` on the filter's own state: the one prepared for this decision, or, handed
+    /// another filter's (a misuse of the trait), one prepared afresh.
+    #[inline]
+    fn on_state<R>(
+        &self,
+        ctx: &Ctx,
+        state: &FilterState,
+        pass: R,
+        judge: impl FnOnce(&S) -> R,
+    ) -> R {
+        match state.downcast_ref::<S>() {
+            Some(s) => judge(s),
+            None => match (self.prepare)(ctx) {
+                Some(s) => judge(&s),
+                None => pass,
+            },
+        }
+    }
+
+    #[inline]
+    fn admits(&self, ctx: &Ctx, state: &S, node: &NodeView) -> bool {
+        match self.passes {
+            Some(passes) => passes(ctx, state, node),
+            None => (self.check)(ctx, state, node).is_ok(),
+        }
+    }
+}
+
+impl<S: Send + Sync + 'static> Filter for StatefulFilter<S> {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn doc(&self) -> &'static str {
+        self.doc
+    }
+    fn kind(&self) -> FilterKind {
+        self.kind
+    }
+    /// It prepares per subject, and may pass every node for most.
+    fn is_conditional(&self) -> bool {
+        true
+    }
+    fn prepare(&self, ctx: &Ctx) -> Option<Box<FilterState>> {
+        (self.prepare)(ctx).map(|s| Box::new(s) as Box<FilterState>)
+    }
+    fn check_with(&self, ctx: &Ctx, state: &FilterState, node: &NodeView) -> Result<(), Reason> {
+        self.on_state(ctx, state, Ok(()), |s| (self.check)(ctx, s, node))
+    }
+    #[inline]
+    fn passes_with(&self, ctx: &Ctx, state: &FilterState, node: &NodeView) -> bool {
+        self.on_state(ctx, state, true, |s| self.admits(ctx, s, node))
+    }
+    fn retain(&self, ctx: &Ctx, state: &FilterState, nodes: &mut Vec<NodeIdx>) {
+        self.on_state(ctx, state, (), |s| {
+            nodes.retain(|&n| self.admits(ctx, s, &ctx.view(n)));
+        });
     }
 }
 
@@ -175,8 +295,8 @@ impl Scorer for BuiltinScorer {
     }
 }
 
-/// Every filter, in the order they run and are explained (listed in `filters/mod.rs`).
-pub static FILTERS: &[&BuiltinFilter] = super::filters::ALL;
+/// Every built-in filter, in the order they run and are explained (listed in `filters/mod.rs`).
+pub static FILTERS: &[&dyn Filter] = super::filters::ALL;
 
 /// Every scorer (listed in `scorers/mod.rs`, next to their modules).
 pub static SCORERS: &[&BuiltinScorer] = super::scorers::ALL;
@@ -194,14 +314,14 @@ mod tests {
     fn names_are_unique_and_documented_in_one_line() {
         let mut names: Vec<&str> = FILTERS
             .iter()
-            .map(|f| f.name)
+            .map(|f| f.name())
             .chain(SCORERS.iter().map(|s| s.name))
             .collect();
         let n = names.len();
         names.sort();
         names.dedup();
         assert_eq!(names.len(), n, "duplicate registration");
-        let docs = FILTERS.iter().map(|f| f.doc);
+        let docs = FILTERS.iter().map(|f| f.doc());
         for doc in docs.chain(SCORERS.iter().map(|s| s.doc)) {
             assert!(!doc.is_empty() && !doc.contains('\n'), "{doc:?}");
         }

@@ -4,6 +4,7 @@
 mod balance;
 mod consolidate;
 mod crs_scenarios;
+mod custom_filter;
 mod evacuate;
 mod imports;
 mod inflight;

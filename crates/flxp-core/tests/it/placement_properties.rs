@@ -140,7 +140,7 @@ proptest! {
             let f: &dyn flxp_core::placement::Filter = *entry;
             for n in c.node_indexes() {
                 let view = ctx.view(n);
-                prop_assert_eq!(f.passes(&ctx, &view), f.check(&ctx, &view).is_ok(), "{} on {}", entry.name, c.node(n).name);
+                prop_assert_eq!(f.passes(&ctx, &view), f.check(&ctx, &view).is_ok(), "{} on {}", entry.name(), c.node(n).name);
             }
         }
         prop_assert_eq!(

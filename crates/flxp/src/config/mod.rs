@@ -850,7 +850,7 @@ fn check_plugins(plugins: &[PluginSection]) -> Result<(), (String, String)> {
             .any(|s| s.name == name)
             || flxp_core::placement::registry::FILTERS
                 .iter()
-                .any(|f| f.name == name)
+                .any(|f| f.name() == name)
             || flxp_core::balance::Registry::builtin().get(name).is_some();
         if builtin {
             return Err(err(

@@ -18,7 +18,7 @@ fn guide_documents_every_filter_scorer_and_policy() {
             .unwrap();
     let names = registry::FILTERS
         .iter()
-        .map(|f| f.name)
+        .map(|f| f.name())
         .chain(registry::SCORERS.iter().map(|s| s.name))
         .chain(Policy::builtin_names());
     for name in names {

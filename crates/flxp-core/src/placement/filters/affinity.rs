@@ -2,38 +2,41 @@
 //! resource-affinity). Running members decide the node: the one holding most of them (ties: first
 //! by name, as Proxmox picks). A group with no running member elsewhere constrains nothing.
 
-use crate::placement::registry::BuiltinFilter;
+use crate::cluster::NodeIdx;
+use crate::constraints::{GroupId, GroupKind};
+use crate::placement::registry::StatefulFilter;
 use crate::placement::{Ctx, FilterKind, GroupPresence, NodeView, Reason};
 
 /// Registered name.
 pub const NAME: &str = "affinity";
 
 /// Rejects nodes other than the one each hard affinity group runs on.
-pub static FILTER: BuiltinFilter = BuiltinFilter::new(NAME, FilterKind::Rule, "hard affinity groups run on this node (or nowhere yet)", check).with_passes(passes).applies_when(applies);
+pub static FILTER: StatefulFilter<Targets> = StatefulFilter::new(NAME, FilterKind::Rule, "hard affinity groups run on this node (or nowhere yet)", prepare, check).with_passes(passes);
+
+/// Each hard affinity group with running members, and the node they decide, in group order.
+pub struct Targets(Vec<(GroupId, NodeIdx)>);
 
 /// Only a group with running members somewhere decides the node.
-fn applies(ctx: &Ctx) -> bool {
-    GroupPresence::any_running(&ctx.affinity)
-}
-
-fn passes(ctx: &Ctx, node: &NodeView) -> bool {
-    ctx.affinity
+fn prepare(ctx: &Ctx) -> Option<Targets> {
+    let targets: Vec<(GroupId, NodeIdx)> = GroupPresence::of(ctx, GroupKind::Affinity, true)
         .iter()
-        .all(|p| p.majority().is_none_or(|t| t == node.idx))
+        .filter_map(|p| p.majority().map(|t| (p.group, t)))
+        .collect();
+    (!targets.is_empty()).then_some(Targets(targets))
 }
 
-fn check(ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
-    for p in &ctx.affinity {
-        if let Some(target) = p.majority() {
-            if target != node.idx {
-                return Err(Reason::AffinityElsewhere {
-                    group: ctx.rules.group(p.group).name.clone(),
-                    node: ctx.cluster.node(target).name.clone(),
-                });
-            }
-        }
+fn passes(_ctx: &Ctx, targets: &Targets, node: &NodeView) -> bool {
+    targets.0.iter().all(|&(_, t)| t == node.idx)
+}
+
+fn check(ctx: &Ctx, targets: &Targets, node: &NodeView) -> Result<(), Reason> {
+    match targets.0.iter().find(|&&(_, t)| t != node.idx) {
+        Some(&(group, target)) => Err(Reason::AffinityElsewhere {
+            group: ctx.rules.group(group).name.clone(),
+            node: ctx.cluster.node(target).name.clone(),
+        }),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 #[cfg(test)]

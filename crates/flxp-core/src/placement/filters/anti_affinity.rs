@@ -1,25 +1,31 @@
 //! `anti-affinity`: hard anti-affinity groups (`flxp.anti-affinity.<g>`, `plb_anti_affinity_<x>`,
 //! negative HA resource-affinity). A node with a running member takes no other member.
 
-use crate::placement::registry::BuiltinFilter;
+use crate::constraints::GroupKind;
+use crate::placement::registry::StatefulFilter;
 use crate::placement::{Ctx, FilterKind, GroupPresence, NodeView, Reason};
 
 /// Registered name.
 pub const NAME: &str = "anti-affinity";
 
 /// Rejects nodes already running a member of one of the subject's hard anti-affinity groups.
-pub static FILTER: BuiltinFilter = BuiltinFilter::new(NAME, FilterKind::Rule, "no member of a hard anti-affinity group runs here", check).with_passes(passes).applies_when(applies);
+pub static FILTER: StatefulFilter<Present> = StatefulFilter::new(NAME, FilterKind::Rule, "no member of a hard anti-affinity group runs here", prepare, check).with_passes(passes);
 
-fn applies(ctx: &Ctx) -> bool {
-    GroupPresence::any_running(&ctx.anti_affinity)
+/// The subject's hard anti-affinity groups with running members, in group order.
+pub struct Present(Vec<GroupPresence>);
+
+fn prepare(ctx: &Ctx) -> Option<Present> {
+    let mut groups = GroupPresence::of(ctx, GroupKind::AntiAffinity, true);
+    groups.retain(|p| !p.nodes.is_empty());
+    (!groups.is_empty()).then_some(Present(groups))
 }
 
-fn passes(ctx: &Ctx, node: &NodeView) -> bool {
-    ctx.anti_affinity.iter().all(|p| p.on(node.idx).is_empty())
+fn passes(_ctx: &Ctx, present: &Present, node: &NodeView) -> bool {
+    present.0.iter().all(|p| p.on(node.idx).is_empty())
 }
 
-fn check(ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
-    for p in &ctx.anti_affinity {
+fn check(ctx: &Ctx, present: &Present, node: &NodeView) -> Result<(), Reason> {
+    for p in &present.0 {
         let here = p.on(node.idx);
         if !here.is_empty() {
             return Err(Reason::AntiAffinity {

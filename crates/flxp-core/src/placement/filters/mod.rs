@@ -1,8 +1,10 @@
-//! Hard filters, one file each defining a [`BuiltinFilter`] as `FILTER`, listed once below;
-//! `../registry.rs` serves the list.
+//! Hard filters, one file each defining a [`BuiltinFilter`] (or a
+//! [`StatefulFilter`](super::registry::StatefulFilter), with state of its own) as `FILTER`, listed
+//! once below; `../registry.rs` serves the list.
 
-use super::Reason;
+#[cfg(doc)]
 use super::registry::BuiltinFilter;
+use super::{Filter, Reason};
 
 /// Declares each filter module and lists its filter in [`ALL`], one line per module.
 macro_rules! filters {
@@ -10,7 +12,10 @@ macro_rules! filters {
         $(pub mod $module;)*
 
         /// Every filter, in the order they run and are explained.
-        pub static ALL: &[&BuiltinFilter] = &[$(&$module::$filter),*];
+        pub static ALL: &[&dyn Filter] = &[$(&$module::$filter),*];
+
+        /// How many there are: [`Ctx`](super::Ctx) keeps their prepared states inline.
+        pub(crate) const COUNT: usize = [$(stringify!($module)),*].len();
     };
 }
 
