@@ -310,11 +310,13 @@ mod tests {
         std::fs::write(&kept, "{}\n").unwrap();
         AuditLog::check(&at(kept.clone())).unwrap();
         assert_eq!(std::fs::read_to_string(&kept).unwrap(), "{}\n");
-        assert!(AuditLog::check(&AuditSection {
-            enabled: false,
-            ..at(dir.path().to_path_buf())
-        })
-        .is_ok());
+        assert!(
+            AuditLog::check(&AuditSection {
+                enabled: false,
+                ..at(dir.path().to_path_buf())
+            })
+            .is_ok()
+        );
     }
 
     #[test]
