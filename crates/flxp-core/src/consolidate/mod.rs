@@ -633,7 +633,9 @@ impl<'a> Search<'a> {
             None => {
                 let placed: u64 = trial.iter().map(|&t| self.facts.guests(t).1 as u64).sum();
                 let cost = placed * hosts + guests;
-                let run = |p: &Placer| -> Result<Trial<Plan>> {
+                let run = |p: &Placer, closed: &[NodeIdx]| -> Result<Trial<Plan>> {
+                    let shut = judge::closed_placer(&ctx, closed)?;
+                    let p = shut.as_ref().unwrap_or(p);
                     let plan = evacuate(ctx.cluster, ctx.rules, ctx.state, p, &trial, ctx.evac)?;
                     Ok(Trial {
                         unplaced: plan.unplaced.clone(),

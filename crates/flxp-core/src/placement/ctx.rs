@@ -69,6 +69,9 @@ pub struct Ctx<'a> {
     /// pass everywhere and are skipped. Worked out once here, since the planner asks about many
     /// nodes per context.
     pub(super) filters: u32,
+    /// Memory kept free per node, indexed like `Cluster::nodes`, when the caller worked it out
+    /// once for many decisions (else each check looks the node up in the options by name).
+    pub reserves: Option<&'a [u64]>,
 }
 
 impl<'a> Ctx<'a> {
@@ -91,6 +94,7 @@ impl<'a> Ctx<'a> {
             prefer_affinity: Vec::new(),
             prefer_anti_affinity: Vec::new(),
             filters: 0,
+            reserves: None,
         };
         for &gid in &subject.rules.groups {
             let group = rules.group(gid);
@@ -138,6 +142,14 @@ impl<'a> Ctx<'a> {
             }
         }
         ctx
+    }
+
+    /// Memory kept free on a node: from [`Self::reserves`] when set, else the options.
+    pub fn reserve(&self, node: &NodeView) -> u64 {
+        match self.reserves.and_then(|r| r.get(node.idx.get())) {
+            Some(&r) => r,
+            None => self.options.reserve_for(node.node),
+        }
     }
 
     /// The view of one node in the state at hand.
