@@ -48,6 +48,8 @@ pub(super) struct Packer<'a> {
     /// Memory each node keeps free for packing: the ceiling's reserve, and a closed target's whole
     /// memory while a try runs with it closed (worked out once, not looked up by name per check).
     reserves: RefCell<Vec<u64>>,
+    /// The ceiling's reserve per node, as `reserves` holds it for an open node.
+    base: Vec<u64>,
     /// The open targets least loaded first, when the policy ranks by that (`least-loaded`): a
     /// guest's target is then picked among the first few its filters accept.
     shortlist: RefCell<Option<Shortlist>>,
@@ -89,7 +91,7 @@ impl<'a> Packer<'a> {
             .filter(|&r| at_cpu_cap(&ctx, ctx.state, r))
             .collect();
         let ceiling = ctx.ceiling.options();
-        let reserves = cluster
+        let base: Vec<u64> = cluster
             .nodes()
             .iter()
             .map(|n| ceiling.reserve_for(n))
@@ -115,7 +117,8 @@ impl<'a> Packer<'a> {
             cpu_full: Vec::new(),
             at_cap,
             holding: Vec::new(),
-            reserves: RefCell::new(reserves),
+            reserves: RefCell::new(base.clone()),
+            base,
             shortlist: RefCell::new(shortlist),
             rooms,
             setup: ctx.hosts.len() as u64,
@@ -146,7 +149,7 @@ impl<'a> Packer<'a> {
             self.on[n.get()].len() as u64 * ctx.hosts.len() as u64
         };
         let (marked, state, units) = (&self.marked, &self.state, &self.units);
-        let (reserves, shortlist) = (&self.reserves, &self.shortlist);
+        let (reserves, base, shortlist) = (&self.reserves, &self.base, &self.shortlist);
         let run = |p: &Placer, closed: &[NodeIdx]| -> Result<Trial<Vec<Migration>>> {
             // A closed target keeps all its memory free: nothing that needs memory goes there.
             {
@@ -190,9 +193,8 @@ impl<'a> Packer<'a> {
             };
             drop(r);
             let mut r = reserves.borrow_mut();
-            let ceiling = ctx.ceiling.options();
             for &c in closed {
-                r[c.get()] = ceiling.reserve_for(marked.node(c));
+                r[c.get()] = base[c.get()];
             }
             Ok(trial)
         };
