@@ -62,7 +62,7 @@ pub const EXACT_SIZE: usize = 20_000;
 /// core of the project's shared machine when every node is judged for every guest (2 to 7
 /// million units a second, by its load); the 1,000-node benchmark cluster, 50,000 guests, needs
 /// 0.26 million to reach its quorum floor with the `least-loaded` target policy (a shortlist of
-/// targets), 30 million with a policy that ranks every node.
+/// targets), about 25 million with a policy that ranks every node.
 pub const WORK: u64 = 40_000_000;
 /// Work units per second of `effort-secs` (thorough mode raises the budget, never lowers it).
 const WORK_PER_SEC: f64 = 3_000_000.0;
