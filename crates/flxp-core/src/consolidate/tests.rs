@@ -559,6 +559,31 @@ fn a_large_cluster_is_packed_incrementally_down_to_the_floor_and_safely() {
     assert!(steps.windows(2).all(|w| w[0] <= w[1]), "{steps:?}");
 }
 
+/// A target policy the shortlist does not follow ranks every node for every guest, and is
+/// counted so; the plan still reaches the floor.
+#[test]
+fn a_policy_that_ranks_every_node_is_judged_over_every_node() {
+    let c = forty_light_nodes();
+    let rules = Rules::compile(&c);
+    let o = ConsolidateOptions::default();
+    let evac = EvacuateOptions {
+        policy: "free-memory".into(),
+        ..EvacuateOptions::default()
+    };
+    let out = consolidate(&c, &rules, &State::new(&c), &placer(), &o, &evac).unwrap();
+    assert_eq!(out.freed.len(), 19, "{:#?}", out.kept);
+    assert_eq!(out.plan.migrations.len(), 19 * 15);
+    // Each of the 285 guests judged over the 40 hosts, at least.
+    assert!(out.work >= 285 * 40, "{}", out.work);
+    let shortlisted = run(&c, &o);
+    assert!(
+        shortlisted.work < out.work / 4,
+        "{} {}",
+        shortlisted.work,
+        out.work
+    );
+}
+
 /// `nodes` nodes of 64 GiB with `per` guests of 1 GiB each, named n0000... in order.
 fn light_nodes(nodes: u32, per: u32) -> Cluster {
     let mut b = ClusterBuilder::new();
