@@ -19,6 +19,7 @@ use super::measure::{LoadKind, Measure};
 use super::movable::{Intent, Mover, Stay, returns, stays_for};
 use super::objective::{Objective, Shift};
 use super::plan::{Migration, Purpose, Skipped, Unplaced};
+use super::shortlist::{SHORT, Shortlist};
 use super::units::{UnitId, Units};
 
 /// Whether an applied move opens a decision of its own or joins the previous one.
@@ -73,6 +74,12 @@ pub(crate) struct Draft<'a> {
     pub soft_weight: Option<f64>,
     /// Whether fixing stopped early because the budget ran out (broken rules left unfixed).
     pub fixes_cut: bool,
+    /// Memory kept free per node, worked out once by the caller (consolidation's ceiling and
+    /// closed targets); `None`: the placer's options, looked up per check.
+    pub reserves: Option<&'a [u64]>,
+    /// The open nodes least loaded first, when a fix's target is picked among the first few of
+    /// them instead of every node (large consolidations); kept up to date by [`Self::apply`].
+    pub shortlist: Option<Shortlist>,
     moved: Vec<bool>,
     /// Vmids in `skipped` and in `unplaced`: each is recorded once, without a scan.
     noted: (HashSet<u32>, HashSet<u32>),
@@ -164,6 +171,8 @@ impl<'a> Draft<'a> {
             target_policy: None,
             soft_weight: None,
             fixes_cut: false,
+            reserves: None,
+            shortlist: None,
             moved: vec![false; cluster.guests().len()],
             noted: (HashSet::new(), HashSet::new()),
         }
@@ -294,13 +303,56 @@ impl<'a> Draft<'a> {
     /// The placement context of a subject on the current state, for the placer's filters and
     /// scorers.
     pub fn ctx<'s>(&'s self, subject: &'s Subject) -> Ctx<'s> {
-        Ctx::new(
+        let mut ctx = Ctx::new(
             self.cluster,
             self.rules,
             &self.state,
             self.placer.options(),
             subject,
-        )
+        );
+        ctx.reserves = self.reserves;
+        ctx
+    }
+
+    /// [`Self::ranked_targets`], from the shortlist when there is one and the subject has no
+    /// soft rule (a preference may favour any node): the first [`SHORT`] open nodes the filters
+    /// accept, least loaded first, ranked by the policy. `true` with them when the walk stopped
+    /// there (other feasible nodes were not looked at); a walk that finds none falls back to
+    /// every node.
+    pub fn pick_targets(
+        &self,
+        subject: &Subject,
+        except: &[NodeIdx],
+    ) -> Result<(Vec<Ranked>, bool)> {
+        let Some(short) = &self.shortlist else {
+            return Ok((self.ranked_targets(subject, except)?, false));
+        };
+        let ctx = self.ctx(subject);
+        let soft = !subject.rules.preferences.is_empty()
+            || !ctx.prefer_affinity.is_empty()
+            || !ctx.prefer_anti_affinity.is_empty();
+        if !soft {
+            let mut found: Vec<NodeIdx> = Vec::with_capacity(SHORT);
+            for n in short.walk().filter(|n| !except.contains(n)) {
+                short.count(1);
+                if self.placer.feasible(&ctx, n) {
+                    found.push(n);
+                    if found.len() == SHORT {
+                        break;
+                    }
+                }
+            }
+            if !found.is_empty() {
+                short.count(found.len() as u64);
+                let cut = found.len() == SHORT;
+                let ranked = self
+                    .placer
+                    .rank(&ctx, self.target_policy_name(), &found, false)?;
+                return Ok((ranked, cut));
+            }
+        }
+        short.count(self.cluster.nodes().len() as u64);
+        Ok((self.ranked_targets(subject, except)?, false))
     }
 
     /// Feasible targets for a subject on the current state, except the given nodes, ranked best
@@ -385,6 +437,10 @@ impl<'a> Draft<'a> {
             let g = self.cluster.guest(m);
             let from = self.state.location(m);
             self.state.move_guest(self.cluster, m, to);
+            if let Some(short) = &mut self.shortlist {
+                short.update(self.cluster, &self.state, from);
+                short.update(self.cluster, &self.state, to);
+            }
             self.objective.refresh_all(self.cluster, &self.state);
             self.moved[m.get()] = true;
             self.migrations.push(Migration {

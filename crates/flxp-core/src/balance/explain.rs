@@ -29,6 +29,22 @@ pub(crate) fn target_phrase(cluster: &Cluster, policy: &str, ranked: &[Ranked]) 
     }
 }
 
+/// [`target_phrase`] for a pick among the first few least loaded nodes that take the subject
+/// (the others were not ranked).
+pub(crate) fn shortlist_phrase(cluster: &Cluster, policy: &str, ranked: &[Ranked]) -> String {
+    let (Some(best), Some(next)) = (ranked.first(), ranked.get(1)) else {
+        return target_phrase(cluster, policy, ranked);
+    };
+    format!(
+        "{} ranks first under policy {policy} of the {} least loaded nodes that can take it \
+         (score {:.1}, next {:.1})",
+        cluster.node(best.node).name,
+        ranked.len(),
+        best.score,
+        next.score
+    )
+}
+
 /// Every node's failed filters for a subject, condensed: nodes failing the same filters are listed
 /// together, with the first node's reasons as an example.
 ///

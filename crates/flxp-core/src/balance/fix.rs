@@ -18,7 +18,7 @@ use crate::units::fmt_bytes;
 use crate::warning::{Warning, WarningKind};
 
 use super::draft::{Draft, Step};
-use super::explain::target_phrase;
+use super::explain::{shortlist_phrase, target_phrase};
 use super::movable::Intent;
 use super::plan::Purpose;
 use super::problems::{Problem, detect};
@@ -192,7 +192,7 @@ fn try_fix(draft: &mut Draft, p: &Problem, scope: &Scope) -> Result<Attempt> {
     let label = draft.units.get(p.unit).group.clone();
     let subject = draft.subject(&p.members, label.as_deref());
     let from = draft.state.location(p.members[0]);
-    let ranked = draft.ranked_targets(&subject, &[from])?;
+    let (ranked, cut) = draft.pick_targets(&subject, &[from])?;
     let stopped = p.members.len() == 1 && !draft.cluster.guest(p.members[0]).running;
     let prefix = if stopped {
         "offline migration (guest is stopped): "
@@ -215,10 +215,13 @@ fn try_fix(draft: &mut Draft, p: &Problem, scope: &Scope) -> Result<Attempt> {
         let to = best.node;
         // The return hold binds balancing only: a fix may take a guest back, and says so.
         let back = draft.return_words(&p.members, to);
-        let reason = format!(
-            "{prefix}{back}{verb}; {what}{}",
-            target_phrase(draft.cluster, draft.target_policy_name(), &ranked)
-        );
+        let policy = draft.target_policy_name();
+        let target = if cut {
+            shortlist_phrase(draft.cluster, policy, &ranked)
+        } else {
+            target_phrase(draft.cluster, policy, &ranked)
+        };
+        let reason = format!("{prefix}{back}{verb}; {what}{target}");
         draft.apply(
             &p.members,
             to,

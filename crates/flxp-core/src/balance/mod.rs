@@ -43,6 +43,7 @@ mod return_hold_tests;
 mod room;
 mod search;
 mod shorten;
+pub(crate) mod shortlist;
 mod softness;
 mod stop;
 pub mod trigger;

@@ -3,16 +3,21 @@
 //! grows with the square of the nodes freed). The plan is the accepted steps in order, judged by
 //! the same limits after each step; it must not hold anything the small-cluster path would refuse.
 
-use super::judge::{Local, Trial, try_free};
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+
+use super::judge::{Local, Rooms, Trial, try_free};
 use super::{Ctx, KeptBecause};
 use crate::Result;
 use crate::balance::draft::Draft;
 use crate::balance::fix::{self, Scope};
+use crate::balance::shortlist::Shortlist;
 use crate::balance::units::Units;
 use crate::balance::{Migration, Plan, Skipped};
 use crate::cluster::{Cluster, GuestIdx, NodeIdx};
 use crate::evacuate::finish_evacuation;
-use crate::placement::Placer;
+use crate::placement::scorers::least_loaded;
+use crate::placement::{Placer, SOFT_RULES};
 use crate::state::State;
 
 /// The nodes accepted so far, and what emptying them does.
@@ -35,6 +40,33 @@ pub(super) struct Packer<'a> {
     /// Targets a try found it would push over the CPU ceiling: the later tries start with them
     /// closed (a target only ever gains guests), so each is found once, not once per try.
     cpu_full: Vec<NodeIdx>,
+    /// Hosts at the CPU ceiling in `state` (they take nothing that uses CPU): found once, then
+    /// looked at again only when a step moves guests onto them.
+    at_cap: BTreeSet<NodeIdx>,
+    /// The nodes accepted whose guests did not all leave (each leaves by a migration of its own).
+    holding: Vec<NodeIdx>,
+    /// Memory each node keeps free for packing: the ceiling's reserve, and a closed target's whole
+    /// memory while a try runs with it closed (worked out once, not looked up by name per check).
+    reserves: RefCell<Vec<u64>>,
+    /// The ceiling's reserve per node, as `reserves` holds it for an open node.
+    base: Vec<u64>,
+    /// The open targets least loaded first, when the policy ranks by that (`least-loaded`): a
+    /// guest's target is then picked among the first few its filters accept.
+    shortlist: RefCell<Option<Shortlist>>,
+    /// The hosts by room and running memory, for N+1.
+    rooms: Rooms,
+    /// Work not counted yet: looking at every host once to find those at the CPU ceiling.
+    setup: u64,
+}
+
+/// Whether a policy ranks by the least memory share after placement alone (with soft rules),
+/// so that a target can be picked among the least loaded nodes.
+fn ranks_least_loaded(placer: &Placer, policy: &str) -> bool {
+    placer.policy_def(policy).is_ok_and(|p| {
+        p.weights.iter().all(|(name, &w)| {
+            w == 0.0 || name == least_loaded::NAME || SOFT_RULES.contains(&name.as_str())
+        })
+    })
 }
 
 impl<'a> Packer<'a> {
@@ -51,16 +83,45 @@ impl<'a> Packer<'a> {
                 running[at] += guest.mem_footprint();
             }
         }
+        let cluster = ctx.cluster;
+        let at_cap = ctx
+            .hosts
+            .iter()
+            .copied()
+            .filter(|&r| at_cpu_cap(&ctx, ctx.state, r))
+            .collect();
+        let ceiling = ctx.ceiling.options();
+        let base: Vec<u64> = cluster
+            .nodes()
+            .iter()
+            .map(|n| ceiling.reserve_for(n))
+            .collect();
+        let shortlist = ranks_least_loaded(ctx.ceiling, &ctx.evac.policy)
+            .then(|| Shortlist::new(cluster, ctx.state, ctx.hosts));
+        let rooms = Rooms::new(
+            cluster,
+            ctx.state,
+            ctx.hosts,
+            ctx.placer.options(),
+            &running,
+        );
         Self {
             ctx,
-            marked: ctx.cluster.clone(),
+            marked: cluster.clone(),
             state: ctx.state.clone(),
             migrations: Vec::new(),
             skipped: Vec::new(),
-            units: Units::new(ctx.cluster, ctx.rules),
+            units: Units::new(cluster, ctx.rules),
             on,
             running,
             cpu_full: Vec::new(),
+            at_cap,
+            holding: Vec::new(),
+            reserves: RefCell::new(base.clone()),
+            base,
+            shortlist: RefCell::new(shortlist),
+            rooms,
+            setup: ctx.hosts.len() as u64,
         }
     }
 
@@ -79,11 +140,31 @@ impl<'a> Packer<'a> {
         let ctx = self.ctx;
         let fresh = !self.marked.node(n).in_maintenance();
         self.marked.empty_for(n, ctx.evac.emptied_as.clone());
-        // The guests on n now (some may have come from a node freed before), each judged over
-        // every host.
-        let cost = self.on[n.get()].len() as u64 * ctx.hosts.len() as u64;
+        // Without a shortlist, the guests on n now (some may have come from a node freed
+        // before) are each judged over every host; with one, the nodes it judged are counted.
+        let short = self.shortlist.borrow().is_some();
+        let cost = if short {
+            0
+        } else {
+            self.on[n.get()].len() as u64 * ctx.hosts.len() as u64
+        };
         let (marked, state, units) = (&self.marked, &self.state, &self.units);
-        let run = |p: &Placer| -> Result<Trial<Vec<Migration>>> {
+        let (reserves, base, shortlist) = (&self.reserves, &self.base, &self.shortlist);
+        let run = |p: &Placer, closed: &[NodeIdx]| -> Result<Trial<Vec<Migration>>> {
+            // A closed target keeps all its memory free: nothing that needs memory goes there.
+            {
+                let mut r = reserves.borrow_mut();
+                for &c in closed {
+                    r[c.get()] = marked.node(c).maxmem;
+                }
+            }
+            let mut list = shortlist.borrow_mut().take();
+            if let Some(list) = &mut list {
+                // A run again starts from the state before the try, with other targets closed.
+                list.revert(marked, state);
+                list.close(&[closed, &[n]].concat());
+            }
+            let r = reserves.borrow();
             let measure = ctx.evac.measure;
             let kind = (measure.kind_for(ctx.evac.metric, marked, state), measure);
             let units = std::borrow::Cow::Borrowed(units);
@@ -91,21 +172,31 @@ impl<'a> Packer<'a> {
                 Draft::with_units(marked, ctx.rules, p, state, kind, 0, usize::MAX, units);
             p.policy_def(&ctx.evac.policy)?;
             draft.target_policy = Some(ctx.evac.policy.clone());
+            draft.reserves = Some(r.as_slice());
+            draft.shortlist = list;
             let scope = Scope {
                 only_nodes: Some(vec![n]),
                 stopped_off_maintenance: ctx.evac.include_stopped,
                 make_room: 0,
             };
-            fix::fix_all(&mut draft, &scope)?;
+            let fixed = fix::fix_all(&mut draft, &scope);
+            *shortlist.borrow_mut() = draft.shortlist.take();
+            fixed?;
             let moved = moved(marked, state, &draft.state, &draft.migrations);
-            Ok(Trial {
+            let trial = Trial {
                 unplaced: draft.unplaced,
                 skipped: draft.skipped,
                 after: draft.state,
                 payload: draft.migrations,
                 moved: Some(moved),
                 closed: Vec::new(),
-            })
+            };
+            drop(r);
+            let mut r = reserves.borrow_mut();
+            for &c in closed {
+                r[c.get()] = base[c.get()];
+            }
+            Ok(trial)
         };
         // Targets at the CPU ceiling already take nothing that uses CPU: closed at once; so
         // are those an earlier try found it would push over.
@@ -113,15 +204,11 @@ impl<'a> Packer<'a> {
         for &t in trial {
             in_trial[t.get()] = true;
         }
-        let full: Vec<NodeIdx> = ctx
-            .hosts
+        let full: Vec<NodeIdx> = self
+            .at_cap
             .iter()
             .copied()
             .filter(|r| !in_trial[r.get()])
-            .filter(|&r| {
-                let cap = self.marked.node(r).maxcpu * ctx.options.max_cpu;
-                self.state.usage(r).cpu >= cap - 1e-9
-            })
             .collect();
         // Closed besides: the targets an earlier try found full of CPU, and the nodes to be
         // tried next (a guest put there would move again when they are freed).
@@ -136,13 +223,15 @@ impl<'a> Packer<'a> {
                 closed.push(r);
             }
         }
+        let holding = [self.holding.as_slice(), &[n]].concat();
         let local = Local {
             on: &self.on,
-            running: &self.running,
             before: &self.state,
+            holding: &holding,
+            rooms: &self.rooms,
         };
-        // The nodes looked at to close them.
-        *work += ctx.hosts.len() as u64;
+        // The hosts looked at once for the CPU ceiling.
+        *work += std::mem::take(&mut self.setup);
         let mut outcome = try_free(
             &ctx,
             trial,
@@ -163,6 +252,10 @@ impl<'a> Packer<'a> {
                 &run,
             )?;
         }
+        let mut list = self.shortlist.borrow_mut();
+        if let Some(list) = list.as_ref() {
+            *work += list.take_checks();
+        }
         match outcome {
             Ok(t) => {
                 // Each step numbers from 0: after the accepted ones.
@@ -173,10 +266,12 @@ impl<'a> Packer<'a> {
                         ..m
                     }));
                 self.skipped.extend(t.skipped);
+                let mut changed: Vec<NodeIdx> = Vec::new();
                 for &g in t.moved.as_deref().unwrap_or_default() {
                     let (from, to) = (self.state.location(g), t.after.location(g));
                     self.on[from.get()].retain(|&x| x != g);
                     self.on[to.get()].push(g);
+                    changed.extend([from, to]);
                     let guest = ctx.cluster.guest(g);
                     if guest.running {
                         let fp = guest.mem_footprint();
@@ -184,6 +279,8 @@ impl<'a> Packer<'a> {
                         self.running[to.get()] += fp;
                     }
                 }
+                changed.sort_unstable();
+                changed.dedup();
                 // Targets the step closed for the CPU ceiling stay closed to the next steps.
                 for &r in &t.closed {
                     if !shut[r.get()] {
@@ -192,9 +289,33 @@ impl<'a> Packer<'a> {
                     }
                 }
                 self.state = t.after;
+                // The nodes the step changed: their figures for the next steps (work counted by
+                // the judgement, which looked at them).
+                for &c in &changed {
+                    self.rooms
+                        .update(ctx.cluster, &self.state, c, self.running[c.get()]);
+                    if !in_trial[c.get()] && at_cpu_cap(&ctx, &self.state, c) {
+                        self.at_cap.insert(c);
+                    } else {
+                        self.at_cap.remove(&c);
+                    }
+                }
+                self.rooms.remove(n);
+                self.at_cap.remove(&n);
+                if let Some(list) = list.as_mut() {
+                    list.settle();
+                    list.remove(n);
+                }
+                self.holding.retain(|h| !self.on[h.get()].is_empty());
+                if !self.on[n.get()].is_empty() {
+                    self.holding.push(n);
+                }
                 Ok(Ok(()))
             }
             Err(why) => {
+                if let Some(list) = list.as_mut() {
+                    list.revert(ctx.cluster, &self.state);
+                }
                 if fresh {
                     self.marked.unmark_emptied(n, &ctx.evac.emptied_as);
                 }
@@ -227,6 +348,12 @@ impl<'a> Packer<'a> {
         targets.sort();
         Ok(finish_evacuation(draft, ctx.state, &targets, ctx.evac))
     }
+}
+
+/// Whether host `r` uses its CPUs up to the ceiling in `state`.
+fn at_cpu_cap(ctx: &Ctx<'_>, state: &State, r: NodeIdx) -> bool {
+    let cap = ctx.cluster.node(r).maxcpu * ctx.options.max_cpu;
+    state.usage(r).cpu >= cap - 1e-9
 }
 
 /// The guests a try's migrations moved (a bundle's members too), from `before` to `after`, once

@@ -1,6 +1,9 @@
 //! Whether freeing a set of nodes keeps every limit: the CPU ceiling (targets closed and the try
 //! run again), rules, guests stuck or arriving, the auto mode's load cap and N+1 headroom.
 
+use std::cmp::Reverse;
+use std::collections::BTreeSet;
+
 use super::{ConsolidateOptions, Ctx, KeptBecause, MAX_CLOSED};
 use crate::Result;
 use crate::balance::{Skipped, Unplaced};
@@ -68,10 +71,124 @@ pub(super) struct Trial<T> {
 pub(super) struct Local<'a> {
     /// Guests per node (any state) before the try, indexed like `Cluster::nodes`.
     pub(super) on: &'a [Vec<GuestIdx>],
-    /// Memory of the running guests per node before the try.
-    pub(super) running: &'a [u64],
     /// The state before the try.
     pub(super) before: &'a State,
+    /// The nodes being freed that may still hold guests (the newest, and those freed before
+    /// whose guests stayed): only their guests can be stuck.
+    pub(super) holding: &'a [NodeIdx],
+    /// The hosts not freed before, by room and by running memory, for N+1.
+    pub(super) rooms: &'a Rooms,
+}
+
+/// The hosts not freed yet ordered by their room for a failed node's guests (free memory less
+/// the zone's reserve) and by their running guests' memory, kept up to date as steps are
+/// accepted, so that an incremental N+1 check finds the few nodes that need packing without
+/// looking at every node.
+pub(super) struct Rooms {
+    /// The zone's reserve per node, indexed like `Cluster::nodes`.
+    reserve: Vec<u64>,
+    /// Room and running memory per node, as in the sets.
+    room: Vec<u64>,
+    running: Vec<u64>,
+    /// Roomiest first, ties by node.
+    by_room: BTreeSet<(Reverse<u64>, NodeIdx)>,
+    /// Most running memory first, ties by node.
+    by_running: BTreeSet<(Reverse<u64>, NodeIdx)>,
+}
+
+impl Rooms {
+    /// The hosts in `state`, with the running memory per node.
+    pub(super) fn new(
+        cluster: &Cluster,
+        state: &State,
+        hosts: &[NodeIdx],
+        options: &PlacementOptions,
+        running: &[u64],
+    ) -> Self {
+        let reserve: Vec<u64> = cluster
+            .nodes()
+            .iter()
+            .map(|n| options.reserve_for(n))
+            .collect();
+        let mut r = Self {
+            room: vec![0; reserve.len()],
+            running: running.to_vec(),
+            reserve,
+            by_room: BTreeSet::new(),
+            by_running: BTreeSet::new(),
+        };
+        for &h in hosts {
+            let room = r.room_in(cluster, state, h);
+            r.room[h.get()] = room;
+            r.by_room.insert((Reverse(room), h));
+            r.by_running.insert((Reverse(running[h.get()]), h));
+        }
+        r
+    }
+
+    fn room_in(&self, cluster: &Cluster, state: &State, n: NodeIdx) -> u64 {
+        cluster
+            .node(n)
+            .maxmem
+            .saturating_sub(state.usage(n).mem)
+            .saturating_sub(self.reserve[n.get()])
+    }
+
+    /// Re-keys a host from `state` and its running memory.
+    pub(super) fn update(&mut self, cluster: &Cluster, state: &State, n: NodeIdx, running: u64) {
+        let i = n.get();
+        if self.by_room.remove(&(Reverse(self.room[i]), n)) {
+            self.room[i] = self.room_in(cluster, state, n);
+            self.by_room.insert((Reverse(self.room[i]), n));
+        }
+        if self.by_running.remove(&(Reverse(self.running[i]), n)) {
+            self.by_running.insert((Reverse(running), n));
+        }
+        self.running[i] = running;
+    }
+
+    /// Takes a freed host out.
+    pub(super) fn remove(&mut self, n: NodeIdx) {
+        self.by_room.remove(&(Reverse(self.room[n.get()]), n));
+        self.by_running.remove(&(Reverse(self.running[n.get()]), n));
+    }
+
+    /// The `k` largest rooms after a try, largest first: the hosts' rooms, skipping `skip`
+    /// (nodes being freed or changed by the try, and a failed node), merged with the changed
+    /// nodes' new rooms (`changed`, largest first).
+    fn top(
+        &self,
+        k: usize,
+        skip: impl Fn(NodeIdx) -> bool,
+        changed: &[(u64, NodeIdx)],
+        without: Option<NodeIdx>,
+    ) -> Vec<u64> {
+        let mut kept = self
+            .by_room
+            .iter()
+            .filter(|&&(_, n)| !skip(n) && Some(n) != without)
+            .map(|&(Reverse(r), _)| r)
+            .peekable();
+        let mut new = changed
+            .iter()
+            .filter(|&&(_, n)| Some(n) != without)
+            .map(|&(r, _)| r)
+            .peekable();
+        let mut out = Vec::with_capacity(k);
+        while out.len() < k {
+            let next = match (kept.peek(), new.peek()) {
+                (Some(&a), Some(&b)) if a >= b => kept.next(),
+                (Some(_), Some(_)) | (None, Some(_)) => new.next(),
+                (Some(_), None) => kept.next(),
+                (None, None) => None,
+            };
+            match next {
+                Some(r) => out.push(r),
+                None => break,
+            }
+        }
+        out
+    }
 }
 
 /// The try (`run`, handed the pipeline to place with) that frees `trial` within every limit, or
@@ -87,7 +204,7 @@ pub(super) fn try_free<T>(
     (work, cost): (&mut u64, u64),
     (mut closed, close_all): (Vec<NodeIdx>, bool),
     local: Option<&Local<'_>>,
-    mut run: impl FnMut(&Placer) -> Result<Trial<T>>,
+    mut run: impl FnMut(&Placer, &[NodeIdx]) -> Result<Trial<T>>,
 ) -> Result<std::result::Result<Trial<T>, (KeptBecause, String)>> {
     let (cluster, state, options) = (ctx.cluster, ctx.state, ctx.options);
     let mut reruns = 0;
@@ -104,16 +221,7 @@ pub(super) fn try_free<T>(
         .collect();
     loop {
         *work += cost;
-        let t = if closed.is_empty() {
-            run(ctx.ceiling)?
-        } else {
-            let mut o = ctx.ceiling.options().clone();
-            for &n in &closed {
-                let node = cluster.node(n);
-                o.node_reserve_bytes.insert(node.name.clone(), node.maxmem);
-            }
-            run(&ctx.ceiling.with_options(o)?)?
-        };
+        let t = run(ctx.ceiling, &closed)?;
         // An incremental judgement counts what it looks at (a full one is in `cost`).
         let verdict = judge(ctx, trial, &in_trial, &remaining, &t, (local, &mut *work));
         match verdict {
@@ -123,8 +231,9 @@ pub(super) fn try_free<T>(
                 return Ok(Ok(t));
             }
             Err((because, reason)) => {
+                let grown = grown(&t, &in_trial, &remaining);
                 let breach = (because == KeptBecause::Cpu)
-                    .then(|| cpu_breach(cluster, state, &t.after, options, &remaining))
+                    .then(|| cpu_breach(cluster, state, &t.after, options, &grown))
                     .flatten()
                     .filter(|(n, _)| !closed.contains(n) && reruns < MAX_CLOSED);
                 match breach {
@@ -147,7 +256,7 @@ pub(super) fn try_free<T>(
                         closed.push(n);
                         reruns += 1;
                         if close_all {
-                            let more = remaining.iter().copied().filter(|&r| {
+                            let more = grown.iter().copied().filter(|&r| {
                                 r != n
                                     && !closed.contains(&r)
                                     && cpu_over(cluster, state, &t.after, options, r)
@@ -164,6 +273,38 @@ pub(super) fn try_free<T>(
                 }
             }
         }
+    }
+}
+
+/// The pipeline that chooses targets for a try with `closed` shut: the ceiling's, with each
+/// closed node's whole memory as its reserve (a full re-plan builds it per run).
+pub(super) fn closed_placer(ctx: &Ctx<'_>, closed: &[NodeIdx]) -> Result<Option<Placer>> {
+    if closed.is_empty() {
+        return Ok(None);
+    }
+    let mut o = ctx.ceiling.options().clone();
+    for &n in closed {
+        let node = ctx.cluster.node(n);
+        o.node_reserve_bytes.insert(node.name.clone(), node.maxmem);
+    }
+    ctx.ceiling.with_options(o).map(Some)
+}
+
+/// The remaining nodes whose load a try can have raised, in node order: the targets of the
+/// guests it moved when it knows them, else all of `remaining`.
+fn grown<T>(t: &Trial<T>, in_trial: &[bool], remaining: &[NodeIdx]) -> Vec<NodeIdx> {
+    match &t.moved {
+        Some(moved) => {
+            let mut v: Vec<NodeIdx> = moved
+                .iter()
+                .map(|&g| t.after.location(g))
+                .filter(|n| !in_trial[n.get()])
+                .collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        }
+        None => remaining.to_vec(),
     }
 }
 
@@ -280,11 +421,12 @@ pub(super) fn judge<T>(
     // before the try can stay there: in guest order, as the sweep finds them.
     let candidates: Vec<GuestIdx> = match local {
         Some(l) => {
-            let mut v: Vec<GuestIdx> = trial
+            let mut v: Vec<GuestIdx> = l
+                .holding
                 .iter()
                 .flat_map(|&n| l.on[n.get()].iter().copied())
                 .collect();
-            *work += (trial.len() + v.len()) as u64;
+            *work += (l.holding.len() + v.len()) as u64;
             v.sort_unstable();
             v
         }
@@ -312,7 +454,14 @@ pub(super) fn judge<T>(
             ),
         ));
     }
-    if let Some((_, reason)) = cpu_breach(cluster, state, after, options, remaining) {
+    // Only a node that gained load can newly pass the ceiling (every earlier step was judged).
+    if let Some((_, reason)) = cpu_breach(
+        cluster,
+        state,
+        after,
+        options,
+        &grown(t, in_trial, remaining),
+    ) {
         return Err((KeptBecause::Cpu, reason));
     }
     if let Some(max) = options.max_load {
@@ -334,7 +483,7 @@ pub(super) fn judge<T>(
         let placement = ctx.placer.options();
         let why = match (local, &t.moved) {
             (Some(l), Some(moved)) => {
-                headroom_local(cluster, after, remaining, placement, l, moved, work)
+                headroom_local(cluster, after, remaining, in_trial, l, moved, work)
             }
             _ => headroom_breach(cluster, after, remaining, placement),
         };
@@ -346,41 +495,80 @@ pub(super) fn judge<T>(
 }
 
 /// [`headroom_breach`] of an incremental try, the same verdict and words without a sweep over
-/// every guest: a failed node whose running guests use no more memory than the roomiest other
+/// every node: a failed node whose running guests use no more memory than the roomiest other
 /// node has free passes at once (packed largest first, each onto the roomiest, they all fit:
 /// the roomiest always has at least what that one node has left, which is at least what is left
-/// to place); only the others are packed guest by guest. Adds the nodes and guests looked at to
-/// `work`.
+/// to place). Only a node with more running memory than the second largest room can fail that
+/// test, so those are found from the largest down in `local.rooms` (the nodes the try changed
+/// with their new figures), and only they are packed guest by guest. Adds the nodes and guests
+/// looked at to `work`.
 fn headroom_local(
     cluster: &Cluster,
     after: &State,
     hosts: &[NodeIdx],
-    options: &PlacementOptions,
+    in_trial: &[bool],
     local: &Local<'_>,
     moved: &[GuestIdx],
     work: &mut u64,
 ) -> Option<String> {
-    let footprint = |g: GuestIdx| {
-        let guest = cluster.guest(g);
-        if guest.running {
-            guest.mem_footprint()
-        } else {
-            0
-        }
-    };
-    // Running memory per node after the try: before, less what left, plus what came.
-    let mut running: Vec<u64> = local.running.to_vec();
+    let rooms = local.rooms;
+    // The remaining nodes the try changed, with their running memory and room after it.
+    let mut changed: Vec<NodeIdx> = moved
+        .iter()
+        .flat_map(|&g| [local.before.location(g), after.location(g)])
+        .filter(|n| !in_trial[n.get()])
+        .collect();
+    changed.sort_unstable();
+    changed.dedup();
+    let mut running: Vec<u64> = changed.iter().map(|n| rooms.running[n.get()]).collect();
     for &g in moved {
-        let fp = footprint(g);
-        let from = local.before.location(g).get();
-        running[from] = running[from].saturating_sub(fp);
-        running[after.location(g).get()] += fp;
+        let guest = cluster.guest(g);
+        if !guest.running {
+            continue;
+        }
+        let fp = guest.mem_footprint();
+        if let Ok(i) = changed.binary_search(&local.before.location(g)) {
+            running[i] = running[i].saturating_sub(fp);
+        }
+        if let Ok(i) = changed.binary_search(&after.location(g)) {
+            running[i] += fp;
+        }
     }
-    let (room, roomiest) = rooms(cluster, after, hosts, options);
-    *work += hosts.len() as u64;
-    for (i, &failed) in hosts.iter().enumerate() {
-        let top = roomiest.iter().find(|&&j| j != i).map(|&j| room[j]);
-        if top.is_some_and(|top| top >= running[failed.get()]) {
+    let mut new_rooms: Vec<(u64, NodeIdx)> = changed
+        .iter()
+        .map(|&n| (rooms.room_in(cluster, after, n), n))
+        .collect();
+    new_rooms.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let skip = |n: NodeIdx| in_trial[n.get()] || changed.binary_search(&n).is_ok();
+    *work += changed.len() as u64;
+    let second = rooms
+        .top(2, skip, &new_rooms, None)
+        .get(1)
+        .copied()
+        .unwrap_or(0);
+    // Every node whose running memory is above the second largest room, in node order.
+    let mut failing: Vec<(NodeIdx, u64)> = rooms
+        .by_running
+        .iter()
+        .filter(|&&(_, n)| !skip(n))
+        .take_while(|&&(Reverse(r), _)| r > second)
+        .map(|&(Reverse(r), n)| (n, r))
+        .chain(
+            changed
+                .iter()
+                .zip(&running)
+                .filter(|&(_, &r)| r > second)
+                .map(|(&n, &r)| (n, r)),
+        )
+        .collect();
+    failing.sort_unstable();
+    *work += failing.len() as u64;
+    for (failed, run) in failing {
+        let top = rooms
+            .top(1, skip, &new_rooms, Some(failed))
+            .first()
+            .copied();
+        if top.is_some_and(|top| top >= run) {
             continue;
         }
         let items: Vec<u64> = local.on[failed.get()]
@@ -391,7 +579,8 @@ fn headroom_local(
             .map(|g| cluster.guest(g).mem_footprint())
             .collect();
         *work += items.len() as u64;
-        if let Some(why) = pack_failed(cluster, hosts, (i, failed), items, &room, &roomiest) {
+        let others = rooms.top(items.len(), skip, &new_rooms, Some(failed));
+        if let Some(why) = pack_failed(cluster, hosts.len(), failed, items, others) {
             return Some(why);
         }
     }
@@ -429,7 +618,13 @@ pub fn headroom_breach(
     let (room, roomiest) = rooms(cluster, state, hosts, options);
     for (i, &failed) in hosts.iter().enumerate() {
         let items = std::mem::take(&mut on[i]);
-        if let Some(why) = pack_failed(cluster, hosts, (i, failed), items, &room, &roomiest) {
+        let others: Vec<u64> = roomiest
+            .iter()
+            .filter(|&&j| j != i)
+            .take(items.len())
+            .map(|&j| room[j])
+            .collect();
+        if let Some(why) = pack_failed(cluster, hosts.len(), failed, items, others) {
             return Some(why);
         }
     }
@@ -458,27 +653,21 @@ fn rooms(
     (room, roomiest)
 }
 
-/// Why the running guests `items` of `hosts[i]` (= `failed`) would not fit on the other hosts
-/// if it failed, packed largest first each onto the roomiest of its m roomiest peers (`room`
-/// per host, `roomiest` their order); `None` when they fit.
+/// Why the running guests `items` of `failed` (one of `hosts` nodes) would not fit on the other
+/// hosts if it failed, packed largest first each onto the roomiest of the m roomiest others
+/// (`others`, their rooms); `None` when they fit.
 fn pack_failed(
     cluster: &Cluster,
-    hosts: &[NodeIdx],
-    (i, failed): (usize, NodeIdx),
+    hosts: usize,
+    failed: NodeIdx,
     mut items: Vec<u64>,
-    room: &[u64],
-    roomiest: &[usize],
+    others: Vec<u64>,
 ) -> Option<String> {
     if items.is_empty() {
         return None;
     }
     items.sort_unstable_by(|a, b| b.cmp(a));
-    let mut free: std::collections::BinaryHeap<u64> = roomiest
-        .iter()
-        .filter(|&&j| j != i)
-        .take(items.len())
-        .map(|&j| room[j])
-        .collect();
+    let mut free: std::collections::BinaryHeap<u64> = others.into_iter().collect();
     for &item in &items {
         match free.peek_mut() {
             Some(mut top) if *top >= item => *top -= item,
@@ -489,7 +678,7 @@ fn pack_failed(
                     cluster.node(failed).name,
                     items.len(),
                     fmt_bytes(sum),
-                    hosts.len() - 1
+                    hosts - 1
                 ));
             }
         }

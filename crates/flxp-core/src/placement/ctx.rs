@@ -161,6 +161,9 @@ pub struct Ctx<'a> {
     /// Each filter's own state for this decision, prepared once here, since the planner asks
     /// about many nodes per context.
     prepared: Prepared,
+    /// Memory kept free per node, indexed like `Cluster::nodes`, when the caller worked it out
+    /// once for many decisions (else each check looks the node up in the options by name).
+    pub reserves: Option<&'a [u64]>,
 }
 
 /// Which filters may refuse a node to this subject.
@@ -195,6 +198,7 @@ impl<'a> Ctx<'a> {
             prefer_affinity: soft(GroupKind::Affinity),
             prefer_anti_affinity: soft(GroupKind::AntiAffinity),
             prepared: Prepared::NONE,
+            reserves: None,
         };
         // Filled in place: a state borrows nothing from the context it is prepared from.
         for (i, f) in FILTERS.iter().enumerate().take(COUNT) {
@@ -213,6 +217,14 @@ impl<'a> Ctx<'a> {
             ctx.prepared.extra = states;
         }
         ctx
+    }
+
+    /// Memory kept free on a node: from [`Self::reserves`] when set, else the options.
+    pub fn reserve(&self, node: &NodeView) -> u64 {
+        match self.reserves.and_then(|r| r.get(node.idx.get())) {
+            Some(&r) => r,
+            None => self.options.reserve_for(node.node),
+        }
     }
 
     /// The view of one node in the state at hand.

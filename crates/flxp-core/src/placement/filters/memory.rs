@@ -19,7 +19,7 @@ pub fn available(ctx: &Ctx, node: &NodeView) -> u64 {
     node.node
         .maxmem
         .saturating_sub(node.usage.mem)
-        .saturating_sub(ctx.options.reserve_for(node.node))
+        .saturating_sub(ctx.reserve(node))
 }
 
 /// `check` as a yes or no: the same comparisons, without the memory reason's figures.
@@ -57,7 +57,7 @@ fn check(ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
             available,
             total: node.node.maxmem,
             used: node.usage.mem,
-            reserve: ctx.options.reserve_for(node.node),
+            reserve: ctx.reserve(node),
         });
     }
     memory_commit_cap(ctx, node)
