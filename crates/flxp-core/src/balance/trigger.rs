@@ -78,8 +78,9 @@ pub struct Trigger {
     /// The optional pressure gate.
     pub pressure: PressureGate,
     /// A node whose CPU use is above this share of its CPUs (percent, on the figures the plan
-    /// weighs: the daemon's smoothed ones) is overloaded, and the trigger acts at the first check
-    /// that finds it instead of waiting out the hold; 0 switches it off.
+    /// weighs, or on the daemon's last read: [`Trigger::check_with_last_read`]) is overloaded,
+    /// and the trigger acts at the first check that finds it instead of waiting out the hold; 0
+    /// switches it off.
     pub overload_cpu: f64,
     /// The same for used memory (percent of the node's memory).
     pub overload_memory: f64,
@@ -481,15 +482,26 @@ mod tests {
             .build()
     }
 
+    /// One check of `t` whose averages show a's guest at `averaged` of its cores and whose last
+    /// read shows it at `last` ([`busy_a`]), the metric `dominant`.
+    fn judge(t: &Trigger, averaged: f64, last: f64, held: u32) -> (Decision, Figures) {
+        let (a, l) = (busy_a(averaged), busy_a(last));
+        let (sa, sl) = (State::new(&a), State::new(&l));
+        t.check_with_last_read(
+            (&a, &sa),
+            (&l, &sl),
+            Measure::Spread,
+            Metric::Dominant,
+            held,
+        )
+    }
+
     #[test]
     fn a_spike_over_by_the_last_read_does_not_count_towards_the_hold() {
         // The averages still see a at 60 % of its CPUs (busy: the spread of the larger share,
         // 60 − 12.5); the last read sees it back at 30 %, where memory alone is weighed (even).
-        let (spiked, quiet) = (busy_a(0.6), busy_a(0.3));
-        let (s1, s2) = (State::new(&spiked), State::new(&quiet));
         let t = Trigger::default();
-        let (m, d) = (Measure::Spread, Metric::Dominant);
-        let (over, figures) = t.check_with_last_read((&spiked, &s1), (&quiet, &s2), m, d, 2);
+        let (over, figures) = judge(&t, 0.6, 0.3, 2);
         assert_eq!(
             (over.act, over.held, figures),
             (false, 0, Figures::Averages)
@@ -500,7 +512,7 @@ mod tests {
              last read: passing"
         );
         // The same third check while the last read agrees acts, on the averages.
-        let (on, figures) = t.check_with_last_read((&spiked, &s1), (&spiked, &s1), m, d, 2);
+        let (on, figures) = judge(&t, 0.6, 0.6, 2);
         assert_eq!((on.act, on.held, figures), (true, 0, Figures::Averages));
         assert_eq!(
             on.reason,
@@ -512,15 +524,14 @@ mod tests {
     fn a_node_overloaded_on_the_last_read_acts_at_once_on_that_reads_figures() {
         // A step from 30 % to 95 % of a's CPUs: the averages have not caught up (memory alone,
         // even), the last read shows a past the 90 % line.
-        let (before, now) = (busy_a(0.3), busy_a(0.95));
-        let (s1, s2) = (State::new(&before), State::new(&now));
         let t = Trigger::default();
-        let (m, d) = (Measure::Spread, Metric::Dominant);
+        let before = busy_a(0.3);
         assert!(
-            !t.check(&before, &s1, m, 0.0, 0).act,
+            !t.check(&before, &State::new(&before), Measure::Spread, 0.0, 0)
+                .act,
             "the averages alone wait"
         );
-        let (hot, figures) = t.check_with_last_read((&before, &s1), (&now, &s2), m, d, 0);
+        let (hot, figures) = judge(&t, 0.3, 0.95, 0);
         assert_eq!((hot.act, hot.held, figures), (true, 0, Figures::LastRead));
         assert_eq!(
             hot.reason,
@@ -532,7 +543,7 @@ mod tests {
             overload_cpu: 0.0,
             ..t
         };
-        let (wait, _) = off.check_with_last_read((&before, &s1), (&now, &s2), m, d, 0);
+        let (wait, _) = judge(&off, 0.3, 0.95, 0);
         assert_eq!((wait.act, wait.held), (false, 0), "{}", wait.reason);
     }
 
