@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use flxp_core::Overrides;
-use flxp_core::balance::{self, BalanceOptions, Decision, EvacuateOptions, Plan};
+use flxp_core::balance::{self, BalanceOptions, Decision, EvacuateOptions, Figures, Plan};
 use flxp_core::constraints::violations;
 use flxp_core::left_running::{MaintenanceState, maintenance_state, maintenance_state_planned};
 use flxp_core::placement::Placer;
@@ -627,7 +627,7 @@ impl Daemon {
         let placer = &z.placer;
         // Read before the cluster: requests for room made later wait for a round that sees them.
         let mut room_seen = z.room.seen();
-        let (model, notes) = executor.read_with_notes().await?;
+        let (model, last_read, notes) = executor.read_judged(o.rebalance).await?;
         let model = Arc::new(model);
         let marks = crate::power_mark::read(&notes);
         let judged = Arc::clone(&model);
@@ -712,17 +712,30 @@ impl Daemon {
         }
         let held = z.held.load(Ordering::Relaxed);
         let judged = Arc::clone(&model);
+        let last_read = last_read.map(Arc::new);
+        let seen = last_read.clone();
         let options = o.balance.clone();
-        let (mut decision, broken) = blocking::run("checking the trigger", move || {
-            let measure = options.measure;
-            let imbalance =
-                balance::imbalance(&judged.cluster, &judged.state, measure, options.metric);
-            let decision =
-                options
-                    .trigger
-                    .check(&judged.cluster, &judged.state, measure, imbalance, held);
+        let (mut decision, figures, broken) = blocking::run("checking the trigger", move || {
+            let (measure, metric) = (options.measure, options.metric);
+            let averaged = (&judged.cluster, &judged.state);
+            let (decision, figures) = match &seen {
+                Some(l) => options.trigger.check_with_last_read(
+                    averaged,
+                    (&l.cluster, &l.state),
+                    measure,
+                    metric,
+                    held,
+                ),
+                None => {
+                    let imbalance = balance::imbalance(averaged.0, averaged.1, measure, metric);
+                    let d = options
+                        .trigger
+                        .check(averaged.0, averaged.1, measure, imbalance, held);
+                    (d, Figures::Averages)
+                }
+            };
             let broken = !violations(&judged.cluster, &judged.rules, &judged.state).is_empty();
-            (decision, broken)
+            (decision, figures, broken)
         })
         .await?;
         z.held.store(decision.held, Ordering::Relaxed);
@@ -748,6 +761,11 @@ impl Daemon {
             options.trigger.target = None;
         }
         let goal = Goal::Balance(options);
+        // A node past an overload line on the last read is planned on that read's figures.
+        let model = match last_read {
+            Some(l) if act && figures == Figures::LastRead => l,
+            _ => model,
+        };
         let plan = blocking::plan(model, Arc::clone(placer), goal.clone(), None).await?;
         tracing::info!(summary = %plan.summary, "plan made");
         let execution = if plan.migrations.is_empty() {

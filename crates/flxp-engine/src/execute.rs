@@ -278,16 +278,28 @@ impl Executor {
     /// [`Self::read`], with the notes of the online nodes (node name → notes), where flxp keeps
     /// its power marks ([`crate::power_mark`]).
     pub async fn read_with_notes(&self) -> Result<(Model, BTreeMap<String, String>)> {
-        self.with_model(
+        let (model, _, notes) = self.read_judged(false).await?;
+        Ok((model, notes))
+    }
+
+    /// [`Self::read_with_notes`], with the model of the read's own CPU figures beside the
+    /// smoothed one when `last_read` is set and smoothing is on: the trigger judges both
+    /// ([`flxp_core::balance::Trigger::check_with_last_read`]).
+    pub async fn read_judged(
+        &self,
+        last_read: bool,
+    ) -> Result<(Model, Option<Model>, BTreeMap<String, String>)> {
+        self.with_models(
             &BTreeMap::new(),
             "building the cluster model",
-            |snapshot, _, model| {
+            last_read,
+            |snapshot, _, model, instant| {
                 let notes = snapshot
                     .nodes
                     .iter()
                     .filter_map(|(n, e)| e.notes.clone().map(|t| (n.clone(), t)))
                     .collect();
-                Ok((model, notes))
+                Ok((model, instant, notes))
             },
         )
         .await
@@ -325,6 +337,25 @@ impl Executor {
         F: FnOnce(&Snapshot, i64, Model) -> Result<T> + Send + 'static,
         T: Send + 'static,
     {
+        self.with_models(held, what, false, move |snapshot, now, model, _| {
+            then(snapshot, now, model)
+        })
+        .await
+    }
+
+    /// [`Self::with_model`], also building the model of the read's own CPU figures when
+    /// `last_read` is set and the figures are smoothed (`None` otherwise).
+    async fn with_models<T, F>(
+        &self,
+        held: &BTreeMap<u32, HoldReason>,
+        what: &'static str,
+        last_read: bool,
+        then: F,
+    ) -> Result<T>
+    where
+        F: FnOnce(&Snapshot, i64, Model, Option<Model>) -> Result<T> + Send + 'static,
+        T: Send + 'static,
+    {
         let taken = tokio::time::Instant::now();
         let mut snapshot = self.current().await?;
         // The cluster's own time when it gave one: HA task times come from its clock.
@@ -334,16 +365,24 @@ impl Executor {
         let reservations = self.reservations.clone();
         let smoothing = self.smoothing.clone();
         blocking::run(what, move || {
+            let build = |snapshot: &mut Snapshot| -> Result<Model> {
+                planning::hold_pending_ha(snapshot, now);
+                planning::hold_guests(snapshot, &held);
+                let mut model = planning::model(snapshot, &overrides)?;
+                if let Some(r) = &reservations {
+                    r.apply(&model.cluster, taken, &mut model.state);
+                }
+                Ok(model)
+            };
+            let mut instant = None;
             if let Some(s) = &smoothing {
+                if last_read {
+                    instant = Some(build(&mut snapshot.clone())?);
+                }
                 s.apply(&mut snapshot, now);
             }
-            planning::hold_pending_ha(&mut snapshot, now);
-            planning::hold_guests(&mut snapshot, &held);
-            let mut model = planning::model(&snapshot, &overrides)?;
-            if let Some(r) = &reservations {
-                r.apply(&model.cluster, taken, &mut model.state);
-            }
-            then(&snapshot, now, model)
+            let model = build(&mut snapshot)?;
+            then(&snapshot, now, model, instant)
         })
         .await?
     }

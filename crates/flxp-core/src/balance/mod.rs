@@ -65,4 +65,4 @@ pub use plan::{
 pub use planner::plan;
 pub use pve::{PveMove, Ranking, rank_moves, run_until_stable};
 pub use stop::PlanStop;
-pub use trigger::{Decision, PressureGate, Trigger};
+pub use trigger::{Decision, Figures, PressureGate, Trigger};

@@ -15,7 +15,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::measure::{LoadKind, Measure, balanced_nodes};
+use super::measure::{LoadKind, Measure, Metric, balanced_nodes};
 use crate::cluster::{Cluster, Node};
 use crate::state::State;
 use crate::{Error, Result};
@@ -78,8 +78,9 @@ pub struct Trigger {
     /// The optional pressure gate.
     pub pressure: PressureGate,
     /// A node whose CPU use is above this share of its CPUs (percent, on the figures the plan
-    /// weighs: the daemon's smoothed ones) is overloaded, and the trigger acts at the first check
-    /// that finds it instead of waiting out the hold; 0 switches it off.
+    /// weighs, or on the daemon's last read: [`Trigger::check_with_last_read`]) is overloaded,
+    /// and the trigger acts at the first check that finds it instead of waiting out the hold; 0
+    /// switches it off.
     pub overload_cpu: f64,
     /// The same for used memory (percent of the node's memory).
     pub overload_memory: f64,
@@ -109,6 +110,15 @@ pub struct Decision {
     pub held: u32,
     /// Why, in words.
     pub reason: String,
+}
+
+/// Which figures a plan made on a decision should weigh ([`Trigger::check_with_last_read`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Figures {
+    /// The smoothed ones, as every check that waited out the hold.
+    Averages,
+    /// The last read's own: a node is past an overload line there now.
+    LastRead,
 }
 
 impl Trigger {
@@ -212,18 +222,98 @@ impl Trigger {
         imbalance: f64,
         held: u32,
     ) -> Decision {
+        self.decide(cluster, state, measure, imbalance, held, None)
+            .0
+    }
+
+    /// [`Self::check`] on smoothed figures, told what the last read itself showed, and which
+    /// figures a plan made now should weigh. Averages lag both ways: they still count a spike
+    /// that has ended, and they reach a rise that lasts only after a while. So a check counts
+    /// towards the hold only while the last read is above the threshold too (a spike over by
+    /// the third check moves nothing), and a node above an overload line on the last read acts
+    /// at once, planned on that read's figures (a morning's step to 114 % of a node's CPUs
+    /// is moved off at the first check, not once the averages have caught up half an hour
+    /// later). Judged on the last read, an overload is a node past its capacity now.
+    pub fn check_with_last_read(
+        &self,
+        averaged: (&Cluster, &State),
+        last: (&Cluster, &State),
+        measure: Measure,
+        metric: Metric,
+        held: u32,
+    ) -> (Decision, Figures) {
+        let imbalance = super::measure::imbalance(averaged.0, averaged.1, measure, metric);
+        let now = super::measure::imbalance(last.0, last.1, measure, metric);
+        self.decide(
+            averaged.0,
+            averaged.1,
+            measure,
+            imbalance,
+            held,
+            Some((last.0, last.1, now)),
+        )
+    }
+
+    fn decide(
+        &self,
+        cluster: &Cluster,
+        state: &State,
+        measure: Measure,
+        imbalance: f64,
+        held: u32,
+        last: Option<(&Cluster, &State, f64)>,
+    ) -> (Decision, Figures) {
         let threshold = self.threshold_for(measure);
+        let hot_now = match last {
+            Some((c, s, now)) if now > threshold => self.overloaded(c, s),
+            _ => Vec::new(),
+        };
+        if !hot_now.is_empty() {
+            let (_, _, now) = last.unwrap_or((cluster, state, imbalance));
+            let above = format!(
+                "{} {} on the last read ({} on the averages) is above the threshold {}",
+                measure.as_str(),
+                measure.fmt(now),
+                measure.fmt(imbalance),
+                measure.fmt(threshold)
+            );
+            let more = format!(", and overloaded on the last read: {}", hot_now.join("; "));
+            return (
+                self.gated(cluster, held.saturating_add(1), above, more),
+                Figures::LastRead,
+            );
+        }
         if imbalance <= threshold {
-            return Decision {
-                act: false,
-                held: 0,
-                reason: format!(
-                    "{} {} is within the threshold {}",
-                    measure.as_str(),
-                    measure.fmt(imbalance),
-                    measure.fmt(threshold)
-                ),
-            };
+            return (
+                Decision {
+                    act: false,
+                    held: 0,
+                    reason: format!(
+                        "{} {} is within the threshold {}",
+                        measure.as_str(),
+                        measure.fmt(imbalance),
+                        measure.fmt(threshold)
+                    ),
+                },
+                Figures::Averages,
+            );
+        }
+        if let Some((_, _, now)) = last.filter(|&(_, _, now)| now <= threshold) {
+            return (
+                Decision {
+                    act: false,
+                    held: 0,
+                    reason: format!(
+                        "{} {} on the averages is above the threshold {}, but {} on the last \
+                         read: passing",
+                        measure.as_str(),
+                        measure.fmt(imbalance),
+                        measure.fmt(threshold),
+                        measure.fmt(now)
+                    ),
+                },
+                Figures::Averages,
+            );
         }
         let held = held.saturating_add(1);
         let hot = if held < self.hold {
@@ -232,18 +322,42 @@ impl Trigger {
             Vec::new()
         };
         if held < self.hold && hot.is_empty() {
-            return Decision {
-                act: false,
-                held,
-                reason: format!(
-                    "{} {} is above the threshold {} for {held} of {} checks",
-                    measure.as_str(),
-                    measure.fmt(imbalance),
-                    measure.fmt(threshold),
-                    self.hold
-                ),
-            };
+            return (
+                Decision {
+                    act: false,
+                    held,
+                    reason: format!(
+                        "{} {} is above the threshold {} for {held} of {} checks",
+                        measure.as_str(),
+                        measure.fmt(imbalance),
+                        measure.fmt(threshold),
+                        self.hold
+                    ),
+                },
+                Figures::Averages,
+            );
         }
+        let overload = if hot.is_empty() {
+            String::new()
+        } else {
+            format!(", and overloaded: {}", hot.join("; "))
+        };
+        let above = format!(
+            "{} {} is above the threshold {}",
+            measure.as_str(),
+            measure.fmt(imbalance),
+            measure.fmt(threshold)
+        );
+        (
+            self.gated(cluster, held, above, overload),
+            Figures::Averages,
+        )
+    }
+
+    /// Acts unless the pressure gate is on and no node is under pressure. `above` says what is
+    /// above the threshold, `more` what else the decision rests on (an overload); `held` is the
+    /// count of checks that agreed, kept when the gate holds back.
+    fn gated(&self, cluster: &Cluster, held: u32, above: String, more: String) -> Decision {
         if self.pressure.is_enabled() {
             let pressed: Vec<String> = cluster
                 .nodes()
@@ -259,40 +373,22 @@ impl Trigger {
                 return Decision {
                     act: false,
                     held,
-                    reason: format!(
-                        "{} {} is above the threshold {}, but no node is under pressure",
-                        measure.as_str(),
-                        measure.fmt(imbalance),
-                        measure.fmt(threshold)
-                    ),
+                    reason: format!("{above}, but no node is under pressure"),
                 };
             }
             return Decision {
                 act: true,
                 held: 0,
                 reason: format!(
-                    "{} {} is above the threshold {} for {held} check(s), and under pressure: {}",
-                    measure.as_str(),
-                    measure.fmt(imbalance),
-                    measure.fmt(threshold),
+                    "{above} for {held} check(s), and under pressure: {}",
                     pressed.join("; ")
                 ),
             };
         }
-        let overload = if hot.is_empty() {
-            String::new()
-        } else {
-            format!(", and overloaded: {}", hot.join("; "))
-        };
         Decision {
             act: true,
             held: 0,
-            reason: format!(
-                "{} {} is above the threshold {} for {held} check(s){overload}",
-                measure.as_str(),
-                measure.fmt(imbalance),
-                measure.fmt(threshold)
-            ),
+            reason: format!("{above} for {held} check(s){more}"),
         }
     }
 
@@ -373,6 +469,82 @@ mod tests {
                 .to_string()
                 .contains("overload-memory")
         );
+    }
+
+    /// Nodes a and b (16 CPUs, 64 GiB), 8 GiB used on each; a's guest uses `cpu_a` of its 16
+    /// cores, b's nothing.
+    fn busy_a(cpu_a: f64) -> Cluster {
+        ClusterBuilder::new()
+            .node(node("a"))
+            .node(node("b"))
+            .guest(vm(100, "a").mem(8 * GIB, 8 * GIB).cores(16.0, cpu_a))
+            .guest(vm(101, "b").mem(8 * GIB, 8 * GIB).cores(1.0, 0.0))
+            .build()
+    }
+
+    /// One check of `t` whose averages show a's guest at `averaged` of its cores and whose last
+    /// read shows it at `last` ([`busy_a`]), the metric `dominant`.
+    fn judge(t: &Trigger, averaged: f64, last: f64, held: u32) -> (Decision, Figures) {
+        let (a, l) = (busy_a(averaged), busy_a(last));
+        let (sa, sl) = (State::new(&a), State::new(&l));
+        t.check_with_last_read(
+            (&a, &sa),
+            (&l, &sl),
+            Measure::Spread,
+            Metric::Dominant,
+            held,
+        )
+    }
+
+    #[test]
+    fn a_spike_over_by_the_last_read_does_not_count_towards_the_hold() {
+        // The averages still see a at 60 % of its CPUs (busy: the spread of the larger share,
+        // 60 − 12.5); the last read sees it back at 30 %, where memory alone is weighed (even).
+        let t = Trigger::default();
+        let (over, figures) = judge(&t, 0.6, 0.3, 2);
+        assert_eq!(
+            (over.act, over.held, figures),
+            (false, 0, Figures::Averages)
+        );
+        assert_eq!(
+            over.reason,
+            "spread 47.5 pp on the averages is above the threshold 10.0 pp, but 0.0 pp on the \
+             last read: passing"
+        );
+        // The same third check while the last read agrees acts, on the averages.
+        let (on, figures) = judge(&t, 0.6, 0.6, 2);
+        assert_eq!((on.act, on.held, figures), (true, 0, Figures::Averages));
+        assert_eq!(
+            on.reason,
+            "spread 47.5 pp is above the threshold 10.0 pp for 3 check(s)"
+        );
+    }
+
+    #[test]
+    fn a_node_overloaded_on_the_last_read_acts_at_once_on_that_reads_figures() {
+        // A step from 30 % to 95 % of a's CPUs: the averages have not caught up (memory alone,
+        // even), the last read shows a past the 90 % line.
+        let t = Trigger::default();
+        let before = busy_a(0.3);
+        assert!(
+            !t.check(&before, &State::new(&before), Measure::Spread, 0.0, 0)
+                .act,
+            "the averages alone wait"
+        );
+        let (hot, figures) = judge(&t, 0.3, 0.95, 0);
+        assert_eq!((hot.act, hot.held, figures), (true, 0, Figures::LastRead));
+        assert_eq!(
+            hot.reason,
+            "spread 82.5 pp on the last read (0.0 pp on the averages) is above the threshold \
+             10.0 pp for 1 check(s), and overloaded on the last read: a (CPU 95 % > 90 %)"
+        );
+        // Off (0), the line leaves the step to the hold on the averages.
+        let off = Trigger {
+            overload_cpu: 0.0,
+            ..t
+        };
+        let (wait, _) = judge(&off, 0.3, 0.95, 0);
+        assert_eq!((wait.act, wait.held), (false, 0), "{}", wait.reason);
     }
 
     #[test]
