@@ -19,8 +19,7 @@ use super::query::{
 use super::run::{executor_for, rolling_options};
 use super::safety::{Claim, answer, fingerprint as fingerprint_of};
 use super::types::{
-    CreateVmOptions, GuestLeft, Host, MaintenanceState, PlanResult, PowerAction, RollingNode,
-    RunResult, Vm,
+    CreateVmOptions, Host, MaintenanceState, PlanResult, PowerAction, RollingNode, RunResult, Vm,
 };
 use super::{ApiError, Code};
 use crate::serve::state::AppState;
@@ -369,7 +368,7 @@ async fn mark(z: &crate::serve::zone::Zone, node: &str, on: bool) {
 
 fn dry(plan: &flxp_core::balance::Plan) -> RunResult {
     RunResult {
-        plan: PlanResult::from(plan),
+        plan: PlanResult::from(plan.clone()),
         executed: false,
         done: 0,
         failed: Vec::new(),
@@ -481,8 +480,7 @@ async fn run(
                 other => ApiError::new(Code::Unavailable, flxp_engine::error_chain(&other)),
             })?;
     Ok(RunResult {
-        plan: PlanResult::from(&plan),
-        left_running: left.iter().map(GuestLeft::from).collect(),
+        left_running: left,
         node_state: node_state.as_ref().map(MaintenanceState::from),
         executed: true,
         done: report
@@ -505,7 +503,11 @@ async fn run(
                     .collect()
             })
             .unwrap_or_default(),
-        report: report.map(|r| async_graphql::Json(serde_json::to_value(&r).unwrap_or_default())),
+        report: report
+            .as_ref()
+            .map(|r| super::types::document(r, "the execution report"))
+            .transpose()?,
+        plan: PlanResult::from(plan),
     })
 }
 

@@ -9,8 +9,8 @@ use flxp_core::placement::PlacementRequest;
 use flxp_engine::ClusterModel;
 
 use super::types::{
-    BalanceMethodInfo, Guest, GuestLeft, Node, PlacementInput, PlacementResult, PlanResult,
-    RollingNode, RollingSchedule, ZoneInfo,
+    BalanceMethodInfo, Guest, Node, PlacementInput, PlacementResult, PlanResult, RollingNode,
+    RollingSchedule, ZoneInfo,
 };
 use super::{ApiError, Code};
 use crate::serve::state::{AppState, blocking};
@@ -154,7 +154,7 @@ impl Query {
         let goal = balance_goal(&options);
         let fingerprint = super::safety::fingerprint(&goal, &model.cluster);
         let plan = rebalance(s, &zone, model, st, options).await?;
-        let mut result = PlanResult::from(&plan);
+        let mut result = PlanResult::from(plan);
         result.fingerprint = Some(fingerprint);
         Ok(result)
     }
@@ -233,7 +233,7 @@ pub(super) fn evacuation_result(
     PlanResult,
     Option<flxp_core::left_running::MaintenanceState>,
 ) {
-    let mut result = PlanResult::from(plan);
+    let mut result = PlanResult::from(plan.clone());
     let Some(idx) = model.cluster.node_idx_loose(node) else {
         return (result, None);
     };
@@ -242,7 +242,7 @@ pub(super) fn evacuation_result(
         &model.cluster,
     ));
     let left = flxp_core::left_running::left_running(&model.cluster, &[idx], plan, false);
-    result.left_running = left.iter().map(GuestLeft::from).collect();
+    result.left_running = left;
     let now = flxp_core::left_running::maintenance_state(&model.cluster, &model.rules, idx);
     (result, Some(now))
 }
