@@ -5,13 +5,11 @@ use std::fmt::Display;
 use std::sync::Arc;
 
 use async_graphql::{Context, ID, Object, Result};
-use flxp_engine::create_vm::{ImageSource, Nic};
 use flxp_engine::{CreateError, Executor, Goal, VmRequest};
 use flxp_pve::Secret;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::error::unknown;
 use super::query::{
     balance_goal, balance_options, core_error, evacuation, evacuation_goal, evacuation_result,
     rebalance, state,
@@ -22,6 +20,7 @@ use super::types::{
     CreateVmOptions, Host, MaintenanceState, PlanResult, PowerAction, RollingNode, RunResult, Vm,
 };
 use super::{ApiError, Code};
+use crate::config::VmParts;
 use crate::serve::state::AppState;
 
 /// The mutation root.
@@ -623,62 +622,28 @@ async fn create(
     o: CreateVmOptions,
 ) -> Result<Vm, ApiError> {
     let z = s.zone(zone)?;
-    let c = &s.config;
-    let compute = c.compute_profiles.get(&o.compute_profile).ok_or_else(|| {
-        unknown(
-            "compute profile",
-            &o.compute_profile,
-            c.compute_profiles.keys(),
-        )
-    })?;
-    let storage = c.storage_profiles.get(&o.storage_profile).ok_or_else(|| {
-        unknown(
-            "storage profile",
-            &o.storage_profile,
-            c.storage_profiles.keys(),
-        )
-    })?;
-    let image = c
-        .images
-        .get(&o.image)
-        .ok_or_else(|| unknown("image", &o.image, c.images.keys()))?;
-    let per_zone = image.zones.get(zone);
-    let source = ImageSource {
-        id: o.image.clone(),
-        template: per_zone.and_then(|p| p.template).or(image.template),
-        per_node: per_zone.map(|p| p.nodes.clone()).unwrap_or_default(),
+    let networks: Vec<String> = o
+        .interfaces
+        .unwrap_or_default()
+        .into_iter()
+        .map(|i| i.network)
+        .collect();
+    let parts = VmParts {
+        compute_profile: &o.compute_profile,
+        storage_profile: &o.storage_profile,
+        image: &o.image,
+        networks: &networks,
     };
-    let wanted = o.interfaces.unwrap_or_default();
-    let mut interfaces = Vec::with_capacity(wanted.len());
-    for i in &wanted {
-        let n = c
-            .networks
-            .get(&i.network)
-            .ok_or_else(|| unknown("network", &i.network, c.networks.keys()))?;
-        interfaces.push(Nic {
-            network: i.network.clone(),
-            bridge: n.bridge.clone(),
-            vlan: n.vlan,
-            model: n.model.clone(),
-            firewall: n.firewall,
-        });
-    }
     let req = VmRequest {
         name,
         host,
-        memory: compute.memory.0,
-        cores: compute.cores,
-        sockets: compute.sockets.unwrap_or(1),
-        image: source,
-        storage: storage.storage.clone(),
-        disk_bytes: storage.disk.0,
         ssh_public_key: o.ssh_public_key,
         user: o.user,
         password: o.password.map(Secret::new),
-        interfaces,
         backup: o.backup.unwrap_or(true),
         tags: o.tags.unwrap_or_default(),
         policy: o.policy,
+        ..s.config.vm_request(zone, &parts)?
     };
     // Refuse what needs no cluster before reading it.
     req.validate().map_err(|e| create_error(s, zone, e))?;

@@ -305,15 +305,7 @@ pub(super) async fn evacuation(
 /// A placement request from a profile or memory and cores.
 fn placement_request(s: &AppState, r: PlacementInput) -> Result<PlacementRequest, ApiError> {
     let (memory, cores) = match (&r.compute_profile, &r.memory, r.cores) {
-        (Some(id), None, None) => {
-            let p = s.config.compute_profiles.get(id).ok_or_else(|| {
-                super::error::unknown("compute profile", id, s.config.compute_profiles.keys())
-            })?;
-            (
-                p.memory.0,
-                f64::from(p.cores.saturating_mul(p.sockets.unwrap_or(1))),
-            )
-        }
+        (Some(id), None, None) => s.config.profile_size(id)?,
         (None, Some(m), Some(c)) => (
             crate::size::parse(m)
                 .map_err(|e| ApiError::bad_input(format!("request.memory: {e}")))?,
