@@ -6,7 +6,7 @@
 //! them as plain JSON numbers, exact up to 2^53 in every JSON client.
 
 use async_graphql::{ComplexObject, ID, InputObject, Json, SimpleObject};
-use flxp_core::balance::{Plan, Registry};
+use flxp_core::balance::{NodeFigures, Plan, Registry};
 use flxp_core::constraints::Violation;
 use flxp_core::left_running::LeftRunning;
 use flxp_core::placement::Placement;
@@ -73,20 +73,10 @@ pub struct Node {
     pub status: String,
     /// Why it is in maintenance; empty when it is not.
     pub maintenance: Vec<String>,
-    /// Used memory, bytes (with reservations of VMs being created).
-    pub mem: u64,
-    /// Total memory, bytes.
-    pub maxmem: u64,
-    /// Used memory, percent.
-    pub mem_percent: f64,
-    /// CPU cores in use.
-    pub cpu: f64,
-    /// CPUs.
-    pub maxcpu: f64,
-    /// CPU in use, percent.
-    pub cpu_percent: f64,
-    /// Configured memory of running guests, bytes.
-    pub committed_mem: u64,
+    /// Its memory and CPU, as `flxp status --json` gives them (with reservations of VMs being
+    /// created).
+    #[graphql(flatten)]
+    pub figures: NodeFigures,
     /// Running guests.
     pub running: u32,
     /// All guests on it.
@@ -146,13 +136,7 @@ impl Node {
             name: n.node.clone(),
             status: n.status.clone(),
             maintenance: n.maintenance.clone(),
-            mem: n.figures.mem,
-            maxmem: n.figures.maxmem,
-            mem_percent: n.figures.mem_percent,
-            cpu: n.figures.cpu,
-            maxcpu: n.figures.maxcpu,
-            cpu_percent: n.figures.cpu_percent,
-            committed_mem: n.figures.committed_mem,
+            figures: n.figures.clone(),
             running: n.running,
             guests: u32::try_from(n.guests).unwrap_or(u32::MAX),
             labels: n.labels.clone(),
