@@ -26,7 +26,7 @@
 //! memory = "4GiB"
 //! ```
 
-mod catalog;
+pub mod catalog;
 mod locate;
 pub mod reference;
 mod sections;
@@ -42,7 +42,6 @@ use flxp_engine::create_vm::MIN_DISK_BYTES;
 use flxp_pve::ZoneConfig;
 use serde::Deserialize;
 
-pub use catalog::{Catalog, NotConfigured, VmParts};
 pub use locate::Place;
 pub use sections::CreateVmSection;
 #[cfg(test)]

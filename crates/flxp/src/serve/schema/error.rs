@@ -4,7 +4,7 @@ use std::fmt;
 
 use async_graphql::ErrorExtensions;
 
-use crate::config::{Catalog, NotConfigured};
+use crate::config::catalog::{Catalog, NotConfigured};
 
 /// The stable error codes of `extensions.code`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

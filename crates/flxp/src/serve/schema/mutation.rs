@@ -20,7 +20,7 @@ use super::types::{
     CreateVmOptions, Host, MaintenanceState, PlanResult, PowerAction, RollingNode, RunResult, Vm,
 };
 use super::{ApiError, Code};
-use crate::config::VmParts;
+use crate::config::catalog::VmParts;
 use crate::serve::state::AppState;
 
 /// The mutation root.
