@@ -18,6 +18,11 @@ use crate::constraints::Rules;
 
 /// A running guest on a node being emptied, and why it is there.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(
+    feature = "graphql",
+    derive(async_graphql::SimpleObject),
+    graphql(name = "GuestLeft")
+)]
 pub struct LeftRunning {
     /// Guest id.
     pub vmid: u32,

@@ -25,6 +25,8 @@ pub mod consolidate;
 pub mod constraints;
 mod error;
 pub mod evacuate;
+#[cfg(feature = "graphql")]
+mod graphql;
 pub mod left_running;
 pub mod lenient;
 pub mod model;

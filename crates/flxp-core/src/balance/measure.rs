@@ -332,6 +332,7 @@ pub fn pve_loads(cluster: &Cluster, state: &State) -> Vec<f64> {
 
 /// One node's figures before or after a plan (`nodes_before` / `nodes_after` of Contract 3).
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "graphql", derive(async_graphql::SimpleObject))]
 pub struct NodeLoad {
     /// Node name.
     pub node: String,
@@ -345,6 +346,7 @@ pub struct NodeLoad {
     pub load: f64,
     /// Its memory and CPU.
     #[serde(flatten)]
+    #[cfg_attr(feature = "graphql", graphql(flatten))]
     pub figures: NodeFigures,
     /// Running guests.
     pub guests: u32,
@@ -352,6 +354,7 @@ pub struct NodeLoad {
 
 /// A node's memory and CPU in a state: what `status` and a plan's node lines both show.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "graphql", derive(async_graphql::SimpleObject))]
 pub struct NodeFigures {
     /// Used memory, bytes.
     pub mem: u64,

@@ -38,13 +38,33 @@ pub enum Purpose {
     ReturnHome,
 }
 
+impl Purpose {
+    /// The name in output, as serialised (`make-room`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Fix => "fix",
+            Self::Evacuate => "evacuate",
+            Self::MakeRoom => "make-room",
+            Self::Balance => "balance",
+            Self::Swap => "swap",
+            Self::ReturnHome => "return-home",
+        }
+    }
+}
+
 /// One migration.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(
+    feature = "graphql",
+    derive(async_graphql::SimpleObject),
+    graphql(name = "PlanMigration")
+)]
 pub struct Migration {
     /// Guest id.
     pub vmid: u32,
     /// `qemu` or `lxc`.
     #[serde(rename = "type")]
+    #[cfg_attr(feature = "graphql", graphql(name = "type"))]
     pub kind: GuestKind,
     /// Guest name.
     pub name: String,
@@ -54,7 +74,7 @@ pub struct Migration {
     pub to: String,
     /// Why this guest, why this target, what it changes.
     pub reason: String,
-    /// What it is for.
+    /// What it is for: `fix`, `evacuate`, `make-room`, `balance`, `swap` or `return-home`.
     pub purpose: Purpose,
     /// Live migration of a running guest; `false` is an offline migration of a stopped one.
     pub online: bool,
@@ -78,6 +98,7 @@ pub struct Migration {
 
 /// A guest that had to move but could not.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "graphql", derive(async_graphql::SimpleObject))]
 pub struct Unplaced {
     /// Guest id.
     pub vmid: u32,
@@ -94,6 +115,7 @@ pub struct Unplaced {
 /// A guest the plan does not move although it is on a node being emptied or breaks a rule, or that
 /// balancing may not touch.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "graphql", derive(async_graphql::SimpleObject))]
 pub struct Skipped {
     /// Guest id.
     pub vmid: u32,
@@ -107,8 +129,9 @@ pub struct Skipped {
 
 /// Guests left where they are for one reason, counted: why nothing (more) moves.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "graphql", derive(async_graphql::SimpleObject))]
 pub struct LeftInPlace {
-    /// The reason's kind, as in [`super::Stay`]: `ha-auto-rebalance`, `locked`, `migrating`, ...
+    /// The reason's kind: `ha-auto-rebalance`, `locked`, `migrating`, ...
     pub kind: StayKind,
     /// How many guests.
     pub count: usize,
@@ -120,6 +143,7 @@ pub struct LeftInPlace {
 
 /// What Proxmox's balancing methods took as a node's load, and why (`crs: ha=` or the option).
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "graphql", derive(async_graphql::SimpleObject))]
 pub struct UsageUsed {
     /// `static`: configured CPUs and memory of the guests; `dynamic`: measured usage.
     pub mode: UsageMode,
@@ -150,6 +174,7 @@ impl UsageMode {
 /// What the best possible plan could reach with the same number of migrations
 /// (docs/rebalancing-reference.md §2).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[cfg_attr(feature = "graphql", derive(async_graphql::SimpleObject))]
 pub struct Bounds {
     /// The lowest imbalance any placement could have: 0 for a perfectly even cluster, more when
     /// load that can never move already exceeds the mean (for spread; a CV's floor is given as 0).
@@ -230,9 +255,10 @@ impl PartialEq<&str> for PlanSource {
 
 /// A plan of migrations with its before and after.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "graphql", derive(async_graphql::SimpleObject))]
 pub struct Plan {
-    /// What made the plan: a method of the [`Registry`](super::Registry) (a built-in one or a
-    /// balance plugin), an evacuation or a consolidation; serialised as its name.
+    /// What made the plan, by name: a registered balancing method (`flxp`, `pve-topsis`, a
+    /// balance plugin), `evacuate`, `consolidate` or `return-home`.
     pub method: PlanSource,
     /// How imbalance is summed up: `spread`, `cv` or `cv-raw`.
     pub measure: Measure,
@@ -295,6 +321,7 @@ pub struct Plan {
 
 /// A broken hard rule that waits for a migration in flight to land before it can be fixed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "graphql", derive(async_graphql::SimpleObject))]
 pub struct WaitingRule {
     /// The rule, as listed in `violations_after`.
     pub violation: Violation,
@@ -342,6 +369,7 @@ pub(crate) fn waiting_rules(
 
 /// What a balance plugin answered and what flxp made of each proposal.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "graphql", derive(async_graphql::SimpleObject))]
 pub struct PluginOutcome {
     /// The plugin's name.
     pub plugin: String,
@@ -354,6 +382,7 @@ pub struct PluginOutcome {
 
 /// One proposed migration and its verdict.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "graphql", derive(async_graphql::SimpleObject))]
 pub struct ProposalVerdict {
     /// The guest to move.
     pub vmid: u32,
@@ -397,6 +426,22 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    /// The name in output, as serialised (`already-there`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::UnknownGuest => "unknown-guest",
+            Self::UnknownNode => "unknown-node",
+            Self::Duplicate => "duplicate",
+            Self::AlreadyThere => "already-there",
+            Self::NotMovable => "not-movable",
+            Self::Budget => "budget",
+            Self::Unavailable => "unavailable",
+            Self::Rule => "rule",
+            Self::Overcommit => "overcommit",
+            Self::ReturnHold => "return-hold",
+        }
+    }
+
     /// The kind in words, for people.
     pub fn words(self) -> &'static str {
         match self {
@@ -455,6 +500,36 @@ mod tests {
 
     use super::*;
     use crate::balance::methods::{flxp, pve_topsis};
+
+    #[test]
+    fn the_names_in_output_are_the_serialised_ones() {
+        use Purpose as P;
+        for p in [
+            P::Fix,
+            P::Evacuate,
+            P::MakeRoom,
+            P::Balance,
+            P::Swap,
+            P::ReturnHome,
+        ] {
+            assert_eq!(serde_json::to_value(p).unwrap(), p.as_str(), "{p:?}");
+        }
+        use Refusal as R;
+        for r in [
+            R::UnknownGuest,
+            R::UnknownNode,
+            R::Duplicate,
+            R::AlreadyThere,
+            R::NotMovable,
+            R::Budget,
+            R::Unavailable,
+            R::Rule,
+            R::Overcommit,
+            R::ReturnHold,
+        ] {
+            assert_eq!(serde_json::to_value(r).unwrap(), r.as_str(), "{r:?}");
+        }
+    }
 
     #[test]
     fn a_plan_source_serialises_as_the_name_plans_always_had() {

@@ -12,6 +12,7 @@ use crate::state::State;
 
 /// One broken hard rule.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[cfg_attr(feature = "graphql", derive(async_graphql::SimpleObject))]
 pub struct Violation {
     /// The rule's name (`flxp.node`, `flxp.anti-affinity.web`, `ha:db-apart`, `maintenance`).
     pub rule: String,

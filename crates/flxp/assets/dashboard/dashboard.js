@@ -466,7 +466,7 @@
       .catch(function (e) { if (again) return; wait.replaceWith(errorBox(e)); });
   }
 
-  var PLAN_FIELDS = 'method metric imbalanceBefore imbalanceAfter threshold summary warnings leftRunning { vmid name node reason } migrations { vmid type name from to reason purpose online bytes wave imbalanceAfter } unplaced { vmid name node rule reason } violationsBefore { rule node message } violationsAfter { rule node message } document fingerprint';
+  var PLAN_FIELDS = 'method metric imbalanceBefore imbalanceAfter threshold summary warnings leftRunning { vmid name node reason } migrations { vmid type name from to reason purpose online bytes wave imbalanceAfter } unplaced { vmid name node rule reason } violationsBefore { rule node message } violationsAfter { rule node message } nodesBefore { node memPercent guests } nodesAfter { node memPercent guests } fingerprint';
 
   // What carrying a plan out does, for its confirmation: each migration, the bytes to copy, the
   // containers that restart (downtime) and the marks set.
@@ -512,10 +512,9 @@
     if (plan.unplaced.length) box.appendChild(h('div', null, h('h2', null, 'Cannot move'), list(plan.unplaced.map(function (u) { return u.vmid + ' (' + u.name + ') on ' + u.node + ', ' + u.rule + ': ' + u.reason; }), 'error')));
     sec.appendChild(box);
 
-    var doc = plan.document || {};
-    var before = doc.nodes_before || [];
+    var before = plan.nodesBefore || [];
     var after = {};
-    (doc.nodes_after || []).forEach(function (n) { after[n.node] = n; });
+    (plan.nodesAfter || []).forEach(function (n) { after[n.node] = n; });
     if (before.length) {
       sec.appendChild(h('div', { class: 'card' }, h('h2', null, 'Memory per node, before and after'),
         h('div', { class: 'compare', id: 'before-after' }, before.map(function (b) {
@@ -523,10 +522,10 @@
           return [
             h('span', null, b.node),
             h('div', null,
-              bar([{ cls: 'used', pct: b.mem_percent }], b.node + ' before ' + pct(b.mem_percent)),
-              bar([{ cls: 'after', pct: a.mem_percent }], b.node + ' after ' + pct(a.mem_percent)),
-              h('span', { class: 'hint', 'data-node': b.node, 'data-before': b.mem_percent, 'data-after': a.mem_percent },
-                pct(b.mem_percent) + ' → ' + pct(a.mem_percent) + ' · guests ' + b.guests + ' → ' + a.guests)),
+              bar([{ cls: 'used', pct: b.memPercent }], b.node + ' before ' + pct(b.memPercent)),
+              bar([{ cls: 'after', pct: a.memPercent }], b.node + ' after ' + pct(a.memPercent)),
+              h('span', { class: 'hint', 'data-node': b.node, 'data-before': b.memPercent, 'data-after': a.memPercent },
+                pct(b.memPercent) + ' → ' + pct(a.memPercent) + ' · guests ' + b.guests + ' → ' + a.guests)),
           ];
         })),
         h('p', { class: 'hint' }, 'Upper (blue) bar: now; lower (purple) bar: after every migration. Loads as the plan measures them (' + (plan.metric || 'memory') + ').')));

@@ -17,12 +17,18 @@ pub struct Args {
     pub(crate) source: SourceArgs,
     /// Memory of the new VM: 4GiB, 4G, 4096M or bytes (binary units).
     // `-5G` is not a number to clap: without hyphen values it would read as flags `-5 -G`.
-    #[arg(long, value_name = "SIZE", value_parser = size::parse, allow_hyphen_values = true)]
-    memory: u64,
+    #[arg(long, value_name = "SIZE", value_parser = size::parse, allow_hyphen_values = true,
+        required_unless_present = "profile")]
+    memory: Option<u64>,
     /// vCPUs of the new VM: a whole count, or a fraction of a CPU such as 0.5 (a container's
     /// cpulimit).
-    #[arg(long, value_name = "N", value_parser = flxp_core::placement::parse_cores, allow_hyphen_values = true)]
-    cores: f64,
+    #[arg(long, value_name = "N", value_parser = flxp_core::placement::parse_cores, allow_hyphen_values = true,
+        required_unless_present = "profile")]
+    cores: Option<f64>,
+    /// A compute profile of the config (`[compute-profiles.<id>]`): its memory and vCPUs
+    /// (cores × sockets) instead of --memory and --cores, as `createVM` takes them.
+    #[arg(long, value_name = "ID", conflicts_with_all = ["memory", "cores"])]
+    profile: Option<String>,
     /// A tag the VM will carry (repeatable; flxp rules such as flxp.anti-affinity.web).
     #[arg(long = "tag", value_name = "T")]
     tags: Vec<String>,
@@ -46,9 +52,17 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let config = load::config(&args.source)?;
     let loaded = load::load(&args.source, &config)?;
     let placer = load::placer(&config)?.in_zone(args.source.zone.clone());
+    let (memory, cores) = match (&args.profile, args.memory, args.cores) {
+        (Some(id), _, _) => config
+            .profile_size(id)
+            .map_err(|e| UsageError(e.to_string()))?,
+        (None, Some(memory), Some(cores)) => (memory, cores),
+        // clap requires both without --profile.
+        _ => return Err(UsageError("give --profile, or --memory and --cores".to_owned()).into()),
+    };
     let request = PlacementRequest {
-        memory: args.memory,
-        cores: args.cores,
+        memory,
+        cores,
         tags: args.tags,
         host: args.host,
         policy: args.policy,

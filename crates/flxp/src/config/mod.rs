@@ -26,6 +26,7 @@
 //! memory = "4GiB"
 //! ```
 
+pub mod catalog;
 mod locate;
 pub mod reference;
 mod sections;

@@ -266,3 +266,38 @@ fn a_refusal_never_prints_the_need_and_the_room_as_the_same_figure() {
         "{reason}"
     );
 }
+
+#[test]
+fn a_compute_profile_of_the_config_sizes_the_vm() {
+    let (_d, config) = temp_file(
+        "flxp.toml",
+        "[compute-profiles.medium]\ncores = 1\nsockets = 2\nmemory = \"4GiB\"\n",
+    );
+    let config = config.to_str().unwrap();
+    let f = four_nodes();
+    let (code, by_profile, err) = on_file(
+        "place",
+        &f,
+        &["--config", config, "--profile", "medium", "--json"],
+    );
+    assert_eq!(code, 0, "{err}");
+    // The profile's memory and its cores × sockets, as given by hand.
+    assert_eq!(by_profile, place(&f, "4GiB", "2", &["--json"]).1);
+
+    let (code, _, err) = on_file("place", &f, &["--config", config, "--profile", "large"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(r#"compute profile "large" is not configured; configured: medium"#),
+        "{err}"
+    );
+    let (code, _, err) = on_file(
+        "place",
+        &f,
+        &["--config", config, "--profile", "medium", "--memory", "1G"],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--memory"), "{err}");
+    let (code, _, err) = on_file("place", &f, &["--cores", "2"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--memory"), "{err}");
+}

@@ -837,3 +837,109 @@ async fn an_evacuated_node_stays_empty_through_daemon_rounds_until_the_api_clear
     }
     assert!(landed, "no guest came back to pve4:\n{}", s.log());
 }
+
+/// A JSON value with every object key in camelCase, as GraphQL names the fields.
+fn camel_keys(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, v)| {
+                    let mut out = String::new();
+                    let mut upper = false;
+                    for c in k.chars() {
+                        if c == '_' {
+                            upper = true;
+                        } else if upper {
+                            out.extend(c.to_uppercase());
+                            upper = false;
+                        } else {
+                            out.push(c);
+                        }
+                    }
+                    (out, camel_keys(v))
+                })
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(camel_keys).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Every field of `document` (camelCased) is in `typed` with the same value; a typed field the
+/// document leaves out (it omits empty and absent ones) is null or empty.
+fn assert_same_fields(typed: &Value, document: &Value, at: &str) {
+    match (typed, document) {
+        (Value::Object(t), Value::Object(d)) => {
+            for (k, dv) in d {
+                let tv = t
+                    .get(k)
+                    .unwrap_or_else(|| panic!("{at}.{k} is in the document only"));
+                assert_same_fields(tv, dv, &format!("{at}.{k}"));
+            }
+            for (k, tv) in t.iter().filter(|(k, _)| !d.contains_key(*k)) {
+                assert!(
+                    tv.is_null() || tv.as_array().is_some_and(Vec::is_empty),
+                    "{at}.{k} is {tv} but not in the document"
+                );
+            }
+        }
+        (Value::Array(t), Value::Array(d)) => {
+            assert_eq!(t.len(), d.len(), "{at}");
+            for (i, (tv, dv)) in t.iter().zip(d).enumerate() {
+                assert_same_fields(tv, dv, &format!("{at}[{i}]"));
+            }
+        }
+        (t, d) => assert_eq!(t, d, "{at}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plan_answers_in_typed_fields_everything_its_json_document_holds() {
+    let s = demo().await;
+    let node = "node status maintenance balanced load mem maxmem memPercent cpu maxcpu cpuPercent committedMem guests";
+    let violation = "rule node vmids message";
+    let plan = format!(
+        "method measure metric threshold target imbalanceBefore imbalanceAfter \
+         migrations {{ vmid type name from to reason purpose online bytes bundle group step wave imbalanceAfter }} \
+         bytes nodesBefore {{ {node} }} nodesAfter {{ {node} }} \
+         violationsBefore {{ {violation} }} violationsAfter {{ {violation} }} \
+         waiting {{ violation {{ {violation} }} inFlight }} unplaced {{ vmid name node rule reason }} \
+         skipped {{ vmid name node reason }} leftInPlace {{ kind count reason vmids }} usage {{ mode from }} \
+         bounds {{ imbalanceFloor spreadFloor peakMigrations troughMigrations migrations bytes migrationsGap bytesGap }} \
+         summary stop rulesStop warnings \
+         plugin {{ plugin error proposals {{ vmid target reason accepted refused why }} }} document"
+    );
+    let mut moving = 0;
+    for (query, key) in [
+        (
+            format!("query {{ rebalancePlan(zone: \"lab\") {{ {plan} }} }}"),
+            "rebalancePlan",
+        ),
+        (
+            format!(
+                "query {{ rebalancePlan(zone: \"lab\", method: \"pve-topsis\") {{ {plan} }} }}"
+            ),
+            "rebalancePlan",
+        ),
+        (
+            format!("query {{ evacuationPlan(zone: \"lab\", node: \"pve4\") {{ {plan} }} }}"),
+            "evacuationPlan",
+        ),
+    ] {
+        let v = s.query(&query).await;
+        let mut typed = v["data"][key].clone();
+        assert!(typed.is_object(), "{v}");
+        let document = typed
+            .as_object_mut()
+            .and_then(|o| o.remove("document"))
+            .unwrap();
+        moving += usize::from(
+            typed["migrations"]
+                .as_array()
+                .is_some_and(|m| !m.is_empty()),
+        );
+        assert_same_fields(&typed, &camel_keys(&document), key);
+    }
+    // Migrations were compared too: flxp's rebalancing and the evacuation move guests.
+    assert_eq!(moving, 2);
+}

@@ -47,13 +47,13 @@ pub(super) fn note_values(ctx: &Context<'_>, plan: serde_json::Value, result: se
 
 /// Records a `rebalance`/`evacuate` run: its migrations and what happened to them.
 pub(super) fn note(ctx: &Context<'_>, r: &RunResult) {
-    let p = &r.plan;
+    let p = &r.plan.plan;
     let plan = json!({
         "summary": p.summary,
         "imbalanceBefore": p.imbalance_before,
         "imbalanceAfter": p.imbalance_after,
         "migrations": p.migrations.iter().map(|m| json!({
-            "vmid": m.vmid, "name": m.name, "from": m.source, "to": m.to,
+            "vmid": m.vmid, "name": m.name, "from": m.from, "to": m.to,
         })).collect::<Vec<_>>(),
     });
     let result = json!({

@@ -4,6 +4,8 @@ use std::fmt;
 
 use async_graphql::ErrorExtensions;
 
+use crate::config::catalog::{Catalog, NotConfigured};
+
 /// The stable error codes of `extensions.code`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -137,27 +139,15 @@ fn incident_id() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// `UNKNOWN_PROFILE`-style error listing what is configured.
-pub(super) fn unknown<'a>(
-    what: &str,
-    id: &str,
-    known: impl Iterator<Item = &'a String>,
-) -> ApiError {
-    let code = match what {
-        "image" => Code::UnknownImage,
-        "network" => Code::UnknownNetwork,
-        _ => Code::UnknownProfile,
-    };
-    let known: Vec<&str> = known.map(String::as_str).collect();
-    ApiError::new(
-        code,
-        format!(
-            "{what} {id:?} is not configured; configured: {}",
-            if known.is_empty() {
-                "none".to_owned()
-            } else {
-                known.join(", ")
-            }
-        ),
-    )
+/// A name the config lacks: `UNKNOWN_PROFILE`, `UNKNOWN_IMAGE` or `UNKNOWN_NETWORK`, listing
+/// what is configured.
+impl From<NotConfigured> for ApiError {
+    fn from(e: NotConfigured) -> Self {
+        let code = match e.kind {
+            Catalog::Image => Code::UnknownImage,
+            Catalog::Network => Code::UnknownNetwork,
+            Catalog::ComputeProfile | Catalog::StorageProfile => Code::UnknownProfile,
+        };
+        Self::new(code, e.to_string())
+    }
 }

@@ -5,13 +5,11 @@ use std::fmt::Display;
 use std::sync::Arc;
 
 use async_graphql::{Context, ID, Object, Result};
-use flxp_engine::create_vm::{ImageSource, Nic};
 use flxp_engine::{CreateError, Executor, Goal, VmRequest};
 use flxp_pve::Secret;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::error::unknown;
 use super::query::{
     balance_goal, balance_options, core_error, evacuation, evacuation_goal, evacuation_result,
     rebalance, state,
@@ -19,10 +17,10 @@ use super::query::{
 use super::run::{executor_for, rolling_options};
 use super::safety::{Claim, answer, fingerprint as fingerprint_of};
 use super::types::{
-    CreateVmOptions, GuestLeft, Host, MaintenanceState, PlanResult, PowerAction, RollingNode,
-    RunResult, Vm,
+    CreateVmOptions, Host, MaintenanceState, PlanResult, PowerAction, RollingNode, RunResult, Vm,
 };
 use super::{ApiError, Code};
+use crate::config::catalog::VmParts;
 use crate::serve::state::AppState;
 
 /// The mutation root.
@@ -369,7 +367,7 @@ async fn mark(z: &crate::serve::zone::Zone, node: &str, on: bool) {
 
 fn dry(plan: &flxp_core::balance::Plan) -> RunResult {
     RunResult {
-        plan: PlanResult::from(plan),
+        plan: PlanResult::from(plan.clone()),
         executed: false,
         done: 0,
         failed: Vec::new(),
@@ -481,8 +479,7 @@ async fn run(
                 other => ApiError::new(Code::Unavailable, flxp_engine::error_chain(&other)),
             })?;
     Ok(RunResult {
-        plan: PlanResult::from(&plan),
-        left_running: left.iter().map(GuestLeft::from).collect(),
+        left_running: left,
         node_state: node_state.as_ref().map(MaintenanceState::from),
         executed: true,
         done: report
@@ -505,7 +502,11 @@ async fn run(
                     .collect()
             })
             .unwrap_or_default(),
-        report: report.map(|r| async_graphql::Json(serde_json::to_value(&r).unwrap_or_default())),
+        report: report
+            .as_ref()
+            .map(|r| super::types::document(r, "the execution report"))
+            .transpose()?,
+        plan: PlanResult::from(plan),
     })
 }
 
@@ -621,62 +622,28 @@ async fn create(
     o: CreateVmOptions,
 ) -> Result<Vm, ApiError> {
     let z = s.zone(zone)?;
-    let c = &s.config;
-    let compute = c.compute_profiles.get(&o.compute_profile).ok_or_else(|| {
-        unknown(
-            "compute profile",
-            &o.compute_profile,
-            c.compute_profiles.keys(),
-        )
-    })?;
-    let storage = c.storage_profiles.get(&o.storage_profile).ok_or_else(|| {
-        unknown(
-            "storage profile",
-            &o.storage_profile,
-            c.storage_profiles.keys(),
-        )
-    })?;
-    let image = c
-        .images
-        .get(&o.image)
-        .ok_or_else(|| unknown("image", &o.image, c.images.keys()))?;
-    let per_zone = image.zones.get(zone);
-    let source = ImageSource {
-        id: o.image.clone(),
-        template: per_zone.and_then(|p| p.template).or(image.template),
-        per_node: per_zone.map(|p| p.nodes.clone()).unwrap_or_default(),
+    let networks: Vec<String> = o
+        .interfaces
+        .unwrap_or_default()
+        .into_iter()
+        .map(|i| i.network)
+        .collect();
+    let parts = VmParts {
+        compute_profile: &o.compute_profile,
+        storage_profile: &o.storage_profile,
+        image: &o.image,
+        networks: &networks,
     };
-    let wanted = o.interfaces.unwrap_or_default();
-    let mut interfaces = Vec::with_capacity(wanted.len());
-    for i in &wanted {
-        let n = c
-            .networks
-            .get(&i.network)
-            .ok_or_else(|| unknown("network", &i.network, c.networks.keys()))?;
-        interfaces.push(Nic {
-            network: i.network.clone(),
-            bridge: n.bridge.clone(),
-            vlan: n.vlan,
-            model: n.model.clone(),
-            firewall: n.firewall,
-        });
-    }
     let req = VmRequest {
         name,
         host,
-        memory: compute.memory.0,
-        cores: compute.cores,
-        sockets: compute.sockets.unwrap_or(1),
-        image: source,
-        storage: storage.storage.clone(),
-        disk_bytes: storage.disk.0,
         ssh_public_key: o.ssh_public_key,
         user: o.user,
         password: o.password.map(Secret::new),
-        interfaces,
         backup: o.backup.unwrap_or(true),
         tags: o.tags.unwrap_or_default(),
         policy: o.policy,
+        ..s.config.vm_request(zone, &parts)?
     };
     // Refuse what needs no cluster before reading it.
     req.validate().map_err(|e| create_error(s, zone, e))?;

@@ -9,8 +9,8 @@ use flxp_core::placement::PlacementRequest;
 use flxp_engine::ClusterModel;
 
 use super::types::{
-    BalanceMethodInfo, Guest, GuestLeft, Node, PlacementInput, PlacementResult, PlanResult,
-    RollingNode, RollingSchedule, ZoneInfo,
+    BalanceMethodInfo, Guest, Node, PlacementInput, PlacementResult, PlanResult, RollingNode,
+    RollingSchedule, ZoneInfo,
 };
 use super::{ApiError, Code};
 use crate::serve::state::{AppState, blocking};
@@ -154,7 +154,7 @@ impl Query {
         let goal = balance_goal(&options);
         let fingerprint = super::safety::fingerprint(&goal, &model.cluster);
         let plan = rebalance(s, &zone, model, st, options).await?;
-        let mut result = PlanResult::from(&plan);
+        let mut result = PlanResult::from(plan);
         result.fingerprint = Some(fingerprint);
         Ok(result)
     }
@@ -233,7 +233,7 @@ pub(super) fn evacuation_result(
     PlanResult,
     Option<flxp_core::left_running::MaintenanceState>,
 ) {
-    let mut result = PlanResult::from(plan);
+    let mut result = PlanResult::from(plan.clone());
     let Some(idx) = model.cluster.node_idx_loose(node) else {
         return (result, None);
     };
@@ -242,7 +242,7 @@ pub(super) fn evacuation_result(
         &model.cluster,
     ));
     let left = flxp_core::left_running::left_running(&model.cluster, &[idx], plan, false);
-    result.left_running = left.iter().map(GuestLeft::from).collect();
+    result.left_running = left;
     let now = flxp_core::left_running::maintenance_state(&model.cluster, &model.rules, idx);
     (result, Some(now))
 }
@@ -305,15 +305,7 @@ pub(super) async fn evacuation(
 /// A placement request from a profile or memory and cores.
 fn placement_request(s: &AppState, r: PlacementInput) -> Result<PlacementRequest, ApiError> {
     let (memory, cores) = match (&r.compute_profile, &r.memory, r.cores) {
-        (Some(id), None, None) => {
-            let p = s.config.compute_profiles.get(id).ok_or_else(|| {
-                super::error::unknown("compute profile", id, s.config.compute_profiles.keys())
-            })?;
-            (
-                p.memory.0,
-                f64::from(p.cores.saturating_mul(p.sockets.unwrap_or(1))),
-            )
-        }
+        (Some(id), None, None) => s.config.profile_size(id)?,
         (None, Some(m), Some(c)) => (
             crate::size::parse(m)
                 .map_err(|e| ApiError::bad_input(format!("request.memory: {e}")))?,

@@ -5,12 +5,15 @@
 //! Sizes are bytes. They pass 2^31, GraphQL's `Int` range, on any real node; async-graphql writes
 //! them as plain JSON numbers, exact up to 2^53 in every JSON client.
 
-use async_graphql::{ID, InputObject, Json, SimpleObject};
-use flxp_core::balance::{Migration, Plan, Registry};
+use async_graphql::{ComplexObject, ID, InputObject, Json, SimpleObject};
+use flxp_core::balance::{NodeFigures, Plan, Registry};
+use flxp_core::constraints::Violation;
 use flxp_core::left_running::LeftRunning;
 use flxp_core::placement::Placement;
 use flxp_core::status::NodeSummary;
 use flxp_core::{Cluster, State};
+
+use super::ApiError;
 
 /// A node as `createVM` answers it.
 #[derive(SimpleObject, Debug, Clone)]
@@ -59,30 +62,6 @@ pub enum PowerAction {
     Wake,
 }
 
-/// A broken hard rule.
-#[derive(SimpleObject, Debug, Clone)]
-pub struct Violation {
-    /// The rule (`flxp.anti-affinity.web`, `maintenance`, `ha:db-apart`).
-    pub rule: String,
-    /// The node concerned.
-    pub node: String,
-    /// The guests involved.
-    pub vmids: Vec<u32>,
-    /// What is wrong.
-    pub message: String,
-}
-
-impl From<&flxp_core::constraints::Violation> for Violation {
-    fn from(v: &flxp_core::constraints::Violation) -> Self {
-        Self {
-            rule: v.rule.clone(),
-            node: v.node.clone(),
-            vmids: v.vmids.clone(),
-            message: v.message.clone(),
-        }
-    }
-}
-
 /// A node with its usage and the rules broken on it.
 #[derive(SimpleObject, Debug, Clone)]
 pub struct Node {
@@ -94,20 +73,10 @@ pub struct Node {
     pub status: String,
     /// Why it is in maintenance; empty when it is not.
     pub maintenance: Vec<String>,
-    /// Used memory, bytes (with reservations of VMs being created).
-    pub mem: u64,
-    /// Total memory, bytes.
-    pub maxmem: u64,
-    /// Used memory, percent.
-    pub mem_percent: f64,
-    /// CPU cores in use.
-    pub cpu: f64,
-    /// CPUs.
-    pub maxcpu: f64,
-    /// CPU in use, percent.
-    pub cpu_percent: f64,
-    /// Configured memory of running guests, bytes.
-    pub committed_mem: u64,
+    /// Its memory and CPU, as `flxp status --json` gives them (with reservations of VMs being
+    /// created).
+    #[graphql(flatten)]
+    pub figures: NodeFigures,
     /// Running guests.
     pub running: u32,
     /// All guests on it.
@@ -124,30 +93,6 @@ pub struct Node {
     pub maintenance_state: Option<MaintenanceState>,
 }
 
-/// A running guest on a node being emptied, and why it is there.
-#[derive(SimpleObject, Debug, Clone)]
-pub struct GuestLeft {
-    /// The VMID.
-    pub vmid: u32,
-    /// Its name.
-    pub name: String,
-    /// The node it keeps running on.
-    pub node: String,
-    /// Why it is there, in words.
-    pub reason: String,
-}
-
-impl From<&LeftRunning> for GuestLeft {
-    fn from(l: &LeftRunning) -> Self {
-        Self {
-            vmid: l.vmid,
-            name: l.name.clone(),
-            node: l.node.clone(),
-            reason: l.reason.clone(),
-        }
-    }
-}
-
 /// Whether a node in maintenance is safe to reboot, from what it holds.
 #[derive(SimpleObject, Debug, Clone)]
 pub struct MaintenanceState {
@@ -160,7 +105,7 @@ pub struct MaintenanceState {
     /// Guests there that do not run (stopped ones and templates) when only those are left.
     pub stopped: u32,
     /// The guests still running there, each with why.
-    pub running: Vec<GuestLeft>,
+    pub running: Vec<LeftRunning>,
 }
 
 impl From<&flxp_core::left_running::MaintenanceState> for MaintenanceState {
@@ -174,7 +119,7 @@ impl From<&flxp_core::left_running::MaintenanceState> for MaintenanceState {
                 S::StoppedOnly { stopped } => *stopped,
                 _ => 0,
             },
-            running: s.running().iter().map(GuestLeft::from).collect(),
+            running: s.running().to_vec(),
         }
     }
 }
@@ -191,13 +136,7 @@ impl Node {
             name: n.node.clone(),
             status: n.status.clone(),
             maintenance: n.maintenance.clone(),
-            mem: n.figures.mem,
-            maxmem: n.figures.maxmem,
-            mem_percent: n.figures.mem_percent,
-            cpu: n.figures.cpu,
-            maxcpu: n.figures.maxcpu,
-            cpu_percent: n.figures.cpu_percent,
-            committed_mem: n.figures.committed_mem,
+            figures: n.figures.clone(),
             running: n.running,
             guests: u32::try_from(n.guests).unwrap_or(u32::MAX),
             labels: n.labels.clone(),
@@ -209,7 +148,7 @@ impl Node {
             violations: violations
                 .iter()
                 .filter(|v| v.node == n.node)
-                .map(Violation::from)
+                .cloned()
                 .collect(),
             maintenance_state: n.maintenance_state.as_ref().map(MaintenanceState::from),
         }
@@ -326,6 +265,7 @@ pub struct Candidate {
 
 /// Where a new VM would go, and why.
 #[derive(SimpleObject, Debug, Clone)]
+#[graphql(complex)]
 pub struct PlacementResult {
     /// The chosen node; null when none fits.
     pub node: Option<String>,
@@ -335,8 +275,17 @@ pub struct PlacementResult {
     pub candidates: Vec<Candidate>,
     /// Problems in the input, rules a named host breaks.
     pub warnings: Vec<String>,
+    /// The core's decision, for `document`.
+    #[graphql(skip)]
+    pub decision: Placement,
+}
+
+#[ComplexObject]
+impl PlacementResult {
     /// The decision as `flxp place --json` prints it.
-    pub document: Json<serde_json::Value>,
+    async fn document(&self) -> Result<Json<serde_json::Value>, ApiError> {
+        document(&self.decision, "the placement decision")
+    }
 }
 
 impl PlacementResult {
@@ -369,74 +318,9 @@ impl PlacementResult {
                 Vec::new()
             },
             warnings: p.warnings.iter().map(ToString::to_string).collect(),
-            document: Json(serde_json::to_value(p).unwrap_or_default()),
+            decision: p.clone(),
         }
     }
-}
-
-/// One migration of a plan.
-#[derive(SimpleObject, Debug, Clone)]
-pub struct PlanMigration {
-    /// Guest id.
-    pub vmid: u32,
-    /// `qemu` or `lxc`.
-    #[graphql(name = "type")]
-    pub kind: String,
-    /// Guest name.
-    pub name: String,
-    /// Source node.
-    #[graphql(name = "from")]
-    pub source: String,
-    /// Target node.
-    pub to: String,
-    /// Why this guest, why this target, what it changes.
-    pub reason: String,
-    /// `fix`, `evacuate`, `make-room`, `balance` or `swap`.
-    pub purpose: String,
-    /// Live migration of a running guest.
-    pub online: bool,
-    /// Bytes to copy: the memory of a running guest plus its local disks.
-    pub bytes: u64,
-    /// Wave: migrations of one wave may run together.
-    pub wave: u32,
-    /// Imbalance after this migration.
-    pub imbalance_after: f64,
-}
-
-impl From<&Migration> for PlanMigration {
-    fn from(m: &Migration) -> Self {
-        Self {
-            vmid: m.vmid,
-            kind: m.kind.as_str().to_owned(),
-            name: m.name.clone(),
-            source: m.from.clone(),
-            to: m.to.clone(),
-            reason: m.reason.clone(),
-            purpose: serde_json::to_value(m.purpose)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default(),
-            online: m.online,
-            bytes: m.bytes,
-            wave: m.wave,
-            imbalance_after: m.imbalance_after,
-        }
-    }
-}
-
-/// A guest that had to move but fits nowhere.
-#[derive(SimpleObject, Debug, Clone)]
-pub struct Unplaced {
-    /// Guest id.
-    pub vmid: u32,
-    /// Guest name.
-    pub name: String,
-    /// Where it is.
-    pub node: String,
-    /// The rule that wants it elsewhere.
-    pub rule: String,
-    /// Why no node takes it.
-    pub reason: String,
 }
 
 /// A registered rebalancing method: a value `rebalancePlan` and `rebalance` take as `method`.
@@ -462,70 +346,52 @@ impl BalanceMethodInfo {
     }
 }
 
-/// A rebalancing or evacuation plan.
+/// A rebalancing or evacuation plan: the plan `flxp balance --json` prints, field for field, and
+/// what the service knows beyond it.
 #[derive(SimpleObject, Debug, Clone)]
+#[graphql(complex)]
 pub struct PlanResult {
-    /// What made the plan: a name `balanceMethods` lists, or `evacuate` for an evacuation.
-    pub method: String,
-    /// What the loads are of (`memory`, `cpu`, ...).
-    pub metric: String,
-    /// Imbalance now.
-    pub imbalance_before: f64,
-    /// Imbalance once every migration has run.
-    pub imbalance_after: f64,
-    /// Balancing starts above this.
-    pub threshold: f64,
-    /// Migrations in the order they are to run.
-    pub migrations: Vec<PlanMigration>,
-    /// Guests that had to move but fit nowhere.
-    pub unplaced: Vec<Unplaced>,
-    /// Hard rules broken now.
-    pub violations_before: Vec<Violation>,
-    /// Hard rules still broken afterwards.
-    pub violations_after: Vec<Violation>,
-    /// What the plan does and why, in one sentence.
-    pub summary: String,
-    /// Problems in the input, conflicts, limits reached.
-    pub warnings: Vec<String>,
+    /// The core's plan; its fields are this object's.
+    #[graphql(flatten)]
+    pub plan: Plan,
     /// For an evacuation plan (`evacuationPlan`, a dry run): the running guests it would leave
     /// on the node, each with why; empty otherwise (a run's result says what stayed).
-    pub left_running: Vec<GuestLeft>,
-    /// The plan as `flxp balance --json` prints it.
-    pub document: Json<serde_json::Value>,
+    pub left_running: Vec<LeftRunning>,
     /// A digest of the goal and of the cluster the plan was made on: `rebalance` and `evacuate`
     /// given it carry the plan out only while the cluster is still the same (else `STALE_PLAN`).
     pub fingerprint: Option<String>,
 }
 
-impl From<&Plan> for PlanResult {
-    fn from(p: &Plan) -> Self {
+#[ComplexObject]
+impl PlanResult {
+    /// The plan as `flxp balance --json` prints it.
+    #[graphql(
+        deprecation = "every field of the plan is a typed field of PlanResult now (nodesBefore, nodesAfter, skipped, bounds, plugin, ...); select those"
+    )]
+    async fn document(&self) -> Result<Json<serde_json::Value>, ApiError> {
+        document(&self.plan, "the plan")
+    }
+}
+
+impl From<Plan> for PlanResult {
+    fn from(plan: Plan) -> Self {
         Self {
-            method: p.method.to_string(),
-            metric: p.metric.as_str().to_owned(),
-            imbalance_before: p.imbalance_before,
-            imbalance_after: p.imbalance_after,
-            threshold: p.threshold,
-            migrations: p.migrations.iter().map(PlanMigration::from).collect(),
-            unplaced: p
-                .unplaced
-                .iter()
-                .map(|u| Unplaced {
-                    vmid: u.vmid,
-                    name: u.name.clone(),
-                    node: u.node.clone(),
-                    rule: u.rule.clone(),
-                    reason: u.reason.clone(),
-                })
-                .collect(),
-            violations_before: p.violations_before.iter().map(Violation::from).collect(),
-            violations_after: p.violations_after.iter().map(Violation::from).collect(),
-            summary: p.summary.clone(),
-            warnings: p.warnings.iter().map(ToString::to_string).collect(),
+            plan,
             left_running: Vec::new(),
-            document: Json(serde_json::to_value(p).unwrap_or_default()),
             fingerprint: None,
         }
     }
+}
+
+/// `value` as a JSON document; a value that does not serialise is an internal error naming
+/// `what`, never an empty document.
+pub fn document<T: serde::Serialize>(
+    value: &T,
+    what: &str,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    serde_json::to_value(value)
+        .map(Json)
+        .map_err(|e| ApiError::internal(format!("cannot write {what} as JSON: {e}")))
 }
 
 /// What `rebalance` or `evacuate` did.
@@ -543,7 +409,7 @@ pub struct RunResult {
     pub report: Option<Json<serde_json::Value>>,
     /// For an evacuation: the running guests still on the node (read after the run; for a dry
     /// run, those the plan would leave), each with why; empty when it is safe to reboot.
-    pub left_running: Vec<GuestLeft>,
+    pub left_running: Vec<LeftRunning>,
     /// For an evacuation: the emptied node's state (read after the run; before it for a dry
     /// run); null for a rebalance, or when the zone could not be read again.
     pub node_state: Option<MaintenanceState>,
@@ -679,7 +545,7 @@ impl RollingSchedule {
                 .map(|n| RollingScheduleNode {
                     node: n.node.clone(),
                     done_before: n.done_before,
-                    plan: n.plan.as_ref().map(PlanResult::from),
+                    plan: n.plan.clone().map(PlanResult::from),
                     bytes: n.plan.as_ref().map_or(0, |p| p.bytes),
                     estimated_secs: n.secs,
                     steps: n.steps.clone(),
@@ -695,5 +561,34 @@ impl RollingSchedule {
             reboot: options.reboot,
             parallel: options.parallel,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::serve::schema::Code;
+
+    /// A value whose serialisation fails, as a map with a non-string key would.
+    struct Unwritable;
+
+    impl serde::Serialize for Unwritable {
+        fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+            Err(serde::ser::Error::custom("a key is not a string"))
+        }
+    }
+
+    #[test]
+    fn a_document_that_cannot_be_written_is_an_internal_error_not_an_empty_one() {
+        let e = document(&Unwritable, "the plan").unwrap_err();
+        assert_eq!(e.code, Code::Internal);
+        assert_eq!(
+            e.message,
+            "cannot write the plan as JSON: a key is not a string"
+        );
+        assert_eq!(
+            document(&[1, 2], "two numbers").unwrap().0,
+            serde_json::json!([1, 2])
+        );
     }
 }

@@ -5,10 +5,11 @@
 use async_graphql::{Context, Object, Result, SimpleObject};
 
 use super::ctx::state;
-use super::types::{Node, Violation};
+use super::types::Node;
 use super::{ApiError, Code};
 use crate::config::Role;
 use crate::serve::state::blocking;
+use flxp_core::constraints::Violation;
 
 /// The dashboard's queries (merged into the query root).
 #[derive(Debug, Default)]
@@ -224,7 +225,7 @@ impl ViewQuery {
             cpu_spread: report.cpu_spread,
             running: u32::try_from(report.running).unwrap_or(u32::MAX),
             guests: u32::try_from(report.guests).unwrap_or(u32::MAX),
-            violations: report.violations.iter().map(Violation::from).collect(),
+            violations: report.violations.clone(),
             conflicts: report.conflicts.iter().map(ToString::to_string).collect(),
             warnings: report.warnings.iter().map(ToString::to_string).collect(),
         })
