@@ -711,3 +711,44 @@ async fn a_timed_full_read_keeps_the_local_volumes_it_knows_until_the_cluster_ch
     );
     z.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guest_gone_lists_its_nodes_volumes_and_reads_no_notes() {
+    let z = zone(&local_disks(), 1e-9, |_| {}).await;
+    let c = Counted::new(&z);
+    let sim = z.sim.clone();
+    let exec = Executor::new("sim", c.api.clone(), placer())
+        .with_options(ExecuteOptions {
+            full_read_every: Duration::from_secs(600),
+            read_pressure: false,
+            ..fast()
+        })
+        .with_clock(Arc::new(move || sim.now() as i64));
+    exec.read().await.unwrap();
+    c.take();
+    // Deleted by someone else: nothing moved, no node's notes changed.
+    z.sim.world().guests.remove(&105);
+    let after = exec.read().await.unwrap();
+    let disks: Vec<(u32, u64)> = after
+        .cluster
+        .guests()
+        .iter()
+        .map(|g| (g.vmid, g.local_disk_bytes()))
+        .collect();
+    assert_eq!(disks, [(104, 40 << 30)]);
+    let want: Vec<String> = REFRESH
+        .iter()
+        .chain(&[
+            "GET /nodes/pve1/storage/local-lvm/content",
+            "GET /cluster/ha/rules",
+            "GET /cluster/ha/resources",
+            "GET /cluster/options",
+        ])
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(c.take(), want);
+    // The next read expects it: a refresh.
+    exec.read().await.unwrap();
+    assert_eq!(c.take(), REFRESH.map(String::from));
+    z.shutdown().await;
+}
