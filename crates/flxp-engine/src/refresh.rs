@@ -81,6 +81,44 @@ pub struct ReadCache {
     state: Mutex<State>,
     /// Held while the task list is read for followers: one read serves all who wait.
     polling: tokio::sync::Mutex<()>,
+    /// The guests' entries of `/cluster/resources` last read for followers of HA moves.
+    vms: Polled<Vec<Resource>>,
+    /// HA's current status last read for followers of HA moves.
+    ha: Polled<Vec<HaStatusEntry>>,
+}
+
+/// One read shared by every follower of a migration in flight: read again only when the newest
+/// is a poll interval old or older than the follower's start, so that following several HA
+/// moves costs one call per poll interval, not one per move.
+#[derive(Debug)]
+struct Polled<T> {
+    last: tokio::sync::Mutex<Option<(Instant, Arc<T>)>>,
+}
+
+impl<T> Default for Polled<T> {
+    fn default() -> Self {
+        Self {
+            last: tokio::sync::Mutex::new(None),
+        }
+    }
+}
+
+impl<T> Polled<T> {
+    /// The newest read if read after `since` and less than `fresh_for` ago, else `read`'s.
+    async fn get<F>(&self, fresh_for: Duration, since: Instant, read: F) -> flxp_pve::Result<Arc<T>>
+    where
+        F: std::future::Future<Output = flxp_pve::Result<T>>,
+    {
+        let mut last = self.last.lock().await;
+        if let Some((at, value)) = last.as_ref() {
+            if *at >= since && at.elapsed() < fresh_for {
+                return Ok(Arc::clone(value));
+            }
+        }
+        let value = Arc::new(read.await?);
+        *last = Some((Instant::now(), Arc::clone(&value)));
+        Ok(value)
+    }
 }
 
 /// A read the last read of a zone did not expect, in words (why a full read was made).
@@ -323,6 +361,27 @@ impl ReadCache {
         let tasks = Arc::new(api.cluster_tasks().await?);
         self.lock().last_tasks = Some((Instant::now(), Arc::clone(&tasks)));
         Ok(tasks)
+    }
+
+    /// The guests' entries of `/cluster/resources`, shared by followers as [`Self::tasks`] is.
+    pub(crate) async fn vm_resources(
+        &self,
+        api: &Pve,
+        fresh_for: Duration,
+        since: Instant,
+    ) -> flxp_pve::Result<Arc<Vec<Resource>>> {
+        let read = api.cluster_resources(Some(flxp_pve::types::ResourceType::Vm));
+        self.vms.get(fresh_for, since, read).await
+    }
+
+    /// HA's current status, shared by followers as [`Self::tasks`] is.
+    pub(crate) async fn ha_status(
+        &self,
+        api: &Pve,
+        fresh_for: Duration,
+        since: Instant,
+    ) -> flxp_pve::Result<Arc<Vec<HaStatusEntry>>> {
+        self.ha.get(fresh_for, since, api.ha_status_current()).await
     }
 
     /// A task started at `since` from the shared task list ([`Self::tasks`]); asked of the task's
@@ -920,6 +979,26 @@ mod tests {
         assert_eq!(got.nodes["b"].volumes, [volume]);
         assert_eq!(got.nodes["b"].storage_avail["local-lvm"], 60);
         assert_eq!(got.nodes["b"].notes.as_deref(), Some("flxp.label.ssd"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn followers_share_one_read_per_poll_interval_made_after_they_started() {
+        let polled: Polled<u32> = Polled::default();
+        let reads = std::sync::atomic::AtomicU32::new(0);
+        let read = || async { Ok(reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1) };
+        let poll = Duration::from_secs(2);
+        let first = Instant::now();
+        // Two moves followed at once: one read for both.
+        assert_eq!(*polled.get(poll, first, read()).await.unwrap(), 1);
+        assert_eq!(*polled.get(poll, first, read()).await.unwrap(), 1);
+        // A move started after that read needs one of its own.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let second = Instant::now();
+        assert_eq!(*polled.get(poll, second, read()).await.unwrap(), 2);
+        assert_eq!(*polled.get(poll, first, read()).await.unwrap(), 2);
+        // A poll interval later, read again.
+        tokio::time::sleep(poll).await;
+        assert_eq!(*polled.get(poll, first, read()).await.unwrap(), 3);
     }
 
     #[test]
