@@ -79,7 +79,10 @@ impl Failure {
 }
 
 /// Reads an optional part: unavailable is empty (with a warning), any other failure an error.
-fn optional<T: Default>(endpoint: &str, result: flxp_pve::Result<T>) -> Result<T, CollectError> {
+pub(crate) fn optional<T: Default>(
+    endpoint: &str,
+    result: flxp_pve::Result<T>,
+) -> Result<T, CollectError> {
     match result {
         Ok(v) => Ok(v),
         Err(e) if Failure::of(&e) == Failure::Unavailable => {
@@ -478,6 +481,31 @@ pub(crate) async fn read_settled<T: Transport + ?Sized>(
     settled.ha_resources = optional("GET /cluster/ha/resources", ha_resources)?;
     settled.options = optional("GET /cluster/options", options)?;
     Ok(settled)
+}
+
+/// The guest volumes on the local guest-disk storages of each of `nodes` (none on a node without
+/// guests), one listing per storage: what guests coming or going change, without the rest of a
+/// full read.
+pub(crate) async fn read_volumes<T: Transport + ?Sized>(
+    api: &Pve<T>,
+    resources: &[Resource],
+    nodes: &std::collections::BTreeSet<String>,
+) -> Result<BTreeMap<String, Vec<Volume>>, CollectError> {
+    let with_guests: std::collections::BTreeSet<&str> = resources
+        .iter()
+        .filter(|r| matches!(r.kind.as_deref(), Some("qemu" | "lxc")))
+        .filter_map(|r| r.node.as_deref())
+        .collect();
+    let storages = storages_by_node(resources);
+    let mut out = BTreeMap::new();
+    for node in nodes {
+        let local: &[String] = match storages.get(node.as_str()) {
+            Some(s) if with_guests.contains(node.as_str()) => &s.local_disks,
+            _ => &[],
+        };
+        out.insert(node.clone(), local_volumes(api, node, local).await?);
+    }
+    Ok(out)
 }
 
 /// The notes of one node (`description` of its config), for a re-read of only what flxp itself

@@ -201,6 +201,23 @@ fn warn_running_in_maintenance(report: &RoundReport) {
 }
 
 impl RoundReport {
+    /// A round's report before it did anything: the next round after the interval.
+    fn begin(zone: &str, time: i64, interval: Duration) -> Self {
+        Self {
+            zone: zone.to_owned(),
+            time,
+            evacuation: None,
+            trigger: None,
+            balance: None,
+            power: None,
+            stale: Vec::new(),
+            maintenance: Vec::new(),
+            error: None,
+            standby: None,
+            next_in_secs: interval.as_secs_f64(),
+        }
+    }
+
     /// Migrations done in the round.
     pub fn migrations_done(&self) -> usize {
         self.executions().map(|x| x.done.len()).sum()
@@ -224,6 +241,24 @@ impl RoundReport {
     pub fn next_in(&self) -> Duration {
         Duration::from_secs_f64(self.next_in_secs.max(0.0))
     }
+}
+
+/// Whether a round may write or only judges its read (see [`Daemon::act`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Read and plan, stopping before the first write: the lease is not held yet.
+    Plan,
+    /// Read, plan and carry out: the lease is held (or there is none).
+    Act,
+}
+
+/// How a round's work ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flow {
+    /// Done: nothing (more) to write.
+    Done,
+    /// In [`Mode::Plan`]: the round would write next, for this (a log's words).
+    Writes(&'static str),
 }
 
 /// One managed zone with what the daemon remembers of it: the trigger's hold count and the last
@@ -550,58 +585,57 @@ impl Daemon {
     async fn round(&self, z: &ZoneState) -> RoundReport {
         let o = &self.inner.parts.options;
         let time = (self.inner.parts.clock)();
-        let mut report = RoundReport {
-            zone: z.zone.name.clone(),
-            time,
-            evacuation: None,
-            trigger: None,
-            balance: None,
-            power: None,
-            stale: Vec::new(),
-            maintenance: Vec::new(),
-            error: None,
-            standby: None,
-            next_in_secs: o.interval.as_secs_f64(),
-        };
+        let mut report = RoundReport::begin(&z.zone.name, time, o.interval);
         if self.is_stopped() {
             report.error = Some("the daemon is stopping".into());
             return report;
         }
         let mut kept = BTreeMap::new();
-        // Held until the round ends: with `hold = acting`, released then.
-        let _lease = match &z.lease {
-            Some(k) => match k.demand().await {
-                Ok(g) => Some(g),
-                Err(why) => {
-                    // Another flxp acts; look again soon, so a takeover is not an interval late.
-                    report.standby = Some(why.to_string());
-                    report.next_in_secs = o.interval.min(k.options().renew_every()).as_secs_f64();
-                    return report;
-                }
-            },
-            None => None,
-        };
         if let Some(k) = &z.lease {
-            // Holding it, the keeper knows its node: never consolidated away.
+            // The node whose notes hold the lease is never consolidated away (its name is read
+            // once, held or not).
             if let Ok(held) = k.node_to_keep().await {
                 kept.insert(held.node.clone(), held.to_string());
             }
         }
-        let executor = Executor::new(
-            z.zone.name.clone(),
-            z.zone.api.clone(),
-            Arc::clone(&z.placer),
-        )
-        .with_overrides(z.zone.overrides.clone())
-        .with_reservations(z.zone.reservations.clone())
-        .with_options(o.execute.clone())
-        .with_read_cache(Arc::clone(&z.cache))
-        .with_smoothing(Arc::clone(&z.smoother))
-        .with_progress(Arc::clone(&self.inner.parts.progress))
-        .with_clock(Arc::clone(&self.inner.parts.clock))
-        .with_stop(self.inner.stop.clone())
-        .with_kept_nodes(kept);
-        if let Err(e) = self.act(z, &executor, &mut report).await {
+        let executor = self.executor(z, kept);
+        // With `hold = acting` the round plans without the lease and takes it only when it is
+        // about to write: an idle round makes no lease call. Power saving keeps state across
+        // its decisions (low-load time, requests for room), so its rounds take the lease first.
+        let on_demand = z
+            .lease
+            .as_ref()
+            .filter(|k| k.options().hold == LeaseHold::Acting && o.power.is_none());
+        // Held until the round ends: with `hold = acting`, released then.
+        let mut _lease = None;
+        let mode = match (&z.lease, on_demand) {
+            (_, Some(_)) => Mode::Plan,
+            (Some(k), None) => match k.demand().await {
+                Ok(g) => {
+                    _lease = Some(g);
+                    Mode::Act
+                }
+                Err(why) => return self.stand_by(k, why, report),
+            },
+            (None, None) => Mode::Act,
+        };
+        let held = z.held.load(Ordering::Relaxed);
+        let mut outcome = self.act(z, &executor, &mut report, mode).await;
+        if let (Ok(Flow::Writes(what)), Some(k)) = (&outcome, on_demand) {
+            // About to write: take the lease, then read, judge and plan again under it (another
+            // flxp may have acted since this round's read), as if this round had just begun.
+            tracing::info!(what, "the round is about to act: taking the lease");
+            let fresh = RoundReport::begin(&z.zone.name, time, o.interval);
+            match k.demand().await {
+                Ok(g) => _lease = Some(g),
+                Err(why) => return self.stand_by(k, why, fresh),
+            }
+            report = fresh;
+            // The trigger's hold count is the one this round found, not counted twice.
+            z.held.store(held, Ordering::Relaxed);
+            outcome = self.act(z, &executor, &mut report, Mode::Act).await;
+        }
+        if let Err(e) = outcome {
             let e = error_chain(&e);
             tracing::error!(error = %e, "round failed");
             report.error = Some(e);
@@ -617,13 +651,48 @@ impl Daemon {
         report
     }
 
+    /// The executor of a round in `z`, never freeing the `kept` nodes.
+    fn executor(&self, z: &ZoneState, kept: BTreeMap<String, String>) -> Executor {
+        let o = &self.inner.parts.options;
+        Executor::new(
+            z.zone.name.clone(),
+            z.zone.api.clone(),
+            Arc::clone(&z.placer),
+        )
+        .with_overrides(z.zone.overrides.clone())
+        .with_reservations(z.zone.reservations.clone())
+        .with_options(o.execute.clone())
+        .with_read_cache(Arc::clone(&z.cache))
+        .with_smoothing(Arc::clone(&z.smoother))
+        .with_progress(Arc::clone(&self.inner.parts.progress))
+        .with_clock(Arc::clone(&self.inner.parts.clock))
+        .with_stop(self.inner.stop.clone())
+        .with_kept_nodes(kept)
+    }
+
+    /// The report of a round that may not act: another flxp holds the lease (named in `why`).
+    /// It looks again soon, so that a takeover is not an interval late.
+    fn stand_by(&self, k: &LeaseKeeper, why: LeaseRefused, mut report: RoundReport) -> RoundReport {
+        let o = &self.inner.parts.options;
+        report.standby = Some(why.to_string());
+        report.next_in_secs = o.interval.min(k.options().renew_every()).as_secs_f64();
+        report
+    }
+
+    /// The round's work on its read: in [`Mode::Plan`] it stops where it would first write
+    /// ([`Flow::Writes`]); in [`Mode::Act`] it carries it out.
     async fn act(
         &self,
         z: &ZoneState,
         executor: &Executor,
         report: &mut RoundReport,
-    ) -> Result<()> {
+        mode: Mode,
+    ) -> Result<Flow> {
         let o = &self.inner.parts.options;
+        if mode == Mode::Plan && o.power.is_some() {
+            // Not planned without the lease (see `round`); never reached, kept for safety.
+            return Ok(Flow::Writes("power saving"));
+        }
         let placer = &z.placer;
         // Read before the cluster: requests for room made later wait for a round that sees them.
         let mut room_seen = z.room.seen();
@@ -635,11 +704,14 @@ impl Daemon {
             maintenance_states(&judged, None)
         })
         .await?;
+        if mode == Mode::Plan && self.stale_writes(z, &model.cluster, report.time) {
+            return Ok(Flow::Writes("stale creation markers"));
+        }
         report.stale = self.clean_stale(z, &model.cluster, report.time).await;
         if report.stale.iter().any(|m| m.outcome == "deleted") {
             // The cluster changed: the next round plans on a fresh read.
             report.next_in_secs = o.retry_after.min(o.interval).as_secs_f64();
-            return Ok(());
+            return Ok(Flow::Done);
         }
 
         // A consolidation left unfinished (a node marked `off`, in maintenance, not empty) is
@@ -661,7 +733,7 @@ impl Daemon {
                 .power(z, executor, &model, &marks, room_seen, report)
                 .await?
         {
-            return Ok(());
+            return Ok(Flow::Done);
         }
 
         if o.evacuate && model.cluster.nodes().iter().any(|n| n.in_maintenance()) {
@@ -684,6 +756,9 @@ impl Daemon {
                 // Found on this round's read: its own power step may answer it.
                 room_seen = z.room.ask();
             }
+            if moves && mode == Mode::Plan {
+                return Ok(Flow::Writes("evacuation"));
+            }
             let execution = if moves {
                 self.still_holding(z)?;
                 Some(executor.execute(plan.clone(), &goal).await)
@@ -693,7 +768,7 @@ impl Daemon {
             report.evacuation = Some(Executed { plan, execution });
             if moves {
                 // The cluster changed: the next round measures it anew before any balancing.
-                return Ok(());
+                return Ok(Flow::Done);
             }
         }
 
@@ -704,11 +779,11 @@ impl Daemon {
                 .await?
         {
             // The cluster changed: the next round measures it anew.
-            return Ok(());
+            return Ok(Flow::Done);
         }
 
         if !o.rebalance || self.is_stopped() {
-            return Ok(());
+            return Ok(Flow::Done);
         }
         let held = z.held.load(Ordering::Relaxed);
         let judged = Arc::clone(&model);
@@ -752,7 +827,7 @@ impl Daemon {
         let act = decision.act;
         report.trigger = Some(decision);
         if !act && !broken {
-            return Ok(());
+            return Ok(Flow::Done);
         }
         let mut options = o.balance.clone();
         if !act {
@@ -768,6 +843,9 @@ impl Daemon {
         };
         let plan = blocking::plan(model, Arc::clone(placer), goal.clone(), None).await?;
         tracing::info!(summary = %plan.summary, "plan made");
+        if !plan.migrations.is_empty() && mode == Mode::Plan {
+            return Ok(Flow::Writes("balance"));
+        }
         let execution = if plan.migrations.is_empty() {
             None
         } else {
@@ -775,7 +853,7 @@ impl Daemon {
             Some(executor.execute(plan.clone(), &goal).await)
         };
         report.balance = Some(Executed { plan, execution });
-        Ok(())
+        Ok(Flow::Done)
     }
 
     /// Finds the zone's stale `flxp.creating` markers and acts on them ([`crate::stale`]);
@@ -799,6 +877,18 @@ impl Daemon {
             ..flxp_pve::TaskWait::default()
         };
         crate::stale::clean(&z.zone.api, cluster, &in_flight, now, &o.stale, &wait).await
+    }
+
+    /// Whether dealing with the zone's stale `flxp.creating` markers would write anything
+    /// (delete a half-made VM, take a marker off): what [`Self::clean_stale`] does with them.
+    fn stale_writes(&self, z: &ZoneState, cluster: &flxp_core::cluster::Cluster, now: i64) -> bool {
+        let in_flight = z
+            .zone
+            .reservations
+            .as_ref()
+            .map(|r| r.in_flight_vmids())
+            .unwrap_or_default();
+        crate::stale::writes(cluster, &in_flight, now, &self.inner.parts.options.stale)
     }
 
     /// Planning may take long: the lease is checked again before anything is carried out.

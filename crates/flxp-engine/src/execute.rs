@@ -87,7 +87,7 @@ impl Default for ExecuteOptions {
             max_replans: 10,
             drain_timeout: Duration::from_secs(600),
             expected_bandwidth: (1u64 << 30) as f64,
-            full_read_every: Duration::from_secs(900),
+            full_read_every: Duration::from_secs(3600),
             read_pressure: true,
         }
     }

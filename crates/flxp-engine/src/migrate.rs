@@ -27,9 +27,7 @@ use flxp_core::balance::Migration;
 use flxp_core::cluster::GuestKind;
 use flxp_pve::Pve;
 use flxp_pve::types::migrate::NotAllowedNode;
-use flxp_pve::types::{
-    LxcMigrateParams, QemuMigrateParams, ResourceType, TaskLogQuery, TaskStatus, Upid,
-};
+use flxp_pve::types::{LxcMigrateParams, QemuMigrateParams, TaskLogQuery, TaskStatus, Upid};
 use tokio::time::Instant;
 
 use crate::progress::{Event, Progress, fraction_from_log};
@@ -256,8 +254,8 @@ impl Follow<'_> {
     /// Where the cluster shows the guest now; `Err` when it cannot be read.
     async fn seen(&self) -> Result<Seen, MigrateError> {
         let resources = self
-            .api
-            .cluster_resources(Some(ResourceType::Vm))
+            .board
+            .vm_resources(self.api, self.settings.poll, self.started)
             .await
             .map_err(|e| MigrateError::ClusterUnreadable { error: Box::new(e) })?;
         let guest = resources.iter().find(|r| {
@@ -440,7 +438,11 @@ impl Follow<'_> {
                     )));
                 }
             }
-            if let Ok(status) = self.api.ha_status_current().await {
+            if let Ok(status) = self
+                .board
+                .ha_status(self.api, self.settings.poll, self.started)
+                .await
+            {
                 let service = status
                     .iter()
                     .find(|s| s.sid.as_deref() == Some(sid.as_str()));

@@ -30,8 +30,8 @@ use flxp_pve::{Data, Pve, Request, Transport};
 use tokio::time::Instant;
 
 use crate::collect::{
-    CollectError, Moving, Parts, Settled, assemble, collect_parts, read_moving, read_notes,
-    read_resources, read_settled, storage_avail_by_node,
+    CollectError, Moving, Parts, Settled, assemble, collect_parts, optional, read_moving,
+    read_notes, read_resources, read_settled, read_volumes, storage_avail_by_node,
 };
 
 /// Task types of a migration, whose `id` is the guest's vmid.
@@ -81,10 +81,68 @@ pub struct ReadCache {
     state: Mutex<State>,
     /// Held while the task list is read for followers: one read serves all who wait.
     polling: tokio::sync::Mutex<()>,
+    /// The guests' entries of `/cluster/resources` last read for followers of HA moves.
+    vms: Polled<Vec<Resource>>,
+    /// HA's current status last read for followers of HA moves.
+    ha: Polled<Vec<HaStatusEntry>>,
+}
+
+/// One read shared by every follower of a migration in flight: read again only when the newest
+/// is a poll interval old or older than the follower's start, so that following several HA
+/// moves costs one call per poll interval, not one per move.
+#[derive(Debug)]
+struct Polled<T> {
+    last: tokio::sync::Mutex<Option<(Instant, Arc<T>)>>,
+}
+
+impl<T> Default for Polled<T> {
+    fn default() -> Self {
+        Self {
+            last: tokio::sync::Mutex::new(None),
+        }
+    }
+}
+
+impl<T> Polled<T> {
+    /// The newest read if read after `since` and less than `fresh_for` ago, else `read`'s.
+    async fn get<F>(&self, fresh_for: Duration, since: Instant, read: F) -> flxp_pve::Result<Arc<T>>
+    where
+        F: std::future::Future<Output = flxp_pve::Result<T>>,
+    {
+        let mut last = self.last.lock().await;
+        if let Some((at, value)) = last.as_ref() {
+            if *at >= since && at.elapsed() < fresh_for {
+                return Ok(Arc::clone(value));
+            }
+        }
+        let value = Arc::new(read.await?);
+        *last = Some((Instant::now(), Arc::clone(&value)));
+        Ok(value)
+    }
 }
 
 /// A read the last read of a zone did not expect, in words (why a full read was made).
 type Why = String;
+
+/// Something this process did not do, found by a refresh.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Change {
+    /// In words.
+    why: Why,
+    /// `Some`: only guests appeared, vanished or changed disk size, on these nodes (no node,
+    /// guest move, task or HA state changed); `None`: anything else.
+    guests_on: Option<BTreeSet<String>>,
+}
+
+impl Change {
+    /// A change that calls for a full read.
+    fn all(why: Why) -> Self {
+        Self {
+            why,
+            guests_on: None,
+        }
+    }
+}
 
 /// Every this many timed full reads at most, guest volumes are listed again too.
 const VOLUMES_EVERY: i64 = 4;
@@ -215,35 +273,51 @@ impl ReadCache {
 
     /// What changed since the last read that this process did not do, if anything.
     fn unexpected(&self, resources: &[Resource], moving: &Moving) -> Option<Why> {
+        self.change(resources, moving).map(|c| c.why)
+    }
+
+    /// [`Self::unexpected`], saying whether only guests came, went or changed disk size (and
+    /// on which nodes): no one moved anything, so only those nodes' volumes need listing again.
+    fn change(&self, resources: &[Resource], moving: &Moving) -> Option<Change> {
         let s = self.lock();
         let Some(base) = &s.baseline else {
-            return Some("no read yet".into());
+            return Some(Change::all("no read yet".into()));
         };
         let nodes = node_statuses(resources);
         if nodes != base.nodes {
-            return Some("a node's status changed".into());
+            return Some(Change::all("a node's status changed".into()));
         }
         let guests = guest_nodes(resources);
+        // Guests that appeared, vanished or changed disk size: the first said, all their nodes.
+        let mut why: Option<Why> = None;
+        let mut touched = BTreeSet::new();
         for (vmid, node) in &guests {
             match base.guests.get(vmid) {
-                None => return Some(format!("guest {vmid} appeared on {node}")),
+                None => {
+                    why.get_or_insert_with(|| format!("guest {vmid} appeared on {node}"));
+                    touched.insert(node.clone());
+                }
                 Some(was) if was != node => {
                     let ours = s.expected.get(vmid).is_some_and(|(from, to)| {
                         to == node && from.as_ref().is_none_or(|f| f == was)
                     });
                     if !ours {
-                        return Some(format!("guest {vmid} moved from {was} to {node}"));
+                        return Some(Change::all(format!(
+                            "guest {vmid} moved from {was} to {node}"
+                        )));
                     }
                 }
                 Some(_) => {}
             }
         }
-        if let Some(gone) = base.guests.keys().find(|v| !guests.contains_key(v)) {
-            return Some(format!("guest {gone} is gone"));
+        for (gone, was) in base.guests.iter().filter(|(v, _)| !guests.contains_key(v)) {
+            why.get_or_insert_with(|| format!("guest {gone} is gone"));
+            touched.insert(was.clone());
         }
         let disks = guest_disks(resources);
-        if let Some((vmid, _)) = disks.iter().find(|(v, d)| base.disks.get(v) != Some(d)) {
-            return Some(format!("guest {vmid}'s disk size changed"));
+        for (vmid, _) in disks.iter().filter(|(v, d)| base.disks.get(v) != Some(d)) {
+            why.get_or_insert_with(|| format!("guest {vmid}'s disk size changed"));
+            touched.extend(guests.get(vmid).cloned());
         }
         if let Ok(tasks) = &moving.tasks {
             let foreign = tasks.iter().find(|t| {
@@ -251,18 +325,21 @@ impl ReadCache {
                 t.is_running() && !base.tasks.contains(upid) && !is_ours(&s, t)
             });
             if let Some(t) = foreign {
-                return Some(format!(
+                return Some(Change::all(format!(
                     "task {} started",
                     t.upid.as_deref().unwrap_or("without a UPID")
-                ));
+                )));
             }
         }
         if let Ok(status) = &moving.ha_status {
             if ha_digest(status) != base.ha {
-                return Some("HA's status changed".into());
+                return Some(Change::all("HA's status changed".into()));
             }
         }
-        None
+        why.map(|why| Change {
+            why,
+            guests_on: Some(touched),
+        })
     }
 
     /// The task list, read again only when the newest one is `fresh_for` old or older than
@@ -284,6 +361,27 @@ impl ReadCache {
         let tasks = Arc::new(api.cluster_tasks().await?);
         self.lock().last_tasks = Some((Instant::now(), Arc::clone(&tasks)));
         Ok(tasks)
+    }
+
+    /// The guests' entries of `/cluster/resources`, shared by followers as [`Self::tasks`] is.
+    pub(crate) async fn vm_resources(
+        &self,
+        api: &Pve,
+        fresh_for: Duration,
+        since: Instant,
+    ) -> flxp_pve::Result<Arc<Vec<Resource>>> {
+        let read = api.cluster_resources(Some(flxp_pve::types::ResourceType::Vm));
+        self.vms.get(fresh_for, since, read).await
+    }
+
+    /// HA's current status, shared by followers as [`Self::tasks`] is.
+    pub(crate) async fn ha_status(
+        &self,
+        api: &Pve,
+        fresh_for: Duration,
+        since: Instant,
+    ) -> flxp_pve::Result<Arc<Vec<HaStatusEntry>>> {
+        self.ha.get(fresh_for, since, api.ha_status_current()).await
     }
 
     /// A task started at `since` from the shared task list ([`Self::tasks`]); asked of the task's
@@ -582,8 +680,35 @@ pub(crate) async fn read(
         return assemble(resources, moving, settled, now);
     }
     let moving = read_moving(api, &known, false).await;
-    let settled = match cache.unexpected(&resources, &moving) {
-        Some(why) => {
+    let settled = match cache.change(&resources, &moving) {
+        Some(Change {
+            why,
+            guests_on: Some(nodes),
+        }) => {
+            // Guests were created or deleted (or a disk resized): nothing moved, no node's notes
+            // changed with it. Their nodes' volumes are listed again, HA's config read again (a
+            // new guest may come with its rules); the notes are kept.
+            tracing::info!(%why, nodes = ?nodes, "guests came or went: reading their nodes' volumes and HA's config");
+            let (mut settled, noted) = cache.settled_for(&resources);
+            read_noted(api, cache, &mut settled, noted).await?;
+            let (volumes, rules, ha_resources, options) = futures_util::join!(
+                read_volumes(api, &resources, &nodes),
+                api.ha_rules(),
+                api.ha_resources(),
+                api.cluster_options(),
+            );
+            for (node, listed) in volumes? {
+                if let Some(extra) = settled.nodes.get_mut(&node) {
+                    extra.volumes = listed;
+                }
+            }
+            settled.ha_rules = optional("GET /cluster/ha/rules", rules)?;
+            settled.ha_resources = optional("GET /cluster/ha/resources", ha_resources)?;
+            settled.options = optional("GET /cluster/options", options)?;
+            cache.keep_rrd(&mut settled);
+            settled
+        }
+        Some(Change { why, .. }) => {
             tracing::info!(%why, "the cluster changed unexpectedly: reading all of it");
             // All but the RRD rows (pressure, a trigger's input, no step's safety): those are
             // read on the timed full reads only, so at most once per `full-read-secs`.
@@ -597,23 +722,34 @@ pub(crate) async fn read(
         }
         None => {
             let (mut settled, noted) = cache.settled_for(&resources);
-            // A node read before it could be is kept in the list: a failed read leaves it there.
-            for node in noted {
-                let notes = match settled.nodes.get_mut(&node) {
-                    Some(extra) => {
-                        extra.notes = read_notes(api, &node).await?;
-                        extra.notes.clone()
-                    }
-                    // Not online at the last full read: nothing kept to update.
-                    None => None,
-                };
-                cache.keep_notes(&node, notes);
-            }
+            read_noted(api, cache, &mut settled, noted).await?;
             settled
         }
     };
     cache.observe(&resources, &moving);
     assemble(resources, moving, settled, now)
+}
+
+/// Reads again the notes of the `noted` nodes (this process wrote them) into `settled`.
+async fn read_noted(
+    api: &Pve,
+    cache: &ReadCache,
+    settled: &mut Settled,
+    noted: BTreeSet<String>,
+) -> Result<(), CollectError> {
+    // A node read before it could be is kept in the list: a failed read leaves it there.
+    for node in noted {
+        let notes = match settled.nodes.get_mut(&node) {
+            Some(extra) => {
+                extra.notes = read_notes(api, &node).await?;
+                extra.notes.clone()
+            }
+            // Not online at the last full read: nothing kept to update.
+            None => None,
+        };
+        cache.keep_notes(&node, notes);
+    }
+    Ok(())
 }
 
 /// A transport that tells its [`ReadCache`] about the writes that succeed through it.
@@ -843,6 +979,26 @@ mod tests {
         assert_eq!(got.nodes["b"].volumes, [volume]);
         assert_eq!(got.nodes["b"].storage_avail["local-lvm"], 60);
         assert_eq!(got.nodes["b"].notes.as_deref(), Some("flxp.label.ssd"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn followers_share_one_read_per_poll_interval_made_after_they_started() {
+        let polled: Polled<u32> = Polled::default();
+        let reads = std::sync::atomic::AtomicU32::new(0);
+        let read = || async { Ok(reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1) };
+        let poll = Duration::from_secs(2);
+        let first = Instant::now();
+        // Two moves followed at once: one read for both.
+        assert_eq!(*polled.get(poll, first, read()).await.unwrap(), 1);
+        assert_eq!(*polled.get(poll, first, read()).await.unwrap(), 1);
+        // A move started after that read needs one of its own.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let second = Instant::now();
+        assert_eq!(*polled.get(poll, second, read()).await.unwrap(), 2);
+        assert_eq!(*polled.get(poll, first, read()).await.unwrap(), 2);
+        // A poll interval later, read again.
+        tokio::time::sleep(poll).await;
+        assert_eq!(*polled.get(poll, first, read()).await.unwrap(), 3);
     }
 
     #[test]

@@ -105,6 +105,17 @@ pub fn marked(cluster: &Cluster, in_flight: &[u32]) -> Vec<Marked> {
         .collect()
 }
 
+/// Whether [`clean`] would write anything at `now` (delete a half-made VM, take a marker off a
+/// running one): a stale marker with an age, on an unlocked VM, with [`StaleAction::Remove`].
+/// The daemon takes the zone's lease only for rounds that write.
+pub fn writes(cluster: &Cluster, in_flight: &[u32], now: i64, options: &StaleOptions) -> bool {
+    let after = i64::try_from(options.after.as_secs()).unwrap_or(i64::MAX);
+    options.action == StaleAction::Remove
+        && marked(cluster, in_flight)
+            .iter()
+            .any(|m| m.lock.is_none() && m.since.is_some_and(|s| now.saturating_sub(s) >= after))
+}
+
 /// Finds the stale markers of `cluster` at `now` (epoch seconds) and acts on them as `options`
 /// say; see the module docs. Never fails: each marker's outcome says what happened.
 pub async fn clean(

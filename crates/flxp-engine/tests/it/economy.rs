@@ -254,6 +254,161 @@ fn daemon_reading(
     .with_clock(Arc::new(move || sim.now() as i64))
 }
 
+/// [`daemon`] over `time_scale`, acting only while it holds the zone's lease on pve1, taken
+/// when a round is about to act (`hold = acting`, the default).
+fn leased(c: &Counted, z: &Zone, full_read_secs: u64) -> flxp_engine::Daemon {
+    let lease = flxp_engine::daemon::LeaseSettings {
+        options: flxp_engine::LeaseOptions {
+            holder: "flxp-a:1:1".into(),
+            command: Some("daemon".into()),
+            ..flxp_engine::LeaseOptions::default()
+        },
+        nodes: [("lab".to_owned(), "pve1".to_owned())].into(),
+    };
+    daemon(c, z, full_read_secs).with_lease(lease)
+}
+
+/// The calls of a refresh, in order.
+const REFRESH: [&str; 3] = [
+    "GET /cluster/resources",
+    "GET /cluster/tasks",
+    "GET /cluster/ha/status/current",
+];
+
+/// Calls that write.
+fn writes(calls: &[String]) -> Vec<&String> {
+    calls.iter().filter(|c| !c.starts_with("GET ")).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_leased_daemon_round_makes_three_calls_and_none_to_the_lease() {
+    let z = zone(&generated(8, 0, 0), 1e-9, |_| {}).await;
+    let c = Counted::new(&z);
+    let d = leased(&c, &z, 900);
+    let first = d.run_round("lab").await.unwrap();
+    assert_eq!((first.error, first.standby), (None, None));
+    let calls = c.take();
+    // The first round reads everything, the lease not at all: it had nothing to do.
+    assert_eq!(calls.len(), full_read(8), "{:#?}", by_kind(&calls));
+    for _ in 0..3 {
+        let r = d.run_round("lab").await.unwrap();
+        assert_eq!((r.error, r.standby), (None, None));
+        assert_eq!(c.take(), REFRESH.map(String::from));
+    }
+    assert!(!z.sim.world().nodes["pve1"].notes.contains("flxp-lease"));
+    z.shutdown().await;
+}
+
+/// Waits until the counted calls end with the lease's release (a write of pve1's notes), which
+/// the lease keeper makes once the round's guard is dropped; the calls so far.
+async fn until_released(c: &Counted) -> Vec<String> {
+    let mut calls = Vec::new();
+    for _ in 0..500 {
+        calls.extend(c.take());
+        if calls.last().is_some_and(|l| l == "PUT /nodes/pve1/config") {
+            return calls;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the lease was not released: {calls:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_with_work_takes_the_lease_reads_again_under_it_acts_and_gives_it_back() {
+    let z = zone(&generated(8, 0, 0), 500.0, |_| {}).await;
+    let c = Counted::new(&z);
+    let d = leased(&c, &z, 365 * 86_400);
+    d.run_round("lab").await.unwrap();
+    flxp_engine::maintenance::set(&z.api, "pve4", true)
+        .await
+        .unwrap();
+    d.notes_written("lab", "pve4");
+    c.take();
+    let r = d.run_round("lab").await.unwrap();
+    assert_eq!((&r.error, &r.standby), (&None, &None), "{r:#?}");
+    let evacuation = r.evacuation.expect("evacuated");
+    let done = evacuation.execution.expect("carried out").done.len();
+    assert_eq!(done, 2);
+    assert!(z.sim.world().guests.values().all(|g| g.node != "pve4"));
+    let calls = until_released(&c).await;
+    // Planned on a refresh without the lease; the lease taken (a read, a write); read again
+    // under it; then the steps; the lease given back (a read, a write) after the last.
+    let want_start: Vec<String> = REFRESH
+        .iter()
+        .chain(&["GET /nodes/pve4/config"])
+        .chain(&["GET /nodes/pve1/config", "PUT /nodes/pve1/config"])
+        .chain(&REFRESH)
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(calls[..9], want_start, "{calls:#?}");
+    let n = calls.len();
+    assert_eq!(
+        calls[n - 2..],
+        ["GET /nodes/pve1/config", "PUT /nodes/pve1/config"].map(String::from),
+        "{calls:#?}"
+    );
+    // Between the two: the two migrations and nothing else written.
+    let between = writes(&calls[9..n - 2]);
+    assert_eq!(between.len(), 2, "{between:#?}");
+    assert!(
+        between.iter().all(|w| w.ends_with("/migrate")),
+        "{between:#?}"
+    );
+    assert!(!z.sim.world().nodes["pve1"].notes.contains("flxp-lease"));
+    // The next round has nothing to do (pve4, still in maintenance, is empty): a refresh and
+    // no lease call.
+    let idle = d.run_round("lab").await.unwrap();
+    let again = idle.evacuation.expect("pve4 still in maintenance");
+    assert_eq!((again.plan.migrations.len(), again.execution), (0, None));
+    assert_eq!(c.take(), REFRESH.map(String::from));
+    z.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_that_finds_the_lease_held_when_about_to_act_stands_by_and_writes_nothing() {
+    let z = zone(&generated(8, 0, 0), 1e-9, |_| {}).await;
+    let c = Counted::new(&z);
+    let d = leased(&c, &z, 900);
+    d.run_round("lab").await.unwrap();
+    flxp_engine::maintenance::set(&z.api, "pve4", true)
+        .await
+        .unwrap();
+    d.notes_written("lab", "pve4");
+    // Another flxp took the lease meanwhile (its line, as it writes it, in pve1's notes).
+    let expires = z.sim.now() as i64 + 3600;
+    let line =
+        format!("<!-- flxp-lease zone=lab holder=flxp-b:7:ab expires={expires} command=serve -->");
+    note_by_hand(&z, "pve1", &line);
+    c.take();
+    let r = d.run_round("lab").await.unwrap();
+    let standby = r.standby.as_deref().expect("stands by");
+    assert!(
+        standby.starts_with(
+            "zone lab is held by another flxp (flxp-b:7:ab, running `flxp serve`) until"
+        ),
+        "{standby}"
+    );
+    assert_eq!((r.error, r.evacuation), (None, None));
+    // It planned on its refresh, asked for the lease once it had work, and wrote nothing.
+    let calls = c.take();
+    let want: Vec<String> = REFRESH
+        .iter()
+        .chain(&["GET /nodes/pve4/config", "GET /nodes/pve1/config"])
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(calls, want);
+    assert_eq!(z.sim.world().nodes["pve1"].notes, line);
+    let on_pve4 = z
+        .sim
+        .world()
+        .guests
+        .values()
+        .filter(|g| g.node == "pve4")
+        .count();
+    assert_eq!(on_pve4, 2);
+    z.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_daemon_round_makes_three_calls_whatever_the_node_count() {
     for nodes in [6, 32] {
@@ -554,5 +709,46 @@ async fn a_timed_full_read_keeps_the_local_volumes_it_knows_until_the_cluster_ch
         1,
         "{kinds:#?}"
     );
+    z.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guest_gone_lists_its_nodes_volumes_and_reads_no_notes() {
+    let z = zone(&local_disks(), 1e-9, |_| {}).await;
+    let c = Counted::new(&z);
+    let sim = z.sim.clone();
+    let exec = Executor::new("sim", c.api.clone(), placer())
+        .with_options(ExecuteOptions {
+            full_read_every: Duration::from_secs(600),
+            read_pressure: false,
+            ..fast()
+        })
+        .with_clock(Arc::new(move || sim.now() as i64));
+    exec.read().await.unwrap();
+    c.take();
+    // Deleted by someone else: nothing moved, no node's notes changed.
+    z.sim.world().guests.remove(&105);
+    let after = exec.read().await.unwrap();
+    let disks: Vec<(u32, u64)> = after
+        .cluster
+        .guests()
+        .iter()
+        .map(|g| (g.vmid, g.local_disk_bytes()))
+        .collect();
+    assert_eq!(disks, [(104, 40 << 30)]);
+    let want: Vec<String> = REFRESH
+        .iter()
+        .chain(&[
+            "GET /nodes/pve1/storage/local-lvm/content",
+            "GET /cluster/ha/rules",
+            "GET /cluster/ha/resources",
+            "GET /cluster/options",
+        ])
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(c.take(), want);
+    // The next read expects it: a refresh.
+    exec.read().await.unwrap();
+    assert_eq!(c.take(), REFRESH.map(String::from));
     z.shutdown().await;
 }

@@ -111,7 +111,7 @@ impl Default for DaemonSection {
             zones: Vec::new(),
             rebalance: true,
             evacuate: true,
-            full_read_secs: 900,
+            full_read_secs: 3600,
             smoothing_secs: 1800,
         }
     }
