@@ -21,9 +21,24 @@ pub fn is_dns_name(v: &str) -> bool {
     !v.is_empty() && v.split('.').all(is_dns_label)
 }
 
+/// `v` quoted for a message, cut after `max` characters with its length said: a warning about a
+/// megabyte-long name need not repeat it.
+pub fn quoted_excerpt(v: &str, max: usize) -> String {
+    match v.char_indices().nth(max) {
+        None => format!("{v:?}"),
+        Some((end, _)) => format!("{:?}… ({} bytes)", &v[..end], v.len()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_excerpt_is_cut_at_a_character_and_says_the_length() {
+        assert_eq!(quoted_excerpt("web-1", 8), r#""web-1""#);
+        assert_eq!(quoted_excerpt("ééééé", 2), r#""éé"… (10 bytes)"#);
+    }
 
     #[test]
     fn labels_and_names_follow_proxmox() {

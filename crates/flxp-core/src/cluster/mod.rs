@@ -676,7 +676,8 @@ fn collect_guests(
         if !name.is_empty() && !crate::names::is_dns_name(&name) {
             // A name is cosmetic: flxp keeps it (escaped wherever it is shown) and carries on.
             warn(format!(
-                "name {name:?} is not a DNS name, which Proxmox requires of guest names"
+                "name {} is not a DNS name, which Proxmox requires of guest names",
+                crate::names::quoted_excerpt(&name, 253)
             ));
         }
         let mut bad = CappedWarnings::new(entry_subject(r, i));

@@ -86,13 +86,24 @@ pub struct ApiError {
     pub message: String,
 }
 
+/// Longest message an answer carries: refusals quote the input they refuse, and a request may
+/// carry a megabyte-long zone or node name that the answer (and the log) need not repeat.
+const MAX_MESSAGE: usize = 4096;
+
 impl ApiError {
-    /// An error with a code and a message.
+    /// An error with a code and a message (cut after [`MAX_MESSAGE`] bytes, saying so).
     pub fn new(code: Code, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: message.into(),
+        let mut message = message.into();
+        if message.len() > MAX_MESSAGE {
+            let total = message.len();
+            let mut end = MAX_MESSAGE;
+            while !message.is_char_boundary(end) {
+                end -= 1;
+            }
+            message.truncate(end);
+            message.push_str(&format!("… (message cut: {total} bytes in all)"));
         }
+        Self { code, message }
     }
 
     /// Bad input.
@@ -149,5 +160,25 @@ impl From<NotConfigured> for ApiError {
             Catalog::ComputeProfile | Catalog::StorageProfile => Code::UnknownProfile,
         };
         Self::new(code, e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_quoting_a_huge_input_is_cut_and_says_so() {
+        let e = ApiError::bad_input(format!("unknown zone \"{}\"", "é".repeat(450_000)));
+        assert_eq!(e.code, Code::BadInput);
+        assert!(e.message.len() <= MAX_MESSAGE + 64, "{}", e.message.len());
+        assert!(e.message.starts_with("unknown zone \"éé"));
+        assert!(
+            e.message.ends_with("… (message cut: 900015 bytes in all)"),
+            "{}",
+            &e.message[4000..]
+        );
+        let short = ApiError::bad_input("unknown zone \"lab\"");
+        assert_eq!(short.message, "unknown zone \"lab\"");
     }
 }
