@@ -91,7 +91,7 @@ pub struct ApiError {
 const MAX_MESSAGE: usize = 4096;
 
 impl ApiError {
-    /// An error with a code and a message (cut after [`MAX_MESSAGE`] bytes, saying so).
+    /// An error with a code and a message (cut after 4 KiB, saying so).
     pub fn new(code: Code, message: impl Into<String>) -> Self {
         let mut message = message.into();
         if message.len() > MAX_MESSAGE {
