@@ -91,7 +91,8 @@ pub(crate) fn breaches(state: &Value) -> Vec<String> {
 /// reads).
 pub(crate) type Check = Box<dyn FnMut(&Value) -> Vec<String> + Send>;
 
-/// Reads `/_sim/state` over HTTP every 50 ms until stopped; collects every breach seen.
+/// Reads `/_sim/state` over HTTP every 50 ms, from before `start` returns until stopped;
+/// collects every breach seen.
 pub(crate) struct Poller {
     stop: Arc<AtomicBool>,
     thread: std::thread::JoinHandle<(usize, Vec<String>)>,
@@ -109,6 +110,8 @@ impl Poller {
         let auth = format!("PVEAPIToken={id}={secret}");
         let stop = Arc::new(AtomicBool::new(false));
         let done = Arc::clone(&stop);
+        // `start` returns once the first read is in: the poller watches before any run begins.
+        let (first_tx, first_rx) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -130,6 +133,9 @@ impl Poller {
                         .await
                         .unwrap();
                     reads += 1;
+                    if reads == 1 {
+                        first_tx.send(()).unwrap();
+                    }
                     for b in check(&v["data"]) {
                         // A breach that lasts shows once, at the first read that saw it.
                         if !found.iter().any(|f: &String| f.ends_with(&b)) {
@@ -143,6 +149,9 @@ impl Poller {
                 }
             })
         });
+        first_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the poller's first read of /_sim/state");
         Self { stop, thread }
     }
 
@@ -195,8 +204,9 @@ fn race(z: &SimZone, a: &[&str], b: &[&str]) -> (Ran, Ran, Vec<String>) {
     let poller = Poller::start(z);
     let (x, y) = (spawn(z, a), spawn(z, b));
     let (x, y) = (finish(x), finish(y));
-    let (reads, found) = poller.finish();
-    assert!(reads > 2, "the poller read the state {reads} times");
+    // The poller read once before the runs began and once after both ended; how often in
+    // between depends on how long the winner ran, so it is not asserted.
+    let (_, found) = poller.finish();
     (x, y, found)
 }
 
