@@ -95,9 +95,13 @@ def placed_on_overload(guests, samples):
     return found
 
 
-def api_calls(records, users, hours, nodes):
-    """(calls per hour, calls per hour per node) made by the given users."""
-    total = sum(r["count"] for r in records.get("requests_per_hour", []) if r["user"] in users)
+def api_calls(records, users, hours, nodes, start=None, end=None):
+    """(calls per hour, calls per hour per node) made by the given users, in the simulated hours
+    that start in [start, end) when given (the simulator counts calls per whole hour)."""
+    total = sum(r["count"] for r in records.get("requests_per_hour", [])
+                if r["user"] in users
+                and (start is None or r["hour"] >= start - 3599)
+                and (end is None or r["hour"] < end))
     per_hour = total / hours if hours > 0 else 0.0
     return per_hour, per_hour / nodes if nodes else 0.0
 
@@ -123,7 +127,7 @@ def measures(records, start, end, users, breaches=0):
     node_min, guest_min = overload(samples)
     mem, cpu = imbalance(samples)
     nodes = len({s["node"] for s in samples})
-    per_hour, per_node = api_calls(records, users, (end - start) / 3600.0, nodes)
+    per_hour, per_node = api_calls(records, users, (end - start) / 3600.0, nodes, start, end)
     return {
         "days": round(days, 3),
         "migrations": len(migrations),

@@ -99,6 +99,20 @@ class Whole(unittest.TestCase):
         self.assertEqual(m["overload_node_minutes"], 10.0)
         self.assertEqual(m["api_calls_per_hour"], 10.0)
 
+    def test_a_window_counts_only_what_happened_in_it(self):
+        records = {
+            "migrations": [move(101, "pve1", "pve2", 0), move(102, "pve1", "pve2", 7200)],
+            "node_samples": [sample(m, cpu=9.0 if m < 10 else 1.0) for m in range(240)],
+            "guests": [],
+            "requests_per_hour": [{"hour": T0 + h * 3600, "user": "root@pam!c", "count": 10 + h}
+                                  for h in range(4)],
+        }
+        m = measure.measures(records, T0, T0 + 7200, {"root@pam!c"})
+        self.assertEqual(m["migrations"], 1)
+        self.assertEqual(m["overload_node_minutes"], 10.0)
+        # The first two hours: 10 and 11 calls.
+        self.assertEqual(m["api_calls_per_hour"], 10.5)
+
 
 if __name__ == "__main__":
     unittest.main()
