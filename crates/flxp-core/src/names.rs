@@ -30,9 +30,30 @@ pub fn quoted_excerpt(v: &str, max: usize) -> String {
     }
 }
 
+/// The first `max` bytes of `v`, cut back to a character boundary; `None` when `v` is not
+/// longer: for messages and records that must not repeat a megabyte of input.
+pub fn cut_at(v: &str, max: usize) -> Option<&str> {
+    if v.len() <= max {
+        return None;
+    }
+    let mut end = max;
+    while !v.is_char_boundary(end) {
+        end -= 1;
+    }
+    Some(&v[..end])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cut_falls_on_a_character_boundary() {
+        assert_eq!(cut_at("web-1", 5), None);
+        assert_eq!(cut_at("web-1", 3), Some("web"));
+        // "é" is two bytes: a cut in its middle goes back before it.
+        assert_eq!(cut_at("aé", 2), Some("a"));
+    }
 
     #[test]
     fn an_excerpt_is_cut_at_a_character_and_says_the_length() {

@@ -262,6 +262,51 @@ pub fn redact(value: serde_json::Value) -> serde_json::Value {
     }
 }
 
+/// Longest string a record keeps, in bytes: a refused request may carry a megabyte-long name.
+const MAX_TEXT: usize = 1024;
+/// Most items a record keeps of one list or object.
+const MAX_ITEMS: usize = 1000;
+
+/// `value` fit for a record: every string cut after 1 KiB and every list or object after 1,000
+/// items, at any depth, each cut saying how long the whole was. A record says what was asked;
+/// it need not repeat a hostile request byte for byte (and must not grow the log by megabytes).
+pub fn bounded(value: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => match flxp_core::names::cut_at(&s, MAX_TEXT) {
+            Some(kept) => Value::String(format!("{kept}… ({} bytes in all)", s.len())),
+            None => Value::String(s),
+        },
+        Value::Array(items) => {
+            let total = items.len();
+            let mut kept: Vec<Value> = items.into_iter().take(MAX_ITEMS).map(bounded).collect();
+            if total > MAX_ITEMS {
+                kept.push(Value::String(format!("… ({total} items in all)")));
+            }
+            Value::Array(kept)
+        }
+        Value::Object(map) => {
+            let total = map.len();
+            let mut kept: serde_json::Map<String, Value> = map
+                .into_iter()
+                .take(MAX_ITEMS)
+                .map(|(k, v)| {
+                    let k = match flxp_core::names::cut_at(&k, MAX_TEXT) {
+                        Some(cut) => format!("{cut}…"),
+                        None => k,
+                    };
+                    (k, bounded(v))
+                })
+                .collect();
+            if total > MAX_ITEMS {
+                kept.insert("…".into(), Value::String(format!("{total} keys in all")));
+            }
+            Value::Object(kept)
+        }
+        other => other,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)] // tests may panic
@@ -353,6 +398,28 @@ mod tests {
             .map(|e| e.time)
             .collect();
         assert_eq!(times, [7, 6]);
+    }
+
+    #[test]
+    fn a_record_keeps_a_bounded_excerpt_of_hostile_arguments() {
+        let name = "n".repeat(1 << 20);
+        let tags: Vec<String> = (0..5000).map(|i| format!("t{i}")).collect();
+        let args = bounded(json!({"zone": name, "options": {"tags": tags, "name": "web-1"}}));
+        let zone = args["zone"].as_str().unwrap();
+        assert!(zone.len() < 1100, "{} bytes kept", zone.len());
+        assert!(
+            zone.ends_with("… (1048576 bytes in all)"),
+            "{}",
+            &zone[1000..]
+        );
+        let kept = args["options"]["tags"].as_array().unwrap();
+        assert_eq!(kept.len(), 1001);
+        assert_eq!(kept[1000], json!("… (5000 items in all)"));
+        assert_eq!(
+            args["options"]["name"],
+            json!("web-1"),
+            "short values are kept as they are"
+        );
     }
 
     #[test]

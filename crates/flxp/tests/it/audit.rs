@@ -164,6 +164,38 @@ async fn the_audit_log_is_rotated_by_size_keeping_the_configured_files() {
     assert!(kept < 60, "older lines rotated away: {kept}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_request_with_a_megabyte_name_leaves_a_short_record() {
+    let state = tempfile::tempdir().unwrap();
+    let dir = state.path().to_str().unwrap().to_owned();
+    let s = start(
+        Scenario::demo(),
+        &tokens(),
+        &[("STATE_DIRECTORY", dir.as_str())],
+    )
+    .await;
+    // Half a megabyte: the request body limit is 1 MiB.
+    let node = "n".repeat(512 << 10);
+    let (_, v) = s
+        .gql_as(
+            Some(VIEWER),
+            "mutation($node: String!) { maintenance(zone: \"lab\", node: $node, on: true) }",
+            json!({ "node": node }),
+        )
+        .await;
+    assert_eq!(v["errors"][0]["extensions"]["code"], "FORBIDDEN", "{v}");
+    let file = std::fs::read_to_string(state.path().join("audit.jsonl")).unwrap();
+    assert_eq!(file.lines().count(), 1, "one record");
+    assert!(file.len() < 4096, "a record of {} bytes", file.len());
+    let log = audit_log(&s).await;
+    let kept = log[0]["args"]["node"].as_str().unwrap();
+    assert!(
+        kept.starts_with("nnnn") && kept.ends_with("… (524288 bytes in all)"),
+        "{}",
+        &kept[kept.len().saturating_sub(60)..]
+    );
+}
+
 /// A receiver on 127.0.0.1 that keeps every body.
 async fn receiver() -> (String, Arc<Mutex<Vec<Value>>>) {
     let got: Arc<Mutex<Vec<Value>>> = Arc::default();

@@ -17,7 +17,7 @@ use serde_json::json;
 
 use super::ctx::state;
 use super::types::{RunResult, Vm};
-use crate::audit::{Entry, redact};
+use crate::audit::{Entry, bounded, redact};
 use crate::serve::state::{AppState, Caller, blocking};
 
 /// The schema extension recording mutations.
@@ -160,7 +160,7 @@ impl Extension for Audit {
     }
 }
 
-/// The field's arguments as JSON, variables filled in and secrets redacted.
+/// The field's arguments as JSON, variables filled in, secrets redacted and long values cut.
 fn arguments(info: &ResolveInfo<'_>, pending: Option<&Pending>) -> serde_json::Value {
     let mut map = serde_json::Map::new();
     for (name, value) in &info.field.arguments {
@@ -177,7 +177,7 @@ fn arguments(info: &ResolveInfo<'_>, pending: Option<&Pending>) -> serde_json::V
             .unwrap_or(serde_json::Value::Null);
         map.insert(name.node.to_string(), json);
     }
-    redact(serde_json::Value::Object(map))
+    bounded(redact(serde_json::Value::Object(map)))
 }
 
 /// One record of the audit log.

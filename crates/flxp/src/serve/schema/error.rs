@@ -93,16 +93,11 @@ const MAX_MESSAGE: usize = 4096;
 impl ApiError {
     /// An error with a code and a message (cut after 4 KiB, saying so).
     pub fn new(code: Code, message: impl Into<String>) -> Self {
-        let mut message = message.into();
-        if message.len() > MAX_MESSAGE {
-            let total = message.len();
-            let mut end = MAX_MESSAGE;
-            while !message.is_char_boundary(end) {
-                end -= 1;
-            }
-            message.truncate(end);
-            message.push_str(&format!("… (message cut: {total} bytes in all)"));
-        }
+        let message = message.into();
+        let message = match flxp_core::names::cut_at(&message, MAX_MESSAGE) {
+            Some(kept) => format!("{kept}… (message cut: {} bytes in all)", message.len()),
+            None => message,
+        };
         Self { code, message }
     }
 
