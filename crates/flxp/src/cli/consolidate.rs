@@ -371,7 +371,7 @@ fn wake(
     // Waking acts (powers a node on, clears marks, rebalances): never dry.
     let acting = super::lease::Acting {
         dry_run: false,
-        ..args.run.acting("consolidate")
+        ..args.run.acting("consolidate").naming(args.wake.as_slice())
     };
     super::lease::run_in_zone(config, zone, placer, acting, work)
 }

@@ -23,15 +23,16 @@ pub struct Args {
 /// Runs `flxp evacuate`: exit 3 when a guest that must leave fits nowhere (named with the reason).
 pub fn run(args: Args) -> Result<ExitCode> {
     let config = load::config(&args.run.source)?;
+    let nodes = vec![args.node];
     let goal = Goal::Evacuate {
-        nodes: vec![args.node],
+        nodes: nodes.clone(),
         options: config.evacuate.clone(),
     };
     balance::carry_out(
         &args.run.source,
         &config,
         &goal,
-        args.run.acting("evacuate"),
+        args.run.acting("evacuate").naming(&nodes),
         args.run.json,
     )
 }

@@ -24,6 +24,16 @@ pub(crate) struct Acting<'a> {
     /// How long to wait for the lease of a zone another flxp acts on (`--wait SECS`); `None`
     /// refuses at once.
     pub(crate) wait: Option<Duration>,
+    /// Nodes the command names: checked against the cluster before the lease is taken, so that
+    /// a typo is a usage error that never held the zone.
+    pub(crate) nodes: &'a [String],
+}
+
+impl<'a> Acting<'a> {
+    /// The same, naming `nodes` (see [`Acting::nodes`]).
+    pub(crate) fn naming(self, nodes: &'a [String]) -> Self {
+        Self { nodes, ..self }
+    }
 }
 
 /// How often a run waiting for the lease reads it again: a released lease is taken within this.
@@ -66,10 +76,37 @@ pub(crate) fn under_lease<T>(
         .context("cannot start the async runtime")?;
     let keeper = keeper(config, zone, api, acting.command);
     runtime.block_on(async {
+        if keeper.is_some() && !acting.dry_run {
+            check_named(api, acting.nodes).await?;
+        }
         let held = Held::take_if(keeper.as_ref(), acting).await?;
         let result = work(held.as_ref(), keeper.as_deref()).await;
         Held::end(held, result).await
     })
+}
+
+/// Refuses a node name the cluster does not have, as a usage error listing its nodes (the same
+/// words as the planner's), with one read of `/nodes`; nothing when no node is named.
+async fn check_named(api: &flxp_pve::Pve, named: &[String]) -> Result<()> {
+    if named.is_empty() {
+        return Ok(());
+    }
+    let nodes = api
+        .nodes()
+        .await
+        .context("cannot read the cluster's nodes")?;
+    let mut known: Vec<String> = nodes.into_iter().map(|n| n.node).collect();
+    known.sort();
+    for name in named {
+        if !known.iter().any(|k| k.eq_ignore_ascii_case(name)) {
+            let e = flxp_engine::Error::UnknownNode {
+                node: name.clone(),
+                known: known.join(", "),
+            };
+            return Err(UsageError(e.to_string()).into());
+        }
+    }
+    Ok(())
 }
 
 /// The zone's lease keeper, unless `[lease] enabled = false`.

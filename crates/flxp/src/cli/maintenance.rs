@@ -48,6 +48,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         command: "maintenance",
         dry_run: false,
         wait: args.wait.map(std::time::Duration::from_secs),
+        nodes: std::slice::from_ref(&args.node),
     };
     let placer = Arc::new(load::placer(&config)?.in_zone(Some(zone.clone())));
     let options = config.evacuate.clone();

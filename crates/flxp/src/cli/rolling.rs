@@ -92,6 +92,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         command: "rolling",
         dry_run: args.dry_run,
         wait: args.wait.map(Duration::from_secs),
+        nodes: &args.nodes,
     };
     let work = async |executor: Executor, _: Option<&super::lease::Held>, _: Option<&_>| {
         if args.dry_run {

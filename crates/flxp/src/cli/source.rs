@@ -44,6 +44,7 @@ impl RunArgs {
             command,
             dry_run: self.dry_run,
             wait: self.wait.map(std::time::Duration::from_secs),
+            nodes: &[],
         }
     }
 }

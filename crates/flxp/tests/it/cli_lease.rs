@@ -466,3 +466,33 @@ fn a_lease_left_by_a_daemon_killed_on_this_host_is_taken_at_once() {
     );
     assert!(z.guests_on("pve3").is_empty());
 }
+
+#[test]
+fn a_node_name_the_cluster_lacks_is_refused_before_the_lease_is_taken() {
+    let z = zone();
+    for args in [
+        &["evacuate", "zulu"][..],
+        &["maintenance", "zulu"],
+        &["rolling", "pve3", "zulu"],
+    ] {
+        let (code, _, err) = z.run(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(
+            err.contains(
+                r#"node "zulu" is not in the cluster; nodes: pve1, pve2, pve3, pve4, pve5, pve6"#
+            ),
+            "{args:?}: {err}"
+        );
+    }
+    // Not one write: the lease was neither taken nor given back.
+    let writes: Vec<_> = z
+        .sim
+        .world()
+        .records
+        .requests
+        .keys()
+        .filter(|k| k.method != "GET")
+        .cloned()
+        .collect();
+    assert!(writes.is_empty(), "{writes:?}");
+}
