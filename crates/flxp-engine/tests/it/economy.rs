@@ -157,21 +157,13 @@ fn full_read(nodes: usize) -> usize {
 /// calls per migration with and without following, for the figures.
 fn check_run(what: &str, nodes: usize, migrations: usize, calls: &[String]) -> (f64, f64) {
     let kinds = by_kind(calls);
-    let count = |k: &str| count(&kinds, k);
+    let n = |k: &str| count(&kinds, k);
     assert!(migrations >= 10, "{what}: {migrations} migrations");
-    assert_eq!(
-        count("GET /nodes/{node}/config"),
-        nodes,
-        "{what}: {kinds:#?}"
-    );
-    assert_eq!(
-        count("GET /nodes/{node}/rrddata"),
-        nodes,
-        "{what}: {kinds:#?}"
-    );
+    assert_eq!(n("GET /nodes/{node}/config"), nodes, "{what}: {kinds:#?}");
+    assert_eq!(n("GET /nodes/{node}/rrddata"), nodes, "{what}: {kinds:#?}");
     // Every refresh reads resources and tasks together; the other task lists are the polls.
-    let polls = count("GET /cluster/tasks") - count("GET /cluster/resources")
-        + count("GET /nodes/{node}/tasks/{upid}/status");
+    let polls = n("GET /cluster/tasks") - n("GET /cluster/resources")
+        + n("GET /nodes/{node}/tasks/{upid}/status");
     let c = full_read(nodes);
     assert!(
         calls.len() - polls <= 6 * migrations + c,
