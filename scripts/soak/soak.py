@@ -33,6 +33,17 @@ import urllib.parse
 import urllib.request
 import uuid
 
+# The helpers shared with the other checker script (soak or week), one directory up.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from simcheck import (  # noqa: E402
+    FLXP_RULE_TAGS,
+    anti_affinity_breaches,
+    rules_of,
+    stop,
+    tag_list,
+    wait_for_sim,
+)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 MIGRATION_TYPES = {"qmigrate", "vzmigrate", "hamigrate", "harelocate"}
 MOVE_TYPES = {"qmigrate", "vzmigrate"}
@@ -74,26 +85,6 @@ class Api:
                 last = e
                 time.sleep(0.05)
         raise RuntimeError(f"{method} {path} failed {tries} times: {last}")
-
-
-def tag_list(tags):
-    if isinstance(tags, list):
-        return [t for t in tags if t]
-    return [t for t in re.split(r"[;, ]", tags or "") if t]
-
-
-def rules_of(guests):
-    """Hard rules from the tags: anti-affinity and affinity groups, node pins."""
-    anti, aff, pins = {}, {}, {}
-    for g in guests.values():
-        for t in tag_list(g.get("tags")):
-            if t.startswith("flxp.anti-affinity."):
-                anti.setdefault(t[len("flxp.anti-affinity."):], set()).add(g["vmid"])
-            elif t.startswith("flxp.affinity."):
-                aff.setdefault(t[len("flxp.affinity."):], set()).add(g["vmid"])
-            elif t.startswith("flxp.node."):
-                pins.setdefault(g["vmid"], set()).add(t[len("flxp.node."):])
-    return anti, aff, pins
 
 
 def who(task):
@@ -189,18 +180,13 @@ class Checker(threading.Thread):
                 v("node-mem", name, f"node {name} uses {n['mem']} of {n['maxmem']} bytes")
 
         # Hard rules.
-        anti, aff, pins = rules_of(guests)
+        rules = rules_of(guests, FLXP_RULE_TAGS)
+        aff, pins = rules["aff"], rules["pin"]
         breaking = set()
-        for group, members in anti.items():
-            per_node = {}
-            for vm in members:
-                for p in counts.get(vm, ()):
-                    per_node.setdefault(p, []).append(vm)
-            for node, vms in per_node.items():
-                if len(vms) > 1:
-                    breaking.update(vms)
-                    v("anti-affinity", (group, node),
-                      f"anti-affinity {group}: {sorted(vms)} on {node} (in flight {inflight})")
+        for group, node, vms in anti_affinity_breaches(rules["anti"], counts):
+            breaking.update(vms)
+            v("anti-affinity", (group, node),
+              f"anti-affinity {group}: {sorted(vms)} on {node} (in flight {inflight})")
         for group, members in aff.items():
             running = [vm for vm in members if vm in counts]
             moving = [vm for vm in running if vm in inflight]
@@ -340,12 +326,7 @@ class Daemon:
 
     def stop(self):
         if self.proc and self.alive():
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            stop(self.proc, 15)
 
 
 def start_sim(flxp, scenario, token, workdir):
@@ -354,17 +335,8 @@ def start_sim(flxp, scenario, token, workdir):
     proc = subprocess.Popen([flxp, "sim", "--scenario", scenario, "--listen", "127.0.0.1:0",
                              "--token", token, "--time-scale", "1", "--http"],
                             stdout=out, stderr=err)
-    for _ in range(300):
-        with open(os.path.join(workdir, "sim.out")) as f:
-            m = re.search(r"base URL:\s*(\S+)", f.read())
-        if m:
-            return proc, m.group(1)
-        if proc.poll() is not None:
-            break
-        time.sleep(0.1)
-    with open(os.path.join(workdir, "sim.log")) as f:
-        sys.stderr.write(f.read())
-    raise SystemExit("flxp sim did not start")
+    (url,) = wait_for_sim(proc, workdir, ["base URL"], 300)
+    return proc, url
 
 
 CONFIG = """# Written by scripts/soak/soak.py: a short interval and a low threshold keep flxp migrating.
@@ -624,11 +596,7 @@ def main():
         checker.stop.set()
         checker.join(timeout=10)
         checker.finish()
-        sim.send_signal(signal.SIGTERM)
-        try:
-            sim.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            sim.kill()
+        stop(sim, 10)
 
     ok, failed, ha = checker.migrations()
     dur = time.monotonic() - start

@@ -44,6 +44,15 @@ import uuid
 
 import measure
 
+# The helpers shared with the other checker script (soak or week), one directory up.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from simcheck import (  # noqa: E402
+    anti_affinity_breaches,
+    rules_of,
+    stop,
+    wait_for_sim,
+)
+
 CONTENDERS = ("flxp", "flxp-cpu", "pve-topsis", "pve-bruteforce", "proxlb", "proxlb-cpsat")
 TLS = ssl.create_default_context()
 TLS.check_hostname = False
@@ -74,31 +83,11 @@ class Api:
             return json.loads(r.read() or b"null").get("data")
 
 
-def tag_list(tags):
-    if isinstance(tags, list):
-        return [t for t in tags if t]
-    return [t for t in re.split(r"[;, ]", tags or "") if t]
-
-
 RULE_TAGS = (
     ("anti", ("flxp.anti-affinity.", "plb_anti_affinity_")),
     ("aff", ("flxp.affinity.", "plb_affinity_")),
     ("pin", ("flxp.node.", "plb_pin_")),
 )
-
-
-def rules_of(guests):
-    """Hard rules from the tags, flxp's and ProxLB's: anti-affinity, affinity, node pins."""
-    rules = {"anti": {}, "aff": {}, "pin": {}}
-    for g in guests.values():
-        for t in tag_list(g.get("tags")):
-            for kind, prefixes in RULE_TAGS:
-                for p in prefixes:
-                    if t.startswith(p):
-                        key = g["vmid"] if kind == "pin" else t[len(p):]
-                        value = t[len(p):] if kind == "pin" else g["vmid"]
-                        rules[kind].setdefault(key, set()).add(value)
-    return rules
 
 
 class Checker(threading.Thread):
@@ -123,7 +112,8 @@ class Checker(threading.Thread):
         for g in guests.values():
             if g["running"]:
                 places[g["vmid"]] = {g["node"]} | ({inflight[g["vmid"]]} if g["vmid"] in inflight else set())
-        rules = rules_of(guests)
+        # Hard rules from the tags, flxp's and ProxLB's.
+        rules = rules_of(guests, RULE_TAGS)
         seen = set()
 
         def breach(key, what):
@@ -133,14 +123,8 @@ class Checker(threading.Thread):
                 self.breaches.append((now, what))
                 log(f"BREACH t={now}: {what}")
 
-        for group, members in rules["anti"].items():
-            per_node = {}
-            for vm in members:
-                for p in places.get(vm, ()):
-                    per_node.setdefault(p, []).append(vm)
-            for node, vms in per_node.items():
-                if len(vms) > 1:
-                    breach(("anti", group, node), f"anti-affinity {group}: {sorted(vms)} on {node}")
+        for group, node, vms in anti_affinity_breaches(rules["anti"], places):
+            breach(("anti", group, node), f"anti-affinity {group}: {sorted(vms)} on {node}")
         for group, members in rules["aff"].items():
             running = [vm for vm in members if vm in places]
             homes = {guests[vm]["node"] for vm in running}
@@ -176,22 +160,11 @@ def start_sim(args, tokens, workdir):
         cmd += ["--trace", args.trace, "--days", str(math.ceil(args.days) + 1)]
     for t in tokens:
         cmd += ["--token", t]
-    out_path = os.path.join(workdir, "sim.out")
-    with open(out_path, "wb") as out, open(os.path.join(workdir, "sim.log"), "wb") as err:
+    with open(os.path.join(workdir, "sim.out"), "wb") as out, \
+            open(os.path.join(workdir, "sim.log"), "wb") as err:
         proc = subprocess.Popen(cmd, stdout=out, stderr=err)
-    for _ in range(600):
-        with open(out_path) as f:
-            text = f.read()
-        url = re.search(r"base URL:\s*(\S+)", text)
-        fp = re.search(r"fingerprint:\s*(\S+)", text)
-        if url and fp:
-            return proc, url.group(1), fp.group(1)
-        if proc.poll() is not None:
-            break
-        time.sleep(0.1)
-    with open(os.path.join(workdir, "sim.log")) as f:
-        sys.stderr.write(f.read())
-    raise SystemExit("flxp sim did not start")
+    url, fingerprint = wait_for_sim(proc, workdir, ["base URL", "fingerprint"], 600)
+    return proc, url, fingerprint
 
 
 FLXP_CONFIG = """# Written by scripts/week/week.py.
@@ -334,12 +307,7 @@ class Contender:
     def end(self):
         self.stop.set()
         if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            stop(self.proc, 60)
         if self.thread:
             self.thread.join(timeout=120)
 
@@ -446,11 +414,7 @@ def run(args):
     finally:
         if contender:
             contender.end()
-        sim.send_signal(signal.SIGTERM)
-        try:
-            sim.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            sim.kill()
+        stop(sim, 20)
 
 
 def remeasure(result_path, records_path, hours):

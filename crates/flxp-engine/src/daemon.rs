@@ -202,7 +202,7 @@ fn warn_running_in_maintenance(report: &RoundReport) {
 
 impl RoundReport {
     /// A round's report before it did anything: the next round after the interval.
-    fn begin(zone: &str, time: i64, interval: Duration) -> Self {
+    pub fn begin(zone: &str, time: i64, interval: Duration) -> Self {
         Self {
             zone: zone.to_owned(),
             time,
@@ -287,6 +287,17 @@ struct ZoneState {
     cache: Arc<crate::ReadCache>,
     /// The CPU averages the rounds plan on.
     smoother: Arc<crate::smoothing::Smoother>,
+}
+
+impl ZoneState {
+    /// VM creations in flight in this process: their guests are never taken for stale.
+    fn in_flight_vmids(&self) -> Vec<u32> {
+        self.zone
+            .reservations
+            .as_ref()
+            .map(|r| r.in_flight_vmids())
+            .unwrap_or_default()
+    }
 }
 
 /// The pipeline for one zone, telling plugins its name; the shared one when it names a
@@ -759,13 +770,7 @@ impl Daemon {
             if moves && mode == Mode::Plan {
                 return Ok(Flow::Writes("evacuation"));
             }
-            let execution = if moves {
-                self.still_holding(z)?;
-                Some(executor.execute(plan.clone(), &goal).await)
-            } else {
-                None
-            };
-            report.evacuation = Some(Executed { plan, execution });
+            report.evacuation = Some(self.carry_out_plan(z, executor, plan, &goal).await?);
             if moves {
                 // The cluster changed: the next round measures it anew before any balancing.
                 return Ok(Flow::Done);
@@ -846,13 +851,7 @@ impl Daemon {
         if !plan.migrations.is_empty() && mode == Mode::Plan {
             return Ok(Flow::Writes("balance"));
         }
-        let execution = if plan.migrations.is_empty() {
-            None
-        } else {
-            self.still_holding(z)?;
-            Some(executor.execute(plan.clone(), &goal).await)
-        };
-        report.balance = Some(Executed { plan, execution });
+        report.balance = Some(self.carry_out_plan(z, executor, plan, &goal).await?);
         Ok(Flow::Done)
     }
 
@@ -865,12 +864,7 @@ impl Daemon {
         now: i64,
     ) -> Vec<StaleMarker> {
         let o = &self.inner.parts.options;
-        let in_flight = z
-            .zone
-            .reservations
-            .as_ref()
-            .map(|r| r.in_flight_vmids())
-            .unwrap_or_default();
+        let in_flight = z.in_flight_vmids();
         let wait = flxp_pve::TaskWait {
             interval: o.execute.poll,
             timeout: Some(o.execute.timeout),
@@ -882,13 +876,26 @@ impl Daemon {
     /// Whether dealing with the zone's stale `flxp.creating` markers would write anything
     /// (delete a half-made VM, take a marker off): what [`Self::clean_stale`] does with them.
     fn stale_writes(&self, z: &ZoneState, cluster: &flxp_core::cluster::Cluster, now: i64) -> bool {
-        let in_flight = z
-            .zone
-            .reservations
-            .as_ref()
-            .map(|r| r.in_flight_vmids())
-            .unwrap_or_default();
+        let in_flight = z.in_flight_vmids();
         crate::stale::writes(cluster, &in_flight, now, &self.inner.parts.options.stale)
+    }
+
+    /// Carries out `plan` for `goal` unless it moves nothing; the lease is checked first, as
+    /// planning may have outlasted it.
+    async fn carry_out_plan(
+        &self,
+        z: &ZoneState,
+        executor: &Executor,
+        plan: Plan,
+        goal: &Goal,
+    ) -> Result<Executed> {
+        let execution = if plan.migrations.is_empty() {
+            None
+        } else {
+            self.still_holding(z)?;
+            Some(executor.execute(plan.clone(), goal).await)
+        };
+        Ok(Executed { plan, execution })
     }
 
     /// Planning may take long: the lease is checked again before anything is carried out.

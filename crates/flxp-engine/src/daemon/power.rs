@@ -31,7 +31,7 @@ use flxp_core::consolidate::power::{
 use flxp_core::consolidate::{ConsolidateOptions, Consolidation, load};
 use serde::Serialize;
 
-use super::{Daemon, Executed, RoundReport, ZoneState};
+use super::{Daemon, RoundReport, ZoneState};
 use crate::blocking;
 use crate::consolidate::plan_on_blocking_thread;
 use crate::error::Result;
@@ -333,13 +333,7 @@ impl Daemon {
                 None,
             )
             .await?;
-            let execution = if plan.migrations.is_empty() {
-                None
-            } else {
-                self.still_holding(z)?;
-                Some(executor.execute(plan.clone(), &goal).await)
-            };
-            report.balance = Some(Executed { plan, execution });
+            report.balance = Some(self.carry_out_plan(z, executor, plan, &goal).await?);
             report.power = Some(pr);
             return Ok(true);
         }

@@ -81,6 +81,11 @@ fn by_kind(calls: &[String]) -> BTreeMap<String, usize> {
     out
 }
 
+/// How many calls of `kind` [`by_kind`] counted; none when it counted none.
+fn count(kinds: &BTreeMap<String, usize>, kind: &str) -> usize {
+    kinds.get(kind).copied().unwrap_or(0)
+}
+
 /// `nodes` nodes of 64 GiB; `crowded` of them carry `per_crowded` guests of 4 GiB, the others
 /// two each.
 fn generated(nodes: usize, crowded: usize, per_crowded: usize) -> String {
@@ -152,21 +157,13 @@ fn full_read(nodes: usize) -> usize {
 /// calls per migration with and without following, for the figures.
 fn check_run(what: &str, nodes: usize, migrations: usize, calls: &[String]) -> (f64, f64) {
     let kinds = by_kind(calls);
-    let count = |k: &str| kinds.get(k).copied().unwrap_or(0);
+    let n = |k: &str| count(&kinds, k);
     assert!(migrations >= 10, "{what}: {migrations} migrations");
-    assert_eq!(
-        count("GET /nodes/{node}/config"),
-        nodes,
-        "{what}: {kinds:#?}"
-    );
-    assert_eq!(
-        count("GET /nodes/{node}/rrddata"),
-        nodes,
-        "{what}: {kinds:#?}"
-    );
+    assert_eq!(n("GET /nodes/{node}/config"), nodes, "{what}: {kinds:#?}");
+    assert_eq!(n("GET /nodes/{node}/rrddata"), nodes, "{what}: {kinds:#?}");
     // Every refresh reads resources and tasks together; the other task lists are the polls.
-    let polls = count("GET /cluster/tasks") - count("GET /cluster/resources")
-        + count("GET /nodes/{node}/tasks/{upid}/status");
+    let polls = n("GET /cluster/tasks") - n("GET /cluster/resources")
+        + n("GET /nodes/{node}/tasks/{upid}/status");
     let c = full_read(nodes);
     assert!(
         calls.len() - polls <= 6 * migrations + c,
@@ -177,16 +174,30 @@ fn check_run(what: &str, nodes: usize, migrations: usize, calls: &[String]) -> (
     (per(calls.len() - polls), per(calls.len()))
 }
 
+/// Runs `goal` over `nodes` nodes, checks its calls with [`check_run`] and prints the figures;
+/// the migrations done.
+async fn run_and_check(z: &Zone, c: &Counted, what: &str, nodes: usize, goal: &Goal) -> usize {
+    let (n, calls) = run(z, c, goal).await;
+    let (besides, all) = check_run(what, nodes, n, &calls);
+    eprintln!(
+        "{what}, {nodes} nodes: {n} migrations, {} calls, {besides:.2} per migration besides polls, {all:.2} with them",
+        calls.len()
+    );
+    n
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn balance_and_evacuate_make_at_most_six_calls_per_migration_at_32_nodes() {
     let z = zone(&generated(32, 2, 12), 500.0, |_| {}).await;
     let c = Counted::new(&z);
-    let (n, calls) = run(&z, &c, &Goal::Balance(BalanceOptions::default())).await;
-    let (besides, all) = check_run("balance", 32, n, &calls);
-    eprintln!(
-        "balance, 32 nodes: {n} migrations, {} calls, {besides:.2} per migration besides polls, {all:.2} with them",
-        calls.len()
-    );
+    run_and_check(
+        &z,
+        &c,
+        "balance",
+        32,
+        &Goal::Balance(BalanceOptions::default()),
+    )
+    .await;
     z.shutdown().await;
 
     let z = zone(&generated(32, 1, 12), 500.0, |_| {}).await;
@@ -195,12 +206,7 @@ async fn balance_and_evacuate_make_at_most_six_calls_per_migration_at_32_nodes()
         nodes: vec!["pve1".into()],
         options: EvacuateOptions::default(),
     };
-    let (n, calls) = run(&z, &c, &goal).await;
-    let (besides, all) = check_run("evacuate", 32, n, &calls);
-    eprintln!(
-        "evacuate, 32 nodes: {n} migrations, {} calls, {besides:.2} per migration besides polls, {all:.2} with them",
-        calls.len()
-    );
+    let n = run_and_check(&z, &c, "evacuate", 32, &goal).await;
     assert_eq!(n, 12);
     z.shutdown().await;
 }
@@ -209,12 +215,14 @@ async fn balance_and_evacuate_make_at_most_six_calls_per_migration_at_32_nodes()
 async fn a_balance_at_6_nodes_reads_the_cluster_once() {
     let z = zone(&generated(6, 2, 12), 500.0, |_| {}).await;
     let c = Counted::new(&z);
-    let (n, calls) = run(&z, &c, &Goal::Balance(BalanceOptions::default())).await;
-    let (besides, all) = check_run("balance", 6, n, &calls);
-    eprintln!(
-        "balance, 6 nodes: {n} migrations, {} calls, {besides:.2} per migration besides polls, {all:.2} with them",
-        calls.len()
-    );
+    run_and_check(
+        &z,
+        &c,
+        "balance",
+        6,
+        &Goal::Balance(BalanceOptions::default()),
+    )
+    .await;
     z.shutdown().await;
 }
 
@@ -268,6 +276,16 @@ fn leased(c: &Counted, z: &Zone, full_read_secs: u64) -> flxp_engine::Daemon {
     daemon(c, z, full_read_secs).with_lease(lease)
 }
 
+/// A first round, then pve4 marked for maintenance by this process outside the rounds, the
+/// daemon told so that its next round reads the mark back.
+async fn round_then_mark_pve4(d: &flxp_engine::Daemon, z: &Zone) {
+    d.run_round("lab").await.unwrap();
+    flxp_engine::maintenance::set(&z.api, "pve4", true)
+        .await
+        .unwrap();
+    d.notes_written("lab", "pve4");
+}
+
 /// The calls of a refresh, in order.
 const REFRESH: [&str; 3] = [
     "GET /cluster/resources",
@@ -318,11 +336,7 @@ async fn a_round_with_work_takes_the_lease_reads_again_under_it_acts_and_gives_i
     let z = zone(&generated(8, 0, 0), 500.0, |_| {}).await;
     let c = Counted::new(&z);
     let d = leased(&c, &z, 365 * 86_400);
-    d.run_round("lab").await.unwrap();
-    flxp_engine::maintenance::set(&z.api, "pve4", true)
-        .await
-        .unwrap();
-    d.notes_written("lab", "pve4");
+    round_then_mark_pve4(&d, &z).await;
     c.take();
     let r = d.run_round("lab").await.unwrap();
     assert_eq!((&r.error, &r.standby), (&None, &None), "{r:#?}");
@@ -369,11 +383,7 @@ async fn a_round_that_finds_the_lease_held_when_about_to_act_stands_by_and_write
     let z = zone(&generated(8, 0, 0), 1e-9, |_| {}).await;
     let c = Counted::new(&z);
     let d = leased(&c, &z, 900);
-    d.run_round("lab").await.unwrap();
-    flxp_engine::maintenance::set(&z.api, "pve4", true)
-        .await
-        .unwrap();
-    d.notes_written("lab", "pve4");
+    round_then_mark_pve4(&d, &z).await;
     // Another flxp took the lease meanwhile (its line, as it writes it, in pve1's notes).
     let expires = z.sim.now() as i64 + 3600;
     let line =
@@ -481,11 +491,7 @@ async fn a_mark_this_process_writes_is_read_back_at_the_next_round() {
     let z = zone(&generated(8, 0, 0), 1e-9, |_| {}).await;
     let c = Counted::new(&z);
     let d = daemon(&c, &z, 600);
-    d.run_round("lab").await.unwrap();
-    flxp_engine::maintenance::set(&z.api, "pve4", true)
-        .await
-        .unwrap();
-    d.notes_written("lab", "pve4");
+    round_then_mark_pve4(&d, &z).await;
     c.take();
     let next = d.run_round("lab").await.unwrap();
     let calls = c.take();
@@ -603,7 +609,7 @@ async fn a_timed_full_read_rereads_notes_and_ha_config_only_and_rrd_only_when_as
         d.run_round("lab").await.unwrap();
         let calls = c.take();
         let kinds = by_kind(&calls);
-        let rrd = kinds.get("GET /nodes/{node}/rrddata").copied().unwrap_or(0);
+        let rrd = count(&kinds, "GET /nodes/{node}/rrddata");
         assert_eq!(rrd, if read_pressure { 8 } else { 0 }, "{kinds:#?}");
         assert_eq!(kinds["GET /nodes/{node}/config"], 8, "{kinds:#?}");
         // Resources, tasks, HA status and manager status, HA rules and resources, options.
@@ -644,18 +650,20 @@ fn local_disks() -> String {
         .to_string()
 }
 
+/// [`executor`] with a timed full read every ten minutes, reading no node RRD.
+fn timed_executor(z: &Zone, c: &Counted) -> Executor {
+    executor(z, c).with_options(ExecuteOptions {
+        full_read_every: Duration::from_secs(600),
+        read_pressure: false,
+        ..fast()
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timed_full_read_keeps_the_local_volumes_it_knows_until_the_cluster_changes() {
     let z = zone(&local_disks(), 1e-9, |_| {}).await;
     let c = Counted::new(&z);
-    let sim = z.sim.clone();
-    let exec = Executor::new("sim", c.api.clone(), placer())
-        .with_options(ExecuteOptions {
-            full_read_every: Duration::from_secs(600),
-            read_pressure: false,
-            ..fast()
-        })
-        .with_clock(Arc::new(move || sim.now() as i64));
+    let exec = timed_executor(&z, &c);
     let disks = |m: &flxp_core::Model| -> Vec<u64> {
         m.cluster
             .guests()
@@ -667,21 +675,14 @@ async fn a_timed_full_read_keeps_the_local_volumes_it_knows_until_the_cluster_ch
     assert_eq!(disks(&first), [40 << 30, 40 << 30]);
     let kinds = by_kind(&c.take());
     assert_eq!(
-        kinds
-            .get("GET /nodes/{node}/storage/local-lvm/content")
-            .copied()
-            .unwrap_or(0),
+        count(&kinds, "GET /nodes/{node}/storage/local-lvm/content"),
         1,
         "{kinds:#?}"
     );
     z.sim.clock().advance(600.0);
     let timed = exec.read().await.unwrap();
     let kinds = by_kind(&c.take());
-    assert_eq!(
-        kinds.get("GET /nodes/{node}/config").copied().unwrap_or(0),
-        2,
-        "{kinds:#?}"
-    );
+    assert_eq!(count(&kinds, "GET /nodes/{node}/config"), 2, "{kinds:#?}");
     assert!(
         !kinds.contains_key("GET /nodes/{node}/storage/local-lvm/content"),
         "{kinds:#?}"
@@ -702,10 +703,7 @@ async fn a_timed_full_read_keeps_the_local_volumes_it_knows_until_the_cluster_ch
     exec.read().await.unwrap();
     let kinds = by_kind(&c.take());
     assert_eq!(
-        kinds
-            .get("GET /nodes/{node}/storage/local-lvm/content")
-            .copied()
-            .unwrap_or(0),
+        count(&kinds, "GET /nodes/{node}/storage/local-lvm/content"),
         1,
         "{kinds:#?}"
     );
@@ -716,14 +714,7 @@ async fn a_timed_full_read_keeps_the_local_volumes_it_knows_until_the_cluster_ch
 async fn a_guest_gone_lists_its_nodes_volumes_and_reads_no_notes() {
     let z = zone(&local_disks(), 1e-9, |_| {}).await;
     let c = Counted::new(&z);
-    let sim = z.sim.clone();
-    let exec = Executor::new("sim", c.api.clone(), placer())
-        .with_options(ExecuteOptions {
-            full_read_every: Duration::from_secs(600),
-            read_pressure: false,
-            ..fast()
-        })
-        .with_clock(Arc::new(move || sim.now() as i64));
+    let exec = timed_executor(&z, &c);
     exec.read().await.unwrap();
     c.take();
     // Deleted by someone else: nothing moved, no node's notes changed.

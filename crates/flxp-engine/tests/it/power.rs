@@ -619,18 +619,22 @@ fn assert_still_landing(z: &support::Zone) {
     assert_eq!(w.guests[&101].lock(), Some("migrate"), "101 is on its way");
 }
 
+/// Checks why pve5 was not shut down: guest 101 landing on it.
+fn assert_held_by_landing(node: &str, reason: &str) {
+    assert_eq!(node, "pve5");
+    assert_eq!(
+        reason,
+        "guest 101 (web-1) is migrating onto pve5 (from pve1): it holds the node once it lands"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_last_check_refuses_a_node_a_guest_is_migrating_onto() {
     let z = landing_on_pve5(false).await;
     let exec = z.executor(flxp_engine::Limits::default());
     match exec.shut_down_if_empty("pve5").await {
         Err(flxp_engine::consolidate::PowerError::Refused { node, reason }) => {
-            assert_eq!(node, "pve5");
-            assert_eq!(
-                reason,
-                "guest 101 (web-1) is migrating onto pve5 (from pve1): it holds the node once it \
-                 lands"
-            );
+            assert_held_by_landing(&node, &reason);
         }
         other => panic!("not refused: {other:?}"),
     }
@@ -696,12 +700,7 @@ async fn a_migration_begun_while_the_shutdown_call_travels_is_reported_not_hidde
     migrate_slowly(&z, 101, "pve1", "pve5").await;
     match shutdown.await.unwrap() {
         Err(flxp_engine::consolidate::PowerError::Raced { node, reason }) => {
-            assert_eq!(node, "pve5");
-            assert_eq!(
-                reason,
-                "guest 101 (web-1) is migrating onto pve5 (from pve1): it holds the node once it \
-                 lands"
-            );
+            assert_held_by_landing(&node, &reason);
         }
         other => panic!("a clean shutdown with a guest landing: {other:?}"),
     }

@@ -116,7 +116,10 @@ pub struct HaMigrateParams {
 }
 
 /// Answer of an HA migrate: the request is queued, not done (no UPID).
-#[serde_with::apply(Option => #[serde(with = "lenient::opt")])]
+#[serde_with::apply(
+    Option => #[serde(with = "lenient::opt")],
+    Vec => #[serde(skip_serializing_if = "Vec::is_empty")],
+)]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct HaMigrateResponse {
@@ -126,18 +129,10 @@ pub struct HaMigrateResponse {
     #[serde(rename = "requested-node")]
     pub requested_node: Option<String>,
     /// Resources moved along by positive resource-affinity rules.
-    #[serde(
-        rename = "comigrated-resources",
-        deserialize_with = "string_list",
-        skip_serializing_if = "Vec::is_empty"
-    )]
+    #[serde(rename = "comigrated-resources", deserialize_with = "string_list")]
     pub comigrated_resources: Vec<String>,
     /// Resources whose negative affinity blocks the move.
-    #[serde(
-        rename = "blocking-resources",
-        deserialize_with = "vec_or_null",
-        skip_serializing_if = "Vec::is_empty"
-    )]
+    #[serde(rename = "blocking-resources", deserialize_with = "vec_or_null")]
     pub blocking_resources: Vec<BlockingHaResource>,
 }
 

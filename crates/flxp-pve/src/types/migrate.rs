@@ -23,28 +23,18 @@ pub struct BlockingHaResource {
 }
 
 /// Why one node is not allowed as a target.
+#[serde_with::apply(Vec => #[serde(skip_serializing_if = "Vec::is_empty")])]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct NotAllowedNode {
     /// Storages the guest uses that the node cannot reach.
-    #[serde(
-        deserialize_with = "string_list",
-        skip_serializing_if = "Vec::is_empty"
-    )]
+    #[serde(deserialize_with = "string_list")]
     pub unavailable_storages: Vec<String>,
     /// Mapped resources (config keys) the node lacks.
-    #[serde(
-        rename = "unavailable-resources",
-        deserialize_with = "string_list",
-        skip_serializing_if = "Vec::is_empty"
-    )]
+    #[serde(rename = "unavailable-resources", deserialize_with = "string_list")]
     pub unavailable_resources: Vec<String>,
     /// HA rules that forbid the node.
-    #[serde(
-        rename = "blocking-ha-resources",
-        deserialize_with = "vec_or_null",
-        skip_serializing_if = "Vec::is_empty"
-    )]
+    #[serde(rename = "blocking-ha-resources", deserialize_with = "vec_or_null")]
     pub blocking_ha_resources: Vec<BlockingHaResource>,
 }
 

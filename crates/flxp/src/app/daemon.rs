@@ -3,9 +3,29 @@
 
 use std::time::Duration;
 
-use flxp_engine::{ExecuteOptions, Limits, RoundReport};
+use flxp_engine::{DaemonOptions, ExecuteOptions, Limits, RoundReport};
 
 use crate::config::Config;
+
+/// The daemon's options from the config file (`flxp daemon`'s; `flxp serve` keeps another
+/// retry).
+pub fn options(config: &Config) -> DaemonOptions {
+    let d = &config.daemon;
+    let interval = Duration::from_secs(d.interval_secs);
+    DaemonOptions {
+        interval,
+        // An unreadable zone is tried again sooner, but never more often than the interval.
+        retry_after: interval.min(Duration::from_secs(60)),
+        rebalance: d.rebalance,
+        evacuate: d.evacuate,
+        balance: config.balance.clone(),
+        evacuation: config.evacuate.clone(),
+        execute: execute_options(config),
+        stale: config.create_vm.stale(),
+        power: config.consolidate.auto(),
+        smoothing: Duration::from_secs(config.daemon.smoothing_secs),
+    }
+}
 
 /// How the `[migration]` table carries out plans.
 pub fn execute_options(config: &Config) -> ExecuteOptions {

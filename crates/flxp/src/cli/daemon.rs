@@ -5,10 +5,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{Context, Result};
-use flxp_engine::{Daemon, DaemonOptions, RoundReport, Zone};
+use flxp_engine::{Daemon, RoundReport, Zone};
 
 use super::UsageError;
 use crate::config::Config;
@@ -21,25 +20,6 @@ pub struct Args {
     /// Config file (else FLXP_CONFIG, else /etc/flxp/flxp.toml).
     #[arg(long, value_name = "F", env = "FLXP_CONFIG")]
     config: Option<PathBuf>,
-}
-
-/// The daemon's options from the config file.
-pub fn options(config: &Config) -> DaemonOptions {
-    let d = &config.daemon;
-    let interval = Duration::from_secs(d.interval_secs);
-    DaemonOptions {
-        interval,
-        // An unreadable zone is tried again sooner, but never more often than the interval.
-        retry_after: interval.min(Duration::from_secs(60)),
-        rebalance: d.rebalance,
-        evacuate: d.evacuate,
-        balance: config.balance.clone(),
-        evacuation: config.evacuate.clone(),
-        execute: crate::app::daemon::execute_options(config),
-        stale: config.create_vm.stale(),
-        power: config.consolidate.auto(),
-        smoothing: Duration::from_secs(config.daemon.smoothing_secs),
-    }
 }
 
 /// The zones the daemon manages, each with its client and overrides.
@@ -136,7 +116,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     // What `flxp config check` runs too: the same config passes both or neither.
     let placer = Arc::new(crate::app::startup::check_engine(&config)?);
     let zones = zones(&config)?;
-    let options = options(&config);
+    let options = crate::app::daemon::options(&config);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

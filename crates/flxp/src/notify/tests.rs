@@ -159,19 +159,9 @@ async fn a_hanging_webhook_never_holds_up_a_daemon_round() {
 }
 
 fn round(standby: Option<&str>) -> RoundReport {
-    RoundReport {
-        zone: "lab".into(),
-        time: 1_764_400_000,
-        evacuation: None,
-        trigger: None,
-        balance: None,
-        power: None,
-        stale: Vec::new(),
-        maintenance: Vec::new(),
-        error: None,
-        standby: standby.map(str::to_owned),
-        next_in_secs: 300.0,
-    }
+    let mut r = RoundReport::begin("lab", 1_764_400_000, Duration::from_secs(300));
+    r.standby = standby.map(str::to_owned);
+    r
 }
 
 #[test]

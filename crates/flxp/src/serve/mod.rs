@@ -411,16 +411,10 @@ fn daemon(
         })
         .partition(|z| config.daemon.zones.is_empty() || config.daemon.zones.contains(&z.name));
     let options = DaemonOptions {
-        interval: Duration::from_secs(config.daemon.interval_secs),
-        rebalance: config.daemon.rebalance,
-        evacuate: config.daemon.evacuate,
-        balance: config.balance.clone(),
-        evacuation: config.evacuate.clone(),
-        execute: crate::app::daemon::execute_options(config),
-        stale: config.create_vm.stale(),
-        power: config.consolidate.auto(),
-        smoothing: Duration::from_secs(config.daemon.smoothing_secs),
-        ..DaemonOptions::default()
+        // An unreadable zone is tried again after the default minute, as `serve` always has,
+        // not after `flxp daemon`'s interval-bound retry.
+        retry_after: DaemonOptions::default().retry_after,
+        ..crate::app::daemon::options(config)
     };
     let metrics = Arc::clone(metrics);
     let (notify, watch) = (

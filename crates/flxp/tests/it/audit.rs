@@ -31,6 +31,22 @@ async fn audit_log(s: &Service) -> Vec<Value> {
         .clone()
 }
 
+/// A mutation without variables, sent with `token`; the answer, whatever its status.
+async fn mutate(s: &Service, token: &str, mutation: &str) -> Value {
+    s.gql_as(Some(token), mutation, json!({})).await.1
+}
+
+/// The viewer's attempt to mark pve1 for maintenance, checked to be refused.
+async fn viewer_refused(s: &Service) {
+    let v = mutate(
+        s,
+        VIEWER,
+        "mutation { maintenance(zone: \"lab\", node: \"pve1\", on: true) }",
+    )
+    .await;
+    assert_eq!(v["errors"][0]["extensions"]["code"], "FORBIDDEN", "{v}");
+}
+
 /// (action, token, role, outcome) of each entry, newest first.
 fn rows(log: &[Value]) -> Vec<(String, String, String, String)> {
     log.iter()
@@ -53,32 +69,18 @@ async fn actions_through_graphql_are_audited_by_token_name_kept_across_restarts_
     let env = [("STATE_DIRECTORY", dir.as_str())];
     let s = start(Scenario::demo(), &tokens(), &env).await;
 
-    let (_, v) = s
-        .gql_as(
-            Some(CI),
-            "mutation { rebalance(zone: \"lab\") { executed } }",
-            json!({}),
-        )
-        .await;
+    let v = mutate(&s, CI, "mutation { rebalance(zone: \"lab\") { executed } }").await;
     assert_eq!(v["data"]["rebalance"]["executed"], true, "{v}");
     // A dry run plans only: not recorded.
-    let (_, v) = s
-        .gql_as(
-            Some(CI),
-            "mutation { rebalance(zone: \"lab\", dryRun: true) { executed } }",
-            json!({}),
-        )
-        .await;
+    let v = mutate(
+        &s,
+        CI,
+        "mutation { rebalance(zone: \"lab\", dryRun: true) { executed } }",
+    )
+    .await;
     assert_eq!(v["data"]["rebalance"]["executed"], false, "{v}");
     // A viewer's attempt to act is refused, and recorded as such.
-    let (_, v) = s
-        .gql_as(
-            Some(VIEWER),
-            "mutation { maintenance(zone: \"lab\", node: \"pve1\", on: true) }",
-            json!({}),
-        )
-        .await;
-    assert_eq!(v["errors"][0]["extensions"]["code"], "FORBIDDEN", "{v}");
+    viewer_refused(&s).await;
     // `FLXP_API_TOKEN` is named after the variable; the password is never written.
     let v = s.create("audited-vm").await;
     let node = v["data"]["createVM"]["host"]["name"]
@@ -139,14 +141,7 @@ async fn the_audit_log_is_rotated_by_size_keeping_the_configured_files() {
     let path = s.config.parent().unwrap().join("audit.jsonl");
     // Each refused attempt is a line of about 250 bytes: 60 fill more than two files of 4 KiB.
     for _ in 0..60 {
-        let (_, v) = s
-            .gql_as(
-                Some(VIEWER),
-                "mutation { maintenance(zone: \"lab\", node: \"pve1\", on: true) }",
-                json!({}),
-            )
-            .await;
-        assert_eq!(v["errors"][0]["extensions"]["code"], "FORBIDDEN", "{v}");
+        viewer_refused(&s).await;
     }
     let current = std::fs::metadata(&path).unwrap().len();
     let rotated = std::fs::metadata(path.with_extension("jsonl.1"))

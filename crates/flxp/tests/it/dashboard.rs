@@ -106,6 +106,56 @@ pub(crate) async fn open_balance(b: &Browser, s: &Service) {
     .await;
 }
 
+/// Opens the create form and waits for its compute profiles.
+pub(crate) async fn open_create(b: &Browser, s: &Service) {
+    open_view(
+        b,
+        s,
+        "#/create",
+        "the create form",
+        "return document.getElementById('cv-compute').options.length",
+        20,
+    )
+    .await;
+}
+
+/// Opens the what-if placement form and waits for its host list.
+pub(crate) async fn open_place(b: &Browser, s: &Service) {
+    open_view(
+        b,
+        s,
+        "#/place",
+        "the placement form",
+        "return document.getElementById('pl-host').options.length > 1",
+        20,
+    )
+    .await;
+}
+
+/// Submits the placement form and waits for the candidates.
+pub(crate) async fn submit_place(b: &Browser) {
+    submit(
+        b,
+        "#place-form",
+        "the placement",
+        "return document.getElementById('candidates')",
+        20,
+    )
+    .await;
+}
+
+/// Submits the evacuation form and waits for its plan.
+async fn submit_evacuation(b: &Browser) {
+    submit(
+        b,
+        "#evacuate-form",
+        "the evacuation plan",
+        "return document.getElementById('plan')",
+        30,
+    )
+    .await;
+}
+
 /// Clicks what `css` finds and waits for the confirmation dialog.
 pub(crate) async fn ask(b: &Browser, css: &str) {
     b.click(css).await;
@@ -152,13 +202,16 @@ pub(crate) fn api_vmids(list: &Value, keep: impl Fn(&Value) -> bool) -> Vec<u64>
         .collect()
 }
 
-/// The text of the element with `id`.
-pub(crate) async fn text_of(b: &Browser, id: &str) -> Value {
-    eval(
+/// The text of the element with `id`; fails when it has none.
+pub(crate) async fn text_of(b: &Browser, id: &str) -> String {
+    let v = eval(
         b,
         &format!("return document.getElementById('{id}').textContent"),
     )
-    .await
+    .await;
+    v.as_str()
+        .unwrap_or_else(|| panic!("#{id} has no text: {v}"))
+        .to_owned()
 }
 
 /// Every `data-vmid` of a table's rows, in order.
@@ -255,10 +308,7 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
         st["imbalance"].as_f64().unwrap(),
         st["threshold"].as_f64().unwrap()
     );
-    assert!(
-        imbalance.as_str().unwrap().starts_with(&want),
-        "{imbalance}"
-    );
+    assert!(imbalance.starts_with(&want), "{imbalance}");
     shot(&b, "zone").await;
 
     // Dark mode of the same view, and the phone layout.
@@ -326,10 +376,7 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
     let done = count(&b, "#run-table tr[data-state=done]").await;
     assert!(done.as_u64().unwrap() >= 1, "{done}");
     let status = text_of(&b, "run-status").await;
-    assert!(
-        status.as_str().unwrap().contains(&format!("{done} done")),
-        "{status}"
-    );
+    assert!(status.contains(&format!("{done} done")), "{status}");
     eval(
         &b,
         "document.getElementById('run').scrollIntoView({ block: 'center' })",
@@ -379,24 +426,9 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
     shot(&b, "history").await;
 
     // What-if placement: the chosen node and every node's verdict are the API's.
-    open_view(
-        &b,
-        &s,
-        "#/place",
-        "the placement form",
-        "return document.getElementById('pl-host').options.length > 1",
-        20,
-    )
-    .await;
+    open_place(&b, &s).await;
     b.type_into("#pl-tags", "flxp.anti-affinity.web").await;
-    submit(
-        &b,
-        "#place-form",
-        "the placement",
-        "return document.getElementById('candidates')",
-        20,
-    )
-    .await;
+    submit_place(&b).await;
     let p = s
         .query(r#"{ placement(zone: "lab", request: { memory: "4GiB", cores: 2, tags: ["flxp.anti-affinity.web"] }, explain: true) { node candidates { node feasible } } }"#)
         .await;
@@ -420,14 +452,7 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
         20,
     )
     .await;
-    submit(
-        &b,
-        "#evacuate-form",
-        "the evacuation plan",
-        "return document.getElementById('plan')",
-        30,
-    )
-    .await;
+    submit_evacuation(&b).await;
     let ev = s
         .gql(
             r#"query($n: String!) { evacuationPlan(zone: "lab", node: $n) { migrations { vmid } } }"#,
@@ -451,15 +476,7 @@ async fn every_view_shows_the_apis_figures_and_a_plan_runs_live() {
     shot(&b, "evacuate").await;
 
     // createVM with the configured profiles.
-    open_view(
-        &b,
-        &s,
-        "#/create",
-        "the create form",
-        "return document.getElementById('cv-compute').options.length",
-        20,
-    )
-    .await;
+    open_create(&b, &s).await;
     let profiles = eval(
         &b,
         "return Array.from(document.getElementById('cv-compute').options).map(o => o.value)",
@@ -577,30 +594,17 @@ async fn the_evacuation_view_shows_the_guest_still_running_after_the_run() {
     )
     .await;
     eval(&b, "document.getElementById('evac-node').value = 'pve4'").await;
-    submit(
-        &b,
-        "#evacuate-form",
-        "the evacuation plan",
-        "return document.getElementById('plan')",
-        30,
-    )
-    .await;
+    submit_evacuation(&b).await;
     // Before: the plan says the demo's ignored 151 would stay.
     let would = text_of(&b, "plan-left-running").await;
     assert!(
-        would
-            .as_str()
-            .unwrap()
-            .contains("151 monitoring: tagged flxp.ignore"),
+        would.contains("151 monitoring: tagged flxp.ignore"),
         "{would}"
     );
     ask_to_carry_out(&b).await;
     let confirm = text_of(&b, "confirm-text").await;
     assert!(
-        confirm
-            .as_str()
-            .unwrap()
-            .ends_with("1 running guests would stay: 151 monitoring."),
+        confirm.ends_with("1 running guests would stay: 151 monitoring."),
         "{confirm}"
     );
     b.click("#confirm-ok").await;

@@ -8,7 +8,8 @@ use flxp_sim::Scenario;
 use serde_json::{Value, json};
 
 use crate::dashboard::{
-    GUESTS, ask_to_carry_out, count, eval, login, open_balance, open_view, setup, text_of,
+    GUESTS, ask_to_carry_out, count, eval, login, open_balance, open_create, open_place, open_view,
+    setup, submit_place, text_of,
 };
 use crate::serve::{API_TOKEN, KEY};
 use crate::webdriver::Browser;
@@ -75,7 +76,8 @@ async fn the_zone_view_and_task_pane_follow_the_cluster_without_a_reload() {
     assert_same_page(&b).await;
 
     // A VM created through the API appears in the guest count and the task pane.
-    let before = text_of(&b, "guest-total").await;
+    // As JSON: a string the script below compares with.
+    let before = json!(text_of(&b, "guest-total").await);
     let v = s
         .gql(crate::serve::CREATE, {
             let mut vars = crate::serve::create_vars("live-web");
@@ -186,15 +188,7 @@ async fn the_zone_view_and_task_pane_follow_the_cluster_without_a_reload() {
 async fn three_clicks_create_one_vm_and_a_stale_plan_is_planned_again() {
     let (_one, s, b) = setup(1280, 900).await;
     login(&b, API_TOKEN).await;
-    open_view(
-        &b,
-        &s,
-        "#/create",
-        "the create form",
-        "return document.getElementById('cv-compute').options.length",
-        20,
-    )
-    .await;
+    open_create(&b, &s).await;
     // The name pattern compiles (Chromium uses the `v` flag) and is checked on the page.
     let validity = eval(&b, "const n = document.getElementById('cv-name'); n.value = '-web'; const bad = n.validity.patternMismatch; n.value = 'web-1.lab'; return [bad, n.validity.patternMismatch]").await;
     assert_eq!(validity, json!([true, false]));
@@ -264,10 +258,7 @@ async fn three_clicks_create_one_vm_and_a_stale_plan_is_planned_again() {
         assert_eq!(restart_text, "No container restarts.");
     } else {
         assert!(
-            restart_text
-                .as_str()
-                .unwrap()
-                .starts_with("Containers that restart"),
+            restart_text.starts_with("Containers that restart"),
             "{restart_text}"
         );
     }
@@ -324,9 +315,7 @@ async fn a_node_page_sets_and_clears_maintenance_and_a_phone_never_scrolls_sidew
     crate::dashboard::ask(&b, "#maintenance-on").await;
     let text = text_of(&b, "confirm-text").await;
     assert!(
-        text.as_str()
-            .unwrap()
-            .starts_with("Writes flxp.maintenance into the notes of pve2."),
+        text.starts_with("Writes flxp.maintenance into the notes of pve2."),
         "{text}"
     );
     b.click("#confirm-ok").await;
@@ -354,22 +343,8 @@ async fn a_node_page_sets_and_clears_maintenance_and_a_phone_never_scrolls_sidew
     assert_eq!(overflows(&b).await, json!(false), "evacuation view");
 
     // What-if: the score bars are weighted, and a line names what decided.
-    open_view(
-        &b,
-        &s,
-        "#/place",
-        "the placement form",
-        "return document.getElementById('pl-host').options.length > 1",
-        20,
-    )
-    .await;
-    b.click("#place-form button[type=submit]").await;
-    b.wait(
-        "the placement",
-        "return document.getElementById('candidates')",
-        20,
-    )
-    .await;
+    open_place(&b, &s).await;
+    submit_place(&b).await;
     assert_eq!(overflows(&b).await, json!(false), "what-if view");
     let p = s
         .query(r#"query { placement(zone: "lab", request: { memory: "4GiB", cores: 2, tags: [] }, explain: true) { node candidates { node scores { scorer score weight } } } }"#)
@@ -400,16 +375,13 @@ async fn a_node_page_sets_and_clears_maintenance_and_a_phone_never_scrolls_sidew
     );
     let decided = text_of(&b, "place-decided").await;
     assert!(
-        decided.as_str().unwrap().starts_with(&format!(
+        decided.starts_with(&format!(
             "{} over ",
             p["data"]["placement"]["node"].as_str().unwrap()
         )),
         "{decided}"
     );
-    assert!(
-        decided.as_str().unwrap().contains(": decided by "),
-        "{decided}"
-    );
+    assert!(decided.contains(": decided by "), "{decided}");
 
     // A zone without profiles or images: the create form says what is missing.
     let bare = crate::serve::start_without_catalog(Scenario::demo(), "").await;
@@ -426,10 +398,7 @@ async fn a_node_page_sets_and_clears_maintenance_and_a_phone_never_scrolls_sidew
     .await;
     let missing = text_of(&b, "create-missing").await;
     assert!(
-        missing
-            .as_str()
-            .unwrap()
-            .starts_with("VMs cannot be created here yet: the config has no image"),
+        missing.starts_with("VMs cannot be created here yet: the config has no image"),
         "{missing}"
     );
     assert_eq!(

@@ -422,19 +422,11 @@ mod tests {
     }
 
     fn report() -> flxp_engine::daemon::RoundReport {
-        flxp_engine::daemon::RoundReport {
-            zone: "eu".into(),
-            time: 1_764_400_000,
-            evacuation: None,
-            trigger: None,
-            balance: None,
-            power: None,
-            stale: Vec::new(),
-            maintenance: Vec::new(),
-            error: None,
-            standby: None,
-            next_in_secs: 60.0,
-        }
+        flxp_engine::daemon::RoundReport::begin(
+            "eu",
+            1_764_400_000,
+            std::time::Duration::from_secs(60),
+        )
     }
 
     #[tokio::test]
