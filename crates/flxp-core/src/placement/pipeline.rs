@@ -17,6 +17,7 @@ use crate::{Error, Result, Warning};
 /// Tolerance for the score contract: normalisation may overshoot 100 by rounding.
 const SCORE_SLACK: f64 = 1e-9;
 
+#[derive(Clone)]
 pub(super) struct CompiledPolicy {
     policy: Policy,
     scorers: Vec<(&'static dyn Scorer, f64)>,
@@ -42,6 +43,7 @@ pub struct Ranked {
 }
 
 /// The placement pipeline, built once from options and policies and reused for every decision.
+#[derive(Clone)]
 pub struct Placer {
     /// The options, with the filters registered besides the built-in ones: every [`Ctx`] made
     /// with them prepares those filters too.

@@ -27,9 +27,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
         nodes: vec![args.node],
         options: config.evacuate.clone(),
     };
+    let scheduler = load::scheduler(&config)?;
     balance::carry_out(
         &args.run.source,
         &config,
+        &scheduler,
         &goal,
         args.run.acting("evacuate"),
         args.run.json,

@@ -72,7 +72,7 @@ impl Mutation {
         fingerprint: Option<String>,
     ) -> Result<RunResult> {
         let s = state(ctx)?;
-        let options = balance_options(s, method.as_deref(), &s.methods)?;
+        let options = balance_options(s, method.as_deref(), s.scheduler.methods())?;
         let z = s.zone(&zone)?;
         let goal = balance_goal(&options);
         if dry_run {
@@ -192,7 +192,7 @@ impl Mutation {
             .into());
         }
         let (z, name, _lease) = node_to_act_on(s, &zone, &node).await?;
-        let executor = Executor::new(&zone, z.api.clone(), s.placer_for(&zone))
+        let executor = Executor::new(&zone, z.api.clone(), s.scheduler.placer(Some(&zone)))
             .with_overrides(z.overrides.clone());
         let power_error = |e: flxp_engine::consolidate::PowerError| match e {
             flxp_engine::consolidate::PowerError::Refused { .. } => {
