@@ -378,6 +378,7 @@ impl Placer {
                     reasons: fails.iter().map(|(f, _, r)| format!("{f}: {r}")).collect(),
                     score: None,
                     scores: BTreeMap::new(),
+                    weights: BTreeMap::new(),
                 });
             }
         }
@@ -389,6 +390,7 @@ impl Placer {
                 reasons,
                 score: None,
                 scores: BTreeMap::new(),
+                weights: BTreeMap::new(),
             });
         }
         // Nodes refused by plugins join the others refused, in name order.
@@ -398,17 +400,26 @@ impl Placer {
         let node = ranked
             .first()
             .map(|&(n, _, _)| ctx.cluster.node(n).name.clone());
+        let weights = &self.policy(policy)?.policy.weights;
         let mut candidates: Vec<Candidate> = ranked
             .into_iter()
-            .map(|(n, score, scores)| Candidate {
-                node: ctx.cluster.node(n).name.clone(),
-                feasible: true,
-                reasons: Vec::new(),
-                score: Some(round2(score)),
-                scores: scores
+            .map(|(n, score, scores)| {
+                let scores: BTreeMap<String, f64> = scores
                     .into_iter()
                     .map(|(k, v)| (k.to_owned(), round2(v)))
-                    .collect(),
+                    .collect();
+                Candidate {
+                    node: ctx.cluster.node(n).name.clone(),
+                    feasible: true,
+                    reasons: Vec::new(),
+                    score: Some(round2(score)),
+                    weights: weights
+                        .iter()
+                        .filter(|(k, _)| scores.contains_key(*k))
+                        .map(|(k, &w)| (k.clone(), w))
+                        .collect(),
+                    scores,
+                }
             })
             .collect();
         candidates.extend(infeasible);
@@ -478,6 +489,7 @@ impl Placer {
                 reasons,
                 score: None,
                 scores: BTreeMap::new(),
+                weights: BTreeMap::new(),
             }],
             warnings: Vec::new(),
             request_warnings: 0,

@@ -112,9 +112,8 @@ impl Query {
         let req = placement_request(s, request)?;
         let (model, st) = s.model(z).await?;
         let placer = s.scheduler.placer(Some(&zone));
-        let deciding = Arc::clone(&placer);
         let decision = blocking("placing", move || {
-            deciding.place(&model.cluster, &model.rules, &st, &req)
+            placer.place(&model.cluster, &model.rules, &st, &req)
         })
         .await?
         .map_err(|e| {
@@ -127,13 +126,7 @@ impl Query {
             "no_capacity"
         };
         s.metrics.decision(&zone, "placement", outcome);
-        let mut result = PlacementResult::new(&decision, explain);
-        if let Ok(policy) = placer.policy_def(&decision.policy) {
-            for score in result.candidates.iter_mut().flat_map(|c| &mut c.scores) {
-                score.weight = policy.weights.get(&score.scorer).copied().unwrap_or(1.0);
-            }
-        }
-        Ok(result)
+        Ok(PlacementResult::new(&decision, explain))
     }
 
     /// The rebalancing methods `rebalancePlan` and `rebalance` take as `method`.
