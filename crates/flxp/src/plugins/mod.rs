@@ -100,4 +100,3 @@ pub fn plugins(config: &Config) -> Plugins {
     let specs = config.plugin.iter().map(PluginSection::spec).collect();
     Plugins::new(specs, Arc::new(Host::from_config(&config.plugin)))
 }
-

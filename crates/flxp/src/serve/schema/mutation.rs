@@ -372,6 +372,7 @@ fn dry(plan: &flxp_core::balance::Plan) -> RunResult {
         done: 0,
         failed: Vec::new(),
         report: None,
+        execution: None,
         left_running: Vec::new(),
         node_state: None,
     }
@@ -506,6 +507,7 @@ async fn run(
             .as_ref()
             .map(|r| super::types::document(r, "the execution report"))
             .transpose()?,
+        execution: report,
         plan: PlanResult::from(plan),
     })
 }

@@ -12,6 +12,7 @@ use flxp_core::left_running::LeftRunning;
 use flxp_core::placement::Placement;
 use flxp_core::status::NodeSummary;
 use flxp_core::{Cluster, State};
+use flxp_engine::ExecutionReport;
 
 use super::ApiError;
 
@@ -355,7 +356,13 @@ pub struct RunResult {
     /// Migrations that failed, with Proxmox's error.
     pub failed: Vec<String>,
     /// The execution report as JSON, when carried out.
+    #[graphql(
+        deprecation = "the report is typed now: select `execution` (done, failed, unknown, skipped, replans, unfinished, stopped, ...)"
+    )]
     pub report: Option<Json<serde_json::Value>>,
+    /// The execution report, when carried out: what `flxp balance --json` prints as
+    /// `execution`, field for field.
+    pub execution: Option<ExecutionReport>,
     /// For an evacuation: the running guests still on the node (read after the run; for a dry
     /// run, those the plan would leave), each with why; empty when it is safe to reboot.
     pub left_running: Vec<LeftRunning>,
