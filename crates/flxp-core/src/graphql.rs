@@ -1,7 +1,7 @@
 //! GraphQL output for the core's word-valued types (with the `graphql` feature): each is a
 //! GraphQL `String` holding the word `--json` prints, so a plan's `type`, `purpose`, `method`,
 //! `metric` and `warnings` read the same in both contracts. The structs derive their objects
-//! where they are defined.
+//! where they are defined; a placement candidate's `scores` are its shares, with their weights.
 
 use std::borrow::Cow;
 
@@ -14,6 +14,7 @@ use crate::balance::{
     LoadKind, Measure, PlanSource, PlanStop, Purpose, Refusal, StayKind, UsageMode,
 };
 use crate::cluster::GuestKind;
+use crate::placement::{Candidate, Score};
 
 /// Implements [`OutputType`] as the built-in `String`, the value being `$word(self)`.
 macro_rules! as_string {
@@ -50,4 +51,13 @@ as_string! {
     Refusal => |r| r.as_str().to_owned(),
     PlanStop => ToString::to_string,
     Warning => ToString::to_string,
+}
+
+#[async_graphql::ComplexObject]
+impl Candidate {
+    /// Each scorer's share.
+    #[graphql(name = "scores")]
+    async fn graphql_scores(&self) -> Vec<Score> {
+        self.shares()
+    }
 }

@@ -6,6 +6,11 @@ use serde::Serialize;
 
 /// A migration that ended with the guest on its target.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(
+    feature = "graphql",
+    derive(async_graphql::SimpleObject),
+    graphql(name = "MigrationDone")
+)]
 pub struct Done {
     /// Guest id.
     pub vmid: u32,
@@ -25,6 +30,11 @@ pub struct Done {
 
 /// A migration that failed; its guest was left alone for the rest of the round.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(
+    feature = "graphql",
+    derive(async_graphql::SimpleObject),
+    graphql(name = "MigrationFailed")
+)]
 pub struct Failed {
     /// Guest id.
     pub vmid: u32,
@@ -42,6 +52,11 @@ pub struct Failed {
 
 /// A planned migration dropped because it no longer held on the fresh cluster.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(
+    feature = "graphql",
+    derive(async_graphql::SimpleObject),
+    graphql(name = "MigrationDropped")
+)]
 pub struct Dropped {
     /// Guest id.
     pub vmid: u32,
@@ -59,6 +74,7 @@ pub struct Dropped {
 
 /// One replan during the round.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "graphql", derive(async_graphql::SimpleObject))]
 pub struct Replan {
     /// What made the plan stale.
     pub reason: String,
@@ -71,6 +87,11 @@ pub struct Replan {
 /// A migration still running when flxp stopped following it (shutdown or timeout of the drain);
 /// Proxmox carries it on, and its lock keeps any flxp from starting it again.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(
+    feature = "graphql",
+    derive(async_graphql::SimpleObject),
+    graphql(name = "MigrationUnfinished")
+)]
 pub struct Unfinished {
     /// Guest id.
     pub vmid: u32,
@@ -82,6 +103,7 @@ pub struct Unfinished {
 
 /// What a round of carrying out a plan did.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[cfg_attr(feature = "graphql", derive(async_graphql::SimpleObject))]
 pub struct ExecutionReport {
     /// Migrations done, in the order they ended.
     pub done: Vec<Done>,

@@ -22,7 +22,7 @@ pub mod scorers;
 mod subject;
 
 pub use ctx::{Ctx, GroupPresence};
-pub use decision::{Candidate, Placement};
+pub use decision::{Candidate, Placement, Score};
 pub use figures::{guest_figures, new_vm_figures, node_figures};
 pub use normalize::{as_is, by_max, min_max};
 pub use options::{ExtraFilters, PlacementOptions};

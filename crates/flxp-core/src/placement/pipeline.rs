@@ -17,6 +17,7 @@ use crate::{Error, Result, Warning};
 /// Tolerance for the score contract: normalisation may overshoot 100 by rounding.
 const SCORE_SLACK: f64 = 1e-9;
 
+#[derive(Clone)]
 pub(super) struct CompiledPolicy {
     policy: Policy,
     scorers: Vec<(&'static dyn Scorer, f64)>,
@@ -42,6 +43,7 @@ pub struct Ranked {
 }
 
 /// The placement pipeline, built once from options and policies and reused for every decision.
+#[derive(Clone)]
 pub struct Placer {
     /// The options, with the filters registered besides the built-in ones: every [`Ctx`] made
     /// with them prepares those filters too.
@@ -376,6 +378,7 @@ impl Placer {
                     reasons: fails.iter().map(|(f, _, r)| format!("{f}: {r}")).collect(),
                     score: None,
                     scores: BTreeMap::new(),
+                    weights: BTreeMap::new(),
                 });
             }
         }
@@ -387,6 +390,7 @@ impl Placer {
                 reasons,
                 score: None,
                 scores: BTreeMap::new(),
+                weights: BTreeMap::new(),
             });
         }
         // Nodes refused by plugins join the others refused, in name order.
@@ -396,17 +400,26 @@ impl Placer {
         let node = ranked
             .first()
             .map(|&(n, _, _)| ctx.cluster.node(n).name.clone());
+        let weights = &self.policy(policy)?.policy.weights;
         let mut candidates: Vec<Candidate> = ranked
             .into_iter()
-            .map(|(n, score, scores)| Candidate {
-                node: ctx.cluster.node(n).name.clone(),
-                feasible: true,
-                reasons: Vec::new(),
-                score: Some(round2(score)),
-                scores: scores
+            .map(|(n, score, scores)| {
+                let scores: BTreeMap<String, f64> = scores
                     .into_iter()
                     .map(|(k, v)| (k.to_owned(), round2(v)))
-                    .collect(),
+                    .collect();
+                Candidate {
+                    node: ctx.cluster.node(n).name.clone(),
+                    feasible: true,
+                    reasons: Vec::new(),
+                    score: Some(round2(score)),
+                    weights: weights
+                        .iter()
+                        .filter(|(k, _)| scores.contains_key(*k))
+                        .map(|(k, &w)| (k.clone(), w))
+                        .collect(),
+                    scores,
+                }
             })
             .collect();
         candidates.extend(infeasible);
@@ -476,6 +489,7 @@ impl Placer {
                 reasons,
                 score: None,
                 scores: BTreeMap::new(),
+                weights: BTreeMap::new(),
             }],
             warnings: Vec::new(),
             request_warnings: 0,

@@ -16,7 +16,7 @@ const LAYERS: &[&[&str]] = &[
     &["placement"],
     &["balance"],
     &["evacuate", "left_running", "return_home"],
-    &["consolidate", "model", "status", "graphql"],
+    &["consolidate", "model", "status", "graphql", "scheduler"],
 ];
 
 /// Cycles still left, as the prefixes of the files they run through: the planner's files

@@ -83,6 +83,21 @@ fn default_policy_picks_the_most_available_memory() {
 }
 
 #[test]
+fn a_scored_candidate_gives_each_share_with_its_weight_in_the_policy() {
+    let p = place(&mixed(), req(4 * GIB, 2, &[]));
+    let policy = Policy::builtin(&p.policy).unwrap();
+    for c in &p.candidates {
+        let shares = c.shares();
+        assert_eq!(shares.len(), c.scores.len(), "{c:?}");
+        for s in shares {
+            assert_eq!(s.score, c.scores[&s.scorer]);
+            assert_eq!(Some(&s.weight), policy.weights.get(&s.scorer), "{s:?}");
+        }
+    }
+    assert!(!p.candidates[0].shares().is_empty());
+}
+
+#[test]
 fn each_builtin_policy_picks_its_node() {
     let c = mixed();
     let pick = |policy: &str| {

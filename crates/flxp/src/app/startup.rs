@@ -3,7 +3,7 @@
 //! start and `flxp config check` runs it too, so that what the check passes the commands start
 //! with, and what they refuse the check refuses, with the same message.
 
-use flxp_core::placement::Placer;
+use flxp_core::Scheduler;
 use flxp_pve::Pve;
 
 use crate::config::{Config, Role};
@@ -39,8 +39,8 @@ impl std::fmt::Debug for ApiKey {
 pub struct Checked {
     /// The API tokens with their roles, `[api].tokens` first, then `FLXP_API_TOKEN`.
     pub tokens: Vec<ApiKey>,
-    /// The placement pipeline (the config's policies and plugins).
-    pub placer: Placer,
+    /// The placement pipeline and balancing methods (the config's policies and plugins).
+    pub scheduler: Scheduler,
 }
 
 impl std::fmt::Debug for Checked {
@@ -56,19 +56,19 @@ impl std::fmt::Debug for Checked {
 /// `FLXP_API_TOKEN`'s value. What `flxp serve` runs, and `flxp config check`.
 pub fn check(config: &Config, env_token: Option<&str>) -> anyhow::Result<Checked> {
     let tokens = api_tokens(config, env_token)?;
-    let placer = check_engine(config)?;
-    Ok(Checked { tokens, placer })
+    let scheduler = check_engine(config)?;
+    Ok(Checked { tokens, scheduler })
 }
 
-/// The start checks of what decides and acts: the placement pipeline with its policies and
-/// plugins, and the client of each zone (its secret readable). What `flxp daemon` runs, which
-/// serves no API.
-pub fn check_engine(config: &Config) -> anyhow::Result<Placer> {
-    let placer = crate::plugins::placer(config)?;
+/// The start checks of what decides and acts: the scheduler (the placement pipeline with its
+/// policies and plugins, the balancing methods), and the client of each zone (its secret
+/// readable). What `flxp daemon` runs, which serves no API.
+pub fn check_engine(config: &Config) -> anyhow::Result<Scheduler> {
+    let scheduler = super::scheduler::builtin(config)?;
     for name in config.zones.keys() {
         config.client(name)?;
     }
-    Ok(placer)
+    Ok(scheduler)
 }
 
 /// Why `flxp serve` would not start with these tokens (none at all), or `None`.

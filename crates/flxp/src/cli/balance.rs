@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
+use flxp_core::Scheduler;
 use flxp_core::balance::{MethodName, Plan, Registry, UsageChoice};
 use flxp_engine::{ExecutionReport, Executor, Goal, LeaseKeeper, Model, planning};
 use tracing::instrument::WithSubscriber;
@@ -164,17 +165,14 @@ fn and_list(names: &[&str]) -> String {
 pub fn run(args: Args) -> Result<ExitCode> {
     let config = load::config(&args.run.source)?;
     let mut options = config.balance.clone();
-    // Loaded only when `--method` or `--usage` asks about the methods: the config's balance
-    // plugins are methods too.
-    let placer = if args.method.is_some() || args.usage.is_some() {
-        Some(load::placer(&config)?)
+    // Built here only when `--method` or `--usage` asks about the methods (the config's balance
+    // plugins are methods too), else before planning, as `evacuate` does.
+    let scheduler = if args.method.is_some() || args.usage.is_some() {
+        Some(load::scheduler(&config)?)
     } else {
         None
     };
-    let methods = match &placer {
-        Some(p) => Some(Registry::builtin().with_plugins(p.plugins())?),
-        None => None,
-    };
+    let methods = scheduler.as_ref().map(Scheduler::methods);
     if let (Some(arg), Some(methods)) = (&args.method, &methods) {
         let m = arg.as_str();
         options.method = methods.parse(m).map_err(|_| {
@@ -232,9 +230,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
         options.validate()?;
     }
     let goal = Goal::Balance(options);
+    let scheduler = match scheduler {
+        Some(s) => s,
+        None => load::scheduler(&config)?,
+    };
     carry_out(
         &args.run.source,
         &config,
+        &scheduler,
         &goal,
         args.run.acting("balance"),
         args.run.json,
@@ -247,12 +250,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
 pub fn carry_out(
     source: &SourceArgs,
     config: &Config,
+    scheduler: &Scheduler,
     goal: &Goal,
     acting: super::lease::Acting<'_>,
     json: bool,
 ) -> Result<ExitCode> {
     let dry_run = acting.dry_run;
-    let placer = Arc::new(load::placer(config)?.in_zone(source.zone.clone()));
+    let placer = scheduler.placer(source.zone.as_deref());
     let (plan, execution, left) = match (&source.from_file, &source.zone) {
         (Some(path), _) => {
             let model = load::model_to_plan(path)?;

@@ -81,7 +81,7 @@ struct Output<'a> {
 /// one was switched off while a guest began migrating onto it.
 pub fn run(args: Args) -> Result<ExitCode> {
     let config = load::config(&args.run.source)?;
-    let placer = Arc::new(load::placer(&config)?);
+    let placer = load::scheduler(&config)?.placer(None);
     let mut options = config.consolidate.options();
     if let Some(secs) = args.effort {
         options.effort_secs = secs;

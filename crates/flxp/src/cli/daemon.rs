@@ -114,7 +114,7 @@ fn log_round(r: &RoundReport) {
 pub fn run(args: Args) -> Result<ExitCode> {
     let config = Config::load(&Config::path(args.config.as_deref()))?;
     // What `flxp config check` runs too: the same config passes both or neither.
-    let placer = Arc::new(crate::app::startup::check_engine(&config)?);
+    let placer = crate::app::startup::check_engine(&config)?.placer(None);
     let zones = zones(&config)?;
     let options = crate::app::daemon::options(&config);
     let runtime = tokio::runtime::Builder::new_multi_thread()

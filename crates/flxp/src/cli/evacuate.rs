@@ -28,9 +28,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
         nodes: nodes.clone(),
         options: config.evacuate.clone(),
     };
+    let scheduler = load::scheduler(&config)?;
     balance::carry_out(
         &args.run.source,
         &config,
+        &scheduler,
         &goal,
         args.run.acting("evacuate").naming(&nodes),
         args.run.json,

@@ -4,8 +4,7 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use flxp_core::placement::Placer;
-use flxp_core::{Model, Overrides, Snapshot};
+use flxp_core::{Model, Overrides, Scheduler, Snapshot};
 
 use super::{SourceArgs, UsageError};
 use crate::config::Config;
@@ -42,9 +41,9 @@ pub fn config(source: &SourceArgs) -> Result<Config> {
     }
 }
 
-/// The placement pipeline the config describes.
-pub fn placer(config: &Config) -> Result<Placer> {
-    crate::plugins::placer(config)
+/// The scheduler the config describes, with the built-in balancing methods.
+pub fn scheduler(config: &Config) -> Result<Scheduler> {
+    crate::app::scheduler::builtin(config)
 }
 
 /// Takes a live snapshot of a zone.

@@ -5,7 +5,6 @@
 //! is written under the zone's lease, as every run that acts.
 
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use flxp_engine::Executor;
@@ -50,7 +49,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         wait: args.wait.map(std::time::Duration::from_secs),
         nodes: std::slice::from_ref(&args.node),
     };
-    let placer = Arc::new(load::placer(&config)?.in_zone(Some(zone.clone())));
+    let placer = load::scheduler(&config)?.placer(Some(&zone));
     let options = config.evacuate.clone();
     let work = async |executor: Executor, held: Option<&super::lease::Held>, _: Option<&_>| {
         let nodes = executor

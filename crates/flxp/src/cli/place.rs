@@ -51,7 +51,7 @@ pub struct Args {
 pub fn run(args: Args) -> Result<ExitCode> {
     let config = load::config(&args.source)?;
     let loaded = load::load(&args.source, &config)?;
-    let placer = load::placer(&config)?.in_zone(args.source.zone.clone());
+    let placer = load::scheduler(&config)?.placer(args.source.zone.as_deref());
     let (memory, cores) = match (&args.profile, args.memory, args.cores) {
         (Some(id), _, _) => config
             .profile_size(id)

@@ -4,7 +4,6 @@
 //! where the last run stopped. `--dry-run` prints the schedule and changes nothing.
 
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -87,7 +86,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         stop_left: args.stop_left,
         parallel: args.parallel.map_or(config.rolling.parallel, usize::from),
     };
-    let placer = Arc::new(load::placer(&config)?.in_zone(Some(zone.clone())));
+    let placer = load::scheduler(&config)?.placer(Some(&zone));
     let acting = super::lease::Acting {
         command: "rolling",
         dry_run: args.dry_run,

@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use flxp_core::placement::Placer;
 use flxp_core::plugin::{CallError, PluginHost, Plugins, Request};
 
 use crate::config::{Config, PluginSection};
@@ -100,16 +99,4 @@ impl PluginHost for Host {
 pub fn plugins(config: &Config) -> Plugins {
     let specs = config.plugin.iter().map(PluginSection::spec).collect();
     Plugins::new(specs, Arc::new(Host::from_config(&config.plugin)))
-}
-
-/// The placement pipeline the config describes, with its plugins.
-pub fn placer(config: &Config) -> anyhow::Result<Placer> {
-    let policies = config
-        .policies()
-        .map_err(|(k, m)| anyhow::anyhow!("{k}: {m}"))?;
-    Ok(Placer::with_plugins(
-        config.placement_options(),
-        policies,
-        plugins(config),
-    )?)
 }

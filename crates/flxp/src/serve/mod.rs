@@ -22,8 +22,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
+use flxp_core::Scheduler;
 use flxp_core::balance::Registry;
-use flxp_core::placement::Placer;
 use flxp_engine::create_vm::CreateOptions;
 use flxp_engine::daemon::{DaemonOptions, Zone as DaemonZone};
 use flxp_engine::{Creator, Daemon, Reservations, stop_signal};
@@ -240,11 +240,6 @@ fn tokens_for(mut list: Vec<ApiKey>, simulated: bool) -> anyhow::Result<(TokenSe
     ))
 }
 
-/// The placement pipeline the config describes.
-fn pipeline(config: &Config) -> anyhow::Result<Placer> {
-    crate::plugins::placer(config)
-}
-
 /// The shared state: zones with metered clients and creators, tokens, metrics.
 fn build(
     config: &Config,
@@ -298,9 +293,8 @@ fn build_over(
     methods: &Registry,
 ) -> anyhow::Result<AppState> {
     let metrics = Arc::new(Metrics::new());
-    let placer = Arc::new(pipeline(config)?);
     // The balancing methods: `methods` with the config's balance plugins on top.
-    let methods = methods.with_plugins(placer.plugins())?;
+    let scheduler = Arc::new(crate::app::scheduler::build(config, methods)?);
     let c = &config.create_vm;
     let create = CreateOptions {
         wait: TaskWait {
@@ -312,11 +306,9 @@ fn build_over(
         ..CreateOptions::default()
     };
     let mut zones = BTreeMap::new();
-    let mut placers = BTreeMap::new();
     for name in config.zones.keys() {
         // Each zone's own pipeline, so that plugins are told the zone they decide for.
-        let zone_placer = Arc::new(pipeline(config)?.in_zone(Some(name.clone())));
-        placers.insert(name.clone(), Arc::clone(&zone_placer));
+        let zone_placer = scheduler.placer(Some(name));
         let last = metered::SharedContact::default();
         let api = Pve::from_transport(MeteredTransport::new(
             transport(name)?,
@@ -336,7 +328,7 @@ fn build_over(
     let zones = Arc::new(zones);
     let notify = crate::notify::Notifier::start(config, "serve");
     let live: Arc<dashboard::live::Live> = Arc::default();
-    let daemon = daemon(config, &zones, &placer, &metrics, &notify, &live);
+    let daemon = daemon(config, &zones, &scheduler, &metrics, &notify, &live);
     for z in zones.values() {
         if let Some(s) = daemon.smoother(&z.name) {
             z.smooth_with(s);
@@ -345,9 +337,7 @@ fn build_over(
     Ok(AppState {
         zones,
         config: Arc::new(config.clone()),
-        placer,
-        placers: Arc::new(placers),
-        methods: Arc::new(methods),
+        scheduler,
         metrics,
         daemon,
         tokens: Arc::new(tokens),
@@ -396,7 +386,7 @@ async fn preflight(
 fn daemon(
     config: &Config,
     zones: &BTreeMap<String, Arc<Zone>>,
-    placer: &Arc<Placer>,
+    scheduler: &Scheduler,
     metrics: &Arc<Metrics>,
     notify: &crate::notify::Notifier,
     live: &Arc<dashboard::live::Live>,
@@ -425,10 +415,10 @@ fn daemon(
     let daemon = match config.lease_settings("serve") {
         // Zones outside `[daemon] zones` get no rounds, but their lease all the same: the API
         // acts there too, and must not beside another flxp.
-        Some(lease) => Daemon::new(zones, Arc::clone(placer), options)
+        Some(lease) => Daemon::new(zones, scheduler.placer(None), options)
             .with_idle_zones(idle)
             .with_lease(lease),
-        None => Daemon::new(zones, Arc::clone(placer), options),
+        None => Daemon::new(zones, scheduler.placer(None), options),
     };
     daemon.on_round(Arc::new(move |r| {
         notify.send_all(watch.events(r));

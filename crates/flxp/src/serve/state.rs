@@ -5,9 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use flxp_core::State;
-use flxp_core::balance::Registry;
-use flxp_core::placement::Placer;
+use flxp_core::{Scheduler, State};
 use flxp_engine::{ClusterModel, Daemon, ExecuteOptions, Stop};
 use subtle::ConstantTimeEq;
 use tokio::time::Duration;
@@ -26,13 +24,10 @@ pub struct AppState {
     pub zones: Arc<BTreeMap<String, Arc<Zone>>>,
     /// The config (profiles, images, networks, balance options, ...).
     pub config: Arc<Config>,
-    /// The placement pipeline (no zone: for what is not about one zone).
-    pub placer: Arc<Placer>,
-    /// The same pipeline per zone, telling plugins the zone's name.
-    pub placers: Arc<BTreeMap<String, Arc<Placer>>>,
-    /// The balancing methods names are parsed against: the built-in ones (or an embedder's)
-    /// and the config's balance plugins.
-    pub methods: Arc<Registry>,
+    /// What decides: the placement pipeline (asked per zone, so that plugins are told the
+    /// zone) and the balancing methods names are parsed against (the built-in ones, or an
+    /// embedder's, and the config's balance plugins).
+    pub scheduler: Arc<Scheduler>,
     /// The metrics.
     pub metrics: Arc<Metrics>,
     /// The daemon loop; on-demand plans hold its zone lock so the two never overlap.
@@ -69,11 +64,6 @@ impl std::fmt::Debug for AppState {
 }
 
 impl AppState {
-    /// The placement pipeline of a zone: its plugins are told the zone.
-    pub fn placer_for(&self, zone: &str) -> Arc<Placer> {
-        Arc::clone(self.placers.get(zone).unwrap_or(&self.placer))
-    }
-
     /// A zone by name, or `UNKNOWN_ZONE` listing the known ones.
     pub fn zone(&self, name: &str) -> Result<&Arc<Zone>, ApiError> {
         self.zones.get(name).ok_or_else(|| {

@@ -943,3 +943,34 @@ async fn a_plan_answers_in_typed_fields_everything_its_json_document_holds() {
     // Migrations were compared too: flxp's rebalancing and the evacuation move guests.
     assert_eq!(moving, 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_answers_its_report_in_typed_fields_and_the_deprecated_json_alike() {
+    let s = start(Scenario::demo(), PARALLEL_MIGRATIONS, &[]).await;
+    let migration = "vmid name from to step";
+    let v = s
+        .query(&format!(
+            "mutation {{ rebalance(zone: \"lab\") {{ executed done failed report execution {{ \
+             done {{ {migration} secs ha }} failed {{ {migration} error }} unknown {{ {migration} error }} \
+             skipped {{ {migration} reasons }} replans {{ reason migrations summary }} \
+             unfinished {{ vmid from to }} stopped secs measure imbalancePlanned imbalanceAchieved }} }} }}"
+        ))
+        .await;
+    let r = executed_cleanly(&v, "rebalance");
+    assert_same_fields(&r["execution"], &camel_keys(&r["report"]), "execution");
+    assert_eq!(
+        r["execution"]["done"].as_array().map(Vec::len),
+        r["done"].as_u64().map(|n| n as usize),
+        "{v}"
+    );
+    // A dry run carries nothing out: no report either way.
+    let v = s
+        .query("mutation { rebalance(zone: \"lab\", dryRun: true) { executed report execution { secs } } }")
+        .await;
+    let r = &v["data"]["rebalance"];
+    assert_eq!(
+        (&r["report"], &r["execution"]),
+        (&Value::Null, &Value::Null),
+        "{v}"
+    );
+}

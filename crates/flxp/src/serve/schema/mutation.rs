@@ -72,7 +72,7 @@ impl Mutation {
         fingerprint: Option<String>,
     ) -> Result<RunResult> {
         let s = state(ctx)?;
-        let options = balance_options(s, method.as_deref(), &s.methods)?;
+        let options = balance_options(s, method.as_deref(), s.scheduler.methods())?;
         let z = s.zone(&zone)?;
         let goal = balance_goal(&options);
         if dry_run {
@@ -192,7 +192,7 @@ impl Mutation {
             .into());
         }
         let (z, name, _lease) = node_to_act_on(s, &zone, &node).await?;
-        let executor = Executor::new(&zone, z.api.clone(), s.placer_for(&zone))
+        let executor = Executor::new(&zone, z.api.clone(), s.scheduler.placer(Some(&zone)))
             .with_overrides(z.overrides.clone());
         let power_error = |e: flxp_engine::consolidate::PowerError| match e {
             flxp_engine::consolidate::PowerError::Refused { .. } => {
@@ -372,6 +372,7 @@ fn dry(plan: &flxp_core::balance::Plan) -> RunResult {
         done: 0,
         failed: Vec::new(),
         report: None,
+        execution: None,
         left_running: Vec::new(),
         node_state: None,
     }
@@ -506,6 +507,7 @@ async fn run(
             .as_ref()
             .map(|r| super::types::document(r, "the execution report"))
             .transpose()?,
+        execution: report,
         plan: PlanResult::from(plan),
     })
 }

@@ -111,7 +111,7 @@ impl Query {
         let z = s.zone(&zone)?;
         let req = placement_request(s, request)?;
         let (model, st) = s.model(z).await?;
-        let placer = s.placer_for(&zone);
+        let placer = s.scheduler.placer(Some(&zone));
         let decision = blocking("placing", move || {
             placer.place(&model.cluster, &model.rules, &st, &req)
         })
@@ -126,18 +126,12 @@ impl Query {
             "no_capacity"
         };
         s.metrics.decision(&zone, "placement", outcome);
-        let mut result = PlacementResult::new(&decision, explain);
-        if let Ok(policy) = s.placer_for(&zone).policy_def(&decision.policy) {
-            for score in result.candidates.iter_mut().flat_map(|c| &mut c.scores) {
-                score.weight = policy.weights.get(&score.scorer).copied().unwrap_or(1.0);
-            }
-        }
-        Ok(result)
+        Ok(PlacementResult::new(&decision, explain))
     }
 
     /// The rebalancing methods `rebalancePlan` and `rebalance` take as `method`.
     async fn balance_methods(&self, ctx: &Context<'_>) -> Result<Vec<BalanceMethodInfo>> {
-        Ok(BalanceMethodInfo::all(&state(ctx)?.methods))
+        Ok(BalanceMethodInfo::all(state(ctx)?.scheduler.methods()))
     }
 
     /// The rebalancing plan for a zone now (nothing is moved).
@@ -149,7 +143,7 @@ impl Query {
         method: Option<String>,
     ) -> Result<PlanResult> {
         let s = state(ctx)?;
-        let options = balance_options(s, method.as_deref(), &s.methods)?;
+        let options = balance_options(s, method.as_deref(), s.scheduler.methods())?;
         let (model, st) = s.zone_model(&zone).await?;
         let goal = balance_goal(&options);
         let fingerprint = super::safety::fingerprint(&goal, &model.cluster);
@@ -164,9 +158,12 @@ impl Query {
     async fn rolling_progress(&self, ctx: &Context<'_>, zone: String) -> Result<Vec<RollingNode>> {
         let s = state(ctx)?;
         let z = s.zone(&zone)?;
-        let executor =
-            flxp_engine::Executor::new(zone.as_str(), z.api.clone(), s.placer_for(&zone))
-                .with_overrides(z.overrides.clone());
+        let executor = flxp_engine::Executor::new(
+            zone.as_str(),
+            z.api.clone(),
+            s.scheduler.placer(Some(&zone)),
+        )
+        .with_overrides(z.overrides.clone());
         let progress = executor
             .rolling_progress()
             .await
@@ -255,7 +252,7 @@ pub(super) async fn rebalance(
     st: State,
     options: BalanceOptions,
 ) -> Result<flxp_core::balance::Plan, ApiError> {
-    let placer = s.placer_for(zone);
+    let placer = s.scheduler.placer(Some(zone));
     blocking("planning", move || {
         flxp_core::balance::plan(&model.cluster, &model.rules, &st, &placer, &options)
     })
@@ -286,7 +283,7 @@ pub(super) async fn evacuation(
             ),
         )
     })?;
-    let placer = s.placer_for(zone);
+    let placer = s.scheduler.placer(Some(zone));
     let config = Arc::clone(&s.config);
     blocking("planning the evacuation", move || {
         flxp_core::evacuate::evacuate(

@@ -12,6 +12,7 @@ use flxp_core::left_running::LeftRunning;
 use flxp_core::placement::Placement;
 use flxp_core::status::NodeSummary;
 use flxp_core::{Cluster, State};
+use flxp_engine::ExecutionReport;
 
 use super::ApiError;
 
@@ -237,45 +238,15 @@ pub struct PlacementInput {
     pub policy: Option<String>,
 }
 
-/// One scorer's normalised score.
-#[derive(SimpleObject, Debug, Clone)]
-pub struct Score {
-    /// The scorer (`free-memory`, `spread`, ...).
-    pub scorer: String,
-    /// 0..=100.
-    pub score: f64,
-    /// Its weight in the policy: what the score counts in the node's total.
-    pub weight: f64,
-}
-
-/// One node's verdict.
-#[derive(SimpleObject, Debug, Clone)]
-pub struct Candidate {
-    /// The node.
-    pub node: String,
-    /// Whether it passed every filter.
-    pub feasible: bool,
-    /// Every failed filter, `filter: why`, with the numbers.
-    pub reasons: Vec<String>,
-    /// Weighted score 0..=100; null when infeasible or not scored.
-    pub score: Option<f64>,
-    /// Each scorer's share.
-    pub scores: Vec<Score>,
-}
-
 /// Where a new VM would go, and why.
 #[derive(SimpleObject, Debug, Clone)]
 #[graphql(complex)]
 pub struct PlacementResult {
-    /// The chosen node; null when none fits.
-    pub node: Option<String>,
-    /// The policy that scored the nodes (`host` for a named host).
-    pub policy: String,
-    /// Every node's verdict, best first (with `explain`, or when no node fits).
-    pub candidates: Vec<Candidate>,
-    /// Problems in the input, rules a named host breaks.
-    pub warnings: Vec<String>,
-    /// The core's decision, for `document`.
+    /// The core's decision as shown: its fields are this object's, the candidates only with
+    /// `explain` or when no node fits.
+    #[graphql(flatten)]
+    pub shown: Placement,
+    /// The core's whole decision, for `document`.
     #[graphql(skip)]
     pub decision: Placement,
 }
@@ -291,33 +262,12 @@ impl PlacementResult {
 impl PlacementResult {
     /// From the core's decision.
     pub fn new(p: &Placement, explain: bool) -> Self {
-        let show = explain || p.node.is_none();
+        let mut shown = p.clone();
+        if !(explain || p.node.is_none()) {
+            shown.candidates.clear();
+        }
         Self {
-            node: p.node.clone(),
-            policy: p.policy.clone(),
-            candidates: if show {
-                p.candidates
-                    .iter()
-                    .map(|c| Candidate {
-                        node: c.node.clone(),
-                        feasible: c.feasible,
-                        reasons: c.reasons.clone(),
-                        score: c.score,
-                        scores: c
-                            .scores
-                            .iter()
-                            .map(|(k, v)| Score {
-                                scorer: k.clone(),
-                                score: *v,
-                                weight: 1.0,
-                            })
-                            .collect(),
-                    })
-                    .collect()
-            } else {
-                Vec::new()
-            },
-            warnings: p.warnings.iter().map(ToString::to_string).collect(),
+            shown,
             decision: p.clone(),
         }
     }
@@ -406,7 +356,13 @@ pub struct RunResult {
     /// Migrations that failed, with Proxmox's error.
     pub failed: Vec<String>,
     /// The execution report as JSON, when carried out.
+    #[graphql(
+        deprecation = "the report is typed now: select `execution` (done, failed, unknown, skipped, replans, unfinished, stopped, ...)"
+    )]
     pub report: Option<Json<serde_json::Value>>,
+    /// The execution report, when carried out: what `flxp balance --json` prints as
+    /// `execution`, field for field.
+    pub execution: Option<ExecutionReport>,
     /// For an evacuation: the running guests still on the node (read after the run; for a dry
     /// run, those the plan would leave), each with why; empty when it is safe to reboot.
     pub left_running: Vec<LeftRunning>,

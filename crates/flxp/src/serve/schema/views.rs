@@ -286,12 +286,13 @@ impl ViewQuery {
             images: c.images.keys().cloned().collect(),
             networks: c.networks.keys().cloned().collect(),
             policies: s
-                .placer
+                .scheduler
+                .placer(None)
                 .policy_names()
                 .into_iter()
                 .map(str::to_owned)
                 .collect(),
-            default_policy: s.placer.options().policy.clone(),
+            default_policy: s.scheduler.placer(None).options().policy.clone(),
         })
     }
 
