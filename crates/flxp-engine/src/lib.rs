@@ -31,7 +31,7 @@ pub use collect::{CollectError, collect_snapshot};
 pub mod create_vm;
 pub use create_vm::{CreateError, CreatedVm, Creator, VmRequest};
 pub mod reserve;
-pub use reserve::{ClusterModel, DiskHold, DiskHolds, NodeHold, Reservations, Ticket};
+pub use reserve::{ClusterModel, DiskHold, HeldGroup, Holds, NodeHold, Reservations, Ticket};
 pub mod error;
 pub use error::{Error, Result};
 pub mod home;

@@ -69,6 +69,18 @@ pub struct NodeHold {
     pub cores: f64,
     /// Disk space it will take on a storage, if any.
     pub disk: Option<DiskHold>,
+    /// The hard rule groups the new VM joins: a decision beside it keeps them although the
+    /// snapshot does not show the VM yet.
+    pub groups: Vec<HeldGroup>,
+}
+
+/// A hard rule group a creation in flight joins.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldGroup {
+    /// The group's tag (`flxp.anti-affinity.web`).
+    pub name: String,
+    /// Anti-affinity (members apart), else affinity (members together).
+    pub apart: bool,
 }
 
 /// Disk space a creation in flight will take on a storage.
@@ -82,11 +94,23 @@ pub struct DiskHold {
     pub bytes: u64,
 }
 
-/// Disk space held by creations in flight that the snapshot does not show yet.
+/// What creations in flight that the snapshot does not show yet hold besides memory and CPU:
+/// disk space, and the rule groups they join on their nodes.
 #[derive(Debug, Clone, Default)]
-pub struct DiskHolds(BTreeMap<(String, String), u64>);
+pub struct Holds {
+    disks: BTreeMap<(String, String), u64>,
+    groups: Vec<(String, HeldGroup)>,
+}
 
-impl DiskHolds {
+impl Holds {
+    /// The nodes creations in flight that join `group` go to.
+    pub fn group_nodes<'a>(&'a self, group: &'a HeldGroup) -> impl Iterator<Item = &'a str> {
+        self.groups
+            .iter()
+            .filter(move |(_, g)| g == group)
+            .map(|(n, _)| n.as_str())
+    }
+
     /// Bytes held on `storage` as `node` sees it (its own copy, or the shared one).
     pub fn on(&self, storage: &str, node: &str, shared: bool) -> u64 {
         let key = (
@@ -97,7 +121,7 @@ impl DiskHolds {
                 node.to_owned()
             },
         );
-        self.0.get(&key).copied().unwrap_or(0)
+        self.disks.get(&key).copied().unwrap_or(0)
     }
 }
 
@@ -220,23 +244,26 @@ impl Reservations {
         cluster: &Cluster,
         taken: Instant,
         state: &State,
-        decide: impl FnOnce(&State, &DiskHolds) -> Result<(T, Option<NodeHold>), E>,
+        decide: impl FnOnce(&State, &Holds) -> Result<(T, Option<NodeHold>), E>,
     ) -> Result<(T, Option<Ticket>), E> {
         let mut book = self.lock();
         let mut state = state.clone();
         self.apply_locked(&mut book, cluster, taken, &mut state);
-        let mut disks = DiskHolds::default();
+        let mut holds = Holds::default();
         for e in book.entries.values() {
             if e.seen.is_some_and(|s| s <= taken) {
                 continue;
             }
             if let Some(d) = &e.hold.disk {
                 let key = (d.storage.clone(), d.node.clone().unwrap_or_default());
-                let held = disks.0.entry(key).or_default();
+                let held = holds.disks.entry(key).or_default();
                 *held = held.saturating_add(d.bytes);
             }
+            for g in &e.hold.groups {
+                holds.groups.push((e.hold.node.clone(), g.clone()));
+            }
         }
-        let (value, hold) = decide(&state, &disks)?;
+        let (value, hold) = decide(&state, &holds)?;
         let ticket = hold.map(|hold| {
             let id = book.next;
             book.next += 1;
@@ -324,6 +351,7 @@ mod tests {
             memory: gib * GIB,
             cores: 2.0,
             disk: None,
+            groups: Vec::new(),
         })
     }
 

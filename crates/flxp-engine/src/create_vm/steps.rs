@@ -26,7 +26,7 @@ use super::{
     Creator, DiskInfo, DiskSize, VmRequest, boot_disk, customize, disk_size, disks,
     is_creating_tag, plan_clone,
 };
-use crate::reserve::{ClusterModel, DiskHold, DiskHolds, NodeHold, Ticket};
+use crate::reserve::{ClusterModel, DiskHold, HeldGroup, Holds, NodeHold, Ticket};
 
 /// Carries out the steps for `req` on `model`; see the module docs.
 pub(super) async fn run(
@@ -300,7 +300,7 @@ impl Target {
 
     /// Whether the VM can land on `node`: storage there with room (beyond the disks `held` for
     /// creations in flight) and a template that can be cloned there.
-    fn landing(&self, node: &str, held: &DiskHolds) -> Result<(), Unfit> {
+    fn landing(&self, node: &str, held: &Holds) -> Result<(), Unfit> {
         let req = &self.req;
         if !self.storage_nodes.iter().any(|n| n == node) {
             return Err(Unfit::Cannot(format!(
@@ -383,7 +383,7 @@ fn decide(
     placer: &Placer,
     target: &Target,
     state: &State,
-    held: &DiskHolds,
+    held: &Holds,
 ) -> Result<(Placement, String, NodeHold), CreateError> {
     let req = &target.req;
     let request = PlacementRequest {
@@ -395,7 +395,11 @@ fn decide(
     };
     let model = &target.model;
     let p = placer.place(&model.cluster, &model.rules, state, &request)?;
-    let node = choose(&p, req, &|n: &str| target.landing(n, held))?;
+    let groups = hard_groups(&req.tags);
+    let node = choose(&p, req, &|n: &str| {
+        beside_creations(&groups, held, n)?;
+        target.landing(n, held)
+    })?;
     let shared = target.is_shared(&req.storage);
     let hold = NodeHold {
         node: node.clone(),
@@ -406,8 +410,50 @@ fn decide(
             node: (!shared).then(|| node.clone()),
             bytes: req.disk_bytes,
         }),
+        groups,
     };
     Ok((p, node, hold))
+}
+
+/// The hard affinity and anti-affinity groups the VM's tags join.
+fn hard_groups(tags: &[String]) -> Vec<HeldGroup> {
+    use flxp_core::cluster::tags::{GuestToken, TagParse, parse_guest_tag};
+    tags.iter()
+        .filter_map(|t| match parse_guest_tag(&t.to_ascii_lowercase()) {
+            TagParse::Token(GuestToken::AntiAffinity { group, hard: true }) => Some(HeldGroup {
+                name: group,
+                apart: true,
+            }),
+            TagParse::Token(GuestToken::Affinity { group, hard: true }) => Some(HeldGroup {
+                name: group,
+                apart: false,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether `node` keeps the VM's hard groups beside the creations in flight, which the snapshot
+/// does not show yet: no other new member of an anti-affinity group there, and the node every new
+/// member of an affinity group goes to.
+fn beside_creations(groups: &[HeldGroup], held: &Holds, node: &str) -> Result<(), Unfit> {
+    for g in groups {
+        if g.apart && held.group_nodes(g).any(|n| n == node) {
+            return Err(Unfit::NoRoom(format!(
+                "a VM of {} being created goes there",
+                g.name
+            )));
+        }
+        if !g.apart
+            && let Some(other) = held.group_nodes(g).find(|n| *n != node)
+        {
+            return Err(Unfit::NoRoom(format!(
+                "the VMs of {} being created go to {other}",
+                g.name
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The template for the chosen node (its own, else the shared one), how to clone it there, and

@@ -379,6 +379,7 @@ async fn a_plan_never_targets_room_that_a_vm_creation_has_reserved() {
         memory: node.maxmem,
         cores: 1.0,
         disk: None,
+        groups: Vec::new(),
     };
     let ((), ticket) = book
         .decide(

@@ -126,3 +126,61 @@ async fn two_hundred_creations_at_once_never_overcommit_a_node() {
         );
     }
 }
+
+/// `n` `createVM` calls sent together, each tagged `tag`: the node of each VM created, and how
+/// many were refused for capacity.
+async fn created_together(tag: &str, n: usize) -> (Vec<String>, usize) {
+    let s = start(small_cluster(), "", &[("RUST_LOG", "info")]).await;
+    let options = json!({
+        "image": "ubuntu-2404", "computeProfile": "medium", "storageProfile": "standard",
+        "sshPublicKey": KEY, "interfaces": [{ "network": "100" }],
+        "user": "admin", "password": PASSWORD, "tags": [tag],
+    });
+    let calls = (0..n).map(|i| {
+        let vars = json!({ "zone": "lab", "name": format!("vm-{i}"), "options": options });
+        let s = &s;
+        async move { s.gql(CREATE, vars).await }
+    });
+    let answers: Vec<Value> = futures_util::future::join_all(calls).await;
+    let mut nodes = Vec::new();
+    let mut refused = 0;
+    for v in &answers {
+        match code(v) {
+            "<none>" => nodes.push(
+                v["data"]["createVM"]["host"]["name"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
+            ),
+            "NO_CAPACITY" => refused += 1,
+            other => panic!("unexpected answer {other}: {v}"),
+        }
+    }
+    // What Proxmox shows agrees with the answers.
+    let world = s.sim.sim().world();
+    let mut shown: Vec<String> = world
+        .guests
+        .values()
+        .filter(|g| g.vmid != 9000)
+        .map(|g| g.node.clone())
+        .collect();
+    shown.sort();
+    nodes.sort();
+    assert_eq!(shown, nodes);
+    (nodes, refused)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creations_at_once_keep_a_new_anti_affinity_group_apart() {
+    // Three nodes: three of five members fit, one a node; before, all went to the emptiest.
+    let (nodes, refused) = created_together("flxp.anti-affinity.fresh", 5).await;
+    assert_eq!(nodes, ["n1", "n2", "n3"]);
+    assert_eq!(refused, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creations_at_once_keep_a_new_affinity_group_together() {
+    let (nodes, refused) = created_together("flxp.affinity.pair", 3).await;
+    assert_eq!(refused, 0);
+    assert!(nodes.iter().all(|n| *n == nodes[0]), "{nodes:?}");
+}
