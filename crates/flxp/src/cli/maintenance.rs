@@ -111,17 +111,20 @@ pub(crate) async fn go_home(
         crate::output::print_execution(r);
     }
     let away = reader.settle_homes(node).await?;
+    // A failed migration (1) says more than a guest left away (3): the message names the code
+    // the run exits with.
+    let code = match &report {
+        Some(r) if !r.is_clean() => 1,
+        _ if !away.is_empty() => super::UNSATISFIABLE,
+        _ => 0,
+    };
     if !away.is_empty() {
         let list: Vec<String> = away.iter().map(u32::to_string).collect();
         crate::output::say(format!(
-            "not met (exit code 3): guest(s) {} stay away from {node} (kept in its notes for the \
-             next return)",
+            "not met (exit code {code}): guest(s) {} stay away from {node} (kept in its notes for \
+             the next return)",
             list.join(", ")
         ));
     }
-    Ok(match &report {
-        Some(r) if !r.is_clean() => ExitCode::from(1),
-        _ if !away.is_empty() => ExitCode::from(super::UNSATISFIABLE),
-        _ => ExitCode::SUCCESS,
-    })
+    Ok(ExitCode::from(code))
 }

@@ -56,3 +56,32 @@ fn with_stay_the_guests_stay_and_their_home_is_kept() {
         z.notes("pve4")
     );
 }
+
+#[test]
+fn a_return_with_a_failed_migration_says_the_exit_code_it_returns() {
+    let z = zone();
+    let (code, _, err) = z.run(&["evacuate", "pve4"]);
+    assert_eq!(code, 3, "{err}");
+    // One guest's way back fails: the run exits 1, and the line naming the guests left away
+    // says 1 (it said 3, the code of a guest that cannot go back).
+    let away = z
+        .guests_on("pve1")
+        .into_iter()
+        .chain(z.guests_on("pve2"))
+        .chain(z.guests_on("pve3"))
+        .find(|v| z.notes("pve4").contains(&v.to_string()))
+        .unwrap();
+    z.sim.world().faults.set(flxp_sim::scenario::FaultSpec {
+        fail_migrations: vec![flxp_sim::scenario::FailMigration {
+            vmid: away,
+            message: Some("migration aborted: no route to host".into()),
+        }],
+        ..Default::default()
+    });
+    let (code, out, err) = z.run(&["maintenance", "pve4", "--off"]);
+    assert_eq!(code, 1, "{err}\n{out}");
+    assert!(
+        out.contains("not met (exit code 1): guest(s)") && out.contains(&away.to_string()),
+        "{out}"
+    );
+}
