@@ -164,9 +164,10 @@ impl Held {
                 anyhow::bail!("{}", refusal(&refused, wait));
             }
             if !told {
+                // Rounded up: `--wait 5` read a few milliseconds in says 5 s, not 4.
                 crate::output::tell(format!(
                     "{refused}: waiting up to {} s for it",
-                    left.as_secs()
+                    left.as_secs_f64().ceil()
                 ));
                 told = true;
             }

@@ -317,6 +317,13 @@ fn with_wait_the_second_evacuation_runs_after_the_first() {
         one.err,
         two.err
     );
+    // The whole wait given, not a second less.
+    assert!(
+        one.err.contains("waiting up to 120 s") || two.err.contains("waiting up to 120 s"),
+        "{}\n{}",
+        one.err,
+        two.err
+    );
     assert!(z.guests_on("pve1").is_empty() && z.guests_on("pve2").is_empty());
     // Each group now has one member on each of pve3 to pve6.
     assert_eq!(z.guests_on("pve5").len(), GROUPS);
