@@ -18,7 +18,7 @@ use super::bounds::{
 };
 use super::draft::Draft;
 use super::fix::{self, Scope};
-use super::measure::{LoadKind, Measure, balanced_loads, imbalance_in, node_loads};
+use super::measure::{Measure, balanced_loads, imbalance_in, node_loads};
 use super::methods::{self, PlanInput};
 use super::options::BalanceOptions;
 use super::plan::{Bounds, Plan, PlanSource};
@@ -54,27 +54,11 @@ pub fn plan(
         let plan = methods::run(&input, &on_memory)?;
         // Planned on memory, it must not make a node busy on CPU: then CPU counts after all.
         let end = super::replay(cluster, rules, state, placer, &plan.migrations).ok();
-        if end.is_none_or(|end| {
-            options.metric.effective(cluster, &end) == effective
-                && !cpu_gap_left(cluster, &end, options)
-        }) {
+        if end.is_none_or(|end| options.metric.effective(cluster, &end) == effective) {
             return Ok(plan);
         }
     }
     methods::run(&input, options)
-}
-
-/// Whether a plan on memory evens memory within the trigger's threshold but leaves the larger
-/// share of CPU and memory spread by the threshold or more: some node's CPU stands out above
-/// the memory level the plan evened, a gap that starts a second wave of migrations once that
-/// node's own load reaches the busy line ([`super::measure::CPU_BUSY_PCT`]). The plan is then
-/// made on both at once. A memory plan that cannot even memory is kept: the gap is memory's.
-fn cpu_gap_left(cluster: &Cluster, end: &State, options: &BalanceOptions) -> bool {
-    let threshold = options.trigger.threshold_for(Measure::Spread);
-    let spread = |kind| imbalance_in(cluster, end, Measure::Spread, kind);
-    options.measure == Measure::Spread
-        && spread(LoadKind::Memory) < threshold
-        && spread(LoadKind::Dominant) >= threshold
 }
 
 /// The `flxp` method: rule fixes, then the greedy search; in thorough mode (`effort_secs`), the
@@ -533,7 +517,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::balance::measure::{Metric, spread_of};
+    use crate::balance::measure::{LoadKind, Metric, spread_of};
     use crate::balance::{Purpose, Stay, Trigger};
     use crate::placement::PlacementOptions;
     use crate::testutil::*;
@@ -608,7 +592,7 @@ mod tests {
 
     /// Nodes a, b and c (16 CPUs, 64 GiB). a carries two memory-heavy guests that use no CPU
     /// and two small ones that use 7 of its 16 cores: 44 % of its CPUs, under the 50 % line
-    /// where `dominant` starts weighing CPU, so the cluster alone plans on memory.
+    /// where `dominant` starts weighing CPU.
     fn cpu_gap_under_the_line() -> Cluster {
         ClusterBuilder::new()
             .node(node("a"))
@@ -623,51 +607,46 @@ mod tests {
             .build()
     }
 
+    /// What the week benchmark's second waves come from (BENCHMARKS.md, "The first plan
+    /// evening CPU too"): below the busy line the default plans on memory alone, and it may put
+    /// the busy guests together. Planning on both here is tried there and not the default: in
+    /// a day it left memory apart and the trigger, judging memory, moved guests again.
     #[test]
-    fn a_first_plan_evens_a_cpu_gap_below_the_busy_line_too() {
+    fn below_the_busy_line_a_plan_weighs_memory_and_may_leave_a_cpu_gap() {
         let c = cpu_gap_under_the_line();
         let s = State::new(&c);
+        let r = Rules::compile(&c);
         let cpu = |st: &State| balanced_loads(&c, st, LoadKind::Cpu);
         assert_eq!(Metric::Dominant.effective(&c, &s), Metric::Memory);
         assert!((cpu(&s)[0] - 43.75).abs() < 1e-9, "{:?}", cpu(&s));
-        let r = Rules::compile(&c);
         let end = |p: &Plan| super::super::replay(&c, &r, &s, &placer(), &p.migrations).unwrap();
         let moved = |p: &Plan| {
             let mut v: Vec<u32> = p.migrations.iter().map(|m| m.vmid).collect();
             v.sort_unstable();
             v
         };
-        // On memory alone four guests move and the two busy ones land together on c: 44 % of
-        // its CPUs against 0 % on a and b, a gap that moves them again once c gets busier.
-        let on_memory = run(
-            &c,
-            PlacementOptions::default(),
-            &BalanceOptions {
-                metric: Metric::Memory,
-                ..BalanceOptions::default()
-            },
-        );
-        assert_eq!(
-            moved(&on_memory),
-            [101, 103, 104, 105],
-            "{}",
-            on_memory.summary
-        );
-        assert!(spread_of(&cpu(&end(&on_memory))) > 43.0);
-        // The default (`dominant`) sees that gap above its threshold and plans on both: two
-        // migrations, memory within the target and no node above 25 % of its CPUs.
+        // Four guests move and the two busy ones land together on c: 44 % of its CPUs against
+        // 0 % on a and b.
         let p = run(&c, PlacementOptions::default(), &BalanceOptions::default());
+        assert_eq!(p.metric, LoadKind::Memory, "{}", p.summary);
+        assert_eq!(moved(&p), [101, 103, 104, 105], "{}", p.summary);
+        assert!(spread_of(&cpu(&end(&p))) > 43.0, "{:?}", cpu(&end(&p)));
+        // Planned on both (`metric = "cpu"` would even CPU alone), two migrations suffice and
+        // no node is above 25 % of its CPUs.
+        let both = BalanceOptions {
+            metric: Metric::Dominant,
+            ..BalanceOptions::default()
+        };
+        let input = PlanInput {
+            cluster: &c,
+            rules: &r,
+            state: &s,
+            placer: &placer(),
+        };
+        let p = methods::run(&input, &both).unwrap();
         assert_eq!(p.metric, LoadKind::Dominant, "{}", p.summary);
         assert_eq!(moved(&p), [102, 103], "{}", p.summary);
-        let after = end(&p);
-        assert!(spread_of(&cpu(&after)) <= 25.0, "{:?}", cpu(&after));
-        assert!(p.imbalance_after <= 5.0, "{}", p.summary);
-        // With a threshold above the gap, memory alone is weighed, as before.
-        let wide = trigger(50.0, 5.0);
-        assert_eq!(
-            run(&c, PlacementOptions::default(), &wide).metric,
-            LoadKind::Memory
-        );
+        assert!(spread_of(&cpu(&end(&p))) <= 25.0, "{:?}", cpu(&end(&p)));
     }
 
     #[test]
