@@ -17,7 +17,7 @@ use crate::placement::{Ctx, Placer, Subject};
 use crate::state::State;
 
 use super::exact::{Goal, allowed};
-use super::measure::{balanced_loads, balanced_nodes, imbalance};
+use super::measure::{balanced_loads, balanced_nodes, imbalance_in};
 use super::units::Units;
 
 /// Slack for "reaches the goal's imbalance": float noise.
@@ -110,8 +110,15 @@ impl Local<'_> {
             .count()
     }
 
+    /// The imbalance in the load kind the goal weighs (not [`super::measure::Metric::effective`]
+    /// of the current placement, which may weigh memory alone where the goal weighs both).
     fn measure(&self) -> f64 {
-        imbalance(self.cluster, &self.cur, self.goal.measure, self.goal.metric)
+        imbalance_in(
+            self.cluster,
+            &self.cur,
+            self.goal.measure,
+            self.goal.measure.load_kind(self.goal.metric),
+        )
     }
 
     fn reaches(&self) -> bool {
@@ -193,10 +200,7 @@ impl Local<'_> {
 
     /// Σ(load − mean)² over the balanced nodes.
     fn smoothness(&self) -> f64 {
-        let kind = self
-            .goal
-            .measure
-            .kind_for(self.goal.metric, self.cluster, &self.cur);
+        let kind = self.goal.measure.load_kind(self.goal.metric);
         let loads = balanced_loads(self.cluster, &self.cur, kind);
         let mean = loads.iter().sum::<f64>() / loads.len().max(1) as f64;
         loads.iter().map(|l| (l - mean) * (l - mean)).sum()
