@@ -10,8 +10,13 @@ use crate::cluster::{Cluster, GuestIdx, NodeIdx};
 /// What one node carries.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Usage {
-    /// Used memory in bytes (reported node usage, adjusted by moves).
+    /// Used memory in bytes (reported node usage, adjusted by moves); never more than the node
+    /// has when the node's report was over its total (see `mem_over`).
     pub mem: u64,
+    /// Memory a node reported using beyond its total, adjusted by moves: not in `mem`, which
+    /// stops at the total (the node counts as full). What leaves the node comes off this first
+    /// and what arrives adds to it, so its load stays full until the excess has gone.
+    pub mem_over: u64,
     /// CPU cores in use.
     pub cpu: f64,
     /// Sum of `maxmem` of running guests (committed memory).
@@ -20,6 +25,29 @@ pub struct Usage {
     pub committed_cpus: f64,
     /// Running guests.
     pub guests: u32,
+}
+
+impl Usage {
+    /// The memory the node carries, its reported excess included.
+    pub fn mem_carried(&self) -> u64 {
+        self.mem.saturating_add(self.mem_over)
+    }
+
+    /// Takes `bytes` of used memory off the node: off its reported excess first.
+    pub(crate) fn release_mem(&mut self, bytes: u64) {
+        let over = bytes.min(self.mem_over);
+        self.mem_over -= over;
+        self.mem = self.mem.saturating_sub(bytes - over);
+    }
+
+    /// Adds `bytes` of used memory: to the excess of a node counted as full.
+    pub(crate) fn take_mem(&mut self, bytes: u64) {
+        if self.mem_over > 0 {
+            self.mem_over = self.mem_over.saturating_add(bytes);
+        } else {
+            self.mem = self.mem.saturating_add(bytes);
+        }
+    }
 }
 
 /// Node usage and guest locations.
@@ -63,6 +91,7 @@ impl State {
         }
         for (i, n) in cluster.nodes().iter().enumerate() {
             usage[i].mem = n.mem.unwrap_or(guest_mem[i]);
+            usage[i].mem_over = n.mem_over;
             if n.cpu == 0.0 && n.mem.is_none() {
                 usage[i].cpu = guest_cpu[i];
             }
@@ -72,7 +101,7 @@ impl State {
         for g in cluster.guests().iter().filter(|g| g.running) {
             if let Some(to) = g.migrating_to() {
                 let u = &mut usage[to.get()];
-                u.mem = u.mem.saturating_add(g.mem_footprint());
+                u.take_mem(g.mem_footprint());
                 u.cpu += g.cpu_cores();
                 u.committed_mem = u.committed_mem.saturating_add(g.maxmem);
                 u.committed_cpus += g.maxcpu;
@@ -141,13 +170,13 @@ impl State {
         }
         let (mem, cpu) = (g.mem_footprint(), g.cpu_cores());
         let src = &mut self.usage[from.get()];
-        src.mem = src.mem.saturating_sub(mem);
+        src.release_mem(mem);
         src.cpu = (src.cpu - cpu).max(0.0);
         src.committed_mem = src.committed_mem.saturating_sub(g.maxmem);
         src.committed_cpus = (src.committed_cpus - g.maxcpu).max(0.0);
         src.guests = src.guests.saturating_sub(1);
         let dst = &mut self.usage[to.get()];
-        dst.mem += mem;
+        dst.take_mem(mem);
         dst.cpu += cpu;
         dst.committed_mem += g.maxmem;
         dst.committed_cpus += g.maxcpu;
@@ -158,7 +187,7 @@ impl State {
     pub fn add_guest(&mut self, node: NodeIdx, mem: u64, cores: f64) {
         let u = &mut self.usage[node.get()];
         // Saturating: the caller's size is not bounded like the snapshot's figures are.
-        u.mem = u.mem.saturating_add(mem);
+        u.take_mem(mem);
         u.cpu += cores;
         u.committed_mem = u.committed_mem.saturating_add(mem);
         u.committed_cpus += cores;

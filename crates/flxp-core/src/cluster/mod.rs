@@ -123,9 +123,12 @@ impl Cluster {
             // Proxmox's `mem` is total minus available, so it never exceeds `maxmem`. A report
             // that does is measured as what the warning says, full: everywhere (status, the
             // imbalance measure, balance's trigger and plan), so that one wrong figure does not
-            // make a spread of hundreds of points; the over-report shows in the warning only.
+            // make a spread of hundreds of points. The excess is kept apart (`mem_over`): what
+            // leaves the node comes off it first, so a plan promises no relief the node's own
+            // report will not show.
             if let Some(mem) = n.mem.filter(|&m| n.maxmem > 0 && m > n.maxmem) {
                 n.mem = Some(n.maxmem);
+                n.mem_over = mem - n.maxmem;
                 let (used, total) = crate::units::fmt_bytes_apart(mem, n.maxmem);
                 warnings.push(Warning::node(
                     &n.name,
@@ -468,6 +471,7 @@ fn empty_node(name: String) -> Node {
         cpu: 0.0,
         maxmem: 0,
         mem: None,
+        mem_over: 0,
         maxdisk: 0,
         disk: 0,
         ha_state: None,
