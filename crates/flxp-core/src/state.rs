@@ -17,6 +17,10 @@ pub struct Usage {
     /// stops at the total (the node counts as full). What leaves the node comes off this first
     /// and what arrives adds to it, so its load stays full until the excess has gone.
     pub mem_over: u64,
+    /// Memory of running guests migrating away in flight: they are here until they land, so
+    /// they take room here (see [`Usage::mem_held`]), but not in `mem`, the node's load, which
+    /// is what the node carries once they have landed (their memory counts on their target).
+    pub mem_leaving: u64,
     /// CPU cores in use.
     pub cpu: f64,
     /// Sum of `maxmem` of running guests (committed memory).
@@ -31,6 +35,12 @@ impl Usage {
     /// The memory the node carries, its reported excess included.
     pub fn mem_carried(&self) -> u64 {
         self.mem.saturating_add(self.mem_over)
+    }
+
+    /// The memory the node holds now, guests migrating away included: what anything more has
+    /// to fit beside.
+    pub fn mem_held(&self) -> u64 {
+        self.mem.saturating_add(self.mem_leaving)
     }
 
     /// Takes `bytes` of used memory off the node: off its reported excess first.
@@ -97,11 +107,19 @@ impl State {
             }
         }
         // A migration in flight holds the guest on its source and fills its target until it
-        // lands: the target's report shows only part of it, so count all of it there too.
+        // lands. Its memory counts where it lands: the target's report shows the part already
+        // copied (`arrived`, read from the migration's log, 0 when unknown), so the rest counts
+        // there too, never below what the target will carry once the guest has landed and never
+        // that part twice; on its source it only takes room until then (`mem_leaving`), so what
+        // a plan promises is what the nodes show once it has landed, and nothing is placed in
+        // room it still holds.
         for g in cluster.guests().iter().filter(|g| g.running) {
             if let Some(to) = g.migrating_to() {
+                let src = &mut usage[g.node.get()];
+                src.release_mem(g.mem_footprint());
+                src.mem_leaving = src.mem_leaving.saturating_add(g.mem_footprint());
                 let u = &mut usage[to.get()];
-                u.take_mem(g.mem_footprint());
+                u.take_mem(g.mem_incoming());
                 u.cpu += g.cpu_cores();
                 u.committed_mem = u.committed_mem.saturating_add(g.maxmem);
                 u.committed_cpus += g.maxcpu;

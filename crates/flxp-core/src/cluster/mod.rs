@@ -430,6 +430,9 @@ fn resolve_migrations(
                 Landing::Unknown
             }
         };
+        if let Landing::Node(_) = landing {
+            g.arrived = tasks.arrived(vmid);
+        }
         g.migrating = Some(landing);
     }
 }
@@ -723,6 +726,7 @@ fn collect_guests(
                 lock: r.lock.clone().filter(|l| !l.is_empty()),
                 hastate: r.hastate.clone().filter(|s| !s.is_empty()),
                 migrating: None,
+                arrived: 0.0,
                 ha_managed: false,
                 ha_starting: false,
                 pool: r.pool.clone(),
