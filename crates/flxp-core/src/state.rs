@@ -10,8 +10,17 @@ use crate::cluster::{Cluster, GuestIdx, NodeIdx};
 /// What one node carries.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Usage {
-    /// Used memory in bytes (reported node usage, adjusted by moves).
+    /// Used memory in bytes (reported node usage, adjusted by moves); never more than the node
+    /// has when the node's report was over its total (see `mem_over`).
     pub mem: u64,
+    /// Memory a node reported using beyond its total, adjusted by moves: not in `mem`, which
+    /// stops at the total (the node counts as full). What leaves the node comes off this first
+    /// and what arrives adds to it, so its load stays full until the excess has gone.
+    pub mem_over: u64,
+    /// Memory of running guests migrating away in flight: they are here until they land, so
+    /// they take room here (see [`Usage::mem_held`]), but not in `mem`, the node's load, which
+    /// is what the node carries once they have landed (their memory counts on their target).
+    pub mem_leaving: u64,
     /// CPU cores in use.
     pub cpu: f64,
     /// Sum of `maxmem` of running guests (committed memory).
@@ -20,6 +29,35 @@ pub struct Usage {
     pub committed_cpus: f64,
     /// Running guests.
     pub guests: u32,
+}
+
+impl Usage {
+    /// The memory the node carries, its reported excess included.
+    pub fn mem_carried(&self) -> u64 {
+        self.mem.saturating_add(self.mem_over)
+    }
+
+    /// The memory the node holds now, guests migrating away included: what anything more has
+    /// to fit beside.
+    pub fn mem_held(&self) -> u64 {
+        self.mem.saturating_add(self.mem_leaving)
+    }
+
+    /// Takes `bytes` of used memory off the node: off its reported excess first.
+    pub(crate) fn release_mem(&mut self, bytes: u64) {
+        let over = bytes.min(self.mem_over);
+        self.mem_over -= over;
+        self.mem = self.mem.saturating_sub(bytes - over);
+    }
+
+    /// Adds `bytes` of used memory: to the excess of a node counted as full.
+    pub(crate) fn take_mem(&mut self, bytes: u64) {
+        if self.mem_over > 0 {
+            self.mem_over = self.mem_over.saturating_add(bytes);
+        } else {
+            self.mem = self.mem.saturating_add(bytes);
+        }
+    }
 }
 
 /// Node usage and guest locations.
@@ -63,16 +101,25 @@ impl State {
         }
         for (i, n) in cluster.nodes().iter().enumerate() {
             usage[i].mem = n.mem.unwrap_or(guest_mem[i]);
+            usage[i].mem_over = n.mem_over;
             if n.cpu == 0.0 && n.mem.is_none() {
                 usage[i].cpu = guest_cpu[i];
             }
         }
         // A migration in flight holds the guest on its source and fills its target until it
-        // lands: the target's report shows only part of it, so count all of it there too.
+        // lands. Its memory counts where it lands: the target's report shows the part already
+        // copied (`arrived`, read from the migration's log, 0 when unknown), so the rest counts
+        // there too, never below what the target will carry once the guest has landed and never
+        // that part twice; on its source it only takes room until then (`mem_leaving`), so what
+        // a plan promises is what the nodes show once it has landed, and nothing is placed in
+        // room it still holds.
         for g in cluster.guests().iter().filter(|g| g.running) {
             if let Some(to) = g.migrating_to() {
+                let src = &mut usage[g.node.get()];
+                src.release_mem(g.mem_footprint());
+                src.mem_leaving = src.mem_leaving.saturating_add(g.mem_footprint());
                 let u = &mut usage[to.get()];
-                u.mem = u.mem.saturating_add(g.mem_footprint());
+                u.take_mem(g.mem_incoming());
                 u.cpu += g.cpu_cores();
                 u.committed_mem = u.committed_mem.saturating_add(g.maxmem);
                 u.committed_cpus += g.maxcpu;
@@ -141,13 +188,13 @@ impl State {
         }
         let (mem, cpu) = (g.mem_footprint(), g.cpu_cores());
         let src = &mut self.usage[from.get()];
-        src.mem = src.mem.saturating_sub(mem);
+        src.release_mem(mem);
         src.cpu = (src.cpu - cpu).max(0.0);
         src.committed_mem = src.committed_mem.saturating_sub(g.maxmem);
         src.committed_cpus = (src.committed_cpus - g.maxcpu).max(0.0);
         src.guests = src.guests.saturating_sub(1);
         let dst = &mut self.usage[to.get()];
-        dst.mem += mem;
+        dst.take_mem(mem);
         dst.cpu += cpu;
         dst.committed_mem += g.maxmem;
         dst.committed_cpus += g.maxcpu;
@@ -158,7 +205,7 @@ impl State {
     pub fn add_guest(&mut self, node: NodeIdx, mem: u64, cores: f64) {
         let u = &mut self.usage[node.get()];
         // Saturating: the caller's size is not bounded like the snapshot's figures are.
-        u.mem = u.mem.saturating_add(mem);
+        u.take_mem(mem);
         u.cpu += cores;
         u.committed_mem = u.committed_mem.saturating_add(mem);
         u.committed_cpus += cores;

@@ -9,8 +9,8 @@
 //! and the task list are one call each, alongside. So the cost is O(nodes) calls, never
 //! O(guests). This module decides nothing: it only reads. The one exception to "never
 //! O(guests)": the log of each *running* migration is read for its target, which
-//! `/cluster/tasks` does not name (few, and a guest in flight must count on the node it is going
-//! to).
+//! `/cluster/tasks` does not name, and for how far its copy got (few, and a guest in flight must
+//! count on the node it is going to, once).
 
 use std::collections::BTreeMap;
 
@@ -115,14 +115,22 @@ fn add_ha_targets(status: &mut [HaStatusEntry], manager: &ManagerStatus) {
 
 /// Task types whose log names the target node on an early line.
 const MIGRATION_TASKS: [&str; 2] = ["qmigrate", "vzmigrate"];
-/// Log lines read per running migration: the target is on the first, after any HA preamble.
-const TARGET_LOG_LINES: u64 = 10;
+/// Log lines read per running migration: the target is on the first, after any HA preamble; the
+/// copy's progress follows, about a line a second (qemu-server's `phase2` polls QEMU every
+/// second), so this covers more than an hour of it.
+const MIGRATION_LOG_LINES: u64 = 5000;
+/// How long before the snapshot's time a migration's progress must have been logged for the
+/// target's `mem` in the same snapshot to show it: pvestatd sends node figures every 10 s, and
+/// twice that leaves room for a late round and for node clocks a little apart.
+const ARRIVAL_LAG_SECS: i64 = 20;
 
 /// The task list, each running `qmigrate`/`vzmigrate` with its `target`: from `known` when it
-/// knows it, else read from its log.
+/// knows it, else read from its log, which then also gives the share of the guest's memory the
+/// target's figure holds by the snapshot's time `now` (`arrived`).
 async fn tasks_with_targets<T: Transport + ?Sized>(
     api: &Pve<T>,
     known: &(dyn Fn(&Task) -> Option<String> + Sync),
+    now: i64,
 ) -> flxp_pve::Result<Vec<Task>> {
     let mut tasks = api.cluster_tasks().await?;
     for t in tasks
@@ -145,50 +153,110 @@ async fn tasks_with_targets<T: Transport + ?Sized>(
         .collect();
     let found = stream::iter(running)
         .map(|i| {
-            let upid = tasks[i].upid.clone();
-            async move { (i, migration_target(api, upid.as_deref()).await) }
+            let (upid, start) = (tasks[i].upid.clone(), tasks[i].starttime);
+            async move { (i, migration_log(api, upid.as_deref(), start, now).await) }
         })
         .buffer_unordered(NODE_CONCURRENCY)
         .collect::<Vec<_>>()
         .await;
-    for (i, target) in found {
+    for (i, (target, arrived)) in found {
         tasks[i].target = target;
+        tasks[i].arrived = arrived;
     }
     Ok(tasks)
 }
 
-/// The target of a running migration from its log; `None` (the model then treats the target as
+/// The target of a running migration from its log, and the share of the guest's memory the
+/// target's figure holds at `now` ([`arrived_by`]); no target (the model then treats it as
 /// unknown and says so) when the log cannot be read or names none.
-async fn migration_target<T: Transport + ?Sized>(
+async fn migration_log<T: Transport + ?Sized>(
     api: &Pve<T>,
     upid: Option<&str>,
-) -> Option<String> {
-    let upid: Upid = match upid?.parse() {
-        Ok(u) => u,
-        Err(e) => {
+    starttime: Option<i64>,
+    now: i64,
+) -> (Option<String>, Option<f64>) {
+    let upid: Upid = match upid.map(str::parse) {
+        Some(Ok(u)) => u,
+        Some(Err(e)) => {
             tracing::warn!(error = %e, "migration task with an unreadable UPID: target unknown");
-            return None;
+            return (None, None);
         }
+        None => return (None, None),
     };
     let query = TaskLogQuery {
         start: Some(0),
-        limit: Some(TARGET_LOG_LINES),
+        limit: Some(MIGRATION_LOG_LINES),
     };
     match api.task_log(&upid, &query).await {
         Ok(lines) => {
-            let target = lines
-                .iter()
-                .find_map(|l| l.t.as_deref().and_then(target_in_log_line));
+            let lines: Vec<&str> = lines.iter().filter_map(|l| l.t.as_deref()).collect();
+            let target = lines.iter().find_map(|l| target_in_log_line(l));
             if target.is_none() {
                 tracing::warn!(%upid, "migration log names no target node: target unknown");
             }
-            target.map(str::to_owned)
+            let arrived = target
+                .and(starttime)
+                .and_then(|s| arrived_by(&lines, s, now));
+            (target.map(str::to_owned), arrived)
         }
         Err(e) => {
             tracing::warn!(%upid, error = %e, "migration log unreadable: target unknown");
-            None
+            (None, None)
         }
     }
+}
+
+/// The share of a live migration's memory its target held by `now`, from its log: the last
+/// `transferred X of Y VM-state` line logged at least [`ARRIVAL_LAG_SECS`] before `now`, so that
+/// the node figures read at `now` already show it. The pages a VM's target receives are what
+/// QEMU has sent (zero pages cost almost nothing and take no memory), so the share, taken of the
+/// guest's footprint, is at most what its target's `mem` holds. `None` when no such line is
+/// there, or the log's stamps cannot be placed in time. Lines are stamped in the source node's
+/// local time: its offset from the task's `starttime` (epoch seconds) places them, a zone
+/// offset being a multiple of 15 minutes.
+fn arrived_by(lines: &[&str], starttime: i64, now: i64) -> Option<f64> {
+    let first = lines.iter().find_map(|l| local_stamp(l))?;
+    let zone = ((starttime - first) as f64 / 900.0).round() as i64 * 900;
+    lines
+        .iter()
+        .filter(|l| local_stamp(l).is_some_and(|t| t + zone + ARRIVAL_LAG_SECS <= now))
+        .filter(|l| l.contains(" VM-state"))
+        .filter_map(|l| crate::progress::fraction_from_log(l))
+        .next_back()
+}
+
+/// The stamp a task log line starts with (`2025-11-29 12:00:03 ...`) as seconds since the epoch
+/// of the same calendar, read as if it were UTC.
+fn local_stamp(line: &str) -> Option<i64> {
+    let stamp = line.get(..19)?.as_bytes();
+    let sep = [(4, b'-'), (7, b'-'), (10, b' '), (13, b':'), (16, b':')];
+    if sep.iter().any(|&(i, c)| stamp[i] != c) {
+        return None;
+    }
+    let num = |at: usize, len: usize| -> Option<i64> {
+        let digits = &stamp[at..at + len];
+        digits
+            .iter()
+            .all(u8::is_ascii_digit)
+            .then(|| digits.iter().fold(0, |n, d| n * 10 + i64::from(d - b'0')))
+    };
+    let (y, mo, d) = (num(0, 4)?, num(5, 2)?, num(8, 2)?);
+    let (h, mi, s) = (num(11, 2)?, num(14, 2)?, num(17, 2)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || s > 60 {
+        return None;
+    }
+    Some(days_from_civil(y, mo, d) * 86_400 + h * 3_600 + mi * 60 + s)
+}
+
+/// Days from 1970-01-01 to a date of the proleptic Gregorian calendar (H. Hinnant's
+/// `days_from_civil`).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
 }
 
 /// The node in `starting migration of VM 101 to node 'pve2' (10.0.0.2)`, as qemu-server's
@@ -379,9 +447,10 @@ pub(crate) async fn read_moving<T: Transport + ?Sized>(
     api: &Pve<T>,
     known: &(dyn Fn(&Task) -> Option<String> + Sync),
     always_manager: bool,
+    now: i64,
 ) -> Moving {
     let (tasks, ha_status) = futures_util::join!(
-        tasks_with_targets(api, known),
+        tasks_with_targets(api, known, now),
         ha_status_with_targets(api, always_manager)
     );
     Moving { tasks, ha_status }
@@ -586,7 +655,7 @@ pub(crate) async fn collect_parts<T: Transport + ?Sized>(
     let (resources, now) = read_resources(api, now).await?;
     let (settled, moving) = futures_util::join!(
         read_settled(api, &resources, Parts::ALL),
-        read_moving(api, known, true)
+        read_moving(api, known, true, now)
     );
     Ok((resources, moving, settled?, now))
 }
@@ -968,6 +1037,65 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(snap.tasks[0].target, None);
+    }
+
+    #[test]
+    fn the_share_arrived_is_the_copy_logged_long_enough_before_the_node_figures() {
+        // Stamped in the source's local time, an hour ahead of UTC; the task started at
+        // 2025-11-29 12:00:00 UTC.
+        let start = 1_764_417_600;
+        let log = [
+            "2025-11-29 13:00:00 starting migration of VM 101 to node 'pve2' (10.0.0.2)",
+            "2025-11-29 13:00:01 starting VM 101 on remote node 'pve2'",
+            "2025-11-29 13:00:10 migration active, transferred 1.0 GiB of 8.0 GiB VM-state, 1.0 GiB/s",
+            "2025-11-29 13:00:30 migration active, transferred 3.0 GiB of 8.0 GiB VM-state, 1.0 GiB/s",
+            "2025-11-29 13:00:31 drive-scsi0: transferred 4.0 GiB of 32.0 GiB (12.50%) in 31s",
+        ];
+        // A line counts once node figures newer than it by ARRIVAL_LAG_SECS are read.
+        assert_eq!(arrived_by(&log, start, start + 29), None);
+        assert_eq!(arrived_by(&log, start, start + 30), Some(0.125));
+        assert_eq!(arrived_by(&log, start, start + 49), Some(0.125));
+        assert_eq!(arrived_by(&log, start, start + 3_600), Some(0.375));
+        // Lines without a stamp cannot be placed in time.
+        let bare = ["migration active, transferred 1.0 GiB of 8.0 GiB VM-state, 1.0 GiB/s"];
+        assert_eq!(arrived_by(&bare, start, start + 3_600), None);
+    }
+
+    #[test]
+    fn log_stamps_are_read_as_seconds_of_the_calendar() {
+        assert_eq!(local_stamp("1970-01-01 00:00:00 starting"), Some(0));
+        assert_eq!(local_stamp("2025-11-29 12:00:00 x"), Some(1_764_417_600));
+        assert_eq!(local_stamp("2024-02-29 23:59:59"), Some(1_709_251_199));
+        for bad in [
+            "2025-13-01 00:00:00",
+            "2025-11-29T12:00:00",
+            "starting migration",
+            "2025-1",
+        ] {
+            assert_eq!(local_stamp(bad), None, "{bad}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_running_migration_gets_how_far_its_copy_got_from_its_log() {
+        // Started at 2026-12-01 18:00:00 UTC: the entry's `starttime` places the log's stamps.
+        let upid: Upid = "UPID:pve1:000A1B2C:0123ABCD:6929A5C0:qmigrate:105:root@pam:"
+            .parse()
+            .unwrap();
+        let log = vec![
+            "2026-12-01 18:00:00 starting migration of VM 105 to node 'pve2' (10.0.0.2)",
+            "2026-12-01 18:00:05 migration active, transferred 2.0 GiB of 8.0 GiB VM-state, 1.0 GiB/s",
+        ];
+        let mut snapshot = cluster(3, 10);
+        let start = 1_796_148_000;
+        snapshot.tasks[0].starttime = Some(start);
+        let fake = FakeApi::new(snapshot).with_task(&upid, Vec::new(), log);
+        let snap = collect_snapshot(&fake, start + 60).await.unwrap();
+        assert_eq!(snap.tasks[0].target.as_deref(), Some("pve2"));
+        assert_eq!(snap.tasks[0].arrived, Some(0.25));
+        // Read at once, the node figures may not show the copy yet: none counted.
+        let snap = collect_snapshot(&fake, start + 10).await.unwrap();
+        assert_eq!(snap.tasks[0].arrived, None);
     }
 
     #[test]

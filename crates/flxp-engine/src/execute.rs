@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use flxp_core::balance::{Migration, Plan, Purpose, StepReason, check_step};
+use flxp_core::balance::{Migration, Overfull, Plan, Purpose, StepReason, check_step};
 use flxp_core::placement::Placer;
 use flxp_core::{Overrides, Snapshot};
 use flxp_pve::Pve;
@@ -450,7 +450,10 @@ impl Executor {
         // What the round achieved, measured as the plan measured: failed or dropped migrations
         // leave it short of the plan's promise, and people should see both.
         report.imbalance_achieved = match self.read().await {
-            Ok(model) => planned.imbalance_on(&model.cluster, &model.state),
+            Ok(model) => {
+                report.overfull = Some(Overfull::of(&model.cluster, &model.state));
+                planned.imbalance_on(&model.cluster, &model.state)
+            }
             Err(e) => {
                 tracing::warn!(
                     error = %error_chain(&e),

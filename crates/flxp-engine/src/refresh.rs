@@ -64,8 +64,6 @@ struct State {
     baseline: Option<Baseline>,
     /// Migrations this process started: vmid → (source, or `None` for an HA move, target).
     expected: BTreeMap<u32, (Option<String>, String)>,
-    /// Targets of running migrations already read from their logs, by UPID.
-    targets: BTreeMap<String, String>,
     /// Nodes whose notes this process wrote since the last read.
     noted: BTreeSet<String>,
     /// This process wrote HA rules or cluster options: the next read is a full one.
@@ -231,12 +229,10 @@ impl ReadCache {
             .insert(vmid, (Some(from.to_owned()), to.to_owned()));
     }
 
-    /// The target of a running migration, when this process started it or read it before.
+    /// The target of a running migration this process started. Anyone else's migration has its
+    /// log read again at every read: it tells how much of the guest its target already holds.
     fn known_target(&self, task: &Task) -> Option<String> {
         let s = self.lock();
-        if let Some(t) = task.upid.as_deref().and_then(|u| s.targets.get(u)) {
-            return Some(t.clone());
-        }
         let vmid = task.id.as_deref()?.parse::<u32>().ok()?;
         let (from, to) = s.expected.get(&vmid)?;
         let ours = from.is_none() || from.as_deref() == task.node.as_deref();
@@ -414,8 +410,8 @@ impl ReadCache {
         api.task_status(upid).await
     }
 
-    /// Remembers what a read saw: the baseline of the next comparison, the targets of running
-    /// migrations, and the end of the expectation of moves seen done.
+    /// Remembers what a read saw: the baseline of the next comparison, and the end of the
+    /// expectation of moves seen done.
     fn observe(&self, resources: &[Resource], moving: &Moving) {
         let mut s = self.lock();
         let guests = guest_nodes(resources);
@@ -430,11 +426,6 @@ impl ReadCache {
         if let Ok(tasks) = &moving.tasks {
             s.last_tasks = Some((Instant::now(), Arc::new(tasks.clone())));
             base.tasks = tasks.iter().filter_map(|t| t.upid.clone()).collect();
-            s.targets = tasks
-                .iter()
-                .filter(|t| t.is_running())
-                .filter_map(|t| Some((t.upid.clone()?, t.target.clone()?)))
-                .collect();
         }
         if let Ok(status) = &moving.ha_status {
             base.ha = ha_digest(status);
@@ -649,7 +640,7 @@ pub(crate) async fn read(
         };
         let (settled, moving) = futures_util::join!(
             read_settled(api, &resources, parts),
-            read_moving(api, &known, true)
+            read_moving(api, &known, true, now)
         );
         let mut settled = settled?;
         let mut listed = due != Due::Timed;
@@ -679,7 +670,7 @@ pub(crate) async fn read(
         cache.observe(&resources, &moving);
         return assemble(resources, moving, settled, now);
     }
-    let moving = read_moving(api, &known, false).await;
+    let moving = read_moving(api, &known, false, now).await;
     let settled = match cache.change(&resources, &moving) {
         Some(Change {
             why,

@@ -1,7 +1,7 @@
 //! What carrying out a plan did: `flxp balance --json` prints it as `execution`, the daemon keeps
 //! it in its round report.
 
-use flxp_core::balance::Measure;
+use flxp_core::balance::{Measure, Overfull};
 use serde::Serialize;
 
 /// A migration that ended with the guest on its target.
@@ -134,6 +134,15 @@ pub struct ExecutionReport {
     /// could not be read again.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub imbalance_achieved: Option<f64>,
+    /// The nodes that, read again after the round, still report using more memory than they
+    /// have (counted as full); absent when none does or the cluster could not be read again.
+    #[serde(skip_serializing_if = "no_overfull")]
+    pub overfull: Option<Vec<Overfull>>,
+}
+
+/// Whether there is no overfull node to write.
+fn no_overfull(overfull: &Option<Vec<Overfull>>) -> bool {
+    overfull.as_ref().is_none_or(Vec::is_empty)
 }
 
 impl ExecutionReport {

@@ -84,7 +84,9 @@ pub fn state_json(w: &World) -> Value {
     let migrations: Vec<Value> = w
         .reservations
         .iter()
-        .map(|(vmid, (target, bytes))| json!({"vmid": vmid, "target": target, "reserved": bytes}))
+        .map(|(vmid, (target, bytes))| {
+            json!({"vmid": vmid, "target": target, "reserved": bytes, "arrived": w.arrived(*vmid, *bytes)})
+        })
         .collect();
     let running: Vec<Value> = w
         .tasks

@@ -87,8 +87,10 @@ impl Task {
             pid: Some(u64::from(self.pid)),
             pstart: Some(self.pstart),
             saved: (!self.is_running()).then(|| "1".to_string()),
-            // Proxmox does not list a migration's target: flxp reads it from the log.
+            // Proxmox does not list a migration's target, nor how far it got: flxp reads both
+            // from the log.
             target: None,
+            arrived: None,
         }
     }
 

@@ -59,8 +59,8 @@ pub use options::{
     BalanceOptions, BalanceOptionsOf, EvacuateOptions, RawBalanceOptions, UsageChoice,
 };
 pub use plan::{
-    Bounds, LeftInPlace, Migration, Plan, PlanSource, PluginOutcome, ProposalVerdict, Purpose,
-    Refusal, Skipped, Unplaced, UsageMode, UsageUsed, WaitingRule,
+    Bounds, LeftInPlace, Migration, Overfull, Plan, PlanSource, PluginOutcome, ProposalVerdict,
+    Purpose, Refusal, Skipped, Unplaced, UsageMode, UsageUsed, WaitingRule,
 };
 pub use planner::plan;
 pub use pve::{PveMove, Ranking, rank_moves, run_until_stable};

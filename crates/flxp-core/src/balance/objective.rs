@@ -45,25 +45,24 @@ impl Shift {
         s
     }
 
-    /// Usage after this leaves (`sign` −1) or arrives (`sign` +1), clamped at zero as `State` does.
+    /// Usage after this leaves or arrives, as `State` would have it (clamped at zero; memory
+    /// leaving a node counted as full comes off its reported excess first).
     pub fn apply(&self, u: &Usage, arriving: bool) -> Usage {
+        let mut after = *u;
         if arriving {
-            Usage {
-                mem: u.mem.saturating_add(self.mem),
-                cpu: u.cpu + self.cpu,
-                committed_mem: u.committed_mem.saturating_add(self.committed_mem),
-                committed_cpus: u.committed_cpus + self.committed_cpus,
-                guests: u.guests.saturating_add(self.guests),
-            }
+            after.take_mem(self.mem);
+            after.cpu += self.cpu;
+            after.committed_mem = u.committed_mem.saturating_add(self.committed_mem);
+            after.committed_cpus += self.committed_cpus;
+            after.guests = u.guests.saturating_add(self.guests);
         } else {
-            Usage {
-                mem: u.mem.saturating_sub(self.mem),
-                cpu: (u.cpu - self.cpu).max(0.0),
-                committed_mem: u.committed_mem.saturating_sub(self.committed_mem),
-                committed_cpus: (u.committed_cpus - self.committed_cpus).max(0.0),
-                guests: u.guests.saturating_sub(self.guests),
-            }
+            after.release_mem(self.mem);
+            after.cpu = (u.cpu - self.cpu).max(0.0);
+            after.committed_mem = u.committed_mem.saturating_sub(self.committed_mem);
+            after.committed_cpus = (u.committed_cpus - self.committed_cpus).max(0.0);
+            after.guests = u.guests.saturating_sub(self.guests);
         }
+        after
     }
 }
 

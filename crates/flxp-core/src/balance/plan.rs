@@ -141,6 +141,42 @@ pub struct LeftInPlace {
     pub vmids: Vec<u32>,
 }
 
+/// A node that still carries more memory than it has once the plan has run: it reported using
+/// more than its total (counted as full), and the plan moves too little off it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "graphql", derive(async_graphql::SimpleObject))]
+pub struct Overfull {
+    /// Node name.
+    pub node: String,
+    /// Memory it carries once the plan has run, bytes: what it reported using, less what
+    /// leaves it, plus what arrives.
+    pub mem: u64,
+    /// Its total memory, bytes.
+    pub maxmem: u64,
+}
+
+impl Overfull {
+    /// The online nodes of a state that carry more memory than they have, in name order.
+    pub fn of(cluster: &crate::Cluster, state: &crate::State) -> Vec<Self> {
+        cluster
+            .node_indexes()
+            .filter(|&n| state.usage(n).mem_over > 0 && cluster.node(n).is_online())
+            .map(|n| Self {
+                node: cluster.node(n).name.clone(),
+                mem: state.usage(n).mem_carried(),
+                maxmem: cluster.node(n).maxmem,
+            })
+            .collect()
+    }
+}
+
+impl fmt::Display for Overfull {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (used, total) = crate::units::fmt_bytes_apart(self.mem, self.maxmem);
+        write!(f, "{} ({used} used of {total})", self.node)
+    }
+}
+
 /// What Proxmox's balancing methods took as a node's load, and why (`crs: ha=` or the option).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[cfg_attr(feature = "graphql", derive(async_graphql::SimpleObject))]
@@ -289,6 +325,12 @@ pub struct Plan {
     /// rule. Not an unmet goal (no exit code 3); absent when empty.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub waiting: Vec<WaitingRule>,
+    /// Nodes that still carry more memory than they have once every migration has run: each
+    /// reported using more than its total (counted as full, 100 % in `nodes_after` and the
+    /// imbalance) and the plan moves too little off it. A balance that leaves one is unmet
+    /// (exit code 3); absent when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub overfull: Vec<Overfull>,
     /// Guests that had to move but fit nowhere, with every node's reason.
     pub unplaced: Vec<Unplaced>,
     /// Guests left in place that a rule or maintenance would move, or that balance may not touch.

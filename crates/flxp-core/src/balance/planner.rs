@@ -18,7 +18,7 @@ use super::bounds::{
 };
 use super::draft::Draft;
 use super::fix::{self, Scope};
-use super::measure::{Measure, balanced_loads, imbalance_in, node_loads};
+use super::measure::{LoadKind, Measure, balanced_loads, balanced_nodes, imbalance_in, node_loads};
 use super::methods::{self, PlanInput};
 use super::options::BalanceOptions;
 use super::plan::{Bounds, Plan, PlanSource};
@@ -375,14 +375,24 @@ pub(crate) fn finish(
     let after = balanced_loads(cluster, &state, kind);
     let peak = after.iter().copied().fold(0.0, f64::max);
     let trough = after.iter().copied().fold(f64::INFINITY, f64::min);
-    let need = plan_need(
-        cluster,
-        rules,
-        start,
-        &migrations,
-        (measure, kind, restart_containers),
-        (imbalance_before, imbalance_after),
-    );
+    // Memory leaving a node counted as full (it reported more than it has) does not lower its
+    // load until the excess has gone: the bounds, which add guests' memory up, do not hold.
+    let adds_up = !(matches!(
+        kind,
+        LoadKind::Memory | LoadKind::CpuMemory | LoadKind::Dominant
+    ) && balanced_nodes(cluster).any(|n| start.usage(n).mem_over > 0));
+    let need = adds_up
+        .then(|| {
+            plan_need(
+                cluster,
+                rules,
+                start,
+                &migrations,
+                (measure, kind, restart_containers),
+                (imbalance_before, imbalance_after),
+            )
+        })
+        .flatten();
     let bounds = Bounds {
         migrations: need.map(|n| n.migrations),
         bytes: need.map(|n| n.bytes),
@@ -396,11 +406,11 @@ pub(crate) fn finish(
         spread_floor: (measure == Measure::Spread)
             .then(|| spread_floor(&balanced_loads(cluster, start, kind), k)),
         peak_migrations: match measure {
-            Measure::Spread => moves_for_peak(cluster, rules, start, kind, peak + 1e-9),
-            Measure::Cv | Measure::CvRaw => None,
+            Measure::Spread if adds_up => moves_for_peak(cluster, rules, start, kind, peak + 1e-9),
+            _ => None,
         },
         trough_migrations: match measure {
-            Measure::Spread if trough.is_finite() => {
+            Measure::Spread if adds_up && trough.is_finite() => {
                 moves_for_trough(cluster, rules, start, kind, trough - 1e-9)
             }
             _ => None,
@@ -435,6 +445,7 @@ pub(crate) fn finish(
         violations_before: violations(cluster, rules, start),
         violations_after,
         waiting,
+        overfull: super::plan::Overfull::of(cluster, &state),
         migrations,
         unplaced,
         skipped,
@@ -652,7 +663,8 @@ mod tests {
     #[test]
     fn a_node_reporting_five_times_its_memory_is_measured_and_planned_as_full() {
         // a reports 320 GiB used of 64 GiB: counted as 100 %, so a's and b's 25 % are 75 points
-        // apart, and one 16 GiB move brings them to 75 % and 50 %.
+        // apart. What leaves a comes off the 256 GiB it reports beyond its total first, so a
+        // stays full: both its guests go to b (75 %), and the plan says a stays over.
         let c = ClusterBuilder::new()
             .node(node("a").memory(64 * GIB).used(320 * GIB).cpus(8.0))
             .node(node("b").memory(64 * GIB).used(16 * GIB).cpus(8.0))
@@ -662,9 +674,13 @@ mod tests {
         let p = run(&c, PlacementOptions::default(), &trigger(20.0, 30.0));
         assert_eq!(p.imbalance_before, 75.0);
         assert_eq!(p.imbalance_after, 25.0);
-        assert_eq!(p.migrations.len(), 1, "{}", p.summary);
+        assert_eq!(p.migrations.len(), 2, "{}", p.summary);
         let a = p.nodes_before.iter().find(|n| n.node == "a").unwrap();
         assert_eq!(a.figures.mem_percent, 100.0);
+        let a = p.nodes_after.iter().find(|n| n.node == "a").unwrap();
+        assert_eq!(a.figures.mem_percent, 100.0);
+        assert_eq!(p.overfull[0].node, "a");
+        assert_eq!(p.overfull[0].mem, 288 * GIB);
     }
 
     #[test]

@@ -124,7 +124,7 @@ impl Local<'_> {
     fn reaches(&self) -> bool {
         self.measure() <= self.goal.imbalance + EPS
             && balanced_nodes(self.cluster)
-                .all(|n| self.cur.usage(n).mem <= self.cluster.node(n).maxmem)
+                .all(|n| self.cur.usage(n).mem_held() <= self.cluster.node(n).maxmem)
             && violations(self.cluster, self.rules, &self.cur).len() <= self.goal.violations
     }
 

@@ -120,6 +120,9 @@ pub struct Guest {
     pub pool: Option<String>,
     /// A running migration of it and where it goes; `None` when none runs.
     pub migrating: Option<Landing>,
+    /// Of a guest migrating in flight, the share (0 to 1) of its memory its target's reported
+    /// use already holds: it counts there for the rest only (0 when unknown: in full).
+    pub arrived: f64,
     /// Its volumes on local storages of its node, per storage (empty: none, or not collected).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub local_disks: Vec<LocalDisk>,
@@ -176,6 +179,14 @@ impl Guest {
     /// CPU cores it uses now (`cpu × maxcpu`).
     pub fn cpu_cores(&self) -> f64 {
         self.cpu * self.maxcpu
+    }
+
+    /// Memory it adds to the node a migration in flight takes it to, beyond what that node
+    /// already reports of it: its footprint less the share already copied there (rounded so
+    /// that the rest is never counted short).
+    pub fn mem_incoming(&self) -> u64 {
+        let copied = (self.mem_footprint() as f64 * self.arrived.clamp(0.0, 1.0)) as u64;
+        self.mem_footprint() - copied.min(self.mem_footprint())
     }
 
     /// The node a running migration takes it to, when known and not the node it is on.

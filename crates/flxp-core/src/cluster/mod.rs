@@ -123,9 +123,12 @@ impl Cluster {
             // Proxmox's `mem` is total minus available, so it never exceeds `maxmem`. A report
             // that does is measured as what the warning says, full: everywhere (status, the
             // imbalance measure, balance's trigger and plan), so that one wrong figure does not
-            // make a spread of hundreds of points; the over-report shows in the warning only.
+            // make a spread of hundreds of points. The excess is kept apart (`mem_over`): what
+            // leaves the node comes off it first, so a plan promises no relief the node's own
+            // report will not show.
             if let Some(mem) = n.mem.filter(|&m| n.maxmem > 0 && m > n.maxmem) {
                 n.mem = Some(n.maxmem);
+                n.mem_over = mem - n.maxmem;
                 let (used, total) = crate::units::fmt_bytes_apart(mem, n.maxmem);
                 warnings.push(Warning::node(
                     &n.name,
@@ -427,6 +430,9 @@ fn resolve_migrations(
                 Landing::Unknown
             }
         };
+        if let Landing::Node(_) = landing {
+            g.arrived = tasks.arrived(vmid);
+        }
         g.migrating = Some(landing);
     }
 }
@@ -468,6 +474,7 @@ fn empty_node(name: String) -> Node {
         cpu: 0.0,
         maxmem: 0,
         mem: None,
+        mem_over: 0,
         maxdisk: 0,
         disk: 0,
         ha_state: None,
@@ -719,6 +726,7 @@ fn collect_guests(
                 lock: r.lock.clone().filter(|l| !l.is_empty()),
                 hastate: r.hastate.clone().filter(|s| !s.is_empty()),
                 migrating: None,
+                arrived: 0.0,
                 ha_managed: false,
                 ha_starting: false,
                 pool: r.pool.clone(),

@@ -107,6 +107,11 @@ pub struct Node {
     /// Used memory in bytes, as reported (total − available); see `Cluster::usage` for the
     /// figure the core decides on.
     pub mem: Option<u64>,
+    /// Memory the node reported using beyond its total, in bytes: Proxmox's `mem` is total −
+    /// available and never exceeds `maxmem`, so a report that does is counted as full (`mem` is
+    /// cut to `maxmem`) and this much more must leave the node before its load drops below
+    /// full. 0 for every report within the total.
+    pub mem_over: u64,
     /// Root filesystem size in bytes.
     pub maxdisk: u64,
     /// Root filesystem used in bytes.

@@ -18,6 +18,8 @@ const START_TYPES: [&str; 3] = ["qmstart", "vzstart", "hastart"];
 pub struct TaskIndex {
     /// Running migrations, with their target node when the task entry names it.
     migrating: BTreeMap<u32, Option<String>>,
+    /// Of running migrations, the share of the guest's memory already on its target's figure.
+    arrived: BTreeMap<u32, f64>,
     starting: BTreeSet<u32>,
     last_migration: BTreeMap<u32, i64>,
     /// Per vmid, the nodes it left by a successful migration, each with the newest such time.
@@ -45,6 +47,12 @@ impl TaskIndex {
                     let target = t.target.clone().filter(|n| !n.is_empty());
                     let e = ix.migrating.entry(vmid).or_insert(None);
                     *e = e.take().or(target);
+                    // A share outside 0..1 (a hand-written snapshot) is cut to it; not a number
+                    // is none.
+                    if let Some(share) = t.arrived.filter(|a| !a.is_nan()) {
+                        let e = ix.arrived.entry(vmid).or_insert(0.0);
+                        *e = e.max(share.clamp(0.0, 1.0));
+                    }
                 }
                 if let Some(time) = time {
                     let e = ix.last_migration.entry(vmid).or_insert(time);
@@ -80,6 +88,12 @@ impl TaskIndex {
     /// Where a running migration of this guest goes, when known.
     pub fn migration_target(&self, vmid: u32) -> Option<&str> {
         self.migrating.get(&vmid)?.as_deref()
+    }
+
+    /// Of a guest with a running migration, the share of its memory its target's reported use
+    /// already holds (0 when its task does not say).
+    pub fn arrived(&self, vmid: u32) -> f64 {
+        self.arrived.get(&vmid).copied().unwrap_or(0.0)
     }
 
     /// Guests with a running migration, by vmid, with their target node when known.

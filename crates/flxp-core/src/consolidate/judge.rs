@@ -130,7 +130,7 @@ impl Rooms {
         cluster
             .node(n)
             .maxmem
-            .saturating_sub(state.usage(n).mem)
+            .saturating_sub(state.usage(n).mem_held())
             .saturating_sub(self.reserve[n.get()])
     }
 
@@ -644,7 +644,7 @@ fn rooms(
         .map(|&h| {
             let node = cluster.node(h);
             node.maxmem
-                .saturating_sub(state.usage(h).mem)
+                .saturating_sub(state.usage(h).mem_held())
                 .saturating_sub(options.reserve_for(node))
         })
         .collect();

@@ -20,10 +20,10 @@ pub fn node_figures(
         status: n.status.as_str().to_owned(),
         maintenance: n.in_maintenance(),
         memory_total: n.maxmem,
-        memory_used: u.mem,
+        memory_used: u.mem_held(),
         memory_available: n
             .maxmem
-            .saturating_sub(u.mem)
+            .saturating_sub(u.mem_held())
             .saturating_sub(options.reserve_for(n)),
         memory_committed: u.committed_mem,
         cpus: n.maxcpu,

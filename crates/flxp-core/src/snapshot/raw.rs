@@ -336,6 +336,11 @@ pub struct Task {
     /// flxp's own field: the node a running migration goes to, read from the task's log
     /// (`/cluster/tasks` names only the source). Absent: unknown.
     pub target: Option<String>,
+    /// flxp's own field: of a running live migration, the share (0 to 1) of the guest's memory
+    /// that its target's `mem` in the same snapshot already holds, as the task's log reported
+    /// the copy (`transferred X of Y VM-state`) long enough before the snapshot's `time` for the
+    /// target's figure to show it. Absent: none (the guest then counts in full on its target).
+    pub arrived: Option<f64>,
 }
 
 impl Task {

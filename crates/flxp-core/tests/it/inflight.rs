@@ -149,6 +149,49 @@ fn the_target_counts_the_memory_of_the_guest_in_flight() {
 }
 
 #[test]
+fn a_guest_in_flight_counts_once_where_it_lands_and_keeps_its_room_on_its_source() {
+    // a reports 40 GiB used, 16 of them 101's, which is on its way to b; b reports 10 GiB, 4 of
+    // them the quarter of 101 its log says is copied.
+    let c = ClusterBuilder::new()
+        .node(node("a").memory(64 * GIB).used(40 * GIB))
+        .node(node("b").memory(64 * GIB).used(10 * GIB))
+        .guest(vm(101, "a").mem(16 * GIB, 16 * GIB))
+        .task(flxp_core::snapshot::Task {
+            arrived: Some(0.25),
+            ..migrating(101, "a", Some("b"))
+        })
+        .time(10_000)
+        .build();
+    let (a, b) = (c.node_idx("a").unwrap(), c.node_idx("b").unwrap());
+    let s = State::new(&c);
+    // b: what it reports, plus the 12 GiB of 101 still to come; not the 4 GiB twice.
+    assert_eq!(s.usage(b).mem, 22 * GIB);
+    // a: its load is what it keeps once 101 has landed; the room 101 holds until then is kept.
+    assert_eq!(
+        (s.usage(a).mem, s.usage(a).mem_held()),
+        (24 * GIB, 40 * GIB)
+    );
+    let rules = Rules::compile(&c);
+    let on = |node: &str, memory: u64| {
+        let req = PlacementRequest {
+            memory,
+            cores: 1.0,
+            tags: vec![format!("flxp.node.{node}")],
+            ..PlacementRequest::default()
+        };
+        placer().place(&c, &rules, &s, &req).unwrap().node
+    };
+    assert_eq!(on("a", 24 * GIB), Some("a".into()));
+    assert_eq!(on("a", 25 * GIB), None, "101 still holds its 16 GiB on a");
+    assert_eq!(on("b", 42 * GIB), Some("b".into()));
+    assert_eq!(
+        on("b", 43 * GIB),
+        None,
+        "101's last 12 GiB are on their way to b"
+    );
+}
+
+#[test]
 fn an_unknown_target_keeps_every_other_member_where_it_is_with_a_warning() {
     let c = cluster(None);
     let w: Vec<String> = c.warnings.iter().map(ToString::to_string).collect();

@@ -9,6 +9,7 @@ mod evacuate;
 mod imports;
 mod inflight;
 mod layers;
+mod overfull;
 mod placement;
 mod placement_properties;
 mod plan_properties;

@@ -60,6 +60,7 @@ impl World {
             faults: Faults::new(sim.faults.clone(), sim.seed.unwrap_or(0)),
             history: History::default(),
             reservations: BTreeMap::new(),
+            arrivals: BTreeMap::new(),
             events: BinaryHeap::new(),
             seq: 0,
             rng: sim.seed.unwrap_or(0) ^ 0x5EED_F1A9,

@@ -394,7 +394,7 @@ impl World {
                 g.running = false;
                 g.config.values.remove("lock");
             }
-            self.reservations.remove(&vmid);
+            self.release_reservation(vmid);
             let target = self.ha_pick_node(&sid, node);
             let Some(target) = target else {
                 if let Some(s) = self.ha.services.get_mut(&sid) {

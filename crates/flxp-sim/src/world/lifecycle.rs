@@ -536,7 +536,7 @@ impl World {
         if let Some(g) = self.guests.remove(&vmid) {
             self.note_deleted(task, vmid, g.node);
         }
-        self.reservations.remove(&vmid);
+        self.release_reservation(vmid);
         self.history.forget_guest(vmid);
         self.tasks.finish(task, now, Ok(()));
     }

@@ -435,6 +435,14 @@ impl World {
         if needs_memory {
             self.reservations
                 .insert(plan.vmid, (plan.target.clone(), cost));
+            // A live migration's pages fill the target's QEMU process as they arrive; a
+            // container restarted on the target takes its memory there only when it starts.
+            let arrival = if shutdown > 0.0 {
+                (now + duration, now + duration)
+            } else {
+                (now, now + duration)
+            };
+            self.arrivals.insert(plan.vmid, arrival);
         }
         self.log_progress(
             task,
@@ -513,8 +521,11 @@ impl World {
                 .log_stamped(task, now + 0.3, "start remote tunnel");
             self.tasks
                 .log_stamped(task, now + 0.4, "starting online/live migration");
-            for step in 1..=4 {
-                let f = f64::from(step) / 5.0;
+            // qemu-server polls QEMU about once a second and logs each new figure: a line a
+            // second, at most 500 of them (at least 4).
+            let steps = duration.round().clamp(5.0, 501.0) as u32;
+            for step in 1..steps {
+                let f = f64::from(step) / f64::from(steps);
                 let at = now + duration * f;
                 self.tasks.log_stamped(
                     task,
@@ -550,7 +561,7 @@ impl World {
         restart: bool,
     ) {
         let now = self.now;
-        self.reservations.remove(&vmid);
+        self.release_reservation(vmid);
         let Some(g) = self.guests.get(&vmid).cloned() else {
             self.tasks
                 .finish(task, now, Err(format!("VM {vmid} vanished")));

@@ -209,8 +209,13 @@ pub struct World {
     pub faults: Faults,
     /// RRD history of nodes and guests.
     pub history: History,
-    /// Memory reserved on migration targets: VMID → (target, bytes).
+    /// Memory reserved on migration targets: VMID → (target, bytes), the incoming guest's full
+    /// size, which every further migration or start on the target must fit beside.
     pub reservations: BTreeMap<u32, (String, u64)>,
+    /// When the reserved memory arrives on its target: VMID → (from, until), simulated epoch
+    /// seconds. The target's reported use grows from none of it at `from` to all of it at
+    /// `until`, as the QEMU process on a Proxmox target fills while the guest's pages arrive.
+    pub arrivals: BTreeMap<u32, (f64, f64)>,
     /// Usage models and trace events.
     pub load: LoadState,
     /// What happened, for measuring a run (`/_sim/records`).
@@ -354,7 +359,7 @@ impl World {
         if matches!(task.kind.as_str(), "qmigrate" | "vzmigrate") {
             self.records.migration_ended(upid, now, false);
             if let Ok(vmid) = task.id.parse::<u32>() {
-                self.reservations.remove(&vmid);
+                self.release_reservation(vmid);
                 if let Some(g) = self.guests.get_mut(&vmid) {
                     if g.lock() == Some("migrate") {
                         g.config.values.remove("lock");
@@ -384,6 +389,24 @@ impl World {
             }
             _ => {}
         }
+    }
+
+    /// Ends the memory reservation of a migration (landed, failed or stopped).
+    pub(crate) fn release_reservation(&mut self, vmid: u32) {
+        self.reservations.remove(&vmid);
+        self.arrivals.remove(&vmid);
+    }
+
+    /// Of the `bytes` reserved for `vmid`'s migration, those already on its target now.
+    pub fn arrived(&self, vmid: u32, bytes: u64) -> u64 {
+        let share = match self.arrivals.get(&vmid) {
+            Some(&(from, until)) if until > from => {
+                ((self.now - from) / (until - from)).clamp(0.0, 1.0)
+            }
+            Some(&(_, until)) if self.now < until => 0.0,
+            _ => 1.0,
+        };
+        (bytes as f64 * share) as u64
     }
 
     /// Records the current statistics into the RRD history.

@@ -85,7 +85,7 @@ impl World {
                 g.running = false;
                 g.config.values.remove("lock");
             }
-            self.reservations.remove(&vmid);
+            self.release_reservation(vmid);
         }
         self.set_online(node, false);
         if let Some(n) = self.nodes.get_mut(node) {

@@ -1,5 +1,6 @@
 //! What nodes and guests use right now, derived from the world: a node's usage is its base usage
-//! plus the running guests on it (plus memory reserved by incoming migrations); pressure rises
+//! plus the running guests on it (plus what incoming migrations have copied so far, while their
+//! full size stays reserved); pressure rises
 //! with load above a threshold on top of each entity's base pressure, and with demand beyond
 //! capacity (an overcommitted node's guests get less CPU than they ask for, the shortfall shows
 //! as CPU pressure; memory beyond the node's as memory and I/O pressure).
@@ -46,6 +47,9 @@ pub struct NodeStats {
     pub cpu_demand: f64,
     /// Memory asked for, bytes (may exceed `maxmem`; `mem` is capped there).
     pub mem_demand: u64,
+    /// Memory asked for with every incoming migration at its full size, bytes: what a further
+    /// migration or start must fit beside.
+    pub mem_committed: u64,
 }
 
 impl NodeStats {
@@ -175,13 +179,17 @@ impl World {
                 pressure: Pressure::default(),
                 cpu_demand: 0.0,
                 mem_demand: 0,
+                mem_committed: 0,
             };
         };
         let cores = node.base_cpu + acc.cores;
+        // Incoming migrations: the memory arrived so far is in use; all of it is committed.
         let mut mem = node.base_mem.saturating_add(acc.mem);
-        for (target, bytes) in self.reservations.values() {
+        let mut mem_committed = mem;
+        for (vmid, (target, bytes)) in &self.reservations {
             if target == name {
-                mem = mem.saturating_add(*bytes);
+                mem = mem.saturating_add(self.arrived(*vmid, *bytes));
+                mem_committed = mem_committed.saturating_add(*bytes);
             }
         }
         let maxcpu = f64::from(node.maxcpu.max(1));
@@ -216,15 +224,18 @@ impl World {
             pressure,
             cpu_demand: cores,
             mem_demand,
+            mem_committed,
         }
     }
 
-    /// Free memory of node `name`, bytes (0 for an unknown node).
+    /// Free memory of node `name`, bytes (0 for an unknown node): what is left beside its use and
+    /// every incoming migration at its full size.
     pub fn free_mem(&self, name: &str) -> u64 {
         let Some(node) = self.nodes.get(name) else {
             return 0;
         };
-        node.maxmem.saturating_sub(self.node_stats(name).mem)
+        node.maxmem
+            .saturating_sub(self.node_stats(name).mem_committed)
     }
 
     /// The statistics of a guest (one pass over the guests for its node's load).

@@ -3,7 +3,9 @@
 
 use serde_json::json;
 
-use crate::support::{GIB, TestSim, live_to, restart_to, sleep, task_path, urlencode};
+use crate::support::{
+    GIB, TestSim, cluster_with, live_to, resource_entry, restart_to, sleep, task_path, urlencode,
+};
 
 #[tokio::test(start_paused = true)]
 async fn precondition_lists_allowed_nodes_and_local_disks() {
@@ -143,14 +145,44 @@ async fn a_migration_that_would_overcommit_the_target_fails() {
 #[tokio::test(start_paused = true)]
 async fn concurrent_migrations_reserve_memory_on_the_target() {
     let s = TestSim::cluster();
-    // pve3: 10 GiB free. 100 costs 2 GiB, 110 costs 2 GiB (HA, so not used here), 101 2 GiB.
+    // pve2: 64 GiB, 8 GiB used. 120 costs 12 GiB; its 24 GiB of VM state take 24 s at 1 GiB/s.
     let a = s.live_migrate("pve1", "qemu/120", "pve2").await;
-    let free_before = 64 * GIB - s.resource("node/pve2").await["mem"].as_u64().unwrap();
-    assert!(
-        free_before < 56 * GIB,
+    let state = s.get_data("/_sim/state").await;
+    let m = &state["migrations"][0];
+    assert_eq!((&m["vmid"], &m["target"]), (&json!(120), &json!("pve2")));
+    assert_eq!(
+        m["reserved"],
+        12 * GIB,
         "the incoming 12 GiB are already reserved"
     );
+    // What the target reports grows as the pages arrive, as the QEMU process on a Proxmox
+    // target fills: none at first, about half halfway.
+    let used = || async { s.resource("node/pve2").await["mem"].as_u64().unwrap() };
+    assert_eq!(used().await, 8 * GIB);
+    sleep(12.0).await;
+    let half = used().await;
+    assert!((13 * GIB..=15 * GIB).contains(&half), "{half}");
     s.wait(&a).await;
+    assert_eq!(used().await, 20 * GIB);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_migration_must_fit_beside_the_full_size_of_those_still_arriving() {
+    // pve3: 16 GiB, 6 GiB used. 100 (2 GiB) arrives slowly; 120 (12 GiB) would fit beside the
+    // little of 100 pve3 reports so far, not beside all of it.
+    let s = cluster_with(|doc| {
+        resource_entry(doc, "node/pve3")["mem"] = json!(4 * GIB);
+    });
+    let slow = [("target", "pve3"), ("online", "1"), ("bwlimit", "1024")];
+    let a = s.migrate("pve1", "qemu/100", &slow).await;
+    sleep(1.0).await;
+    assert!(s.resource("node/pve3").await["mem"].as_u64().unwrap() < 5 * GIB);
+    let b = s.live_migrate("pve1", "qemu/120", "pve3").await;
+    s.assert_aborted(&b, "start failed: QEMU exited with code 1")
+        .await;
+    s.control("POST", "/_sim/advance", json!({"seconds": 5000}))
+        .await;
+    s.wait_ok(&a).await;
 }
 
 #[tokio::test(start_paused = true)]

@@ -1,6 +1,6 @@
 //! What a plan leaves undone, said the same way by the command line, the service and webhooks.
 
-use flxp_core::balance::{Plan, PlanStop, Purpose};
+use flxp_core::balance::{Overfull, Plan, PlanStop, Purpose};
 use flxp_engine::Goal;
 
 /// Why a plan leaves the request unmet, one phrase each (empty: met). Evacuation: a guest that
@@ -9,6 +9,12 @@ use flxp_engine::Goal;
 /// human headline and `--json` (`unmet`) name it, so a plan never says "no balancing needed"
 /// while exiting 3 without saying why.
 pub fn unmet(plan: &Plan, goal: &Goal) -> Vec<String> {
+    unmet_leaving(plan, goal, &plan.overfull)
+}
+
+/// [`unmet`], with the nodes left over their memory as `overfull` names them: after a run, as
+/// the cluster read again shows them rather than as the plan expected.
+pub fn unmet_leaving(plan: &Plan, goal: &Goal, overfull: &[Overfull]) -> Vec<String> {
     let mut why = Vec::new();
     if !plan.unplaced.is_empty() {
         why.push(format!(
@@ -19,6 +25,9 @@ pub fn unmet(plan: &Plan, goal: &Goal) -> Vec<String> {
     if matches!(goal, Goal::Evacuate { .. }) {
         return why;
     }
+    // A node reporting more memory used than it has is counted as full: balancing cannot show
+    // it any emptier until its excess is gone, whatever the spread says.
+    why.extend(overfull_phrase(overfull));
     // A balance plugin that failed (with `ignore`) is why nothing moves: say that, not that the
     // cluster offers no safe move.
     if let Some((p, e)) = plan
@@ -79,4 +88,17 @@ pub fn unmet(plan: &Plan, goal: &Goal) -> Vec<String> {
         });
     }
     why
+}
+
+/// The phrase `unmet` gets for nodes left over their memory, or none:
+/// `1 node(s) stay over their memory, counted as full: a (296.0 GiB used of 64.0 GiB)`.
+pub fn overfull_phrase(overfull: &[Overfull]) -> Option<String> {
+    (!overfull.is_empty()).then(|| {
+        let nodes: Vec<String> = overfull.iter().map(ToString::to_string).collect();
+        format!(
+            "{} node(s) stay over their memory, counted as full: {}",
+            overfull.len(),
+            nodes.join(", ")
+        )
+    })
 }

@@ -14,7 +14,7 @@ use flxp_engine::{ExecutionReport, Executor, Goal, LeaseKeeper, Model, planning}
 use tracing::instrument::WithSubscriber;
 
 use super::{RunArgs, SourceArgs, UNSATISFIABLE, UsageError, load};
-use crate::app::plan::unmet;
+use crate::app::plan::{unmet, unmet_leaving};
 use crate::config::Config;
 use crate::{output, progress};
 
@@ -286,7 +286,11 @@ pub fn carry_out(
         (None, None) => return Err(load::no_cluster()),
     };
     let dry = execution.is_none();
-    let mut why = unmet(&plan, goal);
+    // After a run, the nodes still over their memory are those the cluster read again shows,
+    // not those the plan expected.
+    let after_run = execution.as_ref().and_then(|r| r.overfull.as_deref());
+    let overfull = after_run.unwrap_or(&plan.overfull);
+    let mut why = unmet_leaving(&plan, goal, overfull);
     why.extend(crate::app::left::phrase(&left, !dry));
     let code = match &execution {
         Some(r) if !r.is_clean() => 1,
@@ -304,7 +308,11 @@ pub fn carry_out(
     } else if let Some(report) = &execution {
         output::print_execution(report);
         crate::app::left::print(&left, true);
-        if let Some(p) = crate::app::left::phrase(&left, true) {
+        let after = after_run.and_then(crate::app::plan::overfull_phrase);
+        for p in after
+            .into_iter()
+            .chain(crate::app::left::phrase(&left, true))
+        {
             // A run that stopped early or saw a migration fail exits 1, which says more.
             output::say(format!("not met (exit code {code}): {p}"));
         }

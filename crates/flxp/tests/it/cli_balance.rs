@@ -859,3 +859,53 @@ fn errors_name_a_snapshot_on_stdin_stdin() {
         assert!(!err.contains("in -"), "{cmd}: {err}");
     }
 }
+
+/// A node reporting more memory used than it has (320 GiB of 64) is counted as full, and what
+/// leaves it comes off what it reports: the plan names it as left over its memory, the headline
+/// and `unmet` say so, and the exit code is 3.
+#[test]
+fn a_node_left_over_its_memory_is_named_and_exits_3() {
+    use flxp_core::builder::{ClusterBuilder, GIB, node, vm};
+    let mut b = ClusterBuilder::new()
+        .node(node("a").memory(64 * GIB).used(320 * GIB))
+        .node(node("b").memory(64 * GIB).used(16 * GIB))
+        .node(node("c").memory(64 * GIB).used(8 * GIB))
+        .guest(vm(105, "b").mem(8 * GIB, 8 * GIB));
+    for vmid in 101..=104 {
+        b = b.guest(vm(vmid, "a").mem(8 * GIB, 8 * GIB));
+    }
+    let (_dir, path) = snapshot_file(&b);
+    let (code, out, _) = on_file("balance", &path, &["--json"]);
+    assert_eq!(code, 3, "{out}");
+    let v = json(&out);
+    let moved_off_a = v["migrations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["from"] == "a")
+        .count() as u64;
+    assert!(moved_off_a > 0, "{out}");
+    assert_eq!(v["overfull"][0]["node"], "a");
+    assert_eq!(v["overfull"][0]["mem"], (320 - 8 * moved_off_a) * GIB);
+    let a_after = v["nodes_after"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["node"] == "a")
+        .unwrap();
+    assert_eq!(a_after["mem_percent"], 100.0);
+    let phrase = "1 node(s) stay over their memory, counted as full: a (";
+    assert!(
+        v["unmet"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|u| u.as_str().unwrap().starts_with(phrase)),
+        "{out}"
+    );
+    let (code, out, _) = on_file("balance", &path, &[]);
+    assert_eq!(code, 3, "{out}");
+    let first = out.lines().next().unwrap();
+    assert!(first.starts_with("not met (exit code 3): "), "{out}");
+    assert!(first.contains(phrase), "{out}");
+}

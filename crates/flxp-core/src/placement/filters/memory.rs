@@ -14,11 +14,12 @@ pub const NAME: &str = "memory";
 /// Rejects nodes without room for the subject's memory.
 pub static FILTER: BuiltinFilter = BuiltinFilter::new(NAME, FilterKind::Resource, "memory fits: total − used − reserve, and the optional commit cap", check).with_passes(passes);
 
-/// Bytes a node can still give: total − used − reserve, never below zero.
+/// Bytes a node can still give: total − used − reserve, never below zero; used includes the
+/// guests still migrating away.
 pub fn available(ctx: &Ctx, node: &NodeView) -> u64 {
     node.node
         .maxmem
-        .saturating_sub(node.usage.mem)
+        .saturating_sub(node.usage.mem_held())
         .saturating_sub(ctx.reserve(node))
 }
 
@@ -56,7 +57,7 @@ fn check(ctx: &Ctx, node: &NodeView) -> Result<(), Reason> {
             need,
             available,
             total: node.node.maxmem,
-            used: node.usage.mem,
+            used: node.usage.mem_held(),
             reserve: ctx.reserve(node),
         });
     }
