@@ -822,19 +822,24 @@ mod tests {
         assert!(u.from.starts_with("crs ha=basic"), "{}", u.from);
     }
 
+    /// [`four_on_node1`] under `ha=static` with HA guest 105 on node2 in `hastate`.
+    fn beside_an_ha_guest_on_node2(hastate: &str) -> Cluster {
+        four_on_node1("ha=static")
+            .guest(
+                vm(105, "node2")
+                    .hastate(hastate)
+                    .mem(0, GIB)
+                    .cores(1.0, 0.0),
+            )
+            .build()
+    }
+
     #[test]
     fn no_move_while_an_ha_guest_migrates_or_relocates() {
         // Proxmox's load_balance returns at once while any HA resource is in state migrate or
         // relocate, however imbalanced the cluster is; other guests' migrations do not hold it.
         for hastate in ["migrate", "relocate"] {
-            let c = four_on_node1("ha=static")
-                .guest(
-                    vm(105, "node2")
-                        .hastate(hastate)
-                        .mem(0, GIB)
-                        .cores(1.0, 0.0),
-                )
-                .build();
+            let c = beside_an_ha_guest_on_node2(hastate);
             let p = bruteforce(&c);
             assert!(p.migrations.is_empty());
             assert!(
@@ -843,28 +848,14 @@ mod tests {
                 p.summary
             );
         }
-        let c = four_on_node1("ha=static")
-            .guest(
-                vm(105, "node2")
-                    .hastate("started")
-                    .mem(0, GIB)
-                    .cores(1.0, 0.0),
-            )
-            .build();
+        let c = beside_an_ha_guest_on_node2("started");
         let p = bruteforce(&c);
         assert_eq!(p.migrations.len(), 1, "{}", p.summary);
     }
 
     #[test]
     fn an_ha_guest_in_motion_is_the_typed_stop() {
-        let c = four_on_node1("ha=static")
-            .guest(
-                vm(105, "node2")
-                    .hastate("migrate")
-                    .mem(0, GIB)
-                    .cores(1.0, 0.0),
-            )
-            .build();
+        let c = beside_an_ha_guest_on_node2("migrate");
         let p = bruteforce(&c);
         assert_eq!(
             p.stop,

@@ -222,7 +222,7 @@ impl Trigger {
         imbalance: f64,
         held: u32,
     ) -> Decision {
-        self.decide(cluster, state, measure, imbalance, held, None)
+        self.decide((cluster, state), (measure, imbalance), held, None)
             .0
     }
 
@@ -245,21 +245,19 @@ impl Trigger {
         let imbalance = super::measure::imbalance(averaged.0, averaged.1, measure, metric);
         let now = super::measure::imbalance(last.0, last.1, measure, metric);
         self.decide(
-            averaged.0,
-            averaged.1,
-            measure,
-            imbalance,
+            averaged,
+            (measure, imbalance),
             held,
             Some((last.0, last.1, now)),
         )
     }
 
+    /// The check on the figures `at`, the imbalance they show under `measure`, the counter so
+    /// far and, when known, what the last read showed.
     fn decide(
         &self,
-        cluster: &Cluster,
-        state: &State,
-        measure: Measure,
-        imbalance: f64,
+        (cluster, state): (&Cluster, &State),
+        (measure, imbalance): (Measure, f64),
         held: u32,
         last: Option<(&Cluster, &State, f64)>,
     ) -> (Decision, Figures) {

@@ -19,22 +19,16 @@ use crate::app::preflight;
 use crate::app::startup;
 use crate::config::Config;
 
-/// Arguments of `flxp config`.
-#[derive(Debug, clap::Args)]
-pub struct Args {
-    #[command(subcommand)]
-    command: Command,
-}
-
+/// The subcommands of `flxp config`.
 #[derive(Debug, clap::Subcommand)]
-enum Command {
+pub enum Args {
     /// Check the config file, then each zone's reachability, certificate and token privileges.
     Check(CheckArgs),
 }
 
 /// Arguments of `flxp config check`.
 #[derive(Debug, clap::Args)]
-struct CheckArgs {
+pub struct CheckArgs {
     /// Config file (else FLXP_CONFIG, else /etc/flxp/flxp.toml).
     #[arg(long, value_name = "F", env = "FLXP_CONFIG")]
     config: Option<PathBuf>,
@@ -42,8 +36,8 @@ struct CheckArgs {
 
 /// Runs `flxp config ...`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    match args.command {
-        Command::Check(a) => check(a),
+    match args {
+        Args::Check(a) => check(a),
     }
 }
 

@@ -81,8 +81,10 @@ enum Command {
     /// Run a simulated Proxmox VE API from a scenario file.
     Sim(sim::Args),
     /// Check the config file and each zone (reachability, certificate, token privileges).
+    #[command(subcommand)]
     Config(config_check::Args),
     /// Print what to run on Proxmox VE to set flxp up (a least-privilege API token).
+    #[command(subcommand)]
     Setup(setup::Args),
     /// Write shell completions and man pages (used when building the package).
     #[command(hide = true)]

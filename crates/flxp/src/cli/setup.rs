@@ -6,22 +6,16 @@ use std::process::ExitCode;
 
 use flxp_pve::privileges::{Feature, pveum_commands, requirements, role_name, with_implied};
 
-/// Arguments of `flxp setup`.
-#[derive(Debug, clap::Args)]
-pub struct Args {
-    #[command(subcommand)]
-    command: Command,
-}
-
+/// The subcommands of `flxp setup`.
 #[derive(Debug, clap::Subcommand)]
-enum Command {
+pub enum Args {
     /// Print the pveum commands that create flxp's user, role, ACL and API token.
     Token(TokenArgs),
 }
 
 /// Arguments of `flxp setup token`.
 #[derive(Debug, clap::Args)]
-struct TokenArgs {
+pub struct TokenArgs {
     /// What the token is for (read is always included).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "balance")]
     features: Vec<FeatureArg>,
@@ -59,7 +53,7 @@ impl From<FeatureArg> for Feature {
 
 /// Runs `flxp setup ...`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let Command::Token(a) = args.command;
+    let Args::Token(a) = args;
     let chosen: BTreeSet<Feature> = a.features.into_iter().map(Feature::from).collect();
     let features = with_implied(&chosen);
     flxp_pve::validate_token_id(&format!("{}!{}", a.user, a.token_name))
