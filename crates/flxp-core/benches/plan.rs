@@ -21,7 +21,7 @@
 use std::time::{Duration, Instant};
 
 use flxp_core::balance::bounds::{pinned_spread_floor, sd_floor, spread_floor};
-use flxp_core::balance::methods::{pve_bruteforce, pve_topsis};
+use flxp_core::balance::methods::{PlanInput, pve_bruteforce, pve_topsis};
 use flxp_core::balance::{
     BalanceOptions, EvacuateOptions, LoadKind, Measure, Metric, Purpose, Trigger, imbalance, plan,
     replay, run_until_stable,
@@ -462,7 +462,9 @@ fn quality() {
                 trigger: Trigger { margin, ..trigger },
                 ..BalanceOptions::default()
             };
-            let (end, moves) = run_until_stable(&c, &rules, &s, &p, &o, ranking, 500).expect("pve");
+            let (end, moves) =
+                run_until_stable(&PlanInput::new(&c, &rules, &s, &p), &o, ranking, 500)
+                    .expect("pve");
             Row {
                 before: cv(&s),
                 after: cv(&end),

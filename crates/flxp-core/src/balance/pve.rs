@@ -311,13 +311,16 @@ fn rank(c: &Candidates, ranking: Ranking) -> Result<Vec<(usize, PveMove)>> {
 
 /// Every move Proxmox's method of this `ranking` would consider on this state, ranked best first.
 pub fn rank_moves(
-    cluster: &Cluster,
-    rules: &Rules,
-    state: &State,
-    placer: &Placer,
+    input: &PlanInput<'_>,
     options: &BalanceOptions,
     ranking: Ranking,
 ) -> Result<Vec<PveMove>> {
+    let &PlanInput {
+        cluster,
+        rules,
+        state,
+        placer,
+    } = input;
     let draft = new_sim(cluster, rules, state, placer, options);
     let c = candidates(&draft, true, usage_of(cluster, options.usage).mode);
     Ok(rank(&c, ranking)?.into_iter().map(|(_, m)| m).collect())
@@ -575,22 +578,18 @@ fn choose(
 /// Guests may move more than once, as Proxmox keeps no memory between rounds. The `ranking` says
 /// which of Proxmox's methods.
 pub fn run_until_stable(
-    cluster: &Cluster,
-    rules: &Rules,
-    state: &State,
-    placer: &Placer,
+    start: &PlanInput<'_>,
     options: &BalanceOptions,
     ranking: Ranking,
     max_rounds: usize,
 ) -> Result<(State, Vec<Migration>)> {
-    let mut s = state.clone();
+    let cluster = start.cluster;
+    let mut s = start.state.clone();
     let mut all = Vec::new();
     for _ in 0..max_rounds {
         let input = PlanInput {
-            cluster,
-            rules,
             state: &s,
-            placer,
+            ..*start
         };
         let p = plan(&input, options, ranking)?;
         if p.migrations.is_empty() {
@@ -651,7 +650,8 @@ mod tests {
             measure: Measure::Cv,
             ..BalanceOptions::default()
         };
-        let moves = rank_moves(&c, &rules, &s, &p, &o, Ranking::Bruteforce).unwrap();
+        let moves =
+            rank_moves(&PlanInput::new(&c, &rules, &s, &p), &o, Ranking::Bruteforce).unwrap();
         assert_eq!(moves.len(), 1, "{moves:?}");
         assert_eq!(
             (moves[0].sid.as_str(), moves[0].to.as_str()),
@@ -762,8 +762,13 @@ mod tests {
             (UsageMode::Static, "crs ha=static")
         );
         assert_eq!(p.nodes_before[0].load, round(50.0 * (8.0 / 24.0 + 1.0), 2));
-        let (_, all) =
-            run_until_stable(&c, &rules, &s, &placer(), &o, Ranking::Bruteforce, 10).unwrap();
+        let (_, all) = run_until_stable(
+            &PlanInput::new(&c, &rules, &s, &placer()),
+            &o,
+            Ranking::Bruteforce,
+            10,
+        )
+        .unwrap();
         let got: Vec<(u32, &str)> = all.iter().map(|m| (m.vmid, m.to.as_str())).collect();
         assert_eq!(got, vec![(101, "node2"), (102, "node3")]);
         // TOPSIS balances on the same static figures.

@@ -2,7 +2,7 @@
 //! docs/rebalancing-reference.md §1.2 done in one plan; Proxmox's single-move methods on the
 //! docs/proxmox-behaviour.md §4 fixture.
 
-use flxp_core::balance::methods::{pve_bruteforce, pve_topsis};
+use flxp_core::balance::methods::{PlanInput, pve_bruteforce, pve_topsis};
 use flxp_core::balance::{
     BalanceOptions, Measure, MethodName, Plan, Purpose, Trigger, check_step, imbalance, plan,
     rank_moves, replay, run_until_stable,
@@ -634,10 +634,7 @@ fn pve_methods_rank_the_fixture_moves_as_proxmox_does() {
         let now = imbalance(&c, &s, Measure::Cv, Default::default());
         assert!((now - imbalance_now).abs() < 1e-15, "{now}");
         let brute = rank_moves(
-            &c,
-            &rules,
-            &s,
-            &placer(),
+            &PlanInput::new(&c, &rules, &s, &placer()),
             &pve_options(pve_bruteforce::NAME),
             pve_bruteforce::RANKING,
         )
@@ -646,10 +643,7 @@ fn pve_methods_rank_the_fixture_moves_as_proxmox_does() {
         assert_eq!(targets, ["node3", "node2"]);
         assert!(brute.iter().all(|m| m.sid == "vm:101" && m.from == "node1"));
         let topsis = rank_moves(
-            &c,
-            &rules,
-            &s,
-            &placer(),
+            &PlanInput::new(&c, &rules, &s, &placer()),
             &pve_options(pve_topsis::NAME),
             pve_topsis::RANKING,
         )
@@ -699,10 +693,7 @@ fn pve_bruteforce_replays_dynamic_auto_rebalance2() {
     };
     let s = State::new(&c);
     let (end, done) = run_until_stable(
-        &c,
-        &rules,
-        &s,
-        &placer(),
+        &PlanInput::new(&c, &rules, &s, &placer()),
         &options,
         pve_bruteforce::RANKING,
         10,

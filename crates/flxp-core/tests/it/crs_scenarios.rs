@@ -9,7 +9,7 @@
 //! figures are the raw CV with two decimals (ha-manager 5.2.0: `Measure::CvRaw`; Proxmox VE 9.2
 //! normalises it).
 
-use flxp_core::balance::methods::{pve_bruteforce, pve_topsis};
+use flxp_core::balance::methods::{PlanInput, pve_bruteforce, pve_topsis};
 use flxp_core::balance::{
     BalanceOptions, Measure, MethodName, Plan, Ranking, plan, run_until_stable,
 };
@@ -192,7 +192,8 @@ impl Scene {
             ..BalanceOptions::default()
         };
         let first = plan(&c, &rules, &s, &p, &o).unwrap();
-        let (_, all) = run_until_stable(&c, &rules, &s, &p, &o, ranking, 10).unwrap();
+        let (_, all) =
+            run_until_stable(&PlanInput::new(&c, &rules, &s, &p), &o, ranking, 10).unwrap();
         let moves = all
             .iter()
             .map(|m| (m.vmid, m.to.clone(), format!("{:.2}", m.imbalance_after)))

@@ -387,12 +387,6 @@ fn flxp_examples() -> Vec<&'static str> {
         .collect()
 }
 
-/// The names of the pages that have sections here.
-#[cfg(test)]
-fn page_names() -> Vec<&'static str> {
-    PAGES.iter().map(|p| p.name).collect()
-}
-
 fn item(out: &mut String, tag: &str, text: &str) {
     let _ = writeln!(out, ".TP\n\\fB{}\\fR\n{}", roff(tag), roff(text));
 }
@@ -475,22 +469,6 @@ mod tests {
             let args = example.split_whitespace();
             if let Err(e) = Cli::try_parse_with(registry, args) {
                 panic!("`{example}`: {e}");
-            }
-        }
-    }
-
-    #[test]
-    fn every_page_has_the_sections_a_man_page_needs() {
-        for name in page_names() {
-            let text = sections(name);
-            for s in [
-                ".SH \"EXIT STATUS\"",
-                ".SH ENVIRONMENT",
-                ".SH FILES",
-                ".SH EXAMPLES",
-                ".SH \"SEE ALSO\"",
-            ] {
-                assert!(text.contains(s), "{name} lacks {s}");
             }
         }
     }

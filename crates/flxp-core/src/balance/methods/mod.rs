@@ -51,6 +51,23 @@ pub struct PlanInput<'a> {
     pub placer: &'a Placer,
 }
 
+impl<'a> PlanInput<'a> {
+    /// The input of a plan from `state` of `cluster`, under `rules`, checked by `placer`.
+    pub fn new(
+        cluster: &'a Cluster,
+        rules: &'a Rules,
+        state: &'a State,
+        placer: &'a Placer,
+    ) -> Self {
+        Self {
+            cluster,
+            rules,
+            state,
+            placer,
+        }
+    }
+}
+
 /// A built-in method: its name, a line for users and the function that plans. Each method file
 /// defines one as `METHOD`, so a method is data, not another copy of the trait's plumbing.
 pub struct Builtin {
