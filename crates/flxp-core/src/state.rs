@@ -107,7 +107,7 @@ impl State {
             }
         }
         // A migration in flight holds the guest on its source and fills its target until it
-        // lands. Its memory counts where it lands: the target's report shows the part already
+        // lands. Its memory and CPU load count where it lands: the target's report shows the part already
         // copied (`arrived`, read from the migration's log, 0 when unknown), so the rest counts
         // there too, never below what the target will carry once the guest has landed and never
         // that part twice; on its source it only takes room until then (`mem_leaving`), so what
@@ -118,6 +118,8 @@ impl State {
                 let src = &mut usage[g.node.get()];
                 src.release_mem(g.mem_footprint());
                 src.mem_leaving = src.mem_leaving.saturating_add(g.mem_footprint());
+                // Its CPU load goes with it too (CPU holds no room: nothing is refused for it).
+                src.cpu = (src.cpu - g.cpu_cores()).max(0.0);
                 let u = &mut usage[to.get()];
                 u.take_mem(g.mem_incoming());
                 u.cpu += g.cpu_cores();

@@ -316,3 +316,35 @@ fn a_move_ha_was_asked_for_counts_on_its_target_before_its_task_starts() {
     let b = c.node_idx("b").unwrap();
     assert_eq!(State::new(&c).usage(b).mem, 0);
 }
+
+#[test]
+fn a_guest_in_flight_takes_its_cpu_load_to_where_it_lands() {
+    // a runs at 6 of its 16 cores, 4 of them 101's, which is on its way to b (at 2 of 16): once
+    // 101 has landed a shows 2 and b 6, and that is what a plan measures from now.
+    let c = ClusterBuilder::new()
+        .node(
+            node("a")
+                .cpus(16.0)
+                .load(6.0 / 16.0)
+                .memory(64 * GIB)
+                .used(20 * GIB),
+        )
+        .node(
+            node("b")
+                .cpus(16.0)
+                .load(2.0 / 16.0)
+                .memory(64 * GIB)
+                .used(10 * GIB),
+        )
+        .guest(vm(101, "a").mem(8 * GIB, 8 * GIB).cores(4.0, 1.0))
+        .task(migrating(101, "a", Some("b")))
+        .time(10_000)
+        .build();
+    let (a, b) = (c.node_idx("a").unwrap(), c.node_idx("b").unwrap());
+    let s = State::new(&c);
+    assert!((s.usage(a).cpu - 2.0).abs() < 1e-9, "{:?}", s.usage(a));
+    assert!((s.usage(b).cpu - 6.0).abs() < 1e-9, "{:?}", s.usage(b));
+    // What it has committed stays on a until it lands, as its memory's room does.
+    assert_eq!(s.usage(a).committed_cpus, 4.0);
+    assert_eq!(s.usage(b).committed_cpus, 4.0);
+}
