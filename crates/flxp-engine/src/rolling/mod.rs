@@ -254,6 +254,9 @@ impl Default for RollingOptions {
     }
 }
 
+/// Why a run stopped on request: it starts no further step or node.
+const STOPPED: &str = "the run was stopped (a signal, or its lease lapsed) and starts nothing more";
+
 /// Why a rolling maintenance stopped.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -280,6 +283,9 @@ pub enum RollingError {
         /// Why, with the causes.
         reason: String,
     },
+    /// The run was stopped (a signal, or its lease lapsed) between two nodes: none is out.
+    #[error("{STOPPED}")]
+    Stopped,
     /// A step failed; the node's progress line says where it stopped.
     #[error("node {node} stopped at step {}: {reason}", step.as_str())]
     Failed {
@@ -366,6 +372,9 @@ impl Executor {
         // Emptying nodes and taking guests home go one node at a time, even within a wave.
         let moves = tokio::sync::Mutex::new(());
         loop {
+            if self.stop.is_stopped() {
+                return Err(RollingError::Stopped);
+            }
             let progress = self.rolling_progress().await.map_err(|e| unreadable(&e))?;
             // Nodes out (any step but done) are finished first, even ones another run started.
             let out: Vec<(String, Option<NodeProgress>)> = progress
@@ -593,6 +602,10 @@ impl Executor {
         };
         let mut boot = at.as_ref().map_or(0, |p| p.boot);
         loop {
+            // A stop starts no further step; the node's line keeps where a rerun goes on.
+            if step != Step::Done && self.stop.is_stopped() {
+                return Err(fail(step, STOPPED.to_owned()));
+            }
             match step {
                 Step::Evacuating => {
                     let _moving = moves.lock().await;
@@ -828,6 +841,9 @@ impl Executor {
                     "not back online and quorate within {} s of the reboot",
                     options.boot_timeout.as_secs()
                 ));
+            }
+            if self.stop.is_stopped() {
+                return Err(STOPPED.to_owned());
             }
             tokio::time::sleep(options.poll).await;
         }

@@ -373,32 +373,11 @@ pub(crate) async fn plan_and_run(
     if dry_run || plan.migrations.is_empty() {
         return Ok((plan, None));
     }
-    let (stop_handle, stop) = flxp_engine::stop_signal();
-    let stop_handle = Arc::new(stop_handle);
-    if let Some(held) = lease {
-        // With `[lease] enabled`, a run moves guests only while it holds the zone's lease.
-        let mut lapsed = held.lapsed();
-        let lapse = Arc::clone(&stop_handle);
-        tokio::spawn(async move {
-            lapsed.stopped().await;
-            lapse.stop();
-        });
-    }
     let bars = progress::on_stderr();
-    let mut executor = executor.with_stop(stop);
+    let mut executor = super::lease::stoppable(executor, lease);
     if let Some(b) = &bars {
         executor = executor.with_progress(Arc::clone(b) as Arc<dyn flxp_engine::Progress>);
     }
-    let mut signals = crate::signal::StopSignals::listen();
-    tokio::spawn(async move {
-        signals.next().await;
-        crate::output::tell(
-            "stopping: no new migrations; waiting for running ones (Ctrl-C again to quit)",
-        );
-        stop_handle.stop();
-        signals.next().await;
-        std::process::exit(1);
-    });
     let round = executor.execute(plan.clone(), goal);
     let report = match &bars {
         // Log lines go above the bars while they are drawn.

@@ -229,6 +229,35 @@ impl Held {
     }
 }
 
+/// `executor` with a stop sent when `lease` (when held) lapses or at the first Ctrl-C or SIGTERM:
+/// no new migration or step starts, running migrations are waited for and the run reports; a
+/// second signal quits at once (running migrations go on in Proxmox, and a rerun continues).
+/// Spawns its listeners: call it within the runtime.
+pub(crate) fn stoppable(executor: Executor, lease: Option<&Held>) -> Executor {
+    let (stop_handle, stop) = stop_signal();
+    let stop_handle = Arc::new(stop_handle);
+    if let Some(held) = lease {
+        // With `[lease] enabled`, a run acts only while it holds the zone's lease.
+        let mut lapsed = held.lapsed();
+        let lapse = Arc::clone(&stop_handle);
+        tokio::spawn(async move {
+            lapsed.stopped().await;
+            lapse.stop();
+        });
+    }
+    let mut signals = crate::signal::StopSignals::listen();
+    tokio::spawn(async move {
+        signals.next().await;
+        crate::output::tell(
+            "stopping: no new migrations; waiting for running ones (Ctrl-C again to quit)",
+        );
+        stop_handle.stop();
+        signals.next().await;
+        std::process::exit(1);
+    });
+    executor.with_stop(stop)
+}
+
 /// Why a one-off run does not act, with what to do about it: the holder's kind decides.
 fn refusal(refused: &LeaseRefused, wait: Option<Duration>) -> String {
     let waited = wait.map_or(String::new(), |w| {

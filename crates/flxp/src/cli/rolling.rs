@@ -93,10 +93,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
         wait: args.wait.map(Duration::from_secs),
         nodes: &args.nodes,
     };
-    let work = async |executor: Executor, _: Option<&super::lease::Held>, _: Option<&_>| {
+    let work = async |executor: Executor, held: Option<&super::lease::Held>, _: Option<&_>| {
         if args.dry_run {
             return schedule(&executor, &args.nodes, &options).await;
         }
+        let executor = super::lease::stoppable(executor, held);
         let told = |n: flxp_engine::rolling::News| tell(n.line);
         match executor.rolling(&args.nodes, &options, &told).await {
             Ok(r) => {
@@ -118,6 +119,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
                     "stopped (exit code 3): {e}; nothing was changed on it"
                 ));
                 Ok(ExitCode::from(UNSATISFIABLE))
+            }
+            Err(e @ RollingError::Stopped) => {
+                say(format!(
+                    "stopped (exit code 1): {e}; run the same command again to continue"
+                ));
+                Ok(ExitCode::from(1))
             }
             Err(e) => {
                 say(format!(

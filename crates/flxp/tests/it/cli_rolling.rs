@@ -116,6 +116,62 @@ fn a_run_killed_halfway_is_finished_by_the_next_one() {
 }
 
 #[test]
+fn sigterm_during_the_reboot_wait_stops_the_run_with_its_report_and_a_rerun_continues() {
+    let z = zone();
+    let before = placement(&z);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flxp"))
+        .args([
+            "rolling",
+            "pve2",
+            "pve1",
+            "--zone",
+            "lab",
+            "--config",
+            z.config(),
+        ])
+        .env_remove("FLXP_CONFIG")
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !z.notes("pve1").contains("node=pve2 step=waiting") {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "never rebooting"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "the run ended early");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    super::sigterm(&child);
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    // Not killed by the signal: it says why it stopped, gives the lease back and keeps the step.
+    assert_eq!(out.status.code(), Some(1), "{stderr}\n{stdout}");
+    assert!(stderr.contains("stopping: no new migrations"), "{stderr}");
+    assert!(
+        stdout.contains(
+            "stopped (exit code 1): node pve2 stopped at step waiting: the run was stopped"
+        ),
+        "{stdout}"
+    );
+    let notes = z.notes("pve1");
+    assert!(!notes.contains("flxp-lease"), "{notes}");
+    assert!(notes.contains("node=pve2 step=waiting"), "{notes}");
+    // The rerun needs no wait for a lease, and goes on where the first stopped.
+    let (code, out, err) = z.run(&["rolling", "pve2", "pve1"]);
+    assert_eq!(code, 0, "{err}\n{out}");
+    assert!(err.contains("pve2: continuing at step waiting"), "{err}");
+    assert_eq!(placement(&z), before);
+    assert_notes_clean(&z);
+}
+
+#[test]
 fn a_failing_hook_stops_the_run_and_a_rerun_continues() {
     let z = zone();
     let before = placement(&z);
