@@ -259,11 +259,7 @@ fn two_evacuations_started_together_never_act_at_once() {
             "the refused run wrote its mark"
         );
         // The winner gave the lease up at its end.
-        assert!(
-            !z.notes("pve1").contains("flxp-lease"),
-            "{}",
-            z.notes("pve1")
-        );
+        assert!(z.lease_free("pve1"), "{}", z.notes("pve1"));
     }
 }
 
@@ -439,11 +435,7 @@ fn a_run_beside_a_daemon_holding_only_while_acting_runs_between_its_rounds() {
     assert!(alive, "the daemon ran beside the evacuation");
     assert_eq!(code, 0, "{err}");
     assert!(z.guests_on("pve3").is_empty());
-    assert!(
-        !z.notes("pve1").contains("flxp-lease"),
-        "{}",
-        z.notes("pve1")
-    );
+    assert!(z.lease_free("pve1"), "{}", z.notes("pve1"));
 }
 
 #[test]
