@@ -1,7 +1,9 @@
 //! What carrying out a plan did: `flxp balance --json` prints it as `execution`, the daemon keeps
 //! it in its round report.
 
-use flxp_core::balance::{Measure, Overfull};
+use std::collections::BTreeMap;
+
+use flxp_core::balance::{Measure, Overfull, Plan};
 use serde::Serialize;
 
 /// A migration that ended with the guest on its target.
@@ -152,6 +154,71 @@ impl ExecutionReport {
             && self.unknown.is_empty()
             && self.unfinished.is_empty()
             && self.stopped.is_none()
+    }
+
+    /// What became of each guest `plan` (the plan this report carried out) moves, and of each
+    /// the run tried to move, in words by vmid: the reasons a guest still on a node being emptied
+    /// gives ([`flxp_core::left_running::left_running_after`]). A migration that ran names the
+    /// target it was sent to (a replan may have chosen another than the plan) and how it ended;
+    /// one never started says so, and why.
+    pub fn outcomes(&self, plan: &Plan) -> BTreeMap<u32, String> {
+        let mut why_not = Vec::new();
+        if let Some(first) = self.replans.first() {
+            why_not.push(format!(
+                "the rest of the run was planned again ({}) and no later plan moved it",
+                first.reason
+            ));
+        }
+        if let Some(stopped) = &self.stopped {
+            why_not.push(format!("the run stopped early: {stopped}"));
+        }
+        if why_not.is_empty() {
+            why_not.push("see the report".to_owned());
+        }
+        let why_not = why_not.join("; ");
+        let mut out: BTreeMap<u32, String> = plan
+            .migrations
+            .iter()
+            .map(|m| {
+                let what = format!("its migration to {} was not started: {why_not}", m.to);
+                (m.vmid, what)
+            })
+            .collect();
+        // The latest word on a guest wins, the most telling kind last.
+        for d in &self.done {
+            let what = format!("its migration to {} was done; it came back since", d.to);
+            out.insert(d.vmid, what);
+        }
+        for d in &self.skipped {
+            let what = format!(
+                "its migration to {} was not started: it no longer held ({})",
+                d.to,
+                d.reasons.join("; ")
+            );
+            out.insert(d.vmid, what);
+        }
+        for u in &self.unfinished {
+            let what = format!(
+                "its migration to {} was still running when the run stopped following it \
+                 (Proxmox carries it on)",
+                u.to
+            );
+            out.insert(u.vmid, what);
+        }
+        for f in &self.unknown {
+            let what = format!(
+                "its migration to {} has an unknown outcome: {}",
+                f.to, f.error
+            );
+            out.insert(f.vmid, what);
+        }
+        for f in &self.failed {
+            out.insert(
+                f.vmid,
+                format!("its migration to {} failed: {}", f.to, f.error),
+            );
+        }
+        out
     }
 
     /// One line: what was done.

@@ -71,7 +71,10 @@ impl<'e> Round<'e> {
         let mut stop = self.exec.stop.clone();
         loop {
             if self.drain_until.is_none() && stop.is_stopped() {
-                self.stop_starting("a stop was requested".into());
+                let why = stop
+                    .reason()
+                    .unwrap_or_else(|| crate::stop::REQUESTED.into());
+                self.stop_starting(why);
             }
             if self.drain_until.is_none() && self.replan.is_none() {
                 self.start_ready().await;
