@@ -317,6 +317,20 @@ async fn an_idle_leased_daemon_round_makes_three_calls_and_none_to_the_lease() {
     z.shutdown().await;
 }
 
+/// The first calls of a round that acts after this process marked `marked`: planned on a refresh
+/// (the mark read back) without the lease; the lease on pve1 taken (a read, a write); read again
+/// under it with a refresh.
+fn taken_and_refreshed(marked: &str) -> Vec<String> {
+    let noted = format!("GET /nodes/{marked}/config");
+    REFRESH
+        .iter()
+        .chain(&[noted.as_str()])
+        .chain(&["GET /nodes/pve1/config", "PUT /nodes/pve1/config"])
+        .chain(&REFRESH)
+        .map(|s| s.to_string())
+        .collect()
+}
+
 /// Whether these notes hold no lease: no line, or one given back (`expires=0`).
 fn lease_free(notes: &str) -> bool {
     flxp_engine::lease::find(notes, "").is_none_or(|r| r.expires == flxp_engine::lease::FREE)
@@ -352,14 +366,7 @@ async fn a_round_with_work_takes_the_lease_reads_again_under_it_acts_and_gives_i
     let calls = until_released(&c).await;
     // Planned on a refresh without the lease; the lease taken (a read, a write); read again
     // under it; then the steps; the lease given back (a read, a write) after the last.
-    let want_start: Vec<String> = REFRESH
-        .iter()
-        .chain(&["GET /nodes/pve4/config"])
-        .chain(&["GET /nodes/pve1/config", "PUT /nodes/pve1/config"])
-        .chain(&REFRESH)
-        .map(|s| s.to_string())
-        .collect();
-    assert_eq!(calls[..9], want_start, "{calls:#?}");
+    assert_eq!(calls[..9], taken_and_refreshed("pve4"), "{calls:#?}");
     let n = calls.len();
     assert_eq!(
         calls[n - 2..],
@@ -526,14 +533,7 @@ async fn a_round_after_another_flxp_marked_a_node_reads_it_under_the_lease_and_m
         "{to:?}"
     );
     let calls = until_released(&c).await;
-    let want_start: Vec<String> = REFRESH
-        .iter()
-        .chain(&["GET /nodes/pve6/config"])
-        .chain(&["GET /nodes/pve1/config", "PUT /nodes/pve1/config"])
-        .chain(&REFRESH)
-        .map(|s| s.to_string())
-        .collect();
-    assert_eq!(calls[..9], want_start, "{calls:#?}");
+    assert_eq!(calls[..9], taken_and_refreshed("pve6"), "{calls:#?}");
     z.shutdown().await;
 }
 
