@@ -140,6 +140,20 @@ pub struct ExecutionReport {
     /// have (counted as full); absent when none does or the cluster could not be read again.
     #[serde(skip_serializing_if = "no_overfull")]
     pub overfull: Option<Vec<Overfull>>,
+    /// Planned migrations never started, by vmid, and why. Not written out: each guest left
+    /// running on a node being emptied says it ([`Self::outcomes`]).
+    #[serde(skip)]
+    #[cfg_attr(feature = "graphql", graphql(skip))]
+    pub not_started: BTreeMap<u32, NotStarted>,
+}
+
+/// A planned migration the run never started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotStarted {
+    /// The target it was planned to (the latest plan's, after replans).
+    pub to: String,
+    /// Why it was not started: planned again without it, the run stopped first.
+    pub why: String,
 }
 
 /// Whether there is no overfull node to write.
@@ -162,28 +176,16 @@ impl ExecutionReport {
     /// target it was sent to (a replan may have chosen another than the plan) and how it ended;
     /// one never started says so, and why.
     pub fn outcomes(&self, plan: &Plan) -> BTreeMap<u32, String> {
-        let mut why_not = Vec::new();
-        if let Some(first) = self.replans.first() {
-            why_not.push(format!(
-                "the rest of the run was planned again ({}) and no later plan moved it",
-                first.reason
-            ));
-        }
-        if let Some(stopped) = &self.stopped {
-            why_not.push(format!("the run stopped early: {stopped}"));
-        }
-        if why_not.is_empty() {
-            why_not.push("see the report".to_owned());
-        }
-        let why_not = why_not.join("; ");
+        let not_started =
+            |to: &str, why: &str| format!("its migration to {to} was not started: {why}");
         let mut out: BTreeMap<u32, String> = plan
             .migrations
             .iter()
-            .map(|m| {
-                let what = format!("its migration to {} was not started: {why_not}", m.to);
-                (m.vmid, what)
-            })
+            .map(|m| (m.vmid, not_started(&m.to, "see the report")))
             .collect();
+        for (vmid, n) in &self.not_started {
+            out.insert(*vmid, not_started(&n.to, &n.why));
+        }
         // The latest word on a guest wins, the most telling kind last.
         for d in &self.done {
             let what = format!("its migration to {} was done; it came back since", d.to);

@@ -264,7 +264,7 @@ fn a_guest_left_running_says_where_its_failed_migration_went_and_why_its_partner
         reasons[&u64::from(partner)],
         format!(
             "its migration to {to} was not started: the rest of the run was planned again \
-             (migration of {first} to {to} failed) and no later plan moved it"
+             (migration of {first} to {to} failed) and the new plan does not move it"
         ),
         "{out}"
     );
