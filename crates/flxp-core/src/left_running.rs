@@ -56,13 +56,43 @@ fn arriving_from(cluster: &Cluster, g: &Guest) -> String {
 
 /// The running guests on `nodes` (or arriving there) that `plan` does not take away, in vmid
 /// order. With `carried_out`, the cluster was read after the plan ran: every guest still there
-/// stayed, whatever the plan meant to do with it.
+/// stayed, whatever the plan meant to do with it ([`left_running_after`] says what became of
+/// each migration when the run's report is at hand).
 pub fn left_running(
     cluster: &Cluster,
     nodes: &[NodeIdx],
     plan: &Plan,
     carried_out: bool,
 ) -> Vec<LeftRunning> {
+    left(
+        cluster,
+        nodes,
+        plan,
+        carried_out.then_some(&BTreeMap::new()),
+    )
+}
+
+/// [`left_running`] on a cluster read after `plan` ran, each guest the run tried to move, or
+/// planned to and did not start, saying what became of it: `outcomes` by vmid, in words (its
+/// migration failed, to which node and why; was not started, and why), as the run's report
+/// tells. A guest the plan moves with no outcome is said not to have moved, naming the report.
+pub fn left_running_after(
+    cluster: &Cluster,
+    nodes: &[NodeIdx],
+    plan: &Plan,
+    outcomes: &BTreeMap<u32, String>,
+) -> Vec<LeftRunning> {
+    left(cluster, nodes, plan, Some(outcomes))
+}
+
+/// [`left_running`]; `outcomes` is `Some` after the run.
+fn left(
+    cluster: &Cluster,
+    nodes: &[NodeIdx],
+    plan: &Plan,
+    outcomes: Option<&BTreeMap<u32, String>>,
+) -> Vec<LeftRunning> {
+    let carried_out = outcomes.is_some();
     let skipped: BTreeMap<u32, String> = plan
         .skipped
         .iter()
@@ -92,14 +122,16 @@ pub fn left_running(
             if !carried_out && arriving.is_none() && moved.contains_key(&g.vmid) {
                 return None;
             }
-            let reason = match (arriving, skipped.get(&g.vmid)) {
-                (Some(_), _) => arriving_from(cluster, g),
-                (None, Some(why)) => why.clone(),
-                (None, None) if carried_out => match moved.get(&g.vmid) {
+            let outcome = outcomes.and_then(|o| o.get(&g.vmid));
+            let reason = match (arriving, outcome, skipped.get(&g.vmid)) {
+                (Some(_), _, _) => arriving_from(cluster, g),
+                (None, Some(what), _) => what.clone(),
+                (None, None, Some(why)) => why.clone(),
+                (None, None, None) if carried_out => match moved.get(&g.vmid) {
                     Some(to) => format!("its migration to {to} did not happen (see the report)"),
                     None => "not moved: it came after the plan was made".to_owned(),
                 },
-                (None, None) => "not moved by the plan".to_owned(),
+                (None, None, None) => "not moved by the plan".to_owned(),
             };
             Some(LeftRunning::of(g, &cluster.node(here).name, reason))
         })
@@ -350,6 +382,40 @@ mod tests {
                 .running()
                 .len(),
             1
+        );
+    }
+
+    #[test]
+    fn after_a_run_a_guest_still_there_says_what_became_of_its_migration() {
+        let c = ClusterBuilder::new()
+            .nodes(&["a", "b"])
+            .guest(vm(101, "a"))
+            .guest(vm(102, "a"))
+            .build();
+        let plan = evacuate_node(&c, "a");
+        assert_eq!(plan.migrations.len(), 2);
+        let a = c.node_idx("a").unwrap();
+        let outcomes: BTreeMap<u32, String> = [(
+            101,
+            "its migration to b failed: migration aborted".to_owned(),
+        )]
+        .into();
+        let reasons: Vec<(u32, String)> = left_running_after(&c, &[a], &plan, &outcomes)
+            .into_iter()
+            .map(|l| (l.vmid, l.reason))
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                (
+                    101,
+                    "its migration to b failed: migration aborted".to_owned()
+                ),
+                (
+                    102,
+                    "its migration to b did not happen (see the report)".to_owned()
+                ),
+            ]
         );
     }
 

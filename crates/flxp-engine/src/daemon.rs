@@ -312,6 +312,16 @@ fn zone_placer(placer: &Arc<Placer>, zone: &str) -> Arc<Placer> {
     }
 }
 
+/// When another flxp held `z`'s lease since this process last did, the round's read under the
+/// lease is a full one: that flxp may have marked a node for maintenance, and a refresh reads no
+/// node notes, so a round would otherwise move guests onto the node it marked.
+fn read_all_if_another_acted(z: &ZoneState, k: &LeaseKeeper) {
+    if k.another_acted() {
+        tracing::info!("another flxp held the lease since this one did: reading the whole zone");
+        z.cache.another_acted();
+    }
+}
+
 /// Called with every round's report.
 pub type RoundListener = Arc<dyn Fn(&RoundReport) + Send + Sync>;
 
@@ -624,6 +634,7 @@ impl Daemon {
             (Some(k), None) => match k.demand().await {
                 Ok(g) => {
                     _lease = Some(g);
+                    read_all_if_another_acted(z, k);
                     Mode::Act
                 }
                 Err(why) => return self.stand_by(k, why, report),
@@ -641,6 +652,7 @@ impl Daemon {
                 Ok(g) => _lease = Some(g),
                 Err(why) => return self.stand_by(k, why, fresh),
             }
+            read_all_if_another_acted(z, k);
             report = fresh;
             // The trigger's hold count is the one this round found, not counted twice.
             z.held.store(held, Ordering::Relaxed);

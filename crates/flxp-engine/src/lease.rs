@@ -12,6 +12,11 @@
 //! file changed in between (pve-manager `PVE/API2/NodeConfig.pm`, `PVE::Tools::assert_if_modified`):
 //! of two replicas writing at once, one wins.
 //!
+//! A run that ends gives the lease back by writing its line with `expires=0` (free to every flxp
+//! at once), not by removing it: the next flxp to take the lease then knows whether another held
+//! it since its own last turn, and a daemon reads the cluster again in full when so (another
+//! flxp may have written what no cluster-wide answer shows, such as a maintenance mark).
+//!
 //! Clocks: the expiry is written and compared in Proxmox's clock (the `Date` header of its
 //! answers), never this machine's. A holder stops acting when its own monotonic clock says
 //! `renew-sent + ttl - margin` passed without a successful renewal; a contender takes over only
@@ -75,6 +80,10 @@ impl LeaseOptions {
         (self.ttl / 3).max(Duration::from_millis(100))
     }
 }
+
+/// The expiry of a lease line given back: free to every flxp at once (see
+/// [`LeaseKeeper::another_acted`] for why the line stays).
+pub const FREE: i64 = 0;
 
 /// One zone's lease as written in the notes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -414,8 +423,15 @@ struct KeeperState {
     demand: usize,
     /// Whether the renewal on demand runs (`hold = acting`).
     renewing: bool,
-    /// Whether this process wrote the lease line and has not removed it since.
+    /// Whether this process wrote the lease line and has not given it back since.
     written: bool,
+    /// Whether this process ever wrote the lease line: its own line, given back, stays in the
+    /// notes until another flxp writes its own.
+    wrote_once: bool,
+    /// Taken from a line another flxp wrote (or from none, where this process had left its
+    /// own): another flxp may have acted since this process last held it. Cleared by
+    /// [`LeaseKeeper::another_acted`].
+    another: bool,
 }
 
 /// Takes and renews one zone's lease over its API (the I/O edge of this module).
@@ -651,6 +667,18 @@ impl LeaseKeeper {
                     pidns: self.process.pidns.clone(),
                 };
                 self.write(&node, &notes, Some(&record), cfg.digest).await?;
+                // A line given back stays (see `give_back`), so a line of another holder, or
+                // none where this process had left its own, means another flxp held the lease
+                // since: it may have written (a maintenance mark) what this one's reads miss.
+                {
+                    let mut st = self.lock();
+                    let another = match &current {
+                        Some(r) => r.holder != self.options.holder,
+                        None => st.wrote_once,
+                    };
+                    st.another |= another;
+                    st.wrote_once = true;
+                }
                 Ok(LeaseState::Held)
             }
         }
@@ -686,14 +714,24 @@ impl LeaseKeeper {
     pub async fn release(&self) {
         let _one = self.ticking.lock().await;
         self.lock().valid_until = None;
-        if self.remove_line().await {
+        if self.give_back().await {
             tracing::info!(zone = %self.zone, "lease released");
         }
     }
 
-    /// Removes this process's lease line with compare-and-swap; when that fails, the lease
-    /// lapses at its expiry. Whether it was removed.
-    async fn remove_line(&self) -> bool {
+    /// Whether another flxp held the lease between this process's last holding and its latest
+    /// taking (the line it took was another holder's); answered once: the next call says `false` until
+    /// another such taking. A daemon reads the whole cluster again then: what that flxp wrote
+    /// (a maintenance mark in a node's notes) is in no cluster-wide answer.
+    pub fn another_acted(&self) -> bool {
+        std::mem::take(&mut self.lock().another)
+    }
+
+    /// Gives this process's lease line back with compare-and-swap: the line stays, expired
+    /// (`expires=0`, free to every flxp, older ones too), so that the next flxp to take the
+    /// lease knows who held it last. When that fails, the lease lapses at its expiry. Whether
+    /// it was given back.
+    async fn give_back(&self) -> bool {
         self.lock().written = false;
         let Ok(node) = self.lease_node().await else {
             return false;
@@ -702,10 +740,16 @@ impl LeaseKeeper {
             return false;
         };
         let notes = cfg.description.unwrap_or_default();
-        if find(&notes, &self.options.holder).is_none_or(|r| r.holder != self.options.holder) {
+        let Some(mine) = find(&notes, &self.options.holder)
+            .filter(|r| r.holder == self.options.holder && r.expires != FREE)
+        else {
             return false;
-        }
-        match self.write(&node, &notes, None, cfg.digest).await {
+        };
+        let free = LeaseRecord {
+            expires: FREE,
+            ..mine
+        };
+        match self.write(&node, &notes, Some(&free), cfg.digest).await {
             Ok(()) => true,
             Err(e) => {
                 tracing::warn!(zone = %self.zone, error = %e, "cannot release the lease");
@@ -780,7 +824,7 @@ impl LeaseKeeper {
             }
             st.valid_until = None;
         }
-        if self.remove_line().await {
+        if self.give_back().await {
             tracing::debug!(zone = %self.zone, "lease released: this flxp acts no more for now");
         }
     }

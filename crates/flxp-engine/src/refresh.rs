@@ -10,7 +10,9 @@
 //!   vanished or is on another node than the last read saw (other than a migration this process
 //!   started, on its source or its target), a running task the last read did not see and this
 //!   process did not start, HA's status of a node or service;
-//! - this process wrote HA rules or cluster options.
+//! - this process wrote HA rules or cluster options;
+//! - another flxp held the zone's lease since this process last did ([`ReadCache::another_acted`]):
+//!   it may have written node notes (a maintenance mark) that no refresh would see.
 //!
 //! Node notes this process writes (maintenance and power marks, through [`ReadCache::watch`]'s
 //! transport) are read again at once, that node's config alone. The cache lives in memory only:
@@ -68,6 +70,8 @@ struct State {
     noted: BTreeSet<String>,
     /// This process wrote HA rules or cluster options: the next read is a full one.
     rewritten: bool,
+    /// Another flxp held the zone's lease since the last read: the next read is a full one.
+    another: bool,
     /// The newest task list read, and when: what followers of migrations poll.
     last_tasks: Option<(Instant, Arc<Vec<Task>>)>,
 }
@@ -221,6 +225,12 @@ impl ReadCache {
         self.lock().noted.insert(node.to_owned());
     }
 
+    /// Books that another flxp held the zone's lease since this process last did (see
+    /// [`crate::LeaseKeeper::another_acted`]): the next read is a full one, node notes included.
+    pub fn another_acted(&self) {
+        self.lock().another = true;
+    }
+
     /// Books a migration this process is about to start, before its request is sent: a read
     /// made meanwhile must not take its task or its guest's move for someone else's.
     pub(crate) fn expect_move(&self, vmid: u32, from: &str, to: &str) {
@@ -249,6 +259,12 @@ impl ReadCache {
         }
         if s.rewritten {
             return Some(("flxp changed HA rules or cluster options".into(), Due::All));
+        }
+        if s.another {
+            // What can change unseen is read again, as on the timed read; volumes too when a
+            // refresh would find that the cluster changed.
+            let why = "another flxp held the zone's lease since the last read";
+            return Some((why.into(), Due::Timed));
         }
         if now < s.full_at {
             // The cluster's clock went back: the age of what is kept is unknown.
@@ -484,6 +500,7 @@ impl ReadCache {
         s.full_at = now;
         s.noted.clear();
         s.rewritten = false;
+        s.another = false;
     }
 
     /// The kept slow parts brought up to date with a fresh `/cluster/resources`: free storage

@@ -1,7 +1,9 @@
 //! What carrying out a plan did: `flxp balance --json` prints it as `execution`, the daemon keeps
 //! it in its round report.
 
-use flxp_core::balance::{Measure, Overfull};
+use std::collections::BTreeMap;
+
+use flxp_core::balance::{Measure, Overfull, Plan};
 use serde::Serialize;
 
 /// A migration that ended with the guest on its target.
@@ -138,6 +140,20 @@ pub struct ExecutionReport {
     /// have (counted as full); absent when none does or the cluster could not be read again.
     #[serde(skip_serializing_if = "no_overfull")]
     pub overfull: Option<Vec<Overfull>>,
+    /// Planned migrations never started, by vmid, and why. Not written out: each guest left
+    /// running on a node being emptied says it ([`Self::outcomes`]).
+    #[serde(skip)]
+    #[cfg_attr(feature = "graphql", graphql(skip))]
+    pub not_started: BTreeMap<u32, NotStarted>,
+}
+
+/// A planned migration the run never started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotStarted {
+    /// The target it was planned to (the latest plan's, after replans).
+    pub to: String,
+    /// Why it was not started: planned again without it, the run stopped first.
+    pub why: String,
 }
 
 /// Whether there is no overfull node to write.
@@ -152,6 +168,59 @@ impl ExecutionReport {
             && self.unknown.is_empty()
             && self.unfinished.is_empty()
             && self.stopped.is_none()
+    }
+
+    /// What became of each guest `plan` (the plan this report carried out) moves, and of each
+    /// the run tried to move, in words by vmid: the reasons a guest still on a node being emptied
+    /// gives ([`flxp_core::left_running::left_running_after`]). A migration that ran names the
+    /// target it was sent to (a replan may have chosen another than the plan) and how it ended;
+    /// one never started says so, and why.
+    pub fn outcomes(&self, plan: &Plan) -> BTreeMap<u32, String> {
+        let not_started =
+            |to: &str, why: &str| format!("its migration to {to} was not started: {why}");
+        let mut out: BTreeMap<u32, String> = plan
+            .migrations
+            .iter()
+            .map(|m| (m.vmid, not_started(&m.to, "see the report")))
+            .collect();
+        for (vmid, n) in &self.not_started {
+            out.insert(*vmid, not_started(&n.to, &n.why));
+        }
+        // The latest word on a guest wins, the most telling kind last.
+        for d in &self.done {
+            let what = format!("its migration to {} was done; it came back since", d.to);
+            out.insert(d.vmid, what);
+        }
+        for d in &self.skipped {
+            let what = format!(
+                "its migration to {} was not started: it no longer held ({})",
+                d.to,
+                d.reasons.join("; ")
+            );
+            out.insert(d.vmid, what);
+        }
+        for u in &self.unfinished {
+            let what = format!(
+                "its migration to {} was still running when the run stopped following it \
+                 (Proxmox carries it on)",
+                u.to
+            );
+            out.insert(u.vmid, what);
+        }
+        for f in &self.unknown {
+            let what = format!(
+                "its migration to {} has an unknown outcome: {}",
+                f.to, f.error
+            );
+            out.insert(f.vmid, what);
+        }
+        for f in &self.failed {
+            out.insert(
+                f.vmid,
+                format!("its migration to {} failed: {}", f.to, f.error),
+            );
+        }
+        out
     }
 
     /// One line: what was done.

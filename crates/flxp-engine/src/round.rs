@@ -21,7 +21,7 @@ use crate::migrate::{Failure, Landed, MigrateSettings, migrate_polling};
 use crate::planning::{Goal, HoldReason};
 use crate::progress::Event;
 use crate::queue::{Queue, Status};
-use crate::report::{Done, Dropped, ExecutionReport, Failed, Replan, Unfinished};
+use crate::report::{Done, Dropped, ExecutionReport, Failed, NotStarted, Replan, Unfinished};
 
 /// The state of one round.
 pub(crate) struct Round<'e> {
@@ -71,7 +71,10 @@ impl<'e> Round<'e> {
         let mut stop = self.exec.stop.clone();
         loop {
             if self.drain_until.is_none() && stop.is_stopped() {
-                self.stop_starting("a stop was requested".into());
+                let why = stop
+                    .reason()
+                    .unwrap_or_else(|| crate::stop::REQUESTED.into());
+                self.stop_starting(why);
             }
             if self.drain_until.is_none() && self.replan.is_none() {
                 self.start_ready().await;
@@ -120,6 +123,21 @@ impl<'e> Round<'e> {
                 }
                 None => {}
             }
+        }
+        // What the latest plan still meant to start: the run ended first.
+        let why = match &self.report.stopped {
+            Some(stopped) => format!("the run stopped early: {stopped}"),
+            None => "the run ended before it (its migration budget spent)".to_owned(),
+        };
+        for m in self.queue.pending() {
+            // A queue kept after an empty replan already says so.
+            self.report
+                .not_started
+                .entry(m.vmid)
+                .or_insert_with(|| NotStarted {
+                    to: m.to.clone(),
+                    why: why.clone(),
+                });
         }
         self.report.secs = t0.elapsed().as_secs_f64();
         tracing::info!(summary = %self.report.summary(), "round ended");
@@ -336,6 +354,23 @@ impl<'e> Round<'e> {
             reason: reason.clone(),
             migrations: plan.migrations.len(),
         });
+        // What the plan replaced still meant to start, and the new one does not move.
+        for m in self.queue.pending() {
+            if !plan.migrations.iter().any(|n| n.vmid == m.vmid) {
+                let why = format!(
+                    "the rest of the run was planned again ({reason}) and the new plan does not \
+                     move it"
+                );
+                let to = m.to.clone();
+                self.report
+                    .not_started
+                    .insert(m.vmid, NotStarted { to, why });
+            }
+        }
+        for m in &plan.migrations {
+            // Planned again: what happens to it now is the new plan's.
+            self.report.not_started.remove(&m.vmid);
+        }
         self.report.replans.push(Replan {
             reason,
             migrations: plan.migrations.len(),

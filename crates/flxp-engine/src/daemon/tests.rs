@@ -255,5 +255,12 @@ async fn idle_rounds_go_on_while_a_one_off_run_holds_the_lease() {
         .collect();
     let want: Vec<u64> = (0..30).map(|i| 100 + 10 * i).chain([395]).collect();
     assert_eq!(puts, want);
-    assert_eq!(node.notes(), "flxp.label.ssd");
+    // Given back: the line stays, expired, naming the run that held it last.
+    let notes = node.notes();
+    let left = crate::lease::find(&notes, "").map(|r| (r.holder, r.expires));
+    assert_eq!(
+        left,
+        Some(("cli:2:2".into(), crate::lease::FREE)),
+        "{notes}"
+    );
 }

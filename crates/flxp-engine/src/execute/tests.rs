@@ -619,6 +619,98 @@ async fn a_stop_starts_nothing_new_and_lets_the_running_migration_end() {
     assert_eq!(api.node_of(101), "b");
 }
 
+/// Stops the round for a reason of its own as the first migration starts.
+struct LapseAtStart(crate::StopHandle);
+
+impl Progress for LapseAtStart {
+    fn event(&self, event: &Event) {
+        if matches!(event, Event::Started { .. }) {
+            self.0.stop_because("the zone's lease lapsed");
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stop_for_a_reason_says_it_and_what_it_left_not_started() {
+    let api = Arc::new(api());
+    let plan = plan_of(&api, leave_a("b", "c"));
+    let (handle, stop) = stop_signal();
+    let report = executor(&api, options())
+        .with_stop(stop)
+        .with_progress(Arc::new(LapseAtStart(handle)))
+        .execute(plan.clone(), &evacuate(&["a"]))
+        .await;
+    assert_eq!(report.stopped.as_deref(), Some("the zone's lease lapsed"));
+    assert_eq!(report.done.len(), 1);
+    let outcomes = report.outcomes(&plan);
+    assert_eq!(
+        outcomes[&102],
+        "its migration to c was not started: the run stopped early: the zone's lease lapsed"
+    );
+    // 101 landed: said only if it is found back on a later.
+    assert_eq!(
+        outcomes[&101],
+        "its migration to b was done; it came back since"
+    );
+}
+
+#[test]
+fn each_kind_of_outcome_names_the_target_the_migration_was_sent_to() {
+    let api = api();
+    // Planned: 101 to b, 102 to b; a replan sent 101 to c, where it failed; 102 was dropped.
+    let plan = plan_of(&api, leave_a("b", "b"));
+    let failed = crate::report::Failed {
+        vmid: 101,
+        name: "g101".into(),
+        from: "a".into(),
+        to: "c".into(),
+        step: 0,
+        error: "migration aborted".into(),
+    };
+    let report = ExecutionReport {
+        failed: vec![failed.clone()],
+        unknown: vec![crate::report::Failed {
+            vmid: 103,
+            error: "the task could not be read".into(),
+            ..failed.clone()
+        }],
+        skipped: vec![crate::report::Dropped {
+            vmid: 102,
+            name: "g102".into(),
+            from: "a".into(),
+            to: "b".into(),
+            step: 1,
+            reasons: vec!["b is full".into()],
+        }],
+        unfinished: vec![crate::report::Unfinished {
+            vmid: 104,
+            from: "a".into(),
+            to: "d".into(),
+        }],
+        ..ExecutionReport::default()
+    };
+    let outcomes = report.outcomes(&plan);
+    let want = [
+        (101, "its migration to c failed: migration aborted"),
+        (
+            102,
+            "its migration to b was not started: it no longer held (b is full)",
+        ),
+        (
+            103,
+            "its migration to c has an unknown outcome: the task could not be read",
+        ),
+        (
+            104,
+            "its migration to d was still running when the run stopped following it (Proxmox \
+             carries it on)",
+        ),
+    ];
+    let want: std::collections::BTreeMap<u32, String> =
+        want.into_iter().map(|(v, w)| (v, w.to_owned())).collect();
+    assert_eq!(outcomes, want);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_migration_running_past_the_timeout_fails_and_a_drain_gives_up_in_time() {
     let api = scripted(101, endless());

@@ -423,6 +423,37 @@ async fn a_released_lease_is_taken_at_once() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_lease_given_back_stays_expired_and_tells_the_next_taker_whether_another_held_it() {
+    let node = Node::new();
+    let (a, b) = (keeper(&node, "a"), keeper(&node, "b"));
+    // The first holder ever finds no line: nothing known of another.
+    assert_eq!(a.tick().await, LeaseState::Held);
+    assert!(!a.another_acted());
+    a.release().await;
+    let given_back = node.notes.lock().unwrap().clone();
+    let line = find(&given_back, "a").unwrap();
+    assert_eq!((line.holder.as_str(), line.expires), ("a", FREE));
+    assert_eq!(given_back.lines().next(), Some("flxp.label.ssd"));
+    // Taken again from its own line: no one else held it.
+    assert_eq!(a.tick().await, LeaseState::Held);
+    assert!(!a.another_acted());
+    a.release().await;
+    // Another flxp takes the line given back at once, and gives it back in turn.
+    assert_eq!(b.tick().await, LeaseState::Held);
+    assert!(b.another_acted(), "a held it before b");
+    assert!(!b.another_acted(), "answered once");
+    b.release().await;
+    assert_eq!(a.tick().await, LeaseState::Held);
+    assert!(a.another_acted(), "b held it since a did");
+    assert!(!a.another_acted());
+    a.release().await;
+    // The line removed (by hand, or by an flxp that removed lines it gave back): unknown.
+    *node.notes.lock().unwrap() = "flxp.label.ssd".into();
+    assert_eq!(a.tick().await, LeaseState::Held);
+    assert!(a.another_acted(), "its own line is gone");
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_start_and_a_round_ticking_at_once_both_hold_without_a_failed_write() {
     // The daemon's renewal loop and its first round both tick at start: one process, one lease.
     let node = Node::new();
@@ -492,7 +523,9 @@ async fn demands_share_one_lease_released_after_the_last_and_a_refused_one_write
     );
     drop(second);
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(*node.notes.lock().unwrap(), "flxp.label.ssd", "released");
+    let notes = node.notes.lock().unwrap().clone();
+    let left = find(&notes, "b").map(|r| (r.holder, r.expires));
+    assert_eq!(left, Some(("a".into(), FREE)), "released: {notes}");
     assert!(!a.holding());
     assert_eq!(
         node.writes.load(Ordering::Relaxed),

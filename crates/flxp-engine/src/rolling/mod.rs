@@ -254,9 +254,6 @@ impl Default for RollingOptions {
     }
 }
 
-/// Why a run stopped on request: it starts no further step or node.
-const STOPPED: &str = "the run was stopped (a signal, or its lease lapsed) and starts nothing more";
-
 /// Why a rolling maintenance stopped.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -284,8 +281,11 @@ pub enum RollingError {
         reason: String,
     },
     /// The run was stopped (a signal, or its lease lapsed) between two nodes: none is out.
-    #[error("{STOPPED}")]
-    Stopped,
+    #[error("{reason}")]
+    Stopped {
+        /// Why: the stop's reason (a signal, the lease lapsing).
+        reason: String,
+    },
     /// A step failed; the node's progress line says where it stopped.
     #[error("node {node} stopped at step {}: {reason}", step.as_str())]
     Failed {
@@ -333,6 +333,15 @@ fn news(node: &str, step: Step, line: String) -> News {
 }
 
 impl Executor {
+    /// Why a stopped run starts no further step: the stop's reason (a signal, the lease lapsing).
+    fn stop_reason(&self) -> String {
+        let why = self.stop.reason();
+        format!(
+            "the run was stopped ({}) and starts nothing more",
+            why.as_deref().unwrap_or(crate::stop::REQUESTED)
+        )
+    }
+
     /// The progress lines of the zone now, and the notes of the online nodes.
     pub async fn rolling_progress(&self) -> crate::Result<BTreeMap<String, NodeProgress>> {
         let (_, notes) = self.read_with_notes().await?;
@@ -373,7 +382,9 @@ impl Executor {
         let moves = tokio::sync::Mutex::new(());
         loop {
             if self.stop.is_stopped() {
-                return Err(RollingError::Stopped);
+                return Err(RollingError::Stopped {
+                    reason: self.stop_reason(),
+                });
             }
             let progress = self.rolling_progress().await.map_err(|e| unreadable(&e))?;
             // Nodes out (any step but done) are finished first, even ones another run started.
@@ -604,7 +615,7 @@ impl Executor {
         loop {
             // A stop starts no further step; the node's line keeps where a rerun goes on.
             if step != Step::Done && self.stop.is_stopped() {
-                return Err(fail(step, STOPPED.to_owned()));
+                return Err(fail(step, self.stop_reason()));
             }
             match step {
                 Step::Evacuating => {
@@ -843,7 +854,7 @@ impl Executor {
                 ));
             }
             if self.stop.is_stopped() {
-                return Err(STOPPED.to_owned());
+                return Err(self.stop_reason());
             }
             tokio::time::sleep(options.poll).await;
         }

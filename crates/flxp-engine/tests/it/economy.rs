@@ -317,6 +317,25 @@ async fn an_idle_leased_daemon_round_makes_three_calls_and_none_to_the_lease() {
     z.shutdown().await;
 }
 
+/// The first calls of a round that acts after this process marked `marked`: planned on a refresh
+/// (the mark read back) without the lease; the lease on pve1 taken (a read, a write); read again
+/// under it with a refresh.
+fn taken_and_refreshed(marked: &str) -> Vec<String> {
+    let noted = format!("GET /nodes/{marked}/config");
+    REFRESH
+        .iter()
+        .chain(&[noted.as_str()])
+        .chain(&["GET /nodes/pve1/config", "PUT /nodes/pve1/config"])
+        .chain(&REFRESH)
+        .map(|s| s.to_string())
+        .collect()
+}
+
+/// Whether these notes hold no lease: no line, or one given back (`expires=0`).
+fn lease_free(notes: &str) -> bool {
+    flxp_engine::lease::find(notes, "").is_none_or(|r| r.expires == flxp_engine::lease::FREE)
+}
+
 /// Waits until the counted calls end with the lease's release (a write of pve1's notes), which
 /// the lease keeper makes once the round's guard is dropped; the calls so far.
 async fn until_released(c: &Counted) -> Vec<String> {
@@ -347,14 +366,7 @@ async fn a_round_with_work_takes_the_lease_reads_again_under_it_acts_and_gives_i
     let calls = until_released(&c).await;
     // Planned on a refresh without the lease; the lease taken (a read, a write); read again
     // under it; then the steps; the lease given back (a read, a write) after the last.
-    let want_start: Vec<String> = REFRESH
-        .iter()
-        .chain(&["GET /nodes/pve4/config"])
-        .chain(&["GET /nodes/pve1/config", "PUT /nodes/pve1/config"])
-        .chain(&REFRESH)
-        .map(|s| s.to_string())
-        .collect();
-    assert_eq!(calls[..9], want_start, "{calls:#?}");
+    assert_eq!(calls[..9], taken_and_refreshed("pve4"), "{calls:#?}");
     let n = calls.len();
     assert_eq!(
         calls[n - 2..],
@@ -368,7 +380,7 @@ async fn a_round_with_work_takes_the_lease_reads_again_under_it_acts_and_gives_i
         between.iter().all(|w| w.ends_with("/migrate")),
         "{between:#?}"
     );
-    assert!(!z.sim.world().nodes["pve1"].notes.contains("flxp-lease"));
+    assert!(lease_free(&z.sim.world().nodes["pve1"].notes));
     // The next round has nothing to do (pve4, still in maintenance, is empty): a refresh and
     // no lease call.
     let idle = d.run_round("lab").await.unwrap();
@@ -416,6 +428,112 @@ async fn a_round_that_finds_the_lease_held_when_about_to_act_stands_by_and_write
         .filter(|g| g.node == "pve4")
         .count();
     assert_eq!(on_pve4, 2);
+    z.shutdown().await;
+}
+
+/// Another flxp (`flxp maintenance NODE` from a shell) takes the zone's lease on pve1, marks
+/// `node` for maintenance, and gives the lease back, as a one-off run does.
+async fn another_flxp_marks(z: &Zone, node: &str) {
+    let other = Arc::new(flxp_engine::LeaseKeeper::new(
+        z.api.clone(),
+        "lab".into(),
+        Some("pve1".into()),
+        flxp_engine::LeaseOptions {
+            holder: "flxp-b:7:ab".into(),
+            command: Some("maintenance".into()),
+            ..flxp_engine::LeaseOptions::default()
+        },
+    ));
+    let held = other.demand().await.unwrap();
+    assert!(
+        flxp_engine::maintenance::set(&z.api, node, true)
+            .await
+            .unwrap()
+    );
+    drop(held);
+    other.release().await;
+}
+
+/// The migrations' targets of a round's evacuation.
+fn evacuated_to(r: &flxp_engine::RoundReport) -> Vec<String> {
+    let e = r.evacuation.as_ref().expect("evacuated");
+    e.plan.migrations.iter().map(|m| m.to.clone()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_after_another_flxp_marked_a_node_reads_it_under_the_lease_and_moves_nothing_there()
+{
+    // pve5 is empty: the best target of any move, until another flxp marks it.
+    let z = zone(&generated(8, 0, 0), 500.0, |v| {
+        let resources = v["resources"].as_array_mut().unwrap();
+        resources.retain(|r| !(r["type"] == "qemu" && r["node"] == "pve5"));
+    })
+    .await;
+    let c = Counted::new(&z);
+    let d = leased(&c, &z, 365 * 86_400);
+    // The daemon's first round reads everything; then this process marks pve4, and another
+    // flxp marks pve5 between the rounds.
+    round_then_mark_pve4(&d, &z).await;
+    another_flxp_marks(&z, "pve5").await;
+    c.take();
+    let r = d.run_round("lab").await.unwrap();
+    assert_eq!((&r.error, &r.standby), (&None, &None), "{r:#?}");
+    let to = evacuated_to(&r);
+    assert_eq!(to.len(), 2, "{r:#?}");
+    assert!(!to.contains(&"pve5".to_owned()), "{to:?}");
+    assert_eq!(
+        z.sim
+            .world()
+            .guests
+            .values()
+            .filter(|g| g.node == "pve5")
+            .count(),
+        0
+    );
+    let marked: Vec<&str> = r.maintenance.iter().map(|m| m.node.as_str()).collect();
+    assert_eq!(marked, ["pve4", "pve5"]);
+    // Planned on a refresh without the lease; the lease taken from the other flxp's line given
+    // back; then, under it, a full read of the 8 nodes (no RRD: this daemon does not balance).
+    let calls = until_released(&c).await;
+    let want_start: Vec<String> = REFRESH
+        .iter()
+        .chain(&["GET /nodes/pve4/config"])
+        .chain(&["GET /nodes/pve1/config", "PUT /nodes/pve1/config"])
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(calls[..6], want_start, "{calls:#?}");
+    let first_step = calls.iter().position(|c| c.ends_with("/migrate")).unwrap();
+    let read: std::collections::BTreeSet<&str> = calls[6..first_step]
+        .iter()
+        .filter(|c| c.starts_with("GET /nodes/") && c.ends_with("/config"))
+        .map(String::as_str)
+        .collect();
+    let every: std::collections::BTreeSet<String> = (1..=8)
+        .map(|i| format!("GET /nodes/pve{i}/config"))
+        .collect();
+    assert_eq!(
+        read,
+        every.iter().map(String::as_str).collect(),
+        "{calls:#?}"
+    );
+
+    // No other flxp held the lease since: the next round that acts takes it back from the line
+    // it gave back itself and reads under it with a refresh, no node's config.
+    flxp_engine::maintenance::set(&z.api, "pve6", true)
+        .await
+        .unwrap();
+    d.notes_written("lab", "pve6");
+    let r = d.run_round("lab").await.unwrap();
+    assert_eq!((&r.error, &r.standby), (&None, &None), "{r:#?}");
+    let to = evacuated_to(&r);
+    assert_eq!(to.len(), 2, "{r:#?}");
+    assert!(
+        !to.iter()
+            .any(|t| ["pve4", "pve5", "pve6"].contains(&t.as_str())),
+        "{to:?}"
+    );
+    let calls = until_released(&c).await;
+    assert_eq!(calls[..9], taken_and_refreshed("pve6"), "{calls:#?}");
     z.shutdown().await;
 }
 

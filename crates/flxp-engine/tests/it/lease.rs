@@ -135,10 +135,9 @@ async fn a_zone_without_rounds_keeps_its_lease_and_runs_no_round() {
     d.stop();
     run.await.unwrap();
     d.release_leases().await;
-    assert!(
-        !z.notes("pve1").contains("flxp-lease"),
-        "{}",
-        z.notes("pve1")
-    );
+    // Given back: the line stays, expired.
+    let notes = z.notes("pve1");
+    let left = flxp_engine::lease::find(&notes, "").map(|r| r.expires);
+    assert_eq!(left, Some(flxp_engine::lease::FREE), "{notes}");
     assert_eq!(z.migrations_of(100), 0);
 }

@@ -4,18 +4,19 @@
 
 use flxp_core::Model;
 use flxp_core::balance::Plan;
-use flxp_core::left_running::{LeftRunning, left_running};
-use flxp_engine::{Executor, Goal};
+use flxp_core::left_running::{LeftRunning, left_running, left_running_after};
+use flxp_engine::{ExecutionReport, Executor, Goal};
 
 use crate::output::say;
 
 /// The running guests `plan` leaves on the nodes `goal` evacuates, on `model`; empty for
-/// other goals.
+/// other goals. After a run (`run`, its report), each guest the run meant to move says what
+/// became of its migration.
 pub(crate) fn on_model(
     model: &Model,
     goal: &Goal,
     plan: &Plan,
-    carried_out: bool,
+    run: Option<&ExecutionReport>,
 ) -> Vec<LeftRunning> {
     let Goal::Evacuate { nodes, .. } = goal else {
         return Vec::new();
@@ -24,7 +25,10 @@ pub(crate) fn on_model(
         .iter()
         .filter_map(|n| model.cluster.node_idx_loose(n))
         .collect();
-    left_running(&model.cluster, &idx, plan, carried_out)
+    match run {
+        Some(r) => left_running_after(&model.cluster, &idx, plan, &r.outcomes(plan)),
+        None => left_running(&model.cluster, &idx, plan, false),
+    }
 }
 
 /// [`on_model`] on the zone as it is now; a failed read is said, and counts as nothing known.
@@ -32,13 +36,13 @@ pub(crate) async fn in_zone(
     executor: &Executor,
     goal: &Goal,
     plan: &Plan,
-    carried_out: bool,
+    run: Option<&ExecutionReport>,
 ) -> Vec<LeftRunning> {
     if !matches!(goal, Goal::Evacuate { .. }) {
         return Vec::new();
     }
     match executor.read().await {
-        Ok(model) => on_model(&model, goal, plan, carried_out),
+        Ok(model) => on_model(&model, goal, plan, run),
         Err(e) => {
             crate::output::tell(format!(
                 "warning: cannot read the zone to tell what still runs on the emptied node(s): {}",

@@ -261,7 +261,7 @@ pub fn carry_out(
         (Some(path), _) => {
             let model = load::model_to_plan(path)?;
             let plan = plan_on(&model, &placer, goal)?;
-            let left = crate::app::left::on_model(&model, goal, &plan, false);
+            let left = crate::app::left::on_model(&model, goal, &plan, None);
             (plan, None, left)
         }
         (None, Some(zone)) => {
@@ -273,7 +273,7 @@ pub fn carry_out(
                 let (plan, report) =
                     plan_and_run(executor, goal, None, dry_run, json, zone, held).await?;
                 // Read again: what runs on the emptied nodes now, whatever the plan meant.
-                let left = crate::app::left::in_zone(&reader, goal, &plan, report.is_some()).await;
+                let left = crate::app::left::in_zone(&reader, goal, &plan, report.as_ref()).await;
                 if !dry_run {
                     let events =
                         crate::notify::events::from_run(zone, goal, &plan, report.as_ref(), &left);
@@ -359,7 +359,7 @@ pub(crate) async fn plan_and_run(
     if !json {
         let mut why = unmet(&plan, goal);
         // An evacuation that would leave a running guest says so first.
-        let left = crate::app::left::in_zone(&executor, goal, &plan, false).await;
+        let left = crate::app::left::in_zone(&executor, goal, &plan, None).await;
         why.extend(crate::app::left::phrase(&left, false));
         output::print_plan(&plan, &why);
     }

@@ -139,6 +139,9 @@ pub(crate) async fn kept_nodes(keeper: Option<&LeaseKeeper>) -> BTreeMap<String,
     kept
 }
 
+/// Why a run stops when its lease lapses (said in its report).
+const LAPSED: &str = "the zone's lease lapsed (it could not be renewed in time): another flxp may act on the zone now";
+
 /// The lease held by this run: renewed in the background until released.
 pub(crate) struct Held {
     keeper: Arc<LeaseKeeper>,
@@ -185,7 +188,7 @@ impl Held {
                 }
                 if !k.holding() {
                     tracing::error!("the zone's lease lapsed: starting no new migration");
-                    lapse.stop();
+                    lapse.stop_because(LAPSED);
                 }
             }
         });
@@ -242,7 +245,10 @@ pub(crate) fn stoppable(executor: Executor, lease: Option<&Held>) -> Executor {
         let lapse = Arc::clone(&stop_handle);
         tokio::spawn(async move {
             lapsed.stopped().await;
-            lapse.stop();
+            match lapsed.reason() {
+                Some(why) => lapse.stop_because(&why),
+                None => lapse.stop(),
+            }
         });
     }
     let mut signals = crate::signal::StopSignals::listen();

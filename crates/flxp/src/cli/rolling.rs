@@ -120,7 +120,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 ));
                 Ok(ExitCode::from(UNSATISFIABLE))
             }
-            Err(e @ RollingError::Stopped) => {
+            Err(e @ RollingError::Stopped { .. }) => {
                 say(format!(
                     "stopped (exit code 1): {e}; run the same command again to continue"
                 ));

@@ -91,6 +91,12 @@ impl SimZone {
         self.sim.world().nodes[node].notes.clone()
     }
 
+    /// Whether `node`'s notes hold no lease: no line, or one given back (`expires=0`).
+    pub fn lease_free(&self, node: &str) -> bool {
+        let notes = self.notes(node);
+        flxp_engine::lease::find(&notes, "").is_none_or(|r| r.expires == flxp_engine::lease::FREE)
+    }
+
     /// Guests on a node now.
     pub fn guests_on(&self, node: &str) -> Vec<u32> {
         let w = self.sim.world();

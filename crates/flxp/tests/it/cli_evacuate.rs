@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::cli_balance::{DEMO, fast_zone};
+use super::cli_balance::{DEMO, SimZone, fast_zone};
 use super::{example, json, on_file, run, temp_file};
 
 /// Runs `flxp evacuate NODE --from-file FILE EXTRA...`.
@@ -201,4 +201,71 @@ fn an_evacuation_with_a_failed_migration_says_the_exit_code_it_returns() {
     assert_eq!(code, 1, "{err}\n{out}");
     let last = out.trim_end().lines().last().unwrap();
     assert!(last.starts_with("not met (exit code 1): "), "{out}");
+}
+
+/// The demo zone with 180 and 203 of pve4 in one hard affinity group, and the migration of the
+/// first of them that the evacuation of pve4 plans failing: the vmids of the failing one and its
+/// partner.
+fn pair_failing() -> (SimZone, u32, u32) {
+    let pair = |v: &mut serde_json::Value| {
+        for r in v["resources"].as_array_mut().unwrap() {
+            if r["vmid"] == 180 || r["vmid"] == 203 {
+                r["tags"] = "flxp.affinity.pair".into();
+            }
+        }
+    };
+    let z = super::cli_balance::sim_zone(DEMO, 100_000.0, "", pair);
+    let (_, out, _) = z.run(&["evacuate", "pve4", "--dry-run", "--json"]);
+    let planned = json(&out)["migrations"].as_array().unwrap().clone();
+    let first = planned
+        .iter()
+        .map(|m| m["vmid"].as_u64().unwrap() as u32)
+        .find(|v| [180, 203].contains(v))
+        .unwrap();
+    let partner = if first == 180 { 203 } else { 180 };
+    let z = super::cli_balance::sim_zone(DEMO, 100_000.0, "", |v| {
+        pair(v);
+        v["sim"]["faults"] = serde_json::json!({
+            "fail_migrations": [{"vmid": first, "message": "migration aborted: no route to host"}]
+        });
+    });
+    (z, first, partner)
+}
+
+#[test]
+fn a_guest_left_running_says_where_its_failed_migration_went_and_why_its_partner_never_left() {
+    let (z, first, partner) = pair_failing();
+    let (code, out, err) = z.run(&["evacuate", "pve4", "--json"]);
+    assert_eq!(code, 1, "{err}\n{out}");
+    let v = json(&out);
+    let failed = &v["execution"]["failed"];
+    assert_eq!(failed.as_array().unwrap().len(), 1, "{out}");
+    assert_eq!(failed[0]["vmid"], first);
+    let to = failed[0]["to"].as_str().unwrap();
+    let reasons: std::collections::BTreeMap<u64, String> = v["left_running"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["vmid"].as_u64().unwrap(),
+                l["reason"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    // The target it was sent to, and why it failed.
+    assert_eq!(
+        reasons[&u64::from(first)],
+        format!("its migration to {to} failed: migration aborted: no route to host"),
+        "{out}"
+    );
+    // Its partner was never sent anywhere: not started, and why.
+    assert_eq!(
+        reasons[&u64::from(partner)],
+        format!(
+            "its migration to {to} was not started: the rest of the run was planned again \
+             (migration of {first} to {to} failed) and the new plan does not move it"
+        ),
+        "{out}"
+    );
 }

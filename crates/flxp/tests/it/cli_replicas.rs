@@ -232,6 +232,5 @@ fn a_one_off_consolidation_keeps_the_lease_node() {
     assert!(z.guests_on("pve2").len() >= guests.len());
     z.assert_in_service("pve2");
     // The run gave the lease up at its end.
-    let notes = z.notes("pve2");
-    assert!(!notes.contains("flxp-lease"), "{notes}");
+    assert!(z.lease_free("pve2"), "{}", z.notes("pve2"));
 }

@@ -457,7 +457,7 @@ async fn run(
                 .as_ref()
                 .map_or((0, 0), |r| (r.done.len(), r.failed.len()));
             live.run_ended(&live_zone, goal.as_str(), done, failed);
-            let after = left_after(&executor, &goal, &plan).await;
+            let after = left_after(&executor, &goal, &plan, report.as_ref()).await;
             notify.send_all(crate::notify::events::from_run(
                 &live_zone,
                 &goal,
@@ -518,6 +518,7 @@ async fn left_after(
     executor: &Executor,
     goal: &Goal,
     plan: &flxp_core::balance::Plan,
+    run: Option<&flxp_engine::ExecutionReport>,
 ) -> (
     Vec<flxp_core::left_running::LeftRunning>,
     Option<flxp_core::left_running::MaintenanceState>,
@@ -532,7 +533,9 @@ async fn left_after(
             return (Vec::new(), None);
         }
     };
-    let left = crate::app::left::on_model(&model, goal, plan, true);
+    // Read after the run (or after a plan that moved nothing): whatever is still there stayed.
+    let nothing_run = flxp_engine::ExecutionReport::default();
+    let left = crate::app::left::on_model(&model, goal, plan, Some(run.unwrap_or(&nothing_run)));
     let state = nodes
         .first()
         .and_then(|n| model.cluster.node_idx_loose(n))
