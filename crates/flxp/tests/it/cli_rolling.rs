@@ -161,7 +161,7 @@ fn sigterm_during_the_reboot_wait_stops_the_run_with_its_report_and_a_rerun_cont
         "{stdout}"
     );
     let notes = z.notes("pve1");
-    assert!(!notes.contains("flxp-lease"), "{notes}");
+    assert!(z.lease_free("pve1"), "{notes}");
     assert!(notes.contains("node=pve2 step=waiting"), "{notes}");
     // The rerun needs no wait for a lease, and goes on where the first stopped.
     let (code, out, err) = z.run(&["rolling", "pve2", "pve1"]);
