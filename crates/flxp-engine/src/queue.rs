@@ -77,8 +77,19 @@ impl Queue {
     /// The first pending migration that may start now: no earlier one it waits for, and a free
     /// slot within the limits.
     pub fn next_ready(&self, slots: &Slots, limits: &Limits) -> Option<usize> {
+        self.next_ready_where(slots, limits, |_| true)
+    }
+
+    /// [`Self::next_ready`] among the pending migrations `keep` accepts.
+    pub fn next_ready_where(
+        &self,
+        slots: &Slots,
+        limits: &Limits,
+        keep: impl Fn(&Migration) -> bool,
+    ) -> Option<usize> {
         (0..self.items.len()).find(|&i| {
             self.items[i].1 == Status::Pending
+                && keep(&self.items[i].0)
                 && !self.waits_for_earlier(i)
                 && slots
                     .admits(limits, &self.items[i].0.from, &self.items[i].0.to)

@@ -76,8 +76,11 @@ impl<'e> Round<'e> {
                     .unwrap_or_else(|| crate::stop::REQUESTED.into());
                 self.stop_starting(why);
             }
-            if self.drain_until.is_none() && self.replan.is_none() {
-                self.start_ready().await;
+            if self.replan.is_none() {
+                // Stopping starts nothing new, but a bundle already begun is carried out whole:
+                // half an affinity group moved would leave the group split.
+                let rest_of_bundles = self.drain_until.is_some();
+                self.start_ready(rest_of_bundles).await;
             }
             if self.followers.is_empty() {
                 if self.drain_until.is_some() {
@@ -150,11 +153,14 @@ impl<'e> Round<'e> {
         self.drain_until = Some(deadline_after(self.exec.options.drain_timeout));
     }
 
-    /// Starts every migration the queue and limits allow, each after a fresh re-check; stops at
-    /// the first that no longer holds.
-    async fn start_ready(&mut self) {
+    /// Starts every migration the queue and limits allow (with `rest_of_bundles`, only members of
+    /// bundles already begun), each after a fresh re-check; stops at the first that no longer
+    /// holds.
+    async fn start_ready(&mut self, rest_of_bundles: bool) {
         let limits = self.exec.options.limits;
-        while let Some(i) = self.queue.next_ready(&self.slots, &limits) {
+        let begun = self.bundles.clone();
+        let keep = |m: &Migration| !rest_of_bundles || begun.contains(&m.bundle);
+        while let Some(i) = self.queue.next_ready_where(&self.slots, &limits, keep) {
             let m = self.queue.get(i).clone();
             if self.started.contains(&m.vmid) {
                 // The core never plans a guest twice and held guests are locked, so this only

@@ -619,6 +619,32 @@ async fn a_stop_starts_nothing_new_and_lets_the_running_migration_end() {
     assert_eq!(api.node_of(101), "b");
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_stop_lets_a_bundle_begun_finish_and_starts_nothing_else() {
+    let api = Arc::new(api());
+    // 101 and 102 are one affinity bundle leaving a (one at a time: one out per node), 103 a
+    // step of its own after them.
+    let mut moves = leave_a("b", "b");
+    for m in &mut moves {
+        m.step = 0;
+        m.wave = 0;
+        m.bundle = vec![101, 102];
+    }
+    moves.push(mig(103, GuestKind::Qemu, "a", "c", 1));
+    let plan = plan_of(&api, moves);
+    let report = stopped_at_start(&api, options())
+        .execute(plan, &balance())
+        .await;
+    assert_eq!(report.stopped.as_deref(), Some("a stop was requested"));
+    let done: Vec<u32> = report.done.iter().map(|d| d.vmid).collect();
+    assert_eq!(done, vec![101, 102], "the bundle is carried out whole");
+    assert_eq!(posts(&api, 103), 0, "nothing else starts");
+    assert_eq!(
+        (api.node_of(101), api.node_of(102)),
+        ("b".into(), "b".into())
+    );
+}
+
 /// Stops the round for a reason of its own as the first migration starts.
 struct LapseAtStart(crate::StopHandle);
 
