@@ -21,7 +21,7 @@
 
 mod schedule;
 pub mod wave;
-pub use schedule::{Schedule, ScheduledNode};
+pub use schedule::{Planned, Schedule, ScheduledNode, TellPlanned};
 
 use std::collections::BTreeMap;
 use std::time::Duration;
