@@ -426,7 +426,8 @@ impl std::fmt::Debug for CreateVmOptions {
 pub struct RollingNode {
     /// The node.
     pub node: String,
-    /// `evacuating`, `hook`, `hooked`, `rebooting`, `waiting`, `returning` or `done`.
+    /// `evacuating`, `hook`, `hooked`, `rebooting`, `waiting`, `returning` or `done`; `pending`
+    /// in `rollingMaintenance`'s answer for a node the run has not reached yet.
     pub step: String,
     /// For `rebooting` and `waiting`: its boot time before the reboot (epoch seconds).
     pub boot: Option<i64>,
@@ -442,6 +443,20 @@ impl From<&flxp_engine::rolling::NodeProgress> for RollingNode {
             step: p.step.as_str().to_owned(),
             boot: matches!(p.step, Step::Rebooting | Step::Waiting).then_some(p.boot),
             error: p.error.clone(),
+        }
+    }
+}
+
+impl From<&flxp_engine::rolling::Queued> for RollingNode {
+    fn from(q: &flxp_engine::rolling::Queued) -> Self {
+        match &q.progress {
+            Some(p) => Self::from(p),
+            None => Self {
+                node: q.node.clone(),
+                step: "pending".to_owned(),
+                boot: None,
+                error: None,
+            },
         }
     }
 }
