@@ -255,8 +255,25 @@ mod tests {
         FakeApi::new(b.snapshot())
     }
 
+    /// The schedule of every node of [`six`], `parallel` at a time, with what it told on the
+    /// way, after checking its work: one read of the cluster, `plans` plans, these waves.
+    async fn schedule(
+        parallel: usize,
+        plans: usize,
+        waves: [usize; 6],
+    ) -> (Schedule, Vec<Planned>) {
+        let api = six();
+        let (s, told) = schedule_on(&api, parallel).await;
+        assert_eq!(resource_reads(&api), 1, "{:?}", api.calls());
+        assert_eq!((s.reads, s.plans), (1, plans));
+        let got: Vec<usize> = s.nodes.iter().map(|n| n.wave).collect();
+        assert_eq!(got, waves);
+        assert_eq!(s.migrations, 24);
+        (s, told)
+    }
+
     /// The schedule of every node, `parallel` at a time, with what it told on the way.
-    async fn schedule(api: &FakeApi, parallel: usize) -> (Schedule, Vec<Planned>) {
+    async fn schedule_on(api: &FakeApi, parallel: usize) -> (Schedule, Vec<Planned>) {
         let placer = Arc::new(Placer::new(PlacementOptions::default(), Vec::new()).unwrap());
         let executor = Executor::new("lab", api.erase(), placer);
         let options = RollingOptions {
@@ -282,13 +299,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_schedule_reads_the_cluster_once_and_plans_each_wave_once() {
-        let api = six();
-        let (s, told) = schedule(&api, 1).await;
-        assert_eq!(resource_reads(&api), 1, "{:?}", api.calls());
-        assert_eq!((s.reads, s.plans), (1, 6));
-        let waves: Vec<usize> = s.nodes.iter().map(|n| n.wave).collect();
-        assert_eq!(waves, [1, 2, 3, 4, 5, 6]);
-        assert_eq!(s.migrations, 24);
+        let (_, told) = schedule(1, 6, [1, 2, 3, 4, 5, 6]).await;
         let said: Vec<(usize, usize, &str, usize)> = told
             .iter()
             .map(|p| (p.count, p.total, p.node.as_str(), p.migrations))
@@ -307,17 +318,11 @@ mod tests {
 
         // Three out of six leave no majority: waves of two, each judged by one plan that is
         // also its schedule.
-        let api = six();
-        let (s, told) = schedule(&api, 3).await;
-        assert_eq!(resource_reads(&api), 1, "{:?}", api.calls());
-        assert_eq!((s.reads, s.plans), (1, 3));
-        let waves: Vec<usize> = s.nodes.iter().map(|n| n.wave).collect();
-        assert_eq!(waves, [1, 1, 2, 2, 3, 3]);
+        let (s, told) = schedule(3, 3, [1, 1, 2, 2, 3, 3]).await;
         assert_eq!(
             s.nodes[2].held_back.as_deref(),
             Some("3 of 6 node(s) would stay online: quorum needs more than half")
         );
-        assert_eq!(s.migrations, 24);
         let counts: Vec<usize> = told.iter().map(|p| p.count).collect();
         assert_eq!(counts, [1, 2, 3, 4, 5, 6]);
         for n in &s.nodes {
