@@ -14,11 +14,11 @@ use std::sync::Arc;
 use flxp_core::balance::Plan;
 use flxp_core::placement::Placer;
 
-use super::wave::{Wave, next_wave_on};
+use super::wave::{Wave, evacuation_plan, next_wave_on};
 use super::{RollingOptions, Step};
 use crate::blocking;
 use crate::execute::Executor;
-use crate::planning::{self, Goal, Model};
+use crate::planning::{self, Model};
 
 /// One node of a schedule.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -27,7 +27,8 @@ pub struct ScheduledNode {
     pub node: String,
     /// An earlier run took it through already: skipped.
     pub done_before: bool,
-    /// The plan that empties it, on the cluster as it is now (`None` when skipped).
+    /// The plan that empties it, on the cluster as it is now (`None` when skipped); its bounds
+    /// are left unknown.
     pub plan: Option<Plan>,
     /// Seconds the evacuation's copies take at the expected bandwidth.
     pub secs: i64,
@@ -216,13 +217,7 @@ fn plan_wave(
 ) -> (Wave, crate::Result<Option<Plan>>) {
     let wave = next_wave_on(model, placer, rest, options);
     let alone = match wave.nodes.as_slice() {
-        [node] => {
-            let goal = Goal::Evacuate {
-                nodes: vec![node.clone()],
-                options: options.evacuate.clone(),
-            };
-            planning::plan(model, placer, &goal, None).map(Some)
-        }
+        [_] => evacuation_plan(model, placer, &wave.nodes, options).map(Some),
         _ => Ok(None),
     };
     (wave, alone)

@@ -14,7 +14,7 @@ use flxp_core::placement::Placer;
 use super::RollingOptions;
 use crate::blocking;
 use crate::execute::{Executor, error_chain};
-use crate::planning::{self, Goal, Model};
+use crate::planning::{self, Model};
 
 /// Whether the nodes `set` may all be out: every other node online, and more than half of all
 /// nodes online without them (quorum); why not otherwise.
@@ -121,11 +121,7 @@ fn out_together(
     options: &RollingOptions,
 ) -> Result<Plan, String> {
     let c = &model.cluster;
-    let goal = Goal::Evacuate {
-        nodes: set.to_vec(),
-        options: options.evacuate.clone(),
-    };
-    let plan = planning::plan(model, placer, &goal, None).map_err(|e| error_chain(&e))?;
+    let plan = evacuation_plan(model, placer, set, options).map_err(|e| error_chain(&e))?;
     if let Some(why) = fit_nowhere(&plan) {
         return Err(format!("with {} out together, {why}", set.join(", ")));
     }
@@ -146,6 +142,29 @@ fn out_together(
         )),
         None => Ok(plan),
     }
+}
+
+/// The plan that empties the nodes `set` on `model`, without its bounds: a rolling maintenance
+/// judges and lists these plans only, and on a large cluster the bounds cost most of a plan.
+pub(super) fn evacuation_plan(
+    model: &Model,
+    placer: &Placer,
+    set: &[String],
+    options: &RollingOptions,
+) -> crate::Result<Plan> {
+    let nodes = set
+        .iter()
+        .map(|n| planning::node(model, n))
+        .collect::<crate::Result<Vec<_>>>()?;
+    flxp_core::evacuate::evacuate_unbounded(
+        &model.cluster,
+        &model.rules,
+        &model.state,
+        placer,
+        &nodes,
+        &options.evacuate,
+    )
+    .map_err(|source| crate::Error::Plan { source })
 }
 
 impl Executor {

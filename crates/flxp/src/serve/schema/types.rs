@@ -468,7 +468,8 @@ pub struct RollingScheduleNode {
     pub node: String,
     /// An earlier run took it through already: skipped.
     pub done_before: bool,
-    /// The evacuation that empties it, on the cluster as it is now (none when skipped).
+    /// The evacuation that empties it, on the cluster as it is now (none when skipped); its
+    /// `bounds` are left unknown (they would cost more than the plan on a large cluster).
     pub plan: Option<PlanResult>,
     /// Bytes the evacuation copies.
     pub bytes: u64,
