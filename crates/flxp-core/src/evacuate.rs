@@ -34,6 +34,33 @@ pub fn evacuate(
     nodes: &[NodeIdx],
     options: &EvacuateOptions,
 ) -> Result<Plan> {
+    evacuate_with(cluster, rules, state, placer, nodes, options, true)
+}
+
+/// [`evacuate`] without the plan's [`Bounds`](crate::balance::Bounds) (left unknown): for plans
+/// only judged or listed, such as a rolling maintenance's schedule of every node, where on a large
+/// cluster computing the bounds costs most of the plan.
+pub fn evacuate_unbounded(
+    cluster: &Cluster,
+    rules: &Rules,
+    state: &State,
+    placer: &Placer,
+    nodes: &[NodeIdx],
+    options: &EvacuateOptions,
+) -> Result<Plan> {
+    evacuate_with(cluster, rules, state, placer, nodes, options, false)
+}
+
+/// [`evacuate`], with its bounds or not.
+fn evacuate_with(
+    cluster: &Cluster,
+    rules: &Rules,
+    state: &State,
+    placer: &Placer,
+    nodes: &[NodeIdx],
+    options: &EvacuateOptions,
+    bounds: bool,
+) -> Result<Plan> {
     let mut c = cluster.clone();
     let mut targets: Vec<NodeIdx> = if nodes.is_empty() {
         c.node_indexes()
@@ -52,6 +79,7 @@ pub fn evacuate(
     let mut draft = Draft::new(&c, rules, placer, state, kind, measure, 0, usize::MAX);
     placer.policy_def(&options.policy)?;
     draft.target_policy = Some(options.policy.clone());
+    draft.bounds = bounds;
     let scope = Scope {
         only_nodes: Some(targets.clone()),
         stopped_off_maintenance: options.include_stopped,
@@ -286,5 +314,31 @@ mod tests {
         let plan = evacuate(&c, &rules, &State::new(&c), &p, &[a], &o).unwrap();
         let got: Vec<(u32, u32)> = plan.migrations.iter().map(|m| (m.vmid, m.wave)).collect();
         assert_eq!(got, vec![(101, 0), (102, 0), (103, 1), (104, 2)]);
+    }
+    #[test]
+    fn an_unbounded_evacuation_is_the_same_plan_with_its_bounds_unknown() {
+        let c = floor1();
+        let (rules, state, p) = (Rules::compile(&c), State::new(&c), placer());
+        let n1 = c.node_idx("n1").unwrap();
+        let o = EvacuateOptions::default();
+        let full = evacuate(&c, &rules, &state, &p, &[n1], &o).unwrap();
+        let mut bare = evacuate_unbounded(&c, &rules, &state, &p, &[n1], &o).unwrap();
+        assert!(full.bounds.migrations.is_some(), "{:?}", full.bounds);
+        assert!(full.bounds.spread_floor.is_some(), "{:?}", full.bounds);
+        assert_eq!(
+            bare.bounds,
+            crate::balance::Bounds {
+                imbalance_floor: 0.0,
+                spread_floor: None,
+                peak_migrations: None,
+                trough_migrations: None,
+                migrations: None,
+                bytes: None,
+                migrations_gap: None,
+                bytes_gap: None,
+            }
+        );
+        bare.bounds = full.bounds;
+        assert_eq!(bare, full);
     }
 }

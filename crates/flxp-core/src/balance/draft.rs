@@ -74,6 +74,9 @@ pub(crate) struct Draft<'a> {
     pub soft_weight: Option<f64>,
     /// Whether fixing stopped early because the budget ran out (broken rules left unfixed).
     pub fixes_cut: bool,
+    /// Whether the plan gets its [`Bounds`](crate::balance::Bounds); off, they are left unknown
+    /// (a plan only judged or listed, where they would cost more than the plan itself).
+    pub bounds: bool,
     /// Memory kept free per node, worked out once by the caller (consolidation's ceiling and
     /// closed targets); `None`: the placer's options, looked up per check.
     pub reserves: Option<&'a [u64]>,
@@ -171,6 +174,7 @@ impl<'a> Draft<'a> {
             target_policy: None,
             soft_weight: None,
             fixes_cut: false,
+            bounds: true,
             reserves: None,
             shortlist: None,
             moved: vec![false; cluster.guests().len()],

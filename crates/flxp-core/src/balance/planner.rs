@@ -362,6 +362,7 @@ pub(crate) fn finish(
         budget,
         fixes_cut,
         restart_containers,
+        bounds: with_bounds,
         ..
     } = draft;
     let kind = objective.kind();
@@ -369,8 +370,8 @@ pub(crate) fn finish(
     let imbalance_after = imbalance_in(cluster, &state, measure, kind);
     let k = migrations.len();
     let floor = match measure {
-        Measure::Spread => pinned_spread_floor(cluster, rules, &state, kind),
-        Measure::Cv | Measure::CvRaw => 0.0,
+        Measure::Spread if with_bounds => pinned_spread_floor(cluster, rules, &state, kind),
+        Measure::Spread | Measure::Cv | Measure::CvRaw => 0.0,
     };
     let after = balanced_loads(cluster, &state, kind);
     let peak = after.iter().copied().fold(0.0, f64::max);
@@ -381,7 +382,7 @@ pub(crate) fn finish(
         kind,
         LoadKind::Memory | LoadKind::CpuMemory | LoadKind::Dominant
     ) && balanced_nodes(cluster).any(|n| start.usage(n).mem_over > 0));
-    let need = adds_up
+    let need = (with_bounds && adds_up)
         .then(|| {
             plan_need(
                 cluster,
@@ -403,14 +404,16 @@ pub(crate) fn finish(
             .filter(|n| n.bytes > 0)
             .map(|n| migrations.iter().map(|m| m.bytes).sum::<u64>() as f64 / n.bytes as f64),
         imbalance_floor: floor,
-        spread_floor: (measure == Measure::Spread)
+        spread_floor: (with_bounds && measure == Measure::Spread)
             .then(|| spread_floor(&balanced_loads(cluster, start, kind), k)),
         peak_migrations: match measure {
-            Measure::Spread if adds_up => moves_for_peak(cluster, rules, start, kind, peak + 1e-9),
+            Measure::Spread if with_bounds && adds_up => {
+                moves_for_peak(cluster, rules, start, kind, peak + 1e-9)
+            }
             _ => None,
         },
         trough_migrations: match measure {
-            Measure::Spread if adds_up && trough.is_finite() => {
+            Measure::Spread if with_bounds && adds_up && trough.is_finite() => {
                 moves_for_trough(cluster, rules, start, kind, trough - 1e-9)
             }
             _ => None,

@@ -21,7 +21,7 @@
 
 mod schedule;
 pub mod wave;
-pub use schedule::{Schedule, ScheduledNode};
+pub use schedule::{Planned, Schedule, ScheduledNode, TellPlanned};
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -101,6 +101,37 @@ pub struct NodeProgress {
     /// Why the step failed, when the run stopped there; `None` while it goes on (or a rerun
     /// continues it).
     pub error: Option<String>,
+}
+
+/// A node of a rolling maintenance about to start.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Queued {
+    /// The node.
+    pub node: String,
+    /// Its progress kept in Proxmox: `None` when the run has not reached it yet.
+    pub progress: Option<NodeProgress>,
+}
+
+/// The nodes a run of `targets` takes, in its order, each as `progress` has it now: the nodes
+/// out (any step but done, even ones outside `targets`) first, as the run finishes them first;
+/// then `targets` in order, those an earlier run did as done.
+pub fn queue(targets: &[String], progress: &BTreeMap<String, NodeProgress>) -> Vec<Queued> {
+    let out = progress.values().filter(|p| p.step != Step::Done);
+    let mut order: Vec<Queued> = out
+        .map(|p| Queued {
+            node: p.node.clone(),
+            progress: Some(p.clone()),
+        })
+        .collect();
+    for n in targets {
+        if order.iter().all(|q| &q.node != n) {
+            order.push(Queued {
+                node: n.clone(),
+                progress: progress.get(n).cloned(),
+            });
+        }
+    }
+    order
 }
 
 /// A progress line's fields.
@@ -716,25 +747,25 @@ impl Executor {
 
     /// Whether a rolling maintenance of `nodes` (none: every node) could start now: when no
     /// node is out, whether the first it would take out may go. The error such a run would stop
-    /// with at once, before changing anything; changes nothing itself.
+    /// with at once, before changing anything; else the run's nodes in the order it takes them,
+    /// each as it is at the start ([`queue`]). Changes nothing itself.
     pub async fn rolling_check(
         &self,
         nodes: &[String],
         options: &RollingOptions,
-    ) -> Result<(), RollingError> {
-        let model = self.read().await.map_err(|e| unreadable(&e))?;
+    ) -> Result<Vec<Queued>, RollingError> {
+        let (model, notes) = self.read_with_notes().await.map_err(|e| unreadable(&e))?;
         let targets = targets(&model.cluster, nodes)?;
-        let progress = self.rolling_progress().await.map_err(|e| unreadable(&e))?;
+        let progress = read(&notes);
+        let order = queue(&targets, &progress);
         if progress.values().any(|p| p.step != Step::Done) {
-            return Ok(());
+            return Ok(order);
         }
-        match targets.iter().find(|n| !progress.contains_key(*n)) {
-            Some(first) => {
-                self.may_go(first, std::slice::from_ref(first), options)
-                    .await
-            }
-            None => Ok(()),
+        if let Some(first) = targets.iter().find(|n| !progress.contains_key(*n)) {
+            self.may_go(first, std::slice::from_ref(first), options)
+                .await?;
         }
+        Ok(order)
     }
 
     /// Whether `node` may go out now (the other nodes of its `wave` taken out before it may be
@@ -982,6 +1013,33 @@ mod tests {
         assert_eq!(
             parse("<!-- flxp-rolling node=a step=asleep boot=1 -->"),
             None
+        );
+    }
+
+    #[test]
+    fn a_run_takes_the_nodes_out_first_then_its_own_in_order() {
+        let notes = BTreeMap::from([(
+            "pve1".to_owned(),
+            format!(
+                "{}\n{}",
+                line("pve3", Step::Waiting, 1_700_000_000, None),
+                line("pve4", Step::Done, 0, None)
+            ),
+        )]);
+        let progress = read(&notes);
+        let targets: Vec<String> = ["pve4", "pve2", "pve3", "pve1"].map(String::from).into();
+        let order: Vec<(String, Option<Step>)> = queue(&targets, &progress)
+            .into_iter()
+            .map(|q| (q.node, q.progress.map(|p| p.step)))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                ("pve3".to_owned(), Some(Step::Waiting)),
+                ("pve4".to_owned(), Some(Step::Done)),
+                ("pve2".to_owned(), None),
+                ("pve1".to_owned(), None),
+            ]
         );
     }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use flxp_core::units::{fmt_bytes, fmt_secs};
 use flxp_engine::Executor;
-use flxp_engine::rolling::{Hook, RollingError, RollingOptions};
+use flxp_engine::rolling::{Hook, Planned, RollingError, RollingOptions};
 
 use super::{UNSATISFIABLE, UsageError, load};
 use crate::output::{say, tell};
@@ -145,7 +145,21 @@ async fn schedule(
     nodes: &[String],
     options: &RollingOptions,
 ) -> Result<ExitCode> {
-    let schedule = match executor.rolling_schedule(nodes, options).await {
+    // A long dry run (a thousand nodes) says how far it got as it goes, on stderr.
+    let planned = |p: Planned| {
+        tell(format!(
+            "node {}/{} planned: {}, {} migration(s){}",
+            p.count,
+            p.total,
+            p.node,
+            p.migrations,
+            match p.unplaced {
+                0 => String::new(),
+                n => format!(", {n} guest(s) fit nowhere"),
+            }
+        ));
+    };
+    let schedule = match executor.rolling_schedule(nodes, options, &planned).await {
         Err(e @ flxp_engine::Error::UnknownNode { .. }) => {
             return Err(UsageError(e.to_string()).into());
         }

@@ -229,6 +229,26 @@ fn a_node_whose_guests_fit_nowhere_else_is_not_taken_out() {
 }
 
 #[test]
+fn a_dry_run_says_on_stderr_each_node_as_it_is_planned() {
+    let z = zone();
+    let (code, out, err) = z.run(&["rolling", "--dry-run", "pve4", "pve1", "pve2"]);
+    assert_eq!(code, 0, "{err}\n{out}");
+    let told: Vec<&str> = err.lines().filter(|l| l.starts_with("node ")).collect();
+    assert_eq!(
+        told,
+        [
+            "node 1/3 planned: pve4, 3 migration(s)",
+            "node 2/3 planned: pve1, 7 migration(s)",
+            "node 3/3 planned: pve2, 5 migration(s)"
+        ],
+        "{err}"
+    );
+    // The schedule itself stays on stdout, in the order given.
+    assert!(out.starts_with("pve4: evacuate "), "{out}");
+    assert!(!out.contains("planned:"), "{out}");
+}
+
+#[test]
 fn a_running_guest_left_stops_the_run_before_the_reboot_unless_stop_left() {
     let z = zone();
     let before = placement(&z);

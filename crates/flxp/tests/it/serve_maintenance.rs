@@ -169,6 +169,25 @@ async fn a_rolling_maintenance_runs_in_the_background_and_its_progress_is_readab
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_maintenance_answers_its_nodes_in_order_each_pending() {
+    let s = start(Scenario::demo(), PARALLEL_MIGRATIONS, &[]).await;
+    let v = s
+        .query(
+            "mutation { rollingMaintenance(zone: \"lab\", nodes: [\"pve2\", \"PVE1\"], \
+             reboot: false) { node step boot error } }",
+        )
+        .await;
+    assert!(v["errors"].is_null(), "{v}");
+    let pending =
+        |node: &str| json!({ "node": node, "step": "pending", "boot": null, "error": null });
+    assert_eq!(
+        v["data"]["rollingMaintenance"],
+        json!([pending("pve2"), pending("pve1")]),
+        "{v}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_maintenance_that_would_stop_at_once_is_refused_with_the_reason() {
     let s = start(Scenario::demo(), PARALLEL_MIGRATIONS, &[]).await;
     // 141 needs the gpu label only pve3 has.

@@ -220,9 +220,10 @@ impl Mutation {
     /// Starts a rolling maintenance of `nodes` (none: every node, by name) in the background, as
     /// `flxp rolling` runs it with the config's `[rolling]` hook and boot timeout (a caller
     /// cannot name a command): each node emptied, the hook, rebooted (unless `reboot` is
-    /// false), back online and quorate, its guests back home, one at a time. Answers the progress
-    /// at the start; `rollingProgress` follows it (kept in Proxmox: a restarted flxp, or the CLI,
-    /// continues it).
+    /// false), back online and quorate, its guests back home, one at a time. Answers the run's
+    /// nodes in the order it takes them, each as it starts (`pending` until the run reaches it;
+    /// a node an earlier run left out comes first, at its step); `rollingProgress` follows it
+    /// (kept in Proxmox: a restarted flxp, or the CLI, continues it).
     async fn rolling_maintenance(
         &self,
         ctx: &Context<'_>,
@@ -238,7 +239,7 @@ impl Mutation {
         let options = rolling_options(s, reboot);
         // What would stop the run at once (an unknown node, a first node that may not go) is
         // the caller's answer, not only a line in the log.
-        executor
+        let order = executor
             .rolling_check(&nodes, &options)
             .await
             .map_err(|e| match e {
@@ -252,7 +253,6 @@ impl Mutation {
             })?;
         let (runs, daemon, name) = (Arc::clone(&z.runs), s.daemon.clone(), zone.clone());
         let metrics = Arc::clone(&s.metrics);
-        let reader = executor.clone();
         s.work.spawn(async move {
             // Like every run: none beside it in the zone, and no daemon round meanwhile.
             let _run = runs.lock_owned().await;
@@ -268,11 +268,7 @@ impl Mutation {
                 Err(e) => tracing::error!(zone = %name, error = %e, "rolling maintenance stopped"),
             }
         });
-        let progress = reader
-            .rolling_progress()
-            .await
-            .map_err(|e| ApiError::new(Code::ProxmoxError, flxp_engine::error_chain(&e)))?;
-        Ok(progress.values().map(RollingNode::from).collect())
+        Ok(order.iter().map(RollingNode::from).collect())
     }
 }
 

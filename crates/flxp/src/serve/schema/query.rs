@@ -185,7 +185,7 @@ impl Query {
         let z = s.zone(&zone)?;
         let options = super::run::rolling_options(s, reboot);
         let schedule = super::run::executor_for(s, &zone, z)
-            .rolling_schedule(&nodes, &options)
+            .rolling_schedule(&nodes, &options, &|_| {})
             .await
             .map_err(|e| match e {
                 flxp_engine::Error::UnknownNode { .. } => {

@@ -426,7 +426,8 @@ impl std::fmt::Debug for CreateVmOptions {
 pub struct RollingNode {
     /// The node.
     pub node: String,
-    /// `evacuating`, `hook`, `hooked`, `rebooting`, `waiting`, `returning` or `done`.
+    /// `evacuating`, `hook`, `hooked`, `rebooting`, `waiting`, `returning` or `done`; `pending`
+    /// in `rollingMaintenance`'s answer for a node the run has not reached yet.
     pub step: String,
     /// For `rebooting` and `waiting`: its boot time before the reboot (epoch seconds).
     pub boot: Option<i64>,
@@ -446,6 +447,20 @@ impl From<&flxp_engine::rolling::NodeProgress> for RollingNode {
     }
 }
 
+impl From<&flxp_engine::rolling::Queued> for RollingNode {
+    fn from(q: &flxp_engine::rolling::Queued) -> Self {
+        match &q.progress {
+            Some(p) => Self::from(p),
+            None => Self {
+                node: q.node.clone(),
+                step: "pending".to_owned(),
+                boot: None,
+                error: None,
+            },
+        }
+    }
+}
+
 /// One node of a rolling maintenance's schedule.
 #[derive(SimpleObject, Debug, Clone)]
 pub struct RollingScheduleNode {
@@ -453,7 +468,8 @@ pub struct RollingScheduleNode {
     pub node: String,
     /// An earlier run took it through already: skipped.
     pub done_before: bool,
-    /// The evacuation that empties it, on the cluster as it is now (none when skipped).
+    /// The evacuation that empties it, on the cluster as it is now (none when skipped); its
+    /// `bounds` are left unknown (they would cost more than the plan on a large cluster).
     pub plan: Option<PlanResult>,
     /// Bytes the evacuation copies.
     pub bytes: u64,
