@@ -6,7 +6,7 @@
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 
-use super::judge::{Local, Rooms, Trial, try_free};
+use super::judge::{Local, Rooms, Trial, room_shortfall, try_free};
 use super::{Ctx, KeptBecause};
 use crate::Result;
 use crate::balance::draft::Draft;
@@ -55,6 +55,9 @@ pub(super) struct Packer<'a> {
     shortlist: RefCell<Option<Shortlist>>,
     /// The hosts by room and running memory, for N+1.
     rooms: Rooms,
+    /// The hosts by room within the ceiling (the packing's reserves), for a try's first check:
+    /// whether the guests can fit at all.
+    packing_rooms: Rooms,
     /// Work not counted yet: looking at every host once to find those at the CPU ceiling.
     setup: u64,
 }
@@ -105,6 +108,7 @@ impl<'a> Packer<'a> {
             ctx.placer.options(),
             &running,
         );
+        let packing_rooms = Rooms::new(cluster, ctx.state, ctx.hosts, ceiling, &running);
         Self {
             ctx,
             marked: cluster.clone(),
@@ -121,6 +125,7 @@ impl<'a> Packer<'a> {
             base,
             shortlist: RefCell::new(shortlist),
             rooms,
+            packing_rooms,
             setup: ctx.hosts.len() as u64,
         }
     }
@@ -138,6 +143,15 @@ impl<'a> Packer<'a> {
             return Ok(Ok(()));
         };
         let ctx = self.ctx;
+        // The hosts looked at once for the CPU ceiling.
+        *work += std::mem::take(&mut self.setup);
+        // A node whose guests cannot fit by their memory alone is not tried: on a full cluster
+        // every further candidate fails, and a failed try is the dearest kind (each guest that
+        // fits nowhere is judged on every node, and the try runs twice).
+        let demand = self.demand(n, work);
+        if let Some(why) = self.shortfall(n, &demand, None, work) {
+            return Ok(Err((KeptBecause::NoRoom, why)));
+        }
         let fresh = !self.marked.node(n).in_maintenance();
         self.marked.empty_for(n, ctx.evac.emptied_as.clone());
         // Without a shortlist, the guests on n now (some may have come from a node freed
@@ -230,28 +244,31 @@ impl<'a> Packer<'a> {
             holding: &holding,
             rooms: &self.rooms,
         };
-        // The hosts looked at once for the CPU ceiling.
-        *work += std::mem::take(&mut self.setup);
-        let mut outcome = try_free(
-            &ctx,
-            trial,
-            (&mut *work, cost),
-            (closed.clone(), true),
-            Some(&local),
-            &run,
-        )?;
-        if outcome.is_err() && closed.len() > full.len() {
-            // Tried again with only the full targets closed, so that keeping the others closed
-            // never keeps a node an open try would free.
-            outcome = try_free(
+        // With the next nodes closed as well the guests may not fit by their memory alone:
+        // then only the open try runs.
+        let closes_more = closed.len() > full.len();
+        let first = if closes_more && self.shortfall(n, &demand, Some(&shut), work).is_some() {
+            None
+        } else {
+            let closed = (closed.clone(), true);
+            Some(try_free(
                 &ctx,
                 trial,
                 (&mut *work, cost),
-                (full.clone(), true),
+                closed,
                 Some(&local),
                 &run,
-            )?;
-        }
+            )?)
+        };
+        let outcome = match first {
+            Some(outcome) if outcome.is_ok() || !closes_more => outcome,
+            // Tried again with only the full targets closed, so that keeping the others closed
+            // never keeps a node an open try would free.
+            _ => {
+                let full = (full.clone(), true);
+                try_free(&ctx, trial, (&mut *work, cost), full, Some(&local), &run)?
+            }
+        };
         let mut list = self.shortlist.borrow_mut();
         if let Some(list) = list.as_ref() {
             *work += list.take_checks();
@@ -294,6 +311,8 @@ impl<'a> Packer<'a> {
                 for &c in &changed {
                     self.rooms
                         .update(ctx.cluster, &self.state, c, self.running[c.get()]);
+                    self.packing_rooms
+                        .update(ctx.cluster, &self.state, c, self.running[c.get()]);
                     if !in_trial[c.get()] && at_cpu_cap(&ctx, &self.state, c) {
                         self.at_cap.insert(c);
                     } else {
@@ -301,6 +320,7 @@ impl<'a> Packer<'a> {
                     }
                 }
                 self.rooms.remove(n);
+                self.packing_rooms.remove(n);
                 self.at_cap.remove(&n);
                 if let Some(list) = list.as_mut() {
                     list.settle();
@@ -322,6 +342,50 @@ impl<'a> Packer<'a> {
                 Ok(Err(why))
             }
         }
+    }
+
+    /// The memory of the running guests on `n` that a try moves, largest first, and whether one
+    /// of them is in a bundle with a member elsewhere (for [`Self::shortfall`]); adds the guests
+    /// looked at to `work`.
+    fn demand(&self, n: NodeIdx, work: &mut u64) -> (Vec<u64>, bool) {
+        let cluster = self.ctx.cluster;
+        let on = &self.on[n.get()];
+        *work += on.len() as u64;
+        let mut split = false;
+        let mut items: Vec<u64> = on
+            .iter()
+            .filter_map(|&g| {
+                let unit = self.units.get(self.units.of(g));
+                split |= unit.is_bundle() && unit.node(&self.state) != Some(n);
+                let guest = cluster.guest(g);
+                (guest.running && guest.migrating_to().is_none()).then(|| guest.mem_footprint())
+            })
+            .collect();
+        items.sort_unstable_by(|a, b| b.cmp(a));
+        (items, split)
+    }
+
+    /// Why the guests on `n` (their [`Self::demand`]) cannot all be placed on the open targets,
+    /// from their memory alone ([`room_shortfall`]); `None` when they may fit. The targets at the
+    /// CPU ceiling are closed to every run of a try, so their room does not count, nor that of
+    /// the nodes flagged in `shut` (closed to a run).
+    fn shortfall(
+        &self,
+        n: NodeIdx,
+        (items, split): &(Vec<u64>, bool),
+        shut: Option<&[bool]>,
+        work: &mut u64,
+    ) -> Option<String> {
+        let rooms = self
+            .packing_rooms
+            .roomiest()
+            .filter(|&(_, r)| {
+                r != n && !self.at_cap.contains(&r) && shut.is_none_or(|s| !s[r.get()])
+            })
+            .map(|(room, _)| room);
+        let name = &self.ctx.cluster.node(n).name;
+        let limits = (*split, self.ctx.options.max_memory);
+        room_shortfall(name, items, rooms, limits, work)
     }
 
     /// The plan of the accepted steps, which free `freed`: figures, waves and order as an

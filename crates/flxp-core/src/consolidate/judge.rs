@@ -94,6 +94,8 @@ pub(super) struct Rooms {
     by_room: BTreeSet<(Reverse<u64>, NodeIdx)>,
     /// Most running memory first, ties by node.
     by_running: BTreeSet<(Reverse<u64>, NodeIdx)>,
+    /// The memory of the largest running guest in the cluster.
+    largest: u64,
 }
 
 impl Rooms {
@@ -116,6 +118,13 @@ impl Rooms {
             reserve,
             by_room: BTreeSet::new(),
             by_running: BTreeSet::new(),
+            largest: cluster
+                .guests()
+                .iter()
+                .filter(|g| g.running)
+                .map(crate::cluster::Guest::mem_footprint)
+                .max()
+                .unwrap_or(0),
         };
         for &h in hosts {
             let room = r.room_in(cluster, state, h);
@@ -147,6 +156,11 @@ impl Rooms {
         self.running[i] = running;
     }
 
+    /// The hosts' rooms, roomiest first (ties by node).
+    pub(super) fn roomiest(&self) -> impl Iterator<Item = (u64, NodeIdx)> + '_ {
+        self.by_room.iter().map(|&(Reverse(r), n)| (r, n))
+    }
+
     /// Takes a freed host out.
     pub(super) fn remove(&mut self, n: NodeIdx) {
         self.by_room.remove(&(Reverse(self.room[n.get()]), n));
@@ -163,31 +177,33 @@ impl Rooms {
         changed: &[(u64, NodeIdx)],
         without: Option<NodeIdx>,
     ) -> Vec<u64> {
+        self.after(skip, changed, without).take(k).collect()
+    }
+
+    /// The rooms after a try, largest first, as [`Self::top`] takes them (lazily).
+    fn after<'s>(
+        &'s self,
+        skip: impl Fn(NodeIdx) -> bool + 's,
+        changed: &'s [(u64, NodeIdx)],
+        without: Option<NodeIdx>,
+    ) -> impl Iterator<Item = u64> + 's {
         let mut kept = self
             .by_room
             .iter()
-            .filter(|&&(_, n)| !skip(n) && Some(n) != without)
+            .filter(move |&&(_, n)| !skip(n) && Some(n) != without)
             .map(|&(Reverse(r), _)| r)
             .peekable();
         let mut new = changed
             .iter()
-            .filter(|&&(_, n)| Some(n) != without)
+            .filter(move |&&(_, n)| Some(n) != without)
             .map(|&(r, _)| r)
             .peekable();
-        let mut out = Vec::with_capacity(k);
-        while out.len() < k {
-            let next = match (kept.peek(), new.peek()) {
-                (Some(&a), Some(&b)) if a >= b => kept.next(),
-                (Some(_), Some(_)) | (None, Some(_)) => new.next(),
-                (Some(_), None) => kept.next(),
-                (None, None) => None,
-            };
-            match next {
-                Some(r) => out.push(r),
-                None => break,
-            }
-        }
-        out
+        std::iter::from_fn(move || match (kept.peek(), new.peek()) {
+            (Some(&a), Some(&b)) if a >= b => kept.next(),
+            (Some(_), Some(_)) | (None, Some(_)) => new.next(),
+            (Some(_), None) => kept.next(),
+            (None, None) => None,
+        })
     }
 }
 
@@ -541,6 +557,16 @@ fn headroom_local(
     new_rooms.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     let skip = |n: NodeIdx| in_trial[n.get()] || changed.binary_search(&n).is_ok();
     *work += changed.len() as u64;
+    let most = rooms
+        .by_running
+        .iter()
+        .find(|&&(_, n)| !skip(n))
+        .map_or(0, |&(Reverse(r), _)| r)
+        .max(running.iter().copied().max().unwrap_or(0));
+    let all = rooms.after(skip, &new_rooms, None);
+    if spare_holds(all, rooms.largest, most, work) {
+        return None;
+    }
     let second = rooms
         .top(2, skip, &new_rooms, None)
         .get(1)
@@ -585,6 +611,89 @@ fn headroom_local(
         }
     }
     None
+}
+
+/// Whether every node's running guests, `most` memory at most, fit on the others if it fails,
+/// from the hosts' rooms (`rooms`, largest first) alone: packed largest first, each onto the
+/// roomiest, a guest finds no room only once every other node has less than it left, so each
+/// has taken more than its room less the largest running guest (`largest`). The roomiest spare
+/// is left out (it may be the failed node's own). Adds the rooms looked at to `work`; the walk
+/// stops once the spares hold `most`, or at the first room without a spare.
+fn spare_holds(rooms: impl Iterator<Item = u64>, largest: u64, most: u64, work: &mut u64) -> bool {
+    let (mut held, mut left_out) = (0u64, false);
+    for room in rooms {
+        if held >= most && left_out {
+            return true;
+        }
+        *work += 1;
+        let spare = room.saturating_sub(largest);
+        if spare == 0 {
+            return false;
+        }
+        if left_out {
+            held = held.saturating_add(spare);
+        }
+        left_out = true;
+    }
+    held >= most && left_out
+}
+
+/// Why the running guests on `node` cannot all be placed, found from their memory alone: a
+/// guest goes only where at least its memory is free, and a node takes no more than it has free,
+/// so the guests larger than a room need no more than the rooms larger than it hold together
+/// (all the guests, than all the rooms). `items` are their memory, largest first, `rooms` each
+/// open target's free memory within the limits, roomiest first; with `split`, only the total is
+/// compared (a bundle joined from elsewhere may free room on a target). `None` when no shortfall
+/// is found: they may still not fit. Adds the rooms looked at to `work`; the walk stops once the
+/// rooms seen hold all the guests.
+pub(super) fn room_shortfall(
+    node: &str,
+    items: &[u64],
+    rooms: impl Iterator<Item = u64>,
+    (split, max_memory): (bool, f64),
+    work: &mut u64,
+) -> Option<String> {
+    let total = items.iter().fold(0u64, |s, &m| s.saturating_add(m));
+    if total == 0 {
+        return None;
+    }
+    let ceiling = 100.0 * max_memory;
+    let (mut held, mut need, mut larger) = (0u64, 0u64, 0usize);
+    for room in rooms {
+        *work += 1;
+        while !split && larger < items.len() && items[larger] > room {
+            need = need.saturating_add(items[larger]);
+            larger += 1;
+        }
+        if need > held {
+            return Some(if held == 0 {
+                format!(
+                    "{larger} running guest(s) on {node} use more than {} of memory each, and \
+                     no remaining node has more free within the {ceiling:.0}% memory ceiling",
+                    fmt_bytes(room)
+                )
+            } else {
+                format!(
+                    "{larger} running guest(s) on {node} use more than {} of memory each, {} \
+                     in all, and the remaining nodes with more free have {} in all within the \
+                     {ceiling:.0}% memory ceiling",
+                    fmt_bytes(room),
+                    fmt_bytes(need),
+                    fmt_bytes(held)
+                )
+            });
+        }
+        held = held.saturating_add(room);
+        if held >= total {
+            return None;
+        }
+    }
+    Some(format!(
+        "the running guests on {node} use {} of memory, and the remaining nodes have {} free in \
+         all within the {ceiling:.0}% memory ceiling",
+        fmt_bytes(total),
+        fmt_bytes(held)
+    ))
 }
 
 /// Why the nodes `hosts` lack N+1 headroom in `state`: a node whose running guests would not fit
