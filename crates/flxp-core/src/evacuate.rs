@@ -34,33 +34,6 @@ pub fn evacuate(
     nodes: &[NodeIdx],
     options: &EvacuateOptions,
 ) -> Result<Plan> {
-    evacuate_with(cluster, rules, state, placer, nodes, options, true)
-}
-
-/// [`evacuate`] without the plan's [`Bounds`](crate::balance::Bounds) (left unknown): for plans
-/// only judged or listed, such as a rolling maintenance's schedule of every node, where on a large
-/// cluster computing the bounds costs most of the plan.
-pub fn evacuate_unbounded(
-    cluster: &Cluster,
-    rules: &Rules,
-    state: &State,
-    placer: &Placer,
-    nodes: &[NodeIdx],
-    options: &EvacuateOptions,
-) -> Result<Plan> {
-    evacuate_with(cluster, rules, state, placer, nodes, options, false)
-}
-
-/// [`evacuate`], with its bounds or not.
-fn evacuate_with(
-    cluster: &Cluster,
-    rules: &Rules,
-    state: &State,
-    placer: &Placer,
-    nodes: &[NodeIdx],
-    options: &EvacuateOptions,
-    bounds: bool,
-) -> Result<Plan> {
     let mut c = cluster.clone();
     let mut targets: Vec<NodeIdx> = if nodes.is_empty() {
         c.node_indexes()
@@ -79,7 +52,7 @@ fn evacuate_with(
     let mut draft = Draft::new(&c, rules, placer, state, kind, measure, 0, usize::MAX);
     placer.policy_def(&options.policy)?;
     draft.target_policy = Some(options.policy.clone());
-    draft.bounds = bounds;
+    draft.bounds = !options.skip_bounds;
     let scope = Scope {
         only_nodes: Some(targets.clone()),
         stopped_off_maintenance: options.include_stopped,
@@ -322,7 +295,11 @@ mod tests {
         let n1 = c.node_idx("n1").unwrap();
         let o = EvacuateOptions::default();
         let full = evacuate(&c, &rules, &state, &p, &[n1], &o).unwrap();
-        let mut bare = evacuate_unbounded(&c, &rules, &state, &p, &[n1], &o).unwrap();
+        let skip = EvacuateOptions {
+            skip_bounds: true,
+            ..o.clone()
+        };
+        let mut bare = evacuate(&c, &rules, &state, &p, &[n1], &skip).unwrap();
         assert!(full.bounds.migrations.is_some(), "{:?}", full.bounds);
         assert!(full.bounds.spread_floor.is_some(), "{:?}", full.bounds);
         assert_eq!(

@@ -248,6 +248,11 @@ pub struct EvacuateOptions {
     /// consolidation (whose plan then says so, and counts no rule broken by its guests).
     #[serde(skip)]
     pub emptied_as: MaintenanceSource,
+    /// Leave the plan's [`Bounds`](super::Bounds) unknown: for plans only judged or listed, such
+    /// as a rolling maintenance's schedule of every node, where on a large cluster computing the
+    /// bounds costs most of the plan.
+    #[serde(skip)]
+    pub skip_bounds: bool,
 }
 
 impl Default for EvacuateOptions {
@@ -260,6 +265,7 @@ impl Default for EvacuateOptions {
             policy: "least-loaded".into(),
             return_home: true,
             emptied_as: MaintenanceSource::Requested,
+            skip_bounds: false,
         }
     }
 }

@@ -156,13 +156,17 @@ pub(super) fn evacuation_plan(
         .iter()
         .map(|n| planning::node(model, n))
         .collect::<crate::Result<Vec<_>>>()?;
-    flxp_core::evacuate::evacuate_unbounded(
+    let unbounded = flxp_core::balance::EvacuateOptions {
+        skip_bounds: true,
+        ..options.evacuate.clone()
+    };
+    flxp_core::evacuate::evacuate(
         &model.cluster,
         &model.rules,
         &model.state,
         placer,
         &nodes,
-        &options.evacuate,
+        &unbounded,
     )
     .map_err(|source| crate::Error::Plan { source })
 }
