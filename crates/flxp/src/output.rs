@@ -573,15 +573,15 @@ mod tests {
     fn a_guest_arriving_in_flight_is_shown_apart_from_the_node_s_own() {
         use flxp_core::builder::{ClusterBuilder, vm};
         use flxp_core::{Rules, State};
-        let c = ClusterBuilder::new()
-            .nodes(&["a", "b"])
-            .guest(vm(101, "a"))
-            .guest(vm(102, "b"))
-            .migrating(101, "a", "b")
-            .build();
+        // 101 and 102 on their way from a to b, where 103 runs: Proxmox lists them on a.
+        let mut b = ClusterBuilder::new().nodes(&["a", "b"]).guest(vm(103, "b"));
+        for vmid in [101, 102] {
+            b = b.guest(vm(vmid, "a")).migrating(vmid, "a", "b");
+        }
+        let c = b.build();
         let r = flxp_core::status::status(&c, &Rules::compile(&c), &State::new(&c));
         let cells: Vec<String> = r.nodes.iter().map(guests_cell).collect();
-        assert_eq!(cells, ["1 / 1", "1 (+1 arriving) / 1"]);
+        assert_eq!(cells, ["2 / 2", "1 (+2 arriving) / 1"]);
     }
 
     #[test]

@@ -315,14 +315,14 @@ pub fn rank_moves(
     options: &BalanceOptions,
     ranking: Ranking,
 ) -> Result<Vec<PveMove>> {
-    let &PlanInput {
-        cluster,
-        rules,
-        state,
-        placer,
-    } = input;
-    let draft = new_sim(cluster, rules, state, placer, options);
-    let c = candidates(&draft, true, usage_of(cluster, options.usage).mode);
+    let draft = new_sim(
+        input.cluster,
+        input.rules,
+        input.state,
+        input.placer,
+        options,
+    );
+    let c = candidates(&draft, true, usage_of(input.cluster, options.usage).mode);
     Ok(rank(&c, ranking)?.into_iter().map(|(_, m)| m).collect())
 }
 

@@ -47,6 +47,19 @@ fn assert_notes_clean(z: &SimZone) {
     }
 }
 
+/// Waits until pve2's line says it waits for its reboot, while `child` (the run) goes on.
+fn wait_until_pve2_waits_for_its_reboot(z: &SimZone, child: &mut Child) {
+    let start = Instant::now();
+    while !z.notes("pve1").contains("node=pve2 step=waiting") {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "never rebooting"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "the run ended early");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Starts `flxp ARGS --zone lab --config CFG` without waiting for it.
 pub(crate) fn spawn(z: &SimZone, args: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_flxp"))
@@ -89,15 +102,7 @@ fn a_run_killed_halfway_is_finished_by_the_next_one() {
     let booted = boots(&z);
     let mut child = spawn(&z, &["rolling", "pve2", "pve1"]);
     // Killed once pve2 is on its way down: its line says it waits for the reboot.
-    let start = Instant::now();
-    while !z.notes("pve1").contains("node=pve2 step=waiting") {
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "never rebooting"
-        );
-        assert!(child.try_wait().unwrap().is_none(), "the run ended early");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until_pve2_waits_for_its_reboot(&z, &mut child);
     child.kill().unwrap();
     child.wait().unwrap();
     // The rerun waits out the lease the killed run left, then goes on where it stopped.
@@ -136,15 +141,7 @@ fn sigterm_during_the_reboot_wait_stops_the_run_with_its_report_and_a_rerun_cont
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    while !z.notes("pve1").contains("node=pve2 step=waiting") {
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "never rebooting"
-        );
-        assert!(child.try_wait().unwrap().is_none(), "the run ended early");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until_pve2_waits_for_its_reboot(&z, &mut child);
     super::sigterm(&child);
     let out = child.wait_with_output().unwrap();
     let (stdout, stderr) = (
