@@ -2,11 +2,12 @@
 //! many tokens. Reading them (JSON, model, rules, status report and its JSON) must grow linearly:
 //! anyone allowed to edit a guest's tags or a node's notes could otherwise stall every plan.
 //!
-//! Run: `cargo bench -p flxp-core --bench hostile` (add sizes such as `-- 20000 80000` to measure
-//! only those; the default is 20,000, 80,000, 320,000 and 4,000,000).
+//! Run: `cargo bench -p flxp-core --bench hostile` on divan: each size is its own row, and the
+//! throughput column (items per second) stays flat when the time grows linearly; a name filter
+//! such as `-- tags` measures only that input.
 
-use std::hint::black_box;
-use std::time::{Duration, Instant};
+use divan::counter::ItemsCount;
+use divan::{Bencher, black_box};
 
 use flxp_core::status::status;
 use flxp_core::{Cluster, Overrides, Rules, State};
@@ -79,46 +80,27 @@ fn read(json: &str) -> usize {
         .len()
 }
 
-/// The best of `runs` timings of `read`, and the report's length.
-fn best(json: &str, runs: usize) -> (Duration, usize) {
-    let mut best = Duration::MAX;
-    let mut len = 0;
-    for _ in 0..runs {
-        let start = Instant::now();
-        len = black_box(read(black_box(json)));
-        best = best.min(start.elapsed());
-    }
-    (best, len)
-}
+/// Items per input: tags on one guest, or tokens in one node's notes.
+const SIZES: &[usize] = &[20_000, 80_000, 320_000, 4_000_000];
 
 fn main() {
-    let sizes: Vec<usize> = std::env::args().filter_map(|a| a.parse().ok()).collect();
-    let sizes = if sizes.is_empty() {
-        vec![20_000, 80_000, 320_000, 4_000_000]
-    } else {
-        sizes
-    };
-    println!("snapshot → model → rules → status JSON, one core, best of 3 runs (1 at 1 M and up)");
-    println!(
-        "{:>10} {:>12} {:>10} {:>10} {:>12} {:>10} {:>10} {:>10}",
-        "items", "tags MiB", "tags ms", "ns/tag", "notes MiB", "notes ms", "ns/token", "report KiB"
-    );
-    for n in sizes {
-        let runs = if n >= 1_000_000 { 1 } else { 3 };
-        let tagged = snapshot(&tags(n), "");
-        let (t, len) = best(&tagged, runs);
-        let noted = snapshot("", &notes(n));
-        let (u, len2) = best(&noted, runs);
-        println!(
-            "{:>10} {:>12.1} {:>10.1} {:>10.0} {:>12.1} {:>10.1} {:>10.0} {:>10.1}",
-            n,
-            tagged.len() as f64 / f64::from(1 << 20),
-            t.as_secs_f64() * 1e3,
-            t.as_secs_f64() * 1e9 / n as f64,
-            noted.len() as f64 / f64::from(1 << 20),
-            u.as_secs_f64() * 1e3,
-            u.as_secs_f64() * 1e9 / n as f64,
-            len.max(len2) as f64 / 1024.0
-        );
-    }
+    divan::main();
+}
+
+/// One guest with `n` distinct tags, read from JSON to `flxp status --json`.
+#[divan::bench(args = SIZES, sample_count = 3, sample_size = 1)]
+fn tags_on_one_guest(bencher: Bencher, n: usize) {
+    let json = snapshot(&tags(n), "");
+    bencher
+        .counter(ItemsCount::new(n))
+        .bench_local(|| read(black_box(&json)));
+}
+
+/// One node whose notes hold `n` tokens, read from JSON to `flxp status --json`.
+#[divan::bench(args = SIZES, sample_count = 3, sample_size = 1)]
+fn notes_of_one_node(bencher: Bencher, n: usize) {
+    let json = snapshot("", &notes(n));
+    bencher
+        .counter(ItemsCount::new(n))
+        .bench_local(|| read(black_box(&json)));
 }
