@@ -284,6 +284,44 @@ pub fn consolidate(
     options: &ConsolidateOptions,
     evacuate_options: &EvacuateOptions,
 ) -> Result<Consolidation> {
+    consolidate_telling(
+        cluster,
+        rules,
+        state,
+        placer,
+        options,
+        evacuate_options,
+        &|_| {},
+    )
+}
+
+/// A node the consolidation has judged, for a progress line: on a thousand nodes the search
+/// takes seconds, and an admin should see it moving.
+#[derive(Debug, Clone, Copy)]
+pub struct Judged<'a> {
+    /// Its place in the order nodes are tried (1-based).
+    pub index: usize,
+    /// Nodes to judge in all.
+    pub total: usize,
+    /// The node.
+    pub node: &'a str,
+    /// `None`: it is freed; else why it stays.
+    pub kept: Option<&'a str>,
+}
+
+/// Where news of nodes judged goes.
+pub type TellJudged<'a> = &'a (dyn Fn(Judged<'_>) + Sync);
+
+/// [`consolidate`], telling `judged` of each candidate node as it is judged.
+pub fn consolidate_telling(
+    cluster: &Cluster,
+    rules: &Rules,
+    state: &State,
+    placer: &Placer,
+    options: &ConsolidateOptions,
+    evacuate_options: &EvacuateOptions,
+    judged: TellJudged<'_>,
+) -> Result<Consolidation> {
     options.validate_for(cluster)?;
     let total = cluster.nodes().len();
     let online = cluster.nodes().iter().filter(|n| n.is_online()).count();
@@ -378,73 +416,86 @@ pub fn consolidate(
 
     let mut freed: Vec<NodeIdx> = resumed.clone();
     for (i, &n) in order.iter().enumerate() {
-        let name = cluster.node(n).name.clone();
-        if let Some(why) = required(n) {
-            kept.push(Kept::new(name, KeptBecause::Required, why.clone()));
-            continue;
-        }
-        if options.finish_only {
-            kept.push(Kept::new(
-                name,
-                KeptBecause::Finishing,
-                "only the interrupted consolidation is finished now; freeing more waits for a \
-                 consolidation of its own"
-                    .into(),
-            ));
-            continue;
-        }
-        if freed.len() - resumed.len() >= max_free {
-            let by_quorum_words = || {
-                format!(
-                    "{} node(s) must stay online: quorum needs more than half of the cluster's \
-                     {total} nodes ({quorum}), and a node switched off still counts",
-                    online - freed.len()
-                )
-            };
-            let by_ha_words = || {
-                if options.min_nodes > total {
+        let freed_before = freed.len();
+        'judge: {
+            let name = cluster.node(n).name.clone();
+            if let Some(why) = required(n) {
+                kept.push(Kept::new(name, KeptBecause::Required, why.clone()));
+                break 'judge;
+            }
+            if options.finish_only {
+                kept.push(Kept::new(
+                    name,
+                    KeptBecause::Finishing,
+                    "only the interrupted consolidation is finished now; freeing more waits for a \
+                     consolidation of its own"
+                        .into(),
+                ));
+                break 'judge;
+            }
+            if freed.len() - resumed.len() >= max_free {
+                let by_quorum_words = || {
                     format!(
-                        "min-nodes = {} is more than the cluster's {total} node(s): every node \
-                         stays in service",
-                        options.min_nodes
+                        "{} node(s) must stay online: quorum needs more than half of the cluster's \
+                         {total} nodes ({quorum}), and a node switched off still counts",
+                        online - freed.len()
                     )
-                } else {
-                    format!(
-                        "{} node(s) must stay in service for HA (min-nodes = {})",
-                        hosts.len() + resumed.len() - freed.len(),
-                        options.min_nodes
-                    )
-                }
-            };
-            // Both floors named when both bind.
-            let reason = match by_quorum.cmp(&by_ha) {
-                std::cmp::Ordering::Less => by_quorum_words(),
-                std::cmp::Ordering::Greater => by_ha_words(),
-                std::cmp::Ordering::Equal => format!("{}; {}", by_quorum_words(), by_ha_words()),
-            };
-            kept.push(Kept::new(name, KeptBecause::Floor, reason));
-            continue;
+                };
+                let by_ha_words = || {
+                    if options.min_nodes > total {
+                        format!(
+                            "min-nodes = {} is more than the cluster's {total} node(s): every node \
+                             stays in service",
+                            options.min_nodes
+                        )
+                    } else {
+                        format!(
+                            "{} node(s) must stay in service for HA (min-nodes = {})",
+                            hosts.len() + resumed.len() - freed.len(),
+                            options.min_nodes
+                        )
+                    }
+                };
+                // Both floors named when both bind.
+                let reason = match by_quorum.cmp(&by_ha) {
+                    std::cmp::Ordering::Less => by_quorum_words(),
+                    std::cmp::Ordering::Greater => by_ha_words(),
+                    std::cmp::Ordering::Equal => {
+                        format!("{}; {}", by_quorum_words(), by_ha_words())
+                    }
+                };
+                kept.push(Kept::new(name, KeptBecause::Floor, reason));
+                break 'judge;
+            }
+            if let Some(reason) = per_node.arriving(n) {
+                kept.push(Kept::new(name, KeptBecause::Arriving, reason));
+                break 'judge;
+            }
+            if let Some(reason) = per_node.cooling(n) {
+                kept.push(Kept::new(name, KeptBecause::Unmovable, reason));
+                break 'judge;
+            }
+            if search.spent() {
+                kept.push(Kept::new(name, KeptBecause::Budget, search.spent_words()));
+                break 'judge;
+            }
+            // The nodes to be tried next, as many as the floors leave room to free after n: the
+            // incremental packing keeps guests off them while it can, so that a guest is not moved
+            // onto a node that is emptied a few steps later.
+            let slots = max_free - (freed.len() - resumed.len());
+            let next = &order[(i + 1).min(order.len())..(i + slots).min(order.len())];
+            if let Some((because, reason)) = search.grow(&mut freed, n, next)? {
+                kept.push(Kept::new(name, because, reason));
+            }
         }
-        if let Some(reason) = per_node.arriving(n) {
-            kept.push(Kept::new(name, KeptBecause::Arriving, reason));
-            continue;
-        }
-        if let Some(reason) = per_node.cooling(n) {
-            kept.push(Kept::new(name, KeptBecause::Unmovable, reason));
-            continue;
-        }
-        if search.spent() {
-            kept.push(Kept::new(name, KeptBecause::Budget, search.spent_words()));
-            continue;
-        }
-        // The nodes to be tried next, as many as the floors leave room to free after n: the
-        // incremental packing keeps guests off them while it can, so that a guest is not moved
-        // onto a node that is emptied a few steps later.
-        let slots = max_free - (freed.len() - resumed.len());
-        let next = &order[(i + 1).min(order.len())..(i + slots).min(order.len())];
-        if let Some((because, reason)) = search.grow(&mut freed, n, next)? {
-            kept.push(Kept::new(name, because, reason));
-        }
+        let kept_why = (freed.len() == freed_before)
+            .then(|| kept.last().map(|k| k.reason.as_str()).unwrap_or_default());
+        judged(Judged {
+            index: i + 1,
+            total: order.len(),
+            node: &cluster.node(n).name,
+            kept: kept_why,
+        });
     }
 
     let work = search.work;

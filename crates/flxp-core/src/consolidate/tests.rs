@@ -79,6 +79,55 @@ fn a_light_cluster_frees_nodes_down_to_the_quorum_floor() {
 }
 
 #[test]
+fn each_candidate_is_told_in_the_order_tried_with_its_outcome() {
+    let c = light().build();
+    let rules = Rules::compile(&c);
+    let told = std::sync::Mutex::new(Vec::new());
+    let tell = |j: Judged<'_>| {
+        told.lock().unwrap().push((
+            j.index,
+            j.total,
+            j.node.to_owned(),
+            j.kept
+                .map(|k| k.split(':').next().unwrap_or_default().to_owned()),
+        ));
+    };
+    let out = consolidate_telling(
+        &c,
+        &rules,
+        &State::new(&c),
+        &placer(),
+        &ConsolidateOptions::default(),
+        &EvacuateOptions::default(),
+        &tell,
+    )
+    .unwrap();
+    let told = told.into_inner().unwrap();
+    assert_eq!(
+        told.iter()
+            .map(|(i, n, node, _)| (*i, *n, node.as_str()))
+            .collect::<Vec<_>>(),
+        vec![
+            (1, 5, "a"),
+            (2, 5, "b"),
+            (3, 5, "c"),
+            (4, 5, "d"),
+            (5, 5, "e")
+        ]
+    );
+    // a and b are freed; the rest stay at the quorum floor, each told with that reason.
+    assert_eq!(out.freed_names(), vec!["a", "b"]);
+    assert_eq!(told[0].3, None);
+    assert_eq!(told[1].3, None);
+    for t in &told[2..] {
+        let why = t.3.as_deref().unwrap();
+        let kept = out.kept.iter().find(|k| k.node == t.2).unwrap();
+        assert!(kept.reason.starts_with(why), "{why} / {}", kept.reason);
+        assert_eq!(kept.because, KeptBecause::Floor);
+    }
+}
+
+#[test]
 fn a_node_to_keep_is_never_freed_nor_finished() {
     let why = "a holds flxp's lease of zone lab".to_owned();
     let o = ConsolidateOptions {

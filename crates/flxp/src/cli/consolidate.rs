@@ -4,9 +4,10 @@
 
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use anyhow::{Context, Result};
-use flxp_core::consolidate::{Consolidation, consolidate};
+use flxp_core::consolidate::{Consolidation, Judged, consolidate_telling};
 use flxp_engine::consolidate::PowerError;
 use flxp_engine::{ExecutionReport, Executor, LeaseKeeper};
 use serde::Serialize;
@@ -113,13 +114,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
                     options.keep.insert(node, why);
                 }
             }
-            let c = consolidate(
+            let c = consolidate_telling(
                 &m.cluster,
                 &m.rules,
                 &m.state,
                 &placer,
                 &options,
                 &config.evacuate,
+                &progress(),
             )?;
             (c, None, Vec::new(), Vec::new())
         }
@@ -486,4 +488,27 @@ async fn wake_in_zone(
         output::print_execution(r);
     }
     Ok(code)
+}
+
+/// A progress line on stderr at most once a second while nodes are judged: silent on a
+/// cluster planned in under a second, moving on a thousand nodes.
+pub(crate) fn progress() -> impl Fn(Judged<'_>) + Sync {
+    let last = std::sync::Mutex::new(std::time::Instant::now());
+    let freed = std::sync::atomic::AtomicUsize::new(0);
+    move |j: Judged<'_>| {
+        let so_far = freed.fetch_add(usize::from(j.kept.is_none()), Ordering::Relaxed)
+            + usize::from(j.kept.is_none());
+        let Ok(mut last) = last.lock() else { return };
+        if last.elapsed() >= std::time::Duration::from_secs(1) {
+            *last = std::time::Instant::now();
+            crate::output::tell(format!(
+                "node {}/{} judged: {} {}; {so_far} freed so far",
+                j.index,
+                j.total,
+                j.node,
+                j.kept
+                    .map_or_else(|| "freed".to_owned(), |why| format!("kept: {why}")),
+            ));
+        }
+    }
 }
