@@ -917,7 +917,7 @@ fn targets(cluster: &flxp_core::Cluster, nodes: &[String]) -> Result<Vec<String>
     if nodes.is_empty() {
         return Ok(all);
     }
-    nodes
+    let named = nodes
         .iter()
         .map(|n| {
             cluster
@@ -928,6 +928,17 @@ fn targets(cluster: &flxp_core::Cluster, nodes: &[String]) -> Result<Vec<String>
                     known: all.join(", "),
                 })
         })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(once(named))
+}
+
+/// `names` in their order, each once: a node named twice is taken through maintenance once, and
+/// its schedule says so.
+pub(crate) fn once(names: Vec<String>) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    names
+        .into_iter()
+        .filter(|n| seen.insert(n.clone()))
         .collect()
 }
 

@@ -97,7 +97,13 @@ impl Executor {
                     planning::node(&model, n)?;
                 }
             }
-            nodes.to_vec()
+            // As the run spells them, each once (a node named twice is done once).
+            let canonical = |n: &String| {
+                model
+                    .node_named(n)
+                    .map_or_else(|| n.clone(), |i| model.cluster.node(i).name.clone())
+            };
+            super::once(nodes.iter().map(canonical).collect())
         };
         let model = Arc::new(model);
         let bandwidth = self.options.expected_bandwidth.max(1.0);

@@ -246,6 +246,23 @@ fn a_dry_run_says_on_stderr_each_node_as_it_is_planned() {
 }
 
 #[test]
+fn a_node_named_twice_is_scheduled_once_as_the_run_does_it() {
+    let z = zone();
+    let (code, out, err) = z.run(&["rolling", "--dry-run", "pve4", "pve1", "pve4", "pve1"]);
+    assert_eq!(code, 0, "{err}\n{out}");
+    let told: Vec<&str> = err.lines().filter(|l| l.starts_with("node ")).collect();
+    assert_eq!(
+        told,
+        [
+            "node 1/2 planned: pve4, 3 migration(s)",
+            "node 2/2 planned: pve1, 7 migration(s)"
+        ],
+        "{err}"
+    );
+    assert_eq!(out.matches("pve4: evacuate ").count(), 1, "{out}");
+}
+
+#[test]
 fn a_running_guest_left_stops_the_run_before_the_reboot_unless_stop_left() {
     let z = zone();
     let before = placement(&z);
