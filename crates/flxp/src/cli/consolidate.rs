@@ -378,6 +378,17 @@ fn wake(
     super::lease::run_in_zone(config, zone, placer, acting, work)
 }
 
+/// How long after a shutdown was sent a node still showing online is taken to be going down,
+/// in Proxmox's seconds: a node stopping its services takes a minute or two; one still up after
+/// ten did not go down (an admin kept it, or the shutdown failed).
+const SHUTDOWN_GRACE_SECS: i64 = 600;
+
+/// Whether `node` is online now; `None` when the zone cannot be read.
+async fn node_online(executor: &Executor, node: &str) -> Option<bool> {
+    let m = executor.read().await.ok()?;
+    m.node_named(node).map(|i| m.cluster.node(i).is_online())
+}
+
 /// `--wake` carried out, under the zone's lease when `[lease] enabled`.
 async fn wake_in_zone(
     executor: Executor,
@@ -390,8 +401,8 @@ async fn wake_in_zone(
 ) -> Result<ExitCode> {
     let poll = std::time::Duration::from_secs_f64(config.migration.poll_secs);
     let timeout = std::time::Duration::from_secs(args.wake_timeout);
-    let model = executor
-        .read()
+    let (model, notes) = executor
+        .read_with_notes()
         .await
         .with_context(|| format!("cannot read zone {zone}"))?;
     let idx = model.node_named(node).ok_or_else(|| {
@@ -401,7 +412,31 @@ async fn wake_in_zone(
         ))
     })?;
     let name = model.cluster.node(idx).name.clone();
-    let already_online = model.cluster.node(idx).is_online();
+    let mut already_online = model.cluster.node(idx).is_online();
+    // Switched off moments ago, a node still shows online while it goes down: taken for one in
+    // service, its marks would be cleared and guests sent to a node about to vanish.
+    let switched_off = flxp_engine::power_mark::read(&notes)
+        .into_iter()
+        .filter(|m| m.node == name && m.state == flxp_engine::power_mark::PowerState::Off)
+        .map(|m| m.since)
+        .max()
+        .filter(|since| executor.now() - since < SHUTDOWN_GRACE_SECS);
+    if let (true, Some(since)) = (already_online, switched_off) {
+        if !args.run.json {
+            output::tell(format!(
+                "{name} was switched off {} s ago and still shows online: waiting until it is off \
+                 before Wake-on-LAN",
+                executor.now() - since
+            ));
+        }
+        while executor.now() - since < SHUTDOWN_GRACE_SECS {
+            tokio::time::sleep(poll).await;
+            if node_online(&executor, &name).await == Some(false) {
+                already_online = false;
+                break;
+            }
+        }
+    }
     let mac = if already_online {
         if !args.run.json {
             output::tell(format!(
@@ -428,13 +463,7 @@ async fn wake_in_zone(
         let start = tokio::time::Instant::now();
         loop {
             tokio::time::sleep(poll).await;
-            let up = executor
-                .read()
-                .await
-                .ok()
-                .and_then(|m| m.node_named(&name).map(|i| m.cluster.node(i).is_online()))
-                .unwrap_or(false);
-            if up {
+            if node_online(&executor, &name).await == Some(true) {
                 break;
             }
             if start.elapsed() > timeout {

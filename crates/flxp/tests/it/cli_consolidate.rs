@@ -293,6 +293,48 @@ fn a_wake_that_times_out_leaves_the_node_marked_waking_not_for_another_shutdown(
     assert_ne!(kept(&v, "pve2")["resumed"], true, "{out}");
 }
 
+#[test]
+fn a_wake_right_after_a_shutdown_waits_until_the_node_is_off_then_wakes_it() {
+    // A shutdown that never ends by itself: the test takes pve2 down while the wake waits. At
+    // 10x, the wait for a node going down (600 simulated seconds) lasts a wall minute.
+    let z = sim_zone(DEMO, 10.0, "\n[consolidate]\nshutdown = true\n", |v| {
+        v["sim"]["node_shutdown_secs"] = 1e9.into();
+        v["sim"]["node_boot_secs"] = 20.0.into();
+    });
+    let (code, out, err) = z.run(&["consolidate", "--json"]);
+    assert_eq!(code, 0, "{err}\n{out}");
+    assert_eq!(json(&out)["shutdown"][0]["node"], "pve2", "{out}");
+    assert!(z.sim.world().nodes["pve2"].online, "still going down");
+    let (code, out, err) = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(std::time::Duration::from_secs(2));
+            z.sim.world().set_online("pve2", false);
+        });
+        z.run(&["consolidate", "--wake", "pve2", "--wake-timeout", "600"])
+    });
+    // The balance after the wake cannot reach the demo's threshold (containers, an ignored
+    // guest): exit 3, as any balance of it; the wake itself went through.
+    assert_eq!(code, 3, "{err}\n{out}");
+    assert!(
+        err.contains("still shows online: waiting until it is off"),
+        "{err}"
+    );
+    assert!(err.contains("pve2: Wake-on-LAN sent"), "{err}");
+    assert!(!err.contains("pve2 is online already"), "{err}");
+    // Woken, back in service, and the guests that came to it run.
+    let w = z.sim.world();
+    assert!(w.nodes["pve2"].online);
+    let notes: String = w.nodes.values().map(|n| n.notes.clone()).collect();
+    assert!(!notes.contains("flxp-power node=pve2"), "{notes}");
+    assert!(
+        w.guests
+            .values()
+            .filter(|g| g.node == "pve2")
+            .all(|g| g.running),
+        "a guest on pve2 was stopped by its shutdown"
+    );
+}
+
 /// The `since=` of `node`'s power mark, wherever it is kept.
 fn power_mark_since(z: &SimZone, node: &str) -> i64 {
     let w = z.sim.world();
