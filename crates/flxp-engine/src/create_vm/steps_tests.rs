@@ -4,6 +4,7 @@
 // Tests may panic on unexpected errors: that is the failure report.
 #![allow(clippy::unwrap_used)]
 
+use flxp_core::balance::Registry;
 use flxp_core::placement::PlacementOptions;
 use flxp_core::units::GIB;
 use flxp_core::{Overrides, Snapshot};
@@ -50,10 +51,15 @@ fn snapshot() -> Snapshot {
 fn creator() -> (Creator, Arc<ClusterModel>, Arc<FakeApi>) {
     let snap = snapshot();
     let api = Arc::new(FakeApi::new(snap.clone()));
-    let placer = Arc::new(Placer::new(PlacementOptions::default(), Vec::new()).unwrap());
+    let scheduler = Scheduler::new(
+        Placer::new(PlacementOptions::default(), Vec::new()).unwrap(),
+        Registry::builtin(),
+    )
+    .unwrap();
     let creator = Creator::new(
         api.erase(),
-        placer,
+        &scheduler,
+        "lab",
         Reservations::new(std::time::Duration::from_secs(60)),
         CreateOptions::default(),
     );

@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use flxp_core::Scheduler;
+use flxp_core::balance::Registry;
 use flxp_core::placement::{PlacementOptions, Placer};
 use flxp_pve::types::*;
 use flxp_pve::{Request, Result, Secret, Transport};
@@ -261,7 +263,11 @@ async fn world_with(mut scenario: Scenario) -> World {
         dead_from: Mutex::new(None),
         refuse_config_after_start: AtomicBool::new(false),
     });
-    let placer = Arc::new(Placer::new(PlacementOptions::default(), vec![]).unwrap());
+    let scheduler = Scheduler::new(
+        Placer::new(PlacementOptions::default(), Vec::new()).unwrap(),
+        Registry::builtin(),
+    )
+    .unwrap();
     let options = CreateOptions {
         wait: TaskWait {
             interval: Duration::from_millis(10),
@@ -273,7 +279,8 @@ async fn world_with(mut scenario: Scenario) -> World {
     let api = Pve::from_transport(Arc::clone(&spy));
     let creator = Creator::new(
         api.clone(),
-        placer,
+        &scheduler,
+        "lab",
         Reservations::new(Duration::from_secs(60)),
         options,
     );

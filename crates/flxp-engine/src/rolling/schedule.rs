@@ -230,6 +230,8 @@ mod tests {
 
     use std::sync::Mutex;
 
+    use flxp_core::Scheduler;
+    use flxp_core::balance::Registry;
     use flxp_core::builder::{ClusterBuilder, node, vm};
     use flxp_core::placement::PlacementOptions;
     use flxp_core::units::GIB;
@@ -269,8 +271,12 @@ mod tests {
 
     /// The schedule of every node, `parallel` at a time, with what it told on the way.
     async fn schedule_on(api: &FakeApi, parallel: usize) -> (Schedule, Vec<Planned>) {
-        let placer = Arc::new(Placer::new(PlacementOptions::default(), Vec::new()).unwrap());
-        let executor = Executor::new("lab", api.erase(), placer);
+        let scheduler = Scheduler::new(
+            Placer::new(PlacementOptions::default(), Vec::new()).unwrap(),
+            Registry::builtin(),
+        )
+        .unwrap();
+        let executor = Executor::new("lab", api.erase(), &scheduler);
         let options = RollingOptions {
             parallel,
             ..RollingOptions::default()

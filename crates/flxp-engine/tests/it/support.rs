@@ -4,10 +4,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use flxp_core::balance::Registry;
 use flxp_core::balance::{self, Measure, Metric};
 use flxp_core::constraints::{Violation, violations};
 use flxp_core::placement::{PlacementOptions, Placer};
-use flxp_core::{Overrides, Snapshot};
+use flxp_core::{Overrides, Scheduler, Snapshot};
 use flxp_engine::{
     Daemon, DaemonOptions, Event, ExecuteOptions, Executor, Limits, Model, Progress,
 };
@@ -49,7 +50,7 @@ impl Zone {
     /// An executor on this zone, polling fast, with the simulated clock.
     pub fn executor(&self, limits: Limits) -> Executor {
         let sim = self.sim.clone();
-        Executor::new("sim", self.api.clone(), placer())
+        Executor::new("sim", self.api.clone(), &scheduler())
             .with_options(ExecuteOptions {
                 limits,
                 poll: Duration::from_millis(10),
@@ -96,7 +97,7 @@ impl Zone {
                 overrides,
                 reservations: None,
             }],
-            placer(),
+            &scheduler(),
             options,
         )
         .with_clock(Arc::new(move || sim.now() as i64))
@@ -151,9 +152,13 @@ pub fn daemon_execute() -> ExecuteOptions {
     }
 }
 
-/// The placement pipeline with default options.
-pub fn placer() -> Arc<Placer> {
-    Arc::new(Placer::new(PlacementOptions::default(), Vec::new()).unwrap())
+/// The scheduler with default options and the built-in policies and methods.
+pub fn scheduler() -> Scheduler {
+    Scheduler::new(
+        Placer::new(PlacementOptions::default(), Vec::new()).unwrap(),
+        Registry::builtin(),
+    )
+    .unwrap()
 }
 
 /// The memory a node of the simulated world carries: its base and its guests' (uncapped).

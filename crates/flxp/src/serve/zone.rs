@@ -239,6 +239,8 @@ impl Drop for EvacuationMark {
 mod tests {
     #![allow(clippy::unwrap_used)] // tests may panic
 
+    use flxp_core::Scheduler;
+    use flxp_core::balance::Registry;
     use flxp_core::placement::{PlacementOptions, Placer};
     use flxp_engine::Reservations;
     use flxp_engine::create_vm::CreateOptions;
@@ -247,10 +249,15 @@ mod tests {
     use super::*;
 
     fn zone(fake: Arc<FakeApi>) -> Arc<Zone> {
-        let placer = Arc::new(Placer::new(PlacementOptions::default(), vec![]).unwrap());
+        let scheduler = Scheduler::new(
+            Placer::new(PlacementOptions::default(), Vec::new()).unwrap(),
+            Registry::builtin(),
+        )
+        .unwrap();
         let creator = Creator::new(
             fake.erase(),
-            placer,
+            &scheduler,
+            "lab",
             Reservations::new(Duration::from_secs(60)),
             CreateOptions::default(),
         );
