@@ -248,14 +248,14 @@ mod tests {
 
     use super::*;
 
-    fn zone(fake: Arc<FakeApi>) -> Arc<Zone> {
+    fn zone(api: Pve) -> Arc<Zone> {
         let scheduler = Scheduler::new(
             Placer::new(PlacementOptions::default(), Vec::new()).unwrap(),
             Registry::builtin(),
         )
         .unwrap();
         let creator = Creator::new(
-            fake.erase(),
+            api.clone(),
             &scheduler,
             "lab",
             Reservations::new(Duration::from_secs(60)),
@@ -263,7 +263,7 @@ mod tests {
         );
         Arc::new(Zone::new(
             "lab",
-            fake.erase(),
+            api,
             Overrides::default(),
             creator,
             SharedContact::default(),
@@ -281,7 +281,7 @@ mod tests {
     async fn requests_that_arrive_together_share_two_snapshots_at_most() {
         let snapshot = flxp_sim::Scenario::demo().snapshot;
         let fake = Arc::new(FakeApi::new(snapshot).with_latency(Duration::from_millis(100)));
-        let z = zone(Arc::clone(&fake));
+        let z = zone(fake.erase());
         // The first call starts a collection; the nine arriving while it runs share the next.
         let first = {
             let z = Arc::clone(&z);
@@ -322,7 +322,7 @@ mod tests {
             .unwrap();
         let vmid = busy.vmid.unwrap();
         let fake = Arc::new(FakeApi::new(snapshot.clone()));
-        let instant = zone(Arc::clone(&fake)).model().await.unwrap();
+        let instant = zone(fake.erase()).model().await.unwrap();
         let cpu_of = |m: &ClusterModel| {
             let c = &m.cluster;
             c.guest(c.guest_idx(vmid).unwrap()).cpu
@@ -334,7 +334,7 @@ mod tests {
             r.cpu = Some(0.0);
         }
         smoother.apply(&mut idle, flxp_engine::epoch_now() - 60);
-        let z = zone(fake);
+        let z = zone(fake.erase());
         z.smooth_with(smoother);
         let smoothed = z.model().await.unwrap();
         assert!(cpu_of(&instant) > 0.0);
@@ -348,12 +348,9 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_unreadable_zone_is_an_error_naming_it() {
-        let fake = Arc::new(FakeApi::new(flxp_sim::Scenario::demo().snapshot).fail(
-            "GET /cluster/resources",
-            503,
-            "Service Unavailable",
-        ));
-        let e = zone(fake).model().await.unwrap_err();
+        let sim = crate::serve::embedded::start().await.unwrap();
+        sim.fail_get("/cluster/resources", 503, "Service Unavailable");
+        let e = zone(sim.client().into()).model().await.unwrap_err();
         assert!(e.0.starts_with("cannot read zone lab: "), "{e}");
     }
 }
