@@ -25,8 +25,12 @@
 //! ```
 
 pub mod blocking;
+// The simulator and its clients, as the integration tests start them.
 pub mod collect;
 pub mod consolidate;
+#[cfg(test)]
+#[path = "../tests/it/sim_client.rs"]
+mod sim_client;
 
 pub use collect::{CollectError, collect_snapshot};
 pub mod create_vm;

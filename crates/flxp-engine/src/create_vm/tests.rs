@@ -21,10 +21,7 @@ use flxp_sim::{Scenario, Sim, SimHandle};
 use super::fixtures::{self, KEY};
 use super::*;
 use crate::reserve::Reservations;
-
-// The HTTPS simulator and its pinned client, as the integration tests start them.
-#[path = "../../tests/it/sim_client.rs"]
-mod sim_client;
+use crate::sim_client;
 
 /// A transport that records every call as its endpoint (`METHOD /path` template); `nextid`
 /// answers from a queue first.

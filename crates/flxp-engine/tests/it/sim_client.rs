@@ -1,5 +1,5 @@
-//! Clients of the in-process simulator, shared by the integration tests and the creation unit
-//! tests (`src/create_vm/tests.rs` includes this file by path): one place builds a token client.
+//! Clients of the in-process simulator, shared by the integration tests and the unit tests (the
+//! crate includes this file by path under `cfg(test)`): one place builds a token client.
 
 use std::time::Duration;
 
@@ -26,6 +26,16 @@ pub fn token_client(host: Host, token: &str, pin: Option<Fingerprint>) -> Client
     }
     .build()
     .unwrap()
+}
+
+/// Serves `scenario`, which accepts `token`, over plain HTTP on `127.0.0.1:0`, with a client
+/// logging in with it.
+pub async fn serve_http(scenario: Scenario, token: &str) -> (SimHandle, Client) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let handle = SimHandle::spawn(listener, Sim::new(scenario).unwrap(), None).unwrap();
+    let host: Host = format!("http://{}", handle.addr()).parse().unwrap();
+    let client = token_client(host, token, None);
+    (handle, client)
 }
 
 /// Serves `scenario` (with [`TLS_TOKEN`] added) over HTTPS on `127.0.0.1:0`, with a client

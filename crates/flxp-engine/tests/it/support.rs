@@ -12,11 +12,11 @@ use flxp_core::{Overrides, Scheduler, Snapshot};
 use flxp_engine::{
     Daemon, DaemonOptions, Event, ExecuteOptions, Executor, Limits, Model, Progress,
 };
-use flxp_pve::{Host, Pve};
+use flxp_pve::Pve;
 use flxp_sim::{Scenario, Sim, SimHandle};
 use serde_json::Value;
 
-use crate::sim_client::token_client;
+use crate::sim_client::serve_http;
 
 pub const TOKEN: &str = "root@pam!flxp=7c1e0b5a-4d2f-4e8a-9b6c-1a2b3c4d5e6f";
 pub use flxp_core::units::GIB;
@@ -34,14 +34,11 @@ pub struct Zone {
 
 /// Starts a scenario document at a time scale (simulated seconds per real second).
 pub async fn zone(doc: &str, time_scale: f64, tweak: impl FnOnce(&mut Value)) -> Zone {
-    let sim = Sim::new(Scenario::variant(doc, time_scale, TOKEN, tweak).unwrap()).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let handle = SimHandle::spawn(listener, sim.clone(), None).unwrap();
-    let host: Host = format!("http://{}", handle.addr()).parse().unwrap();
-    let client = token_client(host, TOKEN, None);
+    let scenario = Scenario::variant(doc, time_scale, TOKEN, tweak).unwrap();
+    let (handle, client) = serve_http(scenario, TOKEN).await;
     Zone {
+        sim: handle.sim().clone(),
         handle,
-        sim,
         api: client.into(),
     }
 }
