@@ -236,10 +236,10 @@ mod tests {
     use flxp_core::placement::PlacementOptions;
     use flxp_core::units::GIB;
     use flxp_pve::Pve;
-    use flxp_sim::{Scenario, SimHandle};
+    use flxp_sim::SimHandle;
 
     use super::*;
-    use crate::sim_client::{TLS_TOKEN, serve_http};
+    use crate::sim_client::{calls, serve_snapshot};
 
     /// Six nodes n1..n6 of four 4 GiB guests each, simulated.
     async fn six() -> (SimHandle, Pve) {
@@ -251,10 +251,7 @@ mod tests {
             let on = format!("n{}", (vmid - 100) / 4 + 1);
             b = b.guest(vm(vmid, &on).mem(4 * GIB, 4 * GIB).cores(2.0, 0.5));
         }
-        let mut scenario =
-            Scenario::from_value(serde_json::to_value(b.snapshot()).unwrap()).unwrap();
-        scenario.add_token(TLS_TOKEN).unwrap();
-        let (sim, client) = serve_http(scenario, TLS_TOKEN).await;
+        let (sim, client) = serve_snapshot(&b.snapshot()).await;
         (sim, client.into())
     }
 
@@ -297,13 +294,10 @@ mod tests {
 
     /// How many times the cluster's resources were read.
     fn resource_reads(sim: &SimHandle) -> usize {
-        let w = sim.sim().world();
-        w.records
-            .requests
+        calls(sim)
             .iter()
-            .filter(|(k, _)| k.method == "GET" && k.path == "/cluster/resources")
-            .map(|(_, n)| *n as usize)
-            .sum()
+            .filter(|c| c.starts_with("GET /cluster/resources"))
+            .count()
     }
 
     #[tokio::test]
