@@ -37,13 +37,7 @@ impl Embedded {
     pub fn fail_get(&self, path: &str, status: u16, message: &str) {
         use flxp_sim::scenario::{ErrorFault, FaultSpec};
         self.handle.sim().world().faults.set(FaultSpec {
-            errors: vec![ErrorFault {
-                path: path.into(),
-                method: Some("GET".into()),
-                rate: 1.0,
-                status,
-                message: message.into(),
-            }],
+            errors: vec![ErrorFault::get(path, status, message)],
             ..FaultSpec::default()
         });
     }
