@@ -11,9 +11,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use flxp_core::balance::Registry;
 use flxp_core::balance::{BalanceOptions, EvacuateOptions, Measure, Metric};
 use flxp_core::placement::{PlacementOptions, Placer};
-use flxp_core::{Overrides, balance};
+use flxp_core::{Overrides, Scheduler, balance};
 use flxp_engine::{ExecuteOptions, Executor, Goal, Limits, Model};
 use flxp_pve::{ClientBuilder, Credentials, Host, Secret};
 use flxp_sim::{Scenario, Sim, SimHandle};
@@ -60,9 +61,13 @@ fn run(runtime: &tokio::runtime::Runtime, case: Case) {
     )
     .build()
     .unwrap();
-    let placer = Arc::new(Placer::new(PlacementOptions::default(), Vec::new()).unwrap());
+    let scheduler = Scheduler::new(
+        Placer::new(PlacementOptions::default(), Vec::new()).unwrap(),
+        Registry::builtin(),
+    )
+    .unwrap();
     let clock_sim = sim.clone();
-    let executor = Executor::new(name, client.into(), placer)
+    let executor = Executor::new(name, client.into(), &scheduler)
         .with_options(ExecuteOptions {
             limits,
             poll: POLL,

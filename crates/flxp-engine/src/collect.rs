@@ -685,8 +685,24 @@ mod tests {
 
     use flxp_core::snapshot::{HaResource, HaRule, HaStatusEntry, Resource, Task};
     use flxp_pve::fake::FakeApi;
+    use flxp_sim::SimHandle;
+    use flxp_sim::scenario::{ErrorFault, FaultSpec};
 
     use super::*;
+    use crate::sim_client::serve_snapshot;
+
+    /// The cluster of `source`, simulated, answering `GET path` with this Proxmox error.
+    async fn simulated(
+        source: &Snapshot,
+        (path, status, message): (&str, u16, &str),
+    ) -> (SimHandle, Pve) {
+        let (sim, client) = serve_snapshot(source).await;
+        sim.sim().world().faults.set(FaultSpec {
+            errors: vec![ErrorFault::get(path, status, message)],
+            ..FaultSpec::default()
+        });
+        (sim, client.into())
+    }
 
     fn node(name: &str, status: &str) -> Resource {
         Resource {
@@ -1162,9 +1178,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_node_the_proxy_cannot_reach_is_counted_offline_not_a_failed_snapshot() {
-        let fake =
-            FakeApi::new(cluster(3, 4)).fail("GET /nodes/pve2/config", 595, "Connection refused");
-        let snap = collect_snapshot(&fake, 0).await.unwrap();
+        let (_sim, api) = simulated(
+            &cluster(3, 4),
+            ("/nodes/pve2/config", 595, "Connection refused"),
+        )
+        .await;
+        let snap = collect_snapshot(&api, 0).await.unwrap();
         let status = |n: &str| {
             snap.resources
                 .iter()

@@ -23,6 +23,7 @@ pub(crate) use steps::remove_marker;
 use std::fmt;
 use std::sync::Arc;
 
+use flxp_core::Scheduler;
 use flxp_core::constraints::tags::{GuestToken, TagParse, parse_guest_tag};
 use flxp_core::placement::{Placement, Placer};
 use flxp_pve::{Pve, TaskWait};
@@ -266,16 +267,17 @@ impl fmt::Debug for Creator {
 }
 
 impl Creator {
-    /// A creator for one zone.
+    /// A creator for `zone`, placing with `scheduler`'s pipeline for it.
     pub fn new(
         api: Pve,
-        placer: Arc<Placer>,
+        scheduler: &Scheduler,
+        zone: &str,
         reservations: Arc<Reservations>,
         options: CreateOptions,
     ) -> Self {
         Self {
             api,
-            placer,
+            placer: scheduler.placer(Some(zone)),
             reservations,
             options,
             vmid_lock: tokio::sync::Mutex::new(()),

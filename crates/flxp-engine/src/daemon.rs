@@ -21,11 +21,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use flxp_core::Overrides;
 use flxp_core::balance::{self, BalanceOptions, Decision, EvacuateOptions, Figures, Plan};
 use flxp_core::constraints::violations;
 use flxp_core::left_running::{MaintenanceState, maintenance_state, maintenance_state_planned};
 use flxp_core::placement::Placer;
+use flxp_core::{Overrides, Scheduler};
 use flxp_pve::Pve;
 use serde::Serialize;
 
@@ -300,18 +300,6 @@ impl ZoneState {
     }
 }
 
-/// The pipeline for one zone, telling plugins its name; the shared one when it names a
-/// zone already, has no plugins, or cannot be rebuilt. Built once per zone, not per round.
-fn zone_placer(placer: &Arc<Placer>, zone: &str) -> Arc<Placer> {
-    if placer.zone().is_some() || placer.plugins().specs().is_empty() {
-        return Arc::clone(placer);
-    }
-    match placer.with_options(placer.options().clone()) {
-        Ok(p) => Arc::new(p.in_zone(Some(zone.to_owned()))),
-        Err(_) => Arc::clone(placer),
-    }
-}
-
 /// When another flxp held `z`'s lease since this process last did, the round's read under the
 /// lease is a full one: that flxp may have marked a node for maintenance, and a refresh reads no
 /// node notes, so a round would otherwise move guests onto the node it marked.
@@ -329,7 +317,7 @@ pub type RoundListener = Arc<dyn Fn(&RoundReport) + Send + Sync>;
 #[derive(Clone)]
 struct Parts {
     zones: Vec<Zone>,
-    placer: Arc<Placer>,
+    scheduler: Scheduler,
     options: DaemonOptions,
     progress: Arc<dyn Progress>,
     clock: Clock,
@@ -372,11 +360,12 @@ impl std::fmt::Debug for Daemon {
 
 impl Daemon {
     /// A daemon over these zones (names must be unique; a later one replaces an earlier one), with
-    /// no progress events and the system clock.
-    pub fn new(zones: Vec<Zone>, placer: Arc<Placer>, options: DaemonOptions) -> Self {
+    /// no progress events and the system clock; each zone decides with `scheduler`'s pipeline for
+    /// it.
+    pub fn new(zones: Vec<Zone>, scheduler: &Scheduler, options: DaemonOptions) -> Self {
         Self::build(Parts {
             zones,
-            placer,
+            scheduler: scheduler.clone(),
             options,
             progress: Arc::new(NoProgress),
             clock: system_clock(),
@@ -397,7 +386,7 @@ impl Daemon {
                     ZoneState {
                         zone: z.clone(),
                         rounds: !parts.idle.contains(&z.name),
-                        placer: zone_placer(&parts.placer, &z.name),
+                        placer: parts.scheduler.placer(Some(&z.name)),
                         held: AtomicU32::new(0),
                         last: std::sync::Mutex::new(None),
                         round: Arc::new(tokio::sync::Mutex::new(())),
@@ -677,7 +666,7 @@ impl Daemon {
     /// The executor of a round in `z`, never freeing the `kept` nodes.
     fn executor(&self, z: &ZoneState, kept: BTreeMap<String, String>) -> Executor {
         let o = &self.inner.parts.options;
-        Executor::new(
+        Executor::on_pipeline(
             z.zone.name.clone(),
             z.zone.api.clone(),
             Arc::clone(&z.placer),

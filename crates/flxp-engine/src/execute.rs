@@ -22,7 +22,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use flxp_core::balance::{Migration, Overfull, Plan, Purpose, StepReason, check_step};
 use flxp_core::placement::Placer;
-use flxp_core::{Overrides, Snapshot};
+use flxp_core::{Overrides, Scheduler, Snapshot};
 use flxp_pve::Pve;
 
 use crate::blocking;
@@ -152,11 +152,18 @@ pub(crate) enum NoStart {
 
 impl Executor {
     /// An executor for a zone with default options, no overrides, no progress events, the system
-    /// clock and no stop signal.
-    pub fn new(zone: impl Into<String>, api: Pve, placer: Arc<Placer>) -> Self {
+    /// clock and no stop signal; it decides with `scheduler`'s pipeline for the zone.
+    pub fn new(zone: impl Into<String>, api: Pve, scheduler: &Scheduler) -> Self {
+        let zone = zone.into();
+        let placer = scheduler.placer(Some(&zone));
+        Self::on_pipeline(zone, api, placer)
+    }
+
+    /// [`Executor::new`] with the zone's pipeline built already (the daemon's, once per zone).
+    pub(crate) fn on_pipeline(zone: String, api: Pve, placer: Arc<Placer>) -> Self {
         let cache = Arc::new(ReadCache::new());
         Self {
-            zone: zone.into(),
+            zone,
             api: cache.watch(&api),
             base_api: api,
             cache,

@@ -6,16 +6,17 @@
 //!   re-checked on a fresh read, replanned when the world changes or a migration fails, within
 //!   [`Limits`], reporting [`Event`]s and ending with an [`ExecutionReport`].
 //! - [`Daemon`]: every zone at an interval (trigger, evacuation, rebalancing), embeddable:
-//!   `Daemon::new(zones, placer, options)`, `run(shutdown)`, `run_round(zone)`.
+//!   `Daemon::new(zones, &scheduler, options)`, `run(shutdown)`, `run_round(zone)`.
 //!
 //! ```no_run
 //! # async fn demo(api: flxp_pve::Pve) -> flxp_engine::Result<()> {
-//! use std::sync::Arc;
-//! use flxp_core::balance::BalanceOptions;
+//! use flxp_core::Scheduler;
+//! use flxp_core::balance::{BalanceOptions, Registry};
 //! use flxp_core::placement::{PlacementOptions, Placer};
 //! use flxp_engine::{Executor, Goal};
-//! let placer = Arc::new(Placer::new(PlacementOptions::default(), Vec::new()).expect("policies"));
-//! let executor = Executor::new("lab", api, placer);
+//! let placer = Placer::new(PlacementOptions::default(), Vec::new()).expect("policies");
+//! let scheduler = Scheduler::new(placer, Registry::builtin()).expect("methods");
+//! let executor = Executor::new("lab", api, &scheduler);
 //! let goal = Goal::Balance(BalanceOptions::default());
 //! let plan = executor.plan(&goal).await?;
 //! let report = executor.execute(plan, &goal).await;
@@ -24,8 +25,12 @@
 //! ```
 
 pub mod blocking;
+// The simulator and its clients, as the integration tests start them.
 pub mod collect;
 pub mod consolidate;
+#[cfg(test)]
+#[path = "../tests/it/sim_client.rs"]
+mod sim_client;
 
 pub use collect::{CollectError, collect_snapshot};
 pub mod create_vm;

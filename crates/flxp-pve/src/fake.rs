@@ -4,8 +4,7 @@
 //! from a Contract 1 snapshot through a [`Router`], counts every call by endpoint, can wait a
 //! fixed latency per call (with `tokio::time`, so paused-time tests stay instant), fail chosen
 //! endpoints with a Proxmox error, and play scripted task statuses. Writes answer 501 ("not
-//! routed"), except a disk resize given an answer with [`FakeApi::with_resize`] (its requests are
-//! kept for inspection). It is not a simulator: nothing changes over time.
+//! routed"). It is not a simulator: nothing changes over time.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -24,8 +23,8 @@ use crate::transport::{Data, Transport};
 use crate::types::{
     ClusterStatusEntry, GuestConfig, GuestKind, GuestListEntry, GuestStatusCurrent,
     ManagerStatusResponse, NodeConfig, NodeListEntry, NodeStatus, Permissions, Pool, PoolListEntry,
-    ResizeParams, Resource, ResourceType, ResourcesQuery, RrdRow, StorageEntry, TaskLogLine,
-    TaskLogQuery, TaskStatus, Upid, Version,
+    Resource, ResourceType, ResourcesQuery, RrdRow, StorageEntry, TaskLogLine, TaskLogQuery,
+    TaskStatus, Upid, Version,
 };
 
 /// The typed endpoints over an in-memory [`FakeTransport`]; see the module docs.
@@ -46,9 +45,6 @@ struct State {
     failures: BTreeMap<String, (u16, String)>,
     tasks: BTreeMap<String, VecDeque<TaskStatus>>,
     task_logs: BTreeMap<String, Vec<TaskLogLine>>,
-    /// The answer to resizes: `None` answers 501; `Some(None)` a synchronous (PVE 7) resize.
-    resize_answer: Option<Option<Upid>>,
-    resizes: Vec<(String, u32, ResizeParams)>,
 }
 
 impl FakeApi {
@@ -100,18 +96,6 @@ impl FakeApi {
             .insert(upid.to_string(), statuses.into_iter().collect());
         drop(state);
         self
-    }
-
-    /// Answers disk resizes with this task (`None`: as PVE 7 does, with no task), which
-    /// [`FakeApi::with_task`] can script.
-    pub fn with_resize(self, answer: Option<Upid>) -> Self {
-        self.transport().state().resize_answer = Some(answer);
-        self
-    }
-
-    /// Every resize asked for so far: node, VMID and parameters, in order.
-    pub fn resizes(&self) -> Vec<(String, u32, ResizeParams)> {
-        self.transport().state().resizes.clone()
     }
 
     /// Every call so far, as `METHOD /path`, in order.
@@ -191,10 +175,6 @@ fn routes() -> &'static Router<FakeTransport> {
             .route(
                 endpoint!(GET "/nodes/{node}/{kind}/{vmid}/config"),
                 FakeTransport::guest_config,
-            )
-            .route(
-                endpoint!(PUT "/nodes/{node}/qemu/{vmid}/resize"),
-                FakeTransport::resize,
             )
     })
 }
@@ -353,18 +333,6 @@ impl FakeTransport {
             digest: Some(format!("{vmid:040x}")),
             values,
         })
-    }
-
-    fn resize(&self, request: &Request, c: &Captures) -> Result<Data> {
-        let vmid = c.u32("vmid", request)?;
-        let mut state = self.state();
-        let answer = state
-            .resize_answer
-            .clone()
-            .ok_or_else(|| crate::router::not_routed(request))?;
-        let params: ResizeParams = request.decode_params()?;
-        state.resizes.push((c.get("node").to_owned(), vmid, params));
-        reply(answer)
     }
 
     fn ha_manager_status(&self, _: &Request, _: &Captures) -> Result<Data> {
@@ -734,44 +702,6 @@ mod tests {
             .await
             .unwrap_err();
         assert!(e.is_not_found(), "{e:?}");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn resizes_are_recorded_and_answered_as_scripted() {
-        use crate::types::ResizeParams;
-
-        let upid: Upid = "UPID:pve1:000A1B2C:0123ABCD:6929A5C0:resize:120:root@pam:"
-            .parse()
-            .unwrap();
-        let params = ResizeParams::to_size("scsi0", 64 << 30);
-        let e = FakeApi::new(Snapshot::default())
-            .resize_disk("pve1", 120, &params)
-            .await
-            .unwrap_err();
-        assert_eq!(e.status(), Some(501));
-        let fake = FakeApi::new(Snapshot::default()).with_resize(Some(upid.clone()));
-        assert_eq!(
-            fake.resize_disk("pve1", 120, &params).await.unwrap(),
-            Some(upid)
-        );
-        assert_eq!(
-            fake.resizes(),
-            vec![("pve1".to_owned(), 120, params.clone())]
-        );
-        assert_eq!(fake.calls(), ["PUT /nodes/pve1/qemu/120/resize"]);
-        let sync = FakeApi::new(Snapshot::default()).with_resize(None);
-        assert_eq!(sync.resize_disk("pve1", 120, &params).await.unwrap(), None);
-        let failing = FakeApi::new(Snapshot::default()).with_resize(None).fail(
-            "PUT /nodes/pve1/qemu/120/resize",
-            500,
-            "VM is locked (clone)",
-        );
-        let e = failing.resize_disk("pve1", 120, &params).await.unwrap_err();
-        assert!(e.is_locked(), "{e:?}");
-        assert!(
-            failing.resizes().is_empty(),
-            "a failed call resized nothing"
-        );
     }
 
     #[tokio::test(start_paused = true)]

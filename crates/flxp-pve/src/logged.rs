@@ -53,21 +53,38 @@ mod tests {
     // Tests may panic: unwrapping is how they fail.
     #![allow(clippy::unwrap_used)]
 
+    use std::sync::Arc;
+
+    use flxp_sim::{Scenario, Sim, SimHandle};
+
     use super::*;
-    use crate::fake::FakeTransport;
+    use crate::{ClientBuilder, Credentials, Host, Secret};
+
+    const TOKEN: &str = "root@pam!flxp=7c1e0b5a-4d2f-4e8a-9b6c-1a2b3c4d5e6f";
 
     /// The layer changes no answer, and keeps the clock of the transport below.
     #[tokio::test]
     async fn a_logged_call_answers_as_the_transport_below() {
-        let fake = FakeTransport::default();
-        let direct = fake
+        let mut scenario = Scenario::demo();
+        scenario.add_token(TOKEN).unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let sim = SimHandle::spawn(listener, Sim::new(scenario).unwrap(), None).unwrap();
+        let host: Host = format!("http://{}", sim.addr()).parse().unwrap();
+        let (id, secret) = TOKEN.rsplit_once('=').unwrap();
+        let credentials = Credentials::Token {
+            id: id.into(),
+            secret: Secret::new(secret),
+        };
+        let client = ClientBuilder::new(vec![host], credentials).build().unwrap();
+        let http = Arc::clone(client.transport());
+        let direct = http
             .send(Request::new(
                 crate::endpoint!(GET "/version"),
                 "/version".into(),
             ))
             .await
             .unwrap();
-        let logged = Logged::new(fake);
+        let logged = Logged::new(http);
         let through = logged
             .send(Request::new(
                 crate::endpoint!(GET "/version"),

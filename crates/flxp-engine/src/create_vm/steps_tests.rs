@@ -4,13 +4,15 @@
 // Tests may panic on unexpected errors: that is the failure report.
 #![allow(clippy::unwrap_used)]
 
+use flxp_core::balance::Registry;
 use flxp_core::placement::PlacementOptions;
 use flxp_core::units::GIB;
 use flxp_core::{Overrides, Snapshot};
-use flxp_pve::fake::FakeApi;
+use flxp_sim::SimHandle;
 
 use super::fixtures::request;
 use super::*;
+use crate::sim_client::{calls, serve_snapshot};
 
 /// Two 64 GiB nodes sharing a `ceph` storage with 1 TiB free; template 9000 on pve1, VM 101 on
 /// pve2 is no template.
@@ -46,24 +48,30 @@ fn snapshot() -> Snapshot {
     Snapshot::from_json(&format!("[{}]", items.join(","))).unwrap()
 }
 
-/// A creator on the fake API, the model of [`snapshot`] and the fake, to count its calls.
-fn creator() -> (Creator, Arc<ClusterModel>, Arc<FakeApi>) {
+/// A creator on the simulated cluster of [`snapshot`], its model and the simulator, to count
+/// its calls.
+async fn creator() -> (Creator, Arc<ClusterModel>, SimHandle) {
     let snap = snapshot();
-    let api = Arc::new(FakeApi::new(snap.clone()));
-    let placer = Arc::new(Placer::new(PlacementOptions::default(), Vec::new()).unwrap());
+    let (sim, client) = serve_snapshot(&snap).await;
+    let scheduler = Scheduler::new(
+        Placer::new(PlacementOptions::default(), Vec::new()).unwrap(),
+        Registry::builtin(),
+    )
+    .unwrap();
     let creator = Creator::new(
-        api.erase(),
-        placer,
+        client.into(),
+        &scheduler,
+        "lab",
         Reservations::new(std::time::Duration::from_secs(60)),
         CreateOptions::default(),
     );
     let model = ClusterModel::from_snapshot(&snap, &Overrides::default()).unwrap();
-    (creator, Arc::new(model), api)
+    (creator, Arc::new(model), sim)
 }
 
 #[tokio::test(flavor = "current_thread")]
 async fn refusals_name_the_step_that_found_them_and_call_nothing() {
-    let (creator, model, api) = creator();
+    let (creator, model, sim) = creator().await;
     let cases: Vec<(VmRequest, CreateStep, &str)> = vec![
         (
             VmRequest {
@@ -110,9 +118,9 @@ async fn refusals_name_the_step_that_found_them_and_call_nothing() {
     }
     // Only the template read of the last case reached the API; nothing was cloned.
     assert!(
-        api.calls().iter().all(|c| c.contains("/config")),
+        calls(&sim).iter().all(|c| c.contains("/config")),
         "{:?}",
-        api.calls()
+        calls(&sim)
     );
 }
 

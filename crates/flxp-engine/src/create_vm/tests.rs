@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use flxp_core::Scheduler;
+use flxp_core::balance::Registry;
 use flxp_core::placement::{PlacementOptions, Placer};
 use flxp_pve::types::*;
 use flxp_pve::{Request, Result, Secret, Transport};
@@ -19,10 +21,7 @@ use flxp_sim::{Scenario, Sim, SimHandle};
 use super::fixtures::{self, KEY};
 use super::*;
 use crate::reserve::Reservations;
-
-// The HTTPS simulator and its pinned client, as the integration tests start them.
-#[path = "../../tests/it/sim_client.rs"]
-mod sim_client;
+use crate::sim_client;
 
 /// A transport that records every call as its endpoint (`METHOD /path` template); `nextid`
 /// answers from a queue first.
@@ -261,7 +260,11 @@ async fn world_with(mut scenario: Scenario) -> World {
         dead_from: Mutex::new(None),
         refuse_config_after_start: AtomicBool::new(false),
     });
-    let placer = Arc::new(Placer::new(PlacementOptions::default(), vec![]).unwrap());
+    let scheduler = Scheduler::new(
+        Placer::new(PlacementOptions::default(), Vec::new()).unwrap(),
+        Registry::builtin(),
+    )
+    .unwrap();
     let options = CreateOptions {
         wait: TaskWait {
             interval: Duration::from_millis(10),
@@ -273,7 +276,8 @@ async fn world_with(mut scenario: Scenario) -> World {
     let api = Pve::from_transport(Arc::clone(&spy));
     let creator = Creator::new(
         api.clone(),
-        placer,
+        &scheduler,
+        "lab",
         Reservations::new(Duration::from_secs(60)),
         options,
     );

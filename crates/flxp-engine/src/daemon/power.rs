@@ -326,13 +326,7 @@ impl Daemon {
             }
             let goal = crate::consolidate::after_wake(&self.inner.parts.options.balance);
             let fresh = Arc::new(executor.read().await?);
-            let plan = blocking::plan(
-                fresh,
-                Arc::clone(&self.inner.parts.placer),
-                goal.clone(),
-                None,
-            )
-            .await?;
+            let plan = blocking::plan(fresh, Arc::clone(&z.placer), goal.clone(), None).await?;
             report.balance = Some(self.carry_out_plan(z, executor, plan, &goal).await?);
             report.power = Some(pr);
             return Ok(true);

@@ -6,6 +6,7 @@
 use std::sync::Mutex;
 
 use flxp_core::Snapshot;
+use flxp_core::balance::Registry;
 use flxp_core::placement::PlacementOptions;
 use flxp_pve::fake::FakeApi;
 
@@ -20,7 +21,11 @@ const BALANCED: &str = r#"[
 type Seen = Arc<Mutex<Vec<(f64, RoundReport)>>>;
 
 fn daemon(api: impl Into<flxp_pve::Pve>, options: DaemonOptions) -> (Daemon, Seen) {
-    let placer = Arc::new(Placer::new(PlacementOptions::default(), Vec::new()).unwrap());
+    let scheduler = Scheduler::new(
+        Placer::new(PlacementOptions::default(), Vec::new()).unwrap(),
+        Registry::builtin(),
+    )
+    .unwrap();
     let zone = Zone {
         name: "lab".into(),
         api: api.into(),
@@ -30,7 +35,7 @@ fn daemon(api: impl Into<flxp_pve::Pve>, options: DaemonOptions) -> (Daemon, See
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = Arc::clone(&seen);
     let start = tokio::time::Instant::now();
-    let d = Daemon::new(vec![zone], placer, options)
+    let d = Daemon::new(vec![zone], &scheduler, options)
         .with_clock(Arc::new(|| 1_764_400_000))
         .on_round(Arc::new(move |r: &RoundReport| {
             log.lock()

@@ -12,8 +12,10 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::Duration;
 
+use flxp_core::Scheduler;
 use flxp_core::Snapshot;
 use flxp_core::balance::BalanceOptions;
+use flxp_core::balance::Registry;
 use flxp_core::builder::{ClusterBuilder, node, vm};
 use flxp_core::placement::{PlacementOptions, Placer};
 use flxp_core::units::GIB;
@@ -36,8 +38,12 @@ fn unbalanced() -> Snapshot {
 }
 
 fn executor(api: ScriptedApi) -> Executor {
-    let placer = Arc::new(Placer::new(PlacementOptions::default(), Vec::new()).unwrap());
-    Executor::new("small", Pve::from_transport(Arc::new(api)), placer)
+    let scheduler = Scheduler::new(
+        Placer::new(PlacementOptions::default(), Vec::new()).unwrap(),
+        Registry::builtin(),
+    )
+    .unwrap();
+    Executor::new("small", Pve::from_transport(Arc::new(api)), &scheduler)
 }
 
 #[test]

@@ -6,11 +6,12 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use flxp_core::balance::Registry;
 use flxp_core::balance::{BalanceOptions, EvacuateOptions, Migration, Plan, Purpose};
 use flxp_core::cluster::GuestKind;
 use flxp_core::placement::{PlacementOptions, Placer};
 use flxp_core::snapshot::Task;
-use flxp_core::{Overrides, Snapshot};
+use flxp_core::{Overrides, Scheduler, Snapshot};
 use flxp_pve::types::migrate::NotAllowedNode;
 use flxp_pve::types::{QemuMigratePrecondition, Upid};
 
@@ -97,8 +98,12 @@ fn endless() -> Script {
     }
 }
 
-fn placer() -> Arc<Placer> {
-    Arc::new(Placer::new(PlacementOptions::default(), Vec::new()).unwrap())
+fn scheduler() -> Scheduler {
+    Scheduler::new(
+        Placer::new(PlacementOptions::default(), Vec::new()).unwrap(),
+        Registry::builtin(),
+    )
+    .unwrap()
 }
 
 fn options() -> ExecuteOptions {
@@ -110,7 +115,7 @@ fn options() -> ExecuteOptions {
 }
 
 fn executor(api: &Arc<ScriptedApi>, options: ExecuteOptions) -> Executor {
-    Executor::new("lab", Pve::from_transport(Arc::clone(api)), placer())
+    Executor::new("lab", Pve::from_transport(Arc::clone(api)), &scheduler())
         .with_options(options)
         .with_clock(Arc::new(|| TIME))
 }
@@ -151,7 +156,7 @@ fn mig(vmid: u32, kind: GuestKind, from: &str, to: &str, step: u32) -> Migration
 fn plan_of(api: &ScriptedApi, migrations: Vec<Migration>) -> Plan {
     let model = Model::from_snapshot(&api.snapshot(), &Overrides::default()).unwrap();
     let goal = Goal::Balance(BalanceOptions::default());
-    let mut plan = planning::plan(&model, &placer(), &goal, None).unwrap();
+    let mut plan = planning::plan(&model, &scheduler().placer(None), &goal, None).unwrap();
     plan.migrations = migrations;
     plan
 }
@@ -472,7 +477,7 @@ async fn a_failed_migration_is_reported_and_the_evacuation_goes_on_without_it() 
     let api = scripted(101, failing("migration problems"));
     let model = Model::from_snapshot(&api.snapshot(), &Overrides::default()).unwrap();
     let goal = evacuate(&["a"]);
-    let plan = planning::plan(&model, &placer(), &goal, None).unwrap();
+    let plan = planning::plan(&model, &scheduler().placer(None), &goal, None).unwrap();
     assert!(plan.migrations.iter().any(|m| m.vmid == 101));
     let report = executor(&api, options()).execute(plan, &goal).await;
     assert_eq!(report.failed.len(), 1, "{report:?}");

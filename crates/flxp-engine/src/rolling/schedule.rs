@@ -236,15 +236,19 @@ mod tests {
 
     use std::sync::Mutex;
 
+    use flxp_core::Scheduler;
+    use flxp_core::balance::Registry;
     use flxp_core::builder::{ClusterBuilder, node, vm};
     use flxp_core::placement::PlacementOptions;
     use flxp_core::units::GIB;
-    use flxp_pve::fake::FakeApi;
+    use flxp_pve::Pve;
+    use flxp_sim::SimHandle;
 
     use super::*;
+    use crate::sim_client::{calls, serve_snapshot};
 
-    /// Six nodes n1..n6 of four 4 GiB guests each.
-    fn six() -> FakeApi {
+    /// Six nodes n1..n6 of four 4 GiB guests each, simulated.
+    async fn six() -> (SimHandle, Pve) {
         let mut b = ClusterBuilder::new().time(1_764_400_000);
         for n in 1..=6 {
             b = b.node(node(&format!("n{n}")).memory(64 * GIB).cpus(16.0));
@@ -253,7 +257,8 @@ mod tests {
             let on = format!("n{}", (vmid - 100) / 4 + 1);
             b = b.guest(vm(vmid, &on).mem(4 * GIB, 4 * GIB).cores(2.0, 0.5));
         }
-        FakeApi::new(b.snapshot())
+        let (sim, client) = serve_snapshot(&b.snapshot()).await;
+        (sim, client.into())
     }
 
     /// The schedule of every node of [`six`], `parallel` at a time, with what it told on the
@@ -263,9 +268,9 @@ mod tests {
         plans: usize,
         waves: [usize; 6],
     ) -> (Schedule, Vec<Planned>) {
-        let api = six();
+        let (sim, api) = six().await;
         let (s, told) = schedule_on(&api, parallel).await;
-        assert_eq!(resource_reads(&api), 1, "{:?}", api.calls());
+        assert_eq!(resource_reads(&sim), 1);
         assert_eq!((s.reads, s.plans), (1, plans));
         let got: Vec<usize> = s.nodes.iter().map(|n| n.wave).collect();
         assert_eq!(got, waves);
@@ -274,9 +279,13 @@ mod tests {
     }
 
     /// The schedule of every node, `parallel` at a time, with what it told on the way.
-    async fn schedule_on(api: &FakeApi, parallel: usize) -> (Schedule, Vec<Planned>) {
-        let placer = Arc::new(Placer::new(PlacementOptions::default(), Vec::new()).unwrap());
-        let executor = Executor::new("lab", api.erase(), placer);
+    async fn schedule_on(api: &Pve, parallel: usize) -> (Schedule, Vec<Planned>) {
+        let scheduler = Scheduler::new(
+            Placer::new(PlacementOptions::default(), Vec::new()).unwrap(),
+            Registry::builtin(),
+        )
+        .unwrap();
+        let executor = Executor::new("lab", api.clone(), &scheduler);
         let options = RollingOptions {
             parallel,
             ..RollingOptions::default()
@@ -290,9 +299,8 @@ mod tests {
     }
 
     /// How many times the cluster's resources were read.
-    fn resource_reads(api: &FakeApi) -> usize {
-        let calls = api.calls();
-        calls
+    fn resource_reads(sim: &SimHandle) -> usize {
+        calls(sim)
             .iter()
             .filter(|c| c.starts_with("GET /cluster/resources"))
             .count()

@@ -12,7 +12,7 @@ use flxp_engine::{DaemonOptions, ExecuteOptions, Executor, Goal, Limits};
 use flxp_pve::{Data, Pve, Request, Transport};
 use serde_json::json;
 
-use crate::support::{GIB, Zone, daemon_execute, placer, zone};
+use crate::support::{GIB, Zone, daemon_execute, scheduler, zone};
 
 /// Counts every call by `METHOD /path` on its way to another transport.
 struct Counter {
@@ -132,7 +132,7 @@ fn fast() -> ExecuteOptions {
 
 fn executor(z: &Zone, c: &Counted) -> Executor {
     let sim = z.sim.clone();
-    Executor::new("sim", c.api.clone(), placer())
+    Executor::new("sim", c.api.clone(), &scheduler())
         .with_options(fast())
         .with_clock(Arc::new(move || sim.now() as i64))
 }
@@ -246,7 +246,7 @@ fn daemon_reading(
             overrides: Overrides::default(),
             reservations: None,
         }],
-        placer(),
+        &scheduler(),
         DaemonOptions {
             rebalance: false,
             execute: ExecuteOptions {

@@ -104,7 +104,7 @@ async fn a_zone_without_rounds_keeps_its_lease_and_runs_no_round() {
     };
     let d = flxp_engine::Daemon::new(
         Vec::new(),
-        super::support::placer(),
+        &super::support::scheduler(),
         flxp_engine::DaemonOptions::default(),
     )
     .with_idle_zones(vec![lab])

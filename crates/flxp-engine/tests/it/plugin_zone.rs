@@ -4,12 +4,12 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use flxp_core::Overrides;
 use flxp_core::balance::{BalanceOptions, Registry, Trigger};
 use flxp_core::placement::{PlacementOptions, Placer};
 use flxp_core::plugin::{
     CallError, OnFailure, PluginHost, PluginKind, PluginSpec, Plugins, Request,
 };
+use flxp_core::{Overrides, Scheduler};
 use flxp_engine::{Daemon, DaemonOptions, Zone};
 
 use crate::support::{UNBALANCED, zone};
@@ -57,7 +57,7 @@ async fn a_daemon_round_tells_a_balance_plugin_its_zone() {
             overrides: Overrides::default(),
             reservations: None,
         }],
-        Arc::new(placer),
+        &Scheduler::new(placer, Registry::builtin()).unwrap(),
         options,
     )
     .with_clock(Arc::new(move || sim.now() as i64));

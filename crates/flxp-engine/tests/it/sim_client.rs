@@ -1,8 +1,9 @@
-//! Clients of the in-process simulator, shared by the integration tests and the creation unit
-//! tests (`src/create_vm/tests.rs` includes this file by path): one place builds a token client.
+//! Clients of the in-process simulator, shared by the integration tests and the unit tests (the
+//! crate includes this file by path under `cfg(test)`): one place builds a token client.
 
 use std::time::Duration;
 
+use flxp_core::Snapshot;
 use flxp_pve::{Client, ClientBuilder, Credentials, Fingerprint, Host, Secret, TlsTrust};
 use flxp_sim::{Scenario, Sim, SimHandle, TlsIdentity};
 
@@ -26,6 +27,37 @@ pub fn token_client(host: Host, token: &str, pin: Option<Fingerprint>) -> Client
     }
     .build()
     .unwrap()
+}
+
+/// Serves `scenario`, which accepts `token`, over plain HTTP on `127.0.0.1:0`, with a client
+/// logging in with it.
+pub async fn serve_http(scenario: Scenario, token: &str) -> (SimHandle, Client) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let handle = SimHandle::spawn(listener, Sim::new(scenario).unwrap(), None).unwrap();
+    let host: Host = format!("http://{}", handle.addr()).parse().unwrap();
+    let client = token_client(host, token, None);
+    (handle, client)
+}
+
+/// Serves the cluster of `snapshot` (a unit test's world, built with the core's builder) over
+/// plain HTTP, with a client of it.
+#[allow(dead_code)] // the unit tests': the integration tests start scenario documents
+pub async fn serve_snapshot(snapshot: &Snapshot) -> (SimHandle, Client) {
+    let mut scenario = Scenario::from_value(serde_json::to_value(snapshot).unwrap()).unwrap();
+    scenario.add_token(TLS_TOKEN).unwrap();
+    serve_http(scenario, TLS_TOKEN).await
+}
+
+/// Every API call the simulator answered so far, as `METHOD /path` (the route's template),
+/// once per call, grouped by endpoint.
+#[allow(dead_code)] // the unit tests'
+pub fn calls(sim: &SimHandle) -> Vec<String> {
+    let w = sim.sim().world();
+    w.records
+        .requests
+        .iter()
+        .flat_map(|(k, &n)| (0..n).map(move |_| format!("{} {}", k.method, k.path)))
+        .collect()
 }
 
 /// Serves `scenario` (with [`TLS_TOKEN`] added) over HTTPS on `127.0.0.1:0`, with a client

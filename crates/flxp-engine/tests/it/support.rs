@@ -4,18 +4,19 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use flxp_core::balance::Registry;
 use flxp_core::balance::{self, Measure, Metric};
 use flxp_core::constraints::{Violation, violations};
 use flxp_core::placement::{PlacementOptions, Placer};
-use flxp_core::{Overrides, Snapshot};
+use flxp_core::{Overrides, Scheduler, Snapshot};
 use flxp_engine::{
     Daemon, DaemonOptions, Event, ExecuteOptions, Executor, Limits, Model, Progress,
 };
-use flxp_pve::{Host, Pve};
+use flxp_pve::Pve;
 use flxp_sim::{Scenario, Sim, SimHandle};
 use serde_json::Value;
 
-use crate::sim_client::token_client;
+use crate::sim_client::serve_http;
 
 pub const TOKEN: &str = "root@pam!flxp=7c1e0b5a-4d2f-4e8a-9b6c-1a2b3c4d5e6f";
 pub use flxp_core::units::GIB;
@@ -33,14 +34,11 @@ pub struct Zone {
 
 /// Starts a scenario document at a time scale (simulated seconds per real second).
 pub async fn zone(doc: &str, time_scale: f64, tweak: impl FnOnce(&mut Value)) -> Zone {
-    let sim = Sim::new(Scenario::variant(doc, time_scale, TOKEN, tweak).unwrap()).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let handle = SimHandle::spawn(listener, sim.clone(), None).unwrap();
-    let host: Host = format!("http://{}", handle.addr()).parse().unwrap();
-    let client = token_client(host, TOKEN, None);
+    let scenario = Scenario::variant(doc, time_scale, TOKEN, tweak).unwrap();
+    let (handle, client) = serve_http(scenario, TOKEN).await;
     Zone {
+        sim: handle.sim().clone(),
         handle,
-        sim,
         api: client.into(),
     }
 }
@@ -49,7 +47,7 @@ impl Zone {
     /// An executor on this zone, polling fast, with the simulated clock.
     pub fn executor(&self, limits: Limits) -> Executor {
         let sim = self.sim.clone();
-        Executor::new("sim", self.api.clone(), placer())
+        Executor::new("sim", self.api.clone(), &scheduler())
             .with_options(ExecuteOptions {
                 limits,
                 poll: Duration::from_millis(10),
@@ -96,7 +94,7 @@ impl Zone {
                 overrides,
                 reservations: None,
             }],
-            placer(),
+            &scheduler(),
             options,
         )
         .with_clock(Arc::new(move || sim.now() as i64))
@@ -151,9 +149,13 @@ pub fn daemon_execute() -> ExecuteOptions {
     }
 }
 
-/// The placement pipeline with default options.
-pub fn placer() -> Arc<Placer> {
-    Arc::new(Placer::new(PlacementOptions::default(), Vec::new()).unwrap())
+/// The scheduler with default options and the built-in policies and methods.
+pub fn scheduler() -> Scheduler {
+    Scheduler::new(
+        Placer::new(PlacementOptions::default(), Vec::new()).unwrap(),
+        Registry::builtin(),
+    )
+    .unwrap()
 }
 
 /// The memory a node of the simulated world carries: its base and its guests' (uncapped).

@@ -245,6 +245,19 @@ pub struct ErrorFault {
     pub message: String,
 }
 
+impl ErrorFault {
+    /// Every `GET path` answered with this error, as Proxmox would answer it.
+    pub fn get(path: &str, status: u16, message: &str) -> Self {
+        Self {
+            path: path.into(),
+            method: Some("GET".into()),
+            rate: 1.0,
+            status,
+            message: message.into(),
+        }
+    }
+}
+
 fn one() -> f64 {
     1.0
 }

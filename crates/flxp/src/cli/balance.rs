@@ -281,7 +281,7 @@ pub fn carry_out(
                 }
                 Ok((plan, report, left))
             };
-            super::lease::run_in_zone(config, zone, Arc::clone(&placer), acting, work)?
+            super::lease::run_in_zone(config, zone, scheduler, acting, work)?
         }
         (None, None) => return Err(load::no_cluster()),
     };

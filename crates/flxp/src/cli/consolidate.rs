@@ -3,7 +3,6 @@
 //! `--from-file` only plan. The plan names the nodes it frees and why each other node stays.
 
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use anyhow::{Context, Result};
@@ -82,7 +81,8 @@ struct Output<'a> {
 /// one was switched off while a guest began migrating onto it.
 pub fn run(args: Args) -> Result<ExitCode> {
     let config = load::config(&args.run.source)?;
-    let placer = load::scheduler(&config)?.placer(None);
+    let scheduler = load::scheduler(&config)?;
+    let placer = scheduler.placer(None);
     let mut options = config.consolidate.options();
     if let Some(secs) = args.effort {
         options.effort_secs = secs;
@@ -127,7 +127,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
         (None, Some(zone)) if args.wake.is_some() => {
             config.zone(zone).map_err(UsageError::from)?;
-            return wake(&config, &args, zone, placer);
+            return wake(&config, &args, zone, &scheduler);
         }
         (_, None) if args.wake.is_some() => {
             return Err(UsageError("--wake needs --zone Z".into()).into());
@@ -152,7 +152,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
                     Ok(out)
                 };
             let acting = args.run.acting("consolidate");
-            super::lease::run_in_zone(&config, zone, Arc::clone(&placer), acting, work)?
+            super::lease::run_in_zone(&config, zone, &scheduler, acting, work)?
         }
         (None, None) => return Err(load::no_cluster()),
     };
@@ -356,7 +356,7 @@ fn wake(
     config: &Config,
     args: &Args,
     zone: &str,
-    placer: Arc<flxp_core::placement::Placer>,
+    scheduler: &flxp_core::Scheduler,
 ) -> Result<ExitCode> {
     let Some(node) = args.wake.as_deref() else {
         return Ok(ExitCode::SUCCESS);
@@ -375,7 +375,7 @@ fn wake(
         dry_run: false,
         ..args.run.acting("consolidate").naming(args.wake.as_slice())
     };
-    super::lease::run_in_zone(config, zone, placer, acting, work)
+    super::lease::run_in_zone(config, zone, scheduler, acting, work)
 }
 
 /// How long after a shutdown was sent a node still showing online is taken to be going down,

@@ -114,7 +114,7 @@ fn log_round(r: &RoundReport) {
 pub fn run(args: Args) -> Result<ExitCode> {
     let config = Config::load(&Config::path(args.config.as_deref()))?;
     // What `flxp config check` runs too: the same config passes both or neither.
-    let placer = crate::app::startup::check_engine(&config)?.placer(None);
+    let scheduler = crate::app::startup::check_engine(&config)?;
     let zones = zones(&config)?;
     let options = crate::app::daemon::options(&config);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -132,7 +132,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     };
     let watch = crate::notify::RoundWatch::new(config.lease.enabled);
     let sender = notify.clone();
-    let mut daemon = Daemon::new(zones, placer, options.clone()).on_round(Arc::new(move |r| {
+    let mut daemon = Daemon::new(zones, &scheduler, options.clone()).on_round(Arc::new(move |r| {
         sender.send_all(watch.events(r));
         log_round(r);
     }));

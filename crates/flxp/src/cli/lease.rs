@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use flxp_core::placement::Placer;
+use flxp_core::Scheduler;
 use flxp_engine::{Executor, LeaseKeeper, LeaseRefused, Stop, stop_signal};
 
 use super::UsageError;
@@ -46,13 +46,13 @@ const WAIT_POLL: Duration = Duration::from_secs(1);
 pub(crate) fn run_in_zone<T>(
     config: &Config,
     zone: &str,
-    placer: Arc<Placer>,
+    scheduler: &Scheduler,
     acting: Acting<'_>,
     work: impl AsyncFnOnce(Executor, Option<&Held>, Option<&LeaseKeeper>) -> Result<T>,
 ) -> Result<T> {
     config.zone(zone).map_err(UsageError::from)?;
     let api: flxp_pve::Pve = config.client(zone)?.into();
-    let executor = Executor::new(zone.to_owned(), api.clone(), placer)
+    let executor = Executor::new(zone.to_owned(), api.clone(), scheduler)
         .with_overrides(config.overrides(zone))
         .with_options(crate::app::daemon::execute_options(config));
     under_lease(config, zone, &api, acting, async |held, keeper| {

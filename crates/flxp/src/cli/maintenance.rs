@@ -49,7 +49,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         wait: args.wait.map(std::time::Duration::from_secs),
         nodes: std::slice::from_ref(&args.node),
     };
-    let placer = load::scheduler(&config)?.placer(Some(&zone));
+    let scheduler = load::scheduler(&config)?;
     let options = config.evacuate.clone();
     let work = async |executor: Executor, held: Option<&super::lease::Held>, _: Option<&_>| {
         let nodes = executor
@@ -83,7 +83,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
         go_home(executor, &node, &options, &zone, held).await
     };
-    super::lease::run_in_zone(&config, &zone, placer, acting, work)
+    super::lease::run_in_zone(&config, &zone, &scheduler, acting, work)
 }
 
 /// Takes the guests recorded as at home on `node` back there, then keeps in its notes only those

@@ -86,7 +86,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         stop_left: args.stop_left,
         parallel: args.parallel.map_or(config.rolling.parallel, usize::from),
     };
-    let placer = load::scheduler(&config)?.placer(Some(&zone));
+    let scheduler = load::scheduler(&config)?;
     let acting = super::lease::Acting {
         command: "rolling",
         dry_run: args.dry_run,
@@ -135,7 +135,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             }
         }
     };
-    super::lease::run_in_zone(&config, &zone, placer, acting, work)
+    super::lease::run_in_zone(&config, &zone, &scheduler, acting, work)
 }
 
 /// Prints the schedule: per node, what leaves it, the bytes, an estimate of the time at the

@@ -5,8 +5,9 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use flxp_core::Snapshot;
+use flxp_core::balance::Registry;
 use flxp_core::placement::{PlacementOptions, Placer};
+use flxp_core::{Scheduler, Snapshot};
 use flxp_engine::daemon::{DaemonOptions, Zone};
 use flxp_engine::{Daemon, RoundReport};
 use flxp_pve::fake::FakeApi;
@@ -142,11 +143,15 @@ async fn a_hanging_webhook_never_holds_up_a_daemon_round() {
         overrides: flxp_core::Overrides::default(),
         reservations: None,
     };
-    let placer = Arc::new(Placer::new(PlacementOptions::default(), Vec::new()).unwrap());
+    let scheduler = Scheduler::new(
+        Placer::new(PlacementOptions::default(), Vec::new()).unwrap(),
+        Registry::builtin(),
+    )
+    .unwrap();
     let start = tokio::time::Instant::now();
     let at: Arc<Mutex<Vec<f64>>> = Arc::default();
     let (seen, sender) = (Arc::clone(&at), n.clone());
-    let d = Daemon::new(vec![zone], placer, DaemonOptions::default())
+    let d = Daemon::new(vec![zone], &scheduler, DaemonOptions::default())
         .with_clock(Arc::new(|| 1_764_400_000))
         .on_round(Arc::new(move |r: &RoundReport| {
             sender.send(Event::new(MIGRATION_FAILED, &r.zone, "x", json!({})));

@@ -30,6 +30,26 @@ pub struct Embedded {
     pub access: SimAccess,
 }
 
+#[cfg(test)]
+impl Embedded {
+    /// From now on the simulator answers `GET path` with Proxmox's error `status` and
+    /// `message` (the tests' unreachable or refusing zone).
+    pub fn fail_get(&self, path: &str, status: u16, message: &str) {
+        use flxp_sim::scenario::{ErrorFault, FaultSpec};
+        self.handle.sim().world().faults.set(FaultSpec {
+            errors: vec![ErrorFault::get(path, status, message)],
+            ..FaultSpec::default()
+        });
+    }
+
+    /// A client of the embedded zone.
+    pub fn client(&self) -> flxp_pve::Client {
+        self.config
+            .client(ZONE)
+            .expect("the config start() built names the zone")
+    }
+}
+
 /// How to reach the simulated Proxmox API itself, to look at what flxp did there.
 #[derive(Debug, Clone)]
 pub struct SimAccess {

@@ -153,23 +153,30 @@ mod tests {
     // Tests may panic on malformed fixtures: that is the failure report.
     #![allow(clippy::unwrap_used)]
 
-    use flxp_core::Snapshot;
     use flxp_pve::Pve;
-    use flxp_pve::fake::FakeApi;
 
     use super::*;
+    use crate::serve::embedded::{self, Embedded};
+
+    /// The simulator of the embedded zone, answering `GET path` with Proxmox's error `status`
+    /// and `message` when given, and the transport of a client of it.
+    async fn simulated(fail: Option<(&str, u16, &str)>) -> (Embedded, Arc<dyn Transport>) {
+        let sim = embedded::start().await.unwrap();
+        if let Some((path, status, message)) = fail {
+            sim.fail_get(path, status, message);
+        }
+        let transport = Arc::clone(sim.client().transport()) as Arc<dyn Transport>;
+        (sim, transport)
+    }
 
     #[tokio::test]
     async fn calls_are_timed_per_endpoint_template_and_errors_counted_by_kind() {
-        let fake = FakeApi::new(Snapshot::default()).fail(
-            "GET /nodes/pve1/status",
-            403,
-            "Permission check failed",
-        );
+        let (_sim, transport) =
+            simulated(Some(("/nodes/pve1/status", 403, "Permission check failed"))).await;
         let metrics = Arc::new(Metrics::new());
         let last = SharedContact::default();
         let api = Pve::from_transport(MeteredTransport::new(
-            Arc::clone(fake.transport()) as Arc<dyn Transport>,
+            transport,
             "lab",
             Arc::clone(&metrics),
             Arc::clone(&last),
@@ -200,14 +207,11 @@ mod tests {
     /// can read and do nothing there.
     #[tokio::test]
     async fn refused_credentials_make_the_zone_unreachable() {
-        let fake = FakeApi::new(Snapshot::default()).fail(
-            "GET /cluster/tasks",
-            401,
-            "authentication failure",
-        );
+        let (_sim, transport) =
+            simulated(Some(("/cluster/tasks", 401, "authentication failure"))).await;
         let contact = SharedContact::default();
         let api = Pve::from_transport(MeteredTransport::new(
-            Arc::clone(fake.transport()) as Arc<dyn Transport>,
+            transport,
             "lab",
             Arc::new(Metrics::new()),
             Arc::clone(&contact),
@@ -242,9 +246,9 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_refused_connection_makes_the_zone_unreachable_until_it_answers_again() {
-        let fake = FakeApi::new(Snapshot::default());
+        let (_sim, inner) = simulated(None).await;
         let flaky = Arc::new(Flaky {
-            inner: Arc::clone(fake.transport()) as Arc<dyn Transport>,
+            inner,
             refuse: false.into(),
         });
         let contact = SharedContact::default();

@@ -307,8 +307,6 @@ fn build_over(
     };
     let mut zones = BTreeMap::new();
     for name in config.zones.keys() {
-        // Each zone's own pipeline, so that plugins are told the zone they decide for.
-        let zone_placer = scheduler.placer(Some(name));
         let last = metered::SharedContact::default();
         let api = Pve::from_transport(MeteredTransport::new(
             transport(name)?,
@@ -318,7 +316,8 @@ fn build_over(
         ));
         let creator = Creator::new(
             api.clone(),
-            zone_placer,
+            &scheduler,
+            name,
             Reservations::new(Duration::from_secs(c.reservation_ttl_secs)),
             create.clone(),
         );
@@ -415,10 +414,10 @@ fn daemon(
     let daemon = match config.lease_settings("serve") {
         // Zones outside `[daemon] zones` get no rounds, but their lease all the same: the API
         // acts there too, and must not beside another flxp.
-        Some(lease) => Daemon::new(zones, scheduler.placer(None), options)
+        Some(lease) => Daemon::new(zones, scheduler, options)
             .with_idle_zones(idle)
             .with_lease(lease),
-        None => Daemon::new(zones, scheduler.placer(None), options),
+        None => Daemon::new(zones, scheduler, options),
     };
     daemon.on_round(Arc::new(move |r| {
         notify.send_all(watch.events(r));

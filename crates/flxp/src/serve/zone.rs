@@ -239,6 +239,8 @@ impl Drop for EvacuationMark {
 mod tests {
     #![allow(clippy::unwrap_used)] // tests may panic
 
+    use flxp_core::Scheduler;
+    use flxp_core::balance::Registry;
     use flxp_core::placement::{PlacementOptions, Placer};
     use flxp_engine::Reservations;
     use flxp_engine::create_vm::CreateOptions;
@@ -246,17 +248,22 @@ mod tests {
 
     use super::*;
 
-    fn zone(fake: Arc<FakeApi>) -> Arc<Zone> {
-        let placer = Arc::new(Placer::new(PlacementOptions::default(), vec![]).unwrap());
+    fn zone(api: Pve) -> Arc<Zone> {
+        let scheduler = Scheduler::new(
+            Placer::new(PlacementOptions::default(), Vec::new()).unwrap(),
+            Registry::builtin(),
+        )
+        .unwrap();
         let creator = Creator::new(
-            fake.erase(),
-            placer,
+            api.clone(),
+            &scheduler,
+            "lab",
             Reservations::new(Duration::from_secs(60)),
             CreateOptions::default(),
         );
         Arc::new(Zone::new(
             "lab",
-            fake.erase(),
+            api,
             Overrides::default(),
             creator,
             SharedContact::default(),
@@ -274,7 +281,7 @@ mod tests {
     async fn requests_that_arrive_together_share_two_snapshots_at_most() {
         let snapshot = flxp_sim::Scenario::demo().snapshot;
         let fake = Arc::new(FakeApi::new(snapshot).with_latency(Duration::from_millis(100)));
-        let z = zone(Arc::clone(&fake));
+        let z = zone(fake.erase());
         // The first call starts a collection; the nine arriving while it runs share the next.
         let first = {
             let z = Arc::clone(&z);
@@ -315,7 +322,7 @@ mod tests {
             .unwrap();
         let vmid = busy.vmid.unwrap();
         let fake = Arc::new(FakeApi::new(snapshot.clone()));
-        let instant = zone(Arc::clone(&fake)).model().await.unwrap();
+        let instant = zone(fake.erase()).model().await.unwrap();
         let cpu_of = |m: &ClusterModel| {
             let c = &m.cluster;
             c.guest(c.guest_idx(vmid).unwrap()).cpu
@@ -327,7 +334,7 @@ mod tests {
             r.cpu = Some(0.0);
         }
         smoother.apply(&mut idle, flxp_engine::epoch_now() - 60);
-        let z = zone(fake);
+        let z = zone(fake.erase());
         z.smooth_with(smoother);
         let smoothed = z.model().await.unwrap();
         assert!(cpu_of(&instant) > 0.0);
@@ -341,12 +348,9 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_unreadable_zone_is_an_error_naming_it() {
-        let fake = Arc::new(FakeApi::new(flxp_sim::Scenario::demo().snapshot).fail(
-            "GET /cluster/resources",
-            503,
-            "Service Unavailable",
-        ));
-        let e = zone(fake).model().await.unwrap_err();
+        let sim = crate::serve::embedded::start().await.unwrap();
+        sim.fail_get("/cluster/resources", 503, "Service Unavailable");
+        let e = zone(sim.client().into()).model().await.unwrap_err();
         assert!(e.0.starts_with("cannot read zone lab: "), "{e}");
     }
 }

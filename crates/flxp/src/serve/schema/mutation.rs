@@ -192,8 +192,8 @@ impl Mutation {
             .into());
         }
         let (z, name, _lease) = node_to_act_on(s, &zone, &node).await?;
-        let executor = Executor::new(&zone, z.api.clone(), s.scheduler.placer(Some(&zone)))
-            .with_overrides(z.overrides.clone());
+        let executor =
+            Executor::new(&zone, z.api.clone(), &s.scheduler).with_overrides(z.overrides.clone());
         let power_error = |e: flxp_engine::consolidate::PowerError| match e {
             flxp_engine::consolidate::PowerError::Refused { .. } => {
                 ApiError::bad_input(e.to_string())

@@ -158,12 +158,8 @@ impl Query {
     async fn rolling_progress(&self, ctx: &Context<'_>, zone: String) -> Result<Vec<RollingNode>> {
         let s = state(ctx)?;
         let z = s.zone(&zone)?;
-        let executor = flxp_engine::Executor::new(
-            zone.as_str(),
-            z.api.clone(),
-            s.scheduler.placer(Some(&zone)),
-        )
-        .with_overrides(z.overrides.clone());
+        let executor = flxp_engine::Executor::new(zone.as_str(), z.api.clone(), &s.scheduler)
+            .with_overrides(z.overrides.clone());
         let progress = executor
             .rolling_progress()
             .await

@@ -25,7 +25,7 @@ pub(crate) fn rolling_options(s: &AppState, reboot: bool) -> flxp_engine::rollin
 
 /// The executor runs of a zone carry plans out with: its reservations, options, stop and progress.
 pub(crate) fn executor_for(s: &AppState, zone: &str, z: &crate::serve::zone::Zone) -> Executor {
-    Executor::new(zone, z.api.clone(), s.scheduler.placer(Some(zone)))
+    Executor::new(zone, z.api.clone(), &s.scheduler)
         .with_overrides(z.overrides.clone())
         .with_reservations(Some(Arc::clone(z.creator.reservations())))
         .with_options(s.execute.clone())
