@@ -236,3 +236,35 @@ async fn ending_a_maintenance_takes_the_evacuated_guests_back_home() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_maintenance_mark_waits_for_the_evacuation_this_flxp_is_running() {
+    // Marked while this flxp's own evacuation ran, a node went on receiving the guests that
+    // evacuation had planned for it: the mark waits for the run to end, as a second run does.
+    let s = start(Scenario::demo(), PARALLEL_MIGRATIONS, &[]).await;
+    let order = std::sync::Mutex::new(Vec::new());
+    let evacuate = async {
+        let v = s
+            .query("mutation { evacuate(zone: \"lab\", node: \"pve4\") { executed done } }")
+            .await;
+        order.lock().unwrap().push("evacuate");
+        v
+    };
+    let mark = async {
+        // Once the evacuation's first migration runs.
+        let start = std::time::Instant::now();
+        while s.sim.sim().world().records.migrations.is_empty() {
+            assert!(start.elapsed() < std::time::Duration::from_secs(60));
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let v = s
+            .query("mutation { maintenance(zone: \"lab\", node: \"pve1\", on: true) }")
+            .await;
+        order.lock().unwrap().push("maintenance");
+        v
+    };
+    let (e, m) = tokio::join!(evacuate, mark);
+    assert_eq!(e["data"]["evacuate"]["executed"], true, "{e}");
+    assert_eq!(m["data"]["maintenance"], true, "{m}");
+    assert_eq!(*order.lock().unwrap(), ["evacuate", "maintenance"]);
+}

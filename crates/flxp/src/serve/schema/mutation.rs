@@ -143,6 +143,10 @@ impl Mutation {
         super::views::require_operator(ctx, "maintenance")?;
         // A mark makes the acting flxp empty (or refill) the node: only the lease's holder writes it.
         let (z, name, _lease) = node_to_act_on(s, &zone, &node).await?;
+        // Not beside a run of this flxp: an evacuation or a rolling maintenance planned before
+        // the mark would go on sending guests to the node (its re-checks read node notes only
+        // when something else changed). Waits for it to end, as a second run does.
+        let _locks = zone_locks(s, &zone, z).await;
         if on {
             // Before the daemon reads the mark and empties the node: where its guests come from.
             let executor = executor_for(s, &zone, z);
@@ -165,6 +169,7 @@ impl Mutation {
             serde_json::Value::Null,
             serde_json::json!({ "node": name, "changed": changed }),
         );
+        drop(_locks);
         if !on && s.config.evacuate.return_home {
             go_home(s, &zone, z, name);
         }
@@ -192,6 +197,8 @@ impl Mutation {
             .into());
         }
         let (z, name, _lease) = node_to_act_on(s, &zone, &node).await?;
+        // Not beside a run of this flxp (one may be sending guests to the node).
+        let _locks = zone_locks(s, &zone, z).await;
         let executor =
             Executor::new(&zone, z.api.clone(), &s.scheduler).with_overrides(z.overrides.clone());
         let power_error = |e: flxp_engine::consolidate::PowerError| match e {
@@ -270,6 +277,29 @@ impl Mutation {
         });
         Ok(order.iter().map(RollingNode::from).collect())
     }
+}
+
+/// The zone's run and round locks of this flxp: no run of its own (mutation, rolling
+/// maintenance, guests going home) and no daemon round beside the holder. Waits for them.
+async fn zone_locks(
+    s: &AppState,
+    zone: &str,
+    z: &crate::serve::zone::Zone,
+) -> (
+    tokio::sync::OwnedMutexGuard<()>,
+    Option<tokio::sync::OwnedMutexGuard<()>>,
+) {
+    let run = match Arc::clone(&z.runs).try_lock_owned() {
+        Ok(g) => g,
+        Err(_) => {
+            tracing::info!(
+                zone,
+                "waiting for the zone's running rebalance, evacuation or rolling maintenance"
+            );
+            Arc::clone(&z.runs).lock_owned().await
+        }
+    };
+    (run, s.daemon.lock_zone(zone).await.ok())
 }
 
 /// A node of a zone by a name the user typed (any case), or `UNKNOWN_NODE` listing the nodes.
@@ -391,14 +421,7 @@ async fn run(
     // One run at a time in a zone, and none during a daemon round, so two executors never book
     // the same room. Waiting happens here, in the request: a client that gives up while another
     // run goes on leaves nothing queued to start behind its back.
-    let run_lock = match Arc::clone(&z.runs).try_lock_owned() {
-        Ok(g) => g,
-        Err(_) => {
-            tracing::info!(parent: &span, "waiting for the zone's running rebalance or evacuation");
-            Arc::clone(&z.runs).lock_owned().await
-        }
-    };
-    let round = s.daemon.lock_zone(zone).await.ok();
+    let (run_lock, round) = zone_locks(s, zone, z).instrument(span.clone()).await;
     // With `[lease] enabled`, only the replica holding the zone's lease moves guests there; it
     // is held until the run ends.
     let lease = act_lease(s, zone).await?;
