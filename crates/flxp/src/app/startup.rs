@@ -163,6 +163,9 @@ pub async fn check_lease_nodes<'a>(
 /// Errors name the token's position, never the token.
 fn api_tokens(config: &Config, env_token: Option<&str>) -> anyhow::Result<Vec<ApiKey>> {
     let mut list: Vec<ApiKey> = Vec::new();
+    // Positions by token and the names taken: a list of thousands is checked in linear time.
+    let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut names: std::collections::HashSet<String> = std::collections::HashSet::new();
     let at = |i: usize, message: String| {
         config.error_at("api.tokens", format!("tokens[{i}]: {message}"))
     };
@@ -186,19 +189,20 @@ fn api_tokens(config: &Config, env_token: Option<&str>) -> anyhow::Result<Vec<Ap
                 format!("the token is shorter than {MIN_TOKEN_CHARS} characters"),
             ));
         }
-        if let Some(j) = list.iter().position(|k| k.secret == value) {
+        if let Some(&j) = seen.get(value) {
             return Err(at(
                 i,
                 format!("the same token as tokens[{j}]: list each token once, with one role"),
             ));
         }
         let name = t.name.clone().unwrap_or_else(|| format!("api.tokens[{i}]"));
-        if list.iter().any(|k| k.name == name) {
+        if !names.insert(name.clone()) {
             return Err(at(
                 i,
                 format!("the name {name:?} is taken: give each token its own name"),
             ));
         }
+        seen.insert(value.to_owned(), list.len());
         list.push(ApiKey {
             secret: value.to_owned(),
             role: t.role,
@@ -209,7 +213,7 @@ fn api_tokens(config: &Config, env_token: Option<&str>) -> anyhow::Result<Vec<Ap
         if value.chars().count() < MIN_TOKEN_CHARS {
             anyhow::bail!("{TOKEN_ENV}: the token is shorter than {MIN_TOKEN_CHARS} characters");
         }
-        if let Some(j) = list.iter().position(|k| k.secret == value) {
+        if let Some(&j) = seen.get(value) {
             anyhow::bail!(
                 "{TOKEN_ENV}: the same token as api.tokens[{j}]: {TOKEN_ENV} is an operator token, list each token once"
             );
