@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use flxp_core::balance::{BalanceOptions, EvacuateOptions};
 use flxp_core::cluster::NodeIdx;
-use flxp_core::consolidate::{ConsolidateOptions, Consolidation, consolidate};
+use flxp_core::consolidate::{ConsolidateOptions, Consolidation, Judged, consolidate_telling};
 use flxp_core::placement::Placer;
 use flxp_pve::types::NodeCommand;
 
@@ -81,19 +81,28 @@ pub(crate) async fn plan_on_blocking_thread(
     placer: Arc<Placer>,
     options: ConsolidateOptions,
     evacuate: EvacuateOptions,
+    judged: Option<TellJudged>,
 ) -> Result<flxp_core::Result<Consolidation>> {
     crate::blocking::run("planning a consolidation", move || {
-        consolidate(
+        consolidate_telling(
             &model.cluster,
             &model.rules,
             &model.state,
             &placer,
             &options,
             &evacuate,
+            &|j| {
+                if let Some(tell) = &judged {
+                    tell(j);
+                }
+            },
         )
     })
     .await
 }
+
+/// Where a consolidation planned on a blocking thread tells of each node judged.
+pub type TellJudged = Arc<dyn for<'a> Fn(Judged<'a>) + Send + Sync>;
 
 impl Executor {
     /// Reads the zone and plans a consolidation on it (the executor's placer: its reserves
@@ -105,6 +114,18 @@ impl Executor {
         options: &ConsolidateOptions,
         evacuate: &EvacuateOptions,
     ) -> Result<Consolidation> {
+        self.plan_consolidation_telling(options, evacuate, None)
+            .await
+    }
+
+    /// [`Executor::plan_consolidation`], telling `judged` of each node as it is judged (a
+    /// progress line on a large zone).
+    pub async fn plan_consolidation_telling(
+        &self,
+        options: &ConsolidateOptions,
+        evacuate: &EvacuateOptions,
+        judged: Option<TellJudged>,
+    ) -> Result<Consolidation> {
         let (model, notes) = self.read_with_notes().await?;
         let options = self.consolidation_options(options, &power_mark::read(&notes));
         plan_on_blocking_thread(
@@ -112,6 +133,7 @@ impl Executor {
             Arc::clone(&self.placer),
             options,
             evacuate.clone(),
+            judged,
         )
         .await?
         .map_err(|source| Error::Plan { source })

@@ -401,6 +401,7 @@ impl Daemon {
             Arc::clone(&z.placer),
             options,
             self.inner.parts.options.evacuation.clone(),
+            None,
         )
         .await;
         match planned {

@@ -3,6 +3,7 @@
 //! `--from-file` only plan. The plan names the nodes it frees and why each other node stays.
 
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use anyhow::{Context, Result};
@@ -220,7 +221,7 @@ async fn in_zone(
     Vec<String>,
 )> {
     let c = executor
-        .plan_consolidation(options, &config.evacuate)
+        .plan_consolidation_telling(options, &config.evacuate, Some(Arc::new(progress())))
         .await
         .with_context(|| format!("cannot plan a consolidation in zone {zone}"))?;
     if !args.run.json {
@@ -521,7 +522,7 @@ async fn wake_in_zone(
 
 /// A progress line on stderr at most once a second while nodes are judged: silent on a
 /// cluster planned in under a second, moving on a thousand nodes.
-pub(crate) fn progress() -> impl Fn(Judged<'_>) + Sync {
+pub(crate) fn progress() -> impl Fn(Judged<'_>) + Send + Sync + 'static {
     let last = std::sync::Mutex::new(std::time::Instant::now());
     let freed = std::sync::atomic::AtomicUsize::new(0);
     move |j: Judged<'_>| {
