@@ -439,6 +439,17 @@ impl Executor {
         }
     }
 
+    /// Whether a round carrying out `plan` (made for `goal`) would have more to do once its queue
+    /// is done, on the cluster as it is now: a migration in flight it did not start and that the
+    /// goal depends on to wait for, or a guest on a node it empties that the plan does not name
+    /// ([`crate::settle`]). A plan without migrations is worth carrying out then.
+    pub async fn unsettled(&self, plan: &Plan, goal: &Goal) -> Result<bool> {
+        let model = self.read().await?;
+        let known = crate::round::named(plan);
+        let found = crate::settle::unsettled(&model, goal, &Default::default(), &known);
+        Ok(!found.in_flight.is_empty() || !found.arrived.is_empty())
+    }
+
     /// Carries out a plan made for `goal`; see the module docs. Never fails as a whole: what went
     /// wrong is in the report (failed migrations, dropped steps, why it stopped early).
     #[tracing::instrument(skip_all, fields(zone = %self.zone, goal = goal.as_str()))]
