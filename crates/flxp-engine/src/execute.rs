@@ -75,6 +75,11 @@ pub struct ExecuteOptions {
     /// Whether the timed full reads read each node's RRD (its pressure): only a pressure gate on
     /// the trigger needs it, and it costs one call per node.
     pub read_pressure: bool,
+    /// Whether a round, its queue done, waits for migrations in flight that it did not start and
+    /// its goal depends on, and plans again for them and for guests that came onto the nodes it
+    /// empties (`settle.rs`). Off for the daemon: its next round sees them anyway, and a round
+    /// waiting for someone else's migration would hold the zone meanwhile.
+    pub settle: bool,
 }
 
 impl Default for ExecuteOptions {
@@ -89,6 +94,7 @@ impl Default for ExecuteOptions {
             expected_bandwidth: (1u64 << 30) as f64,
             full_read_every: Duration::from_secs(3600),
             read_pressure: true,
+            settle: true,
         }
     }
 }

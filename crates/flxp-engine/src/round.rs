@@ -86,13 +86,15 @@ impl<'e> Round<'e> {
     pub async fn run(mut self) -> ExecutionReport {
         let t0 = Instant::now();
         let mut stop = self.exec.stop.clone();
-        self.watched = match self.exec.read().await {
-            Ok(model) => {
-                settle::unsettled(&model, self.goal, &BTreeSet::new(), &self.known).in_flight
-            }
-            // The round's own reads say what is wrong; the end of the queue looks again.
-            Err(_) => Vec::new(),
-        };
+        if self.exec.options.settle {
+            self.watched = match self.exec.read().await {
+                Ok(model) => {
+                    settle::unsettled(&model, self.goal, &BTreeSet::new(), &self.known).in_flight
+                }
+                // The round's own reads say what is wrong; the end of the queue looks again.
+                Err(_) => Vec::new(),
+            };
+        }
         loop {
             if self.drain_until.is_none() && stop.is_stopped() {
                 let why = stop
@@ -367,7 +369,7 @@ impl<'e> Round<'e> {
     /// empties after its plans ([`settle`]); why the rest must be planned again, or `None` when
     /// the round may end. Each guest is waited or planned for once.
     async fn unsettled(&mut self) -> Option<String> {
-        if self.exec.stop.is_stopped() || self.budget() == Some(0) {
+        if !self.exec.options.settle || self.exec.stop.is_stopped() || self.budget() == Some(0) {
             return None;
         }
         let mut skip = self.started.clone();
