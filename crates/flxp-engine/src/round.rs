@@ -406,10 +406,13 @@ impl<'e> Round<'e> {
                 self.report.left_alone.insert(f.vmid, why);
             }
             for a in &found.arrived {
+                let when = if self.watched.iter().any(|w| w.vmid == a.vmid) {
+                    "its migration there, in flight when the run began, landed"
+                } else {
+                    "it came there"
+                };
                 let why = format!(
-                    "it came onto {} after the run's last plan, with no replan left \
-                     (max-replans {max})",
-                    a.node
+                    "{when} after the run's last plan, with no replan left (max-replans {max})"
                 );
                 self.report.left_alone.insert(a.vmid, why);
             }

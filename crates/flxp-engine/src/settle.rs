@@ -131,3 +131,86 @@ pub(crate) fn list<T: fmt::Display>(items: &[T]) -> String {
         .collect::<Vec<_>>()
         .join(", ")
 }
+
+#[cfg(test)]
+mod tests {
+    // Tests may panic: unwrapping is how they fail.
+    #![allow(clippy::unwrap_used)]
+
+    use flxp_core::balance::{BalanceOptions, EvacuateOptions};
+    use flxp_core::builder::{ClusterBuilder, vm};
+
+    use super::*;
+
+    fn evacuate(node: &str) -> Goal {
+        Goal::Evacuate {
+            nodes: vec![node.into()],
+            options: EvacuateOptions::default(),
+        }
+    }
+
+    fn in_flight(vmid: u32, from: &str, to: &str) -> InFlight {
+        InFlight {
+            vmid,
+            from: from.into(),
+            to: Some(to.into()),
+        }
+    }
+
+    #[test]
+    fn a_group_member_in_flight_is_waited_for_and_a_lone_guest_elsewhere_is_not() {
+        // 101 and 102 must share a node; someone else moves 101 from b to c, and 103 from c to d.
+        let m = Model::from_cluster(
+            ClusterBuilder::new()
+                .nodes(&["a", "b", "c", "d"])
+                .guest(vm(101, "b").tagged("flxp.affinity.cache").locked("migrate"))
+                .guest(vm(102, "b").tagged("flxp.affinity.cache"))
+                .guest(vm(103, "c").locked("migrate"))
+                .migrating(101, "b", "c")
+                .migrating(103, "c", "d")
+                .build(),
+        );
+        let none = BTreeSet::new();
+        let found = unsettled(&m, &evacuate("a"), &none, &none);
+        assert_eq!(found.in_flight, [in_flight(101, "b", "c")]);
+        assert_eq!(found.arrived, []);
+        assert_eq!(list(&found.in_flight), "101 (b → c)");
+        // A migration the round started itself is never waited for.
+        let ours = BTreeSet::from([101]);
+        assert_eq!(
+            unsettled(&m, &evacuate("a"), &ours, &none),
+            Unsettled::default()
+        );
+    }
+
+    #[test]
+    fn on_a_node_being_emptied_a_guest_arriving_is_waited_for_and_one_no_plan_named_is_planned_for()
+    {
+        // 104 migrates onto a; 105 is on a and no plan named it; 106 is on a and was planned.
+        let m = Model::from_cluster(
+            ClusterBuilder::new()
+                .nodes(&["a", "b", "c"])
+                .guest(vm(104, "c").locked("migrate"))
+                .guest(vm(105, "a"))
+                .guest(vm(106, "a"))
+                .migrating(104, "c", "a")
+                .build(),
+        );
+        let known = BTreeSet::from([106]);
+        let found = unsettled(&m, &evacuate("a"), &BTreeSet::new(), &known);
+        assert_eq!(found.in_flight, [in_flight(104, "c", "a")]);
+        assert_eq!(
+            found.arrived,
+            [Arrived {
+                vmid: 105,
+                node: "a".into()
+            }]
+        );
+        // Balancing empties no node, and 104 has no partner to wait for.
+        let balance = Goal::Balance(BalanceOptions::default());
+        assert_eq!(
+            unsettled(&m, &balance, &BTreeSet::new(), &known),
+            Unsettled::default()
+        );
+    }
+}
