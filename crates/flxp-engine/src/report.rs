@@ -191,11 +191,11 @@ impl ExecutionReport {
             .iter()
             .map(|m| (m.vmid, not_started(&m.to, "see the report")))
             .collect();
-        for (vmid, n) in &self.not_started {
-            out.insert(*vmid, not_started(&n.to, &n.why));
-        }
         for (vmid, why) in &self.left_alone {
             out.insert(*vmid, why.clone());
+        }
+        for (vmid, n) in &self.not_started {
+            out.insert(*vmid, not_started(&n.to, &n.why));
         }
         // The latest word on a guest wins, the most telling kind last.
         for d in &self.done {

@@ -2,13 +2,13 @@
 //! `kill -9` finds the killed run's migration still running, and an admin migrates a guest onto a
 //! node while `flxp evacuate` empties it. An independent poller reads the simulator all along.
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use flxp_sim::world::{GuestKind, MigrateRequest};
 use serde_json::json;
 
 use super::cli_balance::{SimZone, sim_zone};
+use super::cli_consolidate::migrate_by_hand;
 use super::cli_lease::{Poller, breaches};
 
 const GIB: u64 = 1 << 30;
@@ -36,11 +36,25 @@ fn cluster(guests: &[(u32, &str, u64, &str)]) -> String {
 
 /// Runs `flxp ARGS` on the zone with info logs, as an admin sees them: exit code, stdout, stderr.
 fn run_logged(z: &SimZone, args: &[&str]) -> (i32, String, String) {
+    finished(spawn_logged(z, args))
+}
+
+/// Starts `flxp ARGS` on the zone with info logs, its output piped.
+fn spawn_logged(z: &SimZone, args: &[&str]) -> Child {
+    command(z, args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Exit code, stdout and stderr of a run, once it ended.
+fn finished(child: Child) -> (i32, String, String) {
     let Output {
         status,
         stdout,
         stderr,
-    } = command(z, args).output().unwrap();
+    } = child.wait_with_output().unwrap();
     (
         status.code().unwrap_or(-1),
         String::from_utf8(stdout).unwrap(),
@@ -71,24 +85,6 @@ fn until(what: &str, mut ready: impl FnMut() -> bool) {
         assert!(start.elapsed() < Duration::from_secs(60), "never: {what}");
         std::thread::sleep(Duration::from_millis(10));
     }
-}
-
-/// Starts a live migration of `vmid` by hand, as an admin would, at `kib_per_sec`.
-fn admin_migrates(z: &SimZone, vmid: u32, from: &str, to: &str, kib_per_sec: f64) {
-    z.sim
-        .world()
-        .migrate(MigrateRequest {
-            kind: GuestKind::Qemu,
-            node: from.into(),
-            vmid,
-            target: to.into(),
-            online: true,
-            with_local_disks: false,
-            restart: false,
-            bwlimit_kib: Some(kib_per_sec),
-            user: "admin@pam".into(),
-        })
-        .unwrap();
 }
 
 #[test]
@@ -166,12 +162,8 @@ fn guests_migrated_onto_a_node_being_emptied_are_moved_off_it_too() {
     ]);
     let z = sim_zone(&doc, 4.0, "", |_| {});
     let poller = Poller::start_with(&z, Box::new(breaches));
-    admin_migrates(&z, 116, "pve1", "pve3", 512.0 * 1024.0);
-    let run = command(&z, &["evacuate", "pve3"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    migrate_by_hand(&z, 116, "pve1", "pve3", 512.0 * 1024.0);
+    let run = spawn_logged(&z, &["evacuate", "pve3"]);
     until("the run's first migration is done", || {
         let on = z.guests_on("pve3");
         [103, 121, 122, 123]
@@ -180,19 +172,11 @@ fn guests_migrated_onto_a_node_being_emptied_are_moved_off_it_too() {
             .count()
             < 4
     });
-    admin_migrates(&z, 117, "pve4", "pve3", 1024.0 * 1024.0);
-    let Output {
-        status,
-        stdout,
-        stderr,
-    } = run.wait_with_output().unwrap();
-    let (out, err) = (
-        String::from_utf8(stdout).unwrap(),
-        String::from_utf8(stderr).unwrap(),
-    );
+    migrate_by_hand(&z, 117, "pve4", "pve3", 1024.0 * 1024.0);
+    let (code, out, err) = finished(run);
     let (_, found) = poller.finish();
     assert!(found.is_empty(), "{found:#?}");
-    assert_eq!(status.code(), Some(0), "{out}\n{err}");
+    assert_eq!(code, 0, "{out}\n{err}");
     assert!(
         out.contains("116 (pve1 → pve3), in flight and not started by this run, ended)"),
         "{out}"
