@@ -448,7 +448,7 @@ impl Executor {
     /// Whether a round carrying out `plan` (made for `goal`) would have more to do once its queue
     /// is done, on the cluster as it is now: a migration in flight it did not start and that the
     /// goal depends on to wait for, or a guest on a node it empties that the plan does not name
-    /// ([`crate::settle`]). A plan without migrations is worth carrying out then.
+    /// (`settle.rs`). A plan without migrations is worth carrying out then.
     pub async fn unsettled(&self, plan: &Plan, goal: &Goal) -> Result<bool> {
         let model = self.read().await?;
         let known = crate::round::named(plan);
