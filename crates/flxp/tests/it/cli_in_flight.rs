@@ -185,3 +185,31 @@ fn guests_migrated_onto_a_node_being_emptied_are_moved_off_it_too() {
     assert!(!migrating(&z, 116) && !migrating(&z, 117));
     assert!(!out.contains("still running on the emptied node"), "{out}");
 }
+
+#[test]
+fn a_run_that_gives_up_waiting_says_the_migration_is_still_in_flight() {
+    // Someone moves 108 off pve2 at 1 KiB/s: it outlasts the run's wait (timeout-secs = 1).
+    let doc = cluster(&[
+        (108, "pve2", 8, "flxp.affinity.cache"),
+        (109, "pve2", 8, "flxp.affinity.cache"),
+        (111, "pve1", 4, ""),
+    ]);
+    let z = sim_zone(&doc, 100_000.0, "timeout-secs = 1\n", |_| {});
+    migrate_by_hand(&z, 108, "pve2", "pve1", 1.0);
+    let (code, out, err) = run_logged(&z, &["evacuate", "pve2"]);
+    assert_eq!(code, 3, "{out}\n{err}");
+    assert!(
+        err.contains("migrations=108 (pve2 → pve1)"),
+        "it says what it waits for: {err}"
+    );
+    assert!(
+        out.contains(
+            "still running on the emptied node(s) (2):\n  108 vm-108 on pve2: its migration to \
+             pve1, not started by this run, was still in flight when the run gave up waiting for \
+             it after 1 s (timeout-secs)\n  109 vm-109 on pve2: moves only with \
+             flxp.affinity.cache, and 108 stays (locked (migrate))"
+        ),
+        "{out}"
+    );
+    assert!(migrating(&z, 108));
+}
