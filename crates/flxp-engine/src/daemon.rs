@@ -673,7 +673,10 @@ impl Daemon {
         )
         .with_overrides(z.zone.overrides.clone())
         .with_reservations(z.zone.reservations.clone())
-        .with_options(o.execute.clone())
+        .with_options(crate::ExecuteOptions {
+            settle: false,
+            ..o.execute.clone()
+        })
         .with_read_cache(Arc::clone(&z.cache))
         .with_smoothing(Arc::clone(&z.smoother))
         .with_progress(Arc::clone(&self.inner.parts.progress))

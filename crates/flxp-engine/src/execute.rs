@@ -75,6 +75,11 @@ pub struct ExecuteOptions {
     /// Whether the timed full reads read each node's RRD (its pressure): only a pressure gate on
     /// the trigger needs it, and it costs one call per node.
     pub read_pressure: bool,
+    /// Whether a round, its queue done, waits for migrations in flight that it did not start and
+    /// its goal depends on, and plans again for them and for guests that came onto the nodes it
+    /// empties (`settle.rs`). Off for the daemon: its next round sees them anyway, and a round
+    /// waiting for someone else's migration would hold the zone meanwhile.
+    pub settle: bool,
 }
 
 impl Default for ExecuteOptions {
@@ -89,6 +94,7 @@ impl Default for ExecuteOptions {
             expected_bandwidth: (1u64 << 30) as f64,
             full_read_every: Duration::from_secs(3600),
             read_pressure: true,
+            settle: true,
         }
     }
 }
@@ -444,6 +450,17 @@ impl Executor {
             allow_restart: goal.allows_restart(),
             expected_bandwidth: self.options.expected_bandwidth,
         }
+    }
+
+    /// Whether a round carrying out `plan` (made for `goal`) would have more to do once its queue
+    /// is done, on the cluster as it is now: a migration in flight it did not start and that the
+    /// goal depends on to wait for, or a guest on a node it empties that the plan does not name
+    /// (`settle.rs`). A plan without migrations is worth carrying out then.
+    pub async fn unsettled(&self, plan: &Plan, goal: &Goal) -> Result<bool> {
+        let model = self.read().await?;
+        let known = crate::round::named(plan);
+        let found = crate::settle::unsettled(&model, goal, &Default::default(), &known);
+        Ok(!found.in_flight.is_empty() || !found.arrived.is_empty())
     }
 
     /// Carries out a plan made for `goal`; see the module docs. Never fails as a whole: what went

@@ -73,5 +73,6 @@ pub use lease::{
 };
 pub use stale::{StaleAction, StaleMarker, StaleOptions};
 mod round;
+mod settle;
 #[cfg(test)]
 mod testapi;

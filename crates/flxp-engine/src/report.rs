@@ -145,6 +145,14 @@ pub struct ExecutionReport {
     #[serde(skip)]
     #[cfg_attr(feature = "graphql", graphql(skip))]
     pub not_started: BTreeMap<u32, NotStarted>,
+    /// Guests the round's latest word leaves where they are although no migration of theirs was
+    /// planned in the first plan, by vmid, and why: a migration in flight it did not start and
+    /// gave up waiting for, a guest a replan did not move, one that arrived too late to be
+    /// planned again. Not written out: each guest left running on a node being emptied says it
+    /// ([`Self::outcomes`]).
+    #[serde(skip)]
+    #[cfg_attr(feature = "graphql", graphql(skip))]
+    pub left_alone: BTreeMap<u32, String>,
 }
 
 /// A planned migration the run never started.
@@ -183,6 +191,9 @@ impl ExecutionReport {
             .iter()
             .map(|m| (m.vmid, not_started(&m.to, "see the report")))
             .collect();
+        for (vmid, why) in &self.left_alone {
+            out.insert(*vmid, why.clone());
+        }
         for (vmid, n) in &self.not_started {
             out.insert(*vmid, not_started(&n.to, &n.why));
         }

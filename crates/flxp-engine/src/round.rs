@@ -1,6 +1,11 @@
 //! One round of carrying out a plan: the loop that starts migrations as the queue and the limits
 //! allow, follows them, drops steps that no longer hold, replans, and stops.
 //!
+//! Once the queue is done, the round looks again before it ends (`settle.rs`): it waits for
+//! migrations in flight that it did not start and that its goal depends on, and plans again for
+//! them and for guests that came onto the nodes it empties, each guest once, within the replans
+//! allowed.
+//!
 //! Each migration is followed in its own task (so that reading the cluster for the next start
 //! never stalls the polling of running ones); the round itself runs on the caller's task and owns
 //! all bookkeeping. Dropping the round's future drops the followers, not the migrations: Proxmox
@@ -22,6 +27,7 @@ use crate::planning::{Goal, HoldReason};
 use crate::progress::Event;
 use crate::queue::{Queue, Status};
 use crate::report::{Done, Dropped, ExecutionReport, Failed, NotStarted, Replan, Unfinished};
+use crate::settle::{self, InFlight};
 
 /// The state of one round.
 pub(crate) struct Round<'e> {
@@ -44,10 +50,18 @@ pub(crate) struct Round<'e> {
     replan: Option<String>,
     /// Set once the round stops starting migrations: until when running ones are followed.
     drain_until: Option<Instant>,
+    /// Every guest a plan of the round named (moved, left in place, fitting nowhere).
+    known: BTreeSet<u32>,
+    /// Guests the round waited for or planned again for once the queue was done: never twice.
+    settled: BTreeSet<u32>,
+    /// Migrations in flight that the round did not start and its goal depends on, as its start
+    /// found them: once they end, what the plan left behind for them is planned again.
+    watched: Vec<InFlight>,
 }
 
 impl<'e> Round<'e> {
     pub fn new(exec: &'e Executor, plan: Plan, goal: &'e Goal) -> Self {
+        let known = named(&plan);
         Self {
             exec,
             goal,
@@ -62,6 +76,9 @@ impl<'e> Round<'e> {
             in_flight: HashMap::new(),
             replan: None,
             drain_until: None,
+            known,
+            settled: BTreeSet::new(),
+            watched: Vec::new(),
         }
     }
 
@@ -69,6 +86,15 @@ impl<'e> Round<'e> {
     pub async fn run(mut self) -> ExecutionReport {
         let t0 = Instant::now();
         let mut stop = self.exec.stop.clone();
+        if self.exec.options.settle {
+            self.watched = match self.exec.read().await {
+                Ok(model) => {
+                    settle::unsettled(&model, self.goal, &BTreeSet::new(), &self.known).in_flight
+                }
+                // The round's own reads say what is wrong; the end of the queue looks again.
+                Err(_) => Vec::new(),
+            };
+        }
         loop {
             if self.drain_until.is_none() && stop.is_stopped() {
                 let why = stop
@@ -87,9 +113,14 @@ impl<'e> Round<'e> {
                     break;
                 }
                 // Nothing runs: either the queue is done (its earliest pending migration could
-                // always start) or it must be planned anew.
-                let Some(reason) = self.replan.take() else {
-                    break;
+                // always start) or it must be planned anew. A queue done may still leave the
+                // goal unmet by what it did not see: migrations in flight, guests arriving.
+                let reason = match self.replan.take() {
+                    Some(reason) => reason,
+                    None => match self.unsettled().await {
+                        Some(reason) => reason,
+                        None => break,
+                    },
                 };
                 match self.replanned(reason).await {
                     Some(next) => self.queue = next,
@@ -325,6 +356,149 @@ impl<'e> Round<'e> {
         });
     }
 
+    /// What is left of a balancing round's migration budget (`None`: no budget).
+    fn budget(&self) -> Option<usize> {
+        match self.goal {
+            Goal::Balance(o) => Some(o.max_migrations.saturating_sub(self.started.len())),
+            Goal::Evacuate { .. } | Goal::ReturnHome { .. } => None,
+        }
+    }
+
+    /// Once the queue is done: waits for the migrations in flight that the round did not start
+    /// and that its goal depends on, and finds running guests that came onto the nodes it
+    /// empties after its plans ([`settle`]); why the rest must be planned again, or `None` when
+    /// the round may end. Each guest is waited or planned for once.
+    async fn unsettled(&mut self) -> Option<String> {
+        if !self.exec.options.settle || self.exec.stop.is_stopped() || self.budget() == Some(0) {
+            return None;
+        }
+        let mut skip = self.started.clone();
+        skip.extend(&self.settled);
+        let found = match self.exec.read().await {
+            Ok(model) => settle::unsettled(&model, self.goal, &skip, &self.known),
+            Err(e) => {
+                let e = error_chain(&e);
+                tracing::warn!(error = %e, "cannot read the cluster for migrations in flight: the round ends");
+                return None;
+            }
+        };
+        // Migrations the start found in flight that ended meanwhile: the plan left their
+        // partners (or the guest itself) behind for them.
+        let landed: Vec<InFlight> = self
+            .watched
+            .iter()
+            .filter(|w| !skip.contains(&w.vmid))
+            .filter(|w| !found.in_flight.iter().any(|f| f.vmid == w.vmid))
+            .cloned()
+            .collect();
+        self.settled.extend(found.in_flight.iter().map(|f| f.vmid));
+        self.settled.extend(found.arrived.iter().map(|a| a.vmid));
+        self.settled.extend(landed.iter().map(|l| l.vmid));
+        let max = self.exec.options.max_replans as usize;
+        if self.report.replans.len() >= max {
+            // No replan is left to act on what is found: each guest says so.
+            for f in &found.in_flight {
+                let why = format!(
+                    "{}, not started by this run, was in flight when the run had no replan \
+                     left (max-replans {max}) to move the guests that depend on it",
+                    migration_of(f)
+                );
+                self.report.left_alone.insert(f.vmid, why);
+            }
+            for a in &found.arrived {
+                let when = if self.watched.iter().any(|w| w.vmid == a.vmid) {
+                    "its migration there, in flight when the run began, landed"
+                } else {
+                    "it came there"
+                };
+                let why = format!(
+                    "{when} after the run's last plan, with no replan left (max-replans {max})"
+                );
+                self.report.left_alone.insert(a.vmid, why);
+            }
+            return None;
+        }
+        if !found.in_flight.is_empty() {
+            let waiting = settle::list(&found.in_flight);
+            tracing::info!(migrations = %waiting, "waiting for migrations in flight that this run did not start, to plan on the settled cluster");
+            let still = self.wait_for(&found.in_flight).await;
+            let secs = self.exec.options.timeout.as_secs();
+            for f in &still {
+                let why = match self.exec.stop.reason() {
+                    Some(stopped) => format!(
+                        "{}, not started by this run, was still in flight when the run \
+                         stopped ({stopped})",
+                        migration_of(f)
+                    ),
+                    None => format!(
+                        "{}, not started by this run, was still in flight when the run gave up \
+                         waiting for it after {secs} s (timeout-secs)",
+                        migration_of(f)
+                    ),
+                };
+                tracing::warn!(vmid = f.vmid, %why, "migration in flight not waited for any longer");
+                self.report.left_alone.insert(f.vmid, why);
+            }
+            let ended: Vec<&InFlight> = found
+                .in_flight
+                .iter()
+                .filter(|f| !still.contains(f))
+                .chain(&landed)
+                .collect();
+            if ended.is_empty() {
+                // The cluster is as the last plan saw it: planning again changes nothing.
+                return None;
+            }
+            return Some(format!(
+                "the migration of {}, in flight and not started by this run, ended",
+                settle::list(&ended)
+            ));
+        }
+        if !landed.is_empty() {
+            return Some(format!(
+                "the migration of {}, in flight and not started by this run, ended",
+                settle::list(&landed)
+            ));
+        }
+        if !found.arrived.is_empty() {
+            let nodes: BTreeSet<&str> = found.arrived.iter().map(|a| a.node.as_str()).collect();
+            let vmids: Vec<u32> = found.arrived.iter().map(|a| a.vmid).collect();
+            return Some(format!(
+                "{} came onto {} after the plan was made",
+                settle::list(&vmids),
+                nodes.into_iter().collect::<Vec<_>>().join(", ")
+            ));
+        }
+        None
+    }
+
+    /// Waits until none of `moves` is in flight any more, reading the cluster every poll, up to
+    /// the migration timeout (`timeout-secs`, as one of the round's own is followed) or a stop
+    /// request; those still in flight then.
+    async fn wait_for(&self, moves: &[InFlight]) -> Vec<InFlight> {
+        let deadline = deadline_after(self.exec.options.timeout);
+        let mut stop = self.exec.stop.clone();
+        let mut left = moves.to_vec();
+        while !left.is_empty() && !stop.is_stopped() && Instant::now() < deadline {
+            tokio::select! {
+                () = tokio::time::sleep(self.exec.options.poll) => {}
+                () = stop.stopped() => break,
+            }
+            match self.exec.read().await {
+                Ok(model) => left.retain(|f| {
+                    model
+                        .cluster
+                        .guest_idx(f.vmid)
+                        .is_some_and(|g| settle::in_flight(&model, model.cluster.guest(g)))
+                }),
+                Err(e) => {
+                    tracing::warn!(error = %error_chain(&e), "cannot read the cluster while waiting for migrations in flight");
+                }
+            }
+        }
+        left
+    }
+
     /// Plans the rest of the round on the fresh cluster; `None` ends the round.
     async fn replanned(&mut self, reason: String) -> Option<Queue> {
         let max = self.exec.options.max_replans;
@@ -336,10 +510,7 @@ impl<'e> Round<'e> {
             ));
             return None;
         }
-        let budget = match self.goal {
-            Goal::Balance(o) => Some(o.max_migrations.saturating_sub(self.started.len())),
-            Goal::Evacuate { .. } | Goal::ReturnHome { .. } => None,
-        };
+        let budget = self.budget();
         if budget == Some(0) {
             tracing::info!(%reason, "migration budget spent: no replan");
             return None;
@@ -376,7 +547,17 @@ impl<'e> Round<'e> {
         for m in &plan.migrations {
             // Planned again: what happens to it now is the new plan's.
             self.report.not_started.remove(&m.vmid);
+            self.report.left_alone.remove(&m.vmid);
         }
+        // The newest word on each guest the new plan leaves where it is.
+        for s in &plan.skipped {
+            self.report.left_alone.insert(s.vmid, s.reason.clone());
+        }
+        for u in &plan.unplaced {
+            let why = format!("fits on no node: {}", u.reason);
+            self.report.left_alone.insert(u.vmid, why);
+        }
+        self.known.extend(named(&plan));
         self.report.replans.push(Replan {
             reason,
             migrations: plan.migrations.len(),
@@ -384,6 +565,16 @@ impl<'e> Round<'e> {
         });
         (!plan.migrations.is_empty()).then(|| Queue::new(plan.migrations))
     }
+}
+
+/// Every guest a plan names: moved, left in place, or fitting nowhere.
+pub(crate) fn named(plan: &Plan) -> BTreeSet<u32> {
+    let moved = plan.migrations.iter().map(|m| m.vmid);
+    let skipped = plan.skipped.iter().map(|s| s.vmid);
+    moved
+        .chain(skipped)
+        .chain(plan.unplaced.iter().map(|u| u.vmid))
+        .collect()
 }
 
 /// The guests a replan leaves alone: those the round holds, except the moved members of a bundle
@@ -406,6 +597,14 @@ pub(crate) fn replan_holds(
         }
     }
     holds
+}
+
+/// `its migration to pve1` (or `its migration` when its target is not known).
+fn migration_of(f: &InFlight) -> String {
+    match &f.to {
+        Some(to) => format!("its migration to {to}"),
+        None => "its migration".to_owned(),
+    }
 }
 
 /// The instant `after` from now; a timeout too large for the clock (a config's "forever") is

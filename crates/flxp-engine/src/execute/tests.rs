@@ -519,8 +519,9 @@ async fn a_guest_seen_in_flight_is_never_migrated_again() {
 
 #[tokio::test(start_paused = true)]
 async fn a_step_that_no_longer_fits_is_dropped_and_the_rest_replanned() {
-    // After the first migration, 107 on b grows to fill b: 102 no longer fits there.
-    let api = Arc::new(api().on_read(2, vec![Change::GuestMem(107, 54 * GIB)]));
+    // After the first migration, 107 on b grows to fill b: 102 no longer fits there. Reads: the
+    // round's start (migrations in flight), the first step's check, the second's.
+    let api = Arc::new(api().on_read(3, vec![Change::GuestMem(107, 54 * GIB)]));
     let report = run(&api, leave_a("b", "b")).await;
     assert_eq!(report.done[0].vmid, 101);
     assert_eq!(report.skipped.len(), 1, "{report:?}");
@@ -861,8 +862,8 @@ async fn the_balance_budget_caps_replans() {
 
 #[tokio::test(start_paused = true)]
 async fn a_cluster_that_cannot_be_read_stops_the_round_after_what_runs() {
-    // The first step reads fine; before the second the API goes away.
-    let api = Arc::new(api().on_read(2, vec![Change::Unreadable]));
+    // The round's start and the first step read fine; before the second the API goes away.
+    let api = Arc::new(api().on_read(3, vec![Change::Unreadable]));
     let report = run(&api, leave_a("b", "d")).await;
     assert_eq!(report.done.len(), 1);
     assert_eq!(posts(&api, 102), 0);

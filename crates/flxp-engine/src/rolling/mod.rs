@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use flxp_core::balance::EvacuateOptions;
-use flxp_core::left_running::left_running;
+use flxp_core::left_running::left_running_after;
 use flxp_pve::types::{NodeCommand, ResourceType};
 
 use crate::execute::{Executor, error_chain};
@@ -823,16 +823,20 @@ impl Executor {
     async fn empty(&self, node: &str, options: &RollingOptions) -> Result<usize, String> {
         let goal = evacuation(node, options);
         let plan = self.plan(&goal).await.map_err(|e| error_chain(&e))?;
-        let n = plan.migrations.len();
-        if n > 0 {
+        let mut n = plan.migrations.len();
+        let mut outcomes = BTreeMap::new();
+        // Without migrations the round still waits for a migration in flight onto the node.
+        if n > 0 || self.unsettled(&plan, &goal).await.unwrap_or(false) {
             let report = self.execute(plan.clone(), &goal).await;
             if !report.is_clean() {
                 return Err(format!("evacuation: {}", report.summary()));
             }
+            n = report.done.len();
+            outcomes = report.outcomes(&plan);
         }
         let model = self.read().await.map_err(|e| error_chain(&e))?;
         if let Some(idx) = model.cluster.node_idx(node) {
-            let left = left_running(&model.cluster, &[idx], &plan, true);
+            let left = left_running_after(&model.cluster, &[idx], &plan, &outcomes);
             if !left.is_empty() && options.reboot && !options.stop_left {
                 let who: Vec<String> = left
                     .iter()

@@ -370,7 +370,11 @@ pub(crate) async fn plan_and_run(
         }
         mark_maintenance(&executor, nodes).await;
     }
-    if dry_run || plan.migrations.is_empty() {
+    // A plan without migrations is still carried out while a migration in flight that the
+    // goal depends on has to be waited for, or a guest came onto a node being emptied.
+    let idle =
+        plan.migrations.is_empty() && !executor.unsettled(&plan, goal).await.unwrap_or(false);
+    if dry_run || idle {
         return Ok((plan, None));
     }
     let bars = progress::on_stderr();

@@ -488,6 +488,12 @@ fn a_dry_run_names_the_nodes_a_real_run_would_give_back() {
 /// Starts a live migration of qemu guest `vmid` from `from` to `to` by hand, as an admin would,
 /// at 1 KiB/s: it stays in flight for the whole test.
 pub fn migrate_slowly(z: &SimZone, vmid: u32, from: &str, to: &str) {
+    migrate_by_hand(z, vmid, from, to, 1.0);
+}
+
+/// Starts a live migration of qemu guest `vmid` from `from` to `to` by hand, as an admin would,
+/// at `kib_per_sec`.
+pub fn migrate_by_hand(z: &SimZone, vmid: u32, from: &str, to: &str, kib_per_sec: f64) {
     z.sim
         .world()
         .migrate(MigrateRequest {
@@ -498,7 +504,7 @@ pub fn migrate_slowly(z: &SimZone, vmid: u32, from: &str, to: &str) {
             online: true,
             with_local_disks: false,
             restart: false,
-            bwlimit_kib: Some(1.0),
+            bwlimit_kib: Some(kib_per_sec),
             user: "root@pam".into(),
         })
         .unwrap();

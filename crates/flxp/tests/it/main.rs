@@ -6,6 +6,7 @@ mod cli_balance;
 mod cli_consolidate;
 mod cli_daemon;
 mod cli_evacuate;
+mod cli_in_flight;
 mod cli_lease;
 mod cli_maintenance;
 mod cli_place;
