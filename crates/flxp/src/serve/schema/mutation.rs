@@ -14,13 +14,14 @@ use super::query::{
     balance_goal, balance_options, core_error, evacuation, evacuation_goal, evacuation_result,
     rebalance, state,
 };
-use super::run::{executor_for, rolling_options};
+use super::run::{executor_for, executor_with, live_progress, rolling_options};
 use super::safety::{Claim, answer, fingerprint as fingerprint_of};
 use super::types::{
     CreateVmOptions, Host, MaintenanceState, PlanResult, PowerAction, RollingNode, RunResult, Vm,
 };
 use super::{ApiError, Code};
 use crate::config::catalog::VmParts;
+use crate::serve::dashboard::live::RollingEnd;
 use crate::serve::state::AppState;
 
 /// The mutation root.
@@ -235,7 +236,8 @@ impl Mutation {
         super::views::require_operator(ctx, "rollingMaintenance")?;
         let z = s.zone(&zone)?;
         let lease = act_lease(s, &zone).await?;
-        let executor = executor_for(s, &zone, z);
+        let progress = live_progress(s);
+        let executor = executor_with(s, &zone, z, Arc::clone(&progress));
         let options = rolling_options(s, reboot);
         // What would stop the run at once (an unknown node, a first node that may not go) is
         // the caller's answer, not only a line in the log.
@@ -252,21 +254,27 @@ impl Mutation {
                 other => ApiError::new(Code::Unavailable, other.to_string()),
             })?;
         let (runs, daemon, name) = (Arc::clone(&z.runs), s.daemon.clone(), zone.clone());
-        let metrics = Arc::clone(&s.metrics);
+        let (metrics, live, stop) = (Arc::clone(&s.metrics), Arc::clone(&s.live), s.stop.clone());
+        let queued: Vec<String> = order.iter().map(|q| q.node.clone()).collect();
         s.work.spawn(async move {
             // Like every run: none beside it in the zone, and no daemon round meanwhile.
             let _run = runs.lock_owned().await;
             let _round = daemon.lock_zone(&name).await.ok();
             // Held while the maintenance runs, released at its end.
             let _lease = lease;
+            live.rolling_started(&name, &queued);
             let tell = |n: flxp_engine::rolling::News| {
                 metrics.rolling_step(&name, &n.node, n.step);
+                live.rolling_step(&name, &n);
                 tracing::info!(zone = %name, "rolling maintenance: {}", n.line);
             };
-            match executor.rolling(&nodes, &options, &tell).await {
+            let result = executor.rolling(&nodes, &options, &tell).await;
+            match &result {
                 Ok(r) => tracing::info!(zone = %name, done = r.done.len(), migrations = r.migrations, "rolling maintenance done"),
                 Err(e) => tracing::error!(zone = %name, error = %e, "rolling maintenance stopped"),
             }
+            let end = RollingEnd::new(&result, progress.counts(), stop.is_stopped());
+            live.rolling_ended(&name, &end);
         });
         Ok(order.iter().map(RollingNode::from).collect())
     }
