@@ -1,6 +1,6 @@
 //! `GET /events` of `flxp serve` followed as a script follows it: a rolling maintenance started
 //! through the API is a run on the stream (its start, each node's step, its end with the
-//! outcome), the daemon's migrations are events like a run's, and SIGTERM during a rolling
+//! outcome) and in `rollingRun` while it runs and after, the daemon's migrations are events like a run's, and SIGTERM during a rolling
 //! maintenance stops it before its next step, says so on the stream, gives the lease back, ends
 //! the stream and exits.
 
@@ -124,6 +124,7 @@ async fn a_rolling_maintenance_started_through_the_api_is_a_run_on_the_event_str
         .collect();
     assert!(!on_pve2.is_empty());
     let mut events = Events::open(&s).await;
+    assert_eq!(rolling_run(&s).await, Value::Null);
     let v = s
         .query("mutation { rollingMaintenance(zone: \"lab\", nodes: [\"pve2\"]) { node step } }")
         .await;
@@ -132,6 +133,11 @@ async fn a_rolling_maintenance_started_through_the_api_is_a_run_on_the_event_str
         json!([{ "node": "pve2", "step": "pending" }]),
         "{v}"
     );
+    // A poller sees it run (until its end is on the stream, at least)...
+    let running = rolling_run(&s).await;
+    assert_eq!(running["nodes"], json!(["pve2"]), "{running}");
+    assert_eq!(running["outcome"], "running", "{running}");
+    assert_eq!(running["exitCode"], Value::Null, "{running}");
     let run = events
         .until(RUN, |e| e["event"] == "run-ended" && e["goal"] == "rolling")
         .await;
@@ -191,6 +197,23 @@ async fn a_rolling_maintenance_started_through_the_api_is_a_run_on_the_event_str
         &json!({ "event": "run-ended", "zone": "lab", "goal": "rolling", "done": 2 * n,
                  "failed": 0, "outcome": "done", "exitCode": 0, "error": null })
     );
+    // ...and how it ended, once its progress lines are gone.
+    let v = s.query("{ rollingProgress(zone: \"lab\") { node } }").await;
+    assert_eq!(v["data"]["rollingProgress"], json!([]), "{v}");
+    assert_eq!(
+        rolling_run(&s).await,
+        json!({ "nodes": ["pve2"], "outcome": "done", "done": 2 * n, "failed": 0,
+                "exitCode": 0, "error": null })
+    );
+}
+
+/// The zone's `rollingRun`.
+async fn rolling_run(s: &Service) -> Value {
+    let v = s
+        .query("{ rollingRun(zone: \"lab\") { nodes outcome done failed exitCode error } }")
+        .await;
+    assert!(v["errors"].is_null(), "{v}");
+    v["data"]["rollingRun"].clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
