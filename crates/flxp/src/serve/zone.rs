@@ -18,7 +18,6 @@ use flxp_pve::Pve;
 use tokio::sync::watch;
 use tokio::time::{Duration, Instant};
 
-use super::dashboard::live::{LiveProgress, RollingEnd};
 use super::metered::{Contact, SharedContact};
 
 /// Why a zone's cluster could not be read.
@@ -40,19 +39,6 @@ struct Generations {
     wanted: bool,
 }
 
-/// The last rolling maintenance `rollingMaintenance` started in a zone: kept after it ends, so
-/// that a client polling learns how it ended (its progress lines are gone once every node is
-/// done).
-#[derive(Clone)]
-pub struct RollingRecord {
-    /// Its nodes, in the order it takes them.
-    pub nodes: Vec<String>,
-    /// Its migrations, counted as they end.
-    pub progress: Arc<LiveProgress>,
-    /// How it ended; `None` while it runs (or waits for the zone).
-    pub end: Option<RollingEnd>,
-}
-
 /// One Proxmox cluster served by `flxp serve`.
 pub struct Zone {
     /// Its name in the config.
@@ -68,8 +54,6 @@ pub struct Zone {
     pub runs: Arc<tokio::sync::Mutex<()>>,
     /// Nodes an evacuation started here is emptying, with how many evacuations name each.
     evacuating: Arc<Mutex<BTreeMap<String, usize>>>,
-    /// The last rolling maintenance started here through the API.
-    pub rolling: Arc<Mutex<Option<RollingRecord>>>,
     generations: Mutex<Generations>,
     collected: watch::Sender<Collected>,
     /// The daemon's CPU averages of this zone, when it runs the zone: models are built on them,
@@ -100,7 +84,6 @@ impl Zone {
             contact,
             runs: Arc::default(),
             evacuating: Arc::default(),
-            rolling: Arc::default(),
             generations: Mutex::new(Generations::default()),
             collected: watch::Sender::new(None),
             smoother: std::sync::OnceLock::new(),

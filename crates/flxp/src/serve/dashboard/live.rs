@@ -70,6 +70,21 @@ pub struct Live {
     /// Set when the service stops: every stream ends (an open stream would hold the HTTP
     /// server's graceful shutdown forever).
     closed: tokio::sync::watch::Sender<bool>,
+    /// The last rolling maintenance started through the API, by zone.
+    rolling: Mutex<BTreeMap<String, RollingRecord>>,
+}
+
+/// The last rolling maintenance `rollingMaintenance` started in a zone: kept after it ends, so
+/// that a client polling learns how it ended (its progress lines are gone once every node is
+/// done).
+#[derive(Debug, Clone)]
+pub struct RollingRecord {
+    /// Its nodes, in the order it takes them.
+    pub nodes: Vec<String>,
+    /// Its migrations, counted as they end.
+    pub progress: Arc<LiveProgress>,
+    /// How it ended; `None` while it runs (or waits for the zone).
+    pub end: Option<RollingEnd>,
 }
 
 impl Default for Live {
@@ -79,6 +94,7 @@ impl Default for Live {
             created: Mutex::default(),
             targets: Mutex::default(),
             closed: tokio::sync::watch::Sender::new(false),
+            rolling: Mutex::default(),
         }
     }
 }
@@ -171,6 +187,24 @@ impl Live {
         self.send(json!({ "event": "run-ended", "zone": zone, "goal": goal, "done": done, "failed": failed }));
     }
 
+    /// A rolling maintenance was asked for (it may wait for the zone): the zone's last run from
+    /// now on, its migrations counted by `progress`.
+    pub fn rolling_asked(&self, zone: &str, nodes: &[String], progress: Arc<LiveProgress>) {
+        let record = RollingRecord {
+            nodes: nodes.to_vec(),
+            progress,
+            end: None,
+        };
+        let mut runs = self.rolling.lock().unwrap_or_else(|p| p.into_inner());
+        runs.insert(zone.to_owned(), record);
+    }
+
+    /// The last rolling maintenance asked for in `zone`, if any.
+    pub fn rolling_run(&self, zone: &str) -> Option<RollingRecord> {
+        let runs = self.rolling.lock().unwrap_or_else(|p| p.into_inner());
+        runs.get(zone).cloned()
+    }
+
     /// A rolling maintenance started: a run of goal `rolling` naming its nodes in the order it
     /// takes them (how many migrations it makes is known only as each node is emptied).
     pub fn rolling_started(&self, zone: &str, nodes: &[String]) {
@@ -188,8 +222,17 @@ impl Live {
     }
 
     /// A rolling maintenance ended: its migrations done and failed (as every run's end says),
-    /// its outcome and the exit code `flxp rolling` would have had, and why it stopped.
+    /// its outcome and the exit code `flxp rolling` would have had, and why it stopped; kept as
+    /// the zone's last run's end.
     pub fn rolling_ended(&self, zone: &str, end: &RollingEnd) {
+        if let Some(r) = self
+            .rolling
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(zone)
+        {
+            r.end = Some(end.clone());
+        }
         self.send(json!({
             "event": "run-ended", "zone": zone, "goal": "rolling",
             "done": end.done, "failed": end.failed, "outcome": end.outcome,
@@ -469,6 +512,14 @@ pub struct LiveProgress {
     pub live: Arc<Live>,
     /// Migrations done and failed so far.
     counts: (AtomicUsize, AtomicUsize),
+}
+
+impl std::fmt::Debug for LiveProgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveProgress")
+            .field("counts", &self.counts())
+            .finish_non_exhaustive()
+    }
 }
 
 impl LiveProgress {

@@ -23,7 +23,6 @@ use super::{ApiError, Code};
 use crate::config::catalog::VmParts;
 use crate::serve::dashboard::live::RollingEnd;
 use crate::serve::state::AppState;
-use crate::serve::zone::RollingRecord;
 
 /// The mutation root.
 #[derive(Debug, Default)]
@@ -257,12 +256,7 @@ impl Mutation {
         let (runs, daemon, name) = (Arc::clone(&z.runs), s.daemon.clone(), zone.clone());
         let (metrics, live, stop) = (Arc::clone(&s.metrics), Arc::clone(&s.live), s.stop.clone());
         let queued: Vec<String> = order.iter().map(|q| q.node.clone()).collect();
-        let record = Arc::clone(&z.rolling);
-        *record.lock().unwrap_or_else(|p| p.into_inner()) = Some(RollingRecord {
-            nodes: queued.clone(),
-            progress: Arc::clone(&progress),
-            end: None,
-        });
+        s.live.rolling_asked(&zone, &queued, Arc::clone(&progress));
         s.work.spawn(async move {
             // Like every run: none beside it in the zone, and no daemon round meanwhile.
             let _run = runs.lock_owned().await;
@@ -282,9 +276,6 @@ impl Mutation {
             }
             let end = RollingEnd::new(&result, progress.counts(), stop.is_stopped());
             live.rolling_ended(&name, &end);
-            if let Some(r) = record.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
-                r.end = Some(end);
-            }
         });
         Ok(order.iter().map(RollingNode::from).collect())
     }

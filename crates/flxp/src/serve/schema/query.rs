@@ -176,9 +176,8 @@ impl Query {
     /// `rollingProgress`.
     async fn rolling_run(&self, ctx: &Context<'_>, zone: String) -> Result<Option<RollingRun>> {
         let s = state(ctx)?;
-        let z = s.zone(&zone)?;
-        let record = z.rolling.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(record.as_ref().map(RollingRun::from))
+        s.zone(&zone)?;
+        Ok(s.live.rolling_run(&zone).as_ref().map(RollingRun::from))
     }
 
     /// What `rollingMaintenance` with the same arguments would do, node after node: each

@@ -480,8 +480,8 @@ pub struct RollingRun {
     pub error: Option<String>,
 }
 
-impl From<&crate::serve::zone::RollingRecord> for RollingRun {
-    fn from(r: &crate::serve::zone::RollingRecord) -> Self {
+impl From<&crate::serve::dashboard::live::RollingRecord> for RollingRun {
+    fn from(r: &crate::serve::dashboard::live::RollingRecord) -> Self {
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         let (done, failed) = match &r.end {
             Some(e) => (e.done, e.failed),
