@@ -5,7 +5,7 @@
 //! the stream and exits.
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use flxp_sim::Scenario;
 use serde_json::{Value, json};
@@ -303,18 +303,7 @@ async fn sigterm_during_an_api_rolling_maintenance_stops_it_says_so_and_gives_th
             "{e}"
         );
     }
-    let t = Instant::now();
-    let status = loop {
-        if let Some(st) = s.child.try_wait().unwrap() {
-            break st;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(60),
-            "no exit after SIGTERM:\n{}",
-            s.log()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let status = s.exit_status(60).await;
     assert_eq!(status.code(), Some(0), "{}", s.log());
     // No reboot asked for; the step kept for a rerun; the lease line given back.
     let world = s.sim.sim().world();
