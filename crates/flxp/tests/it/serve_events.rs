@@ -217,6 +217,36 @@ async fn rolling_run(s: &Service) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guests_taken_home_after_the_api_clears_maintenance_are_a_run_on_the_event_stream() {
+    let s = start(Scenario::demo(), PARALLEL_MIGRATIONS, &[]).await;
+    let v = s
+        .query("mutation { evacuate(zone: \"lab\", node: \"pve4\") { done } }")
+        .await;
+    let away = v["data"]["evacuate"]["done"].as_u64().unwrap();
+    assert!(away > 0, "{v}");
+    let mut events = Events::open(&s).await;
+    let v = s
+        .query("mutation { maintenance(zone: \"lab\", node: \"pve4\", on: false) }")
+        .await;
+    assert_eq!(v["data"]["maintenance"], true, "{v}");
+    let run = events.until(RUN, |e| e["event"] == "run-ended").await;
+    let n = usize::try_from(away).unwrap();
+    assert_eq!(
+        run[0],
+        json!({ "event": "run-started", "zone": "lab", "goal": "return-home", "migrations": n })
+    );
+    assert_eq!(
+        run.last().unwrap(),
+        &json!({ "event": "run-ended", "zone": "lab", "goal": "return-home", "done": n, "failed": 0 })
+    );
+    assert_eq!(
+        vmids(&run, "done", |e| e["to"] == "pve4").len(),
+        n,
+        "{run:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemons_migrations_are_on_the_event_stream_like_a_runs() {
     // Rounds every second that only empty nodes in maintenance.
     let extra = format!("{PARALLEL_MIGRATIONS}[daemon]\ninterval-secs = 1\nrebalance = false\n");

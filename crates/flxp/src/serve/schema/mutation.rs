@@ -313,15 +313,21 @@ fn go_home(s: &AppState, zone: &str, z: &crate::serve::zone::Zone, node: String)
     let executor = executor_for(s, zone, z);
     let (runs, daemon, name) = (Arc::clone(&z.runs), s.daemon.clone(), zone.to_owned());
     let options = s.config.evacuate.clone();
+    let live = Arc::clone(&s.live);
     s.work.spawn(async move {
         let _run = runs.lock_owned().await;
         let _round = daemon.lock_zone(&name).await.ok();
         match executor.plan_return(&node, &options).await {
             Ok((goal, plan)) => {
+                // A run like the others on the event stream, even with nothing to take back.
+                live.run_started(&name, goal.as_str(), plan.migrations.len());
+                let (mut done, mut failed) = (0, 0);
                 if !plan.migrations.is_empty() {
                     let report = executor.execute(plan, &goal).await;
                     tracing::info!(zone = %name, node, summary = %report.summary(), "guests back home");
+                    (done, failed) = (report.done.len(), report.failed.len());
                 }
+                live.run_ended(&name, goal.as_str(), done, failed);
                 if let Err(e) = executor.settle_homes(&node).await {
                     tracing::warn!(zone = %name, node, error = %flxp_engine::error_chain(&e), "cannot update where the guests come from");
                 }
