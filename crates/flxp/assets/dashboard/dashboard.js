@@ -230,8 +230,15 @@
   }
 
   var ACTION_TEXT = {
-    'run-started': function (e) { return 'flxp: ' + e.goal + ' started, ' + e.migrations + ' migrations planned'; },
-    'run-ended': function (e) { return 'flxp: ' + e.goal + ' ended, ' + e.done + ' done, ' + e.failed + ' failed'; },
+    'run-started': function (e) {
+      if (e.goal === 'rolling') return 'flxp: rolling maintenance started: ' + e.nodes.join(', ');
+      return 'flxp: ' + e.goal + ' started, ' + e.migrations + ' migrations planned';
+    },
+    'run-ended': function (e) {
+      var text = 'flxp: ' + (e.goal === 'rolling' ? 'rolling maintenance ' + e.outcome + ', ' : e.goal + ' ended, ') + e.done + ' done, ' + e.failed + ' failed';
+      return e.error ? text + ': ' + e.error : text;
+    },
+    'rolling-step': function (e) { return 'flxp: rolling maintenance: ' + e.summary; },
     created: function (e) { return 'flxp: created VM ' + e.vmid + ' (' + e.name + ') on ' + e.node; },
     maintenance: function (e) { return 'flxp: maintenance ' + (e.on ? 'set on ' : 'cleared on ') + e.node + (e.changed ? '' : ' (no change)'); },
     round: function (e) { return 'daemon round: ' + e.summary; },
@@ -820,7 +827,8 @@
       var endedP = new Promise(function (res) { ended = res; });
       var finished = false;
       onLive(function (e) {
-        if (finished) return;
+        // A rolling maintenance is followed in its own view.
+        if (finished || e.goal === 'rolling') return;
         var r;
         switch (e.event) {
           case 'run-started': status.textContent = 'Running: ' + e.migrations + ' migrations planned.'; status.dataset.state = 'running'; break;

@@ -5,7 +5,8 @@
 //! config against the live clusters, the HTTP server ([`http::router`]), the daemon and a
 //! readiness probe, all sharing one [`state::AppState`]. SIGINT/SIGTERM stop it cleanly: the
 //! server finishes open requests, running plans start nothing new and their migrations are
-//! followed to the end (with a timeout), creations in flight complete.
+//! followed to the end (with a timeout), creations in flight complete; then the leases are given
+//! back and the event streams end.
 
 pub mod dashboard;
 pub mod embedded;
@@ -157,16 +158,25 @@ pub async fn run(
         let mut stop = stop.clone();
         async move { daemon.run(async move { stop.stopped().await }).await }
     };
-    let (served, ()) = tokio::join!(server, daemon_run);
-    probe.abort();
-    poller.abort();
-    if !state.work.idle(DRAIN).await {
-        tracing::warn!(
-            running = state.work.running(),
-            "creations or migrations still running after {} s; exiting anyway",
-            DRAIN.as_secs()
-        );
-    }
+    // The server stops taking connections at the stop; the event streams stay open until the
+    // runs have ended and said so, then close, so that the server's shutdown completes.
+    let drained = async {
+        daemon_run.await;
+        probe.abort();
+        poller.abort();
+        if !state.work.idle(DRAIN).await {
+            tracing::warn!(
+                running = state.work.running(),
+                "creations or migrations still running after {} s; exiting anyway",
+                DRAIN.as_secs()
+            );
+        }
+        // Given back now, not whenever the last run's guard is noticed: the process may be gone
+        // by then, leaving the lease to lapse at its expiry while no flxp may act.
+        state.daemon.release_leases().await;
+        state.live.close();
+    };
+    let (served, ()) = tokio::join!(server, drained);
     // What the last runs and rounds told is sent before the process goes, within bounds.
     state.notify.flush(crate::notify::FLUSH).await;
     if let Source::Embedded(e) = source {
@@ -419,6 +429,11 @@ fn daemon(
             .with_lease(lease),
         None => Daemon::new(zones, scheduler, options),
     };
+    // Its migrations go live as a run's do; the metrics count them at each round's end.
+    let daemon = daemon.with_progress(Arc::new(dashboard::live::LiveProgress::new(
+        None,
+        Arc::clone(&live),
+    )));
     daemon.on_round(Arc::new(move |r| {
         notify.send_all(watch.events(r));
         live.round(r);

@@ -30,6 +30,7 @@ mod serve;
 mod serve_command;
 mod serve_concurrency;
 mod serve_errors;
+mod serve_events;
 mod serve_lease;
 mod serve_maintenance;
 mod serve_safety;

@@ -229,6 +229,22 @@ impl Service {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// How the process ended, once it did (after a signal); panics after `secs`.
+    pub async fn exit_status(&mut self, secs: u64) -> std::process::ExitStatus {
+        let t = Instant::now();
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(secs),
+                "no exit after SIGTERM:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// The log once it holds `needle` (the reader thread may still be draining the pipe), at
     /// most 30 s; the log as it is when it never does.
     pub async fn log_with(&self, needle: &str) -> String {
@@ -491,17 +507,7 @@ async fn health_readiness_graphiql_and_a_clean_sigterm() {
     let pid = s.child.id().to_string();
     let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
     assert!(killed.success());
-    let t = Instant::now();
-    let status = loop {
-        if let Some(st) = s.child.try_wait().unwrap() {
-            break st;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "no exit after SIGTERM"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let status = s.exit_status(20).await;
     assert_eq!(status.code(), Some(0), "{}", s.log());
     let log = s.log_with("shutting down").await;
     assert!(log.contains("shutting down"), "{log}");

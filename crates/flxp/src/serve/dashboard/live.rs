@@ -1,9 +1,11 @@
 //! Live progress of the plans `flxp serve` carries out, for the dashboard: every executor event
-//! (migration started, advanced, done, failed, skipped, replanned) and the start and end of each
-//! run go to a broadcast channel, and `GET /events` streams them as server-sent events.
+//! (migration started, advanced, done, failed, skipped, replanned), the start and end of each
+//! run (a rolling maintenance's too, with each node's step as it changes) go to a broadcast
+//! channel, and `GET /events` streams them as server-sent events.
 //!
-//! So does what happens without a request: each daemon round (what it decided and why, also
-//! "nothing to do"), maintenance marks set or cleared, VMs created, and, while at least one
+//! So does what happens without a request: the daemon's migrations (the same events as a run's),
+//! each daemon round (what it decided and why, also "nothing to do"), maintenance marks set or
+//! cleared, VMs created, and, while at least one
 //! reader follows the stream, what one shared poller reads of each zone every [`POLL`]: its
 //! nodes' figures and guest counts (`/cluster/resources`, one call) and its recent tasks
 //! (`/cluster/tasks`, one call, plus the log of each running migration for its progress). With
@@ -11,10 +13,11 @@
 //!
 //! The stream needs the bearer token like the API: the page reads it with `fetch`, which can send
 //! the `Authorization` header (an `EventSource` cannot, and a token in the URL would end up in
-//! logs and history).
+//! logs and history). Streams end when the service stops, after the last run's end was sent.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -64,6 +67,24 @@ pub struct Live {
     created: Mutex<VecDeque<Created>>,
     /// Migration targets by UPID, read from task logs (a finished task's never changes).
     targets: Mutex<HashMap<String, String>>,
+    /// Set when the service stops: every stream ends (an open stream would hold the HTTP
+    /// server's graceful shutdown forever).
+    closed: tokio::sync::watch::Sender<bool>,
+    /// The last rolling maintenance started through the API, by zone.
+    rolling: Mutex<BTreeMap<String, RollingRecord>>,
+}
+
+/// The last rolling maintenance `rollingMaintenance` started in a zone: kept after it ends, so
+/// that a client polling learns how it ended (its progress lines are gone once every node is
+/// done).
+#[derive(Debug, Clone)]
+pub struct RollingRecord {
+    /// Its nodes, in the order it takes them.
+    pub nodes: Vec<String>,
+    /// Its migrations, counted as they end.
+    pub progress: Arc<LiveProgress>,
+    /// How it ended; `None` while it runs (or waits for the zone).
+    pub end: Option<RollingEnd>,
 }
 
 impl Default for Live {
@@ -72,6 +93,8 @@ impl Default for Live {
             tx: broadcast::Sender::new(BACKLOG),
             created: Mutex::default(),
             targets: Mutex::default(),
+            closed: tokio::sync::watch::Sender::new(false),
+            rolling: Mutex::default(),
         }
     }
 }
@@ -164,19 +187,83 @@ impl Live {
         self.send(json!({ "event": "run-ended", "zone": zone, "goal": goal, "done": done, "failed": failed }));
     }
 
-    /// The server-sent-events stream of everything sent from now on.
+    /// A rolling maintenance was asked for (it may wait for the zone): the zone's last run from
+    /// now on, its migrations counted by `progress`.
+    pub fn rolling_asked(&self, zone: &str, nodes: &[String], progress: Arc<LiveProgress>) {
+        let record = RollingRecord {
+            nodes: nodes.to_vec(),
+            progress,
+            end: None,
+        };
+        let mut runs = self.rolling.lock().unwrap_or_else(|p| p.into_inner());
+        runs.insert(zone.to_owned(), record);
+    }
+
+    /// The last rolling maintenance asked for in `zone`, if any.
+    pub fn rolling_run(&self, zone: &str) -> Option<RollingRecord> {
+        let runs = self.rolling.lock().unwrap_or_else(|p| p.into_inner());
+        runs.get(zone).cloned()
+    }
+
+    /// A rolling maintenance started: a run of goal `rolling` naming its nodes in the order it
+    /// takes them (how many migrations it makes is known only as each node is emptied).
+    pub fn rolling_started(&self, zone: &str, nodes: &[String]) {
+        self.send(
+            json!({ "event": "run-started", "zone": zone, "goal": "rolling", "nodes": nodes }),
+        );
+    }
+
+    /// A node of a rolling maintenance reached a step (the word its progress line keeps).
+    pub fn rolling_step(&self, zone: &str, news: &flxp_engine::rolling::News) {
+        self.send(json!({
+            "event": "rolling-step", "zone": zone, "node": news.node,
+            "step": news.step.as_str(), "summary": news.line,
+        }));
+    }
+
+    /// A rolling maintenance ended: its migrations done and failed (as every run's end says),
+    /// its outcome and the exit code `flxp rolling` would have had, and why it stopped; kept as
+    /// the zone's last run's end.
+    pub fn rolling_ended(&self, zone: &str, end: &RollingEnd) {
+        if let Some(r) = self
+            .rolling
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(zone)
+        {
+            r.end = Some(end.clone());
+        }
+        self.send(json!({
+            "event": "run-ended", "zone": zone, "goal": "rolling",
+            "done": end.done, "failed": end.failed, "outcome": end.outcome,
+            "exitCode": end.exit_code, "error": end.error,
+        }));
+    }
+
+    /// Ends every stream once the events sent before are delivered; later readers get none.
+    pub fn close(&self) {
+        self.closed.send_replace(true);
+    }
+
+    /// The server-sent-events stream of everything sent from now on, until [`Self::close`].
     pub fn stream(&self) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>> + use<>> {
         let rx = self.tx.subscribe();
-        let events = futures_util::stream::unfold(rx, |mut rx| async move {
-            let event = match rx.recv().await {
-                Ok(v) => SseEvent::default().data(v.to_string()),
-                Err(broadcast::error::RecvError::Lagged(n)) => {
-                    SseEvent::default().data(json!({ "event": "lagged", "missed": n }).to_string())
-                }
-                Err(broadcast::error::RecvError::Closed) => return None,
-            };
-            Some((Ok(event), rx))
-        });
+        let closed = self.closed.subscribe();
+        let events =
+            futures_util::stream::unfold((rx, closed), |(mut rx, mut closed)| async move {
+                let event = tokio::select! {
+                    // What was sent before the close still goes out.
+                    biased;
+                    r = rx.recv() => match r {
+                        Ok(v) => SseEvent::default().data(v.to_string()),
+                        Err(broadcast::error::RecvError::Lagged(n)) => SseEvent::default()
+                            .data(json!({ "event": "lagged", "missed": n }).to_string()),
+                        Err(broadcast::error::RecvError::Closed) => return None,
+                    },
+                    _ = closed.wait_for(|c| *c) => return None,
+                };
+                Some((Ok(event), (rx, closed)))
+            });
         // Proxies close idle connections; a comment every 15 s keeps the stream open.
         Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
     }
@@ -371,25 +458,108 @@ async fn progress(api: &flxp_pve::Pve, upid: &str) -> Option<f64> {
         .find_map(|l| flxp_engine::progress::fraction_from_log(l))
 }
 
-/// The progress of a run: counted in the metrics and sent live.
+/// How a rolling maintenance started through the API ended, for its `run-ended` event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RollingEnd {
+    /// Migrations done.
+    pub done: usize,
+    /// Migrations failed.
+    pub failed: usize,
+    /// `done`, `stopped` (the service stopping, or its lease lapsing), `unsafe` (a node could
+    /// not go out safely, nothing changed on it) or `failed`.
+    pub outcome: &'static str,
+    /// What `flxp rolling` exits with on the same end: 0, 1 (failed, stopped), 2 (a node
+    /// unknown) or 3 (unsafe).
+    pub exit_code: u8,
+    /// Why it did not finish.
+    pub error: Option<String>,
+}
+
+impl RollingEnd {
+    /// The end of a run with these migrations done and failed; `stopping` when the run was asked
+    /// to stop.
+    pub fn new(
+        result: &Result<flxp_engine::rolling::RollingReport, flxp_engine::rolling::RollingError>,
+        (done, failed): (usize, usize),
+        stopping: bool,
+    ) -> Self {
+        use flxp_engine::rolling::RollingError;
+        let (outcome, exit_code) = match result {
+            Ok(_) => ("done", 0),
+            Err(RollingError::Unsafe { .. }) => ("unsafe", 3),
+            Err(RollingError::UnknownNode { .. }) => ("failed", 2),
+            Err(RollingError::Stopped { .. }) => ("stopped", 1),
+            Err(_) if stopping => ("stopped", 1),
+            Err(_) => ("failed", 1),
+        };
+        Self {
+            done,
+            failed,
+            outcome,
+            exit_code,
+            error: result.as_ref().err().map(ToString::to_string),
+        }
+    }
+}
+
+/// The progress of a run: counted in the metrics (unless the caller counts them itself) and sent
+/// live.
 pub struct LiveProgress {
-    /// The metrics' counter of migrations.
-    pub meter: MigrationMeter,
+    /// The metrics' counter of migrations; `None` where the caller counts them (the daemon, at
+    /// each round's end).
+    pub meter: Option<MigrationMeter>,
     /// Where events go.
     pub live: Arc<Live>,
+    /// Migrations done and failed so far.
+    counts: (AtomicUsize, AtomicUsize),
+}
+
+impl std::fmt::Debug for LiveProgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveProgress")
+            .field("counts", &self.counts())
+            .finish_non_exhaustive()
+    }
+}
+
+impl LiveProgress {
+    /// Progress sent to `live`, counted by `meter`.
+    pub fn new(meter: Option<MigrationMeter>, live: Arc<Live>) -> Self {
+        Self {
+            meter,
+            live,
+            counts: (AtomicUsize::new(0), AtomicUsize::new(0)),
+        }
+    }
+
+    /// Migrations done and failed so far.
+    pub fn counts(&self) -> (usize, usize) {
+        (
+            self.counts.0.load(Ordering::Relaxed),
+            self.counts.1.load(Ordering::Relaxed),
+        )
+    }
 }
 
 impl Progress for LiveProgress {
     fn event(&self, event: &Event) {
-        self.meter.event(event);
+        if let Some(m) = &self.meter {
+            m.event(event);
+        }
+        match event {
+            Event::Done { .. } => self.counts.0.fetch_add(1, Ordering::Relaxed),
+            Event::Failed { .. } => self.counts.1.fetch_add(1, Ordering::Relaxed),
+            _ => 0,
+        };
         if let Ok(v) = serde_json::to_value(event) {
             self.live.send(v);
         }
     }
 
     fn wants_fractions(&self) -> bool {
-        // The page shows each migration's bar move; one task-log read per poll is the price.
-        true
+        // The page shows each migration's bar move; one task-log read per poll is the price,
+        // paid only while someone follows the stream.
+        self.live.followed()
     }
 }
 
@@ -403,10 +573,12 @@ mod tests {
     async fn events_reach_every_reader_as_json() {
         let live = Arc::new(Live::default());
         let mut rx = live.tx.subscribe();
-        let p = LiveProgress {
-            meter: MigrationMeter(Arc::new(crate::serve::metrics::Metrics::new())),
-            live: Arc::clone(&live),
-        };
+        let p = LiveProgress::new(
+            Some(MigrationMeter(Arc::new(
+                crate::serve::metrics::Metrics::new(),
+            ))),
+            Arc::clone(&live),
+        );
         p.event(&Event::Progress {
             zone: "eu".into(),
             vmid: 101,

@@ -14,13 +14,14 @@ use super::query::{
     balance_goal, balance_options, core_error, evacuation, evacuation_goal, evacuation_result,
     rebalance, state,
 };
-use super::run::{executor_for, rolling_options};
+use super::run::{executor_for, executor_with, live_progress, rolling_options};
 use super::safety::{Claim, answer, fingerprint as fingerprint_of};
 use super::types::{
     CreateVmOptions, Host, MaintenanceState, PlanResult, PowerAction, RollingNode, RunResult, Vm,
 };
 use super::{ApiError, Code};
 use crate::config::catalog::VmParts;
+use crate::serve::dashboard::live::RollingEnd;
 use crate::serve::state::AppState;
 
 /// The mutation root.
@@ -242,7 +243,8 @@ impl Mutation {
         super::views::require_operator(ctx, "rollingMaintenance")?;
         let z = s.zone(&zone)?;
         let lease = act_lease(s, &zone).await?;
-        let executor = executor_for(s, &zone, z);
+        let progress = live_progress(s);
+        let executor = executor_with(s, &zone, z, Arc::clone(&progress));
         let options = rolling_options(s, reboot);
         // What would stop the run at once (an unknown node, a first node that may not go) is
         // the caller's answer, not only a line in the log.
@@ -259,21 +261,28 @@ impl Mutation {
                 other => ApiError::new(Code::Unavailable, other.to_string()),
             })?;
         let (runs, daemon, name) = (Arc::clone(&z.runs), s.daemon.clone(), zone.clone());
-        let metrics = Arc::clone(&s.metrics);
+        let (metrics, live, stop) = (Arc::clone(&s.metrics), Arc::clone(&s.live), s.stop.clone());
+        let queued: Vec<String> = order.iter().map(|q| q.node.clone()).collect();
+        s.live.rolling_asked(&zone, &queued, Arc::clone(&progress));
         s.work.spawn(async move {
             // Like every run: none beside it in the zone, and no daemon round meanwhile.
             let _run = runs.lock_owned().await;
             let _round = daemon.lock_zone(&name).await.ok();
             // Held while the maintenance runs, released at its end.
             let _lease = lease;
+            live.rolling_started(&name, &queued);
             let tell = |n: flxp_engine::rolling::News| {
                 metrics.rolling_step(&name, &n.node, n.step);
+                live.rolling_step(&name, &n);
                 tracing::info!(zone = %name, "rolling maintenance: {}", n.line);
             };
-            match executor.rolling(&nodes, &options, &tell).await {
+            let result = executor.rolling(&nodes, &options, &tell).await;
+            match &result {
                 Ok(r) => tracing::info!(zone = %name, done = r.done.len(), migrations = r.migrations, "rolling maintenance done"),
                 Err(e) => tracing::error!(zone = %name, error = %e, "rolling maintenance stopped"),
             }
+            let end = RollingEnd::new(&result, progress.counts(), stop.is_stopped());
+            live.rolling_ended(&name, &end);
         });
         Ok(order.iter().map(RollingNode::from).collect())
     }
@@ -334,15 +343,21 @@ fn go_home(s: &AppState, zone: &str, z: &crate::serve::zone::Zone, node: String)
     let executor = executor_for(s, zone, z);
     let (runs, daemon, name) = (Arc::clone(&z.runs), s.daemon.clone(), zone.to_owned());
     let options = s.config.evacuate.clone();
+    let live = Arc::clone(&s.live);
     s.work.spawn(async move {
         let _run = runs.lock_owned().await;
         let _round = daemon.lock_zone(&name).await.ok();
         match executor.plan_return(&node, &options).await {
             Ok((goal, plan)) => {
+                // A run like the others on the event stream, even with nothing to take back.
+                live.run_started(&name, goal.as_str(), plan.migrations.len());
+                let (mut done, mut failed) = (0, 0);
                 if !plan.migrations.is_empty() {
                     let report = executor.execute(plan, &goal).await;
                     tracing::info!(zone = %name, node, summary = %report.summary(), "guests back home");
+                    (done, failed) = (report.done.len(), report.failed.len());
                 }
+                live.run_ended(&name, goal.as_str(), done, failed);
                 if let Err(e) = executor.settle_homes(&node).await {
                     tracing::warn!(zone = %name, node, error = %flxp_engine::error_chain(&e), "cannot update where the guests come from");
                 }

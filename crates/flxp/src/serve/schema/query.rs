@@ -10,7 +10,7 @@ use flxp_engine::ClusterModel;
 
 use super::types::{
     BalanceMethodInfo, Guest, Node, PlacementInput, PlacementResult, PlanResult, RollingNode,
-    RollingSchedule, ZoneInfo,
+    RollingRun, RollingSchedule, ZoneInfo,
 };
 use super::{ApiError, Code};
 use crate::serve::state::{AppState, blocking};
@@ -165,6 +165,15 @@ impl Query {
             .await
             .map_err(|e| ApiError::new(Code::ProxmoxError, flxp_engine::error_chain(&e)))?;
         Ok(progress.values().map(RollingNode::from).collect())
+    }
+
+    /// The last rolling maintenance `rollingMaintenance` started in the zone since this flxp
+    /// started: running, or how it ended (none if none was started). Each node's step is
+    /// `rollingProgress`.
+    async fn rolling_run(&self, ctx: &Context<'_>, zone: String) -> Result<Option<RollingRun>> {
+        let s = state(ctx)?;
+        s.zone(&zone)?;
+        Ok(s.live.rolling_run(&zone).as_ref().map(RollingRun::from))
     }
 
     /// What `rollingMaintenance` with the same arguments would do, node after node: each

@@ -25,13 +25,28 @@ pub(crate) fn rolling_options(s: &AppState, reboot: bool) -> flxp_engine::rollin
 
 /// The executor runs of a zone carry plans out with: its reservations, options, stop and progress.
 pub(crate) fn executor_for(s: &AppState, zone: &str, z: &crate::serve::zone::Zone) -> Executor {
+    executor_with(s, zone, z, live_progress(s))
+}
+
+/// [`executor_for`] with `progress`, which the caller keeps to read its counts.
+pub(crate) fn executor_with(
+    s: &AppState,
+    zone: &str,
+    z: &crate::serve::zone::Zone,
+    progress: Arc<LiveProgress>,
+) -> Executor {
     Executor::new(zone, z.api.clone(), &s.scheduler)
         .with_overrides(z.overrides.clone())
         .with_reservations(Some(Arc::clone(z.creator.reservations())))
         .with_options(s.execute.clone())
         .with_stop(s.stop.clone())
-        .with_progress(Arc::new(LiveProgress {
-            meter: MigrationMeter(Arc::clone(&s.metrics)),
-            live: Arc::clone(&s.live),
-        }))
+        .with_progress(progress)
+}
+
+/// A run's progress: counted in the metrics and sent live.
+pub(crate) fn live_progress(s: &AppState) -> Arc<LiveProgress> {
+    Arc::new(LiveProgress::new(
+        Some(MigrationMeter(Arc::clone(&s.metrics))),
+        Arc::clone(&s.live),
+    ))
 }

@@ -461,6 +461,43 @@ impl From<&flxp_engine::rolling::Queued> for RollingNode {
     }
 }
 
+/// The last rolling maintenance `rollingMaintenance` started in a zone since this flxp started:
+/// while it runs, and how it ended.
+#[derive(SimpleObject, Debug, Clone)]
+pub struct RollingRun {
+    /// Its nodes, in the order it takes them.
+    pub nodes: Vec<String>,
+    /// `running` (also while it waits for the zone), `done`, `stopped` (flxp stopping, or its
+    /// lease lapsing), `unsafe` (a node could not go out safely) or `failed`.
+    pub outcome: String,
+    /// Migrations done so far.
+    pub done: u32,
+    /// Migrations failed so far.
+    pub failed: u32,
+    /// The exit code `flxp rolling` would have ended with; none while it runs.
+    pub exit_code: Option<i32>,
+    /// Why it did not finish.
+    pub error: Option<String>,
+}
+
+impl From<&crate::serve::dashboard::live::RollingRecord> for RollingRun {
+    fn from(r: &crate::serve::dashboard::live::RollingRecord) -> Self {
+        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        let (done, failed) = match &r.end {
+            Some(e) => (e.done, e.failed),
+            None => r.progress.counts(),
+        };
+        Self {
+            nodes: r.nodes.clone(),
+            outcome: r.end.as_ref().map_or("running", |e| e.outcome).to_owned(),
+            done: count(done),
+            failed: count(failed),
+            exit_code: r.end.as_ref().map(|e| i32::from(e.exit_code)),
+            error: r.end.as_ref().and_then(|e| e.error.clone()),
+        }
+    }
+}
+
 /// One node of a rolling maintenance's schedule.
 #[derive(SimpleObject, Debug, Clone)]
 pub struct RollingScheduleNode {
