@@ -620,6 +620,7 @@ fn timing_consolidate(quick: bool, only: Option<usize>) {
                 &p,
                 &ConsolidateOptions::default(),
                 &EvacuateOptions::default(),
+                &|_| {},
             )
             .expect("consolidation")
         });

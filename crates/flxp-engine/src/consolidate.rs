@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use flxp_core::balance::{BalanceOptions, EvacuateOptions};
 use flxp_core::cluster::NodeIdx;
-use flxp_core::consolidate::{ConsolidateOptions, Consolidation, Judged, consolidate_telling};
+use flxp_core::consolidate::{ConsolidateOptions, Consolidation, Judged, consolidate};
 use flxp_core::placement::Placer;
 use flxp_pve::types::NodeCommand;
 
@@ -84,7 +84,7 @@ pub(crate) async fn plan_on_blocking_thread(
     judged: Option<TellJudged>,
 ) -> Result<flxp_core::Result<Consolidation>> {
     crate::blocking::run("planning a consolidation", move || {
-        consolidate_telling(
+        consolidate(
             &model.cluster,
             &model.rules,
             &model.state,

@@ -271,30 +271,6 @@ impl Consolidation {
     }
 }
 
-/// Plans a consolidation: the nodes to empty, cheapest first, within every limit (module doc).
-///
-/// `placer` is the zone's pipeline: its reserves count for the headroom, and the ceiling is added
-/// to them for packing. Stopped guests move too (a node switched off cannot start them). `Err` for
-/// an invalid option or a scorer bug.
-pub fn consolidate(
-    cluster: &Cluster,
-    rules: &Rules,
-    state: &State,
-    placer: &Placer,
-    options: &ConsolidateOptions,
-    evacuate_options: &EvacuateOptions,
-) -> Result<Consolidation> {
-    consolidate_telling(
-        cluster,
-        rules,
-        state,
-        placer,
-        options,
-        evacuate_options,
-        &|_| {},
-    )
-}
-
 /// A node the consolidation has judged, for a progress line: on a thousand nodes the search
 /// takes seconds, and an admin should see it moving.
 #[derive(Debug, Clone, Copy)]
@@ -312,8 +288,13 @@ pub struct Judged<'a> {
 /// Where news of nodes judged goes.
 pub type TellJudged<'a> = &'a (dyn Fn(Judged<'_>) + Sync);
 
-/// [`consolidate`], telling `judged` of each candidate node as it is judged.
-pub fn consolidate_telling(
+/// Plans a consolidation: the nodes to empty, cheapest first, within every limit (module doc).
+///
+/// `placer` is the zone's pipeline: its reserves count for the headroom, and the ceiling is added
+/// to them for packing. Stopped guests move too (a node switched off cannot start them). `Err` for
+/// an invalid option or a scorer bug. `judged`
+/// hears of each candidate node as it is judged.
+pub fn consolidate(
     cluster: &Cluster,
     rules: &Rules,
     state: &State,

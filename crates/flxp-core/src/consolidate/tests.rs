@@ -21,6 +21,7 @@ fn run(c: &Cluster, o: &ConsolidateOptions) -> Consolidation {
         &p,
         o,
         &EvacuateOptions::default(),
+        &|_| {},
     )
     .unwrap()
 }
@@ -92,7 +93,7 @@ fn each_candidate_is_told_in_the_order_tried_with_its_outcome() {
                 .map(|k| k.split(':').next().unwrap_or_default().to_owned()),
         ));
     };
-    let out = consolidate_telling(
+    let out = consolidate(
         &c,
         &rules,
         &State::new(&c),
@@ -334,6 +335,7 @@ fn bad_options_are_refused_by_name() {
         &p,
         &o,
         &EvacuateOptions::default(),
+        &|_| {},
     )
     .unwrap_err();
     assert!(e.to_string().contains("max-cpu"), "{e}");
@@ -619,7 +621,7 @@ fn a_policy_that_ranks_every_node_is_judged_over_every_node() {
         policy: "free-memory".into(),
         ..EvacuateOptions::default()
     };
-    let out = consolidate(&c, &rules, &State::new(&c), &placer(), &o, &evac).unwrap();
+    let out = consolidate(&c, &rules, &State::new(&c), &placer(), &o, &evac, &|_| {}).unwrap();
     assert_eq!(out.freed.len(), 19, "{:#?}", out.kept);
     assert_eq!(out.plan.migrations.len(), 19 * 15);
     // Each of the 285 guests judged over the 40 hosts, at least.

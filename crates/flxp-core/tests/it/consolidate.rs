@@ -121,7 +121,7 @@ proptest! {
             resume: resumed,
             ..ConsolidateOptions::default()
         };
-        let r = consolidate(&c, &rules, &start, &placer, &o, &EvacuateOptions::default()).unwrap();
+        let r = consolidate(&c, &rules, &start, &placer, &o, &EvacuateOptions::default(), &|_| {}).unwrap();
         let new: Vec<_> = r
             .freed
             .iter()

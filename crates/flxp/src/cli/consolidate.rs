@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use anyhow::{Context, Result};
-use flxp_core::consolidate::{Consolidation, Judged, consolidate_telling};
+use flxp_core::consolidate::{Consolidation, Judged, consolidate};
 use flxp_engine::consolidate::PowerError;
 use flxp_engine::{ExecutionReport, Executor, LeaseKeeper};
 use serde::Serialize;
@@ -115,7 +115,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
                     options.keep.insert(node, why);
                 }
             }
-            let c = consolidate_telling(
+            let c = consolidate(
                 &m.cluster,
                 &m.rules,
                 &m.state,

@@ -228,7 +228,7 @@ proptest! {
         let rules = Rules::compile(&cluster);
         let placer = Placer::new(PlacementOptions::default(), Vec::new()).unwrap();
         let options = ConsolidateOptions { min_nodes, ..ConsolidateOptions::default() };
-        let out = consolidate(&cluster, &rules, &state, &placer, &options, &EvacuateOptions::default()).unwrap();
+        let out = consolidate(&cluster, &rules, &state, &placer, &options, &EvacuateOptions::default(), &|_| {}).unwrap();
         let total = cluster.nodes().len();
         let online = cluster.nodes().iter().filter(|n| n.is_online()).count();
         let freed: Vec<NodeIdx> = out.freed.iter().map(|f| cluster.node_idx(&f.node).unwrap()).collect();
