@@ -72,9 +72,9 @@ pub struct BalanceOptionsOf<M> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub soft_weight: Option<f64>,
     /// How much of the best move's balance gain per migration (a fraction from 0 to 1) the
-    /// greedy search may give up to place configured vCPUs more evenly over the nodes' cores
-    /// (`--vcpu-tolerance`): among the moves within it, the one evening out vCPUs per core most
-    /// runs, and no later pass may leave them less even. What guests use is what is balanced;
+    /// greedy search may give up to place configured vCPUs more evenly over the nodes' cores:
+    /// among the moves within it, the one evening out vCPUs per core most runs, and no later
+    /// pass may leave them less even. What guests use is what is balanced;
     /// their configured size is the ceiling of what they may take, which a quiet hour does not
     /// show. 0 switches it off; it never makes the trigger act.
     pub vcpu_tolerance: f64,
