@@ -652,7 +652,7 @@ fn best_move(
             }
         }
     }
-    let mut subjects: HashMap<UnitId, Subject> = HashMap::new();
+    let subjects = &mut HashMap::new();
     let mut asked = 0;
     // Units whose best candidate was seen: later candidates of theirs are second choices.
     let mut seen: HashSet<UnitId> = HashSet::new();
@@ -673,18 +673,11 @@ fn best_move(
             }
             continue;
         }
-        let subject = subjects.entry(u).or_insert_with(|| {
-            let unit = draft.units.get(u);
-            draft.subject(&unit.members, unit.group.as_deref())
-        });
-        let reduction = value
-            - draft
-                .objective
-                .measure_with(draft.measure, &[m.effect.from, m.effect.to]);
+        let (subject, reduction) = judged(draft, subjects, &m, value);
         match soft_cost(draft, subject, s, t) {
             Some(w) if worth_trading(draft.soft_weight, w, reduction) => {
                 return Ok(Some(match near {
-                    Some(near) => evener(draft, opts, (near, shifts), m, value, &mut subjects),
+                    Some(near) => evener(draft, opts, (near, shifts), m, value, subjects),
                     None => m,
                 }));
             }
@@ -704,6 +697,26 @@ fn best_move(
         }
     }
     Ok(None)
+}
+
+/// A single-move candidate's subject (made once per unit) and how much it lowers the measure
+/// from `value`.
+fn judged<'a>(
+    draft: &Draft,
+    subjects: &'a mut HashMap<UnitId, Subject>,
+    m: &Move,
+    value: f64,
+) -> (&'a Subject, f64) {
+    let (u, _, _) = m.units[0];
+    let subject = subjects.entry(u).or_insert_with(|| {
+        let unit = draft.units.get(u);
+        draft.subject(&unit.members, unit.group.as_deref())
+    });
+    let reduction = value
+        - draft
+            .objective
+            .measure_with(draft.measure, &[m.effect.from, m.effect.to]);
+    (subject, reduction)
 }
 
 /// Among the candidates whose gain per cost is within `vcpu_tolerance` of the `best` move's,
@@ -741,14 +754,7 @@ fn evener(
         {
             continue;
         }
-        let subject = subjects.entry(u).or_insert_with(|| {
-            let unit = draft.units.get(u);
-            draft.subject(&unit.members, unit.group.as_deref())
-        });
-        let reduction = value
-            - draft
-                .objective
-                .measure_with(draft.measure, &[m.effect.from, m.effect.to]);
+        let (subject, reduction) = judged(draft, subjects, &m, value);
         if soft_cost(draft, subject, s, t)
             .is_some_and(|w| worth_trading(draft.soft_weight, w, reduction))
         {
