@@ -372,6 +372,13 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("return-hold-secs"), "{e}");
+        let e = serde_json::from_str::<BalanceOptions>(r#"{"vcpu-tolerance":1.5}"#)
+            .unwrap()
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("vcpu-tolerance"), "{e}");
+        assert_eq!(BalanceOptions::default().vcpu_tolerance, 0.0);
         assert_eq!(BalanceOptions::default().return_hold_secs, 21_600);
         assert!(BalanceOptions::default().validate().is_ok());
     }
