@@ -22,6 +22,7 @@
 
 pub mod bounds;
 mod check;
+mod commit;
 #[cfg(test)]
 mod disks_tests;
 pub(crate) mod draft;

@@ -228,21 +228,7 @@ impl Objective {
 
     /// Change of Σ(load − mean)² when some balanced nodes take new loads (others unchanged).
     pub fn delta(&self, changes: &[(NodeIdx, f64)]) -> f64 {
-        if self.count == 0 {
-            return 0.0;
-        }
-        let (mut d_sum, mut d_sq) = (0.0, 0.0);
-        for &(n, new) in changes {
-            if !self.balanced[n.get()] {
-                continue;
-            }
-            let old = self.loads[n.get()];
-            let d = new - old;
-            d_sum += d;
-            d_sq += d * (2.0 * old + d);
-        }
-        let n = self.count as f64;
-        d_sq - (2.0 * self.sum * d_sum + d_sum * d_sum) / n
+        sq_dev_delta(&self.loads, &self.balanced, (self.sum, self.count), changes)
     }
 
     /// The effect of moving a shift from one node to another.
@@ -305,6 +291,31 @@ impl Objective {
             Measure::Cv | Measure::CvRaw => measure.of_loads(&loads),
         }
     }
+}
+
+/// Change of Σ(value − mean)² over the counted entries of `values` (their sum and count given)
+/// when some take new values, the others unchanged: O(1), from the running sum.
+pub(crate) fn sq_dev_delta(
+    values: &[f64],
+    counted: &[bool],
+    (sum, count): (f64, usize),
+    changes: &[(NodeIdx, f64)],
+) -> f64 {
+    if count == 0 {
+        return 0.0;
+    }
+    let (mut d_sum, mut d_sq) = (0.0, 0.0);
+    for &(n, new) in changes {
+        if !counted[n.get()] {
+            continue;
+        }
+        let old = values[n.get()];
+        let d = new - old;
+        d_sum += d;
+        d_sq += d * (2.0 * old + d);
+    }
+    let n = count as f64;
+    d_sq - (2.0 * sum * d_sum + d_sum * d_sum) / n
 }
 
 /// Keeps the three most extreme entries under `better`, ties by node order (first seen).

@@ -71,6 +71,13 @@ pub struct BalanceOptionsOf<M> {
     /// balancing never leaves a soft rule worse off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub soft_weight: Option<f64>,
+    /// How much of the best move's balance gain per migration (a fraction from 0 to 1) the
+    /// greedy search may give up to place configured vCPUs more evenly over the nodes' cores:
+    /// among the moves within it, the one evening out vCPUs per core most runs, and no later
+    /// pass may leave them less even. What guests use is what is balanced;
+    /// their configured size is the ceiling of what they may take, which a quiet hour does not
+    /// show. 0 switches it off; it never makes the trigger act.
+    pub vcpu_tolerance: f64,
 }
 
 /// What Proxmox's balancing methods take as a node's load (docs: Proxmox's `crs: ha=`).
@@ -140,6 +147,7 @@ impl Default for RawBalanceOptions {
             prune: true,
             effort_secs: 0.0,
             soft_weight: None,
+            vcpu_tolerance: 0.0,
         }
     }
 }
@@ -171,6 +179,7 @@ impl<M> BalanceOptionsOf<M> {
             prune,
             effort_secs,
             soft_weight,
+            vcpu_tolerance,
         )
     }
 
@@ -211,6 +220,15 @@ impl<M> BalanceOptionsOf<M> {
             return Err(Error::Option {
                 name: "soft-weight".into(),
                 message: format!("must be a number ≥ 0, got {w}"),
+            });
+        }
+        if !(0.0..=1.0).contains(&self.vcpu_tolerance) {
+            return Err(Error::Option {
+                name: "vcpu-tolerance".into(),
+                message: format!(
+                    "must be a fraction from 0 to 1 (0 switches it off), got {}",
+                    self.vcpu_tolerance
+                ),
             });
         }
         if self.candidate_nodes < 2 {
@@ -354,6 +372,13 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("return-hold-secs"), "{e}");
+        let e = serde_json::from_str::<BalanceOptions>(r#"{"vcpu-tolerance":1.5}"#)
+            .unwrap()
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("vcpu-tolerance"), "{e}");
+        assert_eq!(BalanceOptions::default().vcpu_tolerance, 0.0);
         assert_eq!(BalanceOptions::default().return_hold_secs, 21_600);
         assert!(BalanceOptions::default().validate().is_ok());
     }

@@ -16,6 +16,7 @@ use super::bounds::{
     Need, Tightness, can_leave, moves_for_peak, moves_for_trough, need_for_spread,
     pinned_spread_floor, spread_floor,
 };
+use super::commit;
 use super::draft::Draft;
 use super::fix::{self, Scope};
 use super::measure::{LoadKind, Measure, balanced_loads, balanced_nodes, imbalance_in, node_loads};
@@ -76,8 +77,17 @@ pub(crate) fn plan_flxp(input: &PlanInput<'_>, options: &BalanceOptions) -> Resu
         let (best, note) = thorough(input, options, first)?;
         (best, Some(note))
     };
-    // Small clusters: an exact search within a work budget may beat the greedy plan.
+    // Small clusters: an exact search within a work budget may beat the greedy plan; with
+    // `vcpu-tolerance`, not by leaving configured vCPUs less even.
+    let searched = (options.vcpu_tolerance > 0.0).then(|| greedy.clone());
     let mut plan = super::refine::improve(input, options, greedy, deadline);
+    if let Some(searched) = searched {
+        let (cluster, state) = (input.cluster, input.state);
+        let score = |p: &Plan| commit::score(cluster, &super::refine::ends(cluster, state, p));
+        if score(&plan) > score(&searched) + 1e-9 {
+            plan = searched;
+        }
+    }
     // Thorough mode's note on its searches ends the summary, whichever plan won.
     if let Some(note) = note {
         plan.summary.push_str(&format!(" ({note})"));
@@ -661,6 +671,62 @@ mod tests {
         assert_eq!(p.metric, LoadKind::Dominant, "{}", p.summary);
         assert_eq!(moved(&p), [102, 103], "{}", p.summary);
         assert!(spread_of(&cpu(&end(&p))) <= 25.0, "{:?}", cpu(&end(&p)));
+    }
+
+    /// Nodes a, b and c (16 CPUs, 64 GiB), every guest idle. a carries six 6 GiB guests:
+    /// 101–103 with one vCPU, 104–106 with eight, 27 vCPUs on 16 cores; b one 6 GiB guest with
+    /// one vCPU; c nothing. On memory the guests of a are all alike.
+    fn vcpus_on_one_node() -> Cluster {
+        let mut b = ClusterBuilder::new()
+            .node(node("a"))
+            .node(node("b"))
+            .node(node("c"));
+        for (vmid, vcpus) in [
+            (101, 1.0),
+            (102, 1.0),
+            (103, 1.0),
+            (104, 8.0),
+            (105, 8.0),
+            (106, 8.0),
+        ] {
+            b = b.guest(vm(vmid, "a").mem(6 * GIB, 6 * GIB).cores(vcpus, 0.0));
+        }
+        b.guest(vm(107, "b").mem(6 * GIB, 6 * GIB).cores(1.0, 0.0))
+            .build()
+    }
+
+    #[test]
+    fn a_vcpu_tolerance_moves_the_vcpu_heavy_guests_apart_where_memory_alone_does_not() {
+        let c = vcpus_on_one_node();
+        let s = State::new(&c);
+        let r = Rules::compile(&c);
+        let end = |p: &Plan| super::super::replay(&c, &r, &s, &placer(), &p.migrations).unwrap();
+        let vcpus = |st: &State| -> Vec<f64> {
+            c.node_indexes()
+                .map(|n| st.usage(n).committed_cpus)
+                .collect()
+        };
+        let moved = |p: &Plan| {
+            let mut v: Vec<u32> = p.migrations.iter().map(|m| m.vmid).collect();
+            v.sort_unstable();
+            v
+        };
+        // Memory alone: every guest of a gains as much, so the lowest vmids go, and a keeps
+        // its 24 vCPUs of eight-vCPU guests on 16 cores.
+        let plain = run(&c, PlacementOptions::default(), &BalanceOptions::default());
+        assert_eq!(moved(&plain), [101, 102, 103], "{}", plain.summary);
+        assert_eq!(vcpus(&end(&plain)), [24.0, 2.0, 2.0]);
+        // With the knob, the same memory balance with as many migrations: two eight-vCPU
+        // guests leave a, and the third move takes a one-vCPU guest, which evens vCPUs out
+        // more than the last eight-vCPU one would (10, 9 and 9 against 3, 9 and 16).
+        let o = BalanceOptions {
+            vcpu_tolerance: 0.25,
+            ..BalanceOptions::default()
+        };
+        let even = run(&c, PlacementOptions::default(), &o);
+        assert_eq!(moved(&even), [101, 104, 105], "{}", even.summary);
+        assert_eq!(even.imbalance_after, plain.imbalance_after);
+        assert_eq!(vcpus(&end(&even)), [10.0, 9.0, 9.0]);
     }
 
     #[test]

@@ -232,7 +232,7 @@ fn ordered(input: &PlanInput<'_>, goal: &Goal, end: &State) -> Option<Optimum> {
 }
 
 /// Where `plan` leaves every guest.
-fn ends(cluster: &Cluster, state: &State, plan: &Plan) -> State {
+pub(super) fn ends(cluster: &Cluster, state: &State, plan: &Plan) -> State {
     let mut end = state.clone();
     for m in &plan.migrations {
         if let (Some(g), Some(t)) = (cluster.guest_idx(m.vmid), cluster.node_idx(&m.to)) {

@@ -25,6 +25,7 @@ use crate::state::State;
 use crate::units::{fmt_bytes, one_decimal};
 use crate::warning::{Warning, WarningKind};
 
+use super::commit::{self, Commit};
 use super::draft::{Draft, Step};
 use super::movable::{Intent, Stay};
 use super::objective::{Effect, Shift};
@@ -249,6 +250,10 @@ pub(crate) fn balance(draft: &mut Draft, opts: &BalanceOptions) -> Result<Outcom
     } else {
         POLISH_WORK
     };
+    // With `vcpu-tolerance`, the post-pass may not leave configured vCPUs less even than the
+    // search did: it chooses by migrations and bytes alone.
+    let searched = (opts.vcpu_tolerance > 0.0)
+        .then(|| (applied.clone(), commit::score(draft.cluster, &draft.state)));
     if opts.prune
         && (prune(draft, &start_state, &mut applied, start_value, end_value)
             | merge(
@@ -264,6 +269,15 @@ pub(crate) fn balance(draft: &mut Draft, opts: &BalanceOptions) -> Result<Outcom
         draft.rewind(&start_state, start_len, 0);
         for m in &applied {
             apply(draft, m);
+        }
+        if let Some((searched, score)) = searched
+            && commit::score(draft.cluster, &draft.state) > score + EPS
+        {
+            applied = searched;
+            draft.rewind(&start_state, start_len, 0);
+            for m in &applied {
+                apply(draft, m);
+            }
         }
     }
     // A guest whose best target the return hold refused, and that did not move after all (the
@@ -638,10 +652,12 @@ fn best_move(
             }
         }
     }
-    let mut subjects: HashMap<UnitId, Subject> = HashMap::new();
+    let subjects = &mut HashMap::new();
     let mut asked = 0;
     // Units whose best candidate was seen: later candidates of theirs are second choices.
     let mut seen: HashSet<UnitId> = HashSet::new();
+    // Kept for the near-ties on configured vCPUs, once the best move is known.
+    let near = (opts.vcpu_tolerance > 0.0).then(|| cands.clone());
     for m in best_first(cands).take(MAX_CHECKS) {
         let (u, s, t) = m.units[0];
         if draft
@@ -657,16 +673,14 @@ fn best_move(
             }
             continue;
         }
-        let subject = subjects.entry(u).or_insert_with(|| {
-            let unit = draft.units.get(u);
-            draft.subject(&unit.members, unit.group.as_deref())
-        });
-        let reduction = value
-            - draft
-                .objective
-                .measure_with(draft.measure, &[m.effect.from, m.effect.to]);
+        let (subject, reduction) = judged(draft, subjects, &m, value);
         match soft_cost(draft, subject, s, t) {
-            Some(w) if worth_trading(draft.soft_weight, w, reduction) => return Ok(Some(m)),
+            Some(w) if worth_trading(draft.soft_weight, w, reduction) => {
+                return Ok(Some(match near {
+                    Some(near) => evener(draft, opts, (near, shifts), m, value, subjects),
+                    None => m,
+                }));
+            }
             Some(_) => {}
             None if storage.len() < STORAGE_REASONS
                 && asked < REFUSALS_ASKED
@@ -683,6 +697,71 @@ fn best_move(
         }
     }
     Ok(None)
+}
+
+/// A single-move candidate's subject (made once per unit) and how much it lowers the measure
+/// from `value`.
+fn judged<'a>(
+    draft: &Draft,
+    subjects: &'a mut HashMap<UnitId, Subject>,
+    m: &Move,
+    value: f64,
+) -> (&'a Subject, f64) {
+    let (u, _, _) = m.units[0];
+    let subject = subjects.entry(u).or_insert_with(|| {
+        let unit = draft.units.get(u);
+        draft.subject(&unit.members, unit.group.as_deref())
+    });
+    let reduction = value
+        - draft
+            .objective
+            .measure_with(draft.measure, &[m.effect.from, m.effect.to]);
+    (subject, reduction)
+}
+
+/// Among the candidates whose gain per cost is within `vcpu_tolerance` of the `best` move's,
+/// the safe one that evens out configured vCPUs per core most, if it does so more than `best`
+/// (equal evening: the better ranked one); `best` otherwise.
+fn evener(
+    draft: &Draft,
+    opts: &BalanceOptions,
+    (cands, shifts): (Vec<Move>, &[Option<Shift>]),
+    best: Move,
+    value: f64,
+    subjects: &mut HashMap<UnitId, Subject>,
+) -> Move {
+    let commit = Commit::new(draft.cluster, &draft.state);
+    let evens = |m: &Move| {
+        let (u, s, t) = m.units[0];
+        let vcpus = shifts[u].map_or(0.0, |x| x.committed_cpus);
+        commit.gain(draft.cluster, s, t, vcpus)
+    };
+    let floor = best.key.0.0 as f64 * (1.0 - opts.vcpu_tolerance);
+    let best_evens = evens(&best);
+    let mut near: Vec<(f64, Move)> = cands
+        .into_iter()
+        .filter(|m| m.key.0.0 as f64 >= floor)
+        .map(|m| (evens(&m), m))
+        .filter(|(e, _)| *e > best_evens + EPS)
+        .collect();
+    near.sort_by(|(ea, a), (eb, b)| eb.total_cmp(ea).then(a.key.cmp(&b.key)));
+    for (_, m) in near.into_iter().take(MAX_CHECKS) {
+        let (u, s, t) = m.units[0];
+        if draft
+            .objective
+            .raises(draft.measure, &[m.effect.from, m.effect.to], value, SCREEN)
+            || draft.returning(&draft.units.get(u).members, t).is_some()
+        {
+            continue;
+        }
+        let (subject, reduction) = judged(draft, subjects, &m, value);
+        if soft_cost(draft, subject, s, t)
+            .is_some_and(|w| worth_trading(draft.soft_weight, w, reduction))
+        {
+            return m;
+        }
+    }
+    best
 }
 
 /// Why a move to `t` is refused when the `storage` filter is the only one that refuses it.

@@ -270,6 +270,7 @@ proptest! {
         budget in 0usize..12,
         threshold in prop_oneof![Just(0.0), Just(5.0), Just(10.0)],
         (measure, restart) in measure_gen(),
+        vcpu_tolerance in prop_oneof![Just(0.0), Just(0.5)],
     ) {
         let c = build(&g).build();
         let rules = Rules::compile(&c);
@@ -277,6 +278,7 @@ proptest! {
         let mut o = options(budget, if measure == Measure::Spread { threshold } else { threshold / 100.0 });
         o.measure = measure;
         o.restart_containers = restart;
+        o.vcpu_tolerance = vcpu_tolerance;
         let p = plan(&c, &rules, &start, &placer(), &o).unwrap();
         prop_assert!(p.migrations.len() <= budget, "{} > {budget}", p.migrations.len());
         let end = assert_every_step_safe(&c, &rules, &start, &p);
