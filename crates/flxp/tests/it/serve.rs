@@ -732,7 +732,7 @@ async fn no_new_vm_lands_on_a_node_while_it_is_emptied_and_migrations_are_counte
     );
     until(&s, "the rebalance's wait in the log", 60, || {
         s.log()
-            .contains("waiting for the zone's running rebalance or evacuation")
+            .contains("waiting for the zone's running rebalance, evacuation or rolling maintenance")
     })
     .await;
     // An abandoned rebalance would start as soon as the evacuation let go; give it the time
